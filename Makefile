@@ -1,0 +1,96 @@
+# Sluice build. `make` builds build/sluiced; `make run` and `make test` also install missing
+# Debian packages first (scripts/deps.sh). See README.md for every target.
+
+BUILD    ?= build
+CC       ?= gcc
+OPT      ?= -O2
+SAN      ?=
+WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter
+CFLAGS   := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Isrc $(EXTRA_CFLAGS)
+LDLIBS   := $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
+
+LIB_SRC  := $(sort $(filter-out src/main.c,$(wildcard src/*/*.c)))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)-fuzz/%)
+FUZZ_TIME ?= 300
+
+.PHONY: all deps deps-test run test unit integration test-asan fuzz fuzz-smoke format \
+        format-check clean
+
+all: $(BUILD)/sluiced
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libsluice.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/sluiced: $(BUILD)/src/main.o $(BUILD)/libsluice.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluice.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS) $(CHECK_LIBS)
+
+deps:
+	@scripts/deps.sh build
+
+deps-test:
+	@scripts/deps.sh test
+
+# Start sluiced in the foreground on 127.0.0.1:5672 with data under ./var.
+run: deps
+	@$(MAKE) --no-print-directory all
+	@mkdir -p var
+	exec $(BUILD)/sluiced --bind 127.0.0.1 --port 5672 --data-dir var
+
+# Every unit and integration test; ends with "N passed, N failed".
+test: deps-test
+	@$(MAKE) --no-print-directory all $(UNIT_BIN)
+	@BUILD=$(BUILD) tests/run.sh
+
+unit: $(UNIT_BIN)
+	@BUILD=$(BUILD) tests/run.sh unit
+
+integration: all
+	@BUILD=$(BUILD) tests/run.sh integration
+
+# The same tests under AddressSanitizer + UndefinedBehaviorSanitizer; any report fails.
+test-asan: deps-test
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  all $(UNIT_SRC:tests/unit/%.c=build-asan/tests/%)
+	@BUILD=build-asan tests/run.sh
+
+# libFuzzer targets for everything that parses bytes from outside.
+$(BUILD)-fuzz/%: tests/fuzz/%.c $(wildcard src/*/*.c src/*/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=all -o $@ $< $(filter-out src/main.c,$(wildcard src/*/*.c)) $(LDLIBS)
+
+fuzz: deps-test $(FUZZ_BIN)
+	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p tests/fuzz/corpus-run/$$n; \
+	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
+	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 tests/fuzz/corpus-run/$$n \
+	    tests/fuzz/corpus/$${n#fuzz_} || exit 1; done
+
+fuzz-smoke:
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20
+
+format:
+	clang-format -i $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'tools/*.[ch]' 'bench/*.[ch]')
+
+format-check:
+	clang-format --dry-run -Werror $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'tools/*.[ch]' 'bench/*.[ch]')
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# deps.sh - make sure the Debian packages Sluice builds and tests with are installed.
+# As root: installs what is missing with apt-get. Otherwise: prints the exact apt-get line
+# and fails. Usage: scripts/deps.sh [build|test|fuzz|bench]
+set -euo pipefail
+
+build_pkgs=(gcc make pkg-config libinih-dev)
+test_pkgs=(check python3 python3-pytest python3-pika python3-amqp python3-kombu amqp-tools
+           clang-format)
+fuzz_pkgs=(clang libclang-rt-14-dev)
+bench_pkgs=(librabbitmq-dev rabbitmq-server)
+
+want=("${build_pkgs[@]}")
+case "${1:-build}" in
+build) ;;
+test) want+=("${test_pkgs[@]}" "${fuzz_pkgs[@]}") ;;
+fuzz) want+=("${fuzz_pkgs[@]}") ;;
+bench) want+=("${bench_pkgs[@]}") ;;
+*) echo "usage: $0 [build|test|fuzz|bench]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+    echo "deps: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # Debian starts rabbitmq-server's service on install where an init system runs; the
+    # benchmark starts its own private instance, so stop the packaged one.
+    if [[ " ${missing[*]} " == *" rabbitmq-server "* ]] && command -v service >/dev/null; then
+        service rabbitmq-server stop >/dev/null 2>&1 || true
+    fi
+else
+    echo "deps: missing Debian packages; install them with:" >&2
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi

@@ -1,0 +1,58 @@
+/* buf.c - growable byte buffer (see buf.h for the invariants). */
+#include "buf.h"
+#include "mem.h"
+
+void sl_buf_init(sl_buf *b)
+{
+    b->data = NULL;
+    b->off = b->len = b->cap = 0;
+}
+
+void sl_buf_free(sl_buf *b)
+{
+    sl_free(b->data);
+    sl_buf_init(b);
+}
+
+uint8_t *sl_buf_reserve(sl_buf *b, size_t n)
+{
+    if (b->cap - b->len >= n)
+        return b->data + b->len;
+    /* Reclaim the consumed prefix before growing when it makes enough room. */
+    if (b->off > 0 && b->cap - (b->len - b->off) >= n && b->off >= b->len / 2) {
+        sl_buf_compact(b);
+        return b->data + b->len;
+    }
+    size_t need = b->len + n;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    b->data = sl_xrealloc(b->data, cap);
+    b->cap = cap;
+    return b->data + b->len;
+}
+
+void sl_buf_append(sl_buf *b, const void *p, size_t n)
+{
+    if (n == 0)
+        return;
+    memcpy(sl_buf_reserve(b, n), p, n);
+    b->len += n;
+}
+
+void sl_buf_consume(sl_buf *b, size_t n)
+{
+    b->off += n;
+    if (b->off >= b->len)
+        b->off = b->len = 0;
+}
+
+void sl_buf_compact(sl_buf *b)
+{
+    if (b->off == 0)
+        return;
+    size_t n = b->len - b->off;
+    memmove(b->data, b->data + b->off, n);
+    b->off = 0;
+    b->len = n;
+}

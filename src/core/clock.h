@@ -1,0 +1,10 @@
+/* clock.h - monotonic and wall-clock time in milliseconds. */
+#ifndef SL_CORE_CLOCK_H
+#define SL_CORE_CLOCK_H
+
+#include <stdint.h>
+
+uint64_t sl_now_ms(void);      /* monotonic: timers, TTLs, heartbeats */
+uint64_t sl_wall_ms(void);     /* wall clock: timestamps shown to users */
+
+#endif
