@@ -1,0 +1,197 @@
+/* args.c - queue x- arguments: parsing, validation and redeclare equivalence.
+ *
+ * Texts follow RabbitMQ's so that clients and tests that match on them keep working:
+ *   invalid arg 'x-expires' for queue 'q' in vhost '/': {value_zero,0}
+ *   inequivalent arg 'x-message-ttl' for queue 'q' in vhost '/': received '2000' but
+ *   current is '1000'
+ * Unknown arguments are accepted and ignored (kept in raw for display). The raw table is
+ * kept so equivalence compares the values as the client sent them.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "../amqp/table.h"
+#include "qm_internal.h"
+
+/* The arguments compared on redeclare, in the order equivalence reports them. x-queue-type
+ * is not among them: only "classic" is accepted, and absent means classic. */
+static const char *const known[] = {
+    "x-message-ttl", "x-expires",      "x-max-length",           "x-max-length-bytes",
+    "x-overflow",    "x-max-priority", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+    "x-journal",
+};
+
+static int is_int_tag(uint8_t t)
+{
+    return t == 'b' || t == 'B' || t == 's' || t == 'u' || t == 'I' || t == 'i' || t == 'l' ||
+           t == 'L';
+}
+
+#define PREFIX "invalid arg '%s' for queue '%s' in vhost '%s': "
+
+static sl_err bad_type(const char *key, const char *what, const amqp_value *v, const char *q,
+                       const char *vh, char *err, size_t errlen)
+{
+    snprintf(err, errlen, PREFIX "\"expected %s, got %s\"", key, q, vh, what,
+             amqp_value_type_name(v->tag));
+    return SL_ERR_PRECONDITION;
+}
+
+/* Integer argument with a lower bound: min 0 (>= 0) or 1 (> 0). */
+static sl_err get_int(const char *key, const amqp_value *v, int64_t min, int64_t *out,
+                      const char *q, const char *vh, char *err, size_t errlen)
+{
+    if (!is_int_tag(v->tag))
+        return bad_type(key, "integer", v, q, vh, err, errlen);
+    int64_t x = v->v.i;
+    if (x < 0) {
+        snprintf(err, errlen, PREFIX "{value_negative,%" PRId64 "}", key, q, vh, x);
+        return SL_ERR_PRECONDITION;
+    }
+    if (x < min) {
+        snprintf(err, errlen, PREFIX "{value_zero,%" PRId64 "}", key, q, vh, x);
+        return SL_ERR_PRECONDITION;
+    }
+    *out = x;
+    return SL_OK;
+}
+
+sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhost,
+                           qm_queue_args *out, char *err, size_t errlen)
+{
+    amqp_table_iter it;
+    amqp_bytes key, s;
+    amqp_value v;
+    sl_err rc = SL_OK;
+
+    qm_queue_args_init(out);
+    if (table.len) {
+        out->raw = sl_xmalloc(table.len);
+        memcpy(out->raw, table.p, table.len);
+        out->raw_len = table.len;
+    }
+    amqp_table_iter_init(&it, table);
+    while (!rc && amqp_table_next(&it, &key, &v)) {
+        char k[64];
+        if (key.len >= sizeof k || key.len < 2 || memcmp(key.p, "x-", 2) != 0)
+            continue;
+        memcpy(k, key.p, key.len);
+        k[key.len] = 0;
+        if (!strcmp(k, "x-message-ttl")) {
+            rc = get_int(k, &v, 0, &out->message_ttl, qname, vhost, err, errlen);
+        } else if (!strcmp(k, "x-expires")) {
+            rc = get_int(k, &v, 1, &out->expires, qname, vhost, err, errlen);
+        } else if (!strcmp(k, "x-max-length")) {
+            rc = get_int(k, &v, 0, &out->max_length, qname, vhost, err, errlen);
+        } else if (!strcmp(k, "x-max-length-bytes")) {
+            rc = get_int(k, &v, 0, &out->max_length_bytes, qname, vhost, err, errlen);
+        } else if (!strcmp(k, "x-max-priority")) {
+            int64_t p = 0;
+            rc = get_int(k, &v, 0, &p, qname, vhost, err, errlen);
+            if (!rc && p > 255) {
+                snprintf(err, errlen, PREFIX "{max_value_exceeded,%" PRId64 "}", k, qname, vhost,
+                         p);
+                rc = SL_ERR_PRECONDITION;
+            }
+            out->max_priority = (int)p; /* 0 is accepted, as RabbitMQ does: no priorities */
+        } else if (!strcmp(k, "x-overflow")) {
+            if (!amqp_value_str(&v, &s))
+                rc = bad_type(k, "string", &v, qname, vhost, err, errlen);
+            else if (amqp_bytes_eq(s, "drop-head"))
+                out->overflow = QM_OVERFLOW_DROP_HEAD;
+            else if (amqp_bytes_eq(s, "reject-publish"))
+                out->overflow = QM_OVERFLOW_REJECT_PUBLISH;
+            else if (amqp_bytes_eq(s, "reject-publish-dlx"))
+                out->overflow = QM_OVERFLOW_REJECT_PUBLISH_DLX;
+            else {
+                snprintf(err, errlen, PREFIX "{invalid_value,<<\"%.*s\">>}", k, qname, vhost,
+                         (int)s.len, (const char *)s.p);
+                rc = SL_ERR_PRECONDITION;
+            }
+        } else if (!strcmp(k, "x-dead-letter-exchange") ||
+                   !strcmp(k, "x-dead-letter-routing-key")) {
+            if (v.tag != 'S')
+                rc = bad_type(k, "string", &v, qname, vhost, err, errlen);
+            else if (!strcmp(k, "x-dead-letter-exchange"))
+                out->dlx = sl_xstrndup((const char *)v.v.s.p, v.v.s.len);
+            else
+                out->dlrk = sl_xstrndup((const char *)v.v.s.p, v.v.s.len);
+        } else if (!strcmp(k, "x-journal")) {
+            if (v.tag != 't')
+                rc = bad_type(k, "boolean", &v, qname, vhost, err, errlen);
+            else
+                out->journal = v.v.b != 0;
+        } else if (!strcmp(k, "x-queue-type")) {
+            if (!amqp_value_str(&v, &s))
+                rc = bad_type(k, "string", &v, qname, vhost, err, errlen);
+            else if (!amqp_bytes_eq(s, "classic")) {
+                snprintf(err, errlen, PREFIX "\"unsupported queue type '%.*s'\"", k, qname, vhost,
+                         (int)s.len, (const char *)s.p);
+                rc = SL_ERR_PRECONDITION;
+            }
+        }
+    }
+    if (rc)
+        qm_queue_args_free(out);
+    return rc;
+}
+
+void qm_queue_args_free(qm_queue_args *a)
+{
+    sl_free(a->dlx);
+    sl_free(a->dlrk);
+    sl_free(a->raw);
+    qm_queue_args_init(a);
+}
+
+/* "1000", "abc", "true" - the value as RabbitMQ prints it in inequivalence errors. */
+static void fmt_value(const amqp_value *v, char *buf, size_t len)
+{
+    int64_t i;
+    amqp_bytes s;
+    if (amqp_value_int(v, &i))
+        snprintf(buf, len, "%" PRId64, i);
+    else if (amqp_value_str(v, &s))
+        snprintf(buf, len, "%.*s", (int)s.len, (const char *)s.p);
+    else if (v->tag == 't')
+        snprintf(buf, len, "%s", v->v.b ? "true" : "false");
+    else
+        snprintf(buf, len, "%s", amqp_value_type_name(v->tag));
+}
+
+sl_err qm_queue_args_equivalent(const qm_queue_args *cur, const qm_queue_args *req,
+                                const char *qname, const char *vhost, char *err, size_t errlen)
+{
+    amqp_bytes ct = {cur->raw, cur->raw_len}, rt = {req->raw, req->raw_len};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        amqp_value a, b;
+        int ha = amqp_table_get(ct, known[i], &a);
+        int hb = amqp_table_get(rt, known[i], &b);
+        if (!ha && !hb)
+            continue;
+        if (ha && hb && amqp_value_equal(&a, &b))
+            continue;
+        char sa[128], sb[128];
+        if (ha)
+            fmt_value(&a, sa, sizeof sa);
+        if (hb)
+            fmt_value(&b, sb, sizeof sb);
+        if (ha && hb)
+            snprintf(err, errlen,
+                     "inequivalent arg '%s' for queue '%s' in vhost '%s': received '%s' but "
+                     "current is '%s'",
+                     known[i], qname, vhost, sb, sa);
+        else if (hb)
+            snprintf(err, errlen,
+                     "inequivalent arg '%s' for queue '%s' in vhost '%s': received the value "
+                     "'%s' of type '%s' but current is none",
+                     known[i], qname, vhost, sb, amqp_value_type_name(b.tag));
+        else
+            snprintf(err, errlen,
+                     "inequivalent arg '%s' for queue '%s' in vhost '%s': received none but "
+                     "current is the value '%s' of type '%s'",
+                     known[i], qname, vhost, sa, amqp_value_type_name(a.tag));
+        return SL_ERR_PRECONDITION;
+    }
+    return SL_OK;
+}

@@ -1,0 +1,185 @@
+/* consumer.c - consumers and dispatch.
+ *
+ * q->consumers is kept sorted by priority, highest first, in attach order within a priority,
+ * so dispatch serves the highest-priority group that has a consumer able to take a message
+ * and round-robins inside that group from q->rr_next.
+ *
+ * Re-entrancy contract (what the door may do from inside callbacks):
+ *   can_take  must not change qm state at all.
+ *   deliver   may settle the delivered position (no_ack hand-outs: must, eventually) and
+ *             may enqueue into other queues, but must NOT detach consumers, delete queues or
+ *             run dispatch: defer that work to after qm_node_run_dispatch.
+ *   cancelled c is already unlinked (c->next == c) and c->queue still points at the dying
+ *             queue for the duration of the call (read-only); the callee frees c.
+ * Dispatch is never entered from qm's own callbacks; qm_queue_schedule_dispatch only marks.
+ */
+#include "qm_internal.h"
+
+static void unlink_consumer(qm_queue *q, qm_consumer *c)
+{
+    if (q->rr_next == c)
+        q->rr_next = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        q->consumers = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = c; /* "not attached" marker, see qm_consumer_detach */
+    q->n_consumers--;
+}
+
+sl_err qm_consumer_attach(qm_queue *q, qm_consumer *c)
+{
+    for (qm_consumer *o = q->consumers; o; o = o->next)
+        if (o->exclusive)
+            return SL_ERR_ACCESS_REFUSED;
+    if (c->exclusive && q->consumers)
+        return SL_ERR_ACCESS_REFUSED;
+
+    c->queue = q;
+    /* insert after the last consumer whose priority is >= c's */
+    qm_consumer *after = NULL;
+    for (qm_consumer *o = q->consumers; o && o->priority >= c->priority; o = o->next)
+        after = o;
+    c->prev = after;
+    c->next = after ? after->next : q->consumers;
+    if (c->next)
+        c->next->prev = c;
+    if (after)
+        after->next = c;
+    else
+        q->consumers = c;
+    q->n_consumers++;
+    q->had_consumer = 1;
+    q->last_used = qm_now(qm_queue_node(q));
+    qm_queue_schedule_dispatch(q);
+    return SL_OK;
+}
+
+void qm_consumer_detach(qm_consumer *c)
+{
+    qm_queue *q = c->queue;
+    if (!q || c->next == c)
+        return;
+    unlink_consumer(q, c);
+    c->queue = NULL;
+    q->last_used = qm_now(qm_queue_node(q));
+    if (q->auto_delete && q->had_consumer && q->n_consumers == 0 && !q->is_system)
+        qm_queue_destroy(q, 1);
+    else
+        qm_queue_maybe_gc(q);
+}
+
+void qm_consumers_cancel_all(qm_queue *q, int run_hooks)
+{
+    while (q->consumers) {
+        qm_consumer *c = q->consumers;
+        unlink_consumer(q, c);
+        if (run_hooks && c->ops && c->ops->cancelled)
+            c->ops->cancelled(c); /* c->queue == q during the call; c may be freed */
+        else
+            c->queue = NULL;
+    }
+    q->rr_next = NULL;
+}
+
+/* The consumer to get the next message, or NULL when none can take one. */
+static qm_consumer *pick(qm_queue *q)
+{
+    qm_consumer *g = q->consumers;
+    while (g) {
+        /* group [g, end): same priority */
+        qm_consumer *end = g->next;
+        while (end && end->priority == g->priority)
+            end = end->next;
+        qm_consumer *start = g;
+        for (qm_consumer *o = g; o != end; o = o->next)
+            if (o == q->rr_next) {
+                start = o;
+                break;
+            }
+        qm_consumer *o = start;
+        do {
+            if (o->ops->can_take(o))
+                return o;
+            o = o->next;
+            if (o == end)
+                o = g;
+        } while (o != start);
+        g = end;
+    }
+    return NULL;
+}
+
+void qm_queue_dispatch(qm_queue *q)
+{
+    qm_node *n = qm_queue_node(q);
+    uint64_t now = qm_now(n);
+
+    while (q->n_ready && q->consumers) {
+        qm_consumer *c = pick(q);
+        if (!c)
+            break;
+        qm_position *pos = qm_queue_take_head(q, now);
+        if (!pos)
+            break;
+        q->rr_next = c->next;
+        q->stat_delivered++;
+        if (pos->redelivered)
+            q->stat_redelivered++;
+        if (c->no_ack) {
+            q->stat_acked++;
+            q->bytes_total -= pos->msg->body_len;
+            qm_journal_copy(q, pos);
+            pos->state = QM_POS_DELETED;
+            pos->queue = NULL;
+            qm_orphan_link(n, pos);
+        } else {
+            pos->state = QM_POS_LOCKED;
+            pos->holder = NULL;
+            qm_locked_link(q, pos);
+        }
+        c->ops->deliver(c, pos);
+    }
+}
+
+void qm_queue_schedule_dispatch(qm_queue *q)
+{
+    if (q->dispatch_scheduled)
+        return;
+    qm_node *n = qm_queue_node(q);
+    q->dispatch_scheduled = 1;
+    q->dispatch_next = n->dispatch_head;
+    n->dispatch_head = q;
+}
+
+void qm_dispatch_unlink(qm_queue *q)
+{
+    if (!q->dispatch_scheduled)
+        return;
+    qm_node *n = qm_queue_node(q);
+    for (qm_queue **pp = &n->dispatch_head; *pp; pp = &(*pp)->dispatch_next) {
+        if (*pp == q) {
+            *pp = q->dispatch_next;
+            break;
+        }
+    }
+    q->dispatch_scheduled = 0;
+    q->dispatch_next = NULL;
+}
+
+void qm_node_run_dispatch(qm_node *n)
+{
+    /* Pop one queue at a time so that a queue deleted meanwhile (unlinked by destroy) is
+     * never visited, and one scheduled again while running is simply run again. */
+    while (n->dispatch_head) {
+        qm_queue *q = n->dispatch_head;
+        n->dispatch_head = q->dispatch_next;
+        q->dispatch_next = NULL;
+        q->dispatch_scheduled = 0;
+        qm_queue_dispatch(q);
+        if (qm_queue_gc_ready(q))
+            qm_queue_destroy(q, 1);
+    }
+}

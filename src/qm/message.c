@@ -1,0 +1,85 @@
+/* message.c - immutable, refcounted messages.
+ *
+ * One allocation holds the struct, the exchange and routing-key strings (NUL-terminated, for
+ * convenience), the raw properties and the body, so a message costs one malloc and is shared
+ * by every queue it was routed to (DESIGN.md section 4). The fields parsed out of the
+ * properties (persistent, priority, expiration) are cached because TTL and priority are
+ * needed at every enqueue.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../amqp/method.h"
+#include "qm_internal.h"
+
+/* The expiration property is a decimal string of milliseconds; RabbitMQ refuses anything
+ * else at publish time, so the door validates and we only parse. */
+static int parse_expiration(amqp_bytes s, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (s.len == 0 || s.len > 19)
+        return 0;
+    for (size_t i = 0; i < s.len; i++) {
+        if (s.p[i] < '0' || s.p[i] > '9')
+            return 0;
+        v = v * 10 + (uint64_t)(s.p[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
+                           uint32_t props_len, uint64_t body_len)
+{
+    size_t total =
+        sizeof(qm_message) + exchange.len + 1 + routing_key.len + 1 + props_len + (size_t)body_len;
+    qm_message *m = sl_xmalloc(total);
+    uint8_t *p = (uint8_t *)(m + 1);
+
+    memset(m, 0, sizeof *m);
+    m->refs = 1;
+    m->published_at = sl_now_ms();
+
+    if (exchange.len)
+        memcpy(p, exchange.p, exchange.len);
+    p[exchange.len] = 0;
+    m->exchange.p = p;
+    m->exchange.len = exchange.len;
+    p += exchange.len + 1;
+
+    if (routing_key.len)
+        memcpy(p, routing_key.p, routing_key.len);
+    p[routing_key.len] = 0;
+    m->routing_key.p = p;
+    m->routing_key.len = routing_key.len;
+    p += routing_key.len + 1;
+
+    if (props_len)
+        memcpy(p, props, props_len);
+    m->props = p;
+    m->props_len = props_len;
+    p += props_len;
+
+    m->body = p;
+    m->body_len = body_len;
+
+    amqp_basic_props bp;
+    if (props_len && amqp_props_decode(m->props, props_len, &bp) == 0) {
+        m->persistent = (bp.flags & AMQP_P_DELIVERY_MODE) && bp.delivery_mode == 2;
+        m->priority = (bp.flags & AMQP_P_PRIORITY) ? bp.priority : 0;
+        if ((bp.flags & AMQP_P_EXPIRATION) && parse_expiration(bp.expiration, &m->expiration_ms))
+            m->has_expiration = 1;
+    }
+    return m;
+}
+
+void qm_message_ref(qm_message *m)
+{
+    m->refs++;
+}
+
+void qm_message_unref(qm_message *m)
+{
+    if (m && --m->refs == 0)
+        sl_free(m);
+}

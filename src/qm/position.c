@@ -1,0 +1,160 @@
+/* position.c - message positions: the locked list, orphans, and settlement.
+ *
+ * A position is owned by its queue while AVAILABLE (in a ready ring, lprev/lnext NULL), by
+ * its holder while LOCKED or PURGE_PENDING (on q->locked), and, once DELETED while still
+ * held, by the node's orphan list until the holder settles it. So every settle call ends
+ * with the position freed or back in a ready ring, and nothing leaks at qm_node_free.
+ *
+ * PURGE_PENDING is sticky: whatever the settlement, such a position is deleted (reason
+ * purged); what a purge removed never comes back (MS-MQDMPR Purge Queue).
+ */
+#include "qm_internal.h"
+
+qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id)
+{
+    qm_position *pos = sl_xcalloc(1, sizeof *pos);
+    qm_message_ref(m);
+    pos->msg = m;
+    pos->queue = q;
+    pos->lookup_id = lookup_id;
+    return pos;
+}
+
+void qm_position_free(qm_position *pos)
+{
+    if (pos->lnext) { /* on the orphan list (circular, so both links are set) */
+        pos->lprev->lnext = pos->lnext;
+        pos->lnext->lprev = pos->lprev;
+    }
+    qm_message_unref(pos->msg);
+    sl_free(pos);
+}
+
+void qm_locked_link(qm_queue *q, qm_position *pos)
+{
+    pos->lprev = NULL;
+    pos->lnext = q->locked;
+    if (q->locked)
+        q->locked->lprev = pos;
+    q->locked = pos;
+    if (pos->state == QM_POS_PURGE_PENDING)
+        q->n_purge_pending++;
+    else
+        q->n_locked++;
+}
+
+void qm_locked_unlink(qm_queue *q, qm_position *pos)
+{
+    if (pos->lprev)
+        pos->lprev->lnext = pos->lnext;
+    else
+        q->locked = pos->lnext;
+    if (pos->lnext)
+        pos->lnext->lprev = pos->lprev;
+    pos->lprev = pos->lnext = NULL;
+    if (pos->state == QM_POS_PURGE_PENDING)
+        q->n_purge_pending--;
+    else
+        q->n_locked--;
+}
+
+void qm_orphan_link(qm_node *n, qm_position *pos)
+{
+    qm_position *s = &n->orphans;
+    pos->lprev = s;
+    pos->lnext = s->lnext;
+    s->lnext->lprev = pos;
+    s->lnext = pos;
+}
+
+void qm_journal_copy(qm_queue *q, qm_position *pos)
+{
+    if (!q->args.journal || q->is_subqueue)
+        return;
+    qm_queue *j = qm_queue_subqueue(q, "journal", 7, 1);
+    /* the journal keeps the message and its lookup id, like a move */
+    qm_position *copy = qm_position_new(j, pos->msg, pos->lookup_id);
+    copy->move_count = pos->move_count;
+    qm_queue_accept(j, copy);
+}
+
+void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
+{
+    qm_queue *q = pos->queue;
+    qm_locked_unlink(q, pos);
+    q->bytes_total -= pos->msg->body_len;
+    switch (reason) {
+    case QM_DEL_ACKED:
+        q->stat_acked++;
+        qm_journal_copy(q, pos);
+        break;
+    case QM_DEL_PURGED:
+        q->stat_purged++;
+        break;
+    case QM_DEL_REJECTED:
+        qm_deadletter(q, pos->msg, QM_DEL_REJECTED);
+        break;
+    default:
+        break;
+    }
+    pos->state = QM_POS_DELETED;
+    qm_position_free(pos);
+    qm_queue_maybe_gc(q);
+}
+
+void qm_position_unlock(qm_position *pos)
+{
+    qm_queue *q = pos->queue;
+    qm_locked_unlink(q, pos);
+    qm_ready_insert(q, pos);
+    qm_queue_schedule_dispatch(q);
+}
+
+void qm_position_settle(qm_position *pos, int how)
+{
+    if (pos->state == QM_POS_DELETED || !pos->queue) {
+        qm_position_free(pos);
+        return;
+    }
+    if (pos->state == QM_POS_PURGE_PENDING) {
+        qm_position_delete_held(pos, QM_DEL_PURGED);
+        return;
+    }
+    if (pos->state != QM_POS_LOCKED)
+        return; /* AVAILABLE: not held, nothing to settle */
+    switch (how) {
+    case QM_SETTLE_REQUEUE:
+        pos->redelivered = 1;
+        pos->holder = NULL;
+        qm_position_unlock(pos);
+        break;
+    case QM_SETTLE_REJECT:
+        qm_position_delete_held(pos, QM_DEL_REJECTED);
+        break;
+    default:
+        qm_position_delete_held(pos, QM_DEL_ACKED);
+        break;
+    }
+}
+
+static void settle_public(qm_position *pos, int how)
+{
+    if (pos->tx)
+        qm_tx_forget_position(pos);
+    qm_position_settle(pos, how);
+}
+
+void qm_position_ack(qm_position *pos)
+{
+    settle_public(pos, QM_SETTLE_ACK);
+}
+
+void qm_position_requeue(qm_position *pos)
+{
+    settle_public(pos, QM_SETTLE_REQUEUE);
+}
+
+void qm_position_reject(qm_position *pos)
+{
+    settle_public(pos, QM_SETTLE_REJECT);
+}

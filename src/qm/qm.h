@@ -1,0 +1,475 @@
+/* qm.h - the queue manager: Sluice's protocol-neutral model, after MS-MQDMPR.
+ *
+ * This header is the table of contents of src/qm/. Every door (AMQP, management API, CLI,
+ * later node-to-node links) translates into these operations, so a purge is the same purge
+ * whichever door it came through. qm/ knows nothing of sockets; it uses amqp/ only to read
+ * and build field tables and basic properties (dead-letter headers, headers exchanges).
+ *
+ * Objects and ownership
+ *   qm_node     one sluiced node: vhosts, node-wide counters, the dispatch list.
+ *   qm_vhost    exchanges and queues by name.
+ *   qm_message  an immutable, refcounted message: properties (raw AMQP wire bytes) + body.
+ *               Stored once and shared by every queue it was routed to.
+ *   qm_position a message's place in one queue (MS-MQDMPR MessagePosition): lookup id,
+ *               state, move count, redelivered flag. Owned by its queue while Available;
+ *               owned by its holder (a consumer's delivery or a transaction) while Locked or
+ *               PurgePending: qm never frees a position that has a holder, the holder ends it
+ *               with one of the qm_position_* settle calls.
+ *   qm_queue    ready positions in lookup-id order (one run per priority level), the list of
+ *               Locked/PurgePending positions, consumers, subqueues.
+ *   qm_tx       a transaction: Enqueue, Dequeue and Move operations, applied by commit and
+ *               undone by abort.
+ *
+ * Position states (MS-MQDMPR 3.1.1.11):
+ *   AVAILABLE      ready for delivery
+ *   LOCKED         delivered and not yet settled, or touched by an open transaction
+ *   PURGE_PENDING  was LOCKED when the queue was purged: deleted (never requeued) when its
+ *                  holder settles it, whatever the settlement
+ *   DELETED        gone (acked, purged, expired, rejected, queue deleted); a DELETED position
+ *                  still referenced by a holder is freed when the holder settles it
+ *
+ * Lookup ids are node-wide, strictly increasing at enqueue, so they are unique and
+ * increasing within each queue; a moved message keeps its id (MS-MQDMPR Move Message).
+ * Each queue declaration gets a fresh incarnation id, so nothing of a deleted queue can come
+ * back under a redeclared one.
+ */
+#ifndef SL_QM_QM_H
+#define SL_QM_QM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../amqp/wire.h"
+#include "../core/err.h"
+#include "../core/map.h"
+
+typedef struct qm_node qm_node;
+typedef struct qm_vhost qm_vhost;
+typedef struct qm_queue qm_queue;
+typedef struct qm_exchange qm_exchange;
+typedef struct qm_binding qm_binding;
+typedef struct qm_message qm_message;
+typedef struct qm_position qm_position;
+typedef struct qm_consumer qm_consumer;
+typedef struct qm_tx qm_tx;
+
+/* ------------------------------------------------------------------------------------------
+ * Messages
+ */
+struct qm_message {
+    uint32_t refs;
+    uint8_t persistent; /* delivery-mode 2 */
+    uint8_t priority;   /* basic priority property, 0 when absent */
+    uint8_t has_expiration;
+    uint64_t expiration_ms;   /* per-message TTL from the expiration property */
+    uint64_t published_at;    /* sl_now_ms() at publish */
+    amqp_bytes exchange;      /* exchange it was published to ("" = default) */
+    amqp_bytes routing_key;
+    uint8_t *props;           /* raw basic properties: flags + values, as on the wire */
+    uint32_t props_len;
+    uint8_t *body;
+    uint64_t body_len;
+    /* the strings, props and body live in the same allocation, after the struct */
+};
+
+/* Create a message with room for body_len bytes at msg->body (the caller fills it, for AMQP
+ * straight from body frames). props are copied. The expiration, priority and persistent
+ * fields are parsed from props, which the caller has validated (amqp_props_decode).
+ * Never returns NULL. refs = 1. */
+qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
+                           uint32_t props_len, uint64_t body_len);
+void qm_message_ref(qm_message *m);
+void qm_message_unref(qm_message *m);
+
+/* ------------------------------------------------------------------------------------------
+ * Positions
+ */
+typedef enum qm_pos_state {
+    QM_POS_AVAILABLE = 0,
+    QM_POS_LOCKED,
+    QM_POS_PURGE_PENDING,
+    QM_POS_DELETED,
+} qm_pos_state;
+
+/* Why a position was deleted (MS-MQDMPR Message Position Deleted reasons). */
+typedef enum qm_delete_reason {
+    QM_DEL_ACKED = 0,
+    QM_DEL_PURGED,
+    QM_DEL_QUEUE_DELETED,
+    QM_DEL_EXPIRED,
+    QM_DEL_REJECTED,
+    QM_DEL_MAXLEN,
+    QM_DEL_MOVED,
+} qm_delete_reason;
+
+struct qm_position {
+    qm_message *msg;
+    qm_queue *queue;     /* NULL once the queue is deleted */
+    uint64_t lookup_id;
+    uint64_t expires_at; /* sl_now_ms() deadline, 0 = never */
+    uint32_t move_count;
+    uint8_t state;       /* qm_pos_state */
+    uint8_t redelivered; /* delivered before and requeued */
+    uint8_t in_tx_enqueue; /* LOCKED by a transactional Enqueue, not yet committed */
+    qm_tx *tx;           /* transaction holding this position, if any */
+    void *holder;        /* opaque holder (e.g. the broker's delivery record) */
+    qm_position *lprev, *lnext; /* in queue->locked while LOCKED or PURGE_PENDING */
+};
+
+/* Settle a held position (the holder's end of a delivery):
+ *   ack     LOCKED or PURGE_PENDING -> DELETED (reason acked / purged); journal copy if the
+ *           queue keeps a journal.
+ *   requeue LOCKED -> AVAILABLE at its original place (lookup-id order), redelivered = 1;
+ *           PURGE_PENDING -> DELETED (purged): what was purged never comes back.
+ *   reject  LOCKED -> DELETED (rejected) and dead-lettered when the queue has a DLX;
+ *           PURGE_PENDING -> DELETED (purged).
+ * After any of them the holder must not touch pos again (it may have been freed). A position
+ * whose queue was deleted (queue == NULL) is just freed. */
+void qm_position_ack(qm_position *pos);
+void qm_position_requeue(qm_position *pos);
+void qm_position_reject(qm_position *pos);
+
+/* ------------------------------------------------------------------------------------------
+ * Consumers
+ *
+ * The queue decides which consumer gets the next message (consumer priority, then round
+ * robin among those ready); the consumer's ops tell it whether it can take one now and
+ * hand the message over. Dispatch never runs from inside these callbacks.
+ * What the callee may do from inside them: can_take must not change qm state; deliver may
+ * settle positions and enqueue messages but must not detach consumers, delete queues or run
+ * dispatch (defer that to after qm_node_run_dispatch); cancelled may free c.
+ */
+typedef struct qm_consumer_ops {
+    /* 1 while the consumer can take one more message now (prefetch room, socket not
+     * backed up). */
+    int (*can_take)(qm_consumer *c);
+    /* Hand over pos. For no_ack consumers pos is already DELETED (reason acked, queue NULL:
+     * use c->queue) and the callee must call qm_position_ack(pos) once it has written it
+     * out; otherwise pos is LOCKED with holder unset: the callee sets pos->holder and
+     * settles it later. */
+    void (*deliver)(qm_consumer *c, qm_position *pos);
+    /* The queue went away (deleted, expired, auto-deleted): the consumer has been removed
+     * from it and will get no more messages. The callee frees c (e.g. after basic.cancel).
+     * During the call c->queue still points at the dying queue (read it, do not use it);
+     * qm_consumer_detach(c) is a harmless no-op from then on. */
+    void (*cancelled)(qm_consumer *c);
+} qm_consumer_ops;
+
+struct qm_consumer {
+    qm_queue *queue;
+    const qm_consumer_ops *ops;
+    void *ctx;          /* the door's consumer state (e.g. the AMQP channel) */
+    int priority;       /* x-priority argument; higher is served first */
+    uint8_t no_ack;
+    uint8_t exclusive;
+    qm_consumer *prev, *next; /* in queue->consumers */
+};
+
+/* Attach c (fields queue, ops, ctx, priority, no_ack, exclusive filled by the caller) to q.
+ * Fails SL_ERR_ACCESS_REFUSED when q has an exclusive consumer, or c is exclusive and q has
+ * consumers ("queue 'Q' in vhost '/' in exclusive use"). */
+sl_err qm_consumer_attach(qm_queue *q, qm_consumer *c);
+/* Detach c from its queue (basic.cancel, channel close). Does not call ops->cancelled. May
+ * delete an auto-delete queue that loses its last consumer. Does not free c. */
+void qm_consumer_detach(qm_consumer *c);
+
+/* ------------------------------------------------------------------------------------------
+ * Queues
+ */
+typedef enum qm_overflow {
+    QM_OVERFLOW_DROP_HEAD = 0,
+    QM_OVERFLOW_REJECT_PUBLISH,
+    QM_OVERFLOW_REJECT_PUBLISH_DLX,
+} qm_overflow;
+
+/* The x- arguments a queue understands, parsed and checked. -1 / NULL = not set. */
+typedef struct qm_queue_args {
+    int64_t message_ttl;      /* x-message-ttl, ms >= 0 */
+    int64_t expires;          /* x-expires, ms > 0 */
+    int64_t max_length;       /* x-max-length >= 0 */
+    int64_t max_length_bytes; /* x-max-length-bytes >= 0 */
+    int overflow;             /* qm_overflow */
+    char *dlx;                /* x-dead-letter-exchange (owned) */
+    char *dlrk;               /* x-dead-letter-routing-key (owned) */
+    int max_priority;         /* x-max-priority 1..255, 0 = not a priority queue */
+    int journal;              /* x-journal (Sluice): keep consumed messages in q;journal */
+    uint8_t *raw;             /* the whole arguments table content, for equivalence */
+    size_t raw_len;
+} qm_queue_args;
+
+/* Parse and check an arguments table. On error returns SL_ERR_PRECONDITION with a RabbitMQ
+ * style detail in err (e.g. "invalid arg 'x-expires' for queue 'Q' in vhost '/':
+ * {value_zero,0}"). */
+sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhost,
+                           qm_queue_args *out, char *err, size_t errlen);
+void qm_queue_args_free(qm_queue_args *a);
+
+struct qm_queue {
+    char *name; /* "q", or "q;sub" for a subqueue */
+    qm_vhost *vhost;
+    uint64_t incarnation;
+    uint8_t durable, auto_delete, exclusive;
+    uint8_t is_subqueue, is_system;
+    uint8_t had_consumer; /* auto-delete only after a first consumer */
+    void *exclusive_owner; /* the owning connection for exclusive queues */
+    qm_queue_args args;
+    qm_queue *parent;     /* for subqueues */
+    sl_map *subqueues;    /* name after ';' -> qm_queue*, created on demand */
+
+    /* counts (MESSAGE_COUNT = ready + locked + purge_pending) */
+    uint64_t n_ready, n_locked, n_purge_pending;
+    uint64_t bytes_ready, bytes_total; /* body bytes */
+    uint64_t n_consumers;
+
+    /* lifetime stats */
+    uint64_t stat_published, stat_delivered, stat_acked, stat_redelivered, stat_purged,
+        stat_expired, stat_dead_lettered;
+
+    uint64_t last_used; /* sl_now_ms() of the last use, for x-expires */
+
+    /* implementation detail, see queue.c */
+    void *ready_impl;
+    qm_position *locked; /* head of the LOCKED / PURGE_PENDING list */
+    qm_consumer *consumers;
+    qm_consumer *rr_next;
+    uint8_t dispatch_scheduled;
+    qm_queue *dispatch_next;
+    uint64_t route_epoch; /* qm_route's dedup stamp (internal) */
+};
+
+typedef struct qm_queue_decl {
+    const char *name;
+    size_t name_len;
+    uint8_t durable, exclusive, auto_delete;
+    void *exclusive_owner;
+    amqp_bytes arguments;
+} qm_queue_decl;
+
+/* Declare (create or check) a queue. Empty name -> a server name "amq.gen-<22 chars>".
+ * Existing queue: checks exclusive ownership (SL_ERR_RESOURCE_LOCKED) and equivalence
+ * (durable, exclusive, auto_delete, recognised x- arguments -> SL_ERR_PRECONDITION with
+ * "inequivalent arg 'durable' for queue 'Q' in vhost '/': received 'true' but current is
+ * 'false'"). *created tells which. Names starting "amq." are refused by the door, not here.
+ * A name containing ';' is refused (SL_ERR_ACCESS_REFUSED): subqueues are made by moves. */
+sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, int *created,
+                        char *err, size_t errlen);
+/* Find a queue or subqueue ("q;sub", "q;journal") by name; NULL when absent. */
+qm_queue *qm_queue_find(qm_vhost *vh, const char *name, size_t len);
+/* Get or create subqueue `sub` of q (not of a subqueue). */
+qm_queue *qm_queue_subqueue(qm_queue *q, const char *sub, size_t len, int create);
+
+/* MESSAGE_COUNT of MS-MQMR: every position not DELETED. */
+static inline uint64_t qm_queue_message_count(const qm_queue *q)
+{
+    return q->n_ready + q->n_locked + q->n_purge_pending;
+}
+
+/* Enqueue a message (refs taken). Applies max-length overflow and TTL. Returns
+ * SL_ERR_RESOURCE when x-overflow=reject-publish refuses it (the publisher gets a nack).
+ * Schedules dispatch. */
+sl_err qm_queue_enqueue(qm_queue *q, qm_message *m);
+
+/* basic.get: take the first available, unexpired message. NULL when none. With no_ack the
+ * position comes back DELETED (queue NULL) and the caller must qm_position_ack it after
+ * writing it out;
+ * otherwise LOCKED for the caller to hold. *remaining = ready count after this one. */
+qm_position *qm_queue_get(qm_queue *q, int no_ack, uint64_t *remaining);
+
+/* Purge (MS-MQDMPR Purge Queue): every AVAILABLE position is deleted (reason purged), every
+ * LOCKED one becomes PURGE_PENDING. Returns the number deleted now. Positions locked by an
+ * open transaction's Enqueue are left alone (they are not in the queue yet). */
+uint64_t qm_queue_purge(qm_queue *q);
+
+/* Delete checks, both made before anything changes. */
+#define QM_DELETE_IF_UNUSED 1
+#define QM_DELETE_IF_EMPTY 2
+/* Delete a queue: refuse with SL_ERR_PRECONDITION (err: "queue 'Q' in vhost '/' in use" or
+ * "... not empty") per flags; otherwise cancel consumers (ops->cancelled), delete every
+ * position (held ones become DELETED with queue = NULL), remove subqueues, bindings and the
+ * name. *count = messages deleted (MESSAGE_COUNT before). The queue is freed.
+ * System queues (is_system) are refused with SL_ERR_ACCESS_REFUSED. */
+sl_err qm_queue_delete(qm_queue *q, int flags, uint64_t *count, char *err, size_t errlen);
+
+/* Find a position by lookup id in q (AVAILABLE, LOCKED or PURGE_PENDING); NULL if none. */
+qm_position *qm_queue_find_position(qm_queue *q, uint64_t lookup_id);
+
+/* Run dispatch for q now (normally the node does this for scheduled queues). */
+void qm_queue_dispatch(qm_queue *q);
+/* Mark q for dispatch at the end of the loop turn (consumer got room, message arrived). */
+void qm_queue_schedule_dispatch(qm_queue *q);
+
+/* Peek: the index-th AVAILABLE position in delivery order (0 = next to be delivered),
+ * unchanged; NULL when index >= n_ready. */
+qm_position *qm_queue_peek(qm_queue *q, size_t index);
+
+/* ------------------------------------------------------------------------------------------
+ * Move (MS-MQDMPR Move Message, MS-MQRR R_MoveMessage)
+ *
+ * Move an AVAILABLE position to dest (another queue, a subqueue, or a system queue). It keeps
+ * its lookup id and properties; move_count + 1. Without tx it is immediate. With tx the
+ * source position becomes LOCKED under tx until commit (then it appears in dest) or abort
+ * (it becomes AVAILABLE again). Errors: SL_ERR_MESSAGE_NOT_FOUND, SL_ERR_MESSAGE_LOCKED_UNDER_TX
+ * (held by another transaction or a consumer), SL_ERR_TRANSACTION_USAGE (tx into a system
+ * queue), SL_ERR_INVALID_PARAMETER (dest == src). */
+sl_err qm_move(qm_queue *src, uint64_t lookup_id, qm_queue *dest, qm_tx *tx);
+/* Move the first n available positions; *moved = how many. */
+sl_err qm_move_first(qm_queue *src, uint64_t n, qm_queue *dest, qm_tx *tx, uint64_t *moved);
+
+/* ------------------------------------------------------------------------------------------
+ * Transactions (MS-MQDMPR 3.1.1.13-14): Enqueue, Dequeue and Move.
+ */
+struct qm_tx {
+    uint64_t id;
+    qm_node *node;
+    void *ops_impl; /* see tx.c */
+    size_t n_ops;
+};
+
+qm_tx *qm_tx_begin(qm_node *node);
+/* Transactional Enqueue: a LOCKED position (in_tx_enqueue) is created in q now, counted in
+ * MESSAGE_COUNT, not deliverable; commit makes it AVAILABLE, abort deletes it. */
+sl_err qm_tx_enqueue(qm_tx *tx, qm_queue *q, qm_message *m);
+/* Transactional Dequeue of a held (LOCKED) position: settle with `how` at commit
+ * (0 = ack, 1 = requeue, 2 = reject); abort leaves it LOCKED and held as before.
+ * A PURGE_PENDING position is accepted too. Errors: SL_ERR_MESSAGE_LOCKED_UNDER_TX when
+ * pos is already in a transaction, SL_ERR_INVALID_PARAMETER when it is not held. A holder
+ * that settles pos directly (qm_position_*) takes it back from the transaction. */
+#define QM_SETTLE_ACK 0
+#define QM_SETTLE_REQUEUE 1
+#define QM_SETTLE_REJECT 2
+sl_err qm_tx_dequeue(qm_tx *tx, qm_position *pos, int how);
+/* Apply every operation in order, then free tx. Dequeued positions are settled by it, so
+ * their holders must drop them (as after qm_position_ack). */
+sl_err qm_tx_commit(qm_tx *tx);
+/* Undo every operation, then free tx. */
+void qm_tx_abort(qm_tx *tx);
+/* Find an open transaction by id (management API). */
+qm_tx *qm_tx_find(qm_node *node, uint64_t id);
+
+/* ------------------------------------------------------------------------------------------
+ * Exchanges, bindings, routing
+ */
+typedef enum qm_exchange_type {
+    QM_EX_DIRECT = 0,
+    QM_EX_FANOUT,
+    QM_EX_TOPIC,
+    QM_EX_HEADERS,
+} qm_exchange_type;
+
+struct qm_exchange {
+    char *name;
+    qm_vhost *vhost;
+    int type; /* qm_exchange_type */
+    uint8_t durable, auto_delete, internal;
+    uint8_t *args; /* arguments table content (owned) */
+    size_t args_len;
+    char *alternate; /* alternate-exchange argument, or NULL */
+    qm_binding *bindings; /* outgoing bindings (this exchange is the source) */
+    size_t n_bindings;
+    size_t n_inbound;     /* bindings where this exchange is the destination */
+    uint64_t route_epoch; /* qm_route's visited stamp (internal) */
+    uint8_t deleting;     /* being deleted: guards auto-delete recursion (internal) */
+};
+
+struct qm_binding {
+    qm_exchange *source;
+    qm_queue *dest_queue;       /* one of these two */
+    qm_exchange *dest_exchange;
+    char *key;
+    uint8_t *args; /* arguments table content (owned) */
+    size_t args_len;
+    qm_binding *next; /* in source->bindings */
+};
+
+/* "direct" -> QM_EX_DIRECT...; -1 when unknown. */
+int qm_exchange_type_parse(const char *s, size_t len);
+const char *qm_exchange_type_name(int type);
+
+typedef struct qm_exchange_decl {
+    const char *name;
+    size_t name_len;
+    int type;
+    uint8_t durable, auto_delete, internal;
+    amqp_bytes arguments;
+} qm_exchange_decl;
+
+/* Create or check equivalence (SL_ERR_PRECONDITION "inequivalent arg 'type' for exchange
+ * 'X' in vhost '/': received 'fanout' but current is 'direct'"). */
+sl_err qm_exchange_declare(qm_vhost *vh, const qm_exchange_decl *d, qm_exchange **out,
+                           char *err, size_t errlen);
+qm_exchange *qm_exchange_find(qm_vhost *vh, const char *name, size_t len);
+/* if_unused: SL_ERR_PRECONDITION "exchange 'X' in vhost '/' in use" while it has bindings
+ * (either direction). Removes its bindings both ways. */
+sl_err qm_exchange_delete(qm_exchange *x, int if_unused, char *err, size_t errlen);
+
+/* Bind. Idempotent (an identical binding is not added twice). Headers bindings check x-match
+ * (SL_ERR_PRECONDITION "Invalid x-match field value ..."). */
+sl_err qm_bind_queue(qm_exchange *src, qm_queue *q, amqp_bytes key, amqp_bytes args,
+                     char *err, size_t errlen);
+sl_err qm_bind_exchange(qm_exchange *src, qm_exchange *dest, amqp_bytes key, amqp_bytes args,
+                        char *err, size_t errlen);
+/* Unbind; no error when the binding does not exist. May auto-delete src. */
+void qm_unbind_queue(qm_exchange *src, qm_queue *q, amqp_bytes key, amqp_bytes args);
+void qm_unbind_exchange(qm_exchange *src, qm_exchange *dest, amqp_bytes key, amqp_bytes args);
+
+/* Topic matching: '.'-separated words, '*' one word, '#' zero or more words. */
+int qm_topic_match(const char *pattern, size_t plen, const char *key, size_t klen);
+/* Headers matching of a binding's arguments against message headers (table content). */
+int qm_headers_match(amqp_bytes binding_args, amqp_bytes headers);
+
+/* Route a message published to x with routing key rk (and headers for headers exchanges,
+ * and CC/BCC handled by the door): collects each destination queue at most once, following
+ * exchange-to-exchange bindings (loops allowed) and alternate exchanges. Returns the number
+ * of queues written to out (up to cap; *total gets the full count so the caller can retry
+ * with a larger array). */
+size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **out, size_t cap,
+                size_t *total);
+
+/* ------------------------------------------------------------------------------------------
+ * Virtual hosts and the node
+ */
+struct qm_vhost {
+    char *name;
+    qm_node *node;
+    sl_map *queues;    /* name -> qm_queue* (top-level queues only) */
+    sl_map *exchanges; /* name -> qm_exchange* */
+};
+
+struct qm_node {
+    char *name;
+    uint8_t online; /* MS-MQDMPR ConnectionActive: CONNECT / DISCONNECT */
+    sl_map *vhosts; /* name -> qm_vhost* */
+    uint64_t next_lookup_id;
+    uint64_t next_incarnation;
+    uint64_t next_tx_id;
+    void *txs_impl;
+    qm_queue *dispatch_head; /* queues scheduled for dispatch this turn */
+    void *timers_impl;       /* queues with TTL / x-expires, see node.c */
+    /* Door hooks. queue_deleted lets doors drop references to a queue that is going away
+     * (called before the queue is freed); may be NULL. */
+    void (*on_queue_deleted)(qm_queue *q, void *ctx);
+    void *hook_ctx;
+    /* Tests: when nonzero, qm uses this instead of sl_now_ms() for TTL, x-expires and
+     * last_used (qm_node_tick's `now` argument is used as given). */
+    uint64_t test_now;
+    uint64_t route_epoch; /* internal: bumped by each qm_route */
+    /* internal: sentinel of the circular list of DELETED positions still referenced by a
+     * holder (their queue was deleted, or no_ack hand-outs), so qm_node_free can free them */
+    qm_position orphans;
+};
+
+qm_node *qm_node_new(const char *name);
+void qm_node_free(qm_node *n); /* frees everything, including held positions */
+/* Create a vhost with the predeclared exchanges "", amq.direct, amq.fanout, amq.topic,
+ * amq.headers, amq.match (headers), amq.rabbitmq.trace (topic, internal). */
+qm_vhost *qm_vhost_create(qm_node *n, const char *name);
+qm_vhost *qm_vhost_find(qm_node *n, const char *name, size_t len);
+/* Run dispatch for every scheduled queue. Called once per event-loop turn. */
+void qm_node_run_dispatch(qm_node *n);
+/* Expire messages at queue heads (TTL, dead-lettering them) and delete queues unused past
+ * x-expires. Returns the next deadline in sl_now_ms() terms, or 0 when none. */
+uint64_t qm_node_tick(qm_node *n, uint64_t now);
+/* Delete every exclusive queue owned by owner (connection closed). */
+void qm_node_drop_exclusive(qm_node *n, void *owner);
+
+#endif

@@ -1,0 +1,133 @@
+/* qm_internal.h - what the files of src/qm/ share and nobody else may use.
+ *
+ * Ready positions live in per-priority-level rings (qm_ring) kept sorted by lookup id; the
+ * LOCKED / PURGE_PENDING positions of a queue are on the doubly linked, NULL-terminated list
+ * q->locked; DELETED positions that a holder still references (queue deleted, or no_ack
+ * hand-outs) are on the node's circular orphan list (node->orphans is its sentinel), so that
+ * freeing one never needs its queue and qm_node_free can find them all.
+ */
+#ifndef SL_QM_INTERNAL_H
+#define SL_QM_INTERNAL_H
+
+#include <stdio.h>
+
+#include "../core/clock.h"
+#include "../core/mem.h"
+#include "qm.h"
+
+/* ---- ready rings (queue.c) ---- */
+typedef struct qm_ring {
+    qm_position **buf;
+    size_t cap; /* power of two, or 0 */
+    size_t head, len;
+} qm_ring;
+
+typedef struct qm_ready {
+    int nlevels; /* max_priority + 1, or 1 */
+    qm_ring levels[];
+} qm_ready;
+
+static inline qm_ready *qm_ready_of(const qm_queue *q)
+{
+    return (qm_ready *)q->ready_impl;
+}
+static inline qm_position *qm_ring_at(const qm_ring *r, size_t i)
+{
+    return r->buf[(r->head + i) & (r->cap - 1)];
+}
+
+/* ---- clock ---- */
+static inline uint64_t qm_now(const qm_node *n)
+{
+    return n->test_now ? n->test_now : sl_now_ms();
+}
+static inline qm_node *qm_queue_node(const qm_queue *q)
+{
+    return q->vhost->node;
+}
+
+/* ---- queue.c ---- */
+qm_queue *qm_queue_alloc(qm_vhost *vh, const char *name, size_t len);
+/* Insert an AVAILABLE position (state, queue set here) at its lookup-id place; counts. */
+void qm_ready_insert(qm_queue *q, qm_position *pos);
+/* Remove and return the next position in delivery order (no expiry check); NULL if none. */
+qm_position *qm_ready_pop(qm_queue *q);
+/* Remove a specific ready position (found by lookup id); 1 if it was there. */
+int qm_ready_remove(qm_queue *q, qm_position *pos);
+/* Take the head, expiring (and dead-lettering) expired heads first. */
+qm_position *qm_queue_take_head(qm_queue *q, uint64_t now);
+/* Expire heads; returns the earliest pending head expiry (0 = none). */
+uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now);
+/* Accept a fresh position (lookup id and message set, not in any list) into q as AVAILABLE:
+ * max-length overflow, TTL, dispatch scheduling. SL_ERR_RESOURCE when reject-publish refuses
+ * it; the position is then freed. */
+sl_err qm_queue_accept(qm_queue *q, qm_position *pos);
+/* Delete with no checks (x-expires, auto-delete, exclusive, parent deletion, node free).
+ * run_hooks = 0 during qm_node_free: no callbacks. */
+void qm_queue_destroy(qm_queue *q, int run_hooks);
+/* Subqueue that became empty and unused: schedule its removal (done by run_dispatch). */
+void qm_queue_maybe_gc(qm_queue *q);
+/* 1 when q is a subqueue that may be removed now. */
+int qm_queue_gc_ready(qm_queue *q);
+void qm_queue_args_init(qm_queue_args *a);
+
+/* ---- position.c ---- */
+qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id);
+/* Free a position (unref message), unlinking it from the orphan list if it is on one. */
+void qm_position_free(qm_position *pos);
+void qm_locked_link(qm_queue *q, qm_position *pos);
+void qm_locked_unlink(qm_queue *q, qm_position *pos);
+void qm_orphan_link(qm_node *n, qm_position *pos);
+/* LOCKED / PURGE_PENDING -> DELETED with reason: counts, stats, journal, dead-lettering;
+ * frees pos. */
+void qm_position_delete_held(qm_position *pos, qm_delete_reason reason);
+/* Settle ignoring pos->tx (the transaction calls these at commit). */
+void qm_position_settle(qm_position *pos, int how);
+/* Remove a held position from q->locked back into the ready rings (not redelivered). */
+void qm_position_unlock(qm_position *pos);
+
+/* ---- consumer.c ---- */
+void qm_consumers_cancel_all(qm_queue *q, int run_hooks);
+void qm_dispatch_unlink(qm_queue *q);
+
+/* ---- deadletter.c ---- */
+/* Dead-letter m (which was in q) with reason when q has a DLX; no-op otherwise. */
+void qm_deadletter(qm_queue *q, qm_message *m, qm_delete_reason reason);
+
+/* ---- journal (position.c) ---- */
+void qm_journal_copy(qm_queue *q, qm_position *pos);
+
+/* ---- exchange.c ---- */
+void qm_bindings_remove_queue(qm_queue *q);
+qm_exchange *qm_exchange_create(qm_vhost *vh, const char *name, size_t len, int type, int durable,
+                                int auto_delete, int internal);
+void qm_exchange_free(qm_exchange *x);
+/* Free x's outgoing bindings (node teardown: done for all exchanges before freeing any). */
+void qm_exchange_clear_bindings(qm_exchange *x);
+
+/* ---- tx.c ---- */
+/* Forget pos in whatever transaction holds it (holder settled it directly). */
+void qm_tx_forget_position(qm_position *pos);
+/* A queue goes away: drop Move operations whose target it is. */
+void qm_tx_forget_queue(qm_node *n, qm_queue *q);
+/* 1 when an open transaction moves something into q. */
+int qm_tx_targets_queue(qm_node *n, qm_queue *q);
+void qm_tx_free_all(qm_node *n);
+/* Record a Move of pos (already LOCKED under tx in its source) into dest. */
+void qm_tx_add_move(qm_tx *tx, qm_position *pos, qm_queue *dest);
+
+/* ---- move.c ---- */
+/* Move a position out of its source (already unlinked from ready/locked there, source
+ * bytes_total still counting it) into dest's ready rings: move_count + 1, same lookup id. */
+void qm_move_transfer(qm_position *pos, qm_queue *src, qm_queue *dest);
+
+/* ---- args.c ---- */
+/* Equivalence of recognised x- arguments: SL_OK or SL_ERR_PRECONDITION with err. */
+sl_err qm_queue_args_equivalent(const qm_queue_args *cur, const qm_queue_args *req,
+                                const char *qname, const char *vhost, char *err, size_t errlen);
+
+/* ---- route.c ---- */
+/* Validate a headers binding's x-match: SL_OK or SL_ERR_PRECONDITION with err. */
+sl_err qm_headers_check_args(amqp_bytes args, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,595 @@
+/* queue.c - queues and subqueues: ready rings, declare/find, enqueue, get, purge, delete.
+ *
+ * Ready positions are kept in one ring per priority level (x-max-priority + 1 levels, or
+ * one), each sorted by lookup id. Enqueue appends (ids only grow), requeue and moves insert
+ * at the lookup-id place by binary search, delivery pops the head of the highest non-empty
+ * level. So requeued messages come back at their original place and lookups by id are
+ * O(log n) over the ready set plus a walk of the (small) locked list.
+ *
+ * Counters: n_ready/bytes_ready follow the rings; n_locked/n_purge_pending follow q->locked;
+ * bytes_total counts the body bytes of every position that is not DELETED.
+ *
+ * A queue is never freed from inside an operation on that same queue: subqueues that
+ * become empty and unused are only marked (scheduled for dispatch) and removed by
+ * qm_node_run_dispatch / qm_node_tick.
+ */
+#include <string.h>
+#include <sys/random.h>
+
+#include "qm_internal.h"
+
+/* ---- rings ---- */
+
+static void ring_grow(qm_ring *r)
+{
+    size_t ncap = r->cap ? r->cap * 2 : 8;
+    qm_position **nb = sl_xmalloc(ncap * sizeof *nb);
+    for (size_t i = 0; i < r->len; i++)
+        nb[i] = qm_ring_at(r, i);
+    sl_free(r->buf);
+    r->buf = nb;
+    r->cap = ncap;
+    r->head = 0;
+}
+
+static inline qm_position **ring_slot(qm_ring *r, size_t i)
+{
+    return &r->buf[(r->head + i) & (r->cap - 1)];
+}
+
+/* First index whose lookup id is greater than id (== len when none). */
+static size_t ring_upper(const qm_ring *r, uint64_t id)
+{
+    size_t lo = 0, hi = r->len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (qm_ring_at(r, mid)->lookup_id <= id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void ring_insert_sorted(qm_ring *r, qm_position *pos)
+{
+    if (r->len == r->cap)
+        ring_grow(r);
+    size_t idx = ring_upper(r, pos->lookup_id);
+    if (idx < r->len / 2) {
+        /* shift the front part one step towards the head */
+        r->head = (r->head - 1) & (r->cap - 1);
+        for (size_t i = 0; i < idx; i++)
+            *ring_slot(r, i) = *ring_slot(r, i + 1);
+    } else {
+        for (size_t i = r->len; i > idx; i--)
+            *ring_slot(r, i) = *ring_slot(r, i - 1);
+    }
+    *ring_slot(r, idx) = pos;
+    r->len++;
+}
+
+static void ring_remove_at(qm_ring *r, size_t idx)
+{
+    if (idx < r->len / 2) {
+        for (size_t i = idx; i > 0; i--)
+            *ring_slot(r, i) = *ring_slot(r, i - 1);
+        r->head = (r->head + 1) & (r->cap - 1);
+    } else {
+        for (size_t i = idx; i + 1 < r->len; i++)
+            *ring_slot(r, i) = *ring_slot(r, i + 1);
+    }
+    r->len--;
+}
+
+/* Index of the position with this id, or -1. */
+static long ring_find(const qm_ring *r, uint64_t id)
+{
+    size_t idx = ring_upper(r, id);
+    if (idx > 0 && qm_ring_at(r, idx - 1)->lookup_id == id)
+        return (long)(idx - 1);
+    return -1;
+}
+
+static int level_of(const qm_queue *q, const qm_message *m)
+{
+    if (q->args.max_priority <= 0)
+        return 0;
+    return m->priority < q->args.max_priority ? m->priority : q->args.max_priority;
+}
+
+static qm_ring *top_ring(qm_queue *q)
+{
+    qm_ready *rd = qm_ready_of(q);
+    if (!q->n_ready)
+        return NULL;
+    for (int l = rd->nlevels - 1; l >= 0; l--)
+        if (rd->levels[l].len)
+            return &rd->levels[l];
+    return NULL;
+}
+
+void qm_ready_insert(qm_queue *q, qm_position *pos)
+{
+    qm_ring *r = &qm_ready_of(q)->levels[level_of(q, pos->msg)];
+    pos->state = QM_POS_AVAILABLE;
+    pos->queue = q;
+    if (r->len && r->len < r->cap && qm_ring_at(r, r->len - 1)->lookup_id < pos->lookup_id) {
+        *ring_slot(r, r->len) = pos; /* the common case: a fresh id goes at the tail */
+        r->len++;
+    } else {
+        ring_insert_sorted(r, pos);
+    }
+    q->n_ready++;
+    q->bytes_ready += pos->msg->body_len;
+}
+
+qm_position *qm_ready_pop(qm_queue *q)
+{
+    qm_ring *r = top_ring(q);
+    if (!r)
+        return NULL;
+    qm_position *pos = qm_ring_at(r, 0);
+    r->head = (r->head + 1) & (r->cap - 1);
+    r->len--;
+    q->n_ready--;
+    q->bytes_ready -= pos->msg->body_len;
+    return pos;
+}
+
+int qm_ready_remove(qm_queue *q, qm_position *pos)
+{
+    qm_ring *r = &qm_ready_of(q)->levels[level_of(q, pos->msg)];
+    long idx = ring_find(r, pos->lookup_id);
+    if (idx < 0 || qm_ring_at(r, (size_t)idx) != pos)
+        return 0;
+    ring_remove_at(r, (size_t)idx);
+    q->n_ready--;
+    q->bytes_ready -= pos->msg->body_len;
+    return 1;
+}
+
+static qm_ready *ready_new(int nlevels)
+{
+    qm_ready *rd = sl_xcalloc(1, sizeof(qm_ready) + (size_t)nlevels * sizeof(qm_ring));
+    rd->nlevels = nlevels;
+    return rd;
+}
+
+/* Free every ready position (purge, delete); returns how many. */
+static uint64_t ready_clear(qm_queue *q)
+{
+    qm_ready *rd = qm_ready_of(q);
+    uint64_t n = 0;
+    for (int l = 0; l < rd->nlevels; l++) {
+        qm_ring *r = &rd->levels[l];
+        for (size_t i = 0; i < r->len; i++) {
+            qm_position *pos = qm_ring_at(r, i);
+            q->bytes_total -= pos->msg->body_len;
+            qm_message_unref(pos->msg);
+            sl_free(pos);
+        }
+        n += r->len;
+        sl_free(r->buf);
+        memset(r, 0, sizeof *r);
+    }
+    q->n_ready = 0;
+    q->bytes_ready = 0;
+    return n;
+}
+
+/* ---- expiry and dropping ---- */
+
+/* Drop a position just taken out of the ready rings. */
+static void ready_drop(qm_queue *q, qm_position *pos, qm_delete_reason reason)
+{
+    q->bytes_total -= pos->msg->body_len;
+    if (reason == QM_DEL_EXPIRED)
+        q->stat_expired++;
+    if (reason == QM_DEL_EXPIRED || reason == QM_DEL_MAXLEN)
+        qm_deadletter(q, pos->msg, reason);
+    qm_position_free(pos);
+}
+
+static int expired(const qm_position *pos, uint64_t now)
+{
+    return pos->expires_at && pos->expires_at <= now;
+}
+
+qm_position *qm_queue_take_head(qm_queue *q, uint64_t now)
+{
+    for (;;) {
+        qm_position *pos = qm_ready_pop(q);
+        if (!pos || !expired(pos, now))
+            return pos;
+        ready_drop(q, pos, QM_DEL_EXPIRED);
+    }
+}
+
+uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now)
+{
+    qm_ready *rd = qm_ready_of(q);
+    uint64_t next = 0;
+    for (int l = 0; l < rd->nlevels; l++) {
+        qm_ring *r = &rd->levels[l];
+        while (r->len) {
+            qm_position *pos = qm_ring_at(r, 0);
+            if (!expired(pos, now)) {
+                if (pos->expires_at && (!next || pos->expires_at < next))
+                    next = pos->expires_at;
+                break;
+            }
+            ring_remove_at(r, 0);
+            q->n_ready--;
+            q->bytes_ready -= pos->msg->body_len;
+            ready_drop(q, pos, QM_DEL_EXPIRED);
+            /* dead-lettering may have enqueued into q itself: r stays valid (rings are
+             * never reallocated as a whole, only their buffers) */
+        }
+    }
+    return next;
+}
+
+/* ---- allocation, declare, find ---- */
+
+void qm_queue_args_init(qm_queue_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->message_ttl = a->expires = a->max_length = a->max_length_bytes = -1;
+}
+
+qm_queue *qm_queue_alloc(qm_vhost *vh, const char *name, size_t len)
+{
+    qm_queue *q = sl_xcalloc(1, sizeof *q);
+    q->name = sl_xstrndup(name, len);
+    q->vhost = vh;
+    q->incarnation = vh->node->next_incarnation++;
+    qm_queue_args_init(&q->args);
+    q->ready_impl = ready_new(1);
+    q->last_used = qm_now(vh->node);
+    return q;
+}
+
+/* 22 url-safe base64 characters from 16 random bytes, as RabbitMQ's amq.gen- names. */
+static void gen_name(char out[31])
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    uint8_t rnd[17] = {0};
+    if (getrandom(rnd, 16, 0) != 16) {
+        /* getrandom cannot fail for 16 bytes once the pool is up; keep names unique anyway */
+        static uint64_t ctr;
+        uint64_t t = sl_now_ms() ^ (++ctr << 40);
+        memcpy(rnd, &t, sizeof t);
+        memcpy(rnd + 8, &ctr, sizeof ctr);
+    }
+    memcpy(out, "amq.gen-", 8);
+    int bits = 0, n = 0;
+    uint32_t acc = 0;
+    for (int i = 0; i < 17 && n < 22; i++) {
+        acc = (acc << 8) | rnd[i];
+        bits += 8;
+        while (bits >= 6 && n < 22) {
+            bits -= 6;
+            out[8 + n++] = b64[(acc >> bits) & 63];
+        }
+    }
+    out[30] = 0;
+}
+
+sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, int *created,
+                        char *err, size_t errlen)
+{
+    char genbuf[31];
+    const char *name = d->name;
+    size_t len = d->name_len;
+    qm_node *n = vh->node;
+
+    if (len && memchr(name, ';', len)) {
+        snprintf(err, errlen, "queue name '%.*s' is reserved: ';' names subqueues", (int)len, name);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    if (!len) {
+        do
+            gen_name(genbuf);
+        while (sl_map_get(vh->queues, genbuf, 30));
+        name = genbuf;
+        len = 30;
+    }
+    char *qname = sl_xstrndup(name, len);
+    qm_queue_args a;
+    sl_err rc = qm_queue_args_parse(d->arguments, qname, vh->name, &a, err, errlen);
+    if (rc) {
+        sl_free(qname);
+        return rc;
+    }
+    qm_queue *q = sl_map_get(vh->queues, name, len);
+    if (q) {
+        if (q->exclusive != d->exclusive ||
+            (q->exclusive && q->exclusive_owner != d->exclusive_owner)) {
+            snprintf(err, errlen,
+                     "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It "
+                     "could be originally declared on another connection or the exclusive "
+                     "property value does not match that of the original declaration.",
+                     qname, vh->name);
+            rc = SL_ERR_RESOURCE_LOCKED;
+        } else if (q->durable != d->durable || q->auto_delete != d->auto_delete) {
+            int dur = q->durable != d->durable;
+            snprintf(err, errlen,
+                     "inequivalent arg '%s' for queue '%s' in vhost '%s': received '%s' but "
+                     "current is '%s'",
+                     dur ? "durable" : "auto_delete", qname, vh->name,
+                     (dur ? d->durable : d->auto_delete) ? "true" : "false",
+                     (dur ? q->durable : q->auto_delete) ? "true" : "false");
+            rc = SL_ERR_PRECONDITION;
+        } else {
+            rc = qm_queue_args_equivalent(&q->args, &a, qname, vh->name, err, errlen);
+        }
+        qm_queue_args_free(&a);
+        sl_free(qname);
+        if (rc)
+            return rc;
+        q->last_used = qm_now(n);
+        *out = q;
+        if (created)
+            *created = 0;
+        return SL_OK;
+    }
+    q = qm_queue_alloc(vh, name, len);
+    sl_free(qname);
+    q->durable = d->durable;
+    q->exclusive = d->exclusive;
+    q->auto_delete = d->auto_delete;
+    q->exclusive_owner = d->exclusive ? d->exclusive_owner : NULL;
+    q->args = a;
+    if (a.max_priority > 0) {
+        sl_free(q->ready_impl);
+        q->ready_impl = ready_new(a.max_priority + 1);
+    }
+    sl_map_put(vh->queues, q->name, len, q);
+    *out = q;
+    if (created)
+        *created = 1;
+    return SL_OK;
+}
+
+qm_queue *qm_queue_subqueue(qm_queue *q, const char *sub, size_t len, int create)
+{
+    if (q->is_subqueue || !len || memchr(sub, ';', len))
+        return NULL;
+    qm_queue *s = q->subqueues ? sl_map_get(q->subqueues, sub, len) : NULL;
+    if (s || !create)
+        return s;
+    size_t plen = strlen(q->name);
+    char *full = sl_xmalloc(plen + 1 + len + 1);
+    memcpy(full, q->name, plen);
+    full[plen] = ';';
+    memcpy(full + plen + 1, sub, len);
+    full[plen + 1 + len] = 0;
+    s = qm_queue_alloc(q->vhost, full, plen + 1 + len);
+    sl_free(full);
+    s->is_subqueue = 1;
+    s->parent = q;
+    s->durable = q->durable;
+    if (!q->subqueues)
+        q->subqueues = sl_map_new();
+    sl_map_put(q->subqueues, sub, len, s);
+    return s;
+}
+
+qm_queue *qm_queue_find(qm_vhost *vh, const char *name, size_t len)
+{
+    const char *semi = memchr(name, ';', len);
+    if (!semi)
+        return sl_map_get(vh->queues, name, len);
+    qm_queue *p = sl_map_get(vh->queues, name, (size_t)(semi - name));
+    if (!p)
+        return NULL;
+    return qm_queue_subqueue(p, semi + 1, len - (size_t)(semi - name) - 1, 0);
+}
+
+/* ---- enqueue, get ---- */
+
+static int over_limit(const qm_queue *q, uint64_t extra_n, uint64_t extra_bytes)
+{
+    if (q->args.max_length >= 0 && q->n_ready + extra_n > (uint64_t)q->args.max_length)
+        return 1;
+    if (q->args.max_length_bytes >= 0 &&
+        q->bytes_ready + extra_bytes > (uint64_t)q->args.max_length_bytes)
+        return 1;
+    return 0;
+}
+
+sl_err qm_queue_accept(qm_queue *q, qm_position *pos)
+{
+    qm_message *m = pos->msg;
+    uint64_t now = qm_now(qm_queue_node(q));
+
+    if (q->args.overflow != QM_OVERFLOW_DROP_HEAD && over_limit(q, 1, m->body_len)) {
+        if (q->args.overflow == QM_OVERFLOW_REJECT_PUBLISH_DLX)
+            qm_deadletter(q, m, QM_DEL_MAXLEN);
+        qm_position_free(pos);
+        return SL_ERR_RESOURCE;
+    }
+    /* TTL: the lower of the queue's x-message-ttl and the message's expiration */
+    int64_t ttl = q->args.message_ttl;
+    if (m->has_expiration && (ttl < 0 || m->expiration_ms < (uint64_t)ttl))
+        ttl = (int64_t)m->expiration_ms;
+    pos->expires_at = ttl >= 0 ? now + (uint64_t)ttl : 0;
+
+    q->bytes_total += m->body_len;
+    q->stat_published++;
+    qm_ready_insert(q, pos);
+    if (q->args.overflow == QM_OVERFLOW_DROP_HEAD) {
+        while (q->n_ready && over_limit(q, 0, 0))
+            ready_drop(q, qm_ready_pop(q), QM_DEL_MAXLEN);
+    }
+    qm_queue_schedule_dispatch(q);
+    return SL_OK;
+}
+
+sl_err qm_queue_enqueue(qm_queue *q, qm_message *m)
+{
+    qm_node *n = qm_queue_node(q);
+    return qm_queue_accept(q, qm_position_new(q, m, n->next_lookup_id++));
+}
+
+qm_position *qm_queue_get(qm_queue *q, int no_ack, uint64_t *remaining)
+{
+    qm_node *n = qm_queue_node(q);
+    uint64_t now = qm_now(n);
+    q->last_used = now;
+    qm_position *pos = qm_queue_take_head(q, now);
+    if (pos) {
+        q->stat_delivered++;
+        if (pos->redelivered)
+            q->stat_redelivered++;
+        if (no_ack) {
+            q->stat_acked++;
+            q->bytes_total -= pos->msg->body_len;
+            qm_journal_copy(q, pos);
+            pos->state = QM_POS_DELETED;
+            pos->queue = NULL;
+            qm_orphan_link(n, pos);
+        } else {
+            pos->state = QM_POS_LOCKED;
+            qm_locked_link(q, pos);
+        }
+    }
+    if (remaining)
+        *remaining = q->n_ready;
+    qm_queue_maybe_gc(q);
+    return pos;
+}
+
+/* ---- purge, delete ---- */
+
+uint64_t qm_queue_purge(qm_queue *q)
+{
+    uint64_t n = ready_clear(q);
+    q->stat_purged += n;
+    for (qm_position *p = q->locked; p; p = p->lnext) {
+        if (p->state == QM_POS_LOCKED && !p->in_tx_enqueue) {
+            p->state = QM_POS_PURGE_PENDING;
+            q->n_locked--;
+            q->n_purge_pending++;
+        }
+    }
+    qm_queue_maybe_gc(q);
+    return n;
+}
+
+sl_err qm_queue_delete(qm_queue *q, int flags, uint64_t *count, char *err, size_t errlen)
+{
+    if (q->is_system) {
+        snprintf(err, errlen, "queue '%s' in vhost '%s' is a system queue", q->name,
+                 q->vhost->name);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    if ((flags & QM_DELETE_IF_UNUSED) && q->n_consumers > 0) {
+        snprintf(err, errlen, "queue '%s' in vhost '%s' in use", q->name, q->vhost->name);
+        return SL_ERR_PRECONDITION;
+    }
+    if ((flags & QM_DELETE_IF_EMPTY) && qm_queue_message_count(q) > 0) {
+        snprintf(err, errlen, "queue '%s' in vhost '%s' not empty", q->name, q->vhost->name);
+        return SL_ERR_PRECONDITION;
+    }
+    if (count)
+        *count = qm_queue_message_count(q);
+    qm_queue_destroy(q, 1);
+    return SL_OK;
+}
+
+void qm_queue_destroy(qm_queue *q, int run_hooks)
+{
+    qm_node *n = qm_queue_node(q);
+
+    qm_dispatch_unlink(q);
+    if (q->is_subqueue) {
+        const char *semi = strchr(q->name, ';');
+        if (q->parent->subqueues)
+            sl_map_del(q->parent->subqueues, semi + 1, strlen(semi + 1));
+    } else if (sl_map_get(q->vhost->queues, q->name, strlen(q->name)) == q) {
+        sl_map_del(q->vhost->queues, q->name, strlen(q->name));
+    }
+    /* subqueues go with their parent */
+    while (q->subqueues && sl_map_count(q->subqueues)) {
+        size_t it = 0;
+        void *v;
+        sl_map_next(q->subqueues, &it, NULL, NULL, &v);
+        qm_queue_destroy(v, run_hooks);
+    }
+    qm_consumers_cancel_all(q, run_hooks);
+
+    ready_clear(q);
+    /* Held positions survive as DELETED orphans until their holder settles them. */
+    qm_position *p = q->locked;
+    while (p) {
+        qm_position *next = p->lnext;
+        p->state = QM_POS_DELETED;
+        p->queue = NULL;
+        qm_orphan_link(n, p);
+        p = next;
+    }
+    q->locked = NULL;
+    q->n_locked = q->n_purge_pending = 0;
+    q->bytes_total = 0;
+
+    if (!q->is_subqueue)
+        qm_bindings_remove_queue(q);
+    qm_tx_forget_queue(n, q);
+    if (run_hooks && n->on_queue_deleted)
+        n->on_queue_deleted(q, n->hook_ctx);
+
+    sl_map_free(q->subqueues);
+    qm_queue_args_free(&q->args);
+    sl_free(q->ready_impl);
+    sl_free(q->name);
+    sl_free(q);
+}
+
+/* ---- subqueue removal ---- */
+
+int qm_queue_gc_ready(qm_queue *q)
+{
+    return q->is_subqueue && qm_queue_message_count(q) == 0 && q->n_consumers == 0 &&
+           !qm_tx_targets_queue(qm_queue_node(q), q);
+}
+
+void qm_queue_maybe_gc(qm_queue *q)
+{
+    if (qm_queue_gc_ready(q))
+        qm_queue_schedule_dispatch(q);
+}
+
+/* ---- lookups ---- */
+
+qm_position *qm_queue_find_position(qm_queue *q, uint64_t lookup_id)
+{
+    qm_ready *rd = qm_ready_of(q);
+    for (int l = 0; l < rd->nlevels; l++) {
+        qm_ring *r = &rd->levels[l];
+        if (!r->len)
+            continue;
+        long idx = ring_find(r, lookup_id);
+        if (idx >= 0)
+            return qm_ring_at(r, (size_t)idx);
+    }
+    for (qm_position *p = q->locked; p; p = p->lnext)
+        if (p->lookup_id == lookup_id)
+            return p;
+    return NULL;
+}
+
+qm_position *qm_queue_peek(qm_queue *q, size_t index)
+{
+    qm_ready *rd = qm_ready_of(q);
+    if (index >= q->n_ready)
+        return NULL;
+    for (int l = rd->nlevels - 1; l >= 0; l--) {
+        qm_ring *r = &rd->levels[l];
+        if (index < r->len)
+            return qm_ring_at(r, index);
+        index -= r->len;
+    }
+    return NULL;
+}

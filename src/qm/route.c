@@ -1,0 +1,259 @@
+/* route.c - routing: direct, fanout, topic and headers matching, exchange-to-exchange
+ * bindings and alternate exchanges.
+ *
+ * qm_route walks a worklist of exchanges. Each route bumps node->route_epoch; an exchange
+ * or queue stamped with the current epoch has been visited / collected already, so loops
+ * of e2e bindings (and alternate-exchange cycles) terminate and a queue is written at most
+ * once. Direct exchanges are matched by a linear scan of the bindings (fine for the usual
+ * handful; a key -> bindings hash is the known next step for exchanges with many bindings).
+ */
+#include <string.h>
+
+#include "../amqp/table.h"
+#include "qm_internal.h"
+
+/* ---- topic ---- */
+
+typedef struct word {
+    const char *p;
+    size_t len;
+} word;
+
+/* Split on '.', RabbitMQ style: "" has no words, "a..b" has an empty middle word. */
+static size_t split_words(const char *s, size_t len, word *w)
+{
+    size_t n = 0, start = 0;
+    if (!len)
+        return 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i == len || s[i] == '.') {
+            w[n].p = s + start;
+            w[n].len = i - start;
+            n++;
+            start = i + 1;
+        }
+    }
+    return n;
+}
+
+static int word_is(const word *w, char c)
+{
+    return w->len == 1 && w->p[0] == c;
+}
+
+int qm_topic_match(const char *pattern, size_t plen, const char *key, size_t klen)
+{
+    word pst[64], kst[64];
+    word *pw = plen < 63 ? pst : sl_xmalloc((plen + 2) * sizeof(word));
+    word *kw = klen < 63 ? kst : sl_xmalloc((klen + 2) * sizeof(word));
+    size_t np = split_words(pattern, plen, pw);
+    size_t nk = split_words(key, klen, kw);
+
+    /* m[j]: the first i pattern words match the first j key words (one row at a time) */
+    uint8_t mst[130];
+    uint8_t *m = nk + 1 <= sizeof mst / 2 ? mst : sl_xmalloc(2 * (nk + 1));
+    uint8_t *prev = m, *cur = m + nk + 1;
+    memset(prev, 0, nk + 1);
+    prev[0] = 1;
+    for (size_t i = 1; i <= np; i++) {
+        const word *p = &pw[i - 1];
+        if (word_is(p, '#')) {
+            cur[0] = prev[0];
+            for (size_t j = 1; j <= nk; j++)
+                cur[j] = prev[j] || cur[j - 1];
+        } else {
+            cur[0] = 0;
+            for (size_t j = 1; j <= nk; j++) {
+                const word *k = &kw[j - 1];
+                cur[j] = prev[j - 1] &&
+                         (word_is(p, '*') || (p->len == k->len && !memcmp(p->p, k->p, k->len)));
+            }
+        }
+        uint8_t *t = prev;
+        prev = cur;
+        cur = t;
+    }
+    int ok = prev[nk];
+    if (m != mst)
+        sl_free(m);
+    if (pw != pst)
+        sl_free(pw);
+    if (kw != kst)
+        sl_free(kw);
+    return ok;
+}
+
+/* ---- headers ---- */
+
+enum { XM_ALL, XM_ANY, XM_ALL_X, XM_ANY_X, XM_BAD };
+
+static int xmatch_mode(amqp_bytes args, amqp_value *bad)
+{
+    amqp_value v;
+    amqp_bytes s;
+    if (!amqp_table_get(args, "x-match", &v))
+        return XM_ALL;
+    if (!amqp_value_str(&v, &s)) {
+        *bad = v;
+        return XM_BAD;
+    }
+    if (amqp_bytes_eq(s, "all"))
+        return XM_ALL;
+    if (amqp_bytes_eq(s, "any"))
+        return XM_ANY;
+    if (amqp_bytes_eq(s, "all-with-x"))
+        return XM_ALL_X;
+    if (amqp_bytes_eq(s, "any-with-x"))
+        return XM_ANY_X;
+    *bad = v;
+    return XM_BAD;
+}
+
+sl_err qm_headers_check_args(amqp_bytes args, char *err, size_t errlen)
+{
+    amqp_value bad;
+    if (xmatch_mode(args, &bad) != XM_BAD)
+        return SL_OK;
+    if (bad.tag == 'S' || bad.tag == 'x')
+        snprintf(err, errlen,
+                 "Invalid x-match field value <<\"%.*s\">>; expected all, any, all-with-x, or "
+                 "any-with-x",
+                 (int)bad.v.s.len, (const char *)bad.v.s.p);
+    else
+        snprintf(err, errlen,
+                 "Invalid x-match field type %s; expected all, any, all-with-x, or any-with-x",
+                 amqp_value_type_name(bad.tag));
+    return SL_ERR_PRECONDITION;
+}
+
+int qm_headers_match(amqp_bytes binding_args, amqp_bytes headers)
+{
+    amqp_value bad;
+    int mode = xmatch_mode(binding_args, &bad);
+    if (mode == XM_BAD)
+        return 0;
+    int with_x = mode == XM_ALL_X || mode == XM_ANY_X;
+    int any = mode == XM_ANY || mode == XM_ANY_X;
+    amqp_table_iter it;
+    amqp_bytes key;
+    amqp_value want, have;
+
+    amqp_table_iter_init(&it, binding_args);
+    while (amqp_table_next(&it, &key, &want)) {
+        if (amqp_bytes_eq(key, "x-match"))
+            continue;
+        if (!with_x && key.len >= 2 && key.p[0] == 'x' && key.p[1] == '-')
+            continue;
+        char k[256];
+        memcpy(k, key.p, key.len);
+        k[key.len] = 0;
+        int ok = amqp_table_get(headers, k, &have) &&
+                 (want.tag == 'V' || amqp_value_equal(&want, &have));
+        if (any && ok)
+            return 1;
+        if (!any && !ok)
+            return 0;
+    }
+    return !any; /* all: every entry matched (vacuously true); any: none did */
+}
+
+/* ---- routing ---- */
+
+static int binding_matches(const qm_exchange *x, const qm_binding *b, amqp_bytes rk,
+                           amqp_bytes headers)
+{
+    switch (x->type) {
+    case QM_EX_FANOUT:
+        return 1;
+    case QM_EX_TOPIC:
+        return qm_topic_match(b->key, strlen(b->key), (const char *)rk.p, rk.len);
+    case QM_EX_HEADERS:
+        return qm_headers_match((amqp_bytes){b->args, b->args_len}, headers);
+    default:
+        return amqp_bytes_eq(rk, b->key);
+    }
+}
+
+typedef struct route_ctx {
+    uint64_t epoch;
+    qm_queue **out;
+    size_t cap, n, total;
+    qm_exchange **work; /* exchanges still to visit */
+    size_t nwork, capwork;
+    qm_exchange *stk[32];
+} route_ctx;
+
+static void collect(route_ctx *rc, qm_queue *q)
+{
+    if (q->route_epoch == rc->epoch)
+        return;
+    q->route_epoch = rc->epoch;
+    if (rc->n < rc->cap)
+        rc->out[rc->n++] = q;
+    rc->total++;
+}
+
+static void visit(route_ctx *rc, qm_exchange *e)
+{
+    if (e->route_epoch == rc->epoch)
+        return;
+    e->route_epoch = rc->epoch;
+    if (rc->nwork == rc->capwork) {
+        rc->capwork *= 2;
+        if (rc->work == rc->stk) {
+            rc->work = sl_xmalloc(rc->capwork * sizeof *rc->work);
+            memcpy(rc->work, rc->stk, sizeof rc->stk);
+        } else {
+            rc->work = sl_xrealloc(rc->work, rc->capwork * sizeof *rc->work);
+        }
+    }
+    rc->work[rc->nwork++] = e;
+}
+
+size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **out, size_t cap,
+                size_t *total)
+{
+    qm_vhost *vh = x->vhost;
+    route_ctx rc;
+
+    rc.epoch = ++vh->node->route_epoch;
+    rc.out = out;
+    rc.cap = cap;
+    rc.n = rc.total = 0;
+    rc.work = rc.stk;
+    rc.nwork = 0;
+    rc.capwork = sizeof rc.stk / sizeof rc.stk[0];
+    visit(&rc, x);
+    while (rc.nwork) {
+        qm_exchange *e = rc.work[--rc.nwork];
+        int matched = 0;
+        if (!e->name[0]) {
+            /* the default exchange: every top-level queue, by name */
+            qm_queue *q = rk.len ? sl_map_get(vh->queues, rk.p, rk.len) : NULL;
+            if (q) {
+                collect(&rc, q);
+                matched = 1;
+            }
+        }
+        for (qm_binding *b = e->bindings; b; b = b->next) {
+            if (!binding_matches(e, b, rk, headers))
+                continue;
+            matched = 1;
+            if (b->dest_queue)
+                collect(&rc, b->dest_queue);
+            else
+                visit(&rc, b->dest_exchange);
+        }
+        /* RabbitMQ: the alternate exchange is used when no binding matched at all */
+        if (!matched && e->alternate) {
+            qm_exchange *ae = qm_exchange_find(vh, e->alternate, strlen(e->alternate));
+            if (ae)
+                visit(&rc, ae);
+        }
+    }
+    if (rc.work != rc.stk)
+        sl_free(rc.work);
+    if (total)
+        *total = rc.total;
+    return rc.n;
+}
