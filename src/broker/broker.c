@@ -1,0 +1,351 @@
+/* broker.c - the broker object: the AMQP listener, the list of connections, the work done
+ * once per loop turn (dispatch, confirms, one flush per socket), the memory alarm, and the
+ * orderly shutdown on SIGTERM / SIGINT.
+ *
+ * Turn order (before sleep): run queue dispatch, then for every connection touched this turn
+ * flush its confirms and write its output once; free connections that died. Writing after
+ * dispatch means one send() carries every delivery of the turn.
+ */
+#include "broker.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+
+#define TICK_MS 100
+
+void broker_mark_dirty(conn *c)
+{
+    if (c->in_dirty)
+        return;
+    c->in_dirty = 1;
+    c->dirty_next = c->b->dirty;
+    c->b->dirty = c;
+}
+
+void broker_conn_resume_consumers(conn *c)
+{
+    for (size_t i = 0; i < c->channels_cap; i++) {
+        channel *ch = c->channels[i];
+        if (!ch)
+            continue;
+        for (consumer *o = ch->consumers; o; o = o->next)
+            if (o->qc.queue)
+                qm_queue_schedule_dispatch(o->qc.queue);
+    }
+}
+
+static void unlink_conn(broker *b, conn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        b->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    b->n_conns--;
+}
+
+static void flush_dirty(broker *b)
+{
+    while (b->dirty) {
+        conn *c = b->dirty;
+        b->dirty = c->dirty_next;
+        c->in_dirty = 0;
+        if (c->state != CONN_DEAD) {
+            for (size_t i = 0; i < c->channels_cap; i++)
+                if (c->channels[i])
+                    channel_flush_confirms(c->channels[i]);
+        }
+        conn_flush(c);
+        if (c->state == CONN_DEAD && !c->in_dirty) {
+            unlink_conn(b, c);
+            conn_free(c);
+        }
+    }
+}
+
+static void before_sleep(sl_loop *loop, void *arg)
+{
+    broker *b = arg;
+    /* Flushing can free prefetch room and dispatch can write more: a few rounds settle it. */
+    for (int round = 0; round < 4; round++) {
+        qm_node_run_dispatch(b->node);
+        flush_dirty(b);
+        if (!b->node->dispatch_head && !b->dirty)
+            break;
+    }
+    if (b->node->dispatch_head || b->dirty)
+        sl_loop_wake(loop);
+    if (b->shutting_down && (b->n_conns == 0 || sl_loop_now(loop) >= b->shutdown_deadline))
+        sl_loop_stop(loop);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Memory alarm: queued bodies above memory_high_watermark block publishing connections
+ * (connection.blocked to those that asked for it, and their sockets are not read) until
+ * they fall back under it.
+ */
+
+static uint64_t queued_bytes(broker *b)
+{
+    uint64_t total = 0;
+    size_t vpos = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(b->node->vhosts, &vpos, &k, &kl, &v)) {
+        qm_vhost *vh = v;
+        size_t qpos = 0;
+        void *qv;
+        while (sl_map_next(vh->queues, &qpos, &k, &kl, &qv))
+            total += ((qm_queue *)qv)->bytes_total;
+    }
+    return total;
+}
+
+static void set_alarm(broker *b, int on)
+{
+    if (b->mem_alarm == on)
+        return;
+    b->mem_alarm = on;
+    if (on)
+        sl_warn("memory alarm: queued message bodies above memory_high_watermark (%llu bytes); "
+                "blocking publishers",
+                (unsigned long long)b->cfg->memory_high_watermark);
+    else
+        sl_info("memory alarm cleared; unblocking publishers");
+    for (conn *c = b->conns; c; c = c->next) {
+        if (c->state != CONN_OPEN)
+            continue;
+        conn_set_blocked(c, on);
+        if (c->has_published) {
+            c->read_paused = (uint8_t)on;
+            sl_loop_watch(b->loop, &c->w,
+                          (on ? 0 : SL_EV_READ) | (c->w.events & SL_EV_WRITE));
+        }
+    }
+}
+
+static void tick(sl_loop *loop, sl_timer *t)
+{
+    broker *b = t->data;
+    uint64_t now = sl_loop_now(loop);
+    uint64_t next = qm_node_tick(b->node, now);
+    set_alarm(b, queued_bytes(b) > b->cfg->memory_high_watermark);
+    uint64_t due = now + TICK_MS;
+    if (next && next < due)
+        due = next > now ? next : now + 1;
+    sl_timer_start(loop, t, due);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Listener and signals
+ */
+
+static void on_accept(sl_loop *loop, sl_watch *w, int events)
+{
+    broker *b = w->data;
+    (void)events;
+    for (int i = 0; i < 64; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(b->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                sl_warn("accept: %s", strerror(errno));
+            return;
+        }
+        if (b->shutting_down) {
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        conn *c = conn_new(b, fd);
+        char host[INET6_ADDRSTRLEN] = "?";
+        int port = 0;
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
+            port = ntohs(sin->sin_port);
+            c->loopback = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
+            port = ntohs(sin6->sin6_port);
+            c->loopback = IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
+                          (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) &&
+                           sin6->sin6_addr.s6_addr[12] == 127);
+        }
+        snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+        snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer, b->bound_addr, b->bound_port);
+        c->next = b->conns;
+        if (b->conns)
+            b->conns->prev = c;
+        b->conns = c;
+        b->n_conns++;
+        if (sl_loop_watch(loop, &c->w, SL_EV_READ) < 0) {
+            conn_kill(c, "cannot watch socket");
+            continue;
+        }
+        sl_debug("accepted connection %s", c->name);
+    }
+}
+
+static void begin_shutdown(broker *b, const char *why)
+{
+    if (b->shutting_down)
+        return;
+    sl_info("%s: shutting down, closing %zu connection(s)", why, b->n_conns);
+    b->shutting_down = 1;
+    b->shutdown_deadline = sl_loop_now(b->loop) + 2000;
+    if (b->listen_fd >= 0) {
+        sl_loop_unwatch(b->loop, &b->listen_w);
+        close(b->listen_fd);
+        b->listen_fd = -1;
+    }
+    for (conn *c = b->conns; c; c = c->next)
+        conn_force_close(c, "CONNECTION_FORCED - broker forced connection closure with reason "
+                            "'shutdown'");
+    /* The tick timer keeps the loop waking up until the deadline. */
+}
+
+static void on_signal(sl_loop *loop, sl_watch *w, int events)
+{
+    broker *b = w->data;
+    (void)loop;
+    (void)events;
+    struct signalfd_siginfo si;
+    while (read(b->signal_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+            begin_shutdown(b, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    }
+}
+
+broker *broker_new(sl_config *cfg)
+{
+    broker *b = sl_xcalloc(1, sizeof *b);
+    b->cfg = cfg;
+    b->listen_fd = -1;
+    b->signal_fd = -1;
+    b->loop = sl_loop_new();
+    if (!b->loop) {
+        sl_error("cannot create the event loop: %s", strerror(errno));
+        sl_free(b);
+        return NULL;
+    }
+    b->node = qm_node_new(cfg->node_name);
+    qm_vhost_create(b->node, "/");
+    sl_loop_set_before_sleep(b->loop, before_sleep, b);
+    sl_timer_init(&b->tick_timer, tick, b);
+    sl_timer_start(b->loop, &b->tick_timer, sl_now_ms() + TICK_MS);
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    b->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (b->signal_fd >= 0) {
+        b->signal_w.fd = b->signal_fd;
+        b->signal_w.fn = on_signal;
+        b->signal_w.data = b;
+        sl_loop_watch(b->loop, &b->signal_w, SL_EV_READ);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    return b;
+}
+
+int broker_listen(broker *b)
+{
+    const sl_config *cfg = b->cfg;
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int rc = getaddrinfo(cfg->bind, port, &hints, &res);
+    if (rc != 0) {
+        sl_error("cannot resolve bind address %s: %s", cfg->bind, gai_strerror(rc));
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        sl_error("socket: %s", strerror(errno));
+        freeaddrinfo(res);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+        sl_error("cannot listen on %s:%d: %s", cfg->bind, cfg->port, strerror(errno));
+        close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &sin->sin_addr, b->bound_addr, sizeof b->bound_addr);
+        b->bound_port = ntohs(sin->sin_port);
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, b->bound_addr, sizeof b->bound_addr);
+        b->bound_port = ntohs(sin6->sin6_port);
+    }
+    b->listen_fd = fd;
+    b->listen_w.fd = fd;
+    b->listen_w.fn = on_accept;
+    b->listen_w.data = b;
+    if (sl_loop_watch(b->loop, &b->listen_w, SL_EV_READ) < 0) {
+        sl_error("cannot watch the listener: %s", strerror(errno));
+        return -1;
+    }
+    sl_info("listening amqp=%s:%d", b->bound_addr, b->bound_port);
+    return 0;
+}
+
+void broker_run(broker *b) { sl_loop_run(b->loop); }
+
+void broker_free(broker *b)
+{
+    if (!b)
+        return;
+    /* Whatever is still open after the shutdown grace period is dropped now. */
+    while (b->conns) {
+        conn *c = b->conns;
+        conn_kill(c, NULL);
+        conn_flush(c);
+        unlink_conn(b, c);
+        conn_free(c);
+    }
+    b->dirty = NULL;
+    if (b->listen_fd >= 0)
+        close(b->listen_fd);
+    if (b->signal_fd >= 0)
+        close(b->signal_fd);
+    sl_timer_stop(b->loop, &b->tick_timer);
+    qm_node_free(b->node);
+    sl_loop_free(b->loop);
+    sl_free(b);
+}

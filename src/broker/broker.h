@@ -1,0 +1,235 @@
+/* broker.h - the AMQP 0-9-1 door: connections and channels translating methods into queue
+ * manager (qm/) operations. Internal header of src/broker/, its table of contents.
+ *
+ *   broker.c    the broker object: listener, connection list, before-sleep work (dispatch,
+ *               confirms, flushing), memory alarm, shutdown
+ *   conn.c      one connection: socket I/O, handshake, tune, heartbeats, frame routing,
+ *               connection-level errors and close
+ *   channel.c   channel lifecycle, content assembly (publish -> header -> body), channel
+ *               errors, unacked deliveries
+ *   h_exchange.c, h_queue.c, h_basic.c  method handlers by AMQP class
+ *   deliver.c   qm consumer callbacks: writing basic.deliver / get-ok / return frames
+ *
+ * Ownership: the broker owns connections; a connection owns its channels; a channel owns its
+ * consumers and delivery records. A connection that fails is marked dead and freed in the
+ * before-sleep hook, never from inside a handler further up the stack.
+ */
+#ifndef SL_BROKER_BROKER_H
+#define SL_BROKER_BROKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../amqp/frame.h"
+#include "../amqp/method.h"
+#include "../core/buf.h"
+#include "../core/err.h"
+#include "../net/loop.h"
+#include "../qm/qm.h"
+#include "config.h"
+
+typedef struct broker broker;
+typedef struct conn conn;
+typedef struct channel channel;
+typedef struct consumer consumer;
+
+/* Output past this many unsent bytes stops deliveries to the connection's consumers until
+ * the socket drains (back-pressure instead of unbounded buffering). */
+#define CONN_OUT_HIGH (1u << 20)
+/* Input read per turn per connection at most, so one busy peer cannot starve the rest. */
+#define CONN_READ_BUDGET (256u * 1024)
+
+struct broker {
+    sl_config *cfg;
+    sl_loop *loop;
+    qm_node *node;
+    int listen_fd;
+    sl_watch listen_w;
+    int signal_fd;
+    sl_watch signal_w;
+    conn *conns;          /* all live connections */
+    conn *dirty;          /* connections with output or confirms to flush this turn */
+    size_t n_conns;
+    sl_timer tick_timer;  /* qm TTL / x-expires work */
+    uint64_t next_conn_id;
+    int mem_alarm;        /* publishers blocked by the memory high watermark */
+    int shutting_down;
+    uint64_t shutdown_deadline;
+    char bound_addr[64];
+    int bound_port;
+};
+
+enum conn_state {
+    CONN_HEADER = 0,   /* waiting for the protocol header */
+    CONN_START_SENT,   /* connection.start sent, waiting for start-ok */
+    CONN_TUNE_SENT,    /* connection.tune sent, waiting for tune-ok */
+    CONN_OPENING,      /* waiting for connection.open */
+    CONN_OPEN,
+    CONN_CLOSING,      /* connection.close sent, waiting for close-ok */
+    CONN_DEAD,         /* socket to be closed and the connection freed */
+};
+
+struct conn {
+    broker *b;
+    uint64_t id;
+    int fd;
+    sl_watch w;
+    enum conn_state state;
+    char peer[64];
+    char name[160]; /* "127.0.0.1:50000 -> 127.0.0.1:5672" for logs */
+    int loopback;
+    sl_buf in, out;
+    /* Frames that must follow the reply being built (basic.cancel after queue.delete-ok,
+     * as RabbitMQ orders them); moved into out when the turn flushes. */
+    sl_buf late;
+    uint16_t channel_max;
+    uint32_t frame_max;
+    uint16_t heartbeat;
+    uint64_t last_recv, last_send;
+    sl_timer hb_timer;
+    /* client capabilities */
+    uint8_t cap_cancel_notify, cap_blocked, cap_auth_failure_close;
+    uint8_t blocked_sent;    /* connection.blocked sent, unblocked not yet */
+    uint8_t has_published;   /* RabbitMQ blocks only connections that publish */
+    uint8_t read_paused;
+    uint8_t in_dirty;
+    char *user;
+    qm_vhost *vhost;
+    channel **channels;      /* indexed by channel id, grown on demand */
+    size_t channels_cap;
+    size_t n_channels;
+    conn *next, *prev;
+    conn *dirty_next;
+};
+
+enum channel_state { CH_OPEN = 1, CH_CLOSING };
+enum content_state { CONTENT_NONE = 0, CONTENT_WANT_HEADER, CONTENT_WANT_BODY };
+
+typedef struct delivery {
+    uint64_t tag;
+    qm_position *pos; /* NULL once settled */
+    consumer *cons;   /* NULL for basic.get deliveries */
+    uint8_t in_tx;    /* settled inside the open transaction, applied at commit */
+} delivery;
+
+struct consumer {
+    qm_consumer qc;   /* first: qm hands us &qc */
+    channel *ch;
+    char *tag;
+    size_t tag_len;
+    uint32_t prefetch;  /* per-consumer limit (basic.qos global=false), 0 = none */
+    uint32_t unacked;
+    consumer *next;     /* in ch->consumers */
+};
+
+struct channel {
+    conn *c;
+    uint16_t id;
+    enum channel_state state;
+    /* content assembly for basic.publish */
+    enum content_state content;
+    qm_exchange *pub_exchange;  /* NULL while the exchange is missing (error raised later) */
+    char *pub_exchange_name;
+    amqp_bytes pub_rk;          /* owned copy */
+    uint8_t pub_mandatory;
+    qm_message *pub_msg;
+    uint64_t pub_received;
+    /* deliveries awaiting settlement, in tag order (a ring over an array) */
+    delivery *unacked;
+    size_t ua_head, ua_len, ua_cap;
+    size_t ua_live;            /* records with pos != NULL */
+    uint64_t next_tag;
+    /* consumers and prefetch */
+    consumer *consumers;
+    uint32_t prefetch_next;    /* per-consumer limit for consumers created from now on */
+    uint32_t prefetch_global;  /* channel-wide limit (global=true), 0 = none */
+    /* publisher confirms */
+    uint8_t confirm;
+    uint64_t pub_seq;          /* sequence number of the last publish */
+    uint64_t confirm_done;     /* everything <= this has been acked or nacked */
+    uint64_t confirm_ready;    /* ack everything <= this at flush */
+    /* transactions */
+    uint8_t tx_mode;
+    qm_tx *tx;
+    char *last_queue;          /* the last queue declared on this channel */
+    uint8_t released;
+};
+
+/* broker.c */
+broker *broker_new(sl_config *cfg);
+int broker_listen(broker *b);
+void broker_run(broker *b);
+void broker_free(broker *b);
+void broker_mark_dirty(conn *c);
+/* Schedule dispatch for every queue this connection's consumers read from. */
+void broker_conn_resume_consumers(conn *c);
+
+/* conn.c */
+conn *conn_new(broker *b, int fd);
+void conn_on_event(sl_loop *loop, sl_watch *w, int events);
+/* Connection-level error: send connection.close(code from e, text, class/method) and wait
+ * for close-ok; every channel is released at once. */
+void conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Close the socket at the end of this turn without a close frame. */
+void conn_kill(conn *c, const char *why);
+void conn_free(conn *c);
+void conn_send_method(conn *c, uint16_t ch, const amqp_method *m);
+void conn_flush(conn *c);
+/* Server-initiated close with 320 (shutdown). */
+void conn_force_close(conn *c, const char *text);
+void conn_set_blocked(conn *c, int blocked);
+/* Release and free channel id (after close / close-ok). */
+void conn_drop_channel(conn *c, uint16_t id);
+
+/* channel.c */
+channel *channel_new(conn *c, uint16_t id);
+/* Release everything the channel holds: consumers cancelled, unacked requeued, open
+ * transaction aborted, partial publish dropped. Safe to call more than once. */
+void channel_release(channel *ch);
+void channel_free(channel *ch);
+/* Channel-level error: channel.close with the code of e; the channel discards everything
+ * but close/close-ok from now on. A hard error (per the error table) becomes a connection
+ * error instead. */
+void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Handle one frame addressed to an open channel. */
+void channel_on_frame(channel *ch, const amqp_frame *f);
+void channel_flush_confirms(channel *ch);
+/* Publisher-confirm outcome of publish number seq (in order): ack (ok = 1) or nack. */
+void channel_confirm(channel *ch, uint64_t seq, int ok);
+/* tx.commit / tx.rollback bookkeeping of deliveries settled inside the transaction. */
+void channel_tx_settled(channel *ch, int committed);
+/* Record a delivery awaiting settlement; returns its tag. */
+uint64_t channel_track(channel *ch, qm_position *pos, consumer *cons);
+/* Settle deliveries up to/at tag: how = QM_SETTLE_ACK / REQUEUE / REJECT. Returns 0, or
+ * -1 when tag is unknown (the caller raises 406). */
+int channel_settle(channel *ch, uint64_t tag, int multiple, int how);
+
+/* handlers */
+/* Resolve a queue name from a method: "" means the last queue declared on the channel.
+ * Raises the channel error (404, 405 for another connection's exclusive queue) and returns
+ * NULL when it cannot be used. */
+qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id);
+void h_exchange(channel *ch, const amqp_method *m);
+void h_queue(channel *ch, const amqp_method *m);
+void h_basic(channel *ch, const amqp_method *m);
+void h_tx(channel *ch, const amqp_method *m);
+void h_confirm(channel *ch, const amqp_method *m);
+/* A complete publish (method, header, body) is ready in ch->pub_*. */
+void basic_publish_complete(channel *ch);
+
+/* deliver.c */
+extern const qm_consumer_ops broker_consumer_ops;
+/* Write basic.deliver / basic.get-ok / basic.return with content for pos' message. */
+void write_content(conn *c, uint16_t ch, const qm_message *m);
+void consumer_free(consumer *cons);
+consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len);
+/* Send basic.cancel to the client if it announced consumer_cancel_notify. */
+void consumer_notify_cancel(consumer *cons);
+
+/* Small helpers for names in error texts: amqp_bytes as printf "%.*s". */
+#define BYTES_FMT "%.*s"
+#define BYTES_ARG(b) (int)(b).len, (const char *)(b).p
+
+#endif

@@ -1,0 +1,476 @@
+/* channel.c - one AMQP channel: lifecycle, method routing by class, content assembly for
+ * basic.publish, the record of unsettled deliveries, and publisher confirms.
+ *
+ * Unsettled deliveries live in a ring in tag order (tags only grow), so ack multiple pops a
+ * prefix and a single ack is a binary search. A record settled out of order keeps its slot
+ * with pos = NULL until the records before it are settled too.
+ *
+ * After a channel error the channel is CLOSING: it has released everything and discards
+ * every frame but channel.close / close-ok (the spec's rule), so the rest of a publish that
+ * was under way is dropped without another error.
+ */
+#include "broker.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "../core/mem.h"
+
+channel *channel_new(conn *c, uint16_t id)
+{
+    channel *ch = sl_xcalloc(1, sizeof *ch);
+    ch->c = c;
+    ch->id = id;
+    ch->state = CH_OPEN;
+    return ch;
+}
+
+static delivery *ua_at(channel *ch, size_t i)
+{
+    return &ch->unacked[(ch->ua_head + i) % ch->ua_cap];
+}
+
+static void drop_partial_publish(channel *ch)
+{
+    if (ch->pub_msg) {
+        qm_message_unref(ch->pub_msg);
+        ch->pub_msg = NULL;
+    }
+    sl_free(ch->pub_exchange_name);
+    ch->pub_exchange_name = NULL;
+    sl_free((void *)ch->pub_rk.p);
+    ch->pub_rk = (amqp_bytes){0};
+    ch->content = CONTENT_NONE;
+}
+
+void channel_release(channel *ch)
+{
+    if (ch->released)
+        return;
+    ch->released = 1;
+    drop_partial_publish(ch);
+    if (ch->tx) {
+        qm_tx_abort(ch->tx);
+        ch->tx = NULL;
+    }
+    /* Consumers first, so requeued messages are not offered back to them. */
+    while (ch->consumers) {
+        consumer *cons = ch->consumers;
+        ch->consumers = cons->next;
+        if (cons->qc.queue)
+            qm_consumer_detach(&cons->qc);
+        consumer_free(cons);
+    }
+    /* Unsettled deliveries go back to their queues, redelivered (PurgePending ones are
+     * deleted by qm, never requeued). */
+    for (size_t i = 0; i < ch->ua_len; i++) {
+        delivery *d = ua_at(ch, i);
+        if (d->pos)
+            qm_position_requeue(d->pos);
+        d->pos = NULL;
+    }
+    ch->ua_len = ch->ua_live = 0;
+    sl_free(ch->unacked);
+    ch->unacked = NULL;
+    ch->ua_cap = 0;
+}
+
+void channel_free(channel *ch)
+{
+    channel_release(ch);
+    sl_free(ch->last_queue);
+    sl_free(ch);
+}
+
+void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, ...)
+{
+    char detail[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    if (sl_err_is_hard(e)) {
+        conn_error(ch->c, e, method_id, "%s", detail);
+        return;
+    }
+    if (ch->state != CH_OPEN)
+        return;
+    const sl_err_info *info = sl_err_get(e);
+    char text[300];
+    snprintf(text, sizeof text, "%s - %s", info->name, detail);
+    sl_info("channel %u of %s error: %s", ch->id, ch->c->name, text);
+    /* Confirms already earned still go out before the close. */
+    channel_flush_confirms(ch);
+    channel_release(ch);
+    ch->state = CH_CLOSING;
+    amqp_method m = {.id = AMQP_CHANNEL_CLOSE};
+    m.u.channel_close.reply_code = info->amqp_code;
+    m.u.channel_close.reply_text = amqp_cstr(text);
+    m.u.channel_close.class_id = AMQP_ID_CLASS(method_id);
+    m.u.channel_close.method_id = AMQP_ID_METHOD(method_id);
+    conn_send_method(ch->c, ch->id, &m);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Unsettled deliveries
+ */
+
+uint64_t channel_track(channel *ch, qm_position *pos, consumer *cons)
+{
+    if (ch->ua_len == ch->ua_cap) {
+        size_t cap = ch->ua_cap ? ch->ua_cap * 2 : 64;
+        delivery *nu = sl_xmalloc(cap * sizeof *nu);
+        for (size_t i = 0; i < ch->ua_len; i++)
+            nu[i] = *ua_at(ch, i);
+        sl_free(ch->unacked);
+        ch->unacked = nu;
+        ch->ua_cap = cap;
+        ch->ua_head = 0;
+    }
+    uint64_t tag = ++ch->next_tag;
+    delivery *d = ua_at(ch, ch->ua_len++);
+    d->tag = tag;
+    d->pos = pos;
+    d->cons = cons;
+    d->in_tx = 0;
+    ch->ua_live++;
+    if (cons)
+        cons->unacked++;
+    pos->holder = d;
+    return tag;
+}
+
+static void pop_settled_prefix(channel *ch)
+{
+    while (ch->ua_len > 0 && ua_at(ch, 0)->pos == NULL) {
+        ch->ua_head = (ch->ua_head + 1) % ch->ua_cap;
+        ch->ua_len--;
+    }
+    if (ch->ua_len == 0)
+        ch->ua_head = 0;
+}
+
+/* Index of the record with this tag, or -1. */
+static long find_tag(channel *ch, uint64_t tag)
+{
+    size_t lo = 0, hi = ch->ua_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t t = ua_at(ch, mid)->tag;
+        if (t == tag)
+            return (long)mid;
+        if (t < tag)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+static void after_settle(channel *ch, consumer *cons)
+{
+    /* Room under a prefetch limit: let the queue offer more. */
+    if (cons) {
+        if (cons->unacked > 0)
+            cons->unacked--;
+        if (cons->qc.queue)
+            qm_queue_schedule_dispatch(cons->qc.queue);
+    }
+    if (ch->prefetch_global)
+        for (consumer *o = ch->consumers; o; o = o->next)
+            if (o->qc.queue)
+                qm_queue_schedule_dispatch(o->qc.queue);
+}
+
+static void settle_one(channel *ch, delivery *d, int how)
+{
+    qm_position *pos = d->pos;
+    if (ch->tx_mode && ch->tx) {
+        /* Held until commit; the record stays so rollback can give it back. */
+        qm_tx_dequeue(ch->tx, pos, how);
+        d->in_tx = 1;
+        return;
+    }
+    consumer *cons = d->cons;
+    d->pos = NULL;
+    ch->ua_live--;
+    pos->holder = NULL;
+    if (how == QM_SETTLE_ACK)
+        qm_position_ack(pos);
+    else if (how == QM_SETTLE_REQUEUE)
+        qm_position_requeue(pos);
+    else
+        qm_position_reject(pos);
+    after_settle(ch, cons);
+}
+
+int channel_settle(channel *ch, uint64_t tag, int multiple, int how)
+{
+    if (multiple) {
+        if (tag > ch->next_tag)
+            return -1;
+        /* tag 0 with multiple means "everything outstanding". */
+        uint64_t upto = tag == 0 ? ch->next_tag : tag;
+        for (size_t i = 0; i < ch->ua_len; i++) {
+            delivery *d = ua_at(ch, i);
+            if (d->tag > upto)
+                break;
+            if (d->pos && !d->in_tx)
+                settle_one(ch, d, how);
+        }
+    } else {
+        long i = find_tag(ch, tag);
+        if (i < 0)
+            return -1;
+        delivery *d = ua_at(ch, (size_t)i);
+        if (!d->pos || d->in_tx)
+            return -1;
+        settle_one(ch, d, how);
+    }
+    pop_settled_prefix(ch);
+    return 0;
+}
+
+void channel_tx_settled(channel *ch, int committed)
+{
+    for (size_t i = 0; i < ch->ua_len; i++) {
+        delivery *d = ua_at(ch, i);
+        if (!d->in_tx)
+            continue;
+        d->in_tx = 0;
+        if (committed) {
+            /* qm_tx_commit has settled the position; it may be gone. */
+            consumer *cons = d->cons;
+            d->pos = NULL;
+            ch->ua_live--;
+            after_settle(ch, cons);
+        }
+    }
+    pop_settled_prefix(ch);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Publisher confirms
+ */
+
+void channel_flush_confirms(channel *ch)
+{
+    if (!ch->confirm || ch->confirm_ready <= ch->confirm_done)
+        return;
+    amqp_method m = {.id = AMQP_BASIC_ACK};
+    m.u.basic_ack.delivery_tag = ch->confirm_ready;
+    m.u.basic_ack.multiple = ch->confirm_ready - ch->confirm_done > 1;
+    conn_send_method(ch->c, ch->id, &m);
+    ch->confirm_done = ch->confirm_ready;
+}
+
+void channel_confirm(channel *ch, uint64_t seq, int ok)
+{
+    if (ok) {
+        if (seq > ch->confirm_ready)
+            ch->confirm_ready = seq;
+        broker_mark_dirty(ch->c);
+        return;
+    }
+    /* Keep acks and nacks in order: everything before seq is acked first. */
+    if (seq > 0 && ch->confirm_ready < seq - 1)
+        ch->confirm_ready = seq - 1;
+    channel_flush_confirms(ch);
+    amqp_method m = {.id = AMQP_BASIC_NACK};
+    m.u.basic_nack.delivery_tag = seq;
+    m.u.basic_nack.multiple = 0;
+    m.u.basic_nack.requeue = 0;
+    conn_send_method(ch->c, ch->id, &m);
+    ch->confirm_done = ch->confirm_ready = seq;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Frames
+ */
+
+static void on_channel_method(channel *ch, const amqp_method *m)
+{
+    switch (m->id) {
+    case AMQP_CHANNEL_CLOSE: {
+        uint16_t id = ch->id;
+        conn *c = ch->c;
+        channel_release(ch);
+        amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
+        conn_send_method(c, id, &ok);
+        conn_drop_channel(c, id);
+        return;
+    }
+    case AMQP_CHANNEL_CLOSE_OK:
+        return; /* we did not ask; ignore */
+    case AMQP_CHANNEL_FLOW:
+        if (!m->u.channel_flow.active) {
+            channel_error(ch, SL_ERR_NOT_IMPLEMENTED, m->id, "active=false");
+            return;
+        }
+        {
+            amqp_method ok = {.id = AMQP_CHANNEL_FLOW_OK};
+            ok.u.channel_flow_ok.active = 1;
+            conn_send_method(ch->c, ch->id, &ok);
+        }
+        return;
+    case AMQP_CHANNEL_OPEN:
+        conn_error(ch->c, SL_ERR_CHANNEL, m->id, "second 'channel.open' seen");
+        return;
+    default:
+        channel_error(ch, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                      amqp_method_name(m->id));
+    }
+}
+
+static void on_method(channel *ch, const amqp_method *m)
+{
+    switch (AMQP_ID_CLASS(m->id)) {
+    case 20:
+        on_channel_method(ch, m);
+        return;
+    case 30:
+        if (m->id == AMQP_ACCESS_REQUEST) {
+            amqp_method ok = {.id = AMQP_ACCESS_REQUEST_OK};
+            ok.u.access_request_ok.ticket = 1;
+            conn_send_method(ch->c, ch->id, &ok);
+            return;
+        }
+        break;
+    case 40:
+        h_exchange(ch, m);
+        return;
+    case 50:
+        h_queue(ch, m);
+        return;
+    case 60:
+        h_basic(ch, m);
+        return;
+    case 85:
+        h_confirm(ch, m);
+        return;
+    case 90:
+        h_tx(ch, m);
+        return;
+    case 10:
+        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "connection method %s on channel %u",
+                   amqp_method_name(m->id), ch->id);
+        return;
+    }
+    conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+               amqp_method_name(m->id));
+}
+
+static void on_header(channel *ch, const amqp_frame *f)
+{
+    conn *c = ch->c;
+    amqp_content_header h;
+    if (amqp_content_header_parse(f->payload, f->size, &h) != 0) {
+        conn_error(c, SL_ERR_SYNTAX, AMQP_BASIC_PUBLISH, "malformed content header");
+        return;
+    }
+    if (h.class_id != 60) {
+        conn_error(c, SL_ERR_FRAME, AMQP_BASIC_PUBLISH, "content header for class %u",
+                   h.class_id);
+        return;
+    }
+    amqp_basic_props props;
+    if (amqp_props_decode(h.props, h.props_len, &props) != 0) {
+        conn_error(c, SL_ERR_SYNTAX, AMQP_BASIC_PUBLISH, "malformed basic properties");
+        return;
+    }
+    if (h.body_size > c->b->cfg->max_message_size) {
+        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                      "message size %llu is larger than configured max size %llu",
+                      (unsigned long long)h.body_size,
+                      (unsigned long long)c->b->cfg->max_message_size);
+        return;
+    }
+    if ((props.flags & AMQP_P_USER_ID) &&
+        !(props.user_id.len == strlen(c->user) && !memcmp(props.user_id.p, c->user, props.user_id.len))) {
+        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                      "user_id property set to '" BYTES_FMT "' but authenticated user was '%s'",
+                      BYTES_ARG(props.user_id), c->user);
+        return;
+    }
+    ch->pub_msg = qm_message_new(amqp_cstr(ch->pub_exchange_name), ch->pub_rk, h.props,
+                                 (uint32_t)h.props_len, h.body_size);
+    ch->pub_received = 0;
+    ch->content = CONTENT_WANT_BODY;
+    if (h.body_size == 0)
+        basic_publish_complete(ch);
+}
+
+static void on_body(channel *ch, const amqp_frame *f)
+{
+    qm_message *m = ch->pub_msg;
+    if (f->size > m->body_len - ch->pub_received) {
+        conn_error(ch->c, SL_ERR_FRAME, AMQP_BASIC_PUBLISH,
+                   "body frames carry more than the body-size %llu",
+                   (unsigned long long)m->body_len);
+        return;
+    }
+    memcpy(m->body + ch->pub_received, f->payload, f->size);
+    ch->pub_received += f->size;
+    if (ch->pub_received == m->body_len)
+        basic_publish_complete(ch);
+}
+
+void channel_on_frame(channel *ch, const amqp_frame *f)
+{
+    if (ch->state == CH_CLOSING) {
+        /* Only close / close-ok matter now. */
+        if (f->type != AMQP_FRAME_METHOD || f->size < 4)
+            return;
+        uint32_t id = AMQP_ID(sl_get_u16(f->payload), sl_get_u16(f->payload + 2));
+        if (id == AMQP_CHANNEL_CLOSE_OK) {
+            conn_drop_channel(ch->c, ch->id);
+        } else if (id == AMQP_CHANNEL_CLOSE) {
+            amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
+            conn_send_method(ch->c, ch->id, &ok);
+        }
+        return;
+    }
+    switch (f->type) {
+    case AMQP_FRAME_METHOD: {
+        if (ch->content != CONTENT_NONE) {
+            conn_error(ch->c, SL_ERR_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                       "expected content %s for class 60, got non content %s frame instead",
+                       ch->content == CONTENT_WANT_HEADER ? "header" : "body",
+                       ch->content == CONTENT_WANT_HEADER ? "header" : "body");
+            return;
+        }
+        amqp_method m;
+        int r = amqp_method_decode(f->payload, f->size, &m);
+        if (r == AMQP_DECODE_UNKNOWN) {
+            conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, 0, "unknown method %u/%u",
+                       f->size >= 2 ? sl_get_u16(f->payload) : 0,
+                       f->size >= 4 ? sl_get_u16(f->payload + 2) : 0);
+            return;
+        }
+        if (r != AMQP_DECODE_OK) {
+            conn_error(ch->c, SL_ERR_SYNTAX, 0, "malformed method frame");
+            return;
+        }
+        on_method(ch, &m);
+        return;
+    }
+    case AMQP_FRAME_HEADER:
+        if (ch->content != CONTENT_WANT_HEADER) {
+            conn_error(ch->c, SL_ERR_UNEXPECTED_FRAME, 0,
+                       "expected method frame, got non method frame instead");
+            return;
+        }
+        on_header(ch, f);
+        return;
+    case AMQP_FRAME_BODY:
+        if (ch->content != CONTENT_WANT_BODY) {
+            conn_error(ch->c, SL_ERR_UNEXPECTED_FRAME, 0,
+                       "expected method frame, got non method frame instead");
+            return;
+        }
+        on_body(ch, f);
+        return;
+    }
+}

@@ -1,0 +1,286 @@
+/* config.c - defaults, flags and the `key = value` config file (libinih). */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../core/version.h"
+
+
+static void add_user(sl_config *c, const char *name, const char *password, int loopback_only)
+{
+    for (size_t i = 0; i < c->n_users; i++) {
+        if (!strcmp(c->users[i].name, name)) {
+            sl_free(c->users[i].password);
+            c->users[i].password = sl_xstrdup(password);
+            return;
+        }
+    }
+    c->users = sl_xrealloc(c->users, (c->n_users + 1) * sizeof *c->users);
+    sl_user *u = &c->users[c->n_users++];
+    u->name = sl_xstrdup(name);
+    u->password = sl_xstrdup(password);
+    u->tags = sl_xstrdup(loopback_only ? "administrator" : "");
+    u->loopback_only = loopback_only;
+}
+
+void sl_config_defaults(sl_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->bind = sl_xstrdup("127.0.0.1");
+    c->port = 5672;
+    c->data_dir = sl_xstrdup("var");
+    c->node_name = sl_xstrdup("sluice@localhost");
+    c->log_level = SL_LOG_INFO;
+    c->heartbeat = 60;
+    c->frame_max = 131072;
+    c->channel_max = 2047;
+    c->max_message_size = 128u * 1024 * 1024;
+    c->memory_high_watermark = 4ull * 1024 * 1024 * 1024;
+    c->handshake_timeout_ms = 10000;
+    add_user(c, "guest", "guest", 1);
+}
+
+void sl_config_free(sl_config *c)
+{
+    sl_free(c->bind);
+    sl_free(c->data_dir);
+    sl_free(c->node_name);
+    for (size_t i = 0; i < c->n_users; i++) {
+        sl_free(c->users[i].name);
+        sl_free(c->users[i].password);
+        sl_free(c->users[i].tags);
+    }
+    sl_free(c->users);
+    memset(c, 0, sizeof *c);
+}
+
+const sl_user *sl_config_find_user(const sl_config *c, const char *name, size_t len)
+{
+    for (size_t i = 0; i < c->n_users; i++)
+        if (strlen(c->users[i].name) == len && !memcmp(c->users[i].name, name, len))
+            return &c->users[i];
+    return NULL;
+}
+
+/* Parse an unsigned number with an optional k/M/G suffix (powers of 1024). */
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-')
+        return -1;
+    uint64_t mul = 1;
+    if (*end == 'k' || *end == 'K')
+        mul = 1024, end++;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1024 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1024ull * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != 0 || v > max / mul)
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+static void set_str(char **dst, const char *v)
+{
+    sl_free(*dst);
+    *dst = sl_xstrdup(v);
+}
+
+/* Apply one setting; returns NULL on success or an error description. */
+static const char *apply(sl_config *c, const char *key, const char *value)
+{
+    uint64_t n;
+    if (!strcmp(key, "bind") || !strcmp(key, "listeners.tcp.default.ip")) {
+        set_str(&c->bind, value);
+    } else if (!strcmp(key, "port") || !strcmp(key, "listeners.tcp.default")) {
+        if (parse_u64(value, 65535, &n))
+            return "port must be 0..65535";
+        c->port = (int)n;
+    } else if (!strcmp(key, "data_dir") || !strcmp(key, "data-dir")) {
+        set_str(&c->data_dir, value);
+    } else if (!strcmp(key, "node_name") || !strcmp(key, "node-name")) {
+        set_str(&c->node_name, value);
+    } else if (!strcmp(key, "log_level") || !strcmp(key, "log-level") ||
+               !strcmp(key, "log.console.level")) {
+        int l = sl_log_level_parse(value);
+        if (l < 0)
+            return "log level must be debug, info, warning or error";
+        c->log_level = l;
+    } else if (!strcmp(key, "heartbeat")) {
+        if (parse_u64(value, 65535, &n))
+            return "heartbeat must be 0..65535 seconds";
+        c->heartbeat = (uint16_t)n;
+    } else if (!strcmp(key, "frame_max")) {
+        if (parse_u64(value, UINT32_MAX, &n) || (n != 0 && n < 4096))
+            return "frame_max must be 0 or at least 4096";
+        c->frame_max = (uint32_t)n;
+    } else if (!strcmp(key, "channel_max")) {
+        if (parse_u64(value, 65535, &n))
+            return "channel_max must be 0..65535";
+        c->channel_max = (uint16_t)n;
+    } else if (!strcmp(key, "max_message_size")) {
+        if (parse_u64(value, UINT64_MAX, &n) || n == 0)
+            return "max_message_size must be a positive size";
+        c->max_message_size = n;
+    } else if (!strcmp(key, "memory_high_watermark") ||
+               !strcmp(key, "vm_memory_high_watermark.absolute")) {
+        if (parse_u64(value, UINT64_MAX, &n))
+            return "memory_high_watermark must be a size in bytes (k, M, G suffixes)";
+        c->memory_high_watermark = n;
+    } else if (!strcmp(key, "handshake_timeout")) {
+        if (parse_u64(value, UINT32_MAX, &n))
+            return "handshake_timeout must be milliseconds";
+        c->handshake_timeout_ms = (uint32_t)n;
+    } else if (!strncmp(key, "user.", 5) && key[5]) {
+        const char *name = key + 5;
+        size_t len = strlen(name);
+        if (len > 5 && !strcmp(name + len - 5, ".tags")) {
+            char uname[256];
+            if (len - 5 >= sizeof uname)
+                return "user name too long";
+            memcpy(uname, name, len - 5);
+            uname[len - 5] = 0;
+            sl_user *u = (sl_user *)sl_config_find_user(c, uname, len - 5);
+            if (!u)
+                return "user.NAME.tags given before user.NAME";
+            set_str(&u->tags, value);
+        } else {
+            add_user(c, name, value, 0);
+            /* A user named guest from the config is still loopback-only. */
+            if (!strcmp(name, "guest"))
+                ((sl_user *)sl_config_find_user(c, "guest", 5))->loopback_only = 1;
+        }
+    } else {
+        return "unknown setting";
+    }
+    return NULL;
+}
+
+typedef struct {
+    sl_config *c;
+    char err[300]; /* the first failed setting; ini_parse reports its line */
+} load_ctx;
+
+static int on_ini(void *user, const char *section, const char *name, const char *value)
+{
+    load_ctx *lc = user;
+    (void)section;
+    const char *err = apply(lc->c, name, value);
+    if (err) {
+        if (!lc->err[0])
+            snprintf(lc->err, sizeof lc->err, "%s: %s", name, err);
+        return 0;
+    }
+    return 1;
+}
+
+int sl_config_load_file(sl_config *c, const char *path)
+{
+    load_ctx lc = {.c = c};
+    int rc = ini_parse(path, on_ini, &lc);
+    if (rc == -1) {
+        fprintf(stderr, "sluiced: cannot open config file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "sluiced: %s:%d: %s\n", path, rc,
+                lc.err[0] ? lc.err : "syntax error (expected key = value)");
+        return -1;
+    }
+    return 0;
+}
+
+void sl_config_usage(void)
+{
+    printf("usage: sluiced [options]\n"
+           "\n"
+           "Sluice message queue manager: AMQP 0-9-1 on an MSMQ-style queue model.\n"
+           "\n"
+           "  --config FILE      read `key = value` settings from FILE (flags override it)\n"
+           "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
+           "  --port N           AMQP port (default 5672; 0 = pick a free port and log it)\n"
+           "  --data-dir DIR     data directory (default ./var)\n"
+           "  --node-name NAME   node name (default sluice@localhost)\n"
+           "  --log-level LEVEL  debug, info, warning or error (default info)\n"
+           "  --help             this text\n"
+           "  --version          print the version\n"
+           "\n"
+           "Config file keys: bind, port, data_dir, node_name, log_level, heartbeat (s),\n"
+           "frame_max, channel_max, max_message_size, memory_high_watermark (bytes),\n"
+           "handshake_timeout (ms), user.NAME = PASSWORD, user.NAME.tags = administrator.\n");
+}
+
+int sl_config_from_args(sl_config *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'},   {"bind", required_argument, 0, 'b'},
+        {"port", required_argument, 0, 'p'},     {"data-dir", required_argument, 0, 'd'},
+        {"node-name", required_argument, 0, 'n'}, {"log-level", required_argument, 0, 'l'},
+        {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    /* First pass: only --config, so the file is applied before the other flags. */
+    optind = 1;
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (o == 'c' && sl_config_load_file(c, optarg) < 0)
+            return -1;
+    }
+    optind = 1;
+    opterr = 1;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        const char *key = NULL;
+        switch (o) {
+        case 'c':
+            continue;
+        case 'b':
+            key = "bind";
+            break;
+        case 'p':
+            key = "port";
+            break;
+        case 'd':
+            key = "data_dir";
+            break;
+        case 'n':
+            key = "node_name";
+            break;
+        case 'l':
+            key = "log_level";
+            break;
+        case 'h':
+            sl_config_usage();
+            return 1;
+        case 'V':
+            printf("sluiced %s\n", SLUICE_VERSION);
+            return 1;
+        default:
+            fprintf(stderr, "sluiced: try --help\n");
+            return -1;
+        }
+        const char *err = apply(c, key, optarg);
+        if (err) {
+            fprintf(stderr, "sluiced: %s %s: %s\n", argv[optind - 1], optarg, err);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sluiced: unexpected argument '%s' (try --help)\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* config.h - sluiced settings: defaults, command-line flags and the config file.
+ *
+ * The config file holds RabbitMQ-style `key = value` lines (parsed with Debian's libinih);
+ * flags given on the command line override the file. Users come from `user.NAME = PASSWORD`
+ * and `user.NAME.tags = administrator` lines; guest/guest always exists and is accepted only
+ * from loopback (RabbitMQ's loopback_users default).
+ */
+#ifndef SL_BROKER_CONFIG_H
+#define SL_BROKER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sl_user {
+    char *name;
+    char *password;
+    char *tags;         /* space-separated, e.g. "administrator" */
+    int loopback_only;  /* guest */
+} sl_user;
+
+typedef struct sl_config {
+    char *bind;
+    int port;                 /* 0 = pick a free port */
+    char *data_dir;
+    char *node_name;
+    int log_level;
+    uint16_t heartbeat;       /* seconds proposed in connection.tune; 0 = off */
+    uint32_t frame_max;       /* proposed frame-max */
+    uint16_t channel_max;     /* proposed channel-max */
+    uint64_t max_message_size;      /* bodies larger than this: 406 on the channel */
+    uint64_t memory_high_watermark; /* bytes of queued message bodies that block publishers */
+    uint32_t handshake_timeout_ms;
+    sl_user *users;
+    size_t n_users;
+} sl_config;
+
+void sl_config_defaults(sl_config *c);
+void sl_config_free(sl_config *c);
+/* Parse argv; returns 0 to run, 1 when --help/--version printed, -1 on error (message on
+ * stderr). A --config file is read first, then the other flags override it. */
+int sl_config_from_args(sl_config *c, int argc, char **argv);
+/* Read a config file; -1 and a message naming the file and line on error. */
+int sl_config_load_file(sl_config *c, const char *path);
+const sl_user *sl_config_find_user(const sl_config *c, const char *name, size_t len);
+void sl_config_usage(void);
+
+#endif

@@ -1,0 +1,614 @@
+/* conn.c - one AMQP connection: socket I/O, the handshake, tune, heartbeats, frame routing to
+ * channels, and connection-level errors.
+ *
+ * Input is read into c->in and cut into frames by the frame feeder; frames are handled in
+ * arrival order. Output is appended to c->out and written once per loop turn (broker.c's
+ * before-sleep), or as soon as the socket is writable again after EAGAIN.
+ *
+ * States: HEADER -> START_SENT -> TUNE_SENT -> OPENING -> OPEN -> CLOSING -> DEAD. A DEAD
+ * connection has released all channels; broker.c flushes what is left and frees it at the
+ * end of the turn, so no handler ever runs on freed memory.
+ */
+#include "broker.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../amqp/table.h"
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../core/version.h"
+
+static void conn_handle_frame(conn *c, const amqp_frame *f);
+static void hb_timer_fn(sl_loop *loop, sl_timer *t);
+
+conn *conn_new(broker *b, int fd)
+{
+    conn *c = sl_xcalloc(1, sizeof *c);
+    c->b = b;
+    c->id = ++b->next_conn_id;
+    c->fd = fd;
+    c->w.fd = fd;
+    c->w.fn = conn_on_event;
+    c->w.data = c;
+    sl_buf_init(&c->in);
+    sl_buf_init(&c->out);
+    sl_buf_init(&c->late);
+    c->frame_max = b->cfg->frame_max ? b->cfg->frame_max : 131072;
+    c->last_recv = c->last_send = sl_loop_now(b->loop);
+    sl_timer_init(&c->hb_timer, hb_timer_fn, c);
+    /* Until tune-ok the handshake timeout runs on the heartbeat timer. */
+    sl_timer_start(b->loop, &c->hb_timer, c->last_recv + b->cfg->handshake_timeout_ms);
+    return c;
+}
+
+void conn_free(conn *c)
+{
+    for (size_t i = 0; i < c->channels_cap; i++) {
+        if (c->channels[i]) {
+            channel_release(c->channels[i]);
+            channel_free(c->channels[i]);
+        }
+    }
+    sl_free(c->channels);
+    sl_timer_stop(c->b->loop, &c->hb_timer);
+    sl_loop_unwatch(c->b->loop, &c->w);
+    if (c->fd >= 0)
+        close(c->fd);
+    sl_buf_free(&c->in);
+    sl_buf_free(&c->out);
+    sl_buf_free(&c->late);
+    sl_free(c->user);
+    sl_free(c);
+}
+
+static void release_channels(conn *c)
+{
+    for (size_t i = 0; i < c->channels_cap; i++)
+        if (c->channels[i])
+            channel_release(c->channels[i]);
+    /* Exclusive queues die with their connection. */
+    qm_node_drop_exclusive(c->b->node, c);
+}
+
+void conn_kill(conn *c, const char *why)
+{
+    if (c->state == CONN_DEAD)
+        return;
+    if (why)
+        sl_info("closing connection %s: %s", c->name, why);
+    c->state = CONN_DEAD;
+    release_channels(c);
+    sl_timer_stop(c->b->loop, &c->hb_timer);
+    sl_loop_unwatch(c->b->loop, &c->w);
+    broker_mark_dirty(c);
+}
+
+void conn_send_method(conn *c, uint16_t ch, const amqp_method *m)
+{
+    amqp_method_write(&c->out, ch, m);
+    broker_mark_dirty(c);
+}
+
+static void send_close(conn *c, uint16_t code, const char *text, uint32_t method_id)
+{
+    amqp_method m = {.id = AMQP_CONNECTION_CLOSE};
+    m.u.connection_close.reply_code = code;
+    m.u.connection_close.reply_text = amqp_cstr(text);
+    m.u.connection_close.class_id = AMQP_ID_CLASS(method_id);
+    m.u.connection_close.method_id = AMQP_ID_METHOD(method_id);
+    conn_send_method(c, 0, &m);
+}
+
+/* After sending connection.close, wait this long for close-ok before dropping the socket. */
+#define CLOSE_OK_WAIT_MS 3000
+
+static void enter_closing(conn *c)
+{
+    c->state = CONN_CLOSING;
+    release_channels(c);
+    sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + CLOSE_OK_WAIT_MS);
+}
+
+void conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
+{
+    if (c->state >= CONN_CLOSING)
+        return;
+    char text[256];
+    const sl_err_info *info = sl_err_get(e);
+    int n = snprintf(text, sizeof text, "%s - ", info->name);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
+    va_end(ap);
+    sl_warn("connection %s error: %s", c->name, text);
+    if (c->state < CONN_START_SENT) {
+        conn_kill(c, NULL);
+        return;
+    }
+    send_close(c, info->amqp_code, text, method_id);
+    enter_closing(c);
+}
+
+void conn_force_close(conn *c, const char *text)
+{
+    if (c->state == CONN_DEAD)
+        return;
+    if (c->state < CONN_START_SENT || c->state == CONN_CLOSING) {
+        conn_kill(c, NULL);
+        return;
+    }
+    send_close(c, 320, text, 0);
+    enter_closing(c);
+}
+
+void conn_set_blocked(conn *c, int blocked)
+{
+    if (!c->cap_blocked || c->state != CONN_OPEN || c->blocked_sent == blocked)
+        return;
+    amqp_method m = {.id = blocked ? AMQP_CONNECTION_BLOCKED : AMQP_CONNECTION_UNBLOCKED};
+    if (blocked)
+        m.u.connection_blocked.reason = AMQP_BYTES("low on memory");
+    conn_send_method(c, 0, &m);
+    c->blocked_sent = (uint8_t)blocked;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Output
+ */
+
+void conn_flush(conn *c)
+{
+    if (c->fd < 0)
+        return;
+    if (sl_buf_unread(&c->late) > 0) {
+        if (c->state != CONN_DEAD)
+            sl_buf_append(&c->out, sl_buf_head(&c->late), sl_buf_unread(&c->late));
+        sl_buf_consume(&c->late, sl_buf_unread(&c->late));
+    }
+    int was_high = sl_buf_unread(&c->out) >= CONN_OUT_HIGH;
+    while (sl_buf_unread(&c->out) > 0) {
+        ssize_t n = send(c->fd, sl_buf_head(&c->out), sl_buf_unread(&c->out), MSG_NOSIGNAL);
+        if (n > 0) {
+            sl_buf_consume(&c->out, (size_t)n);
+            c->last_send = sl_loop_now(c->b->loop);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (c->state != CONN_DEAD)
+                sl_loop_watch(c->b->loop, &c->w, c->w.events | SL_EV_WRITE);
+            return;
+        }
+        /* Peer gone: nothing more can be said to it. */
+        sl_buf_consume(&c->out, sl_buf_unread(&c->out));
+        conn_kill(c, n == 0 ? "write returned 0" : strerror(errno));
+        return;
+    }
+    if (c->state != CONN_DEAD) {
+        int ev = c->read_paused ? 0 : SL_EV_READ;
+        if (c->w.events != ev)
+            sl_loop_watch(c->b->loop, &c->w, ev);
+        if (was_high)
+            broker_conn_resume_consumers(c);
+    }
+    /* Give memory back after a burst. */
+    if (c->out.cap > (1u << 20) && sl_buf_unread(&c->out) == 0)
+        sl_buf_free(&c->out);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Input
+ */
+
+static void process_input(conn *c)
+{
+    while (c->state != CONN_DEAD && sl_buf_unread(&c->in) > 0) {
+        const uint8_t *p = sl_buf_head(&c->in);
+        size_t len = sl_buf_unread(&c->in);
+        if (c->state == CONN_HEADER) {
+            int r = amqp_protocol_header_check(p, len);
+            if (r == 0)
+                return;
+            if (r < 0) {
+                /* The spec: answer with the header we support, then close. */
+                sl_buf_append(&c->out, amqp_protocol_header, 8);
+                conn_kill(c, "bad protocol header");
+                return;
+            }
+            sl_buf_consume(&c->in, 8);
+            amqp_method m = {.id = AMQP_CONNECTION_START};
+            amqp_connection_start *s = &m.u.connection_start;
+            s->version_major = 0;
+            s->version_minor = 9;
+            sl_buf props;
+            sl_buf_init(&props);
+            size_t mark = amqp_tbl_begin(&props);
+            amqp_tbl_put_str(&props, "product", AMQP_BYTES(SLUICE_PRODUCT));
+            amqp_tbl_put_str(&props, "version", AMQP_BYTES(SLUICE_VERSION));
+            amqp_tbl_put_str(&props, "platform", AMQP_BYTES("C/Linux"));
+            amqp_tbl_put_str(&props, "copyright", AMQP_BYTES("Copyright (c) the Sluice authors"));
+            amqp_tbl_put_str(&props, "information",
+                             AMQP_BYTES("Sluice: AMQP 0-9-1 on an MSMQ-style queue manager"));
+            amqp_tbl_put_str(&props, "cluster_name", amqp_cstr(c->b->cfg->node_name));
+            size_t cmark = amqp_tbl_put_table_begin(&props, "capabilities");
+            static const char *caps[] = {"publisher_confirms",
+                                         "exchange_exchange_bindings",
+                                         "basic.nack",
+                                         "consumer_cancel_notify",
+                                         "connection.blocked",
+                                         "consumer_priorities",
+                                         "authentication_failure_close",
+                                         "per_consumer_qos"};
+            for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+                amqp_tbl_put_bool(&props, caps[i], 1);
+            amqp_tbl_end(&props, cmark);
+            amqp_tbl_end(&props, mark);
+            s->server_properties = (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
+            s->mechanisms = AMQP_BYTES("PLAIN AMQPLAIN");
+            s->locales = AMQP_BYTES("en_US");
+            conn_send_method(c, 0, &m);
+            sl_buf_free(&props);
+            c->state = CONN_START_SENT;
+            continue;
+        }
+        amqp_frame f;
+        int r = amqp_frame_parse(p, len, c->frame_max, &f);
+        if (r == AMQP_FEED_NEED_MORE)
+            return;
+        if (r < 0) {
+            const char *why = r == AMQP_FEED_BAD_END    ? "invalid_frame_end_marker"
+                              : r == AMQP_FEED_BAD_TYPE ? "unknown_frame"
+                                                        : "frame_too_large";
+            conn_error(c, SL_ERR_FRAME, 0, "type %u, %s", p[0], why);
+            sl_buf_consume(&c->in, len);
+            return;
+        }
+        c->last_recv = sl_loop_now(c->b->loop);
+        conn_handle_frame(c, &f);
+        sl_buf_consume(&c->in, (size_t)r);
+    }
+}
+
+static void on_readable(conn *c)
+{
+    size_t budget = CONN_READ_BUDGET;
+    while (budget > 0 && c->state != CONN_DEAD && !c->read_paused) {
+        size_t want = 64 * 1024;
+        uint8_t *dst = sl_buf_reserve(&c->in, want);
+        ssize_t n = recv(c->fd, dst, want, 0);
+        if (n > 0) {
+            c->in.len += (size_t)n;
+            budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+            process_input(c);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        conn_kill(c, n == 0 ? (c->state == CONN_CLOSING ? NULL : "client closed the socket")
+                            : strerror(errno));
+        return;
+    }
+    /* Budget used up with data possibly pending: epoll is level-triggered, so we come back. */
+}
+
+void conn_on_event(sl_loop *loop, sl_watch *w, int events)
+{
+    conn *c = w->data;
+    (void)loop;
+    if (c->state == CONN_DEAD)
+        return;
+    if (events & SL_EV_WRITE)
+        conn_flush(c);
+    if ((events & (SL_EV_READ | SL_EV_ERROR)) && c->state != CONN_DEAD)
+        on_readable(c);
+    /* Output to flush is handled in the before-sleep hook. */
+}
+
+static void hb_timer_fn(sl_loop *loop, sl_timer *t)
+{
+    conn *c = t->data;
+    uint64_t now = sl_loop_now(loop);
+    if (c->state == CONN_CLOSING) {
+        conn_kill(c, "no connection.close-ok in time");
+        return;
+    }
+    if (c->state < CONN_OPEN) {
+        conn_kill(c, "handshake timeout");
+        return;
+    }
+    if (c->heartbeat == 0)
+        return;
+    uint64_t period = (uint64_t)c->heartbeat * 1000;
+    /* Two silent intervals: the peer is gone. RabbitMQ drops the socket without a close. */
+    if (now - c->last_recv >= 2 * period) {
+        conn_kill(c, "missed heartbeats from client");
+        return;
+    }
+    if (now - c->last_send >= period / 2) {
+        amqp_heartbeat_write(&c->out);
+        broker_mark_dirty(c);
+    }
+    sl_timer_start(loop, t, now + (period / 2 > 0 ? period / 2 : 1));
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Handshake and channel 0
+ */
+
+static int check_password(const sl_user *u, amqp_bytes pass)
+{
+    return u && strlen(u->password) == pass.len && !memcmp(u->password, pass.p, pass.len);
+}
+
+static void read_client_capabilities(conn *c, amqp_bytes props)
+{
+    amqp_value caps;
+    if (!amqp_table_get(props, "capabilities", &caps) || caps.tag != 'F')
+        return;
+    amqp_value v;
+    if (amqp_table_get(caps.v.s, "consumer_cancel_notify", &v) && v.tag == 't')
+        c->cap_cancel_notify = (uint8_t)v.v.b;
+    if (amqp_table_get(caps.v.s, "connection.blocked", &v) && v.tag == 't')
+        c->cap_blocked = (uint8_t)v.v.b;
+    if (amqp_table_get(caps.v.s, "authentication_failure_close", &v) && v.tag == 't')
+        c->cap_auth_failure_close = (uint8_t)v.v.b;
+}
+
+static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
+{
+    read_client_capabilities(c, s->client_properties);
+    amqp_bytes user = {0}, pass = {0};
+    if (amqp_bytes_eq(s->mechanism, "PLAIN")) {
+        /* authzid \0 authcid \0 password */
+        const uint8_t *p = s->response.p, *end = p + s->response.len;
+        const uint8_t *z1 = memchr(p, 0, s->response.len);
+        const uint8_t *z2 = z1 ? memchr(z1 + 1, 0, (size_t)(end - z1 - 1)) : NULL;
+        if (z2) {
+            user = (amqp_bytes){z1 + 1, (size_t)(z2 - z1 - 1)};
+            pass = (amqp_bytes){z2 + 1, (size_t)(end - z2 - 1)};
+        }
+    } else if (amqp_bytes_eq(s->mechanism, "AMQPLAIN")) {
+        /* A table body without its length prefix. */
+        amqp_value v;
+        if (amqp_table_validate(s->response) == 0) {
+            if (amqp_table_get(s->response, "LOGIN", &v))
+                amqp_value_str(&v, &user);
+            if (amqp_table_get(s->response, "PASSWORD", &v))
+                amqp_value_str(&v, &pass);
+        }
+    } else {
+        conn_error(c, SL_ERR_COMMAND_INVALID, AMQP_CONNECTION_START_OK,
+                   "unknown authentication mechanism '" BYTES_FMT "'",
+                   BYTES_ARG(s->mechanism));
+        return;
+    }
+    const sl_user *u = user.p ? sl_config_find_user(c->b->cfg, (const char *)user.p, user.len)
+                              : NULL;
+    int ok = check_password(u, pass) && (!u->loopback_only || c->loopback);
+    if (!ok) {
+        sl_warn("connection %s: login refused for user '" BYTES_FMT "'%s", c->name,
+                BYTES_ARG(user),
+                u && u->loopback_only && !c->loopback ? " (user may connect only via localhost)"
+                                                      : "");
+        if (c->cap_auth_failure_close) {
+            char text[160];
+            snprintf(text, sizeof text,
+                     "ACCESS_REFUSED - Login was refused using authentication mechanism "
+                     BYTES_FMT ". For details see the broker logfile.",
+                     BYTES_ARG(s->mechanism));
+            send_close(c, 403, text, 0);
+            enter_closing(c);
+        } else {
+            conn_kill(c, NULL);
+        }
+        return;
+    }
+    c->user = sl_xstrndup((const char *)user.p, user.len);
+    amqp_method m = {.id = AMQP_CONNECTION_TUNE};
+    m.u.connection_tune.channel_max = c->b->cfg->channel_max;
+    m.u.connection_tune.frame_max = c->b->cfg->frame_max;
+    m.u.connection_tune.heartbeat = c->b->cfg->heartbeat;
+    conn_send_method(c, 0, &m);
+    c->state = CONN_TUNE_SENT;
+}
+
+static void on_tune_ok(conn *c, const amqp_connection_tune_ok *t)
+{
+    const sl_config *cfg = c->b->cfg;
+    uint32_t fmax = t->frame_max;
+    if (fmax == 0)
+        fmax = cfg->frame_max;
+    if (fmax != 0 && fmax < AMQP_FRAME_MIN_SIZE) {
+        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK, "frame_max=%u < %u min size",
+                   fmax, AMQP_FRAME_MIN_SIZE);
+        return;
+    }
+    if (cfg->frame_max != 0 && fmax > cfg->frame_max) {
+        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK, "frame_max=%u > %u max size",
+                   fmax, cfg->frame_max);
+        return;
+    }
+    uint16_t cmax = t->channel_max ? t->channel_max : cfg->channel_max;
+    if (cfg->channel_max != 0 && cmax > cfg->channel_max) {
+        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                   "channel_max=%u > %u max channels", cmax, cfg->channel_max);
+        return;
+    }
+    c->frame_max = fmax;
+    c->channel_max = cmax ? cmax : 65535;
+    c->heartbeat = t->heartbeat;
+    c->state = CONN_OPENING;
+}
+
+static void on_open(conn *c, const amqp_connection_open *o)
+{
+    qm_vhost *vh = qm_vhost_find(c->b->node, (const char *)o->virtual_host.p, o->virtual_host.len);
+    if (!vh) {
+        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost " BYTES_FMT " not found",
+                   BYTES_ARG(o->virtual_host));
+        return;
+    }
+    c->vhost = vh;
+    c->state = CONN_OPEN;
+    amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
+    conn_send_method(c, 0, &m);
+    sl_timer_stop(c->b->loop, &c->hb_timer);
+    if (c->heartbeat) {
+        uint64_t half = (uint64_t)c->heartbeat * 500;
+        sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + (half ? half : 1));
+    }
+    if (c->b->mem_alarm)
+        conn_set_blocked(c, 1);
+    sl_info("connection %s: user '%s' opened vhost '%s'", c->name, c->user, vh->name);
+}
+
+static void on_channel0_method(conn *c, const amqp_method *m)
+{
+    switch (m->id) {
+    case AMQP_CONNECTION_CLOSE:
+        if (c->state != CONN_CLOSING) {
+            release_channels(c);
+            amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
+            conn_send_method(c, 0, &ok);
+        }
+        /* Both sides closed: close-ok (or our own close) is all that is left to send. */
+        conn_kill(c, NULL);
+        return;
+    case AMQP_CONNECTION_CLOSE_OK:
+        if (c->state == CONN_CLOSING)
+            conn_kill(c, NULL);
+        return;
+    }
+    if (c->state == CONN_CLOSING)
+        return; /* after close, everything but close/close-ok is discarded */
+    switch (c->state) {
+    case CONN_START_SENT:
+        if (m->id == AMQP_CONNECTION_START_OK)
+            on_start_ok(c, &m->u.connection_start_ok);
+        else
+            conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "expected 'connection.start_ok'");
+        return;
+    case CONN_TUNE_SENT:
+        if (m->id == AMQP_CONNECTION_TUNE_OK)
+            on_tune_ok(c, &m->u.connection_tune_ok);
+        else
+            conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "expected 'connection.tune_ok'");
+        return;
+    case CONN_OPENING:
+        if (m->id == AMQP_CONNECTION_OPEN)
+            on_open(c, &m->u.connection_open);
+        else
+            conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "expected 'connection.open'");
+        return;
+    default:
+        break;
+    }
+    if (m->id == AMQP_CONNECTION_UPDATE_SECRET) {
+        amqp_method ok = {.id = AMQP_CONNECTION_UPDATE_SECRET_OK};
+        conn_send_method(c, 0, &ok);
+        return;
+    }
+    if (AMQP_ID_CLASS(m->id) == 10)
+        conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                   amqp_method_name(m->id));
+    else
+        conn_error(c, SL_ERR_CHANNEL, m->id,
+                   "unexpected method in connection state running");
+}
+
+static channel *get_channel(conn *c, uint16_t id)
+{
+    return id < c->channels_cap ? c->channels[id] : NULL;
+}
+
+static void open_channel(conn *c, uint16_t id)
+{
+    if (id > c->channel_max) {
+        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CHANNEL_OPEN,
+                   "channel number %u is above the negotiated channel_max (%u)", id,
+                   c->channel_max);
+        return;
+    }
+    if (id >= c->channels_cap) {
+        size_t cap = c->channels_cap ? c->channels_cap : 8;
+        while (cap <= id)
+            cap *= 2;
+        c->channels = sl_xrealloc(c->channels, cap * sizeof *c->channels);
+        memset(c->channels + c->channels_cap, 0, (cap - c->channels_cap) * sizeof *c->channels);
+        c->channels_cap = cap;
+    }
+    c->channels[id] = channel_new(c, id);
+    c->n_channels++;
+    amqp_method ok = {.id = AMQP_CHANNEL_OPEN_OK};
+    conn_send_method(c, id, &ok);
+}
+
+void conn_drop_channel(conn *c, uint16_t id)
+{
+    channel *ch = get_channel(c, id);
+    if (!ch)
+        return;
+    channel_release(ch);
+    channel_free(ch);
+    c->channels[id] = NULL;
+    c->n_channels--;
+}
+
+static void conn_handle_frame(conn *c, const amqp_frame *f)
+{
+    if (f->type == AMQP_FRAME_HEARTBEAT) {
+        if (f->channel != 0)
+            conn_error(c, SL_ERR_UNEXPECTED_FRAME, 0, "type 8, heartbeat on channel %u",
+                       f->channel);
+        return;
+    }
+    if (c->state == CONN_CLOSING && (f->type != AMQP_FRAME_METHOD || f->channel != 0))
+        return;
+    if (f->channel == 0 || c->state < CONN_OPEN) {
+        if (f->type != AMQP_FRAME_METHOD) {
+            conn_error(c, SL_ERR_UNEXPECTED_FRAME, 0,
+                       "expected method frame, got non method frame instead");
+            return;
+        }
+        amqp_method m;
+        int r = amqp_method_decode(f->payload, f->size, &m);
+        if (r == AMQP_DECODE_UNKNOWN) {
+            conn_error(c, SL_ERR_NOT_IMPLEMENTED, 0, "unknown method");
+            return;
+        }
+        if (r != AMQP_DECODE_OK) {
+            conn_error(c, SL_ERR_SYNTAX, 0, "malformed method frame");
+            return;
+        }
+        if (f->channel != 0) {
+            conn_error(c, SL_ERR_CHANNEL, m.id, "expected 'connection.open'");
+            return;
+        }
+        on_channel0_method(c, &m);
+        return;
+    }
+    channel *ch = get_channel(c, f->channel);
+    if (!ch) {
+        amqp_method m;
+        if (f->type == AMQP_FRAME_METHOD && amqp_method_decode(f->payload, f->size, &m) == 0 &&
+            m.id == AMQP_CHANNEL_OPEN) {
+            open_channel(c, f->channel);
+            return;
+        }
+        if (f->type == AMQP_FRAME_METHOD && f->size >= 4 &&
+            AMQP_ID(sl_get_u16(f->payload), sl_get_u16(f->payload + 2)) == AMQP_CHANNEL_CLOSE_OK)
+            return; /* a late close-ok for a channel already gone */
+        conn_error(c, SL_ERR_CHANNEL, 0, "expected 'channel.open' on channel %u", f->channel);
+        return;
+    }
+    channel_on_frame(ch, f);
+}

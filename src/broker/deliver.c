@@ -1,0 +1,118 @@
+/* deliver.c - the AMQP side of consumers: the qm_consumer_ops the queue model calls to ask
+ * whether a consumer can take a message and to hand one over, and the writing of content
+ * (header frame + body frames) for deliver, get-ok and return.
+ *
+ * The properties are sent exactly as the publisher encoded them (stored raw), so a delivery
+ * re-encodes nothing but the method frame.
+ */
+#include "broker.h"
+
+#include <string.h>
+
+#include "../core/mem.h"
+
+void write_content(conn *c, uint16_t ch, const qm_message *m)
+{
+    amqp_content_header_write(&c->out, ch, m->body_len, m->props, m->props_len);
+    /* Body frames of at most frame_max - 8 payload octets. */
+    size_t chunk = c->frame_max ? c->frame_max - AMQP_FRAME_OVERHEAD : m->body_len;
+    if (chunk == 0)
+        chunk = m->body_len;
+    for (uint64_t off = 0; off < m->body_len; off += chunk) {
+        size_t n = m->body_len - off < chunk ? (size_t)(m->body_len - off) : chunk;
+        amqp_frame_write(&c->out, AMQP_FRAME_BODY, ch, m->body + off, n);
+    }
+    broker_mark_dirty(c);
+}
+
+static int can_take(qm_consumer *qc)
+{
+    consumer *cons = qc->ctx;
+    channel *ch = cons->ch;
+    conn *c = ch->c;
+    if (c->state != CONN_OPEN || ch->state != CH_OPEN)
+        return 0;
+    if (sl_buf_unread(&c->out) >= CONN_OUT_HIGH)
+        return 0;
+    if (qc->no_ack)
+        return 1;
+    if (cons->prefetch && cons->unacked >= cons->prefetch)
+        return 0;
+    if (ch->prefetch_global && ch->ua_live >= ch->prefetch_global)
+        return 0;
+    return 1;
+}
+
+static void deliver(qm_consumer *qc, qm_position *pos)
+{
+    consumer *cons = qc->ctx;
+    channel *ch = cons->ch;
+    amqp_method m = {.id = AMQP_BASIC_DELIVER};
+    m.u.basic_deliver.consumer_tag = (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len};
+    m.u.basic_deliver.redelivered = pos->redelivered;
+    m.u.basic_deliver.exchange = pos->msg->exchange;
+    m.u.basic_deliver.routing_key = pos->msg->routing_key;
+    if (qc->no_ack) {
+        m.u.basic_deliver.delivery_tag = ++ch->next_tag;
+        conn_send_method(ch->c, ch->id, &m);
+        write_content(ch->c, ch->id, pos->msg);
+        qm_position_ack(pos);
+        return;
+    }
+    m.u.basic_deliver.delivery_tag = channel_track(ch, pos, cons);
+    conn_send_method(ch->c, ch->id, &m);
+    write_content(ch->c, ch->id, pos->msg);
+}
+
+void consumer_notify_cancel(consumer *cons)
+{
+    conn *c = cons->ch->c;
+    if (!c->cap_cancel_notify || c->state != CONN_OPEN || cons->ch->state != CH_OPEN)
+        return;
+    amqp_method m = {.id = AMQP_BASIC_CANCEL};
+    m.u.basic_cancel.consumer_tag = (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len};
+    m.u.basic_cancel.nowait = 1;
+    amqp_method_write(&c->late, cons->ch->id, &m);
+    broker_mark_dirty(c);
+}
+
+static void cancelled(qm_consumer *qc)
+{
+    consumer *cons = qc->ctx;
+    channel *ch = cons->ch;
+    for (consumer **pp = &ch->consumers; *pp; pp = &(*pp)->next) {
+        if (*pp == cons) {
+            *pp = cons->next;
+            break;
+        }
+    }
+    consumer_notify_cancel(cons);
+    consumer_free(cons);
+}
+
+const qm_consumer_ops broker_consumer_ops = {
+    .can_take = can_take,
+    .deliver = deliver,
+    .cancelled = cancelled,
+};
+
+void consumer_free(consumer *cons)
+{
+    /* Deliveries it made stay unsettled on the channel; they just lose their consumer. */
+    channel *ch = cons->ch;
+    for (size_t i = 0; i < ch->ua_len; i++) {
+        delivery *d = &ch->unacked[(ch->ua_head + i) % ch->ua_cap];
+        if (d->cons == cons)
+            d->cons = NULL;
+    }
+    sl_free(cons->tag);
+    sl_free(cons);
+}
+
+consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len)
+{
+    for (consumer *c = ch->consumers; c; c = c->next)
+        if (c->tag_len == len && !memcmp(c->tag, tag, len))
+            return c;
+    return NULL;
+}

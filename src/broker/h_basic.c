@@ -1,0 +1,376 @@
+/* h_basic.c - the basic, tx and confirm classes: qos, consume, cancel, publish, get,
+ * ack / nack / reject, recover; transactions; publisher confirms.
+ *
+ * A publish becomes an Enqueue on every queue it routes to; inside tx.select it is a
+ * transactional Enqueue, held Locked until tx.commit. An ack inside a transaction is a
+ * transactional Dequeue, undone by tx.rollback (the delivery stays unsettled).
+ */
+#include "broker.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "../amqp/table.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+
+static void send_reply(channel *ch, const amqp_method *m, int nowait)
+{
+    if (!nowait)
+        conn_send_method(ch->c, ch->id, m);
+}
+
+/* "amq.ctag-" + 22 url-safe base64 characters, like RabbitMQ's. */
+static void make_ctag(char out[32])
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    uint8_t rnd[22];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        memset(rnd, 0x5a, sizeof rnd);
+    memcpy(out, "amq.ctag-", 9);
+    for (int i = 0; i < 22; i++)
+        out[9 + i] = alphabet[rnd[i] & 63];
+    out[31] = 0;
+}
+
+static void qos(channel *ch, const amqp_basic_qos *q)
+{
+    if (q->prefetch_size != 0) {
+        conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, AMQP_BASIC_QOS, "prefetch_size!=0 (%u)",
+                   q->prefetch_size);
+        return;
+    }
+    if (q->global) {
+        ch->prefetch_global = q->prefetch_count;
+    } else {
+        ch->prefetch_next = q->prefetch_count;
+    }
+    /* A raised limit can let queues deliver more right away. */
+    for (consumer *o = ch->consumers; o; o = o->next)
+        if (o->qc.queue)
+            qm_queue_schedule_dispatch(o->qc.queue);
+    amqp_method ok = {.id = AMQP_BASIC_QOS_OK};
+    conn_send_method(ch->c, ch->id, &ok);
+}
+
+static void consume(channel *ch, const amqp_basic_consume *b)
+{
+    const uint32_t id = AMQP_BASIC_CONSUME;
+    qm_queue *q = channel_queue(ch, b->queue, id);
+    if (!q)
+        return;
+    char gen[32];
+    amqp_bytes tag = b->consumer_tag;
+    if (tag.len == 0) {
+        make_ctag(gen);
+        tag = amqp_cstr(gen);
+    } else if (channel_find_consumer(ch, tag.p, tag.len)) {
+        conn_error(ch->c, SL_ERR_NOT_ALLOWED, id, "attempt to reuse consumer tag '" BYTES_FMT "'",
+                   BYTES_ARG(tag));
+        return;
+    }
+    int priority = 0;
+    amqp_value v;
+    int64_t iv;
+    if (amqp_table_get(b->arguments, "x-priority", &v)) {
+        if (!amqp_value_int(&v, &iv) || iv < -2147483647 || iv > 2147483647) {
+            channel_error(ch, SL_ERR_PRECONDITION, id,
+                          "invalid arg 'x-priority' for consumer: expected integer");
+            return;
+        }
+        priority = (int)iv;
+    }
+    consumer *cons = sl_xcalloc(1, sizeof *cons);
+    cons->ch = ch;
+    cons->tag = sl_xstrndup((const char *)tag.p, tag.len);
+    cons->tag_len = tag.len;
+    cons->prefetch = b->no_ack ? 0 : ch->prefetch_next;
+    cons->qc.ops = &broker_consumer_ops;
+    cons->qc.ctx = cons;
+    cons->qc.priority = priority;
+    cons->qc.no_ack = b->no_ack;
+    cons->qc.exclusive = b->exclusive;
+    sl_err e = qm_consumer_attach(q, &cons->qc);
+    if (e != SL_OK) {
+        sl_free(cons->tag);
+        sl_free(cons);
+        channel_error(ch, e, id, "queue '%s' in vhost '%s' in exclusive use", q->name,
+                      ch->c->vhost->name);
+        return;
+    }
+    cons->next = ch->consumers;
+    ch->consumers = cons;
+    /* consume-ok goes out now; deliveries follow from dispatch at the end of the turn. */
+    amqp_method ok = {.id = AMQP_BASIC_CONSUME_OK};
+    ok.u.basic_consume_ok.consumer_tag = amqp_cstr(cons->tag);
+    send_reply(ch, &ok, b->nowait);
+    qm_queue_schedule_dispatch(q);
+}
+
+static void cancel(channel *ch, const amqp_basic_cancel *b)
+{
+    consumer *cons = channel_find_consumer(ch, b->consumer_tag.p, b->consumer_tag.len);
+    if (cons) {
+        for (consumer **pp = &ch->consumers; *pp; pp = &(*pp)->next) {
+            if (*pp == cons) {
+                *pp = cons->next;
+                break;
+            }
+        }
+        if (cons->qc.queue)
+            qm_consumer_detach(&cons->qc);
+        consumer_free(cons);
+    }
+    /* Cancelling an unknown tag is answered with cancel-ok (RabbitMQ). */
+    amqp_method ok = {.id = AMQP_BASIC_CANCEL_OK};
+    ok.u.basic_cancel_ok.consumer_tag = b->consumer_tag;
+    send_reply(ch, &ok, b->nowait);
+}
+
+static void publish(channel *ch, const amqp_basic_publish *p)
+{
+    const uint32_t id = AMQP_BASIC_PUBLISH;
+    if (p->immediate) {
+        conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, id, "immediate=true");
+        return;
+    }
+    qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)p->exchange.p, p->exchange.len);
+    if (!x) {
+        channel_error(ch, SL_ERR_NOT_FOUND, id, "no exchange '" BYTES_FMT "' in vhost '%s'",
+                      BYTES_ARG(p->exchange), ch->c->vhost->name);
+        return;
+    }
+    if (x->internal) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                      "cannot publish to internal exchange '%s' in vhost '%s'", x->name,
+                      ch->c->vhost->name);
+        return;
+    }
+    ch->c->has_published = 1;
+    ch->pub_exchange_name = sl_xstrndup((const char *)p->exchange.p, p->exchange.len);
+    uint8_t *rk = sl_xmalloc(p->routing_key.len + 1);
+    memcpy(rk, p->routing_key.p, p->routing_key.len);
+    rk[p->routing_key.len] = 0;
+    ch->pub_rk = (amqp_bytes){rk, p->routing_key.len};
+    ch->pub_mandatory = p->mandatory;
+    ch->content = CONTENT_WANT_HEADER;
+}
+
+static void send_return(channel *ch, const qm_message *msg)
+{
+    amqp_method r = {.id = AMQP_BASIC_RETURN};
+    r.u.basic_return.reply_code = 312;
+    r.u.basic_return.reply_text = AMQP_BYTES("NO_ROUTE");
+    r.u.basic_return.exchange = msg->exchange;
+    r.u.basic_return.routing_key = msg->routing_key;
+    conn_send_method(ch->c, ch->id, &r);
+    write_content(ch->c, ch->id, msg);
+}
+
+void basic_publish_complete(channel *ch)
+{
+    qm_message *msg = ch->pub_msg;
+    ch->pub_msg = NULL;
+    uint64_t seq = ch->confirm ? ++ch->pub_seq : 0;
+    qm_exchange *x = qm_exchange_find(ch->c->vhost, ch->pub_exchange_name,
+                                      strlen(ch->pub_exchange_name));
+    int mandatory = ch->pub_mandatory;
+    sl_free(ch->pub_exchange_name);
+    ch->pub_exchange_name = NULL;
+    sl_free((void *)ch->pub_rk.p);
+    ch->pub_rk = (amqp_bytes){0};
+    ch->content = CONTENT_NONE;
+    if (!x) {
+        /* Deleted between the method frame and the last body frame. */
+        channel_error(ch, SL_ERR_NOT_FOUND, AMQP_BASIC_PUBLISH,
+                      "no exchange '" BYTES_FMT "' in vhost '%s'", BYTES_ARG(msg->exchange),
+                      ch->c->vhost->name);
+        qm_message_unref(msg);
+        return;
+    }
+    amqp_basic_props props;
+    amqp_bytes headers = {0};
+    if (amqp_props_decode(msg->props, msg->props_len, &props) == 0 &&
+        (props.flags & AMQP_P_HEADERS))
+        headers = props.headers;
+
+    qm_queue *stackq[64];
+    qm_queue **qs = stackq;
+    size_t total = 0;
+    size_t n = qm_route(x, msg->routing_key, headers, qs, 64, &total);
+    if (total > n) {
+        qs = sl_xmalloc(total * sizeof *qs);
+        n = qm_route(x, msg->routing_key, headers, qs, total, &total);
+    }
+    int ok = 1;
+    if (n == 0) {
+        if (mandatory)
+            send_return(ch, msg);
+    }
+    for (size_t i = 0; i < n; i++) {
+        sl_err e = ch->tx_mode && ch->tx ? qm_tx_enqueue(ch->tx, qs[i], msg)
+                                         : qm_queue_enqueue(qs[i], msg);
+        if (e != SL_OK)
+            ok = 0; /* x-overflow=reject-publish: the publisher gets a nack */
+    }
+    if (qs != stackq)
+        sl_free(qs);
+    qm_message_unref(msg);
+    if (ch->confirm)
+        channel_confirm(ch, seq, ok);
+}
+
+static void get(channel *ch, const amqp_basic_get *g)
+{
+    qm_queue *q = channel_queue(ch, g->queue, AMQP_BASIC_GET);
+    if (!q)
+        return;
+    uint64_t remaining = 0;
+    qm_position *pos = qm_queue_get(q, g->no_ack, &remaining);
+    if (!pos) {
+        amqp_method e = {.id = AMQP_BASIC_GET_EMPTY};
+        conn_send_method(ch->c, ch->id, &e);
+        return;
+    }
+    amqp_method m = {.id = AMQP_BASIC_GET_OK};
+    m.u.basic_get_ok.redelivered = pos->redelivered;
+    m.u.basic_get_ok.exchange = pos->msg->exchange;
+    m.u.basic_get_ok.routing_key = pos->msg->routing_key;
+    m.u.basic_get_ok.message_count = remaining > UINT32_MAX ? UINT32_MAX : (uint32_t)remaining;
+    if (g->no_ack) {
+        m.u.basic_get_ok.delivery_tag = ++ch->next_tag;
+        conn_send_method(ch->c, ch->id, &m);
+        write_content(ch->c, ch->id, pos->msg);
+        qm_position_ack(pos);
+    } else {
+        /* Track first: the tag is assigned by the record. */
+        m.u.basic_get_ok.delivery_tag = channel_track(ch, pos, NULL);
+        conn_send_method(ch->c, ch->id, &m);
+        write_content(ch->c, ch->id, pos->msg);
+    }
+}
+
+static void settle(channel *ch, uint32_t id, uint64_t tag, int multiple, int how)
+{
+    if (channel_settle(ch, tag, multiple, how) < 0)
+        channel_error(ch, SL_ERR_PRECONDITION, id, "unknown delivery tag %llu",
+                      (unsigned long long)tag);
+}
+
+static void recover(channel *ch, uint32_t id, int requeue)
+{
+    if (!requeue) {
+        conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, id, "requeue=false");
+        return;
+    }
+    channel_settle(ch, 0, 1, QM_SETTLE_REQUEUE);
+    if (id == AMQP_BASIC_RECOVER) {
+        amqp_method ok = {.id = AMQP_BASIC_RECOVER_OK};
+        conn_send_method(ch->c, ch->id, &ok);
+    }
+}
+
+void h_basic(channel *ch, const amqp_method *m)
+{
+    switch (m->id) {
+    case AMQP_BASIC_QOS:
+        qos(ch, &m->u.basic_qos);
+        return;
+    case AMQP_BASIC_CONSUME:
+        consume(ch, &m->u.basic_consume);
+        return;
+    case AMQP_BASIC_CANCEL:
+        cancel(ch, &m->u.basic_cancel);
+        return;
+    case AMQP_BASIC_PUBLISH:
+        publish(ch, &m->u.basic_publish);
+        return;
+    case AMQP_BASIC_GET:
+        get(ch, &m->u.basic_get);
+        return;
+    case AMQP_BASIC_ACK:
+        settle(ch, m->id, m->u.basic_ack.delivery_tag, m->u.basic_ack.multiple, QM_SETTLE_ACK);
+        return;
+    case AMQP_BASIC_REJECT:
+        settle(ch, m->id, m->u.basic_reject.delivery_tag, 0,
+               m->u.basic_reject.requeue ? QM_SETTLE_REQUEUE : QM_SETTLE_REJECT);
+        return;
+    case AMQP_BASIC_NACK:
+        settle(ch, m->id, m->u.basic_nack.delivery_tag, m->u.basic_nack.multiple,
+               m->u.basic_nack.requeue ? QM_SETTLE_REQUEUE : QM_SETTLE_REJECT);
+        return;
+    case AMQP_BASIC_RECOVER:
+        recover(ch, m->id, m->u.basic_recover.requeue);
+        return;
+    case AMQP_BASIC_RECOVER_ASYNC:
+        recover(ch, m->id, m->u.basic_recover_async.requeue);
+        return;
+    default:
+        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                   amqp_method_name(m->id));
+    }
+}
+
+void h_tx(channel *ch, const amqp_method *m)
+{
+    amqp_method ok = {0};
+    switch (m->id) {
+    case AMQP_TX_SELECT:
+        if (ch->confirm) {
+            channel_error(ch, SL_ERR_PRECONDITION, m->id, "cannot switch from confirm to tx mode");
+            return;
+        }
+        ch->tx_mode = 1;
+        if (!ch->tx)
+            ch->tx = qm_tx_begin(ch->c->b->node);
+        ok.id = AMQP_TX_SELECT_OK;
+        break;
+    case AMQP_TX_COMMIT:
+    case AMQP_TX_ROLLBACK:
+        if (!ch->tx_mode) {
+            channel_error(ch, SL_ERR_PRECONDITION, m->id, "channel is not transactional");
+            return;
+        }
+        if (m->id == AMQP_TX_COMMIT) {
+            sl_err e = qm_tx_commit(ch->tx);
+            ch->tx = NULL;
+            channel_tx_settled(ch, 1);
+            ch->tx = qm_tx_begin(ch->c->b->node);
+            if (e != SL_OK) {
+                channel_error(ch, e, m->id, "transaction could not be committed");
+                return;
+            }
+            ok.id = AMQP_TX_COMMIT_OK;
+        } else {
+            qm_tx_abort(ch->tx);
+            ch->tx = NULL;
+            channel_tx_settled(ch, 0);
+            ch->tx = qm_tx_begin(ch->c->b->node);
+            ok.id = AMQP_TX_ROLLBACK_OK;
+        }
+        break;
+    default:
+        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                   amqp_method_name(m->id));
+        return;
+    }
+    conn_send_method(ch->c, ch->id, &ok);
+}
+
+void h_confirm(channel *ch, const amqp_method *m)
+{
+    if (m->id != AMQP_CONFIRM_SELECT) {
+        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                   amqp_method_name(m->id));
+        return;
+    }
+    if (ch->tx_mode) {
+        channel_error(ch, SL_ERR_PRECONDITION, m->id, "cannot switch from tx to confirm mode");
+        return;
+    }
+    ch->confirm = 1;
+    amqp_method ok = {.id = AMQP_CONFIRM_SELECT_OK};
+    send_reply(ch, &ok, m->u.confirm_select.nowait);
+}

@@ -1,0 +1,157 @@
+/* h_exchange.c - exchange.declare / delete / bind / unbind, with RabbitMQ's reply codes and
+ * texts (reference/amqp/NOTES.md sections 4-5). The model does the work; this file checks
+ * what only the AMQP door knows: reserved names, the default exchange, nowait.
+ */
+#include "broker.h"
+
+#include <string.h>
+
+static int is_reserved(amqp_bytes name)
+{
+    return name.len >= 4 && !memcmp(name.p, "amq.", 4);
+}
+
+static void reply(channel *ch, uint32_t id, int nowait)
+{
+    if (nowait)
+        return;
+    amqp_method m = {.id = id};
+    conn_send_method(ch->c, ch->id, &m);
+}
+
+static qm_exchange *need_exchange(channel *ch, amqp_bytes name, uint32_t method_id)
+{
+    qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)name.p, name.len);
+    if (!x)
+        channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no exchange '" BYTES_FMT "' in vhost '%s'",
+                      BYTES_ARG(name), ch->c->vhost->name);
+    return x;
+}
+
+static void declare(channel *ch, const amqp_exchange_declare *d)
+{
+    const uint32_t id = AMQP_EXCHANGE_DECLARE;
+    if (d->exchange.len == 0) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                      "operation not permitted on the default exchange");
+        return;
+    }
+    if (d->passive) {
+        if (need_exchange(ch, d->exchange, id))
+            reply(ch, AMQP_EXCHANGE_DECLARE_OK, d->nowait);
+        return;
+    }
+    int type = qm_exchange_type_parse((const char *)d->type.p, d->type.len);
+    if (type < 0) {
+        conn_error(ch->c, SL_ERR_COMMAND_INVALID, id, "invalid exchange type '" BYTES_FMT "'",
+                   BYTES_ARG(d->type));
+        return;
+    }
+    if (is_reserved(d->exchange) &&
+        !qm_exchange_find(ch->c->vhost, (const char *)d->exchange.p, d->exchange.len)) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                      "exchange name '" BYTES_FMT "' contains reserved prefix 'amq.*'",
+                      BYTES_ARG(d->exchange));
+        return;
+    }
+    qm_exchange_decl decl = {
+        .name = (const char *)d->exchange.p,
+        .name_len = d->exchange.len,
+        .type = type,
+        .durable = d->durable,
+        .auto_delete = d->auto_delete,
+        .internal = d->internal,
+        .arguments = d->arguments,
+    };
+    qm_exchange *x;
+    char err[256];
+    sl_err e = qm_exchange_declare(ch->c->vhost, &decl, &x, err, sizeof err);
+    if (e != SL_OK) {
+        channel_error(ch, e, id, "%s", err);
+        return;
+    }
+    reply(ch, AMQP_EXCHANGE_DECLARE_OK, d->nowait);
+}
+
+static void delete_exchange(channel *ch, const amqp_exchange_delete *d)
+{
+    const uint32_t id = AMQP_EXCHANGE_DELETE;
+    if (d->exchange.len == 0) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                      "operation not permitted on the default exchange");
+        return;
+    }
+    if (is_reserved(d->exchange)) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                      "deletion of system exchange '" BYTES_FMT "' in vhost '%s' not allowed",
+                      BYTES_ARG(d->exchange), ch->c->vhost->name);
+        return;
+    }
+    qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)d->exchange.p, d->exchange.len);
+    if (x) {
+        char err[256];
+        sl_err e = qm_exchange_delete(x, d->if_unused, err, sizeof err);
+        if (e != SL_OK) {
+            channel_error(ch, e, id, "%s", err);
+            return;
+        }
+    }
+    /* Deleting a missing exchange is not an error (RabbitMQ 3.x). */
+    reply(ch, AMQP_EXCHANGE_DELETE_OK, d->nowait);
+}
+
+static void bind_exchanges(channel *ch, uint32_t id, amqp_bytes dest, amqp_bytes src,
+                           amqp_bytes key, amqp_bytes args, int nowait)
+{
+    int bind = id == AMQP_EXCHANGE_BIND;
+    if (dest.len == 0 || src.len == 0) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                      "operation not permitted on the default exchange");
+        return;
+    }
+    qm_exchange *d = need_exchange(ch, dest, id);
+    if (!d)
+        return;
+    qm_exchange *s = need_exchange(ch, src, id);
+    if (!s)
+        return;
+    if (bind) {
+        char err[256];
+        sl_err e = qm_bind_exchange(s, d, key, args, err, sizeof err);
+        if (e != SL_OK) {
+            channel_error(ch, e, id, "%s", err);
+            return;
+        }
+        reply(ch, AMQP_EXCHANGE_BIND_OK, nowait);
+    } else {
+        qm_unbind_exchange(s, d, key, args);
+        reply(ch, AMQP_EXCHANGE_UNBIND_OK, nowait);
+    }
+}
+
+void h_exchange(channel *ch, const amqp_method *m)
+{
+    switch (m->id) {
+    case AMQP_EXCHANGE_DECLARE:
+        declare(ch, &m->u.exchange_declare);
+        return;
+    case AMQP_EXCHANGE_DELETE:
+        delete_exchange(ch, &m->u.exchange_delete);
+        return;
+    case AMQP_EXCHANGE_BIND: {
+        const amqp_exchange_bind *b = &m->u.exchange_bind;
+        bind_exchanges(ch, m->id, b->destination, b->source, b->routing_key, b->arguments,
+                       b->nowait);
+        return;
+    }
+    case AMQP_EXCHANGE_UNBIND: {
+        const amqp_exchange_unbind *b = &m->u.exchange_unbind;
+        bind_exchanges(ch, m->id, b->destination, b->source, b->routing_key, b->arguments,
+                       b->nowait);
+        return;
+    }
+    default:
+        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                   amqp_method_name(m->id));
+    }
+}

@@ -1,0 +1,213 @@
+/* h_queue.c - queue.declare / bind / unbind / purge / delete.
+ *
+ * Purge and delete follow DESIGN.md section 2: purge deletes every ready message and turns
+ * delivered-but-unsettled ones into PurgePending (deleted, never requeued, when settled);
+ * delete checks if-unused and if-empty before anything changes, counting unacked messages
+ * as messages. The model (qm_queue_purge / qm_queue_delete) implements both; this file adds
+ * the AMQP names, codes and texts.
+ */
+#include "broker.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/mem.h"
+
+static void send_reply(channel *ch, const amqp_method *m, int nowait)
+{
+    if (!nowait)
+        conn_send_method(ch->c, ch->id, m);
+}
+
+static int check_exclusive(channel *ch, qm_queue *q, uint32_t method_id)
+{
+    qm_queue *top = q->parent ? q->parent : q;
+    if (top->exclusive && top->exclusive_owner != ch->c) {
+        channel_error(ch, SL_ERR_RESOURCE_LOCKED, method_id,
+                      "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It "
+                      "could be originally declared on another connection or the exclusive "
+                      "property value does not match that of the original declaration.",
+                      top->name, ch->c->vhost->name);
+        return -1;
+    }
+    return 0;
+}
+
+qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id)
+{
+    char buf[256];
+    if (name.len == 0) {
+        if (!ch->last_queue) {
+            channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no previously declared queue");
+            return NULL;
+        }
+        name = amqp_cstr(ch->last_queue);
+    }
+    qm_queue *q = qm_queue_find(ch->c->vhost, (const char *)name.p, name.len);
+    if (!q) {
+        snprintf(buf, sizeof buf, BYTES_FMT, BYTES_ARG(name));
+        channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no queue '%s' in vhost '%s'", buf,
+                      ch->c->vhost->name);
+        return NULL;
+    }
+    if (check_exclusive(ch, q, method_id) < 0)
+        return NULL;
+    return q;
+}
+
+static void remember(channel *ch, const char *name)
+{
+    sl_free(ch->last_queue);
+    ch->last_queue = sl_xstrdup(name);
+}
+
+static void declare(channel *ch, const amqp_queue_declare *d)
+{
+    const uint32_t id = AMQP_QUEUE_DECLARE;
+    qm_queue *q;
+    if (d->passive) {
+        q = channel_queue(ch, d->queue, id);
+        if (!q)
+            return;
+    } else {
+        if (d->queue.len >= 4 && !memcmp(d->queue.p, "amq.", 4)) {
+            channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                          "queue name '" BYTES_FMT "' contains reserved prefix 'amq.*'",
+                          BYTES_ARG(d->queue));
+            return;
+        }
+        qm_queue *old = qm_queue_find(ch->c->vhost, (const char *)d->queue.p, d->queue.len);
+        if (old && check_exclusive(ch, old, id) < 0)
+            return;
+        qm_queue_decl decl = {
+            .name = (const char *)d->queue.p,
+            .name_len = d->queue.len,
+            .durable = d->durable,
+            .exclusive = d->exclusive,
+            .auto_delete = d->auto_delete,
+            .exclusive_owner = d->exclusive ? ch->c : NULL,
+            .arguments = d->arguments,
+        };
+        int created;
+        char err[320];
+        sl_err e = qm_queue_declare(ch->c->vhost, &decl, &q, &created, err, sizeof err);
+        if (e != SL_OK) {
+            channel_error(ch, e, id, "%s", err);
+            return;
+        }
+    }
+    remember(ch, q->name);
+    amqp_method m = {.id = AMQP_QUEUE_DECLARE_OK};
+    m.u.queue_declare_ok.queue = amqp_cstr(q->name);
+    m.u.queue_declare_ok.message_count = (uint32_t)q->n_ready;
+    m.u.queue_declare_ok.consumer_count = (uint32_t)q->n_consumers;
+    send_reply(ch, &m, d->nowait);
+}
+
+static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xname,
+                       amqp_bytes key, amqp_bytes args, int nowait)
+{
+    if (xname.len == 0) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                      "operation not permitted on the default exchange");
+        return;
+    }
+    qm_queue *q = channel_queue(ch, qname, id);
+    if (!q)
+        return;
+    if (q->is_subqueue) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                      "subqueue '%s' in vhost '%s' cannot be bound: subqueues are filled only "
+                      "by moves", q->name, ch->c->vhost->name);
+        return;
+    }
+    qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)xname.p, xname.len);
+    if (!x) {
+        channel_error(ch, SL_ERR_NOT_FOUND, id, "no exchange '" BYTES_FMT "' in vhost '%s'",
+                      BYTES_ARG(xname), ch->c->vhost->name);
+        return;
+    }
+    amqp_method m = {0};
+    if (id == AMQP_QUEUE_BIND) {
+        char err[256];
+        sl_err e = qm_bind_queue(x, q, key, args, err, sizeof err);
+        if (e != SL_OK) {
+            channel_error(ch, e, id, "%s", err);
+            return;
+        }
+        m.id = AMQP_QUEUE_BIND_OK;
+    } else {
+        qm_unbind_queue(x, q, key, args);
+        m.id = AMQP_QUEUE_UNBIND_OK;
+    }
+    send_reply(ch, &m, nowait);
+}
+
+static void purge(channel *ch, const amqp_queue_purge *p)
+{
+    qm_queue *q = channel_queue(ch, p->queue, AMQP_QUEUE_PURGE);
+    if (!q)
+        return;
+    uint64_t n = qm_queue_purge(q);
+    amqp_method m = {.id = AMQP_QUEUE_PURGE_OK};
+    m.u.queue_purge_ok.message_count = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+    send_reply(ch, &m, p->nowait);
+}
+
+static void delete_queue(channel *ch, const amqp_queue_delete *d)
+{
+    const uint32_t id = AMQP_QUEUE_DELETE;
+    amqp_bytes name = d->queue;
+    if (name.len == 0 && ch->last_queue)
+        name = amqp_cstr(ch->last_queue);
+    qm_queue *q = qm_queue_find(ch->c->vhost, (const char *)name.p, name.len);
+    uint64_t count = 0;
+    if (q) {
+        if (check_exclusive(ch, q, id) < 0)
+            return;
+        if (q->is_subqueue) {
+            channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                          "subqueue '%s' is deleted with its queue; purge it instead", q->name);
+            return;
+        }
+        int flags = (d->if_unused ? QM_DELETE_IF_UNUSED : 0) | (d->if_empty ? QM_DELETE_IF_EMPTY : 0);
+        char err[256];
+        sl_err e = qm_queue_delete(q, flags, &count, err, sizeof err);
+        if (e != SL_OK) {
+            channel_error(ch, e, id, "%s", err);
+            return;
+        }
+    }
+    /* Deleting a queue that does not exist answers delete-ok with 0 (RabbitMQ 3.x). */
+    amqp_method m = {.id = AMQP_QUEUE_DELETE_OK};
+    m.u.queue_delete_ok.message_count = count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
+    send_reply(ch, &m, d->nowait);
+}
+
+void h_queue(channel *ch, const amqp_method *m)
+{
+    switch (m->id) {
+    case AMQP_QUEUE_DECLARE:
+        declare(ch, &m->u.queue_declare);
+        return;
+    case AMQP_QUEUE_BIND: {
+        const amqp_queue_bind *b = &m->u.queue_bind;
+        bind_queue(ch, m->id, b->queue, b->exchange, b->routing_key, b->arguments, b->nowait);
+        return;
+    }
+    case AMQP_QUEUE_UNBIND: {
+        const amqp_queue_unbind *b = &m->u.queue_unbind;
+        bind_queue(ch, m->id, b->queue, b->exchange, b->routing_key, b->arguments, 0);
+        return;
+    }
+    case AMQP_QUEUE_PURGE:
+        purge(ch, &m->u.queue_purge);
+        return;
+    case AMQP_QUEUE_DELETE:
+        delete_queue(ch, &m->u.queue_delete);
+        return;
+    default:
+        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                   amqp_method_name(m->id));
+    }
+}

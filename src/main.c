@@ -1,0 +1,41 @@
+/* main.c - sluiced: parse settings, prepare the data directory, start the broker, run the
+ * event loop until SIGTERM / SIGINT, then close every connection with 320 and exit 0.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "broker/broker.h"
+#include "core/log.h"
+#include "core/version.h"
+
+int main(int argc, char **argv)
+{
+    sl_config cfg;
+    sl_config_defaults(&cfg);
+    int rc = sl_config_from_args(&cfg, argc, argv);
+    if (rc != 0) {
+        sl_config_free(&cfg);
+        return rc > 0 ? 0 : 2;
+    }
+    sl_log_min_level = cfg.log_level;
+    if (mkdir(cfg.data_dir, 0750) < 0 && errno != EEXIST) {
+        sl_error("cannot create data directory %s: %s", cfg.data_dir, strerror(errno));
+        sl_config_free(&cfg);
+        return 1;
+    }
+    sl_info("%s %s starting: node %s, data directory %s", SLUICE_PRODUCT, SLUICE_VERSION,
+            cfg.node_name, cfg.data_dir);
+    broker *b = broker_new(&cfg);
+    if (!b || broker_listen(b) < 0) {
+        broker_free(b);
+        sl_config_free(&cfg);
+        return 1;
+    }
+    broker_run(b);
+    broker_free(b);
+    sl_config_free(&cfg);
+    sl_info("stopped");
+    return 0;
+}

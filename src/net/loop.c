@@ -1,0 +1,217 @@
+/* loop.c - epoll event loop with a binary min-heap of timers.
+ *
+ * Invariants: a watcher is registered with epoll exactly when w->events != 0; a timer is in
+ * the heap exactly when heap_index >= 0. Timers due in the same turn run in deadline order;
+ * a timer re-armed from its own callback for "now" runs in the next turn, so a busy timer
+ * cannot starve socket I/O.
+ */
+#include "loop.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+
+#define MAX_EVENTS 256
+
+struct sl_loop {
+    int epfd;
+    int stop;
+    int wake;
+    uint64_t now;
+    sl_timer **heap;
+    int heap_len, heap_cap;
+    sl_hook_fn before_sleep;
+    void *before_sleep_arg;
+};
+
+sl_loop *sl_loop_new(void)
+{
+    sl_loop *l = sl_xcalloc(1, sizeof *l);
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (l->epfd < 0) {
+        sl_free(l);
+        return NULL;
+    }
+    l->now = sl_now_ms();
+    return l;
+}
+
+void sl_loop_free(sl_loop *l)
+{
+    if (!l)
+        return;
+    close(l->epfd);
+    sl_free(l->heap);
+    sl_free(l);
+}
+
+int sl_loop_watch(sl_loop *l, sl_watch *w, int events)
+{
+    if (events == w->events)
+        return 0;
+    if (events == 0) {
+        sl_loop_unwatch(l, w);
+        return 0;
+    }
+    struct epoll_event ev = {0};
+    ev.events = (events & SL_EV_READ ? EPOLLIN | EPOLLRDHUP : 0) |
+                (events & SL_EV_WRITE ? EPOLLOUT : 0);
+    ev.data.ptr = w;
+    int op = w->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(l->epfd, op, w->fd, &ev) < 0)
+        return -1;
+    w->events = events;
+    return 0;
+}
+
+void sl_loop_unwatch(sl_loop *l, sl_watch *w)
+{
+    if (w->events) {
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        w->events = 0;
+    }
+}
+
+/* ---- timer heap ---- */
+
+static void heap_swap(sl_loop *l, int a, int b)
+{
+    sl_timer *t = l->heap[a];
+    l->heap[a] = l->heap[b];
+    l->heap[b] = t;
+    l->heap[a]->heap_index = a;
+    l->heap[b]->heap_index = b;
+}
+
+static void heap_up(sl_loop *l, int i)
+{
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (l->heap[p]->due <= l->heap[i]->due)
+            break;
+        heap_swap(l, p, i);
+        i = p;
+    }
+}
+
+static void heap_down(sl_loop *l, int i)
+{
+    for (;;) {
+        int c = 2 * i + 1, m = i;
+        if (c < l->heap_len && l->heap[c]->due < l->heap[m]->due)
+            m = c;
+        if (c + 1 < l->heap_len && l->heap[c + 1]->due < l->heap[m]->due)
+            m = c + 1;
+        if (m == i)
+            return;
+        heap_swap(l, i, m);
+        i = m;
+    }
+}
+
+void sl_timer_init(sl_timer *t, sl_timer_fn fn, void *data)
+{
+    t->due = 0;
+    t->fn = fn;
+    t->data = data;
+    t->heap_index = -1;
+}
+
+void sl_timer_stop(sl_loop *l, sl_timer *t)
+{
+    int i = t->heap_index;
+    if (i < 0)
+        return;
+    l->heap_len--;
+    if (i != l->heap_len) {
+        l->heap[i] = l->heap[l->heap_len];
+        l->heap[i]->heap_index = i;
+        heap_down(l, i);
+        heap_up(l, i);
+    }
+    t->heap_index = -1;
+}
+
+void sl_timer_start(sl_loop *l, sl_timer *t, uint64_t due)
+{
+    sl_timer_stop(l, t);
+    if (l->heap_len == l->heap_cap) {
+        l->heap_cap = l->heap_cap ? l->heap_cap * 2 : 64;
+        l->heap = sl_xrealloc(l->heap, (size_t)l->heap_cap * sizeof *l->heap);
+    }
+    t->due = due;
+    t->heap_index = l->heap_len;
+    l->heap[l->heap_len++] = t;
+    heap_up(l, t->heap_index);
+}
+
+void sl_loop_set_before_sleep(sl_loop *l, sl_hook_fn fn, void *arg)
+{
+    l->before_sleep = fn;
+    l->before_sleep_arg = arg;
+}
+
+void sl_loop_stop(sl_loop *l) { l->stop = 1; }
+
+void sl_loop_wake(sl_loop *l) { l->wake = 1; }
+
+uint64_t sl_loop_now(const sl_loop *l) { return l->now; }
+
+static void run_timers(sl_loop *l)
+{
+    uint64_t now = l->now;
+    /* Only timers due at the start of this pass: one re-armed for `now` waits a turn. */
+    while (l->heap_len > 0 && l->heap[0]->due <= now && !l->stop) {
+        sl_timer *t = l->heap[0];
+        sl_timer_stop(l, t);
+        if (t->due > now)
+            break;
+        t->fn(l, t);
+        if (sl_timer_armed(t) && t->due <= now)
+            t->due = now + 1;
+    }
+}
+
+void sl_loop_run(sl_loop *l)
+{
+    struct epoll_event evs[MAX_EVENTS];
+    l->stop = 0;
+    while (!l->stop) {
+        if (l->before_sleep)
+            l->before_sleep(l, l->before_sleep_arg);
+        if (l->stop)
+            break;
+        int timeout = -1;
+        if (l->wake) {
+            l->wake = 0;
+            timeout = 0;
+        } else if (l->heap_len > 0) {
+            uint64_t now = sl_now_ms();
+            uint64_t due = l->heap[0]->due;
+            timeout = due <= now ? 0 : (int)(due - now > 60000 ? 60000 : due - now);
+        }
+        int n = epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
+        if (n < 0 && errno != EINTR) {
+            sl_error("epoll_wait: %m");
+            abort();
+        }
+        l->now = sl_now_ms();
+        for (int i = 0; i < n && !l->stop; i++) {
+            sl_watch *w = evs[i].data.ptr;
+            int ev = 0;
+            if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
+                ev |= SL_EV_READ;
+            if (evs[i].events & EPOLLOUT)
+                ev |= SL_EV_WRITE;
+            if (evs[i].events & (EPOLLERR | EPOLLHUP))
+                ev |= SL_EV_ERROR;
+            w->fn(l, w, ev);
+        }
+        run_timers(l);
+    }
+}
