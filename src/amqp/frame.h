@@ -50,8 +50,7 @@ int amqp_protocol_header_check(const uint8_t *buf, size_t len);
 extern const uint8_t amqp_protocol_header[8];
 
 /* Append a frame: header, payload, end. */
-void amqp_frame_write(sl_buf *out, uint8_t type, uint16_t channel, const void *payload,
-                      size_t len);
+void amqp_frame_write(sl_buf *out, uint8_t type, uint16_t channel, const void *payload, size_t len);
 /* Start a frame whose payload the caller appends; returns the offset to pass to _end. */
 size_t amqp_frame_begin(sl_buf *out, uint8_t type, uint16_t channel);
 void amqp_frame_end(sl_buf *out, size_t begin_offset);

@@ -88,7 +88,7 @@ int amqp_props_decode(const uint8_t *p, size_t len, amqp_basic_props *out);
 /* Append flags + values for the fields present in props->flags. */
 void amqp_props_encode(sl_buf *out, const amqp_basic_props *props);
 /* Append a whole HEADER frame for class 60 carrying raw property bytes (flags + values). */
-void amqp_content_header_write(sl_buf *out, uint16_t ch, uint64_t body_size,
-                               const uint8_t *props, size_t props_len);
+void amqp_content_header_write(sl_buf *out, uint16_t ch, uint64_t body_size, const uint8_t *props,
+                               size_t props_len);
 
 #endif

@@ -17,16 +17,16 @@
 typedef struct amqp_value {
     uint8_t tag; /* the wire tag character */
     union {
-        int b;          /* 't' */
-        int64_t i;      /* 'b' 's' 'I' 'l' 'L' (signed) and 'B' 'u' 'i' (unsigned fits) */
-        uint64_t ts;    /* 'T' */
-        float f;        /* 'f' */
-        double d;       /* 'd' */
+        int b;       /* 't' */
+        int64_t i;   /* 'b' 's' 'I' 'l' 'L' (signed) and 'B' 'u' 'i' (unsigned fits) */
+        uint64_t ts; /* 'T' */
+        float f;     /* 'f' */
+        double d;    /* 'd' */
         struct {
             uint8_t scale;
             int32_t value;
-        } dec;          /* 'D' */
-        amqp_bytes s;   /* 'S' 'x': the string bytes; 'F': table content; 'A': array content */
+        } dec;        /* 'D' */
+        amqp_bytes s; /* 'S' 'x': the string bytes; 'F': table content; 'A': array content */
     } v;
 } amqp_value;
 

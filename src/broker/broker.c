@@ -134,8 +134,7 @@ static void set_alarm(broker *b, int on)
         conn_set_blocked(c, on);
         if (c->has_published) {
             c->read_paused = (uint8_t)on;
-            sl_loop_watch(b->loop, &c->w,
-                          (on ? 0 : SL_EV_READ) | (c->w.events & SL_EV_WRITE));
+            sl_loop_watch(b->loop, &c->w, (on ? 0 : SL_EV_READ) | (c->w.events & SL_EV_WRITE));
         }
     }
 }
@@ -189,9 +188,9 @@ static void on_accept(sl_loop *loop, sl_watch *w, int events)
             struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
             inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
             port = ntohs(sin6->sin6_port);
-            c->loopback = IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
-                          (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) &&
-                           sin6->sin6_addr.s6_addr[12] == 127);
+            c->loopback =
+                IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
+                (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
         }
         snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
         snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer, b->bound_addr, b->bound_port);
@@ -325,7 +324,10 @@ int broker_listen(broker *b)
     return 0;
 }
 
-void broker_run(broker *b) { sl_loop_run(b->loop); }
+void broker_run(broker *b)
+{
+    sl_loop_run(b->loop);
+}
 
 void broker_free(broker *b)
 {

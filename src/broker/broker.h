@@ -47,12 +47,12 @@ struct broker {
     sl_watch listen_w;
     int signal_fd;
     sl_watch signal_w;
-    conn *conns;          /* all live connections */
-    conn *dirty;          /* connections with output or confirms to flush this turn */
+    conn *conns; /* all live connections */
+    conn *dirty; /* connections with output or confirms to flush this turn */
     size_t n_conns;
-    sl_timer tick_timer;  /* qm TTL / x-expires work */
+    sl_timer tick_timer; /* qm TTL / x-expires work */
     uint64_t next_conn_id;
-    int mem_alarm;        /* publishers blocked by the memory high watermark */
+    int mem_alarm; /* publishers blocked by the memory high watermark */
     int shutting_down;
     uint64_t shutdown_deadline;
     char bound_addr[64];
@@ -60,13 +60,13 @@ struct broker {
 };
 
 enum conn_state {
-    CONN_HEADER = 0,   /* waiting for the protocol header */
-    CONN_START_SENT,   /* connection.start sent, waiting for start-ok */
-    CONN_TUNE_SENT,    /* connection.tune sent, waiting for tune-ok */
-    CONN_OPENING,      /* waiting for connection.open */
+    CONN_HEADER = 0, /* waiting for the protocol header */
+    CONN_START_SENT, /* connection.start sent, waiting for start-ok */
+    CONN_TUNE_SENT,  /* connection.tune sent, waiting for tune-ok */
+    CONN_OPENING,    /* waiting for connection.open */
     CONN_OPEN,
-    CONN_CLOSING,      /* connection.close sent, waiting for close-ok */
-    CONN_DEAD,         /* socket to be closed and the connection freed */
+    CONN_CLOSING, /* connection.close sent, waiting for close-ok */
+    CONN_DEAD,    /* socket to be closed and the connection freed */
 };
 
 struct conn {
@@ -89,13 +89,13 @@ struct conn {
     sl_timer hb_timer;
     /* client capabilities */
     uint8_t cap_cancel_notify, cap_blocked, cap_auth_failure_close;
-    uint8_t blocked_sent;    /* connection.blocked sent, unblocked not yet */
-    uint8_t has_published;   /* RabbitMQ blocks only connections that publish */
+    uint8_t blocked_sent;  /* connection.blocked sent, unblocked not yet */
+    uint8_t has_published; /* RabbitMQ blocks only connections that publish */
     uint8_t read_paused;
     uint8_t in_dirty;
     char *user;
     qm_vhost *vhost;
-    channel **channels;      /* indexed by channel id, grown on demand */
+    channel **channels; /* indexed by channel id, grown on demand */
     size_t channels_cap;
     size_t n_channels;
     conn *next, *prev;
@@ -113,13 +113,13 @@ typedef struct delivery {
 } delivery;
 
 struct consumer {
-    qm_consumer qc;   /* first: qm hands us &qc */
+    qm_consumer qc; /* first: qm hands us &qc */
     channel *ch;
     char *tag;
     size_t tag_len;
-    uint32_t prefetch;  /* per-consumer limit (basic.qos global=false), 0 = none */
+    uint32_t prefetch; /* per-consumer limit (basic.qos global=false), 0 = none */
     uint32_t unacked;
-    consumer *next;     /* in ch->consumers */
+    consumer *next; /* in ch->consumers */
 };
 
 struct channel {
@@ -128,30 +128,30 @@ struct channel {
     enum channel_state state;
     /* content assembly for basic.publish */
     enum content_state content;
-    qm_exchange *pub_exchange;  /* NULL while the exchange is missing (error raised later) */
+    qm_exchange *pub_exchange; /* NULL while the exchange is missing (error raised later) */
     char *pub_exchange_name;
-    amqp_bytes pub_rk;          /* owned copy */
+    amqp_bytes pub_rk; /* owned copy */
     uint8_t pub_mandatory;
     qm_message *pub_msg;
     uint64_t pub_received;
     /* deliveries awaiting settlement, in tag order (a ring over an array) */
     delivery *unacked;
     size_t ua_head, ua_len, ua_cap;
-    size_t ua_live;            /* records with pos != NULL */
+    size_t ua_live; /* records with pos != NULL */
     uint64_t next_tag;
     /* consumers and prefetch */
     consumer *consumers;
-    uint32_t prefetch_next;    /* per-consumer limit for consumers created from now on */
-    uint32_t prefetch_global;  /* channel-wide limit (global=true), 0 = none */
+    uint32_t prefetch_next;   /* per-consumer limit for consumers created from now on */
+    uint32_t prefetch_global; /* channel-wide limit (global=true), 0 = none */
     /* publisher confirms */
     uint8_t confirm;
-    uint64_t pub_seq;          /* sequence number of the last publish */
-    uint64_t confirm_done;     /* everything <= this has been acked or nacked */
-    uint64_t confirm_ready;    /* ack everything <= this at flush */
+    uint64_t pub_seq;       /* sequence number of the last publish */
+    uint64_t confirm_done;  /* everything <= this has been acked or nacked */
+    uint64_t confirm_ready; /* ack everything <= this at flush */
     /* transactions */
     uint8_t tx_mode;
     qm_tx *tx;
-    char *last_queue;          /* the last queue declared on this channel */
+    char *last_queue; /* the last queue declared on this channel */
     uint8_t released;
 };
 

@@ -371,8 +371,7 @@ static void on_header(channel *ch, const amqp_frame *f)
         return;
     }
     if (h.class_id != 60) {
-        conn_error(c, SL_ERR_FRAME, AMQP_BASIC_PUBLISH, "content header for class %u",
-                   h.class_id);
+        conn_error(c, SL_ERR_FRAME, AMQP_BASIC_PUBLISH, "content header for class %u", h.class_id);
         return;
     }
     amqp_basic_props props;
@@ -387,8 +386,8 @@ static void on_header(channel *ch, const amqp_frame *f)
                       (unsigned long long)c->b->cfg->max_message_size);
         return;
     }
-    if ((props.flags & AMQP_P_USER_ID) &&
-        !(props.user_id.len == strlen(c->user) && !memcmp(props.user_id.p, c->user, props.user_id.len))) {
+    if ((props.flags & AMQP_P_USER_ID) && !(props.user_id.len == strlen(c->user) &&
+                                            !memcmp(props.user_id.p, c->user, props.user_id.len))) {
         channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
                       "user_id property set to '" BYTES_FMT "' but authenticated user was '%s'",
                       BYTES_ARG(props.user_id), c->user);

@@ -13,7 +13,6 @@
 #include "../core/mem.h"
 #include "../core/version.h"
 
-
 static void add_user(sl_config *c, const char *name, const char *password, int loopback_only)
 {
     for (size_t i = 0; i < c->n_users; i++) {
@@ -226,10 +225,14 @@ void sl_config_usage(void)
 int sl_config_from_args(sl_config *c, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"config", required_argument, 0, 'c'},   {"bind", required_argument, 0, 'b'},
-        {"port", required_argument, 0, 'p'},     {"data-dir", required_argument, 0, 'd'},
-        {"node-name", required_argument, 0, 'n'}, {"log-level", required_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},           {"version", no_argument, 0, 'V'},
+        {"config", required_argument, 0, 'c'},
+        {"bind", required_argument, 0, 'b'},
+        {"port", required_argument, 0, 'p'},
+        {"data-dir", required_argument, 0, 'd'},
+        {"node-name", required_argument, 0, 'n'},
+        {"log-level", required_argument, 0, 'l'},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     /* First pass: only --config, so the file is applied before the other flags. */

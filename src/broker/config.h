@@ -14,19 +14,19 @@
 typedef struct sl_user {
     char *name;
     char *password;
-    char *tags;         /* space-separated, e.g. "administrator" */
-    int loopback_only;  /* guest */
+    char *tags;        /* space-separated, e.g. "administrator" */
+    int loopback_only; /* guest */
 } sl_user;
 
 typedef struct sl_config {
     char *bind;
-    int port;                 /* 0 = pick a free port */
+    int port; /* 0 = pick a free port */
     char *data_dir;
     char *node_name;
     int log_level;
-    uint16_t heartbeat;       /* seconds proposed in connection.tune; 0 = off */
-    uint32_t frame_max;       /* proposed frame-max */
-    uint16_t channel_max;     /* proposed channel-max */
+    uint16_t heartbeat;             /* seconds proposed in connection.tune; 0 = off */
+    uint32_t frame_max;             /* proposed frame-max */
+    uint16_t channel_max;           /* proposed channel-max */
     uint64_t max_message_size;      /* bodies larger than this: 406 on the channel */
     uint64_t memory_high_watermark; /* bytes of queued message bodies that block publishers */
     uint32_t handshake_timeout_ms;

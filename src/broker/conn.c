@@ -387,23 +387,21 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
         }
     } else {
         conn_error(c, SL_ERR_COMMAND_INVALID, AMQP_CONNECTION_START_OK,
-                   "unknown authentication mechanism '" BYTES_FMT "'",
-                   BYTES_ARG(s->mechanism));
+                   "unknown authentication mechanism '" BYTES_FMT "'", BYTES_ARG(s->mechanism));
         return;
     }
-    const sl_user *u = user.p ? sl_config_find_user(c->b->cfg, (const char *)user.p, user.len)
-                              : NULL;
+    const sl_user *u =
+        user.p ? sl_config_find_user(c->b->cfg, (const char *)user.p, user.len) : NULL;
     int ok = check_password(u, pass) && (!u->loopback_only || c->loopback);
     if (!ok) {
-        sl_warn("connection %s: login refused for user '" BYTES_FMT "'%s", c->name,
-                BYTES_ARG(user),
+        sl_warn("connection %s: login refused for user '" BYTES_FMT "'%s", c->name, BYTES_ARG(user),
                 u && u->loopback_only && !c->loopback ? " (user may connect only via localhost)"
                                                       : "");
         if (c->cap_auth_failure_close) {
             char text[160];
             snprintf(text, sizeof text,
-                     "ACCESS_REFUSED - Login was refused using authentication mechanism "
-                     BYTES_FMT ". For details see the broker logfile.",
+                     "ACCESS_REFUSED - Login was refused using authentication mechanism " BYTES_FMT
+                     ". For details see the broker logfile.",
                      BYTES_ARG(s->mechanism));
             send_close(c, 403, text, 0);
             enter_closing(c);
@@ -521,8 +519,7 @@ static void on_channel0_method(conn *c, const amqp_method *m)
         conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
                    amqp_method_name(m->id));
     else
-        conn_error(c, SL_ERR_CHANNEL, m->id,
-                   "unexpected method in connection state running");
+        conn_error(c, SL_ERR_CHANNEL, m->id, "unexpected method in connection state running");
 }
 
 static channel *get_channel(conn *c, uint16_t id)

@@ -174,8 +174,8 @@ void basic_publish_complete(channel *ch)
     qm_message *msg = ch->pub_msg;
     ch->pub_msg = NULL;
     uint64_t seq = ch->confirm ? ++ch->pub_seq : 0;
-    qm_exchange *x = qm_exchange_find(ch->c->vhost, ch->pub_exchange_name,
-                                      strlen(ch->pub_exchange_name));
+    qm_exchange *x =
+        qm_exchange_find(ch->c->vhost, ch->pub_exchange_name, strlen(ch->pub_exchange_name));
     int mandatory = ch->pub_mandatory;
     sl_free(ch->pub_exchange_name);
     ch->pub_exchange_name = NULL;

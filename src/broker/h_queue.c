@@ -104,8 +104,8 @@ static void declare(channel *ch, const amqp_queue_declare *d)
     send_reply(ch, &m, d->nowait);
 }
 
-static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xname,
-                       amqp_bytes key, amqp_bytes args, int nowait)
+static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xname, amqp_bytes key,
+                       amqp_bytes args, int nowait)
 {
     if (xname.len == 0) {
         channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
@@ -118,7 +118,8 @@ static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xn
     if (q->is_subqueue) {
         channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
                       "subqueue '%s' in vhost '%s' cannot be bound: subqueues are filled only "
-                      "by moves", q->name, ch->c->vhost->name);
+                      "by moves",
+                      q->name, ch->c->vhost->name);
         return;
     }
     qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)xname.p, xname.len);
@@ -170,7 +171,8 @@ static void delete_queue(channel *ch, const amqp_queue_delete *d)
                           "subqueue '%s' is deleted with its queue; purge it instead", q->name);
             return;
         }
-        int flags = (d->if_unused ? QM_DELETE_IF_UNUSED : 0) | (d->if_empty ? QM_DELETE_IF_EMPTY : 0);
+        int flags =
+            (d->if_unused ? QM_DELETE_IF_UNUSED : 0) | (d->if_empty ? QM_DELETE_IF_EMPTY : 0);
         char err[256];
         sl_err e = qm_queue_delete(q, flags, &count, err, sizeof err);
         if (e != SL_OK) {

@@ -25,8 +25,14 @@ void sl_buf_append(sl_buf *b, const void *p, size_t n);
 void sl_buf_consume(sl_buf *b, size_t n);
 /* Move unread bytes to the start of the allocation. */
 void sl_buf_compact(sl_buf *b);
-static inline size_t sl_buf_unread(const sl_buf *b) { return b->len - b->off; }
-static inline uint8_t *sl_buf_head(const sl_buf *b) { return b->data + b->off; }
+static inline size_t sl_buf_unread(const sl_buf *b)
+{
+    return b->len - b->off;
+}
+static inline uint8_t *sl_buf_head(const sl_buf *b)
+{
+    return b->data + b->off;
+}
 
 static inline void sl_buf_put_u8(sl_buf *b, uint8_t v)
 {
@@ -64,7 +70,10 @@ static inline void sl_buf_patch_u32(sl_buf *b, size_t at, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-static inline uint16_t sl_get_u16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint16_t sl_get_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] << 8 | p[1]);
+}
 static inline uint32_t sl_get_u32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-uint64_t sl_now_ms(void);      /* monotonic: timers, TTLs, heartbeats */
-uint64_t sl_wall_ms(void);     /* wall clock: timestamps shown to users */
+uint64_t sl_now_ms(void);  /* monotonic: timers, TTLs, heartbeats */
+uint64_t sl_wall_ms(void); /* wall clock: timestamps shown to users */
 
 #endif

@@ -13,52 +13,58 @@
 typedef enum sl_err {
     SL_OK = 0,
     /* AMQP-shaped failures (the reply code says which) */
-    SL_ERR_CONTENT_TOO_LARGE,  /* 311 */
-    SL_ERR_NO_ROUTE,           /* 312 (basic.return) */
-    SL_ERR_CONNECTION_FORCED,  /* 320 */
-    SL_ERR_INVALID_PATH,       /* 402 */
-    SL_ERR_ACCESS_REFUSED,     /* 403 */
-    SL_ERR_NOT_FOUND,          /* 404 */
-    SL_ERR_RESOURCE_LOCKED,    /* 405 */
-    SL_ERR_PRECONDITION,       /* 406 */
-    SL_ERR_FRAME,              /* 501 */
-    SL_ERR_SYNTAX,             /* 502 */
-    SL_ERR_COMMAND_INVALID,    /* 503 */
-    SL_ERR_CHANNEL,            /* 504 */
-    SL_ERR_UNEXPECTED_FRAME,   /* 505 */
-    SL_ERR_RESOURCE,           /* 506 */
-    SL_ERR_NOT_ALLOWED,        /* 530 */
-    SL_ERR_NOT_IMPLEMENTED,    /* 540 */
-    SL_ERR_INTERNAL,           /* 541 */
-    SL_ERR_NOMEM,              /* 506 over AMQP */
+    SL_ERR_CONTENT_TOO_LARGE, /* 311 */
+    SL_ERR_NO_ROUTE,          /* 312 (basic.return) */
+    SL_ERR_CONNECTION_FORCED, /* 320 */
+    SL_ERR_INVALID_PATH,      /* 402 */
+    SL_ERR_ACCESS_REFUSED,    /* 403 */
+    SL_ERR_NOT_FOUND,         /* 404 */
+    SL_ERR_RESOURCE_LOCKED,   /* 405 */
+    SL_ERR_PRECONDITION,      /* 406 */
+    SL_ERR_FRAME,             /* 501 */
+    SL_ERR_SYNTAX,            /* 502 */
+    SL_ERR_COMMAND_INVALID,   /* 503 */
+    SL_ERR_CHANNEL,           /* 504 */
+    SL_ERR_UNEXPECTED_FRAME,  /* 505 */
+    SL_ERR_RESOURCE,          /* 506 */
+    SL_ERR_NOT_ALLOWED,       /* 530 */
+    SL_ERR_NOT_IMPLEMENTED,   /* 540 */
+    SL_ERR_INTERNAL,          /* 541 */
+    SL_ERR_NOMEM,             /* 506 over AMQP */
     /* Queue-model failures with an MSMQ name of their own */
-    SL_ERR_QUEUE_NOT_FOUND,           /* 404 / MQ_ERROR_QUEUE_NOT_FOUND */
-    SL_ERR_QUEUE_EXISTS,              /* 406 / MQ_ERROR_QUEUE_EXISTS */
-    SL_ERR_QUEUE_DELETED,             /* 404 / MQ_ERROR_QUEUE_DELETED */
-    SL_ERR_INVALID_PARAMETER,         /* 406 / MQ_ERROR_INVALID_PARAMETER */
-    SL_ERR_ILLEGAL_PROPID,            /* 406 / MQ_ERROR_ILLEGAL_PROPID */
-    SL_ERR_MESSAGE_NOT_FOUND,         /* 404 / MQ_ERROR_MESSAGE_NOT_FOUND */
-    SL_ERR_MESSAGE_LOCKED_UNDER_TX,   /* 405 / MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION */
-    SL_ERR_MESSAGE_ALREADY_RECEIVED,  /* 406 / MQ_ERROR_MESSAGE_ALREADY_RECEIVED */
-    SL_ERR_TRANSACTION_USAGE,         /* 406 / MQ_ERROR_TRANSACTION_USAGE */
-    SL_ERR_TRANSACTION_SEQUENCE,      /* 406 / MQ_ERROR_TRANSACTION_SEQUENCE */
-    SL_ERR_ILLEGAL_FORMATNAME,        /* 406 / MQ_ERROR_ILLEGAL_FORMATNAME */
-    SL_ERR_UNINITIALIZED_OBJECT,      /* 406 / MQ_ERROR_UNINITIALIZED_OBJECT */
-    SL_ERR_IO,                        /* 541 / MQ_ERROR */
+    SL_ERR_QUEUE_NOT_FOUND,          /* 404 / MQ_ERROR_QUEUE_NOT_FOUND */
+    SL_ERR_QUEUE_EXISTS,             /* 406 / MQ_ERROR_QUEUE_EXISTS */
+    SL_ERR_QUEUE_DELETED,            /* 404 / MQ_ERROR_QUEUE_DELETED */
+    SL_ERR_INVALID_PARAMETER,        /* 406 / MQ_ERROR_INVALID_PARAMETER */
+    SL_ERR_ILLEGAL_PROPID,           /* 406 / MQ_ERROR_ILLEGAL_PROPID */
+    SL_ERR_MESSAGE_NOT_FOUND,        /* 404 / MQ_ERROR_MESSAGE_NOT_FOUND */
+    SL_ERR_MESSAGE_LOCKED_UNDER_TX,  /* 405 / MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION */
+    SL_ERR_MESSAGE_ALREADY_RECEIVED, /* 406 / MQ_ERROR_MESSAGE_ALREADY_RECEIVED */
+    SL_ERR_TRANSACTION_USAGE,        /* 406 / MQ_ERROR_TRANSACTION_USAGE */
+    SL_ERR_TRANSACTION_SEQUENCE,     /* 406 / MQ_ERROR_TRANSACTION_SEQUENCE */
+    SL_ERR_ILLEGAL_FORMATNAME,       /* 406 / MQ_ERROR_ILLEGAL_FORMATNAME */
+    SL_ERR_UNINITIALIZED_OBJECT,     /* 406 / MQ_ERROR_UNINITIALIZED_OBJECT */
+    SL_ERR_IO,                       /* 541 / MQ_ERROR */
     SL_ERR__COUNT
 } sl_err;
 
 typedef struct sl_err_info {
-    const char *name;       /* "NOT_FOUND": the AMQP reply-text prefix */
-    uint16_t amqp_code;     /* AMQP 0-9-1 reply code */
-    uint8_t hard;           /* 1: connection-level (hard) error, 0: channel-level (soft) */
-    uint32_t hresult;       /* MSMQ HRESULT the management API reports */
+    const char *name;         /* "NOT_FOUND": the AMQP reply-text prefix */
+    uint16_t amqp_code;       /* AMQP 0-9-1 reply code */
+    uint8_t hard;             /* 1: connection-level (hard) error, 0: channel-level (soft) */
+    uint32_t hresult;         /* MSMQ HRESULT the management API reports */
     const char *hresult_name; /* "MQ_ERROR_QUEUE_NOT_FOUND" */
 } sl_err_info;
 
 const sl_err_info *sl_err_get(sl_err e);
-static inline uint16_t sl_err_amqp_code(sl_err e) { return sl_err_get(e)->amqp_code; }
-static inline int sl_err_is_hard(sl_err e) { return sl_err_get(e)->hard; }
+static inline uint16_t sl_err_amqp_code(sl_err e)
+{
+    return sl_err_get(e)->amqp_code;
+}
+static inline int sl_err_is_hard(sl_err e)
+{
+    return sl_err_get(e)->hard;
+}
 /* Reply-text name for an AMQP reply code ("NOT_FOUND" for 404), "" for unknown codes. */
 const char *sl_amqp_code_name(uint16_t code);
 /* 1 when the AMQP reply code is connection-level (hard). */

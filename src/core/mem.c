@@ -43,6 +43,12 @@ char *sl_xstrndup(const char *s, size_t n)
     return d;
 }
 
-char *sl_xstrdup(const char *s) { return sl_xstrndup(s, strlen(s)); }
+char *sl_xstrdup(const char *s)
+{
+    return sl_xstrndup(s, strlen(s));
+}
 
-void sl_free(void *p) { free(p); }
+void sl_free(void *p)
+{
+    free(p);
+}

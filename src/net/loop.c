@@ -59,8 +59,8 @@ int sl_loop_watch(sl_loop *l, sl_watch *w, int events)
         return 0;
     }
     struct epoll_event ev = {0};
-    ev.events = (events & SL_EV_READ ? EPOLLIN | EPOLLRDHUP : 0) |
-                (events & SL_EV_WRITE ? EPOLLOUT : 0);
+    ev.events =
+        (events & SL_EV_READ ? EPOLLIN | EPOLLRDHUP : 0) | (events & SL_EV_WRITE ? EPOLLOUT : 0);
     ev.data.ptr = w;
     int op = w->events ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
     if (epoll_ctl(l->epfd, op, w->fd, &ev) < 0)
@@ -156,11 +156,20 @@ void sl_loop_set_before_sleep(sl_loop *l, sl_hook_fn fn, void *arg)
     l->before_sleep_arg = arg;
 }
 
-void sl_loop_stop(sl_loop *l) { l->stop = 1; }
+void sl_loop_stop(sl_loop *l)
+{
+    l->stop = 1;
+}
 
-void sl_loop_wake(sl_loop *l) { l->wake = 1; }
+void sl_loop_wake(sl_loop *l)
+{
+    l->wake = 1;
+}
 
-uint64_t sl_loop_now(const sl_loop *l) { return l->now; }
+uint64_t sl_loop_now(const sl_loop *l)
+{
+    return l->now;
+}
 
 static void run_timers(sl_loop *l)
 {

@@ -43,7 +43,10 @@ void sl_loop_unwatch(sl_loop *l, sl_watch *w);
 void sl_timer_init(sl_timer *t, sl_timer_fn fn, void *data);
 void sl_timer_start(sl_loop *l, sl_timer *t, uint64_t due);
 void sl_timer_stop(sl_loop *l, sl_timer *t);
-static inline int sl_timer_armed(const sl_timer *t) { return t->heap_index >= 0; }
+static inline int sl_timer_armed(const sl_timer *t)
+{
+    return t->heap_index >= 0;
+}
 void sl_loop_set_before_sleep(sl_loop *l, sl_hook_fn fn, void *arg);
 /* Run until sl_loop_stop is called. */
 void sl_loop_run(sl_loop *l);

@@ -61,11 +61,11 @@ struct qm_message {
     uint8_t persistent; /* delivery-mode 2 */
     uint8_t priority;   /* basic priority property, 0 when absent */
     uint8_t has_expiration;
-    uint64_t expiration_ms;   /* per-message TTL from the expiration property */
-    uint64_t published_at;    /* sl_now_ms() at publish */
-    amqp_bytes exchange;      /* exchange it was published to ("" = default) */
+    uint64_t expiration_ms; /* per-message TTL from the expiration property */
+    uint64_t published_at;  /* sl_now_ms() at publish */
+    amqp_bytes exchange;    /* exchange it was published to ("" = default) */
     amqp_bytes routing_key;
-    uint8_t *props;           /* raw basic properties: flags + values, as on the wire */
+    uint8_t *props; /* raw basic properties: flags + values, as on the wire */
     uint32_t props_len;
     uint8_t *body;
     uint64_t body_len;
@@ -104,15 +104,15 @@ typedef enum qm_delete_reason {
 
 struct qm_position {
     qm_message *msg;
-    qm_queue *queue;     /* NULL once the queue is deleted */
+    qm_queue *queue; /* NULL once the queue is deleted */
     uint64_t lookup_id;
     uint64_t expires_at; /* sl_now_ms() deadline, 0 = never */
     uint32_t move_count;
-    uint8_t state;       /* qm_pos_state */
-    uint8_t redelivered; /* delivered before and requeued */
-    uint8_t in_tx_enqueue; /* LOCKED by a transactional Enqueue, not yet committed */
-    qm_tx *tx;           /* transaction holding this position, if any */
-    void *holder;        /* opaque holder (e.g. the broker's delivery record) */
+    uint8_t state;              /* qm_pos_state */
+    uint8_t redelivered;        /* delivered before and requeued */
+    uint8_t in_tx_enqueue;      /* LOCKED by a transactional Enqueue, not yet committed */
+    qm_tx *tx;                  /* transaction holding this position, if any */
+    void *holder;               /* opaque holder (e.g. the broker's delivery record) */
     qm_position *lprev, *lnext; /* in queue->locked while LOCKED or PURGE_PENDING */
 };
 
@@ -158,8 +158,8 @@ typedef struct qm_consumer_ops {
 struct qm_consumer {
     qm_queue *queue;
     const qm_consumer_ops *ops;
-    void *ctx;          /* the door's consumer state (e.g. the AMQP channel) */
-    int priority;       /* x-priority argument; higher is served first */
+    void *ctx;    /* the door's consumer state (e.g. the AMQP channel) */
+    int priority; /* x-priority argument; higher is served first */
     uint8_t no_ack;
     uint8_t exclusive;
     qm_consumer *prev, *next; /* in queue->consumers */
@@ -210,11 +210,11 @@ struct qm_queue {
     uint64_t incarnation;
     uint8_t durable, auto_delete, exclusive;
     uint8_t is_subqueue, is_system;
-    uint8_t had_consumer; /* auto-delete only after a first consumer */
+    uint8_t had_consumer;  /* auto-delete only after a first consumer */
     void *exclusive_owner; /* the owning connection for exclusive queues */
     qm_queue_args args;
-    qm_queue *parent;     /* for subqueues */
-    sl_map *subqueues;    /* name after ';' -> qm_queue*, created on demand */
+    qm_queue *parent;  /* for subqueues */
+    sl_map *subqueues; /* name after ';' -> qm_queue*, created on demand */
 
     /* counts (MESSAGE_COUNT = ready + locked + purge_pending) */
     uint64_t n_ready, n_locked, n_purge_pending;
@@ -363,7 +363,7 @@ struct qm_exchange {
     uint8_t durable, auto_delete, internal;
     uint8_t *args; /* arguments table content (owned) */
     size_t args_len;
-    char *alternate; /* alternate-exchange argument, or NULL */
+    char *alternate;      /* alternate-exchange argument, or NULL */
     qm_binding *bindings; /* outgoing bindings (this exchange is the source) */
     size_t n_bindings;
     size_t n_inbound;     /* bindings where this exchange is the destination */
@@ -373,7 +373,7 @@ struct qm_exchange {
 
 struct qm_binding {
     qm_exchange *source;
-    qm_queue *dest_queue;       /* one of these two */
+    qm_queue *dest_queue; /* one of these two */
     qm_exchange *dest_exchange;
     char *key;
     uint8_t *args; /* arguments table content (owned) */
@@ -395,8 +395,8 @@ typedef struct qm_exchange_decl {
 
 /* Create or check equivalence (SL_ERR_PRECONDITION "inequivalent arg 'type' for exchange
  * 'X' in vhost '/': received 'fanout' but current is 'direct'"). */
-sl_err qm_exchange_declare(qm_vhost *vh, const qm_exchange_decl *d, qm_exchange **out,
-                           char *err, size_t errlen);
+sl_err qm_exchange_declare(qm_vhost *vh, const qm_exchange_decl *d, qm_exchange **out, char *err,
+                           size_t errlen);
 qm_exchange *qm_exchange_find(qm_vhost *vh, const char *name, size_t len);
 /* if_unused: SL_ERR_PRECONDITION "exchange 'X' in vhost '/' in use" while it has bindings
  * (either direction). Removes its bindings both ways. */
@@ -404,8 +404,8 @@ sl_err qm_exchange_delete(qm_exchange *x, int if_unused, char *err, size_t errle
 
 /* Bind. Idempotent (an identical binding is not added twice). Headers bindings check x-match
  * (SL_ERR_PRECONDITION "Invalid x-match field value ..."). */
-sl_err qm_bind_queue(qm_exchange *src, qm_queue *q, amqp_bytes key, amqp_bytes args,
-                     char *err, size_t errlen);
+sl_err qm_bind_queue(qm_exchange *src, qm_queue *q, amqp_bytes key, amqp_bytes args, char *err,
+                     size_t errlen);
 sl_err qm_bind_exchange(qm_exchange *src, qm_exchange *dest, amqp_bytes key, amqp_bytes args,
                         char *err, size_t errlen);
 /* Unbind; no error when the binding does not exist. May auto-delete src. */
