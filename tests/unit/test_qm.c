@@ -83,7 +83,7 @@ static int body_is(const qm_position *p, const char *s)
 
 static qm_queue *declare_args(const char *name, amqp_bytes args)
 {
-    qm_queue_decl d = {name, strlen(name), 0, 0, 0, NULL, args};
+    qm_queue_decl d = {name, strlen(name), 0, 0, 0, NULL, args, 0};
     qm_queue *q = NULL;
     int created = 0;
     sl_err rc = qm_queue_declare(V, &d, &q, &created, err, sizeof err);
@@ -434,7 +434,7 @@ END_TEST
 
 START_TEST(declare_args_and_equivalence)
 {
-    qm_queue_decl d = {"q", 1, 0, 0, 0, NULL, arg_int("x-message-ttl", 1000)};
+    qm_queue_decl d = {"q", 1, 0, 0, 0, NULL, arg_int("x-message-ttl", 1000), 0};
     qm_queue *q;
     int created;
     ck_assert_int_eq(qm_queue_declare(V, &d, &q, &created, err, sizeof err), SL_OK);
@@ -496,7 +496,7 @@ END_TEST
 
 START_TEST(declare_server_named_exclusive_subqueue_names)
 {
-    qm_queue_decl d = {"", 0, 0, 1, 0, (void *)1, (amqp_bytes){0}};
+    qm_queue_decl d = {"", 0, 0, 1, 0, (void *)1, (amqp_bytes){0}, 0};
     qm_queue *q;
     int created;
     ck_assert_int_eq(qm_queue_declare(V, &d, &q, &created, err, sizeof err), SL_OK);
@@ -508,11 +508,11 @@ START_TEST(declare_server_named_exclusive_subqueue_names)
                   (c >= '0' && c <= '9'));
     }
     /* another owner */
-    qm_queue_decl d2 = {q->name, 30, 0, 1, 0, (void *)2, (amqp_bytes){0}};
+    qm_queue_decl d2 = {q->name, 30, 0, 1, 0, (void *)2, (amqp_bytes){0}, 0};
     qm_queue *q2;
     ck_assert_int_eq(qm_queue_declare(V, &d2, &q2, &created, err, sizeof err),
                      SL_ERR_RESOURCE_LOCKED);
-    qm_queue_decl d3 = {"a;b", 3, 0, 0, 0, NULL, (amqp_bytes){0}};
+    qm_queue_decl d3 = {"a;b", 3, 0, 0, 0, NULL, (amqp_bytes){0}, 0};
     ck_assert_int_eq(qm_queue_declare(V, &d3, &q2, &created, err, sizeof err),
                      SL_ERR_ACCESS_REFUSED);
     /* exclusive queues go when their owner does */
@@ -581,7 +581,7 @@ static void on_deleted(qm_queue *q, void *ctx)
 
 START_TEST(auto_delete_after_last_consumer)
 {
-    qm_queue_decl d = {"ad", 2, 0, 0, 1, NULL, (amqp_bytes){0}};
+    qm_queue_decl d = {"ad", 2, 0, 0, 1, NULL, (amqp_bytes){0}, 0};
     qm_queue *q;
     int created;
     N->on_queue_deleted = on_deleted;

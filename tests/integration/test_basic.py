@@ -1,0 +1,558 @@
+"""basic.*: qos, consume, cancel, get, ack/nack/reject, recover, return, user-id."""
+
+import socket
+import time
+
+import amqp
+
+from helpers import (basic_nack, collect_pika, declare_queue, drain_bodies,
+                     expect_channel_error, expect_connection_error, publish, queue_counts,
+                     settle_pika, sync_point, uname)
+
+
+def drain(conn, store, count, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while len(store) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError("got %d deliveries, expected %d" % (len(store), count))
+        try:
+            conn.drain_events(timeout=left)
+        except socket.timeout:
+            pass
+    return store
+
+
+def settle(conn, seconds=0.3):
+    """Process whatever arrives for `seconds` (to prove nothing more comes)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        try:
+            conn.drain_events(timeout=left)
+        except socket.timeout:
+            return
+
+
+def fill(ch, q, n, prefix="m"):
+    for i in range(n):
+        publish(ch, "", q, "%s%d" % (prefix, i), confirm=True)
+
+
+# ---------------------------------------------------------------------------
+# qos
+# ---------------------------------------------------------------------------
+def test_prefetch_per_consumer(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    fill(ch, q, 5)
+    cch = conn.channel()
+    cch.basic_qos(0, 2, False)
+    got = []
+    cch.basic_consume(q, callback=got.append)
+    drain(conn, got, 2)
+    settle(conn, 0.3)
+    assert [m.body for m in got] == [b"m0", b"m1"], "prefetch 2 must leave exactly 2 in flight"
+    assert queue_counts(conn, q) == (3, 1)
+    cch.basic_ack(got[0].delivery_tag)
+    drain(conn, got, 3)
+    settle(conn, 0.2)
+    assert [m.body for m in got] == [b"m0", b"m1", b"m2"]
+
+
+def test_prefetch_per_consumer_each_consumer(conn, ch):
+    q1 = declare_queue(ch, exclusive=True)
+    q2 = declare_queue(ch, exclusive=True)
+    fill(ch, q1, 5)
+    fill(ch, q2, 5)
+    cch = conn.channel()
+    cch.basic_qos(0, 2, False)
+    got = []
+    cch.basic_consume(q1, callback=got.append)
+    cch.basic_consume(q2, callback=got.append)
+    drain(conn, got, 4)
+    settle(conn, 0.3)
+    assert len(got) == 4  # 2 per consumer
+
+
+def test_prefetch_global_shared_by_channel(conn, ch):
+    q1 = declare_queue(ch, exclusive=True)
+    q2 = declare_queue(ch, exclusive=True)
+    fill(ch, q1, 5)
+    fill(ch, q2, 5)
+    cch = conn.channel()
+    cch.basic_qos(0, 3, True)
+    got = []
+    cch.basic_consume(q1, callback=got.append)
+    cch.basic_consume(q2, callback=got.append)
+    drain(conn, got, 3)
+    settle(conn, 0.3)
+    assert len(got) == 3, "global prefetch 3 is shared by the channel's consumers"
+    cch.basic_ack(got[0].delivery_tag)
+    drain(conn, got, 4)
+    settle(conn, 0.2)
+    assert len(got) == 4
+
+
+def test_prefetch_applies_to_later_consumers_only(conn, ch):
+    q1 = declare_queue(ch, exclusive=True)
+    q2 = declare_queue(ch, exclusive=True)
+    fill(ch, q1, 4)
+    fill(ch, q2, 4)
+    cch = conn.channel()
+    early = []
+    cch.basic_consume(q1, callback=early.append)  # before qos: unlimited
+    drain(conn, early, 4)
+    cch.basic_qos(0, 1, False)
+    late = []
+    cch.basic_consume(q2, callback=late.append)
+    drain(conn, late, 1)
+    settle(conn, 0.3)
+    assert len(early) == 4 and len(late) == 1
+
+
+def test_prefetch_does_not_limit_get(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    fill(ch, q, 3)
+    ch.basic_qos(0, 1, False)
+    msgs = [ch.basic_get(q) for _ in range(3)]
+    assert all(m is not None for m in msgs)
+
+
+# ---------------------------------------------------------------------------
+# consume / cancel
+# ---------------------------------------------------------------------------
+def test_consume_no_ack(conn, ch):
+    q = declare_queue(ch)
+    fill(ch, q, 3)
+    cch = conn.channel()
+    got = []
+    cch.basic_consume(q, callback=got.append, no_ack=True)
+    drain(conn, got, 3)
+    assert [m.body for m in got] == [b"m0", b"m1", b"m2"]
+    cch.close()
+    assert queue_counts(conn, q) == (0, 0), "no-ack deliveries must not be requeued"
+    ch.queue_delete(q)
+
+
+def test_server_generated_consumer_tag(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    t1 = ch.basic_consume(q, callback=lambda m: None)
+    t2 = ch.basic_consume(q, callback=lambda m: None)
+    assert t1.startswith("amq.ctag-") and t2.startswith("amq.ctag-"), (t1, t2)
+    assert t1 != t2
+
+
+def test_client_consumer_tag_echoed(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    got = []
+    assert ch.basic_consume(q, consumer_tag="my-tag", callback=got.append) == "my-tag"
+    publish(ch, "", q, "x")
+    drain(conn, got, 1)
+    assert got[0].delivery_info["consumer_tag"] == "my-tag"
+
+
+def test_cancel_stops_deliveries(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    got = []
+    tag = ch.basic_consume(q, callback=got.append, no_ack=True)
+    publish(ch, "", q, "before")
+    drain(conn, got, 1)
+    ch.basic_cancel(tag)
+    publish(ch, "", q, "after", confirm=True)
+    settle(conn, 0.3)
+    assert [m.body for m in got] == [b"before"]
+    assert queue_counts(conn, q) == (1, 0)
+
+
+def test_cancel_unknown_tag_ok(conn, ch):
+    ch.basic_cancel("never-existed")
+    sync_point(ch)
+
+
+def test_consumer_tag_reuse_530(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    ch.basic_consume(q, consumer_tag="dup", callback=lambda m: None)
+    expect_connection_error(conn, 530, ch.basic_consume, q, consumer_tag="dup",
+                            callback=lambda m: None)
+
+
+def test_consumer_tag_reuse_on_other_channel_ok(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    ch.basic_consume(q, consumer_tag="same", callback=lambda m: None)
+    ch2 = conn.channel()
+    ch2.basic_consume(q, consumer_tag="same", callback=lambda m: None)
+
+
+def test_exclusive_consumer_blocks_others_403(conn, ch):
+    q = declare_queue(ch)
+    ch.basic_consume(q, exclusive=True, callback=lambda m: None,
+                     on_cancel=lambda t: None)
+    ch2 = conn.channel()
+    expect_channel_error(conn, 403, ch2.basic_consume, q, callback=lambda m: None)
+    ch.queue_delete(q)
+
+
+def test_exclusive_consume_with_existing_consumer_403(conn, ch):
+    q = declare_queue(ch)
+    ch.basic_consume(q, callback=lambda m: None, on_cancel=lambda t: None)
+    ch2 = conn.channel()
+    expect_channel_error(conn, 403, ch2.basic_consume, q, exclusive=True,
+                         callback=lambda m: None)
+    ch.queue_delete(q)
+
+
+def test_consume_missing_queue_404(conn, ch):
+    expect_channel_error(conn, 404, ch.basic_consume, uname("noq"), callback=lambda m: None)
+
+
+def test_round_robin_between_consumers(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    a, b = [], []
+    ch.basic_consume(q, callback=a.append, no_ack=True)
+    ch.basic_consume(q, callback=b.append, no_ack=True)
+    fill(ch, q, 6)
+    deadline = time.monotonic() + 3
+    while len(a) + len(b) < 6 and time.monotonic() < deadline:
+        try:
+            conn.drain_events(timeout=0.2)
+        except socket.timeout:
+            pass
+    assert len(a) + len(b) == 6
+    assert len(a) == 3 and len(b) == 3
+
+
+# ---------------------------------------------------------------------------
+# mandatory / return
+# ---------------------------------------------------------------------------
+def test_mandatory_unroutable_returned_pika(broker):
+    c = broker.pika()
+    ch = c.channel()
+    returned = []
+    ch.add_on_return_callback(lambda ch_, method, props, body: returned.append((method, body)))
+    key = uname("nobody")
+    ch.basic_publish("amq.direct", key, b"bounce", mandatory=True)
+    collect_pika(c, returned, 1)
+    assert len(returned) == 1
+    method, body = returned[0]
+    assert method.reply_code == 312
+    assert method.reply_text == "NO_ROUTE"
+    assert method.exchange == "amq.direct" and method.routing_key == key
+    assert body == b"bounce"
+
+
+def test_mandatory_routable_not_returned(broker):
+    c = broker.pika()
+    ch = c.channel()
+    returned = []
+    ch.add_on_return_callback(lambda *a: returned.append(a))
+    q = ch.queue_declare(uname("mand"), exclusive=True).method.queue
+    ch.basic_publish("", q, b"routed", mandatory=True)
+    settle_pika(c, 0.3)
+    assert returned == []
+    assert ch.basic_get(q, auto_ack=True)[2] == b"routed"
+
+
+def test_non_mandatory_unroutable_dropped_silently(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    r.publish(1, "amq.direct", uname("nobody"), b"dropped")
+    r.rpc(1, "basic.qos", prefetch_count=0)  # next thing back is qos-ok, no return
+
+
+def test_mandatory_return_raw_content(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    r.publish(1, "amq.direct", "no-such-key", b"returned body",
+              properties={"content_type": "text/plain", "headers": {"h": 1}},
+              mandatory=True)
+    m = r.expect("basic.return")
+    assert (m.reply_code, m.reply_text, m.exchange, m.routing_key) == (
+        312, "NO_ROUTE", "amq.direct", "no-such-key")
+    assert m.body == b"returned body"
+    assert m.properties["content_type"] == "text/plain"
+    assert m.properties["headers"] == {"h": 1}
+
+
+# ---------------------------------------------------------------------------
+# get
+# ---------------------------------------------------------------------------
+def test_get_and_get_empty_message_count(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    fill(ch, q, 3)
+    counts = []
+    for expected in (b"m0", b"m1", b"m2"):
+        m = ch.basic_get(q, no_ack=True)
+        assert m.body == expected
+        counts.append(m.delivery_info["message_count"])
+    assert counts == [2, 1, 0]
+    assert ch.basic_get(q) is None
+
+
+def test_get_empty_raw(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    q = r.rpc(1, "queue.declare", queue=uname("ge"), exclusive=True).queue
+    r.send_method(1, "basic.get", queue=q)
+    r.expect("basic.get-empty")
+
+
+def test_delivery_tags_per_channel_start_at_one(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    fill(ch, q, 4)
+    c1 = conn.channel()
+    c2 = conn.channel()
+    tags1 = [c1.basic_get(q).delivery_tag for _ in range(2)]
+    tags2 = [c2.basic_get(q).delivery_tag for _ in range(2)]
+    assert tags1 == [1, 2] and tags2 == [1, 2]
+
+
+def test_message_properties_round_trip(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    q = r.rpc(1, "queue.declare", queue=uname("props"), exclusive=True).queue
+    props = {
+        "content_type": "application/json", "content_encoding": "utf-8",
+        "headers": {"s": "str", "i": 42, "big": 2 ** 40, "b": True, "f": {"n": [1, "two"]},
+                    "bytes": b"\x00\x01"},
+        "delivery_mode": 2, "priority": 7, "correlation_id": "corr", "reply_to": "rq",
+        "expiration": "60000", "message_id": "mid", "timestamp": 1700000000, "type": "t",
+        "user_id": "guest", "app_id": "app",
+    }
+    r.publish(1, "", q, b'{"k": 1}', properties=props)
+    r.send_method(1, "basic.get", queue=q, no_ack=True)
+    m = r.expect("basic.get-ok")
+    assert m.body == b'{"k": 1}'
+    assert m.routing_key == q and m.exchange == ""
+    for k, v in props.items():
+        assert m.properties.get(k) == v, (k, m.properties.get(k), v)
+
+
+def test_empty_body_message(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    q = r.rpc(1, "queue.declare", queue=uname("empty"), exclusive=True).queue
+    r.publish(1, "", q, b"")
+    r.send_method(1, "basic.get", queue=q, no_ack=True)
+    m = r.expect("basic.get-ok")
+    assert m.body == b"" and m.body_frames == []
+
+
+# ---------------------------------------------------------------------------
+# ack / nack / reject / recover
+# ---------------------------------------------------------------------------
+def test_ack_multiple(conn, ch):
+    q = declare_queue(ch)
+    fill(ch, q, 4)
+    cch = conn.channel()
+    got = []
+    cch.basic_consume(q, callback=got.append)
+    drain(conn, got, 4)
+    cch.basic_ack(got[2].delivery_tag, multiple=True)  # acks 1..3
+    cch.close()
+    assert drain_bodies(ch, q) == [b"m3"]
+    ch.queue_delete(q)
+
+
+def test_ack_zero_multiple_acks_all(conn, ch):
+    q = declare_queue(ch)
+    fill(ch, q, 3)
+    cch = conn.channel()
+    for _ in range(3):
+        cch.basic_get(q)
+    cch.basic_ack(0, multiple=True)
+    sync_point(cch)
+    cch.close()
+    assert queue_counts(conn, q) == (0, 0)
+    ch.queue_delete(q)
+
+
+def test_nack_multiple_requeue_keeps_order(broker):
+    c = broker.pika()
+    ch = c.channel()
+    q = ch.queue_declare(uname("nack")).method.queue
+    ch.confirm_delivery()
+    for i in range(3):
+        ch.basic_publish("", q, b"m%d" % i)
+    ch.basic_publish("", q, b"m3")
+    got = []
+    ch.basic_qos(prefetch_count=3)
+    ch.basic_consume(q, lambda ch_, method, props, body: got.append((method, body)))
+    collect_pika(c, got, 3)
+    assert [b for _, b in got] == [b"m0", b"m1", b"m2"]
+    assert not any(m.redelivered for m, _ in got)
+    ch.basic_nack(got[2][0].delivery_tag, multiple=True, requeue=True)
+    collect_pika(c, got, 6)
+    redelivered = got[3:6]
+    assert [b for _, b in redelivered] == [b"m0", b"m1", b"m2"], "requeued order changed"
+    assert all(m.redelivered for m, _ in redelivered)
+    ch.basic_ack(0, multiple=True)
+    collect_pika(c, got, 7)
+    assert got[6][1] == b"m3" and not got[6][0].redelivered
+    ch.basic_ack(got[6][0].delivery_tag)
+    ch.queue_delete(q)
+
+
+def test_nack_requeue_false_drops(conn, ch):
+    q = declare_queue(ch)
+    fill(ch, q, 2)
+    cch = conn.channel()
+    m1 = cch.basic_get(q)
+    m2 = cch.basic_get(q)
+    basic_nack(cch, m2.delivery_tag, multiple=True, requeue=False)
+    sync_point(cch)
+    cch.close()
+    assert queue_counts(conn, q) == (0, 0)
+    assert m1.body == b"m0"
+    ch.queue_delete(q)
+
+
+def test_reject_requeue_false_drops(conn, ch):
+    q = declare_queue(ch)
+    fill(ch, q, 2)
+    cch = conn.channel()
+    m = cch.basic_get(q)
+    cch.basic_reject(m.delivery_tag, requeue=False)
+    sync_point(cch)
+    cch.close()
+    assert drain_bodies(ch, q) == [b"m1"]
+    ch.queue_delete(q)
+
+
+def test_reject_requeue_true_redelivers(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    fill(ch, q, 2)
+    m = ch.basic_get(q)
+    ch.basic_reject(m.delivery_tag, requeue=True)
+    again = ch.basic_get(q, no_ack=True)
+    assert again.body == b"m0" and again.delivery_info["redelivered"] is True
+    nxt = ch.basic_get(q, no_ack=True)
+    assert nxt.body == b"m1" and nxt.delivery_info["redelivered"] is False
+
+
+def test_ack_unknown_tag_406(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    ch.basic_ack(42)
+    e = expect_channel_error(conn, 406, sync_point, ch)
+    assert "42" in str(e)
+    assert q
+
+
+def test_double_ack_406(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    fill(ch, q, 1)
+    m = ch.basic_get(q)
+    ch.basic_ack(m.delivery_tag)
+    ch.basic_ack(m.delivery_tag)
+    expect_channel_error(conn, 406, sync_point, ch)
+
+
+def test_reject_unknown_tag_406(conn, ch):
+    ch.basic_reject(7, requeue=False)
+    expect_channel_error(conn, 406, sync_point, ch)
+
+
+def test_ack_on_no_ack_delivery_406(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    fill(ch, q, 1)
+    m = ch.basic_get(q, no_ack=True)
+    ch.basic_ack(m.delivery_tag)
+    expect_channel_error(conn, 406, sync_point, ch)
+
+
+def test_recover_requeue_true_redelivers(conn, ch):
+    q = declare_queue(ch)
+    fill(ch, q, 2)
+    cch = conn.channel()
+    got = []
+    cch.basic_consume(q, callback=got.append)
+    drain(conn, got, 2)
+    cch.basic_recover(requeue=True)
+    drain(conn, got, 4)
+    assert [m.body for m in got[2:]] == [b"m0", b"m1"]
+    assert all(m.delivery_info["redelivered"] for m in got[2:])
+    cch.basic_ack(0, multiple=True)
+    cch.basic_cancel(got[0].delivery_info["consumer_tag"])
+    ch.queue_delete(q)
+
+
+def test_recover_requeue_false_540(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    r.send_method(1, "basic.recover", requeue=False)
+    res = r.wait_close()
+    assert res.kind == "connection" and res.reply_code == 540, res
+
+
+def test_recover_async_requeue_false_540(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    r.send_method(1, "basic.recover-async", requeue=False)
+    res = r.wait_close()
+    assert res.kind == "connection" and res.reply_code == 540, res
+
+
+def test_recover_ok_raw(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    r.rpc(1, "basic.recover", requeue=True)
+
+
+def test_unacked_requeued_on_channel_close(conn, ch):
+    q = declare_queue(ch)
+    fill(ch, q, 3)
+    cch = conn.channel()
+    got = []
+    cch.basic_consume(q, callback=got.append)
+    drain(conn, got, 3)
+    cch.basic_ack(got[1].delivery_tag)
+    cch.close()
+    msgs = []
+    for _ in range(3):
+        m = ch.basic_get(q, no_ack=True)
+        if m is None:
+            break
+        msgs.append(m)
+    assert [m.body for m in msgs] == [b"m0", b"m2"]
+    assert all(m.delivery_info["redelivered"] for m in msgs)
+    ch.queue_delete(q)
+
+
+def test_unacked_requeued_on_connection_close(broker):
+    admin = broker.amqp()
+    ch = admin.channel()
+    q = declare_queue(ch)
+    fill(ch, q, 2)
+    c = broker.amqp()
+    cch = c.channel()
+    m = cch.basic_get(q)
+    assert m.body == b"m0"
+    c.close()
+    m = ch.basic_get(q, no_ack=True)
+    assert m.body == b"m0" and m.delivery_info["redelivered"]
+    ch.queue_delete(q)
+
+
+# ---------------------------------------------------------------------------
+# user-id
+# ---------------------------------------------------------------------------
+def test_user_id_mismatch_406(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    publish(ch, "", q, "spoof", user_id="not-guest")
+    expect_channel_error(conn, 406, sync_point, ch)
+
+
+def test_user_id_matching_ok(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    publish(ch, "", q, "honest", user_id="guest")
+    m = ch.basic_get(q, no_ack=True)
+    assert m.body == b"honest" and m.properties["user_id"] == "guest"
+
+
+def test_large_message_many_frames(conn, ch):
+    q = declare_queue(ch, exclusive=True)
+    body = bytes(range(256)) * 4096  # 1 MiB
+    ch.basic_publish(amqp.Message(body), exchange="", routing_key=q)
+    m = ch.basic_get(q, no_ack=True)
+    assert m.body == body
