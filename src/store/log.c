@@ -1,0 +1,864 @@
+/* log.c - the segmented record log (format and contract in log.h).
+ *
+ * Invariants:
+ * - segs[] holds the live segments oldest first; their numbers are consecutive, so the
+ *   segment of an st_loc is found at segs[no - segs[0].no]. The last one is the current
+ *   segment: the only one appends go to.
+ * - Every segment has `size` bytes in its file and `end - size` more bytes in the append
+ *   buffer, starting at buffer offset `boff`. Only a suffix of segs[] has pending bytes and
+ *   their pending bytes lie in the buffer in segment order, so a commit is one pwrite (two
+ *   when the batch crossed a rollover) and one fdatasync per touched file.
+ * - A record lies wholly in the file or wholly in the buffer (a commit writes whole
+ *   batches), and never spans segments.
+ * - A segment made by a rollover exists only in memory (fd -1, its header in the buffer)
+ *   until the commit that creates the file, so appends never touch the disk.
+ * - After any failed write or sync, failed_errno is set for good: the disk state is unknown,
+ *   and the next open's recovery (torn-tail truncation) is the only way to learn it.
+ */
+#include "store/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/mem.h"
+
+#define HDR_SIZE 16 /* file header: magic[8], version u32, reserved u32 */
+#define REC_HDR 17  /* record header: length u32, crc u32, seq u64, type u8 */
+#define FORMAT_VERSION 1
+#define DEFAULT_SEGMENT_SIZE (64u << 20)
+#define SEG_NAME_LEN 24          /* 20 digits + ".seg" */
+#define BUF_KEEP_MAX (64u << 20) /* a bigger append buffer is freed after its commit */
+
+static const uint8_t MAGIC[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'G'};
+
+ssize_t (*st_log__pwrite)(int fd, const void *p, size_t n, off_t off) = pwrite;
+int (*st_log__fdatasync)(int fd) = fdatasync;
+
+typedef struct seg {
+    uint32_t no;        /* st_loc.segment */
+    uint64_t first_seq; /* from the file name */
+    int fd;             /* -1 until the commit that creates the file */
+    uint64_t size;      /* bytes in the file */
+    uint64_t end;       /* size + bytes pending in the append buffer */
+    size_t boff;        /* buffer offset of the pending bytes (valid while end > size) */
+    uint64_t refs;
+    uint8_t unsynced;   /* written by st_log_flush, not yet fdatasync'ed */
+    char name[SEG_NAME_LEN + 1];
+} seg;
+
+struct st_log {
+    char *dir;
+    int dirfd;
+    st_log_options opt;
+    seg *segs;
+    size_t nsegs, cap;
+    uint32_t next_no;
+    sl_buf buf;
+    uint64_t next_seq;
+    uint64_t durable_seq;
+    int failed_errno;
+    uint64_t records_written, commits;
+    char *torn; /* read-only opens: the torn tail left in place */
+};
+
+/* ------------------------------------------------------------------ small helpers */
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    put_le32(p, (uint32_t)v);
+    put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+    return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static void panic(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void panic(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("sluice: store: fatal: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    abort();
+}
+
+static seg *find_seg(const st_log *l, uint32_t no)
+{
+    if (l->nsegs == 0 || no < l->segs[0].no || no - l->segs[0].no >= l->nsegs)
+        return NULL;
+    return &l->segs[no - l->segs[0].no];
+}
+
+static seg *cur_seg(st_log *l)
+{
+    return &l->segs[l->nsegs - 1];
+}
+
+static seg *add_seg(st_log *l, uint64_t first_seq, int fd)
+{
+    if (l->nsegs == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        l->segs = sl_xrealloc(l->segs, l->cap * sizeof *l->segs);
+    }
+    seg *s = &l->segs[l->nsegs++];
+    memset(s, 0, sizeof *s);
+    s->no = l->next_no++;
+    s->first_seq = first_seq;
+    s->fd = fd;
+    snprintf(s->name, sizeof s->name, "%020" PRIu64 ".seg", first_seq);
+    return s;
+}
+
+/* Reserve n pending bytes at the end of segment s (which must be the last one with pending
+ * bytes) and return where to write them. The pointer is valid until the next reserve. */
+static uint8_t *pend(st_log *l, seg *s, size_t n)
+{
+    if (s->end == s->size)
+        s->boff = l->buf.len;
+    uint8_t *p = sl_buf_reserve(&l->buf, n);
+    l->buf.len += n;
+    s->end += n;
+    return p;
+}
+
+static void pend_header(st_log *l, seg *s)
+{
+    uint8_t *p = pend(l, s, HDR_SIZE);
+    memcpy(p, MAGIC, 8);
+    put_le32(p + 8, FORMAT_VERSION);
+    put_le32(p + 12, 0);
+}
+
+/* A segment made here has no file yet: the commit that first writes it creates it. */
+static void roll(st_log *l)
+{
+    pend_header(l, add_seg(l, l->next_seq, -1));
+}
+
+static void fail(st_log *l, const char *what, const char *name)
+{
+    l->failed_errno = errno ? errno : EIO;
+    sl_error("%s/%s: %s: %s; the log is failed until restart", l->dir, name, what,
+             strerror(l->failed_errno));
+    errno = l->failed_errno;
+}
+
+/* 20 digits + ".seg"; 0 and the value, or -1 for any other name. */
+static int parse_name(const char *name, uint64_t *seq)
+{
+    if (strlen(name) != SEG_NAME_LEN || strcmp(name + 20, ".seg") != 0)
+        return -1;
+    uint64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return -1;
+        unsigned d = (unsigned)(name[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *seq = v;
+    return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ------------------------------------------------------------------ recovery */
+
+typedef struct recovery {
+    st_log *l;
+    st_replay_fn fn;
+    void *ctx;
+    char *err;
+    size_t errlen;
+    int have_base;
+    uint64_t expected; /* seq the next record must carry */
+} recovery;
+
+/* Is there a record that checks out (sane length inside the file, plausible seq, good CRC)
+ * anywhere after the damaged one at off? If so the damage is not a torn tail: a crash during
+ * a write leaves bad bytes only at the end, so valid data behind them means corruption.
+ * Returns its offset, or 0. The seq filter keeps this linear in practice. */
+static uint64_t valid_record_after(const uint8_t *p, uint64_t size, uint64_t off, uint64_t expected)
+{
+    uint64_t span = (size - off) / REC_HDR + 1;
+    for (uint64_t o = off + 1; o + REC_HDR <= size; o++) {
+        uint32_t len = get_le32(p + o);
+        if (len == 0 || len > ST_LOG_MAX_RECORD || (uint64_t)len + 16 > size - o)
+            continue;
+        uint64_t seq = get_le64(p + o + 8);
+        if (seq < expected || seq - expected > span)
+            continue;
+        if (st_crc32c(0, p + o + 8, 8 + (size_t)len) == get_le32(p + o + 4))
+            return o;
+    }
+    return 0;
+}
+
+/* Cut the newest segment back to off (or, read-only, just remember that it should be). */
+static int torn_tail(recovery *r, seg *s, uint64_t off, uint64_t size, const char *what)
+{
+    st_log *l = r->l;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s/%s: offset %" PRIu64 ": torn tail (%s, %" PRIu64 " bytes)",
+             l->dir, s->name, off, what, size - off);
+    if (l->opt.read_only) {
+        sl_free(l->torn);
+        l->torn = sl_xstrdup(msg);
+        return 0;
+    }
+    if (ftruncate(s->fd, (off_t)off) < 0 || fsync(s->fd) < 0) {
+        seterr(r->err, r->errlen, "%s/%s: truncating torn tail at offset %" PRIu64 ": %s", l->dir,
+               s->name, off, strerror(errno));
+        return -1;
+    }
+    sl_warn("%s: truncated", msg);
+    return 0;
+}
+
+static int corrupt(recovery *r, seg *s, uint64_t off, const char *what)
+{
+    seterr(r->err, r->errlen, "%s/%s: offset %" PRIu64 ": %s", r->l->dir, s->name, off, what);
+    errno = EILSEQ;
+    return -1;
+}
+
+/* Check the header, replay every record, and set s->size to the end of the last good
+ * record (truncating a torn tail of the newest segment). */
+static int recover_seg(recovery *r, seg *s, int newest)
+{
+    st_log *l = r->l;
+    char what[160];
+    struct stat st;
+    if (fstat(s->fd, &st) < 0) {
+        seterr(r->err, r->errlen, "%s/%s: stat: %s", l->dir, s->name, strerror(errno));
+        return -1;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+
+    /* The file name is the seq of its first record, so it must continue the log. */
+    if (!r->have_base) {
+        r->have_base = 1;
+        r->expected = s->first_seq;
+    }
+    if (s->first_seq != r->expected) {
+        snprintf(what, sizeof what,
+                 "sequence gap: file name says seq %" PRIu64 " but the log continues at seq "
+                 "%" PRIu64 " (missing segment?)",
+                 s->first_seq, r->expected);
+        return corrupt(r, s, 0, what);
+    }
+
+    if (size < HDR_SIZE) {
+        /* Only the newest file may be cut short inside its header (crash right after the
+         * file was created), and only if what is there is the start of a valid header. */
+        uint8_t h[HDR_SIZE], want[HDR_SIZE];
+        memcpy(want, MAGIC, 8);
+        put_le32(want + 8, FORMAT_VERSION);
+        ssize_t n = size ? pread(s->fd, h, (size_t)size, 0) : 0;
+        if (n != (ssize_t)size) {
+            seterr(r->err, r->errlen, "%s/%s: read: %s", l->dir, s->name,
+                   n < 0 ? strerror(errno) : "short read");
+            return -1;
+        }
+        if (!newest || memcmp(h, want, (size_t)(size < 12 ? size : 12)) != 0) {
+            snprintf(what, sizeof what, "truncated file header (%" PRIu64 " bytes)", size);
+            return corrupt(r, s, 0, what);
+        }
+        s->size = s->end = 0;
+        return size ? torn_tail(r, s, 0, size, "partial file header") : 0;
+    }
+
+    uint8_t *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, s->fd, 0);
+    if (p == MAP_FAILED) {
+        seterr(r->err, r->errlen, "%s/%s: mmap: %s", l->dir, s->name, strerror(errno));
+        return -1;
+    }
+    madvise(p, (size_t)size, MADV_SEQUENTIAL);
+    int rc = 0;
+    if (memcmp(p, MAGIC, 8) != 0) {
+        rc = corrupt(r, s, 0, "bad magic (not a sluice segment)");
+        goto out;
+    }
+    if (get_le32(p + 8) != FORMAT_VERSION) {
+        snprintf(what, sizeof what, "unsupported format version %" PRIu32 " (this build reads %d)",
+                 get_le32(p + 8), FORMAT_VERSION);
+        rc = corrupt(r, s, 8, what);
+        goto out;
+    }
+
+    uint64_t off = HDR_SIZE;
+    while (off < size) {
+        uint64_t rem = size - off;
+        if (rem < REC_HDR) {
+            snprintf(what, sizeof what, "truncated record header");
+            goto bad;
+        }
+        uint32_t len = get_le32(p + off);
+        if (len == 0 || len > ST_LOG_MAX_RECORD) {
+            snprintf(what, sizeof what, "bad record length %" PRIu32, len);
+            goto bad;
+        }
+        if ((uint64_t)len + 16 > rem) {
+            snprintf(what, sizeof what, "record length %" PRIu32 " runs past the end of the file",
+                     len);
+            goto bad;
+        }
+        uint64_t seq = get_le64(p + off + 8);
+        if (st_crc32c(0, p + off + 8, 8 + (size_t)len) != get_le32(p + off + 4)) {
+            snprintf(what, sizeof what, "checksum mismatch");
+            goto bad;
+        }
+        if (seq != r->expected) {
+            snprintf(what, sizeof what,
+                     "sequence gap: expected seq %" PRIu64 ", found seq %" PRIu64, r->expected,
+                     seq);
+            rc = corrupt(r, s, off, what);
+            goto out;
+        }
+        st_loc loc = {s->no, off};
+        int cb = r->fn ? r->fn(r->ctx, seq, p[off + 16], p + off + REC_HDR, len - 1, loc) : 0;
+        if (cb) {
+            if (r->err && r->errlen && !r->err[0])
+                seterr(r->err, r->errlen,
+                       "%s/%s: offset %" PRIu64 ": replay stopped at seq %" PRIu64 " (%d)", l->dir,
+                       s->name, off, seq, cb);
+            errno = ECANCELED;
+            rc = -1;
+            goto out;
+        }
+        r->expected++;
+        off += 16 + (uint64_t)len;
+    }
+    s->size = s->end = off;
+    goto out;
+
+bad:
+    if (!newest) {
+        rc = corrupt(r, s, off, what);
+        goto out;
+    }
+    uint64_t next = valid_record_after(p, size, off, r->expected);
+    if (next) {
+        size_t w = strlen(what);
+        snprintf(what + w, sizeof what - w, " (a valid record follows at offset %" PRIu64 ")",
+                 next);
+        rc = corrupt(r, s, off, what);
+        goto out;
+    }
+    s->size = s->end = off;
+    rc = torn_tail(r, s, off, size, what);
+out:
+    munmap(p, (size_t)size);
+    return rc;
+}
+
+/* Sorted segment file names of dir, or -1 with err. */
+static int list_segments(st_log *l, char ***names_out, size_t *n_out, char *err, size_t errlen)
+{
+    int fd = dup(l->dirfd);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        seterr(err, errlen, "%s: opendir: %s", l->dir, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        size_t nl = strlen(de->d_name);
+        uint64_t seq;
+        if (nl < 4 || strcmp(de->d_name + nl - 4, ".seg") != 0)
+            continue; /* not ours: editors' and admins' files are left alone */
+        if (parse_name(de->d_name, &seq) < 0) {
+            seterr(err, errlen, "%s/%s: offset 0: not a segment file name (want 20 digits.seg)",
+                   l->dir, de->d_name);
+            rc = -1;
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            names = sl_xrealloc(names, cap * sizeof *names);
+        }
+        names[n++] = sl_xstrdup(de->d_name);
+    }
+    closedir(d);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_names); /* fixed width: name order = seq order */
+    *names_out = names;
+    *n_out = n;
+    return rc;
+}
+
+st_log *st_log_open(const char *dir, const st_log_options *opt, st_replay_fn fn, void *ctx,
+                    char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    st_log *l = sl_xcalloc(1, sizeof *l);
+    if (opt)
+        l->opt = *opt;
+    if (!l->opt.segment_size)
+        l->opt.segment_size = DEFAULT_SEGMENT_SIZE;
+    l->dir = sl_xstrdup(dir);
+    l->dirfd = -1;
+    l->next_no = 1; /* 0 is never a live segment: catches zeroed st_locs */
+    sl_buf_init(&l->buf);
+    int ro = l->opt.read_only;
+    char **names = NULL;
+    size_t nnames = 0;
+
+    if (!ro && mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        seterr(err, errlen, "%s: mkdir: %s", dir, strerror(errno));
+        goto fail;
+    }
+    l->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (l->dirfd < 0) {
+        seterr(err, errlen, "%s: open: %s", dir, strerror(errno));
+        goto fail;
+    }
+    /* Two writers on one log would interleave records: the second open is refused. */
+    if (!ro && flock(l->dirfd, LOCK_EX | LOCK_NB) < 0) {
+        seterr(err, errlen, "%s: locked by another process (%s)", dir, strerror(errno));
+        goto fail;
+    }
+    if (list_segments(l, &names, &nnames, err, errlen) < 0)
+        goto fail;
+
+    recovery r = {l, fn, ctx, err, errlen, 0, 0};
+    for (size_t i = 0; i < nnames; i++) {
+        uint64_t first;
+        parse_name(names[i], &first);
+        int fd = openat(l->dirfd, names[i], (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+        if (fd < 0) {
+            seterr(err, errlen, "%s/%s: open: %s", dir, names[i], strerror(errno));
+            goto fail;
+        }
+        seg *s = add_seg(l, first, fd);
+        if (recover_seg(&r, s, i == nnames - 1) < 0)
+            goto fail;
+    }
+    l->next_seq = r.have_base ? r.expected : 1;
+    l->durable_seq = l->next_seq - 1;
+
+    if (l->nsegs == 0) {
+        roll(l);
+    } else if (cur_seg(l)->size < HDR_SIZE && !ro) {
+        pend_header(l, cur_seg(l)); /* the file was empty: the next commit writes it */
+    }
+    /* What recovery replayed may still sit only in the page cache (the crash may have been
+     * the process's, not the machine's): make it durable before anyone relies on it. */
+    if (!ro && !l->opt.no_sync && l->nsegs && cur_seg(l)->fd >= 0 &&
+        (fdatasync(cur_seg(l)->fd) < 0 || fsync(l->dirfd) < 0)) {
+        seterr(err, errlen, "%s: sync after recovery: %s", dir, strerror(errno));
+        goto fail;
+    }
+    for (size_t i = 0; i < nnames; i++)
+        sl_free(names[i]);
+    sl_free(names);
+    return l;
+
+fail:;
+    int saved = errno;
+    for (size_t i = 0; i < nnames; i++)
+        sl_free(names[i]);
+    sl_free(names);
+    st_log_close(l);
+    errno = saved ? saved : EIO;
+    return NULL;
+}
+
+void st_log_close(st_log *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->nsegs; i++)
+        if (l->segs[i].fd >= 0)
+            close(l->segs[i].fd);
+    if (l->dirfd >= 0)
+        close(l->dirfd); /* also drops the flock */
+    sl_buf_free(&l->buf);
+    sl_free(l->segs);
+    sl_free(l->torn);
+    sl_free(l->dir);
+    sl_free(l);
+}
+
+/* ------------------------------------------------------------------ append and commit */
+
+uint64_t st_log_appendv(st_log *l, uint8_t type, const st_iov *iov, int n, st_loc *loc)
+{
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        if (iov[i].len >= ST_LOG_MAX_RECORD - len) {
+            errno = EMSGSIZE;
+            return 0;
+        }
+        len += iov[i].len;
+    }
+    if (l->failed_errno || l->opt.read_only) {
+        errno = l->failed_errno ? l->failed_errno : EROFS;
+        return 0;
+    }
+    size_t reclen = REC_HDR + len;
+    seg *s = cur_seg(l);
+    if (s->end > HDR_SIZE && s->end + reclen > l->opt.segment_size) {
+        roll(l);
+        s = cur_seg(l);
+    }
+    uint64_t seq = l->next_seq++;
+    if (loc) {
+        loc->segment = s->no;
+        loc->offset = s->end;
+    }
+    uint8_t *p = pend(l, s, reclen);
+    put_le32(p, (uint32_t)len + 1);
+    put_le64(p + 8, seq);
+    p[16] = type;
+    uint8_t *q = p + REC_HDR;
+    for (int i = 0; i < n; i++) {
+        if (iov[i].len)
+            memcpy(q, iov[i].p, iov[i].len);
+        q += iov[i].len;
+    }
+    put_le32(p + 4, st_crc32c(0, p + 8, 9 + len));
+    l->records_written++;
+    return seq;
+}
+
+uint64_t st_log_append(st_log *l, uint8_t type, const void *payload, size_t len, st_loc *loc)
+{
+    st_iov v = {payload, len};
+    return st_log_appendv(l, type, &v, 1, loc);
+}
+
+/* pwrite all of it, through short writes and EINTR. */
+static int write_all(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t w = st_log__pwrite(fd, p, n, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+static int sync_fd(int fd)
+{
+    int rc;
+    /* EINTR means the call did not finish, not that writeback failed: asking again loses
+     * no error report. Any other failure is final (the kernel may have dropped the pages). */
+    while ((rc = st_log__fdatasync(fd)) < 0 && errno == EINTR)
+        ;
+    return rc;
+}
+
+/* Write the append buffer out. With sync, everything written (now or by earlier flushes) is
+ * fdatasync'ed. Without, only the newest segment may be left unsynced: an older one is
+ * synced before a newer file is created, so a crash can tear only the newest segment, the
+ * one place recovery accepts a torn tail. */
+static int write_out(st_log *l, int sync)
+{
+    if (l->failed_errno) {
+        errno = l->failed_errno;
+        return -1;
+    }
+    if (l->opt.read_only) {
+        errno = EROFS;
+        return -1;
+    }
+    size_t i = l->nsegs - 1;
+    while (i > 0 && (l->segs[i - 1].end > l->segs[i - 1].size || l->segs[i - 1].unsynced))
+        i--;
+    int created = 0;
+    for (; i < l->nsegs; i++) {
+        seg *s = &l->segs[i];
+        int last = i == l->nsegs - 1;
+        if (s->end != s->size) {
+            if (s->fd < 0) {
+                s->fd = openat(l->dirfd, s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                if (s->fd < 0) {
+                    fail(l, "create", s->name);
+                    return -1;
+                }
+                created = 1;
+            }
+            if (write_all(s->fd, l->buf.data + s->boff, (size_t)(s->end - s->size), s->size) <
+                0) {
+                fail(l, "write", s->name);
+                return -1;
+            }
+            s->size = s->end;
+            s->unsynced = 1;
+        }
+        if (s->unsynced && (sync || !last)) {
+            if (!l->opt.no_sync && sync_fd(s->fd) < 0) {
+                fail(l, "fdatasync", s->name);
+                return -1;
+            }
+            s->unsynced = 0;
+        }
+    }
+    /* The new file's name must be durable too, or a crash could lose the whole segment. */
+    if (created && !l->opt.no_sync && fsync(l->dirfd) < 0) {
+        fail(l, "fsync of the directory", ".");
+        return -1;
+    }
+    l->buf.len = l->buf.off = 0;
+    if (l->buf.cap > BUF_KEEP_MAX)
+        sl_buf_free(&l->buf); /* one burst should not pin its memory for good */
+    return 0;
+}
+
+int st_log_commit(st_log *l, uint64_t *durable_seq)
+{
+    int dirty = l->buf.len > 0 || (l->nsegs > 0 && l->segs[l->nsegs - 1].unsynced);
+    if (l->failed_errno || l->opt.read_only || dirty) {
+        if (write_out(l, 1) < 0)
+            return -1;
+        l->commits++;
+        l->durable_seq = l->next_seq - 1;
+    }
+    if (durable_seq)
+        *durable_seq = l->durable_seq;
+    return 0;
+}
+
+int st_log_flush(st_log *l)
+{
+    if (l->buf.len == 0 && !l->failed_errno)
+        return 0;
+    return write_out(l, 0);
+}
+
+size_t st_log_pending(const st_log *l)
+{
+    return l->buf.len;
+}
+
+uint64_t st_log_durable_seq(const st_log *l)
+{
+    return l->durable_seq;
+}
+
+/* ------------------------------------------------------------------ read back */
+
+static int pread_full(int fd, uint8_t *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0) {
+            errno = ENODATA;
+            return -1;
+        }
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+int st_log_read(st_log *l, st_loc loc, uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    seg *s = find_seg(l, loc.segment);
+    if (!s) {
+        seterr(err, errlen, "%s: segment %" PRIu32 " is not live", l->dir, loc.segment);
+        return -1;
+    }
+    if (len >= ST_LOG_MAX_RECORD || loc.offset < HDR_SIZE || loc.offset > s->end ||
+        s->end - loc.offset < REC_HDR + (uint64_t)len) {
+        seterr(err, errlen, "%s/%s: offset %" PRIu64 ": %zu-byte record out of range", l->dir,
+               s->name, loc.offset, len);
+        return -1;
+    }
+    uint8_t h[REC_HDR];
+    if (loc.offset >= s->size) {
+        const uint8_t *p = l->buf.data + s->boff + (loc.offset - s->size);
+        memcpy(h, p, REC_HDR);
+        memcpy(buf, p + REC_HDR, len);
+    } else {
+        /* One preadv in the common case; finish piecewise after a short read. */
+        struct iovec iov[2] = {{h, REC_HDR}, {buf, len}};
+        ssize_t r = preadv(s->fd, iov, 2, (off_t)loc.offset);
+        size_t got = r < 0 ? 0 : (size_t)r;
+        if (got < REC_HDR + len) {
+            int rc = 0;
+            if (got < REC_HDR) {
+                rc = pread_full(s->fd, h + got, REC_HDR - got, loc.offset + got);
+                got = REC_HDR;
+            }
+            size_t pg = got - REC_HDR;
+            if (rc == 0)
+                rc = pread_full(s->fd, buf + pg, len - pg, loc.offset + REC_HDR + pg);
+            if (rc < 0) {
+                seterr(err, errlen, "%s/%s: offset %" PRIu64 ": read: %s", l->dir, s->name,
+                       loc.offset, strerror(errno));
+                return -1;
+            }
+        }
+    }
+    if (get_le32(h) != len + 1) {
+        seterr(err, errlen, "%s/%s: offset %" PRIu64 ": record length %" PRIu32 ", expected %zu",
+               l->dir, s->name, loc.offset, get_le32(h), len + 1);
+        return -1;
+    }
+    if (st_crc32c(st_crc32c(0, h + 8, 9), buf, len) != get_le32(h + 4)) {
+        seterr(err, errlen, "%s/%s: offset %" PRIu64 ": checksum mismatch", l->dir, s->name,
+               loc.offset);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ segments */
+
+void st_log_roll(st_log *l)
+{
+    if (l->failed_errno || l->opt.read_only || cur_seg(l)->end <= HDR_SIZE)
+        return;
+    roll(l);
+}
+
+uint32_t st_log_current_segment(const st_log *l)
+{
+    return l->segs[l->nsegs - 1].no;
+}
+
+const char *st_log_segment_name(const st_log *l, uint32_t segment)
+{
+    seg *s = find_seg(l, segment);
+    return s ? s->name : NULL;
+}
+
+const char *st_log_torn_tail(const st_log *l)
+{
+    return l->torn;
+}
+
+void st_log_ref(st_log *l, uint32_t segment)
+{
+    seg *s = find_seg(l, segment);
+    if (!s)
+        panic("%s: st_log_ref of segment %" PRIu32 ", which is not live", l->dir, segment);
+    s->refs++;
+}
+
+void st_log_unref(st_log *l, uint32_t segment)
+{
+    seg *s = find_seg(l, segment);
+    if (!s)
+        panic("%s: st_log_unref of segment %" PRIu32 ", which is not live", l->dir, segment);
+    if (s->refs == 0)
+        panic("%s/%s: st_log_unref of segment %" PRIu32 " below zero references", l->dir, s->name,
+              segment);
+    s->refs--;
+}
+
+void st_log_reclaim(st_log *l, st_reclaim_stats *out)
+{
+    st_reclaim_stats st = {0, 0};
+    size_t k = 0;
+    if (!l->failed_errno && !l->opt.read_only) {
+        /* Oldest first and stop at the first one still needed: deleting only a prefix keeps
+         * every cancelling record alive as long as the record it cancels. The current
+         * segment and any with unwritten bytes are never candidates. */
+        while (k + 1 < l->nsegs) {
+            seg *s = &l->segs[k];
+            if (s->refs || s->fd < 0 || s->end != s->size)
+                break;
+            if (unlinkat(l->dirfd, s->name, 0) < 0) {
+                sl_warn("%s/%s: unlink: %s (kept)", l->dir, s->name, strerror(errno));
+                break;
+            }
+            close(s->fd);
+            st.segments_deleted++;
+            st.bytes_freed += s->size;
+            k++;
+        }
+        if (k) {
+            l->nsegs -= k;
+            memmove(l->segs, l->segs + k, l->nsegs * sizeof *l->segs);
+            if (!l->opt.no_sync && fsync(l->dirfd) < 0)
+                fail(l, "fsync of the directory after reclaim", ".");
+        }
+    }
+    if (out)
+        *out = st;
+}
+
+void st_log_get_stats(const st_log *l, st_log_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < l->nsegs; i++) {
+        if (l->segs[i].fd < 0)
+            continue;
+        out->segments++;
+        out->bytes += l->segs[i].size;
+    }
+    out->records_written = l->records_written;
+    out->commits = l->commits;
+    out->oldest_segment_refs = l->nsegs ? l->segs[0].refs : 0;
+}

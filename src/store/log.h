@@ -1,0 +1,145 @@
+/* log.h - the segmented, checksummed, group-committed record log: the only door to the
+ * disk for message data (DESIGN.md section 5).
+ *
+ * A log is a directory of segment files `NNNNNNNNNNNNNNNNNNNN.seg` (20-digit first sequence
+ * number). Each segment starts with a 16-octet file header (magic "SLUICESG", format version
+ * u32, reserved u32) followed by records:
+ *
+ *     length:u32  (of type + payload)
+ *     crc32c:u32  (CRC32C over seq, type and payload)
+ *     seq:u64     (log-wide, strictly increasing by 1)
+ *     type:u8
+ *     payload[length - 1]
+ *
+ * All integers little-endian on disk. Appends are buffered in memory; st_log_commit writes
+ * every buffered record with one write() and makes them durable with one fdatasync()
+ * (group commit: one per event-loop turn, covering every connection's records of that turn).
+ *
+ * Recovery (st_log_open) reads every segment in order and hands each valid record to the
+ * caller. A torn tail - a partial or checksum-failing record at the very end of the newest
+ * segment, where a crash during a write leaves one - is truncated away with a warning.
+ * Anything else that is wrong (bad checksum or length before the end, a sequence gap, a bad
+ * header, a torn tail in an older segment) stops recovery with an error naming the file and
+ * the byte offset: the log refuses to guess.
+ *
+ * Segments roll over at segment_size. The caller tells the log which segments it still needs
+ * (st_log_ref / st_log_unref on the segment of each live record); st_log_reclaim deletes
+ * segments only from the oldest end, while the oldest segment has no references and is not
+ * the segment being written. Deleting only a prefix is what keeps a later "this message is
+ * gone" record from disappearing before the record it cancels.
+ */
+#ifndef SL_STORE_LOG_H
+#define SL_STORE_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct st_log st_log;
+
+typedef struct st_log_options {
+    uint64_t segment_size; /* roll over after this many bytes (default 64 MiB) */
+    int no_sync;           /* tests only: skip fdatasync */
+    int read_only;         /* offline tools: never create, write or truncate anything; a torn
+                              tail is reported by st_log_torn_tail() instead of truncated,
+                              appends return 0 and commits fail with EROFS */
+} st_log_options;
+
+/* Position of a record: which segment and where in it (for reading a body back). */
+typedef struct st_loc {
+    uint32_t segment; /* index into the log's segment list (stable for the segment's life) */
+    uint64_t offset;  /* byte offset of the record header in that segment file */
+} st_loc;
+
+/* Called for every valid record during recovery, in sequence order. Returning non-zero
+ * stops recovery with that value as the error (the caller fills err). */
+typedef int (*st_replay_fn)(void *ctx, uint64_t seq, uint8_t type, const uint8_t *payload,
+                            size_t len, st_loc loc);
+
+/* Open (creating the directory if needed) and recover. Returns NULL with a message in err
+ * ("<dir>/<file>: offset N: checksum mismatch") on corruption or I/O failure.
+ * A writable open takes an exclusive flock on the directory (a second broker on the same
+ * directory fails to open). When the replay callback stops recovery, errno is ECANCELED and
+ * err is left as the callback's owner filled it (err[0] is cleared first; if it is still
+ * empty, a default message naming the record is written). */
+st_log *st_log_open(const char *dir, const st_log_options *opt, st_replay_fn fn, void *ctx,
+                    char *err, size_t errlen);
+void st_log_close(st_log *l);
+
+/* Buffer one record; returns its sequence number and, in *loc, where it will be. Never
+ * touches the disk. Returns 0 (errno set) when the log is failed or read-only, or when the
+ * record is larger than ST_LOG_MAX_RECORD (EMSGSIZE). */
+#define ST_LOG_MAX_RECORD (1u << 30) /* max length field (type + payload): 1 GiB */
+uint64_t st_log_append(st_log *l, uint8_t type, const void *payload, size_t len, st_loc *loc);
+/* Same with a payload gathered from several pieces (no intermediate copy by the caller). */
+typedef struct st_iov {
+    const void *p;
+    size_t len;
+} st_iov;
+uint64_t st_log_appendv(st_log *l, uint8_t type, const st_iov *iov, int n, st_loc *loc);
+
+/* Write everything buffered and fdatasync it. Returns 0 and the durable sequence number in
+ * *durable_seq, or -1 (errno set; the log is then failed: every later call fails too, and the
+ * caller must stop accepting work: a half-known disk state is not guessed at). */
+int st_log_commit(st_log *l, uint64_t *durable_seq);
+/* Write everything buffered WITHOUT fdatasync (records whose loss in a crash is harmless:
+ * acks, delivery hints), so the buffer stays bounded. 0 or -1 as st_log_commit. The records
+ * become durable with the next st_log_commit. */
+int st_log_flush(st_log *l);
+/* Bytes buffered and not yet written. */
+size_t st_log_pending(const st_log *l);
+/* Highest sequence number known durable. */
+uint64_t st_log_durable_seq(const st_log *l);
+
+/* Read back the payload of the record at loc into buf (len bytes of payload expected);
+ * verifies the checksum. 0 or -1 with err. Works for buffered records too. */
+int st_log_read(st_log *l, st_loc loc, uint8_t *buf, size_t len, char *err, size_t errlen);
+
+/* Start a new segment now (the next append goes into it). Used to compact a small log: roll,
+ * re-append the live records, unref the old segments, reclaim. A no-op while the current
+ * segment holds no record (no empty segments are made). */
+void st_log_roll(st_log *l);
+/* The segment the next append goes into. */
+uint32_t st_log_current_segment(const st_log *l);
+
+/* Segment reference counts for reclaiming. */
+void st_log_ref(st_log *l, uint32_t segment);
+void st_log_unref(st_log *l, uint32_t segment);
+
+typedef struct st_reclaim_stats {
+    uint64_t segments_deleted;
+    uint64_t bytes_freed;
+} st_reclaim_stats;
+/* TIDY: delete unreferenced segments from the oldest end. Never deletes a segment that holds
+ * a referenced record, nor the segment being written. */
+void st_log_reclaim(st_log *l, st_reclaim_stats *out);
+
+typedef struct st_log_stats {
+    uint64_t segments;
+    uint64_t bytes;           /* on disk, all segments */
+    uint64_t records_written; /* since open */
+    uint64_t commits;         /* fdatasync calls since open */
+    uint64_t oldest_segment_refs;
+} st_log_stats;
+void st_log_get_stats(const st_log *l, st_log_stats *out);
+
+/* File name (no directory) of a live segment, or NULL for an unknown number. Valid until
+ * the segment is reclaimed or the log closed. */
+const char *st_log_segment_name(const st_log *l, uint32_t segment);
+/* Read-only opens: the torn-tail message ("<dir>/<file>: offset N: ...") recovery found and
+ * left in place, or NULL if the log ends cleanly. Writable opens truncate and return NULL. */
+const char *st_log_torn_tail(const st_log *l);
+
+/* CRC32C (Castagnoli), exposed for the tools and tests. crc is a previous result (0 to
+ * start), so st_crc32c(st_crc32c(0, a, n), b, m) is the CRC of a followed by b;
+ * st_crc32c(0, "123456789", 9) == 0xE3069283. SSE4.2 when the CPU has it. */
+uint32_t st_crc32c(uint32_t crc, const void *p, size_t n);
+/* The portable slicing-by-8 path, for tests comparing the two. */
+uint32_t st_crc32c_sw(uint32_t crc, const void *p, size_t n);
+
+/* Test seams (SQLite-style I/O fault injection): every data write and sync of the log goes
+ * through these; tests swap them to produce short writes, EINTR, ENOSPC and EIO. */
+#include <sys/types.h>
+extern ssize_t (*st_log__pwrite)(int fd, const void *p, size_t n, off_t off);
+extern int (*st_log__fdatasync)(int fd);
+
+#endif
