@@ -7,7 +7,8 @@ OPT      ?= -O2
 SAN      ?=
 WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter
 CFLAGS   := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Isrc $(EXTRA_CFLAGS)
-LDLIBS   := $(shell pkg-config --libs inih 2>/dev/null || echo -linih)
+LDLIBS   := $(shell pkg-config --libs inih libmicrohttpd jansson 2>/dev/null || \
+              echo -linih -lmicrohttpd -ljansson)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
@@ -15,6 +16,8 @@ LIB_SRC  := $(sort $(filter-out src/main.c,$(wildcard src/*/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+TOOL_SRC := $(sort $(wildcard tools/*.c))
+TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)-fuzz/%)
 FUZZ_TIME ?= 300
@@ -22,7 +25,7 @@ FUZZ_TIME ?= 300
 .PHONY: all deps deps-test run test unit integration test-asan fuzz fuzz-smoke format \
         format-check clean
 
-all: $(BUILD)/sluiced
+all: $(BUILD)/sluiced $(TOOL_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -34,6 +37,9 @@ $(BUILD)/libsluice.a: $(LIB_OBJ)
 
 $(BUILD)/sluiced: $(BUILD)/src/main.o $(BUILD)/libsluice.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%: tools/%.c $(BUILD)/libsluice.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libsluice.a
 	@mkdir -p $(dir $@)
@@ -92,5 +98,8 @@ format-check:
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+# Benchmark against RabbitMQ (bench/bench.mk: `make bench`, `make bench-smoke`).
+-include bench/bench.mk
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d

@@ -9,6 +9,7 @@
 #include "broker/broker.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "mgmt/mgmt.h"
 
 int main(int argc, char **argv)
 {
@@ -33,7 +34,19 @@ int main(int argc, char **argv)
         sl_config_free(&cfg);
         return 1;
     }
+    mgmt *m = NULL;
+    if (cfg.mgmt_port >= 0) {
+        char err[256];
+        m = mgmt_start(b, err, sizeof err);
+        if (!m) {
+            sl_error("management API: %s", err);
+            broker_free(b);
+            sl_config_free(&cfg);
+            return 1;
+        }
+    }
     broker_run(b);
+    mgmt_stop(m);
     broker_free(b);
     sl_config_free(&cfg);
     sl_info("stopped");

@@ -16,6 +16,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -24,6 +25,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/mem.h"
+#include "../persist/persist.h"
 
 #define TICK_MS 100
 
@@ -81,9 +83,15 @@ static void flush_dirty(broker *b)
 static void before_sleep(sl_loop *loop, void *arg)
 {
     broker *b = arg;
-    /* Flushing can free prefetch room and dispatch can write more: a few rounds settle it. */
-    for (int round = 0; round < 4; round++) {
+    /* Flushing can free prefetch room and dispatch can write more: a few rounds settle it. */    for (int round = 0; round < 4; round++) {
         qm_node_run_dispatch(b->node);
+        /* Group commit before any reply of this turn reaches a socket: confirms, commit-oks,
+         * declare-oks and purge-oks promise what is now on disk. */
+        char err[320];
+        if (b->store && persist_commit(b->store, err, sizeof err) < 0) {
+            sl_error("store: %s; stopping without sending replies that depend on it", err);
+            exit(1);
+        }
         flush_dirty(b);
         if (!b->node->dispatch_head && !b->dirty)
             break;
@@ -207,6 +215,14 @@ static void on_accept(sl_loop *loop, sl_watch *w, int events)
     }
 }
 
+static void tidy_tick(sl_loop *loop, sl_timer *t)
+{
+    broker *b = t->data;
+    uint64_t segs, bytes;
+    broker_tidy(b, &segs, &bytes);
+    sl_timer_start(loop, t, sl_loop_now(loop) + b->cfg->tidy_interval_s * 1000);
+}
+
 static void begin_shutdown(broker *b, const char *why)
 {
     if (b->shutting_down)
@@ -248,9 +264,20 @@ broker *broker_new(sl_config *cfg)
         sl_error("cannot create the event loop: %s", strerror(errno));
         sl_free(b);
         return NULL;
-    }
-    b->node = qm_node_new(cfg->node_name);
+    }    b->node = qm_node_new(cfg->node_name);
     qm_vhost_create(b->node, "/");
+    char err[512];
+    b->store = persist_open(cfg->data_dir, b->node, NULL, err, sizeof err);
+    if (!b->store) {
+        sl_error("store: %s", err);
+        qm_node_free(b->node);
+        sl_loop_free(b->loop);
+        sl_free(b);
+        return NULL;
+    }
+    sl_timer_init(&b->tidy_timer, tidy_tick, b);
+    if (cfg->tidy_interval_s)
+        sl_timer_start(b->loop, &b->tidy_timer, sl_now_ms() + cfg->tidy_interval_s * 1000);
     sl_loop_set_before_sleep(b->loop, before_sleep, b);
     sl_timer_init(&b->tick_timer, tick, b);
     sl_timer_start(b->loop, &b->tick_timer, sl_now_ms() + TICK_MS);
@@ -329,6 +356,13 @@ void broker_run(broker *b)
     sl_loop_run(b->loop);
 }
 
+void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes)
+{
+    *segments = *bytes = 0;
+    if (b->store)
+        persist_tidy(b->store, segments, bytes);
+}
+
 void broker_free(broker *b)
 {
     if (!b)
@@ -347,6 +381,9 @@ void broker_free(broker *b)
     if (b->signal_fd >= 0)
         close(b->signal_fd);
     sl_timer_stop(b->loop, &b->tick_timer);
+    sl_timer_stop(b->loop, &b->tidy_timer);
+    /* The store lets go of the model first: freeing the model must not write records. */
+    persist_close(b->store);
     qm_node_free(b->node);
     sl_loop_free(b->loop);
     sl_free(b);

@@ -49,8 +49,9 @@ struct broker {
     sl_watch signal_w;
     conn *conns; /* all live connections */
     conn *dirty; /* connections with output or confirms to flush this turn */
-    size_t n_conns;
-    sl_timer tick_timer; /* qm TTL / x-expires work */
+    size_t n_conns;    sl_timer tick_timer; /* qm TTL / x-expires work */
+    sl_timer tidy_timer; /* automatic TIDY */
+    struct persist *store;
     uint64_t next_conn_id;
     int mem_alarm; /* publishers blocked by the memory high watermark */
     int shutting_down;
@@ -160,6 +161,9 @@ broker *broker_new(sl_config *cfg);
 int broker_listen(broker *b);
 void broker_run(broker *b);
 void broker_free(broker *b);
+/* TIDY (MSMQ "clean up empty message files"): reclaim store segments whose messages are all
+ * gone. Never touches a live message. Reports what it freed. */
+void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes);
 void broker_mark_dirty(conn *c);
 /* Schedule dispatch for every queue this connection's consumers read from. */
 void broker_conn_resume_consumers(conn *c);

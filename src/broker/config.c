@@ -35,6 +35,7 @@ void sl_config_defaults(sl_config *c)
     memset(c, 0, sizeof *c);
     c->bind = sl_xstrdup("127.0.0.1");
     c->port = 5672;
+    c->mgmt_port = 15672;
     c->data_dir = sl_xstrdup("var");
     c->node_name = sl_xstrdup("sluice@localhost");
     c->log_level = SL_LOG_INFO;
@@ -42,8 +43,8 @@ void sl_config_defaults(sl_config *c)
     c->frame_max = 131072;
     c->channel_max = 2047;
     c->max_message_size = 128u * 1024 * 1024;
-    c->memory_high_watermark = 4ull * 1024 * 1024 * 1024;
-    c->handshake_timeout_ms = 10000;
+    c->memory_high_watermark = 4ull * 1024 * 1024 * 1024;    c->handshake_timeout_ms = 10000;
+    c->tidy_interval_s = 6 * 3600;
     add_user(c, "guest", "guest", 1);
 }
 
@@ -108,6 +109,14 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, 65535, &n))
             return "port must be 0..65535";
         c->port = (int)n;
+    } else if (!strcmp(key, "mgmt_port") || !strcmp(key, "management.tcp.port")) {
+        if (!strcmp(value, "off") || !strcmp(value, "-1")) {
+            c->mgmt_port = -1;
+        } else {
+            if (parse_u64(value, 65535, &n))
+                return "mgmt_port must be 0..65535 or off";
+            c->mgmt_port = (int)n;
+        }
     } else if (!strcmp(key, "data_dir") || !strcmp(key, "data-dir")) {
         set_str(&c->data_dir, value);
     } else if (!strcmp(key, "node_name") || !strcmp(key, "node-name")) {
@@ -138,7 +147,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
                !strcmp(key, "vm_memory_high_watermark.absolute")) {
         if (parse_u64(value, UINT64_MAX, &n))
             return "memory_high_watermark must be a size in bytes (k, M, G suffixes)";
-        c->memory_high_watermark = n;
+        c->memory_high_watermark = n;    } else if (!strcmp(key, "tidy_interval")) {
+        if (parse_u64(value, UINT32_MAX, &n))
+            return "tidy_interval must be seconds (0 = only on demand)";
+        c->tidy_interval_s = n;
     } else if (!strcmp(key, "handshake_timeout")) {
         if (parse_u64(value, UINT32_MAX, &n))
             return "handshake_timeout must be milliseconds";
@@ -211,15 +223,17 @@ void sl_config_usage(void)
            "  --config FILE      read `key = value` settings from FILE (flags override it)\n"
            "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
            "  --port N           AMQP port (default 5672; 0 = pick a free port and log it)\n"
+           "  --mgmt-port N      HTTP management API port (default 15672; 0 = free port;\n"
+           "                     off = no management API)\n"
            "  --data-dir DIR     data directory (default ./var)\n"
            "  --node-name NAME   node name (default sluice@localhost)\n"
            "  --log-level LEVEL  debug, info, warning or error (default info)\n"
            "  --help             this text\n"
            "  --version          print the version\n"
            "\n"
-           "Config file keys: bind, port, data_dir, node_name, log_level, heartbeat (s),\n"
+           "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level, heartbeat (s),\n"
            "frame_max, channel_max, max_message_size, memory_high_watermark (bytes),\n"
-           "handshake_timeout (ms), user.NAME = PASSWORD, user.NAME.tags = administrator.\n");
+           "handshake_timeout (ms), tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator.\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)
@@ -228,6 +242,7 @@ int sl_config_from_args(sl_config *c, int argc, char **argv)
         {"config", required_argument, 0, 'c'},
         {"bind", required_argument, 0, 'b'},
         {"port", required_argument, 0, 'p'},
+        {"mgmt-port", required_argument, 0, 'm'},
         {"data-dir", required_argument, 0, 'd'},
         {"node-name", required_argument, 0, 'n'},
         {"log-level", required_argument, 0, 'l'},
@@ -255,6 +270,9 @@ int sl_config_from_args(sl_config *c, int argc, char **argv)
             break;
         case 'p':
             key = "port";
+            break;
+        case 'm':
+            key = "mgmt_port";
             break;
         case 'd':
             key = "data_dir";

@@ -20,7 +20,8 @@ typedef struct sl_user {
 
 typedef struct sl_config {
     char *bind;
-    int port; /* 0 = pick a free port */
+    int port;      /* 0 = pick a free port */
+    int mgmt_port; /* HTTP management API; 0 = pick a free port, -1 = off */
     char *data_dir;
     char *node_name;
     int log_level;
@@ -28,8 +29,8 @@ typedef struct sl_config {
     uint32_t frame_max;             /* proposed frame-max */
     uint16_t channel_max;           /* proposed channel-max */
     uint64_t max_message_size;      /* bodies larger than this: 406 on the channel */
-    uint64_t memory_high_watermark; /* bytes of queued message bodies that block publishers */
-    uint32_t handshake_timeout_ms;
+    uint64_t memory_high_watermark; /* bytes of queued message bodies that block publishers */    uint32_t handshake_timeout_ms;
+    uint64_t tidy_interval_s; /* automatic TIDY period; 0 = only on demand */
     sl_user *users;
     size_t n_users;
 } sl_config;

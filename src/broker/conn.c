@@ -305,9 +305,9 @@ void conn_on_event(sl_loop *loop, sl_watch *w, int events)
     conn *c = w->data;
     (void)loop;
     if (c->state == CONN_DEAD)
-        return;
+        return;    /* Writable again: flush at the end of the turn, after the group commit, never before. */
     if (events & SL_EV_WRITE)
-        conn_flush(c);
+        broker_mark_dirty(c);
     if ((events & (SL_EV_READ | SL_EV_ERROR)) && c->state != CONN_DEAD)
         on_readable(c);
     /* Output to flush is handled in the before-sleep hook. */

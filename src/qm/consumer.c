@@ -128,6 +128,7 @@ void qm_queue_dispatch(qm_queue *q)
         q->stat_delivered++;
         if (pos->redelivered)
             q->stat_redelivered++;
+        QM_PERSIST(delivered, pos, c->no_ack);
         if (c->no_ack) {
             q->stat_acked++;
             q->bytes_total -= pos->msg->body_len;

@@ -136,6 +136,7 @@ void qm_bindings_remove_queue(qm_queue *q)
 static void exchange_destroy(qm_exchange *x)
 {
     qm_vhost *vh = x->vhost;
+    QM_PERSIST(exchange_destroyed, x);
     x->deleting = 1;
     sl_map_del(vh->exchanges, x->name, strlen(x->name));
     /* outgoing first (this also drops a self-binding), then the inbound ones */
@@ -230,6 +231,7 @@ sl_err qm_exchange_declare(qm_vhost *vh, const qm_exchange_decl *d, qm_exchange 
     }
     if (has_alt)
         x->alternate = sl_xstrndup((const char *)alt.p, alt.len);
+    QM_PERSIST(exchange_created, x);
     *out = x;
     return SL_OK;
 }
@@ -278,6 +280,7 @@ static sl_err bind(qm_exchange *src, qm_queue *q, qm_exchange *dx, amqp_bytes ke
     src->n_bindings++;
     if (dx)
         dx->n_inbound++;
+    QM_PERSIST(bound, b);
     return SL_OK;
 }
 
@@ -303,6 +306,7 @@ static void unbind(qm_exchange *src, qm_queue *q, qm_exchange *dx, amqp_bytes ke
         qm_binding *b = *pp;
         if (binding_same(b, q, dx, key, args)) {
             *pp = b->next;
+            QM_PERSIST(unbound, b);
             binding_free(b);
             if (src->auto_delete && !src->n_bindings && !src->deleting)
                 exchange_destroy(src);

@@ -14,6 +14,7 @@ void qm_move_transfer(qm_position *pos, qm_queue *src, qm_queue *dest)
     pos->move_count++;
     dest->bytes_total += len;
     qm_ready_insert(dest, pos);
+    QM_PERSIST(moved, pos, src);
     qm_queue_schedule_dispatch(dest);
     qm_queue_maybe_gc(src);
 }

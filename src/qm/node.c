@@ -17,6 +17,28 @@ static const char *const system_queues[] = {
     "sluice.system.journal",
 };
 
+const qm_persist_hooks *qm_persist;
+void *qm_persist_ctx;
+int qm_persist_bulk;
+static const qm_persist_hooks *persist_saved;
+
+void qm_set_persist(const qm_persist_hooks *hooks, void *ctx)
+{
+    qm_persist = hooks;
+    qm_persist_ctx = ctx;
+}
+
+void qm_persist_suspend(int on)
+{
+    if (on) {
+        persist_saved = qm_persist;
+        qm_persist = NULL;
+    } else {
+        qm_persist = persist_saved;
+        persist_saved = NULL;
+    }
+}
+
 qm_node *qm_node_new(const char *name)
 {
     qm_node *n = sl_xcalloc(1, sizeof *n);

@@ -22,6 +22,8 @@ qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id)
 
 void qm_position_free(qm_position *pos)
 {
+    if (pos->st_logged)
+        QM_PERSIST(released, pos, pos->queue != NULL && !qm_persist_bulk);
     if (pos->lnext) { /* on the orphan list (circular, so both links are set) */
         pos->lprev->lnext = pos->lnext;
         pos->lnext->lprev = pos->lprev;

@@ -69,6 +69,10 @@ struct qm_message {
     uint32_t props_len;
     uint8_t *body;
     uint64_t body_len;
+    /* persistence (src/persist/): set once the message record is in the store */
+    uint64_t st_id;
+    uint32_t st_seg;
+    uint8_t st_written;
     /* the strings, props and body live in the same allocation, after the struct */
 };
 
@@ -111,6 +115,10 @@ struct qm_position {
     uint8_t state;              /* qm_pos_state */
     uint8_t redelivered;        /* delivered before and requeued */
     uint8_t in_tx_enqueue;      /* LOCKED by a transactional Enqueue, not yet committed */
+    uint8_t st_logged;          /* persistence: an enqueue record exists in the store */
+    uint8_t st_delivered;       /* persistence: a delivery record exists (redelivered after
+                                 * a restart) */
+    uint32_t st_seg;            /* persistence: store segment of the enqueue record */
     qm_tx *tx;                  /* transaction holding this position, if any */
     void *holder;               /* opaque holder (e.g. the broker's delivery record) */
     qm_position *lprev, *lnext; /* in queue->locked while LOCKED or PURGE_PENDING */
@@ -243,6 +251,7 @@ typedef struct qm_queue_decl {
     uint8_t durable, exclusive, auto_delete;
     void *exclusive_owner;
     amqp_bytes arguments;
+    uint64_t incarnation; /* recovery only: the stored incarnation; 0 = a fresh one */
 } qm_queue_decl;
 
 /* Declare (create or check) a queue. Empty name -> a server name "amq.gen-<22 chars>".
@@ -471,5 +480,43 @@ void qm_node_run_dispatch(qm_node *n);
 uint64_t qm_node_tick(qm_node *n, uint64_t now);
 /* Delete every exclusive queue owned by owner (connection closed). */
 void qm_node_drop_exclusive(qm_node *n, void *owner);
+
+/* ------------------------------------------------------------------------------------------
+ * Persistence hooks
+ *
+ * The model tells the durable store (src/persist/) about every change it must remember; the
+ * store decides what is durable (durable queues and exchanges, persistent messages) and
+ * writes records. Hooks run synchronously inside the model's operations and must not call
+ * back into the model. Process-wide: one node per process. NULL = nothing is persisted
+ * (unit tests, transient-only use).
+ */
+typedef struct qm_persist_hooks {
+    void (*queue_created)(void *ctx, qm_queue *q); /* also subqueues */
+    void (*queue_destroyed)(void *ctx, qm_queue *q);
+    void (*exchange_created)(void *ctx, qm_exchange *x);
+    void (*exchange_destroyed)(void *ctx, qm_exchange *x);
+    void (*bound)(void *ctx, const qm_binding *b);
+    void (*unbound)(void *ctx, const qm_binding *b);
+    /* pos was accepted into pos->queue (publish, dead-letter, journal, tx commit) */
+    void (*enqueued)(void *ctx, qm_position *pos);
+    /* pos is being handed out (dispatch, get); no_ack: it is deleted right after */
+    void (*delivered)(void *ctx, qm_position *pos, int no_ack);
+    /* pos (st_logged) is being freed; logged = 1 when this removal needs its own record
+     * (0 inside purge and queue deletion, whose single record covers every position) */
+    void (*released)(void *ctx, qm_position *pos, int logged);
+    void (*purged)(void *ctx, qm_queue *q);
+    /* pos moved from src into pos->queue (move count already increased) */
+    void (*moved)(void *ctx, qm_position *pos, qm_queue *src);
+    /* brackets the operations a transaction commit applies (atomic on disk) */
+    void (*tx_group)(void *ctx, int begin);
+} qm_persist_hooks;
+
+void qm_set_persist(const qm_persist_hooks *hooks, void *ctx);
+/* Recovery: rebuild a stored position in q as AVAILABLE at its lookup-id place, without
+ * telling the hooks (the record already exists). Takes a ref on m. */
+qm_position *qm_queue_restore(qm_queue *q, qm_message *m, uint64_t lookup_id,
+                              uint32_t move_count, int redelivered);
+/* Recovery: suppress the hooks while the stored state is rebuilt. */
+void qm_persist_suspend(int on);
 
 #endif

@@ -36,6 +36,16 @@ static inline qm_position *qm_ring_at(const qm_ring *r, size_t i)
     return r->buf[(r->head + i) & (r->cap - 1)];
 }
 
+/* ---- persistence hooks (node.c) ---- */
+extern const qm_persist_hooks *qm_persist;
+extern void *qm_persist_ctx;
+extern int qm_persist_bulk; /* inside purge / queue deletion: removals need no records */
+#define QM_PERSIST(fn, ...)                                                                    \
+    do {                                                                                       \
+        if (qm_persist && qm_persist->fn)                                                      \
+            qm_persist->fn(qm_persist_ctx, __VA_ARGS__);                                       \
+    } while (0)
+
 /* ---- clock ---- */
 static inline uint64_t qm_now(const qm_node *n)
 {

@@ -166,6 +166,8 @@ static uint64_t ready_clear(qm_queue *q)
         for (size_t i = 0; i < r->len; i++) {
             qm_position *pos = qm_ring_at(r, i);
             q->bytes_total -= pos->msg->body_len;
+            if (pos->st_logged)
+                QM_PERSIST(released, pos, 0); /* the purge / delete record covers it */
             qm_message_unref(pos->msg);
             sl_free(pos);
         }
@@ -336,6 +338,11 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
     }
     q = qm_queue_alloc(vh, name, len);
     sl_free(qname);
+    if (d->incarnation) {
+        q->incarnation = d->incarnation;
+        if (n->next_incarnation <= d->incarnation)
+            n->next_incarnation = d->incarnation + 1;
+    }
     q->durable = d->durable;
     q->exclusive = d->exclusive;
     q->auto_delete = d->auto_delete;
@@ -346,6 +353,7 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
         q->ready_impl = ready_new(a.max_priority + 1);
     }
     sl_map_put(vh->queues, q->name, len, q);
+    QM_PERSIST(queue_created, q);
     *out = q;
     if (created)
         *created = 1;
@@ -373,6 +381,7 @@ qm_queue *qm_queue_subqueue(qm_queue *q, const char *sub, size_t len, int create
     if (!q->subqueues)
         q->subqueues = sl_map_new();
     sl_map_put(q->subqueues, sub, len, s);
+    QM_PERSIST(queue_created, s);
     return s;
 }
 
@@ -419,6 +428,7 @@ sl_err qm_queue_accept(qm_queue *q, qm_position *pos)
     q->bytes_total += m->body_len;
     q->stat_published++;
     qm_ready_insert(q, pos);
+    QM_PERSIST(enqueued, pos);
     if (q->args.overflow == QM_OVERFLOW_DROP_HEAD) {
         while (q->n_ready && over_limit(q, 0, 0))
             ready_drop(q, qm_ready_pop(q), QM_DEL_MAXLEN);
@@ -443,6 +453,7 @@ qm_position *qm_queue_get(qm_queue *q, int no_ack, uint64_t *remaining)
         q->stat_delivered++;
         if (pos->redelivered)
             q->stat_redelivered++;
+        QM_PERSIST(delivered, pos, no_ack);
         if (no_ack) {
             q->stat_acked++;
             q->bytes_total -= pos->msg->body_len;
@@ -465,6 +476,8 @@ qm_position *qm_queue_get(qm_queue *q, int no_ack, uint64_t *remaining)
 
 uint64_t qm_queue_purge(qm_queue *q)
 {
+    /* One record, whatever the depth: every stored position of q so far is dead. */
+    QM_PERSIST(purged, q);
     uint64_t n = ready_clear(q);
     q->stat_purged += n;
     for (qm_position *p = q->locked; p; p = p->lnext) {
@@ -503,6 +516,8 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
 {
     qm_node *n = qm_queue_node(q);
 
+    if (run_hooks)
+        QM_PERSIST(queue_destroyed, q);
     qm_dispatch_unlink(q);
     if (q->is_subqueue) {
         const char *semi = strchr(q->name, ';');
@@ -525,6 +540,9 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
     qm_position *p = q->locked;
     while (p) {
         qm_position *next = p->lnext;
+        if (p->st_logged)
+            QM_PERSIST(released, p, 0); /* the queue's delete record covers it */
+        p->st_logged = 0;
         p->state = QM_POS_DELETED;
         p->queue = NULL;
         qm_orphan_link(n, p);
@@ -592,4 +610,26 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index)
         index -= r->len;
     }
     return NULL;
+}
+
+/* ---- recovery ---- */
+
+qm_position *qm_queue_restore(qm_queue *q, qm_message *m, uint64_t lookup_id,
+                              uint32_t move_count, int redelivered)
+{
+    qm_node *n = qm_queue_node(q);
+    qm_position *pos = qm_position_new(q, m, lookup_id);
+    pos->move_count = move_count;
+    pos->redelivered = (uint8_t)(redelivered != 0);
+    pos->st_delivered = pos->redelivered;
+    /* TTLs restart from recovery time: expiry deadlines are not stored. */
+    int64_t ttl = q->args.message_ttl;
+    if (m->has_expiration && (ttl < 0 || m->expiration_ms < (uint64_t)ttl))
+        ttl = (int64_t)m->expiration_ms;
+    pos->expires_at = ttl >= 0 ? qm_now(n) + (uint64_t)ttl : 0;
+    q->bytes_total += m->body_len;
+    qm_ready_insert(q, pos);
+    if (n->next_lookup_id <= lookup_id)
+        n->next_lookup_id = lookup_id + 1;
+    return pos;
 }

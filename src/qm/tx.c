@@ -113,6 +113,8 @@ static int gone(const qm_position *pos)
 sl_err qm_tx_commit(qm_tx *tx)
 {
     tx_impl *ti = impl(tx);
+    if (tx->n_ops)
+        QM_PERSIST(tx_group, 1);
     for (size_t i = 0; i < tx->n_ops; i++) {
         tx_op *op = &ti->ops[i];
         qm_position *pos = op->pos;
@@ -150,6 +152,8 @@ sl_err qm_tx_commit(qm_tx *tx)
             break;
         }
     }
+    if (tx->n_ops)
+        QM_PERSIST(tx_group, 0);
     tx_unlink_free(tx);
     return SL_OK;
 }

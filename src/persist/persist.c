@@ -1,0 +1,402 @@
+/* persist.c - the write side of durability: qm's persistence hooks turned into records, the
+ * group commit, TIDY, and opening (recovery itself is in recover.c).
+ *
+ * What is durable: queues that are durable and not exclusive (and their subqueues),
+ * durable exchanges, bindings whose both ends are durable, and persistent messages
+ * (delivery-mode 2) in durable queues. Everything else never touches the disk.
+ *
+ * Segment references: a stored position holds one reference on the segment of its enqueue
+ * record and one on the segment of its message record. The store deletes segments only from
+ * the oldest end and only while unreferenced, so a removal, purge or move record is never
+ * deleted before the records it cancels or continues.
+ */
+#include "persist_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+
+/* ------------------------------------------------------------------------------------------
+ * What is durable
+ */
+
+static const qm_queue *top_of(const qm_queue *q)
+{
+    return q->parent ? q->parent : q;
+}
+
+int persist_queue_durable(const qm_queue *q)
+{
+    const qm_queue *t = top_of(q);
+    return t->durable && !t->exclusive;
+}
+
+static int exchange_durable(const qm_exchange *x)
+{
+    return x->durable && x->name[0] != 0;
+}
+
+static int binding_durable(const qm_binding *b)
+{
+    if (!exchange_durable(b->source))
+        return 0;
+    if (b->dest_queue)
+        return persist_queue_durable(b->dest_queue) && !b->dest_queue->is_subqueue;
+    return exchange_durable(b->dest_exchange);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Appending
+ */
+
+static void meta_append(persist *p, uint8_t type)
+{
+    st_log_append(p->meta, type, p->scratch.data, p->scratch.len, NULL);
+    p->scratch.len = 0;
+    p->need_sync = 1;
+    p->meta_dirty = 1;
+}
+
+static st_loc msgs_append(persist *p, uint8_t type, int needs_sync)
+{
+    st_loc loc;
+    st_log_append(p->msgs, type, p->scratch.data, p->scratch.len, &loc);
+    p->scratch.len = 0;
+    if (needs_sync)
+        p->need_sync = 1;
+    p->records++;
+    return loc;
+}
+
+void persist_encode_queue(sl_buf *b, const qm_queue *q)
+{
+    rec_u64(b, q->incarnation);
+    rec_u64(b, q->parent ? q->parent->incarnation : 0);
+    rec_u8(b, (uint8_t)((q->durable ? QF_DURABLE : 0) | (q->auto_delete ? QF_AUTO_DELETE : 0)));
+    rec_s16(b, q->vhost->name, strlen(q->vhost->name));
+    /* subqueues are stored by their own part of the name ("q;sub" -> "sub") */
+    const char *name = q->name;
+    if (q->is_subqueue)
+        name = strchr(q->name, ';') + 1;
+    rec_s16(b, name, strlen(name));
+    rec_b32(b, q->args.raw, q->args.raw_len);
+}
+
+void persist_encode_exchange(sl_buf *b, const qm_exchange *x)
+{
+    rec_u8(b, (uint8_t)x->type);
+    rec_u8(b, (uint8_t)((x->durable ? QF_DURABLE : 0) | (x->auto_delete ? QF_AUTO_DELETE : 0) |
+                        (x->internal ? QF_INTERNAL : 0)));
+    rec_s16(b, x->vhost->name, strlen(x->vhost->name));
+    rec_s16(b, x->name, strlen(x->name));
+    rec_b32(b, x->args, x->args_len);
+}
+
+void persist_encode_binding(sl_buf *b, const qm_binding *bd)
+{
+    const char *vh = bd->source->vhost->name;
+    const char *dest = bd->dest_queue ? bd->dest_queue->name : bd->dest_exchange->name;
+    rec_u8(b, bd->dest_queue ? 0 : 1);
+    rec_s16(b, vh, strlen(vh));
+    rec_s16(b, bd->source->name, strlen(bd->source->name));
+    rec_s16(b, dest, strlen(dest));
+    rec_s16(b, bd->key, strlen(bd->key));
+    rec_b32(b, bd->args, bd->args_len);
+}
+
+static void h_queue_created(void *ctx, qm_queue *q)
+{
+    persist *p = ctx;
+    if (!persist_queue_durable(q))
+        return;
+    persist_encode_queue(&p->scratch, q);
+    meta_append(p, M_QUEUE);
+}
+
+static void h_queue_destroyed(void *ctx, qm_queue *q)
+{
+    persist *p = ctx;
+    if (!persist_queue_durable(q))
+        return;
+    rec_u64(&p->scratch, q->incarnation);
+    meta_append(p, M_QUEUE_DEL);
+}
+
+static void h_exchange_created(void *ctx, qm_exchange *x)
+{
+    persist *p = ctx;
+    if (!exchange_durable(x))
+        return;
+    persist_encode_exchange(&p->scratch, x);
+    meta_append(p, M_EXCHANGE);
+}
+
+static void h_exchange_destroyed(void *ctx, qm_exchange *x)
+{
+    persist *p = ctx;
+    if (!exchange_durable(x))
+        return;
+    rec_s16(&p->scratch, x->vhost->name, strlen(x->vhost->name));
+    rec_s16(&p->scratch, x->name, strlen(x->name));
+    meta_append(p, M_EXCHANGE_DEL);
+}
+
+static void h_bound(void *ctx, const qm_binding *b)
+{
+    persist *p = ctx;
+    if (!binding_durable(b))
+        return;
+    persist_encode_binding(&p->scratch, b);
+    meta_append(p, M_BIND);
+}
+
+static void h_unbound(void *ctx, const qm_binding *b)
+{
+    persist *p = ctx;
+    if (!binding_durable(b))
+        return;
+    persist_encode_binding(&p->scratch, b);
+    meta_append(p, M_UNBIND);
+}
+
+/* Store the message itself once, whatever the number of queues it went to. */
+static void write_message(persist *p, qm_message *m)
+{
+    if (m->st_written)
+        return;
+    m->st_id = p->next_msg_id++;
+    rec_u64(&p->scratch, m->st_id);
+    rec_s16(&p->scratch, m->exchange.p, m->exchange.len);
+    rec_s16(&p->scratch, m->routing_key.p, m->routing_key.len);
+    rec_b32(&p->scratch, m->props, m->props_len);
+    sl_buf_append(&p->scratch, m->body, (size_t)m->body_len);
+    st_loc loc = msgs_append(p, R_MSG, 1);
+    m->st_seg = loc.segment;
+    m->st_written = 1;
+}
+
+static void log_position(persist *p, qm_position *pos)
+{
+    qm_message *m = pos->msg;
+    write_message(p, m);
+    rec_u64(&p->scratch, pos->queue->incarnation);
+    rec_u64(&p->scratch, pos->lookup_id);
+    rec_u64(&p->scratch, m->st_id);
+    rec_u32(&p->scratch, pos->move_count);
+    rec_u8(&p->scratch, pos->redelivered ? EF_REDELIVERED : 0);
+    st_loc loc = msgs_append(p, R_ENQ, 1);
+    pos->st_seg = loc.segment;
+    pos->st_logged = 1;
+    pos->st_delivered = pos->redelivered;
+    st_log_ref(p->msgs, pos->st_seg);
+    st_log_ref(p->msgs, m->st_seg);
+}
+
+static void unlog_position(persist *p, qm_position *pos, int write_record)
+{
+    if (write_record && pos->queue) {
+        rec_u64(&p->scratch, pos->queue->incarnation);
+        rec_u64(&p->scratch, pos->lookup_id);
+        /* An ack may be lost in a crash: the message then comes back redelivered. */
+        msgs_append(p, R_DEQ, 0);
+    }
+    st_log_unref(p->msgs, pos->st_seg);
+    st_log_unref(p->msgs, pos->msg->st_seg);
+    pos->st_logged = 0;
+}
+
+static void h_enqueued(void *ctx, qm_position *pos)
+{
+    persist *p = ctx;
+    if (!pos->msg->persistent || !persist_queue_durable(pos->queue))
+        return;
+    log_position(p, pos);
+}
+
+static void h_delivered(void *ctx, qm_position *pos, int no_ack)
+{
+    persist *p = ctx;
+    if (!pos->st_logged)
+        return;
+    if (no_ack) {
+        unlog_position(p, pos, 1);
+        return;
+    }
+    if (!pos->st_delivered) {
+        rec_u64(&p->scratch, pos->queue->incarnation);
+        rec_u64(&p->scratch, pos->lookup_id);
+        msgs_append(p, R_DELIVER, 0);
+        pos->st_delivered = 1;
+    }
+}
+
+static void h_released(void *ctx, qm_position *pos, int logged)
+{
+    unlog_position(ctx, pos, logged);
+}
+
+static void h_purged(void *ctx, qm_queue *q)
+{
+    persist *p = ctx;
+    if (!persist_queue_durable(q))
+        return;
+    rec_u64(&p->scratch, q->incarnation);
+    msgs_append(p, R_PURGE, 1);
+}
+
+static void h_moved(void *ctx, qm_position *pos, qm_queue *src)
+{
+    persist *p = ctx;
+    int durable_dest = pos->msg->persistent && persist_queue_durable(pos->queue);
+    if (pos->st_logged && durable_dest) {
+        rec_u64(&p->scratch, src->incarnation);
+        rec_u64(&p->scratch, pos->lookup_id);
+        rec_u64(&p->scratch, pos->queue->incarnation);
+        rec_u32(&p->scratch, pos->move_count);
+        msgs_append(p, R_MOVE, 1);
+    } else if (pos->st_logged) {
+        /* Into a transient queue: it leaves the store as it leaves the durable queue. */
+        rec_u64(&p->scratch, src->incarnation);
+        rec_u64(&p->scratch, pos->lookup_id);
+        msgs_append(p, R_DEQ, 1);
+        st_log_unref(p->msgs, pos->st_seg);
+        st_log_unref(p->msgs, pos->msg->st_seg);
+        pos->st_logged = 0;
+    } else if (durable_dest) {
+        log_position(p, pos);
+    }
+}
+
+static void h_tx_group(void *ctx, int begin)
+{
+    persist *p = ctx;
+    msgs_append(p, begin ? R_TX_BEGIN : R_TX_END, !begin);
+}
+
+static const qm_persist_hooks hooks = {
+    .queue_created = h_queue_created,
+    .queue_destroyed = h_queue_destroyed,
+    .exchange_created = h_exchange_created,
+    .exchange_destroyed = h_exchange_destroyed,
+    .bound = h_bound,
+    .unbound = h_unbound,
+    .enqueued = h_enqueued,
+    .delivered = h_delivered,
+    .released = h_released,
+    .purged = h_purged,
+    .moved = h_moved,
+    .tx_group = h_tx_group,
+};
+
+/* ------------------------------------------------------------------------------------------
+ * Commit, tidy, open, close
+ */
+
+/* Unsynced acks and delivery marks are written out once this much is buffered. */
+#define FLUSH_THRESHOLD (1u << 20)
+
+int persist_commit(persist *p, char *err, size_t errlen)
+{
+    if (p->need_sync) {
+        /* Definitions first: a message record may name a queue declared this turn. */
+        if (p->meta_dirty && st_log_commit(p->meta, NULL) < 0)
+            goto fail;
+        if (st_log_commit(p->msgs, NULL) < 0)
+            goto fail;
+        p->need_sync = 0;
+        p->meta_dirty = 0;
+        p->commits++;
+    } else if (st_log_pending(p->msgs) >= FLUSH_THRESHOLD) {
+        if (st_log_flush(p->msgs) < 0)
+            goto fail;
+    }
+    return 0;
+fail:
+    snprintf(err, errlen, "cannot write to the store in %s: %s", p->dir, strerror(errno));
+    return -1;
+}
+
+void persist_tidy(persist *p, uint64_t *segments, uint64_t *bytes)
+{
+    char err[256];
+    /* Make what is buffered durable first, so a segment is never judged by unwritten state. */
+    if (persist_commit(p, err, sizeof err) < 0)
+        sl_error("tidy: %s", err);
+    st_reclaim_stats st = {0};
+    st_log_reclaim(p->msgs, &st);
+    *segments = st.segments_deleted;
+    *bytes = st.bytes_freed;
+    sl_info("tidy: freed %llu segment(s), %llu bytes", (unsigned long long)st.segments_deleted,
+            (unsigned long long)st.bytes_freed);
+}
+
+void persist_get_stats(const persist *p, persist_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->recovered_queues = p->recovered_queues;
+    out->recovered_messages = p->recovered_messages;
+    out->recovery_ms = p->recovery_ms;
+    st_log_stats ls;
+    st_log_get_stats(p->msgs, &ls);
+    out->msgs_segments = ls.segments;
+    out->msgs_bytes = ls.bytes;
+    out->commits = p->commits;
+    out->records = p->records;
+}
+
+static int mkdir_p(const char *path)
+{
+    if (mkdir(path, 0750) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+persist *persist_open(const char *data_dir, qm_node *node, const persist_options *opt,
+                      char *err, size_t errlen)
+{
+    persist *p = sl_xcalloc(1, sizeof *p);
+    p->node = node;
+    p->dir = sl_xstrdup(data_dir);
+    p->next_msg_id = 1;
+    sl_buf_init(&p->scratch);
+    if (opt)
+        p->opt = *opt;
+    if (mkdir_p(data_dir) < 0) {
+        snprintf(err, errlen, "cannot create %s: %s", data_dir, strerror(errno));
+        persist_close(p);
+        return NULL;
+    }
+    uint64_t t0 = sl_now_ms();
+    if (persist_recover(p, err, errlen) < 0) {
+        persist_close(p);
+        return NULL;
+    }
+    p->recovery_ms = sl_now_ms() - t0;
+    qm_set_persist(&hooks, p);
+    sl_info("store: recovered %llu durable queue(s) and %llu message(s) from %s in %llu ms",
+            (unsigned long long)p->recovered_queues, (unsigned long long)p->recovered_messages,
+            data_dir, (unsigned long long)p->recovery_ms);
+    return p;
+}
+
+void persist_close(persist *p)
+{
+    if (!p)
+        return;
+    qm_set_persist(NULL, NULL);
+    if (p->msgs) {
+        char err[256];
+        persist_commit(p, err, sizeof err);
+        st_log_close(p->msgs);
+    }
+    if (p->meta)
+        st_log_close(p->meta);
+    sl_buf_free(&p->scratch);
+    sl_free(p->dir);
+    sl_free(p);
+}

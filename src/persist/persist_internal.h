@@ -1,0 +1,29 @@
+/* persist_internal.h - what persist.c and recover.c share. */
+#ifndef SL_PERSIST_INTERNAL_H
+#define SL_PERSIST_INTERNAL_H
+
+#include "../store/log.h"
+#include "persist.h"
+#include "records.h"
+
+struct persist {
+    qm_node *node;
+    char *dir;
+    persist_options opt;
+    st_log *meta, *msgs;
+    sl_buf scratch;     /* the record being encoded */
+    uint64_t next_msg_id;
+    int need_sync;      /* something appended this turn must be on disk before replies */
+    int meta_dirty;
+    uint64_t commits, records;
+    uint64_t recovered_queues, recovered_messages, recovery_ms;
+};
+
+int persist_queue_durable(const qm_queue *q);
+void persist_encode_queue(sl_buf *b, const qm_queue *q);
+void persist_encode_exchange(sl_buf *b, const qm_exchange *x);
+void persist_encode_binding(sl_buf *b, const qm_binding *bd);
+/* Open both logs and rebuild the model (recover.c). */
+int persist_recover(persist *p, char *err, size_t errlen);
+
+#endif

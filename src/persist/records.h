@@ -1,0 +1,147 @@
+/* records.h - the record types of the meta and msgs logs and their little-endian encoding.
+ *
+ * Bump a type's layout only together with the segment format version in store/log.c; every
+ * record is self-delimiting (its length is in the log header), and readers reject short
+ * payloads as corruption.
+ *
+ * meta log
+ *   M_QUEUE      inc:u64 parent_inc:u64 flags:u8 vhost:s16 name:s16 args:b32
+ *   M_QUEUE_DEL  inc:u64
+ *   M_EXCHANGE   type:u8 flags:u8 vhost:s16 name:s16 args:b32
+ *   M_EXCHANGE_DEL vhost:s16 name:s16
+ *   M_BIND, M_UNBIND  dest_kind:u8 vhost:s16 source:s16 dest:s16 key:s16 args:b32
+ * msgs log
+ *   R_MSG        id:u64 exchange:s16 routing_key:s16 props:b32 body:rest
+ *   R_ENQ        inc:u64 lookup:u64 msg:u64 move_count:u32 flags:u8
+ *   R_DEQ        inc:u64 lookup:u64
+ *   R_DELIVER    inc:u64 lookup:u64
+ *   R_PURGE      inc:u64
+ *   R_MOVE       src_inc:u64 lookup:u64 dest_inc:u64 move_count:u32
+ *   R_TX_BEGIN, R_TX_END  (empty): a transaction's records apply all or nothing
+ * (s16 = u16 length + bytes, b32 = u32 length + bytes)
+ */
+#ifndef SL_PERSIST_RECORDS_H
+#define SL_PERSIST_RECORDS_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "../amqp/wire.h"
+#include "../core/buf.h"
+
+enum {
+    M_QUEUE = 1,
+    M_QUEUE_DEL = 2,
+    M_EXCHANGE = 3,
+    M_EXCHANGE_DEL = 4,
+    M_BIND = 5,
+    M_UNBIND = 6,
+};
+
+enum {
+    R_MSG = 1,
+    R_ENQ = 2,
+    R_DEQ = 3,
+    R_DELIVER = 4,
+    R_PURGE = 5,
+    R_MOVE = 6,
+    R_TX_BEGIN = 7,
+    R_TX_END = 8,
+};
+
+#define QF_DURABLE 1
+#define QF_AUTO_DELETE 2
+#define QF_INTERNAL 4
+#define EF_REDELIVERED 1
+
+static inline void rec_u8(sl_buf *b, uint8_t v)
+{
+    sl_buf_put_u8(b, v);
+}
+static inline void rec_u32(sl_buf *b, uint32_t v)
+{
+    uint8_t *p = sl_buf_reserve(b, 4);
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+    b->len += 4;
+}
+static inline void rec_u64(sl_buf *b, uint64_t v)
+{
+    rec_u32(b, (uint32_t)v);
+    rec_u32(b, (uint32_t)(v >> 32));
+}
+static inline void rec_s16(sl_buf *b, const void *p, size_t n)
+{
+    if (n > 65535)
+        n = 65535;
+    sl_buf_put_u8(b, (uint8_t)n);
+    sl_buf_put_u8(b, (uint8_t)(n >> 8));
+    sl_buf_append(b, p, n);
+}
+static inline void rec_b32(sl_buf *b, const void *p, size_t n)
+{
+    rec_u32(b, (uint32_t)n);
+    sl_buf_append(b, p, n);
+}
+
+/* A bounds-checked reader; any short read sets bad and yields zeros / empty slices. */
+typedef struct rec_reader {
+    const uint8_t *p, *end;
+    int bad;
+} rec_reader;
+
+static inline int rec_need(rec_reader *r, size_t n)
+{
+    if (r->bad || (size_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        return 0;
+    }
+    return 1;
+}
+static inline uint8_t rd_u8(rec_reader *r)
+{
+    return rec_need(r, 1) ? *r->p++ : 0;
+}
+static inline uint32_t rd_u32(rec_reader *r)
+{
+    if (!rec_need(r, 4))
+        return 0;
+    uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
+                 (uint32_t)r->p[3] << 24;
+    r->p += 4;
+    return v;
+}
+static inline uint64_t rd_u64(rec_reader *r)
+{
+    uint64_t lo = rd_u32(r);
+    return lo | (uint64_t)rd_u32(r) << 32;
+}
+static inline amqp_bytes rd_s16(rec_reader *r)
+{
+    if (!rec_need(r, 2))
+        return (amqp_bytes){0};
+    size_t n = (size_t)r->p[0] | (size_t)r->p[1] << 8;
+    r->p += 2;
+    if (!rec_need(r, n))
+        return (amqp_bytes){0};
+    amqp_bytes s = {r->p, n};
+    r->p += n;
+    return s;
+}
+static inline amqp_bytes rd_b32(rec_reader *r)
+{
+    size_t n = rd_u32(r);
+    if (!rec_need(r, n))
+        return (amqp_bytes){0};
+    amqp_bytes s = {r->p, n};
+    r->p += n;
+    return s;
+}
+static inline amqp_bytes rd_rest(rec_reader *r)
+{
+    amqp_bytes s = {r->p, (size_t)(r->end - r->p)};
+    r->p = r->end;
+    return s;
+}
+
+#endif

@@ -1,0 +1,698 @@
+/* recover.c - the read side of durability: replay the meta and msgs logs and rebuild the
+ * queue model, then rewrite the meta log as a fresh snapshot.
+ *
+ * Replay rules (in log order):
+ *   - a definition deleted later is gone, and so are the bindings that named it;
+ *   - a message position of an incarnation that no longer exists is dead (queue deleted:
+ *     a redeclared queue gets a new incarnation and starts empty, even after a crash);
+ *   - a purge kills every position its queue had so far (Available and Locked alike: what
+ *     was PurgePending never comes back);
+ *   - records between R_TX_BEGIN and R_TX_END apply only when the end is there;
+ *   - a position with a delivery mark comes back with redelivered = true.
+ * Hooks are suspended while the model is rebuilt: nothing is written back during recovery,
+ * except the meta snapshot at the end.
+ */
+#include "persist_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../qm/qm.h"
+
+typedef struct def {
+    uint8_t type; /* M_QUEUE or M_EXCHANGE */
+    uint8_t *payload;
+    size_t len;
+} def;
+
+typedef struct entry {
+    uint64_t lookup, msg;
+    uint32_t move_count, seg;
+    uint8_t redelivered;
+} entry;
+
+typedef struct qentries {
+    sl_map *by_lookup; /* u64 lookup id -> entry* */
+} qentries;
+
+typedef struct rmsg {
+    qm_message *m;
+    uint32_t seg;
+    uint32_t uses;
+} rmsg;
+
+typedef struct pending_rec {
+    uint8_t type;
+    uint8_t *payload;
+    size_t len;
+    st_loc loc;
+} pending_rec;
+
+typedef struct rstate {
+    persist *p;
+    /* meta */
+    sl_map *queues;    /* u64 incarnation -> def* */
+    sl_map *exchanges; /* "vhost\0name" -> def* */
+    sl_map *bindings;  /* canonical binding payload -> (void*)1 */
+    /* msgs */
+    sl_map *msgs;      /* u64 id -> rmsg* */
+    sl_map *entries;   /* u64 incarnation -> qentries* */
+    pending_rec *tx;
+    size_t tx_len, tx_cap;
+    int in_tx;
+    char *err;
+    size_t errlen;
+} rstate;
+
+static def *def_new(uint8_t type, const uint8_t *payload, size_t len)
+{
+    def *d = sl_xmalloc(sizeof *d);
+    d->type = type;
+    d->payload = sl_xmalloc(len ? len : 1);
+    memcpy(d->payload, payload, len);
+    d->len = len;
+    return d;
+}
+
+static void def_free(def *d)
+{
+    if (d) {
+        sl_free(d->payload);
+        sl_free(d);
+    }
+}
+
+static void key2(char *out, size_t cap, amqp_bytes a, amqp_bytes b, size_t *len)
+{
+    size_t n = 0;
+    if (a.len + b.len + 1 > cap) {
+        *len = 0;
+        return;
+    }
+    memcpy(out, a.p, a.len);
+    n = a.len;
+    out[n++] = 0;
+    memcpy(out + n, b.p, b.len);
+    *len = n + b.len;
+}
+
+/* Drop bindings whose source or destination (of the given kind) is vhost/name. */
+static void drop_bindings_naming(rstate *s, amqp_bytes vhost, amqp_bytes name, int exchange)
+{
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(s->bindings, &it, &k, &kl, &v)) {
+        rec_reader r = {(const uint8_t *)k, (const uint8_t *)k + kl, 0};
+        uint8_t kind = rd_u8(&r);
+        amqp_bytes vh = rd_s16(&r), src = rd_s16(&r), dest = rd_s16(&r);
+        if (r.bad || !amqp_bytes_equal(vh, vhost))
+            continue;
+        int hit = (exchange && amqp_bytes_equal(src, name)) ||
+                  (kind == (exchange ? 1 : 0) && amqp_bytes_equal(dest, name));
+        if (hit)
+            sl_map_del(s->bindings, k, kl);
+    }
+}
+
+static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *payload, size_t len,
+                       st_loc loc)
+{
+    rstate *s = ctx;
+    rec_reader r = {payload, payload + len, 0};
+    char key[600];
+    size_t kl;
+    switch (type) {
+    case M_QUEUE: {
+        uint64_t inc = rd_u64(&r);
+        if (r.bad)
+            break;
+        def_free(sl_map_put(s->queues, &inc, 8, def_new(type, payload, len)));
+        return 0;
+    }
+    case M_QUEUE_DEL: {
+        uint64_t inc = rd_u64(&r);
+        if (r.bad)
+            break;
+        def *d = sl_map_del(s->queues, &inc, 8);
+        if (d) {
+            rec_reader dr = {d->payload, d->payload + d->len, 0};
+            rd_u64(&dr);
+            uint64_t parent = rd_u64(&dr);
+            rd_u8(&dr);
+            amqp_bytes vh = rd_s16(&dr), name = rd_s16(&dr);
+            if (!parent)
+                drop_bindings_naming(s, vh, name, 0);
+            def_free(d);
+        }
+        return 0;
+    }
+    case M_EXCHANGE: {
+        rd_u8(&r);
+        rd_u8(&r);
+        amqp_bytes vh = rd_s16(&r), name = rd_s16(&r);
+        if (r.bad)
+            break;
+        key2(key, sizeof key, vh, name, &kl);
+        def_free(sl_map_put(s->exchanges, key, kl, def_new(type, payload, len)));
+        return 0;
+    }
+    case M_EXCHANGE_DEL: {
+        amqp_bytes vh = rd_s16(&r), name = rd_s16(&r);
+        if (r.bad)
+            break;
+        key2(key, sizeof key, vh, name, &kl);
+        def_free(sl_map_del(s->exchanges, key, kl));
+        drop_bindings_naming(s, vh, name, 1);
+        return 0;
+    }
+    case M_BIND:
+        sl_map_put(s->bindings, payload, len, (void *)1);
+        return 0;
+    case M_UNBIND:
+        sl_map_del(s->bindings, payload, len);
+        return 0;
+    }
+    snprintf(s->err, s->errlen, "%s/meta: record %llu: unknown or malformed record type %u",
+             s->p->dir, (unsigned long long)seq, type);
+    (void)loc;
+    return 1;
+}
+
+/* ---- msgs ---- */
+
+static qentries *entries_of(rstate *s, uint64_t inc, int create)
+{
+    qentries *qe = sl_map_get(s->entries, &inc, 8);
+    if (!qe && create && sl_map_get(s->queues, &inc, 8)) {
+        qe = sl_xcalloc(1, sizeof *qe);
+        qe->by_lookup = sl_map_new();
+        sl_map_put(s->entries, &inc, 8, qe);
+    }
+    return qe;
+}
+
+static void entry_drop(rstate *s, entry *e)
+{
+    if (!e)
+        return;
+    rmsg *rm = sl_map_get(s->msgs, &e->msg, 8);
+    if (rm && rm->uses > 0)
+        rm->uses--;
+    sl_free(e);
+}
+
+static void clear_entries(rstate *s, qentries *qe)
+{
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(qe->by_lookup, &it, &k, &kl, &v))
+        entry_drop(s, v);
+    sl_map_free(qe->by_lookup);
+    qe->by_lookup = sl_map_new();
+}
+
+static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t *payload,
+                            size_t len, st_loc loc)
+{
+    rec_reader r = {payload, payload + len, 0};
+    switch (type) {
+    case R_MSG: {
+        uint64_t id = rd_u64(&r);
+        amqp_bytes ex = rd_s16(&r), rk = rd_s16(&r), props = rd_b32(&r);
+        amqp_bytes body = rd_rest(&r);
+        if (r.bad)
+            break;
+        rmsg *rm = sl_xcalloc(1, sizeof *rm);
+        rm->m = qm_message_new(ex, rk, props.p, (uint32_t)props.len, body.len);
+        if (body.len)
+            memcpy(rm->m->body, body.p, body.len);
+        rm->seg = loc.segment;
+        rmsg *old = sl_map_put(s->msgs, &id, 8, rm);
+        if (old) {
+            qm_message_unref(old->m);
+            sl_free(old);
+        }
+        if (id >= s->p->next_msg_id)
+            s->p->next_msg_id = id + 1;
+        return 0;
+    }
+    case R_ENQ: {
+        uint64_t inc = rd_u64(&r), lookup = rd_u64(&r), msg = rd_u64(&r);
+        uint32_t moves = rd_u32(&r);
+        uint8_t flags = rd_u8(&r);
+        if (r.bad)
+            break;
+        qentries *qe = entries_of(s, inc, 1);
+        rmsg *rm = sl_map_get(s->msgs, &msg, 8);
+        if (!qe || !rm)
+            return 0; /* queue deleted since, or message already gone: dead */
+        entry *e = sl_xcalloc(1, sizeof *e);
+        e->lookup = lookup;
+        e->msg = msg;
+        e->move_count = moves;
+        e->seg = loc.segment;
+        e->redelivered = (flags & EF_REDELIVERED) != 0;
+        rm->uses++;
+        entry_drop(s, sl_map_put(qe->by_lookup, &lookup, 8, e));
+        return 0;
+    }
+    case R_DEQ:
+    case R_DELIVER: {
+        uint64_t inc = rd_u64(&r), lookup = rd_u64(&r);
+        if (r.bad)
+            break;
+        qentries *qe = entries_of(s, inc, 0);
+        if (!qe)
+            return 0;
+        if (type == R_DEQ) {
+            entry_drop(s, sl_map_del(qe->by_lookup, &lookup, 8));
+        } else {
+            entry *e = sl_map_get(qe->by_lookup, &lookup, 8);
+            if (e)
+                e->redelivered = 1;
+        }
+        return 0;
+    }
+    case R_PURGE: {
+        uint64_t inc = rd_u64(&r);
+        if (r.bad)
+            break;
+        qentries *qe = entries_of(s, inc, 0);
+        if (qe)
+            clear_entries(s, qe);
+        return 0;
+    }
+    case R_MOVE: {
+        uint64_t src = rd_u64(&r), lookup = rd_u64(&r), dest = rd_u64(&r);
+        uint32_t moves = rd_u32(&r);
+        if (r.bad)
+            break;
+        qentries *qs = entries_of(s, src, 0);
+        entry *e = qs ? sl_map_del(qs->by_lookup, &lookup, 8) : NULL;
+        if (!e)
+            return 0;
+        qentries *qd = entries_of(s, dest, 1);
+        if (!qd) {
+            entry_drop(s, e); /* moved into a queue deleted since */
+            return 0;
+        }
+        e->move_count = moves;
+        entry_drop(s, sl_map_put(qd->by_lookup, &lookup, 8, e));
+        return 0;
+    }
+    }
+    snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown or malformed record type %u",
+             s->p->dir, (unsigned long long)seq, type);
+    return 1;
+}
+
+static void tx_clear(rstate *s)
+{
+    for (size_t i = 0; i < s->tx_len; i++)
+        sl_free(s->tx[i].payload);
+    s->tx_len = 0;
+    s->in_tx = 0;
+}
+
+static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *payload,
+                       size_t len, st_loc loc)
+{
+    rstate *s = ctx;
+    if (type == R_TX_BEGIN) {
+        tx_clear(s); /* a begin without end before it: that transaction never committed */
+        s->in_tx = 1;
+        return 0;
+    }
+    if (type == R_TX_END) {
+        int rc = 0;
+        for (size_t i = 0; i < s->tx_len && !rc; i++)
+            rc = apply_msg_record(s, seq, s->tx[i].type, s->tx[i].payload, s->tx[i].len,
+                                  s->tx[i].loc);
+        tx_clear(s);
+        return rc;
+    }
+    if (s->in_tx && type != R_MSG) {
+        if (s->tx_len == s->tx_cap) {
+            s->tx_cap = s->tx_cap ? s->tx_cap * 2 : 16;
+            s->tx = sl_xrealloc(s->tx, s->tx_cap * sizeof *s->tx);
+        }
+        pending_rec *pr = &s->tx[s->tx_len++];
+        pr->type = type;
+        pr->payload = sl_xmalloc(len ? len : 1);
+        memcpy(pr->payload, payload, len);
+        pr->len = len;
+        pr->loc = loc;
+        return 0;
+    }
+    /* Message records apply at once even inside a transaction: unused ones are dropped. */
+    return apply_msg_record(s, seq, type, payload, len, loc);
+}
+
+/* ---- rebuilding the model ---- */
+
+static qm_vhost *vhost_of(persist *p, amqp_bytes name)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%.*s", (int)name.len, (const char *)name.p);
+    return qm_vhost_create(p->node, buf);
+}
+
+static void rebuild_exchanges(rstate *s)
+{
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(s->exchanges, &it, &k, &kl, &v)) {
+        def *d = v;
+        rec_reader r = {d->payload, d->payload + d->len, 0};
+        uint8_t type = rd_u8(&r), flags = rd_u8(&r);
+        amqp_bytes vh = rd_s16(&r), name = rd_s16(&r), args = rd_b32(&r);
+        qm_exchange_decl decl = {
+            .name = (const char *)name.p,
+            .name_len = name.len,
+            .type = type,
+            .durable = (flags & QF_DURABLE) != 0,
+            .auto_delete = (flags & QF_AUTO_DELETE) != 0,
+            .internal = (flags & QF_INTERNAL) != 0,
+            .arguments = args,
+        };
+        qm_exchange *x;
+        char err[256];
+        if (qm_exchange_declare(vhost_of(s->p, vh), &decl, &x, err, sizeof err) != SL_OK)
+            sl_warn("store: exchange '%.*s' not restored: %s", (int)name.len,
+                    (const char *)name.p, err);
+    }
+}
+
+/* Top-level queues first (pass 0), then subqueues (pass 1). */
+static void rebuild_queues(rstate *s, int pass)
+{
+    persist *p = s->p;
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(s->queues, &it, &k, &kl, &v)) {
+        def *d = v;
+        rec_reader r = {d->payload, d->payload + d->len, 0};
+        uint64_t inc = rd_u64(&r), parent = rd_u64(&r);
+        uint8_t flags = rd_u8(&r);
+        amqp_bytes vh = rd_s16(&r), name = rd_s16(&r), args = rd_b32(&r);
+        if ((parent != 0) != pass)
+            continue;
+        qm_vhost *vhost = vhost_of(p, vh);
+        qm_queue *q = NULL;
+        if (!parent) {
+            q = qm_queue_find(vhost, (const char *)name.p, name.len);
+            if (q && q->is_system) {
+                q->incarnation = inc; /* system queues exist from the start: keep their id */
+            } else {
+                qm_queue_decl decl = {
+                    .name = (const char *)name.p,
+                    .name_len = name.len,
+                    .durable = (flags & QF_DURABLE) != 0,
+                    .auto_delete = (flags & QF_AUTO_DELETE) != 0,
+                    .arguments = args,
+                    .incarnation = inc,
+                };
+                char err[320];
+                if (qm_queue_declare(vhost, &decl, &q, NULL, err, sizeof err) != SL_OK) {
+                    sl_warn("store: queue '%.*s' not restored: %s", (int)name.len,
+                            (const char *)name.p, err);
+                    continue;
+                }
+            }
+        } else {
+            def *pd = sl_map_get(s->queues, &parent, 8);
+            if (!pd)
+                continue;
+            rec_reader pr = {pd->payload, pd->payload + pd->len, 0};
+            rd_u64(&pr);
+            rd_u64(&pr);
+            rd_u8(&pr);
+            rd_s16(&pr);
+            amqp_bytes pname = rd_s16(&pr);
+            qm_queue *top = qm_queue_find(vhost, (const char *)pname.p, pname.len);
+            if (!top)
+                continue;
+            q = qm_queue_subqueue(top, (const char *)name.p, name.len, 1);
+            if (!q)
+                continue;
+            q->incarnation = inc;
+        }
+        if (p->node->next_incarnation <= inc)
+            p->node->next_incarnation = inc + 1;
+        p->recovered_queues++;
+    }
+}
+
+static void rebuild_bindings(rstate *s)
+{
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(s->bindings, &it, &k, &kl, &v)) {
+        rec_reader r = {(const uint8_t *)k, (const uint8_t *)k + kl, 0};
+        uint8_t kind = rd_u8(&r);
+        amqp_bytes vh = rd_s16(&r), src = rd_s16(&r), dest = rd_s16(&r), key = rd_s16(&r);
+        amqp_bytes args = rd_b32(&r);
+        if (r.bad)
+            continue;
+        qm_vhost *vhost = vhost_of(s->p, vh);
+        qm_exchange *x = qm_exchange_find(vhost, (const char *)src.p, src.len);
+        if (!x)
+            continue;
+        char err[256];
+        if (kind == 0) {
+            qm_queue *q = qm_queue_find(vhost, (const char *)dest.p, dest.len);
+            if (q)
+                qm_bind_queue(x, q, key, args, err, sizeof err);
+        } else {
+            qm_exchange *dx = qm_exchange_find(vhost, (const char *)dest.p, dest.len);
+            if (dx)
+                qm_bind_exchange(x, dx, key, args, err, sizeof err);
+        }
+    }
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const entry *x = *(entry *const *)a, *y = *(entry *const *)b;
+    return x->lookup < y->lookup ? -1 : x->lookup > y->lookup;
+}
+
+static qm_queue *queue_by_inc(persist *p, rstate *s, uint64_t inc)
+{
+    def *d = sl_map_get(s->queues, &inc, 8);
+    if (!d)
+        return NULL;
+    rec_reader r = {d->payload, d->payload + d->len, 0};
+    rd_u64(&r);
+    uint64_t parent = rd_u64(&r);
+    rd_u8(&r);
+    amqp_bytes vh = rd_s16(&r), name = rd_s16(&r);
+    qm_vhost *vhost = qm_vhost_find(p->node, (const char *)vh.p, vh.len);
+    if (!vhost)
+        return NULL;
+    if (!parent) {
+        qm_queue *q = qm_queue_find(vhost, (const char *)name.p, name.len);
+        return q && q->incarnation == inc ? q : NULL;
+    }
+    qm_queue *top = queue_by_inc(p, s, parent);
+    qm_queue *sq = top ? qm_queue_subqueue(top, (const char *)name.p, name.len, 0) : NULL;
+    return sq && sq->incarnation == inc ? sq : NULL;
+}
+
+static void rebuild_messages(rstate *s)
+{
+    persist *p = s->p;
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(s->entries, &it, &k, &kl, &v)) {
+        uint64_t inc;
+        memcpy(&inc, k, 8);
+        qentries *qe = v;
+        qm_queue *q = queue_by_inc(p, s, inc);
+        size_t n = sl_map_count(qe->by_lookup);
+        if (!q || n == 0)
+            continue;
+        entry **arr = sl_xmalloc(n * sizeof *arr);
+        size_t i = 0, eit = 0;
+        const char *ek;
+        size_t ekl;
+        void *ev;
+        while (sl_map_next(qe->by_lookup, &eit, &ek, &ekl, &ev))
+            arr[i++] = ev;
+        qsort(arr, n, sizeof *arr, cmp_entry);
+        for (i = 0; i < n; i++) {
+            entry *e = arr[i];
+            rmsg *rm = sl_map_get(s->msgs, &e->msg, 8);
+            if (!rm)
+                continue;
+            qm_message *m = rm->m;
+            m->st_id = e->msg;
+            m->st_seg = rm->seg;
+            m->st_written = 1;
+            qm_position *pos = qm_queue_restore(q, m, e->lookup, e->move_count, e->redelivered);
+            pos->st_logged = 1;
+            pos->st_seg = e->seg;
+            st_log_ref(p->msgs, e->seg);
+            st_log_ref(p->msgs, rm->seg);
+            p->recovered_messages++;
+        }
+        sl_free(arr);
+    }
+}
+
+/* Rewrite the meta log as one snapshot of what exists now, then drop the old segments. */
+static int snapshot_meta(persist *p, char *err, size_t errlen)
+{
+    st_log_roll(p->meta);
+    sl_buf *b = &p->scratch;
+    size_t vit = 0;
+    const char *k;
+    size_t kl;
+    void *vv;
+    while (sl_map_next(p->node->vhosts, &vit, &k, &kl, &vv)) {
+        qm_vhost *vh = vv;
+        size_t it = 0;
+        void *v;
+        while (sl_map_next(vh->exchanges, &it, &k, &kl, &v)) {
+            qm_exchange *x = v;
+            if (!x->durable || !x->name[0] || !strncmp(x->name, "amq.", 4))
+                continue;
+            b->len = 0;
+            persist_encode_exchange(b, x);
+            st_log_append(p->meta, M_EXCHANGE, b->data, b->len, NULL);
+        }
+        it = 0;
+        while (sl_map_next(vh->queues, &it, &k, &kl, &v)) {
+            qm_queue *q = v;
+            if (!persist_queue_durable(q))
+                continue;
+            b->len = 0;
+            persist_encode_queue(b, q);
+            st_log_append(p->meta, M_QUEUE, b->data, b->len, NULL);
+            size_t sit = 0;
+            void *sv;
+            while (q->subqueues && sl_map_next(q->subqueues, &sit, &k, &kl, &sv)) {
+                b->len = 0;
+                persist_encode_queue(b, sv);
+                st_log_append(p->meta, M_QUEUE, b->data, b->len, NULL);
+            }
+        }
+        it = 0;
+        while (sl_map_next(vh->exchanges, &it, &k, &kl, &v)) {
+            qm_exchange *x = v;
+            for (qm_binding *bd = x->bindings; bd; bd = bd->next) {
+                if (!x->durable || !x->name[0])
+                    continue;
+                if (bd->dest_queue && !(persist_queue_durable(bd->dest_queue)))
+                    continue;
+                if (bd->dest_exchange && !bd->dest_exchange->durable)
+                    continue;
+                b->len = 0;
+                persist_encode_binding(b, bd);
+                st_log_append(p->meta, M_BIND, b->data, b->len, NULL);
+            }
+        }
+    }
+    b->len = 0;
+    if (st_log_commit(p->meta, NULL) < 0) {
+        snprintf(err, errlen, "%s/meta: cannot write the definitions snapshot", p->dir);
+        return -1;
+    }
+    st_reclaim_stats rs;
+    st_log_reclaim(p->meta, &rs);
+    return 0;
+}
+
+static void state_free(rstate *s)
+{
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (s->queues && sl_map_next(s->queues, &it, &k, &kl, &v))
+        def_free(v);
+    it = 0;
+    while (s->exchanges && sl_map_next(s->exchanges, &it, &k, &kl, &v))
+        def_free(v);
+    it = 0;
+    while (s->entries && sl_map_next(s->entries, &it, &k, &kl, &v)) {
+        qentries *qe = v;
+        size_t eit = 0;
+        const char *ek;
+        size_t ekl;
+        void *ev;
+        while (sl_map_next(qe->by_lookup, &eit, &ek, &ekl, &ev))
+            sl_free(ev);
+        sl_map_free(qe->by_lookup);
+        sl_free(qe);
+    }
+    it = 0;
+    while (s->msgs && sl_map_next(s->msgs, &it, &k, &kl, &v)) {
+        rmsg *rm = v;
+        qm_message_unref(rm->m); /* positions took their own references */
+        sl_free(rm);
+    }
+    tx_clear(s);
+    sl_free(s->tx);
+    sl_map_free(s->queues);
+    sl_map_free(s->exchanges);
+    sl_map_free(s->bindings);
+    sl_map_free(s->msgs);
+    sl_map_free(s->entries);
+}
+
+int persist_recover(persist *p, char *err, size_t errlen)
+{
+    rstate s = {0};
+    s.p = p;
+    s.queues = sl_map_new();
+    s.exchanges = sl_map_new();
+    s.bindings = sl_map_new();
+    s.msgs = sl_map_new();
+    s.entries = sl_map_new();
+    s.err = err;
+    s.errlen = errlen;
+    err[0] = 0;
+    char path[4096];
+    int rc = -1;
+
+    st_log_options mo = {.segment_size = 8u << 20, .no_sync = p->opt.no_sync};
+    snprintf(path, sizeof path, "%s/meta", p->dir);
+    p->meta = st_log_open(path, &mo, meta_replay, &s, err, errlen);
+    if (!p->meta)
+        goto out;
+    st_log_options so = {.segment_size = p->opt.segment_size, .no_sync = p->opt.no_sync};
+    snprintf(path, sizeof path, "%s/msgs", p->dir);
+    p->msgs = st_log_open(path, &so, msgs_replay, &s, err, errlen);
+    if (!p->msgs)
+        goto out;
+    if (s.in_tx)
+        sl_warn("store: dropped a transaction whose commit did not reach the disk");
+
+    qm_persist_suspend(1);
+    rebuild_exchanges(&s);
+    rebuild_queues(&s, 0);
+    rebuild_queues(&s, 1);
+    rebuild_bindings(&s);
+    rebuild_messages(&s);
+    qm_persist_suspend(0);
+    rc = snapshot_meta(p, err, errlen);
+out:
+    state_free(&s);
+    return rc;
+}
