@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../core/clock.h"
@@ -83,7 +84,8 @@ static void flush_dirty(broker *b)
 static void before_sleep(sl_loop *loop, void *arg)
 {
     broker *b = arg;
-    /* Flushing can free prefetch room and dispatch can write more: a few rounds settle it. */    for (int round = 0; round < 4; round++) {
+    /* Flushing can free prefetch room and dispatch can write more: a few rounds settle it. */
+    for (int round = 0; round < 4; round++) {
         qm_node_run_dispatch(b->node);
         /* Group commit before any reply of this turn reaches a socket: confirms, commit-oks,
          * declare-oks and purge-oks promise what is now on disk. */
@@ -103,9 +105,11 @@ static void before_sleep(sl_loop *loop, void *arg)
 }
 
 /* ------------------------------------------------------------------------------------------
- * Memory alarm: queued bodies above memory_high_watermark block publishing connections
- * (connection.blocked to those that asked for it, and their sockets are not read) until
- * they fall back under it.
+ * Resource alarms (RabbitMQ's): queued bodies above memory_high_watermark, or less free disk
+ * under the data directory than disk_free_limit, block publishing connections: they get
+ * connection.blocked (when they asked for it) and their sockets are not read until every
+ * alarm has cleared. Consumers keep going, which is what lets memory drain. Blocking before
+ * the disk is full is what keeps a record from ever being half written for lack of space.
  */
 
 static uint64_t queued_bytes(broker *b)
@@ -125,26 +129,64 @@ static uint64_t queued_bytes(broker *b)
     return total;
 }
 
-static void set_alarm(broker *b, int on)
+const char *broker_alarm_reason(const broker *b)
 {
-    if (b->mem_alarm == on)
+    if (b->alarms & ALARM_DISK)
+        return "low on disk";
+    if (b->alarms & ALARM_MEMORY)
+        return "low on memory";
+    return NULL;
+}
+
+void broker_block_publisher(conn *c)
+{
+    conn_set_blocked(c, 1);
+    c->read_paused = 1;
+    sl_loop_watch(c->b->loop, &c->w, c->w.events & SL_EV_WRITE);
+}
+
+static void set_alarm(broker *b, int which, int on)
+{
+    int was = b->alarms;
+    b->alarms = on ? (b->alarms | which) : (b->alarms & ~which);
+    if (b->alarms == was)
         return;
-    b->mem_alarm = on;
     if (on)
-        sl_warn("memory alarm: queued message bodies above memory_high_watermark (%llu bytes); "
-                "blocking publishers",
-                (unsigned long long)b->cfg->memory_high_watermark);
+        sl_warn("%s alarm: blocking publishers (%s)", which == ALARM_DISK ? "disk" : "memory",
+                which == ALARM_DISK ? "free disk under disk_free_limit"
+                                    : "queued message bodies above memory_high_watermark");
     else
-        sl_info("memory alarm cleared; unblocking publishers");
+        sl_info("%s alarm cleared", which == ALARM_DISK ? "disk" : "memory");
+    if ((was != 0) == (b->alarms != 0))
+        return;
     for (conn *c = b->conns; c; c = c->next) {
         if (c->state != CONN_OPEN)
             continue;
-        conn_set_blocked(c, on);
-        if (c->has_published) {
-            c->read_paused = (uint8_t)on;
-            sl_loop_watch(b->loop, &c->w, (on ? 0 : SL_EV_READ) | (c->w.events & SL_EV_WRITE));
+        if (b->alarms) {
+            /* RabbitMQ blocks a connection when it publishes; one that already has is
+             * blocked now. */
+            if (c->has_published)
+                broker_block_publisher(c);
+            else
+                conn_set_blocked(c, 1);
+        } else {
+            conn_set_blocked(c, 0);
+            c->read_paused = 0;
+            sl_loop_watch(b->loop, &c->w, SL_EV_READ | (c->w.events & SL_EV_WRITE));
         }
     }
+}
+
+static void check_disk(broker *b, uint64_t now)
+{
+    if (now < b->next_disk_check)
+        return;
+    b->next_disk_check = now + 1000;
+    struct statvfs vfs;
+    if (statvfs(b->cfg->data_dir, &vfs) < 0)
+        return;
+    uint64_t free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    set_alarm(b, ALARM_DISK, free_bytes < b->cfg->disk_free_limit);
 }
 
 static void tick(sl_loop *loop, sl_timer *t)
@@ -152,7 +194,8 @@ static void tick(sl_loop *loop, sl_timer *t)
     broker *b = t->data;
     uint64_t now = sl_loop_now(loop);
     uint64_t next = qm_node_tick(b->node, now);
-    set_alarm(b, queued_bytes(b) > b->cfg->memory_high_watermark);
+    set_alarm(b, ALARM_MEMORY, queued_bytes(b) > b->cfg->memory_high_watermark);
+    check_disk(b, now);
     uint64_t due = now + TICK_MS;
     if (next && next < due)
         due = next > now ? next : now + 1;
@@ -235,9 +278,14 @@ static void begin_shutdown(broker *b, const char *why)
         close(b->listen_fd);
         b->listen_fd = -1;
     }
-    for (conn *c = b->conns; c; c = c->next)
+    for (conn *c = b->conns; c; c = c->next) {
+        if (c->read_paused) { /* a blocked publisher must still be able to say close-ok */
+            c->read_paused = 0;
+            sl_loop_watch(b->loop, &c->w, SL_EV_READ | (c->w.events & SL_EV_WRITE));
+        }
         conn_force_close(c, "CONNECTION_FORCED - broker forced connection closure with reason "
                             "'shutdown'");
+    }
     /* The tick timer keeps the loop waking up until the deadline. */
 }
 
@@ -264,7 +312,8 @@ broker *broker_new(sl_config *cfg)
         sl_error("cannot create the event loop: %s", strerror(errno));
         sl_free(b);
         return NULL;
-    }    b->node = qm_node_new(cfg->node_name);
+    }
+    b->node = qm_node_new(cfg->node_name);
     qm_vhost_create(b->node, "/");
     char err[512];
     b->store = persist_open(cfg->data_dir, b->node, NULL, err, sizeof err);

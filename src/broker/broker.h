@@ -49,11 +49,13 @@ struct broker {
     sl_watch signal_w;
     conn *conns; /* all live connections */
     conn *dirty; /* connections with output or confirms to flush this turn */
-    size_t n_conns;    sl_timer tick_timer; /* qm TTL / x-expires work */
+    size_t n_conns;
+    sl_timer tick_timer; /* qm TTL / x-expires work */
     sl_timer tidy_timer; /* automatic TIDY */
     struct persist *store;
     uint64_t next_conn_id;
-    int mem_alarm; /* publishers blocked by the memory high watermark */
+    int alarms; /* ALARM_MEMORY | ALARM_DISK: publishers are blocked while non-zero */
+    uint64_t next_disk_check;
     int shutting_down;
     uint64_t shutdown_deadline;
     char bound_addr[64];
@@ -156,7 +158,13 @@ struct channel {
     uint8_t released;
 };
 
+enum { ALARM_MEMORY = 1, ALARM_DISK = 2 };
+
 /* broker.c */
+/* "low on memory" / "low on disk" while an alarm is on, NULL otherwise. */
+const char *broker_alarm_reason(const broker *b);
+/* Send connection.blocked (if asked for) and stop reading c until the alarms clear. */
+void broker_block_publisher(conn *c);
 broker *broker_new(sl_config *cfg);
 int broker_listen(broker *b);
 void broker_run(broker *b);

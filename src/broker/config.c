@@ -43,8 +43,10 @@ void sl_config_defaults(sl_config *c)
     c->frame_max = 131072;
     c->channel_max = 2047;
     c->max_message_size = 128u * 1024 * 1024;
-    c->memory_high_watermark = 4ull * 1024 * 1024 * 1024;    c->handshake_timeout_ms = 10000;
+    c->memory_high_watermark = 4ull * 1024 * 1024 * 1024;
+    c->handshake_timeout_ms = 10000;
     c->tidy_interval_s = 6 * 3600;
+    c->disk_free_limit = 1000000000;
     add_user(c, "guest", "guest", 1);
 }
 
@@ -147,7 +149,12 @@ static const char *apply(sl_config *c, const char *key, const char *value)
                !strcmp(key, "vm_memory_high_watermark.absolute")) {
         if (parse_u64(value, UINT64_MAX, &n))
             return "memory_high_watermark must be a size in bytes (k, M, G suffixes)";
-        c->memory_high_watermark = n;    } else if (!strcmp(key, "tidy_interval")) {
+        c->memory_high_watermark = n;
+    } else if (!strcmp(key, "disk_free_limit") || !strcmp(key, "disk_free_limit.absolute")) {
+        if (parse_u64(value, UINT64_MAX, &n))
+            return "disk_free_limit must be a size in bytes (k, M, G suffixes)";
+        c->disk_free_limit = n;
+    } else if (!strcmp(key, "tidy_interval")) {
         if (parse_u64(value, UINT32_MAX, &n))
             return "tidy_interval must be seconds (0 = only on demand)";
         c->tidy_interval_s = n;
@@ -216,39 +223,37 @@ int sl_config_load_file(sl_config *c, const char *path)
 
 void sl_config_usage(void)
 {
-    printf("usage: sluiced [options]\n"
-           "\n"
-           "Sluice message queue manager: AMQP 0-9-1 on an MSMQ-style queue model.\n"
-           "\n"
-           "  --config FILE      read `key = value` settings from FILE (flags override it)\n"
-           "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
-           "  --port N           AMQP port (default 5672; 0 = pick a free port and log it)\n"
-           "  --mgmt-port N      HTTP management API port (default 15672; 0 = free port;\n"
-           "                     off = no management API)\n"
-           "  --data-dir DIR     data directory (default ./var)\n"
-           "  --node-name NAME   node name (default sluice@localhost)\n"
-           "  --log-level LEVEL  debug, info, warning or error (default info)\n"
-           "  --help             this text\n"
-           "  --version          print the version\n"
-           "\n"
-           "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level, heartbeat (s),\n"
-           "frame_max, channel_max, max_message_size, memory_high_watermark (bytes),\n"
-           "handshake_timeout (ms), tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator.\n");
+    printf(
+        "usage: sluiced [options]\n"
+        "\n"
+        "Sluice message queue manager: AMQP 0-9-1 on an MSMQ-style queue model.\n"
+        "\n"
+        "  --config FILE      read `key = value` settings from FILE (flags override it)\n"
+        "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
+        "  --port N           AMQP port (default 5672; 0 = pick a free port and log it)\n"
+        "  --mgmt-port N      HTTP management API port (default 15672; 0 = free port;\n"
+        "                     off = no management API)\n"
+        "  --data-dir DIR     data directory (default ./var)\n"
+        "  --node-name NAME   node name (default sluice@localhost)\n"
+        "  --log-level LEVEL  debug, info, warning or error (default info)\n"
+        "  --help             this text\n"
+        "  --version          print the version\n"
+        "\n"
+        "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level, heartbeat (s),\n"
+        "frame_max, channel_max, max_message_size, memory_high_watermark (bytes), disk_free_limit "
+        "(bytes),\n"
+        "handshake_timeout (ms), tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = "
+        "administrator.\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"config", required_argument, 0, 'c'},
-        {"bind", required_argument, 0, 'b'},
-        {"port", required_argument, 0, 'p'},
-        {"mgmt-port", required_argument, 0, 'm'},
-        {"data-dir", required_argument, 0, 'd'},
-        {"node-name", required_argument, 0, 'n'},
-        {"log-level", required_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0},
+        {"config", required_argument, 0, 'c'},    {"bind", required_argument, 0, 'b'},
+        {"port", required_argument, 0, 'p'},      {"mgmt-port", required_argument, 0, 'm'},
+        {"data-dir", required_argument, 0, 'd'},  {"node-name", required_argument, 0, 'n'},
+        {"log-level", required_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},         {0, 0, 0, 0},
     };
     /* First pass: only --config, so the file is applied before the other flags. */
     optind = 1;

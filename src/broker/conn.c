@@ -152,8 +152,10 @@ void conn_set_blocked(conn *c, int blocked)
     if (!c->cap_blocked || c->state != CONN_OPEN || c->blocked_sent == blocked)
         return;
     amqp_method m = {.id = blocked ? AMQP_CONNECTION_BLOCKED : AMQP_CONNECTION_UNBLOCKED};
-    if (blocked)
-        m.u.connection_blocked.reason = AMQP_BYTES("low on memory");
+    if (blocked) {
+        const char *why = broker_alarm_reason(c->b);
+        m.u.connection_blocked.reason = amqp_cstr(why ? why : "low on memory");
+    }
     conn_send_method(c, 0, &m);
     c->blocked_sent = (uint8_t)blocked;
 }
@@ -305,7 +307,8 @@ void conn_on_event(sl_loop *loop, sl_watch *w, int events)
     conn *c = w->data;
     (void)loop;
     if (c->state == CONN_DEAD)
-        return;    /* Writable again: flush at the end of the turn, after the group commit, never before. */
+        return; /* Writable again: flush at the end of the turn, after the group commit, never
+                   before. */
     if (events & SL_EV_WRITE)
         broker_mark_dirty(c);
     if ((events & (SL_EV_READ | SL_EV_ERROR)) && c->state != CONN_DEAD)
@@ -464,7 +467,7 @@ static void on_open(conn *c, const amqp_connection_open *o)
         uint64_t half = (uint64_t)c->heartbeat * 500;
         sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + (half ? half : 1));
     }
-    if (c->b->mem_alarm)
+    if (c->b->alarms)
         conn_set_blocked(c, 1);
     sl_info("connection %s: user '%s' opened vhost '%s'", c->name, c->user, vh->name);
 }

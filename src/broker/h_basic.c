@@ -149,6 +149,8 @@ static void publish(channel *ch, const amqp_basic_publish *p)
         return;
     }
     ch->c->has_published = 1;
+    if (ch->c->b->alarms && !ch->c->read_paused)
+        broker_block_publisher(ch->c); /* this publish completes; the next waits */
     ch->pub_exchange_name = sl_xstrndup((const char *)p->exchange.p, p->exchange.len);
     uint8_t *rk = sl_xmalloc(p->routing_key.len + 1);
     memcpy(rk, p->routing_key.p, p->routing_key.len);
