@@ -1,7 +1,11 @@
-/* sluice-store.c - offline inspection of a Sluice record log (like mdb_stat, redis-check-aof).
+/* sluice-store.c - offline inspection of a Sluice data directory or of one record log (like
+ * mdb_stat, redis-check-aof).
  *
  *   sluice-store check DIR   verify every segment; exit 0 if clean, 1 with the message if not
- *                            (a torn tail is reported, never truncated: read-only open)
+ *                            (a torn tail is reported, never truncated: read-only open). On a
+ *                            data directory (DIR/meta and DIR/msgs) it also replays the records
+ *                            into a scratch queue manager, as a start would, and lists queues
+ *   sluice-store queues DIR  the durable queues of a data directory with their message counts
  *   sluice-store dump DIR    one line per record: seq, type, length, file, offset, preview
  *   sluice-store stats DIR   segments, bytes, records, per-type counts
  *
@@ -15,6 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
+#include "persist/persist.h"
+#include "persist/records.h"
+#include "qm/qm.h"
 #include "store/log.h"
 
 /* ------------------------------------------------------------------ record types */
@@ -27,10 +36,99 @@ typedef struct rec_type {
     rec_printer print; /* NULL: hex preview */
 } rec_type;
 
-/* Indexed by the type octet. Example: [1] = {"queue.declare", print_queue_declare}. */
-static const rec_type REC_TYPES[256] = {
-    [0] = {NULL, NULL},
+static void print_u64s(FILE *out, const uint8_t *p, size_t len, const char *const *names)
+{
+    rec_reader r = {p, p + len, 0};
+    for (int i = 0; names[i]; i++) {
+        uint64_t v = rd_u64(&r);
+        if (r.bad)
+            break;
+        fprintf(out, "%s%s=%" PRIu64, i ? " " : "", names[i], v);
+    }
+}
+
+static void print_msg(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    rec_reader r = {p, p + len, 0};
+    uint64_t id = rd_u64(&r);
+    amqp_bytes ex = rd_s16(&r), rk = rd_s16(&r), props = rd_b32(&r), body = rd_rest(&r);
+    fprintf(out, "id=%" PRIu64 " exchange='%.*s' routing_key='%.*s' props=%zu body=%zu", id,
+            (int)ex.len, (const char *)ex.p, (int)rk.len, (const char *)rk.p, props.len, body.len);
+}
+
+static void print_enq(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    static const char *const n[] = {"inc", "lookup", "msg", NULL};
+    print_u64s(out, p, len, n);
+}
+
+static void print_inc_lookup(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    static const char *const n[] = {"inc", "lookup", NULL};
+    print_u64s(out, p, len, n);
+}
+
+static void print_inc(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    static const char *const n[] = {"inc", NULL};
+    print_u64s(out, p, len, n);
+}
+
+static void print_move(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    static const char *const n[] = {"src_inc", "lookup", "dest_inc", NULL};
+    print_u64s(out, p, len, n);
+}
+
+static void print_queue(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    rec_reader r = {p, p + len, 0};
+    uint64_t inc = rd_u64(&r), parent = rd_u64(&r);
+    rd_u8(&r);
+    amqp_bytes vh = rd_s16(&r), name = rd_s16(&r);
+    fprintf(out, "inc=%" PRIu64 " parent=%" PRIu64 " vhost='%.*s' name='%.*s'", inc, parent,
+            (int)vh.len, (const char *)vh.p, (int)name.len, (const char *)name.p);
+}
+
+static void print_exchange(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    rec_reader r = {p, p + len, 0};
+    if (type == M_EXCHANGE) {
+        rd_u8(&r);
+        rd_u8(&r);
+    }
+    amqp_bytes vh = rd_s16(&r), name = rd_s16(&r);
+    fprintf(out, "vhost='%.*s' name='%.*s'", (int)vh.len, (const char *)vh.p, (int)name.len,
+            (const char *)name.p);
+}
+
+static void print_binding(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    rec_reader r = {p, p + len, 0};
+    uint8_t kind = rd_u8(&r);
+    amqp_bytes vh = rd_s16(&r), src = rd_s16(&r), dest = rd_s16(&r), key = rd_s16(&r);
+    fprintf(out, "vhost='%.*s' source='%.*s' %s='%.*s' key='%.*s'", (int)vh.len, (const char *)vh.p,
+            (int)src.len, (const char *)src.p, kind ? "exchange" : "queue", (int)dest.len,
+            (const char *)dest.p, (int)key.len, (const char *)key.p);
+}
+
+/* Indexed by the type octet, one table per log of a data directory (persist/records.h). */
+static const rec_type MSGS_TYPES[256] = {
+    [R_MSG] = {"message", print_msg},       [R_ENQ] = {"enqueue", print_enq},
+    [R_DEQ] = {"remove", print_inc_lookup}, [R_DELIVER] = {"delivered", print_inc_lookup},
+    [R_PURGE] = {"purge", print_inc},       [R_MOVE] = {"move", print_move},
+    [R_TX_BEGIN] = {"tx.begin", NULL},      [R_TX_END] = {"tx.end", NULL},
 };
+static const rec_type META_TYPES[256] = {
+    [M_QUEUE] = {"queue", print_queue},
+    [M_QUEUE_DEL] = {"queue.delete", print_inc},
+    [M_EXCHANGE] = {"exchange", print_exchange},
+    [M_EXCHANGE_DEL] = {"exchange.delete", print_exchange},
+    [M_BIND] = {"bind", print_binding},
+    [M_UNBIND] = {"unbind", print_binding},
+};
+static const rec_type NO_TYPES[256];
+static const rec_type *REC_TYPES = NO_TYPES;
 
 #define PREVIEW 16
 
@@ -109,19 +207,113 @@ static st_log *open_ro(const char *dir, scan *s, char *err, size_t errlen)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: sluice-store check|dump|stats DIR\n");
+    fprintf(stderr, "usage: sluice-store check|queues|dump|stats DIR\n"
+                    "  DIR: a data directory (with meta/ and msgs/) or one log directory\n");
     return 2;
 }
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int is_data_dir(const char *dir)
+{
+    char a[4096], b[4096];
+    snprintf(a, sizeof a, "%s/meta", dir);
+    snprintf(b, sizeof b, "%s/msgs", dir);
+    return is_dir(a) && is_dir(b);
+}
+
+/* Replay a data directory into a scratch queue manager, as sluiced would at start, and list
+ * its durable queues. Read-only: nothing is truncated or rewritten. */
+static int list_queues(const char *dir)
+{
+    qm_node *n = qm_node_new("sluice-store");
+    qm_vhost_create(n, "/");
+    char err[1024];
+    persist_options o = {.read_only = 1};
+    persist *p = persist_open(dir, n, &o, err, sizeof err);
+    if (!p) {
+        fprintf(stderr, "%s\n", err);
+        qm_node_free(n);
+        return 1;
+    }
+    printf("vhost\tqueue\tincarnation\tmessages\tbytes\n");
+    size_t vit = 0;
+    const char *k;
+    size_t kl;
+    void *vv;
+    uint64_t total = 0;
+    while (sl_map_next(n->vhosts, &vit, &k, &kl, &vv)) {
+        qm_vhost *vh = vv;
+        size_t it = 0;
+        void *v;
+        while (sl_map_next(vh->queues, &it, &k, &kl, &v)) {
+            qm_queue *q = v;
+            if (!q->durable || q->exclusive)
+                continue;
+            printf("%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", vh->name, q->name,
+                   q->incarnation, qm_queue_message_count(q), q->bytes_total);
+            total += qm_queue_message_count(q);
+            size_t sit = 0;
+            void *sv;
+            while (q->subqueues && sl_map_next(q->subqueues, &sit, &k, &kl, &sv)) {
+                qm_queue *sq = sv;
+                printf("%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", vh->name, sq->name,
+                       sq->incarnation, qm_queue_message_count(sq), sq->bytes_total);
+                total += qm_queue_message_count(sq);
+            }
+        }
+    }
+    persist_stats st;
+    persist_get_stats(p, &st);
+    printf("total\t%" PRIu64 " message(s) in %" PRIu64 " queue(s), replayed in %" PRIu64 " ms\n",
+           total, st.recovered_queues, st.recovery_ms);
+    persist_close(p);
+    qm_node_free(n);
+    return 0;
+}
+
+static int run_one(const char *cmd, const char *dir);
 
 int main(int argc, char **argv)
 {
     if (argc != 3)
         return usage();
     const char *cmd = argv[1], *dir = argv[2];
-    if (strcmp(cmd, "check") && strcmp(cmd, "dump") && strcmp(cmd, "stats"))
+    if (strcmp(cmd, "check") && strcmp(cmd, "dump") && strcmp(cmd, "stats") &&
+        strcmp(cmd, "queues"))
         return usage();
+    if (!is_data_dir(dir)) {
+        if (!strcmp(cmd, "queues")) {
+            fprintf(stderr, "%s: not a data directory (no meta/ and msgs/)\n", dir);
+            return 1;
+        }
+        return run_one(cmd, dir);
+    }
+    if (!strcmp(cmd, "queues"))
+        return list_queues(dir);
+    int rc = 0;
+    static const char *const parts[] = {"meta", "msgs"};
+    for (int i = 0; i < 2; i++) {
+        char sub[4096];
+        snprintf(sub, sizeof sub, "%s/%s", dir, parts[i]);
+        REC_TYPES = i == 0 ? META_TYPES : MSGS_TYPES;
+        if (strcmp(cmd, "check"))
+            printf("== %s\n", sub);
+        rc |= run_one(cmd, sub);
+    }
+    if (!strcmp(cmd, "check") && rc == 0)
+        rc = list_queues(dir);
+    return rc;
+}
 
+static int run_one(const char *cmd, const char *dir)
+{
     static scan s; /* per_type makes it big: keep it off the stack */
+    memset(&s, 0, sizeof s);
     char err[1024];
     s.dump = !strcmp(cmd, "dump");
     st_log *l = open_ro(dir, &s, err, sizeof err);

@@ -196,6 +196,16 @@ static void tick(sl_loop *loop, sl_timer *t)
     uint64_t next = qm_node_tick(b->node, now);
     set_alarm(b, ALARM_MEMORY, queued_bytes(b) > b->cfg->memory_high_watermark);
     check_disk(b, now);
+    if (b->store && now >= b->next_store_sync) {
+        /* Acks and delivery marks wait for a sync that needs the disk anyway; bound that
+         * wait, so a consume-only load does not keep them in memory for long. */
+        b->next_store_sync = now + 1000;
+        char err[320];
+        if (persist_commit_ex(b->store, 1, err, sizeof err) < 0) {
+            sl_error("store: %s; stopping", err);
+            exit(1);
+        }
+    }
     uint64_t due = now + TICK_MS;
     if (next && next < due)
         due = next > now ? next : now + 1;

@@ -56,6 +56,7 @@ struct broker {
     uint64_t next_conn_id;
     int alarms; /* ALARM_MEMORY | ALARM_DISK: publishers are blocked while non-zero */
     uint64_t next_disk_check;
+    uint64_t next_store_sync;
     int shutting_down;
     uint64_t shutdown_deadline;
     char bound_addr[64];

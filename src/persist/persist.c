@@ -302,6 +302,13 @@ static const qm_persist_hooks hooks = {
 
 int persist_commit(persist *p, char *err, size_t errlen)
 {
+    return persist_commit_ex(p, 0, err, errlen);
+}
+
+int persist_commit_ex(persist *p, int force, char *err, size_t errlen)
+{
+    if (force && (st_log_pending(p->msgs) > 0 || st_log_pending(p->meta) > 0))
+        p->need_sync = 1;
     if (p->need_sync) {
         /* Definitions first: a message record may name a queue declared this turn. */
         if (p->meta_dirty && st_log_commit(p->meta, NULL) < 0)
@@ -325,7 +332,7 @@ void persist_tidy(persist *p, uint64_t *segments, uint64_t *bytes)
 {
     char err[256];
     /* Make what is buffered durable first, so a segment is never judged by unwritten state. */
-    if (persist_commit(p, err, sizeof err) < 0)
+    if (persist_commit_ex(p, 1, err, sizeof err) < 0)
         sl_error("tidy: %s", err);
     st_reclaim_stats st = {0};
     st_log_reclaim(p->msgs, &st);
@@ -356,8 +363,8 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
-persist *persist_open(const char *data_dir, qm_node *node, const persist_options *opt,
-                      char *err, size_t errlen)
+persist *persist_open(const char *data_dir, qm_node *node, const persist_options *opt, char *err,
+                      size_t errlen)
 {
     persist *p = sl_xcalloc(1, sizeof *p);
     p->node = node;
@@ -366,7 +373,7 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     sl_buf_init(&p->scratch);
     if (opt)
         p->opt = *opt;
-    if (mkdir_p(data_dir) < 0) {
+    if (!p->opt.read_only && mkdir_p(data_dir) < 0) {
         snprintf(err, errlen, "cannot create %s: %s", data_dir, strerror(errno));
         persist_close(p);
         return NULL;
@@ -377,6 +384,8 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
         return NULL;
     }
     p->recovery_ms = sl_now_ms() - t0;
+    if (p->opt.read_only)
+        return p;
     qm_set_persist(&hooks, p);
     sl_info("store: recovered %llu durable queue(s) and %llu message(s) from %s in %llu ms",
             (unsigned long long)p->recovered_queues, (unsigned long long)p->recovered_messages,
@@ -388,10 +397,13 @@ void persist_close(persist *p)
 {
     if (!p)
         return;
-    qm_set_persist(NULL, NULL);
-    if (p->msgs) {
+    if (!p->opt.read_only)
+        qm_set_persist(NULL, NULL);
+    if (p->msgs && !p->opt.read_only) {
         char err[256];
-        persist_commit(p, err, sizeof err);
+        /* A clean stop keeps even the acks that had not needed the disk yet. */
+        if (persist_commit_ex(p, 1, err, sizeof err) < 0)
+            sl_error("store: %s", err);
         st_log_close(p->msgs);
     }
     if (p->meta)

@@ -27,18 +27,22 @@ typedef struct persist persist;
 typedef struct persist_options {
     uint64_t segment_size; /* msgs log segment size (default 64 MiB) */
     int no_sync;           /* tests only */
+    int read_only;         /* inspection (sluice-store): recover into node, write nothing */
 } persist_options;
 
 /* Open data_dir/meta and data_dir/msgs, recover every durable definition and message into
  * node (whose vhosts must exist), and install the hooks. NULL with a message naming the file
  * and offset on corruption. */
-persist *persist_open(const char *data_dir, qm_node *node, const persist_options *opt,
-                      char *err, size_t errlen);
+persist *persist_open(const char *data_dir, qm_node *node, const persist_options *opt, char *err,
+                      size_t errlen);
 void persist_close(persist *p);
 
 /* Group commit: write what this turn appended; fdatasync when anything in it needs the disk.
  * 0, or -1 with err (the store is then failed: the caller must stop before replying). */
 int persist_commit(persist *p, char *err, size_t errlen);
+/* The same, and with force also sync records that did not need it (acks, delivery marks):
+ * called about once a second and at a clean stop, so they are not held back indefinitely. */
+int persist_commit_ex(persist *p, int force, char *err, size_t errlen);
 
 typedef struct persist_stats {
     uint64_t recovered_queues, recovered_messages, recovery_ms;

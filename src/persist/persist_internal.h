@@ -11,9 +11,9 @@ struct persist {
     char *dir;
     persist_options opt;
     st_log *meta, *msgs;
-    sl_buf scratch;     /* the record being encoded */
+    sl_buf scratch; /* the record being encoded */
     uint64_t next_msg_id;
-    int need_sync;      /* something appended this turn must be on disk before replies */
+    int need_sync; /* something appended this turn must be on disk before replies */
     int meta_dirty;
     uint64_t commits, records;
     uint64_t recovered_queues, recovered_messages, recovery_ms;

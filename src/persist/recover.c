@@ -58,8 +58,8 @@ typedef struct rstate {
     sl_map *exchanges; /* "vhost\0name" -> def* */
     sl_map *bindings;  /* canonical binding payload -> (void*)1 */
     /* msgs */
-    sl_map *msgs;      /* u64 id -> rmsg* */
-    sl_map *entries;   /* u64 incarnation -> qentries* */
+    sl_map *msgs;    /* u64 id -> rmsg* */
+    sl_map *entries; /* u64 incarnation -> qentries* */
     pending_rec *tx;
     size_t tx_len, tx_cap;
     int in_tx;
@@ -321,8 +321,8 @@ static void tx_clear(rstate *s)
     s->in_tx = 0;
 }
 
-static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *payload,
-                       size_t len, st_loc loc)
+static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *payload, size_t len,
+                       st_loc loc)
 {
     rstate *s = ctx;
     if (type == R_TX_BEGIN) {
@@ -387,8 +387,8 @@ static void rebuild_exchanges(rstate *s)
         qm_exchange *x;
         char err[256];
         if (qm_exchange_declare(vhost_of(s->p, vh), &decl, &x, err, sizeof err) != SL_OK)
-            sl_warn("store: exchange '%.*s' not restored: %s", (int)name.len,
-                    (const char *)name.p, err);
+            sl_warn("store: exchange '%.*s' not restored: %s", (int)name.len, (const char *)name.p,
+                    err);
     }
 }
 
@@ -671,12 +671,15 @@ int persist_recover(persist *p, char *err, size_t errlen)
     char path[4096];
     int rc = -1;
 
-    st_log_options mo = {.segment_size = 8u << 20, .no_sync = p->opt.no_sync};
+    st_log_options mo = {
+        .segment_size = 8u << 20, .no_sync = p->opt.no_sync, .read_only = p->opt.read_only};
     snprintf(path, sizeof path, "%s/meta", p->dir);
     p->meta = st_log_open(path, &mo, meta_replay, &s, err, errlen);
     if (!p->meta)
         goto out;
-    st_log_options so = {.segment_size = p->opt.segment_size, .no_sync = p->opt.no_sync};
+    st_log_options so = {.segment_size = p->opt.segment_size,
+                         .no_sync = p->opt.no_sync,
+                         .read_only = p->opt.read_only};
     snprintf(path, sizeof path, "%s/msgs", p->dir);
     p->msgs = st_log_open(path, &so, msgs_replay, &s, err, errlen);
     if (!p->msgs)
@@ -691,7 +694,7 @@ int persist_recover(persist *p, char *err, size_t errlen)
     rebuild_bindings(&s);
     rebuild_messages(&s);
     qm_persist_suspend(0);
-    rc = snapshot_meta(p, err, errlen);
+    rc = p->opt.read_only ? 0 : snapshot_meta(p, err, errlen);
 out:
     state_free(&s);
     return rc;
