@@ -105,29 +105,12 @@ static void before_sleep(sl_loop *loop, void *arg)
 }
 
 /* ------------------------------------------------------------------------------------------
- * Resource alarms (RabbitMQ's): queued bodies above memory_high_watermark, or less free disk
+ * Resource alarms (RabbitMQ's): bodies in memory above memory_high_watermark, or less free disk
  * under the data directory than disk_free_limit, block publishing connections: they get
  * connection.blocked (when they asked for it) and their sockets are not read until every
  * alarm has cleared. Consumers keep going, which is what lets memory drain. Blocking before
  * the disk is full is what keeps a record from ever being half written for lack of space.
  */
-
-static uint64_t queued_bytes(broker *b)
-{
-    uint64_t total = 0;
-    size_t vpos = 0;
-    const char *k;
-    size_t kl;
-    void *v;
-    while (sl_map_next(b->node->vhosts, &vpos, &k, &kl, &v)) {
-        qm_vhost *vh = v;
-        size_t qpos = 0;
-        void *qv;
-        while (sl_map_next(vh->queues, &qpos, &k, &kl, &qv))
-            total += ((qm_queue *)qv)->bytes_total;
-    }
-    return total;
-}
 
 const char *broker_alarm_reason(const broker *b)
 {
@@ -194,7 +177,8 @@ static void tick(sl_loop *loop, sl_timer *t)
     broker *b = t->data;
     uint64_t now = sl_loop_now(loop);
     uint64_t next = qm_node_tick(b->node, now);
-    set_alarm(b, ALARM_MEMORY, queued_bytes(b) > b->cfg->memory_high_watermark);
+    /* Bodies in memory: paged-out messages cost disk, which the disk alarm watches. */
+    set_alarm(b, ALARM_MEMORY, qm_memory_bytes() > b->cfg->memory_high_watermark);
     check_disk(b, now);
     if (b->store && now >= b->next_store_sync) {
         /* Acks and delivery marks wait for a sync that needs the disk anyway; bound that
@@ -325,6 +309,7 @@ broker *broker_new(sl_config *cfg)
     }
     b->node = qm_node_new(cfg->node_name);
     qm_vhost_create(b->node, "/");
+    qm_set_memory_budget(cfg->memory_budget);
     char err[512];
     b->store = persist_open(cfg->data_dir, b->node, NULL, err, sizeof err);
     if (!b->store) {

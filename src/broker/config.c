@@ -47,6 +47,7 @@ void sl_config_defaults(sl_config *c)
     c->handshake_timeout_ms = 10000;
     c->tidy_interval_s = 6 * 3600;
     c->disk_free_limit = 1000000000;
+    c->memory_budget = 1024ull * 1024 * 1024;
     add_user(c, "guest", "guest", 1);
 }
 
@@ -150,6 +151,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT64_MAX, &n))
             return "memory_high_watermark must be a size in bytes (k, M, G suffixes)";
         c->memory_high_watermark = n;
+    } else if (!strcmp(key, "memory_budget")) {
+        if (parse_u64(value, UINT64_MAX, &n))
+            return "memory_budget must be a size in bytes (k, M, G suffixes; 0 = never page)";
+        c->memory_budget = n;
     } else if (!strcmp(key, "disk_free_limit") || !strcmp(key, "disk_free_limit.absolute")) {
         if (parse_u64(value, UINT64_MAX, &n))
             return "disk_free_limit must be a size in bytes (k, M, G suffixes)";
@@ -223,27 +228,25 @@ int sl_config_load_file(sl_config *c, const char *path)
 
 void sl_config_usage(void)
 {
-    printf(
-        "usage: sluiced [options]\n"
-        "\n"
-        "Sluice message queue manager: AMQP 0-9-1 on an MSMQ-style queue model.\n"
-        "\n"
-        "  --config FILE      read `key = value` settings from FILE (flags override it)\n"
-        "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
-        "  --port N           AMQP port (default 5672; 0 = pick a free port and log it)\n"
-        "  --mgmt-port N      HTTP management API port (default 15672; 0 = free port;\n"
-        "                     off = no management API)\n"
-        "  --data-dir DIR     data directory (default ./var)\n"
-        "  --node-name NAME   node name (default sluice@localhost)\n"
-        "  --log-level LEVEL  debug, info, warning or error (default info)\n"
-        "  --help             this text\n"
-        "  --version          print the version\n"
-        "\n"
-        "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level, heartbeat (s),\n"
-        "frame_max, channel_max, max_message_size, memory_high_watermark (bytes), disk_free_limit "
-        "(bytes),\n"
-        "handshake_timeout (ms), tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = "
-        "administrator.\n");
+    printf("usage: sluiced [options]\n"
+           "\n"
+           "Sluice message queue manager: AMQP 0-9-1 on an MSMQ-style queue model.\n"
+           "\n"
+           "  --config FILE      read `key = value` settings from FILE (flags override it)\n"
+           "  --bind ADDR        address to listen on (default 127.0.0.1)\n"
+           "  --port N           AMQP port (default 5672; 0 = pick a free port and log it)\n"
+           "  --mgmt-port N      HTTP management API port (default 15672; 0 = free port;\n"
+           "                     off = no management API)\n"
+           "  --data-dir DIR     data directory (default ./var)\n"
+           "  --node-name NAME   node name (default sluice@localhost)\n"
+           "  --log-level LEVEL  debug, info, warning or error (default info)\n"
+           "  --help             this text\n"
+           "  --version          print the version\n"
+           "\n"
+           "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level,\n"
+           "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
+           "memory_budget, disk_free_limit (bytes, k/M/G suffixes), handshake_timeout (ms),\n"
+           "tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator.\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)

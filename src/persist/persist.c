@@ -164,8 +164,9 @@ static void h_unbound(void *ctx, const qm_binding *b)
     meta_append(p, M_UNBIND);
 }
 
-/* Store the message itself once, whatever the number of queues it went to. */
-static void write_message(persist *p, qm_message *m)
+/* Store the message itself once, whatever the number of queues it went to. Paging out a
+ * transient message stores it too, without waiting for the disk: a crash loses it anyway. */
+static void write_message(persist *p, qm_message *m, int needs_sync)
 {
     if (m->st_written)
         return;
@@ -175,15 +176,17 @@ static void write_message(persist *p, qm_message *m)
     rec_s16(&p->scratch, m->routing_key.p, m->routing_key.len);
     rec_b32(&p->scratch, m->props, m->props_len);
     sl_buf_append(&p->scratch, m->body, (size_t)m->body_len);
-    st_loc loc = msgs_append(p, R_MSG, 1);
+    m->st_len = (uint32_t)p->scratch.len;
+    st_loc loc = msgs_append(p, R_MSG, needs_sync);
     m->st_seg = loc.segment;
+    m->st_off = loc.offset;
     m->st_written = 1;
 }
 
 static void log_position(persist *p, qm_position *pos)
 {
     qm_message *m = pos->msg;
-    write_message(p, m);
+    write_message(p, m, 1);
     rec_u64(&p->scratch, pos->queue->incarnation);
     rec_u64(&p->scratch, pos->lookup_id);
     rec_u64(&p->scratch, m->st_id);
@@ -278,6 +281,100 @@ static void h_tx_group(void *ctx, int begin)
     msgs_append(p, begin ? R_TX_BEGIN : R_TX_END, !begin);
 }
 
+/* ---- paging: ready messages beyond the memory budget live only in msgs/ ---- */
+
+static int h_page_out(void *ctx, qm_position *pos, qm_paged *out)
+{
+    persist *p = ctx;
+    qm_message *m = pos->msg;
+    if (m->body_len > UINT32_MAX)
+        return -1;
+    int durable = m->persistent && persist_queue_durable(pos->queue);
+    if (durable && !pos->st_logged)
+        log_position(p, pos); /* message + enqueue records, synced with this turn */
+    else if (!durable)
+        write_message(p, m, 0); /* recovery ignores it: no enqueue record names it */
+    out->lookup_id = pos->lookup_id;
+    out->msg_off = m->st_off;
+    out->msg_seg = m->st_seg;
+    out->msg_len = m->st_len;
+    out->body_len = (uint32_t)m->body_len;
+    out->move_count = (uint16_t)(pos->move_count > 65535 ? 65535 : pos->move_count);
+    out->redelivered = pos->redelivered;
+    out->logged = (uint8_t)durable;
+    /* The entry takes over the position's references (or takes new ones for a transient
+     * message: its record must outlive TIDY until it is read back). */
+    if (durable) {
+        out->enq_seg = pos->st_seg;
+        pos->st_logged = 0;
+    } else {
+        out->enq_seg = m->st_seg;
+        st_log_ref(p->msgs, out->enq_seg);
+        st_log_ref(p->msgs, m->st_seg);
+    }
+    p->paged_out++;
+    return 0;
+}
+
+static void release_entry(persist *p, qm_queue *q, const qm_paged *e, int write_record)
+{
+    if (e->logged && write_record) {
+        rec_u64(&p->scratch, q->incarnation);
+        rec_u64(&p->scratch, e->lookup_id);
+        msgs_append(p, R_DEQ, 0);
+    }
+    st_log_unref(p->msgs, e->enq_seg);
+    st_log_unref(p->msgs, e->msg_seg);
+}
+
+static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
+{
+    persist *p = ctx;
+    uint8_t *buf = sl_xmalloc(e->msg_len ? e->msg_len : 1);
+    char err[256];
+    st_loc loc = {e->msg_seg, e->msg_off};
+    if (st_log_read(p->msgs, loc, buf, e->msg_len, err, sizeof err) < 0) {
+        sl_error("store: cannot read back message %llu of queue '%s': %s",
+                 (unsigned long long)e->lookup_id, q->name, err);
+        sl_free(buf);
+        return NULL;
+    }
+    rec_reader r = {buf, buf + e->msg_len, 0};
+    uint64_t id = rd_u64(&r);
+    amqp_bytes ex = rd_s16(&r), rk = rd_s16(&r), props = rd_b32(&r), body = rd_rest(&r);
+    if (r.bad) {
+        sl_error("store: message record of %llu in queue '%s' is malformed",
+                 (unsigned long long)e->lookup_id, q->name);
+        sl_free(buf);
+        return NULL;
+    }
+    qm_message *m = qm_message_new(ex, rk, props.p, (uint32_t)props.len, body.len);
+    if (body.len)
+        memcpy(m->body, body.p, body.len);
+    sl_free(buf);
+    m->st_id = id;
+    m->st_seg = e->msg_seg;
+    m->st_off = e->msg_off;
+    m->st_len = e->msg_len;
+    m->st_written = 1;
+    qm_position *pos = qm_queue_restore_position(q, m, e->lookup_id, e->move_count, e->redelivered);
+    qm_message_unref(m); /* the position holds it */
+    if (e->logged) {
+        pos->st_logged = 1;
+        pos->st_seg = e->enq_seg;
+    } else {
+        st_log_unref(p->msgs, e->enq_seg);
+        st_log_unref(p->msgs, e->msg_seg);
+    }
+    p->paged_in++;
+    return pos;
+}
+
+static void h_paged_dropped(void *ctx, qm_queue *q, const qm_paged *e, int logged)
+{
+    release_entry(ctx, q, e, logged);
+}
+
 static const qm_persist_hooks hooks = {
     .queue_created = h_queue_created,
     .queue_destroyed = h_queue_destroyed,
@@ -291,6 +388,9 @@ static const qm_persist_hooks hooks = {
     .purged = h_purged,
     .moved = h_moved,
     .tx_group = h_tx_group,
+    .page_out = h_page_out,
+    .page_in = h_page_in,
+    .paged_dropped = h_paged_dropped,
 };
 
 /* ------------------------------------------------------------------------------------------

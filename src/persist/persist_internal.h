@@ -16,6 +16,7 @@ struct persist {
     int need_sync; /* something appended this turn must be on disk before replies */
     int meta_dirty;
     uint64_t commits, records;
+    uint64_t paged_out, paged_in;
     uint64_t recovered_queues, recovered_messages, recovery_ms;
 };
 

@@ -20,6 +20,7 @@
 
 #include "../core/log.h"
 #include "../core/mem.h"
+#include "../amqp/method.h"
 #include "../qm/qm.h"
 
 typedef struct def {
@@ -38,10 +39,16 @@ typedef struct qentries {
     sl_map *by_lookup; /* u64 lookup id -> entry* */
 } qentries;
 
+/* A stored message seen in replay. Its body is read back only if a position needs it in
+ * memory: beyond the memory budget recovered messages stay paged out. */
 typedef struct rmsg {
-    qm_message *m;
+    qm_message *m; /* materialized, or NULL */
+    st_loc loc;
     uint32_t seg;
+    uint32_t len; /* record payload length */
+    uint32_t body_len;
     uint32_t uses;
+    uint8_t has_ttl; /* an expiration property: kept in memory (expiry is checked there) */
 } rmsg;
 
 typedef struct pending_rec {
@@ -229,11 +236,16 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         amqp_bytes body = rd_rest(&r);
         if (r.bad)
             break;
+        (void)ex;
+        (void)rk;
         rmsg *rm = sl_xcalloc(1, sizeof *rm);
-        rm->m = qm_message_new(ex, rk, props.p, (uint32_t)props.len, body.len);
-        if (body.len)
-            memcpy(rm->m->body, body.p, body.len);
+        rm->loc = loc;
         rm->seg = loc.segment;
+        rm->len = (uint32_t)len;
+        rm->body_len = body.len > UINT32_MAX ? UINT32_MAX : (uint32_t)body.len;
+        amqp_basic_props bp;
+        rm->has_ttl = props.len && amqp_props_decode(props.p, props.len, &bp) == 0 &&
+                      (bp.flags & AMQP_P_EXPIRATION);
         rmsg *old = sl_map_put(s->msgs, &id, 8, rm);
         if (old) {
             qm_message_unref(old->m);
@@ -512,6 +524,37 @@ static qm_queue *queue_by_inc(persist *p, rstate *s, uint64_t inc)
     return sq && sq->incarnation == inc ? sq : NULL;
 }
 
+/* Read a stored message back into memory (once; positions share it). */
+static qm_message *materialize(rstate *s, rmsg *rm, uint64_t id)
+{
+    if (rm->m)
+        return rm->m;
+    uint8_t *buf = sl_xmalloc(rm->len ? rm->len : 1);
+    char err[256];
+    if (st_log_read(s->p->msgs, rm->loc, buf, rm->len, err, sizeof err) < 0) {
+        sl_error("store: cannot read back message %llu: %s", (unsigned long long)id, err);
+        sl_free(buf);
+        return NULL;
+    }
+    rec_reader r = {buf, buf + rm->len, 0};
+    rd_u64(&r);
+    amqp_bytes ex = rd_s16(&r), rk = rd_s16(&r), props = rd_b32(&r), body = rd_rest(&r);
+    qm_message *m = NULL;
+    if (!r.bad) {
+        m = qm_message_new(ex, rk, props.p, (uint32_t)props.len, body.len);
+        if (body.len)
+            memcpy(m->body, body.p, body.len);
+        m->st_id = id;
+        m->st_seg = rm->seg;
+        m->st_off = rm->loc.offset;
+        m->st_len = rm->len;
+        m->st_written = 1;
+    }
+    sl_free(buf);
+    rm->m = m;
+    return m;
+}
+
 static void rebuild_messages(rstate *s)
 {
     persist *p = s->p;
@@ -540,13 +583,29 @@ static void rebuild_messages(rstate *s)
             rmsg *rm = sl_map_get(s->msgs, &e->msg, 8);
             if (!rm)
                 continue;
-            qm_message *m = rm->m;
-            m->st_id = e->msg;
-            m->st_seg = rm->seg;
-            m->st_written = 1;
-            qm_position *pos = qm_queue_restore(q, m, e->lookup, e->move_count, e->redelivered);
-            pos->st_logged = 1;
-            pos->st_seg = e->seg;
+            int can_page = q->args.max_priority <= 0 && q->args.message_ttl < 0 && !rm->has_ttl;
+            if (can_page && (q->paged_len || (q->n_ready && qm_memory_over_budget()))) {
+                /* Beyond the memory budget the message stays where it is: on disk. */
+                qm_paged pe = {
+                    .lookup_id = e->lookup,
+                    .msg_off = rm->loc.offset,
+                    .msg_seg = rm->seg,
+                    .msg_len = rm->len,
+                    .enq_seg = e->seg,
+                    .body_len = rm->body_len,
+                    .move_count = (uint16_t)(e->move_count > 65535 ? 65535 : e->move_count),
+                    .redelivered = e->redelivered,
+                    .logged = 1,
+                };
+                qm_queue_restore_paged(q, &pe);
+            } else {
+                qm_message *m = materialize(s, rm, e->msg);
+                if (!m)
+                    continue;
+                qm_position *pos = qm_queue_restore(q, m, e->lookup, e->move_count, e->redelivered);
+                pos->st_logged = 1;
+                pos->st_seg = e->seg;
+            }
             st_log_ref(p->msgs, e->seg);
             st_log_ref(p->msgs, rm->seg);
             p->recovered_messages++;

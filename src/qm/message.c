@@ -28,6 +28,24 @@ static int parse_expiration(amqp_bytes s, uint64_t *out)
     return 1;
 }
 
+static uint64_t mem_bytes;
+uint64_t qm_mem_budget;
+
+uint64_t qm_memory_bytes(void)
+{
+    return mem_bytes;
+}
+
+void qm_set_memory_budget(uint64_t bytes)
+{
+    qm_mem_budget = bytes;
+}
+
+int qm_memory_over_budget(void)
+{
+    return qm_mem_budget && mem_bytes > qm_mem_budget;
+}
+
 qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
                            uint32_t props_len, uint64_t body_len)
 {
@@ -62,6 +80,7 @@ qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const ui
 
     m->body = p;
     m->body_len = body_len;
+    mem_bytes += body_len;
 
     amqp_basic_props bp;
     if (props_len && amqp_props_decode(m->props, props_len, &bp) == 0) {
@@ -80,6 +99,8 @@ void qm_message_ref(qm_message *m)
 
 void qm_message_unref(qm_message *m)
 {
-    if (m && --m->refs == 0)
+    if (m && --m->refs == 0) {
+        mem_bytes -= m->body_len;
         sl_free(m);
+    }
 }

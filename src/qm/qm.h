@@ -73,6 +73,8 @@ struct qm_message {
     uint64_t st_id;
     uint32_t st_seg;
     uint8_t st_written;
+    uint32_t st_len; /* payload length of the message record */
+    uint64_t st_off; /* offset of the message record in segment st_seg */
     /* the strings, props and body live in the same allocation, after the struct */
 };
 
@@ -237,6 +239,10 @@ struct qm_queue {
 
     /* implementation detail, see queue.c */
     void *ready_impl;
+    /* Ready messages paged out to the store (oldest first), after the in-memory ready ring:
+     * queue depth is bounded by disk, not memory. Counted in n_ready. */
+    struct qm_paged *paged;
+    size_t paged_head, paged_len, paged_cap;
     qm_position *locked; /* head of the LOCKED / PURGE_PENDING list */
     qm_consumer *consumers;
     qm_consumer *rr_next;
@@ -509,13 +515,47 @@ typedef struct qm_persist_hooks {
     void (*moved)(void *ctx, qm_position *pos, qm_queue *src);
     /* brackets the operations a transaction commit applies (atomic on disk) */
     void (*tx_group)(void *ctx, int begin);
+    /* Paging. page_out makes sure pos' message and enqueue are in the store, fills *out and
+     * hands pos' segment references over to it (0), or refuses (-1: it stays in memory).
+     * page_in rebuilds the position (not inserted anywhere) from the store; NULL when it
+     * cannot be read (the entry is then dropped). paged_dropped lets go of an entry that
+     * leaves the queue without coming back into memory (purge, delete: logged = 0). */
+    int (*page_out)(void *ctx, qm_position *pos, struct qm_paged *out);
+    qm_position *(*page_in)(void *ctx, qm_queue *q, const struct qm_paged *e);
+    void (*paged_dropped)(void *ctx, qm_queue *q, const struct qm_paged *e, int logged);
 } qm_persist_hooks;
+
+/* A ready message that lives only in the store (40 bytes instead of a position, a message
+ * and its body in memory). */
+typedef struct qm_paged {
+    uint64_t lookup_id;
+    uint64_t msg_off; /* message record: offset, segment, payload length */
+    uint32_t msg_seg;
+    uint32_t msg_len;
+    uint32_t enq_seg;  /* enqueue record's segment (logged entries) */
+    uint32_t body_len; /* for the queue's byte counts */
+    uint16_t move_count;
+    uint8_t redelivered;
+    uint8_t logged; /* a durable enqueue record exists: removing it needs a record */
+} qm_paged;
+
+/* Bytes of message bodies held in memory by this process, and the budget above which ready
+ * messages of non-priority queues without TTLs are paged out to the store (0 = never). */
+uint64_t qm_memory_bytes(void);
+void qm_set_memory_budget(uint64_t bytes);
+/* 1 when message bodies in memory exceed the budget: new ready messages are paged out. */
+int qm_memory_over_budget(void);
+/* Recovery: append a stored ready message to q's paged tail (in lookup-id order). */
+void qm_queue_restore_paged(qm_queue *q, const qm_paged *e);
 
 void qm_set_persist(const qm_persist_hooks *hooks, void *ctx);
 /* Recovery: rebuild a stored position in q as AVAILABLE at its lookup-id place, without
  * telling the hooks (the record already exists). Takes a ref on m. */
-qm_position *qm_queue_restore(qm_queue *q, qm_message *m, uint64_t lookup_id,
-                              uint32_t move_count, int redelivered);
+qm_position *qm_queue_restore(qm_queue *q, qm_message *m, uint64_t lookup_id, uint32_t move_count,
+                              int redelivered);
+/* The position qm_queue_restore would insert, not inserted (paging in). */
+qm_position *qm_queue_restore_position(qm_queue *q, qm_message *m, uint64_t lookup_id,
+                                       uint32_t move_count, int redelivered);
 /* Recovery: suppress the hooks while the stored state is rebuilt. */
 void qm_persist_suspend(int on);
 

@@ -40,11 +40,14 @@ static inline qm_position *qm_ring_at(const qm_ring *r, size_t i)
 extern const qm_persist_hooks *qm_persist;
 extern void *qm_persist_ctx;
 extern int qm_persist_bulk; /* inside purge / queue deletion: removals need no records */
-#define QM_PERSIST(fn, ...)                                                                    \
-    do {                                                                                       \
-        if (qm_persist && qm_persist->fn)                                                      \
-            qm_persist->fn(qm_persist_ctx, __VA_ARGS__);                                       \
+#define QM_PERSIST(fn, ...)                                                                        \
+    do {                                                                                           \
+        if (qm_persist && qm_persist->fn)                                                          \
+            qm_persist->fn(qm_persist_ctx, __VA_ARGS__);                                           \
     } while (0)
+
+/* ---- memory budget (message.c) ---- */
+extern uint64_t qm_mem_budget;
 
 /* ---- clock ---- */
 static inline uint64_t qm_now(const qm_node *n)

@@ -124,8 +124,96 @@ void qm_ready_insert(qm_queue *q, qm_position *pos)
     q->bytes_ready += pos->msg->body_len;
 }
 
+/* ---- paged-out ready messages ----
+ *
+ * Invariant: every paged entry is newer (higher lookup id) than what the ring held when it
+ * was paged, so the paged tail continues the ring; entries come back in batches from the
+ * front. Only queues without priorities page, and only messages without a TTL (expiry is
+ * checked at the head, in memory).
+ */
+
+static void paged_push(qm_queue *q, const qm_paged *e)
+{
+    if (q->paged_head + q->paged_len == q->paged_cap) {
+        if (q->paged_head > q->paged_cap / 2) {
+            memmove(q->paged, q->paged + q->paged_head, q->paged_len * sizeof *q->paged);
+            q->paged_head = 0;
+        } else {
+            q->paged_cap = q->paged_cap ? q->paged_cap * 2 : 1024;
+            q->paged = sl_xrealloc(q->paged, q->paged_cap * sizeof *q->paged);
+        }
+    }
+    q->paged[q->paged_head + q->paged_len++] = *e;
+}
+
+/* Take entry i (0 = oldest) out of the paged array and bring it back as a ready position;
+ * returns it, or NULL when the store could not give it back (then it is dropped). */
+static qm_position *page_in_at(qm_queue *q, size_t i)
+{
+    qm_paged e = q->paged[q->paged_head + i];
+    if (i == 0) {
+        q->paged_head++;
+    } else {
+        memmove(q->paged + q->paged_head + i, q->paged + q->paged_head + i + 1,
+                (q->paged_len - i - 1) * sizeof *q->paged);
+    }
+    if (--q->paged_len == 0)
+        q->paged_head = 0;
+    q->n_ready--;
+    q->bytes_ready -= e.body_len;
+    q->bytes_total -= e.body_len;
+    qm_position *pos =
+        qm_persist && qm_persist->page_in ? qm_persist->page_in(qm_persist_ctx, q, &e) : NULL;
+    if (!pos) {
+        QM_PERSIST(paged_dropped, q, &e, 1);
+        return NULL;
+    }
+    q->bytes_total += pos->msg->body_len;
+    qm_ready_insert(q, pos);
+    return pos;
+}
+
+static void page_in_some(qm_queue *q, size_t want)
+{
+    if (qm_memory_over_budget() && want > 8)
+        want = 8; /* under pressure: just enough to keep deliveries going */
+    for (size_t done = 0; q->paged_len && done < want; done++)
+        page_in_at(q, 0);
+}
+
+static void paged_clear(qm_queue *q)
+{
+    for (size_t i = 0; i < q->paged_len; i++) {
+        qm_paged *e = &q->paged[q->paged_head + i];
+        q->bytes_total -= e->body_len;
+        QM_PERSIST(paged_dropped, q, e, 0); /* the purge / delete record covers it */
+    }
+    q->n_ready -= q->paged_len;
+    sl_free(q->paged);
+    q->paged = NULL;
+    q->paged_head = q->paged_len = q->paged_cap = 0;
+}
+
+void qm_queue_restore_paged(qm_queue *q, const qm_paged *e)
+{
+    qm_node *n = qm_queue_node(q);
+    paged_push(q, e);
+    q->n_ready++;
+    q->bytes_ready += e->body_len;
+    q->bytes_total += e->body_len;
+    if (n->next_lookup_id <= e->lookup_id)
+        n->next_lookup_id = e->lookup_id + 1;
+}
+
 qm_position *qm_ready_pop(qm_queue *q)
 {
+    if (q->paged_len) {
+        /* Bring the front back when the ring has run dry, or when something newer than the
+         * paged front got into the ring (a lookup by id paged one entry in). */
+        qm_ring *r0 = &qm_ready_of(q)->levels[0];
+        if (!r0->len || qm_ring_at(r0, 0)->lookup_id > q->paged[q->paged_head].lookup_id)
+            page_in_some(q, 256);
+    }
     qm_ring *r = top_ring(q);
     if (!r)
         return NULL;
@@ -175,6 +263,8 @@ static uint64_t ready_clear(qm_queue *q)
         sl_free(r->buf);
         memset(r, 0, sizeof *r);
     }
+    n += q->paged_len;
+    paged_clear(q);
     q->n_ready = 0;
     q->bytes_ready = 0;
     return n;
@@ -427,8 +517,19 @@ sl_err qm_queue_accept(qm_queue *q, qm_position *pos)
 
     q->bytes_total += m->body_len;
     q->stat_published++;
-    qm_ready_insert(q, pos);
-    QM_PERSIST(enqueued, pos);
+    qm_paged e;
+    if (!pos->expires_at && q->args.max_priority <= 0 && qm_persist && qm_persist->page_out &&
+        (q->paged_len || (q->n_ready && qm_memory_over_budget())) &&
+        qm_persist->page_out(qm_persist_ctx, pos, &e) == 0) {
+        /* Over the memory budget: the message lives on in the store only. */
+        paged_push(q, &e);
+        q->n_ready++;
+        q->bytes_ready += e.body_len;
+        qm_position_free(pos);
+    } else {
+        qm_ready_insert(q, pos);
+        QM_PERSIST(enqueued, pos);
+    }
     if (q->args.overflow == QM_OVERFLOW_DROP_HEAD) {
         while (q->n_ready && over_limit(q, 0, 0))
             ready_drop(q, qm_ready_pop(q), QM_DEL_MAXLEN);
@@ -560,6 +661,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
 
     sl_map_free(q->subqueues);
     qm_queue_args_free(&q->args);
+    sl_free(q->paged);
     sl_free(q->ready_impl);
     sl_free(q->name);
     sl_free(q);
@@ -583,6 +685,19 @@ void qm_queue_maybe_gc(qm_queue *q)
 
 qm_position *qm_queue_find_position(qm_queue *q, uint64_t lookup_id)
 {
+    if (q->paged_len && lookup_id >= q->paged[q->paged_head].lookup_id) {
+        size_t lo = 0, hi = q->paged_len;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            uint64_t id = q->paged[q->paged_head + mid].lookup_id;
+            if (id == lookup_id)
+                return page_in_at(q, mid);
+            if (id < lookup_id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+    }
     qm_ready *rd = qm_ready_of(q);
     for (int l = 0; l < rd->nlevels; l++) {
         qm_ring *r = &rd->levels[l];
@@ -603,6 +718,12 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index)
     qm_ready *rd = qm_ready_of(q);
     if (index >= q->n_ready)
         return NULL;
+    if (q->paged_len && index >= rd->levels[0].len) {
+        /* Peeking past what is in memory brings that much back (bounded). */
+        size_t want = index - rd->levels[0].len + 1;
+        for (size_t i = 0; i < want && i < 4096 && q->paged_len; i++)
+            page_in_at(q, 0);
+    }
     for (int l = rd->nlevels - 1; l >= 0; l--) {
         qm_ring *r = &rd->levels[l];
         if (index < r->len)
@@ -614,8 +735,8 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index)
 
 /* ---- recovery ---- */
 
-qm_position *qm_queue_restore(qm_queue *q, qm_message *m, uint64_t lookup_id,
-                              uint32_t move_count, int redelivered)
+qm_position *qm_queue_restore_position(qm_queue *q, qm_message *m, uint64_t lookup_id,
+                                       uint32_t move_count, int redelivered)
 {
     qm_node *n = qm_queue_node(q);
     qm_position *pos = qm_position_new(q, m, lookup_id);
@@ -627,6 +748,14 @@ qm_position *qm_queue_restore(qm_queue *q, qm_message *m, uint64_t lookup_id,
     if (m->has_expiration && (ttl < 0 || m->expiration_ms < (uint64_t)ttl))
         ttl = (int64_t)m->expiration_ms;
     pos->expires_at = ttl >= 0 ? qm_now(n) + (uint64_t)ttl : 0;
+    return pos;
+}
+
+qm_position *qm_queue_restore(qm_queue *q, qm_message *m, uint64_t lookup_id, uint32_t move_count,
+                              int redelivered)
+{
+    qm_node *n = qm_queue_node(q);
+    qm_position *pos = qm_queue_restore_position(q, m, lookup_id, move_count, redelivered);
     q->bytes_total += m->body_len;
     qm_ready_insert(q, pos);
     if (n->next_lookup_id <= lookup_id)
