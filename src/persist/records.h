@@ -10,6 +10,8 @@
  *   M_EXCHANGE   type:u8 flags:u8 vhost:s16 name:s16 args:b32
  *   M_EXCHANGE_DEL vhost:s16 name:s16
  *   M_BIND, M_UNBIND  dest_kind:u8 vhost:s16 source:s16 dest:s16 key:s16 args:b32
+ *   M_NODE       next_incarnation:u64 next_lookup:u64 next_msg:u64 (high-water marks, so no
+ *                id is ever handed out twice, even once the records that used it are gone)
  * msgs log
  *   R_MSG        id:u64 exchange:s16 routing_key:s16 props:b32 body:rest
  *   R_ENQ        inc:u64 lookup:u64 msg:u64 move_count:u32 flags:u8
@@ -18,6 +20,8 @@
  *   R_PURGE      inc:u64
  *   R_MOVE       src_inc:u64 lookup:u64 dest_inc:u64 move_count:u32
  *   R_TX_BEGIN, R_TX_END  (empty): a transaction's records apply all or nothing
+ *   R_TX_ABORT   (empty): written by recovery after a begin whose end never reached the
+ *                disk, so records appended later are not taken for part of it
  * (s16 = u16 length + bytes, b32 = u32 length + bytes)
  */
 #ifndef SL_PERSIST_RECORDS_H
@@ -36,6 +40,7 @@ enum {
     M_EXCHANGE_DEL = 4,
     M_BIND = 5,
     M_UNBIND = 6,
+    M_NODE = 7,
 };
 
 enum {
@@ -47,6 +52,7 @@ enum {
     R_MOVE = 6,
     R_TX_BEGIN = 7,
     R_TX_END = 8,
+    R_TX_ABORT = 9,
 };
 
 #define QF_DURABLE 1

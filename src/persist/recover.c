@@ -14,6 +14,7 @@
  */
 #include "persist_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,18 @@ static void drop_bindings_naming(rstate *s, amqp_bytes vhost, amqp_bytes name, i
     }
 }
 
+/* Raise the high-water marks: ids seen anywhere in the logs are never handed out again. */
+static void see_ids(rstate *s, uint64_t next_inc, uint64_t next_lookup, uint64_t next_msg)
+{
+    qm_node *n = s->p->node;
+    if (n->next_incarnation < next_inc)
+        n->next_incarnation = next_inc;
+    if (n->next_lookup_id < next_lookup)
+        n->next_lookup_id = next_lookup;
+    if (s->p->next_msg_id < next_msg)
+        s->p->next_msg_id = next_msg;
+}
+
 static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *payload, size_t len,
                        st_loc loc)
 {
@@ -138,6 +151,7 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
         uint64_t inc = rd_u64(&r);
         if (r.bad)
             break;
+        see_ids(s, inc + 1, 0, 0);
         def_free(sl_map_put(s->queues, &inc, 8, def_new(type, payload, len)));
         return 0;
     }
@@ -145,6 +159,7 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
         uint64_t inc = rd_u64(&r);
         if (r.bad)
             break;
+        see_ids(s, inc + 1, 0, 0);
         def *d = sl_map_del(s->queues, &inc, 8);
         if (d) {
             rec_reader dr = {d->payload, d->payload + d->len, 0};
@@ -180,6 +195,13 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
     case M_BIND:
         sl_map_put(s->bindings, payload, len, (void *)1);
         return 0;
+    case M_NODE: {
+        uint64_t inc = rd_u64(&r), lookup = rd_u64(&r), msg = rd_u64(&r);
+        if (r.bad)
+            break;
+        see_ids(s, inc, lookup, msg);
+        return 0;
+    }
     case M_UNBIND:
         sl_map_del(s->bindings, payload, len);
         return 0;
@@ -261,6 +283,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         uint8_t flags = rd_u8(&r);
         if (r.bad)
             break;
+        see_ids(s, inc + 1, lookup + 1, msg + 1);
         qentries *qe = entries_of(s, inc, 1);
         rmsg *rm = sl_map_get(s->msgs, &msg, 8);
         if (!qe || !rm)
@@ -306,6 +329,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         uint32_t moves = rd_u32(&r);
         if (r.bad)
             break;
+        see_ids(s, (src > dest ? src : dest) + 1, lookup + 1, 0);
         qentries *qs = entries_of(s, src, 0);
         entry *e = qs ? sl_map_del(qs->by_lookup, &lookup, 8) : NULL;
         if (!e)
@@ -337,6 +361,10 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
                        st_loc loc)
 {
     rstate *s = ctx;
+    if (type == R_TX_ABORT) {
+        tx_clear(s);
+        return 0;
+    }
     if (type == R_TX_BEGIN) {
         tx_clear(s); /* a begin without end before it: that transaction never committed */
         s->in_tx = 1;
@@ -619,6 +647,11 @@ static int snapshot_meta(persist *p, char *err, size_t errlen)
 {
     st_log_roll(p->meta);
     sl_buf *b = &p->scratch;
+    b->len = 0;
+    rec_u64(b, p->node->next_incarnation);
+    rec_u64(b, p->node->next_lookup_id);
+    rec_u64(b, p->next_msg_id);
+    st_log_append(p->meta, M_NODE, b->data, b->len, NULL);
     size_t vit = 0;
     const char *k;
     size_t kl;
@@ -743,8 +776,18 @@ int persist_recover(persist *p, char *err, size_t errlen)
     p->msgs = st_log_open(path, &so, msgs_replay, &s, err, errlen);
     if (!p->msgs)
         goto out;
-    if (s.in_tx)
+    if (s.in_tx) {
         sl_warn("store: dropped a transaction whose commit did not reach the disk");
+        if (!p->opt.read_only) {
+            /* Close it on disk, or what is appended from now on would join it at the next
+             * recovery. */
+            st_log_append(p->msgs, R_TX_ABORT, NULL, 0, NULL);
+            if (st_log_commit(p->msgs, NULL) < 0) {
+                snprintf(err, errlen, "%s/msgs: cannot write: %s", p->dir, strerror(errno));
+                goto out;
+            }
+        }
+    }
 
     qm_persist_suspend(1);
     rebuild_exchanges(&s);
