@@ -323,3 +323,17 @@ def test_delete_queue_with_unacked_then_consumer_acks(conn, ch):
     # acking a message of a deleted queue is not an error
     cch.basic_ack(m.delivery_tag)
     cch.basic_qos(0, 0, False)
+
+
+@pytest.mark.sluice_only("delete-ok counts every message deleted, delivered-unacked ones too; "
+                         "RabbitMQ counts only the ready ones")
+def test_delete_count_includes_unacked(conn, ch):
+    q = declare_queue(ch)
+    for i in range(3):
+        publish(ch, "", q, "m%d" % i, confirm=True)
+    cch = conn.channel()
+    held = cch.basic_get(q)
+    assert held.body == b"m0"
+    assert ch.queue_delete(q) == 3  # the held one is deleted too: it can never come back
+    cch.basic_reject(held.delivery_tag, requeue=True)  # nothing to requeue into
+    cch.close()
