@@ -30,6 +30,8 @@
 
 #define TICK_MS 100
 
+static void commit_or_die(broker *b, int force);
+
 void broker_mark_dirty(conn *c)
 {
     if (c->in_dirty)
@@ -89,11 +91,7 @@ static void before_sleep(sl_loop *loop, void *arg)
         qm_node_run_dispatch(b->node);
         /* Group commit before any reply of this turn reaches a socket: confirms, commit-oks,
          * declare-oks and purge-oks promise what is now on disk. */
-        char err[320];
-        if (b->store && persist_commit(b->store, err, sizeof err) < 0) {
-            sl_error("store: %s; stopping without sending replies that depend on it", err);
-            exit(1);
-        }
+        commit_or_die(b, 0);
         flush_dirty(b);
         if (!b->node->dispatch_head && !b->dirty)
             break;
@@ -184,11 +182,7 @@ static void tick(sl_loop *loop, sl_timer *t)
         /* Acks and delivery marks wait for a sync that needs the disk anyway; bound that
          * wait, so a consume-only load does not keep them in memory for long. */
         b->next_store_sync = now + 1000;
-        char err[320];
-        if (persist_commit_ex(b->store, 1, err, sizeof err) < 0) {
-            sl_error("store: %s; stopping", err);
-            exit(1);
-        }
+        commit_or_die(b, 1);
     }
     uint64_t due = now + TICK_MS;
     if (next && next < due)
@@ -398,6 +392,21 @@ int broker_listen(broker *b)
 void broker_run(broker *b)
 {
     sl_loop_run(b->loop);
+}
+
+static void commit_or_die(broker *b, int force)
+{
+    char err[320];
+    if (b->store && persist_commit_ex(b->store, force, err, sizeof err) < 0) {
+        /* Replies that depend on the disk must not go out: stop here. */
+        sl_error("store: %s; stopping without sending replies that depend on it", err);
+        exit(1);
+    }
+}
+
+void broker_sync(broker *b)
+{
+    commit_or_die(b, 0);
 }
 
 void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes)

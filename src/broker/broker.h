@@ -173,6 +173,9 @@ void broker_free(broker *b);
 /* TIDY (MSMQ "clean up empty message files"): reclaim store segments whose messages are all
  * gone. Never touches a live message. Reports what it freed. */
 void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes);
+/* Group commit now (a door that replies outside the turn's flush, like the HTTP API): what
+ * was changed is on disk when it returns. Exits the process if the store fails. */
+void broker_sync(broker *b);
 void broker_mark_dirty(conn *c);
 /* Schedule dispatch for every queue this connection's consumers read from. */
 void broker_conn_resume_consumers(conn *c);

@@ -499,13 +499,14 @@ void persist_close(persist *p)
         return;
     if (!p->opt.read_only)
         qm_set_persist(NULL, NULL);
-    if (p->msgs && !p->opt.read_only) {
+    if (p->msgs && p->meta && !p->opt.read_only) {
         char err[256];
         /* A clean stop keeps even the acks that had not needed the disk yet. */
         if (persist_commit_ex(p, 1, err, sizeof err) < 0)
             sl_error("store: %s", err);
-        st_log_close(p->msgs);
     }
+    if (p->msgs)
+        st_log_close(p->msgs);
     if (p->meta)
         st_log_close(p->meta);
     sl_buf_free(&p->scratch);

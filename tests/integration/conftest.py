@@ -32,6 +32,8 @@ from helpers import IS_RABBITMQ, TARGET, uname
 
 REPO = Path(__file__).resolve().parents[2]
 LISTEN_RE = re.compile(rb"listening amqp=([0-9.]+):(\d+)")
+# The management API (src/mgmt/) logs its port after the AMQP one.
+LISTEN_HTTP_RE = re.compile(rb"listening http=([0-9.]+):(\d+)")
 HOST = "127.0.0.1"
 
 
@@ -119,6 +121,7 @@ class Broker:
         self.log_path = log_path
         self.proc = proc
         self.data_dir = data_dir
+        self.mgmt_port = None  # HTTP management API port (sluiced; None if not listening)
         self.exit_code = None
         self._clients = []
 
@@ -231,7 +234,9 @@ def start_sluiced(tmp_path, args=(), config=None, data_dir=None):
     data_dir = Path(data_dir) if data_dir is not None else tmp_path / "data"
     data_dir.mkdir(exist_ok=True)
     log_path = tmp_path / "sluiced.stderr"
-    cmd = [str(binary), "--port", "0", "--bind", HOST, "--data-dir", str(data_dir)]
+    # --mgmt-port 0: parallel daemons must not fight over 15672.
+    cmd = [str(binary), "--port", "0", "--mgmt-port", "0", "--bind", HOST, "--data-dir",
+           str(data_dir)]
     if os.environ.get("SLUICE_LOG_LEVEL"):
         cmd += ["--log-level", os.environ["SLUICE_LOG_LEVEL"]]
     if config is not None:
@@ -258,7 +263,16 @@ def start_sluiced(tmp_path, args=(), config=None, data_dir=None):
             proc.wait()
         pytest.fail("sluiced did not report 'listening amqp=...' (exit %s); cmd %s\n%s"
                     % (rc, " ".join(cmd), log_path.read_text(errors="replace")), pytrace=False)
-    return Broker(HOST, port, "sluice", log_path=str(log_path), proc=proc, data_dir=str(data_dir))
+    b = Broker(HOST, port, "sluice", log_path=str(log_path), proc=proc, data_dir=str(data_dir))
+    # logged right after the AMQP line; absent when a test turns the API off
+    http_deadline = min(deadline, time.monotonic() + 2)
+    while time.monotonic() < http_deadline and proc.poll() is None:
+        m = LISTEN_HTTP_RE.search(log_path.read_bytes())
+        if m:
+            b.mgmt_port = int(m.group(2))
+            break
+        time.sleep(0.005)
+    return b
 
 
 def stop_sluiced(broker):

@@ -1,0 +1,408 @@
+/* api_exchanges.c - /api/exchanges (list, declare, delete ?if-unused, publish) and
+ * /api/bindings (list, create, delete), in RabbitMQ's shapes.
+ *
+ * The default exchange is "" in the model and "amq.default" in URLs. Its bindings are implicit
+ * (one per top-level queue, routing key = queue name): listed, never created or deleted.
+ * A binding is named in URLs by its properties_key: "~" for an empty key without arguments,
+ * the routing key without arguments, "<key>~<hash of the arguments>" otherwise.
+ * Publishing over HTTP routes and enqueues through the model exactly as basic.publish does
+ * (no transaction, no confirm); subqueues are never routing targets (qm_route skips them).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../amqp/method.h"
+#include "../core/mem.h"
+#include "mgmt_internal.h"
+
+static const char *path_exchange(const char *seg)
+{
+    return strcmp(seg, "amq.default") ? seg : "";
+}
+
+static json_t *exchange_json(qm_exchange *x)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(x->name));
+    json_object_set_new(o, "vhost", json_string(x->vhost->name));
+    json_object_set_new(o, "type", json_string(qm_exchange_type_name(x->type)));
+    json_object_set_new(o, "durable", json_boolean(x->durable));
+    json_object_set_new(o, "auto_delete", json_boolean(x->auto_delete));
+    json_object_set_new(o, "internal", json_boolean(x->internal));
+    json_object_set_new(o, "arguments", table_to_json((amqp_bytes){x->args, x->args_len}));
+    return o;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Bindings as JSON
+ */
+
+static void props_key(const char *key, const uint8_t *args, size_t args_len, char *out, size_t len)
+{
+    if (!args_len) {
+        snprintf(out, len, "%s", *key ? key : "~");
+        return;
+    }
+    uint32_t h = 2166136261u; /* FNV-1a: stable across restarts, enough to tell bindings apart */
+    for (size_t i = 0; i < args_len; i++)
+        h = (h ^ args[i]) * 16777619u;
+    snprintf(out, len, "%s~%08x", key, h);
+}
+
+static json_t *binding_json(const char *vhost, const char *src, const char *dest, int to_queue,
+                            const char *key, const uint8_t *args, size_t args_len)
+{
+    char pk[300];
+    props_key(key, args, args_len, pk, sizeof pk);
+    json_t *o = json_object();
+    json_object_set_new(o, "source", json_string(src));
+    json_object_set_new(o, "vhost", json_string(vhost));
+    json_object_set_new(o, "destination", json_string(dest));
+    json_object_set_new(o, "destination_type", json_string(to_queue ? "queue" : "exchange"));
+    json_object_set_new(o, "routing_key", json_string(key));
+    json_object_set_new(o, "arguments", table_to_json((amqp_bytes){args, args_len}));
+    json_object_set_new(o, "properties_key", json_string(pk));
+    return o;
+}
+
+static json_t *one_binding(qm_binding *b)
+{
+    return binding_json(b->source->vhost->name, b->source->name,
+                        b->dest_queue ? b->dest_queue->name : b->dest_exchange->name,
+                        b->dest_queue != NULL, b->key, b->args, b->args_len);
+}
+
+/* Bindings of vh matching the filters (NULL = any): source exchange, destination queue or
+ * destination exchange. Implicit default-exchange bindings are included. */
+static void list_bindings(qm_vhost *vh, qm_exchange *src, qm_queue *dq, qm_exchange *dx,
+                          json_t *arr)
+{
+    if ((!src || !src->name[0]) && !dx) {
+        size_t n;
+        void **qs = map_sorted(vh->queues, &n);
+        for (size_t i = 0; i < n; i++) {
+            qm_queue *q = qs[i];
+            if (!dq || dq == q)
+                json_array_append_new(arr,
+                                      binding_json(vh->name, "", q->name, 1, q->name, NULL, 0));
+        }
+        sl_free(qs);
+    }
+    size_t n;
+    void **xs = map_sorted(vh->exchanges, &n);
+    for (size_t i = 0; i < n; i++) {
+        qm_exchange *x = xs[i];
+        if (src && src != x)
+            continue;
+        for (qm_binding *b = x->bindings; b; b = b->next) {
+            if (dq && b->dest_queue != dq)
+                continue;
+            if (dx && b->dest_exchange != dx)
+                continue;
+            json_array_append_new(arr, one_binding(b));
+        }
+    }
+    sl_free(xs);
+}
+
+enum MHD_Result queue_bindings(req *r, qm_queue *q)
+{
+    json_t *arr = json_array();
+    if (!q->is_subqueue)
+        list_bindings(q->vhost, NULL, q, NULL, arr);
+    return reply_json(r, 200, arr);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Exchanges
+ */
+
+static enum MHD_Result list_exchanges(req *r)
+{
+    json_t *arr = json_array();
+    size_t nv;
+    void **vhs = map_sorted(req_node(r)->vhosts, &nv);
+    for (size_t i = 0; i < nv; i++) {
+        qm_vhost *vh = vhs[i];
+        if (r->nsegs == 2 && strcmp(vh->name, r->segs[1]))
+            continue;
+        size_t n;
+        void **xs = map_sorted(vh->exchanges, &n);
+        for (size_t j = 0; j < n; j++)
+            json_array_append_new(arr, exchange_json(xs[j]));
+        sl_free(xs);
+    }
+    sl_free(vhs);
+    return reply_json(r, 200, arr);
+}
+
+static enum MHD_Result declare_exchange(req *r, qm_vhost *vh, const char *name)
+{
+    json_t *body = req_body(r, 1);
+    if (!body)
+        return MHD_YES;
+    if (!*name)
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                            "operation not permitted on the default exchange");
+    if (strlen(name) > 255)
+        return reply_error(r, 400, "bad_request", "exchange name longer than 255 bytes");
+    json_t *t = json_object_get(body, "type");
+    if (!json_is_string(t))
+        return reply_error(r, 400, "bad_request",
+                           "type is required (direct, fanout, topic, headers)");
+    int type = qm_exchange_type_parse(json_string_value(t), json_string_length(t));
+    if (type < 0)
+        return reply_sl_err(r, SL_ERR_COMMAND_INVALID, "invalid exchange type '%s'",
+                            json_string_value(t));
+    qm_exchange *old = qm_exchange_find(vh, name, strlen(name));
+    if (!strncmp(name, "amq.", 4) && !old)
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                            "exchange name '%s' contains reserved prefix 'amq.*'", name);
+    char err[300];
+    sl_buf args;
+    sl_buf_init(&args);
+    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0) {
+        sl_buf_free(&args);
+        return reply_error(r, 400, "bad_request", "%s", err);
+    }
+    qm_exchange_decl d = {
+        .name = name,
+        .name_len = strlen(name),
+        .type = type,
+        .durable = (uint8_t)json_truthy(json_object_get(body, "durable"), 1),
+        .auto_delete = (uint8_t)json_truthy(json_object_get(body, "auto_delete"), 0),
+        .internal = (uint8_t)json_truthy(json_object_get(body, "internal"), 0),
+        .arguments = {args.data, args.len},
+    };
+    qm_exchange *x;
+    sl_err e = qm_exchange_declare(vh, &d, &x, err, sizeof err);
+    sl_buf_free(&args);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
+    return reply_empty(r, old ? 204 : 201);
+}
+
+static enum MHD_Result delete_exchange(req *r, qm_exchange *x)
+{
+    if (!x->name[0])
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                            "operation not permitted on the default exchange");
+    if (!strncmp(x->name, "amq.", 4))
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                            "deletion of system exchange '%s' in vhost '%s' not allowed", x->name,
+                            x->vhost->name);
+    char err[300];
+    sl_err e = qm_exchange_delete(x, req_query_bool(r, "if-unused"), err, sizeof err);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
+    return reply_empty(r, 204);
+}
+
+static enum MHD_Result publish(req *r, qm_exchange *x)
+{
+    json_t *body = req_body(r, 0);
+    if (!body)
+        return MHD_YES;
+    if (x->internal)
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "cannot publish to internal exchange '%s'",
+                            x->name);
+    qm_message *msg = msg_from_publish(r, body, x->name);
+    if (!msg)
+        return MHD_YES;
+    amqp_basic_props props;
+    amqp_bytes headers = {0};
+    if (amqp_props_decode(msg->props, msg->props_len, &props) == 0 &&
+        (props.flags & AMQP_P_HEADERS))
+        headers = props.headers;
+    qm_queue *stackq[64];
+    qm_queue **qs = stackq;
+    size_t total = 0;
+    size_t n = qm_route(x, msg->routing_key, headers, qs, 64, &total);
+    if (total > n) {
+        qs = sl_xmalloc(total * sizeof *qs);
+        n = qm_route(x, msg->routing_key, headers, qs, total, &total);
+    }
+    for (size_t i = 0; i < n; i++)
+        qm_queue_enqueue(qs[i], msg); /* reject-publish refusals count as routed, as in RabbitMQ */
+    if (qs != stackq)
+        sl_free(qs);
+    qm_message_unref(msg);
+    return reply_json(r, 200, json_pack("{s:b}", "routed", n > 0));
+}
+
+enum MHD_Result api_exchanges(req *r)
+{
+    if (r->nsegs <= 2)
+        return req_is(r, "GET") ? list_exchanges(r) : reply_method_not_allowed(r);
+    qm_vhost *vh = req_vhost(r, r->segs[1]);
+    if (!vh)
+        return MHD_YES;
+    const char *name = path_exchange(r->segs[2]);
+    qm_exchange *x = qm_exchange_find(vh, name, strlen(name));
+    if (r->nsegs == 3) {
+        if (req_is(r, "PUT"))
+            return declare_exchange(r, vh, name);
+        if (!x)
+            return reply_sl_err(r, SL_ERR_NOT_FOUND, "no exchange '%s' in vhost '%s'", name,
+                                vh->name);
+        if (req_is(r, "GET"))
+            return reply_json(r, 200, exchange_json(x));
+        if (req_is(r, "DELETE"))
+            return delete_exchange(r, x);
+        return reply_method_not_allowed(r);
+    }
+    if (!x)
+        return reply_sl_err(r, SL_ERR_NOT_FOUND, "no exchange '%s' in vhost '%s'", name, vh->name);
+    if (r->nsegs == 4 && !strcmp(r->segs[3], "publish"))
+        return req_is(r, "POST") ? publish(r, x) : reply_method_not_allowed(r);
+    if (r->nsegs == 5 && !strcmp(r->segs[3], "bindings") && req_is(r, "GET")) {
+        json_t *arr = json_array();
+        if (!strcmp(r->segs[4], "source"))
+            list_bindings(vh, x, NULL, NULL, arr);
+        else if (!strcmp(r->segs[4], "destination"))
+            list_bindings(vh, NULL, NULL, x, arr);
+        return reply_json(r, 200, arr);
+    }
+    return reply_not_found(r);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * /api/bindings[/{vhost}[/e/{src}/{q|e}/{dest}[/{props}]]]
+ */
+
+static qm_binding *find_binding(qm_exchange *src, qm_queue *dq, qm_exchange *dx, const char *pk)
+{
+    for (qm_binding *b = src->bindings; b; b = b->next) {
+        if (b->dest_queue != dq || b->dest_exchange != dx)
+            continue;
+        char k[300];
+        props_key(b->key, b->args, b->args_len, k, sizeof k);
+        if (!strcmp(k, pk))
+            return b;
+    }
+    return NULL;
+}
+
+static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm_exchange *dx)
+{
+    json_t *body = req_body(r, 1);
+    if (!body)
+        return MHD_YES;
+    if (!src->name[0])
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                            "operation not permitted on the default exchange");
+    json_t *k = json_object_get(body, "routing_key");
+    if (k && !json_is_string(k))
+        return reply_error(r, 400, "bad_request", "routing_key must be a string");
+    const char *key = k ? json_string_value(k) : "";
+    if (strlen(key) > 255)
+        return reply_error(r, 400, "bad_request", "routing_key longer than 255 bytes");
+    char err[300];
+    sl_buf args;
+    sl_buf_init(&args);
+    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0) {
+        sl_buf_free(&args);
+        return reply_error(r, 400, "bad_request", "%s", err);
+    }
+    amqp_bytes a = {args.data, args.len};
+    sl_err e = dq ? qm_bind_queue(src, dq, amqp_cstr(key), a, err, sizeof err)
+                  : qm_bind_exchange(src, dx, amqp_cstr(key), a, err, sizeof err);
+    char pk[300];
+    props_key(key, args.data, args.len, pk, sizeof pk);
+    sl_buf_free(&args);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
+    sync_before_reply(r);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, "Location", pk);
+    enum MHD_Result rc = MHD_queue_response(r->conn, 201, resp);
+    MHD_destroy_response(resp);
+    r->responded = 1;
+    return rc;
+}
+
+enum MHD_Result api_bindings(req *r)
+{
+    if (r->nsegs <= 2) {
+        if (!req_is(r, "GET"))
+            return reply_method_not_allowed(r);
+        json_t *arr = json_array();
+        size_t nv;
+        void **vhs = map_sorted(req_node(r)->vhosts, &nv);
+        for (size_t i = 0; i < nv; i++)
+            if (r->nsegs == 1 || !strcmp(((qm_vhost *)vhs[i])->name, r->segs[1]))
+                list_bindings(vhs[i], NULL, NULL, NULL, arr);
+        sl_free(vhs);
+        return reply_json(r, 200, arr);
+    }
+    qm_vhost *vh = req_vhost(r, r->segs[1]);
+    if (!vh)
+        return MHD_YES;
+    if (r->nsegs < 6 || r->nsegs > 7 || strcmp(r->segs[2], "e") ||
+        (strcmp(r->segs[4], "q") && strcmp(r->segs[4], "e")))
+        return reply_not_found(r);
+    const char *sname = path_exchange(r->segs[3]);
+    qm_exchange *src = qm_exchange_find(vh, sname, strlen(sname));
+    if (!src)
+        return reply_sl_err(r, SL_ERR_NOT_FOUND, "no exchange '%s' in vhost '%s'", sname, vh->name);
+    qm_queue *dq = NULL;
+    qm_exchange *dx = NULL;
+    const char *dname = r->segs[5];
+    if (r->segs[4][0] == 'q') {
+        dq = qm_queue_find(vh, dname, strlen(dname));
+        if (!dq)
+            return reply_sl_err(r, SL_ERR_QUEUE_NOT_FOUND, "no queue '%s' in vhost '%s'", dname,
+                                vh->name);
+        if (dq->is_subqueue)
+            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                                "subqueue '%s' cannot be a binding target: subqueues are filled "
+                                "only by moves",
+                                dname);
+    } else {
+        dname = path_exchange(dname);
+        dx = qm_exchange_find(vh, dname, strlen(dname));
+        if (!dx)
+            return reply_sl_err(r, SL_ERR_NOT_FOUND, "no exchange '%s' in vhost '%s'", dname,
+                                vh->name);
+    }
+    if (r->nsegs == 6) {
+        if (req_is(r, "POST"))
+            return create_binding(r, src, dq, dx);
+        if (!req_is(r, "GET"))
+            return reply_method_not_allowed(r);
+        json_t *arr = json_array();
+        list_bindings(vh, src, dq, dx, arr);
+        return reply_json(r, 200, arr);
+    }
+    const char *pk = r->segs[6];
+    if (!src->name[0] && dq) {
+        /* the implicit binding of the default exchange */
+        if (strcmp(pk, dq->name))
+            return reply_not_found(r);
+        if (req_is(r, "GET"))
+            return reply_json(r, 200, binding_json(vh->name, "", dq->name, 1, dq->name, NULL, 0));
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                            "operation not permitted on the default exchange");
+    }
+    qm_binding *b = find_binding(src, dq, dx, pk);
+    if (!b)
+        return reply_sl_err(r, SL_ERR_NOT_FOUND, "no binding '%s' from '%s' to '%s'", pk, src->name,
+                            dname);
+    if (req_is(r, "GET"))
+        return reply_json(r, 200, one_binding(b));
+    if (!req_is(r, "DELETE"))
+        return reply_method_not_allowed(r);
+    /* copy key and args: unbinding frees the binding (and may auto-delete src) */
+    char *key = sl_xstrdup(b->key);
+    uint8_t *args = b->args_len ? sl_xmalloc(b->args_len) : NULL;
+    size_t alen = b->args_len;
+    if (alen)
+        memcpy(args, b->args, alen);
+    if (dq)
+        qm_unbind_queue(src, dq, amqp_cstr(key), (amqp_bytes){args, alen});
+    else
+        qm_unbind_exchange(src, dx, amqp_cstr(key), (amqp_bytes){args, alen});
+    sl_free(key);
+    sl_free(args);
+    return reply_empty(r, 204);
+}

@@ -1,0 +1,404 @@
+/* api_misc.c - the read-mostly parts of the API: /api/overview, nodes, vhosts, users, whoami,
+ * permissions, connections (list, close), channels, consumers. Field names are RabbitMQ's so
+ * rabbitmqadmin's tables work.
+ *
+ * Users come from the config file and all have full permissions on every vhost; the API shows
+ * them but cannot change them. Passwords are never shown.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/clock.h"
+#include "../core/mem.h"
+#include "../core/version.h"
+#include "mgmt_internal.h"
+
+static void add_queue(node_totals *t, qm_queue *q, int top)
+{
+    if (top)
+        t->queues++;
+    t->messages += qm_queue_message_count(q);
+    t->ready += q->n_ready;
+    t->unacked += q->n_locked + q->n_purge_pending;
+    t->bytes += q->bytes_total;
+    t->consumers += q->n_consumers;
+    t->published += q->stat_published;
+    t->delivered += q->stat_delivered;
+    t->acked += q->stat_acked;
+    t->redelivered += q->stat_redelivered;
+    t->purged += q->stat_purged;
+    t->expired += q->stat_expired;
+    t->dead_lettered += q->stat_dead_lettered;
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (q->subqueues && sl_map_next(q->subqueues, &it, &k, &kl, &v))
+        add_queue(t, v, 0);
+}
+
+void node_totals_get(mgmt *m, node_totals *t)
+{
+    memset(t, 0, sizeof *t);
+    size_t vit = 0, kl;
+    const char *k;
+    void *v;
+    while (sl_map_next(m->b->node->vhosts, &vit, &k, &kl, &v)) {
+        qm_vhost *vh = v;
+        t->exchanges += sl_map_count(vh->exchanges);
+        size_t qit = 0;
+        void *qv;
+        while (sl_map_next(vh->queues, &qit, &k, &kl, &qv))
+            add_queue(t, qv, 1);
+    }
+    for (conn *c = m->b->conns; c; c = c->next) {
+        t->connections++;
+        t->channels += c->n_channels;
+    }
+}
+
+enum MHD_Result api_overview(req *r)
+{
+    if (!req_is(r, "GET"))
+        return reply_method_not_allowed(r);
+    mgmt *m = r->m;
+    node_totals t;
+    node_totals_get(m, &t);
+    json_t *o = json_object();
+    json_object_set_new(o, "management_version", json_string(SLUICE_VERSION));
+    json_object_set_new(o, "rabbitmq_version", json_string(SLUICE_VERSION));
+    json_object_set_new(o, "product_name", json_string(SLUICE_PRODUCT));
+    json_object_set_new(o, "product_version", json_string(SLUICE_VERSION));
+    json_object_set_new(o, "cluster_name", json_string(m->b->cfg->node_name));
+    json_object_set_new(o, "node", json_string(m->b->cfg->node_name));
+    json_object_set_new(o, "queue_totals",
+                        json_pack("{s:I,s:I,s:I}", "messages", (json_int_t)t.messages,
+                                  "messages_ready", (json_int_t)t.ready, "messages_unacknowledged",
+                                  (json_int_t)t.unacked));
+    json_object_set_new(o, "object_totals",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I}", "connections", (json_int_t)t.connections,
+                                  "channels", (json_int_t)t.channels, "exchanges",
+                                  (json_int_t)t.exchanges, "queues", (json_int_t)t.queues,
+                                  "consumers", (json_int_t)t.consumers));
+    json_object_set_new(o, "message_stats",
+                        json_pack("{s:I,s:I,s:I,s:I}", "publish", (json_int_t)t.published,
+                                  "deliver_get", (json_int_t)t.delivered, "ack",
+                                  (json_int_t)t.acked, "redeliver", (json_int_t)t.redelivered));
+    json_object_set_new(o, "listeners",
+                        json_pack("[{s:s,s:s,s:i},{s:s,s:s,s:i}]", "protocol", "amqp", "ip_address",
+                                  m->b->bound_addr, "port", m->b->bound_port, "protocol", "http",
+                                  "ip_address", m->addr, "port", m->port));
+    json_object_set_new(o, "msmq_connected",
+                        json_string(m->b->node->online ? "CONNECTED" : "DISCONNECTED"));
+    return reply_json(r, 200, o);
+}
+
+static json_t *node_json(mgmt *m)
+{
+    node_totals t;
+    node_totals_get(m, &t);
+    return json_pack("{s:s,s:s,s:b,s:I,s:I,s:b,s:I,s:i,s:b}", "name", m->b->cfg->node_name, "type",
+                     "disc", "running", 1, "mem_used", (json_int_t)t.bytes, "mem_limit",
+                     (json_int_t)m->b->cfg->memory_high_watermark, "mem_alarm",
+                     (m->b->alarms & ALARM_MEMORY) != 0, "uptime",
+                     (json_int_t)(sl_wall_ms() - m->started_wall_ms), "os_pid", (int)getpid(),
+                     "connected", m->b->node->online);
+}
+
+enum MHD_Result api_nodes(req *r)
+{
+    if (!req_is(r, "GET"))
+        return reply_method_not_allowed(r);
+    if (r->nsegs == 1)
+        return reply_json(r, 200, json_pack("[o]", node_json(r->m)));
+    if (r->nsegs == 2 && !strcmp(r->segs[1], r->m->b->cfg->node_name))
+        return reply_json(r, 200, node_json(r->m));
+    return reply_not_found(r);
+}
+
+static json_t *vhost_json(qm_vhost *vh)
+{
+    node_totals t;
+    memset(&t, 0, sizeof t);
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
+        add_queue(&t, v, 1);
+    return json_pack("{s:s,s:I,s:I,s:I,s:b}", "name", vh->name, "messages", (json_int_t)t.messages,
+                     "messages_ready", (json_int_t)t.ready, "messages_unacknowledged",
+                     (json_int_t)t.unacked, "tracing", 0);
+}
+
+enum MHD_Result api_vhosts(req *r)
+{
+    if (r->nsegs == 1) {
+        if (!req_is(r, "GET"))
+            return reply_method_not_allowed(r);
+        json_t *arr = json_array();
+        size_t n;
+        void **v = map_sorted(req_node(r)->vhosts, &n);
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(arr, vhost_json(v[i]));
+        sl_free(v);
+        return reply_json(r, 200, arr);
+    }
+    if (r->nsegs != 2)
+        return reply_not_found(r);
+    const char *name = r->segs[1];
+    qm_vhost *vh = qm_vhost_find(req_node(r), name, strlen(name));
+    if (req_is(r, "GET"))
+        return vh ? reply_json(r, 200, vhost_json(vh)) : reply_not_found(r);
+    if (req_is(r, "PUT")) {
+        if (vh)
+            return reply_empty(r, 204);
+        if (!*name || strlen(name) > 255)
+            return reply_error(r, 400, "bad_request", "a vhost name of 1..255 bytes is required");
+        qm_vhost_create(req_node(r), name);
+        return reply_empty(r, 201);
+    }
+    if (req_is(r, "DELETE"))
+        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED, "deleting a vhost is not supported yet");
+    return reply_method_not_allowed(r);
+}
+
+static json_t *tags_json(const char *tags)
+{
+    json_t *a = json_array();
+    for (const char *p = tags; p && *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, " ,");
+        if (n)
+            json_array_append_new(a, json_stringn(p, n));
+        p += n;
+    }
+    return a;
+}
+
+enum MHD_Result api_users(req *r)
+{
+    if (!req_is(r, "GET"))
+        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED,
+                            "users are configured in the config file (user.NAME = PASSWORD)");
+    const sl_config *cfg = r->m->b->cfg;
+    json_t *arr = json_array();
+    for (size_t i = 0; i < cfg->n_users; i++) {
+        const sl_user *u = &cfg->users[i];
+        if (r->nsegs == 2 && strcmp(u->name, r->segs[1]))
+            continue;
+        json_t *o = json_pack("{s:s,s:o}", "name", u->name, "tags", tags_json(u->tags));
+        if (r->nsegs == 2) {
+            json_decref(arr);
+            return reply_json(r, 200, o);
+        }
+        json_array_append_new(arr, o);
+    }
+    if (r->nsegs == 2) {
+        json_decref(arr);
+        return reply_not_found(r);
+    }
+    return reply_json(r, 200, arr);
+}
+
+enum MHD_Result api_whoami(req *r)
+{
+    const sl_user *u = sl_config_find_user(r->m->b->cfg, r->user, strlen(r->user));
+    return reply_json(r, 200,
+                      json_pack("{s:s,s:o}", "name", r->user, "tags", tags_json(u ? u->tags : "")));
+}
+
+enum MHD_Result api_permissions(req *r)
+{
+    if (!req_is(r, "GET"))
+        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED, "every user has full permissions");
+    const sl_config *cfg = r->m->b->cfg;
+    json_t *arr = json_array();
+    size_t n;
+    void **v = map_sorted(req_node(r)->vhosts, &n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < cfg->n_users; j++)
+            json_array_append_new(arr,
+                                  json_pack("{s:s,s:s,s:s,s:s,s:s}", "user", cfg->users[j].name,
+                                            "vhost", ((qm_vhost *)v[i])->name, "configure", ".*",
+                                            "write", ".*", "read", ".*"));
+    sl_free(v);
+    return reply_json(r, 200, arr);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Connections, channels, consumers
+ */
+
+static void split_peer(const char *peer, char *host, size_t hl, int *port)
+{
+    const char *colon = strrchr(peer, ':');
+    size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+    snprintf(host, hl, "%.*s", (int)n, peer);
+    *port = colon ? atoi(colon + 1) : 0;
+}
+
+static json_t *conn_json(mgmt *m, conn *c)
+{
+    char host[64];
+    int port;
+    split_peer(c->peer, host, sizeof host, &port);
+    const char *state = c->state == CONN_OPEN      ? (c->blocked_sent ? "blocked" : "running")
+                        : c->state >= CONN_CLOSING ? "closing"
+                                                   : "starting";
+    return json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i,s:i,s:i}", "name", c->name,
+                     "user", c->user ? c->user : "", "vhost", c->vhost ? c->vhost->name : "",
+                     "channels", (json_int_t)c->n_channels, "peer_host", host, "peer_port", port,
+                     "host", m->b->bound_addr, "port", m->b->bound_port, "state", state, "protocol",
+                     "AMQP 0-9-1", "node", m->b->cfg->node_name, "timeout", (int)c->heartbeat,
+                     "frame_max", (int)c->frame_max, "channel_max", (int)c->channel_max);
+}
+
+static conn *find_conn(mgmt *m, const char *name)
+{
+    for (conn *c = m->b->conns; c; c = c->next)
+        if (!strcmp(c->name, name))
+            return c;
+    return NULL;
+}
+
+static json_t *channel_json(mgmt *m, channel *ch)
+{
+    char name[200];
+    snprintf(name, sizeof name, "%s (%u)", ch->c->name, (unsigned)ch->id);
+    size_t ncons = 0;
+    for (consumer *o = ch->consumers; o; o = o->next)
+        ncons++;
+    return json_pack(
+        "{s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:i,s:i,s:b,s:b,s:s,s:{s:s}}", "name", name, "number",
+        (int)ch->id, "user", ch->c->user ? ch->c->user : "", "vhost",
+        ch->c->vhost ? ch->c->vhost->name : "", "node", m->b->cfg->node_name, "consumer_count",
+        (json_int_t)ncons, "messages_unacknowledged", (json_int_t)ch->ua_live, "prefetch_count",
+        (int)ch->prefetch_next, "global_prefetch_count", (int)ch->prefetch_global, "confirm",
+        ch->confirm, "transactional", ch->tx_mode, "state",
+        ch->state == CH_OPEN ? "running" : "closing", "connection_details", "name", ch->c->name);
+}
+
+static void each_channel(mgmt *m, void (*fn)(mgmt *, channel *, json_t *), json_t *arr,
+                         const char *conn_name)
+{
+    for (conn *c = m->b->conns; c; c = c->next) {
+        if (c->state == CONN_DEAD || (conn_name && strcmp(conn_name, c->name)))
+            continue;
+        for (size_t i = 0; i < c->channels_cap; i++)
+            if (c->channels[i])
+                fn(m, c->channels[i], arr);
+    }
+}
+
+static void add_channel(mgmt *m, channel *ch, json_t *arr)
+{
+    json_array_append_new(arr, channel_json(m, ch));
+}
+
+enum MHD_Result api_connections(req *r)
+{
+    mgmt *m = r->m;
+    if (r->nsegs == 1) {
+        if (!req_is(r, "GET"))
+            return reply_method_not_allowed(r);
+        json_t *arr = json_array();
+        for (conn *c = m->b->conns; c; c = c->next)
+            if (c->state != CONN_DEAD)
+                json_array_append_new(arr, conn_json(m, c));
+        return reply_json(r, 200, arr);
+    }
+    conn *c = find_conn(m, r->segs[1]);
+    if (!c || c->state == CONN_DEAD)
+        return reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
+    if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && req_is(r, "GET")) {
+        json_t *arr = json_array();
+        each_channel(m, add_channel, arr, c->name);
+        return reply_json(r, 200, arr);
+    }
+    if (r->nsegs != 2)
+        return reply_not_found(r);
+    if (req_is(r, "GET"))
+        return reply_json(r, 200, conn_json(m, c));
+    if (req_is(r, "DELETE")) {
+        const char *reason = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Reason");
+        char text[256];
+        snprintf(text, sizeof text, "CONNECTION_FORCED - %s",
+                 reason ? reason : "Closed via management API");
+        conn_force_close(c, text);
+        broker_mark_dirty(c);
+        return reply_empty(r, 204);
+    }
+    return reply_method_not_allowed(r);
+}
+
+enum MHD_Result api_channels(req *r)
+{
+    if (!req_is(r, "GET"))
+        return reply_method_not_allowed(r);
+    json_t *arr = json_array();
+    each_channel(r->m, add_channel, arr, NULL);
+    if (r->nsegs == 2) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(arr, i, v)
+        {
+            if (!strcmp(json_string_value(json_object_get(v, "name")), r->segs[1])) {
+                json_t *one = json_incref(v);
+                json_decref(arr);
+                return reply_json(r, 200, one);
+            }
+        }
+        json_decref(arr);
+        return reply_not_found(r);
+    }
+    return reply_json(r, 200, arr);
+}
+
+static void add_consumers(mgmt *m, channel *ch, json_t *arr)
+{
+    char chname[200];
+    snprintf(chname, sizeof chname, "%s (%u)", ch->c->name, (unsigned)ch->id);
+    char host[64];
+    int port;
+    split_peer(ch->c->peer, host, sizeof host, &port);
+    for (consumer *o = ch->consumers; o; o = o->next) {
+        qm_queue *q = o->qc.queue;
+        if (!q)
+            continue;
+        json_array_append_new(
+            arr,
+            json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
+                      "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",
+                      q->vhost->name, "channel_details", "name", chname, "connection_name",
+                      ch->c->name, "number", (int)ch->id, "peer_host", host, "peer_port", port,
+                      "ack_required", !o->qc.no_ack, "exclusive", o->qc.exclusive, "prefetch_count",
+                      (int)o->prefetch, "priority", o->qc.priority, "arguments"));
+    }
+    (void)m;
+}
+
+enum MHD_Result api_consumers(req *r)
+{
+    if (!req_is(r, "GET"))
+        return reply_method_not_allowed(r);
+    json_t *arr = json_array();
+    each_channel(r->m, add_consumers, arr, NULL);
+    if (r->nsegs == 2) {
+        /* /api/consumers/{vhost} */
+        json_t *out = json_array();
+        size_t i;
+        json_t *v;
+        json_array_foreach(arr, i, v)
+        {
+            const char *vh =
+                json_string_value(json_object_get(json_object_get(v, "queue"), "vhost"));
+            if (vh && !strcmp(vh, r->segs[1]))
+                json_array_append(out, v);
+        }
+        json_decref(arr);
+        arr = out;
+    }
+    return reply_json(r, 200, arr);
+}

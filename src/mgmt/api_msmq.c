@@ -1,0 +1,452 @@
+/* api_msmq.c - MSMQ management over HTTP: R_QMMgmtAction (POST /api/msmq/action) and
+ * R_QMMgmtGetInfo (GET or POST /api/msmq/info), after MS-MQMR 3.1.4.1-2 and
+ * reference/msmq.md sections 3.5-3.8.
+ *
+ * Objects: "MACHINE", "QUEUE=<format name>", anything else is a session object (always refused
+ * with MQ_ERROR_INVALID_PARAMETER, as Windows does). Actions are matched without regard to
+ * case. Every reply carries "hresult" ("0x...") and "hresult_name"; a failure changes nothing
+ * and returns no values.
+ *
+ * Node-to-node transfer does not exist yet, so no queue is an outgoing queue: PAUSE, RESUME and
+ * EOD_RESEND fail with MQ_ERROR_INVALID_PARAMETER on every queue object, and the
+ * outgoing-only properties (NEXTHOPS, EOD_*) come back as VT_NULL.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../core/version.h"
+#include "mgmt_internal.h"
+
+enum obj_kind { OBJ_MACHINE, OBJ_QUEUE, OBJ_SESSION };
+
+static enum obj_kind parse_object(const char *s, const char **fmt)
+{
+    if (str_ieq(s, "MACHINE"))
+        return OBJ_MACHINE;
+    if (!strncasecmp(s, "QUEUE=", 6)) {
+        *fmt = s + 6;
+        return OBJ_QUEUE;
+    }
+    return OBJ_SESSION;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * R_QMMgmtAction
+ */
+
+static const char *const machine_actions[] = {"CONNECT", "DISCONNECT", "TIDY"};
+static const char *const queue_actions[] = {"PAUSE", "RESUME", "EOD_RESEND"};
+
+static int find_action(const char *a, const char *const *list)
+{
+    for (int i = 0; i < 3; i++)
+        if (str_ieq(a, list[i]))
+            return i;
+    return -1;
+}
+
+static enum MHD_Result action(req *r)
+{
+    json_t *body = req_body(r, 0);
+    if (!body)
+        return MHD_YES;
+    json_t *jo = json_object_get(body, "object"), *ja = json_object_get(body, "action");
+    if (!json_is_string(jo) || !json_is_string(ja))
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                             "\"object\" and \"action\" (strings) are required");
+    const char *fmt = NULL;
+    enum obj_kind kind = parse_object(json_string_value(jo), &fmt);
+    const char *act = json_string_value(ja);
+    int ma = find_action(act, machine_actions), qa = find_action(act, queue_actions);
+    char reason[400];
+    if (kind == OBJ_SESSION)
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                             "session objects take no management actions");
+    if (ma < 0 && qa < 0) {
+        snprintf(reason, sizeof reason, "unknown action '%s'", act);
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
+    }
+    if (kind == OBJ_MACHINE) {
+        if (ma < 0) {
+            snprintf(reason, sizeof reason, "%s applies to outgoing queues, not to the machine",
+                     queue_actions[qa]);
+            return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
+        }
+        qm_node *n = req_node(r);
+        if (ma == 0 || ma == 1) {
+            int online = ma == 0;
+            if (n->online != online)
+                sl_info("management: node %s %s", r->m->b->cfg->node_name,
+                        online ? "brought online (CONNECT)" : "taken offline (DISCONNECT)");
+            /* Offline: node-to-node links are refused and stopped (there are none yet); local
+             * clients keep working. */
+            n->online = (uint8_t)online;
+            return reply_hresult(
+                r, SL_OK, json_pack("{s:s}", "connected", online ? "CONNECTED" : "DISCONNECTED"),
+                NULL);
+        }
+        uint64_t segs = 0, bytes = 0;
+        broker_tidy(r->m->b, &segs, &bytes);
+        sl_info("management: TIDY freed %llu segment(s), %llu byte(s)", (unsigned long long)segs,
+                (unsigned long long)bytes);
+        return reply_hresult(r, SL_OK,
+                             json_pack("{s:I,s:I}", "segments_freed", (json_int_t)segs,
+                                       "bytes_freed", (json_int_t)bytes),
+                             NULL);
+    }
+    /* a queue object */
+    if (qa < 0) {
+        snprintf(reason, sizeof reason, "%s applies to the machine, not to a queue",
+                 machine_actions[ma]);
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
+    }
+    json_t *jv = json_object_get(body, "vhost");
+    qm_queue *q;
+    sl_err e = fmtname_resolve(r->m, fmt, json_is_string(jv) ? json_string_value(jv) : NULL, &q,
+                               reason, sizeof reason);
+    if (e != SL_OK)
+        return reply_hresult(r, e, NULL, reason);
+    snprintf(reason, sizeof reason,
+             "%s applies to outgoing queues only; '%s' is a local queue (no node-to-node "
+             "transfer yet)",
+             queue_actions[qa], q->name);
+    return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * R_QMMgmtGetInfo
+ */
+
+typedef struct prop_def {
+    int id;
+    const char *name; /* after PROPID_MGMT_MSMQ_ / PROPID_MGMT_QUEUE_ */
+    const char *vt;
+} prop_def;
+
+static const prop_def machine_props[] = {
+    {1, "ACTIVEQUEUES", "VT_LPWSTR|VT_VECTOR"},
+    {2, "PRIVATEQ", "VT_LPWSTR|VT_VECTOR"},
+    {3, "DSSERVER", "VT_LPWSTR"},
+    {4, "CONNECTED", "VT_LPWSTR"},
+    {5, "TYPE", "VT_LPWSTR"},
+    {6, "BYTES_IN_ALL_QUEUES", "VT_I8"},
+};
+
+static const prop_def queue_props[] = {
+    {1, "PATHNAME", "VT_LPWSTR"},
+    {2, "FORMATNAME", "VT_LPWSTR"},
+    {3, "TYPE", "VT_LPWSTR"},
+    {4, "LOCATION", "VT_LPWSTR"},
+    {5, "XACT", "VT_LPWSTR"},
+    {6, "FOREIGN", "VT_LPWSTR"},
+    {7, "MESSAGE_COUNT", "VT_UI4"},
+    {8, "BYTES_IN_QUEUE", "VT_UI4"},
+    {9, "JOURNAL_MESSAGE_COUNT", "VT_UI4"},
+    {10, "BYTES_IN_JOURNAL", "VT_UI4"},
+    {11, "STATE", "VT_LPWSTR"},
+    {12, "NEXTHOPS", "VT_LPWSTR|VT_VECTOR"},
+    {13, "EOD_LAST_ACK", "VT_BLOB"},
+    {14, "EOD_LAST_ACK_TIME", "VT_I4"},
+    {15, "EOD_LAST_ACK_COUNT", "VT_UI4"},
+    {16, "EOD_FIRST_NON_ACK", "VT_BLOB"},
+    {17, "EOD_LAST_NON_ACK", "VT_BLOB"},
+    {18, "EOD_NEXT_SEQ", "VT_BLOB"},
+    {19, "EOD_NO_READ_COUNT", "VT_UI4"},
+    {20, "EOD_NO_ACK_COUNT", "VT_UI4"},
+    {21, "EOD_RESEND_TIME", "VT_I4"},
+    {22, "EOD_RESEND_INTERVAL", "VT_UI4"},
+    {23, "EOD_RESEND_COUNT", "VT_UI4"},
+    {24, "EOD_SOURCE_INFO", "VT_VARIANT|VT_VECTOR"},
+    {25, "CONNECTION_HISTORY", "VT_VARIANT|VT_VECTOR"},
+    {26, "SUBQUEUE_COUNT", "VT_UI4"},
+    {27, "SUBQUEUE_NAMES", "VT_LPWSTR|VT_VECTOR"},
+    /* aliases of MS-MQMQ */
+    {8, "USED_QUOTA", "VT_UI4"},
+    {10, "JOURNAL_USED_QUOTA", "VT_UI4"},
+};
+
+#define NMACHINE (sizeof machine_props / sizeof machine_props[0])
+#define NQUEUE (sizeof queue_props / sizeof queue_props[0])
+
+static const prop_def *lookup_name(const prop_def *t, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (str_ieq(s, t[i].name))
+            return &t[i];
+    return NULL;
+}
+
+static const prop_def *lookup_id(const prop_def *t, size_t n, long id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i].id == id)
+            return &t[i];
+    return NULL;
+}
+
+/* A property by number, full name or short name, from the object's table. A name of the other
+ * table (or an unknown one) is MQ_ERROR_ILLEGAL_PROPID. */
+static const prop_def *parse_prop(const char *s, int machine)
+{
+    const prop_def *t = machine ? machine_props : queue_props;
+    size_t n = machine ? NMACHINE : NQUEUE;
+    char *end;
+    long id = strtol(s, &end, 10);
+    if (*s && !*end)
+        return lookup_id(t, n, id);
+    const char *pre = machine ? "PROPID_MGMT_MSMQ_" : "PROPID_MGMT_QUEUE_";
+    if (!strncasecmp(s, "PROPID_MGMT_", 12)) {
+        if (strncasecmp(s, pre, strlen(pre)))
+            return NULL; /* the other table */
+        s += strlen(pre);
+    }
+    return lookup_name(t, n, s);
+}
+
+static uint32_t ui4(uint64_t v)
+{
+    return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+static void all_queues(mgmt *m, json_t *active, json_t *privateq)
+{
+    char buf[800];
+    size_t nv;
+    void **vhs = map_sorted(m->b->node->vhosts, &nv);
+    for (size_t i = 0; i < nv; i++) {
+        size_t nq;
+        void **qs = map_sorted(((qm_vhost *)vhs[i])->queues, &nq);
+        for (size_t j = 0; j < nq; j++) {
+            qm_queue *q = qs[j];
+            fmtname_of(m, q, buf, sizeof buf);
+            json_array_append_new(active, json_string(buf));
+            if (!q->is_system) {
+                pathname_of(m, q, buf, sizeof buf);
+                json_array_append_new(privateq, json_string(buf));
+            }
+            size_t ns;
+            void **subs = map_sorted(q->subqueues, &ns);
+            for (size_t k = 0; k < ns; k++) {
+                fmtname_of(m, subs[k], buf, sizeof buf);
+                json_array_append_new(active, json_string(buf));
+            }
+            sl_free(subs);
+        }
+        sl_free(qs);
+    }
+    sl_free(vhs);
+}
+
+static json_t *machine_value(mgmt *m, int id, const char **vt)
+{
+    node_totals t;
+    json_t *a, *p;
+    switch (id) {
+    case 1:
+    case 2:
+        a = json_array();
+        p = json_array();
+        all_queues(m, a, p);
+        if (id == 1) {
+            json_decref(p);
+            return a;
+        }
+        json_decref(a);
+        return p;
+    case 4:
+        return json_string(m->b->node->online ? "CONNECTED" : "DISCONNECTED");
+    case 5:
+        return json_string(SLUICE_PRODUCT " " SLUICE_VERSION " (Linux)");
+    case 6:
+        node_totals_get(m, &t);
+        return json_integer((json_int_t)t.bytes);
+    default: /* DSSERVER: not directory-integrated */
+        *vt = "VT_NULL";
+        return json_null();
+    }
+}
+
+static int is_journal(const qm_queue *q)
+{
+    const char *semi = q->is_subqueue ? strchr(q->name, ';') : NULL;
+    return semi && !strcmp(semi + 1, "journal");
+}
+
+static json_t *queue_value(mgmt *m, qm_queue *q, int id, const char **vt)
+{
+    char buf[800];
+    qm_queue *j = q->is_subqueue ? NULL : qm_queue_subqueue(q, "journal", 7, 0);
+    json_t *names;
+    size_t ns;
+    void **subs;
+    switch (id) {
+    case 1:
+        pathname_of(m, q, buf, sizeof buf);
+        return json_string(buf);
+    case 2:
+        fmtname_of(m, q, buf, sizeof buf);
+        return json_string(buf);
+    case 3:
+        return json_string(q->is_system ? "MACHINE" : "PRIVATE");
+    case 4:
+        return json_string("LOCAL");
+    case 5:
+        return json_string("NO");
+    case 6:
+        /* no directory: private queues are not foreign (MS-MQMR 3.1.4.1 FOREIGN rule) */
+        return json_string("NO");
+    case 7:
+        return json_integer(ui4(qm_queue_message_count(q)));
+    case 8:
+        return json_integer(ui4(q->bytes_total));
+    case 9:
+        return json_integer(j ? ui4(qm_queue_message_count(j)) : 0);
+    case 10:
+        return json_integer(j ? ui4(j->bytes_total) : 0);
+    case 11:
+        return json_string("LOCAL CONNECTION");
+    case 26:
+    case 27:
+        names = json_array();
+        subs = map_sorted(q->subqueues, &ns);
+        for (size_t i = 0; i < ns; i++) {
+            if (is_journal(subs[i]))
+                continue; /* the journal is not a subqueue in MSMQ's sense */
+            json_array_append_new(names, json_string(strchr(((qm_queue *)subs[i])->name, ';') + 1));
+        }
+        sl_free(subs);
+        if (id == 26) {
+            json_t *c = json_integer((json_int_t)json_array_size(names));
+            json_decref(names);
+            return c;
+        }
+        return names;
+    default: /* outgoing-queue properties: a local queue has none */
+        *vt = "VT_NULL";
+        return json_null();
+    }
+}
+
+/* Property list from ?props=a,b or a JSON "props" array. -1 after replying on bad input. */
+static int collect_props(req *r, json_t *body, int machine, const prop_def **out, size_t *n)
+{
+    *n = 0;
+    char bad[200] = "";
+    json_t *arr = body ? json_object_get(body, "props") : NULL;
+    const char *qs = body ? NULL : req_query(r, "props");
+    if (arr && json_is_array(arr)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(arr, i, v)
+        {
+            if (*n == 128) {
+                reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "at most 128 properties per call");
+                return -1;
+            }
+            char tmp[64];
+            const char *s = tmp;
+            if (json_is_integer(v))
+                snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
+            else if (json_is_string(v))
+                s = json_string_value(v);
+            else
+                s = "?";
+            const prop_def *p = parse_prop(s, machine);
+            if (!p) {
+                snprintf(bad, sizeof bad, "%s", s);
+                break;
+            }
+            out[(*n)++] = p;
+        }
+    } else if (qs) {
+        char *copy = sl_xstrdup(qs), *save = NULL;
+        for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+            if (*n == 128) {
+                sl_free(copy);
+                reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "at most 128 properties per call");
+                return -1;
+            }
+            const prop_def *p = parse_prop(tok, machine);
+            if (!p) {
+                snprintf(bad, sizeof bad, "%s", tok);
+                break;
+            }
+            out[(*n)++] = p;
+        }
+        sl_free(copy);
+    }
+    if (bad[0]) {
+        char reason[300];
+        snprintf(reason, sizeof reason, "property '%s' is not a %s property", bad,
+                 machine ? "machine (PROPID_MGMT_MSMQ_*)" : "queue (PROPID_MGMT_QUEUE_*)");
+        reply_hresult(r, SL_ERR_ILLEGAL_PROPID, NULL, reason);
+        return -1;
+    }
+    if (*n == 0) {
+        reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "no properties asked for (props=...)");
+        return -1;
+    }
+    return 0;
+}
+
+static enum MHD_Result info(req *r)
+{
+    json_t *body = NULL;
+    const char *obj, *vhost;
+    if (req_is(r, "POST")) {
+        if (!(body = req_body(r, 0)))
+            return MHD_YES;
+        json_t *jo = json_object_get(body, "object"), *jv = json_object_get(body, "vhost");
+        obj = json_is_string(jo) ? json_string_value(jo) : NULL;
+        vhost = json_is_string(jv) ? json_string_value(jv) : NULL;
+    } else {
+        obj = req_query(r, "object");
+        vhost = req_query(r, "vhost");
+    }
+    if (!obj)
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "object=... is required");
+    const char *fmt = NULL;
+    enum obj_kind kind = parse_object(obj, &fmt);
+    if (kind == OBJ_SESSION)
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                             "session objects have no properties");
+    qm_queue *q = NULL;
+    if (kind == OBJ_QUEUE) {
+        char reason[400];
+        sl_err e = fmtname_resolve(r->m, fmt, vhost, &q, reason, sizeof reason);
+        if (e != SL_OK)
+            return reply_hresult(r, e, NULL, reason);
+    }
+    const prop_def *props[128];
+    size_t n;
+    if (collect_props(r, body, kind == OBJ_MACHINE, props, &n) < 0)
+        return MHD_YES;
+    json_t *list = json_array(), *values = json_object();
+    for (size_t i = 0; i < n; i++) {
+        const char *vt = props[i]->vt;
+        json_t *v = kind == OBJ_MACHINE ? machine_value(r->m, props[i]->id, &vt)
+                                        : queue_value(r->m, q, props[i]->id, &vt);
+        char full[80];
+        snprintf(full, sizeof full, "PROPID_MGMT_%s_%s", kind == OBJ_MACHINE ? "MSMQ" : "QUEUE",
+                 props[i]->name);
+        json_object_set(values, full, v);
+        json_array_append_new(list, json_pack("{s:i,s:s,s:s,s:o}", "id", props[i]->id, "name", full,
+                                              "vt", vt, "value", v));
+    }
+    return reply_hresult(
+        r, SL_OK, json_pack("{s:s,s:o,s:o}", "object", obj, "properties", list, "values", values),
+        NULL);
+}
+
+enum MHD_Result api_msmq(req *r)
+{
+    if (r->nsegs == 2 && !strcmp(r->segs[1], "action"))
+        return req_is(r, "POST") ? action(r) : reply_method_not_allowed(r);
+    if (r->nsegs == 2 && !strcmp(r->segs[1], "info"))
+        return req_is(r, "GET") || req_is(r, "POST") ? info(r) : reply_method_not_allowed(r);
+    return reply_not_found(r);
+}

@@ -1,0 +1,349 @@
+/* api_queues.c - /api/queues: list, declare (PUT), delete (?if-empty, ?if-unused), purge
+ * (DELETE .../contents), get (POST .../get, RabbitMQ ackmodes), peek (GET .../messages),
+ * subqueues (GET .../subqueues), bindings (GET .../bindings), move (POST .../move).
+ *
+ * Subqueues and journals are reached by their full name "q;sub" / "q;journal" (%3B in a URL):
+ * they can be read, peeked, purged and moved from, never declared or deleted on their own
+ * (they live and die with their queue). Lists show top-level queues; each lists its subqueues.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/mem.h"
+#include "mgmt_internal.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Views
+ */
+
+static json_t *enum_json(int value, const char *name)
+{
+    return json_pack("{s:i,s:s}", "value", value, "name", name);
+}
+
+static uint64_t journal_count(qm_queue *q, uint64_t *bytes)
+{
+    qm_queue *j = q->is_subqueue ? NULL : qm_queue_subqueue(q, "journal", 7, 0);
+    if (bytes)
+        *bytes = j ? j->bytes_total : 0;
+    return j ? qm_queue_message_count(j) : 0;
+}
+
+json_t *queue_json(mgmt *m, qm_queue *q, int full)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(q->name));
+    json_object_set_new(o, "vhost", json_string(q->vhost->name));
+    json_object_set_new(o, "durable", json_boolean(q->durable));
+    json_object_set_new(o, "auto_delete", json_boolean(q->auto_delete));
+    json_object_set_new(o, "exclusive", json_boolean(q->exclusive));
+    json_object_set_new(
+        o, "arguments",
+        table_to_json((amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0}));
+    json_object_set_new(o, "node", json_string(m->b->cfg->node_name));
+    json_object_set_new(o, "type", json_string("classic"));
+    json_object_set_new(o, "state", json_string("running"));
+    json_object_set_new(o, "messages", json_integer((json_int_t)qm_queue_message_count(q)));
+    json_object_set_new(o, "messages_ready", json_integer((json_int_t)q->n_ready));
+    json_object_set_new(o, "messages_unacknowledged",
+                        json_integer((json_int_t)(q->n_locked + q->n_purge_pending)));
+    json_object_set_new(o, "messages_purge_pending", json_integer((json_int_t)q->n_purge_pending));
+    json_object_set_new(o, "message_bytes", json_integer((json_int_t)q->bytes_total));
+    json_object_set_new(o, "message_bytes_ready", json_integer((json_int_t)q->bytes_ready));
+    json_object_set_new(o, "consumers", json_integer((json_int_t)q->n_consumers));
+    json_object_set_new(o, "kind",
+                        json_string(q->is_system     ? "system"
+                                    : q->is_subqueue ? "subqueue"
+                                                     : "queue"));
+    json_object_set_new(
+        o, "message_stats",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "publish", (json_int_t)q->stat_published,
+                  "deliver_get", (json_int_t)q->stat_delivered, "ack", (json_int_t)q->stat_acked,
+                  "redeliver", (json_int_t)q->stat_redelivered, "purged",
+                  (json_int_t)q->stat_purged, "expired", (json_int_t)q->stat_expired,
+                  "dead_lettered", (json_int_t)q->stat_dead_lettered));
+    if (q->exclusive && q->exclusive_owner)
+        json_object_set_new(o, "owner_pid_details",
+                            json_pack("{s:s}", "name", ((conn *)q->exclusive_owner)->name));
+    json_t *subs = json_array();
+    size_t n = 0;
+    void **v = map_sorted(q->subqueues, &n);
+    for (size_t i = 0; i < n; i++) {
+        const char *semi = strchr(((qm_queue *)v[i])->name, ';');
+        json_array_append_new(subs, json_string(semi ? semi + 1 : ((qm_queue *)v[i])->name));
+    }
+    sl_free(v);
+    json_object_set_new(o, "subqueues", subs);
+    if (full) {
+        /* MC-MQAC: what an MSMQManagement object bound to this queue reports */
+        uint64_t jbytes;
+        uint64_t jcount = journal_count(q, &jbytes);
+        char buf[800];
+        fmtname_of(m, q, buf, sizeof buf);
+        json_object_set_new(o, "FormatName", json_string(buf));
+        pathname_of(m, q, buf, sizeof buf);
+        json_object_set_new(o, "PathName", json_string(buf));
+        json_object_set_new(o, "ForeignStatus", enum_json(1, "MQ_STATUS_NOT_FOREIGN"));
+        json_object_set_new(o, "QueueType",
+                            q->is_system ? enum_json(2, "MQ_TYPE_MACHINE")
+                                         : enum_json(1, "MQ_TYPE_PRIVATE"));
+        json_object_set_new(o, "IsLocal", json_true());
+        json_object_set_new(o, "TransactionalStatus", enum_json(1, "MQ_XACT_STATUS_NOT_XACT"));
+        json_object_set_new(o, "State", enum_json(0, "MQ_QUEUE_STATE_LOCAL_CONNECTION"));
+        json_object_set_new(o, "MessageCount", json_integer((json_int_t)qm_queue_message_count(q)));
+        json_object_set_new(o, "BytesInQueue", json_integer((json_int_t)q->bytes_total));
+        json_object_set_new(o, "JournalMessageCount", json_integer((json_int_t)jcount));
+        json_object_set_new(o, "BytesInJournal", json_integer((json_int_t)jbytes));
+    }
+    return o;
+}
+
+static void list_vhost(mgmt *m, qm_vhost *vh, json_t *arr)
+{
+    size_t n;
+    void **v = map_sorted(vh->queues, &n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, queue_json(m, v[i], 0));
+    sl_free(v);
+}
+
+static enum MHD_Result list(req *r)
+{
+    json_t *arr = json_array();
+    if (r->nsegs == 2) {
+        qm_vhost *vh = req_vhost(r, r->segs[1]);
+        if (!vh) {
+            json_decref(arr);
+            return MHD_YES;
+        }
+        list_vhost(r->m, vh, arr);
+    } else {
+        size_t n;
+        void **v = map_sorted(req_node(r)->vhosts, &n);
+        for (size_t i = 0; i < n; i++)
+            list_vhost(r->m, v[i], arr);
+        sl_free(v);
+    }
+    return reply_json(r, 200, arr);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Declare, delete, purge
+ */
+
+static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
+{
+    json_t *body = req_body(r, 1);
+    if (!body)
+        return MHD_YES;
+    if (!*name)
+        return reply_error(r, 400, "bad_request", "a queue name is required");
+    if (strlen(name) > 255)
+        return reply_error(r, 400, "bad_request", "queue name longer than 255 bytes");
+    if (!strncmp(name, "amq.", 4) && !qm_queue_find(vh, name, strlen(name)))
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                            "queue name '%s' contains reserved prefix 'amq.*'", name);
+    char err[300];
+    sl_buf args;
+    sl_buf_init(&args);
+    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0) {
+        sl_buf_free(&args);
+        return reply_error(r, 400, "bad_request", "%s", err);
+    }
+    qm_queue_decl d = {
+        .name = name,
+        .name_len = strlen(name),
+        .durable = (uint8_t)json_truthy(json_object_get(body, "durable"), 1),
+        .auto_delete = (uint8_t)json_truthy(json_object_get(body, "auto_delete"), 0),
+        .exclusive = 0, /* an HTTP client owns no connection an exclusive queue could die with */
+        .arguments = {args.data, args.len},
+    };
+    qm_queue *q = NULL;
+    int created = 0;
+    sl_err e = qm_queue_declare(vh, &d, &q, &created, err, sizeof err);
+    sl_buf_free(&args);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
+    return reply_empty(r, created ? 201 : 204);
+}
+
+static enum MHD_Result delete_queue(req *r, qm_queue *q)
+{
+    if (q->is_subqueue)
+        return reply_sl_err(r, SL_ERR_INVALID_PARAMETER,
+                            "subqueue '%s' is deleted with its queue; purge it instead", q->name);
+    int flags = (req_query_bool(r, "if-empty") ? QM_DELETE_IF_EMPTY : 0) |
+                (req_query_bool(r, "if-unused") ? QM_DELETE_IF_UNUSED : 0);
+    char err[300];
+    uint64_t count = 0;
+    sl_err e = qm_queue_delete(q, flags, &count, err, sizeof err);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
+    return reply_empty(r, 204);
+}
+
+static enum MHD_Result purge(req *r, qm_queue *q)
+{
+    uint64_t n = qm_queue_purge(q);
+    return reply_json(r, 200,
+                      json_pack("{s:I,s:I}", "message_count", (json_int_t)n, "purge_pending",
+                                (json_int_t)q->n_purge_pending));
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Get (consuming, with an ackmode) and peek (not consuming)
+ */
+
+enum ackmode { ACK_REQUEUE, ACK, REJECT_REQUEUE, REJECT };
+
+static int parse_ackmode(json_t *body, enum ackmode *out)
+{
+    json_t *a = json_object_get(body, "ackmode");
+    if (!a) {
+        /* RabbitMQ before 3.7 took "requeue" */
+        *out = json_truthy(json_object_get(body, "requeue"), 1) ? ACK_REQUEUE : ACK;
+        return 0;
+    }
+    static const char *names[] = {"ack_requeue_true", "ack_requeue_false", "reject_requeue_true",
+                                  "reject_requeue_false"};
+    if (json_is_string(a))
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(json_string_value(a), names[i])) {
+                *out = (enum ackmode)i;
+                return 0;
+            }
+    return -1;
+}
+
+static enum MHD_Result get(req *r, qm_queue *q)
+{
+    json_t *body = req_body(r, 1);
+    if (!body)
+        return MHD_YES;
+    enum ackmode mode;
+    if (parse_ackmode(body, &mode) < 0)
+        return reply_error(r, 400, "bad_request",
+                           "ackmode must be ack_requeue_true, ack_requeue_false, "
+                           "reject_requeue_true or reject_requeue_false");
+    json_t *c = json_object_get(body, "count");
+    int64_t count = c ? json_uint(c) : 1;
+    if (count < 0 || count > 100000)
+        return reply_error(r, 400, "bad_request", "count must be an integer 0..100000");
+    json_t *t = json_object_get(body, "truncate");
+    int64_t truncate = t && !json_is_null(t) ? json_uint(t) : -1;
+    json_t *enc = json_object_get(body, "encoding");
+    const char *encoding = json_is_string(enc) ? json_string_value(enc) : "auto";
+    if (strcmp(encoding, "auto") && strcmp(encoding, "base64"))
+        return reply_error(r, 400, "bad_request", "encoding must be auto or base64");
+
+    /* Take them all first: requeueing one at a time would hand the same message back. */
+    qm_position **taken = sl_xcalloc((size_t)count + 1, sizeof *taken);
+    json_t *arr = json_array();
+    size_t n = 0;
+    uint64_t remaining = 0;
+    while ((int64_t)n < count) {
+        qm_position *pos = qm_queue_get(q, 0, &remaining);
+        if (!pos)
+            break;
+        taken[n++] = pos;
+        json_array_append_new(arr, msg_view(pos, NULL, encoding, truncate, remaining));
+    }
+    for (size_t i = 0; i < n; i++) {
+        switch (mode) {
+        case ACK_REQUEUE:
+        case REJECT_REQUEUE:
+            qm_position_requeue(taken[i]);
+            break;
+        case ACK:
+            qm_position_ack(taken[i]); /* journal copy when the queue keeps one */
+            break;
+        case REJECT:
+            qm_position_reject(taken[i]); /* dead-lettered when the queue has a DLX */
+            break;
+        }
+    }
+    sl_free(taken);
+    return reply_json(r, 200, arr);
+}
+
+static enum MHD_Result peek(req *r, qm_queue *q)
+{
+    const char *cs = req_query(r, "count"), *os = req_query(r, "offset");
+    const char *enc = req_query(r, "encoding"), *ts = req_query(r, "truncate");
+    long long count = cs ? strtoll(cs, NULL, 10) : 100, off = os ? strtoll(os, NULL, 10) : 0;
+    long long truncate = ts ? strtoll(ts, NULL, 10) : -1;
+    if (count < 0 || count > 100000 || off < 0)
+        return reply_error(r, 400, "bad_request", "count must be 0..100000 and offset >= 0");
+    json_t *arr = json_array();
+    for (long long i = off; i < off + count; i++) {
+        qm_position *pos = qm_queue_peek(q, (size_t)i);
+        if (!pos)
+            break;
+        json_array_append_new(
+            arr, msg_view(pos, NULL, enc ? enc : "auto", truncate, q->n_ready - (uint64_t)i - 1));
+    }
+    return reply_json(r, 200, arr);
+}
+
+static enum MHD_Result subqueues(req *r, qm_queue *q)
+{
+    json_t *arr = json_array();
+    size_t n;
+    void **v = map_sorted(q->subqueues, &n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, queue_json(r->m, v[i], 0));
+    sl_free(v);
+    return reply_json(r, 200, arr);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Routing within /api/queues
+ */
+
+enum MHD_Result queue_bindings(req *r, qm_queue *q); /* api_exchanges.c */
+
+enum MHD_Result api_queues(req *r)
+{
+    if (r->nsegs <= 2) {
+        if (!req_is(r, "GET"))
+            return reply_method_not_allowed(r);
+        return list(r);
+    }
+    qm_vhost *vh = req_vhost(r, r->segs[1]);
+    if (!vh)
+        return MHD_YES;
+    const char *name = r->segs[2];
+    qm_queue *q = qm_queue_find(vh, name, strlen(name));
+    if (r->nsegs == 3) {
+        if (req_is(r, "PUT"))
+            return declare(r, vh, name);
+        if (!q)
+            return reply_sl_err(r, SL_ERR_QUEUE_NOT_FOUND, "no queue '%s' in vhost '%s'", name,
+                                vh->name);
+        if (req_is(r, "GET"))
+            return reply_json(r, 200, queue_json(r->m, q, 1));
+        if (req_is(r, "DELETE"))
+            return delete_queue(r, q);
+        return reply_method_not_allowed(r);
+    }
+    if (r->nsegs != 4)
+        return reply_not_found(r);
+    if (!q)
+        return reply_sl_err(r, SL_ERR_QUEUE_NOT_FOUND, "no queue '%s' in vhost '%s'", name,
+                            vh->name);
+    const char *what = r->segs[3];
+    if (!strcmp(what, "contents"))
+        return req_is(r, "DELETE") ? purge(r, q) : reply_method_not_allowed(r);
+    if (!strcmp(what, "get"))
+        return req_is(r, "POST") ? get(r, q) : reply_method_not_allowed(r);
+    if (!strcmp(what, "messages"))
+        return req_is(r, "GET") ? peek(r, q) : reply_method_not_allowed(r);
+    if (!strcmp(what, "subqueues"))
+        return req_is(r, "GET") ? subqueues(r, q) : reply_method_not_allowed(r);
+    if (!strcmp(what, "bindings"))
+        return req_is(r, "GET") ? queue_bindings(r, q) : reply_method_not_allowed(r);
+    if (!strcmp(what, "move"))
+        return req_is(r, "POST") ? api_queue_move(r, q) : reply_method_not_allowed(r);
+    return reply_not_found(r);
+}

@@ -1,0 +1,215 @@
+/* formatname.c - MSMQ format names and path names (reference/msmq.md section 7.4) for the
+ * queues of this node.
+ *
+ * Accepted (case-insensitive, optional "FormatName:" prefix):
+ *   DIRECT=OS:<computer>\private$\<queue>[;<subqueue>|;journal]
+ *   DIRECT=TCP:<address>\private$\<queue>[;<subqueue>|;journal]
+ *   DIRECT=OS:<computer>\SYSTEM$;DEADLETTER | ;DEADXACT | ;JOURNAL   (the node's system queues)
+ * <computer> is ".", "localhost", the node name, its part after '@', or this host's name;
+ * <address> a loopback address or the address the broker is bound to. Queues of a vhost other
+ * than "/" are named "<vhost>/<queue>" (when <vhost> exists), or through the vhost hint the
+ * caller passes (a "vhost" field or query argument). Names are compared exactly first and
+ * then without regard to case, since MSMQ format names are case-insensitive while AMQP
+ * names are not.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "mgmt_internal.h"
+
+static const struct {
+    const char *suffix; /* after SYSTEM$; */
+    const char *queue;
+} system_names[] = {
+    {"DEADLETTER", "sluice.system.deadletter"},
+    {"DEADXACT", "sluice.system.xact-deadletter"},
+    {"JOURNAL", "sluice.system.journal"},
+};
+
+const char *fmt_computer(mgmt *m)
+{
+    const char *n = m->b->cfg->node_name;
+    const char *at = strchr(n, '@');
+    return at && at[1] ? at + 1 : n;
+}
+
+static int ieq_n(const char *a, size_t al, const char *b)
+{
+    return strlen(b) == al && !strncasecmp(a, b, al);
+}
+
+static int is_local_computer(mgmt *m, const char *s, size_t n, int tcp)
+{
+    if (tcp) {
+        if ((n >= 4 && !strncmp(s, "127.", 4)) || ieq_n(s, n, "::1") ||
+            ieq_n(s, n, m->b->bound_addr) || ieq_n(s, n, m->addr))
+            return 1;
+        return 0;
+    }
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    return ieq_n(s, n, ".") || ieq_n(s, n, "localhost") || ieq_n(s, n, m->b->cfg->node_name) ||
+           ieq_n(s, n, fmt_computer(m)) || (host[0] && ieq_n(s, n, host));
+}
+
+static int prefix_i(const char **p, const char *pre)
+{
+    size_t n = strlen(pre);
+    if (strncasecmp(*p, pre, n))
+        return 0;
+    *p += n;
+    return 1;
+}
+
+/* Exact, then case-insensitive lookup of a top-level queue. */
+static qm_queue *find_queue_ci(qm_vhost *vh, const char *name, size_t len)
+{
+    qm_queue *q = sl_map_get(vh->queues, name, len);
+    if (q)
+        return q;
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
+        if (kl == len && !strncasecmp(k, name, len))
+            return v;
+    return NULL;
+}
+
+static qm_queue *find_sub_ci(qm_queue *q, const char *sub, size_t len)
+{
+    qm_queue *s = qm_queue_subqueue(q, sub, len, 0);
+    if (s || !q->subqueues)
+        return s;
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (sl_map_next(q->subqueues, &it, &k, &kl, &v))
+        if (kl == len && !strncasecmp(k, sub, len))
+            return v;
+    return NULL;
+}
+
+sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
+                       size_t errlen)
+{
+    *out = NULL;
+    const char *p = fmt;
+    prefix_i(&p, "FormatName:");
+    if (!prefix_i(&p, "DIRECT=")) {
+        snprintf(err, errlen, "'%s': only DIRECT= format names name queues of this node", fmt);
+        return SL_ERR_ILLEGAL_FORMATNAME;
+    }
+    int tcp = 0;
+    if (prefix_i(&p, "TCP:"))
+        tcp = 1;
+    else if (!prefix_i(&p, "OS:")) {
+        snprintf(err, errlen, "'%s': protocol must be OS: or TCP:", fmt);
+        return SL_ERR_ILLEGAL_FORMATNAME;
+    }
+    const char *bs = strchr(p, '\\');
+    if (!bs || bs == p) {
+        snprintf(err, errlen, "'%s': expected <computer>\\private$\\<queue>", fmt);
+        return SL_ERR_ILLEGAL_FORMATNAME;
+    }
+    if (!is_local_computer(m, p, (size_t)(bs - p), tcp)) {
+        snprintf(err, errlen, "'%s': not a queue of this node (no node-to-node transfer yet)", fmt);
+        return SL_ERR_QUEUE_NOT_FOUND;
+    }
+    p = bs + 1;
+    qm_node *node = m->b->node;
+    qm_vhost *vh =
+        qm_vhost_find(node, vhost_hint ? vhost_hint : "/", strlen(vhost_hint ? vhost_hint : "/"));
+    if (!vh) {
+        snprintf(err, errlen, "no vhost '%s'", vhost_hint);
+        return SL_ERR_QUEUE_NOT_FOUND;
+    }
+    if (prefix_i(&p, "SYSTEM$;")) {
+        for (size_t i = 0; i < sizeof system_names / sizeof system_names[0]; i++) {
+            if (str_ieq(p, system_names[i].suffix)) {
+                *out = qm_queue_find(vh, system_names[i].queue, strlen(system_names[i].queue));
+                if (*out)
+                    return SL_OK;
+            }
+        }
+        snprintf(err, errlen, "'%s': unknown system queue", fmt);
+        return SL_ERR_ILLEGAL_FORMATNAME;
+    }
+    if (!prefix_i(&p, "private$\\")) {
+        snprintf(err, errlen, "'%s': only private queues (\\private$\\) exist on this node", fmt);
+        return SL_ERR_QUEUE_NOT_FOUND;
+    }
+    size_t len = strcspn(p, ";");
+    if (len == 0 || strchr(p, '\\')) {
+        snprintf(err, errlen, "'%s': bad queue name", fmt);
+        return SL_ERR_ILLEGAL_FORMATNAME;
+    }
+    const char *sub = p[len] == ';' ? p + len + 1 : NULL;
+    if (sub && (!*sub || strchr(sub, ';'))) {
+        snprintf(err, errlen, "'%s': bad subqueue name", fmt);
+        return SL_ERR_ILLEGAL_FORMATNAME;
+    }
+    /* "<vhost>/<queue>" for other vhosts, when no hint was given and <vhost> exists */
+    const char *slash = memchr(p, '/', len);
+    if (!vhost_hint && slash && slash != p) {
+        qm_vhost *v2 = qm_vhost_find(node, p, (size_t)(slash - p));
+        if (v2 && strcmp(v2->name, "/")) {
+            vh = v2;
+            len -= (size_t)(slash + 1 - p);
+            p = slash + 1;
+        }
+    }
+    qm_queue *q = find_queue_ci(vh, p, len);
+    if (q && sub) {
+        q = str_ieq(sub, "journal") ? qm_queue_subqueue(q, "journal", 7, 0)
+                                    : find_sub_ci(q, sub, strlen(sub));
+    }
+    if (!q) {
+        snprintf(err, errlen, "no queue for '%s' in vhost '%s'", fmt, vh->name);
+        return SL_ERR_QUEUE_NOT_FOUND;
+    }
+    *out = q;
+    return SL_OK;
+}
+
+static const char *system_suffix(const qm_queue *q)
+{
+    for (size_t i = 0; i < sizeof system_names / sizeof system_names[0]; i++)
+        if (!strcmp(q->name, system_names[i].queue))
+            return system_names[i].suffix;
+    return NULL;
+}
+
+static void name_part(const qm_queue *q, char *buf, size_t len)
+{
+    if (!strcmp(q->vhost->name, "/"))
+        snprintf(buf, len, "%s", q->name);
+    else
+        snprintf(buf, len, "%s/%s", q->vhost->name, q->name);
+}
+
+void fmtname_of(mgmt *m, const qm_queue *q, char *buf, size_t len)
+{
+    const char *sys = q->is_system ? system_suffix(q) : NULL;
+    if (sys && !strcmp(q->vhost->name, "/")) {
+        snprintf(buf, len, "DIRECT=OS:%s\\SYSTEM$;%s", fmt_computer(m), sys);
+        return;
+    }
+    char n[600];
+    name_part(q, n, sizeof n);
+    snprintf(buf, len, "DIRECT=OS:%s\\private$\\%s", fmt_computer(m), n);
+}
+
+void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len)
+{
+    const char *sys = q->is_system ? system_suffix(q) : NULL;
+    if (sys && !strcmp(q->vhost->name, "/")) {
+        snprintf(buf, len, "%s\\system$;%s", fmt_computer(m), sys);
+        return;
+    }
+    char n[600];
+    name_part(q, n, sizeof n);
+    snprintf(buf, len, "%s\\private$\\%s", fmt_computer(m), n);
+}

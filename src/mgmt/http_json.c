@@ -1,0 +1,616 @@
+/* http_json.c - replies and request access shared by every handler: JSON replies (with
+ * RabbitMQ's ?columns= filter), errors carrying both RabbitMQ's {"error","reason"} and MSMQ's
+ * HRESULT, query and body access, and AMQP field tables <-> JSON.
+ *
+ * Invariant: a handler replies exactly once; every reply_* sets r->responded.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../amqp/table.h"
+#include "../core/mem.h"
+#include "mgmt_internal.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Replies
+ */
+
+void sync_before_reply(req *r)
+{
+    if (strcmp(r->method, "GET") != 0)
+        broker_sync(r->m->b);
+}
+
+enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len)
+{
+    sync_before_reply(r);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        len, text, text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (ctype)
+        MHD_add_response_header(resp, "Content-Type", ctype);
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    r->responded = 1;
+    return rc;
+}
+
+/* Keep only the requested keys of an object (RabbitMQ's columns=; "a.b" keeps "a"). */
+static void filter_columns(json_t *obj, const char *cols)
+{
+    if (!json_is_object(obj))
+        return;
+    const char *key;
+    json_t *val;
+    void *tmp;
+    json_object_foreach_safe(obj, tmp, key, val)
+    {
+        size_t kl = strlen(key);
+        int keep = 0;
+        for (const char *p = cols; *p;) {
+            size_t n = strcspn(p, ",");
+            size_t top = strcspn(p, ".,");
+            if ((n == kl || top == kl) && !memcmp(p, key, kl))
+                keep = 1;
+            p += n;
+            if (*p == ',')
+                p++;
+        }
+        if (!keep)
+            json_object_del(obj, key);
+    }
+}
+
+enum MHD_Result reply_json(req *r, unsigned status, json_t *j)
+{
+    const char *cols = req_is(r, "GET") ? req_query(r, "columns") : NULL;
+    if (cols && *cols) {
+        if (json_is_array(j)) {
+            size_t i;
+            json_t *v;
+            json_array_foreach(j, i, v) filter_columns(v, cols);
+        } else {
+            filter_columns(j, cols);
+        }
+    }
+    char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(j);
+    if (!text)
+        return reply_error(r, 500, "internal_error", "cannot encode the reply");
+    return reply_text(r, status, "application/json", text, strlen(text));
+}
+
+enum MHD_Result reply_empty(req *r, unsigned status)
+{
+    return reply_text(r, status, NULL, NULL, 0);
+}
+
+static enum MHD_Result reply_error_v(req *r, unsigned status, const char *error, sl_err e,
+                                     int with_hr, const char *fmt, va_list ap)
+{
+    char reason[512];
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    json_t *j = json_object();
+    json_object_set_new(j, "error", json_string(error));
+    json_object_set_new(j, "reason", json_strn_safe(reason, strlen(reason)));
+    if (with_hr) {
+        char hr[16];
+        hresult_str(e, hr, sizeof hr);
+        json_object_set_new(j, "hresult", json_string(hr));
+        json_object_set_new(j, "hresult_name", json_string(sl_err_get(e)->hresult_name));
+    }
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return reply_text(r, status, "application/json", text, strlen(text));
+}
+
+enum MHD_Result reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result rc = reply_error_v(r, status, error, SL_OK, 0, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+unsigned http_status_of(sl_err e)
+{
+    switch (e) {
+    case SL_OK:
+        return 200;
+    case SL_ERR_NOT_FOUND:
+    case SL_ERR_QUEUE_NOT_FOUND:
+    case SL_ERR_QUEUE_DELETED:
+    case SL_ERR_MESSAGE_NOT_FOUND:
+    case SL_ERR_NO_ROUTE:
+        return 404;
+    case SL_ERR_ACCESS_REFUSED:
+    case SL_ERR_NOT_ALLOWED:
+        return 403;
+    case SL_ERR_RESOURCE_LOCKED:
+    case SL_ERR_MESSAGE_LOCKED_UNDER_TX:
+        return 409;
+    case SL_ERR_CONTENT_TOO_LARGE:
+        return 413;
+    case SL_ERR_RESOURCE:
+    case SL_ERR_NOMEM:
+        return 503;
+    case SL_ERR_NOT_IMPLEMENTED:
+        return 501;
+    case SL_ERR_INTERNAL:
+    case SL_ERR_IO:
+        return 500;
+    default:
+        return 400;
+    }
+}
+
+static const char *error_word(unsigned status)
+{
+    switch (status) {
+    case 400:
+        return "bad_request";
+    case 403:
+        return "access_refused";
+    case 404:
+        return "Object Not Found";
+    case 409:
+        return "conflict";
+    case 413:
+        return "payload_too_large";
+    case 501:
+        return "not_implemented";
+    case 503:
+        return "resource_error";
+    default:
+        return "internal_error";
+    }
+}
+
+enum MHD_Result reply_sl_err(req *r, sl_err e, const char *fmt, ...)
+{
+    unsigned status = http_status_of(e);
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result rc = reply_error_v(r, status, error_word(status), e, 1, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void hresult_str(sl_err e, char *buf, size_t len)
+{
+    snprintf(buf, len, "0x%08X", (unsigned)sl_err_get(e)->hresult);
+}
+
+enum MHD_Result reply_hresult(req *r, sl_err e, json_t *extra, const char *reason)
+{
+    json_t *j = json_object();
+    char hr[16];
+    hresult_str(e, hr, sizeof hr);
+    json_object_set_new(j, "hresult", json_string(hr));
+    json_object_set_new(j, "hresult_name", json_string(sl_err_get(e)->hresult_name));
+    unsigned status = http_status_of(e);
+    if (e != SL_OK) {
+        json_object_set_new(j, "error", json_string(error_word(status)));
+        json_object_set_new(j, "reason",
+                            json_string(reason ? reason : sl_err_get(e)->hresult_name));
+    }
+    if (extra) {
+        json_object_update(j, extra);
+        json_decref(extra);
+    }
+    return reply_json(r, status, j);
+}
+
+enum MHD_Result reply_method_not_allowed(req *r)
+{
+    return reply_error(r, 405, "method_not_allowed", "%s is not allowed on this path", r->method);
+}
+
+enum MHD_Result reply_not_found(req *r)
+{
+    return reply_error(r, 404, "Object Not Found", "Not Found");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Request access
+ */
+
+static int hexv(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+const char *req_query(req *r, const char *key)
+{
+    const char *raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+    if (!raw)
+        return NULL;
+    char *s = sl_xstrdup(raw), *o = s;
+    for (const char *p = raw; *p; p++) {
+        if (*p == '+') {
+            *o++ = ' ';
+        } else if (*p == '%' && hexv((unsigned char)p[1]) >= 0 && hexv((unsigned char)p[2]) >= 0 &&
+                   (p[1] != '0' || p[2] != '0')) {
+            *o++ = (char)(hexv((unsigned char)p[1]) << 4 | hexv((unsigned char)p[2]));
+            p += 2;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+    r->scratch = sl_xrealloc(r->scratch, (r->n_scratch + 1) * sizeof *r->scratch);
+    r->scratch[r->n_scratch++] = s;
+    return s;
+}
+
+int req_query_bool(req *r, const char *key)
+{
+    const char *v = req_query(r, key);
+    return v && (!strcasecmp(v, "true") || !strcmp(v, "1"));
+}
+
+json_t *req_body(req *r, int allow_empty)
+{
+    if (r->json)
+        return r->json;
+    size_t n = sl_buf_unread(&r->body);
+    if (n == 0 && allow_empty) {
+        r->json = json_object();
+        return r->json;
+    }
+    json_error_t e;
+    json_t *j = json_loadb((const char *)sl_buf_head(&r->body), n, 0, &e);
+    if (!j) {
+        reply_error(r, 400, "bad_request", "malformed JSON body: %s (line %d, column %d)", e.text,
+                    e.line, e.column);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        reply_error(r, 400, "bad_request", "the body must be a JSON object");
+        return NULL;
+    }
+    r->json = j;
+    return j;
+}
+
+qm_vhost *req_vhost(req *r, const char *name)
+{
+    qm_vhost *vh = qm_vhost_find(req_node(r), name, strlen(name));
+    if (!vh)
+        reply_error(r, 404, "Object Not Found", "no vhost '%s'", name);
+    return vh;
+}
+
+int req_require_admin(req *r)
+{
+    if (r->is_admin)
+        return 1;
+    reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                 "user '%s' lacks the administrator tag needed to change the broker",
+                 r->user ? r->user : "");
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Values
+ */
+
+int str_ieq(const char *a, const char *b)
+{
+    return !strcasecmp(a, b);
+}
+
+int json_truthy(json_t *v, int def)
+{
+    if (!v || json_is_null(v))
+        return def;
+    if (json_is_boolean(v))
+        return json_is_true(v);
+    if (json_is_integer(v))
+        return json_integer_value(v) != 0;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (!strcasecmp(s, "true") || !strcmp(s, "1"))
+            return 1;
+        if (!strcasecmp(s, "false") || !strcmp(s, "0") || !*s)
+            return 0;
+    }
+    return def;
+}
+
+int64_t json_uint(json_t *v)
+{
+    if (json_is_integer(v))
+        return json_integer_value(v) >= 0 ? json_integer_value(v) : -1;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end;
+        if (!*s || *s == '-')
+            return -1;
+        unsigned long long n = strtoull(s, &end, 10);
+        if (*end || n > INT64_MAX)
+            return -1;
+        return (int64_t)n;
+    }
+    return -1;
+}
+
+json_t *json_strn_safe(const char *s, size_t len)
+{
+    json_t *j = json_stringn(s, len);
+    if (j)
+        return j;
+    /* Not UTF-8: keep ASCII, escape other bytes as \xNN so nothing is lost silently. */
+    char *o = sl_xmalloc(len * 4 + 1), *q = o;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f)
+            *q++ = (char)c;
+        else
+            q += sprintf(q, "\\x%02x", c);
+    }
+    j = json_stringn(o, (size_t)(q - o));
+    sl_free(o);
+    return j;
+}
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *base64_encode(const uint8_t *p, size_t n, size_t *outlen)
+{
+    char *o = sl_xmalloc((n + 2) / 3 * 4 + 1), *q = o;
+    size_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        *q++ = b64chars[v >> 18];
+        *q++ = b64chars[(v >> 12) & 63];
+        *q++ = b64chars[(v >> 6) & 63];
+        *q++ = b64chars[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        *q++ = b64chars[v >> 18];
+        *q++ = b64chars[(v >> 12) & 63];
+        *q++ = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
+        *q++ = '=';
+    }
+    *q = 0;
+    if (outlen)
+        *outlen = (size_t)(q - o);
+    return o;
+}
+
+long base64_decode(const char *s, size_t n, uint8_t *out)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    long len = 0;
+    size_t pad = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '=') {
+            pad++;
+            continue;
+        }
+        if (c == '\n' || c == '\r' || c == ' ')
+            continue;
+        if (pad)
+            return -1;
+        const char *p = c ? strchr(b64chars, c) : NULL;
+        if (!p)
+            return -1;
+        acc = acc << 6 | (uint32_t)(p - b64chars);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[len++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return pad > 2 ? -1 : len;
+}
+
+/* ---- AMQP tables -> JSON ---- */
+
+static json_t *value_to_json(const amqp_value *v)
+{
+    int64_t i;
+    switch (v->tag) {
+    case 't':
+        return json_boolean(v->v.b);
+    case 'f':
+        return json_real(v->v.f);
+    case 'd':
+        return json_real(v->v.d);
+    case 'D': {
+        double d = v->v.dec.value;
+        for (int k = 0; k < v->v.dec.scale; k++)
+            d /= 10;
+        return json_real(d);
+    }
+    case 'S':
+    case 'x':
+        return json_strn_safe((const char *)v->v.s.p, v->v.s.len);
+    case 'F':
+        return table_to_json(v->v.s);
+    case 'A':
+        return array_to_json(v->v.s);
+    case 'V':
+        return json_null();
+    default:
+        if (amqp_value_int(v, &i))
+            return json_integer(i);
+        return json_null();
+    }
+}
+
+json_t *table_to_json(amqp_bytes table)
+{
+    json_t *o = json_object();
+    amqp_table_iter it;
+    amqp_bytes key;
+    amqp_value v;
+    amqp_table_iter_init(&it, table);
+    while (amqp_table_next(&it, &key, &v)) {
+        char k[256];
+        memcpy(k, key.p, key.len);
+        k[key.len] = 0;
+        json_object_set_new(o, k, value_to_json(&v));
+    }
+    return o;
+}
+
+json_t *array_to_json(amqp_bytes array)
+{
+    json_t *a = json_array();
+    amqp_table_iter it;
+    amqp_value v;
+    amqp_array_iter_init(&it, array);
+    while (amqp_array_next(&it, &v))
+        json_array_append_new(a, value_to_json(&v));
+    return a;
+}
+
+/* ---- JSON -> AMQP tables ---- */
+
+static int json_to_array(json_t *arr, sl_buf *out, char *err, size_t errlen, int depth);
+static int json_to_table_d(json_t *obj, sl_buf *out, char *err, size_t errlen, int depth);
+
+static int json_to_value(json_t *j, amqp_value *v, sl_buf *scratch, char *err, size_t errlen,
+                         int depth)
+{
+    if (depth > AMQP_TABLE_MAX_DEPTH) {
+        snprintf(err, errlen, "arguments nested too deeply");
+        return -1;
+    }
+    switch (json_typeof(j)) {
+    case JSON_STRING:
+        v->tag = 'S';
+        v->v.s = (amqp_bytes){(const uint8_t *)json_string_value(j), json_string_length(j)};
+        return 0;
+    case JSON_INTEGER:
+        v->tag = 'l';
+        v->v.i = json_integer_value(j);
+        return 0;
+    case JSON_REAL:
+        v->tag = 'd';
+        v->v.d = json_real_value(j);
+        return 0;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        v->tag = 't';
+        v->v.b = json_is_true(j);
+        return 0;
+    case JSON_NULL:
+        v->tag = 'V';
+        return 0;
+    case JSON_OBJECT:
+    case JSON_ARRAY: {
+        size_t start = scratch->len;
+        int rc = json_is_object(j) ? json_to_table_d(j, scratch, err, errlen, depth + 1)
+                                   : json_to_array(j, scratch, err, errlen, depth + 1);
+        if (rc < 0)
+            return -1;
+        v->tag = json_is_object(j) ? 'F' : 'A';
+        /* offsets, fixed up by the caller once scratch stops moving */
+        v->v.s = (amqp_bytes){(const uint8_t *)(uintptr_t)start, scratch->len - start};
+        return 1;
+    }
+    }
+    snprintf(err, errlen, "unsupported JSON value");
+    return -1;
+}
+
+static int put_value(json_t *val, sl_buf *out, const char *key, char *err, size_t errlen, int depth)
+{
+    amqp_value v;
+    sl_buf scratch;
+    sl_buf_init(&scratch);
+    int rc = json_to_value(val, &v, &scratch, err, errlen, depth);
+    if (rc < 0) {
+        sl_buf_free(&scratch);
+        return -1;
+    }
+    if (rc == 1)
+        v.v.s.p = scratch.data + (uintptr_t)v.v.s.p;
+    if (key)
+        amqp_tbl_put_value(out, amqp_cstr(key), &v);
+    else
+        amqp_value_write(out, &v);
+    sl_buf_free(&scratch);
+    return 0;
+}
+
+static int json_to_array(json_t *arr, sl_buf *out, char *err, size_t errlen, int depth)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) if (put_value(v, out, NULL, err, errlen, depth) < 0) return -1;
+    return 0;
+}
+
+int json_to_table(json_t *obj, sl_buf *out, char *err, size_t errlen)
+{
+    return json_to_table_d(obj, out, err, errlen, 1);
+}
+
+static int json_to_table_d(json_t *obj, sl_buf *out, char *err, size_t errlen, int depth)
+{
+    if (!obj || json_is_null(obj))
+        return 0;
+    if (!json_is_object(obj)) {
+        snprintf(err, errlen, "arguments must be a JSON object");
+        return -1;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v)
+    {
+        if (strlen(k) > 255) {
+            snprintf(err, errlen, "argument name longer than 255 bytes");
+            return -1;
+        }
+        if (put_value(v, out, k, err, errlen, depth) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Sorted map values
+ */
+
+typedef struct kv {
+    const char *k;
+    void *v;
+} kv;
+
+static int kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const kv *)a)->k, ((const kv *)b)->k);
+}
+
+void **map_sorted(const sl_map *m, size_t *n)
+{
+    size_t cnt = m ? sl_map_count(m) : 0, i = 0, it = 0, kl;
+    kv *tmp = sl_xcalloc(cnt + 1, sizeof *tmp);
+    const char *k;
+    void *v;
+    while (m && i < cnt && sl_map_next(m, &it, &k, &kl, &v))
+        tmp[i++] = (kv){k, v};
+    qsort(tmp, i, sizeof *tmp, kv_cmp);
+    void **out = sl_xcalloc(i + 1, sizeof *out);
+    for (size_t j = 0; j < i; j++)
+        out[j] = tmp[j].v;
+    sl_free(tmp);
+    *n = i;
+    return out;
+}

@@ -1,0 +1,149 @@
+/* metrics.c - Prometheus text exposition (format 0.0.4).
+ *
+ *   /metrics             node-wide gauges and counters; no auth, like rabbitmq_prometheus's
+ *                        aggregated endpoint (no object names leak from it)
+ *   /metrics/per-object  the same plus one series per queue (labels vhost, queue); needs auth
+ *
+ * Counters summed over queues drop when a queue is deleted (its history goes with it).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/mem.h"
+#include "../core/version.h"
+#include "mgmt_internal.h"
+
+static void out(sl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out(sl_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char line[1024];
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        sl_buf_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static void metric(sl_buf *b, const char *name, const char *type, const char *help, uint64_t v)
+{
+    out(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name,
+        (unsigned long long)v);
+}
+
+/* Label values escape \ " and newline. */
+static void label(sl_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            sl_buf_put_u8(b, '\\');
+        if (*s == '\n') {
+            sl_buf_append(b, "\\n", 2);
+            continue;
+        }
+        sl_buf_put_u8(b, (uint8_t)*s);
+    }
+}
+
+static const struct {
+    const char *name, *type, *help;
+} per_queue[] = {
+    {"sluice_queue_messages", "gauge", "Messages in the queue (MSMQ MESSAGE_COUNT)"},
+    {"sluice_queue_messages_ready", "gauge", "Messages ready for delivery"},
+    {"sluice_queue_messages_unacked", "gauge", "Messages delivered or locked, not yet settled"},
+    {"sluice_queue_bytes", "gauge", "Body bytes in the queue"},
+    {"sluice_queue_consumers", "gauge", "Consumers of the queue"},
+};
+
+static uint64_t queue_stat(const qm_queue *q, size_t i)
+{
+    switch (i) {
+    case 0:
+        return qm_queue_message_count(q);
+    case 1:
+        return q->n_ready;
+    case 2:
+        return q->n_locked + q->n_purge_pending;
+    case 3:
+        return q->bytes_total;
+    default:
+        return q->n_consumers;
+    }
+}
+
+static void queue_series(sl_buf *b, qm_queue *q, size_t i)
+{
+    out(b, "%s{vhost=\"", per_queue[i].name);
+    label(b, q->vhost->name);
+    out(b, "\",queue=\"");
+    label(b, q->name);
+    out(b, "\"} %llu\n", (unsigned long long)queue_stat(q, i));
+    size_t n;
+    void **subs = map_sorted(q->subqueues, &n);
+    for (size_t k = 0; k < n; k++)
+        queue_series(b, subs[k], i);
+    sl_free(subs);
+}
+
+enum MHD_Result serve_metrics(req *r)
+{
+    int per_object = r->nsegs == 2 && !strcmp(r->segs[1], "per-object");
+    if (r->nsegs > 2 || (r->nsegs == 2 && !per_object))
+        return reply_not_found(r);
+    if (!req_is(r, "GET"))
+        return reply_method_not_allowed(r);
+    if (per_object && !r->authed)
+        return reply_error(r, 401, "not_authorised", "per-object metrics need a user");
+    node_totals t;
+    node_totals_get(r->m, &t);
+    sl_buf b;
+    sl_buf_init(&b);
+    out(&b,
+        "# HELP sluice_build_info Sluice version\n# TYPE sluice_build_info gauge\n"
+        "sluice_build_info{product=\"%s\",version=\"%s\"} 1\n",
+        SLUICE_PRODUCT, SLUICE_VERSION);
+    metric(&b, "sluice_node_online", "gauge", "1 when the node is online (MSMQ CONNECT)",
+           r->m->b->node->online);
+    metric(&b, "sluice_connections", "gauge", "Open AMQP connections", t.connections);
+    metric(&b, "sluice_channels", "gauge", "Open AMQP channels", t.channels);
+    metric(&b, "sluice_consumers", "gauge", "Consumers", t.consumers);
+    metric(&b, "sluice_queues", "gauge", "Queues (not counting subqueues)", t.queues);
+    metric(&b, "sluice_exchanges", "gauge", "Exchanges", t.exchanges);
+    metric(&b, "sluice_messages", "gauge", "Messages in all queues", t.messages);
+    metric(&b, "sluice_messages_ready", "gauge", "Messages ready for delivery", t.ready);
+    metric(&b, "sluice_messages_unacked", "gauge", "Messages delivered, not yet settled",
+           t.unacked);
+    metric(&b, "sluice_message_bytes", "gauge", "Body bytes in all queues", t.bytes);
+    metric(&b, "sluice_memory_alarm", "gauge", "1 while publishers are blocked by the memory alarm",
+           (uint64_t)((r->m->b->alarms & ALARM_MEMORY) != 0));
+    metric(&b, "sluice_messages_published_total", "counter", "Messages enqueued", t.published);
+    metric(&b, "sluice_messages_delivered_total", "counter", "Messages delivered", t.delivered);
+    metric(&b, "sluice_messages_acked_total", "counter", "Messages acknowledged", t.acked);
+    metric(&b, "sluice_messages_redelivered_total", "counter", "Messages redelivered",
+           t.redelivered);
+    metric(&b, "sluice_messages_purged_total", "counter", "Messages purged", t.purged);
+    metric(&b, "sluice_messages_expired_total", "counter", "Messages expired", t.expired);
+    metric(&b, "sluice_messages_dead_lettered_total", "counter", "Messages dead-lettered",
+           t.dead_lettered);
+    if (per_object) {
+        size_t nv;
+        void **vhs = map_sorted(req_node(r)->vhosts, &nv);
+        for (size_t i = 0; i < sizeof per_queue / sizeof per_queue[0]; i++) {
+            out(&b, "# HELP %s %s\n# TYPE %s %s\n", per_queue[i].name, per_queue[i].help,
+                per_queue[i].name, per_queue[i].type);
+            for (size_t v = 0; v < nv; v++) {
+                size_t nq;
+                void **qs = map_sorted(((qm_vhost *)vhs[v])->queues, &nq);
+                for (size_t k = 0; k < nq; k++)
+                    queue_series(&b, qs[k], i);
+                sl_free(qs);
+            }
+        }
+        sl_free(vhs);
+    }
+    /* hand the buffer to MHD, which frees it with free() */
+    char *text = (char *)b.data;
+    size_t len = b.len;
+    return reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+}

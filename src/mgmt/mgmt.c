@@ -1,0 +1,445 @@
+/* mgmt.c - the management API's front: libmicrohttpd driven from the broker's event loop,
+ * request bodies, HTTP basic auth, and routing to the handlers.
+ *
+ * MHD runs without a thread of its own (MHD_USE_EPOLL): its epoll fd is watched by the broker
+ * loop and MHD_run() is called when it is readable; after every run the loop timer is re-armed
+ * from MHD_get_timeout() so idle-connection timeouts and pending work are not missed. So every
+ * handler runs on the loop thread and sees the broker as one consistent state.
+ *
+ * The listening socket is made here (bind to cfg->bind:cfg->mgmt_port, 0 = a free port) and
+ * handed to MHD, so the real port is known from getsockname().
+ *
+ * URL paths reach us raw (a no-op unescape callback): RabbitMQ's paths carry the vhost "/" as
+ * %2F inside one segment, so segments are split first and percent-decoded afterwards.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "mgmt_internal.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Loop glue
+ */
+
+static void run_mhd(mgmt *m)
+{
+    if (m->running)
+        return;
+    m->running = 1;
+    MHD_run(m->d);
+    m->running = 0;
+    MHD_UNSIGNED_LONG_LONG to = 0;
+    if (MHD_get_timeout(m->d, &to) == MHD_YES) {
+        /* 0 means "work is pending now" (MHD's epoll is edge-triggered inside). */
+        sl_timer_start(m->b->loop, &m->t, sl_now_ms() + (to > 60000 ? 60000 : to));
+    } else if (sl_timer_armed(&m->t)) {
+        sl_timer_stop(m->b->loop, &m->t);
+    }
+}
+
+static void on_epoll(sl_loop *loop, sl_watch *w, int events)
+{
+    (void)loop;
+    (void)events;
+    run_mhd(w->data);
+}
+
+static void on_timer(sl_loop *loop, sl_timer *t)
+{
+    (void)loop;
+    run_mhd(t->data);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Auth
+ */
+
+static int is_loopback(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr)
+        return 0;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+static int has_tag(const char *tags, const char *tag)
+{
+    size_t tl = strlen(tag);
+    for (const char *p = tags; p && *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, " ,");
+        if (n == tl && !memcmp(p, tag, n))
+            return 1;
+        p += n;
+    }
+    return 0;
+}
+
+/* Compare without an early exit, so response time does not tell how much matched. */
+static int secret_eq(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned diff = (unsigned)(la ^ lb);
+    for (size_t i = 0; i < la; i++)
+        diff |= (unsigned)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
+static void authenticate(req *r)
+{
+    char *pass = NULL;
+    char *user = MHD_basic_auth_get_username_password(r->conn, &pass);
+    if (user && pass) {
+        const sl_user *u = sl_config_find_user(r->m->b->cfg, user, strlen(user));
+        if (u && secret_eq(pass, u->password) && (!u->loopback_only || is_loopback(r->conn))) {
+            r->authed = 1;
+            r->is_admin = has_tag(u->tags, "administrator");
+            r->user = sl_xstrdup(u->name);
+        }
+    }
+    if (user)
+        MHD_free(user);
+    if (pass)
+        MHD_free(pass);
+}
+
+static enum MHD_Result reply_unauthorized(req *r)
+{
+    json_t *j = json_pack("{s:s,s:s}", "error", "not_authorised", "reason",
+                          "Login failed: a user of this broker and its password are required "
+                          "(guest only from loopback)");
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"Sluice Management\"");
+    enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_UNAUTHORIZED, resp);
+    MHD_destroy_response(resp);
+    r->responded = 1;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Routing
+ */
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode in place; -1 on a bad escape or an embedded NUL. */
+static int pct_decode(char *s)
+{
+    char *o = s;
+    for (char *p = s; *p; p++) {
+        if (*p == '%') {
+            int h = hexval((unsigned char)p[1]), l = h < 0 ? -1 : hexval((unsigned char)p[2]);
+            if (h < 0 || l < 0 || (h == 0 && l == 0))
+                return -1;
+            *o++ = (char)(h << 4 | l);
+            p += 2;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+    return 0;
+}
+
+/* Split "/api/a/b%2Fc/" into decoded segments; a leading "api" segment is dropped and
+ * *is_api set. -1 on a malformed path. */
+static int split_path(req *r, const char *url, int *is_api)
+{
+    *is_api = 0;
+    const char *p = url;
+    int first = 1;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        if (!n)
+            break;
+        if (first && n == 3 && !memcmp(p, "api", 3)) {
+            *is_api = 1;
+        } else {
+            if (r->nsegs == MGMT_MAX_SEGS)
+                return -1;
+            char *s = sl_xstrndup(p, n);
+            r->segs[r->nsegs++] = s;
+            if (pct_decode(s) < 0)
+                return -1;
+        }
+        first = 0;
+        p += n;
+    }
+    return 0;
+}
+
+static const struct route {
+    const char *name;
+    api_fn fn;
+} routes[] = {
+    {"overview", api_overview},
+    {"nodes", api_nodes},
+    {"vhosts", api_vhosts},
+    {"users", api_users},
+    {"whoami", api_whoami},
+    {"permissions", api_permissions},
+    {"queues", api_queues},
+    {"exchanges", api_exchanges},
+    {"bindings", api_bindings},
+    {"connections", api_connections},
+    {"channels", api_channels},
+    {"consumers", api_consumers},
+    {"definitions", api_definitions},
+    {"msmq", api_msmq},
+    {"transactions", api_transactions},
+};
+
+static enum MHD_Result route(req *r, const char *url)
+{
+    int is_api = 0;
+    if (split_path(r, url, &is_api) < 0)
+        return reply_error(r, 400, "bad_request", "malformed URL path");
+    if (!is_api) {
+        if (r->nsegs >= 1 && !strcmp(r->segs[0], "metrics"))
+            return serve_metrics(r);
+        return reply_not_found(r);
+    }
+    if (!r->authed)
+        return reply_unauthorized(r);
+    if (r->nsegs == 0)
+        return reply_not_found(r);
+    /* Writes need the administrator tag; POST /api/msmq/info only reads. */
+    int read_only = req_is(r, "GET") ||
+                    (r->nsegs == 2 && !strcmp(r->segs[0], "msmq") && !strcmp(r->segs[1], "info"));
+    if (!read_only && !req_require_admin(r))
+        return MHD_YES;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (!strcmp(r->segs[0], routes[i].name))
+            return routes[i].fn(r);
+    return reply_not_found(r);
+}
+
+static void req_free(req *r)
+{
+    for (size_t i = 0; i < r->nsegs; i++)
+        sl_free(r->segs[i]);
+    for (size_t i = 0; i < r->n_scratch; i++)
+        sl_free(r->scratch[i]);
+    sl_free(r->scratch);
+    sl_buf_free(&r->body);
+    if (r->json)
+        json_decref(r->json);
+    sl_free(r->user);
+    sl_free(r);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    mgmt *m = cls;
+    req *r = *con_cls;
+    if (!r) {
+        r = sl_xcalloc(1, sizeof *r);
+        r->m = m;
+        r->conn = connection;
+        /* HEAD is GET without a body; libmicrohttpd drops the body itself */
+        r->method = strcmp(method, "HEAD") ? method : "GET";
+        sl_buf_init(&r->body);
+        *con_cls = r;
+        const char *cl = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > MGMT_MAX_BODY)
+            return reply_error(r, 413, "payload_too_large", "request body larger than %u bytes",
+                               MGMT_MAX_BODY);
+        authenticate(r);
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!r->responded && !r->too_large) {
+            if (r->body.len + *upload_data_size > MGMT_MAX_BODY)
+                r->too_large = 1; /* keep reading and dropping; answer 413 at the end */
+            else
+                sl_buf_append(&r->body, upload_data, *upload_data_size);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (r->responded)
+        return MHD_YES;
+    if (r->too_large)
+        return reply_error(r, 413, "payload_too_large", "request body larger than %u bytes",
+                           MGMT_MAX_BODY);
+    enum MHD_Result rc = route(r, url);
+    if (!r->responded) /* a handler that forgot to answer is a bug; do not hang the client */
+        rc = reply_error(r, 500, "internal_error", "no reply");
+    return rc;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)connection;
+    (void)toe;
+    if (*con_cls)
+        req_free(*con_cls);
+    *con_cls = NULL;
+}
+
+/* Keep %XX escapes: routing splits segments before decoding (see top of file). */
+static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    return strlen(s);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = 0;
+    sl_debug("http: %s", line);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Start / stop
+ */
+
+static int open_listener(mgmt *m, char *err, size_t errlen)
+{
+    const sl_config *cfg = m->b->cfg;
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->mgmt_port);
+    int rc = getaddrinfo(cfg->bind, port, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resolve %s: %s", cfg->bind, gai_strerror(rc));
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        freeaddrinfo(res);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", cfg->bind, cfg->mgmt_port,
+                 strerror(errno));
+        close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &sin->sin_addr, m->addr, sizeof m->addr);
+        m->port = ntohs(sin->sin_port);
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, m->addr, sizeof m->addr);
+        m->port = ntohs(sin6->sin6_port);
+    }
+    return fd;
+}
+
+mgmt *mgmt_start(broker *b, char *err, size_t errlen)
+{
+    mgmt *m = sl_xcalloc(1, sizeof *m);
+    m->b = b;
+    m->started_wall_ms = sl_wall_ms();
+    int fd = open_listener(m, err, errlen);
+    if (fd < 0) {
+        sl_free(m);
+        return NULL;
+    }
+    m->d = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, m, MHD_OPTION_LISTEN_SOCKET,
+        fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape,
+        m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+    if (!m->d) {
+        snprintf(err, errlen, "cannot start the HTTP server on %s:%d", m->addr, m->port);
+        close(fd);
+        sl_free(m);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!di) {
+        snprintf(err, errlen, "libmicrohttpd has no epoll fd");
+        MHD_stop_daemon(m->d);
+        sl_free(m);
+        return NULL;
+    }
+    m->w.fd = di->epoll_fd;
+    m->w.fn = on_epoll;
+    m->w.data = m;
+    sl_timer_init(&m->t, on_timer, m);
+    if (sl_loop_watch(b->loop, &m->w, SL_EV_READ) < 0) {
+        snprintf(err, errlen, "cannot watch the HTTP server: %s", strerror(errno));
+        MHD_stop_daemon(m->d);
+        sl_free(m);
+        return NULL;
+    }
+    sl_info("listening http=%s:%d", m->addr, m->port);
+    return m;
+}
+
+void mgmt_stop(mgmt *m)
+{
+    if (!m)
+        return;
+    sl_loop_unwatch(m->b->loop, &m->w);
+    if (sl_timer_armed(&m->t))
+        sl_timer_stop(m->b->loop, &m->t);
+    /* Open HTTP transactions are aborted so their Locked positions go back (the node frees
+     * them anyway; aborting keeps the model's invariants until then). */
+    for (size_t i = 0; i < m->n_txs; i++) {
+        qm_tx *tx = qm_tx_find(m->b->node, m->txs[i]);
+        if (tx)
+            qm_tx_abort(tx);
+    }
+    sl_free(m->txs);
+    MHD_stop_daemon(m->d); /* closes the listening socket and every connection */
+    sl_free(m);
+}

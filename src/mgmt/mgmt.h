@@ -1,0 +1,17 @@
+/* mgmt.h - the HTTP management API (RabbitMQ-compatible paths plus MSMQ management), served
+ * by libmicrohttpd from sluiced's own event loop: no thread of its own, so every request sees
+ * a consistent broker state without locks.
+ */
+#ifndef SL_MGMT_MGMT_H
+#define SL_MGMT_MGMT_H
+
+#include "../broker/broker.h"
+
+typedef struct mgmt mgmt;
+
+/* Listen on cfg->bind : cfg->mgmt_port (0 = a free port) and register with b's loop. Logs
+ * "listening http=ADDR:PORT". NULL with a message in err on failure. */
+mgmt *mgmt_start(broker *b, char *err, size_t errlen);
+void mgmt_stop(mgmt *m);
+
+#endif

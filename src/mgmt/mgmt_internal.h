@@ -1,0 +1,180 @@
+/* mgmt_internal.h - what the files of src/mgmt/ share: the mgmt object, one HTTP request, the
+ * reply helpers and the handlers the router calls.
+ *
+ *   mgmt.c          libmicrohttpd + event-loop glue, request bodies, auth, routing
+ *   http_json.c     replies (JSON, errors with HRESULTs), query/body access, AMQP tables <-> JSON
+ *   msg_json.c      messages <-> JSON (properties, payload encodings) for publish, get, peek
+ *   formatname.c    MSMQ format names and path names <-> queues
+ *   api_queues.c    /api/queues... (list, declare, delete, purge, get, peek, subqueues)
+ *   api_exchanges.c /api/exchanges... (+ publish) and /api/bindings...
+ *   api_misc.c      overview, nodes, vhosts, users, whoami, permissions, connections, channels,
+ *                   consumers
+ *   api_msmq.c      R_QMMgmtAction / R_QMMgmtGetInfo and the MC-MQAC object view
+ *   api_move.c      move between queues/subqueues, transactions opened over HTTP
+ *   defs.c          /api/definitions export and import
+ *   metrics.c       /metrics (Prometheus text)
+ *
+ * Every handler runs on the broker's loop thread (MHD is driven from it), so handlers read and
+ * change qm state directly, through qm.h only. A handler replies exactly once (reply_* return
+ * the MHD result to hand back to libmicrohttpd).
+ */
+#ifndef SL_MGMT_INTERNAL_H
+#define SL_MGMT_INTERNAL_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+
+#include "../core/buf.h"
+#include "mgmt.h"
+
+#define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
+#define MGMT_MAX_SEGS 16
+
+struct mgmt {
+    broker *b;
+    struct MHD_Daemon *d;
+    sl_watch w;  /* MHD's epoll fd, readable when MHD has work */
+    sl_timer t;  /* MHD's own timeouts (idle connections, pending writes) */
+    int running; /* inside MHD_run: no re-entry */
+    char addr[64];
+    int port;
+    uint64_t started_wall_ms;
+    /* Transactions opened over HTTP. Only these may be used, committed or aborted through
+     * the API: the node's other transactions belong to AMQP channels. */
+    uint64_t *txs;
+    size_t n_txs, cap_txs;
+};
+
+typedef struct req {
+    mgmt *m;
+    struct MHD_Connection *conn;
+    const char *method;        /* "GET", "PUT", ... */
+    char *segs[MGMT_MAX_SEGS]; /* percent-decoded path segments, "api" stripped */
+    size_t nsegs;
+    sl_buf body;
+    int too_large;
+    int authed, is_admin;
+    char *user;     /* authenticated user name */
+    json_t *json;   /* parsed body, owned */
+    char **scratch; /* decoded query values, freed with the request */
+    size_t n_scratch;
+    int responded;
+} req;
+
+typedef enum MHD_Result (*api_fn)(req *r);
+
+static inline qm_node *req_node(req *r)
+{
+    return r->m->b->node;
+}
+static inline int req_is(req *r, const char *method)
+{
+    return !strcmp(r->method, method);
+}
+
+/* ---- http_json.c: replies ---- */
+/* Reply with j (stolen). GET replies honour ?columns=a,b (RabbitMQ). */
+enum MHD_Result reply_json(req *r, unsigned status, json_t *j);
+enum MHD_Result reply_empty(req *r, unsigned status);
+enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len);
+/* A request that may have changed durable state answers only once the store has it on disk
+ * (the same promise as AMQP replies, which wait for the turn's group commit). */
+void sync_before_reply(req *r);
+/* {"error": error, "reason": ...} */
+enum MHD_Result reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A failure named by an sl_err: HTTP status from the error, RabbitMQ's error/reason, and
+ * the MSMQ "hresult" / "hresult_name". */
+enum MHD_Result reply_sl_err(req *r, sl_err e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* MSMQ-shaped result: {"hresult", "hresult_name", ...extra}; 200 on SL_OK, 4xx otherwise.
+ * extra (stolen, may be NULL) is merged in. */
+enum MHD_Result reply_hresult(req *r, sl_err e, json_t *extra, const char *reason);
+enum MHD_Result reply_method_not_allowed(req *r);
+enum MHD_Result reply_not_found(req *r);
+unsigned http_status_of(sl_err e);
+/* Write "0xC00E0006" into buf (11 bytes at least). */
+void hresult_str(sl_err e, char *buf, size_t len);
+
+/* ---- http_json.c: request access ---- */
+/* Query argument, percent-decoded; NULL when absent. Valid for the request's life. */
+const char *req_query(req *r, const char *key);
+int req_query_bool(req *r, const char *key);
+/* The body as a JSON object. NULL after replying 400 when it is not one (empty bodies are
+ * {} when allow_empty). */
+json_t *req_body(req *r, int allow_empty);
+/* Vhost by name; NULL after replying 404. */
+qm_vhost *req_vhost(req *r, const char *name);
+/* Writes need the administrator tag: 1, or 0 after replying 403. */
+int req_require_admin(req *r);
+
+/* ---- http_json.c: values ---- */
+/* true/false, "true"/"false", 1/0; def when absent or null. */
+int json_truthy(json_t *v, int def);
+/* A non-negative integer from a JSON integer or a decimal string; -1 when absent/invalid. */
+int64_t json_uint(json_t *v);
+/* An AMQP table (content, no length prefix) as a JSON object / array. */
+json_t *table_to_json(amqp_bytes table);
+json_t *array_to_json(amqp_bytes array);
+/* A JSON object as AMQP table content appended to out; -1 with err on a value that has no
+ * AMQP form. */
+int json_to_table(json_t *obj, sl_buf *out, char *err, size_t errlen);
+json_t *json_strn_safe(const char *s, size_t len); /* invalid UTF-8 -> escaped */
+char *base64_encode(const uint8_t *p, size_t n, size_t *outlen);
+/* -1 on invalid input; out must hold n*3/4+3 bytes. */
+long base64_decode(const char *s, size_t n, uint8_t *out);
+int str_ieq(const char *a, const char *b);
+
+/* ---- msg_json.c ---- */
+/* RabbitMQ's /get message view plus Sluice's lookup_id and move_count. encoding "auto" or
+ * "base64"; truncate < 0 = whole payload. */
+json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding, int64_t truncate,
+                 uint64_t remaining);
+/* Build a message from an /exchanges/.../publish body; NULL after replying 400. */
+qm_message *msg_from_publish(req *r, json_t *body, const char *exchange);
+
+/* ---- formatname.c ---- */
+/* Resolve an MSMQ format name to a local queue. vhost_hint (may be NULL) names the vhost.
+ * SL_ERR_ILLEGAL_FORMATNAME or SL_ERR_QUEUE_NOT_FOUND with err. */
+sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
+                       size_t errlen);
+/* Format name / path name of a queue (see README-fragment.md). */
+void fmtname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
+void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
+/* The computer part of names: the node name after '@'. */
+const char *fmt_computer(mgmt *m);
+
+/* ---- handlers ---- */
+enum MHD_Result api_queues(req *r);
+enum MHD_Result api_exchanges(req *r);
+enum MHD_Result api_bindings(req *r);
+enum MHD_Result api_overview(req *r);
+enum MHD_Result api_nodes(req *r);
+enum MHD_Result api_vhosts(req *r);
+enum MHD_Result api_users(req *r);
+enum MHD_Result api_whoami(req *r);
+enum MHD_Result api_permissions(req *r);
+enum MHD_Result api_connections(req *r);
+enum MHD_Result api_channels(req *r);
+enum MHD_Result api_consumers(req *r);
+enum MHD_Result api_msmq(req *r);
+enum MHD_Result api_transactions(req *r);
+enum MHD_Result api_definitions(req *r);
+enum MHD_Result serve_metrics(req *r);
+/* api_queues.c: the JSON of one queue; full adds the MC-MQAC view and subqueues. */
+json_t *queue_json(mgmt *m, qm_queue *q, int full);
+/* api_move.c: POST /api/queues/{vhost}/{name}/move */
+enum MHD_Result api_queue_move(req *r, qm_queue *src);
+/* api_misc.c: totals used by overview and metrics */
+typedef struct node_totals {
+    uint64_t queues, exchanges, connections, channels, consumers;
+    uint64_t messages, ready, unacked, bytes;
+    uint64_t published, delivered, acked, redelivered, purged, expired, dead_lettered;
+} node_totals;
+void node_totals_get(mgmt *m, node_totals *t);
+
+/* The values of a map ordered by key (names), for stable listings; caller frees. */
+void **map_sorted(const sl_map *m, size_t *n);
+
+#endif

@@ -1,0 +1,867 @@
+/* sluicectl - command-line client of Sluice's HTTP management API.
+ *
+ * A thin client: every verb is one or two HTTP requests (a small blocking HTTP/1.1 client over
+ * a plain socket, "Connection: close", JSON via jansson) and a printout. Verbs follow
+ * rabbitmqctl's names where one exists. Errors: exit status 1 and one line naming the MSMQ
+ * HRESULT (when the server gave one) or the HTTP status; usage errors exit 2.
+ *
+ * Settings: --host/--port/--user/--password/--vhost, or SLUICE_HOST, SLUICE_MGMT_PORT,
+ * SLUICE_USER, SLUICE_PASSWORD, SLUICE_VHOST; defaults 127.0.0.1:15672 guest/guest "/".
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+static struct {
+    const char *host, *port, *user, *password, *vhost;
+    int json;
+    int if_empty, if_unused;
+    const char *count, *id, *tx, *type;
+    int durable, auto_delete;
+} opt;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("sluicectl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    /* _exit: nothing to clean up in a one-shot client, and no leak report on error paths */
+    fflush(stdout);
+    _exit(1);
+}
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("sluicectl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (sluicectl --help)\n", stderr);
+    va_end(ap);
+    fflush(stdout);
+    _exit(2);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * HTTP
+ */
+
+typedef struct buf {
+    char *p;
+    size_t len, cap;
+} buf;
+
+static void buf_add(buf *b, const void *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p)
+            die("out of memory");
+    }
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static char *b64(const char *s)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = strlen(s);
+    char *o = malloc((n + 2) / 3 * 4 + 1), *q = o;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned char)s[i] << 16 | (i + 1 < n ? (unsigned char)s[i + 1] << 8 : 0) |
+                     (i + 2 < n ? (unsigned char)s[i + 2] : 0);
+        *q++ = t[v >> 18];
+        *q++ = t[(v >> 12) & 63];
+        *q++ = i + 1 < n ? t[(v >> 6) & 63] : '=';
+        *q++ = i + 2 < n ? t[v & 63] : '=';
+    }
+    *q = 0;
+    return o;
+}
+
+/* Percent-encode one path segment (the vhost "/" becomes %2F, "q;sub" q%3Bsub). */
+static void seg(buf *b, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            strchr("-_.~", c)) {
+            buf_add(b, s, 1);
+        } else {
+            char e[4];
+            snprintf(e, sizeof e, "%%%02X", c);
+            buf_add(b, e, 3);
+        }
+    }
+}
+
+typedef struct resp {
+    int status;
+    buf body;
+} resp;
+
+static int connect_to(void)
+{
+    struct addrinfo hints = {0}, *res, *ai;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(opt.host, opt.port, &hints, &res);
+    if (rc)
+        die("cannot resolve %s: %s", opt.host, gai_strerror(rc));
+    int fd = -1;
+    for (ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype, 0);
+        if (fd < 0)
+            continue;
+        struct timeval tv = {30, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        die("cannot connect to %s:%s: %s", opt.host, opt.port, strerror(errno));
+    return fd;
+}
+
+/* De-chunk a Transfer-Encoding: chunked body in place. */
+static void dechunk(buf *b)
+{
+    size_t in = 0, out = 0;
+    while (in < b->len) {
+        char *end;
+        unsigned long n = strtoul(b->p + in, &end, 16);
+        char *nl = strstr(end, "\r\n");
+        if (!nl || n == 0)
+            break;
+        in = (size_t)(nl + 2 - b->p);
+        if (in + n > b->len)
+            n = b->len - in;
+        memmove(b->p + out, b->p + in, n);
+        out += n;
+        in += n + 2;
+    }
+    b->len = out;
+    if (b->p)
+        b->p[out] = 0;
+}
+
+static resp http(const char *method, const char *path, const char *body)
+{
+    int fd = connect_to();
+    char *auth_raw = malloc(strlen(opt.user) + strlen(opt.password) + 2);
+    sprintf(auth_raw, "%s:%s", opt.user, opt.password);
+    char *auth = b64(auth_raw);
+    free(auth_raw);
+    buf req = {0};
+    char head[1024];
+    size_t blen = body ? strlen(body) : 0;
+    snprintf(head, sizeof head,
+             "%s %s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Basic %s\r\nConnection: close\r\n"
+             "Accept: application/json\r\nUser-Agent: sluicectl\r\n",
+             method, path, opt.host, opt.port, auth);
+    free(auth);
+    buf_add(&req, head, strlen(head));
+    if (body) {
+        snprintf(head, sizeof head, "Content-Type: application/json\r\nContent-Length: %zu\r\n",
+                 blen);
+        buf_add(&req, head, strlen(head));
+    }
+    buf_add(&req, "\r\n", 2);
+    if (body)
+        buf_add(&req, body, blen);
+    for (size_t off = 0; off < req.len;) {
+        ssize_t n = send(fd, req.p + off, req.len - off, MSG_NOSIGNAL);
+        if (n <= 0)
+            die("sending to %s:%s: %s", opt.host, opt.port, strerror(errno));
+        off += (size_t)n;
+    }
+    free(req.p);
+    buf in = {0};
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+        if (n < 0)
+            die("reading from %s:%s: %s", opt.host, opt.port, strerror(errno));
+        if (n == 0)
+            break;
+        buf_add(&in, chunk, (size_t)n);
+    }
+    close(fd);
+    resp r = {0};
+    if (!in.p || sscanf(in.p, "HTTP/%*s %d", &r.status) != 1)
+        die("no HTTP response from %s:%s", opt.host, opt.port);
+    char *hend = strstr(in.p, "\r\n\r\n");
+    if (hend) {
+        int chunked = 0;
+        *hend = 0;
+        for (char *h = strstr(in.p, "\r\n"); h; h = strstr(h + 2, "\r\n"))
+            if (!strncasecmp(h + 2, "Transfer-Encoding:", 18) && strstr(h + 20, "chunked"))
+                chunked = 1;
+        buf_add(&r.body, hend + 4, in.len - (size_t)(hend + 4 - in.p));
+        if (chunked)
+            dechunk(&r.body);
+    }
+    free(in.p);
+    return r;
+}
+
+/* Fail with one line: the HRESULT when there is one, else the HTTP status and reason. */
+static void check(resp *r)
+{
+    if (r->status >= 200 && r->status < 300)
+        return;
+    json_t *j = r->body.len ? json_loads(r->body.p, 0, NULL) : NULL;
+    const char *hr = j ? json_string_value(json_object_get(j, "hresult")) : NULL;
+    const char *hn = j ? json_string_value(json_object_get(j, "hresult_name")) : NULL;
+    const char *reason = j ? json_string_value(json_object_get(j, "reason")) : NULL;
+    if (hr && hn)
+        die("%s (%s): %s [HTTP %d]", hn, hr, reason ? reason : "", r->status);
+    die("HTTP %d: %s", r->status, reason ? reason : (r->body.p ? r->body.p : ""));
+}
+
+static json_t *call(const char *method, const char *path, json_t *body)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (body)
+        json_decref(body);
+    resp r = http(method, path, text);
+    free(text);
+    check(&r);
+    json_t *j = NULL;
+    if (r.body.len) {
+        json_error_t e;
+        j = json_loads(r.body.p, JSON_DECODE_ANY, &e);
+        if (!j)
+            die("bad JSON from the server: %s", e.text);
+    }
+    free(r.body.p);
+    return j;
+}
+
+/* call() with a path from path(), which it frees */
+static json_t *callp(const char *method, char *p, json_t *body);
+
+/* "/api/<what>/<vhost>[/<name>[/<tail>]]" with each part encoded */
+static char *path(const char *what, const char *name, const char *tail)
+{
+    buf b = {0};
+    buf_add(&b, "/api/", 5);
+    buf_add(&b, what, strlen(what));
+    buf_add(&b, "/", 1);
+    seg(&b, opt.vhost);
+    if (name) {
+        buf_add(&b, "/", 1);
+        seg(&b, name);
+    }
+    if (tail) {
+        buf_add(&b, "/", 1);
+        buf_add(&b, tail, strlen(tail));
+    }
+    return b.p;
+}
+
+static json_t *callp(const char *method, char *p, json_t *body)
+{
+    json_t *j = call(method, p, body);
+    free(p);
+    return j;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Output
+ */
+
+static char *cell(json_t *v)
+{
+    if (!v || json_is_null(v))
+        return strdup("");
+    if (json_is_string(v))
+        return strdup(json_string_value(v));
+    return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* An aligned table of the given columns ("a.b" reaches into objects). */
+static void table(json_t *arr, const char *const *cols, size_t ncols)
+{
+    size_t rows = json_array_size(arr);
+    size_t *w = calloc(ncols, sizeof *w);
+    char **cells = calloc((rows + 1) * ncols, sizeof *cells);
+    for (size_t c = 0; c < ncols; c++) {
+        cells[c] = strdup(cols[c]);
+        w[c] = strlen(cols[c]);
+    }
+    for (size_t r = 0; r < rows; r++) {
+        json_t *o = json_array_get(arr, r);
+        for (size_t c = 0; c < ncols; c++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s", cols[c]);
+            json_t *v = o;
+            for (char *save = NULL, *k = strtok_r(key, ".", &save); k && v;
+                 k = strtok_r(NULL, ".", &save))
+                v = json_object_get(v, k);
+            char *s = cell(v);
+            cells[(r + 1) * ncols + c] = s;
+            if (strlen(s) > w[c])
+                w[c] = strlen(s);
+        }
+    }
+    for (size_t r = 0; r <= rows; r++) {
+        for (size_t c = 0; c < ncols; c++) {
+            const char *s = cells[r * ncols + c];
+            if (c + 1 < ncols)
+                printf("%-*s  ", (int)w[c], s);
+            else
+                printf("%s", s);
+            free(cells[r * ncols + c]);
+        }
+        putchar('\n');
+    }
+    free(cells);
+    free(w);
+}
+
+static void print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    puts(s ? s : "null");
+    free(s);
+}
+
+static void show(json_t *j, const char *const *cols, size_t ncols)
+{
+    if (opt.json || !json_is_array(j))
+        print_json(j);
+    else
+        table(j, cols, ncols);
+    json_decref(j);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Verbs
+ */
+
+#define COLS(...)                                                                                  \
+    (const char *const[]){__VA_ARGS__},                                                            \
+        sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *)
+
+static void need(int argc, int n, const char *usage)
+{
+    if (argc < n)
+        usage_error("usage: sluicectl %s", usage);
+}
+
+static int cmd_list(int argc, char **argv)
+{
+    need(argc, 2,
+         "list queues|exchanges|bindings|connections|channels|consumers|vhosts|users|"
+         "subqueues QUEUE|transactions");
+    const char *what = argv[1];
+    if (!strcmp(what, "queues")) {
+        show(callp("GET", path("queues", NULL, NULL), NULL),
+             COLS("name", "messages", "messages_ready", "messages_unacknowledged", "consumers",
+                  "durable", "kind"));
+    } else if (!strcmp(what, "exchanges")) {
+        show(callp("GET", path("exchanges", NULL, NULL), NULL),
+             COLS("name", "type", "durable", "auto_delete", "internal"));
+    } else if (!strcmp(what, "bindings")) {
+        show(callp("GET", path("bindings", NULL, NULL), NULL),
+             COLS("source", "destination", "destination_type", "routing_key"));
+    } else if (!strcmp(what, "connections")) {
+        show(call("GET", "/api/connections", NULL),
+             COLS("name", "user", "vhost", "channels", "state"));
+    } else if (!strcmp(what, "channels")) {
+        show(call("GET", "/api/channels", NULL),
+             COLS("name", "user", "consumer_count", "messages_unacknowledged"));
+    } else if (!strcmp(what, "consumers")) {
+        show(callp("GET", path("consumers", NULL, NULL), NULL),
+             COLS("queue.name", "consumer_tag", "channel_details.name", "ack_required",
+                  "prefetch_count"));
+    } else if (!strcmp(what, "vhosts")) {
+        show(call("GET", "/api/vhosts", NULL), COLS("name", "messages"));
+    } else if (!strcmp(what, "users")) {
+        show(call("GET", "/api/users", NULL), COLS("name", "tags"));
+    } else if (!strcmp(what, "transactions")) {
+        show(call("GET", "/api/transactions", NULL), COLS("id", "operations"));
+    } else if (!strcmp(what, "subqueues")) {
+        need(argc, 3, "list subqueues QUEUE");
+        show(callp("GET", path("queues", argv[2], "subqueues"), NULL),
+             COLS("name", "messages", "messages_ready", "messages_unacknowledged", "consumers"));
+    } else {
+        usage_error("cannot list '%s'", what);
+    }
+    return 0;
+}
+
+static json_t *parse_args(char **kv, int n)
+{
+    json_t *a = json_object();
+    for (int i = 0; i < n; i++) {
+        char *eq = strchr(kv[i], '=');
+        if (!eq)
+            usage_error("argument '%s' is not KEY=VALUE", kv[i]);
+        *eq = 0;
+        json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+        json_object_set_new(a, kv[i], v ? v : json_string(eq + 1));
+    }
+    return a;
+}
+
+static int cmd_declare(int argc, char **argv)
+{
+    need(argc, 3,
+         "declare queue NAME [KEY=VALUE...] | exchange NAME TYPE [KEY=VALUE...] | "
+         "binding SOURCE QUEUE [ROUTING_KEY]");
+    if (!strcmp(argv[1], "queue")) {
+        json_t *b = json_pack("{s:b,s:b,s:o}", "durable", opt.durable, "auto_delete",
+                              opt.auto_delete, "arguments", parse_args(argv + 3, argc - 3));
+        json_decref(callp("PUT", path("queues", argv[2], NULL), b));
+        printf("queue %s declared\n", argv[2]);
+    } else if (!strcmp(argv[1], "exchange")) {
+        need(argc, 4, "declare exchange NAME TYPE [KEY=VALUE...]");
+        json_t *b =
+            json_pack("{s:s,s:b,s:b,s:o}", "type", argv[3], "durable", opt.durable, "auto_delete",
+                      opt.auto_delete, "arguments", parse_args(argv + 4, argc - 4));
+        json_decref(callp("PUT", path("exchanges", argv[2], NULL), b));
+        printf("exchange %s declared\n", argv[2]);
+    } else if (!strcmp(argv[1], "binding")) {
+        need(argc, 4, "declare binding SOURCE QUEUE [ROUTING_KEY]");
+        buf p = {0};
+        char *base = path("bindings", NULL, "e/");
+        buf_add(&p, base, strlen(base));
+        free(base);
+        seg(&p, argv[2]);
+        buf_add(&p, "/q/", 3);
+        seg(&p, argv[3]);
+        json_decref(call("POST", p.p, json_pack("{s:s}", "routing_key", argc > 4 ? argv[4] : "")));
+        free(p.p);
+        printf("binding %s -> %s declared\n", argv[2], argv[3]);
+    } else {
+        usage_error("cannot declare '%s'", argv[1]);
+    }
+    return 0;
+}
+
+static int cmd_delete(int argc, char **argv)
+{
+    need(argc, 2, "delete [queue] NAME [--if-empty] [--if-unused] | delete exchange NAME");
+    const char *kind = "queues", *name = argv[1];
+    if (argc >= 3 && (!strcmp(argv[1], "queue") || !strcmp(argv[1], "exchange"))) {
+        kind = !strcmp(argv[1], "queue") ? "queues" : "exchanges";
+        name = argv[2];
+    }
+    char *p = path(kind, name, NULL);
+    char full[2048];
+    snprintf(full, sizeof full, "%s?if-empty=%s&if-unused=%s", p, opt.if_empty ? "true" : "false",
+             opt.if_unused ? "true" : "false");
+    free(p);
+    json_decref(call("DELETE", full, NULL));
+    printf("%s %s deleted\n", kind[0] == 'q' ? "queue" : "exchange", name);
+    return 0;
+}
+
+static int cmd_purge(int argc, char **argv)
+{
+    need(argc, 2, "purge QUEUE");
+    const char *name = !strcmp(argv[1], "queue") && argc > 2 ? argv[2] : argv[1];
+    json_t *j = callp("DELETE", path("queues", name, "contents"), NULL);
+    printf("queue %s purged: %lld message(s) deleted, %lld pending\n", name,
+           (long long)json_integer_value(json_object_get(j, "message_count")),
+           (long long)json_integer_value(json_object_get(j, "purge_pending")));
+    json_decref(j);
+    return 0;
+}
+
+static int cmd_peek(int argc, char **argv)
+{
+    need(argc, 2, "peek QUEUE [--count N]");
+    char *p = path("queues", argv[1], "messages");
+    char full[2048];
+    snprintf(full, sizeof full, "%s?count=%s", p, opt.count ? opt.count : "10");
+    free(p);
+    show(call("GET", full, NULL),
+         COLS("lookup_id", "move_count", "redelivered", "routing_key", "payload_bytes", "payload"));
+    return 0;
+}
+
+static int cmd_publish(int argc, char **argv)
+{
+    need(argc, 4, "publish EXCHANGE ROUTING_KEY PAYLOAD");
+    const char *x = *argv[1] ? argv[1] : "amq.default";
+    json_t *j = callp("POST", path("exchanges", x, "publish"),
+                      json_pack("{s:s,s:s,s:s,s:{}}", "routing_key", argv[2], "payload", argv[3],
+                                "payload_encoding", "string", "properties"));
+    printf("%s\n", json_is_true(json_object_get(j, "routed")) ? "routed" : "not routed");
+    json_decref(j);
+    return 0;
+}
+
+static int cmd_move(int argc, char **argv)
+{
+    need(argc, 3, "move SOURCE DESTINATION (--id LOOKUP_ID | --count N) [--tx ID]");
+    if (!opt.id == !opt.count)
+        usage_error("move needs exactly one of --id and --count");
+    json_t *b = json_pack("{s:s}", "destination", argv[2]);
+    json_object_set_new(b, opt.id ? "lookup_id" : "count",
+                        json_integer(strtoll(opt.id ? opt.id : opt.count, NULL, 10)));
+    if (opt.tx)
+        json_object_set_new(b, "transaction", json_integer(strtoll(opt.tx, NULL, 10)));
+    json_t *j = callp("POST", path("queues", argv[1], "move"), b);
+    printf("%s: moved %lld message(s) from %s to %s%s%s\n",
+           json_string_value(json_object_get(j, "hresult_name")),
+           (long long)json_integer_value(json_object_get(j, "moved")), argv[1], argv[2],
+           opt.tx ? " in transaction " : "", opt.tx ? opt.tx : "");
+    json_decref(j);
+    return 0;
+}
+
+static int cmd_tx(int argc, char **argv)
+{
+    need(argc, 2, "tx begin | tx commit ID | tx abort ID");
+    if (!strcmp(argv[1], "begin")) {
+        json_t *j = call("POST", "/api/transactions", NULL);
+        printf("%lld\n", (long long)json_integer_value(json_object_get(j, "id")));
+        json_decref(j);
+        return 0;
+    }
+    need(argc, 3, "tx commit|abort ID");
+    if (strcmp(argv[1], "commit") && strcmp(argv[1], "abort"))
+        usage_error("tx takes begin, commit or abort");
+    char p[128];
+    snprintf(p, sizeof p, "/api/transactions/%s/%s", argv[2], argv[1]);
+    json_t *j = call("POST", p, NULL);
+    printf("%s: transaction %s %s\n", json_string_value(json_object_get(j, "hresult_name")),
+           argv[2], json_string_value(json_object_get(j, "outcome")));
+    json_decref(j);
+    return 0;
+}
+
+static int do_action(const char *object, const char *action)
+{
+    json_t *b = json_pack("{s:s,s:s}", "object", object, "action", action);
+    if (strcmp(opt.vhost, "/"))
+        json_object_set_new(b, "vhost", json_string(opt.vhost));
+    json_t *j = call("POST", "/api/msmq/action", b);
+    printf("%s (%s)", json_string_value(json_object_get(j, "hresult_name")),
+           json_string_value(json_object_get(j, "hresult")));
+    json_t *v;
+    if ((v = json_object_get(j, "connected")))
+        printf(": %s", json_string_value(v));
+    if ((v = json_object_get(j, "segments_freed")))
+        printf(": freed %lld segment(s), %lld byte(s)", (long long)json_integer_value(v),
+               (long long)json_integer_value(json_object_get(j, "bytes_freed")));
+    putchar('\n');
+    json_decref(j);
+    return 0;
+}
+
+static int cmd_action(int argc, char **argv)
+{
+    need(argc, 3, "action OBJECT ACTION   (OBJECT: MACHINE or QUEUE=<format name>)");
+    return do_action(argv[1], argv[2]);
+}
+
+/* "MACHINE", "QUEUE=..." as given; a bare queue name becomes its format name. */
+static char *object_of(const char *s)
+{
+    if (!strcasecmp(s, "MACHINE") || !strncasecmp(s, "QUEUE=", 6))
+        return strdup(s);
+    char *o = malloc(strlen(s) + 40);
+    if (!strncasecmp(s, "DIRECT=", 7))
+        sprintf(o, "QUEUE=%s", s);
+    else
+        sprintf(o, "QUEUE=DIRECT=OS:.\\private$\\%s", s);
+    return o;
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    need(argc, 3, "info OBJECT PROP...   (OBJECT: MACHINE, QUEUE=<format name> or a queue name)");
+    char *obj = object_of(argv[1]);
+    json_t *props = json_array();
+    for (int i = 2; i < argc; i++)
+        json_array_append_new(props, json_string(argv[i]));
+    json_t *b = json_pack("{s:s,s:o}", "object", obj, "props", props);
+    free(obj);
+    if (strcmp(opt.vhost, "/"))
+        json_object_set_new(b, "vhost", json_string(opt.vhost));
+    json_t *j = call("POST", "/api/msmq/info", b);
+    if (opt.json) {
+        print_json(j);
+    } else {
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(j, "properties"), i, p)
+        {
+            char *v = cell(json_object_get(p, "value"));
+            printf("%s = %s\n", json_string_value(json_object_get(p, "name")), v);
+            free(v);
+        }
+    }
+    json_decref(j);
+    return 0;
+}
+
+static int cmd_foreign_status(int argc, char **argv)
+{
+    need(argc, 2, "foreign-status QUEUE");
+    json_t *j = callp("GET", path("queues", argv[1], NULL), NULL);
+    json_t *fs = json_object_get(j, "ForeignStatus");
+    printf("%s (%lld)\n", json_string_value(json_object_get(fs, "name")),
+           (long long)json_integer_value(json_object_get(fs, "value")));
+    json_decref(j);
+    return 0;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    json_t *j = call("GET", "/api/definitions", NULL);
+    char *s = json_dumps(j, JSON_INDENT(2));
+    json_decref(j);
+    if (argc < 2 || !strcmp(argv[1], "-")) {
+        puts(s);
+    } else {
+        FILE *f = fopen(argv[1], "w");
+        if (!f || fputs(s, f) < 0 || fclose(f) != 0)
+            die("cannot write %s: %s", argv[1], strerror(errno));
+        printf("definitions exported to %s\n", argv[1]);
+    }
+    free(s);
+    return 0;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    need(argc, 2, "import FILE");
+    json_error_t e;
+    json_t *j = strcmp(argv[1], "-") ? json_load_file(argv[1], 0, &e) : json_loadf(stdin, 0, &e);
+    if (!j)
+        die("cannot read %s: %s", argv[1], e.text);
+    json_decref(call("POST", "/api/definitions", j));
+    printf("definitions imported from %s\n", argv[1]);
+    return 0;
+}
+
+static int cmd_simple(const char *get, const char *const *cols, size_t n)
+{
+    show(call("GET", get, NULL), cols, n);
+    return 0;
+}
+
+static void help(void)
+{
+    puts(
+        "usage: sluicectl [options] VERB [ARGS]\n"
+        "\n"
+        "Options (env): --host H (SLUICE_HOST, 127.0.0.1)  --port P (SLUICE_MGMT_PORT, 15672)\n"
+        "  --user U (SLUICE_USER, guest)  --password P (SLUICE_PASSWORD, guest)\n"
+        "  --vhost V (SLUICE_VHOST, /)  --json  --if-empty  --if-unused  --count N  --id N\n"
+        "  --tx ID  --durable / --transient  --auto-delete\n"
+        "\n"
+        "Verbs:\n"
+        "  list queues|exchanges|bindings|connections|channels|consumers|vhosts|users|"
+        "transactions\n"
+        "  list subqueues QUEUE\n"
+        "  declare queue NAME [KEY=VALUE...] | exchange NAME TYPE | binding SOURCE QUEUE [KEY]\n"
+        "  delete [queue|exchange] NAME [--if-empty] [--if-unused]\n"
+        "  purge QUEUE                 (also QUEUE;SUBQUEUE)\n"
+        "  peek QUEUE [--count N]      messages with lookup id and move count, not consumed\n"
+        "  publish EXCHANGE KEY PAYLOAD   (EXCHANGE \"\" = the default exchange)\n"
+        "  move SOURCE DEST (--id LOOKUP_ID | --count N) [--tx ID]   DEST: q, q;sub, a system "
+        "queue\n"
+        "  tx begin | tx commit ID | tx abort ID\n"
+        "  action OBJECT ACTION        MSMQ R_QMMgmtAction (OBJECT: MACHINE, QUEUE=<format name>)\n"
+        "  info OBJECT PROP...         MSMQ R_QMMgmtGetInfo (property names or numbers)\n"
+        "  foreign-status QUEUE\n"
+        "  connect | disconnect | tidy MSMQ machine actions\n"
+        "  overview | whoami\n"
+        "  export [FILE|-] | import FILE|-\n"
+        "\n"
+        "Exit status: 0 ok, 1 the server refused (the line names the HRESULT or HTTP status),\n"
+        "2 usage error.");
+}
+
+/* Options that take a value, accepted after the verb too. */
+static int value_option(const char *o, const char *val)
+{
+    static const struct {
+        const char *name;
+        const char **dst;
+    } opts[] = {
+        {"count", &opt.count},       {"id", &opt.id},       {"tx", &opt.tx},
+        {"host", &opt.host},         {"port", &opt.port},   {"user", &opt.user},
+        {"password", &opt.password}, {"vhost", &opt.vhost},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (!strcmp(o, opts[i].name)) {
+            *opts[i].dst = val;
+            return 1;
+        }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opt.host = getenv("SLUICE_HOST") ? getenv("SLUICE_HOST") : "127.0.0.1";
+    opt.port = getenv("SLUICE_MGMT_PORT") ? getenv("SLUICE_MGMT_PORT") : "15672";
+    opt.user = getenv("SLUICE_USER") ? getenv("SLUICE_USER") : "guest";
+    opt.password = getenv("SLUICE_PASSWORD") ? getenv("SLUICE_PASSWORD") : "guest";
+    opt.vhost = getenv("SLUICE_VHOST") ? getenv("SLUICE_VHOST") : "/";
+    opt.durable = 1;
+    static const struct option longopts[] = {
+        {"host", required_argument, 0, 'H'},  {"port", required_argument, 0, 'P'},
+        {"user", required_argument, 0, 'u'},  {"password", required_argument, 0, 'p'},
+        {"vhost", required_argument, 0, 'V'}, {"json", no_argument, 0, 'j'},
+        {"if-empty", no_argument, 0, 'E'},    {"if-unused", no_argument, 0, 'U'},
+        {"count", required_argument, 0, 'c'}, {"id", required_argument, 0, 'i'},
+        {"tx", required_argument, 0, 't'},    {"durable", no_argument, 0, 'D'},
+        {"transient", no_argument, 0, 'T'},   {"auto-delete", no_argument, 0, 'A'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "+H:P:u:p:V:jh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'H':
+            opt.host = optarg;
+            break;
+        case 'P':
+            opt.port = optarg;
+            break;
+        case 'u':
+            opt.user = optarg;
+            break;
+        case 'p':
+            opt.password = optarg;
+            break;
+        case 'V':
+            opt.vhost = optarg;
+            break;
+        case 'j':
+            opt.json = 1;
+            break;
+        case 'E':
+            opt.if_empty = 1;
+            break;
+        case 'U':
+            opt.if_unused = 1;
+            break;
+        case 'c':
+            opt.count = optarg;
+            break;
+        case 'i':
+            opt.id = optarg;
+            break;
+        case 't':
+            opt.tx = optarg;
+            break;
+        case 'D':
+            opt.durable = 1;
+            break;
+        case 'T':
+            opt.durable = 0;
+            break;
+        case 'A':
+            opt.auto_delete = 1;
+            break;
+        case 'h':
+            help();
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    /* Options may also follow the verb ("delete q --if-empty"): parse the rest again. */
+    int nargs = 0;
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    for (int i = optind; i < argc; i++) {
+        if (!strncmp(argv[i], "--", 2) && argv[i][2]) {
+            const char *o = argv[i] + 2;
+            const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+            if (!strcmp(o, "if-empty"))
+                opt.if_empty = 1;
+            else if (!strcmp(o, "if-unused"))
+                opt.if_unused = 1;
+            else if (!strcmp(o, "json"))
+                opt.json = 1;
+            else if (!strcmp(o, "transient"))
+                opt.durable = 0;
+            else if (!strcmp(o, "durable"))
+                opt.durable = 1;
+            else if (!strcmp(o, "auto-delete"))
+                opt.auto_delete = 1;
+            else if (val && value_option(o, val))
+                i++;
+            else
+                usage_error("unknown option %s", argv[i]);
+            continue;
+        }
+        args[nargs++] = argv[i];
+    }
+    if (nargs == 0) {
+        help();
+        return 2;
+    }
+    const char *verb = args[0];
+    int rc;
+    if (!strcmp(verb, "list"))
+        rc = cmd_list(nargs, args);
+    else if (!strcmp(verb, "declare"))
+        rc = cmd_declare(nargs, args);
+    else if (!strcmp(verb, "delete"))
+        rc = cmd_delete(nargs, args);
+    else if (!strcmp(verb, "purge"))
+        rc = cmd_purge(nargs, args);
+    else if (!strcmp(verb, "peek"))
+        rc = cmd_peek(nargs, args);
+    else if (!strcmp(verb, "publish"))
+        rc = cmd_publish(nargs, args);
+    else if (!strcmp(verb, "move"))
+        rc = cmd_move(nargs, args);
+    else if (!strcmp(verb, "tx"))
+        rc = cmd_tx(nargs, args);
+    else if (!strcmp(verb, "action"))
+        rc = cmd_action(nargs, args);
+    else if (!strcmp(verb, "info"))
+        rc = cmd_info(nargs, args);
+    else if (!strcmp(verb, "foreign-status"))
+        rc = cmd_foreign_status(nargs, args);
+    else if (!strcmp(verb, "export"))
+        rc = cmd_export(nargs, args);
+    else if (!strcmp(verb, "import"))
+        rc = cmd_import(nargs, args);
+    else if (!strcmp(verb, "tidy"))
+        rc = do_action("MACHINE", "TIDY");
+    else if (!strcmp(verb, "connect"))
+        rc = do_action("MACHINE", "CONNECT");
+    else if (!strcmp(verb, "disconnect"))
+        rc = do_action("MACHINE", "DISCONNECT");
+    else if (!strcmp(verb, "overview")) {
+        json_t *j = call("GET", "/api/overview", NULL);
+        print_json(j);
+        json_decref(j);
+        rc = 0;
+    } else if (!strcmp(verb, "whoami"))
+        rc = cmd_simple("/api/whoami", COLS("name", "tags"));
+    else
+        usage_error("unknown verb '%s'", verb);
+    free(args);
+    return rc;
+}
