@@ -378,6 +378,11 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
         tx_clear(s);
         return rc;
     }
+    if (type == 0 || type > R_TX_ABORT) {
+        snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown record type %u", s->p->dir,
+                 (unsigned long long)seq, type);
+        return 1;
+    }
     if (s->in_tx && type != R_MSG) {
         if (s->tx_len == s->tx_cap) {
             s->tx_cap = s->tx_cap ? s->tx_cap * 2 : 16;
