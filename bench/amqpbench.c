@@ -1,0 +1,1427 @@
+/* amqpbench.c - Sluice's load generator (issue 5). Drives one AMQP 0-9-1 broker (Sluice or
+ * RabbitMQ) through one scenario with librabbitmq (rabbitmq-c 0.11), one connection per producer
+ * or consumer thread, checks that every message arrived exactly once (a sequence number in each
+ * body, one bitmap per receiving queue) and prints one JSON line of results on stdout.
+ * Exit status: 0 ok; 1 verification failed (loss, duplicate, corrupt body, nack, wrong count);
+ * 2 usage or broker/protocol error. bench/run.py runs it against both brokers and builds the
+ * table; `amqpbench --help` lists scenarios and options. */
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CH 1 /* every connection uses one channel */
+#define MAX_PIDS 64
+#define MAX_THREADS 256
+#define FRAME_MAX 131072
+#define RAW_BATCH 65536 /* bytes per write in --raw mode */
+
+typedef struct {
+    const char *host;
+    int port;
+    const char *scenario;
+    uint64_t n;
+    size_t size;
+    int producers, consumers, queues;
+    double rate;
+    int prefetch, ack_every, outstanding;
+    int conns, conn_threads, settle_ms;
+    int raw;
+    int stall_s;
+    pid_t pids[MAX_PIDS];
+    int n_pids;
+    char tag[64];
+} opts_t;
+
+static opts_t O = {
+    .host = "127.0.0.1",
+    .port = 5672,
+    .scenario = "ptc",
+    .n = 100000,
+    .size = 16,
+    .producers = 1,
+    .consumers = 1,
+    .queues = 4,
+    .prefetch = 1000,
+    .ack_every = 250,
+    .outstanding = 1000,
+    .conns = 10000,
+    .conn_threads = 8,
+    .settle_ms = 3000,
+    .stall_s = 60,
+};
+
+static atomic_int g_failures;
+static pthread_barrier_t g_start;
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors: die() is for the harness or the broker misbehaving at protocol level (exit 2), fail()
+ * for a verification failure (exit 1 at the end, so the other figures still print).
+ */
+__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "amqpbench: error: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}
+
+__attribute__((format(printf, 1, 2))) static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "amqpbench: FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    atomic_fetch_add(&g_failures, 1);
+}
+
+/* A verification failure after which waiting longer is pointless (a stall). */
+__attribute__((format(printf, 1, 2), noreturn)) static void fail_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "amqpbench: FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p)
+        die("out of memory");
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Clocks and broker process statistics (the broker's pids come from --pids).
+ */
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void sleep_until(int64_t t)
+{
+    struct timespec ts = {.tv_sec = t / 1000000000, .tv_nsec = t % 1000000000};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/* utime+stime of all broker processes in ns (all threads), or -1 without --pids. */
+static int64_t broker_cpu_ns(void)
+{
+    if (!O.n_pids)
+        return -1;
+    int64_t total = 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    for (int i = 0; i < O.n_pids; i++) {
+        char path[64], buf[1024];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)O.pids[i]);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = 0;
+        /* The command name may hold spaces; fields restart after its closing parenthesis. */
+        char *p = strrchr(buf, ')');
+        if (!p)
+            continue;
+        unsigned long long ut = 0, st = 0;
+        if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+            total += (int64_t)((ut + st) * (1000000000ull / (unsigned long long)hz));
+    }
+    return total;
+}
+
+/* Sum of VmRSS of the broker processes in KiB, or -1 without --pids. */
+static int64_t broker_rss_kb(void)
+{
+    if (!O.n_pids)
+        return -1;
+    int64_t total = 0;
+    for (int i = 0; i < O.n_pids; i++) {
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%d/status", (int)O.pids[i]);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        while (fgets(line, sizeof line, f)) {
+            long long kb;
+            if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
+                total += kb;
+        }
+        fclose(f);
+    }
+    return total;
+}
+
+/* Wait until the broker's RSS stops moving (allocators and Erlang's GC settle lazily). */
+static int64_t broker_rss_settled(void)
+{
+    int64_t prev = broker_rss_kb();
+    int64_t deadline = now_ns() + (int64_t)O.settle_ms * 1000000 * 3;
+    usleep((useconds_t)O.settle_ms * 1000 / 3);
+    for (;;) {
+        usleep((useconds_t)O.settle_ms * 1000 / 3);
+        int64_t cur = broker_rss_kb();
+        int64_t d = cur > prev ? cur - prev : prev - cur;
+        if (d * 200 <= cur || now_ns() > deadline)
+            return cur;
+        prev = cur;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * JSON output: one line {"scenario":...,"ok":...,"metrics":{...}} on stdout.
+ */
+#define MAX_METRICS 64
+static struct {
+    const char *name;
+    double v;
+} g_metrics[MAX_METRICS];
+static int g_n_metrics;
+
+static void metric(const char *name, double v)
+{
+    if (g_n_metrics < MAX_METRICS) {
+        g_metrics[g_n_metrics].name = name;
+        g_metrics[g_n_metrics++].v = v;
+    }
+    fprintf(stderr, "  %-28s %.6g\n", name, v);
+}
+
+static void print_json(void)
+{
+    printf("{\"scenario\":\"%s\",\"ok\":%s,\"n\":%" PRIu64
+           ",\"size\":%zu,\"producers\":%d,\"consumers\":%d,\"metrics\":{",
+           O.scenario, atomic_load(&g_failures) ? "false" : "true", O.n, O.size, O.producers,
+           O.consumers);
+    for (int i = 0; i < g_n_metrics; i++)
+        printf("%s\"%s\":%.17g", i ? "," : "", g_metrics[i].name, g_metrics[i].v);
+    printf("}}\n");
+    fflush(stdout);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * rabbitmq-c plumbing.
+ */
+static void check_reply(amqp_rpc_reply_t r, const char *what)
+{
+    switch (r.reply_type) {
+    case AMQP_RESPONSE_NORMAL:
+        return;
+    case AMQP_RESPONSE_NONE:
+        die("%s: no reply", what);
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+        die("%s: %s", what, amqp_error_string2(r.library_error));
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+        if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+            amqp_connection_close_t *m = r.reply.decoded;
+            die("%s: connection.close %u %.*s", what, m->reply_code, (int)m->reply_text.len,
+                (char *)m->reply_text.bytes);
+        }
+        if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+            amqp_channel_close_t *m = r.reply.decoded;
+            die("%s: channel.close %u %.*s", what, m->reply_code, (int)m->reply_text.len,
+                (char *)m->reply_text.bytes);
+        }
+        die("%s: unexpected method 0x%08x", what, r.reply.id);
+    }
+    die("%s: reply type %d", what, r.reply_type);
+}
+
+/* Opens a connection and channel CH. Heartbeats off: a thread blocked in a pure publish loop does
+ * not read, and idle connections must stay open however long the measurement takes. */
+static amqp_connection_state_t bconnect(void)
+{
+    amqp_connection_state_t c = amqp_new_connection();
+    amqp_socket_t *s = amqp_tcp_socket_new(c);
+    if (!s)
+        die("amqp_tcp_socket_new failed");
+    int rc = amqp_socket_open(s, O.host, O.port);
+    if (rc != AMQP_STATUS_OK)
+        die("connect %s:%d: %s", O.host, O.port, amqp_error_string2(rc));
+    check_reply(amqp_login(c, "/", 0, FRAME_MAX, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest"),
+                "login");
+    amqp_channel_open(c, CH);
+    check_reply(amqp_get_rpc_reply(c), "channel.open");
+    return c;
+}
+
+static void bclose(amqp_connection_state_t c)
+{
+    amqp_connection_close(c, AMQP_REPLY_SUCCESS);
+    amqp_destroy_connection(c);
+}
+
+/* Both brokers get x-queue-type=classic explicitly: RabbitMQ's default is classic anyway, this
+ * documents it and guards against a node-wide default_queue_type. */
+static amqp_table_t classic_args(void)
+{
+    static amqp_table_entry_t e[1];
+    e[0].key = amqp_cstring_bytes("x-queue-type");
+    e[0].value.kind = AMQP_FIELD_KIND_UTF8;
+    e[0].value.value.bytes = amqp_cstring_bytes("classic");
+    return (amqp_table_t){.num_entries = 1, .entries = e};
+}
+
+static void queue_declare(amqp_connection_state_t c, const char *q, int durable)
+{
+    amqp_queue_declare(c, CH, amqp_cstring_bytes(q), 0, durable, 0, 0, classic_args());
+    check_reply(amqp_get_rpc_reply(c), "queue.declare");
+}
+
+static uint32_t queue_count(amqp_connection_state_t c, const char *q)
+{
+    amqp_queue_declare_ok_t *ok =
+        amqp_queue_declare(c, CH, amqp_cstring_bytes(q), 1, 0, 0, 0, amqp_empty_table);
+    check_reply(amqp_get_rpc_reply(c), "queue.declare passive");
+    return ok->message_count;
+}
+
+static uint32_t queue_delete(amqp_connection_state_t c, const char *q)
+{
+    amqp_queue_delete_ok_t *ok = amqp_queue_delete(c, CH, amqp_cstring_bytes(q), 0, 0);
+    check_reply(amqp_get_rpc_reply(c), "queue.delete");
+    return ok->message_count;
+}
+
+/* Polls until the queue holds `want` ready messages. The first poll on the publisher's own
+ * channel is exact on both brokers (a channel's methods are processed in order); more polls are
+ * only needed when several producers feed the queue. */
+static void wait_count(amqp_connection_state_t c, const char *q, uint64_t want)
+{
+    int64_t deadline = now_ns() + (int64_t)O.stall_s * 1000000000;
+    for (;;) {
+        uint32_t n = queue_count(c, q);
+        if (n == want)
+            return;
+        if (n > want)
+            fail_fatal("queue %s holds %u messages, %" PRIu64 " were published", q, n, want);
+        if (now_ns() > deadline)
+            fail_fatal("queue %s holds %u of %" PRIu64 " published messages after %d s", q, n, want,
+                       O.stall_s);
+        usleep(500);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Message bodies: bytes 0-7 sequence number, 8-15 CLOCK_MONOTONIC send time in ns, then a fixed
+ * pattern whose last byte is checked (catches truncated or shifted bodies).
+ */
+static uint8_t *body_new(void)
+{
+    uint8_t *b = xcalloc(1, O.size);
+    for (size_t i = 16; i < O.size; i++)
+        b[i] = (uint8_t)i;
+    return b;
+}
+
+static void body_stamp(uint8_t *b, uint64_t seq, int64_t ts)
+{
+    memcpy(b, &seq, 8);
+    memcpy(b + 8, &ts, 8);
+}
+
+/* Exactly-once bookkeeping for one receiving queue. Atomic because several consumers may share a
+ * queue. */
+typedef struct {
+    _Atomic uint64_t *w;
+    uint64_t n;
+    atomic_uint_fast64_t got, dups, bad;
+} seen_t;
+
+static void seen_init(seen_t *s, uint64_t n)
+{
+    s->w = xcalloc((n + 63) / 64, sizeof *s->w);
+    s->n = n;
+    atomic_init(&s->got, 0);
+    atomic_init(&s->dups, 0);
+    atomic_init(&s->bad, 0);
+}
+
+static void seen_mark(seen_t *s, const amqp_bytes_t *body, int64_t *ts_out)
+{
+    uint64_t seq;
+    const uint8_t *b = body->bytes;
+    if (body->len != O.size || (O.size > 16 && b[O.size - 1] != (uint8_t)(O.size - 1))) {
+        if (atomic_fetch_add(&s->bad, 1) < 5)
+            fail("corrupt body: %zu bytes, expected %zu", body->len, O.size);
+        *ts_out = 0;
+        return;
+    }
+    memcpy(&seq, b, 8);
+    memcpy(ts_out, b + 8, 8);
+    if (seq >= s->n) {
+        if (atomic_fetch_add(&s->bad, 1) < 5)
+            fail("sequence number %" PRIu64 " out of range", seq);
+        return;
+    }
+    uint64_t bit = 1ull << (seq & 63);
+    uint64_t old = atomic_fetch_or_explicit(&s->w[seq >> 6], bit, memory_order_relaxed);
+    if (old & bit) {
+        if (atomic_fetch_add(&s->dups, 1) < 5)
+            fail("duplicate delivery of message %" PRIu64, seq);
+    } else {
+        atomic_fetch_add_explicit(&s->got, 1, memory_order_relaxed);
+    }
+}
+
+static void seen_verify(seen_t *s, const char *what)
+{
+    uint64_t got = atomic_load(&s->got), dups = atomic_load(&s->dups), bad = atomic_load(&s->bad);
+    if (got == s->n && !dups && !bad)
+        return;
+    uint64_t first_missing = s->n;
+    for (uint64_t i = 0; i < s->n; i++)
+        if (!(atomic_load(&s->w[i >> 6]) & (1ull << (i & 63)))) {
+            first_missing = i;
+            break;
+        }
+    fail("%s: %" PRIu64 " of %" PRIu64 " messages arrived, %" PRIu64 " duplicates, %" PRIu64
+         " corrupt; first missing %" PRIu64,
+         what, got, s->n, dups, bad, first_missing);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * AMQP frames for --raw: the bytes rabbitmq-c's amqp_basic_publish writes, built once and
+ * written in 64 KiB batches. Also used to report the wire size of a publish.
+ */
+static uint8_t *put8(uint8_t *p, uint8_t v)
+{
+    *p = v;
+    return p + 1;
+}
+
+static uint8_t *put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+    return p + 2;
+}
+
+static uint8_t *put32(uint8_t *p, uint32_t v)
+{
+    p = put16(p, (uint16_t)(v >> 16));
+    return put16(p, (uint16_t)v);
+}
+
+static uint8_t *put64(uint8_t *p, uint64_t v)
+{
+    p = put32(p, (uint32_t)(v >> 32));
+    return put32(p, (uint32_t)v);
+}
+
+static uint8_t *putss(uint8_t *p, const char *s)
+{
+    size_t n = strlen(s);
+    p = put8(p, (uint8_t)n);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Method + content-header frames of one basic.publish; the body frame follows. */
+static size_t publish_prefix(uint8_t *out, const char *ex, const char *rk, int persistent)
+{
+    uint8_t *p = out, *size, *payload;
+    p = put8(p, AMQP_FRAME_METHOD);
+    p = put16(p, CH);
+    size = p;
+    p += 4;
+    payload = p;
+    p = put32(p, AMQP_BASIC_PUBLISH_METHOD);
+    p = put16(p, 0); /* reserved-1 */
+    p = putss(p, ex);
+    p = putss(p, rk);
+    p = put8(p, 0); /* mandatory, immediate */
+    put32(size, (uint32_t)(p - payload));
+    p = put8(p, AMQP_FRAME_END);
+
+    p = put8(p, AMQP_FRAME_HEADER);
+    p = put16(p, CH);
+    size = p;
+    p += 4;
+    payload = p;
+    p = put16(p, AMQP_BASIC_CLASS);
+    p = put16(p, 0); /* weight */
+    p = put64(p, O.size);
+    p = put16(p, persistent ? AMQP_BASIC_DELIVERY_MODE_FLAG : 0);
+    if (persistent)
+        p = put8(p, 2);
+    put32(size, (uint32_t)(p - payload));
+    p = put8(p, AMQP_FRAME_END);
+    return (size_t)(p - out);
+}
+
+static size_t publish_wire_bytes(const char *ex, const char *rk, int persistent)
+{
+    uint8_t tmp[600];
+    return publish_prefix(tmp, ex, rk, persistent) + 8 + O.size;
+}
+
+static void raw_write(int fd, const uint8_t *buf, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* rabbitmq-c's socket is non-blocking; a full socket is the broker's flow control. */
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            if (poll(&pfd, 1, O.stall_s * 1000) == 0)
+                fail_fatal("broker stopped reading for %d s", O.stall_s);
+            continue;
+        }
+        die("send: %s", n < 0 ? strerror(errno) : "connection closed");
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Producers.
+ */
+typedef struct {
+    amqp_connection_state_t conn;
+    char exchange[128], rkey[128];
+    uint64_t lo, hi; /* publishes sequence numbers [lo, hi) */
+    int persistent, confirms, raw;
+    double rate;              /* msg/s for this producer, 0 = as fast as possible */
+    pthread_barrier_t *start; /* NULL: start at once */
+    int64_t t_start, t_end, cpu_ns;
+    /* publisher confirms: delivery tag t (1-based) is settled when acked[t] */
+    uint8_t *acked;
+    uint64_t published, confirmed, low;
+} producer_t;
+
+static void confirm_tags(producer_t *p, uint64_t tag, int multiple, int nack)
+{
+    if (tag == 0 || tag > p->published)
+        fail_fatal("confirm for delivery tag %" PRIu64 ", only %" PRIu64 " published", tag,
+                   p->published);
+    if (nack)
+        fail("basic.nack for delivery tag %" PRIu64 "%s", tag, multiple ? " (multiple)" : "");
+    uint64_t from = multiple ? p->low : tag;
+    for (uint64_t t = from; t <= tag; t++) {
+        if (!p->acked[t]) {
+            p->acked[t] = 1;
+            p->confirmed++;
+        } else if (!multiple) {
+            fail("delivery tag %" PRIu64 " confirmed twice", tag);
+        }
+    }
+    while (p->low <= p->published && p->acked[p->low])
+        p->low++;
+}
+
+/* Reads confirms: blocking for the first frame when `block`, then whatever is already there. */
+static void confirms_read(producer_t *p, int block)
+{
+    struct timeval zero = {0, 0}, stall = {O.stall_s, 0};
+    for (;;) {
+        amqp_frame_t f;
+        int rc = amqp_simple_wait_frame_noblock(p->conn, &f, block ? &stall : &zero);
+        if (rc == AMQP_STATUS_TIMEOUT) {
+            if (block)
+                fail_fatal("no confirm for %d s: %" PRIu64 " of %" PRIu64 " confirmed", O.stall_s,
+                           p->confirmed, p->published);
+            return;
+        }
+        if (rc != AMQP_STATUS_OK)
+            die("reading confirms: %s", amqp_error_string2(rc));
+        if (f.frame_type != AMQP_FRAME_METHOD)
+            die("unexpected frame type %d while waiting for confirms", f.frame_type);
+        amqp_method_t *m = &f.payload.method;
+        if (m->id == AMQP_BASIC_ACK_METHOD) {
+            amqp_basic_ack_t *a = m->decoded;
+            confirm_tags(p, a->delivery_tag, a->multiple, 0);
+        } else if (m->id == AMQP_BASIC_NACK_METHOD) {
+            amqp_basic_nack_t *a = m->decoded;
+            confirm_tags(p, a->delivery_tag, a->multiple, 1);
+        } else if (m->id == AMQP_CHANNEL_CLOSE_METHOD || m->id == AMQP_CONNECTION_CLOSE_METHOD) {
+            amqp_channel_close_t *c = m->decoded; /* same layout for both */
+            die("broker closed: %u %.*s", c->reply_code, (int)c->reply_text.len,
+                (char *)c->reply_text.bytes);
+        } else {
+            die("unexpected method 0x%08x while waiting for confirms", m->id);
+        }
+        amqp_maybe_release_buffers(p->conn);
+        block = 0;
+    }
+}
+
+static void publish_raw(producer_t *p, uint8_t *body)
+{
+    uint8_t prefix[600];
+    size_t plen = publish_prefix(prefix, p->exchange, p->rkey, p->persistent);
+    size_t msg = plen + 8 + O.size;
+    size_t cap = RAW_BATCH > msg ? RAW_BATCH - RAW_BATCH % msg : msg;
+    uint8_t *buf = xcalloc(1, cap), *w = buf;
+    int fd = amqp_get_sockfd(p->conn);
+    if (O.size + 8 > FRAME_MAX)
+        die("--raw needs a body that fits one frame");
+    for (uint64_t seq = p->lo; seq < p->hi; seq++) {
+        if ((size_t)(w - buf) + msg > cap) {
+            raw_write(fd, buf, (size_t)(w - buf));
+            w = buf;
+        }
+        body_stamp(body, seq, now_ns());
+        memcpy(w, prefix, plen);
+        w += plen;
+        w = put8(w, AMQP_FRAME_BODY);
+        w = put16(w, CH);
+        w = put32(w, (uint32_t)O.size);
+        memcpy(w, body, O.size);
+        w += O.size;
+        w = put8(w, AMQP_FRAME_END);
+    }
+    raw_write(fd, buf, (size_t)(w - buf));
+    free(buf);
+}
+
+static void publish_all(producer_t *p)
+{
+    uint8_t *body = body_new();
+    amqp_basic_properties_t props = {0};
+    amqp_basic_properties_t *pp = NULL;
+    if (p->persistent) {
+        props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
+        props.delivery_mode = 2;
+        pp = &props;
+    }
+    if (p->confirms) {
+        amqp_confirm_select(p->conn, CH);
+        check_reply(amqp_get_rpc_reply(p->conn), "confirm.select");
+        p->acked = xcalloc(p->hi - p->lo + 1, 1);
+        p->low = 1;
+    }
+    amqp_bytes_t ex = amqp_cstring_bytes(p->exchange), rk = amqp_cstring_bytes(p->rkey);
+    if (p->start)
+        pthread_barrier_wait(p->start);
+    int64_t cpu0 = thread_cpu_ns();
+    p->t_start = now_ns();
+    if (p->raw) {
+        publish_raw(p, body);
+    } else {
+        for (uint64_t seq = p->lo; seq < p->hi; seq++) {
+            int64_t t = now_ns();
+            if (p->rate > 0) {
+                /* Open-loop pacing against the schedule, not the previous send: a late send is
+                 * followed by catch-up sends, as a steady upstream would produce them. */
+                int64_t due = p->t_start + (int64_t)((double)(seq - p->lo) * 1e9 / p->rate);
+                if (t < due) {
+                    sleep_until(due);
+                    t = now_ns();
+                }
+            }
+            body_stamp(body, seq, t);
+            int rc = amqp_basic_publish(p->conn, CH, ex, rk, 0, 0, pp,
+                                        (amqp_bytes_t){.len = O.size, .bytes = body});
+            if (rc != AMQP_STATUS_OK)
+                die("basic.publish: %s", amqp_error_string2(rc));
+            if (p->confirms) {
+                p->published++;
+                while (p->published - p->confirmed >= (uint64_t)O.outstanding)
+                    confirms_read(p, 1);
+                /* Picking up confirms early keeps the window open without a syscall per send. */
+                if ((p->published & 63) == 0)
+                    confirms_read(p, 0);
+            }
+        }
+    }
+    if (p->confirms)
+        while (p->confirmed < p->published)
+            confirms_read(p, 1);
+    p->t_end = now_ns();
+    p->cpu_ns = thread_cpu_ns() - cpu0;
+    free(body);
+}
+
+static void *producer_main(void *arg)
+{
+    publish_all(arg);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Consumers.
+ */
+typedef struct {
+    amqp_connection_state_t conn;
+    char queue[128];
+    seen_t *seen;
+    uint64_t expect;              /* stop after this many; 0: stop when *shared reaches total */
+    atomic_uint_fast64_t *shared; /* messages received by every consumer of a shared queue */
+    uint64_t shared_total;
+    uint64_t *lat; /* latency samples in ns (NULL: not recorded) */
+    atomic_uint_fast64_t *lat_n;
+    uint64_t lat_cap;
+    int subscribe_first; /* subscribe before the start barrier (pub/sub, fanout) */
+    uint64_t got, redelivered;
+    int64_t t_start, t_last, cpu_ns;
+    size_t ctag_len;
+} consumer_t;
+
+static void consumer_subscribe(consumer_t *c)
+{
+    amqp_basic_qos(c->conn, CH, 0, (uint16_t)O.prefetch, 0);
+    check_reply(amqp_get_rpc_reply(c->conn), "basic.qos");
+    amqp_basic_consume_ok_t *ok = amqp_basic_consume(c->conn, CH, amqp_cstring_bytes(c->queue),
+                                                     amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+    check_reply(amqp_get_rpc_reply(c->conn), "basic.consume");
+    c->ctag_len = ok->consumer_tag.len;
+}
+
+static int consumer_done(consumer_t *c)
+{
+    if (c->expect)
+        return c->got >= c->expect;
+    return atomic_load_explicit(c->shared, memory_order_relaxed) >= c->shared_total;
+}
+
+static void *consumer_main(void *arg)
+{
+    consumer_t *c = arg;
+    if (c->subscribe_first)
+        consumer_subscribe(c);
+    pthread_barrier_wait(&g_start);
+    int64_t cpu0 = thread_cpu_ns();
+    c->t_start = now_ns();
+    if (!c->subscribe_first)
+        consumer_subscribe(c);
+    uint64_t unacked = 0, last_tag = 0;
+    int64_t last_progress = now_ns();
+    struct timeval tv = {0, 100000};
+    while (!consumer_done(c)) {
+        amqp_envelope_t env;
+        amqp_maybe_release_buffers(c->conn);
+        amqp_rpc_reply_t r = amqp_consume_message(c->conn, &env, &tv, 0);
+        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+            if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+                r.library_error == AMQP_STATUS_TIMEOUT) {
+                if (now_ns() - last_progress > (int64_t)O.stall_s * 1000000000)
+                    fail_fatal("consumer on %s stalled: %" PRIu64 " messages in %d s", c->queue,
+                               c->got, O.stall_s);
+                if (unacked) {
+                    /* Shared queue near its end: release what we hold so others can finish. */
+                    amqp_basic_ack(c->conn, CH, last_tag, 1);
+                    unacked = 0;
+                }
+                continue;
+            }
+            check_reply(r, "consume");
+        }
+        int64_t t = now_ns(), ts;
+        last_progress = t;
+        c->t_last = t;
+        c->got++;
+        if (env.redelivered)
+            c->redelivered++;
+        seen_mark(c->seen, &env.message.body, &ts);
+        if (c->lat) {
+            uint64_t i = atomic_fetch_add_explicit(c->lat_n, 1, memory_order_relaxed);
+            if (i < c->lat_cap)
+                c->lat[i] = (uint64_t)(t - ts);
+        }
+        if (c->shared)
+            atomic_fetch_add_explicit(c->shared, 1, memory_order_relaxed);
+        last_tag = env.delivery_tag;
+        if (++unacked >= (uint64_t)O.ack_every) {
+            if (amqp_basic_ack(c->conn, CH, last_tag, 1) != AMQP_STATUS_OK)
+                die("basic.ack failed");
+            unacked = 0;
+        }
+        amqp_destroy_envelope(&env);
+    }
+    if (unacked && amqp_basic_ack(c->conn, CH, last_tag, 1) != AMQP_STATUS_OK)
+        die("basic.ack failed");
+    c->cpu_ns = thread_cpu_ns() - cpu0;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Phases: start every thread, release them together, join. Returns the start time.
+ */
+typedef struct {
+    int64_t t0, broker_cpu0;
+} phase_t;
+
+static phase_t phase_run(producer_t *ps, int np, consumer_t *cs, int nc)
+{
+    pthread_t th[MAX_THREADS];
+    phase_t ph;
+    if (np + nc > MAX_THREADS)
+        die("too many threads");
+    pthread_barrier_init(&g_start, NULL, (unsigned)(np + nc + 1));
+    for (int i = 0; i < nc; i++)
+        pthread_create(&th[i], NULL, consumer_main, &cs[i]);
+    for (int i = 0; i < np; i++) {
+        ps[i].start = &g_start;
+        pthread_create(&th[nc + i], NULL, producer_main, &ps[i]);
+    }
+    pthread_barrier_wait(&g_start);
+    ph.broker_cpu0 = broker_cpu_ns();
+    ph.t0 = now_ns();
+    for (int i = 0; i < np + nc; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&g_start);
+    return ph;
+}
+
+static double secs(int64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+/* Broker CPU per message over the phase, in microseconds (-1 without --pids). */
+static double broker_us_per_msg(const phase_t *ph, uint64_t msgs)
+{
+    if (ph->broker_cpu0 < 0)
+        return -1;
+    return (double)(broker_cpu_ns() - ph->broker_cpu0) / 1e3 / (double)msgs;
+}
+
+static producer_t *producers_new(int np, const char *ex, const char *rk, uint64_t total)
+{
+    producer_t *ps = xcalloc((size_t)np, sizeof *ps);
+    for (int i = 0; i < np; i++) {
+        ps[i].conn = bconnect();
+        snprintf(ps[i].exchange, sizeof ps[i].exchange, "%s", ex);
+        snprintf(ps[i].rkey, sizeof ps[i].rkey, "%s", rk);
+        ps[i].lo = total * (uint64_t)i / (uint64_t)np;
+        ps[i].hi = total * (uint64_t)(i + 1) / (uint64_t)np;
+        ps[i].raw = O.raw;
+    }
+    return ps;
+}
+
+static consumer_t *consumers_new(int nc, const char *q, seen_t *seen, uint64_t total,
+                                 atomic_uint_fast64_t *shared)
+{
+    consumer_t *cs = xcalloc((size_t)nc, sizeof *cs);
+    for (int i = 0; i < nc; i++) {
+        cs[i].conn = bconnect();
+        snprintf(cs[i].queue, sizeof cs[i].queue, "%s", q);
+        cs[i].seen = seen;
+        if (nc == 1) {
+            cs[i].expect = total;
+        } else {
+            cs[i].shared = shared;
+            cs[i].shared_total = total;
+        }
+    }
+    return cs;
+}
+
+static void producers_free(producer_t *ps, int np)
+{
+    for (int i = 0; i < np; i++) {
+        bclose(ps[i].conn);
+        free(ps[i].acked);
+    }
+    free(ps);
+}
+
+static void consumers_free(consumer_t *cs, int nc)
+{
+    for (int i = 0; i < nc; i++)
+        bclose(cs[i].conn);
+    free(cs);
+}
+
+static int64_t max_t_last(consumer_t *cs, int nc)
+{
+    int64_t t = 0;
+    for (int i = 0; i < nc; i++)
+        if (cs[i].t_last > t)
+            t = cs[i].t_last;
+    return t;
+}
+
+static int64_t sum_cpu(producer_t *ps, int np, consumer_t *cs, int nc)
+{
+    int64_t t = 0;
+    for (int i = 0; i < np; i++)
+        t += ps[i].cpu_ns;
+    for (int i = 0; i < nc; i++)
+        t += cs[i].cpu_ns;
+    return t;
+}
+
+static size_t deliver_wire_bytes(const char *ex, const char *rk, size_t ctag_len)
+{
+    /* basic.deliver: class+method 4, consumer-tag, delivery-tag 8, redelivered 1, exchange,
+     * routing-key; then the same content header (no properties) and body frames. */
+    size_t method = 8 + 4 + 1 + ctag_len + 8 + 1 + 1 + strlen(ex) + 1 + strlen(rk);
+    return method + 8 + 14 + 8 + O.size;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Scenario 1: publish N into one queue, then consume them all.
+ */
+static void scen_ptc(void)
+{
+    char q[128];
+    snprintf(q, sizeof q, "%s-ptc", O.tag);
+    amqp_connection_state_t ctl = bconnect();
+    queue_declare(ctl, q, 0);
+    seen_t seen;
+    seen_init(&seen, O.n);
+    atomic_uint_fast64_t shared = 0;
+
+    producer_t *ps = producers_new(O.producers, "", q, O.n);
+    phase_t ph = phase_run(ps, O.producers, NULL, 0);
+    wait_count(ps[O.producers - 1].conn, q, O.n);
+    int64_t t_pub = now_ns() - ph.t0;
+    double pub_cpu = broker_us_per_msg(&ph, O.n);
+    int64_t cpu_p = sum_cpu(ps, O.producers, NULL, 0);
+
+    consumer_t *cs = consumers_new(O.consumers, q, &seen, O.n, &shared);
+    phase_t ph2 = phase_run(NULL, 0, cs, O.consumers);
+    int64_t t_cons = max_t_last(cs, O.consumers) - ph2.t0;
+    double cons_cpu = broker_us_per_msg(&ph2, O.n);
+    seen_verify(&seen, q);
+    uint32_t left = queue_count(ctl, q);
+    if (left)
+        fail("%s still holds %u messages after all %" PRIu64 " were consumed", q, left, O.n);
+
+    metric("pub_rate", (double)O.n / secs(t_pub));
+    metric("cons_rate", (double)O.n / secs(t_cons));
+    metric("pub_s", secs(t_pub));
+    metric("cons_s", secs(t_cons));
+    metric("broker_us_per_msg_pub", pub_cpu);
+    metric("broker_us_per_msg_cons", cons_cpu);
+    metric("client_cpu_pub", (double)cpu_p / (double)t_pub / O.producers);
+    metric("client_cpu_cons",
+           (double)sum_cpu(NULL, 0, cs, O.consumers) / (double)t_cons / O.consumers);
+    /* Phase bounds on CLOCK_MONOTONIC, for `perf record -k mono` + `perf report --time`. */
+    metric("t_pub0", secs(ph.t0));
+    metric("t_pub1", secs(ph.t0 + t_pub));
+    metric("t_cons0", secs(ph2.t0));
+    metric("t_cons1", secs(ph2.t0 + t_cons));
+    metric("pub_wire_bytes", (double)publish_wire_bytes("", q, 0));
+    metric("deliver_wire_bytes", (double)deliver_wire_bytes("", q, cs[0].ctag_len));
+    producers_free(ps, O.producers);
+    consumers_free(cs, O.consumers);
+    queue_delete(ctl, q);
+    bclose(ctl);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(const uint64_t *v, uint64_t n, double q)
+{
+    if (!n)
+        return -1;
+    uint64_t i = (uint64_t)(q * (double)n + 0.999999);
+    if (i < 1)
+        i = 1;
+    if (i > n)
+        i = n;
+    return (double)v[i - 1];
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Scenario 2: producers and consumers at once on one queue; end-to-end rate and latency, at full
+ * speed or at --rate msg/s (all producers together).
+ */
+static void scen_pubsub(void)
+{
+    char q[128];
+    snprintf(q, sizeof q, "%s-pubsub", O.tag);
+    amqp_connection_state_t ctl = bconnect();
+    queue_declare(ctl, q, 0);
+    seen_t seen;
+    seen_init(&seen, O.n);
+    atomic_uint_fast64_t shared = 0, lat_n = 0;
+    uint64_t *lat = xcalloc(O.n, sizeof *lat);
+
+    consumer_t *cs = consumers_new(O.consumers, q, &seen, O.n, &shared);
+    for (int i = 0; i < O.consumers; i++) {
+        cs[i].subscribe_first = 1;
+        cs[i].lat = lat;
+        cs[i].lat_n = &lat_n;
+        cs[i].lat_cap = O.n;
+    }
+    producer_t *ps = producers_new(O.producers, "", q, O.n);
+    for (int i = 0; i < O.producers; i++)
+        ps[i].rate = O.rate / O.producers;
+    phase_t ph = phase_run(ps, O.producers, cs, O.consumers);
+    int64_t t_e2e = max_t_last(cs, O.consumers) - ph.t0;
+    int64_t t_pub = 0;
+    for (int i = 0; i < O.producers; i++)
+        if (ps[i].t_end - ph.t0 > t_pub)
+            t_pub = ps[i].t_end - ph.t0;
+    double cpu = broker_us_per_msg(&ph, O.n);
+    seen_verify(&seen, q);
+
+    uint64_t n = atomic_load(&lat_n);
+    if (n > O.n)
+        n = O.n;
+    qsort(lat, n, sizeof *lat, cmp_u64);
+    metric("e2e_rate", (double)O.n / secs(t_e2e));
+    metric("pub_rate", (double)O.n / secs(t_pub));
+    metric("lat_p50_us", pct(lat, n, 0.50) / 1e3);
+    metric("lat_p99_us", pct(lat, n, 0.99) / 1e3);
+    metric("lat_p999_us", pct(lat, n, 0.999) / 1e3);
+    metric("lat_max_us", pct(lat, n, 1.0) / 1e3);
+    metric("broker_us_per_msg", cpu);
+    metric("client_cpu", (double)sum_cpu(ps, O.producers, cs, O.consumers) / (double)t_e2e);
+    metric("t0", secs(ph.t0));
+    metric("t1", secs(ph.t0 + t_e2e));
+    free(lat);
+    producers_free(ps, O.producers);
+    consumers_free(cs, O.consumers);
+    queue_delete(ctl, q);
+    bclose(ctl);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Scenario 3: persistent messages into a durable queue with publisher confirms, --outstanding
+ * unconfirmed per producer; then drain the queue to verify.
+ */
+static void scen_confirm(void)
+{
+    char q[128];
+    snprintf(q, sizeof q, "%s-confirm", O.tag);
+    amqp_connection_state_t ctl = bconnect();
+    queue_declare(ctl, q, 1);
+    seen_t seen;
+    seen_init(&seen, O.n);
+    atomic_uint_fast64_t shared = 0;
+
+    producer_t *ps = producers_new(O.producers, "", q, O.n);
+    for (int i = 0; i < O.producers; i++) {
+        ps[i].persistent = 1;
+        ps[i].confirms = 1;
+        ps[i].raw = 0;
+    }
+    phase_t ph = phase_run(ps, O.producers, NULL, 0);
+    int64_t t_conf = 0;
+    for (int i = 0; i < O.producers; i++)
+        if (ps[i].t_end - ph.t0 > t_conf)
+            t_conf = ps[i].t_end - ph.t0;
+    double cpu = broker_us_per_msg(&ph, O.n);
+    wait_count(ctl, q, O.n);
+
+    consumer_t *cs = consumers_new(1, q, &seen, O.n, &shared);
+    phase_t ph2 = phase_run(NULL, 0, cs, 1);
+    int64_t t_cons = max_t_last(cs, 1) - ph2.t0;
+    seen_verify(&seen, q);
+
+    metric("confirm_rate", (double)O.n / secs(t_conf));
+    metric("confirm_s", secs(t_conf));
+    metric("broker_us_per_msg", cpu);
+    metric("client_cpu", (double)sum_cpu(ps, O.producers, NULL, 0) / (double)t_conf / O.producers);
+    metric("drain_rate", (double)O.n / secs(t_cons));
+    producers_free(ps, O.producers);
+    consumers_free(cs, 1);
+    queue_delete(ctl, q);
+    bclose(ctl);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Scenario 4: one producer into a fanout exchange bound to --queues queues, one consumer each.
+ */
+static void scen_fanout(void)
+{
+    char ex[128];
+    int nq = O.queues;
+    snprintf(ex, sizeof ex, "%s-fanout", O.tag);
+    amqp_connection_state_t ctl = bconnect();
+    amqp_exchange_declare(ctl, CH, amqp_cstring_bytes(ex), amqp_cstring_bytes("fanout"), 0, 0, 0, 0,
+                          amqp_empty_table);
+    check_reply(amqp_get_rpc_reply(ctl), "exchange.declare");
+    seen_t *seen = xcalloc((size_t)nq, sizeof *seen);
+    consumer_t *cs = xcalloc((size_t)nq, sizeof *cs);
+    for (int i = 0; i < nq; i++) {
+        snprintf(cs[i].queue, sizeof cs[i].queue, "%s-fan%d", O.tag, i);
+        queue_declare(ctl, cs[i].queue, 0);
+        amqp_queue_bind(ctl, CH, amqp_cstring_bytes(cs[i].queue), amqp_cstring_bytes(ex),
+                        amqp_empty_bytes, amqp_empty_table);
+        check_reply(amqp_get_rpc_reply(ctl), "queue.bind");
+        seen_init(&seen[i], O.n);
+        cs[i].conn = bconnect();
+        cs[i].seen = &seen[i];
+        cs[i].expect = O.n;
+        cs[i].subscribe_first = 1;
+    }
+    producer_t *ps = producers_new(O.producers, ex, "", O.n);
+    phase_t ph = phase_run(ps, O.producers, cs, nq);
+    int64_t t = max_t_last(cs, nq) - ph.t0;
+    double cpu = broker_us_per_msg(&ph, O.n);
+    for (int i = 0; i < nq; i++)
+        seen_verify(&seen[i], cs[i].queue);
+    metric("fanout_rate", (double)O.n / secs(t));
+    metric("deliveries_rate", (double)O.n * nq / secs(t));
+    metric("broker_us_per_msg", cpu);
+    metric("client_cpu", (double)sum_cpu(ps, O.producers, cs, nq) / (double)t);
+    producers_free(ps, O.producers);
+    consumers_free(cs, nq);
+    for (int i = 0; i < nq; i++) {
+        char q[128];
+        snprintf(q, sizeof q, "%s-fan%d", O.tag, i);
+        queue_delete(ctl, q);
+    }
+    amqp_exchange_delete(ctl, CH, amqp_cstring_bytes(ex), 0);
+    check_reply(amqp_get_rpc_reply(ctl), "exchange.delete");
+    bclose(ctl);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Scenario 5: time queue.purge and queue.delete of a queue holding N messages.
+ */
+static void fill(amqp_connection_state_t pub, const char *q)
+{
+    producer_t p = {.conn = pub, .lo = 0, .hi = O.n, .raw = 1};
+    snprintf(p.rkey, sizeof p.rkey, "%s", q);
+    int64_t t0 = now_ns();
+    publish_all(&p);
+    wait_count(pub, q, O.n);
+    fprintf(stderr, "  filled %s with %" PRIu64 " in %.2f s\n", q, O.n, secs(now_ns() - t0));
+}
+
+static void scen_purge(void)
+{
+    char q[128];
+    snprintf(q, sizeof q, "%s-purge", O.tag);
+    amqp_connection_state_t ctl = bconnect(), pub = bconnect();
+    queue_declare(ctl, q, 0);
+    int64_t rss0 = broker_rss_settled();
+    fill(pub, q);
+    int64_t rss1 = broker_rss_settled();
+
+    int64_t t0 = now_ns();
+    amqp_queue_purge_ok_t *ok = amqp_queue_purge(ctl, CH, amqp_cstring_bytes(q));
+    check_reply(amqp_get_rpc_reply(ctl), "queue.purge");
+    int64_t t_purge = now_ns() - t0;
+    uint32_t purged = ok->message_count;
+    if (purged != O.n)
+        fail("queue.purge-ok message-count %u, expected %" PRIu64, purged, O.n);
+    uint32_t left = queue_count(ctl, q);
+    if (left)
+        fail("%s holds %u messages after purge", q, left);
+
+    fill(pub, q);
+    t0 = now_ns();
+    uint32_t deleted = queue_delete(ctl, q);
+    int64_t t_delete = now_ns() - t0;
+    if (deleted != O.n)
+        fail("queue.delete-ok message-count %u, expected %" PRIu64, deleted, O.n);
+
+    metric("purge_ms", (double)t_purge / 1e6);
+    metric("delete_ms", (double)t_delete / 1e6);
+    metric("purge_count", purged);
+    metric("delete_count", deleted);
+    if (rss0 >= 0)
+        metric("rss_bytes_per_queued_msg", (double)(rss1 - rss0) * 1024 / (double)O.n);
+    bclose(pub);
+    bclose(ctl);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Scenario 6: --conns idle connections (handshake done, heartbeats off), then a channel on each;
+ * broker RSS growth per connection and per channel.
+ */
+typedef struct {
+    amqp_connection_state_t *conns;
+    int lo, hi, step; /* step 0 open, 1 channel.open, 2 close */
+    atomic_int *errors;
+} conn_job_t;
+
+static void *conn_worker(void *arg)
+{
+    conn_job_t *j = arg;
+    for (int i = j->lo; i < j->hi; i++) {
+        amqp_connection_state_t c;
+        if (j->step == 0) {
+            c = amqp_new_connection();
+            amqp_socket_t *s = amqp_tcp_socket_new(c);
+            amqp_rpc_reply_t r = {0};
+            int rc = s ? amqp_socket_open(s, O.host, O.port) : AMQP_STATUS_SOCKET_ERROR;
+            if (rc == AMQP_STATUS_OK)
+                r = amqp_login(c, "/", 0, FRAME_MAX, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
+            if (rc != AMQP_STATUS_OK || r.reply_type != AMQP_RESPONSE_NORMAL) {
+                if (atomic_fetch_add(j->errors, 1) < 3)
+                    fprintf(stderr, "amqpbench: connection %d: %s\n", i,
+                            rc != AMQP_STATUS_OK ? amqp_error_string2(rc)
+                            : r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
+                                ? amqp_error_string2(r.library_error)
+                                : "refused by broker");
+                amqp_destroy_connection(c);
+                c = NULL;
+            }
+            j->conns[i] = c;
+        } else if ((c = j->conns[i]) != NULL) {
+            if (j->step == 1) {
+                amqp_channel_open(c, CH);
+                if (amqp_get_rpc_reply(c).reply_type != AMQP_RESPONSE_NORMAL)
+                    atomic_fetch_add(j->errors, 1);
+            } else {
+                amqp_connection_close(c, AMQP_REPLY_SUCCESS);
+                amqp_destroy_connection(c);
+                j->conns[i] = NULL;
+            }
+        }
+    }
+    return NULL;
+}
+
+static int64_t conn_step(amqp_connection_state_t *conns, int n, int step, atomic_int *errors)
+{
+    int nt = O.conn_threads < MAX_THREADS ? O.conn_threads : MAX_THREADS;
+    pthread_t th[MAX_THREADS];
+    conn_job_t jobs[MAX_THREADS];
+    int64_t t0 = now_ns();
+    for (int i = 0; i < nt; i++) {
+        jobs[i] = (conn_job_t){conns, n * i / nt, n * (i + 1) / nt, step, errors};
+        pthread_create(&th[i], NULL, conn_worker, &jobs[i]);
+    }
+    for (int i = 0; i < nt; i++)
+        pthread_join(th[i], NULL);
+    return now_ns() - t0;
+}
+
+static void scen_conns(void)
+{
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    int n = O.conns;
+    if ((rlim_t)n + 64 > rl.rlim_cur) {
+        n = (int)rl.rlim_cur - 64;
+        fprintf(stderr, "amqpbench: RLIMIT_NOFILE %llu: opening %d connections, not %d\n",
+                (unsigned long long)rl.rlim_cur, n, O.conns);
+    }
+    amqp_connection_state_t *conns = xcalloc((size_t)n, sizeof *conns);
+    atomic_int errors = 0, ch_errors = 0, close_errors = 0;
+    int64_t rss0 = broker_rss_settled();
+    int64_t t_open = conn_step(conns, n, 0, &errors);
+    int64_t rss1 = broker_rss_settled();
+    int open = n - atomic_load(&errors);
+    int64_t t_chan = conn_step(conns, n, 1, &ch_errors);
+    int64_t rss2 = broker_rss_settled();
+    int64_t t_close = conn_step(conns, n, 2, &close_errors);
+    if (open != n)
+        fail("%d of %d connections opened", open, n);
+    if (atomic_load(&ch_errors))
+        fail("%d channel.open failed", atomic_load(&ch_errors));
+    metric("conns_tried", n);
+    metric("conns_open", open);
+    metric("open_rate", open / secs(t_open));
+    metric("chan_rate", open / secs(t_chan));
+    metric("close_rate", open / secs(t_close));
+    if (rss0 >= 0 && open > 0) {
+        metric("rss_base_kb", (double)rss0);
+        metric("rss_conns_kb", (double)rss1);
+        metric("rss_chans_kb", (double)rss2);
+        metric("bytes_per_conn", (double)(rss1 - rss0) * 1024 / open);
+        metric("bytes_per_chan", (double)(rss2 - rss1) * 1024 / open);
+    }
+    free(conns);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Options.
+ */
+static void usage(int rc)
+{
+    fprintf(rc ? stderr : stdout,
+            "usage: amqpbench [options]\n"
+            "  -S, --scenario NAME    ptc | pubsub | confirm | fanout | purge | conns\n"
+            "  -H, --host ADDR        broker address (127.0.0.1)\n"
+            "  -p, --port N           broker port (5672)\n"
+            "  -n, --messages N       messages in total (100000)\n"
+            "  -s, --size BYTES       body size, at least 16 (16)\n"
+            "  -P, --producers N      producer threads/connections (1)\n"
+            "  -C, --consumers N      consumer threads/connections on one queue (1)\n"
+            "  -q, --queues N         fanout: queues bound to the exchange (4)\n"
+            "  -r, --rate MSG/S       pubsub: fixed total publish rate (0 = full speed)\n"
+            "      --prefetch N       basic.qos prefetch-count (1000)\n"
+            "      --ack-every N      multiple-ack every N deliveries (250)\n"
+            "      --outstanding N    confirm: unconfirmed publishes per producer (1000)\n"
+            "      --conns N          conns: idle connections (10000)\n"
+            "      --conn-threads N   conns: threads opening them (8)\n"
+            "      --settle-ms N      wait for broker RSS to settle (3000)\n"
+            "      --raw              publish pre-framed 64 KiB batches on the connection's\n"
+            "                         socket instead of amqp_basic_publish per message\n"
+            "      --pids P,P,...     broker processes: CPU and RSS from /proc\n"
+            "      --stall S          fail after S seconds without progress (60)\n"
+            "      --tag NAME         prefix of queue/exchange names (bench-PID)\n");
+    exit(rc);
+}
+
+static void parse_args(int argc, char **argv)
+{
+    enum { PREFETCH = 256, ACK, OUTST, CONNS, CTHREADS, SETTLE, RAW, PIDS, STALL, TAG };
+    static const struct option lo[] = {{"scenario", 1, 0, 'S'},
+                                       {"host", 1, 0, 'H'},
+                                       {"port", 1, 0, 'p'},
+                                       {"messages", 1, 0, 'n'},
+                                       {"size", 1, 0, 's'},
+                                       {"producers", 1, 0, 'P'},
+                                       {"consumers", 1, 0, 'C'},
+                                       {"queues", 1, 0, 'q'},
+                                       {"rate", 1, 0, 'r'},
+                                       {"prefetch", 1, 0, PREFETCH},
+                                       {"ack-every", 1, 0, ACK},
+                                       {"outstanding", 1, 0, OUTST},
+                                       {"conns", 1, 0, CONNS},
+                                       {"conn-threads", 1, 0, CTHREADS},
+                                       {"settle-ms", 1, 0, SETTLE},
+                                       {"raw", 0, 0, RAW},
+                                       {"pids", 1, 0, PIDS},
+                                       {"stall", 1, 0, STALL},
+                                       {"tag", 1, 0, TAG},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    int c;
+    snprintf(O.tag, sizeof O.tag, "bench-%d", (int)getpid());
+    while ((c = getopt_long(argc, argv, "S:H:p:n:s:P:C:q:r:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'S':
+            O.scenario = optarg;
+            break;
+        case 'H':
+            O.host = optarg;
+            break;
+        case 'p':
+            O.port = atoi(optarg);
+            break;
+        case 'n':
+            O.n = strtoull(optarg, NULL, 10);
+            break;
+        case 's':
+            O.size = strtoull(optarg, NULL, 10);
+            break;
+        case 'P':
+            O.producers = atoi(optarg);
+            break;
+        case 'C':
+            O.consumers = atoi(optarg);
+            break;
+        case 'q':
+            O.queues = atoi(optarg);
+            break;
+        case 'r':
+            O.rate = atof(optarg);
+            break;
+        case PREFETCH:
+            O.prefetch = atoi(optarg);
+            break;
+        case ACK:
+            O.ack_every = atoi(optarg);
+            break;
+        case OUTST:
+            O.outstanding = atoi(optarg);
+            break;
+        case CONNS:
+            O.conns = atoi(optarg);
+            break;
+        case CTHREADS:
+            O.conn_threads = atoi(optarg);
+            break;
+        case SETTLE:
+            O.settle_ms = atoi(optarg);
+            break;
+        case RAW:
+            O.raw = 1;
+            break;
+        case PIDS:
+            for (char *s = strtok(optarg, ","); s && O.n_pids < MAX_PIDS; s = strtok(NULL, ","))
+                O.pids[O.n_pids++] = (pid_t)atoi(s);
+            break;
+        case STALL:
+            O.stall_s = atoi(optarg);
+            break;
+        case TAG:
+            snprintf(O.tag, sizeof O.tag, "%s", optarg);
+            break;
+        case 'h':
+            usage(0);
+            break;
+        default:
+            usage(2);
+        }
+    }
+    if (optind != argc || O.size < 16 || O.n < 1 || O.producers < 1 || O.consumers < 1 ||
+        O.queues < 1 || O.prefetch < 1 || O.prefetch > 65535 || O.ack_every < 1 ||
+        O.ack_every > O.prefetch || O.outstanding < 1 || O.conns < 1 || O.conn_threads < 1 ||
+        O.settle_ms < 3)
+        usage(2);
+    if (O.n > UINT32_MAX)
+        die("at most %u messages (queue counts are 32-bit)", UINT32_MAX);
+    if (O.raw && O.rate > 0)
+        die("--raw cannot pace; drop --rate");
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    /* Paced publishers sleep ~50 us at a time; the default 50 us timer slack would double it. */
+    prctl(PR_SET_TIMERSLACK, 1000UL);
+    /* The connections scenario needs one descriptor per connection: take the hard limit. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    fprintf(stderr, "amqpbench: %s on %s:%d n=%" PRIu64 " size=%zu P=%d C=%d%s\n", O.scenario,
+            O.host, O.port, O.n, O.size, O.producers, O.consumers, O.raw ? " raw" : "");
+    if (!strcmp(O.scenario, "ptc"))
+        scen_ptc();
+    else if (!strcmp(O.scenario, "pubsub"))
+        scen_pubsub();
+    else if (!strcmp(O.scenario, "confirm"))
+        scen_confirm();
+    else if (!strcmp(O.scenario, "fanout"))
+        scen_fanout();
+    else if (!strcmp(O.scenario, "purge"))
+        scen_purge();
+    else if (!strcmp(O.scenario, "conns"))
+        scen_conns();
+    else
+        usage(2);
+    print_json();
+    return atomic_load(&g_failures) ? 1 : 0;
+}

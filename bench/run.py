@@ -1,0 +1,921 @@
+#!/usr/bin/env python3
+"""run.py - the driver behind `make bench`, `make bench-smoke` and `make bench-profile` (issue 5).
+
+Starts sluiced and a private RabbitMQ (Debian's rabbitmq-server as its own node: own node name,
+ports, epmd, data, logs and config in a temp dir) on 127.0.0.1, runs every scenario of
+build/bench/amqpbench against both in alternation (A B A B ...) for --rounds rounds, measures the
+loopback ceiling with build/bench/tcpceil, prints a table of medians with the ratio
+Sluice / RabbitMQ against the issue's targets, writes bench/results/<time>.md, latest.md and the
+raw samples as <time>.json, and stops both brokers. It stops only processes it started, by pid.
+
+Python 3 standard library only.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HOST = "127.0.0.1"
+REPO = Path(__file__).resolve().parent.parent
+RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
+FSYNC_EVENTS = ["syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync",
+                "syscalls:sys_enter_sync_file_range", "syscalls:sys_enter_msync"]
+
+
+def log(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind((HOST, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def proc_rlimit_nofile(pid):
+    try:
+        for line in Path("/proc/%d/limits" % pid).read_text().splitlines():
+            if line.startswith("Max open files"):
+                return int(line.split()[3])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Brokers
+# ---------------------------------------------------------------------------------------------
+class Sluiced:
+    name = "sluice"
+    label = "Sluice"
+
+    def __init__(self, binary, base):
+        self.binary = str(binary)
+        self.base = Path(base)
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        self.base.mkdir(parents=True, exist_ok=True)
+        cmd = [self.binary, "--port", "0", "--data-dir", str(self.base / "data")]
+        help_text = subprocess.run([self.binary, "--help"], capture_output=True, text=True)
+        if "--mgmt-port" in help_text.stdout + help_text.stderr:
+            cmd += ["--mgmt-port", "off"]
+        self.log_path = self.base / "sluiced.log"
+        logf = open(self.log_path, "wb")
+        # Its own session, so a ^C on make reaches only us; we stop it ourselves.
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                     start_new_session=True)
+        logf.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            m = re.search(r"listening amqp=([0-9.]+):(\d+)",
+                          self.log_path.read_text(errors="replace"))
+            if m:
+                self.port = int(m.group(2))
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("sluiced did not report 'listening amqp=...'; log:\n" +
+                           self.log_path.read_text(errors="replace")[-3000:])
+
+    def pids(self):
+        return [self.proc.pid]
+
+    def fd_limit_note(self):
+        return "sluiced: RLIMIT_NOFILE %s, inherited from the driver (raised to the hard limit)" \
+            % proc_rlimit_nofile(self.proc.pid)
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(30)
+            if rc != 0:
+                log("sluiced exited %d after SIGTERM" % rc)
+        except subprocess.TimeoutExpired:
+            log("sluiced ignored SIGTERM for 30 s; killing pid %d" % self.proc.pid)
+            self.proc.kill()
+            self.proc.wait()
+
+
+class RabbitMQ:
+    name = "rabbitmq"
+    label = "RabbitMQ"
+
+    def __init__(self, base, node="sluicebench@localhost"):
+        self.base = Path(base)
+        self.node = node
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
+        self.proc = None
+        self.epmd = None
+
+    @staticmethod
+    def available():
+        return (RABBIT_BIN / "rabbitmq-server").exists() and shutil.which("epmd") is not None
+
+    def env(self):
+        b = self.base
+        env = dict(os.environ)
+        env.update({
+            "HOME": str(b),  # the Erlang cookie goes here
+            "ERL_EPMD_PORT": str(self.epmd_port),  # a private epmd: no clash with other nodes
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_NODE_IP_ADDRESS": HOST,
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "RABBITMQ_MNESIA_BASE": str(b / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(b / "log"),
+            "RABBITMQ_CONFIG_FILE": str(b / "rabbitmq.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(b / "advanced.config"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(b / "enabled_plugins"),
+            "RABBITMQ_CONF_ENV_FILE": str(b / "rabbitmq-env.conf"),
+            "RABBITMQ_PID_FILE": str(b / "rabbitmq.pid"),
+            "RABBITMQ_PLUGINS_EXPAND_DIR": str(b / "plugins-expand"),
+            "RABBITMQ_FEATURE_FLAGS_FILE": str(b / "feature_flags"),
+        })
+        return env
+
+    def ctl(self, *args, timeout=120):
+        return subprocess.run([str(RABBIT_BIN / "rabbitmqctl"), "-n", self.node] + list(args),
+                              env=self.env(), capture_output=True, text=True, timeout=timeout)
+
+    def start(self):
+        b = self.base
+        b.mkdir(parents=True, exist_ok=True)
+        # Settings comparable with sluiced's defaults: loopback only, heartbeat 60 s,
+        # channel_max 2047, frame_max 128 KiB; no management plugin; info-level file log
+        # (sluiced logs at info too). Memory watermark left at RabbitMQ's default.
+        (b / "rabbitmq.conf").write_text(
+            "listeners.tcp.default = %s:%d\n"
+            "loopback_users.guest = true\n"
+            "heartbeat = 60\n"
+            "channel_max = 2047\n"
+            "frame_max = 131072\n"
+            "disk_free_limit.absolute = 50MB\n"
+            "log.console = false\n"
+            "log.file.level = info\n" % (HOST, self.port))
+        (b / "advanced.config").write_text("[].\n")
+        (b / "enabled_plugins").write_text("[].\n")
+        (b / "rabbitmq-env.conf").write_text("")
+        # Our cookie, written before the node and the CLI race to create one.
+        cookie = b / ".erlang.cookie"
+        cookie.write_text(hashlib.sha256(os.urandom(32)).hexdigest()[:20].upper())
+        cookie.chmod(0o400)
+        self.epmd = subprocess.Popen([shutil.which("epmd"), "-port", str(self.epmd_port)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.log_path = b / "server.out"
+        logf = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([str(RABBIT_BIN / "rabbitmq-server")], env=self.env(),
+                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                     cwd=str(b), start_new_session=True)
+        logf.close()
+        # await_startup fails at once while the node is not yet registered with epmd: retry.
+        deadline = time.monotonic() + 180
+        while True:
+            r = self.ctl("await_startup", "--timeout", "60", timeout=90)
+            if r.returncode == 0:
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                out = r.stdout + r.stderr + self.log_path.read_text(errors="replace")[-3000:]
+                self.stop()
+                raise RuntimeError("rabbitmq-server did not start:\n" + out)
+            time.sleep(0.5)
+
+    def _session_pids(self):
+        """Every process in the session we created for rabbitmq-server: (pid, comm)."""
+        out = []
+        if self.proc is None:
+            return out
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[3]) == self.proc.pid:  # field 6: session id
+                out.append((int(d.name), comm))
+        return out
+
+    def pids(self):
+        return [p for p, comm in self._session_pids() if comm.startswith("beam")]
+
+    def fd_limit_note(self):
+        lim = [proc_rlimit_nofile(p) for p in self.pids()]
+        m = re.search(r"Limiting to approx (\d+) file handles \((\d+) sockets\)",
+                      self.read_logs())
+        return ("RabbitMQ: beam.smp RLIMIT_NOFILE %s, inherited from the driver (started by hand, "
+                "not by systemd's LimitNOFILE); ERL_MAX_PORTS 65536 from rabbitmq-env%s"
+                % (lim[0] if lim else "?",
+                   "; its log: 'Limiting to approx %s file handles (%s sockets)'" % m.groups()
+                   if m else ""))
+
+    def read_logs(self):
+        text = ""
+        for p in sorted((self.base / "log").glob("*.log")):
+            text += p.read_text(errors="replace")
+        return text
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.ctl("stop", timeout=60)
+            except subprocess.TimeoutExpired:
+                log("rabbitmqctl stop timed out")
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+        # Whatever is left of the session we created (beam.smp, erl_child_setup, inet_gethost)
+        # was started by us: end it by pid.
+        for pid, _ in self._session_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc is not None:
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.epmd is not None and self.epmd.poll() is None:
+            self.epmd.terminate()
+            try:
+                self.epmd.wait(5)
+            except subprocess.TimeoutExpired:
+                self.epmd.kill()
+                self.epmd.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenarios and the figures the table shows
+# ---------------------------------------------------------------------------------------------
+# id, title, amqpbench args (full run), args (smoke), flags
+SCENARIOS = [
+    ("ptc16", "publish-then-consume 16 B", "-S ptc -s 16 -n 1000000", "-S ptc -s 16 -n 20000", ""),
+    # The same with the publisher writing pre-framed 64 KiB batches instead of three send()s per
+    # message: rabbitmq-c's per-message sends cap a publisher near the loopback "frames" figure,
+    # so this is what shows the brokers' own ingest rate.
+    ("ptc16raw", "publish-then-consume 16 B, batched publisher", "-S ptc -s 16 -n 1000000 --raw",
+     "-S ptc -s 16 -n 20000 --raw", ""),
+    ("ptc1k", "publish-then-consume 1 KiB", "-S ptc -s 1024 -n 300000", "-S ptc -s 1024 -n 10000",
+     ""),
+    ("ps_full", "pub/sub full speed 16 B", "-S pubsub -s 16 -n 500000", "-S pubsub -n 20000", ""),
+    ("ps_20k", "pub/sub at 20k msg/s 16 B", "-S pubsub -s 16 -n 200000 -r 20000",
+     "-S pubsub -n 20000 -r 20000", ""),
+    ("conf1_16", "persistent+confirms 1 producer 16 B", "-S confirm -P 1 -s 16 -n 100000",
+     "-S confirm -P 1 -s 16 -n 5000", "fsync"),
+    ("conf4_16", "persistent+confirms 4 producers 16 B", "-S confirm -P 4 -s 16 -n 200000",
+     "-S confirm -P 4 -s 16 -n 5000", "fsync"),
+    ("conf1_1k", "persistent+confirms 1 producer 1 KiB", "-S confirm -P 1 -s 1024 -n 100000",
+     "-S confirm -P 1 -s 1024 -n 5000", "fsync"),
+    ("conf4_1k", "persistent+confirms 4 producers 1 KiB", "-S confirm -P 4 -s 1024 -n 200000",
+     "-S confirm -P 4 -s 1024 -n 5000", "fsync"),
+    ("fanout", "fanout 1 -> 4 queues 16 B", "-S fanout -q 4 -s 16 -n 300000",
+     "-S fanout -q 4 -n 10000", ""),
+    # Fresh broker pairs for these two: RSS deltas measured after the big scenarios would be
+    # absorbed by freed memory the allocators keep.
+    ("purge", "purge / delete of 1,000,000", "-S purge -n 1000000", "-S purge -n 50000", "fresh"),
+    ("conns", "10,000 idle connections", "-S conns --conns 10000",
+     "-S conns --conns 200 --settle-ms 300", "fresh"),
+]
+
+# scenario, metric, label, unit, better, target
+#   target: ("ratio>=", x) | ("ratio<=", x) | ("abs<=", x) | list of them | None
+FIGURES = [
+    ("ptc16", "pub_rate", "ptc 16 B publish", "msg/s", "hi", ("ratio>=", 10)),
+    ("ptc16", "cons_rate", "ptc 16 B consume", "msg/s", "hi", ("ratio>=", 10)),
+    ("ptc16raw", "pub_rate", "ptc 16 B publish, batched publisher", "msg/s", "hi", None),
+    ("ptc16raw", "cons_rate", "ptc 16 B consume (after batched publish)", "msg/s", "hi", None),
+    ("ptc1k", "pub_rate", "ptc 1 KiB publish", "msg/s", "hi", ("ratio>=", 5)),
+    ("ptc1k", "cons_rate", "ptc 1 KiB consume", "msg/s", "hi", ("ratio>=", 5)),
+    ("ps_full", "e2e_rate", "pub/sub full speed: end-to-end", "msg/s", "hi", None),
+    ("ps_full", "lat_p50_us", "pub/sub full speed: latency p50", "us", "lo", None),
+    ("ps_full", "lat_p99_us", "pub/sub full speed: latency p99", "us", "lo", None),
+    ("ps_full", "lat_p999_us", "pub/sub full speed: latency p99.9", "us", "lo", None),
+    ("ps_20k", "e2e_rate", "pub/sub 20k/s: achieved", "msg/s", "hi", None),
+    ("ps_20k", "lat_p50_us", "pub/sub 20k/s: latency p50", "us", "lo", None),
+    ("ps_20k", "lat_p99_us", "pub/sub 20k/s: latency p99", "us", "lo",
+     [("abs<=", 1000), ("ratio<=", 0.1)]),
+    ("ps_20k", "lat_p999_us", "pub/sub 20k/s: latency p99.9", "us", "lo", None),
+    ("conf1_16", "confirm_rate", "persistent+confirms 1P 16 B", "msg/s", "hi", ("ratio>=", 5)),
+    ("conf4_16", "confirm_rate", "persistent+confirms 4P 16 B", "msg/s", "hi", ("ratio>=", 5)),
+    ("conf1_1k", "confirm_rate", "persistent+confirms 1P 1 KiB", "msg/s", "hi", ("ratio>=", 5)),
+    ("conf4_1k", "confirm_rate", "persistent+confirms 4P 1 KiB", "msg/s", "hi", ("ratio>=", 5)),
+    ("fanout", "fanout_rate", "fanout 1->4: messages", "msg/s", "hi", ("ratio>=", 5)),
+    ("fanout", "deliveries_rate", "fanout 1->4: deliveries", "dlv/s", "hi", None),
+    ("purge", "purge_ms", "queue.purge of 1M", "ms", "lo", ("abs<=", 10)),
+    ("purge", "delete_ms", "queue.delete of 1M", "ms", "lo", ("abs<=", 10)),
+    ("purge", "rss_bytes_per_queued_msg", "RSS per queued 16 B message", "B", "lo", None),
+    ("conns", "bytes_per_conn", "RSS per idle connection", "B", "lo", ("ratio<=", 0.1)),
+    ("conns", "bytes_per_chan", "RSS per channel on it", "B", "lo", None),
+    ("conns", "open_rate", "connection open rate (8 threads)", "conn/s", "hi", None),
+]
+
+# Secondary table: broker CPU per message and the load generator's own CPU use.
+CPU_FIGURES = [
+    ("ptc16", "broker_us_per_msg_pub", "client_cpu_pub", "ptc 16 B publish"),
+    ("ptc16", "broker_us_per_msg_cons", "client_cpu_cons", "ptc 16 B consume"),
+    ("ptc16raw", "broker_us_per_msg_pub", "client_cpu_pub", "ptc 16 B publish, batched"),
+    ("ptc1k", "broker_us_per_msg_pub", "client_cpu_pub", "ptc 1 KiB publish"),
+    ("ptc1k", "broker_us_per_msg_cons", "client_cpu_cons", "ptc 1 KiB consume"),
+    ("ps_full", "broker_us_per_msg", "client_cpu", "pub/sub full speed"),
+    ("ps_20k", "broker_us_per_msg", "client_cpu", "pub/sub 20k/s"),
+    ("conf1_16", "broker_us_per_msg", "client_cpu", "persistent 1P 16 B"),
+    ("conf4_16", "broker_us_per_msg", "client_cpu", "persistent 4P 16 B"),
+    ("conf1_1k", "broker_us_per_msg", "client_cpu", "persistent 1P 1 KiB"),
+    ("conf4_1k", "broker_us_per_msg", "client_cpu", "persistent 4P 1 KiB"),
+    ("fanout", "broker_us_per_msg", "client_cpu", "fanout 1->4"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running things
+# ---------------------------------------------------------------------------------------------
+def perf_can_count_syscalls():
+    if not shutil.which("perf"):
+        return False
+    r = subprocess.run(["perf", "stat", "-x,", "-e", FSYNC_EVENTS[0], "-p", str(os.getpid()),
+                        "--", "true"], capture_output=True, text=True)
+    return r.returncode == 0 and "not supported" not in r.stderr
+
+
+def run_amqpbench(args, binary, broker, count_fsync, tmp, timeout):
+    cmd = [str(binary), "-H", HOST, "-p", str(broker.port),
+           "--pids", ",".join(str(p) for p in broker.pids())] + args.split()
+    perf_out = None
+    if count_fsync:
+        perf_out = Path(tmp) / "perf-fsync.csv"
+        cmd = ["perf", "stat", "-x,", "-o", str(perf_out), "-e", ",".join(FSYNC_EVENTS),
+               "-p", ",".join(str(p) for p in broker.pids()), "--"] + cmd
+    t0 = time.monotonic()
+    load0 = os.getloadavg()[0]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return {"ok": False, "error": "timed out after %d s" % timeout,
+                "stderr": (e.stderr or b"")[-2000:].decode(errors="replace")
+                if isinstance(e.stderr, bytes) else (e.stderr or "")[-2000:]}
+    res = None
+    for line in r.stdout.splitlines():
+        if line.startswith("{"):
+            res = json.loads(line)
+    if res is None or r.returncode != 0:
+        return {"ok": False, "error": "amqpbench exit %d" % r.returncode,
+                "stderr": r.stderr[-3000:], "metrics": (res or {}).get("metrics", {})}
+    res["wall_s"] = round(time.monotonic() - t0, 2)
+    res["loadavg1"] = load0
+    if perf_out is not None and perf_out.exists():
+        n = 0
+        for line in perf_out.read_text().splitlines():
+            parts = line.split(",")
+            if len(parts) > 2 and parts[0].strip().isdigit():
+                n += int(parts[0])
+        res["metrics"]["fsyncs"] = n
+        res["metrics"]["fsyncs_per_1k_msgs"] = n * 1000.0 / res["n"]
+    return res
+
+
+def run_tcpceil(binary, args):
+    r = subprocess.run([str(binary)] + args, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError("tcpceil failed: " + r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, shell=True,
+                              cwd=str(REPO)).stdout.strip()
+    except OSError:
+        return ""
+
+
+def environment(sluiced_bin):
+    cpu = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    dirty = sh("git status --porcelain -- src Makefile | wc -l")
+    return {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "host": "%s, %d CPUs (%s), %.1f GiB RAM, kernel %s" % (
+            platform.node(), os.cpu_count(), cpu,
+            os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, platform.release()),
+        "sluice": "git %s%s; binary sha256 %s" % (
+            sh("git rev-parse --short HEAD"),
+            " + %s uncommitted changes under src/ and Makefile" % dirty if dirty not in
+            ("", "0") else "",
+            hashlib.sha256(Path(sluiced_bin).read_bytes()).hexdigest()[:16]),
+        "rabbitmq": "rabbitmq-server %s, Erlang %s (erlang-base %s)" % (
+            sh("dpkg-query -W -f='${Version}' rabbitmq-server"),
+            sh("erl -noshell -eval 'io:put_chars(erlang:system_info(otp_release)), halt().' "
+               "2>/dev/null"),
+            sh("dpkg-query -W -f='${Version}' erlang-base")),
+        "client": "librabbitmq %s" % sh("dpkg-query -W -f='${Version}' librabbitmq4"),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------------
+def fmt(v, unit):
+    if v is None:
+        return "-"
+    if unit in ("msg/s", "dlv/s", "conn/s", "B/s"):
+        if v >= 1e6:
+            return "%.2fM" % (v / 1e6)
+        if v >= 1e3:
+            return "%.1fk" % (v / 1e3)
+        return "%.0f" % v
+    if unit == "us":
+        return "%.0f" % v if v >= 100 else "%.1f" % v
+    if unit == "ms":
+        return "%.1f" % v if v >= 10 else "%.2f" % v
+    if unit == "B":
+        return "%.0f" % v
+    return "%.3g" % v
+
+
+def median_of(samples, broker, sid, metric):
+    vals = [s["metrics"][metric] for s in samples
+            if s["broker"] == broker and s["scenario_id"] == sid and s.get("ok")
+            and metric in s.get("metrics", {}) and s["metrics"][metric] >= 0]
+    return (statistics.median(vals) if vals else None), vals
+
+
+def judge(target, s, r):
+    if target is None:
+        return "", ""
+    targets = target if isinstance(target, list) else [target]
+    texts, oks = [], []
+    for kind, x in targets:
+        if kind == "ratio>=":
+            texts.append(">= %gx" % x)
+            oks.append(None if s is None or not r else s / r >= x)
+        elif kind == "ratio<=":
+            texts.append("<= %g of R" % x)
+            oks.append(None if s is None or not r else s / r <= x)
+        elif kind == "abs<=":
+            texts.append("<= %g" % x)
+            oks.append(None if s is None else s <= x)
+    if any(o is None for o in oks):
+        met = "n/a"
+    else:
+        met = "**yes**" if all(oks) else "NO"
+    return " and ".join(texts), met
+
+
+def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
+    have_r = any(b.name == "rabbitmq" for b in brokers)
+    L = []
+    L.append("# Sluice vs RabbitMQ: benchmark (issue 5)")
+    L.append("")
+    L.append("- run: `%s` on %s, %d round(s), order per scenario: %s; wall time %.0f s" % (
+        args.command, env["date"], args.rounds, " then ".join(b.label for b in brokers), wall_s))
+    L.append("- machine: " + env["host"])
+    L.append("- Sluice: " + env["sluice"])
+    if have_r:
+        L.append("- RabbitMQ: " + env["rabbitmq"] + "; classic queues; management plugin off")
+    L.append("- load generator: bench/amqpbench on " + env["client"] +
+             ", one connection per thread, on the same 2 cores as the broker")
+    L.append("- load average (1 min) at start / end: %s / %s" % (
+        notes.get("load_start", "?"), notes.get("load_end", "?")))
+    L.append("")
+    L.append("Medians over rounds; ratio = Sluice / RabbitMQ; for rates higher is better, for "
+             "latency, time and memory lower is better.")
+    L.append("")
+    L.append("| figure | unit | Sluice | RabbitMQ | Sluice/RabbitMQ | target | met | note |")
+    L.append("|---|---|---:|---:|---:|---|---|---|")
+    for sid, metric, label, unit, better, target in FIGURES:
+        s, _ = median_of(samples, "sluice", sid, metric)
+        r, _ = median_of(samples, "rabbitmq", sid, metric)
+        ratio = "%.2f" % (s / r) if s is not None and r else "-"
+        ttext, met = judge(target, s, r)
+        note = ""
+        if sid.startswith("conf"):
+            fs, _ = median_of(samples, "sluice", sid, "fsyncs_per_1k_msgs")
+            fr, _ = median_of(samples, "rabbitmq", sid, "fsyncs_per_1k_msgs")
+            note = "fsync/1k msgs: S %s, R %s [1]" % (
+                "?" if fs is None else "%.1f" % fs, "?" if fr is None else "%.1f" % fr)
+        if sid in ("conns", "purge"):
+            note = "fresh broker [2]"
+        failed = [x for x in samples if x["scenario_id"] == sid and not x.get("ok")]
+        if failed:
+            note += " FAILED: " + ", ".join(sorted({x["broker"] for x in failed}))
+        L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            label, unit, fmt(s, unit), fmt(r, unit), ratio, ttext, met, note.strip()))
+    if ceiling:
+        L.append("")
+        L.append("Loopback ceiling (bench/tcpceil: raw TCP over 127.0.0.1, one writer thread, one "
+                 "reader thread, TCP_NODELAY; medians):")
+        L.append("")
+        L.append("| what | bytes/msg | MB/s | msg/s | Sluice ptc 16 B as share | target | met |")
+        L.append("|---|---:|---:|---:|---:|---|---|")
+        sp, _ = median_of(samples, "sluice", "ptc16", "pub_rate")
+        sc, _ = median_of(samples, "sluice", "ptc16", "cons_rate")
+        sraw, _ = median_of(samples, "sluice", "ptc16raw", "pub_rate")
+        for key, what in (("batch", "batched 64 KiB writes (the ceiling)"),
+                          ("frames", "3 sends per message, as rabbitmq-c publishes")):
+            vals = [c for c in ceiling if c["mode"] == key]
+            if not vals:
+                continue
+            bps = statistics.median(c["bytes_per_s"] for c in vals)
+            mb = vals[0]["msg_bytes"]
+            mps = bps / mb
+            share = ""
+            ok = ""
+            tgt = ""
+            if key == "batch":
+                dl = ceiling[0].get("deliver_bytes") or mb
+                parts = []
+                oks = []
+                if sp:
+                    parts.append("publish %.1f%%" % (100 * sp / mps))
+                    oks.append(sp / mps >= 0.3)
+                if sc:
+                    parts.append("consume %.1f%% (of %s msg/s at %d B)" % (
+                        100 * sc / (bps / dl), fmt(bps / dl, "msg/s"), dl))
+                    oks.append(sc / (bps / dl) >= 0.3)
+                if sraw:
+                    parts.append("batched publish %.1f%% (not judged)" % (100 * sraw / mps))
+                share = "; ".join(parts)
+                tgt = ">= 30%"
+                ok = ("**yes**" if all(oks) else "NO") if oks else "n/a"
+            elif sp:
+                share = "publish %.0f%%" % (100 * sp / mps)
+            L.append("| %s | %d | %.0f | %s | %s | %s | %s |" % (
+                what, mb, bps / 1e6, fmt(mps, "msg/s"), share, tgt, ok))
+    L.append("")
+    L.append("Broker CPU per message (utime+stime of the broker process(es) over the phase / "
+             "messages) and the load generator's CPU (busy share of its threads; near 1.0 means "
+             "the client, not the broker, set the pace):")
+    L.append("")
+    L.append("| phase | Sluice us/msg | RabbitMQ us/msg | ratio | client busy (S) | "
+             "client busy (R) |")
+    L.append("|---|---:|---:|---:|---:|---:|")
+    for sid, m, cm, label in CPU_FIGURES:
+        s, _ = median_of(samples, "sluice", sid, m)
+        r, _ = median_of(samples, "rabbitmq", sid, m)
+        cs, _ = median_of(samples, "sluice", sid, cm)
+        cr, _ = median_of(samples, "rabbitmq", sid, cm)
+        L.append("| %s | %s | %s | %s | %s | %s |" % (
+            label, "-" if s is None else "%.2f" % s, "-" if r is None else "%.2f" % r,
+            "%.2f" % (s / r) if s and r else "-", "-" if cs is None else "%.2f" % cs,
+            "-" if cr is None else "%.2f" % cr))
+    L.append("")
+    L.append("Notes")
+    L.append("")
+    L.append("1. fsync/1k msgs counts fsync, fdatasync, sync_file_range and msync calls of the "
+             "broker process(es) during the scenario (perf syscall tracepoints). "
+             + notes.get("fsync", ""))
+    L.append("2. The purge/delete and connection scenarios run on a freshly started broker pair "
+             "each (RSS growth on a broker that has just freed 1M messages is absorbed by its "
+             "allocator). RSS = VmRSS from /proc (RabbitMQ: sum over beam.smp); kernel socket "
+             "buffers are not in it. Connections: AMQP handshake done, heartbeats off; channels: "
+             "one per connection. " + " ".join(notes.get("fd", [])))
+    L.append("3. Rates: publish = N / (first publish .. queue.declare-passive on the "
+             "publisher's channel reports all N); consume = N / (basic.consume .. last delivery); "
+             "pub/sub and fanout = N / (first publish .. last delivery); confirms = N / (first "
+             "publish .. last confirm). prefetch 1000, multiple ack every 250, 1000 confirms "
+             "outstanding per producer. Every message verified exactly once (amqpbench exits "
+             "non-zero otherwise).")
+    L.append("4. Noise: other engineers build and test on this 2-core machine during the run; "
+             "load averages above are the hint. The generator shares both cores with the "
+             "broker.")
+    for extra in notes.get("extra", []):
+        L.append("- " + extra)
+    failed = [x for x in samples if not x.get("ok")]
+    if failed:
+        L.append("")
+        L.append("Failures")
+        L.append("")
+        for x in failed:
+            L.append("- round %d %s on %s: %s\n\n```\n%s\n```" % (
+                x["round"], x["scenario_id"], x["broker"], x.get("error"),
+                x.get("stderr", "")[-1500:]))
+    L.append("")
+    L.append("All samples (per round)")
+    L.append("")
+    L.append("| scenario | broker | round | ok | wall s | load1 | metrics |")
+    L.append("|---|---|---:|---|---:|---:|---|")
+    for x in samples:
+        ms = ", ".join("%s=%.4g" % (k, v) for k, v in x.get("metrics", {}).items()
+                       if not re.match(r"t_?(pub|cons)?[01]$", k))
+        L.append("| %s | %s | %d | %s | %s | %.2f | %s |" % (
+            x["scenario_id"], x["broker"], x["round"], "ok" if x.get("ok") else "FAIL",
+            x.get("wall_s", "-"), x.get("loadavg1", 0), ms))
+    return "\n".join(L) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------
+def start_brokers(want, sluiced_bin, tmp, suffix=""):
+    brokers = []
+    try:
+        for name in want:
+            if name == "sluice":
+                b = Sluiced(sluiced_bin, Path(tmp) / ("sluice" + suffix))
+            else:
+                b = RabbitMQ(Path(tmp) / ("rabbitmq" + suffix),
+                             node="sluicebench%s@localhost" % suffix)
+            t0 = time.monotonic()
+            b.start()
+            log("%s up on port %d (pids %s) in %.1f s" % (b.label, b.port, b.pids(),
+                                                           time.monotonic() - t0))
+            brokers.append(b)
+    except Exception:
+        for b in brokers:
+            b.stop()
+        raise
+    return brokers
+
+
+# x86-64 syscall numbers of the calls an event-loop broker makes (perf script prints numbers).
+SYSCALL_NAMES = {0: "read", 1: "write", 3: "close", 9: "mmap", 11: "munmap", 12: "brk",
+                 20: "writev", 23: "select", 7: "poll", 44: "sendto", 45: "recvfrom",
+                 46: "sendmsg", 47: "recvmsg", 74: "fsync", 75: "fdatasync", 202: "futex",
+                 228: "clock_gettime", 232: "epoll_wait", 233: "epoll_ctl", 281: "epoll_pwait",
+                 288: "accept4", 291: "epoll_create1", 441: "epoll_pwait2", 54: "setsockopt",
+                 18: "pwrite64", 17: "pread64", 296: "pwritev", 26: "msync", 277: "sync_file_range"}
+
+PROFILE_CASES = [
+    # id, amqpbench args, phases: (label, start metric, end metric, messages)
+    ("ptc16", "-S ptc -s 16 -n 1000000",
+     [("publish (rabbitmq-c, 3 sends/msg)", "t_pub0", "t_pub1"),
+      ("consume", "t_cons0", "t_cons1")]),
+    ("ptc16raw", "-S ptc -s 16 -n 1000000 --raw",
+     [("publish (batched 64 KiB writes)", "t_pub0", "t_pub1"),
+      ("consume", "t_cons0", "t_cons1")]),
+    ("ps_20k", "-S pubsub -s 16 -n 200000 -r 20000", [("pub/sub at 20k msg/s", "t0", "t1")]),
+]
+
+
+def profile(args, sluiced_bin, amqpbench, tmp, out_dir):
+    """perf profile of sluiced per phase: where the CPU goes and the syscalls per message.
+
+    Two perf sessions attach to sluiced during the same run: cpu-clock sampling with DWARF call
+    graphs, and raw_syscalls:sys_enter (no stacks) for counts. Both stamp samples with
+    CLOCK_MONOTONIC (-k mono), the clock amqpbench reports its phase bounds in, so each phase is
+    cut out with `perf report --time` / `perf script --time`.
+    """
+    if not shutil.which("perf"):
+        sys.exit("bench: perf is not installed (apt-get install linux-perf)")
+    (b,) = start_brokers(["sluice"], sluiced_bin, tmp)
+    text = ["# sluiced profile per phase", "",
+            "Generated by `make bench-profile` (bench/run.py --profile) on %s. cpu-clock "
+            "sampling at 1999 Hz with DWARF stacks, syscalls from raw_syscalls:sys_enter; only "
+            "the sluiced process is recorded. us/msg of a symbol = its share x the phase's "
+            "broker CPU per message." % datetime.datetime.now().isoformat(timespec="seconds"),
+            "", "sluiced: " + environment(sluiced_bin)["sluice"], ""]
+    try:
+        pid = b.pids()[0]
+        for cid, cargs, phases in PROFILE_CASES:
+            data = Path(tmp) / ("perf-%s.data" % cid)
+            sysd = Path(tmp) / ("sys-%s.data" % cid)
+            # Two runs: recording every syscall would distort the CPU profile (perf's own
+            # tracepoint handling shows up as ~10% of sluiced's time).
+            runs = []
+            for cmd in (["perf", "record", "-F", "1999", "-k", "mono", "--call-graph",
+                         "dwarf,8192", "-p", str(pid), "-o", str(data)],
+                        ["perf", "record", "-k", "mono", "-e", "raw_syscalls:sys_enter",
+                         "-p", str(pid), "-o", str(sysd)]):
+                rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1.5)
+                runs.append(run_amqpbench(cargs, amqpbench, b, False, tmp, 900))
+                rec.send_signal(signal.SIGINT)
+                rec.wait(300)
+            res, res_sys = runs
+            if not res.get("ok") or not res_sys.get("ok"):
+                text += ["## %s: amqpbench FAILED: %s" % (cid, res.get("error") or
+                                                         res_sys.get("error")), ""]
+                continue
+            m = res["metrics"]
+            text += ["## %s: `amqpbench %s`" % (cid, cargs), "",
+                     "metrics: " + ", ".join("%s=%.4g" % (k, v) for k, v in m.items()
+                                            if not k.startswith("t")), ""]
+            n = res["n"]
+            for label, k0, k1 in phases:
+                t0, t1 = m[k0], m[k1]
+                span = "%.6f,%.6f" % (t0, t1)
+                cpu = {"t_pub0": m.get("broker_us_per_msg_pub"),
+                       "t_cons0": m.get("broker_us_per_msg_cons"),
+                       "t0": m.get("broker_us_per_msg")}[k0]
+                text += ["### %s: %.2f s, %s msg/s, sluiced CPU %.2f us/msg" % (
+                    label, t1 - t0, fmt(n / (t1 - t0), "msg/s"), cpu or -1), ""]
+                # Syscalls per message in the phase.
+                ms = res_sys["metrics"]
+                sspan = "%.6f,%.6f" % (ms[k0], ms[k1])
+                out = subprocess.run(["perf", "script", "-i", str(sysd), "--time", sspan,
+                                      "-F", "trace"], capture_output=True, text=True).stdout
+                counts = {}
+                for line in out.splitlines():
+                    mm = re.search(r"NR (\d+)", line)
+                    if mm:
+                        nr = int(mm.group(1))
+                        counts[nr] = counts.get(nr, 0) + 1
+                total = sum(counts.values())
+                text.append("syscalls (second run, %s msg/s): %.3f per message (%d in the phase)"
+                            % (fmt(n / (ms[k1] - ms[k0]), "msg/s"), total / n, total))
+                text.append("")
+                text.append("| syscall | calls | per message | messages per call |")
+                text.append("|---|---:|---:|---:|")
+                for nr, c in sorted(counts.items(), key=lambda kv: -kv[1])[:8]:
+                    text.append("| %s | %d | %.4f | %.1f |" % (
+                        SYSCALL_NAMES.get(nr, "NR %d" % nr), c, c / n, n / c))
+                text.append("")
+                for title, extra in (
+                        ("user vs kernel", ["--no-children", "--sort", "dso"]),
+                        ("self time by symbol (top)", ["--no-children", "--sort", "symbol",
+                                                       "--percent-limit", "1"]),
+                        ("inclusive time (callees included)",
+                         ["--children", "--sort", "symbol", "--percent-limit", "3"])):
+                    rep = subprocess.run(["perf", "report", "-i", str(data), "--stdio",
+                                          "--time", span, "-g", "none"] + extra,
+                                         capture_output=True, text=True).stdout
+                    rows = [l.rstrip() for l in rep.splitlines()
+                            if l.strip() and not l.startswith("#")]
+                    text += ["%s:" % title, "", "```"] + rows[:50] + ["```", ""]
+        out = out_dir / "profile-latest.md"
+        out.write_text("\n".join(text) + "\n")
+        print("\n".join(text))
+        log("profile written to %s" % out)
+    finally:
+        b.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--sluiced", help="sluiced binary (default BUILD/sluiced, copied first)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="small N, one round, correctness only")
+    ap.add_argument("--profile", action="store_true", help="perf profile of sluiced, ptc 16 B")
+    ap.add_argument("--brokers", default="sluice,rabbitmq")
+    ap.add_argument("--only", help="comma-separated scenario ids: " +
+                    ",".join(s[0] for s in SCENARIOS))
+    ap.add_argument("--out", default=str(REPO / "bench" / "results"))
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
+    args = ap.parse_args()
+    if args.smoke:
+        args.rounds = 1
+    args.command = "python3 bench/run.py " + " ".join(sys.argv[1:])
+
+    build = (REPO / args.build) if not os.path.isabs(args.build) else Path(args.build)
+    bench_dir = build / "bench"
+    amqpbench, tcpceil = bench_dir / "amqpbench", bench_dir / "tcpceil"
+    # The tree is shared: pin the binary under test so a rebuild elsewhere cannot swap it mid-run.
+    src_bin = Path(args.sluiced) if args.sluiced else build / "sluiced"
+    sluiced_bin = bench_dir / "sluiced-under-test"
+    if src_bin.resolve() != sluiced_bin.resolve():
+        shutil.copy2(src_bin, sluiced_bin)
+
+    # 10,000 connections need 10,000 descriptors in the generator and in each broker; both
+    # brokers inherit this limit from us.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    want = [w for w in args.brokers.split(",") if w]
+    notes = {"fd": [], "extra": []}
+    if "rabbitmq" in want and not RabbitMQ.available():
+        if not args.smoke:
+            sys.exit("bench: rabbitmq-server is not installed (scripts/deps.sh bench)")
+        log("rabbitmq-server not installed: Sluice only")
+        want.remove("rabbitmq")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="sluice-bench-")
+
+    if args.profile:
+        try:
+            profile(args, sluiced_bin, amqpbench, tmp, out_dir)
+        finally:
+            if not args.keep:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+
+    scen = [s for s in SCENARIOS if not args.only or s[0] in args.only.split(",")]
+    count_fsync = perf_can_count_syscalls()
+    env = environment(sluiced_bin)
+    notes["load_start"] = "%.2f" % os.getloadavg()[0]
+    t_start = time.monotonic()
+    samples, ceiling = [], []
+    brokers = []
+    failed = False
+    try:
+        brokers = start_brokers(want, sluiced_bin, tmp)
+        notes["fd"] = [b.fd_limit_note() + "." for b in brokers]
+        notes["fd"].append("The generator raises its own RLIMIT_NOFILE to the hard limit (%d)."
+                           % hard)
+        for rnd in range(1, args.rounds + 1):
+            for sid, title, full, smoke, flags in scen:
+                sargs = smoke if args.smoke else full
+                run_on = brokers
+                fresh = []
+                if "fresh" in flags and not args.smoke:  # smoke: correctness only, keep it short
+                    fresh = start_brokers(want, sluiced_bin, tmp, suffix="-fresh%d" % rnd)
+                    run_on = fresh
+                try:
+                    for b in run_on:
+                        log("round %d/%d: %s on %s" % (rnd, args.rounds, title, b.label))
+                        res = run_amqpbench(sargs + " --tag b%d-%s" % (rnd, sid), amqpbench, b,
+                                            count_fsync and "fsync" in flags, tmp,
+                                            300 if args.smoke else 1800)
+                        res.update({"scenario_id": sid, "broker": b.name, "round": rnd})
+                        samples.append(res)
+                        if not res.get("ok"):
+                            failed = True
+                            log("FAILED: %s\n%s" % (res.get("error"), res.get("stderr", "")))
+                        else:
+                            log("  " + ", ".join("%s=%.4g" % kv
+                                                 for kv in res["metrics"].items()))
+                finally:
+                    for b in fresh:
+                        b.stop()
+            # The loopback ceiling, once per round, with the publish size of ptc 16 B.
+            wire = [s["metrics"].get("pub_wire_bytes") for s in samples
+                    if s["scenario_id"] == "ptc16" and s.get("ok")]
+            dl = [s["metrics"].get("deliver_wire_bytes") for s in samples
+                  if s["scenario_id"] == "ptc16" and s.get("ok") and s["broker"] == "sluice"]
+            if wire:
+                mb = int(wire[0])
+                # rabbitmq-c's three sends: method frame, header frame (22 B), body frame (24 B).
+                frames = "%d,22,%d" % (mb - 22 - 24, 24)
+                secs = "1" if args.smoke else "3"
+                for mode, extra in (("batch", ["--msg-bytes", str(mb)]),
+                                    ("frames", ["--frames", frames])):
+                    c = run_tcpceil(tcpceil, ["--mode", mode, "--seconds", secs] + extra)
+                    c["deliver_bytes"] = int(dl[0]) if dl else None
+                    c["round"] = rnd
+                    ceiling.append(c)
+                    log("  loopback %s: %.0f MB/s, %.3g msg/s" % (mode, c["bytes_per_s"] / 1e6,
+                                                                 c["msgs_per_s"]))
+        notes["fd"] = [b.fd_limit_note() + "." for b in brokers] + notes["fd"][-1:]
+    finally:
+        for b in brokers:
+            b.stop()
+        if not args.keep and not failed:
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif failed or args.keep:
+            log("logs and data kept in %s" % tmp)
+    notes["load_end"] = "%.2f" % os.getloadavg()[0]
+    no_sync = sorted({s["scenario_id"] for s in samples
+                      if s["broker"] == "sluice" and s["scenario_id"].startswith("conf")
+                      and s.get("ok") and s["metrics"].get("fsyncs") == 0})
+    if not count_fsync:
+        notes["fsync"] = "perf could not count syscalls here: fsync counts are missing."
+    elif no_sync:
+        notes["fsync"] = ("**Sluice did not fsync in %s: there its persistent figures are not "
+                          "durable and not comparable with RabbitMQ's (which fsyncs before "
+                          "confirming).** The lead will re-run once the durable store is in the "
+                          "build." % ", ".join(no_sync))
+    else:
+        notes["fsync"] = ("Both brokers called fsync/fdatasync during every persistent run; "
+                          "counts per 1000 messages are in the note column.")
+
+    report = build_report(samples, ceiling, env, notes, args, brokers,
+                          time.monotonic() - t_start)
+    print(report)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    name = ("smoke-" if args.smoke else "") + stamp
+    (out_dir / (name + ".md")).write_text(report)
+    (out_dir / ("smoke-latest.md" if args.smoke else "latest.md")).write_text(report)
+    (out_dir / (name + ".json")).write_text(json.dumps(
+        {"env": env, "samples": samples, "ceiling": ceiling}, indent=1))
+    log("results written to %s" % (out_dir / (name + ".md")).relative_to(REPO)
+        if str(out_dir).startswith(str(REPO)) else str(out_dir / (name + ".md")))
+    if failed:
+        log("some runs FAILED (see the Failures section)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
