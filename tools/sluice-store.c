@@ -118,6 +118,7 @@ static const rec_type MSGS_TYPES[256] = {
     [R_DEQ] = {"remove", print_inc_lookup}, [R_DELIVER] = {"delivered", print_inc_lookup},
     [R_PURGE] = {"purge", print_inc},       [R_MOVE] = {"move", print_move},
     [R_TX_BEGIN] = {"tx.begin", NULL},      [R_TX_END] = {"tx.end", NULL},
+    [R_TX_ABORT] = {"tx.abort", NULL},
 };
 static const rec_type META_TYPES[256] = {
     [M_QUEUE] = {"queue", print_queue},
@@ -145,7 +146,10 @@ static void print_hex_preview(FILE *out, const uint8_t *p, size_t len)
 
 static void type_label(char *buf, size_t n, uint8_t type)
 {
-    if (REC_TYPES[type].name)
+    /* In the msgs log, R_IN_TX marks a transaction's records. */
+    if (REC_TYPES == MSGS_TYPES && (type & R_IN_TX) && REC_TYPES[type & 0x7f].name)
+        snprintf(buf, n, "%s+tx(%u)", REC_TYPES[type & 0x7f].name, type);
+    else if (REC_TYPES[type].name)
         snprintf(buf, n, "%s(%u)", REC_TYPES[type].name, type);
     else
         snprintf(buf, n, "%u", type);
@@ -158,8 +162,9 @@ static void print_record(FILE *out, uint64_t seq, uint8_t type, const uint8_t *p
     char tl[64];
     type_label(tl, sizeof tl, type);
     fprintf(out, "%" PRIu64 "\t%s\t%zu\t%s\t%" PRIu64 "\t", seq, tl, len, file, offset);
-    if (REC_TYPES[type].print)
-        REC_TYPES[type].print(out, type, p, len);
+    uint8_t base = REC_TYPES == MSGS_TYPES ? (uint8_t)(type & 0x7f) : type;
+    if (REC_TYPES[base].print)
+        REC_TYPES[base].print(out, base, p, len);
     else
         print_hex_preview(out, p, len);
     fputc('\n', out);

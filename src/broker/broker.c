@@ -96,7 +96,8 @@ static void before_sleep(sl_loop *loop, void *arg)
         if (!b->node->dispatch_head && !b->dirty)
             break;
     }
-    if (b->node->dispatch_head || b->dirty)
+    /* Free a slice of what purges and deletes left behind: ~1 ms of work per turn. */
+    if (qm_node_reap(b->node, 20000) || b->node->dispatch_head || b->dirty)
         sl_loop_wake(loop);
     if (b->shutting_down && (b->n_conns == 0 || sl_loop_now(loop) >= b->shutdown_deadline))
         sl_loop_stop(loop);
@@ -304,6 +305,7 @@ broker *broker_new(sl_config *cfg)
     b->node = qm_node_new(cfg->node_name);
     qm_vhost_create(b->node, "/");
     qm_set_memory_budget(cfg->memory_budget);
+    b->node->clock = sl_loop_now_ptr(b->loop);
     char err[512];
     b->store = persist_open(cfg->data_dir, b->node, NULL, err, sizeof err);
     if (!b->store) {
@@ -412,6 +414,7 @@ void broker_sync(broker *b)
 void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes)
 {
     *segments = *bytes = 0;
+    qm_node_reap(b->node, 0); /* what purges left behind still holds segments */
     if (b->store)
         persist_tidy(b->store, segments, bytes);
 }

@@ -138,6 +138,7 @@ struct channel {
     uint8_t pub_mandatory;
     qm_message *pub_msg;
     uint64_t pub_received;
+    uint32_t pub_headers_off, pub_headers_len; /* headers table within pub_msg->props */
     /* deliveries awaiting settlement, in tag order (a ring over an array) */
     delivery *unacked;
     size_t ua_head, ua_len, ua_cap;

@@ -393,8 +393,15 @@ static void on_header(channel *ch, const amqp_frame *f)
                       BYTES_ARG(props.user_id), c->user);
         return;
     }
-    ch->pub_msg = qm_message_new(amqp_cstr(ch->pub_exchange_name), ch->pub_rk, h.props,
-                                 (uint32_t)h.props_len, h.body_size);
+    ch->pub_msg = qm_message_new_decoded(amqp_cstr(ch->pub_exchange_name), ch->pub_rk, h.props,
+                                         (uint32_t)h.props_len, h.body_size, &props);
+    /* Where the headers table sits in the stored copy of the properties (for routing). */
+    ch->pub_headers_off = 0;
+    ch->pub_headers_len = 0;
+    if (props.flags & AMQP_P_HEADERS) {
+        ch->pub_headers_off = (uint32_t)(props.headers.p - h.props);
+        ch->pub_headers_len = (uint32_t)props.headers.len;
+    }
     ch->pub_received = 0;
     ch->content = CONTENT_WANT_BODY;
     if (h.body_size == 0)

@@ -289,6 +289,10 @@ static void on_readable(conn *c)
             c->in.len += (size_t)n;
             budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
             process_input(c);
+            /* A short read drained the socket: another recv would only say EAGAIN, and
+             * level-triggered epoll reports whatever arrives next. */
+            if ((size_t)n < want)
+                return;
             continue;
         }
         if (n < 0 && errno == EINTR)

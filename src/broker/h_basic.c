@@ -192,11 +192,9 @@ void basic_publish_complete(channel *ch)
         qm_message_unref(msg);
         return;
     }
-    amqp_basic_props props;
     amqp_bytes headers = {0};
-    if (amqp_props_decode(msg->props, msg->props_len, &props) == 0 &&
-        (props.flags & AMQP_P_HEADERS))
-        headers = props.headers;
+    if (ch->pub_headers_len)
+        headers = (amqp_bytes){msg->props + ch->pub_headers_off, ch->pub_headers_len};
 
     qm_queue *stackq[64];
     qm_queue **qs = stackq;

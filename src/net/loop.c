@@ -171,6 +171,11 @@ uint64_t sl_loop_now(const sl_loop *l)
     return l->now;
 }
 
+const uint64_t *sl_loop_now_ptr(const sl_loop *l)
+{
+    return &l->now;
+}
+
 static void run_timers(sl_loop *l)
 {
     uint64_t now = l->now;

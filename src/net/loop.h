@@ -55,5 +55,7 @@ void sl_loop_stop(sl_loop *l);
 void sl_loop_wake(sl_loop *l);
 /* sl_now_ms() as of the start of the current turn (cheap). */
 uint64_t sl_loop_now(const sl_loop *l);
+/* Where that time lives, for code that reads it often (the queue model's clock). */
+const uint64_t *sl_loop_now_ptr(const sl_loop *l);
 
 #endif

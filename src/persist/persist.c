@@ -65,6 +65,8 @@ static void meta_append(persist *p, uint8_t type)
 static st_loc msgs_append(persist *p, uint8_t type, int needs_sync)
 {
     st_loc loc;
+    if (p->in_tx_group && type != R_MSG)
+        type |= R_IN_TX;
     st_log_append(p->msgs, type, p->scratch.data, p->scratch.len, &loc);
     p->scratch.len = 0;
     if (needs_sync)
@@ -278,7 +280,12 @@ static void h_moved(void *ctx, qm_position *pos, qm_queue *src)
 static void h_tx_group(void *ctx, int begin)
 {
     persist *p = ctx;
-    msgs_append(p, begin ? R_TX_BEGIN : R_TX_END, !begin);
+    if (begin) {
+        p->in_tx_group = 1;
+    } else {
+        p->in_tx_group = 0;
+        msgs_append(p, R_TX_END, 1);
+    }
 }
 
 /* ---- paging: ready messages beyond the memory budget live only in msgs/ ---- */

@@ -15,6 +15,7 @@ struct persist {
     uint64_t next_msg_id;
     int need_sync; /* something appended this turn must be on disk before replies */
     int meta_dirty;
+    int in_tx_group; /* between qm's tx_group hooks: records are marked R_IN_TX */
     uint64_t commits, records;
     uint64_t paged_out, paged_in;
     uint64_t recovered_queues, recovered_messages, recovery_ms;

@@ -19,9 +19,11 @@
  *   R_DELIVER    inc:u64 lookup:u64
  *   R_PURGE      inc:u64
  *   R_MOVE       src_inc:u64 lookup:u64 dest_inc:u64 move_count:u32
- *   R_TX_BEGIN, R_TX_END  (empty): a transaction's records apply all or nothing
- *   R_TX_ABORT   (empty): written by recovery after a begin whose end never reached the
- *                disk, so records appended later are not taken for part of it
+ *   R_TX_END     (empty): applies every R_IN_TX-marked record since the last end/abort
+ *   R_TX_ABORT   (empty): written by recovery after marked records whose end never reached
+ *                the disk, so records appended later are not taken for part of them
+ *   R_TX_BEGIN   (empty): older logs only; treated as an abort of anything pending
+ * A transaction's records carry R_IN_TX (0x80) in their type: they apply all or nothing.
  * (s16 = u16 length + bytes, b32 = u32 length + bytes)
  */
 #ifndef SL_PERSIST_RECORDS_H
@@ -54,6 +56,7 @@ enum {
     R_TX_END = 8,
     R_TX_ABORT = 9,
 };
+#define R_IN_TX 0x80
 
 #define QF_DURABLE 1
 #define QF_AUTO_DELETE 2

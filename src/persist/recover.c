@@ -7,7 +7,9 @@
  *     a redeclared queue gets a new incarnation and starts empty, even after a crash);
  *   - a purge kills every position its queue had so far (Available and Locked alike: what
  *     was PurgePending never comes back);
- *   - records between R_TX_BEGIN and R_TX_END apply only when the end is there;
+ *   - records marked R_IN_TX (a transaction's) apply only when the R_TX_END after them is
+ *     there; the marking, not a begin record, says what belongs to the group, so a group
+ *     whose first segment TIDY has deleted still replays right;
  *   - a position with a delivery mark comes back with redelivered = true.
  * Hooks are suspended while the model is rebuilt: nothing is written back during recovery,
  * except the meta snapshot at the end.
@@ -361,13 +363,14 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
                        st_loc loc)
 {
     rstate *s = ctx;
-    if (type == R_TX_ABORT) {
-        tx_clear(s);
-        return 0;
+    uint8_t base = type & (uint8_t)~R_IN_TX;
+    if (base == 0 || base > R_TX_ABORT || (type & R_IN_TX && base >= R_TX_BEGIN)) {
+        snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown record type %u", s->p->dir,
+                 (unsigned long long)seq, type);
+        return 1;
     }
-    if (type == R_TX_BEGIN) {
-        tx_clear(s); /* a begin without end before it: that transaction never committed */
-        s->in_tx = 1;
+    if (type == R_TX_ABORT || type == R_TX_BEGIN) {
+        tx_clear(s); /* marked records before it belong to a transaction that never ended */
         return 0;
     }
     if (type == R_TX_END) {
@@ -378,25 +381,21 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
         tx_clear(s);
         return rc;
     }
-    if (type == 0 || type > R_TX_ABORT) {
-        snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown record type %u", s->p->dir,
-                 (unsigned long long)seq, type);
-        return 1;
-    }
-    if (s->in_tx && type != R_MSG) {
+    if (type & R_IN_TX) {
         if (s->tx_len == s->tx_cap) {
             s->tx_cap = s->tx_cap ? s->tx_cap * 2 : 16;
             s->tx = sl_xrealloc(s->tx, s->tx_cap * sizeof *s->tx);
         }
         pending_rec *pr = &s->tx[s->tx_len++];
-        pr->type = type;
+        pr->type = base;
         pr->payload = sl_xmalloc(len ? len : 1);
         memcpy(pr->payload, payload, len);
         pr->len = len;
         pr->loc = loc;
+        s->in_tx = 1;
         return 0;
     }
-    /* Message records apply at once even inside a transaction: unused ones are dropped. */
+    /* Message records apply at once, in a transaction too: unused ones are dropped. */
     return apply_msg_record(s, seq, type, payload, len, loc);
 }
 

@@ -49,6 +49,16 @@ int qm_memory_over_budget(void)
 qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
                            uint32_t props_len, uint64_t body_len)
 {
+    amqp_basic_props bp;
+    if (!props_len || amqp_props_decode(props, props_len, &bp) != 0)
+        bp.flags = 0;
+    return qm_message_new_decoded(exchange, routing_key, props, props_len, body_len, &bp);
+}
+
+qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
+                                   const uint8_t *props, uint32_t props_len, uint64_t body_len,
+                                   const amqp_basic_props *bp)
+{
     size_t total =
         sizeof(qm_message) + exchange.len + 1 + routing_key.len + 1 + props_len + (size_t)body_len;
     qm_message *m = sl_xmalloc(total);
@@ -56,7 +66,6 @@ qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const ui
 
     memset(m, 0, sizeof *m);
     m->refs = 1;
-    m->published_at = sl_now_ms();
 
     if (exchange.len)
         memcpy(p, exchange.p, exchange.len);
@@ -82,13 +91,10 @@ qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const ui
     m->body_len = body_len;
     mem_bytes += body_len;
 
-    amqp_basic_props bp;
-    if (props_len && amqp_props_decode(m->props, props_len, &bp) == 0) {
-        m->persistent = (bp.flags & AMQP_P_DELIVERY_MODE) && bp.delivery_mode == 2;
-        m->priority = (bp.flags & AMQP_P_PRIORITY) ? bp.priority : 0;
-        if ((bp.flags & AMQP_P_EXPIRATION) && parse_expiration(bp.expiration, &m->expiration_ms))
-            m->has_expiration = 1;
-    }
+    m->persistent = (bp->flags & AMQP_P_DELIVERY_MODE) && bp->delivery_mode == 2;
+    m->priority = (bp->flags & AMQP_P_PRIORITY) ? bp->priority : 0;
+    if ((bp->flags & AMQP_P_EXPIRATION) && parse_expiration(bp->expiration, &m->expiration_ms))
+        m->has_expiration = 1;
     return m;
 }
 

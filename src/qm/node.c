@@ -39,6 +39,50 @@ void qm_persist_suspend(int on)
     }
 }
 
+void qm_grave_push(qm_node *n, qm_grave *g)
+{
+    if (n->graves_tail)
+        n->graves_tail->next = g;
+    else
+        n->graves = g;
+    n->graves_tail = g;
+}
+
+/* Nothing here touches a queue: the queue may be gone. Stored positions let go of their
+ * segments without records (the purge or delete record covers them). */
+int qm_node_reap(qm_node *n, size_t max)
+{
+    size_t done = 0;
+    while (n->graves && (max == 0 || done < max)) {
+        qm_grave *g = n->graves;
+        while (g->ring.len && (max == 0 || done < max)) {
+            qm_position *pos = qm_ring_at(&g->ring, 0);
+            g->ring.head = (g->ring.head + 1) & (g->ring.cap - 1);
+            g->ring.len--;
+            if (pos->st_logged)
+                QM_PERSIST(released, pos, 0);
+            qm_message_unref(pos->msg);
+            sl_free(pos);
+            done++;
+        }
+        while (g->paged_len && (max == 0 || done < max)) {
+            QM_PERSIST(paged_dropped, NULL, &g->paged[g->paged_head], 0);
+            g->paged_head++;
+            g->paged_len--;
+            done++;
+        }
+        if (g->ring.len || g->paged_len)
+            break;
+        n->graves = g->next;
+        if (!n->graves)
+            n->graves_tail = NULL;
+        sl_free(g->ring.buf);
+        sl_free(g->paged);
+        sl_free(g);
+    }
+    return n->graves != NULL;
+}
+
 qm_node *qm_node_new(const char *name)
 {
     qm_node *n = sl_xcalloc(1, sizeof *n);
@@ -211,6 +255,7 @@ void qm_node_free(qm_node *n)
     }
     while (n->orphans.lnext != &n->orphans)
         qm_position_free(n->orphans.lnext);
+    qm_node_reap(n, 0);
     sl_map_free(n->vhosts);
     sl_free(n->name);
     sl_free(n);

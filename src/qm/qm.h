@@ -62,7 +62,6 @@ struct qm_message {
     uint8_t priority;   /* basic priority property, 0 when absent */
     uint8_t has_expiration;
     uint64_t expiration_ms; /* per-message TTL from the expiration property */
-    uint64_t published_at;  /* sl_now_ms() at publish */
     amqp_bytes exchange;    /* exchange it was published to ("" = default) */
     amqp_bytes routing_key;
     uint8_t *props; /* raw basic properties: flags + values, as on the wire */
@@ -84,6 +83,11 @@ struct qm_message {
  * Never returns NULL. refs = 1. */
 qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
                            uint32_t props_len, uint64_t body_len);
+/* The same when the door has decoded props already (the publish path: decode once). */
+struct amqp_basic_props;
+qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
+                                   const uint8_t *props, uint32_t props_len, uint64_t body_len,
+                                   const struct amqp_basic_props *bp);
 void qm_message_ref(qm_message *m);
 void qm_message_unref(qm_message *m);
 
@@ -467,7 +471,11 @@ struct qm_node {
     /* Tests: when nonzero, qm uses this instead of sl_now_ms() for TTL, x-expires and
      * last_used (qm_node_tick's `now` argument is used as given). */
     uint64_t test_now;
-    uint64_t route_epoch; /* internal: bumped by each qm_route */
+    /* The door's cached clock (the event loop's time of this turn), read instead of a
+     * clock_gettime per message; NULL = ask the system. */
+    const uint64_t *clock;
+    struct qm_grave *graves, *graves_tail; /* purged/deleted ready messages to free */
+    uint64_t route_epoch;                  /* internal: bumped by each qm_route */
     /* internal: sentinel of the circular list of DELETED positions still referenced by a
      * holder (their queue was deleted, or no_ack hand-outs), so qm_node_free can free them */
     qm_position orphans;
@@ -484,6 +492,9 @@ void qm_node_run_dispatch(qm_node *n);
 /* Expire messages at queue heads (TTL, dead-lettering them) and delete queues unused past
  * x-expires. Returns the next deadline in sl_now_ms() terms, or 0 when none. */
 uint64_t qm_node_tick(qm_node *n, uint64_t now);
+/* Free up to max purged or deleted messages (0 = all); returns 1 while more are left. The
+ * door calls it once per loop turn. */
+int qm_node_reap(qm_node *n, size_t max);
 /* Delete every exclusive queue owned by owner (connection closed). */
 void qm_node_drop_exclusive(qm_node *n, void *owner);
 

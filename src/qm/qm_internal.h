@@ -49,10 +49,21 @@ extern int qm_persist_bulk; /* inside purge / queue deletion: removals need no r
 /* ---- memory budget (message.c) ---- */
 extern uint64_t qm_mem_budget;
 
+/* ---- graveyard (node.c): ready messages purged or deleted, freed a slice at a time ---- */
+typedef struct qm_grave {
+    qm_ring ring;    /* detached ready ring (len > 0), or empty */
+    qm_paged *paged; /* detached paged array, or NULL */
+    size_t paged_head, paged_len;
+    struct qm_grave *next;
+} qm_grave;
+void qm_grave_push(qm_node *n, qm_grave *g);
+
 /* ---- clock ---- */
 static inline uint64_t qm_now(const qm_node *n)
 {
-    return n->test_now ? n->test_now : sl_now_ms();
+    if (n->test_now)
+        return n->test_now;
+    return n->clock ? *n->clock : sl_now_ms();
 }
 static inline qm_node *qm_queue_node(const qm_queue *q)
 {

@@ -181,19 +181,6 @@ static void page_in_some(qm_queue *q, size_t want)
         page_in_at(q, 0);
 }
 
-static void paged_clear(qm_queue *q)
-{
-    for (size_t i = 0; i < q->paged_len; i++) {
-        qm_paged *e = &q->paged[q->paged_head + i];
-        q->bytes_total -= e->body_len;
-        QM_PERSIST(paged_dropped, q, e, 0); /* the purge / delete record covers it */
-    }
-    q->n_ready -= q->paged_len;
-    sl_free(q->paged);
-    q->paged = NULL;
-    q->paged_head = q->paged_len = q->paged_cap = 0;
-}
-
 void qm_queue_restore_paged(qm_queue *q, const qm_paged *e)
 {
     qm_node *n = qm_queue_node(q);
@@ -244,30 +231,40 @@ static qm_ready *ready_new(int nlevels)
     return rd;
 }
 
-/* Free every ready position (purge, delete); returns how many. */
+/* Take every ready message out of q (purge, delete) and return how many. O(priority levels):
+ * the rings and the paged array are handed whole to the node's graveyard, which frees them a
+ * slice per loop turn (qm_node_reap), so purging a million messages does not stall the loop. */
 static uint64_t ready_clear(qm_queue *q)
 {
+    qm_node *n = qm_queue_node(q);
     qm_ready *rd = qm_ready_of(q);
-    uint64_t n = 0;
+    uint64_t count = q->n_ready;
     for (int l = 0; l < rd->nlevels; l++) {
         qm_ring *r = &rd->levels[l];
-        for (size_t i = 0; i < r->len; i++) {
-            qm_position *pos = qm_ring_at(r, i);
-            q->bytes_total -= pos->msg->body_len;
-            if (pos->st_logged)
-                QM_PERSIST(released, pos, 0); /* the purge / delete record covers it */
-            qm_message_unref(pos->msg);
-            sl_free(pos);
+        if (r->len) {
+            qm_grave *g = sl_xcalloc(1, sizeof *g);
+            g->ring = *r;
+            qm_grave_push(n, g);
+        } else {
+            sl_free(r->buf);
         }
-        n += r->len;
-        sl_free(r->buf);
         memset(r, 0, sizeof *r);
     }
-    n += q->paged_len;
-    paged_clear(q);
+    if (q->paged_len) {
+        qm_grave *g = sl_xcalloc(1, sizeof *g);
+        g->paged = q->paged;
+        g->paged_head = q->paged_head;
+        g->paged_len = q->paged_len;
+        qm_grave_push(n, g);
+    } else {
+        sl_free(q->paged);
+    }
+    q->paged = NULL;
+    q->paged_head = q->paged_len = q->paged_cap = 0;
+    q->bytes_total -= q->bytes_ready;
     q->n_ready = 0;
     q->bytes_ready = 0;
-    return n;
+    return count;
 }
 
 /* ---- expiry and dropping ---- */
