@@ -90,16 +90,20 @@ fuzz: deps-test $(FUZZ_BIN)
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20
 
+FORMAT_FILES = $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'tools/*.[ch]' 'bench/*.[ch]')
+
 format:
-	clang-format -i $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'tools/*.[ch]' 'bench/*.[ch]')
+	clang-format -i $(FORMAT_FILES)
 
 format-check:
-	clang-format --dry-run -Werror $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'tools/*.[ch]' 'bench/*.[ch]')
+	clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf build build-asan build-fuzz
 
 # Benchmark against RabbitMQ (bench/bench.mk: `make bench`, `make bench-smoke`).
 -include bench/bench.mk
+# kill -9 crash test of the store (tests/crash/crash.mk: `make crash-test`, `crash-test-long`).
+-include tests/crash/crash.mk
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d

@@ -27,16 +27,16 @@ bench-tools: $(BENCH_BINS)
 bench:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
-	python3 bench/run.py --build $(BUILD) $(BENCH_ARGS)
+	/usr/bin/python3 bench/run.py --build $(BUILD) $(BENCH_ARGS)
 
 # CI: a missing rabbitmq-server only drops the RabbitMQ column; a missing librabbitmq-dev fails
 # the build below with the compiler's message after deps.sh has printed the apt-get line.
 bench-smoke:
 	@scripts/deps.sh bench || echo "bench-smoke: continuing with what is installed" >&2
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
-	python3 bench/run.py --smoke --build $(BUILD) $(BENCH_ARGS)
+	/usr/bin/python3 bench/run.py --smoke --build $(BUILD) $(BENCH_ARGS)
 
 bench-profile:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
-	python3 bench/run.py --profile --build $(BUILD) $(BENCH_ARGS)
+	/usr/bin/python3 bench/run.py --profile --build $(BUILD) $(BENCH_ARGS)
