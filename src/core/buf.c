@@ -14,7 +14,7 @@ void sl_buf_free(sl_buf *b)
     sl_buf_init(b);
 }
 
-uint8_t *sl_buf_reserve(sl_buf *b, size_t n)
+uint8_t *sl_buf_reserve_slow(sl_buf *b, size_t n)
 {
     if (b->cap - b->len >= n)
         return b->data + b->len;

@@ -18,8 +18,15 @@ typedef struct sl_buf {
 
 void sl_buf_init(sl_buf *b);
 void sl_buf_free(sl_buf *b);
-/* Make room for n more bytes at the end; returns a pointer to them (len is not moved). */
-uint8_t *sl_buf_reserve(sl_buf *b, size_t n);
+/* Make room for n more bytes at the end; returns a pointer to them (len is not moved). The
+ * check is inline: every field of every frame written goes through here. */
+uint8_t *sl_buf_reserve_slow(sl_buf *b, size_t n);
+static inline uint8_t *sl_buf_reserve(sl_buf *b, size_t n)
+{
+    if (b->cap - b->len >= n)
+        return b->data + b->len;
+    return sl_buf_reserve_slow(b, n);
+}
 void sl_buf_append(sl_buf *b, const void *p, size_t n);
 /* Drop n unread bytes from the front; resets to empty when all are read. */
 void sl_buf_consume(sl_buf *b, size_t n);
