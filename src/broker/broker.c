@@ -307,7 +307,8 @@ broker *broker_new(sl_config *cfg)
     qm_set_memory_budget(cfg->memory_budget);
     b->node->clock = sl_loop_now_ptr(b->loop);
     char err[512];
-    b->store = persist_open(cfg->data_dir, b->node, NULL, err, sizeof err);
+    persist_options po = {.segment_size = cfg->segment_size};
+    b->store = persist_open(cfg->data_dir, b->node, &po, err, sizeof err);
     if (!b->store) {
         sl_error("store: %s", err);
         qm_node_free(b->node);

@@ -48,6 +48,7 @@ void sl_config_defaults(sl_config *c)
     c->tidy_interval_s = 6 * 3600;
     c->disk_free_limit = 1000000000;
     c->memory_budget = 1024ull * 1024 * 1024;
+    c->segment_size = 64u << 20;
     add_user(c, "guest", "guest", 1);
 }
 
@@ -151,6 +152,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT64_MAX, &n))
             return "memory_high_watermark must be a size in bytes (k, M, G suffixes)";
         c->memory_high_watermark = n;
+    } else if (!strcmp(key, "segment_size")) {
+        if (parse_u64(value, 1ull << 30, &n) || n < 4096)
+            return "segment_size must be a size from 4k to 1G";
+        c->segment_size = n;
     } else if (!strcmp(key, "memory_budget")) {
         if (parse_u64(value, UINT64_MAX, &n))
             return "memory_budget must be a size in bytes (k, M, G suffixes; 0 = never page)";
@@ -245,7 +250,8 @@ void sl_config_usage(void)
            "\n"
            "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level,\n"
            "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
-           "memory_budget, disk_free_limit (bytes, k/M/G suffixes), handshake_timeout (ms),\n"
+           "memory_budget, disk_free_limit, segment_size (bytes, k/M/G suffixes),\n"
+           "handshake_timeout (ms),\n"
            "tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator.\n");
 }
 

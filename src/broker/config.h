@@ -33,6 +33,7 @@ typedef struct sl_config {
     uint32_t handshake_timeout_ms;
     uint64_t tidy_interval_s; /* automatic TIDY period; 0 = only on demand */
     uint64_t disk_free_limit; /* free bytes under data_dir below which publishers block */
+    uint64_t segment_size;    /* message store segment size (TIDY frees whole segments) */
     uint64_t memory_budget;   /* message bodies kept in memory; beyond it they are paged to
                                * the store (0 = never page) */
     sl_user *users;

@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""depth.py - queue depth bounded by disk, and recovery time (the durable-store issue).
+
+  depth.py rss [--messages 10000000] [--size 1024] [--budget 256M]
+      N persistent messages with publisher confirms into one durable queue, then all consumed
+      (bench/amqpbench -S confirm, which checks every message arrives exactly once); reports
+      sluiced's peak RSS (VmHWM) and the rates.
+  depth.py recovery [--messages 1000000] [--size 16]
+      N persistent messages into a durable queue, SIGTERM, restart on the same data directory;
+      reports the recovery time sluiced logs and the time until it accepts connections.
+
+Not a test: a measurement for the release note. Needs `make all bench-tools` first.
+Traffic only to 127.0.0.1; it stops only the brokers it started.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LISTEN = re.compile(rb"listening amqp=([0-9.]+):(\d+)")
+
+
+def start(build, data, config):
+    conf = os.path.join(data, "..", "sluice.conf")
+    with open(conf, "w") as f:
+        for k, v in config.items():
+            f.write("%s = %s\n" % (k, v))
+    log = open(os.path.join(data, "..", "sluiced.log"), "ab")
+    t0 = time.monotonic()
+    p = subprocess.Popen([os.path.join(build, "sluiced"), "--port", "0", "--mgmt-port", "off",
+                          "--data-dir", data, "--config", conf], stdout=log, stderr=log)
+    path = log.name
+    while True:
+        m = LISTEN.search(open(path, "rb").read())
+        if m:
+            return p, int(m.group(2)), time.monotonic() - t0, path
+        if p.poll() is not None:
+            sys.exit("sluiced exited: %s" % open(path).read())
+        time.sleep(0.01)
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    return p.wait(timeout=120)
+
+
+def hwm_kib(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cmd_rss(a, build, work):
+    data = os.path.join(work, "data")
+    os.makedirs(data)
+    p, port, _, log = start(build, data, {"memory_budget": a.budget,
+                                          "memory_high_watermark": "2G"})
+    t0 = time.monotonic()
+    out = subprocess.run([os.path.join(build, "bench", "amqpbench"), "-S", "confirm", "-p",
+                          str(port), "-n", str(a.messages), "-s", str(a.size), "--stall", "300"],
+                         capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    peak = hwm_kib(p.pid)
+    stop(p)
+    print(out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr)
+    if out.returncode != 0:
+        sys.exit("amqpbench failed:\n" + out.stderr)
+    print("messages=%d size=%d budget=%s wall=%.1fs peak_rss=%.1f MiB" %
+          (a.messages, a.size, a.budget, wall, peak / 1024.0))
+
+
+def cmd_recovery(a, build, work):
+    import pika
+    data = os.path.join(work, "data")
+    os.makedirs(data)
+    p, port, _, log = start(build, data, {"memory_budget": a.budget})
+    c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    ch = c.channel()
+    ch.queue_declare("depth", durable=True)
+    props = pika.BasicProperties(delivery_mode=2)
+    body = b"x" * a.size
+    t0 = time.monotonic()
+    for i in range(a.messages):
+        ch.basic_publish("", "depth", body, props)
+        if i % 10000 == 0:
+            c.process_data_events(0)
+    ch.confirm_delivery()  # in order: once this one is confirmed, all before it are on disk
+    ch.basic_publish("", "depth", body, props)
+    print("published %d in %.1fs" % (a.messages + 1, time.monotonic() - t0))
+    c.close()
+    stop(p)
+    p, port, startup, log = start(build, data, {"memory_budget": a.budget})
+    text = open(log).read()
+    m = re.findall(r"recovered (\d+) durable queue\(s\) and (\d+) message\(s\) .* in (\d+) ms",
+                   text)
+    c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+    n = c.channel().queue_declare("depth", passive=True).method.message_count
+    c.close()
+    stop(p)
+    print("recovered %s messages; sluiced logged %s ms; listening after %.2f s; queue holds %d"
+          % (m[-1][1], m[-1][2], startup, n))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["rss", "recovery"])
+    ap.add_argument("--messages", type=int)
+    ap.add_argument("--size", type=int)
+    ap.add_argument("--budget", default="256M")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    a = ap.parse_args()
+    if a.what == "rss":
+        a.messages = a.messages or 10000000
+        a.size = a.size or 1024
+    else:
+        a.messages = a.messages or 1000000
+        a.size = a.size or 16
+    work = tempfile.mkdtemp(prefix="sluice-depth-")
+    try:
+        (cmd_rss if a.what == "rss" else cmd_recovery)(a, a.build, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
