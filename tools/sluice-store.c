@@ -112,6 +112,12 @@ static void print_binding(FILE *out, uint8_t type, const uint8_t *p, size_t len)
             (const char *)dest.p, (int)key.len, (const char *)key.p);
 }
 
+static void print_node(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    static const char *const n[] = {"next_incarnation", "next_lookup", "next_msg", NULL};
+    print_u64s(out, p, len, n);
+}
+
 /* Indexed by the type octet, one table per log of a data directory (persist/records.h). */
 static const rec_type MSGS_TYPES[256] = {
     [R_MSG] = {"message", print_msg},       [R_ENQ] = {"enqueue", print_enq},
@@ -127,6 +133,7 @@ static const rec_type META_TYPES[256] = {
     [M_EXCHANGE_DEL] = {"exchange.delete", print_exchange},
     [M_BIND] = {"bind", print_binding},
     [M_UNBIND] = {"unbind", print_binding},
+    [M_NODE] = {"node", print_node},
 };
 static const rec_type NO_TYPES[256];
 static const rec_type *REC_TYPES = NO_TYPES;

@@ -31,7 +31,7 @@ typedef struct amqp_reader {
 
 static inline amqp_reader amqp_reader_make(const uint8_t *p, size_t len)
 {
-    amqp_reader r = {p, p + len, 0};
+    amqp_reader r = {p, p ? p + len : p, 0}; /* NULL + 0 is undefined behaviour in C */
     return r;
 }
 uint8_t amqp_rd_u8(amqp_reader *r);

@@ -96,6 +96,7 @@ struct conn {
     uint8_t blocked_sent;  /* connection.blocked sent, unblocked not yet */
     uint8_t has_published; /* RabbitMQ blocks only connections that publish */
     uint8_t read_paused;
+    uint8_t consumers_waiting; /* a consumer was refused for a full output buffer */
     uint8_t in_dirty;
     char *user;
     qm_vhost *vhost;

@@ -164,6 +164,16 @@ void conn_set_blocked(conn *c, int blocked)
  * Output
  */
 
+/* Consumers turned away for a full output buffer get another chance once it is below the
+ * mark again, whether it drained in one flush or over several. */
+static void resume_if_room(conn *c)
+{
+    if (c->consumers_waiting && sl_buf_unread(&c->out) < CONN_OUT_HIGH) {
+        c->consumers_waiting = 0;
+        broker_conn_resume_consumers(c);
+    }
+}
+
 void conn_flush(conn *c)
 {
     if (c->fd < 0)
@@ -173,7 +183,6 @@ void conn_flush(conn *c)
             sl_buf_append(&c->out, sl_buf_head(&c->late), sl_buf_unread(&c->late));
         sl_buf_consume(&c->late, sl_buf_unread(&c->late));
     }
-    int was_high = sl_buf_unread(&c->out) >= CONN_OUT_HIGH;
     while (sl_buf_unread(&c->out) > 0) {
         ssize_t n = send(c->fd, sl_buf_head(&c->out), sl_buf_unread(&c->out), MSG_NOSIGNAL);
         if (n > 0) {
@@ -184,8 +193,10 @@ void conn_flush(conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (c->state != CONN_DEAD)
+            if (c->state != CONN_DEAD) {
                 sl_loop_watch(c->b->loop, &c->w, c->w.events | SL_EV_WRITE);
+                resume_if_room(c);
+            }
             return;
         }
         /* Peer gone: nothing more can be said to it. */
@@ -197,8 +208,7 @@ void conn_flush(conn *c)
         int ev = c->read_paused ? 0 : SL_EV_READ;
         if (c->w.events != ev)
             sl_loop_watch(c->b->loop, &c->w, ev);
-        if (was_high)
-            broker_conn_resume_consumers(c);
+        resume_if_room(c);
     }
     /* Give memory back after a burst. */
     if (c->out.cap > (1u << 20) && sl_buf_unread(&c->out) == 0)

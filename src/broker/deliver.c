@@ -32,8 +32,10 @@ static int can_take(qm_consumer *qc)
     conn *c = ch->c;
     if (c->state != CONN_OPEN || ch->state != CH_OPEN)
         return 0;
-    if (sl_buf_unread(&c->out) >= CONN_OUT_HIGH)
+    if (sl_buf_unread(&c->out) >= CONN_OUT_HIGH) {
+        c->consumers_waiting = 1; /* conn_flush resumes the queues once it has drained */
         return 0;
+    }
     if (qc->no_ack)
         return 1;
     if (cons->prefetch && cons->unacked >= cons->prefetch)

@@ -556,3 +556,22 @@ def test_large_message_many_frames(conn, ch):
     ch.basic_publish(amqp.Message(body), exchange="", routing_key=q)
     m = ch.basic_get(q, no_ack=True)
     assert m.body == body
+
+
+def test_backlog_larger_than_output_buffer_is_all_delivered(conn, ch):
+    """A consumer without a prefetch limit on a 12 MB backlog: the broker stops feeding the
+    connection while its output buffer is full and must resume once it drains, however many
+    flushes that takes (a stall here once left most messages undelivered)."""
+    q = declare_queue(ch, exclusive=True)
+    for _ in range(3000):
+        ch.basic_publish(amqp.Message(b"x" * 4000), routing_key=q)
+    cch = conn.channel()
+    got = []
+    cch.basic_consume(q, callback=lambda m: got.append(1), no_ack=True)
+    deadline = time.monotonic() + 15
+    while len(got) < 3000 and time.monotonic() < deadline:
+        try:
+            conn.drain_events(timeout=0.5)
+        except socket.timeout:
+            pass
+    assert len(got) == 3000

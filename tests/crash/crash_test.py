@@ -1,0 +1,823 @@
+#!/usr/bin/python3
+"""crash_test.py - kill -9 sluiced under load, restart it on the same data directory and check
+that it kept every promise it made (DESIGN.md section 5).
+
+Each round starts publishers (persistent messages, publisher confirms, mandatory), consumers
+(manual acks, most of them inside AMQP transactions) and a chaos client (queue.purge,
+queue.delete + redeclare) against one sluiced, kills the broker with SIGKILL after a random
+delay, restarts it on the same data directory and drains every queue. Every client action is
+stamped with a global event counter when it is sent and every reply when it arrives, so the
+checks only count what the broker actually promised before it died:
+
+  loss          a message whose confirm arrived is missing, although it was not consumed
+                (acked in a transaction whose commit-ok may have arrived, or plain-acked) and
+                no purge or delete may have removed it
+  resurrection  something came back that must not: a message acked in a committed
+                transaction, confirmed into a queue before a purge or delete whose -ok arrived,
+                returned as unroutable, or already found missing after an earlier restart
+  order         per queue, one publisher's messages out of publish order, or a message of an
+                earlier round behind one of a later round (lookup ids only grow)
+  duplicate     the same message twice in a queue, or in a queue it was not published to
+
+A message whose fate the broker never told (publish or commit in flight at the crash) may or
+may not be there; both are fine. What a drain finds becomes the baseline of the next round:
+found messages must survive every later crash until consumed, missing ones must never
+reappear. The run ends with a clean restart (SIGTERM) that must change nothing.
+
+Usage: crash_test.py [--rounds N] [--seconds S] [--seed X] [--keep]
+Env:   SLUICED (default build/sluiced), CRASH_ROUNDS, CRASH_SECONDS.
+Exit status 0 when every round is clean; 1 with the evidence printed otherwise. The work
+directory (broker logs, data directory, a copy of it as the last kill left it) is kept on
+failure or with --keep.
+"""
+
+import argparse
+import collections
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import amqp
+
+HOST = "127.0.0.1"
+QUEUE_PREFIX = "crash.q"
+PREFETCH = 200
+PUBLISH_WINDOW = 200  # unconfirmed messages per publisher
+
+
+# ------------------------------------------------------------------------------------------
+# The event counter: orders client actions and broker replies across threads.
+
+_tick_lock = threading.Lock()
+_tick_value = 0
+
+
+def tick():
+    global _tick_value
+    with _tick_lock:
+        _tick_value += 1
+        return _tick_value
+
+
+# ------------------------------------------------------------------------------------------
+# The model of what the broker promised
+
+
+class Msg:
+    __slots__ = (
+        "pub", "seq", "queue", "round", "sent", "confirmed", "nacked", "returned",
+        "baseline", "dead", "dead_why", "deliveries", "ack_maybe", "acked_commit",
+        "history",
+    )
+
+    def __init__(self, pub, seq, queue, rnd):
+        self.pub, self.seq, self.queue, self.round = pub, seq, queue, rnd
+        self.sent = None  # tick just before the publish was written
+        self.confirmed = None  # tick when its basic.ack arrived
+        self.nacked = False
+        self.returned = False  # basic.return (unroutable): stored nowhere
+        self.baseline = False  # found by the last drain: must survive until consumed
+        self.dead = False  # must never appear again
+        self.dead_why = ""
+        self.deliveries = 0
+        self.ack_maybe = False  # a plain ack or a commit carrying its ack was sent
+        self.acked_commit = None  # tick when a commit-ok covering its ack arrived
+        self.history = []
+
+    @property
+    def key(self):
+        return (self.pub, self.seq)
+
+    def name(self):
+        return "%s#%d@%s" % (self.pub, self.seq, self.queue)
+
+
+class Op:
+    """A queue.purge or queue.delete sent by the chaos client."""
+
+    def __init__(self, kind, queue):
+        self.kind, self.queue = kind, queue
+        self.send = tick()
+        self.ok = None
+
+    def __repr__(self):
+        return "%s(%s sent@%d ok@%s)" % (self.kind, self.queue, self.send, self.ok)
+
+
+class Model:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.msgs = {}  # (pub, seq) -> Msg
+        self.ops = []  # this round's purges and deletes
+        self.stats = collections.Counter()
+
+    def note(self, m, what):
+        if len(m.history) < 40:
+            m.history.append("%s@%d" % (what, tick()))
+
+    def publish(self, pub, seq, queue, rnd):
+        with self.lock:
+            m = Msg(pub, seq, queue, rnd)
+            m.sent = tick()
+            self.msgs[m.key] = m
+            self.stats["published"] += 1
+            self.note(m, "sent")
+            return m
+
+    def confirm(self, m, ok):
+        with self.lock:
+            if ok:
+                m.confirmed = tick()
+                self.stats["confirmed"] += 1
+                self.note(m, "confirmed")
+            else:
+                m.nacked = True
+                self.stats["nacked"] += 1
+                self.note(m, "nacked")
+
+    def returned(self, m):
+        with self.lock:
+            m.returned = True
+            self.stats["returned"] += 1
+            self.note(m, "returned")
+
+    def delivered(self, m, redelivered, who):
+        with self.lock:
+            m.deliveries += 1
+            self.stats["delivered"] += 1
+            self.note(m, "delivered(%s%s)" % (who, ",redelivered" if redelivered else ""))
+
+    def ack_sent(self, ms, how):
+        """Acks that the broker may have applied: plain acks, or a tx.commit carrying them."""
+        with self.lock:
+            for m in ms:
+                m.ack_maybe = True
+                self.note(m, how)
+
+    def commit_ok(self, ms):
+        with self.lock:
+            t = tick()
+            for m in ms:
+                if m.acked_commit is None:
+                    m.acked_commit = t
+                    self.stats["acked_committed"] += 1
+                self.note(m, "commit-ok")
+
+    def op_begin(self, kind, queue):
+        with self.lock:
+            op = Op(kind, queue)
+            self.ops.append(op)
+            return op
+
+    def op_ok(self, op):
+        with self.lock:
+            op.ok = tick()
+            self.stats[op.kind + "s_ok"] += 1
+
+    def lookup(self, body):
+        """Parse 'pub|seq|queue|padding' back to its Msg (None when unknown)."""
+        try:
+            pub, seq, queue, _ = body.split(b"|", 3)
+            return self.msgs.get((pub.decode(), int(seq)))
+        except ValueError:
+            return None
+
+    # --- verdicts --------------------------------------------------------------------------
+
+    def expectation(self, m):
+        """'present', 'absent' or 'maybe' for m after the crash, with the reason."""
+        if m.dead:
+            return "absent", m.dead_why
+        if m.returned and m.confirmed is not None:
+            return "absent", "returned unroutable, then confirmed"
+        if m.acked_commit is not None:
+            return "absent", "its ack was committed (commit-ok@%d)" % m.acked_commit
+        maybe = None
+        if not m.baseline and m.confirmed is None:
+            maybe = "never confirmed" + (" (nacked)" if m.nacked else "")
+        if m.ack_maybe:
+            maybe = maybe or "an ack may have applied (plain ack or commit without ok)"
+        # the time the broker had it for sure: found by the last drain, or confirmed
+        had_at = 0 if m.baseline else m.confirmed
+        for op in self.ops:
+            if op.queue != m.queue:
+                continue
+            if had_at is not None and had_at < op.send:
+                if op.ok is not None:
+                    return "absent", "%s: in the queue before it, and its -ok arrived" % (op,)
+                maybe = maybe or "%s without -ok" % (op,)
+            elif op.ok is not None and not m.baseline and m.sent > op.ok:
+                continue  # published after the op completed: untouched by it
+            else:
+                maybe = maybe or "raced with %s" % (op,)
+        if maybe:
+            return "maybe", maybe
+        return "present", "confirmed@%s" % m.confirmed if not m.baseline else "found last time"
+
+
+# ------------------------------------------------------------------------------------------
+# The broker
+
+
+class Broker:
+    def __init__(self, binary, workdir, data_dir, tidy_interval):
+        self.binary = binary
+        self.data_dir = data_dir
+        self.log_path = os.path.join(workdir, "broker.log")
+        self.config = os.path.join(workdir, "sluiced.conf")
+        with open(self.config, "w") as f:
+            # TIDY runs during the test too: reclaiming segments must survive kill -9.
+            f.write("tidy_interval = %d\n" % tidy_interval)
+        self.use_mgmt_flag = True
+        self.use_config = True
+        self.proc = None
+        self.pump = None
+        self.port = None
+        self.starts = 0
+
+    def _argv(self):
+        argv = [self.binary, "--bind", HOST, "--port", "0", "--data-dir", self.data_dir]
+        if self.use_mgmt_flag:
+            argv += ["--mgmt-port", "off"]
+        if self.use_config:
+            argv += ["--config", self.config]
+        return argv
+
+    def start(self, wait=True, timeout=60.0):
+        """Start sluiced; with wait, return once it listens (raises when it cannot start)."""
+        self.starts += 1
+        log = open(self.log_path, "ab")
+        log.write(b"\n==== start %d: %s\n" % (self.starts, " ".join(self._argv()).encode()))
+        log.flush()
+        self.proc = subprocess.Popen(self._argv(), stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.PIPE)
+        self.port = None
+        lines = []
+        listening = threading.Event()
+        state = self.state = {"port": None}
+
+        def pump(proc=self.proc):
+            # Keep reading stderr for the broker's whole life so its pipe never fills.
+            for line in proc.stderr:
+                log.write(line)
+                log.flush()
+                if state["port"] is None:
+                    lines.append(line.decode(errors="replace"))
+                    mo = re.search(r"listening amqp=([0-9.]+):(\d+)", lines[-1])
+                    if mo:
+                        state["port"] = int(mo.group(2))
+                        listening.set()
+            log.close()
+            listening.set()
+
+        self.pump = threading.Thread(target=pump, daemon=True)
+        self.pump.start()
+        if not wait:
+            return
+        listening.wait(timeout)
+        self.port = state["port"]
+        if self.port is None:
+            rc = self.proc.poll()
+            text = "".join(lines)
+            if rc is not None and self.use_mgmt_flag and "mgmt" in text:
+                self.use_mgmt_flag = False  # an older binary: no management API to turn off
+                return self.start(wait, timeout)
+            if rc is not None and self.use_config and "config" in text:
+                self.use_config = False
+                return self.start(wait, timeout)
+            if rc is None:
+                self.kill()
+            raise BrokerFailed("sluiced did not start (exit %s):\n%s" % (rc, text[-3000:]))
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        if self.proc:
+            self.proc.wait()
+        if self.pump:
+            self.pump.join(10)
+
+    def listened(self):
+        return self.state["port"] is not None
+
+    def stop(self, timeout=30.0):
+        """Clean shutdown (SIGTERM); returns the exit status."""
+        os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "timeout"
+
+
+class BrokerFailed(Exception):
+    pass
+
+
+def connect(port, timeout=3.0):
+    conn = amqp.Connection("%s:%d" % (HOST, port), connect_timeout=timeout,
+                           read_timeout=10, write_timeout=10)
+    conn.connect()
+    return conn
+
+
+def quietly(fn, *args):
+    try:
+        fn(*args)
+    except Exception:
+        pass
+
+
+# ------------------------------------------------------------------------------------------
+# Clients of one round
+
+
+class Round:
+    def __init__(self, model, rnd, port, queues, args, rng, backlog):
+        self.model, self.rnd, self.port, self.queues = model, rnd, port, queues
+        self.args, self.rng = args, rng
+        self.backlog = backlog  # queue -> messages found by the last drain
+        self.stop = threading.Event()
+        self.errors = []  # unexpected client failures (harness bugs), printed at the end
+
+    def run_thread(self, name, fn, *a):
+        def body():
+            try:
+                fn(*a)
+            except Exception as e:
+                # The kill comes a moment before stop is set: failures then are expected.
+                if not self.stop.wait(2.0):
+                    self.errors.append("%s: %r" % (name, e))
+
+        t = threading.Thread(target=body, name=name, daemon=True)
+        t.start()
+        return t
+
+    # --- publisher ---------------------------------------------------------------------
+
+    def publisher(self, idx):
+        rng = random.Random(self.rng.random())
+        pub = "r%dp%d" % (self.rnd, idx)
+        model = self.model
+        pending = collections.OrderedDict()  # delivery tag -> Msg, oldest first
+        conn = connect(self.port)
+        try:
+            ch = conn.channel()
+            ch.confirm_select()
+
+            def settle(tag, multiple, ok):
+                if multiple:
+                    while pending and next(iter(pending)) <= tag:
+                        model.confirm(pending.popitem(last=False)[1], ok)
+                elif tag in pending:
+                    model.confirm(pending.pop(tag), ok)
+
+            ch.events["basic_ack"].add(lambda tag, multiple: settle(tag, multiple, True))
+            ch.events["basic_nack"].add(lambda tag, multiple: settle(tag, multiple, False))
+
+            def on_return(exc, exchange, routing_key, message):
+                m = model.lookup(bytes(message.body))
+                if m:
+                    model.returned(m)
+
+            ch.events["basic_return"].add(on_return)
+            seq = tag = 0
+            t0 = time.monotonic()
+            while not self.stop.is_set():
+                # at most args.rate messages a second, so the consumers stay in the game
+                budget = int((time.monotonic() - t0) * self.args.rate) - seq
+                while len(pending) < PUBLISH_WINDOW and budget > 0 and not self.stop.is_set():
+                    budget -= 1
+                    seq += 1
+                    q = rng.choice(self.queues)
+                    # mostly small, sometimes large: large writes can be torn by the kill
+                    r = rng.random()
+                    size = rng.randint(200_000, 1_000_000) if r < 0.002 else (
+                        rng.randint(4_000, 60_000) if r < 0.05 else rng.randint(0, 1500))
+                    head = b"%s|%d|%s|" % (pub.encode(), seq, q.encode())
+                    m = model.publish(pub, seq, q, self.rnd)
+                    tag += 1
+                    pending[tag] = m
+                    ch.basic_publish(amqp.Message(head + b"x" * size, delivery_mode=2),
+                                     exchange="", routing_key=q, mandatory=True)
+                    if size > 100_000:
+                        break  # let the confirms of a big one come back first
+                try:
+                    conn.drain_events(timeout=0.02)
+                except socket.timeout:
+                    pass
+        finally:
+            quietly(conn.collect)
+
+    # --- consumer ----------------------------------------------------------------------
+
+    def consumer(self, idx, queue, use_tx):
+        rng = random.Random(self.rng.random())
+        who = "c%d%s" % (idx, "tx" if use_tx else "")
+        while not self.stop.is_set():
+            try:
+                conn = connect(self.port)
+            except Exception:
+                time.sleep(0.05)
+                continue
+            try:
+                self._consume(conn, rng, who, queue, use_tx)
+            except (amqp.exceptions.ChannelError, amqp.exceptions.ConsumerCancelled,
+                    ChannelChurn):
+                time.sleep(rng.uniform(0.01, 0.2))  # the queue is being deleted: try again
+            except Exception:
+                if not self.stop.is_set():
+                    time.sleep(0.05)
+            finally:
+                quietly(conn.collect)
+
+    def _consume(self, conn, rng, who, queue, use_tx):
+        model = self.model
+        ch = conn.channel()
+        ch.basic_qos(0, PREFETCH, False)
+        if use_tx:
+            ch.tx_select()
+        held = []  # (delivery tag, Msg) delivered and not yet acked
+        cancelled = []
+
+        def on_message(message):
+            m = model.lookup(bytes(message.body))
+            if m is None:
+                return
+            model.delivered(m, message.delivery_info.get("redelivered"), who)
+            held.append((message.delivery_tag, m))
+
+        ch.basic_consume(queue, callback=on_message, on_cancel=lambda tag: cancelled.append(tag))
+        last_ack = time.monotonic()
+        while not self.stop.is_set():
+            try:
+                conn.drain_events(timeout=0.02)
+            except socket.timeout:
+                pass
+            if cancelled:
+                raise ChannelChurn()
+            now = time.monotonic()
+            if not held or (len(held) < 50 and now - last_ack < 0.05):
+                continue
+            last_ack = now
+            # a few stay unacked until the crash: they must come back
+            batch = [(t, m) for (t, m) in held if rng.random() > 0.01]
+            kept = len(held) - len(batch)
+            held[:] = []
+            ms = [m for (t, m) in batch]
+            if not use_tx:
+                # before sending: if the broker dies halfway through, the first acks may
+                # still have been applied
+                model.ack_sent(ms, "plain-ack")
+            for t, m in batch:
+                ch.basic_ack(t)
+            if use_tx and rng.random() < 0.05:
+                ch.tx_rollback()  # discarded acks: the messages stay unacked (held)
+                with model.lock:
+                    for m in ms:
+                        model.note(m, "rolled-back")
+            elif use_tx:
+                model.ack_sent(ms, "commit-sent")
+                ch.tx_commit()
+                model.commit_ok(ms)
+            if kept and rng.random() < 0.02:
+                raise ChannelChurn()  # closing the channel requeues what it holds
+
+    # --- chaos: purge, delete + redeclare -----------------------------------------------
+
+    def chaos(self, horizon):
+        rng = random.Random(self.rng.random())
+        plan = []
+        purged, deleted = rng.sample(self.queues, 2) if len(self.queues) > 1 else self.queues * 2
+        if sum(self.backlog.values()) > self.args.max_backlog:
+            # keep the drains short: purge the deepest queue early in the round
+            purged = max(self.queues, key=lambda q: self.backlog.get(q, 0))
+            deleted = rng.choice([q for q in self.queues if q != purged] or [purged])
+            plan.append((rng.uniform(0, min(horizon, 0.2)), "purge", purged))
+        elif rng.random() < 0.6:
+            plan.append((rng.uniform(0, horizon), "purge", purged))
+        if rng.random() < 0.6:
+            plan.append((rng.uniform(0, horizon), "delete", deleted))
+        plan.sort()
+        conn = connect(self.port)
+        t0 = time.monotonic()
+        try:
+            ch = conn.channel()
+            for at, kind, q in plan:
+                if self.stop.wait(max(0.0, at - (time.monotonic() - t0))):
+                    return
+                op = self.model.op_begin(kind, q)
+                if kind == "purge":
+                    ch.queue_purge(q)
+                    self.model.op_ok(op)
+                else:
+                    ch.queue_delete(q)
+                    self.model.op_ok(op)
+                    # the redeclaration may come much later, or only after the restart
+                    if self.stop.wait(rng.choice([0, 0.01, 0.2, 1.0, 3.0])):
+                        return
+                    ch.queue_declare(q, durable=True, auto_delete=False)
+        finally:
+            quietly(conn.collect)
+
+
+class ChannelChurn(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------
+# Draining and checking
+
+
+def drain(port, queues):
+    """Every message of every queue in queue order, as (body, redelivered), then requeued
+    (the channel closes without acking). None for a queue that does not exist.
+    basic.get, one message at a time, keeps this independent of consumer flow control."""
+    found = {}
+    conn = connect(port, timeout=10)
+    try:
+        for q in queues:
+            ch = conn.channel()
+            try:
+                _, count, _ = ch.queue_declare(q, passive=True)
+            except amqp.exceptions.NotFound:
+                found[q] = None
+                continue
+            got = []
+            while True:
+                m = ch.basic_get(q, no_ack=False)
+                if m is None:
+                    break
+                got.append((bytes(m.body), bool(m.delivery_info.get("redelivered"))))
+            if len(got) != count:
+                raise BrokerFailed("queue %s announced %d messages, delivered %d"
+                                   % (q, count, len(got)))
+            ch.close()
+            found[q] = got
+    finally:
+        quietly(conn.close)
+    return found
+
+
+class Verdict:
+    def __init__(self):
+        self.found = 0
+        self.redelivered = 0
+        self.losses = []
+        self.resurrections = []
+        self.order = []
+        self.dups = []
+        self.maybe_found = 0
+        self.maybe_missing = 0
+
+    def bad(self):
+        return len(self.losses) + len(self.resurrections) + len(self.order) + len(self.dups)
+
+
+def check(model, found, queues):
+    v = Verdict()
+    seen = {}  # key -> queue where found
+    for q in queues:
+        msgs = found.get(q) or []
+        last_seq = {}
+        last_round = (-1, None)
+        for pos, (body, redelivered) in enumerate(msgs):
+            m = model.lookup(body)
+            v.found += 1
+            v.redelivered += redelivered
+            if m is None:
+                v.dups.append("%s[%d]: unknown body %r" % (q, pos, body[:60]))
+                continue
+            if m.queue != q:
+                v.dups.append("%s[%d]: %s was published to %s" % (q, pos, m.name(), m.queue))
+            if m.key in seen:
+                v.dups.append("%s[%d]: %s found twice" % (q, pos, m.name()))
+                continue
+            seen[m.key] = q
+            exp, why = model.expectation(m)
+            if exp == "absent":
+                v.resurrections.append((m, why, q, pos))
+            elif exp == "maybe":
+                v.maybe_found += 1
+            if m.pub in last_seq and m.seq < last_seq[m.pub][0]:
+                v.order.append("%s[%d]: %s after %s#%d at [%d]" % (
+                    q, pos, m.name(), m.pub, last_seq[m.pub][0], last_seq[m.pub][1]))
+            last_seq[m.pub] = (m.seq, pos)
+            if m.round < last_round[0]:
+                v.order.append("%s[%d]: %s (round %d) after %s (round %d)" % (
+                    q, pos, m.name(), m.round, last_round[1], last_round[0]))
+            if m.round >= last_round[0]:
+                last_round = (m.round, m.name())
+    for m in model.msgs.values():
+        if m.key in seen or m.dead:
+            continue
+        exp, why = model.expectation(m)
+        if exp == "present":
+            v.losses.append((m, why))
+        elif exp == "maybe":
+            v.maybe_missing += 1
+    return v, seen
+
+
+def settle_round(model, seen):
+    """What was found is the next round's baseline; everything else is dead for good."""
+    for m in model.msgs.values():
+        if m.key in seen:
+            m.baseline = True
+            m.confirmed = m.confirmed or 0
+            m.ack_maybe = False
+            m.acked_commit = None
+            m.returned = False
+            m.nacked = False
+            m.sent = 0
+        elif not m.dead:
+            m.dead = True
+            m.dead_why = "missing after an earlier restart"
+    model.ops = []
+    # The dead stay known (to catch them coming back); only their last events are worth
+    # printing as evidence, for the living too.
+    for m in model.msgs.values():
+        del m.history[:-6]
+
+
+def print_evidence(v, limit=15):
+    for title, items in (("LOSS", v.losses), ("RESURRECTION", v.resurrections)):
+        for item in items[:limit]:
+            m, why = item[0], item[1]
+            where = " found in %s at [%d]" % (item[2], item[3]) if len(item) > 2 else ""
+            print("  %s %s%s: %s\n      history: %s" % (
+                title, m.name(), where, why, " ".join(m.history)))
+        if len(items) > limit:
+            print("  ... %d more %s" % (len(items) - limit, title.lower()))
+    for title, items in (("ORDER", v.order), ("DUPLICATE", v.dups)):
+        for s in items[:limit]:
+            print("  %s %s" % (title, s))
+        if len(items) > limit:
+            print("  ... %d more %s" % (len(items) - limit, title.lower()))
+
+
+# ------------------------------------------------------------------------------------------
+# Main loop
+
+
+def copy_data_dir(src, dst):
+    shutil.rmtree(dst, ignore_errors=True)
+    total = 0
+    for root, _, files in os.walk(src):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    if total < (256 << 20):
+        shutil.copytree(src, dst)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("CRASH_ROUNDS", 5)))
+    ap.add_argument("--seconds", type=float, default=float(os.environ.get("CRASH_SECONDS", 2)),
+                    help="longest traffic window of a round before the kill")
+    ap.add_argument("--publishers", type=int, default=4)
+    ap.add_argument("--consumers", type=int, default=4)
+    ap.add_argument("--queues", type=int, default=3)
+    ap.add_argument("--rate", type=int, default=2500, help="messages a second per publisher")
+    ap.add_argument("--max-backlog", type=int, default=60000,
+                    help="above this many messages in the queues a round starts with a purge")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--tidy-interval", type=int, default=1)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    binary = os.environ.get("SLUICED", "build/sluiced")
+    if not os.access(binary, os.X_OK):
+        sys.exit("crash_test: %s is not an executable (set SLUICED)" % binary)
+    workdir = tempfile.mkdtemp(prefix="sluice-crash-")
+    data_dir = os.path.join(workdir, "data")
+    queues = ["%s%d" % (QUEUE_PREFIX, i) for i in range(args.queues)]
+    print("crash_test: %d rounds of up to %.1fs, %d publishers, %d consumers, %d queues, "
+          "seed %d, broker %s, work dir %s" % (args.rounds, args.seconds, args.publishers,
+                                                args.consumers, args.queues, seed, binary,
+                                                workdir))
+    sys.stdout.flush()
+
+    model = Model()
+    backlog = {}
+    broker = Broker(binary, workdir, data_dir, args.tidy_interval)
+    totals = collections.Counter()
+    failed = False
+    t_start = time.monotonic()
+    try:
+        broker.start()
+        for rnd in range(args.rounds):
+            before = collections.Counter(model.stats)
+            # -- traffic
+            conn = connect(broker.port)
+            ch = conn.channel()
+            for q in queues:
+                ch.queue_declare(q, durable=True, auto_delete=False)
+            quietly(conn.close)
+            kill_after = rng.uniform(0.2, max(0.2, args.seconds))
+            r = Round(model, rnd, broker.port, queues, args, rng, backlog)
+            threads = [r.run_thread("pub%d" % i, r.publisher, i) for i in range(args.publishers)]
+            for i in range(args.consumers):
+                # the last consumer acks without transactions: its acks may come back
+                threads.append(r.run_thread("con%d" % i, r.consumer, i, queues[i % len(queues)],
+                                            i != args.consumers - 1 or args.consumers == 1))
+            threads.append(r.run_thread("chaos", r.chaos, kill_after * 1.2))
+            time.sleep(kill_after)
+            broker.kill()
+            r.stop.set()
+            for t in threads:
+                t.join(30)
+                if t.is_alive():
+                    raise BrokerFailed("client thread %s hangs after the kill" % t.name)
+            copy_data_dir(data_dir, os.path.join(workdir, "data-at-last-kill"))
+            # -- sometimes crash again during or right after recovery
+            extra = ""
+            if rng.random() < 0.25:
+                broker.start(wait=False)
+                time.sleep(rng.uniform(0.0, 0.3))
+                broker.kill()
+                extra = ", killed again %s recovery" % ("after" if broker.listened()
+                                                        else "during")
+            broker.start()
+            found = drain(broker.port, queues)
+            backlog = {q: len(found.get(q) or []) for q in queues}
+            v, seen = check(model, found, queues)
+            d = model.stats - before
+            ops = ", ".join("%s %s%s" % (op.kind, op.queue, "" if op.ok else " (no -ok)")
+                            for op in model.ops) or "no purge/delete"
+            print("round %d: kill -9 after %.2fs%s; published %d, confirmed %d, returned %d, "
+                  "delivered %d, acks committed %d; %s; found %d (%d maybe), missing maybe %d; "
+                  "losses %d, resurrections %d, order %d, duplicates %d" % (
+                      rnd + 1, kill_after, extra, d["published"], d["confirmed"],
+                      d["returned"], d["delivered"], d["acked_committed"], ops, v.found,
+                      v.maybe_found, v.maybe_missing, len(v.losses), len(v.resurrections),
+                      len(v.order), len(v.dups)))
+            for e in r.errors:
+                print("  client error: %s" % e)
+            sys.stdout.flush()
+            totals.update(d)
+            totals["found"] += v.found
+            totals["losses"] += len(v.losses)
+            totals["resurrections"] += len(v.resurrections)
+            totals["order"] += len(v.order)
+            totals["dups"] += len(v.dups)
+            if v.bad():
+                failed = True
+                print_evidence(v)
+            settle_round(model, seen)
+
+        # -- a clean restart changes nothing
+        before = {q: [b for b, _ in (found.get(q) or [])] for q in queues} if args.rounds else {}
+        status = broker.stop()
+        if status != 0:
+            print("clean shutdown: exit status %s" % status)
+            failed = True
+        broker.start()
+        found = drain(broker.port, queues)
+        after = {q: [b for b, _ in (found.get(q) or [])] for q in queues}
+        same = all(before.get(q, []) == after[q] for q in queues)
+        print("clean restart: %d messages, %s" % (
+            sum(len(x) for x in after.values()), "unchanged" if same else "CHANGED"))
+        if not same:
+            failed = True
+            for q in queues:
+                b, a = before.get(q, []), after[q]
+                if b != a:
+                    print("  %s: %d before, %d after; first difference at %d" % (
+                        q, len(b), len(a),
+                        next((i for i, (x, y) in enumerate(zip(b, a)) if x != y),
+                             min(len(a), len(b)))))
+        broker.stop()
+    except BrokerFailed as e:
+        print("FAIL: %s" % e)
+        failed = True
+    finally:
+        broker.kill()
+
+    print("total: %d rounds in %.0fs; published %d, confirmed %d, returned %d, delivered %d, "
+          "acks committed %d, purges %d, deletes %d; found %d; losses %d, resurrections %d, "
+          "order violations %d, duplicates %d" % (
+              args.rounds, time.monotonic() - t_start, totals["published"],
+              totals["confirmed"], totals["returned"], totals["delivered"],
+              totals["acked_committed"], totals["purges_ok"], totals["deletes_ok"],
+              totals["found"], totals["losses"], totals["resurrections"], totals["order"],
+              totals["dups"]))
+    if failed or args.keep:
+        print("work directory kept: %s (broker.log, data/, data-at-last-kill/)" % workdir)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print("crash_test: %s (seed %d)" % ("FAILED" if failed else "ok", seed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
