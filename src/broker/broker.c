@@ -26,6 +26,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/mem.h"
+#include "../net/listen.h"
 #include "../persist/persist.h"
 
 #define TICK_MS 100
@@ -341,44 +342,12 @@ broker *broker_new(sl_config *cfg)
 
 int broker_listen(broker *b)
 {
-    const sl_config *cfg = b->cfg;
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port[16];
-    snprintf(port, sizeof port, "%d", cfg->port);
-    int rc = getaddrinfo(cfg->bind, port, &hints, &res);
-    if (rc != 0) {
-        sl_error("cannot resolve bind address %s: %s", cfg->bind, gai_strerror(rc));
-        return -1;
-    }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    char err[320];
+    int fd = sl_listen_tcp(b->cfg->bind, b->cfg->port, 1024, b->bound_addr, sizeof b->bound_addr,
+                           &b->bound_port, err, sizeof err);
     if (fd < 0) {
-        sl_error("socket: %s", strerror(errno));
-        freeaddrinfo(res);
+        sl_error("%s", err);
         return -1;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
-        sl_error("cannot listen on %s:%d: %s", cfg->bind, cfg->port, strerror(errno));
-        close(fd);
-        freeaddrinfo(res);
-        return -1;
-    }
-    freeaddrinfo(res);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &sin->sin_addr, b->bound_addr, sizeof b->bound_addr);
-        b->bound_port = ntohs(sin->sin_port);
-    } else {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &sin6->sin6_addr, b->bound_addr, sizeof b->bound_addr);
-        b->bound_port = ntohs(sin6->sin6_port);
     }
     b->listen_fd = fd;
     b->listen_w.fd = fd;

@@ -24,6 +24,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/mem.h"
+#include "../net/listen.h"
 #include "mgmt_internal.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -340,46 +341,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 static int open_listener(mgmt *m, char *err, size_t errlen)
 {
     const sl_config *cfg = m->b->cfg;
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port[16];
-    snprintf(port, sizeof port, "%d", cfg->mgmt_port);
-    int rc = getaddrinfo(cfg->bind, port, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot resolve %s: %s", cfg->bind, gai_strerror(rc));
-        return -1;
-    }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
-        freeaddrinfo(res);
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 128) < 0) {
-        snprintf(err, errlen, "cannot listen on %s:%d: %s", cfg->bind, cfg->mgmt_port,
-                 strerror(errno));
-        close(fd);
-        freeaddrinfo(res);
-        return -1;
-    }
-    freeaddrinfo(res);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &sin->sin_addr, m->addr, sizeof m->addr);
-        m->port = ntohs(sin->sin_port);
-    } else {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &sin6->sin6_addr, m->addr, sizeof m->addr);
-        m->port = ntohs(sin6->sin6_port);
-    }
-    return fd;
+    return sl_listen_tcp(cfg->bind, cfg->mgmt_port, 128, m->addr, sizeof m->addr, &m->port, err,
+                         errlen);
 }
 
 mgmt *mgmt_start(broker *b, char *err, size_t errlen)
