@@ -83,9 +83,12 @@ $(BUILD)-fuzz/%: tests/fuzz/%.c $(wildcard src/*/*.c src/*/*.h)
 
 fuzz: deps-test $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p tests/fuzz/corpus-run/$$n; \
-	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
-	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 tests/fuzz/corpus-run/$$n \
-	    tests/fuzz/corpus/$${n#fuzz_} || exit 1; done
+	  echo "fuzz: $$n for $(FUZZ_TIME)s (log: $(BUILD)-fuzz/$$n.log)"; \
+	  if ! $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 tests/fuzz/corpus-run/$$n \
+	    tests/fuzz/corpus/$${n#fuzz_} > $(BUILD)-fuzz/$$n.log 2>&1; then \
+	    tail -n 60 $(BUILD)-fuzz/$$n.log; exit 1; fi; \
+	  grep -E '^(Done|stat::(number_of_executed_units|new_units_added|peak_rss))' \
+	    $(BUILD)-fuzz/$$n.log; done
 
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20

@@ -55,7 +55,7 @@ typedef struct seg {
     uint64_t end;       /* size + bytes pending in the append buffer */
     size_t boff;        /* buffer offset of the pending bytes (valid while end > size) */
     uint64_t refs;
-    uint8_t unsynced;   /* written by st_log_flush, not yet fdatasync'ed */
+    uint8_t unsynced; /* written by st_log_flush, not yet fdatasync'ed */
     char name[SEG_NAME_LEN + 1];
 } seg;
 
@@ -641,8 +641,7 @@ static int write_out(st_log *l, int sync)
                 }
                 created = 1;
             }
-            if (write_all(s->fd, l->buf.data + s->boff, (size_t)(s->end - s->size), s->size) <
-                0) {
+            if (write_all(s->fd, l->buf.data + s->boff, (size_t)(s->end - s->size), s->size) < 0) {
                 fail(l, "write", s->name);
                 return -1;
             }
