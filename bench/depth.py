@@ -33,7 +33,8 @@ def start(build, data, config):
     with open(conf, "w") as f:
         for k, v in config.items():
             f.write("%s = %s\n" % (k, v))
-    log = open(os.path.join(data, "..", "sluiced.log"), "ab")
+    start.n = getattr(start, "n", 0) + 1
+    log = open(os.path.join(data, "..", "sluiced-%d.log" % start.n), "wb")
     t0 = time.monotonic()
     p = subprocess.Popen([os.path.join(build, "sluiced"), "--port", "0", "--mgmt-port", "off",
                           "--data-dir", data, "--config", conf], stdout=log, stderr=log)
