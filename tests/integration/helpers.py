@@ -1,6 +1,7 @@
 """Shared helpers for the integration tests (imported by conftest and tests)."""
 
 import os
+import socket
 import time
 import uuid
 
@@ -157,3 +158,17 @@ def basic_nack(ch, delivery_tag, multiple=False, requeue=True):
     """basic.nack for py-amqp, which has no wrapper for it."""
     from amqp import spec
     ch.send_method(spec.Basic.Nack, "Lbb", (delivery_tag, multiple, requeue))
+
+
+def drain_deliveries(conn, store, count, timeout=3.0):
+    """py-amqp: run drain_events until `store` holds `count` deliveries (else fail)."""
+    deadline = time.monotonic() + timeout
+    while len(store) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError("got %d deliveries, expected %d" % (len(store), count))
+        try:
+            conn.drain_events(timeout=left)
+        except socket.timeout:
+            pass
+    return store

@@ -5,22 +5,9 @@ import time
 
 import amqp
 
-from helpers import (basic_nack, collect_pika, declare_queue, drain_bodies,
+from helpers import (basic_nack, collect_pika, declare_queue, drain_bodies, drain_deliveries,
                      expect_channel_error, expect_connection_error, publish, queue_counts,
                      settle_pika, sync_point, uname)
-
-
-def drain(conn, store, count, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while len(store) < count:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError("got %d deliveries, expected %d" % (len(store), count))
-        try:
-            conn.drain_events(timeout=left)
-        except socket.timeout:
-            pass
-    return store
 
 
 def settle(conn, seconds=0.3):
@@ -51,12 +38,12 @@ def test_prefetch_per_consumer(conn, ch):
     cch.basic_qos(0, 2, False)
     got = []
     cch.basic_consume(q, callback=got.append)
-    drain(conn, got, 2)
+    drain_deliveries(conn, got, 2)
     settle(conn, 0.3)
     assert [m.body for m in got] == [b"m0", b"m1"], "prefetch 2 must leave exactly 2 in flight"
     assert queue_counts(conn, q) == (3, 1)
     cch.basic_ack(got[0].delivery_tag)
-    drain(conn, got, 3)
+    drain_deliveries(conn, got, 3)
     settle(conn, 0.2)
     assert [m.body for m in got] == [b"m0", b"m1", b"m2"]
 
@@ -71,7 +58,7 @@ def test_prefetch_per_consumer_each_consumer(conn, ch):
     got = []
     cch.basic_consume(q1, callback=got.append)
     cch.basic_consume(q2, callback=got.append)
-    drain(conn, got, 4)
+    drain_deliveries(conn, got, 4)
     settle(conn, 0.3)
     assert len(got) == 4  # 2 per consumer
 
@@ -86,11 +73,11 @@ def test_prefetch_global_shared_by_channel(conn, ch):
     got = []
     cch.basic_consume(q1, callback=got.append)
     cch.basic_consume(q2, callback=got.append)
-    drain(conn, got, 3)
+    drain_deliveries(conn, got, 3)
     settle(conn, 0.3)
     assert len(got) == 3, "global prefetch 3 is shared by the channel's consumers"
     cch.basic_ack(got[0].delivery_tag)
-    drain(conn, got, 4)
+    drain_deliveries(conn, got, 4)
     settle(conn, 0.2)
     assert len(got) == 4
 
@@ -103,11 +90,11 @@ def test_prefetch_applies_to_later_consumers_only(conn, ch):
     cch = conn.channel()
     early = []
     cch.basic_consume(q1, callback=early.append)  # before qos: unlimited
-    drain(conn, early, 4)
+    drain_deliveries(conn, early, 4)
     cch.basic_qos(0, 1, False)
     late = []
     cch.basic_consume(q2, callback=late.append)
-    drain(conn, late, 1)
+    drain_deliveries(conn, late, 1)
     settle(conn, 0.3)
     assert len(early) == 4 and len(late) == 1
 
@@ -129,7 +116,7 @@ def test_consume_no_ack(conn, ch):
     cch = conn.channel()
     got = []
     cch.basic_consume(q, callback=got.append, no_ack=True)
-    drain(conn, got, 3)
+    drain_deliveries(conn, got, 3)
     assert [m.body for m in got] == [b"m0", b"m1", b"m2"]
     cch.close()
     assert queue_counts(conn, q) == (0, 0), "no-ack deliveries must not be requeued"
@@ -149,7 +136,7 @@ def test_client_consumer_tag_echoed(conn, ch):
     got = []
     assert ch.basic_consume(q, consumer_tag="my-tag", callback=got.append) == "my-tag"
     publish(ch, "", q, "x")
-    drain(conn, got, 1)
+    drain_deliveries(conn, got, 1)
     assert got[0].delivery_info["consumer_tag"] == "my-tag"
 
 
@@ -158,7 +145,7 @@ def test_cancel_stops_deliveries(conn, ch):
     got = []
     tag = ch.basic_consume(q, callback=got.append, no_ack=True)
     publish(ch, "", q, "before")
-    drain(conn, got, 1)
+    drain_deliveries(conn, got, 1)
     ch.basic_cancel(tag)
     publish(ch, "", q, "after", confirm=True)
     settle(conn, 0.3)
@@ -348,7 +335,7 @@ def test_ack_multiple(conn, ch):
     cch = conn.channel()
     got = []
     cch.basic_consume(q, callback=got.append)
-    drain(conn, got, 4)
+    drain_deliveries(conn, got, 4)
     cch.basic_ack(got[2].delivery_tag, multiple=True)  # acks 1..3
     cch.close()
     assert drain_bodies(ch, q) == [b"m3"]
@@ -467,9 +454,9 @@ def test_recover_requeue_true_redelivers(conn, ch):
     cch = conn.channel()
     got = []
     cch.basic_consume(q, callback=got.append)
-    drain(conn, got, 2)
+    drain_deliveries(conn, got, 2)
     cch.basic_recover(requeue=True)
-    drain(conn, got, 4)
+    drain_deliveries(conn, got, 4)
     assert [m.body for m in got[2:]] == [b"m0", b"m1"]
     assert all(m.delivery_info["redelivered"] for m in got[2:])
     cch.basic_ack(0, multiple=True)
@@ -505,7 +492,7 @@ def test_unacked_requeued_on_channel_close(conn, ch):
     cch = conn.channel()
     got = []
     cch.basic_consume(q, callback=got.append)
-    drain(conn, got, 3)
+    drain_deliveries(conn, got, 3)
     cch.basic_ack(got[1].delivery_tag)
     cch.close()
     msgs = []

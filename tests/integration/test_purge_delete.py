@@ -5,22 +5,8 @@ import socket
 import pytest
 
 from helpers import (basic_nack, collect_pika, declare_exchange, declare_queue, drain_bodies,
+                     drain_deliveries,
                      expect_channel_error, get_body, publish, queue_counts, settle_pika, uname)
-
-
-def _drain(conn, store, count, timeout=3.0):
-    """py-amqp: run drain_events until `store` has `count` messages."""
-    import time
-    deadline = time.monotonic() + timeout
-    while len(store) < count:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError("got %d deliveries, expected %d" % (len(store), count))
-        try:
-            conn.drain_events(timeout=left)
-        except socket.timeout:
-            pass
-    return store
 
 
 def _settle(conn, seconds=0.5):
@@ -67,13 +53,13 @@ def test_purge_with_consumer_keeps_consumer(conn, ch):
     cch.basic_qos(0, 1, False)
     got = []
     cch.basic_consume(q, callback=got.append)
-    _drain(conn, got, 1)
+    drain_deliveries(conn, got, 1)
     # one delivered-unacked, three ready: purge removes exactly the ready ones
     assert ch.queue_purge(q) == 3
     assert queue_counts(conn, q) == (0, 1)
     cch.basic_ack(got[0].delivery_tag)
     publish(ch, x, "k", "new", confirm=True)
-    _drain(conn, got, 2)
+    drain_deliveries(conn, got, 2)
     assert got[1].body == b"new"
     cch.basic_ack(got[1].delivery_tag)
     cch.basic_cancel(got[1].delivery_info["consumer_tag"])
@@ -95,7 +81,7 @@ def _hold_two_unacked(broker):
     cch.basic_qos(0, 2, False)
     got = []
     cch.basic_consume(q, callback=got.append)
-    _drain(conn, got, 2)
+    drain_deliveries(conn, got, 2)
     assert [m.body for m in got] == [b"a", b"b"]
     assert ch.queue_purge(q) == 0  # nothing ready; both are delivered-unacked
     return conn, ch, cch, q, got
@@ -110,7 +96,7 @@ def _assert_gone_for_good(conn, ch, cch, q, got, consumers):
     # the queue keeps working
     publish(ch, "", q, "fresh", confirm=True)
     if consumers:
-        _drain(conn, got, 3)
+        drain_deliveries(conn, got, 3)
         assert got[2].body == b"fresh" and not got[2].delivery_info["redelivered"]
     else:
         assert get_body(ch, q) == b"fresh"
@@ -236,7 +222,7 @@ def test_delete_if_unused_with_consumer_406(conn, ch):
     ch2 = conn.channel()
     assert queue_counts(conn, q) == (0, 1)
     publish(ch2, "", q, "still consumed")
-    _drain(conn, got, 1)
+    drain_deliveries(conn, got, 1)
     assert got[0].body == b"still consumed"
     cch.basic_ack(got[0].delivery_tag)
 
@@ -290,7 +276,7 @@ def test_delete_sends_basic_cancel_pyamqp(broker):
     cancelled = []
     tag = ch.basic_consume(q, callback=lambda m: None, on_cancel=cancelled.append)
     broker.amqp().channel().queue_delete(q)
-    _drain(c, cancelled, 1)
+    drain_deliveries(c, cancelled, 1)
     assert cancelled == [tag]
 
 
