@@ -50,6 +50,8 @@ deps:
 
 deps-test:
 	@scripts/deps.sh test
+	@test -d tests/integration/node/node_modules/amqplib || \
+	  npm ci --no-audit --no-fund --prefix tests/integration/node
 
 # Start sluiced in the foreground on 127.0.0.1:5672 with data under ./var.
 run: deps

@@ -25,6 +25,12 @@ for p in "${want[@]}"; do
         missing+=("$p")
     fi
 done
+# Node.js for the amqplib tests: Debian's nodejs and npm, unless a node and npm are there
+# already (another packaging of Node.js bundles npm and conflicts with Debian's npm).
+if [ "${1:-build}" = test ]; then
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then
