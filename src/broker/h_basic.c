@@ -196,27 +196,11 @@ void basic_publish_complete(channel *ch)
     if (ch->pub_headers_len)
         headers = (amqp_bytes){msg->props + ch->pub_headers_off, ch->pub_headers_len};
 
-    qm_queue *stackq[64];
-    qm_queue **qs = stackq;
-    size_t total = 0;
-    size_t n = qm_route(x, msg->routing_key, headers, qs, 64, &total);
-    if (total > n) {
-        qs = sl_xmalloc(total * sizeof *qs);
-        n = qm_route(x, msg->routing_key, headers, qs, total, &total);
-    }
-    int ok = 1;
-    if (n == 0) {
-        if (mandatory)
-            send_return(ch, msg);
-    }
-    for (size_t i = 0; i < n; i++) {
-        sl_err e = ch->tx_mode && ch->tx ? qm_tx_enqueue(ch->tx, qs[i], msg)
-                                         : qm_queue_enqueue(qs[i], msg);
-        if (e != SL_OK)
-            ok = 0; /* x-overflow=reject-publish: the publisher gets a nack */
-    }
-    if (qs != stackq)
-        sl_free(qs);
+    size_t n = 0;
+    /* x-overflow=reject-publish refusals come back as SL_ERR_RESOURCE: a nack */
+    int ok = qm_publish(x, msg, headers, ch->tx_mode ? ch->tx : NULL, &n) == SL_OK;
+    if (n == 0 && mandatory)
+        send_return(ch, msg);
     qm_message_unref(msg);
     if (ch->confirm)
         channel_confirm(ch, seq, ok);

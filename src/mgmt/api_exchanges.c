@@ -214,18 +214,9 @@ static enum MHD_Result publish(req *r, qm_exchange *x)
     if (amqp_props_decode(msg->props, msg->props_len, &props) == 0 &&
         (props.flags & AMQP_P_HEADERS))
         headers = props.headers;
-    qm_queue *stackq[64];
-    qm_queue **qs = stackq;
-    size_t total = 0;
-    size_t n = qm_route(x, msg->routing_key, headers, qs, 64, &total);
-    if (total > n) {
-        qs = sl_xmalloc(total * sizeof *qs);
-        n = qm_route(x, msg->routing_key, headers, qs, total, &total);
-    }
-    for (size_t i = 0; i < n; i++)
-        qm_queue_enqueue(qs[i], msg); /* reject-publish refusals count as routed, as in RabbitMQ */
-    if (qs != stackq)
-        sl_free(qs);
+    size_t n = 0;
+    qm_publish(x, msg, headers, NULL, &n); /* reject-publish refusals count as routed, as in
+                                            * RabbitMQ */
     qm_message_unref(msg);
     return reply_json(r, 200, json_pack("{s:b}", "routed", n > 0));
 }

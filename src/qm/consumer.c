@@ -125,22 +125,7 @@ void qm_queue_dispatch(qm_queue *q)
         if (!pos)
             break;
         q->rr_next = c->next;
-        q->stat_delivered++;
-        if (pos->redelivered)
-            q->stat_redelivered++;
-        QM_PERSIST(delivered, pos, c->no_ack);
-        if (c->no_ack) {
-            q->stat_acked++;
-            q->bytes_total -= pos->msg->body_len;
-            qm_journal_copy(q, pos);
-            pos->state = QM_POS_DELETED;
-            pos->queue = NULL;
-            qm_orphan_link(n, pos);
-        } else {
-            pos->state = QM_POS_LOCKED;
-            pos->holder = NULL;
-            qm_locked_link(q, pos);
-        }
+        qm_position_hand_out(q, pos, c->no_ack);
         c->ops->deliver(c, pos);
     }
 }

@@ -104,6 +104,26 @@ void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
     qm_queue_maybe_gc(q);
 }
 
+void qm_position_hand_out(qm_queue *q, qm_position *pos, int no_ack)
+{
+    q->stat_delivered++;
+    if (pos->redelivered)
+        q->stat_redelivered++;
+    QM_PERSIST(delivered, pos, no_ack);
+    if (no_ack) {
+        q->stat_acked++;
+        q->bytes_total -= pos->msg->body_len;
+        qm_journal_copy(q, pos);
+        pos->state = QM_POS_DELETED;
+        pos->queue = NULL;
+        qm_orphan_link(qm_queue_node(q), pos);
+    } else {
+        pos->state = QM_POS_LOCKED;
+        pos->holder = NULL;
+        qm_locked_link(q, pos);
+    }
+}
+
 void qm_position_unlock(qm_position *pos)
 {
     qm_queue *q = pos->queue;

@@ -431,6 +431,12 @@ sl_err qm_bind_exchange(qm_exchange *src, qm_exchange *dest, amqp_bytes key, amq
 void qm_unbind_queue(qm_exchange *src, qm_queue *q, amqp_bytes key, amqp_bytes args);
 void qm_unbind_exchange(qm_exchange *src, qm_exchange *dest, amqp_bytes key, amqp_bytes args);
 
+/* Publish m through x: route it and enqueue it on every queue it reaches (transactional
+ * Enqueues when tx is given). *routed = how many queues it reached. SL_ERR_RESOURCE when a
+ * queue refused it (x-overflow=reject-publish: a publisher confirm becomes a nack). The
+ * caller keeps its reference on m. Every door publishes through here. */
+sl_err qm_publish(qm_exchange *x, qm_message *m, amqp_bytes headers, qm_tx *tx, size_t *routed);
+
 /* Topic matching: '.'-separated words, '*' one word, '#' zero or more words. */
 int qm_topic_match(const char *pattern, size_t plen, const char *key, size_t klen);
 /* Headers matching of a binding's arguments against message headers (table content). */

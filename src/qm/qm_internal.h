@@ -109,6 +109,10 @@ void qm_position_delete_held(qm_position *pos, qm_delete_reason reason);
 void qm_position_settle(qm_position *pos, int how);
 /* Remove a held position from q->locked back into the ready rings (not redelivered). */
 void qm_position_unlock(qm_position *pos);
+/* pos (just taken from q's head) goes to a consumer or getter: LOCKED on q->locked, or with
+ * no_ack DELETED at once (an orphan the receiver acks after writing it out). Stats, journal
+ * and the store's delivery mark are taken care of. */
+void qm_position_hand_out(qm_queue *q, qm_position *pos, int no_ack);
 
 /* ---- consumer.c ---- */
 void qm_consumers_cancel_all(qm_queue *q, int run_hooks);

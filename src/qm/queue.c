@@ -547,23 +547,8 @@ qm_position *qm_queue_get(qm_queue *q, int no_ack, uint64_t *remaining)
     uint64_t now = qm_now(n);
     q->last_used = now;
     qm_position *pos = qm_queue_take_head(q, now);
-    if (pos) {
-        q->stat_delivered++;
-        if (pos->redelivered)
-            q->stat_redelivered++;
-        QM_PERSIST(delivered, pos, no_ack);
-        if (no_ack) {
-            q->stat_acked++;
-            q->bytes_total -= pos->msg->body_len;
-            qm_journal_copy(q, pos);
-            pos->state = QM_POS_DELETED;
-            pos->queue = NULL;
-            qm_orphan_link(n, pos);
-        } else {
-            pos->state = QM_POS_LOCKED;
-            qm_locked_link(q, pos);
-        }
-    }
+    if (pos)
+        qm_position_hand_out(q, pos, no_ack);
     if (remaining)
         *remaining = q->n_ready;
     qm_queue_maybe_gc(q);

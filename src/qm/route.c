@@ -257,3 +257,26 @@ size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **ou
         *total = rc.total;
     return rc.n;
 }
+
+sl_err qm_publish(qm_exchange *x, qm_message *m, amqp_bytes headers, qm_tx *tx, size_t *routed)
+{
+    qm_queue *stackq[64];
+    qm_queue **qs = stackq;
+    size_t total = 0;
+    size_t n = qm_route(x, m->routing_key, headers, qs, 64, &total);
+    if (total > n) {
+        qs = sl_xmalloc(total * sizeof *qs);
+        n = qm_route(x, m->routing_key, headers, qs, total, &total);
+    }
+    sl_err rc = SL_OK;
+    for (size_t i = 0; i < n; i++) {
+        sl_err e = tx ? qm_tx_enqueue(tx, qs[i], m) : qm_queue_enqueue(qs[i], m);
+        if (e != SL_OK)
+            rc = e;
+    }
+    if (qs != stackq)
+        sl_free(qs);
+    if (routed)
+        *routed = n;
+    return rc;
+}
