@@ -127,15 +127,22 @@ struct consumer {
     consumer *next; /* in ch->consumers */
 };
 
+#define PUB_RK_AT 256 /* both names are short strings: at most 255 bytes */
+
 struct channel {
     conn *c;
     uint16_t id;
     enum channel_state state;
     /* content assembly for basic.publish */
     enum content_state content;
-    qm_exchange *pub_exchange; /* NULL while the exchange is missing (error raised later) */
-    char *pub_exchange_name;
-    amqp_bytes pub_rk; /* owned copy */
+    /* The exchange of the last basic.publish, valid while qm_exchange_epoch equals
+     * pub_exchange_epoch: a channel publishing to one exchange looks it up once, and an
+     * exchange deleted between a method frame and its last body frame is noticed. */
+    qm_exchange *pub_exchange;
+    uint64_t pub_exchange_epoch;
+    /* names of the publish being assembled; allocated at the first publish, then reused */
+    char *pub_names; /* exchange name (NUL-terminated) at 0, routing key at PUB_RK_AT */
+    uint8_t pub_exchange_len, pub_rk_len;
     uint8_t pub_mandatory;
     qm_message *pub_msg;
     uint64_t pub_received;

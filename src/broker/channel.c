@@ -38,10 +38,6 @@ static void drop_partial_publish(channel *ch)
         qm_message_unref(ch->pub_msg);
         ch->pub_msg = NULL;
     }
-    sl_free(ch->pub_exchange_name);
-    ch->pub_exchange_name = NULL;
-    sl_free((void *)ch->pub_rk.p);
-    ch->pub_rk = (amqp_bytes){0};
     ch->content = CONTENT_NONE;
 }
 
@@ -81,6 +77,7 @@ void channel_free(channel *ch)
 {
     channel_release(ch);
     sl_free(ch->last_queue);
+    sl_free(ch->pub_names);
     sl_free(ch);
 }
 
@@ -393,8 +390,10 @@ static void on_header(channel *ch, const amqp_frame *f)
                       BYTES_ARG(props.user_id), c->user);
         return;
     }
-    ch->pub_msg = qm_message_new_decoded(amqp_cstr(ch->pub_exchange_name), ch->pub_rk, h.props,
-                                         (uint32_t)h.props_len, h.body_size, &props);
+    amqp_bytes ex = {(const uint8_t *)ch->pub_names, ch->pub_exchange_len};
+    amqp_bytes rk = {(const uint8_t *)ch->pub_names + PUB_RK_AT, ch->pub_rk_len};
+    ch->pub_msg =
+        qm_message_new_decoded(ex, rk, h.props, (uint32_t)h.props_len, h.body_size, &props);
     /* Where the headers table sits in the stored copy of the properties (for routing). */
     ch->pub_headers_off = 0;
     ch->pub_headers_len = 0;
@@ -417,7 +416,7 @@ static void on_body(channel *ch, const amqp_frame *f)
                    (unsigned long long)m->body_len);
         return;
     }
-    memcpy(m->body + ch->pub_received, f->payload, f->size);
+    memcpy(qm_msg_body(m) + ch->pub_received, f->payload, f->size);
     ch->pub_received += f->size;
     if (ch->pub_received == m->body_len)
         basic_publish_complete(ch);

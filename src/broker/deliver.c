@@ -13,14 +13,14 @@
 
 void write_content(conn *c, uint16_t ch, const qm_message *m)
 {
-    amqp_content_header_write(&c->out, ch, m->body_len, m->props, m->props_len);
+    amqp_content_header_write(&c->out, ch, m->body_len, qm_msg_props(m), m->props_len);
     /* Body frames of at most frame_max - 8 payload octets. */
     size_t chunk = c->frame_max ? c->frame_max - AMQP_FRAME_OVERHEAD : m->body_len;
     if (chunk == 0)
         chunk = m->body_len;
     for (uint64_t off = 0; off < m->body_len; off += chunk) {
         size_t n = m->body_len - off < chunk ? (size_t)(m->body_len - off) : chunk;
-        amqp_frame_write(&c->out, AMQP_FRAME_BODY, ch, m->body + off, n);
+        amqp_frame_write(&c->out, AMQP_FRAME_BODY, ch, qm_msg_body(m) + off, n);
     }
     broker_mark_dirty(c);
 }
@@ -52,8 +52,8 @@ static void deliver(qm_consumer *qc, qm_position *pos)
     amqp_method m = {.id = AMQP_BASIC_DELIVER};
     m.u.basic_deliver.consumer_tag = (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len};
     m.u.basic_deliver.redelivered = pos->redelivered;
-    m.u.basic_deliver.exchange = pos->msg->exchange;
-    m.u.basic_deliver.routing_key = pos->msg->routing_key;
+    m.u.basic_deliver.exchange = qm_msg_exchange(pos->msg);
+    m.u.basic_deliver.routing_key = qm_msg_routing_key(pos->msg);
     if (qc->no_ack) {
         m.u.basic_deliver.delivery_tag = ++ch->next_tag;
         conn_send_method(ch->c, ch->id, &m);

@@ -136,7 +136,14 @@ static void publish(channel *ch, const amqp_basic_publish *p)
         conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, id, "immediate=true");
         return;
     }
-    qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)p->exchange.p, p->exchange.len);
+    qm_exchange *x = ch->pub_exchange;
+    if (!x || ch->pub_exchange_epoch != qm_exchange_epoch ||
+        ch->pub_exchange_len != p->exchange.len ||
+        memcmp(ch->pub_names, p->exchange.p, p->exchange.len) != 0) {
+        x = qm_exchange_find(ch->c->vhost, (const char *)p->exchange.p, p->exchange.len);
+        ch->pub_exchange = x;
+        ch->pub_exchange_epoch = qm_exchange_epoch;
+    }
     if (!x) {
         channel_error(ch, SL_ERR_NOT_FOUND, id, "no exchange '" BYTES_FMT "' in vhost '%s'",
                       BYTES_ARG(p->exchange), ch->c->vhost->name);
@@ -151,11 +158,14 @@ static void publish(channel *ch, const amqp_basic_publish *p)
     ch->c->has_published = 1;
     if (ch->c->b->alarms && !ch->c->read_paused)
         broker_block_publisher(ch->c); /* this publish completes; the next waits */
-    ch->pub_exchange_name = sl_xstrndup((const char *)p->exchange.p, p->exchange.len);
-    uint8_t *rk = sl_xmalloc(p->routing_key.len + 1);
-    memcpy(rk, p->routing_key.p, p->routing_key.len);
-    rk[p->routing_key.len] = 0;
-    ch->pub_rk = (amqp_bytes){rk, p->routing_key.len};
+    if (!ch->pub_names)
+        ch->pub_names = sl_xmalloc(2 * PUB_RK_AT);
+    /* The codec bounds short strings at 255 bytes. */
+    memcpy(ch->pub_names, p->exchange.p, p->exchange.len);
+    ch->pub_names[p->exchange.len] = 0;
+    ch->pub_exchange_len = (uint8_t)p->exchange.len;
+    memcpy(ch->pub_names + PUB_RK_AT, p->routing_key.p, p->routing_key.len);
+    ch->pub_rk_len = (uint8_t)p->routing_key.len;
     ch->pub_mandatory = p->mandatory;
     ch->content = CONTENT_WANT_HEADER;
 }
@@ -165,8 +175,8 @@ static void send_return(channel *ch, const qm_message *msg)
     amqp_method r = {.id = AMQP_BASIC_RETURN};
     r.u.basic_return.reply_code = 312;
     r.u.basic_return.reply_text = AMQP_BYTES("NO_ROUTE");
-    r.u.basic_return.exchange = msg->exchange;
-    r.u.basic_return.routing_key = msg->routing_key;
+    r.u.basic_return.exchange = qm_msg_exchange(msg);
+    r.u.basic_return.routing_key = qm_msg_routing_key(msg);
     conn_send_method(ch->c, ch->id, &r);
     write_content(ch->c, ch->id, msg);
 }
@@ -176,25 +186,25 @@ void basic_publish_complete(channel *ch)
     qm_message *msg = ch->pub_msg;
     ch->pub_msg = NULL;
     uint64_t seq = ch->confirm ? ++ch->pub_seq : 0;
-    qm_exchange *x =
-        qm_exchange_find(ch->c->vhost, ch->pub_exchange_name, strlen(ch->pub_exchange_name));
+    /* Deleted since the method frame? Then it is looked up again (and may be missing). */
+    if (ch->pub_exchange_epoch != qm_exchange_epoch) {
+        ch->pub_exchange = qm_exchange_find(ch->c->vhost, ch->pub_names, ch->pub_exchange_len);
+        ch->pub_exchange_epoch = qm_exchange_epoch;
+    }
+    qm_exchange *x = ch->pub_exchange;
     int mandatory = ch->pub_mandatory;
-    sl_free(ch->pub_exchange_name);
-    ch->pub_exchange_name = NULL;
-    sl_free((void *)ch->pub_rk.p);
-    ch->pub_rk = (amqp_bytes){0};
     ch->content = CONTENT_NONE;
     if (!x) {
         /* Deleted between the method frame and the last body frame. */
         channel_error(ch, SL_ERR_NOT_FOUND, AMQP_BASIC_PUBLISH,
-                      "no exchange '" BYTES_FMT "' in vhost '%s'", BYTES_ARG(msg->exchange),
+                      "no exchange '" BYTES_FMT "' in vhost '%s'", BYTES_ARG(qm_msg_exchange(msg)),
                       ch->c->vhost->name);
         qm_message_unref(msg);
         return;
     }
     amqp_bytes headers = {0};
     if (ch->pub_headers_len)
-        headers = (amqp_bytes){msg->props + ch->pub_headers_off, ch->pub_headers_len};
+        headers = (amqp_bytes){qm_msg_props(msg) + ch->pub_headers_off, ch->pub_headers_len};
 
     size_t n = 0;
     /* x-overflow=reject-publish refusals come back as SL_ERR_RESOURCE: a nack */
@@ -220,8 +230,8 @@ static void get(channel *ch, const amqp_basic_get *g)
     }
     amqp_method m = {.id = AMQP_BASIC_GET_OK};
     m.u.basic_get_ok.redelivered = pos->redelivered;
-    m.u.basic_get_ok.exchange = pos->msg->exchange;
-    m.u.basic_get_ok.routing_key = pos->msg->routing_key;
+    m.u.basic_get_ok.exchange = qm_msg_exchange(pos->msg);
+    m.u.basic_get_ok.routing_key = qm_msg_routing_key(pos->msg);
     m.u.basic_get_ok.message_count = remaining > UINT32_MAX ? UINT32_MAX : (uint32_t)remaining;
     if (g->no_ack) {
         m.u.basic_get_ok.delivery_tag = ++ch->next_tag;

@@ -211,7 +211,7 @@ static enum MHD_Result publish(req *r, qm_exchange *x)
         return MHD_YES;
     amqp_basic_props props;
     amqp_bytes headers = {0};
-    if (amqp_props_decode(msg->props, msg->props_len, &props) == 0 &&
+    if (amqp_props_decode(qm_msg_props(msg), msg->props_len, &props) == 0 &&
         (props.flags & AMQP_P_HEADERS))
         headers = props.headers;
     size_t n = 0;

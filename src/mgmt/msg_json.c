@@ -24,7 +24,7 @@ static json_t *props_json(const qm_message *m)
 {
     json_t *o = json_object();
     amqp_basic_props p;
-    if (!m->props_len || amqp_props_decode(m->props, m->props_len, &p) != 0)
+    if (!m->props_len || amqp_props_decode(qm_msg_props(m), m->props_len, &p) != 0)
         return o;
     if (p.flags & AMQP_P_CONTENT_TYPE)
         set_bytes(o, "content_type", p.content_type);
@@ -67,21 +67,21 @@ json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding
         n = (size_t)truncate;
     json_t *payload = NULL;
     if (!encoding || strcmp(encoding, "base64") != 0)
-        payload = json_stringn((const char *)m->body, n); /* NULL when not UTF-8 */
+        payload = json_stringn((const char *)qm_msg_body(m), n); /* NULL when not UTF-8 */
     if (payload) {
         json_object_set_new(o, "payload", payload);
         json_object_set_new(o, "payload_encoding", json_string("string"));
     } else {
         size_t bl;
-        char *b64 = base64_encode(m->body, n, &bl);
+        char *b64 = base64_encode(qm_msg_body(m), n, &bl);
         json_object_set_new(o, "payload", json_stringn(b64, bl));
         json_object_set_new(o, "payload_encoding", json_string("base64"));
         sl_free(b64);
     }
     json_object_set_new(o, "payload_bytes", json_integer((json_int_t)m->body_len));
     json_object_set_new(o, "redelivered", json_boolean(pos->redelivered));
-    set_bytes(o, "exchange", m->exchange);
-    set_bytes(o, "routing_key", m->routing_key);
+    set_bytes(o, "exchange", qm_msg_exchange(m));
+    set_bytes(o, "routing_key", qm_msg_routing_key(m));
     json_object_set_new(o, "message_count", json_integer((json_int_t)remaining));
     json_object_set_new(o, "properties", props_json(m));
     json_object_set_new(o, "lookup_id", json_integer((json_int_t)pos->lookup_id));
@@ -237,7 +237,7 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange)
         qm_message_new(amqp_cstr(exchange),
                        (amqp_bytes){(const uint8_t *)json_string_value(rk), json_string_length(rk)},
                        raw.data, (uint32_t)raw.len, blen);
-    memcpy(m->body, decoded ? decoded : (const uint8_t *)text, blen);
+    memcpy(qm_msg_body(m), decoded ? decoded : (const uint8_t *)text, blen);
     sl_free(decoded);
     sl_buf_free(&raw);
     return m;

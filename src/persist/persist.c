@@ -174,10 +174,11 @@ static void write_message(persist *p, qm_message *m, int needs_sync)
         return;
     m->st_id = p->next_msg_id++;
     rec_u64(&p->scratch, m->st_id);
-    rec_s16(&p->scratch, m->exchange.p, m->exchange.len);
-    rec_s16(&p->scratch, m->routing_key.p, m->routing_key.len);
-    rec_b32(&p->scratch, m->props, m->props_len);
-    sl_buf_append(&p->scratch, m->body, (size_t)m->body_len);
+    amqp_bytes ex = qm_msg_exchange(m), rk = qm_msg_routing_key(m);
+    rec_s16(&p->scratch, ex.p, ex.len);
+    rec_s16(&p->scratch, rk.p, rk.len);
+    rec_b32(&p->scratch, qm_msg_props(m), m->props_len);
+    sl_buf_append(&p->scratch, qm_msg_body(m), (size_t)m->body_len);
     m->st_len = (uint32_t)p->scratch.len;
     st_loc loc = msgs_append(p, R_MSG, needs_sync);
     m->st_seg = loc.segment;
@@ -357,7 +358,7 @@ static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
     }
     qm_message *m = qm_message_new(ex, rk, props.p, (uint32_t)props.len, body.len);
     if (body.len)
-        memcpy(m->body, body.p, body.len);
+        memcpy(qm_msg_body(m), body.p, body.len);
     sl_free(buf);
     m->st_id = id;
     m->st_seg = e->msg_seg;

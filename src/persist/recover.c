@@ -575,7 +575,7 @@ static qm_message *materialize(rstate *s, rmsg *rm, uint64_t id)
     if (!r.bad) {
         m = qm_message_new(ex, rk, props.p, (uint32_t)props.len, body.len);
         if (body.len)
-            memcpy(m->body, body.p, body.len);
+            memcpy(qm_msg_body(m), body.p, body.len);
         m->st_id = id;
         m->st_seg = rm->seg;
         m->st_off = rm->loc.offset;

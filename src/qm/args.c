@@ -110,9 +110,13 @@ sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhos
             }
         } else if (!strcmp(k, "x-dead-letter-exchange") ||
                    !strcmp(k, "x-dead-letter-routing-key")) {
-            if (v.tag != 'S')
+            if (v.tag != 'S') {
                 rc = bad_type(k, "string", &v, qname, vhost, err, errlen);
-            else if (!strcmp(k, "x-dead-letter-exchange"))
+            } else if (v.v.s.len > 255) {
+                /* an exchange name or routing key is a short string on the wire */
+                snprintf(err, errlen, PREFIX "{value_too_long,%zu}", k, qname, vhost, v.v.s.len);
+                rc = SL_ERR_PRECONDITION;
+            } else if (!strcmp(k, "x-dead-letter-exchange"))
                 out->dlx = sl_xstrndup((const char *)v.v.s.p, v.v.s.len);
             else
                 out->dlrk = sl_xstrndup((const char *)v.v.s.p, v.v.s.len);

@@ -84,7 +84,7 @@ static void build_headers(sl_buf *b, qm_queue *q, qm_message *m, const amqp_basi
     if (!has_first) {
         amqp_tbl_put_str(b, "x-first-death-reason", rs);
         amqp_tbl_put_str(b, "x-first-death-queue", qn);
-        amqp_tbl_put_str(b, "x-first-death-exchange", m->exchange);
+        amqp_tbl_put_str(b, "x-first-death-exchange", qm_msg_exchange(m));
     }
 
     /* find the entry for (this queue, this reason) */
@@ -114,9 +114,9 @@ static void build_headers(sl_buf *b, qm_queue *q, qm_message *m, const amqp_basi
         amqp_tbl_put_str(b, "reason", rs);
         amqp_tbl_put_str(b, "queue", qn);
         amqp_tbl_put_timestamp(b, "time", sl_wall_ms() / 1000);
-        amqp_tbl_put_str(b, "exchange", m->exchange);
+        amqp_tbl_put_str(b, "exchange", qm_msg_exchange(m));
         size_t rmark = amqp_tbl_put_array_begin(b, "routing-keys");
-        amqp_arr_put_str(b, m->routing_key);
+        amqp_arr_put_str(b, qm_msg_routing_key(m));
         amqp_value cc;
         if (amqp_table_get(headers, "CC", &cc) && cc.tag == 'A') {
             amqp_table_iter ci;
@@ -169,7 +169,7 @@ void qm_deadletter(qm_queue *q, qm_message *m, qm_delete_reason reason)
     q->stat_dead_lettered++;
 
     amqp_basic_props bp;
-    if (!m->props_len || amqp_props_decode(m->props, m->props_len, &bp) != 0)
+    if (!m->props_len || amqp_props_decode(qm_msg_props(m), m->props_len, &bp) != 0)
         memset(&bp, 0, sizeof bp);
 
     sl_buf hb, pb;
@@ -181,18 +181,18 @@ void qm_deadletter(qm_queue *q, qm_message *m, qm_delete_reason reason)
     bp.flags &= (uint16_t)~AMQP_P_EXPIRATION;
     amqp_props_encode(&pb, &bp);
 
-    amqp_bytes rk = q->args.dlrk ? amqp_cstr(q->args.dlrk) : m->routing_key;
+    amqp_bytes rk = q->args.dlrk ? amqp_cstr(q->args.dlrk) : qm_msg_routing_key(m);
     qm_message *dm = qm_message_new(amqp_cstr(x->name), rk, sl_buf_head(&pb),
                                     (uint32_t)sl_buf_unread(&pb), m->body_len);
     if (m->body_len)
-        memcpy(dm->body, m->body, m->body_len);
+        memcpy(qm_msg_body(dm), qm_msg_body(m), m->body_len);
 
     qm_queue *stk[16], **out = stk;
     size_t total = 0;
-    size_t n = qm_route(x, dm->routing_key, bp.headers, out, 16, &total);
+    size_t n = qm_route(x, qm_msg_routing_key(dm), bp.headers, out, 16, &total);
     if (total > 16) {
         out = sl_xmalloc(total * sizeof *out);
-        n = qm_route(x, dm->routing_key, bp.headers, out, total, &total);
+        n = qm_route(x, qm_msg_routing_key(dm), bp.headers, out, total, &total);
     }
     amqp_value deaths = {0};
     amqp_table_get(bp.headers, "x-death", &deaths);

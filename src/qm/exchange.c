@@ -65,9 +65,12 @@ void qm_exchange_clear_bindings(qm_exchange *x)
     }
 }
 
+uint64_t qm_exchange_epoch;
+
 /* Frees the exchange and its outgoing bindings only (used by qm_node_free too). */
 void qm_exchange_free(qm_exchange *x)
 {
+    qm_exchange_epoch++; /* cached pointers to exchanges are stale from now on */
     qm_exchange_clear_bindings(x);
     sl_free(x->name);
     sl_free(x->args);

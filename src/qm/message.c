@@ -1,8 +1,9 @@
 /* message.c - immutable, refcounted messages.
  *
- * One allocation holds the struct, the exchange and routing-key strings (NUL-terminated, for
- * convenience), the raw properties and the body, so a message costs one malloc and is shared
- * by every queue it was routed to (DESIGN.md section 4). The fields parsed out of the
+ * One allocation holds the struct (with the message's first position, pos0), the exchange and
+ * routing-key strings (NUL-terminated, for convenience), the raw properties and the body, so
+ * a message costs one malloc and is shared by every queue it was routed to (DESIGN.md
+ * section 4). The fields parsed out of the
  * properties (persistent, priority, expiration) are cached because TTL and priority are
  * needed at every enqueue.
  */
@@ -66,29 +67,23 @@ qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
 
     memset(m, 0, sizeof *m);
     m->refs = 1;
+    /* Both lengths fit 16 bits: frames carry the strings as short strings, store records
+     * with 16-bit lengths, and queue arguments that name them are refused beyond 255. */
+    m->exchange_len = (uint16_t)exchange.len;
+    m->routing_key_len = (uint16_t)routing_key.len;
+    m->props_len = props_len;
+    m->body_len = body_len;
 
     if (exchange.len)
         memcpy(p, exchange.p, exchange.len);
     p[exchange.len] = 0;
-    m->exchange.p = p;
-    m->exchange.len = exchange.len;
     p += exchange.len + 1;
-
     if (routing_key.len)
         memcpy(p, routing_key.p, routing_key.len);
     p[routing_key.len] = 0;
-    m->routing_key.p = p;
-    m->routing_key.len = routing_key.len;
     p += routing_key.len + 1;
-
     if (props_len)
         memcpy(p, props, props_len);
-    m->props = p;
-    m->props_len = props_len;
-    p += props_len;
-
-    m->body = p;
-    m->body_len = body_len;
     mem_bytes += body_len;
 
     m->persistent = (bp->flags & AMQP_P_DELIVERY_MODE) && bp->delivery_mode == 2;

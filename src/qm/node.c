@@ -61,8 +61,7 @@ int qm_node_reap(qm_node *n, size_t max)
             g->ring.len--;
             if (pos->st_logged)
                 QM_PERSIST(released, pos, 0);
-            qm_message_unref(pos->msg);
-            sl_free(pos);
+            qm_position_release(pos);
             done++;
         }
         while (g->paged_len && (max == 0 || done < max)) {

@@ -8,11 +8,21 @@
  * PURGE_PENDING is sticky: whatever the settlement, such a position is deleted (reason
  * purged); what a purge removed never comes back (MS-MQDMPR Purge Queue).
  */
+#include <string.h>
+
 #include "qm_internal.h"
 
 qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id)
 {
-    qm_position *pos = sl_xcalloc(1, sizeof *pos);
+    qm_position *pos;
+    if (!m->pos0_used) {
+        /* The message's own slot: no allocation for the first (usually only) queue. */
+        m->pos0_used = 1;
+        pos = &m->pos0;
+        memset(pos, 0, sizeof *pos);
+    } else {
+        pos = sl_xcalloc(1, sizeof *pos);
+    }
     qm_message_ref(m);
     pos->msg = m;
     pos->queue = q;
@@ -28,8 +38,17 @@ void qm_position_free(qm_position *pos)
         pos->lprev->lnext = pos->lnext;
         pos->lnext->lprev = pos->lprev;
     }
-    qm_message_unref(pos->msg);
-    sl_free(pos);
+    qm_position_release(pos);
+}
+
+void qm_position_release(qm_position *pos)
+{
+    qm_message *m = pos->msg;
+    if (pos == &m->pos0)
+        m->pos0_used = 0; /* the slot goes with the message, which may go now */
+    else
+        sl_free(pos);
+    qm_message_unref(m);
 }
 
 void qm_locked_link(qm_queue *q, qm_position *pos)

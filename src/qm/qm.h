@@ -54,45 +54,7 @@ typedef struct qm_consumer qm_consumer;
 typedef struct qm_tx qm_tx;
 
 /* ------------------------------------------------------------------------------------------
- * Messages
- */
-struct qm_message {
-    uint32_t refs;
-    uint8_t persistent; /* delivery-mode 2 */
-    uint8_t priority;   /* basic priority property, 0 when absent */
-    uint8_t has_expiration;
-    uint64_t expiration_ms; /* per-message TTL from the expiration property */
-    amqp_bytes exchange;    /* exchange it was published to ("" = default) */
-    amqp_bytes routing_key;
-    uint8_t *props; /* raw basic properties: flags + values, as on the wire */
-    uint32_t props_len;
-    uint8_t *body;
-    uint64_t body_len;
-    /* persistence (src/persist/): set once the message record is in the store */
-    uint64_t st_id;
-    uint32_t st_seg;
-    uint8_t st_written;
-    uint32_t st_len; /* payload length of the message record */
-    uint64_t st_off; /* offset of the message record in segment st_seg */
-    /* the strings, props and body live in the same allocation, after the struct */
-};
-
-/* Create a message with room for body_len bytes at msg->body (the caller fills it, for AMQP
- * straight from body frames). props are copied. The expiration, priority and persistent
- * fields are parsed from props, which the caller has validated (amqp_props_decode).
- * Never returns NULL. refs = 1. */
-qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
-                           uint32_t props_len, uint64_t body_len);
-/* The same when the door has decoded props already (the publish path: decode once). */
-struct amqp_basic_props;
-qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
-                                   const uint8_t *props, uint32_t props_len, uint64_t body_len,
-                                   const struct amqp_basic_props *bp);
-void qm_message_ref(qm_message *m);
-void qm_message_unref(qm_message *m);
-
-/* ------------------------------------------------------------------------------------------
- * Positions
+ * Positions and messages (a message carries its first position, so both are defined here)
  */
 typedef enum qm_pos_state {
     QM_POS_AVAILABLE = 0,
@@ -129,6 +91,73 @@ struct qm_position {
     void *holder;               /* opaque holder (e.g. the broker's delivery record) */
     qm_position *lprev, *lnext; /* in queue->locked while LOCKED or PURGE_PENDING */
 };
+
+/* A message is one allocation: this header, then the exchange and routing-key strings (each
+ * NUL-terminated, for convenience), the raw basic properties as on the wire, and the body.
+ * The accessors below find them; keeping no pointers to them keeps the header small, since
+ * a queued message costs this header plus its bytes (DESIGN.md section 4).
+ *
+ * pos0 is a position carried inside the message allocation: the first queue a message reaches
+ * (almost always the only one) uses it instead of a separate allocation, so the common case
+ * is one malloc per message. It holds a reference like any position, so the message outlives
+ * it; qm_position_free knows not to free it on its own. */
+struct qm_message {
+    uint32_t refs;
+    uint32_t props_len;
+    uint64_t body_len;
+    uint64_t expiration_ms; /* per-message TTL from the expiration property */
+    /* persistence (src/persist/): set once the message record is in the store */
+    uint64_t st_id;
+    uint64_t st_off; /* offset of the message record in segment st_seg */
+    uint32_t st_seg;
+    uint32_t st_len;       /* payload length of the message record */
+    uint16_t exchange_len; /* exchange it was published to ("" = default) */
+    uint16_t routing_key_len;
+    uint8_t persistent; /* delivery-mode 2 */
+    uint8_t priority;   /* basic priority property, 0 when absent */
+    uint8_t has_expiration;
+    uint8_t st_written;
+    uint8_t pos0_used;
+    qm_position pos0;
+};
+
+static inline amqp_bytes qm_msg_exchange(const qm_message *m)
+{
+    return (amqp_bytes){(const uint8_t *)(m + 1), m->exchange_len};
+}
+
+static inline amqp_bytes qm_msg_routing_key(const qm_message *m)
+{
+    return (amqp_bytes){(const uint8_t *)(m + 1) + m->exchange_len + 1, m->routing_key_len};
+}
+
+static inline uint8_t *qm_msg_props(const qm_message *m)
+{
+    return (uint8_t *)(m + 1) + m->exchange_len + 1 + m->routing_key_len + 1;
+}
+
+static inline uint8_t *qm_msg_body(const qm_message *m)
+{
+    return qm_msg_props(m) + m->props_len;
+}
+
+/* Create a message with room for body_len bytes at qm_msg_body(msg) (the caller fills it, for AMQP
+ * straight from body frames). props are copied. The expiration, priority and persistent
+ * fields are parsed from props, which the caller has validated (amqp_props_decode).
+ * Never returns NULL. refs = 1. */
+qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
+                           uint32_t props_len, uint64_t body_len);
+/* The same when the door has decoded props already (the publish path: decode once). */
+struct amqp_basic_props;
+qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
+                                   const uint8_t *props, uint32_t props_len, uint64_t body_len,
+                                   const struct amqp_basic_props *bp);
+void qm_message_ref(qm_message *m);
+void qm_message_unref(qm_message *m);
+
+/* ------------------------------------------------------------------------------------------
+ * Positions: settlement
+ */
 
 /* Settle a held position (the holder's end of a delivery):
  *   ack     LOCKED or PURGE_PENDING -> DELETED (reason acked / purged); journal copy if the
@@ -416,6 +445,9 @@ typedef struct qm_exchange_decl {
  * 'X' in vhost '/': received 'fanout' but current is 'direct'"). */
 sl_err qm_exchange_declare(qm_vhost *vh, const qm_exchange_decl *d, qm_exchange **out, char *err,
                            size_t errlen);
+/* Moves whenever an exchange is freed: a door may keep a qm_exchange pointer between calls
+ * (the publish path does, per channel) as long as this has not moved since it looked. */
+extern uint64_t qm_exchange_epoch;
 qm_exchange *qm_exchange_find(qm_vhost *vh, const char *name, size_t len);
 /* if_unused: SL_ERR_PRECONDITION "exchange 'X' in vhost '/' in use" while it has bindings
  * (either direction). Removes its bindings both ways. */

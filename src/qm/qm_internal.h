@@ -99,6 +99,9 @@ void qm_queue_args_init(qm_queue_args *a);
 qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id);
 /* Free a position (unref message), unlinking it from the orphan list if it is on one. */
 void qm_position_free(qm_position *pos);
+/* Only the memory: give the slot back (pos0) or free it, then unref the message. For
+ * positions no list or store record refers to any more. */
+void qm_position_release(qm_position *pos);
 void qm_locked_link(qm_queue *q, qm_position *pos);
 void qm_locked_unlink(qm_queue *q, qm_position *pos);
 void qm_orphan_link(qm_node *n, qm_position *pos);

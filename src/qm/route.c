@@ -263,10 +263,10 @@ sl_err qm_publish(qm_exchange *x, qm_message *m, amqp_bytes headers, qm_tx *tx, 
     qm_queue *stackq[64];
     qm_queue **qs = stackq;
     size_t total = 0;
-    size_t n = qm_route(x, m->routing_key, headers, qs, 64, &total);
+    size_t n = qm_route(x, qm_msg_routing_key(m), headers, qs, 64, &total);
     if (total > n) {
         qs = sl_xmalloc(total * sizeof *qs);
-        n = qm_route(x, m->routing_key, headers, qs, total, &total);
+        n = qm_route(x, qm_msg_routing_key(m), headers, qs, total, &total);
     }
     sl_err rc = SL_OK;
     for (size_t i = 0; i < n; i++) {

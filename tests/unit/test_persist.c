@@ -127,7 +127,7 @@ static qm_message *msg_props(const char *body, int persistent, const char *messa
     size_t blen = strlen(body);
     qm_message *m = qm_message_new(AMQP_BYTES("ex"), amqp_cstr("rk"), sl_buf_head(&b),
                                    (uint32_t)sl_buf_unread(&b), blen);
-    memcpy(m->body, body, blen);
+    memcpy(qm_msg_body(m), body, blen);
     sl_buf_free(&b);
     return m;
 }
@@ -206,7 +206,7 @@ static const char *contents(qm_queue *q)
         qm_position *pos = qm_queue_peek(q, i);
         ck_assert_ptr_nonnull(pos);
         n += (size_t)snprintf(out + n, sizeof out - n, "%s%.*s", i ? "," : "",
-                              (int)pos->msg->body_len, (const char *)pos->msg->body);
+                              (int)pos->msg->body_len, (const char *)qm_msg_body(pos->msg));
         ck_assert_uint_lt(n, sizeof out);
     }
     return out;
@@ -224,7 +224,7 @@ static qm_position *get(qm_queue *q)
 
 static int body_is(const qm_position *p, const char *s)
 {
-    return p && p->msg->body_len == strlen(s) && !memcmp(p->msg->body, s, strlen(s));
+    return p && p->msg->body_len == strlen(s) && !memcmp(qm_msg_body(p->msg), s, strlen(s));
 }
 
 static void path_of(char *out, size_t cap, const char *sub, const char *file)
@@ -343,7 +343,7 @@ START_TEST(durable_messages_survive)
     uint8_t props_a[256];
     uint32_t props_a_len = qm_queue_peek(q, 0)->msg->props_len;
     ck_assert_uint_le(props_a_len, sizeof props_a);
-    memcpy(props_a, qm_queue_peek(q, 0)->msg->props, props_a_len);
+    memcpy(props_a, qm_msg_props(qm_queue_peek(q, 0)->msg), props_a_len);
     restart();
 
     q = find("q");
@@ -358,13 +358,13 @@ START_TEST(durable_messages_survive)
     ck_assert_uint_eq(a->move_count, 0);
     ck_assert(a->msg->persistent);
     ck_assert_uint_eq(a->msg->props_len, props_a_len);
-    ck_assert_int_eq(memcmp(a->msg->props, props_a, props_a_len), 0);
-    ck_assert_uint_eq(a->msg->exchange.len, 2);
-    ck_assert_int_eq(memcmp(a->msg->exchange.p, "ex", 2), 0);
-    ck_assert_uint_eq(a->msg->routing_key.len, 2);
-    ck_assert_int_eq(memcmp(a->msg->routing_key.p, "rk", 2), 0);
+    ck_assert_int_eq(memcmp(qm_msg_props(a->msg), props_a, props_a_len), 0);
+    ck_assert_uint_eq(qm_msg_exchange(a->msg).len, 2);
+    ck_assert_int_eq(memcmp(qm_msg_exchange(a->msg).p, "ex", 2), 0);
+    ck_assert_uint_eq(qm_msg_routing_key(a->msg).len, 2);
+    ck_assert_int_eq(memcmp(qm_msg_routing_key(a->msg).p, "rk", 2), 0);
     amqp_basic_props pr;
-    ck_assert_int_eq(amqp_props_decode(a->msg->props, a->msg->props_len, &pr), 0);
+    ck_assert_int_eq(amqp_props_decode(qm_msg_props(a->msg), a->msg->props_len, &pr), 0);
     ck_assert_uint_eq(pr.message_id.len, 4);
     ck_assert_int_eq(memcmp(pr.message_id.p, "id-a", 4), 0);
     ck_assert_uint_eq(pr.headers.len, headers.len);
@@ -932,7 +932,7 @@ START_TEST(tidy_never_loses_live_messages)
                 ck_assert_uint_eq(q->n_ready, (uint64_t)live[qi]);
                 for (int i = 0; i < live[qi]; i++) {
                     snprintf(want[qi], sizeof want[qi], "%06d", next - live[qi] + i);
-                    ck_assert(!memcmp(qm_queue_peek(q, (size_t)i)->msg->body, want[qi], 6));
+                    ck_assert(!memcmp(qm_msg_body(qm_queue_peek(q, (size_t)i)->msg), want[qi], 6));
                 }
             }
         }
@@ -1111,7 +1111,7 @@ START_TEST(golden_data_dir)
     ck_assert_uint_eq(qm_queue_peek(gq, 1)->lookup_id, 9);
     amqp_basic_props pr;
     qm_message *one = qm_queue_peek(gq, 0)->msg;
-    ck_assert_int_eq(amqp_props_decode(one->props, one->props_len, &pr), 0);
+    ck_assert_int_eq(amqp_props_decode(qm_msg_props(one), one->props_len, &pr), 0);
     ck_assert_uint_eq(pr.delivery_mode, 2);
     ck_assert_uint_eq(pr.message_id.len, 2);
     ck_assert_int_eq(memcmp(pr.message_id.p, "m1", 2), 0);

@@ -59,7 +59,7 @@ static qm_message *msg_full(const char *rk, const char *body, int priority, cons
     size_t blen = strlen(body);
     qm_message *m = qm_message_new(AMQP_BYTES("ex"), amqp_cstr(rk), sl_buf_head(&b),
                                    (uint32_t)sl_buf_unread(&b), blen);
-    memcpy(m->body, body, blen);
+    memcpy(qm_msg_body(m), body, blen);
     sl_buf_free(&b);
     return m;
 }
@@ -78,7 +78,7 @@ static void put(qm_queue *q, const char *body)
 
 static int body_is(const qm_position *p, const char *s)
 {
-    return p && p->msg->body_len == strlen(s) && !memcmp(p->msg->body, s, strlen(s));
+    return p && p->msg->body_len == strlen(s) && !memcmp(qm_msg_body(p->msg), s, strlen(s));
 }
 
 static qm_queue *declare_args(const char *name, amqp_bytes args)
@@ -265,6 +265,46 @@ START_TEST(positions_deliver_ack_requeue_reject)
     ck_assert_uint_eq(qm_queue_message_count(q), 1);
     ck_assert_uint_eq(q->bytes_total, 1);
     qm_consumer_detach(&t.c);
+}
+END_TEST
+
+/* The first queue a message reaches uses the slot inside the message (pos0); later queues get
+ * their own positions. Whichever goes first, the message lives until the last position goes
+ * (ASan in CI catches a use after free here), and a freed slot is used again. */
+START_TEST(message_slot_lifetimes)
+{
+    qm_queue *a = declare("slot-a"), *b = declare("slot-b"), *c = declare("slot-c");
+    for (int order = 0; order < 2; order++) {
+        qm_message *m = msg("shared");
+        ck_assert_int_eq(qm_queue_enqueue(a, m), SL_OK);
+        ck_assert_int_eq(qm_queue_enqueue(b, m), SL_OK);
+        qm_message_unref(m); /* the positions hold it now */
+        qm_position *pa = qm_queue_get(a, 0, NULL), *pb = qm_queue_get(b, 0, NULL);
+        ck_assert_ptr_eq(pa->msg, m);
+        ck_assert_ptr_eq(pb->msg, m);
+        ck_assert_ptr_eq(pa, &m->pos0); /* first queue: the embedded slot */
+        ck_assert_ptr_ne(pb, &m->pos0);
+        ck_assert_uint_eq(m->refs, 2);
+        if (order == 0) {
+            qm_position_ack(pa); /* the slot goes first; the message stays for b */
+            ck_assert(!m->pos0_used);
+            ck_assert(body_is(pb, "shared"));
+            /* a third queue reuses the free slot while b still holds the message */
+            ck_assert_int_eq(qm_queue_enqueue(c, m), SL_OK);
+            ck_assert(m->pos0_used);
+            qm_position_ack(pb);
+            qm_position *pc = qm_queue_get(c, 1, NULL);
+            ck_assert(body_is(pc, "shared"));
+            qm_position_ack(pc);
+        } else {
+            qm_position_ack(pb);
+            ck_assert(body_is(pa, "shared"));
+            qm_position_ack(pa);
+        }
+        ck_assert_uint_eq(qm_queue_message_count(a), 0);
+        ck_assert_uint_eq(qm_queue_message_count(b), 0);
+        ck_assert_uint_eq(qm_queue_message_count(c), 0);
+    }
 }
 END_TEST
 
@@ -1199,9 +1239,9 @@ START_TEST(deadletter_x_death)
     ck_assert_int_eq(p->expires_at, 0); /* expiration removed */
     ck_assert_int_eq(p->msg->has_expiration, 0);
     ck_assert_int_eq(p->msg->priority, 2);
-    ck_assert(amqp_bytes_eq(p->msg->routing_key, "orig.rk"));
+    ck_assert(amqp_bytes_eq(qm_msg_routing_key(p->msg), "orig.rk"));
     amqp_basic_props bp;
-    ck_assert_int_eq(amqp_props_decode(p->msg->props, p->msg->props_len, &bp), 0);
+    ck_assert_int_eq(amqp_props_decode(qm_msg_props(p->msg), p->msg->props_len, &bp), 0);
     ck_assert(!(bp.flags & AMQP_P_EXPIRATION));
     ck_assert(tbl_str_is(bp.headers, "app", "v"));
     ck_assert(tbl_str_is(bp.headers, "x-first-death-reason", "rejected"));
@@ -1227,7 +1267,7 @@ START_TEST(deadletter_x_death)
     ck_assert_int_eq(qm_move_first(dlq, 1, q, NULL, NULL), SL_OK);
     qm_position_reject(qm_queue_get(q, 0, NULL));
     p = qm_queue_peek(dlq, 0);
-    ck_assert_int_eq(amqp_props_decode(p->msg->props, p->msg->props_len, &bp), 0);
+    ck_assert_int_eq(amqp_props_decode(qm_msg_props(p->msg), p->msg->props_len, &bp), 0);
     ck_assert(xdeath_entry(bp.headers, 0, &e));
     ck_assert_int_eq(tbl_int(e, "count"), 2);
     ck_assert(!xdeath_entry(bp.headers, 1, &e));
@@ -1238,7 +1278,7 @@ START_TEST(deadletter_x_death)
     qm_node_tick(N, 1000);
     p = qm_queue_peek(dlq, 0);
     ck_assert_ptr_nonnull(p);
-    ck_assert_int_eq(amqp_props_decode(p->msg->props, p->msg->props_len, &bp), 0);
+    ck_assert_int_eq(amqp_props_decode(qm_msg_props(p->msg), p->msg->props_len, &bp), 0);
     ck_assert(xdeath_entry(bp.headers, 0, &e));
     ck_assert(tbl_str_is(e, "reason", "expired"));
     ck_assert(xdeath_entry(bp.headers, 1, &e));
@@ -1265,10 +1305,10 @@ START_TEST(deadletter_maxlen_rk_and_cycle)
     ck_assert_uint_eq(dl->n_ready, 1);
     qm_position *p = qm_queue_peek(dl, 0);
     ck_assert(body_is(p, "1"));
-    ck_assert(amqp_bytes_eq(p->msg->routing_key, "dl"));
+    ck_assert(amqp_bytes_eq(qm_msg_routing_key(p->msg), "dl"));
     amqp_basic_props bp;
     amqp_bytes e;
-    amqp_props_decode(p->msg->props, p->msg->props_len, &bp);
+    amqp_props_decode(qm_msg_props(p->msg), p->msg->props_len, &bp);
     ck_assert(xdeath_entry(bp.headers, 0, &e));
     ck_assert(tbl_str_is(e, "reason", "maxlen"));
 
@@ -1313,6 +1353,7 @@ static Suite *qm_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, positions_deliver_ack_requeue_reject);
     tcase_add_test(tc, requeue_order_and_lookup_ids);
+    tcase_add_test(tc, message_slot_lifetimes);
     tcase_add_test(tc, purge_with_locked);
     tcase_add_test(tc, purge_big_queue);
     tcase_add_test(tc, delete_if_empty_locked_only);
