@@ -2,6 +2,8 @@
  * RabbitMQ) through one scenario with librabbitmq (rabbitmq-c 0.11), one connection per producer
  * or consumer thread, checks that every message arrived exactly once (a sequence number in each
  * body, one bitmap per receiving queue) and prints one JSON line of results on stdout.
+ * Publishers call amqp_basic_publish per message (three send()s each), or with --raw build the
+ * same frames themselves and write them 64 KiB at a time (the pipelined publisher).
  * Exit status: 0 ok; 1 verification failed (loss, duplicate, corrupt body, nack, wrong count);
  * 2 usage or broker/protocol error. bench/run.py runs it against both brokers and builds the
  * table; `amqpbench --help` lists scenarios and options. */
@@ -29,7 +31,7 @@
 #define MAX_PIDS 64
 #define MAX_THREADS 256
 #define FRAME_MAX 131072
-#define RAW_BATCH 65536 /* bytes per write in --raw mode */
+#define RAW_BATCH 65536 /* bytes per write of the pipelined publisher (--raw) */
 
 typedef struct {
     const char *host;
@@ -41,7 +43,7 @@ typedef struct {
     double rate;
     int prefetch, ack_every, outstanding;
     int conns, conn_threads, settle_ms;
-    int raw;
+    int raw; /* --raw / --pipeline: the pipelined publisher */
     int stall_s;
     pid_t pids[MAX_PIDS];
     int n_pids;
@@ -226,9 +228,9 @@ static void metric(const char *name, double v)
 static void print_json(void)
 {
     printf("{\"scenario\":\"%s\",\"ok\":%s,\"n\":%" PRIu64
-           ",\"size\":%zu,\"producers\":%d,\"consumers\":%d,\"metrics\":{",
+           ",\"size\":%zu,\"producers\":%d,\"consumers\":%d,\"pipelined\":%s,\"metrics\":{",
            O.scenario, atomic_load(&g_failures) ? "false" : "true", O.n, O.size, O.producers,
-           O.consumers);
+           O.consumers, O.raw ? "true" : "false");
     for (int i = 0; i < g_n_metrics; i++)
         printf("%s\"%s\":%.17g", i ? "," : "", g_metrics[i].name, g_metrics[i].v);
     printf("}}\n");
@@ -417,8 +419,9 @@ static void seen_verify(seen_t *s, const char *what)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * AMQP frames for --raw: the bytes rabbitmq-c's amqp_basic_publish writes, built once and
- * written in 64 KiB batches. Also used to report the wire size of a publish.
+ * AMQP frames for the pipelined publisher (--raw): the bytes rabbitmq-c's amqp_basic_publish
+ * writes, built here and written in 64 KiB batches. Also used to report the wire size of a
+ * publish.
  */
 static uint8_t *put8(uint8_t *p, uint8_t v)
 {
@@ -521,10 +524,12 @@ typedef struct {
     amqp_connection_state_t conn;
     char exchange[128], rkey[128];
     uint64_t lo, hi; /* publishes sequence numbers [lo, hi) */
-    int persistent, confirms, raw;
+    int persistent, confirms;
+    int raw;                  /* pipelined publisher: frames built here, 64 KiB per write */
     double rate;              /* msg/s for this producer, 0 = as fast as possible */
     pthread_barrier_t *start; /* NULL: start at once */
     int64_t t_start, t_end, cpu_ns;
+    uint64_t writes; /* pipelined publisher: send() batches written */
     /* publisher confirms: delivery tag t (1-based) is settled when acked[t] */
     uint8_t *acked;
     uint64_t published, confirmed, low;
@@ -586,33 +591,67 @@ static void confirms_read(producer_t *p, int block)
     }
 }
 
+/* The pipelined publisher's output buffer: whole messages, at most RAW_BATCH bytes. */
+typedef struct {
+    uint8_t *buf, *w;
+    size_t cap;
+    int fd;
+} pipe_buf_t;
+
+static void pipe_flush(producer_t *p, pipe_buf_t *b)
+{
+    if (b->w == b->buf)
+        return;
+    raw_write(b->fd, b->buf, (size_t)(b->w - b->buf));
+    b->w = b->buf;
+    p->writes++;
+}
+
+/* The pipelined publisher: the same frames amqp_basic_publish would send (method, content
+ * header, one body frame), appended to a buffer that is written when the next message would not
+ * fit in 64 KiB, before waiting for confirms, and at the end. With confirms, at most
+ * --outstanding publishes are unconfirmed, as in publish_all; confirms are read through
+ * librabbitmq (its outbound side stays idle, so raw writes on its socket do not interleave with
+ * anything it sends). */
 static void publish_raw(producer_t *p, uint8_t *body)
 {
     uint8_t prefix[600];
     size_t plen = publish_prefix(prefix, p->exchange, p->rkey, p->persistent);
     size_t msg = plen + 8 + O.size;
-    size_t cap = RAW_BATCH > msg ? RAW_BATCH - RAW_BATCH % msg : msg;
-    uint8_t *buf = xcalloc(1, cap), *w = buf;
-    int fd = amqp_get_sockfd(p->conn);
-    if (O.size + 8 > FRAME_MAX)
-        die("--raw needs a body that fits one frame");
+    int frame_max = amqp_get_frame_max(p->conn);
+    if (O.size + 8 > (size_t)(frame_max > 0 ? frame_max : FRAME_MAX))
+        die("--raw: a %zu-byte body does not fit one frame (frame_max %d); the pipelined "
+            "publisher sends one body frame per message",
+            O.size, frame_max);
+    pipe_buf_t b = {.cap = RAW_BATCH > msg ? RAW_BATCH - RAW_BATCH % msg : msg,
+                    .fd = amqp_get_sockfd(p->conn)};
+    b.buf = b.w = xcalloc(1, b.cap);
     for (uint64_t seq = p->lo; seq < p->hi; seq++) {
-        if ((size_t)(w - buf) + msg > cap) {
-            raw_write(fd, buf, (size_t)(w - buf));
-            w = buf;
-        }
+        if ((size_t)(b.w - b.buf) + msg > b.cap)
+            pipe_flush(p, &b);
         body_stamp(body, seq, now_ns());
-        memcpy(w, prefix, plen);
-        w += plen;
-        w = put8(w, AMQP_FRAME_BODY);
-        w = put16(w, CH);
-        w = put32(w, (uint32_t)O.size);
-        memcpy(w, body, O.size);
-        w += O.size;
-        w = put8(w, AMQP_FRAME_END);
+        memcpy(b.w, prefix, plen);
+        b.w += plen;
+        b.w = put8(b.w, AMQP_FRAME_BODY);
+        b.w = put16(b.w, CH);
+        b.w = put32(b.w, (uint32_t)O.size);
+        memcpy(b.w, body, O.size);
+        b.w += O.size;
+        b.w = put8(b.w, AMQP_FRAME_END);
+        if (p->confirms) {
+            p->published++; /* its delivery tag, whether written yet or not */
+            if (p->published - p->confirmed >= (uint64_t)O.outstanding) {
+                /* Window full: what is buffered must reach the broker before we wait. */
+                pipe_flush(p, &b);
+                while (p->published - p->confirmed >= (uint64_t)O.outstanding)
+                    confirms_read(p, 1);
+            }
+            if ((p->published & 63) == 0)
+                confirms_read(p, 0);
+        }
     }
-    raw_write(fd, buf, (size_t)(w - buf));
-    free(buf);
+    pipe_flush(p, &b);
+    free(b.buf);
 }
 
 static void publish_all(producer_t *p)
@@ -884,6 +923,16 @@ static int64_t sum_cpu(producer_t *ps, int np, consumer_t *cs, int nc)
     return t;
 }
 
+/* Pipelined publisher: messages per send() batch, all producers together. */
+static void metric_msgs_per_write(producer_t *ps, int np, uint64_t msgs)
+{
+    uint64_t writes = 0;
+    for (int i = 0; i < np; i++)
+        writes += ps[i].writes;
+    if (O.raw && writes)
+        metric("pub_msgs_per_write", (double)msgs / (double)writes);
+}
+
 static size_t deliver_wire_bytes(const char *ex, const char *rk, size_t ctag_len)
 {
     /* basic.deliver: class+method 4, consumer-tag, delivery-tag 8, redelivered 1, exchange,
@@ -936,6 +985,7 @@ static void scen_ptc(void)
     metric("t_cons0", secs(ph2.t0));
     metric("t_cons1", secs(ph2.t0 + t_cons));
     metric("pub_wire_bytes", (double)publish_wire_bytes("", q, 0));
+    metric_msgs_per_write(ps, O.producers, O.n);
     metric("deliver_wire_bytes", (double)deliver_wire_bytes("", q, cs[0].ctag_len));
     producers_free(ps, O.producers);
     consumers_free(cs, O.consumers);
@@ -1009,6 +1059,7 @@ static void scen_pubsub(void)
     metric("client_cpu", (double)sum_cpu(ps, O.producers, cs, O.consumers) / (double)t_e2e);
     metric("t0", secs(ph.t0));
     metric("t1", secs(ph.t0 + t_e2e));
+    metric_msgs_per_write(ps, O.producers, O.n);
     free(lat);
     producers_free(ps, O.producers);
     consumers_free(cs, O.consumers);
@@ -1034,7 +1085,6 @@ static void scen_confirm(void)
     for (int i = 0; i < O.producers; i++) {
         ps[i].persistent = 1;
         ps[i].confirms = 1;
-        ps[i].raw = 0;
     }
     phase_t ph = phase_run(ps, O.producers, NULL, 0);
     int64_t t_conf = 0;
@@ -1054,6 +1104,7 @@ static void scen_confirm(void)
     metric("broker_us_per_msg", cpu);
     metric("client_cpu", (double)sum_cpu(ps, O.producers, NULL, 0) / (double)t_conf / O.producers);
     metric("drain_rate", (double)O.n / secs(t_cons));
+    metric_msgs_per_write(ps, O.producers, O.n);
     producers_free(ps, O.producers);
     consumers_free(cs, 1);
     queue_delete(ctl, q);
@@ -1096,6 +1147,7 @@ static void scen_fanout(void)
     metric("deliveries_rate", (double)O.n * nq / secs(t));
     metric("broker_us_per_msg", cpu);
     metric("client_cpu", (double)sum_cpu(ps, O.producers, cs, nq) / (double)t);
+    metric_msgs_per_write(ps, O.producers, O.n);
     producers_free(ps, O.producers);
     consumers_free(cs, nq);
     for (int i = 0; i < nq; i++) {
@@ -1282,8 +1334,10 @@ static void usage(int rc)
             "      --conns N          conns: idle connections (10000)\n"
             "      --conn-threads N   conns: threads opening them (8)\n"
             "      --settle-ms N      wait for broker RSS to settle (3000)\n"
-            "      --raw              publish pre-framed 64 KiB batches on the connection's\n"
-            "                         socket instead of amqp_basic_publish per message\n"
+            "      --raw, --pipeline  pipelined publisher: the same frames as\n"
+            "                         amqp_basic_publish, written in 64 KiB batches on the\n"
+            "                         connection's socket (ptc, confirm, fanout, pubsub at\n"
+            "                         full speed; not with --rate; purge always uses it)\n"
             "      --pids P,P,...     broker processes: CPU and RSS from /proc\n"
             "      --stall S          fail after S seconds without progress (60)\n"
             "      --tag NAME         prefix of queue/exchange names (bench-PID)\n");
@@ -1293,27 +1347,18 @@ static void usage(int rc)
 static void parse_args(int argc, char **argv)
 {
     enum { PREFETCH = 256, ACK, OUTST, CONNS, CTHREADS, SETTLE, RAW, PIDS, STALL, TAG };
-    static const struct option lo[] = {{"scenario", 1, 0, 'S'},
-                                       {"host", 1, 0, 'H'},
-                                       {"port", 1, 0, 'p'},
-                                       {"messages", 1, 0, 'n'},
-                                       {"size", 1, 0, 's'},
-                                       {"producers", 1, 0, 'P'},
-                                       {"consumers", 1, 0, 'C'},
-                                       {"queues", 1, 0, 'q'},
-                                       {"rate", 1, 0, 'r'},
-                                       {"prefetch", 1, 0, PREFETCH},
-                                       {"ack-every", 1, 0, ACK},
-                                       {"outstanding", 1, 0, OUTST},
-                                       {"conns", 1, 0, CONNS},
-                                       {"conn-threads", 1, 0, CTHREADS},
-                                       {"settle-ms", 1, 0, SETTLE},
-                                       {"raw", 0, 0, RAW},
-                                       {"pids", 1, 0, PIDS},
-                                       {"stall", 1, 0, STALL},
-                                       {"tag", 1, 0, TAG},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"scenario", 1, 0, 'S'},     {"host", 1, 0, 'H'},
+        {"port", 1, 0, 'p'},         {"messages", 1, 0, 'n'},
+        {"size", 1, 0, 's'},         {"producers", 1, 0, 'P'},
+        {"consumers", 1, 0, 'C'},    {"queues", 1, 0, 'q'},
+        {"rate", 1, 0, 'r'},         {"prefetch", 1, 0, PREFETCH},
+        {"ack-every", 1, 0, ACK},    {"outstanding", 1, 0, OUTST},
+        {"conns", 1, 0, CONNS},      {"conn-threads", 1, 0, CTHREADS},
+        {"settle-ms", 1, 0, SETTLE}, {"raw", 0, 0, RAW},
+        {"pipeline", 0, 0, RAW},     {"pids", 1, 0, PIDS},
+        {"stall", 1, 0, STALL},      {"tag", 1, 0, TAG},
+        {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
     int c;
     snprintf(O.tag, sizeof O.tag, "bench-%d", (int)getpid());
     while ((c = getopt_long(argc, argv, "S:H:p:n:s:P:C:q:r:h", lo, NULL)) != -1) {
@@ -1391,7 +1436,11 @@ static void parse_args(int argc, char **argv)
     if (O.n > UINT32_MAX)
         die("at most %u messages (queue counts are 32-bit)", UINT32_MAX);
     if (O.raw && O.rate > 0)
-        die("--raw cannot pace; drop --rate");
+        die("--raw (pipelined publisher) writes batches and cannot pace messages: drop --rate "
+            "or --raw");
+    if (O.raw && O.size + 8 > FRAME_MAX)
+        die("--raw (pipelined publisher): a %zu-byte body does not fit one %d-byte frame", O.size,
+            FRAME_MAX);
 }
 
 int main(int argc, char **argv)
@@ -1407,7 +1456,7 @@ int main(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     fprintf(stderr, "amqpbench: %s on %s:%d n=%" PRIu64 " size=%zu P=%d C=%d%s\n", O.scenario,
-            O.host, O.port, O.n, O.size, O.producers, O.consumers, O.raw ? " raw" : "");
+            O.host, O.port, O.n, O.size, O.producers, O.consumers, O.raw ? " pipelined" : "");
     if (!strcmp(O.scenario, "ptc"))
         scen_ptc();
     else if (!strcmp(O.scenario, "pubsub"))

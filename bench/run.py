@@ -277,26 +277,41 @@ class RabbitMQ:
 # id, title, amqpbench args (full run), args (smoke), flags
 SCENARIOS = [
     ("ptc16", "publish-then-consume 16 B", "-S ptc -s 16 -n 1000000", "-S ptc -s 16 -n 20000", ""),
-    # The same with the publisher writing pre-framed 64 KiB batches instead of three send()s per
-    # message: rabbitmq-c's per-message sends cap a publisher near the loopback "frames" figure,
-    # so this is what shows the brokers' own ingest rate.
-    ("ptc16raw", "publish-then-consume 16 B, batched publisher", "-S ptc -s 16 -n 1000000 --raw",
-     "-S ptc -s 16 -n 20000 --raw", ""),
+    # "raw" ids: the same with amqpbench's pipelined publisher (--raw), which sends the same
+    # frame bytes 64 KiB per write instead of rabbitmq-c's three send()s per message. Those sends
+    # cap any publisher near the loopback "frames" figure (~110k msg/s here), so the pipelined
+    # rows are what shows the brokers' own ingest rate.
+    ("ptc16raw", "publish-then-consume 16 B, pipelined publisher",
+     "-S ptc -s 16 -n 1000000 --raw", "-S ptc -s 16 -n 20000 --raw", ""),
     ("ptc1k", "publish-then-consume 1 KiB", "-S ptc -s 1024 -n 300000", "-S ptc -s 1024 -n 10000",
      ""),
+    ("ptc1kraw", "publish-then-consume 1 KiB, pipelined publisher",
+     "-S ptc -s 1024 -n 300000 --raw", "-S ptc -s 1024 -n 10000 --raw", ""),
     ("ps_full", "pub/sub full speed 16 B", "-S pubsub -s 16 -n 500000", "-S pubsub -n 20000", ""),
     ("ps_20k", "pub/sub at 20k msg/s 16 B", "-S pubsub -s 16 -n 200000 -r 20000",
      "-S pubsub -n 20000 -r 20000", ""),
     ("conf1_16", "persistent+confirms 1 producer 16 B", "-S confirm -P 1 -s 16 -n 100000",
      "-S confirm -P 1 -s 16 -n 5000", "fsync"),
+    ("conf1_16raw", "persistent+confirms 1 producer 16 B, pipelined publisher",
+     "-S confirm -P 1 -s 16 -n 100000 --raw", "-S confirm -P 1 -s 16 -n 5000 --raw", "fsync"),
     ("conf4_16", "persistent+confirms 4 producers 16 B", "-S confirm -P 4 -s 16 -n 200000",
      "-S confirm -P 4 -s 16 -n 5000", "fsync"),
+    ("conf4_16raw", "persistent+confirms 4 producers 16 B, pipelined publisher",
+     "-S confirm -P 4 -s 16 -n 200000 --raw", "-S confirm -P 4 -s 16 -n 5000 --raw", "fsync"),
     ("conf1_1k", "persistent+confirms 1 producer 1 KiB", "-S confirm -P 1 -s 1024 -n 100000",
      "-S confirm -P 1 -s 1024 -n 5000", "fsync"),
+    ("conf1_1kraw", "persistent+confirms 1 producer 1 KiB, pipelined publisher",
+     "-S confirm -P 1 -s 1024 -n 100000 --raw", "-S confirm -P 1 -s 1024 -n 5000 --raw",
+     "fsync"),
     ("conf4_1k", "persistent+confirms 4 producers 1 KiB", "-S confirm -P 4 -s 1024 -n 200000",
      "-S confirm -P 4 -s 1024 -n 5000", "fsync"),
+    ("conf4_1kraw", "persistent+confirms 4 producers 1 KiB, pipelined publisher",
+     "-S confirm -P 4 -s 1024 -n 200000 --raw", "-S confirm -P 4 -s 1024 -n 5000 --raw",
+     "fsync"),
     ("fanout", "fanout 1 -> 4 queues 16 B", "-S fanout -q 4 -s 16 -n 300000",
      "-S fanout -q 4 -n 10000", ""),
+    ("fanoutraw", "fanout 1 -> 4 queues 16 B, pipelined publisher",
+     "-S fanout -q 4 -s 16 -n 300000 --raw", "-S fanout -q 4 -n 10000 --raw", ""),
     # Fresh broker pairs for these two: RSS deltas measured after the big scenarios would be
     # absorbed by freed memory the allocators keep.
     ("purge", "purge / delete of 1,000,000", "-S purge -n 1000000", "-S purge -n 50000", "fresh"),
@@ -309,10 +324,16 @@ SCENARIOS = [
 FIGURES = [
     ("ptc16", "pub_rate", "ptc 16 B publish", "msg/s", "hi", ("ratio>=", 10)),
     ("ptc16", "cons_rate", "ptc 16 B consume", "msg/s", "hi", ("ratio>=", 10)),
-    ("ptc16raw", "pub_rate", "ptc 16 B publish, batched publisher", "msg/s", "hi", None),
-    ("ptc16raw", "cons_rate", "ptc 16 B consume (after batched publish)", "msg/s", "hi", None),
+    ("ptc16raw", "pub_rate", "ptc 16 B publish, pipelined publisher", "msg/s", "hi",
+     ("ratio>=", 10)),
+    ("ptc16raw", "cons_rate", "ptc 16 B consume (after pipelined publish)", "msg/s", "hi",
+     ("ratio>=", 10)),
     ("ptc1k", "pub_rate", "ptc 1 KiB publish", "msg/s", "hi", ("ratio>=", 5)),
     ("ptc1k", "cons_rate", "ptc 1 KiB consume", "msg/s", "hi", ("ratio>=", 5)),
+    ("ptc1kraw", "pub_rate", "ptc 1 KiB publish, pipelined publisher", "msg/s", "hi",
+     ("ratio>=", 5)),
+    ("ptc1kraw", "cons_rate", "ptc 1 KiB consume (after pipelined publish)", "msg/s", "hi",
+     ("ratio>=", 5)),
     ("ps_full", "e2e_rate", "pub/sub full speed: end-to-end", "msg/s", "hi", None),
     ("ps_full", "lat_p50_us", "pub/sub full speed: latency p50", "us", "lo", None),
     ("ps_full", "lat_p99_us", "pub/sub full speed: latency p99", "us", "lo", None),
@@ -326,8 +347,20 @@ FIGURES = [
     ("conf4_16", "confirm_rate", "persistent+confirms 4P 16 B", "msg/s", "hi", ("ratio>=", 5)),
     ("conf1_1k", "confirm_rate", "persistent+confirms 1P 1 KiB", "msg/s", "hi", ("ratio>=", 5)),
     ("conf4_1k", "confirm_rate", "persistent+confirms 4P 1 KiB", "msg/s", "hi", ("ratio>=", 5)),
+    ("conf1_16raw", "confirm_rate", "persistent+confirms 1P 16 B, pipelined publisher", "msg/s",
+     "hi", ("ratio>=", 5)),
+    ("conf4_16raw", "confirm_rate", "persistent+confirms 4P 16 B, pipelined publisher", "msg/s",
+     "hi", ("ratio>=", 5)),
+    ("conf1_1kraw", "confirm_rate", "persistent+confirms 1P 1 KiB, pipelined publisher", "msg/s",
+     "hi", ("ratio>=", 5)),
+    ("conf4_1kraw", "confirm_rate", "persistent+confirms 4P 1 KiB, pipelined publisher", "msg/s",
+     "hi", ("ratio>=", 5)),
     ("fanout", "fanout_rate", "fanout 1->4: messages", "msg/s", "hi", ("ratio>=", 5)),
     ("fanout", "deliveries_rate", "fanout 1->4: deliveries", "dlv/s", "hi", None),
+    ("fanoutraw", "fanout_rate", "fanout 1->4: messages, pipelined publisher", "msg/s", "hi",
+     ("ratio>=", 5)),
+    ("fanoutraw", "deliveries_rate", "fanout 1->4: deliveries, pipelined publisher", "dlv/s", "hi",
+     None),
     ("purge", "purge_ms", "queue.purge of 1M", "ms", "lo", ("abs<=", 10)),
     ("purge", "delete_ms", "queue.delete of 1M", "ms", "lo", ("abs<=", 10)),
     ("purge", "rss_bytes_per_queued_msg", "RSS per queued 16 B message", "B", "lo", None),
@@ -340,16 +373,22 @@ FIGURES = [
 CPU_FIGURES = [
     ("ptc16", "broker_us_per_msg_pub", "client_cpu_pub", "ptc 16 B publish"),
     ("ptc16", "broker_us_per_msg_cons", "client_cpu_cons", "ptc 16 B consume"),
-    ("ptc16raw", "broker_us_per_msg_pub", "client_cpu_pub", "ptc 16 B publish, batched"),
+    ("ptc16raw", "broker_us_per_msg_pub", "client_cpu_pub", "ptc 16 B publish, pipelined"),
     ("ptc1k", "broker_us_per_msg_pub", "client_cpu_pub", "ptc 1 KiB publish"),
     ("ptc1k", "broker_us_per_msg_cons", "client_cpu_cons", "ptc 1 KiB consume"),
+    ("ptc1kraw", "broker_us_per_msg_pub", "client_cpu_pub", "ptc 1 KiB publish, pipelined"),
     ("ps_full", "broker_us_per_msg", "client_cpu", "pub/sub full speed"),
     ("ps_20k", "broker_us_per_msg", "client_cpu", "pub/sub 20k/s"),
     ("conf1_16", "broker_us_per_msg", "client_cpu", "persistent 1P 16 B"),
     ("conf4_16", "broker_us_per_msg", "client_cpu", "persistent 4P 16 B"),
     ("conf1_1k", "broker_us_per_msg", "client_cpu", "persistent 1P 1 KiB"),
     ("conf4_1k", "broker_us_per_msg", "client_cpu", "persistent 4P 1 KiB"),
+    ("conf1_16raw", "broker_us_per_msg", "client_cpu", "persistent 1P 16 B, pipelined"),
+    ("conf4_16raw", "broker_us_per_msg", "client_cpu", "persistent 4P 16 B, pipelined"),
+    ("conf1_1kraw", "broker_us_per_msg", "client_cpu", "persistent 1P 1 KiB, pipelined"),
+    ("conf4_1kraw", "broker_us_per_msg", "client_cpu", "persistent 4P 1 KiB, pipelined"),
     ("fanout", "broker_us_per_msg", "client_cpu", "fanout 1->4"),
+    ("fanoutraw", "broker_us_per_msg", "client_cpu", "fanout 1->4, pipelined"),
 ]
 
 
@@ -563,7 +602,7 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
                         100 * sc / (bps / dl), fmt(bps / dl, "msg/s"), dl))
                     oks.append(sc / (bps / dl) >= 0.3)
                 if sraw:
-                    parts.append("batched publish %.1f%% (not judged)" % (100 * sraw / mps))
+                    parts.append("pipelined publish %.1f%% (not judged)" % (100 * sraw / mps))
                 share = "; ".join(parts)
                 tgt = ">= 30%"
                 ok = ("**yes**" if all(oks) else "NO") if oks else "n/a"
@@ -608,6 +647,15 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
     L.append("4. Noise: other engineers build and test on this 2-core machine during the run; "
              "load averages above are the hint. The generator shares both cores with the "
              "broker.")
+    L.append("5. Publishers. Rows that name no publisher use rabbitmq-c's amqp_basic_publish "
+             "(per call), which makes three send() calls per message (method, header and body "
+             "frame); that alone caps one publisher near the \"3 sends per message\" rate of the "
+             "loopback table, with no broker at all. Rows marked \"pipelined publisher\" send the "
+             "identical frame bytes, built by amqpbench and written 64 KiB per write (with "
+             "confirms also whenever the window of unconfirmed messages is full, before waiting), "
+             "to both brokers; the exactly-once check is the same. The \"client busy\" column "
+             "of the CPU table says whether the generator set the pace (near 1.0) or the broker "
+             "did; pub_msgs_per_write in the samples is the batching achieved.")
     for extra in notes.get("extra", []):
         L.append("- " + extra)
     failed = [x for x in samples if not x.get("ok")]
@@ -671,7 +719,7 @@ PROFILE_CASES = [
      [("publish (rabbitmq-c, 3 sends/msg)", "t_pub0", "t_pub1"),
       ("consume", "t_cons0", "t_cons1")]),
     ("ptc16raw", "-S ptc -s 16 -n 1000000 --raw",
-     [("publish (batched 64 KiB writes)", "t_pub0", "t_pub1"),
+     [("publish (pipelined, 64 KiB writes)", "t_pub0", "t_pub1"),
       ("consume", "t_cons0", "t_cons1")]),
     ("ps_20k", "-S pubsub -s 16 -n 200000 -r 20000", [("pub/sub at 20k msg/s", "t0", "t1")]),
 ]
