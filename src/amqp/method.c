@@ -105,6 +105,91 @@ void amqp_props_encode(sl_buf *out, const amqp_basic_props *props)
         amqp_wr_shortstr(out, props->cluster_id);
 }
 
+static inline uint8_t *put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+    return p + 2;
+}
+
+static inline uint8_t *put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+    return p + 4;
+}
+
+static inline uint8_t *put64(uint8_t *p, uint64_t v)
+{
+    return put32(put32(p, (uint32_t)(v >> 32)), (uint32_t)v);
+}
+
+static inline uint8_t *put_shortstr(uint8_t *p, amqp_bytes s, size_t n)
+{
+    *p++ = (uint8_t)n;
+    memcpy(p, s.p, n);
+    return p + n;
+}
+
+static inline uint8_t *frame_head(uint8_t *p, uint8_t type, uint16_t ch, uint32_t size)
+{
+    *p++ = type;
+    p = put16(p, ch);
+    return put32(p, size);
+}
+
+void amqp_deliver_write(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag, uint64_t delivery_tag,
+                        int redelivered, amqp_bytes exchange, amqp_bytes routing_key,
+                        const uint8_t *props, size_t props_len, const uint8_t *body,
+                        uint64_t body_len, size_t max_payload)
+{
+    size_t ct = consumer_tag.len > 255 ? 255 : consumer_tag.len;
+    size_t ex = exchange.len > 255 ? 255 : exchange.len;
+    size_t rk = routing_key.len > 255 ? 255 : routing_key.len;
+    uint32_t method_size = (uint32_t)(4 + 1 + ct + 8 + 1 + 1 + ex + 1 + rk);
+    uint32_t header_size = (uint32_t)(2 + 2 + 8 + props_len);
+    if (max_payload == 0)
+        max_payload = body_len ? (size_t)body_len : 1;
+    /* The common case, a body in one frame, goes in the same reservation. */
+    int one_body = body_len > 0 && body_len <= max_payload;
+    size_t total = AMQP_FRAME_OVERHEAD + method_size + AMQP_FRAME_OVERHEAD + header_size +
+                   (one_body ? AMQP_FRAME_OVERHEAD + (size_t)body_len : 0);
+
+    uint8_t *p = sl_buf_reserve(out, total), *start = p;
+    p = frame_head(p, AMQP_FRAME_METHOD, ch, method_size);
+    p = put32(p, AMQP_BASIC_DELIVER);
+    p = put_shortstr(p, consumer_tag, ct);
+    p = put64(p, delivery_tag);
+    *p++ = redelivered ? 1 : 0;
+    p = put_shortstr(p, exchange, ex);
+    p = put_shortstr(p, routing_key, rk);
+    *p++ = AMQP_FRAME_END;
+
+    p = frame_head(p, AMQP_FRAME_HEADER, ch, header_size);
+    p = put16(p, 60);
+    p = put16(p, 0);
+    p = put64(p, body_len);
+    memcpy(p, props, props_len);
+    p += props_len;
+    *p++ = AMQP_FRAME_END;
+
+    if (one_body) {
+        p = frame_head(p, AMQP_FRAME_BODY, ch, (uint32_t)body_len);
+        memcpy(p, body, (size_t)body_len);
+        p += body_len;
+        *p++ = AMQP_FRAME_END;
+    }
+    out->len += (size_t)(p - start);
+    if (one_body)
+        return;
+    for (uint64_t off = 0; off < body_len; off += max_payload) {
+        size_t n = body_len - off < max_payload ? (size_t)(body_len - off) : max_payload;
+        amqp_frame_write(out, AMQP_FRAME_BODY, ch, body + off, n);
+    }
+}
+
 void amqp_content_header_write(sl_buf *out, uint16_t ch, uint64_t body_size, const uint8_t *props,
                                size_t props_len)
 {

@@ -87,6 +87,16 @@ int amqp_content_header_parse(const uint8_t *payload, size_t len, amqp_content_h
 int amqp_props_decode(const uint8_t *p, size_t len, amqp_basic_props *out);
 /* Append flags + values for the fields present in props->flags. */
 void amqp_props_encode(sl_buf *out, const amqp_basic_props *props);
+/* One whole delivery: the basic.deliver method frame, the content header frame with the raw
+ * property bytes, and the body in frames of at most max_payload octets (frame_max - 8).
+ * The bytes are exactly those amqp_method_write + amqp_content_header_write +
+ * amqp_frame_write produce (test_amqp compares them); this writes them with one room check
+ * and no length patching, since every delivery goes through here. Strings longer than 255
+ * octets are cut as amqp_wr_shortstr cuts them. */
+void amqp_deliver_write(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag, uint64_t delivery_tag,
+                        int redelivered, amqp_bytes exchange, amqp_bytes routing_key,
+                        const uint8_t *props, size_t props_len, const uint8_t *body,
+                        uint64_t body_len, size_t max_payload);
 /* Append a whole HEADER frame for class 60 carrying raw property bytes (flags + values). */
 void amqp_content_header_write(sl_buf *out, uint16_t ch, uint64_t body_size, const uint8_t *props,
                                size_t props_len);

@@ -49,21 +49,17 @@ static void deliver(qm_consumer *qc, qm_position *pos)
 {
     consumer *cons = qc->ctx;
     channel *ch = cons->ch;
-    amqp_method m = {.id = AMQP_BASIC_DELIVER};
-    m.u.basic_deliver.consumer_tag = (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len};
-    m.u.basic_deliver.redelivered = pos->redelivered;
-    m.u.basic_deliver.exchange = qm_msg_exchange(pos->msg);
-    m.u.basic_deliver.routing_key = qm_msg_routing_key(pos->msg);
-    if (qc->no_ack) {
-        m.u.basic_deliver.delivery_tag = ++ch->next_tag;
-        conn_send_method(ch->c, ch->id, &m);
-        write_content(ch->c, ch->id, pos->msg);
+    conn *c = ch->c;
+    const qm_message *m = pos->msg;
+    /* Track first: the tag is assigned by the record. */
+    uint64_t tag = qc->no_ack ? ++ch->next_tag : channel_track(ch, pos, cons);
+    amqp_deliver_write(&c->out, ch->id, (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len},
+                       tag, pos->redelivered, qm_msg_exchange(m), qm_msg_routing_key(m),
+                       qm_msg_props(m), m->props_len, qm_msg_body(m), m->body_len,
+                       c->frame_max ? c->frame_max - AMQP_FRAME_OVERHEAD : 0);
+    broker_mark_dirty(c);
+    if (qc->no_ack)
         qm_position_ack(pos);
-        return;
-    }
-    m.u.basic_deliver.delivery_tag = channel_track(ch, pos, cons);
-    conn_send_method(ch->c, ch->id, &m);
-    write_content(ch->c, ch->id, pos->msg);
 }
 
 void consumer_notify_cancel(consumer *cons)

@@ -992,6 +992,68 @@ END_TEST
 
 /* ------------------------------------------------------------------ content header / props */
 
+/* The delivery fast path writes the same bytes as the generic encoders, for a body in one
+ * frame, none, several frames, no frame_max, and names longer than a short string. */
+static void deliver_generic(sl_buf *out, uint16_t ch, amqp_bytes ctag, uint64_t tag, int redel,
+                            amqp_bytes ex, amqp_bytes rk, const uint8_t *props, size_t props_len,
+                            const uint8_t *body, uint64_t body_len, size_t max_payload)
+{
+    amqp_method m = {.id = AMQP_BASIC_DELIVER};
+    m.u.basic_deliver.consumer_tag = ctag;
+    m.u.basic_deliver.delivery_tag = tag;
+    m.u.basic_deliver.redelivered = redel;
+    m.u.basic_deliver.exchange = ex;
+    m.u.basic_deliver.routing_key = rk;
+    amqp_method_write(out, ch, &m);
+    amqp_content_header_write(out, ch, body_len, props, props_len);
+    size_t chunk = max_payload ? max_payload : (size_t)body_len;
+    for (uint64_t off = 0; off < body_len; off += chunk) {
+        size_t n = body_len - off < chunk ? (size_t)(body_len - off) : chunk;
+        amqp_frame_write(out, AMQP_FRAME_BODY, ch, body + off, n);
+    }
+}
+
+START_TEST(deliver_fast_path_matches_generic)
+{
+    static uint8_t body[5000];
+    static char longname[300];
+    for (size_t i = 0; i < sizeof body; i++)
+        body[i] = (uint8_t)(i * 7);
+    memset(longname, 'n', sizeof longname - 1);
+    const uint8_t props[] = {0x10, 0x00, 0x02}; /* delivery-mode 2 */
+    struct {
+        uint64_t body_len;
+        size_t max_payload;
+        const char *ex, *rk;
+    } cases[] = {
+        {16, 131064, "", "q"},
+        {0, 131064, "amq.direct", "rk"},
+        {5000, 1000, "ex", "rk"},
+        {5000, 4999, "ex", "rk"},
+        {5000, 5000, "ex", "rk"},
+        {300, 0, "ex", "rk"},
+        {10, 131064, longname, longname},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sl_buf a, b;
+        sl_buf_init(&a);
+        sl_buf_init(&b);
+        sl_buf_append(&a, "x", 1); /* not at the start of the buffer */
+        sl_buf_append(&b, "x", 1);
+        amqp_bytes ctag = amqp_cstr("amq.ctag-1"), ex = amqp_cstr(cases[i].ex),
+                   rk = amqp_cstr(cases[i].rk);
+        amqp_deliver_write(&a, 7, ctag, 1000 + i, (int)(i & 1), ex, rk, props, sizeof props, body,
+                           cases[i].body_len, cases[i].max_payload);
+        deliver_generic(&b, 7, ctag, 1000 + i, (int)(i & 1), ex, rk, props, sizeof props, body,
+                        cases[i].body_len, cases[i].max_payload);
+        ck_assert_uint_eq(sl_buf_unread(&a), sl_buf_unread(&b));
+        ck_assert_mem_eq(sl_buf_head(&a), sl_buf_head(&b), sl_buf_unread(&a));
+        sl_buf_free(&a);
+        sl_buf_free(&b);
+    }
+}
+END_TEST
+
 START_TEST(props_all_fourteen)
 {
     sl_buf hdr;
@@ -1168,6 +1230,7 @@ static Suite *amqp_suite(void)
 
     tc = tcase_create("props");
     tcase_add_test(tc, props_all_fourteen);
+    tcase_add_test(tc, deliver_fast_path_matches_generic);
     tcase_add_test(tc, props_subset_and_errors);
     suite_add_tcase(s, tc);
     return s;
