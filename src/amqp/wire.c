@@ -28,61 +28,6 @@ int amqp_bytes_equal(amqp_bytes a, amqp_bytes b)
     return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
 }
 
-/* Returns a pointer to n readable bytes and advances, or NULL (and sets err). */
-static const uint8_t *take(amqp_reader *r, size_t n)
-{
-    if (r->err)
-        return NULL;
-    if (n > (size_t)(r->end - r->p)) {
-        r->err = 1;
-        return NULL;
-    }
-    const uint8_t *p = r->p;
-    r->p += n;
-    return p;
-}
-
-uint8_t amqp_rd_u8(amqp_reader *r)
-{
-    const uint8_t *p = take(r, 1);
-    return p ? p[0] : 0;
-}
-
-uint16_t amqp_rd_u16(amqp_reader *r)
-{
-    const uint8_t *p = take(r, 2);
-    return p ? sl_get_u16(p) : 0;
-}
-
-uint32_t amqp_rd_u32(amqp_reader *r)
-{
-    const uint8_t *p = take(r, 4);
-    return p ? sl_get_u32(p) : 0;
-}
-
-uint64_t amqp_rd_u64(amqp_reader *r)
-{
-    const uint8_t *p = take(r, 8);
-    return p ? sl_get_u64(p) : 0;
-}
-
-amqp_bytes amqp_rd_raw(amqp_reader *r, size_t n)
-{
-    amqp_bytes b = {NULL, 0};
-    const uint8_t *p = take(r, n);
-    if (p) {
-        b.p = p;
-        b.len = n;
-    }
-    return b;
-}
-
-amqp_bytes amqp_rd_shortstr(amqp_reader *r)
-{
-    size_t n = amqp_rd_u8(r);
-    return amqp_rd_raw(r, n);
-}
-
 amqp_bytes amqp_rd_longstr(amqp_reader *r)
 {
     size_t n = amqp_rd_u32(r);
