@@ -3,16 +3,17 @@
 #                       table of medians and ratios and writes bench/results/<time>.md + latest.md
 #   make bench-smoke    small N, one round, correctness only (RabbitMQ used when installed)
 #   make bench-profile  perf profile of sluiced in the 16 B publish-then-consume scenario
+#   make bench-route    routing cost as bindings grow (the queue model alone: bench/routebench.c)
 # Extra driver flags go in BENCH_ARGS, e.g. BENCH_ARGS="--rounds 5 --only ptc16,conns".
 # Binaries go to $(BUILD)/bench/. See bench/README.md.
 
 BENCH_DIR    := $(BUILD)/bench
 BENCH_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O2 -pthread $(WARN)
 BENCH_LIBS   := $(shell pkg-config --libs librabbitmq 2>/dev/null || echo -lrabbitmq) -pthread
-BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil
+BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebench
 BENCH_ARGS   ?=
 
-.PHONY: bench bench-smoke bench-profile bench-tools
+.PHONY: bench bench-smoke bench-profile bench-tools bench-route
 
 $(BENCH_DIR)/amqpbench: bench/amqpbench.c bench/bench.mk
 	@mkdir -p $(dir $@)
@@ -22,7 +23,14 @@ $(BENCH_DIR)/tcpceil: bench/tcpceil.c bench/bench.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< -pthread
 
+$(BENCH_DIR)/routebench: bench/routebench.c $(BUILD)/libsluice.a bench/bench.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O2 -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
+
 bench-tools: $(BENCH_BINS)
+
+bench-route: $(BENCH_DIR)/routebench
+	$(BENCH_DIR)/routebench
 
 bench:
 	@scripts/deps.sh bench
@@ -35,6 +43,7 @@ bench-smoke:
 	@scripts/deps.sh bench || echo "bench-smoke: continuing with what is installed" >&2
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
 	/usr/bin/python3 bench/run.py --smoke --build $(BUILD) $(BENCH_ARGS)
+	$(BENCH_DIR)/routebench 2000
 
 bench-profile:
 	@scripts/deps.sh bench

@@ -52,6 +52,7 @@ typedef struct qm_message qm_message;
 typedef struct qm_position qm_position;
 typedef struct qm_consumer qm_consumer;
 typedef struct qm_tx qm_tx;
+typedef struct qm_tnode qm_tnode;
 
 /* ------------------------------------------------------------------------------------------
  * Positions and messages (a message carries its first position, so both are defined here)
@@ -277,6 +278,7 @@ struct qm_queue {
     struct qm_paged *paged;
     size_t paged_head, paged_len, paged_cap;
     qm_position *locked; /* head of the LOCKED / PURGE_PENDING list */
+    qm_binding *inbound; /* bindings to this queue (dnext chain) */
     qm_consumer *consumers;
     qm_consumer *rr_next;
     uint8_t dispatch_scheduled;
@@ -412,9 +414,12 @@ struct qm_exchange {
     uint8_t *args; /* arguments table content (owned) */
     size_t args_len;
     char *alternate;      /* alternate-exchange argument, or NULL */
-    qm_binding *bindings; /* outgoing bindings (this exchange is the source) */
+    qm_binding *bindings; /* outgoing bindings (this exchange is the source), newest first */
     size_t n_bindings;
-    size_t n_inbound;     /* bindings where this exchange is the destination */
+    sl_map *by_key;      /* binding key -> first outgoing binding with it (knext chain) */
+    qm_binding *inbound; /* bindings where this exchange is the destination (dnext chain) */
+    qm_tnode *trie;      /* topic exchanges: the patterns of the outgoing bindings */
+    size_t n_inbound;
     uint64_t route_epoch; /* qm_route's visited stamp (internal) */
     uint8_t deleting;     /* being deleted: guards auto-delete recursion (internal) */
 };
@@ -424,10 +429,18 @@ struct qm_binding {
     qm_queue *dest_queue; /* one of these two */
     qm_exchange *dest_exchange;
     char *key;
+    size_t key_len;
     uint8_t *args; /* arguments table content (owned) */
     size_t args_len;
-    qm_binding *next; /* in source->bindings */
+    qm_binding *next, *prev;   /* in source->bindings */
+    qm_binding *knext, *kprev; /* among the source's bindings with the same key */
+    qm_binding *dnext, *dprev; /* in the destination's inbound list */
+    qm_tnode *tnode;           /* topic: the trie node of the pattern, bindings chained by */
+    qm_binding *tnext, *tprev; /* tnext/tprev there */
 };
+
+/* The outgoing bindings of x with this key (chained by knext), or NULL. */
+qm_binding *qm_bindings_with_key(const qm_exchange *x, amqp_bytes key);
 
 /* "direct" -> QM_EX_DIRECT...; -1 when unknown. */
 int qm_exchange_type_parse(const char *s, size_t len);

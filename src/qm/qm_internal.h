@@ -95,6 +95,15 @@ void qm_queue_maybe_gc(qm_queue *q);
 int qm_queue_gc_ready(qm_queue *q);
 void qm_queue_args_init(qm_queue_args *a);
 
+/* ---- topic.c ---- */
+/* Put b's pattern into x's trie / take it out (exchange.c, for topic exchanges). */
+void qm_topic_add(qm_exchange *x, qm_binding *b);
+void qm_topic_remove(qm_exchange *x, qm_binding *b);
+/* Call cb for every binding of x whose pattern matches rk (a binding may come twice when
+ * its pattern matches in more than one way; routing's visited stamps absorb that). */
+typedef void (*qm_topic_cb)(void *ctx, qm_binding *b);
+void qm_topic_route(const qm_exchange *x, amqp_bytes rk, qm_topic_cb cb, void *ctx);
+
 /* ---- position.c ---- */
 qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id);
 /* Free a position (unref message), unlinking it from the orphan list if it is on one. */

@@ -4,84 +4,14 @@
  * qm_route walks a worklist of exchanges. Each route bumps node->route_epoch; an exchange
  * or queue stamped with the current epoch has been visited / collected already, so loops
  * of e2e bindings (and alternate-exchange cycles) terminate and a queue is written at most
- * once. Direct exchanges are matched by a linear scan of the bindings (fine for the usual
- * handful; a key -> bindings hash is the known next step for exchanges with many bindings).
+ * once. A direct exchange finds its matches with one lookup in its key index (exchange.c), a
+ * topic exchange by walking its pattern trie (topic.c); fanout and headers exchanges test
+ * each binding.
  */
 #include <string.h>
 
 #include "../amqp/table.h"
 #include "qm_internal.h"
-
-/* ---- topic ---- */
-
-typedef struct word {
-    const char *p;
-    size_t len;
-} word;
-
-/* Split on '.', RabbitMQ style: "" has no words, "a..b" has an empty middle word. */
-static size_t split_words(const char *s, size_t len, word *w)
-{
-    size_t n = 0, start = 0;
-    if (!len)
-        return 0;
-    for (size_t i = 0; i <= len; i++) {
-        if (i == len || s[i] == '.') {
-            w[n].p = s + start;
-            w[n].len = i - start;
-            n++;
-            start = i + 1;
-        }
-    }
-    return n;
-}
-
-static int word_is(const word *w, char c)
-{
-    return w->len == 1 && w->p[0] == c;
-}
-
-int qm_topic_match(const char *pattern, size_t plen, const char *key, size_t klen)
-{
-    word pst[64], kst[64];
-    word *pw = plen < 63 ? pst : sl_xmalloc((plen + 2) * sizeof(word));
-    word *kw = klen < 63 ? kst : sl_xmalloc((klen + 2) * sizeof(word));
-    size_t np = split_words(pattern, plen, pw);
-    size_t nk = split_words(key, klen, kw);
-
-    /* m[j]: the first i pattern words match the first j key words (one row at a time) */
-    uint8_t mst[130];
-    uint8_t *m = nk + 1 <= sizeof mst / 2 ? mst : sl_xmalloc(2 * (nk + 1));
-    uint8_t *prev = m, *cur = m + nk + 1;
-    memset(prev, 0, nk + 1);
-    prev[0] = 1;
-    for (size_t i = 1; i <= np; i++) {
-        const word *p = &pw[i - 1];
-        if (word_is(p, '#')) {
-            cur[0] = prev[0];
-            for (size_t j = 1; j <= nk; j++)
-                cur[j] = prev[j] || cur[j - 1];
-        } else {
-            cur[0] = 0;
-            for (size_t j = 1; j <= nk; j++) {
-                const word *k = &kw[j - 1];
-                cur[j] = prev[j - 1] &&
-                         (word_is(p, '*') || (p->len == k->len && !memcmp(p->p, k->p, k->len)));
-            }
-        }
-        uint8_t *t = prev;
-        prev = cur;
-        cur = t;
-    }
-    int ok = prev[nk];
-    if (m != mst)
-        sl_free(m);
-    if (pw != pst)
-        sl_free(pw);
-    if (kw != kst)
-        sl_free(kw);
-    return ok;
-}
 
 /* ---- headers ---- */
 
@@ -165,8 +95,6 @@ static int binding_matches(const qm_exchange *x, const qm_binding *b, amqp_bytes
     switch (x->type) {
     case QM_EX_FANOUT:
         return 1;
-    case QM_EX_TOPIC:
-        return qm_topic_match(b->key, strlen(b->key), (const char *)rk.p, rk.len);
     case QM_EX_HEADERS:
         return qm_headers_match((amqp_bytes){b->args, b->args_len}, headers);
     default:
@@ -210,6 +138,26 @@ static void visit(route_ctx *rc, qm_exchange *e)
     rc->work[rc->nwork++] = e;
 }
 
+static void take_binding(route_ctx *rc, qm_binding *b)
+{
+    if (b->dest_queue)
+        collect(rc, b->dest_queue);
+    else
+        visit(rc, b->dest_exchange);
+}
+
+typedef struct topic_hit {
+    route_ctx *rc;
+    int matched;
+} topic_hit;
+
+static void on_topic_match(void *ctx, qm_binding *b)
+{
+    topic_hit *th = ctx;
+    th->matched = 1;
+    take_binding(th->rc, b);
+}
+
 size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **out, size_t cap,
                 size_t *total)
 {
@@ -235,14 +183,23 @@ size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **ou
                 matched = 1;
             }
         }
-        for (qm_binding *b = e->bindings; b; b = b->next) {
-            if (!binding_matches(e, b, rk, headers))
-                continue;
-            matched = 1;
-            if (b->dest_queue)
-                collect(&rc, b->dest_queue);
-            else
-                visit(&rc, b->dest_exchange);
+        if (e->type == QM_EX_DIRECT) {
+            /* every binding in the key's chain matches */
+            for (qm_binding *b = qm_bindings_with_key(e, rk); b; b = b->knext) {
+                matched = 1;
+                take_binding(&rc, b);
+            }
+        } else if (e->type == QM_EX_TOPIC) {
+            topic_hit th = {&rc, 0};
+            qm_topic_route(e, rk, on_topic_match, &th);
+            matched = th.matched;
+        } else {
+            for (qm_binding *b = e->bindings; b; b = b->next) {
+                if (!binding_matches(e, b, rk, headers))
+                    continue;
+                matched = 1;
+                take_binding(&rc, b);
+            }
         }
         /* RabbitMQ: the alternate exchange is used when no binding matched at all */
         if (!matched && e->alternate) {

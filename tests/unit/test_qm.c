@@ -1039,6 +1039,143 @@ START_TEST(routing_direct_fanout_default_e2e_loop)
 }
 END_TEST
 
+/* The binding index: a direct route is one lookup among thousands of bindings, duplicates
+ * are found by key, and deleting a queue or an exchange takes exactly its own bindings out of
+ * every list (route results, counts, the key chains) and nothing else. */
+START_TEST(bindings_indexed_many)
+{
+    enum { NQ = 2000 };
+    static qm_queue *qs[NQ];
+    char name[32];
+    amqp_bytes none = {0};
+    qm_exchange *d = xdecl("many", QM_EX_DIRECT, 0, none);
+    qm_exchange *t = xdecl("many-topic", QM_EX_TOPIC, 0, none);
+    for (int i = 0; i < NQ; i++) {
+        snprintf(name, sizeof name, "mq%d", i);
+        qs[i] = declare(name);
+        snprintf(name, sizeof name, "k%d", i);
+        ck_assert_int_eq(qm_bind_queue(d, qs[i], amqp_cstr(name), none, err, sizeof err), SL_OK);
+        ck_assert_int_eq(qm_bind_queue(t, qs[i], AMQP_BYTES("a.*"), none, err, sizeof err), SL_OK);
+    }
+    for (int i = 0; i < 3; i++)
+        qm_bind_queue(d, qs[i * 10], AMQP_BYTES("shared"), none, err, sizeof err);
+    qm_bind_queue(d, qs[10], AMQP_BYTES("shared"), none, err, sizeof err); /* duplicate */
+    ck_assert_uint_eq(d->n_bindings, NQ + 3);
+
+    qm_queue *out[4];
+    size_t total;
+    ck_assert_uint_eq(qm_route(d, AMQP_BYTES("k1500"), none, out, 4, &total), 1);
+    ck_assert_ptr_eq(out[0], qs[1500]);
+    ck_assert_uint_eq(qm_route(d, AMQP_BYTES("shared"), none, out, 4, &total), 3);
+    ck_assert_uint_eq(qm_route(d, AMQP_BYTES("k"), none, out, 4, &total), 0);
+
+    /* unbind the middle of a chain, then its head */
+    qm_unbind_queue(d, qs[10], AMQP_BYTES("shared"), none);
+    ck_assert_uint_eq(qm_route(d, AMQP_BYTES("shared"), none, out, 4, &total), 2);
+    qm_unbind_queue(d, qs[20], AMQP_BYTES("shared"), none);
+    qm_unbind_queue(d, qs[20], AMQP_BYTES("shared"), none); /* not bound any more: no-op */
+    ck_assert_uint_eq(qm_route(d, AMQP_BYTES("shared"), none, out, 4, &total), 1);
+    ck_assert_ptr_eq(out[0], qs[0]);
+    ck_assert_uint_eq(d->n_bindings, NQ + 1);
+
+    /* deleting a queue takes its bindings out of both exchanges */
+    ck_assert_int_eq(qm_queue_delete(qs[1500], 0, NULL, err, sizeof err), SL_OK);
+    ck_assert_uint_eq(qm_route(d, AMQP_BYTES("k1500"), none, out, 4, &total), 0);
+    ck_assert_uint_eq(d->n_bindings, NQ);
+    ck_assert_uint_eq(t->n_bindings, NQ - 1);
+    qm_route(t, AMQP_BYTES("a.b"), none, out, 4, &total);
+    ck_assert_uint_eq(total, NQ - 1);
+    ck_assert_int_eq(qm_queue_delete(qs[0], 0, NULL, err, sizeof err), SL_OK);
+    ck_assert_uint_eq(qm_route(d, AMQP_BYTES("shared"), none, out, 4, &total), 0);
+
+    /* an exchange-to-exchange binding goes with its destination */
+    qm_exchange *x2 = xdecl("many-dest", QM_EX_FANOUT, 0, none);
+    ck_assert_int_eq(qm_bind_exchange(d, x2, AMQP_BYTES("k7"), none, err, sizeof err), SL_OK);
+    ck_assert_int_eq(qm_bind_queue(x2, qs[3], AMQP_BYTES(""), none, err, sizeof err), SL_OK);
+    ck_assert_uint_eq(qm_route(d, AMQP_BYTES("k7"), none, out, 4, &total), 2);
+    ck_assert_int_eq(qm_exchange_delete(x2, 0, err, sizeof err), SL_OK);
+    ck_assert_uint_eq(qm_route(d, AMQP_BYTES("k7"), none, out, 4, &total), 1);
+    ck_assert_ptr_eq(out[0], qs[7]);
+    ck_assert_uint_eq(d->n_bindings, NQ - 2);
+    ck_assert_ptr_null(qm_bindings_with_key(d, AMQP_BYTES("k1500")));
+}
+END_TEST
+
+/* The topic trie routes exactly as testing every pattern with qm_topic_match would, for
+ * random patterns (with "*", "#", empty words, repeated "#") and keys, before and after half
+ * of the bindings go; with none left the trie is gone. Seeded, so a failure repeats. */
+static void random_words(char *out, size_t cap, int maxw, const char *const *alphabet, int na,
+                         unsigned *seed)
+{
+    int nw = rand_r(seed) % (maxw + 1);
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < nw; i++) {
+        const char *w = alphabet[rand_r(seed) % na];
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "." : "", w);
+    }
+}
+
+START_TEST(topic_trie_agrees_with_matcher)
+{
+    enum { NP = 300, NK = 3000 };
+    static const char *const pat_words[] = {"a", "b", "c", "", "*", "#", "#"};
+    static const char *const key_words[] = {"a", "b", "c", "", "*", "#"};
+    static char pats[NP][64];
+    static qm_queue *qs[NP];
+    unsigned seed = 20261130;
+    amqp_bytes none = {0};
+    qm_exchange *t = xdecl("trie", QM_EX_TOPIC, 0, none);
+    char name[32];
+    for (int i = 0; i < NP; i++) {
+        random_words(pats[i], sizeof pats[i], 5, pat_words, 7, &seed);
+        snprintf(name, sizeof name, "tq%d", i);
+        qs[i] = declare(name);
+        ck_assert_int_eq(qm_bind_queue(t, qs[i], amqp_cstr(pats[i]), none, err, sizeof err), SL_OK);
+    }
+    static qm_queue *out[NP];
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < NK; k++) {
+            char key[64];
+            random_words(key, sizeof key, 6, key_words, 6, &seed);
+            size_t total;
+            size_t n = qm_route(t, amqp_cstr(key), none, out, NP, &total);
+            size_t want = 0;
+            for (int i = 0; i < NP; i++) {
+                int bound = round == 0 || i % 2 == 0;
+                if (!bound || !qm_topic_match(pats[i], strlen(pats[i]), key, strlen(key)))
+                    continue;
+                want++;
+                int found = 0;
+                for (size_t j = 0; j < n; j++)
+                    found |= out[j] == qs[i];
+                ck_assert_msg(found, "key '%s': pattern '%s' matches but was not routed", key,
+                              pats[i]);
+            }
+            ck_assert_msg(n == want, "key '%s': routed to %zu queues, %zu patterns match", key, n,
+                          want);
+        }
+        for (int i = 1; i < NP; i += 2) /* unbind the odd ones for the second round */
+            qm_unbind_queue(t, qs[i], amqp_cstr(pats[i]), none);
+    }
+    for (int i = 0; i < NP; i += 2)
+        qm_unbind_queue(t, qs[i], amqp_cstr(pats[i]), none);
+    ck_assert_uint_eq(t->n_bindings, 0);
+    ck_assert_ptr_null(t->trie);
+
+    /* many "#": bounded work, and still right */
+    qm_bind_queue(t, qs[0], AMQP_BYTES("#.a.#.a.#.a.#.a.#.b"), none, err, sizeof err);
+    char longkey[256] = "";
+    for (int i = 0; i < 120; i++)
+        strcat(longkey, "a.");
+    strcat(longkey, "c");
+    size_t total;
+    ck_assert_uint_eq(qm_route(t, amqp_cstr(longkey), none, out, 4, &total), 0);
+    longkey[strlen(longkey) - 1] = 'b';
+    ck_assert_uint_eq(qm_route(t, amqp_cstr(longkey), none, out, 4, &total), 1);
+}
+END_TEST
+
 START_TEST(alternate_and_auto_delete_exchange)
 {
     qm_queue *uq = declare("unrouted");
@@ -1385,6 +1522,8 @@ static Suite *qm_suite(void)
     tcase_add_test(tc, topic_matching);
     tcase_add_test(tc, headers_matching);
     tcase_add_test(tc, routing_direct_fanout_default_e2e_loop);
+    tcase_add_test(tc, bindings_indexed_many);
+    tcase_add_test(tc, topic_trie_agrees_with_matcher);
     tcase_add_test(tc, alternate_and_auto_delete_exchange);
     tcase_add_test(tc, deadletter_x_death);
     tcase_add_test(tc, deadletter_maxlen_rk_and_cycle);
