@@ -7,7 +7,8 @@
       sluiced's peak RSS (VmHWM) and the rates.
   depth.py recovery [--messages 1000000] [--size 16]
       N persistent messages into a durable queue, SIGTERM, restart on the same data directory;
-      reports the recovery time sluiced logs and the time until it accepts connections.
+      reports the recovery time sluiced logs, the time until it accepts connections and the
+      recovering sluiced's peak RSS.
 
 Not a test: a measurement for the release note. Needs `make all bench-tools` first.
 Traffic only to 127.0.0.1; it stops only the brokers it started.
@@ -106,9 +107,11 @@ def cmd_recovery(a, build, work):
     c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
     n = c.channel().queue_declare("depth", passive=True).method.message_count
     c.close()
+    peak = hwm_kib(p.pid)
     stop(p)
-    print("recovered %s messages; sluiced logged %s ms; listening after %.2f s; queue holds %d"
-          % (m[-1][1], m[-1][2], startup, n))
+    print("recovered %s messages; sluiced logged %s ms; listening after %.2f s; queue holds %d; "
+          "peak RSS of the recovering sluiced %.1f MiB" % (m[-1][1], m[-1][2], startup, n,
+                                                           peak / 1024))
 
 
 def main():

@@ -115,7 +115,7 @@ static void before_sleep(sl_loop *loop, void *arg)
 }
 
 /* ------------------------------------------------------------------------------------------
- * Resource alarms (RabbitMQ's): bodies in memory above memory_high_watermark, or less free disk
+ * Resource alarms (RabbitMQ's): messages in memory above memory_high_watermark, or less free disk
  * under the data directory than disk_free_limit, block publishing connections: they get
  * connection.blocked (when they asked for it) and their sockets are not read until every
  * alarm has cleared. Consumers keep going, which is what lets memory drain. Blocking before
@@ -147,7 +147,7 @@ static void set_alarm(broker *b, int which, int on)
     if (on)
         sl_warn("%s alarm: blocking publishers (%s)", which == ALARM_DISK ? "disk" : "memory",
                 which == ALARM_DISK ? "free disk under disk_free_limit"
-                                    : "queued message bodies above memory_high_watermark");
+                                    : "messages in memory above memory_high_watermark");
     else
         sl_info("%s alarm cleared", which == ALARM_DISK ? "disk" : "memory");
     if ((was != 0) == (b->alarms != 0))

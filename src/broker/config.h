@@ -29,13 +29,14 @@ typedef struct sl_config {
     uint32_t frame_max;             /* proposed frame-max */
     uint16_t channel_max;           /* proposed channel-max */
     uint64_t max_message_size;      /* bodies larger than this: 406 on the channel */
-    uint64_t memory_high_watermark; /* bytes of queued message bodies that block publishers */
+    uint64_t memory_high_watermark; /* bytes of messages in memory that block publishers */
     uint32_t handshake_timeout_ms;
     uint64_t tidy_interval_s; /* automatic TIDY period; 0 = only on demand */
     uint64_t disk_free_limit; /* free bytes under data_dir below which publishers block */
     uint64_t segment_size;    /* message store segment size (TIDY frees whole segments) */
-    uint64_t memory_budget;   /* message bodies kept in memory; beyond it they are paged to
-                               * the store (0 = never page) */
+    uint64_t memory_budget;   /* bytes of messages kept in memory (bodies, properties and
+                               * bookkeeping); beyond it they are paged to the store (0 = never
+                               * page) */
     sl_user *users;
     size_t n_users;
 } sl_config;

@@ -29,8 +29,17 @@ static int parse_expiration(amqp_bytes s, uint64_t *out)
     return 1;
 }
 
+/* What queued messages take in memory: each message's whole allocation (header with its first
+ * position, names, properties, body) and each further position. Bodies alone would let a
+ * queue of small messages outgrow the budget many times over (a 16 byte body costs about 200
+ * bytes queued). */
 static uint64_t mem_bytes;
 uint64_t qm_mem_budget;
+
+void qm_memory_account(int64_t delta)
+{
+    mem_bytes += (uint64_t)delta;
+}
 
 uint64_t qm_memory_bytes(void)
 {
@@ -84,7 +93,7 @@ qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
     p += routing_key.len + 1;
     if (props_len)
         memcpy(p, props, props_len);
-    mem_bytes += body_len;
+    mem_bytes += total;
 
     m->persistent = (bp->flags & AMQP_P_DELIVERY_MODE) && bp->delivery_mode == 2;
     m->priority = (bp->flags & AMQP_P_PRIORITY) ? bp->priority : 0;
@@ -101,7 +110,8 @@ void qm_message_ref(qm_message *m)
 void qm_message_unref(qm_message *m)
 {
     if (m && --m->refs == 0) {
-        mem_bytes -= m->body_len;
+        mem_bytes -= sizeof(qm_message) + m->exchange_len + 1 + m->routing_key_len + 1 +
+                     m->props_len + m->body_len;
         sl_free(m);
     }
 }

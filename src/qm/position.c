@@ -22,6 +22,7 @@ qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id)
         memset(pos, 0, sizeof *pos);
     } else {
         pos = sl_xcalloc(1, sizeof *pos);
+        qm_memory_account((int64_t)sizeof *pos);
     }
     qm_message_ref(m);
     pos->msg = m;
@@ -46,8 +47,10 @@ void qm_position_release(qm_position *pos)
     qm_message *m = pos->msg;
     if (pos == &m->pos0)
         m->pos0_used = 0; /* the slot goes with the message, which may go now */
-    else
+    else {
         sl_free(pos);
+        qm_memory_account(-(int64_t)sizeof *pos);
+    }
     qm_message_unref(m);
 }
 

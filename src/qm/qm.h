@@ -601,11 +601,12 @@ typedef struct qm_paged {
     uint8_t logged; /* a durable enqueue record exists: removing it needs a record */
 } qm_paged;
 
-/* Bytes of message bodies held in memory by this process, and the budget above which ready
- * messages of non-priority queues without TTLs are paged out to the store (0 = never). */
+/* Bytes the messages held in memory take (allocations of messages and of their positions:
+ * bodies, properties, names and bookkeeping), and the budget above which ready messages of
+ * non-priority queues without TTLs are paged out to the store (0 = never). */
 uint64_t qm_memory_bytes(void);
 void qm_set_memory_budget(uint64_t bytes);
-/* 1 when message bodies in memory exceed the budget: new ready messages are paged out. */
+/* 1 when messages in memory exceed the budget: new ready messages are paged out. */
 int qm_memory_over_budget(void);
 /* Recovery: append a stored ready message to q's paged tail (in lookup-id order). */
 void qm_queue_restore_paged(qm_queue *q, const qm_paged *e);

@@ -104,6 +104,10 @@ void qm_topic_remove(qm_exchange *x, qm_binding *b);
 typedef void (*qm_topic_cb)(void *ctx, qm_binding *b);
 void qm_topic_route(const qm_exchange *x, amqp_bytes rk, qm_topic_cb cb, void *ctx);
 
+/* ---- message.c ---- */
+/* Add to (or, negative, take from) the memory the queued messages are counted to hold. */
+void qm_memory_account(int64_t delta);
+
 /* ---- position.c ---- */
 qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id);
 /* Free a position (unref message), unlinking it from the orphan list if it is on one. */

@@ -274,10 +274,14 @@ END_TEST
 START_TEST(message_slot_lifetimes)
 {
     qm_queue *a = declare("slot-a"), *b = declare("slot-b"), *c = declare("slot-c");
+    uint64_t base = qm_memory_bytes();
     for (int order = 0; order < 2; order++) {
         qm_message *m = msg("shared");
         ck_assert_int_eq(qm_queue_enqueue(a, m), SL_OK);
         ck_assert_int_eq(qm_queue_enqueue(b, m), SL_OK);
+        /* memory counts the whole message and the second queue's position, not the body */
+        ck_assert_uint_eq(qm_memory_bytes() - base,
+                          sizeof(qm_message) + 3 + 3 + m->props_len + 6 + sizeof(qm_position));
         qm_message_unref(m); /* the positions hold it now */
         qm_position *pa = qm_queue_get(a, 0, NULL), *pb = qm_queue_get(b, 0, NULL);
         ck_assert_ptr_eq(pa->msg, m);
@@ -304,6 +308,7 @@ START_TEST(message_slot_lifetimes)
         ck_assert_uint_eq(qm_queue_message_count(a), 0);
         ck_assert_uint_eq(qm_queue_message_count(b), 0);
         ck_assert_uint_eq(qm_queue_message_count(c), 0);
+        ck_assert_uint_eq(qm_memory_bytes(), base);
     }
 }
 END_TEST
