@@ -23,6 +23,7 @@
 
 #include "../core/log.h"
 #include "../core/mem.h"
+#include "../core/u64tab.h"
 #include "../amqp/method.h"
 #include "../qm/qm.h"
 
@@ -32,27 +33,35 @@ typedef struct def {
     size_t len;
 } def;
 
+/* A stored position seen in replay, kept inline in its queue's table (key: lookup). One of
+ * these and one rmsg per stored message are what recovery holds beyond the model it builds,
+ * so both stay small and unallocated. */
 typedef struct entry {
-    uint64_t lookup, msg;
-    uint32_t move_count, seg;
-    uint8_t redelivered;
+    uint64_t lookup; /* the key: first */
+    uint64_t msg;
+    uint32_t seg;
+    uint32_t move_count : 31;
+    uint32_t redelivered : 1;
 } entry;
 
 typedef struct qentries {
-    sl_map *by_lookup; /* u64 lookup id -> entry* */
+    sl_u64tab by_lookup; /* lookup id -> entry */
 } qentries;
 
-/* A stored message seen in replay. Its body is read back only if a position needs it in
- * memory: beyond the memory budget recovered messages stay paged out. */
+/* A stored message seen in replay (key: id). Its body is read back only if a position needs
+ * it in memory: beyond the memory budget recovered messages stay paged out. */
 typedef struct rmsg {
+    uint64_t id;   /* the key: first */
     qm_message *m; /* materialized, or NULL */
-    st_loc loc;
+    uint64_t off;  /* where the record is: segment seg, offset off */
     uint32_t seg;
     uint32_t len; /* record payload length */
     uint32_t body_len;
-    uint32_t uses;
-    uint8_t has_ttl; /* an expiration property: kept in memory (expiry is checked there) */
+    uint32_t uses : 31;
+    uint32_t has_ttl : 1; /* an expiration property: kept in memory (expiry is checked there) */
 } rmsg;
+_Static_assert(sizeof(rmsg) == 40, "one per stored message during recovery: keep it small");
+_Static_assert(sizeof(entry) == 24, "one per stored position during recovery: keep it small");
 
 typedef struct pending_rec {
     uint8_t type;
@@ -68,7 +77,7 @@ typedef struct rstate {
     sl_map *exchanges; /* "vhost\0name" -> def* */
     sl_map *bindings;  /* canonical binding payload -> (void*)1 */
     /* msgs */
-    sl_map *msgs;    /* u64 id -> rmsg* */
+    sl_u64tab msgs;  /* message id -> rmsg */
     sl_map *entries; /* u64 incarnation -> qentries* */
     pending_rec *tx;
     size_t tx_len, tx_cap;
@@ -221,32 +230,28 @@ static qentries *entries_of(rstate *s, uint64_t inc, int create)
     qentries *qe = sl_map_get(s->entries, &inc, 8);
     if (!qe && create && sl_map_get(s->queues, &inc, 8)) {
         qe = sl_xcalloc(1, sizeof *qe);
-        qe->by_lookup = sl_map_new();
+        sl_u64tab_init(&qe->by_lookup, sizeof(entry));
         sl_map_put(s->entries, &inc, 8, qe);
     }
     return qe;
 }
 
-static void entry_drop(rstate *s, entry *e)
+/* A position that is gone no longer uses its message. */
+static void entry_drop(rstate *s, const entry *e)
 {
-    if (!e)
-        return;
-    rmsg *rm = sl_map_get(s->msgs, &e->msg, 8);
+    rmsg *rm = sl_u64tab_get(&s->msgs, e->msg);
     if (rm && rm->uses > 0)
         rm->uses--;
-    sl_free(e);
 }
 
 static void clear_entries(rstate *s, qentries *qe)
 {
     size_t it = 0;
-    const char *k;
-    size_t kl;
-    void *v;
-    while (sl_map_next(qe->by_lookup, &it, &k, &kl, &v))
-        entry_drop(s, v);
-    sl_map_free(qe->by_lookup);
-    qe->by_lookup = sl_map_new();
+    entry *e;
+    while ((e = sl_u64tab_next(&qe->by_lookup, &it)))
+        entry_drop(s, e);
+    sl_u64tab_free(&qe->by_lookup);
+    sl_u64tab_init(&qe->by_lookup, sizeof(entry));
 }
 
 static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t *payload,
@@ -262,19 +267,19 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             break;
         (void)ex;
         (void)rk;
-        rmsg *rm = sl_xcalloc(1, sizeof *rm);
-        rm->loc = loc;
+        int created;
+        rmsg *rm = sl_u64tab_put(&s->msgs, id, &created);
+        if (!created) { /* the same id again: the later record wins */
+            qm_message_unref(rm->m);
+            memset((uint8_t *)rm + 8, 0, sizeof *rm - 8);
+        }
+        rm->off = loc.offset;
         rm->seg = loc.segment;
         rm->len = (uint32_t)len;
         rm->body_len = body.len > UINT32_MAX ? UINT32_MAX : (uint32_t)body.len;
         amqp_basic_props bp;
         rm->has_ttl = props.len && amqp_props_decode(props.p, props.len, &bp) == 0 &&
                       (bp.flags & AMQP_P_EXPIRATION);
-        rmsg *old = sl_map_put(s->msgs, &id, 8, rm);
-        if (old) {
-            qm_message_unref(old->m);
-            sl_free(old);
-        }
         if (id >= s->p->next_msg_id)
             s->p->next_msg_id = id + 1;
         return 0;
@@ -287,17 +292,18 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             break;
         see_ids(s, inc + 1, lookup + 1, msg + 1);
         qentries *qe = entries_of(s, inc, 1);
-        rmsg *rm = sl_map_get(s->msgs, &msg, 8);
+        rmsg *rm = sl_u64tab_get(&s->msgs, msg);
         if (!qe || !rm)
             return 0; /* queue deleted since, or message already gone: dead */
-        entry *e = sl_xcalloc(1, sizeof *e);
-        e->lookup = lookup;
+        rm->uses++;
+        int created;
+        entry *e = sl_u64tab_put(&qe->by_lookup, lookup, &created);
+        if (!created)
+            entry_drop(s, e); /* the same position again: the later record wins */
         e->msg = msg;
-        e->move_count = moves;
+        e->move_count = moves > 0x7fffffffu ? 0x7fffffffu : moves;
         e->seg = loc.segment;
         e->redelivered = (flags & EF_REDELIVERED) != 0;
-        rm->uses++;
-        entry_drop(s, sl_map_put(qe->by_lookup, &lookup, 8, e));
         return 0;
     }
     case R_DEQ:
@@ -309,9 +315,11 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         if (!qe)
             return 0;
         if (type == R_DEQ) {
-            entry_drop(s, sl_map_del(qe->by_lookup, &lookup, 8));
+            entry gone;
+            if (sl_u64tab_del(&qe->by_lookup, lookup, &gone))
+                entry_drop(s, &gone);
         } else {
-            entry *e = sl_map_get(qe->by_lookup, &lookup, 8);
+            entry *e = sl_u64tab_get(&qe->by_lookup, lookup);
             if (e)
                 e->redelivered = 1;
         }
@@ -333,16 +341,20 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             break;
         see_ids(s, (src > dest ? src : dest) + 1, lookup + 1, 0);
         qentries *qs = entries_of(s, src, 0);
-        entry *e = qs ? sl_map_del(qs->by_lookup, &lookup, 8) : NULL;
-        if (!e)
+        entry moved;
+        if (!qs || !sl_u64tab_del(&qs->by_lookup, lookup, &moved))
             return 0;
         qentries *qd = entries_of(s, dest, 1);
         if (!qd) {
-            entry_drop(s, e); /* moved into a queue deleted since */
+            entry_drop(s, &moved); /* moved into a queue deleted since */
             return 0;
         }
-        e->move_count = moves;
-        entry_drop(s, sl_map_put(qd->by_lookup, &lookup, 8, e));
+        moved.move_count = moves > 0x7fffffffu ? 0x7fffffffu : moves;
+        int created;
+        entry *e = sl_u64tab_put(&qd->by_lookup, lookup, &created);
+        if (!created)
+            entry_drop(s, e);
+        *e = moved;
         return 0;
     }
     }
@@ -530,7 +542,7 @@ static void rebuild_bindings(rstate *s)
 
 static int cmp_entry(const void *a, const void *b)
 {
-    const entry *x = *(entry *const *)a, *y = *(entry *const *)b;
+    const entry *x = a, *y = b;
     return x->lookup < y->lookup ? -1 : x->lookup > y->lookup;
 }
 
@@ -563,7 +575,8 @@ static qm_message *materialize(rstate *s, rmsg *rm, uint64_t id)
         return rm->m;
     uint8_t *buf = sl_xmalloc(rm->len ? rm->len : 1);
     char err[256];
-    if (st_log_read(s->p->msgs, rm->loc, buf, rm->len, err, sizeof err) < 0) {
+    st_loc loc = {rm->seg, rm->off};
+    if (st_log_read(s->p->msgs, loc, buf, rm->len, err, sizeof err) < 0) {
         sl_error("store: cannot read back message %llu: %s", (unsigned long long)id, err);
         sl_free(buf);
         return NULL;
@@ -578,7 +591,7 @@ static qm_message *materialize(rstate *s, rmsg *rm, uint64_t id)
             memcpy(qm_msg_body(m), body.p, body.len);
         m->st_id = id;
         m->st_seg = rm->seg;
-        m->st_off = rm->loc.offset;
+        m->st_off = rm->off;
         m->st_len = rm->len;
         m->st_written = 1;
     }
@@ -599,20 +612,16 @@ static void rebuild_messages(rstate *s)
         memcpy(&inc, k, 8);
         qentries *qe = v;
         qm_queue *q = queue_by_inc(p, s, inc);
-        size_t n = sl_map_count(qe->by_lookup);
-        if (!q || n == 0)
+        if (!q || sl_u64tab_count(&qe->by_lookup) == 0)
             continue;
-        entry **arr = sl_xmalloc(n * sizeof *arr);
-        size_t i = 0, eit = 0;
-        const char *ek;
-        size_t ekl;
-        void *ev;
-        while (sl_map_next(qe->by_lookup, &eit, &ek, &ekl, &ev))
-            arr[i++] = ev;
+        /* Sorted in place, in the table's own memory, which goes as soon as the queue is
+         * rebuilt: recovery never holds two copies of a queue's positions. */
+        size_t n = sl_u64tab_compact(&qe->by_lookup);
+        entry *arr = (entry *)qe->by_lookup.slots;
         qsort(arr, n, sizeof *arr, cmp_entry);
-        for (i = 0; i < n; i++) {
-            entry *e = arr[i];
-            rmsg *rm = sl_map_get(s->msgs, &e->msg, 8);
+        for (size_t i = 0; i < n; i++) {
+            entry *e = &arr[i];
+            rmsg *rm = sl_u64tab_get(&s->msgs, e->msg);
             if (!rm)
                 continue;
             int can_page = q->args.max_priority <= 0 && q->args.message_ttl < 0 && !rm->has_ttl;
@@ -620,7 +629,7 @@ static void rebuild_messages(rstate *s)
                 /* Beyond the memory budget the message stays where it is: on disk. */
                 qm_paged pe = {
                     .lookup_id = e->lookup,
-                    .msg_off = rm->loc.offset,
+                    .msg_off = rm->off,
                     .msg_seg = rm->seg,
                     .msg_len = rm->len,
                     .enq_seg = e->seg,
@@ -642,7 +651,7 @@ static void rebuild_messages(rstate *s)
             st_log_ref(p->msgs, rm->seg);
             p->recovered_messages++;
         }
-        sl_free(arr);
+        sl_u64tab_free(&qe->by_lookup);
     }
 }
 
@@ -728,27 +737,19 @@ static void state_free(rstate *s)
     it = 0;
     while (s->entries && sl_map_next(s->entries, &it, &k, &kl, &v)) {
         qentries *qe = v;
-        size_t eit = 0;
-        const char *ek;
-        size_t ekl;
-        void *ev;
-        while (sl_map_next(qe->by_lookup, &eit, &ek, &ekl, &ev))
-            sl_free(ev);
-        sl_map_free(qe->by_lookup);
+        sl_u64tab_free(&qe->by_lookup);
         sl_free(qe);
     }
     it = 0;
-    while (s->msgs && sl_map_next(s->msgs, &it, &k, &kl, &v)) {
-        rmsg *rm = v;
+    rmsg *rm;
+    while ((rm = sl_u64tab_next(&s->msgs, &it)))
         qm_message_unref(rm->m); /* positions took their own references */
-        sl_free(rm);
-    }
     tx_clear(s);
     sl_free(s->tx);
     sl_map_free(s->queues);
     sl_map_free(s->exchanges);
     sl_map_free(s->bindings);
-    sl_map_free(s->msgs);
+    sl_u64tab_free(&s->msgs);
     sl_map_free(s->entries);
 }
 
@@ -759,7 +760,7 @@ int persist_recover(persist *p, char *err, size_t errlen)
     s.queues = sl_map_new();
     s.exchanges = sl_map_new();
     s.bindings = sl_map_new();
-    s.msgs = sl_map_new();
+    sl_u64tab_init(&s.msgs, sizeof(rmsg));
     s.entries = sl_map_new();
     s.err = err;
     s.errlen = errlen;

@@ -14,6 +14,7 @@
 #include "amqp/method.h"
 #include "amqp/table.h"
 #include "core/map.h"
+#include "core/u64tab.h"
 #include "qm/qm.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -192,6 +193,64 @@ START_TEST(map_basic_and_grow)
     sl_map_put(m, "", 0, (void *)5);
     ck_assert_ptr_eq(sl_map_get(m, "", 0), (void *)5);
     sl_map_free(m);
+}
+END_TEST
+
+/* The u64 table against a plain array as the model: random puts and dels over a small key
+ * space (so dels hit and runs collide), 0 and UINT64_MAX among the keys, values checked,
+ * iteration sees each entry once. */
+START_TEST(u64tab_random_against_model)
+{
+    typedef struct {
+        uint64_t key;
+        uint64_t val;
+    } ent;
+    enum { NK = 700 };
+    static uint64_t keys[NK];
+    static uint64_t model[NK]; /* 0 = absent, else value */
+    for (int i = 0; i < NK; i++)
+        keys[i] = i == 0 ? 0 : i == 1 ? UINT64_MAX : (uint64_t)i * 0x10001ull;
+    memset(model, 0, sizeof model);
+    sl_u64tab t;
+    sl_u64tab_init(&t, sizeof(ent));
+    unsigned seed = 42;
+    size_t live = 0;
+    for (int step = 0; step < 200000; step++) {
+        int i = rand_r(&seed) % NK;
+        if (rand_r(&seed) % 3) {
+            int created;
+            ent *e = sl_u64tab_put(&t, keys[i], &created);
+            ck_assert_int_eq(created, model[i] == 0);
+            ck_assert(e->key == keys[i]);
+            if (created) {
+                ck_assert(e->val == 0);
+                live++;
+            }
+            e->val = model[i] = (uint64_t)step + 1;
+        } else {
+            ent out;
+            int had = sl_u64tab_del(&t, keys[i], &out);
+            ck_assert_int_eq(had, model[i] != 0);
+            if (had) {
+                ck_assert(out.val == model[i]);
+                live--;
+            }
+            model[i] = 0;
+        }
+        if (step % 5000 == 0) {
+            ck_assert_uint_eq(sl_u64tab_count(&t), live);
+            for (int k = 0; k < NK; k++) {
+                ent *e = sl_u64tab_get(&t, keys[k]);
+                ck_assert(model[k] ? e && e->val == model[k] : e == NULL);
+            }
+            size_t pos = 0, seen = 0;
+            ent *e;
+            while ((e = sl_u64tab_next(&t, &pos)))
+                seen++;
+            ck_assert_uint_eq(seen, live);
+        }
+    }
+    sl_u64tab_free(&t);
 }
 END_TEST
 
@@ -1488,6 +1547,7 @@ static Suite *qm_suite(void)
     TCase *tc = tcase_create("map");
     tcase_add_test(tc, map_basic_and_grow);
     tcase_add_test(tc, map_iterate_delete);
+    tcase_add_test(tc, u64tab_random_against_model);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("queue");
