@@ -44,8 +44,8 @@ static double route(qm_exchange *x, const char *prefix, const char *suffix, int 
     for (int r = 0; r < rounds; r++) {
         snprintf(key, sizeof key, "%s%d%s", prefix, (int)(((long)r * 7919) % n), suffix);
         if (qm_route(x, amqp_cstr(key), (amqp_bytes){0}, out, 4, &total) != 1 || total != 1) {
-            fprintf(stderr, "routebench: '%s' through %s reached %zu queues, not 1\n", key,
-                    x->name, total);
+            fprintf(stderr, "routebench: '%s' through %s reached %zu queues, not 1\n", key, x->name,
+                    total);
             exit(1);
         }
     }
