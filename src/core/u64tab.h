@@ -18,7 +18,7 @@
 typedef struct sl_u64tab {
     uint8_t *slots; /* cap entries of esize bytes */
     size_t esize, cap, n;
-    unsigned shift; /* 64 - log2(cap) */
+    unsigned shift;     /* 64 - log2(cap) */
     uint8_t *max_entry; /* the entry of key UINT64_MAX, or NULL */
 } sl_u64tab;
 

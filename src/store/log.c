@@ -72,7 +72,19 @@ struct st_log {
     int failed_errno;
     uint64_t records_written, commits;
     char *torn; /* read-only opens: the torn tail left in place */
+    /* Read-ahead for st_log_read: a window of a segment's written bytes (immutable once
+     * written, and segment numbers are never reused, so it never goes stale while the
+     * segment is live), filled when reads walk forward through a segment, as paging in a
+     * queue and recovery do. */
+    uint8_t *ra_buf;
+    uint32_t ra_seg;         /* segment of the window (0: none) */
+    uint64_t ra_off, ra_len; /* the window: [ra_off, ra_off + ra_len) */
+    uint32_t ra_last_seg;    /* where the previous read ended */
+    uint64_t ra_last_end;
 };
+
+#define RA_WINDOW (128u * 1024) /* bytes per read-ahead */
+#define RA_GAP (256u * 1024)    /* a read this far past the previous one still counts as forward */
 
 /* ------------------------------------------------------------------ small helpers */
 
@@ -528,6 +540,7 @@ void st_log_close(st_log *l)
     sl_buf_free(&l->buf);
     sl_free(l->segs);
     sl_free(l->torn);
+    sl_free(l->ra_buf);
     sl_free(l->dir);
     sl_free(l);
 }
@@ -720,6 +733,26 @@ static int pread_full(int fd, uint8_t *p, size_t n, uint64_t off)
     return 0;
 }
 
+/* Read up to RA_WINDOW written bytes of s from off into the read-ahead window. A failed or
+ * short read just leaves less (or no) window: the caller then reads the record itself. */
+static int fill_window(st_log *l, seg *s, uint64_t off)
+{
+    if (!l->ra_buf)
+        l->ra_buf = sl_xmalloc(RA_WINDOW);
+    uint64_t want = s->size - off < RA_WINDOW ? s->size - off : RA_WINDOW;
+    ssize_t r;
+    while ((r = pread(s->fd, l->ra_buf, (size_t)want, (off_t)off)) < 0 && errno == EINTR)
+        ;
+    if (r <= 0) {
+        l->ra_seg = 0;
+        return -1;
+    }
+    l->ra_seg = s->no;
+    l->ra_off = off;
+    l->ra_len = (uint64_t)r;
+    return 0;
+}
+
 int st_log_read(st_log *l, st_loc loc, uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     seg *s = find_seg(l, loc.segment);
@@ -734,8 +767,20 @@ int st_log_read(st_log *l, st_loc loc, uint8_t *buf, size_t len, char *err, size
         return -1;
     }
     uint8_t h[REC_HDR];
+    size_t need = REC_HDR + len;
+    int forward = l->ra_last_seg == loc.segment && loc.offset >= l->ra_last_end &&
+                  loc.offset - l->ra_last_end <= RA_GAP;
+    l->ra_last_seg = loc.segment;
+    l->ra_last_end = loc.offset + need;
     if (loc.offset >= s->size) {
         const uint8_t *p = l->buf.data + s->boff + (loc.offset - s->size);
+        memcpy(h, p, REC_HDR);
+        memcpy(buf, p + REC_HDR, len);
+    } else if ((l->ra_seg == loc.segment && loc.offset >= l->ra_off &&
+                loc.offset + need <= l->ra_off + l->ra_len) ||
+               (forward && need <= RA_WINDOW && loc.offset + need <= s->size &&
+                fill_window(l, s, loc.offset) == 0 && loc.offset + need <= l->ra_off + l->ra_len)) {
+        const uint8_t *p = l->ra_buf + (loc.offset - l->ra_off);
         memcpy(h, p, REC_HDR);
         memcpy(buf, p + REC_HDR, len);
     } else {
