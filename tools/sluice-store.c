@@ -60,6 +60,19 @@ static void print_enq(FILE *out, uint8_t type, const uint8_t *p, size_t len)
 {
     static const char *const n[] = {"inc", "lookup", "msg", NULL};
     print_u64s(out, p, len, n);
+    rec_reader r = {p + 24, p + len, 0};
+    if (len < 24)
+        return;
+    uint32_t moves = rd_u32(&r);
+    uint8_t flags = rd_u8(&r);
+    if (r.bad)
+        return;
+    fprintf(out, " moves=%" PRIu32 "%s", moves, flags & EF_REDELIVERED ? " redelivered" : "");
+    if (flags & EF_EXPIRES) {
+        uint64_t at = rd_u64(&r);
+        if (!r.bad)
+            fprintf(out, " expires=%" PRIu64 "ms", at);
+    }
 }
 
 static void print_inc_lookup(FILE *out, uint8_t type, const uint8_t *p, size_t len)

@@ -186,6 +186,8 @@ static void write_message(persist *p, qm_message *m, int needs_sync)
     m->st_written = 1;
 }
 
+uint64_t (*persist_wall_ms)(void) = sl_wall_ms;
+
 static void log_position(persist *p, qm_position *pos)
 {
     qm_message *m = pos->msg;
@@ -194,7 +196,16 @@ static void log_position(persist *p, qm_position *pos)
     rec_u64(&p->scratch, pos->lookup_id);
     rec_u64(&p->scratch, m->st_id);
     rec_u32(&p->scratch, pos->move_count);
-    rec_u8(&p->scratch, pos->redelivered ? EF_REDELIVERED : 0);
+    uint8_t flags = pos->redelivered ? EF_REDELIVERED : 0;
+    if (pos->expires_at) {
+        /* The deadline goes to disk on the wall clock: the monotonic one restarts at boot. */
+        uint64_t now = qm_node_now(p->node);
+        rec_u8(&p->scratch, flags | EF_EXPIRES);
+        rec_u64(&p->scratch,
+                persist_wall_ms() + (pos->expires_at > now ? pos->expires_at - now : 0));
+    } else {
+        rec_u8(&p->scratch, flags);
+    }
     st_loc loc = msgs_append(p, R_ENQ, 1);
     pos->st_seg = loc.segment;
     pos->st_logged = 1;

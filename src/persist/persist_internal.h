@@ -27,5 +27,7 @@ void persist_encode_exchange(sl_buf *b, const qm_exchange *x);
 void persist_encode_binding(sl_buf *b, const qm_binding *bd);
 /* Open both logs and rebuild the model (recover.c). */
 int persist_recover(persist *p, char *err, size_t errlen);
+/* The wall clock TTL deadlines are stored in (a hook, so tests can move time on). */
+extern uint64_t (*persist_wall_ms)(void);
 
 #endif

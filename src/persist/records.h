@@ -14,7 +14,9 @@
  *                id is ever handed out twice, even once the records that used it are gone)
  * msgs log
  *   R_MSG        id:u64 exchange:s16 routing_key:s16 props:b32 body:rest
- *   R_ENQ        inc:u64 lookup:u64 msg:u64 move_count:u32 flags:u8
+ *   R_ENQ        inc:u64 lookup:u64 msg:u64 move_count:u32 flags:u8 [expires:u64]
+ *                (expires, with EF_EXPIRES: the TTL deadline in wall-clock ms, so a restart
+ *                does not give a message its whole TTL again)
  *   R_DEQ        inc:u64 lookup:u64
  *   R_DELIVER    inc:u64 lookup:u64
  *   R_PURGE      inc:u64
@@ -62,6 +64,7 @@ enum {
 #define QF_AUTO_DELETE 2
 #define QF_INTERNAL 4
 #define EF_REDELIVERED 1
+#define EF_EXPIRES 2
 
 static inline void rec_u8(sl_buf *b, uint8_t v)
 {

@@ -39,6 +39,7 @@ typedef struct def {
 typedef struct entry {
     uint64_t lookup; /* the key: first */
     uint64_t msg;
+    uint64_t expires; /* TTL deadline, wall-clock ms (0: none) */
     uint32_t seg;
     uint32_t move_count : 31;
     uint32_t redelivered : 1;
@@ -61,7 +62,7 @@ typedef struct rmsg {
     uint32_t has_ttl : 1; /* an expiration property: kept in memory (expiry is checked there) */
 } rmsg;
 _Static_assert(sizeof(rmsg) == 40, "one per stored message during recovery: keep it small");
-_Static_assert(sizeof(entry) == 24, "one per stored position during recovery: keep it small");
+_Static_assert(sizeof(entry) == 32, "one per stored position during recovery: keep it small");
 
 typedef struct pending_rec {
     uint8_t type;
@@ -288,6 +289,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         uint64_t inc = rd_u64(&r), lookup = rd_u64(&r), msg = rd_u64(&r);
         uint32_t moves = rd_u32(&r);
         uint8_t flags = rd_u8(&r);
+        uint64_t expires = flags & EF_EXPIRES ? rd_u64(&r) : 0;
         if (r.bad)
             break;
         see_ids(s, inc + 1, lookup + 1, msg + 1);
@@ -304,6 +306,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         e->move_count = moves > 0x7fffffffu ? 0x7fffffffu : moves;
         e->seg = loc.segment;
         e->redelivered = (flags & EF_REDELIVERED) != 0;
+        e->expires = expires;
         return 0;
     }
     case R_DEQ:
@@ -646,6 +649,13 @@ static void rebuild_messages(rstate *s)
                 qm_position *pos = qm_queue_restore(q, m, e->lookup, e->move_count, e->redelivered);
                 pos->st_logged = 1;
                 pos->st_seg = e->seg;
+                if (e->expires) {
+                    /* What was left of its TTL at the stop, not a whole new one. A deadline
+                     * passed while the broker was down expires it at once. */
+                    uint64_t wall = persist_wall_ms();
+                    pos->expires_at =
+                        qm_node_now(p->node) + (e->expires > wall ? e->expires - wall : 0);
+                }
             }
             st_log_ref(p->msgs, e->seg);
             st_log_ref(p->msgs, rm->seg);

@@ -39,6 +39,11 @@ void qm_persist_suspend(int on)
     }
 }
 
+uint64_t qm_node_now(const qm_node *n)
+{
+    return qm_now(n);
+}
+
 void qm_grave_push(qm_node *n, qm_grave *g)
 {
     if (n->graves_tail)

@@ -605,6 +605,8 @@ typedef struct qm_paged {
  * bodies, properties, names and bookkeeping), and the budget above which ready messages of
  * non-priority queues without TTLs are paged out to the store (0 = never). */
 uint64_t qm_memory_bytes(void);
+/* The node's monotonic clock in ms (what positions' expires_at deadlines are on). */
+uint64_t qm_node_now(const qm_node *n);
 void qm_set_memory_budget(uint64_t bytes);
 /* 1 when messages in memory exceed the budget: new ready messages are paged out. */
 int qm_memory_over_budget(void);

@@ -725,7 +725,7 @@ qm_position *qm_queue_restore_position(qm_queue *q, qm_message *m, uint64_t look
     pos->move_count = move_count;
     pos->redelivered = (uint8_t)(redelivered != 0);
     pos->st_delivered = pos->redelivered;
-    /* TTLs restart from recovery time: expiry deadlines are not stored. */
+    /* TTLs from now; recovery then sets a stored deadline where the store has one. */
     int64_t ttl = q->args.message_ttl;
     if (m->has_expiration && (ttl < 0 || m->expiration_ms < (uint64_t)ttl))
         ttl = (int64_t)m->expiration_ms;

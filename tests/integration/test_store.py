@@ -2,6 +2,7 @@
 start, and the offline checker (sluice-store). Needs private brokers: skipped on RabbitMQ."""
 
 import subprocess
+import time
 
 import pika
 import pytest
@@ -55,6 +56,29 @@ def test_persistent_and_transient_across_restart(broker_factory, tmp_path):
             break
         got.append((m[2], m[0].redelivered))
     assert got == [(b"p1", True), (b"p2", False), (b"p3", False)]
+
+
+def test_ttl_counts_the_time_the_broker_was_down(broker_factory, tmp_path):
+    # x-message-ttl 1.5 s: "old" is published, the broker stops, and comes back after its
+    # deadline: "old" is gone at once. "new", published on the second broker, is still there.
+    # RabbitMQ stores expiry deadlines with messages too.
+    data = tmp_path / "ttl"
+    b1 = broker_factory(data_dir=data)
+    q = uname("ttl")
+    c = b1.pika()
+    ch = c.channel()
+    ch.queue_declare(q, durable=True, arguments={"x-message-ttl": 1500})
+    ch.confirm_delivery()
+    ch.basic_publish("", q, b"old", pika.BasicProperties(delivery_mode=2))
+    c.close()
+    assert b1.terminate() == 0
+    time.sleep(2.0)
+    b2 = broker_factory(data_dir=data)
+    ch = b2.pika().channel()
+    ch.basic_publish("", q, b"new", pika.BasicProperties(delivery_mode=2))
+    m = ch.basic_get(q, auto_ack=True)
+    assert m[2] == b"new"
+    assert ch.basic_get(q, auto_ack=True)[0] is None
 
 
 def test_sluice_store_check_and_queues(broker_factory, tmp_path):

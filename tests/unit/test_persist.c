@@ -28,6 +28,7 @@
 #include "amqp/table.h"
 #include "core/log.h"
 #include "persist/persist.h"
+#include "persist/persist_internal.h"
 #include "persist/records.h"
 #include "qm/qm.h"
 #include "store/log.h"
@@ -952,6 +953,66 @@ START_TEST(tidy_never_loses_live_messages)
 }
 END_TEST
 
+/* A TTL deadline survives a restart: a message keeps what was left of its TTL when the
+ * broker stopped, and one whose deadline passed while the broker was down expires at once.
+ * (Before, every restart gave each message its whole TTL again.) */
+static uint64_t fake_wall;
+static uint64_t fake_wall_ms(void)
+{
+    return fake_wall;
+}
+
+/* open_store with the node's monotonic clock at `now` from the start (recovery included) */
+static void open_store_at(uint64_t now)
+{
+    N = qm_node_new("test");
+    N->test_now = now;
+    V = qm_vhost_create(N, "/");
+    P = persist_open(D, N, &OPT, err, sizeof err);
+    ck_assert_msg(P != NULL, "persist_open: %s", err);
+}
+
+START_TEST(ttl_deadline_survives_restart)
+{
+    uint64_t (*real_wall)(void) = persist_wall_ms;
+    persist_wall_ms = fake_wall_ms;
+    fake_wall = 1000000;
+    open_store_at(5000);
+    sl_buf ab;
+    sl_buf_init(&ab);
+    size_t mark = amqp_tbl_begin(&ab);
+    amqp_tbl_put_long(&ab, "x-message-ttl", 10000);
+    amqp_tbl_end(&ab, mark);
+    amqp_bytes args = {sl_buf_head(&ab) + 4, sl_buf_unread(&ab) - 4};
+    qm_queue *q = declare_full("ttlq", 1, 0, 0, args);
+    put(q, "a");
+    N->test_now = 7000; /* two seconds later, on both clocks */
+    fake_wall = 1002000;
+    put(q, "b");
+    commit();
+    close_store();
+
+    /* back four seconds after "a" was published: a has 6 s left, b 8 s */
+    fake_wall = 1004000;
+    open_store_at(100); /* a fresh monotonic clock: deadlines are rebuilt on it */
+    q = find("ttlq");
+    ck_assert_uint_eq(qm_queue_message_count(q), 2);
+    ck_assert_uint_eq(qm_queue_peek(q, 0)->expires_at, 100 + 6000);
+    ck_assert_uint_eq(qm_queue_peek(q, 1)->expires_at, 100 + 8000);
+    close_store();
+
+    /* back after both deadlines: both expire at once */
+    fake_wall = 1020000;
+    open_store_at(100);
+    q = find("ttlq");
+    ck_assert_ptr_null(qm_queue_get(q, 1, NULL)); /* the head check drops both */
+    ck_assert_uint_eq(qm_queue_message_count(q), 0);
+    close_store();
+    sl_buf_free(&ab);
+    persist_wall_ms = real_wall;
+}
+END_TEST
+
 /* ------------------------------------------------------------------ golden data directory */
 
 /* Builds the golden data directory. Run by hand (--write-golden) to make the fixture, and by
@@ -1173,6 +1234,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, tidy_frees_dead_segments_only);
     tcase_add_test(tc, tidy_never_loses_live_messages);
     tcase_add_test(tc, golden_data_dir);
+    tcase_add_test(tc, ttl_deadline_survives_restart);
     suite_add_tcase(s, tc);
     return s;
 }
