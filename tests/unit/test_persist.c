@@ -167,6 +167,16 @@ static qm_queue *declare_full(const char *name, int durable, int exclusive, int 
     return q;
 }
 
+/* A queue-arguments table with one integer argument, built in *b (the caller frees it). */
+static amqp_bytes int_arg(sl_buf *b, const char *key, int32_t value)
+{
+    sl_buf_init(b);
+    size_t mark = amqp_tbl_begin(b);
+    amqp_tbl_put_long(b, key, value);
+    amqp_tbl_end(b, mark);
+    return (amqp_bytes){sl_buf_head(b) + 4, sl_buf_unread(b) - 4};
+}
+
 static qm_queue *declare(const char *name)
 {
     return declare_full(name, 1, 0, 0, (amqp_bytes){0});
@@ -979,12 +989,7 @@ START_TEST(ttl_deadline_survives_restart)
     fake_wall = 1000000;
     open_store_at(5000);
     sl_buf ab;
-    sl_buf_init(&ab);
-    size_t mark = amqp_tbl_begin(&ab);
-    amqp_tbl_put_long(&ab, "x-message-ttl", 10000);
-    amqp_tbl_end(&ab, mark);
-    amqp_bytes args = {sl_buf_head(&ab) + 4, sl_buf_unread(&ab) - 4};
-    qm_queue *q = declare_full("ttlq", 1, 0, 0, args);
+    qm_queue *q = declare_full("ttlq", 1, 0, 0, int_arg(&ab, "x-message-ttl", 10000));
     put(q, "a");
     N->test_now = 7000; /* two seconds later, on both clocks */
     fake_wall = 1002000;
@@ -1021,12 +1026,7 @@ static void golden_recipe(const char *dir)
 {
     ck_assert_msg(try_open_in(dir) != NULL, "%s", err);
     sl_buf ab;
-    sl_buf_init(&ab);
-    size_t mark = amqp_tbl_begin(&ab);
-    amqp_tbl_put_long(&ab, "x-max-length", 100);
-    amqp_tbl_end(&ab, mark);
-    amqp_bytes args = {sl_buf_head(&ab) + 4, sl_buf_unread(&ab) - 4};
-    qm_queue *gq = declare_full("gq", 1, 0, 0, args);
+    qm_queue *gq = declare_full("gq", 1, 0, 0, int_arg(&ab, "x-max-length", 100));
     qm_queue *gp = declare("gp");
     qm_queue *gd = declare("gd");
     qm_exchange *gx = xdeclare("gx", QM_EX_TOPIC, 1);
