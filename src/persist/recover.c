@@ -627,11 +627,20 @@ static void rebuild_messages(rstate *s)
             rmsg *rm = sl_u64tab_get(&s->msgs, e->msg);
             if (!rm)
                 continue;
-            int can_page = q->args.max_priority <= 0 && q->args.message_ttl < 0 && !rm->has_ttl;
+            /* What was left of its TTL at the stop (a deadline passed while the broker was
+             * down expires it at once); records without a deadline have no TTL. */
+            uint64_t expires_at = 0;
+            if (e->expires) {
+                uint64_t wall = persist_wall_ms();
+                expires_at = qm_node_now(p->node) + (e->expires > wall ? e->expires - wall : 0);
+            }
+            int can_page = q->args.max_priority <= 0 &&
+                           (e->expires || (q->args.message_ttl < 0 && !rm->has_ttl));
             if (can_page && (q->paged_len || (q->n_ready && qm_memory_over_budget()))) {
                 /* Beyond the memory budget the message stays where it is: on disk. */
                 qm_paged pe = {
                     .lookup_id = e->lookup,
+                    .expires_at = expires_at,
                     .msg_off = rm->off,
                     .msg_seg = rm->seg,
                     .msg_len = rm->len,
@@ -649,13 +658,8 @@ static void rebuild_messages(rstate *s)
                 qm_position *pos = qm_queue_restore(q, m, e->lookup, e->move_count, e->redelivered);
                 pos->st_logged = 1;
                 pos->st_seg = e->seg;
-                if (e->expires) {
-                    /* What was left of its TTL at the stop, not a whole new one. A deadline
-                     * passed while the broker was down expires it at once. */
-                    uint64_t wall = persist_wall_ms();
-                    pos->expires_at =
-                        qm_node_now(p->node) + (e->expires > wall ? e->expires - wall : 0);
-                }
+                if (e->expires)
+                    pos->expires_at = expires_at;
             }
             st_log_ref(p->msgs, e->seg);
             st_log_ref(p->msgs, rm->seg);

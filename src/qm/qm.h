@@ -587,11 +587,12 @@ typedef struct qm_persist_hooks {
     void (*paged_dropped)(void *ctx, qm_queue *q, const struct qm_paged *e, int logged);
 } qm_persist_hooks;
 
-/* A ready message that lives only in the store (40 bytes instead of a position, a message
+/* A ready message that lives only in the store (48 bytes instead of a position, a message
  * and its body in memory). */
 typedef struct qm_paged {
     uint64_t lookup_id;
-    uint64_t msg_off; /* message record: offset, segment, payload length */
+    uint64_t expires_at; /* the position's TTL deadline (qm_node_now), 0 = never */
+    uint64_t msg_off;    /* message record: offset, segment, payload length */
     uint32_t msg_seg;
     uint32_t msg_len;
     uint32_t enq_seg;  /* enqueue record's segment (logged entries) */
@@ -603,7 +604,7 @@ typedef struct qm_paged {
 
 /* Bytes the messages held in memory take (allocations of messages and of their positions:
  * bodies, properties, names and bookkeeping), and the budget above which ready messages of
- * non-priority queues without TTLs are paged out to the store (0 = never). */
+ * non-priority queues are paged out to the store (0 = never). */
 uint64_t qm_memory_bytes(void);
 /* The node's monotonic clock in ms (what positions' expires_at deadlines are on). */
 uint64_t qm_node_now(const qm_node *n);

@@ -168,6 +168,7 @@ static qm_position *page_in_at(qm_queue *q, size_t i)
         QM_PERSIST(paged_dropped, q, &e, 1);
         return NULL;
     }
+    pos->expires_at = e.expires_at; /* the deadline it had when it went out */
     q->bytes_total += pos->msg->body_len;
     qm_ready_insert(q, pos);
     return pos;
@@ -295,13 +296,27 @@ qm_position *qm_queue_take_head(qm_queue *q, uint64_t now)
     }
 }
 
+static int paged_front_due(const qm_queue *q, uint64_t now)
+{
+    return q->paged_len && q->paged[q->paged_head].expires_at &&
+           q->paged[q->paged_head].expires_at <= now;
+}
+
 uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now)
 {
     qm_ready *rd = qm_ready_of(q);
     uint64_t next = 0;
     for (int l = 0; l < rd->nlevels; l++) {
         qm_ring *r = &rd->levels[l];
-        while (r->len) {
+        for (;;) {
+            /* Paged messages follow the ring (paging is for queues of one level): an expired
+             * front comes back to be expired like any other, dead-lettering included. */
+            if (!r->len && l == 0 && paged_front_due(q, now)) {
+                page_in_at(q, 0);
+                continue;
+            }
+            if (!r->len)
+                break;
             qm_position *pos = qm_ring_at(r, 0);
             if (!expired(pos, now)) {
                 if (pos->expires_at && (!next || pos->expires_at < next))
@@ -315,6 +330,11 @@ uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now)
             /* dead-lettering may have enqueued into q itself: r stays valid (rings are
              * never reallocated as a whole, only their buffers) */
         }
+    }
+    if (q->paged_len && !rd->levels[0].len) {
+        uint64_t at = q->paged[q->paged_head].expires_at;
+        if (at && (!next || at < next))
+            next = at;
     }
     return next;
 }
@@ -515,10 +535,11 @@ sl_err qm_queue_accept(qm_queue *q, qm_position *pos)
     q->bytes_total += m->body_len;
     q->stat_published++;
     qm_paged e;
-    if (!pos->expires_at && q->args.max_priority <= 0 && qm_persist && qm_persist->page_out &&
+    if (q->args.max_priority <= 0 && qm_persist && qm_persist->page_out &&
         (q->paged_len || (q->n_ready && qm_memory_over_budget())) &&
         qm_persist->page_out(qm_persist_ctx, pos, &e) == 0) {
         /* Over the memory budget: the message lives on in the store only. */
+        e.expires_at = pos->expires_at;
         paged_push(q, &e);
         q->n_ready++;
         q->bytes_ready += e.body_len;

@@ -2,6 +2,7 @@
 and come back in order when consumers reach them; purge and delete count them; a restart
 recovers them without loading them all. Private brokers: skipped on RabbitMQ."""
 
+import time
 from pathlib import Path
 
 import pika
@@ -97,6 +98,32 @@ def test_paged_messages_survive_restart(broker_factory, tmp_path):
     assert consume_all(b2, q, N - 100) == [body(i) for i in range(100, N)]
     # TIDY after everything is acked frees the segments (nothing live is left in them)
     assert drain(b2, q) == []
+
+
+def test_ttl_queue_pages_and_expired_paged_messages_dead_letter(broker_factory):
+    # A queue with a TTL is paged like any other (its messages keep their deadlines), and
+    # paged messages that expire come back only to be dead-lettered, in order.
+    b = broker_factory(config={"memory_budget": "64k"})
+    q, dlq = uname("pt"), uname("ptdl")
+    c = b.pika()
+    ch = c.channel()
+    ch.queue_declare(dlq)
+    ch.queue_declare(q, arguments={"x-message-ttl": 1500, "x-dead-letter-exchange": "",
+                                   "x-dead-letter-routing-key": dlq})
+    before = store_bytes(b)
+    for i in range(N):
+        ch.basic_publish("", q, body(i))
+    assert ch.queue_declare(q, passive=True).method.message_count == N
+    # transient messages reach the disk only when they are paged out
+    assert store_bytes(b) - before > N * BODY // 2
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if ch.queue_declare(dlq, passive=True).method.message_count == N:
+            break
+        c.process_data_events(time_limit=0.2)
+    assert ch.queue_declare(q, passive=True).method.message_count == 0
+    c.close()
+    assert drain(b, dlq) == [body(i) for i in range(N)]
 
 
 def drain_some(b, q, n):
