@@ -120,6 +120,11 @@ sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhos
                 out->dlx = sl_xstrndup((const char *)v.v.s.p, v.v.s.len);
             else
                 out->dlrk = sl_xstrndup((const char *)v.v.s.p, v.v.s.len);
+        } else if (!strcmp(k, "x-single-active-consumer")) {
+            if (v.tag != 't')
+                rc = bad_type(k, "boolean", &v, qname, vhost, err, errlen);
+            else
+                out->single_active = v.v.b != 0;
         } else if (!strcmp(k, "x-journal")) {
             if (v.tag != 't')
                 rc = bad_type(k, "boolean", &v, qname, vhost, err, errlen);

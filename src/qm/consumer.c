@@ -4,6 +4,11 @@
  * so dispatch serves the highest-priority group that has a consumer able to take a message
  * and round-robins inside that group from q->rr_next.
  *
+ * A queue declared with x-single-active-consumer serves only q->active: the consumer attached
+ * first, and when it goes, the oldest of the others (RabbitMQ's rule, priorities aside).
+ * Messages it held unsettled go back to the queue through the door's requeue as usual, so the
+ * next active consumer gets them in order.
+ *
  * Re-entrancy contract (what the door may do from inside callbacks):
  *   can_take  must not change qm state at all.
  *   deliver   may settle the delivered position (no_ack hand-outs: must, eventually) and
@@ -15,8 +20,20 @@
  */
 #include "qm_internal.h"
 
+/* The oldest attached consumer other than `except`, or NULL. */
+static qm_consumer *oldest(const qm_queue *q, const qm_consumer *except)
+{
+    qm_consumer *best = NULL;
+    for (qm_consumer *o = q->consumers; o; o = o->next)
+        if (o != except && (!best || o->attached < best->attached))
+            best = o;
+    return best;
+}
+
 static void unlink_consumer(qm_queue *q, qm_consumer *c)
 {
+    if (q->active == c)
+        q->active = oldest(q, c);
     if (q->rr_next == c)
         q->rr_next = c->next;
     if (c->prev)
@@ -51,6 +68,9 @@ sl_err qm_consumer_attach(qm_queue *q, qm_consumer *c)
     else
         q->consumers = c;
     q->n_consumers++;
+    c->attached = ++qm_queue_node(q)->consumers_attached;
+    if (q->args.single_active && !q->active)
+        q->active = c;
     q->had_consumer = 1;
     q->last_used = qm_now(qm_queue_node(q));
     qm_queue_schedule_dispatch(q);
@@ -65,6 +85,8 @@ void qm_consumer_detach(qm_consumer *c)
     unlink_consumer(q, c);
     c->queue = NULL;
     q->last_used = qm_now(qm_queue_node(q));
+    if (q->active)
+        qm_queue_schedule_dispatch(q); /* a single active consumer may have taken over */
     if (q->auto_delete && q->had_consumer && q->n_consumers == 0 && !q->is_system)
         qm_queue_destroy(q, 1);
     else
@@ -82,11 +104,14 @@ void qm_consumers_cancel_all(qm_queue *q, int run_hooks)
             c->queue = NULL;
     }
     q->rr_next = NULL;
+    q->active = NULL;
 }
 
 /* The consumer to get the next message, or NULL when none can take one. */
 static qm_consumer *pick(qm_queue *q)
 {
+    if (q->args.single_active)
+        return q->active && q->active->ops->can_take(q->active) ? q->active : NULL;
     qm_consumer *g = q->consumers;
     while (g) {
         /* group [g, end): same priority */

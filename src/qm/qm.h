@@ -207,6 +207,7 @@ struct qm_consumer {
     uint8_t no_ack;
     uint8_t exclusive;
     qm_consumer *prev, *next; /* in queue->consumers */
+    uint64_t attached;        /* attach order (single active consumer: the oldest is active) */
 };
 
 /* Attach c (fields queue, ops, ctx, priority, no_ack, exclusive filled by the caller) to q.
@@ -237,6 +238,7 @@ typedef struct qm_queue_args {
     char *dlrk;               /* x-dead-letter-routing-key (owned) */
     int max_priority;         /* x-max-priority 1..255, 0 = not a priority queue */
     int journal;              /* x-journal (Sluice): keep consumed messages in q;journal */
+    int single_active;        /* x-single-active-consumer: one consumer at a time gets messages */
     uint8_t *raw;             /* the whole arguments table content, for equivalence */
     size_t raw_len;
 } qm_queue_args;
@@ -281,6 +283,7 @@ struct qm_queue {
     qm_binding *inbound; /* bindings to this queue (dnext chain) */
     qm_consumer *consumers;
     qm_consumer *rr_next;
+    qm_consumer *active; /* x-single-active-consumer: the one that gets messages, or NULL */
     uint8_t dispatch_scheduled;
     qm_queue *dispatch_next;
     uint64_t route_epoch; /* qm_route's dedup stamp (internal) */
@@ -522,6 +525,7 @@ struct qm_node {
     /* Tests: when nonzero, qm uses this instead of sl_now_ms() for TTL, x-expires and
      * last_used (qm_node_tick's `now` argument is used as given). */
     uint64_t test_now;
+    uint64_t consumers_attached; /* attach counter (qm_consumer.attached) */
     /* The door's cached clock (the event loop's time of this turn), read instead of a
      * clock_gettime per message; NULL = ask the system. */
     const uint64_t *clock;

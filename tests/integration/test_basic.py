@@ -210,6 +210,45 @@ def test_round_robin_between_consumers(conn, ch):
     assert len(a) == 3 and len(b) == 3
 
 
+def _drain_until(conn, done, seconds=3):
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        try:
+            conn.drain_events(timeout=0.2)
+        except socket.timeout:
+            pass
+
+
+def test_single_active_consumer(conn, ch):
+    # x-single-active-consumer: the first consumer gets everything, the second nothing; when
+    # the first is cancelled, its unacked messages and the rest go to the second, in order.
+    q = declare_queue(ch, arguments={"x-single-active-consumer": True})
+    ch2 = conn.channel()
+    a, b = [], []
+    ch.basic_qos(0, 2, False)
+    ta = ch.basic_consume(q, callback=a.append)
+    ch2.basic_consume(q, callback=b.append)
+    fill(ch2, q, 6)
+    _drain_until(conn, lambda: len(a) == 2)
+    settle(conn)
+    assert [m.body for m in a] == [b"m0", b"m1"]  # its prefetch, and no more
+    assert b == []  # the other one waits, though it has room
+    ch.basic_ack(a[0].delivery_tag)  # m0 done; m1 still unacked
+    _drain_until(conn, lambda: len(a) == 3)
+    assert a[2].body == b"m2"
+    ch.basic_cancel(ta)
+    ch.basic_recover(requeue=True)  # what the first one held goes back
+    _drain_until(conn, lambda: len(b) == 5)
+    assert sorted(m.body for m in b) == [b"m1", b"m2", b"m3", b"m4", b"m5"]
+    ch2.close()
+    ch.queue_delete(q)
+
+
+def test_single_active_consumer_must_be_boolean(conn, ch):
+    expect_channel_error(conn, 406, ch.queue_declare, uname("sacbad"), auto_delete=False,
+                         arguments={"x-single-active-consumer": "yes"})
+
+
 # ---------------------------------------------------------------------------
 # mandatory / return
 # ---------------------------------------------------------------------------

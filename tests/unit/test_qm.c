@@ -118,6 +118,16 @@ static amqp_bytes arg_str(const char *key, const char *v)
     return (amqp_bytes){sl_buf_head(&argbuf) + 4, sl_buf_unread(&argbuf) - 4};
 }
 
+static amqp_bytes arg_bool(const char *key, int v)
+{
+    sl_buf_free(&argbuf);
+    sl_buf_init(&argbuf);
+    size_t m = amqp_tbl_begin(&argbuf);
+    amqp_tbl_put_bool(&argbuf, key, v);
+    amqp_tbl_end(&argbuf, m);
+    return (amqp_bytes){sl_buf_head(&argbuf) + 4, sl_buf_unread(&argbuf) - 4};
+}
+
 /* Scripted consumer */
 typedef struct tcons {
     qm_consumer c;
@@ -655,6 +665,47 @@ START_TEST(consumer_priority_and_round_robin)
     qm_consumer_detach(&b.c);
     ck_assert_uint_eq(q->n_consumers, 0);
     ck_assert_ptr_eq(qm_queue_find(V, "q", 1), q); /* not auto-delete */
+}
+END_TEST
+
+/* x-single-active-consumer: only the oldest attached consumer gets messages, whatever the
+ * others' room or priority; when it goes the next oldest takes over, and a newcomer waits. */
+START_TEST(single_active_consumer)
+{
+    qm_queue *q = declare_args("sac", arg_bool("x-single-active-consumer", 1));
+    ck_assert(q->args.single_active);
+    tcons a, b, c;
+    cons_init(&a, 3, 0);
+    cons_init(&b, 100, 9); /* higher priority, attached later: still waits */
+    cons_init(&c, 100, 0);
+    qm_consumer_attach(q, &a.c);
+    qm_consumer_attach(q, &b.c);
+    for (int i = 0; i < 6; i++)
+        put(q, "m");
+    qm_node_run_dispatch(N);
+    ck_assert_int_eq(a.n, 3); /* only as much as its room */
+    ck_assert_int_eq(b.n, 0);
+    ck_assert_ptr_eq(q->active, &a.c);
+    for (int i = 0; i < a.n; i++)
+        qm_position_ack(a.got[i]);
+    qm_consumer_detach(&a.c); /* b takes over */
+    ck_assert_ptr_eq(q->active, &b.c);
+    qm_consumer_attach(q, &c.c);
+    qm_node_run_dispatch(N);
+    ck_assert_int_eq(b.n, 3);
+    ck_assert_int_eq(c.n, 0);
+    for (int i = 0; i < b.n; i++)
+        qm_position_ack(b.got[i]);
+    qm_consumer_detach(&b.c);
+    ck_assert_ptr_eq(q->active, &c.c);
+    qm_consumer_detach(&c.c);
+    ck_assert_ptr_null(q->active);
+
+    /* the argument is a boolean */
+    qm_queue_decl d = {"sac-bad", 7, 0, 0, 0, NULL, arg_int("x-single-active-consumer", 1), 0};
+    qm_queue *bad = NULL;
+    int created = 0;
+    ck_assert_int_eq(qm_queue_declare(V, &d, &bad, &created, err, sizeof err), SL_ERR_PRECONDITION);
 }
 END_TEST
 
@@ -1565,6 +1616,7 @@ static Suite *qm_suite(void)
     tcase_add_test(tc, declare_server_named_exclusive_subqueue_names);
     tcase_add_test(tc, consumer_priority_and_round_robin);
     tcase_add_test(tc, consumer_exclusive_refusal);
+    tcase_add_test(tc, single_active_consumer);
     tcase_add_test(tc, auto_delete_after_last_consumer);
     tcase_add_test(tc, no_ack_consumer_and_get);
     tcase_add_test(tc, priority_ordering);
