@@ -422,5 +422,6 @@ void broker_free(broker *b)
     persist_close(b->store);
     qm_node_free(b->node);
     sl_loop_free(b->loop);
+    sl_map_free(b->reply_to); /* empty: every channel took its name out when it closed */
     sl_free(b);
 }

@@ -61,6 +61,7 @@ struct broker {
     uint64_t shutdown_deadline;
     char bound_addr[64];
     int bound_port;
+    sl_map *reply_to; /* direct reply-to names -> channel (reply_to.c) */
 };
 
 enum conn_state {
@@ -165,6 +166,8 @@ struct channel {
     uint8_t tx_mode;
     qm_tx *tx;
     char *last_queue; /* the last queue declared on this channel */
+    char *reply_tag;  /* direct reply-to: the reply consumer's tag, or NULL */
+    char *reply_name; /* and the channel's "amq.rabbitmq.reply-to.*" name */
     uint8_t released;
 };
 
@@ -256,5 +259,20 @@ void consumer_notify_cancel(consumer *cons);
 /* Small helpers for names in error texts: amqp_bytes as printf "%.*s". */
 #define BYTES_FMT "%.*s"
 #define BYTES_ARG(b) (int)(b).len, (const char *)(b).p
+
+/* reply_to.c: direct reply-to (see there) */
+int reply_to_is_pseudo(amqp_bytes name);
+void reply_to_consume(channel *ch, const amqp_basic_consume *bc, const char *tag);
+/* 1 when tag was the channel's reply consumer (now cancelled). */
+int reply_to_cancel(channel *ch, amqp_bytes tag);
+void reply_to_release(channel *ch);
+/* A reply-to of "amq.rabbitmq.reply-to" becomes the channel's name: 1 and the new property
+ * bytes in out; 0 when nothing to do; -1 when the channel has no reply consumer (error sent). */
+int reply_to_rewrite(channel *ch, amqp_basic_props *props, sl_buf *out);
+/* A publish to a reply-to name: 1 when it was one (*delivered says whether it reached a
+ * live reply consumer), 0 when the message is for the exchanges. */
+int reply_to_route(channel *ch, const qm_message *m, int *delivered);
+/* queue.declare passive of the pseudo-queue or a live name: 1 when answered. */
+int reply_to_declare_passive(channel *ch, amqp_bytes name);
 
 #endif

@@ -47,6 +47,7 @@ void channel_release(channel *ch)
         return;
     ch->released = 1;
     drop_partial_publish(ch);
+    reply_to_release(ch);
     if (ch->tx) {
         qm_tx_abort(ch->tx);
         ch->tx = NULL;
@@ -392,6 +393,18 @@ static void on_header(channel *ch, const amqp_frame *f)
     }
     amqp_bytes ex = {(const uint8_t *)ch->pub_names, ch->pub_exchange_len};
     amqp_bytes rk = {(const uint8_t *)ch->pub_names + PUB_RK_AT, ch->pub_rk_len};
+    sl_buf rewritten;
+    sl_buf_init(&rewritten);
+    int rw = reply_to_rewrite(ch, &props, &rewritten);
+    if (rw < 0)
+        return;
+    if (rw > 0) {
+        /* the properties as they will be stored and delivered: reply-to is the channel's
+         * direct reply-to name now, and the headers table is found again in the new bytes */
+        h.props = sl_buf_head(&rewritten);
+        h.props_len = sl_buf_unread(&rewritten);
+        amqp_props_decode(h.props, h.props_len, &props);
+    }
     ch->pub_msg =
         qm_message_new_decoded(ex, rk, h.props, (uint32_t)h.props_len, h.body_size, &props);
     /* Where the headers table sits in the stored copy of the properties (for routing). */
@@ -401,6 +414,7 @@ static void on_header(channel *ch, const amqp_frame *f)
         ch->pub_headers_off = (uint32_t)(props.headers.p - h.props);
         ch->pub_headers_len = (uint32_t)props.headers.len;
     }
+    sl_buf_free(&rewritten);
     ch->pub_received = 0;
     ch->content = CONTENT_WANT_BODY;
     if (h.body_size == 0)

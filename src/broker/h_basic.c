@@ -58,17 +58,25 @@ static void qos(channel *ch, const amqp_basic_qos *q)
 static void consume(channel *ch, const amqp_basic_consume *b)
 {
     const uint32_t id = AMQP_BASIC_CONSUME;
-    qm_queue *q = channel_queue(ch, b->queue, id);
-    if (!q)
+    int reply = reply_to_is_pseudo(b->queue);
+    qm_queue *q = reply ? NULL : channel_queue(ch, b->queue, id);
+    if (!q && !reply)
         return;
     char gen[32];
     amqp_bytes tag = b->consumer_tag;
     if (tag.len == 0) {
         make_ctag(gen);
         tag = amqp_cstr(gen);
-    } else if (channel_find_consumer(ch, tag.p, tag.len)) {
+    } else if (channel_find_consumer(ch, tag.p, tag.len) ||
+               (ch->reply_tag && amqp_bytes_eq(tag, ch->reply_tag))) {
         conn_error(ch->c, SL_ERR_NOT_ALLOWED, id, "attempt to reuse consumer tag '" BYTES_FMT "'",
                    BYTES_ARG(tag));
+        return;
+    }
+    if (reply) {
+        char t[256];
+        snprintf(t, sizeof t, BYTES_FMT, BYTES_ARG(tag));
+        reply_to_consume(ch, b, t);
         return;
     }
     int priority = 0;
@@ -112,6 +120,8 @@ static void consume(channel *ch, const amqp_basic_consume *b)
 static void cancel(channel *ch, const amqp_basic_cancel *b)
 {
     consumer *cons = channel_find_consumer(ch, b->consumer_tag.p, b->consumer_tag.len);
+    if (!cons)
+        reply_to_cancel(ch, b->consumer_tag);
     if (cons) {
         for (consumer **pp = &ch->consumers; *pp; pp = &(*pp)->next) {
             if (*pp == cons) {
@@ -207,8 +217,11 @@ void basic_publish_complete(channel *ch)
         headers = (amqp_bytes){qm_msg_props(msg) + ch->pub_headers_off, ch->pub_headers_len};
 
     size_t n = 0;
-    /* x-overflow=reject-publish refusals come back as SL_ERR_RESOURCE: a nack */
-    int ok = qm_publish(x, msg, headers, ch->tx_mode ? ch->tx : NULL, &n) == SL_OK;
+    int ok = 1, delivered;
+    if (reply_to_route(ch, msg, &delivered))
+        n = (size_t)delivered; /* a direct reply: straight to the requesting channel */
+    else /* x-overflow=reject-publish refusals come back as SL_ERR_RESOURCE: a nack */
+        ok = qm_publish(x, msg, headers, ch->tx_mode ? ch->tx : NULL, &n) == SL_OK;
     if (n == 0 && mandatory)
         send_return(ch, msg);
     qm_message_unref(msg);

@@ -66,6 +66,8 @@ static void declare(channel *ch, const amqp_queue_declare *d)
     const uint32_t id = AMQP_QUEUE_DECLARE;
     qm_queue *q;
     if (d->passive) {
+        if (d->nowait ? reply_to_is_pseudo(d->queue) : reply_to_declare_passive(ch, d->queue))
+            return;
         q = channel_queue(ch, d->queue, id);
         if (!q)
             return;
