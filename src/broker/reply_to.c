@@ -7,8 +7,8 @@
  *   - A publish on that channel whose reply-to property is "amq.rabbitmq.reply-to" has it
  *     rewritten to the channel's name (without the consumer: 406, as RabbitMQ).
  *   - A publish to the default exchange with the name as routing key is delivered to that
- *     channel's reply consumer at once, from any connection; if the channel is gone the
- *     message is unroutable (returned when mandatory).
+ *     channel's reply consumer at once, from any connection of the same vhost; if the channel
+ *     is gone the message is unroutable (returned when mandatory).
  *   - queue.declare passive of the pseudo-queue, or of a live name, answers declare-ok with
  *     zero counts (clients probe for the feature that way).
  * The names live in the broker's reply_to map (name -> channel) from consume to cancel or
@@ -115,8 +115,8 @@ int reply_to_route(channel *ch, const qm_message *m, int *delivered)
     if (m->exchange_len || !is_reply_name(rk))
         return 0;
     channel *t = target_of(ch->c->b, rk);
-    if (!t || t->state != CH_OPEN || t->c->state != CONN_OPEN)
-        return 1; /* the requester is gone: unroutable */
+    if (!t || t->state != CH_OPEN || t->c->state != CONN_OPEN || t->c->vhost != ch->c->vhost)
+        return 1; /* the requester is gone (or in another vhost): unroutable */
     conn *c = t->c;
     amqp_deliver_write(&c->out, t->id, amqp_cstr(t->reply_tag), ++t->next_tag, 0,
                        qm_msg_exchange(m), rk, qm_msg_props(m), m->props_len, qm_msg_body(m),
@@ -128,7 +128,8 @@ int reply_to_route(channel *ch, const qm_message *m, int *delivered)
 
 int reply_to_declare_passive(channel *ch, amqp_bytes name)
 {
-    if (!reply_to_is_pseudo(name) && !(is_reply_name(name) && target_of(ch->c->b, name)))
+    channel *t = is_reply_name(name) ? target_of(ch->c->b, name) : NULL;
+    if (!reply_to_is_pseudo(name) && !(t && t->c->vhost == ch->c->vhost))
         return 0;
     amqp_method ok = {.id = AMQP_QUEUE_DECLARE_OK};
     ok.u.queue_declare_ok.queue = name;
