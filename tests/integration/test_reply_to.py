@@ -20,13 +20,17 @@ def _pump(conn, until, seconds=5):
     return until()
 
 
-def test_rpc_round_trip(broker):
+def _server_and_client(broker):
+    """An RPC server connection with its exclusive request queue, and a client connection."""
     server = broker.pika()
     sch = server.channel()
     rpc = sch.queue_declare(uname("rpc"), exclusive=True).method.queue
-
     client = broker.pika()
-    cch = client.channel()
+    return server, sch, rpc, client, client.channel()
+
+
+def test_rpc_round_trip(broker):
+    server, sch, rpc, client, cch = _server_and_client(broker)
     replies = []
     cch.basic_consume(PSEUDO, lambda ch, m, p, body: replies.append((m, p, body)),
                       auto_ack=True)
@@ -59,11 +63,7 @@ def test_rpc_round_trip(broker):
 
 
 def test_reply_to_a_closed_channel_is_unroutable(broker):
-    server = broker.pika()
-    sch = server.channel()
-    rpc = sch.queue_declare(uname("rpc"), exclusive=True).method.queue
-    client = broker.pika()
-    cch = client.channel()
+    server, sch, rpc, client, cch = _server_and_client(broker)
     cch.basic_consume(PSEUDO, lambda *a: None, auto_ack=True)
     cch.basic_publish("", rpc, b"q", pika.BasicProperties(reply_to=PSEUDO))
     _pump(client, lambda: False, 0.2)

@@ -99,33 +99,35 @@ static qm_queue *declare(const char *name)
 
 /* Args table builder: one integer or string argument. */
 static sl_buf argbuf;
-static amqp_bytes arg_int(const char *key, int64_t v)
+/* One-argument tables, built in argbuf (valid until the next one). */
+static size_t arg_begin(void)
 {
     sl_buf_free(&argbuf);
     sl_buf_init(&argbuf);
-    size_t m = amqp_tbl_begin(&argbuf);
-    amqp_tbl_put_long(&argbuf, key, v);
+    return amqp_tbl_begin(&argbuf);
+}
+static amqp_bytes arg_end(size_t m)
+{
     amqp_tbl_end(&argbuf, m);
     return (amqp_bytes){sl_buf_head(&argbuf) + 4, sl_buf_unread(&argbuf) - 4};
+}
+static amqp_bytes arg_int(const char *key, int64_t v)
+{
+    size_t m = arg_begin();
+    amqp_tbl_put_long(&argbuf, key, v);
+    return arg_end(m);
 }
 static amqp_bytes arg_str(const char *key, const char *v)
 {
-    sl_buf_free(&argbuf);
-    sl_buf_init(&argbuf);
-    size_t m = amqp_tbl_begin(&argbuf);
+    size_t m = arg_begin();
     amqp_tbl_put_str(&argbuf, key, amqp_cstr(v));
-    amqp_tbl_end(&argbuf, m);
-    return (amqp_bytes){sl_buf_head(&argbuf) + 4, sl_buf_unread(&argbuf) - 4};
+    return arg_end(m);
 }
-
 static amqp_bytes arg_bool(const char *key, int v)
 {
-    sl_buf_free(&argbuf);
-    sl_buf_init(&argbuf);
-    size_t m = amqp_tbl_begin(&argbuf);
+    size_t m = arg_begin();
     amqp_tbl_put_bool(&argbuf, key, v);
-    amqp_tbl_end(&argbuf, m);
-    return (amqp_bytes){sl_buf_head(&argbuf) + 4, sl_buf_unread(&argbuf) - 4};
+    return arg_end(m);
 }
 
 /* Scripted consumer */
