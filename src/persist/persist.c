@@ -346,24 +346,22 @@ static void release_entry(persist *p, qm_queue *q, const qm_paged *e, int write_
     st_log_unref(p->msgs, e->msg_seg);
 }
 
-static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
+qm_message *persist_read_message(persist *p, uint32_t seg, uint64_t off, uint32_t len,
+                                 const char *whose)
 {
-    persist *p = ctx;
-    uint8_t *buf = sl_xmalloc(e->msg_len ? e->msg_len : 1);
+    uint8_t *buf = sl_xmalloc(len ? len : 1);
     char err[256];
-    st_loc loc = {e->msg_seg, e->msg_off};
-    if (st_log_read(p->msgs, loc, buf, e->msg_len, err, sizeof err) < 0) {
-        sl_error("store: cannot read back message %llu of queue '%s': %s",
-                 (unsigned long long)e->lookup_id, q->name, err);
+    st_loc loc = {seg, off};
+    if (st_log_read(p->msgs, loc, buf, len, err, sizeof err) < 0) {
+        sl_error("store: cannot read back %s: %s", whose, err);
         sl_free(buf);
         return NULL;
     }
-    rec_reader r = {buf, buf + e->msg_len, 0};
+    rec_reader r = {buf, buf + len, 0};
     uint64_t id = rd_u64(&r);
     amqp_bytes ex = rd_s16(&r), rk = rd_s16(&r), props = rd_b32(&r), body = rd_rest(&r);
     if (r.bad) {
-        sl_error("store: message record of %llu in queue '%s' is malformed",
-                 (unsigned long long)e->lookup_id, q->name);
+        sl_error("store: the message record of %s is malformed", whose);
         sl_free(buf);
         return NULL;
     }
@@ -372,10 +370,22 @@ static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
         memcpy(qm_msg_body(m), body.p, body.len);
     sl_free(buf);
     m->st_id = id;
-    m->st_seg = e->msg_seg;
-    m->st_off = e->msg_off;
-    m->st_len = e->msg_len;
+    m->st_seg = seg;
+    m->st_off = off;
+    m->st_len = len;
     m->st_written = 1;
+    return m;
+}
+
+static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
+{
+    persist *p = ctx;
+    char whose[320];
+    snprintf(whose, sizeof whose, "message %llu of queue '%s'", (unsigned long long)e->lookup_id,
+             q->name);
+    qm_message *m = persist_read_message(p, e->msg_seg, e->msg_off, e->msg_len, whose);
+    if (!m)
+        return NULL;
     qm_position *pos = qm_queue_restore_position(q, m, e->lookup_id, e->move_count, e->redelivered);
     qm_message_unref(m); /* the position holds it */
     if (e->logged) {

@@ -27,6 +27,11 @@ void persist_encode_exchange(sl_buf *b, const qm_exchange *x);
 void persist_encode_binding(sl_buf *b, const qm_binding *bd);
 /* Open both logs and rebuild the model (recover.c). */
 int persist_recover(persist *p, char *err, size_t errlen);
+/* The message record at (seg, off), len payload bytes, read back as a new message (refs = 1,
+ * store fields set); NULL when it cannot be read or parsed, logged naming `whose`. Paging in
+ * and recovery both bring messages back through here. */
+qm_message *persist_read_message(persist *p, uint32_t seg, uint64_t off, uint32_t len,
+                                 const char *whose);
 /* The wall clock TTL deadlines are stored in (a hook, so tests can move time on). */
 extern uint64_t (*persist_wall_ms)(void);
 

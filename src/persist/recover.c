@@ -576,31 +576,10 @@ static qm_message *materialize(rstate *s, rmsg *rm, uint64_t id)
 {
     if (rm->m)
         return rm->m;
-    uint8_t *buf = sl_xmalloc(rm->len ? rm->len : 1);
-    char err[256];
-    st_loc loc = {rm->seg, rm->off};
-    if (st_log_read(s->p->msgs, loc, buf, rm->len, err, sizeof err) < 0) {
-        sl_error("store: cannot read back message %llu: %s", (unsigned long long)id, err);
-        sl_free(buf);
-        return NULL;
-    }
-    rec_reader r = {buf, buf + rm->len, 0};
-    rd_u64(&r);
-    amqp_bytes ex = rd_s16(&r), rk = rd_s16(&r), props = rd_b32(&r), body = rd_rest(&r);
-    qm_message *m = NULL;
-    if (!r.bad) {
-        m = qm_message_new(ex, rk, props.p, (uint32_t)props.len, body.len);
-        if (body.len)
-            memcpy(qm_msg_body(m), body.p, body.len);
-        m->st_id = id;
-        m->st_seg = rm->seg;
-        m->st_off = rm->off;
-        m->st_len = rm->len;
-        m->st_written = 1;
-    }
-    sl_free(buf);
-    rm->m = m;
-    return m;
+    char whose[64];
+    snprintf(whose, sizeof whose, "message %llu", (unsigned long long)id);
+    rm->m = persist_read_message(s->p, rm->seg, rm->off, rm->len, whose);
+    return rm->m;
 }
 
 static void rebuild_messages(rstate *s)
