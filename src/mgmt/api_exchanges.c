@@ -160,11 +160,8 @@ static enum MHD_Result declare_exchange(req *r, qm_vhost *vh, const char *name)
                             "exchange name '%s' contains reserved prefix 'amq.*'", name);
     char err[300];
     sl_buf args;
-    sl_buf_init(&args);
-    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0) {
-        sl_buf_free(&args);
+    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
         return reply_error(r, 400, "bad_request", "%s", err);
-    }
     qm_exchange_decl d = {
         .name = name,
         .name_len = strlen(name),
@@ -290,11 +287,8 @@ static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm
         return reply_error(r, 400, "bad_request", "routing_key longer than 255 bytes");
     char err[300];
     sl_buf args;
-    sl_buf_init(&args);
-    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0) {
-        sl_buf_free(&args);
+    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
         return reply_error(r, 400, "bad_request", "%s", err);
-    }
     amqp_bytes a = {args.data, args.len};
     sl_err e = dq ? qm_bind_queue(src, dq, amqp_cstr(key), a, err, sizeof err)
                   : qm_bind_exchange(src, dx, amqp_cstr(key), a, err, sizeof err);

@@ -146,11 +146,8 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
                             "queue name '%s' contains reserved prefix 'amq.*'", name);
     char err[300];
     sl_buf args;
-    sl_buf_init(&args);
-    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0) {
-        sl_buf_free(&args);
+    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
         return reply_error(r, 400, "bad_request", "%s", err);
-    }
     qm_queue_decl d = {
         .name = name,
         .name_len = strlen(name),

@@ -172,11 +172,8 @@ static enum MHD_Result import_defs(req *r, const char *forced_vhost)
         if (!*name || !strncmp(name, "amq.", 4))
             continue; /* predeclared */
         sl_buf args;
-        sl_buf_init(&args);
-        if (json_to_table(json_object_get(e, "arguments"), &args, err, sizeof err) < 0) {
-            sl_buf_free(&args);
+        if (json_to_table(json_object_get(e, "arguments"), &args, err, sizeof err) < 0)
             return reply_error(r, 400, "bad_request", "exchange '%s': %s", name, err);
-        }
         const char *type = str_field(e, "type");
         qm_exchange_decl d = {
             .name = name,
@@ -202,11 +199,8 @@ static enum MHD_Result import_defs(req *r, const char *forced_vhost)
         if (!*name || !strncmp(name, "amq.", 4))
             return reply_error(r, 400, "bad_request", "queue name '%s' is reserved or empty", name);
         sl_buf args;
-        sl_buf_init(&args);
-        if (json_to_table(json_object_get(e, "arguments"), &args, err, sizeof err) < 0) {
-            sl_buf_free(&args);
+        if (json_to_table(json_object_get(e, "arguments"), &args, err, sizeof err) < 0)
             return reply_error(r, 400, "bad_request", "queue '%s': %s", name, err);
-        }
         qm_queue_decl d = {
             .name = name,
             .name_len = strlen(name),
@@ -240,11 +234,8 @@ static enum MHD_Result import_defs(req *r, const char *forced_vhost)
             return reply_sl_err(r, SL_ERR_NOT_FOUND, "binding '%s' -> '%s': no such %s", src, dst,
                                 !x ? "source exchange" : "destination");
         sl_buf args;
-        sl_buf_init(&args);
-        if (json_to_table(json_object_get(e, "arguments"), &args, err, sizeof err) < 0) {
-            sl_buf_free(&args);
+        if (json_to_table(json_object_get(e, "arguments"), &args, err, sizeof err) < 0)
             return reply_error(r, 400, "bad_request", "binding '%s' -> '%s': %s", src, dst, err);
-        }
         amqp_bytes a = {args.data, args.len};
         sl_err rc = dq ? qm_bind_queue(x, dq, amqp_cstr(key ? key : ""), a, err, sizeof err)
                        : qm_bind_exchange(x, dx, amqp_cstr(key ? key : ""), a, err, sizeof err);

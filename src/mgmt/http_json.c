@@ -559,7 +559,12 @@ static int json_to_array(json_t *arr, sl_buf *out, char *err, size_t errlen, int
 
 int json_to_table(json_t *obj, sl_buf *out, char *err, size_t errlen)
 {
-    return json_to_table_d(obj, out, err, errlen, 1);
+    sl_buf_init(out);
+    if (json_to_table_d(obj, out, err, errlen, 1) < 0) {
+        sl_buf_free(out);
+        return -1;
+    }
+    return 0;
 }
 
 static int json_to_table_d(json_t *obj, sl_buf *out, char *err, size_t errlen, int depth)

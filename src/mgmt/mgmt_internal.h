@@ -117,8 +117,8 @@ int64_t json_uint(json_t *v);
 /* An AMQP table (content, no length prefix) as a JSON object / array. */
 json_t *table_to_json(amqp_bytes table);
 json_t *array_to_json(amqp_bytes array);
-/* A JSON object as AMQP table content appended to out; -1 with err on a value that has no
- * AMQP form. */
+/* A JSON object (NULL or null: none) as AMQP table content in out, which the call
+ * initializes; -1 with err, and out freed, on a value that has no AMQP form. */
 int json_to_table(json_t *obj, sl_buf *out, char *err, size_t errlen);
 json_t *json_strn_safe(const char *s, size_t len); /* invalid UTF-8 -> escaped */
 char *base64_encode(const uint8_t *p, size_t n, size_t *outlen);
