@@ -72,11 +72,10 @@ def test_reply_to_a_closed_channel_is_unroutable(broker):
     name = p.reply_to
     client.close()
     # the requester is gone: a mandatory reply comes back to the replier
-    returned = []
     sch.confirm_delivery()
-    sch.add_on_return_callback(lambda ch, m, p, b: returned.append(b))
-    with pytest.raises(pika.exceptions.UnroutableError):
+    with pytest.raises(pika.exceptions.UnroutableError) as ei:
         sch.basic_publish("", name, b"late answer", mandatory=True)
+    assert [m.body for m in ei.value.messages] == [b"late answer"]
     server.close()
 
 
