@@ -4,7 +4,14 @@
  * Replay rules (in log order):
  *   - a definition deleted later is gone, and so are the bindings that named it;
  *   - a message position of an incarnation that no longer exists is dead (queue deleted:
- *     a redeclared queue gets a new incarnation and starts empty, even after a crash);
+ *     a redeclared queue gets a new incarnation and starts empty, even after a crash). That
+ *     is judged at the END of replay, never while a record is applied: the meta log says
+ *     which incarnations exist now, not which existed when a msgs record was written, and
+ *     a message may have passed through one that is gone since (moved into q;s and back,
+ *     out of a queue deleted later, out of an emptied journal). So every position is
+ *     followed through every incarnation it visits, and the dead ones are left out when
+ *     the model is rebuilt. (Memory: an entry per position of a deleted queue still in the
+ *     log, the same order as the rmsg already kept for every message record in it.)
  *   - a purge kills every position its queue had so far (Available and Locked alike: what
  *     was PurgePending never comes back);
  *   - records marked R_IN_TX (a transaction's) apply only when the R_TX_END after them is
@@ -226,10 +233,12 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
 
 /* ---- msgs ---- */
 
+/* The positions of incarnation inc seen so far, whether or not it still exists: see the
+ * replay rules at the top. */
 static qentries *entries_of(rstate *s, uint64_t inc, int create)
 {
     qentries *qe = sl_map_get(s->entries, &inc, 8);
-    if (!qe && create && sl_map_get(s->queues, &inc, 8)) {
+    if (!qe && create) {
         qe = sl_xcalloc(1, sizeof *qe);
         sl_u64tab_init(&qe->by_lookup, sizeof(entry));
         sl_map_put(s->entries, &inc, 8, qe);
@@ -293,10 +302,10 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         if (r.bad)
             break;
         see_ids(s, inc + 1, lookup + 1, msg + 1);
-        qentries *qe = entries_of(s, inc, 1);
         rmsg *rm = sl_u64tab_get(&s->msgs, msg);
-        if (!qe || !rm)
-            return 0; /* queue deleted since, or message already gone: dead */
+        if (!rm)
+            return 0; /* the message record is gone: nothing can use this position */
+        qentries *qe = entries_of(s, inc, 1);
         rm->uses++;
         int created;
         entry *e = sl_u64tab_put(&qe->by_lookup, lookup, &created);
@@ -348,10 +357,6 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         if (!qs || !sl_u64tab_del(&qs->by_lookup, lookup, &moved))
             return 0;
         qentries *qd = entries_of(s, dest, 1);
-        if (!qd) {
-            entry_drop(s, &moved); /* moved into a queue deleted since */
-            return 0;
-        }
         moved.move_count = moves > 0x7fffffffu ? 0x7fffffffu : moves;
         int created;
         entry *e = sl_u64tab_put(&qd->by_lookup, lookup, &created);

@@ -200,6 +200,15 @@ class Broker:
             data = f.read().decode("utf-8", "replace").splitlines()
         return "\n".join(data[-lines:])
 
+    def kill9(self):
+        """kill -9 the daemon (a crash at this moment); the teardown accepts it."""
+        if self.proc is None:
+            pytest.fail("kill9 needs a private sluiced (broker_factory)", pytrace=False)
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self.exit_code = 0  # killed on purpose: not a failed exit
+        self.close_clients()  # after the kill: nothing they do now reaches the broker
+
     def terminate(self, timeout=10.0):
         """SIGTERM the daemon and wait; returns its exit code (None if not ours)."""
         if self.proc is None:

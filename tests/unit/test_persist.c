@@ -561,6 +561,36 @@ START_TEST(delete_restart_redeclare_starts_empty)
 }
 END_TEST
 
+/* Moves whose destination incarnation is gone by the time the node stops: q -> q;s -> q (q;s
+ * emptied and removed), and a -> b followed by a's deletion. Recovery must follow the
+ * position through the dead incarnation instead of dropping it there (issue 12 item 1). */
+START_TEST(moved_through_a_dead_incarnation_survives)
+{
+    open_store();
+    qm_queue *q = declare("q"), *a = declare("a"), *b = declare("b");
+    put(q, "q1");
+    put(q, "q2");
+    put(a, "a1");
+    uint64_t id = qm_queue_peek(q, 0)->lookup_id;
+    qm_queue *sub = qm_queue_subqueue(q, "retry", 5, 1);
+    ck_assert_int_eq(qm_move(q, id, sub, NULL), SL_OK);
+    ck_assert_int_eq(qm_move(sub, id, q, NULL), SL_OK);
+    qm_node_run_dispatch(N); /* removes the empty subqueue */
+    ck_assert_ptr_null(find("q;retry"));
+    ck_assert_int_eq(qm_move(a, qm_queue_peek(a, 0)->lookup_id, b, NULL), SL_OK);
+    delete_queue(a);
+    restart();
+    q = find("q");
+    ck_assert_str_eq(contents(q), "q1,q2");
+    ck_assert_uint_eq(qm_queue_peek(q, 0)->lookup_id, id);
+    ck_assert_uint_eq(qm_queue_peek(q, 0)->move_count, 2);
+    ck_assert_str_eq(contents(find("b")), "a1");
+    ck_assert_ptr_null(find("a"));
+    ck_assert_ptr_null(find("q;retry"));
+    close_store();
+}
+END_TEST
+
 /* ------------------------------------------------------------------ transactions cut short */
 
 /* Commit a tx (ack of "a", enqueue of "t"), then cut the msgs log right before R_TX_END, as a
@@ -1225,6 +1255,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, purged_never_comes_back);
     tcase_add_test(tc, delete_then_redeclare_starts_empty);
     tcase_add_test(tc, delete_restart_redeclare_starts_empty);
+    tcase_add_test(tc, moved_through_a_dead_incarnation_survives);
     tcase_add_test(tc, tx_without_end_is_dropped);
     tcase_add_test(tc, records_after_dropped_tx_survive);
     tcase_add_test(tc, dropped_tx_stays_dropped_after_tidy);
