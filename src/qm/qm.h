@@ -339,7 +339,9 @@ uint64_t qm_queue_purge(qm_queue *q);
 /* Delete a queue: refuse with SL_ERR_PRECONDITION (err: "queue 'Q' in vhost '/' in use" or
  * "... not empty") per flags; otherwise cancel consumers (ops->cancelled), delete every
  * position (held ones become DELETED with queue = NULL), remove subqueues, bindings and the
- * name. *count = messages deleted (MESSAGE_COUNT before). The queue is freed.
+ * name. Both checks and the count see the whole queue: its subqueues and journal go with it,
+ * so their messages and consumers count. *count = messages deleted (MESSAGE_COUNT of q and
+ * its subqueues before). The queue is freed.
  * System queues (is_system) are refused with SL_ERR_ACCESS_REFUSED. */
 sl_err qm_queue_delete(qm_queue *q, int flags, uint64_t *count, char *err, size_t errlen);
 

@@ -595,6 +595,21 @@ uint64_t qm_queue_purge(qm_queue *q)
     return n;
 }
 
+/* What a delete of q destroys: q and every subqueue of it (the journal included), since
+ * they go with it. *messages counts every position not DELETED, *consumers every consumer. */
+static void whole_queue(const qm_queue *q, uint64_t *messages, uint64_t *consumers)
+{
+    *messages = qm_queue_message_count(q);
+    *consumers = q->n_consumers;
+    size_t it = 0;
+    void *v;
+    while (q->subqueues && sl_map_next(q->subqueues, &it, NULL, NULL, &v)) {
+        const qm_queue *s = v;
+        *messages += qm_queue_message_count(s);
+        *consumers += s->n_consumers;
+    }
+}
+
 sl_err qm_queue_delete(qm_queue *q, int flags, uint64_t *count, char *err, size_t errlen)
 {
     if (q->is_system) {
@@ -602,16 +617,18 @@ sl_err qm_queue_delete(qm_queue *q, int flags, uint64_t *count, char *err, size_
                  q->vhost->name);
         return SL_ERR_ACCESS_REFUSED;
     }
-    if ((flags & QM_DELETE_IF_UNUSED) && q->n_consumers > 0) {
+    uint64_t messages, consumers;
+    whole_queue(q, &messages, &consumers);
+    if ((flags & QM_DELETE_IF_UNUSED) && consumers > 0) {
         snprintf(err, errlen, "queue '%s' in vhost '%s' in use", q->name, q->vhost->name);
         return SL_ERR_PRECONDITION;
     }
-    if ((flags & QM_DELETE_IF_EMPTY) && qm_queue_message_count(q) > 0) {
+    if ((flags & QM_DELETE_IF_EMPTY) && messages > 0) {
         snprintf(err, errlen, "queue '%s' in vhost '%s' not empty", q->name, q->vhost->name);
         return SL_ERR_PRECONDITION;
     }
     if (count)
-        *count = qm_queue_message_count(q);
+        *count = messages;
     qm_queue_destroy(q, 1);
     return SL_OK;
 }

@@ -6,7 +6,7 @@ import urllib.parse
 import amqp
 import pytest
 
-from helpers import uname, wait_for
+from helpers import expect_channel_error, uname, wait_for
 from test_mgmt import Api, fmt
 
 
@@ -201,3 +201,50 @@ def test_subqueue_consumer_keeps_it(api, conn):
     assert [bytes(b) for b in got] == [b"m0"]
     # empty but used: still there
     assert api.get(Api.q(q + ";c"))[0] == 200
+
+
+# ---------------------------------------------------------------------------
+# Delete guards see the whole queue: its subqueues and journal go with it (issue 12 item 2)
+# ---------------------------------------------------------------------------
+def test_delete_if_empty_sees_subqueues(api, conn, ch):
+    q, ids = fill(api, 2)
+    move(api, q, destination=q + ";poison", count=2)
+    assert api.queue(q)["messages"] == 0  # the queue itself is empty...
+    s, j, _ = api.delete(Api.q(q) + "?if-empty=true")
+    assert 400 <= s < 500 and "not empty" in j["reason"], (s, j)  # ...but not its subqueue
+    expect_channel_error(conn, 406, ch.queue_delete, q, if_empty=True)
+    ch = conn.channel()
+    assert [m["lookup_id"] for m in api.peek(q + ";poison")] == ids, "a refused delete lost data"
+    # the count is what the delete destroyed, subqueues included
+    assert ch.queue_delete(q) == 2
+    assert api.get(Api.q(q + ";poison"))[0] == 404
+
+
+def test_delete_if_empty_sees_the_journal(api, conn, ch):
+    q = uname("jdel")
+    api.declare(q, arguments={"x-journal": True})
+    api.publish(q, "kept")
+    assert ch.basic_get(q, no_ack=True) is not None
+    wait_for(lambda: len(api.peek(q + ";journal")) == 1, message="journal copy")
+    s, j, _ = api.delete(Api.q(q) + "?if-empty=true")
+    assert 400 <= s < 500, (s, j)
+    expect_channel_error(conn, 406, ch.queue_delete, q, if_empty=True)
+    ch = conn.channel()
+    assert [m["payload"] for m in api.peek(q + ";journal")] == ["kept"]
+    assert ch.queue_delete(q) == 1
+
+
+def test_delete_if_unused_sees_subqueue_consumers(api, conn, ch):
+    q, ids = fill(api, 1)
+    move(api, q, destination=q + ";c", count=1)
+    cch = conn.channel()
+    got = []
+    cch.basic_consume(q + ";c", callback=lambda m: got.append(m), no_ack=False)
+    conn.drain_events(timeout=2)
+    assert len(got) == 1
+    s, j, _ = api.delete(Api.q(q) + "?if-unused=true")
+    assert 400 <= s < 500 and "in use" in j["reason"], (s, j)
+    expect_channel_error(conn, 406, ch.queue_delete, q, if_unused=True)
+    assert api.get(Api.q(q + ";c"))[0] == 200
+    ch = conn.channel()
+    assert ch.queue_delete(q) == 1  # the unacked one in the subqueue is destroyed too
