@@ -50,6 +50,20 @@ void sl_config_defaults(sl_config *c)
     c->memory_budget = 1024ull * 1024 * 1024;
     c->segment_size = 64u << 20;
     add_user(c, "guest", "guest", 1);
+    c->link_user = sl_xstrdup("guest");
+    c->link_password = sl_xstrdup("guest");
+    c->link_heartbeat_s = 10;
+    c->link_retry_min_ms = 500;
+    c->link_retry_max_ms = 30000;
+    c->link_idle_ms = 60000;
+    /* MS-MQQB 3.1.3.1: ResendTimeoutsShort/Medium/Long/Final */
+    c->eod_resend_ms[0] = 30000;
+    c->eod_resend_ms[1] = 300000;
+    c->eod_resend_ms[2] = 1800000;
+    c->eod_resend_ms[3] = 21600000;
+    c->link_batch_msgs = 2048;
+    c->link_batch_bytes = 1u << 20;
+    c->link_window = 16;
 }
 
 void sl_config_free(sl_config *c)
@@ -63,6 +77,8 @@ void sl_config_free(sl_config *c)
         sl_free(c->users[i].tags);
     }
     sl_free(c->users);
+    sl_free(c->link_user);
+    sl_free(c->link_password);
     memset(c, 0, sizeof *c);
 }
 
@@ -172,6 +188,46 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT32_MAX, &n))
             return "handshake_timeout must be milliseconds";
         c->handshake_timeout_ms = (uint32_t)n;
+    } else if (!strcmp(key, "link_user")) {
+        set_str(&c->link_user, value);
+    } else if (!strcmp(key, "link_password")) {
+        set_str(&c->link_password, value);
+    } else if (!strcmp(key, "link_heartbeat")) {
+        if (parse_u64(value, 65535, &n))
+            return "link_heartbeat must be 0..65535 seconds";
+        c->link_heartbeat_s = (uint32_t)n;
+    } else if (!strcmp(key, "link_retry_min_ms") || !strcmp(key, "link_retry_max_ms") ||
+               !strcmp(key, "link_idle_ms")) {
+        if (parse_u64(value, UINT32_MAX, &n) || n == 0)
+            return "must be a positive number of milliseconds";
+        if (!strcmp(key, "link_idle_ms"))
+            c->link_idle_ms = (uint32_t)n;
+        else if (!strcmp(key, "link_retry_min_ms"))
+            c->link_retry_min_ms = (uint32_t)n;
+        else
+            c->link_retry_max_ms = (uint32_t)n;
+    } else if (!strncmp(key, "eod_resend_", 11)) {
+        static const char *const names[] = {"eod_resend_short_ms", "eod_resend_medium_ms",
+                                            "eod_resend_long_ms", "eod_resend_final_ms"};
+        int i = 0;
+        while (i < 4 && strcmp(key, names[i]))
+            i++;
+        if (i == 4)
+            return "unknown setting";
+        if (parse_u64(value, UINT32_MAX, &n) || n == 0)
+            return "must be a positive number of milliseconds";
+        c->eod_resend_ms[i] = (uint32_t)n;
+    } else if (!strcmp(key, "link_batch_msgs") || !strcmp(key, "link_window")) {
+        if (parse_u64(value, 1u << 20, &n) || n == 0)
+            return "must be 1..1048576";
+        if (!strcmp(key, "link_window"))
+            c->link_window = (uint32_t)n;
+        else
+            c->link_batch_msgs = (uint32_t)n;
+    } else if (!strcmp(key, "link_batch_bytes")) {
+        if (parse_u64(value, 64u << 20, &n) || n < 1024)
+            return "link_batch_bytes must be a size from 1k to 64M";
+        c->link_batch_bytes = (uint32_t)n;
     } else if (!strncmp(key, "user.", 5) && key[5]) {
         const char *name = key + 5;
         size_t len = strlen(name);
@@ -252,7 +308,11 @@ void sl_config_usage(void)
            "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
            "memory_budget, disk_free_limit, segment_size (bytes, k/M/G suffixes),\n"
            "handshake_timeout (ms),\n"
-           "tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator.\n");
+           "tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator,\n"
+           "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"
+           "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"
+           "eod_resend_long_ms, eod_resend_final_ms, link_batch_msgs, link_batch_bytes,\n"
+           "link_window (node-to-node links; see README).\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)

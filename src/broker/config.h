@@ -39,6 +39,12 @@ typedef struct sl_config {
                                * page) */
     sl_user *users;
     size_t n_users;
+    /* node-to-node links (src/link/): what this node logs in as on other nodes, timers */
+    char *link_user, *link_password;
+    uint32_t link_heartbeat_s;
+    uint32_t link_retry_min_ms, link_retry_max_ms, link_idle_ms;
+    uint32_t eod_resend_ms[4]; /* MSMQ's resend table: short, medium, long, final */
+    uint32_t link_batch_msgs, link_batch_bytes, link_window;
 } sl_config;
 
 void sl_config_defaults(sl_config *c);

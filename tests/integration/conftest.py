@@ -234,7 +234,7 @@ def _write_config(path, config):
     return path
 
 
-def start_sluiced(tmp_path, args=(), config=None, data_dir=None):
+def start_sluiced(tmp_path, args=(), config=None, data_dir=None, host=HOST):
     binary = sluiced_binary()
     if not binary.exists():
         pytest.fail("sluiced binary not found at %s (build it, or set SLUICED=...)" % binary,
@@ -244,7 +244,7 @@ def start_sluiced(tmp_path, args=(), config=None, data_dir=None):
     data_dir.mkdir(exist_ok=True)
     log_path = tmp_path / "sluiced.stderr"
     # --mgmt-port 0: parallel daemons must not fight over 15672.
-    cmd = [str(binary), "--port", "0", "--mgmt-port", "0", "--bind", HOST, "--data-dir",
+    cmd = [str(binary), "--port", "0", "--mgmt-port", "0", "--bind", host, "--data-dir",
            str(data_dir)]
     if os.environ.get("SLUICE_LOG_LEVEL"):
         cmd += ["--log-level", os.environ["SLUICE_LOG_LEVEL"]]
@@ -272,7 +272,7 @@ def start_sluiced(tmp_path, args=(), config=None, data_dir=None):
             proc.wait()
         pytest.fail("sluiced did not report 'listening amqp=...' (exit %s); cmd %s\n%s"
                     % (rc, " ".join(cmd), log_path.read_text(errors="replace")), pytrace=False)
-    b = Broker(HOST, port, "sluice", log_path=str(log_path), proc=proc, data_dir=str(data_dir))
+    b = Broker(host, port, "sluice", log_path=str(log_path), proc=proc, data_dir=str(data_dir))
     # logged right after the AMQP line; absent when a test turns the API off
     http_deadline = min(deadline, time.monotonic() + 2)
     while time.monotonic() < http_deadline and proc.poll() is None:
@@ -493,3 +493,20 @@ def ch(conn):
 @pytest.fixture
 def target():
     return TARGET
+
+
+@pytest.fixture
+def nodes(request, tmp_path):
+    """The multi-node loopback harness (multinode.py): nodes.start(name, ...) -> Node.
+
+    Each node is a private sluiced on its own loopback address (127.0.0.2, 127.0.0.3, ...
+    in start order) with --port 0; node.fmt(queue) is the direct format name other nodes
+    use to send to it.  Every node is stopped (SIGTERM, exit 0 checked) at the end.
+    Skips on RabbitMQ.
+    """
+    if IS_RABBITMQ:
+        pytest.skip("multi-node scenarios need private sluiced nodes")
+    import multinode
+    cluster = multinode.Cluster(tmp_path, request)
+    yield cluster
+    cluster.stop_all()

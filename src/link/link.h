@@ -1,0 +1,216 @@
+/* link.h - store and forward between nodes: outgoing queues, the link that drains them, and
+ * exactly-once in-order (EOD) transfer (DESIGN.md section 6, MS-MQDMPR OutgoingQueue,
+ * reference/msmq.md sections 1.4, 1.5, 7.1). The table of contents of src/link/.
+ *
+ *   link.h       this contract (used by broker/, mgmt/, the soak harness, issue 10)
+ *   fmt.c        remote format names: DIRECT=TCP:<address>[:<port>]\private$\<queue>
+ *   eod.[ch]     the EOD sender bookkeeping and receiver acceptance rule, no sockets (unit
+ *                tested over a simulated link: tests/unit/test_eod.c)
+ *   io.c         the socket under a link (link_io: plain TCP now, TLS can slot in)
+ *   link.c       outgoing queues' transfer: one AMQP 0-9-1 client connection per outgoing
+ *                queue, state machine, batching, reconnect with backoff, resend timers
+ *   the receiving side is broker/link_recv.c: an ordinary AMQP connection that announced
+ *   itself as a link in its client-properties.
+ *
+ * Outgoing queues
+ *   A publish to the default exchange whose routing key is a remote direct format name (or a
+ *   binding whose destination is one) lands in the outgoing queue for that destination, a
+ *   durable qm_queue of the publisher's vhost named by the canonical format name
+ *   ("DIRECT=TCP:127.0.0.3:5672\private$\orders"; address lower-cased, the queue part as first
+ *   spelled; two spellings that differ only in case reach the same queue). It is purged,
+ *   deleted, paged, counted and recovered like any queue; it is not declared, consumed or
+ *   moved into by clients. q->is_outgoing marks it, q->link points at its link_outq.
+ *
+ * EOD (what is on the wire, what is on disk, when an ack goes out)
+ *   Sequence of an outgoing queue: SeqID = the queue's incarnation (a new sequence whenever
+ *   the queue is re-created), SeqNo = the position's lookup id. A position's lookup id is
+ *   fixed when it becomes Available in the outgoing queue (a transaction's enqueues take
+ *   fresh ids at commit, so lookup order is the order messages became sendable) and is in
+ *   its durable enqueue record before the first send; for transient messages the link first
+ *   reserves the id durably (meta high-water mark), so no number is reused after a crash.
+ *   PrevNo = SeqNo of the message sent before it on this session, 0 for the oldest pending.
+ *   Messages of one AMQP transaction carry "more of my transaction follows" (xact_cont) and
+ *   are never split across link transactions.
+ *
+ *   Between Sluice nodes: channel 1 in tx mode. A link transaction is
+ *     basic.publish(exchange "", routing key <destination queue>) x N   (original properties
+ *         and body, untouched)
+ *     basic.publish(exchange "sluice.eod", routing key "batch")  body: eod_batch_encode()
+ *         (sender node id, SeqID, first PrevNo, the N SeqNos)
+ *     tx.commit
+ *   pipelined (several commits outstanding). The receiver applies a link transaction all or
+ *   nothing: each message with SeqNo <= last accepted is a duplicate (dropped, still acked),
+ *   a message with PrevNo <= last is accepted; anything else refuses the whole transaction
+ *   (channel.close 406, the sender reconnects and resends from its oldest pending message).
+ *   Accepted enqueues and the new last-accepted number (msgs record R_EOD_IN) are one
+ *   all-or-nothing record group in the same group commit; tx.commit-ok (the cumulative
+ *   order ack) is written only after that fdatasync. On commit-ok the sender acks the
+ *   positions of that batch (they leave the outgoing queue).
+ *   To a foreign broker (FOREIGN "YES": the peer's server-properties are not Sluice's):
+ *   confirm.select, mandatory publishes, basic.ack(multiple) acks, basic.return is not a
+ *   delivery (the message stays, last_error says why); at least once, message-id kept.
+ *
+ * Request / response over the link (for issue 10: remote handles, remote purge, management
+ * object of a remote queue): on channel 2 of the same authenticated link connection the
+ * caller consumes amq.rabbitmq.reply-to and publishes JSON requests to exchange "sluice.rpc"
+ * (correlation-id, reply-to); the owning node answers with one JSON reply per request. See
+ * link_rpc_call below and LINK_RPC_* for the operations.
+ */
+#ifndef SL_LINK_LINK_H
+#define SL_LINK_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+#include "../net/loop.h"
+#include "../qm/qm.h"
+
+struct persist;
+struct sl_config;
+
+/* ------------------------------------------------------------------------------------------
+ * Remote format names (fmt.c)
+ */
+#define LINK_DEFAULT_PORT 5672
+
+typedef struct link_addr {
+    char host[256];  /* address as given, lower-cased ("127.0.0.3", "node-b") */
+    int port;        /* LINK_DEFAULT_PORT when the name has none */
+    char queue[512]; /* destination queue part after \private$\ ("orders", "vhost/orders") */
+} link_addr;
+
+/* Parse "DIRECT=TCP:<address>[:<port>]\private$\<queue>" (also DIRECT=OS:<host>, optional
+ * "FormatName:" prefix, case-insensitive; subqueues and ;journal refused). 0, or -1 with a
+ * reason in err. */
+int link_fmt_parse(const char *s, size_t len, link_addr *out, char *err, size_t errlen);
+/* Canonical name of an outgoing queue: "DIRECT=TCP:<host>:<port>\private$\<queue>" (the
+ * port always written). */
+void link_fmt_canonical(const link_addr *a, char *buf, size_t len);
+/* 1 when s looks like a format name (cheap prefix test, before parsing). */
+int link_fmt_is_candidate(const char *s, size_t len);
+
+/* ------------------------------------------------------------------------------------------
+ * Outgoing queue states (MS-MQDMPR OutgoingQueue.State; strings as PROPID_MGMT_QUEUE_STATE)
+ */
+typedef enum link_state {
+    LINK_INACTIVE = 0, /* not trying to connect (new, resumed, idle) */
+    LINK_WAITING,      /* connecting, or waiting to retry after a failure */
+    LINK_CONNECTED,    /* session up, transfer happening */
+    LINK_ONHOLD,       /* PAUSE: nothing sent, messages kept */
+    LINK_DISCONNECTED, /* the node is offline (DISCONNECT) */
+    LINK_DISCONNECTING,
+} link_state;
+const char *link_state_name(link_state s); /* "INACTIVE", "WAITING", ... */
+
+/* PROPID_MGMT_QUEUE_FOREIGN of an outgoing queue */
+typedef enum link_foreign {
+    LINK_FOREIGN_UNKNOWN = 0, /* the destination never answered */
+    LINK_FOREIGN_NO,          /* it showed itself to be a Sluice node */
+    LINK_FOREIGN_YES,         /* another messaging system */
+} link_foreign;
+
+/* MS-MQMQ SEQUENCE_INFO (16 bytes on the wire of PROPID_MGMT_QUEUE_EOD_* blobs) */
+typedef struct link_seqinfo {
+    uint64_t seq_id;
+    uint32_t seq_no, prev_no; /* low 32 bits of our 64-bit numbers in the blob */
+    uint64_t seq_no64, prev_no64;
+} link_seqinfo;
+
+/* ConnectionHistory entry (MS-MQMQ 2.3.12.25 status codes) */
+#define LINK_HIST_MAX 16
+typedef struct link_hist {
+    uint32_t status; /* 0 InProcess, 2 Established, 0x80000004 SocketConnectFailure, ... */
+    int64_t time;    /* wall clock, s */
+    uint32_t error;  /* HRESULT or 0 */
+    char address[64];
+} link_hist;
+
+/* What GET /api/msmq/outgoing and the management properties show of one outgoing queue. */
+typedef struct link_outq_info {
+    const char *format_name;
+    link_state state;
+    link_foreign foreign;
+    const char *last_error; /* "" when none */
+    int64_t last_error_time;
+    char next_hop[80]; /* "IP=127.0.0.3" while connected or waiting */
+    /* EOD sender side (OutgoingTransferInfo) */
+    link_seqinfo last_ack, first_non_ack, last_non_ack, next_seq;
+    uint64_t last_ack_count, no_ack_count, no_read_count, resend_count;
+    int64_t last_ack_time, resend_time;
+    uint32_t resend_interval_s;
+    uint64_t sent, acked, reconnects;
+    const link_hist *history; /* newest first */
+    size_t n_history;
+} link_outq_info;
+
+/* ------------------------------------------------------------------------------------------
+ * The link manager: one per node (owned by the broker)
+ */
+typedef struct link_mgr link_mgr;
+typedef struct link_outq link_outq;
+
+typedef struct link_options {
+    const char *user, *password;         /* what this node logs in as on other nodes */
+    uint32_t heartbeat_s;                /* proposed on links (dead-peer detection) */
+    uint32_t retry_min_ms, retry_max_ms; /* reconnect backoff */
+    uint32_t idle_ms;                    /* close a link idle this long */
+    /* MSMQ's resend timer table: 3 x short, 3 x medium, 3 x long, then final (ms) */
+    uint32_t resend_short_ms, resend_medium_ms, resend_long_ms, resend_final_ms;
+    uint32_t batch_msgs, batch_bytes; /* one link transaction at most */
+    uint32_t window_batches;          /* link transactions outstanding at most */
+} link_options;
+void link_options_defaults(link_options *o);
+
+link_mgr *link_mgr_new(qm_node *node, sl_loop *loop, struct persist *store, const link_options *o);
+void link_mgr_free(link_mgr *m);
+/* Adopt every outgoing queue the store recovered (call once after persist_open). */
+void link_mgr_recover(link_mgr *m);
+/* Once per loop turn, after the group commit: write what the links buffered (records their
+ * sends depend on are on disk by then). */
+void link_mgr_flush(link_mgr *m);
+/* The node went online / offline (CONNECT / DISCONNECT): links start or stop. */
+void link_mgr_set_online(link_mgr *m, int online);
+
+/* The outgoing queue for a format name in vh: found (case-insensitively) or, with create,
+ * created. NULL with err for a malformed name, or when the name points at this node (*local
+ * is then set to 1 and the caller routes to the local queue). */
+qm_queue *link_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t len, int create,
+                              int *local, char *err, size_t errlen);
+/* This node's own listening address (so a format name naming it is local). */
+void link_mgr_set_self(link_mgr *m, const char *addr, int port);
+
+/* Management actions on an outgoing queue (q->is_outgoing). */
+sl_err link_pause(qm_queue *q);      /* -> ONHOLD, session closed, messages kept */
+sl_err link_resume(qm_queue *q);     /* -> INACTIVE, then reconnects */
+sl_err link_eod_resend(qm_queue *q); /* resend every unacked message now, same sequence */
+void link_outq_get_info(qm_queue *q, link_outq_info *out);
+/* Every outgoing queue of the node (for listings), in no particular order. */
+size_t link_mgr_outgoing(link_mgr *m, qm_queue **out, size_t cap);
+
+/* ------------------------------------------------------------------------------------------
+ * Request / response to the node that owns a queue (issue 10 builds on this)
+ *
+ * Requests and replies are JSON objects. Operations (the "op" member):
+ *   "queue.info"  {"vhost", "queue"} -> {"ok": true, "incarnation", "boot", "message_count",
+ *                 "bytes", "consumers"}   (implemented)
+ *   "queue.open"  {"vhost", "queue"} -> {"ok", "context": "<boot>:<incarnation>"} (issue 10)
+ *   "queue.purge" {"context"} -> {"ok", "purged"}; a context of another boot or incarnation
+ *                 -> {"ok": false, "hresult": "0xC00E0056" (STALE_HANDLE) / QUEUE_DELETED}
+ *   "queue.close" {"context"}
+ * Failures: {"ok": false, "hresult": "0x...", "hresult_name", "reason"}.
+ * The callback runs on the loop thread with the reply (NULL and err on a transport failure:
+ * no connection within the timeout, peer closed).
+ */
+typedef void (*link_rpc_cb)(void *ctx, const char *reply_json, const char *err);
+sl_err link_rpc_call(link_mgr *m, const char *host, int port, const char *request_json,
+                     uint32_t timeout_ms, link_rpc_cb cb, void *ctx);
+/* The receiving side's handler (broker/link_recv.c calls it): the reply for one request,
+ * malloc'ed JSON. */
+char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *request, size_t len);
+
+/* The receiving side asks this before it enqueues a link's message into q: may `user` (the
+ * link's authenticated node user) write to q? Issue 11 (permissions) fills it in. */
+int link_recv_may_write(const char *user, const qm_queue *q);
+
+#endif
