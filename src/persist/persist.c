@@ -235,6 +235,10 @@ static void h_enqueued(void *ctx, qm_position *pos)
     log_position(p, pos);
 }
 
+/* The delivery mark (or, for no_ack, the removal) reaches the file before the delivery can
+ * reach the socket (need_write; persist_commit writes it without a sync): a node killed
+ * right after a delivery then brings the message back redelivered, or not at all, never
+ * as new. Only a crash of the machine itself can lose an unsynced mark. */
 static void h_delivered(void *ctx, qm_position *pos, int no_ack)
 {
     persist *p = ctx;
@@ -242,6 +246,7 @@ static void h_delivered(void *ctx, qm_position *pos, int no_ack)
         return;
     if (no_ack) {
         unlog_position(p, pos, 1);
+        p->need_write = 1;
         return;
     }
     if (!pos->st_delivered) {
@@ -249,6 +254,7 @@ static void h_delivered(void *ctx, qm_position *pos, int no_ack)
         rec_u64(&p->scratch, pos->lookup_id);
         msgs_append(p, R_DELIVER, 0);
         pos->st_delivered = 1;
+        p->need_write = 1;
     }
 }
 
@@ -447,10 +453,11 @@ int persist_commit_ex(persist *p, int force, char *err, size_t errlen)
         p->need_sync = 0;
         p->meta_dirty = 0;
         p->commits++;
-    } else if (st_log_pending(p->msgs) >= FLUSH_THRESHOLD) {
+    } else if (p->need_write || st_log_pending(p->msgs) >= FLUSH_THRESHOLD) {
         if (st_log_flush(p->msgs) < 0)
             goto fail;
     }
+    p->need_write = 0;
     return 0;
 fail:
     snprintf(err, errlen, "cannot write to the store in %s: %s", p->dir, strerror(errno));

@@ -10,7 +10,9 @@
  *
  * What needs the disk before a reply: messages (publisher confirms, tx.commit-ok), purges,
  * moves and every definition. Acks and delivery marks ride along with the next sync: losing
- * one in a crash only redelivers a message, it never loses one. The broker calls
+ * one in a crash only redelivers a message, it never loses one. Delivery marks are still
+ * written (not synced) before the turn's replies, so a process crash (kill -9) keeps them:
+ * what was delivered comes back redelivered. The broker calls
  * persist_commit once per event-loop turn, before it writes any reply of that turn to a
  * socket, so a reply never goes out before what it promises is on disk (group commit).
  */

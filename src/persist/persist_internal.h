@@ -13,7 +13,9 @@ struct persist {
     st_log *meta, *msgs;
     sl_buf scratch; /* the record being encoded */
     uint64_t next_msg_id;
-    int need_sync; /* something appended this turn must be on disk before replies */
+    int need_sync;  /* something appended this turn must be on disk before replies */
+    int need_write; /* a delivery mark was appended this turn: it must be written (not
+                       synced) before the delivery can reach a socket */
     int meta_dirty;
     int in_tx_group; /* between qm's tx_group hooks: records are marked R_IN_TX */
     uint64_t commits, records;

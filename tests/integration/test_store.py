@@ -144,3 +144,42 @@ def test_torn_tail_is_dropped_and_the_rest_recovered(broker_factory, tmp_path):
             break
         got.append(m[2])
     assert got == [b"one", b"two"]
+
+
+@pytest.mark.parametrize("how", ["get", "consume", "no_ack"])
+def test_delivered_then_kill9_comes_back_redelivered(broker_factory, tmp_path, how):
+    # Delivered and not acked when the node is killed: after the restart every message says
+    # redelivered=true, so a consumer that deduplicates redelivered messages only is safe.
+    # A no_ack delivery is gone for good (it was written off before it reached the socket).
+    data = tmp_path / "k"
+    b1 = broker_factory(data_dir=data)
+    q = uname("redeliv")
+    publish_persistent(b1, q, [b"r1", b"r2", b"r3"])
+    c = b1.pika()
+    ch = c.channel()
+    got = []
+    if how == "consume":
+        ch.basic_qos(prefetch_count=10)
+        ch.basic_consume(q, lambda _ch, m, p, body: got.append(body))
+        deadline = time.monotonic() + 5
+        while len(got) < 3 and time.monotonic() < deadline:
+            c.process_data_events(time_limit=0.1)
+    else:
+        for _ in range(3):
+            m, _, body = ch.basic_get(q, auto_ack=(how == "no_ack"))
+            assert m is not None and not m.redelivered
+            got.append(body)
+    assert got == [b"r1", b"r2", b"r3"]
+    b1.kill9()
+    b2 = broker_factory(data_dir=data)
+    ch = b2.pika().channel()
+    back = []
+    while True:
+        m, _, body = ch.basic_get(q, auto_ack=True)
+        if m is None:
+            break
+        back.append((body, m.redelivered))
+    if how == "no_ack":
+        assert back == []
+    else:
+        assert back == [(b"r1", True), (b"r2", True), (b"r3", True)]
