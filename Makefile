@@ -110,5 +110,7 @@ clean:
 -include bench/bench.mk
 # kill -9 crash test of the store (tests/crash/crash.mk: `make crash-test`, `crash-test-long`).
 -include tests/crash/crash.mk
+# availability under abuse and exhaustion (tests/abuse/abuse.mk: `make abuse-test`).
+-include tests/abuse/abuse.mk
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d

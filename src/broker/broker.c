@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
@@ -26,6 +27,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/mem.h"
+#include "../net/accept.h"
 #include "../net/listen.h"
 #include "../persist/persist.h"
 
@@ -63,6 +65,10 @@ static void unlink_conn(broker *b, conn *c)
     if (c->next)
         c->next->prev = c->prev;
     b->n_conns--;
+    if (c->counted_open)
+        b->n_open--;
+    /* A descriptor came back: a listener paused at the reserve may take the next one. */
+    sl_acceptor_kick(&b->acceptor);
 }
 
 static void flush_dirty(broker *b)
@@ -206,56 +212,44 @@ static void tick(sl_loop *loop, sl_timer *t)
  * Listener and signals
  */
 
-static void on_accept(sl_loop *loop, sl_watch *w, int events)
+/* A connection accepted by the AMQP acceptor (net/accept.c keeps the descriptor reserve). */
+static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
 {
-    broker *b = w->data;
-    (void)events;
-    for (int i = 0; i < 64; i++) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        int fd = accept4(b->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                sl_warn("accept: %s", strerror(errno));
-            return;
-        }
-        if (b->shutting_down) {
-            close(fd);
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        conn *c = conn_new(b, fd);
-        char host[INET6_ADDRSTRLEN] = "?";
-        int port = 0;
-        if (ss.ss_family == AF_INET) {
-            struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-            inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
-            port = ntohs(sin->sin_port);
-            c->loopback = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
-        } else if (ss.ss_family == AF_INET6) {
-            struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-            inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
-            port = ntohs(sin6->sin6_port);
-            c->loopback =
-                IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
-                (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
-        }
-        snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
-        snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer, b->bound_addr, b->bound_port);
-        c->next = b->conns;
-        if (b->conns)
-            b->conns->prev = c;
-        b->conns = c;
-        b->n_conns++;
-        if (sl_loop_watch(loop, &c->w, SL_EV_READ) < 0) {
-            conn_kill(c, "cannot watch socket");
-            continue;
-        }
-        sl_debug("accepted connection %s", c->name);
+    broker *b = a->data;
+    if (b->shutting_down) {
+        close(fd);
+        return;
     }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    conn *c = conn_new(b, fd);
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
+        port = ntohs(sin->sin_port);
+        c->loopback = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
+        port = ntohs(sin6->sin6_port);
+        c->loopback =
+            IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
+            (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
+    }
+    snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+    snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer, b->bound_addr, b->bound_port);
+    c->next = b->conns;
+    if (b->conns)
+        b->conns->prev = c;
+    b->conns = c;
+    b->n_conns++;
+    if (sl_loop_watch(b->loop, &c->w, SL_EV_READ) < 0) {
+        conn_kill(c, "cannot watch socket");
+        return;
+    }
+    sl_debug("accepted connection %s", c->name);
 }
 
 static void tidy_tick(sl_loop *loop, sl_timer *t)
@@ -274,7 +268,7 @@ static void begin_shutdown(broker *b, const char *why)
     b->shutting_down = 1;
     b->shutdown_deadline = sl_loop_now(b->loop) + 2000;
     if (b->listen_fd >= 0) {
-        sl_loop_unwatch(b->loop, &b->listen_w);
+        sl_acceptor_stop(&b->acceptor);
         close(b->listen_fd);
         b->listen_fd = -1;
     }
@@ -301,12 +295,36 @@ static void on_signal(sl_loop *loop, sl_watch *w, int events)
     }
 }
 
+/* Take every descriptor the hard limit allows (the soft limit is often 1024 while the hard one
+ * is far higher), and decide how many the AMQP door leaves free for the store and the API. */
+static void raise_fd_limit(broker *b)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        b->fd_reserve = sl_fd_reserve(1024);
+        return;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t want =
+            rl.rlim_max == RLIM_INFINITY || rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max;
+        if (want > rl.rlim_cur) {
+            struct rlimit nrl = {want, rl.rlim_max};
+            if (setrlimit(RLIMIT_NOFILE, &nrl) == 0)
+                rl.rlim_cur = want;
+        }
+    }
+    b->fd_reserve = sl_fd_reserve(rl.rlim_cur);
+    sl_info("descriptors: limit %llu, %u kept free of AMQP connections",
+            (unsigned long long)rl.rlim_cur, b->fd_reserve);
+}
+
 broker *broker_new(sl_config *cfg)
 {
     broker *b = sl_xcalloc(1, sizeof *b);
     b->cfg = cfg;
     b->listen_fd = -1;
     b->signal_fd = -1;
+    raise_fd_limit(b);
     b->loop = sl_loop_new();
     if (!b->loop) {
         sl_error("cannot create the event loop: %s", strerror(errno));
@@ -360,10 +378,8 @@ int broker_listen(broker *b)
         return -1;
     }
     b->listen_fd = fd;
-    b->listen_w.fd = fd;
-    b->listen_w.fn = on_accept;
-    b->listen_w.data = b;
-    if (sl_loop_watch(b->loop, &b->listen_w, SL_EV_READ) < 0) {
+    if (sl_acceptor_start(&b->acceptor, b->loop, fd, "amqp", b->fd_reserve, on_accept, NULL, b) <
+        0) {
         sl_error("cannot watch the listener: %s", strerror(errno));
         return -1;
     }
@@ -412,8 +428,10 @@ void broker_free(broker *b)
         conn_free(c);
     }
     b->dirty = NULL;
-    if (b->listen_fd >= 0)
+    if (b->listen_fd >= 0) {
+        sl_acceptor_stop(&b->acceptor);
         close(b->listen_fd);
+    }
     if (b->signal_fd >= 0)
         close(b->signal_fd);
     sl_timer_stop(b->loop, &b->tick_timer);

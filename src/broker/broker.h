@@ -24,6 +24,7 @@
 #include "../amqp/method.h"
 #include "../core/buf.h"
 #include "../core/err.h"
+#include "../net/accept.h"
 #include "../net/loop.h"
 #include "../qm/qm.h"
 #include "config.h"
@@ -44,14 +45,17 @@ struct broker {
     sl_loop *loop;
     qm_node *node;
     int listen_fd;
-    sl_watch listen_w;
+    sl_acceptor acceptor; /* AMQP listener: descriptor reserve, pause and resume */
+    unsigned fd_reserve;  /* descriptors the AMQP door leaves free (the API leaves half) */
     int signal_fd;
     sl_watch signal_w;
     conn *conns; /* all live connections */
     conn *dirty; /* connections with output or confirms to flush this turn */
     size_t n_conns;
-    sl_timer tick_timer; /* qm TTL / x-expires work */
-    sl_timer tidy_timer; /* automatic TIDY */
+    size_t n_open;          /* connections past connection.open (connection_max counts these) */
+    uint64_t conns_refused; /* by connection_max (metric) */
+    sl_timer tick_timer;    /* qm TTL / x-expires work */
+    sl_timer tidy_timer;    /* automatic TIDY */
     struct persist *store;
     uint64_t next_conn_id;
     int alarms; /* ALARM_MEMORY | ALARM_DISK: publishers are blocked while non-zero */
@@ -99,6 +103,7 @@ struct conn {
     uint8_t read_paused;
     uint8_t consumers_waiting; /* a consumer was refused for a full output buffer */
     uint8_t in_dirty;
+    uint8_t counted_open; /* counted in b->n_open */
     char *user;
     qm_vhost *vhost;
     channel **channels; /* indexed by channel id, grown on demand */

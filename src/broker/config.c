@@ -45,6 +45,7 @@ void sl_config_defaults(sl_config *c)
     c->max_message_size = 128u * 1024 * 1024;
     c->memory_high_watermark = 4ull * 1024 * 1024 * 1024;
     c->handshake_timeout_ms = 10000;
+    c->mgmt_connection_max = 256;
     c->tidy_interval_s = 6 * 3600;
     c->disk_free_limit = 1000000000;
     c->memory_budget = 1024ull * 1024 * 1024;
@@ -184,6 +185,16 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT32_MAX, &n))
             return "tidy_interval must be seconds (0 = only on demand)";
         c->tidy_interval_s = n;
+    } else if (!strcmp(key, "connection_max")) {
+        if (!strcmp(value, "infinity"))
+            n = 0;
+        else if (parse_u64(value, UINT32_MAX, &n))
+            return "connection_max must be a number of connections (0 or infinity = no cap)";
+        c->connection_max = (uint32_t)n;
+    } else if (!strcmp(key, "mgmt_connection_max")) {
+        if (parse_u64(value, 1000000, &n) || n == 0)
+            return "mgmt_connection_max must be a positive number of connections";
+        c->mgmt_connection_max = (uint32_t)n;
     } else if (!strcmp(key, "handshake_timeout")) {
         if (parse_u64(value, UINT32_MAX, &n))
             return "handshake_timeout must be milliseconds";
@@ -307,7 +318,7 @@ void sl_config_usage(void)
            "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level,\n"
            "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
            "memory_budget, disk_free_limit, segment_size (bytes, k/M/G suffixes),\n"
-           "handshake_timeout (ms),\n"
+           "handshake_timeout (ms), connection_max, mgmt_connection_max,\n"
            "tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator,\n"
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"
            "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"

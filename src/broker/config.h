@@ -31,12 +31,14 @@ typedef struct sl_config {
     uint64_t max_message_size;      /* bodies larger than this: 406 on the channel */
     uint64_t memory_high_watermark; /* bytes of messages in memory that block publishers */
     uint32_t handshake_timeout_ms;
-    uint64_t tidy_interval_s; /* automatic TIDY period; 0 = only on demand */
-    uint64_t disk_free_limit; /* free bytes under data_dir below which publishers block */
-    uint64_t segment_size;    /* message store segment size (TIDY frees whole segments) */
-    uint64_t memory_budget;   /* bytes of messages kept in memory (bodies, properties and
-                               * bookkeeping); beyond it they are paged to the store (0 = never
-                               * page) */
+    uint32_t connection_max;      /* AMQP connections past connection.open; 0 = no cap */
+    uint32_t mgmt_connection_max; /* HTTP connections at once; more wait in the backlog */
+    uint64_t tidy_interval_s;     /* automatic TIDY period; 0 = only on demand */
+    uint64_t disk_free_limit;     /* free bytes under data_dir below which publishers block */
+    uint64_t segment_size;        /* message store segment size (TIDY frees whole segments) */
+    uint64_t memory_budget;       /* bytes of messages kept in memory (bodies, properties and
+                                   * bookkeeping); beyond it they are paged to the store (0 = never
+                                   * page) */
     sl_user *users;
     size_t n_users;
     /* node-to-node links (src/link/): what this node logs in as on other nodes, timers */

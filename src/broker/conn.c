@@ -472,6 +472,16 @@ static void on_open(conn *c, const amqp_connection_open *o)
                    BYTES_ARG(o->virtual_host));
         return;
     }
+    uint32_t cap = c->b->cfg->connection_max;
+    if (cap && c->b->n_open >= cap) {
+        /* RabbitMQ's connection_max, with its words: refused at open, the socket closed. */
+        c->b->conns_refused++;
+        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
+                   "connection refused: node connection limit (%u) is reached", cap);
+        return;
+    }
+    c->counted_open = 1;
+    c->b->n_open++;
     c->vhost = vh;
     c->state = CONN_OPEN;
     amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};

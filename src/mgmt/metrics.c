@@ -86,6 +86,32 @@ static void queue_series(sl_buf *b, qm_queue *q, size_t i)
     sl_free(subs);
 }
 
+/* Both doors' acceptors: paused while descriptors run short or the door is full. */
+static void listener_metrics(sl_buf *b, mgmt *m)
+{
+    const sl_acceptor *acc[2] = {&m->b->acceptor, &m->acceptor};
+    out(b, "# HELP sluice_listener_accepting 1 while the listener accepts connections (0: "
+           "paused for lack of descriptors or at its connection cap)\n"
+           "# TYPE sluice_listener_accepting gauge\n");
+    for (int i = 0; i < 2; i++)
+        out(b, "sluice_listener_accepting{listener=\"%s\"} %d\n", i ? "http" : "amqp",
+            acc[i]->paused == SL_ACCEPT_RUNNING);
+    out(b, "# HELP sluice_listener_fd_pauses_total Times the listener stopped accepting for lack "
+           "of file descriptors\n# TYPE sluice_listener_fd_pauses_total counter\n");
+    for (int i = 0; i < 2; i++)
+        out(b, "sluice_listener_fd_pauses_total{listener=\"%s\"} %llu\n", i ? "http" : "amqp",
+            (unsigned long long)acc[i]->pauses);
+    out(b, "# HELP sluice_listener_fd_refused_total Connections closed at once to keep the "
+           "descriptor reserve\n# TYPE sluice_listener_fd_refused_total counter\n");
+    for (int i = 0; i < 2; i++)
+        out(b, "sluice_listener_fd_refused_total{listener=\"%s\"} %llu\n", i ? "http" : "amqp",
+            (unsigned long long)acc[i]->fd_refused);
+    metric(b, "sluice_connections_refused_total", "counter",
+           "AMQP connections refused at connection.open by connection_max", m->b->conns_refused);
+    metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", m->n_conns);
+    metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", m->b->acceptor.fd_limit);
+}
+
 enum MHD_Result serve_metrics(req *r)
 {
     int per_object = r->nsegs == 2 && !strcmp(r->segs[1], "per-object");
@@ -126,6 +152,7 @@ enum MHD_Result serve_metrics(req *r)
     metric(&b, "sluice_messages_expired_total", "counter", "Messages expired", t.expired);
     metric(&b, "sluice_messages_dead_lettered_total", "counter", "Messages dead-lettered",
            t.dead_lettered);
+    listener_metrics(&b, r->m);
     if (per_object) {
         size_t nv;
         void **vhs = map_sorted(req_node(r)->vhosts, &nv);

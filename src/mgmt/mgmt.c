@@ -6,8 +6,11 @@
  * from MHD_get_timeout() so idle-connection timeouts and pending work are not missed. So every
  * handler runs on the loop thread and sees the broker as one consistent state.
  *
- * The listening socket is made here (bind to cfg->bind:cfg->mgmt_port, 0 = a free port) and
- * handed to MHD, so the real port is known from getsockname().
+ * The listening socket is made and accepted here, not by MHD (MHD_USE_NO_LISTEN_SOCKET, and
+ * MHD_add_connection for each connection): net/accept.c keeps descriptors in reserve and
+ * stops accepting while mgmt_connection_max connections are open, taking the next one from the
+ * backlog as soon as one closes. MHD 0.9.75 left to itself stopped accepting for good after a
+ * burst over its connection limit (the backlog filled with CLOSE-WAIT sockets).
  *
  * URL paths reach us raw (a no-op unescape callback): RabbitMQ's paths carry the vhost "/" as
  * %2F inside one segment, so segments are split first and percent-decoded afterwards.
@@ -58,6 +61,39 @@ static void on_timer(sl_loop *loop, sl_timer *t)
 {
     (void)loop;
     run_mhd(t->data);
+}
+
+static int can_accept(sl_acceptor *a)
+{
+    mgmt *m = a->data;
+    return m->n_conns < m->b->cfg->mgmt_connection_max;
+}
+
+static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
+{
+    mgmt *m = a->data;
+    socklen_t len =
+        ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    /* MHD owns (and on failure closes) the socket from here on. */
+    if (MHD_add_connection(m->d, fd, (const struct sockaddr *)ss, len) != MHD_YES)
+        sl_debug("http: connection not taken: %s", strerror(errno));
+    /* Let MHD read what is already waiting; never from inside MHD_run itself. */
+    sl_timer_start(m->b->loop, &m->t, sl_loop_now(m->b->loop));
+}
+
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)connection;
+    (void)socket_context;
+    mgmt *m = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        m->n_conns++;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (m->n_conns)
+            m->n_conns--;
+        sl_acceptor_kick(&m->acceptor);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -355,12 +391,15 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
         sl_free(m);
         return NULL;
     }
+    /* MHD's own limit is never reached: the acceptor stops first (it counts what MHD
+     * reports through the connection notifications). */
     m->d = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, m, MHD_OPTION_LISTEN_SOCKET,
-        fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape,
-        m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, m,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        m, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)b->cfg->mgmt_connection_max + 16, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_END);
     if (!m->d) {
         snprintf(err, errlen, "cannot start the HTTP server on %s:%d", m->addr, m->port);
         close(fd);
@@ -371,6 +410,7 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
     if (!di) {
         snprintf(err, errlen, "libmicrohttpd has no epoll fd");
         MHD_stop_daemon(m->d);
+        close(fd);
         sl_free(m);
         return NULL;
     }
@@ -378,9 +418,14 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
     m->w.fn = on_epoll;
     m->w.data = m;
     sl_timer_init(&m->t, on_timer, m);
-    if (sl_loop_watch(b->loop, &m->w, SL_EV_READ) < 0) {
+    m->listen_fd = fd;
+    if (sl_loop_watch(b->loop, &m->w, SL_EV_READ) < 0 ||
+        sl_acceptor_start(&m->acceptor, b->loop, fd, "http", b->fd_reserve / 2, on_accept,
+                          can_accept, m) < 0) {
         snprintf(err, errlen, "cannot watch the HTTP server: %s", strerror(errno));
+        sl_loop_unwatch(b->loop, &m->w);
         MHD_stop_daemon(m->d);
+        close(fd);
         sl_free(m);
         return NULL;
     }
@@ -392,6 +437,8 @@ void mgmt_stop(mgmt *m)
 {
     if (!m)
         return;
+    sl_acceptor_stop(&m->acceptor);
+    close(m->listen_fd);
     sl_loop_unwatch(m->b->loop, &m->w);
     if (sl_timer_armed(&m->t))
         sl_timer_stop(m->b->loop, &m->t);
@@ -403,6 +450,6 @@ void mgmt_stop(mgmt *m)
             qm_tx_abort(tx);
     }
     sl_free(m->txs);
-    MHD_stop_daemon(m->d); /* closes the listening socket and every connection */
+    MHD_stop_daemon(m->d); /* closes every connection */
     sl_free(m);
 }

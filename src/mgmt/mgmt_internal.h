@@ -37,6 +37,9 @@ struct mgmt {
     sl_watch w;  /* MHD's epoll fd, readable when MHD has work */
     sl_timer t;  /* MHD's own timeouts (idle connections, pending writes) */
     int running; /* inside MHD_run: no re-entry */
+    int listen_fd;
+    sl_acceptor acceptor; /* accepts for MHD: descriptor reserve, connection cap */
+    unsigned n_conns;     /* connections MHD holds (its notifications) */
     char addr[64];
     int port;
     uint64_t started_wall_ms;
