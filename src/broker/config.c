@@ -161,8 +161,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
             return "channel_max must be 0..65535";
         c->channel_max = (uint16_t)n;
     } else if (!strcmp(key, "max_message_size")) {
-        if (parse_u64(value, UINT64_MAX, &n) || n == 0)
-            return "max_message_size must be a positive size";
+        /* RabbitMQ's cap too; and a message record of the store holds at most 1 GiB. */
+        if (parse_u64(value, SL_MAX_MESSAGE_SIZE_CAP, &n) || n == 0)
+            return "max_message_size must be a size from 1 byte to 512M (536870912 bytes: "
+                   "RabbitMQ's limit, and what a store record holds with room to spare)";
         c->max_message_size = n;
     } else if (!strcmp(key, "memory_high_watermark") ||
                !strcmp(key, "vm_memory_high_watermark.absolute")) {

@@ -11,6 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The largest max_message_size accepted (RabbitMQ's cap, 512 MiB): a message record in the
+ * store (store/log.h ST_LOG_MAX_RECORD, 1 GiB) then always has room for the body with its
+ * properties and names. */
+#define SL_MAX_MESSAGE_SIZE_CAP (512ull * 1024 * 1024)
+
 typedef struct sl_user {
     char *name;
     char *password;
@@ -28,7 +33,8 @@ typedef struct sl_config {
     uint16_t heartbeat;             /* seconds proposed in connection.tune; 0 = off */
     uint32_t frame_max;             /* proposed frame-max */
     uint16_t channel_max;           /* proposed channel-max */
-    uint64_t max_message_size;      /* bodies larger than this: 406 on the channel */
+    uint64_t max_message_size;      /* bodies larger than this: 406 on the channel; at most
+                                       SL_MAX_MESSAGE_SIZE_CAP */
     uint64_t memory_high_watermark; /* bytes of messages in memory that block publishers */
     uint32_t handshake_timeout_ms;
     uint32_t connection_max;      /* AMQP connections past connection.open; 0 = no cap */

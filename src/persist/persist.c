@@ -62,17 +62,33 @@ static void meta_append(persist *p, uint8_t type)
     p->meta_dirty = 1;
 }
 
-static st_loc msgs_append(persist *p, uint8_t type, int needs_sync)
+/* Append the scratch record, followed by the extra pieces; 0 with *loc set, or -1 when the
+ * log refused it (a record beyond ST_LOG_MAX_RECORD, or a failed log): then *loc is not
+ * valid and the caller must not take it for a location. */
+static int msgs_appendv(persist *p, uint8_t type, const st_iov *extra, int n_extra, int needs_sync,
+                        st_loc *loc)
 {
-    st_loc loc;
+    st_iov iov[3] = {{p->scratch.data, p->scratch.len}};
+    for (int i = 0; i < n_extra && i < 2; i++)
+        iov[1 + i] = extra[i];
     if (p->in_tx_group && type != R_MSG)
         type |= R_IN_TX;
-    st_log_append(p->msgs, type, p->scratch.data, p->scratch.len, &loc);
+    st_loc where;
+    uint64_t seq = st_log_appendv(p->msgs, type, iov, 1 + (n_extra < 2 ? n_extra : 2), &where);
     p->scratch.len = 0;
+    if (!seq)
+        return -1;
     if (needs_sync)
         p->need_sync = 1;
     p->records++;
-    return loc;
+    if (loc)
+        *loc = where;
+    return 0;
+}
+
+static int msgs_append(persist *p, uint8_t type, int needs_sync, st_loc *loc)
+{
+    return msgs_appendv(p, type, NULL, 0, needs_sync, loc);
 }
 
 void persist_encode_queue(sl_buf *b, const qm_queue *q)
@@ -167,31 +183,49 @@ static void h_unbound(void *ctx, const qm_binding *b)
 }
 
 /* Store the message itself once, whatever the number of queues it went to. Paging out a
- * transient message stores it too, without waiting for the disk: a crash loses it anyway. */
-static void write_message(persist *p, qm_message *m, int needs_sync)
+ * transient message stores it too, without waiting for the disk: a crash loses it anyway.
+ * Properties and body go to the log as they lie (no copy through scratch). -1 when the log
+ * refuses the record: the message is then not written and has no location. */
+static int write_message(persist *p, qm_message *m, int needs_sync)
 {
     if (m->st_written)
-        return;
-    m->st_id = p->next_msg_id++;
-    rec_u64(&p->scratch, m->st_id);
+        return 0;
+    uint64_t id = p->next_msg_id;
+    rec_u64(&p->scratch, id);
     amqp_bytes ex = qm_msg_exchange(m), rk = qm_msg_routing_key(m);
     rec_s16(&p->scratch, ex.p, ex.len);
     rec_s16(&p->scratch, rk.p, rk.len);
-    rec_b32(&p->scratch, qm_msg_props(m), m->props_len);
-    sl_buf_append(&p->scratch, qm_msg_body(m), (size_t)m->body_len);
-    m->st_len = (uint32_t)p->scratch.len;
-    st_loc loc = msgs_append(p, R_MSG, needs_sync);
+    rec_u32(&p->scratch, m->props_len);
+    uint64_t len = p->scratch.len + (uint64_t)m->props_len + m->body_len;
+    st_iov rest[2] = {{qm_msg_props(m), m->props_len}, {qm_msg_body(m), (size_t)m->body_len}};
+    st_loc loc;
+    if (len >= ST_LOG_MAX_RECORD || msgs_appendv(p, R_MSG, rest, 2, needs_sync, &loc) < 0) {
+        int e = errno;
+        p->scratch.len = 0;
+        sl_error("store: cannot store a message of %llu bytes: %s; it stays in memory only and "
+                 "will not survive a restart",
+                 (unsigned long long)m->body_len,
+                 len >= ST_LOG_MAX_RECORD ? "larger than a store record (1 GiB)" : strerror(e));
+        return -1;
+    }
+    p->next_msg_id++;
+    m->st_id = id;
+    m->st_len = (uint32_t)len;
     m->st_seg = loc.segment;
     m->st_off = loc.offset;
     m->st_written = 1;
+    return 0;
 }
 
 uint64_t (*persist_wall_ms)(void) = sl_wall_ms;
 
+/* Write pos' enqueue record (and its message's, once); pos stays unlogged when the log
+ * refuses either. */
 static void log_position(persist *p, qm_position *pos)
 {
     qm_message *m = pos->msg;
-    write_message(p, m, 1);
+    if (write_message(p, m, 1) < 0)
+        return;
     rec_u64(&p->scratch, pos->queue->incarnation);
     rec_u64(&p->scratch, pos->lookup_id);
     rec_u64(&p->scratch, m->st_id);
@@ -206,7 +240,9 @@ static void log_position(persist *p, qm_position *pos)
     } else {
         rec_u8(&p->scratch, flags);
     }
-    st_loc loc = msgs_append(p, R_ENQ, 1);
+    st_loc loc;
+    if (msgs_append(p, R_ENQ, 1, &loc) < 0)
+        return; /* the log failed: the next commit says so and stops the broker */
     pos->st_seg = loc.segment;
     pos->st_logged = 1;
     pos->st_delivered = pos->redelivered;
@@ -220,7 +256,7 @@ static void unlog_position(persist *p, qm_position *pos, int write_record)
         rec_u64(&p->scratch, pos->queue->incarnation);
         rec_u64(&p->scratch, pos->lookup_id);
         /* An ack may be lost in a crash: the message then comes back redelivered. */
-        msgs_append(p, R_DEQ, 0);
+        msgs_append(p, R_DEQ, 0, NULL);
     }
     st_log_unref(p->msgs, pos->st_seg);
     st_log_unref(p->msgs, pos->msg->st_seg);
@@ -252,7 +288,7 @@ static void h_delivered(void *ctx, qm_position *pos, int no_ack)
     if (!pos->st_delivered) {
         rec_u64(&p->scratch, pos->queue->incarnation);
         rec_u64(&p->scratch, pos->lookup_id);
-        msgs_append(p, R_DELIVER, 0);
+        msgs_append(p, R_DELIVER, 0, NULL);
         pos->st_delivered = 1;
         p->need_write = 1;
     }
@@ -269,7 +305,7 @@ static void h_purged(void *ctx, qm_queue *q)
     if (!persist_queue_durable(q))
         return;
     rec_u64(&p->scratch, q->incarnation);
-    msgs_append(p, R_PURGE, 1);
+    msgs_append(p, R_PURGE, 1, NULL);
 }
 
 static void h_moved(void *ctx, qm_position *pos, qm_queue *src)
@@ -281,12 +317,12 @@ static void h_moved(void *ctx, qm_position *pos, qm_queue *src)
         rec_u64(&p->scratch, pos->lookup_id);
         rec_u64(&p->scratch, pos->queue->incarnation);
         rec_u32(&p->scratch, pos->move_count);
-        msgs_append(p, R_MOVE, 1);
+        msgs_append(p, R_MOVE, 1, NULL);
     } else if (pos->st_logged) {
         /* Into a transient queue: it leaves the store as it leaves the durable queue. */
         rec_u64(&p->scratch, src->incarnation);
         rec_u64(&p->scratch, pos->lookup_id);
-        msgs_append(p, R_DEQ, 1);
+        msgs_append(p, R_DEQ, 1, NULL);
         st_log_unref(p->msgs, pos->st_seg);
         st_log_unref(p->msgs, pos->msg->st_seg);
         pos->st_logged = 0;
@@ -302,7 +338,7 @@ static void h_tx_group(void *ctx, int begin)
         p->in_tx_group = 1;
     } else {
         p->in_tx_group = 0;
-        msgs_append(p, R_TX_END, 1);
+        msgs_append(p, R_TX_END, 1, NULL);
     }
 }
 
@@ -315,10 +351,13 @@ static int h_page_out(void *ctx, qm_position *pos, qm_paged *out)
     if (m->body_len > UINT32_MAX)
         return -1;
     int durable = m->persistent && persist_queue_durable(pos->queue);
-    if (durable && !pos->st_logged)
+    if (durable && !pos->st_logged) {
         log_position(p, pos); /* message + enqueue records, synced with this turn */
-    else if (!durable)
-        write_message(p, m, 0); /* recovery ignores it: no enqueue record names it */
+        if (!pos->st_logged)
+            return -1; /* refused by the log: it stays in memory */
+    } else if (!durable && write_message(p, m, 0) < 0) {
+        return -1; /* recovery would ignore it anyway: no enqueue record names it */
+    }
     out->lookup_id = pos->lookup_id;
     out->msg_off = m->st_off;
     out->msg_seg = m->st_seg;
@@ -346,7 +385,7 @@ static void release_entry(persist *p, qm_queue *q, const qm_paged *e, int write_
     if (e->logged && write_record) {
         rec_u64(&p->scratch, q->incarnation);
         rec_u64(&p->scratch, e->lookup_id);
-        msgs_append(p, R_DEQ, 0);
+        msgs_append(p, R_DEQ, 0, NULL);
     }
     st_log_unref(p->msgs, e->enq_seg);
     st_log_unref(p->msgs, e->msg_seg);

@@ -183,3 +183,20 @@ def test_delivered_then_kill9_comes_back_redelivered(broker_factory, tmp_path, h
         assert back == []
     else:
         assert back == [(b"r1", True), (b"r2", True), (b"r3", True)]
+
+
+def test_max_message_size_is_capped_at_what_the_store_holds(broker_factory, tmp_path):
+    # A body beyond the store's record limit (1 GiB) used to abort the broker at the write;
+    # the setting is capped at 512M, as RabbitMQ caps it, and a larger value stops the start.
+    broker_factory()  # skips on RabbitMQ
+    for value in ("2G", "536870913", "1G"):
+        conf = tmp_path / ("big-%s.conf" % value)
+        conf.write_text("max_message_size = %s\n" % value)
+        p = subprocess.run([str(sluiced_binary()), "--config", str(conf), "--port", "0",
+                            "--mgmt-port", "off", "--data-dir", str(tmp_path / "never")],
+                           capture_output=True, text=True, timeout=10)
+        assert p.returncode == 2, (value, p.returncode, p.stderr)
+        assert "max_message_size must be a size from 1 byte to 512M" in p.stderr, p.stderr
+        assert not (tmp_path / "never").exists()
+    b = broker_factory(config={"max_message_size": "512M"})
+    b.assert_alive()

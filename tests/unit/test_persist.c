@@ -591,6 +591,41 @@ START_TEST(moved_through_a_dead_incarnation_survives)
 }
 END_TEST
 
+/* A message whose record the log cannot take (beyond ST_LOG_MAX_RECORD) is refused by the
+ * store without a stale location: it stays in memory only, nothing aborts, and the records
+ * around it are fine after a restart (issue 12 item 5; it used to abort with "st_log_ref of
+ * segment ..., which is not live"). The body is allocated, never touched: no RSS. */
+START_TEST(oversized_message_is_refused_without_a_stale_location)
+{
+    open_store();
+    qm_queue *q = declare("q");
+    put(q, "before");
+    amqp_basic_props pr;
+    memset(&pr, 0, sizeof pr);
+    pr.flags = AMQP_P_DELIVERY_MODE;
+    pr.delivery_mode = 2;
+    sl_buf b;
+    sl_buf_init(&b);
+    amqp_props_encode(&b, &pr);
+    qm_message *big = qm_message_new(AMQP_BYTES(""), AMQP_BYTES("q"), sl_buf_head(&b),
+                                     (uint32_t)sl_buf_unread(&b), (uint64_t)ST_LOG_MAX_RECORD);
+    sl_buf_free(&b);
+    ck_assert(big->persistent);
+    put_msg(q, big);
+    qm_position *pos = qm_queue_peek(q, 1);
+    ck_assert_ptr_nonnull(pos);
+    ck_assert(!pos->st_logged);
+    ck_assert(!pos->msg->st_written);
+    put(q, "after");
+    ck_assert_uint_eq(q->n_ready, 3);
+    pos = get(q); /* "before": delivered, and its delivery mark written */
+    qm_position_requeue(pos);
+    restart();
+    ck_assert_str_eq(contents(find("q")), "before,after");
+    close_store();
+}
+END_TEST
+
 /* ------------------------------------------------------------------ transactions cut short */
 
 /* Commit a tx (ack of "a", enqueue of "t"), then cut the msgs log right before R_TX_END, as a
@@ -1256,6 +1291,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, delete_then_redeclare_starts_empty);
     tcase_add_test(tc, delete_restart_redeclare_starts_empty);
     tcase_add_test(tc, moved_through_a_dead_incarnation_survives);
+    tcase_add_test(tc, oversized_message_is_refused_without_a_stale_location);
     tcase_add_test(tc, tx_without_end_is_dropped);
     tcase_add_test(tc, records_after_dropped_tx_survive);
     tcase_add_test(tc, dropped_tx_stays_dropped_after_tidy);
