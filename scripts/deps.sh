@@ -6,6 +6,7 @@ set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libinih-dev libmicrohttpd-dev libjansson-dev)
 test_pkgs=(check python3 python3-pytest python3-pika python3-amqp python3-kombu amqp-tools
+           iproute2 iptables
            clang-format rabbitmq-server)
 fuzz_pkgs=(clang libclang-rt-14-dev)
 bench_pkgs=(librabbitmq-dev rabbitmq-server)

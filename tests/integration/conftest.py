@@ -28,6 +28,7 @@ import pika
 import pytest
 
 import amqpraw
+import netns
 from helpers import IS_RABBITMQ, TARGET, uname
 
 REPO = Path(__file__).resolve().parents[2]
@@ -510,3 +511,54 @@ def nodes(request, tmp_path):
     cluster = multinode.Cluster(tmp_path, request)
     yield cluster
     cluster.stop_all()
+
+
+# ---------------------------------------------------------------------------
+# Nodes in network namespaces (tests/integration/netns.py)
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def ns_net(request, tmp_path):
+    """A netns.Net: network namespaces joined by veth links, with cuts, delay and loss.
+
+    Everything it made (processes, shapers, namespaces) is removed at teardown, also when the
+    test fails or the run is interrupted.  Skips on RabbitMQ and when not root.
+    """
+    if IS_RABBITMQ:
+        pytest.skip("needs private sluiced nodes in network namespaces (sluiced only)")
+    reason = netns.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    net = netns.Net(tmp_path / "netns")
+    try:
+        yield net
+    finally:
+        net.close()
+
+
+@pytest.fixture
+def ns_node(request, ns_net):
+    """start(name, config=None, args=()) -> netns.NsNode: a sluiced in node `name`'s namespace
+    (created if the test has not made it yet), on every address of it, default ports.
+
+    At teardown every node still running must exit 0 on SIGTERM; a node the test killed -9 is
+    fine.  Broker logs of every node are attached to a failing test's report.
+    """
+    started = []
+
+    def start(name, config=None, args=()):
+        node = netns.NsNode(ns_net, name, sluiced_binary(), config=config, args=args)
+        started.append(node)
+        request.node._sluice_brokers = getattr(request.node, "_sluice_brokers", []) + [node]
+        return node.start()
+
+    start.net = ns_net
+    yield start
+    errors = []
+    for node in started:
+        if node.alive():
+            rc = node.stop()
+            if rc != 0:
+                errors.append("sluiced %s did not exit 0 after SIGTERM: exit %r\n%s"
+                              % (node.name, rc, node.log_tail(100)))
+    if errors:
+        pytest.fail("\n".join(errors), pytrace=False)
