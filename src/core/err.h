@@ -45,6 +45,15 @@ typedef enum sl_err {
     SL_ERR_ILLEGAL_FORMATNAME,       /* 406 / MQ_ERROR_ILLEGAL_FORMATNAME */
     SL_ERR_UNINITIALIZED_OBJECT,     /* 406 / MQ_ERROR_UNINITIALIZED_OBJECT */
     SL_ERR_IO,                       /* 541 / MQ_ERROR */
+    /* Handles and management objects (issue 10) */
+    SL_ERR_INVALID_HANDLE,                   /* 404 / MQ_ERROR_INVALID_HANDLE */
+    SL_ERR_STALE_HANDLE,                     /* 404 / MQ_ERROR_STALE_HANDLE (an earlier run's) */
+    SL_ERR_UNSUPPORTED_ACCESS_MODE,          /* 406 / MQ_ERROR_UNSUPPORTED_ACCESS_MODE */
+    SL_ERR_UNSUPPORTED_FORMATNAME_OPERATION, /* 406 / MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION */
+    SL_ERR_HANDLE_LIMIT,                     /* 406 / MQ_ERROR_INSUFFICIENT_RESOURCES (a quota) */
+    SL_ERR_NOINTERFACE,                      /* 406 / E_NOINTERFACE (QueryInterface) */
+    SL_ERR_MEMBER_NOT_FOUND,                 /* 404 / DISP_E_MEMBERNOTFOUND (IDispatch) */
+    SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE,     /* 404 / MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE */
     SL_ERR__COUNT
 } sl_err;
 

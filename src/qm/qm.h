@@ -53,6 +53,7 @@ typedef struct qm_position qm_position;
 typedef struct qm_consumer qm_consumer;
 typedef struct qm_tx qm_tx;
 typedef struct qm_tnode qm_tnode;
+typedef struct qm_qdesc qm_qdesc;
 
 /* ------------------------------------------------------------------------------------------
  * Positions and messages (a message carries its first position, so both are defined here)
@@ -284,6 +285,7 @@ struct qm_queue {
     qm_consumer *consumers;
     qm_consumer *rr_next;
     qm_consumer *active; /* x-single-active-consumer: the one that gets messages, or NULL */
+    qm_qdesc *descs;     /* open queue descriptors (handles) on this queue, see qdesc.c */
     uint8_t dispatch_scheduled;
     qm_queue *dispatch_next;
     uint64_t route_epoch; /* qm_route's dedup stamp (internal) */
@@ -369,6 +371,48 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index);
 sl_err qm_move(qm_queue *src, uint64_t lookup_id, qm_queue *dest, qm_tx *tx);
 /* Move the first n available positions; *moved = how many. */
 sl_err qm_move_first(qm_queue *src, uint64_t n, qm_queue *dest, qm_tx *tx, uint64_t *moved);
+
+/* ------------------------------------------------------------------------------------------
+ * Open queue descriptors (MS-MQDMPR OpenQueueDescriptor; Open Queue / Close Queue events)
+ *
+ * What a queue handle of any door (MS-MQMP's LocalQueueContextHandle, the owner's end of a
+ * remote queue proxy) refers to. The door owns it and closes it. Deleting the queue sets
+ * queue = NULL (MS-MQDMPR: QueueReference := NULL): every later operation through the
+ * descriptor fails with SL_ERR_QUEUE_DELETED, so a queue deleted and declared again under the
+ * same name is never reached through an old handle. An open descriptor keeps an empty
+ * subqueue from being removed.
+ */
+#define QM_ACCESS_RECEIVE 0x01u /* MQ_RECEIVE_ACCESS: peek, receive, purge */
+#define QM_ACCESS_SEND 0x02u    /* MQ_SEND_ACCESS */
+#define QM_ACCESS_MOVE 0x04u    /* MQ_MOVE_ACCESS: a move destination */
+#define QM_ACCESS_PEEK 0x20u    /* MQ_PEEK_ACCESS */
+#define QM_ACCESS_ADMIN 0x80u   /* MQ_ADMIN_ACCESS: with receive/peek, the outgoing queue */
+#define QM_SHARE_DENY_NONE 0
+#define QM_SHARE_DENY_RECEIVE 1 /* MQ_DENY_RECEIVE_SHARE: exclusive read */
+
+struct qm_qdesc {
+    qm_queue *queue;         /* NULL once the queue is deleted */
+    uint64_t incarnation;    /* the queue's when it was opened */
+    uint32_t access;         /* QM_ACCESS_* */
+    uint8_t share;           /* QM_SHARE_* */
+    qm_qdesc *qprev, *qnext; /* in queue->descs */
+};
+
+/* Open Queue on q: access one of receive, send, move, peek; share deny-none or deny-receive.
+ * Errors (err says why): SL_ERR_UNSUPPORTED_ACCESS_MODE (unknown access or share, send with
+ * deny-receive), SL_ERR_UNSUPPORTED_FORMATNAME_OPERATION (send to a subqueue, journal or
+ * system queue; move into a journal), SL_ERR_RESOURCE_LOCKED (MQ_ERROR_SHARING_VIOLATION:
+ * the sharing table of MS-MQDMPR Open Queue against the descriptors already open on q). */
+sl_err qm_queue_open(qm_queue *q, uint32_t access, int share, qm_qdesc **out, char *err,
+                     size_t errlen);
+/* Close Queue: unlink and free d (its queue may be gone). */
+void qm_qdesc_close(qm_qdesc *d);
+/* d's queue, NULL when it was deleted since d was opened. */
+qm_queue *qm_qdesc_queue(const qm_qdesc *d);
+/* Purge Queue through d (rpc_ACPurgeQueue): SL_ERR_QUEUE_DELETED when the queue is gone,
+ * SL_ERR_ACCESS_REFUSED unless d was opened to receive; else qm_queue_purge, *deleted = its
+ * count. Nothing changes on failure. */
+sl_err qm_qdesc_purge(qm_qdesc *d, uint64_t *deleted);
 
 /* ------------------------------------------------------------------------------------------
  * Transactions (MS-MQDMPR 3.1.1.13-14): Enqueue, Dequeue and Move.

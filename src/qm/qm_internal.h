@@ -160,6 +160,10 @@ void qm_tx_free_all(qm_node *n);
 /* Record a Move of pos (already LOCKED under tx in its source) into dest. */
 void qm_tx_add_move(qm_tx *tx, qm_position *pos, qm_queue *dest);
 
+/* ---- qdesc.c ---- */
+/* q is being deleted: its descriptors lose their queue (queue = NULL). */
+void qm_qdesc_forget_queue(qm_queue *q);
+
 /* ---- move.c ---- */
 /* Move a position out of its source (already unlinked from ready/locked there, source
  * bytes_total still counting it) into dest's ready rings: move_count + 1, same lookup id. */

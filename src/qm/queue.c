@@ -676,6 +676,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
     if (!q->is_subqueue)
         qm_bindings_remove_queue(q);
     qm_tx_forget_queue(n, q);
+    qm_qdesc_forget_queue(q);
     if (run_hooks && n->on_queue_deleted)
         n->on_queue_deleted(q, n->hook_ctx);
 
@@ -691,7 +692,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
 
 int qm_queue_gc_ready(qm_queue *q)
 {
-    return q->is_subqueue && qm_queue_message_count(q) == 0 && q->n_consumers == 0 &&
+    return q->is_subqueue && qm_queue_message_count(q) == 0 && q->n_consumers == 0 && !q->descs &&
            !qm_tx_targets_queue(qm_queue_node(q), q);
 }
 
