@@ -50,6 +50,8 @@ void sl_config_defaults(sl_config *c)
     c->disk_free_limit = 1000000000;
     c->memory_budget = 1024ull * 1024 * 1024;
     c->segment_size = 64u << 20;
+    c->handle_idle_timeout_s = 600;
+    c->handle_limit = 1000;
     add_user(c, "guest", "guest", 1);
     c->link_user = sl_xstrdup("guest");
     c->link_password = sl_xstrdup("guest");
@@ -197,6 +199,14 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, 1000000, &n) || n == 0)
             return "mgmt_connection_max must be a positive number of connections";
         c->mgmt_connection_max = (uint32_t)n;
+    } else if (!strcmp(key, "handle_idle_timeout")) {
+        if (parse_u64(value, UINT32_MAX, &n) || n == 0)
+            return "handle_idle_timeout must be seconds (at least 1)";
+        c->handle_idle_timeout_s = n;
+    } else if (!strcmp(key, "handle_limit")) {
+        if (parse_u64(value, 1000000, &n) || n == 0)
+            return "handle_limit must be a count from 1 to 1000000";
+        c->handle_limit = (uint32_t)n;
     } else if (!strcmp(key, "handshake_timeout")) {
         if (parse_u64(value, UINT32_MAX, &n))
             return "handshake_timeout must be milliseconds";
@@ -325,7 +335,8 @@ void sl_config_usage(void)
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"
            "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"
            "eod_resend_long_ms, eod_resend_final_ms, link_batch_msgs, link_batch_bytes,\n"
-           "link_window (node-to-node links; see README).\n");
+           "link_window (node-to-node links; see README),\n"
+           "handle_idle_timeout (s), handle_limit (MSMQ handles over HTTP).\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)

@@ -45,6 +45,12 @@ typedef struct sl_config {
     uint64_t memory_budget;       /* bytes of messages kept in memory (bodies, properties and
                                    * bookkeeping); beyond it they are paged to the store (0 = never
                                    * page) */
+
+    /* MSMQ handles and management objects opened over HTTP: closed after this long unused
+     * (the context-handle rundown); at most handle_limit of each open per user. */
+    uint64_t handle_idle_timeout_s;
+    uint32_t handle_limit;
+
     sl_user *users;
     size_t n_users;
     /* node-to-node links (src/link/): what this node logs in as on other nodes, timers */

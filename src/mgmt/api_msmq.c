@@ -442,8 +442,30 @@ static enum MHD_Result info(req *r)
         NULL);
 }
 
+sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
+                       const char **vt, char *err, size_t errlen)
+{
+    *value = NULL;
+    const prop_def *p = lookup_id(queue_props, NQUEUE, id);
+    if (!p) {
+        snprintf(err, errlen, "%d is not a queue property", id);
+        return SL_ERR_ILLEGAL_PROPID;
+    }
+    qm_queue *q;
+    sl_err e = fmtname_resolve(m, fmt, vhost, &q, err, errlen);
+    if (e != SL_OK)
+        return e;
+    *vt = p->vt;
+    *value = queue_value(m, q, id, vt);
+    return SL_OK;
+}
+
 enum MHD_Result api_msmq(req *r)
 {
+    if (r->nsegs >= 2 && !strcmp(r->segs[1], "handles"))
+        return api_handles(r);
+    if (r->nsegs >= 2 && !strcmp(r->segs[1], "management"))
+        return api_mgmtobj(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "action"))
         return req_is(r, "POST") ? action(r) : reply_method_not_allowed(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "info"))

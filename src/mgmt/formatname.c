@@ -92,8 +92,22 @@ static qm_queue *find_sub_ci(qm_queue *q, const char *sub, size_t len)
     return NULL;
 }
 
-sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
-                       size_t errlen)
+int fmt_is_local_machine(mgmt *m, const char *name)
+{
+    return is_local_computer(m, name, strlen(name), 0) ||
+           is_local_computer(m, name, strlen(name), 1);
+}
+
+/* A subqueue name MSMQ accepts: 1..32 characters, none of \ ; + , " (nor '/', which names
+ * vhosts here). */
+static int valid_subqueue_name(const char *s)
+{
+    size_t n = strlen(s);
+    return n >= 1 && n <= 32 && !strpbrk(s, "\\;+,\"/");
+}
+
+static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int create_sub,
+                      qm_queue **out, char *err, size_t errlen)
 {
     *out = NULL;
     const char *p = fmt;
@@ -163,8 +177,20 @@ sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queu
     }
     qm_queue *q = find_queue_ci(vh, p, len);
     if (q && sub) {
+        qm_queue *parent = q;
         q = str_ieq(sub, "journal") ? qm_queue_subqueue(q, "journal", 7, 0)
                                     : find_sub_ci(q, sub, strlen(sub));
+        /* MSMQ creates a subqueue on its first open (never a journal, never under a system
+         * queue); created empty, dispatch removes it again unless something holds it. */
+        if (!q && create_sub && !str_ieq(sub, "journal") && !parent->is_system) {
+            if (!valid_subqueue_name(sub)) {
+                snprintf(err, errlen,
+                         "'%s': a subqueue name is 1..32 characters without \\ ; + , \" /", fmt);
+                return SL_ERR_ILLEGAL_FORMATNAME;
+            }
+            q = qm_queue_subqueue(parent, sub, strlen(sub), 1);
+            qm_queue_schedule_dispatch(q);
+        }
     }
     if (!q) {
         snprintf(err, errlen, "no queue for '%s' in vhost '%s'", fmt, vh->name);
@@ -172,6 +198,18 @@ sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queu
     }
     *out = q;
     return SL_OK;
+}
+
+sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
+                       size_t errlen)
+{
+    return resolve(m, fmt, vhost_hint, 0, out, err, errlen);
+}
+
+sl_err fmtname_open(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
+                    size_t errlen)
+{
+    return resolve(m, fmt, vhost_hint, 1, out, err, errlen);
 }
 
 static const char *system_suffix(const qm_queue *q)

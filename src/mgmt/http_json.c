@@ -125,6 +125,10 @@ unsigned http_status_of(sl_err e)
     case SL_ERR_QUEUE_DELETED:
     case SL_ERR_MESSAGE_NOT_FOUND:
     case SL_ERR_NO_ROUTE:
+    case SL_ERR_INVALID_HANDLE:
+    case SL_ERR_STALE_HANDLE:
+    case SL_ERR_MEMBER_NOT_FOUND:
+    case SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE:
         return 404;
     case SL_ERR_ACCESS_REFUSED:
     case SL_ERR_NOT_ALLOWED:
@@ -134,6 +138,8 @@ unsigned http_status_of(sl_err e)
         return 409;
     case SL_ERR_CONTENT_TOO_LARGE:
         return 413;
+    case SL_ERR_HANDLE_LIMIT:
+        return 429;
     case SL_ERR_RESOURCE:
     case SL_ERR_NOMEM:
         return 503;
@@ -160,6 +166,8 @@ static const char *error_word(unsigned status)
         return "conflict";
     case 413:
         return "payload_too_large";
+    case 429:
+        return "too_many_requests";
     case 501:
         return "not_implemented";
     case 503:

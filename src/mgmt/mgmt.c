@@ -96,6 +96,23 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
     }
 }
 
+/* The context-handle rundown: idle handles and management objects are closed a little after
+ * handle_idle_timeout (at most a quarter of it late, and never more than 30 s). */
+static uint64_t rundown_period_ms(const mgmt *m)
+{
+    uint64_t p = m->b->cfg->handle_idle_timeout_s * 1000 / 4;
+    return p < 200 ? 200 : p > 30000 ? 30000 : p;
+}
+
+static void on_rundown(sl_loop *loop, sl_timer *t)
+{
+    mgmt *m = t->data;
+    uint64_t now = sl_now_ms();
+    ctx_rundown(m, &m->handles, now);
+    ctx_rundown(m, &m->mobjs, now);
+    sl_timer_start(loop, t, now + rundown_period_ms(m));
+}
+
 /* ------------------------------------------------------------------------------------------
  * Auth
  */
@@ -259,6 +276,23 @@ static const struct route {
     {"transactions", api_transactions},
 };
 
+/* Writes need the administrator tag. These POSTs and DELETEs only read the broker's state:
+ * R_QMMgmtGetInfo (POST /api/msmq/info), and making, binding (init) and releasing a
+ * management object, whose members only read (its pause / resume / eod-resend are writes). */
+static int is_read_only(req *r)
+{
+    if (req_is(r, "GET"))
+        return 1;
+    if (r->nsegs < 2 || strcmp(r->segs[0], "msmq"))
+        return 0;
+    if (r->nsegs == 2 && !strcmp(r->segs[1], "info"))
+        return 1;
+    if (strcmp(r->segs[1], "management"))
+        return 0;
+    return (r->nsegs == 2 && req_is(r, "POST")) || (r->nsegs == 3 && req_is(r, "DELETE")) ||
+           (r->nsegs == 4 && req_is(r, "POST") && !strcmp(r->segs[3], "init"));
+}
+
 static enum MHD_Result route(req *r, const char *url)
 {
     int is_api = 0;
@@ -273,10 +307,7 @@ static enum MHD_Result route(req *r, const char *url)
         return reply_unauthorized(r);
     if (r->nsegs == 0)
         return reply_not_found(r);
-    /* Writes need the administrator tag; POST /api/msmq/info only reads. */
-    int read_only = req_is(r, "GET") ||
-                    (r->nsegs == 2 && !strcmp(r->segs[0], "msmq") && !strcmp(r->segs[1], "info"));
-    if (!read_only && !req_require_admin(r))
+    if (!is_read_only(r) && !req_require_admin(r))
         return MHD_YES;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(r->segs[0], routes[i].name))
@@ -429,6 +460,11 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
         sl_free(m);
         return NULL;
     }
+    m->run_id = ctx_run_id();
+    handles_init(m);
+    mgmtobj_init(m);
+    sl_timer_init(&m->rundown_t, on_rundown, m);
+    sl_timer_start(b->loop, &m->rundown_t, sl_now_ms() + rundown_period_ms(m));
     sl_info("listening http=%s:%d", m->addr, m->port);
     return m;
 }
@@ -442,6 +478,11 @@ void mgmt_stop(mgmt *m)
     sl_loop_unwatch(m->b->loop, &m->w);
     if (sl_timer_armed(&m->t))
         sl_timer_stop(m->b->loop, &m->t);
+    if (sl_timer_armed(&m->rundown_t))
+        sl_timer_stop(m->b->loop, &m->rundown_t);
+    /* Handles close their queue descriptors while the queues still exist. */
+    ctxtab_free(m, &m->handles);
+    ctxtab_free(m, &m->mobjs);
     /* Open HTTP transactions are aborted so their Locked positions go back (the node frees
      * them anyway; aborting keeps the model's invariants until then). */
     for (size_t i = 0; i < m->n_txs; i++) {

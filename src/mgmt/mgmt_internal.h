@@ -11,6 +11,9 @@
  *                   consumers
  *   api_msmq.c      R_QMMgmtAction / R_QMMgmtGetInfo and the MC-MQAC object view
  *   api_move.c      move between queues/subqueues, transactions opened over HTTP
+ *   ctxtab.c        tables of objects a user opens and names by id (owned, limited, run down)
+ *   api_handles.c   MSMQ queue handles: open, purge, close, list (MS-MQMP rpc_QMOpenQueue...)
+ *   api_mgmtobj.c   MC-MQAC management objects (MSMQManagement): create, init, members
  *   defs.c          /api/definitions export and import
  *   metrics.c       /metrics (Prometheus text)
  *
@@ -31,6 +34,24 @@
 #define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
 #define MGMT_MAX_SEGS 16
 
+/* ---- ctxtab.c: objects a user opened, named by id (see ctxtab.c for the rules) ---- */
+#define CTX_ID_LEN 24 /* hex digits: 8 of the node's run id, 16 random */
+typedef struct ctx_entry {
+    char id[CTX_ID_LEN + 1];
+    char *owner;             /* the user that opened it */
+    uint64_t opened_wall_ms; /* shown */
+    uint64_t last_used_ms;   /* sl_now_ms() of the last use, for the rundown */
+    uint64_t seq;            /* open order, for listings */
+} ctx_entry;
+
+typedef struct ctxtab {
+    const char *what;  /* "handle", "management object": for messages */
+    sl_map *by_id;     /* id -> ctx_entry* (the embedding object) */
+    sl_map *per_owner; /* user -> count, as a pointer-sized integer */
+    uint64_t seq;
+    void (*close)(mgmt *m, ctx_entry *e); /* ends and frees the embedding object */
+} ctxtab;
+
 struct mgmt {
     broker *b;
     struct MHD_Daemon *d;
@@ -47,6 +68,10 @@ struct mgmt {
      * the API: the node's other transactions belong to AMQP channels. */
     uint64_t *txs;
     size_t n_txs, cap_txs;
+    /* MSMQ queue handles and MC-MQAC management objects opened over HTTP */
+    uint32_t run_id; /* random, per start: the first 8 hex digits of every id */
+    ctxtab handles, mobjs;
+    sl_timer rundown_t; /* closes the idle ones */
 };
 
 typedef struct req {
@@ -142,11 +167,44 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange);
  * SL_ERR_ILLEGAL_FORMATNAME or SL_ERR_QUEUE_NOT_FOUND with err. */
 sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
                        size_t errlen);
+/* The same for an open (a queue handle): a missing subqueue of an existing queue is created,
+ * as MSMQ creates subqueues on their first open. */
+sl_err fmtname_open(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
+                    size_t errlen);
+/* 1 when name ("." , "localhost", the node name, the host name, a loopback or bound address)
+ * is this node. */
+int fmt_is_local_machine(mgmt *m, const char *name);
 /* Format name / path name of a queue (see README-fragment.md). */
 void fmtname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
 void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
 /* The computer part of names: the node name after '@'. */
 const char *fmt_computer(mgmt *m);
+
+/* ---- ctxtab.c ---- */
+uint32_t ctx_run_id(void);
+void ctxtab_init(ctxtab *t, const char *what, void (*close_fn)(mgmt *m, ctx_entry *e));
+/* Close every object (node stop) and free the table. */
+void ctxtab_free(mgmt *m, ctxtab *t);
+/* Register e (fields after the ctx_entry filled by the caller) for owner: gives it its id.
+ * SL_ERR_HANDLE_LIMIT with err when owner already has cfg->handle_limit objects here. */
+sl_err ctx_add(mgmt *m, ctxtab *t, ctx_entry *e, const char *owner, char *err, size_t errlen);
+/* Unregister e (the caller then closes it). */
+void ctx_remove(ctxtab *t, ctx_entry *e);
+void ctx_entry_free(ctx_entry *e);
+/* The object id names for user, marked used now. SL_ERR_INVALID_HANDLE (malformed, unknown,
+ * closed, or another user's) or SL_ERR_STALE_HANDLE (an earlier run's), with err. */
+sl_err ctx_lookup(mgmt *m, ctxtab *t, const char *id, const char *user, ctx_entry **out, char *err,
+                  size_t errlen);
+/* user's objects (every object when user is NULL) in open order; caller frees the array. */
+ctx_entry **ctx_list(ctxtab *t, const char *user, size_t *n);
+/* Close every object unused for cfg->handle_idle_timeout; returns how many. */
+size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now);
+
+/* ---- api_msmq.c: R_QMMgmtGetInfo of one queue property, for the management objects ---- */
+/* Resolve fmt (vhost hint may be NULL) and produce property id's value (owned by the caller)
+ * and VARIANT type; a failure HRESULT with err, and no value, as R_QMMgmtGetInfo. */
+sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
+                       const char **vt, char *err, size_t errlen);
 
 /* ---- handlers ---- */
 enum MHD_Result api_queues(req *r);
@@ -163,6 +221,12 @@ enum MHD_Result api_channels(req *r);
 enum MHD_Result api_consumers(req *r);
 enum MHD_Result api_msmq(req *r);
 enum MHD_Result api_transactions(req *r);
+/* /api/msmq/handles... and /api/msmq/management... (api_msmq routes them) */
+enum MHD_Result api_handles(req *r);
+enum MHD_Result api_mgmtobj(req *r);
+/* api_handles.c / api_mgmtobj.c: set up and close the tables (mgmt_start / mgmt_stop) */
+void handles_init(mgmt *m);
+void mgmtobj_init(mgmt *m);
 enum MHD_Result api_definitions(req *r);
 enum MHD_Result serve_metrics(req *r);
 /* api_queues.c: the JSON of one queue; full adds the MC-MQAC view and subqueues. */

@@ -1,0 +1,350 @@
+/* api_handles.c - MSMQ queue handles over HTTP: MS-MQMP's rpc_QMOpenQueueInternal,
+ * rpc_ACPurgeQueue and rpc_ACCloseHandle as resources (reference/msmq.md sections 2.1, 2.8,
+ * 5.2, 5.3).
+ *
+ *   POST   /api/msmq/handles           {"format_name": F | "queue": NAME, "vhost": V,
+ *                                       "access": "receive", "share": "deny_none"}
+ *                                      -> 201 {"handle": H, "kind": "local", ...}
+ *   POST   /api/msmq/handles/H/purge   Purge Queue -> {"message_count", "purge_pending"}
+ *   DELETE /api/msmq/handles/H         close
+ *   GET    /api/msmq/handles[/H]       the caller's handles (?all=true: everyone's, for
+ *                                      administrators)
+ *
+ * A local handle is MS-MQMP's LocalQueueContextHandle: it wraps an open queue descriptor
+ * (qm_qdesc, qm.h) of this node's queue, so it names one incarnation of the queue: once that
+ * queue is deleted the handle purges nothing and fails with MQ_ERROR_QUEUE_DELETED, even when a
+ * queue of the same name was declared since. The ids, ownership, per-user limit and the idle
+ * rundown are ctxtab.c's. Every reply carries "hresult" and "hresult_name".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "mgmt_internal.h"
+
+enum handle_kind { HANDLE_LOCAL = 0 };
+
+typedef struct handle {
+    ctx_entry e; /* first: the table holds &e */
+    int kind;
+    qm_qdesc *d;       /* HANDLE_LOCAL: the open descriptor */
+    char *format_name; /* the queue's format name when it was opened */
+    char *vhost, *queue;
+    uint64_t incarnation;
+} handle;
+
+static void handle_close(mgmt *m, ctx_entry *e)
+{
+    (void)m;
+    handle *h = (handle *)e;
+    if (h->d)
+        qm_qdesc_close(h->d);
+    sl_free(h->format_name);
+    sl_free(h->vhost);
+    sl_free(h->queue);
+    ctx_entry_free(&h->e);
+    sl_free(h);
+}
+
+void handles_init(mgmt *m)
+{
+    ctxtab_init(&m->handles, "handle", handle_close);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Access modes and share modes (MQACCESS, MQSHARE)
+ */
+
+static const struct {
+    const char *name, *mq;
+    uint32_t bit;
+} access_names[] = {
+    {"receive", "MQ_RECEIVE_ACCESS", QM_ACCESS_RECEIVE}, {"send", "MQ_SEND_ACCESS", QM_ACCESS_SEND},
+    {"move", "MQ_MOVE_ACCESS", QM_ACCESS_MOVE},          {"peek", "MQ_PEEK_ACCESS", QM_ACCESS_PEEK},
+    {"admin", "MQ_ADMIN_ACCESS", QM_ACCESS_ADMIN},
+};
+
+/* "receive", "peek|admin", "MQ_RECEIVE_ACCESS", 1, 0x81...; absent = receive. -1 when it names
+ * no access bits. */
+static int parse_access(json_t *v, uint32_t *out)
+{
+    if (!v || json_is_null(v)) {
+        *out = QM_ACCESS_RECEIVE;
+        return 0;
+    }
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        if (n <= 0 || n > 0xFF)
+            return -1;
+        *out = (uint32_t)n;
+        return 0;
+    }
+    if (!json_is_string(v))
+        return -1;
+    const char *s = json_string_value(v);
+    uint32_t bits = 0;
+    while (*s) {
+        size_t n = strcspn(s, "|,+ ");
+        size_t i;
+        for (i = 0; i < sizeof access_names / sizeof access_names[0]; i++)
+            if ((strlen(access_names[i].name) == n && !strncasecmp(s, access_names[i].name, n)) ||
+                (strlen(access_names[i].mq) == n && !strncasecmp(s, access_names[i].mq, n)))
+                break;
+        if (n && i == sizeof access_names / sizeof access_names[0])
+            return -1;
+        if (n)
+            bits |= access_names[i].bit;
+        s += n;
+        s += strspn(s, "|,+ ");
+    }
+    if (!bits)
+        return -1;
+    *out = bits;
+    return 0;
+}
+
+static void access_str(uint32_t access, char *buf, size_t len)
+{
+    buf[0] = 0;
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof access_names / sizeof access_names[0]; i++)
+        if (access & access_names[i].bit)
+            off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s", off ? "|" : "",
+                                    access_names[i].name);
+}
+
+/* "deny_none" / "deny_receive" (also with '-', MQ_DENY_NONE, MQ_DENY_RECEIVE_SHARE, 0, 1);
+ * absent = deny_none. -1 otherwise. */
+static int parse_share(json_t *v, int *out)
+{
+    *out = QM_SHARE_DENY_NONE;
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        if (n != QM_SHARE_DENY_NONE && n != QM_SHARE_DENY_RECEIVE)
+            return -1;
+        *out = (int)n;
+        return 0;
+    }
+    if (!json_is_string(v))
+        return -1;
+    const char *s = json_string_value(v);
+    if (str_ieq(s, "deny_none") || str_ieq(s, "deny-none") || str_ieq(s, "MQ_DENY_NONE"))
+        return 0;
+    if (str_ieq(s, "deny_receive") || str_ieq(s, "deny-receive") ||
+        str_ieq(s, "MQ_DENY_RECEIVE_SHARE")) {
+        *out = QM_SHARE_DENY_RECEIVE;
+        return 0;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Who may do what
+ *
+ * The one place a handle operation asks whether its user may do it. Until the access module
+ * of the security issue exists, every write of the management API needs the administrator tag
+ * (the router checks it), and a handle belongs to the user that opened it (ctxtab.c).
+ * MSMQ's rule for the access module to enforce here: opening with receive access (and so a
+ * purge) needs receive permission on the queue (RabbitMQ: read), peek needs peek (read),
+ * send needs write, move needs move (write) on the target.
+ */
+static sl_err handle_may(req *r, qm_queue *q, uint32_t access, char *err, size_t errlen)
+{
+    (void)r;
+    (void)q;
+    (void)access;
+    (void)err;
+    (void)errlen;
+    return SL_OK;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Views
+ */
+
+static json_t *handle_json(mgmt *m, handle *h)
+{
+    char acc[64];
+    access_str(h->d ? h->d->access : 0, acc, sizeof acc);
+    qm_queue *q = h->d ? qm_qdesc_queue(h->d) : NULL;
+    uint64_t now = sl_now_ms();
+    json_t *o = json_pack(
+        "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:b,s:I}", "handle", h->e.id, "kind", "local",
+        "format_name", h->format_name, "vhost", h->vhost, "queue", h->queue, "access", acc, "share",
+        h->d && h->d->share == QM_SHARE_DENY_RECEIVE ? "deny_receive" : "deny_none", "user",
+        h->e.owner, "opened_at", (json_int_t)h->e.opened_wall_ms, "idle_ms",
+        (json_int_t)(now - h->e.last_used_ms), "queue_deleted", q == NULL, "incarnation",
+        (json_int_t)h->incarnation);
+    json_object_set_new(o, "idle_timeout_s",
+                        json_integer((json_int_t)m->b->cfg->handle_idle_timeout_s));
+    return o;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Open (rpc_QMOpenQueueInternal, MS-MQDMPR Open Queue)
+ */
+
+static enum MHD_Result open_handle(req *r)
+{
+    json_t *body = req_body(r, 0);
+    if (!body)
+        return MHD_YES;
+    json_t *jf = json_object_get(body, "format_name"), *jq = json_object_get(body, "queue");
+    json_t *jv = json_object_get(body, "vhost");
+    const char *vhost = json_is_string(jv) ? json_string_value(jv) : NULL;
+    if (!json_is_string(jf) == !json_is_string(jq) || (jv && !json_is_null(jv) && !vhost))
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                             "give \"format_name\" or \"queue\" (a string), not both; \"vhost\" "
+                             "is a string");
+    uint32_t access;
+    int share;
+    if (parse_access(json_object_get(body, "access"), &access) < 0)
+        return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL,
+                             "\"access\" is receive, send, move or peek (or their MQ_*_ACCESS "
+                             "names or values)");
+    if (parse_share(json_object_get(body, "share"), &share) < 0)
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                             "\"share\" is deny_none or deny_receive");
+    char reason[600];
+    if (access & QM_ACCESS_ADMIN) {
+        /* receive|admin, peek|admin: the outgoing queue that feeds a remote destination */
+        return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL,
+                             "admin access opens the outgoing queue of a queue on another node; "
+                             "this node has no outgoing queues yet");
+    }
+    qm_queue *q = NULL;
+    sl_err e;
+    if (json_is_string(jf)) {
+        e = fmtname_open(r->m, json_string_value(jf), vhost, &q, reason, sizeof reason);
+    } else {
+        const char *vn = vhost ? vhost : "/", *name = json_string_value(jq);
+        qm_vhost *vh = qm_vhost_find(req_node(r), vn, strlen(vn));
+        q = vh ? qm_queue_find(vh, name, json_string_length(jq)) : NULL;
+        e = q ? SL_OK : SL_ERR_QUEUE_NOT_FOUND;
+        if (!q)
+            snprintf(reason, sizeof reason, "no queue '%s' in vhost '%s'", name, vn);
+    }
+    if (e != SL_OK)
+        return reply_hresult(r, e, NULL, reason);
+    if ((e = handle_may(r, q, access, reason, sizeof reason)) != SL_OK)
+        return reply_hresult(r, e, NULL, reason);
+
+    handle *h = sl_xcalloc(1, sizeof *h);
+    if ((e = ctx_add(r->m, &r->m->handles, &h->e, r->user, reason, sizeof reason)) != SL_OK) {
+        sl_free(h);
+        return reply_hresult(r, e, NULL, reason);
+    }
+    if ((e = qm_queue_open(q, access, share, &h->d, reason, sizeof reason)) != SL_OK) {
+        ctx_remove(&r->m->handles, &h->e);
+        handle_close(r->m, &h->e);
+        return reply_hresult(r, e, NULL, reason);
+    }
+    char fmt[800];
+    fmtname_of(r->m, q, fmt, sizeof fmt);
+    h->kind = HANDLE_LOCAL;
+    h->format_name = sl_xstrdup(fmt);
+    h->vhost = sl_xstrdup(q->vhost->name);
+    h->queue = sl_xstrdup(q->name);
+    h->incarnation = q->incarnation;
+    sl_debug("management: user '%s' opened handle %s on queue '%s' in vhost '%s'", r->user, h->e.id,
+             q->name, q->vhost->name);
+    json_t *j = handle_json(r->m, h);
+    json_object_set_new(j, "hresult", json_string("0x00000000"));
+    json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
+    return reply_json(r, 201, j);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Purge (rpc_ACPurgeQueue), close (rpc_ACCloseHandle), list
+ */
+
+static enum MHD_Result purge_handle(req *r, handle *h)
+{
+    char reason[600], acc[64];
+    qm_queue *q = qm_qdesc_queue(h->d);
+    sl_err e = SL_OK;
+    if (q)
+        e = handle_may(r, q, QM_ACCESS_RECEIVE, reason, sizeof reason);
+    if (e != SL_OK)
+        return reply_hresult(r, e, NULL, reason);
+    uint64_t n = 0;
+    e = qm_qdesc_purge(h->d, &n);
+    if (e == SL_ERR_QUEUE_DELETED) {
+        snprintf(reason, sizeof reason,
+                 "queue '%s' in vhost '%s' was deleted since handle %s was opened (a queue "
+                 "declared again under that name is another queue): nothing purged",
+                 h->queue, h->vhost, h->e.id);
+        return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
+    }
+    if (e != SL_OK) {
+        access_str(h->d->access, acc, sizeof acc);
+        snprintf(reason, sizeof reason,
+                 "handle %s was opened with %s access; a purge needs receive access", h->e.id, acc);
+        return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
+    }
+    return reply_hresult(r, SL_OK,
+                         json_pack("{s:s,s:s,s:s,s:I,s:I}", "handle", h->e.id, "vhost", h->vhost,
+                                   "queue", h->queue, "message_count", (json_int_t)n,
+                                   "purge_pending", (json_int_t)q->n_purge_pending),
+                         NULL);
+}
+
+static enum MHD_Result list_handles(req *r)
+{
+    int all = req_query_bool(r, "all");
+    if (all && !r->is_admin)
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                            "only administrators may list the handles of every user");
+    size_t n;
+    ctx_entry **v = ctx_list(&r->m->handles, all ? NULL : r->user, &n);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, handle_json(r->m, (handle *)v[i]));
+    sl_free(v);
+    return reply_json(r, 200, arr);
+}
+
+enum MHD_Result api_handles(req *r)
+{
+    /* segs: msmq handles [H [purge]] */
+    if (r->nsegs == 2) {
+        if (req_is(r, "POST"))
+            return open_handle(r);
+        if (req_is(r, "GET"))
+            return list_handles(r);
+        return reply_method_not_allowed(r);
+    }
+    if (r->nsegs > 4 || (r->nsegs == 4 && strcmp(r->segs[3], "purge")))
+        return reply_not_found(r);
+    if (r->nsegs == 4 && !req_is(r, "POST"))
+        return reply_method_not_allowed(r);
+    if (r->nsegs == 3 && !req_is(r, "GET") && !req_is(r, "DELETE"))
+        return reply_method_not_allowed(r);
+    char reason[400];
+    ctx_entry *ce;
+    sl_err e = ctx_lookup(r->m, &r->m->handles, r->segs[2], r->user, &ce, reason, sizeof reason);
+    if (e != SL_OK)
+        return reply_hresult(r, e, NULL, reason);
+    handle *h = (handle *)ce;
+    if (r->nsegs == 4)
+        return purge_handle(r, h);
+    if (req_is(r, "GET")) {
+        json_t *j = handle_json(r->m, h);
+        json_object_set_new(j, "hresult", json_string("0x00000000"));
+        json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
+        return reply_json(r, 200, j);
+    }
+    /* close: Close Queue; a handle whose queue is gone closes fine (MS-MQDMPR: ignored) */
+    char id[CTX_ID_LEN + 1];
+    memcpy(id, h->e.id, sizeof id);
+    sl_debug("management: user '%s' closed handle %s", r->user, id);
+    ctx_remove(&r->m->handles, &h->e);
+    handle_close(r->m, &h->e);
+    return reply_hresult(r, SL_OK, json_pack("{s:s,s:b}", "handle", id, "closed", 1), NULL);
+}
