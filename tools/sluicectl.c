@@ -25,7 +25,8 @@ static struct {
     const char *host, *port, *user, *password, *vhost;
     int json;
     int if_empty, if_unused;
-    const char *count, *id, *tx, *type;
+    const char *count, *id, *tx, *type, *access, *share;
+    int all;
     int durable, auto_delete;
 } opt;
 
@@ -478,15 +479,225 @@ static int cmd_delete(int argc, char **argv)
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Queue handles (POST /api/msmq/handles...) and management objects (/api/msmq/management...)
+ */
+
+static int is_format_name(const char *s)
+{
+    return !strncasecmp(s, "DIRECT=", 7) || !strncasecmp(s, "FormatName:", 11);
+}
+
+/* http() with a JSON body (consumed), not failing on an error status. */
+static resp http_json(const char *method, const char *p, json_t *body)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (body)
+        json_decref(body);
+    resp r = http(method, p, text);
+    free(text);
+    return r;
+}
+
+static json_t *resp_json(resp *r)
+{
+    json_t *j = r->body.len ? json_loads(r->body.p, JSON_DECODE_ANY, NULL) : NULL;
+    free(r->body.p);
+    if (!j)
+        die("bad JSON from the server");
+    return j;
+}
+
+/* "/api/msmq/<what>/<id>[/<tail>]" */
+static char *ctx_path(const char *what, const char *id, const char *tail)
+{
+    buf b = {0};
+    buf_add(&b, "/api/msmq/", 10);
+    buf_add(&b, what, strlen(what));
+    buf_add(&b, "/", 1);
+    seg(&b, id);
+    if (tail) {
+        buf_add(&b, "/", 1);
+        buf_add(&b, tail, strlen(tail));
+    }
+    return b.p;
+}
+
+/* Open a handle on a format name, or on a queue name of --vhost; returns its id. */
+static char *handle_open(const char *target, const char *access)
+{
+    json_t *b = json_pack("{s:s,s:s}", is_format_name(target) ? "format_name" : "queue", target,
+                          "access", access);
+    if (!is_format_name(target) || strcmp(opt.vhost, "/"))
+        json_object_set_new(b, "vhost", json_string(opt.vhost));
+    if (opt.share)
+        json_object_set_new(b, "share", json_string(opt.share));
+    json_t *j = call("POST", "/api/msmq/handles", b);
+    char *id = strdup(json_string_value(json_object_get(j, "handle")));
+    json_decref(j);
+    return id;
+}
+
+/* Close without failing: the caller already has its answer (or is failing anyway). */
+static void handle_close_quietly(const char *id)
+{
+    char *p = ctx_path("handles", id, NULL);
+    resp r = http("DELETE", p, NULL);
+    free(p);
+    free(r.body.p);
+}
+
+/* rpc_ACPurgeQueue through h; on failure the handle is closed and we exit 1. */
+static json_t *handle_purge(const char *h, int close_on_failure)
+{
+    char *p = ctx_path("handles", h, "purge");
+    resp r = http("POST", p, NULL);
+    free(p);
+    if ((r.status < 200 || r.status >= 300) && close_on_failure)
+        handle_close_quietly(h);
+    check(&r);
+    return resp_json(&r);
+}
+
 static int cmd_purge(int argc, char **argv)
 {
-    need(argc, 2, "purge QUEUE");
+    need(argc, 2, "purge QUEUE | purge FORMAT_NAME");
     const char *name = !strcmp(argv[1], "queue") && argc > 2 ? argv[2] : argv[1];
-    json_t *j = callp("DELETE", path("queues", name, "contents"), NULL);
+    /* open, purge, close: a format name of another node purges there (the owner's count) */
+    char *h = handle_open(name, "receive");
+    json_t *j = handle_purge(h, 1);
+    handle_close_quietly(h);
+    free(h);
     printf("queue %s purged: %lld message(s) deleted, %lld pending\n", name,
            (long long)json_integer_value(json_object_get(j, "message_count")),
            (long long)json_integer_value(json_object_get(j, "purge_pending")));
     json_decref(j);
+    return 0;
+}
+
+static int cmd_handle(int argc, char **argv)
+{
+    need(argc, 2,
+         "handle open QUEUE|FORMAT_NAME [--access A] [--share S] | handle purge H | "
+         "handle close H | handle show H | handle list [--all]");
+    const char *sub = argv[1];
+    if (!strcmp(sub, "list")) {
+        show(call("GET", opt.all ? "/api/msmq/handles?all=true" : "/api/msmq/handles", NULL),
+             COLS("handle", "kind", "user", "access", "share", "vhost", "queue", "idle_ms",
+                  "queue_deleted"));
+        return 0;
+    }
+    if (!strcmp(sub, "open")) {
+        need(argc, 3,
+             "handle open QUEUE|FORMAT_NAME [--access receive|peek|send|move] "
+             "[--share deny_none|deny_receive]");
+        char *h = handle_open(argv[2], opt.access ? opt.access : "receive");
+        puts(h);
+        free(h);
+        return 0;
+    }
+    need(argc, 3, "handle purge|close|show HANDLE");
+    if (!strcmp(sub, "purge")) {
+        json_t *j = handle_purge(argv[2], 0);
+        printf("%s (%s): %lld message(s) deleted, %lld pending\n",
+               json_string_value(json_object_get(j, "hresult_name")),
+               json_string_value(json_object_get(j, "hresult")),
+               (long long)json_integer_value(json_object_get(j, "message_count")),
+               (long long)json_integer_value(json_object_get(j, "purge_pending")));
+        json_decref(j);
+    } else if (!strcmp(sub, "close")) {
+        json_t *j = callp("DELETE", ctx_path("handles", argv[2], NULL), NULL);
+        printf("%s (%s): handle %s closed\n", json_string_value(json_object_get(j, "hresult_name")),
+               json_string_value(json_object_get(j, "hresult")), argv[2]);
+        json_decref(j);
+    } else if (!strcmp(sub, "show")) {
+        json_t *j = callp("GET", ctx_path("handles", argv[2], NULL), NULL);
+        print_json(j);
+        json_decref(j);
+    } else {
+        usage_error("handle takes open, purge, close, show or list");
+    }
+    return 0;
+}
+
+/* A management object bound to a queue (MC-MQAC Init); exits 1 (after releasing it) when the
+ * queue cannot be bound. */
+static char *mgmt_open(const char *target)
+{
+    json_t *j = call("POST", "/api/msmq/management", NULL);
+    char *id = strdup(json_string_value(json_object_get(j, "id")));
+    json_decref(j);
+    int object = !strncasecmp(target, "QUEUE=", 6); /* "QUEUE=<format name>", as `info` */
+    if (object)
+        target += 6;
+    json_t *b;
+    if (object || is_format_name(target)) {
+        b = json_pack("{s:s}", "format_name", target);
+    } else {
+        char *f = malloc(strlen(target) + 32);
+        sprintf(f, "DIRECT=OS:.\\private$\\%s", target);
+        b = json_pack("{s:s}", "format_name", f);
+        free(f);
+    }
+    if (strcmp(opt.vhost, "/"))
+        json_object_set_new(b, "vhost", json_string(opt.vhost));
+    char *p = ctx_path("management", id, "init");
+    resp r = http_json("POST", p, b);
+    free(p);
+    if (r.status < 200 || r.status >= 300) {
+        p = ctx_path("management", id, NULL);
+        free(http("DELETE", p, NULL).body.p);
+        free(p);
+    }
+    check(&r);
+    free(r.body.p);
+    return id;
+}
+
+static void mgmt_release(const char *id)
+{
+    char *p = ctx_path("management", id, NULL);
+    free(http("DELETE", p, NULL).body.p);
+    free(p);
+}
+
+/* One member of the object; exits 1 (after releasing the object) on a failure HRESULT. */
+static json_t *mgmt_member(const char *id, const char *member)
+{
+    char *p = ctx_path("management", id, member);
+    resp r = http("GET", p, NULL);
+    free(p);
+    if (r.status < 200 || r.status >= 300)
+        mgmt_release(id);
+    check(&r);
+    return resp_json(&r);
+}
+
+static void print_member(json_t *j)
+{
+    char *v = cell(json_object_get(j, "value"));
+    const char *name = json_string_value(json_object_get(j, "name"));
+    printf("%s = %s%s%s%s\n", json_string_value(json_object_get(j, "member")), v, name ? " (" : "",
+           name ? name : "", name ? ")" : "");
+    free(v);
+}
+
+static int cmd_management(int argc, char **argv)
+{
+    need(argc, 3,
+         "management QUEUE|FORMAT_NAME MEMBER...   (MEMBER: message-count, "
+         "foreign-status, queue-type, state, ...)");
+    char *id = mgmt_open(argv[1]);
+    for (int i = 2; i < argc; i++) {
+        json_t *j = mgmt_member(id, argv[i]);
+        if (opt.json)
+            print_json(j);
+        else
+            print_member(j);
+        json_decref(j);
+    }
+    mgmt_release(id);
+    free(id);
     return 0;
 }
 
@@ -622,11 +833,14 @@ static int cmd_info(int argc, char **argv)
 
 static int cmd_foreign_status(int argc, char **argv)
 {
-    need(argc, 2, "foreign-status QUEUE");
-    json_t *j = callp("GET", path("queues", argv[1], NULL), NULL);
-    json_t *fs = json_object_get(j, "ForeignStatus");
-    printf("%s (%lld)\n", json_string_value(json_object_get(fs, "name")),
-           (long long)json_integer_value(json_object_get(fs, "value")));
+    need(argc, 2, "foreign-status QUEUE|FORMAT_NAME");
+    /* through an MSMQManagement object, so an unknown queue fails with its HRESULT */
+    char *id = mgmt_open(argv[1]);
+    json_t *j = mgmt_member(id, "foreign-status");
+    mgmt_release(id);
+    free(id);
+    printf("%s (%lld)\n", json_string_value(json_object_get(j, "name")),
+           (long long)json_integer_value(json_object_get(j, "value")));
     json_decref(j);
     return 0;
 }
@@ -674,7 +888,7 @@ static void help(void)
         "Options (env): --host H (SLUICE_HOST, 127.0.0.1)  --port P (SLUICE_MGMT_PORT, 15672)\n"
         "  --user U (SLUICE_USER, guest)  --password P (SLUICE_PASSWORD, guest)\n"
         "  --vhost V (SLUICE_VHOST, /)  --json  --if-empty  --if-unused  --count N  --id N\n"
-        "  --tx ID  --durable / --transient  --auto-delete\n"
+        "  --tx ID  --durable / --transient  --auto-delete  --access A  --share S  --all\n"
         "\n"
         "Verbs:\n"
         "  list queues|exchanges|bindings|connections|channels|consumers|vhosts|users|"
@@ -682,7 +896,7 @@ static void help(void)
         "  list subqueues QUEUE\n"
         "  declare queue NAME [KEY=VALUE...] | exchange NAME TYPE | binding SOURCE QUEUE [KEY]\n"
         "  delete [queue|exchange] NAME [--if-empty] [--if-unused]\n"
-        "  purge QUEUE                 (also QUEUE;SUBQUEUE)\n"
+        "  purge QUEUE|FORMAT_NAME     through a handle: open, purge, close (also QUEUE;SUBQUEUE)\n"
         "  peek QUEUE [--count N]      messages with lookup id and move count, not consumed\n"
         "  publish EXCHANGE KEY PAYLOAD   (EXCHANGE \"\" = the default exchange)\n"
         "  move SOURCE DEST (--id LOOKUP_ID | --count N) [--tx ID]   DEST: q, q;sub, a system "
@@ -690,7 +904,11 @@ static void help(void)
         "  tx begin | tx commit ID | tx abort ID\n"
         "  action OBJECT ACTION        MSMQ R_QMMgmtAction (OBJECT: MACHINE, QUEUE=<format name>)\n"
         "  info OBJECT PROP...         MSMQ R_QMMgmtGetInfo (property names or numbers)\n"
-        "  foreign-status QUEUE\n"
+        "  foreign-status QUEUE|FORMAT_NAME   MC-MQAC ForeignStatus (through a management object)\n"
+        "  management QUEUE|FORMAT_NAME MEMBER...   MC-MQAC members (message-count, state, ...)\n"
+        "  handle open QUEUE|FORMAT_NAME [--access receive|peek|send|move] [--share deny_none|\n"
+        "         deny_receive]   prints the handle\n"
+        "  handle purge H | handle close H | handle show H | handle list [--all]\n"
         "  connect | disconnect | tidy MSMQ machine actions\n"
         "  overview | whoami\n"
         "  export [FILE|-] | import FILE|-\n"
@@ -706,9 +924,10 @@ static int value_option(const char *o, const char *val)
         const char *name;
         const char **dst;
     } opts[] = {
-        {"count", &opt.count},       {"id", &opt.id},       {"tx", &opt.tx},
-        {"host", &opt.host},         {"port", &opt.port},   {"user", &opt.user},
-        {"password", &opt.password}, {"vhost", &opt.vhost},
+        {"count", &opt.count},   {"id", &opt.id},       {"tx", &opt.tx},
+        {"access", &opt.access}, {"share", &opt.share}, {"host", &opt.host},
+        {"port", &opt.port},     {"user", &opt.user},   {"password", &opt.password},
+        {"vhost", &opt.vhost},
     };
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         if (!strcmp(o, opts[i].name)) {
@@ -727,14 +946,25 @@ int main(int argc, char **argv)
     opt.vhost = getenv("SLUICE_VHOST") ? getenv("SLUICE_VHOST") : "/";
     opt.durable = 1;
     static const struct option longopts[] = {
-        {"host", required_argument, 0, 'H'},  {"port", required_argument, 0, 'P'},
-        {"user", required_argument, 0, 'u'},  {"password", required_argument, 0, 'p'},
-        {"vhost", required_argument, 0, 'V'}, {"json", no_argument, 0, 'j'},
-        {"if-empty", no_argument, 0, 'E'},    {"if-unused", no_argument, 0, 'U'},
-        {"count", required_argument, 0, 'c'}, {"id", required_argument, 0, 'i'},
-        {"tx", required_argument, 0, 't'},    {"durable", no_argument, 0, 'D'},
-        {"transient", no_argument, 0, 'T'},   {"auto-delete", no_argument, 0, 'A'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
+        {"host", required_argument, 0, 'H'},
+        {"port", required_argument, 0, 'P'},
+        {"user", required_argument, 0, 'u'},
+        {"password", required_argument, 0, 'p'},
+        {"vhost", required_argument, 0, 'V'},
+        {"json", no_argument, 0, 'j'},
+        {"if-empty", no_argument, 0, 'E'},
+        {"if-unused", no_argument, 0, 'U'},
+        {"count", required_argument, 0, 'c'},
+        {"id", required_argument, 0, 'i'},
+        {"tx", required_argument, 0, 't'},
+        {"durable", no_argument, 0, 'D'},
+        {"transient", no_argument, 0, 'T'},
+        {"auto-delete", no_argument, 0, 'A'},
+        {"access", required_argument, 0, 'a'},
+        {"share", required_argument, 0, 's'},
+        {"all", no_argument, 0, 'L'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "+H:P:u:p:V:jh", longopts, NULL)) != -1) {
@@ -781,6 +1011,15 @@ int main(int argc, char **argv)
         case 'A':
             opt.auto_delete = 1;
             break;
+        case 'a':
+            opt.access = optarg;
+            break;
+        case 's':
+            opt.share = optarg;
+            break;
+        case 'L':
+            opt.all = 1;
+            break;
         case 'h':
             help();
             return 0;
@@ -807,6 +1046,8 @@ int main(int argc, char **argv)
                 opt.durable = 1;
             else if (!strcmp(o, "auto-delete"))
                 opt.auto_delete = 1;
+            else if (!strcmp(o, "all"))
+                opt.all = 1;
             else if (val && value_option(o, val))
                 i++;
             else
@@ -843,6 +1084,10 @@ int main(int argc, char **argv)
         rc = cmd_info(nargs, args);
     else if (!strcmp(verb, "foreign-status"))
         rc = cmd_foreign_status(nargs, args);
+    else if (!strcmp(verb, "management"))
+        rc = cmd_management(nargs, args);
+    else if (!strcmp(verb, "handle"))
+        rc = cmd_handle(nargs, args);
     else if (!strcmp(verb, "export"))
         rc = cmd_export(nargs, args);
     else if (!strcmp(verb, "import"))
