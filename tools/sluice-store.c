@@ -91,6 +91,19 @@ static void print_move(FILE *out, uint8_t type, const uint8_t *p, size_t len)
 {
     static const char *const n[] = {"src_inc", "lookup", "dest_inc", NULL};
     print_u64s(out, p, len, n);
+    rec_reader r = {p + 24, p + len, 0};
+    if (len < 24)
+        return;
+    uint32_t moves = rd_u32(&r);
+    if (r.bad)
+        return;
+    fprintf(out, " moves=%" PRIu32, moves);
+    if (type != R_MOVE_TTL)
+        return;
+    uint8_t flags = rd_u8(&r);
+    uint64_t at = flags & EF_EXPIRES ? rd_u64(&r) : 0;
+    if (!r.bad)
+        fprintf(out, at ? " expires=%" PRIu64 "ms" : " expires=none", at);
 }
 
 static void print_queue(FILE *out, uint8_t type, const uint8_t *p, size_t len)
@@ -137,7 +150,7 @@ static const rec_type MSGS_TYPES[256] = {
     [R_DEQ] = {"remove", print_inc_lookup}, [R_DELIVER] = {"delivered", print_inc_lookup},
     [R_PURGE] = {"purge", print_inc},       [R_MOVE] = {"move", print_move},
     [R_TX_BEGIN] = {"tx.begin", NULL},      [R_TX_END] = {"tx.end", NULL},
-    [R_TX_ABORT] = {"tx.abort", NULL},
+    [R_TX_ABORT] = {"tx.abort", NULL},      [R_MOVE_TTL] = {"move", print_move},
 };
 static const rec_type META_TYPES[256] = {
     [M_QUEUE] = {"queue", print_queue},

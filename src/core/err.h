@@ -44,6 +44,8 @@ typedef enum sl_err {
     SL_ERR_TRANSACTION_SEQUENCE,     /* 406 / MQ_ERROR_TRANSACTION_SEQUENCE */
     SL_ERR_ILLEGAL_FORMATNAME,       /* 406 / MQ_ERROR_ILLEGAL_FORMATNAME */
     SL_ERR_UNINITIALIZED_OBJECT,     /* 406 / MQ_ERROR_UNINITIALIZED_OBJECT */
+    SL_ERR_QUEUE_FULL,               /* 406 / MQ_ERROR_INSUFFICIENT_RESOURCES: a move into a
+                                        queue at its x-max-length / -bytes (the queue quota) */
     SL_ERR_IO,                       /* 541 / MQ_ERROR */
     /* Handles and management objects (issue 10) */
     SL_ERR_INVALID_HANDLE,                   /* 404 / MQ_ERROR_INVALID_HANDLE */

@@ -8,9 +8,12 @@
  *   POST /api/transactions/{id}/commit | /abort   (DELETE /api/transactions/{id} = abort)
  *
  * A subqueue destination is created by the move (never by a declare); the journal is
- * read-only and never a destination. The model enforces the rest: no transactional move into
- * a system queue (MQ_ERROR_TRANSACTION_USAGE), a missing message (MQ_ERROR_MESSAGE_NOT_FOUND),
- * a message someone holds (MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION).
+ * read-only and never a destination. Who may move what is decided in one place,
+ * move_permitted(). The model enforces the rest: no transactional move into a system queue
+ * (MQ_ERROR_TRANSACTION_USAGE), a missing message (MQ_ERROR_MESSAGE_NOT_FOUND), a message
+ * someone holds (MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION), a target at its x-max-length or
+ * x-max-length-bytes (MQ_ERROR_INSUFFICIENT_RESOURCES, with "moved" saying how many of a
+ * count went before it filled up).
  *
  * Only transactions opened here can be used, committed or aborted here: the node's other
  * transactions belong to AMQP channels, which free them on tx.commit / channel close.
@@ -113,6 +116,28 @@ static qm_queue *destination(req *r, qm_queue *src, json_t *body)
     return s;
 }
 
+/* May the requester move messages from src into dest? SL_OK, or the error with its reason
+ * in why. The one place the door decides it: the permission checks of the access module
+ * (issue 11: read on src, write on dest, in their vhosts) belong here.
+ *
+ * Until permissions exist, a move stays inside its vhost: vhosts are the unit of isolation
+ * (RabbitMQ's), and nothing would otherwise stop a user of one vhost from taking or
+ * planting messages in another. MSMQ itself allows a move only between a queue and its
+ * subqueues; Sluice also moves between queues of one vhost (and into its system queues). */
+static sl_err move_permitted(req *r, const qm_queue *src, const qm_queue *dest, char *why,
+                             size_t whylen)
+{
+    (void)r;
+    if (src->vhost != dest->vhost) {
+        snprintf(why, whylen,
+                 "moves across vhosts are refused ('%s' in vhost '%s' to '%s' in vhost '%s'): "
+                 "a move stays inside its vhost until permissions can allow it",
+                 src->name, src->vhost->name, dest->name, dest->vhost->name);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    return SL_OK;
+}
+
 enum MHD_Result api_queue_move(req *r, qm_queue *src)
 {
     json_t *body = req_body(r, 0);
@@ -143,8 +168,11 @@ enum MHD_Result api_queue_move(req *r, qm_queue *src)
     qm_queue *dest = destination(r, src, body);
     if (!dest)
         return MHD_YES;
+    char why[600];
+    sl_err e = move_permitted(r, src, dest, why, sizeof why);
+    if (e != SL_OK)
+        return reply_hresult(r, e, NULL, why);
     uint64_t moved = 0;
-    sl_err e;
     if (jl) {
         e = qm_move(src, (uint64_t)lookup, dest, tx);
         moved = e == SL_OK;
@@ -152,14 +180,24 @@ enum MHD_Result api_queue_move(req *r, qm_queue *src)
         e = qm_move_first(src, (uint64_t)count, dest, tx, &moved);
     }
     if (e != SL_OK) {
-        const char *why = e == SL_ERR_TRANSACTION_USAGE ? "a move into a system queue cannot be "
-                                                          "transactional"
-                          : e == SL_ERR_MESSAGE_LOCKED_UNDER_TX
-                              ? "the message is locked (delivered, or in another transaction)"
-                          : e == SL_ERR_INVALID_PARAMETER
-                              ? "source and destination are the same queue"
-                              : NULL;
-        return reply_hresult(r, e, NULL, why);
+        const char *reason = e == SL_ERR_TRANSACTION_USAGE ? "a move into a system queue cannot "
+                                                             "be transactional"
+                             : e == SL_ERR_MESSAGE_LOCKED_UNDER_TX
+                                 ? "the message is locked (delivered, or in another transaction)"
+                             : e == SL_ERR_INVALID_PARAMETER
+                                 ? "source and destination are the same queue"
+                                 : NULL;
+        if (e == SL_ERR_QUEUE_FULL) {
+            snprintf(why, sizeof why,
+                     "queue '%s' in vhost '%s' is full (x-max-length / x-max-length-bytes): a "
+                     "move never drops or dead-letters a message to make room",
+                     dest->name, dest->vhost->name);
+            reason = why;
+        }
+        json_t *extra = NULL;
+        if (e == SL_ERR_QUEUE_FULL && jc)
+            extra = json_pack("{s:I}", "moved", (json_int_t)moved);
+        return reply_hresult(r, e, extra, reason);
     }
     json_t *extra = json_pack("{s:I,s:s,s:s}", "moved", (json_int_t)moved, "source", src->name,
                               "destination", dest->name);
@@ -219,12 +257,14 @@ enum MHD_Result api_transactions(req *r)
     int commit = r->nsegs == 3 && !strcmp(r->segs[2], "commit");
     tx_forget(m, id);
     sl_err e = SL_OK;
+    uint64_t voided = 0;
     if (commit)
-        e = qm_tx_commit(tx);
+        e = qm_tx_commit_counted(tx, &voided);
     else
         qm_tx_abort(tx);
-    return reply_hresult(
-        r, e,
-        json_pack("{s:I,s:s}", "id", (json_int_t)id, "outcome", commit ? "committed" : "aborted"),
-        NULL);
+    json_t *extra =
+        json_pack("{s:I,s:s}", "id", (json_int_t)id, "outcome", commit ? "committed" : "aborted");
+    if (commit) /* moves whose target was deleted or filled up meanwhile: left in the source */
+        json_object_set_new(extra, "moves_voided", json_integer((json_int_t)voided));
+    return reply_hresult(r, e, extra, NULL);
 }

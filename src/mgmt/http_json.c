@@ -135,6 +135,7 @@ unsigned http_status_of(sl_err e)
         return 403;
     case SL_ERR_RESOURCE_LOCKED:
     case SL_ERR_MESSAGE_LOCKED_UNDER_TX:
+    case SL_ERR_QUEUE_FULL:
         return 409;
     case SL_ERR_CONTENT_TOO_LARGE:
         return 413;

@@ -219,6 +219,16 @@ static int write_message(persist *p, qm_message *m, int needs_sync)
 
 uint64_t (*persist_wall_ms)(void) = sl_wall_ms;
 
+/* The deadline of a position, as stored: wall-clock ms, or 0 for none. */
+static uint64_t wall_deadline(persist *p, uint64_t expires_at)
+{
+    if (!expires_at)
+        return 0;
+    /* The deadline goes to disk on the wall clock: the monotonic one restarts at boot. */
+    uint64_t now = qm_node_now(p->node);
+    return persist_wall_ms() + (expires_at > now ? expires_at - now : 0);
+}
+
 /* Write pos' enqueue record (and its message's, once); pos stays unlogged when the log
  * refuses either. */
 static void log_position(persist *p, qm_position *pos)
@@ -232,11 +242,8 @@ static void log_position(persist *p, qm_position *pos)
     rec_u32(&p->scratch, pos->move_count);
     uint8_t flags = pos->redelivered ? EF_REDELIVERED : 0;
     if (pos->expires_at) {
-        /* The deadline goes to disk on the wall clock: the monotonic one restarts at boot. */
-        uint64_t now = qm_node_now(p->node);
         rec_u8(&p->scratch, flags | EF_EXPIRES);
-        rec_u64(&p->scratch,
-                persist_wall_ms() + (pos->expires_at > now ? pos->expires_at - now : 0));
+        rec_u64(&p->scratch, wall_deadline(p, pos->expires_at));
     } else {
         rec_u8(&p->scratch, flags);
     }
@@ -308,16 +315,22 @@ static void h_purged(void *ctx, qm_queue *q)
     msgs_append(p, R_PURGE, 1, NULL);
 }
 
-static void h_moved(void *ctx, qm_position *pos, qm_queue *src)
+static void h_moved(void *ctx, qm_position *pos, qm_queue *src, uint64_t old_expires_at)
 {
     persist *p = ctx;
     int durable_dest = pos->msg->persistent && persist_queue_durable(pos->queue);
     if (pos->st_logged && durable_dest) {
+        int ttl_changed = pos->expires_at != old_expires_at;
         rec_u64(&p->scratch, src->incarnation);
         rec_u64(&p->scratch, pos->lookup_id);
         rec_u64(&p->scratch, pos->queue->incarnation);
         rec_u32(&p->scratch, pos->move_count);
-        msgs_append(p, R_MOVE, 1, NULL);
+        if (ttl_changed) {
+            rec_u8(&p->scratch, pos->expires_at ? EF_EXPIRES : 0);
+            if (pos->expires_at)
+                rec_u64(&p->scratch, wall_deadline(p, pos->expires_at));
+        }
+        msgs_append(p, ttl_changed ? R_MOVE_TTL : R_MOVE, 1, NULL);
     } else if (pos->st_logged) {
         /* Into a transient queue: it leaves the store as it leaves the durable queue. */
         rec_u64(&p->scratch, src->incarnation);

@@ -21,6 +21,9 @@
  *   R_DELIVER    inc:u64 lookup:u64
  *   R_PURGE      inc:u64
  *   R_MOVE       src_inc:u64 lookup:u64 dest_inc:u64 move_count:u32
+ *   R_MOVE_TTL   src_inc:u64 lookup:u64 dest_inc:u64 move_count:u32 flags:u8 [expires:u64]
+ *                (a move that changed the position's TTL deadline: the target's x-message-ttl
+ *                applies from the move; without EF_EXPIRES it has none any more)
  *   R_TX_END     (empty): applies every R_IN_TX-marked record since the last end/abort
  *   R_TX_ABORT   (empty): written by recovery after marked records whose end never reached
  *                the disk, so records appended later are not taken for part of them
@@ -57,6 +60,7 @@ enum {
     R_TX_BEGIN = 7,
     R_TX_END = 8,
     R_TX_ABORT = 9,
+    R_MOVE_TTL = 10, /* 10-19: issue 12 */
 };
 #define R_IN_TX 0x80
 

@@ -346,9 +346,12 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             clear_entries(s, qe);
         return 0;
     }
-    case R_MOVE: {
+    case R_MOVE:
+    case R_MOVE_TTL: {
         uint64_t src = rd_u64(&r), lookup = rd_u64(&r), dest = rd_u64(&r);
         uint32_t moves = rd_u32(&r);
+        uint8_t flags = type == R_MOVE_TTL ? rd_u8(&r) : 0;
+        uint64_t expires = flags & EF_EXPIRES ? rd_u64(&r) : 0;
         if (r.bad)
             break;
         see_ids(s, (src > dest ? src : dest) + 1, lookup + 1, 0);
@@ -358,6 +361,8 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             return 0;
         qentries *qd = entries_of(s, dest, 1);
         moved.move_count = moves > 0x7fffffffu ? 0x7fffffffu : moves;
+        if (type == R_MOVE_TTL)
+            moved.expires = expires; /* the target's TTL rule gave it a new one (or none) */
         int created;
         entry *e = sl_u64tab_put(&qd->by_lookup, lookup, &created);
         if (!created)
@@ -384,7 +389,8 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
 {
     rstate *s = ctx;
     uint8_t base = type & (uint8_t)~R_IN_TX;
-    if (base == 0 || base > R_TX_ABORT || (type & R_IN_TX && base >= R_TX_BEGIN)) {
+    int tx_control = base == R_TX_BEGIN || base == R_TX_END || base == R_TX_ABORT;
+    if (base == 0 || base > R_MOVE_TTL || (type & R_IN_TX && tx_control)) {
         snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown record type %u", s->p->dir,
                  (unsigned long long)seq, type);
         return 1;

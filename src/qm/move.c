@@ -1,26 +1,54 @@
 /* move.c - Move Message (MS-MQDMPR 3.1.7.1.16, MS-MQRR R_MoveMessage).
  *
- * The position object itself travels: it keeps its lookup id, message and expiry, gains one
- * move, and is inserted in the target at its lookup-id place. Quotas (x-max-length) are not
- * applied to moves: moving between a queue and its subqueues does not change usage (MSMQ).
- * A transactional move only locks the source position; tx.c finishes it.
+ * The position object itself travels: it keeps its lookup id, message and properties, gains
+ * one move, and is inserted in the target at its lookup-id place. A transactional move only
+ * locks the source position; tx.c finishes it at commit.
+ *
+ * The target's rules apply to what is moved into it, as they would to a publish, except
+ * that a move never destroys a message to make room:
+ *   - length and bytes (x-max-length, x-max-length-bytes): a move that would take the target
+ *     beyond either is refused with SL_ERR_QUEUE_FULL (MQ_ERROR_INSUFFICIENT_RESOURCES),
+ *     whatever its x-overflow: nothing is dropped from the head or dead-lettered, the
+ *     message stays where it was. (In MSMQ moves between a queue and its subqueues do not
+ *     change quota usage; here a subqueue has no limits of its own and the queue's limits
+ *     count its own messages, so moving back into a full queue is refused too.)
+ *   - TTL: the deadline becomes the target's x-message-ttl counted from the move, or the
+ *     message's own expiration deadline, the earlier. A move never extends the message's own
+ *     expiration (MSMQ's time-to-be-received keeps counting); the source's x-message-ttl
+ *     stops applying, except for a message that has an expiration of its own, whose deadline
+ *     keeps the earlier of the two (they are not stored apart).
  */
 #include "qm_internal.h"
+
+static uint64_t moved_deadline(const qm_position *pos, const qm_queue *dest)
+{
+    uint64_t at = pos->msg->has_expiration ? pos->expires_at : 0;
+    if (dest->args.message_ttl >= 0) {
+        uint64_t t = qm_now(qm_queue_node(dest)) + (uint64_t)dest->args.message_ttl;
+        if (!at || t < at)
+            at = t;
+    }
+    return at;
+}
 
 void qm_move_transfer(qm_position *pos, qm_queue *src, qm_queue *dest)
 {
     uint64_t len = pos->msg->body_len;
+    uint64_t old_deadline = pos->expires_at;
     src->bytes_total -= len;
     pos->move_count++;
+    pos->expires_at = moved_deadline(pos, dest);
     dest->bytes_total += len;
     qm_ready_insert(dest, pos);
-    QM_PERSIST(moved, pos, src);
+    QM_PERSIST(moved, pos, src, old_deadline);
     qm_queue_schedule_dispatch(dest);
     qm_queue_maybe_gc(src);
 }
 
 static sl_err move_pos(qm_queue *src, qm_position *pos, qm_queue *dest, qm_tx *tx)
 {
+    if (!qm_queue_has_room(dest, pos->msg->body_len))
+        return SL_ERR_QUEUE_FULL;
     qm_ready_remove(src, pos);
     if (tx) {
         pos->state = QM_POS_LOCKED;
@@ -59,12 +87,11 @@ sl_err qm_move_first(qm_queue *src, uint64_t n, qm_queue *dest, qm_tx *tx, uint6
 {
     uint64_t done = 0;
     sl_err rc = check(src, dest, tx);
-    if (!rc) {
-        qm_position *pos;
-        while (done < n && (pos = qm_queue_peek(src, 0)) != NULL) {
-            move_pos(src, pos, dest, tx);
+    qm_position *pos;
+    while (!rc && done < n && (pos = qm_queue_peek(src, 0)) != NULL) {
+        rc = move_pos(src, pos, dest, tx);
+        if (!rc)
             done++;
-        }
     }
     if (moved)
         *moved = done;

@@ -367,9 +367,13 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index);
  * source position becomes LOCKED under tx until commit (then it appears in dest) or abort
  * (it becomes AVAILABLE again). Errors: SL_ERR_MESSAGE_NOT_FOUND, SL_ERR_MESSAGE_LOCKED_UNDER_TX
  * (held by another transaction or a consumer), SL_ERR_TRANSACTION_USAGE (tx into a system
- * queue), SL_ERR_INVALID_PARAMETER (dest == src). */
+ * queue), SL_ERR_INVALID_PARAMETER (dest == src), SL_ERR_QUEUE_FULL (dest is at its
+ * x-max-length or x-max-length-bytes: a move never drops or dead-letters to make room). In
+ * dest the message gets dest's TTL rule (move.c). Either door checks who may move what
+ * before calling (moves across vhosts, exclusive queues). */
 sl_err qm_move(qm_queue *src, uint64_t lookup_id, qm_queue *dest, qm_tx *tx);
-/* Move the first n available positions; *moved = how many. */
+/* Move the first n available positions; *moved = how many (it stops with SL_ERR_QUEUE_FULL
+ * when dest fills up, *moved saying how many went before). */
 sl_err qm_move_first(qm_queue *src, uint64_t n, qm_queue *dest, qm_tx *tx, uint64_t *moved);
 
 /* ------------------------------------------------------------------------------------------
@@ -440,6 +444,10 @@ sl_err qm_tx_dequeue(qm_tx *tx, qm_position *pos, int how);
 /* Apply every operation in order, then free tx. Dequeued positions are settled by it, so
  * their holders must drop them (as after qm_position_ack). */
 sl_err qm_tx_commit(qm_tx *tx);
+/* The same; *moves_voided (may be NULL) = Move operations that could not be applied and left
+ * their message Available in its source: the target was deleted meanwhile, or it has no room
+ * left (x-max-length / -bytes) by now. */
+sl_err qm_tx_commit_counted(qm_tx *tx, uint64_t *moves_voided);
 /* Undo every operation, then free tx. */
 void qm_tx_abort(qm_tx *tx);
 /* Find an open transaction by id (management API). */
@@ -623,8 +631,9 @@ typedef struct qm_persist_hooks {
      * (0 inside purge and queue deletion, whose single record covers every position) */
     void (*released)(void *ctx, qm_position *pos, int logged);
     void (*purged)(void *ctx, qm_queue *q);
-    /* pos moved from src into pos->queue (move count already increased) */
-    void (*moved)(void *ctx, qm_position *pos, qm_queue *src);
+    /* pos moved from src into pos->queue (move count already increased, expires_at set by
+     * the target's rule; old_expires_at is the deadline it had in src) */
+    void (*moved)(void *ctx, qm_position *pos, qm_queue *src, uint64_t old_expires_at);
     /* brackets the operations a transaction commit applies (atomic on disk) */
     void (*tx_group)(void *ctx, int begin);
     /* Paging. page_out makes sure pos' message and enqueue are in the store, fills *out and

@@ -89,6 +89,9 @@ sl_err qm_queue_accept(qm_queue *q, qm_position *pos);
 /* Delete with no checks (x-expires, auto-delete, exclusive, parent deletion, node free).
  * run_hooks = 0 during qm_node_free: no callbacks. */
 void qm_queue_destroy(qm_queue *q, int run_hooks);
+/* 1 when one more ready message of body_len bytes stays within q's x-max-length and
+ * x-max-length-bytes. */
+int qm_queue_has_room(const qm_queue *q, uint64_t body_len);
 /* Subqueue that became empty and unused: schedule its removal (done by run_dispatch). */
 void qm_queue_maybe_gc(qm_queue *q);
 /* 1 when q is a subqueue that may be removed now. */
@@ -166,7 +169,8 @@ void qm_qdesc_forget_queue(qm_queue *q);
 
 /* ---- move.c ---- */
 /* Move a position out of its source (already unlinked from ready/locked there, source
- * bytes_total still counting it) into dest's ready rings: move_count + 1, same lookup id. */
+ * bytes_total still counting it) into dest's ready rings: move_count + 1, same lookup id,
+ * the TTL deadline dest's rule gives it (move.c). */
 void qm_move_transfer(qm_position *pos, qm_queue *src, qm_queue *dest);
 
 /* ---- args.c ---- */

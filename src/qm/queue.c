@@ -515,6 +515,11 @@ static int over_limit(const qm_queue *q, uint64_t extra_n, uint64_t extra_bytes)
     return 0;
 }
 
+int qm_queue_has_room(const qm_queue *q, uint64_t body_len)
+{
+    return !over_limit(q, 1, body_len);
+}
+
 sl_err qm_queue_accept(qm_queue *q, qm_position *pos)
 {
     qm_message *m = pos->msg;

@@ -7,9 +7,10 @@
  *   Move     the source position, taken from the ready rings onto the locked list.
  * Things can change under an open transaction: the queue may be deleted (positions become
  * DELETED orphans with queue NULL: commit/abort just free what only the tx held), purged
- * (PURGE_PENDING: deleted whatever the outcome), or a Move target may be deleted (the Move
- * is then undone at commit). A holder that settles a position directly takes it back from
- * the transaction (qm_tx_forget_position), so the tx never touches a freed position.
+ * (PURGE_PENDING: deleted whatever the outcome), or a Move target may be deleted or fill up
+ * to its x-max-length (the Move is then undone at commit, and counted as voided). A holder that
+ * settles a position directly takes it back from the transaction (qm_tx_forget_position), so the tx
+ * never touches a freed position.
  */
 #include "qm_internal.h"
 
@@ -112,7 +113,13 @@ static int gone(const qm_position *pos)
 
 sl_err qm_tx_commit(qm_tx *tx)
 {
+    return qm_tx_commit_counted(tx, NULL);
+}
+
+sl_err qm_tx_commit_counted(qm_tx *tx, uint64_t *moves_voided)
+{
     tx_impl *ti = impl(tx);
+    uint64_t voided = 0;
     if (tx->n_ops)
         QM_PERSIST(tx_group, 1);
     for (size_t i = 0; i < tx->n_ops; i++) {
@@ -142,8 +149,10 @@ sl_err qm_tx_commit(qm_tx *tx)
                 qm_position_free(pos);
             } else if (pos->state == QM_POS_PURGE_PENDING) {
                 qm_position_delete_held(pos, QM_DEL_PURGED);
-            } else if (!op->dest) {
-                qm_position_unlock(pos); /* target deleted meanwhile: the move is void */
+            } else if (!op->dest || !qm_queue_has_room(op->dest, pos->msg->body_len)) {
+                /* target deleted, or filled up, meanwhile: the move is void */
+                qm_position_unlock(pos);
+                voided++;
             } else {
                 qm_queue *src = pos->queue;
                 qm_locked_unlink(src, pos);
@@ -155,6 +164,8 @@ sl_err qm_tx_commit(qm_tx *tx)
     if (tx->n_ops)
         QM_PERSIST(tx_group, 0);
     tx_unlink_free(tx);
+    if (moves_voided)
+        *moves_voided = voided;
     return SL_OK;
 }
 

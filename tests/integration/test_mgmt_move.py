@@ -248,3 +248,110 @@ def test_delete_if_unused_sees_subqueue_consumers(api, conn, ch):
     assert api.get(Api.q(q + ";c"))[0] == 200
     ch = conn.channel()
     assert ch.queue_delete(q) == 1  # the unacked one in the subqueue is destroyed too
+
+
+# ---------------------------------------------------------------------------
+# The target's limits and TTL apply to a move; moves stay inside a vhost (issue 12 item 4)
+# ---------------------------------------------------------------------------
+FULL = "MQ_ERROR_INSUFFICIENT_RESOURCES"
+
+
+@pytest.mark.parametrize("overflow", ["reject-publish", "reject-publish-dlx", "drop-head"])
+def test_move_respects_the_targets_max_length(api, overflow):
+    q, ids = fill(api, 3)
+    full = uname("full")
+    api.declare(full, arguments={"x-max-length": 1, "x-overflow": overflow})
+    s, j, _ = move(api, q, destination=full, count=3)
+    assert s == 409 and hr(j) == FULL and j["hresult"] == "0xC00E0027", (s, j)
+    assert j["moved"] == 1 and "full" in j["reason"]
+    assert [m["lookup_id"] for m in api.peek(full)] == ids[:1]
+    assert [m["lookup_id"] for m in api.peek(q)] == ids[1:], "a refused move lost data"
+    s, j, _ = move(api, q, destination=full, lookup_id=ids[2])
+    assert s == 409 and hr(j) == FULL and "moved" not in j
+    assert [m["lookup_id"] for m in api.peek(full)] == ids[:1], "a move dropped the head"
+    assert api.queue(q)["messages"] == 2
+
+
+def test_move_respects_the_targets_max_length_bytes(api):
+    q = uname("src")
+    api.declare(q)
+    for body in ("12345", "67890"):
+        api.publish(q, body)
+    small = uname("small")
+    api.declare(small, arguments={"x-max-length-bytes": 8})
+    s, j, _ = move(api, q, destination=small, count=2)
+    assert s == 409 and hr(j) == FULL and j["moved"] == 1
+    assert [m["payload"] for m in api.peek(small)] == ["12345"]
+    assert [m["payload"] for m in api.peek(q)] == ["67890"]
+
+
+def test_transactional_move_into_a_queue_that_filled_up_is_voided(api):
+    q, ids = fill(api, 2)
+    full = uname("full")
+    api.declare(full, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    tx = begin(api)
+    for lid in ids:  # each fits on its own when it is asked for
+        s, j, _ = move(api, q, destination=full, lookup_id=lid, transaction=tx)
+        assert s == 200, (s, j)
+    s, j, _ = api.post("/api/transactions/%d/commit" % tx)
+    assert s == 200 and j["outcome"] == "committed" and j["moves_voided"] == 1, j
+    assert [m["lookup_id"] for m in api.peek(full)] == ids[:1]
+    assert [(m["lookup_id"], m["move_count"]) for m in api.peek(q)] == [(ids[1], 0)]
+
+
+def test_move_applies_the_targets_ttl(api):
+    q, ids = fill(api, 1)
+    short = uname("short")
+    api.declare(short, arguments={"x-message-ttl": 300})
+    s, j, _ = move(api, q, destination=short, count=1)
+    assert s == 200 and j["moved"] == 1
+    wait_for(lambda: api.queue(short)["messages"] == 0, timeout=5,
+             message="the target's x-message-ttl expired the moved message")
+
+
+def test_move_out_of_a_ttl_queue_leaves_its_ttl_behind(api):
+    # x-message-ttl is how long a message may wait in that queue: moved into a subqueue (no
+    # TTL of its own) or another queue, it no longer expires on the source's rule.
+    q = uname("ttlsrc")
+    api.declare(q, arguments={"x-message-ttl": 600})
+    api.publish(q, "park")
+    api.publish(q, "elsewhere")
+    other = uname("nottl")
+    api.declare(other)
+    ids = [m["lookup_id"] for m in api.peek(q)]
+    assert move(api, q, destination=q + ";parked", lookup_id=ids[0])[0] == 200
+    assert move(api, q, destination=other, lookup_id=ids[1])[0] == 200
+    import time
+    time.sleep(1.0)
+    assert [m["payload"] for m in api.peek(q + ";parked")] == ["park"]
+    assert [m["payload"] for m in api.peek(other)] == ["elsewhere"]
+    # moved back, the queue's TTL applies again, counted from the move
+    assert move(api, q + ";parked", destination=q, count=1)[0] == 200
+    wait_for(lambda: api.queue(q)["messages"] == 0, timeout=5, message="expired again in q")
+
+
+def test_a_message_keeps_its_own_expiration_across_moves(api):
+    q = uname("exp")
+    api.declare(q)
+    api.publish(q, "short-lived", expiration="700")
+    assert move(api, q, destination=q + ";s", count=1)[0] == 200
+    wait_for(lambda: api.get(Api.q(q + ";s"))[0] == 404 or
+             api.queue(q + ";s")["messages"] == 0, timeout=5,
+             message="its own expiration still applies in the subqueue")
+
+
+def test_moves_across_vhosts_are_refused(api):
+    assert api.put("/api/vhosts/mvother")[0] in (201, 204)
+    q, ids = fill(api, 1)
+    there = uname("there")
+    s, _, _ = api.put("/api/queues/mvother/" + there, {"durable": False})
+    assert s in (201, 204)
+    for body in ({"destination": there, "destination_vhost": "mvother", "count": 1},
+                 {"destination": "DIRECT=OS:.\\private$\\mvother/" + there, "count": 1},
+                 {"destination": there + ";sub", "destination_vhost": "mvother", "count": 1}):
+        s, j, _ = move(api, q, **body)
+        assert s == 403 and hr(j) == "MQ_ERROR_ACCESS_DENIED", (body, s, j)
+        assert j["hresult"] == "0xC00E0025" and "across vhosts" in j["reason"]
+    assert [m["lookup_id"] for m in api.peek(q)] == ids
+    s, j, _ = api.get("/api/queues/mvother/" + there)
+    assert s == 200 and j["messages"] == 0

@@ -188,3 +188,27 @@ def test_journal_copies_and_moves_out_of_the_journal(broker_factory, tmp_path, h
     b, api = restart(broker_factory, b, data, how)
     assert view(api, q) == [("m0", ids[0], 2)]
     assert view(api, q + ";journal") == [("m1", ids[1], 0)]
+
+
+@HOW
+def test_a_move_changes_the_stored_ttl_deadline(broker_factory, tmp_path, how):
+    # Out of a queue with x-message-ttl into one without: the deadline goes with the move, on
+    # disk too (R_MOVE_TTL), so the restart does not bring the source's TTL back. Into a queue
+    # with one: the target's deadline is stored, and it passes while the node is down.
+    import time
+    data = tmp_path / "d"
+    b = broker_factory(data_dir=data)
+    api = Api(b)
+    src, keep, short = uname("ttlsrc"), uname("keep"), uname("short")
+    durable_queue(api, src, **{"x-message-ttl": 1200})
+    durable_queue(api, keep)
+    durable_queue(api, short, **{"x-message-ttl": 1200})
+    durable_queue(api, uname("unused"))
+    ids = fill(api, src, 1) + fill(api, keep, 1, prefix="k")
+    move(api, src, destination=keep, lookup_id=ids[0])
+    move(api, keep, destination=short, lookup_id=ids[1])
+    b, api = restart(broker_factory, b, data, how)
+    time.sleep(1.5)
+    assert view(api, keep) == [("m0", ids[0], 1)]
+    wait_for(lambda: api.queue(short)["messages"] == 0, timeout=3,
+             message="the deadline the move gave it survived the restart")
