@@ -56,8 +56,37 @@ void broker_conn_resume_consumers(conn *c)
     }
 }
 
+void broker_input_pending(conn *c)
+{
+    if (c->input_pending)
+        return;
+    c->input_pending = 1;
+    c->input_next = c->b->input_pending;
+    c->b->input_pending = c;
+    sl_loop_wake(c->b->loop);
+}
+
+static void run_pending_input(broker *b)
+{
+    conn *list = b->input_pending;
+    b->input_pending = NULL;
+    while (list) {
+        conn *c = list;
+        list = c->input_next;
+        c->input_pending = 0;
+        conn_resume_input(c);
+    }
+}
+
 static void unlink_conn(broker *b, conn *c)
 {
+    if (c->input_pending) {
+        conn **pp = &b->input_pending;
+        while (*pp != c)
+            pp = &(*pp)->input_next;
+        *pp = c->input_next;
+        c->input_pending = 0;
+    }
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -95,6 +124,10 @@ static void flush_dirty(broker *b)
 static void before_sleep(sl_loop *loop, void *arg)
 {
     broker *b = arg;
+    /* Input held back for a full output buffer that has drained since: it is handled before
+     * this turn's group commit, like any input read this turn. */
+    if (b->input_pending)
+        run_pending_input(b);
     /* Flushing can free prefetch room and dispatch can write more: a few rounds settle it. */
     for (int round = 0; round < 4; round++) {
         qm_node_run_dispatch(b->node);
@@ -128,6 +161,14 @@ static void before_sleep(sl_loop *loop, void *arg)
  * the disk is full is what keeps a record from ever being half written for lack of space.
  */
 
+uint64_t broker_memory_bytes(const broker *b)
+{
+    (void)b;
+    /* Messages (whole allocations, partial bodies as they arrive, bookkeeping) and every
+     * buffer: connection input and output, replies being built, the store's write buffer. */
+    return qm_memory_bytes() + sl_buf_total();
+}
+
 const char *broker_alarm_reason(const broker *b)
 {
     if (b->alarms & ALARM_DISK)
@@ -141,7 +182,7 @@ void broker_block_publisher(conn *c)
 {
     conn_set_blocked(c, 1);
     c->read_paused = 1;
-    sl_loop_watch(c->b->loop, &c->w, c->w.events & SL_EV_WRITE);
+    conn_update_watch(c);
 }
 
 static void set_alarm(broker *b, int which, int on)
@@ -171,7 +212,7 @@ static void set_alarm(broker *b, int which, int on)
         } else {
             conn_set_blocked(c, 0);
             c->read_paused = 0;
-            sl_loop_watch(b->loop, &c->w, SL_EV_READ | (c->w.events & SL_EV_WRITE));
+            conn_update_watch(c);
         }
     }
 }
@@ -194,7 +235,7 @@ static void tick(sl_loop *loop, sl_timer *t)
     uint64_t now = sl_loop_now(loop);
     uint64_t next = qm_node_tick(b->node, now);
     /* Bodies in memory: paged-out messages cost disk, which the disk alarm watches. */
-    set_alarm(b, ALARM_MEMORY, qm_memory_bytes() > b->cfg->memory_high_watermark);
+    set_alarm(b, ALARM_MEMORY, broker_memory_bytes(b) > b->cfg->memory_high_watermark);
     check_disk(b, now);
     if (b->store && now >= b->next_store_sync) {
         /* Acks and delivery marks wait for a sync that needs the disk anyway; bound that
@@ -273,9 +314,10 @@ static void begin_shutdown(broker *b, const char *why)
         b->listen_fd = -1;
     }
     for (conn *c = b->conns; c; c = c->next) {
-        if (c->read_paused) { /* a blocked publisher must still be able to say close-ok */
-            c->read_paused = 0;
-            sl_loop_watch(b->loop, &c->w, SL_EV_READ | (c->w.events & SL_EV_WRITE));
+        if (c->read_paused || c->out_paused) {
+            /* a blocked publisher must still be able to say close-ok */
+            c->read_paused = c->out_paused = 0;
+            conn_update_watch(c);
         }
         conn_force_close(c, "CONNECTION_FORCED - broker forced connection closure with reason "
                             "'shutdown'");

@@ -37,6 +37,9 @@ typedef struct consumer consumer;
 /* Output past this many unsent bytes stops deliveries to the connection's consumers until
  * the socket drains (back-pressure instead of unbounded buffering). */
 #define CONN_OUT_HIGH (1u << 20)
+/* Output past this many unsent bytes stops reading the connection's requests until it is
+ * under CONN_OUT_HIGH again: replies to a client that does not read them are bounded. */
+#define CONN_OUT_MAX (4u << 20)
 /* Input read per turn per connection at most, so one busy peer cannot starve the rest. */
 #define CONN_READ_BUDGET (256u * 1024)
 
@@ -49,8 +52,9 @@ struct broker {
     unsigned fd_reserve;  /* descriptors the AMQP door leaves free (the API leaves half) */
     int signal_fd;
     sl_watch signal_w;
-    conn *conns; /* all live connections */
-    conn *dirty; /* connections with output or confirms to flush this turn */
+    conn *conns;         /* all live connections */
+    conn *dirty;         /* connections with output or confirms to flush this turn */
+    conn *input_pending; /* connections whose held-back input is handled next turn */
     size_t n_conns;
     size_t n_open;          /* connections past connection.open (connection_max counts these) */
     uint64_t conns_refused; /* by connection_max (metric) */
@@ -98,9 +102,11 @@ struct conn {
     sl_timer hb_timer;
     /* client capabilities */
     uint8_t cap_cancel_notify, cap_blocked, cap_auth_failure_close;
-    uint8_t blocked_sent;  /* connection.blocked sent, unblocked not yet */
-    uint8_t has_published; /* RabbitMQ blocks only connections that publish */
-    uint8_t read_paused;
+    uint8_t blocked_sent;      /* connection.blocked sent, unblocked not yet */
+    uint8_t has_published;     /* RabbitMQ blocks only connections that publish */
+    uint8_t read_paused;       /* blocked by a resource alarm: not read */
+    uint8_t out_paused;        /* output over CONN_OUT_MAX: not read until it drains */
+    uint8_t input_pending;     /* in b->input_pending: held-back input to handle next turn */
     uint8_t consumers_waiting; /* a consumer was refused for a full output buffer */
     uint8_t in_dirty;
     uint8_t counted_open; /* counted in b->n_open */
@@ -111,6 +117,7 @@ struct conn {
     size_t n_channels;
     conn *next, *prev;
     conn *dirty_next;
+    conn *input_next;
 };
 
 enum channel_state { CH_OPEN = 1, CH_CLOSING };
@@ -152,6 +159,7 @@ struct channel {
     uint8_t pub_mandatory;
     qm_message *pub_msg;
     uint64_t pub_received;
+    uint64_t pub_cap; /* body bytes pub_msg has room for (grows as body frames arrive) */
     uint32_t pub_headers_off, pub_headers_len; /* headers table within pub_msg->props */
     /* deliveries awaiting settlement, in tag order (a ring over an array) */
     delivery *unacked;
@@ -179,6 +187,8 @@ struct channel {
 enum { ALARM_MEMORY = 1, ALARM_DISK = 2 };
 
 /* broker.c */
+/* What the memory alarm counts: messages and every buffer of the node. */
+uint64_t broker_memory_bytes(const broker *b);
 /* "low on memory" / "low on disk" while an alarm is on, NULL otherwise. */
 const char *broker_alarm_reason(const broker *b);
 /* Send connection.blocked (if asked for) and stop reading c until the alarms clear. */
@@ -194,6 +204,9 @@ void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes);
  * was changed is on disk when it returns. Exits the process if the store fails. */
 void broker_sync(broker *b);
 void broker_mark_dirty(conn *c);
+/* c stopped reading for a full output buffer and may go on: handle its buffered input at the
+ * start of the next turn. */
+void broker_input_pending(conn *c);
 /* Schedule dispatch for every queue this connection's consumers read from. */
 void broker_conn_resume_consumers(conn *c);
 
@@ -209,6 +222,10 @@ void conn_kill(conn *c, const char *why);
 void conn_free(conn *c);
 void conn_send_method(conn *c, uint16_t ch, const amqp_method *m);
 void conn_flush(conn *c);
+/* Watch for reading unless paused (alarm or full output); keep a pending write watch. */
+void conn_update_watch(conn *c);
+/* Handle input held back while the output was full. */
+void conn_resume_input(conn *c);
 /* Server-initiated close with 320 (shutdown). */
 void conn_force_close(conn *c, const char *text);
 void conn_set_blocked(conn *c, int blocked);

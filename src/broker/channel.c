@@ -35,7 +35,7 @@ static delivery *ua_at(channel *ch, size_t i)
 static void drop_partial_publish(channel *ch)
 {
     if (ch->pub_msg) {
-        qm_message_unref(ch->pub_msg);
+        qm_message_free_partial(ch->pub_msg, ch->pub_cap);
         ch->pub_msg = NULL;
     }
     ch->content = CONTENT_NONE;
@@ -360,6 +360,8 @@ static void on_method(channel *ch, const amqp_method *m)
                amqp_method_name(m->id));
 }
 
+#define PUB_FIRST_CAP 4096
+
 static void on_header(channel *ch, const amqp_frame *f)
 {
     conn *c = ch->c;
@@ -405,8 +407,11 @@ static void on_header(channel *ch, const amqp_frame *f)
         h.props_len = sl_buf_unread(&rewritten);
         amqp_props_decode(h.props, h.props_len, &props);
     }
-    ch->pub_msg =
-        qm_message_new_decoded(ex, rk, h.props, (uint32_t)h.props_len, h.body_size, &props);
+    /* Small bodies get their room at once; larger ones as they arrive, so a header that
+     * announces 128 MiB and sends nothing costs what it sent. */
+    ch->pub_cap = h.body_size < PUB_FIRST_CAP ? h.body_size : PUB_FIRST_CAP;
+    ch->pub_msg = qm_message_new_partial(ex, rk, h.props, (uint32_t)h.props_len, h.body_size,
+                                         ch->pub_cap, &props);
     /* Where the headers table sits in the stored copy of the properties (for routing). */
     ch->pub_headers_off = 0;
     ch->pub_headers_len = 0;
@@ -429,6 +434,17 @@ static void on_body(channel *ch, const amqp_frame *f)
                    "body frames carry more than the body-size %llu",
                    (unsigned long long)m->body_len);
         return;
+    }
+    if (ch->pub_received + f->size > ch->pub_cap) {
+        /* Double what is there (at most the announced size), so a body costs O(log n)
+         * reallocations and never more than twice what has arrived. */
+        uint64_t cap = ch->pub_cap * 2;
+        if (cap < ch->pub_received + f->size)
+            cap = ch->pub_received + f->size;
+        if (cap > m->body_len)
+            cap = m->body_len;
+        m = ch->pub_msg = qm_message_grow(m, ch->pub_cap, cap);
+        ch->pub_cap = cap;
     }
     memcpy(qm_msg_body(m) + ch->pub_received, f->payload, f->size);
     ch->pub_received += f->size;

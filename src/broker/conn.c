@@ -168,9 +168,18 @@ void conn_set_blocked(conn *c, int blocked)
  * mark again, whether it drained in one flush or over several. */
 static void resume_if_room(conn *c)
 {
-    if (c->consumers_waiting && sl_buf_unread(&c->out) < CONN_OUT_HIGH) {
+    if (sl_buf_unread(&c->out) >= CONN_OUT_HIGH)
+        return;
+    if (c->consumers_waiting) {
         c->consumers_waiting = 0;
         broker_conn_resume_consumers(c);
+    }
+    if (c->out_paused) {
+        /* Read again; what was held back in c->in is handled at the start of the next
+         * turn (broker.c), before its group commit, never from inside this flush. */
+        c->out_paused = 0;
+        if (sl_buf_unread(&c->in) > 0)
+            broker_input_pending(c);
     }
 }
 
@@ -196,6 +205,7 @@ void conn_flush(conn *c)
             if (c->state != CONN_DEAD) {
                 sl_loop_watch(c->b->loop, &c->w, c->w.events | SL_EV_WRITE);
                 resume_if_room(c);
+                conn_update_watch(c);
             }
             return;
         }
@@ -205,10 +215,8 @@ void conn_flush(conn *c)
         return;
     }
     if (c->state != CONN_DEAD) {
-        int ev = c->read_paused ? 0 : SL_EV_READ;
-        if (c->w.events != ev)
-            sl_loop_watch(c->b->loop, &c->w, ev);
         resume_if_room(c);
+        conn_update_watch(c);
     }
     /* Give memory back after a burst. */
     if (c->out.cap > (1u << 20) && sl_buf_unread(&c->out) == 0)
@@ -219,86 +227,146 @@ void conn_flush(conn *c)
  * Input
  */
 
-static void process_input(conn *c)
+/* Replies waiting to be written beyond this stop the connection's input: a client that
+ * sends requests but does not read the answers (mandatory returns, basic.get, ...) is held
+ * at CONN_OUT_MAX plus one reply, and read again once its output is under CONN_OUT_HIGH. */
+static int out_full(const conn *c)
 {
-    while (c->state != CONN_DEAD && sl_buf_unread(&c->in) > 0) {
-        const uint8_t *p = sl_buf_head(&c->in);
-        size_t len = sl_buf_unread(&c->in);
+    return sl_buf_unread(&c->out) + sl_buf_unread(&c->late) >= CONN_OUT_MAX;
+}
+
+void conn_update_watch(conn *c)
+{
+    if (c->state == CONN_DEAD || c->fd < 0)
+        return;
+    int ev = (c->read_paused || c->out_paused) ? 0 : SL_EV_READ;
+    if (sl_buf_unread(&c->out) > 0 && (c->w.events & SL_EV_WRITE))
+        ev |= SL_EV_WRITE; /* still waiting for the socket to drain */
+    if (c->w.events != ev)
+        sl_loop_watch(c->b->loop, &c->w, ev);
+}
+
+static void send_start(conn *c)
+{
+    amqp_method m = {.id = AMQP_CONNECTION_START};
+    amqp_connection_start *s = &m.u.connection_start;
+    s->version_major = 0;
+    s->version_minor = 9;
+    sl_buf props;
+    sl_buf_init(&props);
+    size_t mark = amqp_tbl_begin(&props);
+    amqp_tbl_put_str(&props, "product", AMQP_BYTES(SLUICE_PRODUCT));
+    amqp_tbl_put_str(&props, "version", AMQP_BYTES(SLUICE_VERSION));
+    amqp_tbl_put_str(&props, "platform", AMQP_BYTES("C/Linux"));
+    amqp_tbl_put_str(&props, "copyright", AMQP_BYTES("Copyright (c) the Sluice authors"));
+    amqp_tbl_put_str(&props, "information",
+                     AMQP_BYTES("Sluice: AMQP 0-9-1 on an MSMQ-style queue manager"));
+    amqp_tbl_put_str(&props, "cluster_name", amqp_cstr(c->b->cfg->node_name));
+    size_t cmark = amqp_tbl_put_table_begin(&props, "capabilities");
+    static const char *caps[] = {"publisher_confirms",
+                                 "exchange_exchange_bindings",
+                                 "basic.nack",
+                                 "consumer_cancel_notify",
+                                 "connection.blocked",
+                                 "consumer_priorities",
+                                 "authentication_failure_close",
+                                 "per_consumer_qos"};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+        amqp_tbl_put_bool(&props, caps[i], 1);
+    amqp_tbl_end(&props, cmark);
+    amqp_tbl_end(&props, mark);
+    s->server_properties = (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
+    s->mechanisms = AMQP_BYTES("PLAIN AMQPLAIN");
+    s->locales = AMQP_BYTES("en_US");
+    conn_send_method(c, 0, &m);
+    sl_buf_free(&props);
+    c->state = CONN_START_SENT;
+}
+
+/* Handle the frames in p[0, len). Returns how many bytes were taken: what is left is a
+ * partial frame, or input held back while the connection's output is full. Handlers copy
+ * what they keep, so p may be reused once this returns. */
+static size_t process_frames(conn *c, const uint8_t *p, size_t len)
+{
+    size_t used = 0;
+    while (c->state != CONN_DEAD && used < len) {
+        if (out_full(c)) {
+            c->out_paused = 1;
+            conn_update_watch(c);
+            break;
+        }
+        const uint8_t *q = p + used;
+        size_t n = len - used;
         if (c->state == CONN_HEADER) {
-            int r = amqp_protocol_header_check(p, len);
+            int r = amqp_protocol_header_check(q, n);
             if (r == 0)
-                return;
+                break;
             if (r < 0) {
                 /* The spec: answer with the header we support, then close. */
                 sl_buf_append(&c->out, amqp_protocol_header, 8);
                 conn_kill(c, "bad protocol header");
-                return;
+                return len;
             }
-            sl_buf_consume(&c->in, 8);
-            amqp_method m = {.id = AMQP_CONNECTION_START};
-            amqp_connection_start *s = &m.u.connection_start;
-            s->version_major = 0;
-            s->version_minor = 9;
-            sl_buf props;
-            sl_buf_init(&props);
-            size_t mark = amqp_tbl_begin(&props);
-            amqp_tbl_put_str(&props, "product", AMQP_BYTES(SLUICE_PRODUCT));
-            amqp_tbl_put_str(&props, "version", AMQP_BYTES(SLUICE_VERSION));
-            amqp_tbl_put_str(&props, "platform", AMQP_BYTES("C/Linux"));
-            amqp_tbl_put_str(&props, "copyright", AMQP_BYTES("Copyright (c) the Sluice authors"));
-            amqp_tbl_put_str(&props, "information",
-                             AMQP_BYTES("Sluice: AMQP 0-9-1 on an MSMQ-style queue manager"));
-            amqp_tbl_put_str(&props, "cluster_name", amqp_cstr(c->b->cfg->node_name));
-            size_t cmark = amqp_tbl_put_table_begin(&props, "capabilities");
-            static const char *caps[] = {"publisher_confirms",
-                                         "exchange_exchange_bindings",
-                                         "basic.nack",
-                                         "consumer_cancel_notify",
-                                         "connection.blocked",
-                                         "consumer_priorities",
-                                         "authentication_failure_close",
-                                         "per_consumer_qos"};
-            for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
-                amqp_tbl_put_bool(&props, caps[i], 1);
-            amqp_tbl_end(&props, cmark);
-            amqp_tbl_end(&props, mark);
-            s->server_properties = (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
-            s->mechanisms = AMQP_BYTES("PLAIN AMQPLAIN");
-            s->locales = AMQP_BYTES("en_US");
-            conn_send_method(c, 0, &m);
-            sl_buf_free(&props);
-            c->state = CONN_START_SENT;
+            used += 8;
+            send_start(c);
             continue;
         }
         amqp_frame f;
-        int r = amqp_frame_parse(p, len, c->frame_max, &f);
+        int r = amqp_frame_parse(q, n, c->frame_max, &f);
         if (r == AMQP_FEED_NEED_MORE)
-            return;
+            break;
         if (r < 0) {
             const char *why = r == AMQP_FEED_BAD_END    ? "invalid_frame_end_marker"
                               : r == AMQP_FEED_BAD_TYPE ? "unknown_frame"
                                                         : "frame_too_large";
-            conn_error(c, SL_ERR_FRAME, 0, "type %u, %s", p[0], why);
-            sl_buf_consume(&c->in, len);
-            return;
+            conn_error(c, SL_ERR_FRAME, 0, "type %u, %s", q[0], why);
+            return len;
         }
         c->last_recv = sl_loop_now(c->b->loop);
         conn_handle_frame(c, &f);
-        sl_buf_consume(&c->in, (size_t)r);
+        used += (size_t)r;
     }
+    return used;
+}
+
+/* Input kept in c->in (a partial frame, or frames held back while output was full). */
+static void process_buffered(conn *c)
+{
+    size_t used = process_frames(c, sl_buf_head(&c->in), sl_buf_unread(&c->in));
+    sl_buf_consume(&c->in, used);
+    /* An idle connection holds no input buffer: give it back once it is empty. */
+    if (sl_buf_unread(&c->in) == 0 && c->in.cap > 0)
+        sl_buf_free(&c->in);
+}
+
+void conn_resume_input(conn *c)
+{
+    if (c->state == CONN_DEAD || c->out_paused || sl_buf_unread(&c->in) == 0)
+        return;
+    process_buffered(c);
 }
 
 static void on_readable(conn *c)
 {
+    static uint8_t shared[CONN_READ_BUDGET]; /* one loop thread: one read buffer for all */
     size_t budget = CONN_READ_BUDGET;
-    while (budget > 0 && c->state != CONN_DEAD && !c->read_paused) {
-        size_t want = 64 * 1024;
-        uint8_t *dst = sl_buf_reserve(&c->in, want);
+    while (budget > 0 && c->state != CONN_DEAD && !c->read_paused && !c->out_paused) {
+        /* With nothing buffered, read into the shared buffer and keep only what is left
+         * of a partial frame: a connection between frames costs no buffer at all. */
+        int direct = sl_buf_unread(&c->in) == 0;
+        size_t want = direct ? budget : (budget < 64 * 1024 ? budget : 64 * 1024);
+        uint8_t *dst = direct ? shared : sl_buf_reserve(&c->in, want);
         ssize_t n = recv(c->fd, dst, want, 0);
         if (n > 0) {
-            c->in.len += (size_t)n;
             budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
-            process_input(c);
+            if (direct) {
+                size_t used = process_frames(c, shared, (size_t)n);
+                if (used < (size_t)n && c->state != CONN_DEAD)
+                    sl_buf_append(&c->in, shared + used, (size_t)n - used);
+            } else {
+                c->in.len += (size_t)n;
+                process_buffered(c);
+            }
             /* A short read drained the socket: another recv would only say EAGAIN, and
              * level-triggered epoll reports whatever arrives next. */
             if ((size_t)n < want)
@@ -345,6 +413,16 @@ static void hb_timer_fn(sl_loop *loop, sl_timer *t)
     if (c->heartbeat == 0)
         return;
     uint64_t period = (uint64_t)c->heartbeat * 1000;
+    if (c->read_paused || c->out_paused) {
+        /* We are not reading, so the peer's heartbeats cannot be seen: the receive check is
+         * suspended (RabbitMQ does the same for a blocked connection). A peer whose output
+         * has not moved for two intervals is not reading at all, though: that one is gone. */
+        c->last_recv = now;
+        if (c->out_paused && now - c->last_send >= 2 * period) {
+            conn_kill(c, "client stopped reading: output backed up for two heartbeat intervals");
+            return;
+        }
+    }
     /* Two silent intervals: the peer is gone. RabbitMQ drops the socket without a close. */
     if (now - c->last_recv >= 2 * period) {
         conn_kill(c, "missed heartbeats from client");

@@ -2,6 +2,31 @@
 #include "buf.h"
 #include "mem.h"
 
+/* Capacity of every buffer alive. Changed only when a buffer grows or is freed (rare), and
+ * atomically, since a helper thread may own buffers too. */
+static size_t total_cap;
+
+static void account(size_t add, size_t sub)
+{
+    if (add)
+        __atomic_fetch_add(&total_cap, add, __ATOMIC_RELAXED);
+    if (sub)
+        __atomic_fetch_sub(&total_cap, sub, __ATOMIC_RELAXED);
+}
+
+size_t sl_buf_total(void)
+{
+    return __atomic_load_n(&total_cap, __ATOMIC_RELAXED);
+}
+
+uint8_t *sl_buf_detach(sl_buf *b)
+{
+    uint8_t *p = b->data;
+    account(0, b->cap);
+    sl_buf_init(b);
+    return p;
+}
+
 void sl_buf_init(sl_buf *b)
 {
     b->data = NULL;
@@ -10,6 +35,7 @@ void sl_buf_init(sl_buf *b)
 
 void sl_buf_free(sl_buf *b)
 {
+    account(0, b->cap);
     sl_free(b->data);
     sl_buf_init(b);
 }
@@ -28,6 +54,7 @@ uint8_t *sl_buf_reserve_slow(sl_buf *b, size_t n)
     while (cap < need)
         cap *= 2;
     b->data = sl_xrealloc(b->data, cap);
+    account(cap - b->cap, 0);
     b->cap = cap;
     return b->data + b->len;
 }

@@ -18,6 +18,11 @@ typedef struct sl_buf {
 
 void sl_buf_init(sl_buf *b);
 void sl_buf_free(sl_buf *b);
+/* Hand the allocation over (it is freed with free() by its new owner); b is empty after. */
+uint8_t *sl_buf_detach(sl_buf *b);
+/* Bytes held by every buffer of the process (connection input and output, replies being
+ * built, store write buffers): the memory alarm counts them beside the messages. */
+size_t sl_buf_total(void);
 /* Make room for n more bytes at the end; returns a pointer to them (len is not moved). The
  * check is inline: every field of every frame written goes through here. */
 uint8_t *sl_buf_reserve_slow(sl_buf *b, size_t n);

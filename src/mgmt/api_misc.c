@@ -99,8 +99,8 @@ static json_t *node_json(mgmt *m)
     node_totals t;
     node_totals_get(m, &t);
     return json_pack("{s:s,s:s,s:b,s:I,s:I,s:b,s:I,s:i,s:b}", "name", m->b->cfg->node_name, "type",
-                     "disc", "running", 1, "mem_used", (json_int_t)t.bytes, "mem_limit",
-                     (json_int_t)m->b->cfg->memory_high_watermark, "mem_alarm",
+                     "disc", "running", 1, "mem_used", (json_int_t)broker_memory_bytes(m->b),
+                     "mem_limit", (json_int_t)m->b->cfg->memory_high_watermark, "mem_alarm",
                      (m->b->alarms & ALARM_MEMORY) != 0, "uptime",
                      (json_int_t)(sl_wall_ms() - m->started_wall_ms), "os_pid", (int)getpid(),
                      "connected", m->b->node->online);

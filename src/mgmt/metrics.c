@@ -141,6 +141,9 @@ enum MHD_Result serve_metrics(req *r)
     metric(&b, "sluice_messages_unacked", "gauge", "Messages delivered, not yet settled",
            t.unacked);
     metric(&b, "sluice_message_bytes", "gauge", "Body bytes in all queues", t.bytes);
+    metric(&b, "sluice_memory_bytes", "gauge",
+           "Memory the alarm counts: messages and every connection and reply buffer",
+           broker_memory_bytes(r->m->b));
     metric(&b, "sluice_memory_alarm", "gauge", "1 while publishers are blocked by the memory alarm",
            (uint64_t)((r->m->b->alarms & ALARM_MEMORY) != 0));
     metric(&b, "sluice_messages_published_total", "counter", "Messages enqueued", t.published);
@@ -170,7 +173,7 @@ enum MHD_Result serve_metrics(req *r)
         sl_free(vhs);
     }
     /* hand the buffer to MHD, which frees it with free() */
-    char *text = (char *)b.data;
     size_t len = b.len;
+    char *text = (char *)sl_buf_detach(&b);
     return reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }

@@ -65,12 +65,26 @@ qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const ui
     return qm_message_new_decoded(exchange, routing_key, props, props_len, body_len, &bp);
 }
 
+/* Bytes of a message's allocation with room for body_cap bytes of body. */
+static size_t message_size(const qm_message *m, uint64_t body_cap)
+{
+    return sizeof(qm_message) + m->exchange_len + 1 + m->routing_key_len + 1 + m->props_len +
+           (size_t)body_cap;
+}
+
 qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
                                    const uint8_t *props, uint32_t props_len, uint64_t body_len,
                                    const amqp_basic_props *bp)
 {
+    return qm_message_new_partial(exchange, routing_key, props, props_len, body_len, body_len, bp);
+}
+
+qm_message *qm_message_new_partial(amqp_bytes exchange, amqp_bytes routing_key,
+                                   const uint8_t *props, uint32_t props_len, uint64_t body_len,
+                                   uint64_t body_cap, const amqp_basic_props *bp)
+{
     size_t total =
-        sizeof(qm_message) + exchange.len + 1 + routing_key.len + 1 + props_len + (size_t)body_len;
+        sizeof(qm_message) + exchange.len + 1 + routing_key.len + 1 + props_len + (size_t)body_cap;
     qm_message *m = sl_xmalloc(total);
     uint8_t *p = (uint8_t *)(m + 1);
 
@@ -102,6 +116,23 @@ qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
     return m;
 }
 
+qm_message *qm_message_grow(qm_message *m, uint64_t old_cap, uint64_t new_cap)
+{
+    size_t before = message_size(m, old_cap), after = message_size(m, new_cap);
+    /* Nobody else holds the message yet (refs 1, no position used): it may move. */
+    m = sl_xrealloc(m, after);
+    mem_bytes += after - before;
+    return m;
+}
+
+void qm_message_free_partial(qm_message *m, uint64_t body_cap)
+{
+    if (!m)
+        return;
+    mem_bytes -= message_size(m, body_cap);
+    sl_free(m);
+}
+
 void qm_message_ref(qm_message *m)
 {
     m->refs++;
@@ -110,8 +141,7 @@ void qm_message_ref(qm_message *m)
 void qm_message_unref(qm_message *m)
 {
     if (m && --m->refs == 0) {
-        mem_bytes -= sizeof(qm_message) + m->exchange_len + 1 + m->routing_key_len + 1 +
-                     m->props_len + m->body_len;
+        mem_bytes -= message_size(m, m->body_len);
         sl_free(m);
     }
 }

@@ -154,6 +154,17 @@ struct amqp_basic_props;
 qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
                                    const uint8_t *props, uint32_t props_len, uint64_t body_len,
                                    const struct amqp_basic_props *bp);
+/* A message whose body arrives in pieces (AMQP body frames): room for body_cap <= body_len
+ * bytes now, so memory is taken as the body really arrives, not as a header announces it.
+ * qm_message_grow makes room for new_cap bytes and returns the (possibly moved) message: only
+ * while its creator is its only holder. One dropped before it is complete is freed with
+ * qm_message_free_partial and its current capacity. Accounting (qm_memory_bytes) follows the
+ * capacity. */
+qm_message *qm_message_new_partial(amqp_bytes exchange, amqp_bytes routing_key,
+                                   const uint8_t *props, uint32_t props_len, uint64_t body_len,
+                                   uint64_t body_cap, const struct amqp_basic_props *bp);
+qm_message *qm_message_grow(qm_message *m, uint64_t old_cap, uint64_t new_cap);
+void qm_message_free_partial(qm_message *m, uint64_t body_cap);
 void qm_message_ref(qm_message *m);
 void qm_message_unref(qm_message *m);
 
