@@ -1,0 +1,43 @@
+/* rpc_queue.h - the owning node's end of remote queue proxies (issue 10), served over the
+ * request / response channel of a node-to-node link (link.h, "Request / response").
+ *
+ * MS-MQQP's qm2qm methods as JSON operations:
+ *   "queue.open"  {"vhost"?, "queue", "access"?, "share"?}   RemoteQMOpenQueue
+ *                 -> {"ok": true, "context": "<boot hex16>:<id hex16>", "vhost", "queue",
+ *                     "incarnation"}
+ *   "queue.purge" {"context"}   RemoteQMPurgeQueue -> {"ok": true, "purged", "purge_pending"}
+ *   "queue.close" {"context"}   RemoteQMCloseQueue -> {"ok": true}
+ * Failures: {"ok": false, "hresult": "0x...", "hresult_name", "reason"}: a context of an
+ * earlier boot of this node MQ_ERROR_STALE_HANDLE, an unknown one (or one another peer opened)
+ * MQ_ERROR_INVALID_HANDLE, a context whose queue was deleted since MQ_ERROR_QUEUE_DELETED
+ * (never the purge of a queue declared again under that name).
+ *
+ * A context is an open queue descriptor (qm_qdesc) of this node held for the peer that opened
+ * it, so MS-MQDMPR's sharing rules and incarnations hold across nodes as they do locally. The
+ * contexts of a link connection are closed when it goes (MS-MQMP's rundown), and any context
+ * unused for LINK_RPC_IDLE_MS is closed too.
+ */
+#ifndef SL_LINK_RPC_QUEUE_H
+#define SL_LINK_RPC_QUEUE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../qm/qm.h"
+
+#define LINK_RPC_MAX_CONTEXTS 10000      /* per peer: MQ_ERROR_INSUFFICIENT_RESOURCES beyond */
+#define LINK_RPC_IDLE_MS (3600u * 1000u) /* a context nobody used for an hour is closed */
+
+/* Serve op for peer (the link's node / user) on link connection conn_id. NULL when op is not
+ * one of these (the caller answers it); otherwise the reply, malloc'ed JSON. */
+char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer, uint64_t conn_id,
+                     const char *op, json_t *req);
+/* Link connection conn_id is gone: close every context it opened. */
+void link_rpc_conn_gone(uint64_t conn_id);
+/* Close every context (node stop). */
+void link_rpc_queue_free_all(void);
+/* How many contexts are open (tests, metrics). */
+size_t link_rpc_queue_count(void);
+
+#endif
