@@ -1,8 +1,9 @@
 """The network-namespace harness (netns.py) proven on its own, before the node-to-node link
 relies on it: a node in a namespace is reachable from another namespace over their veth link
-(and not from a namespace without one), a cut link really cuts and a restored one works again, the shaper
-really delays and really loses packets, and everything the harness made is gone afterwards:
-after a normal end, an exception, ^C, SIGTERM, and (by the next run's sweep) kill -9.
+(and not from a namespace without one), a cut link really cuts and a restored one works
+again, the shaper really delays and really loses packets, and everything the harness made is
+gone afterwards: after a normal end, an exception, ^C, SIGTERM, and (by the next run's sweep)
+kill -9.
 """
 
 import errno
