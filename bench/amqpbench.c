@@ -6,7 +6,9 @@
  * same frames themselves and write them 64 KiB at a time (the pipelined publisher).
  * Exit status: 0 ok; 1 verification failed (loss, duplicate, corrupt body, nack, wrong count);
  * 2 usage or broker/protocol error. bench/run.py runs it against both brokers and builds the
- * table; `amqpbench --help` lists scenarios and options. */
+ * table; `amqpbench --help` lists scenarios and options.
+ * The forward scenario publishes to one node and consumes on another (Sluice's store and
+ * forward, or RabbitMQ's shovel between two nodes) and also checks the order per producer. */
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <errno.h>
@@ -45,6 +47,13 @@ typedef struct {
     int conns, conn_threads, settle_ms;
     int raw; /* --raw / --pipeline: the pipelined publisher */
     int stall_s;
+    /* forward: the node messages arrive at, the routing key they are published with, the queue
+     * they are consumed from there, and the publisher's mode (confirms, or transactions of
+     * tx_size messages) */
+    const char *to_host;
+    int to_port;
+    const char *route, *dest_queue;
+    int tx_size;
     pid_t pids[MAX_PIDS];
     int n_pids;
     char tag[64];
@@ -267,20 +276,25 @@ static void check_reply(amqp_rpc_reply_t r, const char *what)
 
 /* Opens a connection and channel CH. Heartbeats off: a thread blocked in a pure publish loop does
  * not read, and idle connections must stay open however long the measurement takes. */
-static amqp_connection_state_t bconnect(void)
+static amqp_connection_state_t bconnect_to(const char *host, int port)
 {
     amqp_connection_state_t c = amqp_new_connection();
     amqp_socket_t *s = amqp_tcp_socket_new(c);
     if (!s)
         die("amqp_tcp_socket_new failed");
-    int rc = amqp_socket_open(s, O.host, O.port);
+    int rc = amqp_socket_open(s, host, port);
     if (rc != AMQP_STATUS_OK)
-        die("connect %s:%d: %s", O.host, O.port, amqp_error_string2(rc));
+        die("connect %s:%d: %s", host, port, amqp_error_string2(rc));
     check_reply(amqp_login(c, "/", 0, FRAME_MAX, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest"),
                 "login");
     amqp_channel_open(c, CH);
     check_reply(amqp_get_rpc_reply(c), "channel.open");
     return c;
+}
+
+static amqp_connection_state_t bconnect(void)
+{
+    return bconnect_to(O.host, O.port);
 }
 
 static void bclose(amqp_connection_state_t c)
@@ -525,6 +539,8 @@ typedef struct {
     char exchange[128], rkey[128];
     uint64_t lo, hi; /* publishes sequence numbers [lo, hi) */
     int persistent, confirms;
+    int tx_size; /* >0: tx.select, tx.commit after every tx_size publishes */
+    uint64_t commits;
     int raw;                  /* pipelined publisher: frames built here, 64 KiB per write */
     double rate;              /* msg/s for this producer, 0 = as fast as possible */
     pthread_barrier_t *start; /* NULL: start at once */
@@ -670,6 +686,10 @@ static void publish_all(producer_t *p)
         p->acked = xcalloc(p->hi - p->lo + 1, 1);
         p->low = 1;
     }
+    if (p->tx_size) {
+        amqp_tx_select(p->conn, CH);
+        check_reply(amqp_get_rpc_reply(p->conn), "tx.select");
+    }
     amqp_bytes_t ex = amqp_cstring_bytes(p->exchange), rk = amqp_cstring_bytes(p->rkey);
     if (p->start)
         pthread_barrier_wait(p->start);
@@ -694,6 +714,11 @@ static void publish_all(producer_t *p)
                                         (amqp_bytes_t){.len = O.size, .bytes = body});
             if (rc != AMQP_STATUS_OK)
                 die("basic.publish: %s", amqp_error_string2(rc));
+            if (p->tx_size && ((seq - p->lo + 1) % (uint64_t)p->tx_size == 0 || seq + 1 == p->hi)) {
+                amqp_tx_commit(p->conn, CH);
+                check_reply(amqp_get_rpc_reply(p->conn), "tx.commit");
+                p->commits++;
+            }
             if (p->confirms) {
                 p->published++;
                 while (p->published - p->confirmed >= (uint64_t)O.outstanding)
@@ -732,6 +757,8 @@ typedef struct {
     atomic_uint_fast64_t *lat_n;
     uint64_t lat_cap;
     int subscribe_first; /* subscribe before the start barrier (pub/sub, fanout) */
+    int check_order;     /* each producer's messages must arrive in publish order */
+    uint64_t last_seq[MAX_THREADS], out_of_order;
     uint64_t got, redelivered;
     int64_t t_start, t_last, cpu_ns;
     size_t ctag_len;
@@ -745,6 +772,28 @@ static void consumer_subscribe(consumer_t *c)
                                                      amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
     check_reply(amqp_get_rpc_reply(c->conn), "basic.consume");
     c->ctag_len = ok->consumer_tag.len;
+}
+
+/* Producer i publishes [n*i/P, n*(i+1)/P): its messages must arrive with rising numbers. */
+static void order_mark(consumer_t *c, const void *body)
+{
+    uint64_t seq;
+    memcpy(&seq, body, 8);
+    if (seq >= O.n)
+        return; /* seen_mark reported it */
+    uint64_t np = (uint64_t)O.producers, i = seq * np / O.n;
+    while (i + 1 < np && O.n * (i + 1) / np <= seq)
+        i++;
+    while (i > 0 && O.n * i / np > seq)
+        i--;
+    /* last_seq holds seq + 1 of the producer's latest arrival, 0 before the first. */
+    if (c->last_seq[i] && seq + 1 <= c->last_seq[i]) {
+        if (c->out_of_order++ < 5)
+            fail("out of order: message %" PRIu64 " of producer %" PRIu64 " after %" PRIu64, seq, i,
+                 c->last_seq[i] - 1);
+        return;
+    }
+    c->last_seq[i] = seq + 1;
 }
 
 static int consumer_done(consumer_t *c)
@@ -793,6 +842,8 @@ static void *consumer_main(void *arg)
         if (env.redelivered)
             c->redelivered++;
         seen_mark(c->seen, &env.message.body, &ts);
+        if (c->check_order && env.message.body.len >= 8)
+            order_mark(c, env.message.body.bytes);
         if (c->lat) {
             uint64_t i = atomic_fetch_add_explicit(c->lat_n, 1, memory_order_relaxed);
             if (i < c->lat_cap)
@@ -1112,6 +1163,83 @@ static void scen_confirm(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Scenario 3b: store and forward. Producers publish persistent messages to the source node
+ * (-H/-p) with routing key --route (Sluice: a remote format name, so they land in the outgoing
+ * queue for the other node; RabbitMQ: the queue a shovel drains), with publisher confirms or,
+ * with --tx-size K, in transactions of K messages; one consumer on the destination node
+ * (--to-host/--to-port) takes them from --dest-queue. Every message must arrive exactly once and,
+ * per producer, in order. forward rate = N / (first publish .. last arrival); accept rate =
+ * N / (first publish .. last confirm or commit-ok at the source). Both queues are durable
+ * without arguments (a RabbitMQ shovel declares its queues that way).
+ */
+static void scen_forward(void)
+{
+    if (!O.to_host || !O.to_port)
+        die("forward: --to-host and --to-port name the node the messages arrive at");
+    char dq[128];
+    snprintf(dq, sizeof dq, "%s", O.dest_queue ? O.dest_queue : "fwd");
+    const char *route = O.route ? O.route : dq;
+    amqp_connection_state_t dst = bconnect_to(O.to_host, O.to_port);
+    amqp_queue_declare(dst, CH, amqp_cstring_bytes(dq), 0, 1, 0, 0, amqp_empty_table);
+    check_reply(amqp_get_rpc_reply(dst), "queue.declare (destination)");
+    seen_t seen;
+    seen_init(&seen, O.n);
+    atomic_uint_fast64_t lat_n = 0;
+    uint64_t *lat = xcalloc(O.n, sizeof *lat);
+
+    consumer_t *cs = xcalloc(1, sizeof *cs);
+    cs->conn = bconnect_to(O.to_host, O.to_port);
+    snprintf(cs->queue, sizeof cs->queue, "%s", dq);
+    cs->seen = &seen;
+    cs->expect = O.n;
+    cs->subscribe_first = 1;
+    cs->check_order = 1;
+    cs->lat = lat;
+    cs->lat_n = &lat_n;
+    cs->lat_cap = O.n;
+    producer_t *ps = producers_new(O.producers, "", route, O.n);
+    for (int i = 0; i < O.producers; i++) {
+        ps[i].persistent = 1;
+        ps[i].tx_size = O.tx_size;
+        ps[i].confirms = !O.tx_size;
+    }
+    phase_t ph = phase_run(ps, O.producers, cs, 1);
+    int64_t t_fwd = cs->t_last - ph.t0, t_acc = 0;
+    uint64_t commits = 0;
+    for (int i = 0; i < O.producers; i++) {
+        if (ps[i].t_end - ph.t0 > t_acc)
+            t_acc = ps[i].t_end - ph.t0;
+        commits += ps[i].commits;
+    }
+    double cpu = broker_us_per_msg(&ph, O.n);
+    seen_verify(&seen, dq);
+    uint32_t left = queue_count(dst, dq);
+    if (left)
+        fail("%s still holds %u messages after all %" PRIu64 " arrived", dq, left, O.n);
+
+    uint64_t n = atomic_load(&lat_n);
+    if (n > O.n)
+        n = O.n;
+    qsort(lat, n, sizeof *lat, cmp_u64);
+    metric("fwd_rate", (double)O.n / secs(t_fwd));
+    metric("accept_rate", (double)O.n / secs(t_acc));
+    metric("fwd_s", secs(t_fwd));
+    metric("lat_p50_us", pct(lat, n, 0.50) / 1e3);
+    metric("lat_p99_us", pct(lat, n, 0.99) / 1e3);
+    metric("broker_us_per_msg", cpu);
+    metric("client_cpu", (double)sum_cpu(ps, O.producers, cs, 1) / (double)t_fwd);
+    metric("out_of_order", (double)cs->out_of_order);
+    metric("redelivered", (double)cs->redelivered);
+    if (O.tx_size)
+        metric("commits", (double)commits);
+    free(lat);
+    producers_free(ps, O.producers);
+    consumers_free(cs, 1);
+    queue_delete(dst, dq);
+    bclose(dst);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Scenario 4: one producer into a fanout exchange bound to --queues queues, one consumer each.
  */
 static void scen_fanout(void)
@@ -1319,7 +1447,7 @@ static void usage(int rc)
 {
     fprintf(rc ? stderr : stdout,
             "usage: amqpbench [options]\n"
-            "  -S, --scenario NAME    ptc | pubsub | confirm | fanout | purge | conns\n"
+            "  -S, --scenario NAME    ptc | pubsub | confirm | forward | fanout | purge | conns\n"
             "  -H, --host ADDR        broker address (127.0.0.1)\n"
             "  -p, --port N           broker port (5672)\n"
             "  -n, --messages N       messages in total (100000)\n"
@@ -1338,6 +1466,13 @@ static void usage(int rc)
             "                         amqp_basic_publish, written in 64 KiB batches on the\n"
             "                         connection's socket (ptc, confirm, fanout, pubsub at\n"
             "                         full speed; not with --rate; purge always uses it)\n"
+            "      --to-host ADDR     forward: the node messages arrive at\n"
+            "      --to-port N        forward: its port\n"
+            "      --route KEY        forward: routing key of the publishes (default: the\n"
+            "                         destination queue; Sluice: a remote format name)\n"
+            "      --dest-queue NAME  forward: queue consumed on the destination (fwd)\n"
+            "      --tx-size K        forward: publish in transactions of K messages instead\n"
+            "                         of with confirms\n"
             "      --pids P,P,...     broker processes: CPU and RSS from /proc\n"
             "      --stall S          fail after S seconds without progress (60)\n"
             "      --tag NAME         prefix of queue/exchange names (bench-PID)\n");
@@ -1346,19 +1481,50 @@ static void usage(int rc)
 
 static void parse_args(int argc, char **argv)
 {
-    enum { PREFETCH = 256, ACK, OUTST, CONNS, CTHREADS, SETTLE, RAW, PIDS, STALL, TAG };
-    static const struct option lo[] = {
-        {"scenario", 1, 0, 'S'},     {"host", 1, 0, 'H'},
-        {"port", 1, 0, 'p'},         {"messages", 1, 0, 'n'},
-        {"size", 1, 0, 's'},         {"producers", 1, 0, 'P'},
-        {"consumers", 1, 0, 'C'},    {"queues", 1, 0, 'q'},
-        {"rate", 1, 0, 'r'},         {"prefetch", 1, 0, PREFETCH},
-        {"ack-every", 1, 0, ACK},    {"outstanding", 1, 0, OUTST},
-        {"conns", 1, 0, CONNS},      {"conn-threads", 1, 0, CTHREADS},
-        {"settle-ms", 1, 0, SETTLE}, {"raw", 0, 0, RAW},
-        {"pipeline", 0, 0, RAW},     {"pids", 1, 0, PIDS},
-        {"stall", 1, 0, STALL},      {"tag", 1, 0, TAG},
-        {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
+    enum {
+        PREFETCH = 256,
+        ACK,
+        OUTST,
+        CONNS,
+        CTHREADS,
+        SETTLE,
+        RAW,
+        PIDS,
+        STALL,
+        TAG,
+        TOHOST,
+        TOPORT,
+        ROUTE,
+        DESTQ,
+        TXSIZE
+    };
+    static const struct option lo[] = {{"scenario", 1, 0, 'S'},
+                                       {"host", 1, 0, 'H'},
+                                       {"port", 1, 0, 'p'},
+                                       {"messages", 1, 0, 'n'},
+                                       {"size", 1, 0, 's'},
+                                       {"producers", 1, 0, 'P'},
+                                       {"consumers", 1, 0, 'C'},
+                                       {"queues", 1, 0, 'q'},
+                                       {"rate", 1, 0, 'r'},
+                                       {"prefetch", 1, 0, PREFETCH},
+                                       {"ack-every", 1, 0, ACK},
+                                       {"outstanding", 1, 0, OUTST},
+                                       {"conns", 1, 0, CONNS},
+                                       {"conn-threads", 1, 0, CTHREADS},
+                                       {"settle-ms", 1, 0, SETTLE},
+                                       {"raw", 0, 0, RAW},
+                                       {"pipeline", 0, 0, RAW},
+                                       {"pids", 1, 0, PIDS},
+                                       {"stall", 1, 0, STALL},
+                                       {"tag", 1, 0, TAG},
+                                       {"to-host", 1, 0, TOHOST},
+                                       {"to-port", 1, 0, TOPORT},
+                                       {"route", 1, 0, ROUTE},
+                                       {"dest-queue", 1, 0, DESTQ},
+                                       {"tx-size", 1, 0, TXSIZE},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c;
     snprintf(O.tag, sizeof O.tag, "bench-%d", (int)getpid());
     while ((c = getopt_long(argc, argv, "S:H:p:n:s:P:C:q:r:h", lo, NULL)) != -1) {
@@ -1421,6 +1587,21 @@ static void parse_args(int argc, char **argv)
         case TAG:
             snprintf(O.tag, sizeof O.tag, "%s", optarg);
             break;
+        case TOHOST:
+            O.to_host = optarg;
+            break;
+        case TOPORT:
+            O.to_port = atoi(optarg);
+            break;
+        case ROUTE:
+            O.route = optarg;
+            break;
+        case DESTQ:
+            O.dest_queue = optarg;
+            break;
+        case TXSIZE:
+            O.tx_size = atoi(optarg);
+            break;
         case 'h':
             usage(0);
             break;
@@ -1431,8 +1612,10 @@ static void parse_args(int argc, char **argv)
     if (optind != argc || O.size < 16 || O.n < 1 || O.producers < 1 || O.consumers < 1 ||
         O.queues < 1 || O.prefetch < 1 || O.prefetch > 65535 || O.ack_every < 1 ||
         O.ack_every > O.prefetch || O.outstanding < 1 || O.conns < 1 || O.conn_threads < 1 ||
-        O.settle_ms < 3)
+        O.settle_ms < 3 || O.tx_size < 0)
         usage(2);
+    if (!strcmp(O.scenario, "forward") && O.raw)
+        die("forward: the pipelined publisher (--raw) is not supported there");
     if (O.n > UINT32_MAX)
         die("at most %u messages (queue counts are 32-bit)", UINT32_MAX);
     if (O.raw && O.rate > 0)
@@ -1463,6 +1646,8 @@ int main(int argc, char **argv)
         scen_pubsub();
     else if (!strcmp(O.scenario, "confirm"))
         scen_confirm();
+    else if (!strcmp(O.scenario, "forward"))
+        scen_forward();
     else if (!strcmp(O.scenario, "fanout"))
         scen_fanout();
     else if (!strcmp(O.scenario, "purge"))

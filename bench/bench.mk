@@ -4,6 +4,8 @@
 #   make bench-smoke    small N, one round, correctness only (RabbitMQ used when installed)
 #   make bench-profile  perf profile of sluiced in the 16 B publish-then-consume scenario
 #   make bench-route    routing cost as bindings grow (the queue model alone: bench/routebench.c)
+#   make bench-forward  store and forward only: Sluice node to node vs RabbitMQ's shovel, and vs
+#                       a local publish with confirms of the same messages
 # Extra driver flags go in BENCH_ARGS, e.g. BENCH_ARGS="--rounds 5 --only ptc16,conns".
 # Binaries go to $(BUILD)/bench/. See bench/README.md.
 
@@ -13,7 +15,7 @@ BENCH_LIBS   := $(shell pkg-config --libs librabbitmq 2>/dev/null || echo -lrabb
 BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebench
 BENCH_ARGS   ?=
 
-.PHONY: bench bench-smoke bench-profile bench-tools bench-route
+.PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward
 
 $(BENCH_DIR)/amqpbench: bench/amqpbench.c bench/bench.mk
 	@mkdir -p $(dir $@)
@@ -36,6 +38,11 @@ bench:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
 	/usr/bin/python3 bench/run.py --build $(BUILD) $(BENCH_ARGS)
+
+bench-forward:
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
+	/usr/bin/python3 bench/run.py --build $(BUILD) --only fwd16,fwd1k,fwdtx16 $(BENCH_ARGS)
 
 # CI: a missing rabbitmq-server only drops the RabbitMQ column; a missing librabbitmq-dev fails
 # the build below with the compiler's message after deps.sh has printed the apt-get line.

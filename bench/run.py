@@ -64,18 +64,20 @@ class Sluiced:
     name = "sluice"
     label = "Sluice"
 
-    def __init__(self, binary, base):
+    def __init__(self, binary, base, mgmt=False):
         self.binary = str(binary)
         self.base = Path(base)
         self.proc = None
         self.port = None
+        self.mgmt = mgmt  # the forward pair: its management API tells whether links exist
+        self.mgmt_port = None
 
     def start(self):
         self.base.mkdir(parents=True, exist_ok=True)
         cmd = [self.binary, "--port", "0", "--data-dir", str(self.base / "data")]
         help_text = subprocess.run([self.binary, "--help"], capture_output=True, text=True)
         if "--mgmt-port" in help_text.stdout + help_text.stderr:
-            cmd += ["--mgmt-port", "off"]
+            cmd += ["--mgmt-port", "0" if self.mgmt else "off"]
         self.log_path = self.base / "sluiced.log"
         logf = open(self.log_path, "wb")
         # Its own session, so a ^C on make reaches only us; we stop it ourselves.
@@ -86,8 +88,11 @@ class Sluiced:
         while time.monotonic() < deadline:
             m = re.search(r"listening amqp=([0-9.]+):(\d+)",
                           self.log_path.read_text(errors="replace"))
-            if m:
+            mh = re.search(r"listening http=([0-9.]+):(\d+)",
+                           self.log_path.read_text(errors="replace"))
+            if m and (mh or not self.mgmt):
                 self.port = int(m.group(2))
+                self.mgmt_port = int(mh.group(2)) if mh else None
                 return
             if self.proc.poll() is not None:
                 break
@@ -98,6 +103,23 @@ class Sluiced:
 
     def pids(self):
         return [self.proc.pid]
+
+    def api(self, method, path):
+        """(status, parsed JSON or None) of one management API request as guest."""
+        import base64
+        import http.client
+        c = http.client.HTTPConnection(HOST, self.mgmt_port, timeout=10)
+        try:
+            c.request(method, path, headers={
+                "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+            r = c.getresponse()
+            body = r.read()
+            try:
+                return r.status, json.loads(body) if body else None
+            except ValueError:
+                return r.status, None
+        finally:
+            c.close()
 
     def fd_limit_note(self):
         return "sluiced: RLIMIT_NOFILE %s, inherited from the driver (raised to the hard limit)" \
@@ -121,9 +143,10 @@ class RabbitMQ:
     name = "rabbitmq"
     label = "RabbitMQ"
 
-    def __init__(self, base, node="sluicebench@localhost"):
+    def __init__(self, base, node="sluicebench@localhost", plugins=()):
         self.base = Path(base)
         self.node = node
+        self.plugins = list(plugins)
         self.port = free_port()
         self.dist_port = free_port()
         self.epmd_port = free_port()
@@ -176,7 +199,7 @@ class RabbitMQ:
             "log.console = false\n"
             "log.file.level = info\n" % (HOST, self.port))
         (b / "advanced.config").write_text("[].\n")
-        (b / "enabled_plugins").write_text("[].\n")
+        (b / "enabled_plugins").write_text("[%s].\n" % ",".join(self.plugins))
         (b / "rabbitmq-env.conf").write_text("")
         # Our cookie, written before the node and the CLI race to create one.
         cookie = b / ".erlang.cookie"
@@ -312,6 +335,19 @@ SCENARIOS = [
      "-S fanout -q 4 -n 10000", ""),
     ("fanoutraw", "fanout 1 -> 4 queues 16 B, pipelined publisher",
      "-S fanout -q 4 -s 16 -n 300000 --raw", "-S fanout -q 4 -n 10000 --raw", ""),
+    # Store and forward (issue 9): publish to one node, consume on another. Sluice: routing key
+    # DIRECT=TCP:127.0.0.1:<port>\private$\<queue> (the node's outgoing queue and its link,
+    # exactly once); RabbitMQ: a dynamic shovel (rabbitmq_shovel, ack-mode on-confirm) from a
+    # queue on one node to a queue on another. Both on their own pair of fresh nodes; each run
+    # is followed by a local publish with confirms of the same messages on the source node (the
+    # reference, scenario id + "_local").
+    ("fwd16", "store and forward 16 B, publisher confirms", "-S forward -s 16 -n 200000",
+     "-S forward -s 16 -n 5000", "forward"),
+    ("fwd1k", "store and forward 1 KiB, publisher confirms", "-S forward -s 1024 -n 100000",
+     "-S forward -s 1024 -n 3000", "forward"),
+    ("fwdtx16", "store and forward 16 B, transactions of 100",
+     "-S forward -s 16 -n 200000 --tx-size 100", "-S forward -s 16 -n 5000 --tx-size 100",
+     "forward"),
     # Fresh broker pairs for these two: RSS deltas measured after the big scenarios would be
     # absorbed by freed memory the allocators keep.
     ("purge", "purge / delete of 1,000,000", "-S purge -n 1000000", "-S purge -n 50000", "fresh"),
@@ -361,6 +397,17 @@ FIGURES = [
      ("ratio>=", 5)),
     ("fanoutraw", "deliveries_rate", "fanout 1->4: deliveries, pipelined publisher", "dlv/s", "hi",
      None),
+    ("fwd16", "fwd_rate", "store and forward 16 B (RabbitMQ: shovel)", "msg/s", "hi",
+     ("ratio>=", 10)),
+    ("fwd16", "lat_p50_us", "store and forward 16 B: latency p50", "us", "lo", None),
+    ("fwd16_local", "confirm_rate", "local publish+confirms 16 B (its reference)", "msg/s", "hi",
+     None),
+    ("fwd1k", "fwd_rate", "store and forward 1 KiB (RabbitMQ: shovel)", "msg/s", "hi",
+     ("ratio>=", 10)),
+    ("fwd1k_local", "confirm_rate", "local publish+confirms 1 KiB (its reference)", "msg/s", "hi",
+     None),
+    ("fwdtx16", "fwd_rate", "store and forward 16 B, tx of 100 (RabbitMQ: shovel)", "msg/s", "hi",
+     ("ratio>=", 10)),
     ("purge", "purge_ms", "queue.purge of 1M", "ms", "lo", ("abs<=", 10)),
     ("purge", "delete_ms", "queue.delete of 1M", "ms", "lo", ("abs<=", 10)),
     ("purge", "rss_bytes_per_queued_msg", "RSS per queued 16 B message", "B", "lo", None),
@@ -389,7 +436,15 @@ CPU_FIGURES = [
     ("conf4_1kraw", "broker_us_per_msg", "client_cpu", "persistent 4P 1 KiB, pipelined"),
     ("fanout", "broker_us_per_msg", "client_cpu", "fanout 1->4"),
     ("fanoutraw", "broker_us_per_msg", "client_cpu", "fanout 1->4, pipelined"),
+    ("fwd16", "broker_us_per_msg", "client_cpu", "store and forward 16 B (both nodes)"),
+    ("fwd1k", "broker_us_per_msg", "client_cpu", "store and forward 1 KiB (both nodes)"),
+    ("fwdtx16", "broker_us_per_msg", "client_cpu", "store and forward 16 B tx (both nodes)"),
 ]
+
+# Store and forward against the local publish of the same messages (the issue's second target:
+# forwarding no more than 2x slower than publishing with confirms on one node).
+FORWARD_VS_LOCAL = [("fwd16", "fwd16_local"), ("fwd1k", "fwd1k_local"),
+                    ("fwdtx16", "fwd16_local")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,9 +458,9 @@ def perf_can_count_syscalls():
     return r.returncode == 0 and "not supported" not in r.stderr
 
 
-def run_amqpbench(args, binary, broker, count_fsync, tmp, timeout):
+def run_amqpbench(args, binary, broker, count_fsync, tmp, timeout, extra=()):
     cmd = [str(binary), "-H", HOST, "-p", str(broker.port),
-           "--pids", ",".join(str(p) for p in broker.pids())] + args.split()
+           "--pids", ",".join(str(p) for p in broker.pids())] + args.split() + list(extra)
     perf_out = None
     if count_fsync:
         perf_out = Path(tmp) / "perf-fsync.csv"
@@ -437,6 +492,134 @@ def run_amqpbench(args, binary, broker, count_fsync, tmp, timeout):
         res["metrics"]["fsyncs"] = n
         res["metrics"]["fsyncs_per_1k_msgs"] = n * 1000.0 / res["n"]
     return res
+
+
+# ---------------------------------------------------------------------------------------------
+# Store and forward: a pair of nodes per broker
+# ---------------------------------------------------------------------------------------------
+class Pair:
+    """The source and the destination node of one broker, for the forward scenarios. As a
+    broker for run_amqpbench: publishes go to the source; CPU counts both nodes."""
+
+    def __init__(self, src, dst):
+        self.src, self.dst = src, dst
+        self.name, self.label = src.name, src.label
+        self.port = src.port
+
+    def pids(self):
+        return self.src.pids() + self.dst.pids()
+
+    def stop(self):
+        for b in (self.src, self.dst):
+            b.stop()
+
+
+def start_pairs(want, sluiced_bin, tmp, suffix=""):
+    pairs = []
+    try:
+        for name in want:
+            t0 = time.monotonic()
+            if name == "sluice":
+                src = Sluiced(sluiced_bin, Path(tmp) / ("fwd-sluice-src" + suffix), mgmt=True)
+                dst = Sluiced(sluiced_bin, Path(tmp) / ("fwd-sluice-dst" + suffix))
+            else:
+                src = RabbitMQ(Path(tmp) / ("fwd-rabbitmq-src" + suffix),
+                               node="sluicebench-fwdsrc@localhost", plugins=["rabbitmq_shovel"])
+                dst = RabbitMQ(Path(tmp) / ("fwd-rabbitmq-dst" + suffix),
+                               node="sluicebench-fwddst@localhost")
+            src.start()
+            try:
+                dst.start()
+            except Exception:
+                src.stop()
+                raise
+            pairs.append(Pair(src, dst))
+            log("%s forward pair up on ports %d -> %d in %.1f s" % (
+                src.label, src.port, dst.port, time.monotonic() - t0))
+    except Exception:
+        for pr in pairs:
+            pr.stop()
+        raise
+    return pairs
+
+
+def sluice_link_missing(pair):
+    """None when this sluiced forwards to other nodes; otherwise why not."""
+    try:
+        status, _ = pair.src.api("GET", "/api/msmq/outgoing")
+    except OSError as e:
+        return "its management API did not answer (%s)" % e
+    if status == 200:
+        return None
+    return ("this sluiced has no store and forward yet (GET /api/msmq/outgoing: HTTP %d)"
+            % status)
+
+
+def shovel_state(src, name):
+    r = src.ctl("shovel_status", "--formatter", "json", timeout=60)
+    try:
+        rows = json.loads(r.stdout)
+    except ValueError:
+        return "?: " + (r.stdout + r.stderr).strip()[-300:]
+    for row in rows:
+        if row.get("name") == name:
+            return row.get("state")
+    return None
+
+
+def size_and_n(sargs):
+    t = sargs.split()
+    return t[t.index("-s") + 1], t[t.index("-n") + 1]
+
+
+def run_forward(sid, sargs, pair, amqpbench, count_fsync, tmp, rnd, timeout):
+    """One forward run on a pair: Sluice through its outgoing queue and link, RabbitMQ through
+    a dynamic shovel made for this run (and removed after it)."""
+    tag = "b%d-%s" % (rnd, sid)
+    dq = tag + "-dst"
+    to = ["--to-host", HOST, "--to-port", str(pair.dst.port), "--dest-queue", dq]
+    if pair.name == "sluice":
+        why = sluice_link_missing(pair)
+        if why:
+            return {"ok": False, "skipped": why}
+        route = "DIRECT=TCP:%s:%d\\private$\\%s" % (HOST, pair.dst.port, dq)
+        res = run_amqpbench(sargs + " --tag " + tag, amqpbench, pair, count_fsync, tmp, timeout,
+                            extra=to + ["--route", route])
+        if res.get("ok"):
+            # Every message arrived; the outgoing queue must be empty (all order-acked) soon.
+            left = None
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                status, outq = pair.src.api("GET", "/api/msmq/outgoing")
+                left = sum(o.get("messages", 0) for o in (outq or []) if dq.lower() in
+                           str(o.get("format_name", "")).lower())
+                if status == 200 and left == 0:
+                    break
+                time.sleep(0.2)
+            res["metrics"]["outgoing_left"] = left
+        return res
+    sq = tag + "-src"
+    spec = {"src-protocol": "amqp091", "src-uri": "amqp://", "src-queue": sq,
+            "dest-protocol": "amqp091",
+            "dest-uri": "amqp://guest:guest@%s:%d" % (HOST, pair.dst.port), "dest-queue": dq,
+            "ack-mode": "on-confirm", "src-prefetch-count": 1000, "reconnect-delay": 1}
+    r = pair.src.ctl("set_parameter", "shovel", tag, json.dumps(spec))
+    if r.returncode != 0:
+        return {"ok": False, "error": "rabbitmqctl set_parameter shovel: " + r.stdout + r.stderr}
+    try:
+        deadline = time.monotonic() + 60
+        state = None
+        while state != "running":
+            state = shovel_state(pair.src, tag)
+            if time.monotonic() > deadline:
+                return {"ok": False, "error": "shovel %s not running after 60 s: %s" % (tag, state)}
+            if state != "running":
+                time.sleep(0.3)
+        return run_amqpbench(sargs + " --tag " + tag, amqpbench, pair, count_fsync, tmp, timeout,
+                             extra=to + ["--route", sq])
+    finally:
+        pair.src.ctl("clear_parameter", "shovel", tag)
+        pair.src.ctl("delete_queue", sq)
 
 
 def run_tcpceil(binary, args):
@@ -564,11 +747,41 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
                 "?" if fs is None else "%.1f" % fs, "?" if fr is None else "%.1f" % fr)
         if sid in ("conns", "purge"):
             note = "fresh broker [2]"
-        failed = [x for x in samples if x["scenario_id"] == sid and not x.get("ok")]
+        if sid.startswith("fwd"):
+            fs, _ = median_of(samples, "sluice", sid, "fsyncs_per_1k_msgs")
+            fr, _ = median_of(samples, "rabbitmq", sid, "fsyncs_per_1k_msgs")
+            if fs is not None or fr is not None:
+                note = "fsync/1k msgs: S %s, R %s [1]" % (
+                    "?" if fs is None else "%.1f" % fs, "?" if fr is None else "%.1f" % fr)
+        failed = [x for x in samples if x["scenario_id"] == sid and not x.get("ok")
+                  and not x.get("skipped")]
         if failed:
             note += " FAILED: " + ", ".join(sorted({x["broker"] for x in failed}))
+        skipped = [x for x in samples if x["scenario_id"] == sid and x.get("skipped")]
+        if skipped:
+            note += " skipped: " + ", ".join(sorted({x["broker"] for x in skipped}))
         L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
             label, unit, fmt(s, unit), fmt(r, unit), ratio, ttext, met, note.strip()))
+    fwd = [(f, loc) for f, loc in FORWARD_VS_LOCAL if any(x["scenario_id"] == f for x in samples)]
+    if fwd:
+        L.append("")
+        L.append("Store and forward against a local publish with confirms of the same messages "
+                 "on the source node, same run (target: forwarding no more than 2x slower than "
+                 "that, i.e. forwarded / local >= 0.5):")
+        L.append("")
+        L.append("| scenario | Sluice forwarded | Sluice local | S fwd/local | target | met | "
+                 "RabbitMQ shovel | RabbitMQ local | R fwd/local |")
+        L.append("|---|---:|---:|---:|---|---|---:|---:|---:|")
+        for f, loc in fwd:
+            sf, _ = median_of(samples, "sluice", f, "fwd_rate")
+            sl, _ = median_of(samples, "sluice", loc, "confirm_rate")
+            rf, _ = median_of(samples, "rabbitmq", f, "fwd_rate")
+            rl, _ = median_of(samples, "rabbitmq", loc, "confirm_rate")
+            met = "n/a" if not sf or not sl else ("**yes**" if sf / sl >= 0.5 else "NO")
+            L.append("| %s | %s | %s | %s | >= 0.5 | %s | %s | %s | %s |" % (
+                f, fmt(sf, "msg/s"), fmt(sl, "msg/s"), "%.2f" % (sf / sl) if sf and sl else "-",
+                met, fmt(rf, "msg/s"), fmt(rl, "msg/s"),
+                "%.2f" % (rf / rl) if rf and rl else "-"))
     if ceiling:
         L.append("")
         L.append("Loopback ceiling (bench/tcpceil: raw TCP over 127.0.0.1, one writer thread, one "
@@ -666,9 +879,23 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
              "to both brokers; the exactly-once check is the same. The \"client busy\" column "
              "of the CPU table says whether the generator set the pace (near 1.0) or the broker "
              "did; pub_msgs_per_write in the samples is the batching achieved.")
+    if any(x["scenario_id"].startswith("fwd") for x in samples):
+        L.append("6. Store and forward (fwd*): each broker gets its own pair of fresh nodes on "
+                 "127.0.0.1. One producer publishes persistent messages to the source node, with "
+                 "1000 confirms outstanding or (fwdtx16) in transactions of 100; one consumer "
+                 "on the destination node receives them (prefetch 1000, multiple ack every 250) "
+                 "and amqpbench checks that each arrived exactly once and in order. Sluice: "
+                 "routing key DIRECT=TCP:127.0.0.1:<port>\\private$\\<queue>, i.e. its "
+                 "outgoing queue and node-to-node link with exactly-once transfer. RabbitMQ: a "
+                 "dynamic shovel (rabbitmq_shovel, ack-mode on-confirm, prefetch 1000, source "
+                 "a direct connection inside the source node) from a durable queue on the "
+                 "source to one on the destination: at least once. forwarded = N / (first "
+                 "publish .. last arrival). CPU and fsync counts cover both nodes. The local "
+                 "reference (fwd*_local) publishes the same N messages with confirms into a "
+                 "durable queue on the source node right after.")
     for extra in notes.get("extra", []):
         L.append("- " + extra)
-    failed = [x for x in samples if not x.get("ok")]
+    failed = [x for x in samples if not x.get("ok") and not x.get("skipped")]
     if failed:
         L.append("")
         L.append("Failures")
@@ -686,7 +913,8 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
         ms = ", ".join("%s=%.4g" % (k, v) for k, v in x.get("metrics", {}).items()
                        if not re.match(r"t_?(pub|cons)?[01]$", k))
         L.append("| %s | %s | %d | %s | %s | %.2f | %s |" % (
-            x["scenario_id"], x["broker"], x["round"], "ok" if x.get("ok") else "FAIL",
+            x["scenario_id"], x["broker"], x["round"],
+            "ok" if x.get("ok") else "skipped" if x.get("skipped") else "FAIL",
             x.get("wall_s", "-"), x.get("loadavg1", 0), ms))
     return "\n".join(L) + "\n"
 
@@ -886,15 +1114,59 @@ def main():
     t_start = time.monotonic()
     samples, ceiling = [], []
     brokers = []
+    pairs = []
     failed = False
     try:
         brokers = start_brokers(want, sluiced_bin, tmp)
+        # The forward pairs (two more nodes per broker) exist only while the forward scenarios
+        # of a round run, fresh each round, so they cannot weigh on the other figures.
+        last_fwd = ([s[0] for s in scen if "forward" in s[4]] or [None])[-1]
         notes["fd"] = [b.fd_limit_note() + "." for b in brokers]
         notes["fd"].append("The generator raises its own RLIMIT_NOFILE to the hard limit (%d)."
                            % hard)
         for rnd in range(1, args.rounds + 1):
             for sid, title, full, smoke, flags in scen:
                 sargs = smoke if args.smoke else full
+                if "forward" in flags:
+                    if not pairs:
+                        pairs = start_pairs(want, sluiced_bin, tmp, suffix="-%d" % rnd)
+                    for pr in pairs:
+                        log("round %d/%d: %s on %s" % (rnd, args.rounds, title, pr.label))
+                        res = run_forward(sid, sargs, pr, amqpbench, count_fsync, tmp, rnd,
+                                          300 if args.smoke else 1800)
+                        res.update({"scenario_id": sid, "broker": pr.name, "round": rnd})
+                        samples.append(res)
+                        if res.get("skipped"):
+                            log("  skipped: " + res["skipped"])
+                            note = "%s %s: skipped: %s" % (pr.label, sid, res["skipped"])
+                            if note not in notes["extra"]:
+                                notes["extra"].append(note)
+                            continue
+                        if not res.get("ok"):
+                            failed = True
+                            log("FAILED: %s\n%s" % (res.get("error"), res.get("stderr", "")))
+                            continue
+                        log("  " + ", ".join("%s=%.4g" % kv for kv in res["metrics"].items()))
+                        if not any(f[0] == sid + "_local" for f in FIGURES):
+                            continue
+                        size, n = size_and_n(sargs)
+                        loc = run_amqpbench("-S confirm -P 1 -s %s -n %s --tag b%d-%s-local"
+                                            % (size, n, rnd, sid), amqpbench, pr.src,
+                                            count_fsync, tmp, 300 if args.smoke else 1800)
+                        loc.update({"scenario_id": sid + "_local", "broker": pr.name,
+                                    "round": rnd})
+                        samples.append(loc)
+                        if not loc.get("ok"):
+                            failed = True
+                            log("FAILED: %s\n%s" % (loc.get("error"), loc.get("stderr", "")))
+                        else:
+                            log("  local: " + ", ".join("%s=%.4g" % kv
+                                                        for kv in loc["metrics"].items()))
+                    if sid == last_fwd:
+                        for pr in pairs:
+                            pr.stop()
+                        pairs = []
+                    continue
                 run_on = brokers
                 fresh = []
                 if "fresh" in flags and not args.smoke:  # smoke: correctness only, keep it short
@@ -937,7 +1209,7 @@ def main():
                                                                  c["msgs_per_s"]))
         notes["fd"] = [b.fd_limit_note() + "." for b in brokers] + notes["fd"][-1:]
     finally:
-        for b in brokers:
+        for b in brokers + pairs:
             b.stop()
         if not args.keep and not failed:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -945,7 +1217,7 @@ def main():
             log("logs and data kept in %s" % tmp)
     notes["load_end"] = "%.2f" % os.getloadavg()[0]
     no_sync = sorted({s["scenario_id"] for s in samples
-                      if s["broker"] == "sluice" and s["scenario_id"].startswith("conf")
+                      if s["broker"] == "sluice" and s["scenario_id"].startswith(("conf", "fwd"))
                       and s.get("ok") and s["metrics"].get("fsyncs") == 0})
     if not count_fsync:
         notes["fsync"] = "perf could not count syscalls here: fsync counts are missing."
