@@ -374,19 +374,30 @@ broker *broker_new(sl_config *cfg)
         return NULL;
     }
     b->node = qm_node_new(cfg->node_name);
-    qm_vhost_create(b->node, "/");
     qm_set_memory_budget(cfg->memory_budget);
     b->node->clock = sl_loop_now_ptr(b->loop);
+    b->acc = acc_new();
+    if (cfg->password_hashing_module)
+        acc_set_default_hash(b->acc,
+                             (acc_hash)acc_hash_parse(b->acc, cfg->password_hashing_module));
+    acc_set_loopback_user(b->acc, NULL, 0);
+    for (size_t i = 0; i < cfg->n_loopback_users; i++)
+        acc_set_loopback_user(b->acc, cfg->loopback_users[i], 1);
     char err[512];
-    persist_options po = {.segment_size = cfg->segment_size};
+    persist_options po = {.segment_size = cfg->segment_size, .acc = b->acc};
     b->store = persist_open(cfg->data_dir, b->node, &po, err, sizeof err);
-    if (!b->store) {
-        sl_error("store: %s", err);
+    if (!b->store || broker_access_init(b) < 0) {
+        if (!b->store)
+            sl_error("store: %s", err);
+        persist_close(b->store);
         qm_node_free(b->node);
+        acc_free(b->acc);
         sl_loop_free(b->loop);
         sl_free(b);
         return NULL;
     }
+    /* What seeding wrote is on disk before anyone can log in. */
+    commit_or_die(b, 0);
     sl_timer_init(&b->tidy_timer, tidy_tick, b);
     if (cfg->tidy_interval_s)
         sl_timer_start(b->loop, &b->tidy_timer, sl_now_ms() + cfg->tidy_interval_s * 1000);
@@ -481,6 +492,7 @@ void broker_free(broker *b)
     /* The store lets go of the model first: freeing the model must not write records. */
     persist_close(b->store);
     qm_node_free(b->node);
+    acc_free(b->acc);
     sl_loop_free(b->loop);
     sl_map_free(b->reply_to); /* empty: every channel took its name out when it closed */
     sl_free(b);

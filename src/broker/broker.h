@@ -9,6 +9,8 @@
  *               errors, unacked deliveries
  *   h_exchange.c, h_queue.c, h_basic.c  method handlers by AMQP class
  *   deliver.c   qm consumer callbacks: writing basic.deliver / get-ok / return frames
+ *   security.c  the access module's seeding, vhost creation/deletion, connection closing and
+ *               counting for deleted users/vhosts and limits
  *
  * Ownership: the broker owns connections; a connection owns its channels; a channel owns its
  * consumers and delivery records. A connection that fails is marked dead and freed in the
@@ -20,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../access/access.h"
 #include "../amqp/frame.h"
 #include "../amqp/method.h"
 #include "../core/buf.h"
@@ -70,6 +73,10 @@ struct broker {
     char bound_addr[64];
     int bound_port;
     sl_map *reply_to; /* direct reply-to names -> channel (reply_to.c) */
+    acc_db *acc;      /* users, vhost definitions, permissions: every door asks it */
+    /* Called by broker_vhost_delete after the vhost's connections are closed and before its
+     * queues go: doors with state in the vhost (handles, outgoing queues) drop it. */
+    void (*on_vhost_deleted)(broker *b, qm_vhost *vh);
 };
 
 enum conn_state {
@@ -209,6 +216,23 @@ void broker_mark_dirty(conn *c);
 void broker_input_pending(conn *c);
 /* Schedule dispatch for every queue this connection's consumers read from. */
 void broker_conn_resume_consumers(conn *c);
+
+/* security.c */
+/* Seed the default vhost and user (first start only) and the config users. -1 on failure. */
+int broker_access_init(broker *b);
+/* Create (or update the description / tags of) a vhost, in the model and in the access
+ * module; acting_user (may be NULL) gets full permissions on a new one, as RabbitMQ's API
+ * does. */
+sl_err broker_vhost_add(broker *b, const char *name, const char *description, const char *tags,
+                        const char *acting_user, char *err, size_t errlen);
+/* Delete a vhost: its connections are closed (320 "vhost 'V' is deleted"), its definition,
+ * permissions and limits, then its queues (with their storage), exchanges and bindings. */
+sl_err broker_vhost_delete(broker *b, const char *name, char *err, size_t errlen);
+/* Close the user's connections with 320 "CONNECTION_FORCED - user 'U' <why>". */
+size_t broker_close_user_connections(broker *b, const char *user, const char *why);
+/* Open connections of user (NULL = any) in vhost (NULL = any). */
+uint64_t broker_count_connections(broker *b, const char *user, const char *vhost);
+uint64_t broker_count_user_channels(broker *b, const char *user);
 
 /* conn.c */
 conn *conn_new(broker *b, int fd);

@@ -9,11 +9,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../core/buf.h"
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/version.h"
 
-static void add_user(sl_config *c, const char *name, const char *password, int loopback_only)
+static void add_user(sl_config *c, const char *name, const char *password)
 {
     for (size_t i = 0; i < c->n_users; i++) {
         if (!strcmp(c->users[i].name, name)) {
@@ -26,8 +27,32 @@ static void add_user(sl_config *c, const char *name, const char *password, int l
     sl_user *u = &c->users[c->n_users++];
     u->name = sl_xstrdup(name);
     u->password = sl_xstrdup(password);
-    u->tags = sl_xstrdup(loopback_only ? "administrator" : "");
-    u->loopback_only = loopback_only;
+    u->tags = sl_xstrdup("");
+}
+
+static void set_loopback_user(sl_config *c, const char *name, int on)
+{
+    for (size_t i = 0; i < c->n_loopback_users; i++) {
+        if (!strcmp(c->loopback_users[i], name)) {
+            if (!on) {
+                sl_free(c->loopback_users[i]);
+                c->loopback_users[i] = c->loopback_users[--c->n_loopback_users];
+            }
+            return;
+        }
+    }
+    if (!on)
+        return;
+    c->loopback_users =
+        sl_xrealloc(c->loopback_users, (c->n_loopback_users + 1) * sizeof *c->loopback_users);
+    c->loopback_users[c->n_loopback_users++] = sl_xstrdup(name);
+}
+
+static void clear_loopback_users(sl_config *c)
+{
+    for (size_t i = 0; i < c->n_loopback_users; i++)
+        sl_free(c->loopback_users[i]);
+    c->n_loopback_users = 0;
 }
 
 void sl_config_defaults(sl_config *c)
@@ -52,7 +77,6 @@ void sl_config_defaults(sl_config *c)
     c->segment_size = 64u << 20;
     c->handle_idle_timeout_s = 600;
     c->handle_limit = 1000;
-    add_user(c, "guest", "guest", 1);
     c->link_user = sl_xstrdup("guest");
     c->link_password = sl_xstrdup("guest");
     c->link_heartbeat_s = 10;
@@ -67,6 +91,13 @@ void sl_config_defaults(sl_config *c)
     c->link_batch_msgs = 2048;
     c->link_batch_bytes = 1u << 20;
     c->link_window = 16;
+    c->default_user = sl_xstrdup("guest");
+    c->default_pass = sl_xstrdup("guest");
+    c->default_vhost = sl_xstrdup("/");
+    c->default_user_tags = sl_xstrdup("administrator");
+    for (int i = 0; i < 3; i++)
+        c->default_perms[i] = sl_xstrdup(".*");
+    set_loopback_user(c, "guest", 1);
 }
 
 void sl_config_free(sl_config *c)
@@ -82,6 +113,15 @@ void sl_config_free(sl_config *c)
     sl_free(c->users);
     sl_free(c->link_user);
     sl_free(c->link_password);
+    sl_free(c->default_user);
+    sl_free(c->default_pass);
+    sl_free(c->default_vhost);
+    sl_free(c->default_user_tags);
+    for (int i = 0; i < 3; i++)
+        sl_free(c->default_perms[i]);
+    clear_loopback_users(c);
+    sl_free(c->loopback_users);
+    sl_free(c->password_hashing_module);
     memset(c, 0, sizeof *c);
 }
 
@@ -120,6 +160,45 @@ static void set_str(char **dst, const char *v)
 {
     sl_free(*dst);
     *dst = sl_xstrdup(v);
+}
+
+/* RabbitMQ's booleans in rabbitmq.conf */
+static int parse_bool(const char *v)
+{
+    if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes"))
+        return 1;
+    if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no"))
+        return 0;
+    return -1;
+}
+
+/* default_user_tags.TAG = true|false: add or remove TAG from the comma list. */
+static void set_tag(char **tags, const char *tag, int on)
+{
+    sl_buf b;
+    sl_buf_init(&b);
+    int found = 0;
+    for (const char *p = *tags; p && *p;) {
+        size_t n = strcspn(p, ",");
+        int same = n == strlen(tag) && !memcmp(p, tag, n);
+        found |= same;
+        if (n && (!same || on)) {
+            if (b.len)
+                sl_buf_put_u8(&b, ',');
+            sl_buf_append(&b, p, n);
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (on && !found) {
+        if (b.len)
+            sl_buf_put_u8(&b, ',');
+        sl_buf_append(&b, tag, strlen(tag));
+    }
+    sl_buf_put_u8(&b, 0);
+    sl_free(*tags);
+    *tags = (char *)b.data;
 }
 
 /* Apply one setting; returns NULL on success or an error description. */
@@ -251,6 +330,39 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, 64u << 20, &n) || n < 1024)
             return "link_batch_bytes must be a size from 1k to 64M";
         c->link_batch_bytes = (uint32_t)n;
+    } else if (!strcmp(key, "default_user")) {
+        set_str(&c->default_user, value);
+    } else if (!strcmp(key, "default_pass")) {
+        set_str(&c->default_pass, value);
+    } else if (!strcmp(key, "default_vhost")) {
+        set_str(&c->default_vhost, value);
+    } else if (!strncmp(key, "default_user_tags.", 18) && key[18]) {
+        int on = parse_bool(value);
+        if (on < 0)
+            return "default_user_tags.TAG must be true or false";
+        set_tag(&c->default_user_tags, key + 18, on);
+    } else if (!strcmp(key, "default_permissions.configure")) {
+        set_str(&c->default_perms[0], value);
+    } else if (!strcmp(key, "default_permissions.write")) {
+        set_str(&c->default_perms[1], value);
+    } else if (!strcmp(key, "default_permissions.read")) {
+        set_str(&c->default_perms[2], value);
+    } else if (!strcmp(key, "loopback_users")) {
+        if (strcmp(value, "none"))
+            return "loopback_users must be none (or use loopback_users.NAME = true)";
+        clear_loopback_users(c);
+    } else if (!strncmp(key, "loopback_users.", 15) && key[15]) {
+        int on = parse_bool(value);
+        if (on < 0)
+            return "loopback_users.NAME must be true or false";
+        set_loopback_user(c, key + 15, on);
+    } else if (!strcmp(key, "password_hashing_module")) {
+        if (strcmp(value, "rabbit_password_hashing_sha256") &&
+            strcmp(value, "rabbit_password_hashing_sha512") &&
+            strcmp(value, "sluice_password_hashing_argon2id"))
+            return "password_hashing_module must be rabbit_password_hashing_sha256, "
+                   "rabbit_password_hashing_sha512 or sluice_password_hashing_argon2id";
+        set_str(&c->password_hashing_module, value);
     } else if (!strncmp(key, "user.", 5) && key[5]) {
         const char *name = key + 5;
         size_t len = strlen(name);
@@ -265,10 +377,7 @@ static const char *apply(sl_config *c, const char *key, const char *value)
                 return "user.NAME.tags given before user.NAME";
             set_str(&u->tags, value);
         } else {
-            add_user(c, name, value, 0);
-            /* A user named guest from the config is still loopback-only. */
-            if (!strcmp(name, "guest"))
-                ((sl_user *)sl_config_find_user(c, "guest", 5))->loopback_only = 1;
+            add_user(c, name, value);
         }
     } else {
         return "unknown setting";
@@ -336,7 +445,10 @@ void sl_config_usage(void)
            "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"
            "eod_resend_long_ms, eod_resend_final_ms, link_batch_msgs, link_batch_bytes,\n"
            "link_window (node-to-node links; see README),\n"
-           "handle_idle_timeout (s), handle_limit (MSMQ handles over HTTP).\n");
+           "handle_idle_timeout (s), handle_limit (MSMQ handles over HTTP),\n"
+           "default_user, default_pass, default_vhost, default_user_tags.TAG,\n"
+           "default_permissions.configure|write|read, loopback_users.NAME, loopback_users = none,\n"
+           "password_hashing_module.\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)

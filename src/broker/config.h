@@ -2,8 +2,10 @@
  *
  * The config file holds RabbitMQ-style `key = value` lines (parsed with Debian's libinih);
  * flags given on the command line override the file. Users come from `user.NAME = PASSWORD`
- * and `user.NAME.tags = administrator` lines; guest/guest always exists and is accepted only
- * from loopback (RabbitMQ's loopback_users default).
+ * and `user.NAME.tags = administrator` lines (config users: their password and tags are
+ * re-applied at every start), and the default user (default_user / default_pass, guest/guest,
+ * created with full permissions on the default vhost on the first start only, as RabbitMQ
+ * does). loopback_users (default guest) may log in from loopback only.
  */
 #ifndef SL_BROKER_CONFIG_H
 #define SL_BROKER_CONFIG_H
@@ -19,8 +21,7 @@
 typedef struct sl_user {
     char *name;
     char *password;
-    char *tags;        /* space-separated, e.g. "administrator" */
-    int loopback_only; /* guest */
+    char *tags; /* comma- or space-separated, e.g. "administrator" */
 } sl_user;
 
 typedef struct sl_config {
@@ -51,8 +52,14 @@ typedef struct sl_config {
     uint64_t handle_idle_timeout_s;
     uint32_t handle_limit;
 
-    sl_user *users;
+    sl_user *users; /* user.NAME lines */
     size_t n_users;
+    /* Seeded on the first start (RabbitMQ's default_user and friends). */
+    char *default_user, *default_pass, *default_vhost, *default_user_tags;
+    char *default_perms[3]; /* configure, write, read */
+    char **loopback_users;  /* loopback_users.NAME = true; default {guest}; none = empty */
+    size_t n_loopback_users;
+    char *password_hashing_module; /* NULL = rabbit_password_hashing_sha256 */
     /* node-to-node links (src/link/): what this node logs in as on other nodes, timers */
     char *link_user, *link_password;
     uint32_t link_heartbeat_s;

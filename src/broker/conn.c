@@ -439,11 +439,6 @@ static void hb_timer_fn(sl_loop *loop, sl_timer *t)
  * Handshake and channel 0
  */
 
-static int check_password(const sl_user *u, amqp_bytes pass)
-{
-    return u && strlen(u->password) == pass.len && !memcmp(u->password, pass.p, pass.len);
-}
-
 static void read_client_capabilities(conn *c, amqp_bytes props)
 {
     amqp_value caps;
@@ -485,13 +480,15 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
                    "unknown authentication mechanism '" BYTES_FMT "'", BYTES_ARG(s->mechanism));
         return;
     }
-    const sl_user *u =
-        user.p ? sl_config_find_user(c->b->cfg, (const char *)user.p, user.len) : NULL;
-    int ok = check_password(u, pass) && (!u->loopback_only || c->loopback);
-    if (!ok) {
-        sl_warn("connection %s: login refused for user '" BYTES_FMT "'%s", c->name, BYTES_ARG(user),
-                u && u->loopback_only && !c->loopback ? " (user may connect only via localhost)"
-                                                      : "");
+    const acc_user *u = NULL;
+    char why[400];
+    sl_err e = acc_login_password(c->b->acc, (const char *)user.p, user.len, pass.p, pass.len,
+                                  c->loopback, &u, why, sizeof why);
+    if (e != SL_OK) {
+        /* The reason goes to the log only: the client learns nothing about which part was
+         * wrong (RabbitMQ's authentication_failure_close text). */
+        sl_warn("connection %s: " BYTES_FMT " login refused: %s", c->name, BYTES_ARG(s->mechanism),
+                why);
         if (c->cap_auth_failure_close) {
             char text[160];
             snprintf(text, sizeof text,
@@ -556,6 +553,22 @@ static void on_open(conn *c, const amqp_connection_open *o)
         c->b->conns_refused++;
         conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
                    "connection refused: node connection limit (%u) is reached", cap);
+        return;
+    }
+    /* RabbitMQ's order: the vhost's connection limit, the user's, then access to the vhost. */
+    char why[400];
+    acc_db *a = c->b->acc;
+    const acc_vhost *av = acc_vhost_find(a, vh->name, strlen(vh->name));
+    const acc_user *au = acc_user_find(a, c->user, strlen(c->user));
+    sl_err e = SL_OK;
+    if ((av && av->max_connections >= 0) || (au && au->max_connections >= 0))
+        e = acc_check_connection_limits(
+            a, c->user, vh->name, broker_count_connections(c->b, NULL, vh->name),
+            broker_count_connections(c->b, c->user, NULL), why, sizeof why);
+    if (e == SL_OK)
+        e = acc_check_vhost(a, c->user, vh->name, why, sizeof why);
+    if (e != SL_OK) {
+        conn_error(c, e, AMQP_CONNECTION_OPEN, "%s", why);
         return;
     }
     c->counted_open = 1;
@@ -639,6 +652,15 @@ static void open_channel(conn *c, uint16_t id)
                    "channel number %u is above the negotiated channel_max (%u)", id,
                    c->channel_max);
         return;
+    }
+    const acc_user *au = acc_user_find(c->b->acc, c->user, strlen(c->user));
+    if (au && au->max_channels >= 0) {
+        char why[300];
+        if (acc_check_channel_limit(c->b->acc, c->user, broker_count_user_channels(c->b, c->user),
+                                    why, sizeof why) != SL_OK) {
+            conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CHANNEL_OPEN, "%s", why);
+            return;
+        }
     }
     if (id >= c->channels_cap) {
         size_t cap = c->channels_cap ? c->channels_cap : 8;

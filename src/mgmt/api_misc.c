@@ -2,8 +2,8 @@
  * permissions, connections (list, close), channels, consumers. Field names are RabbitMQ's so
  * rabbitmqadmin's tables work.
  *
- * Users come from the config file and all have full permissions on every vhost; the API shows
- * them but cannot change them. Passwords are never shown.
+ * Users, vhost definitions and permissions live in the access module (src/access/); this file
+ * shows them. Passwords are never shown, only their hashes (to administrators, as RabbitMQ).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,7 +117,9 @@ enum MHD_Result api_nodes(req *r)
     return reply_not_found(r);
 }
 
-static json_t *vhost_json(qm_vhost *vh)
+static json_t *tags_json(const char *tags);
+
+static json_t *vhost_json(mgmt *m, qm_vhost *vh)
 {
     node_totals t;
     memset(&t, 0, sizeof t);
@@ -126,21 +128,28 @@ static json_t *vhost_json(qm_vhost *vh)
     void *v;
     while (sl_map_next(vh->queues, &it, &k, &kl, &v))
         add_queue(&t, v, 1);
-    return json_pack("{s:s,s:I,s:I,s:I,s:b}", "name", vh->name, "messages", (json_int_t)t.messages,
-                     "messages_ready", (json_int_t)t.ready, "messages_unacknowledged",
-                     (json_int_t)t.unacked, "tracing", 0);
+    const acc_vhost *av = acc_vhost_find(m->b->acc, vh->name, strlen(vh->name));
+    return json_pack("{s:s,s:s,s:o,s:I,s:I,s:I,s:b}", "name", vh->name, "description",
+                     av ? av->description : "", "tags", tags_json(av ? av->tags : ""), "messages",
+                     (json_int_t)t.messages, "messages_ready", (json_int_t)t.ready,
+                     "messages_unacknowledged", (json_int_t)t.unacked, "tracing", 0);
 }
 
 enum MHD_Result api_vhosts(req *r)
 {
+    mgmt *m = r->m;
+    acc_db *a = m->b->acc;
     if (r->nsegs == 1) {
         if (!req_is(r, "GET"))
             return reply_method_not_allowed(r);
+        /* RabbitMQ's list_visible_vhosts: monitoring and administrator users see them all */
+        int all = acc_is_monitor(a, r->user);
         json_t *arr = json_array();
         size_t n;
         void **v = map_sorted(req_node(r)->vhosts, &n);
         for (size_t i = 0; i < n; i++)
-            json_array_append_new(arr, vhost_json(v[i]));
+            if (all || acc_vhost_visible(a, r->user, ((qm_vhost *)v[i])->name))
+                json_array_append_new(arr, vhost_json(m, v[i]));
         sl_free(v);
         return reply_json(r, 200, arr);
     }
@@ -148,18 +157,49 @@ enum MHD_Result api_vhosts(req *r)
         return reply_not_found(r);
     const char *name = r->segs[1];
     qm_vhost *vh = qm_vhost_find(req_node(r), name, strlen(name));
-    if (req_is(r, "GET"))
-        return vh ? reply_json(r, 200, vhost_json(vh)) : reply_not_found(r);
-    if (req_is(r, "PUT")) {
-        if (vh)
-            return reply_empty(r, 204);
-        if (!*name || strlen(name) > 255)
-            return reply_error(r, 400, "bad_request", "a vhost name of 1..255 bytes is required");
-        qm_vhost_create(req_node(r), name);
-        return reply_empty(r, 201);
+    if (req_is(r, "GET")) {
+        if (vh && !acc_is_monitor(a, r->user) && !acc_vhost_visible(a, r->user, name))
+            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                                "User not authorised to access virtual host");
+        return vh ? reply_json(r, 200, vhost_json(m, vh)) : reply_not_found(r);
     }
-    if (req_is(r, "DELETE"))
-        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED, "deleting a vhost is not supported yet");
+    char err[400];
+    if (req_is(r, "PUT")) {
+        json_t *body = req_body(r, 1);
+        if (!body)
+            return MHD_YES;
+        json_t *d = json_object_get(body, "description"), *t = json_object_get(body, "tags");
+        const char *desc = json_is_string(d) ? json_string_value(d) : NULL;
+        char *tags = NULL;
+        if (json_is_string(t)) {
+            tags = sl_xstrdup(json_string_value(t));
+        } else if (json_is_array(t)) {
+            sl_buf b;
+            sl_buf_init(&b);
+            size_t i;
+            json_t *e;
+            json_array_foreach(t, i, e) if (json_is_string(e))
+            {
+                sl_buf_append(&b, json_string_value(e), strlen(json_string_value(e)));
+                sl_buf_put_u8(&b, ',');
+            }
+            sl_buf_put_u8(&b, 0);
+            tags = (char *)b.data;
+        }
+        sl_err e = broker_vhost_add(m->b, name, desc, tags, r->user, err, sizeof err);
+        sl_free(tags);
+        if (e != SL_OK)
+            return reply_error(r, 400, "bad_request", "%s", err);
+        return reply_empty(r, vh ? 204 : 201);
+    }
+    if (req_is(r, "DELETE")) {
+        if (!vh)
+            return reply_not_found(r);
+        sl_err e = broker_vhost_delete(m->b, name, err, sizeof err);
+        if (e != SL_OK)
+            return reply_sl_err(r, e, "%s", err);
+        return reply_empty(r, 204);
+    }
     return reply_method_not_allowed(r);
 }
 
@@ -177,53 +217,64 @@ static json_t *tags_json(const char *tags)
     return a;
 }
 
+static json_t *user_json(const acc_user *u)
+{
+    char *hash = acc_hash_export(u);
+    json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:o}", "name", u->name, "tags", tags_json(u->tags),
+                          "password_hash", hash, "hashing_algorithm",
+                          acc_hash_name((acc_hash)u->algo), "limits", json_object());
+    sl_free(hash);
+    if (u->max_connections >= 0)
+        json_object_set_new(json_object_get(o, "limits"), "max-connections",
+                            json_integer(u->max_connections));
+    if (u->max_channels >= 0)
+        json_object_set_new(json_object_get(o, "limits"), "max-channels",
+                            json_integer(u->max_channels));
+    return o;
+}
+
 enum MHD_Result api_users(req *r)
 {
+    acc_db *a = r->m->b->acc;
     if (!req_is(r, "GET"))
-        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED,
-                            "users are configured in the config file (user.NAME = PASSWORD)");
-    const sl_config *cfg = r->m->b->cfg;
-    json_t *arr = json_array();
-    for (size_t i = 0; i < cfg->n_users; i++) {
-        const sl_user *u = &cfg->users[i];
-        if (r->nsegs == 2 && strcmp(u->name, r->segs[1]))
-            continue;
-        json_t *o = json_pack("{s:s,s:o}", "name", u->name, "tags", tags_json(u->tags));
-        if (r->nsegs == 2) {
-            json_decref(arr);
-            return reply_json(r, 200, o);
-        }
-        json_array_append_new(arr, o);
-    }
+        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED, "not yet");
+    if (!r->is_admin)
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
     if (r->nsegs == 2) {
-        json_decref(arr);
-        return reply_not_found(r);
+        const acc_user *u = acc_user_find(a, r->segs[1], strlen(r->segs[1]));
+        return u ? reply_json(r, 200, user_json(u)) : reply_not_found(r);
     }
+    json_t *arr = json_array();
+    size_t n;
+    const acc_user **us = acc_users(a, &n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, user_json(us[i]));
+    sl_free(us);
     return reply_json(r, 200, arr);
 }
 
 enum MHD_Result api_whoami(req *r)
 {
-    const sl_user *u = sl_config_find_user(r->m->b->cfg, r->user, strlen(r->user));
+    const acc_user *u = acc_user_find(r->m->b->acc, r->user, strlen(r->user));
     return reply_json(r, 200,
                       json_pack("{s:s,s:o}", "name", r->user, "tags", tags_json(u ? u->tags : "")));
+}
+
+static void add_perm(void *ctx, const acc_user *u, const acc_grant *g)
+{
+    json_array_append_new(ctx,
+                          json_pack("{s:s,s:s,s:s,s:s,s:s}", "user", u->name, "vhost", g->vhost,
+                                    "configure", g->src[0], "write", g->src[1], "read", g->src[2]));
 }
 
 enum MHD_Result api_permissions(req *r)
 {
     if (!req_is(r, "GET"))
-        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED, "every user has full permissions");
-    const sl_config *cfg = r->m->b->cfg;
+        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED, "not yet");
+    if (!r->is_admin)
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
     json_t *arr = json_array();
-    size_t n;
-    void **v = map_sorted(req_node(r)->vhosts, &n);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < cfg->n_users; j++)
-            json_array_append_new(arr,
-                                  json_pack("{s:s,s:s,s:s,s:s,s:s}", "user", cfg->users[j].name,
-                                            "vhost", ((qm_vhost *)v[i])->name, "configure", ".*",
-                                            "write", ".*", "read", ".*"));
-    sl_free(v);
+    acc_perm_each(r->m->b->acc, NULL, NULL, add_perm, arr);
     return reply_json(r, 200, arr);
 }
 

@@ -62,6 +62,13 @@ static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchange
     (void)m;
 }
 
+static void add_perm(void *ctx, const acc_user *u, const acc_grant *g)
+{
+    json_array_append_new(ctx,
+                          json_pack("{s:s,s:s,s:s,s:s,s:s}", "user", u->name, "vhost", g->vhost,
+                                    "configure", g->src[0], "write", g->src[1], "read", g->src[2]));
+}
+
 static enum MHD_Result export_defs(req *r, qm_vhost *only)
 {
     mgmt *m = r->m;
@@ -75,15 +82,20 @@ static enum MHD_Result export_defs(req *r, qm_vhost *only)
             continue;
         json_array_append_new(vhosts, json_pack("{s:s}", "name", vh->name));
         export_vhost(m, vh, queues, exchanges, bindings);
-        for (size_t u = 0; u < m->b->cfg->n_users; u++)
-            json_array_append_new(perms, json_pack("{s:s,s:s,s:s,s:s,s:s}", "user",
-                                                   m->b->cfg->users[u].name, "vhost", vh->name,
-                                                   "configure", ".*", "write", ".*", "read", ".*"));
+        acc_perm_each(m->b->acc, NULL, vh->name, add_perm, perms);
     }
     sl_free(vhs);
-    for (size_t u = 0; u < m->b->cfg->n_users; u++)
-        json_array_append_new(users, json_pack("{s:s,s:s}", "name", m->b->cfg->users[u].name,
-                                               "tags", m->b->cfg->users[u].tags));
+    size_t nu;
+    const acc_user **us = acc_users(m->b->acc, &nu);
+    for (size_t u = 0; u < nu; u++) {
+        char *hash = acc_hash_export(us[u]);
+        json_array_append_new(users,
+                              json_pack("{s:s,s:s,s:s,s:s}", "name", us[u]->name, "password_hash",
+                                        hash, "hashing_algorithm",
+                                        acc_hash_name((acc_hash)us[u]->algo), "tags", us[u]->tags));
+        sl_free(hash);
+    }
+    sl_free(us);
     json_t *o =
         json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:[],s:[],s:[],s:o,s:o,s:o}", "product_name",
                   SLUICE_PRODUCT, "product_version", SLUICE_VERSION, "rabbit_version",
@@ -159,8 +171,9 @@ static enum MHD_Result import_defs(req *r, const char *forced_vhost)
         json_array_foreach(json_object_get(body, "vhosts"), i, e)
         {
             const char *name = str_field(e, "name");
-            if (*name && !qm_vhost_find(node, name, strlen(name)))
-                qm_vhost_create(node, name);
+            if (*name && !qm_vhost_find(node, name, strlen(name)) &&
+                broker_vhost_add(r->m->b, name, NULL, NULL, NULL, err, sizeof err) != SL_OK)
+                return reply_error(r, 400, "bad_request", "vhost '%s': %s", name, err);
         }
     }
     json_array_foreach(json_object_get(body, "exchanges"), i, e)

@@ -133,40 +133,22 @@ static int is_loopback(struct MHD_Connection *c)
     return 0;
 }
 
-static int has_tag(const char *tags, const char *tag)
-{
-    size_t tl = strlen(tag);
-    for (const char *p = tags; p && *p;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        size_t n = strcspn(p, " ,");
-        if (n == tl && !memcmp(p, tag, n))
-            return 1;
-        p += n;
-    }
-    return 0;
-}
-
-/* Compare without an early exit, so response time does not tell how much matched. */
-static int secret_eq(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned diff = (unsigned)(la ^ lb);
-    for (size_t i = 0; i < la; i++)
-        diff |= (unsigned)(a[i] ^ b[i % (lb ? lb : 1)]);
-    return diff == 0;
-}
-
 static void authenticate(req *r)
 {
     char *pass = NULL;
     char *user = MHD_basic_auth_get_username_password(r->conn, &pass);
     if (user && pass) {
-        const sl_user *u = sl_config_find_user(r->m->b->cfg, user, strlen(user));
-        if (u && secret_eq(pass, u->password) && (!u->loopback_only || is_loopback(r->conn))) {
+        const acc_user *u = NULL;
+        char why[400];
+        acc_db *a = r->m->b->acc;
+        if (acc_login_password(a, user, strlen(user), (const uint8_t *)pass, strlen(pass),
+                               is_loopback(r->conn), &u, why, sizeof why) == SL_OK) {
             r->authed = 1;
-            r->is_admin = has_tag(u->tags, "administrator");
+            r->tags = u->tag_bits;
+            r->is_admin = (u->tag_bits & ACC_TAG_ADMINISTRATOR) != 0;
             r->user = sl_xstrdup(u->name);
+        } else {
+            sl_info("http: login refused: %s", why);
         }
     }
     if (user)
@@ -177,9 +159,8 @@ static void authenticate(req *r)
 
 static enum MHD_Result reply_unauthorized(req *r)
 {
-    json_t *j = json_pack("{s:s,s:s}", "error", "not_authorised", "reason",
-                          "Login failed: a user of this broker and its password are required "
-                          "(guest only from loopback)");
+    /* RabbitMQ's not_authenticated reply */
+    json_t *j = json_pack("{s:s,s:s}", "error", "not_authorized", "reason", "Login failed");
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     struct MHD_Response *resp =
@@ -305,6 +286,10 @@ static enum MHD_Result route(req *r, const char *url)
     }
     if (!r->authed)
         return reply_unauthorized(r);
+    /* RabbitMQ's is_mgmt_user: the API is for users tagged management, policymaker,
+     * monitoring or administrator. */
+    if (!(r->tags & ACC_TAGS_MGMT))
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not management user");
     if (r->nsegs == 0)
         return reply_not_found(r);
     if (!is_read_only(r) && !req_require_admin(r))

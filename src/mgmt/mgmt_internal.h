@@ -83,6 +83,7 @@ typedef struct req {
     sl_buf body;
     int too_large;
     int authed, is_admin;
+    unsigned tags;  /* ACC_TAG_* of the authenticated user */
     char *user;     /* authenticated user name */
     json_t *json;   /* parsed body, owned */
     char **scratch; /* decoded query values, freed with the request */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../access/access.h"
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/mem.h"
@@ -58,6 +59,15 @@ static void meta_append(persist *p, uint8_t type)
 {
     st_log_append(p->meta, type, p->scratch.data, p->scratch.len, NULL);
     p->scratch.len = 0;
+    p->need_sync = 1;
+    p->meta_dirty = 1;
+}
+
+/* The access module's changes: one meta record each, on disk before the turn's replies. */
+static void acc_record(void *ctx, uint8_t type, const uint8_t *payload, size_t len)
+{
+    persist *p = ctx;
+    st_log_append(p->meta, type, payload, len, NULL);
     p->need_sync = 1;
     p->meta_dirty = 1;
 }
@@ -575,6 +585,8 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     if (p->opt.read_only)
         return p;
     qm_set_persist(&hooks, p);
+    if (p->opt.acc)
+        acc_set_persist(p->opt.acc, acc_record, p);
     sl_info("store: recovered %llu durable queue(s) and %llu message(s) from %s in %llu ms",
             (unsigned long long)p->recovered_queues, (unsigned long long)p->recovered_messages,
             data_dir, (unsigned long long)p->recovery_ms);
@@ -585,8 +597,11 @@ void persist_close(persist *p)
 {
     if (!p)
         return;
-    if (!p->opt.read_only)
+    if (!p->opt.read_only) {
         qm_set_persist(NULL, NULL);
+        if (p->opt.acc)
+            acc_set_persist(p->opt.acc, NULL, NULL);
+    }
     if (p->msgs && p->meta && !p->opt.read_only) {
         char err[256];
         /* A clean stop keeps even the acks that had not needed the disk yet. */

@@ -2,8 +2,9 @@
  * (through qm's persistence hooks) and rebuilds the model from them at start.
  *
  * Two logs under the data directory:
- *   meta/   definitions: durable queues (and subqueues), exchanges, bindings. Small; rewritten
- *           as a fresh snapshot at every start.
+ *   meta/   definitions: durable queues (and subqueues), exchanges, bindings, and the access
+ *           module's vhosts, users, permissions and limits. Small; rewritten as a fresh
+ *           snapshot at every start.
  *   msgs/   persistent messages in durable queues: the message itself once, an enqueue record
  *           per queue position, and removal, delivery, purge and move records. Reclaimed by
  *           TIDY from the oldest segment on.
@@ -26,15 +27,22 @@
 
 typedef struct persist persist;
 
+struct acc_db;
+
 typedef struct persist_options {
     uint64_t segment_size; /* msgs log segment size (default 64 MiB) */
-    int no_sync;           /* tests only */
-    int read_only;         /* inspection (sluice-store): recover into node, write nothing */
+    /* The access module (users, vhost definitions, permissions): its records (meta types
+     * 20-39) are replayed into it, it is snapshotted with the definitions, and its changes
+     * are written in the turn's group commit. NULL: such records are skipped (inspection). */
+    struct acc_db *acc;
+    int no_sync;   /* tests only */
+    int read_only; /* inspection (sluice-store): recover into node, write nothing */
 } persist_options;
 
 /* Open data_dir/meta and data_dir/msgs, recover every durable definition and message into
- * node (whose vhosts must exist), and install the hooks. NULL with a message naming the file
- * and offset on corruption. */
+ * node, and install the hooks. Every vhost defined in opt->acc exists in node afterwards,
+ * and every vhost of node has a definition there. NULL with a message naming the file and
+ * offset on corruption. */
 persist *persist_open(const char *data_dir, qm_node *node, const persist_options *opt, char *err,
                       size_t errlen);
 void persist_close(persist *p);

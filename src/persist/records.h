@@ -12,6 +12,10 @@
  *   M_BIND, M_UNBIND  dest_kind:u8 vhost:s16 source:s16 dest:s16 key:s16 args:b32
  *   M_NODE       next_incarnation:u64 next_lookup:u64 next_msg:u64 (high-water marks, so no
  *                id is ever handed out twice, even once the records that used it are gone)
+ *   20-39        the access module's (src/access/access.h ACC_REC_*): vhost definitions and
+ *                their deletion, users, permissions, topic permissions, limits. A vhost
+ *                deletion (21) also kills every queue, exchange and binding of that vhost
+ *                recorded before it.
  * msgs log
  *   R_MSG        id:u64 exchange:s16 routing_key:s16 props:b32 body:rest
  *   R_ENQ        inc:u64 lookup:u64 msg:u64 move_count:u32 flags:u8 [expires:u64]

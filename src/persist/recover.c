@@ -31,6 +31,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/u64tab.h"
+#include "../access/access.h"
 #include "../amqp/method.h"
 #include "../qm/qm.h"
 
@@ -146,6 +147,44 @@ static void drop_bindings_naming(rstate *s, amqp_bytes vhost, amqp_bytes name, i
     }
 }
 
+/* A vhost deleted: every queue, exchange and binding of it recorded so far is gone. */
+static void drop_vhost_defs(rstate *s, amqp_bytes vhost)
+{
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(s->queues, &it, &k, &kl, &v)) {
+        def *d = v;
+        rec_reader r = {d->payload, d->payload + d->len, 0};
+        rd_u64(&r);
+        rd_u64(&r);
+        rd_u8(&r);
+        if (amqp_bytes_equal(rd_s16(&r), vhost) && !r.bad) {
+            sl_map_del(s->queues, k, kl);
+            def_free(d);
+        }
+    }
+    it = 0;
+    while (sl_map_next(s->exchanges, &it, &k, &kl, &v)) {
+        def *d = v;
+        rec_reader r = {d->payload, d->payload + d->len, 0};
+        rd_u8(&r);
+        rd_u8(&r);
+        if (amqp_bytes_equal(rd_s16(&r), vhost) && !r.bad) {
+            sl_map_del(s->exchanges, k, kl);
+            def_free(d);
+        }
+    }
+    it = 0;
+    while (sl_map_next(s->bindings, &it, &k, &kl, &v)) {
+        rec_reader r = {(const uint8_t *)k, (const uint8_t *)k + kl, 0};
+        rd_u8(&r);
+        if (amqp_bytes_equal(rd_s16(&r), vhost) && !r.bad)
+            sl_map_del(s->bindings, k, kl);
+    }
+}
+
 /* Raise the high-water marks: ids seen anywhere in the logs are never handed out again. */
 static void see_ids(rstate *s, uint64_t next_inc, uint64_t next_lookup, uint64_t next_msg)
 {
@@ -224,6 +263,18 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
     case M_UNBIND:
         sl_map_del(s->bindings, payload, len);
         return 0;
+    default:
+        if (type < ACC_REC_FIRST || type > ACC_REC_LAST)
+            break;
+        if (type == ACC_REC_VHOST_DEL) {
+            amqp_bytes vh = rd_s16(&r);
+            if (r.bad)
+                break;
+            drop_vhost_defs(s, vh);
+        }
+        if (!s->p->opt.acc || acc_replay(s->p->opt.acc, type, payload, len) == 0)
+            return 0;
+        break;
     }
     snprintf(s->err, s->errlen, "%s/meta: record %llu: unknown or malformed record type %u",
              s->p->dir, (unsigned long long)seq, type);
@@ -659,6 +710,37 @@ static void rebuild_messages(rstate *s)
     }
 }
 
+/* Every vhost has a definition in the access module and a live qm_vhost: definitions
+ * replayed from the log get their qm_vhost; vhosts that only queues and exchanges named
+ * (logs written before vhosts were recorded) get a definition. */
+static void reconcile_vhosts(persist *p)
+{
+    acc_db *a = p->opt.acc;
+    if (!a)
+        return;
+    size_t n;
+    const acc_vhost **vs = acc_vhosts(a, &n);
+    for (size_t i = 0; i < n; i++)
+        qm_vhost_create(p->node, vs[i]->name);
+    sl_free(vs);
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(p->node->vhosts, &it, &k, &kl, &v)) {
+        if (!acc_vhost_find(a, k, kl)) {
+            char err[300];
+            acc_vhost_put(a, k, NULL, NULL, NULL, err, sizeof err);
+        }
+    }
+}
+
+static void snapshot_acc_record(void *ctx, uint8_t type, const uint8_t *payload, size_t len)
+{
+    persist *p = ctx;
+    st_log_append(p->meta, type, payload, len, NULL);
+}
+
 /* Rewrite the meta log as one snapshot of what exists now, then drop the old segments. */
 static int snapshot_meta(persist *p, char *err, size_t errlen)
 {
@@ -669,6 +751,8 @@ static int snapshot_meta(persist *p, char *err, size_t errlen)
     rec_u64(b, p->node->next_lookup_id);
     rec_u64(b, p->next_msg_id);
     st_log_append(p->meta, M_NODE, b->data, b->len, NULL);
+    if (p->opt.acc)
+        acc_snapshot(p->opt.acc, snapshot_acc_record, p);
     size_t vit = 0;
     const char *k;
     size_t kl;
@@ -804,6 +888,7 @@ int persist_recover(persist *p, char *err, size_t errlen)
     rebuild_queues(&s, 1);
     rebuild_bindings(&s);
     rebuild_messages(&s);
+    reconcile_vhosts(p);
     qm_persist_suspend(0);
     rc = p->opt.read_only ? 0 : snapshot_meta(p, err, errlen);
 out:

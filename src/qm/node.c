@@ -142,6 +142,31 @@ qm_vhost *qm_vhost_create(qm_node *n, const char *name)
     return vh;
 }
 
+void qm_vhost_delete(qm_node *n, qm_vhost *vh)
+{
+    /* Queues first, with their hooks: consumers are told, stored positions let go of their
+     * segments and each durable queue gets its deletion record. Deleting one may delete
+     * others (auto-delete exchanges) but never a queue, so take them one at a time. */
+    while (sl_map_count(vh->queues)) {
+        size_t it = 0;
+        void *qv;
+        sl_map_next(vh->queues, &it, NULL, NULL, &qv);
+        qm_queue_destroy(qv, 1);
+    }
+    while (sl_map_count(vh->exchanges)) {
+        size_t it = 0;
+        void *xv;
+        char err[64];
+        sl_map_next(vh->exchanges, &it, NULL, NULL, &xv);
+        qm_exchange_delete(xv, 0, err, sizeof err);
+    }
+    sl_map_del(n->vhosts, vh->name, strlen(vh->name));
+    sl_map_free(vh->exchanges);
+    sl_map_free(vh->queues);
+    sl_free(vh->name);
+    sl_free(vh);
+}
+
 typedef struct names {
     char **v;
     size_t n, cap;

@@ -607,6 +607,10 @@ void qm_node_free(qm_node *n); /* frees everything, including held positions */
  * amq.headers, amq.match (headers), amq.rabbitmq.trace (topic, internal). */
 qm_vhost *qm_vhost_create(qm_node *n, const char *name);
 qm_vhost *qm_vhost_find(qm_node *n, const char *name, size_t len);
+/* Delete a vhost with everything in it: every queue (consumers cancelled, messages deleted,
+ * their storage released through the persistence hooks, as a queue deletion does), every
+ * exchange and binding. vh is freed. The door closes the vhost's connections first. */
+void qm_vhost_delete(qm_node *n, qm_vhost *vh);
 /* Run dispatch for every scheduled queue. Called once per event-loop turn. */
 void qm_node_run_dispatch(qm_node *n);
 /* Expire messages at queue heads (TTL, dead-lettering them) and delete queues unused past

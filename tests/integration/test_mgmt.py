@@ -127,8 +127,9 @@ def test_overview_nodes_vhosts_users_whoami(api, broker):
     s, vhosts, _ = api.get("/api/vhosts")
     assert s == 200 and [v["name"] for v in vhosts] == ["/"]
     s, users, _ = api.get("/api/users")
-    assert s == 200 and {"name": "guest", "tags": ["administrator"]} in users
+    assert s == 200 and [(u["name"], u["tags"]) for u in users] == [("guest", ["administrator"])]
     assert all("password" not in u for u in users)
+    assert users[0]["hashing_algorithm"] == "rabbit_password_hashing_sha256"
     s, me, _ = api.get("/api/whoami")
     assert s == 200 and me["name"] == "guest"
 
@@ -144,7 +145,7 @@ def test_columns_filter(api):
 # ---------------------------------------------------------------------------
 def test_auth_required_and_challenged(api):
     s, j, h = api.get("/api/queues", auth=False)
-    assert s == 401 and "WWW-Authenticate" in h and j["error"] == "not_authorised"
+    assert s == 401 and "WWW-Authenticate" in h and j["error"] == "not_authorized"
     bad = Api.__new__(Api)
     bad.__dict__.update(api.__dict__, password="wrong")
     s, j, _ = bad.get("/api/overview")
@@ -156,8 +157,12 @@ def test_auth_required_and_challenged(api):
 
 
 def test_writes_need_administrator(broker_factory):
-    b = broker_factory(config={"user.bob": "secret", "user.boss": "pw",
-                               "user.boss.tags": "administrator"})
+    b = broker_factory(config={"user.bob": "secret", "user.bob.tags": "management",
+                               "user.boss": "pw", "user.boss.tags": "administrator",
+                               "user.app": "pw"})
+    app = Api(b, "app", "pw")
+    s, j, _ = app.get("/api/queues")
+    assert s == 403 and j["reason"] == "Not management user"
     bob = Api(b, "bob", "secret")
     s, _, _ = bob.get("/api/queues")
     assert s == 200

@@ -1,0 +1,141 @@
+"""Users, vhosts and their durability (src/access/, src/broker/security.c).
+
+Seeding (RabbitMQ's): the default user and vhost are created on the first start only; config
+users are re-applied at every start. Vhosts are durable; deleting one closes its connections
+and removes everything in it, so one created again under the same name starts empty, also
+after a kill -9.
+"""
+
+import signal
+import time
+
+import amqp
+import pika
+import pytest
+
+from helpers import uname, wait_for
+from test_mgmt import Api
+
+pytestmark = pytest.mark.sluice_only("private brokers restarted on their data directory")
+
+
+def restart(broker_factory, b, config=None, kill=False):
+    """Stop b (SIGTERM, or SIGKILL) and start a new broker on its data directory."""
+    b.close_clients()
+    if kill:
+        b.proc.send_signal(signal.SIGKILL)
+        b.proc.wait(10)
+        b.exit_code = 0  # ours, on purpose
+    else:
+        assert b.terminate() == 0
+    return broker_factory(config=config, data_dir=b.data_dir)
+
+
+def test_default_user_created_on_first_start_only(broker_factory):
+    b = broker_factory(config={"default_user": "boss", "default_pass": "b0ss"})
+    with pytest.raises(amqp.exceptions.AccessRefused):
+        b.amqp()  # no guest: the default user is boss
+    b.amqp(user="boss", password="b0ss").channel().close()
+    b2 = restart(broker_factory, b, config={"default_user": "other", "default_pass": "x"})
+    # the data directory was seeded already: "other" is not created, boss stays
+    with pytest.raises(amqp.exceptions.AccessRefused):
+        b2.amqp(user="other", password="x")
+    b2.amqp(user="boss", password="b0ss").channel().close()
+
+
+def test_config_user_follows_the_config(broker_factory):
+    b = broker_factory(config={"user.app": "pw1", "user.app.tags": "monitoring"})
+    b.amqp(user="app", password="pw1").channel().close()
+    b2 = restart(broker_factory, b, config={"user.app": "pw2", "user.app.tags": "management"})
+    with pytest.raises(amqp.exceptions.AccessRefused):
+        b2.amqp(user="app", password="pw1")
+    b2.amqp(user="app", password="pw2").channel().close()
+    s, me, _ = Api(b2, "app", "pw2").get("/api/whoami")
+    assert s == 200 and me["tags"] == ["management"]
+
+
+def test_users_survive_kill_9_and_hashes_only(broker_factory):
+    b = broker_factory(config={"user.app": "very-secret-pw"})
+    b2 = restart(broker_factory, b, config={}, kill=True)
+    # no longer in the config, still a user of the data directory
+    b2.amqp(user="app", password="very-secret-pw").channel().close()
+    data = b""
+    import pathlib
+    for p in pathlib.Path(b2.data_dir).rglob("*"):
+        if p.is_file():
+            data += p.read_bytes()
+    assert b"very-secret-pw" not in data, "a password reached the disk in clear"
+
+
+def test_vhost_api_create_use_delete(broker_factory):
+    b = broker_factory()
+    api = Api(b)
+    s, _, _ = api.put("/api/vhosts/v1", {"description": "billing", "tags": "a,b"})
+    assert s == 201
+    s, v, _ = api.get("/api/vhosts/v1")
+    assert s == 200 and v["description"] == "billing" and v["tags"] == ["a", "b"]
+    # the creator got full permissions (as RabbitMQ's API does)
+    c = b.amqp(virtual_host="v1")
+    ch = c.channel()
+    q = uname("vq")
+    ch.queue_declare(q, durable=True, auto_delete=False)
+    ch.basic_publish(amqp.Message(b"m", delivery_mode=2), exchange="", routing_key=q)
+    ch.exchange_declare("vx", "fanout", durable=True, auto_delete=False)
+    ch.queue_bind(q, "vx")
+    wait_for(lambda: api.get("/api/queues/v1/" + q)[1].get("messages") == 1)
+    s, _, _ = api.delete("/api/vhosts/v1")
+    assert s == 204
+    # its connection was closed with 320
+    with pytest.raises(amqp.exceptions.ConnectionForced) as ei:
+        for _ in range(50):
+            c.drain_events(timeout=0.2)
+    assert "vhost 'v1' is deleted" in str(ei.value)
+    assert api.get("/api/vhosts/v1")[0] == 404
+    with pytest.raises(amqp.exceptions.NotAllowed):
+        b.amqp(virtual_host="v1")
+    s, _, _ = api.put("/api/vhosts/v1")
+    assert s == 201
+    s, qs, _ = api.get("/api/queues/v1")
+    assert s == 200 and [x["name"] for x in qs if not x["name"].startswith("sluice.")] == []
+    s, xs, _ = api.get("/api/exchanges/v1")
+    assert s == 200 and "vx" not in [x["name"] for x in xs]
+
+
+@pytest.mark.parametrize("kill", [False, True])
+def test_deleted_vhost_stays_deleted_after_restart(broker_factory, kill):
+    b = broker_factory()
+    api = Api(b)
+    assert api.put("/api/vhosts/v2")[0] == 201
+    assert api.put("/api/vhosts/keep")[0] == 201
+    ch = b.amqp(virtual_host="v2").channel()
+    q = uname("dq")
+    ch.queue_declare(q, durable=True, auto_delete=False)
+    for i in range(20):
+        ch.basic_publish(amqp.Message(b"m%d" % i, delivery_mode=2), exchange="", routing_key=q)
+    ch.confirm_select()
+    ch.basic_publish(amqp.Message(b"last", delivery_mode=2), exchange="", routing_key=q)
+    assert api.delete("/api/vhosts/v2")[0] == 204
+    assert api.put("/api/vhosts/v2")[0] == 201  # again, empty
+    b2 = restart(broker_factory, b, kill=kill)
+    api2 = Api(b2)
+    names = [v["name"] for v in api2.get("/api/vhosts")[1]]
+    assert names == ["/", "keep", "v2"]
+    s, qs, _ = api2.get("/api/queues/v2")
+    assert [x["name"] for x in qs if not x["name"].startswith("sluice.")] == []
+    # and guest's permissions on v2 came back with it (it created it again)
+    ch2 = b2.amqp(virtual_host="v2").channel()
+    _, n, _ = ch2.queue_declare(q, durable=True, auto_delete=False)
+    assert n == 0
+
+
+def test_deleted_vhost_comes_back_only_if_created(broker_factory):
+    b = broker_factory()
+    api = Api(b)
+    assert api.put("/api/vhosts/gone")[0] == 201
+    b.amqp(virtual_host="gone").channel().queue_declare(uname("q"), durable=True,
+                                                        auto_delete=False)
+    assert api.delete("/api/vhosts/gone")[0] == 204
+    b2 = restart(broker_factory, b, kill=True)
+    assert Api(b2).get("/api/vhosts/gone")[0] == 404
+    with pytest.raises(amqp.exceptions.NotAllowed):
+        b2.amqp(virtual_host="gone")
