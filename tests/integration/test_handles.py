@@ -285,7 +285,7 @@ def test_subqueue_created_by_open_lives_while_open(api, hs):
 # ---------------------------------------------------------------------------
 USERS = {"user.alice": "pa", "user.alice.tags": "administrator",
          "user.bob": "pb", "user.bob.tags": "administrator",
-         "user.carol": "pc"}
+         "user.carol": "pc", "user.carol.tags": "management"}
 
 
 def test_handles_belong_to_their_user(broker_factory):
