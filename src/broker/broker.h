@@ -86,6 +86,9 @@ enum conn_state {
     CONN_OPENING,    /* waiting for connection.open */
     CONN_OPEN,
     CONN_CLOSING, /* connection.close sent, waiting for close-ok */
+    CONN_LINGER,  /* closed (close-ok sent or received): output drained, then shutdown(WR);
+                     input is read and discarded until the client closes or a short timeout,
+                     so a client still writing never gets a reset that eats the close-ok */
     CONN_DEAD,    /* socket to be closed and the connection freed */
 };
 
@@ -117,6 +120,7 @@ struct conn {
     uint8_t consumers_waiting; /* a consumer was refused for a full output buffer */
     uint8_t in_dirty;
     uint8_t counted_open; /* counted in b->n_open */
+    uint8_t shut_wr;      /* CONN_LINGER: shutdown(SHUT_WR) done */
     char *user;
     qm_vhost *vhost;
     channel **channels; /* indexed by channel id, grown on demand */

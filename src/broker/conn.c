@@ -5,9 +5,16 @@
  * arrival order. Output is appended to c->out and written once per loop turn (broker.c's
  * before-sleep), or as soon as the socket is writable again after EAGAIN.
  *
- * States: HEADER -> START_SENT -> TUNE_SENT -> OPENING -> OPEN -> CLOSING -> DEAD. A DEAD
- * connection has released all channels; broker.c flushes what is left and frees it at the
- * end of the turn, so no handler ever runs on freed memory.
+ * States: HEADER -> START_SENT -> TUNE_SENT -> OPENING -> OPEN -> CLOSING -> LINGER -> DEAD.
+ * A DEAD connection has released all channels; broker.c flushes what is left and frees it at
+ * the end of the turn, so no handler ever runs on freed memory.
+ *
+ * Lingering close (nginx's): once the closing handshake is done (close-ok sent, or received
+ * for our own close) nothing more is acted on; the last output is written, the socket
+ * half-closed (shutdown SHUT_WR: the client reads close-ok, then EOF), and input is read and
+ * thrown away until the client closes its side or LINGER_MS pass. Closing at once would make
+ * the kernel answer a client still writing frames it had queued with a reset, which can
+ * destroy the close-ok before the client reads it.
  */
 #include "broker.h"
 
@@ -107,12 +114,31 @@ static void send_close(conn *c, uint16_t code, const char *text, uint32_t method
 
 /* After sending connection.close, wait this long for close-ok before dropping the socket. */
 #define CLOSE_OK_WAIT_MS 3000
+/* After the closing handshake, wait this long for the client to close its side. */
+#define LINGER_MS 2000
 
 static void enter_closing(conn *c)
 {
     c->state = CONN_CLOSING;
     release_channels(c);
     sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + CLOSE_OK_WAIT_MS);
+}
+
+/* The closing handshake is over: drain, half-close, discard input (see the top). */
+static void enter_linger(conn *c)
+{
+    if (c->state >= CONN_LINGER)
+        return;
+    release_channels(c);
+    c->state = CONN_LINGER;
+    if (c->counted_open) { /* closed: it no longer takes one of connection_max */
+        c->counted_open = 0;
+        c->b->n_open--;
+    }
+    sl_buf_consume(&c->in, sl_buf_unread(&c->in));
+    c->out_paused = 0;
+    sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + LINGER_MS);
+    broker_mark_dirty(c);
 }
 
 void conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
@@ -139,7 +165,7 @@ void conn_force_close(conn *c, const char *text)
 {
     if (c->state == CONN_DEAD)
         return;
-    if (c->state < CONN_START_SENT || c->state == CONN_CLOSING) {
+    if (c->state < CONN_START_SENT || c->state >= CONN_CLOSING) {
         conn_kill(c, NULL);
         return;
     }
@@ -214,6 +240,11 @@ void conn_flush(conn *c)
         conn_kill(c, n == 0 ? "write returned 0" : strerror(errno));
         return;
     }
+    if (c->state == CONN_LINGER && !c->shut_wr) {
+        /* Everything said: the client reads close-ok, then EOF. */
+        shutdown(c->fd, SHUT_WR);
+        c->shut_wr = 1;
+    }
     if (c->state != CONN_DEAD) {
         resume_if_room(c);
         conn_update_watch(c);
@@ -239,7 +270,8 @@ void conn_update_watch(conn *c)
 {
     if (c->state == CONN_DEAD || c->fd < 0)
         return;
-    int ev = (c->read_paused || c->out_paused) ? 0 : SL_EV_READ;
+    /* Lingering, input is only thrown away: always read it. */
+    int ev = (c->read_paused || c->out_paused) && c->state != CONN_LINGER ? 0 : SL_EV_READ;
     if (sl_buf_unread(&c->out) > 0 && (c->w.events & SL_EV_WRITE))
         ev |= SL_EV_WRITE; /* still waiting for the socket to drain */
     if (c->w.events != ev)
@@ -289,7 +321,7 @@ static void send_start(conn *c)
 static size_t process_frames(conn *c, const uint8_t *p, size_t len)
 {
     size_t used = 0;
-    while (c->state != CONN_DEAD && used < len) {
+    while (c->state < CONN_LINGER && used < len) {
         if (out_full(c)) {
             c->out_paused = 1;
             conn_update_watch(c);
@@ -304,7 +336,8 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
             if (r < 0) {
                 /* The spec: answer with the header we support, then close. */
                 sl_buf_append(&c->out, amqp_protocol_header, 8);
-                conn_kill(c, "bad protocol header");
+                sl_info("closing connection %s: bad protocol header", c->name);
+                enter_linger(c);
                 return len;
             }
             used += 8;
@@ -326,6 +359,8 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
         conn_handle_frame(c, &f);
         used += (size_t)r;
     }
+    if (c->state >= CONN_LINGER)
+        return len; /* closed: what follows the close is never acted on */
     return used;
 }
 
@@ -341,16 +376,38 @@ static void process_buffered(conn *c)
 
 void conn_resume_input(conn *c)
 {
-    if (c->state == CONN_DEAD || c->out_paused || sl_buf_unread(&c->in) == 0)
+    if (c->state >= CONN_LINGER || c->out_paused || sl_buf_unread(&c->in) == 0)
         return;
     process_buffered(c);
+}
+
+/* CONN_LINGER: read and discard until EOF (then the socket is closed) or EAGAIN. */
+static void discard_input(conn *c, uint8_t *sink, size_t cap)
+{
+    for (size_t budget = CONN_READ_BUDGET; budget > 0;) {
+        ssize_t n = recv(c->fd, sink, cap, 0);
+        if (n > 0) {
+            budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        conn_kill(c, NULL); /* the client closed its side (or the socket failed): done */
+        return;
+    }
 }
 
 static void on_readable(conn *c)
 {
     static uint8_t shared[CONN_READ_BUDGET]; /* one loop thread: one read buffer for all */
+    if (c->state == CONN_LINGER) {
+        discard_input(c, shared, sizeof shared);
+        return;
+    }
     size_t budget = CONN_READ_BUDGET;
-    while (budget > 0 && c->state != CONN_DEAD && !c->read_paused && !c->out_paused) {
+    while (budget > 0 && c->state < CONN_LINGER && !c->read_paused && !c->out_paused) {
         /* With nothing buffered, read into the shared buffer and keep only what is left
          * of a partial frame: a connection between frames costs no buffer at all. */
         int direct = sl_buf_unread(&c->in) == 0;
@@ -361,7 +418,7 @@ static void on_readable(conn *c)
             budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
             if (direct) {
                 size_t used = process_frames(c, shared, (size_t)n);
-                if (used < (size_t)n && c->state != CONN_DEAD)
+                if (used < (size_t)n && c->state < CONN_LINGER)
                     sl_buf_append(&c->in, shared + used, (size_t)n - used);
             } else {
                 c->in.len += (size_t)n;
@@ -404,6 +461,10 @@ static void hb_timer_fn(sl_loop *loop, sl_timer *t)
     uint64_t now = sl_loop_now(loop);
     if (c->state == CONN_CLOSING) {
         conn_kill(c, "no connection.close-ok in time");
+        return;
+    }
+    if (c->state == CONN_LINGER) {
+        conn_kill(c, NULL); /* the client did not close its side in time: close ours */
         return;
     }
     if (c->state < CONN_OPEN) {
@@ -597,11 +658,11 @@ static void on_channel0_method(conn *c, const amqp_method *m)
             conn_send_method(c, 0, &ok);
         }
         /* Both sides closed: close-ok (or our own close) is all that is left to send. */
-        conn_kill(c, NULL);
+        enter_linger(c);
         return;
     case AMQP_CONNECTION_CLOSE_OK:
         if (c->state == CONN_CLOSING)
-            conn_kill(c, NULL);
+            enter_linger(c);
         return;
     }
     if (c->state == CONN_CLOSING)

@@ -8,6 +8,7 @@ import pika
 import pytest
 
 import amqpraw
+from amqpraw import FRAME_HEARTBEAT, FRAME_METHOD, encode_frame, encode_method
 from helpers import uname
 
 CAPABILITIES = [
@@ -309,3 +310,90 @@ def test_config_file_tuning(broker_factory):
     assert r.tune.heartbeat == 5
     assert r.tune.frame_max == 8192
     assert r.tune.channel_max == 16
+
+
+def _write_for(r, data, seconds):
+    """Keep writing `data` for `seconds` as a client that multiplexes channels does; returns
+    the first error a write met (None when every write went through)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            r.sock.sendall(data)
+        except OSError as e:  # EPIPE / ECONNRESET: the broker reset the connection
+            return e
+        time.sleep(0.01)
+    return None
+
+
+def _close_and_keep_writing(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    q = uname("afterclose")
+    late = encode_frame(FRAME_METHOD, 1, encode_method(
+        "queue.declare", queue=q, passive=False, durable=False, exclusive=False,
+        auto_delete=False, nowait=True, arguments={}))
+    r.sock.sendall(encode_frame(FRAME_METHOD, 0, encode_method(
+        "connection.close", reply_code=200, reply_text="bye", class_id=0, method_id=0)) + late)
+    err = _write_for(r, late + r.content_frames(1, b"x" * 4000), 0.5)
+    assert err is None, "a write after connection.close met %r" % err
+    r.expect("connection.close-ok")
+    return r, q
+
+
+def test_close_ok_is_followed_by_a_lingering_close(broker):
+    # The client sends connection.close and goes on writing frames it had queued (another
+    # channel's publishes). The broker answers close-ok, acts on nothing after the close, and
+    # does not close at once: the writes never meet a reset that could destroy the close-ok
+    # before the client reads it (issue 12 item 6; RabbitMQ and nginx linger too).
+    r, q = _close_and_keep_writing(broker)
+    r.close()
+    c = broker.amqp()
+    ch = c.channel()
+    with pytest.raises(amqp.exceptions.NotFound):
+        ch.queue_declare(q, passive=True)  # nothing after the close was acted on
+    broker.assert_alive()
+
+
+@pytest.mark.sluice_only("after close-ok Sluice half-closes (FIN) and drains; RabbitMQ keeps "
+                         "its side open until the client closes")
+def test_close_ok_is_followed_by_a_half_close(broker):
+    r, _ = _close_and_keep_writing(broker)
+    r.assert_eof()  # the client, still holding its side open, reads EOF after close-ok
+    err = _write_for(r, b"\x08\x00\x00\x00\x00\x00\x00\xce", 0.2)  # still drained
+    assert err is None, err
+    r.close()
+    broker.assert_alive()
+
+
+def _error_close_while_writing(broker):
+    # The broker closes the connection for an error (a method on a channel never opened); the
+    # client goes on writing (heartbeats) before it reads the close: the broker waits for
+    # close-ok and discards what comes before it, with no reset.
+    r = broker.raw()
+    r.open_channel(1)
+    r.send_method(7, "basic.qos", prefetch_count=1)
+    err = _write_for(r, encode_frame(FRAME_HEARTBEAT, 0, b""), 0.3)
+    assert err is None, "a write after the broker's connection.close met %r" % err
+    m = r.read_method()
+    assert m.name == "connection.close" and m.reply_code == 504, m
+    return r
+
+
+def test_error_close_waits_for_close_ok(broker):
+    r = _error_close_while_writing(broker)
+    r.send_method(0, "connection.close-ok")
+    r.close()
+    broker.assert_alive()
+
+
+@pytest.mark.sluice_only("after the close-ok of its own connection.close Sluice lingers too; "
+                         "RabbitMQ closes at once, so later writes meet a reset")
+def test_error_close_is_followed_by_a_lingering_close(broker):
+    r = _error_close_while_writing(broker)
+    more = r.content_frames(1, b"y" * 4000)
+    r.sock.sendall(encode_frame(FRAME_METHOD, 0, encode_method("connection.close-ok")) + more)
+    err = _write_for(r, more, 0.3)
+    assert err is None, "a write after close-ok met %r" % err
+    r.assert_eof()
+    r.close()
+    broker.assert_alive()
