@@ -111,6 +111,9 @@ clean:
 -include bench/bench.mk
 # kill -9 crash test of the store (tests/crash/crash.mk: `make crash-test`, `crash-test-long`).
 -include tests/crash/crash.mk
+# Store-and-forward soak among three nodes in network namespaces (tests/link/link.mk:
+# `make link-test`, `link-test-long`).
+-include tests/link/link.mk
 # availability under abuse and exhaustion (tests/abuse/abuse.mk: `make abuse-test`).
 -include tests/abuse/abuse.mk
 

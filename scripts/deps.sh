@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh - make sure the Debian packages Sluice builds and tests with are installed.
 # As root: installs what is missing with apt-get. Otherwise: prints the exact apt-get line
-# and fails. Usage: scripts/deps.sh [build|test|fuzz|bench]
+# and fails. Usage: scripts/deps.sh [build|test|fuzz|bench|link]
 set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libinih-dev libmicrohttpd-dev libjansson-dev libpcre2-dev libssl-dev
@@ -11,6 +11,7 @@ test_pkgs=(check python3 python3-pytest python3-pika python3-amqp python3-kombu 
            clang-format rabbitmq-server)
 fuzz_pkgs=(clang libclang-rt-14-dev)
 bench_pkgs=(librabbitmq-dev rabbitmq-server)
+link_pkgs=(python3 python3-amqp iproute2 iptables)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in
@@ -18,7 +19,8 @@ build) ;;
 test) want+=("${test_pkgs[@]}" "${fuzz_pkgs[@]}") ;;
 fuzz) want+=("${fuzz_pkgs[@]}") ;;
 bench) want+=("${bench_pkgs[@]}") ;;
-*) echo "usage: $0 [build|test|fuzz|bench]" >&2; exit 2 ;;
+link) want+=("${link_pkgs[@]}") ;;
+*) echo "usage: $0 [build|test|fuzz|bench|link]" >&2; exit 2 ;;
 esac
 
 missing=()

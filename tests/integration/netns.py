@@ -95,7 +95,6 @@ def unavailable_reason():
 # Namespaces
 # ------------------------------------------------------------------------------------------
 _libc = ctypes.CDLL(None, use_errno=True)
-_setns_lock = threading.Lock()
 
 
 def _setns(fd):
@@ -129,22 +128,22 @@ class Namespace:
 
     @contextlib.contextmanager
     def entered(self):
-        """The calling thread is in this namespace inside the block (sockets made there stay
-        there). Serialised, so two threads never interleave their switches."""
-        with _setns_lock:
-            home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        """The calling thread is in this namespace inside the block; sockets made there stay
+        there. setns(2) moves only the calling thread, so threads may be in different
+        namespaces at once (a soak's publisher thread can stay inside its node's for good)."""
+        home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            target = os.open(str(self.path), os.O_RDONLY)
             try:
-                target = os.open(str(self.path), os.O_RDONLY)
-                try:
-                    _setns(target)
-                finally:
-                    os.close(target)
-                try:
-                    yield self
-                finally:
-                    _setns(home)
+                _setns(target)
             finally:
-                os.close(home)
+                os.close(target)
+            try:
+                yield self
+            finally:
+                _setns(home)
+        finally:
+            os.close(home)
 
     def connect(self, host, port, timeout=5.0):
         """A TCP socket connected from inside this namespace."""
