@@ -68,6 +68,7 @@ static const sl_err_info table[SL_ERR__COUNT] = {
     [SL_ERR_MEMBER_NOT_FOUND] = {"NOT_FOUND", 404, 0, 0x80020003u, "DISP_E_MEMBERNOTFOUND"},
     [SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE] = {"NOT_FOUND", 404, 0, 0xC00E0069u,
                                              "MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE"},
+    [SL_ERR_QUEUE_NOT_ACTIVE] = {"NOT_FOUND", 404, 0, 0xC00E0004u, "MQ_ERROR_QUEUE_NOT_ACTIVE"},
 };
 
 const sl_err_info *sl_err_get(sl_err e)

@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../access/access.h"
 #include "../core/clock.h"
@@ -250,7 +252,8 @@ static void log_position(persist *p, qm_position *pos)
     rec_u64(&p->scratch, pos->lookup_id);
     rec_u64(&p->scratch, m->st_id);
     rec_u32(&p->scratch, pos->move_count);
-    uint8_t flags = pos->redelivered ? EF_REDELIVERED : 0;
+    uint8_t flags =
+        (uint8_t)((pos->redelivered ? EF_REDELIVERED : 0) | (pos->xact_cont ? EF_XACT_CONT : 0));
     if (pos->expires_at) {
         rec_u8(&p->scratch, flags | EF_EXPIRES);
         rec_u64(&p->scratch, wall_deadline(p, pos->expires_at));
@@ -388,6 +391,7 @@ static int h_page_out(void *ctx, qm_position *pos, qm_paged *out)
     out->body_len = (uint32_t)m->body_len;
     out->move_count = (uint16_t)(pos->move_count > 65535 ? 65535 : pos->move_count);
     out->redelivered = pos->redelivered;
+    out->xact_cont = pos->xact_cont;
     out->logged = (uint8_t)durable;
     /* The entry takes over the position's references (or takes new ones for a transient
      * message: its record must outlive TIDY until it is read back). */
@@ -456,6 +460,7 @@ static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
         return NULL;
     qm_position *pos = qm_queue_restore_position(q, m, e->lookup_id, e->move_count, e->redelivered);
     qm_message_unref(m); /* the position holds it */
+    pos->xact_cont = e->xact_cont;
     if (e->logged) {
         pos->st_logged = 1;
         pos->st_seg = e->enq_seg;
@@ -526,10 +531,39 @@ fail:
     return -1;
 }
 
+/* A receiver's state record in an old segment would keep that segment (and, since only a
+ * prefix is ever deleted, every newer one) forever, or be lost with it: re-append the ones
+ * that are not in the segment being written, so the old copies become dead. Runs after a
+ * forced commit, when the state in memory is the state on disk. */
+static void refresh_eod_in(persist *p)
+{
+    uint32_t cur = st_log_current_segment(p->msgs);
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (p->eod_in && sl_map_next(p->eod_in, &it, &k, &kl, &v)) {
+        persist_eod_in *e = v;
+        if (e->logged && e->seg == cur)
+            continue;
+        persist_encode_eod_in(&p->scratch, e);
+        st_loc loc;
+        if (msgs_append(p, R_EOD_IN, 1, &loc) < 0)
+            continue; /* the log is failed: the commit that follows says so */
+        st_log_ref(p->msgs, loc.segment);
+        if (e->logged)
+            st_log_unref(p->msgs, e->seg);
+        e->seg = loc.segment;
+        e->logged = 1;
+    }
+}
+
 void persist_tidy(persist *p, uint64_t *segments, uint64_t *bytes)
 {
     char err[256];
     /* Make what is buffered durable first, so a segment is never judged by unwritten state. */
+    if (persist_commit_ex(p, 1, err, sizeof err) < 0)
+        sl_error("tidy: %s", err);
+    refresh_eod_in(p);
     if (persist_commit_ex(p, 1, err, sizeof err) < 0)
         sl_error("tidy: %s", err);
     st_reclaim_stats st = {0};
@@ -561,6 +595,186 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Node-to-node links: identity, online flag, outgoing queues' state, EOD receive state
+ */
+
+const uint8_t *persist_node_id(persist *p)
+{
+    if (!p->have_node_id) {
+        if (getrandom(p->node_id, sizeof p->node_id, 0) != (ssize_t)sizeof p->node_id) {
+            uint64_t a = sl_now_ms() ^ ((uint64_t)getpid() << 32), b = (uint64_t)(uintptr_t)p;
+            memcpy(p->node_id, &a, 8);
+            memcpy(p->node_id + 8, &b, 8);
+        }
+        p->have_node_id = 1;
+        sl_buf_append(&p->scratch, p->node_id, 16);
+        meta_append(p, M_NODE_ID);
+    }
+    return p->node_id;
+}
+
+int persist_online(const persist *p)
+{
+    return p->online;
+}
+
+void persist_set_online(persist *p, int online)
+{
+    if (p->online == online)
+        return;
+    p->online = online;
+    rec_u8(&p->scratch, (uint8_t)online);
+    meta_append(p, M_ONLINE);
+}
+
+void persist_outq_get(const persist *p, uint64_t incarnation, uint8_t *flags, uint8_t *foreign)
+{
+    uintptr_t v = (uintptr_t)sl_map_get(p->outq, &incarnation, 8);
+    *flags = (uint8_t)(v & 0xff);
+    *foreign = (uint8_t)((v >> 8) & 0xff);
+}
+
+void persist_outq_set(persist *p, uint64_t incarnation, uint8_t flags, uint8_t foreign)
+{
+    uintptr_t v = (uintptr_t)flags | (uintptr_t)foreign << 8 | (uintptr_t)1 << 16;
+    if ((uintptr_t)sl_map_get(p->outq, &incarnation, 8) == v)
+        return;
+    sl_map_put(p->outq, &incarnation, 8, (void *)v);
+    rec_u64(&p->scratch, incarnation);
+    rec_u8(&p->scratch, flags);
+    rec_u8(&p->scratch, foreign);
+    meta_append(p, M_OUTQ);
+}
+
+#define LOOKUP_RESERVE (1u << 20)
+
+void persist_reserve_lookup(persist *p, uint64_t id)
+{
+    if (id < p->lookup_hwm)
+        return;
+    p->lookup_hwm = id + LOOKUP_RESERVE;
+    rec_u64(&p->scratch, p->lookup_hwm);
+    meta_append(p, M_LOOKUP_HWM);
+}
+
+void persist_group(persist *p, int begin)
+{
+    h_tx_group(p, begin);
+}
+
+static void eod_key(uint8_t key[24], const uint8_t sender[16], uint64_t seq_id)
+{
+    memcpy(key, sender, 16);
+    memcpy(key + 16, &seq_id, 8);
+}
+
+persist_eod_in *persist_eod_in_get(persist *p, const uint8_t sender[16], uint64_t seq_id)
+{
+    uint8_t key[24];
+    eod_key(key, sender, seq_id);
+    return sl_map_get(p->eod_in, key, sizeof key);
+}
+
+static persist_eod_in *eod_in_slot(persist *p, const uint8_t sender[16], uint64_t seq_id)
+{
+    uint8_t key[24];
+    eod_key(key, sender, seq_id);
+    persist_eod_in *e = sl_map_get(p->eod_in, key, sizeof key);
+    if (!e) {
+        e = sl_xcalloc(1, sizeof *e);
+        memcpy(e->sender, sender, 16);
+        e->seq_id = seq_id;
+        sl_map_put(p->eod_in, key, sizeof key, e);
+    }
+    return e;
+}
+
+void persist_encode_eod_in(sl_buf *b, const persist_eod_in *e)
+{
+    sl_buf_append(b, e->sender, 16);
+    rec_u64(b, e->seq_id);
+    rec_u64(b, e->seq_no);
+    rec_u64(b, e->access_ms);
+    rec_u32(b, e->rejects);
+    rec_s16(b, e->sender_name ? e->sender_name : "", e->sender_name ? strlen(e->sender_name) : 0);
+    rec_s16(b, e->dest ? e->dest : "", e->dest ? strlen(e->dest) : 0);
+}
+
+static void set_str_if(char **dst, const char *s, size_t n)
+{
+    if (*dst && strlen(*dst) == n && !memcmp(*dst, s, n))
+        return;
+    sl_free(*dst);
+    *dst = sl_xstrndup(s, n);
+}
+
+void persist_eod_in_set(persist *p, const uint8_t sender[16], uint64_t seq_id, uint64_t seq_no,
+                        uint32_t rejects, const char *sender_name, const char *dest)
+{
+    persist_eod_in *e = eod_in_slot(p, sender, seq_id);
+    e->seq_no = seq_no;
+    e->rejects = rejects;
+    e->access_ms = persist_wall_ms();
+    if (sender_name)
+        set_str_if(&e->sender_name, sender_name, strlen(sender_name));
+    if (dest)
+        set_str_if(&e->dest, dest, strlen(dest));
+    persist_encode_eod_in(&p->scratch, e);
+    st_loc loc;
+    if (msgs_append(p, R_EOD_IN, 1, &loc) < 0)
+        return; /* the log is failed: the commit that follows stops the broker */
+    st_log_ref(p->msgs, loc.segment);
+    if (e->logged)
+        st_log_unref(p->msgs, e->seg);
+    e->seg = loc.segment;
+    e->logged = 1;
+}
+
+void persist_eod_in_restore(persist *p, const uint8_t sender[16], uint64_t seq_id, uint64_t seq_no,
+                            uint64_t access_ms, uint32_t rejects, amqp_bytes sender_name,
+                            amqp_bytes dest, uint32_t seg)
+{
+    persist_eod_in *e = eod_in_slot(p, sender, seq_id);
+    e->seq_no = seq_no;
+    e->access_ms = access_ms;
+    e->rejects = rejects;
+    set_str_if(&e->sender_name, (const char *)sender_name.p, sender_name.len);
+    set_str_if(&e->dest, (const char *)dest.p, dest.len);
+    e->seg = seg; /* referenced once recovery is over (persist_open) */
+    e->logged = 1;
+}
+
+persist_eod_in **persist_eod_in_all(persist *p, size_t *n)
+{
+    sl_free(p->eod_list);
+    size_t cap = sl_map_count(p->eod_in), i = 0, it = 0, kl;
+    p->eod_list = sl_xmalloc((cap ? cap : 1) * sizeof *p->eod_list);
+    const char *k;
+    void *v;
+    while (i < cap && sl_map_next(p->eod_in, &it, &k, &kl, &v))
+        p->eod_list[i++] = v;
+    *n = i;
+    return p->eod_list;
+}
+
+void persist_eod_in_free_all(persist *p)
+{
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (p->eod_in && sl_map_next(p->eod_in, &it, &k, &kl, &v)) {
+        persist_eod_in *e = v;
+        sl_free(e->sender_name);
+        sl_free(e->dest);
+        sl_free(e);
+    }
+    sl_map_free(p->eod_in);
+    p->eod_in = NULL;
+    sl_free(p->eod_list);
+    p->eod_list = NULL;
+}
+
 persist *persist_open(const char *data_dir, qm_node *node, const persist_options *opt, char *err,
                       size_t errlen)
 {
@@ -568,6 +782,9 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     p->node = node;
     p->dir = sl_xstrdup(data_dir);
     p->next_msg_id = 1;
+    p->online = 1;
+    p->outq = sl_map_new();
+    p->eod_in = sl_map_new();
     sl_buf_init(&p->scratch);
     if (opt)
         p->opt = *opt;
@@ -584,6 +801,12 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     p->recovery_ms = sl_now_ms() - t0;
     if (p->opt.read_only)
         return p;
+    /* Receiver states keep the segments of their newest records. */
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (sl_map_next(p->eod_in, &it, &k, &kl, &v))
+        st_log_ref(p->msgs, ((persist_eod_in *)v)->seg);
     qm_set_persist(&hooks, p);
     if (p->opt.acc)
         acc_set_persist(p->opt.acc, acc_record, p);
@@ -613,6 +836,8 @@ void persist_close(persist *p)
     if (p->meta)
         st_log_close(p->meta);
     sl_buf_free(&p->scratch);
+    persist_eod_in_free_all(p);
+    sl_map_free(p->outq);
     sl_free(p->dir);
     sl_free(p);
 }

@@ -63,4 +63,42 @@ void persist_get_stats(const persist *p, persist_stats *out);
 /* TIDY: delete msgs segments whose records are all dead (oldest first). */
 void persist_tidy(persist *p, uint64_t *segments, uint64_t *bytes);
 
+/* ---- node-to-node links (src/link/) ---- */
+/* The node's identity on links: 16 random bytes made the first time a link needs them
+ * (written to meta then; a node that never sends keeps none), the same ever after. */
+const uint8_t *persist_node_id(persist *p);
+/* ConnectionActive as stored (1 for a node that never went offline). */
+int persist_online(const persist *p);
+void persist_set_online(persist *p, int online);
+/* An outgoing queue's stored transfer state (OQ_* flags in records.h, link_foreign). */
+void persist_outq_get(const persist *p, uint64_t incarnation, uint8_t *flags, uint8_t *foreign);
+void persist_outq_set(persist *p, uint64_t incarnation, uint8_t flags, uint8_t foreign);
+/* Make sure no lookup id <= id can be handed out again after a crash: a link is about to
+ * send it as a sequence number. Reserves ahead, so this costs a record (and this turn's
+ * sync) once in a long while. */
+void persist_reserve_lookup(persist *p, uint64_t id);
+/* Bracket records that must apply all or nothing (like a transaction commit's). */
+void persist_group(persist *p, int begin);
+
+/* A link receiver's state for one incoming sequence (MS-MQDMPR
+ * IncomingTransactionalTransferInfo). */
+typedef struct persist_eod_in {
+    uint8_t sender[16];
+    uint64_t seq_id;
+    uint64_t seq_no;    /* last accepted */
+    uint64_t access_ms; /* wall clock of the last message seen */
+    uint32_t rejects;   /* refused since the last accept */
+    char *sender_name;  /* the sending node's name */
+    char *dest;         /* the queue it feeds ("vhost/queue" or "queue") */
+    uint32_t seg;       /* segment of its newest record (referenced) */
+    uint8_t logged;
+} persist_eod_in;
+persist_eod_in *persist_eod_in_get(persist *p, const uint8_t sender[16], uint64_t seq_id);
+/* Record the new state (inside a persist_group when it goes with enqueues); the record needs
+ * this turn's sync. */
+void persist_eod_in_set(persist *p, const uint8_t sender[16], uint64_t seq_id, uint64_t seq_no,
+                        uint32_t rejects, const char *sender_name, const char *dest);
+/* Every incoming sequence, for PROPID_MGMT_QUEUE_EOD_SOURCE_INFO; *n entries, owned by p. */
+persist_eod_in **persist_eod_in_all(persist *p, size_t *n);
+
 #endif

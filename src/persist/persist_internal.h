@@ -21,6 +21,14 @@ struct persist {
     uint64_t commits, records;
     uint64_t paged_out, paged_in;
     uint64_t recovered_queues, recovered_messages, recovery_ms;
+    /* links */
+    uint8_t node_id[16];
+    int have_node_id;
+    int online;
+    sl_map *outq;        /* u64 incarnation -> (void*)(uintptr)(flags | foreign << 8 | 1 << 16) */
+    uint64_t lookup_hwm; /* no lookup id below this is handed out again */
+    sl_map *eod_in;      /* sender[16] + seq_id[8] -> persist_eod_in* */
+    persist_eod_in **eod_list; /* scratch for persist_eod_in_all */
 };
 
 int persist_queue_durable(const qm_queue *q);
@@ -34,6 +42,13 @@ int persist_recover(persist *p, char *err, size_t errlen);
  * and recovery both bring messages back through here. */
 qm_message *persist_read_message(persist *p, uint32_t seg, uint64_t off, uint32_t len,
                                  const char *whose);
+/* Encode an M_OUTQ / R_EOD_IN payload into b (recover.c's snapshot and TIDY reuse them). */
+void persist_encode_eod_in(sl_buf *b, const persist_eod_in *e);
+/* Recovery: set the state of one incoming sequence from its record at seg (no record). */
+void persist_eod_in_restore(persist *p, const uint8_t sender[16], uint64_t seq_id, uint64_t seq_no,
+                            uint64_t access_ms, uint32_t rejects, amqp_bytes sender_name,
+                            amqp_bytes dest, uint32_t seg);
+void persist_eod_in_free_all(persist *p);
 /* The wall clock TTL deadlines are stored in (a hook, so tests can move time on). */
 extern uint64_t (*persist_wall_ms)(void);
 

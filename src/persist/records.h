@@ -16,8 +16,16 @@
  *                their deletion, users, permissions, topic permissions, limits. A vhost
  *                deletion (21) also kills every queue, exchange and binding of that vhost
  *                recorded before it.
+ *   M_NODE_ID    id:16 bytes (the node's identity on links, made at the first start)
+ *   M_ONLINE     online:u8 (CONNECT / DISCONNECT survive a restart)
+ *   M_OUTQ       inc:u64 flags:u8 foreign:u8 (an outgoing queue's transfer state: OQ_ONHOLD;
+ *                foreign = link_foreign; the latest record per incarnation wins)
+ *   M_LOOKUP_HWM next_lookup:u64 (reserved before a link sends lookup ids as sequence
+ *                numbers: no id is reused after a crash, transient messages' ones included)
  * msgs log
  *   R_MSG        id:u64 exchange:s16 routing_key:s16 props:b32 body:rest
+ *                (R_ENQ flags: EF_XACT_CONT = more of the same transaction follows in this
+ *                outgoing queue; older files never set it)
  *   R_ENQ        inc:u64 lookup:u64 msg:u64 move_count:u32 flags:u8 [expires:u64]
  *                (expires, with EF_EXPIRES: the TTL deadline in wall-clock ms, so a restart
  *                does not give a message its whole TTL again)
@@ -32,6 +40,11 @@
  *   R_TX_ABORT   (empty): written by recovery after marked records whose end never reached
  *                the disk, so records appended later are not taken for part of them
  *   R_TX_BEGIN   (empty): older logs only; treated as an abort of anything pending
+ *   R_EOD_IN     sender:16 seq_id:u64 seq_no:u64 time:u64 rejects:u32 sender_name:s16
+ *                dest:s16 (a link receiver's last accepted number of one incoming sequence,
+ *                written in the same record group as the enqueues it accepted; the latest
+ *                per (sender, seq_id) wins; TIDY re-appends old ones so they never pin or
+ *                lose a segment)
  * A transaction's records carry R_IN_TX (0x80) in their type: they apply all or nothing.
  * (s16 = u16 length + bytes, b32 = u32 length + bytes)
  */
@@ -52,6 +65,11 @@ enum {
     M_BIND = 5,
     M_UNBIND = 6,
     M_NODE = 7,
+    /* issue 9 (links): 40-59 */
+    M_NODE_ID = 40,
+    M_ONLINE = 41,
+    M_OUTQ = 42,
+    M_LOOKUP_HWM = 43,
 };
 
 enum {
@@ -65,6 +83,8 @@ enum {
     R_TX_END = 8,
     R_TX_ABORT = 9,
     R_MOVE_TTL = 10, /* 10-19: issue 12 */
+    /* issue 9 (links): 20-39 */
+    R_EOD_IN = 20,
 };
 #define R_IN_TX 0x80
 
@@ -73,6 +93,8 @@ enum {
 #define QF_INTERNAL 4
 #define EF_REDELIVERED 1
 #define EF_EXPIRES 2
+#define EF_XACT_CONT 4
+#define OQ_ONHOLD 1
 
 static inline void rec_u8(sl_buf *b, uint8_t v)
 {

@@ -49,8 +49,9 @@ typedef struct entry {
     uint64_t msg;
     uint64_t expires; /* TTL deadline, wall-clock ms (0: none) */
     uint32_t seg;
-    uint32_t move_count : 31;
+    uint32_t move_count : 30;
     uint32_t redelivered : 1;
+    uint32_t xact_cont : 1; /* EF_XACT_CONT */
 } entry;
 
 typedef struct qentries {
@@ -263,6 +264,37 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
     case M_UNBIND:
         sl_map_del(s->bindings, payload, len);
         return 0;
+    case M_NODE_ID:
+        if (len != 16)
+            break;
+        memcpy(s->p->node_id, payload, 16);
+        s->p->have_node_id = 1;
+        return 0;
+    case M_ONLINE: {
+        uint8_t on = rd_u8(&r);
+        if (r.bad)
+            break;
+        s->p->online = on != 0;
+        return 0;
+    }
+    case M_OUTQ: {
+        uint64_t inc = rd_u64(&r);
+        uint8_t flags = rd_u8(&r), foreign = rd_u8(&r);
+        if (r.bad)
+            break;
+        uintptr_t v = (uintptr_t)flags | (uintptr_t)foreign << 8 | (uintptr_t)1 << 16;
+        sl_map_put(s->p->outq, &inc, 8, (void *)v);
+        return 0;
+    }
+    case M_LOOKUP_HWM: {
+        uint64_t hwm = rd_u64(&r);
+        if (r.bad)
+            break;
+        see_ids(s, 0, hwm, 0);
+        if (s->p->lookup_hwm < hwm)
+            s->p->lookup_hwm = hwm;
+        return 0;
+    }
     default:
         if (type < ACC_REC_FIRST || type > ACC_REC_LAST)
             break;
@@ -363,9 +395,10 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         if (!created)
             entry_drop(s, e); /* the same position again: the later record wins */
         e->msg = msg;
-        e->move_count = moves > 0x7fffffffu ? 0x7fffffffu : moves;
+        e->move_count = moves > 0x3fffffffu ? 0x3fffffffu : moves;
         e->seg = loc.segment;
         e->redelivered = (flags & EF_REDELIVERED) != 0;
+        e->xact_cont = (flags & EF_XACT_CONT) != 0;
         e->expires = expires;
         return 0;
     }
@@ -411,7 +444,8 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         if (!qs || !sl_u64tab_del(&qs->by_lookup, lookup, &moved))
             return 0;
         qentries *qd = entries_of(s, dest, 1);
-        moved.move_count = moves > 0x7fffffffu ? 0x7fffffffu : moves;
+        moved.move_count = moves > 0x3fffffffu ? 0x3fffffffu : moves;
+        moved.xact_cont = 0;
         if (type == R_MOVE_TTL)
             moved.expires = expires; /* the target's TTL rule gave it a new one (or none) */
         int created;
@@ -419,6 +453,20 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         if (!created)
             entry_drop(s, e);
         *e = moved;
+        return 0;
+    }
+    case R_EOD_IN: {
+        if (len < 16)
+            break;
+        const uint8_t *sender = payload;
+        r.p += 16;
+        uint64_t seq_id = rd_u64(&r), seq_no = rd_u64(&r), access = rd_u64(&r);
+        uint32_t rejects = rd_u32(&r);
+        amqp_bytes name = rd_s16(&r), dest = rd_s16(&r);
+        if (r.bad)
+            break;
+        persist_eod_in_restore(s->p, sender, seq_id, seq_no, access, rejects, name, dest,
+                               loc.segment);
         return 0;
     }
     }
@@ -441,7 +489,7 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
     rstate *s = ctx;
     uint8_t base = type & (uint8_t)~R_IN_TX;
     int tx_control = base == R_TX_BEGIN || base == R_TX_END || base == R_TX_ABORT;
-    if (base == 0 || base > R_MOVE_TTL || (type & R_IN_TX && tx_control)) {
+    if (base == 0 || (base > R_MOVE_TTL && base != R_EOD_IN) || (type & R_IN_TX && tx_control)) {
         snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown record type %u", s->p->dir,
                  (unsigned long long)seq, type);
         return 1;
@@ -690,6 +738,7 @@ static void rebuild_messages(rstate *s)
                     .move_count = (uint16_t)(e->move_count > 65535 ? 65535 : e->move_count),
                     .redelivered = e->redelivered,
                     .logged = 1,
+                    .xact_cont = e->xact_cont,
                 };
                 qm_queue_restore_paged(q, &pe);
             } else {
@@ -699,6 +748,7 @@ static void rebuild_messages(rstate *s)
                 qm_position *pos = qm_queue_restore(q, m, e->lookup, e->move_count, e->redelivered);
                 pos->st_logged = 1;
                 pos->st_seg = e->seg;
+                pos->xact_cont = e->xact_cont;
                 if (e->expires)
                     pos->expires_at = expires_at;
             }
@@ -753,6 +803,13 @@ static int snapshot_meta(persist *p, char *err, size_t errlen)
     st_log_append(p->meta, M_NODE, b->data, b->len, NULL);
     if (p->opt.acc)
         acc_snapshot(p->opt.acc, snapshot_acc_record, p);
+    if (p->have_node_id)
+        st_log_append(p->meta, M_NODE_ID, p->node_id, 16, NULL);
+    if (!p->online) {
+        b->len = 0;
+        rec_u8(b, 0);
+        st_log_append(p->meta, M_ONLINE, b->data, b->len, NULL);
+    }
     size_t vit = 0;
     const char *k;
     size_t kl;
@@ -777,6 +834,14 @@ static int snapshot_meta(persist *p, char *err, size_t errlen)
             b->len = 0;
             persist_encode_queue(b, q);
             st_log_append(p->meta, M_QUEUE, b->data, b->len, NULL);
+            uintptr_t oq = (uintptr_t)sl_map_get(p->outq, &q->incarnation, 8);
+            if (q->is_outgoing && oq) {
+                b->len = 0;
+                rec_u64(b, q->incarnation);
+                rec_u8(b, (uint8_t)(oq & 0xff));
+                rec_u8(b, (uint8_t)((oq >> 8) & 0xff));
+                st_log_append(p->meta, M_OUTQ, b->data, b->len, NULL);
+            }
             size_t sit = 0;
             void *sv;
             while (q->subqueues && sl_map_next(q->subqueues, &sit, &k, &kl, &sv)) {

@@ -48,6 +48,8 @@ static void unlink_consumer(qm_queue *q, qm_consumer *c)
 
 sl_err qm_consumer_attach(qm_queue *q, qm_consumer *c)
 {
+    if (q->is_outgoing != c->is_link)
+        return SL_ERR_ACCESS_REFUSED; /* an outgoing queue is drained by its link alone */
     for (qm_consumer *o = q->consumers; o; o = o->next)
         if (o->exclusive)
             return SL_ERR_ACCESS_REFUSED;

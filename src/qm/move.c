@@ -67,6 +67,10 @@ static sl_err check(qm_queue *src, qm_queue *dest, qm_tx *tx)
         return SL_ERR_TRANSACTION_USAGE;
     if (src == dest)
         return SL_ERR_INVALID_PARAMETER;
+    /* An outgoing queue's order is its transfer sequence: a message moved in would carry an
+     * old lookup id behind ones already sent. Send it there by publishing instead. */
+    if (dest->is_outgoing)
+        return SL_ERR_INVALID_PARAMETER;
     return SL_OK;
 }
 

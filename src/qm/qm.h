@@ -88,6 +88,8 @@ struct qm_position {
     uint8_t st_logged;          /* persistence: an enqueue record exists in the store */
     uint8_t st_delivered;       /* persistence: a delivery record exists (redelivered after
                                  * a restart) */
+    uint8_t xact_cont;          /* outgoing queues: more of this message's transaction follows
+                                 * (a link never splits a transaction) */
     uint32_t st_seg;            /* persistence: store segment of the enqueue record */
     qm_tx *tx;                  /* transaction holding this position, if any */
     void *holder;               /* opaque holder (e.g. the broker's delivery record) */
@@ -218,13 +220,15 @@ struct qm_consumer {
     int priority; /* x-priority argument; higher is served first */
     uint8_t no_ack;
     uint8_t exclusive;
+    uint8_t is_link;          /* the link draining an outgoing queue (the only consumer it takes) */
     qm_consumer *prev, *next; /* in queue->consumers */
     uint64_t attached;        /* attach order (single active consumer: the oldest is active) */
 };
 
 /* Attach c (fields queue, ops, ctx, priority, no_ack, exclusive filled by the caller) to q.
  * Fails SL_ERR_ACCESS_REFUSED when q has an exclusive consumer, or c is exclusive and q has
- * consumers ("queue 'Q' in vhost '/' in exclusive use"). */
+ * consumers ("queue 'Q' in vhost '/' in exclusive use"), or q is an outgoing queue and c is
+ * not its link. */
 sl_err qm_consumer_attach(qm_queue *q, qm_consumer *c);
 /* Detach c from its queue (basic.cancel, channel close). Does not call ops->cancelled. May
  * delete an auto-delete queue that loses its last consumer. Does not free c. */
@@ -268,6 +272,11 @@ struct qm_queue {
     uint64_t incarnation;
     uint8_t durable, auto_delete, exclusive;
     uint8_t is_subqueue, is_system;
+    /* An outgoing queue (MS-MQDMPR OutgoingQueue): named by the canonical format name of its
+     * destination ("DIRECT=TCP:..."); drained by src/link/ only: clients cannot consume from
+     * it or move into it. link is the link module's state for it. */
+    uint8_t is_outgoing;
+    void *link;
     uint8_t had_consumer;  /* auto-delete only after a first consumer */
     void *exclusive_owner; /* the owning connection for exclusive queues */
     qm_queue_args args;
@@ -300,6 +309,7 @@ struct qm_queue {
     uint8_t dispatch_scheduled;
     qm_queue *dispatch_next;
     uint64_t route_epoch; /* qm_route's dedup stamp (internal) */
+    uint64_t tx_stamp;    /* qm_tx_commit's last-enqueue-per-queue stamp (internal) */
 };
 
 typedef struct qm_queue_decl {
@@ -321,6 +331,12 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
                         char *err, size_t errlen);
 /* Find a queue or subqueue ("q;sub", "q;journal") by name; NULL when absent. */
 qm_queue *qm_queue_find(qm_vhost *vh, const char *name, size_t len);
+/* The same, and a format name resolves to its outgoing queue (node->resolve_remote; created
+ * on first use when create is set: publishes and queue.bind) or to the local queue it
+ * names. */
+qm_queue *qm_queue_find_or_remote(qm_vhost *vh, const char *name, size_t len, int create);
+/* 1 when a queue of this name would be an outgoing queue (reserved: "DIRECT=..."). */
+int qm_queue_name_is_outgoing(const char *name, size_t len);
 /* Get or create subqueue `sub` of q (not of a subqueue). */
 qm_queue *qm_queue_subqueue(qm_queue *q, const char *sub, size_t len, int create);
 
@@ -441,7 +457,10 @@ struct qm_tx {
 
 qm_tx *qm_tx_begin(qm_node *node);
 /* Transactional Enqueue: a LOCKED position (in_tx_enqueue) is created in q now, counted in
- * MESSAGE_COUNT, not deliverable; commit makes it AVAILABLE, abort deletes it. */
+ * MESSAGE_COUNT, not deliverable; commit makes it AVAILABLE, abort deletes it. In an outgoing
+ * queue the position takes a fresh lookup id at commit (lookup order = the order messages
+ * became sendable: the link's sequence numbers) and every one but the last of the
+ * transaction in that queue gets xact_cont. */
 sl_err qm_tx_enqueue(qm_tx *tx, qm_queue *q, qm_message *m);
 /* Transactional Dequeue of a held (LOCKED) position: settle with `how` at commit
  * (0 = ack, 1 = requeue, 2 = reject); abort leaves it LOCKED and held as before.
@@ -587,6 +606,12 @@ struct qm_node {
      * (called before the queue is freed); may be NULL. */
     void (*on_queue_deleted)(qm_queue *q, void *ctx);
     void *hook_ctx;
+    /* Remote queues: the default exchange asks this for a routing key that no local queue
+     * has and that looks like a format name (DIRECT=...); it returns the outgoing queue for
+     * it (created on first use) or a local queue the name points at, or NULL. Doors resolve
+     * queue.bind destinations through it too. NULL = no node-to-node transfer. */
+    qm_queue *(*resolve_remote)(qm_vhost *vh, const char *name, size_t len, int create, void *ctx);
+    void *remote_ctx;
     /* Tests: when nonzero, qm uses this instead of sl_now_ms() for TTL, x-expires and
      * last_used (qm_node_tick's `now` argument is used as given). */
     uint64_t test_now;
@@ -673,7 +698,8 @@ typedef struct qm_paged {
     uint32_t body_len; /* for the queue's byte counts */
     uint16_t move_count;
     uint8_t redelivered;
-    uint8_t logged; /* a durable enqueue record exists: removing it needs a record */
+    uint8_t logged;    /* a durable enqueue record exists: removing it needs a record */
+    uint8_t xact_cont; /* qm_position.xact_cont */
 } qm_paged;
 
 /* Bytes the messages held in memory take (allocations of messages and of their positions:

@@ -14,6 +14,7 @@
  * qm_node_run_dispatch / qm_node_tick.
  */
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include "qm_internal.h"
@@ -454,6 +455,7 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
     q->exclusive = d->exclusive;
     q->auto_delete = d->auto_delete;
     q->exclusive_owner = d->exclusive ? d->exclusive_owner : NULL;
+    q->is_outgoing = (uint8_t)qm_queue_name_is_outgoing(name, len);
     q->args = a;
     if (a.max_priority > 0) {
         sl_free(q->ready_impl);
@@ -465,6 +467,20 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
     if (created)
         *created = 1;
     return SL_OK;
+}
+
+int qm_queue_name_is_outgoing(const char *name, size_t len)
+{
+    return len >= 7 && !strncasecmp(name, "DIRECT=", 7);
+}
+
+qm_queue *qm_queue_find_or_remote(qm_vhost *vh, const char *name, size_t len, int create)
+{
+    qm_queue *q = qm_queue_find(vh, name, len);
+    qm_node *n = vh->node;
+    if (!q && n->resolve_remote && len > 7)
+        q = n->resolve_remote(vh, name, len, create, n->remote_ctx);
+    return q;
 }
 
 qm_queue *qm_queue_subqueue(qm_queue *q, const char *sub, size_t len, int create)

@@ -178,6 +178,11 @@ size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **ou
         if (!e->name[0]) {
             /* the default exchange: every top-level queue, by name */
             qm_queue *q = rk.len ? sl_map_get(vh->queues, rk.p, rk.len) : NULL;
+            /* a format name ("DIRECT=...", "FormatName:DIRECT=..."): an outgoing queue */
+            if (!q && vh->node->resolve_remote && rk.len > 7 &&
+                ((rk.p[0] | 0x20) == 'd' || (rk.p[0] | 0x20) == 'f'))
+                q = vh->node->resolve_remote(vh, (const char *)rk.p, rk.len, 1,
+                                             vh->node->remote_ctx);
             if (q) {
                 collect(&rc, q);
                 matched = 1;

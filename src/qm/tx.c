@@ -122,6 +122,18 @@ sl_err qm_tx_commit_counted(qm_tx *tx, uint64_t *moves_voided)
     uint64_t voided = 0;
     if (tx->n_ops)
         QM_PERSIST(tx_group, 1);
+    /* Outgoing queues: the last enqueue of this transaction into each one ends the unit the
+     * link sends whole; the ones before it say "more follows". Walked backwards, the first
+     * enqueue seen for a queue is its last. */
+    uint64_t stamp = ++tx->node->route_epoch;
+    for (size_t i = tx->n_ops; i-- > 0;) {
+        tx_op *op = &ti->ops[i];
+        if (op->type != OP_ENQUEUE || !op->pos || gone(op->pos) || !op->pos->queue->is_outgoing)
+            continue;
+        qm_queue *q = op->pos->queue;
+        op->pos->xact_cont = q->tx_stamp == stamp;
+        q->tx_stamp = stamp;
+    }
     for (size_t i = 0; i < tx->n_ops; i++) {
         tx_op *op = &ti->ops[i];
         qm_position *pos = op->pos;
@@ -137,6 +149,9 @@ sl_err qm_tx_commit_counted(qm_tx *tx, uint64_t *moves_voided)
                 qm_queue *q = pos->queue;
                 qm_locked_unlink(q, pos);
                 pos->in_tx_enqueue = 0;
+                /* sendable from now on: its place in the outgoing sequence is now */
+                if (q->is_outgoing)
+                    pos->lookup_id = tx->node->next_lookup_id++;
                 q->bytes_total -= pos->msg->body_len; /* accept counts it again */
                 qm_queue_accept(q, pos);              /* may refuse (reject-publish) and free it */
             }
