@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -28,6 +29,8 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../net/accept.h"
+#include "../link/link.h"
+#include "../link/rpc_queue.h"
 #include "../net/listen.h"
 #include "../persist/persist.h"
 
@@ -134,6 +137,8 @@ static void before_sleep(sl_loop *loop, void *arg)
         /* Group commit before any reply of this turn reaches a socket: confirms, commit-oks,
          * declare-oks and purge-oks promise what is now on disk. */
         commit_or_die(b, 0);
+        /* Links send only now: the numbers and enqueues their batches carry are on disk. */
+        link_mgr_flush(b->links);
         flush_dirty(b);
         if (!b->node->dispatch_head && !b->dirty)
             break;
@@ -398,6 +403,22 @@ broker *broker_new(sl_config *cfg)
     }
     /* What seeding wrote is on disk before anyone can log in. */
     commit_or_die(b, 0);
+    link_options lo;
+    link_options_defaults(&lo);
+    lo.user = cfg->link_user;
+    lo.password = cfg->link_password;
+    lo.heartbeat_s = cfg->link_heartbeat_s;
+    lo.retry_min_ms = cfg->link_retry_min_ms;
+    lo.retry_max_ms = cfg->link_retry_max_ms;
+    lo.idle_ms = cfg->link_idle_ms;
+    memcpy(lo.resend_ms, cfg->eod_resend_ms, sizeof lo.resend_ms);
+    lo.batch_msgs = cfg->link_batch_msgs;
+    lo.batch_bytes = cfg->link_batch_bytes;
+    lo.window_batches = cfg->link_window;
+    b->links = link_mgr_new(b->node, b->loop, b->store, &lo);
+    link_mgr_recover(b->links);
+    if (getrandom(&b->boot_id, sizeof b->boot_id, 0) != (ssize_t)sizeof b->boot_id)
+        b->boot_id = sl_now_ms() ^ (uint64_t)getpid() << 40;
     sl_timer_init(&b->tidy_timer, tidy_tick, b);
     if (cfg->tidy_interval_s)
         sl_timer_start(b->loop, &b->tidy_timer, sl_now_ms() + cfg->tidy_interval_s * 1000);
@@ -437,6 +458,7 @@ int broker_listen(broker *b)
         return -1;
     }
     sl_info("listening amqp=%s:%d", b->bound_addr, b->bound_port);
+    link_mgr_set_self(b->links, b->bound_addr, b->bound_port);
     return 0;
 }
 
@@ -489,6 +511,9 @@ void broker_free(broker *b)
         close(b->signal_fd);
     sl_timer_stop(b->loop, &b->tick_timer);
     sl_timer_stop(b->loop, &b->tidy_timer);
+    /* Links hand their in-flight messages back (they stay in the store as they are). */
+    link_mgr_free(b->links);
+    link_rpc_queue_free_all(); /* remote handles' open descriptors, before the queues go */
     /* The store lets go of the model first: freeing the model must not write records. */
     persist_close(b->store);
     qm_node_free(b->node);

@@ -11,6 +11,7 @@
  *   deliver.c   qm consumer callbacks: writing basic.deliver / get-ok / return frames
  *   security.c  the access module's seeding, vhost creation/deletion, connection closing and
  *               counting for deleted users/vhosts and limits
+ *   link_recv.c the receiving side of node-to-node links (EOD batches, requests)
  *
  * Ownership: the broker owns connections; a connection owns its channels; a channel owns its
  * consumers and delivery records. A connection that fails is marked dead and freed in the
@@ -77,6 +78,9 @@ struct broker {
     /* Called by broker_vhost_delete after the vhost's connections are closed and before its
      * queues go: doors with state in the vhost (handles, outgoing queues) drop it. */
     void (*on_vhost_deleted)(broker *b, qm_vhost *vh);
+    struct link_mgr *links; /* outgoing queues and their links (src/link/) */
+    uint64_t boot_id;       /* random per start: remote contexts of an earlier boot are stale */
+    uint64_t link_accepted, link_duplicates; /* messages received over links */
 };
 
 enum conn_state {
@@ -123,6 +127,10 @@ struct conn {
     uint8_t shut_wr;      /* CONN_LINGER: shutdown(SHUT_WR) done */
     char *user;
     qm_vhost *vhost;
+    /* a node-to-node link (client-properties sluice_link): link_recv.c */
+    uint8_t is_link;
+    uint8_t link_sender[16];
+    char *link_node;
     channel **channels; /* indexed by channel id, grown on demand */
     size_t channels_cap;
     size_t n_channels;
@@ -193,6 +201,10 @@ struct channel {
     char *reply_tag;  /* direct reply-to: the reply consumer's tag, or NULL */
     char *reply_name; /* and the channel's "amq.rabbitmq.reply-to.*" name */
     uint8_t released;
+    /* link channels: the link transaction being received (link_recv.c) */
+    qm_message **lk_msgs;
+    size_t lk_n, lk_cap;
+    qm_message *lk_ctl;
 };
 
 enum { ALARM_MEMORY = 1, ALARM_DISK = 2 };
@@ -305,6 +317,21 @@ void consumer_free(consumer *cons);
 consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len);
 /* Send basic.cancel to the client if it announced consumer_cancel_notify. */
 void consumer_notify_cancel(consumer *cons);
+
+/* link_recv.c */
+/* At connection.start-ok: a "sluice_link" client property makes c a link (1); 0 when it is
+ * an ordinary client; -1 after refusing it (malformed, or the node is offline). */
+int link_recv_hello(conn *c, amqp_bytes client_props);
+/* "sluice.eod" / "sluice.rpc": the pseudo exchanges a link publishes to. */
+int link_recv_control_exchange(amqp_bytes ex);
+/* A complete publish on a link connection (takes msg's reference). */
+void link_recv_publish(channel *ch, qm_message *msg);
+/* tx.commit on a link channel holding a batch: decided, applied, answered; 1 when handled,
+ * 0 for an ordinary commit. */
+int link_recv_commit(channel *ch);
+void link_recv_release(channel *ch);
+/* CONNECT / DISCONNECT: links start or stop; offline closes incoming links too. */
+void broker_set_online(broker *b, int online);
 
 /* Small helpers for names in error texts: amqp_bytes as printf "%.*s". */
 #define BYTES_FMT "%.*s"

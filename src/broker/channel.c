@@ -48,6 +48,7 @@ void channel_release(channel *ch)
     ch->released = 1;
     drop_partial_publish(ch);
     reply_to_release(ch);
+    link_recv_release(ch);
     if (ch->tx) {
         qm_tx_abort(ch->tx);
         ch->tx = NULL;

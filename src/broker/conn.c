@@ -30,6 +30,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/version.h"
+#include "../link/rpc_queue.h"
 
 static void conn_handle_frame(conn *c, const amqp_frame *f);
 static void hb_timer_fn(sl_loop *loop, sl_timer *t);
@@ -70,7 +71,10 @@ void conn_free(conn *c)
     sl_buf_free(&c->in);
     sl_buf_free(&c->out);
     sl_buf_free(&c->late);
+    if (c->is_link)
+        link_rpc_conn_gone(c->id); /* remote handles die with their link (rundown) */
     sl_free(c->user);
+    sl_free(c->link_node);
     sl_free(c);
 }
 
@@ -564,6 +568,10 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
         return;
     }
     c->user = sl_xstrndup((const char *)user.p, user.len);
+    if (link_recv_hello(c, s->client_properties) < 0)
+        return;
+    if (c->is_link)
+        sl_info("connection %s: a link from node %s (user '%s')", c->name, c->link_node, c->user);
     amqp_method m = {.id = AMQP_CONNECTION_TUNE};
     m.u.connection_tune.channel_max = c->b->cfg->channel_max;
     m.u.connection_tune.frame_max = c->b->cfg->frame_max;

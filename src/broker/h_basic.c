@@ -150,7 +150,10 @@ static void publish(channel *ch, const amqp_basic_publish *p)
     if (!x || ch->pub_exchange_epoch != qm_exchange_epoch ||
         ch->pub_exchange_len != p->exchange.len ||
         memcmp(ch->pub_names, p->exchange.p, p->exchange.len) != 0) {
-        x = qm_exchange_find(ch->c->vhost, (const char *)p->exchange.p, p->exchange.len);
+        if (ch->c->is_link && link_recv_control_exchange(p->exchange))
+            x = qm_exchange_find(ch->c->vhost, "", 0); /* not routed: link_recv_publish */
+        else
+            x = qm_exchange_find(ch->c->vhost, (const char *)p->exchange.p, p->exchange.len);
         ch->pub_exchange = x;
         ch->pub_exchange_epoch = qm_exchange_epoch;
     }
@@ -195,6 +198,11 @@ void basic_publish_complete(channel *ch)
 {
     qm_message *msg = ch->pub_msg;
     ch->pub_msg = NULL;
+    if (ch->c->is_link) {
+        ch->content = CONTENT_NONE;
+        link_recv_publish(ch, msg); /* decided as a batch at tx.commit */
+        return;
+    }
     uint64_t seq = ch->confirm ? ++ch->pub_seq : 0;
     /* Deleted since the method frame? Then it is looked up again (and may be missing). */
     if (ch->pub_exchange_epoch != qm_exchange_epoch) {
@@ -234,6 +242,11 @@ static void get(channel *ch, const amqp_basic_get *g)
     qm_queue *q = channel_queue(ch, g->queue, AMQP_BASIC_GET);
     if (!q)
         return;
+    if (q->is_outgoing) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, AMQP_BASIC_GET,
+                      "'%s' is an outgoing queue: only its link takes messages from it", q->name);
+        return;
+    }
     uint64_t remaining = 0;
     qm_position *pos = qm_queue_get(q, g->no_ack, &remaining);
     if (!pos) {
@@ -340,6 +353,8 @@ void h_tx(channel *ch, const amqp_method *m)
             channel_error(ch, SL_ERR_PRECONDITION, m->id, "channel is not transactional");
             return;
         }
+        if (m->id == AMQP_TX_COMMIT && link_recv_commit(ch))
+            return;
         if (m->id == AMQP_TX_COMMIT) {
             sl_err e = qm_tx_commit(ch->tx);
             ch->tx = NULL;

@@ -33,7 +33,16 @@ static int check_exclusive(channel *ch, qm_queue *q, uint32_t method_id)
     return 0;
 }
 
+static qm_queue *resolve(channel *ch, amqp_bytes name, uint32_t method_id, int create);
+
 qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id)
+{
+    return resolve(ch, name, method_id, 0);
+}
+
+/* A queue by name; a format name (DIRECT=...) names an outgoing queue (made by queue.bind
+ * when create is set, as a publish to it would). */
+static qm_queue *resolve(channel *ch, amqp_bytes name, uint32_t method_id, int create)
 {
     char buf[256];
     if (name.len == 0) {
@@ -43,7 +52,7 @@ qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id)
         }
         name = amqp_cstr(ch->last_queue);
     }
-    qm_queue *q = qm_queue_find(ch->c->vhost, (const char *)name.p, name.len);
+    qm_queue *q = qm_queue_find_or_remote(ch->c->vhost, (const char *)name.p, name.len, create);
     if (!q) {
         snprintf(buf, sizeof buf, BYTES_FMT, BYTES_ARG(name));
         channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no queue '%s' in vhost '%s'", buf,
@@ -75,6 +84,13 @@ static void declare(channel *ch, const amqp_queue_declare *d)
         if (d->queue.len >= 4 && !memcmp(d->queue.p, "amq.", 4)) {
             channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
                           "queue name '" BYTES_FMT "' contains reserved prefix 'amq.*'",
+                          BYTES_ARG(d->queue));
+            return;
+        }
+        if (qm_queue_name_is_outgoing((const char *)d->queue.p, d->queue.len)) {
+            channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                          "queue name '" BYTES_FMT "' is a format name: sending to it makes "
+                          "the outgoing queue (it cannot be declared)",
                           BYTES_ARG(d->queue));
             return;
         }
@@ -114,7 +130,7 @@ static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xn
                       "operation not permitted on the default exchange");
         return;
     }
-    qm_queue *q = channel_queue(ch, qname, id);
+    qm_queue *q = resolve(ch, qname, id, id == AMQP_QUEUE_BIND);
     if (!q)
         return;
     if (q->is_subqueue) {

@@ -156,7 +156,7 @@ typedef struct link_options {
     uint32_t retry_min_ms, retry_max_ms; /* reconnect backoff */
     uint32_t idle_ms;                    /* close a link idle this long */
     /* MSMQ's resend timer table: 3 x short, 3 x medium, 3 x long, then final (ms) */
-    uint32_t resend_short_ms, resend_medium_ms, resend_long_ms, resend_final_ms;
+    uint32_t resend_ms[4];            /* short, medium, long, final */
     uint32_t batch_msgs, batch_bytes; /* one link transaction at most */
     uint32_t window_batches;          /* link transactions outstanding at most */
 } link_options;
@@ -192,12 +192,9 @@ size_t link_mgr_outgoing(link_mgr *m, qm_queue **out, size_t cap);
  * Request / response to the node that owns a queue (issue 10 builds on this)
  *
  * Requests and replies are JSON objects. Operations (the "op" member):
- *   "queue.info"  {"vhost", "queue"} -> {"ok": true, "incarnation", "boot", "message_count",
- *                 "bytes", "consumers"}   (implemented)
- *   "queue.open"  {"vhost", "queue"} -> {"ok", "context": "<boot>:<incarnation>"} (issue 10)
- *   "queue.purge" {"context"} -> {"ok", "purged"}; a context of another boot or incarnation
- *                 -> {"ok": false, "hresult": "0xC00E0056" (STALE_HANDLE) / QUEUE_DELETED}
- *   "queue.close" {"context"}
+ *   "queue.info"  {"vhost", "queue"} -> {"ok": true, "vhost", "queue", "incarnation",
+ *                 "context", "message_count", "bytes", "consumers"}   (rpc.c)
+ *   "queue.open", "queue.purge", "queue.close": remote queue handles (rpc_queue.h, issue 10)
  * Failures: {"ok": false, "hresult": "0x...", "hresult_name", "reason"}.
  * The callback runs on the loop thread with the reply (NULL and err on a transport failure:
  * no connection within the timeout, peer closed).
@@ -205,9 +202,10 @@ size_t link_mgr_outgoing(link_mgr *m, qm_queue **out, size_t cap);
 typedef void (*link_rpc_cb)(void *ctx, const char *reply_json, const char *err);
 sl_err link_rpc_call(link_mgr *m, const char *host, int port, const char *request_json,
                      uint32_t timeout_ms, link_rpc_cb cb, void *ctx);
-/* The receiving side's handler (broker/link_recv.c calls it): the reply for one request,
- * malloc'ed JSON. */
-char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *request, size_t len);
+/* The receiving side's handler (broker/link_recv.c calls it): the reply for one request from
+ * peer (the link's node name) on link connection conn_id, malloc'ed JSON. */
+char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *peer, uint64_t conn_id,
+                     const char *request, size_t len);
 
 /* The receiving side asks this before it enqueues a link's message into q: may `user` (the
  * link's authenticated node user) write to q? Issue 11 (permissions) fills it in. */

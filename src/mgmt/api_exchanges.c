@@ -334,7 +334,7 @@ enum MHD_Result api_bindings(req *r)
     qm_exchange *dx = NULL;
     const char *dname = r->segs[5];
     if (r->segs[4][0] == 'q') {
-        dq = qm_queue_find(vh, dname, strlen(dname));
+        dq = qm_queue_find_or_remote(vh, dname, strlen(dname), req_is(r, "POST"));
         if (!dq)
             return reply_sl_err(r, SL_ERR_QUEUE_NOT_FOUND, "no queue '%s' in vhost '%s'", dname,
                                 vh->name);

@@ -7,9 +7,10 @@
  * case. Every reply carries "hresult" ("0x...") and "hresult_name"; a failure changes nothing
  * and returns no values.
  *
- * Node-to-node transfer does not exist yet, so no queue is an outgoing queue: PAUSE, RESUME and
- * EOD_RESEND fail with MQ_ERROR_INVALID_PARAMETER on every queue object, and the
- * outgoing-only properties (NEXTHOPS, EOD_*) come back as VT_NULL.
+ * PAUSE, RESUME and EOD_RESEND act on outgoing queues (QUEUE=DIRECT=TCP:<remote>...) and fail
+ * with MQ_ERROR_INVALID_PARAMETER on a local queue; an outgoing queue that does not exist is
+ * MQ_ERROR_QUEUE_NOT_ACTIVE. The outgoing-only properties (NEXTHOPS, EOD_*, CONNECTION_HISTORY)
+ * are VT_NULL on local queues, EOD_SOURCE_INFO is VT_NULL on outgoing ones (api_outgoing.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/version.h"
+#include "../link/link.h"
 #include "mgmt_internal.h"
 
 enum obj_kind { OBJ_MACHINE, OBJ_QUEUE, OBJ_SESSION };
@@ -82,9 +84,9 @@ static enum MHD_Result action(req *r)
             if (n->online != online)
                 sl_info("management: node %s %s", r->m->b->cfg->node_name,
                         online ? "brought online (CONNECT)" : "taken offline (DISCONNECT)");
-            /* Offline: node-to-node links are refused and stopped (there are none yet); local
-             * clients keep working. */
-            n->online = (uint8_t)online;
+            /* Offline: node-to-node links are refused and stopped, outgoing queues keep their
+             * messages; local clients keep working. The flag survives a restart. */
+            broker_set_online(r->m->b, online);
             return reply_hresult(
                 r, SL_OK, json_pack("{s:s}", "connected", online ? "CONNECTED" : "DISCONNECTED"),
                 NULL);
@@ -110,11 +112,18 @@ static enum MHD_Result action(req *r)
                                reason, sizeof reason);
     if (e != SL_OK)
         return reply_hresult(r, e, NULL, reason);
-    snprintf(reason, sizeof reason,
-             "%s applies to outgoing queues only; '%s' is a local queue (no node-to-node "
-             "transfer yet)",
-             queue_actions[qa], q->name);
-    return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
+    if (!q->is_outgoing) {
+        snprintf(reason, sizeof reason, "%s applies to outgoing queues only; '%s' is a local queue",
+                 queue_actions[qa], q->name);
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
+    }
+    e = qa == 0 ? link_pause(q) : qa == 1 ? link_resume(q) : link_eod_resend(q);
+    if (e != SL_OK)
+        return reply_hresult(r, e, NULL, "the outgoing queue has no link");
+    sl_info("management: %s on outgoing queue %s", queue_actions[qa], q->name);
+    link_outq_info in;
+    link_outq_get_info(q, &in);
+    return reply_hresult(r, SL_OK, json_pack("{s:s}", "state", link_state_name(in.state)), NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -279,6 +288,10 @@ static int is_journal(const qm_queue *q)
 static json_t *queue_value(mgmt *m, qm_queue *q, int id, const char **vt)
 {
     char buf[800];
+    if (q->is_outgoing && id != 1 && id != 2 && id != 7 && id != 8 && id != 9 && id != 10)
+        return outgoing_prop(m, q, id, vt);
+    if (id == 24)
+        return eod_source_info(m, q);
     qm_queue *j = q->is_subqueue ? NULL : qm_queue_subqueue(q, "journal", 7, 0);
     json_t *names;
     size_t ns;
@@ -466,6 +479,8 @@ enum MHD_Result api_msmq(req *r)
         return api_handles(r);
     if (r->nsegs >= 2 && !strcmp(r->segs[1], "management"))
         return api_mgmtobj(r);
+    if (r->nsegs == 2 && !strcmp(r->segs[1], "outgoing"))
+        return api_outgoing(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "action"))
         return req_is(r, "POST") ? action(r) : reply_method_not_allowed(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "info"))

@@ -95,7 +95,11 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
         json_object_set_new(o, "BytesInQueue", json_integer((json_int_t)q->bytes_total));
         json_object_set_new(o, "JournalMessageCount", json_integer((json_int_t)jcount));
         json_object_set_new(o, "BytesInJournal", json_integer((json_int_t)jbytes));
+        if (q->is_outgoing)
+            outgoing_view(m, q, o);
     }
+    if (q->is_outgoing)
+        json_object_set_new(o, "outgoing", json_true());
     return o;
 }
 
@@ -144,6 +148,9 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
     if (!strncmp(name, "amq.", 4) && !qm_queue_find(vh, name, strlen(name)))
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
                             "queue name '%s' contains reserved prefix 'amq.*'", name);
+    if (qm_queue_name_is_outgoing(name, strlen(name)))
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                            "'%s' is a format name: sending to it makes its outgoing queue", name);
     char err[300];
     sl_buf args;
     if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)

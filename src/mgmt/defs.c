@@ -18,7 +18,8 @@
 
 static int exportable_queue(const qm_queue *q)
 {
-    return !q->is_system && !q->is_subqueue && !q->exclusive;
+    /* outgoing queues are made by sending (and by importing a binding to a format name) */
+    return !q->is_system && !q->is_subqueue && !q->exclusive && !q->is_outgoing;
 }
 
 static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchanges, json_t *bindings)
@@ -211,6 +212,8 @@ static enum MHD_Result import_defs(req *r, const char *forced_vhost)
             return reply_error(r, 400, "bad_request", "queue '%s': no vhost '%s'", name, vname);
         if (!*name || !strncmp(name, "amq.", 4))
             return reply_error(r, 400, "bad_request", "queue name '%s' is reserved or empty", name);
+        if (qm_queue_name_is_outgoing(name, strlen(name)))
+            continue; /* a format name: its outgoing queue comes with the first send */
         sl_buf args;
         if (json_to_table(json_object_get(e, "arguments"), &args, err, sizeof err) < 0)
             return reply_error(r, 400, "bad_request", "queue '%s': %s", name, err);
@@ -242,7 +245,7 @@ static enum MHD_Result import_defs(req *r, const char *forced_vhost)
         qm_exchange *x = qm_exchange_find(vh, src, strlen(src));
         int to_exchange = dtype && !strcmp(dtype, "exchange");
         qm_exchange *dx = to_exchange ? qm_exchange_find(vh, dst, strlen(dst)) : NULL;
-        qm_queue *dq = to_exchange ? NULL : qm_queue_find(vh, dst, strlen(dst));
+        qm_queue *dq = to_exchange ? NULL : qm_queue_find_or_remote(vh, dst, strlen(dst), 1);
         if (!x || (!dx && !dq))
             return reply_sl_err(r, SL_ERR_NOT_FOUND, "binding '%s' -> '%s': no such %s", src, dst,
                                 !x ? "source exchange" : "destination");

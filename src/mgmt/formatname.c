@@ -13,10 +13,12 @@
  * names are not.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "../link/link.h"
 #include "mgmt_internal.h"
 
 static const struct {
@@ -43,8 +45,15 @@ static int ieq_n(const char *a, size_t al, const char *b)
 static int is_local_computer(mgmt *m, const char *s, size_t n, int tcp)
 {
     if (tcp) {
-        if ((n >= 4 && !strncmp(s, "127.", 4)) || ieq_n(s, n, "::1") ||
-            ieq_n(s, n, m->b->bound_addr) || ieq_n(s, n, m->addr))
+        /* This node's address; any loopback address when it listens on all of them, or on
+         * 127.0.0.1 (other 127.x addresses are other nodes: the multi-node setups). */
+        const char *ba = m->b->bound_addr;
+        int any = !strcmp(ba, "0.0.0.0") || !strcmp(ba, "::");
+        if (ieq_n(s, n, ba) || ieq_n(s, n, m->addr))
+            return 1;
+        if (any && ((n >= 4 && !strncmp(s, "127.", 4)) || ieq_n(s, n, "::1")))
+            return 1;
+        if (!strcmp(ba, "127.0.0.1") && (ieq_n(s, n, "::1") || ieq_n(s, n, "localhost")))
             return 1;
         return 0;
     }
@@ -128,11 +137,6 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
         snprintf(err, errlen, "'%s': expected <computer>\\private$\\<queue>", fmt);
         return SL_ERR_ILLEGAL_FORMATNAME;
     }
-    if (!is_local_computer(m, p, (size_t)(bs - p), tcp)) {
-        snprintf(err, errlen, "'%s': not a queue of this node (no node-to-node transfer yet)", fmt);
-        return SL_ERR_QUEUE_NOT_FOUND;
-    }
-    p = bs + 1;
     qm_node *node = m->b->node;
     qm_vhost *vh =
         qm_vhost_find(node, vhost_hint ? vhost_hint : "/", strlen(vhost_hint ? vhost_hint : "/"));
@@ -140,6 +144,29 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
         snprintf(err, errlen, "no vhost '%s'", vhost_hint);
         return SL_ERR_QUEUE_NOT_FOUND;
     }
+    /* "<address>:<port>": the port must be ours for the name to be local */
+    size_t clen = (size_t)(bs - p);
+    const char *colon = memchr(p, ':', clen);
+    int port_ok = 1;
+    if (colon && !memchr(colon + 1, ':', (size_t)(bs - colon - 1)) && *p != '[') {
+        port_ok = atoi(colon + 1) == m->b->bound_port;
+        clen = (size_t)(colon - p);
+    }
+    if (!port_ok || !is_local_computer(m, p, clen, tcp)) {
+        /* another node: the outgoing queue that leads there (in the hinted vhost or "/") */
+        int local = 0;
+        qm_queue *oq = m->b->links ? link_outgoing_queue(m->b->links, vh, fmt, strlen(fmt), 0,
+                                                         &local, err, errlen)
+                                   : NULL;
+        if (oq) {
+            *out = oq;
+            return SL_OK;
+        }
+        snprintf(err, errlen, "'%s': no outgoing queue for that destination in vhost '%s'", fmt,
+                 vh->name);
+        return SL_ERR_QUEUE_NOT_ACTIVE;
+    }
+    p = bs + 1;
     if (prefix_i(&p, "SYSTEM$;")) {
         for (size_t i = 0; i < sizeof system_names / sizeof system_names[0]; i++) {
             if (str_ieq(p, system_names[i].suffix)) {

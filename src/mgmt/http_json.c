@@ -123,6 +123,7 @@ unsigned http_status_of(sl_err e)
     case SL_ERR_NOT_FOUND:
     case SL_ERR_QUEUE_NOT_FOUND:
     case SL_ERR_QUEUE_DELETED:
+    case SL_ERR_QUEUE_NOT_ACTIVE:
     case SL_ERR_MESSAGE_NOT_FOUND:
     case SL_ERR_NO_ROUTE:
     case SL_ERR_INVALID_HANDLE:

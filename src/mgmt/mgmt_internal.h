@@ -10,6 +10,7 @@
  *   api_misc.c      overview, nodes, vhosts, users, whoami, permissions, connections, channels,
  *                   consumers
  *   api_msmq.c      R_QMMgmtAction / R_QMMgmtGetInfo and the MC-MQAC object view
+ *   api_outgoing.c  outgoing queues: GET /api/msmq/outgoing, their properties and view
  *   api_move.c      move between queues/subqueues, transactions opened over HTTP
  *   ctxtab.c        tables of objects a user opens and names by id (owned, limited, run down)
  *   api_handles.c   MSMQ queue handles: open, purge, close, list (MS-MQMP rpc_QMOpenQueue...)
@@ -230,6 +231,15 @@ void handles_init(mgmt *m);
 void mgmtobj_init(mgmt *m);
 enum MHD_Result api_definitions(req *r);
 enum MHD_Result serve_metrics(req *r);
+/* api_outgoing.c */
+enum MHD_Result api_outgoing(req *r);
+json_t *outgoing_json(mgmt *m, qm_queue *q);
+/* The value of queue property id for an outgoing queue (vt set to VT_NULL when none). */
+json_t *outgoing_prop(mgmt *m, qm_queue *q, int id, const char **vt);
+/* PROPID_MGMT_QUEUE_EOD_SOURCE_INFO of a destination queue. */
+json_t *eod_source_info(mgmt *m, qm_queue *q);
+/* The MC-MQAC members that differ for an outgoing queue, set into o. */
+void outgoing_view(mgmt *m, qm_queue *q, json_t *o);
 /* api_queues.c: the JSON of one queue; full adds the MC-MQAC view and subqueues. */
 json_t *queue_json(mgmt *m, qm_queue *q, int full);
 /* api_move.c: POST /api/queues/{vhost}/{name}/move */

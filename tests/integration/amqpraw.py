@@ -712,11 +712,12 @@ class RawConnection:
     # -- handshake ------------------------------------------------------------
     def handshake(self, user="guest", password="guest", vhost="/", mechanism="PLAIN",
                   channel_max=None, frame_max=None, heartbeat=0, capabilities=None,
-                  open_vhost=True, timeout=5.0):
+                  open_vhost=True, timeout=5.0, client_properties=None):
         self.send(PROTOCOL_HEADER)
         self.start = self.expect("connection.start", timeout=timeout)
         caps = CLIENT_CAPABILITIES if capabilities is None else capabilities
         props = {"product": "sluice-tests-raw", "version": "0", "capabilities": caps}
+        props.update(client_properties or {})
         if mechanism == "PLAIN":
             response = b"\x00" + user.encode() + b"\x00" + password.encode()
         elif mechanism == "AMQPLAIN":

@@ -1,10 +1,49 @@
 """Store and forward between nodes (issue 9): outgoing queues, the link, EOD, the outgoing
 queues' management surface.  Uses the multi-node loopback harness (multinode.py)."""
 
+import os
+import signal
+import time
+
 import amqp
 import pytest
 
-from helpers import uname
+from helpers import uname, wait_for
+from multinode import drain
+
+OK = ("0x00000000", "MQ_OK")
+INVALID = ("0xC00E0006", "MQ_ERROR_INVALID_PARAMETER")
+NOT_ACTIVE = ("0xC00E0004", "MQ_ERROR_QUEUE_NOT_ACTIVE")
+
+
+def hr(j):
+    return (j["hresult"], j["hresult_name"])
+
+
+def declare(node, q, durable=True):
+    ch = node.amqp().channel()
+    ch.queue_declare(q, durable=durable, auto_delete=False)
+    return ch
+
+
+def publish(node, fmt, bodies, tx_size=0, confirm=True, persistent=True):
+    ch = node.amqp().channel()
+    if tx_size:
+        ch.tx_select()
+    elif confirm:
+        ch.confirm_select()
+    for i, b in enumerate(bodies):
+        ch.basic_publish(amqp.Message(b, delivery_mode=2 if persistent else 1), exchange="",
+                         routing_key=fmt)
+        if tx_size and (i + 1) % tx_size == 0:
+            ch.tx_commit()
+    if tx_size and len(bodies) % tx_size:
+        ch.tx_commit()
+    return ch
+
+
+def bodies(n, prefix="m"):
+    return [("%s%d" % (prefix, i)).encode() for i in range(n)]
 
 
 def test_harness_nodes_on_distinct_loopback_addresses(nodes):
@@ -21,3 +60,365 @@ def test_harness_nodes_on_distinct_loopback_addresses(nodes):
     b.kill9()
     b.restart()
     b.broker.assert_alive()
+
+
+def test_publish_to_remote_queue_arrives_once_in_order(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = declare(b, "orders")
+    fmt = b.fmt("orders")
+    publish(a, fmt, bodies(200))
+    a.wait_drained(fmt)
+    assert drain(bch, "orders") == bodies(200)
+    o = a.outgoing_queue(fmt)
+    assert o["state"] == "CONNECTED" and o["foreign"] == "NO", o
+    assert o["sent"] == 200 and o["acked"] == 200 and o["in_flight"] == 0, o
+    assert o["connection_history"][0]["status_name"] == "Established"
+    assert o["vhost"] == "/" and o["last_error"] == ""
+
+
+def test_transactions_travel_whole_in_order(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = declare(b, "tx")
+    fmt = b.fmt("tx")
+    ch = publish(a, fmt, bodies(90), tx_size=9)
+    # an uncommitted transaction stays on the sender, counted, not sent
+    ch.basic_publish(amqp.Message(b"open", delivery_mode=2), exchange="", routing_key=fmt)
+    a.wait_drained_except = None
+    wait_for(lambda: a.outgoing_queue(fmt)["acked"] == 90, timeout=20)
+    assert a.outgoing_queue(fmt)["messages"] == 1
+    ch.tx_rollback()
+    assert drain(bch, "tx") == bodies(90)
+    wait_for(lambda: a.outgoing_queue(fmt)["messages"] == 0)
+
+
+def test_format_names_are_case_insensitive_one_outgoing_queue(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = declare(b, "Mixed")
+    f1 = "DIRECT=TCP:%s:%d\\private$\\Mixed" % (b.addr, b.port)
+    f2 = "formatname:direct=tcp:%s:%d\\PRIVATE$\\mixed" % (b.addr, b.port)
+    publish(a, f1, [b"1"])
+    publish(a, f2, [b"2"])
+    outs = a.outgoing()
+    assert len(outs) == 1, outs
+    a.wait_drained(outs[0]["format_name"])
+    assert drain(bch, "Mixed") == [b"1", b"2"]
+
+
+def test_receiver_down_state_says_why_then_drains(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b", keep_port=True)
+    bch = declare(b, "q")
+    fmt = b.fmt("q")
+    b.stop()
+    # the publisher's confirm means "safely in the outgoing queue here"
+    publish(a, fmt, bodies(20))
+    o = a.wait_state(fmt, "WAITING")
+    wait_for(lambda: a.outgoing_queue(fmt)["last_error"], message="no last_error")
+    o = a.outgoing_queue(fmt)
+    assert o["messages"] == 20
+    assert "refused" in o["last_error"].lower() or "connect" in o["last_error"].lower(), o
+    assert any(h["status_name"] in ("ConnectionRefused", "SocketConnectFailure")
+               for h in o["connection_history"]), o
+    b.restart()
+    a.wait_drained(fmt)
+    assert drain(b.amqp().channel(), "q") == bodies(20)
+    assert a.outgoing_queue(fmt)["state"] == "CONNECTED"
+
+
+def test_sender_kill9_and_restart_exactly_once(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = declare(b, "k")
+    fmt = b.fmt("k")
+    publish(a, fmt, bodies(3000), tx_size=10)
+    a.kill9()
+    a.restart()
+    a.wait_drained(fmt, timeout=30)
+    got = drain(bch, "k")
+    assert got == bodies(3000)
+
+
+def test_receiver_kill9_mid_stream_exactly_once(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b", keep_port=True)
+    declare(b, "r")
+    fmt = b.fmt("r")
+    ch = publish(a, fmt, bodies(1000, "x"), tx_size=5)
+    b.kill9()
+    for i in range(1000):
+        ch.basic_publish(amqp.Message(b"y%d" % i, delivery_mode=2), exchange="", routing_key=fmt)
+        if i % 5 == 4:
+            ch.tx_commit()
+    b.restart()
+    a.wait_drained(fmt, timeout=30)
+    got = drain(b.amqp().channel(), "r")
+    assert got == bodies(1000, "x") + bodies(1000, "y")
+
+
+def test_pause_resume_state_and_restart(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = declare(b, "p")
+    fmt = b.fmt("p")
+    publish(a, fmt, [b"first"])
+    a.wait_drained(fmt)
+    s, j, _ = a.api.action("QUEUE=" + fmt, "pause")
+    assert s == 200 and hr(j) == OK and j["state"] == "ONHOLD", j
+    publish(a, fmt, bodies(5))
+    time.sleep(0.5)
+    o = a.outgoing_queue(fmt)
+    assert o["state"] == "ONHOLD" and o["messages"] == 5, o
+    s, j, _ = a.api.info("QUEUE=" + fmt, "STATE", "MESSAGE_COUNT", "LOCATION")
+    assert j["values"]["PROPID_MGMT_QUEUE_STATE"] == "ONHOLD"
+    assert j["values"]["PROPID_MGMT_QUEUE_MESSAGE_COUNT"] == 5
+    assert j["values"]["PROPID_MGMT_QUEUE_LOCATION"] == "REMOTE"
+    # ONHOLD survives a restart
+    a.stop()
+    a.restart()
+    time.sleep(0.5)
+    assert a.outgoing_queue(fmt)["state"] == "ONHOLD"
+    assert drain(bch, "p") == [b"first"]
+    s, j, _ = a.api.action("QUEUE=" + fmt, "RESUME")
+    assert s == 200 and hr(j) == OK and j["state"] in ("INACTIVE", "WAITING", "CONNECTED"), j
+    a.wait_drained(fmt)
+    assert drain(bch, "p") == bodies(5)
+
+
+def test_actions_on_wrong_objects(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    declare(a, "local")
+    for act in ("PAUSE", "RESUME", "EOD_RESEND"):
+        s, j, _ = a.api.action("QUEUE=DIRECT=OS:.\\private$\\local", act)
+        assert 400 <= s < 500 and hr(j) == INVALID, (act, j)
+        # an outgoing queue that was never used
+        s, j, _ = a.api.action("QUEUE=" + b.fmt("never"), act)
+        assert s == 404 and hr(j) == NOT_ACTIVE, (act, j)
+        s, j, _ = a.api.action("MACHINE", act)
+        assert hr(j) == INVALID
+    fmt = b.fmt("x")
+    publish(a, fmt, [b"1"])
+    for act in ("CONNECT", "DISCONNECT", "TIDY"):
+        s, j, _ = a.api.action("QUEUE=" + fmt, act)
+        assert hr(j) == INVALID, (act, j)
+    assert a.outgoing_queue(fmt)["state"] != "DISCONNECTED"
+
+
+def test_eod_resend_does_not_duplicate(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = declare(b, "e")
+    fmt = b.fmt("e")
+    publish(a, fmt, [b"warm"])
+    a.wait_drained(fmt)
+    # the receiver stops answering: sent messages stay unacked
+    os.kill(b.broker.proc.pid, signal.SIGSTOP)
+    try:
+        publish(a, fmt, bodies(50))
+        wait_for(lambda: a.outgoing_queue(fmt)["in_flight"] > 0)
+        s, j, _ = a.api.action("QUEUE=" + fmt, "EOD_RESEND")
+        assert s == 200 and hr(j) == OK
+        s, j, _ = a.api.info("QUEUE=" + fmt, "EOD_RESEND_COUNT")
+        assert j["values"]["PROPID_MGMT_QUEUE_EOD_RESEND_COUNT"] >= 1
+    finally:
+        os.kill(b.broker.proc.pid, signal.SIGCONT)
+    a.wait_drained(fmt, timeout=30)
+    assert drain(bch, "e") == [b"warm"] + bodies(50)
+
+
+def test_disconnect_connect_sender_and_receiver(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = declare(b, "d")
+    fmt = b.fmt("d")
+    s, j, _ = a.api.action("MACHINE", "DISCONNECT")
+    assert hr(j) == OK
+    publish(a, fmt, bodies(10))
+    a.wait_state(fmt, "DISCONNECTED")
+    a.broker.assert_alive()  # local clients keep working
+    time.sleep(0.3)
+    assert a.outgoing_queue(fmt)["messages"] == 10
+    # the offline flag survives a restart
+    a.stop()
+    a.restart()
+    time.sleep(0.3)
+    assert a.outgoing_queue(fmt)["state"] == "DISCONNECTED"
+    s, j, _ = a.api.info("MACHINE", "CONNECTED")
+    assert j["values"]["PROPID_MGMT_MSMQ_CONNECTED"] == "DISCONNECTED"
+    s, j, _ = a.api.action("MACHINE", "CONNECT")
+    a.wait_drained(fmt)
+    assert drain(bch, "d") == bodies(10)
+    # an offline receiver refuses incoming links; the sender says why
+    s, j, _ = b.api.action("MACHINE", "DISCONNECT")
+    publish(a, fmt, bodies(3, "z"))
+    wait_for(lambda: "offline" in a.outgoing_queue(fmt)["last_error"], timeout=10,
+             message="sender never saw the receiver offline")
+    assert a.outgoing_queue(fmt)["state"] == "WAITING"
+    b.broker.assert_alive()
+    b.api.action("MACHINE", "CONNECT")
+    a.wait_drained(fmt)
+    assert drain(bch, "d") == bodies(3, "z")
+
+
+def test_bind_exchange_to_remote_queue_durable(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = declare(b, "bound")
+    fmt = b.fmt("bound")
+    ch = a.amqp().channel()
+    ch.exchange_declare("fwd", "direct", durable=True, auto_delete=False)
+    ch.queue_bind(fmt, "fwd", "k")
+    ch.confirm_select()
+    ch.basic_publish(amqp.Message(b"via-x", delivery_mode=2), exchange="fwd", routing_key="k")
+    a.wait_drained(a.outgoing()[0]["format_name"])
+    assert drain(bch, "bound") == [b"via-x"]
+    a.stop()
+    a.restart()
+    ch = a.amqp().channel()
+    ch.confirm_select()
+    ch.basic_publish(amqp.Message(b"after", delivery_mode=2), exchange="fwd", routing_key="k")
+    a.wait_drained(a.outgoing()[0]["format_name"])
+    assert drain(bch, "bound") == [b"after"]
+    # the HTTP API binds to a format name too
+    import urllib.parse
+    s, j, _ = a.api.put("/api/exchanges/%2F/fwd2", {"type": "fanout", "durable": True})
+    assert s in (201, 204), j
+    s, j, _ = a.api.post("/api/bindings/%%2F/e/fwd2/q/%s" % urllib.parse.quote(fmt, safe=""),
+                         {"routing_key": ""})
+    assert s == 201, j
+    assert a.api.publish("x", "http", exchange="fwd2") == 1
+    a.wait_drained(a.outgoing()[0]["format_name"])
+    assert drain(bch, "bound") == [b"http"]
+
+
+def test_outgoing_queue_is_not_a_client_queue(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    fmt = b.fmt("nc")
+    s, j, _ = b.api.put(b.api.q("nc"), {"durable": True})
+    b.stop()  # nothing drains it
+    publish(a, fmt, [b"1"])
+    name = a.outgoing()[0]["format_name"]
+    c = a.amqp()
+    ch = c.channel()
+    with pytest.raises(amqp.exceptions.AMQPError) as ei:
+        ch.basic_consume(name, callback=lambda m: None)
+        c.drain_events(timeout=1)
+    assert ei.value.reply_code == 403
+    ch = c.channel()
+    with pytest.raises(amqp.exceptions.AMQPError) as ei:
+        ch.queue_declare("DIRECT=TCP:1.2.3.4\\private$\\x", durable=True)
+    assert ei.value.reply_code == 403
+    # listed as an outgoing queue in /api/queues too
+    s, j, _ = a.api.get("/api/queues")
+    q = [x for x in j if x["name"] == name][0]
+    assert q["outgoing"] is True and q["messages"] == 1
+
+
+def test_purge_and_delete_outgoing_queue(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b", keep_port=True)
+    bch = declare(b, "pd")
+    fmt = b.fmt("pd")
+    b.stop()
+    publish(a, fmt, bodies(7))
+    name = a.outgoing()[0]["format_name"]
+    s, j, _ = a.api.delete(a.api.q(name) + "/contents")
+    assert s == 200 and j["message_count"] == 7, j
+    publish(a, fmt, [b"kept"])
+    b.restart()
+    a.wait_drained(fmt)
+    assert drain(b.amqp().channel(), "pd") == [b"kept"]
+    s, j, _ = a.api.delete(a.api.q(name))
+    assert s in (200, 204), j
+    assert a.outgoing() == []
+
+
+def test_management_properties_of_both_ends(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    declare(b, "props")
+    fmt = b.fmt("props")
+    publish(a, fmt, bodies(4), tx_size=2)
+    a.wait_drained(fmt)
+    names = ["PATHNAME", "FORMATNAME", "TYPE", "LOCATION", "XACT", "FOREIGN", "STATE", "NEXTHOPS",
+             "MESSAGE_COUNT", "BYTES_IN_QUEUE", "EOD_LAST_ACK", "EOD_LAST_ACK_TIME",
+             "EOD_LAST_ACK_COUNT", "EOD_FIRST_NON_ACK", "EOD_LAST_NON_ACK", "EOD_NEXT_SEQ",
+             "EOD_NO_READ_COUNT", "EOD_NO_ACK_COUNT", "EOD_RESEND_TIME", "EOD_RESEND_INTERVAL",
+             "EOD_RESEND_COUNT", "CONNECTION_HISTORY", "EOD_SOURCE_INFO"]
+    s, j, _ = a.api.info("QUEUE=" + fmt, *names)
+    assert s == 200, j
+    v = j["values"]
+    vts = {p["name"]: p["vt"] for p in j["properties"]}
+    P = "PROPID_MGMT_QUEUE_"
+    assert v[P + "LOCATION"] == "REMOTE" and v[P + "FOREIGN"] == "NO"
+    assert v[P + "STATE"] == "CONNECTED" and v[P + "NEXTHOPS"] == ["IP=%s" % b.addr]
+    assert v[P + "MESSAGE_COUNT"] == 0 and v[P + "EOD_NO_ACK_COUNT"] == 0
+    assert vts[P + "EOD_LAST_ACK"] == "VT_BLOB" and vts[P + "EOD_LAST_ACK_TIME"] == "VT_I4"
+    la = v[P + "EOD_LAST_ACK"]
+    assert la["SeqNo"] > 0 and len(la["blob"]) == 24  # 16 bytes, base64
+    assert v[P + "EOD_LAST_ACK_COUNT"] >= 1 and v[P + "EOD_LAST_ACK_TIME"] > 0
+    assert v[P + "EOD_RESEND_INTERVAL"] == 2  # eod_resend_short_ms = 2000 in the harness
+    hist = v[P + "CONNECTION_HISTORY"]
+    assert len(hist) == 4 and hist[0][0] == 2  # Established, newest first
+    assert v[P + "EOD_SOURCE_INFO"] is None and vts[P + "EOD_SOURCE_INFO"] == "VT_NULL"
+    # the receiving queue: its incoming sequence
+    s, j, _ = b.api.info("QUEUE=DIRECT=OS:.\\private$\\props", "EOD_SOURCE_INFO",
+                         "EOD_LAST_ACK")
+    src = j["values"][P + "EOD_SOURCE_INFO"]
+    assert len(src) == 6 and len(src[0]) == 1, src
+    assert src[1][0]["node"] == "sluice@a" and src[3][0] == la["SeqNo"] and src[5][0] == 0
+    assert j["values"][P + "EOD_LAST_ACK"] is None
+    # MC-MQAC view of the outgoing queue
+    s, view, _ = a.api.get(a.api.q(a.outgoing()[0]["format_name"]))
+    assert view["IsLocal"] is False
+    assert view["ForeignStatus"] == {"value": 1, "name": "MQ_STATUS_NOT_FOREIGN"}
+    assert view["State"]["name"] == "MQ_QUEUE_STATE_CONNECTED"
+
+
+def test_foreign_status_unknown_until_answered(nodes):
+    a = nodes.start("a")
+    fmt = "DIRECT=TCP:127.0.0.1:1\\private$\\nobody"
+    publish(a, fmt, [b"1"])
+    o = a.wait_state(fmt, "WAITING")
+    assert o["foreign"] == "UNKNOWN"
+    s, j, _ = a.api.info("QUEUE=" + fmt, "FOREIGN")
+    assert j["values"]["PROPID_MGMT_QUEUE_FOREIGN"] == "UNKNOWN"
+
+
+def test_link_login_refused_says_so(nodes):
+    a = nodes.start("a", config={"link_user": "node", "link_password": "wrong"})
+    b = nodes.start("b", config={"user.node": "secret"})
+    declare(b, "auth")
+    fmt = b.fmt("auth")
+    publish(a, fmt, [b"1"])
+    wait_for(lambda: "403" in a.outgoing_queue(fmt)["last_error"], timeout=10,
+             message="no login failure reported")
+    assert a.outgoing_queue(fmt)["messages"] == 1
+
+
+def test_hostile_link_peer_gets_a_clean_close(nodes):
+    b = nodes.start("b")
+    declare(b, "victim")
+    # a "link" that sends a control message with garbage, then commits
+    r = b.broker.raw(client_properties={"sluice_link": {"version": 1,
+                                                        "node_id": "00" * 16,
+                                                        "node_name": "evil"}})
+    r.rpc(1, "channel.open")
+    r.rpc(1, "tx.select")
+    r.publish(1, "", "victim", b"payload")
+    r.publish(1, "sluice.eod", "batch", b"\x01garbage")
+    r.send_method(1, "tx.commit")
+    res = r.wait_close()
+    assert res.method.name == "channel.close" and res.method.reply_code == 406, res
+    assert "EOD" in str(res.method.reply_text)
+    # a node id that is not hex, and a link to an offline node, are refused at the handshake
+    bad = b.broker.raw(handshake=False)
+    with pytest.raises(Exception):
+        bad.handshake(client_properties={"sluice_link": {"node_id": "zz" * 16}})
+    b.broker.assert_alive()
+    ch = b.amqp().channel()
+    assert ch.queue_declare("victim", passive=True).message_count == 0

@@ -241,8 +241,9 @@ def test_format_names(api, broker):
     assert s == 200 and j["values"]["PROPID_MGMT_QUEUE_TYPE"] == "MACHINE"
     s, j, _ = api.info("QUEUE=DIRECT=OS:.\\system$;deadxact", "MESSAGE_COUNT")
     assert s == 200
+    # another machine, never sent to: no outgoing queue for it (MSDN: MQ_ERROR_QUEUE_NOT_ACTIVE)
     s, j, _ = api.info("QUEUE=DIRECT=TCP:10.1.2.3\\private$\\" + q, "MESSAGE_COUNT")
-    assert 400 <= s < 500 and hr(j) == NOT_FOUND  # another machine: no transfer yet
+    assert 400 <= s < 500 and hr(j) == ("0xC00E0004", "MQ_ERROR_QUEUE_NOT_ACTIVE")
     for bad in ("DIRECT=XYZ:.\\private$\\q", "DIRECT=OS:", "PRIVATE=abc\\1",
                 "DIRECT=OS:.\\private$\\", "DIRECT=OS:.\\private$\\q;"):
         s, j, _ = api.info("QUEUE=" + bad, "MESSAGE_COUNT")

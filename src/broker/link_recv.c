@@ -1,0 +1,303 @@
+/* link_recv.c - the receiving side of a node-to-node link (src/link/link.h has the design).
+ *
+ * A link is an ordinary AMQP connection that announced itself with a "sluice_link" table in
+ * its client-properties (node_id, node_name) and authenticated as a user of this node. On
+ * its channels a link transaction is: data publishes (exchange "", routing key = the
+ * destination queue), then one control publish to "sluice.eod" (eod_batch: SeqID and the
+ * numbers), then tx.commit. At the commit the batch is decided as a whole (eod.h):
+ * duplicates are dropped, the accepted messages are enqueued and the new last-accepted
+ * number is recorded, all in one all-or-nothing record group of this turn's group commit;
+ * tx.commit-ok (the order ack) goes out with the turn's replies, after that fdatasync. A
+ * batch that cannot apply (out of sequence, unknown queue, not allowed, malformed) closes
+ * the channel with a reason and changes nothing: the sender keeps its messages and retries.
+ * Publishes to "sluice.rpc" are requests answered through direct reply-to (link.h).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../amqp/table.h"
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../link/eod.h"
+#include "../link/link.h"
+#include "../persist/persist.h"
+#include "broker.h"
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int link_recv_hello(conn *c, amqp_bytes client_props)
+{
+    amqp_value v, id, name;
+    if (!amqp_table_get(client_props, "sluice_link", &v) || v.tag != 'F')
+        return 0;
+    amqp_bytes ids = {0}, names = {0};
+    if (!amqp_table_get(v.v.s, "node_id", &id) || !amqp_value_str(&id, &ids) || ids.len != 32) {
+        conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                   "a link must name its node (sluice_link.node_id: 32 hex digits)");
+        return -1;
+    }
+    for (int i = 0; i < 16; i++) {
+        int hi = hexval(ids.p[2 * i]), lo = hexval(ids.p[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                       "sluice_link.node_id is not hex");
+            return -1;
+        }
+        c->link_sender[i] = (uint8_t)(hi << 4 | lo);
+    }
+    if (amqp_table_get(v.v.s, "node_name", &name))
+        amqp_value_str(&name, &names);
+    if (!c->b->node->online) {
+        /* DISCONNECT: an offline node accepts no incoming link (local clients go on). */
+        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_START_OK,
+                   "node %s is offline (DISCONNECT): no incoming links", c->b->cfg->node_name);
+        return -1;
+    }
+    c->is_link = 1;
+    sl_free(c->link_node);
+    c->link_node = sl_xstrndup((const char *)names.p, names.len > 200 ? 200 : names.len);
+    return 1;
+}
+
+int link_recv_control_exchange(amqp_bytes ex)
+{
+    return amqp_bytes_eq(ex, "sluice.eod") || amqp_bytes_eq(ex, "sluice.rpc");
+}
+
+static void batch_clear(channel *ch)
+{
+    for (size_t i = 0; i < ch->lk_n; i++)
+        qm_message_unref(ch->lk_msgs[i]);
+    ch->lk_n = 0;
+    if (ch->lk_ctl)
+        qm_message_unref(ch->lk_ctl);
+    ch->lk_ctl = NULL;
+}
+
+void link_recv_release(channel *ch)
+{
+    batch_clear(ch);
+    sl_free(ch->lk_msgs);
+    ch->lk_msgs = NULL;
+    ch->lk_cap = 0;
+}
+
+/* ---- destination queues: "<queue>" in vhost "/", or "<vhost>/<queue>" ---- */
+
+static qm_queue *find_ci(qm_vhost *vh, const char *name, size_t len)
+{
+    qm_queue *q = qm_queue_find(vh, name, len);
+    if (q || memchr(name, ';', len))
+        return q;
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
+        if (kl == len && !strncasecmp(k, name, len))
+            return v;
+    return NULL;
+}
+
+static qm_queue *resolve_dest(broker *b, amqp_bytes rk)
+{
+    const char *p = (const char *)rk.p;
+    size_t len = rk.len;
+    const char *slash = memchr(p, '/', len);
+    if (slash && slash != p) {
+        qm_vhost *vh = qm_vhost_find(b->node, p, (size_t)(slash - p));
+        if (vh && strcmp(vh->name, "/")) {
+            qm_queue *q = find_ci(vh, slash + 1, len - (size_t)(slash + 1 - p));
+            if (q)
+                return q;
+        }
+    }
+    qm_vhost *root = qm_vhost_find(b->node, "/", 1);
+    return root ? find_ci(root, p, len) : NULL;
+}
+
+/* ---- requests ---- */
+
+static void serve_rpc(channel *ch, qm_message *msg)
+{
+    amqp_basic_props bp;
+    if (amqp_props_decode(qm_msg_props(msg), msg->props_len, &bp) < 0 ||
+        !(bp.flags & AMQP_P_REPLY_TO)) {
+        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                      "a sluice.rpc request needs reply_to (amq.rabbitmq.reply-to)");
+        return;
+    }
+    char *reply =
+        link_rpc_serve(ch->c->b->node, ch->c->b->boot_id, ch->c->link_node ? ch->c->link_node : "",
+                       ch->c->id, (const char *)qm_msg_body(msg), (size_t)msg->body_len);
+    amqp_basic_props rp = {0};
+    rp.flags = AMQP_P_CONTENT_TYPE;
+    rp.content_type = AMQP_BYTES("application/json");
+    if (bp.flags & AMQP_P_CORRELATION_ID) {
+        rp.flags |= AMQP_P_CORRELATION_ID;
+        rp.correlation_id = bp.correlation_id;
+    }
+    sl_buf props;
+    sl_buf_init(&props);
+    amqp_props_encode(&props, &rp);
+    size_t rlen = strlen(reply);
+    qm_message *r =
+        qm_message_new(AMQP_BYTES(""), bp.reply_to, props.data, (uint32_t)props.len, rlen);
+    memcpy(qm_msg_body(r), reply, rlen);
+    int delivered = 0;
+    reply_to_route(ch, r, &delivered);
+    qm_message_unref(r);
+    sl_buf_free(&props);
+    sl_free(reply);
+}
+
+void link_recv_publish(channel *ch, qm_message *msg)
+{
+    amqp_bytes ex = qm_msg_exchange(msg);
+    if (amqp_bytes_eq(ex, "sluice.rpc")) {
+        serve_rpc(ch, msg);
+        qm_message_unref(msg);
+        return;
+    }
+    if (!ch->tx_mode) {
+        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                      "link transfer needs a transactional channel (tx.select)");
+        qm_message_unref(msg);
+        return;
+    }
+    if (amqp_bytes_eq(ex, "sluice.eod")) {
+        if (ch->lk_ctl)
+            qm_message_unref(ch->lk_ctl);
+        ch->lk_ctl = msg;
+        return;
+    }
+    if (ex.len) {
+        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                      "a link delivers to queues by name (exchange \"\"), not to '" BYTES_FMT "'",
+                      BYTES_ARG(ex));
+        qm_message_unref(msg);
+        return;
+    }
+    if (ch->lk_ctl) {
+        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                      "EOD: data after the batch's control message");
+        qm_message_unref(msg);
+        return;
+    }
+    if (ch->lk_n == ch->lk_cap) {
+        ch->lk_cap = ch->lk_cap ? ch->lk_cap * 2 : 64;
+        ch->lk_msgs = sl_xrealloc(ch->lk_msgs, ch->lk_cap * sizeof *ch->lk_msgs);
+    }
+    ch->lk_msgs[ch->lk_n++] = msg;
+}
+
+int link_recv_commit(channel *ch)
+{
+    conn *c = ch->c;
+    broker *b = c->b;
+    if (!c->is_link || (!ch->lk_n && !ch->lk_ctl))
+        return 0; /* an ordinary commit */
+    const uint32_t id = AMQP_TX_COMMIT;
+    eod_batch eb;
+    if (!ch->lk_ctl ||
+        eod_batch_decode(qm_msg_body(ch->lk_ctl), (size_t)ch->lk_ctl->body_len, &eb) < 0) {
+        channel_error(ch, SL_ERR_PRECONDITION, id, "EOD: %s",
+                      ch->lk_ctl ? "malformed control message" : "a batch without its control");
+        batch_clear(ch);
+        return 1;
+    }
+    if (eb.n != ch->lk_n || memcmp(eb.sender, c->link_sender, 16)) {
+        channel_error(ch, SL_ERR_PRECONDITION, id,
+                      "EOD: control names %u message(s) of %s, the batch has %zu", eb.n,
+                      memcmp(eb.sender, c->link_sender, 16) ? "another node" : "this link",
+                      ch->lk_n);
+        batch_clear(ch);
+        return 1;
+    }
+    /* Every destination must exist and take the link's writes before anything applies. */
+    qm_queue *stackq[64];
+    qm_queue **qs = eb.n <= 64 ? stackq : sl_xmalloc(eb.n * sizeof *qs);
+    uint8_t stacka[64];
+    uint8_t *acc = eb.n <= 64 ? stacka : sl_xmalloc(eb.n);
+    char dest[600] = "";
+    for (uint32_t i = 0; i < eb.n; i++) {
+        amqp_bytes rk = qm_msg_routing_key(ch->lk_msgs[i]);
+        qm_queue *q = resolve_dest(b, rk);
+        if (!q || !link_recv_may_write(c->user, q)) {
+            channel_error(ch, q ? SL_ERR_ACCESS_REFUSED : SL_ERR_NOT_FOUND, id,
+                          "%s queue '" BYTES_FMT "' on node %s", q ? "may not write to" : "no",
+                          BYTES_ARG(rk), b->cfg->node_name);
+            goto out;
+        }
+        qs[i] = q;
+        if (!dest[0])
+            snprintf(dest, sizeof dest, "%s%s%s", strcmp(q->vhost->name, "/") ? q->vhost->name : "",
+                     strcmp(q->vhost->name, "/") ? "/" : "", q->name);
+    }
+    persist_eod_in *st = b->store ? persist_eod_in_get(b->store, eb.sender, eb.seq_id) : NULL;
+    uint64_t last = st ? st->seq_no : 0;
+    eod_apply ap;
+    eod_recv_batch(&eb, last, acc, &ap);
+    char sender[260];
+    snprintf(sender, sizeof sender, "%.*s", (int)eb.sender_name_len, eb.sender_name);
+    if (ap.rejected) {
+        uint64_t s = eod_batch_seq_no(&eb, ap.reject_at), p = eod_batch_prev_no(&eb, ap.reject_at);
+        if (b->store)
+            persist_eod_in_set(b->store, eb.sender, eb.seq_id, last, st ? st->rejects + 1 : 1,
+                               sender, dest);
+        channel_error(ch, SL_ERR_PRECONDITION, id,
+                      "EOD: message %llu of sequence %llu is out of order (previous %llu, last "
+                      "accepted %llu)",
+                      (unsigned long long)s, (unsigned long long)eb.seq_id, (unsigned long long)p,
+                      (unsigned long long)last);
+        goto out;
+    }
+    if (ap.accepted || !st) {
+        /* enqueues and the new number: all or nothing, one group commit */
+        if (b->store)
+            persist_group(b->store, 1);
+        for (uint32_t i = 0; i < eb.n; i++)
+            if (acc[i])
+                qm_queue_enqueue(qs[i], ch->lk_msgs[i]);
+        if (b->store) {
+            persist_eod_in_set(b->store, eb.sender, eb.seq_id, ap.new_last, 0, sender, dest);
+            persist_group(b->store, 0);
+        }
+    }
+    b->link_accepted += ap.accepted;
+    b->link_duplicates += eb.n - ap.accepted;
+    {
+        amqp_method ok = {.id = AMQP_TX_COMMIT_OK};
+        conn_send_method(c, ch->id, &ok);
+    }
+out:
+    if (qs != stackq)
+        sl_free(qs);
+    if (acc != stacka)
+        sl_free(acc);
+    batch_clear(ch);
+    return 1;
+}
+
+void broker_set_online(broker *b, int online)
+{
+    if (b->links)
+        link_mgr_set_online(b->links, online);
+    else
+        b->node->online = (uint8_t)online;
+    if (online)
+        return;
+    for (conn *c = b->conns; c; c = c->next)
+        if (c->is_link)
+            conn_force_close(c, "CONNECTION_FORCED - node taken offline (DISCONNECT)");
+}

@@ -1,0 +1,108 @@
+/* io.c - plain TCP under a link (see io.h). */
+#include "io.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* MS-MQMQ 2.3.12.25 ConnectionHistory status codes */
+#define ST_SOCKET_CREATE 0x80000002u
+#define ST_CONNECT 0x80000004u
+#define ST_DNS 0x80000008u
+#define ST_REFUSED 0x8000000Bu
+
+static ssize_t tcp_read(link_io *io, void *buf, size_t n)
+{
+    ssize_t r;
+    do
+        r = recv(io->fd, buf, n, 0);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+static ssize_t tcp_write(link_io *io, const void *buf, size_t n)
+{
+    ssize_t r;
+    do
+        r = send(io->fd, buf, n, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+static void tcp_close(link_io *io)
+{
+    if (io->fd >= 0)
+        close(io->fd);
+    io->fd = -1;
+}
+
+static const link_io_ops tcp_ops = {tcp_read, tcp_write, tcp_close};
+
+int link_io_tcp_connect(link_io *io, const char *host, int port, char *addr_out, size_t addr_len,
+                        char *err, size_t errlen, unsigned *status)
+{
+    io->ops = &tcp_ops;
+    io->fd = -1;
+    io->impl = NULL;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST};
+    struct addrinfo *res = NULL;
+    char svc[16];
+    snprintf(svc, sizeof svc, "%d", port);
+    /* Numeric addresses never block; a name is looked up synchronously (rare on links: the
+     * loop waits for the resolver once per connect attempt). */
+    int rc = getaddrinfo(host, svc, &hints, &res);
+    if (rc == EAI_NONAME) {
+        hints.ai_flags = 0;
+        rc = getaddrinfo(host, svc, &hints, &res);
+    }
+    if (rc != 0 || !res) {
+        snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
+        *status = ST_DNS;
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        *status = ST_SOCKET_CREATE;
+        freeaddrinfo(res);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char a[INET6_ADDRSTRLEN] = "?";
+    if (res->ai_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, a, sizeof a);
+    else if (res->ai_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)res->ai_addr)->sin6_addr, a, sizeof a);
+    snprintf(addr_out, addr_len, "%s", a);
+    rc = connect(fd, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    if (rc < 0 && errno != EINPROGRESS) {
+        *status = errno == ECONNREFUSED ? ST_REFUSED : ST_CONNECT;
+        snprintf(err, errlen, "connect to %s:%d: %s", host, port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    io->fd = fd;
+    return 0;
+}
+
+int link_io_connected(link_io *io, char *err, size_t errlen, unsigned *status)
+{
+    int e = 0;
+    socklen_t l = sizeof e;
+    if (getsockopt(io->fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
+        e = errno;
+    if (e == 0)
+        return 0;
+    *status = e == ECONNREFUSED ? ST_REFUSED : ST_CONNECT;
+    snprintf(err, errlen, "connect: %s", strerror(e));
+    return -1;
+}

@@ -1,0 +1,1322 @@
+/* link.c - the sending side of store and forward: outgoing queues and the link that drains
+ * each of them (link.h has the contract and the wire design; eod.h the numbers).
+ *
+ * One AMQP 0-9-1 client connection per outgoing queue, driven by the broker's event loop:
+ *
+ *   idle --(messages, online, not paused, retry time reached)--> connecting
+ *   connecting -> handshake (start/start-ok, tune/tune-ok, open, channel.open, tx.select or
+ *   confirm.select) -> open: the link attaches as the queue's only consumer
+ *   any failure -> idle with a retry time (exponential backoff, forever), the in-flight
+ *   messages requeued in place (lookup order = sequence order), the reason in last_error
+ *   and the connection history.
+ *
+ * In flight: positions handed to the link stay LOCKED (held by it) until their order ack
+ * (tx.commit-ok of their batch, or the broker's confirm when foreign); then they are acked
+ * and leave the queue. A batch is closed at a transaction boundary when it is large enough,
+ * and at the end of every loop turn: link_mgr_flush runs after the group commit, so every
+ * number a batch carries, and the enqueue records of its messages, are on disk first.
+ *
+ * Invariants: a held position is in exactly one in-flight slot; slots are in send order
+ * (= SeqNo order); the open batch covers the newest `open_n` slots; outstanding batches
+ * cover the oldest ones, in order.
+ */
+#include "link.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include "../amqp/frame.h"
+#include "../amqp/method.h"
+#include "../amqp/table.h"
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../core/version.h"
+#include "../persist/persist.h"
+#include "../persist/records.h"
+#include "eod.h"
+#include "io.h"
+
+#define LINK_FRAME_MAX 131072
+#define HANDSHAKE_MS 10000
+#define TICK_MS 100
+#define OUT_HIGH (8u << 20)
+
+/* ConnectionHistory status codes (MS-MQMQ 2.3.12.25) */
+#define H_IN_PROCESS 0x00000000u
+#define H_ESTABLISHED 0x00000002u
+#define H_UNKNOWN 0x80000000u
+#define H_SEND_FAILURE 0x80000006u
+#define H_NOT_READY 0x80000007u
+
+enum cstate {
+    C_NONE = 0,
+    C_CONNECTING,
+    C_START,   /* header sent, waiting for connection.start */
+    C_TUNE,    /* start-ok sent */
+    C_OPENING, /* tune-ok + open sent */
+    C_CHANNEL, /* channel.open sent */
+    C_MODE,    /* tx.select / confirm.select sent */
+    C_OPEN,
+};
+
+typedef struct inflight {
+    qm_position *pos;
+    uint64_t seq;
+    uint8_t acked; /* foreign: confirmed out of order, popped when it reaches the front */
+} inflight;
+
+struct link_outq {
+    link_mgr *m;
+    qm_queue *q;
+    link_outq *next, *prev;
+    link_addr dest;
+    uint8_t paused;
+    uint8_t foreign; /* link_foreign */
+    /* connection */
+    enum cstate cs;
+    link_io io;
+    sl_watch w;
+    sl_buf in, out;
+    uint32_t frame_max;
+    uint16_t heartbeat;
+    uint64_t cs_since, last_recv, last_send;
+    uint64_t retry_at;
+    unsigned failures;
+    uint8_t peer_is_sluice, blocked, in_dirty, skip_content;
+    uint64_t skip_left;
+    char peer_addr[64];
+    /* the consumer and what is in flight */
+    qm_consumer qc;
+    uint8_t attached;
+    uint8_t in_unit; /* the last message handed over has more of its transaction behind */
+    inflight *fl;
+    size_t fl_head, fl_len, fl_cap;
+    size_t *bt; /* outstanding batches (sizes), oldest first */
+    size_t bt_head, bt_len, bt_cap;
+    size_t open_n;
+    uint64_t open_bytes, open_first_prev;
+    uint64_t *open_seqs;
+    size_t open_cap;
+    uint64_t pub_tag; /* foreign: publisher-confirm sequence of the session */
+    uint64_t idle_since;
+    eod_send es;
+    /* what the operator sees */
+    char last_error[256];
+    int64_t last_error_time;
+    link_hist hist[LINK_HIST_MAX];
+    size_t nhist; /* newest at hist[0] */
+    uint64_t sent, acked, reconnects;
+    link_outq *dirty_next;
+};
+
+struct link_mgr {
+    qm_node *node;
+    sl_loop *loop;
+    persist *store;
+    link_options o;
+    sl_map *by_key; /* vhost "\0" lower-case canonical name -> link_outq */
+    link_outq *all;
+    link_outq *dirty;
+    sl_timer tick;
+    char self_addr[64];
+    int self_port;
+    uint8_t node_id[16];
+    char node_id_hex[33];
+    char node_name[256];
+    int online;
+    sl_buf scratch;
+};
+
+static void outq_fail(link_outq *o, unsigned status, int backoff, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void outq_consider(link_outq *o, uint64_t now);
+
+void link_options_defaults(link_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->user = "guest";
+    o->password = "guest";
+    o->heartbeat_s = 10;
+    o->retry_min_ms = 500;
+    o->retry_max_ms = 30000;
+    o->idle_ms = 60000;
+    o->resend_ms[0] = 30000;
+    o->resend_ms[1] = 300000;
+    o->resend_ms[2] = 1800000;
+    o->resend_ms[3] = 21600000;
+    o->batch_msgs = 2048;
+    o->batch_bytes = 1u << 20;
+    o->window_batches = 16;
+}
+
+const char *link_state_name(link_state s)
+{
+    static const char *const names[] = {"INACTIVE", "WAITING",      "CONNECTED",
+                                        "ONHOLD",   "DISCONNECTED", "DISCONNECTING"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "INACTIVE";
+}
+
+static const uint32_t *resend_table(const link_mgr *m)
+{
+    return m->o.resend_ms;
+}
+
+static int64_t wall_s(void)
+{
+    return (int64_t)(sl_wall_ms() / 1000);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * History and errors
+ */
+
+static void hist_add(link_outq *o, uint32_t status, uint32_t error)
+{
+    if (o->nhist == LINK_HIST_MAX)
+        o->nhist--;
+    memmove(&o->hist[1], &o->hist[0], o->nhist * sizeof o->hist[0]);
+    o->nhist++;
+    link_hist *h = &o->hist[0];
+    h->status = status;
+    h->time = wall_s();
+    h->error = error;
+    snprintf(h->address, sizeof h->address, "%.50s:%d",
+             o->peer_addr[0] ? o->peer_addr : o->dest.host, o->dest.port);
+}
+
+static void set_error(link_outq *o, const char *text)
+{
+    snprintf(o->last_error, sizeof o->last_error, "%s", text);
+    o->last_error_time = wall_s();
+}
+
+static link_state state_of(const link_outq *o)
+{
+    if (o->paused)
+        return LINK_ONHOLD;
+    if (!o->m->online)
+        return LINK_DISCONNECTED;
+    if (o->cs == C_OPEN)
+        return LINK_CONNECTED;
+    if (o->cs != C_NONE || o->failures > 0)
+        return LINK_WAITING;
+    return LINK_INACTIVE;
+}
+
+static void persist_state(link_outq *o)
+{
+    if (o->m->store && o->q->durable)
+        persist_outq_set(o->m->store, o->q->incarnation, o->paused ? OQ_ONHOLD : 0, o->foreign);
+}
+
+static void mark_dirty(link_outq *o)
+{
+    if (o->in_dirty)
+        return;
+    o->in_dirty = 1;
+    o->dirty_next = o->m->dirty;
+    o->m->dirty = o;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * In flight
+ */
+
+static inflight *fl_at(link_outq *o, size_t i)
+{
+    return &o->fl[(o->fl_head + i) % o->fl_cap];
+}
+
+static void fl_push(link_outq *o, qm_position *pos, uint64_t seq)
+{
+    if (o->fl_len == o->fl_cap) {
+        size_t cap = o->fl_cap ? o->fl_cap * 2 : 256;
+        inflight *n = sl_xmalloc(cap * sizeof *n);
+        for (size_t i = 0; i < o->fl_len; i++)
+            n[i] = *fl_at(o, i);
+        sl_free(o->fl);
+        o->fl = n;
+        o->fl_cap = cap;
+        o->fl_head = 0;
+    }
+    *fl_at(o, o->fl_len++) = (inflight){pos, seq, 0};
+}
+
+static void bt_push(link_outq *o, size_t n)
+{
+    if (o->bt_len == o->bt_cap) {
+        size_t cap = o->bt_cap ? o->bt_cap * 2 : 16;
+        size_t *b = sl_xmalloc(cap * sizeof *b);
+        for (size_t i = 0; i < o->bt_len; i++)
+            b[i] = o->bt[(o->bt_head + i) % o->bt_cap];
+        sl_free(o->bt);
+        o->bt = b;
+        o->bt_cap = cap;
+        o->bt_head = 0;
+    }
+    o->bt[(o->bt_head + o->bt_len++) % o->bt_cap] = n;
+}
+
+/* The oldest n in-flight messages are order-acked: they leave the outgoing queue. */
+static void ack_front(link_outq *o, size_t n)
+{
+    uint64_t upto = 0, prev = 0;
+    for (size_t i = 0; i < n && o->fl_len; i++) {
+        inflight *f = fl_at(o, 0);
+        prev = upto;
+        upto = f->seq;
+        qm_position *pos = f->pos;
+        o->fl_head = (o->fl_head + 1) % o->fl_cap;
+        o->fl_len--;
+        pos->holder = NULL;
+        qm_position_ack(pos);
+        o->acked++;
+    }
+    if (upto)
+        eod_send_acked(&o->es, upto, prev, o->fl_len, resend_table(o->m), sl_loop_now(o->m->loop),
+                       wall_s());
+    if (o->attached && o->q)
+        qm_queue_schedule_dispatch(o->q); /* window room */
+}
+
+/* The session is gone: everything in flight is sendable again, at its place. */
+static void requeue_all(link_outq *o)
+{
+    while (o->fl_len) {
+        inflight *f = fl_at(o, o->fl_len - 1);
+        o->fl_len--;
+        f->pos->holder = NULL;
+        qm_position_requeue(f->pos);
+    }
+    o->fl_head = 0;
+    o->bt_len = o->bt_head = 0;
+    o->open_n = 0;
+    o->open_bytes = 0;
+    o->in_unit = 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The consumer: the queue hands messages over while the window has room
+ */
+
+static int c_can_take(qm_consumer *c)
+{
+    link_outq *o = c->ctx;
+    if (o->cs != C_OPEN || o->paused || !o->m->online)
+        return 0;
+    if (o->in_unit)
+        return 1; /* a transaction is never split: take the rest of it */
+    if (o->bt_len >= o->m->o.window_batches)
+        return 0;
+    return sl_buf_unread(&o->out) < OUT_HIGH;
+}
+
+static void write_publish(link_outq *o, const qm_message *msg)
+{
+    amqp_method pm = {.id = AMQP_BASIC_PUBLISH};
+    pm.u.basic_publish.exchange = AMQP_BYTES("");
+    pm.u.basic_publish.routing_key = amqp_cstr(o->dest.queue);
+    pm.u.basic_publish.mandatory = !o->peer_is_sluice; /* a foreign basic.return: not delivered */
+    amqp_method_write(&o->out, 1, &pm);
+    o->pub_tag++;
+    amqp_content_header_write(&o->out, 1, msg->body_len, qm_msg_props(msg), msg->props_len);
+    const uint8_t *body = qm_msg_body(msg);
+    size_t chunk = o->frame_max - AMQP_FRAME_OVERHEAD;
+    for (uint64_t off = 0; off < msg->body_len; off += chunk) {
+        size_t n = msg->body_len - off < chunk ? (size_t)(msg->body_len - off) : chunk;
+        amqp_frame_write(&o->out, AMQP_FRAME_BODY, 1, body + off, n);
+    }
+}
+
+static void close_batch(link_outq *o)
+{
+    if (!o->open_n)
+        return;
+    if (o->peer_is_sluice) {
+        link_mgr *m = o->m;
+        sl_buf *b = &m->scratch;
+        b->len = 0;
+        b->off = 0;
+        eod_batch_encode(b, m->node_id, m->node_name, o->es.seq_id, o->open_first_prev,
+                         o->open_seqs, (uint32_t)o->open_n);
+        amqp_method pm = {.id = AMQP_BASIC_PUBLISH};
+        pm.u.basic_publish.exchange = AMQP_BYTES("sluice.eod");
+        pm.u.basic_publish.routing_key = AMQP_BYTES("batch");
+        amqp_method_write(&o->out, 1, &pm);
+        uint8_t noprops[2] = {0, 0};
+        amqp_content_header_write(&o->out, 1, b->len, noprops, 2);
+        amqp_frame_write(&o->out, AMQP_FRAME_BODY, 1, b->data, b->len);
+        amqp_method cm = {.id = AMQP_TX_COMMIT};
+        amqp_method_write(&o->out, 1, &cm);
+    }
+    bt_push(o, o->open_n);
+    o->open_n = 0;
+    o->open_bytes = 0;
+    mark_dirty(o);
+}
+
+static void c_deliver(qm_consumer *c, qm_position *pos)
+{
+    link_outq *o = c->ctx;
+    link_mgr *m = o->m;
+    pos->holder = o;
+    uint64_t seq = pos->lookup_id;
+    /* The number must survive a crash before it is sent (transient messages have no
+     * enqueue record to carry it): reserved in meta, synced before link_mgr_flush. */
+    if (m->store)
+        persist_reserve_lookup(m->store, seq);
+    if (!o->fl_len)
+        eod_send_arm(&o->es, resend_table(m), sl_loop_now(m->loop));
+    fl_push(o, pos, seq);
+    uint64_t prev = eod_send_next(&o->es, seq);
+    if (o->open_n == o->open_cap) {
+        o->open_cap = o->open_cap ? o->open_cap * 2 : 256;
+        o->open_seqs = sl_xrealloc(o->open_seqs, o->open_cap * sizeof *o->open_seqs);
+    }
+    if (!o->open_n)
+        o->open_first_prev = prev;
+    o->open_seqs[o->open_n++] = seq;
+    o->open_bytes += pos->msg->body_len;
+    write_publish(o, pos->msg);
+    o->sent++;
+    o->in_unit = pos->xact_cont;
+    o->idle_since = 0;
+    if (!o->in_unit && (o->open_n >= m->o.batch_msgs || o->open_bytes >= m->o.batch_bytes))
+        close_batch(o);
+    mark_dirty(o);
+}
+
+static void c_cancelled(qm_consumer *c)
+{
+    link_outq *o = c->ctx;
+    o->attached = 0; /* the queue is going away; link_on_queue_deleted follows */
+}
+
+static const qm_consumer_ops link_consumer_ops = {c_can_take, c_deliver, c_cancelled};
+
+static void attach(link_outq *o)
+{
+    if (o->attached || !o->q)
+        return;
+    memset(&o->qc, 0, sizeof o->qc);
+    o->qc.ops = &link_consumer_ops;
+    o->qc.ctx = o;
+    o->qc.is_link = 1;
+    if (qm_consumer_attach(o->q, &o->qc) == SL_OK) {
+        o->attached = 1;
+        qm_queue_schedule_dispatch(o->q);
+    }
+}
+
+static void detach(link_outq *o)
+{
+    if (o->attached) {
+        qm_consumer_detach(&o->qc);
+        o->attached = 0;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The connection
+ */
+
+static void conn_close(link_outq *o)
+{
+    if (o->cs == C_NONE)
+        return;
+    if (o->io.fd >= 0) {
+        sl_loop_unwatch(o->m->loop, &o->w);
+        o->io.ops->close(&o->io);
+    }
+    o->cs = C_NONE;
+    sl_buf_free(&o->in);
+    sl_buf_free(&o->out);
+    detach(o);
+    requeue_all(o);
+    o->blocked = 0;
+    o->skip_content = 0;
+}
+
+static uint64_t backoff_ms(const link_outq *o)
+{
+    const link_options *lo = &o->m->o;
+    uint64_t d = lo->retry_min_ms;
+    for (unsigned i = 1; i < o->failures && d < lo->retry_max_ms; i++)
+        d *= 2;
+    if (d > lo->retry_max_ms)
+        d = lo->retry_max_ms;
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (uint32_t)sl_now_ms();
+    return d / 2 + r % (d / 2 + 1); /* jitter: nodes restarted together do not retry together */
+}
+
+static void outq_fail(link_outq *o, unsigned status, int backoff, const char *fmt, ...)
+{
+    char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    int was_open = o->cs == C_OPEN;
+    size_t in_flight = o->fl_len;
+    conn_close(o);
+    set_error(o, text);
+    hist_add(o, status, 0xC00E0069u /* MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE */);
+    o->failures++;
+    if (was_open)
+        o->reconnects++;
+    uint64_t now = sl_loop_now(o->m->loop);
+    o->retry_at = backoff ? now + backoff_ms(o) : now;
+    eod_send_session(&o->es);
+    sl_warn("link %s: %s (%zu in flight requeued; retrying in %llu ms)", o->q->name, text,
+            in_flight, (unsigned long long)(o->retry_at - now));
+}
+
+/* The node's identity, made durable the first time a link needs it. */
+static void need_node_id(link_mgr *m)
+{
+    if (m->node_id_hex[0])
+        return;
+    if (m->store)
+        memcpy(m->node_id, persist_node_id(m->store), 16);
+    else if (getrandom(m->node_id, 16, 0) != 16)
+        memset(m->node_id, 0x5a, 16);
+    for (int i = 0; i < 16; i++)
+        snprintf(m->node_id_hex + 2 * i, 3, "%02x", m->node_id[i]);
+}
+
+static void send_frames_handshake_start_ok(link_outq *o)
+{
+    link_mgr *m = o->m;
+    need_node_id(m);
+    sl_buf props;
+    sl_buf_init(&props);
+    size_t mark = amqp_tbl_begin(&props);
+    amqp_tbl_put_str(&props, "product", AMQP_BYTES(SLUICE_PRODUCT " link"));
+    amqp_tbl_put_str(&props, "version", AMQP_BYTES(SLUICE_VERSION));
+    amqp_tbl_put_str(&props, "connection_name", amqp_cstr(o->q->name));
+    size_t cmark = amqp_tbl_put_table_begin(&props, "capabilities");
+    amqp_tbl_put_bool(&props, "publisher_confirms", 1);
+    amqp_tbl_put_bool(&props, "connection.blocked", 1);
+    amqp_tbl_put_bool(&props, "authentication_failure_close", 1);
+    amqp_tbl_end(&props, cmark);
+    if (o->peer_is_sluice) {
+        /* what makes the receiver treat this connection as a link */
+        size_t lmark = amqp_tbl_put_table_begin(&props, "sluice_link");
+        amqp_tbl_put_long(&props, "version", 1);
+        amqp_tbl_put_str(&props, "node_id", amqp_cstr(m->node_id_hex));
+        amqp_tbl_put_str(&props, "node_name", amqp_cstr(m->node_name));
+        amqp_tbl_end(&props, lmark);
+    }
+    amqp_tbl_end(&props, mark);
+    sl_buf resp;
+    sl_buf_init(&resp);
+    sl_buf_put_u8(&resp, 0);
+    sl_buf_append(&resp, m->o.user, strlen(m->o.user));
+    sl_buf_put_u8(&resp, 0);
+    sl_buf_append(&resp, m->o.password, strlen(m->o.password));
+    amqp_method so = {.id = AMQP_CONNECTION_START_OK};
+    so.u.connection_start_ok.client_properties =
+        (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
+    so.u.connection_start_ok.mechanism = AMQP_BYTES("PLAIN");
+    so.u.connection_start_ok.response = (amqp_bytes){resp.data, resp.len};
+    so.u.connection_start_ok.locale = AMQP_BYTES("en_US");
+    amqp_method_write(&o->out, 0, &so);
+    sl_buf_free(&props);
+    sl_buf_free(&resp);
+}
+
+static void on_connected(link_outq *o)
+{
+    sl_buf_append(&o->out, amqp_protocol_header, 8);
+    o->cs = C_START;
+    o->cs_since = sl_loop_now(o->m->loop);
+    mark_dirty(o);
+}
+
+static void became_open(link_outq *o)
+{
+    o->cs = C_OPEN;
+    o->failures = 0;
+    o->last_error[0] = 0;
+    o->idle_since = 0;
+    hist_add(o, H_ESTABLISHED, 0);
+    eod_send_session(&o->es);
+    o->pub_tag = 0;
+    sl_info("link %s: connected to %s:%d (%s)", o->q->name, o->peer_addr, o->dest.port,
+            o->peer_is_sluice ? "Sluice node, exactly once" : "foreign broker, at least once");
+    attach(o);
+}
+
+static void on_close_method(link_outq *o, const amqp_method *mm, int channel_level)
+{
+    const amqp_connection_close *cc = &mm->u.connection_close;
+    if (!channel_level) {
+        amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
+        amqp_method_write(&o->out, 0, &ok);
+        /* best effort: the socket is closed right after */
+        if (sl_buf_unread(&o->out))
+            o->io.ops->write(&o->io, sl_buf_head(&o->out), sl_buf_unread(&o->out));
+    }
+    outq_fail(o, H_NOT_READY, 1, "%s closed by the destination: %u %.*s",
+              channel_level ? "channel" : "connection", cc->reply_code, (int)cc->reply_text.len,
+              (const char *)cc->reply_text.p);
+}
+
+static void handle_method(link_outq *o, uint16_t ch, const amqp_method *mm)
+{
+    link_mgr *m = o->m;
+    if (mm->id == AMQP_CONNECTION_CLOSE) {
+        on_close_method(o, mm, 0);
+        return;
+    }
+    if (mm->id == AMQP_CHANNEL_CLOSE) {
+        on_close_method(o, mm, 1);
+        return;
+    }
+    switch (o->cs) {
+    case C_START: {
+        if (mm->id != AMQP_CONNECTION_START)
+            break;
+        amqp_value v;
+        amqp_bytes product = {0};
+        if (amqp_table_get(mm->u.connection_start.server_properties, "product", &v))
+            amqp_value_str(&v, &product);
+        o->peer_is_sluice = amqp_bytes_eq(product, SLUICE_PRODUCT);
+        uint8_t f = o->peer_is_sluice ? LINK_FOREIGN_NO : LINK_FOREIGN_YES;
+        if (f != o->foreign) {
+            o->foreign = f;
+            persist_state(o);
+        }
+        send_frames_handshake_start_ok(o);
+        o->cs = C_TUNE;
+        return;
+    }
+    case C_TUNE: {
+        if (mm->id != AMQP_CONNECTION_TUNE)
+            break;
+        const amqp_connection_tune *t = &mm->u.connection_tune;
+        o->frame_max =
+            t->frame_max && t->frame_max < LINK_FRAME_MAX ? t->frame_max : LINK_FRAME_MAX;
+        if (o->frame_max < AMQP_FRAME_MIN_SIZE)
+            o->frame_max = AMQP_FRAME_MIN_SIZE;
+        o->heartbeat = (uint16_t)m->o.heartbeat_s;
+        amqp_method to = {.id = AMQP_CONNECTION_TUNE_OK};
+        to.u.connection_tune_ok.channel_max = 8;
+        to.u.connection_tune_ok.frame_max = o->frame_max;
+        to.u.connection_tune_ok.heartbeat = o->heartbeat;
+        amqp_method_write(&o->out, 0, &to);
+        amqp_method op = {.id = AMQP_CONNECTION_OPEN};
+        op.u.connection_open.virtual_host = AMQP_BYTES("/");
+        amqp_method_write(&o->out, 0, &op);
+        o->cs = C_OPENING;
+        return;
+    }
+    case C_OPENING: {
+        if (mm->id != AMQP_CONNECTION_OPEN_OK)
+            break;
+        amqp_method co = {.id = AMQP_CHANNEL_OPEN};
+        amqp_method_write(&o->out, 1, &co);
+        o->cs = C_CHANNEL;
+        return;
+    }
+    case C_CHANNEL: {
+        if (mm->id != AMQP_CHANNEL_OPEN_OK)
+            break;
+        amqp_method sel = {.id = o->peer_is_sluice ? AMQP_TX_SELECT : AMQP_CONFIRM_SELECT};
+        amqp_method_write(&o->out, 1, &sel);
+        o->cs = C_MODE;
+        return;
+    }
+    case C_MODE:
+        if (mm->id != (o->peer_is_sluice ? AMQP_TX_SELECT_OK : AMQP_CONFIRM_SELECT_OK))
+            break;
+        became_open(o);
+        return;
+    case C_OPEN:
+        switch (mm->id) {
+        case AMQP_TX_COMMIT_OK:
+            if (!o->bt_len) {
+                outq_fail(o, H_UNKNOWN, 1, "tx.commit-ok without an outstanding batch");
+                return;
+            }
+            {
+                size_t n = o->bt[o->bt_head];
+                o->bt_head = (o->bt_head + 1) % o->bt_cap;
+                o->bt_len--;
+                ack_front(o, n);
+            }
+            return;
+        case AMQP_BASIC_ACK: {
+            /* foreign: publisher confirms, tag k = the k-th publish of the session */
+            uint64_t tag = mm->u.basic_ack.delivery_tag;
+            uint64_t base = o->pub_tag - o->fl_len; /* tag of fl[0] is base + 1 */
+            if (tag <= base || tag > o->pub_tag) {
+                outq_fail(o, H_UNKNOWN, 1, "confirm for unknown delivery tag %llu",
+                          (unsigned long long)tag);
+                return;
+            }
+            size_t idx = (size_t)(tag - base - 1);
+            if (mm->u.basic_ack.multiple)
+                for (size_t i = 0; i <= idx; i++)
+                    fl_at(o, i)->acked = 1;
+            else
+                fl_at(o, idx)->acked = 1;
+            size_t n = 0;
+            while (n < o->fl_len && fl_at(o, n)->acked)
+                n++;
+            /* batches are bookkeeping only here */
+            size_t left = n;
+            while (left && o->bt_len && o->bt[o->bt_head] <= left) {
+                left -= o->bt[o->bt_head];
+                o->bt_head = (o->bt_head + 1) % o->bt_cap;
+                o->bt_len--;
+            }
+            if (left && o->bt_len)
+                o->bt[o->bt_head] -= left;
+            ack_front(o, n);
+            return;
+        }
+        case AMQP_BASIC_NACK:
+            outq_fail(o, H_UNKNOWN, 1, "the destination refused a message (basic.nack)");
+            return;
+        case AMQP_BASIC_RETURN: {
+            const amqp_basic_return *r = &mm->u.basic_return;
+            o->skip_content = 1;
+            o->skip_left = UINT64_MAX;
+            set_error(o, "");
+            snprintf(o->last_error, sizeof o->last_error,
+                     "the destination returned a message: %u %.*s (no queue '%.100s' there?)",
+                     r->reply_code, (int)(r->reply_text.len > 60 ? 60 : r->reply_text.len),
+                     (const char *)r->reply_text.p, o->dest.queue);
+            return;
+        }
+        case AMQP_CONNECTION_BLOCKED:
+            o->blocked = 1;
+            snprintf(o->last_error, sizeof o->last_error, "destination blocked: %.*s",
+                     (int)mm->u.connection_blocked.reason.len,
+                     (const char *)mm->u.connection_blocked.reason.p);
+            o->last_error_time = wall_s();
+            return;
+        case AMQP_CONNECTION_UNBLOCKED:
+            o->blocked = 0;
+            o->last_error[0] = 0;
+            return;
+        case AMQP_CHANNEL_FLOW: {
+            amqp_method fo = {.id = AMQP_CHANNEL_FLOW_OK};
+            fo.u.channel_flow_ok.active = mm->u.channel_flow.active;
+            amqp_method_write(&o->out, ch, &fo);
+            mark_dirty(o);
+            return;
+        }
+        default:
+            break;
+        }
+        break;
+    default:
+        break;
+    }
+    outq_fail(o, H_UNKNOWN, 1, "unexpected %s from the destination", amqp_method_name(mm->id));
+}
+
+static void process_input(link_outq *o)
+{
+    while (o->cs >= C_START && sl_buf_unread(&o->in) > 0) {
+        amqp_frame f;
+        int r = amqp_frame_parse(sl_buf_head(&o->in), sl_buf_unread(&o->in),
+                                 LINK_FRAME_MAX + AMQP_FRAME_OVERHEAD, &f);
+        if (r == AMQP_FEED_NEED_MORE)
+            return;
+        if (r < 0) {
+            outq_fail(o, H_UNKNOWN, 1, "malformed frame from the destination (%d)", r);
+            return;
+        }
+        o->last_recv = sl_loop_now(o->m->loop);
+        if (f.type == AMQP_FRAME_METHOD) {
+            amqp_method mm;
+            if (amqp_method_decode(f.payload, f.size, &mm) != AMQP_DECODE_OK) {
+                outq_fail(o, H_UNKNOWN, 1, "undecodable method from the destination");
+                return;
+            }
+            handle_method(o, f.channel, &mm);
+            if (o->cs == C_NONE)
+                return; /* failed: the buffer is gone */
+        } else if (f.type == AMQP_FRAME_HEADER && o->skip_content) {
+            amqp_content_header h;
+            if (amqp_content_header_parse(f.payload, f.size, &h) < 0) {
+                outq_fail(o, H_UNKNOWN, 1, "malformed content header from the destination");
+                return;
+            }
+            o->skip_left = h.body_size;
+            if (!o->skip_left)
+                goto returned;
+        } else if (f.type == AMQP_FRAME_BODY && o->skip_content) {
+            o->skip_left = f.size >= o->skip_left ? 0 : o->skip_left - f.size;
+            if (!o->skip_left)
+                goto returned;
+        } else if (f.type != AMQP_FRAME_HEARTBEAT) {
+            outq_fail(o, H_UNKNOWN, 1, "unexpected frame type %u from the destination", f.type);
+            return;
+        }
+        sl_buf_consume(&o->in, (size_t)r);
+        continue;
+    returned:
+        /* A basic.return is not a delivery: keep the message, start over after a pause. */
+        sl_buf_consume(&o->in, (size_t)r);
+        {
+            char why[256];
+            snprintf(why, sizeof why, "%s", o->last_error);
+            outq_fail(o, H_SEND_FAILURE, 1, "%s", why);
+        }
+        return;
+    }
+}
+
+static void on_event(sl_loop *loop, sl_watch *w, int events)
+{
+    link_outq *o = w->data;
+    (void)loop;
+    char err[256];
+    unsigned status = H_UNKNOWN;
+    if (o->cs == C_CONNECTING) {
+        if (!(events & (SL_EV_WRITE | SL_EV_ERROR)))
+            return;
+        if (link_io_connected(&o->io, err, sizeof err, &status) < 0) {
+            outq_fail(o, status, 1, "%s:%d: %s", o->dest.host, o->dest.port, err);
+            return;
+        }
+        sl_loop_watch(o->m->loop, &o->w, SL_EV_READ);
+        on_connected(o);
+        return;
+    }
+    if (events & SL_EV_WRITE)
+        mark_dirty(o);
+    if (!(events & (SL_EV_READ | SL_EV_ERROR)))
+        return;
+    for (int i = 0; i < 16 && o->cs >= C_START; i++) {
+        uint8_t *dst = sl_buf_reserve(&o->in, 64 * 1024);
+        ssize_t n = o->io.ops->read(&o->io, dst, 64 * 1024);
+        if (n > 0) {
+            o->in.len += (size_t)n;
+            process_input(o);
+            if (o->cs == C_NONE)
+                return;
+            if ((size_t)n < 64 * 1024)
+                break;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        outq_fail(o, H_NOT_READY, 1, "the destination closed the connection%s%s", n < 0 ? ": " : "",
+                  n < 0 ? strerror(errno) : "");
+        return;
+    }
+    if (sl_buf_unread(&o->out))
+        mark_dirty(o); /* handshake replies, heartbeats: written at the end of the turn */
+}
+
+static void start_connect(link_outq *o)
+{
+    char err[256];
+    unsigned status = H_UNKNOWN;
+    o->peer_addr[0] = 0;
+    if (link_io_tcp_connect(&o->io, o->dest.host, o->dest.port, o->peer_addr, sizeof o->peer_addr,
+                            err, sizeof err, &status) < 0) {
+        o->cs = C_CONNECTING; /* so outq_fail records it as an attempt */
+        o->io.fd = -1;
+        outq_fail(o, status, 1, "%s", err);
+        return;
+    }
+    o->cs = C_CONNECTING;
+    o->cs_since = sl_loop_now(o->m->loop);
+    o->last_recv = o->last_send = o->cs_since;
+    sl_buf_init(&o->in);
+    sl_buf_init(&o->out);
+    o->w.fd = o->io.fd;
+    o->w.fn = on_event;
+    o->w.data = o;
+    o->peer_is_sluice = 1; /* until connection.start says otherwise */
+    o->frame_max = LINK_FRAME_MAX;
+    hist_add(o, H_IN_PROCESS, 0);
+    if (sl_loop_watch(o->m->loop, &o->w, SL_EV_WRITE) < 0)
+        outq_fail(o, H_UNKNOWN, 1, "cannot watch the socket: %s", strerror(errno));
+}
+
+static void flush_one(link_outq *o)
+{
+    if (o->cs < C_START || o->io.fd < 0)
+        return;
+    if (o->cs == C_OPEN && !o->in_unit)
+        close_batch(o);
+    while (sl_buf_unread(&o->out) > 0) {
+        ssize_t n = o->io.ops->write(&o->io, sl_buf_head(&o->out), sl_buf_unread(&o->out));
+        if (n > 0) {
+            sl_buf_consume(&o->out, (size_t)n);
+            o->last_send = sl_loop_now(o->m->loop);
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            sl_loop_watch(o->m->loop, &o->w, SL_EV_READ | SL_EV_WRITE);
+            return;
+        }
+        outq_fail(o, H_SEND_FAILURE, 1, "write to the destination failed: %s",
+                  n < 0 ? strerror(errno) : "closed");
+        return;
+    }
+    if (o->w.events != SL_EV_READ)
+        sl_loop_watch(o->m->loop, &o->w, SL_EV_READ);
+    if (o->out.cap > (4u << 20))
+        sl_buf_free(&o->out);
+    if (o->attached && o->q && c_can_take(&o->qc))
+        qm_queue_schedule_dispatch(o->q); /* the buffer drained: more can go */
+}
+
+void link_mgr_flush(link_mgr *m)
+{
+    while (m->dirty) {
+        link_outq *o = m->dirty;
+        m->dirty = o->dirty_next;
+        o->in_dirty = 0;
+        flush_one(o);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Timers: connect when there is work, heartbeats, handshake timeout, resend, idle close
+ */
+
+static void outq_consider(link_outq *o, uint64_t now)
+{
+    link_mgr *m = o->m;
+    if (o->paused || !m->online) {
+        if (o->cs != C_NONE)
+            conn_close(o);
+        return;
+    }
+    switch (o->cs) {
+    case C_NONE:
+        if (qm_queue_message_count(o->q) > 0 && now >= o->retry_at)
+            start_connect(o);
+        return;
+    case C_OPEN:
+        break;
+    default:
+        if (now - o->cs_since > HANDSHAKE_MS)
+            outq_fail(o, H_NOT_READY, 1, "no answer from %s:%d within %d ms", o->dest.host,
+                      o->dest.port, HANDSHAKE_MS);
+        return;
+    }
+    if (o->heartbeat) {
+        uint64_t period = (uint64_t)o->heartbeat * 1000;
+        if (now - o->last_recv >= 2 * period) {
+            outq_fail(o, H_NOT_READY, 1, "missed heartbeats from the destination");
+            return;
+        }
+        if (now - o->last_send >= period / 2) {
+            amqp_heartbeat_write(&o->out);
+            mark_dirty(o);
+        }
+    }
+    if (o->fl_len && o->es.resend_due_ms && now >= o->es.resend_due_ms && !o->blocked) {
+        /* MS-MQQB Transactional Ack Wait Timer: everything unacked goes again (a fresh
+         * session: the receiver drops what it has already). */
+        size_t n = o->fl_len;
+        eod_send_resend(&o->es, resend_table(m), now);
+        conn_close(o);
+        set_error(o, "");
+        snprintf(o->last_error, sizeof o->last_error,
+                 "no order ack within the resend interval: resending %zu message(s)", n);
+        o->retry_at = now;
+        outq_consider(o, now);
+        return;
+    }
+    if (!o->fl_len && qm_queue_message_count(o->q) == 0) {
+        if (!o->idle_since)
+            o->idle_since = now;
+        else if (now - o->idle_since >= m->o.idle_ms) {
+            sl_info("link %s: idle for %u ms, closing", o->q->name, m->o.idle_ms);
+            conn_close(o);
+        }
+    } else {
+        o->idle_since = 0;
+    }
+}
+
+static void tick(sl_loop *loop, sl_timer *t)
+{
+    link_mgr *m = t->data;
+    uint64_t now = sl_loop_now(loop);
+    for (link_outq *o = m->all; o;) {
+        link_outq *next = o->next;
+        outq_consider(o, now);
+        o = next;
+    }
+    sl_timer_start(loop, t, now + TICK_MS);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Outgoing queues
+ */
+
+static void key_of(const qm_vhost *vh, const char *canon, char *out, size_t cap, size_t *len)
+{
+    size_t vl = strlen(vh->name), cl = strlen(canon);
+    if (vl + 1 + cl > cap) {
+        *len = 0;
+        return;
+    }
+    memcpy(out, vh->name, vl);
+    out[vl] = 0;
+    for (size_t i = 0; i < cl; i++)
+        out[vl + 1 + i] = (char)(canon[i] >= 'A' && canon[i] <= 'Z' ? canon[i] + 32 : canon[i]);
+    *len = vl + 1 + cl;
+}
+
+static link_outq *outq_adopt(link_mgr *m, qm_queue *q)
+{
+    link_addr a;
+    char err[300];
+    if (link_fmt_parse(q->name, strlen(q->name), &a, err, sizeof err) < 0) {
+        sl_warn("link: queue '%s' looks like an outgoing queue but is not one: %s", q->name, err);
+        return NULL;
+    }
+    link_outq *o = sl_xcalloc(1, sizeof *o);
+    o->m = m;
+    o->q = q;
+    o->dest = a;
+    o->io.fd = -1;
+    eod_send_init(&o->es, q->incarnation);
+    if (m->store)
+        persist_outq_get(m->store, q->incarnation, &o->paused, &o->foreign);
+    o->paused &= OQ_ONHOLD;
+    q->link = o;
+    o->next = m->all;
+    if (m->all)
+        m->all->prev = o;
+    m->all = o;
+    char key[1200];
+    size_t kl;
+    key_of(q->vhost, q->name, key, sizeof key, &kl);
+    if (kl)
+        sl_map_put(m->by_key, key, kl, o);
+    return o;
+}
+
+static void outq_free(link_outq *o)
+{
+    link_mgr *m = o->m;
+    conn_close(o);
+    if (o->in_dirty) {
+        for (link_outq **pp = &m->dirty; *pp; pp = &(*pp)->dirty_next)
+            if (*pp == o) {
+                *pp = o->dirty_next;
+                break;
+            }
+    }
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        m->all = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+    char key[1200];
+    size_t kl;
+    key_of(o->q->vhost, o->q->name, key, sizeof key, &kl);
+    if (kl && sl_map_get(m->by_key, key, kl) == o)
+        sl_map_del(m->by_key, key, kl);
+    o->q->link = NULL;
+    sl_free(o->fl);
+    sl_free(o->bt);
+    sl_free(o->open_seqs);
+    sl_free(o);
+}
+
+static void on_queue_deleted(qm_queue *q, void *ctx)
+{
+    (void)ctx;
+    if (q->link)
+        outq_free(q->link);
+}
+
+void link_mgr_set_self(link_mgr *m, const char *addr, int port)
+{
+    snprintf(m->self_addr, sizeof m->self_addr, "%s", addr);
+    m->self_port = port;
+}
+
+static int is_self(const link_mgr *m, const link_addr *a)
+{
+    if (a->port != m->self_port)
+        return 0;
+    if (!strcasecmp(a->host, m->self_addr) || !strcasecmp(a->host, "localhost"))
+        return 1;
+    /* bound to 0.0.0.0: every loopback address is us */
+    return !strcmp(m->self_addr, "0.0.0.0") && !strncmp(a->host, "127.", 4);
+}
+
+qm_queue *link_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t len, int create,
+                              int *local, char *err, size_t errlen)
+{
+    link_addr a;
+    *local = 0;
+    if (link_fmt_parse(fmt, len, &a, err, errlen) < 0)
+        return NULL;
+    if (is_self(m, &a)) {
+        *local = 1;
+        snprintf(err, errlen, "'%.*s' names a queue of this node", (int)len, fmt);
+        return NULL;
+    }
+    char canon[900], key[1200];
+    size_t kl;
+    link_fmt_canonical(&a, canon, sizeof canon);
+    key_of(vh, canon, key, sizeof key, &kl);
+    link_outq *o = kl ? sl_map_get(m->by_key, key, kl) : NULL;
+    if (o)
+        return o->q;
+    if (!create) {
+        snprintf(err, errlen, "no outgoing queue for '%.*s'", (int)len, fmt);
+        return NULL;
+    }
+    qm_queue_decl d = {.name = canon, .name_len = strlen(canon), .durable = 1};
+    qm_queue *q;
+    char derr[300];
+    if (qm_queue_declare(vh, &d, &q, NULL, derr, sizeof derr) != SL_OK) {
+        snprintf(err, errlen, "cannot create the outgoing queue: %s", derr);
+        return NULL;
+    }
+    if (!q->link && !outq_adopt(m, q)) {
+        snprintf(err, errlen, "cannot adopt the outgoing queue");
+        return NULL;
+    }
+    sl_info("link: outgoing queue %s created in vhost '%s'", q->name, vh->name);
+    return q;
+}
+
+static qm_queue *resolve_remote(qm_vhost *vh, const char *name, size_t len, int create, void *ctx)
+{
+    link_mgr *m = ctx;
+    char err[300];
+    int local;
+    if (!link_fmt_is_candidate(name, len))
+        return NULL;
+    qm_queue *q = link_outgoing_queue(m, vh, name, len, create, &local, err, sizeof err);
+    if (!q && local) {
+        /* DIRECT=TCP:<this node>\private$\<queue>: the local queue of that name */
+        link_addr a;
+        if (link_fmt_parse(name, len, &a, err, sizeof err) == 0)
+            return qm_queue_find(vh, a.queue, strlen(a.queue));
+    }
+    return q;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The manager
+ */
+
+link_mgr *link_mgr_new(qm_node *node, sl_loop *loop, struct persist *store, const link_options *o)
+{
+    link_mgr *m = sl_xcalloc(1, sizeof *m);
+    m->node = node;
+    m->loop = loop;
+    m->store = store;
+    m->o = *o;
+    m->by_key = sl_map_new();
+    sl_buf_init(&m->scratch);
+    snprintf(m->node_name, sizeof m->node_name, "%s", node->name);
+    m->online = store ? persist_online(store) : 1;
+    node->online = (uint8_t)m->online;
+    node->resolve_remote = resolve_remote;
+    node->remote_ctx = m;
+    node->on_queue_deleted = on_queue_deleted;
+    node->hook_ctx = m;
+    sl_timer_init(&m->tick, tick, m);
+    sl_timer_start(loop, &m->tick, sl_now_ms() + TICK_MS);
+    return m;
+}
+
+void link_mgr_recover(link_mgr *m)
+{
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (sl_map_next(m->node->vhosts, &it, &k, &kl, &v)) {
+        qm_vhost *vh = v;
+        size_t qit = 0;
+        void *qv;
+        while (sl_map_next(vh->queues, &qit, &k, &kl, &qv)) {
+            qm_queue *q = qv;
+            if (q->is_outgoing && !q->link)
+                outq_adopt(m, q);
+        }
+    }
+}
+
+void link_mgr_free(link_mgr *m)
+{
+    if (!m)
+        return;
+    sl_timer_stop(m->loop, &m->tick);
+    while (m->all)
+        outq_free(m->all);
+    m->node->resolve_remote = NULL;
+    m->node->on_queue_deleted = NULL;
+    sl_map_free(m->by_key);
+    sl_buf_free(&m->scratch);
+    sl_free(m);
+}
+
+void link_mgr_set_online(link_mgr *m, int online)
+{
+    m->online = online;
+    m->node->online = (uint8_t)online;
+    if (m->store)
+        persist_set_online(m->store, online);
+    uint64_t now = sl_loop_now(m->loop);
+    for (link_outq *o = m->all; o; o = o->next) {
+        if (!online && o->cs != C_NONE) {
+            conn_close(o);
+            set_error(o, "the node is offline (DISCONNECT)");
+            hist_add(o, H_NOT_READY, 0);
+        }
+        if (online) {
+            o->failures = 0;
+            o->retry_at = now;
+        }
+    }
+}
+
+size_t link_mgr_outgoing(link_mgr *m, qm_queue **out, size_t cap)
+{
+    size_t n = 0;
+    for (link_outq *o = m->all; o; o = o->next) {
+        if (n < cap)
+            out[n] = o->q;
+        n++;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Management actions and properties
+ */
+
+sl_err link_pause(qm_queue *q)
+{
+    link_outq *o = q->link;
+    if (!o)
+        return SL_ERR_INVALID_PARAMETER;
+    if (!o->paused) {
+        o->paused = 1;
+        persist_state(o);
+        if (o->cs != C_NONE) {
+            conn_close(o);
+            hist_add(o, H_NOT_READY, 0);
+        }
+        sl_info("link %s: paused (ONHOLD)", q->name);
+    }
+    return SL_OK;
+}
+
+sl_err link_resume(qm_queue *q)
+{
+    link_outq *o = q->link;
+    if (!o)
+        return SL_ERR_INVALID_PARAMETER;
+    if (o->paused) {
+        o->paused = 0;
+        o->failures = 0;
+        o->retry_at = 0;
+        persist_state(o);
+        sl_info("link %s: resumed", q->name);
+    }
+    return SL_OK;
+}
+
+sl_err link_eod_resend(qm_queue *q)
+{
+    link_outq *o = q->link;
+    if (!o)
+        return SL_ERR_INVALID_PARAMETER;
+    uint64_t now = sl_loop_now(o->m->loop);
+    if (o->fl_len) {
+        /* resend every unacked message now, on the same sequence: a new session starts from
+         * the oldest pending one; the receiver drops what it already has */
+        eod_send_resend(&o->es, resend_table(o->m), now);
+        conn_close(o);
+        hist_add(o, H_NOT_READY, 0);
+        sl_info("link %s: EOD_RESEND", q->name);
+    }
+    o->failures = 0;
+    o->retry_at = now;
+    outq_consider(o, now);
+    return SL_OK;
+}
+
+static void seqinfo(link_seqinfo *s, uint64_t seq_id, uint64_t no, uint64_t prev)
+{
+    s->seq_id = seq_id;
+    s->seq_no64 = no;
+    s->prev_no64 = prev;
+    s->seq_no = (uint32_t)no;
+    s->prev_no = (uint32_t)prev;
+}
+
+void link_outq_get_info(qm_queue *q, link_outq_info *out)
+{
+    memset(out, 0, sizeof *out);
+    link_outq *o = q->link;
+    out->format_name = q->name;
+    if (!o) {
+        out->last_error = "";
+        return;
+    }
+    out->state = state_of(o);
+    out->foreign = (link_foreign)o->foreign;
+    out->last_error = o->last_error;
+    out->last_error_time = o->last_error_time;
+    if (o->cs != C_NONE)
+        snprintf(out->next_hop, sizeof out->next_hop, "IP=%.70s",
+                 o->peer_addr[0] ? o->peer_addr : o->dest.host);
+    uint64_t sid = o->es.seq_id;
+    seqinfo(&out->last_ack, sid, o->es.last_ack, o->es.last_ack_prev);
+    if (o->fl_len) {
+        seqinfo(&out->first_non_ack, sid, fl_at(o, 0)->seq, 0);
+        seqinfo(&out->last_non_ack, sid, fl_at(o, o->fl_len - 1)->seq,
+                o->fl_len > 1 ? fl_at(o, o->fl_len - 2)->seq : 0);
+    }
+    qm_position *next = qm_queue_peek(q, 0);
+    seqinfo(&out->next_seq, sid, next ? next->lookup_id : 0, o->es.last_sent);
+    out->last_ack_count = o->es.last_ack_count;
+    out->last_ack_time = o->es.last_ack_time;
+    out->no_ack_count = o->fl_len;
+    out->no_read_count = 0; /* final (receive) acks are not tracked */
+    out->resend_count = o->es.resend_index;
+    out->resend_interval_s = eod_resend_interval(resend_table(o->m), o->es.resend_index) / 1000;
+    if (o->es.resend_due_ms) {
+        uint64_t now = sl_loop_now(o->m->loop);
+        out->resend_time =
+            wall_s() +
+            (int64_t)((o->es.resend_due_ms > now ? o->es.resend_due_ms - now : 0) / 1000);
+    }
+    out->sent = o->sent;
+    out->acked = o->acked;
+    out->reconnects = o->reconnects;
+    out->history = o->hist;
+    out->n_history = o->nhist;
+}
+
+int link_recv_may_write(const char *user, const qm_queue *q)
+{
+    /* Issue 11's permission check goes here (configure/write/read per vhost). Until then
+     * every authenticated user may write to every queue, as over AMQP; outgoing and system
+     * queues are never link destinations. */
+    (void)user;
+    return !q->is_outgoing;
+}
