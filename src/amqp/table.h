@@ -12,7 +12,11 @@
 #include "../core/buf.h"
 #include "wire.h"
 
-#define AMQP_TABLE_MAX_DEPTH 32
+/* Nesting accepted in a table (the outermost is depth 0). RabbitMQ takes any depth a frame
+ * holds; 1024 is far beyond what applications send (x-death is 3 deep) and keeps the
+ * recursive walkers (JSON views) within a few hundred KiB of stack. Deeper: 502 (see
+ * tests/integration/DIFFERENCES.md). */
+#define AMQP_TABLE_MAX_DEPTH 1024
 
 typedef struct amqp_value {
     uint8_t tag; /* the wire tag character */

@@ -394,6 +394,14 @@ static void on_header(channel *ch, const amqp_frame *f)
                       BYTES_ARG(props.user_id), c->user);
         return;
     }
+    uint64_t ttl;
+    char why[300];
+    if ((props.flags & AMQP_P_EXPIRATION) &&
+        qm_expiration_parse(props.expiration, &ttl, why, sizeof why) < 0) {
+        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                      "invalid expiration '" BYTES_FMT "': %s", BYTES_ARG(props.expiration), why);
+        return;
+    }
     amqp_bytes ex = {(const uint8_t *)ch->pub_names, ch->pub_exchange_len};
     amqp_bytes rk = {(const uint8_t *)ch->pub_names + PUB_RK_AT, ch->pub_rk_len};
     sl_buf rewritten;

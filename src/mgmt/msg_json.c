@@ -206,6 +206,14 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange)
         reply_error(r, 400, "bad_request", "invalid message property '%s'", bad);
         return NULL;
     }
+    uint64_t ttl;
+    char why[300];
+    if ((p.flags & AMQP_P_EXPIRATION) && qm_expiration_parse(p.expiration, &ttl, why, sizeof why)) {
+        sl_buf_free(&headers);
+        reply_error(r, 400, "bad_request", "invalid expiration '%.*s': %s", (int)p.expiration.len,
+                    (const char *)p.expiration.p, why);
+        return NULL;
+    }
     sl_buf raw;
     sl_buf_init(&raw);
     amqp_props_encode(&raw, &p);

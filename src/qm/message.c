@@ -13,20 +13,54 @@
 #include "../amqp/method.h"
 #include "qm_internal.h"
 
-/* The expiration property is a decimal string of milliseconds; RabbitMQ refuses anything
- * else at publish time, so the door validates and we only parse. */
+/* RabbitMQ's rule (rabbit_basic:parse_expiration, Erlang's string:to_integer): an optional
+ * sign, ASCII digits, nothing after them; not negative ("-0" is 0), at most 10 years in ms.
+ * The reason has RabbitMQ's words, so the 406 reads the same. */
+int qm_expiration_parse(amqp_bytes s, uint64_t *ms, char *why, size_t whylen)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (i < s.len && (s.p[i] == '+' || s.p[i] == '-'))
+        neg = s.p[i++] == '-';
+    size_t digits = i;
+    uint64_t v = 0;
+    int big = 0;
+    while (i < s.len && s.p[i] >= '0' && s.p[i] <= '9') {
+        if (v > (UINT64_MAX - 9) / 10)
+            big = 1;
+        else
+            v = v * 10 + (uint64_t)(s.p[i] - '0');
+        i++;
+    }
+    if (i == digits) {
+        snprintf(why, whylen, "no_integer");
+        return -1;
+    }
+    if (i < s.len) {
+        snprintf(why, whylen, "{leftover_string,\"%.*s\"}", (int)(s.len - i),
+                 (const char *)s.p + i);
+        return -1;
+    }
+    if (neg && (v || big)) {
+        snprintf(why, whylen, "{value_negative,-%.*s}", (int)(s.len - digits),
+                 (const char *)s.p + digits);
+        return -1;
+    }
+    if (big || v > QM_EXPIRATION_MAX_MS) {
+        snprintf(why, whylen, "{value_too_large,%.*s}", (int)(s.len - digits),
+                 (const char *)s.p + digits);
+        return -1;
+    }
+    *ms = v;
+    return 0;
+}
+
+/* The doors refuse invalid expirations at publish; one that is stored anyway (older data)
+ * is taken as no TTL. */
 static int parse_expiration(amqp_bytes s, uint64_t *out)
 {
-    uint64_t v = 0;
-    if (s.len == 0 || s.len > 19)
-        return 0;
-    for (size_t i = 0; i < s.len; i++) {
-        if (s.p[i] < '0' || s.p[i] > '9')
-            return 0;
-        v = v * 10 + (uint64_t)(s.p[i] - '0');
-    }
-    *out = v;
-    return 1;
+    char why[8];
+    return qm_expiration_parse(s, out, why, sizeof why) == 0;
 }
 
 /* What queued messages take in memory: each message's whole allocation (header with its first

@@ -167,6 +167,11 @@ qm_message *qm_message_new_partial(amqp_bytes exchange, amqp_bytes routing_key,
                                    uint64_t body_cap, const struct amqp_basic_props *bp);
 qm_message *qm_message_grow(qm_message *m, uint64_t old_cap, uint64_t new_cap);
 void qm_message_free_partial(qm_message *m, uint64_t body_cap);
+/* Check an expiration property as RabbitMQ does at publish: 0 with *ms, or -1 with
+ * RabbitMQ's reason in why ("no_integer", "{value_negative,-1}", "{leftover_string,\".5\"}",
+ * "{value_too_large,N}"); doors refuse the publish with 406 "invalid expiration 'S': why". */
+#define QM_EXPIRATION_MAX_MS 315360000000ull /* 10 years, RabbitMQ's ?MAX_EXPIRY_TIMER */
+int qm_expiration_parse(amqp_bytes s, uint64_t *ms, char *why, size_t whylen);
 void qm_message_ref(qm_message *m);
 void qm_message_unref(qm_message *m);
 

@@ -1,9 +1,14 @@
 """basic.*: qos, consume, cancel, get, ack/nack/reject, recover, return, user-id."""
 
 import socket
+import struct
 import time
 
 import amqp
+import pytest
+
+import amqpraw
+from amqpraw import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, encode_frame, encode_method
 
 from helpers import (basic_nack, collect_pika, declare_queue, drain_bodies, drain_deliveries,
                      expect_channel_error, expect_connection_error, publish, queue_counts,
@@ -601,3 +606,94 @@ def test_backlog_larger_than_output_buffer_is_all_delivered(conn, ch):
         except socket.timeout:
             pass
     assert len(got) == 3000
+
+
+# ---------------------------------------------------------------------------
+# expiration is checked as RabbitMQ checks it (issue 12 item 9)
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("value,reason", [
+    ("-1", "{value_negative,-1}"), ("abc", "no_integer"), ("1.5", '{leftover_string,".5"}'),
+    ("", "no_integer"), ("1e3", '{leftover_string,"e3"}'), (" 5", "no_integer"),
+    ("5 ", '{leftover_string," "}'), ("0x10", '{leftover_string,"x10"}'), ("+", "no_integer"),
+    ("12345678901234567890", "value_too_large"), ("315360000001", "value_too_large")])
+def test_invalid_expiration_is_refused_406(conn, ch, value, reason):
+    q = declare_queue(ch)
+    e = expect_channel_error(conn, 406, publish, ch, "", q, "x", confirm=True,
+                             expiration=value)
+    assert "invalid expiration '%s'" % value in e.reply_text and reason in e.reply_text, e
+    ch = conn.channel()
+    assert queue_counts(conn, q)[0] == 0, "an invalid expiration must not be queued"
+
+
+@pytest.mark.parametrize("value", ["0", "007", "+5000", "-0", "315360000000"])
+def test_valid_expiration_edge_cases_are_accepted(conn, ch, value):
+    q = declare_queue(ch)
+    publish(ch, "", q, "kept", confirm=True, expiration=value)
+    if value in ("0", "-0"):
+        return  # expires at once where nobody consumes (both brokers)
+    m = ch.basic_get(q, no_ack=True)
+    assert m is not None and m.body == b"kept" and m.properties["expiration"] == value
+
+
+def _nested_headers(depth):
+    inner = b""
+    for _ in range(depth):
+        inner = b"\x01hF" + struct.pack(">I", len(inner)) + inner
+    return inner
+
+
+def _publish_raw_headers(r, q, table):
+    props = struct.pack(">H", 1 << 13) + struct.pack(">I", len(table)) + table
+    r.send(encode_frame(FRAME_METHOD, 1, encode_method(
+        "basic.publish", exchange="", routing_key=q, mandatory=False, immediate=False)))
+    r.send(encode_frame(FRAME_HEADER, 1, struct.pack(">HHQ", 60, 0, 1) + props) +
+           encode_frame(FRAME_BODY, 1, b"x"))
+
+
+def test_deeply_nested_headers_are_accepted(broker):
+    # RabbitMQ takes any depth a frame holds; Sluice takes 1024 levels (it closed the
+    # connection with 502 beyond 32). The message is routed and delivered whole.
+    r = broker.raw()
+    r.open_channel(1)
+    q = uname("deep")
+    r.rpc(1, "queue.declare", queue=q, passive=False, durable=False, exclusive=False,
+          auto_delete=False, nowait=False, arguments={})
+    table = _nested_headers(1000)
+    _publish_raw_headers(r, q, table)
+    deadline = time.monotonic() + 5
+    while True:
+        r.send_method(1, "basic.get", queue=q, no_ack=True)
+        f = r.read_frame()
+        m = amqpraw.decode_method(f)
+        if m.name == "basic.get-ok" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert m.name == "basic.get-ok"
+    hdr = r.read_frame()  # the content header carries the table unchanged
+    assert hdr.type == FRAME_HEADER and table in hdr.payload
+    assert r.read_frame().payload == b"x"
+    if getattr(broker, "mgmt_port", None):
+        # the management API's JSON view of it (recursive) holds too
+        _publish_raw_headers(r, q, table)
+        r.rpc(1, "queue.declare", queue=q, passive=True, durable=False, exclusive=False,
+              auto_delete=False, nowait=False, arguments={})
+        import base64
+        import http.client
+        h = http.client.HTTPConnection(broker.host, broker.mgmt_port, timeout=10)
+        h.request("GET", "/api/queues/%%2F/%s/messages?count=1" % q,
+                  headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+        resp = h.getresponse()
+        body = resp.read()
+        assert resp.status == 200 and body.count(b'"h"') == 1000, (resp.status, body[:200])
+    broker.assert_alive()
+
+
+@pytest.mark.sluice_only("tables nested deeper than 1024 levels are refused (502); RabbitMQ "
+                         "takes any depth a frame holds")
+def test_headers_nested_beyond_the_limit_close_with_502(broker):
+    r = broker.raw()
+    r.open_channel(1)
+    _publish_raw_headers(r, uname("deeper"), _nested_headers(1025))
+    res = r.wait_close()
+    assert res.kind == "connection" and res.method.reply_code == 502
+    broker.assert_alive()

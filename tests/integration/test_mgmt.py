@@ -451,3 +451,17 @@ def test_metrics(api):
     assert s == 401
     s, text, _ = api.get("/metrics/per-object")
     assert s == 200 and 'sluice_queue_messages{vhost="/",queue="%s"} 1' % q in text
+
+
+def test_publish_with_an_invalid_expiration_is_refused(api):
+    # The same rule as basic.publish (RabbitMQ's): 400 with its reason, nothing queued.
+    q = uname("hexp")
+    api.declare(q)
+    for value, reason in (("-1", "{value_negative,-1}"), ("1.5", '{leftover_string,".5"}'),
+                          ("", "no_integer"), ("99999999999999999999", "value_too_large")):
+        s, j, _ = api.post("/api/exchanges/%2F/amq.default/publish",
+                           {"routing_key": q, "payload": "x", "payload_encoding": "string",
+                            "properties": {"expiration": value}})
+        assert s == 400 and reason in j["reason"], (value, s, j)
+    assert api.queue(q)["messages"] == 0
+    assert api.publish(q, "fine", expiration="60000") is True

@@ -539,7 +539,7 @@ END_TEST
 /* Write depth levels of nesting (kind 'F' or 'A') around a void; outer table at depth 0. */
 static void build_nested(sl_buf *b, int levels, uint8_t kind)
 {
-    size_t marks[64];
+    size_t *marks = calloc((size_t)levels + 1, sizeof *marks);
     marks[0] = amqp_tbl_begin(b);
     for (int i = 1; i <= levels; i++) {
         if (kind == 'F' || i == 1)
@@ -555,6 +555,7 @@ static void build_nested(sl_buf *b, int levels, uint8_t kind)
     sl_buf_put_u8(b, 'V');
     for (int i = levels; i >= 0; i--)
         amqp_tbl_end(b, marks[i]);
+    free(marks);
 }
 
 START_TEST(table_depth_limit)
