@@ -233,10 +233,15 @@ int link_recv_commit(channel *ch)
     for (uint32_t i = 0; i < eb.n; i++) {
         amqp_bytes rk = qm_msg_routing_key(ch->lk_msgs[i]);
         qm_queue *q = resolve_dest(b, rk);
-        if (!q || !link_recv_may_write(c->user, q)) {
-            channel_error(ch, q ? SL_ERR_ACCESS_REFUSED : SL_ERR_NOT_FOUND, id,
-                          "%s queue '" BYTES_FMT "' on node %s", q ? "may not write to" : "no",
+        if (!q) {
+            channel_error(ch, SL_ERR_NOT_FOUND, id, "no queue '" BYTES_FMT "' on node %s",
                           BYTES_ARG(rk), b->cfg->node_name);
+            goto out;
+        }
+        char why[300];
+        sl_err pe = link_recv_may_write(b->acc, c->user, q, why, sizeof why);
+        if (pe != SL_OK) {
+            channel_error(ch, pe, id, "%s", why);
             goto out;
         }
         qs[i] = q;

@@ -30,6 +30,7 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "../access/access.h"
 #include "../amqp/frame.h"
 #include "../amqp/method.h"
 #include "../amqp/table.h"
@@ -1312,11 +1313,14 @@ void link_outq_get_info(qm_queue *q, link_outq_info *out)
     out->n_history = o->nhist;
 }
 
-int link_recv_may_write(const char *user, const qm_queue *q)
+sl_err link_recv_may_write(const struct acc_db *acc, const char *user, const qm_queue *q, char *err,
+                           size_t errlen)
 {
-    /* Issue 11's permission check goes here (configure/write/read per vhost). Until then
-     * every authenticated user may write to every queue, as over AMQP; outgoing and system
-     * queues are never link destinations. */
-    (void)user;
-    return !q->is_outgoing;
+    if (q->is_outgoing) {
+        snprintf(err, errlen, "'%s' is an outgoing queue, not a destination", q->name);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    if (!acc)
+        return SL_OK;
+    return acc_check_link_write(acc, user, q->vhost->name, q->name, err, errlen);
 }

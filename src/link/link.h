@@ -208,7 +208,10 @@ char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *peer, uint64_t
                      const char *request, size_t len);
 
 /* The receiving side asks this before it enqueues a link's message into q: may `user` (the
- * link's authenticated node user) write to q? Issue 11 (permissions) fills it in. */
-int link_recv_may_write(const char *user, const qm_queue *q);
+ * link's authenticated node user) write to q? SL_OK, or the refusal with err. Outgoing queues
+ * are never link destinations; the rest is the access module's write permission. */
+struct acc_db;
+sl_err link_recv_may_write(const struct acc_db *acc, const char *user, const qm_queue *q, char *err,
+                           size_t errlen);
 
 #endif

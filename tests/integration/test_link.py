@@ -422,3 +422,24 @@ def test_hostile_link_peer_gets_a_clean_close(nodes):
     b.broker.assert_alive()
     ch = b.amqp().channel()
     assert ch.queue_declare("victim", passive=True).message_count == 0
+
+
+def test_link_needs_write_permission_on_the_destination(nodes):
+    a = nodes.start("a", config={"link_user": "node", "link_password": "secret"})
+    b = nodes.start("b", config={"user.node": "secret"})
+    bch = declare(b, "perm")
+    fmt = b.fmt("perm")
+    s, j, _ = b.api.put("/api/permissions/%2F/node",
+                        {"configure": ".*", "write": "^other$", "read": ".*"})
+    if s == 501:
+        pytest.skip("PUT /api/permissions is not there yet (issue 11)")
+    assert s in (201, 204), (s, j)
+    publish(a, fmt, [b"p1"])
+    wait_for(lambda: "403" in a.outgoing_queue(fmt)["last_error"], timeout=10,
+             message="the refusal never reached the sender")
+    assert a.outgoing_queue(fmt)["messages"] == 1
+    assert drain(bch, "perm") == []
+    s, j, _ = b.api.put("/api/permissions/%2F/node",
+                        {"configure": ".*", "write": ".*", "read": ".*"})
+    a.wait_drained(fmt)
+    assert drain(bch, "perm") == [b"p1"]
