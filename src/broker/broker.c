@@ -69,8 +69,17 @@ void broker_input_pending(conn *c)
     sl_loop_wake(c->b->loop);
 }
 
+int broker_turn_over(const broker *b)
+{
+    return sl_now_ms() >= sl_loop_now(b->loop) + TURN_INPUT_MS;
+}
+
 static void run_pending_input(broker *b)
 {
+    if (broker_turn_over(b)) {
+        sl_loop_wake(b->loop); /* this turn has done its share: next turn */
+        return;
+    }
     conn *list = b->input_pending;
     b->input_pending = NULL;
     while (list) {
@@ -154,6 +163,8 @@ static void before_sleep(sl_loop *loop, void *arg)
     }
     if (more || b->node->dispatch_head || b->dirty)
         sl_loop_wake(loop);
+    /* The next turn's budget of bounded model work (mass expiry) starts now. */
+    qm_node_new_turn(b->node);
     if (b->shutting_down && (b->n_conns == 0 || sl_loop_now(loop) >= b->shutdown_deadline))
         sl_loop_stop(loop);
 }
@@ -378,6 +389,7 @@ broker *broker_new(sl_config *cfg)
         sl_free(b);
         return NULL;
     }
+    sl_loop_set_cpu_stats(b->loop, cfg->loop_cpu_stats);
     b->node = qm_node_new(cfg->node_name);
     qm_set_memory_budget(cfg->memory_budget);
     b->node->clock = sl_loop_now_ptr(b->loop);

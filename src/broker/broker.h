@@ -46,6 +46,10 @@ typedef struct consumer consumer;
 #define CONN_OUT_MAX (4u << 20)
 /* Input read per turn per connection at most, so one busy peer cannot starve the rest. */
 #define CONN_READ_BUDGET (256u * 1024)
+/* Input handled per loop turn, by the clock: past it, connections leave the rest of what they
+ * read for the next turn (and are not read meanwhile), so no round trip waits behind one
+ * connection's expensive frames for long. */
+#define TURN_INPUT_MS 10
 
 struct broker {
     sl_config *cfg;
@@ -120,7 +124,8 @@ struct conn {
     uint8_t has_published;     /* RabbitMQ blocks only connections that publish */
     uint8_t read_paused;       /* blocked by a resource alarm: not read */
     uint8_t out_paused;        /* output over CONN_OUT_MAX: not read until it drains */
-    uint8_t input_pending;     /* in b->input_pending: held-back input to handle next turn */
+    uint8_t input_pending;     /* in b->input_pending: buffered input handled next turn, the
+                                  socket not read until then */
     uint8_t consumers_waiting; /* a consumer was refused for a full output buffer */
     uint8_t in_dirty;
     uint8_t counted_open; /* counted in b->n_open */
@@ -230,6 +235,8 @@ void broker_mark_dirty(conn *c);
 /* c stopped reading for a full output buffer and may go on: handle its buffered input at the
  * start of the next turn. */
 void broker_input_pending(conn *c);
+/* 1 once this loop turn has spent TURN_INPUT_MS on input. */
+int broker_turn_over(const broker *b);
 /* Schedule dispatch for every queue this connection's consumers read from. */
 void broker_conn_resume_consumers(conn *c);
 

@@ -274,6 +274,13 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         else if (parse_u64(value, UINT32_MAX, &n))
             return "connection_max must be a number of connections (0 or infinity = no cap)";
         c->connection_max = (uint32_t)n;
+    } else if (!strcmp(key, "loop_cpu_stats")) {
+        if (!strcmp(value, "true") || !strcmp(value, "1"))
+            c->loop_cpu_stats = 1;
+        else if (!strcmp(value, "false") || !strcmp(value, "0"))
+            c->loop_cpu_stats = 0;
+        else
+            return "loop_cpu_stats must be true or false";
     } else if (!strcmp(key, "mgmt_connection_max")) {
         if (parse_u64(value, 1000000, &n) || n == 0)
             return "mgmt_connection_max must be a positive number of connections";
@@ -439,7 +446,7 @@ void sl_config_usage(void)
            "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level,\n"
            "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
            "memory_budget, disk_free_limit, segment_size (bytes, k/M/G suffixes),\n"
-           "handshake_timeout (ms), connection_max, mgmt_connection_max,\n"
+           "handshake_timeout (ms), connection_max, mgmt_connection_max, loop_cpu_stats,\n"
            "tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator,\n"
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"
            "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"

@@ -110,6 +110,32 @@ static void listener_metrics(sl_buf *b, mgmt *m)
            "AMQP connections refused at connection.open by connection_max", m->b->conns_refused);
     metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", m->n_conns);
     metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", m->b->acceptor.fd_limit);
+    /* Stalls, whoever caused them: how long the loop's turns take. */
+    sl_loop_stats ls;
+    sl_loop_get_stats(m->b->loop, &ls);
+    metric(b, "sluice_loop_turns_total", "counter", "Event-loop turns", ls.turns);
+    out(b,
+        "# HELP sluice_loop_turn_seconds_max Longest event-loop turn since start\n"
+        "# TYPE sluice_loop_turn_seconds_max gauge\nsluice_loop_turn_seconds_max %.6f\n",
+        (double)ls.max_us / 1e6);
+    out(b, "# HELP sluice_loop_turns_over_total Event-loop turns longer than ms milliseconds "
+           "(every connection waited that long)\n# TYPE sluice_loop_turns_over_total counter\n");
+    for (int i = 0; i < 5; i++)
+        out(b, "sluice_loop_turns_over_total{ms=\"%u\"} %llu\n", sl_loop_stat_ms[i],
+            (unsigned long long)ls.over_ms[i]);
+    if (!m->b->cfg->loop_cpu_stats)
+        return;
+    out(b,
+        "# HELP sluice_loop_turn_cpu_seconds_max Most CPU time one event-loop turn took "
+        "(loop_cpu_stats)\n# TYPE sluice_loop_turn_cpu_seconds_max gauge\n"
+        "sluice_loop_turn_cpu_seconds_max %.6f\n",
+        (double)ls.cpu_max_us / 1e6);
+    out(b, "# HELP sluice_loop_turns_cpu_over_total Event-loop turns that took more than ms "
+           "milliseconds of CPU (loop_cpu_stats)\n"
+           "# TYPE sluice_loop_turns_cpu_over_total counter\n");
+    for (int i = 0; i < 5; i++)
+        out(b, "sluice_loop_turns_cpu_over_total{ms=\"%u\"} %llu\n", sl_loop_stat_ms[i],
+            (unsigned long long)ls.cpu_over_ms[i]);
 }
 
 enum MHD_Result serve_metrics(req *r)

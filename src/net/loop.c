@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/clock.h"
@@ -27,7 +28,45 @@ struct sl_loop {
     int heap_len, heap_cap;
     sl_hook_fn before_sleep;
     void *before_sleep_arg;
+    sl_loop_stats stats;
+    int cpu_stats;
 };
+
+const unsigned sl_loop_stat_ms[5] = {1, 10, 50, 100, 1000};
+
+void sl_loop_get_stats(const sl_loop *l, sl_loop_stats *out)
+{
+    *out = l->stats;
+}
+
+void sl_loop_set_cpu_stats(sl_loop *l, int on)
+{
+    l->cpu_stats = on;
+}
+
+static uint64_t thread_cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void bucket(uint64_t *max, uint64_t *over, uint64_t us)
+{
+    if (us > *max)
+        *max = us;
+    for (int i = 0; i < 5; i++)
+        if (us > (uint64_t)sl_loop_stat_ms[i] * 1000)
+            over[i]++;
+}
+
+static void count_turn(sl_loop *l, uint64_t us, uint64_t cpu_start)
+{
+    l->stats.turns++;
+    bucket(&l->stats.max_us, l->stats.over_ms, us);
+    if (cpu_start)
+        bucket(&l->stats.cpu_max_us, l->stats.cpu_over_ms, thread_cpu_us() - cpu_start);
+}
 
 sl_loop *sl_loop_new(void)
 {
@@ -195,11 +234,14 @@ void sl_loop_run(sl_loop *l)
 {
     struct epoll_event evs[MAX_EVENTS];
     l->stop = 0;
+    uint64_t turn_start = 0, cpu_start = 0;
     while (!l->stop) {
         if (l->before_sleep)
             l->before_sleep(l, l->before_sleep_arg);
         if (l->stop)
             break;
+        if (turn_start)
+            count_turn(l, sl_now_us() - turn_start, cpu_start);
         int timeout = -1;
         if (l->wake) {
             l->wake = 0;
@@ -214,7 +256,9 @@ void sl_loop_run(sl_loop *l)
             sl_error("epoll_wait: %m");
             abort();
         }
-        l->now = sl_now_ms();
+        turn_start = sl_now_us();
+        cpu_start = l->cpu_stats ? thread_cpu_us() : 0;
+        l->now = turn_start / 1000;
         for (int i = 0; i < n && !l->stop; i++) {
             sl_watch *w = evs[i].data.ptr;
             int ev = 0;

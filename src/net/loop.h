@@ -53,6 +53,21 @@ void sl_loop_run(sl_loop *l);
 void sl_loop_stop(sl_loop *l);
 /* Make the next wait return at once: work was queued that the before-sleep hook must run. */
 void sl_loop_wake(sl_loop *l);
+/* How long turns take (from the end of the wait to the start of the next one): the measure of
+ * a stall as clients feel it. Buckets count turns longer than 1, 10, 50, 100 and 1000 ms.
+ * With cpu stats on, the same for the thread's CPU time in each turn, which tells the node's
+ * own long turns from a busy machine's preemption (it costs a system call a turn, so it is
+ * off unless asked for). */
+typedef struct sl_loop_stats {
+    uint64_t turns;
+    uint64_t max_us;
+    uint64_t over_ms[5];
+    uint64_t cpu_max_us;
+    uint64_t cpu_over_ms[5];
+} sl_loop_stats;
+extern const unsigned sl_loop_stat_ms[5];
+void sl_loop_get_stats(const sl_loop *l, sl_loop_stats *out);
+void sl_loop_set_cpu_stats(sl_loop *l, int on);
 /* sl_now_ms() as of the start of the current turn (cheap). */
 uint64_t sl_loop_now(const sl_loop *l);
 /* Where that time lives, for code that reads it often (the queue model's clock). */

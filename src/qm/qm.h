@@ -312,6 +312,9 @@ struct qm_queue {
     qm_consumer *active; /* x-single-active-consumer: the one that gets messages, or NULL */
     qm_qdesc *descs;     /* open queue descriptors (handles) on this queue, see qdesc.c */
     uint8_t dispatch_scheduled;
+    /* An expired head is left for the next turn's expiry budget: the tick must come back to
+     * this queue at once (qm_queue_expire_heads reports it due now). */
+    uint8_t expiry_backlog;
     qm_queue *dispatch_next;
     uint64_t route_epoch; /* qm_route's dedup stamp (internal) */
     uint64_t tx_stamp;    /* qm_tx_commit's last-enqueue-per-queue stamp (internal) */
@@ -625,7 +628,10 @@ struct qm_node {
      * clock_gettime per message; NULL = ask the system. */
     const uint64_t *clock;
     struct qm_grave *graves, *graves_tail; /* purged/deleted ready messages to free */
-    uint64_t route_epoch;                  /* internal: bumped by each qm_route */
+    /* Bounded work per loop turn (qm_node_new_turn): messages that may still be expired. */
+    size_t expire_left;
+    uint8_t expire_bounded;
+    uint64_t route_epoch; /* internal: bumped by each qm_route */
     /* internal: sentinel of the circular list of DELETED positions still referenced by a
      * holder (their queue was deleted, or no_ack hand-outs), so qm_node_free can free them */
     qm_position orphans;
@@ -641,6 +647,11 @@ qm_vhost *qm_vhost_find(qm_node *n, const char *name, size_t len);
  * their storage released through the persistence hooks, as a queue deletion does), every
  * exchange and binding. vh is freed. The door closes the vhost's connections first. */
 void qm_vhost_delete(qm_node *n, qm_vhost *vh);
+/* A new event-loop turn: resets the budget of bounded work (expiry: QM_EXPIRE_PER_TURN
+ * messages a turn, the rest left for the next turns, the queue reported due at once). The door
+ * calls it once per turn; a node whose door never does has no bound (unit tests). */
+#define QM_EXPIRE_PER_TURN 8192
+void qm_node_new_turn(qm_node *n);
 /* Run dispatch for every scheduled queue. Called once per event-loop turn. */
 void qm_node_run_dispatch(qm_node *n);
 /* Expire messages at queue heads (TTL, dead-lettering them) and delete queues unused past

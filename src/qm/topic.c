@@ -10,10 +10,11 @@
  *
  * Walking a key visits a node at a word position at most once per walk (a per-node bitmap
  * stamped with the walk's number), so patterns such as "#.a.#.a.#" cost O(trie nodes x key
- * words) rather than the exponential number of ways their "#"s can split a key. Keys of more
- * than TRIE_MAX_WORDS words (only reachable with keys longer than AMQP's 255 bytes) fall
- * back to testing each binding with qm_topic_match. The unit tests check that both ways
- * agree.
+ * words) rather than the exponential number of ways their "#"s can split a key. The visit
+ * map has a bit for every word position of the longest AMQP key (255 dots: 256 words, 257
+ * positions), so every key a door accepts takes the trie; longer ones (no door lets them
+ * in) fall back to testing each binding with qm_topic_match. The unit tests check that both
+ * ways agree.
  */
 #include <string.h>
 
@@ -92,7 +93,7 @@ int qm_topic_match(const char *pattern, size_t plen, const char *key, size_t kle
 
 /* ---- the trie ---- */
 
-#define TRIE_MAX_WORDS 255 /* word positions 0..255 fit the 256-bit visit map */
+#define TRIE_MAX_WORDS 256 /* word positions 0..256 fit the 320-bit visit map */
 
 enum { TN_ROOT, TN_WORD, TN_STAR, TN_HASH };
 
@@ -105,7 +106,7 @@ struct qm_tnode {
     struct qm_tnode *star, *hash;
     qm_binding *bindings; /* patterns ending here */
     uint64_t walk;        /* number of the walk the visit map belongs to */
-    uint64_t visited[4];  /* word positions this walk has been here at */
+    uint64_t visited[5];  /* word positions this walk has been here at */
 };
 
 static qm_tnode *tnode_new(qm_tnode *parent, uint8_t kind, const char *w, size_t wlen)
