@@ -1120,7 +1120,8 @@ static void scen_pubsub(void)
 
 /* ---------------------------------------------------------------------------------------------
  * Scenario 3: persistent messages into a durable queue with publisher confirms, --outstanding
- * unconfirmed per producer; then drain the queue to verify.
+ * unconfirmed per producer (or with --tx-size K in transactions of K; confirm_rate is then the
+ * rate of commit-oks); then drain the queue to verify.
  */
 static void scen_confirm(void)
 {
@@ -1135,7 +1136,9 @@ static void scen_confirm(void)
     producer_t *ps = producers_new(O.producers, "", q, O.n);
     for (int i = 0; i < O.producers; i++) {
         ps[i].persistent = 1;
-        ps[i].confirms = 1;
+        /* --tx-size K: transactions of K instead (the reference of forward --tx-size K) */
+        ps[i].tx_size = O.tx_size;
+        ps[i].confirms = !O.tx_size;
     }
     phase_t ph = phase_run(ps, O.producers, NULL, 0);
     int64_t t_conf = 0;
@@ -1471,8 +1474,8 @@ static void usage(int rc)
             "      --route KEY        forward: routing key of the publishes (default: the\n"
             "                         destination queue; Sluice: a remote format name)\n"
             "      --dest-queue NAME  forward: queue consumed on the destination (fwd)\n"
-            "      --tx-size K        forward: publish in transactions of K messages instead\n"
-            "                         of with confirms\n"
+            "      --tx-size K        forward, confirm: publish in transactions of K messages\n"
+            "                         instead of with confirms\n"
             "      --pids P,P,...     broker processes: CPU and RSS from /proc\n"
             "      --stall S          fail after S seconds without progress (60)\n"
             "      --tag NAME         prefix of queue/exchange names (bench-PID)\n");

@@ -408,6 +408,8 @@ FIGURES = [
      None),
     ("fwdtx16", "fwd_rate", "store and forward 16 B, tx of 100 (RabbitMQ: shovel)", "msg/s", "hi",
      ("ratio>=", 10)),
+    ("fwdtx16_local", "confirm_rate", "local publish 16 B, tx of 100 (its reference)", "msg/s",
+     "hi", None),
     ("purge", "purge_ms", "queue.purge of 1M", "ms", "lo", ("abs<=", 10)),
     ("purge", "delete_ms", "queue.delete of 1M", "ms", "lo", ("abs<=", 10)),
     ("purge", "rss_bytes_per_queued_msg", "RSS per queued 16 B message", "B", "lo", None),
@@ -444,7 +446,7 @@ CPU_FIGURES = [
 # Store and forward against the local publish of the same messages (the second target:
 # forwarding no more than 2x slower than publishing with confirms on one node).
 FORWARD_VS_LOCAL = [("fwd16", "fwd16_local"), ("fwd1k", "fwd1k_local"),
-                    ("fwdtx16", "fwd16_local")]
+                    ("fwdtx16", "fwdtx16_local")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -891,8 +893,9 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
                  "a direct connection inside the source node) from a durable queue on the "
                  "source to one on the destination: at least once. forwarded = N / (first "
                  "publish .. last arrival). CPU and fsync counts cover both nodes. The local "
-                 "reference (fwd*_local) publishes the same N messages with confirms into a "
-                 "durable queue on the source node right after.")
+                 "reference (fwd*_local) publishes the same N messages into a durable queue on "
+                 "the source node right after, the same way (confirms, or transactions of 100 "
+                 "for fwdtx16).")
     for extra in notes.get("extra", []):
         L.append("- " + extra)
     failed = [x for x in samples if not x.get("ok") and not x.get("skipped")]
@@ -1150,9 +1153,12 @@ def main():
                         if not any(f[0] == sid + "_local" for f in FIGURES):
                             continue
                         size, n = size_and_n(sargs)
-                        loc = run_amqpbench("-S confirm -P 1 -s %s -n %s --tag b%d-%s-local"
-                                            % (size, n, rnd, sid), amqpbench, pr.src,
-                                            count_fsync, tmp, 300 if args.smoke else 1800)
+                        tx = sargs.split()[sargs.split().index("--tx-size"):][:2] \
+                            if "--tx-size" in sargs else []
+                        loc = run_amqpbench("-S confirm -P 1 -s %s -n %s %s --tag b%d-%s-local"
+                                            % (size, n, " ".join(tx), rnd, sid), amqpbench,
+                                            pr.src, count_fsync, tmp,
+                                            300 if args.smoke else 1800)
                         loc.update({"scenario_id": sid + "_local", "broker": pr.name,
                                     "round": rnd})
                         samples.append(loc)
