@@ -185,6 +185,7 @@ struct channel {
     uint64_t pub_received;
     uint64_t pub_cap; /* body bytes pub_msg has room for (grows as body frames arrive) */
     uint32_t pub_headers_off, pub_headers_len; /* headers table within pub_msg->props */
+    sl_buf pub_bcc; /* the BCC array taken out of the publish's headers (routed, not kept) */
     /* deliveries awaiting settlement, in tag order (a ring over an array) */
     delivery *unacked;
     size_t ua_head, ua_len, ua_cap;

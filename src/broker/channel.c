@@ -24,6 +24,7 @@ channel *channel_new(conn *c, uint16_t id)
     ch->c = c;
     ch->id = id;
     ch->state = CH_OPEN;
+    sl_buf_init(&ch->pub_bcc);
     return ch;
 }
 
@@ -80,6 +81,7 @@ void channel_free(channel *ch)
     channel_release(ch);
     sl_free(ch->last_queue);
     sl_free(ch->pub_names);
+    sl_buf_free(&ch->pub_bcc);
     sl_free(ch);
 }
 
@@ -402,13 +404,33 @@ static void on_header(channel *ch, const amqp_frame *f)
                       "invalid expiration '" BYTES_FMT "': %s", BYTES_ARG(props.expiration), why);
         return;
     }
+    /* Sender-selected distribution: CC and BCC must be arrays; BCC is routed, never kept. */
+    if ((props.flags & AMQP_P_HEADERS) &&
+        qm_cc_bcc_check(props.headers, why, sizeof why) != SL_OK) {
+        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH, "invalid message: %s", why);
+        return;
+    }
+    sl_buf_consume(&ch->pub_bcc, sl_buf_unread(&ch->pub_bcc));
+    sl_buf stripped;
+    sl_buf_init(&stripped);
+    int no_bcc =
+        (props.flags & AMQP_P_HEADERS) && qm_strip_bcc(props.headers, &stripped, &ch->pub_bcc) > 0;
+    if (no_bcc)
+        props.headers = (amqp_bytes){stripped.data, stripped.len};
     amqp_bytes ex = {(const uint8_t *)ch->pub_names, ch->pub_exchange_len};
     amqp_bytes rk = {(const uint8_t *)ch->pub_names + PUB_RK_AT, ch->pub_rk_len};
     sl_buf rewritten;
     sl_buf_init(&rewritten);
     int rw = reply_to_rewrite(ch, &props, &rewritten);
-    if (rw < 0)
+    if (rw < 0) {
+        sl_buf_free(&stripped);
         return;
+    }
+    if (rw == 0 && no_bcc) {
+        amqp_props_encode(&rewritten, &props);
+        rw = 1;
+    }
+    sl_buf_free(&stripped); /* props.headers now lives in rewritten */
     if (rw > 0) {
         /* the properties as they will be stored and delivered: reply-to is the channel's
          * direct reply-to name now, and the headers table is found again in the new bytes */

@@ -229,7 +229,10 @@ void basic_publish_complete(channel *ch)
     if (reply_to_route(ch, msg, &delivered))
         n = (size_t)delivered; /* a direct reply: straight to the requesting channel */
     else /* x-overflow=reject-publish refusals come back as SL_ERR_RESOURCE: a nack */
-        ok = qm_publish(x, msg, headers, ch->tx_mode ? ch->tx : NULL, &n) == SL_OK;
+        ok = qm_publish_bcc(x, msg, headers,
+                            (amqp_bytes){sl_buf_head(&ch->pub_bcc), sl_buf_unread(&ch->pub_bcc)},
+                            ch->tx_mode ? ch->tx : NULL, &n) == SL_OK;
+    sl_buf_consume(&ch->pub_bcc, sl_buf_unread(&ch->pub_bcc));
     if (n == 0 && mandatory)
         send_return(ch, msg);
     qm_message_unref(msg);

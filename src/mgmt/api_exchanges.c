@@ -203,17 +203,22 @@ static enum MHD_Result publish(req *r, qm_exchange *x)
     if (x->internal)
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "cannot publish to internal exchange '%s'",
                             x->name);
-    qm_message *msg = msg_from_publish(r, body, x->name);
-    if (!msg)
+    sl_buf bcc;
+    sl_buf_init(&bcc);
+    qm_message *msg = msg_from_publish(r, body, x->name, &bcc);
+    if (!msg) {
+        sl_buf_free(&bcc);
         return MHD_YES;
+    }
     amqp_basic_props props;
     amqp_bytes headers = {0};
     if (amqp_props_decode(qm_msg_props(msg), msg->props_len, &props) == 0 &&
         (props.flags & AMQP_P_HEADERS))
         headers = props.headers;
     size_t n = 0;
-    qm_publish(x, msg, headers, NULL, &n); /* reject-publish refusals count as routed, as in
-                                            * RabbitMQ */
+    /* reject-publish refusals count as routed, as in RabbitMQ */
+    qm_publish_bcc(x, msg, headers, (amqp_bytes){sl_buf_head(&bcc), sl_buf_unread(&bcc)}, NULL, &n);
+    sl_buf_free(&bcc);
     qm_message_unref(msg);
     return reply_json(r, 200, json_pack("{s:b}", "routed", n > 0));
 }

@@ -161,8 +161,9 @@ int str_ieq(const char *a, const char *b);
  * "base64"; truncate < 0 = whole payload. */
 json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding, int64_t truncate,
                  uint64_t remaining);
-/* Build a message from an /exchanges/.../publish body; NULL after replying 400. */
-qm_message *msg_from_publish(req *r, json_t *body, const char *exchange);
+/* Build a message from an /exchanges/.../publish body; NULL after replying 400. A BCC header
+ * is taken out of the stored properties: its array content is appended to bcc, for routing. */
+qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc);
 
 /* ---- formatname.c ---- */
 /* Resolve an MSMQ format name to a local queue. vhost_hint (may be NULL) names the vhost.

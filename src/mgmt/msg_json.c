@@ -115,7 +115,7 @@ static int int_prop(json_t *props, const char *key, int64_t max, int64_t *out)
     return 1;
 }
 
-qm_message *msg_from_publish(req *r, json_t *body, const char *exchange)
+qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc)
 {
     json_t *rk = json_object_get(body, "routing_key");
     json_t *payload = json_object_get(body, "payload");
@@ -214,9 +214,20 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange)
                     (const char *)p.expiration.p, why);
         return NULL;
     }
+    /* Sender-selected distribution as basic.publish: CC / BCC arrays, BCC routed only. */
+    if ((p.flags & AMQP_P_HEADERS) && qm_cc_bcc_check(p.headers, why, sizeof why) != SL_OK) {
+        sl_buf_free(&headers);
+        reply_error(r, 400, "bad_request", "invalid message: %s", why);
+        return NULL;
+    }
+    sl_buf stripped;
+    sl_buf_init(&stripped);
+    if ((p.flags & AMQP_P_HEADERS) && qm_strip_bcc(p.headers, &stripped, bcc) > 0)
+        p.headers = (amqp_bytes){stripped.data, stripped.len};
     sl_buf raw;
     sl_buf_init(&raw);
     amqp_props_encode(&raw, &p);
+    sl_buf_free(&stripped);
     sl_buf_free(&headers);
 
     const char *text = payload ? json_string_value(payload) : "";

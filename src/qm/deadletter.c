@@ -6,6 +6,9 @@
  * count, reason, queue, time, exchange, routing-keys) and, on the first death, the
  * x-first-death-reason/-queue/-exchange headers. It is routed through the queue's DLX with
  * x-dead-letter-routing-key or its original routing key; no DLX exchange means it is dropped.
+ * Without x-dead-letter-routing-key it goes with its CC keys too (RabbitMQ: the message's
+ * routing keys); with one, only with that key, and its CC header is removed (RabbitMQ 3.10).
+ * BCC keys are gone by then: they never reach the stored message.
  *
  * Cycles: exactly RabbitMQ's rule (rabbit_dead_letter:is_cycle). For a target queue T, look
  * at the new x-death list up to the first entry for T; if there is one and none of those
@@ -79,6 +82,8 @@ static void build_headers(sl_buf *b, qm_queue *q, qm_message *m, const amqp_basi
         }
         if (amqp_bytes_eq(k, "x-first-death-reason"))
             has_first = 1;
+        if (q->args.dlrk && amqp_bytes_eq(k, "CC"))
+            continue; /* re-routed with x-dead-letter-routing-key alone */
         amqp_tbl_put_value(b, k, &v);
     }
     if (!has_first) {
@@ -189,10 +194,10 @@ void qm_deadletter(qm_queue *q, qm_message *m, qm_delete_reason reason)
 
     qm_queue *stk[16], **out = stk;
     size_t total = 0;
-    size_t n = qm_route(x, qm_msg_routing_key(dm), bp.headers, out, 16, &total);
+    size_t n = qm_route_cc(x, qm_msg_routing_key(dm), bp.headers, out, 16, &total);
     if (total > 16) {
         out = sl_xmalloc(total * sizeof *out);
-        n = qm_route(x, qm_msg_routing_key(dm), bp.headers, out, total, &total);
+        n = qm_route_cc(x, qm_msg_routing_key(dm), bp.headers, out, total, &total);
     }
     amqp_value deaths = {0};
     amqp_table_get(bp.headers, "x-death", &deaths);

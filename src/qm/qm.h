@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "../amqp/wire.h"
+#include "../core/buf.h"
 #include "../core/err.h"
 #include "../core/map.h"
 
@@ -571,24 +572,39 @@ sl_err qm_bind_exchange(qm_exchange *src, qm_exchange *dest, amqp_bytes key, amq
 void qm_unbind_queue(qm_exchange *src, qm_queue *q, amqp_bytes key, amqp_bytes args);
 void qm_unbind_exchange(qm_exchange *src, qm_exchange *dest, amqp_bytes key, amqp_bytes args);
 
-/* Publish m through x: route it and enqueue it on every queue it reaches (transactional
- * Enqueues when tx is given). *routed = how many queues it reached. SL_ERR_RESOURCE when a
- * queue refused it (x-overflow=reject-publish: a publisher confirm becomes a nack). The
- * caller keeps its reference on m. Every door publishes through here. */
+/* Publish m through x: route it with its routing key and the CC keys of its headers, and
+ * enqueue it on every queue it reaches (transactional Enqueues when tx is given). *routed =
+ * how many queues it reached. SL_ERR_RESOURCE when a queue refused it (x-overflow=
+ * reject-publish: a publisher confirm becomes a nack). The caller keeps its reference on m.
+ * Every door publishes through here. headers is m's headers table content as stored. */
 sl_err qm_publish(qm_exchange *x, qm_message *m, amqp_bytes headers, qm_tx *tx, size_t *routed);
+/* The same, routing with the BCC keys too: bcc is the content of the BCC array the door took
+ * out of m's headers (qm_strip_bcc) so that no consumer sees it. */
+sl_err qm_publish_bcc(qm_exchange *x, qm_message *m, amqp_bytes headers, amqp_bytes bcc, qm_tx *tx,
+                      size_t *routed);
+/* Sender-selected distribution, for the doors: SL_OK when the CC and BCC headers are absent
+ * or arrays, else SL_ERR_PRECONDITION with RabbitMQ's reason in why
+ * ({unacceptable_type_in_header,"CC",longstr}: the publish is refused with 406). */
+sl_err qm_cc_bcc_check(amqp_bytes headers, char *why, size_t whylen);
+/* When headers has a BCC entry: write the table content without it to out, append the BCC
+ * array's content to bcc, and return 1; 0 (nothing written) otherwise. */
+int qm_strip_bcc(amqp_bytes headers, sl_buf *out, sl_buf *bcc);
 
 /* Topic matching: '.'-separated words, '*' one word, '#' zero or more words. */
 int qm_topic_match(const char *pattern, size_t plen, const char *key, size_t klen);
 /* Headers matching of a binding's arguments against message headers (table content). */
 int qm_headers_match(amqp_bytes binding_args, amqp_bytes headers);
 
-/* Route a message published to x with routing key rk (and headers for headers exchanges,
- * and CC/BCC handled by the door): collects each destination queue at most once, following
- * exchange-to-exchange bindings (loops allowed) and alternate exchanges. Returns the number
- * of queues written to out (up to cap; *total gets the full count so the caller can retry
- * with a larger array). */
+/* Route a message published to x with routing key rk (and headers for headers exchanges):
+ * collects each destination queue at most once, following exchange-to-exchange bindings
+ * (loops allowed) and alternate exchanges. Returns the number of queues written to out (up
+ * to cap; *total gets the full count so the caller can retry with a larger array). */
 size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **out, size_t cap,
                 size_t *total);
+/* The same with several routing keys at once (a message's key and its CC / BCC keys): each
+ * exchange matches all of them before its alternate exchange is considered. */
+size_t qm_route_keys(qm_exchange *x, const amqp_bytes *keys, size_t nkeys, amqp_bytes headers,
+                     qm_queue **out, size_t cap, size_t *total);
 
 /* ------------------------------------------------------------------------------------------
  * Virtual hosts and the node

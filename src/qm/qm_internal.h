@@ -179,6 +179,9 @@ sl_err qm_queue_args_equivalent(const qm_queue_args *cur, const qm_queue_args *r
                                 const char *qname, const char *vhost, char *err, size_t errlen);
 
 /* ---- route.c ---- */
+/* qm_route with rk and the CC keys of headers (dead-lettering re-routes a message so). */
+size_t qm_route_cc(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **out, size_t cap,
+                   size_t *total);
 /* Validate a headers binding's x-match: SL_OK or SL_ERR_PRECONDITION with err. */
 sl_err qm_headers_check_args(amqp_bytes args, char *err, size_t errlen);
 

@@ -1,5 +1,13 @@
 /* route.c - routing: direct, fanout, topic and headers matching, exchange-to-exchange
- * bindings and alternate exchanges.
+ * bindings, alternate exchanges, and sender-selected distribution.
+ *
+ * Sender-selected distribution (RabbitMQ's): a message whose headers carry CC and/or BCC
+ * (arrays of long strings; any other type is refused, other element types are ignored) is
+ * routed with its routing key and every one of those keys at once, through every exchange
+ * type; each queue still gets it once. BCC never reaches a consumer: the door takes it out
+ * of the stored properties and hands its keys over separately (qm_strip_bcc,
+ * qm_publish_bcc). A message is routed through each exchange with all of its keys before
+ * the alternate exchange is considered, so the alternate gets it only when no key matched.
  *
  * qm_route walks a worklist of exchanges. Each route bumps node->route_epoch; an exchange
  * or queue stamped with the current epoch has been visited / collected already, so loops
@@ -163,20 +171,92 @@ int qm_headers_match(amqp_bytes binding_args, amqp_bytes headers)
     return headers_match(binding_args, headers, NULL);
 }
 
-/* ---- routing ---- */
+/* ---- sender-selected distribution ---- */
 
-static int binding_matches(const qm_exchange *x, const qm_binding *b, amqp_bytes rk,
-                           amqp_bytes headers, const hdr_index *ix)
+static const char *const SENDER_KEYS[] = {"CC", "BCC"};
+
+sl_err qm_cc_bcc_check(amqp_bytes headers, char *why, size_t whylen)
 {
-    switch (x->type) {
-    case QM_EX_FANOUT:
-        return 1;
-    case QM_EX_HEADERS:
-        return headers_match((amqp_bytes){b->args, b->args_len}, headers, ix);
-    default:
-        return amqp_bytes_eq(rk, b->key);
+    for (size_t i = 0; i < 2; i++) {
+        amqp_value v;
+        if (amqp_table_get(headers, SENDER_KEYS[i], &v) && v.tag != 'A') {
+            snprintf(why, whylen, "{unacceptable_type_in_header,\"%s\",%s}", SENDER_KEYS[i],
+                     amqp_value_type_name(v.tag));
+            return SL_ERR_PRECONDITION;
+        }
     }
+    return SL_OK;
 }
+
+int qm_strip_bcc(amqp_bytes headers, sl_buf *out, sl_buf *bcc)
+{
+    amqp_value v;
+    if (!amqp_table_get(headers, "BCC", &v))
+        return 0;
+    if (v.tag == 'A')
+        sl_buf_append(bcc, v.v.s.p, v.v.s.len);
+    amqp_table_iter it;
+    amqp_bytes k;
+    amqp_table_iter_init(&it, headers);
+    while (amqp_table_next(&it, &k, &v))
+        if (!amqp_bytes_eq(k, "BCC"))
+            amqp_tbl_put_value(out, k, &v);
+    return 1;
+}
+
+typedef struct key_list {
+    amqp_bytes *v;
+    size_t n, cap;
+    amqp_bytes stk[16];
+} key_list;
+
+static void keys_add(key_list *k, amqp_bytes key)
+{
+    if (k->n == k->cap) {
+        k->cap *= 2;
+        if (k->v == k->stk) {
+            k->v = sl_xmalloc(k->cap * sizeof *k->v);
+            memcpy(k->v, k->stk, sizeof k->stk);
+        } else {
+            k->v = sl_xrealloc(k->v, k->cap * sizeof *k->v);
+        }
+    }
+    k->v[k->n++] = key;
+}
+
+/* The long strings of an array's content (other element types are ignored, as RabbitMQ
+ * does). */
+static void keys_add_array(key_list *k, amqp_bytes array)
+{
+    amqp_table_iter it;
+    amqp_value v;
+    amqp_array_iter_init(&it, array);
+    while (amqp_array_next(&it, &v))
+        if (v.tag == 'S')
+            keys_add(k, v.v.s);
+}
+
+/* rk, then the CC keys of headers, then the BCC keys of bcc (array content). */
+static void keys_of(key_list *k, amqp_bytes rk, amqp_bytes headers, amqp_bytes bcc)
+{
+    k->v = k->stk;
+    k->n = 0;
+    k->cap = sizeof k->stk / sizeof k->stk[0];
+    keys_add(k, rk);
+    amqp_value v;
+    if (headers.len && amqp_table_get(headers, "CC", &v) && v.tag == 'A')
+        keys_add_array(k, v.v.s);
+    if (bcc.len)
+        keys_add_array(k, bcc);
+}
+
+static void keys_free(key_list *k)
+{
+    if (k->v != k->stk)
+        sl_free(k->v);
+}
+
+/* ---- routing ---- */
 
 typedef struct route_ctx {
     uint64_t epoch;
@@ -237,6 +317,12 @@ static void on_topic_match(void *ctx, qm_binding *b)
 size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **out, size_t cap,
                 size_t *total)
 {
+    return qm_route_keys(x, &rk, 1, headers, out, cap, total);
+}
+
+size_t qm_route_keys(qm_exchange *x, const amqp_bytes *keys, size_t nkeys, amqp_bytes headers,
+                     qm_queue **out, size_t cap, size_t *total)
+{
     qm_vhost *vh = x->vhost;
     route_ctx rc;
 
@@ -253,8 +339,9 @@ size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **ou
     while (rc.nwork) {
         qm_exchange *e = rc.work[--rc.nwork];
         int matched = 0;
-        if (!e->name[0]) {
+        for (size_t i = 0; i < nkeys && !e->name[0]; i++) {
             /* the default exchange: every top-level queue, by name */
+            amqp_bytes rk = keys[i];
             qm_queue *q = rk.len ? sl_map_get(vh->queues, rk.p, rk.len) : NULL;
             /* a format name ("DIRECT=...", "FormatName:DIRECT=..."): an outgoing queue */
             if (!q && vh->node->resolve_remote && rk.len > 7 &&
@@ -267,23 +354,28 @@ size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **ou
             }
         }
         if (e->type == QM_EX_DIRECT) {
-            /* every binding in the key's chain matches */
-            for (qm_binding *b = qm_bindings_with_key(e, rk); b; b = b->knext) {
-                matched = 1;
-                take_binding(&rc, b);
+            /* every binding in each key's chain matches */
+            for (size_t i = 0; i < nkeys; i++) {
+                for (qm_binding *b = qm_bindings_with_key(e, keys[i]); b; b = b->knext) {
+                    matched = 1;
+                    take_binding(&rc, b);
+                }
             }
         } else if (e->type == QM_EX_TOPIC) {
             topic_hit th = {&rc, 0};
-            qm_topic_route(e, rk, on_topic_match, &th);
+            for (size_t i = 0; i < nkeys; i++)
+                qm_topic_route(e, keys[i], on_topic_match, &th);
             matched = th.matched;
         } else {
+            /* fanout and headers exchanges do not look at routing keys: once is enough */
             if (e->type == QM_EX_HEADERS && !ix_tried && e->n_bindings >= HDR_INDEX_MIN) {
                 ix_tried = 1;
                 have_ix = hdr_index_build(headers, &ix);
             }
             const hdr_index *use = have_ix ? &ix : NULL;
             for (qm_binding *b = e->bindings; b; b = b->next) {
-                if (!binding_matches(e, b, rk, headers, use))
+                if (e->type == QM_EX_HEADERS &&
+                    !headers_match((amqp_bytes){b->args, b->args_len}, headers, use))
                     continue;
                 matched = 1;
                 take_binding(&rc, b);
@@ -305,16 +397,35 @@ size_t qm_route(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **ou
     return rc.n;
 }
 
+size_t qm_route_cc(qm_exchange *x, amqp_bytes rk, amqp_bytes headers, qm_queue **out, size_t cap,
+                   size_t *total)
+{
+    key_list k;
+    keys_of(&k, rk, headers, (amqp_bytes){0});
+    size_t n = qm_route_keys(x, k.v, k.n, headers, out, cap, total);
+    keys_free(&k);
+    return n;
+}
+
 sl_err qm_publish(qm_exchange *x, qm_message *m, amqp_bytes headers, qm_tx *tx, size_t *routed)
+{
+    return qm_publish_bcc(x, m, headers, (amqp_bytes){0}, tx, routed);
+}
+
+sl_err qm_publish_bcc(qm_exchange *x, qm_message *m, amqp_bytes headers, amqp_bytes bcc, qm_tx *tx,
+                      size_t *routed)
 {
     qm_queue *stackq[64];
     qm_queue **qs = stackq;
     size_t total = 0;
-    size_t n = qm_route(x, qm_msg_routing_key(m), headers, qs, 64, &total);
+    key_list k;
+    keys_of(&k, qm_msg_routing_key(m), headers, bcc);
+    size_t n = qm_route_keys(x, k.v, k.n, headers, qs, 64, &total);
     if (total > n) {
         qs = sl_xmalloc(total * sizeof *qs);
-        n = qm_route(x, qm_msg_routing_key(m), headers, qs, total, &total);
+        n = qm_route_keys(x, k.v, k.n, headers, qs, total, &total);
     }
+    keys_free(&k);
     sl_err rc = SL_OK;
     for (size_t i = 0; i < n; i++) {
         sl_err e = tx ? qm_tx_enqueue(tx, qs[i], m) : qm_queue_enqueue(qs[i], m);

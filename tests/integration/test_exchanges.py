@@ -286,3 +286,136 @@ def test_headers_exchange_bad_x_match_406(conn, ch):
     q = declare_queue(ch, exclusive=True)
     expect_channel_error(conn, 406, ch.queue_bind, q, x, "", arguments={"x-match": "bogus"})
     conn.channel().exchange_delete(x)
+
+
+# ---------------------------------------------------------------------------
+# Sender-selected distribution: CC and BCC headers (issue 12 item 8)
+# ---------------------------------------------------------------------------
+def _all(ch, queues):
+    """Every message of each queue: (body, headers) lists."""
+    out = []
+    for q in queues:
+        got = []
+        while True:
+            m = ch.basic_get(q, no_ack=True)
+            if m is None:
+                break
+            got.append((bytes(m.body), dict(m.properties.get("application_headers") or {})))
+        out.append(got)
+    return out
+
+
+def test_cc_and_bcc_on_a_direct_exchange(conn, ch):
+    x = declare_exchange(ch, "direct")
+    qs = [declare_queue(ch) for _ in range(4)]
+    for q in qs:
+        ch.queue_bind(q, x, routing_key=q)
+    # the routing key again in CC, and an element that is not a long string: ignored
+    publish(ch, x, qs[0], "sel", confirm=True,
+            application_headers={"CC": [qs[1], qs[0], 5], "BCC": [qs[2]], "other": "kept"})
+    got = _all(ch, qs)
+    assert [len(g) for g in got] == [1, 1, 1, 0], got
+    for g in got[:3]:
+        body, headers = g[0]
+        assert body == b"sel" and "BCC" not in headers, headers  # BCC never delivered
+        assert headers["CC"][:2] == [qs[1], qs[0]] and headers["other"] == "kept"
+
+
+def test_cc_and_bcc_through_the_default_exchange(conn, ch):
+    qs = [declare_queue(ch) for _ in range(3)]
+    publish(ch, "", qs[0], "dflt", confirm=True, application_headers={"BCC": [qs[2]]})
+    got = _all(ch, qs)
+    assert [len(g) for g in got] == [1, 0, 1]
+    assert got[2][0][1] == {}, "an empty headers table is left after BCC is taken out"
+
+
+def test_cc_and_bcc_on_a_topic_exchange(conn, ch):
+    x = declare_exchange(ch, "topic")
+    qa, qb, qc = declare_queue(ch), declare_queue(ch), declare_queue(ch)
+    ch.queue_bind(qa, x, routing_key="a.*")
+    ch.queue_bind(qb, x, routing_key="b.#")
+    ch.queue_bind(qc, x, routing_key="c")
+    publish(ch, x, "nothing.matches", "t", confirm=True,
+            application_headers={"CC": ["a.one"], "BCC": ["b.two.three"]})
+    assert [len(g) for g in _all(ch, [qa, qb, qc])] == [1, 1, 0]
+
+
+def test_cc_on_fanout_and_headers_exchanges_changes_nothing_but_bcc_goes(conn, ch):
+    fx = declare_exchange(ch, "fanout")
+    hx = declare_exchange(ch, "headers")
+    qf, qh = declare_queue(ch), declare_queue(ch)
+    ch.queue_bind(qf, fx)
+    ch.queue_bind(qh, hx, arguments={"x-match": "all", "kind": "k"})
+    for x in (fx, hx):
+        publish(ch, x, "any", "fh", confirm=True,
+                application_headers={"kind": "k", "CC": ["a", "b"], "BCC": ["c"]})
+    got = _all(ch, [qf, qh])
+    assert [len(g) for g in got] == [1, 1]
+    assert all("BCC" not in g[0][1] and g[0][1]["CC"] == ["a", "b"] for g in got)
+
+
+def test_cc_follows_exchange_to_exchange_bindings_and_holds_off_the_alternate(conn, ch):
+    ae = declare_exchange(ch, "fanout")
+    qae = declare_queue(ch)
+    ch.queue_bind(qae, ae)
+    x1 = declare_exchange(ch, "direct", arguments={"alternate-exchange": ae})
+    x2 = declare_exchange(ch, "direct")
+    q = declare_queue(ch)
+    ch.exchange_bind(x2, x1, routing_key="k2")
+    ch.queue_bind(q, x2, routing_key="k2")
+    # "k1" matches nothing, CC "k2" does (through x2): the alternate exchange is not used
+    publish(ch, x1, "k1", "e2e", confirm=True, application_headers={"CC": ["k2"]})
+    assert [len(g) for g in _all(ch, [q, qae])] == [1, 0]
+    publish(ch, x1, "k1", "ae", confirm=True, application_headers={"CC": ["k3"]})
+    assert [len(g) for g in _all(ch, [q, qae])] == [0, 1]
+
+
+def test_a_cc_match_makes_a_mandatory_publish_routed(conn, ch):
+    x = declare_exchange(ch, "direct")
+    q = declare_queue(ch)
+    ch.queue_bind(q, x, routing_key="there")
+    returned = []
+    ch.events["basic_return"].add(lambda *a: returned.append(a))
+    publish(ch, x, "nowhere", "m", confirm=True, mandatory=False,
+            application_headers={"BCC": ["there"]})
+    ch.basic_publish(__import__("amqp").Message(b"mand", application_headers={"CC": ["there"]}),
+                     exchange=x, routing_key="nowhere", mandatory=True)
+    sync_point(ch)
+    assert returned == [] and [len(g) for g in _all(ch, [q])] == [2]
+
+
+@pytest.mark.parametrize("headers,name,type_", [({"CC": "x"}, "CC", "longstr"),
+                                                 ({"BCC": 5}, "BCC", "signedint")])
+def test_cc_or_bcc_of_another_type_is_refused_406(conn, ch, headers, name, type_):
+    q = declare_queue(ch)
+    e = expect_channel_error(conn, 406, publish, ch, "", q, "x", confirm=True,
+                             application_headers=headers)
+    assert ('invalid message: {unacceptable_type_in_header,"%s",%s}' % (name, type_)
+            in e.reply_text), e.reply_text
+
+
+@pytest.mark.parametrize("dlrk", [None, "d3"])
+def test_dead_lettering_routes_with_the_cc_keys_unless_a_dead_letter_key_is_set(conn, ch, dlrk):
+    dlx = declare_exchange(ch, "direct")
+    d = [declare_queue(ch) for _ in range(3)]
+    for i, q in enumerate(d):
+        ch.queue_bind(q, dlx, routing_key="d%d" % (i + 1))
+    args = {"x-dead-letter-exchange": dlx}
+    if dlrk:
+        args["x-dead-letter-routing-key"] = dlrk
+    src = declare_queue(ch, arguments=args)
+    ch.queue_bind(src, dlx, routing_key="unused")  # src itself is reached by name
+    publish(ch, "", src, "dl", confirm=True, application_headers={"CC": ["d2"]})
+    m = ch.basic_get(src, no_ack=False)
+    ch.basic_reject(m.delivery_tag, requeue=False)
+    sync_point(ch)
+    got = _all(ch, d)
+    if dlrk:
+        assert [len(g) for g in got] == [0, 0, 1]
+        headers = got[2][0][1]
+        assert "CC" not in headers  # RabbitMQ drops it with a dead-letter routing key
+    else:
+        assert [len(g) for g in got] == [0, 1, 0]  # the routing key (src) reaches nothing
+        headers = got[1][0][1]
+        assert headers["CC"] == ["d2"]
+    assert headers["x-death"][0]["routing-keys"] == [src, "d2"]

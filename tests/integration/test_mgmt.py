@@ -465,3 +465,19 @@ def test_publish_with_an_invalid_expiration_is_refused(api):
         assert s == 400 and reason in j["reason"], (value, s, j)
     assert api.queue(q)["messages"] == 0
     assert api.publish(q, "fine", expiration="60000") is True
+
+
+def test_publish_with_cc_and_bcc(api):
+    # The HTTP door routes CC and BCC as basic.publish does, and keeps BCC out of the message.
+    q1, q2, q3 = uname("cc1"), uname("cc2"), uname("cc3")
+    for q in (q1, q2, q3):
+        api.declare(q)
+    assert api.publish("nowhere-" + q1, "sel", headers={"CC": [q1], "BCC": [q2]}) is True
+    for q in (q1, q2):
+        (m,) = api.peek(q)
+        assert m["payload"] == "sel" and m["properties"]["headers"] == {"CC": [q1]}
+    assert api.peek(q3) == []
+    s, j, _ = api.post("/api/exchanges/%2F/amq.default/publish",
+                       {"routing_key": q1, "payload": "x", "payload_encoding": "string",
+                        "properties": {"headers": {"BCC": "not-a-list"}}})
+    assert s == 400 and "unacceptable_type_in_header" in j["reason"], (s, j)
