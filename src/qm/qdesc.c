@@ -24,8 +24,10 @@ static int is_journal(const qm_queue *q)
 /* The sharing table of MS-MQDMPR Open Queue, step 4 (reference/msmq.md section 2.8). */
 static int conflicts(const qm_qdesc *e, uint32_t access, int share)
 {
-    int e_recv = e->access == QM_ACCESS_RECEIVE;
+    /* admin handles (of an outgoing queue) share as the receive / peek they carry */
+    int e_recv = (e->access & ~QM_ACCESS_ADMIN) == QM_ACCESS_RECEIVE;
     int e_peek = (e->access & ~QM_ACCESS_ADMIN) == QM_ACCESS_PEEK;
+    access &= ~QM_ACCESS_ADMIN;
     if (e_recv && e->share == QM_SHARE_DENY_RECEIVE)
         return share == QM_SHARE_DENY_RECEIVE || access == QM_ACCESS_RECEIVE;
     if (e_peek && e->share == QM_SHARE_DENY_RECEIVE)
@@ -39,9 +41,20 @@ sl_err qm_queue_open(qm_queue *q, uint32_t access, int share, qm_qdesc **out, ch
                      size_t errlen)
 {
     *out = NULL;
-    if (access != QM_ACCESS_RECEIVE && access != QM_ACCESS_SEND && access != QM_ACCESS_MOVE &&
-        access != QM_ACCESS_PEEK) {
-        snprintf(err, errlen, "access 0x%X is not one of receive, send, move or peek", access);
+    if (q->is_outgoing) {
+        /* MQ_RECEIVE_ACCESS | MQ_ADMIN_ACCESS (or peek | admin): the outgoing queue itself,
+         * as an operator opens it to purge or look at what waits there */
+        if (access != (QM_ACCESS_RECEIVE | QM_ACCESS_ADMIN) &&
+            access != (QM_ACCESS_PEEK | QM_ACCESS_ADMIN)) {
+            snprintf(err, errlen,
+                     "the outgoing queue '%s' opens with receive|admin or peek|admin access only",
+                     q->name);
+            return SL_ERR_UNSUPPORTED_ACCESS_MODE;
+        }
+    } else if (access != QM_ACCESS_RECEIVE && access != QM_ACCESS_SEND &&
+               access != QM_ACCESS_MOVE && access != QM_ACCESS_PEEK) {
+        snprintf(err, errlen, "access 0x%X is not one of receive, send, move or peek%s", access,
+                 access & QM_ACCESS_ADMIN ? " (admin access is for outgoing queues)" : "");
         return SL_ERR_UNSUPPORTED_ACCESS_MODE;
     }
     if (share != QM_SHARE_DENY_NONE && share != QM_SHARE_DENY_RECEIVE) {
@@ -111,8 +124,9 @@ sl_err qm_qdesc_purge(qm_qdesc *d, uint64_t *deleted)
     qm_queue *q = qm_qdesc_queue(d);
     if (!q)
         return SL_ERR_QUEUE_DELETED;
-    /* MS-MQMP: only a receive handle may purge (MQRR / MC-MQAC: access denied otherwise) */
-    if (d->access != QM_ACCESS_RECEIVE)
+    /* MS-MQMP: only a receive handle may purge (MQRR / MC-MQAC: access denied otherwise); on
+     * an outgoing queue, a receive|admin one */
+    if ((d->access & ~QM_ACCESS_ADMIN) != QM_ACCESS_RECEIVE)
         return SL_ERR_ACCESS_REFUSED;
     *deleted = qm_queue_purge(q);
     return SL_OK;

@@ -438,7 +438,8 @@ struct qm_qdesc {
     qm_qdesc *qprev, *qnext; /* in queue->descs */
 };
 
-/* Open Queue on q: access one of receive, send, move, peek; share deny-none or deny-receive.
+/* Open Queue on q: access one of receive, send, move, peek (an outgoing queue: receive|admin
+ * or peek|admin only); share deny-none or deny-receive.
  * Errors (err says why): SL_ERR_UNSUPPORTED_ACCESS_MODE (unknown access or share, send with
  * deny-receive), SL_ERR_UNSUPPORTED_FORMATNAME_OPERATION (send to a subqueue, journal or
  * system queue; move into a journal), SL_ERR_RESOURCE_LOCKED (MQ_ERROR_SHARING_VIOLATION:
@@ -450,8 +451,8 @@ void qm_qdesc_close(qm_qdesc *d);
 /* d's queue, NULL when it was deleted since d was opened. */
 qm_queue *qm_qdesc_queue(const qm_qdesc *d);
 /* Purge Queue through d (rpc_ACPurgeQueue): SL_ERR_QUEUE_DELETED when the queue is gone,
- * SL_ERR_ACCESS_REFUSED unless d was opened to receive; else qm_queue_purge, *deleted = its
- * count. Nothing changes on failure. */
+ * SL_ERR_ACCESS_REFUSED unless d was opened to receive (or receive|admin); else qm_queue_purge,
+ * *deleted = its count. Nothing changes on failure. */
 sl_err qm_qdesc_purge(qm_qdesc *d, uint64_t *deleted);
 
 /* ------------------------------------------------------------------------------------------

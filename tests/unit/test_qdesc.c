@@ -262,6 +262,32 @@ START_TEST(descriptors_outlive_the_node)
 }
 END_TEST
 
+/* An outgoing queue opens with receive|admin (purge) or peek|admin only (MQMP / MC-MQAC). */
+START_TEST(outgoing_queue_needs_admin_access)
+{
+    qm_queue *oq = declare("DIRECT=TCP:127.0.0.9:5672\\private$\\far");
+    ck_assert(oq->is_outgoing);
+    put(oq, "far");
+    ck_assert_int_eq(open_err(oq, QM_ACCESS_RECEIVE, 0), SL_ERR_UNSUPPORTED_ACCESS_MODE);
+    ck_assert_int_eq(open_err(oq, QM_ACCESS_PEEK, 0), SL_ERR_UNSUPPORTED_ACCESS_MODE);
+    ck_assert_int_eq(open_err(oq, QM_ACCESS_SEND | QM_ACCESS_ADMIN, 0),
+                     SL_ERR_UNSUPPORTED_ACCESS_MODE);
+    qm_qdesc *p = open_ok(oq, QM_ACCESS_PEEK | QM_ACCESS_ADMIN, 0);
+    uint64_t n = 9;
+    ck_assert_int_eq(qm_qdesc_purge(p, &n), SL_ERR_ACCESS_REFUSED);
+    ck_assert_uint_eq(oq->n_ready, 1);
+    /* admin handles share as the receive / peek they carry */
+    qm_qdesc *x = open_ok(oq, QM_ACCESS_RECEIVE | QM_ACCESS_ADMIN, QM_SHARE_DENY_RECEIVE);
+    ck_assert_int_eq(open_err(oq, QM_ACCESS_RECEIVE | QM_ACCESS_ADMIN, 0), SL_ERR_RESOURCE_LOCKED);
+    qm_qdesc_close(x);
+    qm_qdesc *d = open_ok(oq, QM_ACCESS_RECEIVE | QM_ACCESS_ADMIN, 0);
+    ck_assert_int_eq(qm_qdesc_purge(d, &n), SL_OK);
+    ck_assert_uint_eq(n, 1);
+    qm_qdesc_close(d);
+    qm_qdesc_close(p);
+}
+END_TEST
+
 static Suite *qdesc_suite(void)
 {
     Suite *s = suite_create("qdesc");
@@ -274,6 +300,7 @@ static Suite *qdesc_suite(void)
     tcase_add_test(tc, sharing_table);
     tcase_add_test(tc, open_descriptor_keeps_empty_subqueue);
     tcase_add_test(tc, descriptors_outlive_the_node);
+    tcase_add_test(tc, outgoing_queue_needs_admin_access);
     suite_add_tcase(s, tc);
     return s;
 }
