@@ -24,6 +24,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/mem.h"
+#include "../link/link.h"
 #include "mgmt_internal.h"
 
 enum handle_kind { HANDLE_LOCAL = 0 };
@@ -190,6 +191,20 @@ static json_t *handle_json(mgmt *m, handle *h)
  * Open (rpc_QMOpenQueueInternal, MS-MQDMPR Open Queue)
  */
 
+/* A queue of another node: a remote queue proxy (RemoteQMOpenQueue at the owner). */
+static enum MHD_Result open_remote(req *r, const char *fmt, const link_addr *ra, uint32_t access,
+                                   int share)
+{
+    (void)access;
+    (void)share;
+    char reason[700];
+    snprintf(reason, sizeof reason,
+             "'%s' is a queue of node %s:%d; remote queue proxies need the link's request "
+             "channel, which this node does not have yet",
+             fmt, ra->host, ra->port);
+    return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+}
+
 static enum MHD_Result open_handle(req *r)
 {
     json_t *body = req_body(r, 0);
@@ -212,16 +227,28 @@ static enum MHD_Result open_handle(req *r)
         return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
                              "\"share\" is deny_none or deny_receive");
     char reason[600];
-    if (access & QM_ACCESS_ADMIN) {
-        /* receive|admin, peek|admin: the outgoing queue that feeds a remote destination */
-        return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL,
-                             "admin access opens the outgoing queue of a queue on another node; "
-                             "this node has no outgoing queues yet");
-    }
     qm_queue *q = NULL;
     sl_err e;
     if (json_is_string(jf)) {
-        e = fmtname_open(r->m, json_string_value(jf), vhost, &q, reason, sizeof reason);
+        const char *fmt = json_string_value(jf);
+        link_addr ra;
+        int remote = fmtname_remote(r->m, fmt, &ra);
+        if (remote < 0)
+            return reply_hresult(r, SL_ERR_ILLEGAL_FORMATNAME, NULL,
+                                 "a queue of another node is DIRECT=TCP:<address>[:<port>]"
+                                 "\\private$\\<queue>");
+        if (remote && !(access & QM_ACCESS_ADMIN))
+            return open_remote(r, fmt, &ra, access, share);
+        if (!remote && (access & QM_ACCESS_ADMIN)) {
+            snprintf(reason, sizeof reason,
+                     "admin access opens the outgoing queue that leads to a queue of another "
+                     "node; '%s' is a queue of this node",
+                     fmt);
+            return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL, reason);
+        }
+        /* receive|admin, peek|admin on another node's queue: the outgoing queue to it */
+        e = remote ? fmtname_resolve(r->m, fmt, vhost, &q, reason, sizeof reason)
+                   : fmtname_open(r->m, fmt, vhost, &q, reason, sizeof reason);
     } else {
         const char *vn = vhost ? vhost : "/", *name = json_string_value(jq);
         qm_vhost *vh = qm_vhost_find(req_node(r), vn, strlen(vn));

@@ -255,9 +255,13 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
             return reply_hresult(r, e, NULL, reason);
         return reply_member(r, mb, v, NULL);
     case CV_ACTION:
-        /* Reached only for an outgoing queue, which this node cannot have yet. */
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
-                             "no outgoing queues on this node yet");
+        /* QMMgmt Action (MC-MQAC 3.3.6.3): this node's R_QMMgmtAction */
+        if ((e = msmq_queue_action(r->m, o->format_name, o->vhost, mb->action, &v, reason,
+                                   sizeof reason)) != SL_OK)
+            return reply_hresult(r, e, NULL, reason);
+        json_object_set_new(v, "member", json_string(mb->name));
+        json_object_set_new(v, "interface", json_string(iface_names[mb->iface]));
+        return reply_hresult(r, SL_OK, v, NULL);
     default:
         break;
     }

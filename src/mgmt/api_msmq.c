@@ -106,24 +106,40 @@ static enum MHD_Result action(req *r)
                  machine_actions[ma]);
         return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
     }
-    json_t *jv = json_object_get(body, "vhost");
+    json_t *jv = json_object_get(body, "vhost"), *extra = NULL;
+    sl_err e = msmq_queue_action(r->m, fmt, json_is_string(jv) ? json_string_value(jv) : NULL,
+                                 queue_actions[qa], &extra, reason, sizeof reason);
+    return reply_hresult(r, e, extra, e == SL_OK ? NULL : reason);
+}
+
+sl_err msmq_queue_action(mgmt *m, const char *fmt, const char *vhost, const char *act,
+                         json_t **extra, char *err, size_t errlen)
+{
+    *extra = NULL;
+    int qa = find_action(act, queue_actions);
+    if (qa < 0) {
+        snprintf(err, errlen, "unknown queue action '%s'", act);
+        return SL_ERR_INVALID_PARAMETER;
+    }
     qm_queue *q;
-    sl_err e = fmtname_resolve(r->m, fmt, json_is_string(jv) ? json_string_value(jv) : NULL, &q,
-                               reason, sizeof reason);
+    sl_err e = fmtname_resolve(m, fmt, vhost, &q, err, errlen);
     if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+        return e;
     if (!q->is_outgoing) {
-        snprintf(reason, sizeof reason, "%s applies to outgoing queues only; '%s' is a local queue",
+        snprintf(err, errlen, "%s applies to outgoing queues only; '%s' is a local queue",
                  queue_actions[qa], q->name);
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
+        return SL_ERR_INVALID_PARAMETER;
     }
     e = qa == 0 ? link_pause(q) : qa == 1 ? link_resume(q) : link_eod_resend(q);
-    if (e != SL_OK)
-        return reply_hresult(r, e, NULL, "the outgoing queue has no link");
+    if (e != SL_OK) {
+        snprintf(err, errlen, "the outgoing queue has no link");
+        return e;
+    }
     sl_info("management: %s on outgoing queue %s", queue_actions[qa], q->name);
     link_outq_info in;
     link_outq_get_info(q, &in);
-    return reply_hresult(r, SL_OK, json_pack("{s:s}", "state", link_state_name(in.state)), NULL);
+    *extra = json_pack("{s:s}", "state", link_state_name(in.state));
+    return SL_OK;
 }
 
 /* ------------------------------------------------------------------------------------------

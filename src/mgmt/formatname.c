@@ -115,6 +115,43 @@ static int valid_subqueue_name(const char *s)
     return n >= 1 && n <= 32 && !strpbrk(s, "\\;+,\"/");
 }
 
+/* The computer part [p, bs) of a direct format name names this node. "<address>:<port>":
+ * the port must be ours too. */
+static int computer_is_local(mgmt *m, const char *p, const char *bs, int tcp)
+{
+    size_t clen = (size_t)(bs - p);
+    const char *colon = memchr(p, ':', clen);
+    if (colon && !memchr(colon + 1, ':', (size_t)(bs - colon - 1)) && *p != '[') {
+        if (atoi(colon + 1) != m->b->bound_port)
+            return 0;
+        clen = (size_t)(colon - p);
+    }
+    return is_local_computer(m, p, clen, tcp);
+}
+
+int fmtname_remote(mgmt *m, const char *fmt, link_addr *out)
+{
+    const char *p = fmt;
+    prefix_i(&p, "FormatName:");
+    if (!prefix_i(&p, "DIRECT="))
+        return 0;
+    int tcp = prefix_i(&p, "TCP:");
+    if (!tcp && !prefix_i(&p, "OS:"))
+        return 0;
+    const char *bs = strchr(p, '\\');
+    if (!bs || bs == p || computer_is_local(m, p, bs, tcp))
+        return 0;
+    /* link_fmt_parse refuses subqueues (no send target); a handle may name one */
+    size_t len = strlen(fmt);
+    const char *semi = strchr(bs, ';');
+    char err[200];
+    if (link_fmt_parse(fmt, semi ? (size_t)(semi - fmt) : len, out, err, sizeof err) < 0)
+        return -1;
+    if (semi && strlen(out->queue) + strlen(semi) < sizeof out->queue)
+        strcat(out->queue, semi);
+    return 1;
+}
+
 static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int create_sub,
                       qm_queue **out, char *err, size_t errlen)
 {
@@ -144,15 +181,7 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
         snprintf(err, errlen, "no vhost '%s'", vhost_hint);
         return SL_ERR_QUEUE_NOT_FOUND;
     }
-    /* "<address>:<port>": the port must be ours for the name to be local */
-    size_t clen = (size_t)(bs - p);
-    const char *colon = memchr(p, ':', clen);
-    int port_ok = 1;
-    if (colon && !memchr(colon + 1, ':', (size_t)(bs - colon - 1)) && *p != '[') {
-        port_ok = atoi(colon + 1) == m->b->bound_port;
-        clen = (size_t)(colon - p);
-    }
-    if (!port_ok || !is_local_computer(m, p, clen, tcp)) {
+    if (!computer_is_local(m, p, bs, tcp)) {
         /* another node: the outgoing queue that leads there (in the hinted vhost or "/") */
         int local = 0;
         qm_queue *oq = m->b->links ? link_outgoing_queue(m->b->links, vh, fmt, strlen(fmt), 0,

@@ -174,6 +174,11 @@ sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queu
  * as MSMQ creates subqueues on their first open. */
 sl_err fmtname_open(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
                     size_t errlen);
+/* 1 when fmt is a direct format name of a queue of another node (then *out holds its
+ * address, port and queue part, ";<subqueue>" included), 0 when it is not (this node's, or
+ * not a direct format name), -1 when it names another node but is malformed. */
+struct link_addr;
+int fmtname_remote(mgmt *m, const char *fmt, struct link_addr *out);
 /* 1 when name ("." , "localhost", the node name, the host name, a loopback or bound address)
  * is this node. */
 int fmt_is_local_machine(mgmt *m, const char *name);
@@ -208,6 +213,11 @@ size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now);
  * and VARIANT type; a failure HRESULT with err, and no value, as R_QMMgmtGetInfo. */
 sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
                        const char **vt, char *err, size_t errlen);
+
+/* R_QMMgmtAction of a queue action (PAUSE, RESUME, EOD_RESEND, any case) on the queue fmt
+ * names; SL_OK with *extra ({"state"}, owned by the caller) or the failure with err. */
+sl_err msmq_queue_action(mgmt *m, const char *fmt, const char *vhost, const char *act,
+                         json_t **extra, char *err, size_t errlen);
 
 /* ---- handlers ---- */
 enum MHD_Result api_queues(req *r);
