@@ -72,9 +72,32 @@ typedef struct inflight {
     uint8_t acked; /* foreign: confirmed out of order, popped when it reaches the front */
 } inflight;
 
+/* A request waiting for its reply (link_rpc_call). */
+typedef struct rpc_call {
+    uint64_t id; /* correlation-id */
+    link_rpc_cb cb;
+    void *ctx;
+    uint64_t deadline;
+    char *req;
+    uint8_t sent;
+    struct rpc_call *next;
+} rpc_call;
+
+enum rpc_state { R_NONE = 0, R_CHANNEL, R_CONSUME, R_READY };
+
 struct link_outq {
     link_mgr *m;
-    qm_queue *q;
+    qm_queue *q;    /* NULL for a request-only link (rpc_only) */
+    char name[300]; /* for logs: the outgoing queue's name, or "requests to host:port" */
+    uint8_t rpc_only;
+    /* requests (channel 2): calls in order, the reply being assembled */
+    enum rpc_state rs;
+    rpc_call *calls;
+    uint64_t rpc_next_id;
+    sl_buf rpc_body;
+    uint64_t rpc_left;
+    uint8_t rpc_in_reply;
+    char rpc_corr[32];
     link_outq *next, *prev;
     link_addr dest;
     uint8_t paused;
@@ -123,6 +146,7 @@ struct link_mgr {
     link_options o;
     sl_map *by_key; /* vhost "\0" lower-case canonical name -> link_outq */
     link_outq *all;
+    link_outq *rpcs; /* request-only links, one per destination node (rpc_only) */
     link_outq *dirty;
     sl_timer tick;
     char self_addr[64];
@@ -137,6 +161,13 @@ struct link_mgr {
 static void outq_fail(link_outq *o, unsigned status, int backoff, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void outq_consider(link_outq *o, uint64_t now);
+static void fail_calls(link_outq *o, int sent_only, const char *why);
+static void expire_calls(link_outq *o, uint64_t now);
+static void rpc_start(link_outq *o);
+static int rpc_method(link_outq *o, const amqp_method *mm);
+static int rpc_content(link_outq *o, const amqp_frame *f);
+static void rpc_outq_free(link_outq *o);
+static void outq_free(link_outq *o);
 
 void link_options_defaults(link_options *o)
 {
@@ -212,7 +243,7 @@ static link_state state_of(const link_outq *o)
 
 static void persist_state(link_outq *o)
 {
-    if (o->m->store && o->q->durable)
+    if (o->m->store && o->q && o->q->durable)
         persist_outq_set(o->m->store, o->q->incarnation, o->paused ? OQ_ONHOLD : 0, o->foreign);
 }
 
@@ -300,6 +331,218 @@ static void requeue_all(link_outq *o)
     o->open_n = 0;
     o->open_bytes = 0;
     o->in_unit = 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Requests (link.h "Request / response"): channel 2 consumes direct reply-to; each request
+ * is a publish to "sluice.rpc" with a correlation-id; each reply a delivery carrying it back.
+ * A request already sent when the session dies fails (it may or may not have been done: the
+ * caller decides); one not yet sent waits for the next session, until its deadline.
+ */
+
+static void finish_call(rpc_call *c, const char *reply, const char *err)
+{
+    c->cb(c->ctx, reply, err);
+    sl_free(c->req);
+    sl_free(c);
+}
+
+static void fail_calls(link_outq *o, int sent_only, const char *why)
+{
+    rpc_call *fail = NULL, **tail = &fail, *keep = NULL, **ktail = &keep;
+    for (rpc_call *c = o->calls, *next; c; c = next) {
+        next = c->next;
+        c->next = NULL;
+        if (!sent_only || c->sent) {
+            *tail = c;
+            tail = &c->next;
+        } else {
+            *ktail = c;
+            ktail = &c->next;
+        }
+    }
+    o->calls = keep;
+    while (fail) { /* callbacks may start new calls: the list is detached first */
+        rpc_call *c = fail;
+        fail = c->next;
+        finish_call(c, NULL, why);
+    }
+}
+
+static void expire_calls(link_outq *o, uint64_t now)
+{
+    rpc_call *late = NULL, **tail = &late;
+    for (rpc_call **pp = &o->calls; *pp;) {
+        rpc_call *c = *pp;
+        if (now >= c->deadline) {
+            *pp = c->next;
+            c->next = NULL;
+            *tail = c;
+            tail = &c->next;
+        } else {
+            pp = &c->next;
+        }
+    }
+    while (late) {
+        rpc_call *c = late;
+        late = c->next;
+        char why[600];
+        snprintf(why, sizeof why, "no reply from %s:%d in time%s%s", o->dest.host, o->dest.port,
+                 o->last_error[0] ? ": " : "", o->last_error);
+        finish_call(c, NULL, why);
+    }
+}
+
+static void rpc_send(link_outq *o, rpc_call *c)
+{
+    amqp_method pm = {.id = AMQP_BASIC_PUBLISH};
+    pm.u.basic_publish.exchange = AMQP_BYTES("sluice.rpc");
+    pm.u.basic_publish.routing_key = AMQP_BYTES("");
+    amqp_method_write(&o->out, 2, &pm);
+    char corr[32];
+    snprintf(corr, sizeof corr, "%llu", (unsigned long long)c->id);
+    amqp_basic_props bp = {0};
+    bp.flags = AMQP_P_CONTENT_TYPE | AMQP_P_CORRELATION_ID | AMQP_P_REPLY_TO;
+    bp.content_type = AMQP_BYTES("application/json");
+    bp.correlation_id = amqp_cstr(corr);
+    bp.reply_to = AMQP_BYTES("amq.rabbitmq.reply-to");
+    sl_buf props;
+    sl_buf_init(&props);
+    amqp_props_encode(&props, &bp);
+    size_t len = strlen(c->req);
+    amqp_content_header_write(&o->out, 2, len, props.data, props.len);
+    sl_buf_free(&props);
+    size_t chunk = o->frame_max - AMQP_FRAME_OVERHEAD;
+    for (size_t off = 0; off < len; off += chunk)
+        amqp_frame_write(&o->out, AMQP_FRAME_BODY, 2, c->req + off,
+                         len - off < chunk ? len - off : chunk);
+    c->sent = 1;
+    mark_dirty(o);
+}
+
+static void rpc_start(link_outq *o)
+{
+    amqp_method co = {.id = AMQP_CHANNEL_OPEN};
+    amqp_method_write(&o->out, 2, &co);
+    o->rs = R_CHANNEL;
+    mark_dirty(o);
+}
+
+static int rpc_method(link_outq *o, const amqp_method *mm)
+{
+    switch (mm->id) {
+    case AMQP_CHANNEL_OPEN_OK: {
+        amqp_method bc = {.id = AMQP_BASIC_CONSUME};
+        bc.u.basic_consume.queue = AMQP_BYTES("amq.rabbitmq.reply-to");
+        bc.u.basic_consume.consumer_tag = AMQP_BYTES("sluice.rpc");
+        bc.u.basic_consume.no_ack = 1;
+        amqp_method_write(&o->out, 2, &bc);
+        o->rs = R_CONSUME;
+        mark_dirty(o);
+        return 1;
+    }
+    case AMQP_BASIC_CONSUME_OK:
+        o->rs = R_READY;
+        for (rpc_call *c = o->calls; c; c = c->next)
+            if (!c->sent)
+                rpc_send(o, c);
+        return 1;
+    case AMQP_BASIC_DELIVER:
+        o->rpc_in_reply = 1;
+        o->rpc_left = UINT64_MAX;
+        o->rpc_body.len = o->rpc_body.off = 0;
+        o->rpc_corr[0] = 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int rpc_content(link_outq *o, const amqp_frame *f)
+{
+    if (f->type == AMQP_FRAME_HEADER) {
+        amqp_content_header h;
+        amqp_basic_props bp;
+        if (amqp_content_header_parse(f->payload, f->size, &h) < 0 ||
+            amqp_props_decode(h.props, h.props_len, &bp) < 0 || h.body_size > (16u << 20)) {
+            outq_fail(o, H_UNKNOWN, 1, "malformed reply from the destination");
+            return -1;
+        }
+        snprintf(o->rpc_corr, sizeof o->rpc_corr, "%.*s",
+                 (int)(bp.flags & AMQP_P_CORRELATION_ID ? bp.correlation_id.len : 0),
+                 (const char *)bp.correlation_id.p);
+        o->rpc_left = h.body_size;
+    } else {
+        if (f->size > o->rpc_left) {
+            outq_fail(o, H_UNKNOWN, 1, "reply body longer than announced");
+            return -1;
+        }
+        sl_buf_append(&o->rpc_body, f->payload, f->size);
+        o->rpc_left -= f->size;
+    }
+    if (o->rpc_left)
+        return 0;
+    o->rpc_in_reply = 0;
+    uint64_t id = strtoull(o->rpc_corr, NULL, 10);
+    for (rpc_call **pp = &o->calls; *pp; pp = &(*pp)->next) {
+        rpc_call *c = *pp;
+        if (c->id != id || !c->sent)
+            continue;
+        *pp = c->next;
+        sl_buf_put_u8(&o->rpc_body, 0);
+        finish_call(c, (const char *)o->rpc_body.data, NULL);
+        break;
+    }
+    o->rpc_body.len = o->rpc_body.off = 0;
+    return 0;
+}
+
+static void rpc_outq_free(link_outq *o)
+{
+    outq_free(o);
+}
+
+sl_err link_rpc_call(link_mgr *m, const char *host, int port, const char *request_json,
+                     uint32_t timeout_ms, link_rpc_cb cb, void *ctx)
+{
+    if (!m->online)
+        return SL_ERR_NOT_ALLOWED; /* DISCONNECT: no node-to-node traffic */
+    link_outq *o = m->rpcs;
+    while (o && (o->dest.port != port || strcasecmp(o->dest.host, host)))
+        o = o->next;
+    if (!o) {
+        if (strlen(host) >= sizeof o->dest.host)
+            return SL_ERR_INVALID_PARAMETER;
+        o = sl_xcalloc(1, sizeof *o);
+        o->m = m;
+        o->rpc_only = 1;
+        snprintf(o->dest.host, sizeof o->dest.host, "%s", host);
+        o->dest.port = port;
+        snprintf(o->name, sizeof o->name, "requests to %s:%d", host, port);
+        o->io.fd = -1;
+        sl_buf_init(&o->rpc_body);
+        o->next = m->rpcs;
+        if (m->rpcs)
+            m->rpcs->prev = o;
+        m->rpcs = o;
+    }
+    rpc_call *c = sl_xcalloc(1, sizeof *c);
+    c->id = ++o->rpc_next_id;
+    c->cb = cb;
+    c->ctx = ctx;
+    c->req = sl_xstrdup(request_json);
+    c->deadline = sl_loop_now(m->loop) + (timeout_ms ? timeout_ms : 10000);
+    rpc_call **tail = &o->calls;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = c;
+    if (o->cs == C_OPEN && o->rs == R_READY)
+        rpc_send(o, c);
+    else if (o->cs == C_NONE) {
+        o->retry_at = 0;
+        outq_consider(o, sl_loop_now(m->loop));
+    }
+    return SL_OK;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -442,6 +685,8 @@ static void conn_close(link_outq *o)
     requeue_all(o);
     o->blocked = 0;
     o->skip_content = 0;
+    o->rs = R_NONE;
+    o->rpc_in_reply = 0;
 }
 
 static uint64_t backoff_ms(const link_outq *o)
@@ -476,8 +721,9 @@ static void outq_fail(link_outq *o, unsigned status, int backoff, const char *fm
     uint64_t now = sl_loop_now(o->m->loop);
     o->retry_at = backoff ? now + backoff_ms(o) : now;
     eod_send_session(&o->es);
-    sl_warn("link %s: %s (%zu in flight requeued; retrying in %llu ms)", o->q->name, text,
-            in_flight, (unsigned long long)(o->retry_at - now));
+    fail_calls(o, 1, text);
+    sl_warn("link %s: %s (%zu in flight requeued; retrying in %llu ms)", o->name, text, in_flight,
+            (unsigned long long)(o->retry_at - now));
 }
 
 /* The node's identity, made durable the first time a link needs it. */
@@ -502,7 +748,7 @@ static void send_frames_handshake_start_ok(link_outq *o)
     size_t mark = amqp_tbl_begin(&props);
     amqp_tbl_put_str(&props, "product", AMQP_BYTES(SLUICE_PRODUCT " link"));
     amqp_tbl_put_str(&props, "version", AMQP_BYTES(SLUICE_VERSION));
-    amqp_tbl_put_str(&props, "connection_name", amqp_cstr(o->q->name));
+    amqp_tbl_put_str(&props, "connection_name", amqp_cstr(o->name));
     size_t cmark = amqp_tbl_put_table_begin(&props, "capabilities");
     amqp_tbl_put_bool(&props, "publisher_confirms", 1);
     amqp_tbl_put_bool(&props, "connection.blocked", 1);
@@ -551,9 +797,13 @@ static void became_open(link_outq *o)
     hist_add(o, H_ESTABLISHED, 0);
     eod_send_session(&o->es);
     o->pub_tag = 0;
-    sl_info("link %s: connected to %s:%d (%s)", o->q->name, o->peer_addr, o->dest.port,
+    sl_info("link %s: connected to %s:%d (%s)", o->name, o->peer_addr, o->dest.port,
             o->peer_is_sluice ? "Sluice node, exactly once" : "foreign broker, at least once");
     attach(o);
+    if (o->calls && o->peer_is_sluice)
+        rpc_start(o);
+    else if (o->calls)
+        fail_calls(o, 0, "the destination is not a Sluice node: no requests");
 }
 
 static void on_close_method(link_outq *o, const amqp_method *mm, int channel_level)
@@ -642,6 +892,8 @@ static void handle_method(link_outq *o, uint16_t ch, const amqp_method *mm)
         became_open(o);
         return;
     case C_OPEN:
+        if (ch == 2 && rpc_method(o, mm))
+            return;
         switch (mm->id) {
         case AMQP_TX_COMMIT_OK:
             if (!o->bt_len) {
@@ -749,6 +1001,10 @@ static void process_input(link_outq *o)
             handle_method(o, f.channel, &mm);
             if (o->cs == C_NONE)
                 return; /* failed: the buffer is gone */
+        } else if ((f.type == AMQP_FRAME_HEADER || f.type == AMQP_FRAME_BODY) && f.channel == 2 &&
+                   o->rpc_in_reply) {
+            if (rpc_content(o, &f) < 0)
+                return;
         } else if (f.type == AMQP_FRAME_HEADER && o->skip_content) {
             amqp_content_header h;
             if (amqp_content_header_parse(f.payload, f.size, &h) < 0) {
@@ -903,8 +1159,9 @@ static void outq_consider(link_outq *o, uint64_t now)
     }
     switch (o->cs) {
     case C_NONE:
-        if (qm_queue_message_count(o->q) > 0 && now >= o->retry_at)
+        if (((o->q && qm_queue_message_count(o->q) > 0) || o->calls) && now >= o->retry_at)
             start_connect(o);
+        expire_calls(o, now);
         return;
     case C_OPEN:
         break;
@@ -938,11 +1195,12 @@ static void outq_consider(link_outq *o, uint64_t now)
         outq_consider(o, now);
         return;
     }
-    if (!o->fl_len && qm_queue_message_count(o->q) == 0) {
+    expire_calls(o, now);
+    if (!o->fl_len && !o->calls && (!o->q || qm_queue_message_count(o->q) == 0)) {
         if (!o->idle_since)
             o->idle_since = now;
         else if (now - o->idle_since >= m->o.idle_ms) {
-            sl_info("link %s: idle for %u ms, closing", o->q->name, m->o.idle_ms);
+            sl_info("link %s: idle for %u ms, closing", o->name, m->o.idle_ms);
             conn_close(o);
         }
     } else {
@@ -957,6 +1215,13 @@ static void tick(sl_loop *loop, sl_timer *t)
     for (link_outq *o = m->all; o;) {
         link_outq *next = o->next;
         outq_consider(o, now);
+        o = next;
+    }
+    for (link_outq *o = m->rpcs; o;) {
+        link_outq *next = o->next;
+        outq_consider(o, now);
+        if (o->cs == C_NONE && !o->calls && now - o->retry_at > m->o.idle_ms)
+            rpc_outq_free(o); /* nothing asked of that node for a while */
         o = next;
     }
     sl_timer_start(loop, t, now + TICK_MS);
@@ -991,6 +1256,7 @@ static link_outq *outq_adopt(link_mgr *m, qm_queue *q)
     link_outq *o = sl_xcalloc(1, sizeof *o);
     o->m = m;
     o->q = q;
+    snprintf(o->name, sizeof o->name, "%s", q->name);
     o->dest = a;
     o->io.fd = -1;
     eod_send_init(&o->es, q->incarnation);
@@ -1021,18 +1287,23 @@ static void outq_free(link_outq *o)
                 break;
             }
     }
+    fail_calls(o, 0, "the link is going away");
+    link_outq **head = o->rpc_only ? &m->rpcs : &m->all;
     if (o->prev)
         o->prev->next = o->next;
     else
-        m->all = o->next;
+        *head = o->next;
     if (o->next)
         o->next->prev = o->prev;
-    char key[1200];
-    size_t kl;
-    key_of(o->q->vhost, o->q->name, key, sizeof key, &kl);
-    if (kl && sl_map_get(m->by_key, key, kl) == o)
-        sl_map_del(m->by_key, key, kl);
-    o->q->link = NULL;
+    if (o->q) {
+        char key[1200];
+        size_t kl;
+        key_of(o->q->vhost, o->q->name, key, sizeof key, &kl);
+        if (kl && sl_map_get(m->by_key, key, kl) == o)
+            sl_map_del(m->by_key, key, kl);
+        o->q->link = NULL;
+    }
+    sl_buf_free(&o->rpc_body);
     sl_free(o->fl);
     sl_free(o->bt);
     sl_free(o->open_seqs);
@@ -1166,6 +1437,8 @@ void link_mgr_free(link_mgr *m)
     sl_timer_stop(m->loop, &m->tick);
     while (m->all)
         outq_free(m->all);
+    while (m->rpcs)
+        outq_free(m->rpcs);
     m->node->resolve_remote = NULL;
     m->node->on_queue_deleted = NULL;
     sl_map_free(m->by_key);
