@@ -497,6 +497,8 @@ enum MHD_Result api_msmq(req *r)
         return api_mgmtobj(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "outgoing"))
         return api_outgoing(r);
+    if (r->nsegs == 2 && !strcmp(r->segs[1], "remote"))
+        return req_is(r, "POST") ? api_remote(r) : reply_method_not_allowed(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "action"))
         return req_is(r, "POST") ? action(r) : reply_method_not_allowed(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "info"))

@@ -4,6 +4,7 @@
  * an outgoing queue. The state lives in src/link/ (link_outq_get_info).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/mem.h"
@@ -135,6 +136,65 @@ enum MHD_Result api_outgoing(req *r)
             json_array_append_new(arr, outgoing_json(r->m, qs[i]));
     sl_free(qs);
     return reply_json(r, 200, arr);
+}
+
+/* ---- POST /api/msmq/remote {"address": "host[:port]", "request": {...}, "timeout_ms"} ----
+ * A request to another node over a link (link.h "Request / response"): the reply is that
+ * node's JSON answer as it came; no answer in time (or no link) is 504 with
+ * MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE. */
+
+static void remote_done(void *ctx, const char *reply, const char *err)
+{
+    req *r = ctx;
+    if (reply)
+        r->async_reply = sl_xstrdup(reply);
+    else
+        r->async_err = sl_xstrdup(err ? err : "no reply");
+    req_resume(r);
+}
+
+static enum MHD_Result remote_reply(req *r)
+{
+    if (r->async_err)
+        return reply_sl_err(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, "%s", r->async_err);
+    json_error_t je;
+    json_t *j = json_loads(r->async_reply, 0, &je);
+    if (!j)
+        return reply_sl_err(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, "the reply is not JSON: %s",
+                            je.text);
+    return reply_json(r, 200, j);
+}
+
+enum MHD_Result api_remote(req *r)
+{
+    json_t *body = req_body(r, 0);
+    if (!body)
+        return MHD_YES;
+    json_t *ja = json_object_get(body, "address"), *jr = json_object_get(body, "request");
+    if (!json_is_string(ja) || !json_is_object(jr))
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                             "\"address\" (host[:port]) and \"request\" (an object) are required");
+    char host[256];
+    snprintf(host, sizeof host, "%s", json_string_value(ja));
+    int port = LINK_DEFAULT_PORT;
+    char *colon = strrchr(host, ':');
+    if (colon && !strchr(colon + 1, ']') && strchr(host, ':') == colon) {
+        port = atoi(colon + 1);
+        *colon = 0;
+    }
+    if (!host[0] || port <= 0 || port > 65535)
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "bad address");
+    int64_t to = json_uint(json_object_get(body, "timeout_ms"));
+    char *text = json_dumps(jr, JSON_COMPACT);
+    sl_err e = r->m->b->links ? link_rpc_call(r->m->b->links, host, port, text,
+                                              to > 0 ? (uint32_t)to : 10000, remote_done, r)
+                              : SL_ERR_NOT_ALLOWED;
+    free(text);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "cannot send to %s:%d%s", host, port,
+                            e == SL_ERR_NOT_ALLOWED ? ": this node is offline" : "");
+    req_suspend(r, remote_reply);
+    return MHD_YES;
 }
 
 json_t *outgoing_prop(mgmt *m, qm_queue *q, int id, const char **vt)

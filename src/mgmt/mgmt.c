@@ -323,6 +323,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     req *r = *con_cls;
     if (!r) {
         r = sl_xcalloc(1, sizeof *r);
+        r->refs = 1;
         r->m = m;
         r->conn = connection;
         /* HEAD is GET without a body; libmicrohttpd drops the body itself */
@@ -347,15 +348,59 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (r->responded)
+    if (r->resumed && !r->responded) {
+        r->resumed = 0;
+        return r->on_resume(r);
+    }
+    if (r->responded || r->suspended)
         return MHD_YES;
     if (r->too_large)
         return reply_error(r, 413, "payload_too_large", "request body larger than %u bytes",
                            MGMT_MAX_BODY);
     enum MHD_Result rc = route(r, url);
-    if (!r->responded) /* a handler that forgot to answer is a bug; do not hang the client */
+    if (!r->responded && !r->suspended) /* a handler that forgot to answer: do not hang */
         rc = reply_error(r, 500, "internal_error", "no reply");
     return rc;
+}
+
+static void req_unref(req *r)
+{
+    if (--r->refs == 0) {
+        sl_free(r->async_reply);
+        sl_free(r->async_err);
+        req_free(r);
+    }
+}
+
+void req_suspend(req *r, enum MHD_Result (*on_resume)(req *r))
+{
+    mgmt *m = r->m;
+    r->on_resume = on_resume;
+    r->suspended = 1;
+    r->refs++; /* the answerer's */
+    r->susp_next = m->suspended;
+    m->suspended = r;
+    MHD_suspend_connection(r->conn);
+}
+
+void req_resume(req *r)
+{
+    if (r->orphan) { /* the API stopped meanwhile */
+        req_unref(r);
+        return;
+    }
+    mgmt *m = r->m;
+    for (req **pp = &m->suspended; *pp; pp = &(*pp)->susp_next)
+        if (*pp == r) {
+            *pp = r->susp_next;
+            break;
+        }
+    r->suspended = 0;
+    r->resumed = 1;
+    MHD_resume_connection(r->conn);
+    req_unref(r);
+    /* MHD_run picks the connection up (never from inside MHD_run itself) */
+    sl_timer_start(m->b->loop, &m->t, sl_loop_now(m->b->loop));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -365,7 +410,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     (void)connection;
     (void)toe;
     if (*con_cls)
-        req_free(*con_cls);
+        req_unref(*con_cls);
     *con_cls = NULL;
 }
 
@@ -410,10 +455,11 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
     /* MHD's own limit is never reached: the acceptor stops first (it counts what MHD
      * reports through the connection notifications). */
     m->d = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, m,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        m, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT,
+        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0,
+        NULL, NULL, on_request, m, MHD_OPTION_NOTIFY_COMPLETED, on_completed, m,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, m, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape,
+        m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)b->cfg->mgmt_connection_max + 16, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
         MHD_OPTION_END);
     if (!m->d) {
@@ -476,6 +522,13 @@ void mgmt_stop(mgmt *m)
             qm_tx_abort(tx);
     }
     sl_free(m->txs);
+    /* Suspended requests: their answer may still come (it then only frees them). */
+    while (m->suspended) {
+        req *r = m->suspended;
+        m->suspended = r->susp_next;
+        r->orphan = 1;
+        MHD_resume_connection(r->conn);
+    }
     MHD_stop_daemon(m->d); /* closes every connection */
     sl_free(m);
 }

@@ -72,7 +72,8 @@ struct mgmt {
     /* MSMQ queue handles and MC-MQAC management objects opened over HTTP */
     uint32_t run_id; /* random, per start: the first 8 hex digits of every id */
     ctxtab handles, mobjs;
-    sl_timer rundown_t; /* closes the idle ones */
+    sl_timer rundown_t;    /* closes the idle ones */
+    struct req *suspended; /* requests waiting for an answer from elsewhere (req_suspend) */
 };
 
 typedef struct req {
@@ -90,6 +91,14 @@ typedef struct req {
     char **scratch; /* decoded query values, freed with the request */
     size_t n_scratch;
     int responded;
+    /* asynchronous replies (req_suspend / req_resume): the request is held by MHD and by
+     * whoever will answer it; freed when both let go */
+    int refs;
+    uint8_t suspended, resumed, orphan;
+    enum MHD_Result (*on_resume)(struct req *r);
+    char *async_reply; /* what the answer brought (owned) */
+    char *async_err;
+    struct req *susp_next;
 } req;
 
 typedef enum MHD_Result (*api_fn)(req *r);
@@ -126,6 +135,14 @@ enum MHD_Result reply_not_found(req *r);
 unsigned http_status_of(sl_err e);
 /* Write "0xC00E0006" into buf (11 bytes at least). */
 void hresult_str(sl_err e, char *buf, size_t len);
+
+/* ---- mgmt.c: asynchronous replies ---- */
+/* The answer comes later (from a link, say): MHD holds the connection, the request stays
+ * alive until req_resume; on_resume then builds the reply on the loop thread. */
+void req_suspend(req *r, enum MHD_Result (*on_resume)(req *r));
+/* The answer is there (reply / err stored by the caller); call once. Safe after the API was
+ * stopped (the request is then just freed). */
+void req_resume(req *r);
 
 /* ---- http_json.c: request access ---- */
 /* Query argument, percent-decoded; NULL when absent. Valid for the request's life. */
@@ -244,6 +261,8 @@ enum MHD_Result api_definitions(req *r);
 enum MHD_Result serve_metrics(req *r);
 /* api_outgoing.c */
 enum MHD_Result api_outgoing(req *r);
+/* POST /api/msmq/remote: a request to another node over a link (link_rpc_call) */
+enum MHD_Result api_remote(req *r);
 json_t *outgoing_json(mgmt *m, qm_queue *q);
 /* The value of queue property id for an outgoing queue (vt set to VT_NULL when none). */
 json_t *outgoing_prop(mgmt *m, qm_queue *q, int id, const char **vt);
