@@ -374,7 +374,7 @@ static int cmd_list(int argc, char **argv)
 {
     need(argc, 2,
          "list queues|exchanges|bindings|connections|channels|consumers|vhosts|users|"
-         "subqueues QUEUE|transactions");
+         "subqueues QUEUE|transactions|outgoing");
     const char *what = argv[1];
     if (!strcmp(what, "queues")) {
         show(callp("GET", path("queues", NULL, NULL), NULL),
@@ -402,6 +402,11 @@ static int cmd_list(int argc, char **argv)
         show(call("GET", "/api/users", NULL), COLS("name", "tags"));
     } else if (!strcmp(what, "transactions")) {
         show(call("GET", "/api/transactions", NULL), COLS("id", "operations"));
+    } else if (!strcmp(what, "outgoing")) {
+        /* why is nothing draining? state, what waits, what is in flight, the last error */
+        show(call("GET", "/api/msmq/outgoing", NULL),
+             COLS("format_name", "vhost", "state", "foreign", "messages", "in_flight", "sent",
+                  "acked", "reconnects", "last_error"));
     } else if (!strcmp(what, "subqueues")) {
         need(argc, 3, "list subqueues QUEUE");
         show(callp("GET", path("queues", argv[2], "subqueues"), NULL),
@@ -776,6 +781,8 @@ static int do_action(const char *object, const char *action)
     json_t *v;
     if ((v = json_object_get(j, "connected")))
         printf(": %s", json_string_value(v));
+    if ((v = json_object_get(j, "state")))
+        printf(": %s", json_string_value(v));
     if ((v = json_object_get(j, "segments_freed")))
         printf(": freed %lld segment(s), %lld byte(s)", (long long)json_integer_value(v),
                (long long)json_integer_value(json_object_get(j, "bytes_freed")));
@@ -893,7 +900,7 @@ static void help(void)
         "Verbs:\n"
         "  list queues|exchanges|bindings|connections|channels|consumers|vhosts|users|"
         "transactions\n"
-        "  list subqueues QUEUE\n"
+        "  list subqueues QUEUE | list outgoing   (outgoing queues: state, counts, last error)\n"
         "  declare queue NAME [KEY=VALUE...] | exchange NAME TYPE | binding SOURCE QUEUE [KEY]\n"
         "  delete [queue|exchange] NAME [--if-empty] [--if-unused]\n"
         "  purge QUEUE|FORMAT_NAME     through a handle: open, purge, close (also QUEUE;SUBQUEUE)\n"
@@ -910,6 +917,8 @@ static void help(void)
         "         deny_receive]   prints the handle\n"
         "  handle purge H | handle close H | handle show H | handle list [--all]\n"
         "  connect | disconnect | tidy MSMQ machine actions\n"
+        "  pause FORMAT_NAME | resume FORMAT_NAME | eod-resend FORMAT_NAME   outgoing queue "
+        "actions\n"
         "  overview | whoami\n"
         "  export [FILE|-] | import FILE|-\n"
         "\n"
@@ -1098,7 +1107,14 @@ int main(int argc, char **argv)
         rc = do_action("MACHINE", "CONNECT");
     else if (!strcmp(verb, "disconnect"))
         rc = do_action("MACHINE", "DISCONNECT");
-    else if (!strcmp(verb, "overview")) {
+    else if (!strcmp(verb, "pause") || !strcmp(verb, "resume") || !strcmp(verb, "eod-resend")) {
+        need(nargs, 2, "pause|resume|eod-resend FORMAT_NAME   (an outgoing queue)");
+        char *obj = object_of(args[1]);
+        rc = do_action(obj, !strcmp(verb, "pause")    ? "PAUSE"
+                            : !strcmp(verb, "resume") ? "RESUME"
+                                                      : "EOD_RESEND");
+        free(obj);
+    } else if (!strcmp(verb, "overview")) {
         json_t *j = call("GET", "/api/overview", NULL);
         print_json(j);
         json_decref(j);
