@@ -443,3 +443,122 @@ def test_link_needs_write_permission_on_the_destination(nodes):
                         {"configure": ".*", "write": ".*", "read": ".*"})
     a.wait_drained(fmt)
     assert drain(bch, "perm") == [b"p1"]
+
+
+@pytest.fixture(scope="module")
+def rabbit(tmp_path_factory):
+    """A private Debian rabbitmq-server as a foreign destination (conftest.RabbitMQServer)."""
+    from conftest import RabbitMQServer
+    import shutil
+    if not (shutil.which("rabbitmq-server") or os.path.exists("/usr/lib/rabbitmq/bin/rabbitmq-server")):
+        pytest.skip("rabbitmq-server is not installed (scripts/deps.sh test installs it)")
+    srv = RabbitMQServer(tmp_path_factory.mktemp("rabbit-foreign"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.test_timeout(120)
+def test_foreign_rabbitmq_destination_at_least_once_message_id_kept(nodes, rabbit):
+    a = nodes.start("a")
+    rc = amqp.Connection(host="127.0.0.1:%d" % rabbit.port, userid="guest", password="guest")
+    rc.connect()
+    rch = rc.channel()
+    q = uname("foreign")
+    rch.queue_declare(q, durable=True, auto_delete=False)
+    fmt = "DIRECT=TCP:127.0.0.1:%d\\private$\\%s" % (rabbit.port, q)
+    ch = a.amqp().channel()
+    ch.confirm_select()
+    for i in range(20):
+        ch.basic_publish(amqp.Message(b"f%d" % i, delivery_mode=2, message_id="id-%d" % i),
+                         exchange="", routing_key=fmt)
+    a.wait_drained(fmt, timeout=30)
+    o = a.outgoing_queue(fmt)
+    assert o["foreign"] == "YES" and o["acked"] == 20, o
+    s, j, _ = a.api.info("QUEUE=" + fmt, "FOREIGN")
+    assert j["values"]["PROPID_MGMT_QUEUE_FOREIGN"] == "YES"
+    s, view, _ = a.api.get(a.api.q(o["format_name"]))
+    assert view["ForeignStatus"] == {"value": 0, "name": "MQ_STATUS_FOREIGN"}
+    got = []
+    for _ in range(20):
+        m = rch.basic_get(q, no_ack=True)
+        assert m is not None
+        got.append((m.body, m.properties.get("message_id")))
+    assert got == [(b"f%d" % i, "id-%d" % i) for i in range(20)]
+    # a queue the foreign broker does not have: basic.return is not a delivery
+    fmt2 = "DIRECT=TCP:127.0.0.1:%d\\private$\\%s" % (rabbit.port, uname("absent"))
+    publish(a, fmt2, [b"kept"])
+    wait_for(lambda: "returned" in a.outgoing_queue(fmt2)["last_error"], timeout=15,
+             message="no return reported")
+    assert a.outgoing_queue(fmt2)["messages"] == 1
+    rc.close()
+
+
+def test_sluicectl_outgoing_pause_resume_eod_resend(nodes):
+    import json
+    import subprocess
+    from conftest import sluiced_binary
+    ctl = sluiced_binary().parent / "sluicectl"
+    a = nodes.start("a")
+    b = nodes.start("b", keep_port=True)
+    declare(b, "ctl")
+    fmt = b.fmt("ctl")
+    b.stop()
+    publish(a, fmt, bodies(3))
+
+    def run(*args, ok=True):
+        p = subprocess.run([str(ctl), "--host", a.addr, "--port", str(a.api.port)] + list(args),
+                           capture_output=True, text=True, timeout=30)
+        assert (p.returncode == 0) == ok, (args, p.stdout, p.stderr)
+        return p.stdout
+
+    out = json.loads(run("list", "outgoing", "--json"))
+    assert out[0]["messages"] == 3 and out[0]["state"] in ("WAITING", "INACTIVE"), out
+    assert "state" in run("list", "outgoing").splitlines()[0]
+    assert "ONHOLD" in run("pause", fmt)
+    assert a.outgoing_queue(fmt)["state"] == "ONHOLD"
+    run("resume", fmt)
+    run("eod-resend", fmt)
+    run("pause", "DIRECT=OS:.\\private$\\nope", ok=False)  # a local name: not outgoing
+    b.restart()
+    a.wait_drained(fmt)
+
+
+def test_requests_to_the_owning_node_over_a_link(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b", keep_port=True)
+    bch = declare(b, "info")
+    for i in range(3):
+        bch.basic_publish(amqp.Message(b"x%d" % i, delivery_mode=2), exchange="",
+                          routing_key="info")
+    addr = "%s:%d" % (b.addr, b.port)
+
+    def ask(req, timeout_ms=5000):
+        return a.api.post("/api/msmq/remote", {"address": addr, "request": req,
+                                               "timeout_ms": timeout_ms})
+
+    s, j, _ = ask({"op": "queue.info", "queue": "INFO"})  # case-insensitive, as MSMQ
+    assert s == 200 and j["ok"] is True, j
+    assert j["queue"] == "info" and j["message_count"] == 3 and j["incarnation"] > 0
+    s, j, _ = ask({"op": "queue.info", "queue": "absent"})
+    assert s == 200 and j["ok"] is False and j["hresult_name"] == "MQ_ERROR_QUEUE_NOT_FOUND"
+    s, j, _ = ask({"op": "no.such"})
+    assert j["ok"] is False and j["hresult_name"] == "MQ_ERROR_INVALID_PARAMETER"
+    # issue 10's remote handle operations travel the same way
+    s, j, _ = ask({"op": "queue.open", "queue": "info", "access": 1})  # MQ_RECEIVE_ACCESS
+    assert j.get("ok") is True, j
+    ctx = j["context"]
+    s, j, _ = ask({"op": "queue.purge", "context": ctx})
+    assert j["ok"] is True and j["purged"] == 3, j
+    b.stop()
+    b.restart()
+    s, j, _ = ask({"op": "queue.purge", "context": ctx})
+    assert j["ok"] is False and j["hresult_name"] == "MQ_ERROR_STALE_HANDLE", j
+    # nobody there: an error after the timeout, the API stays responsive
+    b.stop()
+    t0 = time.monotonic()
+    s, j, _ = ask({"op": "queue.info", "queue": "info"}, timeout_ms=800)
+    assert s >= 400 and j["hresult_name"] == "MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE", (s, j)
+    assert time.monotonic() - t0 < 5
+    s, j, _ = a.api.get("/api/overview")
+    assert s == 200
