@@ -16,7 +16,11 @@
  * count went before it filled up).
  *
  * Only transactions opened here can be used, committed or aborted here: the node's other
- * transactions belong to AMQP channels, which free them on tx.commit / channel close.
+ * transactions belong to AMQP channels, which free them on tx.commit / channel close. An id
+ * that names no open transaction (never opened, committed or aborted already) is
+ * MQ_ERROR_TRANSACTION_SEQUENCE, as MS-MQDMPR's Prepare/Commit/Abort and MS-MQRR's move give
+ * it; MQ_ERROR_TRANSACTION_USAGE is for a transaction used where none may be (a move into a
+ * system queue).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,7 +159,7 @@ enum MHD_Result api_queue_move(req *r, qm_queue *src)
         tx = id >= 0 ? tx_get(r->m, (uint64_t)id) : NULL;
         if (!tx)
             return reply_hresult(
-                r, SL_ERR_TRANSACTION_USAGE, NULL,
+                r, SL_ERR_TRANSACTION_SEQUENCE, NULL,
                 "no open transaction with that id (POST /api/transactions opens one)");
     }
     if (jl) {
@@ -244,7 +248,8 @@ enum MHD_Result api_transactions(req *r)
     unsigned long long id = strtoull(r->segs[1], &end, 10);
     qm_tx *tx = *end || !*r->segs[1] ? NULL : tx_get(m, id);
     if (!tx)
-        return reply_hresult(r, SL_ERR_TRANSACTION_USAGE, NULL, "no open transaction with that id");
+        return reply_hresult(r, SL_ERR_TRANSACTION_SEQUENCE, NULL,
+                             "no open transaction with that id");
     if (r->nsegs == 2) {
         if (req_is(r, "GET"))
             return reply_json(r, 200, tx_json(tx));

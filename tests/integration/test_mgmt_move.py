@@ -99,8 +99,10 @@ def test_transactional_move_commit(api, ch):
     assert s == 200 and hr(j) == "MQ_OK" and j["outcome"] == "committed"
     held = api.peek(q + ";held")
     assert [(m["lookup_id"], m["move_count"]) for m in held] == [(ids[0], 1)]
+    # a transaction that is no longer open: MS-MQDMPR's Commit gives TRANSACTION_SEQUENCE
     s, j, _ = api.post("/api/transactions/%d/commit" % tx)
-    assert 400 <= s < 500 and hr(j) == "MQ_ERROR_TRANSACTION_USAGE"
+    assert 400 <= s < 500 and hr(j) == "MQ_ERROR_TRANSACTION_SEQUENCE"
+    assert j["hresult"] == "0xC00E0051"
 
 
 def test_transactional_move_abort(api):
@@ -118,7 +120,9 @@ def test_transactional_move_abort(api):
     s, _, _ = api.delete("/api/transactions/%d" % tx2)
     assert s == 200
     s, j, _ = api.post("/api/transactions/%d/abort" % tx2)
-    assert hr(j) == "MQ_ERROR_TRANSACTION_USAGE"
+    assert hr(j) == "MQ_ERROR_TRANSACTION_SEQUENCE"
+    s, j, _ = api.get("/api/transactions/%d" % tx2)
+    assert hr(j) == "MQ_ERROR_TRANSACTION_SEQUENCE"
 
 
 def test_move_errors(api, ch):
@@ -156,7 +160,7 @@ def test_move_errors(api, ch):
     s, j, _ = move(api, q, destination=uname("nosuch"), count=1)
     assert s == 404 and hr(j) == "MQ_ERROR_QUEUE_NOT_FOUND"
     s, j, _ = move(api, q, destination=q + ";b", count=1, transaction=987654)
-    assert hr(j) == "MQ_ERROR_TRANSACTION_USAGE"
+    assert hr(j) == "MQ_ERROR_TRANSACTION_SEQUENCE" and j["hresult"] == "0xC00E0051"
     api.post("/api/transactions/%d/abort" % tx)
     api.post("/api/transactions/%d/abort" % tx2)
 

@@ -107,6 +107,8 @@ def test_peek_move_subqueues_tx(ctl):
     ctl("move", q, q + ";x", "--count", "1", "--tx", tx)
     assert "committed" in ctl("tx", "commit", tx).stdout
     assert ctl.api.queue(q + ";x")["messages"] == 1
+    p = ctl("tx", "commit", tx, ok=False)  # no longer open
+    assert "MQ_ERROR_TRANSACTION_SEQUENCE (0xC00E0051)" in p.stderr
 
 
 def test_msmq_actions_info_foreign_status(ctl):
