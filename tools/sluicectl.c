@@ -881,6 +881,247 @@ static int cmd_import(int argc, char **argv)
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Users, vhosts, permissions, limits: rabbitmqctl's verbs and arguments (--vhost for -p)
+ */
+
+/* "/api/<what>/<a>[/<b>]" with each part encoded */
+static char *path2(const char *what, const char *a, const char *b)
+{
+    buf p = {0};
+    buf_add(&p, "/api/", 5);
+    buf_add(&p, what, strlen(what));
+    buf_add(&p, "/", 1);
+    seg(&p, a);
+    if (b) {
+        buf_add(&p, "/", 1);
+        seg(&p, b);
+    }
+    return p.p;
+}
+
+/* GET one user; NULL when there is none (404), dies on other errors. */
+static json_t *get_user(const char *name)
+{
+    char *p = path2("users", name, NULL);
+    resp r = http("GET", p, NULL);
+    free(p);
+    if (r.status == 404) {
+        free(r.body.p);
+        return NULL;
+    }
+    check(&r);
+    json_t *j = json_loads(r.body.p, 0, NULL);
+    free(r.body.p);
+    if (!j)
+        die("bad JSON from the server");
+    return j;
+}
+
+static json_t *need_user(const char *name)
+{
+    json_t *u = get_user(name);
+    if (!u)
+        die("no user '%s'", name);
+    return u;
+}
+
+/* Tags as one comma-separated string from argv[from..] */
+static char *join_tags(int argc, char **argv, int from)
+{
+    buf b = {0};
+    buf_add(&b, "", 0);
+    for (int i = from; i < argc; i++) {
+        if (b.len)
+            buf_add(&b, ",", 1);
+        buf_add(&b, argv[i], strlen(argv[i]));
+    }
+    return b.p ? b.p : strdup("");
+}
+
+static char *tags_of(json_t *u)
+{
+    json_t *t = json_object_get(u, "tags");
+    if (json_is_string(t))
+        return strdup(json_string_value(t));
+    buf b = {0};
+    buf_add(&b, "", 0);
+    size_t i;
+    json_t *e;
+    json_array_foreach(t, i, e)
+    {
+        if (b.len)
+            buf_add(&b, ",", 1);
+        buf_add(&b, json_string_value(e), strlen(json_string_value(e)));
+    }
+    return b.p;
+}
+
+static int cmd_user(const char *verb, int argc, char **argv)
+{
+    if (!strcmp(verb, "add_user")) {
+        need(argc, 3, "add_user USER PASSWORD");
+        json_t *u = get_user(argv[1]);
+        if (u) {
+            json_decref(u);
+            die("user '%s' already exists", argv[1]);
+        }
+        json_decref(callp("PUT", path2("users", argv[1], NULL),
+                          json_pack("{s:s,s:s}", "password", argv[2], "tags", "")));
+        printf("Adding user \"%s\" ...\n", argv[1]);
+    } else if (!strcmp(verb, "delete_user")) {
+        need(argc, 2, "delete_user USER");
+        json_decref(callp("DELETE", path2("users", argv[1], NULL), NULL));
+        printf("Deleting user \"%s\" ...\n", argv[1]);
+    } else if (!strcmp(verb, "change_password")) {
+        need(argc, 3, "change_password USER NEW_PASSWORD");
+        json_t *u = need_user(argv[1]);
+        char *tags = tags_of(u);
+        json_decref(u);
+        json_decref(callp("PUT", path2("users", argv[1], NULL),
+                          json_pack("{s:s,s:s}", "password", argv[2], "tags", tags)));
+        free(tags);
+        printf("Changing password for user \"%s\" ...\n", argv[1]);
+    } else if (!strcmp(verb, "clear_password")) {
+        need(argc, 2, "clear_password USER");
+        json_t *u = need_user(argv[1]);
+        char *tags = tags_of(u);
+        json_decref(u);
+        json_decref(callp("PUT", path2("users", argv[1], NULL),
+                          json_pack("{s:s,s:s}", "password_hash", "", "tags", tags)));
+        free(tags);
+        printf("Clearing password for user \"%s\" ...\n", argv[1]);
+    } else if (!strcmp(verb, "set_user_tags")) {
+        need(argc, 2, "set_user_tags USER [TAG...]");
+        json_t *u = need_user(argv[1]);
+        char *tags = join_tags(argc, argv, 2);
+        /* keep the password: send the stored hash back with the new tags */
+        json_t *b =
+            json_pack("{s:O,s:O,s:s}", "password_hash", json_object_get(u, "password_hash"),
+                      "hashing_algorithm", json_object_get(u, "hashing_algorithm"), "tags", tags);
+        json_decref(u);
+        json_decref(callp("PUT", path2("users", argv[1], NULL), b));
+        printf("Setting tags for user \"%s\" to [%s] ...\n", argv[1], tags);
+        free(tags);
+    } else if (!strcmp(verb, "list_users")) {
+        show(call("GET", "/api/users", NULL), COLS("name", "tags"));
+    } else if (!strcmp(verb, "authenticate_user")) {
+        need(argc, 3, "authenticate_user USER PASSWORD");
+        opt.user = argv[1];
+        opt.password = argv[2];
+        json_decref(call("GET", "/api/whoami", NULL));
+        printf("Success\n");
+    } else if (!strcmp(verb, "add_vhost")) {
+        need(argc, 2, "add_vhost VHOST");
+        json_decref(callp("PUT", path2("vhosts", argv[1], NULL), json_object()));
+        printf("Adding vhost \"%s\" ...\n", argv[1]);
+    } else if (!strcmp(verb, "delete_vhost")) {
+        need(argc, 2, "delete_vhost VHOST");
+        json_decref(callp("DELETE", path2("vhosts", argv[1], NULL), NULL));
+        printf("Deleting vhost \"%s\" ...\n", argv[1]);
+    } else if (!strcmp(verb, "list_vhosts")) {
+        show(call("GET", "/api/vhosts", NULL), COLS("name", "description", "tags"));
+    } else if (!strcmp(verb, "set_permissions")) {
+        need(argc, 5, "set_permissions [--vhost V] USER CONF WRITE READ");
+        json_decref(callp(
+            "PUT", path2("permissions", opt.vhost, argv[1]),
+            json_pack("{s:s,s:s,s:s}", "configure", argv[2], "write", argv[3], "read", argv[4])));
+        printf("Setting permissions for user \"%s\" in vhost \"%s\" ...\n", argv[1], opt.vhost);
+    } else if (!strcmp(verb, "clear_permissions")) {
+        need(argc, 2, "clear_permissions [--vhost V] USER");
+        json_decref(callp("DELETE", path2("permissions", opt.vhost, argv[1]), NULL));
+        printf("Clearing permissions for user \"%s\" in vhost \"%s\" ...\n", argv[1], opt.vhost);
+    } else if (!strcmp(verb, "list_permissions")) {
+        buf b = {0};
+        buf_add(&b, "/api/vhosts/", 12);
+        seg(&b, opt.vhost);
+        buf_add(&b, "/permissions", 12);
+        show(callp("GET", b.p, NULL), COLS("user", "configure", "write", "read"));
+    } else if (!strcmp(verb, "list_user_permissions")) {
+        need(argc, 2, "list_user_permissions USER");
+        char *p = path2("users", argv[1], NULL);
+        buf b = {0};
+        buf_add(&b, p, strlen(p));
+        buf_add(&b, "/permissions", 12);
+        free(p);
+        show(callp("GET", b.p, NULL), COLS("vhost", "configure", "write", "read"));
+    } else if (!strcmp(verb, "set_topic_permissions")) {
+        need(argc, 5, "set_topic_permissions [--vhost V] USER EXCHANGE WRITE READ");
+        json_decref(callp(
+            "PUT", path2("topic-permissions", opt.vhost, argv[1]),
+            json_pack("{s:s,s:s,s:s}", "exchange", argv[2], "write", argv[3], "read", argv[4])));
+        printf("Setting topic permissions on \"%s\" for user \"%s\" in vhost \"%s\" ...\n", argv[2],
+               argv[1], opt.vhost);
+    } else if (!strcmp(verb, "clear_topic_permissions")) {
+        need(argc, 2, "clear_topic_permissions [--vhost V] USER [EXCHANGE]");
+        char *p = path2("topic-permissions", opt.vhost, argv[1]);
+        buf b = {0};
+        buf_add(&b, p, strlen(p));
+        free(p);
+        if (argc > 2) {
+            buf_add(&b, "?exchange=", 10);
+            seg(&b, argv[2]);
+        }
+        json_decref(callp("DELETE", b.p, NULL));
+        printf("Clearing topic permissions for user \"%s\" in vhost \"%s\" ...\n", argv[1],
+               opt.vhost);
+    } else if (!strcmp(verb, "list_topic_permissions")) {
+        buf b = {0};
+        buf_add(&b, "/api/vhosts/", 12);
+        seg(&b, opt.vhost);
+        buf_add(&b, "/topic-permissions", 18);
+        show(callp("GET", b.p, NULL), COLS("user", "exchange", "write", "read"));
+    } else if (!strcmp(verb, "set_vhost_limits") || !strcmp(verb, "set_user_limits")) {
+        int user = verb[4] == 'u';
+        need(argc, user ? 3 : 2,
+             user ? "set_user_limits USER '{\"max-connections\": N, \"max-channels\": N}'"
+                  : "set_vhost_limits [--vhost V] '{\"max-connections\": N, \"max-queues\": N}'");
+        const char *def = argv[user ? 2 : 1];
+        json_error_t e;
+        json_t *lim = json_loads(def, 0, &e);
+        if (!json_is_object(lim))
+            usage_error("limits must be a JSON object: %s", def);
+        const char *k;
+        json_t *v;
+        json_object_foreach(lim, k, v)
+        {
+            char *p = path2(user ? "user-limits" : "vhost-limits", user ? argv[1] : opt.vhost, k);
+            json_decref(callp("PUT", p, json_pack("{s:O}", "value", v)));
+        }
+        json_decref(lim);
+        printf("Applying limits to %s \"%s\" ...\n", user ? "user" : "vhost",
+               user ? argv[1] : opt.vhost);
+    } else if (!strcmp(verb, "clear_vhost_limits") || !strcmp(verb, "clear_user_limits")) {
+        int user = verb[6] == 'u';
+        need(argc, user ? 2 : 1,
+             user ? "clear_user_limits USER [LIMIT|all]" : "clear_vhost_limits [--vhost V]");
+        static const char *const vl[] = {"max-connections", "max-queues"};
+        static const char *const ul[] = {"max-connections", "max-channels"};
+        for (int i = 0; i < 2; i++) {
+            const char *name = user ? ul[i] : vl[i];
+            if (user && argc > 2 && strcmp(argv[2], "all") && strcmp(argv[2], name))
+                continue;
+            char *p =
+                path2(user ? "user-limits" : "vhost-limits", user ? argv[1] : opt.vhost, name);
+            json_decref(callp("DELETE", p, NULL));
+        }
+        printf("Clearing limits of %s \"%s\" ...\n", user ? "user" : "vhost",
+               user ? argv[1] : opt.vhost);
+    } else if (!strcmp(verb, "list_vhost_limits") || !strcmp(verb, "list_user_limits")) {
+        int user = verb[5] == 'u';
+        if (user)
+            show(argc > 1 ? callp("GET", path2("user-limits", argv[1], NULL), NULL)
+                          : call("GET", "/api/user-limits", NULL),
+                 COLS("user", "value"));
+        else
+            show(callp("GET", path2("vhost-limits", opt.vhost, NULL), NULL),
+                 COLS("vhost", "value"));
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_simple(const char *get, const char *const *cols, size_t n)
 {
     show(call("GET", get, NULL), cols, n);
@@ -920,6 +1161,16 @@ static void help(void)
         "  pause FORMAT_NAME | resume FORMAT_NAME | eod-resend FORMAT_NAME   outgoing queue "
         "actions\n"
         "  overview | whoami\n"
+        "  add_user USER PASSWORD | delete_user USER | change_password USER PASSWORD\n"
+        "  clear_password USER | set_user_tags USER [TAG...] | list_users\n"
+        "  authenticate_user USER PASSWORD\n"
+        "  add_vhost VHOST | delete_vhost VHOST | list_vhosts\n"
+        "  set_permissions [--vhost V] USER CONF WRITE READ | clear_permissions [--vhost V] USER\n"
+        "  list_permissions [--vhost V] | list_user_permissions USER\n"
+        "  set_topic_permissions [--vhost V] USER EXCHANGE WRITE READ\n"
+        "  clear_topic_permissions [--vhost V] USER [EXCHANGE] | list_topic_permissions\n"
+        "  set_vhost_limits [--vhost V] JSON | clear_vhost_limits | list_vhost_limits\n"
+        "  set_user_limits USER JSON | clear_user_limits USER [LIMIT|all] | list_user_limits\n"
         "  export [FILE|-] | import FILE|-\n"
         "\n"
         "Exit status: 0 ok, 1 the server refused (the line names the HRESULT or HTTP status),\n"
@@ -1121,7 +1372,7 @@ int main(int argc, char **argv)
         rc = 0;
     } else if (!strcmp(verb, "whoami"))
         rc = cmd_simple("/api/whoami", COLS("name", "tags"));
-    else
+    else if ((rc = cmd_user(verb, nargs, args)) < 0)
         usage_error("unknown verb '%s'", verb);
     free(args);
     return rc;

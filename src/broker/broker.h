@@ -203,6 +203,10 @@ struct channel {
     /* transactions */
     uint8_t tx_mode;
     qm_tx *tx;
+    /* access: the exchange in pub_names was allowed for writing at this generation of the
+     * access module (0 = not checked), and then whether topic permissions apply to it */
+    uint64_t pub_acc_gen;
+    uint8_t pub_topic_check;
     char *last_queue; /* the last queue declared on this channel */
     char *reply_tag;  /* direct reply-to: the reply consumer's tag, or NULL */
     char *reply_name; /* and the channel's "amq.rabbitmq.reply-to.*" name */
@@ -291,6 +295,12 @@ void channel_free(channel *ch);
  * error instead. */
 void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Access checks for the channel's user in its vhost (the access module's rules and texts):
+ * 1, or 0 after raising 403 ACCESS_REFUSED on the channel. A topic check passes for
+ * exchanges that are not topic exchanges. */
+int channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm perm, uint32_t method_id);
+int channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_key, acc_perm perm,
+                          uint32_t method_id);
 /* Handle one frame addressed to an open channel. */
 void channel_on_frame(channel *ch, const amqp_frame *f);
 void channel_flush_confirms(channel *ch);
@@ -309,6 +319,10 @@ int channel_settle(channel *ch, uint64_t tag, int multiple, int how);
  * Raises the channel error (404, 405 for another connection's exclusive queue) and returns
  * NULL when it cannot be used. */
 qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id);
+/* The same after the access check: perm on the queue (name expanded first). */
+qm_queue *channel_queue_checked(channel *ch, amqp_bytes name, acc_perm perm, uint32_t method_id);
+/* Expand "" to the last queue declared on the channel: 1, or 0 after raising 404. */
+int channel_queue_name(channel *ch, amqp_bytes *name, uint32_t method_id);
 void h_exchange(channel *ch, const amqp_method *m);
 void h_queue(channel *ch, const amqp_method *m);
 void h_basic(channel *ch, const amqp_method *m);

@@ -114,6 +114,30 @@ void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, .
     conn_send_method(ch->c, ch->id, &m);
 }
 
+int channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm perm, uint32_t method_id)
+{
+    conn *c = ch->c;
+    char why[800];
+    if (acc_check(c->b->acc, c->user, c->vhost->name, kind, (const char *)name.p, name.len, perm,
+                  why, sizeof why) == SL_OK)
+        return 1;
+    channel_error(ch, SL_ERR_ACCESS_REFUSED, method_id, "%s", why);
+    return 0;
+}
+
+int channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_key, acc_perm perm,
+                          uint32_t method_id)
+{
+    conn *c = ch->c;
+    char why[800];
+    if (!x || x->type != QM_EX_TOPIC ||
+        acc_check_topic(c->b->acc, c->user, c->vhost->name, x->name, (const char *)routing_key.p,
+                        routing_key.len, perm, why, sizeof why) == SL_OK)
+        return 1;
+    channel_error(ch, SL_ERR_ACCESS_REFUSED, method_id, "%s", why);
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Unsettled deliveries
  */
@@ -389,8 +413,12 @@ static void on_header(channel *ch, const amqp_frame *f)
                       (unsigned long long)c->b->cfg->max_message_size);
         return;
     }
-    if ((props.flags & AMQP_P_USER_ID) && !(props.user_id.len == strlen(c->user) &&
-                                            !memcmp(props.user_id.p, c->user, props.user_id.len))) {
+    /* RabbitMQ's check_user_id_header: only an impersonator may claim another user. */
+    if ((props.flags & AMQP_P_USER_ID) &&
+        !(props.user_id.len == strlen(c->user) &&
+          !memcmp(props.user_id.p, c->user, props.user_id.len)) &&
+        !acc_user_has_tag(acc_user_find(c->b->acc, c->user, strlen(c->user)),
+                          ACC_TAG_IMPERSONATOR)) {
         channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
                       "user_id property set to '" BYTES_FMT "' but authenticated user was '%s'",
                       BYTES_ARG(props.user_id), c->user);

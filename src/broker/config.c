@@ -363,6 +363,11 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (on < 0)
             return "loopback_users.NAME must be true or false";
         set_loopback_user(c, key + 15, on);
+    } else if (!strcmp(key, "password_change_closes_connections")) {
+        int on = parse_bool(value);
+        if (on < 0)
+            return "password_change_closes_connections must be true or false";
+        c->password_change_closes_connections = on;
     } else if (!strcmp(key, "password_hashing_module")) {
         if (strcmp(value, "rabbit_password_hashing_sha256") &&
             strcmp(value, "rabbit_password_hashing_sha512") &&
@@ -455,7 +460,7 @@ void sl_config_usage(void)
            "handle_idle_timeout (s), handle_limit (MSMQ handles over HTTP),\n"
            "default_user, default_pass, default_vhost, default_user_tags.TAG,\n"
            "default_permissions.configure|write|read, loopback_users.NAME, loopback_users = none,\n"
-           "password_hashing_module.\n");
+           "password_hashing_module, password_change_closes_connections.\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)

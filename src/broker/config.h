@@ -60,7 +60,8 @@ typedef struct sl_config {
     char *default_perms[3]; /* configure, write, read */
     char **loopback_users;  /* loopback_users.NAME = true; default {guest}; none = empty */
     size_t n_loopback_users;
-    char *password_hashing_module; /* NULL = rabbit_password_hashing_sha256 */
+    char *password_hashing_module;          /* NULL = rabbit_password_hashing_sha256 */
+    int password_change_closes_connections; /* RabbitMQ leaves them open: 0 */
     /* node-to-node links (src/link/): what this node logs in as on other nodes, timers */
     char *link_user, *link_password;
     uint32_t link_heartbeat_s;

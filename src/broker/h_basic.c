@@ -59,7 +59,7 @@ static void consume(channel *ch, const amqp_basic_consume *b)
 {
     const uint32_t id = AMQP_BASIC_CONSUME;
     int reply = reply_to_is_pseudo(b->queue);
-    qm_queue *q = reply ? NULL : channel_queue(ch, b->queue, id);
+    qm_queue *q = reply ? NULL : channel_queue_checked(ch, b->queue, ACC_READ, id);
     if (!q && !reply)
         return;
     char gen[32];
@@ -146,10 +146,20 @@ static void publish(channel *ch, const amqp_basic_publish *p)
         conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, id, "immediate=true");
         return;
     }
+    /* Write on the exchange, checked once per channel, exchange name and generation of the
+     * access module: a channel publishing to one exchange pays for it once. */
+    acc_db *a = ch->c->b->acc;
+    int same = ch->pub_names && ch->pub_exchange_len == p->exchange.len &&
+               memcmp(ch->pub_names, p->exchange.p, p->exchange.len) == 0;
+    uint64_t gen = acc_generation(a);
+    /* A link's publishes are not routed: they are enqueued at tx.commit into the queues they
+     * name, each checked there (link_recv.c, acc_check_link_write). */
+    if ((!same || ch->pub_acc_gen != gen) && !ch->c->is_link) {
+        if (!channel_allowed(ch, ACC_EXCHANGE, p->exchange, ACC_WRITE, id))
+            return;
+    }
     qm_exchange *x = ch->pub_exchange;
-    if (!x || ch->pub_exchange_epoch != qm_exchange_epoch ||
-        ch->pub_exchange_len != p->exchange.len ||
-        memcmp(ch->pub_names, p->exchange.p, p->exchange.len) != 0) {
+    if (!x || ch->pub_exchange_epoch != qm_exchange_epoch || !same) {
         if (ch->c->is_link && link_recv_control_exchange(p->exchange))
             x = qm_exchange_find(ch->c->vhost, "", 0); /* not routed: link_recv_publish */
         else
@@ -168,6 +178,11 @@ static void publish(channel *ch, const amqp_basic_publish *p)
                       ch->c->vhost->name);
         return;
     }
+    if (!same || ch->pub_acc_gen != gen)
+        ch->pub_topic_check = !ch->c->is_link && x->type == QM_EX_TOPIC &&
+                              acc_has_topic_perms(a, ch->c->user, ch->c->vhost->name, x->name);
+    if (ch->pub_topic_check && !channel_topic_allowed(ch, x, p->routing_key, ACC_WRITE, id))
+        return;
     ch->c->has_published = 1;
     if (ch->c->b->alarms && !ch->c->read_paused)
         broker_block_publisher(ch->c); /* this publish completes; the next waits */
@@ -177,6 +192,7 @@ static void publish(channel *ch, const amqp_basic_publish *p)
     memcpy(ch->pub_names, p->exchange.p, p->exchange.len);
     ch->pub_names[p->exchange.len] = 0;
     ch->pub_exchange_len = (uint8_t)p->exchange.len;
+    ch->pub_acc_gen = gen; /* pub_names is the exchange just allowed */
     memcpy(ch->pub_names + PUB_RK_AT, p->routing_key.p, p->routing_key.len);
     ch->pub_rk_len = (uint8_t)p->routing_key.len;
     ch->pub_mandatory = p->mandatory;
@@ -242,7 +258,7 @@ void basic_publish_complete(channel *ch)
 
 static void get(channel *ch, const amqp_basic_get *g)
 {
-    qm_queue *q = channel_queue(ch, g->queue, AMQP_BASIC_GET);
+    qm_queue *q = channel_queue_checked(ch, g->queue, ACC_READ, AMQP_BASIC_GET);
     if (!q)
         return;
     if (q->is_outgoing) {

@@ -1,10 +1,19 @@
 /* h_exchange.c - exchange.declare / delete / bind / unbind, with RabbitMQ's reply codes and
  * texts (reference/amqp/NOTES.md sections 4-5). The model does the work; this file checks
- * what only the AMQP door knows: reserved names, the default exchange, nowait.
+ * what only the AMQP door knows: reserved names, the default exchange, nowait, and asks the
+ * access module in RabbitMQ's order (rabbit_channel): permissions before existence, so a
+ * refused user learns nothing about what exists.
+ *   declare      configure on the exchange; a new one with alternate-exchange also read on
+ *                it and write on the alternate (passive: nothing)
+ *   delete       configure on the exchange
+ *   bind/unbind  write on the destination, read on the source, and for a topic source the
+ *                topic read permission on the binding key
  */
 #include "broker.h"
 
 #include <string.h>
+
+#include "../amqp/table.h"
 
 static int is_reserved(amqp_bytes name)
 {
@@ -47,13 +56,22 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
                    BYTES_ARG(d->type));
         return;
     }
-    if (is_reserved(d->exchange) &&
-        !qm_exchange_find(ch->c->vhost, (const char *)d->exchange.p, d->exchange.len)) {
+    if (!channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_CONFIGURE, id))
+        return;
+    int exists = qm_exchange_find(ch->c->vhost, (const char *)d->exchange.p, d->exchange.len) != 0;
+    if (is_reserved(d->exchange) && !exists) {
         channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
                       "exchange name '" BYTES_FMT "' contains reserved prefix 'amq.*'",
                       BYTES_ARG(d->exchange));
         return;
     }
+    amqp_value ae;
+    amqp_bytes ae_name;
+    if (!exists && amqp_table_get(d->arguments, "alternate-exchange", &ae) &&
+        amqp_value_str(&ae, &ae_name) &&
+        (!channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_READ, id) ||
+         !channel_allowed(ch, ACC_EXCHANGE, ae_name, ACC_WRITE, id)))
+        return;
     qm_exchange_decl decl = {
         .name = (const char *)d->exchange.p,
         .name_len = d->exchange.len,
@@ -87,6 +105,8 @@ static void delete_exchange(channel *ch, const amqp_exchange_delete *d)
                       BYTES_ARG(d->exchange), ch->c->vhost->name);
         return;
     }
+    if (!channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_CONFIGURE, id))
+        return;
     qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)d->exchange.p, d->exchange.len);
     if (x) {
         char err[256];
@@ -104,11 +124,18 @@ static void bind_exchanges(channel *ch, uint32_t id, amqp_bytes dest, amqp_bytes
                            amqp_bytes key, amqp_bytes args, int nowait)
 {
     int bind = id == AMQP_EXCHANGE_BIND;
+    if (!channel_allowed(ch, ACC_EXCHANGE, dest, ACC_WRITE, id))
+        return;
     if (dest.len == 0 || src.len == 0) {
         channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
                       "operation not permitted on the default exchange");
         return;
     }
+    if (!channel_allowed(ch, ACC_EXCHANGE, src, ACC_READ, id))
+        return;
+    qm_exchange *sx = qm_exchange_find(ch->c->vhost, (const char *)src.p, src.len);
+    if (sx && !channel_topic_allowed(ch, sx, key, ACC_READ, id))
+        return;
     qm_exchange *d = need_exchange(ch, dest, id);
     if (!d)
         return;

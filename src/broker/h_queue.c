@@ -1,5 +1,12 @@
 /* h_queue.c - queue.declare / bind / unbind / purge / delete.
  *
+ * Access (the access module, in RabbitMQ's order: permissions before existence):
+ *   declare      configure on the queue (a server-named one under its generated name); a new
+ *                one with x-dead-letter-exchange also read on it and write on the exchange;
+ *                a new one counts against the vhost's max-queues (passive: nothing)
+ *   bind/unbind  write on the queue, read on the exchange, topic read on the key
+ *   purge        read on the queue;  delete  configure on the queue
+ *
  * Purge and delete follow DESIGN.md section 2: purge deletes every ready message and turns
  * delivered-but-unsettled ones into PurgePending (deleted, never requeued, when settled);
  * delete checks if-unused and if-empty before anything changes, counting unacked messages
@@ -11,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../amqp/table.h"
 #include "../core/mem.h"
 
 static void send_reply(channel *ch, const amqp_method *m, int nowait)
@@ -35,6 +43,26 @@ static int check_exclusive(channel *ch, qm_queue *q, uint32_t method_id)
 
 static qm_queue *resolve(channel *ch, amqp_bytes name, uint32_t method_id, int create);
 
+int channel_queue_name(channel *ch, amqp_bytes *name, uint32_t method_id)
+{
+    if (name->len == 0) {
+        if (!ch->last_queue) {
+            channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no previously declared queue");
+            return 0;
+        }
+        *name = amqp_cstr(ch->last_queue);
+    }
+    return 1;
+}
+
+qm_queue *channel_queue_checked(channel *ch, amqp_bytes name, acc_perm perm, uint32_t method_id)
+{
+    if (!channel_queue_name(ch, &name, method_id) ||
+        !channel_allowed(ch, ACC_QUEUE, name, perm, method_id))
+        return NULL;
+    return channel_queue(ch, name, method_id);
+}
+
 qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id)
 {
     return resolve(ch, name, method_id, 0);
@@ -45,13 +73,8 @@ qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id)
 static qm_queue *resolve(channel *ch, amqp_bytes name, uint32_t method_id, int create)
 {
     char buf[256];
-    if (name.len == 0) {
-        if (!ch->last_queue) {
-            channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no previously declared queue");
-            return NULL;
-        }
-        name = amqp_cstr(ch->last_queue);
-    }
+    if (!channel_queue_name(ch, &name, method_id))
+        return NULL;
     qm_queue *q = qm_queue_find_or_remote(ch->c->vhost, (const char *)name.p, name.len, create);
     if (!q) {
         snprintf(buf, sizeof buf, BYTES_FMT, BYTES_ARG(name));
@@ -94,12 +117,39 @@ static void declare(channel *ch, const amqp_queue_declare *d)
                           BYTES_ARG(d->queue));
             return;
         }
-        qm_queue *old = qm_queue_find(ch->c->vhost, (const char *)d->queue.p, d->queue.len);
+        char gen[31];
+        amqp_bytes name = d->queue;
+        if (name.len == 0) {
+            qm_queue_gen_name(ch->c->vhost, gen);
+            name = amqp_cstr(gen);
+        }
+        if (!channel_allowed(ch, ACC_QUEUE, name, ACC_CONFIGURE, id))
+            return;
+        qm_queue *old = qm_queue_find(ch->c->vhost, (const char *)name.p, name.len);
         if (old && check_exclusive(ch, old, id) < 0)
             return;
+        if (!old) {
+            acc_db *a = ch->c->b->acc;
+            char why[600], qn[256];
+            snprintf(qn, sizeof qn, BYTES_FMT, BYTES_ARG(name));
+            const acc_vhost *av = acc_vhost_find(a, ch->c->vhost->name, strlen(ch->c->vhost->name));
+            if (av && av->max_queues >= 0 &&
+                acc_check_queue_limit(a, ch->c->vhost->name, qm_vhost_queue_count(ch->c->vhost), qn,
+                                      why, sizeof why) != SL_OK) {
+                channel_error(ch, SL_ERR_PRECONDITION, id, "%s", why);
+                return;
+            }
+            amqp_value dlx;
+            amqp_bytes dlx_name;
+            if (amqp_table_get(d->arguments, "x-dead-letter-exchange", &dlx) &&
+                amqp_value_str(&dlx, &dlx_name) &&
+                (!channel_allowed(ch, ACC_QUEUE, name, ACC_READ, id) ||
+                 !channel_allowed(ch, ACC_EXCHANGE, dlx_name, ACC_WRITE, id)))
+                return;
+        }
         qm_queue_decl decl = {
-            .name = (const char *)d->queue.p,
-            .name_len = d->queue.len,
+            .name = (const char *)name.p,
+            .name_len = name.len,
             .durable = d->durable,
             .exclusive = d->exclusive,
             .auto_delete = d->auto_delete,
@@ -125,11 +175,19 @@ static void declare(channel *ch, const amqp_queue_declare *d)
 static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xname, amqp_bytes key,
                        amqp_bytes args, int nowait)
 {
+    if (!channel_queue_name(ch, &qname, id) ||
+        !channel_allowed(ch, ACC_QUEUE, qname, ACC_WRITE, id))
+        return;
     if (xname.len == 0) {
         channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
                       "operation not permitted on the default exchange");
         return;
     }
+    if (!channel_allowed(ch, ACC_EXCHANGE, xname, ACC_READ, id))
+        return;
+    qm_exchange *tx = qm_exchange_find(ch->c->vhost, (const char *)xname.p, xname.len);
+    if (tx && !channel_topic_allowed(ch, tx, key, ACC_READ, id))
+        return;
     qm_queue *q = resolve(ch, qname, id, id == AMQP_QUEUE_BIND);
     if (!q)
         return;
@@ -164,7 +222,7 @@ static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xn
 
 static void purge(channel *ch, const amqp_queue_purge *p)
 {
-    qm_queue *q = channel_queue(ch, p->queue, AMQP_QUEUE_PURGE);
+    qm_queue *q = channel_queue_checked(ch, p->queue, ACC_READ, AMQP_QUEUE_PURGE);
     if (!q)
         return;
     uint64_t n = qm_queue_purge(q);
@@ -179,6 +237,8 @@ static void delete_queue(channel *ch, const amqp_queue_delete *d)
     amqp_bytes name = d->queue;
     if (name.len == 0 && ch->last_queue)
         name = amqp_cstr(ch->last_queue);
+    if (!channel_allowed(ch, ACC_QUEUE, name, ACC_CONFIGURE, id))
+        return;
     qm_queue *q = qm_queue_find(ch->c->vhost, (const char *)name.p, name.len);
     uint64_t count = 0;
     if (q) {

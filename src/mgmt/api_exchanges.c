@@ -119,12 +119,16 @@ enum MHD_Result queue_bindings(req *r, qm_queue *q)
 
 static enum MHD_Result list_exchanges(req *r)
 {
+    if (r->nsegs == 2 && (!req_vhost(r, r->segs[1]) || !req_vhost_access(r, r->segs[1])))
+        return MHD_YES;
     json_t *arr = json_array();
     size_t nv;
     void **vhs = map_sorted(req_node(r)->vhosts, &nv);
     for (size_t i = 0; i < nv; i++) {
         qm_vhost *vh = vhs[i];
         if (r->nsegs == 2 && strcmp(vh->name, r->segs[1]))
+            continue;
+        if (!req_vhost_listed(r, vh->name))
             continue;
         size_t n;
         void **xs = map_sorted(vh->exchanges, &n);
@@ -154,10 +158,17 @@ static enum MHD_Result declare_exchange(req *r, qm_vhost *vh, const char *name)
     if (type < 0)
         return reply_sl_err(r, SL_ERR_COMMAND_INVALID, "invalid exchange type '%s'",
                             json_string_value(t));
+    if (!req_allowed(r, vh->name, ACC_EXCHANGE, name, ACC_CONFIGURE))
+        return MHD_YES;
     qm_exchange *old = qm_exchange_find(vh, name, strlen(name));
     if (!strncmp(name, "amq.", 4) && !old)
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
                             "exchange name '%s' contains reserved prefix 'amq.*'", name);
+    json_t *ae = json_object_get(json_object_get(body, "arguments"), "alternate-exchange");
+    if (!old && json_is_string(ae) &&
+        (!req_allowed(r, vh->name, ACC_EXCHANGE, name, ACC_READ) ||
+         !req_allowed(r, vh->name, ACC_EXCHANGE, json_string_value(ae), ACC_WRITE)))
+        return MHD_YES;
     char err[300];
     sl_buf args;
     if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
@@ -188,6 +199,8 @@ static enum MHD_Result delete_exchange(req *r, qm_exchange *x)
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
                             "deletion of system exchange '%s' in vhost '%s' not allowed", x->name,
                             x->vhost->name);
+    if (!req_allowed(r, x->vhost->name, ACC_EXCHANGE, x->name, ACC_CONFIGURE))
+        return MHD_YES;
     char err[300];
     sl_err e = qm_exchange_delete(x, req_query_bool(r, "if-unused"), err, sizeof err);
     if (e != SL_OK)
@@ -200,9 +213,17 @@ static enum MHD_Result publish(req *r, qm_exchange *x)
     json_t *body = req_body(r, 0);
     if (!body)
         return MHD_YES;
+    if (!req_allowed(r, x->vhost->name, ACC_EXCHANGE, x->name, ACC_WRITE))
+        return MHD_YES;
     if (x->internal)
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "cannot publish to internal exchange '%s'",
                             x->name);
+    json_t *rk = json_object_get(body, "routing_key");
+    char why[800];
+    if (x->type == QM_EX_TOPIC && json_is_string(rk) &&
+        acc_check_topic(r->m->b->acc, r->user, x->vhost->name, x->name, json_string_value(rk),
+                        json_string_length(rk), ACC_WRITE, why, sizeof why) != SL_OK)
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
     sl_buf bcc;
     sl_buf_init(&bcc);
     qm_message *msg = msg_from_publish(r, body, x->name, &bcc);
@@ -228,7 +249,7 @@ enum MHD_Result api_exchanges(req *r)
     if (r->nsegs <= 2)
         return req_is(r, "GET") ? list_exchanges(r) : reply_method_not_allowed(r);
     qm_vhost *vh = req_vhost(r, r->segs[1]);
-    if (!vh)
+    if (!vh || !req_vhost_access(r, vh->name))
         return MHD_YES;
     const char *name = path_exchange(r->segs[2]);
     qm_exchange *x = qm_exchange_find(vh, name, strlen(name));
@@ -276,6 +297,25 @@ static qm_binding *find_binding(qm_exchange *src, qm_queue *dq, qm_exchange *dx,
     return NULL;
 }
 
+/* The AMQP door's rules for bind and unbind (h_queue.c, h_exchange.c): write on the
+ * destination, read on the source, topic read on the key. 1, or 0 after replying 403. */
+static int binding_allowed(req *r, qm_exchange *src, qm_queue *dq, qm_exchange *dx, const char *key)
+{
+    const char *vh = src->vhost->name;
+    if (!(dq ? req_allowed(r, vh, ACC_QUEUE, dq->name, ACC_WRITE)
+             : req_allowed(r, vh, ACC_EXCHANGE, dx->name, ACC_WRITE)) ||
+        !req_allowed(r, vh, ACC_EXCHANGE, src->name, ACC_READ))
+        return 0;
+    char why[800];
+    if (src->type == QM_EX_TOPIC &&
+        acc_check_topic(r->m->b->acc, r->user, vh, src->name, key, strlen(key), ACC_READ, why,
+                        sizeof why) != SL_OK) {
+        reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
+        return 0;
+    }
+    return 1;
+}
+
 static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm_exchange *dx)
 {
     json_t *body = req_body(r, 1);
@@ -290,6 +330,8 @@ static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm
     const char *key = k ? json_string_value(k) : "";
     if (strlen(key) > 255)
         return reply_error(r, 400, "bad_request", "routing_key longer than 255 bytes");
+    if (!binding_allowed(r, src, dq, dx, key))
+        return MHD_YES;
     char err[300];
     sl_buf args;
     if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
@@ -319,14 +361,20 @@ enum MHD_Result api_bindings(req *r)
         json_t *arr = json_array();
         size_t nv;
         void **vhs = map_sorted(req_node(r)->vhosts, &nv);
+        if (r->nsegs == 2 && (!req_vhost(r, r->segs[1]) || !req_vhost_access(r, r->segs[1]))) {
+            sl_free(vhs);
+            json_decref(arr);
+            return MHD_YES;
+        }
         for (size_t i = 0; i < nv; i++)
-            if (r->nsegs == 1 || !strcmp(((qm_vhost *)vhs[i])->name, r->segs[1]))
+            if ((r->nsegs == 1 || !strcmp(((qm_vhost *)vhs[i])->name, r->segs[1])) &&
+                req_vhost_listed(r, ((qm_vhost *)vhs[i])->name))
                 list_bindings(vhs[i], NULL, NULL, NULL, arr);
         sl_free(vhs);
         return reply_json(r, 200, arr);
     }
     qm_vhost *vh = req_vhost(r, r->segs[1]);
-    if (!vh)
+    if (!vh || !req_vhost_access(r, vh->name))
         return MHD_YES;
     if (r->nsegs < 6 || r->nsegs > 7 || strcmp(r->segs[2], "e") ||
         (strcmp(r->segs[4], "q") && strcmp(r->segs[4], "e")))
@@ -382,6 +430,8 @@ enum MHD_Result api_bindings(req *r)
         return reply_json(r, 200, one_binding(b));
     if (!req_is(r, "DELETE"))
         return reply_method_not_allowed(r);
+    if (!binding_allowed(r, src, dq, dx, b->key))
+        return MHD_YES;
     /* copy key and args: unbinding frees the binding (and may auto-delete src) */
     char *key = sl_xstrdup(b->key);
     uint8_t *args = b->args_len ? sl_xmalloc(b->args_len) : NULL;

@@ -148,20 +148,33 @@ static int parse_share(json_t *v, int *out)
 /* ------------------------------------------------------------------------------------------
  * Who may do what
  *
- * The one place a handle operation asks whether its user may do it. Until the access module
- * of the security issue exists, every write of the management API needs the administrator tag
- * (the router checks it), and a handle belongs to the user that opened it (ctxtab.c).
- * MSMQ's rule for the access module to enforce here: opening with receive access (and so a
- * purge) needs receive permission on the queue (RabbitMQ: read), peek needs peek (read),
- * send needs write, move needs move (write) on the target.
+ * The one place a handle operation asks whether its user may do it, in the access module's
+ * terms (MSMQ rights on RabbitMQ permissions, README "Who may do what"): opening with
+ * receive or peek access (and so a purge) needs read on the queue, send and move access
+ * write, admin access (the outgoing queue's) the administrator tag; a handle belongs to the
+ * user that opened it (ctxtab.c).
  */
 static sl_err handle_may(req *r, qm_queue *q, uint32_t access, char *err, size_t errlen)
 {
-    (void)r;
-    (void)q;
-    (void)access;
-    (void)err;
-    (void)errlen;
+    acc_db *a = r->m->b->acc;
+    const char *vh = q->vhost->name;
+    sl_err e = acc_check_vhost(a, r->user, vh, err, errlen);
+    if (e != SL_OK)
+        return SL_ERR_ACCESS_REFUSED;
+    if ((access & (QM_ACCESS_RECEIVE | QM_ACCESS_PEEK)) &&
+        (e = acc_check_receive(a, r->user, vh, q->name, err, errlen)) != SL_OK)
+        return e;
+    if ((access & (QM_ACCESS_SEND | QM_ACCESS_MOVE)) &&
+        (e = acc_check(a, r->user, vh, ACC_QUEUE, q->name, strlen(q->name), ACC_WRITE, err,
+                       errlen)) != SL_OK)
+        return e;
+    if ((access & QM_ACCESS_ADMIN) && !acc_is_admin(a, r->user)) {
+        snprintf(err, errlen,
+                 "admin access to '%s' refused for user '%s': administrator tag "
+                 "required",
+                 q->name, r->user);
+        return SL_ERR_ACCESS_REFUSED;
+    }
     return SL_OK;
 }
 

@@ -110,6 +110,8 @@ enum MHD_Result api_nodes(req *r)
 {
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
+    if (!acc_is_monitor(r->m->b->acc, r->user)) /* RabbitMQ's is_authorized_monitor */
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
     if (r->nsegs == 1)
         return reply_json(r, 200, json_pack("[o]", node_json(r->m)));
     if (r->nsegs == 2 && !strcmp(r->segs[1], r->m->b->cfg->node_name))
@@ -117,7 +119,19 @@ enum MHD_Result api_nodes(req *r)
     return reply_not_found(r);
 }
 
-static json_t *tags_json(const char *tags);
+static void vhost_perm_json(void *ctx, const acc_user *u, const acc_grant *g)
+{
+    json_array_append_new(ctx,
+                          json_pack("{s:s,s:s,s:s,s:s,s:s}", "user", u->name, "vhost", g->vhost,
+                                    "configure", g->src[0], "write", g->src[1], "read", g->src[2]));
+}
+
+static void vhost_topic_json(void *ctx, const acc_user *u, const acc_topic_grant *t)
+{
+    json_array_append_new(ctx, json_pack("{s:s,s:s,s:s,s:s,s:s}", "user", u->name, "vhost",
+                                         t->vhost, "exchange", t->exchange, "write", t->src_write,
+                                         "read", t->src_read));
+}
 
 static json_t *vhost_json(mgmt *m, qm_vhost *vh)
 {
@@ -151,6 +165,19 @@ enum MHD_Result api_vhosts(req *r)
             if (all || acc_vhost_visible(a, r->user, ((qm_vhost *)v[i])->name))
                 json_array_append_new(arr, vhost_json(m, v[i]));
         sl_free(v);
+        return reply_json(r, 200, arr);
+    }
+    if (r->nsegs == 3 && req_is(r, "GET") &&
+        (!strcmp(r->segs[2], "permissions") || !strcmp(r->segs[2], "topic-permissions"))) {
+        if (!r->is_admin)
+            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
+        if (!acc_vhost_find(a, r->segs[1], strlen(r->segs[1])))
+            return reply_not_found(r);
+        json_t *arr = json_array();
+        if (r->segs[2][0] == 'p')
+            acc_perm_each(a, NULL, r->segs[1], vhost_perm_json, arr);
+        else
+            acc_topic_perm_each(a, NULL, r->segs[1], vhost_topic_json, arr);
         return reply_json(r, 200, arr);
     }
     if (r->nsegs != 2)
@@ -203,81 +230,6 @@ enum MHD_Result api_vhosts(req *r)
     return reply_method_not_allowed(r);
 }
 
-static json_t *tags_json(const char *tags)
-{
-    json_t *a = json_array();
-    for (const char *p = tags; p && *p;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        size_t n = strcspn(p, " ,");
-        if (n)
-            json_array_append_new(a, json_stringn(p, n));
-        p += n;
-    }
-    return a;
-}
-
-static json_t *user_json(const acc_user *u)
-{
-    char *hash = acc_hash_export(u);
-    json_t *o = json_pack("{s:s,s:o,s:s,s:s,s:o}", "name", u->name, "tags", tags_json(u->tags),
-                          "password_hash", hash, "hashing_algorithm",
-                          acc_hash_name((acc_hash)u->algo), "limits", json_object());
-    sl_free(hash);
-    if (u->max_connections >= 0)
-        json_object_set_new(json_object_get(o, "limits"), "max-connections",
-                            json_integer(u->max_connections));
-    if (u->max_channels >= 0)
-        json_object_set_new(json_object_get(o, "limits"), "max-channels",
-                            json_integer(u->max_channels));
-    return o;
-}
-
-enum MHD_Result api_users(req *r)
-{
-    acc_db *a = r->m->b->acc;
-    if (!req_is(r, "GET"))
-        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED, "not yet");
-    if (!r->is_admin)
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
-    if (r->nsegs == 2) {
-        const acc_user *u = acc_user_find(a, r->segs[1], strlen(r->segs[1]));
-        return u ? reply_json(r, 200, user_json(u)) : reply_not_found(r);
-    }
-    json_t *arr = json_array();
-    size_t n;
-    const acc_user **us = acc_users(a, &n);
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, user_json(us[i]));
-    sl_free(us);
-    return reply_json(r, 200, arr);
-}
-
-enum MHD_Result api_whoami(req *r)
-{
-    const acc_user *u = acc_user_find(r->m->b->acc, r->user, strlen(r->user));
-    return reply_json(r, 200,
-                      json_pack("{s:s,s:o}", "name", r->user, "tags", tags_json(u ? u->tags : "")));
-}
-
-static void add_perm(void *ctx, const acc_user *u, const acc_grant *g)
-{
-    json_array_append_new(ctx,
-                          json_pack("{s:s,s:s,s:s,s:s,s:s}", "user", u->name, "vhost", g->vhost,
-                                    "configure", g->src[0], "write", g->src[1], "read", g->src[2]));
-}
-
-enum MHD_Result api_permissions(req *r)
-{
-    if (!req_is(r, "GET"))
-        return reply_sl_err(r, SL_ERR_NOT_IMPLEMENTED, "not yet");
-    if (!r->is_admin)
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
-    json_t *arr = json_array();
-    acc_perm_each(r->m->b->acc, NULL, NULL, add_perm, arr);
-    return reply_json(r, 200, arr);
-}
-
 /* ------------------------------------------------------------------------------------------
  * Connections, channels, consumers
  */
@@ -306,6 +258,12 @@ static json_t *conn_json(mgmt *m, conn *c)
                      "frame_max", (int)c->frame_max, "channel_max", (int)c->channel_max);
 }
 
+/* filter_user: monitoring and administrator users see everyone's, others their own */
+static int sees_conn(req *r, const conn *c)
+{
+    return acc_is_monitor(r->m->b->acc, r->user) || (c->user && !strcmp(c->user, r->user));
+}
+
 static conn *find_conn(mgmt *m, const char *name)
 {
     for (conn *c = m->b->conns; c; c = c->next)
@@ -331,11 +289,12 @@ static json_t *channel_json(mgmt *m, channel *ch)
         ch->state == CH_OPEN ? "running" : "closing", "connection_details", "name", ch->c->name);
 }
 
-static void each_channel(mgmt *m, void (*fn)(mgmt *, channel *, json_t *), json_t *arr,
+static void each_channel(req *r, void (*fn)(mgmt *, channel *, json_t *), json_t *arr,
                          const char *conn_name)
 {
+    mgmt *m = r->m;
     for (conn *c = m->b->conns; c; c = c->next) {
-        if (c->state == CONN_DEAD || (conn_name && strcmp(conn_name, c->name)))
+        if (c->state == CONN_DEAD || (conn_name && strcmp(conn_name, c->name)) || !sees_conn(r, c))
             continue;
         for (size_t i = 0; i < c->channels_cap; i++)
             if (c->channels[i])
@@ -356,16 +315,21 @@ enum MHD_Result api_connections(req *r)
             return reply_method_not_allowed(r);
         json_t *arr = json_array();
         for (conn *c = m->b->conns; c; c = c->next)
-            if (c->state != CONN_DEAD)
+            if (c->state != CONN_DEAD && sees_conn(r, c))
                 json_array_append_new(arr, conn_json(m, c));
         return reply_json(r, 200, arr);
     }
     conn *c = find_conn(m, r->segs[1]);
     if (!c || c->state == CONN_DEAD)
         return reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
+    /* RabbitMQ's is_authorized_user: monitors see every connection, administrators close
+     * any; other users only their own */
+    if (!(req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(m->b->acc, r->user)) &&
+        !(c->user && !strcmp(c->user, r->user)))
+        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access object");
     if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && req_is(r, "GET")) {
         json_t *arr = json_array();
-        each_channel(m, add_channel, arr, c->name);
+        each_channel(r, add_channel, arr, c->name);
         return reply_json(r, 200, arr);
     }
     if (r->nsegs != 2)
@@ -389,7 +353,7 @@ enum MHD_Result api_channels(req *r)
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
     json_t *arr = json_array();
-    each_channel(r->m, add_channel, arr, NULL);
+    each_channel(r, add_channel, arr, NULL);
     if (r->nsegs == 2) {
         size_t i;
         json_t *v;
@@ -435,7 +399,7 @@ enum MHD_Result api_consumers(req *r)
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
     json_t *arr = json_array();
-    each_channel(r->m, add_consumers, arr, NULL);
+    each_channel(r, add_consumers, arr, NULL);
     if (r->nsegs == 2) {
         /* /api/consumers/{vhost} */
         json_t *out = json_array();

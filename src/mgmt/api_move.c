@@ -42,16 +42,26 @@ static int tx_index(mgmt *m, uint64_t id)
     return -1;
 }
 
-static qm_tx *tx_get(mgmt *m, uint64_t id)
+/* An HTTP transaction belongs to the user who began it: another user (administrators
+ * included, as with queue handles) finds no such transaction. */
+static qm_tx *tx_get_for(req *r, uint64_t id)
 {
-    return tx_index(m, id) >= 0 ? qm_tx_find(m->b->node, id) : NULL;
+    mgmt *m = r->m;
+    int i = tx_index(m, id);
+    if (i < 0 || strcmp(m->tx_owners[i], r->user))
+        return NULL;
+    return qm_tx_find(m->b->node, id);
 }
 
 static void tx_forget(mgmt *m, uint64_t id)
 {
     int i = tx_index(m, id);
-    if (i >= 0)
-        m->txs[i] = m->txs[--m->n_txs];
+    if (i >= 0) {
+        sl_free(m->tx_owners[i]);
+        m->n_txs--;
+        m->txs[i] = m->txs[m->n_txs];
+        m->tx_owners[i] = m->tx_owners[m->n_txs];
+    }
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -121,25 +131,22 @@ static qm_queue *destination(req *r, qm_queue *src, json_t *body)
 }
 
 /* May the requester move messages from src into dest? SL_OK, or the error with its reason
- * in why. The one place the door decides it: the permission checks of the access module
- * (issue 11: read on src, write on dest, in their vhosts) belong here.
- *
- * Until permissions exist, a move stays inside its vhost: vhosts are the unit of isolation
- * (RabbitMQ's), and nothing would otherwise stop a user of one vhost from taking or
- * planting messages in another. MSMQ itself allows a move only between a queue and its
- * subqueues; Sluice also moves between queues of one vhost (and into its system queues). */
+ * in why. The one place the door decides it, with the access module's MSMQ rule: receive
+ * access on the source (read on its queue) and move access on the destination (write on
+ * its queue), each in its own vhost, so a move across vhosts is allowed exactly when the
+ * user holds both. MSMQ itself allows a move only between a queue and its subqueues; Sluice
+ * also moves between queues (and into system queues) under these permissions. */
 static sl_err move_permitted(req *r, const qm_queue *src, const qm_queue *dest, char *why,
                              size_t whylen)
 {
-    (void)r;
-    if (src->vhost != dest->vhost) {
-        snprintf(why, whylen,
-                 "moves across vhosts are refused ('%s' in vhost '%s' to '%s' in vhost '%s'): "
-                 "a move stays inside its vhost until permissions can allow it",
-                 src->name, src->vhost->name, dest->name, dest->vhost->name);
-        return SL_ERR_ACCESS_REFUSED;
-    }
-    return SL_OK;
+    acc_db *a = r->m->b->acc;
+    sl_err e = acc_check_vhost(a, r->user, src->vhost->name, why, whylen);
+    if (e == SL_OK && dest->vhost != src->vhost)
+        e = acc_check_vhost(a, r->user, dest->vhost->name, why, whylen);
+    if (e == SL_OK)
+        e = acc_check_move(a, r->user, src->vhost->name, src->name, dest->vhost->name, dest->name,
+                           why, whylen);
+    return e == SL_OK ? SL_OK : SL_ERR_ACCESS_REFUSED;
 }
 
 enum MHD_Result api_queue_move(req *r, qm_queue *src)
@@ -156,7 +163,7 @@ enum MHD_Result api_queue_move(req *r, qm_queue *src)
     qm_tx *tx = NULL;
     if (jt && !json_is_null(jt)) {
         int64_t id = json_uint(jt);
-        tx = id >= 0 ? tx_get(r->m, (uint64_t)id) : NULL;
+        tx = id >= 0 ? tx_get_for(r, (uint64_t)id) : NULL;
         if (!tx)
             return reply_hresult(
                 r, SL_ERR_TRANSACTION_SEQUENCE, NULL,
@@ -227,7 +234,9 @@ enum MHD_Result api_transactions(req *r)
             if (m->n_txs == m->cap_txs) {
                 m->cap_txs = m->cap_txs ? m->cap_txs * 2 : 8;
                 m->txs = sl_xrealloc(m->txs, m->cap_txs * sizeof *m->txs);
+                m->tx_owners = sl_xrealloc(m->tx_owners, m->cap_txs * sizeof *m->tx_owners);
             }
+            m->tx_owners[m->n_txs] = sl_xstrdup(r->user);
             m->txs[m->n_txs++] = tx->id;
             json_t *j = tx_json(tx);
             json_object_set_new(j, "hresult", json_string("0x00000000"));
@@ -238,7 +247,7 @@ enum MHD_Result api_transactions(req *r)
             return reply_method_not_allowed(r);
         json_t *arr = json_array();
         for (size_t i = 0; i < m->n_txs; i++) {
-            qm_tx *tx = qm_tx_find(m->b->node, m->txs[i]);
+            qm_tx *tx = strcmp(m->tx_owners[i], r->user) ? NULL : qm_tx_find(m->b->node, m->txs[i]);
             if (tx)
                 json_array_append_new(arr, tx_json(tx));
         }
@@ -246,7 +255,7 @@ enum MHD_Result api_transactions(req *r)
     }
     char *end;
     unsigned long long id = strtoull(r->segs[1], &end, 10);
-    qm_tx *tx = *end || !*r->segs[1] ? NULL : tx_get(m, id);
+    qm_tx *tx = *end || !*r->segs[1] ? NULL : tx_get_for(r, id);
     if (!tx)
         return reply_hresult(r, SL_ERR_TRANSACTION_SEQUENCE, NULL,
                              "no open transaction with that id");

@@ -449,6 +449,10 @@ static enum MHD_Result info(req *r)
         sl_err e = fmtname_resolve(r->m, fmt, vhost, &q, reason, sizeof reason);
         if (e != SL_OK)
             return reply_hresult(r, e, NULL, reason);
+        /* a queue's properties: like its GET, for users of its vhost */
+        if (!req_vhost_listed(r, q->vhost->name))
+            return reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL,
+                                 "User not authorised to access virtual host");
     }
     const prop_def *props[128];
     size_t n;

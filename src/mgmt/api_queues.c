@@ -117,7 +117,7 @@ static enum MHD_Result list(req *r)
     json_t *arr = json_array();
     if (r->nsegs == 2) {
         qm_vhost *vh = req_vhost(r, r->segs[1]);
-        if (!vh) {
+        if (!vh || !req_vhost_access(r, vh->name)) {
             json_decref(arr);
             return MHD_YES;
         }
@@ -126,7 +126,8 @@ static enum MHD_Result list(req *r)
         size_t n;
         void **v = map_sorted(req_node(r)->vhosts, &n);
         for (size_t i = 0; i < n; i++)
-            list_vhost(r->m, v[i], arr);
+            if (req_vhost_listed(r, ((qm_vhost *)v[i])->name))
+                list_vhost(r->m, v[i], arr);
         sl_free(v);
     }
     return reply_json(r, 200, arr);
@@ -151,7 +152,23 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
     if (qm_queue_name_is_outgoing(name, strlen(name)))
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
                             "'%s' is a format name: sending to it makes its outgoing queue", name);
-    char err[300];
+    /* The AMQP door's rules (h_queue.c): configure; a new queue counts against max-queues
+     * and with a dead-letter exchange also needs read on itself and write on that. */
+    if (!req_allowed(r, vh->name, ACC_QUEUE, name, ACC_CONFIGURE))
+        return MHD_YES;
+    char err[600];
+    if (!qm_queue_find(vh, name, strlen(name))) {
+        acc_db *a = r->m->b->acc;
+        const acc_vhost *av = acc_vhost_find(a, vh->name, strlen(vh->name));
+        if (av && av->max_queues >= 0 &&
+            acc_check_queue_limit(a, vh->name, qm_vhost_queue_count(vh), name, err, sizeof err))
+            return reply_sl_err(r, SL_ERR_PRECONDITION, "%s", err);
+        json_t *dlx = json_object_get(json_object_get(body, "arguments"), "x-dead-letter-exchange");
+        if (json_is_string(dlx) &&
+            (!req_allowed(r, vh->name, ACC_QUEUE, name, ACC_READ) ||
+             !req_allowed(r, vh->name, ACC_EXCHANGE, json_string_value(dlx), ACC_WRITE)))
+            return MHD_YES;
+    }
     sl_buf args;
     if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
         return reply_error(r, 400, "bad_request", "%s", err);
@@ -315,7 +332,7 @@ enum MHD_Result api_queues(req *r)
         return list(r);
     }
     qm_vhost *vh = req_vhost(r, r->segs[1]);
-    if (!vh)
+    if (!vh || !req_vhost_access(r, vh->name))
         return MHD_YES;
     const char *name = r->segs[2];
     qm_queue *q = qm_queue_find(vh, name, strlen(name));
@@ -328,7 +345,8 @@ enum MHD_Result api_queues(req *r)
         if (req_is(r, "GET"))
             return reply_json(r, 200, queue_json(r->m, q, 1));
         if (req_is(r, "DELETE"))
-            return delete_queue(r, q);
+            return req_allowed(r, vh->name, ACC_QUEUE, name, ACC_CONFIGURE) ? delete_queue(r, q)
+                                                                            : MHD_YES;
         return reply_method_not_allowed(r);
     }
     if (r->nsegs != 4)
@@ -337,6 +355,10 @@ enum MHD_Result api_queues(req *r)
         return reply_sl_err(r, SL_ERR_QUEUE_NOT_FOUND, "no queue '%s' in vhost '%s'", name,
                             vh->name);
     const char *what = r->segs[3];
+    /* purge, get and peek read the queue (RabbitMQ: read for purge and get) */
+    if ((!strcmp(what, "contents") || !strcmp(what, "get") || !strcmp(what, "messages")) &&
+        !req_allowed(r, vh->name, ACC_QUEUE, name, ACC_READ))
+        return MHD_YES;
     if (!strcmp(what, "contents"))
         return req_is(r, "DELETE") ? purge(r, q) : reply_method_not_allowed(r);
     if (!strcmp(what, "get"))

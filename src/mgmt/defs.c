@@ -264,6 +264,8 @@ static enum MHD_Result import_defs(req *r, const char *forced_vhost)
 
 enum MHD_Result api_definitions(req *r)
 {
+    if (!req_require_admin(r)) /* hashes and every vhost: administrators only, as RabbitMQ */
+        return MHD_YES;
     qm_vhost *only = NULL;
     if (r->nsegs == 2 && !(only = req_vhost(r, r->segs[1])))
         return MHD_YES;

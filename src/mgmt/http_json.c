@@ -304,9 +304,33 @@ int req_require_admin(req *r)
 {
     if (r->is_admin)
         return 1;
-    reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                 "user '%s' lacks the administrator tag needed to change the broker",
-                 r->user ? r->user : "");
+    reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
+    return 0;
+}
+
+int req_vhost_listed(req *r, const char *vhost)
+{
+    return r->is_admin || acc_vhost_visible(r->m->b->acc, r->user, vhost);
+}
+
+int req_vhost_access(req *r, const char *vhost)
+{
+    if (req_vhost_listed(r, vhost))
+        return 1;
+    reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access virtual host");
+    return 0;
+}
+
+int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm)
+{
+    char why[800];
+    sl_err e = acc_check_vhost(r->m->b->acc, r->user, vhost, why, sizeof why);
+    if (e == SL_OK)
+        e = acc_check(r->m->b->acc, r->user, vhost, kind, name, strlen(name), perm, why,
+                      sizeof why);
+    if (e == SL_OK)
+        return 1;
+    reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
     return 0;
 }
 

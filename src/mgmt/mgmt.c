@@ -246,6 +246,9 @@ static const struct route {
     {"users", api_users},
     {"whoami", api_whoami},
     {"permissions", api_permissions},
+    {"topic-permissions", api_topic_permissions},
+    {"vhost-limits", api_vhost_limits},
+    {"user-limits", api_user_limits},
     {"queues", api_queues},
     {"exchanges", api_exchanges},
     {"bindings", api_bindings},
@@ -257,21 +260,35 @@ static const struct route {
     {"transactions", api_transactions},
 };
 
-/* Writes need the administrator tag. These POSTs and DELETEs only read the broker's state:
- * R_QMMgmtGetInfo (POST /api/msmq/info), and making, binding (init) and releasing a
- * management object, whose members only read (its pause / resume / eod-resend are writes). */
-static int is_read_only(req *r)
+/* Who may write what (RabbitMQ's rules, plus MSMQ's for its operations):
+ *   - queues, exchanges, bindings, their contents, publish, get, move, HTTP transactions and
+ *     queue handles: any management user, checked per resource by the handler with the
+ *     user's permissions in the vhost (the AMQP rules: configure to declare and delete, write
+ *     to publish and bind into, read to get, purge and bind from); administrators too need
+ *     the permission, as in RabbitMQ, whose API does these through a channel of the user;
+ *   - closing a connection: its own user, or an administrator (the handler checks);
+ *   - everything else (users, vhosts, permissions, limits, definitions, MSMQ management
+ *     actions and management-object actions): the administrator tag.
+ * These POSTs and DELETEs only read: R_QMMgmtGetInfo (POST /api/msmq/info), and making,
+ * binding (init) and releasing a management object, whose members only read. */
+static int needs_admin(req *r)
 {
     if (req_is(r, "GET"))
+        return 0;
+    const char *s0 = r->segs[0];
+    if (!strcmp(s0, "queues") || !strcmp(s0, "exchanges") || !strcmp(s0, "bindings") ||
+        !strcmp(s0, "transactions") || !strcmp(s0, "connections"))
+        return 0;
+    if (r->nsegs < 2 || strcmp(s0, "msmq"))
         return 1;
-    if (r->nsegs < 2 || strcmp(r->segs[0], "msmq"))
+    if (!strcmp(r->segs[1], "handles"))
         return 0;
     if (r->nsegs == 2 && !strcmp(r->segs[1], "info"))
-        return 1;
-    if (strcmp(r->segs[1], "management"))
         return 0;
-    return (r->nsegs == 2 && req_is(r, "POST")) || (r->nsegs == 3 && req_is(r, "DELETE")) ||
-           (r->nsegs == 4 && req_is(r, "POST") && !strcmp(r->segs[3], "init"));
+    if (strcmp(r->segs[1], "management"))
+        return 1;
+    return !((r->nsegs == 2 && req_is(r, "POST")) || (r->nsegs == 3 && req_is(r, "DELETE")) ||
+             (r->nsegs == 4 && req_is(r, "POST") && !strcmp(r->segs[3], "init")));
 }
 
 static enum MHD_Result route(req *r, const char *url)
@@ -292,7 +309,7 @@ static enum MHD_Result route(req *r, const char *url)
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not management user");
     if (r->nsegs == 0)
         return reply_not_found(r);
-    if (!is_read_only(r) && !req_require_admin(r))
+    if (needs_admin(r) && !req_require_admin(r))
         return MHD_YES;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(r->segs[0], routes[i].name))
@@ -521,6 +538,9 @@ void mgmt_stop(mgmt *m)
         if (tx)
             qm_tx_abort(tx);
     }
+    for (size_t i = 0; i < m->n_txs; i++)
+        sl_free(m->tx_owners[i]);
+    sl_free(m->tx_owners);
     sl_free(m->txs);
     /* Suspended requests: their answer may still come (it then only frees them). */
     while (m->suspended) {

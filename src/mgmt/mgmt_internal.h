@@ -7,8 +7,8 @@
  *   formatname.c    MSMQ format names and path names <-> queues
  *   api_queues.c    /api/queues... (list, declare, delete, purge, get, peek, subqueues)
  *   api_exchanges.c /api/exchanges... (+ publish) and /api/bindings...
- *   api_misc.c      overview, nodes, vhosts, users, whoami, permissions, connections, channels,
- *                   consumers
+ *   api_misc.c      overview, nodes, vhosts, connections, channels, consumers
+ *   api_access.c    users, whoami, permissions, topic permissions, vhost and user limits
  *   api_msmq.c      R_QMMgmtAction / R_QMMgmtGetInfo and the MC-MQAC object view
  *   api_outgoing.c  outgoing queues: GET /api/msmq/outgoing, their properties and view
  *   api_move.c      move between queues/subqueues, transactions opened over HTTP
@@ -68,6 +68,7 @@ struct mgmt {
     /* Transactions opened over HTTP. Only these may be used, committed or aborted through
      * the API: the node's other transactions belong to AMQP channels. */
     uint64_t *txs;
+    char **tx_owners; /* the user who began each */
     size_t n_txs, cap_txs;
     /* MSMQ queue handles and MC-MQAC management objects opened over HTTP */
     uint32_t run_id; /* random, per start: the first 8 hex digits of every id */
@@ -153,8 +154,18 @@ int req_query_bool(req *r, const char *key);
 json_t *req_body(req *r, int allow_empty);
 /* Vhost by name; NULL after replying 404. */
 qm_vhost *req_vhost(req *r, const char *name);
-/* Writes need the administrator tag: 1, or 0 after replying 403. */
+/* Writes need the administrator tag: 1, or 0 after replying 403 "Not administrator user". */
 int req_require_admin(req *r);
+/* RabbitMQ's filter_vhost for listings: administrators see every vhost, other users those
+ * they have a permission entry on. */
+int req_vhost_listed(req *r, const char *vhost);
+/* RabbitMQ's is_authorized_vhost: 1, or 0 after replying 403 "User not authorised to access
+ * virtual host". */
+int req_vhost_access(req *r, const char *vhost);
+/* The AMQP permission check for the request's user on a resource of vhost (which it must be
+ * able to log into, administrators included): 1, or 0 after replying 403 with the access
+ * module's text. */
+int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm);
 
 /* ---- http_json.c: values ---- */
 /* true/false, "true"/"false", 1/0; def when absent or null. */
@@ -246,6 +257,12 @@ enum MHD_Result api_vhosts(req *r);
 enum MHD_Result api_users(req *r);
 enum MHD_Result api_whoami(req *r);
 enum MHD_Result api_permissions(req *r);
+enum MHD_Result api_topic_permissions(req *r);
+enum MHD_Result api_vhost_limits(req *r);
+enum MHD_Result api_user_limits(req *r);
+/* api_access.c: a tag list as a JSON array; a user as RabbitMQ shows it */
+json_t *tags_json(const char *tags);
+json_t *user_json(const acc_user *u);
 enum MHD_Result api_connections(req *r);
 enum MHD_Result api_channels(req *r);
 enum MHD_Result api_consumers(req *r);

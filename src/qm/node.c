@@ -142,6 +142,12 @@ qm_vhost *qm_vhost_create(qm_node *n, const char *name)
     return vh;
 }
 
+uint64_t qm_vhost_queue_count(const qm_vhost *vh)
+{
+    size_t n = sl_map_count(vh->queues), sys = sizeof system_queues / sizeof system_queues[0];
+    return n > sys ? n - sys : 0;
+}
+
 void qm_vhost_delete(qm_node *n, qm_vhost *vh)
 {
     /* Queues first, with their hooks: consumers are told, stored positions let go of their

@@ -338,6 +338,9 @@ typedef struct qm_queue_decl {
  * A name containing ';' is refused (SL_ERR_ACCESS_REFUSED): subqueues are made by moves. */
 sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, int *created,
                         char *err, size_t errlen);
+/* A fresh server name "amq.gen-<22 chars>" not used in vh (for a door that must know the
+ * name before it declares, e.g. to check permissions on it). */
+void qm_queue_gen_name(qm_vhost *vh, char out[31]);
 /* Find a queue or subqueue ("q;sub", "q;journal") by name; NULL when absent. */
 qm_queue *qm_queue_find(qm_vhost *vh, const char *name, size_t len);
 /* The same, and a format name resolves to its outgoing queue (node->resolve_remote; created
@@ -669,6 +672,8 @@ void qm_vhost_delete(qm_node *n, qm_vhost *vh);
  * calls it once per turn; a node whose door never does has no bound (unit tests). */
 #define QM_EXPIRE_PER_TURN 8192
 void qm_node_new_turn(qm_node *n);
+/* Queues of vh that count against a max-queues limit (not the system queues). */
+uint64_t qm_vhost_queue_count(const qm_vhost *vh);
 /* Run dispatch for every scheduled queue. Called once per event-loop turn. */
 void qm_node_run_dispatch(qm_node *n);
 /* Expire messages at queue heads (TTL, dead-lettering them) and delete queues unused past

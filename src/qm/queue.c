@@ -426,6 +426,13 @@ static void gen_name(char out[31])
     out[30] = 0;
 }
 
+void qm_queue_gen_name(qm_vhost *vh, char out[31])
+{
+    do
+        gen_name(out);
+    while (sl_map_get(vh->queues, out, 30));
+}
+
 sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, int *created,
                         char *err, size_t errlen)
 {

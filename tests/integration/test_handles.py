@@ -308,15 +308,17 @@ def test_handles_belong_to_their_user(broker_factory):
     assert [x["handle"] for x in ha.list()] == [h]
     # administrators may list everyone's handles (read only)
     assert [(x["handle"], x["user"]) for x in hb.list(all=True)] == [(h, "alice")]
-    # carol is no administrator: no list of all, and no open (writes need administrator
-    # until the access module of the security issue decides per queue)
+    # carol is no administrator: no list of all; and without read permission on the queue
+    # no open (receive access needs read, README "Who may do what")
     s, r, _ = carol.get("/api/msmq/handles?all=true")
     assert s == 403 and hr(r) == ACCESS_DENIED
     assert hc.list() == []
+    assert alice.put("/api/permissions/%2F/carol",
+                     {"configure": "", "write": "", "read": "^nothing$"})[0] == 204
     s, r = hc.open(fmt(q), ok=False)
-    assert s == 403
-    s, r = hc.purge(h)
-    assert s == 403
+    assert s == 403 and "read access to queue" in r["reason"], r
+    s, r = hc.purge(h)  # alice's handle does not exist for carol, as for bob
+    assert s == 404 and hr(r) == INVALID_HANDLE
     assert alice.queue(q)["messages"] == 4
     s, r = ha.purge(h)
     assert s == 200 and r["message_count"] == 4

@@ -166,15 +166,25 @@ def test_writes_need_administrator(broker_factory):
     bob = Api(b, "bob", "secret")
     s, _, _ = bob.get("/api/queues")
     assert s == 200
+    # Resources go by the user's permissions in the vhost (bob, a config user, has .* on /);
+    # the broker itself (vhosts, users, MSMQ actions) by the administrator tag.
     q = uname("bob")
     s, j, _ = bob.put(Api.q(q), {"durable": False})
+    assert s == 201
+    boss = Api(b, "boss", "pw")
+    assert boss.put("/api/permissions/%2F/bob",
+                    {"configure": "^only-this$", "write": ".*", "read": ".*"})[0] == 204
+    q2 = uname("bob")
+    s, j, _ = bob.put(Api.q(q2), {"durable": False})
     assert s == 403 and j["hresult_name"] == "MQ_ERROR_ACCESS_DENIED"
-    s, _, _ = bob.get(Api.q(q))
+    assert "configure access to queue '%s' in vhost '/' refused for user 'bob'" % q2 in j["reason"]
+    s, _, _ = bob.get(Api.q(q2))
     assert s == 404, "a refused write changed something"
     s, j, _ = bob.action("MACHINE", "DISCONNECT")
+    assert s == 403 and j["reason"] == "Not administrator user"
+    s, j, _ = bob.put("/api/vhosts/bobs")
     assert s == 403
-    boss = Api(b, "boss", "pw")
-    s, _, _ = boss.put(Api.q(q), {"durable": False})
+    s, _, _ = boss.put(Api.q(q2), {"durable": False})
     assert s == 201
 
 

@@ -344,18 +344,35 @@ def test_a_message_keeps_its_own_expiration_across_moves(api):
              message="its own expiration still applies in the subqueue")
 
 
-def test_moves_across_vhosts_are_refused(api):
-    assert api.put("/api/vhosts/mvother")[0] in (201, 204)
-    q, ids = fill(api, 1)
+def test_moves_across_vhosts_follow_permissions(api, broker_factory):
+    """A move needs receive (read) on the source and move (write) on the destination, each
+    in its vhost: across vhosts it is allowed exactly when both are held (README "Who may do
+    what")."""
+    assert api.put("/api/vhosts/mvother")[0] in (201, 204)  # guest gets full permissions
+    q, ids = fill(api, 2)
     there = uname("there")
     s, _, _ = api.put("/api/queues/mvother/" + there, {"durable": False})
     assert s in (201, 204)
+    s, j, _ = move(api, q, destination=there, destination_vhost="mvother", count=1)
+    assert s == 200 and j["moved"] == 1, j
+    assert api.get("/api/queues/mvother/" + there)[1]["messages"] == 1
+    # a user with read on the source vhost but no permission on the destination vhost
+    assert api.put("/api/users/mover", {"password": "pw", "tags": "management"})[0] == 201
+    assert api.put("/api/permissions/%2F/mover",
+                   {"configure": "", "write": "", "read": ".*"})[0] == 201
+    mover = Api.__new__(Api)
+    mover.__dict__.update(api.__dict__, user="mover", password="pw")
     for body in ({"destination": there, "destination_vhost": "mvother", "count": 1},
                  {"destination": "DIRECT=OS:.\\private$\\mvother/" + there, "count": 1},
                  {"destination": there + ";sub", "destination_vhost": "mvother", "count": 1}):
-        s, j, _ = move(api, q, **body)
+        s, j, _ = move(mover, q, **body)
         assert s == 403 and hr(j) == "MQ_ERROR_ACCESS_DENIED", (body, s, j)
-        assert j["hresult"] == "0xC00E0025" and "across vhosts" in j["reason"]
-    assert [m["lookup_id"] for m in api.peek(q)] == ids
+        assert j["hresult"] == "0xC00E0025" and "mvother" in j["reason"], j
+    # inside its own vhost, without write on the destination queue, refused too
+    dest = uname("dest")
+    assert api.put(Api.q(dest), {"durable": False})[0] == 201
+    s, j, _ = move(mover, q, destination=dest, count=1)
+    assert s == 403 and "write access to queue '%s'" % dest in j["reason"], j
+    assert [m["lookup_id"] for m in api.peek(q)] == ids[1:]
     s, j, _ = api.get("/api/queues/mvother/" + there)
-    assert s == 200 and j["messages"] == 0
+    assert s == 200 and j["messages"] == 1
