@@ -797,9 +797,9 @@ sl_err acc_check(const acc_db *a, const char *user, const char *vhost, acc_kind 
     const acc_grant *g = grant_of(user_of(a, user), vhost);
     if (g && acc_re_match(g->re[perm], name, match_len) == 1)
         return SL_OK;
-    snprintf(err, errlen, "%s access to %s '%.*s' in vhost '%s' refused for user '%s'",
-             perm_names[perm], kind_names[kind], (int)len, name, vhost ? vhost : "",
-             user ? user : "");
+    /* RabbitMQ 3.10's text (later versions put the permission's name in front) */
+    snprintf(err, errlen, "access to %s '%.*s' in vhost '%s' refused for user '%s'",
+             kind_names[kind], (int)len, name, vhost ? vhost : "", user ? user : "");
     return SL_ERR_ACCESS_REFUSED;
 }
 
@@ -828,11 +828,10 @@ sl_err acc_check_topic(const acc_db *a, const char *user, const char *vhost, con
         return SL_OK;
     if (acc_re_match(perm == ACC_WRITE ? t->write : t->read, routing_key, rk_len) == 1)
         return SL_OK;
-    /* rabbit_misc:rs of a topic resource: "'x' in vhost '/'" */
+    /* RabbitMQ 3.10's text; rabbit_misc:rs of a topic resource is "'x' in vhost '/'" */
     snprintf(err, errlen,
-             "%s access to topic '%.*s' in exchange '%s' in vhost '%s' refused for "
-             "user '%s'",
-             perm_names[perm], (int)rk_len, routing_key, exchange, vhost, user);
+             "access to topic '%.*s' in exchange '%s' in vhost '%s' refused for user '%s'",
+             (int)rk_len, routing_key, exchange, vhost, user);
     return SL_ERR_ACCESS_REFUSED;
 }
 

@@ -245,11 +245,11 @@ void acc_topic_perm_each(const acc_db *a, const char *user, const char *vhost, a
 /* ------------------------------------------------------------------------------------------
  * The checks. All return SL_OK or an error with RabbitMQ's text in err.
  */
-/* Resource access: SL_ERR_ACCESS_REFUSED "configure access to queue 'q' in vhost '/' refused
+/* Resource access: SL_ERR_ACCESS_REFUSED "access to queue 'q' in vhost '/' refused
  * for user 'u'" (an exchange named "" is checked, and named, as "amq.default"). */
 sl_err acc_check(const acc_db *a, const char *user, const char *vhost, acc_kind kind,
                  const char *name, size_t len, acc_perm perm, char *err, size_t errlen);
-/* Topic access for a topic exchange: SL_ERR_ACCESS_REFUSED "write access to topic 'rk' in
+/* Topic access for a topic exchange: SL_ERR_ACCESS_REFUSED "access to topic 'rk' in
  * exchange 'x' in vhost '/' refused for user 'u'". */
 sl_err acc_check_topic(const acc_db *a, const char *user, const char *vhost, const char *exchange,
                        const char *routing_key, size_t rk_len, acc_perm perm, char *err,

@@ -161,7 +161,7 @@ static const char *error_word(unsigned status)
     case 400:
         return "bad_request";
     case 403:
-        return "access_refused";
+        return "not_authorised" /* RabbitMQ's word for a refusal of the API */;
     case 404:
         return "Object Not Found";
     case 409:

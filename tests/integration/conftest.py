@@ -9,6 +9,8 @@ Targets (env SLUICE_TEST_TARGET):
            ports under a temp dir; torn down at the end.  Set
            SLUICE_RABBITMQ_PORT=N to reuse an already running broker instead.
 
+SLUICE_RABBITMQ_MGMT_PORT=N names its management API (test_permissions.py).
+
 Other env: SLUICE_TEST_TIMEOUT (per-test hard timeout, seconds, default 20);
 SLUICE_TEST_INCLUDE_SLUICE_ONLY=1 runs the sluice_only tests against RabbitMQ
 too (they are expected to fail there, at the assertion DIFFERENCES.md names).
@@ -123,6 +125,7 @@ class Broker:
         self.proc = proc
         self.data_dir = data_dir
         self.mgmt_port = None  # HTTP management API port (sluiced; None if not listening)
+        self.rmq_mgmt_port = None  # RabbitMQ's management API (SLUICE_TEST_TARGET=rabbitmq)
         self.exit_code = None
         self._clients = []
 
@@ -310,6 +313,10 @@ class RabbitMQServer:
         self.port = _free_port()
         self.dist_port = _free_port()
         self.epmd_port = _free_port()
+        # The management plugin is on, for the tests that compare the HTTP API's access
+        # rules (test_permissions.py); it is exposed as Broker.rmq_mgmt_port only, so the
+        # Sluice API tests (which use Broker.mgmt_port) keep skipping on RabbitMQ.
+        self.mgmt_port = _free_port()
         self.node = "sluicetest%d@localhost" % os.getpid()
         self.epmd = None
         self.proc = None
@@ -348,9 +355,11 @@ class RabbitMQServer:
             "disk_free_limit.absolute = 1MB\n"
             "vm_memory_high_watermark.relative = 0.9\n"
             "log.console = false\n"
-            "log.file.level = info\n" % (HOST, self.port))
+            "log.file.level = info\n"
+            "management.tcp.ip = %s\n"
+            "management.tcp.port = %d\n" % (HOST, self.port, HOST, self.mgmt_port))
         (b / "advanced.config").write_text("[].\n")
-        (b / "enabled_plugins").write_text("[].\n")
+        (b / "enabled_plugins").write_text("[rabbitmq_management].\n")
         (b / "rabbitmq-env.conf").write_text("")
         epmd = shutil.which("epmd") or "/usr/bin/epmd"
         self.epmd = subprocess.Popen([epmd, "-port", str(self.epmd_port)],
@@ -375,6 +384,7 @@ class RabbitMQServer:
                                     login_method="PLAIN")
                 c.connect()
                 c.close()
+                socket.create_connection((HOST, self.mgmt_port), timeout=2).close()
                 return
             except Exception as e:  # not up yet
                 last = e
@@ -419,12 +429,17 @@ def rabbitmq_server(tmp_path_factory):
         yield None
         return
     if os.environ.get("SLUICE_RABBITMQ_PORT"):
-        yield Broker(HOST, int(os.environ["SLUICE_RABBITMQ_PORT"]), "rabbitmq")
+        b = Broker(HOST, int(os.environ["SLUICE_RABBITMQ_PORT"]), "rabbitmq")
+        if os.environ.get("SLUICE_RABBITMQ_MGMT_PORT"):
+            b.rmq_mgmt_port = int(os.environ["SLUICE_RABBITMQ_MGMT_PORT"])
+        yield b
         return
     srv = RabbitMQServer(tmp_path_factory.mktemp("rabbitmq"))
     srv.start()
     try:
-        yield Broker(HOST, srv.port, "rabbitmq", log_path=str(srv.log_path))
+        b = Broker(HOST, srv.port, "rabbitmq", log_path=str(srv.log_path))
+        b.rmq_mgmt_port = srv.mgmt_port
+        yield b
     finally:
         srv.stop()
 
@@ -437,6 +452,7 @@ def broker(request, tmp_path, rabbitmq_server):
     """A broker to talk to: a fresh sluiced, or the session's RabbitMQ."""
     if IS_RABBITMQ:
         b = Broker(rabbitmq_server.host, rabbitmq_server.port, "rabbitmq")
+        b.rmq_mgmt_port = rabbitmq_server.rmq_mgmt_port
         yield b
         b.close_clients()
         return

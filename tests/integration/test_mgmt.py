@@ -177,7 +177,7 @@ def test_writes_need_administrator(broker_factory):
     q2 = uname("bob")
     s, j, _ = bob.put(Api.q(q2), {"durable": False})
     assert s == 403 and j["hresult_name"] == "MQ_ERROR_ACCESS_DENIED"
-    assert "configure access to queue '%s' in vhost '/' refused for user 'bob'" % q2 in j["reason"]
+    assert "access to queue '%s' in vhost '/' refused for user 'bob'" % q2 in j["reason"]
     s, _, _ = bob.get(Api.q(q2))
     assert s == 404, "a refused write changed something"
     s, j, _ = bob.action("MACHINE", "DISCONNECT")

@@ -162,3 +162,43 @@ def test_env_settings_and_errors(ctl):
     assert json.loads(ctl("whoami").stdout)["name"] == "guest"
     # options may follow the verb
     ctl("list", "queues", "--vhost", "/", "--json")
+
+
+def test_users_vhosts_permissions_verbs(ctl, broker):
+    """rabbitmqctl's verbs: add_user ... list_user_limits, each one request or two."""
+    u, vh = uname("cu"), uname("cv")
+    assert 'Adding user "%s"' % u in ctl("add_user", u, "s3cret").stdout
+    ctl("add_user", u, "again", ok=False)  # already exists: exit 1, one line
+    ctl("set_user_tags", u, "management", "monitoring")
+    assert [r["tags"] for r in rows(ctl("list_users").stdout) if r["name"] == u] == \
+        ['["management","monitoring"]']
+    ctl("authenticate_user", u, "s3cret")
+    ctl("authenticate_user", u, "wrong", ok=False)
+    ctl("change_password", u, "n3w")
+    ctl("authenticate_user", u, "n3w")  # set_user_tags and change_password kept the rest
+    ctl("add_vhost", vh)
+    assert vh in [r["name"] for r in rows(ctl("list_vhosts").stdout)]
+    ctl("set_permissions", "--vhost", vh, u, "^c", "^w", "^r")
+    perms = rows(ctl("list_permissions", "--vhost", vh).stdout)
+    assert {"user": u, "configure": "^c", "write": "^w", "read": "^r"} in perms
+    assert [r["vhost"] for r in rows(ctl("list_user_permissions", u).stdout)] == [vh]
+    ctl("set_permissions", "--vhost", vh, u, "(", "", "", ok=False)  # bad pattern
+    ctl("set_topic_permissions", "--vhost", vh, u, "amq.topic", "^a", "^b")
+    assert rows(ctl("list_topic_permissions", "--vhost", vh).stdout)[0]["exchange"] == "amq.topic"
+    ctl("clear_topic_permissions", "--vhost", vh, u)
+    ctl("set_vhost_limits", "--vhost", vh, '{"max-connections": 3, "max-queues": 7}')
+    js = json.loads(ctl("list_vhost_limits", "--vhost", vh, "--json").stdout)
+    assert js == [{"vhost": vh, "value": {"max-connections": 3, "max-queues": 7}}]
+    ctl("clear_vhost_limits", "--vhost", vh)
+    assert json.loads(ctl("list_vhost_limits", "--vhost", vh, "--json").stdout) == []
+    ctl("set_user_limits", u, '{"max-channels": 5}')
+    js = json.loads(ctl("list_user_limits", u, "--json").stdout)
+    assert js == [{"user": u, "value": {"max-channels": 5}}]
+    ctl("clear_user_limits", u, "all")
+    ctl("clear_permissions", "--vhost", vh, u)
+    assert rows(ctl("list_user_permissions", u).stdout) == []
+    ctl("clear_password", u)
+    ctl("authenticate_user", u, "n3w", ok=False)
+    ctl("delete_vhost", vh)
+    ctl("delete_user", u)
+    ctl("delete_user", u, ok=False)
