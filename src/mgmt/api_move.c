@@ -139,6 +139,8 @@ static qm_queue *destination(req *r, qm_queue *src, json_t *body)
 static sl_err move_permitted(req *r, const qm_queue *src, const qm_queue *dest, char *why,
                              size_t whylen)
 {
+    if (queue_exclusive_locked(src, why, whylen) || queue_exclusive_locked(dest, why, whylen))
+        return SL_ERR_RESOURCE_LOCKED; /* one rule for every door: as over AMQP */
     acc_db *a = r->m->b->acc;
     sl_err e = acc_check_vhost(a, r->user, src->vhost->name, why, whylen);
     if (e == SL_OK && dest->vhost != src->vhost)

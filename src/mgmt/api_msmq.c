@@ -237,6 +237,17 @@ static uint32_t ui4(uint64_t v)
     return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
+/* MS-MQDMPR Queue.Active: an outgoing queue with messages awaiting transfer, or a queue with
+ * an open queue descriptor. Here a descriptor is a handle (q->descs) or, over AMQP, a
+ * consumer; a queue that merely holds messages, an idle system queue, journal or subqueue is
+ * not active. */
+static int queue_active(const qm_queue *q)
+{
+    return q->descs != NULL || q->n_consumers > 0 || (q->is_outgoing && q->n_ready > 0);
+}
+
+/* ACTIVEQUEUES (active queues and subqueues, by format name) and PRIVATEQ (every private
+ * queue, by path name). */
 static void all_queues(mgmt *m, json_t *active, json_t *privateq)
 {
     char buf[800];
@@ -247,8 +258,10 @@ static void all_queues(mgmt *m, json_t *active, json_t *privateq)
         void **qs = map_sorted(((qm_vhost *)vhs[i])->queues, &nq);
         for (size_t j = 0; j < nq; j++) {
             qm_queue *q = qs[j];
-            fmtname_of(m, q, buf, sizeof buf);
-            json_array_append_new(active, json_string(buf));
+            if (queue_active(q)) {
+                fmtname_of(m, q, buf, sizeof buf);
+                json_array_append_new(active, json_string(buf));
+            }
             if (!q->is_system) {
                 pathname_of(m, q, buf, sizeof buf);
                 json_array_append_new(privateq, json_string(buf));
@@ -256,6 +269,8 @@ static void all_queues(mgmt *m, json_t *active, json_t *privateq)
             size_t ns;
             void **subs = map_sorted(q->subqueues, &ns);
             for (size_t k = 0; k < ns; k++) {
+                if (!queue_active(subs[k]))
+                    continue;
                 fmtname_of(m, subs[k], buf, sizeof buf);
                 json_array_append_new(active, json_string(buf));
             }

@@ -189,8 +189,36 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
     return reply_empty(r, created ? 201 : 204);
 }
 
+int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
+{
+    const qm_queue *top = q->parent ? q->parent : q;
+    if (!top->exclusive)
+        return 0;
+    snprintf(why, whylen,
+             "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be "
+             "originally declared on another connection or the exclusive property value does "
+             "not match that of the original declaration.",
+             top->name, top->vhost->name);
+    return 1;
+}
+
+/* An exclusive queue belongs to the connection that declared it: no HTTP request is that
+ * connection, so, as over AMQP (405 RESOURCE_LOCKED), nothing here deletes, purges, consumes
+ * or moves its messages (RabbitMQ's management API does these over an AMQP channel of its
+ * own and is refused the same way). Reading views (list, peek) stay open to operators. */
+static int refuse_exclusive(req *r, const qm_queue *q)
+{
+    char why[600];
+    if (!queue_exclusive_locked(q, why, sizeof why))
+        return 0;
+    reply_sl_err(r, SL_ERR_RESOURCE_LOCKED, "%s", why);
+    return 1;
+}
+
 static enum MHD_Result delete_queue(req *r, qm_queue *q)
 {
+    if (refuse_exclusive(r, q))
+        return MHD_YES;
     if (q->is_subqueue)
         return reply_sl_err(r, SL_ERR_INVALID_PARAMETER,
                             "subqueue '%s' is deleted with its queue; purge it instead", q->name);
@@ -206,10 +234,14 @@ static enum MHD_Result delete_queue(req *r, qm_queue *q)
 
 static enum MHD_Result purge(req *r, qm_queue *q)
 {
+    if (refuse_exclusive(r, q))
+        return MHD_YES;
+    /* purge_pending: what this purge made PurgePending, not the queue's running total */
+    uint64_t pending_before = q->n_purge_pending;
     uint64_t n = qm_queue_purge(q);
     return reply_json(r, 200,
                       json_pack("{s:I,s:I}", "message_count", (json_int_t)n, "purge_pending",
-                                (json_int_t)q->n_purge_pending));
+                                (json_int_t)(q->n_purge_pending - pending_before)));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -239,6 +271,8 @@ static int parse_ackmode(json_t *body, enum ackmode *out)
 
 static enum MHD_Result get(req *r, qm_queue *q)
 {
+    if (refuse_exclusive(r, q))
+        return MHD_YES;
     json_t *body = req_body(r, 1);
     if (!body)
         return MHD_YES;

@@ -189,6 +189,9 @@ int str_ieq(const char *a, const char *b);
  * "base64"; truncate < 0 = whole payload. */
 json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding, int64_t truncate,
                  uint64_t remaining);
+/* 1 with RabbitMQ's 405 text in why when q (or the queue of a subqueue) is exclusive: it
+ * belongs to its connection, and no HTTP request is that connection (api_queues.c). */
+int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen);
 /* Build a message from an /exchanges/.../publish body; NULL after replying 400. A BCC header
  * is taken out of the stored properties: its array content is appended to bcc, for routing. */
 qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc);

@@ -41,7 +41,11 @@ void qm_move_transfer(qm_position *pos, qm_queue *src, qm_queue *dest)
     dest->bytes_total += len;
     qm_ready_insert(dest, pos);
     QM_PERSIST(moved, pos, src, old_deadline);
-    qm_queue_schedule_dispatch(dest);
+    /* MS-MQDMPR Move Message raises Message Position Available on the target unless it is a
+     * System queue: readers waiting there are not woken by a move (the next arrival, or a
+     * receive, finds it). */
+    if (!dest->is_system)
+        qm_queue_schedule_dispatch(dest);
     qm_queue_maybe_gc(src);
 }
 

@@ -91,11 +91,16 @@ void qm_orphan_link(qm_node *n, qm_position *pos)
     s->lnext = pos;
 }
 
+/* A message consumed from a journaled queue, or from one of its subqueues (they are part of
+ * it), is copied into the queue's journal; what is consumed from the journal itself is not. */
 void qm_journal_copy(qm_queue *q, qm_position *pos)
 {
-    if (!q->args.journal || q->is_subqueue)
+    qm_queue *top = q->is_subqueue ? q->parent : q;
+    if (!top->args.journal)
         return;
-    qm_queue *j = qm_queue_subqueue(q, "journal", 7, 1);
+    if (q->is_subqueue && !strcmp(strchr(q->name, ';') + 1, "journal"))
+        return;
+    qm_queue *j = qm_queue_subqueue(top, "journal", 7, 1);
     /* the journal keeps the message and its lookup id, like a move */
     qm_position *copy = qm_position_new(j, pos->msg, pos->lookup_id);
     copy->move_count = pos->move_count;

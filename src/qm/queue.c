@@ -548,6 +548,12 @@ qm_queue *qm_queue_subqueue(qm_queue *q, const char *sub, size_t len, int create
     s->is_subqueue = 1;
     s->parent = q;
     s->durable = q->durable;
+    if (q->args.max_priority > 0) {
+        /* a subqueue is a part of its queue: its messages keep their priority order */
+        s->args.max_priority = q->args.max_priority;
+        sl_free(s->ready_impl);
+        s->ready_impl = ready_new(q->args.max_priority + 1);
+    }
     if (!q->subqueues)
         q->subqueues = sl_map_new();
     sl_map_put(q->subqueues, sub, len, s);
