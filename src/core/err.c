@@ -69,6 +69,8 @@ static const sl_err_info table[SL_ERR__COUNT] = {
     [SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE] = {"NOT_FOUND", 404, 0, 0xC00E0069u,
                                              "MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE"},
     [SL_ERR_QUEUE_NOT_ACTIVE] = {"NOT_FOUND", 404, 0, 0xC00E0004u, "MQ_ERROR_QUEUE_NOT_ACTIVE"},
+    [SL_ERR_SERVICE_NOT_AVAILABLE] = {"RESOURCE_ERROR", 506, 1, 0xC00E000Bu,
+                                      "MQ_ERROR_SERVICE_NOT_AVAILABLE"},
 };
 
 const sl_err_info *sl_err_get(sl_err e)

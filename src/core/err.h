@@ -56,7 +56,8 @@ typedef enum sl_err {
     SL_ERR_NOINTERFACE,                      /* 406 / E_NOINTERFACE (QueryInterface) */
     SL_ERR_MEMBER_NOT_FOUND,                 /* 404 / DISP_E_MEMBERNOTFOUND (IDispatch) */
     SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE,     /* 404 / MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE */
-    SL_ERR_QUEUE_NOT_ACTIVE, /* 404 / MQ_ERROR_QUEUE_NOT_ACTIVE (no such outgoing queue) */
+    SL_ERR_QUEUE_NOT_ACTIVE,      /* 404 / MQ_ERROR_QUEUE_NOT_ACTIVE (no such outgoing queue) */
+    SL_ERR_SERVICE_NOT_AVAILABLE, /* 503 / MQ_ERROR_SERVICE_NOT_AVAILABLE */
     SL_ERR__COUNT
 } sl_err;
 

@@ -31,6 +31,15 @@ typedef struct rctx {
     char *vhost, *queue;
 } rctx;
 
+static link_rpc_mgmt_fn mgmt_fn;
+static void *mgmt_ctx;
+
+void link_rpc_set_mgmt(link_rpc_mgmt_fn fn, void *ctx)
+{
+    mgmt_fn = fn;
+    mgmt_ctx = ctx;
+}
+
 static sl_map *contexts; /* id -> rctx* */
 static sl_map *per_peer; /* peer -> count (pointer-sized integer) */
 static size_t sweep_pos;
@@ -211,6 +220,14 @@ static rctx *lookup(uint64_t boot_id, const char *peer, json_t *req, char **out)
 char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer, uint64_t conn_id,
                      const char *op, json_t *req)
 {
+    if (!strcmp(op, "queue.getinfo")) {
+        if (!json_is_object(req))
+            return fail(SL_ERR_INVALID_PARAMETER, "the request is not a JSON object");
+        if (!mgmt_fn)
+            return fail(SL_ERR_SERVICE_NOT_AVAILABLE,
+                        "the management API is off on this node: no management properties");
+        return mgmt_fn(mgmt_ctx, peer, op, req);
+    }
     int is_open = !strcmp(op, "queue.open"), is_purge = !strcmp(op, "queue.purge"),
         is_close = !strcmp(op, "queue.close");
     if (!is_open && !is_purge && !is_close)

@@ -7,6 +7,7 @@
  *                     "incarnation"}
  *   "queue.purge" {"context"}   RemoteQMPurgeQueue -> {"ok": true, "purged", "purge_pending"}
  *   "queue.close" {"context"}   RemoteQMCloseQueue -> {"ok": true}
+ *   "queue.getinfo"             R_QMMgmtGetInfo of a queue property (see link_rpc_set_mgmt)
  * Failures: {"ok": false, "hresult": "0x...", "hresult_name", "reason"}: a context of an
  * earlier boot of this node MQ_ERROR_STALE_HANDLE, an unknown one (or one another peer opened)
  * MQ_ERROR_INVALID_HANDLE, a context whose queue was deleted since MQ_ERROR_QUEUE_DELETED
@@ -33,6 +34,14 @@
  * one of these (the caller answers it); otherwise the reply, malloc'ed JSON. */
 char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer, uint64_t conn_id,
                      const char *op, json_t *req);
+/* Management objects bound to a queue of this node from another one (MC-MQAC with a
+ * Machine): "queue.getinfo" {"format_name", "vhost"?, "props": [PROPID_MGMT_QUEUE_* ids]}
+ * -> {"ok": true, "values": [{"id", "vt", "value"}...]} is answered by the management API,
+ * which registers itself here (NULL to unregister); without it such requests fail with
+ * MQ_ERROR_SERVICE_NOT_AVAILABLE. */
+typedef char *(*link_rpc_mgmt_fn)(void *ctx, const char *peer, const char *op, json_t *req);
+void link_rpc_set_mgmt(link_rpc_mgmt_fn fn, void *ctx);
+
 /* Link connection conn_id is gone: close every context it opened. */
 void link_rpc_conn_gone(uint64_t conn_id);
 /* Close every context (node stop). */

@@ -216,6 +216,10 @@ START_TEST(refused_requests)
          "MQ_ERROR_INVALID_HANDLE"},
         {"queue.close", "{\"context\": \"x\"}", "MQ_ERROR_INVALID_HANDLE"},
         {"queue.purge", "[1, 2]", "MQ_ERROR_INVALID_PARAMETER"},
+        /* no management API registered (link_rpc_set_mgmt): no properties */
+        {"queue.getinfo", "{\"format_name\": \"x\", \"props\": [7]}",
+         "MQ_ERROR_SERVICE_NOT_AVAILABLE"},
+        {"queue.getinfo", "[]", "MQ_ERROR_INVALID_PARAMETER"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *j = call(BOOT, "node-a", 1, cases[i].op, cases[i].req);
