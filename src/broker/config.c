@@ -77,6 +77,7 @@ void sl_config_defaults(sl_config *c)
     c->segment_size = 64u << 20;
     c->handle_idle_timeout_s = 600;
     c->handle_limit = 1000;
+    c->handle_remote_timeout_ms = 5000;
     c->link_user = sl_xstrdup("guest");
     c->link_password = sl_xstrdup("guest");
     c->link_heartbeat_s = 10;
@@ -289,6 +290,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT32_MAX, &n) || n == 0)
             return "handle_idle_timeout must be seconds (at least 1)";
         c->handle_idle_timeout_s = n;
+    } else if (!strcmp(key, "handle_remote_timeout")) {
+        if (parse_u64(value, 600000, &n) || n < 10)
+            return "handle_remote_timeout must be milliseconds from 10 to 600000";
+        c->handle_remote_timeout_ms = (uint32_t)n;
     } else if (!strcmp(key, "handle_limit")) {
         if (parse_u64(value, 1000000, &n) || n == 0)
             return "handle_limit must be a count from 1 to 1000000";

@@ -52,6 +52,7 @@ typedef struct sl_config {
      * (the context-handle rundown); at most handle_limit of each open per user. */
     uint64_t handle_idle_timeout_s;
     uint32_t handle_limit;
+    uint32_t handle_remote_timeout_ms; /* a request to the node that owns a queue, at most */
 
     sl_user *users; /* user.NAME lines */
     size_t n_users;

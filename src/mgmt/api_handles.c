@@ -15,6 +15,16 @@
  * queue is deleted the handle purges nothing and fails with MQ_ERROR_QUEUE_DELETED, even when a
  * queue of the same name was declared since. The ids, ownership, per-user limit and the idle
  * rundown are ctxtab.c's. Every reply carries "hresult" and "hresult_name".
+ *
+ * A remote handle is MS-MQMP's RemoteQueueProxyHandle: opened on a direct format name of
+ * another node, it holds the context the owner gave (MS-MQQP RemoteQMOpenQueue over the link's
+ * request channel, link_rpc_call; the owner's side is link/rpc_queue.c). A purge is forwarded
+ * (RemoteQMPurgeQueue) and answers with the owner's HRESULT and count; a close answers MQ_OK at
+ * once and tells the owner in the background (RemoteQMCloseQueue, MS-MQMP: "SHOULD be done
+ * asynchronously"), as does the rundown. The owner checks its own incarnations, and a context
+ * from before its restart is MQ_ERROR_STALE_HANDLE there, so a proxy never purges another
+ * queue than the one it opened. Requests to the owner suspend the HTTP request
+ * (req_suspend) until the answer, or an error after handle_remote_timeout.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +37,7 @@
 #include "../link/link.h"
 #include "mgmt_internal.h"
 
-enum handle_kind { HANDLE_LOCAL = 0 };
+enum handle_kind { HANDLE_LOCAL = 0, HANDLE_REMOTE };
 
 typedef struct handle {
     ctx_entry e; /* first: the table holds &e */
@@ -36,14 +46,25 @@ typedef struct handle {
     char *format_name; /* the queue's format name when it was opened */
     char *vhost, *queue;
     uint64_t incarnation;
+    /* HANDLE_REMOTE: the owning node, the context it gave, the access asked */
+    char *host;
+    int port;
+    char *context; /* NULL while the open is on its way */
+    uint32_t access;
+    int share;
 } handle;
+
+static void forget_remote(mgmt *m, const char *host, int port, const char *context);
 
 static void handle_close(mgmt *m, ctx_entry *e)
 {
-    (void)m;
     handle *h = (handle *)e;
     if (h->d)
         qm_qdesc_close(h->d);
+    if (h->context)
+        forget_remote(m, h->host, h->port, h->context);
+    sl_free(h->host);
+    sl_free(h->context);
     sl_free(h->format_name);
     sl_free(h->vhost);
     sl_free(h->queue);
@@ -185,9 +206,23 @@ static sl_err handle_may(req *r, qm_queue *q, uint32_t access, char *err, size_t
 static json_t *handle_json(mgmt *m, handle *h)
 {
     char acc[64];
-    access_str(h->d ? h->d->access : 0, acc, sizeof acc);
+    access_str(h->d ? h->d->access : h->access, acc, sizeof acc);
     qm_queue *q = h->d ? qm_qdesc_queue(h->d) : NULL;
     uint64_t now = sl_now_ms();
+    if (h->kind == HANDLE_REMOTE) {
+        char owner[300];
+        snprintf(owner, sizeof owner, "%s:%d", h->host, h->port);
+        json_t *o = json_pack(
+            "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I}", "handle", h->e.id, "kind",
+            "remote", "owner", owner, "format_name", h->format_name, "vhost",
+            h->vhost ? h->vhost : "", "queue", h->queue ? h->queue : "", "access", acc, "share",
+            h->share == QM_SHARE_DENY_RECEIVE ? "deny_receive" : "deny_none", "user", h->e.owner,
+            "opened_at", (json_int_t)h->e.opened_wall_ms, "idle_ms",
+            (json_int_t)(now - h->e.last_used_ms), "incarnation", (json_int_t)h->incarnation,
+            "idle_timeout_s", (json_int_t)m->b->cfg->handle_idle_timeout_s);
+        json_object_set_new(o, "remote_context", json_string(h->context ? h->context : ""));
+        return o;
+    }
     json_t *o = json_pack(
         "{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:b,s:I}", "handle", h->e.id, "kind", "local",
         "format_name", h->format_name, "vhost", h->vhost, "queue", h->queue, "access", acc, "share",
@@ -204,18 +239,142 @@ static json_t *handle_json(mgmt *m, handle *h)
  * Open (rpc_QMOpenQueueInternal, MS-MQDMPR Open Queue)
  */
 
+/* ---- requests to the owning node ---- */
+
+static void ignore_reply(void *ctx, const char *reply, const char *err)
+{
+    (void)ctx;
+    (void)reply;
+    (void)err;
+}
+
+/* RemoteQMCloseQueue, in the background: nobody waits for it. If the owner cannot be told,
+ * its side closes the context when the link goes, or after an hour unused. */
+static void forget_remote(mgmt *m, const char *host, int port, const char *context)
+{
+    if (!m->b->links)
+        return;
+    json_t *j = json_pack("{s:s,s:s}", "op", "queue.close", "context", context);
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (link_rpc_call(m->b->links, host, port, text, m->b->cfg->handle_remote_timeout_ms,
+                      ignore_reply, NULL) != SL_OK)
+        sl_debug("management: could not tell %s:%d to close context %s", host, port, context);
+    free(text);
+}
+
+static int reply_ok(const json_t *reply)
+{
+    return reply && json_is_true(json_object_get(reply, "ok"));
+}
+
+/* The owner's failure (its HRESULT, name and reason) or the transport's, as our reply. */
+static enum MHD_Result reply_owner_failure(req *r, json_t *reply, handle *h, const char *what)
+{
+    char reason[800];
+    if (!reply) {
+        snprintf(reason, sizeof reason, "%s: node %s:%d did not answer (%s)", what, h->host,
+                 h->port, r->async_err ? r->async_err : "no answer");
+        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE,
+                             json_pack("{s:s}", "handle", h->e.id), reason);
+    }
+    const char *hr = json_string_value(json_object_get(reply, "hresult"));
+    const char *name = json_string_value(json_object_get(reply, "hresult_name"));
+    const char *why = json_string_value(json_object_get(reply, "reason"));
+    snprintf(reason, sizeof reason, "%s: node %s:%d answered: %s", what, h->host, h->port,
+             why ? why : "a failure");
+    return reply_remote_hresult(r, hr, name, reason, json_pack("{s:s}", "handle", h->e.id));
+}
+
+static enum MHD_Result open_resumed(req *r)
+{
+    ctx_entry *e = sl_map_get(r->m->handles.by_id, r->async_tag, CTX_ID_LEN);
+    handle *h = (handle *)e;
+    json_t *reply = req_async_json(r);
+    const char *c = reply_ok(reply) ? json_string_value(json_object_get(reply, "context")) : NULL;
+    enum MHD_Result rc;
+    if (!h) { /* cannot happen: busy handles are not run down and nobody knows the id yet */
+        if (reply)
+            json_decref(reply);
+        return reply_hresult(r, SL_ERR_INTERNAL, NULL, "the handle went away while opening");
+    }
+    h->e.busy = 0;
+    if (!c) {
+        rc = reply_owner_failure(r, reply, h, "RemoteQMOpenQueue");
+        ctx_remove(&r->m->handles, e);
+        handle_close(r->m, e);
+        if (reply)
+            json_decref(reply);
+        return rc;
+    }
+    h->context = sl_xstrdup(c);
+    json_t *jv = json_object_get(reply, "vhost"), *jq = json_object_get(reply, "queue");
+    sl_free(h->vhost);
+    sl_free(h->queue);
+    h->vhost = sl_xstrdup(json_is_string(jv) ? json_string_value(jv) : "");
+    h->queue = sl_xstrdup(json_is_string(jq) ? json_string_value(jq) : "");
+    h->incarnation = (uint64_t)json_integer_value(json_object_get(reply, "incarnation"));
+    h->e.last_used_ms = sl_now_ms();
+    json_decref(reply);
+    sl_debug("management: user '%s' opened remote handle %s on %s (context %s)", r->user, h->e.id,
+             h->format_name, h->context);
+    json_t *j = handle_json(r->m, h);
+    json_object_set_new(j, "hresult", json_string("0x00000000"));
+    json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
+    return reply_json(r, 201, j);
+}
+
 /* A queue of another node: a remote queue proxy (RemoteQMOpenQueue at the owner). */
 static enum MHD_Result open_remote(req *r, const char *fmt, const link_addr *ra, uint32_t access,
-                                   int share)
+                                   int share, const char *vhost)
 {
-    (void)access;
-    (void)share;
     char reason[700];
-    snprintf(reason, sizeof reason,
-             "'%s' is a queue of node %s:%d; remote queue proxies need the link's request "
-             "channel, which this node does not have yet",
-             fmt, ra->host, ra->port);
-    return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+    if (!r->m->b->links) {
+        snprintf(reason, sizeof reason, "'%s' is a queue of node %s:%d and this node has no links",
+                 fmt, ra->host, ra->port);
+        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+    }
+    /* MS-MQMP: a remote queue opens to receive or peek only */
+    if (access != QM_ACCESS_RECEIVE && access != QM_ACCESS_PEEK) {
+        snprintf(reason, sizeof reason,
+                 "'%s' is a queue of another node: it opens with receive or peek access (send "
+                 "to it by publishing to its format name)",
+                 fmt);
+        return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL, reason);
+    }
+    handle *h = sl_xcalloc(1, sizeof *h);
+    sl_err e = ctx_add(r->m, &r->m->handles, &h->e, r->user, reason, sizeof reason);
+    if (e != SL_OK) {
+        sl_free(h);
+        return reply_hresult(r, e, NULL, reason);
+    }
+    h->kind = HANDLE_REMOTE;
+    h->format_name = sl_xstrdup(fmt);
+    h->host = sl_xstrdup(ra->host);
+    h->port = ra->port;
+    h->queue = sl_xstrdup(ra->queue);
+    h->access = access;
+    h->share = share;
+    h->e.busy = 1;
+    json_t *j = json_pack("{s:s,s:s,s:i,s:i}", "op", "queue.open", "queue", ra->queue, "access",
+                          (int)access, "share", share);
+    if (vhost)
+        json_object_set_new(j, "vhost", json_string(vhost));
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
+    e = link_rpc_call(r->m->b->links, ra->host, ra->port, text,
+                      r->m->b->cfg->handle_remote_timeout_ms, req_link_done, r);
+    free(text);
+    if (e != SL_OK) {
+        ctx_remove(&r->m->handles, &h->e);
+        handle_close(r->m, &h->e);
+        snprintf(reason, sizeof reason, "cannot ask node %s:%d%s", ra->host, ra->port,
+                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline (DISCONNECT)" : "");
+        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+    }
+    req_suspend(r, open_resumed);
+    return MHD_YES;
 }
 
 static enum MHD_Result open_handle(req *r)
@@ -251,7 +410,7 @@ static enum MHD_Result open_handle(req *r)
                                  "a queue of another node is DIRECT=TCP:<address>[:<port>]"
                                  "\\private$\\<queue>");
         if (remote && !(access & QM_ACCESS_ADMIN))
-            return open_remote(r, fmt, &ra, access, share);
+            return open_remote(r, fmt, &ra, access, share, vhost);
         if (!remote && (access & QM_ACCESS_ADMIN)) {
             snprintf(reason, sizeof reason,
                      "admin access opens the outgoing queue that leads to a queue of another "
@@ -304,8 +463,67 @@ static enum MHD_Result open_handle(req *r)
  * Purge (rpc_ACPurgeQueue), close (rpc_ACCloseHandle), list
  */
 
+static enum MHD_Result purge_resumed(req *r)
+{
+    ctx_entry *e = sl_map_get(r->m->handles.by_id, r->async_tag, CTX_ID_LEN);
+    handle *h = (handle *)e;
+    json_t *reply = req_async_json(r);
+    enum MHD_Result rc;
+    if (!h) { /* closed while the owner purged: the owner's answer is lost with it */
+        rc = reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL, "the handle was closed meanwhile");
+    } else {
+        h->e.busy = 0;
+        h->e.last_used_ms = sl_now_ms();
+        if (!reply_ok(reply)) {
+            rc = reply_owner_failure(r, reply, h, "RemoteQMPurgeQueue");
+        } else {
+            char owner[300];
+            snprintf(owner, sizeof owner, "%s:%d", h->host, h->port);
+            rc = reply_hresult(
+                r, SL_OK,
+                json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}", "handle", h->e.id, "owner", owner, "vhost",
+                          h->vhost, "queue", h->queue, "message_count",
+                          (json_int_t)json_integer_value(json_object_get(reply, "purged")),
+                          "purge_pending",
+                          (json_int_t)json_integer_value(json_object_get(reply, "purge_pending"))),
+                NULL);
+        }
+    }
+    if (reply)
+        json_decref(reply);
+    return rc;
+}
+
+/* RemoteQMPurgeQueue: the owner purges, its HRESULT and count come back. */
+static enum MHD_Result purge_remote(req *r, handle *h)
+{
+    if (!h->context)
+        return reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL, "the handle is still being opened");
+    json_t *j = json_pack("{s:s,s:s}", "op", "queue.purge", "context", h->context);
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
+    sl_err e = r->m->b->links
+                   ? link_rpc_call(r->m->b->links, h->host, h->port, text,
+                                   r->m->b->cfg->handle_remote_timeout_ms, req_link_done, r)
+                   : SL_ERR_NOT_ALLOWED;
+    free(text);
+    if (e != SL_OK) {
+        char reason[400];
+        snprintf(reason, sizeof reason, "cannot ask node %s:%d%s", h->host, h->port,
+                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline (DISCONNECT)" : "");
+        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE,
+                             json_pack("{s:s}", "handle", h->e.id), reason);
+    }
+    h->e.busy = 1;
+    req_suspend(r, purge_resumed);
+    return MHD_YES;
+}
+
 static enum MHD_Result purge_handle(req *r, handle *h)
 {
+    if (h->kind == HANDLE_REMOTE)
+        return purge_remote(r, h);
     char reason[600], acc[64];
     qm_queue *q = qm_qdesc_queue(h->d);
     sl_err e = SL_OK;

@@ -21,6 +21,12 @@
  *
  * Replies: {"hresult", "hresult_name", "member", "value"}, plus "name" for members whose value
  * is an MC-MQAC enumeration (as the MC-MQAC view of GET /api/queues/{vhost}/{name} does).
+ *
+ * With a Machine other than this node ("host" or "host:port"), Get Info goes to that node over
+ * the link's request channel ("queue.getinfo", answered there by serve_peer below through its
+ * own R_QMMgmtGetInfo), the request waiting (req_suspend) until the answer or
+ * handle_remote_timeout; the owner's HRESULT comes back as it is. Actions on another node's queues
+ * are refused (MQ_ERROR_ACCESS_DENIED): a link peer is not an administrator of that node.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +34,10 @@
 #include <strings.h>
 
 #include "../core/log.h"
+#include "../core/clock.h"
 #include "../core/mem.h"
+#include "../link/link.h"
+#include "../link/rpc_queue.h"
 #include "mgmt_internal.h"
 
 typedef struct mobj {
@@ -38,12 +47,28 @@ typedef struct mobj {
     char *machine;     /* ComputerName as given; NULL = this node */
     char *format_name; /* QueueFormatName */
     char *vhost;       /* vhost hint for the format name, or NULL */
+    char *rhost;       /* Machine is another node: its address and port */
+    int rport;
+    /* an Init on its way to another node: the binding it will take */
+    char *p_machine, *p_format_name, *p_vhost, *p_rhost;
+    int p_rport;
 } mobj;
+
+static void clear_pending(mobj *o)
+{
+    sl_free(o->p_machine);
+    sl_free(o->p_format_name);
+    sl_free(o->p_vhost);
+    sl_free(o->p_rhost);
+    o->p_machine = o->p_format_name = o->p_vhost = o->p_rhost = NULL;
+}
 
 static void mobj_close(mgmt *m, ctx_entry *e)
 {
     (void)m;
     mobj *o = (mobj *)e;
+    clear_pending(o);
+    sl_free(o->rhost);
     sl_free(o->machine);
     sl_free(o->format_name);
     sl_free(o->vhost);
@@ -51,9 +76,18 @@ static void mobj_close(mgmt *m, ctx_entry *e)
     sl_free(o);
 }
 
+static char *serve_peer(void *ctx, const char *peer, const char *op, json_t *rq);
+
 void mgmtobj_init(mgmt *m)
 {
     ctxtab_init(&m->mobjs, "management object", mobj_close);
+    link_rpc_set_mgmt(serve_peer, m);
+}
+
+void mgmtobj_stop(mgmt *m)
+{
+    (void)m;
+    link_rpc_set_mgmt(NULL, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -165,15 +199,30 @@ static const enum_val *enum_table(int propid)
     }
 }
 
-/* QMMgmt Get Info (MC-MQAC 3.3.6.2) for the object's binding. */
+/* QMMgmt Get Info (MC-MQAC 3.3.6.2) for a binding of this node. */
 static sl_err get_info(mgmt *m, mobj *o, int propid, json_t **value, char *err, size_t errlen)
 {
     const char *vt;
     return msmq_queue_prop(m, o->format_name, o->vhost, propid, value, &vt, err, errlen);
 }
 
-/* EodGetSendInfo: eleven GetInfo calls collected under MC-MQAC's keys (section 4.4). */
-static sl_err send_info(mgmt *m, mobj *o, json_t **out, char *err, size_t errlen)
+/* The PROPID_MGMT_QUEUE_* a member reads: EodGetSendInfo's eleven, one for the others, none
+ * for FormatName, Machine and the actions. */
+static int member_props(const member *mb, int *ids)
+{
+    if (mb->conv == CV_SEND_INFO) {
+        for (int i = 0; i < 11; i++)
+            ids[i] = 13 + i;
+        return 11;
+    }
+    if (mb->conv == CV_FORMAT_NAME || mb->conv == CV_MACHINE || mb->conv == CV_ACTION)
+        return 0;
+    ids[0] = mb->propid;
+    return 1;
+}
+
+/* EodGetSendInfo: eleven GetInfo values collected under MC-MQAC's keys (section 4.4). */
+static json_t *send_info(json_t **v)
 {
     static const char *const keys[] = {
         "EodLastAck",    "EodLastAckTime",    "EodLastAckCount", "EodFirstNonAck",
@@ -182,16 +231,10 @@ static sl_err send_info(mgmt *m, mobj *o, json_t **out, char *err, size_t errlen
     };
     json_t *c = json_object();
     for (int i = 0; i < 11; i++) {
-        json_t *v;
-        sl_err e = get_info(m, o, 13 + i, &v, err, errlen);
-        if (e != SL_OK) {
-            json_decref(c);
-            return e;
-        }
-        json_object_set_new(c, keys[i], v);
+        json_object_set_new(c, keys[i], v[i]);
+        v[i] = NULL;
     }
-    *out = c;
-    return SL_OK;
+    return c;
 }
 
 /* EodGetReceiveInfo: PROPID_MGMT_QUEUE_EOD_SOURCE_INFO's six parallel vectors turned into
@@ -224,6 +267,139 @@ static enum MHD_Result reply_member(req *r, const member *mb, json_t *value, con
     return reply_hresult(r, SL_OK, j, NULL);
 }
 
+/* The member's value from the properties it read (v[], stolen), as MC-MQAC converts them. */
+static enum MHD_Result answer(req *r, const member *mb, json_t **v)
+{
+    char reason[300];
+    if (mb->conv == CV_SEND_INFO)
+        return reply_member(r, mb, send_info(v), NULL);
+    json_t *x = v[0];
+    v[0] = NULL;
+    if (mb->conv == CV_PLAIN)
+        return reply_member(r, mb, json_is_null(x) ? (json_decref(x), json_integer(0)) : x, NULL);
+    if (mb->conv == CV_IS_LOCAL) {
+        int local = json_is_string(x) && str_ieq(json_string_value(x), "LOCAL");
+        json_decref(x);
+        return reply_member(r, mb, json_boolean(local), local ? "VARIANT_TRUE" : "VARIANT_FALSE");
+    }
+    if (mb->conv == CV_ARRAY) {
+        if (!json_is_array(x)) {
+            json_decref(x);
+            x = json_array();
+        }
+        return reply_member(r, mb, x, NULL);
+    }
+    if (mb->conv == CV_RECEIVE_INFO) {
+        json_t *ri = receive_info(x);
+        json_decref(x);
+        return reply_member(r, mb, ri, NULL);
+    }
+    /* CV_ENUM */
+    const enum_val *t = enum_table(mb->propid);
+    const char *s = json_is_string(x) ? json_string_value(x) : "";
+    for (; t->str; t++) {
+        if (str_ieq(s, t->str)) {
+            json_decref(x);
+            return reply_member(r, mb, json_integer(t->value), t->name);
+        }
+    }
+    snprintf(reason, sizeof reason, "%s: unexpected property value '%s'", mb->name, s);
+    json_decref(x);
+    return reply_hresult(r, SL_ERR_INTERNAL, NULL, reason);
+}
+
+/* ---- Get Info at another node ---- */
+
+/* Ask host:port for props of fmt; the answer resumes r with fn. */
+static enum MHD_Result ask_owner(req *r, mobj *o, const char *host, int port, const char *fmt,
+                                 const char *vhost, const int *ids, int n,
+                                 enum MHD_Result (*fn)(req *r), const char *tag)
+{
+    char reason[400];
+    json_t *props = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(props, json_integer(ids[i]));
+    json_t *j =
+        json_pack("{s:s,s:s,s:o}", "op", "queue.getinfo", "format_name", fmt, "props", props);
+    if (vhost)
+        json_object_set_new(j, "vhost", json_string(vhost));
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    snprintf(r->async_tag, sizeof r->async_tag, "%s%s", o->e.id, tag);
+    sl_err e = r->m->b->links
+                   ? link_rpc_call(r->m->b->links, host, port, text,
+                                   r->m->b->cfg->handle_remote_timeout_ms, req_link_done, r)
+                   : SL_ERR_NOT_ALLOWED;
+    free(text);
+    if (e != SL_OK) {
+        snprintf(reason, sizeof reason, "cannot ask node %s:%d%s", host, port,
+                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline (DISCONNECT)" : "");
+        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+    }
+    o->e.busy = 1;
+    req_suspend(r, fn);
+    return MHD_YES;
+}
+
+/* The owner's values (n of them, into v) or its failure as our reply (then -1). */
+static int owner_values(req *r, const char *host, int port, int n, json_t **v, enum MHD_Result *rc)
+{
+    char reason[700];
+    json_t *reply = req_async_json(r);
+    if (!reply) {
+        snprintf(reason, sizeof reason, "node %s:%d did not answer (%s)", host, port,
+                 r->async_err ? r->async_err : "no answer");
+        *rc = reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+        return -1;
+    }
+    int ret = -1;
+    json_t *vals = json_object_get(reply, "values");
+    if (!json_is_true(json_object_get(reply, "ok"))) {
+        const char *why = json_string_value(json_object_get(reply, "reason"));
+        snprintf(reason, sizeof reason, "node %s:%d answered: %s", host, port,
+                 why ? why : "a failure");
+        *rc = reply_remote_hresult(r, json_string_value(json_object_get(reply, "hresult")),
+                                   json_string_value(json_object_get(reply, "hresult_name")),
+                                   reason, NULL);
+    } else if (!json_is_array(vals) || json_array_size(vals) != (size_t)n) {
+        snprintf(reason, sizeof reason, "node %s:%d answered without the values asked for", host,
+                 port);
+        *rc = reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+    } else {
+        for (int i = 0; i < n; i++) {
+            json_t *x = json_object_get(json_array_get(vals, (size_t)i), "value");
+            v[i] = x ? json_incref(x) : json_null();
+        }
+        ret = 0;
+    }
+    json_decref(reply);
+    return ret;
+}
+
+static mobj *waiting_object(req *r)
+{
+    mobj *o = sl_map_get(r->m->mobjs.by_id, r->async_tag, CTX_ID_LEN);
+    if (o)
+        o->e.busy = 0;
+    return o;
+}
+
+static enum MHD_Result member_resumed(req *r)
+{
+    mobj *o = waiting_object(r);
+    const member *mb = o ? find_member(r->async_tag + CTX_ID_LEN) : NULL;
+    if (!o || !mb)
+        return reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL,
+                             "the management object was released meanwhile");
+    int ids[11];
+    int n = member_props(mb, ids);
+    json_t *v[11] = {0};
+    enum MHD_Result rc;
+    if (owner_values(r, o->rhost, o->rport, n, v, &rc) < 0)
+        return rc;
+    return answer(r, mb, v);
+}
+
 static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
 {
     char reason[600];
@@ -243,61 +419,96 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
                  o->outgoing ? "an outgoing queue" : "a destination queue");
         return reply_hresult(r, SL_ERR_NOINTERFACE, NULL, reason);
     }
-    json_t *v = NULL;
+    json_t *v[11] = {0};
     sl_err e = SL_OK;
     switch (mb->conv) {
     case CV_FORMAT_NAME:
         return reply_member(r, mb, json_string(o->format_name), NULL);
     case CV_MACHINE:
         return reply_member(r, mb, json_string(o->machine ? o->machine : fmt_computer(r->m)), NULL);
-    case CV_SEND_INFO:
-        if ((e = send_info(r->m, o, &v, reason, sizeof reason)) != SL_OK)
-            return reply_hresult(r, e, NULL, reason);
-        return reply_member(r, mb, v, NULL);
     case CV_ACTION:
+        if (o->rhost) {
+            snprintf(reason, sizeof reason,
+                     "%s acts on a queue of node %s:%d; management actions are taken on the "
+                     "node itself, not through a link",
+                     mb->name, o->rhost, o->rport);
+            return reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
+        }
         /* QMMgmt Action (MC-MQAC 3.3.6.3): this node's R_QMMgmtAction */
-        if ((e = msmq_queue_action(r->m, o->format_name, o->vhost, mb->action, &v, reason,
+        if ((e = msmq_queue_action(r->m, o->format_name, o->vhost, mb->action, &v[0], reason,
                                    sizeof reason)) != SL_OK)
             return reply_hresult(r, e, NULL, reason);
-        json_object_set_new(v, "member", json_string(mb->name));
-        json_object_set_new(v, "interface", json_string(iface_names[mb->iface]));
-        return reply_hresult(r, SL_OK, v, NULL);
+        json_object_set_new(v[0], "member", json_string(mb->name));
+        json_object_set_new(v[0], "interface", json_string(iface_names[mb->iface]));
+        return reply_hresult(r, SL_OK, v[0], NULL);
     default:
         break;
     }
-    if ((e = get_info(r->m, o, mb->propid, &v, reason, sizeof reason)) != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
-    if (mb->conv == CV_PLAIN)
-        return reply_member(r, mb, json_is_null(v) ? (json_decref(v), json_integer(0)) : v, NULL);
-    if (mb->conv == CV_IS_LOCAL) {
-        int local = json_is_string(v) && str_ieq(json_string_value(v), "LOCAL");
-        json_decref(v);
-        return reply_member(r, mb, json_boolean(local), local ? "VARIANT_TRUE" : "VARIANT_FALSE");
-    }
-    if (mb->conv == CV_ARRAY) {
-        if (!json_is_array(v)) {
-            json_decref(v);
-            v = json_array();
-        }
-        return reply_member(r, mb, v, NULL);
-    }
-    if (mb->conv == CV_RECEIVE_INFO) {
-        json_t *ri = receive_info(v);
-        json_decref(v);
-        return reply_member(r, mb, ri, NULL);
-    }
-    /* CV_ENUM */
-    const enum_val *t = enum_table(mb->propid);
-    const char *s = json_is_string(v) ? json_string_value(v) : "";
-    for (; t->str; t++) {
-        if (str_ieq(s, t->str)) {
-            json_decref(v);
-            return reply_member(r, mb, json_integer(t->value), t->name);
+    int ids[11];
+    int n = member_props(mb, ids);
+    if (o->rhost)
+        return ask_owner(r, o, o->rhost, o->rport, o->format_name, o->vhost, ids, n, member_resumed,
+                         mb->path);
+    for (int i = 0; i < n; i++) {
+        if ((e = get_info(r->m, o, ids[i], &v[i], reason, sizeof reason)) != SL_OK) {
+            for (int k = 0; k < i; k++)
+                json_decref(v[k]);
+            return reply_hresult(r, e, NULL, reason);
         }
     }
-    snprintf(reason, sizeof reason, "%s: unexpected property value '%s'", mb->name, s);
-    json_decref(v);
-    return reply_hresult(r, SL_ERR_INTERNAL, NULL, reason);
+    return answer(r, mb, v);
+}
+
+/* ---- the owner's end: Get Info for a management object of another node ---- */
+
+static char *peer_reply(json_t *j)
+{
+    char *t = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    char *out = sl_xstrdup(t ? t : "{\"ok\":false}");
+    free(t);
+    return out;
+}
+
+static char *peer_fail(sl_err e, const char *reason)
+{
+    char hr[16];
+    hresult_str(e, hr, sizeof hr);
+    return peer_reply(json_pack("{s:b,s:s,s:s,s:s}", "ok", 0, "hresult", hr, "hresult_name",
+                                sl_err_get(e)->hresult_name, "reason", reason));
+}
+
+static char *serve_peer(void *ctx, const char *peer, const char *op, json_t *rq)
+{
+    (void)peer;
+    (void)op; /* "queue.getinfo" only */
+    mgmt *m = ctx;
+    json_t *jf = json_object_get(rq, "format_name"), *jv = json_object_get(rq, "vhost");
+    json_t *props = json_object_get(rq, "props");
+    if (!json_is_string(jf) || (jv && !json_is_null(jv) && !json_is_string(jv)) ||
+        !json_is_array(props) || json_array_size(props) == 0 || json_array_size(props) > 128)
+        return peer_fail(SL_ERR_INVALID_PARAMETER,
+                         "queue.getinfo takes \"format_name\", \"vhost\" and 1..128 \"props\"");
+    json_t *vals = json_array();
+    size_t i;
+    json_t *p;
+    char err[600];
+    json_array_foreach(props, i, p)
+    {
+        json_t *value;
+        const char *vt;
+        sl_err e = msmq_queue_prop(
+            m, json_string_value(jf), json_is_string(jv) ? json_string_value(jv) : NULL,
+            json_is_integer(p) ? (int)json_integer_value(p) : -1, &value, &vt, err, sizeof err);
+        if (e != SL_OK) {
+            json_decref(vals);
+            return peer_fail(e, err);
+        }
+        json_array_append_new(vals,
+                              json_pack("{s:I,s:s,s:o}", "id", (json_int_t)json_integer_value(p),
+                                        "vt", vt, "value", value));
+    }
+    return peer_reply(json_pack("{s:b,s:o}", "ok", 1, "values", vals));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -329,9 +540,16 @@ static json_t *mobj_json(mgmt *m, mobj *o)
         json_object_set_new(j, "vhost", o->vhost ? json_string(o->vhost) : json_null());
         json_object_set_new(j, "interface",
                             json_string(iface_names[o->outgoing ? IF_OUTGOING : IF_QUEUE]));
+        if (o->rhost) {
+            char owner[300];
+            snprintf(owner, sizeof owner, "%s:%d", o->rhost, o->rport);
+            json_object_set_new(j, "owner", json_string(owner));
+        }
     }
     return j;
 }
+
+static enum MHD_Result init_resumed(req *r);
 
 static enum MHD_Result init(req *r, mobj *o)
 {
@@ -353,12 +571,13 @@ static enum MHD_Result init(req *r, mobj *o)
     const char *machine = json_is_string(jm) ? json_string_value(jm) : NULL;
     if (machine && !*machine)
         machine = NULL; /* MC-MQAC: omitted = the local computer */
-    char reason[600];
-    if (machine && !fmt_is_local_machine(r->m, machine)) {
+    char reason[600], rhost[256];
+    int rport = 0, remote = machine && !fmt_is_local_machine(r->m, machine);
+    if (remote && fmt_machine_split(machine, rhost, sizeof rhost, &rport) < 0) {
         snprintf(reason, sizeof reason,
-                 "machine '%s' is not this node, and this node has no link to another one yet",
+                 "machine '%.200s' is not this node nor an address ('host' or 'host:port')",
                  machine);
-        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
     }
     char fmt[1200];
     if (has_p) {
@@ -372,6 +591,17 @@ static enum MHD_Result init(req *r, mobj *o)
         snprintf(fmt, sizeof fmt, "%s", json_string_value(jf));
     }
     const char *vhost = json_is_string(jv) ? json_string_value(jv) : NULL;
+    if (remote) {
+        /* MS-MQMR bound to that machine: its Get Info (LOCATION), over the link */
+        clear_pending(o);
+        o->p_machine = sl_xstrdup(machine);
+        o->p_format_name = sl_xstrdup(fmt);
+        o->p_vhost = vhost ? sl_xstrdup(vhost) : NULL;
+        o->p_rhost = sl_xstrdup(rhost);
+        o->p_rport = rport;
+        static const int location[] = {4};
+        return ask_owner(r, o, rhost, rport, fmt, vhost, location, 1, init_resumed, "");
+    }
     /* QMMgmt Get Info (LOCATION): the queue must be there; "REMOTE" means an outgoing queue */
     mobj probe = {.format_name = fmt, .vhost = (char *)vhost};
     json_t *loc;
@@ -383,9 +613,40 @@ static enum MHD_Result init(req *r, mobj *o)
     sl_free(o->machine);
     sl_free(o->format_name);
     sl_free(o->vhost);
+    sl_free(o->rhost);
     o->machine = machine ? sl_xstrdup(machine) : NULL;
     o->format_name = sl_xstrdup(fmt);
     o->vhost = vhost ? sl_xstrdup(vhost) : NULL;
+    o->rhost = NULL;
+    o->outgoing = outgoing;
+    o->initialized = 1;
+    return reply_hresult(r, SL_OK, mobj_json(r->m, o), NULL);
+}
+
+static enum MHD_Result init_resumed(req *r)
+{
+    mobj *o = waiting_object(r);
+    if (!o)
+        return reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL,
+                             "the management object was released meanwhile");
+    json_t *v[1] = {NULL};
+    enum MHD_Result rc;
+    if (owner_values(r, o->p_rhost, o->p_rport, 1, v, &rc) < 0) {
+        clear_pending(o); /* a failed Init changes nothing */
+        return rc;
+    }
+    int outgoing = json_is_string(v[0]) && str_ieq(json_string_value(v[0]), "REMOTE");
+    json_decref(v[0]);
+    sl_free(o->machine);
+    sl_free(o->format_name);
+    sl_free(o->vhost);
+    sl_free(o->rhost);
+    o->machine = o->p_machine;
+    o->format_name = o->p_format_name;
+    o->vhost = o->p_vhost;
+    o->rhost = o->p_rhost;
+    o->rport = o->p_rport;
+    o->p_machine = o->p_format_name = o->p_vhost = o->p_rhost = NULL;
     o->outgoing = outgoing;
     o->initialized = 1;
     return reply_hresult(r, SL_OK, mobj_json(r->m, o), NULL);

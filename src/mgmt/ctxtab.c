@@ -190,7 +190,7 @@ size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now)
     void *v;
     while (sl_map_next(t->by_id, &it, NULL, NULL, &v)) {
         ctx_entry *e = v;
-        if (now - e->last_used_ms < idle_ms)
+        if (e->busy || now - e->last_used_ms < idle_ms)
             continue;
         sl_info("management: %s %s of user '%s' closed after %llu s unused (rundown)", t->what,
                 e->id, e->owner, (unsigned long long)((now - e->last_used_ms) / 1000));

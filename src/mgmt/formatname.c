@@ -101,8 +101,54 @@ static qm_queue *find_sub_ci(qm_queue *q, const char *sub, size_t len)
     return NULL;
 }
 
+int fmt_machine_split(const char *machine, char *host, size_t hostlen, int *port)
+{
+    const char *h = machine, *hend = machine + strlen(machine), *colon = NULL;
+    if (*h == '[') { /* [IPv6]:port */
+        const char *rb = strchr(h, ']');
+        if (!rb || (rb[1] && rb[1] != ':'))
+            return -1;
+        colon = rb[1] ? rb + 1 : NULL;
+        h++;
+        hend = rb;
+    } else {
+        const char *c = strchr(h, ':');
+        if (c && !strchr(c + 1, ':')) /* one ':' = a port */
+            colon = hend = c;
+    }
+    *port = LINK_DEFAULT_PORT;
+    if (colon) {
+        char *end;
+        long p = strtol(colon + 1, &end, 10);
+        if (*end || p < 1 || p > 65535)
+            return -1;
+        *port = (int)p;
+    }
+    size_t n = (size_t)(hend - h);
+    if (n == 0 || n >= hostlen)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)h[i];
+        if (c <= 0x20 || c >= 0x7f || c == '\\' || c == '/')
+            return -1;
+        host[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    host[n] = 0;
+    return 0;
+}
+
 int fmt_is_local_machine(mgmt *m, const char *name)
 {
+    char host[256];
+    int port;
+    const char *c = strchr(name, ':');
+    int has_port = name[0] == '[' ? strstr(name, "]:") != NULL : c && !strchr(c + 1, ':');
+    if (has_port) { /* "host:port": this node only on its own port */
+        if (fmt_machine_split(name, host, sizeof host, &port) < 0)
+            return 0;
+        return port == m->b->bound_port && (is_local_computer(m, host, strlen(host), 0) ||
+                                            is_local_computer(m, host, strlen(host), 1));
+    }
     return is_local_computer(m, name, strlen(name), 0) ||
            is_local_computer(m, name, strlen(name), 1);
 }

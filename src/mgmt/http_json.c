@@ -144,6 +144,7 @@ unsigned http_status_of(sl_err e)
         return 429;
     case SL_ERR_RESOURCE:
     case SL_ERR_NOMEM:
+    case SL_ERR_SERVICE_NOT_AVAILABLE:
         return 503;
     case SL_ERR_NOT_IMPLEMENTED:
         return 501;
@@ -170,6 +171,8 @@ static const char *error_word(unsigned status)
         return "payload_too_large";
     case 429:
         return "too_many_requests";
+    case 502:
+        return "bad_gateway";
     case 501:
         return "not_implemented";
     case 503:
@@ -207,6 +210,30 @@ enum MHD_Result reply_hresult(req *r, sl_err e, json_t *extra, const char *reaso
         json_object_set_new(j, "reason",
                             json_string(reason ? reason : sl_err_get(e)->hresult_name));
     }
+    if (extra) {
+        json_object_update(j, extra);
+        json_decref(extra);
+    }
+    return reply_json(r, status, j);
+}
+
+enum MHD_Result reply_remote_hresult(req *r, const char *hresult, const char *name,
+                                     const char *reason, json_t *extra)
+{
+    /* the HTTP status of the sl_err with that HRESULT; 502 for one we do not know */
+    unsigned long code = hresult ? strtoul(hresult, NULL, 16) : 0;
+    unsigned status = 502;
+    for (int e = 1; e < SL_ERR__COUNT; e++) {
+        if (sl_err_get((sl_err)e)->hresult == code && code) {
+            status = http_status_of((sl_err)e);
+            break;
+        }
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "hresult", json_string(hresult ? hresult : "0xC00E0001"));
+    json_object_set_new(j, "hresult_name", json_string(name ? name : "MQ_ERROR"));
+    json_object_set_new(j, "error", json_string(error_word(status)));
+    json_object_set_new(j, "reason", json_string(reason));
     if (extra) {
         json_object_update(j, extra);
         json_decref(extra);

@@ -420,6 +420,28 @@ void req_resume(req *r)
     sl_timer_start(m->b->loop, &m->t, sl_loop_now(m->b->loop));
 }
 
+void req_link_done(void *ctx, const char *reply, const char *err)
+{
+    req *r = ctx;
+    if (reply)
+        r->async_reply = sl_xstrdup(reply);
+    else
+        r->async_err = sl_xstrdup(err ? err : "no reply");
+    req_resume(r);
+}
+
+json_t *req_async_json(req *r)
+{
+    json_t *j = r->async_reply ? json_loads(r->async_reply, 0, NULL) : NULL;
+    if (j && !json_is_object(j)) {
+        json_decref(j);
+        j = NULL;
+    }
+    if (!j && !r->async_err)
+        r->async_err = sl_xstrdup("the answer is not a JSON object");
+    return j;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -531,6 +553,7 @@ void mgmt_stop(mgmt *m)
     /* Handles close their queue descriptors while the queues still exist. */
     ctxtab_free(m, &m->handles);
     ctxtab_free(m, &m->mobjs);
+    mgmtobj_stop(m);
     /* Open HTTP transactions are aborted so their Locked positions go back (the node frees
      * them anyway; aborting keeps the model's invariants until then). */
     for (size_t i = 0; i < m->n_txs; i++) {

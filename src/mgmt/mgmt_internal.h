@@ -43,6 +43,7 @@ typedef struct ctx_entry {
     uint64_t opened_wall_ms; /* shown */
     uint64_t last_used_ms;   /* sl_now_ms() of the last use, for the rundown */
     uint64_t seq;            /* open order, for listings */
+    int busy;                /* another node's answer is awaited: not run down meanwhile */
 } ctx_entry;
 
 typedef struct ctxtab {
@@ -100,6 +101,7 @@ typedef struct req {
     char *async_reply; /* what the answer brought (owned) */
     char *async_err;
     struct req *susp_next;
+    char async_tag[48]; /* the handler's own, for its on_resume (a handle id...) */
 } req;
 
 typedef enum MHD_Result (*api_fn)(req *r);
@@ -131,6 +133,10 @@ enum MHD_Result reply_sl_err(req *r, sl_err e, const char *fmt, ...)
 /* MSMQ-shaped result: {"hresult", "hresult_name", ...extra}; 200 on SL_OK, 4xx otherwise.
  * extra (stolen, may be NULL) is merged in. */
 enum MHD_Result reply_hresult(req *r, sl_err e, json_t *extra, const char *reason);
+/* A failure another node answered: its HRESULT string, name and our reason; the HTTP status
+ * is ours for that HRESULT (502 when we do not know it). extra (stolen) is merged in. */
+enum MHD_Result reply_remote_hresult(req *r, const char *hresult, const char *name,
+                                     const char *reason, json_t *extra);
 enum MHD_Result reply_method_not_allowed(req *r);
 enum MHD_Result reply_not_found(req *r);
 unsigned http_status_of(sl_err e);
@@ -144,6 +150,11 @@ void req_suspend(req *r, enum MHD_Result (*on_resume)(req *r));
 /* The answer is there (reply / err stored by the caller); call once. Safe after the API was
  * stopped (the request is then just freed). */
 void req_resume(req *r);
+/* A link_rpc_cb whose ctx is the suspended request: keeps the reply or the error, resumes. */
+void req_link_done(void *ctx, const char *reply, const char *err);
+/* The answer a resumed request got, parsed (caller decrefs); NULL with r->async_err set when
+ * there is none or it is not a JSON object. */
+json_t *req_async_json(req *r);
 
 /* ---- http_json.c: request access ---- */
 /* Query argument, percent-decoded; NULL when absent. Valid for the request's life. */
@@ -213,6 +224,9 @@ int fmtname_remote(mgmt *m, const char *fmt, struct link_addr *out);
 /* 1 when name ("." , "localhost", the node name, the host name, a loopback or bound address)
  * is this node. */
 int fmt_is_local_machine(mgmt *m, const char *name);
+/* "host", "host:port", "[v6]:port" -> lower-cased host and port (LINK_DEFAULT_PORT when
+ * none); -1 when malformed. */
+int fmt_machine_split(const char *machine, char *host, size_t hostlen, int *port);
 /* Format name / path name of a queue (see README-fragment.md). */
 void fmtname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
 void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
@@ -277,6 +291,7 @@ enum MHD_Result api_mgmtobj(req *r);
 /* api_handles.c / api_mgmtobj.c: set up and close the tables (mgmt_start / mgmt_stop) */
 void handles_init(mgmt *m);
 void mgmtobj_init(mgmt *m);
+void mgmtobj_stop(mgmt *m);
 enum MHD_Result api_definitions(req *r);
 enum MHD_Result serve_metrics(req *r);
 /* api_outgoing.c */

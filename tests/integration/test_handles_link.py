@@ -149,3 +149,200 @@ def test_management_object_of_a_waiting_outgoing_queue(nodes):
     s, j = mg.get(m, "state")
     assert s == 404 and hr(j) == NOT_ACTIVE, j
     wait_for(lambda: a.outgoing() == [])
+
+
+# ---------------------------------------------------------------------------
+# Remote queue proxies (MS-MQMP RemoteQueueProxyHandle over MS-MQQP)
+# ---------------------------------------------------------------------------
+INVALID_HANDLE = ("0xC00E0007", "MQ_ERROR_INVALID_HANDLE")
+STALE = ("0xC00E0056", "MQ_ERROR_STALE_HANDLE")
+DELETED = ("0xC00E005A", "MQ_ERROR_QUEUE_DELETED")
+NOT_FOUND = ("0xC00E0003", "MQ_ERROR_QUEUE_NOT_FOUND")
+SHARING = ("0xC00E0009", "MQ_ERROR_SHARING_VIOLATION")
+REMOTE_NA = ("0xC00E0069", "MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE")
+ACCESS_REFUSED = ("0xC00E0025", "MQ_ERROR_ACCESS_DENIED")
+
+
+def fill(node, q, n):
+    ch = node.amqp().channel()
+    ch.queue_declare(q, durable=True, auto_delete=False)
+    for i in range(n):
+        ch.basic_publish(amqp.Message(b"x%d" % i, delivery_mode=2), exchange="", routing_key=q)
+    return ch
+
+
+def test_purge_through_a_remote_proxy(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = fill(b, "rq", 5)
+    held = bch.basic_get("rq", no_ack=False)  # Locked on the owner
+    assert held is not None
+    ha = Handles(a.api)
+    s, j = ha.open(b.fmt("rq"), access="receive")
+    assert j["kind"] == "remote" and j["owner"] == "%s:%d" % (b.addr, b.port), j
+    assert j["queue"] == "rq" and j["vhost"] == "/" and j["remote_context"], j
+    h = j["handle"]
+    s, p = ha.purge(h)
+    assert s == 200 and hr(p) == OK, p
+    assert p["message_count"] == 4 and p["purge_pending"] == 1 and p["owner"] == j["owner"]
+    # on the owner: the Locked message became PurgePending and never comes back
+    bch.basic_reject(held.delivery_tag, requeue=True)
+    wait_for(lambda: b.api.queue("rq")["messages"] == 0, message="purged message came back")
+    assert bch.basic_get("rq", no_ack=True) is None
+    assert [x["kind"] for x in ha.list()] == ["remote"]
+    s, c = ha.close(h)
+    assert s == 200 and hr(c) == OK
+    s, p = ha.purge(h)
+    assert s == 404 and hr(p) == INVALID_HANDLE
+    # the owner forgot the context: an exclusive open there succeeds again
+    s, x = ha.open(b.fmt("rq"), share="deny_receive")
+    ha.close(x["handle"])
+    hb = Handles(b.api)
+    wait_for(lambda: hb.open("DIRECT=OS:.\\private$\\rq", ok=False)[0] == 201,
+             message="the owner kept a closed remote context")
+
+
+def test_remote_proxy_failures_are_the_owners(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b", keep_port=True)
+    fill(b, "rf", 0)
+    ha = Handles(a.api)
+    s, j = ha.open(b.fmt(uname("none")), ok=False)
+    assert s == 404 and hr(j) == NOT_FOUND and "answered" in j["reason"], j
+    s, j = ha.open(b.fmt("rf"), ok=False, access="send")
+    assert hr(j) == ("0xC00E0045", "MQ_ERROR_UNSUPPORTED_ACCESS_MODE")
+    # sharing rules hold on the owner, across nodes
+    s, x = ha.open(b.fmt("rf"), share="deny_receive")
+    s, j = ha.open(b.fmt("rf"), ok=False)
+    assert s == 409 and hr(j) == SHARING, j
+    ha.close(x["handle"])
+    # deleted and declared again on the owner: the old proxy purges nothing
+    s, j = ha.open(b.fmt("rf"))
+    old = j["handle"]
+    bch = b.amqp().channel()
+    bch.queue_delete("rf")
+    fill(b, "rf", 3)
+    s, p = ha.purge(old)
+    assert 400 <= s < 500 and hr(p) == DELETED, p
+    assert b.api.queue("rf")["messages"] == 3
+    # the owner restarts: every context it gave is stale, nothing is purged
+    s, j = ha.open(b.fmt("rf"))
+    h = j["handle"]
+    b.kill9()
+    b.restart()
+    s, p = ha.purge(h)
+    assert 400 <= s < 500 and hr(p) == STALE, p
+    assert b.api.queue("rf")["messages"] == 3
+    ha.close(h)
+    ha.close(old)
+
+
+def test_proxy_link_gone_runs_the_owners_contexts_down(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    fill(b, "rl", 1)
+    s, j = Handles(a.api).open(b.fmt("rl"), share="deny_receive")
+    hb = Handles(b.api)
+    s, k = hb.open("DIRECT=OS:.\\private$\\rl", ok=False)
+    assert s == 409 and hr(k) == SHARING  # held by a's proxy
+    a.kill9()  # the proxy's node dies: its link goes, and with it the contexts (rundown)
+    wait_for(lambda: hb.open("DIRECT=OS:.\\private$\\rl", ok=False)[0] == 201,
+             message="the owner kept the contexts of a link that is gone")
+
+
+def test_owner_down_is_remote_machine_not_available(nodes):
+    a = nodes.start("a", config={"handle_remote_timeout": "1500"})
+    b = nodes.start("b", keep_port=True)
+    fill(b, "rd", 2)
+    ha = Handles(a.api)
+    s, j = ha.open(b.fmt("rd"))
+    b.stop()
+    t = time.monotonic()
+    s, p = ha.purge(j["handle"])
+    assert 400 <= s < 500 and hr(p) == REMOTE_NA and "did not answer" in p["reason"], p
+    assert time.monotonic() - t < 8
+    b.restart()
+    s, p = ha.purge(j["handle"])
+    assert hr(p) == STALE  # the owner restarted meanwhile
+    assert b.api.queue("rd")["messages"] == 2
+
+
+def test_management_object_of_another_nodes_queue(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = fill(b, "rm", 3)
+    bch.basic_get("rm", no_ack=False)
+    machine = "%s:%d" % (b.addr, b.port)
+    mg = Mgmt(a.api)
+    m = mg.create()
+    s, j = mg.init(m, machine=machine, pathname=".\\private$\\rm")
+    assert s == 200 and j["owner"] == machine and j["interface"] == "IMSMQQueueManagement", j
+    assert mg.value(m, "message-count")["value"] == 3  # the owner's count (Locked counts)
+    assert mg.value(m, "machine")["value"] == machine
+    j = mg.value(m, "is-local")
+    assert j["value"] is True  # LOCAL on its own node
+    assert mg.value(m, "eod-get-receive-info")["value"] == []
+    assert mg.value(m, "foreign-status")["name"] == "MQ_STATUS_NOT_FOREIGN"
+    s, j = mg.get(m, "state")
+    assert hr(j) == NOINTERFACE
+    # values are live: the owner's queue changes, the object follows
+    bch.basic_publish(amqp.Message(b"more"), exchange="", routing_key="rm")
+    wait_for(lambda: mg.value(m, "message-count")["value"] == 4)
+    # failures are the owner's
+    o = mg.create()
+    s, j = mg.init(o, machine=machine, format_name="DIRECT=OS:.\\private$\\" + uname("none"))
+    assert s == 404 and hr(j) == NOT_FOUND and "answered" in j["reason"], j
+    s, j = mg.get(o, "message-count")
+    assert hr(j) == ("0xC00E0094", "MQ_ERROR_UNINITIALIZED_OBJECT")
+    # an outgoing queue of the other node: values yes, actions no
+    bch.basic_publish(amqp.Message(b"w"), exchange="", routing_key="DIRECT=TCP:127.0.0.1:1\\private$\\far")
+    far = "DIRECT=TCP:127.0.0.1:1\\private$\\far"
+    s, j = mg.init(o, machine=machine, format_name=far)
+    assert s == 200 and j["interface"] == "IMSMQOutgoingQueueManagement", j
+    assert mg.value(o, "state")["name"] in ("MQ_QUEUE_STATE_WAITING", "MQ_QUEUE_STATE_NONACTIVE")
+    s, j = mg.act(o, "pause")
+    assert s == 403 and hr(j) == ACCESS_REFUSED, j
+    assert b.outgoing_queue(far)["state"] != "ONHOLD"
+
+
+def test_sluicectl_purge_of_another_nodes_queue(nodes):
+    import subprocess
+    from test_sluicectl import SLUICECTL
+    a = nodes.start("a")
+    b = nodes.start("b", keep_port=True)
+    fill(b, "cq", 4)
+
+    def ctl(*args):
+        return subprocess.run([str(SLUICECTL), "--host", a.broker.host, "--port",
+                               str(a.broker.mgmt_port)] + list(args),
+                              capture_output=True, text=True, timeout=30)
+    p = ctl("purge", b.fmt("cq"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "queue %s purged: 4 message(s) deleted, 0 pending" % b.fmt("cq")
+    assert b.api.queue("cq")["messages"] == 0
+    assert Handles(a.api).list() == []  # open, purge, close
+    p = ctl("purge", b.fmt(uname("none")))
+    assert p.returncode == 1 and "MQ_ERROR_QUEUE_NOT_FOUND (0xC00E0003)" in p.stderr, p.stderr
+    h = ctl("handle", "open", b.fmt("cq")).stdout.strip()
+    b.kill9()
+    b.restart()
+    p = ctl("handle", "purge", h)
+    assert p.returncode == 1 and "MQ_ERROR_STALE_HANDLE (0xC00E0056)" in p.stderr, p.stderr
+    assert "remote" in ctl("handle", "list").stdout
+
+
+def test_idle_remote_handle_is_run_down_on_both_nodes(nodes):
+    a = nodes.start("a", config={"handle_idle_timeout": "1"})
+    b = nodes.start("b")
+    fill(b, "ri", 1)
+    ha, hb = Handles(a.api), Handles(b.api)
+    s, j = ha.open(b.fmt("ri"), share="deny_receive")
+    s, k = hb.open("DIRECT=OS:.\\private$\\ri", ok=False)
+    assert hr(k) == SHARING
+    wait_for(lambda: ha.list() == [], timeout=5, message="idle remote handle not run down")
+    s, p = ha.purge(j["handle"])
+    assert hr(p) == INVALID_HANDLE
+    # the rundown told the owner (RemoteQMCloseQueue): its context is gone too
+    wait_for(lambda: hb.open("DIRECT=OS:.\\private$\\ri", ok=False)[0] == 201, timeout=5,
+             message="the owner kept the context of a run-down proxy")
+    assert b.api.queue("ri")["messages"] == 1
