@@ -1617,8 +1617,8 @@ static void parse_args(int argc, char **argv)
         O.ack_every > O.prefetch || O.outstanding < 1 || O.conns < 1 || O.conn_threads < 1 ||
         O.settle_ms < 3 || O.tx_size < 0)
         usage(2);
-    if (!strcmp(O.scenario, "forward") && O.raw)
-        die("forward: the pipelined publisher (--raw) is not supported there");
+    if (O.raw && O.tx_size)
+        die("--raw (pipelined publisher) does not do transactions: drop --tx-size or --raw");
     if (O.n > UINT32_MAX)
         die("at most %u messages (queue counts are 32-bit)", UINT32_MAX);
     if (O.raw && O.rate > 0)

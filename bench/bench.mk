@@ -42,7 +42,9 @@ bench:
 bench-forward:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
-	/usr/bin/python3 bench/run.py --build $(BUILD) --only fwd16,fwd1k,fwdtx16 $(BENCH_ARGS)
+	/usr/bin/python3 bench/run.py --build $(BUILD) --out bench/results/forward \
+	  --only fwd16,fwd1k,fwdtx16,fwd16raw,fwd1kraw \
+	  $(BENCH_ARGS)
 
 # CI: a missing rabbitmq-server only drops the RabbitMQ column; a missing librabbitmq-dev fails
 # the build below with the compiler's message after deps.sh has printed the apt-get line.

@@ -348,6 +348,12 @@ SCENARIOS = [
     ("fwdtx16", "store and forward 16 B, transactions of 100",
      "-S forward -s 16 -n 200000 --tx-size 100", "-S forward -s 16 -n 5000 --tx-size 100",
      "forward"),
+    # The same with the pipelined publisher, which rabbitmq-c's three sends per message do not
+    # cap near 110k msg/s (see "Reading the numbers" in bench/README.md).
+    ("fwd16raw", "store and forward 16 B, publisher confirms, pipelined publisher",
+     "-S forward -s 16 -n 300000 --raw", "-S forward -s 16 -n 5000 --raw", "forward"),
+    ("fwd1kraw", "store and forward 1 KiB, publisher confirms, pipelined publisher",
+     "-S forward -s 1024 -n 150000 --raw", "-S forward -s 1024 -n 3000 --raw", "forward"),
     # Fresh broker pairs for these two: RSS deltas measured after the big scenarios would be
     # absorbed by freed memory the allocators keep.
     ("purge", "purge / delete of 1,000,000", "-S purge -n 1000000", "-S purge -n 50000", "fresh"),
@@ -410,6 +416,14 @@ FIGURES = [
      ("ratio>=", 10)),
     ("fwdtx16_local", "confirm_rate", "local publish 16 B, tx of 100 (its reference)", "msg/s",
      "hi", None),
+    ("fwd16raw", "fwd_rate", "store and forward 16 B, pipelined publisher (RabbitMQ: shovel)",
+     "msg/s", "hi", ("ratio>=", 10)),
+    ("fwd16raw_local", "confirm_rate", "local publish+confirms 16 B, pipelined (its reference)",
+     "msg/s", "hi", None),
+    ("fwd1kraw", "fwd_rate", "store and forward 1 KiB, pipelined publisher (RabbitMQ: shovel)",
+     "msg/s", "hi", ("ratio>=", 10)),
+    ("fwd1kraw_local", "confirm_rate", "local publish+confirms 1 KiB, pipelined (its reference)",
+     "msg/s", "hi", None),
     ("purge", "purge_ms", "queue.purge of 1M", "ms", "lo", ("abs<=", 10)),
     ("purge", "delete_ms", "queue.delete of 1M", "ms", "lo", ("abs<=", 10)),
     ("purge", "rss_bytes_per_queued_msg", "RSS per queued 16 B message", "B", "lo", None),
@@ -441,12 +455,15 @@ CPU_FIGURES = [
     ("fwd16", "broker_us_per_msg", "client_cpu", "store and forward 16 B (both nodes)"),
     ("fwd1k", "broker_us_per_msg", "client_cpu", "store and forward 1 KiB (both nodes)"),
     ("fwdtx16", "broker_us_per_msg", "client_cpu", "store and forward 16 B tx (both nodes)"),
+    ("fwd16raw", "broker_us_per_msg", "client_cpu", "store and forward 16 B pipelined (both)"),
+    ("fwd1kraw", "broker_us_per_msg", "client_cpu", "store and forward 1 KiB pipelined (both)"),
 ]
 
 # Store and forward against the local publish of the same messages (the second target:
 # forwarding no more than 2x slower than publishing with confirms on one node).
 FORWARD_VS_LOCAL = [("fwd16", "fwd16_local"), ("fwd1k", "fwd1k_local"),
-                    ("fwdtx16", "fwdtx16_local")]
+                    ("fwdtx16", "fwdtx16_local"), ("fwd16raw", "fwd16raw_local"),
+                    ("fwd1kraw", "fwd1kraw_local")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1155,6 +1172,8 @@ def main():
                         size, n = size_and_n(sargs)
                         tx = sargs.split()[sargs.split().index("--tx-size"):][:2] \
                             if "--tx-size" in sargs else []
+                        if "--raw" in sargs.split():
+                            tx.append("--raw")
                         loc = run_amqpbench("-S confirm -P 1 -s %s -n %s %s --tag b%d-%s-local"
                                             % (size, n, " ".join(tx), rnd, sid), amqpbench,
                                             pr.src, count_fsync, tmp,
