@@ -7,11 +7,14 @@ uncommitted may have arrived.
 The nodes a, b and c each run in a network namespace of their own (tests/integration/netns.py),
 joined pairwise by veth links. Everything goes through the user-facing contract of issue 9:
 
-  publish   one publisher per stream (a>b, b>c, a>c, c>a by default) on the sending node's
-            loopback: tx.select, then transactions of 1-5 persistent messages to the default
-            exchange with routing key DIRECT=TCP:<destination's address>\\private$\\soak (no
-            port: the default 5672), message_id "<stream>:<tx>:<i>", body JSON; about one
-            transaction in seven ends in tx.rollback instead of tx.commit
+  publish   one publisher per stream (a>b, b>c, a>c, c>a, b>a:confirm by default) on the
+            sending node's loopback: tx.select, then transactions of 1-5 persistent messages
+            to the default exchange with routing key
+            DIRECT=TCP:<destination's address>\\private$\\soak (no port: the default 5672),
+            message_id "<stream>:<tx>:<i>", body JSON; about one transaction in seven ends in
+            tx.rollback instead of tx.commit. A ":confirm" stream publishes persistent
+            messages outside transactions, each with a publisher confirm: confirmed ones are
+            held to the rule of committed ones, unanswered ones to that of in-doubt ones
   chaos     for --seconds per round, at random (seeded): kill -9 of one or two nodes (restarted
             on the same data directory a moment later), `ip link set ... down` of a link
             (restored a moment later), and loss / delay on one direction of a link
@@ -107,11 +110,14 @@ class Stream(threading.Thread):
     """One sender -> destination stream: a publisher thread that lives in the sender's
     namespace for the whole soak and publishes while `active` is set (between heals)."""
 
-    def __init__(self, soak, src, dst, seed):
+    def __init__(self, soak, src, dst, seed, mode="tx"):
         super().__init__(name="stream %s>%s" % (src, dst), daemon=True)
         self.soak = soak
         self.src, self.dst = src, dst
-        self.id = "%s>%s" % (src, dst)
+        # tx: transactions of 1-5; confirm: persistent messages outside transactions, each
+        # published with a confirm (one "transaction" of one message each here)
+        self.mode = mode
+        self.id = "%s>%s%s" % (src, dst, "" if mode == "tx" else ":" + mode)
         self.rng = random.Random(seed)
         self.fmt = soak.nodes[dst].format_name(QUEUE, src)
         self.txs = []  # every transaction, in publish order; txs[k] has number k + 1
@@ -139,11 +145,26 @@ class Stream(threading.Thread):
         try:
             c.connect()
             ch = c.channel()
-            ch.tx_select()
+            if self.mode == "tx":
+                ch.tx_select()
+            else:
+                ch.confirm_select()
         except BaseException:
             self._drop(c)
             raise
         return c, ch
+
+    def _publish_confirmed(self, ch):
+        """One message with a confirm: confirmed = committed; sent without an answer (or
+        nacked) = in doubt."""
+        tx = Tx(len(self.txs) + 1, 1, self.round)
+        self.txs.append(tx)
+        body = json.dumps({"s": self.id, "t": tx.no, "i": 0, "n": 1}).encode()
+        tx.state = IN_DOUBT
+        ch.basic_publish_confirm(amqp.Message(body, delivery_mode=2,
+                                              message_id="%s:%d:0" % (self.id, tx.no)),
+                                 exchange="", routing_key=self.fmt)
+        tx.state = COMMITTED
 
     @staticmethod
     def _drop(conn):
@@ -180,6 +201,14 @@ class Stream(threading.Thread):
                     conn = ch = None
                     time.sleep(0.1)
                     continue
+            if self.mode == "confirm":
+                try:
+                    self._publish_confirmed(ch)
+                except Exception as e:
+                    self.errors[type(e).__name__] += 1
+                    self._drop(conn)
+                    conn = ch = None
+                continue
             k = self.rng.randint(1, 5)
             tx = Tx(len(self.txs) + 1, k, self.round)
             self.txs.append(tx)
@@ -502,8 +531,10 @@ class Soak:
         if why:
             return why
         for spec in a.streams.split(","):
-            src, dst = spec.split(">")
-            self.streams.append(Stream(self, src, dst, self.rng.randrange(1 << 30)))
+            pair, _, mode = spec.partition(":")
+            src, dst = pair.split(">")
+            self.streams.append(Stream(self, src, dst, self.rng.randrange(1 << 30),
+                                       mode or "tx"))
         for s in self.streams:
             s.start()
         t_start = time.monotonic()
@@ -541,10 +572,10 @@ class Soak:
             for k in states:
                 self.totals["tx " + k] += states[k]
                 self.totals["msgs " + k] += msgs[k]
-            log("round %d/%d%s: %.0f s of traffic; transactions committed %d (%d msgs), "
-                "rolled back %d, in doubt %d (arrived whole %d, absent %d); %d msgs arrived; "
-                "kills %d, cuts %d, loss/delay %d; %d msgs still outgoing at the heal, drained "
-                "in %s; %s" % (
+            log("round %d/%d%s: %.0f s of traffic; committed transactions + confirmed "
+                "messages %d (%d msgs), rolled back %d, in doubt %d (arrived whole %d, absent "
+                "%d); %d msgs arrived; kills %d, cuts %d, loss/delay %d; %d msgs still outgoing "
+                "at the heal, drained in %s; %s" % (
                     rnd, a.rounds, " (calm)" if calm else "", a.seconds, states[COMMITTED],
                     msgs[COMMITTED], states[ROLLED_BACK],
                     states[DOUBT_ARRIVED] + states[DOUBT_ABSENT], states[DOUBT_ARRIVED],
@@ -608,7 +639,9 @@ def main():
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="stop starting rounds after this long (default: rounds x (seconds + "
                     "heal timeout))")
-    ap.add_argument("--streams", default="a>b,b>c,a>c,c>a")
+    ap.add_argument("--streams", default="a>b,b>c,a>c,c>a,b>a:confirm",
+                    help="X>Y: transactions from X to Y; X>Y:confirm: persistent messages "
+                    "with publisher confirms, outside transactions")
     ap.add_argument("--rate", type=float, default=100,
                     help="transactions per second per stream (0: as fast as they commit)")
     ap.add_argument("--self-check", action="store_true",
@@ -627,9 +660,11 @@ def main():
     if args.max_seconds is None:
         args.max_seconds = args.rounds * (args.seconds + args.heal_timeout)
     for spec in args.streams.split(","):
-        src, _, dst = spec.partition(">")
-        if src not in NODES or dst not in NODES or src == dst:
-            ap.error("--streams: %r is not X>Y with X, Y two of %s" % (spec, ",".join(NODES)))
+        pair, _, mode = spec.partition(":")
+        src, _, dst = pair.partition(">")
+        if src not in NODES or dst not in NODES or src == dst or mode not in ("", "confirm"):
+            ap.error("--streams: %r is not X>Y or X>Y:confirm with X, Y two of %s"
+                     % (spec, ",".join(NODES)))
     argv = [a for i, a in enumerate(sys.argv)
             if a != "--seed" and (i == 0 or sys.argv[i - 1] != "--seed")
             and not a.startswith("--seed=")]
@@ -649,9 +684,9 @@ def main():
         log("cannot run: %s (work directory %s)" % (why, workdir))
         return 2
     t = soak.totals
-    log("%d rounds in %.0f s, seed %d: transactions committed %d (%d msgs), rolled back %d "
-        "(%d msgs), in doubt %d (%d arrived whole, %d absent); %d msgs arrived; kills %d, "
-        "cuts %d, loss/delay %d" % (
+    log("%d rounds in %.0f s, seed %d: committed transactions + confirmed messages %d (%d "
+        "msgs), rolled back %d (%d msgs), in doubt %d (%d arrived whole, %d absent); %d msgs "
+        "arrived; kills %d, cuts %d, loss/delay %d" % (
             t["rounds"], time.monotonic() - t0, args.seed, t["tx " + COMMITTED],
             t["msgs " + COMMITTED], t["tx " + ROLLED_BACK], t["msgs " + ROLLED_BACK],
             t["tx " + DOUBT_ARRIVED] + t["tx " + DOUBT_ABSENT], t["tx " + DOUBT_ARRIVED],
