@@ -20,7 +20,7 @@ static const char *path_exchange(const char *seg)
     return strcmp(seg, "amq.default") ? seg : "";
 }
 
-static json_t *exchange_json(qm_exchange *x)
+json_t *exchange_json(qm_exchange *x)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(x->name));
@@ -121,23 +121,7 @@ static enum MHD_Result list_exchanges(req *r)
 {
     if (r->nsegs == 2 && (!req_vhost(r, r->segs[1]) || !req_vhost_access(r, r->segs[1])))
         return MHD_YES;
-    json_t *arr = json_array();
-    size_t nv;
-    void **vhs = map_sorted(req_node(r)->vhosts, &nv);
-    for (size_t i = 0; i < nv; i++) {
-        qm_vhost *vh = vhs[i];
-        if (r->nsegs == 2 && strcmp(vh->name, r->segs[1]))
-            continue;
-        if (!req_vhost_listed(r, vh->name))
-            continue;
-        size_t n;
-        void **xs = map_sorted(vh->exchanges, &n);
-        for (size_t j = 0; j < n; j++)
-            json_array_append_new(arr, exchange_json(xs[j]));
-        sl_free(xs);
-    }
-    sl_free(vhs);
-    return reply_json(r, 200, arr);
+    return pager_list(r, PAGER_EXCHANGES, r->nsegs == 2 ? r->segs[1] : NULL);
 }
 
 static enum MHD_Result declare_exchange(req *r, qm_vhost *vh, const char *name)

@@ -103,34 +103,14 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
     return o;
 }
 
-static void list_vhost(mgmt *m, qm_vhost *vh, json_t *arr)
-{
-    size_t n;
-    void **v = map_sorted(vh->queues, &n);
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, queue_json(m, v[i], 0));
-    sl_free(v);
-}
-
 static enum MHD_Result list(req *r)
 {
-    json_t *arr = json_array();
     if (r->nsegs == 2) {
         qm_vhost *vh = req_vhost(r, r->segs[1]);
-        if (!vh || !req_vhost_access(r, vh->name)) {
-            json_decref(arr);
+        if (!vh || !req_vhost_access(r, vh->name))
             return MHD_YES;
-        }
-        list_vhost(r->m, vh, arr);
-    } else {
-        size_t n;
-        void **v = map_sorted(req_node(r)->vhosts, &n);
-        for (size_t i = 0; i < n; i++)
-            if (req_vhost_listed(r, ((qm_vhost *)v[i])->name))
-                list_vhost(r->m, v[i], arr);
-        sl_free(v);
     }
-    return reply_json(r, 200, arr);
+    return pager_list(r, PAGER_QUEUES, r->nsegs == 2 ? r->segs[1] : NULL);
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -37,8 +37,7 @@ enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *tex
     return rc;
 }
 
-/* Keep only the requested keys of an object (RabbitMQ's columns=; "a.b" keeps "a"). */
-static void filter_columns(json_t *obj, const char *cols)
+void json_filter_columns(json_t *obj, const char *cols)
 {
     if (!json_is_object(obj))
         return;
@@ -70,9 +69,9 @@ enum MHD_Result reply_json(req *r, unsigned status, json_t *j)
         if (json_is_array(j)) {
             size_t i;
             json_t *v;
-            json_array_foreach(j, i, v) filter_columns(v, cols);
+            json_array_foreach(j, i, v) json_filter_columns(v, cols);
         } else {
-            filter_columns(j, cols);
+            json_filter_columns(j, cols);
         }
     }
     char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);

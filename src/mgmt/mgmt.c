@@ -519,6 +519,7 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
     m->w.fn = on_epoll;
     m->w.data = m;
     sl_timer_init(&m->t, on_timer, m);
+    pager_init(m);
     m->listen_fd = fd;
     if (sl_loop_watch(b->loop, &m->w, SL_EV_READ) < 0 ||
         sl_acceptor_start(&m->acceptor, b->loop, fd, "http", b->fd_reserve / 2, on_accept,
@@ -545,6 +546,7 @@ void mgmt_stop(mgmt *m)
         return;
     sl_acceptor_stop(&m->acceptor);
     close(m->listen_fd);
+    pager_stop_all(m); /* MHD stops only with every connection resumed */
     sl_loop_unwatch(m->b->loop, &m->w);
     if (sl_timer_armed(&m->t))
         sl_timer_stop(m->b->loop, &m->t);

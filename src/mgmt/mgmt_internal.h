@@ -15,6 +15,8 @@
  *   ctxtab.c        tables of objects a user opens and names by id (owned, limited, run down)
  *   api_handles.c   MSMQ queue handles: open, purge, close, list (MS-MQMP rpc_QMOpenQueue...)
  *   api_mgmtobj.c   MC-MQAC management objects (MSMQManagement): create, init, members
+ *   pager.c         list replies (queues, exchanges) with RabbitMQ's pagination, never stalling
+ *                   the loop
  *   defs.c          /api/definitions export and import
  *   metrics.c       /metrics (Prometheus text)
  *
@@ -76,6 +78,8 @@ struct mgmt {
     ctxtab handles, mobjs;
     sl_timer rundown_t;    /* closes the idle ones */
     struct req *suspended; /* requests waiting for an answer from elsewhere (req_suspend) */
+    struct pager *jobs;    /* list requests walking every item, a slice per turn (pager.c) */
+    sl_timer jobs_t;
 };
 
 typedef struct req {
@@ -102,6 +106,7 @@ typedef struct req {
     char *async_err;
     struct req *susp_next;
     char async_tag[48]; /* the handler's own, for its on_resume (a handle id...) */
+    struct pager *pager; /* a suspended list request's job (pager.c) */
 } req;
 
 typedef enum MHD_Result (*api_fn)(req *r);
@@ -194,6 +199,21 @@ char *base64_encode(const uint8_t *p, size_t n, size_t *outlen);
 /* -1 on invalid input; out must hold n*3/4+3 bytes. */
 long base64_decode(const char *s, size_t n, uint8_t *out);
 int str_ieq(const char *a, const char *b);
+
+/* Keep only the requested keys of an object (RabbitMQ's columns=; "a.b" keeps "a"). */
+void json_filter_columns(json_t *obj, const char *cols);
+
+/* ---- pager.c: lists that never stall the loop (RabbitMQ's pagination) ---- */
+enum { PAGER_QUEUES, PAGER_EXCHANGES };
+/* GET of the queues or exchanges of one vhost (NULL = all): page, page_size, name,
+ * use_regex, sort, sort_reverse, columns. Replies, or suspends the request until a job has
+ * seen every item. */
+enum MHD_Result pager_list(req *r, int kind, const char *only_vhost);
+/* on_request for a request whose job is done. */
+enum MHD_Result pager_resume(req *r);
+void pager_init(mgmt *m);
+void pager_stop_all(mgmt *m);
+json_t *exchange_json(qm_exchange *x);
 
 /* ---- msg_json.c ---- */
 /* RabbitMQ's /get message view plus Sluice's lookup_id and move_count. encoding "auto" or

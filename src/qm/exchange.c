@@ -50,6 +50,7 @@ qm_exchange *qm_exchange_create(qm_vhost *vh, const char *name, size_t len, int 
     x->auto_delete = (uint8_t)auto_delete;
     x->internal = (uint8_t)internal;
     sl_map_put(vh->exchanges, x->name, len, x);
+    sl_oset_insert(&vh->exchange_order, &x->by_name, x->name, len);
     return x;
 }
 
@@ -210,6 +211,7 @@ static void exchange_destroy(qm_exchange *x)
     QM_PERSIST(exchange_destroyed, x);
     x->deleting = 1;
     sl_map_del(vh->exchanges, x->name, strlen(x->name));
+    sl_oset_remove(&vh->exchange_order, &x->by_name);
     /* outgoing first (this also drops a self-binding), then the inbound ones */
     qm_exchange_clear_bindings(x);
     if (x->inbound)

@@ -138,6 +138,7 @@ qm_vhost *qm_vhost_create(qm_node *n, const char *name)
         q->durable = 1;
         q->is_system = 1;
         sl_map_put(vh->queues, q->name, len, q);
+        sl_oset_insert(&vh->queue_order, &q->by_name, q->name, len);
     }
     return vh;
 }
@@ -153,18 +154,14 @@ void qm_vhost_delete(qm_node *n, qm_vhost *vh)
     /* Queues first, with their hooks: consumers are told, stored positions let go of their
      * segments and each durable queue gets its deletion record. Deleting one may delete
      * others (auto-delete exchanges) but never a queue, so take them one at a time. */
-    while (sl_map_count(vh->queues)) {
-        size_t it = 0;
-        void *qv;
-        sl_map_next(vh->queues, &it, NULL, NULL, &qv);
-        qm_queue_destroy(qv, 1);
-    }
-    while (sl_map_count(vh->exchanges)) {
-        size_t it = 0;
-        void *xv;
+    /* One at a time from the name order: restarting a hash map's iteration for each would
+     * be O(n^2) (50,000 queues took 20 s to stop). */
+    while (sl_oset_count(&vh->queue_order))
+        qm_queue_destroy(SL_ONODE_OWNER(sl_oset_first(&vh->queue_order), qm_queue, by_name), 1);
+    while (sl_oset_count(&vh->exchange_order)) {
         char err[64];
-        sl_map_next(vh->exchanges, &it, NULL, NULL, &xv);
-        qm_exchange_delete(xv, 0, err, sizeof err);
+        qm_exchange *x = SL_ONODE_OWNER(sl_oset_first(&vh->exchange_order), qm_exchange, by_name);
+        qm_exchange_delete(x, 0, err, sizeof err);
     }
     sl_map_del(n->vhosts, vh->name, strlen(vh->name));
     sl_map_free(vh->exchanges);
@@ -269,12 +266,8 @@ void qm_node_free(qm_node *n)
     void *vv;
     while (sl_map_next(n->vhosts, &vi, NULL, NULL, &vv)) {
         qm_vhost *vh = vv;
-        while (sl_map_count(vh->queues)) {
-            size_t it = 0;
-            void *qv;
-            sl_map_next(vh->queues, &it, NULL, NULL, &qv);
-            qm_queue_destroy(qv, 0);
-        }
+        while (sl_oset_count(&vh->queue_order))
+            qm_queue_destroy(SL_ONODE_OWNER(sl_oset_first(&vh->queue_order), qm_queue, by_name), 0);
         /* bindings first, while every exchange they point at is still alive */
         size_t xi = 0;
         void *xv;

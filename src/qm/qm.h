@@ -43,6 +43,7 @@
 #include "../core/buf.h"
 #include "../core/err.h"
 #include "../core/map.h"
+#include "../core/oset.h"
 
 typedef struct qm_node qm_node;
 typedef struct qm_vhost qm_vhost;
@@ -275,6 +276,7 @@ void qm_queue_args_free(qm_queue_args *a);
 struct qm_queue {
     char *name; /* "q", or "q;sub" for a subqueue */
     qm_vhost *vhost;
+    sl_onode by_name; /* top-level queues: in vhost->queue_order */
     uint64_t incarnation;
     uint8_t durable, auto_delete, exclusive;
     uint8_t is_subqueue, is_system;
@@ -509,7 +511,8 @@ typedef enum qm_exchange_type {
 struct qm_exchange {
     char *name;
     qm_vhost *vhost;
-    int type; /* qm_exchange_type */
+    sl_onode by_name; /* in vhost->exchange_order */
+    int type;         /* qm_exchange_type */
     uint8_t durable, auto_delete, internal;
     uint8_t *args; /* arguments table content (owned) */
     size_t args_len;
@@ -618,6 +621,9 @@ struct qm_vhost {
     qm_node *node;
     sl_map *queues;    /* name -> qm_queue* (top-level queues only) */
     sl_map *exchanges; /* name -> qm_exchange* */
+    /* The same, in name order (lists and pages walk these: no sort per request) */
+    sl_oset queue_order;
+    sl_oset exchange_order;
 };
 
 struct qm_node {

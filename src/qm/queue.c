@@ -509,6 +509,7 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
         q->ready_impl = ready_new(a.max_priority + 1);
     }
     sl_map_put(vh->queues, q->name, len, q);
+    sl_oset_insert(&vh->queue_order, &q->by_name, q->name, len);
     QM_PERSIST(queue_created, q);
     *out = q;
     if (created)
@@ -720,6 +721,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
             sl_map_del(q->parent->subqueues, semi + 1, strlen(semi + 1));
     } else if (sl_map_get(q->vhost->queues, q->name, strlen(q->name)) == q) {
         sl_map_del(q->vhost->queues, q->name, strlen(q->name));
+        sl_oset_remove(&q->vhost->queue_order, &q->by_name);
     }
     /* subqueues go with their parent */
     while (q->subqueues && sl_map_count(q->subqueues)) {

@@ -13,7 +13,8 @@ seconds it used during the attack, worst_rtt the slowest bystander round trip du
 attack. The last line is "N passed, N failed".
 
 Usage: abuse_test.py [--only a,b] [--list] [--rtt-limit-ms N] [--keep]
-Env:   SLUICED (binary, default build/sluiced), ABUSE_RTT_LIMIT_MS (the bound on the single
+Env:   SLUICED (binary, default build/sluiced), ABUSE_OLD_NODE=1 (a binary older than the
+       loop_cpu_stats setting, to measure "before"), ABUSE_RTT_LIMIT_MS (the bound on the single
        worst bystander round trip in the stall scenarios, default 250 for a shared machine;
        the node's own loop turns, from its /metrics with loop_cpu_stats, are held to the
        issue's 50 ms of CPU each).
@@ -69,7 +70,9 @@ class Node:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "sluiced.log"
         # CPU time per loop turn: the node's own long turns, told from the machine's load
-        self.config = dict({"loop_cpu_stats": "true"}, **(config or {}))
+        # (ABUSE_OLD_NODE=1 for a binary from before the setting, to measure "before")
+        stats = {} if os.environ.get("ABUSE_OLD_NODE") == "1" else {"loop_cpu_stats": "true"}
+        self.config = dict(stats, **(config or {}))
         self.nofile = nofile
         self.args = list(args)
         self.env = env
@@ -778,6 +781,63 @@ def mass_expiry(node, by, res):
 
 
 mass_expiry.stall = True
+
+
+def _http_many(node, paths, timeout=120.0):
+    """GET every path at once (one thread each); [(status, body or exception)]."""
+    out = [None] * len(paths)
+
+    def one(i):
+        try:
+            out[i] = node.http("GET", paths[i], timeout=timeout)
+        except Exception as e:
+            out[i] = (None, e)
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(paths))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout + 5)
+    return out
+
+
+@scenario(6, "100,000 queues: 10 full GET /api/queues at once, then 40 filtered pages at once")
+def api_queues_100k(node, by, res):
+    r = node.raw(timeout=120)
+    for k in range(10):
+        pipelined(r, [amqpraw.encode_frame(amqpraw.FRAME_METHOD, 1, amqpraw.encode_method(
+            "queue.declare", queue="q%06d" % (k * 10000 + i), nowait=True))
+            for i in range(10000)])
+    r.close()
+    settle_then_measure(by, node)
+    t0 = time.monotonic()
+    full = _http_many(node, ["/api/queues"] * 10)
+    took_full = time.monotonic() - t0
+    # counted, not parsed: the test's own CPU must not be what slows the bystander
+    ok = sum(1 for st, body in full
+             if st == 200 and body[:1] == b"[" and body[-1:] == b"]"
+             and body.count(b'"durable":') == 100003)
+    res.check(ok == 10, "%d of 10 full lists with 100,003 queues (%.1f s for all)"
+              % (ok, took_full))
+    t0 = time.monotonic()
+    pages = _http_many(node, ["/api/queues?page=%d&page_size=100&name=q0%d" % (1 + i % 5, i % 10)
+                              for i in range(40)])
+    took_pages = time.monotonic() - t0
+    ok = 0
+    for st, body in pages:
+        if st == 200:
+            j = json.loads(body)
+            ok += (isinstance(j, dict) and j.get("filtered_count") == 10000
+                   and j.get("item_count") == 100)
+    res.check(ok == 40, "%d of 40 filtered pages right (%.1f s for all)" % (ok, took_pages))
+    t0 = time.monotonic()
+    st, body = node.http("GET", "/api/queues?page=1000&page_size=100&columns=name")
+    j = json.loads(body) if st == 200 else None
+    res.check(isinstance(j, dict) and j["items"][0]["name"] == "q099900",
+              "page 1000 by rank in %.0f ms" % ((time.monotonic() - t0) * 1000))
+
+
+api_queues_100k.stall = True
 
 
 def run_scenario(name, item, text, fn, base, keep):
