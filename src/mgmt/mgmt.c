@@ -319,6 +319,7 @@ static enum MHD_Result route(req *r, const char *url)
 
 static void req_free(req *r)
 {
+    pager_release(r); /* a list answered nowhere (the client went away) */
     for (size_t i = 0; i < r->nsegs; i++)
         sl_free(r->segs[i]);
     for (size_t i = 0; i < r->n_scratch; i++)

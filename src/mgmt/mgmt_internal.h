@@ -212,6 +212,8 @@ enum MHD_Result pager_list(req *r, int kind, const char *only_vhost);
 /* on_request for a request whose job is done. */
 enum MHD_Result pager_resume(req *r);
 void pager_init(mgmt *m);
+/* The request is freed: its finished job (if any) goes too. */
+void pager_release(req *r);
 void pager_stop_all(mgmt *m);
 json_t *exchange_json(qm_exchange *x);
 

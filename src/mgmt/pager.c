@@ -593,6 +593,15 @@ enum MHD_Result pager_resume(req *r)
     return reply_stream(r, p);
 }
 
+void pager_release(req *r)
+{
+    /* never one still running: a suspended request is held until its job is done */
+    if (r->pager) {
+        pager_free(r->pager);
+        r->pager = NULL;
+    }
+}
+
 void pager_stop_all(mgmt *m)
 {
     while (m->jobs) {
