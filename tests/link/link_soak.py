@@ -36,8 +36,9 @@ in publish order, across rounds too), late (an in-doubt transaction arriving aft
 that found none of it, or a committed one after the heal that found it missing), stuck (an
 outgoing queue never drained), unknown (a message no publisher sent), shutdown (a node did
 not exit 0).
---self-check proves the checker: after a clean round it plants a duplicate, a lost, a
-misordered and an uncommitted message, and passes only if exactly those are reported.
+--self-check proves the checker: two calm rounds, after whose heals it plants a duplicate, a
+lost, a misordered, an uncommitted, a partial and a late message; it passes only if exactly
+those are reported, each on its stream.
 
 Usage: link_soak.py [--rounds N] [--seconds S] [--seed X] [--heal-timeout S] [--keep]
                     [--streams a>b,b>c,...] [--rate TX/S] [--no-calm-first] [--self-check]
@@ -248,6 +249,7 @@ class Soak:
         self.nodes = {}
         self.streams = []
         self.planted = None
+        self.late_tx = None
         self.violations = []
         self.totals = collections.Counter()
 
@@ -488,40 +490,58 @@ class Soak:
             s.last = pos
 
     # -- the checker's own proof -----------------------------------------------------------
-    PLANTS = ("duplicate", "loss", "order", "uncommitted")
+    PLANTS = ("duplicate", "loss", "order", "uncommitted", "partial", "late")
 
     def plant(self, rnd):
-        """After a clean heal, make the four faults the checker must see, one per stream: a
-        copy of a committed message, a committed transaction that never arrives, a
-        transaction whose two messages arrive in reverse order, a message of a rolled-back
-        transaction. Returns [(kind, stream id)]."""
+        """After a clean heal, make the faults the checker must see, on different streams. In
+        round 1: a copy of a committed message (duplicate), a committed transaction that never
+        arrives (loss), a transaction whose two messages arrive in reverse order (order), a
+        message of a rolled-back transaction (uncommitted), one of the two messages of an
+        in-doubt transaction (partial), and an in-doubt transaction of which nothing arrives;
+        in round 2 that one's message (late). Returns [(kind, stream id)]."""
         planted = []
+        n = len(self.streams)
         for k, kind in enumerate(self.PLANTS):
-            s = self.streams[k % len(self.streams)]
+            ring = self.streams[k % n:] + self.streams[:k % n]
+            s = next((x for x in ring if x.mode == "tx"), ring[0]) \
+                if kind == "uncommitted" else ring[0]
             node = self.nodes[s.dst]
             c = node.amqp()
             ch = c.channel()
 
-            def put(no, i, n):
-                body = json.dumps({"s": s.id, "t": no, "i": i, "n": n}).encode()
+            def put(no, i, count):
+                body = json.dumps({"s": s.id, "t": no, "i": i, "n": count}).encode()
                 ch.basic_publish(amqp.Message(body, delivery_mode=2), exchange="",
                                  routing_key=QUEUE)
 
-            if kind == "duplicate":
+            if kind == "late":
+                if rnd == 1:  # in doubt, and nothing of it arrives now
+                    self.late_tx = Tx(len(s.txs) + 1, 1, rnd)
+                    self.late_tx.state = IN_DOUBT
+                    s.txs.append(self.late_tx)
+                else:
+                    put(self.late_tx.no, 0, 1)
+                    planted.append((kind, s.id))
+            elif rnd != 1:
+                pass
+            elif kind == "duplicate":
                 tx = next(t for t in s.txs if t.state == COMMITTED)
                 put(tx.no, 0, tx.n)
             elif kind == "uncommitted":
                 tx = next(t for t in s.txs if t.state == ROLLED_BACK)
                 put(tx.no, 0, tx.n)
-            else:  # a transaction the publisher "committed" after all the real ones
-                tx = Tx(len(s.txs) + 1, 2 if kind == "order" else 1, rnd)
-                tx.state = COMMITTED
+            else:  # a transaction the publisher "committed" (or sent) after the real ones
+                tx = Tx(len(s.txs) + 1, 1 if kind == "loss" else 2, rnd)
+                tx.state = IN_DOUBT if kind == "partial" else COMMITTED
                 s.txs.append(tx)
                 if kind == "order":
                     put(tx.no, 1, 2)
                     put(tx.no, 0, 2)
+                elif kind == "partial":
+                    put(tx.no, 0, 2)
             c.close()
-            planted.append((kind, s.id))
+            if rnd == 1 and kind != "late":
+                planted.append((kind, s.id))
         return planted
 
     # -- rounds --------------------------------------------------------------------------
@@ -539,7 +559,7 @@ class Soak:
             s.start()
         t_start = time.monotonic()
         for rnd in range(1, a.rounds + 1):
-            calm = a.calm_first and rnd == 1
+            calm = a.calm_first and rnd == 1 or a.self_check
             first = {s.id: len(s.txs) for s in self.streams}
             for s in self.streams:
                 s.round = rnd
@@ -557,8 +577,9 @@ class Soak:
             took = self.wait_drained(a.heal_timeout)
             if took is not None:
                 self.settle()
-            if a.self_check and not self.violations:
-                self.planted = self.plant(rnd)
+            if a.self_check and (rnd == 1 and not self.violations
+                                 or rnd == 2 and self.planted is not None):
+                self.planted = (self.planted or []) + self.plant(rnd)
             arrived = self.drain(rnd)
             states = collections.Counter()
             msgs = collections.Counter()
@@ -583,7 +604,7 @@ class Soak:
                     backlog, "%.1f s" % (time.monotonic() - t_heal) if took is not None
                     else "NEVER (gave up after %d s)" % a.heal_timeout,
                     "ok" if not self.violations else "%d VIOLATIONS" % len(self.violations)))
-            if self.violations:
+            if self.violations and not a.self_check:
                 break
             if time.monotonic() - t_start > a.max_seconds:
                 log("stopping after %d rounds: --max-seconds %d reached" % (rnd, a.max_seconds))
@@ -645,9 +666,9 @@ def main():
     ap.add_argument("--rate", type=float, default=100,
                     help="transactions per second per stream (0: as fast as they commit)")
     ap.add_argument("--self-check", action="store_true",
-                    help="prove the checker: one calm round, then a duplicate, a lost, a "
-                    "misordered and an uncommitted message are planted after the heal; each "
-                    "must be reported, and nothing else")
+                    help="prove the checker: two calm rounds; a duplicate, a lost, a misordered, "
+                    "an uncommitted, a partial and a late message are planted after the heals; "
+                    "each must be reported, and nothing else")
     ap.add_argument("--calm-first", dest="calm_first", action="store_true", default=True,
                     help="round 1 without faults (the default)")
     ap.add_argument("--no-calm-first", dest="calm_first", action="store_false")
@@ -656,7 +677,7 @@ def main():
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
     if args.self_check:
-        args.rounds, args.calm_first = 1, True
+        args.rounds, args.calm_first = 2, True
     if args.max_seconds is None:
         args.max_seconds = args.rounds * (args.seconds + args.heal_timeout)
     for spec in args.streams.split(","):
