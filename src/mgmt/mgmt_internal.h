@@ -105,7 +105,7 @@ typedef struct req {
     char *async_reply; /* what the answer brought (owned) */
     char *async_err;
     struct req *susp_next;
-    char async_tag[48]; /* the handler's own, for its on_resume (a handle id...) */
+    char async_tag[48];  /* the handler's own, for its on_resume (a handle id...) */
     struct pager *pager; /* a suspended list request's job (pager.c) */
 } req;
 
