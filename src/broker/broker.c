@@ -32,6 +32,7 @@
 #include "../link/link.h"
 #include "../link/rpc_queue.h"
 #include "../net/listen.h"
+#include "../net/tls.h"
 #include "../persist/persist.h"
 
 #define TICK_MS 100
@@ -110,6 +111,8 @@ static void unlink_conn(broker *b, conn *c)
         b->n_open--;
     /* A descriptor came back: a listener paused at the reserve may take the next one. */
     sl_acceptor_kick(&b->acceptor);
+    if (b->tls_listen_fd >= 0)
+        sl_acceptor_kick(&b->tls_acceptor);
 }
 
 static void flush_dirty(broker *b)
@@ -269,10 +272,10 @@ static void tick(sl_loop *loop, sl_timer *t)
  * Listener and signals
  */
 
-/* A connection accepted by the AMQP acceptor (net/accept.c keeps the descriptor reserve). */
-static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
+/* A connection accepted by the AMQP acceptor (net/accept.c keeps the descriptor reserve),
+ * or by the AMQPS one (tls set: the connection starts with a TLS handshake). */
+static void accept_conn(broker *b, int fd, const struct sockaddr_storage *ss, int tls)
 {
-    broker *b = a->data;
     if (b->shutting_down) {
         close(fd);
         return;
@@ -296,7 +299,17 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
             (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
     }
     snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
-    snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer, b->bound_addr, b->bound_port);
+    snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer,
+             tls ? b->tls_bound_addr : b->bound_addr, tls ? b->tls_bound_port : b->bound_port);
+    if (tls) {
+        sl_tls *t = sl_tls_new(b->tls_ctx, fd, NULL);
+        if (!t) {
+            sl_warn("connection %s: cannot start TLS (out of memory)", c->name);
+            conn_free(c);
+            return;
+        }
+        conn_start_tls(c, t);
+    }
     c->next = b->conns;
     if (b->conns)
         b->conns->prev = c;
@@ -307,6 +320,61 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
         return;
     }
     sl_debug("accepted connection %s", c->name);
+}
+
+static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
+{
+    accept_conn(a->data, fd, ss, 0);
+}
+
+static void on_accept_tls(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
+{
+    accept_conn(a->data, fd, ss, 1);
+}
+
+void broker_tls_opts(const struct sl_tls_conf *t, sl_tls_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->cacertfile = t->cacertfile;
+    o->certfile = t->certfile;
+    o->keyfile = t->keyfile;
+    o->key_password = t->password;
+    o->verify_peer = t->verify_peer;
+    o->fail_if_no_peer_cert = t->fail_if_no_peer_cert;
+    o->depth = t->depth;
+    o->versions = t->versions;
+    o->ciphers = t->ciphers;
+    o->ciphersuites = t->ciphersuites;
+    o->honor_cipher_order = t->honor_cipher_order;
+}
+
+/* listeners.ssl.default: AMQP over TLS beside the plain listener. */
+static int listen_tls(broker *b)
+{
+    const sl_config *cfg = b->cfg;
+    char err[512];
+    sl_tls_opts o;
+    broker_tls_opts(&cfg->ssl, &o);
+    b->tls_ctx = sl_tls_ctx_new(1, &o, err, sizeof err);
+    if (!b->tls_ctx) {
+        sl_error("listeners.ssl.default: %s", err);
+        return -1;
+    }
+    int fd = sl_listen_tcp(cfg->tls_bind ? cfg->tls_bind : cfg->bind, cfg->tls_port, 1024,
+                           b->tls_bound_addr, sizeof b->tls_bound_addr, &b->tls_bound_port, err,
+                           sizeof err);
+    if (fd < 0) {
+        sl_error("%s", err);
+        return -1;
+    }
+    b->tls_listen_fd = fd;
+    if (sl_acceptor_start(&b->tls_acceptor, b->loop, fd, "amqps", b->fd_reserve, on_accept_tls,
+                          NULL, b) < 0) {
+        sl_error("cannot watch the TLS listener: %s", strerror(errno));
+        return -1;
+    }
+    sl_info("listening amqps=%s:%d", b->tls_bound_addr, b->tls_bound_port);
+    return 0;
 }
 
 static void tidy_tick(sl_loop *loop, sl_timer *t)
@@ -328,6 +396,11 @@ static void begin_shutdown(broker *b, const char *why)
         sl_acceptor_stop(&b->acceptor);
         close(b->listen_fd);
         b->listen_fd = -1;
+    }
+    if (b->tls_listen_fd >= 0) {
+        sl_acceptor_stop(&b->tls_acceptor);
+        close(b->tls_listen_fd);
+        b->tls_listen_fd = -1;
     }
     for (conn *c = b->conns; c; c = c->next) {
         if (c->read_paused || c->out_paused) {
@@ -381,6 +454,7 @@ broker *broker_new(sl_config *cfg)
     broker *b = sl_xcalloc(1, sizeof *b);
     b->cfg = cfg;
     b->listen_fd = -1;
+    b->tls_listen_fd = -1;
     b->signal_fd = -1;
     raise_fd_limit(b);
     b->loop = sl_loop_new();
@@ -471,6 +545,8 @@ int broker_listen(broker *b)
     }
     sl_info("listening amqp=%s:%d", b->bound_addr, b->bound_port);
     link_mgr_set_self(b->links, b->bound_addr, b->bound_port);
+    if (b->cfg->tls_port >= 0 && listen_tls(b) < 0)
+        return -1;
     return 0;
 }
 
@@ -519,6 +595,11 @@ void broker_free(broker *b)
         sl_acceptor_stop(&b->acceptor);
         close(b->listen_fd);
     }
+    if (b->tls_listen_fd >= 0) {
+        sl_acceptor_stop(&b->tls_acceptor);
+        close(b->tls_listen_fd);
+    }
+    sl_tls_ctx_free(b->tls_ctx); /* after every connection's stream */
     if (b->signal_fd >= 0)
         close(b->signal_fd);
     sl_timer_stop(b->loop, &b->tick_timer);

@@ -57,7 +57,12 @@ struct broker {
     qm_node *node;
     int listen_fd;
     sl_acceptor acceptor; /* AMQP listener: descriptor reserve, pause and resume */
-    unsigned fd_reserve;  /* descriptors the AMQP door leaves free (the API leaves half) */
+    int tls_listen_fd;    /* AMQPS listener (listeners.ssl.default), -1 when none */
+    sl_acceptor tls_acceptor;
+    struct sl_tls_ctx *tls_ctx;
+    char tls_bound_addr[64];
+    int tls_bound_port;
+    unsigned fd_reserve; /* descriptors the AMQP door leaves free (the API leaves half) */
     int signal_fd;
     sl_watch signal_w;
     conn *conns;         /* all live connections */
@@ -129,7 +134,13 @@ struct conn {
     uint8_t consumers_waiting; /* a consumer was refused for a full output buffer */
     uint8_t in_dirty;
     uint8_t counted_open; /* counted in b->n_open */
-    uint8_t shut_wr;      /* CONN_LINGER: shutdown(SHUT_WR) done */
+    /* AMQPS: the TLS stream over fd (NULL: plain TCP); handshaking until it completes,
+     * before the AMQP protocol header; the socket watched for what TLS wants next */
+    struct sl_tls *tls;
+    uint8_t tls_handshaking;
+    uint8_t tls_write_wants_read; /* a write would block until the socket is readable */
+    char *auth_mechanism;         /* the one the client logged in with */
+    uint8_t shut_wr;              /* CONN_LINGER: shutdown(SHUT_WR) done */
     char *user;
     qm_vhost *vhost;
     /* a node-to-node link (client-properties sluice_link): link_recv.c */
@@ -227,6 +238,9 @@ const char *broker_alarm_reason(const broker *b);
 /* Send connection.blocked (if asked for) and stop reading c until the alarms clear. */
 void broker_block_publisher(conn *c);
 broker *broker_new(sl_config *cfg);
+/* The TLS options of a ssl_options / management.ssl group (net/tls.h). */
+struct sl_tls_opts;
+void broker_tls_opts(const struct sl_tls_conf *t, struct sl_tls_opts *o);
 int broker_listen(broker *b);
 void broker_run(broker *b);
 void broker_free(broker *b);
@@ -264,6 +278,8 @@ uint64_t broker_count_user_channels(broker *b, const char *user);
 
 /* conn.c */
 conn *conn_new(broker *b, int fd);
+/* Make a new connection speak TLS first (the AMQPS listener): handshake, then AMQP. */
+void conn_start_tls(conn *c, struct sl_tls *tls);
 void conn_on_event(sl_loop *loop, sl_watch *w, int events);
 /* Connection-level error: send connection.close(code from e, text, class/method) and wait
  * for close-ok; every channel is released at once. */

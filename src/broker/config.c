@@ -13,6 +13,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/version.h"
+#include "../net/tls.h"
 
 static void add_user(sl_config *c, const char *name, const char *password)
 {
@@ -92,6 +93,10 @@ void sl_config_defaults(sl_config *c)
     c->link_batch_msgs = 2048;
     c->link_batch_bytes = 1u << 20;
     c->link_window = 16;
+    c->tls_port = -1;
+    c->mgmt_tls_port = -1;
+    c->ssl_handshake_timeout_ms = 5000;
+    c->auth_mechanisms = sl_xstrdup("PLAIN AMQPLAIN");
     c->default_user = sl_xstrdup("guest");
     c->default_pass = sl_xstrdup("guest");
     c->default_vhost = sl_xstrdup("/");
@@ -123,6 +128,17 @@ void sl_config_free(sl_config *c)
     clear_loopback_users(c);
     sl_free(c->loopback_users);
     sl_free(c->password_hashing_module);
+    sl_free(c->tls_bind);
+    sl_free(c->auth_mechanisms);
+    struct sl_tls_conf *tc[2] = {&c->ssl, &c->mgmt_ssl};
+    for (int i = 0; i < 2; i++) {
+        sl_free(tc[i]->cacertfile);
+        sl_free(tc[i]->certfile);
+        sl_free(tc[i]->keyfile);
+        sl_free(tc[i]->password);
+        sl_free(tc[i]->ciphers);
+        sl_free(tc[i]->ciphersuites);
+    }
     memset(c, 0, sizeof *c);
 }
 
@@ -200,6 +216,65 @@ static void set_tag(char **tags, const char *tag, int on)
     sl_buf_put_u8(&b, 0);
     sl_free(*tags);
     *tags = (char *)b.data;
+}
+
+/* Append item to a separated list in *dst. */
+static void list_add(char **dst, const char *item, char sep)
+{
+    size_t a = *dst ? strlen(*dst) : 0, b = strlen(item);
+    char *n = sl_xmalloc(a + b + 2);
+    if (a) {
+        memcpy(n, *dst, a);
+        n[a++] = sep;
+    }
+    memcpy(n + a, item, b + 1);
+    sl_free(*dst);
+    *dst = n;
+}
+
+/* ssl_options.* (prefix stripped): shared by AMQPS and (management.ssl.*) HTTPS. */
+static const char *apply_tls(struct sl_tls_conf *t, const char *key, const char *value)
+{
+    int on;
+    if (!strcmp(key, "cacertfile")) {
+        set_str(&t->cacertfile, value);
+    } else if (!strcmp(key, "certfile")) {
+        set_str(&t->certfile, value);
+    } else if (!strcmp(key, "keyfile")) {
+        set_str(&t->keyfile, value);
+    } else if (!strcmp(key, "password")) {
+        set_str(&t->password, value);
+    } else if (!strcmp(key, "verify")) {
+        if (strcmp(value, "verify_peer") && strcmp(value, "verify_none"))
+            return "verify must be verify_peer or verify_none";
+        t->verify_peer = !strcmp(value, "verify_peer");
+    } else if (!strcmp(key, "fail_if_no_peer_cert")) {
+        if ((on = parse_bool(value)) < 0)
+            return "fail_if_no_peer_cert must be true or false";
+        t->fail_if_no_peer_cert = on;
+    } else if (!strcmp(key, "honor_cipher_order") || !strcmp(key, "honor_ecc_order")) {
+        if ((on = parse_bool(value)) < 0)
+            return "must be true or false";
+        t->honor_cipher_order |= on;
+    } else if (!strcmp(key, "depth")) {
+        uint64_t n;
+        if (parse_u64(value, 100, &n))
+            return "depth must be 0..100";
+        t->depth = (int)n;
+    } else if (!strncmp(key, "versions.", 9)) {
+        unsigned bit = sl_tls_version_bit(value);
+        if (!bit)
+            return "versions.N must be tlsv1.2 or tlsv1.3 (or tlsv1.1, tlsv1)";
+        t->versions |= bit;
+    } else if (!strncmp(key, "ciphers.", 8)) {
+        if (!strncmp(value, "TLS_", 4))
+            list_add(&t->ciphersuites, value, ':');
+        else
+            list_add(&t->ciphers, value, ':');
+    } else {
+        return "unknown setting";
+    }
+    return NULL;
 }
 
 /* Apply one setting; returns NULL on success or an error description. */
@@ -368,6 +443,43 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (on < 0)
             return "loopback_users.NAME must be true or false";
         set_loopback_user(c, key + 15, on);
+    } else if (!strcmp(key, "listeners.ssl.default") || !strcmp(key, "tls_port")) {
+        const char *colon = strrchr(value, ':');
+        if (colon) {
+            char ip[128];
+            snprintf(ip, sizeof ip, "%.*s", (int)(colon - value), value);
+            set_str(&c->tls_bind, ip);
+            value = colon + 1;
+        }
+        if (parse_u64(value, 65535, &n))
+            return "listeners.ssl.default must be [IP:]PORT (0 = a free port)";
+        c->tls_port = (int)n;
+    } else if (!strncmp(key, "ssl_options.", 12)) {
+        return apply_tls(&c->ssl, key + 12, value);
+    } else if (!strcmp(key, "management.ssl.port")) {
+        if (parse_u64(value, 65535, &n))
+            return "management.ssl.port must be 0..65535";
+        c->mgmt_tls_port = (int)n;
+    } else if (!strncmp(key, "management.ssl.", 15)) {
+        return apply_tls(&c->mgmt_ssl, key + 15, value);
+    } else if (!strcmp(key, "ssl_handshake_timeout")) {
+        if (parse_u64(value, UINT32_MAX, &n) || n == 0)
+            return "ssl_handshake_timeout must be milliseconds";
+        c->ssl_handshake_timeout_ms = (uint32_t)n;
+    } else if (!strncmp(key, "auth_mechanisms.", 16)) {
+        if (strcmp(value, "PLAIN") && strcmp(value, "AMQPLAIN") && strcmp(value, "EXTERNAL"))
+            return "auth_mechanisms.N must be PLAIN, AMQPLAIN or EXTERNAL";
+        /* The first auth_mechanisms.N line replaces the default list. */
+        if (!c->auth_mechanisms_set) {
+            sl_free(c->auth_mechanisms);
+            c->auth_mechanisms = NULL;
+            c->auth_mechanisms_set = 1;
+        }
+        list_add(&c->auth_mechanisms, value, ' ');
+    } else if (!strcmp(key, "ssl_cert_login_from")) {
+        if (strcmp(value, "common_name") && strcmp(value, "distinguished_name"))
+            return "ssl_cert_login_from must be common_name or distinguished_name";
+        c->ssl_cert_login_cn = !strcmp(value, "common_name");
     } else if (!strcmp(key, "password_change_closes_connections")) {
         int on = parse_bool(value);
         if (on < 0)
@@ -465,7 +577,9 @@ void sl_config_usage(void)
            "handle_idle_timeout (s), handle_limit (MSMQ handles over HTTP),\n"
            "default_user, default_pass, default_vhost, default_user_tags.TAG,\n"
            "default_permissions.configure|write|read, loopback_users.NAME, loopback_users = none,\n"
-           "password_hashing_module, password_change_closes_connections.\n");
+           "password_hashing_module, password_change_closes_connections,\n"
+           "listeners.ssl.default, ssl_options.*, management.ssl.*, ssl_handshake_timeout,\n"
+           "auth_mechanisms.N, ssl_cert_login_from.\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)

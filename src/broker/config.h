@@ -63,6 +63,22 @@ typedef struct sl_config {
     size_t n_loopback_users;
     char *password_hashing_module;          /* NULL = rabbit_password_hashing_sha256 */
     int password_change_closes_connections; /* RabbitMQ leaves them open: 0 */
+    /* TLS (rabbitmq.conf's names): listeners.ssl.default = [IP:]PORT and ssl_options.* for
+     * AMQPS; management.ssl.* for HTTPS. Ports: -1 = no such listener, 0 = a free one. */
+    int tls_port;
+    char *tls_bind; /* NULL = bind */
+    struct sl_tls_conf {
+        char *cacertfile, *certfile, *keyfile, *password;
+        int verify_peer, fail_if_no_peer_cert, depth, honor_cipher_order;
+        unsigned versions;            /* SL_TLS_V* bits; 0 = TLS 1.2 and 1.3 */
+        char *ciphers, *ciphersuites; /* ssl_options.ciphers.N: <= 1.2 joined with ':', and
+                                       * the TLS 1.3 ones (TLS_*) */
+    } ssl, mgmt_ssl;
+    int mgmt_tls_port;
+    uint32_t ssl_handshake_timeout_ms;
+    char *auth_mechanisms;   /* space-separated, offered in this order; default PLAIN AMQPLAIN */
+    int ssl_cert_login_cn;   /* ssl_cert_login_from = common_name (default: distinguished_name) */
+    int auth_mechanisms_set; /* an auth_mechanisms.N line was read */
     /* node-to-node links (src/link/): what this node logs in as on other nodes, timers */
     char *link_user, *link_password;
     uint32_t link_heartbeat_s;

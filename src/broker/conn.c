@@ -30,6 +30,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/version.h"
+#include "../net/tls.h"
 #include "../link/rpc_queue.h"
 
 static void conn_handle_frame(conn *c, const amqp_frame *f);
@@ -66,6 +67,11 @@ void conn_free(conn *c)
     sl_free(c->channels);
     sl_timer_stop(c->b->loop, &c->hb_timer);
     sl_loop_unwatch(c->b->loop, &c->w);
+    if (c->tls) {
+        if (!c->tls_handshaking && !c->shut_wr)
+            sl_tls_shutdown(c->tls); /* close_notify, best effort */
+        sl_tls_free(c->tls);
+    }
     if (c->fd >= 0)
         close(c->fd);
     sl_buf_free(&c->in);
@@ -74,8 +80,72 @@ void conn_free(conn *c)
     if (c->is_link)
         link_rpc_conn_gone(c->id); /* remote handles die with their link (rundown) */
     sl_free(c->user);
+    sl_free(c->auth_mechanism);
     sl_free(c->link_node);
     sl_free(c);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The byte stream: plain TCP, or TLS over it (AMQPS). Both read and write like recv/send.
+ */
+
+static ssize_t conn_recv(conn *c, void *buf, size_t n)
+{
+    if (c->tls)
+        return sl_tls_read(c->tls, buf, n);
+    return recv(c->fd, buf, n, 0);
+}
+
+static ssize_t conn_send(conn *c, const void *buf, size_t n)
+{
+    if (c->tls) {
+        ssize_t r = sl_tls_write(c->tls, buf, n);
+        c->tls_write_wants_read = r < 0 && errno == EAGAIN && (sl_tls_wants(c->tls) & SL_EV_READ);
+        return r;
+    }
+    return send(c->fd, buf, n, MSG_NOSIGNAL);
+}
+
+void conn_start_tls(conn *c, sl_tls *tls)
+{
+    c->tls = tls;
+    c->tls_handshaking = 1;
+    /* The TLS handshake has its own, shorter, deadline (ssl_handshake_timeout). */
+    uint32_t t = c->b->cfg->ssl_handshake_timeout_ms;
+    if (t && t < c->b->cfg->handshake_timeout_ms)
+        sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + t);
+}
+
+static void on_readable(conn *c);
+
+/* Drive the TLS handshake; once done the connection waits for the AMQP protocol header.
+ * A failure (a client speaking plain AMQP, a certificate refused) is one log line. */
+static void tls_handshake_step(conn *c)
+{
+    int r = sl_tls_handshake(c->tls);
+    if (r < 0) {
+        sl_warn("connection %s: TLS handshake failed: %s", c->name, sl_tls_error(c->tls));
+        c->tls_handshaking = 0;
+        c->shut_wr = 1; /* no close_notify on a session that never was */
+        conn_kill(c, NULL);
+        return;
+    }
+    if (r == 0) {
+        int ev = sl_tls_wants(c->tls);
+        if (c->w.events != ev)
+            sl_loop_watch(c->b->loop, &c->w, ev ? ev : SL_EV_READ);
+        return;
+    }
+    c->tls_handshaking = 0;
+    sl_timer_start(c->b->loop, &c->hb_timer,
+                   sl_loop_now(c->b->loop) + c->b->cfg->handshake_timeout_ms);
+    char dn[512] = "";
+    if (sl_tls_peer_dn(c->tls, dn, sizeof dn) < 0)
+        snprintf(dn, sizeof dn, "none");
+    sl_debug("connection %s: %s %s, peer certificate %s%s", c->name, sl_tls_protocol(c->tls),
+             sl_tls_cipher(c->tls), dn, sl_tls_peer_verified(c->tls) ? " (verified)" : "");
+    sl_loop_watch(c->b->loop, &c->w, SL_EV_READ);
+    on_readable(c); /* the protocol header may have come with the last handshake flight */
 }
 
 static void release_channels(conn *c)
@@ -222,8 +292,10 @@ void conn_flush(conn *c)
             sl_buf_append(&c->out, sl_buf_head(&c->late), sl_buf_unread(&c->late));
         sl_buf_consume(&c->late, sl_buf_unread(&c->late));
     }
+    if (c->tls_handshaking)
+        return; /* nothing is said before the TLS session is up */
     while (sl_buf_unread(&c->out) > 0) {
-        ssize_t n = send(c->fd, sl_buf_head(&c->out), sl_buf_unread(&c->out), MSG_NOSIGNAL);
+        ssize_t n = conn_send(c, sl_buf_head(&c->out), sl_buf_unread(&c->out));
         if (n > 0) {
             sl_buf_consume(&c->out, (size_t)n);
             c->last_send = sl_loop_now(c->b->loop);
@@ -233,7 +305,9 @@ void conn_flush(conn *c)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (c->state != CONN_DEAD) {
-                sl_loop_watch(c->b->loop, &c->w, c->w.events | SL_EV_WRITE);
+                /* (a TLS write that waits for readability is retried from conn_on_event) */
+                if (!c->tls_write_wants_read)
+                    sl_loop_watch(c->b->loop, &c->w, c->w.events | SL_EV_WRITE);
                 resume_if_room(c);
                 conn_update_watch(c);
             }
@@ -245,7 +319,9 @@ void conn_flush(conn *c)
         return;
     }
     if (c->state == CONN_LINGER && !c->shut_wr) {
-        /* Everything said: the client reads close-ok, then EOF. */
+        /* Everything said: the client reads close-ok, then (TLS: close_notify and) EOF. */
+        if (c->tls)
+            sl_tls_shutdown(c->tls);
         shutdown(c->fd, SHUT_WR);
         c->shut_wr = 1;
     }
@@ -280,6 +356,10 @@ void conn_update_watch(conn *c)
                  : SL_EV_READ;
     if (sl_buf_unread(&c->out) > 0 && (c->w.events & SL_EV_WRITE))
         ev |= SL_EV_WRITE; /* still waiting for the socket to drain */
+    if (c->tls_write_wants_read && sl_buf_unread(&c->out) > 0)
+        ev |= SL_EV_READ; /* a TLS write goes on once the socket is readable */
+    if (c->tls_handshaking)
+        ev = sl_tls_wants(c->tls) ? sl_tls_wants(c->tls) : SL_EV_READ;
     if (c->w.events != ev)
         sl_loop_watch(c->b->loop, &c->w, ev);
 }
@@ -314,7 +394,26 @@ static void send_start(conn *c)
     amqp_tbl_end(&props, cmark);
     amqp_tbl_end(&props, mark);
     s->server_properties = (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
-    s->mechanisms = AMQP_BYTES("PLAIN AMQPLAIN");
+    /* auth_mechanisms, in their order; EXTERNAL only to a client that showed a certificate
+     * that verified (RabbitMQ's rabbit_auth_mechanism_ssl should_offer). */
+    char mechs[64];
+    size_t mo = 0;
+    const char *cm = c->b->cfg->auth_mechanisms ? c->b->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
+    for (const char *p = cm; *p;) {
+        size_t n = strcspn(p, " ");
+        int external = n == 8 && !memcmp(p, "EXTERNAL", 8);
+        if (n && (!external || (c->tls && sl_tls_peer_verified(c->tls))) &&
+            mo + n + 1 < sizeof mechs) {
+            if (mo)
+                mechs[mo++] = ' ';
+            memcpy(mechs + mo, p, n);
+            mo += n;
+        }
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    s->mechanisms = (amqp_bytes){(const uint8_t *)mechs, mo};
     s->locales = AMQP_BYTES("en_US");
     conn_send_method(c, 0, &m);
     sl_buf_free(&props);
@@ -395,6 +494,10 @@ void conn_resume_input(conn *c)
         return; /* a full output buffer brings it back when it drains (resume_if_room) */
     if (sl_buf_unread(&c->in) > 0)
         process_buffered(c);
+    /* TLS plaintext left decrypted in the session when the read budget ran out */
+    if (c->tls && !c->input_pending && !c->read_paused && !c->out_paused &&
+        c->state < CONN_LINGER && sl_tls_pending(c->tls) > 0)
+        on_readable(c);
     conn_update_watch(c);
 }
 
@@ -431,7 +534,7 @@ static void on_readable(conn *c)
         int direct = sl_buf_unread(&c->in) == 0;
         size_t want = direct ? budget : (budget < 64 * 1024 ? budget : 64 * 1024);
         uint8_t *dst = direct ? shared : sl_buf_reserve(&c->in, want);
-        ssize_t n = recv(c->fd, dst, want, 0);
+        ssize_t n = conn_recv(c, dst, want);
         if (n > 0) {
             budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
             if (direct) {
@@ -443,8 +546,9 @@ static void on_readable(conn *c)
                 process_buffered(c);
             }
             /* A short read drained the socket: another recv would only say EAGAIN, and
-             * level-triggered epoll reports whatever arrives next. */
-            if ((size_t)n < want)
+             * level-triggered epoll reports whatever arrives next. (TLS hands out a record
+             * at a time: short reads say nothing there, read on until it would block.) */
+            if ((size_t)n < want && !c->tls)
                 return;
             continue;
         }
@@ -456,7 +560,10 @@ static void on_readable(conn *c)
                             : strerror(errno));
         return;
     }
-    /* Budget used up with data possibly pending: epoll is level-triggered, so we come back. */
+    /* Budget used up with data possibly pending: epoll is level-triggered, so we come back;
+     * but what TLS decrypted already is not on the socket any more: come back to it. */
+    if (c->tls && c->state < CONN_LINGER && sl_tls_pending(c->tls) > 0)
+        broker_input_pending(c);
 }
 
 void conn_on_event(sl_loop *loop, sl_watch *w, int events)
@@ -466,7 +573,11 @@ void conn_on_event(sl_loop *loop, sl_watch *w, int events)
     if (c->state == CONN_DEAD)
         return; /* Writable again: flush at the end of the turn, after the group commit, never
                    before. */
-    if (events & SL_EV_WRITE)
+    if (c->tls_handshaking) {
+        tls_handshake_step(c);
+        return;
+    }
+    if ((events & SL_EV_WRITE) || (c->tls_write_wants_read && (events & SL_EV_READ)))
         broker_mark_dirty(c);
     if ((events & (SL_EV_READ | SL_EV_ERROR)) && c->state != CONN_DEAD)
         on_readable(c);
@@ -532,10 +643,32 @@ static void read_client_capabilities(conn *c, amqp_bytes props)
         c->cap_auth_failure_close = (uint8_t)v.v.b;
 }
 
+/* Is mech one of auth_mechanisms (and EXTERNAL only with a verified client certificate)? */
+static int mechanism_offered(const conn *c, amqp_bytes mech)
+{
+    const char *cm = c->b->cfg->auth_mechanisms ? c->b->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
+    for (const char *p = cm; *p;) {
+        size_t n = strcspn(p, " ");
+        if (n == mech.len && !memcmp(p, mech.p, n))
+            return !amqp_bytes_eq(mech, "EXTERNAL") || (c->tls && sl_tls_peer_verified(c->tls));
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    return 0;
+}
+
 static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
 {
     read_client_capabilities(c, s->client_properties);
     amqp_bytes user = {0}, pass = {0};
+    char certname[1024];
+    int external = 0;
+    if (!mechanism_offered(c, s->mechanism)) {
+        conn_error(c, SL_ERR_COMMAND_INVALID, AMQP_CONNECTION_START_OK,
+                   "unknown authentication mechanism '" BYTES_FMT "'", BYTES_ARG(s->mechanism));
+        return;
+    }
     if (amqp_bytes_eq(s->mechanism, "PLAIN")) {
         /* authzid \0 authcid \0 password */
         const uint8_t *p = s->response.p, *end = p + s->response.len;
@@ -555,14 +688,22 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
                 amqp_value_str(&v, &pass);
         }
     } else {
-        conn_error(c, SL_ERR_COMMAND_INVALID, AMQP_CONNECTION_START_OK,
-                   "unknown authentication mechanism '" BYTES_FMT "'", BYTES_ARG(s->mechanism));
-        return;
+        /* EXTERNAL (rabbitmq_auth_mechanism_ssl): the user is named by the verified client
+         * certificate, its common name or its whole distinguished name (the default); the
+         * response (an authorization identity) is ignored, as RabbitMQ does. */
+        external = 1;
+        int rc = c->b->cfg->ssl_cert_login_cn ? sl_tls_peer_cn(c->tls, certname, sizeof certname)
+                                              : sl_tls_peer_dn(c->tls, certname, sizeof certname);
+        if (rc < 0)
+            certname[0] = 0;
+        user = amqp_cstr(certname);
     }
     const acc_user *u = NULL;
-    char why[400];
-    sl_err e = acc_login_password(c->b->acc, (const char *)user.p, user.len, pass.p, pass.len,
-                                  c->loopback, &u, why, sizeof why);
+    char why[1400];
+    sl_err e = external ? acc_login_external(c->b->acc, (const char *)user.p, user.len, c->loopback,
+                                             &u, why, sizeof why)
+                        : acc_login_password(c->b->acc, (const char *)user.p, user.len, pass.p,
+                                             pass.len, c->loopback, &u, why, sizeof why);
     if (e != SL_OK) {
         /* The reason goes to the log only: the client learns nothing about which part was
          * wrong (RabbitMQ's authentication_failure_close text). */
@@ -581,6 +722,7 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
         }
         return;
     }
+    c->auth_mechanism = sl_xstrndup((const char *)s->mechanism.p, s->mechanism.len);
     c->user = sl_xstrndup((const char *)user.p, user.len);
     if (link_recv_hello(c, s->client_properties) < 0)
         return;

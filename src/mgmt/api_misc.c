@@ -13,6 +13,7 @@
 #include "../core/clock.h"
 #include "../core/mem.h"
 #include "../core/version.h"
+#include "../net/tls.h"
 #include "mgmt_internal.h"
 
 static void add_queue(node_totals *t, qm_queue *q, int top)
@@ -85,10 +86,17 @@ enum MHD_Result api_overview(req *r)
                         json_pack("{s:I,s:I,s:I,s:I}", "publish", (json_int_t)t.published,
                                   "deliver_get", (json_int_t)t.delivered, "ack",
                                   (json_int_t)t.acked, "redeliver", (json_int_t)t.redelivered));
-    json_object_set_new(o, "listeners",
-                        json_pack("[{s:s,s:s,s:i},{s:s,s:s,s:i}]", "protocol", "amqp", "ip_address",
-                                  m->b->bound_addr, "port", m->b->bound_port, "protocol", "http",
-                                  "ip_address", m->addr, "port", m->port));
+    json_t *ls = json_pack("[{s:s,s:s,s:i},{s:s,s:s,s:i}]", "protocol", "amqp", "ip_address",
+                           m->b->bound_addr, "port", m->b->bound_port, "protocol", "http",
+                           "ip_address", m->addr, "port", m->port);
+    /* RabbitMQ's names: amqp/ssl and http/ssl */
+    if (m->b->tls_listen_fd >= 0)
+        json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "amqp/ssl", "ip_address",
+                                            m->b->tls_bound_addr, "port", m->b->tls_bound_port));
+    if (m->tls_d)
+        json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "https", "ip_address",
+                                            m->tls_addr, "port", m->tls_port));
+    json_object_set_new(o, "listeners", ls);
     json_object_set_new(o, "msmq_connected",
                         json_string(m->b->node->online ? "CONNECTED" : "DISCONNECTED"));
     return reply_json(r, 200, o);
@@ -250,12 +258,25 @@ static json_t *conn_json(mgmt *m, conn *c)
     const char *state = c->state == CONN_OPEN      ? (c->blocked_sent ? "blocked" : "running")
                         : c->state >= CONN_CLOSING ? "closing"
                                                    : "starting";
-    return json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i,s:i,s:i}", "name", c->name,
-                     "user", c->user ? c->user : "", "vhost", c->vhost ? c->vhost->name : "",
-                     "channels", (json_int_t)c->n_channels, "peer_host", host, "peer_port", port,
-                     "host", m->b->bound_addr, "port", m->b->bound_port, "state", state, "protocol",
-                     "AMQP 0-9-1", "node", m->b->cfg->node_name, "timeout", (int)c->heartbeat,
-                     "frame_max", (int)c->frame_max, "channel_max", (int)c->channel_max);
+    json_t *o =
+        json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i,s:i,s:i}", "name", c->name,
+                  "user", c->user ? c->user : "", "vhost", c->vhost ? c->vhost->name : "",
+                  "channels", (json_int_t)c->n_channels, "peer_host", host, "peer_port", port,
+                  "host", m->b->bound_addr, "port", m->b->bound_port, "state", state, "protocol",
+                  "AMQP 0-9-1", "node", m->b->cfg->node_name, "timeout", (int)c->heartbeat,
+                  "frame_max", (int)c->frame_max, "channel_max", (int)c->channel_max);
+    json_object_set_new(o, "ssl", json_boolean(c->tls != NULL));
+    json_object_set_new(o, "auth_mechanism",
+                        json_string(c->auth_mechanism ? c->auth_mechanism : ""));
+    if (c->tls && !c->tls_handshaking) {
+        char dn[512];
+        json_object_set_new(o, "ssl_protocol", json_string(sl_tls_protocol(c->tls)));
+        json_object_set_new(o, "ssl_cipher", json_string(sl_tls_cipher(c->tls)));
+        json_object_set_new(o, "peer_cert_subject",
+                            sl_tls_peer_dn(c->tls, dn, sizeof dn) == 0 ? json_string(dn)
+                                                                       : json_null());
+    }
+    return o;
 }
 
 /* filter_user: monitoring and administrator users see everyone's, others their own */

@@ -12,11 +12,19 @@
  * backlog as soon as one closes. MHD 0.9.75 left to itself stopped accepting for good after a
  * burst over its connection limit (the backlog filled with CLOSE-WAIT sockets).
  *
+ * HTTPS (management.ssl.port, .certfile, .keyfile, .cacertfile, .verify,
+ * .fail_if_no_peer_cert, .versions.N) is a second daemon on its own listener, through
+ * libmicrohttpd's own TLS (GnuTLS in Debian's build): same handlers, same loop. With
+ * .cacertfile it asks clients for a certificate; with verify = verify_peer one that does not
+ * verify is refused (403) before the request is looked at, and with fail_if_no_peer_cert so is
+ * a client without one (libmicrohttpd gives no hook inside the handshake itself).
+ *
  * URL paths reach us raw (a no-op unescape callback): RabbitMQ's paths carry the vhost "/" as
  * %2F inside one segment, so segments are split first and percent-decoded afterwards.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -28,6 +36,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../net/listen.h"
+#include "../net/tls.h"
 #include "mgmt_internal.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -40,9 +49,16 @@ static void run_mhd(mgmt *m)
         return;
     m->running = 1;
     MHD_run(m->d);
+    if (m->tls_d)
+        MHD_run(m->tls_d);
     m->running = 0;
-    MHD_UNSIGNED_LONG_LONG to = 0;
-    if (MHD_get_timeout(m->d, &to) == MHD_YES) {
+    MHD_UNSIGNED_LONG_LONG to = 0, to2 = 0;
+    int have = MHD_get_timeout(m->d, &to) == MHD_YES;
+    if (m->tls_d && MHD_get_timeout(m->tls_d, &to2) == MHD_YES) {
+        to = have && to < to2 ? to : to2;
+        have = 1;
+    }
+    if (have) {
         /* 0 means "work is pending now" (MHD's epoll is edge-triggered inside). */
         sl_timer_start(m->b->loop, &m->t, sl_now_ms() + (to > 60000 ? 60000 : to));
     } else if (sl_timer_armed(&m->t)) {
@@ -75,7 +91,8 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
     socklen_t len =
         ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
     /* MHD owns (and on failure closes) the socket from here on. */
-    if (MHD_add_connection(m->d, fd, (const struct sockaddr *)ss, len) != MHD_YES)
+    struct MHD_Daemon *d = a == &m->tls_acceptor ? m->tls_d : m->d;
+    if (MHD_add_connection(d, fd, (const struct sockaddr *)ss, len) != MHD_YES)
         sl_debug("http: connection not taken: %s", strerror(errno));
     /* Let MHD read what is already waiting; never from inside MHD_run itself. */
     sl_timer_start(m->b->loop, &m->t, sl_loop_now(m->b->loop));
@@ -93,6 +110,8 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
         if (m->n_conns)
             m->n_conns--;
         sl_acceptor_kick(&m->acceptor);
+        if (m->tls_d)
+            sl_acceptor_kick(&m->tls_acceptor);
     }
 }
 
@@ -131,6 +150,26 @@ static int is_loopback(struct MHD_Connection *c)
         return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
     }
     return 0;
+}
+
+/* HTTPS with management.ssl.verify = verify_peer: the client's certificate must verify
+ * against management.ssl.cacertfile (and, with fail_if_no_peer_cert, be there at all). */
+static int client_cert_ok(req *r)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (!ci || !ci->tls_session)
+        return 1; /* the plain listener */
+    gnutls_session_t s = (gnutls_session_t)ci->tls_session;
+    unsigned n = 0;
+    if (!gnutls_certificate_get_peers(s, &n) || n == 0)
+        return !r->m->tls_require_cert;
+    unsigned status = 0;
+    if (gnutls_certificate_verify_peers2(s, &status) < 0 || status != 0) {
+        sl_warn("https: a client certificate was refused (status 0x%x)", status);
+        return 0;
+    }
+    return 1;
 }
 
 static void authenticate(req *r)
@@ -353,6 +392,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         if (cl && strtoull(cl, NULL, 10) > MGMT_MAX_BODY)
             return reply_error(r, 413, "payload_too_large", "request body larger than %u bytes",
                                MGMT_MAX_BODY);
+        if (m->tls_d && (m->tls_verify || m->tls_require_cert) && !client_cert_ok(r))
+            return reply_error(r, 403, "not_authorised",
+                               "a client certificate that verifies is required");
         authenticate(r);
         return MHD_YES;
     }
@@ -482,6 +524,106 @@ static int open_listener(mgmt *m, char *err, size_t errlen)
                          errlen);
 }
 
+static char *read_pem(const char *path, const char *what, char *err, size_t errlen)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "management.ssl.%s %s: %s", what, path ? path : "(not set)",
+                 path ? strerror(errno) : "required for HTTPS");
+        return NULL;
+    }
+    sl_buf b;
+    sl_buf_init(&b);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (1u << 20))
+        sl_buf_append(&b, chunk, n);
+    fclose(f);
+    sl_buf_put_u8(&b, 0);
+    return (char *)b.data;
+}
+
+/* The HTTPS daemon (management.ssl.*): GnuTLS through libmicrohttpd, versions as the AMQP
+ * listener's (TLS 1.2 and 1.3 unless management.ssl.versions.N say otherwise). */
+static int start_tls(mgmt *m, char *err, size_t errlen)
+{
+    const sl_config *cfg = m->b->cfg;
+    const struct sl_tls_conf *t = &cfg->mgmt_ssl;
+    if (!(m->tls_cert = read_pem(t->certfile, "certfile", err, errlen)) ||
+        !(m->tls_key = read_pem(t->keyfile ? t->keyfile : t->certfile, "keyfile", err, errlen)))
+        return -1;
+    if (t->cacertfile && !(m->tls_trust = read_pem(t->cacertfile, "cacertfile", err, errlen)))
+        return -1;
+    m->tls_verify = t->verify_peer;
+    m->tls_require_cert = t->verify_peer && t->fail_if_no_peer_cert;
+    char prio[160] = "NORMAL:-VERS-ALL";
+    unsigned vs = t->versions ? t->versions : (SL_TLS_V1_2 | SL_TLS_V1_3);
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } vn[] = {{SL_TLS_V1_3, ":+VERS-TLS1.3"},
+              {SL_TLS_V1_2, ":+VERS-TLS1.2"},
+              {SL_TLS_V1_1, ":+VERS-TLS1.1"},
+              {SL_TLS_V1_0, ":+VERS-TLS1.0"}};
+    for (size_t i = 0; i < sizeof vn / sizeof vn[0]; i++)
+        if (vs & vn[i].bit)
+            strncat(prio, vn[i].name, sizeof prio - strlen(prio) - 1);
+    struct MHD_OptionItem opts[] = {
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, m->tls_key},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, m->tls_cert},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, prio},
+        {m->tls_trust ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0, m->tls_trust},
+        {t->password ? MHD_OPTION_HTTPS_KEY_PASSWORD : MHD_OPTION_END, 0, t->password},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (!m->tls_trust) { /* keep the array dense: END ends it */
+        opts[3] = opts[4];
+        opts[4] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
+    m->tls_d = MHD_start_daemon(
+        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
+            MHD_USE_TLS,
+        0, NULL, NULL, on_request, m, MHD_OPTION_NOTIFY_COMPLETED, on_completed, m,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, m, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape,
+        m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->mgmt_connection_max + 16,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    if (!m->tls_d) {
+        snprintf(err, errlen,
+                 "cannot start the HTTPS server (management.ssl.certfile / keyfile / "
+                 "cacertfile: %s, %s)",
+                 t->certfile, t->keyfile ? t->keyfile : t->certfile);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(m->tls_d, MHD_DAEMON_INFO_EPOLL_FD);
+    int fd = di ? sl_listen_tcp(cfg->bind, cfg->mgmt_tls_port, 128, m->tls_addr, sizeof m->tls_addr,
+                                &m->tls_port, err, errlen)
+                : -1;
+    if (fd < 0) {
+        if (!di)
+            snprintf(err, errlen, "libmicrohttpd has no epoll fd");
+        MHD_stop_daemon(m->tls_d);
+        m->tls_d = NULL;
+        return -1;
+    }
+    m->tls_w.fd = di->epoll_fd;
+    m->tls_w.fn = on_epoll;
+    m->tls_w.data = m;
+    m->tls_listen_fd = fd;
+    if (sl_loop_watch(m->b->loop, &m->tls_w, SL_EV_READ) < 0 ||
+        sl_acceptor_start(&m->tls_acceptor, m->b->loop, fd, "https", m->b->fd_reserve / 2,
+                          on_accept, can_accept, m) < 0) {
+        snprintf(err, errlen, "cannot watch the HTTPS server: %s", strerror(errno));
+        sl_loop_unwatch(m->b->loop, &m->tls_w);
+        MHD_stop_daemon(m->tls_d);
+        m->tls_d = NULL;
+        close(fd);
+        return -1;
+    }
+    sl_info("listening https=%s:%d", m->tls_addr, m->tls_port);
+    return 0;
+}
+
 mgmt *mgmt_start(broker *b, char *err, size_t errlen)
 {
     mgmt *m = sl_xcalloc(1, sizeof *m);
@@ -532,6 +674,15 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
         sl_free(m);
         return NULL;
     }
+    m->tls_listen_fd = -1;
+    if (b->cfg->mgmt_tls_port >= 0 && start_tls(m, err, errlen) < 0) {
+        sl_acceptor_stop(&m->acceptor);
+        sl_loop_unwatch(b->loop, &m->w);
+        MHD_stop_daemon(m->d);
+        close(fd);
+        sl_free(m);
+        return NULL;
+    }
     m->run_id = ctx_run_id();
     handles_init(m);
     mgmtobj_init(m);
@@ -576,5 +727,14 @@ void mgmt_stop(mgmt *m)
         MHD_resume_connection(r->conn);
     }
     MHD_stop_daemon(m->d); /* closes every connection */
+    if (m->tls_d) {
+        sl_acceptor_stop(&m->tls_acceptor);
+        close(m->tls_listen_fd);
+        sl_loop_unwatch(m->b->loop, &m->tls_w);
+        MHD_stop_daemon(m->tls_d);
+    }
+    sl_free(m->tls_key);
+    sl_free(m->tls_cert);
+    sl_free(m->tls_trust);
     sl_free(m);
 }

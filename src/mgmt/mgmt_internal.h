@@ -67,6 +67,16 @@ struct mgmt {
     unsigned n_conns;     /* connections MHD holds (its notifications) */
     char addr[64];
     int port;
+    /* HTTPS (management.ssl.*): a second MHD daemon with GnuTLS, accepted and run the same
+     * way; tls_d NULL when off. The PEM texts stay allocated while the daemon runs. */
+    struct MHD_Daemon *tls_d;
+    sl_watch tls_w;
+    int tls_listen_fd;
+    sl_acceptor tls_acceptor;
+    char tls_addr[64];
+    int tls_port;
+    char *tls_key, *tls_cert, *tls_trust;
+    int tls_verify, tls_require_cert;
     uint64_t started_wall_ms;
     /* Transactions opened over HTTP. Only these may be used, committed or aborted through
      * the API: the node's other transactions belong to AMQP channels. */
