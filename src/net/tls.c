@@ -38,8 +38,8 @@ unsigned sl_tls_version_bit(const char *name)
     static const struct {
         const char *name;
         unsigned bit;
-    } v[] = {{"tlsv1", SL_TLS_V1_0},     {"tlsv1.0", SL_TLS_V1_0}, {"tlsv1.1", SL_TLS_V1_1},
-             {"tlsv1.2", SL_TLS_V1_2},   {"tlsv1.3", SL_TLS_V1_3}, {"tls1.2", SL_TLS_V1_2},
+    } v[] = {{"tlsv1", SL_TLS_V1_0},   {"tlsv1.0", SL_TLS_V1_0}, {"tlsv1.1", SL_TLS_V1_1},
+             {"tlsv1.2", SL_TLS_V1_2}, {"tlsv1.3", SL_TLS_V1_3}, {"tls1.2", SL_TLS_V1_2},
              {"tls1.3", SL_TLS_V1_3}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         if (!strcasecmp(name, v[i].name))
