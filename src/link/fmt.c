@@ -85,9 +85,12 @@ int link_fmt_parse(const char *s, size_t len, link_addr *out, char *err, size_t 
         snprintf(err, errlen, "'%.*s': bad address", (int)len, s);
         return -1;
     }
+    int has_colon = memchr(host, ':', hlen) != NULL;
     for (size_t i = 0; i < hlen; i++) {
         unsigned char ch = (unsigned char)host[i];
-        if (ch <= 0x20 || ch >= 0x7f || ch == '/' || ch == '\\') {
+        /* an address with ':' is IPv6: hex digits, ':' and '.' only */
+        if (ch <= 0x20 || ch >= 0x7f || ch == '/' || ch == '\\' || ch == '[' || ch == ']' ||
+            (has_colon && !isxdigit(ch) && ch != ':' && ch != '.')) {
             snprintf(err, errlen, "'%.*s': bad character in the address", (int)len, s);
             return -1;
         }

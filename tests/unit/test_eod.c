@@ -65,6 +65,8 @@ START_TEST(fmt_refuses_malformed_names)
         "DIRECT=TCP:127.0.0.3\\private$\\", /* no queue */
         "DIRECT=TCP:127.0.0.3\\private$\\a\\b",
         "DIRECT=TCP:[::1\\private$\\q",
+        "DIRECT=OS:os:1]:6000\\private$\\q", /* found by fuzz_link: ']' outside brackets */
+        "DIRECT=TCP:host:1:2\\private$\\q",  /* two ':' and not IPv6 */
         "PUBLIC=1234",
         "orders",
     };

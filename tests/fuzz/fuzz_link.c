@@ -1,0 +1,90 @@
+/* fuzz_link.c - libFuzzer target for what a link peer or an operator hands the link code:
+ * the EOD control message of a batch (eod_batch_decode, src/link/eod.c) and remote format
+ * names (link_fmt_parse, src/link/fmt.c).
+ *
+ * The first byte picks the parser; the rest is its input. Besides "no crash, no over-read",
+ * it checks:
+ * - a decoded batch re-encodes to the same bytes, its numbers grow strictly, and the
+ *   receiver's decision over it (eod_recv_batch) never accepts a duplicate and leaves the
+ *   last accepted number at a number of the batch or where it was;
+ * - a parsed format name has a non-empty host and queue, a port in 1..65535, and its
+ *   canonical form parses back to the same address.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "link/eod.h"
+#include "link/link.h"
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void batch(const uint8_t *p, size_t n)
+{
+    eod_batch b;
+    if (eod_batch_decode(p, n, &b) < 0)
+        return;
+    uint64_t *nos = malloc(b.n * sizeof *nos);
+    uint64_t prev = b.first_prev;
+    for (uint32_t i = 0; i < b.n; i++) {
+        nos[i] = eod_batch_seq_no(&b, i);
+        CHECK(nos[i] > prev);
+        prev = nos[i];
+    }
+    char name[70000];
+    memcpy(name, b.sender_name, b.sender_name_len);
+    name[b.sender_name_len] = 0;
+    sl_buf out;
+    sl_buf_init(&out);
+    if (!memchr(b.sender_name, 0, b.sender_name_len)) {
+        eod_batch_encode(&out, b.sender, name, b.seq_id, b.first_prev, nos, b.n);
+        CHECK(out.len == n && memcmp(out.data, p, n) == 0);
+    }
+    uint8_t *acc = malloc(b.n);
+    uint64_t last = n > 20 ? nos[p[20] % b.n] - (p[21] & 1) : 0;
+    eod_apply ap;
+    eod_recv_batch(&b, last, acc, &ap);
+    if (ap.rejected) {
+        CHECK(ap.accepted == 0 && ap.new_last == last);
+    } else {
+        CHECK(ap.new_last >= last);
+        for (uint32_t i = 0; i < b.n; i++)
+            if (acc[i])
+                CHECK(nos[i] > last);
+    }
+    free(acc);
+    free(nos);
+    sl_buf_free(&out);
+}
+
+static void fmtname(const uint8_t *p, size_t n)
+{
+    link_addr a, again;
+    char err[600];
+    if (link_fmt_parse((const char *)p, n, &a, err, sizeof err) < 0)
+        return;
+    CHECK(a.host[0] && a.queue[0] && a.port >= 1 && a.port <= 65535);
+    char canon[1200];
+    link_fmt_canonical(&a, canon, sizeof canon);
+    CHECK(link_fmt_parse(canon, strlen(canon), &again, err, sizeof err) == 0);
+    CHECK(!strcmp(a.host, again.host) && a.port == again.port && !strcmp(a.queue, again.queue));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    if (data[0] & 1)
+        fmtname(data + 1, size - 1);
+    else
+        batch(data + 1, size - 1);
+    return 0;
+}
