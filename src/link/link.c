@@ -1110,6 +1110,10 @@ static void flush_one(link_outq *o)
 {
     if (o->cs < C_START || o->io.fd < 0)
         return;
+    /* A transaction's messages all became sendable at once, so after dispatch nothing ready
+     * means the rest of the open one is gone (purged, expired): close the batch anyway. */
+    if (o->cs == C_OPEN && o->in_unit && (!o->q || o->q->n_ready == 0))
+        o->in_unit = 0;
     if (o->cs == C_OPEN && !o->in_unit)
         close_batch(o);
     while (sl_buf_unread(&o->out) > 0) {
@@ -1453,6 +1457,11 @@ void link_mgr_set_online(link_mgr *m, int online)
     if (m->store)
         persist_set_online(m->store, online);
     uint64_t now = sl_loop_now(m->loop);
+    if (!online)
+        for (link_outq *o = m->rpcs; o; o = o->next) {
+            conn_close(o);
+            fail_calls(o, 0, "this node is offline (DISCONNECT)");
+        }
     for (link_outq *o = m->all; o; o = o->next) {
         if (!online && o->cs != C_NONE) {
             conn_close(o);

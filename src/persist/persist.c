@@ -298,7 +298,9 @@ static void h_enqueued(void *ctx, qm_position *pos)
 static void h_delivered(void *ctx, qm_position *pos, int no_ack)
 {
     persist *p = ctx;
-    if (!pos->st_logged)
+    /* A link handing a message to its destination needs no redelivered mark: what it has not
+     * had acked is sent again on the same number anyway. */
+    if (!pos->st_logged || (!no_ack && pos->queue->is_outgoing))
         return;
     if (no_ack) {
         unlog_position(p, pos, 1);

@@ -562,3 +562,49 @@ def test_requests_to_the_owning_node_over_a_link(nodes):
     assert time.monotonic() - t0 < 5
     s, j, _ = a.api.get("/api/overview")
     assert s == 200
+
+
+def test_tidy_keeps_what_links_need(nodes):
+    """TIDY frees neither the segments an outgoing queue still needs (sender) nor the newest
+    record of an incoming sequence (receiver), however many segments lie between."""
+    small = {"segment_size": "4k"}
+    a = nodes.start("a", config=small)
+    b = nodes.start("b", config=small, keep_port=True)
+    bch = declare(b, "tidy")
+    declare(a, "churn")
+    fmt = b.fmt("tidy")
+    publish(a, fmt, [b"early"])
+    a.wait_drained(fmt)
+    assert drain(bch, "tidy") == [b"early"]
+    b.stop()
+    # segments of churn, consumed: TIDY can free them ...
+    publish(a, "churn", [b"x" * 1000] * 60)
+    drain(a.amqp().channel(), "churn")
+    # ... up to the messages waiting in the outgoing queue, which it must keep
+    publish(a, fmt, bodies(5, "held"))
+    s, j, _ = a.api.action("MACHINE", "TIDY")
+    assert hr(j) == OK and j["segments_freed"] > 0, j
+    a.stop()
+    a.restart()
+    assert a.outgoing_queue(fmt)["messages"] == 5
+    # the receiver's only incoming-sequence record is old now: nothing new may replace it
+    # before its TIDY (the sender holds back)
+    s, j, _ = a.api.action("QUEUE=" + fmt, "PAUSE")
+    b.restart()
+    bch = b.amqp().channel()
+    bdeclare = b.amqp().channel()
+    for i in range(60):
+        bdeclare.queue_declare("churn_b", durable=True, auto_delete=False)
+        bdeclare.basic_publish(amqp.Message(b"y" * 1000, delivery_mode=2), exchange="",
+                               routing_key="churn_b")
+    drain(bdeclare, "churn_b")
+    s, j, _ = b.api.action("MACHINE", "TIDY")
+    assert hr(j) == OK and j["segments_freed"] > 0, j
+    b.stop()
+    b.restart()
+    s, j, _ = b.api.info("QUEUE=DIRECT=OS:.\\private$\\tidy", "EOD_SOURCE_INFO")
+    src = j["values"]["PROPID_MGMT_QUEUE_EOD_SOURCE_INFO"]
+    assert len(src[3]) == 1 and src[3][0] > 0, src  # the receiver still knows its number
+    a.api.action("QUEUE=" + fmt, "RESUME")
+    a.wait_drained(fmt)
+    assert drain(b.amqp().channel(), "tidy") == bodies(5, "held")
