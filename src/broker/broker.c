@@ -468,6 +468,7 @@ broker *broker_new(sl_config *cfg)
     qm_set_memory_budget(cfg->memory_budget);
     b->node->clock = sl_loop_now_ptr(b->loop);
     b->acc = acc_new();
+    link_rpc_queue_set_access(b->acc); /* remote handles opened by other nodes' links */
     if (cfg->password_hashing_module)
         acc_set_default_hash(b->acc,
                              (acc_hash)acc_hash_parse(b->acc, cfg->password_hashing_module));

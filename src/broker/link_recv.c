@@ -139,7 +139,8 @@ static void serve_rpc(channel *ch, qm_message *msg)
     }
     char *reply =
         link_rpc_serve(ch->c->b->node, ch->c->b->boot_id, ch->c->link_node ? ch->c->link_node : "",
-                       ch->c->id, (const char *)qm_msg_body(msg), (size_t)msg->body_len);
+                       ch->c->user ? ch->c->user : "", ch->c->id, (const char *)qm_msg_body(msg),
+                       (size_t)msg->body_len);
     amqp_basic_props rp = {0};
     rp.flags = AMQP_P_CONTENT_TYPE;
     rp.content_type = AMQP_BYTES("application/json");

@@ -203,9 +203,10 @@ typedef void (*link_rpc_cb)(void *ctx, const char *reply_json, const char *err);
 sl_err link_rpc_call(link_mgr *m, const char *host, int port, const char *request_json,
                      uint32_t timeout_ms, link_rpc_cb cb, void *ctx);
 /* The receiving side's handler (broker/link_recv.c calls it): the reply for one request from
- * peer (the link's node name) on link connection conn_id, malloc'ed JSON. */
-char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *peer, uint64_t conn_id,
-                     const char *request, size_t len);
+ * peer (the link's node name), logged in as user (the link's authenticated user, whose
+ * permissions apply), on link connection conn_id, malloc'ed JSON. */
+char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *peer, const char *user,
+                     uint64_t conn_id, const char *request, size_t len);
 
 /* The receiving side asks this before it enqueues a link's message into q: may `user` (the
  * link's authenticated node user) write to q? SL_OK, or the refusal with err. Outgoing queues

@@ -64,8 +64,8 @@ static qm_queue *find_queue(qm_node *node, json_t *req, char *why, size_t whylen
     return q && !q->is_outgoing ? q : NULL;
 }
 
-char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *peer, uint64_t conn_id,
-                     const char *request, size_t len)
+char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *peer, const char *user,
+                     uint64_t conn_id, const char *request, size_t len)
 {
     json_error_t je;
     json_t *req = json_loadb(request, len, 0, &je);
@@ -76,7 +76,7 @@ char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *peer, uint64_t
     json_t *jop = json_object_get(req, "op");
     const char *op = json_is_string(jop) ? json_string_value(jop) : "";
     char why[400];
-    char *out = link_rpc_queue(node, boot_id, peer, conn_id, op, req); /* issue 10's handles */
+    char *out = link_rpc_queue(node, boot_id, peer, user, conn_id, op, req); /* issue 10 */
     if (out) {
         json_decref(req);
         return out;

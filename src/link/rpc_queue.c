@@ -18,6 +18,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/map.h"
+#include "../access/access.h"
 #include "../core/mem.h"
 
 #define SWEEP_STEP 64
@@ -30,6 +31,13 @@ typedef struct rctx {
     qm_qdesc *d;
     char *vhost, *queue;
 } rctx;
+
+static const acc_db *access_db;
+
+void link_rpc_queue_set_access(const acc_db *acc)
+{
+    access_db = acc;
+}
 
 static link_rpc_mgmt_fn mgmt_fn;
 static void *mgmt_ctx;
@@ -139,12 +147,18 @@ static qm_queue *find_queue(qm_node *n, json_t *req, char *why, size_t whylen)
     return q;
 }
 
-static char *op_open(qm_node *n, uint64_t boot_id, const char *peer, uint64_t conn_id, json_t *req)
+static char *op_open(qm_node *n, uint64_t boot_id, const char *peer, const char *user,
+                     uint64_t conn_id, json_t *req)
 {
     char why[600];
     qm_queue *q = find_queue(n, req, why, sizeof why);
     if (!q)
         return fail(SL_ERR_QUEUE_NOT_FOUND, why);
+    /* the link's user needs read on the queue, as a local receiver or peeker does */
+    if (access_db &&
+        (acc_check_vhost(access_db, user, q->vhost->name, why, sizeof why) != SL_OK ||
+         acc_check_receive(access_db, user, q->vhost->name, q->name, why, sizeof why) != SL_OK))
+        return fail(SL_ERR_ACCESS_REFUSED, why);
     json_t *ja = json_object_get(req, "access"), *js = json_object_get(req, "share");
     json_int_t access = ja ? (json_is_integer(ja) ? json_integer_value(ja) : -1) : 1;
     json_int_t share = js ? (json_is_integer(js) ? json_integer_value(js) : -1) : 0;
@@ -158,7 +172,7 @@ static char *op_open(qm_node *n, uint64_t boot_id, const char *peer, uint64_t co
         return fail(SL_ERR_INVALID_PARAMETER, why);
     }
     if ((uintptr_t)sl_map_get(per_peer, peer, strlen(peer)) >= LINK_RPC_MAX_CONTEXTS) {
-        snprintf(why, sizeof why, "%s holds %u contexts on node %s, the most allowed", peer,
+        snprintf(why, sizeof why, "%.300s holds %u contexts on node %.200s, the most allowed", peer,
                  LINK_RPC_MAX_CONTEXTS, n->name);
         return fail(SL_ERR_HANDLE_LIMIT, why);
     }
@@ -195,7 +209,7 @@ static rctx *lookup(uint64_t boot_id, const char *peer, json_t *req, char **out)
 {
     json_t *jc = json_object_get(req, "context");
     const char *s = json_is_string(jc) ? json_string_value(jc) : "";
-    char why[200];
+    char why[800];
     char boot[17];
     snprintf(boot, sizeof boot, "%016llx", (unsigned long long)boot_id);
     if (strlen(s) != 33 || s[16] != ':' || strspn(s, "0123456789abcdef:") != 33) {
@@ -209,7 +223,7 @@ static rctx *lookup(uint64_t boot_id, const char *peer, json_t *req, char **out)
     }
     rctx *c = sl_map_get(contexts, s + 17, 16);
     if (!c || strcmp(c->peer, peer) != 0) {
-        snprintf(why, sizeof why, "no open context %s of %s", s, peer);
+        snprintf(why, sizeof why, "no open context %.40s of %s", s, peer);
         *out = fail(SL_ERR_INVALID_HANDLE, why);
         return NULL;
     }
@@ -217,16 +231,19 @@ static rctx *lookup(uint64_t boot_id, const char *peer, json_t *req, char **out)
     return c;
 }
 
-char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer, uint64_t conn_id,
-                     const char *op, json_t *req)
+char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer_node, const char *user,
+                     uint64_t conn_id, const char *op, json_t *req)
 {
+    /* who may use a context: the same node, logged in as the same user */
+    char peer[600];
+    snprintf(peer, sizeof peer, "%.290s as %.290s", peer_node, user);
     if (!strcmp(op, "queue.getinfo")) {
         if (!json_is_object(req))
             return fail(SL_ERR_INVALID_PARAMETER, "the request is not a JSON object");
         if (!mgmt_fn)
             return fail(SL_ERR_SERVICE_NOT_AVAILABLE,
                         "the management API is off on this node: no management properties");
-        return mgmt_fn(mgmt_ctx, peer, op, req);
+        return mgmt_fn(mgmt_ctx, peer, user, op, req);
     }
     int is_open = !strcmp(op, "queue.open"), is_purge = !strcmp(op, "queue.purge"),
         is_close = !strcmp(op, "queue.close");
@@ -240,7 +257,7 @@ char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer, uint64_t co
     if (!json_is_object(req))
         return fail(SL_ERR_INVALID_PARAMETER, "the request is not a JSON object");
     if (is_open)
-        return op_open(n, boot_id, peer, conn_id, req);
+        return op_open(n, boot_id, peer, user, conn_id, req);
     char *out = NULL;
     rctx *c = lookup(boot_id, peer, req, &out);
     if (!c)

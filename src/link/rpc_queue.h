@@ -30,16 +30,23 @@
 #define LINK_RPC_MAX_CONTEXTS 10000      /* per peer: MQ_ERROR_INSUFFICIENT_RESOURCES beyond */
 #define LINK_RPC_IDLE_MS (3600u * 1000u) /* a context nobody used for an hour is closed */
 
-/* Serve op for peer (the link's node / user) on link connection conn_id. NULL when op is not
+/* Serve op for peer (the link's node), logged in as user, on link connection conn_id; a
+ * context is usable only by the same peer and user. NULL when op is not
  * one of these (the caller answers it); otherwise the reply, malloc'ed JSON. */
-char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer, uint64_t conn_id,
-                     const char *op, json_t *req);
+char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer, const char *user,
+                     uint64_t conn_id, const char *op, json_t *req);
+/* The access module the owner asks: a link's user opens a queue (RemoteQMOpenQueue) only
+ * with its read permission there (receive or peek), as a local user would (NULL: no checks,
+ * unit tests). */
+struct acc_db;
+void link_rpc_queue_set_access(const struct acc_db *acc);
 /* Management objects bound to a queue of this node from another one (MC-MQAC with a
  * Machine): "queue.getinfo" {"format_name", "vhost"?, "props": [PROPID_MGMT_QUEUE_* ids]}
  * -> {"ok": true, "values": [{"id", "vt", "value"}...]} is answered by the management API,
  * which registers itself here (NULL to unregister); without it such requests fail with
  * MQ_ERROR_SERVICE_NOT_AVAILABLE. */
-typedef char *(*link_rpc_mgmt_fn)(void *ctx, const char *peer, const char *op, json_t *req);
+typedef char *(*link_rpc_mgmt_fn)(void *ctx, const char *peer, const char *user, const char *op,
+                                  json_t *req);
 void link_rpc_set_mgmt(link_rpc_mgmt_fn fn, void *ctx);
 
 /* Link connection conn_id is gone: close every context it opened. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "amqp/method.h"
+#include "access/access.h"
 #include "link/rpc_queue.h"
 #include "qm/qm.h"
 
@@ -64,7 +65,7 @@ static json_t *call(uint64_t boot, const char *peer, uint64_t conn, const char *
 {
     json_t *req = json_loads(req_text, JSON_DECODE_ANY, NULL);
     ck_assert_ptr_nonnull(req);
-    char *out = link_rpc_queue(N, boot, peer, conn, op, req);
+    char *out = link_rpc_queue(N, boot, peer, "linkuser", conn, op, req);
     json_decref(req);
     ck_assert_ptr_nonnull(out);
     json_t *j = json_loads(out, 0, NULL);
@@ -231,7 +232,7 @@ START_TEST(refused_requests)
     ck_assert_uint_eq(link_rpc_queue_count(), 0);
     /* not an op of this module */
     json_t *req = json_object();
-    ck_assert_ptr_null(link_rpc_queue(N, BOOT, "node-a", 1, "queue.info", req));
+    ck_assert_ptr_null(link_rpc_queue(N, BOOT, "node-a", "linkuser", 1, "queue.info", req));
     json_decref(req);
     /* "<vhost>/<queue>" reaches another vhost */
     char *c = open_ctx("node-a", 1, "{\"queue\": \"other/inother\"}");
@@ -264,6 +265,33 @@ START_TEST(per_peer_limit)
 }
 END_TEST
 
+/* The link's user opens a queue only with its read permission on it (access module). */
+START_TEST(link_user_needs_read_permission)
+{
+    declare(V, "secret");
+    declare(V, "open.q");
+    acc_db *a = acc_new();
+    acc_user_def u = {.name = "linkuser", .password = "pw", .password_len = 2};
+    ck_assert_int_eq(acc_user_put(a, &u, NULL, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_vhost_put(a, "/", NULL, NULL, NULL, err, sizeof err), SL_OK);
+    link_rpc_queue_set_access(a);
+    json_t *j = call(BOOT, "node-a", 1, "queue.open", "{\"queue\": \"open.q\"}");
+    ck_assert_str_eq(hresult_name(j), "MQ_ERROR_ACCESS_DENIED"); /* no permission on "/" */
+    json_decref(j);
+    ck_assert_int_eq(acc_perm_set(a, "linkuser", "/", "", "", "^open\\.", err, sizeof err), SL_OK);
+    j = call(BOOT, "node-a", 1, "queue.open", "{\"queue\": \"secret\"}");
+    ck_assert_str_eq(hresult_name(j), "MQ_ERROR_ACCESS_DENIED");
+    ck_assert(strstr(json_string_value(json_object_get(j, "reason")), "secret") != NULL);
+    json_decref(j);
+    j = call(BOOT, "node-a", 1, "queue.open", "{\"queue\": \"open.q\"}");
+    ck_assert(ok(j));
+    json_decref(j);
+    ck_assert_uint_eq(link_rpc_queue_count(), 1);
+    link_rpc_queue_set_access(NULL);
+    acc_free(a);
+}
+END_TEST
+
 static Suite *rpcq_suite(void)
 {
     Suite *s = suite_create("rpc_queue");
@@ -275,6 +303,7 @@ static Suite *rpcq_suite(void)
     tcase_add_test(tc, connection_gone_runs_contexts_down);
     tcase_add_test(tc, refused_requests);
     tcase_add_test(tc, per_peer_limit);
+    tcase_add_test(tc, link_user_needs_read_permission);
     suite_add_tcase(s, tc);
     return s;
 }
