@@ -342,8 +342,25 @@ static enum MHD_Result open_remote(req *r, const char *fmt, const link_addr *ra,
                  fmt);
         return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL, reason);
     }
+    /* This node's permissions apply to the name as if the queue were here (the owner checks
+     * its own, for the link's user): no user reaches through a link what it may not read. */
+    char vname[256], qname[512];
+    const char *slash = strchr(ra->queue, '/');
+    if (!vhost && slash && (size_t)(slash - ra->queue) < sizeof vname) {
+        snprintf(vname, sizeof vname, "%.*s", (int)(slash - ra->queue), ra->queue);
+        snprintf(qname, sizeof qname, "%s", slash + 1);
+    } else {
+        snprintf(vname, sizeof vname, "%s", vhost ? vhost : "/");
+        snprintf(qname, sizeof qname, "%s", ra->queue);
+    }
+    *strchrnul(qname, ';') = 0; /* a subqueue has its queue's security */
+    acc_db *a = r->m->b->acc;
+    sl_err e;
+    if (a && ((e = acc_check_vhost(a, r->user, vname, reason, sizeof reason)) != SL_OK ||
+              (e = acc_check_receive(a, r->user, vname, qname, reason, sizeof reason)) != SL_OK))
+        return reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
     handle *h = sl_xcalloc(1, sizeof *h);
-    sl_err e = ctx_add(r->m, &r->m->handles, &h->e, r->user, reason, sizeof reason);
+    e = ctx_add(r->m, &r->m->handles, &h->e, r->user, reason, sizeof reason);
     if (e != SL_OK) {
         sl_free(h);
         return reply_hresult(r, e, NULL, reason);

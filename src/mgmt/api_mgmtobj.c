@@ -76,7 +76,7 @@ static void mobj_close(mgmt *m, ctx_entry *e)
     sl_free(o);
 }
 
-static char *serve_peer(void *ctx, const char *peer, const char *op, json_t *rq);
+static char *serve_peer(void *ctx, const char *peer, const char *user, const char *op, json_t *rq);
 
 void mgmtobj_init(mgmt *m)
 {
@@ -200,10 +200,19 @@ static const enum_val *enum_table(int propid)
 }
 
 /* QMMgmt Get Info (MC-MQAC 3.3.6.2) for a binding of this node. */
-static sl_err get_info(mgmt *m, mobj *o, int propid, json_t **value, char *err, size_t errlen)
+static sl_err get_info(req *r, mobj *o, int propid, json_t **value, char *err, size_t errlen)
 {
+    /* a queue's properties are for users of its vhost, as R_QMMgmtGetInfo's (api_msmq.c) */
+    qm_queue *q;
+    sl_err e = fmtname_resolve(r->m, o->format_name, o->vhost, &q, err, errlen);
+    if (e != SL_OK)
+        return e;
+    if (!req_vhost_listed(r, q->vhost->name)) {
+        snprintf(err, errlen, "User not authorised to access virtual host");
+        return SL_ERR_ACCESS_REFUSED;
+    }
     const char *vt;
-    return msmq_queue_prop(m, o->format_name, o->vhost, propid, value, &vt, err, errlen);
+    return msmq_queue_prop(r->m, o->format_name, o->vhost, propid, value, &vt, err, errlen);
 }
 
 /* The PROPID_MGMT_QUEUE_* a member reads: EodGetSendInfo's eleven, one for the others, none
@@ -450,7 +459,7 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
         return ask_owner(r, o, o->rhost, o->rport, o->format_name, o->vhost, ids, n, member_resumed,
                          mb->path);
     for (int i = 0; i < n; i++) {
-        if ((e = get_info(r->m, o, ids[i], &v[i], reason, sizeof reason)) != SL_OK) {
+        if ((e = get_info(r, o, ids[i], &v[i], reason, sizeof reason)) != SL_OK) {
             for (int k = 0; k < i; k++)
                 json_decref(v[k]);
             return reply_hresult(r, e, NULL, reason);
@@ -478,7 +487,7 @@ static char *peer_fail(sl_err e, const char *reason)
                                 sl_err_get(e)->hresult_name, "reason", reason));
 }
 
-static char *serve_peer(void *ctx, const char *peer, const char *op, json_t *rq)
+static char *serve_peer(void *ctx, const char *peer, const char *user, const char *op, json_t *rq)
 {
     (void)peer;
     (void)op; /* "queue.getinfo" only */
@@ -489,10 +498,22 @@ static char *serve_peer(void *ctx, const char *peer, const char *op, json_t *rq)
         !json_is_array(props) || json_array_size(props) == 0 || json_array_size(props) > 128)
         return peer_fail(SL_ERR_INVALID_PARAMETER,
                          "queue.getinfo takes \"format_name\", \"vhost\" and 1..128 \"props\"");
+    char err[600];
+    qm_queue *q;
+    sl_err qe =
+        fmtname_resolve(m, json_string_value(jf), json_is_string(jv) ? json_string_value(jv) : NULL,
+                        &q, err, sizeof err);
+    if (qe != SL_OK)
+        return peer_fail(qe, err);
+    /* the link's user reads properties of the vhosts it has a permission entry on */
+    if (!acc_vhost_visible(m->b->acc, user, q->vhost->name)) {
+        snprintf(err, sizeof err, "user '%s' is not authorised to access virtual host '%s'", user,
+                 q->vhost->name);
+        return peer_fail(SL_ERR_ACCESS_REFUSED, err);
+    }
     json_t *vals = json_array();
     size_t i;
     json_t *p;
-    char err[600];
     json_array_foreach(props, i, p)
     {
         json_t *value;
@@ -605,7 +626,7 @@ static enum MHD_Result init(req *r, mobj *o)
     /* QMMgmt Get Info (LOCATION): the queue must be there; "REMOTE" means an outgoing queue */
     mobj probe = {.format_name = fmt, .vhost = (char *)vhost};
     json_t *loc;
-    sl_err e = get_info(r->m, &probe, 4, &loc, reason, sizeof reason);
+    sl_err e = get_info(r, &probe, 4, &loc, reason, sizeof reason);
     if (e != SL_OK)
         return reply_hresult(r, e, NULL, reason); /* a failed Init changes nothing */
     int outgoing = json_is_string(loc) && str_ieq(json_string_value(loc), "REMOTE");

@@ -346,3 +346,48 @@ def test_idle_remote_handle_is_run_down_on_both_nodes(nodes):
     wait_for(lambda: hb.open("DIRECT=OS:.\\private$\\ri", ok=False)[0] == 201, timeout=5,
              message="the owner kept the context of a run-down proxy")
     assert b.api.queue("ri")["messages"] == 1
+
+
+def test_remote_proxies_follow_permissions_on_both_nodes(nodes):
+    from test_mgmt import Api
+    a = nodes.start("a", config={"link_user": "node", "link_password": "secret",
+                                 "user.carol": "pc", "user.carol.tags": "management"})
+    b = nodes.start("b", config={"user.node": "secret"})
+    for q in ("pub.q", "priv"):
+        fill(b, q, 2)
+    # the owner: the link's user reads only pub.*
+    s, j, _ = b.api.put("/api/permissions/%2F/node", {"configure": "", "write": "",
+                                                      "read": "^pub\\."})
+    assert s in (201, 204), (s, j)
+    ha = Handles(a.api)
+    s, j = ha.open(b.fmt("priv"), ok=False)
+    assert s == 403 and hr(j) == ACCESS_REFUSED and "answered" in j["reason"], j
+    s, j = ha.open(b.fmt("pub.q"))
+    s, p = ha.purge(j["handle"])
+    assert p["message_count"] == 2
+    assert b.api.queue("priv")["messages"] == 2
+    # the proxy's node: carol may read only mine.* there, whatever the link may do
+    s, j, _ = a.api.put("/api/permissions/%2F/carol", {"configure": "", "write": "",
+                                                       "read": "^mine\\."})
+    assert s in (201, 204), (s, j)
+    hc = Handles(Api(a.broker, "carol", "pc"))
+    s, j = hc.open(b.fmt("pub.q"), ok=False)
+    assert s == 403 and hr(j) == ACCESS_REFUSED and "carol" in j["reason"], j
+    assert hc.list() == []
+    # management objects of b's queues, read through the link as its user
+    mg = Mgmt(a.api)
+    m = mg.create()
+    s, j = mg.init(m, machine="%s:%d" % (b.addr, b.port), pathname=".\\private$\\priv")
+    assert s == 200, j
+    assert mg.value(m, "message-count")["value"] == 2
+    s, j, _ = b.api.delete("/api/permissions/%2F/node")
+    assert s in (200, 204), (s, j)
+    s, j = mg.get(m, "message-count")
+    assert s == 403 and hr(j) == ACCESS_REFUSED and "node" in j["reason"], j
+    # and on this node, a user without the vhost reads no local queue's members either
+    s, j, _ = a.api.put("/api/vhosts/other")
+    s, j, _ = a.api.put(a.api.q("hidden", "other"), {"durable": False})
+    mc = Mgmt(Api(a.broker, "carol", "pc"))
+    o = mc.create()
+    s, j = mc.init(o, format_name="DIRECT=OS:.\\private$\\hidden", vhost="other")
+    assert s == 403 and hr(j) == ACCESS_REFUSED, j
