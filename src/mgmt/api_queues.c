@@ -310,15 +310,7 @@ static enum MHD_Result peek(req *r, qm_queue *q)
     long long truncate = ts ? strtoll(ts, NULL, 10) : -1;
     if (count < 0 || count > 100000 || off < 0)
         return reply_error(r, 400, "bad_request", "count must be 0..100000 and offset >= 0");
-    json_t *arr = json_array();
-    for (long long i = off; i < off + count; i++) {
-        qm_position *pos = qm_queue_peek(q, (size_t)i);
-        if (!pos)
-            break;
-        json_array_append_new(
-            arr, msg_view(pos, NULL, enc ? enc : "auto", truncate, q->n_ready - (uint64_t)i - 1));
-    }
-    return reply_json(r, 200, arr);
+    return pager_peek(r, q, off, count, enc, truncate);
 }
 
 static enum MHD_Result subqueues(req *r, qm_queue *q)

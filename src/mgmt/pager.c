@@ -335,6 +335,15 @@ typedef struct pager {
     sl_oset matches;          /* of match */
     uint64_t total, filtered; /* items seen, items matching */
     struct pager *next_job;   /* in m->jobs */
+    /* a peek (GET /api/queues/{vhost}/{name}/messages): not a list but the same slices */
+    int peek;
+    char *pq_vhost, *pq_name; /* the queue, found again every slice */
+    uint64_t pq_incarnation;
+    uint64_t pq_after;         /* lookup id of the last message viewed */
+    long long pq_off, pq_left; /* offset of the first, messages still wanted */
+    char *pq_enc;
+    int64_t pq_truncate;
+    json_t *pq_arr;
     /* streaming */
     sl_buf pend; /* bytes made, not yet taken by MHD */
     int started, ended;
@@ -354,6 +363,11 @@ static void pager_free(pager *p)
         sl_free(SL_ONODE_OWNER(n, match, node));
     }
     sl_buf_free(&p->pend);
+    sl_free(p->pq_vhost);
+    sl_free(p->pq_name);
+    sl_free(p->pq_enc);
+    if (p->pq_arr)
+        json_decref(p->pq_arr);
     sl_free(p);
 }
 
@@ -559,6 +573,36 @@ static void job_step(pager *p, uint64_t until)
     sl_buf_free(&key);
 }
 
+/* A slice of a peek: messages after the last one viewed, read from the store where they are
+ * paged out (nothing is paged in). */
+static void peek_step(pager *p, uint64_t until)
+{
+    qm_vhost *vh = qm_vhost_find(p->m->b->node, p->pq_vhost, strlen(p->pq_vhost));
+    qm_queue *q = vh ? qm_queue_find(vh, p->pq_name, strlen(p->pq_name)) : NULL;
+    if (!q || q->incarnation != p->pq_incarnation) {
+        p->job = 2; /* deleted meanwhile: what was seen is the answer */
+        return;
+    }
+    for (unsigned k = 0; p->pq_left > 0; k++) {
+        if ((k & 7) == 7 && sl_now_us() >= until)
+            return;
+        qm_position view;
+        const qm_position *pos = p->pq_arr && json_array_size(p->pq_arr)
+                                     ? qm_queue_peek_after(q, p->pq_after, &view)
+                                     : qm_queue_peek_view(q, (size_t)p->pq_off, &view);
+        if (!pos)
+            break;
+        uint64_t at = (uint64_t)p->pq_off + json_array_size(p->pq_arr);
+        json_array_append_new(p->pq_arr, msg_view(pos, NULL, p->pq_enc, p->pq_truncate,
+                                                  q->n_ready > at ? q->n_ready - at - 1 : 0));
+        p->pq_after = pos->lookup_id;
+        p->pq_left--;
+        if (pos == &view)
+            qm_message_unref(view.msg); /* read from the store for this view only */
+    }
+    p->job = 2;
+}
+
 static void jobs_tick(sl_loop *loop, sl_timer *t)
 {
     (void)loop;
@@ -567,7 +611,10 @@ static void jobs_tick(sl_loop *loop, sl_timer *t)
     pager **pp = &m->jobs;
     while (*pp && sl_now_us() < until) {
         pager *p = *pp;
-        job_step(p, until);
+        if (p->peek)
+            peek_step(p, until);
+        else
+            job_step(p, until);
         if (p->job == 2) { /* walked: on_request comes back with pager_resume */
             *pp = p->next_job;
             req_resume(p->r);
@@ -587,6 +634,12 @@ enum MHD_Result pager_resume(req *r)
         return reply_error(r, 503, "service_unavailable", "the management API is stopping");
     r->pager = NULL;
     p->r = NULL;
+    if (p->peek) {
+        json_t *arr = p->pq_arr;
+        p->pq_arr = NULL;
+        pager_free(p);
+        return reply_json(r, 200, arr);
+    }
     if (p->paged)
         return reply_page(r, p);
     p->from = p->cur.reverse ? sl_oset_last(&p->matches) : sl_oset_first(&p->matches);
@@ -670,6 +723,40 @@ enum MHD_Result pager_list(req *r, int kind, const char *only_vhost)
         return reply_page(r, p);
     }
     /* everything must be seen first: a job, the request suspended meanwhile */
+    p->job = 1;
+    p->r = r;
+    r->pager = p;
+    p->next_job = m->jobs;
+    m->jobs = p;
+    req_suspend(r, pager_resume);
+    if (!sl_timer_armed(&m->jobs_t))
+        sl_timer_start(m->b->loop, &m->jobs_t, sl_loop_now(m->b->loop));
+    return MHD_YES;
+}
+
+enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, const char *enc,
+                           int64_t truncate)
+{
+    mgmt *m = r->m;
+    pager *p = sl_xcalloc(1, sizeof *p);
+    p->m = m;
+    p->peek = 1;
+    p->pq_vhost = sl_xstrdup(q->vhost->name);
+    p->pq_name = sl_xstrdup(q->name);
+    p->pq_incarnation = q->incarnation;
+    p->pq_off = off;
+    p->pq_left = count;
+    p->pq_enc = sl_xstrdup(enc ? enc : "auto");
+    p->pq_truncate = truncate;
+    p->pq_arr = json_array();
+    /* most peeks are done within the first slice, and answer at once */
+    peek_step(p, sl_now_us() + PAGER_SLICE_US);
+    if (p->job == 2) {
+        json_t *arr = p->pq_arr;
+        p->pq_arr = NULL;
+        pager_free(p);
+        return reply_json(r, 200, arr);
+    }
     p->job = 1;
     p->r = r;
     r->pager = p;

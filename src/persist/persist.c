@@ -474,6 +474,15 @@ static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
     return pos;
 }
 
+static qm_message *h_read_paged(void *ctx, qm_queue *q, const qm_paged *e)
+{
+    persist *p = ctx;
+    char whose[320];
+    snprintf(whose, sizeof whose, "message %llu of queue '%s'", (unsigned long long)e->lookup_id,
+             q->name);
+    return persist_read_message(p, e->msg_seg, e->msg_off, e->msg_len, whose);
+}
+
 static void h_paged_dropped(void *ctx, qm_queue *q, const qm_paged *e, int logged)
 {
     release_entry(ctx, q, e, logged);
@@ -495,6 +504,7 @@ static const qm_persist_hooks hooks = {
     .page_out = h_page_out,
     .page_in = h_page_in,
     .paged_dropped = h_paged_dropped,
+    .read_paged = h_read_paged,
 };
 
 /* ------------------------------------------------------------------------------------------

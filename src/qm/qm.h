@@ -399,6 +399,15 @@ void qm_queue_schedule_dispatch(qm_queue *q);
 /* Peek: the index-th AVAILABLE position in delivery order (0 = next to be delivered),
  * unchanged; NULL when index >= n_ready. */
 qm_position *qm_queue_peek(qm_queue *q, size_t index);
+/* Peek without changing anything, for views (the management API): the ready message at index
+ * (in delivery order), or the first one whose lookup id is greater than after_id. One in
+ * memory is returned as it is; one paged out to the store is read from it into *view (a
+ * position in no queue: msg with refs 1, which the caller unrefs; lookup id, move count,
+ * redelivered and deadline filled in) and view is returned. Nothing is paged in, so a deep
+ * peek of a queue bigger than memory_budget costs a store read per message and keeps
+ * nothing. NULL past the end, or when the store cannot give the message back. */
+const qm_position *qm_queue_peek_view(qm_queue *q, size_t index, qm_position *view);
+const qm_position *qm_queue_peek_after(qm_queue *q, uint64_t after_id, qm_position *view);
 
 /* ------------------------------------------------------------------------------------------
  * Move (MS-MQDMPR Move Message, MS-MQRR R_MoveMessage)
@@ -728,6 +737,9 @@ typedef struct qm_persist_hooks {
     int (*page_out)(void *ctx, qm_position *pos, struct qm_paged *out);
     qm_position *(*page_in)(void *ctx, qm_queue *q, const struct qm_paged *e);
     void (*paged_dropped)(void *ctx, qm_queue *q, const struct qm_paged *e, int logged);
+    /* A copy of a paged entry's message read from the store (refs 1, in no queue), for a
+     * peek that must not bring it back into memory; NULL when it cannot be read. */
+    qm_message *(*read_paged)(void *ctx, qm_queue *q, const struct qm_paged *e);
 } qm_persist_hooks;
 
 /* A ready message that lives only in the store (48 bytes instead of a position, a message

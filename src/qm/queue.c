@@ -830,6 +830,96 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index)
     return NULL;
 }
 
+/* ---- views: peeking without paging in ---- */
+
+static const qm_position *paged_view(qm_queue *q, const qm_paged *e, qm_position *view)
+{
+    if (!qm_persist || !qm_persist->read_paged)
+        return NULL;
+    qm_message *m = qm_persist->read_paged(qm_persist_ctx, q, e);
+    if (!m)
+        return NULL;
+    memset(view, 0, sizeof *view);
+    view->msg = m;
+    view->lookup_id = e->lookup_id;
+    view->move_count = e->move_count;
+    view->redelivered = e->redelivered;
+    view->expires_at = e->expires_at;
+    view->state = QM_POS_AVAILABLE;
+    return view;
+}
+
+/* The index-th of two lookup-id-ordered sequences merged: the ring (r) and the paged tail
+ * (which is newer than the ring, but for entries a lookup by id paged in). Binary search on
+ * how many come from the ring: O(log n), so offset 999,999 costs what offset 0 does. */
+static const qm_position *kth_merged(qm_queue *q, qm_ring *r, size_t k, qm_position *view)
+{
+    size_t a = r->len, b = q->paged_len;
+    const qm_paged *pg = q->paged + q->paged_head;
+    size_t lo = k > b ? k - b : 0, hi = k < a ? k : a;
+    while (lo < hi) { /* i = elements taken from the ring */
+        size_t i = lo + (hi - lo) / 2;
+        /* too few from the ring when ring[i] comes before paged[k-i-1] */
+        if (k - i >= 1 && qm_ring_at(r, i)->lookup_id < pg[k - i - 1].lookup_id)
+            lo = i + 1;
+        else
+            hi = i;
+    }
+    size_t i = lo, j = k - lo;
+    if (i < a && (j >= b || qm_ring_at(r, i)->lookup_id < pg[j].lookup_id))
+        return qm_ring_at(r, i);
+    return j < b ? paged_view(q, &pg[j], view) : NULL;
+}
+
+const qm_position *qm_queue_peek_view(qm_queue *q, size_t index, qm_position *view)
+{
+    qm_ready *rd = qm_ready_of(q);
+    if (index >= q->n_ready)
+        return NULL;
+    if (q->paged_len) /* only queues of one level page */
+        return kth_merged(q, &rd->levels[0], index, view);
+    for (int l = rd->nlevels - 1; l >= 0; l--) {
+        qm_ring *r = &rd->levels[l];
+        if (index < r->len)
+            return qm_ring_at(r, index);
+        index -= r->len;
+    }
+    return NULL;
+}
+
+const qm_position *qm_queue_peek_after(qm_queue *q, uint64_t after_id, qm_position *view)
+{
+    qm_ready *rd = qm_ready_of(q);
+    if (rd->nlevels > 1) {
+        /* priorities: delivery order is not lookup order; walk the levels (they never page) */
+        int past = 0;
+        for (int l = rd->nlevels - 1; l >= 0; l--) {
+            qm_ring *r = &rd->levels[l];
+            for (size_t i = 0; i < r->len; i++) {
+                const qm_position *p = qm_ring_at(r, i);
+                if (past)
+                    return p;
+                past = p->lookup_id == after_id;
+            }
+        }
+        return NULL;
+    }
+    qm_ring *r = &rd->levels[0];
+    size_t i = ring_upper(r, after_id);
+    const qm_paged *pg = q->paged + q->paged_head;
+    size_t lo = 0, hi = q->paged_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pg[mid].lookup_id <= after_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (i < r->len && (lo >= q->paged_len || qm_ring_at(r, i)->lookup_id < pg[lo].lookup_id))
+        return qm_ring_at(r, i);
+    return lo < q->paged_len ? paged_view(q, &pg[lo], view) : NULL;
+}
+
 /* ---- recovery ---- */
 
 qm_position *qm_queue_restore_position(qm_queue *q, qm_message *m, uint64_t lookup_id,

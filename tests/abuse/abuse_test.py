@@ -840,6 +840,40 @@ def api_queues_100k(node, by, res):
 api_queues_100k.stall = True
 
 
+@scenario(8, "a 1M-message queue under a 20 MB budget: 60 peeks at offset 999,999")
+def deep_peek(node, by, res):
+    r = node.raw(timeout=120)
+    r.rpc(1, "queue.declare", queue="deep")
+    for k in range(10):
+        pipelined(r, [publish_frames(1, "", "deep", b"m%07d" % (k * 100000 + i))
+                      for i in range(100000)])
+    n = r.rpc(1, "queue.declare", queue="deep", passive=True).message_count
+    res.check(n == 1000000, "%d queued" % n)
+    r.close()
+    settle_then_measure(by, node)
+    rss0 = node.rss_mb()
+    right = 0
+    for _ in range(60):
+        st, body = node.http("GET", "/api/queues/%2F/deep/messages?count=1&offset=999999",
+                             timeout=30)
+        if st == 200:
+            j = json.loads(body)
+            right += len(j) == 1 and base64.b64decode(j[0]["payload"]) == b"m0999999" \
+                if j and j[0].get("payload_encoding") == "base64" else \
+                (len(j) == 1 and j[0].get("payload") == "m0999999")
+    res.check(right == 60, "%d of 60 peeks answered the 1,000,000th message" % right)
+    grew = node.rss_mb() - rss0
+    res.check(grew < 32, "RSS grew %.0f MB over the peeks (from %.0f MB)" % (grew, rss0))
+    st, body = node.http("GET", "/api/queues/%2F/deep/messages?count=500&offset=500000")
+    j = json.loads(body) if st == 200 else []
+    res.check(len(j) == 500 and j[0].get("payload") == "m0500000"
+              and j[-1].get("payload") == "m0500499", "500 in a row from the middle")
+
+
+deep_peek.setup = lambda work: Node(work, config={"memory_budget": "20M"}).start()
+deep_peek.stall = True
+
+
 def run_scenario(name, item, text, fn, base, keep):
     work = Path(tempfile.mkdtemp(prefix="abuse-%s-" % name, dir=base))
     res = Result()

@@ -2,6 +2,7 @@
 and come back in order when consumers reach them; purge and delete count them; a restart
 recovers them without loading them all. Private brokers: skipped on RabbitMQ."""
 
+import base64
 import time
 from pathlib import Path
 
@@ -133,3 +134,30 @@ def drain_some(b, q, n):
         m = ch.basic_get(q, auto_ack=True)
         got.append(m[2])
     return got
+
+
+def test_deep_peek_reads_the_store_and_keeps_nothing(broker_factory):
+    """A peek past what is in memory reads the messages from the store, answers them, and
+    brings nothing back into memory (it used to page 4,096 messages in per call, keep them,
+    and answer [] while the offset was beyond them)."""
+    from test_mgmt import Api
+    b = broker_factory(config={"memory_budget": "256k"})
+    q = uname("peek")
+    n = 6000  # more than the 4,096 the old peek paged in
+    fill(b, q, n=n, persistent=False)
+    api = Api(b)
+
+    def mem():
+        return api.get("/api/nodes")[1][0]["mem_used"]
+
+    before = mem()
+    for off in (n - 1, 0, n // 2, n - 1):
+        st, got, _ = api.get("/api/queues/%%2F/%s/messages?count=1&offset=%d&encoding=base64"
+                             % (q, off))
+        assert st == 200 and len(got) == 1, got
+        assert base64.b64decode(got[0]["payload"]) == body(off)
+        assert got[0]["message_count"] == n - off - 1
+    st, got, _ = api.get("/api/queues/%%2F/%s/messages?count=100&offset=%d" % (q, n - 50))
+    assert [m["payload"].encode()[:8] for m in got] == [b"%08d" % i for i in range(n - 50, n)]
+    assert mem() - before < 64 * 1024, (before, mem())
+    assert drain(b, q) == [body(i) for i in range(n)]  # nothing moved or lost
