@@ -218,7 +218,8 @@ def test_shape_really_delays_each_direction_and_unshape_undoes_it(ns_net):
     lk = net.link("a", "b")
     start_helper(net, "a", TCP_ECHO)
     base_conn, base_echo = tcp_rtt(net, "b", "a")
-    assert base_echo < 0.1, "an unshaped veth round trip took %.3fs" % base_echo
+    # Only has to stay under the delay shaped below (a loaded machine may be slow).
+    assert base_echo < 0.14, "an unshaped veth round trip took %.3fs" % base_echo
     # 150 ms on what leaves b: every round trip b -> a -> b waits once.
     lk.shape(delay_ms=150, side="b")
     conn, echo = tcp_rtt(net, "b", "a", rounds=3)
@@ -232,7 +233,7 @@ def test_shape_really_delays_each_direction_and_unshape_undoes_it(ns_net):
     assert 0.2 <= conn < 1.5 and 0.2 <= echo < 1.5
     lk.unshape()
     conn, echo = tcp_rtt(net, "b", "a")
-    assert echo < 0.1 and conn < 0.1, "still delayed after unshape: %.3f %.3f" % (conn, echo)
+    assert echo < 0.14 and conn < 0.14, "still delayed after unshape: %.3f %.3f" % (conn, echo)
 
 
 @pytest.mark.test_timeout(120)
