@@ -526,13 +526,17 @@ static void on_readable(conn *c)
         discard_input(c, shared, sizeof shared);
         return;
     }
-    size_t budget = CONN_READ_BUDGET;
+    /* A node-to-node link carries whole batches of another node's messages: a larger share
+     * per turn lets one group commit cover more of them (1 KiB messages were capped near
+     * 256 KiB per fsync). */
+    size_t budget = c->is_link ? 4 * CONN_READ_BUDGET : CONN_READ_BUDGET;
     while (budget > 0 && c->state < CONN_LINGER && !c->read_paused && !c->out_paused &&
            !c->input_pending) {
         /* With nothing buffered, read into the shared buffer and keep only what is left
          * of a partial frame: a connection between frames costs no buffer at all. */
         int direct = sl_buf_unread(&c->in) == 0;
-        size_t want = direct ? budget : (budget < 64 * 1024 ? budget : 64 * 1024);
+        size_t cap = direct ? sizeof shared : 64 * 1024;
+        size_t want = budget < cap ? budget : cap;
         uint8_t *dst = direct ? shared : sl_buf_reserve(&c->in, want);
         ssize_t n = conn_recv(c, dst, want);
         if (n > 0) {
