@@ -357,6 +357,39 @@ sl_err acc_user_put(acc_db *a, const acc_user_def *d, int *created, char *err, s
     return SL_OK;
 }
 
+sl_err acc_user_def_check(const acc_db *a, const acc_user_def *d, char *err, size_t errlen)
+{
+    size_t len = d->name ? strlen(d->name) : 0;
+    if (!acc_name_ok(d->name ? d->name : "", len)) {
+        snprintf(err, errlen, "a user name must be 1..255 bytes of UTF-8");
+        return SL_ERR_PRECONDITION;
+    }
+    if (!d->password && d->password_hash) {
+        uint8_t *h;
+        size_t hl;
+        acc_hash algo = d->algo == ACC_HASH_NONE ? a->default_hash : d->algo;
+        if (acc_hash_import(algo, d->password_hash, &h, &hl, err, errlen) < 0)
+            return SL_ERR_PRECONDITION;
+        sl_free(h);
+    }
+    return SL_OK;
+}
+
+sl_err acc_patterns_check(const char *const *src, int n, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++) {
+        char why[256];
+        const char *p = src[i] ? src[i] : "";
+        acc_re *re = acc_re_compile(p, strlen(p), why, sizeof why);
+        if (!re) {
+            snprintf(err, errlen, "pattern '%.200s': %s", p, why);
+            return SL_ERR_PRECONDITION;
+        }
+        acc_re_free(re);
+    }
+    return SL_OK;
+}
+
 static sl_err no_user(const char *name, char *err, size_t errlen)
 {
     snprintf(err, errlen, "no user '%s'", name);

@@ -160,6 +160,9 @@ typedef struct acc_user_def {
  * 255 bytes, invalid UTF-8), an undecodable hash, or an unknown algorithm. *created (may be
  * NULL) tells which. */
 sl_err acc_user_put(acc_db *a, const acc_user_def *d, int *created, char *err, size_t errlen);
+/* The checks acc_user_put makes, without changing anything (a definitions import validates
+ * every entry before it applies any). */
+sl_err acc_user_def_check(const acc_db *a, const acc_user_def *d, char *err, size_t errlen);
 /* Delete a user and every permission it has. SL_ERR_NOT_FOUND when absent. */
 sl_err acc_user_delete(acc_db *a, const char *name, char *err, size_t errlen);
 const acc_user *acc_user_find(const acc_db *a, const char *name, size_t len);
@@ -227,6 +230,8 @@ sl_err acc_perm_set(acc_db *a, const char *user, const char *vhost, const char *
                     const char *write, const char *read, char *err, size_t errlen);
 /* SL_ERR_NOT_FOUND when there is no such entry. */
 sl_err acc_perm_clear(acc_db *a, const char *user, const char *vhost, char *err, size_t errlen);
+/* Do these n patterns compile? SL_ERR_PRECONDITION naming the first that does not. */
+sl_err acc_patterns_check(const char *const *src, int n, char *err, size_t errlen);
 const acc_grant *acc_perm_get(const acc_db *a, const char *user, const char *vhost);
 /* Visit every permission entry (user or vhost NULL = any), sorted by user then vhost. */
 typedef void (*acc_grant_fn)(void *ctx, const acc_user *u, const acc_grant *g);

@@ -328,6 +328,9 @@ void handles_init(mgmt *m);
 void mgmtobj_init(mgmt *m);
 void mgmtobj_stop(mgmt *m);
 enum MHD_Result api_definitions(req *r);
+/* defs.c: import a definitions document (RabbitMQ's format) into b; every entry is checked
+ * before any applies. SL_OK, or the error with a reason (SL_ERR_SYNTAX: malformed, 400). */
+sl_err defs_import(broker *b, json_t *body, const char *forced_vhost, char *err, size_t errlen);
 enum MHD_Result serve_metrics(req *r);
 /* api_outgoing.c */
 enum MHD_Result api_outgoing(req *r);
