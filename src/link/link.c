@@ -90,6 +90,7 @@ struct link_outq {
     qm_queue *q;    /* NULL for a request-only link (rpc_only) */
     char name[300]; /* for logs: the outgoing queue's name, or "requests to host:port" */
     uint8_t rpc_only;
+    uint32_t holds; /* remote handles on that node (link_rpc_hold): not closed when idle */
     /* requests (channel 2): calls in order, the reply being assembled */
     enum rpc_state rs;
     rpc_call *calls;
@@ -500,6 +501,20 @@ static int rpc_content(link_outq *o, const amqp_frame *f)
 static void rpc_outq_free(link_outq *o)
 {
     outq_free(o);
+}
+
+void link_rpc_hold(link_mgr *m, const char *host, int port, int delta)
+{
+    link_outq *o = m->rpcs;
+    while (o && (o->dest.port != port || strcasecmp(o->dest.host, host)))
+        o = o->next;
+    if (!o)
+        return; /* no request link (it went): nothing the owner still holds for it */
+    if (delta > 0)
+        o->holds++;
+    else if (o->holds)
+        o->holds--;
+    o->idle_since = 0;
 }
 
 sl_err link_rpc_call(link_mgr *m, const char *host, int port, const char *request_json,
@@ -1200,7 +1215,7 @@ static void outq_consider(link_outq *o, uint64_t now)
         return;
     }
     expire_calls(o, now);
-    if (!o->fl_len && !o->calls && (!o->q || qm_queue_message_count(o->q) == 0)) {
+    if (!o->fl_len && !o->calls && !o->holds && (!o->q || qm_queue_message_count(o->q) == 0)) {
         if (!o->idle_since)
             o->idle_since = now;
         else if (now - o->idle_since >= m->o.idle_ms) {
@@ -1224,7 +1239,7 @@ static void tick(sl_loop *loop, sl_timer *t)
     for (link_outq *o = m->rpcs; o;) {
         link_outq *next = o->next;
         outq_consider(o, now);
-        if (o->cs == C_NONE && !o->calls && now - o->retry_at > m->o.idle_ms)
+        if (o->cs == C_NONE && !o->calls && !o->holds && now - o->retry_at > m->o.idle_ms)
             rpc_outq_free(o); /* nothing asked of that node for a while */
         o = next;
     }

@@ -202,6 +202,10 @@ size_t link_mgr_outgoing(link_mgr *m, qm_queue **out, size_t cap);
 typedef void (*link_rpc_cb)(void *ctx, const char *reply_json, const char *err);
 sl_err link_rpc_call(link_mgr *m, const char *host, int port, const char *request_json,
                      uint32_t timeout_ms, link_rpc_cb cb, void *ctx);
+/* Something on this node holds state at host:port that dies with the request link (remote
+ * handles: the owner closes the contexts of a link that goes): delta +1 keeps the link up
+ * when idle, -1 lets it go again. */
+void link_rpc_hold(link_mgr *m, const char *host, int port, int delta);
 /* The receiving side's handler (broker/link_recv.c calls it): the reply for one request from
  * peer (the link's node name), logged in as user (the link's authenticated user, whose
  * permissions apply), on link connection conn_id, malloc'ed JSON. */

@@ -61,8 +61,11 @@ static void handle_close(mgmt *m, ctx_entry *e)
     handle *h = (handle *)e;
     if (h->d)
         qm_qdesc_close(h->d);
-    if (h->context)
+    if (h->context) {
         forget_remote(m, h->host, h->port, h->context);
+        if (m->b->links)
+            link_rpc_hold(m->b->links, h->host, h->port, -1);
+    }
     sl_free(h->host);
     sl_free(h->context);
     sl_free(h->format_name);
@@ -308,6 +311,7 @@ static enum MHD_Result open_resumed(req *r)
         return rc;
     }
     h->context = sl_xstrdup(c);
+    link_rpc_hold(r->m->b->links, h->host, h->port, +1); /* the owner's context lives with it */
     json_t *jv = json_object_get(reply, "vhost"), *jq = json_object_get(reply, "queue");
     sl_free(h->vhost);
     sl_free(h->queue);

@@ -391,3 +391,18 @@ def test_remote_proxies_follow_permissions_on_both_nodes(nodes):
     o = mc.create()
     s, j = mc.init(o, format_name="DIRECT=OS:.\\private$\\hidden", vhost="other")
     assert s == 403 and hr(j) == ACCESS_REFUSED, j
+
+
+def test_remote_handle_keeps_its_link_up_while_idle(nodes):
+    """An idle request link closes (link_idle_ms) and the owner then closes the contexts of
+    that link; a node holding remote handles keeps the link up, so a handle idle longer than
+    the link's idle time still works."""
+    a = nodes.start("a", config={"link_idle_ms": "300"})
+    b = nodes.start("b")
+    fill(b, "ki", 2)
+    ha = Handles(a.api)
+    s, j = ha.open(b.fmt("ki"))
+    time.sleep(1.5)
+    s, p = ha.purge(j["handle"])
+    assert s == 200 and p["message_count"] == 2, p
+    ha.close(j["handle"])
