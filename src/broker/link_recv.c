@@ -231,9 +231,23 @@ int link_recv_commit(channel *ch)
     uint8_t stacka[64];
     uint8_t *acc = eb.n <= 64 ? stacka : sl_xmalloc(eb.n);
     char dest[600] = "";
+    /* An outgoing queue leads to one queue: a batch has one destination, resolved once. */
+    amqp_bytes rk0 = qm_msg_routing_key(ch->lk_msgs[0]);
+    qm_queue *dq = NULL;
     for (uint32_t i = 0; i < eb.n; i++) {
         amqp_bytes rk = qm_msg_routing_key(ch->lk_msgs[i]);
-        qm_queue *q = resolve_dest(b, rk);
+        if (i > 0) {
+            if (!amqp_bytes_equal(rk, rk0)) {
+                channel_error(ch, SL_ERR_PRECONDITION, id,
+                              "EOD: a batch goes to one queue ('" BYTES_FMT "', then '" BYTES_FMT
+                              "')",
+                              BYTES_ARG(rk0), BYTES_ARG(rk));
+                goto out;
+            }
+            qs[i] = dq;
+            continue;
+        }
+        qm_queue *q = dq = resolve_dest(b, rk);
         if (!q) {
             channel_error(ch, SL_ERR_NOT_FOUND, id, "no queue '" BYTES_FMT "' on node %s",
                           BYTES_ARG(rk), b->cfg->node_name);
@@ -267,6 +281,19 @@ int link_recv_commit(channel *ch)
                       (unsigned long long)s, (unsigned long long)eb.seq_id, (unsigned long long)p,
                       (unsigned long long)last);
         goto out;
+    }
+    if (ap.accepted) {
+        uint64_t bytes = 0;
+        for (uint32_t i = 0; i < eb.n; i++)
+            if (acc[i])
+                bytes += ch->lk_msgs[i]->body_len;
+        if (qm_queue_would_refuse(dq, ap.accepted, bytes)) {
+            /* x-overflow=reject-publish: refused whole, kept by the sender, retried */
+            channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,
+                          "queue '%s' on node %s is full (x-max-length, x-overflow=reject-publish)",
+                          dq->name, b->cfg->node_name);
+            goto out;
+        }
     }
     if (ap.accepted || !st) {
         /* enqueues and the new number: all or nothing, one group commit */

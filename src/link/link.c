@@ -114,6 +114,9 @@ struct link_outq {
     uint64_t retry_at;
     unsigned failures;
     uint8_t peer_is_sluice, blocked, in_dirty, skip_content;
+    /* the destination queue was full (405 at a commit): one transaction per batch for a
+     * while, so what fits goes in as the queue drains */
+    uint32_t one_unit;
     uint64_t skip_left;
     char peer_addr[64];
     /* the consumer and what is in flight */
@@ -646,7 +649,8 @@ static void c_deliver(qm_consumer *c, qm_position *pos)
     o->sent++;
     o->in_unit = pos->xact_cont;
     o->idle_since = 0;
-    if (!o->in_unit && (o->open_n >= m->o.batch_msgs || o->open_bytes >= m->o.batch_bytes))
+    if (!o->in_unit &&
+        (o->one_unit || o->open_n >= m->o.batch_msgs || o->open_bytes >= m->o.batch_bytes))
         close_batch(o);
     mark_dirty(o);
 }
@@ -824,6 +828,8 @@ static void became_open(link_outq *o)
 static void on_close_method(link_outq *o, const amqp_method *mm, int channel_level)
 {
     const amqp_connection_close *cc = &mm->u.connection_close;
+    if (channel_level && cc->reply_code == 405)
+        o->one_unit = 256; /* the destination queue is full: whole transactions one by one */
     if (!channel_level) {
         amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
         amqp_method_write(&o->out, 0, &ok);
@@ -919,6 +925,8 @@ static void handle_method(link_outq *o, uint16_t ch, const amqp_method *mm)
                 size_t n = o->bt[o->bt_head];
                 o->bt_head = (o->bt_head + 1) % o->bt_cap;
                 o->bt_len--;
+                if (o->one_unit)
+                    o->one_unit--;
                 ack_front(o, n);
             }
             return;

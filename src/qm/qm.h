@@ -364,6 +364,9 @@ static inline uint64_t qm_queue_message_count(const qm_queue *q)
  * SL_ERR_RESOURCE when x-overflow=reject-publish refuses it (the publisher gets a nack).
  * Schedules dispatch. */
 sl_err qm_queue_enqueue(qm_queue *q, qm_message *m);
+/* 1 when q would refuse n more messages of bytes in all (x-overflow=reject-publish at its
+ * x-max-length / -bytes): a link applies a batch all or nothing, so it asks first. */
+int qm_queue_would_refuse(const qm_queue *q, uint64_t n, uint64_t bytes);
 
 /* basic.get: take the first available, unexpired message. NULL when none. With no_ack the
  * position comes back DELETED (queue NULL) and the caller must qm_position_ack it after

@@ -585,6 +585,11 @@ static int over_limit(const qm_queue *q, uint64_t extra_n, uint64_t extra_bytes)
     return 0;
 }
 
+int qm_queue_would_refuse(const qm_queue *q, uint64_t n, uint64_t bytes)
+{
+    return q->args.overflow != QM_OVERFLOW_DROP_HEAD && over_limit(q, n, bytes);
+}
+
 int qm_queue_has_room(const qm_queue *q, uint64_t body_len)
 {
     return !over_limit(q, 1, body_len);

@@ -608,3 +608,41 @@ def test_tidy_keeps_what_links_need(nodes):
     a.api.action("QUEUE=" + fmt, "RESUME")
     a.wait_drained(fmt)
     assert drain(b.amqp().channel(), "tidy") == bodies(5, "held")
+
+
+def test_idle_link_closes_and_says_inactive(nodes):
+    a = nodes.start("a", config={"link_idle_ms": 300})
+    b = nodes.start("b")
+    bch = declare(b, "idle")
+    fmt = b.fmt("idle")
+    publish(a, fmt, [b"1"])
+    a.wait_drained(fmt)
+    o = a.wait_state(fmt, "INACTIVE")
+    assert o["next_hops"] == [] and o["last_error"] == ""
+    s, j, _ = a.api.info("QUEUE=" + fmt, "STATE", "NEXTHOPS")
+    assert j["values"]["PROPID_MGMT_QUEUE_STATE"] == "INACTIVE"
+    publish(a, fmt, [b"2"])  # a new message reconnects
+    a.wait_drained(fmt)
+    assert drain(bch, "idle") == [b"1", b"2"]
+
+
+def test_full_destination_refuses_whole_batches_nothing_lost(nodes):
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = b.amqp().channel()
+    bch.queue_declare("small", durable=True, auto_delete=False,
+                      arguments={"x-max-length": 3, "x-overflow": "reject-publish"})
+    fmt = b.fmt("small")
+    publish(a, fmt, bodies(10))
+    wait_for(lambda: "full" in a.outgoing_queue(fmt)["last_error"], timeout=10,
+             message="the full queue was never reported")
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 10 and time.monotonic() < deadline:
+        m = bch.basic_get("small", no_ack=True)
+        if m is None:
+            time.sleep(0.05)
+            continue
+        got.append(m.body.encode() if isinstance(m.body, str) else m.body)
+    assert got == bodies(10)  # none lost to reject-publish, none twice, in order
+    a.wait_drained(fmt)
