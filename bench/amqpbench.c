@@ -10,6 +10,7 @@
  * The forward scenario publishes to one node and consumes on another (Sluice's store and
  * forward, or RabbitMQ's shovel between two nodes) and also checks the order per producer. */
 #include <amqp.h>
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <errno.h>
 #include <getopt.h>
@@ -45,7 +46,8 @@ typedef struct {
     double rate;
     int prefetch, ack_every, outstanding;
     int conns, conn_threads, settle_ms;
-    int raw; /* --raw / --pipeline: the pipelined publisher */
+    int raw;            /* --raw / --pipeline: the pipelined publisher */
+    const char *tls_ca; /* --tls CAFILE: AMQPS (rabbitmq-c's OpenSSL socket), server verified */
     int stall_s;
     /* forward: the node messages arrive at, the routing key they are published with, the queue
      * they are consumed from there, and the publisher's mode (confirms, or transactions of
@@ -276,10 +278,26 @@ static void check_reply(amqp_rpc_reply_t r, const char *what)
 
 /* Opens a connection and channel CH. Heartbeats off: a thread blocked in a pure publish loop does
  * not read, and idle connections must stay open however long the measurement takes. */
+/* A plain or (--tls) TLS socket on c. TLS verifies the broker's certificate against the CA
+ * file; the host name is not checked (the benchmark dials 127.0.0.1). */
+static amqp_socket_t *bsocket(amqp_connection_state_t c)
+{
+    if (!O.tls_ca)
+        return amqp_tcp_socket_new(c);
+    amqp_socket_t *s = amqp_ssl_socket_new(c);
+    if (!s)
+        return NULL;
+    if (amqp_ssl_socket_set_cacert(s, O.tls_ca) != AMQP_STATUS_OK)
+        die("--tls %s: cannot load the CA certificate", O.tls_ca);
+    amqp_ssl_socket_set_verify_peer(s, 1);
+    amqp_ssl_socket_set_verify_hostname(s, 0);
+    return s;
+}
+
 static amqp_connection_state_t bconnect_to(const char *host, int port)
 {
     amqp_connection_state_t c = amqp_new_connection();
-    amqp_socket_t *s = amqp_tcp_socket_new(c);
+    amqp_socket_t *s = bsocket(c);
     if (!s)
         die("amqp_tcp_socket_new failed");
     int rc = amqp_socket_open(s, host, port);
@@ -1359,7 +1377,7 @@ static void *conn_worker(void *arg)
         amqp_connection_state_t c;
         if (j->step == 0) {
             c = amqp_new_connection();
-            amqp_socket_t *s = amqp_tcp_socket_new(c);
+            amqp_socket_t *s = bsocket(c);
             amqp_rpc_reply_t r = {0};
             int rc = s ? amqp_socket_open(s, O.host, O.port) : AMQP_STATUS_SOCKET_ERROR;
             if (rc == AMQP_STATUS_OK)
@@ -1478,7 +1496,9 @@ static void usage(int rc)
             "                         instead of with confirms\n"
             "      --pids P,P,...     broker processes: CPU and RSS from /proc\n"
             "      --stall S          fail after S seconds without progress (60)\n"
-            "      --tag NAME         prefix of queue/exchange names (bench-PID)\n");
+            "      --tag NAME         prefix of queue/exchange names (bench-PID)\n"
+            "      --tls CAFILE       AMQPS: connect over TLS, verifying the broker's\n"
+            "                         certificate against CAFILE (not with --raw)\n");
     exit(rc);
 }
 
@@ -1499,35 +1519,24 @@ static void parse_args(int argc, char **argv)
         TOPORT,
         ROUTE,
         DESTQ,
-        TXSIZE
+        TXSIZE,
+        TLS
     };
-    static const struct option lo[] = {{"scenario", 1, 0, 'S'},
-                                       {"host", 1, 0, 'H'},
-                                       {"port", 1, 0, 'p'},
-                                       {"messages", 1, 0, 'n'},
-                                       {"size", 1, 0, 's'},
-                                       {"producers", 1, 0, 'P'},
-                                       {"consumers", 1, 0, 'C'},
-                                       {"queues", 1, 0, 'q'},
-                                       {"rate", 1, 0, 'r'},
-                                       {"prefetch", 1, 0, PREFETCH},
-                                       {"ack-every", 1, 0, ACK},
-                                       {"outstanding", 1, 0, OUTST},
-                                       {"conns", 1, 0, CONNS},
-                                       {"conn-threads", 1, 0, CTHREADS},
-                                       {"settle-ms", 1, 0, SETTLE},
-                                       {"raw", 0, 0, RAW},
-                                       {"pipeline", 0, 0, RAW},
-                                       {"pids", 1, 0, PIDS},
-                                       {"stall", 1, 0, STALL},
-                                       {"tag", 1, 0, TAG},
-                                       {"to-host", 1, 0, TOHOST},
-                                       {"to-port", 1, 0, TOPORT},
-                                       {"route", 1, 0, ROUTE},
-                                       {"dest-queue", 1, 0, DESTQ},
-                                       {"tx-size", 1, 0, TXSIZE},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"scenario", 1, 0, 'S'},     {"host", 1, 0, 'H'},
+        {"port", 1, 0, 'p'},         {"messages", 1, 0, 'n'},
+        {"size", 1, 0, 's'},         {"producers", 1, 0, 'P'},
+        {"consumers", 1, 0, 'C'},    {"queues", 1, 0, 'q'},
+        {"rate", 1, 0, 'r'},         {"prefetch", 1, 0, PREFETCH},
+        {"ack-every", 1, 0, ACK},    {"outstanding", 1, 0, OUTST},
+        {"conns", 1, 0, CONNS},      {"conn-threads", 1, 0, CTHREADS},
+        {"settle-ms", 1, 0, SETTLE}, {"raw", 0, 0, RAW},
+        {"pipeline", 0, 0, RAW},     {"pids", 1, 0, PIDS},
+        {"stall", 1, 0, STALL},      {"tag", 1, 0, TAG},
+        {"to-host", 1, 0, TOHOST},   {"to-port", 1, 0, TOPORT},
+        {"route", 1, 0, ROUTE},      {"dest-queue", 1, 0, DESTQ},
+        {"tx-size", 1, 0, TXSIZE},   {"tls", 1, 0, TLS},
+        {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
     int c;
     snprintf(O.tag, sizeof O.tag, "bench-%d", (int)getpid());
     while ((c = getopt_long(argc, argv, "S:H:p:n:s:P:C:q:r:h", lo, NULL)) != -1) {
@@ -1602,6 +1611,9 @@ static void parse_args(int argc, char **argv)
         case DESTQ:
             O.dest_queue = optarg;
             break;
+        case TLS:
+            O.tls_ca = optarg;
+            break;
         case TXSIZE:
             O.tx_size = atoi(optarg);
             break;
@@ -1617,6 +1629,8 @@ static void parse_args(int argc, char **argv)
         O.ack_every > O.prefetch || O.outstanding < 1 || O.conns < 1 || O.conn_threads < 1 ||
         O.settle_ms < 3 || O.tx_size < 0)
         usage(2);
+    if (O.raw && O.tls_ca)
+        die("--raw (pipelined publisher) writes the socket itself: not over --tls");
     if (O.raw && O.tx_size)
         die("--raw (pipelined publisher) does not do transactions: drop --tx-size or --raw");
     if (O.n > UINT32_MAX)

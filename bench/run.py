@@ -29,6 +29,10 @@ import time
 from pathlib import Path
 
 HOST = "127.0.0.1"
+# AMQPS for the TLS scenarios (flag "tls"): certificates made with the openssl command for
+# this run (a CA and a server certificate for 127.0.0.1), set by main() when one is selected;
+# both brokers then also listen for TLS. {"ca": path, "cert": path, "key": path} or None.
+TLS = None
 REPO = Path(__file__).resolve().parent.parent
 RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
 FSYNC_EVENTS = ["syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync",
@@ -75,6 +79,13 @@ class Sluiced:
     def start(self):
         self.base.mkdir(parents=True, exist_ok=True)
         cmd = [self.binary, "--port", "0", "--data-dir", str(self.base / "data")]
+        self.tls_port = None
+        if TLS:
+            conf = self.base / "tls.conf"
+            conf.write_text("listeners.ssl.default = 0\n"
+                            "ssl_options.cacertfile = %s\nssl_options.certfile = %s\n"
+                            "ssl_options.keyfile = %s\n" % (TLS["ca"], TLS["cert"], TLS["key"]))
+            cmd += ["--config", str(conf)]
         help_text = subprocess.run([self.binary, "--help"], capture_output=True, text=True)
         if "--mgmt-port" in help_text.stdout + help_text.stderr:
             cmd += ["--mgmt-port", "0" if self.mgmt else "off"]
@@ -90,9 +101,12 @@ class Sluiced:
                           self.log_path.read_text(errors="replace"))
             mh = re.search(r"listening http=([0-9.]+):(\d+)",
                            self.log_path.read_text(errors="replace"))
-            if m and (mh or not self.mgmt):
+            mt = re.search(r"listening amqps=([0-9.]+):(\d+)",
+                           self.log_path.read_text(errors="replace"))
+            if m and (mh or not self.mgmt) and (mt or not TLS):
                 self.port = int(m.group(2))
                 self.mgmt_port = int(mh.group(2)) if mh else None
+                self.tls_port = int(mt.group(2)) if mt else None
                 return
             if self.proc.poll() is not None:
                 break
@@ -198,6 +212,15 @@ class RabbitMQ:
             "disk_free_limit.absolute = 50MB\n"
             "log.console = false\n"
             "log.file.level = info\n" % (HOST, self.port))
+        self.tls_port = None
+        if TLS:
+            self.tls_port = free_port()
+            with open(b / "rabbitmq.conf", "a") as f:
+                f.write("listeners.ssl.default = %s:%d\n"
+                        "ssl_options.cacertfile = %s\nssl_options.certfile = %s\n"
+                        "ssl_options.keyfile = %s\nssl_options.verify = verify_none\n"
+                        "ssl_options.fail_if_no_peer_cert = false\n"
+                        % (HOST, self.tls_port, TLS["ca"], TLS["cert"], TLS["key"]))
         (b / "advanced.config").write_text("[].\n")
         (b / "enabled_plugins").write_text("[%s].\n" % ",".join(self.plugins))
         (b / "rabbitmq-env.conf").write_text("")
@@ -313,6 +336,14 @@ SCENARIOS = [
     ("ps_full", "pub/sub full speed 16 B", "-S pubsub -s 16 -n 500000", "-S pubsub -n 20000", ""),
     ("ps_20k", "pub/sub at 20k msg/s 16 B", "-S pubsub -s 16 -n 200000 -r 20000",
      "-S pubsub -n 20000 -r 20000", ""),
+    # AMQPS (issue 11): pub/sub over TLS (rabbitmq-c's OpenSSL socket, the server certificate
+    # verified, TLS 1.3), against the same without TLS (ps_full, ps_1k).
+    ("ps_1k", "pub/sub full speed 1 KiB", "-S pubsub -s 1024 -n 300000", "-S pubsub -s 1024 -n 10000",
+     ""),
+    ("ps_tls16", "pub/sub full speed 16 B over TLS", "-S pubsub -s 16 -n 500000",
+     "-S pubsub -s 16 -n 20000", "tls"),
+    ("ps_tls1k", "pub/sub full speed 1 KiB over TLS", "-S pubsub -s 1024 -n 300000",
+     "-S pubsub -s 1024 -n 10000", "tls"),
     ("conf1_16", "persistent+confirms 1 producer 16 B", "-S confirm -P 1 -s 16 -n 100000",
      "-S confirm -P 1 -s 16 -n 5000", "fsync"),
     ("conf1_16raw", "persistent+confirms 1 producer 16 B, pipelined publisher",
@@ -385,6 +416,14 @@ FIGURES = [
     ("ps_20k", "lat_p99_us", "pub/sub 20k/s: latency p99", "us", "lo",
      [("abs<=", 1000), ("ratio<=", 0.1)]),
     ("ps_20k", "lat_p999_us", "pub/sub 20k/s: latency p99.9", "us", "lo", None),
+    ("ps_1k", "e2e_rate", "pub/sub 1 KiB: end-to-end", "msg/s", "hi", None),
+    ("ps_1k", "lat_p99_us", "pub/sub 1 KiB: latency p99", "us", "lo", None),
+    ("ps_tls16", "e2e_rate", "pub/sub 16 B over TLS: end-to-end", "msg/s", "hi", None),
+    ("ps_tls16", "lat_p50_us", "pub/sub 16 B over TLS: latency p50", "us", "lo", None),
+    ("ps_tls16", "lat_p99_us", "pub/sub 16 B over TLS: latency p99", "us", "lo", None),
+    ("ps_tls1k", "e2e_rate", "pub/sub 1 KiB over TLS: end-to-end", "msg/s", "hi", None),
+    ("ps_tls1k", "lat_p50_us", "pub/sub 1 KiB over TLS: latency p50", "us", "lo", None),
+    ("ps_tls1k", "lat_p99_us", "pub/sub 1 KiB over TLS: latency p99", "us", "lo", None),
     ("conf1_16", "confirm_rate", "persistent+confirms 1P 16 B", "msg/s", "hi", ("ratio>=", 5)),
     ("conf4_16", "confirm_rate", "persistent+confirms 4P 16 B", "msg/s", "hi", ("ratio>=", 5)),
     ("conf1_1k", "confirm_rate", "persistent+confirms 1P 1 KiB", "msg/s", "hi", ("ratio>=", 5)),
@@ -442,6 +481,9 @@ CPU_FIGURES = [
     ("ptc1kraw", "broker_us_per_msg_pub", "client_cpu_pub", "ptc 1 KiB publish, pipelined"),
     ("ps_full", "broker_us_per_msg", "client_cpu", "pub/sub full speed"),
     ("ps_20k", "broker_us_per_msg", "client_cpu", "pub/sub 20k/s"),
+    ("ps_1k", "broker_us_per_msg", "client_cpu", "pub/sub 1 KiB"),
+    ("ps_tls16", "broker_us_per_msg", "client_cpu", "pub/sub 16 B over TLS"),
+    ("ps_tls1k", "broker_us_per_msg", "client_cpu", "pub/sub 1 KiB over TLS"),
     ("conf1_16", "broker_us_per_msg", "client_cpu", "persistent 1P 16 B"),
     ("conf4_16", "broker_us_per_msg", "client_cpu", "persistent 4P 16 B"),
     ("conf1_1k", "broker_us_per_msg", "client_cpu", "persistent 1P 1 KiB"),
@@ -477,8 +519,29 @@ def perf_can_count_syscalls():
     return r.returncode == 0 and "not supported" not in r.stderr
 
 
-def run_amqpbench(args, binary, broker, count_fsync, tmp, timeout, extra=()):
-    cmd = [str(binary), "-H", HOST, "-p", str(broker.port),
+def make_tls_certs(d):
+    """A CA and a server certificate for 127.0.0.1 (EC P-256, as a production setup would
+    likely use), made with the openssl command."""
+    d = Path(d)
+    d.mkdir(parents=True, exist_ok=True)
+
+    def ossl(*a):
+        subprocess.run(["openssl"] + list(a), cwd=str(d), check=True, capture_output=True)
+    ossl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", "ca.key", "-out", "ca.pem", "-days", "7", "-subj", "/CN=bench CA")
+    ossl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    ossl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+         "-CAcreateserial", "-out", "server.pem", "-days", "7", "-extfile", "san.ext")
+    (d / "server.key").chmod(0o644)  # rabbitmq-server runs as us, but keep it readable
+    return {"ca": str(d / "ca.pem"), "cert": str(d / "server.pem"), "key": str(d / "server.key")}
+
+
+def run_amqpbench(args, binary, broker, count_fsync, tmp, timeout, extra=(), tls=False):
+    if tls:  # the broker's AMQPS listener, the server certificate verified
+        extra = list(extra) + ["--tls", TLS["ca"]]
+    cmd = [str(binary), "-H", HOST, "-p", str(broker.tls_port if tls else broker.port),
            "--pids", ",".join(str(p) for p in broker.pids())] + args.split() + list(extra)
     perf_out = None
     if count_fsync:
@@ -1128,6 +1191,9 @@ def main():
         return 0
 
     scen = [s for s in SCENARIOS if not args.only or s[0] in args.only.split(",")]
+    global TLS
+    if any("tls" in s[4] for s in scen):
+        TLS = make_tls_certs(Path(tmp) / "tls")
     count_fsync = perf_can_count_syscalls()
     env = environment(sluiced_bin)
     notes["load_start"] = "%.2f" % os.getloadavg()[0]
@@ -1202,7 +1268,7 @@ def main():
                         log("round %d/%d: %s on %s" % (rnd, args.rounds, title, b.label))
                         res = run_amqpbench(sargs + " --tag b%d-%s" % (rnd, sid), amqpbench, b,
                                             count_fsync and "fsync" in flags, tmp,
-                                            300 if args.smoke else 1800)
+                                            300 if args.smoke else 1800, tls="tls" in flags)
                         res.update({"scenario_id": sid, "broker": b.name, "round": rnd})
                         samples.append(res)
                         if not res.get("ok"):

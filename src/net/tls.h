@@ -65,7 +65,8 @@ ssize_t sl_tls_read(sl_tls *t, void *buf, size_t n);
 ssize_t sl_tls_write(sl_tls *t, const void *buf, size_t n);
 /* Readiness the last operation that would block needs: SL_EV_READ and/or SL_EV_WRITE. */
 int sl_tls_wants(const sl_tls *t);
-/* Plaintext already decrypted and buffered (readable without the socket being readable). */
+/* Input buffered inside the stream (decrypted, or read ahead and not yet decrypted): readable
+ * without the socket being readable. Non-zero means "read again". */
 size_t sl_tls_pending(const sl_tls *t);
 /* Send close_notify, best effort (never blocks). */
 void sl_tls_shutdown(sl_tls *t);
