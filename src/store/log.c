@@ -4,10 +4,16 @@
  * - segs[] holds the live segments oldest first; their numbers are consecutive, so the
  *   segment of an st_loc is found at segs[no - segs[0].no]. The last one is the current
  *   segment: the only one appends go to.
- * - Every segment has `size` bytes in its file and `end - size` more bytes in the append
- *   buffer, starting at buffer offset `boff`. Only a suffix of segs[] has pending bytes and
+ * - Every segment has `size` bytes in its file, `wend - size` more bytes in the batch being
+ *   written (the in-flight buffer fbuf, from offset `foff`), and `end - wend` more bytes in
+ *   the append buffer, from offset `boff`. Only a suffix of segs[] has pending bytes and
  *   their pending bytes lie in the buffer in segment order, so a commit is one pwrite (two
  *   when the batch crossed a rollover) and one fdatasync per touched file.
+ * - A commit is a batch: st_log_batch_begin (loop thread) moves the append buffer into the
+ *   in-flight buffer and describes the writes; st_log_batch_run (any thread, e.g. the sync
+ *   thread) does them touching nothing but the batch; st_log_batch_end (loop thread) applies
+ *   the outcome. At most one batch is in flight; appends and reads go on meanwhile, since
+ *   the in-flight bytes are immutable until the batch ends.
  * - A record lies wholly in the file or wholly in the buffer (a commit writes whole
  *   batches), and never spans segments.
  * - A segment made by a rollover exists only in memory (fd -1, its header in the buffer)
@@ -51,11 +57,14 @@ typedef struct seg {
     uint32_t no;        /* st_loc.segment */
     uint64_t first_seq; /* from the file name */
     int fd;             /* -1 until the commit that creates the file */
-    uint64_t size;      /* bytes in the file */
-    uint64_t end;       /* size + bytes pending in the append buffer */
-    size_t boff;        /* buffer offset of the pending bytes (valid while end > size) */
+    uint64_t size;      /* bytes in the file (written by a batch that has ended) */
+    uint64_t wend;      /* size + bytes the in-flight batch is writing (from fbuf + foff) */
+    uint64_t end;       /* wend + bytes pending in the append buffer (from buf + boff) */
+    size_t foff;        /* in-flight buffer offset of the bytes being written */
+    size_t boff;        /* buffer offset of the pending bytes (valid while end > wend) */
     uint64_t refs;
     uint8_t unsynced; /* written by st_log_flush, not yet fdatasync'ed */
+    uint8_t in_batch; /* the in-flight batch writes or syncs it */
     char name[SEG_NAME_LEN + 1];
 } seg;
 
@@ -66,7 +75,10 @@ struct st_log {
     seg *segs;
     size_t nsegs, cap;
     uint32_t next_no;
-    sl_buf buf;
+    sl_buf buf;                 /* appended, not yet handed to a batch */
+    sl_buf fbuf;                /* the in-flight batch's bytes (immutable until it ends) */
+    struct st_log_batch *batch; /* the batch object (reused); busy while in flight */
+    int in_flight;
     uint64_t next_seq;
     uint64_t durable_seq;
     int failed_errno;
@@ -167,7 +179,7 @@ static seg *add_seg(st_log *l, uint64_t first_seq, int fd)
  * bytes) and return where to write them. The pointer is valid until the next reserve. */
 static uint8_t *pend(st_log *l, seg *s, size_t n)
 {
-    if (s->end == s->size)
+    if (s->end == s->wend)
         s->boff = l->buf.len;
     uint8_t *p = sl_buf_reserve(&l->buf, n);
     l->buf.len += n;
@@ -219,6 +231,8 @@ static int cmp_names(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
+
+static void batch_free(st_log_batch *b);
 
 /* ------------------------------------------------------------------ recovery */
 
@@ -322,7 +336,7 @@ static int recover_seg(recovery *r, seg *s, int newest)
             snprintf(what, sizeof what, "truncated file header (%" PRIu64 " bytes)", size);
             return corrupt(r, s, 0, what);
         }
-        s->size = s->end = 0;
+        s->size = s->wend = s->end = 0;
         return size ? torn_tail(r, s, 0, size, "partial file header") : 0;
     }
 
@@ -387,7 +401,7 @@ static int recover_seg(recovery *r, seg *s, int newest)
         r->expected++;
         off += 16 + (uint64_t)len;
     }
-    s->size = s->end = off;
+    s->size = s->wend = s->end = off;
     goto out;
 
 bad:
@@ -403,7 +417,7 @@ bad:
         rc = corrupt(r, s, off, what);
         goto out;
     }
-    s->size = s->end = off;
+    s->size = s->wend = s->end = off;
     rc = torn_tail(r, s, off, size, what);
 out:
     munmap(p, (size_t)size);
@@ -464,6 +478,7 @@ st_log *st_log_open(const char *dir, const st_log_options *opt, st_replay_fn fn,
     l->dirfd = -1;
     l->next_no = 1; /* 0 is never a live segment: catches zeroed st_locs */
     sl_buf_init(&l->buf);
+    sl_buf_init(&l->fbuf);
     int ro = l->opt.read_only;
     char **names = NULL;
     size_t nnames = 0;
@@ -532,12 +547,16 @@ void st_log_close(st_log *l)
 {
     if (!l)
         return;
+    if (l->in_flight)
+        panic("%s: closed with a batch in flight", l->dir);
     for (size_t i = 0; i < l->nsegs; i++)
         if (l->segs[i].fd >= 0)
             close(l->segs[i].fd);
     if (l->dirfd >= 0)
         close(l->dirfd); /* also drops the flock */
     sl_buf_free(&l->buf);
+    sl_buf_free(&l->fbuf);
+    batch_free(l->batch);
     sl_free(l->segs);
     sl_free(l->torn);
     sl_free(l->ra_buf);
@@ -593,6 +612,42 @@ uint64_t st_log_append(st_log *l, uint8_t type, const void *payload, size_t len,
     return st_log_appendv(l, type, &v, 1, loc);
 }
 
+/* ------------------------------------------------------------------ batches
+ *
+ * What a batch needs lives in the batch: the thread that runs it reads no log state. */
+
+typedef struct batch_seg {
+    uint32_t no;
+    int fd; /* -1: the run creates the file `name` (and reports its fd back here) */
+    uint8_t sync;
+    uint8_t created;
+    const uint8_t *data; /* bytes to write at off (NULL: sync only) */
+    size_t len;
+    uint64_t off;
+    char name[SEG_NAME_LEN + 1];
+} batch_seg;
+
+struct st_log_batch {
+    int dirfd;
+    int no_sync;
+    int sync;          /* the batch makes everything it wrote durable */
+    uint64_t last_seq; /* the newest record it covers */
+    batch_seg *v;
+    size_t n, cap;
+    /* outcome of the run */
+    int err; /* errno of the failure, 0 on success */
+    const char *what;
+    char errname[SEG_NAME_LEN + 1];
+};
+
+static void batch_free(st_log_batch *b)
+{
+    if (!b)
+        return;
+    sl_free(b->v);
+    sl_free(b);
+}
+
 /* pwrite all of it, through short writes and EINTR. */
 static int write_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 {
@@ -624,12 +679,15 @@ static int sync_fd(int fd)
     return rc;
 }
 
-/* Write the append buffer out. With sync, everything written (now or by earlier flushes) is
- * fdatasync'ed. Without, only the newest segment may be left unsynced: an older one is
- * synced before a newer file is created, so a crash can tear only the newest segment, the
- * one place recovery accepts a torn tail. */
-static int write_out(st_log *l, int sync)
+/* Describe the writes of everything buffered. With sync, everything written (now or by
+ * earlier flushes) is fdatasync'ed. Without, only the newest segment may be left unsynced:
+ * an older one is synced before a newer file is created, so a crash can tear only the
+ * newest segment, the one place recovery accepts a torn tail. */
+int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
 {
+    *out = NULL;
+    if (l->in_flight)
+        panic("%s: a second batch begun while one is in flight", l->dir);
     if (l->failed_errno) {
         errno = l->failed_errno;
         return -1;
@@ -638,57 +696,165 @@ static int write_out(st_log *l, int sync)
         errno = EROFS;
         return -1;
     }
+    int dirty = l->buf.len > 0 || (sync && l->nsegs > 0 && l->segs[l->nsegs - 1].unsynced);
+    if (!dirty)
+        return 0;
+    if (!l->batch)
+        l->batch = sl_xcalloc(1, sizeof *l->batch);
+    st_log_batch *b = l->batch;
+    b->dirfd = l->dirfd;
+    b->no_sync = l->opt.no_sync;
+    b->sync = sync;
+    b->last_seq = l->next_seq - 1;
+    b->n = 0;
+    b->err = 0;
+    b->what = NULL;
+    b->errname[0] = 0;
+    /* The pending bytes become the in-flight bytes; appends go on into an empty buffer. */
+    sl_buf t = l->fbuf;
+    l->fbuf = l->buf;
+    l->buf = t;
+    l->buf.len = l->buf.off = 0;
     size_t i = l->nsegs - 1;
     while (i > 0 && (l->segs[i - 1].end > l->segs[i - 1].size || l->segs[i - 1].unsynced))
         i--;
-    int created = 0;
     for (; i < l->nsegs; i++) {
         seg *s = &l->segs[i];
         int last = i == l->nsegs - 1;
-        if (s->end != s->size) {
-            if (s->fd < 0) {
-                s->fd = openat(l->dirfd, s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-                if (s->fd < 0) {
-                    fail(l, "create", s->name);
-                    return -1;
-                }
-                created = 1;
-            }
-            if (write_all(s->fd, l->buf.data + s->boff, (size_t)(s->end - s->size), s->size) < 0) {
-                fail(l, "write", s->name);
-                return -1;
-            }
-            s->size = s->end;
+        int writes = s->end != s->size;
+        if (!writes && !s->unsynced)
+            continue;
+        if (b->n == b->cap) {
+            b->cap = b->cap ? b->cap * 2 : 4;
+            b->v = sl_xrealloc(b->v, b->cap * sizeof *b->v);
+        }
+        batch_seg *e = &b->v[b->n++];
+        memset(e, 0, sizeof *e);
+        e->no = s->no;
+        e->fd = s->fd;
+        memcpy(e->name, s->name, sizeof e->name);
+        if (writes) {
+            e->data = l->fbuf.data + s->boff;
+            e->len = (size_t)(s->end - s->size);
+            e->off = s->size;
+            s->foff = s->boff;
+            s->wend = s->end;
+        }
+        e->sync = (uint8_t)(sync || !last);
+        s->in_batch = 1;
+    }
+    l->in_flight = 1;
+    *out = b;
+    return 0;
+}
+
+void st_log_batch_run(st_log_batch *b)
+{
+    int created = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        batch_seg *e = &b->v[i];
+        const char *what = NULL;
+        if (e->data && e->fd < 0) {
+            e->fd = openat(b->dirfd, e->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            if (e->fd < 0)
+                what = "create";
+            else
+                e->created = created = 1;
+        }
+        if (!what && e->data && write_all(e->fd, e->data, e->len, e->off) < 0)
+            what = "write";
+        if (!what && e->sync && !b->no_sync && sync_fd(e->fd) < 0)
+            what = "fdatasync";
+        if (what) {
+            b->err = errno ? errno : EIO;
+            b->what = what;
+            memcpy(b->errname, e->name, sizeof b->errname);
+            return;
+        }
+    }
+    /* A new file's name must be durable too, or a crash could lose the whole segment. */
+    if (created && !b->no_sync && fsync(b->dirfd) < 0) {
+        b->err = errno ? errno : EIO;
+        b->what = "fsync of the directory";
+        snprintf(b->errname, sizeof b->errname, ".");
+    }
+}
+
+int st_log_batch_end(st_log *l, st_log_batch *b)
+{
+    if (!l->in_flight || b != l->batch)
+        panic("%s: st_log_batch_end without its batch", l->dir);
+    l->in_flight = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        batch_seg *e = &b->v[i];
+        seg *s = find_seg(l, e->no);
+        if (!s)
+            panic("%s/%s: segment gone while its batch was in flight", l->dir, e->name);
+        s->in_batch = 0;
+        if (e->created)
+            s->fd = e->fd; /* recorded even on failure, so close() closes it */
+        if (b->err)
+            continue;
+        if (e->data) {
+            s->size = s->wend;
             s->unsynced = 1;
         }
-        if (s->unsynced && (sync || !last)) {
-            if (!l->opt.no_sync && sync_fd(s->fd) < 0) {
-                fail(l, "fdatasync", s->name);
-                return -1;
-            }
+        if (e->sync)
             s->unsynced = 0;
-        }
     }
-    /* The new file's name must be durable too, or a crash could lose the whole segment. */
-    if (created && !l->opt.no_sync && fsync(l->dirfd) < 0) {
-        fail(l, "fsync of the directory", ".");
+    if (l->fbuf.cap > BUF_KEEP_MAX)
+        sl_buf_free(&l->fbuf); /* one burst should not pin its memory for good */
+    else
+        l->fbuf.len = l->fbuf.off = 0;
+    if (b->err) {
+        errno = b->err;
+        fail(l, b->what ? b->what : "write", b->errname[0] ? b->errname : "?");
         return -1;
     }
-    l->buf.len = l->buf.off = 0;
-    if (l->buf.cap > BUF_KEEP_MAX)
-        sl_buf_free(&l->buf); /* one burst should not pin its memory for good */
+    if (b->sync) {
+        l->commits++;
+        if (b->last_seq > l->durable_seq)
+            l->durable_seq = b->last_seq;
+    }
     return 0;
+}
+
+int st_log_batch_in_flight(const st_log *l)
+{
+    return l->in_flight;
+}
+
+uint64_t st_log_batch_last_seq(const st_log_batch *b)
+{
+    return b->last_seq;
+}
+
+int st_log_batch_failed(const st_log_batch *b)
+{
+    return b->err != 0;
+}
+
+size_t st_log_in_flight_bytes(const st_log *l)
+{
+    return l->in_flight ? l->fbuf.len : 0;
+}
+
+/* Synchronous: begin, run here, end. */
+static int write_out(st_log *l, int sync)
+{
+    st_log_batch *b;
+    if (st_log_batch_begin(l, sync, &b) < 0)
+        return -1;
+    if (!b)
+        return 0;
+    st_log_batch_run(b);
+    return st_log_batch_end(l, b);
 }
 
 int st_log_commit(st_log *l, uint64_t *durable_seq)
 {
-    int dirty = l->buf.len > 0 || (l->nsegs > 0 && l->segs[l->nsegs - 1].unsynced);
-    if (l->failed_errno || l->opt.read_only || dirty) {
-        if (write_out(l, 1) < 0)
-            return -1;
-        l->commits++;
-        l->durable_seq = l->next_seq - 1;
-    }
+    if (write_out(l, 1) < 0)
+        return -1;
     if (durable_seq)
         *durable_seq = l->durable_seq;
     return 0;
@@ -773,7 +939,10 @@ int st_log_read(st_log *l, st_loc loc, uint8_t *buf, size_t len, char *err, size
     l->ra_last_seg = loc.segment;
     l->ra_last_end = loc.offset + need;
     if (loc.offset >= s->size) {
-        const uint8_t *p = l->buf.data + s->boff + (loc.offset - s->size);
+        /* Not in the file yet: in the append buffer, or in the batch being written (whose
+         * bytes do not change until it ends). */
+        const uint8_t *p = loc.offset >= s->wend ? l->buf.data + s->boff + (loc.offset - s->wend)
+                                                 : l->fbuf.data + s->foff + (loc.offset - s->size);
         memcpy(h, p, REC_HDR);
         memcpy(buf, p + REC_HDR, len);
     } else if ((l->ra_seg == loc.segment && loc.offset >= l->ra_off &&
@@ -871,7 +1040,7 @@ void st_log_reclaim(st_log *l, st_reclaim_stats *out)
          * segment and any with unwritten bytes are never candidates. */
         while (k + 1 < l->nsegs) {
             seg *s = &l->segs[k];
-            if (s->refs || s->fd < 0 || s->end != s->size)
+            if (s->refs || s->fd < 0 || s->end != s->size || s->in_batch)
                 break;
             if (unlinkat(l->dirfd, s->name, 0) < 0) {
                 sl_warn("%s/%s: unlink: %s (kept)", l->dir, s->name, strerror(errno));

@@ -81,6 +81,28 @@ uint64_t st_log_appendv(st_log *l, uint8_t type, const st_iov *iov, int n, st_lo
  * *durable_seq, or -1 (errno set; the log is then failed: every later call fails too, and the
  * caller must stop accepting work: a half-known disk state is not guessed at). */
 int st_log_commit(st_log *l, uint64_t *durable_seq);
+/* The same in three steps, so the writing and syncing can run on another thread while the
+ * loop goes on appending (and reading back) records:
+ *   st_log_batch_begin  (the log's thread) takes everything buffered into a batch: *out is
+ *                       NULL when there is nothing to write (or, with sync, to sync);
+ *                       -1 (errno set) when the log is failed or read-only;
+ *   st_log_batch_run    (any thread) does its writes and fdatasyncs, touching nothing but
+ *                       the batch; it may take as long as the disk does;
+ *   st_log_batch_end    (the log's thread) applies the outcome: 0, or -1 (errno set, the log
+ *                       is failed as after a failed st_log_commit).
+ * At most one batch per log is in flight; st_log_commit, st_log_flush and st_log_close must
+ * not be called meanwhile. With sync = 0 the batch is a flush (st_log_flush). */
+typedef struct st_log_batch st_log_batch;
+int st_log_batch_begin(st_log *l, int sync, st_log_batch **out);
+void st_log_batch_run(st_log_batch *b);
+int st_log_batch_end(st_log *l, st_log_batch *b);
+int st_log_batch_in_flight(const st_log *l);
+/* The newest sequence number the batch covers (durable once a sync batch has ended). */
+uint64_t st_log_batch_last_seq(const st_log_batch *b);
+/* After st_log_batch_run: 1 when a write or sync of it failed (st_log_batch_end reports it). */
+int st_log_batch_failed(const st_log_batch *b);
+/* Bytes the batch in flight is writing (0 when none). */
+size_t st_log_in_flight_bytes(const st_log *l);
 /* Write everything buffered WITHOUT fdatasync (records whose loss in a crash is harmless:
  * acks, delivery hints), so the buffer stays bounded. 0 or -1 as st_log_commit. The records
  * become durable with the next st_log_commit. */
@@ -137,9 +159,20 @@ uint32_t st_crc32c(uint32_t crc, const void *p, size_t n);
 uint32_t st_crc32c_sw(uint32_t crc, const void *p, size_t n);
 
 /* Test seams (SQLite-style I/O fault injection): every data write and sync of the log goes
- * through these; tests swap them to produce short writes, EINTR, ENOSPC and EIO. */
+ * through these; tests swap them to produce short writes, EINTR, ENOSPC and EIO. They are
+ * called from the sync thread when there is one. */
 #include <sys/types.h>
 extern ssize_t (*st_log__pwrite)(int fd, const void *p, size_t n, off_t off);
 extern int (*st_log__fdatasync)(int fd);
+
+/* The same faults for a whole broker (the integration tests' hook, set from the environment
+ * variable SLUICE_FAULT by sluiced): a comma-separated list of
+ *   sync_delay_ms=N     every fdatasync of a log takes N ms longer (a slow disk)
+ *   sync_fail_after=N   the first N fdatasyncs succeed, every later one fails
+ *   sync_fail_if=PATH   every fdatasync fails while the file PATH exists
+ *   sync_errno=NAME     with EIO (default), ENOSPC or EDQUOT
+ * Returns 0, or -1 with a message naming what it did not understand. "" and NULL change
+ * nothing. Install before the first log is opened. */
+int st_fault_configure(const char *spec, char *err, size_t errlen);
 
 #endif

@@ -16,11 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "store/log.h"
+#include "store/syncer.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -1144,6 +1147,175 @@ START_TEST(golden_format)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ batches and the sync thread */
+
+static void run_batch_job(void *arg)
+{
+    st_log_batch_run(arg);
+}
+
+/* While a batch is in flight the log keeps appending, reading (from the in-flight bytes, the
+ * append buffer and the file) and rolling over; a batch covers what was appended before it
+ * began and nothing after; the next batch picks up the rest; everything survives a reopen. */
+START_TEST(batch_in_flight_appends_and_reads)
+{
+    recs r = {0};
+    st_log *l = open_log(600, &r); /* small segments: rollovers during the flight */
+    st_syncer *sy = st_syncer_new();
+    ck_assert_ptr_nonnull(sy);
+    enum { N = 120 };
+    static st_loc loc[N];
+    uint8_t p[128], q[128];
+    size_t lens[N];
+    int next = 0, batches = 0;
+    while (next < N) {
+        /* some records, then a batch of them on the thread, then more while it runs */
+        for (int k = 0; k < 7 && next < N; k++, next++) {
+            lens[next] = payload_for((uint64_t)next + 1, p, sizeof p);
+            ck_assert_uint_eq(st_log_append(l, 1, p, lens[next], &loc[next]), (uint64_t)next + 1);
+        }
+        st_log_batch *b;
+        ck_assert_int_eq(st_log_batch_begin(l, 1, &b), 0);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_uint_eq(st_log_batch_last_seq(b), (uint64_t)next);
+        ck_assert_uint_eq(st_log_pending(l), 0);
+        ck_assert_int_eq(st_log_batch_in_flight(l), 1);
+        st_syncer_post(sy, run_batch_job, b);
+        for (int k = 0; k < 5 && next < N; k++, next++) {
+            lens[next] = payload_for((uint64_t)next + 1, p, sizeof p);
+            st_log_append(l, 1, p, lens[next], &loc[next]);
+        }
+        /* every record so far reads back, wherever it is now */
+        for (int i = 0; i < next; i++) {
+            size_t n = payload_for((uint64_t)i + 1, p, sizeof p);
+            ck_assert_msg(st_log_read(l, loc[i], q, n, err, sizeof err) == 0, "record %d: %s", i,
+                          err);
+            ck_assert_int_eq(memcmp(p, q, n), 0);
+        }
+        st_syncer_wait(sy);
+        ck_assert_int_eq(st_log_batch_failed(b), 0);
+        ck_assert_int_eq(st_log_batch_end(l, b), 0);
+        ck_assert_uint_eq(st_log_durable_seq(l), st_log_batch_last_seq(b));
+        batches++;
+    }
+    ck_assert_int_eq(st_log_commit(l, NULL), 0);
+    ck_assert_uint_eq(st_log_durable_seq(l), N);
+    /* nothing left: a sync batch has nothing to do */
+    st_log_batch *none;
+    ck_assert_int_eq(st_log_batch_begin(l, 1, &none), 0);
+    ck_assert_ptr_null(none);
+    st_syncer_free(sy);
+    st_log_close(l);
+    l = open_log(600, &r);
+    check_replay(&r, 1, N);
+    st_log_close(l);
+    recs_free(&r);
+    ck_assert_int_gt(batches, 5);
+}
+END_TEST
+
+static int fail_sync(int fd)
+{
+    (void)fd;
+    errno = EIO;
+    return -1;
+}
+
+/* A batch whose sync fails fails the log for good, and reports it only at its end (the run
+ * touched nothing of the log). */
+START_TEST(batch_failure_fails_the_log)
+{
+    recs r = {0};
+    st_log_options o = {0}; /* real syncs: the seam is what fails */
+    st_log *l = st_log_open(D, &o, collect, &r, err, sizeof err);
+    ck_assert_ptr_nonnull(l);
+    st_log_append(l, 1, "x", 1, NULL);
+    st_log_batch *b;
+    ck_assert_int_eq(st_log_batch_begin(l, 1, &b), 0);
+    int (*saved)(int) = st_log__fdatasync;
+    st_log__fdatasync = fail_sync;
+    st_log_batch_run(b);
+    st_log__fdatasync = saved;
+    ck_assert_int_eq(st_log_batch_failed(b), 1);
+    ck_assert_uint_eq(st_log_durable_seq(l), 0); /* not yet told */
+    ck_assert_int_eq(st_log_batch_end(l, b), -1);
+    ck_assert_int_eq(errno, EIO);
+    ck_assert_uint_eq(st_log_durable_seq(l), 0);
+    ck_assert_int_eq(st_log_batch_begin(l, 1, &b), -1);
+    ck_assert_uint_eq(st_log_append(l, 1, "y", 1, NULL), 0);
+    st_log_close(l);
+    recs_free(&r);
+}
+END_TEST
+
+/* The fault hook: a delay makes syncs slow, fail_after makes them fail. */
+START_TEST(fault_hook_settings)
+{
+    char e[128];
+    ck_assert_int_eq(st_fault_configure("", e, sizeof e), 0);
+    ck_assert_int_eq(st_fault_configure("sync_delay=3", e, sizeof e), -1);
+    ck_assert_ptr_nonnull(strstr(e, "sync_delay=3"));
+    ck_assert_int_eq(st_fault_configure("sync_errno=EPERM", e, sizeof e), -1);
+    ck_assert_int_eq(st_fault_configure("sync_delay_ms=30,sync_fail_after=1,sync_errno=ENOSPC", e,
+                                        sizeof e),
+                     0);
+    recs r = {0};
+    st_log_options o = {0};
+    st_log *l = st_log_open(D, &o, collect, &r, err, sizeof err);
+    ck_assert_ptr_nonnull(l);
+    st_log_append(l, 1, "a", 1, NULL);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(st_log_commit(l, NULL), 0); /* the first sync works, slowly */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    ck_assert_msg(ms >= 29, "sync took %.1f ms, expected the 30 ms delay", ms);
+    st_log_append(l, 1, "b", 1, NULL);
+    ck_assert_int_eq(st_log_commit(l, NULL), -1); /* the second fails */
+    ck_assert_int_eq(errno, ENOSPC);
+    st_log_close(l);
+    recs_free(&r);
+}
+END_TEST
+
+/* The thread runs one job at a time and says so on its eventfd. */
+static void slow_job(void *arg)
+{
+    usleep(20000);
+    (*(int *)arg)++;
+}
+
+START_TEST(syncer_signals_completion)
+{
+    st_syncer *sy = st_syncer_new();
+    ck_assert_ptr_nonnull(sy);
+    int n = 0;
+    ck_assert_int_eq(st_syncer_busy(sy), 0);
+    ck_assert_int_eq(st_syncer_take_done(sy), 0);
+    st_syncer_post(sy, slow_job, &n);
+    ck_assert_int_eq(st_syncer_busy(sy), 1);
+    fd_set rd;
+    FD_ZERO(&rd);
+    FD_SET(st_syncer_fd(sy), &rd);
+    struct timeval tv = {5, 0};
+    ck_assert_int_eq(select(st_syncer_fd(sy) + 1, &rd, NULL, NULL, &tv), 1);
+    ck_assert_int_eq(st_syncer_take_done(sy), 1);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(st_syncer_busy(sy), 0);
+    /* the eventfd is drained once taken */
+    FD_ZERO(&rd);
+    FD_SET(st_syncer_fd(sy), &rd);
+    tv = (struct timeval){0, 0};
+    ck_assert_int_eq(select(st_syncer_fd(sy) + 1, &rd, NULL, NULL, &tv), 0);
+    st_syncer_post(sy, slow_job, &n);
+    st_syncer_wait(sy);
+    ck_assert_int_eq(n, 2);
+    st_syncer_post(sy, slow_job, &n);
+    st_syncer_free(sy); /* waits for the job */
+    ck_assert_int_eq(n, 3);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("store");
@@ -1179,6 +1351,10 @@ static Suite *store_suite(void)
     tcase_add_test(tc, replay_callback_stops);
     tcase_add_test(tc, oversized_append_refused);
     tcase_add_test(tc, golden_format);
+    tcase_add_test(tc, batch_in_flight_appends_and_reads);
+    tcase_add_test(tc, batch_failure_fails_the_log);
+    tcase_add_test(tc, fault_hook_settings);
+    tcase_add_test(tc, syncer_signals_completion);
     suite_add_tcase(s, tc);
     return s;
 }
