@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -10,6 +11,7 @@
 #include "core/log.h"
 #include "core/version.h"
 #include "mgmt/mgmt.h"
+#include "store/log.h"
 
 int main(int argc, char **argv)
 {
@@ -21,6 +23,17 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     sl_log_min_level = cfg.log_level;
+    /* Tests only: slow or failing syncs (store/log.h). */
+    const char *fault = getenv("SLUICE_FAULT");
+    if (fault && *fault) {
+        char err[256];
+        if (st_fault_configure(fault, err, sizeof err) < 0) {
+            sl_error("%s", err);
+            sl_config_free(&cfg);
+            return 2;
+        }
+        sl_warn("SLUICE_FAULT=%s: store syncs are made slow or failing on purpose", fault);
+    }
     if (mkdir(cfg.data_dir, 0750) < 0 && errno != EEXIST) {
         sl_error("cannot create data directory %s: %s", cfg.data_dir, strerror(errno));
         sl_config_free(&cfg);

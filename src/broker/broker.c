@@ -2,9 +2,18 @@
  * once per loop turn (dispatch, confirms, one flush per socket), the memory alarm, and the
  * orderly shutdown on SIGTERM / SIGINT.
  *
- * Turn order (before sleep): run queue dispatch, then for every connection touched this turn
- * flush its confirms and write its output once; free connections that died. Writing after
- * dispatch means one send() carries every delivery of the turn.
+ * Turn order (before sleep): run queue dispatch, hand what the store accumulated to the sync
+ * thread (when it is idle), then for every connection touched this turn flush its confirms
+ * and write its output once; free connections that died. Writing after dispatch means one
+ * send() carries every delivery of the turn.
+ *
+ * Waiting for the disk: the loop never waits for a sync. A reply that promises something on
+ * disk takes a ticket, the store generation its records are in: publisher confirms wait in
+ * their channel (channel.c), other replies hold their connection's output from where they
+ * start (conn.c), HTTP replies and links register a callback (broker_after_sync). When the
+ * sync thread finishes a generation its eventfd wakes the loop, which releases whatever that
+ * generation covers, in order per connection. Connections with something held are on
+ * b->waiting, so the release touches only them.
  */
 #include "broker.h"
 
@@ -38,6 +47,138 @@
 #define TICK_MS 100
 
 static void commit_or_die(broker *b, int force);
+static void kick_or_die(broker *b, int force);
+
+typedef struct disk_waiter {
+    uint64_t gen;
+    void (*fn)(void *ctx);
+    void *ctx;
+} disk_waiter;
+
+uint64_t broker_ticket(const broker *b)
+{
+    return b->store ? persist_ticket(b->store) : 0;
+}
+
+uint64_t broker_durable(const broker *b)
+{
+    return b->store ? persist_done(b->store) : 0;
+}
+
+uint64_t broker_write_ticket_since(broker *b, uint64_t wmark)
+{
+    if (!b->store || persist_wmark(b->store) == wmark)
+        return 0;
+    return persist_write_ticket(b->store);
+}
+
+uint64_t broker_wmark(const broker *b)
+{
+    return b->store ? persist_wmark(b->store) : 0;
+}
+
+void broker_hold_delivery(conn *c)
+{
+    broker *b = c->b;
+    uint64_t t = broker_write_ticket_since(b, b->wmark_seen);
+    if (!t)
+        return;
+    b->wmark_seen = persist_wmark(b->store);
+    conn_hold_until(c, t);
+}
+
+uint64_t broker_mark(const broker *b)
+{
+    return b->store ? persist_mark(b->store) : 0;
+}
+
+uint64_t broker_ticket_since(const broker *b, uint64_t mark)
+{
+    return b->store ? persist_ticket_since(b->store, mark) : 0;
+}
+
+void broker_wait_disk(conn *c)
+{
+    broker *b = c->b;
+    if (c->in_waiting)
+        return;
+    c->in_waiting = 1;
+    c->wait_prev = NULL;
+    c->wait_next = b->waiting;
+    if (b->waiting)
+        b->waiting->wait_prev = c;
+    b->waiting = c;
+}
+
+static void unwait(conn *c)
+{
+    if (!c->in_waiting)
+        return;
+    if (c->wait_prev)
+        c->wait_prev->wait_next = c->wait_next;
+    else
+        c->b->waiting = c->wait_next;
+    if (c->wait_next)
+        c->wait_next->wait_prev = c->wait_prev;
+    c->in_waiting = 0;
+    c->wait_next = c->wait_prev = NULL;
+}
+
+int broker_after_sync(broker *b, void (*fn)(void *ctx), void *ctx)
+{
+    uint64_t gen = broker_ticket(b);
+    uint64_t w = b->store ? persist_write_ticket(b->store) : 0;
+    if (w > gen) /* a get over HTTP marked a delivery: its reply waits for the write */
+        gen = w;
+    if (gen <= broker_durable(b))
+        return 0;
+    if (b->dw_len == b->dw_cap) {
+        size_t cap = b->dw_cap ? b->dw_cap * 2 : 16;
+        disk_waiter *nu = sl_xmalloc(cap * sizeof *nu);
+        for (size_t i = 0; i < b->dw_len; i++)
+            nu[i] = b->dwaiters[(b->dw_head + i) % b->dw_cap];
+        sl_free(b->dwaiters);
+        b->dwaiters = nu;
+        b->dw_cap = cap;
+        b->dw_head = 0;
+    }
+    /* Tickets only grow, so the ring stays in ticket order. */
+    b->dwaiters[(b->dw_head + b->dw_len++) % b->dw_cap] = (disk_waiter){gen, fn, ctx};
+    return 1;
+}
+
+/* A generation became durable: every connection waiting gets flushed this turn (its
+ * confirms and held output up to the new point go out), and the callbacks it covers run. */
+static void release_waiters(broker *b)
+{
+    while (b->waiting) {
+        conn *c = b->waiting;
+        unwait(c);
+        broker_mark_dirty(c);
+    }
+    link_mgr_synced(b->links);
+    uint64_t durable = broker_durable(b);
+    while (b->dw_len && b->dwaiters[b->dw_head].gen <= durable) {
+        disk_waiter w = b->dwaiters[b->dw_head];
+        b->dw_head = (b->dw_head + 1) % b->dw_cap;
+        b->dw_len--;
+        w.fn(w.ctx);
+    }
+}
+
+static void on_sync_done(sl_loop *loop, sl_watch *w, int events)
+{
+    broker *b = w->data;
+    (void)loop;
+    (void)events;
+    char err[320];
+    if (persist_sync_done(b->store, err, sizeof err) < 0) {
+        /* Replies that depend on the disk must not go out: stop here. */
+        sl_error("store: %s; stopping without sending replies that depend on it", err);
+        exit(1);
+    }
+    release_waiters(b);
+}
 
 void broker_mark_dirty(conn *c)
 {
@@ -100,6 +241,7 @@ static void unlink_conn(broker *b, conn *c)
         *pp = c->input_next;
         c->input_pending = 0;
     }
+    unwait(c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -127,7 +269,9 @@ static void flush_dirty(broker *b)
                     channel_flush_confirms(c->channels[i]);
         }
         conn_flush(c);
-        if (c->state == CONN_DEAD && !c->in_dirty) {
+        /* A dead connection still says what it was waiting to say (a commit-ok before the
+         * close-ok) once the disk has it; then it goes. */
+        if (c->state == CONN_DEAD && !c->in_dirty && !conn_has_held(c)) {
             unlink_conn(b, c);
             conn_free(c);
         }
@@ -146,10 +290,10 @@ static void before_sleep(sl_loop *loop, void *arg)
     /* Flushing can free prefetch room and dispatch can write more: a few rounds settle it. */
     for (int round = 0; round < 4; round++) {
         qm_node_run_dispatch(b->node);
-        /* Group commit before any reply of this turn reaches a socket: confirms, commit-oks,
-         * declare-oks and purge-oks promise what is now on disk. */
-        commit_or_die(b, 0);
-        /* Links send only now: the numbers and enqueues their batches carry are on disk. */
+        /* Group commit: what this turn appended goes to the sync thread now unless a sync
+         * is running (then the next one takes it). Replies that promise it wait for it. */
+        kick_or_die(b, 0);
+        /* Links send what their records' syncs allow (link.c holds the rest). */
         link_mgr_flush(b->links);
         flush_dirty(b);
         if (!b->node->dispatch_head && !b->dirty)
@@ -253,14 +397,15 @@ static void tick(sl_loop *loop, sl_timer *t)
     broker *b = t->data;
     uint64_t now = sl_loop_now(loop);
     uint64_t next = qm_node_tick(b->node, now);
-    /* Bodies in memory: paged-out messages cost disk, which the disk alarm watches. */
+    /* Bodies in memory: paged-out messages cost disk, which the disk alarm watches. (Records
+     * waiting for a slow disk are buffers, counted there.) */
     set_alarm(b, ALARM_MEMORY, broker_memory_bytes(b) > b->cfg->memory_high_watermark);
     check_disk(b, now);
     if (b->store && now >= b->next_store_sync) {
         /* Acks and delivery marks wait for a sync that needs the disk anyway; bound that
          * wait, so a consume-only load does not keep them in memory for long. */
         b->next_store_sync = now + 1000;
-        commit_or_die(b, 1);
+        kick_or_die(b, 1);
     }
     uint64_t due = now + TICK_MS;
     if (next && next < due)
@@ -476,7 +621,7 @@ broker *broker_new(sl_config *cfg)
     for (size_t i = 0; i < cfg->n_loopback_users; i++)
         acc_set_loopback_user(b->acc, cfg->loopback_users[i], 1);
     char err[512];
-    persist_options po = {.segment_size = cfg->segment_size, .acc = b->acc};
+    persist_options po = {.segment_size = cfg->segment_size, .acc = b->acc, .sync_thread = 1};
     b->store = persist_open(cfg->data_dir, b->node, &po, err, sizeof err);
     if (!b->store || broker_access_init(b) < 0) {
         if (!b->store)
@@ -490,6 +635,18 @@ broker *broker_new(sl_config *cfg)
     }
     /* What seeding wrote is on disk before anyone can log in. */
     commit_or_die(b, 0);
+    b->sync_w.fd = persist_sync_fd(b->store);
+    b->sync_w.fn = on_sync_done;
+    b->sync_w.data = b;
+    if (b->sync_w.fd >= 0 && sl_loop_watch(b->loop, &b->sync_w, SL_EV_READ) < 0) {
+        sl_error("cannot watch the sync thread: %s", strerror(errno));
+        persist_close(b->store);
+        qm_node_free(b->node);
+        acc_free(b->acc);
+        sl_loop_free(b->loop);
+        sl_free(b);
+        return NULL;
+    }
     link_options lo;
     link_options_defaults(&lo);
     lo.user = cfg->link_user;
@@ -566,17 +723,29 @@ static void commit_or_die(broker *b, int force)
     }
 }
 
+static void kick_or_die(broker *b, int force)
+{
+    char err[320];
+    if (b->store && persist_kick(b->store, force, err, sizeof err) < 0) {
+        sl_error("store: %s; stopping without sending replies that depend on it", err);
+        exit(1);
+    }
+}
+
 void broker_sync(broker *b)
 {
     commit_or_die(b, 0);
+    release_waiters(b);
 }
 
 void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes)
 {
     *segments = *bytes = 0;
     qm_node_reap(b->node, 0); /* what purges left behind still holds segments */
-    if (b->store)
+    if (b->store) {
         persist_tidy(b->store, segments, bytes);
+        release_waiters(b); /* tidy committed inline */
+    }
 }
 
 void broker_free(broker *b)
@@ -605,11 +774,15 @@ void broker_free(broker *b)
         close(b->signal_fd);
     sl_timer_stop(b->loop, &b->tick_timer);
     sl_timer_stop(b->loop, &b->tidy_timer);
+    sl_loop_unwatch(b->loop, &b->sync_w);
     /* Links hand their in-flight messages back (they stay in the store as they are). */
     link_mgr_free(b->links);
     link_rpc_queue_free_all(); /* remote handles' open descriptors, before the queues go */
     /* The store lets go of the model first: freeing the model must not write records. */
     persist_close(b->store);
+    /* What still waited for the disk is on it now (persist_close committed); a door that
+     * registered a callback (the HTTP API) has already been stopped. */
+    sl_free(b->dwaiters);
     qm_node_free(b->node);
     acc_free(b->acc);
     sl_loop_free(b->loop);

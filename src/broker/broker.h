@@ -28,6 +28,7 @@
 #include "../amqp/method.h"
 #include "../core/buf.h"
 #include "../core/err.h"
+#include "../core/holds.h"
 #include "../net/accept.h"
 #include "../net/loop.h"
 #include "../qm/qm.h"
@@ -90,6 +91,12 @@ struct broker {
     struct link_mgr *links; /* outgoing queues and their links (src/link/) */
     uint64_t boot_id;       /* random per start: remote contexts of an earlier boot are stale */
     uint64_t link_accepted, link_duplicates; /* messages received over links */
+    /* Replies that wait for the disk (see "Waiting for the disk" in broker.c). */
+    sl_watch sync_w;              /* the sync thread's completion eventfd */
+    conn *waiting;                /* connections with held output or pending confirms */
+    struct disk_waiter *dwaiters; /* broker_after_sync callbacks, a ring in ticket order */
+    uint64_t wmark_seen;          /* persist_wmark() at the last delivery (broker_hold_delivery) */
+    size_t dw_head, dw_len, dw_cap;
 };
 
 enum conn_state {
@@ -153,6 +160,13 @@ struct conn {
     conn *next, *prev;
     conn *dirty_next;
     conn *input_next;
+    /* Output held for the disk: the bytes of out from stream offset holds[i].at on wait for
+     * store generation holds[i].gen (a ring, both fields increasing). out_sent counts the
+     * bytes sent since the connection opened, so a stream offset survives consuming. */
+    sl_holds holds;
+    uint64_t out_sent;
+    uint8_t in_waiting;
+    conn *wait_next, *wait_prev; /* in b->waiting */
 };
 
 enum channel_state { CH_OPEN = 1, CH_CLOSING };
@@ -211,6 +225,10 @@ struct channel {
     uint64_t pub_seq;       /* sequence number of the last publish */
     uint64_t confirm_done;  /* everything <= this has been acked or nacked */
     uint64_t confirm_ready; /* ack everything <= this at flush */
+    /* Outcomes still waiting for the disk, oldest first (a ring): acks up to `upto`
+     * released once store generation `gen` is durable, or one nack, in publish order. */
+    struct confirm_wait *cw;
+    size_t cw_head, cw_len, cw_cap;
     /* transactions */
     uint8_t tx_mode;
     qm_tx *tx;
@@ -247,9 +265,29 @@ void broker_free(broker *b);
 /* TIDY (MSMQ "clean up empty message files"): reclaim store segments whose messages are all
  * gone. Never touches a live message. Reports what it freed. */
 void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes);
-/* Group commit now (a door that replies outside the turn's flush, like the HTTP API): what
- * was changed is on disk when it returns. Exits the process if the store fails. */
+/* Group commit now, blocking the loop for the sync: what was changed is on disk when it
+ * returns. Exits the process if the store fails. Doors should prefer broker_after_sync. */
 void broker_sync(broker *b);
+/* Waiting for the disk without blocking. broker_ticket: the store generation that holds
+ * everything appended so far (0: none); broker_durable: every generation <= it is on disk.
+ * broker_mark / broker_ticket_since: the ticket of what one operation appended (0 if it
+ * appended nothing that needs the disk). */
+uint64_t broker_ticket(const broker *b);
+uint64_t broker_durable(const broker *b);
+uint64_t broker_mark(const broker *b);
+uint64_t broker_ticket_since(const broker *b, uint64_t mark);
+/* A delivery (basic.deliver, get-ok) is about to be written to c: if handing it out appended
+ * a delivery mark (or a no-ack removal) since the last delivery, the output from here on
+ * waits until that mark is written to the file (persist.h: write tickets). */
+void broker_hold_delivery(conn *c);
+uint64_t broker_wmark(const broker *b);
+uint64_t broker_write_ticket_since(broker *b, uint64_t wmark);
+/* Call fn(ctx) from the loop once everything appended so far is on disk: returns 1 when
+ * registered, 0 (fn not called) when it is on disk already. For doors that reply outside
+ * AMQP (the HTTP API) and for link acknowledgements. */
+int broker_after_sync(broker *b, void (*fn)(void *ctx), void *ctx);
+/* c has held output or pending confirms: flush it again when a sync completes. */
+void broker_wait_disk(conn *c);
 void broker_mark_dirty(conn *c);
 /* c stopped reading for a full output buffer and may go on: handle its buffered input at the
  * start of the next turn. */
@@ -289,6 +327,12 @@ void conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
 void conn_kill(conn *c, const char *why);
 void conn_free(conn *c);
 void conn_send_method(conn *c, uint16_t ch, const amqp_method *m);
+/* What is written to c from now on waits until the store holds on disk everything appended
+ * so far (a no-op when it does already). */
+void conn_hold_for_disk(conn *c);
+void conn_hold_until(conn *c, uint64_t gen);
+/* 1 while c has output held for the disk. */
+int conn_has_held(const conn *c);
 void conn_flush(conn *c);
 /* Watch for reading unless paused (alarm or full output); keep a pending write watch. */
 void conn_update_watch(conn *c);
@@ -320,8 +364,18 @@ int channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_
 /* Handle one frame addressed to an open channel. */
 void channel_on_frame(channel *ch, const amqp_frame *f);
 void channel_flush_confirms(channel *ch);
-/* Publisher-confirm outcome of publish number seq (in order): ack (ok = 1) or nack. */
-void channel_confirm(channel *ch, uint64_t seq, int ok);
+/* Publisher-confirm outcome of publish number seq (in order): ack (ok = 1) or nack. An ack
+ * goes out once store generation gen is durable (0: it needs nothing of the disk), and
+ * never before the outcome of an earlier publish. */
+void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen);
+/* Write every outcome still waiting for the disk now, behind a hold (the channel is
+ * closing: what it promised goes out before its close, once it is true). */
+void channel_confirms_behind_hold(channel *ch);
+/* A reply that promises what the store holds so far (the declare-ok of a durable queue, a
+ * purge-ok...): it and everything after it on the connection wait until that is on disk.
+ * channel_send_after waits for store generation gen only (0: sends at once). */
+void channel_send_durable(channel *ch, const amqp_method *m, int nowait);
+void channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen);
 /* tx.commit / tx.rollback bookkeeping of deliveries settled inside the transaction. */
 void channel_tx_settled(channel *ch, int committed);
 /* Record a delivery awaiting settlement; returns its tag. */

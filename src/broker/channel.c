@@ -79,6 +79,7 @@ void channel_release(channel *ch)
 void channel_free(channel *ch)
 {
     channel_release(ch);
+    sl_free(ch->cw);
     sl_free(ch->last_queue);
     sl_free(ch->pub_names);
     sl_buf_free(&ch->pub_bcc);
@@ -102,8 +103,9 @@ void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, .
     char text[300];
     snprintf(text, sizeof text, "%s - %s", info->name, detail);
     sl_info("channel %u of %s error: %s", ch->id, ch->c->name, text);
-    /* Confirms already earned still go out before the close. */
-    channel_flush_confirms(ch);
+    /* Confirms already earned still go out before the close (those waiting for the disk
+     * once it has them). */
+    channel_confirms_behind_hold(ch);
     channel_release(ch);
     ch->state = CH_CLOSING;
     amqp_method m = {.id = AMQP_CHANNEL_CLOSE};
@@ -280,9 +282,39 @@ void channel_tx_settled(channel *ch, int committed)
  * Publisher confirms
  */
 
-void channel_flush_confirms(channel *ch)
+/* Confirms wait in the channel, not in the connection's output: a consumer on the same
+ * connection keeps getting deliveries while a publisher's acks wait for the disk. Outcomes
+ * leave in publish order, so an ack with multiple=true never covers a nack. */
+typedef struct confirm_wait {
+    uint64_t upto; /* acks: every publish <= upto (after the previous entry); nack: this one */
+    uint64_t gen;  /* store generation to be durable first (non-decreasing along the ring) */
+    uint8_t nack;
+} confirm_wait;
+
+static confirm_wait *cw_at(channel *ch, size_t i)
 {
-    if (!ch->confirm || ch->confirm_ready <= ch->confirm_done)
+    return &ch->cw[(ch->cw_head + i) % ch->cw_cap];
+}
+
+static void cw_push(channel *ch, uint64_t upto, uint64_t gen, int nack)
+{
+    if (ch->cw_len == ch->cw_cap) {
+        size_t cap = ch->cw_cap ? ch->cw_cap * 2 : 4;
+        confirm_wait *nu = sl_xmalloc(cap * sizeof *nu);
+        for (size_t i = 0; i < ch->cw_len; i++)
+            nu[i] = *cw_at(ch, i);
+        sl_free(ch->cw);
+        ch->cw = nu;
+        ch->cw_cap = cap;
+        ch->cw_head = 0;
+    }
+    *cw_at(ch, ch->cw_len++) = (confirm_wait){upto, gen, (uint8_t)nack};
+    broker_wait_disk(ch->c);
+}
+
+static void send_ack_upto(channel *ch)
+{
+    if (ch->confirm_ready <= ch->confirm_done)
         return;
     amqp_method m = {.id = AMQP_BASIC_ACK};
     m.u.basic_ack.delivery_tag = ch->confirm_ready;
@@ -291,24 +323,94 @@ void channel_flush_confirms(channel *ch)
     ch->confirm_done = ch->confirm_ready;
 }
 
-void channel_confirm(channel *ch, uint64_t seq, int ok)
+static void send_nack(channel *ch, uint64_t seq)
 {
-    if (ok) {
-        if (seq > ch->confirm_ready)
-            ch->confirm_ready = seq;
-        broker_mark_dirty(ch->c);
-        return;
-    }
-    /* Keep acks and nacks in order: everything before seq is acked first. */
+    /* Everything before seq is acked first. */
     if (seq > 0 && ch->confirm_ready < seq - 1)
         ch->confirm_ready = seq - 1;
-    channel_flush_confirms(ch);
+    send_ack_upto(ch);
     amqp_method m = {.id = AMQP_BASIC_NACK};
     m.u.basic_nack.delivery_tag = seq;
     m.u.basic_nack.multiple = 0;
     m.u.basic_nack.requeue = 0;
     conn_send_method(ch->c, ch->id, &m);
     ch->confirm_done = ch->confirm_ready = seq;
+}
+
+/* Move the outcomes whose generation is durable (all of them with all = 1) out of the ring:
+ * acks into confirm_ready, nacks onto the wire in their place. */
+static void release_confirms(channel *ch, int all)
+{
+    uint64_t durable = broker_durable(ch->c->b);
+    while (ch->cw_len && (all || cw_at(ch, 0)->gen <= durable)) {
+        confirm_wait w = *cw_at(ch, 0);
+        ch->cw_head = (ch->cw_head + 1) % ch->cw_cap;
+        ch->cw_len--;
+        if (w.nack)
+            send_nack(ch, w.upto);
+        else if (w.upto > ch->confirm_ready)
+            ch->confirm_ready = w.upto;
+    }
+    if (ch->cw_len)
+        broker_wait_disk(ch->c);
+}
+
+void channel_flush_confirms(channel *ch)
+{
+    if (!ch->confirm)
+        return;
+    release_confirms(ch, 0);
+    send_ack_upto(ch);
+}
+
+void channel_confirms_behind_hold(channel *ch)
+{
+    if (!ch->confirm)
+        return;
+    release_confirms(ch, 0);
+    send_ack_upto(ch);
+    if (ch->cw_len) {
+        conn_hold_for_disk(ch->c);
+        release_confirms(ch, 1);
+        send_ack_upto(ch);
+    }
+}
+
+void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen)
+{
+    confirm_wait *tail = ch->cw_len ? cw_at(ch, ch->cw_len - 1) : NULL;
+    if (!tail && (!ok || gen <= broker_durable(ch->c->b))) {
+        /* Nothing earlier is waiting and this needs nothing of the disk. */
+        if (ok) {
+            if (seq > ch->confirm_ready)
+                ch->confirm_ready = seq;
+            broker_mark_dirty(ch->c);
+        } else {
+            send_nack(ch, seq);
+        }
+        return;
+    }
+    /* Behind what waits: an ack joins the newest entry when that entry waits at least as
+     * long; a nack waits for the entry before it. */
+    if (ok && tail && !tail->nack && tail->gen >= gen) {
+        tail->upto = seq;
+        return;
+    }
+    uint64_t g = tail && tail->gen > gen ? tail->gen : gen;
+    cw_push(ch, seq, g, !ok);
+}
+
+void channel_send_durable(channel *ch, const amqp_method *m, int nowait)
+{
+    channel_send_after(ch, m, nowait, broker_ticket(ch->c->b));
+}
+
+void channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen)
+{
+    if (nowait)
+        return;
+    conn_hold_until(ch->c, gen);
+    conn_send_method(ch->c, ch->id, m);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -321,6 +423,8 @@ static void on_channel_method(channel *ch, const amqp_method *m)
     case AMQP_CHANNEL_CLOSE: {
         uint16_t id = ch->id;
         conn *c = ch->c;
+        /* The outcomes of its publishes go out before close-ok, as they become true. */
+        channel_confirms_behind_hold(ch);
         channel_release(ch);
         amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
         conn_send_method(c, id, &ok);

@@ -5,6 +5,11 @@
  * arrival order. Output is appended to c->out and written once per loop turn (broker.c's
  * before-sleep), or as soon as the socket is writable again after EAGAIN.
  *
+ * Held output: a reply that promises something on disk (conn_hold_for_disk) marks the point
+ * of the stream where it starts with the store generation it needs; conn_flush sends up to
+ * the first mark whose generation is not durable yet and keeps the rest, so the connection's
+ * frames leave in the order they were made and nothing after a promise overtakes it.
+ *
  * States: HEADER -> START_SENT -> TUNE_SENT -> OPENING -> OPEN -> CLOSING -> LINGER -> DEAD.
  * A DEAD connection has released all channels; broker.c flushes what is left and frees it at
  * the end of the turn, so no handler ever runs on freed memory.
@@ -79,6 +84,7 @@ void conn_free(conn *c)
     sl_buf_free(&c->late);
     if (c->is_link)
         link_rpc_conn_gone(c->id); /* remote handles die with their link (rundown) */
+    sl_holds_free(&c->holds);
     sl_free(c->user);
     sl_free(c->auth_mechanism);
     sl_free(c->link_node);
@@ -146,6 +152,25 @@ static void tls_handshake_step(conn *c)
              sl_tls_cipher(c->tls), dn, sl_tls_peer_verified(c->tls) ? " (verified)" : "");
     sl_loop_watch(c->b->loop, &c->w, SL_EV_READ);
     on_readable(c); /* the protocol header may have come with the last handshake flight */
+}
+
+void conn_hold_for_disk(conn *c)
+{
+    conn_hold_until(c, broker_ticket(c->b));
+}
+
+void conn_hold_until(conn *c, uint64_t gen)
+{
+    uint64_t done = broker_durable(c->b);
+    if (gen <= done)
+        return;
+    sl_holds_mark(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
+    broker_wait_disk(c);
+}
+
+int conn_has_held(const conn *c)
+{
+    return sl_holds_avail(&c->holds, c->out_sent, sl_buf_unread(&c->out)) < sl_buf_unread(&c->out);
 }
 
 static void release_channels(conn *c)
@@ -294,10 +319,15 @@ void conn_flush(conn *c)
     }
     if (c->tls_handshaking)
         return; /* nothing is said before the TLS session is up */
-    while (sl_buf_unread(&c->out) > 0) {
-        ssize_t n = conn_send(c, sl_buf_head(&c->out), sl_buf_unread(&c->out));
+    sl_holds_release(&c->holds, broker_durable(c->b));
+    for (;;) {
+        size_t avail = sl_holds_avail(&c->holds, c->out_sent, sl_buf_unread(&c->out));
+        if (avail == 0)
+            break;
+        ssize_t n = conn_send(c, sl_buf_head(&c->out), avail);
         if (n > 0) {
             sl_buf_consume(&c->out, (size_t)n);
+            c->out_sent += (uint64_t)n;
             c->last_send = sl_loop_now(c->b->loop);
             continue;
         }
@@ -315,10 +345,13 @@ void conn_flush(conn *c)
         }
         /* Peer gone: nothing more can be said to it. */
         sl_buf_consume(&c->out, sl_buf_unread(&c->out));
+        sl_holds_clear(&c->holds);
         conn_kill(c, n == 0 ? "write returned 0" : strerror(errno));
         return;
     }
-    if (c->state == CONN_LINGER && !c->shut_wr) {
+    if (c->holds.len)
+        broker_wait_disk(c); /* the rest goes when the disk has what it waits for */
+    if (c->state == CONN_LINGER && !c->shut_wr && sl_buf_unread(&c->out) == 0) {
         /* Everything said: the client reads close-ok, then (TLS: close_notify and) EOF. */
         if (c->tls)
             sl_tls_shutdown(c->tls);

@@ -53,6 +53,7 @@ static void deliver(qm_consumer *qc, qm_position *pos)
     const qm_message *m = pos->msg;
     /* Track first: the tag is assigned by the record. */
     uint64_t tag = qc->no_ack ? ++ch->next_tag : channel_track(ch, pos, cons);
+    broker_hold_delivery(c); /* its delivery mark reaches the file first */
     amqp_deliver_write(&c->out, ch->id, (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len},
                        tag, pos->redelivered, qm_msg_exchange(m), qm_msg_routing_key(m),
                        qm_msg_props(m), m->props_len, qm_msg_body(m), m->body_len,

@@ -242,6 +242,8 @@ void basic_publish_complete(channel *ch)
 
     size_t n = 0;
     int ok = 1, delivered;
+    /* What this publish appends to the store is what its confirm waits for. */
+    uint64_t mark = broker_mark(ch->c->b);
     if (reply_to_route(ch, msg, &delivered))
         n = (size_t)delivered; /* a direct reply: straight to the requesting channel */
     else /* x-overflow=reject-publish refusals come back as SL_ERR_RESOURCE: a nack */
@@ -253,7 +255,7 @@ void basic_publish_complete(channel *ch)
         send_return(ch, msg);
     qm_message_unref(msg);
     if (ch->confirm)
-        channel_confirm(ch, seq, ok);
+        channel_confirm(ch, seq, ok, broker_ticket_since(ch->c->b, mark));
 }
 
 static void get(channel *ch, const amqp_basic_get *g)
@@ -273,6 +275,7 @@ static void get(channel *ch, const amqp_basic_get *g)
         conn_send_method(ch->c, ch->id, &e);
         return;
     }
+    broker_hold_delivery(ch->c); /* its delivery mark reaches the file first */
     amqp_method m = {.id = AMQP_BASIC_GET_OK};
     m.u.basic_get_ok.redelivered = pos->redelivered;
     m.u.basic_get_ok.exchange = qm_msg_exchange(pos->msg);
@@ -375,6 +378,7 @@ void h_tx(channel *ch, const amqp_method *m)
         if (m->id == AMQP_TX_COMMIT && link_recv_commit(ch))
             return;
         if (m->id == AMQP_TX_COMMIT) {
+            uint64_t mark = broker_mark(ch->c->b);
             sl_err e = qm_tx_commit(ch->tx);
             ch->tx = NULL;
             channel_tx_settled(ch, 1);
@@ -383,7 +387,10 @@ void h_tx(channel *ch, const amqp_method *m)
                 channel_error(ch, e, m->id, "transaction could not be committed");
                 return;
             }
+            /* commit-ok promises the commit's records are on disk. */
             ok.id = AMQP_TX_COMMIT_OK;
+            channel_send_after(ch, &ok, 0, broker_ticket_since(ch->c->b, mark));
+            return;
         } else {
             qm_tx_abort(ch->tx);
             ch->tx = NULL;

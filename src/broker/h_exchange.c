@@ -20,12 +20,15 @@ static int is_reserved(amqp_bytes name)
     return name.len >= 4 && !memcmp(name.p, "amq.", 4);
 }
 
-static void reply(channel *ch, uint32_t id, int nowait)
+/* The replies about durable exchanges promise a definition on disk; the others wait for
+ * nothing. */
+static void reply(channel *ch, uint32_t id, int nowait, int durable)
 {
-    if (nowait)
-        return;
     amqp_method m = {.id = id};
-    conn_send_method(ch->c, ch->id, &m);
+    if (durable)
+        channel_send_durable(ch, &m, nowait);
+    else if (!nowait)
+        conn_send_method(ch->c, ch->id, &m);
 }
 
 static qm_exchange *need_exchange(channel *ch, amqp_bytes name, uint32_t method_id)
@@ -46,8 +49,9 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
         return;
     }
     if (d->passive) {
-        if (need_exchange(ch, d->exchange, id))
-            reply(ch, AMQP_EXCHANGE_DECLARE_OK, d->nowait);
+        qm_exchange *x = need_exchange(ch, d->exchange, id);
+        if (x)
+            reply(ch, AMQP_EXCHANGE_DECLARE_OK, d->nowait, x->durable);
         return;
     }
     int type = qm_exchange_type_parse((const char *)d->type.p, d->type.len);
@@ -88,7 +92,7 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
         channel_error(ch, e, id, "%s", err);
         return;
     }
-    reply(ch, AMQP_EXCHANGE_DECLARE_OK, d->nowait);
+    reply(ch, AMQP_EXCHANGE_DECLARE_OK, d->nowait, x->durable);
 }
 
 static void delete_exchange(channel *ch, const amqp_exchange_delete *d)
@@ -108,6 +112,7 @@ static void delete_exchange(channel *ch, const amqp_exchange_delete *d)
     if (!channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_CONFIGURE, id))
         return;
     qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)d->exchange.p, d->exchange.len);
+    int durable = x && x->durable;
     if (x) {
         char err[256];
         sl_err e = qm_exchange_delete(x, d->if_unused, err, sizeof err);
@@ -117,7 +122,7 @@ static void delete_exchange(channel *ch, const amqp_exchange_delete *d)
         }
     }
     /* Deleting a missing exchange is not an error (RabbitMQ 3.x). */
-    reply(ch, AMQP_EXCHANGE_DELETE_OK, d->nowait);
+    reply(ch, AMQP_EXCHANGE_DELETE_OK, d->nowait, durable);
 }
 
 static void bind_exchanges(channel *ch, uint32_t id, amqp_bytes dest, amqp_bytes src,
@@ -142,6 +147,7 @@ static void bind_exchanges(channel *ch, uint32_t id, amqp_bytes dest, amqp_bytes
     qm_exchange *s = need_exchange(ch, src, id);
     if (!s)
         return;
+    int durable = s->durable && d->durable; /* an unbind may auto-delete s */
     if (bind) {
         char err[256];
         sl_err e = qm_bind_exchange(s, d, key, args, err, sizeof err);
@@ -149,10 +155,10 @@ static void bind_exchanges(channel *ch, uint32_t id, amqp_bytes dest, amqp_bytes
             channel_error(ch, e, id, "%s", err);
             return;
         }
-        reply(ch, AMQP_EXCHANGE_BIND_OK, nowait);
+        reply(ch, AMQP_EXCHANGE_BIND_OK, nowait, durable);
     } else {
         qm_unbind_exchange(s, d, key, args);
-        reply(ch, AMQP_EXCHANGE_UNBIND_OK, nowait);
+        reply(ch, AMQP_EXCHANGE_UNBIND_OK, nowait, durable);
     }
 }
 

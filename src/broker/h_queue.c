@@ -21,9 +21,21 @@
 #include "../amqp/table.h"
 #include "../core/mem.h"
 
-static void send_reply(channel *ch, const amqp_method *m, int nowait)
+/* A durable queue is stored (its subqueues with it; exclusive ones never are). */
+static int stored(const qm_queue *q)
 {
-    if (!nowait)
+    const qm_queue *t = q->parent ? q->parent : q;
+    return t->durable && !t->exclusive;
+}
+
+/* The replies about a stored queue promise a definition or a purge on disk (the declare-ok
+ * of an existing one included: its declaration may still be on its way there); those about
+ * transient queues wait for nothing. */
+static void send_reply(channel *ch, const qm_queue *q, const amqp_method *m, int nowait)
+{
+    if (q && stored(q))
+        channel_send_durable(ch, m, nowait);
+    else if (!nowait)
         conn_send_method(ch->c, ch->id, m);
 }
 
@@ -169,7 +181,7 @@ static void declare(channel *ch, const amqp_queue_declare *d)
     m.u.queue_declare_ok.queue = amqp_cstr(q->name);
     m.u.queue_declare_ok.message_count = (uint32_t)q->n_ready;
     m.u.queue_declare_ok.consumer_count = (uint32_t)q->n_consumers;
-    send_reply(ch, &m, d->nowait);
+    send_reply(ch, q, &m, d->nowait);
 }
 
 static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xname, amqp_bytes key,
@@ -205,6 +217,7 @@ static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xn
         return;
     }
     amqp_method m = {0};
+    int durable = x->durable; /* an unbind may auto-delete x */
     if (id == AMQP_QUEUE_BIND) {
         char err[256];
         sl_err e = qm_bind_queue(x, q, key, args, err, sizeof err);
@@ -217,7 +230,7 @@ static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xn
         qm_unbind_queue(x, q, key, args);
         m.id = AMQP_QUEUE_UNBIND_OK;
     }
-    send_reply(ch, &m, nowait);
+    send_reply(ch, durable ? q : NULL, &m, nowait);
 }
 
 static void purge(channel *ch, const amqp_queue_purge *p)
@@ -228,7 +241,7 @@ static void purge(channel *ch, const amqp_queue_purge *p)
     uint64_t n = qm_queue_purge(q);
     amqp_method m = {.id = AMQP_QUEUE_PURGE_OK};
     m.u.queue_purge_ok.message_count = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-    send_reply(ch, &m, p->nowait);
+    send_reply(ch, q, &m, p->nowait);
 }
 
 static void delete_queue(channel *ch, const amqp_queue_delete *d)
@@ -241,6 +254,7 @@ static void delete_queue(channel *ch, const amqp_queue_delete *d)
         return;
     qm_queue *q = qm_queue_find(ch->c->vhost, (const char *)name.p, name.len);
     uint64_t count = 0;
+    int was_stored = q && stored(q);
     if (q) {
         if (check_exclusive(ch, q, id) < 0)
             return;
@@ -261,7 +275,10 @@ static void delete_queue(channel *ch, const amqp_queue_delete *d)
     /* Deleting a queue that does not exist answers delete-ok with 0 (RabbitMQ 3.x). */
     amqp_method m = {.id = AMQP_QUEUE_DELETE_OK};
     m.u.queue_delete_ok.message_count = count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
-    send_reply(ch, &m, d->nowait);
+    if (was_stored)
+        channel_send_durable(ch, &m, d->nowait);
+    else
+        send_reply(ch, NULL, &m, d->nowait);
 }
 
 void h_queue(channel *ch, const amqp_method *m)

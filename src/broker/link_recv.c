@@ -7,7 +7,7 @@
  * numbers), then tx.commit. At the commit the batch is decided as a whole (eod.h):
  * duplicates are dropped, the accepted messages are enqueued and the new last-accepted
  * number is recorded, all in one all-or-nothing record group of this turn's group commit;
- * tx.commit-ok (the order ack) goes out with the turn's replies, after that fdatasync. A
+ * tx.commit-ok (the order ack) is held until that group commit's sync has ended. A
  * batch that cannot apply (out of sequence, unknown queue, not allowed, malformed) closes
  * the channel with a reason and changes nothing: the sender keeps its messages and retries.
  * Publishes to "sluice.rpc" are requests answered through direct reply-to (link.h).
@@ -310,8 +310,9 @@ int link_recv_commit(channel *ch)
     b->link_accepted += ap.accepted;
     b->link_duplicates += eb.n - ap.accepted;
     {
+        /* the order ack: once the batch and its number are on disk */
         amqp_method ok = {.id = AMQP_TX_COMMIT_OK};
-        conn_send_method(c, ch->id, &ok);
+        channel_send_durable(ch, &ok, 0);
     }
 out:
     if (qs != stackq)

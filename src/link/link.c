@@ -13,8 +13,10 @@
  * In flight: positions handed to the link stay LOCKED (held by it) until their order ack
  * (tx.commit-ok of their batch, or the broker's confirm when foreign); then they are acked
  * and leave the queue. A batch is closed at a transaction boundary when it is large enough,
- * and at the end of every loop turn: link_mgr_flush runs after the group commit, so every
- * number a batch carries, and the enqueue records of its messages, are on disk first.
+ * and at the end of every loop turn. What a turn wrote to the link is held (core/holds.h)
+ * until the store generation holding that turn's records has been synced (persist.h's
+ * tickets; the sync runs on the sync thread), so every number a batch carries, and the
+ * enqueue records of its messages, are on disk before it leaves.
  *
  * Invariants: a held position is in exactly one in-flight slot; slots are in send order
  * (= SeqNo order); the open batch covers the newest `open_n` slots; outstanding batches
@@ -35,6 +37,7 @@
 #include "../amqp/method.h"
 #include "../amqp/table.h"
 #include "../core/clock.h"
+#include "../core/holds.h"
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/version.h"
@@ -108,6 +111,8 @@ struct link_outq {
     link_io io;
     sl_watch w;
     sl_buf in, out;
+    sl_holds disk_holds;           /* out waits for the disk from these points (holds.h) */
+    uint64_t out_sent, out_marked; /* stream offsets: bytes sent, bytes given a hold */
     uint32_t frame_max;
     uint16_t heartbeat;
     uint64_t cs_since, last_recv, last_send;
@@ -700,6 +705,8 @@ static void conn_close(link_outq *o)
     o->cs = C_NONE;
     sl_buf_free(&o->in);
     sl_buf_free(&o->out);
+    sl_holds_clear(&o->disk_holds);
+    o->out_sent = o->out_marked = 0;
     detach(o);
     requeue_all(o);
     o->blocked = 0;
@@ -1139,10 +1146,22 @@ static void flush_one(link_outq *o)
         o->in_unit = 0;
     if (o->cs == C_OPEN && !o->in_unit)
         close_batch(o);
-    while (sl_buf_unread(&o->out) > 0) {
-        ssize_t n = o->io.ops->write(&o->io, sl_buf_head(&o->out), sl_buf_unread(&o->out));
+    /* What was written since the last flush waits for everything appended to the store so
+     * far (this turn's records among it). */
+    uint64_t done = o->m->store ? persist_done(o->m->store) : 0;
+    uint64_t end = o->out_sent + sl_buf_unread(&o->out);
+    if (end > o->out_marked) {
+        if (o->m->store)
+            sl_holds_mark(&o->disk_holds, o->out_marked, persist_ticket(o->m->store), done);
+        o->out_marked = end;
+    }
+    sl_holds_release(&o->disk_holds, done);
+    size_t avail;
+    while ((avail = sl_holds_avail(&o->disk_holds, o->out_sent, sl_buf_unread(&o->out))) > 0) {
+        ssize_t n = o->io.ops->write(&o->io, sl_buf_head(&o->out), avail);
         if (n > 0) {
             sl_buf_consume(&o->out, (size_t)n);
+            o->out_sent += (uint64_t)n;
             o->last_send = sl_loop_now(o->m->loop);
             continue;
         }
@@ -1170,6 +1189,15 @@ void link_mgr_flush(link_mgr *m)
         o->in_dirty = 0;
         flush_one(o);
     }
+}
+
+void link_mgr_synced(link_mgr *m)
+{
+    if (!m)
+        return;
+    for (link_outq *o = m->all; o; o = o->next)
+        if (o->disk_holds.len)
+            mark_dirty(o);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1334,6 +1362,7 @@ static void outq_free(link_outq *o)
     sl_free(o->fl);
     sl_free(o->bt);
     sl_free(o->open_seqs);
+    sl_holds_free(&o->disk_holds);
     sl_free(o);
 }
 

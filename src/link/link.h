@@ -169,6 +169,8 @@ void link_mgr_recover(link_mgr *m);
 /* Once per loop turn, after the group commit: write what the links buffered (records their
  * sends depend on are on disk by then). */
 void link_mgr_flush(link_mgr *m);
+/* A store generation ended: links with output held for the disk get flushed this turn. */
+void link_mgr_synced(link_mgr *m);
 /* The node went online / offline (CONNECT / DISCONNECT): links start or stop. */
 void link_mgr_set_online(link_mgr *m, int online);
 

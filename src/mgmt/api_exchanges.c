@@ -328,13 +328,9 @@ static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm
     sl_buf_free(&args);
     if (e != SL_OK)
         return reply_sl_err(r, e, "%s", err);
-    sync_before_reply(r);
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(resp, "Location", pk);
-    enum MHD_Result rc = MHD_queue_response(r->conn, 201, resp);
-    MHD_destroy_response(resp);
-    r->responded = 1;
-    return rc;
+    return req_respond(r, 201, resp);
 }
 
 enum MHD_Result api_bindings(req *r)

@@ -17,24 +17,42 @@
  * Replies
  */
 
-void sync_before_reply(req *r)
+static void resume_after_sync(void *ctx)
 {
-    if (strcmp(r->method, "GET") != 0)
-        broker_sync(r->m->b);
+    req_resume(ctx); /* MHD calls on_request again, which sends r->held */
+}
+
+static enum MHD_Result send_held(req *r)
+{
+    struct MHD_Response *resp = r->held;
+    r->held = NULL;
+    enum MHD_Result rc = MHD_queue_response(r->conn, r->held_status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp)
+{
+    r->responded = 1;
+    if (strcmp(r->method, "GET") != 0 && broker_after_sync(r->m->b, resume_after_sync, r)) {
+        r->held = resp;
+        r->held_status = status;
+        req_suspend(r, send_held);
+        return MHD_YES;
+    }
+    enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    return rc;
 }
 
 enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len)
 {
-    sync_before_reply(r);
     struct MHD_Response *resp = MHD_create_response_from_buffer(
         len, text, text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (ctype)
         MHD_add_response_header(resp, "Content-Type", ctype);
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
-    MHD_destroy_response(resp);
-    r->responded = 1;
-    return rc;
+    return req_respond(r, status, resp);
 }
 
 void json_filter_columns(json_t *obj, const char *cols)

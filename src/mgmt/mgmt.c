@@ -368,6 +368,8 @@ static void req_free(req *r)
     if (r->json)
         json_decref(r->json);
     sl_free(r->user);
+    if (r->held)
+        MHD_destroy_response(r->held);
     sl_free(r);
 }
 
@@ -408,7 +410,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (r->resumed && !r->responded) {
+    if (r->resumed && (!r->responded || r->held)) {
+        /* answered asynchronously, or a reply that waited for its sync */
         r->resumed = 0;
         return r->on_resume(r);
     }
@@ -696,6 +699,10 @@ void mgmt_stop(mgmt *m)
 {
     if (!m)
         return;
+    /* Replies still waiting for the disk: sync now, so they are resumed, and let MHD queue
+     * them before it stops (a suspended connection would keep the daemon from stopping). */
+    broker_sync(m->b);
+    run_mhd(m);
     sl_acceptor_stop(&m->acceptor);
     close(m->listen_fd);
     pager_stop_all(m); /* MHD stops only with every connection resumed */

@@ -117,6 +117,10 @@ typedef struct req {
     struct req *susp_next;
     char async_tag[48];  /* the handler's own, for its on_resume (a handle id...) */
     struct pager *pager; /* a suspended list request's job (pager.c) */
+    /* A reply that promises a change on disk waits for it: the request is suspended with
+     * its response here and queued when the sync completes (req_respond). */
+    struct MHD_Response *held;
+    unsigned held_status;
 } req;
 
 typedef enum MHD_Result (*api_fn)(req *r);
@@ -137,7 +141,9 @@ enum MHD_Result reply_empty(req *r, unsigned status);
 enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len);
 /* A request that may have changed durable state answers only once the store has it on disk
  * (the same promise as AMQP replies, which wait for the turn's group commit). */
-void sync_before_reply(req *r);
+/* Queue resp (taken) with status: at once, or, for a request that changed something (not
+ * GET), once the store has it on disk, without blocking the loop meanwhile. */
+enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp);
 /* {"error": error, "reason": ...} */
 enum MHD_Result reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -23,6 +23,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/mem.h"
+#include "../store/syncer.h"
 
 /* ------------------------------------------------------------------------------------------
  * What is durable
@@ -57,21 +58,40 @@ static int binding_durable(const qm_binding *b)
  * Appending
  */
 
+/* A record appended to the open generation must be on disk before the replies that
+ * depend on it. */
+static void mark_sync(persist *p)
+{
+    p->need_sync = 1;
+    p->gen_need = p->gen_open;
+    p->sync_records++;
+}
+
+/* A record appended to the open generation must be written (not synced) before the
+ * delivery it marks reaches a socket. */
+static void mark_write(persist *p)
+{
+    p->need_write = 1;
+    p->gen_wneed = p->gen_open;
+    p->write_records++;
+}
+
 static void meta_append(persist *p, uint8_t type)
 {
     st_log_append(p->meta, type, p->scratch.data, p->scratch.len, NULL);
     p->scratch.len = 0;
-    p->need_sync = 1;
     p->meta_dirty = 1;
+    mark_sync(p);
 }
 
-/* The access module's changes: one meta record each, on disk before the turn's replies. */
+/* The access module's changes: one meta record each, on disk before the replies that depend
+ * on them. */
 static void acc_record(void *ctx, uint8_t type, const uint8_t *payload, size_t len)
 {
     persist *p = ctx;
     st_log_append(p->meta, type, payload, len, NULL);
-    p->need_sync = 1;
     p->meta_dirty = 1;
+    mark_sync(p);
 }
 
 /* Append the scratch record, followed by the extra pieces; 0 with *loc set, or -1 when the
@@ -91,7 +111,7 @@ static int msgs_appendv(persist *p, uint8_t type, const st_iov *extra, int n_ext
     if (!seq)
         return -1;
     if (needs_sync)
-        p->need_sync = 1;
+        mark_sync(p);
     p->records++;
     if (loc)
         *loc = where;
@@ -292,7 +312,8 @@ static void h_enqueued(void *ctx, qm_position *pos)
 }
 
 /* The delivery mark (or, for no_ack, the removal) reaches the file before the delivery can
- * reach the socket (need_write; persist_commit writes it without a sync): a node killed
+ * reach the socket (a write ticket: the broker holds the delivery until its generation is
+ * written, without waiting for a sync of it): a node killed
  * right after a delivery then brings the message back redelivered, or not at all, never
  * as new. Only a crash of the machine itself can lose an unsynced mark. */
 static void h_delivered(void *ctx, qm_position *pos, int no_ack)
@@ -304,7 +325,7 @@ static void h_delivered(void *ctx, qm_position *pos, int no_ack)
         return;
     if (no_ack) {
         unlog_position(p, pos, 1);
-        p->need_write = 1;
+        mark_write(p);
         return;
     }
     if (!pos->st_delivered) {
@@ -312,7 +333,7 @@ static void h_delivered(void *ctx, qm_position *pos, int no_ack)
         rec_u64(&p->scratch, pos->lookup_id);
         msgs_append(p, R_DELIVER, 0, NULL);
         pos->st_delivered = 1;
-        p->need_write = 1;
+        mark_write(p);
     }
 }
 
@@ -514,6 +535,85 @@ static const qm_persist_hooks hooks = {
 /* Unsynced acks and delivery marks are written out once this much is buffered. */
 #define FLUSH_THRESHOLD (1u << 20)
 
+static void fail_msg(persist *p, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "cannot write to the store in %s: %s", p->dir, strerror(errno));
+}
+
+/* The sync thread's job: definitions first (a message record may name a queue declared in
+ * the same generation), then messages. Touches only the two batches. */
+static void run_batches(void *arg)
+{
+    persist *p = arg;
+    if (p->fl_meta) {
+        st_log_batch_run(p->fl_meta);
+        if (st_log_batch_failed(p->fl_meta))
+            return;
+    }
+    if (p->fl_msgs)
+        st_log_batch_run(p->fl_msgs);
+}
+
+/* Begin the batches of the open generation. 1 when there is a batch to run, 0 when nothing
+ * needs writing, -1 when the store is failed. */
+static int begin_generation(persist *p, int force)
+{
+    if (force && (st_log_pending(p->msgs) > 0 || st_log_pending(p->meta) > 0))
+        p->need_sync = 1;
+    int sync = p->need_sync;
+    if (!sync && !p->need_write && st_log_pending(p->msgs) < FLUSH_THRESHOLD)
+        return 0;
+    p->fl_meta = p->fl_msgs = NULL;
+    /* Definitions first: a message record may name a queue declared this turn. */
+    if (sync && p->meta_dirty && st_log_batch_begin(p->meta, 1, &p->fl_meta) < 0)
+        return -1;
+    if (st_log_batch_begin(p->msgs, sync, &p->fl_msgs) < 0) {
+        if (p->fl_meta) { /* keep the logs' state whole: end the meta batch unrun */
+            st_log_batch_run(p->fl_meta);
+            st_log_batch_end(p->meta, p->fl_meta);
+            p->fl_meta = NULL;
+        }
+        return -1;
+    }
+    p->fl_sync = sync;
+    p->gen_flight = p->gen_open++;
+    p->need_write = 0;
+    if (sync) {
+        p->need_sync = 0;
+        p->meta_dirty = 0;
+    }
+    return p->fl_meta || p->fl_msgs ? 1 : 2;
+}
+
+/* End the batches in flight (after run_batches returned). 0 or -1. */
+static int end_generation(persist *p)
+{
+    int rc = 0;
+    if (p->fl_meta && st_log_batch_end(p->meta, p->fl_meta) < 0)
+        rc = -1;
+    if (p->fl_msgs && st_log_batch_end(p->msgs, p->fl_msgs) < 0)
+        rc = -1;
+    p->fl_meta = p->fl_msgs = NULL;
+    if (rc == 0)
+        p->gen_written = p->gen_flight;
+    if (rc == 0 && p->fl_sync) {
+        p->gen_durable = p->gen_flight;
+        p->commits++;
+    }
+    p->gen_flight = 0;
+    return rc;
+}
+
+/* Finish a batch in flight, waiting for it. */
+static int drain(persist *p)
+{
+    if (!p->gen_flight)
+        return 0;
+    if (p->syncer)
+        st_syncer_wait(p->syncer);
+    return end_generation(p);
+}
+
 int persist_commit(persist *p, char *err, size_t errlen)
 {
     return persist_commit_ex(p, 0, err, errlen);
@@ -521,26 +621,104 @@ int persist_commit(persist *p, char *err, size_t errlen)
 
 int persist_commit_ex(persist *p, int force, char *err, size_t errlen)
 {
-    if (force && (st_log_pending(p->msgs) > 0 || st_log_pending(p->meta) > 0))
-        p->need_sync = 1;
-    if (p->need_sync) {
-        /* Definitions first: a message record may name a queue declared this turn. */
-        if (p->meta_dirty && st_log_commit(p->meta, NULL) < 0)
-            goto fail;
-        if (st_log_commit(p->msgs, NULL) < 0)
-            goto fail;
-        p->need_sync = 0;
-        p->meta_dirty = 0;
-        p->commits++;
-    } else if (p->need_write || st_log_pending(p->msgs) >= FLUSH_THRESHOLD) {
-        if (st_log_flush(p->msgs) < 0)
-            goto fail;
-    }
-    p->need_write = 0;
+    if (drain(p) < 0)
+        goto fail;
+    int r = begin_generation(p, force || p->force_pending);
+    if (r < 0)
+        goto fail;
+    if (r == 0)
+        return 0;
+    p->force_pending = 0;
+    run_batches(p);
+    if (end_generation(p) < 0)
+        goto fail;
     return 0;
 fail:
-    snprintf(err, errlen, "cannot write to the store in %s: %s", p->dir, strerror(errno));
+    fail_msg(p, err, errlen);
     return -1;
+}
+
+int persist_kick(persist *p, int force, char *err, size_t errlen)
+{
+    if (force)
+        p->force_pending = 1;
+    if (!p->syncer)
+        return persist_commit_ex(p, 0, err, errlen);
+    if (p->gen_flight)
+        return 0; /* the next batch takes what accumulates meanwhile (group commit) */
+    int r = begin_generation(p, p->force_pending);
+    if (r < 0) {
+        fail_msg(p, err, errlen);
+        return -1;
+    }
+    if (r == 0)
+        return 0;
+    p->force_pending = 0;
+    if (r == 2) /* nothing to write after all: the generation ends at once */
+        return end_generation(p) < 0 ? (fail_msg(p, err, errlen), -1) : 0;
+    st_syncer_post(p->syncer, run_batches, p);
+    return 0;
+}
+
+int persist_sync_fd(const persist *p)
+{
+    return p->syncer ? st_syncer_fd(p->syncer) : -1;
+}
+
+int persist_sync_done(persist *p, char *err, size_t errlen)
+{
+    if (!p->syncer || !p->gen_flight || !st_syncer_take_done(p->syncer))
+        return 0;
+    if (end_generation(p) < 0) {
+        fail_msg(p, err, errlen);
+        return -1;
+    }
+    return 0;
+}
+
+int persist_sync_busy(const persist *p)
+{
+    return p->gen_flight != 0;
+}
+
+uint64_t persist_ticket(const persist *p)
+{
+    return p->gen_need;
+}
+
+uint64_t persist_mark(const persist *p)
+{
+    return p->sync_records;
+}
+
+uint64_t persist_ticket_since(const persist *p, uint64_t mark)
+{
+    return p->sync_records != mark ? p->gen_need : 0;
+}
+
+uint64_t persist_durable(const persist *p)
+{
+    return p->gen_durable;
+}
+
+uint64_t persist_wmark(const persist *p)
+{
+    return p->write_records;
+}
+
+uint64_t persist_write_ticket(const persist *p)
+{
+    return p->gen_wneed;
+}
+
+uint64_t persist_written(const persist *p)
+{
+    return p->gen_written;
+}
+
+uint64_t persist_done(const persist *p)
+{
+    return p->gen_written;
 }
 
 /* A receiver's state record in an old segment would keep that segment (and, since only a
@@ -797,6 +975,7 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     p->online = 1;
     p->outq = sl_map_new();
     p->eod_in = sl_map_new();
+    p->gen_open = 1;
     sl_buf_init(&p->scratch);
     if (opt)
         p->opt = *opt;
@@ -819,6 +998,14 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     void *v;
     while (sl_map_next(p->eod_in, &it, &k, &kl, &v))
         st_log_ref(p->msgs, ((persist_eod_in *)v)->seg);
+    if (p->opt.sync_thread) {
+        p->syncer = st_syncer_new();
+        if (!p->syncer) {
+            snprintf(err, errlen, "cannot start the sync thread: %s", strerror(errno));
+            persist_close(p);
+            return NULL;
+        }
+    }
     qm_set_persist(&hooks, p);
     if (p->opt.acc)
         acc_set_persist(p->opt.acc, acc_record, p);
@@ -843,6 +1030,7 @@ void persist_close(persist *p)
         if (persist_commit_ex(p, 1, err, sizeof err) < 0)
             sl_error("store: %s", err);
     }
+    st_syncer_free(p->syncer);
     if (p->msgs)
         st_log_close(p->msgs);
     if (p->meta)

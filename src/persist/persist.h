@@ -11,11 +11,18 @@
  *
  * What needs the disk before a reply: messages (publisher confirms, tx.commit-ok), purges,
  * moves and every definition. Acks and delivery marks ride along with the next sync: losing
- * one in a crash only redelivers a message, it never loses one. Delivery marks are still
- * written (not synced) before the turn's replies, so a process crash (kill -9) keeps them:
- * what was delivered comes back redelivered. The broker calls
- * persist_commit once per event-loop turn, before it writes any reply of that turn to a
- * socket, so a reply never goes out before what it promises is on disk (group commit).
+ * one in a crash only redelivers a message, it never loses one. Delivery marks (and no-ack
+ * removals) are still written (not synced) before the delivery reaches a socket, so a
+ * process crash (kill -9) keeps them: what was delivered comes back redelivered.
+ *
+ * Group commit off the loop: records are appended to generation after generation. Once per
+ * event-loop turn the broker calls persist_kick; when no batch is in flight it hands the
+ * open generation to the sync thread, which writes and fdatasyncs it while the loop goes on;
+ * whatever is appended meanwhile is the next generation (one sync covers everything that
+ * accumulated while the previous one ran). A reply that promises something on disk takes a
+ * ticket (persist_ticket: the generation its records are in) and is released once
+ * persist_durable() has reached it; a delivery whose mark must be written first waits for
+ * persist_written() to reach persist_write_ticket(); nothing else waits.
  */
 #ifndef SL_PERSIST_PERSIST_H
 #define SL_PERSIST_PERSIST_H
@@ -35,8 +42,10 @@ typedef struct persist_options {
      * 20-39) are replayed into it, it is snapshotted with the definitions, and its changes
      * are written in the turn's group commit. NULL: such records are skipped (inspection). */
     struct acc_db *acc;
-    int no_sync;   /* tests only */
-    int read_only; /* inspection (sluice-store): recover into node, write nothing */
+    int no_sync;     /* tests only */
+    int read_only;   /* inspection (sluice-store): recover into node, write nothing */
+    int sync_thread; /* run batches on a sync thread (the broker); 0: persist_kick commits
+                        inline (tests, tools) */
 } persist_options;
 
 /* Open data_dir/meta and data_dir/msgs, recover every durable definition and message into
@@ -47,12 +56,42 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
                       size_t errlen);
 void persist_close(persist *p);
 
-/* Group commit: write what this turn appended; fdatasync when anything in it needs the disk.
- * 0, or -1 with err (the store is then failed: the caller must stop before replying). */
+/* Group commit, inline: wait for the batch in flight, then write what was appended and
+ * fdatasync when anything in it needs the disk; every ticket taken so far is durable when it
+ * returns 0. -1 with err: the store is failed (the caller must stop before replying). It
+ * blocks the calling thread for the sync: the broker uses persist_kick instead. */
 int persist_commit(persist *p, char *err, size_t errlen);
 /* The same, and with force also sync records that did not need it (acks, delivery marks):
  * called about once a second and at a clean stop, so they are not held back indefinitely. */
 int persist_commit_ex(persist *p, int force, char *err, size_t errlen);
+
+/* Group commit on the sync thread. persist_kick (once per loop turn) starts a batch of what
+ * accumulated when none is in flight (force: sync the acks too, with the next batch); never
+ * waits for the disk. When persist_sync_fd becomes readable, persist_sync_done applies the
+ * finished batch (persist_durable moves on) and the caller kicks again. Both 0, or -1 with
+ * err when the store failed. Without a sync thread persist_kick commits inline. */
+int persist_kick(persist *p, int force, char *err, size_t errlen);
+int persist_sync_fd(const persist *p);
+int persist_sync_done(persist *p, char *err, size_t errlen);
+int persist_sync_busy(const persist *p);
+/* Tickets: the generation that must be durable before a reply that depends on what has been
+ * appended so far may go out (0 = nothing pending ever); released once persist_durable() >=
+ * it. persist_mark / persist_ticket_since narrow it to what one operation appended: the
+ * ticket when it appended a record that needs the disk, else 0. */
+uint64_t persist_ticket(const persist *p);
+uint64_t persist_mark(const persist *p);
+uint64_t persist_ticket_since(const persist *p, uint64_t mark);
+uint64_t persist_durable(const persist *p);
+/* Write tickets: delivery marks and no-ack removals must be written to the file (not synced)
+ * before their delivery reaches a socket. persist_wmark counts such records; the ticket is
+ * the generation of the newest one; persist_written() >= it once written. */
+uint64_t persist_wmark(const persist *p);
+uint64_t persist_write_ticket(const persist *p);
+uint64_t persist_written(const persist *p);
+/* Every generation <= this has ended: written, and synced when it held a record that needed
+ * the disk. Since a generation with such a record always ends with a sync, any ticket (sync
+ * or write) is released once persist_done() reaches it. */
+uint64_t persist_done(const persist *p);
 
 typedef struct persist_stats {
     uint64_t recovered_queues, recovered_messages, recovery_ms;

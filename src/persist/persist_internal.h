@@ -13,10 +13,26 @@ struct persist {
     st_log *meta, *msgs;
     sl_buf scratch; /* the record being encoded */
     uint64_t next_msg_id;
-    int need_sync;  /* something appended this turn must be on disk before replies */
-    int need_write; /* a delivery mark was appended this turn: it must be written (not
-                       synced) before the delivery can reach a socket */
+    /* Group commit in generations: records appended since the last batch began belong to
+     * generation gen_open; a batch takes them to the sync thread as that generation. A
+     * reply that depends on the disk waits for a generation (persist_ticket) to be durable.
+     * Generations end in order, one batch at a time. */
+    uint64_t gen_open;      /* the generation being appended to (starts at 1) */
+    uint64_t gen_need;      /* newest generation holding a record that needs the disk */
+    uint64_t gen_durable;   /* every generation <= this is on disk */
+    uint64_t gen_wneed;     /* newest generation holding a record that must be written */
+    uint64_t gen_written;   /* every generation <= this is written to the files */
+    uint64_t gen_flight;    /* the generation of the batch in flight, 0 = none */
+    uint64_t sync_records;  /* records appended that need the disk (persist_mark) */
+    uint64_t write_records; /* records appended that must be written (persist_wmark) */
+    int need_sync;          /* gen_open holds a record that needs the disk */
+    int need_write;         /* gen_open holds a delivery mark: it must be written (not synced)
+                               before the delivery can reach a socket */
     int meta_dirty;
+    int force_pending;               /* the next batch also syncs records that did not need it */
+    struct st_syncer *syncer;        /* the sync thread; NULL: every commit is done inline */
+    st_log_batch *fl_meta, *fl_msgs; /* the batches in flight (either may be NULL) */
+    int fl_sync;
     int in_tx_group; /* between qm's tx_group hooks: records are marked R_IN_TX */
     uint64_t commits, records;
     uint64_t paged_out, paged_in;

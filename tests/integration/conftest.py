@@ -238,7 +238,7 @@ def _write_config(path, config):
     return path
 
 
-def start_sluiced(tmp_path, args=(), config=None, data_dir=None, host=HOST):
+def start_sluiced(tmp_path, args=(), config=None, data_dir=None, host=HOST, env=None):
     binary = sluiced_binary()
     if not binary.exists():
         pytest.fail("sluiced binary not found at %s (build it, or set SLUICED=...)" % binary,
@@ -256,8 +256,12 @@ def start_sluiced(tmp_path, args=(), config=None, data_dir=None, host=HOST):
         cmd += ["--config", str(_write_config(tmp_path / "sluice.conf", config))]
     cmd += list(args)
     logf = open(log_path, "wb")
+    penv = None
+    if env:
+        penv = dict(os.environ)
+        penv.update(env)
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                            cwd=str(REPO))
+                            cwd=str(REPO), env=penv)
     logf.close()
     deadline = time.monotonic() + 10
     port = None
@@ -466,20 +470,21 @@ def broker(request, tmp_path, rabbitmq_server):
 
 @pytest.fixture
 def broker_factory(request, tmp_path):
-    """start(args=(), config=None, data_dir=None) -> Broker: a private sluiced.
+    """start(args=(), config=None, data_dir=None, env=None) -> Broker: a private sluiced.
 
     config is a dict of `key = value` lines (or the file text); data_dir lets
-    a test restart a broker on the data of a previous one.  Skips on
+    a test restart a broker on the data of a previous one; env adds
+    environment variables (e.g. SLUICE_FAULT, store/log.h).  Skips on
     RabbitMQ: those scenarios need a private broker.
     """
     started = []
 
-    def start(args=(), config=None, data_dir=None):
+    def start(args=(), config=None, data_dir=None, env=None):
         if IS_RABBITMQ:
             pytest.skip("needs a private broker started with custom args/config "
                         "(sluiced only)")
         b = start_sluiced(tmp_path / ("broker%d" % len(started)), args=args, config=config,
-                          data_dir=data_dir)
+                          data_dir=data_dir, env=env)
         started.append(b)
         request.node._sluice_brokers = getattr(request.node, "_sluice_brokers", []) + [b]
         return b

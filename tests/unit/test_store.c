@@ -1256,9 +1256,8 @@ START_TEST(fault_hook_settings)
     ck_assert_int_eq(st_fault_configure("sync_delay=3", e, sizeof e), -1);
     ck_assert_ptr_nonnull(strstr(e, "sync_delay=3"));
     ck_assert_int_eq(st_fault_configure("sync_errno=EPERM", e, sizeof e), -1);
-    ck_assert_int_eq(st_fault_configure("sync_delay_ms=30,sync_fail_after=1,sync_errno=ENOSPC", e,
-                                        sizeof e),
-                     0);
+    ck_assert_int_eq(
+        st_fault_configure("sync_delay_ms=30,sync_fail_after=1,sync_errno=ENOSPC", e, sizeof e), 0);
     recs r = {0};
     st_log_options o = {0};
     st_log *l = st_log_open(D, &o, collect, &r, err, sizeof err);

@@ -1,0 +1,59 @@
+/* holds.c - output held for the disk (contract in holds.h). A ring of marks. */
+#include "holds.h"
+
+#include "mem.h"
+
+static sl_hold *at_(const sl_holds *h, size_t i)
+{
+    return &h->v[(h->head + i) % h->cap];
+}
+
+void sl_holds_mark(sl_holds *h, uint64_t at, uint64_t gen, uint64_t done)
+{
+    if (gen <= done)
+        return;
+    /* A mark already waiting for this generation (or a later one) covers this too. */
+    if (h->len && at_(h, h->len - 1)->gen >= gen)
+        return;
+    if (h->len == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 4;
+        sl_hold *nu = sl_xmalloc(cap * sizeof *nu);
+        for (size_t i = 0; i < h->len; i++)
+            nu[i] = *at_(h, i);
+        sl_free(h->v);
+        h->v = nu;
+        h->cap = cap;
+        h->head = 0;
+    }
+    *at_(h, h->len++) = (sl_hold){at, gen};
+}
+
+void sl_holds_release(sl_holds *h, uint64_t done)
+{
+    while (h->len && h->v[h->head].gen <= done) {
+        h->head = (h->head + 1) % h->cap;
+        h->len--;
+    }
+}
+
+size_t sl_holds_avail(const sl_holds *h, uint64_t sent, size_t unread)
+{
+    if (!h->len)
+        return unread;
+    uint64_t at = h->v[h->head].at;
+    if (at <= sent)
+        return 0;
+    return at - sent < unread ? (size_t)(at - sent) : unread;
+}
+
+void sl_holds_clear(sl_holds *h)
+{
+    h->head = h->len = 0;
+}
+
+void sl_holds_free(sl_holds *h)
+{
+    sl_free(h->v);
+    h->v = NULL;
+    h->head = h->len = h->cap = 0;
+}
