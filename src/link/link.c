@@ -1198,6 +1198,9 @@ void link_mgr_synced(link_mgr *m)
     for (link_outq *o = m->all; o; o = o->next)
         if (o->disk_holds.len)
             mark_dirty(o);
+    for (link_outq *o = m->rpcs; o; o = o->next)
+        if (o->disk_holds.len)
+            mark_dirty(o);
 }
 
 /* ------------------------------------------------------------------------------------------

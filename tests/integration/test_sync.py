@@ -20,7 +20,7 @@ import amqpraw
 from conftest import start_sluiced
 from helpers import uname
 
-SLOW_MS = 1500
+SLOW_MS = 800
 SLOW = {"SLUICE_FAULT": "sync_delay_ms=%d" % SLOW_MS}
 PERSISTENT = {"delivery_mode": 2}
 
@@ -220,3 +220,39 @@ def test_fault_spec_is_checked(tmp_path):
                        timeout=10)
     assert p.returncode == 2
     assert b"SLUICE_FAULT" in p.stderr
+
+
+def test_delivery_mark_is_written_before_the_delivery_even_while_a_sync_runs(broker_factory,
+                                                                             tmp_path):
+    """A delivery of a stored message waits for its delivery mark to be written (not synced),
+    also when the mark had to wait for a slow sync in flight: after kill -9 it comes back
+    redelivered, never as new (issue 12's promise, kept off the loop). Fails when deliveries
+    do not wait for their marks."""
+    data = tmp_path / "d"
+    b = broker_factory(env=SLOW, data_dir=data)
+    q = uname("marks")
+    r = raw_channel(b)
+    r.rpc(1, "queue.declare", queue=q, durable=True, timeout=10)
+    r.rpc(1, "confirm.select")
+    for body in (b"m1", b"m2"):
+        r.publish(1, "", q, body, properties=PERSISTENT)
+    r.expect("basic.ack", timeout=10)
+    # keep a sync running (another persistent publish) while the messages are handed out
+    r.publish(1, "", q, b"m3", properties=PERSISTENT)
+    got = []
+    for _ in range(2):
+        r.send_method(1, "basic.get", queue=q, no_ack=False)
+        m = r.expect("basic.get-ok", timeout=10)
+        got.append(m.body)
+    assert got == [b"m1", b"m2"]
+    b.kill9()
+    b2 = broker_factory(data_dir=data)
+    r2 = raw_channel(b2)
+    back = []
+    while True:
+        r2.send_method(1, "basic.get", queue=q, no_ack=True)
+        m = r2.read_method(timeout=10)
+        if m.name == "basic.get-empty":
+            break
+        back.append((m.body, m.redelivered))
+    assert back[:2] == [(b"m1", True), (b"m2", True)], back
