@@ -166,8 +166,10 @@ ACCESS_REFUSED = ("0xC00E0025", "MQ_ERROR_ACCESS_DENIED")
 def fill(node, q, n):
     ch = node.amqp().channel()
     ch.queue_declare(q, durable=True, auto_delete=False)
+    # with confirms: only a confirm says a message is on disk (the test kills the owner -9)
     for i in range(n):
-        ch.basic_publish(amqp.Message(b"x%d" % i, delivery_mode=2), exchange="", routing_key=q)
+        ch.basic_publish_confirm(amqp.Message(b"x%d" % i, delivery_mode=2), exchange="",
+                                 routing_key=q)
     return ch
 
 
