@@ -376,6 +376,8 @@ static void set_alarm(broker *b, int which, int on)
             conn_set_blocked(c, 0);
             c->read_paused = 0;
             conn_update_watch(c);
+            if (sl_buf_unread(&c->in) > 0) /* a frame held for the alarm (a durable declare) */
+                broker_input_pending(c);
         }
     }
 }

@@ -453,6 +453,29 @@ static void send_start(conn *c)
     c->state = CONN_START_SENT;
 }
 
+/* A frame that would write definitions while the disk alarm is on: a durable declare, a
+ * binding. The connection is then blocked before it (connection.blocked, not read) as a
+ * publisher is, and the frame is handled once the alarm clears; everything else (consuming,
+ * acks, transient declares, deletes and purges, which free space) goes on. */
+static int waits_for_disk(const conn *c, const amqp_frame *f)
+{
+    if (!(c->b->alarms & ALARM_DISK) || f->type != AMQP_FRAME_METHOD || f->channel == 0 ||
+        f->size < 4 || c->state != CONN_OPEN)
+        return 0;
+    uint32_t id = AMQP_ID(sl_get_u16(f->payload), sl_get_u16(f->payload + 2));
+    if (id != AMQP_QUEUE_DECLARE && id != AMQP_EXCHANGE_DECLARE && id != AMQP_QUEUE_BIND &&
+        id != AMQP_EXCHANGE_BIND)
+        return 0;
+    amqp_method m;
+    if (amqp_method_decode(f->payload, f->size, &m) != AMQP_DECODE_OK)
+        return 0; /* the handler reports it */
+    if (id == AMQP_QUEUE_DECLARE)
+        return m.u.queue_declare.durable && !m.u.queue_declare.passive;
+    if (id == AMQP_EXCHANGE_DECLARE)
+        return m.u.exchange_declare.durable && !m.u.exchange_declare.passive;
+    return 1;
+}
+
 /* Handle the frames in p[0, len). Returns how many bytes were taken: what is left is a
  * partial frame, or input held back while the connection's output is full. Handlers copy
  * what they keep, so p may be reused once this returns. */
@@ -503,6 +526,10 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
             return len;
         }
         c->last_recv = sl_loop_now(c->b->loop);
+        if (waits_for_disk(c, &f)) {
+            broker_block_publisher(c); /* the frame stays in the input for later */
+            break;
+        }
         conn_handle_frame(c, &f);
         used += (size_t)r;
     }

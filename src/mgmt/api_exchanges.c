@@ -134,6 +134,8 @@ static enum MHD_Result declare_exchange(req *r, qm_vhost *vh, const char *name)
                             "operation not permitted on the default exchange");
     if (strlen(name) > 255)
         return reply_error(r, 400, "bad_request", "exchange name longer than 255 bytes");
+    if (json_truthy(json_object_get(body, "durable"), 1) && !req_disk_ok(r, 0))
+        return MHD_YES;
     json_t *t = json_object_get(body, "type");
     if (!json_is_string(t))
         return reply_error(r, 400, "bad_request",
@@ -202,6 +204,8 @@ static enum MHD_Result publish(req *r, qm_exchange *x)
     if (x->internal)
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "cannot publish to internal exchange '%s'",
                             x->name);
+    if (!req_disk_ok(r, 1)) /* publishers are blocked by either alarm, over AMQP too */
+        return MHD_YES;
     json_t *rk = json_object_get(body, "routing_key");
     char why[800];
     if (x->type == QM_EX_TOPIC && json_is_string(rk) &&
@@ -304,6 +308,8 @@ static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm
 {
     json_t *body = req_body(r, 1);
     if (!body)
+        return MHD_YES;
+    if (!req_disk_ok(r, 0))
         return MHD_YES;
     if (!src->name[0])
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,

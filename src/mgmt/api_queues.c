@@ -126,6 +126,8 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
         return reply_error(r, 400, "bad_request", "a queue name is required");
     if (strlen(name) > 255)
         return reply_error(r, 400, "bad_request", "queue name longer than 255 bytes");
+    if (json_truthy(json_object_get(body, "durable"), 1) && !req_disk_ok(r, 0))
+        return MHD_YES;
     if (!strncmp(name, "amq.", 4) && !qm_queue_find(vh, name, strlen(name)))
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
                             "queue name '%s' contains reserved prefix 'amq.*'", name);

@@ -518,6 +518,8 @@ static enum MHD_Result import_defs(req *r, const char *forced_vhost)
     json_t *body = req_body(r, 0);
     if (!body)
         return MHD_YES;
+    if (!req_disk_ok(r, 0))
+        return MHD_YES;
     char err[700];
     sl_err rc = defs_import(r->m->b, body, forced_vhost, err, sizeof err);
     if (rc == SL_ERR_SYNTAX)

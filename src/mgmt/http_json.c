@@ -336,6 +336,20 @@ json_t *req_body(req *r, int allow_empty)
     return j;
 }
 
+int req_disk_ok(req *r, int memory_too)
+{
+    int alarms = r->m->b->alarms & (memory_too ? (ALARM_DISK | ALARM_MEMORY) : ALARM_DISK);
+    if (!alarms)
+        return 1;
+    /* The AMQP door blocks what needs the disk under an alarm; here the client gets an answer
+     * at once and tries again later. */
+    reply_sl_err(r, SL_ERR_RESOURCE, "%s alarm: refused until it clears (%s)",
+                 alarms & ALARM_DISK ? "disk" : "memory",
+                 alarms & ALARM_DISK ? "free disk under disk_free_limit"
+                                     : "memory above memory_high_watermark");
+    return 0;
+}
+
 qm_vhost *req_vhost(req *r, const char *name)
 {
     qm_vhost *vh = qm_vhost_find(req_node(r), name, strlen(name));

@@ -350,6 +350,13 @@ static enum MHD_Result route(req *r, const char *url)
         return reply_not_found(r);
     if (needs_admin(r) && !req_require_admin(r))
         return MHD_YES;
+    /* Definitions of users, vhosts and permissions are meta records: none under the disk
+     * alarm (deleting them, like purging and deleting queues, stays allowed: it frees). */
+    static const char *const meta_paths[] = {"vhosts", "users", "permissions", "topic-permissions"};
+    if (req_is(r, "PUT") || req_is(r, "POST"))
+        for (size_t i = 0; i < sizeof meta_paths / sizeof meta_paths[0]; i++)
+            if (!strcmp(r->segs[0], meta_paths[i]) && !req_disk_ok(r, 0))
+                return MHD_YES;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(r->segs[0], routes[i].name))
             return routes[i].fn(r);

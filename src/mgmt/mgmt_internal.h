@@ -184,6 +184,10 @@ int req_query_bool(req *r, const char *key);
 /* The body as a JSON object. NULL after replying 400 when it is not one (empty bodies are
  * {} when allow_empty). */
 json_t *req_body(req *r, int allow_empty);
+/* 1 when no resource alarm stops what needs the disk (a durable declare, a binding, a
+ * definitions import; memory_too: a publish, which the memory alarm stops as well); 0 after
+ * replying 503 with MQ_ERROR_INSUFFICIENT_RESOURCES. */
+int req_disk_ok(req *r, int memory_too);
 /* Vhost by name; NULL after replying 404. */
 qm_vhost *req_vhost(req *r, const char *name);
 /* Writes need the administrator tag: 1, or 0 after replying 403 "Not administrator user". */

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "../core/log.h"
 #include "../core/mem.h"
@@ -791,9 +792,22 @@ static void snapshot_acc_record(void *ctx, uint8_t type, const uint8_t *payload,
     st_log_append(p->meta, type, payload, len, NULL);
 }
 
-/* Rewrite the meta log as one snapshot of what exists now, then drop the old segments. */
+/* Rewrite the meta log as one snapshot of what exists now, then drop the old segments. The new
+ * segment is written before the old ones go, so it needs free space: on a (nearly) full disk
+ * the snapshot is skipped and the old segments stay as they are (they are as good, only
+ * longer), so a node that stopped on a full disk starts again. */
 static int snapshot_meta(persist *p, char *err, size_t errlen)
 {
+    st_log_stats ls;
+    st_log_get_stats(p->meta, &ls);
+    struct statvfs vfs;
+    uint64_t need = ls.bytes + (1u << 20); /* a snapshot is never bigger than the log it sums */
+    if (statvfs(p->dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
+        sl_warn("%s/meta: %llu bytes free, the definitions snapshot needs up to %llu: not "
+                "rewritten this time (the log is kept as it is)",
+                p->dir, (unsigned long long)vfs.f_bavail * vfs.f_frsize, (unsigned long long)need);
+        return 0;
+    }
     st_log_roll(p->meta);
     sl_buf *b = &p->scratch;
     b->len = 0;

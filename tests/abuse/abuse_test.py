@@ -99,12 +99,13 @@ class Node:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
         logf = open(self.log_path, "ab")
+        log0 = logf.tell()  # a restart appends: read only what this start writes
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                                      cwd=str(REPO), preexec_fn=limits, env=self.env)
         logf.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.log_path.read_bytes()
+            text = self.log_path.read_bytes()[log0:]
             m = LISTEN_RE.search(text)
             h = LISTEN_HTTP_RE.search(text)
             if m and h:
@@ -872,6 +873,122 @@ def deep_peek(node, by, res):
 
 deep_peek.setup = lambda work: Node(work, config={"memory_budget": "20M"}).start()
 deep_peek.stall = True
+
+
+def _tmpfs_setup(work, size="64m", config=None):
+    data = Path(work) / ("tmpfs-%d" % os.getpid())
+    data.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "sluice-abuse", str(data)],
+                   check=True)
+    return Node(work, data_dir=data, config=config).start()
+
+
+def _tmpfs_cleanup(work):
+    data = Path(work) / ("tmpfs-%d" % os.getpid())
+    if os.path.ismount(str(data)):
+        subprocess.run(["umount", "-l", str(data)], check=False)
+
+
+def fill_disk(path, leave_bytes):
+    """A ballast file that leaves about leave_bytes free on path's filesystem."""
+    st = os.statvfs(path)
+    free = st.f_bavail * st.f_frsize
+    n = max(0, free - leave_bytes)
+    with open(os.path.join(path, "ballast"), "wb") as f:
+        chunk = b"\0" * (1 << 20)
+        while n > 0:
+            try:
+                f.write(chunk[:min(n, len(chunk))])
+            except OSError:
+                break
+            n -= min(n, len(chunk))
+
+
+def wait_log(node, text, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in node.log_text():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@scenario(5, "disk alarm on a tmpfs data directory: every door refuses or blocks what needs "
+             "the disk and serves the rest; then a start on a full disk")
+def full_disk_doors(node, by, res):
+    r = node.raw(capabilities={"connection.blocked": True})
+    r.rpc(1, "queue.declare", queue="kept", durable=True)
+    r.rpc(1, "confirm.select")
+    for i in range(20):
+        r.publish(1, "", "kept", b"k%d" % i, properties={"delivery_mode": 2})
+    got = 0
+    while got < 20:
+        m = r.read_method(timeout=5)
+        if m.name == "basic.ack":
+            got = m.delivery_tag if m.multiple else got + 1
+    fill_disk(str(node.data_dir), 8 << 20)  # under disk_free_limit (16M)
+    res.check(wait_log(node, "disk alarm: blocking publishers"), "disk alarm raised")
+    st, body = node.http("POST", "/api/exchanges/%2F/amq.default/publish",
+                         {"routing_key": "kept", "payload": "x", "payload_encoding": "string",
+                          "properties": {}})
+    res.check(st == 503, "HTTP publish under the disk alarm: %s" % st)
+    st, _ = node.http("PUT", "/api/queues/%2F/durable-http", {"durable": True})
+    res.check(st == 503, "HTTP durable declare: %s" % st)
+    st, _ = node.http("PUT", "/api/queues/%2F/transient-http", {"durable": False})
+    res.check(st in (201, 204), "HTTP transient declare: %s" % st)
+    # AMQP: a durable declare waits (connection.blocked), a consumer goes on
+    d = node.raw(capabilities={"connection.blocked": True})
+    d.send_method(1, "queue.declare", queue="durable-amqp", durable=True)
+    blocked = blocked_seen(d, 2.0)
+    res.check(blocked, "AMQP durable declare: connection.blocked")
+    try:
+        d.expect("queue.declare-ok", timeout=1.0)
+        answered = True
+    except Exception:
+        answered = False
+    res.check(not answered, "... and no declare-ok while the alarm is on")
+    c = node.raw()
+    got = []
+    for _ in range(20):
+        c.send_method(1, "basic.get", queue="kept", no_ack=False)
+        m = c.read_method(timeout=5)
+        while m.name in ("connection.blocked", "connection.unblocked"):
+            m = c.read_method(timeout=5)
+        if m.name != "basic.get-ok":
+            break
+        got.append(m.body)
+        c.send_method(1, "basic.ack", delivery_tag=m.delivery_tag)
+    res.check(len(got) == 20, "%d of 20 stored messages consumed and acked meanwhile" % len(got))
+    res.check(http_ok(node), "API answers")
+    os.unlink(os.path.join(str(node.data_dir), "ballast"))
+    try:
+        d.expect("queue.declare-ok", timeout=5.0)
+        res.check(True, "the durable declare completes once space is back")
+    except Exception as e:
+        res.check(False, "the durable declare after the alarm: %s" % e)
+    for x in (r, d, c):
+        x.close()
+    # a node stopped with a full disk starts again (the bystander's figures end here: its
+    # connection goes with the node)
+    by.run.value = 0
+    rc = node.stop()
+    res.check(rc == 0, "stopped: %s" % rc)
+    fill_disk(str(node.data_dir), 0)
+    try:
+        node.start(timeout=10)
+        started = True
+    except Exception:
+        started = False
+    res.check(started, "started on a full disk")
+    if started:
+        res.check(http_ok(node), "API answers on a full disk")
+        q = node.raw().rpc(1, "queue.declare", queue="kept", passive=True)
+        res.check(q.message_count == 0, "the queue is there, its acked messages gone")
+    os.unlink(os.path.join(str(node.data_dir), "ballast"))
+
+
+full_disk_doors.setup = lambda work: _tmpfs_setup(work, "64m", {"disk_free_limit": "16M"})
+full_disk_doors.cleanup = _tmpfs_cleanup
 
 
 def run_scenario(name, item, text, fn, base, keep):
