@@ -679,6 +679,10 @@ def run_forward(sid, sargs, pair, amqpbench, count_fsync, tmp, rnd, timeout):
                     break
                 time.sleep(0.2)
             res["metrics"]["outgoing_left"] = left
+            if left != 0:
+                res["ok"] = False
+                res["error"] = ("every message arrived, but 10 s later the outgoing queue "
+                                "still holds %s (GET /api/msmq/outgoing)" % left)
         return res
     sq = tag + "-src"
     spec = {"src-protocol": "amqp091", "src-uri": "amqp://", "src-queue": sq,
