@@ -124,6 +124,21 @@ def gen_header(methods):
     return "".join(o)
 
 
+def checks_utf8(m, f, t):
+    """RabbitMQ refuses a method whose short strings are not UTF-8 (501 FRAME_ERROR), except
+    the methods that carry content, whose exchange and routing key are taken as they are
+    (basic.publish's; and what a broker delivers or returns from such publishes), and
+    reply-text, which may quote them."""
+    return t == "shortstr" and not m["content"] and f != "reply_text"
+
+
+def checks_table_keys(m, f, t):
+    """The arguments of declarations and bindings are definitions: exported as JSON, whose
+    keys must be UTF-8 text. Their field names must be UTF-8 too (RabbitMQ does not check;
+    see tests/integration/DIFFERENCES.md)."""
+    return t == "table" and f == "arguments" and m["cls"] in ("queue", "exchange")
+
+
 def gen_decode(m):
     o = ["    case %s: {\n" % macro(m)]
     if m["args"]:
@@ -139,6 +154,10 @@ def gen_decode(m):
         else:
             nbit = 0
             o.append("        a->%s = %s;\n" % (f, READERS[t]))
+            if checks_utf8(m, f, t):
+                o.append("        utf8_ok &= amqp_utf8_valid(a->%s);\n" % f)
+            if checks_table_keys(m, f, t):
+                o.append("        utf8_ok &= amqp_table_keys_utf8(a->%s);\n" % f)
     o.append("        break;\n    }\n")
     return "".join(o)
 
@@ -175,15 +194,18 @@ def gen_source(methods):
         " *\n"
         " * Decoding reads through an amqp_reader, so every field is bounds-checked and a short\n"
         " * payload surfaces once as r.err; table arguments are validated by amqp_rd_table.\n"
+        " * Short strings must be UTF-8 (AMQP_DECODE_BAD_UTF8), as RabbitMQ checks them, except in\n"
+        " * the methods that carry content and in reply-text.\n"
         " * Consecutive bit arguments share an octet, least-significant bit first, a new octet\n"
         " * starting after 8 bits or at any non-bit argument. Decoding never allocates.\n"
         " */\n"
     )
-    o.append('#include "method.h"\n\n#include <string.h>\n\n#include "frame.h"\n\n')
+    o.append("#include \"method.h\"\n\n#include <string.h>\n\n#include \"frame.h\"\n#include \"table.h\"\n\n")
 
     o.append("int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)\n{\n")
     o.append("    amqp_reader r = amqp_reader_make(payload, len);\n")
-    o.append("    uint8_t bits = 0;\n\n")
+    o.append("    uint8_t bits = 0;\n")
+    o.append("    int utf8_ok = 1;\n\n")
     o.append("    memset(m, 0, sizeof *m);\n")
     o.append("    uint16_t cls = amqp_rd_u16(&r);\n    uint16_t mth = amqp_rd_u16(&r);\n")
     o.append("    if (r.err)\n        return AMQP_DECODE_SYNTAX;\n")
@@ -192,7 +214,8 @@ def gen_source(methods):
         o.append(gen_decode(m))
     o.append("    default:\n        return AMQP_DECODE_UNKNOWN;\n    }\n")
     o.append("    (void)bits;\n")
-    o.append("    return r.err ? AMQP_DECODE_SYNTAX : AMQP_DECODE_OK;\n}\n\n")
+    o.append("    if (r.err)\n        return AMQP_DECODE_SYNTAX;\n")
+    o.append("    return utf8_ok ? AMQP_DECODE_OK : AMQP_DECODE_BAD_UTF8;\n}\n\n")
 
     o.append("void amqp_method_encode(sl_buf *out, const amqp_method *m)\n{\n")
     o.append("    uint8_t bits;\n\n")

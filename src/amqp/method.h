@@ -26,8 +26,10 @@
 /* Decode results. */
 enum {
     AMQP_DECODE_OK = 0,
-    AMQP_DECODE_UNKNOWN = -1, /* unknown class/method id: 540 NOT_IMPLEMENTED or 503 */
-    AMQP_DECODE_SYNTAX = -2,  /* truncated payload or invalid table: 502 SYNTAX_ERROR */
+    AMQP_DECODE_UNKNOWN = -1,  /* unknown class/method id: 540 NOT_IMPLEMENTED or 503 */
+    AMQP_DECODE_SYNTAX = -2,   /* truncated payload or invalid table: 502 SYNTAX_ERROR */
+    AMQP_DECODE_BAD_UTF8 = -3, /* a short string (a name) that is not UTF-8: 501 FRAME_ERROR
+                                  "Malformed UTF-8 in shortstr", as RabbitMQ */
 };
 
 /* Decode a METHOD frame payload (class-id, method-id, arguments) into *m.

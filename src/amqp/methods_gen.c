@@ -3,6 +3,8 @@
  *
  * Decoding reads through an amqp_reader, so every field is bounds-checked and a short
  * payload surfaces once as r.err; table arguments are validated by amqp_rd_table.
+ * Short strings must be UTF-8 (AMQP_DECODE_BAD_UTF8), as RabbitMQ checks them, except in
+ * the methods that carry content and in reply-text.
  * Consecutive bit arguments share an octet, least-significant bit first, a new octet
  * starting after 8 bits or at any non-bit argument. Decoding never allocates.
  */
@@ -11,11 +13,13 @@
 #include <string.h>
 
 #include "frame.h"
+#include "table.h"
 
 int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
 {
     amqp_reader r = amqp_reader_make(payload, len);
     uint8_t bits = 0;
+    int utf8_ok = 1;
 
     memset(m, 0, sizeof *m);
     uint16_t cls = amqp_rd_u16(&r);
@@ -37,8 +41,10 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_connection_start_ok *a = &m->u.connection_start_ok;
         a->client_properties = amqp_rd_table(&r);
         a->mechanism = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->mechanism);
         a->response = amqp_rd_longstr(&r);
         a->locale = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->locale);
         break;
     }
     case AMQP_CONNECTION_SECURE: {
@@ -68,7 +74,9 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
     case AMQP_CONNECTION_OPEN: {
         amqp_connection_open *a = &m->u.connection_open;
         a->virtual_host = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->virtual_host);
         a->capabilities = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->capabilities);
         bits = amqp_rd_u8(&r);
         a->insist = (bits >> 0) & 1;
         break;
@@ -76,6 +84,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
     case AMQP_CONNECTION_OPEN_OK: {
         amqp_connection_open_ok *a = &m->u.connection_open_ok;
         a->known_hosts = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->known_hosts);
         break;
     }
     case AMQP_CONNECTION_CLOSE: {
@@ -92,6 +101,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
     case AMQP_CONNECTION_BLOCKED: {
         amqp_connection_blocked *a = &m->u.connection_blocked;
         a->reason = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->reason);
         break;
     }
     case AMQP_CONNECTION_UNBLOCKED: {
@@ -101,6 +111,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_connection_update_secret *a = &m->u.connection_update_secret;
         a->new_secret = amqp_rd_longstr(&r);
         a->reason = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->reason);
         break;
     }
     case AMQP_CONNECTION_UPDATE_SECRET_OK: {
@@ -109,6 +120,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
     case AMQP_CHANNEL_OPEN: {
         amqp_channel_open *a = &m->u.channel_open;
         a->out_of_band = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->out_of_band);
         break;
     }
     case AMQP_CHANNEL_OPEN_OK: {
@@ -142,6 +154,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
     case AMQP_ACCESS_REQUEST: {
         amqp_access_request *a = &m->u.access_request;
         a->realm = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->realm);
         bits = amqp_rd_u8(&r);
         a->exclusive = (bits >> 0) & 1;
         a->passive = (bits >> 1) & 1;
@@ -159,7 +172,9 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_exchange_declare *a = &m->u.exchange_declare;
         a->ticket = amqp_rd_u16(&r);
         a->exchange = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->exchange);
         a->type = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->type);
         bits = amqp_rd_u8(&r);
         a->passive = (bits >> 0) & 1;
         a->durable = (bits >> 1) & 1;
@@ -167,6 +182,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         a->internal = (bits >> 3) & 1;
         a->nowait = (bits >> 4) & 1;
         a->arguments = amqp_rd_table(&r);
+        utf8_ok &= amqp_table_keys_utf8(a->arguments);
         break;
     }
     case AMQP_EXCHANGE_DECLARE_OK: {
@@ -176,6 +192,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_exchange_delete *a = &m->u.exchange_delete;
         a->ticket = amqp_rd_u16(&r);
         a->exchange = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->exchange);
         bits = amqp_rd_u8(&r);
         a->if_unused = (bits >> 0) & 1;
         a->nowait = (bits >> 1) & 1;
@@ -188,11 +205,15 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_exchange_bind *a = &m->u.exchange_bind;
         a->ticket = amqp_rd_u16(&r);
         a->destination = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->destination);
         a->source = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->source);
         a->routing_key = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->routing_key);
         bits = amqp_rd_u8(&r);
         a->nowait = (bits >> 0) & 1;
         a->arguments = amqp_rd_table(&r);
+        utf8_ok &= amqp_table_keys_utf8(a->arguments);
         break;
     }
     case AMQP_EXCHANGE_BIND_OK: {
@@ -202,11 +223,15 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_exchange_unbind *a = &m->u.exchange_unbind;
         a->ticket = amqp_rd_u16(&r);
         a->destination = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->destination);
         a->source = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->source);
         a->routing_key = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->routing_key);
         bits = amqp_rd_u8(&r);
         a->nowait = (bits >> 0) & 1;
         a->arguments = amqp_rd_table(&r);
+        utf8_ok &= amqp_table_keys_utf8(a->arguments);
         break;
     }
     case AMQP_EXCHANGE_UNBIND_OK: {
@@ -216,6 +241,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_queue_declare *a = &m->u.queue_declare;
         a->ticket = amqp_rd_u16(&r);
         a->queue = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->queue);
         bits = amqp_rd_u8(&r);
         a->passive = (bits >> 0) & 1;
         a->durable = (bits >> 1) & 1;
@@ -223,11 +249,13 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         a->auto_delete = (bits >> 3) & 1;
         a->nowait = (bits >> 4) & 1;
         a->arguments = amqp_rd_table(&r);
+        utf8_ok &= amqp_table_keys_utf8(a->arguments);
         break;
     }
     case AMQP_QUEUE_DECLARE_OK: {
         amqp_queue_declare_ok *a = &m->u.queue_declare_ok;
         a->queue = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->queue);
         a->message_count = amqp_rd_u32(&r);
         a->consumer_count = amqp_rd_u32(&r);
         break;
@@ -236,11 +264,15 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_queue_bind *a = &m->u.queue_bind;
         a->ticket = amqp_rd_u16(&r);
         a->queue = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->queue);
         a->exchange = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->exchange);
         a->routing_key = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->routing_key);
         bits = amqp_rd_u8(&r);
         a->nowait = (bits >> 0) & 1;
         a->arguments = amqp_rd_table(&r);
+        utf8_ok &= amqp_table_keys_utf8(a->arguments);
         break;
     }
     case AMQP_QUEUE_BIND_OK: {
@@ -250,6 +282,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_queue_purge *a = &m->u.queue_purge;
         a->ticket = amqp_rd_u16(&r);
         a->queue = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->queue);
         bits = amqp_rd_u8(&r);
         a->nowait = (bits >> 0) & 1;
         break;
@@ -263,6 +296,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_queue_delete *a = &m->u.queue_delete;
         a->ticket = amqp_rd_u16(&r);
         a->queue = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->queue);
         bits = amqp_rd_u8(&r);
         a->if_unused = (bits >> 0) & 1;
         a->if_empty = (bits >> 1) & 1;
@@ -278,9 +312,13 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_queue_unbind *a = &m->u.queue_unbind;
         a->ticket = amqp_rd_u16(&r);
         a->queue = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->queue);
         a->exchange = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->exchange);
         a->routing_key = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->routing_key);
         a->arguments = amqp_rd_table(&r);
+        utf8_ok &= amqp_table_keys_utf8(a->arguments);
         break;
     }
     case AMQP_QUEUE_UNBIND_OK: {
@@ -301,7 +339,9 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_basic_consume *a = &m->u.basic_consume;
         a->ticket = amqp_rd_u16(&r);
         a->queue = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->queue);
         a->consumer_tag = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->consumer_tag);
         bits = amqp_rd_u8(&r);
         a->no_local = (bits >> 0) & 1;
         a->no_ack = (bits >> 1) & 1;
@@ -313,11 +353,13 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
     case AMQP_BASIC_CONSUME_OK: {
         amqp_basic_consume_ok *a = &m->u.basic_consume_ok;
         a->consumer_tag = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->consumer_tag);
         break;
     }
     case AMQP_BASIC_CANCEL: {
         amqp_basic_cancel *a = &m->u.basic_cancel;
         a->consumer_tag = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->consumer_tag);
         bits = amqp_rd_u8(&r);
         a->nowait = (bits >> 0) & 1;
         break;
@@ -325,6 +367,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
     case AMQP_BASIC_CANCEL_OK: {
         amqp_basic_cancel_ok *a = &m->u.basic_cancel_ok;
         a->consumer_tag = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->consumer_tag);
         break;
     }
     case AMQP_BASIC_PUBLISH: {
@@ -359,6 +402,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         amqp_basic_get *a = &m->u.basic_get;
         a->ticket = amqp_rd_u16(&r);
         a->queue = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->queue);
         bits = amqp_rd_u8(&r);
         a->no_ack = (bits >> 0) & 1;
         break;
@@ -376,6 +420,7 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
     case AMQP_BASIC_GET_EMPTY: {
         amqp_basic_get_empty *a = &m->u.basic_get_empty;
         a->cluster_id = amqp_rd_shortstr(&r);
+        utf8_ok &= amqp_utf8_valid(a->cluster_id);
         break;
     }
     case AMQP_BASIC_ACK: {
@@ -446,7 +491,9 @@ int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
         return AMQP_DECODE_UNKNOWN;
     }
     (void)bits;
-    return r.err ? AMQP_DECODE_SYNTAX : AMQP_DECODE_OK;
+    if (r.err)
+        return AMQP_DECODE_SYNTAX;
+    return utf8_ok ? AMQP_DECODE_OK : AMQP_DECODE_BAD_UTF8;
 }
 
 void amqp_method_encode(sl_buf *out, const amqp_method *m)

@@ -93,6 +93,41 @@ static int validate(amqp_bytes content, int is_array)
     }
 }
 
+static int array_keys_utf8(amqp_bytes array);
+
+static int value_keys_utf8(const amqp_value *v)
+{
+    if (v->tag == 'F')
+        return amqp_table_keys_utf8(v->v.s);
+    if (v->tag == 'A')
+        return array_keys_utf8(v->v.s);
+    return 1;
+}
+
+static int array_keys_utf8(amqp_bytes array)
+{
+    amqp_table_iter it;
+    amqp_value v;
+    amqp_array_iter_init(&it, array);
+    while (amqp_array_next(&it, &v))
+        if (!value_keys_utf8(&v))
+            return 0;
+    return 1;
+}
+
+/* Recursion is bounded by AMQP_TABLE_MAX_DEPTH: the table was validated on reading. */
+int amqp_table_keys_utf8(amqp_bytes table)
+{
+    amqp_table_iter it;
+    amqp_bytes k;
+    amqp_value v;
+    amqp_table_iter_init(&it, table);
+    while (amqp_table_next(&it, &k, &v))
+        if (!amqp_utf8_valid(k) || !value_keys_utf8(&v))
+            return 0;
+    return 1;
+}
+
 int amqp_table_validate(amqp_bytes table)
 {
     if (table.len > 0 && table.p == NULL)

@@ -37,6 +37,9 @@ typedef struct amqp_value {
 /* 0 when the table content is well formed (every tag known, every length in bounds,
  * nesting at most AMQP_TABLE_MAX_DEPTH), -1 otherwise. */
 int amqp_table_validate(amqp_bytes table);
+/* 1 when every field name of a (validated) table, nested tables and tables in arrays
+ * included, is UTF-8. */
+int amqp_table_keys_utf8(amqp_bytes table);
 int amqp_array_validate(amqp_bytes array);
 
 typedef struct amqp_table_iter {

@@ -23,6 +23,9 @@ amqp_bytes amqp_cstr(const char *s);
 /* 1 when b equals the NUL-terminated string s. */
 int amqp_bytes_eq(amqp_bytes b, const char *s);
 int amqp_bytes_equal(amqp_bytes a, amqp_bytes b);
+/* 1 when b is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
+ * U+10FFFF), as RabbitMQ requires of names; an empty string is. */
+int amqp_utf8_valid(amqp_bytes b);
 
 typedef struct amqp_reader {
     const uint8_t *p, *end;

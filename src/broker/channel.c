@@ -647,6 +647,11 @@ void channel_on_frame(channel *ch, const amqp_frame *f)
                        f->size >= 4 ? sl_get_u16(f->payload + 2) : 0);
             return;
         }
+        if (r == AMQP_DECODE_BAD_UTF8) {
+            /* names must be UTF-8 (RabbitMQ's rule): they are exported as JSON text */
+            conn_error(ch->c, SL_ERR_FRAME, 0, "Malformed UTF-8 in shortstr");
+            return;
+        }
         if (r != AMQP_DECODE_OK) {
             conn_error(ch->c, SL_ERR_SYNTAX, 0, "malformed method frame");
             return;

@@ -998,6 +998,10 @@ static void conn_handle_frame(conn *c, const amqp_frame *f)
             conn_error(c, SL_ERR_NOT_IMPLEMENTED, 0, "unknown method");
             return;
         }
+        if (r == AMQP_DECODE_BAD_UTF8) {
+            conn_error(c, SL_ERR_FRAME, 0, "Malformed UTF-8 in shortstr");
+            return;
+        }
         if (r != AMQP_DECODE_OK) {
             conn_error(c, SL_ERR_SYNTAX, 0, "malformed method frame");
             return;

@@ -552,10 +552,11 @@ json_t *table_to_json(amqp_bytes table)
     amqp_value v;
     amqp_table_iter_init(&it, table);
     while (amqp_table_next(&it, &key, &v)) {
-        char k[256];
-        memcpy(k, key.p, key.len);
-        k[key.len] = 0;
-        json_object_set_new(o, k, value_to_json(&v));
+        /* A key that is not UTF-8 (message headers may carry one; declarations may not) is
+         * shown escaped like string values, never dropped from the view. */
+        json_t *k = json_strn_safe((const char *)key.p, key.len);
+        json_object_set_new(o, json_string_value(k), value_to_json(&v));
+        json_decref(k);
     }
     return o;
 }

@@ -247,7 +247,9 @@ static int pct_decode(char *s)
 }
 
 /* Split "/api/a/b%2Fc/" into decoded segments; a leading "api" segment is dropped and
- * *is_api set. -1 on a malformed path. */
+ * *is_api set. -1 on a malformed path; -2 when a decoded segment is not UTF-8: names are
+ * UTF-8 everywhere (RabbitMQ's rule, and what JSON views and definitions can carry), so a
+ * name that is not is refused at every door instead of vanishing from the exports. */
 static int split_path(req *r, const char *url, int *is_api)
 {
     *is_api = 0;
@@ -268,6 +270,8 @@ static int split_path(req *r, const char *url, int *is_api)
             r->segs[r->nsegs++] = s;
             if (pct_decode(s) < 0)
                 return -1;
+            if (!amqp_utf8_valid(amqp_cstr(s)))
+                return -2;
         }
         first = 0;
         p += n;
@@ -333,7 +337,11 @@ static int needs_admin(req *r)
 static enum MHD_Result route(req *r, const char *url)
 {
     int is_api = 0;
-    if (split_path(r, url, &is_api) < 0)
+    int sp = split_path(r, url, &is_api);
+    if (sp == -2)
+        return reply_error(r, 400, "bad_request",
+                           "a name in the URL path is not valid UTF-8 (names must be UTF-8)");
+    if (sp < 0)
         return reply_error(r, 400, "bad_request", "malformed URL path");
     if (!is_api) {
         if (r->nsegs >= 1 && !strcmp(r->segs[0], "metrics"))

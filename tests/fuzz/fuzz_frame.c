@@ -116,7 +116,8 @@ static void check_method(const amqp_frame *f)
     amqp_frame g;
 
     int rc = amqp_method_decode(f->payload, f->size, &m);
-    CHECK(rc == AMQP_DECODE_OK || rc == AMQP_DECODE_UNKNOWN || rc == AMQP_DECODE_SYNTAX);
+    CHECK(rc == AMQP_DECODE_OK || rc == AMQP_DECODE_UNKNOWN || rc == AMQP_DECODE_SYNTAX ||
+          rc == AMQP_DECODE_BAD_UTF8);
     (void)amqp_method_is_sync(m.id);
     (void)amqp_method_has_content(m.id);
     if (rc != AMQP_DECODE_OK)

@@ -805,6 +805,58 @@ START_TEST(method_basic_deliver)
 }
 END_TEST
 
+START_TEST(utf8_validation)
+{
+    static const struct {
+        const char *s;
+        size_t n;
+        int ok;
+    } cases[] = {
+        {"", 0, 1},
+        {"plain", 5, 1},
+        {"caf\xc3\xa9", 5, 1},          /* U+00E9 */
+        {"\xe2\x82\xac", 3, 1},         /* U+20AC */
+        {"\xf0\x9f\x98\x80", 4, 1},     /* U+1F600 */
+        {"\xf4\x8f\xbf\xbf", 4, 1},     /* U+10FFFF */
+        {"bad\xff\xfename", 9, 0},      /* the name */
+        {"\x80", 1, 0},                 /* lone continuation */
+        {"\xc3", 1, 0},                 /* truncated */
+        {"\xc0\xaf", 2, 0},             /* overlong '/' */
+        {"\xe0\x80\xaf", 3, 0},         /* overlong */
+        {"\xed\xa0\x80", 3, 0},         /* surrogate U+D800 */
+        {"\xf4\x90\x80\x80", 4, 0},     /* U+110000 */
+        {"\xf8\x88\x80\x80\x80", 5, 0}, /* 5-byte form */
+        {"a\0b", 3, 1},                 /* NUL is a character */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(amqp_utf8_valid((amqp_bytes){(const uint8_t *)cases[i].s, cases[i].n}) ==
+                          cases[i].ok,
+                      "case %zu", i);
+}
+END_TEST
+
+/* Names must be UTF-8 in every method but the content-carrying ones (RabbitMQ's rule). */
+START_TEST(method_names_must_be_utf8)
+{
+    amqp_method m = {.id = AMQP_QUEUE_DECLARE}, d;
+    sl_buf b;
+    m.u.queue_declare.queue = AMQP_BYTES("bad\xff\xfename");
+    ck_assert_int_eq(round_trip(&m, 1, &d, &b), AMQP_DECODE_BAD_UTF8);
+    sl_buf_free(&b);
+    m.u.queue_declare.queue = AMQP_BYTES("caf\xc3\xa9");
+    ck_assert_int_eq(round_trip(&m, 1, &d, &b), AMQP_DECODE_OK);
+    sl_buf_free(&b);
+    amqp_method p = {.id = AMQP_BASIC_PUBLISH};
+    p.u.basic_publish.routing_key = AMQP_BYTES("any\xff bytes");
+    ck_assert_int_eq(round_trip(&p, 1, &d, &b), AMQP_DECODE_OK);
+    sl_buf_free(&b);
+    amqp_method c = {.id = AMQP_CHANNEL_CLOSE};
+    c.u.channel_close.reply_text = AMQP_BYTES("NOT_FOUND - no exchange 'bad\xff'");
+    ck_assert_int_eq(round_trip(&c, 1, &d, &b), AMQP_DECODE_OK);
+    sl_buf_free(&b);
+}
+END_TEST
+
 START_TEST(method_queue_declare_bits)
 {
     /* passive=0 durable=1 exclusive=0 auto_delete=1 nowait=0 -> 0b01010 = 0x0A */
@@ -1233,6 +1285,8 @@ static Suite *amqp_suite(void)
     tcase_add_test(tc, props_all_fourteen);
     tcase_add_test(tc, deliver_fast_path_matches_generic);
     tcase_add_test(tc, props_subset_and_errors);
+    tcase_add_test(tc, utf8_validation);
+    tcase_add_test(tc, method_names_must_be_utf8);
     suite_add_tcase(s, tc);
     return s;
 }
