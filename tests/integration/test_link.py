@@ -520,8 +520,15 @@ def test_sluicectl_outgoing_pause_resume_eod_resend(nodes):
     run("resume", fmt)
     run("eod-resend", fmt)
     run("pause", "DIRECT=OS:.\\private$\\nope", ok=False)  # a local name: not outgoing
+    assert "UNKNOWN" in run("foreign-status", fmt)  # never answered yet
     b.restart()
     a.wait_drained(fmt)
+    assert "NOT_FOREIGN" in run("foreign-status", fmt)
+    # the HTTP door's default exchange sends to a format name too
+    assert a.api.publish(fmt, "via-http") == 1
+    a.wait_drained(fmt)
+    got = drain(b.amqp().channel(), "ctl")
+    assert got == bodies(3) + [b"via-http"]
 
 
 def test_requests_to_the_owning_node_over_a_link(nodes):
