@@ -243,6 +243,7 @@ struct channel {
     /* link channels: the link transaction being received (link_recv.c) */
     qm_message **lk_msgs;
     size_t lk_n, lk_cap;
+    uint64_t lk_bytes;
     qm_message *lk_ctl;
 };
 

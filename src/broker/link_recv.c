@@ -75,8 +75,11 @@ int link_recv_control_exchange(amqp_bytes ex)
     return amqp_bytes_eq(ex, "sluice.eod") || amqp_bytes_eq(ex, "sluice.rpc");
 }
 
+#define LINK_RECV_MAX_BYTES (256ull << 20)
+
 static void batch_clear(channel *ch)
 {
+    ch->lk_bytes = 0;
     for (size_t i = 0; i < ch->lk_n; i++)
         qm_message_unref(ch->lk_msgs[i]);
     ch->lk_n = 0;
@@ -195,6 +198,18 @@ void link_recv_publish(channel *ch, qm_message *msg)
         qm_message_unref(msg);
         return;
     }
+    /* A batch is bounded like the sender makes them (link_batch_*), generously: a peer that
+     * never commits cannot make this node hold its messages without end. */
+    if (ch->lk_n >= EOD_BATCH_MAX ||
+        (ch->lk_n && ch->lk_bytes + msg->body_len > LINK_RECV_MAX_BYTES)) {
+        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                      "EOD: a link transaction holds at most %u messages and %u MiB",
+                      (unsigned)EOD_BATCH_MAX, (unsigned)(LINK_RECV_MAX_BYTES >> 20));
+        qm_message_unref(msg);
+        batch_clear(ch);
+        return;
+    }
+    ch->lk_bytes += msg->body_len;
     if (ch->lk_n == ch->lk_cap) {
         ch->lk_cap = ch->lk_cap ? ch->lk_cap * 2 : 64;
         ch->lk_msgs = sl_xrealloc(ch->lk_msgs, ch->lk_cap * sizeof *ch->lk_msgs);

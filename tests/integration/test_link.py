@@ -653,3 +653,22 @@ def test_full_destination_refuses_whole_batches_nothing_lost(nodes):
         got.append(m.body.encode() if isinstance(m.body, str) else m.body)
     assert got == bodies(10)  # none lost to reject-publish, none twice, in order
     a.wait_drained(fmt)
+
+
+@pytest.mark.test_timeout(60)
+def test_link_transaction_is_bounded(nodes):
+    import amqpraw
+    b = nodes.start("b")
+    declare(b, "bounded")
+    r = b.broker.raw(client_properties={"sluice_link": {"version": 1, "node_id": "ab" * 16,
+                                                        "node_name": "greedy"}})
+    r.rpc(1, "channel.open")
+    r.rpc(1, "tx.select")
+    one = (amqpraw.encode_frame(amqpraw.FRAME_METHOD, 1, amqpraw.encode_method(
+        "basic.publish", exchange="", routing_key="bounded")) +
+        r.content_frames(1, b"x"))
+    r.send(one * 65537)  # one more than a link transaction may hold, never committed
+    res = r.wait_close(timeout=30)
+    assert res.method.name == "channel.close" and res.method.reply_code == 406, res
+    assert "at most" in str(res.method.reply_text)
+    b.broker.assert_alive()
