@@ -14,6 +14,7 @@
  */
 #include <argon2.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <stdio.h>
@@ -77,8 +78,10 @@ static size_t salted(acc_hash algo, const uint8_t salt[SALT_LEN], const uint8_t 
     int ok = ctx && EVP_DigestInit_ex(ctx, md, NULL) && EVP_DigestUpdate(ctx, salt, SALT_LEN) &&
              EVP_DigestUpdate(ctx, pw, n) && EVP_DigestFinal_ex(ctx, out + SALT_LEN, &dl);
     EVP_MD_CTX_free(ctx);
-    if (!ok)
+    if (!ok) {
+        ERR_clear_error(); /* the TLS streams rely on an empty error queue (net/tls.c) */
         return 0;
+    }
     memcpy(out, salt, SALT_LEN);
     return SALT_LEN + dl;
 }
@@ -95,8 +98,10 @@ int acc_hash_password(acc_hash algo, const uint8_t *pw, size_t n, uint8_t **out,
     *outlen = 0;
     if (algo == ACC_HASH_ARGON2ID) {
         uint8_t salt[ARGON2_SALT];
-        if (RAND_bytes(salt, sizeof salt) != 1)
+        if (RAND_bytes(salt, sizeof salt) != 1) {
+            ERR_clear_error();
             return -1;
+        }
         size_t elen = argon2_encodedlen(ARGON2_T, ARGON2_M_KIB, ARGON2_P, ARGON2_SALT, ARGON2_HASH,
                                         Argon2_id);
         char *enc = sl_xmalloc(elen);
@@ -112,8 +117,10 @@ int acc_hash_password(acc_hash algo, const uint8_t *pw, size_t n, uint8_t **out,
     if (!md_of(algo))
         return -1;
     uint8_t salt[SALT_LEN];
-    if (RAND_bytes(salt, sizeof salt) != 1)
+    if (RAND_bytes(salt, sizeof salt) != 1) {
+        ERR_clear_error();
         return -1;
+    }
     uint8_t buf[SALT_LEN + EVP_MAX_MD_SIZE];
     size_t len = salted(algo, salt, pw, n, buf);
     if (!len)

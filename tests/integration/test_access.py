@@ -139,3 +139,46 @@ def test_deleted_vhost_comes_back_only_if_created(broker_factory):
     assert Api(b2).get("/api/vhosts/gone")[0] == 404
     with pytest.raises(amqp.exceptions.NotAllowed):
         b2.amqp(virtual_host="gone")
+
+
+def test_guest_only_from_loopback(ns_node):
+    """guest logs in from loopback only (RabbitMQ's loopback_users); from another host (here
+    another network namespace, over a veth link) it is refused, over AMQP and HTTP, while a
+    user that is not a loopback user gets in. loopback_users = none lifts it."""
+    import base64
+    import http.client
+    net = ns_node.net
+    net.add_node("a")
+    net.add_node("b")
+    net.link("a", "b")
+    a = ns_node("a", config={"user.peer": "peer-secret"})
+    addr = net.addr("b", "a")
+
+    def amqp_from_b(user, password):
+        c = amqp.Connection(host="%s:5672" % addr, userid=user, password=password,
+                            connect_timeout=5, read_timeout=5, login_method="PLAIN")
+        with net.ns["b"].entered():
+            c.connect()
+        return c
+
+    def http_from_b(user, password):
+        conn = http.client.HTTPConnection(addr, 15672, timeout=5)
+        with net.ns["b"].entered():
+            conn.connect()
+        tok = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+        conn.request("GET", "/api/whoami", headers={"Authorization": "Basic " + tok})
+        r = conn.getresponse()
+        r.read()
+        conn.close()
+        return r.status
+
+    with pytest.raises(amqp.exceptions.AccessRefused):
+        amqp_from_b("guest", "guest")
+    assert "user 'guest' can only connect via localhost" in a.log_tail()
+    amqp_from_b("peer", "peer-secret").close()
+    assert http_from_b("guest", "guest") == 401
+    a.amqp().close()  # guest from a's own loopback
+    assert a.stop() == 0
+    a.config["loopback_users"] = "none"
+    a.start()
+    amqp_from_b("guest", "guest").close()
