@@ -96,11 +96,26 @@ def pytest_runtest_call(item):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    setattr(item, "_sluice_rep_" + report.when, report)
     if report.failed:
         for b in getattr(item, "_sluice_brokers", []):
             text = b.log_tail()
             if text:
                 report.sections.append(("broker log %s (%s)" % (b.port, b.log_path), text))
+
+
+@pytest.fixture(autouse=True)
+def _sluice_drop_data_of_passed_tests(request):
+    """After a test that passed, the data directories of the daemons it started (and that have
+    exited) go: each holds preallocated segments, and pytest keeps three runs of several
+    hundred tests. A failed test keeps them for the post-mortem."""
+    yield
+    rep = getattr(request.node, "_sluice_rep_call", None)
+    if rep is None or not rep.passed:
+        return
+    for b in getattr(request.node, "_sluice_brokers", []):
+        if b.data_dir and b.proc is not None and b.proc.poll() is not None:
+            shutil.rmtree(b.data_dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------

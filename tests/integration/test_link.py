@@ -452,8 +452,19 @@ def rabbit(tmp_path_factory):
     import shutil
     if not (shutil.which("rabbitmq-server") or os.path.exists("/usr/lib/rabbitmq/bin/rabbitmq-server")):
         pytest.skip("rabbitmq-server is not installed (scripts/deps.sh test installs it)")
-    srv = RabbitMQServer(tmp_path_factory.mktemp("rabbit-foreign"))
-    srv.start()
+    # Its ports are picked free and then bound by another process: another test run on this
+    # machine can take one in between (dist_port_already_used). Try again with new ones.
+    last = None
+    for attempt in range(3):
+        srv = RabbitMQServer(tmp_path_factory.mktemp("rabbit-foreign"))
+        try:
+            srv.start()
+            break
+        except RuntimeError as e:
+            last = e
+            srv = None
+    if srv is None:
+        raise last
     yield srv
     srv.stop()
 
