@@ -3,8 +3,10 @@
 that it kept every promise it made (DESIGN.md section 5).
 
 Each round starts publishers (persistent messages, publisher confirms, mandatory), consumers
-(manual acks, most of them inside AMQP transactions) and a chaos client (queue.purge,
-queue.delete + redeclare) against one sluiced, kills the broker with SIGKILL after a random
+(manual acks, most of them inside AMQP transactions), a chaos client (queue.purge,
+queue.delete + redeclare) and a mover (the management API's Move Message: messages go from a
+queue into its subqueue q;retry and back, by lookup id, the retry / poison-message workflow)
+against one sluiced, kills the broker with SIGKILL after a random
 delay, restarts it on the same data directory and drains every queue. Every client action is
 stamped with a global event counter when it is sent and every reply when it arrives, so the
 checks only count what the broker actually promised before it died:
@@ -20,7 +22,9 @@ checks only count what the broker actually promised before it died:
   duplicate     the same message twice in a queue, or in a queue it was not published to
 
 A message whose fate the broker never told (publish or commit in flight at the crash) may or
-may not be there; both are fine. What a drain finds becomes the baseline of the next round:
+may not be there; both are fine. A moved message belongs to its queue wherever it is, q or
+q;retry (a delete takes both); only a purge of q cannot tell whether it was in q at the time,
+so a message moved during a round with a purge of its queue is a "maybe". What a drain finds becomes the baseline of the next round:
 found messages must survive every later crash until consumed, missing ones must never
 reappear. The run ends with a clean restart (SIGTERM) that must change nothing.
 
@@ -33,6 +37,9 @@ failure or with --keep.
 
 import argparse
 import collections
+import http.client
+import json
+import urllib.parse
 import os
 import random
 import re
@@ -49,6 +56,7 @@ import amqp
 
 HOST = "127.0.0.1"
 QUEUE_PREFIX = "crash.q"
+SUBQUEUE = "retry"  # the mover's subqueue: q;retry
 PREFETCH = 200
 PUBLISH_WINDOW = 200  # unconfirmed messages per publisher
 
@@ -75,7 +83,7 @@ class Msg:
     __slots__ = (
         "pub", "seq", "queue", "round", "sent", "confirmed", "nacked", "returned",
         "baseline", "dead", "dead_why", "deliveries", "ack_maybe", "acked_commit",
-        "history",
+        "moved", "where", "history",
     )
 
     def __init__(self, pub, seq, queue, rnd):
@@ -90,6 +98,8 @@ class Msg:
         self.deliveries = 0
         self.ack_maybe = False  # a plain ack or a commit carrying its ack was sent
         self.acked_commit = None  # tick when a commit-ok covering its ack arrived
+        self.moved = False  # a move of it was sent this round (q <-> q;retry)
+        self.where = queue  # where it was at the start of the round: q, or q;retry
         self.history = []
 
     @property
@@ -171,6 +181,16 @@ class Model:
                     self.stats["acked_committed"] += 1
                 self.note(m, "commit-ok")
 
+    def move_sent(self, m, dest):
+        with self.lock:
+            m.moved = True
+            self.note(m, "move->%s" % dest)
+
+    def move_ok(self, m):
+        with self.lock:
+            self.stats["moves_ok"] += 1
+            self.note(m, "move-ok")
+
     def op_begin(self, kind, queue):
         with self.lock:
             op = Op(kind, queue)
@@ -210,6 +230,12 @@ class Model:
         for op in self.ops:
             if op.queue != m.queue:
                 continue
+            if op.kind == "purge" and m.moved:
+                # it may have been in q;retry at the time, which a purge of q leaves alone
+                maybe = maybe or "moved during a round with %s" % (op,)
+                continue
+            if op.kind == "purge" and m.where != m.queue:
+                continue  # in q;retry all round: a purge of q does not touch it
             if had_at is not None and had_at < op.send:
                 if op.ok is not None:
                     return "absent", "%s: in the queue before it, and its -ok arrived" % (op,)
@@ -246,7 +272,7 @@ class Broker:
     def _argv(self):
         argv = [self.binary, "--bind", HOST, "--port", "0", "--data-dir", self.data_dir]
         if self.use_mgmt_flag:
-            argv += ["--mgmt-port", "off"]
+            argv += ["--mgmt-port", "0"]  # the mover's door
         if self.use_config:
             argv += ["--config", self.config]
         return argv
@@ -262,15 +288,18 @@ class Broker:
         self.port = None
         lines = []
         listening = threading.Event()
-        state = self.state = {"port": None}
+        state = self.state = {"port": None, "http": None}
 
         def pump(proc=self.proc):
             # Keep reading stderr for the broker's whole life so its pipe never fills.
             for line in proc.stderr:
                 log.write(line)
                 log.flush()
-                if state["port"] is None:
+                if state["port"] is None or state["http"] is None:
                     lines.append(line.decode(errors="replace"))
+                    mo = re.search(r"listening http=([0-9.]+):(\d+)", lines[-1])
+                    if mo:
+                        state["http"] = int(mo.group(2))
                     mo = re.search(r"listening amqp=([0-9.]+):(\d+)", lines[-1])
                     if mo:
                         state["port"] = int(mo.group(2))
@@ -284,6 +313,12 @@ class Broker:
             return
         listening.wait(timeout)
         self.port = state["port"]
+        # the API's line follows the AMQP one
+        for _ in range(200):
+            if state["http"] is not None or not self.use_mgmt_flag or self.proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        self.http_port = state["http"]
         if self.port is None:
             rc = self.proc.poll()
             text = "".join(lines)
@@ -491,6 +526,55 @@ class Round:
             if kept and rng.random() < 0.02:
                 raise ChannelChurn()  # closing the channel requeues what it holds
 
+    # --- mover: q -> q;retry -> q, by lookup id, over the management API -----------------
+
+    def mover(self):
+        rng = random.Random(self.rng.random())
+        port = self.args.http_port
+        auth = {"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q=", "Content-Type": "application/json"}
+        model = self.model
+
+        def call(h, method, path, body=None):
+            h.request(method, path, body=json.dumps(body) if body is not None else None,
+                      headers=auth)
+            r = h.getresponse()
+            data = r.read()
+            return r.status, json.loads(data) if data else None
+
+        def qpath(name):
+            return "/api/queues/%%2F/%s" % urllib.parse.quote(name, safe="")
+
+        while not self.stop.is_set():
+            h = http.client.HTTPConnection(HOST, port, timeout=5)
+            try:
+                while not self.stop.is_set():
+                    q = rng.choice(self.queues)
+                    sub = q + ";" + SUBQUEUE
+                    back = rng.random() < 0.5
+                    src, dest = (sub, q) if back else (q, sub)
+                    status, peek = call(h, "GET", qpath(src) + "/messages?count=%d"
+                                        % rng.randint(1, 20))
+                    if status != 200 or not peek:
+                        self.stop.wait(0.01)
+                        continue
+                    for entry in peek:
+                        m = model.lookup(entry["payload"].encode()
+                                         if entry.get("payload_encoding") == "string"
+                                         else __import__("base64").b64decode(entry["payload"]))
+                        if m is None:
+                            continue
+                        model.move_sent(m, dest)
+                        status, _ = call(h, "POST", qpath(src) + "/move",
+                                         {"destination": dest, "lookup_id": entry["lookup_id"]})
+                        if status == 200:
+                            model.move_ok(m)
+                    self.stop.wait(rng.uniform(0.005, 0.03))
+            except (OSError, http.client.HTTPException, ValueError):
+                if not self.stop.is_set():
+                    time.sleep(0.05)
+            finally:
+                h.close()
+
     # --- chaos: purge, delete + redeclare -----------------------------------------------
 
     def chaos(self, horizon):
@@ -582,10 +666,15 @@ class Verdict:
         return len(self.losses) + len(self.resurrections) + len(self.order) + len(self.dups)
 
 
+def family(q):
+    """The queue a subqueue belongs to ('crash.q1;retry' -> 'crash.q1')."""
+    return q.split(";", 1)[0]
+
+
 def check(model, found, queues):
     v = Verdict()
     seen = {}  # key -> queue where found
-    for q in queues:
+    for q in queues + [x + ";" + SUBQUEUE for x in queues]:
         msgs = found.get(q) or []
         last_seq = {}
         last_round = (-1, None)
@@ -596,7 +685,7 @@ def check(model, found, queues):
             if m is None:
                 v.dups.append("%s[%d]: unknown body %r" % (q, pos, body[:60]))
                 continue
-            if m.queue != q:
+            if m.queue != family(q):
                 v.dups.append("%s[%d]: %s was published to %s" % (q, pos, m.name(), m.queue))
             if m.key in seen:
                 v.dups.append("%s[%d]: %s found twice" % (q, pos, m.name()))
@@ -630,7 +719,9 @@ def check(model, found, queues):
 def settle_round(model, seen):
     """What was found is the next round's baseline; everything else is dead for good."""
     for m in model.msgs.values():
+        m.moved = False
         if m.key in seen:
+            m.where = seen[m.key]
             m.baseline = True
             m.confirmed = m.confirmed or 0
             m.ack_maybe = False
@@ -685,6 +776,8 @@ def main():
     ap.add_argument("--publishers", type=int, default=4)
     ap.add_argument("--consumers", type=int, default=4)
     ap.add_argument("--queues", type=int, default=3)
+    ap.add_argument("--movers", type=int, default=1,
+                    help="clients moving messages into q;retry and back (management API)")
     ap.add_argument("--rate", type=int, default=2500, help="messages a second per publisher")
     ap.add_argument("--max-backlog", type=int, default=60000,
                     help="above this many messages in the queues a round starts with a purge")
@@ -731,6 +824,9 @@ def main():
                 threads.append(r.run_thread("con%d" % i, r.consumer, i, queues[i % len(queues)],
                                             i != args.consumers - 1 or args.consumers == 1))
             threads.append(r.run_thread("chaos", r.chaos, kill_after * 1.2))
+            args.http_port = broker.http_port
+            if args.movers and broker.http_port:
+                threads += [r.run_thread("mover%d" % i, r.mover) for i in range(args.movers)]
             time.sleep(kill_after)
             broker.kill()
             r.stop.set()
@@ -748,17 +844,19 @@ def main():
                 extra = ", killed again %s recovery" % ("after" if broker.listened()
                                                         else "during")
             broker.start()
-            found = drain(broker.port, queues)
-            backlog = {q: len(found.get(q) or []) for q in queues}
+            found = drain(broker.port, queues + [q + ";" + SUBQUEUE for q in queues])
+            backlog = {q: len(found.get(q) or []) + len(found.get(q + ";" + SUBQUEUE) or [])
+                       for q in queues}
             v, seen = check(model, found, queues)
             d = model.stats - before
             ops = ", ".join("%s %s%s" % (op.kind, op.queue, "" if op.ok else " (no -ok)")
                             for op in model.ops) or "no purge/delete"
             print("round %d: kill -9 after %.2fs%s; published %d, confirmed %d, returned %d, "
-                  "delivered %d, acks committed %d; %s; found %d (%d maybe), missing maybe %d; "
-                  "losses %d, resurrections %d, order %d, duplicates %d" % (
+                  "delivered %d, acks committed %d, moves %d; %s; found %d (%d maybe), missing "
+                  "maybe %d; losses %d, resurrections %d, order %d, duplicates %d" % (
                       rnd + 1, kill_after, extra, d["published"], d["confirmed"],
-                      d["returned"], d["delivered"], d["acked_committed"], ops, v.found,
+                      d["returned"], d["delivered"], d["acked_committed"], d["moves_ok"], ops,
+                      v.found,
                       v.maybe_found, v.maybe_missing, len(v.losses), len(v.resurrections),
                       len(v.order), len(v.dups)))
             for e in r.errors:
@@ -776,20 +874,21 @@ def main():
             settle_round(model, seen)
 
         # -- a clean restart changes nothing
-        before = {q: [b for b, _ in (found.get(q) or [])] for q in queues} if args.rounds else {}
+        allq = queues + [q + ";" + SUBQUEUE for q in queues]
+        before = {q: [b for b, _ in (found.get(q) or [])] for q in allq} if args.rounds else {}
         status = broker.stop()
         if status != 0:
             print("clean shutdown: exit status %s" % status)
             failed = True
         broker.start()
-        found = drain(broker.port, queues)
-        after = {q: [b for b, _ in (found.get(q) or [])] for q in queues}
-        same = all(before.get(q, []) == after[q] for q in queues)
+        found = drain(broker.port, allq)
+        after = {q: [b for b, _ in (found.get(q) or [])] for q in allq}
+        same = all(before.get(q, []) == after[q] for q in allq)
         print("clean restart: %d messages, %s" % (
             sum(len(x) for x in after.values()), "unchanged" if same else "CHANGED"))
         if not same:
             failed = True
-            for q in queues:
+            for q in allq:
                 b, a = before.get(q, []), after[q]
                 if b != a:
                     print("  %s: %d before, %d after; first difference at %d" % (
@@ -804,11 +903,12 @@ def main():
         broker.kill()
 
     print("total: %d rounds in %.0fs; published %d, confirmed %d, returned %d, delivered %d, "
-          "acks committed %d, purges %d, deletes %d; found %d; losses %d, resurrections %d, "
-          "order violations %d, duplicates %d" % (
+          "acks committed %d, purges %d, deletes %d, moves %d; found %d; losses %d, "
+          "resurrections %d, order violations %d, duplicates %d" % (
               args.rounds, time.monotonic() - t_start, totals["published"],
               totals["confirmed"], totals["returned"], totals["delivered"],
               totals["acked_committed"], totals["purges_ok"], totals["deletes_ok"],
+              totals["moves_ok"],
               totals["found"], totals["losses"], totals["resurrections"], totals["order"],
               totals["dups"]))
     if failed or args.keep:
