@@ -47,6 +47,10 @@
 #define TICK_MS 100
 
 static void commit_or_die(broker *b, int force);
+static void store_stalled(broker *b);
+static uint64_t reserve_size(const broker *b);
+static void reserve_make(broker *b);
+static void set_alarm(broker *b, int which, int on);
 static void kick_or_die(broker *b, int force);
 
 typedef struct disk_waiter {
@@ -80,6 +84,11 @@ uint64_t broker_wmark(const broker *b)
 void broker_hold_delivery(conn *c)
 {
     broker *b = c->b;
+    /* Out of space, the delivery marks cannot be written: deliveries go out without waiting
+     * for them (consumers keep draining the disk), and a crash before space returns only loses
+     * the redelivered flag of what was delivered meanwhile. */
+    if (b->store && persist_stalled(b->store))
+        return;
     uint64_t t = broker_write_ticket_since(b, b->wmark_seen);
     if (!t)
         return;
@@ -172,7 +181,12 @@ static void on_sync_done(sl_loop *loop, sl_watch *w, int events)
     (void)loop;
     (void)events;
     char err[320];
-    if (persist_sync_done(b->store, err, sizeof err) < 0) {
+    int rc = persist_sync_done(b->store, err, sizeof err);
+    if (rc == -2) {
+        store_stalled(b);
+        return;
+    }
+    if (rc < 0) {
         /* Replies that depend on the disk must not go out: stop here. */
         sl_error("store: %s; stopping without sending replies that depend on it", err);
         exit(1);
@@ -391,7 +405,15 @@ static void check_disk(broker *b, uint64_t now)
     if (statvfs(b->cfg->data_dir, &vfs) < 0)
         return;
     uint64_t free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-    set_alarm(b, ALARM_DISK, free_bytes < b->cfg->disk_free_limit);
+    if (!b->reserve_held && free_bytes >= b->cfg->disk_free_limit + 2 * reserve_size(b) &&
+        !(b->store && persist_stalled(b->store))) {
+        reserve_make(b);
+        if (b->reserve_held)
+            free_bytes -= reserve_size(b);
+    }
+    /* a store holding writes for lack of space keeps the alarm on whatever statvfs says */
+    set_alarm(b, ALARM_DISK,
+              free_bytes < b->cfg->disk_free_limit || (b->store && persist_stalled(b->store)));
 }
 
 static void tick(sl_loop *loop, sl_timer *t)
@@ -403,7 +425,7 @@ static void tick(sl_loop *loop, sl_timer *t)
      * waiting for a slow disk are buffers, counted there.) */
     set_alarm(b, ALARM_MEMORY, broker_memory_bytes(b) > b->cfg->memory_high_watermark);
     check_disk(b, now);
-    if (b->store && now >= b->next_store_sync) {
+    if (b->store && (now >= b->next_store_sync || persist_stalled(b->store))) {
         /* Acks and delivery marks wait for a sync that needs the disk anyway; bound that
          * wait, so a consume-only load does not keep them in memory for long. */
         b->next_store_sync = now + 1000;
@@ -637,6 +659,16 @@ broker *broker_new(sl_config *cfg)
     }
     /* What seeding wrote is on disk before anyone can log in. */
     commit_or_die(b, 0);
+    struct statvfs rvfs;
+    if (!reserve_size(b))
+        ;
+    else if (statvfs(cfg->data_dir, &rvfs) == 0 &&
+             (uint64_t)rvfs.f_bavail * rvfs.f_frsize >= cfg->disk_free_limit + 2 * reserve_size(b))
+        reserve_make(b);
+    else
+        sl_warn("store: no room for the space reserve (%llu bytes) yet: it is made once there "
+                "is",
+                (unsigned long long)reserve_size(b));
     b->sync_w.fd = persist_sync_fd(b->store);
     b->sync_w.fn = on_sync_done;
     b->sync_w.data = b;
@@ -715,10 +747,74 @@ void broker_run(broker *b)
     sl_loop_run(b->loop);
 }
 
+/* The space reserve: a file of the size of one message segment and one definitions segment,
+ * made when there is room for it. A full disk releases it, so the writes held at that moment
+ * and the small ones that keep consumers going (acks, delivery marks) get through while the
+ * disk alarm holds back publishers and durable declares; it is made again once the disk has
+ * room for it above disk_free_limit. */
+#define RESERVE_NAME "space-reserve"
+
+static uint64_t reserve_size(const broker *b)
+{
+    return b->cfg->disk_reserve;
+}
+
+static void reserve_path(const broker *b, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%s", b->cfg->data_dir, RESERVE_NAME);
+}
+
+static void reserve_make(broker *b)
+{
+    if (!reserve_size(b))
+        return;
+    char path[4096];
+    reserve_path(b, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    int ok = fallocate(fd, 0, 0, (off_t)reserve_size(b)) == 0;
+    close(fd);
+    if (!ok) {
+        unlink(path); /* no room for it now: the next check tries again */
+        return;
+    }
+    b->reserve_held = 1;
+}
+
+static void reserve_release(broker *b)
+{
+    if (!b->reserve_held)
+        return;
+    char path[4096];
+    reserve_path(b, path, sizeof path);
+    if (unlink(path) == 0)
+        sl_warn("store: the disk is full: the space reserve (%llu bytes) is released for the "
+                "writes held and for acks and delivery marks",
+                (unsigned long long)reserve_size(b));
+    b->reserve_held = 0;
+}
+
+/* Out of space: nothing is lost and nothing that depends on the disk is answered; the disk
+ * alarm stays on (publishers and durable declares held back) until a write gets through. */
+static void store_stalled(broker *b)
+{
+    if (!(b->alarms & ALARM_DISK))
+        sl_warn("store: no space left for writes: holding them, and every reply that depends "
+                "on them, until space returns");
+    set_alarm(b, ALARM_DISK, 1);
+    reserve_release(b);
+}
+
 static void commit_or_die(broker *b, int force)
 {
     char err[320];
-    if (b->store && persist_commit_ex(b->store, force, err, sizeof err) < 0) {
+    int rc = b->store ? persist_commit_ex(b->store, force, err, sizeof err) : 0;
+    if (rc == -2) {
+        store_stalled(b);
+        return;
+    }
+    if (rc < 0) {
         /* Replies that depend on the disk must not go out: stop here. */
         sl_error("store: %s; stopping without sending replies that depend on it", err);
         exit(1);
@@ -728,7 +824,12 @@ static void commit_or_die(broker *b, int force)
 static void kick_or_die(broker *b, int force)
 {
     char err[320];
-    if (b->store && persist_kick(b->store, force, err, sizeof err) < 0) {
+    int rc = b->store ? persist_kick(b->store, force, err, sizeof err) : 0;
+    if (rc == -2) {
+        store_stalled(b);
+        return;
+    }
+    if (rc < 0) {
         sl_error("store: %s; stopping without sending replies that depend on it", err);
         exit(1);
     }
@@ -754,6 +855,12 @@ void broker_free(broker *b)
 {
     if (!b)
         return;
+    if (b->reserve_held) { /* a stopped node holds no more disk than its data */
+        char path[4096];
+        reserve_path(b, path, sizeof path);
+        unlink(path);
+        b->reserve_held = 0;
+    }
     /* Whatever is still open after the shutdown grace period is dropped now. */
     while (b->conns) {
         conn *c = b->conns;

@@ -76,7 +76,8 @@ struct broker {
     sl_timer tidy_timer;    /* automatic TIDY */
     struct persist *store;
     uint64_t next_conn_id;
-    int alarms; /* ALARM_MEMORY | ALARM_DISK: publishers are blocked while non-zero */
+    int alarms;       /* ALARM_MEMORY | ALARM_DISK: publishers are blocked while non-zero */
+    int reserve_held; /* DATA/space-reserve exists (released when the disk is full) */
     uint64_t next_disk_check;
     uint64_t next_store_sync;
     int shutting_down;

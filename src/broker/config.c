@@ -74,6 +74,7 @@ void sl_config_defaults(sl_config *c)
     c->mgmt_connection_max = 256;
     c->tidy_interval_s = 6 * 3600;
     c->disk_free_limit = 1000000000;
+    c->disk_reserve = 16u << 20;
     c->memory_budget = 1024ull * 1024 * 1024;
     c->segment_size = 64u << 20;
     c->handle_idle_timeout_s = 600;
@@ -340,6 +341,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT64_MAX, &n))
             return "disk_free_limit must be a size in bytes (k, M, G suffixes)";
         c->disk_free_limit = n;
+    } else if (!strcmp(key, "disk_reserve")) {
+        if (parse_u64(value, UINT64_MAX, &n))
+            return "disk_reserve must be a size in bytes (k, M, G suffixes; 0 = none)";
+        c->disk_reserve = n;
     } else if (!strcmp(key, "tidy_interval")) {
         if (parse_u64(value, UINT32_MAX, &n))
             return "tidy_interval must be seconds (0 = only on demand)";
@@ -567,7 +572,7 @@ void sl_config_usage(void)
            "\n"
            "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level,\n"
            "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
-           "memory_budget, disk_free_limit, segment_size (bytes, k/M/G suffixes),\n"
+           "memory_budget, disk_free_limit, disk_reserve, segment_size (bytes, k/M/G suffixes),\n"
            "handshake_timeout (ms), connection_max, mgmt_connection_max, loop_cpu_stats,\n"
            "tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator,\n"
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"

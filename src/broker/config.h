@@ -43,6 +43,7 @@ typedef struct sl_config {
     int loop_cpu_stats;           /* count CPU time per loop turn too (a syscall a turn) */
     uint64_t tidy_interval_s;     /* automatic TIDY period; 0 = only on demand */
     uint64_t disk_free_limit;     /* free bytes under data_dir below which publishers block */
+    uint64_t disk_reserve;        /* DATA/space-reserve kept for a full disk (0 = none) */
     uint64_t segment_size;        /* message store segment size (TIDY frees whole segments) */
     uint64_t memory_budget;       /* bytes of messages kept in memory (bodies, properties and
                                    * bookkeeping); beyond it they are paged to the store (0 = never

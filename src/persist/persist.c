@@ -547,8 +547,11 @@ static void run_batches(void *arg)
     persist *p = arg;
     if (p->fl_meta) {
         st_log_batch_run(p->fl_meta);
-        if (st_log_batch_failed(p->fl_meta))
+        if (st_log_batch_failed(p->fl_meta)) {
+            if (p->fl_msgs) /* not run: it must not end as if written */
+                st_log_batch_skip(p->fl_msgs, p->fl_meta);
             return;
+        }
     }
     if (p->fl_msgs)
         st_log_batch_run(p->fl_msgs);
@@ -556,8 +559,26 @@ static void run_batches(void *arg)
 
 /* Begin the batches of the open generation. 1 when there is a batch to run, 0 when nothing
  * needs writing, -1 when the store is failed. */
+static int stalled(const persist *p)
+{
+    return st_log_stalled(p->msgs) || st_log_stalled(p->meta);
+}
+
+int persist_stalled(const persist *p)
+{
+    return stalled(p);
+}
+
 static int begin_generation(persist *p, int force)
 {
+    if (stalled(p)) {
+        /* Out of space: try again, at most every STALL_RETRY_MS, with everything held. */
+        if (sl_now_ms() < p->stall_retry_at)
+            return 0;
+        p->need_sync = 1;
+        if (st_log_stalled(p->meta))
+            p->meta_dirty = 1;
+    }
     if (force && (st_log_pending(p->msgs) > 0 || st_log_pending(p->meta) > 0))
         p->need_sync = 1;
     int sync = p->need_sync;
@@ -585,7 +606,10 @@ static int begin_generation(persist *p, int force)
     return p->fl_meta || p->fl_msgs ? 1 : 2;
 }
 
-/* End the batches in flight (after run_batches returned). 0 or -1. */
+#define STALL_RETRY_MS 200
+
+/* End the batches in flight (after run_batches returned). 0, -1 (failed), or -2: out of
+ * space, nothing lost, the generation's waiters wait for a later one. */
 static int end_generation(persist *p)
 {
     int rc = 0;
@@ -594,6 +618,15 @@ static int end_generation(persist *p)
     if (p->fl_msgs && st_log_batch_end(p->msgs, p->fl_msgs) < 0)
         rc = -1;
     p->fl_meta = p->fl_msgs = NULL;
+    if (rc < 0 && stalled(p) && !st_log_failed(p->msgs) && !st_log_failed(p->meta)) {
+        p->stall_retry_at = sl_now_ms() + STALL_RETRY_MS;
+        p->need_sync = 1; /* what it held still has to reach the disk */
+        p->gen_flight = 0;
+        errno = ENOSPC;
+        return -2;
+    }
+    if (rc == 0)
+        p->stall_retry_at = 0;
     if (rc == 0)
         p->gen_written = p->gen_flight;
     if (rc == 0 && p->fl_sync) {
@@ -621,21 +654,25 @@ int persist_commit(persist *p, char *err, size_t errlen)
 
 int persist_commit_ex(persist *p, int force, char *err, size_t errlen)
 {
-    if (drain(p) < 0)
+    int rc = drain(p);
+    if (rc < 0)
         goto fail;
     int r = begin_generation(p, force || p->force_pending);
-    if (r < 0)
+    if (r < 0) {
+        rc = -1;
         goto fail;
+    }
     if (r == 0)
         return 0;
     p->force_pending = 0;
     run_batches(p);
-    if (end_generation(p) < 0)
+    rc = end_generation(p);
+    if (rc < 0)
         goto fail;
     return 0;
 fail:
     fail_msg(p, err, errlen);
-    return -1;
+    return rc;
 }
 
 int persist_kick(persist *p, int force, char *err, size_t errlen)
@@ -654,8 +691,12 @@ int persist_kick(persist *p, int force, char *err, size_t errlen)
     if (r == 0)
         return 0;
     p->force_pending = 0;
-    if (r == 2) /* nothing to write after all: the generation ends at once */
-        return end_generation(p) < 0 ? (fail_msg(p, err, errlen), -1) : 0;
+    if (r == 2) { /* nothing to write after all: the generation ends at once */
+        int rc = end_generation(p);
+        if (rc < 0)
+            fail_msg(p, err, errlen);
+        return rc;
+    }
     st_syncer_post(p->syncer, run_batches, p);
     return 0;
 }
@@ -669,11 +710,10 @@ int persist_sync_done(persist *p, char *err, size_t errlen)
 {
     if (!p->syncer || !p->gen_flight || !st_syncer_take_done(p->syncer))
         return 0;
-    if (end_generation(p) < 0) {
+    int rc = end_generation(p);
+    if (rc < 0)
         fail_msg(p, err, errlen);
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 int persist_sync_busy(const persist *p)

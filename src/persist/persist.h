@@ -71,6 +71,10 @@ int persist_commit_ex(persist *p, int force, char *err, size_t errlen);
  * finished batch (persist_durable moves on) and the caller kicks again. Both 0, or -1 with
  * err when the store failed. Without a sync thread persist_kick commits inline. */
 int persist_kick(persist *p, int force, char *err, size_t errlen);
+/* persist_commit_ex, persist_kick and persist_sync_done return -2 (not -1) when the disk is
+ * out of space: nothing is lost, the records wait in memory, the replies that depend on them
+ * wait, and later kicks try again (every 200 ms at most) until the space is back. */
+int persist_stalled(const persist *p);
 int persist_sync_fd(const persist *p);
 int persist_sync_done(persist *p, char *err, size_t errlen);
 int persist_sync_busy(const persist *p);

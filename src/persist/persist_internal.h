@@ -17,17 +17,18 @@ struct persist {
      * generation gen_open; a batch takes them to the sync thread as that generation. A
      * reply that depends on the disk waits for a generation (persist_ticket) to be durable.
      * Generations end in order, one batch at a time. */
-    uint64_t gen_open;      /* the generation being appended to (starts at 1) */
-    uint64_t gen_need;      /* newest generation holding a record that needs the disk */
-    uint64_t gen_durable;   /* every generation <= this is on disk */
-    uint64_t gen_wneed;     /* newest generation holding a record that must be written */
-    uint64_t gen_written;   /* every generation <= this is written to the files */
-    uint64_t gen_flight;    /* the generation of the batch in flight, 0 = none */
-    uint64_t sync_records;  /* records appended that need the disk (persist_mark) */
-    uint64_t write_records; /* records appended that must be written (persist_wmark) */
-    int need_sync;          /* gen_open holds a record that needs the disk */
-    int need_write;         /* gen_open holds a delivery mark: it must be written (not synced)
-                               before the delivery can reach a socket */
+    uint64_t gen_open;       /* the generation being appended to (starts at 1) */
+    uint64_t gen_need;       /* newest generation holding a record that needs the disk */
+    uint64_t gen_durable;    /* every generation <= this is on disk */
+    uint64_t gen_wneed;      /* newest generation holding a record that must be written */
+    uint64_t gen_written;    /* every generation <= this is written to the files */
+    uint64_t gen_flight;     /* the generation of the batch in flight, 0 = none */
+    uint64_t stall_retry_at; /* out of space: the next try, sl_now_ms() (0 = not stalled) */
+    uint64_t sync_records;   /* records appended that need the disk (persist_mark) */
+    uint64_t write_records;  /* records appended that must be written (persist_wmark) */
+    int need_sync;           /* gen_open holds a record that needs the disk */
+    int need_write;          /* gen_open holds a delivery mark: it must be written (not synced)
+                                before the delivery can reach a socket */
     int meta_dirty;
     int force_pending;               /* the next batch also syncs records that did not need it */
     struct st_syncer *syncer;        /* the sync thread; NULL: every commit is done inline */

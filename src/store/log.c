@@ -45,8 +45,9 @@
 #define REC_HDR 17  /* record header: length u32, crc u32, seq u64, type u8 */
 #define FORMAT_VERSION 1
 #define DEFAULT_SEGMENT_SIZE (64u << 20)
-#define SEG_NAME_LEN 24          /* 20 digits + ".seg" */
-#define BUF_KEEP_MAX (64u << 20) /* a bigger append buffer is freed after its commit */
+#define SEG_NAME_LEN 24           /* 20 digits + ".seg" */
+#define BUF_KEEP_MAX (64u << 20)  /* a bigger append buffer is freed after its commit */
+#define PREALLOC_CHUNK (4u << 20) /* space reserved ahead of the writes of a segment */
 
 static const uint8_t MAGIC[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'G'};
 
@@ -65,6 +66,7 @@ typedef struct seg {
     uint64_t refs;
     uint8_t unsynced; /* written by st_log_flush, not yet fdatasync'ed */
     uint8_t in_batch; /* the in-flight batch writes or syncs it */
+    uint64_t alloc;   /* bytes of the file reserved so far (fallocate, size kept) */
     char name[SEG_NAME_LEN + 1];
 } seg;
 
@@ -79,6 +81,12 @@ struct st_log {
     sl_buf fbuf;                /* the in-flight batch's bytes (immutable until it ends) */
     struct st_log_batch *batch; /* the batch object (reused); busy while in flight */
     int in_flight;
+    /* A batch failed for lack of space (ENOSPC, EDQUOT): its bytes are still in fbuf (and
+     * readable there), and the next batch writes them again together with what was appended
+     * since. Not a failure of the log: space may come back. */
+    int stalled;
+    int stall_warned; /* the stall was logged (once, until a batch gets through) */
+    int dir_unsynced; /* a segment file was made by a batch that then stalled */
     uint64_t next_seq;
     uint64_t durable_seq;
     int failed_errno;
@@ -549,9 +557,19 @@ void st_log_close(st_log *l)
         return;
     if (l->in_flight)
         panic("%s: closed with a batch in flight", l->dir);
-    for (size_t i = 0; i < l->nsegs; i++)
-        if (l->segs[i].fd >= 0)
-            close(l->segs[i].fd);
+    for (size_t i = 0; i < l->nsegs; i++) {
+        seg *s = &l->segs[i];
+        if (s->fd < 0)
+            continue;
+        /* Give back what was reserved and never written (the current segment's tail): a node
+         * that is not running holds no more disk than its records. */
+        /* only what this process reserved past what it wrote (alloc is 0 for a segment it
+         * only recovered, whatever happened to the open) */
+        if (!l->opt.read_only && s->alloc > s->size && s->alloc != UINT64_MAX &&
+            ftruncate(s->fd, (off_t)s->size) < 0) /* to its size: frees the blocks past it */
+            sl_debug("%s/%s: ftruncate: %s", l->dir, s->name, strerror(errno));
+        close(s->fd);
+    }
     if (l->dirfd >= 0)
         close(l->dirfd); /* also drops the flock */
     sl_buf_free(&l->buf);
@@ -624,12 +642,15 @@ typedef struct batch_seg {
     const uint8_t *data; /* bytes to write at off (NULL: sync only) */
     size_t len;
     uint64_t off;
+    uint64_t alloc; /* reserved bytes of the file, in and out */
     char name[SEG_NAME_LEN + 1];
 } batch_seg;
 
 struct st_log_batch {
     int dirfd;
     int no_sync;
+    uint64_t prealloc; /* bytes reserved in a new segment file (fallocate, size kept) */
+    int dir_sync;      /* fsync the directory even if this batch makes no file */
     int sync;          /* the batch makes everything it wrote durable */
     uint64_t last_seq; /* the newest record it covers */
     batch_seg *v;
@@ -683,6 +704,40 @@ static int sync_fd(int fd)
  * earlier flushes) is fdatasync'ed. Without, only the newest segment may be left unsynced:
  * an older one is synced before a newer file is created, so a crash can tear only the
  * newest segment, the one place recovery accepts a torn tail. */
+/* After a stall: one pending buffer again, the stalled bytes first. Segments are written in
+ * order and a batch covers a suffix of them, so what was appended meanwhile (for the stalled
+ * batch's last segment and newer ones) continues right after the stalled bytes. */
+static void unstall(st_log *l)
+{
+    size_t moved = l->fbuf.len;
+    sl_buf_append(&l->fbuf, sl_buf_head(&l->buf), sl_buf_unread(&l->buf));
+    for (size_t i = 0; i < l->nsegs; i++) {
+        seg *s = &l->segs[i];
+        if (s->end == s->size)
+            continue;
+        if (s->wend > s->size)
+            s->boff = s->foff; /* its stalled bytes, then (contiguous) its newer ones */
+        else
+            s->boff += moved;
+        s->wend = s->size;
+    }
+    sl_buf t = l->buf;
+    l->buf = l->fbuf;
+    l->fbuf = t;
+    l->fbuf.len = l->fbuf.off = 0;
+    l->stalled = 0;
+}
+
+int st_log_stalled(const st_log *l)
+{
+    return l->stalled;
+}
+
+int st_log_failed(const st_log *l)
+{
+    return l->failed_errno != 0;
+}
+
 int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
 {
     *out = NULL;
@@ -696,6 +751,8 @@ int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
         errno = EROFS;
         return -1;
     }
+    if (l->stalled)
+        unstall(l);
     int dirty = l->buf.len > 0 || (sync && l->nsegs > 0 && l->segs[l->nsegs - 1].unsynced);
     if (!dirty)
         return 0;
@@ -704,6 +761,8 @@ int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
     st_log_batch *b = l->batch;
     b->dirfd = l->dirfd;
     b->no_sync = l->opt.no_sync;
+    b->prealloc = l->opt.segment_size;
+    b->dir_sync = l->dir_unsynced;
     b->sync = sync;
     b->last_seq = l->next_seq - 1;
     b->n = 0;
@@ -732,6 +791,7 @@ int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
         memset(e, 0, sizeof *e);
         e->no = s->no;
         e->fd = s->fd;
+        e->alloc = s->alloc;
         memcpy(e->name, s->name, sizeof e->name);
         if (writes) {
             e->data = l->fbuf.data + s->boff;
@@ -761,6 +821,22 @@ void st_log_batch_run(st_log_batch *b)
             else
                 e->created = created = 1;
         }
+        if (!what && e->data && b->prealloc && e->off + e->len > e->alloc) {
+            /* Space is reserved ahead of the writes, PREALLOC_CHUNK at a time (up to the
+             * segment size), so a write never fails for lack of space: a full disk shows
+             * here, before any record is half written. */
+            uint64_t want = e->off + e->len + PREALLOC_CHUNK;
+            want -= want % PREALLOC_CHUNK;
+            if (want > b->prealloc && e->off + e->len <= b->prealloc)
+                want = b->prealloc;
+            if (fallocate(e->fd, FALLOC_FL_KEEP_SIZE, (off_t)e->alloc, (off_t)(want - e->alloc)) ==
+                0)
+                e->alloc = want;
+            else if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)
+                e->alloc = UINT64_MAX; /* the file system cannot reserve: write as it comes */
+            else
+                what = "preallocate";
+        }
         if (!what && e->data && write_all(e->fd, e->data, e->len, e->off) < 0)
             what = "write";
         if (!what && e->sync && !b->no_sync && sync_fd(e->fd) < 0)
@@ -773,7 +849,7 @@ void st_log_batch_run(st_log_batch *b)
         }
     }
     /* A new file's name must be durable too, or a crash could lose the whole segment. */
-    if (created && !b->no_sync && fsync(b->dirfd) < 0) {
+    if ((created || b->dir_sync) && !b->no_sync && fsync(b->dirfd) < 0) {
         b->err = errno ? errno : EIO;
         b->what = "fsync of the directory";
         snprintf(b->errname, sizeof b->errname, ".");
@@ -793,6 +869,8 @@ int st_log_batch_end(st_log *l, st_log_batch *b)
         s->in_batch = 0;
         if (e->created)
             s->fd = e->fd; /* recorded even on failure, so close() closes it */
+        if (e->alloc > s->alloc)
+            s->alloc = e->alloc;
         if (b->err)
             continue;
         if (e->data) {
@@ -802,6 +880,20 @@ int st_log_batch_end(st_log *l, st_log_batch *b)
         if (e->sync)
             s->unsynced = 0;
     }
+    if (b->err == ENOSPC || b->err == EDQUOT) {
+        /* Out of space: nothing is lost and nothing is claimed written. The bytes stay in
+         * fbuf (readable there: wend is kept) until the next batch writes them again. */
+        for (size_t i = 0; i < b->n; i++)
+            if (b->v[i].created)
+                l->dir_unsynced = 1; /* its name is not durable yet */
+        if (!l->stall_warned)
+            sl_warn("%s/%s: %s: %s; holding %zu bytes until space returns", l->dir,
+                    b->errname[0] ? b->errname : "?", b->what ? b->what : "write", strerror(b->err),
+                    l->fbuf.len);
+        l->stalled = l->stall_warned = 1;
+        errno = b->err;
+        return -1;
+    }
     if (l->fbuf.cap > BUF_KEEP_MAX)
         sl_buf_free(&l->fbuf); /* one burst should not pin its memory for good */
     else
@@ -810,6 +902,11 @@ int st_log_batch_end(st_log *l, st_log_batch *b)
         errno = b->err;
         fail(l, b->what ? b->what : "write", b->errname[0] ? b->errname : "?");
         return -1;
+    }
+    l->dir_unsynced = 0;
+    if (l->stall_warned) {
+        l->stall_warned = 0;
+        sl_info("%s: space is back: the writes held for it are made", l->dir);
     }
     if (b->sync) {
         l->commits++;
@@ -832,6 +929,13 @@ uint64_t st_log_batch_last_seq(const st_log_batch *b)
 int st_log_batch_failed(const st_log_batch *b)
 {
     return b->err != 0;
+}
+
+void st_log_batch_skip(st_log_batch *b, const st_log_batch *cause)
+{
+    b->err = cause->err;
+    b->what = "not run after another log's failure";
+    memcpy(b->errname, cause->errname, sizeof b->errname);
 }
 
 size_t st_log_in_flight_bytes(const st_log *l)

@@ -101,6 +101,18 @@ int st_log_batch_in_flight(const st_log *l);
 uint64_t st_log_batch_last_seq(const st_log_batch *b);
 /* After st_log_batch_run: 1 when a write or sync of it failed (st_log_batch_end reports it). */
 int st_log_batch_failed(const st_log_batch *b);
+/* b was begun but will not run because the batch `cause` failed first: it ends as cause did
+ * (so its bytes are never taken for written). */
+void st_log_batch_skip(st_log_batch *b, const st_log_batch *cause);
+/* Out of space. A new segment file gets its whole segment_size reserved when it is made
+ * (fallocate, the size kept), so a full disk shows when a segment is made, or in a write where
+ * the file system cannot reserve. A batch that fails with ENOSPC or EDQUOT does not fail the
+ * log: st_log_batch_end (and st_log_commit) return -1 with that errno, nothing it held is lost
+ * or taken for written, and st_log_stalled is 1 until a later batch (which writes those bytes
+ * again, with everything appended since) succeeds. */
+int st_log_stalled(const st_log *l);
+/* 1 once a write or sync failed for another reason: the log is failed until restart. */
+int st_log_failed(const st_log *l);
 /* Bytes the batch in flight is writing (0 when none). */
 size_t st_log_in_flight_bytes(const st_log *l);
 /* Write everything buffered WITHOUT fdatasync (records whose loss in a crash is harmless:

@@ -991,6 +991,74 @@ full_disk_doors.setup = lambda work: _tmpfs_setup(work, "64m", {"disk_free_limit
 full_disk_doors.cleanup = _tmpfs_cleanup
 
 
+@scenario(5, "the disk fills under persistent publishers (no early alarm): the node holds the "
+             "writes, keeps serving, and goes on when space returns")
+def enospc(node, by, res):
+    data = str(node.data_dir)
+    fill_disk(data, 12 << 20)
+    r = node.raw(capabilities={"connection.blocked": True}, timeout=10)
+    r.rpc(1, "queue.declare", queue="fill", durable=True)
+    r.rpc(1, "confirm.select")
+    body = b"f" * 65536
+    sent = acked = 0
+    deadline = time.monotonic() + 20
+    stalled_at = None
+    r.sock.settimeout(0.05)
+    while time.monotonic() < deadline:
+        if sent - acked < 64:
+            try:  # a blocked publisher is not read: a send may time out
+                r.publish(1, "", "fill", body, properties={"delivery_mode": 2})
+                sent += 1
+            except OSError:
+                pass
+        try:
+            m = r.read_method(timeout=0.05)
+            if m.name == "basic.ack":
+                acked = m.delivery_tag if m.multiple else acked + 1
+        except Exception:
+            pass
+        if "holding" in node.log_text():
+            stalled_at = stalled_at or time.monotonic()
+            if time.monotonic() - stalled_at > 3:
+                break
+    res.check(stalled_at is not None, "the store ran out of space (%d sent, %d confirmed)"
+              % (sent, acked))
+    res.check(node.alive(), "node alive 3 s into the full disk")
+    res.check(http_ok(node), "API answers on the full disk")
+    c = node.raw()
+    c.send_method(1, "basic.get", queue="fill", no_ack=True)
+    m = c.read_method(timeout=5)
+    while m.name in ("connection.blocked", "connection.unblocked"):
+        m = c.read_method(timeout=5)
+    res.check(m.name == "basic.get-ok", "a consumer still gets a message (%s)" % m.name)
+    c.close()
+    os.unlink(os.path.join(data, "ballast"))
+    deadline = time.monotonic() + 15
+    while acked < sent and time.monotonic() < deadline:
+        try:
+            m = r.read_method(timeout=0.5)
+            if m.name == "basic.ack":
+                acked = m.delivery_tag if m.multiple else acked + 1
+            elif m.name == "basic.nack":
+                break
+        except Exception:
+            pass
+    res.check(acked == sent, "every publish confirmed once space returned (%d of %d)"
+              % (acked, sent))
+    r.close()
+    by.run.value = 0
+    res.check(node.stop() == 0, "stopped cleanly")
+    node.start()
+    q = node.raw().rpc(1, "queue.declare", queue="fill", durable=True, passive=True)
+    res.check(q.message_count == sent - 1, "after a restart %d stored (%d confirmed, 1 consumed)"
+              % (q.message_count, acked))
+
+
+enospc.setup = lambda work: _tmpfs_setup(work, "48m",
+                                         {"disk_free_limit": "0", "segment_size": "4M"})
+enospc.cleanup = _tmpfs_cleanup
+
+
 def run_scenario(name, item, text, fn, base, keep):
     work = Path(tempfile.mkdtemp(prefix="abuse-%s-" % name, dir=base))
     res = Result()
