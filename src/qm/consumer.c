@@ -91,8 +91,11 @@ void qm_consumer_detach(qm_consumer *c)
         qm_queue_schedule_dispatch(q); /* a single active consumer may have taken over */
     if (q->auto_delete && q->had_consumer && q->n_consumers == 0 && !q->is_system)
         qm_queue_destroy(q, 1);
-    else
+    else {
+        if (q->n_consumers == 0 && q->args.expires > 0)
+            qm_queue_wake_at(q, q->last_used + (uint64_t)q->args.expires); /* unused from now */
         qm_queue_maybe_gc(q);
+    }
 }
 
 void qm_consumers_cancel_all(qm_queue *q, int run_hooks)

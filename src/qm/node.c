@@ -1,11 +1,18 @@
 /* node.c - the node (MS-MQDMPR LocalQueueManager), vhosts, timers and teardown.
  *
  * qm_node_tick does the time-driven work: it expires messages at the heads of queues (TTL,
- * dead-lettering them), deletes queues unused for longer than x-expires, and removes empty
- * unused subqueues. It scans every queue of every vhost: simple and O(queues) per tick;
- * a deadline heap is the known next step if nodes with very many queues tick often.
- * Queues are deleted by name after the scan, so no map is modified while it is walked and
- * a queue removed meanwhile by a callback is simply not found.
+ * dead-lettering them) and deletes queues unused for longer than x-expires. It visits only
+ * the queues whose deadline has come, from a binary min-heap of queues keyed by tm_due
+ * (libuv's and nginx's timer heaps are the model), so a node with 10,000 idle queues does no
+ * work per tick for them.
+ *
+ * Invariant of the heap: a queue with a message whose expiry could be due, or with x-expires
+ * and no consumer, is in the heap with tm_due no later than that moment. Whoever can create
+ * such a moment says so (qm_queue_wake_at): a position entering the ready rings or the paged
+ * tail with a deadline, a new head after the head was taken, the last consumer leaving, a
+ * declaration. Later moments need no update: a visit recomputes the deadline from the
+ * queue's state and puts the queue back, or leaves it out when nothing is pending. Empty,
+ * unused subqueues are removed by dispatch (qm_queue_maybe_gc), not here.
  */
 #include <string.h>
 
@@ -170,91 +177,173 @@ void qm_vhost_delete(qm_node *n, qm_vhost *vh)
     sl_free(vh);
 }
 
-typedef struct names {
-    char **v;
-    size_t n, cap;
-} names;
-
-static void names_add(names *l, const char *s)
-{
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 8;
-        l->v = sl_xrealloc(l->v, l->cap * sizeof *l->v);
-    }
-    l->v[l->n++] = sl_xstrdup(s);
-}
-
-/* Destroy the queues named in l (those still there), then free l. */
-static void names_destroy(qm_vhost *vh, names *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        qm_queue *q = qm_queue_find(vh, l->v[i], strlen(l->v[i]));
-        if (q)
-            qm_queue_destroy(q, 1);
-        sl_free(l->v[i]);
-    }
-    sl_free(l->v);
-}
-
 static uint64_t min_deadline(uint64_t a, uint64_t b)
 {
     return !a ? b : !b ? a : (a < b ? a : b);
 }
 
-uint64_t qm_node_tick(qm_node *n, uint64_t now)
+/* ---- the deadline heap ---- */
+
+typedef struct theap {
+    qm_queue **v;
+    size_t len, cap;
+    uint64_t ticks; /* qm_node_tick calls so far (tm_visit) */
+} theap;
+
+static theap *heap_of(qm_node *n)
 {
-    uint64_t next = 0;
-    size_t vi = 0;
-    void *vv;
-    while (sl_map_next(n->vhosts, &vi, NULL, NULL, &vv)) {
-        qm_vhost *vh = vv;
-        names doomed = {0};
-        size_t qi = 0;
-        void *qv;
-        while (sl_map_next(vh->queues, &qi, NULL, NULL, &qv)) {
-            qm_queue *q = qv;
-            if (q->n_ready)
-                next = min_deadline(next, qm_queue_expire_heads(q, now));
-            if (q->subqueues) {
-                size_t si = 0;
-                void *sv;
-                while (sl_map_next(q->subqueues, &si, NULL, NULL, &sv)) {
-                    qm_queue *s = sv;
-                    if (s->n_ready)
-                        next = min_deadline(next, qm_queue_expire_heads(s, now));
-                    if (qm_queue_gc_ready(s))
-                        names_add(&doomed, s->name);
-                }
-            }
-            if (q->args.expires > 0 && !q->n_consumers && !q->is_system) {
-                uint64_t dl = q->last_used + (uint64_t)q->args.expires;
-                if (dl <= now)
-                    names_add(&doomed, q->name);
-                else
-                    next = min_deadline(next, dl);
-            }
-        }
-        names_destroy(vh, &doomed);
-    }
-    return next;
+    if (!n->timers_impl)
+        n->timers_impl = sl_xcalloc(1, sizeof(theap));
+    return n->timers_impl;
 }
 
+static void heap_set(theap *h, size_t i, qm_queue *q)
+{
+    h->v[i] = q;
+    q->tm_slot = i + 1;
+}
+
+static void heap_up(theap *h, size_t i)
+{
+    qm_queue *q = h->v[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (h->v[parent]->tm_due <= q->tm_due)
+            break;
+        heap_set(h, i, h->v[parent]);
+        i = parent;
+    }
+    heap_set(h, i, q);
+}
+
+static void heap_down(theap *h, size_t i)
+{
+    qm_queue *q = h->v[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->len)
+            break;
+        if (c + 1 < h->len && h->v[c + 1]->tm_due < h->v[c]->tm_due)
+            c++;
+        if (h->v[c]->tm_due >= q->tm_due)
+            break;
+        heap_set(h, i, h->v[c]);
+        i = c;
+    }
+    heap_set(h, i, q);
+}
+
+static void heap_remove_at(theap *h, size_t i)
+{
+    qm_queue *q = h->v[i];
+    q->tm_slot = 0;
+    if (--h->len == i)
+        return;
+    qm_queue *last = h->v[h->len];
+    heap_set(h, i, last);
+    heap_down(h, i);
+    heap_up(h, last->tm_slot - 1);
+}
+
+void qm_queue_wake_at(qm_queue *q, uint64_t due)
+{
+    theap *h = heap_of(qm_queue_node(q));
+    if (q->tm_slot) {
+        if (due >= q->tm_due)
+            return;
+        q->tm_due = due;
+        heap_up(h, q->tm_slot - 1);
+        return;
+    }
+    if (h->len == h->cap) {
+        h->cap = h->cap ? h->cap * 2 : 64;
+        h->v = sl_xrealloc(h->v, h->cap * sizeof *h->v);
+    }
+    q->tm_due = due;
+    h->v[h->len++] = q;
+    heap_up(h, h->len - 1);
+}
+
+void qm_queue_timer_remove(qm_queue *q)
+{
+    if (q->tm_slot)
+        heap_remove_at(heap_of(qm_queue_node(q)), q->tm_slot - 1);
+}
+
+/* A queue whose deadline came: expire its heads, check x-expires; back into the heap with
+ * its next deadline, if any. May destroy q. */
+static void queue_tick(qm_queue *q, uint64_t now)
+{
+    uint64_t next = 0;
+    if (q->n_ready)
+        next = qm_queue_expire_heads(q, now);
+    if (q->is_subqueue)
+        qm_queue_maybe_gc(q); /* emptied by expiry: dispatch removes it */
+    if (!q->is_subqueue && q->args.expires > 0 && !q->n_consumers && !q->is_system) {
+        uint64_t dl = q->last_used + (uint64_t)q->args.expires;
+        if (dl <= now) {
+            qm_queue_destroy(q, 1);
+            return;
+        }
+        next = min_deadline(next, dl);
+    }
+    if (next)
+        qm_queue_wake_at(q, next);
+}
+
+uint64_t qm_node_tick(qm_node *n, uint64_t now)
+{
+    theap *h = heap_of(n);
+    h->ticks++;
+    while (h->len && h->v[0]->tm_due <= now) {
+        qm_queue *q = h->v[0];
+        /* Expiry that ran out of this turn's budget is due again at once: for the next tick,
+         * not for another round of this one. */
+        if (q->tm_visit == h->ticks)
+            break;
+        q->tm_visit = h->ticks;
+        heap_remove_at(h, 0);
+        queue_tick(q, now);
+    }
+    return h->len ? h->v[0]->tm_due : 0;
+}
+
+void qm_exclusive_link(qm_queue *q)
+{
+    qm_node *n = qm_queue_node(q);
+    if (!n->exclusives)
+        n->exclusives = sl_map_new();
+    qm_queue *head = sl_map_get(n->exclusives, &q->exclusive_owner, sizeof q->exclusive_owner);
+    q->excl_prev = NULL;
+    q->excl_next = head;
+    if (head)
+        head->excl_prev = q;
+    sl_map_put(n->exclusives, &q->exclusive_owner, sizeof q->exclusive_owner, q);
+}
+
+void qm_exclusive_unlink(qm_queue *q)
+{
+    qm_node *n = qm_queue_node(q);
+    if (!q->exclusive_owner || !n->exclusives)
+        return;
+    if (q->excl_next)
+        q->excl_next->excl_prev = q->excl_prev;
+    if (q->excl_prev)
+        q->excl_prev->excl_next = q->excl_next;
+    else if (q->excl_next)
+        sl_map_put(n->exclusives, &q->exclusive_owner, sizeof q->exclusive_owner, q->excl_next);
+    else if (sl_map_get(n->exclusives, &q->exclusive_owner, sizeof q->exclusive_owner) == q)
+        sl_map_del(n->exclusives, &q->exclusive_owner, sizeof q->exclusive_owner);
+    q->excl_next = q->excl_prev = NULL;
+}
+
+/* O(the owner's exclusive queues), not O(queues): a node with 10,000 connections closing
+ * does not scan its queues 10,000 times. */
 void qm_node_drop_exclusive(qm_node *n, void *owner)
 {
-    size_t vi = 0;
-    void *vv;
-    while (sl_map_next(n->vhosts, &vi, NULL, NULL, &vv)) {
-        qm_vhost *vh = vv;
-        names doomed = {0};
-        size_t qi = 0;
-        void *qv;
-        while (sl_map_next(vh->queues, &qi, NULL, NULL, &qv)) {
-            qm_queue *q = qv;
-            if (q->exclusive && q->exclusive_owner == owner)
-                names_add(&doomed, q->name);
-        }
-        names_destroy(vh, &doomed);
-    }
+    qm_queue *q;
+    while (n->exclusives && (q = sl_map_get(n->exclusives, &owner, sizeof owner)))
+        qm_queue_destroy(q, 1);
 }
 
 void qm_node_free(qm_node *n)
@@ -285,6 +374,11 @@ void qm_node_free(qm_node *n)
         qm_position_free(n->orphans.lnext);
     qm_node_reap(n, 0);
     sl_map_free(n->vhosts);
+    sl_map_free(n->exclusives);
+    if (n->timers_impl) {
+        sl_free(((theap *)n->timers_impl)->v);
+        sl_free(n->timers_impl);
+    }
     sl_free(n->name);
     sl_free(n);
 }

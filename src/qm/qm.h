@@ -319,8 +319,14 @@ struct qm_queue {
      * this queue at once (qm_queue_expire_heads reports it due now). */
     uint8_t expiry_backlog;
     qm_queue *dispatch_next;
-    uint64_t route_epoch; /* qm_route's dedup stamp (internal) */
-    uint64_t tx_stamp;    /* qm_tx_commit's last-enqueue-per-queue stamp (internal) */
+    /* The node's deadline heap (node.c): when this queue next has time-driven work (a head
+     * to expire, x-expires to check); tm_slot is 1 + its index there, 0 = not in it. */
+    uint64_t tm_due;
+    size_t tm_slot;
+    uint64_t tm_visit;               /* the tick that last visited it */
+    qm_queue *excl_next, *excl_prev; /* among its owner's exclusive queues (node.c) */
+    uint64_t route_epoch;            /* qm_route's dedup stamp (internal) */
+    uint64_t tx_stamp;               /* qm_tx_commit's last-enqueue-per-queue stamp (internal) */
 };
 
 typedef struct qm_queue_decl {
@@ -647,7 +653,8 @@ struct qm_node {
     uint64_t next_tx_id;
     void *txs_impl;
     qm_queue *dispatch_head; /* queues scheduled for dispatch this turn */
-    void *timers_impl;       /* queues with TTL / x-expires, see node.c */
+    void *timers_impl;       /* the deadline heap of queues with time-driven work, node.c */
+    sl_map *exclusives;      /* owner (pointer bytes) -> its first exclusive queue, node.c */
     /* Door hooks. queue_deleted lets doors drop references to a queue that is going away
      * (called before the queue is freed); may be NULL. */
     void (*on_queue_deleted)(qm_queue *q, void *ctx);
@@ -695,7 +702,8 @@ uint64_t qm_vhost_queue_count(const qm_vhost *vh);
 /* Run dispatch for every scheduled queue. Called once per event-loop turn. */
 void qm_node_run_dispatch(qm_node *n);
 /* Expire messages at queue heads (TTL, dead-lettering them) and delete queues unused past
- * x-expires. Returns the next deadline in sl_now_ms() terms, or 0 when none. */
+ * x-expires, visiting only the queues whose deadline has come (a heap: O(due queues x log
+ * queues), not O(queues)). Returns the next deadline in sl_now_ms() terms, or 0 when none. */
 uint64_t qm_node_tick(qm_node *n, uint64_t now);
 /* Free up to max purged or deleted messages (0 = all); returns 1 while more are left. The
  * door calls it once per loop turn. */

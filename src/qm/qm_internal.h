@@ -70,6 +70,16 @@ static inline qm_node *qm_queue_node(const qm_queue *q)
     return q->vhost->node;
 }
 
+/* ---- the deadline heap (node.c) ---- */
+/* q has time-driven work at due (or earlier): the tick visits it then. Earlier only: a later
+ * hint than the one queued changes nothing (the visit recomputes and comes back). */
+void qm_queue_wake_at(qm_queue *q, uint64_t due);
+/* q goes away: out of the heap. */
+void qm_queue_timer_remove(qm_queue *q);
+/* Exclusive queues by owner, so a closing connection finds its own without a scan. */
+void qm_exclusive_link(qm_queue *q);
+void qm_exclusive_unlink(qm_queue *q);
+
 /* ---- queue.c ---- */
 qm_queue *qm_queue_alloc(qm_vhost *vh, const char *name, size_t len);
 /* Insert an AVAILABLE position (state, queue set here) at its lookup-id place; counts. */

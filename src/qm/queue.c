@@ -120,9 +120,26 @@ void qm_ready_insert(qm_queue *q, qm_position *pos)
         r->len++;
     } else {
         ring_insert_sorted(r, pos);
+        /* Expiry is checked at the head: a new head's deadline may be the queue's next. */
+        if (pos->expires_at && qm_ring_at(r, 0) == pos)
+            qm_queue_wake_at(q, pos->expires_at);
     }
     q->n_ready++;
     q->bytes_ready += pos->msg->body_len;
+}
+
+/* The head of r changed (taken out): its deadline, or the paged front's once the ring is dry,
+ * may be earlier than what the deadline heap has for q. */
+static void head_changed(qm_queue *q, qm_ring *r)
+{
+    if (r->len) {
+        uint64_t at = qm_ring_at(r, 0)->expires_at;
+        if (at)
+            qm_queue_wake_at(q, at);
+    } else if (r == &qm_ready_of(q)->levels[0] && q->paged_len &&
+               q->paged[q->paged_head].expires_at) {
+        qm_queue_wake_at(q, q->paged[q->paged_head].expires_at);
+    }
 }
 
 /* ---- paged-out ready messages ----
@@ -145,6 +162,8 @@ static void paged_push(qm_queue *q, const qm_paged *e)
         }
     }
     q->paged[q->paged_head + q->paged_len++] = *e;
+    if (e->expires_at && q->paged_len == 1 && !qm_ready_of(q)->levels[0].len)
+        qm_queue_wake_at(q, e->expires_at); /* the front, with nothing in memory before it */
 }
 
 /* Take entry i (0 = oldest) out of the paged array and bring it back as a ready position;
@@ -211,6 +230,7 @@ qm_position *qm_ready_pop(qm_queue *q)
     r->len--;
     q->n_ready--;
     q->bytes_ready -= pos->msg->body_len;
+    head_changed(q, r);
     return pos;
 }
 
@@ -223,6 +243,8 @@ int qm_ready_remove(qm_queue *q, qm_position *pos)
     ring_remove_at(r, (size_t)idx);
     q->n_ready--;
     q->bytes_ready -= pos->msg->body_len;
+    if (idx == 0)
+        head_changed(q, r);
     return 1;
 }
 
@@ -510,6 +532,10 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
     }
     sl_map_put(vh->queues, q->name, len, q);
     sl_oset_insert(&vh->queue_order, &q->by_name, q->name, len);
+    if (q->exclusive_owner)
+        qm_exclusive_link(q);
+    if (a.expires > 0)
+        qm_queue_wake_at(q, q->last_used + (uint64_t)a.expires);
     QM_PERSIST(queue_created, q);
     *out = q;
     if (created)
@@ -720,6 +746,8 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
     if (run_hooks)
         QM_PERSIST(queue_destroyed, q);
     qm_dispatch_unlink(q);
+    qm_queue_timer_remove(q);
+    qm_exclusive_unlink(q);
     if (q->is_subqueue) {
         const char *semi = strchr(q->name, ';');
         if (q->parent->subqueues)

@@ -56,6 +56,11 @@ static void tx_unlink_free(qm_tx *tx)
         tx->node->txs_impl = ti->next;
     if (ti->next)
         impl(ti->next)->prev = ti->prev;
+    /* A subqueue kept only because this transaction would move into it may go now (dispatch
+     * removes it, never from here). */
+    for (size_t i = 0; i < tx->n_ops; i++)
+        if (ti->ops[i].type == OP_MOVE && ti->ops[i].dest)
+            qm_queue_maybe_gc(ti->ops[i].dest);
     sl_free(ti->ops);
     sl_free(ti);
     sl_free(tx);

@@ -1492,6 +1492,107 @@ START_TEST(mass_expiry_is_bounded_per_turn)
 }
 END_TEST
 
+/* The deadline heap: with thousands of queues, a tick visits only the due ones (their heads
+ * expire, nothing else changes), deadlines come back in order whatever the insertion order,
+ * deleted queues leave the heap, a queue whose last consumer left is back for x-expires,
+ * and exclusive queues are dropped by owner without a scan. */
+START_TEST(deadline_heap_many_queues)
+{
+    enum { NQ = 3000 };
+    static qm_queue *qs[NQ];
+    char name[32];
+    N->test_now = 1000;
+    for (int i = 0; i < NQ; i++) {
+        snprintf(name, sizeof name, "h%d", i);
+        /* TTLs in a scrambled order: 1..NQ ms */
+        int ttl = 1 + (int)(((unsigned)i * 7919u) % NQ);
+        qs[i] = declare_args(name, arg_int("x-message-ttl", ttl));
+        put(qs[i], "x");
+    }
+    declare("idle"); /* no TTL: never in the heap */
+    ck_assert_uint_eq(qm_node_tick(N, 1000), 1001);
+    for (uint64_t t = 1001; t <= 1000 + NQ; t += 97) {
+        uint64_t next = qm_node_tick(N, t);
+        size_t left = 0;
+        for (int i = 0; i < NQ; i++) {
+            int ttl = 1 + (int)(((unsigned)i * 7919u) % NQ);
+            ck_assert_uint_eq(qs[i]->n_ready, 1000 + (uint64_t)ttl > t ? 1 : 0);
+            left += qs[i]->n_ready;
+        }
+        ck_assert_uint_eq(left, 1000 + NQ - t);
+        ck_assert_uint_eq(next, left ? t + 1 : 0);
+    }
+    /* delete queues while they are in the heap */
+    for (int i = 0; i < NQ; i++)
+        if (qs[i]->n_ready && i % 2) {
+            uint64_t c;
+            ck_assert_int_eq(qm_queue_delete(qs[i], 0, &c, err, sizeof err), SL_OK);
+            qs[i] = NULL;
+        }
+    ck_assert_uint_eq(qm_node_tick(N, 1000 + NQ), 0);
+    for (int i = 0; i < NQ; i++)
+        ck_assert(!qs[i] || qs[i]->n_ready == 0);
+
+    /* x-expires: a consumer keeps the queue; when it leaves, the queue is due again */
+    N->test_now = 10000;
+    qm_queue *eq = declare_args("xe", arg_int("x-expires", 300));
+    tcons t;
+    cons_init(&t, 0, 0);
+    ck_assert_int_eq(qm_consumer_attach(eq, &t.c), SL_OK);
+    ck_assert_uint_eq(qm_node_tick(N, 10300), 0); /* in use: not due */
+    ck_assert_ptr_nonnull(qm_queue_find(V, "xe", 2));
+    N->test_now = 10400;
+    qm_consumer_detach(&t.c);
+    ck_assert_uint_eq(qm_node_tick(N, 10500), 10700);
+    ck_assert_uint_eq(qm_node_tick(N, 10700), 0);
+    ck_assert_ptr_null(qm_queue_find(V, "xe", 2));
+
+    /* exclusive queues go with their owner, the others' stay */
+    int owner_a, owner_b;
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "ea%d", i);
+        qm_queue_decl da = {name, strlen(name), 0, 1, 0, &owner_a, (amqp_bytes){0}, 0};
+        qm_queue *q;
+        int created;
+        ck_assert_int_eq(qm_queue_declare(V, &da, &q, &created, err, sizeof err), SL_OK);
+        snprintf(name, sizeof name, "eb%d", i);
+        qm_queue_decl db = {name, strlen(name), 0, 1, 0, &owner_b, (amqp_bytes){0}, 0};
+        ck_assert_int_eq(qm_queue_declare(V, &db, &q, &created, err, sizeof err), SL_OK);
+    }
+    ck_assert_int_eq(qm_queue_delete(qm_queue_find(V, "ea2", 3), 0, NULL, err, sizeof err), SL_OK);
+    qm_node_drop_exclusive(N, &owner_a);
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "ea%d", i);
+        ck_assert_ptr_null(qm_queue_find(V, name, strlen(name)));
+        snprintf(name, sizeof name, "eb%d", i);
+        ck_assert_ptr_nonnull(qm_queue_find(V, name, strlen(name)));
+    }
+    qm_node_drop_exclusive(N, &owner_b);
+    ck_assert_ptr_null(qm_queue_find(V, "eb0", 3));
+}
+END_TEST
+
+/* A message behind the head with an earlier deadline expires once it is the head, at its own
+ * deadline, even when the queue has no consumer to take it (the head was taken by a get). */
+START_TEST(deadline_of_a_new_head)
+{
+    qm_queue *q = declare_args("nh", arg_int("x-message-ttl", 1000));
+    N->test_now = 1000;
+    put(q, "long");                                                      /* 2000 */
+    qm_message *m = msg_full("rk", "short", -1, "100", (amqp_bytes){0}); /* 1100 */
+    qm_queue_enqueue(q, m);
+    qm_message_unref(m);
+    ck_assert_uint_eq(qm_node_tick(N, 1050), 2000);
+    N->test_now = 1200;
+    qm_position *p = qm_queue_get(q, 0, NULL); /* "long"; "short" is the head, due 1100 */
+    ck_assert(body_is(p, "long"));
+    ck_assert_uint_eq(qm_node_tick(N, 1200), 0);
+    ck_assert_uint_eq(q->n_ready, 0);
+    ck_assert_uint_eq(q->stat_expired, 1);
+    qm_position_ack(p);
+}
+END_TEST
+
 START_TEST(queue_expires_when_unused)
 {
     qm_queue *q = declare_args("eq", arg_int("x-expires", 500));
@@ -1634,7 +1735,11 @@ START_TEST(deadletter_x_death)
 
     /* expired from work with TTL: a new entry, newest first */
     qm_move_first(dlq, 1, q, NULL, NULL);
-    qm_queue_peek(q, 0)->expires_at = 1; /* force it */
+    /* force it: an expiration the message did not have, and the head taken and put back so
+     * the queue's deadline says so */
+    qm_position *forced = qm_queue_get(q, 0, NULL);
+    forced->expires_at = 1;
+    qm_position_requeue(forced);
     qm_node_tick(N, 1000);
     p = qm_queue_peek(dlq, 0);
     ck_assert_ptr_nonnull(p);
@@ -1729,6 +1834,8 @@ static Suite *qm_suite(void)
     tcase_add_test(tc, no_ack_consumer_and_get);
     tcase_add_test(tc, priority_ordering);
     tcase_add_test(tc, ttl_expiry_at_head);
+    tcase_add_test(tc, deadline_heap_many_queues);
+    tcase_add_test(tc, deadline_of_a_new_head);
     tcase_add_test(tc, mass_expiry_is_bounded_per_turn);
     tcase_add_test(tc, queue_expires_when_unused);
     tcase_add_test(tc, max_length_drop_head_and_reject);
