@@ -277,11 +277,8 @@ static void flush_dirty(broker *b)
         conn *c = b->dirty;
         b->dirty = c->dirty_next;
         c->in_dirty = 0;
-        if (c->state != CONN_DEAD) {
-            for (size_t i = 0; i < c->channels_cap; i++)
-                if (c->channels[i])
-                    channel_flush_confirms(c->channels[i]);
-        }
+        if (c->state != CONN_DEAD)
+            conn_flush_confirms(c);
         conn_flush(c);
         /* A dead connection still says what it was waiting to say (a commit-ok before the
          * close-ok) once the disk has it; then it goes. */

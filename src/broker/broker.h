@@ -168,6 +168,7 @@ struct conn {
     uint64_t out_sent;
     uint8_t in_waiting;
     conn *wait_next, *wait_prev; /* in b->waiting */
+    channel *confirming;         /* channels with confirms to send or waiting for the disk */
 };
 
 enum channel_state { CH_OPEN = 1, CH_CLOSING };
@@ -230,6 +231,10 @@ struct channel {
      * released once store generation `gen` is durable, or one nack, in publish order. */
     struct confirm_wait *cw;
     size_t cw_head, cw_len, cw_cap;
+    /* in c->confirming: the turn's flush visits only channels with confirm work, not every
+     * channel of the connection */
+    channel *conf_next, *conf_prev;
+    uint8_t in_confirming;
     /* transactions */
     uint8_t tx_mode;
     qm_tx *tx;
@@ -366,6 +371,8 @@ int channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_
 /* Handle one frame addressed to an open channel. */
 void channel_on_frame(channel *ch, const amqp_frame *f);
 void channel_flush_confirms(channel *ch);
+/* Send what the connection's channels have to confirm (those in c->confirming). */
+void conn_flush_confirms(conn *c);
 /* Publisher-confirm outcome of publish number seq (in order): ack (ok = 1) or nack. An ack
  * goes out once store generation gen is durable (0: it needs nothing of the disk), and
  * never before the outcome of an earlier publish. */

@@ -76,8 +76,48 @@ void channel_release(channel *ch)
     ch->ua_cap = 0;
 }
 
+static void confirming_add(channel *ch)
+{
+    conn *c = ch->c;
+    if (ch->in_confirming)
+        return;
+    ch->in_confirming = 1;
+    ch->conf_prev = NULL;
+    ch->conf_next = c->confirming;
+    if (c->confirming)
+        c->confirming->conf_prev = ch;
+    c->confirming = ch;
+}
+
+static void confirming_remove(channel *ch)
+{
+    if (!ch->in_confirming)
+        return;
+    if (ch->conf_prev)
+        ch->conf_prev->conf_next = ch->conf_next;
+    else
+        ch->c->confirming = ch->conf_next;
+    if (ch->conf_next)
+        ch->conf_next->conf_prev = ch->conf_prev;
+    ch->in_confirming = 0;
+    ch->conf_next = ch->conf_prev = NULL;
+}
+
+void conn_flush_confirms(conn *c)
+{
+    channel *ch = c->confirming;
+    while (ch) {
+        channel *next = ch->conf_next;
+        channel_flush_confirms(ch);
+        if (!ch->cw_len && ch->confirm_ready <= ch->confirm_done)
+            confirming_remove(ch);
+        ch = next;
+    }
+}
+
 void channel_free(channel *ch)
 {
+    confirming_remove(ch);
     channel_release(ch);
     sl_free(ch->cw);
     sl_free(ch->last_queue);
@@ -309,6 +349,7 @@ static void cw_push(channel *ch, uint64_t upto, uint64_t gen, int nack)
         ch->cw_head = 0;
     }
     *cw_at(ch, ch->cw_len++) = (confirm_wait){upto, gen, (uint8_t)nack};
+    confirming_add(ch);
     broker_wait_disk(ch->c);
 }
 
@@ -384,6 +425,7 @@ void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen)
         if (ok) {
             if (seq > ch->confirm_ready)
                 ch->confirm_ready = seq;
+            confirming_add(ch);
             broker_mark_dirty(ch->c);
         } else {
             send_nack(ch, seq);
