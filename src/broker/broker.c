@@ -690,6 +690,22 @@ broker *broker_new(sl_config *cfg)
     lo.batch_msgs = cfg->link_batch_msgs;
     lo.batch_bytes = cfg->link_batch_bytes;
     lo.window_batches = cfg->link_window;
+    if (cfg->link_tls) {
+        /* links over TLS: a client context, the destination's certificate verified */
+        sl_tls_opts to;
+        broker_tls_opts(&cfg->link_ssl, &to);
+        b->link_tls_ctx = sl_tls_ctx_new(0, &to, err, sizeof err);
+        if (!b->link_tls_ctx) {
+            sl_error("link_ssl_options: %s", err);
+            persist_close(b->store);
+            qm_node_free(b->node);
+            acc_free(b->acc);
+            sl_loop_free(b->loop);
+            sl_free(b);
+            return NULL;
+        }
+        lo.tls = b->link_tls_ctx;
+    }
     b->links = link_mgr_new(b->node, b->loop, b->store, &lo);
     link_mgr_recover(b->links);
     if (getrandom(&b->boot_id, sizeof b->boot_id, 0) != (ssize_t)sizeof b->boot_id)
@@ -883,7 +899,8 @@ void broker_free(broker *b)
     sl_loop_unwatch(b->loop, &b->sync_w);
     /* Links hand their in-flight messages back (they stay in the store as they are). */
     link_mgr_free(b->links);
-    link_rpc_queue_free_all(); /* remote handles' open descriptors, before the queues go */
+    sl_tls_ctx_free(b->link_tls_ctx); /* after the links' streams */
+    link_rpc_queue_free_all();        /* remote handles' open descriptors, before the queues go */
     /* The store lets go of the model first: freeing the model must not write records. */
     persist_close(b->store);
     /* What still waited for the disk is on it now (persist_close committed); a door that

@@ -61,6 +61,7 @@ struct broker {
     int tls_listen_fd;    /* AMQPS listener (listeners.ssl.default), -1 when none */
     sl_acceptor tls_acceptor;
     struct sl_tls_ctx *tls_ctx;
+    struct sl_tls_ctx *link_tls_ctx; /* link_ssl: the client side of links */
     char tls_bound_addr[64];
     int tls_bound_port;
     unsigned fd_reserve; /* descriptors the AMQP door leaves free (the API leaves half) */

@@ -96,6 +96,7 @@ void sl_config_defaults(sl_config *c)
     c->link_window = 16;
     c->tls_port = -1;
     c->mgmt_tls_port = -1;
+    c->link_ssl.verify_peer = 1; /* a link checks whom it talks to unless told not to */
     c->ssl_handshake_timeout_ms = 5000;
     c->auth_mechanisms = sl_xstrdup("PLAIN AMQPLAIN");
     c->default_user = sl_xstrdup("guest");
@@ -131,8 +132,8 @@ void sl_config_free(sl_config *c)
     sl_free(c->password_hashing_module);
     sl_free(c->tls_bind);
     sl_free(c->auth_mechanisms);
-    struct sl_tls_conf *tc[2] = {&c->ssl, &c->mgmt_ssl};
-    for (int i = 0; i < 2; i++) {
+    struct sl_tls_conf *tc[3] = {&c->ssl, &c->mgmt_ssl, &c->link_ssl};
+    for (int i = 0; i < 3; i++) {
         sl_free(tc[i]->cacertfile);
         sl_free(tc[i]->certfile);
         sl_free(tc[i]->keyfile);
@@ -467,6 +468,13 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         c->mgmt_tls_port = (int)n;
     } else if (!strncmp(key, "management.ssl.", 15)) {
         return apply_tls(&c->mgmt_ssl, key + 15, value);
+    } else if (!strcmp(key, "link_ssl")) {
+        int on = parse_bool(value);
+        if (on < 0)
+            return "link_ssl must be true or false";
+        c->link_tls = on;
+    } else if (!strncmp(key, "link_ssl_options.", 17)) {
+        return apply_tls(&c->link_ssl, key + 17, value);
     } else if (!strcmp(key, "ssl_handshake_timeout")) {
         if (parse_u64(value, UINT32_MAX, &n) || n == 0)
             return "ssl_handshake_timeout must be milliseconds";
@@ -584,7 +592,7 @@ void sl_config_usage(void)
            "default_permissions.configure|write|read, loopback_users.NAME, loopback_users = none,\n"
            "password_hashing_module, password_change_closes_connections,\n"
            "listeners.ssl.default, ssl_options.*, management.ssl.*, ssl_handshake_timeout,\n"
-           "auth_mechanisms.N, ssl_cert_login_from.\n");
+           "auth_mechanisms.N, ssl_cert_login_from, link_ssl, link_ssl_options.*.\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)

@@ -74,7 +74,8 @@ typedef struct sl_config {
         unsigned versions;            /* SL_TLS_V* bits; 0 = TLS 1.2 and 1.3 */
         char *ciphers, *ciphersuites; /* ssl_options.ciphers.N: <= 1.2 joined with ':', and
                                        * the TLS 1.3 ones (TLS_*) */
-    } ssl, mgmt_ssl;
+    } ssl, mgmt_ssl, link_ssl;
+    int link_tls; /* link_ssl = true: node-to-node links over TLS (link_ssl_options.*) */
     int mgmt_tls_port;
     uint32_t ssl_handshake_timeout_ms;
     char *auth_mechanisms;   /* space-separated, offered in this order; default PLAIN AMQPLAIN */

@@ -1,5 +1,8 @@
-/* io.c - plain TCP under a link (see io.h). */
+/* io.c - plain TCP, or TLS over it, under a link (see io.h). */
 #include "io.h"
+
+#include "../net/loop.h"
+#include "../net/tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,7 +46,13 @@ static void tcp_close(link_io *io)
     io->fd = -1;
 }
 
-static const link_io_ops tcp_ops = {tcp_read, tcp_write, tcp_close};
+static const char *tcp_error(link_io *io)
+{
+    (void)io;
+    return strerror(errno);
+}
+
+static const link_io_ops tcp_ops = {tcp_read, tcp_write, tcp_close, tcp_error};
 
 int link_io_tcp_connect(link_io *io, const char *host, int port, char *addr_out, size_t addr_len,
                         char *err, size_t errlen, unsigned *status)
@@ -105,4 +114,55 @@ int link_io_connected(link_io *io, char *err, size_t errlen, unsigned *status)
     *status = e == ECONNREFUSED ? ST_REFUSED : ST_CONNECT;
     snprintf(err, errlen, "connect: %s", strerror(e));
     return -1;
+}
+
+/* ---- TLS over the connected socket ---- */
+
+static ssize_t tls_read(link_io *io, void *buf, size_t n)
+{
+    return sl_tls_read(io->impl, buf, n);
+}
+
+static ssize_t tls_write(link_io *io, const void *buf, size_t n)
+{
+    return sl_tls_write(io->impl, buf, n);
+}
+
+static void tls_close(link_io *io)
+{
+    if (io->impl) {
+        sl_tls_shutdown(io->impl);
+        sl_tls_free(io->impl);
+        io->impl = NULL;
+    }
+    tcp_close(io);
+}
+
+static const char *tls_error(link_io *io)
+{
+    return sl_tls_error(io->impl);
+}
+
+static const link_io_ops tls_ops = {tls_read, tls_write, tls_close, tls_error};
+
+int link_io_tls_start(link_io *io, struct sl_tls_ctx *ctx, const char *host, char *err,
+                      size_t errlen)
+{
+    sl_tls *t = sl_tls_new(ctx, io->fd, host);
+    if (!t) {
+        snprintf(err, errlen, "cannot start TLS (out of memory)");
+        return -1;
+    }
+    io->impl = t;
+    io->ops = &tls_ops;
+    return 0;
+}
+
+int link_io_tls_handshake(link_io *io, int *want, char *err, size_t errlen)
+{
+    int r = sl_tls_handshake(io->impl);
+    *want = sl_tls_wants(io->impl);
+    if (r < 0)
+        snprintf(err, errlen, "%s", sl_tls_error(io->impl));
+    return r;
 }

@@ -61,6 +61,7 @@
 enum cstate {
     C_NONE = 0,
     C_CONNECTING,
+    C_TLS,     /* link_ssl: the TLS handshake */
     C_START,   /* header sent, waiting for connection.start */
     C_TUNE,    /* start-ok sent */
     C_OPENING, /* tune-ok + open sent */
@@ -1079,6 +1080,29 @@ static void on_event(sl_loop *loop, sl_watch *w, int events)
             outq_fail(o, status, 1, "%s:%d: %s", o->dest.host, o->dest.port, err);
             return;
         }
+        if (o->m->o.tls) {
+            if (link_io_tls_start(&o->io, o->m->o.tls, o->dest.host, err, sizeof err) < 0) {
+                outq_fail(o, H_UNKNOWN, 1, "%s:%d: %s", o->dest.host, o->dest.port, err);
+                return;
+            }
+            o->cs = C_TLS;
+        } else {
+            sl_loop_watch(o->m->loop, &o->w, SL_EV_READ);
+            on_connected(o);
+            return;
+        }
+    }
+    if (o->cs == C_TLS) {
+        int want = 0;
+        int r = link_io_tls_handshake(&o->io, &want, err, sizeof err);
+        if (r < 0) {
+            outq_fail(o, H_NOT_READY, 1, "%s:%d: %s", o->dest.host, o->dest.port, err);
+            return;
+        }
+        if (r == 0) {
+            sl_loop_watch(o->m->loop, &o->w, want ? want : SL_EV_READ);
+            return;
+        }
         sl_loop_watch(o->m->loop, &o->w, SL_EV_READ);
         on_connected(o);
         return;
@@ -1102,7 +1126,7 @@ static void on_event(sl_loop *loop, sl_watch *w, int events)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             break;
         outq_fail(o, H_NOT_READY, 1, "the destination closed the connection%s%s", n < 0 ? ": " : "",
-                  n < 0 ? strerror(errno) : "");
+                  n < 0 ? o->io.ops->error(&o->io) : "");
         return;
     }
     if (sl_buf_unread(&o->out))
@@ -1170,7 +1194,7 @@ static void flush_one(link_outq *o)
             return;
         }
         outq_fail(o, H_SEND_FAILURE, 1, "write to the destination failed: %s",
-                  n < 0 ? strerror(errno) : "closed");
+                  n < 0 ? o->io.ops->error(&o->io) : "closed");
         return;
     }
     if (o->w.events != SL_EV_READ)

@@ -159,6 +159,10 @@ typedef struct link_options {
     uint32_t resend_ms[4];            /* short, medium, long, final */
     uint32_t batch_msgs, batch_bytes; /* one link transaction at most */
     uint32_t window_batches;          /* link transactions outstanding at most */
+    /* link_ssl = true: links speak TLS (net/tls.h client context, the destination's
+     * certificate verified), to the format name's port; NULL: plain TCP. Owned by the caller,
+     * outlives the manager. */
+    struct sl_tls_ctx *tls;
 } link_options;
 void link_options_defaults(link_options *o);
 

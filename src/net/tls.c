@@ -108,9 +108,13 @@ sl_tls_ctx *sl_tls_ctx_new(int server, const sl_tls_opts *o, char *err, size_t e
                                  (o->honor_cipher_order ? SSL_OP_CIPHER_SERVER_PREFERENCE : 0));
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
-    /* Read ahead: one recv takes as many records as there are (clients send a record per
-     * frame, three per message) instead of two recv calls per record. */
-    SSL_CTX_set_read_ahead(ctx, 1);
+    /* Servers read ahead: one recv takes as many records as there are (clients send a record
+     * per frame, three per message) instead of two recv calls per record; the broker then asks
+     * sl_tls_pending before it stops reading. Client streams do not: a read leaves nothing
+     * buffered beyond the record it returns, so socket readiness alone tells when to read
+     * (what the link's reader relies on). */
+    if (server)
+        SSL_CTX_set_read_ahead(ctx, 1);
     if (o->ciphers && *o->ciphers && !SSL_CTX_set_cipher_list(ctx, o->ciphers)) {
         openssl_reason(err, errlen, "ssl_options.ciphers: no usable cipher in", o->ciphers);
         goto fail;

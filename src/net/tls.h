@@ -9,6 +9,11 @@
  * client (link_io): sl_tls_new(client ctx, fd, "host") verifies the server's certificate
  * against the context's CA file and the host name (or IP address) given.
  *
+ * Reading: a server stream reads ahead (one recv takes every record waiting) and may hold
+ * input the socket no longer shows: check sl_tls_pending before waiting for readability. A
+ * client stream does not read ahead: with a buffer of 16 KiB or more, a read takes one whole
+ * record and nothing stays behind, so readiness alone is enough.
+ *
  * Ownership: a context is shared by its streams (refcounted inside OpenSSL) and outlives
  * none of them on its own: free streams first. A stream does not own its fd.
  */

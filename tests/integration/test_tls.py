@@ -436,3 +436,182 @@ def test_https_client_certificates(broker_factory, certs):
     except (ssl.SSLError, ConnectionResetError):
         pass  # refused in the handshake: as good
     assert https_get(b, certs, "/api/overview", cert="client")[0] == 200
+
+
+# ---------------------------------------------------------------------------
+# Node-to-node links over TLS (link_ssl = true, link_ssl_options.*)
+# ---------------------------------------------------------------------------
+def tls_receiver(nodes, certs, name, cert_addr=None, **extra):
+    """A node with an AMQPS listener whose certificate names its own loopback address (or
+    cert_addr)."""
+    import multinode
+    addr = multinode._alloc_addr()
+    cert_addr = cert_addr or addr
+    cert = "node-" + cert_addr.replace(".", "-")
+    make_cert(certs, cert, "ca", "/CN=" + cert_addr, san="IP:" + cert_addr)
+    cfg = {
+        "listeners.ssl.default": "0",
+        "ssl_options.cacertfile": str(certs / "ca.pem"),
+        "ssl_options.certfile": str(certs / (cert + ".pem")),
+        "ssl_options.keyfile": str(certs / (cert + ".key")),
+    }
+    cfg.update(extra)
+    n = nodes.start(name, config=cfg, addr=addr)
+    n.tls_port = amqps_port(n.broker)
+    return n
+
+
+def tls_fmt(node, queue):
+    return "DIRECT=TCP:%s:%d\\private$\\%s" % (node.addr, node.tls_port, queue)
+
+
+def link_publish(node, fmt, payloads):
+    ch = node.amqp().channel()
+    ch.confirm_select()
+    for p in payloads:
+        ch.basic_publish(amqp.Message(p, delivery_mode=2), exchange="", routing_key=fmt)
+
+
+def test_link_over_tls_delivers(nodes, certs):
+    from multinode import drain
+    b = tls_receiver(nodes, certs, "b")
+    a = nodes.start("a", config={"link_ssl": "true",
+                                 "link_ssl_options.cacertfile": str(certs / "ca.pem")})
+    bch = b.amqp().channel()
+    bch.queue_declare("secure", durable=True, auto_delete=False)
+    fmt = tls_fmt(b, "secure")
+    sent = [("s%d" % i).encode() * (1 + i * 97 % 5000) for i in range(300)]  # up to 20 KB
+    link_publish(a, fmt, sent)
+    a.wait_drained(fmt)
+    assert drain(bch, "secure") == sent
+    o = a.outgoing_queue(fmt)
+    assert o["state"] == "CONNECTED" and o["last_error"] == "", o
+    # B sees the link as a TLS connection
+    s, conns, _ = b.api.get("/api/connections")
+    assert s == 200 and any(c.get("ssl") for c in conns), conns
+    # the link survives the receiver's restart (new handshake)
+    b.stop()
+    b.restart()
+    b.tls_port = amqps_port(b.broker)
+    fmt2 = tls_fmt(b, "secure")
+    link_publish(a, fmt2, [b"after restart"])
+    a.wait_drained(fmt2)
+    assert drain(b.amqp().channel(), "secure") == [b"after restart"]
+
+
+@pytest.mark.parametrize("case", ["unknown_ca", "wrong_address", "plain_port"])
+def test_link_over_tls_refuses_what_does_not_verify(nodes, certs, case):
+    # wrong_address: B's certificate names another address than the one the link dials
+    b = tls_receiver(nodes, certs, "b",
+                     cert_addr="127.0.0.251" if case == "wrong_address" else None)
+    ca = "otherca" if case == "unknown_ca" else "ca"
+    a = nodes.start("a", config={"link_ssl": "true",
+                                 "link_ssl_options.cacertfile": str(certs / (ca + ".pem"))})
+    b.amqp().channel().queue_declare("q", durable=True, auto_delete=False)
+    if case == "plain_port":
+        fmt = b.fmt("q")  # the AMQP port: the destination speaks no TLS
+    else:
+        fmt = tls_fmt(b, "q")
+    link_publish(a, fmt, [b"kept"])
+    expect = {"unknown_ca": "certificate", "wrong_address": "certificate",
+              "plain_port": "TLS"}[case]
+    wait_for(lambda: expect in (a.outgoing_queue(fmt) or {}).get("last_error", ""), timeout=10,
+             message="no TLS failure reported: %r" % a.outgoing_queue(fmt))
+    o = a.outgoing_queue(fmt)
+    assert o["messages"] == 1 and o["state"] != "CONNECTED", o
+    assert b.amqp().channel().queue_declare("q", passive=True).message_count == 0
+    b.broker.assert_alive()
+
+
+def test_link_over_tls_verify_none_skips_the_check(nodes, certs):
+    from multinode import drain
+    b = tls_receiver(nodes, certs, "b", cert_addr="127.0.0.252")  # names another address
+    a = nodes.start("a", config={"link_ssl": "true",
+                                 "link_ssl_options.cacertfile": str(certs / "otherca.pem"),
+                                 "link_ssl_options.verify": "verify_none"})
+    bch = b.amqp().channel()
+    bch.queue_declare("nv", durable=True, auto_delete=False)
+    fmt = tls_fmt(b, "nv")
+    link_publish(a, fmt, [b"unverified"])
+    a.wait_drained(fmt)
+    assert drain(bch, "nv") == [b"unverified"]
+
+
+@pytest.mark.test_timeout(60)
+def test_link_to_a_stalled_tls_server_times_out_and_retries(nodes, certs):
+    """A destination that accepts the TCP connection and never answers the ClientHello: the
+    link gives up after its handshake time (10 s) and says so; the node goes on serving."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except socket.timeout:
+                pass
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        a = nodes.start("a", config={"link_ssl": "true",
+                                     "link_ssl_options.cacertfile": str(certs / "ca.pem")})
+        fmt = "DIRECT=TCP:127.0.0.1:%d\\private$\\q" % srv.getsockname()[1]
+        link_publish(a, fmt, [b"waits"])
+        wait_for(lambda: "no answer" in (a.outgoing_queue(fmt) or {}).get("last_error", ""),
+                 timeout=25, message="the stalled handshake never timed out: %r"
+                 % a.outgoing_queue(fmt))
+        assert held, "the link never connected"
+        o = a.outgoing_queue(fmt)
+        assert o["messages"] == 1 and o["state"] == "WAITING", o
+        ch = a.amqp().channel()  # the loop was never held up
+        ch.queue_declare(uname("alive"), auto_delete=True)
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        srv.close()
+
+
+def test_link_over_tls_with_a_client_certificate(nodes, certs):
+    """Mutual TLS: the receiver requires a certificate from its CA; the link presents one."""
+    from multinode import drain
+    b = tls_receiver(nodes, certs, "b", **{"ssl_options.verify": "verify_peer",
+                                           "ssl_options.fail_if_no_peer_cert": "true"})
+    bare = nodes.start("bare", config={"link_ssl": "true",
+                                       "link_ssl_options.cacertfile": str(certs / "ca.pem")})
+    a = nodes.start("a", config={"link_ssl": "true",
+                                 "link_ssl_options.cacertfile": str(certs / "ca.pem"),
+                                 "link_ssl_options.certfile": str(certs / "client.pem"),
+                                 "link_ssl_options.keyfile": str(certs / "client.key")})
+    bch = b.amqp().channel()
+    bch.queue_declare("m", durable=True, auto_delete=False)
+    fmt = tls_fmt(b, "m")
+    link_publish(bare, fmt, [b"no cert"])
+    link_publish(a, fmt, [b"with cert"])
+    a.wait_drained(fmt)
+    # the receiver's alert, as OpenSSL words it ("tlsv13 alert certificate required")
+    wait_for(lambda: "certificate" in bare.outgoing_queue(fmt)["last_error"], timeout=10,
+             message="the link without a certificate was not refused: %r"
+             % bare.outgoing_queue(fmt))
+    assert bare.outgoing_queue(fmt)["messages"] == 1
+    assert drain(bch, "m") == [b"with cert"]
+
+
+def test_link_ssl_configuration_errors_stop_the_start(tmp_path, certs):
+    from conftest import sluiced_binary
+    for i, (cfg, text) in enumerate((
+            ({"link_ssl": "maybe"}, b"link_ssl"),
+            ({"link_ssl": "true", "link_ssl_options.cacertfile": str(tmp_path / "none.pem")},
+             b"none.pem"),
+            ({"link_ssl": "true", "link_ssl_options.verify": "sometimes"}, b"verify"))):
+        conf = tmp_path / ("l%d.conf" % i)
+        conf.write_text("".join("%s = %s\n" % kv for kv in cfg.items()))
+        p = subprocess.run([str(sluiced_binary()), "--port", "0", "--mgmt-port", "off",
+                            "--data-dir", str(tmp_path / ("d%d" % i)), "--config", str(conf)],
+                           capture_output=True, timeout=20)
+        assert p.returncode != 0 and text in p.stderr, (cfg, p.stderr)
