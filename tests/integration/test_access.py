@@ -141,6 +141,62 @@ def test_deleted_vhost_comes_back_only_if_created(broker_factory):
         b2.amqp(virtual_host="gone")
 
 
+@pytest.mark.parametrize("kill", [False, True])
+def test_deleting_a_vhost_takes_its_handles_and_outgoing_queues(nodes, kill):
+    """A vhost's queue handles become QUEUE_DELETED and its outgoing queues (with the messages
+    they hold) go with it; other vhosts' stay; nothing comes back after a restart."""
+    import urllib.parse
+    a = nodes.start("a")
+    api = a.api
+    for v in ("doomed", "kept"):
+        assert api.put("/api/vhosts/" + v)[0] == 201
+    # a destination that never answers: the messages stay in the outgoing queues
+    away = "DIRECT=TCP:127.0.0.1:1\\private$\\far"
+    for v in ("doomed", "kept"):
+        ch = a.amqp(virtual_host=v).channel()
+        ch.queue_declare("local", durable=True, auto_delete=False)
+        ch.confirm_select()
+        for i in range(3):
+            ch.basic_publish(amqp.Message(b"m%d" % i, delivery_mode=2), exchange="",
+                             routing_key=away)
+            ch.basic_publish(amqp.Message(b"l%d" % i, delivery_mode=2), exchange="",
+                             routing_key="local")
+
+    def outgoing(v):
+        return [o for o in a.outgoing() if o["vhost"] == v]
+    wait_for(lambda: [o["messages"] for o in outgoing("doomed")] == [3], timeout=10,
+             message="no outgoing queue in vhost doomed: %r" % a.outgoing())
+    handles = {}
+    for v in ("doomed", "kept"):
+        s, j, _ = api.post("/api/msmq/handles", {"queue": "local", "vhost": v,
+                                                  "access": "receive"})
+        assert s == 201, (s, j)
+        handles[v] = j["handle"]
+    assert api.delete("/api/vhosts/doomed")[0] == 204
+    assert outgoing("doomed") == []
+    assert [o["messages"] for o in outgoing("kept")] == [3]
+
+    def purge(h):
+        return api.post("/api/msmq/handles/%s/purge" % urllib.parse.quote(h, safe=""))[:2]
+    s, j = purge(handles["doomed"])
+    assert 400 <= s < 500 and j["hresult_name"] == "MQ_ERROR_QUEUE_DELETED", (s, j)
+    s, j = purge(handles["kept"])
+    assert s == 200 and j["message_count"] == 3, (s, j)
+    # created again, it starts empty; and stays so across a restart (or kill -9)
+    assert api.put("/api/vhosts/doomed")[0] == 201
+    if kill:
+        a.kill9()
+    else:
+        a.stop()
+    a.restart()
+    assert [o for o in a.outgoing() if o["vhost"] == "doomed"] == []
+    assert [o["messages"] for o in a.outgoing() if o["vhost"] == "kept"] == [3]
+    s, qs, _ = a.api.get("/api/queues/doomed")
+    assert s == 200 and [q["name"] for q in qs if not q["name"].startswith("sluice.")] == []
+    ch = a.amqp(virtual_host="kept").channel()
+    assert ch.queue_declare("local", passive=True).message_count == 0  # purged above
+
+
 def test_guest_only_from_loopback(ns_node):
     """guest logs in from loopback only (RabbitMQ's loopback_users); from another host (here
     another network namespace, over a veth link) it is refused, over AMQP and HTTP, while a
