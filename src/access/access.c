@@ -477,6 +477,29 @@ sl_err acc_login_password(const acc_db *a, const char *name, size_t len, const u
     return SL_OK;
 }
 
+int acc_login_is_slow(const acc_user *u, size_t plen)
+{
+    return u && plen > 0 && u->algo == ACC_HASH_ARGON2ID;
+}
+
+sl_err acc_login_checked(const acc_db *a, const char *name, size_t len, const uint8_t *checked,
+                         size_t checked_len, int ok, int from_loopback, const acc_user **out,
+                         char *err, size_t errlen)
+{
+    *out = NULL;
+    const acc_user *u = acc_user_find(a, name, len);
+    if (!ok || !u || u->hash_len != checked_len || memcmp(u->hash, checked, checked_len)) {
+        snprintf(err, errlen, "user '%.*s' - invalid credentials", (int)len, name);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    if (!from_loopback && acc_is_loopback_user(a, u->name)) {
+        snprintf(err, errlen, "user '%s' can only connect via localhost", u->name);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    *out = u;
+    return SL_OK;
+}
+
 sl_err acc_login_external(const acc_db *a, const char *name, size_t len, int from_loopback,
                           const acc_user **out, char *err, size_t errlen)
 {

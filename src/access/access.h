@@ -185,6 +185,15 @@ sl_err acc_user_set_limit(acc_db *a, const char *user, const char *limit, int64_
 sl_err acc_login_password(const acc_db *a, const char *name, size_t len, const uint8_t *pass,
                           size_t plen, int from_loopback, const acc_user **out, char *err,
                           size_t errlen);
+/* Slow hashes (Argon2id) are checked off the loop (verifier.h): a door that finds
+ * acc_login_is_slow true for a login posts the check with a copy of the user's hash, and on
+ * its answer calls acc_login_checked, which gives the same results and texts as
+ * acc_login_password would have, and refuses when the user was deleted or its password
+ * changed in between (the hash is no longer the one checked). */
+int acc_login_is_slow(const acc_user *u, size_t plen);
+sl_err acc_login_checked(const acc_db *a, const char *name, size_t len, const uint8_t *checked,
+                         size_t checked_len, int ok, int from_loopback, const acc_user **out,
+                         char *err, size_t errlen);
 /* EXTERNAL login: the name comes from a verified client certificate; no password. */
 sl_err acc_login_external(const acc_db *a, const char *name, size_t len, int from_loopback,
                           const acc_user **out, char *err, size_t errlen);

@@ -41,6 +41,7 @@
 #include "../link/link.h"
 #include "../link/rpc_queue.h"
 #include "../net/listen.h"
+#include "../access/verifier.h"
 #include "../net/tls.h"
 #include "../persist/persist.h"
 
@@ -173,6 +174,18 @@ static void release_waiters(broker *b)
         b->dw_len--;
         w.fn(w.ctx);
     }
+}
+
+/* Slow password checks waiting or running at most (access/verifier.h): about 20 ms each,
+ * so a full queue is answered within a second; logins beyond it are refused at once. */
+#define VERIFY_MAX_PENDING 32
+
+static void on_verify_done(sl_loop *loop, sl_watch *w, int events)
+{
+    broker *b = w->data;
+    (void)loop;
+    (void)events;
+    acc_verifier_run_done(b->verifier);
 }
 
 static void on_sync_done(sl_loop *loop, sl_watch *w, int events)
@@ -706,6 +719,22 @@ broker *broker_new(sl_config *cfg)
         }
         lo.tls = b->link_tls_ctx;
     }
+    /* Slow password hashes (Argon2id) are checked on a thread of their own. Without it they
+     * are checked on the loop, as fast ones are (each login then holds it up ~20 ms). */
+    b->verifier = acc_verifier_new(VERIFY_MAX_PENDING);
+    if (b->verifier) {
+        b->verify_w.fd = acc_verifier_fd(b->verifier);
+        b->verify_w.fn = on_verify_done;
+        b->verify_w.data = b;
+        if (sl_loop_watch(b->loop, &b->verify_w, SL_EV_READ) < 0) {
+            acc_verifier_free(b->verifier);
+            b->verifier = NULL;
+        }
+    }
+    if (!b->verifier)
+        sl_warn("access: no password-check thread (%s): Argon2id logins are checked on the "
+                "event loop",
+                strerror(errno));
     b->links = link_mgr_new(b->node, b->loop, b->store, &lo);
     link_mgr_recover(b->links);
     if (getrandom(&b->boot_id, sizeof b->boot_id, 0) != (ssize_t)sizeof b->boot_id)
@@ -892,6 +921,10 @@ void broker_free(broker *b)
         close(b->tls_listen_fd);
     }
     sl_tls_ctx_free(b->tls_ctx); /* after every connection's stream */
+    if (b->verifier) {           /* after the connections (and the API) cancelled their checks */
+        sl_loop_unwatch(b->loop, &b->verify_w);
+        acc_verifier_free(b->verifier);
+    }
     if (b->signal_fd >= 0)
         close(b->signal_fd);
     sl_timer_stop(b->loop, &b->tick_timer);

@@ -62,6 +62,8 @@ struct broker {
     sl_acceptor tls_acceptor;
     struct sl_tls_ctx *tls_ctx;
     struct sl_tls_ctx *link_tls_ctx; /* link_ssl: the client side of links */
+    struct acc_verifier *verifier;   /* slow password checks off the loop (access/verifier.h) */
+    sl_watch verify_w;
     char tls_bound_addr[64];
     int tls_bound_port;
     unsigned fd_reserve; /* descriptors the AMQP door leaves free (the API leaves half) */
@@ -147,9 +149,10 @@ struct conn {
      * before the AMQP protocol header; the socket watched for what TLS wants next */
     struct sl_tls *tls;
     uint8_t tls_handshaking;
-    uint8_t tls_write_wants_read; /* a write would block until the socket is readable */
-    char *auth_mechanism;         /* the one the client logged in with */
-    uint8_t shut_wr;              /* CONN_LINGER: shutdown(SHUT_WR) done */
+    uint8_t tls_write_wants_read;  /* a write would block until the socket is readable */
+    char *auth_mechanism;          /* the one the client logged in with */
+    struct conn_login *login_wait; /* a slow password check under way: nothing read meanwhile */
+    uint8_t shut_wr;               /* CONN_LINGER: shutdown(SHUT_WR) done */
     char *user;
     qm_vhost *vhost;
     /* a node-to-node link (client-properties sluice_link): link_recv.c */

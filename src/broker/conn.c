@@ -35,6 +35,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/version.h"
+#include "../access/verifier.h"
 #include "../net/tls.h"
 #include "../link/rpc_queue.h"
 
@@ -61,8 +62,11 @@ conn *conn_new(broker *b, int fd)
     return c;
 }
 
+static void conn_login_cancel(conn *c);
+
 void conn_free(conn *c)
 {
+    conn_login_cancel(c);
     for (size_t i = 0; i < c->channels_cap; i++) {
         if (c->channels[i]) {
             channel_release(c->channels[i]);
@@ -189,6 +193,7 @@ void conn_kill(conn *c, const char *why)
     if (why)
         sl_info("closing connection %s: %s", c->name, why);
     c->state = CONN_DEAD;
+    conn_login_cancel(c);
     release_channels(c);
     sl_timer_stop(c->b->loop, &c->hb_timer);
     sl_loop_unwatch(c->b->loop, &c->w);
@@ -384,7 +389,8 @@ void conn_update_watch(conn *c)
     if (c->state == CONN_DEAD || c->fd < 0)
         return;
     /* Lingering, input is only thrown away: always read it. */
-    int ev = (c->read_paused || c->out_paused || c->input_pending) && c->state != CONN_LINGER
+    int ev = (c->read_paused || c->out_paused || c->input_pending || c->login_wait) &&
+                     c->state != CONN_LINGER
                  ? 0
                  : SL_EV_READ;
     if (sl_buf_unread(&c->out) > 0 && (c->w.events & SL_EV_WRITE))
@@ -483,7 +489,7 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
 {
     size_t used = 0;
     unsigned k = 0;
-    while (c->state < CONN_LINGER && used < len) {
+    while (c->state < CONN_LINGER && used < len && !c->login_wait) {
         if (out_full(c)) {
             c->out_paused = 1;
             conn_update_watch(c);
@@ -555,7 +561,7 @@ void conn_resume_input(conn *c)
     if (sl_buf_unread(&c->in) > 0)
         process_buffered(c);
     /* TLS plaintext left decrypted in the session when the read budget ran out */
-    if (c->tls && !c->input_pending && !c->read_paused && !c->out_paused &&
+    if (c->tls && !c->input_pending && !c->read_paused && !c->out_paused && !c->login_wait &&
         c->state < CONN_LINGER && sl_tls_pending(c->tls) > 0)
         on_readable(c);
     conn_update_watch(c);
@@ -591,7 +597,7 @@ static void on_readable(conn *c)
      * 256 KiB per fsync). */
     size_t budget = c->is_link ? 4 * CONN_READ_BUDGET : CONN_READ_BUDGET;
     while (budget > 0 && c->state < CONN_LINGER && !c->read_paused && !c->out_paused &&
-           !c->input_pending) {
+           !c->input_pending && !c->login_wait) {
         /* With nothing buffered, read into the shared buffer and keep only what is left
          * of a partial frame: a connection between frames costs no buffer at all. */
         int direct = sl_buf_unread(&c->in) == 0;
@@ -722,6 +728,87 @@ static int mechanism_offered(const conn *c, amqp_bytes mech)
     return 0;
 }
 
+static void login_finish(conn *c, amqp_bytes mechanism, amqp_bytes user, amqp_bytes props, sl_err e,
+                         const char *why);
+
+/* A login whose password hash is slow (Argon2id) is checked on the verifier's thread
+ * (access/verifier.h): the connection reads nothing more until the answer comes (the client
+ * waits for tune anyway; what it sent meanwhile stays buffered), and what start-ok said is
+ * kept here, since its frame is gone by then. */
+struct conn_login {
+    struct acc_verify_job *job;
+    char *mechanism, *user;
+    uint8_t *props, *hash;
+    size_t user_len, props_len, hash_len;
+};
+
+static void conn_login_free(struct conn_login *l)
+{
+    if (!l)
+        return;
+    if (l->job)
+        acc_verify_cancel(l->job);
+    sl_free(l->mechanism);
+    sl_free(l->user);
+    sl_free(l->props);
+    sl_free(l->hash);
+    sl_free(l);
+}
+
+/* A connection that goes away while its check runs: the answer is dropped unseen. */
+static void conn_login_cancel(conn *c)
+{
+    conn_login_free(c->login_wait);
+    c->login_wait = NULL;
+}
+
+static void slow_login_done(void *owner, int ok)
+{
+    conn *c = owner;
+    struct conn_login *l = c->login_wait;
+    l->job = NULL;
+    c->login_wait = NULL; /* reading goes on: login_finish tunes or closes */
+    const acc_user *u = NULL;
+    char why[1400];
+    sl_err e = acc_login_checked(c->b->acc, l->user, l->user_len, l->hash, l->hash_len, ok,
+                                 c->loopback, &u, why, sizeof why);
+    login_finish(c, amqp_cstr(l->mechanism), (amqp_bytes){(const uint8_t *)l->user, l->user_len},
+                 (amqp_bytes){l->props, l->props_len}, e, why);
+    conn_login_free(l);
+    conn_resume_input(c);
+}
+
+static void slow_login_start(conn *c, const amqp_connection_start_ok *s, amqp_bytes user,
+                             amqp_bytes pass)
+{
+    const acc_user *u = acc_user_find(c->b->acc, (const char *)user.p, user.len);
+    acc_verify_job *job = acc_verifier_post(c->b->verifier, u->algo, u->hash, u->hash_len, pass.p,
+                                            pass.len, slow_login_done, c);
+    if (!job) {
+        /* The queue of slow checks is full (a storm of logins): refuse this one now rather
+         * than let the queue, or the loop, grow. */
+        char why[600];
+        snprintf(why, sizeof why,
+                 "user '%.*s' - too many slow password checks waiting (%u); refused unchecked",
+                 (int)user.len, (const char *)user.p, acc_verifier_pending(c->b->verifier));
+        login_finish(c, s->mechanism, user, s->client_properties, SL_ERR_ACCESS_REFUSED, why);
+        return;
+    }
+    struct conn_login *l = sl_xcalloc(1, sizeof *l);
+    l->job = job;
+    l->mechanism = sl_xstrndup((const char *)s->mechanism.p, s->mechanism.len);
+    l->user = sl_xstrndup((const char *)user.p, user.len);
+    l->user_len = user.len;
+    l->props = sl_xmalloc(s->client_properties.len ? s->client_properties.len : 1);
+    memcpy(l->props, s->client_properties.p, s->client_properties.len);
+    l->props_len = s->client_properties.len;
+    l->hash = sl_xmalloc(u->hash_len ? u->hash_len : 1);
+    memcpy(l->hash, u->hash, u->hash_len);
+    l->hash_len = u->hash_len;
+    c->login_wait = l;
+    conn_update_watch(c);
+}
+
 static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
 {
     read_client_capabilities(c, s->client_properties);
@@ -764,21 +851,33 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
     }
     const acc_user *u = NULL;
     char why[1400];
+    if (!external && c->b->verifier &&
+        acc_login_is_slow(acc_user_find(c->b->acc, (const char *)user.p, user.len), pass.len)) {
+        slow_login_start(c, s, user, pass);
+        return;
+    }
     sl_err e = external ? acc_login_external(c->b->acc, (const char *)user.p, user.len, c->loopback,
                                              &u, why, sizeof why)
                         : acc_login_password(c->b->acc, (const char *)user.p, user.len, pass.p,
                                              pass.len, c->loopback, &u, why, sizeof why);
+    login_finish(c, s->mechanism, user, s->client_properties, e, why);
+}
+
+/* The rest of start-ok once the credentials are judged: refuse, or log in and tune. */
+static void login_finish(conn *c, amqp_bytes mechanism, amqp_bytes user, amqp_bytes props, sl_err e,
+                         const char *why)
+{
     if (e != SL_OK) {
         /* The reason goes to the log only: the client learns nothing about which part was
          * wrong (RabbitMQ's authentication_failure_close text). */
-        sl_warn("connection %s: " BYTES_FMT " login refused: %s", c->name, BYTES_ARG(s->mechanism),
+        sl_warn("connection %s: " BYTES_FMT " login refused: %s", c->name, BYTES_ARG(mechanism),
                 why);
         if (c->cap_auth_failure_close) {
             char text[160];
             snprintf(text, sizeof text,
                      "ACCESS_REFUSED - Login was refused using authentication mechanism " BYTES_FMT
                      ". For details see the broker logfile.",
-                     BYTES_ARG(s->mechanism));
+                     BYTES_ARG(mechanism));
             send_close(c, 403, text, 0);
             enter_closing(c);
         } else {
@@ -786,9 +885,9 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
         }
         return;
     }
-    c->auth_mechanism = sl_xstrndup((const char *)s->mechanism.p, s->mechanism.len);
+    c->auth_mechanism = sl_xstrndup((const char *)mechanism.p, mechanism.len);
     c->user = sl_xstrndup((const char *)user.p, user.len);
-    if (link_recv_hello(c, s->client_properties) < 0)
+    if (link_recv_hello(c, props) < 0)
         return;
     if (c->is_link)
         sl_info("connection %s: a link from node %s (user '%s')", c->name, c->link_node, c->user);

@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../access/verifier.h"
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/mem.h"
@@ -172,6 +173,48 @@ static int client_cert_ok(req *r)
     return 1;
 }
 
+static void authed_as(req *r, const acc_user *u)
+{
+    r->authed = 1;
+    r->tags = u->tag_bits;
+    r->is_admin = (u->tag_bits & ACC_TAG_ADMINISTRATOR) != 0;
+    r->user = sl_xstrdup(u->name);
+}
+
+static void auth_unlist(req *r)
+{
+    for (req **pp = &r->m->authing; *pp; pp = &(*pp)->auth_next)
+        if (*pp == r) {
+            *pp = r->auth_next;
+            break;
+        }
+    r->auth_job = NULL;
+    sl_free(r->auth_user);
+    sl_free(r->auth_hash);
+    r->auth_user = NULL;
+    r->auth_hash = NULL;
+}
+
+static void req_unref(req *r);
+
+/* The verifier's answer (loop thread). The request may have been answered meanwhile (the
+ * client went away: only the job's reference keeps it). */
+static void auth_checked(void *owner, int ok)
+{
+    req *r = owner;
+    const acc_user *u = NULL;
+    char why[400];
+    if (acc_login_checked(r->m->b->acc, r->auth_user, strlen(r->auth_user), r->auth_hash,
+                          r->auth_hash_len, ok, r->auth_loopback, &u, why, sizeof why) == SL_OK)
+        authed_as(r, u);
+    else
+        sl_info("http: login refused: %s", why);
+    auth_unlist(r);
+    if (r->suspended && r->auth_waiting)
+        req_resume(r); /* routed now (on_request) */
+    req_unref(r);      /* the job's */
+}
+
 static void authenticate(req *r)
 {
     char *pass = NULL;
@@ -180,12 +223,28 @@ static void authenticate(req *r)
         const acc_user *u = NULL;
         char why[400];
         acc_db *a = r->m->b->acc;
-        if (acc_login_password(a, user, strlen(user), (const uint8_t *)pass, strlen(pass),
-                               is_loopback(r->conn), &u, why, sizeof why) == SL_OK) {
-            r->authed = 1;
-            r->tags = u->tag_bits;
-            r->is_admin = (u->tag_bits & ACC_TAG_ADMINISTRATOR) != 0;
-            r->user = sl_xstrdup(u->name);
+        const acc_user *slow = acc_user_find(a, user, strlen(user));
+        if (r->m->b->verifier && acc_login_is_slow(slow, strlen(pass))) {
+            r->auth_job =
+                acc_verifier_post(r->m->b->verifier, slow->algo, slow->hash, slow->hash_len,
+                                  (const uint8_t *)pass, strlen(pass), auth_checked, r);
+            if (r->auth_job) {
+                r->refs++;
+                r->auth_user = sl_xstrdup(user);
+                r->auth_hash = sl_xmalloc(slow->hash_len ? slow->hash_len : 1);
+                memcpy(r->auth_hash, slow->hash, slow->hash_len);
+                r->auth_hash_len = slow->hash_len;
+                r->auth_loopback = (uint8_t)is_loopback(r->conn);
+                r->auth_next = r->m->authing;
+                r->m->authing = r;
+            } else {
+                sl_info("http: login refused: user '%s' - too many slow password checks "
+                        "waiting (%u); refused unchecked",
+                        user, acc_verifier_pending(r->m->b->verifier));
+            }
+        } else if (acc_login_password(a, user, strlen(user), (const uint8_t *)pass, strlen(pass),
+                                      is_loopback(r->conn), &u, why, sizeof why) == SL_OK) {
+            authed_as(r, u);
         } else {
             sl_info("http: login refused: %s", why);
         }
@@ -425,13 +484,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (r->resumed && (!r->responded || r->held)) {
+    if (r->resumed && r->auth_waiting) {
+        /* the password check answered: on to routing */
+        r->resumed = 0;
+        r->auth_waiting = 0;
+    } else if (r->resumed && (!r->responded || r->held)) {
         /* answered asynchronously, or a reply that waited for its sync */
         r->resumed = 0;
         return r->on_resume(r);
     }
     if (r->responded || r->suspended)
         return MHD_YES;
+    if (r->auth_job) { /* the password check still runs: wait for it */
+        r->auth_waiting = 1;
+        req_suspend(r, NULL);
+        return MHD_YES;
+    }
     if (r->too_large)
         return reply_error(r, 413, "payload_too_large", "request body larger than %u bytes",
                            MGMT_MAX_BODY);
@@ -741,6 +809,24 @@ void mgmt_stop(mgmt *m)
         sl_free(m->tx_owners[i]);
     sl_free(m->tx_owners);
     sl_free(m->txs);
+    /* Password checks still running: cancelled, their requests let go (a suspended one is
+     * resumed, then answered 401 or dropped as MHD stops). */
+    while (m->authing) {
+        req *r = m->authing;
+        acc_verify_cancel(r->auth_job);
+        auth_unlist(r);
+        if (r->suspended && r->auth_waiting) {
+            for (req **pp = &m->suspended; *pp; pp = &(*pp)->susp_next)
+                if (*pp == r) {
+                    *pp = r->susp_next;
+                    break;
+                }
+            r->suspended = 0;
+            MHD_resume_connection(r->conn);
+            req_unref(r); /* the suspension's */
+        }
+        req_unref(r); /* the job's */
+    }
     /* Suspended requests: their answer may still come (it then only frees them). */
     while (m->suspended) {
         req *r = m->suspended;

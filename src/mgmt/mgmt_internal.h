@@ -88,6 +88,7 @@ struct mgmt {
     ctxtab handles, mobjs;
     sl_timer rundown_t;    /* closes the idle ones */
     struct req *suspended; /* requests waiting for an answer from elsewhere (req_suspend) */
+    struct req *authing;   /* requests whose password check runs (req.auth_job) */
     struct pager *jobs;    /* list requests walking every item, a slice per turn (pager.c) */
     sl_timer jobs_t;
 };
@@ -121,6 +122,15 @@ typedef struct req {
      * its response here and queued when the sync completes (req_respond). */
     struct MHD_Response *held;
     unsigned held_status;
+    /* A slow password (Argon2id) checked on the verifier's thread (access/verifier.h) while
+     * the body comes in; the request waits for it (suspended) before it is routed. The job
+     * holds a reference; the request is on m->authing until the answer. */
+    struct acc_verify_job *auth_job;
+    char *auth_user;
+    uint8_t *auth_hash;
+    size_t auth_hash_len;
+    uint8_t auth_loopback, auth_waiting;
+    struct req *auth_next;
 } req;
 
 typedef enum MHD_Result (*api_fn)(req *r);

@@ -7,12 +7,16 @@ after a kill -9.
 """
 
 import signal
+import socket
+import struct
+import threading
 import time
 
 import amqp
 import pika
 import pytest
 
+import amqpraw
 from helpers import uname, wait_for
 from test_mgmt import Api
 
@@ -238,3 +242,154 @@ def test_guest_only_from_loopback(ns_node):
     a.config["loopback_users"] = "none"
     a.start()
     amqp_from_b("guest", "guest").close()
+
+
+# ---------------------------------------------------------------------------
+# Argon2id users: their passwords are checked on a thread of their own
+# ---------------------------------------------------------------------------
+ARGON2 = {"password_hashing_module": "sluice_password_hashing_argon2id",
+          "user.slow": "slow-pw", "user.slow.tags": "management"}
+
+
+def roundtrip(c):
+    ch = c.channel()
+    q, _, _ = ch.queue_declare("", exclusive=True)
+    ch.basic_publish(amqp.Message(b"x"), exchange="", routing_key=q)
+    assert wait_for(lambda: ch.basic_get(q, no_ack=True), timeout=5).body == b"x"
+
+
+def test_argon2_logins_over_amqp_and_http(broker_factory):
+    b = broker_factory(config=ARGON2)
+    s, u, _ = Api(b).get("/api/users/slow")
+    assert s == 200 and u["hashing_algorithm"] == "sluice_password_hashing_argon2id", u
+    roundtrip(b.amqp(user="slow", password="slow-pw"))
+    with pytest.raises(amqp.exceptions.AccessRefused):
+        b.amqp(user="slow", password="wrong")
+    assert Api(b, "slow", "slow-pw").get("/api/whoami")[1]["name"] == "slow"
+    assert Api(b, "slow", "wrong").get("/api/whoami")[0] == 401
+    # a body comes in while the password is checked; the request is answered after
+    s, _, _ = Api(b, "slow", "slow-pw").put("/api/queues/%2F/" + uname("hq"), {"durable": False})
+    assert s == 201
+    assert Api(b, "slow", "wrong").put("/api/queues/%2F/x", {"durable": False})[0] == 401
+    # frames sent behind start-ok (before tune came) wait for the check and are then handled
+    # in order
+    r = b.raw(handshake=False)
+    r.send(amqpraw.PROTOCOL_HEADER)
+    r.expect("connection.start")
+    r.send(b"".join([
+        amqpraw.encode_frame(1, 0, amqpraw.encode_method(
+            "connection.start-ok", client_properties={}, mechanism="PLAIN",
+            response=b"\0slow\0slow-pw", locale="en_US")),
+        amqpraw.encode_frame(1, 0, amqpraw.encode_method(
+            "connection.tune-ok", channel_max=16, frame_max=131072, heartbeat=0)),
+        amqpraw.encode_frame(1, 0, amqpraw.encode_method("connection.open", virtual_host="/")),
+        amqpraw.encode_frame(1, 1, amqpraw.encode_method("channel.open")),
+    ]))
+    r.expect("connection.tune")
+    r.expect("connection.open-ok")
+    r.expect("channel.open-ok")
+    # the user's password changed while a login with the old one waited: refused; the new
+    # one logs in
+    assert Api(b).put("/api/users/slow", {"password": "new-pw", "tags": "management"})[0] == 204
+    roundtrip(b.amqp(user="slow", password="new-pw"))
+    with pytest.raises(amqp.exceptions.AccessRefused):
+        b.amqp(user="slow", password="slow-pw")
+
+
+def bad_login(host, port, close_early, results):
+    resp = b"\0slow\0wrong"
+    frame = amqpraw.encode_frame(1, 0, amqpraw.encode_method(
+        "connection.start-ok", client_properties={}, mechanism="PLAIN", response=resp,
+        locale="en_US"))
+    try:
+        s = socket.create_connection((host, port), timeout=20)
+        s.sendall(amqpraw.PROTOCOL_HEADER)
+        s.recv(4096)
+        s.sendall(frame)
+        if close_early:  # gone while its check runs: the answer must be dropped unseen
+            s.close()
+            results.append("gone")
+            return
+        data = b""
+        while True:
+            d = s.recv(4096)
+            if not d:
+                break
+            data += d
+        s.close()
+        results.append("refused" if b"ACCESS_REFUSED" in data or not data else repr(data))
+    except OSError as e:
+        results.append("error %s" % e)
+
+
+@pytest.mark.test_timeout(60)
+def test_a_storm_of_slow_logins_is_bounded_and_holds_no_one_up(broker_factory):
+    """80 wrong-password logins of an Argon2id user at once (~20 ms of CPU each): the checks
+    queue on their own thread, those beyond its bound (32) are refused unchecked, half of the
+    clients leave while theirs run, and meanwhile a SHA-256 user (checked inline) logs in and
+    works. Nothing logs in with the wrong password; afterwards the right one works."""
+    import base64
+    import hashlib
+    import os
+    b = broker_factory(config=ARGON2)  # guest, the default user, is an Argon2id one too
+    salt = os.urandom(4)
+    h = base64.b64encode(salt + hashlib.sha256(salt + b"fast-pw").digest()).decode()
+    api = Api(b)
+    assert api.put("/api/users/fast", {"password_hash": h, "tags": "",
+                                       "hashing_algorithm": "rabbit_password_hashing_sha256"}
+                   )[0] == 201
+    assert api.put("/api/permissions/%2F/fast",
+                   {"configure": ".*", "write": ".*", "read": ".*"})[0] in (201, 204)
+    results = []
+    threads = [threading.Thread(target=bad_login, args=(b.host, b.port, i % 2, results))
+               for i in range(80)]
+    for t in threads:
+        t.start()
+    for _ in range(5):
+        roundtrip(b.amqp(user="fast", password="fast-pw"))
+    for t in threads:
+        t.join(40)
+    assert sorted(set(results)) == ["gone", "refused"], results
+    wait_for(lambda: "too many slow password checks waiting" in open(b.log_path).read(),
+             timeout=5, message="the bound was never reached")
+    b.assert_alive()
+    roundtrip(b.amqp(user="slow", password="slow-pw"))
+
+
+def bad_http_login(host, port, close_early, results):
+    import base64
+    tok = base64.b64encode(b"slow:wrong")
+    try:
+        s = socket.create_connection((host, port), timeout=20)
+        s.sendall(b"PUT /api/queues/%2F/x HTTP/1.1\r\nHost: x\r\nAuthorization: Basic " + tok +
+                  b"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+        if close_early:
+            s.close()
+            results.append("gone")
+            return
+        data = s.recv(4096)
+        s.close()
+        results.append("401" if data.startswith(b"HTTP/1.1 401") else repr(data[:40]))
+    except OSError as e:
+        results.append("error %s" % e)
+
+
+@pytest.mark.test_timeout(60)
+def test_stop_while_slow_checks_run(broker_factory):
+    """SIGTERM with password checks queued for AMQP and HTTP clients, some of them gone:
+    a clean exit (0), every check dropped with its connection or request."""
+    b = broker_factory(config=ARGON2)
+    results = []
+    threads = [threading.Thread(target=bad_login, args=(b.host, b.port, i % 3 == 0, results))
+               for i in range(12)]
+    threads += [threading.Thread(target=bad_http_login,
+                                 args=(b.host, b.mgmt_port, i % 3 == 0, results))
+                for i in range(12)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: len(results) >= 8, timeout=10)  # the early leavers: the rest are queued
+    b.close_clients()
+    assert b.terminate() == 0
+    for t in threads:
+        t.join(20)
+    assert len(results) == 24 and not [r for r in results if r.startswith("b'HTTP/1.1 2")]

@@ -4,12 +4,14 @@
  * records that make all of it durable (replay and snapshot give back the same state).
  */
 #include <check.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "access/access.h"
+#include "access/verifier.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/mem.h"
@@ -496,6 +498,111 @@ START_TEST(malformed_records_rejected)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ slow checks off the loop */
+
+struct answers {
+    int n, ok[8];
+    void *owner[8];
+};
+static struct answers ANS;
+
+static void answered(void *owner, int ok)
+{
+    ck_assert_int_lt(ANS.n, 8);
+    ANS.owner[ANS.n] = owner;
+    ANS.ok[ANS.n++] = ok;
+}
+
+/* Wait (bounded) for the verifier's fd and deliver, until `want` answers came. */
+static void deliver_until(acc_verifier *v, int want)
+{
+    for (int i = 0; i < 200 && ANS.n < want; i++) {
+        struct pollfd p = {.fd = acc_verifier_fd(v), .events = POLLIN};
+        if (poll(&p, 1, 50) > 0)
+            acc_verifier_run_done(v);
+    }
+    ck_assert_int_eq(ANS.n, want);
+}
+
+START_TEST(verifier_answers_cancels_and_bounds)
+{
+    acc_set_default_hash(A, ACC_HASH_ARGON2ID);
+    add_user("slow", "pw", NULL);
+    const acc_user *u = acc_user_find(A, "slow", 4);
+    ck_assert(acc_login_is_slow(u, 2));
+    ck_assert(!acc_login_is_slow(u, 0)); /* a blank password is refused inline */
+    acc_verifier *v = acc_verifier_new(3);
+    ck_assert_ptr_nonnull(v);
+    memset(&ANS, 0, sizeof ANS);
+    int o1, o2, o3;
+    acc_verify_job *j1 = acc_verifier_post(v, u->algo, u->hash, u->hash_len, (const uint8_t *)"pw",
+                                           2, answered, &o1);
+    acc_verify_job *j2 = acc_verifier_post(v, u->algo, u->hash, u->hash_len, (const uint8_t *)"no",
+                                           2, answered, &o2);
+    acc_verify_job *j3 = acc_verifier_post(v, u->algo, u->hash, u->hash_len, (const uint8_t *)"pw",
+                                           2, answered, &o3);
+    ck_assert(j1 && j2 && j3);
+    /* the bound: a fourth waits for none of them, it is refused */
+    ck_assert_ptr_null(acc_verifier_post(v, u->algo, u->hash, u->hash_len, (const uint8_t *)"pw", 2,
+                                         answered, &o1));
+    ck_assert_uint_eq(acc_verifier_pending(v), 3);
+    acc_verify_cancel(j2); /* its owner went away: never answered */
+    deliver_until(v, 2);
+    ck_assert_ptr_eq(ANS.owner[0], &o1);
+    ck_assert_int_eq(ANS.ok[0], 1);
+    ck_assert_ptr_eq(ANS.owner[1], &o3);
+    ck_assert_int_eq(ANS.ok[1], 1);
+    /* the cancelled one is freed once done; nothing more arrives */
+    for (int i = 0; i < 40 && acc_verifier_pending(v) > 0; i++) {
+        struct pollfd p = {.fd = acc_verifier_fd(v), .events = POLLIN};
+        if (poll(&p, 1, 50) > 0)
+            acc_verifier_run_done(v);
+    }
+    ck_assert_uint_eq(acc_verifier_pending(v), 0);
+    ck_assert_int_eq(ANS.n, 2);
+    /* a wrong password answers 0; a job still queued at the end is freed unanswered */
+    acc_verifier_post(v, u->algo, u->hash, u->hash_len, (const uint8_t *)"nope", 4, answered, &o2);
+    deliver_until(v, 3);
+    ck_assert_int_eq(ANS.ok[2], 0);
+    acc_verifier_post(v, u->algo, u->hash, u->hash_len, (const uint8_t *)"pw", 2, answered, &o1);
+    acc_verifier_post(v, u->algo, u->hash, u->hash_len, (const uint8_t *)"pw", 2, answered, &o1);
+    acc_verifier_free(v);
+    ck_assert_int_eq(ANS.n, 3);
+}
+END_TEST
+
+START_TEST(checked_login_sees_changes_made_meanwhile)
+{
+    acc_set_default_hash(A, ACC_HASH_ARGON2ID);
+    add_user("slow", "pw", NULL);
+    const acc_user *u = acc_user_find(A, "slow", 4), *out;
+    uint8_t *snap = sl_xmalloc(u->hash_len);
+    size_t n = u->hash_len;
+    memcpy(snap, u->hash, n);
+    ck_assert_int_eq(acc_login_checked(A, "slow", 4, snap, n, 1, 1, &out, err, sizeof err), SL_OK);
+    ck_assert_ptr_eq(out, u);
+    ck_assert_int_eq(acc_login_checked(A, "slow", 4, snap, n, 0, 1, &out, err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    ck_assert_str_eq(err, "user 'slow' - invalid credentials");
+    /* the password changed while the old one was being checked: refused */
+    add_user("slow", "new", NULL);
+    ck_assert_int_eq(acc_login_checked(A, "slow", 4, snap, n, 1, 1, &out, err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    /* a loopback user from elsewhere, as acc_login_password says it */
+    u = acc_user_find(A, "slow", 4);
+    memcpy(snap, u->hash, n);
+    acc_set_loopback_user(A, "slow", 1);
+    ck_assert_int_eq(acc_login_checked(A, "slow", 4, snap, n, 1, 0, &out, err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    ck_assert_str_eq(err, "user 'slow' can only connect via localhost");
+    /* deleted meanwhile */
+    ck_assert_int_eq(acc_user_delete(A, "slow", err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_login_checked(A, "slow", 4, snap, n, 1, 1, &out, err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    sl_free(snap);
+}
+END_TEST
+
 static Suite *access_suite(void)
 {
     Suite *s = suite_create("access");
@@ -519,6 +626,8 @@ static Suite *access_suite(void)
     tcase_add_test(tc, actions_need_administrator);
     tcase_add_test(tc, records_replay_to_the_same_state);
     tcase_add_test(tc, malformed_records_rejected);
+    tcase_add_test(tc, verifier_answers_cancels_and_bounds);
+    tcase_add_test(tc, checked_login_sees_changes_made_meanwhile);
     suite_add_tcase(s, tc);
     return s;
 }
