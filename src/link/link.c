@@ -138,6 +138,10 @@ struct link_outq {
     uint64_t *open_seqs;
     size_t open_cap;
     uint64_t pub_tag; /* foreign: publisher-confirm sequence of the session */
+    /* The highest SeqNo handed to a session of this sequence: every pending message up to it
+     * has been sent and lacks its order ack (EodFirstNonAck .. EodLastNonAck), whether it is
+     * in flight now or was requeued when its session ended. */
+    uint64_t sent_hwm;
     uint64_t idle_since;
     eod_send es;
     /* what the operator sees */
@@ -642,6 +646,8 @@ static void c_deliver(qm_consumer *c, qm_position *pos)
     if (!o->fl_len)
         eod_send_arm(&o->es, resend_table(m), sl_loop_now(m->loop));
     fl_push(o, pos, seq);
+    if (seq > o->sent_hwm)
+        o->sent_hwm = seq;
     uint64_t prev = eod_send_next(&o->es, seq);
     if (o->open_n == o->open_cap) {
         o->open_cap = o->open_cap ? o->open_cap * 2 : 256;
@@ -1630,6 +1636,19 @@ static void seqinfo(link_seqinfo *s, uint64_t seq_id, uint64_t no, uint64_t prev
     s->prev_no = (uint32_t)prev;
 }
 
+/* Lookup id of the i-th ready message (0 = next to send), without paging anything in. */
+static uint64_t ready_id_at(qm_queue *q, size_t i)
+{
+    qm_position view;
+    const qm_position *p = qm_queue_peek_view(q, i, &view);
+    if (!p)
+        return 0;
+    uint64_t id = p->lookup_id;
+    if (p == &view)
+        qm_message_unref(view.msg);
+    return id;
+}
+
 void link_outq_get_info(qm_queue *q, link_outq_info *out)
 {
     memset(out, 0, sizeof *out);
@@ -1648,16 +1667,34 @@ void link_outq_get_info(qm_queue *q, link_outq_info *out)
                  o->peer_addr[0] ? o->peer_addr : o->dest.host);
     uint64_t sid = o->es.seq_id;
     seqinfo(&out->last_ack, sid, o->es.last_ack, o->es.last_ack_prev);
-    if (o->fl_len) {
-        seqinfo(&out->first_non_ack, sid, fl_at(o, 0)->seq, 0);
-        seqinfo(&out->last_non_ack, sid, fl_at(o, o->fl_len - 1)->seq,
-                o->fl_len > 1 ? fl_at(o, o->fl_len - 2)->seq : 0);
+    /* Sent and not order-acked: what is in flight now, and what an ended session had sent
+     * (requeued in place, ready again, SeqNo <= sent_hwm). In flight are the oldest. */
+    uint64_t requeued = o->sent_hwm ? qm_queue_count_ready_upto(q, o->sent_hwm) : 0;
+    if (o->fl_len || requeued) {
+        uint64_t first = 0, last = 0, before_last = 0;
+        if (o->fl_len) {
+            first = fl_at(o, 0)->seq;
+            last = fl_at(o, o->fl_len - 1)->seq;
+            before_last = o->fl_len > 1 ? fl_at(o, o->fl_len - 2)->seq : 0;
+        }
+        if (requeued) {
+            uint64_t head = ready_id_at(q, 0), tail = ready_id_at(q, (size_t)requeued - 1);
+            if (head && (!first || head < first))
+                first = head;
+            if (tail > last) {
+                before_last = requeued > 1 ? ready_id_at(q, (size_t)requeued - 2) : last;
+                last = tail;
+            }
+        }
+        seqinfo(&out->first_non_ack, sid, first, 0);
+        seqinfo(&out->last_non_ack, sid, last, before_last);
     }
     qm_position *next = qm_queue_peek(q, 0);
     seqinfo(&out->next_seq, sid, next ? next->lookup_id : 0, o->es.last_sent);
     out->last_ack_count = o->es.last_ack_count;
     out->last_ack_time = o->es.last_ack_time;
-    out->no_ack_count = o->fl_len;
+    out->in_flight = o->fl_len;
+    out->no_ack_count = o->fl_len + requeued;
     out->no_read_count = 0; /* final (receive) acks are not tracked */
     out->resend_count = o->es.resend_index;
     out->resend_interval_s = eod_resend_interval(resend_table(o->m), o->es.resend_index) / 1000;

@@ -136,7 +136,10 @@ typedef struct link_outq_info {
     char next_hop[80]; /* "IP=127.0.0.3" while connected or waiting */
     /* EOD sender side (OutgoingTransferInfo) */
     link_seqinfo last_ack, first_non_ack, last_non_ack, next_seq;
-    uint64_t last_ack_count, no_ack_count, no_read_count, resend_count;
+    uint64_t last_ack_count, no_read_count, resend_count;
+    /* no_ack_count (EodNoAckCount): sent and not order-acked, in flight or requeued after
+     * its session ended; in_flight: of those, sent on the current session */
+    uint64_t no_ack_count, in_flight;
     int64_t last_ack_time, resend_time;
     uint32_t resend_interval_s;
     uint64_t sent, acked, reconnects;

@@ -114,7 +114,7 @@ json_t *outgoing_json(mgmt *m, qm_queue *q)
                      in.format_name, "vhost", q->vhost->name, "state", link_state_name(in.state),
                      "foreign", foreign_str(in.foreign), "messages",
                      (json_int_t)qm_queue_message_count(q), "bytes", (json_int_t)q->bytes_total,
-                     "in_flight", (json_int_t)in.no_ack_count, "sent", (json_int_t)in.sent, "acked",
+                     "in_flight", (json_int_t)in.in_flight, "sent", (json_int_t)in.sent, "acked",
                      (json_int_t)in.acked, "reconnects", (json_int_t)in.reconnects, "last_error",
                      in.last_error, "last_error_time", (json_int_t)in.last_error_time, "next_hops",
                      hops, "connection_history", history_json(&in), "eod", eod);

@@ -418,6 +418,12 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index);
 const qm_position *qm_queue_peek_view(qm_queue *q, size_t index, qm_position *view);
 const qm_position *qm_queue_peek_after(qm_queue *q, uint64_t after_id, qm_position *view);
 
+/* How many ready positions (in memory or paged out) have a lookup id <= id: O(log n). */
+uint64_t qm_queue_count_ready_upto(qm_queue *q, uint64_t id);
+/* Take the AVAILABLE position with this lookup id as basic.get would take the head: LOCKED,
+ * holder unset, for the caller to settle; NULL when there is none (or it is locked). */
+qm_position *qm_queue_take(qm_queue *q, uint64_t lookup_id);
+
 /* ------------------------------------------------------------------------------------------
  * Move (MS-MQDMPR Move Message, MS-MQRR R_MoveMessage)
  *

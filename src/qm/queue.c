@@ -953,6 +953,33 @@ const qm_position *qm_queue_peek_after(qm_queue *q, uint64_t after_id, qm_positi
     return lo < q->paged_len ? paged_view(q, &pg[lo], view) : NULL;
 }
 
+uint64_t qm_queue_count_ready_upto(qm_queue *q, uint64_t id)
+{
+    qm_ready *rd = qm_ready_of(q);
+    uint64_t n = 0;
+    for (int l = 0; l < rd->nlevels; l++)
+        n += ring_upper(&rd->levels[l], id);
+    const qm_paged *pg = q->paged + q->paged_head;
+    size_t lo = 0, hi = q->paged_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pg[mid].lookup_id <= id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return n + lo;
+}
+
+qm_position *qm_queue_take(qm_queue *q, uint64_t lookup_id)
+{
+    qm_position *pos = qm_queue_find_position(q, lookup_id);
+    if (!pos || pos->state != QM_POS_AVAILABLE || !qm_ready_remove(q, pos))
+        return NULL;
+    qm_position_hand_out(q, pos, 0);
+    return pos;
+}
+
 /* ---- recovery ---- */
 
 qm_position *qm_queue_restore_position(qm_queue *q, qm_message *m, uint64_t lookup_id,

@@ -683,3 +683,49 @@ def test_link_transaction_is_bounded(nodes):
     assert res.method.name == "channel.close" and res.method.reply_code == 406, res
     assert "at most" in str(res.method.reply_text)
     b.broker.assert_alive()
+
+
+def test_eod_non_ack_properties_while_the_receiver_holds_its_acks(nodes):
+    """h9b saw EodFirstNonAck / EodLastNonAck zero and EodNoAckCount 0 while 40 messages were
+    sent and unacknowledged: a session that ends (resend timer) used to forget them."""
+    a = nodes.start("a")
+    b = nodes.start("b")
+    bch = declare(b, "held")
+    fmt = b.fmt("held")
+    publish(a, fmt, bodies(10, "x"))
+    a.wait_drained(fmt)
+    last_ack = a.outgoing_queue(fmt)["eod"]["EodLastAck"]["SeqNo"]
+    os.kill(b.broker.proc.pid, signal.SIGSTOP)  # it takes nothing in and acks nothing
+    try:
+        publish(a, fmt, bodies(40, "h"), tx_size=40)  # one transaction: one link batch
+        wait_for(lambda: a.outgoing_queue(fmt)["sent"] == 50, timeout=10,
+                 message="not sent: %r" % (a.outgoing_queue(fmt),))
+        o = a.outgoing_queue(fmt)
+        eod = o["eod"]
+        assert o["state"] == "CONNECTED" and o["in_flight"] == 40, o
+        assert eod["EodNoAckCount"] == 40, eod
+        first, last = eod["EodFirstNonAck"]["SeqNo"], eod["EodLastNonAck"]["SeqNo"]
+        assert last_ack < first < last, eod
+        assert eod["EodLastNonAck"]["PrevNo"] < last and eod["EodFirstNonAck"]["SeqID"] > 0
+        # the resend timer (2 s here) ends the session; the 40 stay sent and unacknowledged
+        wait_for(lambda: "resending" in a.outgoing_queue(fmt)["last_error"], timeout=15)
+        o = a.outgoing_queue(fmt)
+        eod = o["eod"]
+        assert o["in_flight"] == 0 and o["messages"] == 40, o
+        assert eod["EodNoAckCount"] == 40, o
+        assert eod["EodFirstNonAck"]["SeqNo"] == first, eod
+        assert eod["EodLastNonAck"]["SeqNo"] == last, eod
+        s, j, _ = a.api.info("QUEUE=" + fmt, "EOD_NO_ACK_COUNT", "EOD_FIRST_NON_ACK",
+                             "EOD_LAST_NON_ACK")
+        v = j["values"]
+        P = "PROPID_MGMT_QUEUE_"
+        assert v[P + "EOD_NO_ACK_COUNT"] == 40, v
+        assert v[P + "EOD_FIRST_NON_ACK"]["SeqNo"] == first, v
+        assert v[P + "EOD_LAST_NON_ACK"]["SeqNo"] == last, v
+    finally:
+        os.kill(b.broker.proc.pid, signal.SIGCONT)
+    a.wait_drained(fmt, timeout=30)
+    eod = a.outgoing_queue(fmt)["eod"]
+    assert eod["EodNoAckCount"] == 0 and eod["EodFirstNonAck"]["SeqNo"] == 0, eod
+    assert eod["EodLastAck"]["SeqNo"] == last, eod
+    assert drain(bch, "held") == bodies(10, "x") + bodies(40, "h")

@@ -428,6 +428,38 @@ START_TEST(requeue_order_and_lookup_ids)
 }
 END_TEST
 
+START_TEST(count_ready_upto_and_take_by_id)
+{
+    qm_queue *q = declare("q");
+    const char *b[] = {"1", "2", "3", "4", "5"};
+    for (int i = 0; i < 5; i++)
+        put(q, b[i]);
+    uint64_t id[5];
+    for (size_t i = 0; i < 5; i++)
+        id[i] = qm_queue_peek(q, i)->lookup_id;
+    ck_assert_uint_eq(qm_queue_count_ready_upto(q, 0), 0);
+    ck_assert_uint_eq(qm_queue_count_ready_upto(q, id[0]), 1);
+    ck_assert_uint_eq(qm_queue_count_ready_upto(q, id[2]), 3);
+    ck_assert_uint_eq(qm_queue_count_ready_upto(q, id[4] + 100), 5);
+    /* take the middle one: LOCKED, out of the ready set, still counted */
+    qm_position *p = qm_queue_take(q, id[2]);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(body_is(p, "3"));
+    ck_assert_int_eq(p->state, QM_POS_LOCKED);
+    ck_assert_uint_eq(q->n_ready, 4);
+    ck_assert_uint_eq(qm_queue_message_count(q), 5);
+    ck_assert_uint_eq(qm_queue_count_ready_upto(q, id[2]), 2);
+    ck_assert_ptr_null(qm_queue_take(q, id[2])); /* locked now */
+    ck_assert_ptr_null(qm_queue_take(q, id[4] + 100));
+    qm_position_requeue(p); /* back at its place */
+    ck_assert(body_is(qm_queue_peek(q, 2), "3"));
+    p = qm_queue_take(q, id[2]);
+    qm_position_ack(p);
+    ck_assert_uint_eq(qm_queue_message_count(q), 4);
+    ck_assert(body_is(qm_queue_peek(q, 2), "4"));
+}
+END_TEST
+
 START_TEST(purge_with_locked)
 {
     qm_queue *q = declare("q");
@@ -1819,6 +1851,7 @@ static Suite *qm_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, positions_deliver_ack_requeue_reject);
     tcase_add_test(tc, requeue_order_and_lookup_ids);
+    tcase_add_test(tc, count_ready_upto_and_take_by_id);
     tcase_add_test(tc, message_slot_lifetimes);
     tcase_add_test(tc, purge_with_locked);
     tcase_add_test(tc, purge_big_queue);
