@@ -170,6 +170,7 @@ struct link_mgr {
     char node_name[256];
     int online;
     sl_buf scratch;
+    sl_buf props_scratch; /* foreign: properties with a message-id added */
 };
 
 static void outq_fail(link_outq *o, unsigned status, int backoff, const char *fmt, ...)
@@ -589,7 +590,28 @@ static int c_can_take(qm_consumer *c)
     return sl_buf_unread(&o->out) < OUT_HIGH;
 }
 
-static void write_publish(link_outq *o, const qm_message *msg)
+/* To a foreign broker a message without a message-id gets one that is the same on every
+ * resend, so a consumer there can deduplicate (at least once): "sluice-<sending node id, 32
+ * hex>-<SeqID>-<SeqNo>". NULL: the properties go as they are (they have an id, or do not
+ * decode). */
+static const sl_buf *foreign_props(link_outq *o, const qm_message *msg, uint64_t seq)
+{
+    amqp_basic_props bp;
+    if (amqp_props_decode(qm_msg_props(msg), msg->props_len, &bp) < 0 ||
+        (bp.flags & AMQP_P_MESSAGE_ID))
+        return NULL;
+    char id[96];
+    snprintf(id, sizeof id, "sluice-%s-%llu-%llu", o->m->node_id_hex,
+             (unsigned long long)o->es.seq_id, (unsigned long long)seq);
+    bp.flags |= AMQP_P_MESSAGE_ID;
+    bp.message_id = amqp_cstr(id);
+    sl_buf *b = &o->m->props_scratch;
+    b->len = b->off = 0;
+    amqp_props_encode(b, &bp);
+    return b;
+}
+
+static void write_publish(link_outq *o, const qm_message *msg, uint64_t seq)
 {
     amqp_method pm = {.id = AMQP_BASIC_PUBLISH};
     pm.u.basic_publish.exchange = AMQP_BYTES("");
@@ -597,7 +619,11 @@ static void write_publish(link_outq *o, const qm_message *msg)
     pm.u.basic_publish.mandatory = !o->peer_is_sluice; /* a foreign basic.return: not delivered */
     amqp_method_write(&o->out, 1, &pm);
     o->pub_tag++;
-    amqp_content_header_write(&o->out, 1, msg->body_len, qm_msg_props(msg), msg->props_len);
+    const sl_buf *fp = o->peer_is_sluice ? NULL : foreign_props(o, msg, seq);
+    if (fp)
+        amqp_content_header_write(&o->out, 1, msg->body_len, fp->data, fp->len);
+    else
+        amqp_content_header_write(&o->out, 1, msg->body_len, qm_msg_props(msg), msg->props_len);
     const uint8_t *body = qm_msg_body(msg);
     size_t chunk = o->frame_max - AMQP_FRAME_OVERHEAD;
     for (uint64_t off = 0; off < msg->body_len; off += chunk) {
@@ -657,7 +683,7 @@ static void c_deliver(qm_consumer *c, qm_position *pos)
         o->open_first_prev = prev;
     o->open_seqs[o->open_n++] = seq;
     o->open_bytes += pos->msg->body_len;
-    write_publish(o, pos->msg);
+    write_publish(o, pos->msg, seq);
     o->sent++;
     o->in_unit = pos->xact_cont;
     o->idle_since = 0;
@@ -1490,6 +1516,7 @@ link_mgr *link_mgr_new(qm_node *node, sl_loop *loop, struct persist *store, cons
     m->o = *o;
     m->by_key = sl_map_new();
     sl_buf_init(&m->scratch);
+    sl_buf_init(&m->props_scratch);
     snprintf(m->node_name, sizeof m->node_name, "%s", node->name);
     m->online = store ? persist_online(store) : 1;
     node->online = (uint8_t)m->online;
@@ -1532,6 +1559,7 @@ void link_mgr_free(link_mgr *m)
     m->node->on_queue_deleted = NULL;
     sl_map_free(m->by_key);
     sl_buf_free(&m->scratch);
+    sl_buf_free(&m->props_scratch);
     sl_free(m);
 }
 

@@ -48,7 +48,8 @@
  *   positions of that batch (they leave the outgoing queue).
  *   To a foreign broker (FOREIGN "YES": the peer's server-properties are not Sluice's):
  *   confirm.select, mandatory publishes, basic.ack(multiple) acks, basic.return is not a
- *   delivery (the message stays, last_error says why); at least once, message-id kept.
+ *   delivery (the message stays, last_error says why); at least once, message-id kept, or
+ *   when the message has none "sluice-<node id hex>-<SeqID>-<SeqNo>" (stable across resends).
  *
  * Request / response over the link (for issue 10: remote handles, remote purge, management
  * object of a remote queue): on channel 2 of the same authenticated link connection the

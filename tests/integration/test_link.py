@@ -505,6 +505,92 @@ def test_foreign_rabbitmq_destination_at_least_once_message_id_kept(nodes, rabbi
     rc.close()
 
 
+def _process_tree(root):
+    """root and every process below it (from /proc)."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+@pytest.mark.test_timeout(150)
+def test_foreign_destination_gets_a_stable_message_id_when_none_was_set(nodes, rabbit):
+    """To a foreign broker (at least once) a message without a message-id gets one derived
+    from the sending node and its sequence number, the same on every resend, so a consumer
+    there can deduplicate. Resends are forced by freezing RabbitMQ (SIGSTOP) while the
+    messages are unconfirmed: the resend timer starts a new session and sends them again."""
+    import re
+    a = nodes.start("a")
+    rc = amqp.Connection(host="127.0.0.1:%d" % rabbit.port, userid="guest", password="guest")
+    rc.connect()
+    rch = rc.channel()
+    q = uname("ids")
+    rch.queue_declare(q, durable=True, auto_delete=False)
+    fmt = "DIRECT=TCP:127.0.0.1:%d\\private$\\%s" % (rabbit.port, q)
+    publish(a, fmt, [b"warm"])
+    a.wait_drained(fmt, timeout=30)
+    seq_id = a.outgoing_queue(fmt)["eod"]["EodLastAck"]["SeqID"]
+    assert seq_id > 0
+    frozen = _process_tree(rabbit.proc.pid)  # the script, beam.smp and its helpers
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        ch = a.amqp().channel()
+        ch.tx_select()  # one transaction: one batch, sent together
+        for i in range(5):
+            props = {"message_id": "own-%d" % i} if i == 4 else {}
+            ch.basic_publish(amqp.Message(b"n%d" % i, delivery_mode=2, **props), exchange="",
+                             routing_key=fmt)
+        ch.tx_commit()
+        wait_for(lambda: a.outgoing_queue(fmt)["sent"] == 6, timeout=10)
+        eod = a.outgoing_queue(fmt)["eod"]
+        first, last = eod["EodFirstNonAck"]["SeqNo"], eod["EodLastNonAck"]["SeqNo"]
+        assert last - first == 4, eod  # nothing else enqueued on this node in between
+        seq_of = {"n%d" % i: first + i for i in range(5)}
+        # no confirms while RabbitMQ is frozen: the resend timer (2 s) sends them again
+        wait_for(lambda: "resending" in a.outgoing_queue(fmt)["last_error"], timeout=15)
+        time.sleep(0.5)
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    a.wait_drained(fmt, timeout=60)
+    got = []
+    while True:
+        m = rch.basic_get(q, no_ack=True)
+        if m is None:
+            break
+        got.append((m.body, m.properties.get("message_id")))
+    ids = {}
+    for body, mid in got:
+        ids.setdefault(body, set()).add(mid)
+    assert set(ids) >= {b"n%d" % i for i in range(5)}, got
+    node_hex = None
+    for i in range(4):
+        (mid,) = ids[b"n%d" % i]  # one id per message, however often it came
+        m = re.fullmatch(r"sluice-([0-9a-f]{32})-(\d+)-(\d+)", mid)
+        assert m, mid
+        node_hex = node_hex or m.group(1)
+        assert m.group(1) == node_hex
+        assert int(m.group(2)) == seq_id and int(m.group(3)) == seq_of["n%d" % i], (mid, seq_of)
+    assert ids[b"n4"] == {"own-4"}  # an id the publisher set is kept
+    # RabbitMQ got them twice (the frozen session's publishes, then the resend): each copy
+    # carries the same id, so a consumer deduplicates on it
+    bodies_seen = [b for b, _ in got]
+    assert any(bodies_seen.count(b"n%d" % i) > 1 for i in range(5)), got
+    rc.close()
+
+
 def test_sluicectl_outgoing_pause_resume_eod_resend(nodes):
     import json
     import subprocess
