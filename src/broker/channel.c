@@ -205,7 +205,7 @@ uint64_t channel_track(channel *ch, qm_position *pos, consumer *cons)
     ch->ua_live++;
     if (cons)
         cons->unacked++;
-    pos->holder = d;
+    qm_pos_set_holder(pos, d);
     return tag;
 }
 
@@ -263,7 +263,7 @@ static void settle_one(channel *ch, delivery *d, int how)
     consumer *cons = d->cons;
     d->pos = NULL;
     ch->ua_live--;
-    pos->holder = NULL;
+    qm_pos_set_holder(pos, NULL);
     if (how == QM_SETTLE_ACK)
         qm_position_ack(pos);
     else if (how == QM_SETTLE_REQUEUE)

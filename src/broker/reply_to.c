@@ -112,7 +112,7 @@ int reply_to_route(channel *ch, const qm_message *m, int *delivered)
 {
     amqp_bytes rk = qm_msg_routing_key(m);
     *delivered = 0;
-    if (m->exchange_len || !is_reply_name(rk))
+    if (qm_msg_exchange(m).len || !is_reply_name(rk))
         return 0;
     channel *t = target_of(ch->c->b, rk);
     if (!t || t->state != CH_OPEN || t->c->state != CONN_OPEN || t->c->vhost != ch->c->vhost)

@@ -321,7 +321,7 @@ static void ack_front(link_outq *o, size_t n)
         qm_position *pos = f->pos;
         o->fl_head = (o->fl_head + 1) % o->fl_cap;
         o->fl_len--;
-        pos->holder = NULL;
+        qm_pos_set_holder(pos, NULL);
         qm_position_ack(pos);
         o->acked++;
     }
@@ -338,7 +338,7 @@ static void requeue_all(link_outq *o)
     while (o->fl_len) {
         inflight *f = fl_at(o, o->fl_len - 1);
         o->fl_len--;
-        f->pos->holder = NULL;
+        qm_pos_set_holder(f->pos, NULL);
         qm_position_requeue(f->pos);
     }
     o->fl_head = 0;
@@ -663,7 +663,7 @@ static void c_deliver(qm_consumer *c, qm_position *pos)
 {
     link_outq *o = c->ctx;
     link_mgr *m = o->m;
-    pos->holder = o;
+    qm_pos_set_holder(pos, o);
     uint64_t seq = pos->lookup_id;
     /* The number must survive a crash before it is sent (transient messages have no
      * enqueue record to carry it): reserved in meta, synced before link_mgr_flush. */

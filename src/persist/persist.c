@@ -217,11 +217,22 @@ static void h_unbound(void *ctx, const qm_binding *b)
 /* Store the message itself once, whatever the number of queues it went to. Paging out a
  * transient message stores it too, without waiting for the disk: a crash loses it anyway.
  * Properties and body go to the log as they lie (no copy through scratch). -1 when the log
- * refuses the record: the message is then not written and has no location. */
-static int write_message(persist *p, qm_message *m, int needs_sync)
+ * refuses the record: the message is then not written and has no location. Where it went is
+ * in *where; a message with store fields also keeps it (written once), a transient one
+ * without them (no room for them: messages that never go to disk do not pay for them) is
+ * written again by each queue that pages it out. */
+typedef struct msg_loc {
+    uint64_t id;
+    uint32_t seg, off, len;
+} msg_loc;
+
+static int write_message(persist *p, qm_message *m, int needs_sync, msg_loc *where)
 {
-    if (m->st_written)
+    if (m->st_written) {
+        const qm_msg_store *st = qm_msg_st(m);
+        *where = (msg_loc){st->st_id, st->st_seg, st->st_off, st->st_len};
         return 0;
+    }
     uint64_t id = p->next_msg_id;
     rec_u64(&p->scratch, id);
     amqp_bytes ex = qm_msg_exchange(m), rk = qm_msg_routing_key(m);
@@ -241,11 +252,15 @@ static int write_message(persist *p, qm_message *m, int needs_sync)
         return -1;
     }
     p->next_msg_id++;
-    m->st_id = id;
-    m->st_len = (uint32_t)len;
-    m->st_seg = loc.segment;
-    m->st_off = loc.offset;
-    m->st_written = 1;
+    *where = (msg_loc){id, loc.segment, (uint32_t)loc.offset, (uint32_t)len};
+    if (m->has_store) {
+        qm_msg_store *st = qm_msg_st(m);
+        st->st_id = id;
+        st->st_len = (uint32_t)len;
+        st->st_seg = loc.segment;
+        st->st_off = (uint32_t)loc.offset; /* a segment is at most 1 GiB */
+        m->st_written = 1;
+    }
     return 0;
 }
 
@@ -266,17 +281,18 @@ static uint64_t wall_deadline(persist *p, uint64_t expires_at)
 static void log_position(persist *p, qm_position *pos)
 {
     qm_message *m = pos->msg;
-    if (write_message(p, m, 1) < 0)
+    msg_loc ml;
+    if (write_message(p, m, 1, &ml) < 0)
         return;
     rec_u64(&p->scratch, pos->queue->incarnation);
     rec_u64(&p->scratch, pos->lookup_id);
-    rec_u64(&p->scratch, m->st_id);
+    rec_u64(&p->scratch, ml.id);
     rec_u32(&p->scratch, pos->move_count);
     uint8_t flags =
         (uint8_t)((pos->redelivered ? EF_REDELIVERED : 0) | (pos->xact_cont ? EF_XACT_CONT : 0));
-    if (pos->expires_at) {
+    if (qm_pos_expires(pos)) {
         rec_u8(&p->scratch, flags | EF_EXPIRES);
-        rec_u64(&p->scratch, wall_deadline(p, pos->expires_at));
+        rec_u64(&p->scratch, wall_deadline(p, qm_pos_expires(pos)));
     } else {
         rec_u8(&p->scratch, flags);
     }
@@ -287,7 +303,7 @@ static void log_position(persist *p, qm_position *pos)
     pos->st_logged = 1;
     pos->st_delivered = pos->redelivered;
     st_log_ref(p->msgs, pos->st_seg);
-    st_log_ref(p->msgs, m->st_seg);
+    st_log_ref(p->msgs, ml.seg);
 }
 
 static void unlog_position(persist *p, qm_position *pos, int write_record)
@@ -299,7 +315,7 @@ static void unlog_position(persist *p, qm_position *pos, int write_record)
         msgs_append(p, R_DEQ, 0, NULL);
     }
     st_log_unref(p->msgs, pos->st_seg);
-    st_log_unref(p->msgs, pos->msg->st_seg);
+    st_log_unref(p->msgs, qm_msg_st(pos->msg)->st_seg);
     pos->st_logged = 0;
 }
 
@@ -356,15 +372,15 @@ static void h_moved(void *ctx, qm_position *pos, qm_queue *src, uint64_t old_exp
     persist *p = ctx;
     int durable_dest = pos->msg->persistent && persist_queue_durable(pos->queue);
     if (pos->st_logged && durable_dest) {
-        int ttl_changed = pos->expires_at != old_expires_at;
+        int ttl_changed = qm_pos_expires(pos) != old_expires_at;
         rec_u64(&p->scratch, src->incarnation);
         rec_u64(&p->scratch, pos->lookup_id);
         rec_u64(&p->scratch, pos->queue->incarnation);
         rec_u32(&p->scratch, pos->move_count);
         if (ttl_changed) {
-            rec_u8(&p->scratch, pos->expires_at ? EF_EXPIRES : 0);
-            if (pos->expires_at)
-                rec_u64(&p->scratch, wall_deadline(p, pos->expires_at));
+            rec_u8(&p->scratch, qm_pos_expires(pos) ? EF_EXPIRES : 0);
+            if (qm_pos_expires(pos))
+                rec_u64(&p->scratch, wall_deadline(p, qm_pos_expires(pos)));
         }
         msgs_append(p, ttl_changed ? R_MOVE_TTL : R_MOVE, 1, NULL);
     } else if (pos->st_logged) {
@@ -373,7 +389,7 @@ static void h_moved(void *ctx, qm_position *pos, qm_queue *src, uint64_t old_exp
         rec_u64(&p->scratch, pos->lookup_id);
         msgs_append(p, R_DEQ, 1, NULL);
         st_log_unref(p->msgs, pos->st_seg);
-        st_log_unref(p->msgs, pos->msg->st_seg);
+        st_log_unref(p->msgs, qm_msg_st(pos->msg)->st_seg);
         pos->st_logged = 0;
     } else if (durable_dest) {
         log_position(p, pos);
@@ -397,21 +413,24 @@ static int h_page_out(void *ctx, qm_position *pos, qm_paged *out)
 {
     persist *p = ctx;
     qm_message *m = pos->msg;
-    if (m->body_len > UINT32_MAX)
-        return -1;
     int durable = m->persistent && persist_queue_durable(pos->queue);
+    msg_loc ml;
     if (durable && !pos->st_logged) {
         log_position(p, pos); /* message + enqueue records, synced with this turn */
         if (!pos->st_logged)
             return -1; /* refused by the log: it stays in memory */
-    } else if (!durable && write_message(p, m, 0) < 0) {
+    } else if (!durable && write_message(p, m, 0, &ml) < 0) {
         return -1; /* recovery would ignore it anyway: no enqueue record names it */
     }
+    if (durable) {
+        const qm_msg_store *st = qm_msg_st(m); /* a persistent message has them */
+        ml = (msg_loc){st->st_id, st->st_seg, st->st_off, st->st_len};
+    }
     out->lookup_id = pos->lookup_id;
-    out->msg_off = m->st_off;
-    out->msg_seg = m->st_seg;
-    out->msg_len = m->st_len;
-    out->body_len = (uint32_t)m->body_len;
+    out->msg_off = ml.off;
+    out->msg_seg = ml.seg;
+    out->msg_len = ml.len;
+    out->body_len = m->body_len;
     out->move_count = (uint16_t)(pos->move_count > 65535 ? 65535 : pos->move_count);
     out->redelivered = pos->redelivered;
     out->xact_cont = pos->xact_cont;
@@ -422,9 +441,9 @@ static int h_page_out(void *ctx, qm_position *pos, qm_paged *out)
         out->enq_seg = pos->st_seg;
         pos->st_logged = 0;
     } else {
-        out->enq_seg = m->st_seg;
+        out->enq_seg = ml.seg;
         st_log_ref(p->msgs, out->enq_seg);
-        st_log_ref(p->msgs, m->st_seg);
+        st_log_ref(p->msgs, ml.seg);
     }
     p->paged_out++;
     return 0;
@@ -460,14 +479,15 @@ qm_message *persist_read_message(persist *p, uint32_t seg, uint64_t off, uint32_
         sl_free(buf);
         return NULL;
     }
-    qm_message *m = qm_message_new(ex, rk, props.p, (uint32_t)props.len, body.len);
+    qm_message *m = qm_message_new_stored(ex, rk, props.p, (uint32_t)props.len, body.len);
     if (body.len)
         memcpy(qm_msg_body(m), body.p, body.len);
     sl_free(buf);
-    m->st_id = id;
-    m->st_seg = seg;
-    m->st_off = off;
-    m->st_len = len;
+    qm_msg_store *st = qm_msg_st(m);
+    st->st_id = id;
+    st->st_seg = seg;
+    st->st_off = (uint32_t)off;
+    st->st_len = len;
     m->st_written = 1;
     return m;
 }

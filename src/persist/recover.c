@@ -730,8 +730,7 @@ static void rebuild_messages(rstate *s)
                 /* Beyond the memory budget the message stays where it is: on disk. */
                 qm_paged pe = {
                     .lookup_id = e->lookup,
-                    .expires_at = expires_at,
-                    .msg_off = rm->off,
+                    .msg_off = (uint32_t)rm->off,
                     .msg_seg = rm->seg,
                     .msg_len = rm->len,
                     .enq_seg = e->seg,
@@ -741,7 +740,7 @@ static void rebuild_messages(rstate *s)
                     .logged = 1,
                     .xact_cont = e->xact_cont,
                 };
-                qm_queue_restore_paged(q, &pe);
+                qm_queue_restore_paged(q, &pe, expires_at);
             } else {
                 qm_message *m = materialize(s, rm, e->msg);
                 if (!m)
@@ -751,7 +750,7 @@ static void rebuild_messages(rstate *s)
                 pos->st_seg = e->seg;
                 pos->xact_cont = e->xact_cont;
                 if (e->expires)
-                    pos->expires_at = expires_at;
+                    qm_pos_set_expires(pos, expires_at);
             }
             st_log_ref(p->msgs, e->seg);
             st_log_ref(p->msgs, rm->seg);

@@ -1,16 +1,17 @@
 /* message.c - immutable, refcounted messages.
  *
- * One allocation holds the struct (with the message's first position, pos0), the exchange and
- * routing-key strings (NUL-terminated, for convenience), the raw properties and the body, so
- * a message costs one malloc and is shared by every queue it was routed to (DESIGN.md
- * section 4). The fields parsed out of the
- * properties (persistent, priority, expiration) are cached because TTL and priority are
- * needed at every enqueue.
+ * One allocation holds the struct (with the message's first position, pos0), the store
+ * fields of a message that may be stored, the raw properties and the body, so a message
+ * costs one allocation and is shared by every queue it was routed to (DESIGN.md section 4).
+ * The exchange and routing key are a route shared by the messages published with the same
+ * pair. Persistent and priority are cached (needed at every enqueue); the expiration is
+ * parsed from the properties when an enqueue needs it.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../amqp/method.h"
+#include "../core/slab.h"
 #include "qm_internal.h"
 
 /* RabbitMQ's rule (rabbit_basic:parse_expiration, Erlang's string:to_integer): an optional
@@ -65,7 +66,7 @@ static int parse_expiration(amqp_bytes s, uint64_t *out)
 
 /* What queued messages take in memory: each message's whole allocation (header with its first
  * position, names, properties, body) and each further position. Bodies alone would let a
- * queue of small messages outgrow the budget many times over (a 16 byte body costs about 200
+ * queue of small messages outgrow the budget many times over (a 16 byte body costs about 96
  * bytes queued). */
 static uint64_t mem_bytes;
 uint64_t qm_mem_budget;
@@ -90,6 +91,78 @@ int qm_memory_over_budget(void)
     return qm_mem_budget && mem_bytes > qm_mem_budget;
 }
 
+/* ---- routes: (exchange, routing key) shared between messages ----
+ *
+ * A direct-mapped cache of recent routes: a publish whose pair is in it shares that route
+ * (one more reference); a miss makes a new route and puts it in the slot, letting go of the
+ * one there (which lives on while messages use it). A producer publishing to a few keys hits
+ * every time; one with a new key per message pays one small allocation per message, as the
+ * inline copy of the names did. The cache holds a reference on what it keeps. */
+#define ROUTE_SLOTS 1024
+static qm_msg_route *route_cache[ROUTE_SLOTS];
+
+static size_t route_size(size_t exlen, size_t rklen)
+{
+    return sizeof(qm_msg_route) + exlen + 1 + rklen + 1;
+}
+
+static void route_unref(const qm_msg_route *cr)
+{
+    qm_msg_route *r = (qm_msg_route *)cr;
+    if (--r->refs == 0) {
+        mem_bytes -= route_size(r->exchange_len, r->routing_key_len);
+        sl_free(r);
+    }
+}
+
+static const qm_msg_route *route_get(amqp_bytes ex, amqp_bytes rk)
+{
+    /* FNV-1a over both names, the lengths telling them apart */
+    uint32_t h = 2166136261u ^ (uint32_t)ex.len ^ ((uint32_t)rk.len << 8);
+    for (size_t i = 0; i < ex.len; i++)
+        h = (h ^ ex.p[i]) * 16777619u;
+    for (size_t i = 0; i < rk.len; i++)
+        h = (h ^ rk.p[i]) * 16777619u;
+    qm_msg_route **slot = &route_cache[(h ^ (h >> 16)) & (ROUTE_SLOTS - 1)];
+    qm_msg_route *r = *slot;
+    if (r && r->exchange_len == ex.len && r->routing_key_len == rk.len &&
+        !memcmp(r->names, ex.p, ex.len) && !memcmp(r->names + ex.len + 1, rk.p, rk.len)) {
+        r->refs++;
+        return r;
+    }
+    size_t size = route_size(ex.len, rk.len);
+    r = sl_xmalloc(size);
+    mem_bytes += size;
+    /* Both lengths fit 8 bits: frames carry the names as short strings, and queue arguments
+     * that name them are refused beyond 255. */
+    r->exchange_len = (uint8_t)ex.len;
+    r->routing_key_len = (uint8_t)rk.len;
+    if (ex.len)
+        memcpy(r->names, ex.p, ex.len);
+    r->names[ex.len] = 0;
+    if (rk.len)
+        memcpy(r->names + ex.len + 1, rk.p, rk.len);
+    r->names[ex.len + 1 + rk.len] = 0;
+    r->refs = 2; /* the message's and the cache's */
+    if (*slot)
+        route_unref(*slot);
+    *slot = r;
+    return r;
+}
+
+int qm_msg_expiration(const qm_message *m, uint64_t *ms)
+{
+    if (!m->has_expiration)
+        return 0;
+    amqp_basic_props bp;
+    if (amqp_props_decode(qm_msg_props(m), m->props_len, &bp) != 0 ||
+        !(bp.flags & AMQP_P_EXPIRATION))
+        return 0;
+    return parse_expiration(bp.expiration, ms);
+}
+
+/* ---- messages ---- */
+
 qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
                            uint32_t props_len, uint64_t body_len)
 {
@@ -100,10 +173,40 @@ qm_message *qm_message_new(amqp_bytes exchange, amqp_bytes routing_key, const ui
 }
 
 /* Bytes of a message's allocation with room for body_cap bytes of body. */
+static size_t alloc_size(int has_store, uint32_t props_len, uint64_t body_cap)
+{
+    return sizeof(qm_message) + (has_store ? sizeof(qm_msg_store) : 0) + props_len +
+           (size_t)body_cap;
+}
+
 static size_t message_size(const qm_message *m, uint64_t body_cap)
 {
-    return sizeof(qm_message) + m->exchange_len + 1 + m->routing_key_len + 1 + m->props_len +
-           (size_t)body_cap;
+    return alloc_size(m->has_store, m->props_len, body_cap);
+}
+
+/* Small messages come from the slab allocator (no malloc header, 8-byte classes): what a
+ * deep queue of small messages is made of. *cls is the slab class, 0 for malloc. What the
+ * memory accounting counts is what the block really takes. */
+static void *block_alloc(size_t n, unsigned *cls)
+{
+    void *p = sl_slab_alloc(n, cls);
+    if (p)
+        return p;
+    *cls = 0;
+    return sl_xmalloc(n);
+}
+
+static size_t block_bytes(size_t n, unsigned cls)
+{
+    return cls ? sl_slab_size(cls) : n;
+}
+
+static void block_free(void *p, unsigned cls)
+{
+    if (cls)
+        sl_slab_free(p, cls);
+    else
+        sl_free(p);
 }
 
 qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
@@ -113,58 +216,72 @@ qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
     return qm_message_new_partial(exchange, routing_key, props, props_len, body_len, body_len, bp);
 }
 
+static qm_message *message_make(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
+                                uint32_t props_len, uint64_t body_len, uint64_t body_cap,
+                                const amqp_basic_props *bp, int stored)
+{
+    int persistent = (bp->flags & AMQP_P_DELIVERY_MODE) && bp->delivery_mode == 2;
+    int has_store = persistent || stored;
+    size_t total = alloc_size(has_store, props_len, body_cap);
+    unsigned cls;
+    qm_message *m = block_alloc(total, &cls);
+    memset(m, 0, sizeof *m);
+    m->alloc = (uint16_t)cls;
+    m->refs = 1;
+    m->props_len = props_len;
+    m->body_len = (uint32_t)body_len;
+    m->has_store = (uint8_t)has_store;
+    if (has_store)
+        memset(qm_msg_st(m), 0, sizeof(qm_msg_store));
+    if (props_len)
+        memcpy(qm_msg_props(m), props, props_len);
+    mem_bytes += block_bytes(total, cls);
+    m->route = route_get(exchange, routing_key);
+    m->persistent = (uint8_t)persistent;
+    m->priority = (bp->flags & AMQP_P_PRIORITY) ? bp->priority : 0;
+    uint64_t ms;
+    if ((bp->flags & AMQP_P_EXPIRATION) && parse_expiration(bp->expiration, &ms))
+        m->has_expiration = 1;
+    return m;
+}
+
 qm_message *qm_message_new_partial(amqp_bytes exchange, amqp_bytes routing_key,
                                    const uint8_t *props, uint32_t props_len, uint64_t body_len,
                                    uint64_t body_cap, const amqp_basic_props *bp)
 {
-    size_t total =
-        sizeof(qm_message) + exchange.len + 1 + routing_key.len + 1 + props_len + (size_t)body_cap;
-    qm_message *m = sl_xmalloc(total);
-    uint8_t *p = (uint8_t *)(m + 1);
+    return message_make(exchange, routing_key, props, props_len, body_len, body_cap, bp, 0);
+}
 
-    memset(m, 0, sizeof *m);
-    m->refs = 1;
-    /* Both lengths fit 16 bits: frames carry the strings as short strings, store records
-     * with 16-bit lengths, and queue arguments that name them are refused beyond 255. */
-    m->exchange_len = (uint16_t)exchange.len;
-    m->routing_key_len = (uint16_t)routing_key.len;
-    m->props_len = props_len;
-    m->body_len = body_len;
-
-    if (exchange.len)
-        memcpy(p, exchange.p, exchange.len);
-    p[exchange.len] = 0;
-    p += exchange.len + 1;
-    if (routing_key.len)
-        memcpy(p, routing_key.p, routing_key.len);
-    p[routing_key.len] = 0;
-    p += routing_key.len + 1;
-    if (props_len)
-        memcpy(p, props, props_len);
-    mem_bytes += total;
-
-    m->persistent = (bp->flags & AMQP_P_DELIVERY_MODE) && bp->delivery_mode == 2;
-    m->priority = (bp->flags & AMQP_P_PRIORITY) ? bp->priority : 0;
-    if ((bp->flags & AMQP_P_EXPIRATION) && parse_expiration(bp->expiration, &m->expiration_ms))
-        m->has_expiration = 1;
-    return m;
+qm_message *qm_message_new_stored(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
+                                  uint32_t props_len, uint64_t body_len)
+{
+    amqp_basic_props bp;
+    if (!props_len || amqp_props_decode(props, props_len, &bp) != 0)
+        bp.flags = 0;
+    return message_make(exchange, routing_key, props, props_len, body_len, body_len, &bp, 1);
 }
 
 qm_message *qm_message_grow(qm_message *m, uint64_t old_cap, uint64_t new_cap)
 {
     size_t before = message_size(m, old_cap), after = message_size(m, new_cap);
     /* Nobody else holds the message yet (refs 1, no position used): it may move. */
-    m = sl_xrealloc(m, after);
-    mem_bytes += after - before;
-    return m;
+    unsigned cls;
+    qm_message *nm = block_alloc(after, &cls);
+    memcpy(nm, m, before < after ? before : after);
+    nm->alloc = (uint16_t)cls;
+    mem_bytes += block_bytes(after, cls);
+    mem_bytes -= block_bytes(before, m->alloc);
+    block_free(m, m->alloc);
+    return nm;
 }
 
 void qm_message_free_partial(qm_message *m, uint64_t body_cap)
 {
     if (!m)
         return;
-    mem_bytes -= message_size(m, body_cap);
-    sl_free(m);
+    mem_bytes -= block_bytes(message_size(m, body_cap), m->alloc);
+    route_unref(m->route);
+    block_free(m, m->alloc);
 }
 
 void qm_message_ref(qm_message *m)
@@ -175,7 +292,8 @@ void qm_message_ref(qm_message *m)
 void qm_message_unref(qm_message *m)
 {
     if (m && --m->refs == 0) {
-        mem_bytes -= message_size(m, m->body_len);
-        sl_free(m);
+        mem_bytes -= block_bytes(message_size(m, m->body_len), m->alloc);
+        route_unref(m->route);
+        block_free(m, m->alloc);
     }
 }

@@ -22,7 +22,7 @@
 
 static uint64_t moved_deadline(const qm_position *pos, const qm_queue *dest)
 {
-    uint64_t at = pos->msg->has_expiration ? pos->expires_at : 0;
+    uint64_t at = pos->msg->has_expiration ? qm_pos_expires(pos) : 0;
     if (dest->args.message_ttl >= 0) {
         uint64_t t = qm_now(qm_queue_node(dest)) + (uint64_t)dest->args.message_ttl;
         if (!at || t < at)
@@ -34,10 +34,11 @@ static uint64_t moved_deadline(const qm_position *pos, const qm_queue *dest)
 void qm_move_transfer(qm_position *pos, qm_queue *src, qm_queue *dest)
 {
     uint64_t len = pos->msg->body_len;
-    uint64_t old_deadline = pos->expires_at;
+    uint64_t old_deadline = qm_pos_expires(pos);
     src->bytes_total -= len;
-    pos->move_count++;
-    pos->expires_at = moved_deadline(pos, dest);
+    if (pos->move_count < QM_MOVE_COUNT_MAX)
+        pos->move_count++;
+    qm_pos_set_expires(pos, moved_deadline(pos, dest));
     dest->bytes_total += len;
     qm_ready_insert(dest, pos);
     QM_PERSIST(moved, pos, src, old_deadline);

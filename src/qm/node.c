@@ -103,7 +103,9 @@ qm_node *qm_node_new(const char *name)
     n->next_lookup_id = 1;
     n->next_incarnation = 1;
     n->next_tx_id = 1;
-    n->orphans.lprev = n->orphans.lnext = &n->orphans;
+    n->orphans.u.lk = &n->orphans_lk;
+    n->orphans.has_lk = 1;
+    n->orphans_lk.lprev = n->orphans_lk.lnext = &n->orphans;
     return n;
 }
 
@@ -370,8 +372,8 @@ void qm_node_free(qm_node *n)
         sl_free(vh->name);
         sl_free(vh);
     }
-    while (n->orphans.lnext != &n->orphans)
-        qm_position_free(n->orphans.lnext);
+    while (n->orphans_lk.lnext != &n->orphans)
+        qm_position_free(n->orphans_lk.lnext);
     qm_node_reap(n, 0);
     sl_map_free(n->vhosts);
     sl_map_free(n->exclusives);

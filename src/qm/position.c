@@ -10,6 +10,7 @@
  */
 #include <string.h>
 
+#include "../core/slab.h"
 #include "qm_internal.h"
 
 qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id)
@@ -21,7 +22,9 @@ qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id)
         pos = &m->pos0;
         memset(pos, 0, sizeof *pos);
     } else {
-        pos = sl_xcalloc(1, sizeof *pos);
+        unsigned cls;
+        pos = sl_slab_alloc(sizeof *pos, &cls); /* the class of a position (see below) */
+        memset(pos, 0, sizeof *pos);
         qm_memory_account((int64_t)sizeof *pos);
     }
     qm_message_ref(m);
@@ -31,13 +34,53 @@ qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id)
     return pos;
 }
 
+qm_lock *qm_pos_lock(qm_position *p)
+{
+    if (p->has_lk)
+        return p->u.lk;
+    unsigned cls;
+    qm_lock *lk = sl_slab_alloc(sizeof *lk, &cls); /* freed with sl_slab_class(sizeof *lk) */
+    memset(lk, 0, sizeof *lk);
+    qm_memory_account((int64_t)sizeof *lk);
+    lk->expires_at = p->u.expires_at;
+    p->u.lk = lk;
+    p->has_lk = 1;
+    return lk;
+}
+
+void qm_pos_lock_drop(qm_position *p)
+{
+    if (!p->has_lk)
+        return;
+    qm_lock *lk = p->u.lk;
+    p->has_lk = 0;
+    p->u.expires_at = lk->expires_at;
+    sl_slab_free(lk, sl_slab_class(sizeof *lk));
+    qm_memory_account(-(int64_t)sizeof *lk);
+}
+
+void qm_pos_set_holder(qm_position *p, void *holder)
+{
+    if (holder || p->has_lk)
+        qm_pos_lock(p)->holder = holder;
+}
+
+void qm_pos_set_tx(qm_position *p, qm_tx *tx)
+{
+    if (tx || p->has_lk)
+        qm_pos_lock(p)->tx = tx;
+}
+
 void qm_position_free(qm_position *pos)
 {
     if (pos->st_logged)
         QM_PERSIST(released, pos, pos->queue != NULL && !qm_persist_bulk);
-    if (pos->lnext) { /* on the orphan list (circular, so both links are set) */
-        pos->lprev->lnext = pos->lnext;
-        pos->lnext->lprev = pos->lprev;
+    if (pos->has_lk && pos->u.lk->lnext) {
+        /* on the orphan list (circular, so both links are set) */
+        qm_lock *lk = pos->u.lk;
+        qm_pos_lock(lk->lprev)->lnext = lk->lnext;
+        qm_pos_lock(lk->lnext)->lprev = lk->lprev;
+        lk->lprev = lk->lnext = NULL;
     }
     qm_position_release(pos);
 }
@@ -45,10 +88,11 @@ void qm_position_free(qm_position *pos)
 void qm_position_release(qm_position *pos)
 {
     qm_message *m = pos->msg;
+    qm_pos_lock_drop(pos);
     if (pos == &m->pos0)
         m->pos0_used = 0; /* the slot goes with the message, which may go now */
     else {
-        sl_free(pos);
+        sl_slab_free(pos, sl_slab_class(sizeof *pos));
         qm_memory_account(-(int64_t)sizeof *pos);
     }
     qm_message_unref(m);
@@ -56,10 +100,11 @@ void qm_position_release(qm_position *pos)
 
 void qm_locked_link(qm_queue *q, qm_position *pos)
 {
-    pos->lprev = NULL;
-    pos->lnext = q->locked;
+    qm_lock *lk = qm_pos_lock(pos);
+    lk->lprev = NULL;
+    lk->lnext = q->locked;
     if (q->locked)
-        q->locked->lprev = pos;
+        q->locked->u.lk->lprev = pos;
     q->locked = pos;
     if (pos->state == QM_POS_PURGE_PENDING)
         q->n_purge_pending++;
@@ -69,13 +114,14 @@ void qm_locked_link(qm_queue *q, qm_position *pos)
 
 void qm_locked_unlink(qm_queue *q, qm_position *pos)
 {
-    if (pos->lprev)
-        pos->lprev->lnext = pos->lnext;
+    qm_lock *lk = qm_pos_lock(pos);
+    if (lk->lprev)
+        lk->lprev->u.lk->lnext = lk->lnext;
     else
-        q->locked = pos->lnext;
-    if (pos->lnext)
-        pos->lnext->lprev = pos->lprev;
-    pos->lprev = pos->lnext = NULL;
+        q->locked = lk->lnext;
+    if (lk->lnext)
+        lk->lnext->u.lk->lprev = lk->lprev;
+    lk->lprev = lk->lnext = NULL;
     if (pos->state == QM_POS_PURGE_PENDING)
         q->n_purge_pending--;
     else
@@ -85,10 +131,11 @@ void qm_locked_unlink(qm_queue *q, qm_position *pos)
 void qm_orphan_link(qm_node *n, qm_position *pos)
 {
     qm_position *s = &n->orphans;
-    pos->lprev = s;
-    pos->lnext = s->lnext;
-    s->lnext->lprev = pos;
-    s->lnext = pos;
+    qm_lock *lk = qm_pos_lock(pos);
+    lk->lprev = s;
+    lk->lnext = s->u.lk->lnext;
+    s->u.lk->lnext->u.lk->lprev = pos;
+    s->u.lk->lnext = pos;
 }
 
 /* A message consumed from a journaled queue, or from one of its subqueues (they are part of
@@ -146,7 +193,7 @@ void qm_position_hand_out(qm_queue *q, qm_position *pos, int no_ack)
         qm_orphan_link(qm_queue_node(q), pos);
     } else {
         pos->state = QM_POS_LOCKED;
-        pos->holder = NULL;
+        qm_pos_set_holder(pos, NULL);
         qm_locked_link(q, pos);
     }
 }
@@ -174,7 +221,7 @@ void qm_position_settle(qm_position *pos, int how)
     switch (how) {
     case QM_SETTLE_REQUEUE:
         pos->redelivered = 1;
-        pos->holder = NULL;
+        qm_pos_set_holder(pos, NULL);
         qm_position_unlock(pos);
         break;
     case QM_SETTLE_REJECT:
@@ -188,7 +235,7 @@ void qm_position_settle(qm_position *pos, int how)
 
 static void settle_public(qm_position *pos, int how)
 {
-    if (pos->tx)
+    if (qm_pos_tx(pos))
         qm_tx_forget_position(pos);
     qm_position_settle(pos, how);
 }

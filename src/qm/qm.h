@@ -78,74 +78,137 @@ typedef enum qm_delete_reason {
     QM_DEL_MOVED,
 } qm_delete_reason;
 
+/* What only a held position needs (LOCKED, PURGE_PENDING, DELETED but still held, or in a
+ * transaction): a separate small allocation made when the position leaves the ready rings and
+ * freed when it comes back, so the ready positions that make up a queue's depth carry none of
+ * it (issue 14: a queued message's memory). */
+typedef struct qm_lock {
+    qm_tx *tx;                  /* transaction holding this position, if any */
+    void *holder;               /* opaque holder (e.g. the broker's delivery record) */
+    qm_position *lprev, *lnext; /* in queue->locked while LOCKED or PURGE_PENDING; on the
+                                   node's orphan list while DELETED and held */
+    uint64_t expires_at;        /* the position's deadline, kept while it is held */
+} qm_lock;
+
 struct qm_position {
     qm_message *msg;
     qm_queue *queue; /* NULL once the queue is deleted */
     uint64_t lookup_id;
-    uint64_t expires_at; /* sl_now_ms() deadline, 0 = never */
-    uint32_t move_count;
-    uint8_t state;              /* qm_pos_state */
-    uint8_t redelivered;        /* delivered before and requeued */
-    uint8_t in_tx_enqueue;      /* LOCKED by a transactional Enqueue, not yet committed */
-    uint8_t st_logged;          /* persistence: an enqueue record exists in the store */
-    uint8_t st_delivered;       /* persistence: a delivery record exists (redelivered after
-                                 * a restart) */
-    uint8_t xact_cont;          /* outgoing queues: more of this message's transaction follows
-                                 * (a link never splits a transaction) */
+    union {
+        uint64_t expires_at; /* !has_lk: sl_now_ms() deadline, 0 = never (qm_pos_expires) */
+        qm_lock *lk;         /* has_lk: the held-position fields (expires_at moved there) */
+    } u;
     uint32_t st_seg;            /* persistence: store segment of the enqueue record */
-    qm_tx *tx;                  /* transaction holding this position, if any */
-    void *holder;               /* opaque holder (e.g. the broker's delivery record) */
-    qm_position *lprev, *lnext; /* in queue->locked while LOCKED or PURGE_PENDING */
+    uint32_t move_count : 24;   /* saturates at 16,777,215 */
+    uint32_t state : 2;         /* qm_pos_state */
+    uint32_t redelivered : 1;   /* delivered before and requeued */
+    uint32_t in_tx_enqueue : 1; /* LOCKED by a transactional Enqueue, not yet committed */
+    uint32_t st_logged : 1;     /* persistence: an enqueue record exists in the store */
+    uint32_t st_delivered : 1;  /* persistence: a delivery record exists (redelivered after
+                                 * a restart) */
+    uint32_t xact_cont : 1;     /* outgoing queues: more of this message's transaction follows
+                                 * (a link never splits a transaction) */
+    uint32_t has_lk : 1;        /* u.lk is allocated */
 };
 
-/* A message is one allocation: this header, then the exchange and routing-key strings (each
- * NUL-terminated, for convenience), the raw basic properties as on the wire, and the body.
- * The accessors below find them; keeping no pointers to them keeps the header small, since
- * a queued message costs this header plus its bytes (DESIGN.md section 4).
+#define QM_MOVE_COUNT_MAX ((1u << 24) - 1)
+
+/* Accessors for the fields that live in the lock while a position is held. */
+static inline uint64_t qm_pos_expires(const qm_position *p)
+{
+    return p->has_lk ? p->u.lk->expires_at : p->u.expires_at;
+}
+static inline void qm_pos_set_expires(qm_position *p, uint64_t at)
+{
+    if (p->has_lk)
+        p->u.lk->expires_at = at;
+    else
+        p->u.expires_at = at;
+}
+static inline void *qm_pos_holder(const qm_position *p)
+{
+    return p->has_lk ? p->u.lk->holder : NULL;
+}
+static inline qm_tx *qm_pos_tx(const qm_position *p)
+{
+    return p->has_lk ? p->u.lk->tx : NULL;
+}
+/* Set the holder (the door's delivery record) or transaction of a held position. */
+void qm_pos_set_holder(qm_position *p, void *holder);
+void qm_pos_set_tx(qm_position *p, qm_tx *tx);
+
+/* Where a message was published (exchange, routing key): shared by the messages published
+ * with the same pair (message.c keeps a small cache of them), so a queued message carries a
+ * pointer, not its own copy of the names. Both strings are NUL-terminated. */
+typedef struct qm_msg_route {
+    uint32_t refs;
+    uint8_t exchange_len, routing_key_len; /* short strings: at most 255 bytes */
+    char names[];                          /* exchange NUL routing-key NUL */
+} qm_msg_route;
+
+/* A stored message's place in the store (persist/): only messages that may be stored carry
+ * it (persistent ones, and those read back from the store), right after the header. */
+typedef struct qm_msg_store {
+    uint64_t st_id;
+    uint32_t st_seg; /* segment and offset of the message record */
+    uint32_t st_off;
+    uint32_t st_len; /* payload length of the message record */
+    uint32_t pad;
+} qm_msg_store;
+
+/* A message is one allocation: this header, its store fields (when it has them), the raw
+ * basic properties as on the wire, and the body. The accessors below find them; keeping no
+ * pointers to them keeps the header small, since a queued message costs this header plus its
+ * bytes (DESIGN.md section 4: 16 + 8 bytes of header and 40 of position for a transient one).
  *
  * pos0 is a position carried inside the message allocation: the first queue a message reaches
  * (almost always the only one) uses it instead of a separate allocation, so the common case
- * is one malloc per message. It holds a reference like any position, so the message outlives
- * it; qm_position_free knows not to free it on its own. */
+ * is one allocation per message. It holds a reference like any position, so the message
+ * outlives it; qm_position_free knows not to free it on its own. */
 struct qm_message {
     uint32_t refs;
     uint32_t props_len;
-    uint64_t body_len;
-    uint64_t expiration_ms; /* per-message TTL from the expiration property */
-    /* persistence (src/persist/): set once the message record is in the store */
-    uint64_t st_id;
-    uint64_t st_off; /* offset of the message record in segment st_seg */
-    uint32_t st_seg;
-    uint32_t st_len;       /* payload length of the message record */
-    uint16_t exchange_len; /* exchange it was published to ("" = default) */
-    uint16_t routing_key_len;
-    uint8_t persistent; /* delivery-mode 2 */
-    uint8_t priority;   /* basic priority property, 0 when absent */
-    uint8_t has_expiration;
-    uint8_t st_written;
-    uint8_t pos0_used;
+    uint32_t body_len;          /* max_message_size is at most 512 MiB */
+    uint8_t priority;           /* basic priority property, 0 when absent */
+    uint8_t persistent : 1;     /* delivery-mode 2 */
+    uint8_t has_expiration : 1; /* an expiration property (qm_msg_expiration reads it) */
+    uint8_t has_store : 1;      /* the qm_msg_store fields follow the header */
+    uint8_t st_written : 1;     /* persistence: the message record is in the store */
+    uint8_t pos0_used : 1;
+    uint16_t alloc; /* message.c: the allocation's size class (0: malloc) */
+    const qm_msg_route *route;
     qm_position pos0;
 };
 
 static inline amqp_bytes qm_msg_exchange(const qm_message *m)
 {
-    return (amqp_bytes){(const uint8_t *)(m + 1), m->exchange_len};
+    return (amqp_bytes){(const uint8_t *)m->route->names, m->route->exchange_len};
 }
 
 static inline amqp_bytes qm_msg_routing_key(const qm_message *m)
 {
-    return (amqp_bytes){(const uint8_t *)(m + 1) + m->exchange_len + 1, m->routing_key_len};
+    return (amqp_bytes){(const uint8_t *)m->route->names + m->route->exchange_len + 1,
+                        m->route->routing_key_len};
+}
+
+static inline qm_msg_store *qm_msg_st(const qm_message *m)
+{
+    return (qm_msg_store *)(m + 1);
 }
 
 static inline uint8_t *qm_msg_props(const qm_message *m)
 {
-    return (uint8_t *)(m + 1) + m->exchange_len + 1 + m->routing_key_len + 1;
+    return (uint8_t *)(m + 1) + (m->has_store ? sizeof(qm_msg_store) : 0);
 }
 
 static inline uint8_t *qm_msg_body(const qm_message *m)
 {
     return qm_msg_props(m) + m->props_len;
 }
+
+/* The message's expiration property in ms: 1 with *ms, 0 when it has none (or an invalid one,
+ * taken as none). Parsed from the properties when asked: only enqueues need it. */
+int qm_msg_expiration(const qm_message *m, uint64_t *ms);
 
 /* Create a message with room for body_len bytes at qm_msg_body(msg) (the caller fills it, for AMQP
  * straight from body frames). props are copied. The expiration, priority and persistent
@@ -169,6 +232,10 @@ qm_message *qm_message_new_partial(amqp_bytes exchange, amqp_bytes routing_key,
                                    uint64_t body_cap, const struct amqp_basic_props *bp);
 qm_message *qm_message_grow(qm_message *m, uint64_t old_cap, uint64_t new_cap);
 void qm_message_free_partial(qm_message *m, uint64_t body_cap);
+/* A message read back from the store (persist/): it has the store fields whatever its
+ * delivery mode, so a message paged out and in again is not written twice. */
+qm_message *qm_message_new_stored(amqp_bytes exchange, amqp_bytes routing_key, const uint8_t *props,
+                                  uint32_t props_len, uint64_t body_len);
 /* Check an expiration property as RabbitMQ does at publish: 0 with *ms, or -1 with
  * RabbitMQ's reason in why ("no_integer", "{value_negative,-1}", "{leftover_string,\".5\"}",
  * "{value_too_large,N}"); doors refuse the publish with 406 "invalid expiration 'S': why". */
@@ -307,6 +374,8 @@ struct qm_queue {
     /* Ready messages paged out to the store (oldest first), after the in-memory ready ring:
      * queue depth is bounded by disk, not memory. Counted in n_ready. */
     struct qm_paged *paged;
+    uint64_t *paged_exp; /* the entries' TTL deadlines (qm_node_now), beside paged[] with the
+                            same indexes; NULL until an entry has one */
     size_t paged_head, paged_len, paged_cap;
     qm_position *locked; /* head of the LOCKED / PURGE_PENDING list */
     qm_binding *inbound; /* bindings to this queue (dnext chain) */
@@ -686,6 +755,7 @@ struct qm_node {
     /* internal: sentinel of the circular list of DELETED positions still referenced by a
      * holder (their queue was deleted, or no_ack hand-outs), so qm_node_free can free them */
     qm_position orphans;
+    qm_lock orphans_lk;
 };
 
 qm_node *qm_node_new(const char *name);
@@ -759,21 +829,22 @@ typedef struct qm_persist_hooks {
     qm_message *(*read_paged)(void *ctx, qm_queue *q, const struct qm_paged *e);
 } qm_persist_hooks;
 
-/* A ready message that lives only in the store (48 bytes instead of a position, a message
+/* A ready message that lives only in the store (32 bytes instead of a position, a message
  * and its body in memory). */
 typedef struct qm_paged {
     uint64_t lookup_id;
-    uint64_t expires_at; /* the position's TTL deadline (qm_node_now), 0 = never */
-    uint64_t msg_off;    /* message record: offset, segment, payload length */
+    uint32_t msg_off; /* message record: offset (a segment is at most 1 GiB), segment, payload
+                         length */
     uint32_t msg_seg;
     uint32_t msg_len;
     uint32_t enq_seg;  /* enqueue record's segment (logged entries) */
     uint32_t body_len; /* for the queue's byte counts */
     uint16_t move_count;
-    uint8_t redelivered;
-    uint8_t logged;    /* a durable enqueue record exists: removing it needs a record */
-    uint8_t xact_cont; /* qm_position.xact_cont */
-} qm_paged;
+    uint8_t redelivered : 1;
+    uint8_t logged : 1;    /* a durable enqueue record exists: removing it needs a record */
+    uint8_t xact_cont : 1; /* qm_position.xact_cont */
+    uint8_t pad;
+} qm_paged; /* 32 bytes; a TTL deadline, when an entry has one, is in q->paged_exp */
 
 /* Bytes the messages held in memory take (allocations of messages and of their positions:
  * bodies, properties, names and bookkeeping), and the budget above which ready messages of
@@ -785,7 +856,7 @@ void qm_set_memory_budget(uint64_t bytes);
 /* 1 when messages in memory exceed the budget: new ready messages are paged out. */
 int qm_memory_over_budget(void);
 /* Recovery: append a stored ready message to q's paged tail (in lookup-id order). */
-void qm_queue_restore_paged(qm_queue *q, const qm_paged *e);
+void qm_queue_restore_paged(qm_queue *q, const qm_paged *e, uint64_t expires_at);
 
 void qm_set_persist(const qm_persist_hooks *hooks, void *ctx);
 /* Recovery: rebuild a stored position in q as AVAILABLE at its lookup-id place, without

@@ -123,6 +123,10 @@ void qm_memory_account(int64_t delta);
 
 /* ---- position.c ---- */
 qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id);
+/* The held-position fields of p, allocated on first use (the deadline moves into them). */
+qm_lock *qm_pos_lock(qm_position *p);
+/* p is back in a ready ring: its lock goes (the deadline comes back). */
+void qm_pos_lock_drop(qm_position *p);
 /* Free a position (unref message), unlinking it from the orphan list if it is on one. */
 void qm_position_free(qm_position *pos);
 /* Only the memory: give the slot back (pos0) or free it, then unref the message. For

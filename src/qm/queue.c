@@ -112,6 +112,7 @@ static qm_ring *top_ring(qm_queue *q)
 
 void qm_ready_insert(qm_queue *q, qm_position *pos)
 {
+    qm_pos_lock_drop(pos); /* ready: no holder, no transaction, on no list */
     qm_ring *r = &qm_ready_of(q)->levels[level_of(q, pos->msg)];
     pos->state = QM_POS_AVAILABLE;
     pos->queue = q;
@@ -121,11 +122,17 @@ void qm_ready_insert(qm_queue *q, qm_position *pos)
     } else {
         ring_insert_sorted(r, pos);
         /* Expiry is checked at the head: a new head's deadline may be the queue's next. */
-        if (pos->expires_at && qm_ring_at(r, 0) == pos)
-            qm_queue_wake_at(q, pos->expires_at);
+        if (qm_pos_expires(pos) && qm_ring_at(r, 0) == pos)
+            qm_queue_wake_at(q, qm_pos_expires(pos));
     }
     q->n_ready++;
     q->bytes_ready += pos->msg->body_len;
+}
+
+/* The TTL deadline of paged entry i (0 = oldest), 0 for none. */
+static uint64_t paged_exp_at(const qm_queue *q, size_t i)
+{
+    return q->paged_exp ? q->paged_exp[q->paged_head + i] : 0;
 }
 
 /* The head of r changed (taken out): its deadline, or the paged front's once the ring is dry,
@@ -133,12 +140,11 @@ void qm_ready_insert(qm_queue *q, qm_position *pos)
 static void head_changed(qm_queue *q, qm_ring *r)
 {
     if (r->len) {
-        uint64_t at = qm_ring_at(r, 0)->expires_at;
+        uint64_t at = qm_pos_expires(qm_ring_at(r, 0));
         if (at)
             qm_queue_wake_at(q, at);
-    } else if (r == &qm_ready_of(q)->levels[0] && q->paged_len &&
-               q->paged[q->paged_head].expires_at) {
-        qm_queue_wake_at(q, q->paged[q->paged_head].expires_at);
+    } else if (r == &qm_ready_of(q)->levels[0] && q->paged_len && paged_exp_at(q, 0)) {
+        qm_queue_wake_at(q, paged_exp_at(q, 0));
     }
 }
 
@@ -150,20 +156,31 @@ static void head_changed(qm_queue *q, qm_ring *r)
  * checked at the head, in memory).
  */
 
-static void paged_push(qm_queue *q, const qm_paged *e)
+/* Append e with its deadline (0: none). The deadlines' array exists only once one entry has
+ * a deadline, so a paged queue without TTLs costs 32 bytes a message. */
+static void paged_push(qm_queue *q, const qm_paged *e, uint64_t expires_at)
 {
     if (q->paged_head + q->paged_len == q->paged_cap) {
         if (q->paged_head > q->paged_cap / 2) {
             memmove(q->paged, q->paged + q->paged_head, q->paged_len * sizeof *q->paged);
+            if (q->paged_exp)
+                memmove(q->paged_exp, q->paged_exp + q->paged_head,
+                        q->paged_len * sizeof *q->paged_exp);
             q->paged_head = 0;
         } else {
             q->paged_cap = q->paged_cap ? q->paged_cap * 2 : 1024;
             q->paged = sl_xrealloc(q->paged, q->paged_cap * sizeof *q->paged);
+            if (q->paged_exp)
+                q->paged_exp = sl_xrealloc(q->paged_exp, q->paged_cap * sizeof *q->paged_exp);
         }
     }
+    if (expires_at && !q->paged_exp)
+        q->paged_exp = sl_xcalloc(q->paged_cap, sizeof *q->paged_exp);
+    if (q->paged_exp)
+        q->paged_exp[q->paged_head + q->paged_len] = expires_at;
     q->paged[q->paged_head + q->paged_len++] = *e;
-    if (e->expires_at && q->paged_len == 1 && !qm_ready_of(q)->levels[0].len)
-        qm_queue_wake_at(q, e->expires_at); /* the front, with nothing in memory before it */
+    if (expires_at && q->paged_len == 1 && !qm_ready_of(q)->levels[0].len)
+        qm_queue_wake_at(q, expires_at); /* the front, with nothing in memory before it */
 }
 
 /* Take entry i (0 = oldest) out of the paged array and bring it back as a ready position;
@@ -171,11 +188,15 @@ static void paged_push(qm_queue *q, const qm_paged *e)
 static qm_position *page_in_at(qm_queue *q, size_t i)
 {
     qm_paged e = q->paged[q->paged_head + i];
+    uint64_t expires_at = paged_exp_at(q, i);
     if (i == 0) {
         q->paged_head++;
     } else {
         memmove(q->paged + q->paged_head + i, q->paged + q->paged_head + i + 1,
                 (q->paged_len - i - 1) * sizeof *q->paged);
+        if (q->paged_exp)
+            memmove(q->paged_exp + q->paged_head + i, q->paged_exp + q->paged_head + i + 1,
+                    (q->paged_len - i - 1) * sizeof *q->paged_exp);
     }
     if (--q->paged_len == 0)
         q->paged_head = 0;
@@ -188,7 +209,7 @@ static qm_position *page_in_at(qm_queue *q, size_t i)
         QM_PERSIST(paged_dropped, q, &e, 1);
         return NULL;
     }
-    pos->expires_at = e.expires_at; /* the deadline it had when it went out */
+    qm_pos_set_expires(pos, expires_at); /* the deadline it had when it went out */
     q->bytes_total += pos->msg->body_len;
     qm_ready_insert(q, pos);
     return pos;
@@ -202,10 +223,10 @@ static void page_in_some(qm_queue *q, size_t want)
         page_in_at(q, 0);
 }
 
-void qm_queue_restore_paged(qm_queue *q, const qm_paged *e)
+void qm_queue_restore_paged(qm_queue *q, const qm_paged *e, uint64_t expires_at)
 {
     qm_node *n = qm_queue_node(q);
-    paged_push(q, e);
+    paged_push(q, e, expires_at);
     q->n_ready++;
     q->bytes_ready += e->body_len;
     q->bytes_total += e->body_len;
@@ -284,6 +305,8 @@ static uint64_t ready_clear(qm_queue *q)
         sl_free(q->paged);
     }
     q->paged = NULL;
+    sl_free(q->paged_exp); /* the graveyard needs no deadlines */
+    q->paged_exp = NULL;
     q->paged_head = q->paged_len = q->paged_cap = 0;
     q->bytes_total -= q->bytes_ready;
     q->n_ready = 0;
@@ -306,7 +329,7 @@ static void ready_drop(qm_queue *q, qm_position *pos, qm_delete_reason reason)
 
 static int expired(const qm_position *pos, uint64_t now)
 {
-    return pos->expires_at && pos->expires_at <= now;
+    return qm_pos_expires(pos) && qm_pos_expires(pos) <= now;
 }
 
 /* Expiry has a budget per loop turn (qm_node_new_turn): a million messages whose TTL ends at
@@ -349,8 +372,7 @@ qm_position *qm_queue_take_head(qm_queue *q, uint64_t now)
 
 static int paged_front_due(const qm_queue *q, uint64_t now)
 {
-    return q->paged_len && q->paged[q->paged_head].expires_at &&
-           q->paged[q->paged_head].expires_at <= now;
+    return q->paged_len && paged_exp_at(q, 0) && paged_exp_at(q, 0) <= now;
 }
 
 uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now)
@@ -372,8 +394,8 @@ uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now)
                 break;
             qm_position *pos = qm_ring_at(r, 0);
             if (!expired(pos, now)) {
-                if (pos->expires_at && (!next || pos->expires_at < next))
-                    next = pos->expires_at;
+                if (qm_pos_expires(pos) && (!next || qm_pos_expires(pos) < next))
+                    next = qm_pos_expires(pos);
                 break;
             }
             if (!expire_take(n)) {
@@ -390,7 +412,7 @@ uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now)
         }
     }
     if (q->paged_len && !rd->levels[0].len) {
-        uint64_t at = q->paged[q->paged_head].expires_at;
+        uint64_t at = paged_exp_at(q, 0);
         if (at && (!next || at < next))
             next = at;
     }
@@ -634,9 +656,10 @@ sl_err qm_queue_accept(qm_queue *q, qm_position *pos)
     }
     /* TTL: the lower of the queue's x-message-ttl and the message's expiration */
     int64_t ttl = q->args.message_ttl;
-    if (m->has_expiration && (ttl < 0 || m->expiration_ms < (uint64_t)ttl))
-        ttl = (int64_t)m->expiration_ms;
-    pos->expires_at = ttl >= 0 ? now + (uint64_t)ttl : 0;
+    uint64_t exp_ms;
+    if (qm_msg_expiration(m, &exp_ms) && (ttl < 0 || exp_ms < (uint64_t)ttl))
+        ttl = (int64_t)exp_ms;
+    qm_pos_set_expires(pos, ttl >= 0 ? now + (uint64_t)ttl : 0);
 
     q->bytes_total += m->body_len;
     q->stat_published++;
@@ -645,8 +668,7 @@ sl_err qm_queue_accept(qm_queue *q, qm_position *pos)
         (q->paged_len || (q->n_ready && qm_memory_over_budget())) &&
         qm_persist->page_out(qm_persist_ctx, pos, &e) == 0) {
         /* Over the memory budget: the message lives on in the store only. */
-        e.expires_at = pos->expires_at;
-        paged_push(q, &e);
+        paged_push(q, &e, qm_pos_expires(pos));
         q->n_ready++;
         q->bytes_ready += e.body_len;
         qm_position_free(pos);
@@ -690,7 +712,7 @@ uint64_t qm_queue_purge(qm_queue *q)
     QM_PERSIST(purged, q);
     uint64_t n = ready_clear(q);
     q->stat_purged += n;
-    for (qm_position *p = q->locked; p; p = p->lnext) {
+    for (qm_position *p = q->locked; p; p = p->u.lk->lnext) {
         if (p->state == QM_POS_LOCKED && !p->in_tx_enqueue) {
             p->state = QM_POS_PURGE_PENDING;
             q->n_locked--;
@@ -769,7 +791,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
     /* Held positions survive as DELETED orphans until their holder settles them. */
     qm_position *p = q->locked;
     while (p) {
-        qm_position *next = p->lnext;
+        qm_position *next = p->u.lk->lnext;
         if (p->st_logged)
             QM_PERSIST(released, p, 0); /* the queue's delete record covers it */
         p->st_logged = 0;
@@ -792,6 +814,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
     sl_map_free(q->subqueues);
     qm_queue_args_free(&q->args);
     sl_free(q->paged);
+    sl_free(q->paged_exp);
     sl_free(q->ready_impl);
     sl_free(q->name);
     sl_free(q);
@@ -837,7 +860,7 @@ qm_position *qm_queue_find_position(qm_queue *q, uint64_t lookup_id)
         if (idx >= 0)
             return qm_ring_at(r, (size_t)idx);
     }
-    for (qm_position *p = q->locked; p; p = p->lnext)
+    for (qm_position *p = q->locked; p; p = p->u.lk->lnext)
         if (p->lookup_id == lookup_id)
             return p;
     return NULL;
@@ -867,6 +890,7 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index)
 
 static const qm_position *paged_view(qm_queue *q, const qm_paged *e, qm_position *view)
 {
+    size_t i = (size_t)(e - (q->paged + q->paged_head)); /* e is one of q's entries */
     if (!qm_persist || !qm_persist->read_paged)
         return NULL;
     qm_message *m = qm_persist->read_paged(qm_persist_ctx, q, e);
@@ -877,7 +901,7 @@ static const qm_position *paged_view(qm_queue *q, const qm_paged *e, qm_position
     view->lookup_id = e->lookup_id;
     view->move_count = e->move_count;
     view->redelivered = e->redelivered;
-    view->expires_at = e->expires_at;
+    view->u.expires_at = paged_exp_at(q, i);
     view->state = QM_POS_AVAILABLE;
     return view;
 }
@@ -987,14 +1011,15 @@ qm_position *qm_queue_restore_position(qm_queue *q, qm_message *m, uint64_t look
 {
     qm_node *n = qm_queue_node(q);
     qm_position *pos = qm_position_new(q, m, lookup_id);
-    pos->move_count = move_count;
+    pos->move_count = move_count > QM_MOVE_COUNT_MAX ? QM_MOVE_COUNT_MAX : move_count;
     pos->redelivered = (uint8_t)(redelivered != 0);
     pos->st_delivered = pos->redelivered;
     /* TTLs from now; recovery then sets a stored deadline where the store has one. */
     int64_t ttl = q->args.message_ttl;
-    if (m->has_expiration && (ttl < 0 || m->expiration_ms < (uint64_t)ttl))
-        ttl = (int64_t)m->expiration_ms;
-    pos->expires_at = ttl >= 0 ? qm_now(n) + (uint64_t)ttl : 0;
+    uint64_t exp_ms;
+    if (qm_msg_expiration(m, &exp_ms) && (ttl < 0 || exp_ms < (uint64_t)ttl))
+        ttl = (int64_t)exp_ms;
+    qm_pos_set_expires(pos, ttl >= 0 ? qm_now(n) + (uint64_t)ttl : 0);
     return pos;
 }
 

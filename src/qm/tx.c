@@ -74,7 +74,7 @@ static void add_op(qm_tx *tx, int type, int how, qm_position *pos, qm_queue *des
         ti->ops = sl_xrealloc(ti->ops, ti->cap * sizeof *ti->ops);
     }
     ti->ops[tx->n_ops++] = (tx_op){(uint8_t)type, (uint8_t)how, pos, dest};
-    pos->tx = tx;
+    qm_pos_set_tx(pos, tx);
 }
 
 qm_tx *qm_tx_find(qm_node *node, uint64_t id)
@@ -98,7 +98,7 @@ sl_err qm_tx_enqueue(qm_tx *tx, qm_queue *q, qm_message *m)
 
 sl_err qm_tx_dequeue(qm_tx *tx, qm_position *pos, int how)
 {
-    if (pos->tx)
+    if (qm_pos_tx(pos))
         return SL_ERR_MESSAGE_LOCKED_UNDER_TX;
     if (pos->in_tx_enqueue || pos->state == QM_POS_AVAILABLE)
         return SL_ERR_INVALID_PARAMETER;
@@ -145,7 +145,7 @@ sl_err qm_tx_commit_counted(qm_tx *tx, uint64_t *moves_voided)
         if (!pos)
             continue;
         op->pos = NULL;
-        pos->tx = NULL;
+        qm_pos_set_tx(pos, NULL);
         switch (op->type) {
         case OP_ENQUEUE:
             if (gone(pos)) {
@@ -198,7 +198,7 @@ void qm_tx_abort(qm_tx *tx)
         if (!pos)
             continue;
         op->pos = NULL;
-        pos->tx = NULL;
+        qm_pos_set_tx(pos, NULL);
         switch (op->type) {
         case OP_ENQUEUE:
             if (gone(pos)) {
@@ -228,12 +228,12 @@ void qm_tx_abort(qm_tx *tx)
 
 void qm_tx_forget_position(qm_position *pos)
 {
-    qm_tx *tx = pos->tx;
+    qm_tx *tx = qm_pos_tx(pos);
     tx_impl *ti = impl(tx);
     for (size_t i = 0; i < tx->n_ops; i++)
         if (ti->ops[i].pos == pos)
             ti->ops[i].pos = NULL;
-    pos->tx = NULL;
+    qm_pos_set_tx(pos, NULL);
 }
 
 void qm_tx_forget_queue(qm_node *n, qm_queue *q)
@@ -260,7 +260,7 @@ void qm_tx_free_all(qm_node *n)
         qm_tx *tx = n->txs_impl;
         for (size_t i = 0; i < tx->n_ops; i++)
             if (impl(tx)->ops[i].pos)
-                impl(tx)->ops[i].pos->tx = NULL;
+                qm_pos_set_tx(impl(tx)->ops[i].pos, NULL);
         tx_unlink_free(tx);
     }
 }

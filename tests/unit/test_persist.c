@@ -1067,8 +1067,8 @@ START_TEST(ttl_deadline_survives_restart)
     open_store_at(100); /* a fresh monotonic clock: deadlines are rebuilt on it */
     q = find("ttlq");
     ck_assert_uint_eq(qm_queue_message_count(q), 2);
-    ck_assert_uint_eq(qm_queue_peek(q, 0)->expires_at, 100 + 6000);
-    ck_assert_uint_eq(qm_queue_peek(q, 1)->expires_at, 100 + 8000);
+    ck_assert_uint_eq(qm_pos_expires(qm_queue_peek(q, 0)), 100 + 6000);
+    ck_assert_uint_eq(qm_pos_expires(qm_queue_peek(q, 1)), 100 + 8000);
     close_store();
 
     /* back after both deadlines: both expire at once */
