@@ -16,6 +16,16 @@
 #include "../net/tls.h"
 #include "mgmt_internal.h"
 
+/* The connections the API shows, as RabbitMQ's management does: from connection.open-ok (a
+ * connection in its handshake is not one yet) until the closing handshake is over (a
+ * lingering one is closed; it only waits for the client to hang up). Clients that wait for
+ * "the connection is listed again" after a forced close (Bunny's recovery specs do) would
+ * otherwise go on before their recovery is done. */
+static int conn_listed(const conn *c)
+{
+    return c->state >= CONN_OPEN && c->state < CONN_LINGER;
+}
+
 static void add_queue(node_totals *t, qm_queue *q, int top)
 {
     if (top)
@@ -54,6 +64,8 @@ void node_totals_get(mgmt *m, node_totals *t)
             add_queue(t, qv, 1);
     }
     for (conn *c = m->b->conns; c; c = c->next) {
+        if (!conn_listed(c))
+            continue;
         t->connections++;
         t->channels += c->n_channels;
     }
@@ -315,7 +327,7 @@ static void each_channel(req *r, void (*fn)(mgmt *, channel *, json_t *), json_t
 {
     mgmt *m = r->m;
     for (conn *c = m->b->conns; c; c = c->next) {
-        if (c->state == CONN_DEAD || (conn_name && strcmp(conn_name, c->name)) || !sees_conn(r, c))
+        if (!conn_listed(c) || (conn_name && strcmp(conn_name, c->name)) || !sees_conn(r, c))
             continue;
         for (size_t i = 0; i < c->channels_cap; i++)
             if (c->channels[i])
@@ -336,12 +348,12 @@ enum MHD_Result api_connections(req *r)
             return reply_method_not_allowed(r);
         json_t *arr = json_array();
         for (conn *c = m->b->conns; c; c = c->next)
-            if (c->state != CONN_DEAD && sees_conn(r, c))
+            if (conn_listed(c) && sees_conn(r, c))
                 json_array_append_new(arr, conn_json(m, c));
         return reply_json(r, 200, arr);
     }
     conn *c = find_conn(m, r->segs[1]);
-    if (!c || c->state == CONN_DEAD)
+    if (!c || !conn_listed(c))
         return reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
     /* RabbitMQ's is_authorized_user: monitors see every connection, administrators close
      * any; other users only their own */

@@ -399,6 +399,29 @@ def test_connections_channels_consumers_and_close(api, broker):
     wait_for(lambda: api.get("/api/connections")[1] == [], message="connection closed")
 
 
+def test_connections_are_listed_from_open_until_closed(api, broker):
+    # As RabbitMQ's management lists them (connection_created at connection.open): one still
+    # in its handshake is not a connection yet, and one whose closing handshake is over is
+    # gone, even while the broker lingers for the client to hang up.
+    import socket as _socket
+    half = _socket.create_connection((broker.host, broker.port), timeout=5)
+    half.sendall(b"AMQP\x00\x00\x09\x01")  # connection.start comes back; nothing more
+    r = broker.raw()  # a whole handshake
+    wait_for(lambda: len(api.get("/api/connections")[1]) == 1, message="one listed")
+    s, conns, _ = api.get("/api/connections")
+    assert [c["state"] for c in conns] == ["running"]
+    s, o, _ = api.get("/api/overview")
+    assert o["object_totals"]["connections"] == 1
+    r.send_method(0, "connection.close", reply_code=200, reply_text="bye", class_id=0,
+                  method_id=0)
+    r.expect("connection.close-ok")
+    # the client keeps its socket open: the broker lingers, but the connection is closed
+    assert api.get("/api/connections")[1] == []
+    assert api.get("/api/overview")[1]["object_totals"]["connections"] == 0
+    half.close()
+    r.close()
+
+
 # ---------------------------------------------------------------------------
 # Definitions, vhosts, metrics
 # ---------------------------------------------------------------------------
