@@ -377,6 +377,26 @@ static void write_seeds(const char *out)
     rec_u32(&s.rec, 1);
     seed_rec(&s, R_MOVE);
     seed_write(&s, out, "shared_purge_move");
+    /* moves through an incarnation that is gone (99: not in meta) and back, one of them with
+     * a new TTL deadline (R_MOVE_TTL), one clearing it */
+    seed_msg(&s, 1, 0, 6);
+    seed_enq(&s, INC_Q, 1, 1, 0);
+    for (int i = 0; i < 3; i++) {
+        static const uint64_t from[] = {INC_Q, 99, INC_POISON}, to[] = {99, INC_POISON, INC_Q};
+        rec_u64(&s.rec, from[i]);
+        rec_u64(&s.rec, 1);
+        rec_u64(&s.rec, to[i]);
+        rec_u32(&s.rec, (uint32_t)i + 1);
+        if (i == 0) {
+            seed_rec(&s, R_MOVE);
+            continue;
+        }
+        rec_u8(&s.rec, i == 1 ? EF_EXPIRES : 0);
+        if (i == 1)
+            rec_u64(&s.rec, 4102444800000ull); /* 2100-01-01 */
+        seed_rec(&s, R_MOVE_TTL);
+    }
+    seed_write(&s, out, "move_through_dead_incarnation_ttl");
     /* a complete transaction (an ack and an enqueue), then one cut before its end */
     for (int complete = 1; complete >= 0; complete--) {
         seed_msg(&s, 1, 0, 4);
