@@ -56,6 +56,8 @@ typedef struct {
     int to_port;
     const char *route, *dest_queue;
     int tx_size;
+    int keep;  /* confirm: leave the queue full (no consume, no delete): recovery benches */
+    int drain; /* confirm: only consume what --keep left (n messages) and delete the queue */
     pid_t pids[MAX_PIDS];
     int n_pids;
     char tag[64];
@@ -1150,6 +1152,17 @@ static void scen_confirm(void)
     seen_t seen;
     seen_init(&seen, O.n);
     atomic_uint_fast64_t shared = 0;
+    if (O.drain) {
+        wait_count(ctl, q, O.n);
+        consumer_t *dc = consumers_new(1, q, &seen, O.n, &shared);
+        phase_t dph = phase_run(NULL, 0, dc, 1);
+        seen_verify(&seen, q);
+        metric("drain_rate", (double)O.n / secs(max_t_last(dc, 1) - dph.t0));
+        consumers_free(dc, 1);
+        queue_delete(ctl, q);
+        bclose(ctl);
+        return;
+    }
 
     producer_t *ps = producers_new(O.producers, "", q, O.n);
     for (int i = 0; i < O.producers; i++) {
@@ -1165,6 +1178,12 @@ static void scen_confirm(void)
             t_conf = ps[i].t_end - ph.t0;
     double cpu = broker_us_per_msg(&ph, O.n);
     wait_count(ctl, q, O.n);
+    if (O.keep) {
+        metric("confirm_rate", (double)O.n / secs(t_conf));
+        producers_free(ps, O.producers);
+        bclose(ctl);
+        return;
+    }
 
     consumer_t *cs = consumers_new(1, q, &seen, O.n, &shared);
     phase_t ph2 = phase_run(NULL, 0, cs, 1);
@@ -1494,6 +1513,9 @@ static void usage(int rc)
             "      --dest-queue NAME  forward: queue consumed on the destination (fwd)\n"
             "      --tx-size K        forward, confirm: publish in transactions of K messages\n"
             "                         instead of with confirms\n"
+            "      --keep             confirm: publish only, leave the queue full (recovery)\n"
+            "      --drain            confirm: consume the n messages --keep left, verify them\n"
+            "                         exactly once, delete the queue\n"
             "      --pids P,P,...     broker processes: CPU and RSS from /proc\n"
             "      --stall S          fail after S seconds without progress (60)\n"
             "      --tag NAME         prefix of queue/exchange names (bench-PID)\n"
@@ -1520,7 +1542,9 @@ static void parse_args(int argc, char **argv)
         ROUTE,
         DESTQ,
         TXSIZE,
-        TLS
+        TLS,
+        KEEP,
+        DRAIN
     };
     static const struct option lo[] = {
         {"scenario", 1, 0, 'S'},     {"host", 1, 0, 'H'},
@@ -1536,6 +1560,7 @@ static void parse_args(int argc, char **argv)
         {"to-host", 1, 0, TOHOST},   {"to-port", 1, 0, TOPORT},
         {"route", 1, 0, ROUTE},      {"dest-queue", 1, 0, DESTQ},
         {"tx-size", 1, 0, TXSIZE},   {"tls", 1, 0, TLS},
+        {"keep", 0, 0, KEEP},        {"drain", 0, 0, DRAIN},
         {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
     int c;
     snprintf(O.tag, sizeof O.tag, "bench-%d", (int)getpid());
@@ -1616,6 +1641,12 @@ static void parse_args(int argc, char **argv)
             break;
         case TXSIZE:
             O.tx_size = atoi(optarg);
+            break;
+        case KEEP:
+            O.keep = 1;
+            break;
+        case DRAIN:
+            O.drain = 1;
             break;
         case 'h':
             usage(0);

@@ -11,7 +11,7 @@
  *     out of a queue deleted later, out of an emptied journal). So every position is
  *     followed through every incarnation it visits, and the dead ones are left out when
  *     the model is rebuilt. (Memory: an entry per position of a deleted queue still in the
- *     log, the same order as the rmsg already kept for every message record in it.)
+ *     log, 32 bytes, as for any live one.)
  *   - a purge kills every position its queue had so far (Available and Locked alike: what
  *     was PurgePending never comes back);
  *   - records marked R_IN_TX (a transaction's) apply only when the R_TX_END after them is
@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "../core/clock.h"
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/u64tab.h"
@@ -42,37 +43,58 @@ typedef struct def {
     size_t len;
 } def;
 
-/* A stored position seen in replay, kept inline in its queue's table (key: lookup). One of
- * these and one rmsg per stored message are what recovery holds beyond the model it builds,
- * so both stay small and unallocated. */
-typedef struct entry {
-    uint64_t lookup; /* the key: first */
-    uint64_t msg;
-    uint64_t expires; /* TTL deadline, wall-clock ms (0: none) */
-    uint32_t seg;
-    uint32_t move_count : 30;
-    uint32_t redelivered : 1;
-    uint32_t xact_cont : 1; /* EF_XACT_CONT */
-} entry;
+/* A stored position seen in replay: 32 bytes, the size of the qm_paged entry it becomes, so
+ * a queue's array of them is handed to the queue as its paged tail without a copy. Nothing
+ * per stored message is kept beyond it (bounded recovery: 10 million stored messages take
+ * about 320 MB here, not 1.5 GB). */
+typedef struct rent {
+    uint64_t lookup;
+    uint32_t moff, mseg, mlen; /* the message record; UNRESOLVED: moff:mseg hold its id */
+    uint32_t eseg;             /* the enqueue record's segment */
+    uint32_t body_len;
+    uint16_t moves; /* saturated at 65535, as paged entries keep it */
+    uint8_t flags;  /* RF_* */
+    uint8_t pad;
+} rent;
+_Static_assert(sizeof(rent) == sizeof(qm_paged), "a queue's rents become its paged array");
 
+enum {
+    RF_REDELIVERED = 1,
+    RF_XACT_CONT = 2,
+    RF_HAS_TTL = 4,    /* the message has an expiration property */
+    RF_DEAD = 8,       /* removed (a tombstone until the array is compacted) */
+    RF_UNRESOLVED = 16 /* the message record was not near: found by a second pass */
+};
+
+/* A rent that came out of lookup-id order (a move into the queue), with its deadline. */
+typedef struct stray {
+    uint64_t lookup; /* the key: first */
+    uint64_t expires;
+    rent e;
+} stray;
+
+/* The positions of one incarnation seen so far: most come in lookup-id order and are appended
+ * to v (found by binary search, removed as tombstones, compacted when half are dead); the
+ * few that come out of order are in strays. Deadlines (wall-clock ms) are in exp, beside v,
+ * only once one position has one. */
 typedef struct qentries {
-    sl_u64tab by_lookup; /* lookup id -> entry */
+    rent *v;
+    uint64_t *exp;
+    size_t len, cap, dead;
+    sl_u64tab strays; /* lookup -> stray */
 } qentries;
 
-/* A stored message seen in replay (key: id). Its body is read back only if a position needs
- * it in memory: beyond the memory budget recovered messages stay paged out. */
-typedef struct rmsg {
-    uint64_t id;   /* the key: first */
-    qm_message *m; /* materialized, or NULL */
-    uint64_t off;  /* where the record is: segment seg, offset off */
-    uint32_t seg;
-    uint32_t len; /* record payload length */
-    uint32_t body_len;
-    uint32_t uses : 31;
-    uint32_t has_ttl : 1; /* an expiration property: kept in memory (expiry is checked there) */
-} rmsg;
-_Static_assert(sizeof(rmsg) == 40, "one per stored message during recovery: keep it small");
-_Static_assert(sizeof(entry) == 32, "one per stored position during recovery: keep it small");
+/* Recent message records by id: the enqueue record of a message almost always follows its
+ * message record closely (same batch), so a small direct-mapped cache finds it; an enqueue
+ * that does not find its message is marked UNRESOLVED and resolved by a second pass over the
+ * log (journal copies, for instance, are enqueued long after their message was stored). */
+#define MCACHE 8192
+typedef struct mslot {
+    uint64_t id; /* 0: empty (in the wanted table: its key) */
+    uint32_t seg, off, len, body_len;
+    uint8_t has_ttl;
+    uint8_t found; /* wanted table: the second pass found it */
+} mslot;
 
 typedef struct pending_rec {
     uint8_t type;
@@ -88,8 +110,10 @@ typedef struct rstate {
     sl_map *exchanges; /* "vhost\0name" -> def* */
     sl_map *bindings;  /* canonical binding payload -> (void*)1 */
     /* msgs */
-    sl_u64tab msgs;  /* message id -> rmsg */
-    sl_map *entries; /* u64 incarnation -> qentries* */
+    mslot *mcache;     /* MCACHE recent message records */
+    sl_map *entries;   /* u64 incarnation -> qentries* */
+    size_t unresolved; /* positions marked RF_UNRESOLVED */
+    sl_u64tab wanted;  /* second pass: message id -> mslot (the ids unresolved positions need) */
     pending_rec *tx;
     size_t tx_len, tx_cap;
     int in_tx;
@@ -324,28 +348,147 @@ static qentries *entries_of(rstate *s, uint64_t inc, int create)
     qentries *qe = sl_map_get(s->entries, &inc, 8);
     if (!qe && create) {
         qe = sl_xcalloc(1, sizeof *qe);
-        sl_u64tab_init(&qe->by_lookup, sizeof(entry));
+        sl_u64tab_init(&qe->strays, sizeof(stray));
         sl_map_put(s->entries, &inc, 8, qe);
     }
     return qe;
 }
 
-/* A position that is gone no longer uses its message. */
-static void entry_drop(rstate *s, const entry *e)
+static uint64_t rent_exp(const qentries *qe, size_t i)
 {
-    rmsg *rm = sl_u64tab_get(&s->msgs, e->msg);
-    if (rm && rm->uses > 0)
-        rm->uses--;
+    return qe->exp ? qe->exp[i] : 0;
 }
 
-static void clear_entries(rstate *s, qentries *qe)
+/* Index of the live rent with this lookup id in v, or -1. */
+static long find_in_v(const qentries *qe, uint64_t lookup)
 {
-    size_t it = 0;
-    entry *e;
-    while ((e = sl_u64tab_next(&qe->by_lookup, &it)))
-        entry_drop(s, e);
-    sl_u64tab_free(&qe->by_lookup);
-    sl_u64tab_init(&qe->by_lookup, sizeof(entry));
+    size_t lo = 0, hi = qe->len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (qe->v[mid].lookup < lookup)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < qe->len && qe->v[lo].lookup == lookup && !(qe->v[lo].flags & RF_DEAD))
+        return (long)lo;
+    return -1;
+}
+
+/* Drop the tombstones once half of v is dead: amortized O(1) a removal. */
+static void maybe_compact(qentries *qe)
+{
+    if (qe->dead < 1024 || qe->dead * 2 < qe->len)
+        return;
+    size_t j = 0;
+    for (size_t i = 0; i < qe->len; i++) {
+        if (qe->v[i].flags & RF_DEAD)
+            continue;
+        if (qe->exp)
+            qe->exp[j] = qe->exp[i];
+        qe->v[j++] = qe->v[i];
+    }
+    qe->len = j;
+    qe->dead = 0;
+}
+
+static void entries_put(qentries *qe, const rent *e, uint64_t expires)
+{
+    long at;
+    if (qe->len && e->lookup <= qe->v[qe->len - 1].lookup) {
+        if ((at = find_in_v(qe, e->lookup)) >= 0) { /* the same position again: the later wins */
+            qe->v[at] = *e;
+            if (qe->exp || expires) {
+                if (!qe->exp)
+                    qe->exp = sl_xcalloc(qe->cap, sizeof *qe->exp);
+                qe->exp[at] = expires;
+            }
+            return;
+        }
+        int created;
+        stray *st = sl_u64tab_put(&qe->strays, e->lookup, &created);
+        st->expires = expires;
+        st->e = *e;
+        return;
+    }
+    if (sl_u64tab_count(&qe->strays)) {
+        stray old;
+        sl_u64tab_del(&qe->strays, e->lookup, &old); /* the later record wins */
+    }
+    if (qe->len == qe->cap) {
+        qe->cap = qe->cap ? qe->cap + qe->cap / 2 : 64; /* x1.5: a big array's slack is small */
+        qe->v = sl_xrealloc(qe->v, qe->cap * sizeof *qe->v);
+        if (qe->exp)
+            qe->exp = sl_xrealloc(qe->exp, qe->cap * sizeof *qe->exp);
+    }
+    if (expires && !qe->exp)
+        qe->exp = sl_xcalloc(qe->cap, sizeof *qe->exp);
+    if (qe->exp)
+        qe->exp[qe->len] = expires;
+    qe->v[qe->len++] = *e;
+}
+
+/* Find a live position: a pointer to it (and its deadline slot in *exp), or NULL. */
+static rent *entries_find(qentries *qe, uint64_t lookup, uint64_t **exp)
+{
+    long at = find_in_v(qe, lookup);
+    if (at >= 0) {
+        if (exp)
+            *exp = qe->exp ? &qe->exp[at] : NULL;
+        return &qe->v[at];
+    }
+    stray *st = sl_u64tab_count(&qe->strays) ? sl_u64tab_get(&qe->strays, lookup) : NULL;
+    if (!st)
+        return NULL;
+    if (exp)
+        *exp = &st->expires;
+    return &st->e;
+}
+
+/* Remove a live position; 1 (with it and its deadline) if it was there. */
+static int entries_del(qentries *qe, uint64_t lookup, rent *out, uint64_t *expires)
+{
+    long at = find_in_v(qe, lookup);
+    if (at >= 0) {
+        if (out)
+            *out = qe->v[at];
+        if (expires)
+            *expires = rent_exp(qe, (size_t)at);
+        qe->v[at].flags |= RF_DEAD;
+        qe->dead++;
+        maybe_compact(qe);
+        return 1;
+    }
+    stray st;
+    if (sl_u64tab_count(&qe->strays) && sl_u64tab_del(&qe->strays, lookup, &st)) {
+        if (out)
+            *out = st.e;
+        if (expires)
+            *expires = st.expires;
+        return 1;
+    }
+    return 0;
+}
+
+static void clear_entries(qentries *qe)
+{
+    qe->len = qe->dead = 0;
+    sl_u64tab_free(&qe->strays);
+    sl_u64tab_init(&qe->strays, sizeof(stray));
+}
+
+static void entries_free(qentries *qe)
+{
+    sl_free(qe->v);
+    sl_free(qe->exp);
+    sl_u64tab_free(&qe->strays);
+    sl_free(qe);
+}
+
+/* The properties' flags say whether the message has an expiration, without decoding them. */
+static int props_have_expiration(amqp_bytes props)
+{
+    return props.len >= 2 && ((props.p[0] << 8 | props.p[1]) & AMQP_P_EXPIRATION);
 }
 
 static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t *payload,
@@ -355,25 +498,19 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
     switch (type) {
     case R_MSG: {
         uint64_t id = rd_u64(&r);
-        amqp_bytes ex = rd_s16(&r), rk = rd_s16(&r), props = rd_b32(&r);
+        rd_s16(&r);
+        rd_s16(&r);
+        amqp_bytes props = rd_b32(&r);
         amqp_bytes body = rd_rest(&r);
         if (r.bad)
             break;
-        (void)ex;
-        (void)rk;
-        int created;
-        rmsg *rm = sl_u64tab_put(&s->msgs, id, &created);
-        if (!created) { /* the same id again: the later record wins */
-            qm_message_unref(rm->m);
-            memset((uint8_t *)rm + 8, 0, sizeof *rm - 8);
-        }
-        rm->off = loc.offset;
-        rm->seg = loc.segment;
-        rm->len = (uint32_t)len;
-        rm->body_len = body.len > UINT32_MAX ? UINT32_MAX : (uint32_t)body.len;
-        amqp_basic_props bp;
-        rm->has_ttl = props.len && amqp_props_decode(props.p, props.len, &bp) == 0 &&
-                      (bp.flags & AMQP_P_EXPIRATION);
+        mslot *m = &s->mcache[id & (MCACHE - 1)];
+        m->id = id;
+        m->seg = loc.segment;
+        m->off = (uint32_t)loc.offset;
+        m->len = (uint32_t)len;
+        m->body_len = body.len > UINT32_MAX ? UINT32_MAX : (uint32_t)body.len;
+        m->has_ttl = (uint8_t)props_have_expiration(props);
         if (id >= s->p->next_msg_id)
             s->p->next_msg_id = id + 1;
         return 0;
@@ -386,21 +523,27 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         if (r.bad)
             break;
         see_ids(s, inc + 1, lookup + 1, msg + 1);
-        rmsg *rm = sl_u64tab_get(&s->msgs, msg);
-        if (!rm)
-            return 0; /* the message record is gone: nothing can use this position */
-        qentries *qe = entries_of(s, inc, 1);
-        rm->uses++;
-        int created;
-        entry *e = sl_u64tab_put(&qe->by_lookup, lookup, &created);
-        if (!created)
-            entry_drop(s, e); /* the same position again: the later record wins */
-        e->msg = msg;
-        e->move_count = moves > 0x3fffffffu ? 0x3fffffffu : moves;
-        e->seg = loc.segment;
-        e->redelivered = (flags & EF_REDELIVERED) != 0;
-        e->xact_cont = (flags & EF_XACT_CONT) != 0;
-        e->expires = expires;
+        rent e = {.lookup = lookup,
+                  .eseg = loc.segment,
+                  .moves = (uint16_t)(moves > 65535 ? 65535 : moves),
+                  .flags = (uint8_t)(((flags & EF_REDELIVERED) ? RF_REDELIVERED : 0) |
+                                     ((flags & EF_XACT_CONT) ? RF_XACT_CONT : 0))};
+        const mslot *m = &s->mcache[msg & (MCACHE - 1)];
+        if (m->id == msg) {
+            e.moff = m->off;
+            e.mseg = m->seg;
+            e.mlen = m->len;
+            e.body_len = m->body_len;
+            if (m->has_ttl)
+                e.flags |= RF_HAS_TTL;
+        } else {
+            /* not near: the second pass finds it (or finds it gone) */
+            e.flags |= RF_UNRESOLVED;
+            e.moff = (uint32_t)msg;
+            e.mseg = (uint32_t)(msg >> 32);
+            s->unresolved++;
+        }
+        entries_put(entries_of(s, inc, 1), &e, expires);
         return 0;
     }
     case R_DEQ:
@@ -412,13 +555,11 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         if (!qe)
             return 0;
         if (type == R_DEQ) {
-            entry gone;
-            if (sl_u64tab_del(&qe->by_lookup, lookup, &gone))
-                entry_drop(s, &gone);
+            entries_del(qe, lookup, NULL, NULL);
         } else {
-            entry *e = sl_u64tab_get(&qe->by_lookup, lookup);
+            rent *e = entries_find(qe, lookup, NULL);
             if (e)
-                e->redelivered = 1;
+                e->flags |= RF_REDELIVERED;
         }
         return 0;
     }
@@ -428,7 +569,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             break;
         qentries *qe = entries_of(s, inc, 0);
         if (qe)
-            clear_entries(s, qe);
+            clear_entries(qe);
         return 0;
     }
     case R_MOVE:
@@ -441,19 +582,15 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             break;
         see_ids(s, (src > dest ? src : dest) + 1, lookup + 1, 0);
         qentries *qs = entries_of(s, src, 0);
-        entry moved;
-        if (!qs || !sl_u64tab_del(&qs->by_lookup, lookup, &moved))
+        rent moved;
+        uint64_t old_expires;
+        if (!qs || !entries_del(qs, lookup, &moved, &old_expires))
             return 0;
-        qentries *qd = entries_of(s, dest, 1);
-        moved.move_count = moves > 0x3fffffffu ? 0x3fffffffu : moves;
-        moved.xact_cont = 0;
-        if (type == R_MOVE_TTL)
-            moved.expires = expires; /* the target's TTL rule gave it a new one (or none) */
-        int created;
-        entry *e = sl_u64tab_put(&qd->by_lookup, lookup, &created);
-        if (!created)
-            entry_drop(s, e);
-        *e = moved;
+        moved.moves = (uint16_t)(moves > 65535 ? 65535 : moves);
+        moved.flags &= (uint8_t)~RF_XACT_CONT;
+        if (type != R_MOVE_TTL)
+            expires = old_expires; /* R_MOVE_TTL: the target's TTL rule gave it a new one */
+        entries_put(entries_of(s, dest, 1), &moved, expires);
         return 0;
     }
     case R_EOD_IN: {
@@ -654,9 +791,9 @@ static void rebuild_bindings(rstate *s)
     }
 }
 
-static int cmp_entry(const void *a, const void *b)
+static int cmp_stray(const void *a, const void *b)
 {
-    const entry *x = a, *y = b;
+    const stray *x = a, *y = b;
     return x->lookup < y->lookup ? -1 : x->lookup > y->lookup;
 }
 
@@ -682,20 +819,214 @@ static qm_queue *queue_by_inc(persist *p, rstate *s, uint64_t inc)
     return sq && sq->incarnation == inc ? sq : NULL;
 }
 
-/* Read a stored message back into memory (once; positions share it). */
-static qm_message *materialize(rstate *s, rmsg *rm, uint64_t id)
+/* ---- the second pass: message records that were not near their enqueue records ---- */
+
+static uint64_t unresolved_id(const rent *e)
 {
-    if (rm->m)
-        return rm->m;
-    char whose[64];
-    snprintf(whose, sizeof whose, "message %llu", (unsigned long long)id);
-    rm->m = persist_read_message(s->p, rm->seg, rm->off, rm->len, whose);
-    return rm->m;
+    return (uint64_t)e->moff | (uint64_t)e->mseg << 32;
+}
+
+static int resolve_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *payload, size_t len,
+                          st_loc loc)
+{
+    rstate *s = ctx;
+    (void)seq;
+    if (type != R_MSG) /* a message record is never marked as a transaction's */
+        return 0;
+    rec_reader r = {payload, payload + len, 0};
+    uint64_t id = rd_u64(&r);
+    rd_s16(&r);
+    rd_s16(&r);
+    amqp_bytes props = rd_b32(&r), body = rd_rest(&r);
+    mslot *w = r.bad ? NULL : sl_u64tab_get(&s->wanted, id);
+    if (w) { /* the later record wins, as in replay */
+        w->seg = loc.segment;
+        w->off = (uint32_t)loc.offset;
+        w->len = (uint32_t)len;
+        w->body_len = body.len > UINT32_MAX ? UINT32_MAX : (uint32_t)body.len;
+        w->has_ttl = (uint8_t)props_have_expiration(props);
+        w->found = 1;
+    }
+    return 0;
+}
+
+static void want(rstate *s, const rent *e)
+{
+    if ((e->flags & (RF_UNRESOLVED | RF_DEAD)) != RF_UNRESOLVED)
+        return;
+    int created;
+    mslot *w = sl_u64tab_put(&s->wanted, unresolved_id(e), &created);
+    if (created)
+        w->found = 0;
+}
+
+/* 1 when e is usable after the second pass (its message record found), 0 when it is not. */
+static int resolve(rstate *s, rent *e)
+{
+    if (!(e->flags & RF_UNRESOLVED))
+        return 1;
+    const mslot *w = sl_u64tab_get(&s->wanted, unresolved_id(e));
+    if (!w || !w->found)
+        return 0; /* the message record is gone: nothing can use this position */
+    e->moff = w->off;
+    e->mseg = w->seg;
+    e->mlen = w->len;
+    e->body_len = w->body_len;
+    e->flags = (uint8_t)((e->flags & ~RF_UNRESOLVED) | (w->has_ttl ? RF_HAS_TTL : 0));
+    return 1;
+}
+
+/* Read the log once more for the message records some positions still need. Only when there
+ * are such positions (a journal, moves into durable queues of messages stored long before). */
+static void resolve_far(rstate *s)
+{
+    if (!s->unresolved)
+        return;
+    sl_u64tab_init(&s->wanted, sizeof(mslot));
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(s->entries, &it, &k, &kl, &v)) {
+        qentries *qe = v;
+        for (size_t i = 0; i < qe->len; i++)
+            want(s, &qe->v[i]);
+        size_t si = 0;
+        stray *st;
+        while ((st = sl_u64tab_next(&qe->strays, &si)))
+            want(s, &st->e);
+    }
+    if (!sl_u64tab_count(&s->wanted))
+        return;
+    char err[512];
+    uint64_t t0 = sl_now_ms();
+    if (st_log_scan(s->p->msgs, resolve_replay, s, err, sizeof err) < 0)
+        sl_error("store: second pass over the message log failed: %s", err);
+    sl_info("store: %zu message record(s) far from their enqueue records found in a second "
+            "pass (%llu ms)",
+            sl_u64tab_count(&s->wanted), (unsigned long long)(sl_now_ms() - t0));
+}
+
+/* ---- positions into queues ---- */
+
+/* What recovery reads back into memory: the first messages of each queue while the messages
+ * in memory stay under this share of memory_budget; the rest stays paged out (32 bytes each)
+ * until consumers reach it. Reading everything up to the budget would make the peak of a
+ * restart the whole budget however deep the queues, and take longer. */
+#define RECOVERY_BUDGET_SHARE 8
+
+static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
+{
+    persist *p = s->p;
+    /* v without its tombstones, the strays merged in: one sorted array */
+    size_t n = 0;
+    for (size_t i = 0; i < qe->len; i++) {
+        if (qe->v[i].flags & RF_DEAD)
+            continue;
+        if (qe->exp)
+            qe->exp[n] = qe->exp[i];
+        qe->v[n++] = qe->v[i];
+    }
+    size_t ns = sl_u64tab_count(&qe->strays);
+    if (ns) {
+        stray *sv = (stray *)qe->strays.slots;
+        size_t m = sl_u64tab_compact(&qe->strays);
+        qsort(sv, m, sizeof *sv, cmp_stray);
+        size_t cap = n + m;
+        rent *nv = sl_xmalloc(cap * sizeof *nv);
+        uint64_t *ne = sl_xcalloc(cap, sizeof *ne);
+        size_t a = 0, b = 0, o = 0;
+        while (a < n || b < m) {
+            if (b == m || (a < n && qe->v[a].lookup < sv[b].lookup)) {
+                ne[o] = rent_exp(qe, a);
+                nv[o++] = qe->v[a++];
+            } else {
+                ne[o] = sv[b].expires;
+                nv[o++] = sv[b++].e;
+            }
+        }
+        sl_free(qe->v);
+        sl_free(qe->exp);
+        qe->v = nv;
+        qe->exp = ne;
+        qe->cap = cap;
+        n = o;
+        sl_u64tab_free(&qe->strays);
+        sl_u64tab_init(&qe->strays, sizeof(stray));
+    }
+    qe->len = n;
+    uint64_t budget = qm_memory_budget();
+    uint64_t prefetch = budget ? budget / RECOVERY_BUDGET_SHARE : UINT64_MAX;
+    uint64_t wall = persist_wall_ms(), now = qm_node_now(p->node);
+    size_t j = 0; /* paged entries written so far, in place (j <= i) */
+    int exp_any = 0;
+    for (size_t i = 0; i < n; i++) {
+        rent e = qe->v[i];
+        uint64_t expires = rent_exp(qe, i);
+        if (!resolve(s, &e))
+            continue;
+        /* What was left of its TTL at the stop (a deadline passed while the broker was down
+         * expires it at once); records without a deadline have no TTL. */
+        uint64_t expires_at = expires ? now + (expires > wall ? expires - wall : 0) : 0;
+        int can_page = q->args.max_priority <= 0 &&
+                       (expires || (q->args.message_ttl < 0 && !(e.flags & RF_HAS_TTL)));
+        if (can_page && (j || qm_memory_bytes() >= prefetch)) {
+            /* Beyond what is read back the message stays where it is: on disk. */
+            qm_paged *pe = (qm_paged *)&qe->v[j];
+            *pe = (qm_paged){
+                .lookup_id = e.lookup,
+                .msg_off = e.moff,
+                .msg_seg = e.mseg,
+                .msg_len = e.mlen,
+                .enq_seg = e.eseg,
+                .body_len = e.body_len,
+                .move_count = e.moves,
+                .redelivered = (e.flags & RF_REDELIVERED) != 0,
+                .logged = 1,
+                .xact_cont = (e.flags & RF_XACT_CONT) != 0,
+            };
+            if (qe->exp)
+                qe->exp[j] = expires_at;
+            exp_any |= expires_at != 0;
+            j++;
+        } else {
+            char whose[64];
+            snprintf(whose, sizeof whose, "message %llu of queue '%s'",
+                     (unsigned long long)e.lookup, q->name);
+            qm_message *m = persist_read_message(p, e.mseg, e.moff, e.mlen, whose);
+            if (!m)
+                continue;
+            qm_position *pos =
+                qm_queue_restore(q, m, e.lookup, e.moves, (e.flags & RF_REDELIVERED) != 0);
+            qm_message_unref(m); /* the position holds it */
+            pos->st_logged = 1;
+            pos->st_seg = e.eseg;
+            pos->xact_cont = (e.flags & RF_XACT_CONT) != 0;
+            if (expires)
+                qm_pos_set_expires(pos, expires_at);
+        }
+        st_log_ref(p->msgs, e.eseg);
+        st_log_ref(p->msgs, e.mseg);
+        p->recovered_messages++;
+    }
+    if (j) {
+        /* the array becomes the queue's paged tail; its slack goes back */
+        qm_paged *pv = sl_xrealloc(qe->v, j * sizeof *pv);
+        uint64_t *pe = NULL;
+        if (exp_any)
+            pe = sl_xrealloc(qe->exp, j * sizeof *pe);
+        else
+            sl_free(qe->exp);
+        qe->v = NULL;
+        qe->exp = NULL;
+        qm_queue_adopt_paged(q, pv, pe, j, j);
+    }
 }
 
 static void rebuild_messages(rstate *s)
 {
     persist *p = s->p;
+    resolve_far(s);
     size_t it = 0;
     const char *k;
     size_t kl;
@@ -705,58 +1036,16 @@ static void rebuild_messages(rstate *s)
         memcpy(&inc, k, 8);
         qentries *qe = v;
         qm_queue *q = queue_by_inc(p, s, inc);
-        if (!q || sl_u64tab_count(&qe->by_lookup) == 0)
-            continue;
-        /* Sorted in place, in the table's own memory, which goes as soon as the queue is
-         * rebuilt: recovery never holds two copies of a queue's positions. */
-        size_t n = sl_u64tab_compact(&qe->by_lookup);
-        entry *arr = (entry *)qe->by_lookup.slots;
-        qsort(arr, n, sizeof *arr, cmp_entry);
-        for (size_t i = 0; i < n; i++) {
-            entry *e = &arr[i];
-            rmsg *rm = sl_u64tab_get(&s->msgs, e->msg);
-            if (!rm)
-                continue;
-            /* What was left of its TTL at the stop (a deadline passed while the broker was
-             * down expires it at once); records without a deadline have no TTL. */
-            uint64_t expires_at = 0;
-            if (e->expires) {
-                uint64_t wall = persist_wall_ms();
-                expires_at = qm_node_now(p->node) + (e->expires > wall ? e->expires - wall : 0);
-            }
-            int can_page = q->args.max_priority <= 0 &&
-                           (e->expires || (q->args.message_ttl < 0 && !rm->has_ttl));
-            if (can_page && (q->paged_len || (q->n_ready && qm_memory_over_budget()))) {
-                /* Beyond the memory budget the message stays where it is: on disk. */
-                qm_paged pe = {
-                    .lookup_id = e->lookup,
-                    .msg_off = (uint32_t)rm->off,
-                    .msg_seg = rm->seg,
-                    .msg_len = rm->len,
-                    .enq_seg = e->seg,
-                    .body_len = rm->body_len,
-                    .move_count = (uint16_t)(e->move_count > 65535 ? 65535 : e->move_count),
-                    .redelivered = e->redelivered,
-                    .logged = 1,
-                    .xact_cont = e->xact_cont,
-                };
-                qm_queue_restore_paged(q, &pe, expires_at);
-            } else {
-                qm_message *m = materialize(s, rm, e->msg);
-                if (!m)
-                    continue;
-                qm_position *pos = qm_queue_restore(q, m, e->lookup, e->move_count, e->redelivered);
-                pos->st_logged = 1;
-                pos->st_seg = e->seg;
-                pos->xact_cont = e->xact_cont;
-                if (e->expires)
-                    qm_pos_set_expires(pos, expires_at);
-            }
-            st_log_ref(p->msgs, e->seg);
-            st_log_ref(p->msgs, rm->seg);
-            p->recovered_messages++;
-        }
-        sl_u64tab_free(&qe->by_lookup);
+        if (q && (qe->len > qe->dead || sl_u64tab_count(&qe->strays)))
+            rebuild_queue(s, q, qe);
+        /* each queue's memory goes as soon as it is rebuilt */
+        sl_free(qe->v);
+        sl_free(qe->exp);
+        qe->v = NULL;
+        qe->exp = NULL;
+        qe->len = qe->cap = qe->dead = 0;
+        sl_u64tab_free(&qe->strays);
+        sl_u64tab_init(&qe->strays, sizeof(stray));
     }
 }
 
@@ -901,21 +1190,16 @@ static void state_free(rstate *s)
     while (s->exchanges && sl_map_next(s->exchanges, &it, &k, &kl, &v))
         def_free(v);
     it = 0;
-    while (s->entries && sl_map_next(s->entries, &it, &k, &kl, &v)) {
-        qentries *qe = v;
-        sl_u64tab_free(&qe->by_lookup);
-        sl_free(qe);
-    }
-    it = 0;
-    rmsg *rm;
-    while ((rm = sl_u64tab_next(&s->msgs, &it)))
-        qm_message_unref(rm->m); /* positions took their own references */
+    while (s->entries && sl_map_next(s->entries, &it, &k, &kl, &v))
+        entries_free(v);
     tx_clear(s);
     sl_free(s->tx);
     sl_map_free(s->queues);
     sl_map_free(s->exchanges);
     sl_map_free(s->bindings);
-    sl_u64tab_free(&s->msgs);
+    sl_free(s->mcache);
+    if (s->unresolved)
+        sl_u64tab_free(&s->wanted);
     sl_map_free(s->entries);
 }
 
@@ -926,7 +1210,7 @@ int persist_recover(persist *p, char *err, size_t errlen)
     s.queues = sl_map_new();
     s.exchanges = sl_map_new();
     s.bindings = sl_map_new();
-    sl_u64tab_init(&s.msgs, sizeof(rmsg));
+    s.mcache = sl_xcalloc(MCACHE, sizeof *s.mcache);
     s.entries = sl_map_new();
     s.err = err;
     s.errlen = errlen;

@@ -81,6 +81,11 @@ uint64_t qm_memory_bytes(void)
     return mem_bytes;
 }
 
+uint64_t qm_memory_budget(void)
+{
+    return qm_mem_budget;
+}
+
 void qm_set_memory_budget(uint64_t bytes)
 {
     qm_mem_budget = bytes;

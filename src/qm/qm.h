@@ -850,6 +850,8 @@ typedef struct qm_paged {
  * bodies, properties, names and bookkeeping), and the budget above which ready messages of
  * non-priority queues are paged out to the store (0 = never). */
 uint64_t qm_memory_bytes(void);
+/* The memory budget set (0 = none). */
+uint64_t qm_memory_budget(void);
 /* The node's monotonic clock in ms (what positions' expires_at deadlines are on). */
 uint64_t qm_node_now(const qm_node *n);
 void qm_set_memory_budget(uint64_t bytes);
@@ -857,6 +859,10 @@ void qm_set_memory_budget(uint64_t bytes);
 int qm_memory_over_budget(void);
 /* Recovery: append a stored ready message to q's paged tail (in lookup-id order). */
 void qm_queue_restore_paged(qm_queue *q, const qm_paged *e, uint64_t expires_at);
+/* Recovery: the same for n entries at once, in lookup-id order, newer than anything in q's
+ * ring: the array (room for cap entries, from malloc) becomes q's paged array, exp (NULL, or
+ * cap deadlines) its deadlines; q takes both over. */
+void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n, size_t cap);
 
 void qm_set_persist(const qm_persist_hooks *hooks, void *ctx);
 /* Recovery: rebuild a stored position in q as AVAILABLE at its lookup-id place, without

@@ -223,6 +223,38 @@ static void page_in_some(qm_queue *q, size_t want)
         page_in_at(q, 0);
 }
 
+void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n, size_t cap)
+{
+    if (q->paged_len) { /* not the common case: append them one by one */
+        for (size_t i = 0; i < n; i++)
+            qm_queue_restore_paged(q, &v[i], exp ? exp[i] : 0);
+        sl_free(v);
+        sl_free(exp);
+        return;
+    }
+    sl_free(q->paged);
+    sl_free(q->paged_exp);
+    q->paged = v;
+    q->paged_exp = exp;
+    q->paged_head = 0;
+    q->paged_len = n;
+    q->paged_cap = cap;
+    uint64_t bytes = 0, top = 0;
+    for (size_t i = 0; i < n; i++) {
+        bytes += v[i].body_len;
+        if (v[i].lookup_id > top)
+            top = v[i].lookup_id;
+    }
+    q->n_ready += n;
+    q->bytes_ready += bytes;
+    q->bytes_total += bytes;
+    qm_node *nd = qm_queue_node(q);
+    if (n && nd->next_lookup_id <= top)
+        nd->next_lookup_id = top + 1;
+    if (n && exp && exp[0] && !qm_ready_of(q)->levels[0].len)
+        qm_queue_wake_at(q, exp[0]);
+}
+
 void qm_queue_restore_paged(qm_queue *q, const qm_paged *e, uint64_t expires_at)
 {
     qm_node *n = qm_queue_node(q);

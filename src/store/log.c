@@ -582,6 +582,48 @@ void st_log_close(st_log *l)
     sl_free(l);
 }
 
+/* Walk the records of every live segment that are in the file again, in order (recovery's
+ * second pass). They were checked when the log was opened; they are checked again. */
+int st_log_scan(st_log *l, st_replay_fn fn, void *ctx, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < l->nsegs; i++) {
+        seg *s = &l->segs[i];
+        if (s->fd < 0 || s->size <= HDR_SIZE)
+            continue;
+        uint8_t *p = mmap(NULL, (size_t)s->size, PROT_READ, MAP_PRIVATE, s->fd, 0);
+        if (p == MAP_FAILED) {
+            seterr(err, errlen, "%s/%s: mmap: %s", l->dir, s->name, strerror(errno));
+            return -1;
+        }
+        madvise(p, (size_t)s->size, MADV_SEQUENTIAL);
+        uint64_t off = HDR_SIZE;
+        int rc = 0;
+        while (off + REC_HDR <= s->size) {
+            uint32_t len = get_le32(p + off);
+            if (len == 0 || off + 16 + (uint64_t)len > s->size ||
+                st_crc32c(0, p + off + 8, 8 + (size_t)len) != get_le32(p + off + 4)) {
+                seterr(err, errlen,
+                       "%s/%s: offset %" PRIu64 ": checksum mismatch on a second "
+                       "read (the file changed under the broker?)",
+                       l->dir, s->name, off);
+                rc = -1;
+                break;
+            }
+            st_loc loc = {s->no, off};
+            if (fn(ctx, get_le64(p + off + 8), p[off + 16], p + off + REC_HDR, len - 1, loc)) {
+                errno = ECANCELED;
+                rc = -1;
+                break;
+            }
+            off += 16 + (uint64_t)len;
+        }
+        munmap(p, (size_t)s->size);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ append and commit */
 
 uint64_t st_log_appendv(st_log *l, uint8_t type, const st_iov *iov, int n, st_loc *loc)

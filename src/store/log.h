@@ -64,6 +64,10 @@ typedef int (*st_replay_fn)(void *ctx, uint64_t seq, uint8_t type, const uint8_t
 st_log *st_log_open(const char *dir, const st_log_options *opt, st_replay_fn fn, void *ctx,
                     char *err, size_t errlen);
 void st_log_close(st_log *l);
+/* Hand every record in the files to fn again, in order (a second pass over what st_log_open
+ * recovered; records only in the append buffer are not included). 0, or -1 with err (fn's
+ * non-zero return stops it with errno ECANCELED). */
+int st_log_scan(st_log *l, st_replay_fn fn, void *ctx, char *err, size_t errlen);
 
 /* Buffer one record; returns its sequence number and, in *loc, where it will be. Never
  * touches the disk. Returns 0 (errno set) when the log is failed or read-only, or when the

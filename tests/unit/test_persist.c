@@ -1276,6 +1276,90 @@ START_TEST(golden_data_dir)
 }
 END_TEST
 
+/* Recovery keeps no table of message records: an enqueue record finds its message in a small
+ * cache of the recent ones. A journal copy is enqueued long after its message was stored
+ * (more than the cache holds in between): recovery finds that message in a second pass over
+ * the log, and every other position comes back as it was. */
+START_TEST(recovery_finds_far_message_records)
+{
+    open_store();
+    sl_buf b;
+    sl_buf_init(&b);
+    size_t mark = amqp_tbl_begin(&b);
+    amqp_tbl_put_bool(&b, "x-journal", 1);
+    amqp_tbl_end(&b, mark);
+    qm_queue *jq =
+        declare_full("jq", 1, 0, 0, (amqp_bytes){sl_buf_head(&b) + 4, sl_buf_unread(&b) - 4});
+    qm_queue *other = declare("other");
+    put(jq, "first");
+    enum { FILL = 9000 }; /* more message records than the cache has slots in between */
+    char body[32];
+    for (int i = 0; i < FILL; i++) {
+        snprintf(body, sizeof body, "o%d", i);
+        put(other, body);
+    }
+    commit();
+    qm_position *pos = qm_queue_get(jq, 0, NULL);
+    ck_assert_ptr_nonnull(pos);
+    qm_position_ack(pos); /* the journal copy: an enqueue of a message stored long ago */
+    ck_assert_uint_eq(qm_queue_message_count(find("jq;journal")), 1);
+    restart();
+    qm_queue *j = find("jq;journal");
+    ck_assert_ptr_nonnull(j);
+    ck_assert_uint_eq(qm_queue_message_count(j), 1);
+    qm_position *jp = qm_queue_get(j, 1, NULL);
+    ck_assert_ptr_nonnull(jp);
+    ck_assert_uint_eq(jp->msg->body_len, 5);
+    ck_assert_int_eq(memcmp(qm_msg_body(jp->msg), "first", 5), 0);
+    qm_position_ack(jp);
+    ck_assert_uint_eq(qm_queue_message_count(find("jq")), 0);
+    qm_queue *o = find("other");
+    ck_assert_uint_eq(qm_queue_message_count(o), FILL);
+    for (int i = 0; i < FILL; i++) {
+        qm_position *op = qm_queue_get(o, 1, NULL);
+        snprintf(body, sizeof body, "o%d", i);
+        ck_assert_msg(op && op->msg->body_len == strlen(body) &&
+                          !memcmp(qm_msg_body(op->msg), body, strlen(body)),
+                      "message %d of other", i);
+        qm_position_ack(op);
+    }
+    sl_buf_free(&b);
+    close_store();
+}
+END_TEST
+
+/* Beyond a share of the memory budget recovery leaves messages paged out (32 bytes each),
+ * whatever the budget: a restart of a deep queue reads back only the head. */
+START_TEST(recovery_reads_back_only_the_head)
+{
+    open_store();
+    qm_queue *q = declare("deep");
+    char body[64];
+    for (int i = 0; i < 20000; i++) {
+        snprintf(body, sizeof body, "message %06d of the deep queue", i);
+        put(q, body);
+    }
+    commit();
+    close_store();
+    qm_set_memory_budget(8u << 20); /* 1 MiB read back at most: about 10,000 of these */
+    open_store();
+    q = find("deep");
+    ck_assert_uint_eq(qm_queue_message_count(q), 20000);
+    ck_assert_uint_gt(q->paged_len, 5000);
+    ck_assert_uint_lt(qm_memory_bytes(), 2u << 20);
+    for (int i = 0; i < 20000; i++) {
+        qm_position *p = qm_queue_get(q, 1, NULL);
+        snprintf(body, sizeof body, "message %06d of the deep queue", i);
+        ck_assert_msg(p && p->msg->body_len == strlen(body) &&
+                          !memcmp(qm_msg_body(p->msg), body, strlen(body)),
+                      "message %d", i);
+        qm_position_ack(p);
+    }
+    close_store();
+    qm_set_memory_budget(0);
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
     Suite *s = suite_create("persist");
@@ -1302,6 +1386,8 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, tidy_never_loses_live_messages);
     tcase_add_test(tc, golden_data_dir);
     tcase_add_test(tc, ttl_deadline_survives_restart);
+    tcase_add_test(tc, recovery_finds_far_message_records);
+    tcase_add_test(tc, recovery_reads_back_only_the_head);
     suite_add_tcase(s, tc);
     return s;
 }
