@@ -254,7 +254,7 @@ class Model:
 
 
 class Broker:
-    def __init__(self, binary, workdir, data_dir, tidy_interval):
+    def __init__(self, binary, workdir, data_dir, tidy_interval, memory_budget=None):
         self.binary = binary
         self.data_dir = data_dir
         self.log_path = os.path.join(workdir, "broker.log")
@@ -262,6 +262,10 @@ class Broker:
         with open(self.config, "w") as f:
             # TIDY runs during the test too: reclaiming segments must survive kill -9.
             f.write("tidy_interval = %d\n" % tidy_interval)
+            if memory_budget is not None:
+                # A small budget pages the queues out, so recovery hands most of them back
+                # as paged tails read from the store on demand.
+                f.write("memory_budget = %s\n" % memory_budget)
         self.use_mgmt_flag = True
         self.use_config = True
         self.proc = None
@@ -783,6 +787,8 @@ def main():
                     help="above this many messages in the queues a round starts with a purge")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--tidy-interval", type=int, default=1)
+    ap.add_argument("--memory-budget", default=None,
+                    help="the broker's memory_budget (e.g. 256k: queues page to the store)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
 
@@ -802,7 +808,7 @@ def main():
 
     model = Model()
     backlog = {}
-    broker = Broker(binary, workdir, data_dir, args.tidy_interval)
+    broker = Broker(binary, workdir, data_dir, args.tidy_interval, args.memory_budget)
     totals = collections.Counter()
     failed = False
     t_start = time.monotonic()
