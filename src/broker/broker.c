@@ -303,6 +303,8 @@ static void flush_dirty(broker *b)
 }
 
 #define REAP_SLICE_US 1000
+#define TIDY_SLICE_US 2000
+static void tidy_slice(broker *b);
 
 static void before_sleep(sl_loop *loop, void *arg)
 {
@@ -332,6 +334,8 @@ static void before_sleep(sl_loop *loop, void *arg)
         while ((more = qm_node_reap(b->node, 2048)) && sl_now_us() < until)
             ;
     }
+    if (b->store && persist_tidy_running(b->store))
+        tidy_slice(b);
     if (more || b->node->dispatch_head || b->dirty)
         sl_loop_wake(loop);
     /* The next turn's budget of bounded model work (mass expiry) starts now. */
@@ -559,8 +563,7 @@ static int listen_tls(broker *b)
 static void tidy_tick(sl_loop *loop, sl_timer *t)
 {
     broker *b = t->data;
-    uint64_t segs, bytes;
-    broker_tidy(b, &segs, &bytes);
+    broker_tidy_start(b, NULL, NULL);
     sl_timer_start(loop, t, sl_loop_now(loop) + b->cfg->tidy_interval_s * 1000);
 }
 
@@ -883,14 +886,48 @@ void broker_sync(broker *b)
     release_waiters(b);
 }
 
-void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes)
+void broker_tidy_start(broker *b, broker_tidy_fn fn, void *ctx)
 {
-    *segments = *bytes = 0;
-    qm_node_reap(b->node, 0); /* what purges left behind still holds segments */
-    if (b->store) {
-        persist_tidy(b->store, segments, bytes);
-        release_waiters(b); /* tidy committed inline */
+    if (!b->store) {
+        persist_tidy_result none = {0};
+        if (fn)
+            fn(ctx, &none);
+        return;
     }
+    if (fn) {
+        if (b->n_tidy_waiters == b->cap_tidy_waiters) {
+            b->cap_tidy_waiters = b->cap_tidy_waiters ? b->cap_tidy_waiters * 2 : 4;
+            b->tidy_waiters =
+                sl_xrealloc(b->tidy_waiters, b->cap_tidy_waiters * sizeof *b->tidy_waiters);
+        }
+        b->tidy_waiters[b->n_tidy_waiters++] = (struct tidy_waiter){fn, ctx};
+    }
+    if (persist_tidy_start(b->store) == 0)
+        sl_info("tidy: started");
+    sl_loop_wake(b->loop);
+}
+
+/* A slice of the TIDY in progress (before_sleep): about TIDY_SLICE_US of work a turn. */
+static void tidy_slice(broker *b)
+{
+    persist_tidy_result res;
+    int rc = persist_tidy_step(b->store, TIDY_SLICE_US, &res);
+    if (rc == PERSIST_TIDY_MORE) {
+        sl_loop_wake(b->loop);
+        return;
+    }
+    if (rc == PERSIST_TIDY_WAIT) {
+        kick_or_die(b, 0); /* it may wait for a sync it asked for */
+        return;
+    }
+    /* Done: the waiters may start another, so take the list first. */
+    struct tidy_waiter *w = b->tidy_waiters;
+    size_t n = b->n_tidy_waiters;
+    b->tidy_waiters = NULL;
+    b->n_tidy_waiters = b->cap_tidy_waiters = 0;
+    for (size_t i = 0; i < n; i++)
+        w[i].fn(w[i].ctx, &res);
+    sl_free(w);
 }
 
 void broker_free(broker *b)
@@ -934,6 +971,13 @@ void broker_free(broker *b)
     link_mgr_free(b->links);
     sl_tls_ctx_free(b->link_tls_ctx); /* after the links' streams */
     link_rpc_queue_free_all();        /* remote handles' open descriptors, before the queues go */
+    /* A TIDY cut short by the stop: whoever waited for it hears that nothing was freed. */
+    persist_tidy_result none = {0};
+    for (size_t i = 0; i < b->n_tidy_waiters; i++)
+        b->tidy_waiters[i].fn(b->tidy_waiters[i].ctx, &none);
+    sl_free(b->tidy_waiters);
+    b->tidy_waiters = NULL;
+    b->n_tidy_waiters = 0;
     /* The store lets go of the model first: freeing the model must not write records. */
     persist_close(b->store);
     /* What still waited for the disk is on it now (persist_close committed); a door that

@@ -52,6 +52,9 @@ typedef struct consumer consumer;
  * connection's expensive frames for long. */
 #define TURN_INPUT_MS 10
 
+struct persist_tidy_result;
+typedef void (*broker_tidy_fn)(void *ctx, const struct persist_tidy_result *r);
+
 struct broker {
     sl_config *cfg;
     sl_loop *loop;
@@ -77,6 +80,11 @@ struct broker {
     uint64_t conns_refused; /* by connection_max (metric) */
     sl_timer tick_timer;    /* qm TTL / x-expires work */
     sl_timer tidy_timer;    /* automatic TIDY */
+    struct tidy_waiter {
+        broker_tidy_fn fn;
+        void *ctx;
+    } * tidy_waiters; /* told when the TIDY in progress is done */
+    size_t n_tidy_waiters, cap_tidy_waiters;
     struct persist *store;
     uint64_t next_conn_id;
     int alarms;       /* ALARM_MEMORY | ALARM_DISK: publishers are blocked while non-zero */
@@ -273,9 +281,12 @@ void broker_tls_opts(const struct sl_tls_conf *t, struct sl_tls_opts *o);
 int broker_listen(broker *b);
 void broker_run(broker *b);
 void broker_free(broker *b);
-/* TIDY (MSMQ "clean up empty message files"): reclaim store segments whose messages are all
- * gone. Never touches a live message. Reports what it freed. */
-void broker_tidy(broker *b, uint64_t *segments, uint64_t *bytes);
+/* TIDY (MSMQ "clean up empty message files"): give back the disk of store segments nothing
+ * needs, compacting those with little live data (persist.h). Never touches a live message.
+ * It runs a slice per loop turn; fn(ctx, result) is called once it is done (fn may be NULL:
+ * the automatic one). A TIDY asked for while one runs gets that one's result. Without a store
+ * fn is called at once with zeros. */
+void broker_tidy_start(broker *b, broker_tidy_fn fn, void *ctx);
 /* Group commit now, blocking the loop for the sync: what was changed is on disk when it
  * returns. Exits the process if the store fails. Doors should prefer broker_after_sync. */
 void broker_sync(broker *b);

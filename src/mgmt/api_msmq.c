@@ -21,6 +21,7 @@
 #include "../core/mem.h"
 #include "../core/version.h"
 #include "../link/link.h"
+#include "../persist/persist.h"
 #include "mgmt_internal.h"
 
 enum obj_kind { OBJ_MACHINE, OBJ_QUEUE, OBJ_SESSION };
@@ -41,6 +42,38 @@ static enum obj_kind parse_object(const char *s, const char **fmt)
  */
 
 static const char *const machine_actions[] = {"CONNECT", "DISCONNECT", "TIDY"};
+
+/* TIDY is done (broker_tidy_start): its figures become the suspended request's answer. The
+ * reply keeps segments_freed and bytes_freed and adds what compaction did and the store's
+ * size before and after. */
+static void tidy_done(void *ctx, const persist_tidy_result *res)
+{
+    req *r = ctx;
+    json_t *j = json_pack(
+        "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "segments_freed", (json_int_t)res->segments_freed,
+        "bytes_freed", (json_int_t)res->bytes_freed, "segments_freed_between",
+        (json_int_t)res->holes, "segments_compacted", (json_int_t)res->segments_compacted,
+        "records_copied", (json_int_t)res->records_copied, "bytes_copied",
+        (json_int_t)res->bytes_copied, "store_bytes_before", (json_int_t)res->bytes_before,
+        "store_bytes_after", (json_int_t)res->bytes_after, "tidy_ms", (json_int_t)res->ms);
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    r->async_reply = sl_xstrdup(text ? text : "{}");
+    free(text);
+    req_resume(r);
+}
+
+static enum MHD_Result tidy_reply(req *r)
+{
+    json_t *j = req_async_json(r);
+    if (!j)
+        return reply_hresult(r, SL_ERR_INTERNAL, NULL, "TIDY gave no result");
+    json_int_t segs = json_integer_value(json_object_get(j, "segments_freed"));
+    json_int_t bytes = json_integer_value(json_object_get(j, "bytes_freed"));
+    sl_info("management: TIDY freed %lld segment(s), %lld byte(s)", (long long)segs,
+            (long long)bytes);
+    return reply_hresult(r, SL_OK, j, NULL);
+}
 static const char *const queue_actions[] = {"PAUSE", "RESUME", "EOD_RESEND"};
 
 static int find_action(const char *a, const char *const *list)
@@ -91,14 +124,10 @@ static enum MHD_Result action(req *r)
                 r, SL_OK, json_pack("{s:s}", "connected", online ? "CONNECTED" : "DISCONNECTED"),
                 NULL);
         }
-        uint64_t segs = 0, bytes = 0;
-        broker_tidy(r->m->b, &segs, &bytes);
-        sl_info("management: TIDY freed %llu segment(s), %llu byte(s)", (unsigned long long)segs,
-                (unsigned long long)bytes);
-        return reply_hresult(r, SL_OK,
-                             json_pack("{s:I,s:I}", "segments_freed", (json_int_t)segs,
-                                       "bytes_freed", (json_int_t)bytes),
-                             NULL);
+        /* TIDY runs a slice per loop turn (compaction can take a while): the reply waits. */
+        broker_tidy_start(r->m->b, tidy_done, r);
+        req_suspend(r, tidy_reply);
+        return MHD_YES;
     }
     /* a queue object */
     if (qa < 0) {

@@ -6,9 +6,13 @@
  * (delivery-mode 2) in durable queues. Everything else never touches the disk.
  *
  * Segment references: a stored position holds one reference on the segment of its enqueue
- * record and one on the segment of its message record. The store deletes segments only from
- * the oldest end and only while unreferenced, so a removal, purge or move record is never
- * deleted before the records it cancels or continues.
+ * record and one on the segment of its message record. Dependencies: a record that cancels or
+ * changes what an older record set up (removal, delivery mark, move, purge, a transaction's
+ * end, an enqueue that replaces an older one of the same position) is appended with the
+ * segment of that older record (st_log_depend), and the store deletes an unreferenced segment
+ * only once nothing is left between that segment and itself: so a removal, purge or move
+ * record is never deleted before the records it cancels or continues, wherever the segments
+ * are. Recovery (recover.c) finds the same dependencies again as it replays.
  */
 #include "persist_internal.h"
 
@@ -97,8 +101,8 @@ static void acc_record(void *ctx, uint8_t type, const uint8_t *payload, size_t l
 /* Append the scratch record, followed by the extra pieces; 0 with *loc set, or -1 when the
  * log refused it (a record beyond ST_LOG_MAX_RECORD, or a failed log): then *loc is not
  * valid and the caller must not take it for a location. */
-static int msgs_appendv(persist *p, uint8_t type, const st_iov *extra, int n_extra, int needs_sync,
-                        st_loc *loc)
+static int msgs_appendv_dep(persist *p, uint8_t type, const st_iov *extra, int n_extra,
+                            int needs_sync, uint32_t dep, st_loc *loc)
 {
     st_iov iov[3] = {{p->scratch.data, p->scratch.len}};
     for (int i = 0; i < n_extra && i < 2; i++)
@@ -110,6 +114,7 @@ static int msgs_appendv(persist *p, uint8_t type, const st_iov *extra, int n_ext
     p->scratch.len = 0;
     if (!seq)
         return -1;
+    st_log_depend(p->msgs, where.segment, dep);
     if (needs_sync)
         mark_sync(p);
     p->records++;
@@ -118,9 +123,28 @@ static int msgs_appendv(persist *p, uint8_t type, const st_iov *extra, int n_ext
     return 0;
 }
 
+static int msgs_appendv(persist *p, uint8_t type, const st_iov *extra, int n_extra, int needs_sync,
+                        st_loc *loc)
+{
+    return msgs_appendv_dep(p, type, extra, n_extra, needs_sync, 0, loc);
+}
+
 static int msgs_append(persist *p, uint8_t type, int needs_sync, st_loc *loc)
 {
-    return msgs_appendv(p, type, NULL, 0, needs_sync, loc);
+    return msgs_appendv_dep(p, type, NULL, 0, needs_sync, 0, loc);
+}
+
+/* The same for a record that depends on records in segment dep (0: none). */
+int persist_msgs_append_dep(persist *p, uint8_t type, int needs_sync, uint32_t dep, st_loc *loc)
+{
+    return msgs_appendv_dep(p, type, NULL, 0, needs_sync, dep, loc);
+}
+
+/* q holds a stored position whose enqueue record is in seg (see qm_queue.st_floor). */
+void persist_queue_floor(qm_queue *q, uint32_t seg)
+{
+    if (!q->st_floor || seg < q->st_floor)
+        q->st_floor = seg;
 }
 
 void persist_encode_queue(sl_buf *b, const qm_queue *q)
@@ -276,6 +300,23 @@ static uint64_t wall_deadline(persist *p, uint64_t expires_at)
     return persist_wall_ms() + (expires_at > now ? expires_at - now : 0);
 }
 
+/* An enqueue record's payload (records.h R_ENQ) into the scratch buffer. */
+void persist_encode_enq(persist *p, uint64_t inc, uint64_t lookup, uint64_t msg_id,
+                        uint32_t move_count, int redelivered, int xact_cont, uint64_t expires_at)
+{
+    rec_u64(&p->scratch, inc);
+    rec_u64(&p->scratch, lookup);
+    rec_u64(&p->scratch, msg_id);
+    rec_u32(&p->scratch, move_count);
+    uint8_t flags = (uint8_t)((redelivered ? EF_REDELIVERED : 0) | (xact_cont ? EF_XACT_CONT : 0));
+    if (expires_at) {
+        rec_u8(&p->scratch, flags | EF_EXPIRES);
+        rec_u64(&p->scratch, wall_deadline(p, expires_at));
+    } else {
+        rec_u8(&p->scratch, flags);
+    }
+}
+
 /* Write pos' enqueue record (and its message's, once); pos stays unlogged when the log
  * refuses either. */
 static void log_position(persist *p, qm_position *pos)
@@ -284,24 +325,15 @@ static void log_position(persist *p, qm_position *pos)
     msg_loc ml;
     if (write_message(p, m, 1, &ml) < 0)
         return;
-    rec_u64(&p->scratch, pos->queue->incarnation);
-    rec_u64(&p->scratch, pos->lookup_id);
-    rec_u64(&p->scratch, ml.id);
-    rec_u32(&p->scratch, pos->move_count);
-    uint8_t flags =
-        (uint8_t)((pos->redelivered ? EF_REDELIVERED : 0) | (pos->xact_cont ? EF_XACT_CONT : 0));
-    if (qm_pos_expires(pos)) {
-        rec_u8(&p->scratch, flags | EF_EXPIRES);
-        rec_u64(&p->scratch, wall_deadline(p, qm_pos_expires(pos)));
-    } else {
-        rec_u8(&p->scratch, flags);
-    }
+    persist_encode_enq(p, pos->queue->incarnation, pos->lookup_id, ml.id, pos->move_count,
+                       pos->redelivered, pos->xact_cont, qm_pos_expires(pos));
     st_loc loc;
     if (msgs_append(p, R_ENQ, 1, &loc) < 0)
         return; /* the log failed: the next commit says so and stops the broker */
     pos->st_seg = loc.segment;
     pos->st_logged = 1;
     pos->st_delivered = pos->redelivered;
+    persist_queue_floor(pos->queue, pos->st_seg);
     st_log_ref(p->msgs, pos->st_seg);
     st_log_ref(p->msgs, ml.seg);
 }
@@ -312,7 +344,7 @@ static void unlog_position(persist *p, qm_position *pos, int write_record)
         rec_u64(&p->scratch, pos->queue->incarnation);
         rec_u64(&p->scratch, pos->lookup_id);
         /* An ack may be lost in a crash: the message then comes back redelivered. */
-        msgs_append(p, R_DEQ, 0, NULL);
+        msgs_appendv_dep(p, R_DEQ, NULL, 0, 0, pos->st_seg, NULL);
     }
     st_log_unref(p->msgs, pos->st_seg);
     st_log_unref(p->msgs, qm_msg_st(pos->msg)->st_seg);
@@ -347,7 +379,7 @@ static void h_delivered(void *ctx, qm_position *pos, int no_ack)
     if (!pos->st_delivered) {
         rec_u64(&p->scratch, pos->queue->incarnation);
         rec_u64(&p->scratch, pos->lookup_id);
-        msgs_append(p, R_DELIVER, 0, NULL);
+        msgs_appendv_dep(p, R_DELIVER, NULL, 0, 0, pos->st_seg, NULL);
         pos->st_delivered = 1;
         mark_write(p);
     }
@@ -364,7 +396,8 @@ static void h_purged(void *ctx, qm_queue *q)
     if (!persist_queue_durable(q))
         return;
     rec_u64(&p->scratch, q->incarnation);
-    msgs_append(p, R_PURGE, 1, NULL);
+    msgs_appendv_dep(p, R_PURGE, NULL, 0, 1, q->st_floor, NULL);
+    q->st_floor = 0; /* none of its stored positions outlives this on disk */
 }
 
 static void h_moved(void *ctx, qm_position *pos, qm_queue *src, uint64_t old_expires_at)
@@ -382,12 +415,13 @@ static void h_moved(void *ctx, qm_position *pos, qm_queue *src, uint64_t old_exp
             if (qm_pos_expires(pos))
                 rec_u64(&p->scratch, wall_deadline(p, qm_pos_expires(pos)));
         }
-        msgs_append(p, ttl_changed ? R_MOVE_TTL : R_MOVE, 1, NULL);
+        msgs_appendv_dep(p, ttl_changed ? R_MOVE_TTL : R_MOVE, NULL, 0, 1, pos->st_seg, NULL);
+        persist_queue_floor(pos->queue, pos->st_seg);
     } else if (pos->st_logged) {
         /* Into a transient queue: it leaves the store as it leaves the durable queue. */
         rec_u64(&p->scratch, src->incarnation);
         rec_u64(&p->scratch, pos->lookup_id);
-        msgs_append(p, R_DEQ, 1, NULL);
+        msgs_appendv_dep(p, R_DEQ, NULL, 0, 1, pos->st_seg, NULL);
         st_log_unref(p->msgs, pos->st_seg);
         st_log_unref(p->msgs, qm_msg_st(pos->msg)->st_seg);
         pos->st_logged = 0;
@@ -401,9 +435,11 @@ static void h_tx_group(void *ctx, int begin)
     persist *p = ctx;
     if (begin) {
         p->in_tx_group = 1;
+        p->group_seg =
+            st_log_current_segment(p->msgs); /* the group's first record is here or later */
     } else {
         p->in_tx_group = 0;
-        msgs_append(p, R_TX_END, 1, NULL);
+        msgs_appendv_dep(p, R_TX_END, NULL, 0, 1, p->group_seg, NULL);
     }
 }
 
@@ -454,7 +490,7 @@ static void release_entry(persist *p, qm_queue *q, const qm_paged *e, int write_
     if (e->logged && write_record) {
         rec_u64(&p->scratch, q->incarnation);
         rec_u64(&p->scratch, e->lookup_id);
-        msgs_append(p, R_DEQ, 0, NULL);
+        msgs_appendv_dep(p, R_DEQ, NULL, 0, 0, e->enq_seg, NULL);
     }
     st_log_unref(p->msgs, e->enq_seg);
     st_log_unref(p->msgs, e->msg_seg);
@@ -781,11 +817,10 @@ uint64_t persist_done(const persist *p)
     return p->gen_written;
 }
 
-/* A receiver's state record in an old segment would keep that segment (and, since only a
- * prefix is ever deleted, every newer one) forever, or be lost with it: re-append the ones
- * that are not in the segment being written, so the old copies become dead. Runs after a
- * forced commit, when the state in memory is the state on disk. */
-static void refresh_eod_in(persist *p)
+/* A receiver's state record in an old segment would keep that segment (and every segment
+ * that depends on it) forever, or be lost with it: re-append the ones that are not in the
+ * segment being written, so the old copies become dead (TIDY, tidy.c). */
+void persist_refresh_eod_in(persist *p)
 {
     uint32_t cur = st_log_current_segment(p->msgs);
     size_t it = 0, kl;
@@ -807,21 +842,25 @@ static void refresh_eod_in(persist *p)
     }
 }
 
-void persist_tidy(persist *p, uint64_t *segments, uint64_t *bytes)
+/* TIDY's compaction (tidy.c): store m again under a new message id (its positions then name
+ * that one), moving the references of the one position that holds it. 0, or -1 when the log
+ * refused the record (m is then unchanged). */
+int persist_rewrite_message(persist *p, qm_message *m)
 {
-    char err[256];
-    /* Make what is buffered durable first, so a segment is never judged by unwritten state. */
-    if (persist_commit_ex(p, 1, err, sizeof err) < 0)
-        sl_error("tidy: %s", err);
-    refresh_eod_in(p);
-    if (persist_commit_ex(p, 1, err, sizeof err) < 0)
-        sl_error("tidy: %s", err);
-    st_reclaim_stats st = {0};
-    st_log_reclaim(p->msgs, &st);
-    *segments = st.segments_deleted;
-    *bytes = st.bytes_freed;
-    sl_info("tidy: freed %llu segment(s), %llu bytes", (unsigned long long)st.segments_deleted,
-            (unsigned long long)st.bytes_freed);
+    if (!m->has_store || !m->st_written)
+        return -1;
+    qm_msg_store *st = qm_msg_st(m);
+    qm_msg_store old = *st;
+    msg_loc ml;
+    m->st_written = 0;
+    if (write_message(p, m, 1, &ml) < 0) {
+        *st = old;
+        m->st_written = 1;
+        return -1;
+    }
+    st_log_ref(p->msgs, st->st_seg);
+    st_log_unref(p->msgs, old.st_seg);
+    return 0;
 }
 
 void persist_get_stats(const persist *p, persist_stats *out)
@@ -1090,6 +1129,7 @@ void persist_close(persist *p)
         if (persist_commit_ex(p, 1, err, sizeof err) < 0)
             sl_error("store: %s", err);
     }
+    persist_tidy_free(p);
     st_syncer_free(p->syncer);
     if (p->msgs)
         st_log_close(p->msgs);

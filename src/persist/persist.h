@@ -46,6 +46,7 @@ typedef struct persist_options {
     int read_only;   /* inspection (sluice-store): recover into node, write nothing */
     int sync_thread; /* run batches on a sync thread (the broker); 0: persist_kick commits
                         inline (tests, tools) */
+    int no_compact;  /* TIDY deletes what is dead but never copies live records (tests) */
 } persist_options;
 
 /* Open data_dir/meta and data_dir/msgs, recover every durable definition and message into
@@ -103,8 +104,40 @@ typedef struct persist_stats {
 } persist_stats;
 void persist_get_stats(const persist *p, persist_stats *out);
 
-/* TIDY: delete msgs segments whose records are all dead (oldest first). */
+/* TIDY (tidy.c): give back the disk of msgs segments that nothing needs any more, wherever
+ * they are, and compact segments that hold little live data: their live records (a message and
+ * its enqueue, a receiver's state) are written again at the head of the log, then the old
+ * segment is dead too. Never loses a record another depends on (store/log.h: a segment goes
+ * only once every older record it cancels or continues is gone), never a live message.
+ *
+ * Run in slices by the broker: persist_tidy_start, then persist_tidy_step once per loop turn
+ * until it says done. The phases: wait for the model's freed messages to be let go (the reaper
+ * of purges), measure the live bytes of every segment (a walk of every stored position, a slice
+ * at a time), choose the segments to compact (not the newest four; live at most half of the
+ * segment, or the oldest ones whose records keep much more dead space behind them than they
+ * hold), copy their live
+ * records forward (a slice at a time, pausing while the writes wait for the disk), make all
+ * that durable (a forced sync on the sync thread), then delete what is dead. A kill at any
+ * point loses nothing: until the last step the old records are all still there. */
+typedef struct persist_tidy_result {
+    uint64_t segments_freed, bytes_freed;
+    uint64_t holes;              /* of them, segments freed with older ones still there */
+    uint64_t segments_compacted; /* segments whose live records were copied forward */
+    uint64_t records_copied, bytes_copied;
+    uint64_t bytes_before, bytes_after; /* msgs segments on disk */
+    uint64_t ms;                        /* wall time it took */
+} persist_tidy_result;
+/* 0: started; 1: one is already running (its result will answer this one too). */
+int persist_tidy_start(persist *p);
+int persist_tidy_running(const persist *p);
+#define PERSIST_TIDY_DONE 0 /* *out is filled; the next start begins a new one */
+#define PERSIST_TIDY_MORE 1 /* call again this turn or the next */
+#define PERSIST_TIDY_WAIT 2 /* waiting for the reaper or a sync: call again after it */
+/* One slice of at most about budget_us of work (the caller's loop keeps kicking syncs). */
+int persist_tidy_step(persist *p, uint64_t budget_us, persist_tidy_result *out);
+/* The whole of it at once, syncing inline (tests, tools): segments and bytes freed. */
 void persist_tidy(persist *p, uint64_t *segments, uint64_t *bytes);
+void persist_tidy_full(persist *p, persist_tidy_result *out);
 
 /* ---- node-to-node links (src/link/) ---- */
 /* The node's identity on links: 16 random bytes made the first time a link needs them

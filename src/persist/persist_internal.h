@@ -34,7 +34,9 @@ struct persist {
     struct st_syncer *syncer;        /* the sync thread; NULL: every commit is done inline */
     st_log_batch *fl_meta, *fl_msgs; /* the batches in flight (either may be NULL) */
     int fl_sync;
-    int in_tx_group; /* between qm's tx_group hooks: records are marked R_IN_TX */
+    int in_tx_group;    /* between qm's tx_group hooks: records are marked R_IN_TX */
+    uint32_t group_seg; /* the segment the open group began in (its end depends on it) */
+    struct tidy *tidy;  /* TIDY in progress (tidy.c), or NULL */
     uint64_t commits, records;
     uint64_t paged_out, paged_in;
     uint64_t recovered_queues, recovered_messages, recovery_ms;
@@ -66,6 +68,20 @@ void persist_eod_in_restore(persist *p, const uint8_t sender[16], uint64_t seq_i
                             uint64_t access_ms, uint32_t rejects, amqp_bytes sender_name,
                             amqp_bytes dest, uint32_t seg);
 void persist_eod_in_free_all(persist *p);
+/* Append the scratch record to msgs, depending on the records in segment dep (0: none);
+ * 0 with *loc (may be NULL), or -1 when the log refused it. */
+int persist_msgs_append_dep(persist *p, uint8_t type, int needs_sync, uint32_t dep, st_loc *loc);
+/* q holds a stored position whose enqueue record is in segment seg (qm_queue.st_floor). */
+void persist_queue_floor(qm_queue *q, uint32_t seg);
+/* An R_ENQ payload into p->scratch (expires_at: qm_node_now terms, 0 = none). */
+void persist_encode_enq(persist *p, uint64_t inc, uint64_t lookup, uint64_t msg_id,
+                        uint32_t move_count, int redelivered, int xact_cont, uint64_t expires_at);
+/* Re-append the receiver states (R_EOD_IN) whose record is not in the segment being written
+ * (tidy.c), so old segments neither keep nor lose them. */
+void persist_refresh_eod_in(persist *p);
+void persist_tidy_free(persist *p);
+/* Store m's record again under a new id (tidy.c); its one position's reference moves. */
+int persist_rewrite_message(persist *p, qm_message *m);
 /* The wall clock TTL deadlines are stored in (a hook, so tests can move time on). */
 extern uint64_t (*persist_wall_ms)(void);
 

@@ -17,7 +17,11 @@
  *   - records marked R_IN_TX (a transaction's) apply only when the R_TX_END after them is
  *     there; the marking, not a begin record, says what belongs to the group, so a group
  *     whose first segment TIDY has deleted still replays right;
- *   - a position with a delivery mark comes back with redelivered = true.
+ *   - a position with a delivery mark comes back with redelivered = true;
+ *   - a record that cancels or changes what an older one set up (a removal, a delivery mark, a
+ *     move, a purge, a replacing enqueue, a transaction's end or abort) makes its segment
+ *     depend on that older record's segment (st_log_depend), as the writer did: TIDY deletes a
+ *     segment only when nothing it depends on is left, wherever it is.
  * Hooks are suspended while the model is rebuilt: nothing is written back during recovery,
  * except the meta snapshot at the end.
  */
@@ -117,6 +121,8 @@ typedef struct rstate {
     pending_rec *tx;
     size_t tx_len, tx_cap;
     int in_tx;
+    uint32_t *floors; /* by segment number: the oldest segment its records depend on (0: none) */
+    size_t floors_cap;
     char *err;
     size_t errlen;
 } rstate;
@@ -354,6 +360,24 @@ static qentries *entries_of(rstate *s, uint64_t inc, int create)
     return qe;
 }
 
+/* The records of segment seg depend on the older segment target (applied once the log is
+ * open: st_log_depend). */
+static void depend(rstate *s, uint32_t seg, uint32_t target)
+{
+    if (!target || target >= seg)
+        return;
+    if (seg >= s->floors_cap) {
+        size_t cap = s->floors_cap ? s->floors_cap : 64;
+        while (cap <= seg)
+            cap *= 2;
+        s->floors = sl_xrealloc(s->floors, cap * sizeof *s->floors);
+        memset(s->floors + s->floors_cap, 0, (cap - s->floors_cap) * sizeof *s->floors);
+        s->floors_cap = cap;
+    }
+    if (!s->floors[seg] || target < s->floors[seg])
+        s->floors[seg] = target;
+}
+
 static uint64_t rent_exp(const qentries *qe, size_t i)
 {
     return qe->exp ? qe->exp[i] : 0;
@@ -392,28 +416,33 @@ static void maybe_compact(qentries *qe)
     qe->dead = 0;
 }
 
-static void entries_put(qentries *qe, const rent *e, uint64_t expires)
+/* Returns the segment of the enqueue record a replaced position had (0: none replaced). */
+static uint32_t entries_put(qentries *qe, const rent *e, uint64_t expires)
 {
     long at;
     if (qe->len && e->lookup <= qe->v[qe->len - 1].lookup) {
         if ((at = find_in_v(qe, e->lookup)) >= 0) { /* the same position again: the later wins */
+            uint32_t was = qe->v[at].eseg;
             qe->v[at] = *e;
             if (qe->exp || expires) {
                 if (!qe->exp)
                     qe->exp = sl_xcalloc(qe->cap, sizeof *qe->exp);
                 qe->exp[at] = expires;
             }
-            return;
+            return was;
         }
         int created;
         stray *st = sl_u64tab_put(&qe->strays, e->lookup, &created);
+        uint32_t was = created ? 0 : st->e.eseg;
         st->expires = expires;
         st->e = *e;
-        return;
+        return was;
     }
+    uint32_t was = 0;
     if (sl_u64tab_count(&qe->strays)) {
         stray old;
-        sl_u64tab_del(&qe->strays, e->lookup, &old); /* the later record wins */
+        if (sl_u64tab_del(&qe->strays, e->lookup, &old)) /* the later record wins */
+            was = old.e.eseg;
     }
     if (qe->len == qe->cap) {
         qe->cap = qe->cap ? qe->cap + qe->cap / 2 : 64; /* x1.5: a big array's slack is small */
@@ -426,6 +455,7 @@ static void entries_put(qentries *qe, const rent *e, uint64_t expires)
     if (qe->exp)
         qe->exp[qe->len] = expires;
     qe->v[qe->len++] = *e;
+    return was;
 }
 
 /* Find a live position: a pointer to it (and its deadline slot in *exp), or NULL. */
@@ -470,11 +500,23 @@ static int entries_del(qentries *qe, uint64_t lookup, rent *out, uint64_t *expir
     return 0;
 }
 
-static void clear_entries(qentries *qe)
+/* Every position goes (a purge): returns the oldest segment of their enqueue records (0:
+ * none). */
+static uint32_t clear_entries(qentries *qe)
 {
+    uint32_t oldest = 0;
+    for (size_t i = 0; i < qe->len; i++)
+        if (!(qe->v[i].flags & RF_DEAD) && (!oldest || qe->v[i].eseg < oldest))
+            oldest = qe->v[i].eseg;
+    size_t it = 0;
+    stray *st;
+    while ((st = sl_u64tab_next(&qe->strays, &it)))
+        if (!oldest || st->e.eseg < oldest)
+            oldest = st->e.eseg;
     qe->len = qe->dead = 0;
     sl_u64tab_free(&qe->strays);
     sl_u64tab_init(&qe->strays, sizeof(stray));
+    return oldest;
 }
 
 static void entries_free(qentries *qe)
@@ -543,7 +585,9 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             e.mseg = (uint32_t)(msg >> 32);
             s->unresolved++;
         }
-        entries_put(entries_of(s, inc, 1), &e, expires);
+        /* the same position again (TIDY's copy of it): the later record wins, and depends on
+         * the one it replaces */
+        depend(s, loc.segment, entries_put(entries_of(s, inc, 1), &e, expires));
         return 0;
     }
     case R_DEQ:
@@ -555,11 +599,15 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         if (!qe)
             return 0;
         if (type == R_DEQ) {
-            entries_del(qe, lookup, NULL, NULL);
+            rent gone;
+            if (entries_del(qe, lookup, &gone, NULL))
+                depend(s, loc.segment, gone.eseg);
         } else {
             rent *e = entries_find(qe, lookup, NULL);
-            if (e)
+            if (e) {
+                depend(s, loc.segment, e->eseg);
                 e->flags |= RF_REDELIVERED;
+            }
         }
         return 0;
     }
@@ -569,7 +617,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             break;
         qentries *qe = entries_of(s, inc, 0);
         if (qe)
-            clear_entries(qe);
+            depend(s, loc.segment, clear_entries(qe));
         return 0;
     }
     case R_MOVE:
@@ -586,11 +634,12 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         uint64_t old_expires;
         if (!qs || !entries_del(qs, lookup, &moved, &old_expires))
             return 0;
+        depend(s, loc.segment, moved.eseg);
         moved.moves = (uint16_t)(moves > 65535 ? 65535 : moves);
         moved.flags &= (uint8_t)~RF_XACT_CONT;
         if (type != R_MOVE_TTL)
             expires = old_expires; /* R_MOVE_TTL: the target's TTL rule gave it a new one */
-        entries_put(entries_of(s, dest, 1), &moved, expires);
+        depend(s, loc.segment, entries_put(entries_of(s, dest, 1), &moved, expires));
         return 0;
     }
     case R_EOD_IN: {
@@ -632,6 +681,10 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
                  (unsigned long long)seq, type);
         return 1;
     }
+    /* An end or abort keeps the group's records from joining another group: it must outlive
+     * them on disk. */
+    if (tx_control && s->tx_len)
+        depend(s, loc.segment, s->tx[0].loc.segment);
     if (type == R_TX_ABORT || type == R_TX_BEGIN) {
         tx_clear(s); /* marked records before it belong to a transaction that never ended */
         return 0;
@@ -1007,6 +1060,7 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
         }
         st_log_ref(p->msgs, e.eseg);
         st_log_ref(p->msgs, e.mseg);
+        persist_queue_floor(q, e.eseg);
         p->recovered_messages++;
     }
     if (j) {
@@ -1194,6 +1248,7 @@ static void state_free(rstate *s)
         entries_free(v);
     tx_clear(s);
     sl_free(s->tx);
+    sl_free(s->floors);
     sl_map_free(s->queues);
     sl_map_free(s->exchanges);
     sl_map_free(s->bindings);
@@ -1236,7 +1291,9 @@ int persist_recover(persist *p, char *err, size_t errlen)
         if (!p->opt.read_only) {
             /* Close it on disk, or what is appended from now on would join it at the next
              * recovery. */
-            st_log_append(p->msgs, R_TX_ABORT, NULL, 0, NULL);
+            st_loc at;
+            if (st_log_append(p->msgs, R_TX_ABORT, NULL, 0, &at))
+                depend(&s, at.segment, s.tx[0].loc.segment);
             if (st_log_commit(p->msgs, NULL) < 0) {
                 snprintf(err, errlen, "%s/msgs: cannot write: %s", p->dir, strerror(errno));
                 goto out;
@@ -1244,6 +1301,9 @@ int persist_recover(persist *p, char *err, size_t errlen)
         }
     }
 
+    for (size_t i = 0; i < s.floors_cap; i++)
+        if (s.floors[i])
+            st_log_depend(p->msgs, (uint32_t)i, s.floors[i]);
     qm_persist_suspend(1);
     rebuild_exchanges(&s);
     rebuild_queues(&s, 0);

@@ -396,6 +396,10 @@ struct qm_queue {
     qm_queue *excl_next, *excl_prev; /* among its owner's exclusive queues (node.c) */
     uint64_t route_epoch;            /* qm_route's dedup stamp (internal) */
     uint64_t tx_stamp;               /* qm_tx_commit's last-enqueue-per-queue stamp (internal) */
+    /* persistence (src/persist/): no stored position of this queue has its enqueue record in
+     * a store segment older than this (0: none stored since its last purge), so a purge
+     * record depends on nothing older */
+    uint32_t st_floor;
 };
 
 typedef struct qm_queue_decl {
@@ -874,5 +878,18 @@ qm_position *qm_queue_restore_position(qm_queue *q, qm_message *m, uint64_t look
                                        uint32_t move_count, int redelivered);
 /* Recovery: suppress the hooks while the stored state is rebuilt. */
 void qm_persist_suspend(int on);
+
+/* The store's compaction (persist/tidy.c) walks what may hold store records: a queue's ready
+ * positions in memory, its paged entries and its held (LOCKED, PURGE_PENDING) positions. The
+ * callbacks may change the store fields (st_seg, the message's store location, a paged
+ * entry's segments and offsets) but nothing else (a paged entry comes with its deadline); a
+ * non-zero return stops the walk there. *cursor (0 = from the start) says where the walk resumes:
+ * it survives changes to q between calls only approximately (a position may be skipped or visited
+ * twice), which is all the compaction needs. Returns 1 once the whole queue has been visited. */
+typedef struct qm_store_visitor {
+    int (*position)(void *ctx, qm_position *pos);
+    int (*paged)(void *ctx, qm_queue *q, qm_paged *e, uint64_t expires_at);
+} qm_store_visitor;
+int qm_queue_visit_stored(qm_queue *q, uint64_t *cursor, const qm_store_visitor *v, void *ctx);
 
 #endif

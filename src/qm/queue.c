@@ -1066,3 +1066,51 @@ qm_position *qm_queue_restore(qm_queue *q, qm_message *m, uint64_t lookup_id, ui
         n->next_lookup_id = lookup_id + 1;
     return pos;
 }
+
+/* ---- the store's compaction ---- */
+
+/* cursor: phase in the top 4 bits (0 ready rings, 1 paged, 2 held), then for the rings the
+ * level in the next 12 bits and the index below; for the others an index. */
+#define VISIT_PHASE(c) ((unsigned)((c) >> 60))
+#define VISIT_LEVEL(c) ((int)(((c) >> 48) & 0xfff))
+#define VISIT_INDEX(c) ((c) & ((1ull << 48) - 1))
+#define VISIT_AT(ph, lvl, i) ((uint64_t)(ph) << 60 | (uint64_t)(lvl) << 48 | (uint64_t)(i))
+
+int qm_queue_visit_stored(qm_queue *q, uint64_t *cursor, const qm_store_visitor *v, void *ctx)
+{
+    uint64_t c = *cursor;
+    qm_ready *rd = qm_ready_of(q);
+    if (VISIT_PHASE(c) == 0) {
+        for (int l = VISIT_LEVEL(c); l < rd->nlevels; l++) {
+            qm_ring *r = &rd->levels[l];
+            for (size_t i = l == VISIT_LEVEL(c) ? VISIT_INDEX(c) : 0; i < r->len; i++) {
+                if (v->position && v->position(ctx, qm_ring_at(r, i))) {
+                    *cursor = VISIT_AT(0, l, i + 1);
+                    return 0;
+                }
+            }
+        }
+        c = VISIT_AT(1, 0, 0);
+    }
+    if (VISIT_PHASE(c) == 1) {
+        for (size_t i = VISIT_INDEX(c); i < q->paged_len; i++) {
+            if (v->paged && v->paged(ctx, q, &q->paged[q->paged_head + i], paged_exp_at(q, i))) {
+                *cursor = VISIT_AT(1, 0, i + 1);
+                return 0;
+            }
+        }
+        c = VISIT_AT(2, 0, 0);
+    }
+    /* The held list has no stable order to resume in: skip what was visited by count. */
+    size_t k = 0;
+    for (qm_position *p = q->locked; p; p = p->u.lk->lnext, k++) {
+        if (k < VISIT_INDEX(c))
+            continue;
+        if (v->position && v->position(ctx, p)) {
+            *cursor = VISIT_AT(2, 0, k + 1);
+            return 0;
+        }
+    }
+    *cursor = VISIT_AT(3, 0, 0);
+    return 1;
+}

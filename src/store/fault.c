@@ -1,9 +1,11 @@
 /* fault.c - fault injection for the store's syncs, for tests that run a whole broker (in the
  * spirit of SQLite's test VFS): the SLUICE_FAULT settings (log.h) wrap st_log__fdatasync so a
  * sync can be made slow or fail. Off unless configured; the wrapper runs on the sync thread,
- * so its counter is atomic.
+ * so its counter is atomic. crash_at=NAME[@N] kills the process at a named point of a
+ * multi-step operation (st_fault_point, called from the loop thread).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,50 @@ static long long fault_fail_after = -1; /* -1: never */
 static int fault_errno = EIO;
 static char *fault_fail_if; /* while this file exists, syncs fail */
 static atomic_llong fault_syncs;
+static char *crash_point; /* crash_at=NAME[@N] */
+static long long crash_countdown = 1;
+static char *crash_file; /* crash_at_file=PATH: the point is read from PATH while it exists */
+static char crash_file_seen[128];
+static long long crash_file_hits;
+
+static void crash_now(const char *name)
+{
+    fprintf(stderr, "SLUICE_FAULT: crash_at=%s reached: killing this process\n", name);
+    fflush(stderr);
+    raise(SIGKILL);
+}
+
+/* Parse "NAME" or "NAME@N" (N >= 1) of len bytes: 0 with the name length and N, or -1. */
+static int parse_point(const char *v, size_t vl, size_t *nl, long long *n);
+
+void st_fault_point(const char *name)
+{
+    if (crash_point && !strcmp(name, crash_point) && --crash_countdown == 0)
+        crash_now(name);
+    if (!crash_file)
+        return;
+    /* Read at every point (they are few: a handful per TIDY), so a test can arm one
+     * point per round without restarting the process. */
+    char buf[128];
+    FILE *f = fopen(crash_file, "r");
+    size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+        len--;
+    buf[len] = 0;
+    if (strcmp(buf, crash_file_seen) != 0) { /* armed anew (or disarmed) */
+        snprintf(crash_file_seen, sizeof crash_file_seen, "%s", buf);
+        crash_file_hits = 0;
+    }
+    size_t nl;
+    long long n;
+    if (!len || parse_point(buf, len, &nl, &n) < 0 || nl != strlen(name) ||
+        memcmp(buf, name, nl) != 0)
+        return;
+    if (++crash_file_hits == n)
+        crash_now(name);
+}
 
 static int faulty_fdatasync(int fd)
 {
@@ -49,6 +95,16 @@ static int parse_num(const char *v, size_t len, long long *out)
     return 0;
 }
 
+static int parse_point(const char *v, size_t vl, size_t *nl, long long *n)
+{
+    const char *at = memchr(v, '@', vl);
+    *nl = at ? (size_t)(at - v) : vl;
+    *n = 1;
+    if (!*nl || (at && (parse_num(at + 1, vl - *nl - 1, n) < 0 || *n < 1)))
+        return -1;
+    return 0;
+}
+
 int st_fault_configure(const char *spec, char *err, size_t errlen)
 {
     if (!spec || !*spec)
@@ -72,6 +128,30 @@ int st_fault_configure(const char *spec, char *err, size_t errlen)
         } else if (kl == 12 && !memcmp(p, "sync_fail_if", kl) && vl > 0) {
             free(fault_fail_if);
             fault_fail_if = strndup(v, vl);
+        } else if ((kl == 8 && !memcmp(p, "crash_at", kl)) ||
+                   (kl == 13 && !memcmp(p, "crash_at_file", kl))) {
+            size_t nl;
+            if (kl == 8 && parse_point(v, vl, &nl, &x) < 0) {
+                snprintf(err, errlen, "SLUICE_FAULT: crash_at '%.*s' (want NAME or NAME@N)",
+                         (int)vl, v);
+                return -1;
+            }
+            if (kl == 13 && !vl) {
+                snprintf(err, errlen, "SLUICE_FAULT: crash_at_file needs a path");
+                return -1;
+            }
+            if (kl == 8) {
+                free(crash_point);
+                crash_point = strndup(v, nl);
+                crash_countdown = x;
+            } else {
+                free(crash_file);
+                crash_file = strndup(v, vl);
+            }
+            p += n;
+            if (*p == ',')
+                p++;
+            continue; /* syncs stay as they are */
         } else if (kl == 10 && !memcmp(p, "sync_errno", kl)) {
             if (vl == 3 && !memcmp(v, "EIO", 3))
                 fault_errno = EIO;

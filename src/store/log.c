@@ -1,9 +1,12 @@
 /* log.c - the segmented record log (format and contract in log.h).
  *
  * Invariants:
- * - segs[] holds the live segments oldest first; their numbers are consecutive, so the
- *   segment of an st_loc is found at segs[no - segs[0].no]. The last one is the current
- *   segment: the only one appends go to.
+ * - segs[] holds the live segments oldest first, by increasing number (st_loc.segment). The
+ *   numbers are consecutive until TIDY deletes a segment in the middle, so the segment of an
+ *   st_loc is found at segs[no - segs[0].no] or else by binary search. The last one is the
+ *   current segment: the only one appends go to.
+ * - holes[] is DIR/holes: sorted, disjoint sequence ranges of segments deleted with an older
+ *   segment still present. Written (durably) before such a segment's file goes.
  * - Every segment has `size` bytes in its file, `wend - size` more bytes in the batch being
  *   written (the in-flight buffer fbuf, from offset `foff`), and `end - wend` more bytes in
  *   the append buffer, from offset `boff`. Only a suffix of segs[] has pending bytes and
@@ -67,8 +70,14 @@ typedef struct seg {
     uint8_t unsynced; /* written by st_log_flush, not yet fdatasync'ed */
     uint8_t in_batch; /* the in-flight batch writes or syncs it */
     uint64_t alloc;   /* bytes of the file reserved so far (fallocate, size kept) */
+    uint32_t floor;   /* oldest segment its records depend on (0: none but itself) */
+    uint8_t marked;   /* unreferenced at the last st_log_mark_dead, not referenced since */
     char name[SEG_NAME_LEN + 1];
 } seg;
+
+typedef struct hole {
+    uint64_t first, end; /* sequence numbers [first, end) of deleted segments */
+} hole;
 
 struct st_log {
     char *dir;
@@ -77,6 +86,8 @@ struct st_log {
     seg *segs;
     size_t nsegs, cap;
     uint32_t next_no;
+    hole *holes;
+    size_t nholes;
     sl_buf buf;                 /* appended, not yet handed to a batch */
     sl_buf fbuf;                /* the in-flight batch's bytes (immutable until it ends) */
     struct st_log_batch *batch; /* the batch object (reused); busy while in flight */
@@ -158,9 +169,20 @@ static void panic(const char *fmt, ...)
 
 static seg *find_seg(const st_log *l, uint32_t no)
 {
-    if (l->nsegs == 0 || no < l->segs[0].no || no - l->segs[0].no >= l->nsegs)
+    if (l->nsegs == 0 || no < l->segs[0].no)
         return NULL;
-    return &l->segs[no - l->segs[0].no];
+    size_t i = no - l->segs[0].no;
+    if (i < l->nsegs && l->segs[i].no == no)
+        return &l->segs[i];                          /* no segment deleted below it */
+    size_t lo = 0, hi = l->nsegs < i ? l->nsegs : i; /* segs[k].no >= segs[0].no + k */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (l->segs[mid].no < no)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < l->nsegs && l->segs[lo].no == no ? &l->segs[lo] : NULL;
 }
 
 static seg *cur_seg(st_log *l)
@@ -241,6 +263,133 @@ static int cmp_names(const void *a, const void *b)
 }
 
 static void batch_free(st_log_batch *b);
+static int write_all(int fd, const uint8_t *p, size_t n, uint64_t off);
+
+/* ------------------------------------------------------------------ holes */
+
+#define HOLES_NAME "holes"
+#define HOLES_TMP "holes.tmp"
+static const uint8_t HOLES_MAGIC[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'H', 'L'};
+
+/* 1 when the holes cover every sequence number of [first, end). */
+static int holes_cover(const st_log *l, uint64_t first, uint64_t end)
+{
+    for (size_t i = 0; i < l->nholes && first < end; i++)
+        if (l->holes[i].first <= first && l->holes[i].end > first)
+            first = l->holes[i].end;
+    return first >= end;
+}
+
+/* Read DIR/holes (absent: none). -1 with err on a damaged file. */
+static int load_holes(st_log *l, char *err, size_t errlen)
+{
+    int fd = openat(l->dirfd, HOLES_NAME, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        seterr(err, errlen, "%s/%s: open: %s", l->dir, HOLES_NAME, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    uint8_t *p = NULL;
+    int rc = -1;
+    if (fstat(fd, &st) < 0) {
+        seterr(err, errlen, "%s/%s: stat: %s", l->dir, HOLES_NAME, strerror(errno));
+        goto out;
+    }
+    size_t size = (size_t)st.st_size;
+    if (size < 20 || size > (64u << 20)) {
+        seterr(err, errlen, "%s/%s: offset 0: bad size %zu", l->dir, HOLES_NAME, size);
+        errno = EILSEQ;
+        goto out;
+    }
+    p = sl_xmalloc(size);
+    ssize_t n;
+    while ((n = pread(fd, p, size, 0)) < 0 && errno == EINTR)
+        ;
+    if (n != (ssize_t)size) {
+        seterr(err, errlen, "%s/%s: read: %s", l->dir, HOLES_NAME,
+               n < 0 ? strerror(errno) : "short read");
+        goto out;
+    }
+    uint32_t count = get_le32(p + 12);
+    if (memcmp(p, HOLES_MAGIC, 8) != 0 || get_le32(p + 8) != 1) {
+        seterr(err, errlen, "%s/%s: offset 0: bad magic or version", l->dir, HOLES_NAME);
+        errno = EILSEQ;
+        goto out;
+    }
+    if ((uint64_t)count * 16 + 20 != size) {
+        seterr(err, errlen, "%s/%s: offset 12: %" PRIu32 " holes do not fit %zu bytes", l->dir,
+               HOLES_NAME, count, size);
+        errno = EILSEQ;
+        goto out;
+    }
+    if (st_crc32c(0, p, size - 4) != get_le32(p + size - 4)) {
+        seterr(err, errlen, "%s/%s: offset %zu: checksum mismatch", l->dir, HOLES_NAME, size - 4);
+        errno = EILSEQ;
+        goto out;
+    }
+    l->holes = sl_xmalloc((count ? count : 1) * sizeof *l->holes);
+    for (uint32_t i = 0; i < count; i++) {
+        hole h = {get_le64(p + 16 + 16 * (size_t)i), get_le64(p + 24 + 16 * (size_t)i)};
+        if (h.first >= h.end || (i && h.first < l->holes[i - 1].end)) {
+            seterr(err, errlen, "%s/%s: offset %zu: holes out of order", l->dir, HOLES_NAME,
+                   16 + 16 * (size_t)i);
+            errno = EILSEQ;
+            goto out;
+        }
+        l->holes[i] = h;
+    }
+    l->nholes = count;
+    rc = 0;
+out:
+    sl_free(p);
+    close(fd);
+    return rc;
+}
+
+/* Make v[0..n) (sorted, disjoint) the durable content of DIR/holes: written aside, synced,
+ * renamed over the old one, the directory synced. None left: the file goes. 0 or -1 (errno). */
+static int save_holes(st_log *l, const hole *v, size_t n)
+{
+    int sync = !l->opt.no_sync;
+    if (n == 0) {
+        if (unlinkat(l->dirfd, HOLES_NAME, 0) < 0 && errno != ENOENT)
+            return -1;
+    } else {
+        size_t size = 20 + 16 * n;
+        uint8_t *p = sl_xmalloc(size);
+        memcpy(p, HOLES_MAGIC, 8);
+        put_le32(p + 8, 1);
+        put_le32(p + 12, (uint32_t)n);
+        for (size_t i = 0; i < n; i++) {
+            put_le64(p + 16 + 16 * i, v[i].first);
+            put_le64(p + 24 + 16 * i, v[i].end);
+        }
+        put_le32(p + size - 4, st_crc32c(0, p, size - 4));
+        int fd = openat(l->dirfd, HOLES_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int ok = fd >= 0 && write_all(fd, p, size, 0) == 0 && (!sync || fsync(fd) == 0);
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        sl_free(p);
+        if (!ok || renameat(l->dirfd, HOLES_TMP, l->dirfd, HOLES_NAME) < 0) {
+            if (ok)
+                e = errno;
+            unlinkat(l->dirfd, HOLES_TMP, 0);
+            errno = e;
+            return -1;
+        }
+    }
+    if (sync && fsync(l->dirfd) < 0)
+        return -1;
+    if (n > l->nholes || !l->holes)
+        l->holes = sl_xrealloc(l->holes, (n ? n : 1) * sizeof *l->holes);
+    if (n)
+        memmove(l->holes, v, n * sizeof *v);
+    l->nholes = n;
+    return 0;
+}
 
 /* ------------------------------------------------------------------ recovery */
 
@@ -320,6 +469,8 @@ static int recover_seg(recovery *r, seg *s, int newest)
         r->have_base = 1;
         r->expected = s->first_seq;
     }
+    if (s->first_seq > r->expected && holes_cover(l, r->expected, s->first_seq))
+        r->expected = s->first_seq; /* segments TIDY deleted, as DIR/holes says */
     if (s->first_seq != r->expected) {
         snprintf(what, sizeof what,
                  "sequence gap: file name says seq %" PRIu64 " but the log continues at seq "
@@ -505,7 +656,7 @@ st_log *st_log_open(const char *dir, const st_log_options *opt, st_replay_fn fn,
         seterr(err, errlen, "%s: locked by another process (%s)", dir, strerror(errno));
         goto fail;
     }
-    if (list_segments(l, &names, &nnames, err, errlen) < 0)
+    if (load_holes(l, err, errlen) < 0 || list_segments(l, &names, &nnames, err, errlen) < 0)
         goto fail;
 
     recovery r = {l, fn, ctx, err, errlen, 0, 0};
@@ -522,19 +673,27 @@ st_log *st_log_open(const char *dir, const st_log_options *opt, st_replay_fn fn,
             goto fail;
     }
     l->next_seq = r.have_base ? r.expected : 1;
+    /* A number in a hole may still be in a file left behind: none is handed out again. The
+     * records go on in a new segment named after the hole then, so no file has a gap. */
+    int jumped = l->nholes && l->holes[l->nholes - 1].end > l->next_seq;
+    if (jumped)
+        l->next_seq = l->holes[l->nholes - 1].end;
     l->durable_seq = l->next_seq - 1;
 
-    if (l->nsegs == 0) {
-        roll(l);
-    } else if (cur_seg(l)->size < HDR_SIZE && !ro) {
-        pend_header(l, cur_seg(l)); /* the file was empty: the next commit writes it */
-    }
     /* What recovery replayed may still sit only in the page cache (the crash may have been
      * the process's, not the machine's): make it durable before anyone relies on it. */
     if (!ro && !l->opt.no_sync && l->nsegs && cur_seg(l)->fd >= 0 &&
         (fdatasync(cur_seg(l)->fd) < 0 || fsync(l->dirfd) < 0)) {
         seterr(err, errlen, "%s: sync after recovery: %s", dir, strerror(errno));
         goto fail;
+    }
+    if (l->nsegs == 0) {
+        roll(l);
+    } else if (!ro) {
+        if (cur_seg(l)->size < HDR_SIZE)
+            pend_header(l, cur_seg(l)); /* the file was empty: the next commit writes it */
+        if (jumped)
+            roll(l);
     }
     for (size_t i = 0; i < nnames; i++)
         sl_free(names[i]);
@@ -576,6 +735,7 @@ void st_log_close(st_log *l)
     sl_buf_free(&l->fbuf);
     batch_free(l->batch);
     sl_free(l->segs);
+    sl_free(l->holes);
     sl_free(l->torn);
     sl_free(l->ra_buf);
     sl_free(l->dir);
@@ -1163,6 +1323,7 @@ void st_log_ref(st_log *l, uint32_t segment)
     if (!s)
         panic("%s: st_log_ref of segment %" PRIu32 ", which is not live", l->dir, segment);
     s->refs++;
+    s->marked = 0; /* referenced again: what drops this reference must be durable first */
 }
 
 void st_log_unref(st_log *l, uint32_t segment)
@@ -1176,36 +1337,158 @@ void st_log_unref(st_log *l, uint32_t segment)
     s->refs--;
 }
 
-void st_log_reclaim(st_log *l, st_reclaim_stats *out)
+void st_log_depend(st_log *l, uint32_t segment, uint32_t target)
 {
-    st_reclaim_stats st = {0, 0};
-    size_t k = 0;
-    if (!l->failed_errno && !l->opt.read_only) {
-        /* Oldest first and stop at the first one still needed: deleting only a prefix keeps
-         * every cancelling record alive as long as the record it cancels. The current
-         * segment and any with unwritten bytes are never candidates. */
-        while (k + 1 < l->nsegs) {
-            seg *s = &l->segs[k];
-            if (s->refs || s->fd < 0 || s->end != s->size || s->in_batch)
-                break;
-            if (unlinkat(l->dirfd, s->name, 0) < 0) {
-                sl_warn("%s/%s: unlink: %s (kept)", l->dir, s->name, strerror(errno));
-                break;
-            }
-            close(s->fd);
-            st.segments_deleted++;
-            st.bytes_freed += s->size;
-            k++;
-        }
-        if (k) {
-            l->nsegs -= k;
-            memmove(l->segs, l->segs + k, l->nsegs * sizeof *l->segs);
-            if (!l->opt.no_sync && fsync(l->dirfd) < 0)
-                fail(l, "fsync of the directory after reclaim", ".");
+    if (!target || target >= segment)
+        return;
+    seg *s = find_seg(l, segment);
+    if (s && (!s->floor || target < s->floor))
+        s->floor = target;
+}
+
+static void seg_info(const seg *s, int current, st_seg_info *out)
+{
+    out->no = s->no;
+    out->floor = s->floor ? s->floor : s->no;
+    out->bytes = s->size;
+    out->refs = s->refs;
+    out->written = s->fd >= 0 && s->end == s->size && !s->in_batch;
+    out->current = (uint8_t)current;
+}
+
+size_t st_log_segments(const st_log *l, st_seg_info **out)
+{
+    *out = sl_xmalloc((l->nsegs ? l->nsegs : 1) * sizeof **out);
+    for (size_t i = 0; i < l->nsegs; i++)
+        seg_info(&l->segs[i], i + 1 == l->nsegs, &(*out)[i]);
+    return l->nsegs;
+}
+
+void st_log_plan(const st_seg_info *v, size_t n, const uint8_t *gone, uint8_t *deletable)
+{
+    /* Oldest first, so each decision knows which older segments stay: a segment goes when
+     * nothing refers to it and no segment from its floor up to it stays. */
+    int have_kept = 0;
+    uint32_t last_kept = 0; /* the newest older segment that stays */
+    for (size_t i = 0; i < n; i++) {
+        const st_seg_info *s = &v[i];
+        int free_ = s->refs == 0 || (gone && gone[i]);
+        deletable[i] = free_ && s->written && !s->current && (!have_kept || last_kept < s->floor);
+        if (!deletable[i]) {
+            have_kept = 1;
+            last_kept = s->no;
         }
     }
+}
+
+void st_log_mark_dead(st_log *l)
+{
+    for (size_t i = 0; i < l->nsegs; i++)
+        l->segs[i].marked = l->segs[i].refs == 0;
+}
+
+static int cmp_hole(const void *a, const void *b)
+{
+    const hole *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static void reclaim(st_log *l, int only_marked, st_reclaim_stats *out)
+{
+    st_reclaim_stats st = {0, 0, 0};
     if (out)
         *out = st;
+    if (l->failed_errno || l->opt.read_only || l->nsegs == 0)
+        return;
+    st_seg_info *v;
+    size_t n = st_log_segments(l, &v);
+    uint8_t *del = sl_xcalloc(n, 1);
+    if (only_marked) { /* an unmarked segment counts as referenced */
+        for (size_t i = 0; i < n; i++)
+            if (!l->segs[i].marked)
+                v[i].refs = v[i].refs ? v[i].refs : 1;
+    }
+    st_log_plan(v, n, NULL, del);
+    /* Segments going with an older one staying leave holes: on record first. */
+    size_t first_kept = 0;
+    while (first_kept < n && del[first_kept])
+        first_kept++;
+    hole *nh = sl_xmalloc((l->nholes + n + 1) * sizeof *nh);
+    size_t nn = 0;
+    /* A hole is dropped only once it lies below the oldest segment file: not below the ones
+     * this pass is about to delete, since a kill may come before they are all gone. */
+    for (size_t i = 0; i < l->nholes; i++)
+        if (l->holes[i].end > l->segs[0].first_seq)
+            nh[nn++] = l->holes[i];
+    for (size_t i = first_kept + 1; i < n; i++) {
+        if (!del[i])
+            continue;
+        nh[nn++] = (hole){l->segs[i].first_seq, l->segs[i + 1].first_seq};
+    }
+    if (nn) {
+        qsort(nh, nn, sizeof *nh, cmp_hole);
+        size_t k = 0;
+        for (size_t i = 1; i < nn; i++) {
+            if (nh[i].first <= nh[k].end) {
+                if (nh[i].end > nh[k].end)
+                    nh[k].end = nh[i].end;
+            } else {
+                nh[++k] = nh[i];
+            }
+        }
+        nn = k + 1;
+    }
+    int changed = nn != l->nholes || (nn && memcmp(nh, l->holes, nn * sizeof *nh) != 0);
+    size_t limit = n; /* delete nothing from here on */
+    if (changed && save_holes(l, nh, nn) < 0) {
+        /* Without the holes on record only the oldest segments may go. */
+        sl_warn("%s/%s: cannot write: %s; only the oldest segments are deleted", l->dir, HOLES_NAME,
+                strerror(errno));
+        limit = first_kept;
+    } else if (changed) {
+        st_fault_point("tidy-holes");
+    }
+    size_t k = 0, w = 0;
+    for (size_t i = 0; i < n; i++) {
+        seg *s = &l->segs[i];
+        if (i < limit && del[i]) {
+            if (unlinkat(l->dirfd, s->name, 0) < 0) {
+                /* It stays, so no newer one may go on the assumption that it went. */
+                sl_warn("%s/%s: unlink: %s (kept)", l->dir, s->name, strerror(errno));
+                limit = i;
+            } else {
+                close(s->fd);
+                st.segments_deleted++;
+                st.bytes_freed += s->size;
+                if (i > first_kept)
+                    st.holes++;
+                st_fault_point("tidy-unlinked");
+                k++;
+                continue;
+            }
+        }
+        if (w != i)
+            l->segs[w] = *s;
+        w++;
+    }
+    l->nsegs = w;
+    if (k && !l->opt.no_sync && fsync(l->dirfd) < 0)
+        fail(l, "fsync of the directory after reclaim", ".");
+    sl_free(nh);
+    sl_free(v);
+    sl_free(del);
+    if (out)
+        *out = st;
+}
+
+void st_log_reclaim(st_log *l, st_reclaim_stats *out)
+{
+    reclaim(l, 0, out);
+}
+
+void st_log_reclaim_marked(st_log *l, st_reclaim_stats *out)
+{
+    reclaim(l, 1, out);
 }
 
 void st_log_get_stats(const st_log *l, st_log_stats *out)

@@ -23,10 +23,21 @@
  * the byte offset: the log refuses to guess.
  *
  * Segments roll over at segment_size. The caller tells the log which segments it still needs
- * (st_log_ref / st_log_unref on the segment of each live record); st_log_reclaim deletes
- * segments only from the oldest end, while the oldest segment has no references and is not
- * the segment being written. Deleting only a prefix is what keeps a later "this message is
- * gone" record from disappearing before the record it cancels.
+ * (st_log_ref / st_log_unref on the segment of each live record) and which older segments the
+ * records of a segment depend on (st_log_depend: a removal record depends on the record it
+ * cancels, a transaction's end on the group's first record): every segment has a floor, the
+ * oldest segment any of its records depends on. st_log_reclaim deletes a segment that has no
+ * references, is not the segment being written, and has no segment left between its floor and
+ * itself, wherever it is: so a later "this message is gone" record never disappears before the
+ * record it cancels, and one old live record no longer keeps every newer segment.
+ *
+ * A segment deleted with older segments still present leaves a gap in the sequence numbers.
+ * Before such a segment goes, its range is added to DIR/holes (magic "SLUICEHL", version u32,
+ * count u32, count x {first_seq u64, end_seq u64}, CRC32C u32 of all that; written to
+ * holes.tmp, synced, renamed, the directory synced), and recovery accepts a gap between two
+ * segment files only where the holes cover it: a segment missing for any other reason is still
+ * refused. A file still present inside a hole (a crash between the two steps) is read as usual;
+ * sequence numbers never go back into a hole.
  */
 #ifndef SL_STORE_LOG_H
 #define SL_STORE_LOG_H
@@ -142,14 +153,42 @@ uint32_t st_log_current_segment(const st_log *l);
 /* Segment reference counts for reclaiming. */
 void st_log_ref(st_log *l, uint32_t segment);
 void st_log_unref(st_log *l, uint32_t segment);
+/* The records in `segment` depend on records in the older segment `target` (a removal on the
+ * record it cancels, a delivery mark on the enqueue it marks, a transaction's end on its first
+ * record): `segment` is not deleted while `target`, or any segment between the two, is still
+ * there. No-op for target 0 or target >= segment. */
+void st_log_depend(st_log *l, uint32_t segment, uint32_t target);
 
 typedef struct st_reclaim_stats {
     uint64_t segments_deleted;
     uint64_t bytes_freed;
+    uint64_t holes; /* of them, deleted with an older segment still present */
 } st_reclaim_stats;
-/* TIDY: delete unreferenced segments from the oldest end. Never deletes a segment that holds
- * a referenced record, nor the segment being written. */
+/* TIDY: delete every segment that has no references, is written and is not the segment being
+ * written, and whose floor has no segment left between it and the segment (see above). The
+ * caller must have made durable whatever dropped those references (the removal records, a
+ * queue's deletion): st_log_reclaim is for callers that just committed inline; a caller whose
+ * loop goes on appending marks the unreferenced segments first (st_log_mark_dead), makes
+ * everything appended so far durable, then deletes only marked segments that stayed
+ * unreferenced (st_log_reclaim_marked; a new reference unmarks a segment). */
 void st_log_reclaim(st_log *l, st_reclaim_stats *out);
+void st_log_mark_dead(st_log *l);
+void st_log_reclaim_marked(st_log *l, st_reclaim_stats *out);
+
+/* The segments as the reclaim rule sees them, oldest first (for compaction's choices). */
+typedef struct st_seg_info {
+    uint32_t no;
+    uint32_t floor; /* oldest segment its records depend on (no itself when none) */
+    uint64_t bytes; /* in the file */
+    uint64_t refs;
+    uint8_t written; /* every byte is in the file and no batch is writing it */
+    uint8_t current; /* the segment appends go to */
+} st_seg_info;
+/* *out (sl_free it) gets one entry per segment; returns how many. */
+size_t st_log_segments(const st_log *l, st_seg_info **out);
+/* The reclaim rule over v[0..n): deletable[i] = 1 for each segment it would delete, taking the
+ * segments with gone[i] set (may be NULL) as if they had no references. */
+void st_log_plan(const st_seg_info *v, size_t n, const uint8_t *gone, uint8_t *deletable);
 
 typedef struct st_log_stats {
     uint64_t segments;
@@ -190,5 +229,14 @@ extern int (*st_log__fdatasync)(int fd);
  * Returns 0, or -1 with a message naming what it did not understand. "" and NULL change
  * nothing. Install before the first log is opened. */
 int st_fault_configure(const char *spec, char *err, size_t errlen);
+/* Crash points, for the kill -9 tests of multi-step operations (TIDY's compaction): with
+ * SLUICE_FAULT containing crash_at=NAME (or crash_at=NAME@N), the N-th (default first) time the
+ * point NAME is reached the process kills itself with SIGKILL, after a line on stderr. Points:
+ * tidy-measured, tidy-relocated (after each relocation slice), tidy-synced (the relocated
+ * records are durable), tidy-holes (the holes file is written), tidy-unlinked (after each
+ * segment file is deleted), tidy-done. crash_at_file=PATH reads NAME[@N] from the file PATH
+ * at every point while it exists (the count starts when its content changes), so a test arms
+ * a different point per round in one process. */
+void st_fault_point(const char *name);
 
 #endif

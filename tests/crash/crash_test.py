@@ -28,6 +28,15 @@ so a message moved during a round with a purge of its queue is a "maybe". What a
 found messages must survive every later crash until consumed, missing ones must never
 reappear. The run ends with a clean restart (SIGTERM) that must change nothing.
 
+TIDY and its compaction run all along (tidy_interval = 1 s, small segments: --segment-size),
+and one queue, crash.keep, is never consumed, so old live messages sit among dead segments
+and get copied forward. In most rounds the kill comes from the broker itself at a step of
+TIDY chosen at random (SLUICE_FAULT crash_at_file: after measuring, after a slice of copies,
+once the copies are durable, once the holes file is written, after a segment's unlink, at
+the end), so kills fall between every step of compaction; the timer's kill -9 comes if the
+step is not reached in time. The totals count how often each step was the one killed at, and
+what TIDY freed and copied meanwhile (from the broker's log).
+
 Usage: crash_test.py [--rounds N] [--seconds S] [--seed X] [--keep]
 Env:   SLUICED (default build/sluiced), CRASH_ROUNDS, CRASH_SECONDS.
 Exit status 0 when every round is clean; 1 with the evidence printed otherwise. The work
@@ -56,6 +65,9 @@ import amqp
 
 HOST = "127.0.0.1"
 QUEUE_PREFIX = "crash.q"
+KEEP_QUEUE = "crash.keep"  # never consumed: its messages grow old among dead segments
+TIDY_POINTS = ["tidy-measured", "tidy-relocated", "tidy-synced", "tidy-holes", "tidy-unlinked",
+               "tidy-done"]
 SUBQUEUE = "retry"  # the mover's subqueue: q;retry
 PREFETCH = 200
 PUBLISH_WINDOW = 200  # unconfirmed messages per publisher
@@ -254,14 +266,19 @@ class Model:
 
 
 class Broker:
-    def __init__(self, binary, workdir, data_dir, tidy_interval, memory_budget=None):
+    def __init__(self, binary, workdir, data_dir, tidy_interval, segment_size,
+                 memory_budget=None):
         self.binary = binary
         self.data_dir = data_dir
         self.log_path = os.path.join(workdir, "broker.log")
         self.config = os.path.join(workdir, "sluiced.conf")
+        # The step of TIDY at which the broker kills itself (armed per round, see main).
+        self.crash_file = os.path.join(workdir, "crash-point")
         with open(self.config, "w") as f:
-            # TIDY runs during the test too: reclaiming segments must survive kill -9.
+            # TIDY runs during the test too: reclaiming and compacting must survive kill -9.
             f.write("tidy_interval = %d\n" % tidy_interval)
+            if segment_size:
+                f.write("segment_size = %s\n" % segment_size)
             if memory_budget is not None:
                 # A small budget pages the queues out, so recovery hands most of them back
                 # as paged tails read from the store on demand.
@@ -287,8 +304,9 @@ class Broker:
         log = open(self.log_path, "ab")
         log.write(b"\n==== start %d: %s\n" % (self.starts, " ".join(self._argv()).encode()))
         log.flush()
+        env = dict(os.environ, SLUICE_FAULT="crash_at_file=" + self.crash_file)
         self.proc = subprocess.Popen(self._argv(), stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=subprocess.PIPE)
+                                     stdout=log, stderr=subprocess.PIPE, env=env)
         self.port = None
         lines = []
         listening = threading.Event()
@@ -328,6 +346,10 @@ class Broker:
             text = "".join(lines)
             if rc is not None and self.use_mgmt_flag and "mgmt" in text:
                 self.use_mgmt_flag = False  # an older binary: no management API to turn off
+                return self.start(wait, timeout)
+            if rc is not None and "SLUICE_FAULT" in text and "not understood" in text:
+                os.environ["SLUICE_FAULT"] = ""  # an older binary: no crash points
+                self.crash_file = os.devnull
                 return self.start(wait, timeout)
             if rc is not None and self.use_config and "config" in text:
                 self.use_config = False
@@ -384,6 +406,7 @@ class Round:
         self.model, self.rnd, self.port, self.queues = model, rnd, port, queues
         self.args, self.rng = args, rng
         self.backlog = backlog  # queue -> messages found by the last drain
+        self.consumed = [q for q in queues if q != KEEP_QUEUE]  # what consumers and chaos use
         self.stop = threading.Event()
         self.errors = []  # unexpected client failures (harness bugs), printed at the end
 
@@ -436,7 +459,8 @@ class Round:
                 while len(pending) < PUBLISH_WINDOW and budget > 0 and not self.stop.is_set():
                     budget -= 1
                     seq += 1
-                    q = rng.choice(self.queues)
+                    q = KEEP_QUEUE if rng.random() < self.args.keep_share else rng.choice(
+                        self.consumed)
                     # mostly small, sometimes large: large writes can be torn by the kill
                     r = rng.random()
                     size = rng.randint(200_000, 1_000_000) if r < 0.002 else (
@@ -530,6 +554,29 @@ class Round:
             if kept and rng.random() < 0.02:
                 raise ChannelChurn()  # closing the channel requeues what it holds
 
+    # --- tidier: TIDY over the management API, again and again --------------------------
+
+    def tidier(self):
+        """The timer's TIDY comes once a second; this one keeps TIDY (and its compaction)
+        running most of the round, so the kills fall inside it."""
+        rng = random.Random(self.rng.random())
+        auth = {"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q=", "Content-Type": "application/json"}
+        body = json.dumps({"object": "MACHINE", "action": "TIDY"})
+        while not self.stop.is_set():
+            h = http.client.HTTPConnection(HOST, self.args.http_port, timeout=30)
+            try:
+                while not self.stop.is_set():
+                    h.request("POST", "/api/msmq/action", body=body, headers=auth)
+                    r = h.getresponse()
+                    r.read()
+                    if r.status != 200:
+                        raise BrokerFailed("TIDY: HTTP %d" % r.status)
+                    self.stop.wait(rng.uniform(0.0, 0.3))
+            except (OSError, http.client.HTTPException):
+                self.stop.wait(0.05)
+            finally:
+                h.close()
+
     # --- mover: q -> q;retry -> q, by lookup id, over the management API -----------------
 
     def mover(self):
@@ -584,11 +631,12 @@ class Round:
     def chaos(self, horizon):
         rng = random.Random(self.rng.random())
         plan = []
-        purged, deleted = rng.sample(self.queues, 2) if len(self.queues) > 1 else self.queues * 2
+        qs = self.consumed  # crash.keep is left alone: its messages are to grow old
+        purged, deleted = rng.sample(qs, 2) if len(qs) > 1 else qs * 2
         if sum(self.backlog.values()) > self.args.max_backlog:
             # keep the drains short: purge the deepest queue early in the round
             purged = max(self.queues, key=lambda q: self.backlog.get(q, 0))
-            deleted = rng.choice([q for q in self.queues if q != purged] or [purged])
+            deleted = rng.choice([q for q in qs if q != purged] or [purged])
             plan.append((rng.uniform(0, min(horizon, 0.2)), "purge", purged))
         elif rng.random() < 0.6:
             plan.append((rng.uniform(0, horizon), "purge", purged))
@@ -787,6 +835,14 @@ def main():
                     help="above this many messages in the queues a round starts with a purge")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--tidy-interval", type=int, default=1)
+    ap.add_argument("--segment-size", default="256k",
+                    help="store segment size (small: TIDY deletes and compacts during rounds)")
+    ap.add_argument("--keep-share", type=float, default=0.01,
+                    help="share of publishes to %s, which no one consumes" % KEEP_QUEUE)
+    ap.add_argument("--tidier", type=int, default=1,
+                    help="1: a client asks for TIDY over the API all round long")
+    ap.add_argument("--tidy-kill-share", type=float, default=0.6,
+                    help="rounds in which the broker kills itself at a step of TIDY")
     ap.add_argument("--memory-budget", default=None,
                     help="the broker's memory_budget (e.g. 256k: queues page to the store)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -799,7 +855,7 @@ def main():
         sys.exit("crash_test: %s is not an executable (set SLUICED)" % binary)
     workdir = tempfile.mkdtemp(prefix="sluice-crash-")
     data_dir = os.path.join(workdir, "data")
-    queues = ["%s%d" % (QUEUE_PREFIX, i) for i in range(args.queues)]
+    queues = ["%s%d" % (QUEUE_PREFIX, i) for i in range(args.queues)] + [KEEP_QUEUE]
     print("crash_test: %d rounds of up to %.1fs, %d publishers, %d consumers, %d queues, "
           "seed %d, broker %s, work dir %s" % (args.rounds, args.seconds, args.publishers,
                                                 args.consumers, args.queues, seed, binary,
@@ -808,7 +864,9 @@ def main():
 
     model = Model()
     backlog = {}
-    broker = Broker(binary, workdir, data_dir, args.tidy_interval, args.memory_budget)
+    broker = Broker(binary, workdir, data_dir, args.tidy_interval, args.segment_size,
+                    args.memory_budget)
+    killed_at = collections.Counter()
     totals = collections.Counter()
     failed = False
     t_start = time.monotonic()
@@ -823,19 +881,44 @@ def main():
                 ch.queue_declare(q, durable=True, auto_delete=False)
             quietly(conn.close)
             kill_after = rng.uniform(0.2, max(0.2, args.seconds))
+            point = None
+            if rng.random() < args.tidy_kill_share:
+                # the broker kills itself there, if it gets there before the timer's kill
+                point = rng.choice(TIDY_POINTS)
+                if point in ("tidy-relocated", "tidy-unlinked"):
+                    point += "@%d" % rng.randint(1, 4)
+                with open(broker.crash_file, "w") as f:
+                    f.write(point + "\n")
             r = Round(model, rnd, broker.port, queues, args, rng, backlog)
             threads = [r.run_thread("pub%d" % i, r.publisher, i) for i in range(args.publishers)]
             for i in range(args.consumers):
                 # the last consumer acks without transactions: its acks may come back
-                threads.append(r.run_thread("con%d" % i, r.consumer, i, queues[i % len(queues)],
+                threads.append(r.run_thread("con%d" % i, r.consumer, i,
+                                            r.consumed[i % len(r.consumed)],
                                             i != args.consumers - 1 or args.consumers == 1))
             threads.append(r.run_thread("chaos", r.chaos, kill_after * 1.2))
             args.http_port = broker.http_port
             if args.movers and broker.http_port:
                 threads += [r.run_thread("mover%d" % i, r.mover) for i in range(args.movers)]
-            time.sleep(kill_after)
+            if args.tidier and broker.http_port:
+                threads.append(r.run_thread("tidier", r.tidier))
+            t_round = time.monotonic()
+            while time.monotonic() - t_round < kill_after and broker.proc.poll() is None:
+                time.sleep(0.02)
+            died = broker.proc.poll() is not None
             broker.kill()
             r.stop.set()
+            if point and broker.crash_file != os.devnull:
+                os.unlink(broker.crash_file)  # disarmed before the restart
+            how = "kill -9 after %.2fs" % kill_after
+            if died:
+                with open(broker.log_path, "rb") as f:
+                    reached = re.findall(rb"crash_at=(\S+) reached", f.read())
+                step = reached[-1].decode() if reached else "?"
+                killed_at[step] += 1
+                how = "killed itself at %s after %.2fs" % (step, time.monotonic() - t_round)
+            elif point:
+                how += " (%s not reached)" % point
             for t in threads:
                 t.join(30)
                 if t.is_alive():
@@ -857,10 +940,10 @@ def main():
             d = model.stats - before
             ops = ", ".join("%s %s%s" % (op.kind, op.queue, "" if op.ok else " (no -ok)")
                             for op in model.ops) or "no purge/delete"
-            print("round %d: kill -9 after %.2fs%s; published %d, confirmed %d, returned %d, "
+            print("round %d: %s%s; published %d, confirmed %d, returned %d, "
                   "delivered %d, acks committed %d, moves %d; %s; found %d (%d maybe), missing "
                   "maybe %d; losses %d, resurrections %d, order %d, duplicates %d" % (
-                      rnd + 1, kill_after, extra, d["published"], d["confirmed"],
+                      rnd + 1, how, extra, d["published"], d["confirmed"],
                       d["returned"], d["delivered"], d["acked_committed"], d["moves_ok"], ops,
                       v.found,
                       v.maybe_found, v.maybe_missing, len(v.losses), len(v.resurrections),
@@ -908,6 +991,23 @@ def main():
     finally:
         broker.kill()
 
+    tidy = collections.Counter()
+    try:
+        with open(broker.log_path, "rb") as f:
+            for mo in re.finditer(rb"tidy: freed (\d+) segment\(s\), (\d+) bytes \((\d+) with "
+                                  rb"older segments kept\), compacted (\d+) segment\(s\): "
+                                  rb"(\d+) records", f.read()):
+                tidy["runs"] += 1
+                for k, v in zip(("freed", "bytes", "between", "compacted", "copied"),
+                                mo.groups()):
+                    tidy[k] += int(v)
+    except OSError:
+        pass
+    print("tidy: %d runs completed; %d segments freed (%d with older ones kept), %d MB, %d "
+          "segments compacted, %d records copied; killed at: %s" % (
+              tidy["runs"], tidy["freed"], tidy["between"], tidy["bytes"] >> 20,
+              tidy["compacted"], tidy["copied"],
+              ", ".join("%s %d" % kv for kv in sorted(killed_at.items())) or "none"))
     print("total: %d rounds in %.0fs; published %d, confirmed %d, returned %d, delivered %d, "
           "acks committed %d, purges %d, deletes %d, moves %d; found %d; losses %d, "
           "resurrections %d, order violations %d, duplicates %d" % (
