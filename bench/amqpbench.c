@@ -56,8 +56,12 @@ typedef struct {
     int to_port;
     const char *route, *dest_queue;
     int tx_size;
-    int keep;  /* confirm: leave the queue full (no consume, no delete): recovery benches */
-    int drain; /* confirm: only consume what --keep left (n messages) and delete the queue */
+    int keep;           /* confirm: leave the queue full (no consume, no delete): recovery benches;
+                         * manyq: leave the queues (for a restart of the broker) */
+    int drain;          /* confirm: only consume what --keep left (n messages) and delete the queue;
+                         * manyq: check that the queues --keep left are all back, then delete them */
+    int consumer_conns; /* manyq: connections the consumers are spread over */
+    double since;       /* manyq --drain: CLOCK_MONOTONIC time the broker was started at */
     pid_t pids[MAX_PIDS];
     int n_pids;
     char tag[64];
@@ -79,6 +83,7 @@ static opts_t O = {
     .conn_threads = 8,
     .settle_ms = 3000,
     .stall_s = 60,
+    .consumer_conns = 4,
 };
 
 static atomic_int g_failures;
@@ -551,6 +556,21 @@ static void raw_write(int fd, const uint8_t *buf, size_t len)
     }
 }
 
+/* manyq: the name of queue i, and a 64-bit mix (splitmix64's finalizer) that picks a queue for
+ * each message: a fixed, uniform sequence, the same for both brokers. */
+static void manyq_name(char *buf, size_t len, int i)
+{
+    snprintf(buf, len, "%s-mq%05d", O.tag, i);
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Producers.
  */
@@ -566,6 +586,7 @@ typedef struct {
     pthread_barrier_t *start; /* NULL: start at once */
     int64_t t_start, t_end, cpu_ns;
     uint64_t writes; /* pipelined publisher: send() batches written */
+    int rk_queues;   /* >0: each publish goes to one of the manyq queues, picked at random */
     /* publisher confirms: delivery tag t (1-based) is settled when acked[t] */
     uint8_t *acked;
     uint64_t published, confirmed, low;
@@ -730,6 +751,11 @@ static void publish_all(producer_t *p)
                 }
             }
             body_stamp(body, seq, t);
+            char rkbuf[160];
+            if (p->rk_queues) {
+                manyq_name(rkbuf, sizeof rkbuf, (int)(mix64(seq) % (uint64_t)p->rk_queues));
+                rk = amqp_cstring_bytes(rkbuf);
+            }
             int rc = amqp_basic_publish(p->conn, CH, ex, rk, 0, 0, pp,
                                         (amqp_bytes_t){.len = O.size, .bytes = body});
             if (rc != AMQP_STATUS_OK)
@@ -777,6 +803,8 @@ typedef struct {
     atomic_uint_fast64_t *lat_n;
     uint64_t lat_cap;
     int subscribe_first; /* subscribe before the start barrier (pub/sub, fanout) */
+    int subscribed;      /* manyq: subscribed already, before the phase */
+    int q_lo, q_hi;      /* manyq: one consumer on each of the queues [q_lo, q_hi), one channel */
     int check_order;     /* each producer's messages must arrive in publish order */
     uint64_t last_seq[MAX_THREADS], out_of_order;
     uint64_t got, redelivered;
@@ -788,6 +816,17 @@ static void consumer_subscribe(consumer_t *c)
 {
     amqp_basic_qos(c->conn, CH, 0, (uint16_t)O.prefetch, 0);
     check_reply(amqp_get_rpc_reply(c->conn), "basic.qos");
+    if (c->q_hi > c->q_lo) {
+        for (int i = c->q_lo; i < c->q_hi; i++) {
+            char q[160];
+            manyq_name(q, sizeof q, i);
+            amqp_basic_consume(c->conn, CH, amqp_cstring_bytes(q), amqp_empty_bytes, 0, 0, 0,
+                               amqp_empty_table);
+            check_reply(amqp_get_rpc_reply(c->conn), "basic.consume");
+        }
+        c->subscribed = 1;
+        return;
+    }
     amqp_basic_consume_ok_t *ok = amqp_basic_consume(c->conn, CH, amqp_cstring_bytes(c->queue),
                                                      amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
     check_reply(amqp_get_rpc_reply(c->conn), "basic.consume");
@@ -826,12 +865,12 @@ static int consumer_done(consumer_t *c)
 static void *consumer_main(void *arg)
 {
     consumer_t *c = arg;
-    if (c->subscribe_first)
+    if (c->subscribe_first && !c->subscribed)
         consumer_subscribe(c);
     pthread_barrier_wait(&g_start);
     int64_t cpu0 = thread_cpu_ns();
     c->t_start = now_ns();
-    if (!c->subscribe_first)
+    if (!c->subscribe_first && !c->subscribed)
         consumer_subscribe(c);
     uint64_t unacked = 0, last_tag = 0;
     int64_t last_progress = now_ns();
@@ -1481,27 +1520,253 @@ static void scen_conns(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Scenario 7 (issue 14): many queues, many connections. --queues durable queues with one consumer
+ * each, spread over --consumer-conns connections (one channel each, one thread each); then
+ * --conns idle connections beside them; then one producer publishes -n transient messages at
+ * --rate msg/s, each to a queue picked at random, and the consumers measure publish-to-delivery
+ * latency. Figures: the time to declare the queues and start their consumers, broker RSS per
+ * queue (with its consumer) and per idle connection, the broker's CPU while all of it sits
+ * idle (per-turn work that grows with queues or connections shows here), latency percentiles.
+ * With --keep the queues stay for a restart of the broker; --drain then checks that every one
+ * of them came back (queue.declare passive, empty), and with --since T (CLOCK_MONOTONIC seconds
+ * when the broker process was started) reports the time from the start until the last queue
+ * answered, then deletes them.
+ */
+enum { MQ_DECLARE, MQ_CHECK, MQ_DELETE };
+
+typedef struct {
+    consumer_t *c;
+    int op;
+    uint64_t msgs; /* MQ_CHECK: messages found in the queues */
+} mq_job_t;
+
+static void *mq_worker(void *arg)
+{
+    mq_job_t *j = arg;
+    consumer_t *c = j->c;
+    for (int i = c->q_lo; i < c->q_hi; i++) {
+        char q[160];
+        manyq_name(q, sizeof q, i);
+        if (j->op == MQ_DECLARE) {
+            queue_declare(c->conn, q, 1);
+        } else if (j->op == MQ_DELETE) {
+            queue_delete(c->conn, q);
+        } else {
+            amqp_queue_declare_ok_t *ok = amqp_queue_declare(c->conn, CH, amqp_cstring_bytes(q), 1,
+                                                             0, 0, 0, amqp_empty_table);
+            amqp_rpc_reply_t r = amqp_get_rpc_reply(c->conn);
+            if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION)
+                fail_fatal("queue %s was not there after the restart (queue.declare passive "
+                           "refused)",
+                           q);
+            check_reply(r, "queue.declare passive");
+            j->msgs += ok->message_count;
+        }
+    }
+    if (j->op == MQ_DECLARE)
+        consumer_subscribe(c);
+    return NULL;
+}
+
+/* Runs op over every consumer connection's share of the queues at once; returns the time. */
+static int64_t mq_step(consumer_t *cs, int k, int op, uint64_t *msgs)
+{
+    pthread_t th[MAX_THREADS];
+    mq_job_t jobs[MAX_THREADS];
+    int64_t t0 = now_ns();
+    for (int i = 0; i < k; i++) {
+        jobs[i] = (mq_job_t){&cs[i], op, 0};
+        pthread_create(&th[i], NULL, mq_worker, &jobs[i]);
+    }
+    for (int i = 0; i < k; i++) {
+        pthread_join(th[i], NULL);
+        if (msgs)
+            *msgs += jobs[i].msgs;
+    }
+    return now_ns() - t0;
+}
+
+/* A connection to a broker that may still be starting: refused connects and logins are retried
+ * every 10 ms until the --stall deadline. */
+static amqp_connection_state_t bconnect_wait(void)
+{
+    int64_t deadline = now_ns() + (int64_t)O.stall_s * 1000000000;
+    for (;;) {
+        amqp_connection_state_t c = amqp_new_connection();
+        amqp_socket_t *s = bsocket(c);
+        if (!s)
+            die("amqp_tcp_socket_new failed");
+        int rc = amqp_socket_open(s, O.host, O.port);
+        if (rc == AMQP_STATUS_OK) {
+            amqp_rpc_reply_t r =
+                amqp_login(c, "/", 0, FRAME_MAX, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
+            if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+                amqp_channel_open(c, CH);
+                check_reply(amqp_get_rpc_reply(c), "channel.open");
+                return c;
+            }
+        }
+        amqp_destroy_connection(c);
+        if (now_ns() > deadline)
+            die("no AMQP connection to %s:%d within %d s", O.host, O.port, O.stall_s);
+        usleep(10000);
+    }
+}
+
+static consumer_t *mq_conns(int k, int nq, int wait)
+{
+    consumer_t *cs = xcalloc((size_t)k, sizeof *cs);
+    for (int i = 0; i < k; i++) {
+        cs[i].conn = wait ? bconnect_wait() : bconnect();
+        cs[i].q_lo = (int)((int64_t)nq * i / k);
+        cs[i].q_hi = (int)((int64_t)nq * (i + 1) / k);
+    }
+    return cs;
+}
+
+static void scen_manyq_drain(int k, int nq)
+{
+    consumer_t *cs = mq_conns(k, nq, 1);
+    double t_conn = O.since > 0 ? secs(now_ns()) - O.since : -1;
+    uint64_t msgs = 0;
+    int64_t t_check = mq_step(cs, k, MQ_CHECK, &msgs);
+    double t_rec = O.since > 0 ? secs(now_ns()) - O.since : -1;
+    if (msgs)
+        fail("the recovered queues hold %" PRIu64 " messages; every one was consumed before", msgs);
+    int64_t t_del = mq_step(cs, k, MQ_DELETE, NULL);
+    metric("queues_recovered", nq);
+    if (t_conn >= 0) {
+        metric("restart_connect_ms", t_conn * 1e3);
+        metric("recover_ms", t_rec * 1e3);
+    }
+    metric("check_ms", (double)t_check / 1e6);
+    metric("delete_ms", (double)t_del / 1e6);
+    consumers_free(cs, k);
+}
+
+static void scen_manyq(void)
+{
+    int nq = O.queues, k = O.consumer_conns;
+    if (k > nq)
+        k = nq;
+    if (O.drain) {
+        scen_manyq_drain(k, nq);
+        return;
+    }
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    int n = O.conns;
+    if ((rlim_t)n + (rlim_t)k + 64 > rl.rlim_cur) {
+        n = (int)rl.rlim_cur - k - 64;
+        fprintf(stderr, "amqpbench: RLIMIT_NOFILE %llu: opening %d idle connections, not %d\n",
+                (unsigned long long)rl.rlim_cur, n, O.conns);
+    }
+    seen_t seen;
+    seen_init(&seen, O.n);
+    atomic_uint_fast64_t shared = 0, lat_n = 0;
+    uint64_t *lat = xcalloc(O.n, sizeof *lat);
+    consumer_t *cs = mq_conns(k, nq, 0);
+    for (int i = 0; i < k; i++) {
+        cs[i].seen = &seen;
+        cs[i].shared = &shared;
+        cs[i].shared_total = O.n;
+        cs[i].subscribe_first = 1;
+        cs[i].lat = lat;
+        cs[i].lat_n = &lat_n;
+        cs[i].lat_cap = O.n;
+    }
+
+    int64_t rss0 = broker_rss_settled();
+    int64_t t_decl = mq_step(cs, k, MQ_DECLARE, NULL);
+    int64_t rss1 = broker_rss_settled();
+
+    amqp_connection_state_t *conns = xcalloc((size_t)n, sizeof *conns);
+    atomic_int errors = 0, close_errors = 0;
+    int64_t t_open = conn_step(conns, n, 0, &errors);
+    int open = n - atomic_load(&errors);
+    if (open != n)
+        fail("%d of %d idle connections opened", open, n);
+    int64_t rss2 = broker_rss_settled();
+
+    /* Everything declared and connected, nothing moving: what the broker spends per second. */
+    int64_t cpu0 = broker_cpu_ns(), t0 = now_ns();
+    usleep((useconds_t)O.settle_ms * 1000);
+    int64_t idle_cpu = broker_cpu_ns() - cpu0, idle_t = now_ns() - t0;
+
+    producer_t *ps = producers_new(1, "", "", O.n);
+    ps[0].rk_queues = nq;
+    ps[0].rate = O.rate;
+    phase_t ph = phase_run(ps, 1, cs, k);
+    int64_t t_e2e = max_t_last(cs, k) - ph.t0;
+    double cpu = broker_us_per_msg(&ph, O.n);
+    seen_verify(&seen, "the manyq queues");
+    uint64_t ln = atomic_load(&lat_n);
+    if (ln > O.n)
+        ln = O.n;
+    qsort(lat, ln, sizeof *lat, cmp_u64);
+
+    int64_t t_close = conn_step(conns, n, 2, &close_errors);
+    producers_free(ps, 1);
+
+    metric("queues", nq);
+    metric("consumer_conns", k);
+    metric("declare_ms", (double)t_decl / 1e6);
+    metric("declare_rate", nq / secs(t_decl));
+    metric("conns_open", open);
+    metric("open_rate", open / secs(t_open));
+    metric("close_rate", open / secs(t_close));
+    if (rss0 >= 0) {
+        metric("rss_base_kb", (double)rss0);
+        metric("rss_queues_kb", (double)rss1);
+        metric("rss_conns_kb", (double)rss2);
+        metric("bytes_per_queue", (double)(rss1 - rss0) * 1024 / nq);
+        if (open > 0)
+            metric("bytes_per_conn", (double)(rss2 - rss1) * 1024 / open);
+        metric("idle_cpu_ms_per_s", (double)idle_cpu / 1e6 / secs(idle_t));
+    }
+    metric("e2e_rate", (double)O.n / secs(t_e2e));
+    metric("lat_p50_us", pct(lat, ln, 0.50) / 1e3);
+    metric("lat_p99_us", pct(lat, ln, 0.99) / 1e3);
+    metric("lat_p999_us", pct(lat, ln, 0.999) / 1e3);
+    metric("lat_max_us", pct(lat, ln, 1.0) / 1e3);
+    metric("broker_us_per_msg", cpu);
+    metric("t0", secs(ph.t0));
+    metric("t1", secs(ph.t0 + t_e2e));
+    if (!O.keep)
+        metric("delete_ms", (double)mq_step(cs, k, MQ_DELETE, NULL) / 1e6);
+    consumers_free(cs, k);
+    free(conns);
+    free(lat);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Options.
  */
 static void usage(int rc)
 {
     fprintf(rc ? stderr : stdout,
             "usage: amqpbench [options]\n"
-            "  -S, --scenario NAME    ptc | pubsub | confirm | forward | fanout | purge | conns\n"
+            "  -S, --scenario NAME    ptc | pubsub | confirm | forward | fanout | purge | conns |\n"
+            "                         manyq\n"
             "  -H, --host ADDR        broker address (127.0.0.1)\n"
             "  -p, --port N           broker port (5672)\n"
             "  -n, --messages N       messages in total (100000)\n"
             "  -s, --size BYTES       body size, at least 16 (16)\n"
             "  -P, --producers N      producer threads/connections (1)\n"
             "  -C, --consumers N      consumer threads/connections on one queue (1)\n"
-            "  -q, --queues N         fanout: queues bound to the exchange (4)\n"
+            "  -q, --queues N         fanout: queues bound to the exchange (4);\n"
+            "                         manyq: durable queues, one consumer each\n"
             "  -r, --rate MSG/S       pubsub: fixed total publish rate (0 = full speed)\n"
             "      --prefetch N       basic.qos prefetch-count (1000)\n"
             "      --ack-every N      multiple-ack every N deliveries (250)\n"
             "      --outstanding N    confirm: unconfirmed publishes per producer (1000)\n"
-            "      --conns N          conns: idle connections (10000)\n"
+            "      --conns N          conns, manyq: idle connections (10000)\n"
             "      --conn-threads N   conns: threads opening them (8)\n"
-            "      --settle-ms N      wait for broker RSS to settle (3000)\n"
+            "      --settle-ms N      wait for broker RSS to settle (3000); manyq: also the\n"
+            "                         idle time its CPU is measured over\n"
+            "      --consumer-conns K manyq: connections the consumers are spread over (4)\n"
+            "      --since T          manyq --drain: CLOCK_MONOTONIC seconds the broker was\n"
+            "                         started at (recover_ms counts from there)\n"
             "      --raw, --pipeline  pipelined publisher: the same frames as\n"
             "                         amqp_basic_publish, written in 64 KiB batches on the\n"
             "                         connection's socket (ptc, confirm, fanout, pubsub at\n"
@@ -1513,9 +1778,11 @@ static void usage(int rc)
             "      --dest-queue NAME  forward: queue consumed on the destination (fwd)\n"
             "      --tx-size K        forward, confirm: publish in transactions of K messages\n"
             "                         instead of with confirms\n"
-            "      --keep             confirm: publish only, leave the queue full (recovery)\n"
+            "      --keep             confirm: publish only, leave the queue full (recovery);\n"
+            "                         manyq: leave the queues (for a restart of the broker)\n"
             "      --drain            confirm: consume the n messages --keep left, verify them\n"
-            "                         exactly once, delete the queue\n"
+            "                         exactly once, delete the queue; manyq: check that the\n"
+            "                         queues --keep left are all back and empty, delete them\n"
             "      --pids P,P,...     broker processes: CPU and RSS from /proc\n"
             "      --stall S          fail after S seconds without progress (60)\n"
             "      --tag NAME         prefix of queue/exchange names (bench-PID)\n"
@@ -1544,24 +1811,42 @@ static void parse_args(int argc, char **argv)
         TXSIZE,
         TLS,
         KEEP,
-        DRAIN
+        DRAIN,
+        CCONNS,
+        SINCE
     };
-    static const struct option lo[] = {
-        {"scenario", 1, 0, 'S'},     {"host", 1, 0, 'H'},
-        {"port", 1, 0, 'p'},         {"messages", 1, 0, 'n'},
-        {"size", 1, 0, 's'},         {"producers", 1, 0, 'P'},
-        {"consumers", 1, 0, 'C'},    {"queues", 1, 0, 'q'},
-        {"rate", 1, 0, 'r'},         {"prefetch", 1, 0, PREFETCH},
-        {"ack-every", 1, 0, ACK},    {"outstanding", 1, 0, OUTST},
-        {"conns", 1, 0, CONNS},      {"conn-threads", 1, 0, CTHREADS},
-        {"settle-ms", 1, 0, SETTLE}, {"raw", 0, 0, RAW},
-        {"pipeline", 0, 0, RAW},     {"pids", 1, 0, PIDS},
-        {"stall", 1, 0, STALL},      {"tag", 1, 0, TAG},
-        {"to-host", 1, 0, TOHOST},   {"to-port", 1, 0, TOPORT},
-        {"route", 1, 0, ROUTE},      {"dest-queue", 1, 0, DESTQ},
-        {"tx-size", 1, 0, TXSIZE},   {"tls", 1, 0, TLS},
-        {"keep", 0, 0, KEEP},        {"drain", 0, 0, DRAIN},
-        {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
+    static const struct option lo[] = {{"scenario", 1, 0, 'S'},
+                                       {"host", 1, 0, 'H'},
+                                       {"port", 1, 0, 'p'},
+                                       {"messages", 1, 0, 'n'},
+                                       {"size", 1, 0, 's'},
+                                       {"producers", 1, 0, 'P'},
+                                       {"consumers", 1, 0, 'C'},
+                                       {"queues", 1, 0, 'q'},
+                                       {"rate", 1, 0, 'r'},
+                                       {"prefetch", 1, 0, PREFETCH},
+                                       {"ack-every", 1, 0, ACK},
+                                       {"outstanding", 1, 0, OUTST},
+                                       {"conns", 1, 0, CONNS},
+                                       {"conn-threads", 1, 0, CTHREADS},
+                                       {"settle-ms", 1, 0, SETTLE},
+                                       {"raw", 0, 0, RAW},
+                                       {"pipeline", 0, 0, RAW},
+                                       {"pids", 1, 0, PIDS},
+                                       {"stall", 1, 0, STALL},
+                                       {"tag", 1, 0, TAG},
+                                       {"to-host", 1, 0, TOHOST},
+                                       {"to-port", 1, 0, TOPORT},
+                                       {"route", 1, 0, ROUTE},
+                                       {"dest-queue", 1, 0, DESTQ},
+                                       {"tx-size", 1, 0, TXSIZE},
+                                       {"tls", 1, 0, TLS},
+                                       {"keep", 0, 0, KEEP},
+                                       {"drain", 0, 0, DRAIN},
+                                       {"consumer-conns", 1, 0, CCONNS},
+                                       {"since", 1, 0, SINCE},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c;
     snprintf(O.tag, sizeof O.tag, "bench-%d", (int)getpid());
     while ((c = getopt_long(argc, argv, "S:H:p:n:s:P:C:q:r:h", lo, NULL)) != -1) {
@@ -1642,11 +1927,17 @@ static void parse_args(int argc, char **argv)
         case TXSIZE:
             O.tx_size = atoi(optarg);
             break;
+        case CCONNS:
+            O.consumer_conns = atoi(optarg);
+            break;
         case KEEP:
             O.keep = 1;
             break;
         case DRAIN:
             O.drain = 1;
+            break;
+        case SINCE:
+            O.since = atof(optarg);
             break;
         case 'h':
             usage(0);
@@ -1658,8 +1949,11 @@ static void parse_args(int argc, char **argv)
     if (optind != argc || O.size < 16 || O.n < 1 || O.producers < 1 || O.consumers < 1 ||
         O.queues < 1 || O.prefetch < 1 || O.prefetch > 65535 || O.ack_every < 1 ||
         O.ack_every > O.prefetch || O.outstanding < 1 || O.conns < 1 || O.conn_threads < 1 ||
-        O.settle_ms < 3 || O.tx_size < 0)
+        O.settle_ms < 3 || O.tx_size < 0 || O.consumer_conns < 1 ||
+        O.consumer_conns > MAX_THREADS - 1)
         usage(2);
+    if (O.raw && !strcmp(O.scenario, "manyq"))
+        die("manyq publishes each message to a queue of its own choice: not with --raw");
     if (O.raw && O.tls_ca)
         die("--raw (pipelined publisher) writes the socket itself: not over --tls");
     if (O.raw && O.tx_size)
@@ -1702,6 +1996,8 @@ int main(int argc, char **argv)
         scen_purge();
     else if (!strcmp(O.scenario, "conns"))
         scen_conns();
+    else if (!strcmp(O.scenario, "manyq"))
+        scen_manyq();
     else
         usage(2);
     print_json();

@@ -6,6 +6,7 @@
 #   make bench-route    routing cost as bindings grow (the queue model alone: bench/routebench.c)
 #   make bench-forward  store and forward only: Sluice node to node vs RabbitMQ's shovel, and vs
 #                       a local publish with confirms of the same messages
+#   make bench-manyq    10,000 queues with a consumer each + 10,000 idle connections (issue 14)
 # Extra driver flags go in BENCH_ARGS, e.g. BENCH_ARGS="--rounds 5 --only ptc16,conns".
 # Binaries go to $(BUILD)/bench/. See bench/README.md.
 
@@ -15,7 +16,7 @@ BENCH_LIBS   := $(shell pkg-config --libs librabbitmq 2>/dev/null || echo -lrabb
 BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebench
 BENCH_ARGS   ?=
 
-.PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward
+.PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward bench-manyq
 
 $(BENCH_DIR)/amqpbench: bench/amqpbench.c bench/bench.mk
 	@mkdir -p $(dir $@)
@@ -44,6 +45,12 @@ bench-forward:
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
 	/usr/bin/python3 bench/run.py --build $(BUILD) --out bench/results/forward \
 	  --only fwd16,fwd1k,fwdtx16,fwd16raw,fwd1kraw \
+	  $(BENCH_ARGS)
+
+bench-manyq:
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
+	/usr/bin/python3 bench/run.py --build $(BUILD) --out bench/results/manyq --only manyq \
 	  $(BENCH_ARGS)
 
 # CI: a missing rabbitmq-server only drops the RabbitMQ column; a missing librabbitmq-dev fails

@@ -76,9 +76,11 @@ class Sluiced:
         self.mgmt = mgmt  # the forward pair: its management API tells whether links exist
         self.mgmt_port = None
 
-    def start(self):
+    def start(self, wait=True):
+        """Starts sluiced (on the port it had, when restarted: recovery benches reconnect
+        there) and waits until it listens."""
         self.base.mkdir(parents=True, exist_ok=True)
-        cmd = [self.binary, "--port", "0", "--data-dir", str(self.base / "data")]
+        cmd = [self.binary, "--port", str(self.port or 0), "--data-dir", str(self.base / "data")]
         self.tls_port = None
         if TLS:
             conf = self.base / "tls.conf"
@@ -197,7 +199,11 @@ class RabbitMQ:
         return subprocess.run([str(RABBIT_BIN / "rabbitmqctl"), "-n", self.node] + list(args),
                               env=self.env(), capture_output=True, text=True, timeout=timeout)
 
-    def start(self):
+    def start(self, wait=True):
+        """Starts the node on its ports and data (so a second start is a restart that recovers
+        its durable queues) and, with wait, until rabbitmqctl await_startup says it is up.
+        Without wait it returns once launched (call wait_started): a recovery bench times the
+        start from the AMQP side, without a CLI's Erlang VM competing for the CPUs."""
         b = self.base
         b.mkdir(parents=True, exist_ok=True)
         # Settings comparable with sluiced's defaults: loopback only, heartbeat 60 s,
@@ -226,6 +232,8 @@ class RabbitMQ:
         (b / "rabbitmq-env.conf").write_text("")
         # Our cookie, written before the node and the CLI race to create one.
         cookie = b / ".erlang.cookie"
+        if cookie.exists():  # a restart: ours, read-only
+            cookie.chmod(0o600)
         cookie.write_text(hashlib.sha256(os.urandom(32)).hexdigest()[:20].upper())
         cookie.chmod(0o400)
         self.epmd = subprocess.Popen([shutil.which("epmd"), "-port", str(self.epmd_port)],
@@ -237,6 +245,10 @@ class RabbitMQ:
                                      stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                                      cwd=str(b), start_new_session=True)
         logf.close()
+        if wait:
+            self.wait_started()
+
+    def wait_started(self):
         # await_startup fails at once while the node is not yet registered with epmd: retry.
         deadline = time.monotonic() + 180
         while True:
@@ -390,6 +402,14 @@ SCENARIOS = [
     ("purge", "purge / delete of 1,000,000", "-S purge -n 1000000", "-S purge -n 50000", "fresh"),
     ("conns", "10,000 idle connections", "-S conns --conns 10000",
      "-S conns --conns 200 --settle-ms 300", "fresh"),
+    # Many queues, many connections (issue 14): 10,000 durable queues with a consumer each (on 4
+    # connections), 10,000 idle connections beside them, then 50,000 transient messages at
+    # 5,000 msg/s, each to a random queue. "recover": the queues are left, the broker restarted
+    # on its data, and amqpbench --drain times the start until every queue answers
+    # (scenario id manyq_recover).
+    ("manyq", "10,000 queues with a consumer each + 10,000 idle connections",
+     "-S manyq -q 10000 --conns 10000 -n 50000 -r 5000",
+     "-S manyq -q 200 --conns 200 -n 2000 -r 2000 --settle-ms 300", "fresh,recover"),
 ]
 
 # scenario, metric, label, unit, better, target
@@ -469,6 +489,19 @@ FIGURES = [
     ("conns", "bytes_per_conn", "RSS per idle connection", "B", "lo", ("ratio<=", 0.1)),
     ("conns", "bytes_per_chan", "RSS per channel on it", "B", "lo", None),
     ("conns", "open_rate", "connection open rate (8 threads)", "conn/s", "hi", None),
+    ("manyq", "declare_ms", "10k durable queues: declare + basic.consume (4 conns)", "ms", "lo",
+     None),
+    ("manyq", "bytes_per_queue", "RSS per queue with its consumer", "B", "lo", None),
+    ("manyq", "bytes_per_conn", "RSS per idle connection beside 10k queues", "B", "lo", None),
+    ("manyq", "idle_cpu_ms_per_s", "broker CPU, 10k queues + 10k conns idle", "ms/s", "lo", None),
+    ("manyq", "lat_p50_us", "publish to a random one of 10k queues at 5k/s: p50", "us", "lo",
+     None),
+    ("manyq", "lat_p99_us", "publish to a random one of 10k queues at 5k/s: p99", "us", "lo",
+     ("ratio<=", 0.1)),
+    ("manyq", "lat_p999_us", "publish to a random one of 10k queues at 5k/s: p99.9", "us", "lo",
+     None),
+    ("manyq_recover", "recover_ms", "restart with 10k durable queues: start until all answer",
+     "ms", "lo", None),
 ]
 
 # Secondary table: broker CPU per message and the load generator's own CPU use.
@@ -708,6 +741,47 @@ def run_forward(sid, sargs, pair, amqpbench, count_fsync, tmp, rnd, timeout):
         pair.src.ctl("delete_queue", sq)
 
 
+def run_recovery(b, sid, sargs, rnd, amqpbench, tmp, timeout):
+    """After a run that left its durable queues (--keep): stop broker b, start it again on the
+    same data and port, and time, from the launch of its process, until every queue answers
+    (amqpbench --drain --since, which then deletes them). The sample is <sid>_recover."""
+    tag = "b%d-%s" % (rnd, sid)
+    t = sargs.split()
+    dargs = "-S %s -q %s --drain --stall %d --tag %s" % (t[t.index("-S") + 1],
+                                                          t[t.index("-q") + 1], timeout, tag)
+    t0 = time.monotonic()
+    b.stop()
+    stop_s = time.monotonic() - t0
+    cmd = [str(amqpbench), "-H", HOST, "-p", str(b.port)] + dargs.split()
+    t_launch = time.monotonic()  # CLOCK_MONOTONIC, as amqpbench's now_ns()
+    drain = subprocess.Popen(cmd + ["--since", "%.6f" % t_launch], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    out = err = ""
+    try:
+        b.start(wait=False)
+        out, err = drain.communicate(timeout=timeout)
+        if isinstance(b, RabbitMQ):
+            b.wait_started()
+    except Exception as e:
+        if drain.poll() is None:
+            drain.kill()
+            drain.wait()
+        return {"ok": False, "error": "restart for recovery: %s" % e, "stderr": err[-2000:],
+                "scenario_id": sid + "_recover", "broker": b.name, "round": rnd}
+    res = None
+    for line in out.splitlines():
+        if line.startswith("{"):
+            res = json.loads(line)
+    if res is None or drain.returncode != 0:
+        res = {"ok": False, "error": "amqpbench --drain exit %d" % drain.returncode,
+               "stderr": err[-3000:], "metrics": (res or {}).get("metrics", {})}
+    res["metrics"]["stop_ms"] = stop_s * 1e3
+    res["wall_s"] = round(time.monotonic() - t_launch, 2)
+    res["loadavg1"] = os.getloadavg()[0]
+    res.update({"scenario_id": sid + "_recover", "broker": b.name, "round": rnd})
+    return res
+
+
 def run_tcpceil(binary, args):
     r = subprocess.run([str(binary)] + args, capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
@@ -833,6 +907,8 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
                 "?" if fs is None else "%.1f" % fs, "?" if fr is None else "%.1f" % fr)
         if sid in ("conns", "purge"):
             note = "fresh broker [2]"
+        if sid.startswith("manyq"):
+            note = "fresh broker [7]"
         if sid.startswith("fwd"):
             fs, _ = median_of(samples, "sluice", sid, "fsyncs_per_1k_msgs")
             fr, _ = median_of(samples, "rabbitmq", sid, "fsyncs_per_1k_msgs")
@@ -980,6 +1056,20 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
                  "reference (fwd*_local) publishes the same N messages into a durable queue on "
                  "the source node right after, the same way (confirms, or transactions of 100 "
                  "for fwdtx16).")
+    if any(x["scenario_id"].startswith("manyq") for x in samples):
+        L.append("7. Many queues (manyq): on a fresh broker, 4 connections (one thread and one "
+                 "channel each, prefetch 1000) declare 2,500 durable classic queues each and "
+                 "start one consumer on each; RSS per queue = growth over that / 10,000 (queue "
+                 "and its consumer). Then 10,000 idle connections are opened beside them (8 "
+                 "threads, handshake done, heartbeats off, no channel): RSS per connection. "
+                 "Broker CPU is then read over 3 s with all of it idle. One publisher sends "
+                 "50,000 transient 16 B messages at 5,000 msg/s, each to a queue picked by a "
+                 "fixed pseudo-random sequence (the same for both brokers); latency = publish "
+                 "to delivery, every message checked exactly once. manyq_recover: the queues "
+                 "are left, the broker stopped (SIGTERM / rabbitmqctl stop) and started again "
+                 "on the same data and port; recover_ms is from the launch of the broker "
+                 "process until the last of the 10,000 queues has answered queue.declare "
+                 "passive (4 connections, retried every 10 ms until the broker accepts).")
     for extra in notes.get("extra", []):
         L.append("- " + extra)
     failed = [x for x in samples if not x.get("ok") and not x.get("skipped")]
@@ -1169,9 +1259,18 @@ def main():
     if src_bin.resolve() != sluiced_bin.resolve():
         shutil.copy2(src_bin, sluiced_bin)
 
-    # 10,000 connections need 10,000 descriptors in the generator and in each broker; both
-    # brokers inherit this limit from us.
+    # 10,000 idle connections beside 10,000 queues' consumers need more than 10,000 descriptors
+    # in the generator and in each broker; both brokers inherit this limit from us. Root (CI)
+    # may raise the hard limit itself (up to fs.nr_open): no operator step needed.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want_fds = 65536
+    if hard != resource.RLIM_INFINITY and hard < want_fds:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want_fds, want_fds))
+            soft = hard = want_fds
+        except (ValueError, OSError):
+            log("RLIMIT_NOFILE hard limit %d and not ours to raise: scenarios with more "
+                "connections open fewer" % hard)
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -1270,7 +1369,9 @@ def main():
                 try:
                     for b in run_on:
                         log("round %d/%d: %s on %s" % (rnd, args.rounds, title, b.label))
-                        res = run_amqpbench(sargs + " --tag b%d-%s" % (rnd, sid), amqpbench, b,
+                        keep = " --keep" if "recover" in flags else ""
+                        res = run_amqpbench(sargs + keep + " --tag b%d-%s" % (rnd, sid),
+                                            amqpbench, b,
                                             count_fsync and "fsync" in flags, tmp,
                                             300 if args.smoke else 1800, tls="tls" in flags)
                         res.update({"scenario_id": sid, "broker": b.name, "round": rnd})
@@ -1281,6 +1382,16 @@ def main():
                         else:
                             log("  " + ", ".join("%s=%.4g" % kv
                                                  for kv in res["metrics"].items()))
+                        if "recover" in flags and res.get("ok"):
+                            rec = run_recovery(b, sid, sargs, rnd, amqpbench, tmp,
+                                               300 if args.smoke else 1800)
+                            samples.append(rec)
+                            if not rec.get("ok"):
+                                failed = True
+                                log("FAILED: %s\n%s" % (rec.get("error"), rec.get("stderr", "")))
+                            else:
+                                log("  recovery: " + ", ".join(
+                                    "%s=%.4g" % kv for kv in rec["metrics"].items()))
                 finally:
                     for b in fresh:
                         b.stop()
