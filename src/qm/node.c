@@ -148,6 +148,10 @@ qm_vhost *qm_vhost_create(qm_node *n, const char *name)
         q->is_system = 1;
         sl_map_put(vh->queues, q->name, len, q);
         sl_oset_insert(&vh->queue_order, &q->by_name, q->name, len);
+        /* Their records name this incarnation: it must be in the store too, or what a node
+         * dead-letters or moves into them before its first restart is dropped at recovery
+         * (recovery gives a system queue the incarnation its record names). */
+        QM_PERSIST(queue_created, q);
     }
     return vh;
 }

@@ -212,3 +212,24 @@ def test_a_move_changes_the_stored_ttl_deadline(broker_factory, tmp_path, how):
     assert view(api, keep) == [("m0", ids[0], 1)]
     wait_for(lambda: api.queue(short)["messages"] == 0, timeout=3,
              message="the deadline the move gave it survived the restart")
+
+
+@HOW
+def test_system_queues_keep_what_a_new_node_put_in_them(broker_factory, tmp_path, how):
+    # A node's first life: its system queues had no record of their own incarnation, so what
+    # was moved (or dead-lettered) into them was dropped at the first restart.
+    data = tmp_path / "d"
+    b = broker_factory(data_dir=data)
+    api = Api(b)
+    q = uname("tosys")
+    durable_queue(api, q)
+    fill(api, q, 3)
+    move(api, q, destination="sluice.system.deadletter", count=3)
+    before = [(p, m) for p, _, m in view(api, "sluice.system.deadletter")]
+    assert before == [("m0", 1), ("m1", 1), ("m2", 1)]
+    b, api = restart(broker_factory, b, data, how)
+    assert [(p, m) for p, _, m in view(api, "sluice.system.deadletter")] == before
+    assert view(api, q) == []
+    # and in the next life too
+    b, api = restart(broker_factory, b, data, how)
+    assert [(p, m) for p, _, m in view(api, "sluice.system.deadletter")] == before
