@@ -706,6 +706,8 @@ broker *broker_new(sl_config *cfg)
     lo.batch_msgs = cfg->link_batch_msgs;
     lo.batch_bytes = cfg->link_batch_bytes;
     lo.window_batches = cfg->link_window;
+    lo.bad_queue_grace_ms = cfg->link_bad_queue_grace_ms;
+    lo.reach_queue_ms = cfg->link_time_to_reach_queue_ms;
     if (cfg->link_tls) {
         /* links over TLS: a client context, the destination's certificate verified */
         sl_tls_opts to;

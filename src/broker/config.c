@@ -94,6 +94,8 @@ void sl_config_defaults(sl_config *c)
     c->link_batch_msgs = 2048;
     c->link_batch_bytes = 1u << 20;
     c->link_window = 16;
+    c->link_bad_queue_grace_ms = 60000;
+    c->link_time_to_reach_queue_ms = 345600000; /* MSMQ's default TimeToReachQueue, 4 days */
     c->tls_port = -1;
     c->mgmt_tls_port = -1;
     c->link_ssl.verify_peer = 1; /* a link checks whom it talks to unless told not to */
@@ -419,6 +421,14 @@ static const char *apply(sl_config *c, const char *key, const char *value)
             c->link_window = (uint32_t)n;
         else
             c->link_batch_msgs = (uint32_t)n;
+    } else if (!strcmp(key, "link_bad_queue_grace_ms")) {
+        if (parse_u64(value, UINT32_MAX, &n))
+            return "link_bad_queue_grace_ms must be milliseconds (0: dead-letter at once)";
+        c->link_bad_queue_grace_ms = (uint32_t)n;
+    } else if (!strcmp(key, "link_time_to_reach_queue_ms")) {
+        if (parse_u64(value, 315360000000ull, &n))
+            return "link_time_to_reach_queue_ms must be milliseconds up to 10 years (0: never)";
+        c->link_time_to_reach_queue_ms = n;
     } else if (!strcmp(key, "link_batch_bytes")) {
         if (parse_u64(value, 64u << 20, &n) || n < 1024)
             return "link_batch_bytes must be a size from 1k to 64M";

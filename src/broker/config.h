@@ -87,6 +87,8 @@ typedef struct sl_config {
     uint32_t link_retry_min_ms, link_retry_max_ms, link_idle_ms;
     uint32_t eod_resend_ms[4]; /* MSMQ's resend table: short, medium, long, final */
     uint32_t link_batch_msgs, link_batch_bytes, link_window;
+    uint32_t link_bad_queue_grace_ms;
+    uint64_t link_time_to_reach_queue_ms;
 } sl_config;
 
 void sl_config_defaults(sl_config *c);

@@ -77,6 +77,27 @@ int link_recv_control_exchange(amqp_bytes ex)
 
 #define LINK_RECV_MAX_BYTES (256ull << 20)
 
+/* The control message's x-reach-deadline header (wall-clock ms; link.h), 0 when absent. */
+static uint64_t reach_deadline(const qm_message *ctl)
+{
+    amqp_basic_props bp;
+    amqp_value v;
+    int64_t ms = 0;
+    if (!ctl || !ctl->props_len || amqp_props_decode(qm_msg_props(ctl), ctl->props_len, &bp) < 0 ||
+        !(bp.flags & AMQP_P_HEADERS) || !amqp_table_get(bp.headers, LINK_REACH_DEADLINE, &v) ||
+        !amqp_value_int(&v, &ms) || ms <= 0)
+        return 0;
+    return (uint64_t)ms;
+}
+
+static uint64_t first_accepted(const eod_batch *eb, const uint8_t *acc)
+{
+    for (uint32_t i = 0; i < eb->n; i++)
+        if (acc[i])
+            return eod_batch_seq_no(eb, i);
+    return 0;
+}
+
 static void batch_clear(channel *ch)
 {
     ch->lk_bytes = 0;
@@ -240,6 +261,10 @@ int link_recv_commit(channel *ch)
         batch_clear(ch);
         return 1;
     }
+    /* Refusals the sender cannot cure by waiting carry a NACK token with this sequence's
+     * last accepted number (link.h "NACKs"): the sender dead-letters what it sent after it. */
+    persist_eod_in *st = b->store ? persist_eod_in_get(b->store, eb.sender, eb.seq_id) : NULL;
+    uint64_t last = st ? st->seq_no : 0;
     /* Every destination must exist and take the link's writes before anything applies. */
     qm_queue *stackq[64];
     qm_queue **qs = eb.n <= 64 ? stackq : sl_xmalloc(eb.n * sizeof *qs);
@@ -264,8 +289,9 @@ int link_recv_commit(channel *ch)
         }
         qm_queue *q = dq = resolve_dest(b, rk);
         if (!q) {
-            channel_error(ch, SL_ERR_NOT_FOUND, id, "no queue '" BYTES_FMT "' on node %s",
-                          BYTES_ARG(rk), b->cfg->node_name);
+            channel_error(ch, SL_ERR_NOT_FOUND, id,
+                          "[" LINK_NACK_BAD_DST_Q " last=%llu] no queue '" BYTES_FMT "' on node %s",
+                          (unsigned long long)last, BYTES_ARG(rk), b->cfg->node_name);
             goto out;
         }
         char why[300];
@@ -279,8 +305,6 @@ int link_recv_commit(channel *ch)
             snprintf(dest, sizeof dest, "%s%s%s", strcmp(q->vhost->name, "/") ? q->vhost->name : "",
                      strcmp(q->vhost->name, "/") ? "/" : "", q->name);
     }
-    persist_eod_in *st = b->store ? persist_eod_in_get(b->store, eb.sender, eb.seq_id) : NULL;
-    uint64_t last = st ? st->seq_no : 0;
     eod_apply ap;
     eod_recv_batch(&eb, last, acc, &ap);
     char sender[260];
@@ -297,11 +321,34 @@ int link_recv_commit(channel *ch)
                       (unsigned long long)last);
         goto out;
     }
+    uint64_t reach_by = ap.accepted ? reach_deadline(ch->lk_ctl) : 0;
+    if (reach_by && sl_wall_ms() >= reach_by) {
+        /* TimeToReachQueue: what did not reach the queue in time never does (MSMQ refuses it
+         * on arrival too); duplicates of what did are not in this refusal (last=) */
+        channel_error(ch, SL_ERR_PRECONDITION, id,
+                      "[" LINK_NACK_REACH_QUEUE_TIMEOUT " last=%llu] message %llu of sequence "
+                      "%llu is past its time to reach queue '%s'",
+                      (unsigned long long)last, (unsigned long long)first_accepted(&eb, acc),
+                      (unsigned long long)eb.seq_id, dq->name);
+        goto out;
+    }
     if (ap.accepted) {
         uint64_t bytes = 0;
         for (uint32_t i = 0; i < eb.n; i++)
             if (acc[i])
                 bytes += ch->lk_msgs[i]->body_len;
+        if (qm_queue_never_holds(dq, ap.accepted, bytes)) {
+            /* the queue could not hold this batch even empty: if it is one transaction, the
+             * sender dead-letters it (MSMQ: NACK_Q_EXCEED_QUOTA); else it sends them one by
+             * one */
+            channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,
+                          "[" LINK_NACK_Q_EXCEED_QUOTA " last=%llu] queue '%s' on node %s can "
+                          "never hold %u message(s) of %llu bytes (x-max-length, "
+                          "x-overflow=reject-publish)",
+                          (unsigned long long)last, dq->name, b->cfg->node_name, ap.accepted,
+                          (unsigned long long)bytes);
+            goto out;
+        }
         if (qm_queue_would_refuse(dq, ap.accepted, bytes)) {
             /* x-overflow=reject-publish: refused whole, kept by the sender, retried */
             channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,

@@ -142,6 +142,19 @@ struct link_outq {
      * has been sent and lacks its order ack (EodFirstNonAck .. EodLastNonAck), whether it is
      * in flight now or was requeued when its session ended. */
     uint64_t sent_hwm;
+    /* durable bound (M_OUTQ_SENT): nothing above it was ever sent; reserved ahead of sends */
+    uint64_t sent_durable;
+    /* NACKs: first refusal for a missing destination queue since the last delivery (loop
+     * ms), what was dead-lettered (for the listing) */
+    uint64_t bad_dst_since;
+    uint64_t dead_lettered;
+    uint32_t last_dl_class;
+    uint64_t last_dl_count;
+    int64_t last_dl_time;
+    char last_dl_reason[256];
+    uint8_t reopening;    /* channel 1 being opened again after a NACK (the connection stays) */
+    uint16_t return_code; /* foreign: basic.return being skipped */
+    char return_msgid[256];
     uint64_t idle_since;
     eod_send es;
     /* what the operator sees */
@@ -169,6 +182,10 @@ struct link_mgr {
     char node_id_hex[33];
     char node_name[256];
     int online;
+    /* TimeToReachQueue: samples (next lookup id, wall ms), oldest first (persist.h) */
+    persist_ltime *lt;
+    size_t n_lt, cap_lt;
+    uint64_t id_mark, id_mark_at, id_rate; /* lookup ids handed out per second, roughly */
     sl_buf scratch;
     sl_buf props_scratch; /* foreign: properties with a message-id added */
 };
@@ -183,6 +200,7 @@ static int rpc_method(link_outq *o, const amqp_method *mm);
 static int rpc_content(link_outq *o, const amqp_frame *f);
 static void rpc_outq_free(link_outq *o);
 static void outq_free(link_outq *o);
+static void need_node_id(link_mgr *m);
 
 void link_options_defaults(link_options *o)
 {
@@ -200,6 +218,8 @@ void link_options_defaults(link_options *o)
     o->batch_msgs = 2048;
     o->batch_bytes = 1u << 20;
     o->window_batches = 16;
+    o->bad_queue_grace_ms = 60000;
+    o->reach_queue_ms = 345600000; /* MSMQ's default TimeToReachQueue: 4 days */
 }
 
 const char *link_state_name(link_state s)
@@ -249,7 +269,7 @@ static link_state state_of(const link_outq *o)
         return LINK_ONHOLD;
     if (!o->m->online)
         return LINK_DISCONNECTED;
-    if (o->cs == C_OPEN)
+    if (o->cs == C_OPEN || o->reopening) /* reopening: the connection is up, one channel */
         return LINK_CONNECTED;
     if (o->cs != C_NONE || o->failures > 0)
         return LINK_WAITING;
@@ -321,9 +341,12 @@ static void ack_front(link_outq *o, size_t n)
         qm_position *pos = f->pos;
         o->fl_head = (o->fl_head + 1) % o->fl_cap;
         o->fl_len--;
+        if (!pos)
+            continue; /* foreign: returned and dead-lettered, its confirm came now */
         qm_pos_set_holder(pos, NULL);
         qm_position_ack(pos);
         o->acked++;
+        o->bad_dst_since = 0; /* the destination takes messages (again) */
     }
     if (upto)
         eod_send_acked(&o->es, upto, prev, o->fl_len, resend_table(o->m), sl_loop_now(o->m->loop),
@@ -338,6 +361,8 @@ static void requeue_all(link_outq *o)
     while (o->fl_len) {
         inflight *f = fl_at(o, o->fl_len - 1);
         o->fl_len--;
+        if (!f->pos)
+            continue;
         qm_pos_set_holder(f->pos, NULL);
         qm_position_requeue(f->pos);
     }
@@ -346,6 +371,253 @@ static void requeue_all(link_outq *o)
     o->open_n = 0;
     o->open_bytes = 0;
     o->in_unit = 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Dead letters (link.h "NACKs"): what the destination can never take goes to this node's
+ * dead-letter queues, whole transactions together, in one record group (so a kill -9 leaves
+ * either the messages in the outgoing queue or their copies in the dead-letter queue, never
+ * both, never neither).
+ */
+
+#define CLASS_NACK_BAD_DST_Q 0x8000u
+#define CLASS_NACK_REACH_QUEUE_TIMEOUT 0x8002u
+#define CLASS_NACK_Q_EXCEED_QUOTA 0x8003u
+
+static const char *class_name(uint32_t cls)
+{
+    switch (cls) {
+    case CLASS_NACK_BAD_DST_Q:
+        return LINK_NACK_BAD_DST_Q;
+    case CLASS_NACK_REACH_QUEUE_TIMEOUT:
+        return LINK_NACK_REACH_QUEUE_TIMEOUT;
+    default:
+        return LINK_NACK_Q_EXCEED_QUOTA;
+    }
+}
+
+/* The dead letter of pos: its body and properties, the expiration removed (a dead letter does
+ * not vanish; kept as x-msmq-original-expiration) and x-msmq-* headers saying why. */
+static qm_message *dl_copy(link_outq *o, const qm_position *p, uint32_t cls, const char *reason,
+                           int first_in_xact, uint64_t xact_first)
+{
+    const qm_message *m = p->msg;
+    amqp_basic_props bp;
+    if (!m->props_len || amqp_props_decode(qm_msg_props(m), m->props_len, &bp) < 0)
+        memset(&bp, 0, sizeof bp);
+    sl_buf hb, pb;
+    sl_buf_init(&hb);
+    sl_buf_init(&pb);
+    size_t mark = amqp_tbl_begin(&hb);
+    if (bp.flags & AMQP_P_HEADERS) {
+        amqp_table_iter it;
+        amqp_bytes k;
+        amqp_value v;
+        amqp_table_iter_init(&it, bp.headers);
+        while (amqp_table_next(&it, &k, &v))
+            if (k.len < 7 || memcmp(k.p, "x-msmq-", 7))
+                amqp_tbl_put_value(&hb, k, &v);
+    }
+    amqp_tbl_put_long(&hb, "x-msmq-class", cls);
+    amqp_tbl_put_str(&hb, "x-msmq-class-name", amqp_cstr(class_name(cls)));
+    amqp_tbl_put_str(&hb, "x-msmq-dead-letter-reason", amqp_cstr(reason));
+    amqp_tbl_put_str(&hb, "x-msmq-destination-queue", amqp_cstr(o->q->name));
+    amqp_tbl_put_timestamp(&hb, "x-msmq-dead-letter-time", (uint64_t)wall_s());
+    amqp_tbl_put_long(&hb, "x-msmq-seq-no", (int64_t)p->lookup_id);
+    if (p->xact) {
+        char xid[96];
+        snprintf(xid, sizeof xid, "sluice-%s-%llu-%llu", o->m->node_id_hex,
+                 (unsigned long long)o->es.seq_id, (unsigned long long)xact_first);
+        amqp_tbl_put_str(&hb, "x-msmq-xact-id", amqp_cstr(xid));
+        amqp_tbl_put_bool(&hb, "x-msmq-first-in-xact", first_in_xact);
+        amqp_tbl_put_bool(&hb, "x-msmq-last-in-xact", !p->xact_cont);
+    }
+    if (bp.flags & AMQP_P_EXPIRATION) {
+        amqp_tbl_put_str(&hb, "x-msmq-original-expiration", bp.expiration);
+        bp.flags &= (uint16_t)~AMQP_P_EXPIRATION;
+    }
+    amqp_tbl_end(&hb, mark);
+    bp.headers = (amqp_bytes){hb.data + mark + 4, hb.len - mark - 4};
+    bp.flags |= AMQP_P_HEADERS;
+    amqp_props_encode(&pb, &bp);
+    qm_message *c = qm_message_new(qm_msg_exchange(m), qm_msg_routing_key(m), pb.data,
+                                   (uint32_t)pb.len, m->body_len);
+    if (m->body_len)
+        memcpy(qm_msg_body(c), qm_msg_body(m), m->body_len);
+    sl_buf_free(&hb);
+    sl_buf_free(&pb);
+    return c;
+}
+
+/* Move pos[0..n) (LOCKED, holder cleared or the link's: whole transactions, in sequence
+ * order) to the dead-letter queues of the outgoing queue's vhost: transactional messages to
+ * SYSTEM$;DEADXACT, the others to SYSTEM$;DEADLETTER. */
+static void dead_letter(link_outq *o, qm_position **pos, size_t n, uint32_t cls, const char *reason)
+{
+    link_mgr *m = o->m;
+    qm_vhost *vh = o->q->vhost;
+    qm_queue *dlx = qm_queue_find(vh, "sluice.system.xact-deadletter", 29);
+    qm_queue *dl = qm_queue_find(vh, "sluice.system.deadletter", 24);
+    need_node_id(m);
+    size_t xact = 0;
+    uint64_t xact_first = 0;
+    if (m->store)
+        persist_group(m->store, 1);
+    int first = 1;
+    for (size_t i = 0; i < n; i++) {
+        qm_position *p = pos[i];
+        if (first)
+            xact_first = p->lookup_id;
+        qm_queue *to = p->xact ? dlx : dl;
+        if (to) {
+            qm_message *c = dl_copy(o, p, cls, reason, first, xact_first);
+            qm_queue_enqueue(to, c);
+            qm_message_unref(c);
+        }
+        xact += p->xact;
+        first = !p->xact_cont; /* the next one starts a transaction */
+        qm_pos_set_holder(p, NULL);
+        qm_position_ack(p); /* p may be freed */
+    }
+    if (m->store)
+        persist_group(m->store, 0);
+    o->q->stat_dead_lettered += n;
+    o->dead_lettered += n;
+    o->last_dl_class = cls;
+    o->last_dl_count = n;
+    o->last_dl_time = wall_s();
+    snprintf(o->last_dl_reason, sizeof o->last_dl_reason, "%s", reason);
+    sl_warn("link %s: %zu message(s) dead-lettered (%zu to DEADXACT, %zu to DEADLETTER), %s: %s",
+            o->name, n, xact, n - xact, class_name(cls), reason);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * TimeToReachQueue. A message's age is bounded from its lookup id by samples of (the next
+ * lookup id, the wall clock): a message whose id is below sample j's existed at sample j's
+ * time, so it is at least as old as that; the first such sample gives its deadline (never
+ * early, late by at most one sampling interval). The samples are durable (persist.h), so the
+ * age survives restarts; those no pending message needs any more are dropped.
+ */
+
+static uint64_t sample_interval(const link_mgr *m)
+{
+    uint64_t iv = m->o.reach_queue_ms / 20;
+    return iv < 100 ? 100 : iv > 60000 ? 60000 : iv;
+}
+
+/* Wall-clock ms when message `id` is past its time to reach queue; 0 = not known yet (it is
+ * younger than the newest sample) or no limit. */
+static uint64_t reach_deadline(const link_mgr *m, uint64_t id)
+{
+    if (!m->o.reach_queue_ms)
+        return 0;
+    size_t lo = 0, hi = m->n_lt;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->lt[mid].next_id <= id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < m->n_lt ? m->lt[lo].wall_ms + m->o.reach_queue_ms : 0;
+}
+
+/* Dead-letter what waited past its time to reach queue and is known never to have reached it:
+ * ready messages above sent_hwm (never sent, or refused since). What was sent and lacks its
+ * order ack may have arrived: the destination decides those (x-reach-deadline). */
+static size_t reach_sweep(link_outq *o, uint64_t wall)
+{
+    link_mgr *m = o->m;
+    if (!m->o.reach_queue_ms || !o->q || !o->q->n_ready)
+        return 0;
+    size_t done = 0, cap = 0;
+    qm_position **unit = NULL;
+    char why[160];
+    snprintf(why, sizeof why, "not delivered within its time to reach queue (%llu ms)",
+             (unsigned long long)m->o.reach_queue_ms);
+    while (done < 16384) {
+        qm_position view;
+        const qm_position *p = qm_queue_peek_after(o->q, o->sent_hwm, &view);
+        if (!p)
+            break;
+        uint64_t id = p->lookup_id;
+        if (p == &view)
+            qm_message_unref(view.msg);
+        uint64_t due = reach_deadline(m, id);
+        if (!due || wall < due)
+            break;
+        /* the whole transaction: its messages follow in lookup order */
+        size_t n = 0;
+        qm_position *t = qm_queue_take(o->q, id);
+        while (t) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                unit = sl_xrealloc(unit, cap * sizeof *unit);
+            }
+            unit[n++] = t;
+            if (!t->xact_cont || !(p = qm_queue_peek_after(o->q, t->lookup_id, &view)))
+                break;
+            id = p->lookup_id;
+            if (p == &view)
+                qm_message_unref(view.msg);
+            t = qm_queue_take(o->q, id);
+        }
+        if (!n)
+            break;
+        dead_letter(o, unit, n, CLASS_NACK_REACH_QUEUE_TIMEOUT, why);
+        done += n;
+    }
+    sl_free(unit);
+    return done;
+}
+
+/* Once per tick: a new sample when the interval has passed and ids moved; prune. */
+static void reach_sample(link_mgr *m)
+{
+    if (!m->o.reach_queue_ms || !m->all)
+        return;
+    uint64_t wall = sl_wall_ms(), next = m->node->next_lookup_id;
+    if (m->n_lt && (wall - m->lt[m->n_lt - 1].wall_ms < sample_interval(m) ||
+                    next <= m->lt[m->n_lt - 1].next_id))
+        return;
+    /* the oldest message any outgoing queue still holds: samples at or below it are no use */
+    uint64_t oldest = UINT64_MAX;
+    for (link_outq *o = m->all; o; o = o->next) {
+        if (!o->q)
+            continue;
+        if (o->fl_len && fl_at(o, 0)->seq < oldest)
+            oldest = fl_at(o, 0)->seq;
+        uint64_t r = qm_queue_oldest_ready_id(o->q);
+        if (r && r < oldest)
+            oldest = r;
+    }
+    size_t keep = 0;
+    while (keep < m->n_lt && m->lt[keep].next_id <= oldest)
+        keep++;
+    if (keep) {
+        memmove(m->lt, m->lt + keep, (m->n_lt - keep) * sizeof *m->lt);
+        m->n_lt -= keep;
+    }
+    if (m->n_lt >= 4096) {
+        /* thin the older half: their messages' deadlines move later, never earlier */
+        size_t half = m->n_lt / 2, w = 0;
+        for (size_t i = 0; i < half; i += 2)
+            m->lt[w++] = m->lt[i + 1];
+        memmove(m->lt + w, m->lt + half, (m->n_lt - half) * sizeof *m->lt);
+        m->n_lt = w + (m->n_lt - half);
+        keep = 1;
+    }
+    if (keep && m->store)
+        persist_ltime_keep(m->store, m->lt, m->n_lt);
+    if (oldest == UINT64_MAX)
+        return; /* nothing waits: no sample needed until something does */
+    if (m->n_lt == m->cap_lt) {
+        m->cap_lt = m->cap_lt ? m->cap_lt * 2 : 64;
+        m->lt = sl_xrealloc(m->lt, m->cap_lt * sizeof *m->lt);
+    }
+    m->lt[m->n_lt++] = (persist_ltime){next, wall};
+    if (m->store)
+        persist_ltime_add(m->store, next, wall);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -647,8 +919,29 @@ static void close_batch(link_outq *o)
         pm.u.basic_publish.exchange = AMQP_BYTES("sluice.eod");
         pm.u.basic_publish.routing_key = AMQP_BYTES("batch");
         amqp_method_write(&o->out, 1, &pm);
-        uint8_t noprops[2] = {0, 0};
-        amqp_content_header_write(&o->out, 1, b->len, noprops, 2);
+        uint64_t due = reach_deadline(m, o->open_seqs[0]);
+        if (!due && m->o.reach_queue_ms)
+            due = sl_wall_ms() + m->o.reach_queue_ms; /* younger than any sample: later */
+        if (due) {
+            /* the receiver refuses what is past it (link.h "NACKs"): the first message's
+             * deadline, the earliest of the batch (never earlier than the true one) */
+            sl_buf *hp = &m->props_scratch;
+            hp->len = hp->off = 0;
+            amqp_basic_props bp = {0};
+            sl_buf hb;
+            sl_buf_init(&hb);
+            size_t mark = amqp_tbl_begin(&hb);
+            amqp_tbl_put_long(&hb, LINK_REACH_DEADLINE, (int64_t)due);
+            amqp_tbl_end(&hb, mark);
+            bp.flags = AMQP_P_HEADERS;
+            bp.headers = (amqp_bytes){hb.data + mark + 4, hb.len - mark - 4};
+            amqp_props_encode(hp, &bp);
+            sl_buf_free(&hb);
+            amqp_content_header_write(&o->out, 1, b->len, hp->data, hp->len);
+        } else {
+            uint8_t noprops[2] = {0, 0};
+            amqp_content_header_write(&o->out, 1, b->len, noprops, 2);
+        }
         amqp_frame_write(&o->out, AMQP_FRAME_BODY, 1, b->data, b->len);
         amqp_method cm = {.id = AMQP_TX_COMMIT};
         amqp_method_write(&o->out, 1, &cm);
@@ -674,6 +967,15 @@ static void c_deliver(qm_consumer *c, qm_position *pos)
     fl_push(o, pos, seq);
     if (seq > o->sent_hwm)
         o->sent_hwm = seq;
+    if (seq > o->sent_durable && m->store && o->q->durable) {
+        /* Reserve ahead: after a crash, a message above the reservation is known never to
+         * have been sent (TimeToReachQueue may then dead-letter it on this node's clock).
+         * About ten seconds of lookup ids ahead, so this costs a meta record (and this turn's
+         * sync, which the send waits for anyway) every ten seconds or so while sending. */
+        uint64_t ahead = m->id_rate * 10 < 4096 ? 4096 : m->id_rate * 10;
+        o->sent_durable = m->node->next_lookup_id + ahead;
+        persist_outq_sent_set(m->store, o->q->incarnation, o->sent_durable);
+    }
     uint64_t prev = eod_send_next(&o->es, seq);
     if (o->open_n == o->open_cap) {
         o->open_cap = o->open_cap ? o->open_cap * 2 : 256;
@@ -849,6 +1151,15 @@ static void on_connected(link_outq *o)
 
 static void became_open(link_outq *o)
 {
+    if (o->reopening) {
+        /* channel 1 again after a NACK: the connection (and its history) never went */
+        o->reopening = 0;
+        o->cs = C_OPEN;
+        o->idle_since = 0;
+        eod_send_session(&o->es);
+        attach(o);
+        return;
+    }
     o->cs = C_OPEN;
     o->failures = 0;
     o->last_error[0] = 0;
@@ -865,9 +1176,141 @@ static void became_open(link_outq *o)
         fail_calls(o, 0, "the destination is not a Sluice node: no requests");
 }
 
+/* "[MQMSG_CLASS_x last=N]" in a refusal's text (link.h "NACKs"): 1 with the class and N. */
+static int parse_nack(amqp_bytes text, uint32_t *cls, uint64_t *last, const char **detail)
+{
+    char t[300];
+    snprintf(t, sizeof t, "%.*s", (int)(text.len < 299 ? text.len : 299), (const char *)text.p);
+    const char *b = strstr(t, "[MQMSG_CLASS_");
+    if (!b)
+        return 0;
+    static const struct {
+        const char *name;
+        uint32_t cls;
+    } known[] = {{LINK_NACK_BAD_DST_Q, CLASS_NACK_BAD_DST_Q},
+                 {LINK_NACK_Q_EXCEED_QUOTA, CLASS_NACK_Q_EXCEED_QUOTA},
+                 {LINK_NACK_REACH_QUEUE_TIMEOUT, CLASS_NACK_REACH_QUEUE_TIMEOUT}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        size_t l = strlen(known[i].name);
+        if (strncmp(b + 1, known[i].name, l) || strncmp(b + 1 + l, " last=", 6))
+            continue;
+        char *end;
+        unsigned long long n = strtoull(b + 1 + l + 6, &end, 10);
+        if (*end != ']')
+            return 0;
+        *cls = known[i].cls;
+        *last = n;
+        *detail = (const char *)text.p + (end + 1 - t) + (end[1] == ' ');
+        return 1;
+    }
+    return 0;
+}
+
+/* After the destination closed channel 1 over a NACK: confirm the close and open the channel
+ * again; what was in flight is sendable again (the closed channel applied none of it). */
+static void reopen_channel(link_outq *o)
+{
+    amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
+    amqp_method_write(&o->out, 1, &ok);
+    detach(o);
+    requeue_all(o);
+    o->es.resend_due_ms = 0; /* nothing in flight */
+    eod_send_session(&o->es);
+    amqp_method co = {.id = AMQP_CHANNEL_OPEN};
+    amqp_method_write(&o->out, 1, &co);
+    o->cs = C_CHANNEL;
+    o->cs_since = sl_loop_now(o->m->loop);
+    o->reopening = 1;
+    mark_dirty(o);
+}
+
+/* How many transactions (units) the first n in-flight messages hold. */
+static size_t units_in_flight(link_outq *o, size_t n)
+{
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        u += fl_at(o, i)->pos && !fl_at(o, i)->pos->xact_cont;
+    return u;
+}
+
+/* The destination refused the oldest outstanding batch with a NACK: forget its duplicates
+ * (<= last: they arrived before), then dead-letter it when the NACK says it can never be
+ * taken. 1 when handled (the link goes on on a new channel), 0 when the caller should treat
+ * it as any refusal (retry after a backoff). */
+static int handle_nack(link_outq *o, uint32_t cls, uint64_t last, const char *detail,
+                       const char *text)
+{
+    size_t n = o->bt[o->bt_head];
+    size_t dup = 0;
+    while (dup < n && dup < o->fl_len && fl_at(o, dup)->seq <= last)
+        dup++;
+    if (dup) {
+        uint64_t since = o->bad_dst_since; /* duplicates arrived before: not a delivery now */
+        o->bt[o->bt_head] -= dup;
+        n -= dup;
+        ack_front(o, dup);
+        o->bad_dst_since = since;
+    }
+    /* the closed channel applied nothing after `last`: what was sent after it is known not to
+     * have arrived (no longer in doubt) */
+    o->sent_hwm = last > o->es.last_ack ? last : o->es.last_ack;
+    uint64_t now = sl_loop_now(o->m->loop);
+    int dl = 0;
+    switch (cls) {
+    case CLASS_NACK_BAD_DST_Q:
+        if (!o->bad_dst_since)
+            o->bad_dst_since = now ? now : 1;
+        dl = now - o->bad_dst_since >= o->m->o.bad_queue_grace_ms;
+        break;
+    case CLASS_NACK_Q_EXCEED_QUOTA:
+        dl = units_in_flight(o, n) == 1; /* else: one transaction at a time (one_unit) */
+        break;
+    default: {
+        /* past its time to reach queue there: dead-letter by this node's clock what is (the
+         * destination's clock may be ahead: then this waits for ours, after a backoff) */
+        requeue_all(o);
+        size_t swept = reach_sweep(o, sl_wall_ms());
+        if (!swept)
+            return 0;
+        set_error(o, text);
+        reopen_channel(o);
+        return 1;
+    }
+    }
+    if (!dl || !n)
+        return 0;
+    qm_position **pos = sl_xmalloc(n * sizeof *pos);
+    for (size_t i = 0; i < n; i++) {
+        pos[i] = fl_at(o, 0)->pos;
+        o->fl_head = (o->fl_head + 1) % o->fl_cap;
+        o->fl_len--;
+    }
+    o->bt_head = (o->bt_head + 1) % o->bt_cap;
+    o->bt_len--;
+    dead_letter(o, pos, n, cls, detail);
+    sl_free(pos);
+    set_error(o, text);
+    reopen_channel(o);
+    return 1;
+}
+
 static void on_close_method(link_outq *o, const amqp_method *mm, int channel_level)
 {
     const amqp_connection_close *cc = &mm->u.connection_close;
+    uint32_t cls;
+    uint64_t last;
+    const char *detail;
+    if (channel_level && o->cs == C_OPEN && o->peer_is_sluice && o->bt_len && o->q &&
+        parse_nack(cc->reply_text, &cls, &last, &detail)) {
+        char text[256], det[256];
+        snprintf(text, sizeof text, "channel closed by the destination: %u %.*s", cc->reply_code,
+                 (int)cc->reply_text.len, (const char *)cc->reply_text.p);
+        snprintf(det, sizeof det, "%.*s",
+                 (int)(cc->reply_text.len - (size_t)(detail - (const char *)cc->reply_text.p)),
+                 detail);
+        if (handle_nack(o, cls, last, det, text))
+            return;
+    }
     if (channel_level && cc->reply_code == 405)
         o->one_unit = 256; /* the destination queue is full: whole transactions one by one */
     if (!channel_level) {
@@ -893,6 +1336,8 @@ static void handle_method(link_outq *o, uint16_t ch, const amqp_method *mm)
         on_close_method(o, mm, 1);
         return;
     }
+    if (o->reopening && ch == 2 && rpc_method(o, mm))
+        return; /* requests go on while channel 1 is opened again */
     switch (o->cs) {
     case C_START: {
         if (mm->id != AMQP_CONNECTION_START)
@@ -1007,6 +1452,8 @@ static void handle_method(link_outq *o, uint16_t ch, const amqp_method *mm)
             const amqp_basic_return *r = &mm->u.basic_return;
             o->skip_content = 1;
             o->skip_left = UINT64_MAX;
+            o->return_code = r->reply_code;
+            o->return_msgid[0] = 0;
             set_error(o, "");
             snprintf(o->last_error, sizeof o->last_error,
                      "the destination returned a message: %u %.*s (no queue '%.100s' there?)",
@@ -1042,6 +1489,48 @@ static void handle_method(link_outq *o, uint16_t ch, const amqp_method *mm)
     outq_fail(o, H_UNKNOWN, 1, "unexpected %s from the destination", amqp_method_name(mm->id));
 }
 
+/* The effective message-id of an in-flight message to a foreign broker (foreign_props). */
+static int msgid_is(link_outq *o, const inflight *f, const char *id)
+{
+    amqp_basic_props bp;
+    const qm_message *msg = f->pos->msg;
+    if (amqp_props_decode(qm_msg_props(msg), msg->props_len, &bp) < 0)
+        return 0;
+    if (bp.flags & AMQP_P_MESSAGE_ID)
+        return bp.message_id.len == strlen(id) && !memcmp(bp.message_id.p, id, bp.message_id.len);
+    char own[96];
+    snprintf(own, sizeof own, "sluice-%s-%llu-%llu", o->m->node_id_hex,
+             (unsigned long long)o->es.seq_id, (unsigned long long)f->seq);
+    return !strcmp(own, id);
+}
+
+/* A foreign broker returned a message as unroutable (312 NO_ROUTE: it has no such queue):
+ * within the grace time the session starts over (0); after it the message is dead-lettered
+ * (its confirm still comes and is taken as nothing) and the link goes on (1). */
+static int foreign_returned(link_outq *o)
+{
+    if (o->return_code != 312 || !o->q)
+        return 0;
+    uint64_t now = sl_loop_now(o->m->loop);
+    if (!o->bad_dst_since)
+        o->bad_dst_since = now ? now : 1;
+    if (now - o->bad_dst_since < o->m->o.bad_queue_grace_ms || !o->return_msgid[0])
+        return 0;
+    for (size_t i = 0; i < o->fl_len; i++) {
+        inflight *f = fl_at(o, i);
+        if (!f->pos || f->acked || !msgid_is(o, f, o->return_msgid))
+            continue;
+        qm_position *p = f->pos;
+        f->pos = NULL;
+        char why[300];
+        snprintf(why, sizeof why, "no queue '%.200s' at the destination (312 NO_ROUTE)",
+                 o->dest.queue);
+        dead_letter(o, &p, 1, CLASS_NACK_BAD_DST_Q, why);
+        return 1;
+    }
+    return 0;
+}
+
 static void process_input(link_outq *o)
 {
     while (o->cs >= C_START && sl_buf_unread(&o->in) > 0) {
@@ -1070,10 +1559,15 @@ static void process_input(link_outq *o)
                 return;
         } else if (f.type == AMQP_FRAME_HEADER && o->skip_content) {
             amqp_content_header h;
-            if (amqp_content_header_parse(f.payload, f.size, &h) < 0) {
+            amqp_basic_props bp;
+            if (amqp_content_header_parse(f.payload, f.size, &h) < 0 ||
+                amqp_props_decode(h.props, h.props_len, &bp) < 0) {
                 outq_fail(o, H_UNKNOWN, 1, "malformed content header from the destination");
                 return;
             }
+            if (bp.flags & AMQP_P_MESSAGE_ID)
+                snprintf(o->return_msgid, sizeof o->return_msgid, "%.*s", (int)bp.message_id.len,
+                         (const char *)bp.message_id.p);
             o->skip_left = h.body_size;
             if (!o->skip_left)
                 goto returned;
@@ -1088,8 +1582,12 @@ static void process_input(link_outq *o)
         sl_buf_consume(&o->in, (size_t)r);
         continue;
     returned:
-        /* A basic.return is not a delivery: keep the message, start over after a pause. */
+        /* A basic.return is not a delivery: keep the message, start over after a pause
+         * (unless the queue is missing past the grace time: then it is dead-lettered). */
         sl_buf_consume(&o->in, (size_t)r);
+        o->skip_content = 0;
+        if (foreign_returned(o))
+            continue;
         {
             char why[256];
             snprintf(why, sizeof why, "%s", o->last_error);
@@ -1326,9 +1824,20 @@ static void tick(sl_loop *loop, sl_timer *t)
 {
     link_mgr *m = t->data;
     uint64_t now = sl_loop_now(loop);
+    if (now - m->id_mark_at >= 1000) {
+        /* how fast lookup ids go (send reservations are sized from it) */
+        uint64_t next = m->node->next_lookup_id;
+        m->id_rate = m->id_mark_at ? (next - m->id_mark) * 1000 / (now - m->id_mark_at) : 0;
+        m->id_mark = next;
+        m->id_mark_at = now;
+    }
+    reach_sample(m);
+    uint64_t wall = m->o.reach_queue_ms ? sl_wall_ms() : 0;
     for (link_outq *o = m->all; o;) {
         link_outq *next = o->next;
         outq_consider(o, now);
+        if (wall)
+            reach_sweep(o, wall);
         o = next;
     }
     for (link_outq *o = m->rpcs; o;) {
@@ -1374,8 +1883,11 @@ static link_outq *outq_adopt(link_mgr *m, qm_queue *q)
     o->dest = a;
     o->io.fd = -1;
     eod_send_init(&o->es, q->incarnation);
-    if (m->store)
+    if (m->store) {
         persist_outq_get(m->store, q->incarnation, &o->paused, &o->foreign);
+        /* what may have been sent before a restart: may have arrived (not known precisely) */
+        o->sent_durable = o->sent_hwm = persist_outq_sent_get(m->store, q->incarnation);
+    }
     o->paused &= OQ_ONHOLD;
     q->link = o;
     o->next = m->all;
@@ -1531,6 +2043,15 @@ link_mgr *link_mgr_new(qm_node *node, sl_loop *loop, struct persist *store, cons
 
 void link_mgr_recover(link_mgr *m)
 {
+    if (m->store) {
+        size_t n;
+        const persist_ltime *v = persist_ltimes(m->store, &n);
+        if (n) {
+            m->lt = sl_xmalloc(n * sizeof *m->lt);
+            memcpy(m->lt, v, n * sizeof *v);
+            m->n_lt = m->cap_lt = n;
+        }
+    }
     size_t it = 0, kl;
     const char *k;
     void *v;
@@ -1560,6 +2081,7 @@ void link_mgr_free(link_mgr *m)
     sl_map_free(m->by_key);
     sl_buf_free(&m->scratch);
     sl_buf_free(&m->props_scratch);
+    sl_free(m->lt);
     sl_free(m);
 }
 
@@ -1734,6 +2256,12 @@ void link_outq_get_info(qm_queue *q, link_outq_info *out)
     }
     out->sent = o->sent;
     out->acked = o->acked;
+    out->dead_lettered = o->dead_lettered;
+    out->last_dl_count = o->last_dl_count;
+    out->last_dl_class = o->last_dl_class;
+    out->last_dl_class_name = o->last_dl_class ? class_name(o->last_dl_class) : "";
+    out->last_dl_reason = o->last_dl_reason;
+    out->last_dl_time = o->last_dl_time;
     out->reconnects = o->reconnects;
     out->history = o->hist;
     out->n_history = o->nhist;

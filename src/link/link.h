@@ -51,6 +51,25 @@
  *   delivery (the message stays, last_error says why); at least once, message-id kept, or
  *   when the message has none "sluice-<node id hex>-<SeqID>-<SeqNo>" (stable across resends).
  *
+ * NACKs: messages the destination can never take (MSMQ's negative acknowledgements, message
+ * classes of reference/msmq.md 7.3). The receiver refuses such a link transaction like any
+ * other (channel.close, nothing applied) with a token at the start of the reply text's detail:
+ *     "[MQMSG_CLASS_NACK_BAD_DST_Q last=N] no queue 'q' on node b"             (404)
+ *     "[MQMSG_CLASS_NACK_Q_EXCEED_QUOTA last=N] queue 'q' ... can never hold"   (405)
+ *     "[MQMSG_CLASS_NACK_REACH_QUEUE_TIMEOUT last=N] message ... is past ..."    (406)
+ * N = the sequence's last accepted SeqNo: the batch's messages <= N are duplicates of what
+ * arrived before (the sender forgets them as delivered), nothing after N was applied. The
+ * sender then moves the refused messages, whole transactions at a time, to its own dead-letter
+ * queue (SYSTEM$;DEADXACT for transactional ones, SYSTEM$;DEADLETTER for the rest) in one
+ * record group, with x-msmq-class / x-msmq-class-name / x-msmq-dead-letter-reason headers,
+ * and goes on with what follows on a new channel: a missing queue after link_bad_queue_grace_ms
+ * of refusals (so an operator who creates it meanwhile gets the messages), a transaction that
+ * the queue could not hold even empty, a message past TimeToReachQueue
+ * (link_time_to_reach_queue_ms: the sender's own clock for what it never sent; for what may
+ * have arrived, the receiver's verdict on the control message's x-reach-deadline header, a
+ * wall-clock ms deadline of the batch's first message). Receivers without the token (older
+ * nodes) just refuse: the sender keeps the messages and retries, as before.
+ *
  * Request / response over the link (for issue 10: remote handles, remote purge, management
  * object of a remote queue): on channel 2 of the same authenticated link connection the
  * caller consumes amq.rabbitmq.reply-to and publishes JSON requests to exchange "sluice.rpc"
@@ -111,6 +130,12 @@ typedef enum link_foreign {
     LINK_FOREIGN_YES,         /* another messaging system */
 } link_foreign;
 
+/* NACK tokens and the control message header of "NACKs" above */
+#define LINK_NACK_BAD_DST_Q "MQMSG_CLASS_NACK_BAD_DST_Q"
+#define LINK_NACK_Q_EXCEED_QUOTA "MQMSG_CLASS_NACK_Q_EXCEED_QUOTA"
+#define LINK_NACK_REACH_QUEUE_TIMEOUT "MQMSG_CLASS_NACK_REACH_QUEUE_TIMEOUT"
+#define LINK_REACH_DEADLINE "x-reach-deadline"
+
 /* MS-MQMQ SEQUENCE_INFO (16 bytes on the wire of PROPID_MGMT_QUEUE_EOD_* blobs) */
 typedef struct link_seqinfo {
     uint64_t seq_id;
@@ -144,6 +169,11 @@ typedef struct link_outq_info {
     int64_t last_ack_time, resend_time;
     uint32_t resend_interval_s;
     uint64_t sent, acked, reconnects;
+    /* NACKs: messages moved to the dead-letter queues, and the last such move */
+    uint64_t dead_lettered, last_dl_count;
+    uint32_t last_dl_class; /* 0: none yet */
+    const char *last_dl_class_name, *last_dl_reason;
+    int64_t last_dl_time;
     const link_hist *history; /* newest first */
     size_t n_history;
 } link_outq_info;
@@ -163,6 +193,10 @@ typedef struct link_options {
     uint32_t resend_ms[4];            /* short, medium, long, final */
     uint32_t batch_msgs, batch_bytes; /* one link transaction at most */
     uint32_t window_batches;          /* link transactions outstanding at most */
+    /* NACKs (see "NACKs"): a missing destination queue is refused this long before its
+     * messages are dead-lettered (0: at once); TimeToReachQueue in ms (0: never) */
+    uint32_t bad_queue_grace_ms;
+    uint64_t reach_queue_ms;
     /* link_ssl = true: links speak TLS (net/tls.h client context, the destination's
      * certificate verified), to the format name's port; NULL: plain TCP. Owned by the caller,
      * outlives the manager. */

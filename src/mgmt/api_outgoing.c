@@ -110,14 +110,25 @@ json_t *outgoing_json(mgmt *m, qm_queue *q)
                   (json_int_t)in.no_read_count, "EodNoAckCount", (json_int_t)in.no_ack_count,
                   "EodResendTime", (json_int_t)in.resend_time, "EodResendInterval",
                   (json_int_t)in.resend_interval_s, "EodResendCount", (json_int_t)in.resend_count);
-    return json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:o,s:o,s:o}", "format_name",
-                     in.format_name, "vhost", q->vhost->name, "state", link_state_name(in.state),
-                     "foreign", foreign_str(in.foreign), "messages",
-                     (json_int_t)qm_queue_message_count(q), "bytes", (json_int_t)q->bytes_total,
-                     "in_flight", (json_int_t)in.in_flight, "sent", (json_int_t)in.sent, "acked",
-                     (json_int_t)in.acked, "reconnects", (json_int_t)in.reconnects, "last_error",
-                     in.last_error, "last_error_time", (json_int_t)in.last_error_time, "next_hops",
-                     hops, "connection_history", history_json(&in), "eod", eod);
+    json_t *dl = json_null();
+    if (in.last_dl_class) {
+        char cls[16];
+        snprintf(cls, sizeof cls, "0x%04X", in.last_dl_class);
+        dl = json_pack("{s:s,s:s,s:s,s:I,s:I}", "class", cls, "class_name", in.last_dl_class_name,
+                       "reason", in.last_dl_reason, "messages", (json_int_t)in.last_dl_count,
+                       "time", (json_int_t)in.last_dl_time);
+    }
+    json_t *o = json_pack(
+        "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:o,s:o,s:o}", "format_name",
+        in.format_name, "vhost", q->vhost->name, "state", link_state_name(in.state), "foreign",
+        foreign_str(in.foreign), "messages", (json_int_t)qm_queue_message_count(q), "bytes",
+        (json_int_t)q->bytes_total, "in_flight", (json_int_t)in.in_flight, "sent",
+        (json_int_t)in.sent, "acked", (json_int_t)in.acked, "reconnects", (json_int_t)in.reconnects,
+        "last_error", in.last_error, "last_error_time", (json_int_t)in.last_error_time, "next_hops",
+        hops, "connection_history", history_json(&in), "eod", eod);
+    json_object_set_new(o, "dead_lettered", json_integer((json_int_t)in.dead_lettered));
+    json_object_set_new(o, "last_dead_letter", dl);
+    return o;
 }
 
 enum MHD_Result api_outgoing(req *r)

@@ -302,13 +302,15 @@ static uint64_t wall_deadline(persist *p, uint64_t expires_at)
 
 /* An enqueue record's payload (records.h R_ENQ) into the scratch buffer. */
 void persist_encode_enq(persist *p, uint64_t inc, uint64_t lookup, uint64_t msg_id,
-                        uint32_t move_count, int redelivered, int xact_cont, uint64_t expires_at)
+                        uint32_t move_count, int redelivered, int xact_cont, int xact,
+                        uint64_t expires_at)
 {
     rec_u64(&p->scratch, inc);
     rec_u64(&p->scratch, lookup);
     rec_u64(&p->scratch, msg_id);
     rec_u32(&p->scratch, move_count);
-    uint8_t flags = (uint8_t)((redelivered ? EF_REDELIVERED : 0) | (xact_cont ? EF_XACT_CONT : 0));
+    uint8_t flags = (uint8_t)((redelivered ? EF_REDELIVERED : 0) | (xact_cont ? EF_XACT_CONT : 0) |
+                              (xact ? EF_XACT : 0));
     if (expires_at) {
         rec_u8(&p->scratch, flags | EF_EXPIRES);
         rec_u64(&p->scratch, wall_deadline(p, expires_at));
@@ -326,7 +328,7 @@ static void log_position(persist *p, qm_position *pos)
     if (write_message(p, m, 1, &ml) < 0)
         return;
     persist_encode_enq(p, pos->queue->incarnation, pos->lookup_id, ml.id, pos->move_count,
-                       pos->redelivered, pos->xact_cont, qm_pos_expires(pos));
+                       pos->redelivered, pos->xact_cont, pos->xact, qm_pos_expires(pos));
     st_loc loc;
     if (msgs_append(p, R_ENQ, 1, &loc) < 0)
         return; /* the log failed: the next commit says so and stops the broker */
@@ -470,6 +472,7 @@ static int h_page_out(void *ctx, qm_position *pos, qm_paged *out)
     out->move_count = (uint16_t)(pos->move_count > 65535 ? 65535 : pos->move_count);
     out->redelivered = pos->redelivered;
     out->xact_cont = pos->xact_cont;
+    out->xact = pos->xact;
     out->logged = (uint8_t)durable;
     /* The entry takes over the position's references (or takes new ones for a transient
      * message: its record must outlive TIDY until it is read back). */
@@ -540,6 +543,7 @@ static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
     qm_position *pos = qm_queue_restore_position(q, m, e->lookup_id, e->move_count, e->redelivered);
     qm_message_unref(m); /* the position holds it */
     pos->xact_cont = e->xact_cont;
+    pos->xact = e->xact;
     if (e->logged) {
         pos->st_logged = 1;
         pos->st_seg = e->enq_seg;
@@ -947,6 +951,60 @@ void persist_reserve_lookup(persist *p, uint64_t id)
     meta_append(p, M_LOOKUP_HWM);
 }
 
+static void ltime_push(persist *p, uint64_t next_id, uint64_t wall_ms)
+{
+    if (p->n_ltimes == p->cap_ltimes) {
+        p->cap_ltimes = p->cap_ltimes ? p->cap_ltimes * 2 : 64;
+        p->ltimes = sl_xrealloc(p->ltimes, p->cap_ltimes * sizeof *p->ltimes);
+    }
+    p->ltimes[p->n_ltimes++] = (persist_ltime){next_id, wall_ms};
+}
+
+void persist_ltime_restore(persist *p, uint64_t next_id, uint64_t wall_ms)
+{
+    if (p->n_ltimes && p->ltimes[p->n_ltimes - 1].next_id >= next_id)
+        return; /* out of order (cannot happen): keep the list increasing */
+    ltime_push(p, next_id, wall_ms);
+}
+
+void persist_ltime_add(persist *p, uint64_t next_id, uint64_t wall_ms)
+{
+    ltime_push(p, next_id, wall_ms);
+    rec_u64(&p->scratch, next_id);
+    rec_u64(&p->scratch, wall_ms);
+    meta_append(p, M_LOOKUP_TIME);
+}
+
+void persist_ltime_keep(persist *p, const persist_ltime *v, size_t n)
+{
+    if (n > p->cap_ltimes) {
+        p->cap_ltimes = n;
+        p->ltimes = sl_xrealloc(p->ltimes, n * sizeof *p->ltimes);
+    }
+    if (n)
+        memmove(p->ltimes, v, n * sizeof *v);
+    p->n_ltimes = n;
+}
+
+const persist_ltime *persist_ltimes(const persist *p, size_t *n)
+{
+    *n = p->n_ltimes;
+    return p->ltimes;
+}
+
+uint64_t persist_outq_sent_get(const persist *p, uint64_t incarnation)
+{
+    return (uint64_t)(uintptr_t)sl_map_get(p->outq_sent, &incarnation, 8);
+}
+
+void persist_outq_sent_set(persist *p, uint64_t incarnation, uint64_t sent)
+{
+    sl_map_put(p->outq_sent, &incarnation, 8, (void *)(uintptr_t)sent);
+    rec_u64(&p->scratch, incarnation);
+    rec_u64(&p->scratch, sent);
+    meta_append(p, M_OUTQ_SENT);
+}
+
 void persist_group(persist *p, int begin)
 {
     h_tx_group(p, begin);
@@ -1073,6 +1131,7 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     p->next_msg_id = 1;
     p->online = 1;
     p->outq = sl_map_new();
+    p->outq_sent = sl_map_new();
     p->eod_in = sl_map_new();
     p->gen_open = 1;
     sl_buf_init(&p->scratch);
@@ -1138,6 +1197,8 @@ void persist_close(persist *p)
     sl_buf_free(&p->scratch);
     persist_eod_in_free_all(p);
     sl_map_free(p->outq);
+    sl_map_free(p->outq_sent);
+    sl_free(p->ltimes);
     sl_free(p->dir);
     sl_free(p);
 }

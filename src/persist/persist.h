@@ -153,6 +153,20 @@ void persist_outq_set(persist *p, uint64_t incarnation, uint8_t flags, uint8_t f
  * send it as a sequence number. Reserves ahead, so this costs a record (and this turn's
  * sync) once in a long while. */
 void persist_reserve_lookup(persist *p, uint64_t id);
+/* TimeToReachQueue (src/link/): samples of (the next lookup id, the wall clock), oldest first,
+ * so the age of a message in an outgoing queue is bounded from its lookup id across restarts.
+ * add appends one (M_LOOKUP_TIME); keep replaces the kept list (pruned or thinned by the
+ * link; no record: the start-up snapshot writes what is kept). */
+typedef struct persist_ltime {
+    uint64_t next_id, wall_ms;
+} persist_ltime;
+void persist_ltime_add(persist *p, uint64_t next_id, uint64_t wall_ms);
+void persist_ltime_keep(persist *p, const persist_ltime *v, size_t n);
+const persist_ltime *persist_ltimes(const persist *p, size_t *n);
+/* An outgoing queue's send reservation (M_OUTQ_SENT): no message above it has been sent. 0
+ * when none was ever made. set writes the record (this turn's sync covers it). */
+uint64_t persist_outq_sent_get(const persist *p, uint64_t incarnation);
+void persist_outq_sent_set(persist *p, uint64_t incarnation, uint64_t sent);
 /* Bracket records that must apply all or nothing (like a transaction commit's). */
 void persist_group(persist *p, int begin);
 

@@ -44,9 +44,12 @@ struct persist {
     uint8_t node_id[16];
     int have_node_id;
     int online;
-    sl_map *outq;        /* u64 incarnation -> (void*)(uintptr)(flags | foreign << 8 | 1 << 16) */
-    uint64_t lookup_hwm; /* no lookup id below this is handed out again */
-    sl_map *eod_in;      /* sender[16] + seq_id[8] -> persist_eod_in* */
+    sl_map *outq;          /* u64 incarnation -> (void*)(uintptr)(flags | foreign << 8 | 1 << 16) */
+    uint64_t lookup_hwm;   /* no lookup id below this is handed out again */
+    sl_map *outq_sent;     /* u64 incarnation -> (void*)(uintptr) M_OUTQ_SENT value */
+    persist_ltime *ltimes; /* M_LOOKUP_TIME samples, oldest first */
+    size_t n_ltimes, cap_ltimes;
+    sl_map *eod_in;            /* sender[16] + seq_id[8] -> persist_eod_in* */
     persist_eod_in **eod_list; /* scratch for persist_eod_in_all */
 };
 
@@ -75,13 +78,16 @@ int persist_msgs_append_dep(persist *p, uint8_t type, int needs_sync, uint32_t d
 void persist_queue_floor(qm_queue *q, uint32_t seg);
 /* An R_ENQ payload into p->scratch (expires_at: qm_node_now terms, 0 = none). */
 void persist_encode_enq(persist *p, uint64_t inc, uint64_t lookup, uint64_t msg_id,
-                        uint32_t move_count, int redelivered, int xact_cont, uint64_t expires_at);
+                        uint32_t move_count, int redelivered, int xact_cont, int xact,
+                        uint64_t expires_at);
 /* Re-append the receiver states (R_EOD_IN) whose record is not in the segment being written
  * (tidy.c), so old segments neither keep nor lose them. */
 void persist_refresh_eod_in(persist *p);
 void persist_tidy_free(persist *p);
 /* Store m's record again under a new id (tidy.c); its one position's reference moves. */
 int persist_rewrite_message(persist *p, qm_message *m);
+/* Recovery: one M_LOOKUP_TIME sample (no record). */
+void persist_ltime_restore(persist *p, uint64_t next_id, uint64_t wall_ms);
 /* The wall clock TTL deadlines are stored in (a hook, so tests can move time on). */
 extern uint64_t (*persist_wall_ms)(void);
 

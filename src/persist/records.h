@@ -22,10 +22,17 @@
  *                foreign = link_foreign; the latest record per incarnation wins)
  *   M_LOOKUP_HWM next_lookup:u64 (reserved before a link sends lookup ids as sequence
  *                numbers: no id is reused after a crash, transient messages' ones included)
+ *   M_LOOKUP_TIME next_lookup:u64 wall_ms:u64 (a sample: every lookup id below next_lookup
+ *                existed at wall_ms; bounds a message's age for TimeToReachQueue after a
+ *                restart; the samples an outgoing queue still needs are rewritten at start)
+ *   M_OUTQ_SENT  inc:u64 sent:u64 (no message of that outgoing queue above sent has been
+ *                sent: written ahead of the sends, so after a crash a message above it is known
+ *                never to have reached the destination; the latest per incarnation wins)
  * msgs log
  *   R_MSG        id:u64 exchange:s16 routing_key:s16 props:b32 body:rest
  *                (R_ENQ flags: EF_XACT_CONT = more of the same transaction follows in this
- *                outgoing queue; older files never set it)
+ *                outgoing queue; EF_XACT = enqueued by a transaction (a transactional message:
+ *                dead-lettered to DEADXACT); older files never set them)
  *   R_ENQ        inc:u64 lookup:u64 msg:u64 move_count:u32 flags:u8 [expires:u64]
  *                (expires, with EF_EXPIRES: the TTL deadline in wall-clock ms, so a restart
  *                does not give a message its whole TTL again)
@@ -70,6 +77,8 @@ enum {
     M_ONLINE = 41,
     M_OUTQ = 42,
     M_LOOKUP_HWM = 43,
+    M_LOOKUP_TIME = 44,
+    M_OUTQ_SENT = 45,
 };
 
 enum {
@@ -94,6 +103,7 @@ enum {
 #define EF_REDELIVERED 1
 #define EF_EXPIRES 2
 #define EF_XACT_CONT 4
+#define EF_XACT 8
 #define OQ_ONHOLD 1
 
 static inline void rec_u8(sl_buf *b, uint8_t v)

@@ -65,9 +65,10 @@ _Static_assert(sizeof(rent) == sizeof(qm_paged), "a queue's rents become its pag
 enum {
     RF_REDELIVERED = 1,
     RF_XACT_CONT = 2,
-    RF_HAS_TTL = 4,    /* the message has an expiration property */
-    RF_DEAD = 8,       /* removed (a tombstone until the array is compacted) */
-    RF_UNRESOLVED = 16 /* the message record was not near: found by a second pass */
+    RF_HAS_TTL = 4,     /* the message has an expiration property */
+    RF_DEAD = 8,        /* removed (a tombstone until the array is compacted) */
+    RF_UNRESOLVED = 16, /* the message record was not near: found by a second pass */
+    RF_XACT = 32        /* EF_XACT: sent in a transaction (its dead letter goes to DEADXACT) */
 };
 
 /* A rent that came out of lookup-id order (a move into the queue), with its deadline. */
@@ -315,6 +316,20 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
             break;
         uintptr_t v = (uintptr_t)flags | (uintptr_t)foreign << 8 | (uintptr_t)1 << 16;
         sl_map_put(s->p->outq, &inc, 8, (void *)v);
+        return 0;
+    }
+    case M_LOOKUP_TIME: {
+        uint64_t next = rd_u64(&r), wall = rd_u64(&r);
+        if (r.bad)
+            break;
+        persist_ltime_restore(s->p, next, wall);
+        return 0;
+    }
+    case M_OUTQ_SENT: {
+        uint64_t inc = rd_u64(&r), sent = rd_u64(&r);
+        if (r.bad)
+            break;
+        sl_map_put(s->p->outq_sent, &inc, 8, (void *)(uintptr_t)sent);
         return 0;
     }
     case M_LOOKUP_HWM: {
@@ -569,7 +584,8 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
                   .eseg = loc.segment,
                   .moves = (uint16_t)(moves > 65535 ? 65535 : moves),
                   .flags = (uint8_t)(((flags & EF_REDELIVERED) ? RF_REDELIVERED : 0) |
-                                     ((flags & EF_XACT_CONT) ? RF_XACT_CONT : 0))};
+                                     ((flags & EF_XACT_CONT) ? RF_XACT_CONT : 0) |
+                                     ((flags & EF_XACT) ? RF_XACT : 0))};
         const mslot *m = &s->mcache[msg & (MCACHE - 1)];
         if (m->id == msg) {
             e.moff = m->off;
@@ -636,7 +652,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             return 0;
         depend(s, loc.segment, moved.eseg);
         moved.moves = (uint16_t)(moves > 65535 ? 65535 : moves);
-        moved.flags &= (uint8_t)~RF_XACT_CONT;
+        moved.flags &= (uint8_t) ~(RF_XACT_CONT | RF_XACT);
         if (type != R_MOVE_TTL)
             expires = old_expires; /* R_MOVE_TTL: the target's TTL rule gave it a new one */
         depend(s, loc.segment, entries_put(entries_of(s, dest, 1), &moved, expires));
@@ -1037,6 +1053,7 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
                 .redelivered = (e.flags & RF_REDELIVERED) != 0,
                 .logged = 1,
                 .xact_cont = (e.flags & RF_XACT_CONT) != 0,
+                .xact = (e.flags & RF_XACT) != 0,
             };
             if (qe->exp)
                 qe->exp[j] = expires_at;
@@ -1055,6 +1072,7 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
             pos->st_logged = 1;
             pos->st_seg = e.eseg;
             pos->xact_cont = (e.flags & RF_XACT_CONT) != 0;
+            pos->xact = (e.flags & RF_XACT) != 0;
             if (expires)
                 qm_pos_set_expires(pos, expires_at);
         }
@@ -1166,6 +1184,12 @@ static int snapshot_meta(persist *p, char *err, size_t errlen)
         rec_u8(b, 0);
         st_log_append(p->meta, M_ONLINE, b->data, b->len, NULL);
     }
+    for (size_t i = 0; i < p->n_ltimes; i++) {
+        b->len = 0;
+        rec_u64(b, p->ltimes[i].next_id);
+        rec_u64(b, p->ltimes[i].wall_ms);
+        st_log_append(p->meta, M_LOOKUP_TIME, b->data, b->len, NULL);
+    }
     size_t vit = 0;
     const char *k;
     size_t kl;
@@ -1197,6 +1221,13 @@ static int snapshot_meta(persist *p, char *err, size_t errlen)
                 rec_u8(b, (uint8_t)(oq & 0xff));
                 rec_u8(b, (uint8_t)((oq >> 8) & 0xff));
                 st_log_append(p->meta, M_OUTQ, b->data, b->len, NULL);
+            }
+            uint64_t sent = q->is_outgoing ? persist_outq_sent_get(p, q->incarnation) : 0;
+            if (sent) {
+                b->len = 0;
+                rec_u64(b, q->incarnation);
+                rec_u64(b, sent);
+                st_log_append(p->meta, M_OUTQ_SENT, b->data, b->len, NULL);
             }
             size_t sit = 0;
             void *sv;

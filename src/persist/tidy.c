@@ -227,7 +227,7 @@ static int copy_pos(void *ctx, qm_position *pos)
     }
     if (enq_in) {
         persist_encode_enq(p, pos->queue->incarnation, pos->lookup_id, st->st_id, pos->move_count,
-                           pos->st_delivered, pos->xact_cont, qm_pos_expires(pos));
+                           pos->st_delivered, pos->xact_cont, pos->xact, qm_pos_expires(pos));
         st_loc loc;
         if (persist_msgs_append_dep(p, R_ENQ, 1, pos->st_seg, &loc) == 0) {
             st_log_ref(p->msgs, loc.segment);
@@ -271,7 +271,7 @@ static int copy_paged(void *ctx, qm_queue *q, qm_paged *e, uint64_t expires_at)
     t->res.bytes_copied += REC_OVERHEAD + e->msg_len;
     if (e->logged) {
         persist_encode_enq(p, q->incarnation, e->lookup_id, id, e->move_count, e->redelivered,
-                           e->xact_cont, expires_at);
+                           e->xact_cont, e->xact, expires_at);
         if (persist_msgs_append_dep(p, R_ENQ, 1, e->enq_seg, &eloc) < 0) {
             /* the log failed: the message copy is an orphan (harmless); nothing changes */
             return over_budget(t);

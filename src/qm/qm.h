@@ -99,7 +99,7 @@ struct qm_position {
         qm_lock *lk;         /* has_lk: the held-position fields (expires_at moved there) */
     } u;
     uint32_t st_seg;            /* persistence: store segment of the enqueue record */
-    uint32_t move_count : 24;   /* saturates at 16,777,215 */
+    uint32_t move_count : 23;   /* saturates at 8,388,607 */
     uint32_t state : 2;         /* qm_pos_state */
     uint32_t redelivered : 1;   /* delivered before and requeued */
     uint32_t in_tx_enqueue : 1; /* LOCKED by a transactional Enqueue, not yet committed */
@@ -108,10 +108,12 @@ struct qm_position {
                                  * a restart) */
     uint32_t xact_cont : 1;     /* outgoing queues: more of this message's transaction follows
                                  * (a link never splits a transaction) */
+    uint32_t xact : 1;          /* outgoing queues: enqueued by a transaction (a transactional
+                                 * message: dead-lettered to DEADXACT) */
     uint32_t has_lk : 1;        /* u.lk is allocated */
 };
 
-#define QM_MOVE_COUNT_MAX ((1u << 24) - 1)
+#define QM_MOVE_COUNT_MAX ((1u << 23) - 1)
 
 /* Accessors for the fields that live in the lock while a position is held. */
 static inline uint64_t qm_pos_expires(const qm_position *p)
@@ -446,6 +448,9 @@ sl_err qm_queue_enqueue(qm_queue *q, qm_message *m);
 /* 1 when q would refuse n more messages of bytes in all (x-overflow=reject-publish at its
  * x-max-length / -bytes): a link applies a batch all or nothing, so it asks first. */
 int qm_queue_would_refuse(const qm_queue *q, uint64_t n, uint64_t bytes);
+/* 1 when q would refuse them even empty: n beyond its x-max-length or bytes beyond its
+ * x-max-length-bytes, with x-overflow=reject-publish (MSMQ's NACK_Q_EXCEED_QUOTA). */
+int qm_queue_never_holds(const qm_queue *q, uint64_t n, uint64_t bytes);
 
 /* basic.get: take the first available, unexpired message. NULL when none. With no_ack the
  * position comes back DELETED (queue NULL) and the caller must qm_position_ack it after
@@ -493,6 +498,8 @@ const qm_position *qm_queue_peek_after(qm_queue *q, uint64_t after_id, qm_positi
 
 /* How many ready positions (in memory or paged out) have a lookup id <= id: O(log n). */
 uint64_t qm_queue_count_ready_upto(qm_queue *q, uint64_t id);
+/* The smallest lookup id among the ready positions (0 when none), without paging in. */
+uint64_t qm_queue_oldest_ready_id(qm_queue *q);
 /* Take the AVAILABLE position with this lookup id as basic.get would take the head: LOCKED,
  * holder unset, for the caller to settle; NULL when there is none (or it is locked). */
 qm_position *qm_queue_take(qm_queue *q, uint64_t lookup_id);
@@ -847,6 +854,7 @@ typedef struct qm_paged {
     uint8_t redelivered : 1;
     uint8_t logged : 1;    /* a durable enqueue record exists: removing it needs a record */
     uint8_t xact_cont : 1; /* qm_position.xact_cont */
+    uint8_t xact : 1;      /* qm_position.xact */
     uint8_t pad;
 } qm_paged; /* 32 bytes; a TTL deadline, when an entry has one, is in q->paged_exp */
 

@@ -670,6 +670,14 @@ int qm_queue_would_refuse(const qm_queue *q, uint64_t n, uint64_t bytes)
     return q->args.overflow != QM_OVERFLOW_DROP_HEAD && over_limit(q, n, bytes);
 }
 
+int qm_queue_never_holds(const qm_queue *q, uint64_t n, uint64_t bytes)
+{
+    if (q->args.overflow == QM_OVERFLOW_DROP_HEAD)
+        return 0;
+    return (q->args.max_length >= 0 && n > (uint64_t)q->args.max_length) ||
+           (q->args.max_length_bytes >= 0 && bytes > (uint64_t)q->args.max_length_bytes);
+}
+
 int qm_queue_has_room(const qm_queue *q, uint64_t body_len)
 {
     return !over_limit(q, 1, body_len);
@@ -1025,6 +1033,18 @@ uint64_t qm_queue_count_ready_upto(qm_queue *q, uint64_t id)
             hi = mid;
     }
     return n + lo;
+}
+
+uint64_t qm_queue_oldest_ready_id(qm_queue *q)
+{
+    qm_ready *rd = qm_ready_of(q);
+    uint64_t id = q->paged_len ? q->paged[q->paged_head].lookup_id : 0;
+    for (int l = 0; l < rd->nlevels; l++) {
+        qm_ring *r = &rd->levels[l];
+        if (r->len && (!id || qm_ring_at(r, 0)->lookup_id < id))
+            id = qm_ring_at(r, 0)->lookup_id;
+    }
+    return id;
 }
 
 qm_position *qm_queue_take(qm_queue *q, uint64_t lookup_id)

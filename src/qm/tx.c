@@ -137,6 +137,7 @@ sl_err qm_tx_commit_counted(qm_tx *tx, uint64_t *moves_voided)
             continue;
         qm_queue *q = op->pos->queue;
         op->pos->xact_cont = q->tx_stamp == stamp;
+        op->pos->xact = 1;
         q->tx_stamp = stamp;
     }
     for (size_t i = 0; i < tx->n_ops; i++) {
