@@ -65,52 +65,25 @@ static json_t *binding_json(const char *vhost, const char *src, const char *dest
     return o;
 }
 
-static json_t *one_binding(qm_binding *b)
+json_t *mgmt_binding_json(qm_binding *b)
 {
     return binding_json(b->source->vhost->name, b->source->name,
                         b->dest_queue ? b->dest_queue->name : b->dest_exchange->name,
                         b->dest_queue != NULL, b->key, b->args, b->args_len);
 }
 
-/* Bindings of vh matching the filters (NULL = any): source exchange, destination queue or
- * destination exchange. Implicit default-exchange bindings are included. */
-static void list_bindings(qm_vhost *vh, qm_exchange *src, qm_queue *dq, qm_exchange *dx,
-                          json_t *arr)
+json_t *mgmt_default_binding_json(qm_queue *q)
 {
-    if ((!src || !src->name[0]) && !dx) {
-        size_t n;
-        void **qs = map_sorted(vh->queues, &n);
-        for (size_t i = 0; i < n; i++) {
-            qm_queue *q = qs[i];
-            if (!dq || dq == q)
-                json_array_append_new(arr,
-                                      binding_json(vh->name, "", q->name, 1, q->name, NULL, 0));
-        }
-        sl_free(qs);
-    }
-    size_t n;
-    void **xs = map_sorted(vh->exchanges, &n);
-    for (size_t i = 0; i < n; i++) {
-        qm_exchange *x = xs[i];
-        if (src && src != x)
-            continue;
-        for (qm_binding *b = x->bindings; b; b = b->next) {
-            if (dq && b->dest_queue != dq)
-                continue;
-            if (dx && b->dest_exchange != dx)
-                continue;
-            json_array_append_new(arr, one_binding(b));
-        }
-    }
-    sl_free(xs);
+    return binding_json(q->vhost->name, "", q->name, 1, q->name, NULL, 0);
 }
 
+/* GET .../bindings lists (pager.c): every binding of the node, the vhost, a source exchange,
+ * a destination, or a pair of them. Implicit default-exchange bindings are included. */
 enum MHD_Result queue_bindings(req *r, qm_queue *q)
 {
-    json_t *arr = json_array();
-    if (!q->is_subqueue)
-        list_bindings(q->vhost, NULL, q, NULL, arr);
-    return reply_json(r, 200, arr);
+    pager_scope s = {
+        .vhost = q->vhost->name, .dest = q->name, .dest_is_queue = 1, .empty = q->is_subqueue};
+    return pager_list_scoped(r, PAGER_BINDINGS, &s);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -257,13 +230,16 @@ enum MHD_Result api_exchanges(req *r)
         return reply_sl_err(r, SL_ERR_NOT_FOUND, "no exchange '%s' in vhost '%s'", name, vh->name);
     if (r->nsegs == 4 && !strcmp(r->segs[3], "publish"))
         return req_is(r, "POST") ? publish(r, x) : reply_method_not_allowed(r);
-    if (r->nsegs == 5 && !strcmp(r->segs[3], "bindings") && req_is(r, "GET")) {
-        json_t *arr = json_array();
-        if (!strcmp(r->segs[4], "source"))
-            list_bindings(vh, x, NULL, NULL, arr);
-        else if (!strcmp(r->segs[4], "destination"))
-            list_bindings(vh, NULL, NULL, x, arr);
-        return reply_json(r, 200, arr);
+    if (r->nsegs == 5 && !strcmp(r->segs[3], "bindings") &&
+        (!strcmp(r->segs[4], "source") || !strcmp(r->segs[4], "destination"))) {
+        if (!req_is(r, "GET"))
+            return reply_method_not_allowed(r);
+        pager_scope s = {.vhost = vh->name};
+        if (r->segs[4][0] == 's')
+            s.source = x->name;
+        else
+            s.dest = x->name;
+        return pager_list_scoped(r, PAGER_BINDINGS, &s);
     }
     return reply_not_found(r);
 }
@@ -344,20 +320,10 @@ enum MHD_Result api_bindings(req *r)
     if (r->nsegs <= 2) {
         if (!req_is(r, "GET"))
             return reply_method_not_allowed(r);
-        json_t *arr = json_array();
-        size_t nv;
-        void **vhs = map_sorted(req_node(r)->vhosts, &nv);
-        if (r->nsegs == 2 && (!req_vhost(r, r->segs[1]) || !req_vhost_access(r, r->segs[1]))) {
-            sl_free(vhs);
-            json_decref(arr);
+        if (r->nsegs == 2 && (!req_vhost(r, r->segs[1]) || !req_vhost_access(r, r->segs[1])))
             return MHD_YES;
-        }
-        for (size_t i = 0; i < nv; i++)
-            if ((r->nsegs == 1 || !strcmp(((qm_vhost *)vhs[i])->name, r->segs[1])) &&
-                req_vhost_listed(r, ((qm_vhost *)vhs[i])->name))
-                list_bindings(vhs[i], NULL, NULL, NULL, arr);
-        sl_free(vhs);
-        return reply_json(r, 200, arr);
+        pager_scope s = {.vhost = r->nsegs == 2 ? r->segs[1] : NULL};
+        return pager_list_scoped(r, PAGER_BINDINGS, &s);
     }
     qm_vhost *vh = req_vhost(r, r->segs[1]);
     if (!vh || !req_vhost_access(r, vh->name))
@@ -394,9 +360,11 @@ enum MHD_Result api_bindings(req *r)
             return create_binding(r, src, dq, dx);
         if (!req_is(r, "GET"))
             return reply_method_not_allowed(r);
-        json_t *arr = json_array();
-        list_bindings(vh, src, dq, dx, arr);
-        return reply_json(r, 200, arr);
+        pager_scope s = {.vhost = vh->name,
+                         .source = src->name,
+                         .dest = dq ? dq->name : dx->name,
+                         .dest_is_queue = dq != NULL};
+        return pager_list_scoped(r, PAGER_BINDINGS, &s);
     }
     const char *pk = r->segs[6];
     if (!src->name[0] && dq) {
@@ -404,7 +372,7 @@ enum MHD_Result api_bindings(req *r)
         if (strcmp(pk, dq->name))
             return reply_not_found(r);
         if (req_is(r, "GET"))
-            return reply_json(r, 200, binding_json(vh->name, "", dq->name, 1, dq->name, NULL, 0));
+            return reply_json(r, 200, mgmt_default_binding_json(dq));
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
                             "operation not permitted on the default exchange");
     }
@@ -413,7 +381,7 @@ enum MHD_Result api_bindings(req *r)
         return reply_sl_err(r, SL_ERR_NOT_FOUND, "no binding '%s' from '%s' to '%s'", pk, src->name,
                             dname);
     if (req_is(r, "GET"))
-        return reply_json(r, 200, one_binding(b));
+        return reply_json(r, 200, mgmt_binding_json(b));
     if (!req_is(r, "DELETE"))
         return reply_method_not_allowed(r);
     if (!binding_allowed(r, src, dq, dx, b->key))

@@ -21,7 +21,7 @@
  * lingering one is closed; it only waits for the client to hang up). Clients that wait for
  * "the connection is listed again" after a forced close (Bunny's recovery specs do) would
  * otherwise go on before their recovery is done. */
-static int conn_listed(const conn *c)
+int mgmt_conn_listed(const conn *c)
 {
     return c->state >= CONN_OPEN && c->state < CONN_LINGER;
 }
@@ -64,7 +64,7 @@ void node_totals_get(mgmt *m, node_totals *t)
             add_queue(t, qv, 1);
     }
     for (conn *c = m->b->conns; c; c = c->next) {
-        if (!conn_listed(c))
+        if (!mgmt_conn_listed(c))
             continue;
         t->connections++;
         t->channels += c->n_channels;
@@ -153,7 +153,7 @@ static void vhost_topic_json(void *ctx, const acc_user *u, const acc_topic_grant
                                          "read", t->src_read));
 }
 
-static json_t *vhost_json(mgmt *m, qm_vhost *vh)
+json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh)
 {
     node_totals t;
     memset(&t, 0, sizeof t);
@@ -176,16 +176,23 @@ enum MHD_Result api_vhosts(req *r)
     if (r->nsegs == 1) {
         if (!req_is(r, "GET"))
             return reply_method_not_allowed(r);
-        /* RabbitMQ's list_visible_vhosts: monitoring and administrator users see them all */
-        int all = acc_is_monitor(a, r->user);
-        json_t *arr = json_array();
-        size_t n;
-        void **v = map_sorted(req_node(r)->vhosts, &n);
-        for (size_t i = 0; i < n; i++)
-            if (all || acc_vhost_visible(a, r->user, ((qm_vhost *)v[i])->name))
-                json_array_append_new(arr, vhost_json(m, v[i]));
-        sl_free(v);
-        return reply_json(r, 200, arr);
+        /* RabbitMQ's list_visible_vhosts: monitoring and administrator users see them all
+         * (pager.c), others those they have a permission on */
+        pager_scope all = {0};
+        return pager_list_scoped(r, PAGER_VHOSTS, &all);
+    }
+    if (r->nsegs == 3 && (!strcmp(r->segs[2], "connections") || !strcmp(r->segs[2], "channels"))) {
+        /* RabbitMQ's connections_vhost / channels_vhost: the vhost must be visible to the
+         * user; filter_user then */
+        if (!req_is(r, "GET"))
+            return reply_method_not_allowed(r);
+        if (!req_vhost(r, r->segs[1]))
+            return MHD_YES;
+        if (!acc_is_monitor(a, r->user) && !acc_vhost_visible(a, r->user, r->segs[1]))
+            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                                "User not authorised to access virtual host");
+        pager_scope s = {.vhost = r->segs[1]};
+        return pager_list_scoped(r, r->segs[2][1] == 'o' ? PAGER_CONNECTIONS : PAGER_CHANNELS, &s);
     }
     if (r->nsegs == 3 && req_is(r, "GET") &&
         (!strcmp(r->segs[2], "permissions") || !strcmp(r->segs[2], "topic-permissions"))) {
@@ -208,7 +215,7 @@ enum MHD_Result api_vhosts(req *r)
         if (vh && !acc_is_monitor(a, r->user) && !acc_vhost_visible(a, r->user, name))
             return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
                                 "User not authorised to access virtual host");
-        return vh ? reply_json(r, 200, vhost_json(m, vh)) : reply_not_found(r);
+        return vh ? reply_json(r, 200, mgmt_vhost_json(m, vh)) : reply_not_found(r);
     }
     char err[400];
     if (req_is(r, "PUT")) {
@@ -262,7 +269,7 @@ static void split_peer(const char *peer, char *host, size_t hl, int *port)
     *port = colon ? atoi(colon + 1) : 0;
 }
 
-static json_t *conn_json(mgmt *m, conn *c)
+json_t *mgmt_conn_json(mgmt *m, conn *c)
 {
     char host[64];
     int port;
@@ -305,7 +312,7 @@ static conn *find_conn(mgmt *m, const char *name)
     return NULL;
 }
 
-static json_t *channel_json(mgmt *m, channel *ch)
+json_t *mgmt_channel_json(mgmt *m, channel *ch)
 {
     char name[200];
     snprintf(name, sizeof name, "%s (%u)", ch->c->name, (unsigned)ch->id);
@@ -322,38 +329,17 @@ static json_t *channel_json(mgmt *m, channel *ch)
         ch->state == CH_OPEN ? "running" : "closing", "connection_details", "name", ch->c->name);
 }
 
-static void each_channel(req *r, void (*fn)(mgmt *, channel *, json_t *), json_t *arr,
-                         const char *conn_name)
-{
-    mgmt *m = r->m;
-    for (conn *c = m->b->conns; c; c = c->next) {
-        if (!conn_listed(c) || (conn_name && strcmp(conn_name, c->name)) || !sees_conn(r, c))
-            continue;
-        for (size_t i = 0; i < c->channels_cap; i++)
-            if (c->channels[i])
-                fn(m, c->channels[i], arr);
-    }
-}
-
-static void add_channel(mgmt *m, channel *ch, json_t *arr)
-{
-    json_array_append_new(arr, channel_json(m, ch));
-}
-
 enum MHD_Result api_connections(req *r)
 {
     mgmt *m = r->m;
     if (r->nsegs == 1) {
         if (!req_is(r, "GET"))
             return reply_method_not_allowed(r);
-        json_t *arr = json_array();
-        for (conn *c = m->b->conns; c; c = c->next)
-            if (conn_listed(c) && sees_conn(r, c))
-                json_array_append_new(arr, conn_json(m, c));
-        return reply_json(r, 200, arr);
+        pager_scope all = {0};
+        return pager_list_scoped(r, PAGER_CONNECTIONS, &all);
     }
     conn *c = find_conn(m, r->segs[1]);
-    if (!c || !conn_listed(c))
+    if (!c || !mgmt_conn_listed(c))
         return reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
     /* RabbitMQ's is_authorized_user: monitors see every connection, administrators close
      * any; other users only their own */
@@ -361,14 +347,13 @@ enum MHD_Result api_connections(req *r)
         !(c->user && !strcmp(c->user, r->user)))
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access object");
     if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && req_is(r, "GET")) {
-        json_t *arr = json_array();
-        each_channel(r, add_channel, arr, c->name);
-        return reply_json(r, 200, arr);
+        pager_scope s = {.conn = c->name};
+        return pager_list_scoped(r, PAGER_CHANNELS, &s);
     }
     if (r->nsegs != 2)
         return reply_not_found(r);
     if (req_is(r, "GET"))
-        return reply_json(r, 200, conn_json(m, c));
+        return reply_json(r, 200, mgmt_conn_json(m, c));
     if (req_is(r, "DELETE")) {
         const char *reason = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Reason");
         char text[256];
@@ -381,72 +366,64 @@ enum MHD_Result api_connections(req *r)
     return reply_method_not_allowed(r);
 }
 
+/* /api/channels/{name}: "<connection name> (<number>)", found without listing them all */
+static channel *find_channel(req *r, const char *name)
+{
+    for (conn *c = r->m->b->conns; c; c = c->next) {
+        size_t n = strlen(c->name);
+        if (!mgmt_conn_listed(c) || !sees_conn(r, c) || strncmp(name, c->name, n) ||
+            strncmp(name + n, " (", 2))
+            continue;
+        char *end;
+        unsigned long id = strtoul(name + n + 2, &end, 10);
+        if (end == name + n + 2 || strcmp(end, ")") || id >= c->channels_cap || !c->channels[id])
+            continue;
+        char canon[200]; /* "(01)" does not name channel 1 */
+        snprintf(canon, sizeof canon, "%s (%u)", c->name, (unsigned)c->channels[id]->id);
+        if (!strcmp(canon, name))
+            return c->channels[id];
+    }
+    return NULL;
+}
+
 enum MHD_Result api_channels(req *r)
 {
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
-    json_t *arr = json_array();
-    each_channel(r, add_channel, arr, NULL);
     if (r->nsegs == 2) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(arr, i, v)
-        {
-            if (!strcmp(json_string_value(json_object_get(v, "name")), r->segs[1])) {
-                json_t *one = json_incref(v);
-                json_decref(arr);
-                return reply_json(r, 200, one);
-            }
-        }
-        json_decref(arr);
-        return reply_not_found(r);
+        channel *ch = find_channel(r, r->segs[1]);
+        return ch ? reply_json(r, 200, mgmt_channel_json(r->m, ch)) : reply_not_found(r);
     }
-    return reply_json(r, 200, arr);
+    if (r->nsegs != 1)
+        return reply_not_found(r);
+    pager_scope all = {0};
+    return pager_list_scoped(r, PAGER_CHANNELS, &all);
 }
 
-static void add_consumers(mgmt *m, channel *ch, json_t *arr)
+json_t *mgmt_consumer_json(mgmt *m, channel *ch, consumer *o)
 {
+    (void)m;
     char chname[200];
     snprintf(chname, sizeof chname, "%s (%u)", ch->c->name, (unsigned)ch->id);
     char host[64];
     int port;
     split_peer(ch->c->peer, host, sizeof host, &port);
-    for (consumer *o = ch->consumers; o; o = o->next) {
-        qm_queue *q = o->qc.queue;
-        if (!q)
-            continue;
-        json_array_append_new(
-            arr,
-            json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
-                      "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",
-                      q->vhost->name, "channel_details", "name", chname, "connection_name",
-                      ch->c->name, "number", (int)ch->id, "peer_host", host, "peer_port", port,
-                      "ack_required", !o->qc.no_ack, "exclusive", o->qc.exclusive, "prefetch_count",
-                      (int)o->prefetch, "priority", o->qc.priority, "arguments"));
-    }
-    (void)m;
+    qm_queue *q = o->qc.queue;
+    return json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
+                     "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",
+                     q->vhost->name, "channel_details", "name", chname, "connection_name",
+                     ch->c->name, "number", (int)ch->id, "peer_host", host, "peer_port", port,
+                     "ack_required", !o->qc.no_ack, "exclusive", o->qc.exclusive, "prefetch_count",
+                     (int)o->prefetch, "priority", o->qc.priority, "arguments");
 }
 
 enum MHD_Result api_consumers(req *r)
 {
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
-    json_t *arr = json_array();
-    each_channel(r, add_consumers, arr, NULL);
-    if (r->nsegs == 2) {
-        /* /api/consumers/{vhost} */
-        json_t *out = json_array();
-        size_t i;
-        json_t *v;
-        json_array_foreach(arr, i, v)
-        {
-            const char *vh =
-                json_string_value(json_object_get(json_object_get(v, "queue"), "vhost"));
-            if (vh && !strcmp(vh, r->segs[1]))
-                json_array_append(out, v);
-        }
-        json_decref(arr);
-        arr = out;
-    }
-    return reply_json(r, 200, arr);
+    if (r->nsegs > 2)
+        return reply_not_found(r);
+    /* /api/consumers/{vhost}: the consumers on that vhost's queues */
+    pager_scope s = {.vhost = r->nsegs == 2 ? r->segs[1] : NULL};
+    return pager_list_scoped(r, PAGER_CONSUMERS, &s);
 }

@@ -91,6 +91,7 @@ struct mgmt {
     struct req *authing;   /* requests whose password check runs (req.auth_job) */
     struct pager *jobs;    /* list requests walking every item, a slice per turn (pager.c) */
     sl_timer jobs_t;
+    uint64_t slice_turn, slice_end; /* the loop turn of the list work's slice, and its end */
 };
 
 typedef struct req {
@@ -234,7 +235,35 @@ int str_ieq(const char *a, const char *b);
 void json_filter_columns(json_t *obj, const char *cols);
 
 /* ---- pager.c: lists that never stall the loop (RabbitMQ's pagination) ---- */
-enum { PAGER_QUEUES, PAGER_EXCHANGES };
+enum {
+    PAGER_QUEUES, /* queues and exchanges: in name order (qm's sl_oset), pages by rank */
+    PAGER_EXCHANGES,
+    PAGER_BINDINGS, /* the others: walked whole in slices, kept as texts (pager.c) */
+    PAGER_CONNECTIONS,
+    PAGER_CHANNELS,
+    PAGER_CONSUMERS,
+    PAGER_VHOSTS,
+};
+/* What a list of the other kinds covers (NULL / 0: no restriction). */
+typedef struct pager_scope {
+    const char *vhost;  /* only this vhost's (NULL: every vhost the user may list) */
+    const char *conn;   /* channels: only this connection's */
+    const char *source; /* bindings: only from this exchange ("" the default one) */
+    const char *dest;   /* bindings: only to this queue (dest_is_queue) or exchange */
+    int dest_is_queue;
+    int empty; /* nothing (a subqueue's bindings): the reply's shape only */
+} pager_scope;
+/* GET of bindings, connections, channels, consumers or vhosts: the same parameters and
+ * replies as pager_list, in RabbitMQ's default order of each list. */
+enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s);
+/* The items of those lists as the API shows them (api_misc.c, api_exchanges.c). */
+int mgmt_conn_listed(const conn *c);
+json_t *mgmt_conn_json(mgmt *m, conn *c);
+json_t *mgmt_channel_json(mgmt *m, channel *ch);
+json_t *mgmt_consumer_json(mgmt *m, channel *ch, consumer *o);
+json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh);
+json_t *mgmt_binding_json(qm_binding *b);
+json_t *mgmt_default_binding_json(qm_queue *q); /* the default exchange's, to q */
 /* GET of the queues or exchanges of one vhost (NULL = all): page, page_size, name,
  * use_regex, sort, sort_reverse, columns. Replies, or suspends the request until a job has
  * seen every item. */

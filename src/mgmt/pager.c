@@ -23,6 +23,7 @@
  * those of when the request came.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <errno.h>
 #include <math.h>
 #include <pcre2.h>
 #include <stdio.h>
@@ -37,10 +38,11 @@
 
 #define PAGE_SIZE_DEFAULT 100
 #define PAGE_SIZE_MAX 500
-#define STREAM_ITEMS 128       /* items written per call of the stream callback at most */
-#define STREAM_BLOCK 65536     /* bytes MHD asks for at a time */
-#define PAGER_SLICE_US 3000    /* CPU for all jobs in one loop turn */
-#define RE_MATCH_LIMIT 100000u /* the permission patterns' limits (access/pattern.c) */
+#define PAGE_NUMBER_MAX 1000000000000L /* pages past it are out of range in any list */
+#define STREAM_ITEMS 128               /* items written per call of the stream callback at most */
+#define STREAM_BLOCK 65536             /* bytes MHD asks for at a time */
+#define PAGER_SLICE_US 3000            /* CPU for all jobs in one loop turn */
+#define RE_MATCH_LIMIT 100000u         /* the permission patterns' limits (access/pattern.c) */
 #define RE_DEPTH_LIMIT 2000u
 #define RE_HEAP_LIMIT_KIB 1024u
 
@@ -184,8 +186,10 @@ static void *find_item(mgmt *m, int kind, const char *vhost, const char *name)
 
 typedef struct match {
     sl_onode node;
-    uint32_t vhost_at, name_at; /* offsets in key */
+    uint32_t vhost_at, name_at; /* offsets in key (queues, exchanges) */
     uint32_t len;
+    char *text; /* other lists: the item as written, made when it was visited */
+    size_t text_len;
     char key[];
 } match;
 
@@ -247,6 +251,8 @@ static match *match_new(const sl_buf *key, size_t vhost_at, size_t name_at)
     mt->len = (uint32_t)key->len;
     mt->vhost_at = (uint32_t)vhost_at;
     mt->name_at = (uint32_t)name_at;
+    mt->text = NULL;
+    mt->text_len = 0;
     return mt;
 }
 
@@ -335,6 +341,18 @@ typedef struct pager {
     sl_oset matches;          /* of match */
     uint64_t total, filtered; /* items seen, items matching */
     struct pager *next_job;   /* in m->jobs */
+    /* lists without an order of their own (pager_list_scoped): the scope and the walk */
+    int generic;
+    char *s_conn, *s_src, *s_dest; /* copies of the pager_scope's names */
+    int s_dest_q, s_empty;
+    char *user; /* filter_user: monitors see every connection, others their own */
+    int monitor;
+    uint64_t w_conn; /* connections are newest first: the id being walked */
+    size_t w_ch;     /* its next channel slot */
+    size_t w_vi;     /* vhost lists: the index of the vhost being walked */
+    int w_phase;     /* bindings: 0 the default exchange's (by queue), 1 the exchanges' */
+    char *w_last;    /* the name of the last queue or exchange walked in the phase */
+    uint64_t seq;    /* ends every key: two equal items stay two */
     /* a peek (GET /api/queues/{vhost}/{name}/messages): not a list but the same slices */
     int peek;
     char *pq_vhost, *pq_name; /* the queue, found again every slice */
@@ -360,8 +378,15 @@ static void pager_free(pager *p)
     sl_onode *n;
     while ((n = p->matches.root)) {
         sl_oset_remove(&p->matches, n);
-        sl_free(SL_ONODE_OWNER(n, match, node));
+        match *mt = SL_ONODE_OWNER(n, match, node);
+        free(mt->text); /* json_dumps' */
+        sl_free(mt);
     }
+    sl_free(p->s_conn);
+    sl_free(p->s_src);
+    sl_free(p->s_dest);
+    sl_free(p->user);
+    sl_free(p->w_last);
     sl_buf_free(&p->pend);
     sl_free(p->pq_vhost);
     sl_free(p->pq_name);
@@ -407,6 +432,23 @@ static void *stream_next(pager *p)
     return NULL;
 }
 
+/* The next match's text into pend (the match goes: the reply shrinks as it is sent); 0 at
+ * the end. */
+static int stream_text(pager *p)
+{
+    if (!p->from)
+        return 0;
+    match *mt = SL_ONODE_OWNER(p->from, match, node);
+    p->from = p->cur.reverse ? sl_oset_prev(p->from) : sl_oset_next(p->from);
+    if (p->nitems++)
+        sl_buf_put_u8(&p->pend, ',');
+    sl_buf_append(&p->pend, mt->text, mt->text_len);
+    sl_oset_remove(&p->matches, &mt->node);
+    free(mt->text);
+    sl_free(mt);
+    return 1;
+}
+
 static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
@@ -421,6 +463,13 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
         }
         int k, end = 0;
         for (k = 0; k < STREAM_ITEMS && sl_buf_unread(&p->pend) < max; k++) {
+            if (p->generic) {
+                if (!stream_text(p)) {
+                    end = 1;
+                    break;
+                }
+                continue;
+            }
             void *it = stream_next(p);
             if (!it) {
                 end = 1;
@@ -459,13 +508,18 @@ static enum MHD_Result reply_stream(req *r, pager *p)
     return rc;
 }
 
-static long parse_count(const char *s)
+/* A page parameter as RabbitMQ reads it (an integer, signed: "-1" is one, " 1" and "1.5"
+ * are not); 0 with *bad set otherwise. */
+static long parse_count(const char *s, int *bad)
 {
-    if (!s)
+    const char *d = s + (*s == '-' || *s == '+');
+    if (*d < '0' || *d > '9' || strspn(d, "0123456789") != strlen(d)) {
+        *bad = 1;
         return 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    return (*s && !*end) ? v : -1;
+    }
+    errno = 0;
+    long v = strtol(s, NULL, 10);
+    return errno == ERANGE ? (v < 0 ? -1 : PAGE_NUMBER_MAX) : v;
 }
 
 /* {"total_count", ...}: the page's items, from the live order or from the job's matches. */
@@ -480,6 +534,41 @@ static enum MHD_Result reply_page(req *r, pager *p)
                                          p->page, p->page_size, (unsigned long long)filtered);
         pager_free(p);
         return rc;
+    }
+    if (p->generic) {
+        /* the items are texts already: the reply is written around them */
+        sl_buf out;
+        sl_buf_init(&out);
+        char head[256];
+        size_t rank = p->cur.reverse ? (size_t)(filtered - offset - 1) : (size_t)offset;
+        sl_onode *n = offset < filtered ? sl_oset_select(&p->matches, rank) : NULL;
+        uint64_t ni =
+            filtered - offset < (uint64_t)p->page_size ? filtered - offset : (uint64_t)p->page_size;
+        int hl = snprintf(head, sizeof head,
+                          "{\"total_count\":%llu,\"item_count\":%llu,\"filtered_count\":%llu,"
+                          "\"page\":%ld,\"page_size\":%ld,\"page_count\":%ld,\"items\":[",
+                          (unsigned long long)p->total, (unsigned long long)ni,
+                          (unsigned long long)filtered, p->page, p->page_size, page_count);
+        sl_buf_append(&out, head, (size_t)hl);
+        for (uint64_t k = 0; n && k < ni; k++) {
+            match *mt = SL_ONODE_OWNER(n, match, node);
+            if (k)
+                sl_buf_put_u8(&out, ',');
+            sl_buf_append(&out, mt->text, mt->text_len);
+            n = p->cur.reverse ? sl_oset_prev(n) : sl_oset_next(n);
+        }
+        sl_buf_append(&out, "]}", 2);
+        pager_free(p);
+        size_t len = out.len;
+        char *text = malloc(len + 1); /* MHD frees it */
+        if (!text) {
+            sl_buf_free(&out);
+            return reply_error(r, 503, "service_unavailable", "out of memory");
+        }
+        memcpy(text, out.data, len);
+        text[len] = 0;
+        sl_buf_free(&out);
+        return reply_text(r, 200, "application/json", text, len);
     }
     json_t *items = json_array();
     if (p->job) {
@@ -603,16 +692,276 @@ static void peek_step(pager *p, uint64_t until)
     p->job = 2;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Lists without an order of their own: bindings, connections, channels, consumers, vhosts.
+ *
+ * Nothing keeps these in an order a cursor could follow, so a job always walks the whole
+ * scope, PAGER_SLICE_US per turn, and keeps each match as its text, made while the item is
+ * at hand (the item itself may be gone by the next turn), keyed like the queues' matches:
+ * the sort column, then the list's default columns (RabbitMQ's default sort), then a
+ * sequence number. A page is then found by rank; a full list is streamed from the matches,
+ * each freed as it is written. The walk resumes between turns by what does not move:
+ *   - connections are newest first in b->conns (ids decrease): the id being walked, and the
+ *     next channel slot in it; a connection closed meanwhile is simply not met again;
+ *   - bindings per vhost: the default exchange's (one per queue, in queue_order) after the
+ *     last queue walked, then the exchanges' (in exchange_order) after the last exchange
+ *     walked, each exchange's bindings at once;
+ *   - vhosts: their names, taken when the request came.
+ * The counts are those of when each item was walked.
+ */
+
+static const char *const default_cols[][6] = {
+    [PAGER_BINDINGS] = {"vhost", "source", "destination", "destination_type", "routing_key",
+                        "properties_key"},
+    [PAGER_CONNECTIONS] = {"vhost", "name"},
+    [PAGER_CHANNELS] = {"vhost", "name"},
+    [PAGER_CONSUMERS] = {"queue.vhost", "queue.name", "channel_details.name", "consumer_tag"},
+    [PAGER_VHOSTS] = {"name"},
+};
+
+/* What name= is matched against (any of them): lists without a name use what names them. */
+static const char *const name_cols[][3] = {
+    [PAGER_BINDINGS] = {"source", "destination", "routing_key"},
+    [PAGER_CONNECTIONS] = {"name"},
+    [PAGER_CHANNELS] = {"name"},
+    [PAGER_CONSUMERS] = {"consumer_tag"},
+    [PAGER_VHOSTS] = {"name"},
+};
+
+static int generic_match(pager *p, json_t *j)
+{
+    if (!p->flt.text && !p->flt.re)
+        return 1;
+    for (int i = 0; i < 3 && name_cols[p->cur.kind][i]; i++) {
+        json_t *v = dotted(j, name_cols[p->cur.kind][i]);
+        if (filter_match(&p->flt, json_is_string(v) ? json_string_value(v) : ""))
+            return 1;
+    }
+    return 0;
+}
+
+/* One item of the scope (j taken): counted, and kept when it matches. */
+static void visit(pager *p, json_t *j)
+{
+    p->total++;
+    if (!generic_match(p, j)) {
+        json_decref(j);
+        return;
+    }
+    sl_buf key;
+    sl_buf_init(&key);
+    if (p->sort)
+        encode_sort_value(&key, dotted(j, p->sort));
+    for (int i = 0; i < 6 && default_cols[p->cur.kind][i]; i++)
+        encode_sort_value(&key, dotted(j, default_cols[p->cur.kind][i]));
+    put_u64(&key, p->seq++);
+    if (p->cols && *p->cols)
+        json_filter_columns(j, p->cols);
+    match *mt = match_new(&key, 0, 0);
+    sl_buf_free(&key);
+    mt->text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!mt->text) {
+        sl_free(mt);
+        return;
+    }
+    mt->text_len = strlen(mt->text);
+    sl_oset_insert(&p->matches, &mt->node, mt->key, mt->len);
+}
+
+static int conn_in_scope(pager *p, conn *c)
+{
+    if (!mgmt_conn_listed(c))
+        return 0;
+    if (!p->monitor && !(c->user && !strcmp(c->user, p->user)))
+        return 0;
+    if (p->cur.only && !(c->vhost && !strcmp(c->vhost->name, p->cur.only)))
+        return 0;
+    return !p->s_conn || !strcmp(c->name, p->s_conn);
+}
+
+static int over(unsigned *k, uint64_t until)
+{
+    return (++*k & 15) == 0 && sl_now_us() >= until;
+}
+
+/* 1 when every connection (channel, consumer) of the scope has been visited. */
+static int walk_conns(pager *p, uint64_t until)
+{
+    mgmt *m = p->m;
+    unsigned k = 0;
+    conn *c = m->b->conns;
+    while (c && c->id > p->w_conn)
+        c = c->next;
+    if (c && c->id != p->w_conn)
+        p->w_ch = 0; /* the one being walked is gone */
+    for (; c; c = c->next) {
+        if (conn_in_scope(p, c)) {
+            if (p->cur.kind == PAGER_CONNECTIONS) {
+                visit(p, mgmt_conn_json(m, c));
+            } else {
+                for (size_t i = p->w_ch; i < c->channels_cap; i++) {
+                    if (over(&k, until)) {
+                        p->w_conn = c->id;
+                        p->w_ch = i;
+                        return 0;
+                    }
+                    channel *ch = c->channels[i];
+                    if (!ch)
+                        continue;
+                    if (p->cur.kind == PAGER_CHANNELS) {
+                        visit(p, mgmt_channel_json(m, ch));
+                        continue;
+                    }
+                    for (consumer *o = ch->consumers; o; o = o->next)
+                        if (o->qc.queue)
+                            visit(p, mgmt_consumer_json(m, ch, o));
+                }
+            }
+        }
+        p->w_ch = 0;
+        p->w_conn = c->id - 1; /* ids start at 1 */
+        if (over(&k, until))
+            return 0;
+    }
+    return 1;
+}
+
+static size_t n_vhosts_of(const pager *p)
+{
+    return p->cur.only ? 1 : p->cur.n_vhosts;
+}
+
+static const char *vhost_name_at(const pager *p, size_t i)
+{
+    return p->cur.only ? p->cur.only : p->cur.vhosts[i];
+}
+
+static int walk_vhosts(pager *p, uint64_t until)
+{
+    for (unsigned k = 0; p->w_vi < n_vhosts_of(p); p->w_vi++, k++) {
+        if (k && sl_now_us() >= until)
+            return 0;
+        const char *name = vhost_name_at(p, p->w_vi);
+        qm_vhost *vh = qm_vhost_find(p->m->b->node, name, strlen(name));
+        if (vh) /* one deleted meanwhile is skipped */
+            visit(p, mgmt_vhost_json(p->m, vh));
+    }
+    return 1;
+}
+
+static void visit_exchange(pager *p, qm_exchange *x)
+{
+    for (qm_binding *b = x->bindings; b; b = b->next) {
+        if (p->s_dest) {
+            const char *d = p->s_dest_q ? (b->dest_queue ? b->dest_queue->name : NULL)
+                                        : (b->dest_exchange ? b->dest_exchange->name : NULL);
+            if (!d || strcmp(d, p->s_dest))
+                continue;
+        }
+        visit(p, mgmt_binding_json(b));
+    }
+}
+
+static void set_last(pager *p, const sl_onode *n)
+{
+    sl_free(p->w_last);
+    p->w_last = sl_xstrndup(n->key, n->klen);
+}
+
+static int walk_bindings(pager *p, uint64_t until)
+{
+    unsigned k = 0;
+    for (; p->w_vi < n_vhosts_of(p); p->w_vi++) {
+        const char *name = vhost_name_at(p, p->w_vi);
+        qm_vhost *vh = qm_vhost_find(p->m->b->node, name, strlen(name));
+        if (vh && p->w_phase == 0 && (!p->s_src || !*p->s_src) && (!p->s_dest || p->s_dest_q)) {
+            /* the default exchange's: one per queue, its name as the key */
+            if (p->s_dest) {
+                qm_queue *q = qm_queue_find(vh, p->s_dest, strlen(p->s_dest));
+                if (q && !q->is_subqueue)
+                    visit(p, mgmt_default_binding_json(q));
+            } else {
+                sl_onode *n = p->w_last
+                                  ? sl_oset_seek(&vh->queue_order, p->w_last, strlen(p->w_last), 1)
+                                  : sl_oset_first(&vh->queue_order);
+                for (unsigned done = 0; n; n = sl_oset_next(n), done++) {
+                    if (done && over(&k, until))
+                        return 0; /* w_last is the last one visited */
+                    qm_queue *q = SL_ONODE_OWNER(n, qm_queue, by_name);
+                    if (!q->is_subqueue)
+                        visit(p, mgmt_default_binding_json(q));
+                    set_last(p, n);
+                }
+            }
+        }
+        if (vh && p->w_phase == 0) {
+            p->w_phase = 1;
+            sl_free(p->w_last);
+            p->w_last = NULL;
+        }
+        if (vh && p->s_src) {
+            qm_exchange *x = *p->s_src ? qm_exchange_find(vh, p->s_src, strlen(p->s_src)) : NULL;
+            if (x)
+                visit_exchange(p, x);
+        } else if (vh) {
+            sl_onode *n = p->w_last
+                              ? sl_oset_seek(&vh->exchange_order, p->w_last, strlen(p->w_last), 1)
+                              : sl_oset_first(&vh->exchange_order);
+            for (unsigned done = 0; n; n = sl_oset_next(n), done++) {
+                if (done && over(&k, until))
+                    return 0;
+                visit_exchange(p, SL_ONODE_OWNER(n, qm_exchange, by_name));
+                set_last(p, n);
+            }
+        }
+        p->w_phase = 0;
+        sl_free(p->w_last);
+        p->w_last = NULL;
+    }
+    return 1;
+}
+
+static void generic_step(pager *p, uint64_t until)
+{
+    int done;
+    if (p->s_empty)
+        done = 1;
+    else if (p->cur.kind == PAGER_BINDINGS)
+        done = walk_bindings(p, until);
+    else if (p->cur.kind == PAGER_VHOSTS)
+        done = walk_vhosts(p, until);
+    else
+        done = walk_conns(p, until);
+    if (done)
+        p->job = 2;
+}
+
+/* The end of this loop turn's slice, shared by every job and by the first slice of new
+ * requests (ten lists asked for in one turn get PAGER_SLICE_US together, not each). */
+static uint64_t turn_slice_end(mgmt *m)
+{
+    sl_loop_stats st;
+    sl_loop_get_stats(m->b->loop, &st);
+    if (st.turns != m->slice_turn || !m->slice_end) {
+        m->slice_turn = st.turns;
+        m->slice_end = sl_now_us() + PAGER_SLICE_US;
+    }
+    return m->slice_end;
+}
+
 static void jobs_tick(sl_loop *loop, sl_timer *t)
 {
     (void)loop;
     mgmt *m = t->data;
-    uint64_t until = sl_now_us() + PAGER_SLICE_US;
+    uint64_t until = turn_slice_end(m);
     pager **pp = &m->jobs;
     while (*pp && sl_now_us() < until) {
         pager *p = *pp;
         if (p->peek)
             peek_step(p, until);
+        else if (p->generic)
+            generic_step(p, until);
         else
             job_step(p, until);
         if (p->job == 2) { /* walked: on_request comes back with pager_resume */
@@ -673,7 +1022,9 @@ void pager_init(mgmt *m)
     sl_timer_init(&m->jobs_t, jobs_tick, m);
 }
 
-enum MHD_Result pager_list(req *r, int kind, const char *only_vhost)
+/* A pager for kind over one vhost (NULL: those the user may list, or sees for vhosts), with
+ * the request's parameters; NULL after replying 400 to bad ones. */
+static pager *pager_new(req *r, int kind, const char *only_vhost)
 {
     mgmt *m = r->m;
     pager *p = sl_xcalloc(1, sizeof *p);
@@ -683,46 +1034,62 @@ enum MHD_Result pager_list(req *r, int kind, const char *only_vhost)
     if (!only_vhost) {
         size_t n;
         void **v = map_sorted(m->b->node->vhosts, &n);
+        int all = kind != PAGER_VHOSTS || acc_is_monitor(m->b->acc, r->user);
         p->cur.vhosts = sl_xcalloc(n + 1, sizeof *p->cur.vhosts);
-        for (size_t i = 0; i < n; i++)
-            if (req_vhost_listed(r, ((qm_vhost *)v[i])->name))
-                p->cur.vhosts[p->cur.n_vhosts++] = sl_xstrdup(((qm_vhost *)v[i])->name);
+        for (size_t i = 0; i < n; i++) {
+            const char *name = ((qm_vhost *)v[i])->name;
+            /* RabbitMQ's filter_vhost for lists in vhosts; list_visible_vhosts for vhosts */
+            if (kind == PAGER_VHOSTS ? all || acc_vhost_visible(m->b->acc, r->user, name)
+                                     : req_vhost_listed(r, name))
+                p->cur.vhosts[p->cur.n_vhosts++] = sl_xstrdup(name);
+        }
         sl_free(v);
     }
     const char *cols = req_query(r, "columns");
     p->cols = cols && *cols ? sl_xstrdup(cols) : NULL;
     const char *sort = req_query(r, "sort");
-    /* RabbitMQ's default order is [vhost, name]; sorting on either is that order */
-    if (sort && *sort && strcmp(sort, "name") && strcmp(sort, "vhost"))
+    /* RabbitMQ's default order is [vhost, name]; sorting queues or exchanges on either is
+     * that order (the other lists add the sort column in front of their default order) */
+    if (sort && *sort &&
+        (kind >= PAGER_BINDINGS || (strcmp(sort, "name") && strcmp(sort, "vhost"))))
         p->sort = sl_xstrdup(sort);
     p->cur.reverse = req_query_bool(r, "sort_reverse");
     const char *page = req_query(r, "page");
     if (page) {
         const char *ps = req_query(r, "page_size");
-        p->page = parse_count(page);
-        p->page_size = ps ? parse_count(ps) : PAGE_SIZE_DEFAULT;
+        int bad = 0;
+        p->page = parse_count(page, &bad);
+        p->page_size = ps ? parse_count(ps, &bad) : PAGE_SIZE_DEFAULT;
+        if (bad) {
+            pager_free(p);
+            reply_error(r, 400, "bad_request", "Pagination parameters are invalid");
+            return NULL;
+        }
+        if (p->page > PAGE_NUMBER_MAX)
+            p->page = PAGE_NUMBER_MAX; /* out of range anyway; keeps the offset in 64 bits */
         if (p->page <= 0 || p->page_size <= 0 || p->page_size > PAGE_SIZE_MAX) {
             pager_free(p);
-            return reply_error(r, 400, "invalid_pagination_parameters",
-                               "Invalid pagination parameters: page number %s, page size %s", page,
-                               ps ? ps : "undefined");
+            reply_error(r, 400, "invalid_pagination_parameters",
+                        "Invalid pagination parameters: page number %s, page size %s", page,
+                        ps ? ps : "undefined");
+            return NULL;
         }
         p->paged = 1;
         char err[256];
         if (filter_init(&p->flt, req_query(r, "name"), req_query_bool(r, "use_regex"), err,
                         sizeof err) < 0) {
             pager_free(p);
-            return reply_error(r, 400, "bad_request", "name: %s", err);
+            reply_error(r, 400, "bad_request", "name: %s", err);
+            return NULL;
         }
     }
-    if (!p->sort && !p->flt.text && !p->flt.re) {
-        if (!p->paged)
-            return reply_stream(r, p);
-        for (qm_vhost *vh = next_vhost(m, &p->cur, NULL); vh; vh = next_vhost(m, &p->cur, vh->name))
-            p->total += sl_oset_count(order_of(vh, kind));
-        return reply_page(r, p);
-    }
-    /* everything must be seen first: a job, the request suspended meanwhile */
+    return p;
+}
+
+/* Everything must be seen first: a job, the request suspended meanwhile. */
+static enum MHD_Result start_job(req *r, pager *p)
+{
+    mgmt *m = r->m;
     p->job = 1;
     p->r = r;
     r->pager = p;
@@ -732,6 +1099,54 @@ enum MHD_Result pager_list(req *r, int kind, const char *only_vhost)
     if (!sl_timer_armed(&m->jobs_t))
         sl_timer_start(m->b->loop, &m->jobs_t, sl_loop_now(m->b->loop));
     return MHD_YES;
+}
+
+enum MHD_Result pager_list(req *r, int kind, const char *only_vhost)
+{
+    pager *p = pager_new(r, kind, only_vhost);
+    if (!p)
+        return MHD_YES;
+    if (!p->sort && !p->flt.text && !p->flt.re) {
+        if (!p->paged)
+            return reply_stream(r, p);
+        for (qm_vhost *vh = next_vhost(r->m, &p->cur, NULL); vh;
+             vh = next_vhost(r->m, &p->cur, vh->name))
+            p->total += sl_oset_count(order_of(vh, kind));
+        return reply_page(r, p);
+    }
+    return start_job(r, p);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? sl_xstrdup(s) : NULL;
+}
+
+enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s)
+{
+    pager *p = pager_new(r, kind, s->vhost);
+    if (!p)
+        return MHD_YES;
+    p->generic = 1;
+    p->s_conn = dup_or_null(s->conn);
+    p->s_src = dup_or_null(s->source);
+    p->s_dest = dup_or_null(s->dest);
+    p->s_dest_q = s->dest_is_queue;
+    p->s_empty = s->empty;
+    p->user = sl_xstrdup(r->user ? r->user : "");
+    p->monitor = acc_is_monitor(r->m->b->acc, r->user);
+    p->w_conn = UINT64_MAX;
+    /* most lists are walked within the first slice, and answered at once (what is left of
+     * the turn's slice: a list asked for when it is spent starts as a job, next turn) */
+    uint64_t until = turn_slice_end(r->m);
+    if (sl_now_us() < until)
+        generic_step(p, until);
+    if (p->job != 2)
+        return start_job(r, p);
+    if (p->paged)
+        return reply_page(r, p);
+    p->from = p->cur.reverse ? sl_oset_last(&p->matches) : sl_oset_first(&p->matches);
+    return reply_stream(r, p);
 }
 
 enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, const char *enc,
