@@ -15,8 +15,8 @@
  *   ctxtab.c        tables of objects a user opens and names by id (owned, limited, run down)
  *   api_handles.c   MSMQ queue handles: open, purge, close, list (MS-MQMP rpc_QMOpenQueue...)
  *   api_mgmtobj.c   MC-MQAC management objects (MSMQManagement): create, init, members
- *   pager.c         list replies (queues, exchanges) with RabbitMQ's pagination, never stalling
- *                   the loop
+ *   pager.c         list replies (queues, exchanges, bindings, connections, channels,
+ *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop
  *   defs.c          /api/definitions export and import
  *   metrics.c       /metrics (Prometheus text)
  *

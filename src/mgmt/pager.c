@@ -1,10 +1,11 @@
-/* pager.c - list replies (queues, exchanges) that never stall the loop, with RabbitMQ's
- * pagination: page, page_size (default 100, at most 500), name (a case-insensitive substring,
- * or with use_regex=true a caseless PCRE2 pattern), sort (a column, dotted for nested ones),
- * sort_reverse; the reply {"total_count", "item_count", "filtered_count", "page",
- * "page_size", "page_count", "items"}; 400 invalid_pagination_parameters /
- * page_out_of_range with RabbitMQ's reasons. Without page the reply is the plain array, and
- * name is ignored (as RabbitMQ does).
+/* pager.c - list replies (queues, exchanges; bindings, connections, channels, consumers,
+ * vhosts: see "Lists without an order of their own" below) that never stall the loop, with
+ * RabbitMQ's pagination: page, page_size (default 100, at most 500), name (a case-insensitive
+ * substring, or with use_regex=true a caseless PCRE2 pattern), sort (a column, dotted for
+ * nested ones), sort_reverse; the reply {"total_count", "item_count", "filtered_count",
+ * "page", "page_size", "page_count", "items"}; 400 invalid_pagination_parameters /
+ * page_out_of_range / bad_request (not an integer) with RabbitMQ's reasons. Without page the
+ * reply is the plain array, and name is ignored (as RabbitMQ does).
  *
  * How the work is bounded (with 100,000 queues one GET /api/queues held every connection for
  * 1.5 s, ten of them for 10.7 s):
@@ -188,8 +189,7 @@ typedef struct match {
     sl_onode node;
     uint32_t vhost_at, name_at; /* offsets in key (queues, exchanges) */
     uint32_t len;
-    char *text; /* other lists: the item as written, made when it was visited */
-    size_t text_len;
+    size_t text_at, text_len; /* other lists: the item as written, in the pager's texts */
     char key[];
 } match;
 
@@ -251,8 +251,7 @@ static match *match_new(const sl_buf *key, size_t vhost_at, size_t name_at)
     mt->len = (uint32_t)key->len;
     mt->vhost_at = (uint32_t)vhost_at;
     mt->name_at = (uint32_t)name_at;
-    mt->text = NULL;
-    mt->text_len = 0;
+    mt->text_at = mt->text_len = 0;
     return mt;
 }
 
@@ -353,6 +352,7 @@ typedef struct pager {
     int w_phase;     /* bindings: 0 the default exchange's (by queue), 1 the exchanges' */
     char *w_last;    /* the name of the last queue or exchange walked in the phase */
     uint64_t seq;    /* ends every key: two equal items stay two */
+    sl_buf texts;    /* the matches' texts: an sl_buf, so the memory alarm counts them */
     /* a peek (GET /api/queues/{vhost}/{name}/messages): not a list but the same slices */
     int peek;
     char *pq_vhost, *pq_name; /* the queue, found again every slice */
@@ -378,10 +378,9 @@ static void pager_free(pager *p)
     sl_onode *n;
     while ((n = p->matches.root)) {
         sl_oset_remove(&p->matches, n);
-        match *mt = SL_ONODE_OWNER(n, match, node);
-        free(mt->text); /* json_dumps' */
-        sl_free(mt);
+        sl_free(SL_ONODE_OWNER(n, match, node));
     }
+    sl_buf_free(&p->texts);
     sl_free(p->s_conn);
     sl_free(p->s_src);
     sl_free(p->s_dest);
@@ -442,9 +441,8 @@ static int stream_text(pager *p)
     p->from = p->cur.reverse ? sl_oset_prev(p->from) : sl_oset_next(p->from);
     if (p->nitems++)
         sl_buf_put_u8(&p->pend, ',');
-    sl_buf_append(&p->pend, mt->text, mt->text_len);
+    sl_buf_append(&p->pend, p->texts.data + mt->text_at, mt->text_len);
     sl_oset_remove(&p->matches, &mt->node);
-    free(mt->text);
     sl_free(mt);
     return 1;
 }
@@ -554,7 +552,7 @@ static enum MHD_Result reply_page(req *r, pager *p)
             match *mt = SL_ONODE_OWNER(n, match, node);
             if (k)
                 sl_buf_put_u8(&out, ',');
-            sl_buf_append(&out, mt->text, mt->text_len);
+            sl_buf_append(&out, p->texts.data + mt->text_at, mt->text_len);
             n = p->cur.reverse ? sl_oset_prev(n) : sl_oset_next(n);
         }
         sl_buf_append(&out, "]}", 2);
@@ -740,6 +738,12 @@ static int generic_match(pager *p, json_t *j)
     return 0;
 }
 
+static int put_text(const char *buf, size_t size, void *data)
+{
+    sl_buf_append(data, buf, size);
+    return 0;
+}
+
 /* One item of the scope (j taken): counted, and kept when it matches. */
 static void visit(pager *p, json_t *j)
 {
@@ -759,13 +763,10 @@ static void visit(pager *p, json_t *j)
         json_filter_columns(j, p->cols);
     match *mt = match_new(&key, 0, 0);
     sl_buf_free(&key);
-    mt->text = json_dumps(j, JSON_COMPACT);
+    mt->text_at = p->texts.len;
+    json_dump_callback(j, put_text, &p->texts, JSON_COMPACT);
     json_decref(j);
-    if (!mt->text) {
-        sl_free(mt);
-        return;
-    }
-    mt->text_len = strlen(mt->text);
+    mt->text_len = p->texts.len - mt->text_at;
     sl_oset_insert(&p->matches, &mt->node, mt->key, mt->len);
 }
 
