@@ -281,7 +281,8 @@ json_t *mgmt_conn_json(mgmt *m, conn *c)
         json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i,s:i,s:i}", "name", c->name,
                   "user", c->user ? c->user : "", "vhost", c->vhost ? c->vhost->name : "",
                   "channels", (json_int_t)c->n_channels, "peer_host", host, "peer_port", port,
-                  "host", m->b->bound_addr, "port", m->b->bound_port, "state", state, "protocol",
+                  "host", c->tls ? m->b->tls_bound_addr : m->b->bound_addr, "port",
+                  c->tls ? m->b->tls_bound_port : m->b->bound_port, "state", state, "protocol",
                   "AMQP 0-9-1", "node", m->b->cfg->node_name, "timeout", (int)c->heartbeat,
                   "frame_max", (int)c->frame_max, "channel_max", (int)c->channel_max);
     json_object_set_new(o, "ssl", json_boolean(c->tls != NULL));

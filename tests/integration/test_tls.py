@@ -204,6 +204,9 @@ def test_external_login_with_common_name(broker_factory, certs):
     conn = [x for x in api.get("/api/connections")[1] if x["user"] == "tlsuser"][0]
     assert conn["ssl"] is True and conn["auth_mechanism"] == "EXTERNAL"
     assert conn["peer_cert_subject"] == "O=Sluice Tests,CN=tlsuser"
+    # the listener it came through, as RabbitMQ's connection "port" (not the plain one)
+    assert conn["port"] == amqps_port(b) and conn["port"] != b.port
+    assert conn["name"].endswith(":%d" % amqps_port(b))
     c.close()
     # the user has no password: PLAIN with any password fails
     with pytest.raises(amqp.exceptions.AccessRefused):
