@@ -474,6 +474,7 @@ static int h_page_out(void *ctx, qm_position *pos, qm_paged *out)
     out->xact_cont = pos->xact_cont;
     out->xact = pos->xact;
     out->logged = (uint8_t)durable;
+    out->priority = m->priority; /* its level in a priority queue */
     /* The entry takes over the position's references (or takes new ones for a transient
      * message: its record must outlive TIDY until it is read back). */
     if (durable) {

@@ -56,9 +56,9 @@ typedef struct rent {
     uint32_t moff, mseg, mlen; /* the message record; UNRESOLVED: moff:mseg hold its id */
     uint32_t eseg;             /* the enqueue record's segment */
     uint32_t body_len;
-    uint16_t moves; /* saturated at 65535, as paged entries keep it */
-    uint8_t flags;  /* RF_* */
-    uint8_t pad;
+    uint16_t moves;   /* saturated at 65535, as paged entries keep it */
+    uint8_t flags;    /* RF_* */
+    uint8_t priority; /* the message's priority property (qm_paged.priority) */
 } rent;
 _Static_assert(sizeof(rent) == sizeof(qm_paged), "a queue's rents become its paged array");
 
@@ -98,6 +98,7 @@ typedef struct mslot {
     uint64_t id; /* 0: empty (in the wanted table: its key) */
     uint32_t seg, off, len, body_len;
     uint8_t has_ttl;
+    uint8_t priority;
     uint8_t found; /* wanted table: the second pass found it */
 } mslot;
 
@@ -548,6 +549,17 @@ static int props_have_expiration(amqp_bytes props)
     return props.len >= 2 && ((props.p[0] << 8 | props.p[1]) & AMQP_P_EXPIRATION);
 }
 
+/* The priority property (0 when absent): a position's level in a priority queue. Decoded only
+ * when the flags say it is there. */
+static uint8_t props_priority(amqp_bytes props)
+{
+    amqp_basic_props bp;
+    if (props.len < 2 || !((props.p[0] << 8 | props.p[1]) & AMQP_P_PRIORITY) ||
+        amqp_props_decode(props.p, props.len, &bp) < 0)
+        return 0;
+    return (bp.flags & AMQP_P_PRIORITY) ? bp.priority : 0;
+}
+
 static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t *payload,
                             size_t len, st_loc loc)
 {
@@ -568,6 +580,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         m->len = (uint32_t)len;
         m->body_len = body.len > UINT32_MAX ? UINT32_MAX : (uint32_t)body.len;
         m->has_ttl = (uint8_t)props_have_expiration(props);
+        m->priority = props_priority(props);
         if (id >= s->p->next_msg_id)
             s->p->next_msg_id = id + 1;
         return 0;
@@ -592,6 +605,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
             e.mseg = m->seg;
             e.mlen = m->len;
             e.body_len = m->body_len;
+            e.priority = m->priority;
             if (m->has_ttl)
                 e.flags |= RF_HAS_TTL;
         } else {
@@ -914,6 +928,7 @@ static int resolve_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *
         w->len = (uint32_t)len;
         w->body_len = body.len > UINT32_MAX ? UINT32_MAX : (uint32_t)body.len;
         w->has_ttl = (uint8_t)props_have_expiration(props);
+        w->priority = props_priority(props);
         w->found = 1;
     }
     return 0;
@@ -941,6 +956,7 @@ static int resolve(rstate *s, rent *e)
     e->mseg = w->seg;
     e->mlen = w->len;
     e->body_len = w->body_len;
+    e->priority = w->priority;
     e->flags = (uint8_t)((e->flags & ~RF_UNRESOLVED) | (w->has_ttl ? RF_HAS_TTL : 0));
     return 1;
 }
@@ -1029,6 +1045,9 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
     uint64_t wall = persist_wall_ms(), now = qm_node_now(p->node);
     size_t j = 0; /* paged entries written so far, in place (j <= i) */
     int exp_any = 0;
+    /* Levels whose tail is paged already: what follows at that level stays paged too (a
+     * level's paged tail continues its ring). One level unless q has priorities. */
+    uint8_t paging[256] = {0};
     for (size_t i = 0; i < n; i++) {
         rent e = qe->v[i];
         uint64_t expires = rent_exp(qe, i);
@@ -1037,9 +1056,12 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
         /* What was left of its TTL at the stop (a deadline passed while the broker was down
          * expires it at once); records without a deadline have no TTL. */
         uint64_t expires_at = expires ? now + (expires > wall ? expires - wall : 0) : 0;
-        int can_page = q->args.max_priority <= 0 &&
-                       (expires || (q->args.message_ttl < 0 && !(e.flags & RF_HAS_TTL)));
-        if (can_page && (j || qm_memory_bytes() >= prefetch)) {
+        int can_page = expires || (q->args.message_ttl < 0 && !(e.flags & RF_HAS_TTL));
+        int level = q->args.max_priority <= 0           ? 0
+                    : e.priority < q->args.max_priority ? e.priority
+                                                        : q->args.max_priority;
+        if (can_page && (paging[level] || qm_memory_bytes() >= prefetch)) {
+            paging[level] = 1;
             /* Beyond what is read back the message stays where it is: on disk. */
             qm_paged *pe = (qm_paged *)&qe->v[j];
             *pe = (qm_paged){
@@ -1054,6 +1076,7 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
                 .logged = 1,
                 .xact_cont = (e.flags & RF_XACT_CONT) != 0,
                 .xact = (e.flags & RF_XACT) != 0,
+                .priority = e.priority,
             };
             if (qe->exp)
                 qe->exp[j] = expires_at;

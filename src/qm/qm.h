@@ -373,12 +373,11 @@ struct qm_queue {
 
     /* implementation detail, see queue.c */
     void *ready_impl;
-    /* Ready messages paged out to the store (oldest first), after the in-memory ready ring:
-     * queue depth is bounded by disk, not memory. Counted in n_ready. */
-    struct qm_paged *paged;
-    uint64_t *paged_exp; /* the entries' TTL deadlines (qm_node_now), beside paged[] with the
-                            same indexes; NULL until an entry has one */
-    size_t paged_head, paged_len, paged_cap;
+    /* Ready messages paged out to the store, one tail per priority level (oldest first,
+     * after that level's in-memory ready ring): queue depth is bounded by disk, not memory.
+     * NULL until something pages; paged_len counts them all (they are in n_ready too). */
+    struct qm_pagedq *pg;
+    size_t paged_len;
     qm_position *locked; /* head of the LOCKED / PURGE_PENDING list */
     qm_binding *inbound; /* bindings to this queue (dnext chain) */
     qm_consumer *consumers;
@@ -807,6 +806,7 @@ void qm_node_drop_exclusive(qm_node *n, void *owner);
  * back into the model. Process-wide: one node per process. NULL = nothing is persisted
  * (unit tests, transient-only use).
  */
+struct qm_paged;
 typedef struct qm_persist_hooks {
     void (*queue_created)(void *ctx, qm_queue *q); /* also subqueues */
     void (*queue_destroyed)(void *ctx, qm_queue *q);
@@ -855,12 +855,20 @@ typedef struct qm_paged {
     uint8_t logged : 1;    /* a durable enqueue record exists: removing it needs a record */
     uint8_t xact_cont : 1; /* qm_position.xact_cont */
     uint8_t xact : 1;      /* qm_position.xact */
-    uint8_t pad;
-} qm_paged; /* 32 bytes; a TTL deadline, when an entry has one, is in q->paged_exp */
+    uint8_t priority;      /* the message's priority property: its level in a priority queue */
+} qm_paged; /* 32 bytes; a TTL deadline, when an entry has one, is in its qm_pagedq's exp */
+
+/* The paged tail of one priority level: entries v[head .. head+len) in lookup-id order, and
+ * their TTL deadlines (qm_node_now) in exp with the same indexes (NULL until one has one). */
+typedef struct qm_pagedq {
+    qm_paged *v;
+    uint64_t *exp;
+    size_t head, len, cap;
+} qm_pagedq;
 
 /* Bytes the messages held in memory take (allocations of messages and of their positions:
- * bodies, properties, names and bookkeeping), and the budget above which ready messages of
- * non-priority queues are paged out to the store (0 = never). */
+ * bodies, properties, names and bookkeeping), and the budget above which ready messages are
+ * paged out to the store (0 = never). */
 uint64_t qm_memory_bytes(void);
 /* The memory budget set (0 = none). */
 uint64_t qm_memory_budget(void);
@@ -872,8 +880,9 @@ int qm_memory_over_budget(void);
 /* Recovery: append a stored ready message to q's paged tail (in lookup-id order). */
 void qm_queue_restore_paged(qm_queue *q, const qm_paged *e, uint64_t expires_at);
 /* Recovery: the same for n entries at once, in lookup-id order, newer than anything in q's
- * ring: the array (room for cap entries, from malloc) becomes q's paged array, exp (NULL, or
- * cap deadlines) its deadlines; q takes both over. */
+ * rings: the array (room for cap entries, from malloc) becomes q's paged array, exp (NULL, or
+ * cap deadlines) its deadlines; q takes both over (a priority queue copies them into its
+ * levels' tails and frees them). */
 void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n, size_t cap);
 
 void qm_set_persist(const qm_persist_hooks *hooks, void *ctx);

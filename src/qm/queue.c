@@ -129,77 +129,105 @@ void qm_ready_insert(qm_queue *q, qm_position *pos)
     q->bytes_ready += pos->msg->body_len;
 }
 
-/* The TTL deadline of paged entry i (0 = oldest), 0 for none. */
-static uint64_t paged_exp_at(const qm_queue *q, size_t i)
+/* ---- paged-out ready messages ----
+ *
+ * Each priority level (one in a queue without priorities) has its paged tail (qm_pagedq).
+ * Invariant: every paged entry of a level is newer (higher lookup id) than what that level's
+ * ring held when it was paged, so the paged tail continues the ring; entries come back in
+ * batches from the front when the ring runs dry (a priority queue delivers its highest
+ * non-empty level, ring or paged tail). Expiry is checked at the head, in memory: a paged
+ * front whose deadline passed comes back to be expired.
+ */
+
+/* The paged tail of level l, or NULL when q has never paged. */
+static qm_pagedq *pq_of(const qm_queue *q, int l)
 {
-    return q->paged_exp ? q->paged_exp[q->paged_head + i] : 0;
+    return q->pg ? &q->pg[l] : NULL;
 }
 
-/* The head of r changed (taken out): its deadline, or the paged front's once the ring is dry,
- * may be earlier than what the deadline heap has for q. */
+/* The TTL deadline of entry i (0 = oldest) of pq, 0 for none. */
+static uint64_t pq_exp_at(const qm_pagedq *pq, size_t i)
+{
+    return pq->exp ? pq->exp[pq->head + i] : 0;
+}
+
+static const qm_paged *pq_front(const qm_pagedq *pq)
+{
+    return &pq->v[pq->head];
+}
+
+/* The level of a paged entry in q, as level_of is for a message in memory. */
+static int level_of_paged(const qm_queue *q, const qm_paged *e)
+{
+    if (q->args.max_priority <= 0)
+        return 0;
+    return e->priority < q->args.max_priority ? e->priority : q->args.max_priority;
+}
+
+/* The head of r changed (taken out): its deadline, or its level's paged front's once the ring
+ * is dry, may be earlier than what the deadline heap has for q. */
 static void head_changed(qm_queue *q, qm_ring *r)
 {
     if (r->len) {
         uint64_t at = qm_pos_expires(qm_ring_at(r, 0));
         if (at)
             qm_queue_wake_at(q, at);
-    } else if (r == &qm_ready_of(q)->levels[0] && q->paged_len && paged_exp_at(q, 0)) {
-        qm_queue_wake_at(q, paged_exp_at(q, 0));
+        return;
     }
+    qm_pagedq *pq = pq_of(q, (int)(r - qm_ready_of(q)->levels));
+    if (pq && pq->len && pq_exp_at(pq, 0))
+        qm_queue_wake_at(q, pq_exp_at(pq, 0));
 }
 
-/* ---- paged-out ready messages ----
- *
- * Invariant: every paged entry is newer (higher lookup id) than what the ring held when it
- * was paged, so the paged tail continues the ring; entries come back in batches from the
- * front. Only queues without priorities page, and only messages without a TTL (expiry is
- * checked at the head, in memory).
- */
-
-/* Append e with its deadline (0: none). The deadlines' array exists only once one entry has
- * a deadline, so a paged queue without TTLs costs 32 bytes a message. */
+/* Append e to its level's tail with its deadline (0: none). The deadlines' array exists only
+ * once one entry has a deadline, so a paged queue without TTLs costs 32 bytes a message. */
 static void paged_push(qm_queue *q, const qm_paged *e, uint64_t expires_at)
 {
-    if (q->paged_head + q->paged_len == q->paged_cap) {
-        if (q->paged_head > q->paged_cap / 2) {
-            memmove(q->paged, q->paged + q->paged_head, q->paged_len * sizeof *q->paged);
-            if (q->paged_exp)
-                memmove(q->paged_exp, q->paged_exp + q->paged_head,
-                        q->paged_len * sizeof *q->paged_exp);
-            q->paged_head = 0;
+    int l = level_of_paged(q, e);
+    if (!q->pg)
+        q->pg = sl_xcalloc((size_t)qm_ready_of(q)->nlevels, sizeof *q->pg);
+    qm_pagedq *pq = &q->pg[l];
+    if (pq->head + pq->len == pq->cap) {
+        if (pq->head > pq->cap / 2) {
+            memmove(pq->v, pq->v + pq->head, pq->len * sizeof *pq->v);
+            if (pq->exp)
+                memmove(pq->exp, pq->exp + pq->head, pq->len * sizeof *pq->exp);
+            pq->head = 0;
         } else {
-            q->paged_cap = q->paged_cap ? q->paged_cap * 2 : 1024;
-            q->paged = sl_xrealloc(q->paged, q->paged_cap * sizeof *q->paged);
-            if (q->paged_exp)
-                q->paged_exp = sl_xrealloc(q->paged_exp, q->paged_cap * sizeof *q->paged_exp);
+            pq->cap = pq->cap ? pq->cap * 2 : 1024;
+            pq->v = sl_xrealloc(pq->v, pq->cap * sizeof *pq->v);
+            if (pq->exp)
+                pq->exp = sl_xrealloc(pq->exp, pq->cap * sizeof *pq->exp);
         }
     }
-    if (expires_at && !q->paged_exp)
-        q->paged_exp = sl_xcalloc(q->paged_cap, sizeof *q->paged_exp);
-    if (q->paged_exp)
-        q->paged_exp[q->paged_head + q->paged_len] = expires_at;
-    q->paged[q->paged_head + q->paged_len++] = *e;
-    if (expires_at && q->paged_len == 1 && !qm_ready_of(q)->levels[0].len)
+    if (expires_at && !pq->exp)
+        pq->exp = sl_xcalloc(pq->cap, sizeof *pq->exp);
+    if (pq->exp)
+        pq->exp[pq->head + pq->len] = expires_at;
+    pq->v[pq->head + pq->len++] = *e;
+    q->paged_len++;
+    if (expires_at && pq->len == 1 && !qm_ready_of(q)->levels[l].len)
         qm_queue_wake_at(q, expires_at); /* the front, with nothing in memory before it */
 }
 
-/* Take entry i (0 = oldest) out of the paged array and bring it back as a ready position;
- * returns it, or NULL when the store could not give it back (then it is dropped). */
-static qm_position *page_in_at(qm_queue *q, size_t i)
+/* Take entry i (0 = oldest) out of level l's paged tail and bring it back as a ready
+ * position; returns it, or NULL when the store could not give it back (then it is dropped). */
+static qm_position *page_in_at(qm_queue *q, int l, size_t i)
 {
-    qm_paged e = q->paged[q->paged_head + i];
-    uint64_t expires_at = paged_exp_at(q, i);
+    qm_pagedq *pq = &q->pg[l];
+    qm_paged e = pq->v[pq->head + i];
+    uint64_t expires_at = pq_exp_at(pq, i);
     if (i == 0) {
-        q->paged_head++;
+        pq->head++;
     } else {
-        memmove(q->paged + q->paged_head + i, q->paged + q->paged_head + i + 1,
-                (q->paged_len - i - 1) * sizeof *q->paged);
-        if (q->paged_exp)
-            memmove(q->paged_exp + q->paged_head + i, q->paged_exp + q->paged_head + i + 1,
-                    (q->paged_len - i - 1) * sizeof *q->paged_exp);
+        memmove(pq->v + pq->head + i, pq->v + pq->head + i + 1, (pq->len - i - 1) * sizeof *pq->v);
+        if (pq->exp)
+            memmove(pq->exp + pq->head + i, pq->exp + pq->head + i + 1,
+                    (pq->len - i - 1) * sizeof *pq->exp);
     }
-    if (--q->paged_len == 0)
-        q->paged_head = 0;
+    if (--pq->len == 0)
+        pq->head = 0;
+    q->paged_len--;
     q->n_ready--;
     q->bytes_ready -= e.body_len;
     q->bytes_total -= e.body_len;
@@ -215,30 +243,47 @@ static qm_position *page_in_at(qm_queue *q, size_t i)
     return pos;
 }
 
-static void page_in_some(qm_queue *q, size_t want)
+static void page_in_some(qm_queue *q, int l, size_t want)
 {
     if (qm_memory_over_budget() && want > 8)
         want = 8; /* under pressure: just enough to keep deliveries going */
-    for (size_t done = 0; q->paged_len && done < want; done++)
-        page_in_at(q, 0);
+    for (size_t done = 0; q->pg[l].len && done < want; done++)
+        page_in_at(q, l, 0);
+}
+
+/* Level l's ring, after bringing its paged front back when the ring has run dry or when
+ * something newer than the paged front got into the ring (a lookup by id paged one in). */
+static qm_ring *level_ready(qm_queue *q, int l)
+{
+    qm_ring *r = &qm_ready_of(q)->levels[l];
+    qm_pagedq *pq = pq_of(q, l);
+    while (pq && pq->len && (!r->len || qm_ring_at(r, 0)->lookup_id > pq_front(pq)->lookup_id))
+        page_in_some(q, l, 256);
+    return r;
 }
 
 void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n, size_t cap)
 {
-    if (q->paged_len) { /* not the common case: append them one by one */
+    if (q->paged_len || qm_ready_of(q)->nlevels > 1) {
+        /* not the common case (a priority queue spreads them over its levels): append them
+         * one by one */
         for (size_t i = 0; i < n; i++)
             qm_queue_restore_paged(q, &v[i], exp ? exp[i] : 0);
         sl_free(v);
         sl_free(exp);
         return;
     }
-    sl_free(q->paged);
-    sl_free(q->paged_exp);
-    q->paged = v;
-    q->paged_exp = exp;
-    q->paged_head = 0;
+    if (!q->pg)
+        q->pg = sl_xcalloc(1, sizeof *q->pg);
+    qm_pagedq *pq = &q->pg[0];
+    sl_free(pq->v);
+    sl_free(pq->exp);
+    pq->v = v;
+    pq->exp = exp;
+    pq->head = 0;
+    pq->len = n;
+    pq->cap = cap;
     q->paged_len = n;
-    q->paged_cap = cap;
     uint64_t bytes = 0, top = 0;
     for (size_t i = 0; i < n; i++) {
         bytes += v[i].body_len;
@@ -268,14 +313,18 @@ void qm_queue_restore_paged(qm_queue *q, const qm_paged *e, uint64_t expires_at)
 
 qm_position *qm_ready_pop(qm_queue *q)
 {
+    qm_ring *r = NULL;
     if (q->paged_len) {
-        /* Bring the front back when the ring has run dry, or when something newer than the
-         * paged front got into the ring (a lookup by id paged one entry in). */
-        qm_ring *r0 = &qm_ready_of(q)->levels[0];
-        if (!r0->len || qm_ring_at(r0, 0)->lookup_id > q->paged[q->paged_head].lookup_id)
-            page_in_some(q, 256);
+        /* the highest level with something ready, in memory or paged out */
+        qm_ready *rd = qm_ready_of(q);
+        for (int l = rd->nlevels - 1; l >= 0 && !r; l--) {
+            qm_ring *lr = level_ready(q, l);
+            if (lr->len)
+                r = lr;
+        }
+    } else {
+        r = top_ring(q);
     }
-    qm_ring *r = top_ring(q);
     if (!r)
         return NULL;
     qm_position *pos = qm_ring_at(r, 0);
@@ -327,19 +376,22 @@ static uint64_t ready_clear(qm_queue *q)
         }
         memset(r, 0, sizeof *r);
     }
-    if (q->paged_len) {
-        qm_grave *g = sl_xcalloc(1, sizeof *g);
-        g->paged = q->paged;
-        g->paged_head = q->paged_head;
-        g->paged_len = q->paged_len;
-        qm_grave_push(n, g);
-    } else {
-        sl_free(q->paged);
+    for (int l = 0; q->pg && l < rd->nlevels; l++) {
+        qm_pagedq *pq = &q->pg[l];
+        if (pq->len) {
+            qm_grave *g = sl_xcalloc(1, sizeof *g);
+            g->paged = pq->v;
+            g->paged_head = pq->head;
+            g->paged_len = pq->len;
+            qm_grave_push(n, g);
+        } else {
+            sl_free(pq->v);
+        }
+        sl_free(pq->exp); /* the graveyard needs no deadlines */
     }
-    q->paged = NULL;
-    sl_free(q->paged_exp); /* the graveyard needs no deadlines */
-    q->paged_exp = NULL;
-    q->paged_head = q->paged_len = q->paged_cap = 0;
+    sl_free(q->pg);
+    q->pg = NULL;
+    q->paged_len = 0;
     q->bytes_total -= q->bytes_ready;
     q->n_ready = 0;
     q->bytes_ready = 0;
@@ -402,9 +454,10 @@ qm_position *qm_queue_take_head(qm_queue *q, uint64_t now)
     }
 }
 
-static int paged_front_due(const qm_queue *q, uint64_t now)
+static int paged_front_due(const qm_queue *q, int l, uint64_t now)
 {
-    return q->paged_len && paged_exp_at(q, 0) && paged_exp_at(q, 0) <= now;
+    const qm_pagedq *pq = pq_of(q, l);
+    return pq && pq->len && pq_exp_at(pq, 0) && pq_exp_at(pq, 0) <= now;
 }
 
 uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now)
@@ -416,10 +469,10 @@ uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now)
     for (int l = 0; l < rd->nlevels; l++) {
         qm_ring *r = &rd->levels[l];
         for (;;) {
-            /* Paged messages follow the ring (paging is for queues of one level): an expired
-             * front comes back to be expired like any other, dead-lettering included. */
-            if (!r->len && l == 0 && paged_front_due(q, now)) {
-                page_in_at(q, 0);
+            /* Paged messages follow their level's ring: an expired front comes back to be
+             * expired like any other, dead-lettering included. */
+            if (!r->len && paged_front_due(q, l, now)) {
+                page_in_at(q, l, 0);
                 continue;
             }
             if (!r->len)
@@ -443,8 +496,9 @@ uint64_t qm_queue_expire_heads(qm_queue *q, uint64_t now)
              * never reallocated as a whole, only their buffers) */
         }
     }
-    if (q->paged_len && !rd->levels[0].len) {
-        uint64_t at = paged_exp_at(q, 0);
+    for (int l = 0; q->paged_len && l < rd->nlevels; l++) {
+        const qm_pagedq *pq = &q->pg[l];
+        uint64_t at = pq->len && !rd->levels[l].len ? pq_exp_at(pq, 0) : 0;
         if (at && (!next || at < next))
             next = at;
     }
@@ -704,8 +758,9 @@ sl_err qm_queue_accept(qm_queue *q, qm_position *pos)
     q->bytes_total += m->body_len;
     q->stat_published++;
     qm_paged e;
-    if (q->args.max_priority <= 0 && qm_persist && qm_persist->page_out &&
-        (q->paged_len || (q->n_ready && qm_memory_over_budget())) &&
+    const qm_pagedq *pq = pq_of(q, level_of(q, m));
+    if (qm_persist && qm_persist->page_out &&
+        ((pq && pq->len) || (q->n_ready && qm_memory_over_budget())) &&
         qm_persist->page_out(qm_persist_ctx, pos, &e) == 0) {
         /* Over the memory budget: the message lives on in the store only. */
         paged_push(q, &e, qm_pos_expires(pos));
@@ -853,8 +908,11 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
 
     sl_map_free(q->subqueues);
     qm_queue_args_free(&q->args);
-    sl_free(q->paged);
-    sl_free(q->paged_exp);
+    for (int l = 0; q->pg && l < qm_ready_of(q)->nlevels; l++) {
+        sl_free(q->pg[l].v);
+        sl_free(q->pg[l].exp);
+    }
+    sl_free(q->pg);
     sl_free(q->ready_impl);
     sl_free(q->name);
     sl_free(q);
@@ -876,22 +934,29 @@ void qm_queue_maybe_gc(qm_queue *q)
 
 /* ---- lookups ---- */
 
+/* How many entries of pq have a lookup id <= id. */
+static size_t pq_upper(const qm_pagedq *pq, uint64_t id)
+{
+    size_t lo = 0, hi = pq ? pq->len : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pq->v[pq->head + mid].lookup_id <= id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 qm_position *qm_queue_find_position(qm_queue *q, uint64_t lookup_id)
 {
-    if (q->paged_len && lookup_id >= q->paged[q->paged_head].lookup_id) {
-        size_t lo = 0, hi = q->paged_len;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            uint64_t id = q->paged[q->paged_head + mid].lookup_id;
-            if (id == lookup_id)
-                return page_in_at(q, mid);
-            if (id < lookup_id)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-    }
     qm_ready *rd = qm_ready_of(q);
+    for (int l = 0; q->paged_len && l < rd->nlevels; l++) {
+        qm_pagedq *pq = &q->pg[l];
+        size_t i = pq_upper(pq, lookup_id);
+        if (i && pq->v[pq->head + i - 1].lookup_id == lookup_id)
+            return page_in_at(q, l, i - 1);
+    }
     for (int l = 0; l < rd->nlevels; l++) {
         qm_ring *r = &rd->levels[l];
         if (!r->len)
@@ -911,26 +976,31 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index)
     qm_ready *rd = qm_ready_of(q);
     if (index >= q->n_ready)
         return NULL;
-    if (q->paged_len && index >= rd->levels[0].len) {
-        /* Peeking past what is in memory brings that much back (bounded). */
-        size_t want = index - rd->levels[0].len + 1;
-        for (size_t i = 0; i < want && i < 4096 && q->paged_len; i++)
-            page_in_at(q, 0);
-    }
     for (int l = rd->nlevels - 1; l >= 0; l--) {
         qm_ring *r = &rd->levels[l];
-        if (index < r->len)
-            return qm_ring_at(r, index);
-        index -= r->len;
+        qm_pagedq *pq = pq_of(q, l);
+        size_t have = r->len + (pq ? pq->len : 0);
+        if (index >= have) {
+            index -= have;
+            continue;
+        }
+        if (index >= r->len) {
+            /* Peeking past what is in memory brings that much back (bounded). */
+            size_t want = index - r->len + 1;
+            for (size_t i = 0; i < want && i < 4096 && pq->len; i++)
+                page_in_at(q, l, 0);
+        }
+        return index < r->len ? qm_ring_at(r, index) : NULL;
     }
     return NULL;
 }
 
 /* ---- views: peeking without paging in ---- */
 
-static const qm_position *paged_view(qm_queue *q, const qm_paged *e, qm_position *view)
+/* Entry i of level l's paged tail, read from the store into view. */
+static const qm_position *paged_view(qm_queue *q, const qm_pagedq *pq, size_t i, qm_position *view)
 {
-    size_t i = (size_t)(e - (q->paged + q->paged_head)); /* e is one of q's entries */
+    const qm_paged *e = &pq->v[pq->head + i];
     if (!qm_persist || !qm_persist->read_paged)
         return NULL;
     qm_message *m = qm_persist->read_paged(qm_persist_ctx, q, e);
@@ -941,18 +1011,22 @@ static const qm_position *paged_view(qm_queue *q, const qm_paged *e, qm_position
     view->lookup_id = e->lookup_id;
     view->move_count = e->move_count;
     view->redelivered = e->redelivered;
-    view->u.expires_at = paged_exp_at(q, i);
+    view->u.expires_at = pq_exp_at(pq, i);
     view->state = QM_POS_AVAILABLE;
     return view;
 }
 
-/* The index-th of two lookup-id-ordered sequences merged: the ring (r) and the paged tail
+/* The k-th of level l's two lookup-id-ordered sequences merged: the ring and the paged tail
  * (which is newer than the ring, but for entries a lookup by id paged in). Binary search on
  * how many come from the ring: O(log n), so offset 999,999 costs what offset 0 does. */
-static const qm_position *kth_merged(qm_queue *q, qm_ring *r, size_t k, qm_position *view)
+static const qm_position *kth_merged(qm_queue *q, int l, size_t k, qm_position *view)
 {
-    size_t a = r->len, b = q->paged_len;
-    const qm_paged *pg = q->paged + q->paged_head;
+    const qm_ring *r = &qm_ready_of(q)->levels[l];
+    const qm_pagedq *pq = pq_of(q, l);
+    size_t a = r->len, b = pq ? pq->len : 0;
+    if (!b)
+        return k < a ? qm_ring_at(r, k) : NULL;
+    const qm_paged *pg = pq->v + pq->head;
     size_t lo = k > b ? k - b : 0, hi = k < a ? k : a;
     while (lo < hi) { /* i = elements taken from the ring */
         size_t i = lo + (hi - lo) / 2;
@@ -965,7 +1039,7 @@ static const qm_position *kth_merged(qm_queue *q, qm_ring *r, size_t k, qm_posit
     size_t i = lo, j = k - lo;
     if (i < a && (j >= b || qm_ring_at(r, i)->lookup_id < pg[j].lookup_id))
         return qm_ring_at(r, i);
-    return j < b ? paged_view(q, &pg[j], view) : NULL;
+    return j < b ? paged_view(q, pq, j, view) : NULL;
 }
 
 const qm_position *qm_queue_peek_view(qm_queue *q, size_t index, qm_position *view)
@@ -973,48 +1047,56 @@ const qm_position *qm_queue_peek_view(qm_queue *q, size_t index, qm_position *vi
     qm_ready *rd = qm_ready_of(q);
     if (index >= q->n_ready)
         return NULL;
-    if (q->paged_len) /* only queues of one level page */
-        return kth_merged(q, &rd->levels[0], index, view);
     for (int l = rd->nlevels - 1; l >= 0; l--) {
-        qm_ring *r = &rd->levels[l];
-        if (index < r->len)
-            return qm_ring_at(r, index);
-        index -= r->len;
+        const qm_pagedq *pq = pq_of(q, l);
+        size_t have = rd->levels[l].len + (pq ? pq->len : 0);
+        if (index < have)
+            return kth_merged(q, l, index, view);
+        index -= have;
     }
     return NULL;
+}
+
+/* The first ready message of level l (ring and paged tail merged) whose lookup id is greater
+ * than id. */
+static const qm_position *level_after(qm_queue *q, int l, uint64_t id, qm_position *view)
+{
+    const qm_ring *r = &qm_ready_of(q)->levels[l];
+    const qm_pagedq *pq = pq_of(q, l);
+    size_t i = ring_upper(r, id), j = pq_upper(pq, id);
+    size_t b = pq ? pq->len : 0;
+    if (i < r->len && (j >= b || qm_ring_at(r, i)->lookup_id < pq->v[pq->head + j].lookup_id))
+        return qm_ring_at(r, i);
+    return j < b ? paged_view(q, pq, j, view) : NULL;
+}
+
+/* 1 when level l holds the ready message with this lookup id, in memory or paged out. */
+static int level_has(const qm_queue *q, int l, uint64_t id)
+{
+    const qm_ring *r = &qm_ready_of(q)->levels[l];
+    const qm_pagedq *pq = pq_of(q, l);
+    size_t i = ring_upper(r, id), j = pq_upper(pq, id);
+    return (i && qm_ring_at(r, i - 1)->lookup_id == id) ||
+           (j && pq->v[pq->head + j - 1].lookup_id == id);
 }
 
 const qm_position *qm_queue_peek_after(qm_queue *q, uint64_t after_id, qm_position *view)
 {
     qm_ready *rd = qm_ready_of(q);
-    if (rd->nlevels > 1) {
-        /* priorities: delivery order is not lookup order; walk the levels (they never page) */
-        int past = 0;
-        for (int l = rd->nlevels - 1; l >= 0; l--) {
-            qm_ring *r = &rd->levels[l];
-            for (size_t i = 0; i < r->len; i++) {
-                const qm_position *p = qm_ring_at(r, i);
-                if (past)
-                    return p;
-                past = p->lookup_id == after_id;
-            }
-        }
-        return NULL;
+    if (rd->nlevels == 1)
+        return level_after(q, 0, after_id, view);
+    /* priorities: delivery order is not lookup order. The level holding after_id gives what
+     * follows it there; past its end, the first of the next lower non-empty level. */
+    int past = 0;
+    for (int l = rd->nlevels - 1; l >= 0; l--) {
+        if (!past && !level_has(q, l, after_id))
+            continue;
+        const qm_position *p = level_after(q, l, past ? 0 : after_id, view);
+        if (p)
+            return p;
+        past = 1;
     }
-    qm_ring *r = &rd->levels[0];
-    size_t i = ring_upper(r, after_id);
-    const qm_paged *pg = q->paged + q->paged_head;
-    size_t lo = 0, hi = q->paged_len;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (pg[mid].lookup_id <= after_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (i < r->len && (lo >= q->paged_len || qm_ring_at(r, i)->lookup_id < pg[lo].lookup_id))
-        return qm_ring_at(r, i);
-    return lo < q->paged_len ? paged_view(q, &pg[lo], view) : NULL;
+    return NULL;
 }
 
 uint64_t qm_queue_count_ready_upto(qm_queue *q, uint64_t id)
@@ -1022,17 +1104,8 @@ uint64_t qm_queue_count_ready_upto(qm_queue *q, uint64_t id)
     qm_ready *rd = qm_ready_of(q);
     uint64_t n = 0;
     for (int l = 0; l < rd->nlevels; l++)
-        n += ring_upper(&rd->levels[l], id);
-    const qm_paged *pg = q->paged + q->paged_head;
-    size_t lo = 0, hi = q->paged_len;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (pg[mid].lookup_id <= id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return n + lo;
+        n += ring_upper(&rd->levels[l], id) + pq_upper(pq_of(q, l), id);
+    return n;
 }
 
 uint64_t qm_queue_oldest_ready_id(qm_queue *q)

@@ -161,3 +161,40 @@ def test_deep_peek_reads_the_store_and_keeps_nothing(broker_factory):
     assert [m["payload"].encode()[:8] for m in got] == [b"%08d" % i for i in range(n - 50, n)]
     assert mem() - before < 64 * 1024, (before, mem())
     assert drain(b, q) == [body(i) for i in range(n)]  # nothing moved or lost
+
+
+def test_priority_queue_pages_and_keeps_priority_order(broker_factory, tmp_path):
+    """A priority queue pages like the others (each level's tail in the store; it used to keep
+    every message in memory whatever memory_budget said): delivery is still highest priority
+    first and publish order within a priority, before and after a restart."""
+    data = tmp_path / "shared"
+    cfg = {"memory_budget": "64k"}
+    b = broker_factory(config=cfg, data_dir=data)
+    qt, qd = uname("prt"), uname("prd")
+    c = b.pika()
+    ch = c.channel()
+    ch.confirm_delivery()
+
+    def expected(n):
+        # x-max-priority 4: priorities 4..9 share the top level
+        return [body(i) for lvl in range(4, -1, -1) for i in range(n) if min(i % 10, 4) == lvl]
+
+    for q, durable, mode in ((qt, False, 1), (qd, True, 2)):
+        ch.queue_declare(q, durable=durable, arguments={"x-max-priority": 4})
+        before = store_bytes(b)
+        for i in range(N):
+            ch.basic_publish("", q, body(i), pika.BasicProperties(delivery_mode=mode,
+                                                                  priority=i % 10))
+        if mode == 1:
+            # transient messages reach the disk only when they are paged out (written
+            # without a sync, so they may still be on their way to the file)
+            deadline = time.monotonic() + 20
+            while store_bytes(b) - before <= N * BODY // 2 and time.monotonic() < deadline:
+                c.process_data_events(time_limit=0.1)
+            assert store_bytes(b) - before > N * BODY // 2
+    c.close()
+    assert consume_all(b, qt, N) == expected(N)
+    assert b.terminate() == 0
+    b2 = broker_factory(config=cfg, data_dir=data)
+    assert consume_all(b2, qd, N) == expected(N)
+    assert drain(b2, qd) == []

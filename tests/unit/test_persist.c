@@ -1845,6 +1845,104 @@ START_TEST(recovery_reads_back_only_the_head)
 }
 END_TEST
 
+/* A message with a priority property (persistent). */
+static qm_message *prio_msg(const char *body, uint8_t prio)
+{
+    amqp_basic_props p;
+    memset(&p, 0, sizeof p);
+    p.flags = AMQP_P_DELIVERY_MODE | AMQP_P_PRIORITY;
+    p.delivery_mode = 2;
+    p.priority = prio;
+    sl_buf b;
+    sl_buf_init(&b);
+    amqp_props_encode(&b, &p);
+    size_t blen = strlen(body);
+    qm_message *m = qm_message_new(AMQP_BYTES(""), amqp_cstr("prio"), sl_buf_head(&b),
+                                   (uint32_t)sl_buf_unread(&b), blen);
+    memcpy(qm_msg_body(m), body, blen);
+    sl_buf_free(&b);
+    return m;
+}
+
+/* The priority test below in delivery order: levels 5 (priorities 5..7), 4, ..., 0, publish
+ * order within a level. */
+#define PRIO_N 12000
+static void prio_order(int *order)
+{
+    int k = 0;
+    for (int level = 5; level >= 0; level--)
+        for (int i = 0; i < PRIO_N; i++)
+            if ((i % 8 < 5 ? i % 8 : 5) == level)
+                order[k++] = i;
+}
+
+static void prio_body(char *out, size_t cap, int i)
+{
+    snprintf(out, cap, "message %06d of priority %d", i, i % 8);
+}
+
+/* A priority queue pages like the others: beyond the budget each level's tail lives in the
+ * store; delivery stays highest level first and publish order within a level; views read
+ * the paged levels without bringing them back; a restart hands the levels back paged. */
+START_TEST(priority_queue_pages_by_level)
+{
+    int *order = malloc(PRIO_N * sizeof *order);
+    prio_order(order);
+    open_store();
+    sl_buf a;
+    declare_full("prio", 1, 0, 0, int_arg(&a, "x-max-priority", 5));
+    sl_buf_free(&a);
+    qm_set_memory_budget(256u << 10);
+    qm_queue *q = find("prio");
+    char body[64];
+    for (int i = 0; i < PRIO_N; i++) {
+        prio_body(body, sizeof body, i);
+        put_msg(q, prio_msg(body, (uint8_t)(i % 8)));
+    }
+    ck_assert_uint_gt(q->paged_len, PRIO_N / 2);
+    ck_assert_uint_lt(qm_memory_bytes(), 1u << 20);
+    /* views: the k-th in delivery order, and what follows it, straight from the store */
+    for (int k = 0; k < PRIO_N - 1; k += 997) {
+        qm_position v1, v2;
+        const qm_position *p = qm_queue_peek_view(q, (size_t)k, &v1);
+        prio_body(body, sizeof body, order[k]);
+        ck_assert_msg(p && body_is(p, body), "peek_view %d", k);
+        uint64_t id = p->lookup_id;
+        if (p == &v1)
+            qm_message_unref(v1.msg);
+        const qm_position *n = qm_queue_peek_after(q, id, &v2);
+        prio_body(body, sizeof body, order[k + 1]);
+        ck_assert_msg(n && body_is(n, body), "peek_after %d", k);
+        if (n == &v2)
+            qm_message_unref(v2.msg);
+    }
+    size_t paged = q->paged_len;
+    int k = 0;
+    for (; k < PRIO_N / 3; k++) {
+        qm_position *p = qm_queue_get(q, 0, NULL);
+        prio_body(body, sizeof body, order[k]);
+        ck_assert_msg(p && body_is(p, body), "message %d before the restart", k);
+        qm_position_ack(p);
+    }
+    ck_assert_uint_lt(q->paged_len, paged);
+    restart();
+    q = find("prio");
+    ck_assert_uint_eq(qm_queue_message_count(q), PRIO_N - k);
+    ck_assert_uint_gt(q->paged_len, (PRIO_N - k) / 2);
+    for (; k < PRIO_N; k++) {
+        qm_position *p = qm_queue_get(q, 0, NULL);
+        prio_body(body, sizeof body, order[k]);
+        ck_assert_msg(p && body_is(p, body), "message %d after the restart", k);
+        qm_position_ack(p);
+    }
+    ck_assert_uint_eq(qm_queue_message_count(q), 0);
+    ck_assert_uint_eq(q->paged_len, 0);
+    close_store();
+    qm_set_memory_budget(0);
+    free(order);
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
     Suite *s = suite_create("persist");
@@ -1878,6 +1976,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, ttl_deadline_survives_restart);
     tcase_add_test(tc, recovery_finds_far_message_records);
     tcase_add_test(tc, recovery_reads_back_only_the_head);
+    tcase_add_test(tc, priority_queue_pages_by_level);
     suite_add_tcase(s, tc);
     return s;
 }
