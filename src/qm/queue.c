@@ -1111,11 +1111,14 @@ uint64_t qm_queue_count_ready_upto(qm_queue *q, uint64_t id)
 uint64_t qm_queue_oldest_ready_id(qm_queue *q)
 {
     qm_ready *rd = qm_ready_of(q);
-    uint64_t id = q->paged_len ? q->paged[q->paged_head].lookup_id : 0;
+    uint64_t id = 0;
     for (int l = 0; l < rd->nlevels; l++) {
         qm_ring *r = &rd->levels[l];
+        const qm_pagedq *pq = pq_of(q, l);
         if (r->len && (!id || qm_ring_at(r, 0)->lookup_id < id))
             id = qm_ring_at(r, 0)->lookup_id;
+        if (pq && pq->len && (!id || pq_front(pq)->lookup_id < id))
+            id = pq_front(pq)->lookup_id;
     }
     return id;
 }
@@ -1162,8 +1165,8 @@ qm_position *qm_queue_restore(qm_queue *q, qm_message *m, uint64_t lookup_id, ui
 
 /* ---- the store's compaction ---- */
 
-/* cursor: phase in the top 4 bits (0 ready rings, 1 paged, 2 held), then for the rings the
- * level in the next 12 bits and the index below; for the others an index. */
+/* cursor: phase in the top 4 bits (0 ready rings, 1 paged, 2 held), then for the rings and
+ * the paged tails the level in the next 12 bits and the index below; for the held an index. */
 #define VISIT_PHASE(c) ((unsigned)((c) >> 60))
 #define VISIT_LEVEL(c) ((int)(((c) >> 48) & 0xfff))
 #define VISIT_INDEX(c) ((c) & ((1ull << 48) - 1))
@@ -1186,10 +1189,13 @@ int qm_queue_visit_stored(qm_queue *q, uint64_t *cursor, const qm_store_visitor 
         c = VISIT_AT(1, 0, 0);
     }
     if (VISIT_PHASE(c) == 1) {
-        for (size_t i = VISIT_INDEX(c); i < q->paged_len; i++) {
-            if (v->paged && v->paged(ctx, q, &q->paged[q->paged_head + i], paged_exp_at(q, i))) {
-                *cursor = VISIT_AT(1, 0, i + 1);
-                return 0;
+        for (int l = VISIT_LEVEL(c); q->pg && l < rd->nlevels; l++) {
+            qm_pagedq *pq = &q->pg[l];
+            for (size_t i = l == VISIT_LEVEL(c) ? VISIT_INDEX(c) : 0; i < pq->len; i++) {
+                if (v->paged && v->paged(ctx, q, &pq->v[pq->head + i], pq_exp_at(pq, i))) {
+                    *cursor = VISIT_AT(1, l, i + 1);
+                    return 0;
+                }
             }
         }
         c = VISIT_AT(2, 0, 0);
