@@ -62,6 +62,9 @@ typedef struct {
                          * manyq: check that the queues --keep left are all back, then delete them */
     int consumer_conns; /* manyq: connections the consumers are spread over */
     double since;       /* manyq --drain: CLOCK_MONOTONIC time the broker was started at */
+    /* soak: duration (n = rate x seconds), RSS/depth sample period, warm-up left out of the
+     * flatness figures */
+    int seconds, sample_s, warmup_s;
     pid_t pids[MAX_PIDS];
     int n_pids;
     char tag[64];
@@ -84,6 +87,8 @@ static opts_t O = {
     .settle_ms = 3000,
     .stall_s = 60,
     .consumer_conns = 4,
+    .sample_s = 5,
+    .warmup_s = 120,
 };
 
 static atomic_int g_failures;
@@ -1734,9 +1739,151 @@ static void scen_manyq(void)
     metric("t1", secs(ph.t0 + t_e2e));
     if (!O.keep)
         metric("delete_ms", (double)mq_step(cs, k, MQ_DELETE, NULL) / 1e6);
+    /* connection.close until close-ok: the broker lets go of each connection's consumers. */
+    int64_t t_cclose = now_ns();
     consumers_free(cs, k);
+    metric("consumers_close_ms", (double)(now_ns() - t_cclose) / 1e6);
     free(conns);
     free(lat);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Scenario 8 (issue 14): the soak. -P producers publish persistent messages with confirms into
+ * one durable queue at --rate msg/s in all for --seconds, while -C consumers take them (acks
+ * every --ack-every); every message is checked exactly once at the end. A sampler thread reads
+ * the broker's RSS and the queue's depth every --sample-s seconds (printed as it goes). Figures:
+ * the rate achieved, RSS just after --warmup-s and at the end (medians of the first and last
+ * tenth of the samples after the warm-up), the highest RSS after the warm-up, the deepest the
+ * queue got. bench/soak.py judges them (RSS flat, nothing lost).
+ */
+typedef struct {
+    const char *q;
+    atomic_int stop;
+    int64_t t0;
+    int64_t *rss;    /* KiB per sample */
+    uint32_t *depth; /* ready messages per sample */
+    double *at;      /* seconds since t0 per sample */
+    int n, cap;
+} soak_sampler_t;
+
+static void *soak_sampler(void *arg)
+{
+    soak_sampler_t *sm = arg;
+    amqp_connection_state_t c = bconnect();
+    int64_t next = sm->t0;
+    while (!atomic_load(&sm->stop) && sm->n < sm->cap) {
+        next += (int64_t)O.sample_s * 1000000000;
+        while (now_ns() < next && !atomic_load(&sm->stop))
+            usleep(100000);
+        if (atomic_load(&sm->stop))
+            break;
+        int i = sm->n;
+        sm->at[i] = secs(now_ns() - sm->t0);
+        sm->rss[i] = broker_rss_kb();
+        sm->depth[i] = queue_count(c, sm->q);
+        sm->n++;
+        fprintf(stderr, "  soak t=%.0fs rss=%" PRId64 " KiB depth=%u\n", sm->at[i], sm->rss[i],
+                sm->depth[i]);
+    }
+    bclose(c);
+    return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[lo, hi) (sorted in a copy: v stays in time order). */
+static double median_i64(const int64_t *v, int lo, int hi)
+{
+    int n = hi - lo;
+    if (n <= 0)
+        return -1;
+    int64_t *t = xcalloc((size_t)n, sizeof *t);
+    memcpy(t, v + lo, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_i64);
+    double m = n % 2 ? (double)t[n / 2] : ((double)t[n / 2 - 1] + (double)t[n / 2]) / 2;
+    free(t);
+    return m;
+}
+
+static void scen_soak(void)
+{
+    if (O.rate <= 0 || O.seconds <= 0)
+        die("soak needs --rate and --seconds");
+    O.n = (uint64_t)(O.rate * O.seconds);
+    char q[128];
+    snprintf(q, sizeof q, "%s-soak", O.tag);
+    amqp_connection_state_t ctl = bconnect();
+    queue_declare(ctl, q, 1);
+    seen_t seen;
+    seen_init(&seen, O.n);
+    atomic_uint_fast64_t shared = 0;
+    consumer_t *cs = consumers_new(O.consumers, q, &seen, O.n, &shared);
+    for (int i = 0; i < O.consumers; i++)
+        cs[i].subscribe_first = 1;
+    producer_t *ps = producers_new(O.producers, "", q, O.n);
+    for (int i = 0; i < O.producers; i++) {
+        ps[i].persistent = 1;
+        ps[i].confirms = 1;
+        ps[i].rate = O.rate / O.producers;
+    }
+    soak_sampler_t sm = {.q = q, .t0 = now_ns()};
+    sm.cap = O.seconds / O.sample_s + 16;
+    sm.rss = xcalloc((size_t)sm.cap, sizeof *sm.rss);
+    sm.depth = xcalloc((size_t)sm.cap, sizeof *sm.depth);
+    sm.at = xcalloc((size_t)sm.cap, sizeof *sm.at);
+    pthread_t sth;
+    pthread_create(&sth, NULL, soak_sampler, &sm);
+    phase_t ph = phase_run(ps, O.producers, cs, O.consumers);
+    int64_t t = max_t_last(cs, O.consumers) - ph.t0;
+    double cpu = broker_us_per_msg(&ph, O.n);
+    atomic_store(&sm.stop, 1);
+    pthread_join(sth, NULL);
+    seen_verify(&seen, q);
+    uint32_t left = queue_count(ctl, q);
+    if (left)
+        fail("%s holds %u messages after all %" PRIu64 " were consumed", q, left, O.n);
+
+    uint64_t redelivered = 0;
+    for (int i = 0; i < O.consumers; i++)
+        redelivered += cs[i].redelivered;
+    int w = 0; /* the first sample after the warm-up */
+    while (w < sm.n && sm.at[w] < O.warmup_s)
+        w++;
+    int tenth = (sm.n - w) / 10 > 0 ? (sm.n - w) / 10 : 1;
+    int64_t rss_max = -1;
+    uint32_t depth_max = 0;
+    for (int i = 0; i < sm.n; i++) {
+        if (i >= w && sm.rss[i] > rss_max)
+            rss_max = sm.rss[i];
+        if (sm.depth[i] > depth_max)
+            depth_max = sm.depth[i];
+    }
+    metric("rate", (double)O.n / secs(t));
+    metric("seconds", secs(t));
+    metric("broker_us_per_msg", cpu);
+    metric("redelivered", (double)redelivered);
+    metric("samples", sm.n);
+    metric("samples_after_warmup", sm.n - w);
+    if (sm.n - w >= 2) {
+        double warm = median_i64(sm.rss, w, w + tenth);
+        double end = median_i64(sm.rss, sm.n - tenth, sm.n);
+        metric("rss_warm_kb", warm);
+        metric("rss_end_kb", end);
+        metric("rss_max_kb", (double)rss_max);
+        metric("rss_growth_kb", end - warm);
+    }
+    metric("depth_max", depth_max);
+    producers_free(ps, O.producers);
+    consumers_free(cs, O.consumers);
+    queue_delete(ctl, q);
+    bclose(ctl);
+    free(sm.rss);
+    free(sm.depth);
+    free(sm.at);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1747,7 +1894,7 @@ static void usage(int rc)
     fprintf(rc ? stderr : stdout,
             "usage: amqpbench [options]\n"
             "  -S, --scenario NAME    ptc | pubsub | confirm | forward | fanout | purge | conns |\n"
-            "                         manyq\n"
+            "                         manyq | soak\n"
             "  -H, --host ADDR        broker address (127.0.0.1)\n"
             "  -p, --port N           broker port (5672)\n"
             "  -n, --messages N       messages in total (100000)\n"
@@ -1765,6 +1912,9 @@ static void usage(int rc)
             "      --settle-ms N      wait for broker RSS to settle (3000); manyq: also the\n"
             "                         idle time its CPU is measured over\n"
             "      --consumer-conns K manyq: connections the consumers are spread over (4)\n"
+            "      --seconds S        soak: duration (n = rate x S)\n"
+            "      --sample-s S       soak: broker RSS and queue depth every S seconds (5)\n"
+            "      --warmup-s S       soak: left out of the RSS figures (120)\n"
             "      --since T          manyq --drain: CLOCK_MONOTONIC seconds the broker was\n"
             "                         started at (recover_ms counts from there)\n"
             "      --raw, --pipeline  pipelined publisher: the same frames as\n"
@@ -1813,7 +1963,10 @@ static void parse_args(int argc, char **argv)
         KEEP,
         DRAIN,
         CCONNS,
-        SINCE
+        SINCE,
+        SECONDS,
+        SAMPLE,
+        WARMUP
     };
     static const struct option lo[] = {{"scenario", 1, 0, 'S'},
                                        {"host", 1, 0, 'H'},
@@ -1845,6 +1998,9 @@ static void parse_args(int argc, char **argv)
                                        {"drain", 0, 0, DRAIN},
                                        {"consumer-conns", 1, 0, CCONNS},
                                        {"since", 1, 0, SINCE},
+                                       {"seconds", 1, 0, SECONDS},
+                                       {"sample-s", 1, 0, SAMPLE},
+                                       {"warmup-s", 1, 0, WARMUP},
                                        {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
     int c;
@@ -1939,6 +2095,15 @@ static void parse_args(int argc, char **argv)
         case SINCE:
             O.since = atof(optarg);
             break;
+        case SECONDS:
+            O.seconds = atoi(optarg);
+            break;
+        case SAMPLE:
+            O.sample_s = atoi(optarg);
+            break;
+        case WARMUP:
+            O.warmup_s = atoi(optarg);
+            break;
         case 'h':
             usage(0);
             break;
@@ -1950,7 +2115,7 @@ static void parse_args(int argc, char **argv)
         O.queues < 1 || O.prefetch < 1 || O.prefetch > 65535 || O.ack_every < 1 ||
         O.ack_every > O.prefetch || O.outstanding < 1 || O.conns < 1 || O.conn_threads < 1 ||
         O.settle_ms < 3 || O.tx_size < 0 || O.consumer_conns < 1 ||
-        O.consumer_conns > MAX_THREADS - 1)
+        O.consumer_conns > MAX_THREADS - 1 || O.sample_s < 1 || O.warmup_s < 0 || O.seconds < 0)
         usage(2);
     if (O.raw && !strcmp(O.scenario, "manyq"))
         die("manyq publishes each message to a queue of its own choice: not with --raw");
@@ -1998,6 +2163,8 @@ int main(int argc, char **argv)
         scen_conns();
     else if (!strcmp(O.scenario, "manyq"))
         scen_manyq();
+    else if (!strcmp(O.scenario, "soak"))
+        scen_soak();
     else
         usage(2);
     print_json();

@@ -7,6 +7,9 @@
 #   make bench-forward  store and forward only: Sluice node to node vs RabbitMQ's shovel, and vs
 #                       a local publish with confirms of the same messages
 #   make bench-manyq    10,000 queues with a consumer each + 10,000 idle connections (issue 14)
+#   make soak           1 hour at 20,000 persistent msg/s with confirms and consumers: RSS flat,
+#                       nothing lost (bench/soak.py; SOAK_ARGS="--seconds 600" for less)
+#   make soak-smoke     the same for 20 s (CI)
 # Extra driver flags go in BENCH_ARGS, e.g. BENCH_ARGS="--rounds 5 --only ptc16,conns".
 # Binaries go to $(BUILD)/bench/. See bench/README.md.
 
@@ -16,7 +19,9 @@ BENCH_LIBS   := $(shell pkg-config --libs librabbitmq 2>/dev/null || echo -lrabb
 BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebench
 BENCH_ARGS   ?=
 
-.PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward bench-manyq
+.PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward bench-manyq \
+	soak soak-smoke
+SOAK_ARGS    ?=
 
 $(BENCH_DIR)/amqpbench: bench/amqpbench.c bench/bench.mk
 	@mkdir -p $(dir $@)
@@ -52,6 +57,17 @@ bench-manyq:
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
 	/usr/bin/python3 bench/run.py --build $(BUILD) --out bench/results/manyq --only manyq \
 	  $(BENCH_ARGS)
+
+soak:
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
+	/usr/bin/python3 bench/soak.py --build $(BUILD) --out bench/results/soak $(SOAK_ARGS)
+
+soak-smoke:
+	@scripts/deps.sh bench || echo "soak-smoke: continuing with what is installed" >&2
+	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
+	/usr/bin/python3 bench/soak.py --build $(BUILD) --seconds 20 --warmup 5 --sample 1 \
+	  $(SOAK_ARGS)
 
 # CI: a missing rabbitmq-server only drops the RabbitMQ column; a missing librabbitmq-dev fails
 # the build below with the compiler's message after deps.sh has printed the apt-get line.
