@@ -200,7 +200,7 @@ struct consumer {
     size_t tag_len;
     uint32_t prefetch; /* per-consumer limit (basic.qos global=false), 0 = none */
     uint32_t unacked;
-    consumer *next; /* in ch->consumers */
+    consumer *next, *prev; /* in ch->consumers: unlinked in O(1), however many it has */
 };
 
 #define PUB_RK_AT 256 /* both names are short strings: at most 255 bytes */
@@ -230,8 +230,10 @@ struct channel {
     size_t ua_head, ua_len, ua_cap;
     size_t ua_live; /* records with pos != NULL */
     uint64_t next_tag;
-    /* consumers and prefetch */
+    /* consumers and prefetch; ctags finds a consumer by its tag (consume's duplicate check,
+     * cancel) without walking a list that may hold thousands */
     consumer *consumers;
+    struct sl_map *ctags;
     uint32_t prefetch_next;   /* per-consumer limit for consumers created from now on */
     uint32_t prefetch_global; /* channel-wide limit (global=true), 0 = none */
     /* publisher confirms */
@@ -431,6 +433,9 @@ extern const qm_consumer_ops broker_consumer_ops;
 void write_content(conn *c, uint16_t ch, const qm_message *m);
 void consumer_free(consumer *cons);
 consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len);
+/* A new consumer joins ch / one leaves it (O(1) both, the tag index kept). */
+void channel_add_consumer(channel *ch, consumer *cons);
+void channel_unlink_consumer(channel *ch, consumer *cons);
 /* Send basic.cancel to the client if it announced consumer_cancel_notify. */
 void consumer_notify_cancel(consumer *cons);
 

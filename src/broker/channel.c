@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../core/log.h"
+#include "../core/map.h"
 #include "../core/mem.h"
 
 channel *channel_new(conn *c, uint16_t id)
@@ -54,13 +55,23 @@ void channel_release(channel *ch)
         qm_tx_abort(ch->tx);
         ch->tx = NULL;
     }
-    /* Consumers first, so requeued messages are not offered back to them. */
+    /* Consumers first, so requeued messages are not offered back to them. Their deliveries
+     * lose them in one pass here, not one pass over every unsettled delivery per consumer
+     * (consumer_free's, for a single cancel): a channel with thousands of consumers and
+     * thousands of unacked deliveries closes in O(consumers + deliveries). */
+    for (size_t i = 0; i < ch->ua_len; i++)
+        ua_at(ch, i)->cons = NULL;
     while (ch->consumers) {
         consumer *cons = ch->consumers;
-        ch->consumers = cons->next;
+        channel_unlink_consumer(ch, cons);
         if (cons->qc.queue)
             qm_consumer_detach(&cons->qc);
-        consumer_free(cons);
+        sl_free(cons->tag);
+        sl_free(cons);
+    }
+    if (ch->ctags) {
+        sl_map_free(ch->ctags);
+        ch->ctags = NULL;
     }
     /* Unsettled deliveries go back to their queues, redelivered (PurgePending ones are
      * deleted by qm, never requeued). */

@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "../core/map.h"
 #include "../core/mem.h"
 
 void write_content(conn *c, uint16_t ch, const qm_message *m)
@@ -78,13 +79,7 @@ void consumer_notify_cancel(consumer *cons)
 static void cancelled(qm_consumer *qc)
 {
     consumer *cons = qc->ctx;
-    channel *ch = cons->ch;
-    for (consumer **pp = &ch->consumers; *pp; pp = &(*pp)->next) {
-        if (*pp == cons) {
-            *pp = cons->next;
-            break;
-        }
-    }
+    channel_unlink_consumer(cons->ch, cons);
     consumer_notify_cancel(cons);
     consumer_free(cons);
 }
@@ -110,8 +105,30 @@ void consumer_free(consumer *cons)
 
 consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len)
 {
-    for (consumer *c = ch->consumers; c; c = c->next)
-        if (c->tag_len == len && !memcmp(c->tag, tag, len))
-            return c;
-    return NULL;
+    return ch->ctags ? sl_map_get(ch->ctags, tag, len) : NULL;
+}
+
+void channel_add_consumer(channel *ch, consumer *cons)
+{
+    if (!ch->ctags)
+        ch->ctags = sl_map_new();
+    sl_map_put(ch->ctags, cons->tag, cons->tag_len, cons);
+    cons->prev = NULL;
+    cons->next = ch->consumers;
+    if (ch->consumers)
+        ch->consumers->prev = cons;
+    ch->consumers = cons;
+}
+
+void channel_unlink_consumer(channel *ch, consumer *cons)
+{
+    if (cons->prev)
+        cons->prev->next = cons->next;
+    else
+        ch->consumers = cons->next;
+    if (cons->next)
+        cons->next->prev = cons->prev;
+    cons->next = cons->prev = NULL;
+    if (ch->ctags)
+        sl_map_del(ch->ctags, cons->tag, cons->tag_len);
 }

@@ -108,8 +108,7 @@ static void consume(channel *ch, const amqp_basic_consume *b)
                       ch->c->vhost->name);
         return;
     }
-    cons->next = ch->consumers;
-    ch->consumers = cons;
+    channel_add_consumer(ch, cons);
     /* consume-ok goes out now; deliveries follow from dispatch at the end of the turn. */
     amqp_method ok = {.id = AMQP_BASIC_CONSUME_OK};
     ok.u.basic_consume_ok.consumer_tag = amqp_cstr(cons->tag);
@@ -123,12 +122,7 @@ static void cancel(channel *ch, const amqp_basic_cancel *b)
     if (!cons)
         reply_to_cancel(ch, b->consumer_tag);
     if (cons) {
-        for (consumer **pp = &ch->consumers; *pp; pp = &(*pp)->next) {
-            if (*pp == cons) {
-                *pp = cons->next;
-                break;
-            }
-        }
+        channel_unlink_consumer(ch, cons);
         if (cons->qc.queue)
             qm_consumer_detach(&cons->qc);
         consumer_free(cons);

@@ -177,6 +177,54 @@ def test_consumer_tag_reuse_on_other_channel_ok(conn, ch):
     ch2.basic_consume(q, consumer_tag="same", callback=lambda m: None)
 
 
+def test_many_consumers_with_tags_on_one_channel(conn, ch):
+    """A channel with many consumers (found by tag, unlinked from anywhere in the middle):
+    cancels, a cancelled tag taken again, queue deletions that cancel some (notified),
+    deliveries of many consumers unsettled at channel close all requeued, and a live tag
+    still refused."""
+    nq, per_q = 40, 25
+    qs = [declare_queue(ch) for _ in range(nq)]
+    got, cancelled = [], []
+    tags = {}
+    for i in range(nq * per_q):
+        tag = "many-%04d" % i
+        assert ch.basic_consume(qs[i % nq], consumer_tag=tag, callback=got.append,
+                                on_cancel=cancelled.append) == tag
+        tags[tag] = qs[i % nq]
+    for i in range(0, nq * per_q, 3):  # cancel every third, from all over the list
+        ch.basic_cancel("many-%04d" % i)
+        del tags["many-%04d" % i]
+    # a cancelled tag may be used again
+    assert ch.basic_consume(qs[0], consumer_tag="many-0000", callback=got.append,
+                            on_cancel=cancelled.append) == "many-0000"
+    tags["many-0000"] = qs[0]
+    pub = conn.channel()
+    for q in qs:
+        publish(pub, "", q, q, confirm=True)
+    drain_deliveries(conn, got, nq)  # one delivery per queue, unacked
+    assert sorted(m.body.decode() for m in got) == sorted(qs)
+    # deleting queues cancels their consumers (consumer_cancel_notify)
+    gone = qs[:5]
+    for q in gone:
+        pub.queue_delete(q)
+    want = sorted(t for t, q in tags.items() if q in gone)
+    deadline = time.monotonic() + 3
+    while len(cancelled) < len(want) and time.monotonic() < deadline:
+        try:
+            conn.drain_events(timeout=0.2)
+        except socket.timeout:
+            pass
+    assert sorted(cancelled) == want
+    # closing the channel requeues what its consumers held
+    ch.close()
+    for q in qs[5:]:
+        assert queue_counts(conn, q) == (1, 0), q
+    ch2 = conn.channel()
+    ch2.basic_consume(qs[5], consumer_tag="again", callback=lambda m: None)
+    expect_connection_error(conn, 530, ch2.basic_consume, qs[6], consumer_tag="again",
+                            callback=lambda m: None)
+
+
 def test_exclusive_consumer_blocks_others_403(conn, ch):
     q = declare_queue(ch)
     ch.basic_consume(q, exclusive=True, callback=lambda m: None,
