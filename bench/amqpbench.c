@@ -65,6 +65,9 @@ typedef struct {
     /* soak: duration (n = rate x seconds), RSS/depth sample period, warm-up left out of the
      * flatness figures */
     int seconds, sample_s, warmup_s;
+    double bg_rate; /* pubsub: a persistent publisher with confirms beside it, msg/s (0: flat
+                       out, -1: none), consumed by a consumer of its own */
+    int bg_size;    /* its body size */
     pid_t pids[MAX_PIDS];
     int n_pids;
     char tag[64];
@@ -89,6 +92,8 @@ static opts_t O = {
     .consumer_conns = 4,
     .sample_s = 5,
     .warmup_s = 120,
+    .bg_rate = -1,
+    .bg_size = 1024,
 };
 
 static atomic_int g_failures;
@@ -1130,6 +1135,122 @@ static double pct(const uint64_t *v, uint64_t n, double q)
  * Scenario 2: producers and consumers at once on one queue; end-to-end rate and latency, at full
  * speed or at --rate msg/s (all producers together).
  */
+/* ---------------------------------------------------------------------------------------------
+ * Background load (--bg-persistent R): a persistent publisher with confirms (window
+ * --outstanding) into its own durable queue, paced at R msg/s or flat out, and a consumer that
+ * acks what it gets, both until told to stop: the bulk persistent work that latency-sensitive
+ * traffic must not queue behind. Its bodies carry no stamp; they are not verified.
+ */
+typedef struct {
+    char q[160];
+    pthread_t pub, cons;
+    atomic_int stop;
+    producer_t p;
+    uint64_t consumed;
+    int64_t t0, t1;
+} bgload_t;
+
+#define BG_MAX_TAGS (64u << 20) /* confirm bookkeeping: a byte per publish (calloc, lazily) */
+
+static void *bg_pub_main(void *arg)
+{
+    bgload_t *g = arg;
+    producer_t *p = &g->p;
+    amqp_confirm_select(p->conn, CH);
+    check_reply(amqp_get_rpc_reply(p->conn), "confirm.select");
+    p->acked = xcalloc(BG_MAX_TAGS + 1, 1);
+    p->low = 1;
+    uint8_t *body = xcalloc(1, (size_t)O.bg_size);
+    amqp_basic_properties_t props = {._flags = AMQP_BASIC_DELIVERY_MODE_FLAG, .delivery_mode = 2};
+    amqp_bytes_t rk = amqp_cstring_bytes(g->q);
+    g->t0 = now_ns();
+    while (!atomic_load(&g->stop) && p->published < BG_MAX_TAGS) {
+        if (O.bg_rate > 0) {
+            int64_t due = g->t0 + (int64_t)((double)p->published * 1e9 / O.bg_rate);
+            if (now_ns() < due)
+                sleep_until(due);
+        }
+        int rc = amqp_basic_publish(p->conn, CH, amqp_empty_bytes, rk, 0, 0, &props,
+                                    (amqp_bytes_t){.len = (size_t)O.bg_size, .bytes = body});
+        if (rc != AMQP_STATUS_OK)
+            die("background basic.publish: %s", amqp_error_string2(rc));
+        p->published++;
+        while (p->published - p->confirmed >= (uint64_t)O.outstanding)
+            confirms_read(p, 1);
+        if ((p->published & 63) == 0)
+            confirms_read(p, 0);
+    }
+    while (p->confirmed < p->published)
+        confirms_read(p, 1);
+    g->t1 = now_ns();
+    free(body);
+    return NULL;
+}
+
+static void *bg_cons_main(void *arg)
+{
+    bgload_t *g = arg;
+    amqp_connection_state_t c = bconnect();
+    amqp_basic_qos(c, CH, 0, (uint16_t)O.prefetch, 0);
+    check_reply(amqp_get_rpc_reply(c), "basic.qos");
+    amqp_basic_consume(c, CH, amqp_cstring_bytes(g->q), amqp_empty_bytes, 0, 0, 0,
+                       amqp_empty_table);
+    check_reply(amqp_get_rpc_reply(c), "basic.consume");
+    struct timeval tv = {0, 50000};
+    uint64_t unacked = 0, last = 0;
+    while (!atomic_load(&g->stop)) {
+        amqp_envelope_t env;
+        amqp_maybe_release_buffers(c);
+        amqp_rpc_reply_t r = amqp_consume_message(c, &env, &tv, 0);
+        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+            if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+                r.library_error == AMQP_STATUS_TIMEOUT)
+                continue;
+            check_reply(r, "background consume");
+        }
+        g->consumed++;
+        last = env.delivery_tag;
+        if (++unacked >= (uint64_t)O.ack_every) {
+            amqp_basic_ack(c, CH, last, 1);
+            unacked = 0;
+        }
+        amqp_destroy_envelope(&env);
+    }
+    if (unacked)
+        amqp_basic_ack(c, CH, last, 1);
+    bclose(c);
+    return NULL;
+}
+
+static bgload_t *bg_start(amqp_connection_state_t ctl)
+{
+    if (O.bg_rate < 0)
+        return NULL;
+    bgload_t *g = xcalloc(1, sizeof *g);
+    snprintf(g->q, sizeof g->q, "%s-bg", O.tag);
+    queue_declare(ctl, g->q, 1);
+    g->p.conn = bconnect();
+    pthread_create(&g->cons, NULL, bg_cons_main, g);
+    pthread_create(&g->pub, NULL, bg_pub_main, g);
+    usleep(300000); /* running before the measured phase starts */
+    return g;
+}
+
+static void bg_stop(bgload_t *g, amqp_connection_state_t ctl)
+{
+    if (!g)
+        return;
+    atomic_store(&g->stop, 1);
+    pthread_join(g->pub, NULL);
+    pthread_join(g->cons, NULL);
+    metric("bg_rate", (double)g->p.published / secs(g->t1 - g->t0));
+    metric("bg_consumed", (double)g->consumed);
+    bclose(g->p.conn);
+    free(g->p.acked);
+    queue_delete(ctl, g->q);
+    free(g);
+}
+
 static void scen_pubsub(void)
 {
     char q[128];
@@ -1151,7 +1272,9 @@ static void scen_pubsub(void)
     producer_t *ps = producers_new(O.producers, "", q, O.n);
     for (int i = 0; i < O.producers; i++)
         ps[i].rate = O.rate / O.producers;
+    bgload_t *bg = bg_start(ctl);
     phase_t ph = phase_run(ps, O.producers, cs, O.consumers);
+    bg_stop(bg, ctl);
     int64_t t_e2e = max_t_last(cs, O.consumers) - ph.t0;
     int64_t t_pub = 0;
     for (int i = 0; i < O.producers; i++)
@@ -1933,6 +2056,9 @@ static void usage(int rc)
             "      --drain            confirm: consume the n messages --keep left, verify them\n"
             "                         exactly once, delete the queue; manyq: check that the\n"
             "                         queues --keep left are all back and empty, delete them\n"
+            "      --bg-persistent R  pubsub: beside it, a persistent publisher with confirms\n"
+            "                         at R msg/s (0: flat out) and a consumer of its queue\n"
+            "      --bg-size BYTES    its body size (1024)\n"
             "      --pids P,P,...     broker processes: CPU and RSS from /proc\n"
             "      --stall S          fail after S seconds without progress (60)\n"
             "      --tag NAME         prefix of queue/exchange names (bench-PID)\n"
@@ -1966,7 +2092,9 @@ static void parse_args(int argc, char **argv)
         SINCE,
         SECONDS,
         SAMPLE,
-        WARMUP
+        WARMUP,
+        BGRATE,
+        BGSIZE
     };
     static const struct option lo[] = {{"scenario", 1, 0, 'S'},
                                        {"host", 1, 0, 'H'},
@@ -2001,6 +2129,8 @@ static void parse_args(int argc, char **argv)
                                        {"seconds", 1, 0, SECONDS},
                                        {"sample-s", 1, 0, SAMPLE},
                                        {"warmup-s", 1, 0, WARMUP},
+                                       {"bg-persistent", 1, 0, BGRATE},
+                                       {"bg-size", 1, 0, BGSIZE},
                                        {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
     int c;
@@ -2103,6 +2233,12 @@ static void parse_args(int argc, char **argv)
             break;
         case WARMUP:
             O.warmup_s = atoi(optarg);
+            break;
+        case BGRATE:
+            O.bg_rate = atof(optarg);
+            break;
+        case BGSIZE:
+            O.bg_size = atoi(optarg);
             break;
         case 'h':
             usage(0);
