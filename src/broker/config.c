@@ -96,6 +96,7 @@ void sl_config_defaults(sl_config *c)
     c->link_window = 16;
     c->link_bad_queue_grace_ms = 60000;
     c->link_time_to_reach_queue_ms = 345600000; /* MSMQ's default TimeToReachQueue, 4 days */
+    c->link_dns_timeout_ms = 10000;
     c->tls_port = -1;
     c->mgmt_tls_port = -1;
     c->link_ssl.verify_peer = 1; /* a link checks whom it talks to unless told not to */
@@ -429,6 +430,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, 315360000000ull, &n))
             return "link_time_to_reach_queue_ms must be milliseconds up to 10 years (0: never)";
         c->link_time_to_reach_queue_ms = n;
+    } else if (!strcmp(key, "link_dns_timeout_ms")) {
+        if (parse_u64(value, 3600000, &n) || n < 10)
+            return "link_dns_timeout_ms must be milliseconds from 10 to 3600000";
+        c->link_dns_timeout_ms = (uint32_t)n;
     } else if (!strcmp(key, "link_batch_bytes")) {
         if (parse_u64(value, 64u << 20, &n) || n < 1024)
             return "link_batch_bytes must be a size from 1k to 64M";
@@ -596,7 +601,8 @@ void sl_config_usage(void)
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"
            "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"
            "eod_resend_long_ms, eod_resend_final_ms, link_batch_msgs, link_batch_bytes,\n"
-           "link_window (node-to-node links; see README),\n"
+           "link_window, link_bad_queue_grace_ms, link_time_to_reach_queue_ms,\n"
+           "link_dns_timeout_ms (node-to-node links; see README),\n"
            "handle_idle_timeout (s), handle_limit (MSMQ handles over HTTP),\n"
            "default_user, default_pass, default_vhost, default_user_tags.TAG,\n"
            "default_permissions.configure|write|read, loopback_users.NAME, loopback_users = none,\n"

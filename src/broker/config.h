@@ -89,6 +89,7 @@ typedef struct sl_config {
     uint32_t link_batch_msgs, link_batch_bytes, link_window;
     uint32_t link_bad_queue_grace_ms;
     uint64_t link_time_to_reach_queue_ms;
+    uint32_t link_dns_timeout_ms;
 } sl_config;
 
 void sl_config_defaults(sl_config *c);

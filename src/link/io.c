@@ -64,13 +64,9 @@ int link_io_tcp_connect(link_io *io, const char *host, int port, char *addr_out,
     struct addrinfo *res = NULL;
     char svc[16];
     snprintf(svc, sizeof svc, "%d", port);
-    /* Numeric addresses never block; a name is looked up synchronously (rare on links: the
-     * loop waits for the resolver once per connect attempt). */
+    /* Numeric only (AI_NUMERICHOST never blocks): names are resolved off the loop before
+     * (resolve.h). */
     int rc = getaddrinfo(host, svc, &hints, &res);
-    if (rc == EAI_NONAME) {
-        hints.ai_flags = 0;
-        rc = getaddrinfo(host, svc, &hints, &res);
-    }
     if (rc != 0 || !res) {
         snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
         *status = ST_DNS;

@@ -28,9 +28,10 @@ struct link_io {
     void *impl;
 };
 
-/* Start a non-blocking TCP connect to host:port (a numeric address, or a name resolved
- * with getaddrinfo). 0 with io->fd set (connect in progress: wait for writability, then
- * link_io_connected), or -1 with err (and *status, an MS-MQMQ ConnectionHistory code). */
+/* Start a non-blocking TCP connect to host:port, host a numeric address (names are looked
+ * up before, off the loop: resolve.h). 0 with io->fd set (connect in progress: wait for
+ * writability, then link_io_connected), or -1 with err (and *status, an MS-MQMQ ConnectionHistory
+ * code). */
 int link_io_tcp_connect(link_io *io, const char *host, int port, char *addr_out, size_t addr_len,
                         char *err, size_t errlen, unsigned *status);
 /* After writability: 0 connected, or -1 with err / status (refused, unreachable...). */

@@ -24,6 +24,7 @@
  */
 #include "link.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,6 +46,7 @@
 #include "../persist/records.h"
 #include "eod.h"
 #include "io.h"
+#include "resolve.h"
 
 #define LINK_FRAME_MAX 131072
 #define HANDSHAKE_MS 10000
@@ -57,9 +59,11 @@
 #define H_UNKNOWN 0x80000000u
 #define H_SEND_FAILURE 0x80000006u
 #define H_NOT_READY 0x80000007u
+#define H_DNS_FAILURE 0x80000008u
 
 enum cstate {
     C_NONE = 0,
+    C_RESOLVING, /* the format name's host being looked up (resolve.h), off the loop */
     C_CONNECTING,
     C_TLS,     /* link_ssl: the TLS handshake */
     C_START,   /* header sent, waiting for connection.start */
@@ -109,6 +113,10 @@ struct link_outq {
     uint8_t foreign; /* link_foreign */
     /* connection */
     enum cstate cs;
+    /* the lookup of dest.host in progress (resolve.h): waited for in C_RESOLVING; one that
+     * outlived its attempt's timeout is waited for again by the next attempt rather than
+     * doubled, so a silent DNS server holds at most one resolver thread per outgoing queue */
+    link_resolve_req *rq;
     link_io io;
     sl_watch w;
     sl_buf in, out;
@@ -176,6 +184,8 @@ struct link_mgr {
     link_outq *rpcs; /* request-only links, one per destination node (rpc_only) */
     link_outq *dirty;
     sl_timer tick;
+    link_resolver *resolver; /* host names of format names (NULL: none could be made) */
+    sl_watch resolver_w;
     char self_addr[64];
     int self_port;
     uint8_t node_id[16];
@@ -220,6 +230,7 @@ void link_options_defaults(link_options *o)
     o->window_batches = 16;
     o->bad_queue_grace_ms = 60000;
     o->reach_queue_ms = 345600000; /* MSMQ's default TimeToReachQueue: 4 days */
+    o->dns_timeout_ms = 10000;
 }
 
 const char *link_state_name(link_state s)
@@ -1663,14 +1674,14 @@ static void on_event(sl_loop *loop, sl_watch *w, int events)
         mark_dirty(o); /* handshake replies, heartbeats: written at the end of the turn */
 }
 
-static void start_connect(link_outq *o)
+/* The TCP connect to a numeric address (the format name's, or what its host resolved to). */
+static void connect_to(link_outq *o, const char *addr)
 {
     char err[256];
     unsigned status = H_UNKNOWN;
     o->peer_addr[0] = 0;
-    if (link_io_tcp_connect(&o->io, o->dest.host, o->dest.port, o->peer_addr, sizeof o->peer_addr,
-                            err, sizeof err, &status) < 0) {
-        o->cs = C_CONNECTING; /* so outq_fail records it as an attempt */
+    if (link_io_tcp_connect(&o->io, addr, o->dest.port, o->peer_addr, sizeof o->peer_addr, err,
+                            sizeof err, &status) < 0) {
         o->io.fd = -1;
         outq_fail(o, status, 1, "%s", err);
         return;
@@ -1678,16 +1689,57 @@ static void start_connect(link_outq *o)
     o->cs = C_CONNECTING;
     o->cs_since = sl_loop_now(o->m->loop);
     o->last_recv = o->last_send = o->cs_since;
-    sl_buf_init(&o->in);
-    sl_buf_init(&o->out);
     o->w.fd = o->io.fd;
     o->w.fn = on_event;
     o->w.data = o;
-    o->peer_is_sluice = 1; /* until connection.start says otherwise */
-    o->frame_max = LINK_FRAME_MAX;
     hist_add(o, H_IN_PROCESS, 0);
     if (sl_loop_watch(o->m->loop, &o->w, SL_EV_WRITE) < 0)
         outq_fail(o, H_UNKNOWN, 1, "cannot watch the socket: %s", strerror(errno));
+}
+
+static void on_resolved(void *ctx, const char *addr, const char *err)
+{
+    link_outq *o = ctx;
+    o->rq = NULL;
+    if (o->cs != C_RESOLVING)
+        return; /* the attempt gave up waiting (DnsFailure): the next one asks again */
+    if (!addr) {
+        outq_fail(o, H_DNS_FAILURE, 1, "cannot resolve '%s': %s", o->dest.host, err);
+        return;
+    }
+    connect_to(o, addr);
+}
+
+static int is_numeric_addr(const char *host)
+{
+    unsigned char a[16];
+    return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+}
+
+/* A connect attempt: a host name is looked up on the resolver's threads first (C_RESOLVING:
+ * the loop goes on, the wait bounded by link_dns_timeout_ms in outq_consider), then the
+ * non-blocking connect to its address. */
+static void start_connect(link_outq *o)
+{
+    o->peer_addr[0] = 0;
+    o->io.fd = -1;
+    o->cs = C_CONNECTING; /* so a failure below is recorded as an attempt */
+    o->cs_since = sl_loop_now(o->m->loop);
+    o->last_recv = o->last_send = o->cs_since;
+    sl_buf_init(&o->in);
+    sl_buf_init(&o->out);
+    o->peer_is_sluice = 1; /* until connection.start says otherwise */
+    o->frame_max = LINK_FRAME_MAX;
+    if (is_numeric_addr(o->dest.host)) {
+        connect_to(o, o->dest.host);
+        return;
+    }
+    if (!o->rq && (!o->m->resolver ||
+                   !(o->rq = link_resolve(o->m->resolver, o->dest.host, on_resolved, o)))) {
+        outq_fail(o, H_DNS_FAILURE, 1, "cannot resolve '%s': no resolver thread", o->dest.host);
+        return;
+    }
+    o->cs = C_RESOLVING;
 }
 
 static void flush_one(link_outq *o)
@@ -1777,6 +1829,11 @@ static void outq_consider(link_outq *o, uint64_t now)
         return;
     case C_OPEN:
         break;
+    case C_RESOLVING:
+        if (now - o->cs_since >= m->o.dns_timeout_ms)
+            outq_fail(o, H_DNS_FAILURE, 1, "cannot resolve '%s': no answer within %u ms",
+                      o->dest.host, m->o.dns_timeout_ms);
+        return;
     default:
         if (now - o->cs_since > HANDSHAKE_MS)
             outq_fail(o, H_NOT_READY, 1, "no answer from %s:%d within %d ms", o->dest.host,
@@ -1906,6 +1963,8 @@ static void outq_free(link_outq *o)
 {
     link_mgr *m = o->m;
     conn_close(o);
+    link_resolve_cancel(o->rq);
+    o->rq = NULL;
     if (o->in_dirty) {
         for (link_outq **pp = &m->dirty; *pp; pp = &(*pp)->dirty_next)
             if (*pp == o) {
@@ -2019,6 +2078,14 @@ static qm_queue *resolve_remote(qm_vhost *vh, const char *name, size_t len, int 
  * The manager
  */
 
+static void on_resolver_ready(sl_loop *loop, sl_watch *w, int events)
+{
+    (void)loop;
+    (void)events;
+    link_mgr *m = w->data;
+    link_resolver_run_done(m->resolver);
+}
+
 link_mgr *link_mgr_new(qm_node *node, sl_loop *loop, struct persist *store, const link_options *o)
 {
     link_mgr *m = sl_xcalloc(1, sizeof *m);
@@ -2038,6 +2105,19 @@ link_mgr *link_mgr_new(qm_node *node, sl_loop *loop, struct persist *store, cons
     node->hook_ctx = m;
     sl_timer_init(&m->tick, tick, m);
     sl_timer_start(loop, &m->tick, sl_now_ms() + TICK_MS);
+    m->resolver = link_resolver_new();
+    if (m->resolver) {
+        m->resolver_w.fd = link_resolver_fd(m->resolver);
+        m->resolver_w.fn = on_resolver_ready;
+        m->resolver_w.data = m;
+        if (sl_loop_watch(loop, &m->resolver_w, SL_EV_READ) < 0) {
+            link_resolver_free(m->resolver);
+            m->resolver = NULL;
+        }
+    }
+    if (!m->resolver)
+        sl_warn("link: no resolver for host names (%s): only numeric addresses will connect",
+                strerror(errno));
     return m;
 }
 
@@ -2076,6 +2156,10 @@ void link_mgr_free(link_mgr *m)
         outq_free(m->all);
     while (m->rpcs)
         outq_free(m->rpcs);
+    if (m->resolver) {
+        sl_loop_unwatch(m->loop, &m->resolver_w);
+        link_resolver_free(m->resolver);
+    }
     m->node->resolve_remote = NULL;
     m->node->on_queue_deleted = NULL;
     sl_map_free(m->by_key);

@@ -197,6 +197,9 @@ typedef struct link_options {
      * messages are dead-lettered (0: at once); TimeToReachQueue in ms (0: never) */
     uint32_t bad_queue_grace_ms;
     uint64_t reach_queue_ms;
+    /* a host name of a format name (DIRECT=OS:<host>) is looked up off the loop (resolve.h);
+     * an attempt waits this long for the answer, then fails with DnsFailure */
+    uint32_t dns_timeout_ms;
     /* link_ssl = true: links speak TLS (net/tls.h client context, the destination's
      * certificate verified), to the format name's port; NULL: plain TCP. Owned by the caller,
      * outlives the manager. */

@@ -253,7 +253,9 @@ def _write_config(path, config):
     return path
 
 
-def start_sluiced(tmp_path, args=(), config=None, data_dir=None, host=HOST, env=None):
+def start_sluiced(tmp_path, args=(), config=None, data_dir=None, host=HOST, env=None, wrap=()):
+    """wrap: a command prefix that ends by exec'ing its arguments (the daemon keeps its pid),
+    e.g. unshare -m with bind mounts (test_link_dns.py)."""
     binary = sluiced_binary()
     if not binary.exists():
         pytest.fail("sluiced binary not found at %s (build it, or set SLUICED=...)" % binary,
@@ -269,7 +271,7 @@ def start_sluiced(tmp_path, args=(), config=None, data_dir=None, host=HOST, env=
         cmd += ["--log-level", os.environ["SLUICE_LOG_LEVEL"]]
     if config is not None:
         cmd += ["--config", str(_write_config(tmp_path / "sluice.conf", config))]
-    cmd += list(args)
+    cmd = list(wrap) + cmd + list(args)
     logf = open(log_path, "wb")
     penv = None
     if env:

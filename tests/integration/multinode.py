@@ -69,13 +69,14 @@ def _port_free(host, port):
 class Node:
     """One sluiced of a cluster: .broker (conftest.Broker), .api (test_mgmt.Api)."""
 
-    def __init__(self, cluster, name, addr, config, keep_port, args):
+    def __init__(self, cluster, name, addr, config, keep_port, args, wrap=()):
         self.cluster = cluster
         self.name = name
         self.addr = addr
         self.config = config
         self.keep_port = keep_port
         self.args = tuple(args)
+        self.wrap = tuple(wrap)
         self.dir = Path(cluster.tmp_path) / ("node-" + name)
         self.data_dir = self.dir / "data"
         self.broker = None
@@ -90,7 +91,7 @@ class Node:
         cfg = dict(self.config)
         cfg.setdefault("node_name", "sluice@" + self.name)
         b = start_sluiced(self.dir / ("run%d" % self.starts), args=args, config=cfg,
-                          data_dir=self.data_dir, host=self.addr)
+                          data_dir=self.data_dir, host=self.addr, wrap=self.wrap)
         self.starts += 1
         self.broker = b
         self.port = b.port
@@ -177,11 +178,11 @@ class Cluster:
         self.request = request
         self.nodes = {}
 
-    def start(self, name, config=None, addr=None, keep_port=False, args=()):
+    def start(self, name, config=None, addr=None, keep_port=False, args=(), wrap=()):
         cfg = dict(LINK_TEST_CONFIG)
         if config:
             cfg.update(config)
-        n = Node(self, name, addr or _alloc_addr(), cfg, keep_port, args)
+        n = Node(self, name, addr or _alloc_addr(), cfg, keep_port, args, wrap)
         self.nodes[name] = n
         return n._start()
 
