@@ -1781,7 +1781,10 @@ static void flush_one(link_outq *o)
     }
     if (o->w.events != SL_EV_READ)
         sl_loop_watch(o->m->loop, &o->w, SL_EV_READ);
-    if (o->out.cap > (4u << 20))
+    /* Give back a big buffer once it is empty, never before: what is still in it waits for
+     * the disk (holds) and would be lost from the stream (it was, when 1 KiB messages filled
+     * the window with more than 4 MiB: the link stalled until the resend timer). */
+    if (!sl_buf_unread(&o->out) && o->out.cap > (4u << 20))
         sl_buf_free(&o->out);
     if (o->attached && o->q && c_can_take(&o->qc))
         qm_queue_schedule_dispatch(o->q); /* the buffer drained: more can go */

@@ -263,6 +263,35 @@ def test_disconnect_connect_sender_and_receiver(nodes):
     assert drain(bch, "d") == bodies(3, "z")
 
 
+@pytest.mark.test_timeout(60)
+def test_a_backlog_of_big_messages_drains_without_waiting_for_the_resend_timer(nodes):
+    # 20,000 x 1 KiB waiting offline: on CONNECT the link fills its window (16 batches of
+    # 1 MiB) at once, more than 4 MiB of output held for the turn's sync. The link used to
+    # give back its output buffer with those bytes in it: nothing was sent until the resend
+    # timer (here 60 s) started a new session.
+    slow = {"eod_resend_%s_ms" % k: 60000 for k in ("short", "medium", "long", "final")}
+    a = nodes.start("a", config=slow)
+    b = nodes.start("b")
+    bch = declare(b, "big")
+    fmt = b.fmt("big")
+    s, j, _ = a.api.action("MACHINE", "DISCONNECT")
+    assert hr(j) == OK
+    n, body = 20000, b"x" * 1024
+    ch = a.amqp().channel()
+    for _ in range(n):
+        ch.basic_publish(amqp.Message(body, delivery_mode=2), exchange="", routing_key=fmt)
+    wait_for(lambda: a.outgoing_queue(fmt)["messages"] == n, timeout=30,
+             message="the backlog never filled: %r" % (a.outgoing_queue(fmt),))
+    t0 = time.monotonic()
+    s, j, _ = a.api.action("MACHINE", "CONNECT")
+    assert hr(j) == OK
+    wait_for(lambda: bch.queue_declare("big", passive=True).message_count == n, timeout=30,
+             message="not drained: %r" % (a.outgoing_queue(fmt),))
+    assert time.monotonic() - t0 < 30
+    assert a.outgoing_queue(fmt)["eod"]["EodResendCount"] == 0  # no resend was needed
+    a.wait_drained(fmt)
+
+
 def test_bind_exchange_to_remote_queue_durable(nodes):
     a = nodes.start("a")
     b = nodes.start("b")
