@@ -6,6 +6,9 @@
 #   make bench-route    routing cost as bindings grow (the queue model alone: bench/routebench.c)
 #   make bench-forward  store and forward only: Sluice node to node vs RabbitMQ's shovel, and vs
 #                       a local publish with confirms of the same messages
+#   make bench-drain    the link itself: a backlog preloaded offline, then released; time to drain
+#                       it to the destination, vs RabbitMQ's shovel on a preloaded queue
+#                       (bench/drain.py; DRAIN_ARGS="--rounds 5", "--perf DIR" to profile)
 #   make bench-manyq    10,000 queues with a consumer each + 10,000 idle connections (issue 14)
 #   make soak           1 hour at 20,000 persistent msg/s with confirms and consumers: RSS flat,
 #                       nothing lost (bench/soak.py; SOAK_ARGS="--seconds 600" for less)
@@ -20,7 +23,8 @@ BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebe
 BENCH_ARGS   ?=
 
 .PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward bench-manyq \
-	soak soak-smoke
+	soak soak-smoke bench-drain
+DRAIN_ARGS   ?=
 SOAK_ARGS    ?=
 
 $(BENCH_DIR)/amqpbench: bench/amqpbench.c bench/bench.mk
@@ -52,6 +56,11 @@ bench-forward:
 	  --only fwd16,fwd1k,fwdtx16,fwd16raw,fwd1kraw \
 	  $(BENCH_ARGS)
 
+bench-drain:
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory $(BUILD)/sluiced
+	/usr/bin/python3 bench/drain.py --sluiced $(BUILD)/sluiced $(DRAIN_ARGS)
+
 bench-manyq:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
@@ -76,6 +85,7 @@ bench-smoke:
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
 	/usr/bin/python3 bench/run.py --smoke --build $(BUILD) $(BENCH_ARGS)
 	$(BENCH_DIR)/routebench 2000
+	/usr/bin/python3 bench/drain.py --smoke --sluiced $(BUILD)/sluiced
 
 bench-profile:
 	@scripts/deps.sh bench
