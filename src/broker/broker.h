@@ -201,6 +201,9 @@ struct consumer {
     uint32_t prefetch; /* per-consumer limit (basic.qos global=false), 0 = none */
     uint32_t unacked;
     consumer *next, *prev; /* in ch->consumers: unlinked in O(1), however many it has */
+    /* in ch->starved while turned away by the channel's global prefetch limit */
+    consumer *starved_next, *starved_prev;
+    uint8_t is_starved;
 };
 
 #define PUB_RK_AT 256 /* both names are short strings: at most 255 bytes */
@@ -234,6 +237,9 @@ struct channel {
      * cancel) without walking a list that may hold thousands */
     consumer *consumers;
     struct sl_map *ctags;
+    /* Consumers refused for the channel-wide (global) prefetch limit since it last had room:
+     * a settle that makes room offers more to these only, not to every consumer. */
+    consumer *starved;
     uint32_t prefetch_next;   /* per-consumer limit for consumers created from now on */
     uint32_t prefetch_global; /* channel-wide limit (global=true), 0 = none */
     /* publisher confirms */
@@ -436,6 +442,9 @@ consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len);
 /* A new consumer joins ch / one leaves it (O(1) both, the tag index kept). */
 void channel_add_consumer(channel *ch, consumer *cons);
 void channel_unlink_consumer(channel *ch, consumer *cons);
+/* cons was refused for the global prefetch limit / the channel has room again: wake those. */
+void channel_starve_consumer(channel *ch, consumer *cons);
+void channel_wake_starved(channel *ch);
 /* Send basic.cancel to the client if it announced consumer_cancel_notify. */
 void consumer_notify_cancel(consumer *cons);
 

@@ -256,10 +256,10 @@ static void after_settle(channel *ch, consumer *cons)
         if (cons->qc.queue)
             qm_queue_schedule_dispatch(cons->qc.queue);
     }
-    if (ch->prefetch_global)
-        for (consumer *o = ch->consumers; o; o = o->next)
-            if (o->qc.queue)
-                qm_queue_schedule_dispatch(o->qc.queue);
+    /* Under a channel-wide limit only the consumers it turned away wait for room: offering
+     * more to each of the channel's consumers on every settle would be O(consumers) per ack. */
+    if (ch->prefetch_global && ch->ua_live < ch->prefetch_global)
+        channel_wake_starved(ch);
 }
 
 static void settle_one(channel *ch, delivery *d, int how)

@@ -41,8 +41,10 @@ static int can_take(qm_consumer *qc)
         return 1;
     if (cons->prefetch && cons->unacked >= cons->prefetch)
         return 0;
-    if (ch->prefetch_global && ch->ua_live >= ch->prefetch_global)
+    if (ch->prefetch_global && ch->ua_live >= ch->prefetch_global) {
+        channel_starve_consumer(ch, cons);
         return 0;
+    }
     return 1;
 }
 
@@ -120,8 +122,45 @@ void channel_add_consumer(channel *ch, consumer *cons)
     ch->consumers = cons;
 }
 
+static void unstarve(channel *ch, consumer *cons)
+{
+    if (!cons->is_starved)
+        return;
+    if (cons->starved_prev)
+        cons->starved_prev->starved_next = cons->starved_next;
+    else
+        ch->starved = cons->starved_next;
+    if (cons->starved_next)
+        cons->starved_next->starved_prev = cons->starved_prev;
+    cons->starved_next = cons->starved_prev = NULL;
+    cons->is_starved = 0;
+}
+
+void channel_starve_consumer(channel *ch, consumer *cons)
+{
+    if (cons->is_starved)
+        return;
+    cons->is_starved = 1;
+    cons->starved_prev = NULL;
+    cons->starved_next = ch->starved;
+    if (ch->starved)
+        ch->starved->starved_prev = cons;
+    ch->starved = cons;
+}
+
+void channel_wake_starved(channel *ch)
+{
+    while (ch->starved) {
+        consumer *cons = ch->starved;
+        unstarve(ch, cons);
+        if (cons->qc.queue)
+            qm_queue_schedule_dispatch(cons->qc.queue);
+    }
+}
+
 void channel_unlink_consumer(channel *ch, consumer *cons)
 {
+    unstarve(ch, cons);
     if (cons->prev)
         cons->prev->next = cons->next;
     else

@@ -48,6 +48,7 @@ static void qos(channel *ch, const amqp_basic_qos *q)
         ch->prefetch_next = q->prefetch_count;
     }
     /* A raised limit can let queues deliver more right away. */
+    channel_wake_starved(ch);
     for (consumer *o = ch->consumers; o; o = o->next)
         if (o->qc.queue)
             qm_queue_schedule_dispatch(o->qc.queue);

@@ -87,6 +87,49 @@ def test_prefetch_global_shared_by_channel(conn, ch):
     assert len(got) == 4
 
 
+def test_prefetch_global_wakes_every_consumer_it_turned_away(conn, ch):
+    """A channel-wide limit turns consumers away; each ack that makes room must offer more to
+    every one of them (the refused ones are remembered, not every consumer rescheduled), also
+    after some of them were cancelled or lost their queue while waiting."""
+    nq, per_q = 20, 3
+    qs = [declare_queue(ch) for _ in range(nq)]
+    for q in qs:
+        fill(ch, q, per_q, prefix=q + ":")
+    cch = conn.channel()
+    cch.basic_qos(0, 4, True)
+    got = []
+    for i, q in enumerate(qs):
+        cch.basic_consume(q, consumer_tag="g%02d" % i, callback=got.append,
+                          on_cancel=lambda t: None)
+    drain_deliveries(conn, got, 4)
+    settle(conn, 0.2)
+    assert len(got) == 4
+    held = {m.body.decode().split(":")[0] for m in got}
+    waiting = [q for q in qs if q not in held]
+    # one turned-away consumer cancelled, another's queue deleted, while they wait
+    cch.basic_cancel("g%02d" % qs.index(waiting[0]))
+    ch.queue_delete(waiting[1])
+    live = [q for q in qs if q not in waiting[:2]]
+    want = len(live) * per_q
+
+    def from_live():
+        return [m for m in got if m.body.decode().split(":")[0] in live]
+
+    acked = 0
+    deadline = time.monotonic() + 10
+    while len(from_live()) < want and time.monotonic() < deadline:
+        while acked < len(got):  # each ack makes room for one more
+            cch.basic_ack(got[acked].delivery_tag)
+            acked += 1
+        try:
+            conn.drain_events(timeout=0.2)
+        except socket.timeout:
+            pass
+    assert len(from_live()) == want, "every consumer the limit turned away got its messages"
+    for q in live:
+        assert queue_counts(conn, q) == (0, 1), q
+
+
 def test_prefetch_applies_to_later_consumers_only(conn, ch):
     q1 = declare_queue(ch, exclusive=True)
     q2 = declare_queue(ch, exclusive=True)
