@@ -52,6 +52,8 @@ static void store_stalled(broker *b);
 static uint64_t reserve_size(const broker *b);
 static void reserve_make(broker *b);
 static void set_alarm(broker *b, int which, int on);
+static uint64_t disk_check_step(const broker *b);
+static void check_disk(broker *b, uint64_t now);
 static void kick_or_die(broker *b, int force);
 
 typedef struct disk_waiter {
@@ -336,6 +338,10 @@ static void before_sleep(sl_loop *loop, void *arg)
     }
     if (b->store && persist_tidy_running(b->store))
         tidy_slice(b);
+    if (b->store && persist_bytes_appended(b->store) - b->disk_check_bytes >= disk_check_step(b)) {
+        b->next_disk_check = 0; /* what was written this turn may be what fills the disk */
+        check_disk(b, sl_loop_now(loop));
+    }
     if (more || b->node->dispatch_head || b->dirty)
         sl_loop_wake(loop);
     /* The next turn's budget of bounded model work (mass expiry) starts now. */
@@ -410,11 +416,26 @@ static void set_alarm(broker *b, int which, int on)
     }
 }
 
+/* Free space is looked at once a second and every DISK_CHECK_STEP bytes the store takes (a
+ * quarter of disk_free_limit when that is smaller, at least 64 KiB): between two checks the
+ * writes are bounded by that and one turn's input, not by how fast publishers are. */
+#define DISK_CHECK_STEP (4u << 20)
+
+static uint64_t disk_check_step(const broker *b)
+{
+    uint64_t step = DISK_CHECK_STEP, q = b->cfg->disk_free_limit / 4;
+    if (q && q < step)
+        step = q < (64u << 10) ? (64u << 10) : q;
+    return step;
+}
+
 static void check_disk(broker *b, uint64_t now)
 {
     if (now < b->next_disk_check)
         return;
     b->next_disk_check = now + 1000;
+    if (b->store)
+        b->disk_check_bytes = persist_bytes_appended(b->store);
     struct statvfs vfs;
     if (statvfs(b->cfg->data_dir, &vfs) < 0)
         return;

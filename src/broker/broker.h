@@ -90,6 +90,7 @@ struct broker {
     int alarms;       /* ALARM_MEMORY | ALARM_DISK: publishers are blocked while non-zero */
     int reserve_held; /* DATA/space-reserve exists (released when the disk is full) */
     uint64_t next_disk_check;
+    uint64_t disk_check_bytes; /* the store's bytes appended at the last free-space check */
     uint64_t next_store_sync;
     int shutting_down;
     uint64_t shutdown_deadline;

@@ -31,6 +31,18 @@ static void reply(channel *ch, uint32_t id, int nowait, int durable)
         conn_send_method(ch->c, ch->id, &m);
 }
 
+/* A passive declare-ok promises only that the exchange's definition is on disk: it waits for
+ * the generation that definition was written in, not for every write pending (a full disk
+ * holding other clients' publishes must not hold it). */
+static void reply_existing(channel *ch, const qm_exchange *x, int nowait)
+{
+    amqp_method m = {.id = AMQP_EXCHANGE_DECLARE_OK};
+    if (x->durable)
+        channel_send_after(ch, &m, nowait, x->st_def_gen);
+    else if (!nowait)
+        conn_send_method(ch->c, ch->id, &m);
+}
+
 static qm_exchange *need_exchange(channel *ch, amqp_bytes name, uint32_t method_id)
 {
     qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)name.p, name.len);
@@ -51,7 +63,7 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
     if (d->passive) {
         qm_exchange *x = need_exchange(ch, d->exchange, id);
         if (x)
-            reply(ch, AMQP_EXCHANGE_DECLARE_OK, d->nowait, x->durable);
+            reply_existing(ch, x, d->nowait);
         return;
     }
     int type = qm_exchange_type_parse((const char *)d->type.p, d->type.len);

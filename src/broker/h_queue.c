@@ -181,7 +181,17 @@ static void declare(channel *ch, const amqp_queue_declare *d)
     m.u.queue_declare_ok.queue = amqp_cstr(q->name);
     m.u.queue_declare_ok.message_count = (uint32_t)q->n_ready;
     m.u.queue_declare_ok.consumer_count = (uint32_t)q->n_consumers;
-    send_reply(ch, q, &m, d->nowait);
+    /* What a declare-ok promises is the queue's definition on disk (new, or still on its way
+     * there): it waits for the generation of that record, not for every write pending, so a
+     * passive declare is answered while a full disk holds other clients' publishes. */
+    if (stored(q)) {
+        uint64_t gen = q->st_def_gen;
+        if (q->parent && q->parent->st_def_gen > gen)
+            gen = q->parent->st_def_gen;
+        channel_send_after(ch, &m, d->nowait, gen);
+    } else if (!d->nowait) {
+        conn_send_method(ch->c, ch->id, &m);
+    }
 }
 
 static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xname, amqp_bytes key,

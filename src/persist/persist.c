@@ -190,6 +190,7 @@ static void h_queue_created(void *ctx, qm_queue *q)
         return;
     persist_encode_queue(&p->scratch, q);
     meta_append(p, M_QUEUE);
+    q->st_def_gen = p->gen_need;
 }
 
 static void h_queue_destroyed(void *ctx, qm_queue *q)
@@ -208,6 +209,7 @@ static void h_exchange_created(void *ctx, qm_exchange *x)
         return;
     persist_encode_exchange(&p->scratch, x);
     meta_append(p, M_EXCHANGE);
+    x->st_def_gen = p->gen_need;
 }
 
 static void h_exchange_destroyed(void *ctx, qm_exchange *x)
@@ -880,6 +882,12 @@ void persist_get_stats(const persist *p, persist_stats *out)
     out->msgs_bytes = ls.bytes;
     out->commits = p->commits;
     out->records = p->records;
+}
+
+uint64_t persist_bytes_appended(const persist *p)
+{
+    return (p->msgs ? st_log_bytes_appended(p->msgs) : 0) +
+           (p->meta ? st_log_bytes_appended(p->meta) : 0);
 }
 
 static int mkdir_p(const char *path)

@@ -103,6 +103,9 @@ typedef struct persist_stats {
     uint64_t msgs_segments, msgs_bytes, commits, records;
 } persist_stats;
 void persist_get_stats(const persist *p, persist_stats *out);
+/* Bytes appended to both logs since open: what the disk has taken or will have to (the
+ * broker checks free space every so many of them, not only by the clock). */
+uint64_t persist_bytes_appended(const persist *p);
 
 /* TIDY (tidy.c): give back the disk of msgs segments that nothing needs any more, wherever
  * they are, and compact segments that hold little live data: their live records (a message and

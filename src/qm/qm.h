@@ -401,6 +401,9 @@ struct qm_queue {
      * a store segment older than this (0: none stored since its last purge), so a purge
      * record depends on nothing older */
     uint32_t st_floor;
+    /* the store's generation (persist_ticket) its definition record went to, 0: on disk since
+     * recovery: what a declare-ok of the existing queue waits for, not every write pending */
+    uint64_t st_def_gen;
 };
 
 typedef struct qm_queue_decl {
@@ -628,6 +631,7 @@ struct qm_exchange {
     size_t n_inbound;
     uint64_t route_epoch; /* qm_route's visited stamp (internal) */
     uint8_t deleting;     /* being deleted: guards auto-delete recursion (internal) */
+    uint64_t st_def_gen;  /* the store's generation of its definition record (see qm_queue) */
 };
 
 struct qm_binding {

@@ -102,7 +102,8 @@ struct st_log {
     uint64_t durable_seq;
     int failed_errno;
     uint64_t records_written, commits;
-    char *torn; /* read-only opens: the torn tail left in place */
+    uint64_t bytes_appended; /* since open: what the disk will have to take */
+    char *torn;              /* read-only opens: the torn tail left in place */
     /* Read-ahead for st_log_read: a window of a segment's written bytes (immutable once
      * written, and segment numbers are never reused, so it never goes stale while the
      * segment is live), filled when reads walk forward through a segment, as paging in a
@@ -823,6 +824,7 @@ uint64_t st_log_appendv(st_log *l, uint8_t type, const st_iov *iov, int n, st_lo
     }
     put_le32(p + 4, st_crc32c(0, p + 8, 9 + len));
     l->records_written++;
+    l->bytes_appended += reclen;
     return seq;
 }
 
@@ -1501,6 +1503,12 @@ void st_log_get_stats(const st_log *l, st_log_stats *out)
         out->bytes += l->segs[i].size;
     }
     out->records_written = l->records_written;
+    out->bytes_appended = l->bytes_appended;
     out->commits = l->commits;
     out->oldest_segment_refs = l->nsegs ? l->segs[0].refs : 0;
+}
+
+uint64_t st_log_bytes_appended(const st_log *l)
+{
+    return l->bytes_appended;
 }

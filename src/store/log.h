@@ -194,10 +194,13 @@ typedef struct st_log_stats {
     uint64_t segments;
     uint64_t bytes;           /* on disk, all segments */
     uint64_t records_written; /* since open */
+    uint64_t bytes_appended;  /* since open, headers included */
     uint64_t commits;         /* fdatasync calls since open */
     uint64_t oldest_segment_refs;
 } st_log_stats;
 void st_log_get_stats(const st_log *l, st_log_stats *out);
+/* bytes_appended alone (O(1): called every loop turn). */
+uint64_t st_log_bytes_appended(const st_log *l);
 
 /* File name (no directory) of a live segment, or NULL for an unknown number. Valid until
  * the segment is reclaimed or the log closed. */

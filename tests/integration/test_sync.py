@@ -64,6 +64,33 @@ def test_transient_traffic_does_not_wait_for_a_slow_sync(broker_factory):
     assert time.monotonic() - t0 >= SLOW_MS / 1000.0 * 0.9, "confirm came before its sync"
 
 
+def test_passive_declares_of_durable_objects_wait_only_for_their_own_definition(broker_factory):
+    """A passive declare-ok (or the declare-ok of a queue that exists) promises the object's
+    definition on disk, nothing more: it must not wait for other clients' pending writes.
+    It did (the whole turn's ticket), so on a full disk, where those writes are held until
+    space returns, every passive declare of a durable queue or exchange hung with them
+    (issue 13 item 5: bystander round trips of 2 s)."""
+    b = broker_factory(env=SLOW)
+    dq, other_q = uname("durable"), uname("declared")
+    setup = raw_channel(b)
+    setup.rpc(1, "queue.declare", queue=other_q, durable=True, timeout=10)  # on disk now
+    setup.rpc(1, "queue.declare", queue=dq, durable=True, timeout=10)
+    pub = raw_channel(b)
+    pub.rpc(1, "confirm.select", timeout=10)
+    pub.publish(1, "", dq, b"persistent", properties=PERSISTENT)
+    # a round trip that promises nothing: the publish is in, its sync pending
+    pub.rpc(1, "queue.declare", queue=uname("transient"), auto_delete=True, timeout=10)
+
+    other = raw_channel(b)
+    ok = other.rpc(1, "queue.declare", queue=other_q, passive=True, timeout=10)
+    assert ok.queue == other_q
+    other.rpc(1, "queue.declare", queue=other_q, durable=True, timeout=10)  # exists: same
+    other.rpc(1, "exchange.declare", exchange="amq.direct", type="direct", passive=True,
+              timeout=10)
+    assert not arrived(pub, "basic.ack"), "a passive declare waited for another's publish"
+    assert pub.expect("basic.ack", timeout=10).delivery_tag == 1
+
+
 def test_consumer_on_a_publishing_connection_is_not_held_by_its_confirms(broker_factory):
     """Confirms wait in their channel, not in the connection's output: deliveries to a
     consumer on the same connection go out while the acks wait for the disk."""
