@@ -786,6 +786,15 @@ static int do_action(const char *object, const char *action)
     if ((v = json_object_get(j, "segments_freed")))
         printf(": freed %lld segment(s), %lld byte(s)", (long long)json_integer_value(v),
                (long long)json_integer_value(json_object_get(j, "bytes_freed")));
+    if ((v = json_object_get(j, "segments_compacted")))
+        printf("; compacted %lld segment(s) (%lld records, %lld bytes copied); store %lld -> "
+               "%lld bytes in %lld ms",
+               (long long)json_integer_value(v),
+               (long long)json_integer_value(json_object_get(j, "records_copied")),
+               (long long)json_integer_value(json_object_get(j, "bytes_copied")),
+               (long long)json_integer_value(json_object_get(j, "store_bytes_before")),
+               (long long)json_integer_value(json_object_get(j, "store_bytes_after")),
+               (long long)json_integer_value(json_object_get(j, "tidy_ms")));
     putchar('\n');
     json_decref(j);
     return 0;

@@ -338,3 +338,42 @@ def test_tidy_frees_disk_and_keeps_live_messages(broker_factory):
             break
         bodies.append(bytes(m.body)[:4])
     assert bodies == [b"%04d" % i for i in range(350, 400)]
+
+
+def test_tidy_compacts_behind_an_old_message(broker_factory):
+    """One old message keeps its segment, and every newer segment whose acks depend on it,
+    until TIDY copies it forward (issue 13 item 9): then the store shrinks to about the
+    newest segments, and the message is still there, the same, after a kill -9."""
+    cfg = {"segment_size": "64k", "tidy_interval": "0"}
+    b = broker_factory(config=cfg)
+    api = Api(b)
+    c = b.amqp()
+    ch = c.channel()
+    old, traffic = uname("old"), uname("traffic")
+    ch.queue_declare(old, durable=True, auto_delete=False)
+    ch.queue_declare(traffic, durable=True, auto_delete=False)
+    ch.confirm_select()
+    ch.basic_publish(amqp.Message(b"o" * 100, delivery_mode=2, message_id="the-old-one"),
+                     exchange="", routing_key=old)
+    for i in range(1200):
+        ch.basic_publish(amqp.Message(b"t" * 1000, delivery_mode=2), exchange="",
+                         routing_key=traffic)
+        m = ch.basic_get(traffic, no_ack=False)
+        ch.basic_ack(m.delivery_tag)
+    s, j, _ = api.action("MACHINE", "TIDY")
+    assert s == 200 and hr(j) == OK
+    assert j["segments_compacted"] >= 1 and j["records_copied"] >= 2, j
+    assert j["store_bytes_before"] > 1000000, j
+    assert j["store_bytes_after"] * 3 < j["store_bytes_before"], j
+    assert j["segments_freed"] >= 10 and j["segments_freed_between"] >= 0, j
+    assert isinstance(j["tidy_ms"], int) and j["bytes_copied"] > 100, j
+    assert api.queue(old)["messages"] == 1
+    c.close()
+    b.kill9()
+    b2 = broker_factory(data_dir=b.data_dir, config=cfg)
+    ch2 = b2.amqp().channel()
+    m = ch2.basic_get(old, no_ack=True)
+    assert m is not None and bytes(m.body) == b"o" * 100
+    assert m.properties.get("message_id") == "the-old-one"
+    assert ch2.basic_get(old, no_ack=True) is None
+    assert ch2.basic_get(traffic, no_ack=True) is None
