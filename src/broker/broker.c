@@ -220,14 +220,12 @@ void broker_mark_dirty(conn *c)
 
 void broker_conn_resume_consumers(conn *c)
 {
-    for (size_t i = 0; i < c->channels_cap; i++) {
-        channel *ch = c->channels[i];
-        if (!ch)
-            continue;
-        for (consumer *o = ch->consumers; o; o = o->next)
-            if (o->qc.queue)
-                qm_queue_schedule_dispatch(o->qc.queue);
-    }
+    /* Only the consumers a full buffer turned away (on their channel's starved list, with
+     * those a global prefetch limit turned away: a spurious offer is refused and listed
+     * again), not every consumer of the connection. */
+    for (size_t i = 0; i < c->channels_cap; i++)
+        if (c->channels[i] && c->channels[i]->starved)
+            channel_wake_starved(c->channels[i]);
 }
 
 void broker_input_pending(conn *c)

@@ -238,8 +238,8 @@ struct channel {
      * cancel) without walking a list that may hold thousands */
     consumer *consumers;
     struct sl_map *ctags;
-    /* Consumers refused for the channel-wide (global) prefetch limit since it last had room:
-     * a settle that makes room offers more to these only, not to every consumer. */
+    /* Consumers refused for the channel-wide (global) prefetch limit, or for a full output
+     * buffer, since there was room: room offers more to these only, not to every consumer. */
     consumer *starved;
     uint32_t prefetch_next;   /* per-consumer limit for consumers created from now on */
     uint32_t prefetch_global; /* channel-wide limit (global=true), 0 = none */
@@ -325,7 +325,7 @@ void broker_mark_dirty(conn *c);
 void broker_input_pending(conn *c);
 /* 1 once this loop turn has spent TURN_INPUT_MS on input. */
 int broker_turn_over(const broker *b);
-/* Schedule dispatch for every queue this connection's consumers read from. */
+/* Schedule dispatch for the queues of the consumers a full output buffer turned away. */
 void broker_conn_resume_consumers(conn *c);
 
 /* security.c */

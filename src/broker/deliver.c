@@ -34,7 +34,9 @@ static int can_take(qm_consumer *qc)
     if (c->state != CONN_OPEN || ch->state != CH_OPEN)
         return 0;
     if (sl_buf_unread(&c->out) >= CONN_OUT_HIGH) {
-        c->consumers_waiting = 1; /* conn_flush resumes the queues once it has drained */
+        /* conn_flush wakes the consumers turned away once it has drained */
+        c->consumers_waiting = 1;
+        channel_starve_consumer(ch, cons);
         return 0;
     }
     if (qc->no_ack)

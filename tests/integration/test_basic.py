@@ -699,6 +699,28 @@ def test_backlog_larger_than_output_buffer_is_all_delivered(conn, ch):
     assert len(got) == 3000
 
 
+def test_backlogs_of_many_consumers_larger_than_output_buffer_are_all_delivered(conn, ch):
+    """The same with six consumers on three channels of one connection: each one a full
+    output buffer turned away must be offered more once it drains (they are remembered per
+    channel; the others of the connection are not rescheduled)."""
+    qs = [declare_queue(ch, exclusive=True) for _ in range(6)]
+    for i in range(3000):
+        ch.basic_publish(amqp.Message(b"x" * 4000), routing_key=qs[i % 6])
+    got = {q: 0 for q in qs}
+    chans = [conn.channel() for _ in range(3)]
+    for i, q in enumerate(qs):
+        def cb(m, q=q):
+            got[q] += 1
+        chans[i % 3].basic_consume(q, callback=cb, no_ack=True)
+    deadline = time.monotonic() + 20
+    while sum(got.values()) < 3000 and time.monotonic() < deadline:
+        try:
+            conn.drain_events(timeout=0.5)
+        except socket.timeout:
+            pass
+    assert got == {q: 500 for q in qs}
+
+
 # ---------------------------------------------------------------------------
 # expiration is checked as RabbitMQ checks it (issue 12 item 9)
 # ---------------------------------------------------------------------------
