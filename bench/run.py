@@ -774,8 +774,11 @@ def run_recovery(b, sid, sargs, rnd, amqpbench, tmp, timeout):
     (amqpbench --drain --since, which then deletes them). The sample is <sid>_recover."""
     tag = "b%d-%s" % (rnd, sid)
     t = sargs.split()
+    # --stall bounds the wait for the broker to accept: a node that does not come back fails
+    # the sample in 5 minutes rather than at the scenario's timeout.
     dargs = "-S %s -q %s --drain --stall %d --tag %s" % (t[t.index("-S") + 1],
-                                                          t[t.index("-q") + 1], timeout, tag)
+                                                          t[t.index("-q") + 1],
+                                                          min(timeout, 300), tag)
     t0 = time.monotonic()
     b.stop()
     stop_s = time.monotonic() - t0
