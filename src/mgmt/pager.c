@@ -351,8 +351,11 @@ typedef struct pager {
     size_t w_vi;     /* vhost lists: the index of the vhost being walked */
     int w_phase;     /* bindings: 0 the default exchange's (by queue), 1 the exchanges' */
     char *w_last;    /* the name of the last queue or exchange walked in the phase */
-    uint64_t seq;    /* ends every key: two equal items stay two */
-    sl_buf texts;    /* the matches' texts: an sl_buf, so the memory alarm counts them */
+    int w_inx;       /* bindings: w_last is partly walked, up to w_b (key w_bkey to w_bdest) */
+    const qm_binding *w_b; /* compared, never followed: it may be gone */
+    char *w_bkey, *w_bdest;
+    uint64_t seq; /* ends every key: two equal items stay two */
+    sl_buf texts; /* the matches' texts: an sl_buf, so the memory alarm counts them */
     /* a peek (GET /api/queues/{vhost}/{name}/messages): not a list but the same slices */
     int peek;
     char *pq_vhost, *pq_name; /* the queue, found again every slice */
@@ -386,6 +389,8 @@ static void pager_free(pager *p)
     sl_free(p->s_dest);
     sl_free(p->user);
     sl_free(p->w_last);
+    sl_free(p->w_bkey);
+    sl_free(p->w_bdest);
     sl_buf_free(&p->pend);
     sl_free(p->pq_vhost);
     sl_free(p->pq_name);
@@ -703,7 +708,7 @@ static void peek_step(pager *p, uint64_t until)
  *     next channel slot in it; a connection closed meanwhile is simply not met again;
  *   - bindings per vhost: the default exchange's (one per queue, in queue_order) after the
  *     last queue walked, then the exchanges' (in exchange_order) after the last exchange
- *     walked, each exchange's bindings at once;
+ *     walked, inside an exchange after the last binding walked (visit_exchange);
  *   - vhosts: their names, taken when the request came.
  * The counts are those of when each item was walked.
  */
@@ -758,7 +763,19 @@ static void visit(pager *p, json_t *j)
         encode_sort_value(&key, dotted(j, p->sort));
     for (int i = 0; i < 6 && default_cols[p->cur.kind][i]; i++)
         encode_sort_value(&key, dotted(j, default_cols[p->cur.kind][i]));
-    put_u64(&key, p->seq++);
+    if (p->cur.kind == PAGER_BINDINGS) {
+        /* a binding is its default columns (properties_key holds its arguments' hash): one
+         * walked again after its place was lost is the same item */
+        sl_onode *e = sl_oset_seek(&p->matches, (const char *)key.data, key.len, 0);
+        if (e && e->klen == key.len && !memcmp(e->key, key.data, key.len)) {
+            p->total--; /* counted once */
+            sl_buf_free(&key);
+            json_decref(j);
+            return;
+        }
+    } else {
+        put_u64(&key, p->seq++);
+    }
     if (p->cols && *p->cols)
         json_filter_columns(j, p->cols);
     match *mt = match_new(&key, 0, 0);
@@ -851,9 +868,36 @@ static int walk_vhosts(pager *p, uint64_t until)
     return 1;
 }
 
-static void visit_exchange(pager *p, qm_exchange *x)
+static const char *dest_name(const qm_binding *b)
 {
-    for (qm_binding *b = x->bindings; b; b = b->next) {
+    return b->dest_queue ? b->dest_queue->name : b->dest_exchange->name;
+}
+
+/* x's bindings after the last one walked (all of them when x is new to the walk); 0 when the
+ * turn's slice ran out, the place kept: the last binding walked, found again next time by
+ * address and then checked by key and destination (an address alone may have been reused).
+ * When it is gone, x is walked again from its first binding: the matches of bindings are
+ * deduplicated (visit), so nothing is listed twice. */
+static int visit_exchange(pager *p, qm_exchange *x, uint64_t until, unsigned *k)
+{
+    qm_binding *b = x->bindings;
+    if (p->w_inx) {
+        qm_binding *f = x->bindings;
+        while (f &&
+               !(f == p->w_b && !strcmp(f->key, p->w_bkey) && !strcmp(dest_name(f), p->w_bdest)))
+            f = f->next;
+        b = f ? f->next : x->bindings;
+    }
+    for (qm_binding *prev = NULL; b; prev = b, b = b->next) {
+        if (prev && over(k, until)) {
+            p->w_inx = 1;
+            p->w_b = prev;
+            sl_free(p->w_bkey);
+            sl_free(p->w_bdest);
+            p->w_bkey = sl_xstrdup(prev->key);
+            p->w_bdest = sl_xstrdup(dest_name(prev));
+            return 0;
+        }
         if (p->s_dest) {
             const char *d = p->s_dest_q ? (b->dest_queue ? b->dest_queue->name : NULL)
                                         : (b->dest_exchange ? b->dest_exchange->name : NULL);
@@ -862,6 +906,8 @@ static void visit_exchange(pager *p, qm_exchange *x)
         }
         visit(p, mgmt_binding_json(b));
     }
+    p->w_inx = 0;
+    return 1;
 }
 
 static void set_last(pager *p, const sl_onode *n)
@@ -903,19 +949,26 @@ static int walk_bindings(pager *p, uint64_t until)
         }
         if (vh && p->s_src) {
             qm_exchange *x = *p->s_src ? qm_exchange_find(vh, p->s_src, strlen(p->s_src)) : NULL;
-            if (x)
-                visit_exchange(p, x);
+            if (x && !visit_exchange(p, x, until, &k))
+                return 0;
         } else if (vh) {
-            sl_onode *n = p->w_last
-                              ? sl_oset_seek(&vh->exchange_order, p->w_last, strlen(p->w_last), 1)
-                              : sl_oset_first(&vh->exchange_order);
-            for (unsigned done = 0; n; n = sl_oset_next(n), done++) {
-                if (done && over(&k, until))
-                    return 0;
-                visit_exchange(p, SL_ONODE_OWNER(n, qm_exchange, by_name));
+            /* after the last exchange walked; the one partly walked again if it is still
+             * there (>= its name) */
+            sl_onode *n = p->w_last ? sl_oset_seek(&vh->exchange_order, p->w_last,
+                                                   strlen(p->w_last), !p->w_inx)
+                                    : sl_oset_first(&vh->exchange_order);
+            if (p->w_inx &&
+                !(n && n->klen == strlen(p->w_last) && !memcmp(n->key, p->w_last, n->klen)))
+                p->w_inx = 0; /* it is gone: n is the next one */
+            for (; n; n = sl_oset_next(n)) {
                 set_last(p, n);
+                if (!visit_exchange(p, SL_ONODE_OWNER(n, qm_exchange, by_name), until, &k))
+                    return 0;
+                if (over(&k, until))
+                    return 0; /* w_last is walked whole */
             }
         }
+        p->w_inx = 0;
         p->w_phase = 0;
         sl_free(p->w_last);
         p->w_last = NULL;

@@ -887,6 +887,7 @@ def api_lists_10k(node, by, res):
         ("/api/connections?page=2&page_size=500&sort=peer_port", 500),
     ]
     full_ok = page_ok = 0
+    over10 = metric_value(node, 'sluice_loop_turns_cpu_over_total{ms="10"}') or 0
     t0 = time.monotonic()
     for _ in range(3):
         out = _http_many(node, [p for p, _, _ in lists] + [p for p, _ in pages])
@@ -907,6 +908,8 @@ def api_lists_10k(node, by, res):
               % (full_ok, LIST_CONNS))
     res.check(page_ok == 12, "%d of 12 sorted or filtered pages of 500 right (%.1f s for the "
               "3 rounds)" % (page_ok, took))
+    over10 = (metric_value(node, 'sluice_loop_turns_cpu_over_total{ms="10"}') or 0) - over10
+    res.check(True, "%d loop turns over 10 ms of CPU meanwhile" % over10)
     by.run.value = 0  # the attack is over: 2,000 connections closing at once is not it
     for c in idle + holders + [r]:
         c.close()

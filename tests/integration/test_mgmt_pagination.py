@@ -499,3 +499,63 @@ def test_lists_walked_while_connections_close(broker, api):
     assert len(sizes) > 2  # replies were made while connections closed
     st, body, _ = api.get("/api/channels?page=1")
     assert st == 200
+
+
+@pytest.mark.sluice_only("a stress of Sluice's sliced walks (RabbitMQ builds its lists whole)")
+def test_bindings_walked_while_unbinding(broker, api):
+    """One exchange of 6,000 bindings, listed again and again while 4,000 of them go (the
+    walk stops and resumes inside the exchange, the binding it stopped at may be gone): no
+    binding twice in any reply, and every binding that stays in every reply."""
+    import threading
+
+    import amqpraw
+    p = uname("wu")
+    r = broker.raw(timeout=30)
+    r.open_channel(1)
+    x = p + "-x"
+    r.rpc(1, "exchange.declare", exchange=x, type="direct")
+    r.rpc(1, "queue.declare", queue=p)
+    keys = ["k%05d" % i for i in range(6000)]
+
+    r.send(b"".join(amqpraw.encode_frame(amqpraw.FRAME_METHOD, 1, amqpraw.encode_method(
+        "queue.bind", queue=p, exchange=x, routing_key=k, nowait=True)) for k in keys))
+    r.rpc(1, "basic.qos", prefetch_count=0, timeout=30)
+    stays = set(keys[::3])
+    out = []
+    done = threading.Event()
+
+    def lister():
+        for _ in range(30):
+            out.append(api.get("/api/exchanges/%%2F/%s/bindings/source?columns=routing_key"
+                               % q(x)))
+            out.append(api.get("/api/bindings/%%2F?page=1&page_size=500&name=%s&sort=routing_key"
+                               "&columns=routing_key" % x))
+            if done.is_set():
+                break
+    ts = [threading.Thread(target=lister) for _ in range(3)]
+    for t in ts:
+        t.start()
+    time.sleep(0.05)
+    gone = [k for k in keys if k not in stays]
+    for i in range(0, len(gone), 200):  # 4,000 unbinds, 200 at a time, while lists are made
+        r.send(b"".join(amqpraw.encode_frame(amqpraw.FRAME_METHOD, 1, amqpraw.encode_method(
+            "queue.unbind", queue=p, exchange=x, routing_key=k)) for k in gone[i:i + 200]))
+        r.rpc(1, "basic.qos", prefetch_count=0, timeout=30)
+        time.sleep(0.01)
+    done.set()
+    for t in ts:
+        t.join(60)
+    counts = set()
+    for st, body, _ in out:
+        assert st == 200, body
+        paged = isinstance(body, dict)
+        got = [b["routing_key"] for b in (body["items"] if paged else body)]
+        assert len(got) == len(set(got)), "a binding listed twice"
+        if paged:
+            assert got == sorted(got) and body["filtered_count"] >= len(stays)
+            counts.add(body["filtered_count"])
+        else:
+            assert stays <= set(got)
+            counts.add(len(got))
+    assert len(counts) > 1  # lists were made while bindings went
+    r.close()
