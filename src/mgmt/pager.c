@@ -348,10 +348,13 @@ typedef struct pager {
     int monitor;
     uint64_t w_conn; /* connections are newest first: the id being walked */
     size_t w_ch;     /* its next channel slot */
-    size_t w_vi;     /* vhost lists: the index of the vhost being walked */
-    int w_phase;     /* bindings: 0 the default exchange's (by queue), 1 the exchanges' */
-    char *w_last;    /* the name of the last queue or exchange walked in the phase */
-    int w_inx;       /* bindings: w_last is partly walked, up to w_b (key w_bkey to w_bdest) */
+    char *w_ctag;    /* consumers: that channel is partly walked, up to w_cons (its tag) */
+    size_t w_ctag_len;
+    const consumer *w_cons; /* compared, never followed: it may be gone */
+    size_t w_vi;            /* vhost lists: the index of the vhost being walked */
+    int w_phase;            /* bindings: 0 the default exchange's (by queue), 1 the exchanges' */
+    char *w_last;           /* the name of the last queue or exchange walked in the phase */
+    int w_inx; /* bindings: w_last is partly walked, up to w_b (key w_bkey to w_bdest) */
     const qm_binding *w_b; /* compared, never followed: it may be gone */
     char *w_bkey, *w_bdest;
     uint64_t seq; /* ends every key: two equal items stay two */
@@ -391,6 +394,7 @@ static void pager_free(pager *p)
     sl_free(p->w_last);
     sl_free(p->w_bkey);
     sl_free(p->w_bdest);
+    sl_free(p->w_ctag);
     sl_buf_free(&p->pend);
     sl_free(p->pq_vhost);
     sl_free(p->pq_name);
@@ -705,7 +709,8 @@ static void peek_step(pager *p, uint64_t until)
  * sequence number. A page is then found by rank; a full list is streamed from the matches,
  * each freed as it is written. The walk resumes between turns by what does not move:
  *   - connections are newest first in b->conns (ids decrease): the id being walked, and the
- *     next channel slot in it; a connection closed meanwhile is simply not met again;
+ *     next channel slot in it (and in that channel the tag of the last consumer walked); a
+ *     connection closed meanwhile is simply not met again;
  *   - bindings per vhost: the default exchange's (one per queue, in queue_order) after the
  *     last queue walked, then the exchanges' (in exchange_order) after the last exchange
  *     walked, inside an exchange after the last binding walked (visit_exchange);
@@ -763,9 +768,10 @@ static void visit(pager *p, json_t *j)
         encode_sort_value(&key, dotted(j, p->sort));
     for (int i = 0; i < 6 && default_cols[p->cur.kind][i]; i++)
         encode_sort_value(&key, dotted(j, default_cols[p->cur.kind][i]));
-    if (p->cur.kind == PAGER_BINDINGS) {
-        /* a binding is its default columns (properties_key holds its arguments' hash): one
-         * walked again after its place was lost is the same item */
+    if (p->cur.kind == PAGER_BINDINGS || p->cur.kind == PAGER_CONSUMERS) {
+        /* a binding is its default columns (properties_key holds its arguments' hash), a
+         * consumer too (its tag is unique in its channel): one walked again after its place
+         * was lost is the same item */
         sl_onode *e = sl_oset_seek(&p->matches, (const char *)key.data, key.len, 0);
         if (e && e->klen == key.len && !memcmp(e->key, key.data, key.len)) {
             p->total--; /* counted once */
@@ -803,6 +809,34 @@ static int over(unsigned *k, uint64_t until)
     return (++*k & 15) == 0 && sl_now_us() >= until;
 }
 
+/* ch's consumers after the last one walked (found again by address and tag, as bindings; all
+ * of them when there is none, or when it is gone: consumers are deduplicated in visit); 0
+ * when the slice ran out, the place kept. */
+static int visit_consumers(pager *p, channel *ch, uint64_t until, unsigned *k)
+{
+    consumer *o = ch->consumers;
+    if (p->w_ctag) {
+        consumer *f = ch->consumers;
+        while (f && !(f == p->w_cons && f->tag_len == p->w_ctag_len &&
+                      !memcmp(f->tag, p->w_ctag, f->tag_len)))
+            f = f->next;
+        o = f ? f->next : ch->consumers;
+        sl_free(p->w_ctag);
+        p->w_ctag = NULL;
+    }
+    for (consumer *prev = NULL; o; prev = o, o = o->next) {
+        if (prev && over(k, until)) {
+            p->w_ctag = sl_xstrndup(prev->tag, prev->tag_len);
+            p->w_ctag_len = prev->tag_len;
+            p->w_cons = prev;
+            return 0;
+        }
+        if (o->qc.queue)
+            visit(p, mgmt_consumer_json(p->m, ch, o));
+    }
+    return 1;
+}
+
 /* 1 when every connection (channel, consumer) of the scope has been visited. */
 static int walk_conns(pager *p, uint64_t until)
 {
@@ -811,14 +845,21 @@ static int walk_conns(pager *p, uint64_t until)
     conn *c = m->b->conns;
     while (c && c->id > p->w_conn)
         c = c->next;
-    if (c && c->id != p->w_conn)
+    if (c && c->id != p->w_conn) {
         p->w_ch = 0; /* the one being walked is gone */
+        sl_free(p->w_ctag);
+        p->w_ctag = NULL;
+    }
     for (; c; c = c->next) {
         if (conn_in_scope(p, c)) {
             if (p->cur.kind == PAGER_CONNECTIONS) {
                 visit(p, mgmt_conn_json(m, c));
             } else {
                 for (size_t i = p->w_ch; i < c->channels_cap; i++) {
+                    if (i != p->w_ch && p->w_ctag) { /* past the channel it was of */
+                        sl_free(p->w_ctag);
+                        p->w_ctag = NULL;
+                    }
                     if (over(&k, until)) {
                         p->w_conn = c->id;
                         p->w_ch = i;
@@ -831,13 +872,17 @@ static int walk_conns(pager *p, uint64_t until)
                         visit(p, mgmt_channel_json(m, ch));
                         continue;
                     }
-                    for (consumer *o = ch->consumers; o; o = o->next)
-                        if (o->qc.queue)
-                            visit(p, mgmt_consumer_json(m, ch, o));
+                    if (!visit_consumers(p, ch, until, &k)) {
+                        p->w_conn = c->id;
+                        p->w_ch = i;
+                        return 0;
+                    }
                 }
             }
         }
         p->w_ch = 0;
+        sl_free(p->w_ctag);
+        p->w_ctag = NULL;
         p->w_conn = c->id - 1; /* ids start at 1 */
         if (over(&k, until))
             return 0;
