@@ -503,28 +503,32 @@ static void release_entry(persist *p, qm_queue *q, const qm_paged *e, int write_
 }
 
 qm_message *persist_read_message(persist *p, uint32_t seg, uint64_t off, uint32_t len,
-                                 const char *whose)
+                                 const char *qname, uint64_t lookup)
 {
-    uint8_t *buf = sl_xmalloc(len ? len : 1);
+    if (p->rbuf_cap < len || !p->rbuf) {
+        sl_free(p->rbuf);
+        p->rbuf_cap = len > 4096 ? len : 4096;
+        p->rbuf = sl_xmalloc(p->rbuf_cap);
+    }
+    uint8_t *buf = p->rbuf;
     char err[256];
     st_loc loc = {seg, off};
     if (st_log_read(p->msgs, loc, buf, len, err, sizeof err) < 0) {
-        sl_error("store: cannot read back %s: %s", whose, err);
-        sl_free(buf);
+        sl_error("store: cannot read back message %llu of queue '%s': %s",
+                 (unsigned long long)lookup, qname, err);
         return NULL;
     }
     rec_reader r = {buf, buf + len, 0};
     uint64_t id = rd_u64(&r);
     amqp_bytes ex = rd_s16(&r), rk = rd_s16(&r), props = rd_b32(&r), body = rd_rest(&r);
     if (r.bad) {
-        sl_error("store: the message record of %s is malformed", whose);
-        sl_free(buf);
+        sl_error("store: the message record of message %llu of queue '%s' is malformed",
+                 (unsigned long long)lookup, qname);
         return NULL;
     }
     qm_message *m = qm_message_new_stored(ex, rk, props.p, (uint32_t)props.len, body.len);
     if (body.len)
         memcpy(qm_msg_body(m), body.p, body.len);
-    sl_free(buf);
     qm_msg_store *st = qm_msg_st(m);
     st->st_id = id;
     st->st_seg = seg;
@@ -537,10 +541,8 @@ qm_message *persist_read_message(persist *p, uint32_t seg, uint64_t off, uint32_
 static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
 {
     persist *p = ctx;
-    char whose[320];
-    snprintf(whose, sizeof whose, "message %llu of queue '%s'", (unsigned long long)e->lookup_id,
-             q->name);
-    qm_message *m = persist_read_message(p, e->msg_seg, e->msg_off, e->msg_len, whose);
+    qm_message *m =
+        persist_read_message(p, e->msg_seg, e->msg_off, e->msg_len, q->name, e->lookup_id);
     if (!m)
         return NULL;
     qm_position *pos = qm_queue_restore_position(q, m, e->lookup_id, e->move_count, e->redelivered);
@@ -561,10 +563,7 @@ static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
 static qm_message *h_read_paged(void *ctx, qm_queue *q, const qm_paged *e)
 {
     persist *p = ctx;
-    char whose[320];
-    snprintf(whose, sizeof whose, "message %llu of queue '%s'", (unsigned long long)e->lookup_id,
-             q->name);
-    return persist_read_message(p, e->msg_seg, e->msg_off, e->msg_len, whose);
+    return persist_read_message(p, e->msg_seg, e->msg_off, e->msg_len, q->name, e->lookup_id);
 }
 
 static void h_paged_dropped(void *ctx, qm_queue *q, const qm_paged *e, int logged)
@@ -1204,6 +1203,7 @@ void persist_close(persist *p)
     if (p->meta)
         st_log_close(p->meta);
     sl_buf_free(&p->scratch);
+    sl_free(p->rbuf);
     persist_eod_in_free_all(p);
     sl_map_free(p->outq);
     sl_map_free(p->outq_sent);

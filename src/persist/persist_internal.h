@@ -12,6 +12,8 @@ struct persist {
     persist_options opt;
     st_log *meta, *msgs;
     sl_buf scratch; /* the record being encoded */
+    uint8_t *rbuf;  /* a message record being read back (persist_read_message) */
+    size_t rbuf_cap;
     uint64_t next_msg_id;
     /* Group commit in generations: records appended since the last batch began belong to
      * generation gen_open; a batch takes them to the sync thread as that generation. A
@@ -60,10 +62,11 @@ void persist_encode_binding(sl_buf *b, const qm_binding *bd);
 /* Open both logs and rebuild the model (recover.c). */
 int persist_recover(persist *p, char *err, size_t errlen);
 /* The message record at (seg, off), len payload bytes, read back as a new message (refs = 1,
- * store fields set); NULL when it cannot be read or parsed, logged naming `whose`. Paging in
- * and recovery both bring messages back through here. */
+ * store fields set); NULL when it cannot be read or parsed, logged naming the message (lookup
+ * id) of queue `qname`. Paging in and recovery both bring messages back through here: it is
+ * on the drain path of a paged queue, so nothing is formatted or allocated but the message. */
 qm_message *persist_read_message(persist *p, uint32_t seg, uint64_t off, uint32_t len,
-                                 const char *whose);
+                                 const char *qname, uint64_t lookup);
 /* Encode an M_OUTQ / R_EOD_IN payload into b (recover.c's snapshot and TIDY reuse them). */
 void persist_encode_eod_in(sl_buf *b, const persist_eod_in *e);
 /* Recovery: set the state of one incoming sequence from its record at seg (no record). */

@@ -1083,10 +1083,7 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
             exp_any |= expires_at != 0;
             j++;
         } else {
-            char whose[64];
-            snprintf(whose, sizeof whose, "message %llu of queue '%s'",
-                     (unsigned long long)e.lookup, q->name);
-            qm_message *m = persist_read_message(p, e.mseg, e.moff, e.mlen, whose);
+            qm_message *m = persist_read_message(p, e.mseg, e.moff, e.mlen, q->name, e.lookup);
             if (!m)
                 continue;
             qm_position *pos =
