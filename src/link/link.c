@@ -1059,6 +1059,9 @@ static void conn_close(link_outq *o)
     o->skip_content = 0;
     o->rs = R_NONE;
     o->rpc_in_reply = 0;
+    /* a channel being opened again after a NACK goes with its connection: the next one is a
+     * new connection (history, failures, requests), not a reopened channel */
+    o->reopening = 0;
 }
 
 static uint64_t backoff_ms(const link_outq *o)

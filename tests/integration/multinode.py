@@ -69,7 +69,7 @@ def _port_free(host, port):
 class Node:
     """One sluiced of a cluster: .broker (conftest.Broker), .api (test_mgmt.Api)."""
 
-    def __init__(self, cluster, name, addr, config, keep_port, args, wrap=()):
+    def __init__(self, cluster, name, addr, config, keep_port, args, wrap=(), env=None):
         self.cluster = cluster
         self.name = name
         self.addr = addr
@@ -77,6 +77,7 @@ class Node:
         self.keep_port = keep_port
         self.args = tuple(args)
         self.wrap = tuple(wrap)
+        self.env = env
         self.dir = Path(cluster.tmp_path) / ("node-" + name)
         self.data_dir = self.dir / "data"
         self.broker = None
@@ -91,7 +92,8 @@ class Node:
         cfg = dict(self.config)
         cfg.setdefault("node_name", "sluice@" + self.name)
         b = start_sluiced(self.dir / ("run%d" % self.starts), args=args, config=cfg,
-                          data_dir=self.data_dir, host=self.addr, wrap=self.wrap)
+                          data_dir=self.data_dir, host=self.addr, wrap=self.wrap,
+                          env=self.env)
         self.starts += 1
         self.broker = b
         self.port = b.port
@@ -178,11 +180,11 @@ class Cluster:
         self.request = request
         self.nodes = {}
 
-    def start(self, name, config=None, addr=None, keep_port=False, args=(), wrap=()):
+    def start(self, name, config=None, addr=None, keep_port=False, args=(), wrap=(), env=None):
         cfg = dict(LINK_TEST_CONFIG)
         if config:
             cfg.update(config)
-        n = Node(self, name, addr or _alloc_addr(), cfg, keep_port, args, wrap)
+        n = Node(self, name, addr or _alloc_addr(), cfg, keep_port, args, wrap, env)
         self.nodes[name] = n
         return n._start()
 

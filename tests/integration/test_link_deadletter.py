@@ -11,6 +11,7 @@ import signal
 import time
 
 import amqp
+import pytest
 
 from helpers import wait_for
 from multinode import drain
@@ -113,6 +114,35 @@ def test_missing_destination_queue_dead_letters_after_the_grace_time(nodes):
     assert drain(bch, "nosuch") == bodies(4, "after")
     assert a.outgoing_queue(fmt)["dead_lettered"] == 8
     assert count(a, DEADXACT) == 0
+
+
+@pytest.mark.test_timeout(60)
+def test_a_link_stopped_while_its_channel_reopens_reconnects_as_a_new_connection(nodes):
+    # After a NACK the link opens channel 1 again on the same connection; its channel.open
+    # waits for the dead letters' sync (made slow here). PAUSE then closes the connection:
+    # the next one must count as a new connection (Established in the history, the state
+    # truthful), not as the reopened channel it interrupted (it did: no Established, ever).
+    a = nodes.start("a", config={"link_bad_queue_grace_ms": 0},
+                    env={"SLUICE_FAULT": "sync_delay_ms=1000"})
+    b = nodes.start("b")
+    fmt = b.fmt("nosuch")
+    publish(a, fmt, [b"x"])
+    wait_for(lambda: a.outgoing_queue(fmt)["dead_lettered"] == 1, timeout=15)
+    s, j, _ = a.api.action("QUEUE=" + fmt, "PAUSE")
+    assert s == 200, j
+    o = a.outgoing_queue(fmt)
+    assert o["state"] == "ONHOLD", o
+    s, j, _ = a.api.action("QUEUE=" + fmt, "RESUME")
+    assert s == 200, j
+    publish(a, fmt, [b"y"])  # something to send: the link connects again
+    wait_for(lambda: a.outgoing_queue(fmt)["dead_lettered"] == 2, timeout=15,
+             message="not dead-lettered after RESUME: %r" % (a.outgoing_queue(fmt),))
+    o = wait_for(lambda: (lambda x: x if x["state"] == "CONNECTED" else None)(
+        a.outgoing_queue(fmt)), timeout=10)
+    names = [h["status_name"] for h in o["connection_history"]]
+    # newest first: the connection after RESUME was Established
+    assert names[0] == "Established", o
+    assert names.count("Established") == 2, names
 
 
 def test_a_queue_created_within_the_grace_time_gets_the_messages(nodes):
