@@ -336,10 +336,7 @@ static void before_sleep(sl_loop *loop, void *arg)
     }
     if (b->store && persist_tidy_running(b->store))
         tidy_slice(b);
-    if (b->store && persist_bytes_appended(b->store) - b->disk_check_bytes >= disk_check_step(b)) {
-        b->next_disk_check = 0; /* what was written this turn may be what fills the disk */
-        check_disk(b, sl_loop_now(loop));
-    }
+    broker_check_disk_step(b); /* what was written this turn may be what fills the disk */
     if (more || b->node->dispatch_head || b->dirty)
         sl_loop_wake(loop);
     /* The next turn's budget of bounded model work (mass expiry) starts now. */
@@ -415,8 +412,9 @@ static void set_alarm(broker *b, int which, int on)
 }
 
 /* Free space is looked at once a second and every DISK_CHECK_STEP bytes the store takes (a
- * quarter of disk_free_limit when that is smaller, at least 64 KiB): between two checks the
- * writes are bounded by that and one turn's input, not by how fast publishers are. */
+ * quarter of disk_free_limit when that is smaller, at least 64 KiB), at each publish and at
+ * the end of each turn: a publisher is blocked within that many bytes, plus what is left of
+ * the input chunk being handled, of crossing disk_free_limit, however fast it publishes. */
 #define DISK_CHECK_STEP (4u << 20)
 
 static uint64_t disk_check_step(const broker *b)
@@ -425,6 +423,14 @@ static uint64_t disk_check_step(const broker *b)
     if (q && q < step)
         step = q < (64u << 10) ? (64u << 10) : q;
     return step;
+}
+
+void broker_check_disk_step(broker *b)
+{
+    if (b->store && persist_bytes_appended(b->store) - b->disk_check_bytes >= disk_check_step(b)) {
+        b->next_disk_check = 0;
+        check_disk(b, sl_loop_now(b->loop));
+    }
 }
 
 static void check_disk(broker *b, uint64_t now)

@@ -283,6 +283,9 @@ uint64_t broker_memory_bytes(const broker *b);
 const char *broker_alarm_reason(const broker *b);
 /* Send connection.blocked (if asked for) and stop reading c until the alarms clear. */
 void broker_block_publisher(conn *c);
+/* Look at free space now if the store has taken a check step since the last look (at each
+ * publish and each turn's end: the disk alarm follows what is written, not only the clock). */
+void broker_check_disk_step(broker *b);
 broker *broker_new(sl_config *cfg);
 /* The TLS options of a ssl_options / management.ssl group (net/tls.h). */
 struct sl_tls_opts;

@@ -179,6 +179,7 @@ static void publish(channel *ch, const amqp_basic_publish *p)
     if (ch->pub_topic_check && !channel_topic_allowed(ch, x, p->routing_key, ACC_WRITE, id))
         return;
     ch->c->has_published = 1;
+    broker_check_disk_step(ch->c->b); /* the publishes before it may have filled the disk */
     if (ch->c->b->alarms && !ch->c->read_paused)
         broker_block_publisher(ch->c); /* this publish completes; the next waits */
     if (!ch->pub_names)
