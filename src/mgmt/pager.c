@@ -703,11 +703,13 @@ static void peek_step(pager *p, uint64_t until)
  * Lists without an order of their own: bindings, connections, channels, consumers, vhosts.
  *
  * Nothing keeps these in an order a cursor could follow, so a job always walks the whole
- * scope, PAGER_SLICE_US per turn, and keeps each match as its text, made while the item is
- * at hand (the item itself may be gone by the next turn), keyed like the queues' matches:
- * the sort column, then the list's default columns (RabbitMQ's default sort), then a
- * sequence number. A page is then found by rank; a full list is streamed from the matches,
- * each freed as it is written. The walk resumes between turns by what does not move:
+ * scope, PAGER_SLICE_US per turn, and keeps each match as its text (in one sl_buf per
+ * request, which the memory alarm counts), made while the item is at hand (the item itself
+ * may be gone by the next turn), keyed like the queues' matches: the sort column, then the
+ * list's default columns (RabbitMQ's default sort), then a sequence number (not for
+ * bindings and consumers: their default columns name them, so one walked twice is kept
+ * once). A page is then found by rank; a full list is streamed from the matches, each freed
+ * as it is written. The walk resumes between turns by what does not move:
  *   - connections are newest first in b->conns (ids decrease): the id being walked, and the
  *     next channel slot in it (and in that channel the tag of the last consumer walked); a
  *     connection closed meanwhile is simply not met again;
