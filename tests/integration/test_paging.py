@@ -109,15 +109,20 @@ def test_ttl_queue_pages_and_expired_paged_messages_dead_letter(broker_factory):
     c = b.pika()
     ch = c.channel()
     ch.queue_declare(dlq)
-    ch.queue_declare(q, arguments={"x-message-ttl": 1500, "x-dead-letter-exchange": "",
+    # the TTL leaves room for a loaded machine to publish and count all N before any expires
+    ch.queue_declare(q, arguments={"x-message-ttl": 6000, "x-dead-letter-exchange": "",
                                    "x-dead-letter-routing-key": dlq})
     before = store_bytes(b)
     for i in range(N):
         ch.basic_publish("", q, body(i))
     assert ch.queue_declare(q, passive=True).method.message_count == N
-    # transient messages reach the disk only when they are paged out
+    # transient messages reach the disk only when they are paged out; the sync thread writes
+    # them a moment after the turn that paged them, so the files' size is polled
+    deadline = time.monotonic() + 5
+    while store_bytes(b) - before <= N * BODY // 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert store_bytes(b) - before > N * BODY // 2
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if ch.queue_declare(dlq, passive=True).method.message_count == N:
             break
