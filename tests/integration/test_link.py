@@ -583,9 +583,16 @@ def test_foreign_destination_gets_a_stable_message_id_when_none_was_set(nodes, r
                              routing_key=fmt)
         ch.tx_commit()
         wait_for(lambda: a.outgoing_queue(fmt)["sent"] == 6, timeout=10)
-        eod = a.outgoing_queue(fmt)["eod"]
-        first, last = eod["EodFirstNonAck"]["SeqNo"], eod["EodLastNonAck"]["SeqNo"]
-        assert last - first == 4, eod  # nothing else enqueued on this node in between
+
+        def non_acked():
+            eod = a.outgoing_queue(fmt)["eod"]
+            return eod["EodFirstNonAck"]["SeqNo"], eod["EodLastNonAck"]["SeqNo"]
+
+        # once seen as zeros at load 10 (not explained: see the closing note); the span must
+        # still come, and stay the five messages' (nothing else enqueued on this node)
+        wait_for(lambda: non_acked()[1] - non_acked()[0] == 4, timeout=10)
+        first, last = non_acked()
+        assert last - first == 4, (first, last)
         seq_of = {"n%d" % i: first + i for i in range(5)}
         # no confirms while RabbitMQ is frozen: the resend timer (2 s) sends them again
         wait_for(lambda: "resending" in a.outgoing_queue(fmt)["last_error"], timeout=15)
