@@ -80,6 +80,7 @@ struct broker {
     uint64_t conns_refused; /* by connection_max (metric) */
     sl_timer tick_timer;    /* qm TTL / x-expires work */
     sl_timer tidy_timer;    /* automatic TIDY */
+    uint64_t tidy_written;  /* persist_bytes_appended when the last TIDY started */
     struct tidy_waiter {
         broker_tidy_fn fn;
         void *ctx;

@@ -73,6 +73,7 @@ void sl_config_defaults(sl_config *c)
     c->handshake_timeout_ms = 10000;
     c->mgmt_connection_max = 256;
     c->tidy_interval_s = 6 * 3600;
+    c->tidy_after_written = 1ull << 30;
     c->disk_free_limit = 1000000000;
     c->disk_reserve = 16u << 20;
     c->memory_budget = 1024ull * 1024 * 1024;
@@ -353,6 +354,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT32_MAX, &n))
             return "tidy_interval must be seconds (0 = only on demand)";
         c->tidy_interval_s = n;
+    } else if (!strcmp(key, "tidy_after_written")) {
+        if (parse_u64(value, UINT64_MAX, &n))
+            return "tidy_after_written must be a size in bytes (k, M, G suffixes; 0 = off)";
+        c->tidy_after_written = n;
     } else if (!strcmp(key, "connection_max")) {
         if (!strcmp(value, "infinity"))
             n = 0;
@@ -597,7 +602,8 @@ void sl_config_usage(void)
            "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
            "memory_budget, disk_free_limit, disk_reserve, segment_size (bytes, k/M/G suffixes),\n"
            "handshake_timeout (ms), connection_max, mgmt_connection_max, loop_cpu_stats,\n"
-           "tidy_interval (s), user.NAME = PASSWORD, user.NAME.tags = administrator,\n"
+           "tidy_interval (s), tidy_after_written, user.NAME = PASSWORD, user.NAME.tags = "
+           "administrator,\n"
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"
            "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"
            "eod_resend_long_ms, eod_resend_final_ms, link_batch_msgs, link_batch_bytes,\n"

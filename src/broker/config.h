@@ -42,6 +42,7 @@ typedef struct sl_config {
     uint32_t mgmt_connection_max; /* HTTP connections at once; more wait in the backlog */
     int loop_cpu_stats;           /* count CPU time per loop turn too (a syscall a turn) */
     uint64_t tidy_interval_s;     /* automatic TIDY period; 0 = only on demand */
+    uint64_t tidy_after_written;  /* a TIDY after this many bytes written to the store; 0 = off */
     uint64_t disk_free_limit;     /* free bytes under data_dir below which publishers block */
     uint64_t disk_reserve;        /* DATA/space-reserve kept for a full disk (0 = none) */
     uint64_t segment_size;        /* message store segment size (TIDY frees whole segments) */

@@ -377,3 +377,31 @@ def test_tidy_compacts_behind_an_old_message(broker_factory):
     assert m.properties.get("message_id") == "the-old-one"
     assert ch2.basic_get(old, no_ack=True) is None
     assert ch2.basic_get(traffic, no_ack=True) is None
+
+
+def test_tidy_follows_what_is_written(broker_factory):
+    """Consumed messages' segments are given back while traffic goes on, not only every
+    tidy_interval (6 h, MSMQ's clean-up period): a TIDY starts by itself each time the store
+    has taken tidy_after_written bytes since the last one. Steady traffic through a queue
+    (published, consumed, acked) then keeps the data directory small: without it 10 MB of
+    acked messages stayed on disk until the timer."""
+    from pathlib import Path
+    cfg = {"segment_size": "64k", "tidy_interval": "0", "tidy_after_written": "1M"}
+    b = broker_factory(config=cfg)
+    ch = b.amqp().channel()
+    q = uname("flow")
+    ch.queue_declare(q, durable=True, auto_delete=False)
+    ch.confirm_select()
+
+    def store_bytes():
+        return sum(p.stat().st_size for p in (Path(b.data_dir) / "msgs").glob("*.seg"))
+
+    for i in range(10000):  # ~10 MB through the queue, none left in it
+        ch.basic_publish(amqp.Message(b"f" * 1000, delivery_mode=2), exchange="",
+                         routing_key=q)
+        m = ch.basic_get(q, no_ack=False)
+        ch.basic_ack(m.delivery_tag)
+    wait_for(lambda: store_bytes() < 3 * 1024 * 1024, timeout=10)
+    with open(b.log_path, "rb") as f:
+        assert f.read().count(b"tidy: freed") >= 2
+    b.assert_alive()
