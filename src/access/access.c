@@ -455,17 +455,13 @@ sl_err acc_user_set_limit(acc_db *a, const char *user, const char *limit, int64_
     return SL_OK;
 }
 
-sl_err acc_login_password(const acc_db *a, const char *name, size_t len, const uint8_t *pass,
-                          size_t plen, int from_loopback, const acc_user **out, char *err,
-                          size_t errlen)
+/* The end of every login: refused with RabbitMQ's words unless the credentials were good,
+ * then the loopback-only rule (guest). */
+static sl_err login_result(const acc_db *a, const acc_user *u, int ok, const char *name, size_t len,
+                           int from_loopback, const acc_user **out, char *err, size_t errlen)
 {
     *out = NULL;
-    const acc_user *u = acc_user_find(a, name, len);
-    /* A blank password never logs in (RabbitMQ refuses it outright), nor does a user
-     * without one. */
-    int ok = u && plen > 0 && u->algo != ACC_HASH_NONE &&
-             acc_verify_password((acc_hash)u->algo, u->hash, u->hash_len, pass, plen);
-    if (!ok) {
+    if (!ok || !u) {
         snprintf(err, errlen, "user '%.*s' - invalid credentials", (int)len, name);
         return SL_ERR_ACCESS_REFUSED;
     }
@@ -475,6 +471,18 @@ sl_err acc_login_password(const acc_db *a, const char *name, size_t len, const u
     }
     *out = u;
     return SL_OK;
+}
+
+sl_err acc_login_password(const acc_db *a, const char *name, size_t len, const uint8_t *pass,
+                          size_t plen, int from_loopback, const acc_user **out, char *err,
+                          size_t errlen)
+{
+    const acc_user *u = acc_user_find(a, name, len);
+    /* A blank password never logs in (RabbitMQ refuses it outright), nor does a user
+     * without one. */
+    int ok = u && plen > 0 && u->algo != ACC_HASH_NONE &&
+             acc_verify_password((acc_hash)u->algo, u->hash, u->hash_len, pass, plen);
+    return login_result(a, u, ok, name, len, from_loopback, out, err, errlen);
 }
 
 int acc_login_is_slow(const acc_user *u, size_t plen)
@@ -486,35 +494,17 @@ sl_err acc_login_checked(const acc_db *a, const char *name, size_t len, const ui
                          size_t checked_len, int ok, int from_loopback, const acc_user **out,
                          char *err, size_t errlen)
 {
-    *out = NULL;
     const acc_user *u = acc_user_find(a, name, len);
-    if (!ok || !u || u->hash_len != checked_len || memcmp(u->hash, checked, checked_len)) {
-        snprintf(err, errlen, "user '%.*s' - invalid credentials", (int)len, name);
-        return SL_ERR_ACCESS_REFUSED;
-    }
-    if (!from_loopback && acc_is_loopback_user(a, u->name)) {
-        snprintf(err, errlen, "user '%s' can only connect via localhost", u->name);
-        return SL_ERR_ACCESS_REFUSED;
-    }
-    *out = u;
-    return SL_OK;
+    /* the hash checked must still be the user's: a password changed meanwhile refuses it */
+    ok = ok && u && u->hash_len == checked_len && !memcmp(u->hash, checked, checked_len);
+    return login_result(a, u, ok, name, len, from_loopback, out, err, errlen);
 }
 
 sl_err acc_login_external(const acc_db *a, const char *name, size_t len, int from_loopback,
                           const acc_user **out, char *err, size_t errlen)
 {
-    *out = NULL;
     const acc_user *u = acc_user_find(a, name, len);
-    if (!u) {
-        snprintf(err, errlen, "user '%.*s' - invalid credentials", (int)len, name);
-        return SL_ERR_ACCESS_REFUSED;
-    }
-    if (!from_loopback && acc_is_loopback_user(a, u->name)) {
-        snprintf(err, errlen, "user '%s' can only connect via localhost", u->name);
-        return SL_ERR_ACCESS_REFUSED;
-    }
-    *out = u;
-    return SL_OK;
+    return login_result(a, u, 1, name, len, from_loopback, out, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------------

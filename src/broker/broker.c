@@ -704,12 +704,7 @@ broker *broker_new(sl_config *cfg)
     if (!b->store || broker_access_init(b) < 0) {
         if (!b->store)
             sl_error("store: %s", err);
-        persist_close(b->store);
-        qm_node_free(b->node);
-        acc_free(b->acc);
-        sl_loop_free(b->loop);
-        sl_free(b);
-        return NULL;
+        goto fail;
     }
     /* What seeding wrote is on disk before anyone can log in. */
     commit_or_die(b, 0);
@@ -728,12 +723,7 @@ broker *broker_new(sl_config *cfg)
     b->sync_w.data = b;
     if (b->sync_w.fd >= 0 && sl_loop_watch(b->loop, &b->sync_w, SL_EV_READ) < 0) {
         sl_error("cannot watch the sync thread: %s", strerror(errno));
-        persist_close(b->store);
-        qm_node_free(b->node);
-        acc_free(b->acc);
-        sl_loop_free(b->loop);
-        sl_free(b);
-        return NULL;
+        goto fail;
     }
     link_options lo;
     link_options_defaults(&lo);
@@ -757,12 +747,7 @@ broker *broker_new(sl_config *cfg)
         b->link_tls_ctx = sl_tls_ctx_new(0, &to, err, sizeof err);
         if (!b->link_tls_ctx) {
             sl_error("link_ssl_options: %s", err);
-            persist_close(b->store);
-            qm_node_free(b->node);
-            acc_free(b->acc);
-            sl_loop_free(b->loop);
-            sl_free(b);
-            return NULL;
+            goto fail;
         }
         lo.tls = b->link_tls_ctx;
     }
@@ -807,6 +792,13 @@ broker *broker_new(sl_config *cfg)
     }
     signal(SIGPIPE, SIG_IGN);
     return b;
+fail:
+    persist_close(b->store);
+    qm_node_free(b->node);
+    acc_free(b->acc);
+    sl_loop_free(b->loop);
+    sl_free(b);
+    return NULL;
 }
 
 int broker_listen(broker *b)
