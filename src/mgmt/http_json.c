@@ -632,8 +632,10 @@ static int put_value(json_t *val, sl_buf *out, const char *key, char *err, size_
         sl_buf_free(&scratch);
         return -1;
     }
+    /* An empty nested table or array never allocates scratch: its bytes are (NULL, 0), and
+     * NULL + 0 is undefined, so only a non-empty one is rebased. */
     if (rc == 1)
-        v.v.s.p = scratch.data + (uintptr_t)v.v.s.p;
+        v.v.s.p = v.v.s.len ? scratch.data + (uintptr_t)v.v.s.p : NULL;
     if (key)
         amqp_tbl_put_value(out, amqp_cstr(key), &v);
     else
