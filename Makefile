@@ -22,6 +22,10 @@ TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)-fuzz/%)
 FUZZ_TIME ?= 300
+# libFuzzer's -seed: 0 draws a fresh one (campaigns); CI's smoke fixes it so a failure there
+# reproduces with the same command. Every log starts with the seed it used.
+FUZZ_SEED ?= 0
+FUZZ_SMOKE_SEED ?= 1
 
 .PHONY: all deps deps-test run test unit integration test-asan fuzz fuzz-smoke format \
         format-check clean
@@ -87,14 +91,14 @@ $(BUILD)-fuzz/%: tests/fuzz/%.c $(wildcard src/*/*.c src/*/*.h)
 fuzz: deps-test $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p tests/fuzz/corpus-run/$$n; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s (log: $(BUILD)-fuzz/$$n.log)"; \
-	  if ! $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 tests/fuzz/corpus-run/$$n \
-	    tests/fuzz/corpus/$${n#fuzz_} > $(BUILD)-fuzz/$$n.log 2>&1; then \
-	    tail -n 60 $(BUILD)-fuzz/$$n.log; exit 1; fi; \
+	  if ! $$f -max_total_time=$(FUZZ_TIME) -seed=$(FUZZ_SEED) -print_final_stats=1 \
+	    tests/fuzz/corpus-run/$$n tests/fuzz/corpus/$${n#fuzz_} > $(BUILD)-fuzz/$$n.log 2>&1; then \
+	    grep -m1 'INFO: Seed' $(BUILD)-fuzz/$$n.log; tail -n 60 $(BUILD)-fuzz/$$n.log; exit 1; fi; \
 	  grep -E '^(Done|stat::(number_of_executed_units|new_units_added|peak_rss))' \
 	    $(BUILD)-fuzz/$$n.log; done
 
 fuzz-smoke:
-	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20
+	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20 FUZZ_SEED=$(FUZZ_SMOKE_SEED)
 
 FORMAT_FILES = $$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'tools/*.[ch]' 'bench/*.[ch]')
 
