@@ -351,7 +351,8 @@ static int replay(acc_db *a, uint8_t type, rd *r)
 
 int acc_replay(acc_db *a, uint8_t type, const uint8_t *payload, size_t len)
 {
-    rd r = {payload, payload + len, 0};
+    /* payload may be NULL for an empty record: NULL + 0 is undefined (clang's UBSan) */
+    rd r = {payload, len ? payload + len : payload, 0};
     a->replaying = 1;
     int rc = replay(a, type, &r);
     a->replaying = 0;

@@ -28,7 +28,7 @@ size_t sl_buf_total(void);
 uint8_t *sl_buf_reserve_slow(sl_buf *b, size_t n);
 static inline uint8_t *sl_buf_reserve(sl_buf *b, size_t n)
 {
-    if (b->cap - b->len >= n)
+    if (b->cap - b->len >= n && b->data) /* an empty buffer has no data: NULL + 0 is UB */
         return b->data + b->len;
     return sl_buf_reserve_slow(b, n);
 }
@@ -43,7 +43,7 @@ static inline size_t sl_buf_unread(const sl_buf *b)
 }
 static inline uint8_t *sl_buf_head(const sl_buf *b)
 {
-    return b->data + b->off;
+    return b->data ? b->data + b->off : NULL; /* (NULL, 0) for an empty buffer, never NULL + 0 */
 }
 
 static inline void sl_buf_put_u8(sl_buf *b, uint8_t v)

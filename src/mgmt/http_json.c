@@ -104,8 +104,9 @@ enum MHD_Result reply_empty(req *r, unsigned status)
     return reply_text(r, status, NULL, NULL, 0);
 }
 
-static enum MHD_Result reply_error_v(req *r, unsigned status, const char *error, sl_err e,
-                                     int with_hr, const char *fmt, va_list ap)
+__attribute__((format(printf, 6, 0))) static enum MHD_Result
+reply_error_v(req *r, unsigned status, const char *error, sl_err e, int with_hr, const char *fmt,
+              va_list ap)
 {
     char reason[512];
     vsnprintf(reason, sizeof reason, fmt, ap);

@@ -590,7 +590,7 @@ static size_t no_unescape(void *cls, struct MHD_Connection *c, char *s)
     return strlen(s);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
     char line[512];
