@@ -27,7 +27,7 @@ FUZZ_TIME ?= 300
 FUZZ_SEED ?= 0
 FUZZ_SMOKE_SEED ?= 1
 
-.PHONY: all deps deps-test run test unit integration test-asan fuzz fuzz-smoke format \
+.PHONY: all deps deps-test run test unit integration test-asan test-clang-ubsan fuzz fuzz-smoke format \
         format-check clean
 
 all: $(BUILD)/sluiced $(TOOL_BIN)
@@ -82,6 +82,14 @@ test-asan: deps-test
 	  all $(UNIT_SRC:tests/unit/%.c=build-asan/tests/%)
 	@BUILD=build-asan tests/run.sh
 
+# The same tests built with clang's UndefinedBehaviorSanitizer: it checks what gcc's does not
+# (pointer arithmetic on NULL, "applying zero offset to null pointer", found by fuzz_defs).
+test-clang-ubsan: deps-test
+	@$(MAKE) --no-print-directory BUILD=build-clang CC=clang OPT=-O1 \
+	  SAN="-fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  all $(UNIT_SRC:tests/unit/%.c=build-clang/tests/%)
+	@BUILD=build-clang tests/run.sh
+
 # libFuzzer targets for everything that parses bytes from outside.
 $(BUILD)-fuzz/%: tests/fuzz/%.c $(wildcard src/*/*.c src/*/*.h)
 	@mkdir -p $(dir $@)
@@ -109,7 +117,7 @@ format-check:
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-clang build-fuzz
 
 # Benchmark against RabbitMQ (bench/bench.mk: `make bench`, `make bench-smoke`).
 -include bench/bench.mk
