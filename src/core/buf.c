@@ -42,7 +42,7 @@ void sl_buf_free(sl_buf *b)
 
 uint8_t *sl_buf_reserve_slow(sl_buf *b, size_t n)
 {
-    if (b->cap - b->len >= n && b->data)
+    if (b->cap - b->len >= n)
         return b->data + b->len;
     /* Reclaim the consumed prefix before growing when it makes enough room. */
     if (b->off > 0 && b->cap - (b->len - b->off) >= n && b->off >= b->len / 2) {

@@ -24,11 +24,12 @@ uint8_t *sl_buf_detach(sl_buf *b);
  * built, store write buffers): the memory alarm counts them beside the messages. */
 size_t sl_buf_total(void);
 /* Make room for n more bytes at the end; returns a pointer to them (len is not moved). The
- * check is inline: every field of every frame written goes through here. */
+ * check is inline: every field of every frame written goes through here. n > 0: on a buffer
+ * never allocated, reserving nothing would be NULL + 0 (sl_buf_append skips n == 0 first). */
 uint8_t *sl_buf_reserve_slow(sl_buf *b, size_t n);
 static inline uint8_t *sl_buf_reserve(sl_buf *b, size_t n)
 {
-    if (b->cap - b->len >= n && b->data) /* an empty buffer has no data: NULL + 0 is UB */
+    if (b->cap - b->len >= n)
         return b->data + b->len;
     return sl_buf_reserve_slow(b, n);
 }
