@@ -958,7 +958,9 @@ static void tidy_slice(broker *b)
         kick_or_die(b, 0); /* it may wait for a sync it asked for */
         return;
     }
-    /* Done: the waiters may start another, so take the list first. */
+    /* Done: the batch that closes the deleted segments (frees their blocks) goes now. */
+    kick_or_die(b, 0);
+    /* The waiters may start another, so take the list first. */
     struct tidy_waiter *w = b->tidy_waiters;
     size_t n = b->n_tidy_waiters;
     b->tidy_waiters = NULL;

@@ -517,6 +517,10 @@ int persist_tidy_step(persist *p, uint64_t budget_us, persist_tidy_result *out)
     case T_RECLAIM: {
         st_reclaim_stats rs = {0, 0, 0};
         st_log_reclaim_marked(p->msgs, &rs);
+        /* The deleted segments' closes (where their blocks are freed) and the directory
+         * fsync are the next batch's, on the sync thread: ask for one. */
+        if (rs.segments_deleted)
+            p->need_sync = 1;
         t->res.segments_freed = rs.segments_deleted;
         t->res.bytes_freed = rs.bytes_freed;
         t->res.holes = rs.holes;

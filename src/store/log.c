@@ -21,6 +21,13 @@
  *   batches), and never spans segments.
  * - A segment made by a rollover exists only in memory (fd -1, its header in the buffer)
  *   until the commit that creates the file, so appends never touch the disk.
+ * - A segment TIDY deletes (st_log_reclaim_marked) is unlinked on the loop thread, in the
+ *   order the reclaim rule needs, but its descriptor is closed and the directory fsync'ed by
+ *   the next batch's run, off the loop: the close of a file's last descriptor is when the
+ *   file system frees its blocks (tens of ms for a 64 MiB segment on ext4, half a second for
+ *   a TIDY that frees 1 GB), and that must not stall every connection. Until then the
+ *   descriptors wait in `doomed`, and dir_unsynced says the unlinks are not durable yet: a
+ *   kill before that batch leaves what a kill between two unlinks always could.
  * - After any failed write or sync, failed_errno is set for good: the disk state is unknown,
  *   and the next open's recovery (torn-tail truncation) is the only way to learn it.
  */
@@ -97,7 +104,9 @@ struct st_log {
      * since. Not a failure of the log: space may come back. */
     int stalled;
     int stall_warned; /* the stall was logged (once, until a batch gets through) */
-    int dir_unsynced; /* a segment file was made by a batch that then stalled */
+    int dir_unsynced; /* a segment file made or unlinked, the directory not fsync'ed since */
+    int *doomed;      /* descriptors of unlinked segments, for the next batch to close */
+    size_t ndoomed, capdoomed;
     uint64_t next_seq;
     uint64_t durable_seq;
     int failed_errno;
@@ -730,6 +739,13 @@ void st_log_close(st_log *l)
             sl_debug("%s/%s: ftruncate: %s", l->dir, s->name, strerror(errno));
         close(s->fd);
     }
+    /* TIDY's deletions that no batch took: made durable and their blocks freed now. */
+    if (l->dir_unsynced && !l->opt.read_only && !l->opt.no_sync && l->dirfd >= 0 &&
+        fsync(l->dirfd) < 0)
+        sl_warn("%s: fsync of the directory: %s", l->dir, strerror(errno));
+    for (size_t i = 0; i < l->ndoomed; i++)
+        close(l->doomed[i]);
+    sl_free(l->doomed);
     if (l->dirfd >= 0)
         close(l->dirfd); /* also drops the flock */
     sl_buf_free(&l->buf);
@@ -859,6 +875,8 @@ struct st_log_batch {
     uint64_t last_seq; /* the newest record it covers */
     batch_seg *v;
     size_t n, cap;
+    int *close_fds; /* unlinked segments' descriptors: closed by the run (blocks freed) */
+    size_t nclose, capclose;
     /* outcome of the run */
     int err; /* errno of the failure, 0 on success */
     const char *what;
@@ -870,6 +888,7 @@ static void batch_free(st_log_batch *b)
     if (!b)
         return;
     sl_free(b->v);
+    sl_free(b->close_fds);
     sl_free(b);
 }
 
@@ -957,7 +976,8 @@ int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
     }
     if (l->stalled)
         unstall(l);
-    int dirty = l->buf.len > 0 || (sync && l->nsegs > 0 && l->segs[l->nsegs - 1].unsynced);
+    int dirty = l->buf.len > 0 || (sync && l->nsegs > 0 && l->segs[l->nsegs - 1].unsynced) ||
+                l->ndoomed > 0 || (sync && l->dir_unsynced);
     if (!dirty)
         return 0;
     if (!l->batch)
@@ -966,8 +986,20 @@ int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
     b->dirfd = l->dirfd;
     b->no_sync = l->opt.no_sync;
     b->prealloc = l->opt.segment_size;
+    /* Taken by this batch; set again if it stalls, or if a reclaim unlinks more meanwhile. */
     b->dir_sync = l->dir_unsynced;
+    l->dir_unsynced = 0;
     b->sync = sync;
+    /* The deleted segments' descriptors go with the batch (swapped, so neither array is
+     * copied or reallocated on the way). */
+    int *t_fds = b->close_fds;
+    size_t t_cap = b->capclose;
+    b->close_fds = l->doomed;
+    b->nclose = l->ndoomed;
+    b->capclose = l->capdoomed;
+    l->doomed = t_fds;
+    l->capdoomed = t_cap;
+    l->ndoomed = 0;
     b->last_seq = l->next_seq - 1;
     b->n = 0;
     b->err = 0;
@@ -1012,7 +1044,19 @@ int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
     return 0;
 }
 
+static void batch_run_io(st_log_batch *b);
+
 void st_log_batch_run(st_log_batch *b)
+{
+    batch_run_io(b);
+    /* After the directory fsync that made their unlinks durable (or its failure, which fails
+     * the log either way): only now does the file system free the blocks. */
+    for (size_t i = 0; i < b->nclose; i++)
+        close(b->close_fds[i]);
+    b->nclose = 0;
+}
+
+static void batch_run_io(st_log_batch *b)
 {
     int created = 0;
     for (size_t i = 0; i < b->n; i++) {
@@ -1090,6 +1134,8 @@ int st_log_batch_end(st_log *l, st_log_batch *b)
         for (size_t i = 0; i < b->n; i++)
             if (b->v[i].created)
                 l->dir_unsynced = 1; /* its name is not durable yet */
+        if (b->dir_sync)
+            l->dir_unsynced = 1; /* nor what it was to fsync */
         if (!l->stall_warned)
             sl_warn("%s/%s: %s: %s; holding %zu bytes until space returns", l->dir,
                     b->errname[0] ? b->errname : "?", b->what ? b->what : "write", strerror(b->err),
@@ -1107,7 +1153,6 @@ int st_log_batch_end(st_log *l, st_log_batch *b)
         fail(l, b->what ? b->what : "write", b->errname[0] ? b->errname : "?");
         return -1;
     }
-    l->dir_unsynced = 0;
     if (l->stall_warned) {
         l->stall_warned = 0;
         sl_info("%s: space is back: the writes held for it are made", l->dir);
@@ -1395,7 +1440,21 @@ static int cmp_hole(const void *a, const void *b)
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
-static void reclaim(st_log *l, int only_marked, st_reclaim_stats *out)
+/* A deleted segment's descriptor, for the next batch to close (see the top of the file). */
+static void doom_fd(st_log *l, int fd)
+{
+    if (fd < 0)
+        return;
+    if (l->ndoomed == l->capdoomed) {
+        l->capdoomed = l->capdoomed ? 2 * l->capdoomed : 16;
+        l->doomed = sl_xrealloc(l->doomed, l->capdoomed * sizeof *l->doomed);
+    }
+    l->doomed[l->ndoomed++] = fd;
+}
+
+/* defer: leave the closes and the directory fsync to the next batch (st_log_reclaim_marked,
+ * whose caller's loop goes on and kicks one); else do them here. */
+static void reclaim(st_log *l, int only_marked, int defer, st_reclaim_stats *out)
 {
     st_reclaim_stats st = {0, 0, 0};
     if (out)
@@ -1459,7 +1518,10 @@ static void reclaim(st_log *l, int only_marked, st_reclaim_stats *out)
                 sl_warn("%s/%s: unlink: %s (kept)", l->dir, s->name, strerror(errno));
                 limit = i;
             } else {
-                close(s->fd);
+                if (defer)
+                    doom_fd(l, s->fd);
+                else if (s->fd >= 0)
+                    close(s->fd);
                 st.segments_deleted++;
                 st.bytes_freed += s->size;
                 if (i > first_kept)
@@ -1474,7 +1536,9 @@ static void reclaim(st_log *l, int only_marked, st_reclaim_stats *out)
         w++;
     }
     l->nsegs = w;
-    if (k && !l->opt.no_sync && fsync(l->dirfd) < 0)
+    if (k && defer)
+        l->dir_unsynced = 1;
+    else if (k && !l->opt.no_sync && fsync(l->dirfd) < 0)
         fail(l, "fsync of the directory after reclaim", ".");
     sl_free(nh);
     sl_free(v);
@@ -1485,12 +1549,12 @@ static void reclaim(st_log *l, int only_marked, st_reclaim_stats *out)
 
 void st_log_reclaim(st_log *l, st_reclaim_stats *out)
 {
-    reclaim(l, 0, out);
+    reclaim(l, 0, 0, out);
 }
 
 void st_log_reclaim_marked(st_log *l, st_reclaim_stats *out)
 {
-    reclaim(l, 1, out);
+    reclaim(l, 1, 1, out);
 }
 
 void st_log_get_stats(const st_log *l, st_log_stats *out)

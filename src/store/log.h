@@ -170,7 +170,11 @@ typedef struct st_reclaim_stats {
  * queue's deletion): st_log_reclaim is for callers that just committed inline; a caller whose
  * loop goes on appending marks the unreferenced segments first (st_log_mark_dead), makes
  * everything appended so far durable, then deletes only marked segments that stayed
- * unreferenced (st_log_reclaim_marked; a new reference unmarks a segment). */
+ * unreferenced (st_log_reclaim_marked; a new reference unmarks a segment).
+ * st_log_reclaim_marked unlinks at once but leaves closing the deleted files (when the file
+ * system frees their blocks: slow for big files) and the directory fsync to the next batch's
+ * run, which st_log_batch_begin then makes even with nothing appended; st_log_close does them
+ * if no batch came. st_log_reclaim does both itself. */
 void st_log_reclaim(st_log *l, st_reclaim_stats *out);
 void st_log_mark_dead(st_log *l);
 void st_log_reclaim_marked(st_log *l, st_reclaim_stats *out);
