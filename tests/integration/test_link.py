@@ -620,10 +620,14 @@ def test_foreign_destination_gets_a_stable_message_id_when_none_was_set(nodes, r
         assert m.group(1) == node_hex
         assert int(m.group(2)) == seq_id and int(m.group(3)) == seq_of["n%d" % i], (mid, seq_of)
     assert ids[b"n4"] == {"own-4"}  # an id the publisher set is kept
-    # RabbitMQ got them twice (the frozen session's publishes, then the resend): each copy
-    # carries the same id, so a consumer deduplicates on it
-    bodies_seen = [b for b, _ in got]
-    assert any(bodies_seen.count(b"n%d" % i) > 1 for i in range(5)), got
+    # The resend went out on a new session, so the ids checked above are the resend's, and
+    # they are the ones the frozen session's copies carried (node, SeqID, SeqNo). Those
+    # copies may or may not reach the queue too: RabbitMQ need not route what a connection
+    # closed under it had sent, so duplicates in RabbitMQ cannot be required (asserting them
+    # failed once, on 5af8161, with each body there once). Where they arrive, each body has
+    # the one id, which the loop above checks.
+    st = a.outgoing_queue(fmt)
+    assert st["sent"] >= 6 + 5, st  # the warm-up, the five, the five again
     rc.close()
 
 
