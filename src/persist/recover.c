@@ -48,9 +48,9 @@ typedef struct def {
 } def;
 
 /* A stored position seen in replay: 32 bytes, the size of the qm_paged entry it becomes, so
- * a queue's array of them is handed to the queue as its paged tail without a copy. Nothing
- * per stored message is kept beyond it (bounded recovery: 10 million stored messages take
- * about 320 MB here, not 1.5 GB). */
+ * a queue's array of them is handed to the queue as its paged tail without a copy (the queue
+ * packs it in place into 24-byte slots). Nothing per stored message is kept beyond it
+ * (bounded recovery: 10 million stored messages take about 320 MB here, not 1.5 GB). */
 typedef struct rent {
     uint64_t lookup;
     uint32_t moff, mseg, mlen; /* the message record; UNRESOLVED: moff:mseg hold its id */
@@ -995,7 +995,7 @@ static void resolve_far(rstate *s)
 /* ---- positions into queues ---- */
 
 /* What recovery reads back into memory: the first messages of each queue while the messages
- * in memory stay under this share of memory_budget; the rest stays paged out (32 bytes each)
+ * in memory stay under this share of memory_budget; the rest stays paged out (24 bytes each)
  * until consumers reach it. Reading everything up to the budget would make the peak of a
  * restart the whole budget however deep the queues, and take longer. */
 #define RECOVERY_BUDGET_SHARE 8

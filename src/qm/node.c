@@ -77,7 +77,8 @@ int qm_node_reap(qm_node *n, size_t max)
             done++;
         }
         while (g->paged_len && (max == 0 || done < max)) {
-            QM_PERSIST(paged_dropped, NULL, &g->paged[g->paged_head], 0);
+            qm_paged e = qm_pslot_get(g->more, 0, &g->paged[g->paged_head]);
+            QM_PERSIST(paged_dropped, NULL, &e, 0);
             g->paged_head++;
             g->paged_len--;
             done++;
@@ -89,6 +90,7 @@ int qm_node_reap(qm_node *n, size_t max)
             n->graves_tail = NULL;
         sl_free(g->ring.buf);
         sl_free(g->paged);
+        qm_pslot_more_free(g->more);
         sl_free(g);
     }
     return n->graves != NULL;

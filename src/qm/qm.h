@@ -844,8 +844,8 @@ typedef struct qm_persist_hooks {
     qm_message *(*read_paged)(void *ctx, qm_queue *q, const struct qm_paged *e);
 } qm_persist_hooks;
 
-/* A ready message that lives only in the store (32 bytes instead of a position, a message
- * and its body in memory). */
+/* A ready message that lives only in the store, as the hooks see it (its tail keeps it in a
+ * 24-byte qm_pslot instead of a position, a message and its body in memory). */
 typedef struct qm_paged {
     uint64_t lookup_id;
     uint32_t msg_off; /* message record: offset (a segment is at most 1 GiB), segment, payload
@@ -860,13 +860,33 @@ typedef struct qm_paged {
     uint8_t xact_cont : 1; /* qm_position.xact_cont */
     uint8_t xact : 1;      /* qm_position.xact */
     uint8_t priority;      /* the message's priority property: its level in a priority queue */
-} qm_paged; /* 32 bytes; a TTL deadline, when an entry has one, is in its qm_pagedq's exp */
+} qm_paged;                /* a TTL deadline, when an entry has one, is in its qm_pagedq's exp */
 
+/* How a paged entry is kept in its tail: 24 bytes. The common entry (its enqueue record in
+ * its message's segment, never moved, not redelivered, no transaction marks) is whole in
+ * it; any other keeps the rest (enqueue segment, move count, flags) in its tail's side table
+ * `more`, keyed by lookup id, and says so with QM_PSLOT_MORE. A priority is not kept: the
+ * tail an entry is in is its level. qm_paged is what the hooks see. */
+typedef struct qm_pslot {
+    uint64_t lookup_id;
+    uint32_t off; /* the message record's offset (< 1 GiB: segment_size is at most 1G) and
+                     QM_PSLOT_LOGGED, QM_PSLOT_MORE in the top two bits */
+    uint32_t msg_seg;
+    uint32_t msg_len;
+    uint32_t body_len;
+} qm_pslot;
+#define QM_PSLOT_OFF 0x3fffffffu
+#define QM_PSLOT_LOGGED 0x40000000u
+#define QM_PSLOT_MORE 0x80000000u
+
+struct sl_u64tab;
 /* The paged tail of one priority level: entries v[head .. head+len) in lookup-id order, and
- * their TTL deadlines (qm_node_now) in exp with the same indexes (NULL until one has one). */
+ * their TTL deadlines (qm_node_now) in exp with the same indexes (NULL until one has one);
+ * more (NULL until an entry needs it) holds what the uncommon entries do not fit in v. */
 typedef struct qm_pagedq {
-    qm_paged *v;
+    qm_pslot *v;
     uint64_t *exp;
+    struct sl_u64tab *more;
     size_t head, len, cap;
 } qm_pagedq;
 
@@ -884,9 +904,9 @@ int qm_memory_over_budget(void);
 /* Recovery: append a stored ready message to q's paged tail (in lookup-id order). */
 void qm_queue_restore_paged(qm_queue *q, const qm_paged *e, uint64_t expires_at);
 /* Recovery: the same for n entries at once, in lookup-id order, newer than anything in q's
- * rings: the array (room for cap entries, from malloc) becomes q's paged array, exp (NULL, or
- * cap deadlines) its deadlines; q takes both over (a priority queue copies them into its
- * levels' tails and frees them). */
+ * rings: the array (room for cap entries, from malloc) is packed in place into q's paged
+ * array (24-byte slots), exp (NULL, or cap deadlines) becomes its deadlines; q takes both
+ * over (a priority queue copies them into its levels' tails and frees them). */
 void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n, size_t cap);
 
 void qm_set_persist(const qm_persist_hooks *hooks, void *ctx);

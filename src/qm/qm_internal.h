@@ -51,12 +51,19 @@ extern uint64_t qm_mem_budget;
 
 /* ---- graveyard (node.c): ready messages purged or deleted, freed a slice at a time ---- */
 typedef struct qm_grave {
-    qm_ring ring;    /* detached ready ring (len > 0), or empty */
-    qm_paged *paged; /* detached paged array, or NULL */
+    qm_ring ring;           /* detached ready ring (len > 0), or empty */
+    qm_pslot *paged;        /* detached paged array, or NULL */
+    struct sl_u64tab *more; /* and its side table, or NULL */
     size_t paged_head, paged_len;
     struct qm_grave *next;
 } qm_grave;
 void qm_grave_push(qm_node *n, qm_grave *g);
+
+/* ---- paged slots (queue.c) ---- */
+/* The entry slot s of a tail whose side table is more, at priority level `level`. */
+qm_paged qm_pslot_get(const struct sl_u64tab *more, int level, const qm_pslot *s);
+/* Free a side table (NULL is fine). */
+void qm_pslot_more_free(struct sl_u64tab *more);
 
 /* ---- clock ---- */
 static inline uint64_t qm_now(const qm_node *n)

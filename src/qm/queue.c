@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "../core/u64tab.h"
 #include "qm_internal.h"
 
 /* ---- rings ---- */
@@ -151,9 +152,96 @@ static uint64_t pq_exp_at(const qm_pagedq *pq, size_t i)
     return pq->exp ? pq->exp[pq->head + i] : 0;
 }
 
-static const qm_paged *pq_front(const qm_pagedq *pq)
+static const qm_pslot *pq_front(const qm_pagedq *pq)
 {
     return &pq->v[pq->head];
+}
+
+/* ---- paged slots: the 24-byte form of a qm_paged (qm.h) ----
+ *
+ * A tail's side table holds, for each entry flagged QM_PSLOT_MORE, what the slot leaves out.
+ * Nearly every paged entry is a message published once into one queue, whose enqueue record
+ * went out with it: those cost their slot only. */
+typedef struct pslot_more {
+    uint64_t lookup_id; /* the key */
+    uint32_t enq_seg;
+    uint16_t move_count;
+    uint8_t redelivered, xact; /* xact: 1 xact, 2 xact_cont */
+} pslot_more;
+
+_Static_assert(sizeof(qm_pslot) == 24, "a paged message costs 24 bytes of its tail");
+_Static_assert(sizeof(qm_pslot) <= sizeof(qm_paged), "adopt_paged packs entries in place");
+
+static int pslot_plain(const qm_paged *e)
+{
+    return e->enq_seg == e->msg_seg && !e->move_count && !e->redelivered && !e->xact &&
+           !e->xact_cont;
+}
+
+/* The slot for e in pq, its extra fields put in pq's side table when it needs them. */
+static qm_pslot pslot_make(qm_pagedq *pq, const qm_paged *e)
+{
+    /* records start below segment_size (at most 1 GiB): the top two bits are free */
+    qm_pslot s = {e->lookup_id, (e->msg_off & QM_PSLOT_OFF) | (e->logged ? QM_PSLOT_LOGGED : 0),
+                  e->msg_seg, e->msg_len, e->body_len};
+    if (!pslot_plain(e)) {
+        if (!pq->more) {
+            pq->more = sl_xmalloc(sizeof *pq->more);
+            sl_u64tab_init(pq->more, sizeof(pslot_more));
+        }
+        int created;
+        pslot_more *x = sl_u64tab_put(pq->more, e->lookup_id, &created);
+        x->enq_seg = e->enq_seg;
+        x->move_count = e->move_count;
+        x->redelivered = e->redelivered;
+        x->xact = (uint8_t)(e->xact | e->xact_cont << 1);
+        s.off |= QM_PSLOT_MORE;
+    }
+    return s;
+}
+
+qm_paged qm_pslot_get(const sl_u64tab *more, int level, const qm_pslot *s)
+{
+    qm_paged e = {
+        .lookup_id = s->lookup_id,
+        .msg_off = s->off & QM_PSLOT_OFF,
+        .msg_seg = s->msg_seg,
+        .msg_len = s->msg_len,
+        .enq_seg = s->msg_seg,
+        .body_len = s->body_len,
+        .logged = (s->off & QM_PSLOT_LOGGED) != 0,
+        .priority = (uint8_t)level,
+    };
+    const pslot_more *x = (s->off & QM_PSLOT_MORE) ? sl_u64tab_get(more, s->lookup_id) : NULL;
+    if (x) {
+        e.enq_seg = x->enq_seg;
+        e.move_count = x->move_count;
+        e.redelivered = x->redelivered;
+        e.xact = x->xact & 1;
+        e.xact_cont = (x->xact >> 1) & 1;
+    }
+    return e;
+}
+
+void qm_pslot_more_free(sl_u64tab *more)
+{
+    if (more) {
+        sl_u64tab_free(more);
+        sl_free(more);
+    }
+}
+
+/* Entry i (0 = oldest) of level l's tail. */
+static qm_paged pq_get(const qm_pagedq *pq, int l, size_t i)
+{
+    return qm_pslot_get(pq->more, l, &pq->v[pq->head + i]);
+}
+
+/* Slot s leaves pq: its side-table entry with it. */
+static void pslot_forget(qm_pagedq *pq, const qm_pslot *s)
+{
+    if (s->off & QM_PSLOT_MORE)
+        sl_u64tab_del(pq->more, s->lookup_id, NULL);
 }
 
 /* The level of a paged entry in q, as level_of is for a message in memory. */
@@ -180,7 +268,7 @@ static void head_changed(qm_queue *q, qm_ring *r)
 }
 
 /* Append e to its level's tail with its deadline (0: none). The deadlines' array exists only
- * once one entry has a deadline, so a paged queue without TTLs costs 32 bytes a message. */
+ * once one entry has a deadline, so a paged queue without TTLs costs 24 bytes a message. */
 static void paged_push(qm_queue *q, const qm_paged *e, uint64_t expires_at)
 {
     int l = level_of_paged(q, e);
@@ -204,7 +292,7 @@ static void paged_push(qm_queue *q, const qm_paged *e, uint64_t expires_at)
         pq->exp = sl_xcalloc(pq->cap, sizeof *pq->exp);
     if (pq->exp)
         pq->exp[pq->head + pq->len] = expires_at;
-    pq->v[pq->head + pq->len++] = *e;
+    pq->v[pq->head + pq->len++] = pslot_make(pq, e);
     q->paged_len++;
     if (expires_at && pq->len == 1 && !qm_ready_of(q)->levels[l].len)
         qm_queue_wake_at(q, expires_at); /* the front, with nothing in memory before it */
@@ -215,7 +303,8 @@ static void paged_push(qm_queue *q, const qm_paged *e, uint64_t expires_at)
 static qm_position *page_in_at(qm_queue *q, int l, size_t i)
 {
     qm_pagedq *pq = &q->pg[l];
-    qm_paged e = pq->v[pq->head + i];
+    qm_paged e = pq_get(pq, l, i);
+    pslot_forget(pq, &pq->v[pq->head + i]);
     uint64_t expires_at = pq_exp_at(pq, i);
     if (i == 0) {
         pq->head++;
@@ -278,18 +367,28 @@ void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n, siz
     qm_pagedq *pq = &q->pg[0];
     sl_free(pq->v);
     sl_free(pq->exp);
-    pq->v = v;
+    qm_pslot_more_free(pq->more);
+    pq->more = NULL;
+    /* Packed in place, front to back: slot i ends at byte 24 (i + 1), never past the start
+     * of entry i + 1 (32 (i + 1)), and entry i is copied out before its slot is written. */
+    unsigned char *raw = (unsigned char *)v; /* memcpy: the two types share these bytes */
+    uint64_t bytes = 0, top = 0;
+    for (size_t i = 0; i < n; i++) {
+        qm_paged e;
+        memcpy(&e, raw + i * sizeof e, sizeof e);
+        bytes += e.body_len;
+        if (e.lookup_id > top)
+            top = e.lookup_id;
+        qm_pslot sl = pslot_make(pq, &e);
+        memcpy(raw + i * sizeof sl, &sl, sizeof sl);
+    }
+    /* the 8 bytes each entry saved go back (cap: what exp has room for, at least n) */
+    pq->v = n ? sl_xrealloc(raw, n * sizeof(qm_pslot)) : (qm_pslot *)(void *)raw;
     pq->exp = exp;
     pq->head = 0;
     pq->len = n;
-    pq->cap = cap;
+    pq->cap = n;
     q->paged_len = n;
-    uint64_t bytes = 0, top = 0;
-    for (size_t i = 0; i < n; i++) {
-        bytes += v[i].body_len;
-        if (v[i].lookup_id > top)
-            top = v[i].lookup_id;
-    }
     q->n_ready += n;
     q->bytes_ready += bytes;
     q->bytes_total += bytes;
@@ -381,11 +480,13 @@ static uint64_t ready_clear(qm_queue *q)
         if (pq->len) {
             qm_grave *g = sl_xcalloc(1, sizeof *g);
             g->paged = pq->v;
+            g->more = pq->more;
             g->paged_head = pq->head;
             g->paged_len = pq->len;
             qm_grave_push(n, g);
         } else {
             sl_free(pq->v);
+            qm_pslot_more_free(pq->more);
         }
         sl_free(pq->exp); /* the graveyard needs no deadlines */
     }
@@ -911,6 +1012,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
     for (int l = 0; q->pg && l < qm_ready_of(q)->nlevels; l++) {
         sl_free(q->pg[l].v);
         sl_free(q->pg[l].exp);
+        qm_pslot_more_free(q->pg[l].more);
     }
     sl_free(q->pg);
     sl_free(q->ready_impl);
@@ -998,19 +1100,20 @@ qm_position *qm_queue_peek(qm_queue *q, size_t index)
 /* ---- views: peeking without paging in ---- */
 
 /* Entry i of level l's paged tail, read from the store into view. */
-static const qm_position *paged_view(qm_queue *q, const qm_pagedq *pq, size_t i, qm_position *view)
+static const qm_position *paged_view(qm_queue *q, int l, size_t i, qm_position *view)
 {
-    const qm_paged *e = &pq->v[pq->head + i];
+    const qm_pagedq *pq = pq_of(q, l);
+    qm_paged e = pq_get(pq, l, i);
     if (!qm_persist || !qm_persist->read_paged)
         return NULL;
-    qm_message *m = qm_persist->read_paged(qm_persist_ctx, q, e);
+    qm_message *m = qm_persist->read_paged(qm_persist_ctx, q, &e);
     if (!m)
         return NULL;
     memset(view, 0, sizeof *view);
     view->msg = m;
-    view->lookup_id = e->lookup_id;
-    view->move_count = e->move_count;
-    view->redelivered = e->redelivered;
+    view->lookup_id = e.lookup_id;
+    view->move_count = e.move_count;
+    view->redelivered = e.redelivered;
     view->u.expires_at = pq_exp_at(pq, i);
     view->state = QM_POS_AVAILABLE;
     return view;
@@ -1026,7 +1129,7 @@ static const qm_position *kth_merged(qm_queue *q, int l, size_t k, qm_position *
     size_t a = r->len, b = pq ? pq->len : 0;
     if (!b)
         return k < a ? qm_ring_at(r, k) : NULL;
-    const qm_paged *pg = pq->v + pq->head;
+    const qm_pslot *pg = pq->v + pq->head;
     size_t lo = k > b ? k - b : 0, hi = k < a ? k : a;
     while (lo < hi) { /* i = elements taken from the ring */
         size_t i = lo + (hi - lo) / 2;
@@ -1039,7 +1142,7 @@ static const qm_position *kth_merged(qm_queue *q, int l, size_t k, qm_position *
     size_t i = lo, j = k - lo;
     if (i < a && (j >= b || qm_ring_at(r, i)->lookup_id < pg[j].lookup_id))
         return qm_ring_at(r, i);
-    return j < b ? paged_view(q, pq, j, view) : NULL;
+    return j < b ? paged_view(q, l, j, view) : NULL;
 }
 
 const qm_position *qm_queue_peek_view(qm_queue *q, size_t index, qm_position *view)
@@ -1067,7 +1170,7 @@ static const qm_position *level_after(qm_queue *q, int l, uint64_t id, qm_positi
     size_t b = pq ? pq->len : 0;
     if (i < r->len && (j >= b || qm_ring_at(r, i)->lookup_id < pq->v[pq->head + j].lookup_id))
         return qm_ring_at(r, i);
-    return j < b ? paged_view(q, pq, j, view) : NULL;
+    return j < b ? paged_view(q, l, j, view) : NULL;
 }
 
 /* 1 when level l holds the ready message with this lookup id, in memory or paged out. */
@@ -1191,8 +1294,15 @@ int qm_queue_visit_stored(qm_queue *q, uint64_t *cursor, const qm_store_visitor 
     if (VISIT_PHASE(c) == 1) {
         for (int l = VISIT_LEVEL(c); q->pg && l < rd->nlevels; l++) {
             qm_pagedq *pq = &q->pg[l];
-            for (size_t i = l == VISIT_LEVEL(c) ? VISIT_INDEX(c) : 0; i < pq->len; i++) {
-                if (v->paged && v->paged(ctx, q, &pq->v[pq->head + i], pq_exp_at(pq, i))) {
+            for (size_t i = l == VISIT_LEVEL(c) ? VISIT_INDEX(c) : 0; v->paged && i < pq->len;
+                 i++) {
+                /* the visitor works on the whole entry; what it changed is packed again */
+                qm_pslot *sl = &pq->v[pq->head + i];
+                qm_paged e = qm_pslot_get(pq->more, l, sl);
+                int stop = v->paged(ctx, q, &e, pq_exp_at(pq, i));
+                pslot_forget(pq, sl);
+                *sl = pslot_make(pq, &e);
+                if (stop) {
                     *cursor = VISIT_AT(1, l, i + 1);
                     return 0;
                 }

@@ -1813,7 +1813,7 @@ START_TEST(recovery_finds_far_message_records)
 }
 END_TEST
 
-/* Beyond a share of the memory budget recovery leaves messages paged out (32 bytes each),
+/* Beyond a share of the memory budget recovery leaves messages paged out (24 bytes each),
  * whatever the budget: a restart of a deep queue reads back only the head. */
 START_TEST(recovery_reads_back_only_the_head)
 {
@@ -1943,6 +1943,116 @@ START_TEST(priority_queue_pages_by_level)
 }
 END_TEST
 
+/* The body of entry i of the paged-entries test below. */
+static void entry_body(char *out, size_t cap, const char *queue, int i)
+{
+    snprintf(out, cap, "entry %05d of %s", i, queue);
+}
+
+/* What the paged-entries test expects of entry i: redelivered (the first 500) and moved away
+ * and back (every fifth, move count 2). */
+#define ENTRY_REDELIVERED(i) ((i) < 500)
+#define ENTRY_MOVES(i) ((i) % 5 == 0 ? 2u : 0u)
+
+/* Fill q (with its subqueue "retry") with n entries of which some are redelivered and some
+ * moved; a segment roll puts the moves' enqueue records away from their messages. */
+static void fill_entries(qm_queue *q, const char *name, int n)
+{
+    char body[64];
+    for (int i = 0; i < n; i++) {
+        entry_body(body, sizeof body, name, i);
+        put(q, body);
+    }
+    commit();
+    qm_position *held[500];
+    for (int i = 0; i < 500; i++)
+        held[i] = get(q);
+    for (int i = 0; i < 500; i++)
+        qm_position_requeue(held[i]); /* in place, marked delivered */
+    st_log_roll(P->msgs);
+    qm_queue *sub = qm_queue_subqueue(q, "retry", 5, 1);
+    for (int i = 0; i < n; i += 5) {
+        uint64_t id = qm_queue_peek(q, (size_t)(i - i / 5))->lookup_id;
+        ck_assert_int_eq(qm_move(q, id, sub, NULL), SL_OK);
+    }
+    st_log_roll(P->msgs);
+    while (qm_queue_message_count(sub))
+        ck_assert_int_eq(qm_move(sub, qm_queue_peek(sub, 0)->lookup_id, q, NULL), SL_OK);
+    commit();
+}
+
+/* Check every entry of q, in order, consuming it (acked). */
+static void check_entries(qm_queue *q, const char *name, int n)
+{
+    char body[64];
+    for (int i = 0; i < n; i++) {
+        qm_position *p = get(q);
+        entry_body(body, sizeof body, name, i);
+        ck_assert_msg(body_is(p, body), "%s entry %d: body", name, i);
+        ck_assert_msg(p->redelivered == ENTRY_REDELIVERED(i), "%s entry %d: redelivered %d", name,
+                      i, p->redelivered);
+        ck_assert_msg(p->move_count == ENTRY_MOVES(i), "%s entry %d: move count %u", name, i,
+                      (unsigned)p->move_count);
+        qm_position_ack(p);
+    }
+    ck_assert_uint_eq(qm_queue_message_count(q), 0);
+}
+
+/* A paged entry is kept in 24 bytes; one that was redelivered or moved, or whose enqueue
+ * record is in another segment than its message, keeps the rest in its tail's side table.
+ * Each comes back whole: in a view, after a TIDY that rewrites every entry's location, after
+ * a restart, and through a purge's graveyard; and no segment reference is lost or kept (the
+ * store ends in its newest segments). */
+START_TEST(paged_entries_keep_moves_redeliveries_and_segments)
+{
+    enum { NE = 3000 };
+    OPT.segment_size = 16u << 10;
+    open_store();
+    qm_queue *q = declare("q");
+    qm_queue *gone = declare("gone");
+    fill_entries(q, "q", NE);
+    fill_entries(gone, "gone", NE);
+    close_store();
+    qm_set_memory_budget(64u << 10); /* recovery reads back 8 KiB: the rest stays paged */
+    open_store();
+    q = find("q");
+    gone = find("gone");
+    ck_assert_uint_gt(q->paged_len, NE - 200);
+    ck_assert_uint_gt(gone->paged_len, NE - 200);
+    /* views read paged entries from the store with their flags */
+    char body[64];
+    for (int i = 0; i < NE; i += 499) {
+        qm_position v;
+        const qm_position *p = qm_queue_peek_view(q, (size_t)i, &v);
+        entry_body(body, sizeof body, "q", i);
+        ck_assert_msg(body_is(p, body), "view %d", i);
+        ck_assert_int_eq(p->redelivered, ENTRY_REDELIVERED(i));
+        ck_assert_uint_eq(p->move_count, ENTRY_MOVES(i));
+        if (p == &v)
+            qm_message_unref(v.msg);
+    }
+    persist_tidy_result r;
+    persist_tidy_full(P, &r);
+    ck_assert_uint_ge(r.records_copied, 1);
+    restart();
+    q = find("q");
+    gone = find("gone");
+    ck_assert_uint_gt(q->paged_len, NE - 200);
+    ck_assert_uint_eq(qm_queue_purge(gone), NE);
+    check_entries(q, "q", NE);
+    commit();
+    persist_tidy_full(P, &r);
+    persist_stats st;
+    persist_get_stats(P, &st);
+    ck_assert_uint_le(st.msgs_segments, 2);
+    restart();
+    ck_assert_uint_eq(qm_queue_message_count(find("q")), 0);
+    ck_assert_uint_eq(qm_queue_message_count(find("gone")), 0);
+    close_store();
+    qm_set_memory_budget(0);
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
     Suite *s = suite_create("persist");
@@ -1977,6 +2087,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, recovery_finds_far_message_records);
     tcase_add_test(tc, recovery_reads_back_only_the_head);
     tcase_add_test(tc, priority_queue_pages_by_level);
+    tcase_add_test(tc, paged_entries_keep_moves_redeliveries_and_segments);
     suite_add_tcase(s, tc);
     return s;
 }
