@@ -115,6 +115,8 @@ void qm_locked_link(qm_queue *q, qm_position *pos)
 void qm_locked_unlink(qm_queue *q, qm_position *pos)
 {
     qm_lock *lk = qm_pos_lock(pos);
+    if (q->visit_held == pos)
+        q->visit_held = lk->lnext; /* a store walk resumes at what followed it */
     if (lk->lprev)
         lk->lprev->u.lk->lnext = lk->lnext;
     else

@@ -379,6 +379,9 @@ struct qm_queue {
     struct qm_pagedq *pg;
     size_t paged_len;
     qm_position *locked; /* head of the LOCKED / PURGE_PENDING list */
+    /* Where a store walk (qm_queue_visit_stored) resumes in locked: the next one to visit,
+     * moved on by qm_locked_unlink when that one leaves the list. */
+    qm_position *visit_held;
     qm_binding *inbound; /* bindings to this queue (dnext chain) */
     qm_consumer *consumers;
     qm_consumer *rr_next;
@@ -924,9 +927,12 @@ void qm_persist_suspend(int on);
  * positions in memory, its paged entries and its held (LOCKED, PURGE_PENDING) positions. The
  * callbacks may change the store fields (st_seg, the message's store location, a paged
  * entry's segments and offsets) but nothing else (a paged entry comes with its deadline); a
- * non-zero return stops the walk there. *cursor (0 = from the start) says where the walk resumes:
- * it survives changes to q between calls only approximately (a position may be skipped or visited
- * twice), which is all the compaction needs. Returns 1 once the whole queue has been visited. */
+ * non-zero return stops the walk there. *cursor (0 = from the start) says where the walk resumes,
+ * in O(1) whatever the depth: it survives changes to q between calls only approximately (a ready
+ * or paged position may be skipped or visited twice when the head of its ring or tail moved;
+ * a held one is visited once unless it left or came in since the walk began), which is all the
+ * compaction needs. One walk per queue at a time. Returns 1 once the whole queue has been
+ * visited. */
 typedef struct qm_store_visitor {
     int (*position)(void *ctx, qm_position *pos);
     int (*paged)(void *ctx, qm_queue *q, qm_paged *e, uint64_t expires_at);

@@ -997,6 +997,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
         p = next;
     }
     q->locked = NULL;
+    q->visit_held = NULL;
     q->n_locked = q->n_purge_pending = 0;
     q->bytes_total = 0;
 
@@ -1310,16 +1311,18 @@ int qm_queue_visit_stored(qm_queue *q, uint64_t *cursor, const qm_store_visitor 
         }
         c = VISIT_AT(2, 0, 0);
     }
-    /* The held list has no stable order to resume in: skip what was visited by count. */
-    size_t k = 0;
-    for (qm_position *p = q->locked; p; p = p->u.lk->lnext, k++) {
-        if (k < VISIT_INDEX(c))
-            continue;
+    /* The held list: resumed at q->visit_held, which qm_locked_unlink keeps on the list (a
+     * count from the head would cost O(held) a call, and skip one for each that left). New
+     * holds go in at the head, behind the walk. */
+    qm_position *p = VISIT_INDEX(c) ? q->visit_held : q->locked;
+    for (; p; p = p->u.lk->lnext) {
         if (v->position && v->position(ctx, p)) {
-            *cursor = VISIT_AT(2, 0, k + 1);
+            q->visit_held = p->u.lk->lnext;
+            *cursor = VISIT_AT(2, 0, 1);
             return 0;
         }
     }
+    q->visit_held = NULL;
     *cursor = VISIT_AT(3, 0, 0);
     return 1;
 }

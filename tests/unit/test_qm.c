@@ -19,6 +19,8 @@
 
 /* ------------------------------------------------------------------ helpers */
 
+#define HELD_N_MAX 200
+
 static qm_node *N;
 static qm_vhost *V;
 static char err[512];
@@ -1441,6 +1443,75 @@ END_TEST
 
 /* ------------------------------------------------------------------ priority, TTL, limits */
 
+/* A store walk over held positions that stops after each one, as TIDY's slices do. */
+typedef struct held_walk {
+    qm_position *last; /* the one visited by the last call */
+    int visits[HELD_N_MAX];
+} held_walk;
+
+/* i of a message "h<i>" (bodies are not NUL-terminated) */
+static int held_index(const qm_position *pos)
+{
+    char s[16] = {0};
+    size_t n = pos->msg->body_len < sizeof s - 1 ? pos->msg->body_len : sizeof s - 1;
+    memcpy(s, qm_msg_body(pos->msg), n);
+    return atoi(s + 1);
+}
+
+static int visit_one_held(void *ctx, qm_position *pos)
+{
+    held_walk *w = ctx;
+    int i = held_index(pos);
+    w->visits[i]++;
+    w->last = pos;
+    return 1;
+}
+
+/* The walk resumes in the held list where it stopped, not by counting from the head: each
+ * held position is visited exactly once although others are acked between the calls (the
+ * one just visited, and sometimes the one the walk was to resume at), and positions held
+ * since the walk began are not visited. Counting skipped one position per ack. */
+START_TEST(store_walk_resumes_in_the_held_list)
+{
+    qm_queue *q = declare("held");
+    char body[16];
+    for (int i = 0; i < HELD_N_MAX; i++) {
+        snprintf(body, sizeof body, "h%d", i);
+        put(q, body);
+    }
+    qm_position *held[HELD_N_MAX];
+    for (int i = 0; i < HELD_N_MAX - 10; i++) {
+        held[i] = qm_queue_get(q, 0, NULL);
+        ck_assert_ptr_nonnull(held[i]);
+    }
+    held_walk w;
+    memset(&w, 0, sizeof w);
+    int acked_unvisited[HELD_N_MAX] = {0};
+    const qm_store_visitor v = {visit_one_held, NULL};
+    /* the held list is newest first: h(N-11) ... h0; ready are h(N-10) .. h(N-1) */
+    uint64_t cursor = 0;
+    int calls = 0;
+    while (!qm_queue_visit_stored(q, &cursor, &v, &w)) {
+        ck_assert_int_lt(++calls, 2 * HELD_N_MAX);
+        if (w.last->state != QM_POS_LOCKED)
+            continue; /* a ready one */
+        qm_position *next = w.last->u.lk->lnext;
+        qm_position_ack(w.last);
+        if (calls % 7 == 0 && next) {
+            acked_unvisited[held_index(next)] = 1;
+            qm_position_ack(next); /* the walk's resume point goes */
+        }
+        if (calls % 11 == 0) /* held after the walk began (visited once, when ready) */
+            qm_queue_get(q, 0, NULL);
+    }
+    for (int i = 0; i < HELD_N_MAX - 10; i++)
+        ck_assert_msg(w.visits[i] == (acked_unvisited[i] ? 0 : 1), "h%d visited %d times", i,
+                      w.visits[i]);
+    for (int i = HELD_N_MAX - 10; i < HELD_N_MAX; i++) /* ready at the start: visited there */
+        ck_assert_msg(w.visits[i] == 1, "h%d visited %d times", i, w.visits[i]);
+}
+END_TEST
+
 START_TEST(priority_ordering)
 {
     qm_queue *q = declare_args("pq", arg_int("x-max-priority", 5));
@@ -1869,6 +1940,7 @@ static Suite *qm_suite(void)
     tcase_add_test(tc, auto_delete_after_last_consumer);
     tcase_add_test(tc, no_ack_consumer_and_get);
     tcase_add_test(tc, priority_ordering);
+    tcase_add_test(tc, store_walk_resumes_in_the_held_list);
     tcase_add_test(tc, ttl_expiry_at_head);
     tcase_add_test(tc, deadline_heap_many_queues);
     tcase_add_test(tc, deadline_of_a_new_head);
