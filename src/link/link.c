@@ -127,7 +127,7 @@ struct link_outq {
     uint64_t cs_since, last_recv, last_send;
     uint64_t retry_at;
     unsigned failures;
-    uint8_t peer_is_sluice, blocked, in_dirty, skip_content;
+    uint8_t peer_is_sluice, blocked, in_dirty, in_held, skip_content;
     /* the destination queue was full (405 at a commit): one transaction per batch for a
      * while, so what fits goes in as the queue drains */
     uint32_t one_unit;
@@ -172,6 +172,7 @@ struct link_outq {
     size_t nhist; /* newest at hist[0] */
     uint64_t sent, acked, reconnects;
     link_outq *dirty_next;
+    link_outq *held_next; /* on m->held: output waits for the disk (disk_holds.len > 0) */
 };
 
 struct link_mgr {
@@ -183,6 +184,8 @@ struct link_mgr {
     link_outq *all;
     link_outq *rpcs; /* request-only links, one per destination node (rpc_only) */
     link_outq *dirty;
+    /* links whose output waits for a sync: a finished sync flushes these, not every link */
+    link_outq *held;
     sl_timer tick;
     link_resolver *resolver; /* host names of format names (NULL: none could be made) */
     sl_watch resolver_w;
@@ -1765,6 +1768,11 @@ static void flush_one(link_outq *o)
         o->out_marked = end;
     }
     sl_holds_release(&o->disk_holds, done);
+    if (o->disk_holds.len && !o->in_held) { /* the next finished sync flushes it again */
+        o->in_held = 1;
+        o->held_next = o->m->held;
+        o->m->held = o;
+    }
     size_t avail;
     while ((avail = sl_holds_avail(&o->disk_holds, o->out_sent, sl_buf_unread(&o->out))) > 0) {
         ssize_t n = o->io.ops->write(&o->io, sl_buf_head(&o->out), avail);
@@ -1807,12 +1815,15 @@ void link_mgr_synced(link_mgr *m)
 {
     if (!m)
         return;
-    for (link_outq *o = m->all; o; o = o->next)
+    /* Only the links that wait: O(waiting), not O(outgoing queues), per sync. A flush that
+     * still finds holds puts its link back. */
+    while (m->held) {
+        link_outq *o = m->held;
+        m->held = o->held_next;
+        o->in_held = 0;
         if (o->disk_holds.len)
             mark_dirty(o);
-    for (link_outq *o = m->rpcs; o; o = o->next)
-        if (o->disk_holds.len)
-            mark_dirty(o);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1975,6 +1986,13 @@ static void outq_free(link_outq *o)
         for (link_outq **pp = &m->dirty; *pp; pp = &(*pp)->dirty_next)
             if (*pp == o) {
                 *pp = o->dirty_next;
+                break;
+            }
+    }
+    if (o->in_held) {
+        for (link_outq **pp = &m->held; *pp; pp = &(*pp)->held_next)
+            if (*pp == o) {
+                *pp = o->held_next;
                 break;
             }
     }
