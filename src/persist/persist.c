@@ -510,10 +510,10 @@ qm_message *persist_read_message(persist *p, uint32_t seg, uint64_t off, uint32_
         p->rbuf_cap = len > 4096 ? len : 4096;
         p->rbuf = sl_xmalloc(p->rbuf_cap);
     }
-    uint8_t *buf = p->rbuf;
+    const uint8_t *buf;
     char err[256];
     st_loc loc = {seg, off};
-    if (st_log_read(p->msgs, loc, buf, len, err, sizeof err) < 0) {
+    if (st_log_read_ref(p->msgs, loc, p->rbuf, len, &buf, err, sizeof err) < 0) {
         sl_error("store: cannot read back message %llu of queue '%s': %s",
                  (unsigned long long)lookup, qname, err);
         return NULL;

@@ -1274,6 +1274,17 @@ static int fill_window(st_log *l, seg *s, uint64_t off)
 
 int st_log_read(st_log *l, st_loc loc, uint8_t *buf, size_t len, char *err, size_t errlen)
 {
+    const uint8_t *p;
+    if (st_log_read_ref(l, loc, buf, len, &p, err, errlen) < 0)
+        return -1;
+    if (p != buf && len)
+        memcpy(buf, p, len);
+    return 0;
+}
+
+int st_log_read_ref(st_log *l, st_loc loc, uint8_t *buf, size_t len, const uint8_t **payload,
+                    char *err, size_t errlen)
+{
     seg *s = find_seg(l, loc.segment);
     if (!s) {
         seterr(err, errlen, "%s: segment %" PRIu32 " is not live", l->dir, loc.segment);
@@ -1291,20 +1302,22 @@ int st_log_read(st_log *l, st_loc loc, uint8_t *buf, size_t len, char *err, size
                   loc.offset - l->ra_last_end <= RA_GAP;
     l->ra_last_seg = loc.segment;
     l->ra_last_end = loc.offset + need;
+    *payload = buf;
     if (loc.offset >= s->size) {
         /* Not in the file yet: in the append buffer, or in the batch being written (whose
          * bytes do not change until it ends). */
         const uint8_t *p = loc.offset >= s->wend ? l->buf.data + s->boff + (loc.offset - s->wend)
                                                  : l->fbuf.data + s->foff + (loc.offset - s->size);
         memcpy(h, p, REC_HDR);
-        memcpy(buf, p + REC_HDR, len);
+        *payload = p + REC_HDR;
     } else if ((l->ra_seg == loc.segment && loc.offset >= l->ra_off &&
                 loc.offset + need <= l->ra_off + l->ra_len) ||
                (forward && need <= RA_WINDOW && loc.offset + need <= s->size &&
                 fill_window(l, s, loc.offset) == 0 && loc.offset + need <= l->ra_off + l->ra_len)) {
+        /* in the read-ahead window: seen in place, not copied */
         const uint8_t *p = l->ra_buf + (loc.offset - l->ra_off);
         memcpy(h, p, REC_HDR);
-        memcpy(buf, p + REC_HDR, len);
+        *payload = p + REC_HDR;
     } else {
         /* One preadv in the common case; finish piecewise after a short read. */
         struct iovec iov[2] = {{h, REC_HDR}, {buf, len}};
@@ -1331,7 +1344,7 @@ int st_log_read(st_log *l, st_loc loc, uint8_t *buf, size_t len, char *err, size
                l->dir, s->name, loc.offset, get_le32(h), len + 1);
         return -1;
     }
-    if (st_crc32c(st_crc32c(0, h + 8, 9), buf, len) != get_le32(h + 4)) {
+    if (st_crc32c(st_crc32c(0, h + 8, 9), *payload, len) != get_le32(h + 4)) {
         seterr(err, errlen, "%s/%s: offset %" PRIu64 ": checksum mismatch", l->dir, s->name,
                loc.offset);
         return -1;

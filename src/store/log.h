@@ -142,6 +142,11 @@ uint64_t st_log_durable_seq(const st_log *l);
 /* Read back the payload of the record at loc into buf (len bytes of payload expected);
  * verifies the checksum. 0 or -1 with err. Works for buffered records too. */
 int st_log_read(st_log *l, st_loc loc, uint8_t *buf, size_t len, char *err, size_t errlen);
+/* The same without the copy where one is not needed: *payload points at the len bytes in
+ * place (the read-ahead window or the append buffers: valid until the next call on l that
+ * reads or appends) or, when they had to be read from the file, in buf. */
+int st_log_read_ref(st_log *l, st_loc loc, uint8_t *buf, size_t len, const uint8_t **payload,
+                    char *err, size_t errlen);
 
 /* Start a new segment now (the next append goes into it). Used to compact a small log: roll,
  * re-append the live records, unref the old segments, reclaim. A no-op while the current
