@@ -1102,8 +1102,9 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
         p->recovered_messages++;
     }
     if (j) {
-        /* the array becomes the queue's paged tail; its slack goes back */
-        qm_paged *pv = sl_xrealloc(qe->v, j * sizeof *pv);
+        /* the array becomes the queue's paged tail (adopt shrinks it to j 24-byte slots);
+         * the deadlines' slack goes back here */
+        qm_paged *pv = (qm_paged *)(void *)qe->v; /* written as qm_paged above */
         uint64_t *pe = NULL;
         if (exp_any)
             pe = sl_xrealloc(qe->exp, j * sizeof *pe);
@@ -1111,7 +1112,7 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
             sl_free(qe->exp);
         qe->v = NULL;
         qe->exp = NULL;
-        qm_queue_adopt_paged(q, pv, pe, j, j);
+        qm_queue_adopt_paged(q, pv, pe, j);
     }
 }
 

@@ -907,10 +907,11 @@ int qm_memory_over_budget(void);
 /* Recovery: append a stored ready message to q's paged tail (in lookup-id order). */
 void qm_queue_restore_paged(qm_queue *q, const qm_paged *e, uint64_t expires_at);
 /* Recovery: the same for n entries at once, in lookup-id order, newer than anything in q's
- * rings: the array (room for cap entries, from malloc) is packed in place into q's paged
- * array (24-byte slots), exp (NULL, or cap deadlines) becomes its deadlines; q takes both
- * over (a priority queue copies them into its levels' tails and frees them). */
-void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n, size_t cap);
+ * rings: the array (from malloc, room for at least n) is packed in place into q's paged
+ * array (24-byte slots) and shrunk to n of them; exp (NULL, or n deadlines, from malloc)
+ * becomes its deadlines; q takes both over (a priority queue copies them into its levels'
+ * tails and frees them). */
+void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n);
 
 void qm_set_persist(const qm_persist_hooks *hooks, void *ctx);
 /* Recovery: rebuild a stored position in q as AVAILABLE at its lookup-id place, without

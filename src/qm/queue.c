@@ -351,7 +351,7 @@ static qm_ring *level_ready(qm_queue *q, int l)
     return r;
 }
 
-void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n, size_t cap)
+void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n)
 {
     if (q->paged_len || qm_ready_of(q)->nlevels > 1) {
         /* not the common case (a priority queue spreads them over its levels): append them
@@ -382,7 +382,7 @@ void qm_queue_adopt_paged(qm_queue *q, qm_paged *v, uint64_t *exp, size_t n, siz
         qm_pslot sl = pslot_make(pq, &e);
         memcpy(raw + i * sizeof sl, &sl, sizeof sl);
     }
-    /* the 8 bytes each entry saved go back (cap: what exp has room for, at least n) */
+    /* the slack, and the 8 bytes each entry saved, go back */
     pq->v = n ? sl_xrealloc(raw, n * sizeof(qm_pslot)) : (qm_pslot *)(void *)raw;
     pq->exp = exp;
     pq->head = 0;
