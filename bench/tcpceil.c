@@ -8,7 +8,13 @@
  *           sluiced's once-per-turn flush) can reach; the ceiling the issue's 30 % target uses.
  *   frames  one send() per frame with MSG_MORE on all but the last, sizes from --frames: what
  *           rabbitmq-c's amqp_basic_publish does per message; the client-side bound of the
- *           load generator. */
+ *           load generator.
+ *   relay   the latency floor of a broker's round trip: a publisher thread sends a --msg-bytes
+ *           message stamped with the time at --rate msg/s to a relay thread (an epoll loop, as
+ *           a broker's, that writes whatever it reads to a second connection), and a reader
+ *           thread on that one takes each message's age; prints the percentiles of --count of
+ *           them. Two loopback hops and three wakeups, no AMQP: what pub/sub latency cannot
+ *           go below on this machine. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -19,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,7 +33,8 @@
 #define MAX_FRAMES 8
 
 static size_t g_msg = 72, g_write = 65536, g_frames[MAX_FRAMES] = {26, 22, 24};
-static int g_nframes = 3, g_frames_mode;
+static int g_nframes = 3, g_frames_mode, g_relay_mode;
+static int g_rate = 5000, g_count = 25000;
 static double g_seconds = 3;
 static uint64_t g_read_bytes;
 static int64_t g_read_end;
@@ -78,28 +86,169 @@ static void *reader(void *arg)
     return NULL;
 }
 
+/* --- relay mode ---------------------------------------------------------------------- */
+
+static int g_pub_fd, g_relay_in, g_relay_out, g_sub_fd;
+static int64_t *g_age; /* ns, one per message */
+
+/* A connected TCP_NODELAY pair over 127.0.0.1: *a writes, *b reads. */
+static void loopback_pair(int *a, int *b)
+{
+    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof sa;
+    if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof sa) || listen(ls, 1) ||
+        getsockname(ls, (struct sockaddr *)&sa, &alen))
+        die("listen");
+    *a = socket(AF_INET, SOCK_STREAM, 0);
+    if (*a < 0 || connect(*a, (struct sockaddr *)&sa, sizeof sa))
+        die("connect");
+    *b = accept(ls, NULL, NULL);
+    if (*b < 0)
+        die("accept");
+    setsockopt(*a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(*b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    close(ls);
+}
+
+static void *relay_pub(void *arg)
+{
+    (void)arg;
+    char *msg = calloc(1, g_msg);
+    int64_t t0 = now_ns();
+    for (int i = 0; i < g_count; i++) {
+        int64_t due = t0 + (int64_t)i * 1000000000 / g_rate;
+        struct timespec ts = {.tv_sec = due / 1000000000, .tv_nsec = due % 1000000000};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+        int64_t stamp = now_ns();
+        memcpy(msg, &stamp, sizeof stamp);
+        send_all(g_pub_fd, msg, g_msg, 0);
+    }
+    shutdown(g_pub_fd, SHUT_WR);
+    free(msg);
+    return NULL;
+}
+
+static void *relay_loop(void *arg)
+{
+    (void)arg;
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, g_relay_in, &ev))
+        die("epoll");
+    static char buf[1 << 16];
+    for (;;) {
+        if (epoll_wait(ep, &ev, 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            die("epoll_wait");
+        }
+        ssize_t n = recv(g_relay_in, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die("recv");
+        if (n == 0)
+            break;
+        send_all(g_relay_out, buf, (size_t)n, 0);
+    }
+    shutdown(g_relay_out, SHUT_WR);
+    close(ep);
+    return NULL;
+}
+
+static void *relay_sub(void *arg)
+{
+    (void)arg;
+    char *buf = malloc(1 << 16);
+    size_t have = 0;
+    int got = 0;
+    while (got < g_count) {
+        ssize_t n = recv(g_sub_fd, buf + have, (1 << 16) - have, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die("recv");
+        if (n == 0)
+            break;
+        have += (size_t)n;
+        int64_t t = now_ns();
+        size_t off = 0;
+        for (; have - off >= g_msg && got < g_count; off += g_msg) {
+            int64_t stamp;
+            memcpy(&stamp, buf + off, sizeof stamp);
+            g_age[got++] = t - stamp;
+        }
+        memmove(buf, buf + off, have - off);
+        have -= off;
+    }
+    g_count = got;
+    free(buf);
+    return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int run_relay(void)
+{
+    int want = g_count;
+    g_age = calloc((size_t)g_count, sizeof *g_age);
+    loopback_pair(&g_pub_fd, &g_relay_in);
+    loopback_pair(&g_relay_out, &g_sub_fd);
+    pthread_t th[3];
+    pthread_create(&th[0], NULL, relay_loop, NULL);
+    pthread_create(&th[1], NULL, relay_sub, NULL);
+    pthread_create(&th[2], NULL, relay_pub, NULL);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    if (g_count != want) {
+        fprintf(stderr, "tcpceil: sent %d messages, %d arrived\n", want, g_count);
+        return 1;
+    }
+    qsort(g_age, (size_t)g_count, sizeof *g_age, cmp_i64);
+#define PCT(p) ((double)g_age[(size_t)((double)(g_count - 1) * (p))] / 1e3)
+    printf("{\"mode\":\"relay\",\"msg_bytes\":%zu,\"rate\":%d,\"count\":%d,\"lat_p50_us\":%.1f,"
+           "\"lat_p99_us\":%.1f,\"lat_p999_us\":%.1f,\"lat_max_us\":%.1f}\n",
+           g_msg, g_rate, g_count, PCT(0.5), PCT(0.99), PCT(0.999), PCT(1.0));
+#undef PCT
+    free(g_age);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {{"msg-bytes", 1, 0, 'm'}, {"write-bytes", 1, 0, 'w'},
                                        {"seconds", 1, 0, 't'},   {"mode", 1, 0, 'M'},
-                                       {"frames", 1, 0, 'f'},    {0, 0, 0, 0}};
+                                       {"frames", 1, 0, 'f'},    {"rate", 1, 0, 'r'},
+                                       {"count", 1, 0, 'n'},     {0, 0, 0, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "m:w:t:M:f:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:w:t:M:f:r:n:", lo, NULL)) != -1) {
         if (c == 'm')
             g_msg = strtoul(optarg, NULL, 10);
         else if (c == 'w')
             g_write = strtoul(optarg, NULL, 10);
         else if (c == 't')
             g_seconds = atof(optarg);
-        else if (c == 'M')
+        else if (c == 'M') {
             g_frames_mode = !strcmp(optarg, "frames");
+            g_relay_mode = !strcmp(optarg, "relay");
+        } else if (c == 'r')
+            g_rate = atoi(optarg);
+        else if (c == 'n')
+            g_count = atoi(optarg);
         else if (c == 'f') {
             g_nframes = 0;
             for (char *s = strtok(optarg, ","); s && g_nframes < MAX_FRAMES; s = strtok(NULL, ","))
                 g_frames[g_nframes++] = strtoul(s, NULL, 10);
         } else {
-            fprintf(stderr, "usage: tcpceil [--mode batch|frames] [--msg-bytes N] "
-                            "[--write-bytes N] [--frames A,B,C] [--seconds S]\n");
+            fprintf(stderr, "usage: tcpceil [--mode batch|frames|relay] [--msg-bytes N] "
+                            "[--write-bytes N] [--frames A,B,C] [--seconds S] "
+                            "[--rate R --count N (relay)]\n");
             return 2;
         }
     }
@@ -110,6 +259,11 @@ int main(int argc, char **argv)
     }
     if (g_msg < 1 || g_write < 1 || g_seconds <= 0)
         return 2;
+    if (g_relay_mode) {
+        if (g_msg < sizeof(int64_t) || g_msg > (1 << 15) || g_rate < 1 || g_count < 1)
+            return 2;
+        return run_relay();
+    }
 
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
