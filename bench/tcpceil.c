@@ -66,21 +66,25 @@ static void send_all(int fd, const char *buf, size_t len, int flags)
     }
 }
 
+/* recv through EINTR; 0 at end of stream. */
+static size_t recv_some(int fd, char *buf, size_t cap)
+{
+    for (;;) {
+        ssize_t n = recv(fd, buf, cap, 0);
+        if (n >= 0)
+            return (size_t)n;
+        if (errno != EINTR)
+            die("recv");
+    }
+}
+
 static void *reader(void *arg)
 {
     int fd = *(int *)arg;
     size_t cap = 1 << 18;
     char *buf = malloc(cap);
-    for (;;) {
-        ssize_t n = recv(fd, buf, cap, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die("recv");
-        if (n == 0)
-            break;
-        g_read_bytes += (uint64_t)n;
-    }
+    for (size_t n; (n = recv_some(fd, buf, cap)) > 0;)
+        g_read_bytes += n;
     g_read_end = now_ns();
     free(buf);
     return NULL;
@@ -91,7 +95,7 @@ static void *reader(void *arg)
 static int g_pub_fd, g_relay_in, g_relay_out, g_sub_fd;
 static int64_t *g_age; /* ns, one per message */
 
-/* A connected TCP_NODELAY pair over 127.0.0.1: *a writes, *b reads. */
+/* A connected pair over 127.0.0.1, *a writes, *b reads; TCP_NODELAY, as both AMQP peers. */
 static void loopback_pair(int *a, int *b)
 {
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -144,14 +148,10 @@ static void *relay_loop(void *arg)
                 continue;
             die("epoll_wait");
         }
-        ssize_t n = recv(g_relay_in, buf, sizeof buf, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die("recv");
+        size_t n = recv_some(g_relay_in, buf, sizeof buf);
         if (n == 0)
             break;
-        send_all(g_relay_out, buf, (size_t)n, 0);
+        send_all(g_relay_out, buf, n, 0);
     }
     shutdown(g_relay_out, SHUT_WR);
     close(ep);
@@ -165,14 +165,10 @@ static void *relay_sub(void *arg)
     size_t have = 0;
     int got = 0;
     while (got < g_count) {
-        ssize_t n = recv(g_sub_fd, buf + have, (1 << 16) - have, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die("recv");
+        size_t n = recv_some(g_sub_fd, buf + have, (1 << 16) - have);
         if (n == 0)
             break;
-        have += (size_t)n;
+        have += n;
         int64_t t = now_ns();
         size_t off = 0;
         for (; have - off >= g_msg && got < g_count; off += g_msg) {
@@ -265,21 +261,8 @@ int main(int argc, char **argv)
         return run_relay();
     }
 
-    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof a;
-    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 1) ||
-        getsockname(ls, (struct sockaddr *)&a, &alen))
-        die("listen");
-    int w = socket(AF_INET, SOCK_STREAM, 0);
-    if (w < 0 || connect(w, (struct sockaddr *)&a, sizeof a))
-        die("connect");
-    int r = accept(ls, NULL, NULL);
-    if (r < 0)
-        die("accept");
-    /* Both AMQP peers disable Nagle; so do we. */
-    setsockopt(w, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(r, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int w, r;
+    loopback_pair(&w, &r);
 
     size_t per_write =
         g_frames_mode ? g_msg : (g_write > g_msg ? g_write - g_write % g_msg : g_msg);
@@ -321,6 +304,5 @@ int main(int argc, char **argv)
     free(buf);
     close(w);
     close(r);
-    close(ls);
     return 0;
 }
