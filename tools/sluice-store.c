@@ -81,6 +81,18 @@ static void print_inc_lookup(FILE *out, uint8_t type, const uint8_t *p, size_t l
     print_u64s(out, p, len, n);
 }
 
+static void print_run(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    static const char *const n[] = {"inc", "first", NULL};
+    print_u64s(out, p, len, n);
+    rec_reader r = {p + 16, p + len, 0};
+    if (len < 16)
+        return;
+    uint32_t count = rd_u32(&r);
+    if (!r.bad)
+        fprintf(out, " count=%" PRIu32, count);
+}
+
 static void print_inc(FILE *out, uint8_t type, const uint8_t *p, size_t len)
 {
     static const char *const n[] = {"inc", NULL};
@@ -151,6 +163,7 @@ static const rec_type MSGS_TYPES[256] = {
     [R_PURGE] = {"purge", print_inc},       [R_MOVE] = {"move", print_move},
     [R_TX_BEGIN] = {"tx.begin", NULL},      [R_TX_END] = {"tx.end", NULL},
     [R_TX_ABORT] = {"tx.abort", NULL},      [R_MOVE_TTL] = {"move", print_move},
+    [R_DEQ_RUN] = {"remove", print_run},    [R_DELIVER_RUN] = {"delivered", print_run},
 };
 static const rec_type META_TYPES[256] = {
     [M_QUEUE] = {"queue", print_queue},

@@ -98,20 +98,23 @@ static void acc_record(void *ctx, uint8_t type, const uint8_t *payload, size_t l
     mark_sync(p);
 }
 
-/* Append the scratch record, followed by the extra pieces; 0 with *loc set, or -1 when the
- * log refused it (a record beyond ST_LOG_MAX_RECORD, or a failed log): then *loc is not
- * valid and the caller must not take it for a location. */
-static int msgs_appendv_dep(persist *p, uint8_t type, const st_iov *extra, int n_extra,
-                            int needs_sync, uint32_t dep, st_loc *loc)
+/* ---- runs ----
+ *
+ * A consumer's deliveries and its multiple acks name consecutive lookup ids of one queue, and
+ * each used to be its own 33-byte record: two per message consumed, most of what a draining
+ * node writes, each through the CRC and the append buffer. A run of them is held here and
+ * appended as one R_DEQ_RUN / R_DELIVER_RUN record (records.h) at the latest when anything
+ * else is appended (so the log's order is exactly that of the single records), when a
+ * transaction group begins (a run is never part of one) and when a generation begins (so it
+ * is in the generation that its delivery marks' write tickets name). A run of one is
+ * written as the single record. */
+static int append_raw(persist *p, uint8_t type, const st_iov *iov, int n, int needs_sync,
+                      uint32_t dep, st_loc *loc)
 {
-    st_iov iov[3] = {{p->scratch.data, p->scratch.len}};
-    for (int i = 0; i < n_extra && i < 2; i++)
-        iov[1 + i] = extra[i];
     if (p->in_tx_group && type != R_MSG)
         type |= R_IN_TX;
     st_loc where;
-    uint64_t seq = st_log_appendv(p->msgs, type, iov, 1 + (n_extra < 2 ? n_extra : 2), &where);
-    p->scratch.len = 0;
+    uint64_t seq = st_log_appendv(p->msgs, type, iov, n, &where);
     if (!seq)
         return -1;
     st_log_depend(p->msgs, where.segment, dep);
@@ -121,6 +124,71 @@ static int msgs_appendv_dep(persist *p, uint8_t type, const st_iov *extra, int n
     if (loc)
         *loc = where;
     return 0;
+}
+
+/* Little-endian into p (records.h's encoding), for the fixed-size records built here. */
+static uint8_t *put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+    return p + 8;
+}
+
+void persist_run_flush(persist *p)
+{
+    if (!p->run.count)
+        return;
+    uint8_t b[20], *e = put_u64(put_u64(b, p->run.inc), p->run.first);
+    uint8_t type = p->run.type;
+    if (p->run.count > 1) {
+        for (int i = 0; i < 4; i++)
+            *e++ = (uint8_t)(p->run.count >> (8 * i));
+        type = type == R_DEQ ? R_DEQ_RUN : R_DELIVER_RUN;
+    }
+    st_iov v = {b, (size_t)(e - b)};
+    p->run.count = 0;
+    append_raw(p, type, &v, 1, 0, p->run.dep, NULL);
+}
+
+/* An R_DEQ or R_DELIVER record (neither needs a sync) of lookup in incarnation inc, whose
+ * enqueue record is in segment dep. */
+static void run_add(persist *p, uint8_t type, uint64_t inc, uint64_t lookup, uint32_t dep)
+{
+    if (p->run.count && p->run.type == type && p->run.inc == inc &&
+        lookup == p->run.first + p->run.count && p->run.count < R_RUN_MAX && !p->in_tx_group) {
+        p->run.count++;
+        if (dep && (!p->run.dep || dep < p->run.dep))
+            p->run.dep = dep;
+        return;
+    }
+    persist_run_flush(p);
+    if (p->in_tx_group) { /* part of a transaction: a single record, marked as its */
+        uint8_t b[16];
+        put_u64(put_u64(b, inc), lookup);
+        st_iov v = {b, sizeof b};
+        append_raw(p, type, &v, 1, 0, dep, NULL);
+        return;
+    }
+    p->run.type = type;
+    p->run.inc = inc;
+    p->run.first = lookup;
+    p->run.count = 1;
+    p->run.dep = dep;
+}
+
+/* Append the scratch record, followed by the extra pieces; 0 with *loc set, or -1 when the
+ * log refused it (a record beyond ST_LOG_MAX_RECORD, or a failed log): then *loc is not
+ * valid and the caller must not take it for a location. */
+static int msgs_appendv_dep(persist *p, uint8_t type, const st_iov *extra, int n_extra,
+                            int needs_sync, uint32_t dep, st_loc *loc)
+{
+    persist_run_flush(p); /* it came first */
+    st_iov iov[3] = {{p->scratch.data, p->scratch.len}};
+    for (int i = 0; i < n_extra && i < 2; i++)
+        iov[1 + i] = extra[i];
+    int rc = append_raw(p, type, iov, 1 + (n_extra < 2 ? n_extra : 2), needs_sync, dep, loc);
+    p->scratch.len = 0;
+    return rc;
 }
 
 static int msgs_appendv(persist *p, uint8_t type, const st_iov *extra, int n_extra, int needs_sync,
@@ -344,12 +412,9 @@ static void log_position(persist *p, qm_position *pos)
 
 static void unlog_position(persist *p, qm_position *pos, int write_record)
 {
-    if (write_record && pos->queue) {
-        rec_u64(&p->scratch, pos->queue->incarnation);
-        rec_u64(&p->scratch, pos->lookup_id);
-        /* An ack may be lost in a crash: the message then comes back redelivered. */
-        msgs_appendv_dep(p, R_DEQ, NULL, 0, 0, pos->st_seg, NULL);
-    }
+    if (write_record && pos->queue) /* an ack may be lost in a crash: the message then comes
+                                       back redelivered */
+        run_add(p, R_DEQ, pos->queue->incarnation, pos->lookup_id, pos->st_seg);
     st_log_unref(p->msgs, pos->st_seg);
     st_log_unref(p->msgs, qm_msg_st(pos->msg)->st_seg);
     pos->st_logged = 0;
@@ -381,9 +446,7 @@ static void h_delivered(void *ctx, qm_position *pos, int no_ack)
         return;
     }
     if (!pos->st_delivered) {
-        rec_u64(&p->scratch, pos->queue->incarnation);
-        rec_u64(&p->scratch, pos->lookup_id);
-        msgs_appendv_dep(p, R_DELIVER, NULL, 0, 0, pos->st_seg, NULL);
+        run_add(p, R_DELIVER, pos->queue->incarnation, pos->lookup_id, pos->st_seg);
         pos->st_delivered = 1;
         mark_write(p);
     }
@@ -437,6 +500,7 @@ static void h_moved(void *ctx, qm_position *pos, qm_queue *src, uint64_t old_exp
 static void h_tx_group(void *ctx, int begin)
 {
     persist *p = ctx;
+    persist_run_flush(p); /* before the group, not in it */
     if (begin) {
         p->in_tx_group = 1;
         p->group_seg =
@@ -633,6 +697,7 @@ int persist_stalled(const persist *p)
 
 static int begin_generation(persist *p, int force)
 {
+    persist_run_flush(p); /* its delivery marks' write tickets name the open generation */
     if (stalled(p)) {
         /* Out of space: try again, at most every STALL_RETRY_MS, with everything held. */
         if (sl_now_ms() < p->stall_retry_at)

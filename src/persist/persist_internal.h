@@ -36,6 +36,14 @@ struct persist {
     struct st_syncer *syncer;        /* the sync thread; NULL: every commit is done inline */
     st_log_batch *fl_meta, *fl_msgs; /* the batches in flight (either may be NULL) */
     int fl_sync;
+    /* A run of R_DEQ or R_DELIVER records of one queue with consecutive lookup ids, not yet
+     * appended (persist.c: run_add); count 0 = none. */
+    struct {
+        uint8_t type;
+        uint32_t count;
+        uint32_t dep; /* the oldest segment holding one of their enqueue records */
+        uint64_t inc, first;
+    } run;
     int in_tx_group;    /* between qm's tx_group hooks: records are marked R_IN_TX */
     uint32_t group_seg; /* the segment the open group began in (its end depends on it) */
     struct tidy *tidy;  /* TIDY in progress (tidy.c), or NULL */
@@ -74,6 +82,9 @@ void persist_eod_in_restore(persist *p, const uint8_t sender[16], uint64_t seq_i
                             uint64_t access_ms, uint32_t rejects, amqp_bytes sender_name,
                             amqp_bytes dest, uint32_t seg);
 void persist_eod_in_free_all(persist *p);
+/* Append the pending run of R_DEQ / R_DELIVER records (persist.c), if any: before anything
+ * that appends to msgs without persist.c's helpers. */
+void persist_run_flush(persist *p);
 /* Append the scratch record to msgs, depending on the records in segment dep (0: none);
  * 0 with *loc (may be NULL), or -1 when the log refused it. */
 int persist_msgs_append_dep(persist *p, uint8_t type, int needs_sync, uint32_t dep, st_loc *loc);

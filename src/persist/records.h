@@ -38,6 +38,11 @@
  *                does not give a message its whole TTL again)
  *   R_DEQ        inc:u64 lookup:u64
  *   R_DELIVER    inc:u64 lookup:u64
+ *   R_DEQ_RUN, R_DELIVER_RUN  inc:u64 first:u64 count:u32 (2 <= count <= R_RUN_MAX)
+ *                R_DEQ / R_DELIVER of each of the lookups first .. first + count - 1 of that
+ *                queue, in that order. Written in place of a run of such records that would
+ *                have been adjacent in the log (a consumer's deliveries, a multiple ack);
+ *                versions before them neither write nor read them.
  *   R_PURGE      inc:u64
  *   R_MOVE       src_inc:u64 lookup:u64 dest_inc:u64 move_count:u32
  *   R_MOVE_TTL   src_inc:u64 lookup:u64 dest_inc:u64 move_count:u32 flags:u8 [expires:u64]
@@ -94,8 +99,14 @@ enum {
     R_MOVE_TTL = 10, /* 10-19: issue 12 */
     /* issue 9 (links): 20-39 */
     R_EOD_IN = 20,
+    /* issue 14 (engine at scale): 60-69 */
+    R_DEQ_RUN = 60,
+    R_DELIVER_RUN = 61,
 };
 #define R_IN_TX 0x80
+/* The longest run one R_*_RUN record stands for (recovery rejects longer ones as corrupt, so a
+ * damaged count cannot make it walk billions of lookups). */
+#define R_RUN_MAX 65536u
 
 #define QF_DURABLE 1
 #define QF_AUTO_DELETE 2

@@ -621,22 +621,38 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         return 0;
     }
     case R_DEQ:
-    case R_DELIVER: {
-        uint64_t inc = rd_u64(&r), lookup = rd_u64(&r);
-        if (r.bad)
+    case R_DELIVER:
+    case R_DEQ_RUN:
+    case R_DELIVER_RUN: {
+        int run = type == R_DEQ_RUN || type == R_DELIVER_RUN;
+        uint64_t inc = rd_u64(&r), first = rd_u64(&r);
+        uint32_t count = run ? rd_u32(&r) : 1;
+        if (r.bad || (run && (count < 2 || count > R_RUN_MAX || first + count < first)))
             break;
         qentries *qe = entries_of(s, inc, 0);
         if (!qe)
             return 0;
-        if (type == R_DEQ) {
-            rent gone;
-            if (entries_del(qe, lookup, &gone, NULL))
-                depend(s, loc.segment, gone.eseg);
-        } else {
-            rent *e = entries_find(qe, lookup, NULL);
-            if (e) {
-                depend(s, loc.segment, e->eseg);
-                e->flags |= RF_REDELIVERED;
+        uint64_t end = first + count;
+        if (run && !sl_u64tab_count(&qe->strays)) {
+            /* only the part of the run where the queue has positions (v is sorted) */
+            if (!qe->len)
+                return 0;
+            if (first < qe->v[0].lookup)
+                first = qe->v[0].lookup;
+            if (end > qe->v[qe->len - 1].lookup + 1)
+                end = qe->v[qe->len - 1].lookup + 1;
+        }
+        for (uint64_t lookup = first; lookup < end; lookup++) {
+            if (type == R_DEQ || type == R_DEQ_RUN) {
+                rent gone;
+                if (entries_del(qe, lookup, &gone, NULL))
+                    depend(s, loc.segment, gone.eseg);
+            } else {
+                rent *e = entries_find(qe, lookup, NULL);
+                if (e) {
+                    depend(s, loc.segment, e->eseg);
+                    e->flags |= RF_REDELIVERED;
+                }
             }
         }
         return 0;
@@ -706,7 +722,9 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
     rstate *s = ctx;
     uint8_t base = type & (uint8_t)~R_IN_TX;
     int tx_control = base == R_TX_BEGIN || base == R_TX_END || base == R_TX_ABORT;
-    if (base == 0 || (base > R_MOVE_TTL && base != R_EOD_IN) || (type & R_IN_TX && tx_control)) {
+    int known = (base >= R_MSG && base <= R_MOVE_TTL) || base == R_EOD_IN || base == R_DEQ_RUN ||
+                base == R_DELIVER_RUN;
+    if (!known || (type & R_IN_TX && tx_control)) {
         snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown record type %u", s->p->dir,
                  (unsigned long long)seq, type);
         return 1;

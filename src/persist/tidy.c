@@ -261,6 +261,7 @@ static int copy_paged(void *ctx, qm_queue *q, qm_paged *e, uint64_t expires_at)
     for (int i = 0; i < 8; i++)
         buf[i] = (uint8_t)(id >> (8 * i));
     st_iov one = {buf, e->msg_len};
+    persist_run_flush(p); /* records keep the order they were made in */
     if (!st_log_appendv(p->msgs, R_MSG, &one, 1, &mloc)) {
         sl_free(buf);
         return over_budget(t);

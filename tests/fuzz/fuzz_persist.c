@@ -361,6 +361,20 @@ static void write_seeds(const char *out)
     seed_pos(&s, R_DELIVER, INC_Q, 1);
     seed_pos(&s, R_DEQ, INC_Q, 2);
     seed_write(&s, out, "enq_deliver_deq");
+    /* the same consumed as runs: three delivered, the first two acked */
+    for (uint64_t i = 1; i <= 3; i++) {
+        seed_msg(&s, i, 0, 4);
+        seed_enq(&s, INC_Q, i, i, 0);
+    }
+    rec_u64(&s.rec, INC_Q);
+    rec_u64(&s.rec, 1);
+    rec_u32(&s.rec, 3);
+    seed_rec(&s, R_DELIVER_RUN);
+    rec_u64(&s.rec, INC_Q);
+    rec_u64(&s.rec, 1);
+    rec_u32(&s.rec, 2);
+    seed_rec(&s, R_DEQ_RUN);
+    seed_write(&s, out, "enq_deliver_deq_runs");
     /* one message in two queues, a purge of one of them, a move into a subqueue */
     seed_msg(&s, 1, 0, 10);
     seed_enq(&s, INC_Q, 1, 1, 0);

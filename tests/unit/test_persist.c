@@ -11,7 +11,8 @@
  * The golden test opens a committed data directory (tests/unit/files/persist/golden/, made
  * by `build/tests/test_persist --write-golden DIR` from golden_recipe below) and checks
  * exactly what it holds, then re-runs the recipe and compares the bytes, so any change to a
- * record layout shows up here first.
+ * record layout shows up here first. golden-v1/ is the same recipe as the writer of before
+ * R_DELIVER_RUN wrote it (each delivery its own record): it must still open to the same state.
  */
 #include <check.h>
 #include <dirent.h>
@@ -1568,6 +1569,60 @@ START_TEST(ttl_deadline_survives_restart)
 }
 END_TEST
 
+/* A consumer's deliveries and its acks of consecutive lookups of one queue are one record
+ * each (R_DELIVER_RUN, R_DEQ_RUN: two 33-byte records a message before); replayed, each run
+ * covers exactly its lookups, and a record of anything else ends a run where it stands. */
+START_TEST(delivery_and_ack_runs)
+{
+    open_store();
+    qm_queue *q = declare("rq"), *o = declare("ro");
+    char body[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(body, sizeof body, "m%d", i);
+        put(q, body);
+    }
+    put(o, "other");
+    commit();
+    qm_position *pos[10];
+    for (int i = 0; i < 10; i++)
+        pos[i] = get(q); /* lookups 1-10: one run */
+    for (int i = 0; i < 6; i++)
+        qm_position_ack(pos[i]); /* 1-6: one run */
+    qm_position_ack(pos[8]);     /* 9 alone: not next to 6 */
+    (void)get(o);                /* another queue: a record of its own */
+    commit();
+    close_store();
+
+    recs *r = calloc(1, sizeof *r);
+    scan("msgs", r);
+    size_t seen[256] = {0};
+    const rec *drun = NULL, *arun = NULL;
+    for (size_t i = 0; i < r->n; i++) {
+        seen[r->v[i].type]++;
+        if (r->v[i].type == R_DELIVER_RUN)
+            drun = &r->v[i];
+        if (r->v[i].type == R_DEQ_RUN)
+            arun = &r->v[i];
+    }
+    ck_assert_uint_eq(seen[R_DELIVER_RUN], 1);
+    ck_assert_uint_eq(seen[R_DEQ_RUN], 1);
+    ck_assert_uint_eq(seen[R_DELIVER], 1); /* ro's one delivery */
+    ck_assert_uint_eq(seen[R_DEQ], 1);     /* the ack of lookup 9 */
+    ck_assert_uint_eq(drun->len, 20);      /* inc, first, count */
+    ck_assert(drun->seq < arun->seq);      /* in the order the single records would have had */
+    free(r);
+
+    open_store();
+    q = find("rq");
+    ck_assert_str_eq(contents(q), "m6,m7,m9");
+    for (size_t i = 0; i < 3; i++)
+        ck_assert(qm_queue_peek(q, i)->redelivered); /* delivered before the stop */
+    ck_assert_str_eq(contents(find("ro")), "other");
+    ck_assert(qm_queue_peek(find("ro"), 0)->redelivered);
+    close_store();
+}
+END_TEST
+
 /* ------------------------------------------------------------------ golden data directory */
 
 /* Builds the golden data directory. Run by hand (--write-golden) to make the fixture, and by
@@ -1634,6 +1689,19 @@ static const uint8_t GOLDEN_META[] = {
 static const uint8_t GOLDEN_MSGS[] = {
     R_MSG, R_ENQ, R_MSG, R_ENQ,         /* one two */
     R_MSG, R_ENQ, R_MSG, R_ENQ,         /* three four */
+    R_DELIVER_RUN, R_DEQ,               /* one and two delivered (lookups 1-2), two acked */
+    R_MOVE,                             /* three -> gq;poison */
+    R_MSG, R_ENQ, R_PURGE,              /* gp: purged */
+    R_MSG, R_ENQ,                       /* gp: after-purge */
+    R_MSG, R_ENQ,                       /* gd: in-deleted */
+    R_DELIVER,                          /* four */
+    R_DEQ | R_IN_TX, R_MSG,             /* tx: ack of four, message "tx" (never marked) */
+    R_ENQ | R_IN_TX, R_TX_END,          /* tx: its enqueue, then the end that applies them */
+};
+/* golden-v1: what the writer made before runs */
+static const uint8_t GOLDEN_V1_MSGS[] = {
+    R_MSG, R_ENQ, R_MSG, R_ENQ,         /* one two */
+    R_MSG, R_ENQ, R_MSG, R_ENQ,         /* three four */
     R_DELIVER, R_DELIVER, R_DEQ,        /* one, two (acked) */
     R_MOVE,                             /* three -> gq;poison */
     R_MSG, R_ENQ, R_PURGE,              /* gp: purged */
@@ -1645,11 +1713,11 @@ static const uint8_t GOLDEN_MSGS[] = {
 };
 /* clang-format on */
 
-static void fixture_dir(char *out, size_t cap)
+static void fixture_dir(char *out, size_t cap, const char *name)
 {
     const char *src = __FILE__;
     const char *slash = strrchr(src, '/');
-    snprintf(out, cap, "%.*sfiles/persist/golden", slash ? (int)(slash - src + 1) : 0, src);
+    snprintf(out, cap, "%.*sfiles/persist/%s", slash ? (int)(slash - src + 1) : 0, src, name);
 }
 
 static uint8_t *slurp(const char *path, size_t *n)
@@ -1688,18 +1756,19 @@ static void check_record_types(const char *sub, const uint8_t *want, size_t n)
     free(r);
 }
 
-START_TEST(golden_data_dir)
+/* Copy the committed fixture `name` into D, check its records are exactly want_msgs, open it
+ * and check the state the recipe left; the fixture's bytes are left in fbytes / flen. */
+static void open_golden(const char *name, const uint8_t *want_msgs, size_t n_want,
+                        uint8_t *fbytes[2], size_t flen[2])
 {
     char fixture[600], path[800];
-    fixture_dir(fixture, sizeof fixture);
+    fixture_dir(fixture, sizeof fixture, name);
     /* 1. copy the committed fixture (opening it writes the meta snapshot) */
     char sub[600];
     snprintf(sub, sizeof sub, "%s/meta", D);
     ck_assert_int_eq(mkdir(sub, 0755), 0);
     snprintf(sub, sizeof sub, "%s/msgs", D);
     ck_assert_int_eq(mkdir(sub, 0755), 0);
-    size_t flen[2];
-    uint8_t *fbytes[2];
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof path, "%s/%s", fixture, GOLDEN_FILES[i]);
         fbytes[i] = slurp(path, &flen[i]);
@@ -1708,7 +1777,7 @@ START_TEST(golden_data_dir)
     }
     /* 2. exactly the expected records */
     check_record_types("meta", GOLDEN_META, sizeof GOLDEN_META);
-    check_record_types("msgs", GOLDEN_MSGS, sizeof GOLDEN_MSGS);
+    check_record_types("msgs", want_msgs, n_want);
 
     /* 3. exactly the expected state */
     open_store();
@@ -1744,9 +1813,15 @@ START_TEST(golden_data_dir)
     ck_assert_uint_ge(N->next_incarnation, 8);
     ck_assert_uint_ge(N->next_lookup_id, 10);
     close_store();
+}
 
+START_TEST(golden_data_dir)
+{
+    size_t flen[2];
+    uint8_t *fbytes[2];
+    open_golden("golden", GOLDEN_MSGS, sizeof GOLDEN_MSGS, fbytes, flen);
     /* 4. the writer still produces the fixture's bytes */
-    char fresh[600];
+    char fresh[600], path[800];
     snprintf(fresh, sizeof fresh, "%s/fresh", D);
     golden_recipe(fresh);
     for (int i = 0; i < 2; i++) {
@@ -1758,6 +1833,17 @@ START_TEST(golden_data_dir)
         free(got);
         free(fbytes[i]);
     }
+}
+END_TEST
+
+/* The data directory of the version before runs opens to the same state. */
+START_TEST(golden_v1_data_dir)
+{
+    size_t flen[2];
+    uint8_t *fbytes[2];
+    open_golden("golden-v1", GOLDEN_V1_MSGS, sizeof GOLDEN_V1_MSGS, fbytes, flen);
+    free(fbytes[0]);
+    free(fbytes[1]);
 }
 END_TEST
 
@@ -2082,7 +2168,9 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, tidy_keeps_what_later_records_depend_on);
     tcase_add_test(tc, tidy_copies_never_outlive_what_they_replace);
     tcase_add_loop_test(tc, tidy_random_traffic_loses_nothing, 0, 6);
+    tcase_add_test(tc, delivery_and_ack_runs);
     tcase_add_test(tc, golden_data_dir);
+    tcase_add_test(tc, golden_v1_data_dir);
     tcase_add_test(tc, ttl_deadline_survives_restart);
     tcase_add_test(tc, recovery_finds_far_message_records);
     tcase_add_test(tc, recovery_reads_back_only_the_head);
