@@ -154,26 +154,22 @@ void persist_run_flush(persist *p)
  * enqueue record is in segment dep. */
 static void run_add(persist *p, uint8_t type, uint64_t inc, uint64_t lookup, uint32_t dep)
 {
+    /* (Inside a transaction group no run is pending: see below.) */
     if (p->run.count && p->run.type == type && p->run.inc == inc &&
-        lookup == p->run.first + p->run.count && p->run.count < R_RUN_MAX && !p->in_tx_group) {
+        lookup == p->run.first + p->run.count && p->run.count < R_RUN_MAX) {
         p->run.count++;
         if (dep && (!p->run.dep || dep < p->run.dep))
             p->run.dep = dep;
         return;
     }
     persist_run_flush(p);
-    if (p->in_tx_group) { /* part of a transaction: a single record, marked as its */
-        uint8_t b[16];
-        put_u64(put_u64(b, inc), lookup);
-        st_iov v = {b, sizeof b};
-        append_raw(p, type, &v, 1, 0, dep, NULL);
-        return;
-    }
     p->run.type = type;
     p->run.inc = inc;
     p->run.first = lookup;
     p->run.count = 1;
     p->run.dep = dep;
+    if (p->in_tx_group)
+        persist_run_flush(p); /* part of a transaction: a single record, marked as its */
 }
 
 /* Append the scratch record, followed by the extra pieces; 0 with *loc set, or -1 when the

@@ -1623,6 +1623,41 @@ START_TEST(delivery_and_ack_runs)
 }
 END_TEST
 
+/* A run record outside its bounds (a run of one, a count past R_RUN_MAX, lookups that wrap)
+ * is corruption: recovery stops and names the record, rather than walking billions of ids. */
+START_TEST(run_records_out_of_bounds_stop_recovery)
+{
+    static const struct {
+        uint64_t first;
+        uint32_t count;
+    } bad[] = {{1, 1}, {1, R_RUN_MAX + 1}, {UINT64_MAX - 1, 3}};
+    uint64_t first = bad[_i].first;
+    uint32_t count = bad[_i].count;
+    open_store();
+    uint64_t inc = declare("q")->incarnation;
+    put(find("q"), "a");
+    close_store();
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/msgs", D);
+    st_log_options o = {.no_sync = 1};
+    recs *r = calloc(1, sizeof *r);
+    st_log *l = st_log_open(dir, &o, collect, r, err, sizeof err);
+    ck_assert_msg(l != NULL, "%s", err);
+    sl_buf b;
+    sl_buf_init(&b);
+    rec_u64(&b, inc);
+    rec_u64(&b, first);
+    rec_u32(&b, count);
+    ck_assert_uint_ne(st_log_append(l, _i % 2 ? R_DELIVER_RUN : R_DEQ_RUN, b.data, b.len, NULL), 0);
+    ck_assert_int_eq(st_log_commit(l, NULL), 0);
+    st_log_close(l);
+    sl_buf_free(&b);
+    free(r);
+    ck_assert_ptr_null(try_open_in(D));
+    ck_assert_msg(strstr(err, "malformed record type") != NULL, "error: %s", err);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ golden data directory */
 
 /* Builds the golden data directory. Run by hand (--write-golden) to make the fixture, and by
@@ -2169,6 +2204,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, tidy_copies_never_outlive_what_they_replace);
     tcase_add_loop_test(tc, tidy_random_traffic_loses_nothing, 0, 6);
     tcase_add_test(tc, delivery_and_ack_runs);
+    tcase_add_loop_test(tc, run_records_out_of_bounds_stop_recovery, 0, 3);
     tcase_add_test(tc, golden_data_dir);
     tcase_add_test(tc, golden_v1_data_dir);
     tcase_add_test(tc, ttl_deadline_survives_restart);
