@@ -91,7 +91,7 @@ int link_io_tcp_connect(link_io *io, const char *host, int port, char *addr_out,
     freeaddrinfo(res);
     if (rc < 0 && errno != EINPROGRESS) {
         *status = errno == ECONNREFUSED ? ST_REFUSED : ST_CONNECT;
-        snprintf(err, errlen, "connect to %s:%d: %s", host, port, strerror(errno));
+        snprintf(err, errlen, "connect: %s", strerror(errno));
         close(fd);
         return -1;
     }

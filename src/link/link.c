@@ -50,6 +50,9 @@
 
 #define LINK_FRAME_MAX 131072
 #define HANDSHAKE_MS 10000
+/* A name with several addresses: one that does not answer a TCP connect within this is left
+ * for the next (the last one gets HANDSHAKE_MS); a refused one is left at once. */
+#define ADDR_CONNECT_MS 3000
 #define TICK_MS 100
 #define OUT_HIGH (8u << 20)
 
@@ -117,6 +120,10 @@ struct link_outq {
      * outlived its attempt's timeout is waited for again by the next attempt rather than
      * doubled, so a silent DNS server holds at most one resolver thread per outgoing queue */
     link_resolve_req *rq;
+    /* what this attempt connects to: dest.host itself when numeric, else what it resolved
+     * to; tried in order, addr_i the one being tried (C_CONNECTING) or that connected */
+    char addrs[LINK_RESOLVE_ADDRS][LINK_ADDR_LEN];
+    unsigned n_addrs, addr_i;
     link_io io;
     sl_watch w;
     sl_buf in, out;
@@ -206,6 +213,7 @@ struct link_mgr {
 static void outq_fail(link_outq *o, unsigned status, int backoff, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void outq_consider(link_outq *o, uint64_t now);
+static void connect_failed(link_outq *o, unsigned status, const char *err);
 static void fail_calls(link_outq *o, int sent_only, const char *why);
 static void expire_calls(link_outq *o, uint64_t now);
 static void rpc_start(link_outq *o);
@@ -1624,7 +1632,7 @@ static void on_event(sl_loop *loop, sl_watch *w, int events)
         if (!(events & (SL_EV_WRITE | SL_EV_ERROR)))
             return;
         if (link_io_connected(&o->io, err, sizeof err, &status) < 0) {
-            outq_fail(o, status, 1, "%s:%d: %s", o->dest.host, o->dest.port, err);
+            connect_failed(o, status, err);
             return;
         }
         if (o->m->o.tls) {
@@ -1680,16 +1688,17 @@ static void on_event(sl_loop *loop, sl_watch *w, int events)
         mark_dirty(o); /* handshake replies, heartbeats: written at the end of the turn */
 }
 
-/* The TCP connect to a numeric address (the format name's, or what its host resolved to). */
-static void connect_to(link_outq *o, const char *addr)
+/* The TCP connect to addrs[addr_i] (the format name's numeric address, or one its host
+ * resolved to). The attempt's InProcess entry goes into the history with the first one. */
+static void connect_addr(link_outq *o)
 {
     char err[256];
     unsigned status = H_UNKNOWN;
     o->peer_addr[0] = 0;
-    if (link_io_tcp_connect(&o->io, addr, o->dest.port, o->peer_addr, sizeof o->peer_addr, err,
-                            sizeof err, &status) < 0) {
+    if (link_io_tcp_connect(&o->io, o->addrs[o->addr_i], o->dest.port, o->peer_addr,
+                            sizeof o->peer_addr, err, sizeof err, &status) < 0) {
         o->io.fd = -1;
-        outq_fail(o, status, 1, "%s", err);
+        connect_failed(o, status, err);
         return;
     }
     o->cs = C_CONNECTING;
@@ -1698,22 +1707,50 @@ static void connect_to(link_outq *o, const char *addr)
     o->w.fd = o->io.fd;
     o->w.fn = on_event;
     o->w.data = o;
-    hist_add(o, H_IN_PROCESS, 0);
+    if (o->addr_i == 0)
+        hist_add(o, H_IN_PROCESS, 0);
     if (sl_loop_watch(o->m->loop, &o->w, SL_EV_WRITE) < 0)
         outq_fail(o, H_UNKNOWN, 1, "cannot watch the socket: %s", strerror(errno));
 }
 
-static void on_resolved(void *ctx, const char *addr, const char *err)
+/* The TCP connect to addrs[addr_i] failed (refused, unreachable, no answer in time): the next
+ * address of the name, if there is one, within the same attempt; else the attempt failed. */
+static void connect_failed(link_outq *o, unsigned status, const char *err)
+{
+    if (o->addr_i + 1 < o->n_addrs) {
+        sl_info("link %s: %s:%d: %s; trying %s, the next address of '%s'", o->name,
+                o->addrs[o->addr_i], o->dest.port, err, o->addrs[o->addr_i + 1], o->dest.host);
+        if (o->io.fd >= 0) {
+            sl_loop_unwatch(o->m->loop, &o->w);
+            o->io.ops->close(&o->io);
+            o->io.fd = -1;
+        }
+        o->addr_i++;
+        connect_addr(o);
+        return;
+    }
+    if (o->n_addrs > 1)
+        outq_fail(o, status, 1, "%s:%d: %s (%u addresses of '%s' tried)", o->addrs[o->addr_i],
+                  o->dest.port, err, o->n_addrs, o->dest.host);
+    else
+        outq_fail(o, status, 1, "%s:%d: %s", o->dest.host, o->dest.port, err);
+}
+
+static void on_resolved(void *ctx, const char (*addrs)[LINK_ADDR_LEN], unsigned n, const char *err)
 {
     link_outq *o = ctx;
     o->rq = NULL;
     if (o->cs != C_RESOLVING)
         return; /* the attempt gave up waiting (DnsFailure): the next one asks again */
-    if (!addr) {
+    if (n == 0) {
         outq_fail(o, H_DNS_FAILURE, 1, "cannot resolve '%s': %s", o->dest.host, err);
         return;
     }
-    connect_to(o, addr);
+    o->n_addrs = n < LINK_RESOLVE_ADDRS ? n : LINK_RESOLVE_ADDRS;
+    for (unsigned i = 0; i < o->n_addrs; i++)
+        snprintf(o->addrs[i], sizeof o->addrs[i], "%s", addrs[i]);
+    o->addr_i = 0;
+    connect_addr(o);
 }
 
 static int is_numeric_addr(const char *host)
@@ -1736,8 +1773,11 @@ static void start_connect(link_outq *o)
     sl_buf_init(&o->out);
     o->peer_is_sluice = 1; /* until connection.start says otherwise */
     o->frame_max = LINK_FRAME_MAX;
+    o->n_addrs = o->addr_i = 0;
     if (is_numeric_addr(o->dest.host)) {
-        connect_to(o, o->dest.host);
+        snprintf(o->addrs[0], sizeof o->addrs[0], "%.45s", o->dest.host);
+        o->n_addrs = 1;
+        connect_addr(o);
         return;
     }
     if (!o->rq && (!o->m->resolver ||
@@ -1851,6 +1891,14 @@ static void outq_consider(link_outq *o, uint64_t now)
             outq_fail(o, H_DNS_FAILURE, 1, "cannot resolve '%s': no answer within %u ms",
                       o->dest.host, m->o.dns_timeout_ms);
         return;
+    case C_CONNECTING:
+        if (o->addr_i + 1 < o->n_addrs && now - o->cs_since > ADDR_CONNECT_MS) {
+            char why[64];
+            snprintf(why, sizeof why, "no answer within %d ms", ADDR_CONNECT_MS);
+            connect_failed(o, H_NOT_READY, why);
+            return;
+        }
+        /* fall through */
     default:
         if (now - o->cs_since > HANDSHAKE_MS)
             outq_fail(o, H_NOT_READY, 1, "no answer from %s:%d within %d ms", o->dest.host,

@@ -28,12 +28,15 @@
  * node has few destination hosts: a handful of threads, started as requests find none idle. */
 #define RESOLVE_THREADS 4
 
+_Static_assert(LINK_ADDR_LEN >= INET6_ADDRSTRLEN, "an address must fit");
+
 struct link_resolve_req {
     char *host;
     link_resolve_cb cb;
     void *ctx;
     int cancelled;
-    char addr[INET6_ADDRSTRLEN];
+    char addrs[LINK_RESOLVE_ADDRS][LINK_ADDR_LEN];
+    unsigned n_addrs;
     char err[160];
     link_resolve_req *next;
 };
@@ -64,13 +67,23 @@ static void lookup(link_resolve_req *q)
             freeaddrinfo(res);
         return;
     }
-    const void *a = res->ai_family == AF_INET6
-                        ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
-                        : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
-    if (!inet_ntop(res->ai_family, a, q->addr, sizeof q->addr)) {
-        q->addr[0] = 0;
-        snprintf(q->err, sizeof q->err, "unusable address: %s", strerror(errno));
+    for (const struct addrinfo *ai = res; ai && q->n_addrs < LINK_RESOLVE_ADDRS; ai = ai->ai_next) {
+        const void *a = ai->ai_family == AF_INET6
+                            ? (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr
+                        : ai->ai_family == AF_INET
+                            ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+                            : NULL;
+        char *dst = q->addrs[q->n_addrs];
+        if (!a || !inet_ntop(ai->ai_family, a, dst, LINK_ADDR_LEN))
+            continue;
+        unsigned i = 0;
+        while (i < q->n_addrs && strcmp(q->addrs[i], dst) != 0)
+            i++;
+        if (i == q->n_addrs) /* /etc/hosts may list one address twice: try it once */
+            q->n_addrs++;
     }
+    if (q->n_addrs == 0)
+        snprintf(q->err, sizeof q->err, "no usable address");
     freeaddrinfo(res);
 }
 
@@ -214,7 +227,8 @@ void link_resolver_run_done(link_resolver *r)
         list = q->next;
         r->n_alive--;
         if (!__atomic_load_n(&q->cancelled, __ATOMIC_ACQUIRE))
-            q->cb(q->ctx, q->addr[0] ? q->addr : NULL, q->err[0] ? q->err : "no address");
+            q->cb(q->ctx, (const char(*)[LINK_ADDR_LEN])q->addrs, q->n_addrs,
+                  q->err[0] ? q->err : "no address");
         sl_free(q->host);
         sl_free(q);
     }

@@ -3,8 +3,9 @@
  * getaddrinfo blocks (a slow or silent DNS server holds it for many seconds) and cannot be
  * cancelled, so lookups run on a few threads of their own: the loop posts a request with a
  * callback and goes on; link_resolver_fd becomes readable when answers are in, and
- * link_resolver_run_done calls each one's callback on the loop thread with the first
- * address (numeric, for link_io_tcp_connect) or the resolver's error text.
+ * link_resolver_run_done calls each one's callback on the loop thread with its addresses
+ * (numeric, for link_io_tcp_connect; in getaddrinfo's RFC 6724 order, duplicates dropped,
+ * at most LINK_RESOLVE_ADDRS) or the resolver's error text.
  *
  * The loop bounds the wait itself (link_dns_timeout_ms in link.c): it cancels a request it
  * no longer waits for (link_resolve_cancel: the callback is never called; the thread that
@@ -20,10 +21,16 @@
 
 #include <stddef.h>
 
+/* The addresses a lookup hands back: a name with more (round-robin DNS) is tried on these. */
+#define LINK_RESOLVE_ADDRS 8
+#define LINK_ADDR_LEN 46 /* INET6_ADDRSTRLEN */
+
 typedef struct link_resolver link_resolver;
 typedef struct link_resolve_req link_resolve_req;
-/* addr: the numeric address ("192.0.2.1", "2001:db8::1") or NULL, then err says why. */
-typedef void (*link_resolve_cb)(void *ctx, const char *addr, const char *err);
+/* addrs[0..n): the numeric addresses ("192.0.2.1", "2001:db8::1"), valid during the call; or
+ * n == 0 and err says why. */
+typedef void (*link_resolve_cb)(void *ctx, const char (*addrs)[LINK_ADDR_LEN], unsigned n,
+                                const char *err);
 
 /* NULL with errno when the eventfd cannot be made (threads come later, on demand). */
 link_resolver *link_resolver_new(void);

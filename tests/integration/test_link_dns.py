@@ -176,3 +176,126 @@ def test_an_unknown_host_name_is_a_dns_failure_and_keeps_the_messages(nodes, tmp
         assert {s for s, _ in history(o)} == {"0x80000008"}, o
     finally:
         dns.close()
+
+
+def refused_port(addr, port):
+    """True when nothing listens on addr:port (a connect there is refused at once)."""
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    try:
+        s = socket.socket(fam, socket.SOCK_STREAM)
+    except OSError:
+        return True  # no IPv6 here: AI_ADDRCONFIG leaves the address out anyway
+    s.settimeout(1)
+    try:
+        s.connect((addr, port))
+        return False
+    except OSError:
+        return True
+    finally:
+        s.close()
+
+
+def test_a_name_with_several_addresses_connects_to_the_one_that_answers(nodes, tmp_path):
+    # getaddrinfo sorts by RFC 6724: ::1 and 127.0.0.1 come before the node's 127.0.0.x, and
+    # nothing listens on either at its port. Taking only the first address never connects.
+    dns = fake_dns(tmp_path)
+    try:
+        b = nodes.start("b")
+        for dead in ("::1", "127.0.0.1"):
+            assert refused_port(dead, b.port), "%s:%d is in use" % (dead, b.port)
+            dns.add_host(dead, "multi.sluice.test")
+        dns.add_host(b.addr, "multi.sluice.test")
+        a = nodes.start("a", wrap=dns.wrap())
+        ch = b.amqp().channel()
+        ch.queue_declare("q", durable=True)
+        fmt = "DIRECT=OS:multi.sluice.test:%d\\private$\\q" % b.port
+        publish(a, fmt, 3, "m")
+        wait_for(lambda: ch.queue_declare("q", passive=True).message_count == 3, timeout=10,
+                 message="nothing delivered: %r" % (a.outgoing_queue(canonical(fmt)),))
+        o = a.outgoing_queue(canonical(fmt))
+        h = o["connection_history"]
+        assert h[0]["status_name"] == "Established", o
+        assert h[0]["address"] == "%s:%d" % (b.addr, b.port), o
+        # one attempt tried the dead addresses on its way: no failure was recorded for them
+        assert [e["status_name"] for e in h] == ["Established", "InProcess"], o
+        assert o["messages"] == 0, o
+    finally:
+        dns.close()
+
+
+def test_when_every_address_refuses_the_error_names_how_many_were_tried(nodes, tmp_path):
+    dns = fake_dns(tmp_path)
+    try:
+        port = nodes.start("b").port  # a free port on the two addresses below
+        for dead in ("127.0.0.1", "127.0.0.254"):
+            assert refused_port(dead, port)
+            dns.add_host(dead, "dead.sluice.test")
+        a = nodes.start("a", wrap=dns.wrap())
+        fmt = "DIRECT=OS:dead.sluice.test:%d\\private$\\q" % port
+        publish(a, fmt, 2, "d")
+        fmt = canonical(fmt)
+        wait_for(lambda: any(s == "ConnectionRefused" for _, s in history(a.outgoing_queue(fmt))),
+                 timeout=10, message="no ConnectionRefused: %r" % (a.outgoing_queue(fmt),))
+        o = a.outgoing_queue(fmt)
+        assert "Connection refused" in o["last_error"], o
+        assert "2 addresses of 'dead.sluice.test' tried" in o["last_error"], o
+        assert o["messages"] == 2 and o["state"] == "WAITING", o
+    finally:
+        dns.close()
+
+
+class BlackHole:
+    """A TCP port on addr that takes no connection: a listener with backlog 0 that never
+    accepts, its queue filled from here, so the kernel drops every further SYN (a connect
+    there neither succeeds nor is refused: the peer of a partition, on loopback)."""
+
+    def __init__(self, addr, port):
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.bind((addr, port))
+        self.lsock.listen(0)
+        self.fillers = []
+        for _ in range(8):  # bounded: the queue holds one or two
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.settimeout(0.5)
+            try:
+                s.connect((addr, port))
+            except (socket.timeout, OSError):
+                s.close()
+                return  # this SYN was dropped: the queue is full
+            self.fillers.append(s)
+        raise AssertionError("the listen queue of %s:%d never filled" % (addr, port))
+
+    def close(self):
+        for s in self.fillers:
+            s.close()
+        self.lsock.close()
+
+
+def test_an_address_that_never_answers_is_left_for_the_next_one(nodes, tmp_path):
+    dns = fake_dns(tmp_path)
+    hole = None
+    try:
+        b = nodes.start("b")
+        assert b.addr != "127.0.0.1" and refused_port("127.0.0.1", b.port)
+        hole = BlackHole("127.0.0.1", b.port)  # sorted before b's 127.0.0.x (RFC 6724 rule 9)
+        dns.add_host(b.addr, "hole.sluice.test")
+        dns.add_host("127.0.0.1", "hole.sluice.test")
+        a = nodes.start("a", wrap=dns.wrap())
+        ch = b.amqp().channel()
+        ch.queue_declare("q", durable=True)
+        fmt = "DIRECT=OS:hole.sluice.test:%d\\private$\\q" % b.port
+        t0 = time.monotonic()
+        publish(a, fmt, 2, "h")
+        wait_for(lambda: ch.queue_declare("q", passive=True).message_count == 2, timeout=8,
+                 message="nothing delivered: %r" % (a.outgoing_queue(canonical(fmt)),))
+        took = time.monotonic() - t0
+        # 3 s on the silent address, not the 10 s a whole attempt may take
+        assert 2.5 < took < 7, took
+        h = a.outgoing_queue(canonical(fmt))["connection_history"]
+        assert [e["status_name"] for e in h] == ["Established", "InProcess"], h
+        assert h[0]["address"] == "%s:%d" % (b.addr, b.port), h
+        assert "no answer within 3000 ms; trying %s" % b.addr in a.log(), a.log()[-2000:]
+    finally:
+        if hole:
+            hole.close()
+        dns.close()

@@ -1,7 +1,8 @@
 /* test_resolve.c - unit tests for src/link/resolve.c, the lookup threads of link host names:
  * answers come back on the caller's thread through the eventfd, a cancelled request's
  * callback is never called, the pending count goes back to zero, numeric names and names of
- * /etc/hosts resolve without a DNS server (nothing here leaves the machine).
+ * /etc/hosts resolve without a DNS server (nothing here leaves the machine), every address
+ * of a name comes back once.
  */
 #include <check.h>
 #include <poll.h>
@@ -13,16 +14,27 @@
 
 typedef struct answer {
     int calls;
-    char addr[64];
+    unsigned n;
+    char addr[64]; /* the first address */
+    char all[LINK_RESOLVE_ADDRS * LINK_ADDR_LEN];
     char err[160];
 } answer;
 
-static void on_answer(void *ctx, const char *addr, const char *err)
+static void on_answer(void *ctx, const char (*addrs)[LINK_ADDR_LEN], unsigned n, const char *err)
 {
     answer *a = ctx;
     a->calls++;
-    snprintf(a->addr, sizeof a->addr, "%s", addr ? addr : "");
-    snprintf(a->err, sizeof a->err, "%s", addr ? "" : err);
+    a->n = n;
+    ck_assert_uint_le(n, LINK_RESOLVE_ADDRS);
+    snprintf(a->addr, sizeof a->addr, "%s", n ? addrs[0] : "");
+    a->all[0] = 0;
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned j = 0; j < i; j++)
+            ck_assert_str_ne(addrs[i], addrs[j]); /* each address once */
+        strcat(a->all, addrs[i]);
+        strcat(a->all, " ");
+    }
+    snprintf(a->err, sizeof a->err, "%s", n ? "" : err);
 }
 
 /* Deliver answers until nothing is pending (bounded: 10 s). */
@@ -47,12 +59,15 @@ START_TEST(numeric_and_hosts_names_resolve)
     ck_assert_uint_eq(link_resolver_pending(r), 3);
     run_until_idle(r);
     ck_assert_int_eq(a4.calls, 1);
+    ck_assert_uint_eq(a4.n, 1);
     ck_assert_str_eq(a4.addr, "127.0.0.7");
     /* ::1 needs an IPv6 loopback (AI_ADDRCONFIG): an answer either way, never two */
     ck_assert_int_eq(a6.calls, 1);
     ck_assert_int_eq(lh.calls, 1);
     ck_assert_msg(!strcmp(lh.addr, "127.0.0.1") || !strcmp(lh.addr, "::1"), "localhost: %s %s",
                   lh.addr, lh.err);
+    /* every address of the name comes back (both, where /etc/hosts gives localhost ::1 too) */
+    ck_assert_msg(lh.n >= 1 && strstr(lh.all, "127.0.0.1 "), "localhost: %s", lh.all);
     link_resolver_free(r);
 }
 END_TEST
