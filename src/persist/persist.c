@@ -675,6 +675,8 @@ static void run_batches(void *arg)
             return;
         }
     }
+    if (p->fl_meta && p->fl_msgs)
+        st_fault_point("meta-synced"); /* a kill between the logs' batches (recover.c) */
     if (p->fl_msgs)
         st_log_batch_run(p->fl_msgs);
 }

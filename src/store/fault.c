@@ -2,9 +2,11 @@
  * spirit of SQLite's test VFS): the SLUICE_FAULT settings (log.h) wrap st_log__fdatasync so a
  * sync can be made slow or fail. Off unless configured; the wrapper runs on the sync thread,
  * so its counter is atomic. crash_at=NAME[@N] kills the process at a named point of a
- * multi-step operation (st_fault_point, called from the loop thread).
+ * multi-step operation (st_fault_point, called from the loop thread and, for meta-synced,
+ * the sync thread: a mutex keeps the armed point's state whole).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,7 +38,19 @@ static void crash_now(const char *name)
 /* Parse "NAME" or "NAME@N" (N >= 1) of len bytes: 0 with the name length and N, or -1. */
 static int parse_point(const char *v, size_t vl, size_t *nl, long long *n);
 
+static pthread_mutex_t crash_lock = PTHREAD_MUTEX_INITIALIZER;
+static void point_locked(const char *name);
+
 void st_fault_point(const char *name)
+{
+    if (!crash_point && !crash_file)
+        return;
+    pthread_mutex_lock(&crash_lock);
+    point_locked(name);
+    pthread_mutex_unlock(&crash_lock);
+}
+
+static void point_locked(const char *name)
 {
     if (crash_point && !strcmp(name, crash_point) && --crash_countdown == 0)
         crash_now(name);

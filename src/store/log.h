@@ -246,9 +246,10 @@ int st_fault_configure(const char *spec, char *err, size_t errlen);
  * point NAME is reached the process kills itself with SIGKILL, after a line on stderr. Points:
  * tidy-measured, tidy-relocated (after each relocation slice), tidy-synced (the relocated
  * records are durable), tidy-holes (the holes file is written), tidy-unlinked (after each
- * segment file is deleted), tidy-done. crash_at_file=PATH reads NAME[@N] from the file PATH
- * at every point while it exists (the count starts when its content changes), so a test arms
- * a different point per round in one process. */
+ * segment file is deleted), tidy-done; meta-synced (a commit's meta batch is on disk and its
+ * msgs batch not yet written; reached on the sync thread). crash_at_file=PATH reads NAME[@N]
+ * from the file PATH at every point while it exists (the count starts when its content
+ * changes), so a test arms a different point per round in one process. */
 void st_fault_point(const char *name);
 
 #endif

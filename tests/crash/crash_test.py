@@ -33,7 +33,10 @@ and one queue, crash.keep, is never consumed, so old live messages sit among dea
 and get copied forward. In most rounds the kill comes from the broker itself at a step of
 TIDY chosen at random (SLUICE_FAULT crash_at_file: after measuring, after a slice of copies,
 once the copies are durable, once the holes file is written, after a segment's unlink, at
-the end), so kills fall between every step of compaction; the timer's kill -9 comes if the
+the end), so kills fall between every step of compaction, or between the two log batches of
+a commit that wrote definitions (meta-synced: the mover's subqueues come and go, and their
+removal is in the meta log, the move that emptied them in the msgs log); the timer's kill
+-9 comes if the
 step is not reached in time. The totals count how often each step was the one killed at, and
 what TIDY freed and copied meanwhile (from the broker's log).
 
@@ -66,8 +69,11 @@ import amqp
 HOST = "127.0.0.1"
 QUEUE_PREFIX = "crash.q"
 KEEP_QUEUE = "crash.keep"  # never consumed: its messages grow old among dead segments
+# where the broker kills itself (SLUICE_FAULT crash_at_file): TIDY's steps, and a commit whose
+# definitions batch is on disk and whose messages batch is not (a subqueue's removal without
+# the move that emptied it, say)
 TIDY_POINTS = ["tidy-measured", "tidy-relocated", "tidy-synced", "tidy-holes", "tidy-unlinked",
-               "tidy-done"]
+               "tidy-done", "meta-synced"]
 SUBQUEUE = "retry"  # the mover's subqueue: q;retry
 PREFETCH = 200
 PUBLISH_WINDOW = 200  # unconfirmed messages per publisher
@@ -887,6 +893,8 @@ def main():
                 point = rng.choice(TIDY_POINTS)
                 if point in ("tidy-relocated", "tidy-unlinked"):
                     point += "@%d" % rng.randint(1, 4)
+                elif point == "meta-synced":  # subqueues made and removed by the mover
+                    point += "@%d" % rng.randint(1, 20)
                 with open(broker.crash_file, "w") as f:
                     f.write(point + "\n")
             r = Round(model, rnd, broker.port, queues, args, rng, backlog)
