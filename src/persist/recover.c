@@ -18,6 +18,14 @@
  *     there; the marking, not a begin record, says what belongs to the group, so a group
  *     whose first segment TIDY has deleted still replays right;
  *   - a position with a delivery mark comes back with redelivered = true;
+ *   - a subqueue removed while its queue lives (it goes once empty and unused: qm's gc) but
+ *     that still holds positions after replay comes back with them. Its removal (meta log)
+ *     and the records that emptied it (msgs log) are written in one commit, meta first, so a
+ *     kill between the two batches leaves the removal without what led to it; the msgs log
+ *     is a prefix of what happened, so the positions it still has there are where they were
+ *     (restore_emptied_subqueues). A subqueue is never removed with positions in it
+ *     otherwise: it cannot be deleted alone, and one deleted with its queue, or its vhost,
+ *     has no living queue to come back under;
  *   - a record that cancels or changes what an older one set up (a removal, a delivery mark, a
  *     move, a purge, a replacing enqueue, a transaction's end or abort) makes its segment
  *     depend on that older record's segment (st_log_depend), as the writer did: TIDY deletes a
@@ -113,6 +121,7 @@ typedef struct rstate {
     persist *p;
     /* meta */
     sl_map *queues;    /* u64 incarnation -> def* */
+    sl_map *gone_subs; /* u64 incarnation -> def*: subqueues removed (restore_emptied_...) */
     sl_map *exchanges; /* "vhost\0name" -> def* */
     sl_map *bindings;  /* canonical binding payload -> (void*)1 */
     /* msgs */
@@ -145,6 +154,17 @@ static void def_free(def *d)
         sl_free(d->payload);
         sl_free(d);
     }
+}
+
+/* A queue definition's incarnation, parent incarnation (0: top level) and name. */
+static void def_queue_names(const def *d, uint64_t *inc, uint64_t *parent, amqp_bytes *name)
+{
+    rec_reader r = {d->payload, d->payload + d->len, 0};
+    *inc = rd_u64(&r);
+    *parent = rd_u64(&r);
+    rd_u8(&r);
+    rd_s16(&r);
+    *name = rd_s16(&r);
 }
 
 static void key2(char *out, size_t cap, amqp_bytes a, amqp_bytes b, size_t *len)
@@ -259,9 +279,12 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
             uint64_t parent = rd_u64(&dr);
             rd_u8(&dr);
             amqp_bytes vh = rd_s16(&dr), name = rd_s16(&dr);
-            if (!parent)
+            if (!parent) {
                 drop_bindings_naming(s, vh, name, 0);
-            def_free(d);
+                def_free(d);
+            } else {
+                def_free(sl_map_put(s->gone_subs, &inc, 8, d)); /* kept for the end */
+            }
         }
         return 0;
     }
@@ -800,6 +823,65 @@ static void rebuild_exchanges(rstate *s)
     }
 }
 
+static size_t live_entries(const qentries *qe)
+{
+    return qe ? qe->len - qe->dead + sl_u64tab_count(&qe->strays) : 0;
+}
+
+/* A subqueue whose removal is on disk but not every record that emptied it (the replay rule
+ * at the top): it is defined again, with what the msgs log still has in it. A later
+ * subqueue of the same name (made again in the same commit, after the removal) cannot hold
+ * anything then, since the records that filled it came after the missing ones: it gives
+ * way. */
+static void restore_emptied_subqueues(rstate *s)
+{
+    size_t it = 0;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (sl_map_next(s->gone_subs, &it, &k, &kl, &v)) {
+        def *d = v;
+        uint64_t inc, parent;
+        amqp_bytes name;
+        def_queue_names(d, &inc, &parent, &name);
+        size_t n = live_entries(entries_of(s, inc, 0));
+        def *pd = n ? sl_map_get(s->queues, &parent, 8) : NULL;
+        if (!pd)
+            continue;
+        uint64_t pinc, pparent;
+        amqp_bytes pname;
+        def_queue_names(pd, &pinc, &pparent, &pname);
+        uint64_t twin = 0;
+        size_t qit = 0;
+        const char *qk;
+        size_t qkl;
+        void *qv;
+        while (!twin && sl_map_next(s->queues, &qit, &qk, &qkl, &qv)) {
+            uint64_t i2, p2;
+            amqp_bytes n2;
+            def_queue_names(qv, &i2, &p2, &n2);
+            if (p2 == parent && n2.len == name.len && !memcmp(n2.p, name.p, name.len))
+                twin = i2;
+        }
+        if (twin && live_entries(entries_of(s, twin, 0))) {
+            sl_warn("%s/meta: subqueue '%.*s;%.*s' (incarnation %llu) was removed with %zu "
+                    "stored message(s) in it and made again (incarnation %llu) with messages "
+                    "too: the older one's are left out",
+                    s->p->dir, (int)pname.len, (const char *)pname.p, (int)name.len,
+                    (const char *)name.p, (unsigned long long)inc, n, (unsigned long long)twin);
+            continue;
+        }
+        if (twin)
+            def_free(sl_map_del(s->queues, &twin, 8));
+        sl_map_del(s->gone_subs, k, kl); /* the entry just returned: allowed (map.h) */
+        def_free(sl_map_put(s->queues, &inc, 8, d));
+        sl_info("store: subqueue '%.*s;%.*s' (incarnation %llu) restored with %zu message(s): "
+                "its removal reached the disk before the records that emptied it%s",
+                (int)pname.len, (const char *)pname.p, (int)name.len, (const char *)name.p,
+                (unsigned long long)inc, n, twin ? " (the one made again after it is empty)" : "");
+    }
+}
+
 /* Top-level queues first (pass 0), then subqueues (pass 1). */
 static void rebuild_queues(rstate *s, int pass)
 {
@@ -1311,6 +1393,9 @@ static void state_free(rstate *s)
     while (s->queues && sl_map_next(s->queues, &it, &k, &kl, &v))
         def_free(v);
     it = 0;
+    while (s->gone_subs && sl_map_next(s->gone_subs, &it, &k, &kl, &v))
+        def_free(v);
+    it = 0;
     while (s->exchanges && sl_map_next(s->exchanges, &it, &k, &kl, &v))
         def_free(v);
     it = 0;
@@ -1320,6 +1405,7 @@ static void state_free(rstate *s)
     sl_free(s->tx);
     sl_free(s->floors);
     sl_map_free(s->queues);
+    sl_map_free(s->gone_subs);
     sl_map_free(s->exchanges);
     sl_map_free(s->bindings);
     sl_free(s->mcache);
@@ -1333,6 +1419,7 @@ int persist_recover(persist *p, char *err, size_t errlen)
     rstate s = {0};
     s.p = p;
     s.queues = sl_map_new();
+    s.gone_subs = sl_map_new();
     s.exchanges = sl_map_new();
     s.bindings = sl_map_new();
     s.mcache = sl_xcalloc(MCACHE, sizeof *s.mcache);
@@ -1374,6 +1461,7 @@ int persist_recover(persist *p, char *err, size_t errlen)
     for (size_t i = 0; i < s.floors_cap; i++)
         if (s.floors[i])
             st_log_depend(p->msgs, (uint32_t)i, s.floors[i]);
+    restore_emptied_subqueues(&s);
     qm_persist_suspend(1);
     rebuild_exchanges(&s);
     rebuild_queues(&s, 0);
