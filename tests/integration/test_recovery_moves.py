@@ -249,6 +249,21 @@ def killed_by_its_crash_point(b, timeout=10.0):
     b.close_clients()
 
 
+def one_in_retry_then_armed(broker_factory, tmp_path, prefix, fault=""):
+    """A broker that kills itself at its next meta-synced point, with a durable queue q of
+    m0, m1, m2 and m1 moved into q;retry: (broker, api, q, lookup ids, data dir)."""
+    data = tmp_path / "d"
+    point = tmp_path / "crash-point"
+    b = broker_factory(data_dir=data, env={"SLUICE_FAULT": fault + "crash_at_file=%s" % point})
+    api = Api(b)
+    q = uname(prefix)
+    durable_queue(api, q)
+    ids = fill(api, q, 3)
+    move(api, q, destination=q + ";retry", lookup_id=ids[1])
+    point.write_text("meta-synced")
+    return b, api, q, ids, data
+
+
 def test_a_subqueue_emptied_by_a_move_whose_record_a_kill_left_unwritten(broker_factory,
                                                                          tmp_path):
     # The move back empties q;retry, so q;retry goes: the move's record (msgs log) and the
@@ -257,15 +272,7 @@ def test_a_subqueue_emptied_by_a_move_whose_record_a_kill_left_unwritten(broker_
     # subqueue with the message still in it on disk, and the message was in no queue
     # (crash-test-long, seed 199750754, round 31). The move never happened for the disk, so
     # the message is where it was, in q;retry.
-    data = tmp_path / "d"
-    point = tmp_path / "crash-point"
-    b = broker_factory(data_dir=data, env={"SLUICE_FAULT": "crash_at_file=%s" % point})
-    api = Api(b)
-    q = uname("mvkill")
-    durable_queue(api, q)
-    ids = fill(api, q, 3)
-    move(api, q, destination=q + ";retry", lookup_id=ids[1])
-    point.write_text("meta-synced")
+    b, api, q, ids, data = one_in_retry_then_armed(broker_factory, tmp_path, "mvkill")
     with pytest.raises((OSError, http.client.HTTPException)):
         api.post(Api.q(q + ";retry") + "/move", {"destination": q, "lookup_id": ids[1]})
     killed_by_its_crash_point(b)
@@ -286,16 +293,8 @@ def test_a_subqueue_removed_and_made_again_in_the_commit_a_kill_cut(broker_facto
     # As above, and a second move makes q;retry again within the same commit (the first
     # commit's slow sync holds both moves back): the meta log has the removal and the new
     # subqueue, the msgs log neither move. The new one is empty and gives way to the old.
-    data = tmp_path / "d"
-    point = tmp_path / "crash-point"
-    b = broker_factory(data_dir=data, env={
-        "SLUICE_FAULT": "sync_delay_ms=400,crash_at_file=%s" % point})
-    api = Api(b)
-    q = uname("mvtwin")
-    durable_queue(api, q)
-    ids = fill(api, q, 3)
-    move(api, q, destination=q + ";retry", lookup_id=ids[1])
-    point.write_text("meta-synced")
+    b, api, q, ids, data = one_in_retry_then_armed(broker_factory, tmp_path, "mvtwin",
+                                                   "sync_delay_ms=400,")
 
     def call(path, body):
         try:
