@@ -556,8 +556,14 @@ void persist_tidy_full(persist *p, persist_tidy_result *out)
     persist_tidy_start(p);
     for (;;) {
         int rc = persist_tidy_step(p, UINT64_MAX / 2, out);
-        if (rc == PERSIST_TIDY_DONE)
+        if (rc == PERSIST_TIDY_DONE) {
+            /* The deleted segments' closes (where their blocks are freed) and the directory
+             * fsync are a batch's: run it now, as the broker does when TIDY is done, or an
+             * idle store would hold the disk until its next write. */
+            if (persist_commit_ex(p, 0, err, sizeof err) < 0)
+                sl_error("tidy: %s", err);
             break;
+        }
         if (rc == PERSIST_TIDY_WAIT && persist_commit_ex(p, 1, err, sizeof err) < 0) {
             sl_error("tidy: %s", err);
             if (persist_stalled(p) || st_log_failed(p->msgs)) {

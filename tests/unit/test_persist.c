@@ -1129,6 +1129,28 @@ END_TEST
  * segment from the old message's on stayed; now TIDY copies it forward and frees the rest,
  * and what the old message was (delivered and requeued, moved into a subqueue, its lookup id)
  * survives the copy and a restart. */
+/* Descriptors this process still holds to files that are unlinked: a deleted segment's blocks
+ * are freed only when its last one is closed. */
+static int deleted_files_open(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char link[300], target[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = 0;
+        if (strstr(target, ".seg (deleted)"))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
 START_TEST(tidy_compacts_behind_an_old_message)
 {
     OPT.segment_size = 4096;
@@ -1159,6 +1181,8 @@ START_TEST(tidy_compacts_behind_an_old_message)
     persist_tidy_full(P, &r);
     ck_assert_uint_ge(r.segments_compacted, 1);
     ck_assert_uint_ge(r.records_copied, 2);
+    /* done means the disk is given back: no deleted segment is left open for a later commit */
+    ck_assert_int_eq(deleted_files_open(), 0);
     persist_get_stats(P, &st);
     ck_assert_uint_le(st.msgs_segments, 2);
     ck_assert_uint_lt(st.msgs_bytes * 10, before);
