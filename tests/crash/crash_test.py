@@ -35,10 +35,9 @@ TIDY chosen at random (SLUICE_FAULT crash_at_file: after measuring, after a slic
 once the copies are durable, once the holes file is written, after a segment's unlink, at
 the end), so kills fall between every step of compaction, or between the two log batches of
 a commit that wrote definitions (meta-synced: the mover's subqueues come and go, and their
-removal is in the meta log, the move that emptied them in the msgs log); the timer's kill
--9 comes if the
-step is not reached in time. The totals count how often each step was the one killed at, and
-what TIDY freed and copied meanwhile (from the broker's log).
+removal is in the meta log, the move that emptied them in the msgs log); the timer's kill -9
+comes if the step is not reached in time. The totals count how often each step was the one
+killed at, and what TIDY freed and copied meanwhile (from the broker's log).
 
 Usage: crash_test.py [--rounds N] [--seconds S] [--seed X] [--keep]
 Env:   SLUICED (default build/sluiced), CRASH_ROUNDS, CRASH_SECONDS.
@@ -72,8 +71,8 @@ KEEP_QUEUE = "crash.keep"  # never consumed: its messages grow old among dead se
 # where the broker kills itself (SLUICE_FAULT crash_at_file): TIDY's steps, and a commit whose
 # definitions batch is on disk and whose messages batch is not (a subqueue's removal without
 # the move that emptied it, say)
-TIDY_POINTS = ["tidy-measured", "tidy-relocated", "tidy-synced", "tidy-holes", "tidy-unlinked",
-               "tidy-done", "meta-synced"]
+CRASH_POINTS = ["tidy-measured", "tidy-relocated", "tidy-synced", "tidy-holes",
+                "tidy-unlinked", "tidy-done", "meta-synced"]
 SUBQUEUE = "retry"  # the mover's subqueue: q;retry
 PREFETCH = 200
 PUBLISH_WINDOW = 200  # unconfirmed messages per publisher
@@ -890,7 +889,7 @@ def main():
             point = None
             if rng.random() < args.tidy_kill_share:
                 # the broker kills itself there, if it gets there before the timer's kill
-                point = rng.choice(TIDY_POINTS)
+                point = rng.choice(CRASH_POINTS)
                 if point in ("tidy-relocated", "tidy-unlinked"):
                     point += "@%d" % rng.randint(1, 4)
                 elif point == "meta-synced":  # subqueues made and removed by the mover

@@ -1124,11 +1124,6 @@ START_TEST(tidy_never_loses_live_messages)
 }
 END_TEST
 
-/* The issue's shape in small: one old message in a queue that is never read, then many
- * segments of traffic through another queue, published and acked. Before compaction every
- * segment from the old message's on stayed; now TIDY copies it forward and frees the rest,
- * and what the old message was (delivered and requeued, moved into a subqueue, its lookup id)
- * survives the copy and a restart. */
 /* Descriptors this process still holds to files that are unlinked: a deleted segment's blocks
  * are freed only when its last one is closed. */
 static int deleted_files_open(void)
@@ -1151,6 +1146,11 @@ static int deleted_files_open(void)
     return n;
 }
 
+/* The issue's shape in small: one old message in a queue that is never read, then many
+ * segments of traffic through another queue, published and acked. Before compaction every
+ * segment from the old message's on stayed; now TIDY copies it forward and frees the rest,
+ * and what the old message was (delivered and requeued, moved into a subqueue, its lookup id)
+ * survives the copy and a restart. */
 START_TEST(tidy_compacts_behind_an_old_message)
 {
     OPT.segment_size = 4096;
