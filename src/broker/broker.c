@@ -914,6 +914,8 @@ static void kick_or_die(broker *b, int force)
         sl_error("store: %s; stopping without sending replies that depend on it", err);
         exit(1);
     }
+    if (rc == 1) /* written on this thread already (a small batch with no sync) */
+        release_waiters(b);
 }
 
 void broker_sync(broker *b)

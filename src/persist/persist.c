@@ -800,6 +800,9 @@ fail:
     return rc;
 }
 
+/* The most a write-only batch may hold to be written on the loop thread (persist_kick). */
+#define INLINE_WRITE_MAX (64u * 1024)
+
 int persist_kick(persist *p, int force, char *err, size_t errlen)
 {
     if (force)
@@ -821,6 +824,18 @@ int persist_kick(persist *p, int force, char *err, size_t errlen)
         if (rc < 0)
             fail_msg(p, err, errlen);
         return rc;
+    }
+    if (!p->fl_meta && st_log_batch_light(p->fl_msgs, INLINE_WRITE_MAX)) {
+        /* Only a small write for the page cache (a turn's delivery marks and acks, with no
+         * sync): written here, since waking the sync thread and being woken back by it
+         * cost more than the write (about 4% of the loop in a 1 KiB drain, perf). */
+        run_batches(p);
+        int rc = end_generation(p);
+        if (rc < 0) {
+            fail_msg(p, err, errlen);
+            return rc;
+        }
+        return 1;
     }
     st_syncer_post(p->syncer, run_batches, p);
     return 0;

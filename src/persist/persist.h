@@ -70,7 +70,10 @@ int persist_commit_ex(persist *p, int force, char *err, size_t errlen);
  * accumulated when none is in flight (force: sync the acks too, with the next batch); never
  * waits for the disk. When persist_sync_fd becomes readable, persist_sync_done applies the
  * finished batch (persist_durable moves on) and the caller kicks again. Both 0, or -1 with
- * err when the store failed. Without a sync thread persist_kick commits inline. */
+ * err when the store failed. A small batch with nothing to sync (st_log_batch_light) is
+ * written by persist_kick itself: it then returns 1, the batch already ended, and the caller
+ * releases what waited for the write as it would after persist_sync_done. Without a sync
+ * thread persist_kick commits inline. */
 int persist_kick(persist *p, int force, char *err, size_t errlen);
 /* persist_commit_ex, persist_kick and persist_sync_done return -2 (not -1) when the disk is
  * out of space: nothing is lost, the records wait in memory, the replies that depend on them

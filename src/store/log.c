@@ -1180,6 +1180,22 @@ int st_log_batch_failed(const st_log_batch *b)
     return b->err != 0;
 }
 
+int st_log_batch_light(const st_log_batch *b, size_t max_bytes)
+{
+    if (b->sync || b->dir_sync || b->nclose)
+        return 0;
+    size_t total = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const batch_seg *e = &b->v[i];
+        if (e->sync || (e->data && e->fd < 0) || e->len > max_bytes - total)
+            return 0;
+        if (e->data && b->prealloc && e->off + e->len > e->alloc)
+            return 0;
+        total += e->len;
+    }
+    return 1;
+}
+
 void st_log_batch_skip(st_log_batch *b, const st_log_batch *cause)
 {
     b->err = cause->err;

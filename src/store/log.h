@@ -116,6 +116,11 @@ int st_log_batch_in_flight(const st_log *l);
 uint64_t st_log_batch_last_seq(const st_log_batch *b);
 /* After st_log_batch_run: 1 when a write or sync of it failed (st_log_batch_end reports it). */
 int st_log_batch_failed(const st_log_batch *b);
+/* 1 when running b is only writes of at most max_bytes in all, into files already open and
+ * inside the space already reserved for them: no fdatasync, no file made, no fallocate, no
+ * directory fsync, no descriptor closed. Such a batch costs what a write to the page cache
+ * does, less than handing it to another thread and being woken when it is done. */
+int st_log_batch_light(const st_log_batch *b, size_t max_bytes);
 /* b was begun but will not run because the batch `cause` failed first: it ends as cause did
  * (so its bytes are never taken for written). */
 void st_log_batch_skip(st_log_batch *b, const st_log_batch *cause);

@@ -1441,6 +1441,45 @@ START_TEST(batch_in_flight_appends_and_reads)
 }
 END_TEST
 
+/* A batch is light (st_log_batch_light: the loop may write it itself) only when it is writes
+ * alone, small, into a file that exists, inside its reserved space: a sync, a new segment
+ * file, a rollover (the full segment's sync) or too many bytes each make it heavy. */
+static int light_after_append(st_log *l, size_t bytes, int sync, size_t max)
+{
+    static uint8_t p[32 * 1024];
+    memset(p, 0x5a, sizeof p);
+    for (size_t done = 0; done < bytes; done += 1000)
+        ck_assert_uint_gt(st_log_append(l, 1, p, bytes - done < 1000 ? bytes - done : 1000, NULL),
+                          0);
+    st_log_batch *b;
+    ck_assert_int_eq(st_log_batch_begin(l, sync, &b), 0);
+    ck_assert_ptr_nonnull(b);
+    int light = st_log_batch_light(b, max);
+    st_log_batch_run(b);
+    ck_assert_int_eq(st_log_batch_failed(b), 0);
+    ck_assert_int_eq(st_log_batch_end(l, b), 0);
+    return light;
+}
+
+START_TEST(batch_light_only_for_small_writes)
+{
+    recs r = {0};
+    st_log *l = open_log(64 * 1024, &r);
+    ck_assert_int_eq(st_log_commit(l, NULL), 0); /* the first segment file exists */
+    ck_assert_int_eq(light_after_append(l, 2000, 0, 64 * 1024), 1);
+    ck_assert_int_eq(light_after_append(l, 2000, 1, 64 * 1024), 0); /* a sync */
+    ck_assert_int_eq(light_after_append(l, 10 * 1000, 0, 4096), 0); /* too big */
+    ck_assert_int_eq(light_after_append(l, 10 * 1000, 0, 64 * 1024), 1);
+    ck_assert_int_eq(light_after_append(l, 60 * 1000, 0, 1024 * 1024), 0); /* rolls over */
+    ck_assert_int_eq(light_after_append(l, 1000, 0, 64 * 1024), 1);
+    st_log_close(l);
+    l = open_log(64 * 1024, &r); /* what the light batches wrote replays */
+    ck_assert_uint_eq(r.n, 85);
+    st_log_close(l);
+    recs_free(&r);
+}
+END_TEST
+
 static int open_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
@@ -1643,6 +1682,7 @@ static Suite *store_suite(void)
     tcase_add_test(tc, oversized_append_refused);
     tcase_add_test(tc, golden_format);
     tcase_add_test(tc, batch_in_flight_appends_and_reads);
+    tcase_add_test(tc, batch_light_only_for_small_writes);
     tcase_add_test(tc, batch_failure_fails_the_log);
     tcase_add_test(tc, fault_hook_settings);
     tcase_add_test(tc, syncer_signals_completion);
