@@ -4,10 +4,16 @@
  * the heap exactly when heap_index >= 0. Timers due in the same turn run in deadline order;
  * a timer re-armed from its own callback for "now" runs in the next turn, so a busy timer
  * cannot starve socket I/O.
+ *
+ * A turn over SLOW_TURN_MS of wall time (or, with cpu stats on, over SLOW_TURN_CPU_MS of the
+ * thread's CPU) is logged with where it went: the slowest callback and its descriptor, the
+ * timers, the before-sleep hook. At most one such line per SLOW_LOG_EVERY_MS, so a loaded
+ * machine cannot flood the log; the lines left out are counted in the next one.
  */
 #include "loop.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -18,6 +24,16 @@
 #include "../core/mem.h"
 
 #define MAX_EVENTS 256
+#define SLOW_TURN_MS 100
+#define SLOW_TURN_CPU_MS 50
+#define SLOW_LOG_EVERY_MS 10000
+
+/* Where one turn's time went, for the slow-turn line (microseconds). */
+typedef struct turn_profile {
+    int events;
+    int slowest_fd;
+    uint64_t slowest_us, events_us, timers_us, hook_us;
+} turn_profile;
 
 struct sl_loop {
     int epfd;
@@ -30,6 +46,9 @@ struct sl_loop {
     void *before_sleep_arg;
     sl_loop_stats stats;
     int cpu_stats;
+    turn_profile prof;
+    uint64_t slow_logged_at; /* ms; 0: never */
+    uint64_t slow_unlogged;  /* slow turns since the last line, not logged */
 };
 
 const unsigned sl_loop_stat_ms[5] = {1, 10, 50, 100, 1000};
@@ -60,12 +79,37 @@ static void bucket(uint64_t *max, uint64_t *over, uint64_t us)
             over[i]++;
 }
 
+static void log_slow_turn(sl_loop *l, uint64_t us, uint64_t cpu_us)
+{
+    uint64_t now = sl_now_ms();
+    if (l->slow_logged_at && now - l->slow_logged_at < SLOW_LOG_EVERY_MS) {
+        l->slow_unlogged++;
+        return;
+    }
+    const turn_profile *t = &l->prof;
+    char cpu[48] = "";
+    if (cpu_us != UINT64_MAX)
+        snprintf(cpu, sizeof cpu, " (%.1f ms of CPU)", (double)cpu_us / 1000);
+    sl_warn("loop: a turn took %.1f ms%s: %d event(s) in %.1f ms, the slowest %.1f ms (fd %d); "
+            "timers %.1f ms; before sleep %.1f ms (%llu slow turn(s) not logged before this)",
+            (double)us / 1000, cpu, t->events, (double)t->events_us / 1000,
+            (double)t->slowest_us / 1000, t->slowest_fd, (double)t->timers_us / 1000,
+            (double)t->hook_us / 1000, (unsigned long long)l->slow_unlogged);
+    l->slow_logged_at = now;
+    l->slow_unlogged = 0;
+}
+
 static void count_turn(sl_loop *l, uint64_t us, uint64_t cpu_start)
 {
     l->stats.turns++;
     bucket(&l->stats.max_us, l->stats.over_ms, us);
-    if (cpu_start)
-        bucket(&l->stats.cpu_max_us, l->stats.cpu_over_ms, thread_cpu_us() - cpu_start);
+    uint64_t cpu_us = UINT64_MAX;
+    if (cpu_start) {
+        cpu_us = thread_cpu_us() - cpu_start;
+        bucket(&l->stats.cpu_max_us, l->stats.cpu_over_ms, cpu_us);
+    }
+    if (us > SLOW_TURN_MS * 1000u || (cpu_us != UINT64_MAX && cpu_us > SLOW_TURN_CPU_MS * 1000u))
+        log_slow_turn(l, us, cpu_us);
 }
 
 sl_loop *sl_loop_new(void)
@@ -236,12 +280,16 @@ void sl_loop_run(sl_loop *l)
     l->stop = 0;
     uint64_t turn_start = 0, cpu_start = 0;
     while (!l->stop) {
+        uint64_t hook_start = sl_now_us();
         if (l->before_sleep)
             l->before_sleep(l, l->before_sleep_arg);
         if (l->stop)
             break;
-        if (turn_start)
-            count_turn(l, sl_now_us() - turn_start, cpu_start);
+        if (turn_start) {
+            uint64_t end = sl_now_us();
+            l->prof.hook_us = end - hook_start;
+            count_turn(l, end - turn_start, cpu_start);
+        }
         int timeout = -1;
         if (l->wake) {
             l->wake = 0;
@@ -259,8 +307,12 @@ void sl_loop_run(sl_loop *l)
         turn_start = sl_now_us();
         cpu_start = l->cpu_stats ? thread_cpu_us() : 0;
         l->now = turn_start / 1000;
+        turn_profile *prof = &l->prof;
+        *prof = (turn_profile){.events = n > 0 ? n : 0, .slowest_fd = -1};
+        uint64_t t0 = turn_start;
         for (int i = 0; i < n && !l->stop; i++) {
             sl_watch *w = evs[i].data.ptr;
+            int fd = w->fd; /* the callback may free w */
             int ev = 0;
             if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
                 ev |= SL_EV_READ;
@@ -269,7 +321,15 @@ void sl_loop_run(sl_loop *l)
             if (evs[i].events & (EPOLLERR | EPOLLHUP))
                 ev |= SL_EV_ERROR;
             w->fn(l, w, ev);
+            uint64_t t1 = sl_now_us();
+            if (t1 - t0 > prof->slowest_us) {
+                prof->slowest_us = t1 - t0;
+                prof->slowest_fd = fd;
+            }
+            t0 = t1;
         }
+        prof->events_us = t0 - turn_start;
         run_timers(l);
+        prof->timers_us = sl_now_us() - t0;
     }
 }

@@ -6,8 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/clock.h"
 #include "core/oset.h"
+#include "net/loop.h"
 
 typedef struct elem {
     char name[16];
@@ -89,12 +92,104 @@ START_TEST(oset_agrees_with_sorted_array)
 }
 END_TEST
 
+/* ---- the loop's slow-turn line ---- */
+
+static int turns_seen;
+
+static void busy_timer(sl_loop *l, sl_timer *t)
+{
+    uint64_t until = sl_now_us() + 130 * 1000; /* over SLOW_TURN_MS, on the CPU */
+    while (sl_now_us() < until)
+        ;
+    (void)l;
+    (void)t;
+}
+
+static void quick_timer(sl_loop *l, sl_timer *t)
+{
+    (void)l;
+    (void)t;
+}
+
+static void stop_after_three(sl_loop *l, void *arg)
+{
+    (void)arg;
+    if (++turns_seen > 3)
+        sl_loop_stop(l);
+    else
+        sl_loop_wake(l);
+}
+
+/* Run a loop whose second turn runs timer fn; return what it logged. */
+static char *log_of_turn(sl_timer_fn fn, int twice)
+{
+    char path[] = "/tmp/sluice-loop-log-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    sl_loop *l = sl_loop_new();
+    sl_loop_set_cpu_stats(l, 1);
+    sl_timer t, t2;
+    sl_timer_init(&t, fn, NULL);
+    sl_timer_init(&t2, fn, NULL);
+    sl_timer_start(l, &t, sl_now_ms());
+    if (twice)
+        sl_timer_start(l, &t2, sl_now_ms() + 20);
+    turns_seen = 0;
+    sl_loop_set_before_sleep(l, stop_after_three, NULL);
+    sl_loop_run(l);
+    if (twice) { /* the second slow turn comes within SLOW_LOG_EVERY_MS: counted, not logged */
+        turns_seen = 0;
+        sl_loop_run(l);
+    }
+    sl_loop_free(l);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    static char buf[4096];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    return buf;
+}
+
+START_TEST(a_slow_turn_is_logged_with_where_it_went)
+{
+    char *out = log_of_turn(busy_timer, 0);
+    ck_assert_msg(strstr(out, "loop: a turn took ") != NULL, "no slow-turn line in: %s", out);
+    ck_assert_msg(strstr(out, "ms of CPU)") != NULL, "no CPU figure in: %s", out);
+    double timers = 0;
+    const char *p = strstr(out, "timers ");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(sscanf(p, "timers %lf ms", &timers), 1);
+    ck_assert_msg(timers >= 120, "the timers' share is %.1f ms: %s", timers, out);
+    out = log_of_turn(quick_timer, 0);
+    ck_assert_msg(strstr(out, "loop: a turn took") == NULL, "a quick turn logged: %s", out);
+}
+END_TEST
+
+START_TEST(slow_turns_are_logged_at_most_once_in_ten_seconds)
+{
+    char *out = log_of_turn(busy_timer, 1);
+    const char *first = strstr(out, "loop: a turn took");
+    ck_assert_ptr_nonnull(first);
+    ck_assert_msg(strstr(first + 1, "loop: a turn took") == NULL, "two lines: %s", out);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("oset");
     tcase_add_test(tc, oset_agrees_with_sorted_array);
     suite_add_tcase(s, tc);
+    TCase *loop = tcase_create("loop");
+    tcase_add_test(loop, a_slow_turn_is_logged_with_where_it_went);
+    tcase_add_test(loop, slow_turns_are_logged_at_most_once_in_ten_seconds);
+    suite_add_tcase(s, loop);
     return s;
 }
 
