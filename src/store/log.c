@@ -1046,6 +1046,17 @@ int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
 
 static void batch_run_io(st_log_batch *b);
 
+/* What running a batch entry does besides its write (batch_run_io; st_log_batch_light). */
+static int seg_needs_create(const batch_seg *e)
+{
+    return e->data && e->fd < 0;
+}
+
+static int seg_needs_prealloc(const st_log_batch *b, const batch_seg *e)
+{
+    return e->data && b->prealloc && e->off + e->len > e->alloc;
+}
+
 void st_log_batch_run(st_log_batch *b)
 {
     batch_run_io(b);
@@ -1062,14 +1073,14 @@ static void batch_run_io(st_log_batch *b)
     for (size_t i = 0; i < b->n; i++) {
         batch_seg *e = &b->v[i];
         const char *what = NULL;
-        if (e->data && e->fd < 0) {
+        if (seg_needs_create(e)) {
             e->fd = openat(b->dirfd, e->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
             if (e->fd < 0)
                 what = "create";
             else
                 e->created = created = 1;
         }
-        if (!what && e->data && b->prealloc && e->off + e->len > e->alloc) {
+        if (!what && seg_needs_prealloc(b, e)) {
             /* Space is reserved ahead of the writes, PREALLOC_CHUNK at a time (up to the
              * segment size), so a write never fails for lack of space: a full disk shows
              * here, before any record is half written. */
@@ -1187,9 +1198,8 @@ int st_log_batch_light(const st_log_batch *b, size_t max_bytes)
     size_t total = 0;
     for (size_t i = 0; i < b->n; i++) {
         const batch_seg *e = &b->v[i];
-        if (e->sync || (e->data && e->fd < 0) || e->len > max_bytes - total)
-            return 0;
-        if (e->data && b->prealloc && e->off + e->len > e->alloc)
+        if (e->sync || seg_needs_create(e) || seg_needs_prealloc(b, e) ||
+            e->len > max_bytes - total)
             return 0;
         total += e->len;
     }
