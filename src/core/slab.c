@@ -6,6 +6,11 @@
  * the chunks that have room on a doubly linked list; a full chunk is on no list and comes
  * back to it when one of its blocks is freed. A chunk whose blocks are all free is unmapped
  * unless it is the only one with room in its class.
+ *
+ * The mid tier: a class idx holds blocks of idx*16-8 bytes (malloc adds its 8-byte header and
+ * lands on a 16-byte multiple); its class number is MID_BASE+idx, above every slab class. A
+ * freed mid block goes on its class's list (threaded through the block) while mid_cached stays
+ * within SL_MID_CACHE, else back to malloc.
  */
 #include "slab.h"
 
@@ -178,4 +183,68 @@ void sl_slab_get_stats(sl_slab_stats *out)
     out->chunks = n_chunks;
     out->used_bytes = used_bytes;
     out->free_blocks = free_blocks;
+}
+
+/* ---- mid-size blocks ---- */
+
+#define MID_BASE 1024u
+#define MID_CLASSES ((SL_MID_MAX + 8 + 15) / 16 + 1)
+
+static void *mid_free_list[MID_CLASSES];
+static size_t mid_cached;
+
+int sl_is_mid(unsigned cls)
+{
+    return cls > MID_BASE && cls < MID_BASE + MID_CLASSES;
+}
+
+size_t sl_mid_size(unsigned cls)
+{
+    return (size_t)(cls - MID_BASE) * 16 - 8;
+}
+
+void *sl_mid_alloc(size_t n, unsigned *cls_out)
+{
+    if (n <= SL_SLAB_MAX || n > SL_MID_MAX)
+        return NULL;
+    unsigned idx = (unsigned)((n + 8 + 15) / 16);
+    size_t size = (size_t)idx * 16 - 8;
+    void *p = mid_free_list[idx];
+    if (p) {
+        mid_free_list[idx] = *(void **)p;
+        mid_cached -= size;
+    } else {
+        p = malloc(size);
+        if (!p) {
+            fputs("sluice: out of memory (mid block)\n", stderr);
+            abort();
+        }
+    }
+    *cls_out = MID_BASE + idx;
+    return p;
+}
+
+void sl_mid_free(void *p, unsigned cls)
+{
+    if (!p)
+        return;
+#ifdef SLAB_BY_MALLOC
+    /* Every block its own malloc to the end, so ASan sees a use after free. */
+    free(p);
+    return;
+#endif
+    unsigned idx = cls - MID_BASE;
+    size_t size = sl_mid_size(cls);
+    if (mid_cached + size > SL_MID_CACHE) {
+        free(p);
+        return;
+    }
+    *(void **)p = mid_free_list[idx];
+    mid_free_list[idx] = p;
+    mid_cached += size;
+}
+
+size_t sl_mid_cached_bytes(void)
+{
+    return mid_cached;
 }

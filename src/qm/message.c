@@ -190,11 +190,15 @@ static size_t message_size(const qm_message *m, uint64_t body_cap)
 }
 
 /* Small messages come from the slab allocator (no malloc header, 8-byte classes): what a
- * deep queue of small messages is made of. *cls is the slab class, 0 for malloc. What the
- * memory accounting counts is what the block really takes. */
+ * deep queue of small messages is made of. Messages up to SL_MID_MAX (1 KiB bodies) come from
+ * the mid tier, which reuses freed blocks of their size without malloc's bins. *cls says
+ * which: a slab class, a mid class, or 0 for malloc. What the memory accounting counts is
+ * what the block really takes. */
 static void *block_alloc(size_t n, unsigned *cls)
 {
     void *p = sl_slab_alloc(n, cls);
+    if (!p)
+        p = sl_mid_alloc(n, cls);
     if (p)
         return p;
     *cls = 0;
@@ -203,15 +207,19 @@ static void *block_alloc(size_t n, unsigned *cls)
 
 static size_t block_bytes(size_t n, unsigned cls)
 {
-    return cls ? sl_slab_size(cls) : n;
+    if (!cls)
+        return n;
+    return sl_is_mid(cls) ? sl_mid_size(cls) : sl_slab_size(cls);
 }
 
 static void block_free(void *p, unsigned cls)
 {
-    if (cls)
-        sl_slab_free(p, cls);
-    else
+    if (!cls)
         sl_free(p);
+    else if (sl_is_mid(cls))
+        sl_mid_free(p, cls);
+    else
+        sl_slab_free(p, cls);
 }
 
 qm_message *qm_message_new_decoded(amqp_bytes exchange, amqp_bytes routing_key,
