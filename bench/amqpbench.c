@@ -48,6 +48,7 @@ typedef struct {
     int prefetch, ack_every, outstanding;
     int conns, conn_threads, settle_ms;
     int raw;            /* --raw / --pipeline: the pipelined publisher */
+    int raw_consume;    /* --raw-consume: consumers read the socket themselves (consume_raw) */
     const char *tls_ca; /* --tls CAFILE: AMQPS (rabbitmq-c's OpenSSL socket), server verified */
     int stall_s;
     /* forward: the node messages arrive at, the routing key they are published with, the queue
@@ -911,6 +912,142 @@ static int consumer_done(consumer_t *c)
     return atomic_load_explicit(c->shared, memory_order_relaxed) >= c->shared_total;
 }
 
+/* One delivery taken: checked, counted, its latency recorded, acked every --ack-every. */
+static void consumed(consumer_t *c, const amqp_bytes_t *body, uint64_t tag, int redelivered,
+                     uint64_t *unacked, uint64_t *last_tag)
+{
+    int64_t t = now_ns(), ts;
+    c->t_last = t;
+    c->got++;
+    if (redelivered)
+        c->redelivered++;
+    seen_mark(c->seen, body, &ts);
+    if (c->check_order && body->len >= 8)
+        order_mark(c, body->bytes);
+    if (c->lat) {
+        uint64_t i = atomic_fetch_add_explicit(c->lat_n, 1, memory_order_relaxed);
+        if (i < c->lat_cap)
+            c->lat[i] = (uint64_t)(t - ts);
+    }
+    if (c->shared)
+        atomic_fetch_add_explicit(c->shared, 1, memory_order_relaxed);
+    *last_tag = tag;
+    if (++*unacked >= (uint64_t)O.ack_every) {
+        if (amqp_basic_ack(c->conn, CH, *last_tag, 1) != AMQP_STATUS_OK)
+            die("basic.ack failed");
+        *unacked = 0;
+    }
+}
+
+/* The raw consumer (--raw-consume): reads the connection's socket itself, RAW_READ bytes at a
+ * time, and takes each delivery's body where it lies in that buffer; amqp_consume_message
+ * instead allocates and copies every frame and every message. Acks still go through
+ * librabbitmq (its outbound side: one send each). It shows what the broker itself delivers
+ * where the library's per-message cost would set the pace (the consuming counterpart of the
+ * pipelined publisher). Only deliveries and heartbeats may arrive; anything else fails. */
+#define RAW_READ (256 * 1024)
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+static void consume_raw(consumer_t *c, uint64_t *unacked, uint64_t *last_tag)
+{
+    int fd = amqp_get_sockfd(c->conn);
+    size_t cap = RAW_READ, len = 0, off = 0;
+    uint8_t *buf = xcalloc(1, cap);
+    uint8_t *whole = NULL; /* a body that came in several frames, put together */
+    uint64_t tag = 0, body_size = 0, body_got = 0;
+    int redelivered = 0, stage = 0; /* 0: a deliver next, 1: its header, 2: its body */
+    int64_t last_progress = now_ns();
+    while (!consumer_done(c)) {
+        /* A whole frame at buf[off]? */
+        if (len - off >= 7) {
+            uint8_t type = buf[off];
+            uint32_t size = get32(buf + off + 3);
+            if ((size_t)size + 8 > cap)
+                fail_fatal("raw consumer: a %u-byte frame", size);
+            if (len - off >= (size_t)size + 8) {
+                const uint8_t *pl = buf + off + 7;
+                if (pl[size] != AMQP_FRAME_END)
+                    fail_fatal("raw consumer: no frame end");
+                off += (size_t)size + 8;
+                if (type == AMQP_FRAME_HEARTBEAT)
+                    continue;
+                if (type == AMQP_FRAME_METHOD && stage == 0 && size >= 4 &&
+                    get32(pl) == AMQP_BASIC_DELIVER_METHOD) {
+                    size_t ct = pl[4]; /* consumer-tag, delivery-tag, redelivered, ... */
+                    if (5 + ct + 9 > size)
+                        fail_fatal("raw consumer: a short basic.deliver");
+                    tag = get64(pl + 5 + ct);
+                    redelivered = pl[5 + ct + 8] & 1;
+                    stage = 1;
+                } else if (type == AMQP_FRAME_HEADER && stage == 1 && size >= 12) {
+                    body_size = get64(pl + 4);
+                    body_got = 0;
+                    stage = 2;
+                } else if (type == AMQP_FRAME_BODY && stage == 2 && body_got + size <= body_size) {
+                    if (body_got == 0 && size == body_size) {
+                        body_got = size; /* the usual case: one frame, taken in place */
+                        amqp_bytes_t b = {.len = size, .bytes = (void *)pl};
+                        consumed(c, &b, tag, redelivered, unacked, last_tag);
+                    } else {
+                        if (body_got == 0)
+                            whole = realloc(whole, body_size ? body_size : 1);
+                        memcpy(whole + body_got, pl, size);
+                        body_got += size;
+                        if (body_got == body_size) {
+                            amqp_bytes_t b = {.len = body_size, .bytes = whole};
+                            consumed(c, &b, tag, redelivered, unacked, last_tag);
+                        }
+                    }
+                } else {
+                    fail_fatal("raw consumer: frame type %u (%u bytes) in stage %d", type, size,
+                               stage);
+                }
+                if (stage == 2 && body_got == body_size) {
+                    if (body_size == 0) {
+                        amqp_bytes_t b = {.len = 0, .bytes = buf};
+                        consumed(c, &b, tag, redelivered, unacked, last_tag);
+                    }
+                    stage = 0;
+                    last_progress = now_ns();
+                }
+                continue;
+            }
+        }
+        /* Need more: keep the partial frame at the start of the buffer. */
+        memmove(buf, buf + off, len - off);
+        len -= off;
+        off = 0;
+        ssize_t n = recv(fd, buf + len, cap - len, 0);
+        if (n > 0) {
+            len += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            fail_fatal("raw consumer: the broker closed the connection");
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            fail_fatal("raw consumer: recv: %s", strerror(errno));
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, 100) == 0 && now_ns() - last_progress > (int64_t)O.stall_s * 1000000000)
+            fail_fatal("consumer on %s stalled: %" PRIu64 " messages in %d s", c->queue, c->got,
+                       O.stall_s);
+    }
+    if (len != off || stage != 0)
+        fail_fatal("raw consumer: %zu bytes past the last message", len - off);
+    free(whole);
+    free(buf);
+}
+
 static void *consumer_main(void *arg)
 {
     consumer_t *c = arg;
@@ -943,29 +1080,15 @@ static void *consumer_main(void *arg)
             }
             check_reply(r, "consume");
         }
-        int64_t t = now_ns(), ts;
-        last_progress = t;
-        c->t_last = t;
-        c->got++;
-        if (env.redelivered)
-            c->redelivered++;
-        seen_mark(c->seen, &env.message.body, &ts);
-        if (c->check_order && env.message.body.len >= 8)
-            order_mark(c, env.message.body.bytes);
-        if (c->lat) {
-            uint64_t i = atomic_fetch_add_explicit(c->lat_n, 1, memory_order_relaxed);
-            if (i < c->lat_cap)
-                c->lat[i] = (uint64_t)(t - ts);
-        }
-        if (c->shared)
-            atomic_fetch_add_explicit(c->shared, 1, memory_order_relaxed);
-        last_tag = env.delivery_tag;
-        if (++unacked >= (uint64_t)O.ack_every) {
-            if (amqp_basic_ack(c->conn, CH, last_tag, 1) != AMQP_STATUS_OK)
-                die("basic.ack failed");
-            unacked = 0;
-        }
+        last_progress = now_ns();
+        consumed(c, &env.message.body, env.delivery_tag, env.redelivered, &unacked, &last_tag);
         amqp_destroy_envelope(&env);
+        /* --raw-consume: the rest is read off the socket once librabbitmq holds nothing
+         * more of it (a whole message taken, no bytes or frames buffered). */
+        if (O.raw_consume && !amqp_data_in_buffer(c->conn) && !amqp_frames_enqueued(c->conn)) {
+            consume_raw(c, &unacked, &last_tag);
+            break;
+        }
     }
     if (unacked && amqp_basic_ack(c->conn, CH, last_tag, 1) != AMQP_STATUS_OK)
         die("basic.ack failed");
@@ -1349,6 +1472,16 @@ static void scen_pubsub(void)
  * unconfirmed per producer (or with --tx-size K in transactions of K; confirm_rate is then the
  * rate of commit-oks); then drain the queue to verify.
  */
+/* What bounds a drain: the consumer thread's CPU share of it (near 1.0: the client set the
+ * pace) and the broker's CPU per message over it (with --pids). */
+static void drain_metrics(const phase_t *ph, const consumer_t *c, int64_t t_drain)
+{
+    double us = broker_us_per_msg(ph, O.n);
+    metric("drain_client_cpu", t_drain > 0 ? (double)c->cpu_ns / (double)t_drain : 0);
+    if (us >= 0)
+        metric("drain_broker_us_per_msg", us);
+}
+
 static void scen_confirm(void)
 {
     char q[128];
@@ -1363,7 +1496,9 @@ static void scen_confirm(void)
         consumer_t *dc = consumers_new(1, q, &seen, O.n, &shared);
         phase_t dph = phase_run(NULL, 0, dc, 1);
         seen_verify(&seen, q);
-        metric("drain_rate", (double)O.n / secs(max_t_last(dc, 1) - dph.t0));
+        int64_t t_drain = max_t_last(dc, 1) - dph.t0;
+        metric("drain_rate", (double)O.n / secs(t_drain));
+        drain_metrics(&dph, dc, t_drain);
         consumers_free(dc, 1);
         queue_delete(ctl, q);
         bclose(ctl);
@@ -1401,6 +1536,7 @@ static void scen_confirm(void)
     metric("broker_us_per_msg", cpu);
     metric("client_cpu", (double)sum_cpu(ps, O.producers, NULL, 0) / (double)t_conf / O.producers);
     metric("drain_rate", (double)O.n / secs(t_cons));
+    drain_metrics(&ph2, cs, t_cons);
     metric_msgs_per_write(ps, O.producers, O.n);
     producers_free(ps, O.producers);
     consumers_free(cs, 1);
@@ -2085,6 +2221,9 @@ static void usage(int rc)
             "                         amqp_basic_publish, written in 64 KiB batches on the\n"
             "                         connection's socket (ptc, confirm, fanout, pubsub at\n"
             "                         full speed; not with --rate; purge always uses it)\n"
+            "      --raw-consume      one consumer per queue reads its socket itself and\n"
+            "                         takes bodies in place (no allocation per message);\n"
+            "                         acks as usual (ptc, confirm; not with --tls)\n"
             "      --to-host ADDR     forward: the node messages arrive at\n"
             "      --to-port N        forward: its port\n"
             "      --route KEY        forward: routing key of the publishes (default: the\n"
@@ -2118,6 +2257,7 @@ static void parse_args(int argc, char **argv)
         CTHREADS,
         SETTLE,
         RAW,
+        RAWCONS,
         PIDS,
         STALL,
         TAG,
@@ -2153,6 +2293,7 @@ static void parse_args(int argc, char **argv)
                                        {"conn-threads", 1, 0, CTHREADS},
                                        {"settle-ms", 1, 0, SETTLE},
                                        {"raw", 0, 0, RAW},
+                                       {"raw-consume", 0, 0, RAWCONS},
                                        {"pipeline", 0, 0, RAW},
                                        {"pids", 1, 0, PIDS},
                                        {"stall", 1, 0, STALL},
@@ -2222,6 +2363,9 @@ static void parse_args(int argc, char **argv)
             break;
         case SETTLE:
             O.settle_ms = atoi(optarg);
+            break;
+        case RAWCONS:
+            O.raw_consume = 1;
             break;
         case RAW:
             O.raw = 1;
@@ -2296,6 +2440,9 @@ static void parse_args(int argc, char **argv)
         usage(2);
     if (O.raw && !strcmp(O.scenario, "manyq"))
         die("manyq publishes each message to a queue of its own choice: not with --raw");
+    if (O.raw_consume && (O.tls_ca || O.consumers != 1 ||
+                          (strcmp(O.scenario, "ptc") && strcmp(O.scenario, "confirm"))))
+        die("--raw-consume: one consumer (-C 1) of ptc or confirm, not over --tls");
     if (O.raw && O.tls_ca)
         die("--raw (pipelined publisher) writes the socket itself: not over --tls");
     if (O.raw && O.tx_size)

@@ -5,6 +5,9 @@
       N persistent messages with publisher confirms into one durable queue, then all consumed
       (bench/amqpbench -S confirm, which checks every message arrives exactly once); reports
       sluiced's peak RSS (VmHWM) and the rates.
+  depth.py ... --raw-consume
+      the consumer reads its socket itself and takes bodies in place (amqpbench
+      --raw-consume), so that the drain rate is the broker's rather than librabbitmq's.
   depth.py recovery [--messages 1000000] [--size 16] [--budget 256M]
       N persistent messages with publisher confirms into a durable queue (the pipelined
       publisher), SIGTERM, restart on the same data directory; reports the recovery time
@@ -69,7 +72,8 @@ def cmd_rss(a, build, work):
                                           "memory_high_watermark": "2G"})
     t0 = time.monotonic()
     out = subprocess.run([os.path.join(build, "bench", "amqpbench"), "-S", "confirm", "-p",
-                          str(port), "-n", str(a.messages), "-s", str(a.size), "--stall", "300"],
+                          str(port), "-n", str(a.messages), "-s", str(a.size), "--stall", "300",
+                          "--pids", str(p.pid)] + (["--raw-consume"] if a.raw_consume else []),
                          capture_output=True, text=True)
     wall = time.monotonic() - t0
     peak = hwm_kib(p.pid)
@@ -110,7 +114,8 @@ def cmd_recovery(a, build, work):
     peak = hwm_kib(p.pid)
     # every message back, each exactly once (amqpbench checks the sequence stamps)
     drained = amqpbench(build, port, "-S", "confirm", "--drain", "--tag", "depth", "-n",
-                        a.messages, "-s", a.size)
+                        a.messages, "-s", a.size, "--pids", p.pid,
+                        *(["--raw-consume"] if a.raw_consume else []))
     drain_peak = hwm_kib(p.pid)
     stop(p)
     print("store %s; recovered %s messages; sluiced logged %s ms; listening after %.2f s; "
@@ -126,6 +131,8 @@ def main():
     ap.add_argument("--size", type=int)
     ap.add_argument("--budget", default="256M")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--raw-consume", action="store_true",
+                    help="the consumer reads its socket itself (amqpbench --raw-consume)")
     a = ap.parse_args()
     if a.what == "rss":
         a.messages = a.messages or 10000000
