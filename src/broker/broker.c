@@ -32,6 +32,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "../core/clock.h"
@@ -107,6 +108,36 @@ uint64_t broker_mark(const broker *b)
 uint64_t broker_ticket_since(const broker *b, uint64_t mark)
 {
     return b->store ? persist_ticket_since(b->store, mark) : 0;
+}
+
+uint64_t broker_ticket_since_lazy(const broker *b, uint64_t mark)
+{
+    return b->store ? persist_ticket_since_lazy(b->store, mark) : 0;
+}
+
+/* Sync pacing: persist_kick left the open generation's sync for later (only pipelined
+ * confirms wait for it); the timerfd wakes the loop when it is due, and that turn's kick
+ * starts it. A timerfd rather than a loop timer: the loop's timers are in milliseconds,
+ * the pace in microseconds. */
+static void pace_arm(broker *b)
+{
+    uint64_t due = b->store ? persist_pace_due(b->store) : 0;
+    if (!due || b->pace_w.fd < 0 || (b->pace_armed_us && b->pace_armed_us <= due))
+        return;
+    struct itimerspec its = {.it_value = {(time_t)(due / 1000000u), (long)(due % 1000000u) * 1000}};
+    if (timerfd_settime(b->pace_w.fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        b->pace_armed_us = due;
+}
+
+static void on_pace_due(sl_loop *loop, sl_watch *w, int events)
+{
+    broker *b = w->data;
+    (void)loop;
+    (void)events;
+    uint64_t n;
+    while (read(w->fd, &n, sizeof n) < 0 && errno == EINTR)
+        ;
+    b->pace_armed_us = 0; /* before_sleep's kick now starts the sync */
 }
 
 void broker_wait_disk(conn *c)
@@ -699,7 +730,10 @@ broker *broker_new(sl_config *cfg)
     for (size_t i = 0; i < cfg->n_loopback_users; i++)
         acc_set_loopback_user(b->acc, cfg->loopback_users[i], 1);
     char err[512];
-    persist_options po = {.segment_size = cfg->segment_size, .acc = b->acc, .sync_thread = 1};
+    persist_options po = {.segment_size = cfg->segment_size,
+                          .acc = b->acc,
+                          .sync_thread = 1,
+                          .sync_pace_us = cfg->sync_pace_us};
     b->store = persist_open(cfg->data_dir, b->node, &po, err, sizeof err);
     if (!b->store || broker_access_init(b) < 0) {
         if (!b->store)
@@ -723,6 +757,14 @@ broker *broker_new(sl_config *cfg)
     b->sync_w.data = b;
     if (b->sync_w.fd >= 0 && sl_loop_watch(b->loop, &b->sync_w, SL_EV_READ) < 0) {
         sl_error("cannot watch the sync thread: %s", strerror(errno));
+        goto fail;
+    }
+    b->pace_w.fd =
+        cfg->sync_pace_us ? timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
+    b->pace_w.fn = on_pace_due;
+    b->pace_w.data = b;
+    if (b->pace_w.fd >= 0 && sl_loop_watch(b->loop, &b->pace_w, SL_EV_READ) < 0) {
+        sl_error("cannot watch the sync pacing timer: %s", strerror(errno));
         goto fail;
     }
     link_options lo;
@@ -916,6 +958,7 @@ static void kick_or_die(broker *b, int force)
     }
     if (rc == 1) /* written on this thread already (a small batch with no sync) */
         release_waiters(b);
+    pace_arm(b);
 }
 
 void broker_sync(broker *b)
@@ -1009,6 +1052,11 @@ void broker_free(broker *b)
     sl_timer_stop(b->loop, &b->tick_timer);
     sl_timer_stop(b->loop, &b->tidy_timer);
     sl_loop_unwatch(b->loop, &b->sync_w);
+    if (b->pace_w.fn && b->pace_w.fd >= 0) {
+        sl_loop_unwatch(b->loop, &b->pace_w);
+        close(b->pace_w.fd);
+        b->pace_w.fd = -1;
+    }
     /* Links hand their in-flight messages back (they stay in the store as they are). */
     link_mgr_free(b->links);
     sl_tls_ctx_free(b->link_tls_ctx); /* after the links' streams */

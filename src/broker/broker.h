@@ -107,6 +107,8 @@ struct broker {
     uint64_t link_accepted, link_duplicates; /* messages received over links */
     /* Replies that wait for the disk (see "Waiting for the disk" in broker.c). */
     sl_watch sync_w;              /* the sync thread's completion eventfd */
+    sl_watch pace_w;              /* a timerfd: a paced sync is due (persist_pace_due) */
+    uint64_t pace_armed_us;       /* when pace_w fires (sl_now_us clock), 0: disarmed */
     conn *waiting;                /* connections with held output or pending confirms */
     struct disk_waiter *dwaiters; /* broker_after_sync callbacks, a ring in ticket order */
     uint64_t wmark_seen;          /* persist_wmark() at the last delivery (broker_hold_delivery) */
@@ -246,6 +248,9 @@ struct channel {
     uint32_t prefetch_global; /* channel-wide limit (global=true), 0 = none */
     /* publisher confirms */
     uint8_t confirm;
+    uint8_t pipelines;      /* it published before an earlier confirm was sent: its confirms'
+                               syncs may be paced (persist_ticket_since_lazy) */
+    uint8_t pipe_quiet;     /* publishes since, in a row, that found every confirm sent */
     uint64_t pub_seq;       /* sequence number of the last publish */
     uint64_t confirm_done;  /* everything <= this has been acked or nacked */
     uint64_t confirm_ready; /* ack everything <= this at flush */
@@ -311,6 +316,9 @@ uint64_t broker_ticket(const broker *b);
 uint64_t broker_durable(const broker *b);
 uint64_t broker_mark(const broker *b);
 uint64_t broker_ticket_since(const broker *b, uint64_t mark);
+/* The same for a pipelined confirm: a sync only such tickets wait for may be paced
+ * (`sync_pace_us`, persist_ticket_since_lazy). */
+uint64_t broker_ticket_since_lazy(const broker *b, uint64_t mark);
 /* A delivery (basic.deliver, get-ok) is about to be written to c: if handing it out appended
  * a delivery mark (or a no-ack removal) since the last delivery, the output from here on
  * waits until that mark is written to the file (persist.h: write tickets). */

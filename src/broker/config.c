@@ -78,6 +78,7 @@ void sl_config_defaults(sl_config *c)
     c->disk_reserve = 16u << 20;
     c->memory_budget = 1024ull * 1024 * 1024;
     c->segment_size = 64u << 20;
+    c->sync_pace_us = 1000;
     c->handle_idle_timeout_s = 600;
     c->handle_limit = 1000;
     c->handle_remote_timeout_ms = 5000;
@@ -334,6 +335,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT64_MAX, &n))
             return "memory_high_watermark must be a size in bytes (k, M, G suffixes)";
         c->memory_high_watermark = n;
+    } else if (!strcmp(key, "sync_pace_us")) {
+        if (parse_u64(value, 1000000, &n))
+            return "sync_pace_us must be a number of microseconds from 0 to 1000000";
+        c->sync_pace_us = (uint32_t)n;
     } else if (!strcmp(key, "segment_size")) {
         if (parse_u64(value, 1ull << 30, &n) || n < 4096)
             return "segment_size must be a size from 4k to 1G";
@@ -601,6 +606,7 @@ void sl_config_usage(void)
            "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level,\n"
            "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
            "memory_budget, disk_free_limit, disk_reserve, segment_size (bytes, k/M/G suffixes),\n"
+           "sync_pace_us, "
            "handshake_timeout (ms), connection_max, mgmt_connection_max, loop_cpu_stats,\n"
            "tidy_interval (s), tidy_after_written, user.NAME = PASSWORD, user.NAME.tags = "
            "administrator,\n"

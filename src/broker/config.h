@@ -46,6 +46,7 @@ typedef struct sl_config {
     uint64_t disk_free_limit;     /* free bytes under data_dir below which publishers block */
     uint64_t disk_reserve;        /* DATA/space-reserve kept for a full disk (0 = none) */
     uint64_t segment_size;        /* message store segment size (TIDY frees whole segments) */
+    uint32_t sync_pace_us;        /* least time between syncs only pipelined confirms wait for */
     uint64_t memory_budget;       /* bytes of messages kept in memory (bodies, properties and
                                    * bookkeeping); beyond it they are paged to the store (0 = never
                                    * page) */

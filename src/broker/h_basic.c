@@ -206,6 +206,10 @@ static void send_return(channel *ch, const qm_message *msg)
     write_content(ch->c, ch->id, msg);
 }
 
+/* Publishes in a row that found every earlier confirm sent, after which a channel that
+ * pipelined is taken to wait for each confirm again (its syncs are no longer paced). */
+#define PIPE_QUIET 16
+
 void basic_publish_complete(channel *ch)
 {
     qm_message *msg = ch->pub_msg;
@@ -250,8 +254,21 @@ void basic_publish_complete(channel *ch)
     if (n == 0 && mandatory)
         send_return(ch, msg);
     qm_message_unref(msg);
-    if (ch->confirm)
-        channel_confirm(ch, seq, ok, broker_ticket_since(ch->c->b, mark));
+    if (ch->confirm) {
+        /* A publisher that waits for each confirm never has an earlier one unsent when it
+         * publishes; one that pipelines does, and its syncs may be paced (broker.c). The mark
+         * lasts (a pipelining publisher's first message after its confirms caught up looks
+         * like a waiting one's) until PIPE_QUIET publishes in a row found nothing unsent. */
+        if (seq > 1 && ch->confirm_done < seq - 1) {
+            ch->pipelines = 1;
+            ch->pipe_quiet = 0;
+        } else if (ch->pipelines && ++ch->pipe_quiet >= PIPE_QUIET) {
+            ch->pipelines = 0;
+        }
+        channel_confirm(ch, seq, ok,
+                        ch->pipelines ? broker_ticket_since_lazy(ch->c->b, mark)
+                                      : broker_ticket_since(ch->c->b, mark));
+    }
 }
 
 static void get(channel *ch, const amqp_basic_get *g)

@@ -803,6 +803,29 @@ fail:
 /* The most a write-only batch may hold to be written on the loop thread (persist_kick). */
 #define INLINE_WRITE_MAX (64u * 1024)
 
+/* A paced sync covers at most this much: beyond it the sync starts at once. */
+#define PACE_MAX_PENDING (1u << 20)
+
+/* 1 when the sync the open generation needs should wait (until p->pace_due_us): only
+ * pipelined confirms wait for it (no ticket of any other kind was taken for it), the last
+ * sync started less than sync_pace_us ago, and nothing else asks for the disk now
+ * (definitions, TIDY, a full disk, a large backlog). A publisher that waits for each confirm
+ * is never paced: its channel does not pipeline, so its tickets are eager. The forced sync
+ * (acks and delivery marks, about once a second) is paced like the rest: it only makes the
+ * generation sync records that did not need it, and it waits at most sync_pace_us. */
+static int sync_paced(persist *p)
+{
+    p->pace_due_us = 0;
+    if (!p->opt.sync_pace_us || !p->need_sync || p->meta_dirty || p->tidy || stalled(p) ||
+        p->eager_gen >= p->gen_need || st_log_pending(p->msgs) >= PACE_MAX_PENDING)
+        return 0;
+    uint64_t due = p->last_sync_us + p->opt.sync_pace_us;
+    if (sl_now_us() >= due)
+        return 0;
+    p->pace_due_us = due;
+    return 1;
+}
+
 int persist_kick(persist *p, int force, char *err, size_t errlen)
 {
     if (force)
@@ -811,7 +834,18 @@ int persist_kick(persist *p, int force, char *err, size_t errlen)
         return persist_commit_ex(p, 0, err, errlen);
     if (p->gen_flight)
         return 0; /* the next batch takes what accumulates meanwhile (group commit) */
-    int r = begin_generation(p, p->force_pending);
+    int r;
+    if (sync_paced(p)) {
+        /* The writes go now (delivery marks wait for them), the sync later: the generation
+         * still needs the disk, so a later kick syncs it. */
+        p->need_sync = 0;
+        r = begin_generation(p, 0); /* force_pending stays for the paced sync */
+        p->need_sync = 1;
+    } else {
+        r = begin_generation(p, p->force_pending);
+        if (r > 0 && p->fl_sync)
+            p->last_sync_us = sl_now_us();
+    }
     if (r < 0) {
         fail_msg(p, err, errlen);
         return -1;
@@ -861,8 +895,10 @@ int persist_sync_busy(const persist *p)
     return p->gen_flight != 0;
 }
 
-uint64_t persist_ticket(const persist *p)
+uint64_t persist_ticket(persist *p)
 {
+    if (p->gen_need > p->eager_gen)
+        p->eager_gen = p->gen_need;
     return p->gen_need;
 }
 
@@ -871,9 +907,19 @@ uint64_t persist_mark(const persist *p)
     return p->sync_records;
 }
 
-uint64_t persist_ticket_since(const persist *p, uint64_t mark)
+uint64_t persist_ticket_since(persist *p, uint64_t mark)
+{
+    return p->sync_records != mark ? persist_ticket(p) : 0;
+}
+
+uint64_t persist_ticket_since_lazy(const persist *p, uint64_t mark)
 {
     return p->sync_records != mark ? p->gen_need : 0;
+}
+
+uint64_t persist_pace_due(const persist *p)
+{
+    return p->pace_due_us;
 }
 
 uint64_t persist_durable(const persist *p)

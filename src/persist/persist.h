@@ -47,6 +47,11 @@ typedef struct persist_options {
     int sync_thread; /* run batches on a sync thread (the broker); 0: persist_kick commits
                         inline (tests, tools) */
     int no_compact;  /* TIDY deletes what is dead but never copies live records (tests) */
+    /* Sync pacing (with the sync thread): the least time, in microseconds, from the start of
+     * one sync to the start of the next when only pipelined confirms wait for it
+     * (persist_ticket_since_lazy); the turn's writes still go at once, only the fdatasync
+     * waits, so that it covers more. 0: every sync starts as soon as the last one ends. */
+    uint32_t sync_pace_us;
 } persist_options;
 
 /* Open data_dir/meta and data_dir/msgs, recover every durable definition and message into
@@ -86,9 +91,17 @@ int persist_sync_busy(const persist *p);
  * appended so far may go out (0 = nothing pending ever); released once persist_durable() >=
  * it. persist_mark / persist_ticket_since narrow it to what one operation appended: the
  * ticket when it appended a record that needs the disk, else 0. */
-uint64_t persist_ticket(const persist *p);
+uint64_t persist_ticket(persist *p);
 uint64_t persist_mark(const persist *p);
-uint64_t persist_ticket_since(const persist *p, uint64_t mark);
+uint64_t persist_ticket_since(persist *p, uint64_t mark);
+/* The same ticket for a waiter that is not holding anyone up: a confirm on a channel whose
+ * publisher has sent more before earlier confirms came back (it pipelines). A sync that only
+ * such waiters wait for may be paced (persist_options.sync_pace_us); any other ticket taken
+ * for the generation makes its sync start as soon as it can. */
+uint64_t persist_ticket_since_lazy(const persist *p, uint64_t mark);
+/* When a paced sync is due (sl_now_us() clock), or 0 when none waits: the caller kicks again
+ * then. */
+uint64_t persist_pace_due(const persist *p);
 uint64_t persist_durable(const persist *p);
 /* Write tickets: delivery marks and no-ack removals must be written to the file (not synced)
  * before their delivery reaches a socket. persist_wmark counts such records; the ticket is

@@ -32,7 +32,12 @@ struct persist {
     int need_write;          /* gen_open holds a delivery mark: it must be written (not synced)
                                 before the delivery can reach a socket */
     int meta_dirty;
-    int force_pending;               /* the next batch also syncs records that did not need it */
+    int force_pending; /* the next batch also syncs records that did not need it */
+    /* Sync pacing (persist_kick): the newest generation a waiter other than a pipelined
+     * confirm took a ticket for, when the last sync was handed to the sync thread, and when
+     * the paced one is due (0: none waits). */
+    uint64_t eager_gen;
+    uint64_t last_sync_us, pace_due_us;
     struct st_syncer *syncer;        /* the sync thread; NULL: every commit is done inline */
     st_log_batch *fl_meta, *fl_msgs; /* the batches in flight (either may be NULL) */
     int fl_sync;

@@ -283,3 +283,61 @@ def test_delivery_mark_is_written_before_the_delivery_even_while_a_sync_runs(bro
             break
         back.append((m.body, m.redelivered))
     assert back[:2] == [(b"m1", True), (b"m2", True)], back
+
+
+PACE_S = 0.8  # sync_pace_us for the pacing tests: far above any sync here
+
+
+def test_sync_pacing_never_holds_a_publisher_that_waits_for_each_confirm(broker_factory):
+    """A channel that publishes only after its last confirm came back never pipelines: every
+    sync it waits for starts at once, whatever sync_pace_us is."""
+    b = broker_factory(config={"sync_pace_us": int(PACE_S * 1e6)})
+    dq = uname("durable")
+    r = raw_channel(b)
+    r.rpc(1, "queue.declare", queue=dq, durable=True, timeout=10)
+    r.rpc(1, "confirm.select")
+    t0 = time.monotonic()
+    for tag in range(1, 6):
+        r.publish(1, "", dq, b"m%d" % tag, properties=PERSISTENT)
+        ack = r.expect("basic.ack", timeout=10)
+        assert ack.delivery_tag == tag
+    # paced, the last four would each have waited for most of PACE_S
+    assert time.monotonic() - t0 < 2 * PACE_S
+
+
+def test_sync_pacing_spaces_the_syncs_of_a_pipelining_publisher(broker_factory):
+    """Once a channel has published before an earlier confirm was sent, a sync only its
+    confirms wait for starts no sooner than sync_pace_us after the previous one; another
+    waiter (a waiting publisher on another channel) starts it at once."""
+    b = broker_factory(config={"sync_pace_us": int(PACE_S * 1e6)})
+    dq = uname("durable")
+    r = raw_channel(b)
+    r.open_channel(2)
+    r.rpc(1, "queue.declare", queue=dq, durable=True, timeout=10)
+    r.rpc(1, "confirm.select")
+    r.rpc(2, "confirm.select")
+    r.publish(1, "", dq, b"one", properties=PERSISTENT)
+    r.publish(1, "", dq, b"two", properties=PERSISTENT)  # before one's confirm: it pipelines
+    got = 0
+    while got < 2:
+        m = r.expect("basic.ack", channel=1, timeout=10)
+        got = m.delivery_tag
+    t0 = time.monotonic()
+    r.publish(1, "", dq, b"three", properties=PERSISTENT)
+    ack = r.expect("basic.ack", channel=1, timeout=10)
+    assert ack.delivery_tag == 3
+    waited = time.monotonic() - t0
+    assert waited >= PACE_S / 2, "the sync for a pipelined confirm was not paced (%.3f s)" % waited
+
+    # Paced again; a publisher that waits for its confirm (channel 2) starts the sync now,
+    # and channel 1's confirm rides along with it.
+    r.publish(1, "", dq, b"four", properties=PERSISTENT)
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    r.publish(2, "", dq, b"eager", properties=PERSISTENT)
+    acks = {}
+    while len(acks) < 2:
+        m = r.expect("basic.ack", timeout=10)
+        acks[m.channel] = m.delivery_tag
+    assert acks == {1: 4, 2: 1}, acks
+    assert time.monotonic() - t0 < PACE_S / 2

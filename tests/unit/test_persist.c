@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 
 #include "amqp/method.h"
 #include "amqp/table.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "persist/persist.h"
 #include "persist/persist_internal.h"
@@ -2198,6 +2200,99 @@ START_TEST(paged_entries_keep_moves_redeliveries_and_segments)
 }
 END_TEST
 
+/* Wait (at most 5 s) for the batch on the sync thread and apply it. */
+static void sync_wait_done(void)
+{
+    for (int i = 0; i < 500 && persist_sync_busy(P); i++) {
+        struct pollfd pfd = {.fd = persist_sync_fd(P), .events = POLLIN};
+        poll(&pfd, 1, 10);
+        ck_assert_int_ge(persist_sync_done(P, err, sizeof err), 0);
+    }
+    ck_assert_msg(!persist_sync_busy(P), "the sync thread did not finish its batch");
+}
+
+/* Sync pacing: a sync only pipelined confirms (lazy tickets) wait for starts no sooner than
+ * sync_pace_us after the last one; any other ticket, a forced kick or the pace running out
+ * starts it at once; with sync_pace_us = 0 nothing waits. */
+START_TEST(sync_pacing_waits_only_for_lazy_tickets)
+{
+    OPT = (persist_options){.no_sync = 1, .sync_thread = 1, .sync_pace_us = 300000};
+    open_store();
+    qm_queue *q = declare("paced");
+    put(q, "first");
+    uint64_t t = persist_ticket(P);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    sync_wait_done();
+    ck_assert_uint_ge(persist_durable(P), t); /* the first sync is never paced */
+
+    /* only a lazy ticket: the sync waits, the due time is the last start + the pace */
+    uint64_t mark = persist_mark(P);
+    put(q, "lazy");
+    uint64_t lazy = persist_ticket_since_lazy(P, mark);
+    ck_assert_uint_gt(lazy, persist_durable(P));
+    uint64_t before = sl_now_us();
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    ck_assert_int_eq(persist_sync_busy(P), 0);
+    ck_assert_uint_gt(persist_pace_due(P), before);
+    ck_assert_uint_lt(persist_durable(P), lazy);
+
+    /* an eager ticket for the same generation: the sync starts now */
+    ck_assert_uint_eq(persist_ticket(P), lazy);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    ck_assert_uint_eq(persist_pace_due(P), 0);
+    sync_wait_done();
+    ck_assert_uint_ge(persist_durable(P), lazy);
+
+    /* lazy again: paced until due, then the kick after it syncs */
+    mark = persist_mark(P);
+    put(q, "lazy2");
+    lazy = persist_ticket_since_lazy(P, mark);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    uint64_t due = persist_pace_due(P);
+    ck_assert_uint_gt(due, 0);
+    ck_assert_uint_lt(persist_durable(P), lazy);
+    while (sl_now_us() < due)
+        usleep(10000);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    sync_wait_done();
+    ck_assert_uint_ge(persist_durable(P), lazy);
+
+    /* lazy, then a forced kick (the once-a-second sync): paced all the same */
+    mark = persist_mark(P);
+    put(q, "lazy3");
+    lazy = persist_ticket_since_lazy(P, mark);
+    ck_assert_int_eq(persist_kick(P, 1, err, sizeof err), 0);
+    due = persist_pace_due(P);
+    ck_assert_uint_gt(due, 0);
+    ck_assert_int_eq(persist_sync_busy(P), 0);
+    while (sl_now_us() < due)
+        usleep(10000);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    sync_wait_done();
+    ck_assert_uint_ge(persist_durable(P), lazy);
+    restart();
+    ck_assert_uint_eq(qm_queue_message_count(find("paced")), 4);
+    close_store();
+
+    /* sync_pace_us = 0: a lazy ticket's sync starts at once */
+    OPT = (persist_options){.no_sync = 1, .sync_thread = 1};
+    open_store();
+    q = find("paced");
+    put(q, "x");
+    persist_ticket(P);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    sync_wait_done();
+    mark = persist_mark(P);
+    put(q, "y");
+    lazy = persist_ticket_since_lazy(P, mark);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    ck_assert_uint_eq(persist_pace_due(P), 0);
+    sync_wait_done();
+    ck_assert_uint_ge(persist_durable(P), lazy);
+    close_store();
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
     Suite *s = suite_create("persist");
@@ -2236,6 +2331,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, recovery_reads_back_only_the_head);
     tcase_add_test(tc, priority_queue_pages_by_level);
     tcase_add_test(tc, paged_entries_keep_moves_redeliveries_and_segments);
+    tcase_add_test(tc, sync_pacing_waits_only_for_lazy_tickets);
     suite_add_tcase(s, tc);
     return s;
 }
