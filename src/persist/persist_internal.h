@@ -38,6 +38,7 @@ struct persist {
      * the paced one is due (0: none waits). */
     uint64_t eager_gen;
     uint64_t last_sync_us, pace_due_us;
+    uint64_t last_sync_bytes;        /* st_log_bytes_appended(msgs) when that sync started */
     struct st_syncer *syncer;        /* the sync thread; NULL: every commit is done inline */
     st_log_batch *fl_meta, *fl_msgs; /* the batches in flight (either may be NULL) */
     int fl_sync;

@@ -2211,6 +2211,25 @@ static void sync_wait_done(void)
     ck_assert_msg(!persist_sync_busy(P), "the sync thread did not finish its batch");
 }
 
+/* A message with a lazy ticket: the kick (forced or not) leaves its sync for later, and the
+ * kick once the pace has run out starts it. */
+static void paced_until_due(qm_queue *q, const char *body, int force)
+{
+    uint64_t mark = persist_mark(P);
+    put(q, body);
+    uint64_t lazy = persist_ticket_since_lazy(P, mark);
+    ck_assert_int_eq(persist_kick(P, force, err, sizeof err), 0);
+    uint64_t due = persist_pace_due(P);
+    ck_assert_uint_gt(due, 0);
+    ck_assert_int_eq(persist_sync_busy(P), 0);
+    ck_assert_uint_lt(persist_durable(P), lazy);
+    while (sl_now_us() < due)
+        usleep(10000);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    sync_wait_done();
+    ck_assert_uint_ge(persist_durable(P), lazy);
+}
+
 /* Sync pacing: a sync only pipelined confirms (lazy tickets) wait for starts no sooner than
  * sync_pace_us after the last one; any other ticket, a forced kick or the pace running out
  * starts it at once; with sync_pace_us = 0 nothing waits. */
@@ -2243,35 +2262,23 @@ START_TEST(sync_pacing_waits_only_for_lazy_tickets)
     sync_wait_done();
     ck_assert_uint_ge(persist_durable(P), lazy);
 
-    /* lazy again: paced until due, then the kick after it syncs */
-    mark = persist_mark(P);
-    put(q, "lazy2");
-    lazy = persist_ticket_since_lazy(P, mark);
-    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
-    uint64_t due = persist_pace_due(P);
-    ck_assert_uint_gt(due, 0);
-    ck_assert_uint_lt(persist_durable(P), lazy);
-    while (sl_now_us() < due)
-        usleep(10000);
-    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
-    sync_wait_done();
-    ck_assert_uint_ge(persist_durable(P), lazy);
+    /* lazy again: paced until due, then the kick after it syncs; and the same after a
+     * forced kick (the once-a-second sync), which is paced all the same */
+    paced_until_due(q, "lazy2", 0);
+    paced_until_due(q, "lazy3", 1);
 
-    /* lazy, then a forced kick (the once-a-second sync): paced all the same */
+    /* lazy, but 64 KiB or more since the last sync started: not paced */
+    static char big[70 * 1024];
+    memset(big, 'b', sizeof big - 1);
     mark = persist_mark(P);
-    put(q, "lazy3");
+    put(q, big);
     lazy = persist_ticket_since_lazy(P, mark);
-    ck_assert_int_eq(persist_kick(P, 1, err, sizeof err), 0);
-    due = persist_pace_due(P);
-    ck_assert_uint_gt(due, 0);
-    ck_assert_int_eq(persist_sync_busy(P), 0);
-    while (sl_now_us() < due)
-        usleep(10000);
     ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    ck_assert_uint_eq(persist_pace_due(P), 0);
     sync_wait_done();
     ck_assert_uint_ge(persist_durable(P), lazy);
     restart();
-    ck_assert_uint_eq(qm_queue_message_count(find("paced")), 4);
+    ck_assert_uint_eq(qm_queue_message_count(find("paced")), 5);
     close_store();
 
     /* sync_pace_us = 0: a lazy ticket's sync starts at once */
