@@ -844,7 +844,7 @@ int persist_kick(persist *p, int force, char *err, size_t errlen)
         /* The writes go now (delivery marks wait for them), the sync later: the generation
          * still needs the disk, so a later kick syncs it. */
         p->need_sync = 0;
-        r = begin_generation(p, 0); /* force_pending stays for the paced sync */
+        r = begin_generation(p, 0); /* a forced sync waits with it (force_pending stays) */
         p->need_sync = 1;
     } else {
         r = begin_generation(p, p->force_pending);
@@ -859,7 +859,8 @@ int persist_kick(persist *p, int force, char *err, size_t errlen)
     }
     if (r == 0)
         return 0;
-    p->force_pending = 0;
+    if (p->fl_sync) /* a paced batch only wrote: the force is still owed */
+        p->force_pending = 0;
     if (r == 2) { /* nothing to write after all: the generation ends at once */
         int rc = end_generation(p);
         if (rc < 0)

@@ -2230,6 +2230,18 @@ static void paced_until_due(qm_queue *q, const char *body, int force)
     ck_assert_uint_ge(persist_durable(P), lazy);
 }
 
+/* A message with a lazy ticket whose sync is not paced: the kick starts it at once. */
+static void synced_at_once(qm_queue *q, const char *body)
+{
+    uint64_t mark = persist_mark(P);
+    put(q, body);
+    uint64_t lazy = persist_ticket_since_lazy(P, mark);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    ck_assert_uint_eq(persist_pace_due(P), 0);
+    sync_wait_done();
+    ck_assert_uint_ge(persist_durable(P), lazy);
+}
+
 /* Sync pacing: a sync only pipelined confirms (lazy tickets) wait for starts no sooner than
  * sync_pace_us after the last one; any other ticket, a forced kick or the pace running out
  * starts it at once; with sync_pace_us = 0 nothing waits. */
@@ -2270,13 +2282,7 @@ START_TEST(sync_pacing_waits_only_for_lazy_tickets)
     /* lazy, but 64 KiB or more since the last sync started: not paced */
     static char big[70 * 1024];
     memset(big, 'b', sizeof big - 1);
-    mark = persist_mark(P);
-    put(q, big);
-    lazy = persist_ticket_since_lazy(P, mark);
-    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
-    ck_assert_uint_eq(persist_pace_due(P), 0);
-    sync_wait_done();
-    ck_assert_uint_ge(persist_durable(P), lazy);
+    synced_at_once(q, big);
     restart();
     ck_assert_uint_eq(qm_queue_message_count(find("paced")), 5);
     close_store();
@@ -2289,13 +2295,7 @@ START_TEST(sync_pacing_waits_only_for_lazy_tickets)
     persist_ticket(P);
     ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
     sync_wait_done();
-    mark = persist_mark(P);
-    put(q, "y");
-    lazy = persist_ticket_since_lazy(P, mark);
-    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
-    ck_assert_uint_eq(persist_pace_due(P), 0);
-    sync_wait_done();
-    ck_assert_uint_ge(persist_durable(P), lazy);
+    synced_at_once(q, "y");
     close_store();
 }
 END_TEST
