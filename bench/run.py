@@ -5,7 +5,9 @@ Starts sluiced and a private RabbitMQ (Debian's rabbitmq-server as its own node:
 ports, epmd, data, logs and config in a temp dir) on 127.0.0.1, runs every scenario of
 build/bench/amqpbench against both in alternation (A B A B ...) for --rounds rounds, measures the
 loopback ceiling and the latency floor (two loopback hops, no broker) with build/bench/tcpceil,
-alone and beside ps_bgfull's bulk persistent load on each broker (floor_beside_bulk), prints a table of medians with the ratio Sluice / RabbitMQ against the issue's targets, writes bench/results/<time>.md, latest.md and the
+alone and beside ps_bg's and ps_bgfull's bulk persistent loads on each broker
+(floor_beside_bulk), prints a table of medians with the ratio Sluice / RabbitMQ against the
+issue's targets, writes bench/results/<time>.md, latest.md and the
 raw samples as <time>.json, and stops both brokers. It stops only processes it started, by pid.
 
 Python 3 standard library only.
@@ -819,20 +821,26 @@ def run_tcpceil(binary, args):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def floor_beside_bulk(broker, amqpbench, tcpceil, rnd, smoke):
+# The loads the latency floor is measured beside: ps_bg's (the persistent publisher at
+# 10,000 msg/s) and ps_bgfull's (flat out), keyed by the latency scenario they belong to.
+FLOOR_LOADS = (("ps_bg", 10000), ("ps_bgfull", 0))
+
+
+def floor_beside_bulk(broker, amqpbench, tcpceil, rnd, smoke, load_sid, bg_rate):
     """The latency floor (tcpceil --mode relay, 5,000 msg/s, no broker on its path) measured
-    while ps_bgfull's bulk load runs on `broker`: its persistent 1 KiB publisher with confirms
-    flat out and the consumer that drains it, with a token 50 msg/s of transient pub/sub beside
-    (amqpbench needs a measured phase to keep the load running). On 2 shared cores that load
-    takes most of the CPU, and what is left for any wakeup bounds every broker's latency;
-    ps_bgfull's "p99 <= 1 ms" is judged beside this figure."""
+    while the bulk load of `load_sid` runs on `broker`: its persistent 1 KiB publisher with
+    confirms offering `bg_rate` msg/s (0: flat out) and the consumer that drains it, with a
+    token 50 msg/s of transient pub/sub beside (amqpbench needs a measured phase to keep the
+    load running). On 2 shared cores that load takes CPU and, above all, wakes threads across
+    the two vCPUs, and what is left for any wakeup bounds every broker's latency; the
+    latency rows of ps_bg and ps_bgfull are judged beside this figure."""
     secs = 3 if smoke else 10
     cmd = [str(amqpbench), "-H", HOST, "-p", str(broker.port), "-S", "pubsub", "-s", "16",
-           "-n", str(50 * secs), "-r", "50", "--bg-persistent", "0", "--bg-size", "1024",
-           "--tag", "b%d-floorbulk" % rnd]
+           "-n", str(50 * secs), "-r", "50", "--bg-persistent", str(bg_rate), "--bg-size",
+           "1024", "--tag", "b%d-floor-%s" % (rnd, load_sid)]
     load = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.5)  # the bulk publisher at full speed before the floor is sampled
+        time.sleep(1.5)  # the bulk publisher at its rate before the floor is sampled
         n = 5000 * (1 if smoke else secs - 4)
         c = run_tcpceil(tcpceil, ["--mode", "relay", "--msg-bytes", "16", "--rate", "5000",
                                   "--count", str(n)])
@@ -844,7 +852,7 @@ def floor_beside_bulk(broker, amqpbench, tcpceil, rnd, smoke):
     if load.returncode != 0:
         raise RuntimeError("amqpbench (bulk load beside the floor) exit %d: %s"
                            % (load.returncode, (err or "")[-2000:]))
-    c.update({"round": rnd, "beside": broker.name})
+    c.update({"round": rnd, "beside": broker.name, "load": load_sid})
     return c
 
 
@@ -968,8 +976,9 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
             note = "fresh broker [2]"
         if sid.startswith("manyq"):
             note = "fresh broker [7]"
-        if sid == "ps_bgfull" and metric.startswith("lat_"):
-            fl = [c[metric] for c in ceiling if c.get("beside") == "sluice" and metric in c]
+        if sid in ("ps_bg", "ps_bgfull") and metric.startswith("lat_"):
+            fl = [c[metric] for c in ceiling if c.get("beside") == "sluice"
+                  and c.get("load", "ps_bgfull") == sid and metric in c]
             if fl:
                 note = "no-broker floor beside this load on Sluice: %s (latency floor table)" % (
                     fmt(statistics.median(fl), "us"))
@@ -1089,26 +1098,32 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
                               fmt(got["rabbitmq"][1] and got["rabbitmq"][1] / 10, "us"))
             L.append("| %d msg/s | %.1f | %.1f | %.0f | %s | %s |" % (
                 rate, med["lat_p50_us"], med["lat_p99_us"], med["lat_p999_us"], sl, rb))
-        # The same floor while ps_bgfull's bulk load runs on each broker (floor_beside_bulk):
-        # the "p99 <= 1 ms" of that row cannot be met where the floor itself is above it.
-        p50b, _ = median_of(samples, "sluice", "ps_bgfull", "lat_p50_us")
-        p99b, _ = median_of(samples, "sluice", "ps_bgfull", "lat_p99_us")
-        r50b, _ = median_of(samples, "rabbitmq", "ps_bgfull", "lat_p50_us")
-        r99b, _ = median_of(samples, "rabbitmq", "ps_bgfull", "lat_p99_us")
-        for b in ("sluice", "rabbitmq"):
-            vals = [c for c in relay if c.get("beside") == b]
-            if not vals:
-                continue
-            med = {k: statistics.median(c[k] for c in vals)
-                   for k in ("lat_p50_us", "lat_p99_us", "lat_p999_us")}
-            if b == "sluice":
-                sl = "ps_bgfull %s / %s" % (fmt(p50b, "us"), fmt(p99b, "us"))
-                rb = "%s / %s" % (fmt(r50b and r50b / 10, "us"), fmt(r99b and r99b / 10, "us"))
-            else:
-                sl = rb = "(as above)"
-            L.append("| 5000 msg/s beside ps_bgfull's bulk load on %s | %.1f | %.1f | %.0f | "
-                     "%s | %s |" % ("Sluice" if b == "sluice" else "RabbitMQ", med["lat_p50_us"],
-                                    med["lat_p99_us"], med["lat_p999_us"], sl, rb))
+        # The same floor while ps_bg's or ps_bgfull's bulk load runs on each broker
+        # (floor_beside_bulk): a latency target of those rows cannot be met where the floor
+        # itself is above it. (Samples without "load" come from reports before ps_bg had one.)
+        for load_sid, _ in FLOOR_LOADS:
+            p50b, _ = median_of(samples, "sluice", load_sid, "lat_p50_us")
+            p99b, _ = median_of(samples, "sluice", load_sid, "lat_p99_us")
+            r50b, _ = median_of(samples, "rabbitmq", load_sid, "lat_p50_us")
+            r99b, _ = median_of(samples, "rabbitmq", load_sid, "lat_p99_us")
+            for b in ("sluice", "rabbitmq"):
+                vals = [c for c in relay if c.get("beside") == b
+                        and c.get("load", "ps_bgfull") == load_sid]
+                if not vals:
+                    continue
+                med = {k: statistics.median(c[k] for c in vals)
+                       for k in ("lat_p50_us", "lat_p99_us", "lat_p999_us")}
+                if b == "sluice":
+                    sl = "%s %s / %s" % (load_sid, fmt(p50b, "us"), fmt(p99b, "us"))
+                    rb = "%s / %s" % (fmt(r50b and r50b / 10, "us"),
+                                      fmt(r99b and r99b / 10, "us"))
+                else:
+                    sl = "%s on RabbitMQ: %s / %s" % (load_sid, fmt(r50b, "us"), fmt(r99b, "us"))
+                    rb = "(as above)"
+                L.append("| 5000 msg/s beside %s's bulk load on %s | %.1f | %.1f | %.0f | "
+                         "%s | %s |" % (load_sid, "Sluice" if b == "sluice" else "RabbitMQ",
+                                        med["lat_p50_us"], med["lat_p99_us"],
+                                        med["lat_p999_us"], sl, rb))
     L.append("")
     L.append("Broker CPU per message (utime+stime of the broker process(es) over the phase / "
              "messages) and the load generator's CPU (busy share of its threads; near 1.0 means "
@@ -1541,12 +1556,16 @@ def main():
                     ceiling.append(c)
                     log("  loopback relay at %d msg/s: p50 %.1f us, p99 %.1f us" % (
                         rate, c["lat_p50_us"], c["lat_p99_us"]))
-            if any(s[0] == "ps_bgfull" for s in scen):
+            for load_sid, bg_rate in FLOOR_LOADS:
+                if not any(s[0] == load_sid for s in scen):
+                    continue
                 for b in brokers:
-                    c = floor_beside_bulk(b, amqpbench, tcpceil, rnd, args.smoke)
+                    c = floor_beside_bulk(b, amqpbench, tcpceil, rnd, args.smoke, load_sid,
+                                          bg_rate)
                     ceiling.append(c)
-                    log("  loopback relay at 5000 msg/s beside ps_bgfull's bulk load on %s: "
-                        "p50 %.1f us, p99 %.1f us" % (b.label, c["lat_p50_us"], c["lat_p99_us"]))
+                    log("  loopback relay at 5000 msg/s beside %s's bulk load on %s: "
+                        "p50 %.1f us, p99 %.1f us" % (load_sid, b.label, c["lat_p50_us"],
+                                                      c["lat_p99_us"]))
         notes["fd"] = [b.fd_limit_note() + "." for b in brokers] + notes["fd"][-1:]
     finally:
         for b in brokers + pairs:
