@@ -210,6 +210,29 @@ static void send_return(channel *ch, const qm_message *msg)
  * pipelined is taken to wait for each confirm again (its syncs are no longer paced). */
 #define PIPE_QUIET 16
 
+/* How a pipelined publish waits for its sync. Lazily (the sync may be paced) unless it
+ * brings the channel's outstanding confirms back to the most it has ever had, for at least
+ * the second time: that is a publisher with a fixed window (or one that publishes a batch,
+ * then waits for its confirms) that has just filled it and now sends nothing until a confirm
+ * comes back, so a paced sync would only hold it still (a window of 100 x 16 B was held to
+ * 100 per sync_pace_us). A publisher held back by its own rate instead reaches its peak only
+ * when as much time as the longest gap between releases has gone by, so its syncs stay
+ * paced (ps_bg). */
+static int publish_waits_lazily(channel *ch, uint64_t seq)
+{
+    uint64_t outstanding = seq - ch->confirm_done;
+    if (outstanding > ch->pipe_peak) {
+        ch->pipe_peak = outstanding;
+        ch->pipe_peak_hits = 1;
+        return 1;
+    }
+    if (outstanding < ch->pipe_peak)
+        return 1;
+    if (ch->pipe_peak_hits < UINT8_MAX)
+        ch->pipe_peak_hits++;
+    return ch->pipe_peak_hits < 2;
+}
+
 void basic_publish_complete(channel *ch)
 {
     qm_message *msg = ch->pub_msg;
@@ -264,10 +287,13 @@ void basic_publish_complete(channel *ch)
             ch->pipe_quiet = 0;
         } else if (ch->pipelines && ++ch->pipe_quiet >= PIPE_QUIET) {
             ch->pipelines = 0;
+            ch->pipe_peak = 0;
+            ch->pipe_peak_hits = 0;
         }
         channel_confirm(ch, seq, ok,
-                        ch->pipelines ? broker_ticket_since_lazy(ch->c->b, mark)
-                                      : broker_ticket_since(ch->c->b, mark));
+                        ch->pipelines && publish_waits_lazily(ch, seq)
+                            ? broker_ticket_since_lazy(ch->c->b, mark)
+                            : broker_ticket_since(ch->c->b, mark));
     }
 }
 
