@@ -976,9 +976,9 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
             note = "fresh broker [2]"
         if sid.startswith("manyq"):
             note = "fresh broker [7]"
-        if sid in ("ps_bg", "ps_bgfull") and metric.startswith("lat_"):
+        if sid in dict(FLOOR_LOADS) and metric.startswith("lat_"):
             fl = [c[metric] for c in ceiling if c.get("beside") == "sluice"
-                  and c.get("load", "ps_bgfull") == sid and metric in c]
+                  and c.get("load") == sid and metric in c]
             if fl:
                 note = "no-broker floor beside this load on Sluice: %s (latency floor table)" % (
                     fmt(statistics.median(fl), "us"))
@@ -1100,7 +1100,7 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
                 rate, med["lat_p50_us"], med["lat_p99_us"], med["lat_p999_us"], sl, rb))
         # The same floor while ps_bg's or ps_bgfull's bulk load runs on each broker
         # (floor_beside_bulk): a latency target of those rows cannot be met where the floor
-        # itself is above it. (Samples without "load" come from reports before ps_bg had one.)
+        # itself is above it.
         for load_sid, _ in FLOOR_LOADS:
             p50b, _ = median_of(samples, "sluice", load_sid, "lat_p50_us")
             p99b, _ = median_of(samples, "sluice", load_sid, "lat_p99_us")
@@ -1108,7 +1108,7 @@ def build_report(samples, ceiling, env, notes, args, brokers, wall_s):
             r99b, _ = median_of(samples, "rabbitmq", load_sid, "lat_p99_us")
             for b in ("sluice", "rabbitmq"):
                 vals = [c for c in relay if c.get("beside") == b
-                        and c.get("load", "ps_bgfull") == load_sid]
+                        and c.get("load") == load_sid]
                 if not vals:
                     continue
                 med = {k: statistics.median(c[k] for c in vals)

@@ -251,7 +251,6 @@ struct channel {
     uint8_t pipelines;      /* it published before an earlier confirm was sent: its confirms'
                                syncs may be paced (persist_ticket_since_lazy) */
     uint8_t pipe_quiet;     /* publishes since, in a row, that found every confirm sent */
-    uint8_t pipe_peak_hits; /* publishes that brought the unconfirmed count to pipe_peak */
     uint64_t pipe_peak;     /* most confirms a pipelining publish found outstanding (with its
                                own): a publisher with a fixed window stops there each time */
     uint64_t pub_seq;       /* sequence number of the last publish */

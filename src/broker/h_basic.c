@@ -221,16 +221,11 @@ static void send_return(channel *ch, const qm_message *msg)
 static int publish_waits_lazily(channel *ch, uint64_t seq)
 {
     uint64_t outstanding = seq - ch->confirm_done;
-    if (outstanding > ch->pipe_peak) {
+    if (outstanding > ch->pipe_peak) { /* a new peak: the first time it is reached */
         ch->pipe_peak = outstanding;
-        ch->pipe_peak_hits = 1;
         return 1;
     }
-    if (outstanding < ch->pipe_peak)
-        return 1;
-    if (ch->pipe_peak_hits < UINT8_MAX)
-        ch->pipe_peak_hits++;
-    return ch->pipe_peak_hits < 2;
+    return outstanding < ch->pipe_peak;
 }
 
 void basic_publish_complete(channel *ch)
@@ -288,7 +283,6 @@ void basic_publish_complete(channel *ch)
         } else if (ch->pipelines && ++ch->pipe_quiet >= PIPE_QUIET) {
             ch->pipelines = 0;
             ch->pipe_peak = 0;
-            ch->pipe_peak_hits = 0;
         }
         channel_confirm(ch, seq, ok,
                         ch->pipelines && publish_waits_lazily(ch, seq)
