@@ -267,10 +267,16 @@ char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer_node, const 
         ctx_free(c);
         return reply(json_pack("{s:b}", "ok", 1));
     }
+    /* the link's user, at this moment: a permission deleted since the open refuses the purge
+     * here as it would a local handle's (the proxying node checks its own user too) */
+    char why[600];
+    if (access_db &&
+        (acc_check_vhost(access_db, user, c->vhost, why, sizeof why) != SL_OK ||
+         acc_check_receive(access_db, user, c->vhost, c->queue, why, sizeof why) != SL_OK))
+        return fail(SL_ERR_ACCESS_REFUSED, why);
     uint64_t purged = 0;
     sl_err e = qm_qdesc_purge(c->d, &purged);
     if (e == SL_ERR_QUEUE_DELETED) {
-        char why[600];
         snprintf(why, sizeof why,
                  "queue '%s' in vhost '%s' on node %s was deleted since it was opened (a queue "
                  "declared again under that name is another queue): nothing purged",

@@ -178,28 +178,49 @@ static int parse_share(json_t *v, int *out)
  * write, admin access (the outgoing queue's) the administrator tag; a handle belongs to the
  * user that opened it (ctxtab.c).
  */
-static sl_err handle_may(req *r, qm_queue *q, uint32_t access, char *err, size_t errlen)
+static sl_err handle_may_name(req *r, const char *vh, const char *queue, uint32_t access, char *err,
+                              size_t errlen)
 {
     acc_db *a = r->m->b->acc;
-    const char *vh = q->vhost->name;
+    if (!a)
+        return SL_OK;
     sl_err e = acc_check_vhost(a, r->user, vh, err, errlen);
     if (e != SL_OK)
         return SL_ERR_ACCESS_REFUSED;
     if ((access & (QM_ACCESS_RECEIVE | QM_ACCESS_PEEK)) &&
-        (e = acc_check_receive(a, r->user, vh, q->name, err, errlen)) != SL_OK)
+        (e = acc_check_receive(a, r->user, vh, queue, err, errlen)) != SL_OK)
         return e;
     if ((access & (QM_ACCESS_SEND | QM_ACCESS_MOVE)) &&
-        (e = acc_check(a, r->user, vh, ACC_QUEUE, q->name, strlen(q->name), ACC_WRITE, err,
-                       errlen)) != SL_OK)
+        (e = acc_check(a, r->user, vh, ACC_QUEUE, queue, strlen(queue), ACC_WRITE, err, errlen)) !=
+            SL_OK)
         return e;
     if ((access & QM_ACCESS_ADMIN) && !acc_is_admin(a, r->user)) {
         snprintf(err, errlen,
                  "admin access to '%s' refused for user '%s': administrator tag "
                  "required",
-                 q->name, r->user);
+                 queue, r->user);
         return SL_ERR_ACCESS_REFUSED;
     }
     return SL_OK;
+}
+
+static sl_err handle_may(req *r, qm_queue *q, uint32_t access, char *err, size_t errlen)
+{
+    return handle_may_name(r, q->vhost->name, q->name, access, err, errlen);
+}
+
+/* Every operation through an open handle but its close asks again, at that moment, on the
+ * canonical name the handle holds (for a remote proxy: the name the owner resolved, never the
+ * spelling the user wrote), so a permission deleted or narrowed since the open applies to the
+ * very next operation, local or remote alike (README "Who may do what"). Closing is never
+ * refused: it only gives up access. */
+static sl_err handle_recheck(req *r, handle *h, uint32_t access, char *err, size_t errlen)
+{
+    if (!h->vhost || !h->queue || !h->queue[0]) {
+        snprintf(err, errlen, "handle %s names no resolved queue yet", h->e.id);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    return handle_may_name(r, h->vhost, h->queue, access, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -310,13 +331,29 @@ static enum MHD_Result open_resumed(req *r)
             json_decref(reply);
         return rc;
     }
-    h->context = sl_xstrdup(c);
-    link_rpc_hold(r->m->b->links, h->host, h->port, +1); /* the owner's context lives with it */
+    /* The authoritative check: on the queue the owner resolved (its names are
+     * case-insensitive, "<vhost>/<queue>" may or may not name a vhost there), for this node's
+     * user; the check on the spelling as written (open_remote) only spared the owner a
+     * request. A refusal here gives the owner's context back at once. */
     json_t *jv = json_object_get(reply, "vhost"), *jq = json_object_get(reply, "queue");
     sl_free(h->vhost);
     sl_free(h->queue);
     h->vhost = sl_xstrdup(json_is_string(jv) ? json_string_value(jv) : "");
     h->queue = sl_xstrdup(json_is_string(jq) ? json_string_value(jq) : "");
+    char reason[700];
+    sl_err pe = handle_recheck(r, h, h->access, reason, sizeof reason);
+    if (pe != SL_OK) {
+        sl_info("management: remote handle of user '%s' on %s refused: the owner resolved it "
+                "to queue '%s' in vhost '%s' (%s)",
+                r->user, h->format_name, h->queue, h->vhost, reason);
+        forget_remote(r->m, h->host, h->port, c);
+        json_decref(reply);
+        ctx_remove(&r->m->handles, &h->e);
+        handle_close(r->m, &h->e);
+        return reply_hresult(r, pe, NULL, reason);
+    }
+    h->context = sl_xstrdup(c);
+    link_rpc_hold(r->m->b->links, h->host, h->port, +1); /* the owner's context lives with it */
     h->incarnation = (uint64_t)json_integer_value(json_object_get(reply, "incarnation"));
     h->e.last_used_ms = sl_now_ms();
     json_decref(reply);
@@ -543,15 +580,13 @@ static enum MHD_Result purge_remote(req *r, handle *h)
 
 static enum MHD_Result purge_handle(req *r, handle *h)
 {
+    char reason[600], acc[64];
+    sl_err e = handle_recheck(r, h, QM_ACCESS_RECEIVE, reason, sizeof reason);
+    if (e != SL_OK)
+        return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
     if (h->kind == HANDLE_REMOTE)
         return purge_remote(r, h);
-    char reason[600], acc[64];
     qm_queue *q = qm_qdesc_queue(h->d);
-    sl_err e = SL_OK;
-    if (q)
-        e = handle_may(r, q, QM_ACCESS_RECEIVE, reason, sizeof reason);
-    if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
     uint64_t n = 0;
     e = qm_qdesc_purge(h->d, &n);
     if (e == SL_ERR_QUEUE_DELETED) {
@@ -614,6 +649,9 @@ enum MHD_Result api_handles(req *r)
     if (r->nsegs == 4)
         return purge_handle(r, h);
     if (req_is(r, "GET")) {
+        if ((e = handle_recheck(r, h, h->d ? h->d->access : h->access, reason, sizeof reason)) !=
+            SL_OK)
+            return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
         json_t *j = handle_json(r->m, h);
         json_object_set_new(j, "hresult", json_string("0x00000000"));
         json_object_set_new(j, "hresult_name", json_string("MQ_OK"));

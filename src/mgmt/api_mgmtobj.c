@@ -370,10 +370,17 @@ static int owner_values(req *r, const char *host, int port, int n, json_t **v, e
         *rc = reply_remote_hresult(r, json_string_value(json_object_get(reply, "hresult")),
                                    json_string_value(json_object_get(reply, "hresult_name")),
                                    reason, NULL);
-    } else if (!json_is_array(vals) || json_array_size(vals) != (size_t)n) {
+    } else if (!json_is_array(vals) || json_array_size(vals) != (size_t)n ||
+               !json_is_string(json_object_get(reply, "vhost"))) {
         snprintf(reason, sizeof reason, "node %s:%d answered without the values asked for", host,
                  port);
         *rc = reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+    } else if (r->m->b->acc && acc_check_vhost(r->m->b->acc, r->user,
+                                               json_string_value(json_object_get(reply, "vhost")),
+                                               reason, sizeof reason) != SL_OK) {
+        /* this node's user, on the vhost the owner resolved, at every read: properties of a
+         * queue need a permission entry on its vhost (here, as there for the link's user) */
+        *rc = reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
     } else {
         for (int i = 0; i < n; i++) {
             json_t *x = json_object_get(json_array_get(vals, (size_t)i), "value");
@@ -529,7 +536,9 @@ static char *serve_peer(void *ctx, const char *peer, const char *user, const cha
                               json_pack("{s:I,s:s,s:o}", "id", (json_int_t)json_integer_value(p),
                                         "vt", vt, "value", value));
     }
-    return peer_reply(json_pack("{s:b,s:o}", "ok", 1, "values", vals));
+    /* the vhost and queue the owner resolved: the asking node checks its own user on them */
+    return peer_reply(json_pack("{s:b,s:o,s:s,s:s}", "ok", 1, "values", vals, "vhost",
+                                q->vhost->name, "queue", q->name));
 }
 
 /* ------------------------------------------------------------------------------------------
