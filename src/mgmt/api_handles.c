@@ -213,9 +213,14 @@ static sl_err handle_may(req *r, qm_queue *q, uint32_t access, char *err, size_t
  * canonical name the handle holds (for a remote proxy: the name the owner resolved, never the
  * spelling the user wrote), so a permission deleted or narrowed since the open applies to the
  * very next operation, local or remote alike (README "Who may do what"). Closing is never
- * refused: it only gives up access. */
+ * refused: it only gives up access. A remote proxy's own owner checks its link's user too
+ * (rpc_queue.c), so each side checks the user it knows. */
 static sl_err handle_recheck(req *r, handle *h, uint32_t access, char *err, size_t errlen)
 {
+    /* a local handle whose queue is gone reaches nothing (MQ_ERROR_QUEUE_DELETED tells so,
+     * even when the vhost went with it) */
+    if (h->kind == HANDLE_LOCAL && h->d && !qm_qdesc_queue(h->d))
+        return SL_OK;
     if (!h->vhost || !h->queue || !h->queue[0]) {
         snprintf(err, errlen, "handle %s names no resolved queue yet", h->e.id);
         return SL_ERR_ACCESS_REFUSED;

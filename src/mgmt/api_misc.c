@@ -49,7 +49,8 @@ static void add_queue(node_totals *t, qm_queue *q, int top)
         add_queue(t, v, 0);
 }
 
-void node_totals_get(mgmt *m, node_totals *t)
+/* Totals over the vhosts and connections viewer r may list; r NULL: the whole node. */
+static void totals(mgmt *m, req *r, node_totals *t)
 {
     memset(t, 0, sizeof *t);
     size_t vit = 0, kl;
@@ -57,18 +58,31 @@ void node_totals_get(mgmt *m, node_totals *t)
     void *v;
     while (sl_map_next(m->b->node->vhosts, &vit, &k, &kl, &v)) {
         qm_vhost *vh = v;
+        if (r && !req_vhost_listed(r, vh->name))
+            continue;
         t->exchanges += sl_map_count(vh->exchanges);
         size_t qit = 0;
         void *qv;
         while (sl_map_next(vh->queues, &qit, &k, &kl, &qv))
             add_queue(t, qv, 1);
     }
+    int monitor = !r || acc_is_monitor(m->b->acc, r->user);
     for (conn *c = m->b->conns; c; c = c->next) {
-        if (!mgmt_conn_listed(c))
+        if (!mgmt_conn_listed(c) || (!monitor && !(c->user && !strcmp(c->user, r->user))))
             continue;
         t->connections++;
         t->channels += c->n_channels;
     }
+}
+
+void node_totals_get(mgmt *m, node_totals *t)
+{
+    totals(m, NULL, t);
+}
+
+void node_totals_for(req *r, node_totals *t)
+{
+    totals(r->m, r, t);
 }
 
 enum MHD_Result api_overview(req *r)
@@ -77,7 +91,7 @@ enum MHD_Result api_overview(req *r)
         return reply_method_not_allowed(r);
     mgmt *m = r->m;
     node_totals t;
-    node_totals_get(m, &t);
+    node_totals_for(r, &t); /* RabbitMQ's overview: the user's vhosts only */
     json_t *o = json_object();
     json_object_set_new(o, "management_version", json_string(SLUICE_VERSION));
     json_object_set_new(o, "rabbitmq_version", json_string(SLUICE_VERSION));
@@ -424,7 +438,10 @@ enum MHD_Result api_consumers(req *r)
         return reply_method_not_allowed(r);
     if (r->nsegs > 2)
         return reply_not_found(r);
-    /* /api/consumers/{vhost}: the consumers on that vhost's queues */
+    /* /api/consumers/{vhost}: the consumers on that vhost's queues, of a vhost the user may
+     * list (as /api/queues/{vhost}) */
+    if (r->nsegs == 2 && (!req_vhost(r, r->segs[1]) || !req_vhost_access(r, r->segs[1])))
+        return MHD_YES;
     pager_scope s = {.vhost = r->nsegs == 2 ? r->segs[1] : NULL};
     return pager_list_scoped(r, PAGER_CONSUMERS, &s);
 }

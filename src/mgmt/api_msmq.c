@@ -276,13 +276,17 @@ static int queue_active(const qm_queue *q)
 }
 
 /* ACTIVEQUEUES (active queues and subqueues, by format name) and PRIVATEQ (every private
- * queue, by path name). */
-static void all_queues(mgmt *m, json_t *active, json_t *privateq)
+ * queue, by path name), of the vhosts r's user may list: the machine's properties are a
+ * listing like any other (README "Users, vhosts and permissions"). */
+static void all_queues(req *r, json_t *active, json_t *privateq)
 {
+    mgmt *m = r->m;
     char buf[800];
     size_t nv;
     void **vhs = map_sorted(m->b->node->vhosts, &nv);
     for (size_t i = 0; i < nv; i++) {
+        if (!req_vhost_listed(r, ((qm_vhost *)vhs[i])->name))
+            continue;
         size_t nq;
         void **qs = map_sorted(((qm_vhost *)vhs[i])->queues, &nq);
         for (size_t j = 0; j < nq; j++) {
@@ -310,8 +314,9 @@ static void all_queues(mgmt *m, json_t *active, json_t *privateq)
     sl_free(vhs);
 }
 
-static json_t *machine_value(mgmt *m, int id, const char **vt)
+static json_t *machine_value(req *r, int id, const char **vt)
 {
+    mgmt *m = r->m;
     node_totals t;
     json_t *a, *p;
     switch (id) {
@@ -319,7 +324,7 @@ static json_t *machine_value(mgmt *m, int id, const char **vt)
     case 2:
         a = json_array();
         p = json_array();
-        all_queues(m, a, p);
+        all_queues(r, a, p);
         if (id == 1) {
             json_decref(p);
             return a;
@@ -330,8 +335,8 @@ static json_t *machine_value(mgmt *m, int id, const char **vt)
         return json_string(m->b->node->online ? "CONNECTED" : "DISCONNECTED");
     case 5:
         return json_string(SLUICE_PRODUCT " " SLUICE_VERSION " (Linux)");
-    case 6:
-        node_totals_get(m, &t);
+    case 6: /* BYTES_IN_ALL_QUEUES: of the queues PRIVATEQ lists */
+        node_totals_for(r, &t);
         return json_integer((json_int_t)t.bytes);
     default: /* DSSERVER: not directory-integrated */
         *vt = "VT_NULL";
@@ -505,7 +510,7 @@ static enum MHD_Result info(req *r)
     json_t *list = json_array(), *values = json_object();
     for (size_t i = 0; i < n; i++) {
         const char *vt = props[i]->vt;
-        json_t *v = kind == OBJ_MACHINE ? machine_value(r->m, props[i]->id, &vt)
+        json_t *v = kind == OBJ_MACHINE ? machine_value(r, props[i]->id, &vt)
                                         : queue_value(r->m, q, props[i]->id, &vt);
         char full[80];
         snprintf(full, sizeof full, "PROPID_MGMT_%s_%s", kind == OBJ_MACHINE ? "MSMQ" : "QUEUE",

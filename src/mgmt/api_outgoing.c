@@ -137,13 +137,17 @@ enum MHD_Result api_outgoing(req *r)
         return reply_method_not_allowed(r);
     link_mgr *lm = r->m->b->links;
     const char *vh = req_query(r, "vhost");
+    /* a listing: the vhosts the user may list; naming another one is refused, as
+     * /api/queues/{vhost} is */
+    if (vh && !req_vhost_access(r, vh))
+        return MHD_YES;
     size_t n = lm ? link_mgr_outgoing(lm, NULL, 0) : 0;
     qm_queue **qs = sl_xmalloc((n ? n : 1) * sizeof *qs);
     if (lm)
         link_mgr_outgoing(lm, qs, n);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        if (!vh || !strcmp(vh, qs[i]->vhost->name))
+        if ((!vh || !strcmp(vh, qs[i]->vhost->name)) && req_vhost_listed(r, qs[i]->vhost->name))
             json_array_append_new(arr, outgoing_json(r->m, qs[i]));
     sl_free(qs);
     return reply_json(r, 200, arr);

@@ -2,7 +2,10 @@
  *
  *   /metrics             node-wide gauges and counters; no auth, like rabbitmq_prometheus's
  *                        aggregated endpoint (no object names leak from it)
- *   /metrics/per-object  the same plus one series per queue (labels vhost, queue); needs auth
+ *   /metrics/per-object  the same plus one series per queue (labels vhost, queue); needs auth,
+ *                        and shows the queues of the vhosts the user may list (administrators
+ *                        every vhost, others those they have a permission entry on); the
+ *                        node-wide lines are /metrics's, public and nameless
  *
  * Counters summed over queues drop when a queue is deleted (its history goes with it).
  */
@@ -189,6 +192,8 @@ enum MHD_Result serve_metrics(req *r)
             out(&b, "# HELP %s %s\n# TYPE %s %s\n", per_queue[i].name, per_queue[i].help,
                 per_queue[i].name, per_queue[i].type);
             for (size_t v = 0; v < nv; v++) {
+                if (!req_vhost_listed(r, ((qm_vhost *)vhs[v])->name))
+                    continue;
                 size_t nq;
                 void **qs = map_sorted(((qm_vhost *)vhs[v])->queues, &nq);
                 for (size_t k = 0; k < nq; k++)

@@ -403,6 +403,10 @@ typedef struct node_totals {
     uint64_t published, delivered, acked, redelivered, purged, expired, dead_lettered;
 } node_totals;
 void node_totals_get(mgmt *m, node_totals *t);
+/* The same, as viewer r may see them (README "Users, vhosts and permissions"): the vhosts
+ * it may list (administrators every one, others those they have a permission entry on), the
+ * connections it may list (its own; monitoring and administrator users every one). */
+void node_totals_for(req *r, node_totals *t);
 
 /* The values of a map ordered by key (names), for stable listings; caller frees. */
 void **map_sorted(const sl_map *m, size_t *n);

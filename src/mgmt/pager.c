@@ -346,6 +346,7 @@ typedef struct pager {
     int s_dest_q, s_empty;
     char *user; /* filter_user: monitors see every connection, others their own */
     int monitor;
+    int admin;       /* consumers are on queues: of the vhosts the user may list (admins: all) */
     uint64_t w_conn; /* connections are newest first: the id being walked */
     size_t w_ch;     /* its next channel slot */
     char *w_ctag;    /* consumers: that channel is partly walked, up to w_cons (its tag) */
@@ -803,6 +804,11 @@ static int conn_in_scope(pager *p, conn *c)
         return 0;
     if (p->cur.only && !(c->vhost && !strcmp(c->vhost->name, p->cur.only)))
         return 0;
+    /* a connection's consumers are on its vhost's queues: a listing of queues' figures, so
+     * only of the vhosts the user may list (monitoring users see connections, not queues) */
+    if (p->cur.kind == PAGER_CONSUMERS && !p->admin &&
+        !(c->vhost && acc_vhost_visible(p->m->b->acc, p->user, c->vhost->name)))
+        return 0;
     return !p->s_conn || !strcmp(c->name, p->s_conn);
 }
 
@@ -1236,6 +1242,7 @@ enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s)
     p->s_empty = s->empty;
     p->user = sl_xstrdup(r->user ? r->user : "");
     p->monitor = acc_is_monitor(r->m->b->acc, r->user);
+    p->admin = r->is_admin;
     p->w_conn = UINT64_MAX;
     /* most lists are walked within the first slice, and answered at once (what is left of
      * the turn's slice: a list asked for when it is spent starts as a job, next turn) */
