@@ -204,6 +204,23 @@ static char *op_open(qm_node *n, uint64_t boot_id, const char *peer, const char 
                            (json_int_t)q->incarnation));
 }
 
+/* RemoteQMOpenQueue's first half: the queue a name resolves to here, as op_open would
+ * resolve it (case-insensitively, "<vhost>/<queue>"), so the asking node checks its own user
+ * on the queue's real name before anything is opened. Names only, for a link user that may
+ * read the queue (as op_open). */
+static char *op_resolve(qm_node *n, const char *user, json_t *req)
+{
+    char why[600];
+    qm_queue *q = find_queue(n, req, why, sizeof why);
+    if (!q)
+        return fail(SL_ERR_QUEUE_NOT_FOUND, why);
+    if (access_db &&
+        (acc_check_vhost(access_db, user, q->vhost->name, why, sizeof why) != SL_OK ||
+         acc_check_receive(access_db, user, q->vhost->name, q->name, why, sizeof why) != SL_OK))
+        return fail(SL_ERR_ACCESS_REFUSED, why);
+    return reply(json_pack("{s:b,s:s,s:s}", "ok", 1, "vhost", q->vhost->name, "queue", q->name));
+}
+
 /* The context a request names, for peer; NULL with the failure reply in *out. */
 static rctx *lookup(uint64_t boot_id, const char *peer, json_t *req, char **out)
 {
@@ -245,6 +262,10 @@ char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer_node, const 
                         "the management API is off on this node: no management properties");
         return mgmt_fn(mgmt_ctx, peer, user, op, req);
     }
+    if (!strcmp(op, "queue.resolve"))
+        return json_is_object(req)
+                   ? op_resolve(n, user, req)
+                   : fail(SL_ERR_INVALID_PARAMETER, "the request is not a JSON object");
     int is_open = !strcmp(op, "queue.open"), is_purge = !strcmp(op, "queue.purge"),
         is_close = !strcmp(op, "queue.close");
     if (!is_open && !is_purge && !is_close)

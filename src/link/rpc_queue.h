@@ -2,6 +2,9 @@
  * request / response channel of a node-to-node link (link.h, "Request / response").
  *
  * MS-MQQP's qm2qm methods as JSON operations:
+ *   "queue.resolve" {"vhost"?, "queue"} -> {"ok": true, "vhost", "queue"}: the queue the
+ *                 name resolves to (as queue.open resolves it), so the asking node checks its
+ *                 own user on the real name before it opens anything
  *   "queue.open"  {"vhost"?, "queue", "access"?, "share"?}   RemoteQMOpenQueue
  *                 -> {"ok": true, "context": "<boot hex16>:<id hex16>", "vhost", "queue",
  *                     "incarnation"}

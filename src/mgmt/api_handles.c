@@ -315,6 +315,75 @@ static enum MHD_Result reply_owner_failure(req *r, json_t *reply, handle *h, con
     return reply_remote_hresult(r, hr, name, reason, json_pack("{s:s}", "handle", h->e.id));
 }
 
+/* Send request j (consumed) to h's owner; the answer resumes r with fn. A request that
+ * cannot be sent closes h and answers MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE. */
+static enum MHD_Result ask_owner(req *r, handle *h, json_t *j, enum MHD_Result (*fn)(req *r))
+{
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    sl_free(r->async_reply);
+    sl_free(r->async_err);
+    r->async_reply = r->async_err = NULL;
+    memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
+    sl_err e = link_rpc_call(r->m->b->links, h->host, h->port, text,
+                             r->m->b->cfg->handle_remote_timeout_ms, req_link_done, r);
+    free(text);
+    if (e != SL_OK) {
+        char reason[400];
+        snprintf(reason, sizeof reason, "cannot ask node %s:%d%s", h->host, h->port,
+                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline (DISCONNECT)" : "");
+        ctx_remove(&r->m->handles, &h->e);
+        handle_close(r->m, &h->e);
+        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+    }
+    req_suspend(r, fn);
+    return MHD_YES;
+}
+
+static enum MHD_Result open_resumed(req *r);
+
+/* The owner named the queue (queue.resolve): check this node's user on that name, then open
+ * exactly it (RemoteQMOpenQueue). A refusal has opened nothing anywhere. */
+static enum MHD_Result resolve_resumed(req *r)
+{
+    handle *h = sl_map_get(r->m->handles.by_id, r->async_tag, CTX_ID_LEN);
+    json_t *reply = req_async_json(r);
+    if (!h) { /* cannot happen: busy handles are not run down and nobody knows the id yet */
+        if (reply)
+            json_decref(reply);
+        return reply_hresult(r, SL_ERR_INTERNAL, NULL, "the handle went away while opening");
+    }
+    json_t *jv = reply_ok(reply) ? json_object_get(reply, "vhost") : NULL;
+    json_t *jq = reply_ok(reply) ? json_object_get(reply, "queue") : NULL;
+    if (!json_is_string(jv) || !json_is_string(jq)) {
+        enum MHD_Result rc = reply_owner_failure(r, reply, h, "RemoteQMOpenQueue");
+        ctx_remove(&r->m->handles, &h->e);
+        handle_close(r->m, &h->e);
+        if (reply)
+            json_decref(reply);
+        return rc;
+    }
+    sl_free(h->vhost);
+    sl_free(h->queue);
+    h->vhost = sl_xstrdup(json_string_value(jv));
+    h->queue = sl_xstrdup(json_string_value(jq));
+    json_decref(reply);
+    char reason[700];
+    sl_err e = handle_recheck(r, h, h->access, reason, sizeof reason);
+    if (e != SL_OK) {
+        sl_debug("management: remote handle of user '%s' on %s refused: the owner resolves it "
+                 "to queue '%s' in vhost '%s'",
+                 r->user, h->format_name, h->queue, h->vhost);
+        ctx_remove(&r->m->handles, &h->e);
+        handle_close(r->m, &h->e);
+        return reply_hresult(r, e, NULL, reason);
+    }
+    return ask_owner(r, h,
+                     json_pack("{s:s,s:s,s:s,s:i,s:i}", "op", "queue.open", "vhost", h->vhost,
+                               "queue", h->queue, "access", (int)h->access, "share", h->share),
+                     open_resumed);
+}
+
 static enum MHD_Result open_resumed(req *r)
 {
     ctx_entry *e = sl_map_get(r->m->handles.by_id, r->async_tag, CTX_ID_LEN);
@@ -336,10 +405,8 @@ static enum MHD_Result open_resumed(req *r)
             json_decref(reply);
         return rc;
     }
-    /* The authoritative check: on the queue the owner resolved (its names are
-     * case-insensitive, "<vhost>/<queue>" may or may not name a vhost there), for this node's
-     * user; the check on the spelling as written (open_remote) only spared the owner a
-     * request. A refusal here gives the owner's context back at once. */
+    /* Checked again on the queue the owner opened (it may differ from the one resolved if
+     * a queue was deleted and declared again meanwhile): a refusal gives the context back. */
     json_t *jv = json_object_get(reply, "vhost"), *jq = json_object_get(reply, "queue");
     sl_free(h->vhost);
     sl_free(h->queue);
@@ -388,23 +455,11 @@ static enum MHD_Result open_remote(req *r, const char *fmt, const link_addr *ra,
                  fmt);
         return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL, reason);
     }
-    /* This node's permissions apply to the name as if the queue were here (the owner checks
-     * its own, for the link's user): no user reaches through a link what it may not read. */
-    char vname[256], qname[512];
-    const char *slash = strchr(ra->queue, '/');
-    if (!vhost && slash && (size_t)(slash - ra->queue) < sizeof vname) {
-        snprintf(vname, sizeof vname, "%.*s", (int)(slash - ra->queue), ra->queue);
-        snprintf(qname, sizeof qname, "%s", slash + 1);
-    } else {
-        snprintf(vname, sizeof vname, "%s", vhost ? vhost : "/");
-        snprintf(qname, sizeof qname, "%s", ra->queue);
-    }
-    *strchrnul(qname, ';') = 0; /* a subqueue has its queue's security */
-    acc_db *a = r->m->b->acc;
+    /* Nothing is checked on the spelling the user wrote: the owner resolves names its own
+     * way (case-insensitively, "<vhost>/<queue>" when that vhost exists there), so this node
+     * first asks which queue the name is (queue.resolve), checks its user on that, and only
+     * then opens it by that exact name (resolve_resumed, open_resumed). */
     sl_err e;
-    if (a && ((e = acc_check_vhost(a, r->user, vname, reason, sizeof reason)) != SL_OK ||
-              (e = acc_check_receive(a, r->user, vname, qname, reason, sizeof reason)) != SL_OK))
-        return reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
     handle *h = sl_xcalloc(1, sizeof *h);
     e = ctx_add(r->m, &r->m->handles, &h->e, r->user, reason, sizeof reason);
     if (e != SL_OK) {
@@ -419,25 +474,10 @@ static enum MHD_Result open_remote(req *r, const char *fmt, const link_addr *ra,
     h->access = access;
     h->share = share;
     h->e.busy = 1;
-    json_t *j = json_pack("{s:s,s:s,s:i,s:i}", "op", "queue.open", "queue", ra->queue, "access",
-                          (int)access, "share", share);
+    json_t *j = json_pack("{s:s,s:s}", "op", "queue.resolve", "queue", ra->queue);
     if (vhost)
         json_object_set_new(j, "vhost", json_string(vhost));
-    char *text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
-    e = link_rpc_call(r->m->b->links, ra->host, ra->port, text,
-                      r->m->b->cfg->handle_remote_timeout_ms, req_link_done, r);
-    free(text);
-    if (e != SL_OK) {
-        ctx_remove(&r->m->handles, &h->e);
-        handle_close(r->m, &h->e);
-        snprintf(reason, sizeof reason, "cannot ask node %s:%d%s", ra->host, ra->port,
-                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline (DISCONNECT)" : "");
-        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
-    }
-    req_suspend(r, open_resumed);
-    return MHD_YES;
+    return ask_owner(r, h, j, resolve_resumed);
 }
 
 static enum MHD_Result open_handle(req *r)

@@ -99,3 +99,22 @@ def test_a_remote_management_object_follows_this_nodes_user(nodes):
     s, d, _ = a.api.delete("/api/permissions/%2F/carol")
     s, j = mc.get(m, "message-count")
     assert s == 403 and hr(j) == ACCESS_REFUSED and "carol" in j["reason"], j
+
+
+def test_a_proxy_allows_what_a_local_handle_allows_in_any_spelling(nodes):
+    """The check is on the resolved name only, so a user who may read `^payroll$` opens
+    `PAYROLL` through a proxy exactly as a local handle opens it."""
+    a = nodes.start("a", config={"user.dave": "pd", "user.dave.tags": "management"})
+    b = nodes.start("b")
+    s, j, _ = a.api.put("/api/permissions/%2F/dave", {"configure": "", "write": "",
+                                                      "read": "^payroll$"})
+    assert s in (201, 204), (s, j)
+    fill(b, "payroll", 1)
+    a.api.put(a.api.q("payroll", "/"), {"durable": True})
+    hd = Handles(Api(a.broker, "dave", "pd"))
+    s, j = hd.open("DIRECT=OS:.\\private$\\PAYROLL")
+    assert j["queue"] == "payroll", j
+    s, j = hd.open(b.fmt("PAYROLL"))
+    assert j["queue"] == "payroll" and j["kind"] == "remote", j
+    s, p = hd.purge(j["handle"])
+    assert s == 200 and p["message_count"] == 1, p
