@@ -375,11 +375,12 @@ static int owner_values(req *r, const char *host, int port, int n, json_t **v, e
         snprintf(reason, sizeof reason, "node %s:%d answered without the values asked for", host,
                  port);
         *rc = reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
-    } else if (r->m->b->acc && acc_check_vhost(r->m->b->acc, r->user,
-                                               json_string_value(json_object_get(reply, "vhost")),
-                                               reason, sizeof reason) != SL_OK) {
+    } else if (!req_vhost_listed(r, json_string_value(json_object_get(reply, "vhost")))) {
         /* this node's user, on the vhost the owner resolved, at every read: properties of a
-         * queue need a permission entry on its vhost (here, as there for the link's user) */
+         * queue follow the listing rule (a permission entry on its vhost; administrators
+         * every vhost), as for a queue of this node */
+        snprintf(reason, sizeof reason, "user '%s' is not authorised to access virtual host '%s'",
+                 r->user, json_string_value(json_object_get(reply, "vhost")));
         *rc = reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
     } else {
         for (int i = 0; i < n; i++) {
