@@ -2,9 +2,10 @@
 every door's decision compared with ONE reference model of RabbitMQ's rules, written here in
 Python from the README's tables (never from the C).
 
-Doors: AMQP (queue.declare, basic.publish, basic.get, basic.consume, queue.bind,
-queue.purge, queue.delete), the HTTP API (peek, get, purge, declare, publish, move), MSMQ
-management actions, local queue handles (receive, peek, send; format names resolve without
+Doors: AMQP (queue.declare, exchange.declare, basic.publish, basic.get, basic.consume,
+queue.bind, exchange.bind, queue.purge, queue.delete), the HTTP API (peek, get, purge, declare, publish, move), MSMQ
+management actions and properties (GetInfo, management objects here and on another
+node), local queue handles (receive, peek, send; format names resolve without
 regard to case), remote queue proxies on another node (open and purge, with the user's
 permissions changed between the two) and moves. Names come in case variants and as
 subqueues; patterns include anchors, (?i), look-aheads like ^(?!payroll$).* and the empty
@@ -196,7 +197,17 @@ def set_perm(admin, u, perm):
 
 def case_amqp(d, u, rnd):
     m = d.model
-    kind = rnd.choice(["declare", "publish", "get", "consume", "purge", "bind", "delete"])
+    kind = rnd.choice(["declare", "publish", "get", "consume", "purge", "bind", "delete",
+                       "xdeclare", "xbind"])
+    if kind == "xdeclare":  # existing exchanges, same type: nothing changes
+        x, t = rnd.choice([("ex.a", "direct"), ("Ex.B", "fanout")])
+        return ("AMQP exchange.declare %r" % x, m.may(u, "configure", x),
+                d.amqp(u, lambda ch: ch.exchange_declare(x, t, durable=True, auto_delete=False)))
+    if kind == "xbind":  # destination: write; source: read
+        dst, src = rnd.choice(EXCHANGES[:2]), rnd.choice(EXCHANGES + ["EX.A"])
+        exp = m.may(u, "write", dst) and m.may(u, "read", src)
+        return ("AMQP exchange.bind %r <- %r" % (dst, src), exp,
+                d.amqp(u, lambda ch: ch.exchange_bind(dst, src, "k")))
     if kind == "declare":  # existing names only: the universe stays as it is
         q = rnd.choice(QUEUES)
         exp = m.may(u, "configure", q)
