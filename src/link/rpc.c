@@ -85,6 +85,11 @@ char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *peer, const ch
         qm_queue *q = find_queue(node, req, why, sizeof why);
         if (!q) {
             out = fail(SL_ERR_QUEUE_NOT_FOUND, why);
+        } else if (!link_rpc_user_sees_vhost(user, q->vhost->name)) {
+            /* figures of a queue: the listing rule, for the link's user */
+            snprintf(why, sizeof why, "user '%s' is not authorised to access virtual host '%s'",
+                     user, q->vhost->name);
+            out = fail(SL_ERR_ACCESS_REFUSED, why);
         } else {
             char ctx[64];
             snprintf(ctx, sizeof ctx, "%016llx:%llu", (unsigned long long)boot_id,

@@ -39,6 +39,11 @@ void link_rpc_queue_set_access(const acc_db *acc)
     access_db = acc;
 }
 
+int link_rpc_user_sees_vhost(const char *user, const char *vhost)
+{
+    return !access_db || acc_is_admin(access_db, user) || acc_vhost_visible(access_db, user, vhost);
+}
+
 static link_rpc_mgmt_fn mgmt_fn;
 static void *mgmt_ctx;
 

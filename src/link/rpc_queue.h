@@ -43,6 +43,9 @@ char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer, const char 
  * unit tests). */
 struct acc_db;
 void link_rpc_queue_set_access(const struct acc_db *acc);
+/* The listing rule for a link's user (queue.info's figures): administrators see every
+ * vhost, others those they have a permission entry on (1 with no access module). */
+int link_rpc_user_sees_vhost(const char *user, const char *vhost);
 /* Management objects bound to a queue of this node from another one (MC-MQAC with a
  * Machine): "queue.getinfo" {"format_name", "vhost"?, "props": [PROPID_MGMT_QUEUE_* ids]}
  * -> {"ok": true, "values": [{"id", "vt", "value"}...]} is answered by the management API,

@@ -118,3 +118,21 @@ def test_a_proxy_allows_what_a_local_handle_allows_in_any_spelling(nodes):
     assert j["queue"] == "payroll" and j["kind"] == "remote", j
     s, p = hd.purge(j["handle"])
     assert s == 200 and p["message_count"] == 1, p
+
+
+def test_queue_info_over_a_link_follows_the_listing_rule_for_the_links_user(nodes):
+    a = nodes.start("a", config={"link_user": "node", "link_password": "secret"})
+    b = nodes.start("b", config={"user.node": "secret"})
+    b.api.put("/api/vhosts/hidden")
+    s, j, _ = b.api.put(b.api.q("deep", "hidden"), {"durable": True})
+    assert s in (201, 204), (s, j)
+    s, j, _ = b.api.delete("/api/permissions/hidden/node")  # none, unless given
+    assert s in (200, 204, 404), (s, j)
+    ask = {"address": "%s:%d" % (b.addr, b.port),
+           "request": {"op": "queue.info", "vhost": "hidden", "queue": "deep"}}
+    s, j, _ = a.api.post("/api/msmq/remote", ask)
+    assert s == 200 and j["ok"] is False and j["hresult_name"] == "MQ_ERROR_ACCESS_DENIED", j
+    assert "message_count" not in j
+    b.api.put("/api/permissions/hidden/node", {"configure": "", "write": "", "read": ""})
+    s, j, _ = a.api.post("/api/msmq/remote", ask)
+    assert s == 200 and j["ok"] is True and j["message_count"] == 0, j
