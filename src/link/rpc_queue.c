@@ -152,18 +152,35 @@ static qm_queue *find_queue(qm_node *n, json_t *req, char *why, size_t whylen)
     return q;
 }
 
-static char *op_open(qm_node *n, uint64_t boot_id, const char *peer, const char *user,
-                     uint64_t conn_id, json_t *req)
+/* May the link's user read queue (of vhost) here, now? As a local receiver or peeker must:
+ * a permission entry on the vhost and read on the queue. 0 with the reason in why. */
+static int may_read(const char *user, const char *vhost, const char *queue, char *why,
+                    size_t whylen)
+{
+    return !access_db || (acc_check_vhost(access_db, user, vhost, why, whylen) == SL_OK &&
+                          acc_check_receive(access_db, user, vhost, queue, why, whylen) == SL_OK);
+}
+
+/* The queue req names, resolved as find_queue does, if the link's user may read it; NULL
+ * with the failure reply in *out. */
+static qm_queue *readable_queue(qm_node *n, const char *user, json_t *req, char **out)
 {
     char why[600];
     qm_queue *q = find_queue(n, req, why, sizeof why);
     if (!q)
-        return fail(SL_ERR_QUEUE_NOT_FOUND, why);
-    /* the link's user needs read on the queue, as a local receiver or peeker does */
-    if (access_db &&
-        (acc_check_vhost(access_db, user, q->vhost->name, why, sizeof why) != SL_OK ||
-         acc_check_receive(access_db, user, q->vhost->name, q->name, why, sizeof why) != SL_OK))
-        return fail(SL_ERR_ACCESS_REFUSED, why);
+        *out = fail(SL_ERR_QUEUE_NOT_FOUND, why);
+    else if (!may_read(user, q->vhost->name, q->name, why, sizeof why))
+        *out = fail(SL_ERR_ACCESS_REFUSED, why);
+    return q && !*out ? q : NULL;
+}
+
+static char *op_open(qm_node *n, uint64_t boot_id, const char *peer, const char *user,
+                     uint64_t conn_id, json_t *req)
+{
+    char why[600], *out = NULL;
+    qm_queue *q = readable_queue(n, user, req, &out);
+    if (!q)
+        return out;
     json_t *ja = json_object_get(req, "access"), *js = json_object_get(req, "share");
     json_int_t access = ja ? (json_is_integer(ja) ? json_integer_value(ja) : -1) : 1;
     json_int_t share = js ? (json_is_integer(js) ? json_integer_value(js) : -1) : 0;
@@ -215,14 +232,10 @@ static char *op_open(qm_node *n, uint64_t boot_id, const char *peer, const char 
  * read the queue (as op_open). */
 static char *op_resolve(qm_node *n, const char *user, json_t *req)
 {
-    char why[600];
-    qm_queue *q = find_queue(n, req, why, sizeof why);
+    char *out = NULL;
+    qm_queue *q = readable_queue(n, user, req, &out);
     if (!q)
-        return fail(SL_ERR_QUEUE_NOT_FOUND, why);
-    if (access_db &&
-        (acc_check_vhost(access_db, user, q->vhost->name, why, sizeof why) != SL_OK ||
-         acc_check_receive(access_db, user, q->vhost->name, q->name, why, sizeof why) != SL_OK))
-        return fail(SL_ERR_ACCESS_REFUSED, why);
+        return out;
     return reply(json_pack("{s:b,s:s,s:s}", "ok", 1, "vhost", q->vhost->name, "queue", q->name));
 }
 
@@ -296,9 +309,7 @@ char *link_rpc_queue(qm_node *n, uint64_t boot_id, const char *peer_node, const 
     /* the link's user, at this moment: a permission deleted since the open refuses the purge
      * here as it would a local handle's (the proxying node checks its own user too) */
     char why[600];
-    if (access_db &&
-        (acc_check_vhost(access_db, user, c->vhost, why, sizeof why) != SL_OK ||
-         acc_check_receive(access_db, user, c->vhost, c->queue, why, sizeof why) != SL_OK))
+    if (!may_read(user, c->vhost, c->queue, why, sizeof why))
         return fail(SL_ERR_ACCESS_REFUSED, why);
     uint64_t purged = 0;
     sl_err e = qm_qdesc_purge(c->d, &purged);
