@@ -1,0 +1,668 @@
+/* mqqb.c - the MS-MQQB / MS-MQMQ packet codec (mqqb.h has the rules it keeps). */
+#include "mqqb.h"
+
+#include <string.h>
+#include <strings.h>
+
+static inline uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void wr16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void wr32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline size_t align4(size_t n)
+{
+    return (n + 3) & ~(size_t)3;
+}
+
+void mqqb_base_decode(const uint8_t *p, mqqb_base *b)
+{
+    b->version = p[0];
+    b->reserved = p[1];
+    b->flags = rd16(p + 2);
+    b->signature = rd32(p + 4);
+    b->packet_size = rd32(p + 8);
+    b->ttrq = rd32(p + 12);
+}
+
+int mqqb_frame_len(const uint8_t *p, size_t n, uint32_t max, uint32_t *total, const char **why)
+{
+    if (n < MQQB_BASE_LEN)
+        return 0;
+    mqqb_base b;
+    mqqb_base_decode(p, &b);
+    if (b.version != MQQB_VERSION) {
+        *why = "BaseHeader.VersionNumber is not 0x10";
+        return -1;
+    }
+    if (b.signature != MQQB_SIGNATURE) {
+        *why = "BaseHeader.Signature is not 0x524F494C";
+        return -1;
+    }
+    if (b.packet_size < MQQB_BASE_LEN + MQQB_INTERNAL_LEN) {
+        *why = "BaseHeader.PacketSize is smaller than any packet";
+        return -1;
+    }
+    uint64_t t = b.packet_size;
+    if ((b.flags & MQQB_BF_SH) && !(b.flags & MQQB_BF_IN))
+        t += MQQB_SESSION_LEN; /* a UserMessage's SessionHeader is not counted */
+    if (t > max) {
+        *why = "BaseHeader.PacketSize is over the limit";
+        return -1;
+    }
+    *total = (uint32_t)t;
+    return 1;
+}
+
+static void session_decode(const uint8_t *p, mqqb_session *s)
+{
+    s->ack_seq = rd16(p);
+    s->rec_ack_seq = rd16(p + 2);
+    s->rec_ack_flags = rd32(p + 4);
+    s->user_seq = rd16(p + 8);
+    s->rec_seq = rd16(p + 10);
+    s->window = rd16(p + 12);
+    s->reserved = rd16(p + 14);
+}
+
+int mqqb_parse_internal(const uint8_t *p, size_t len, mqqb_internal *out, const char **why)
+{
+    memset(out, 0, sizeof *out);
+    if (len < MQQB_BASE_LEN + MQQB_INTERNAL_LEN) {
+        *why = "internal packet is truncated";
+        return -1;
+    }
+    mqqb_base_decode(p, &out->base);
+    if (!(out->base.flags & MQQB_BF_IN) || out->base.packet_size > len) {
+        *why = "not an internal packet";
+        return -1;
+    }
+    out->iflags = rd16(p + 18);
+    out->type = out->iflags & 0xF;
+    const uint8_t *h = p + MQQB_BASE_LEN + MQQB_INTERNAL_LEN;
+    switch (out->type) {
+    case MQQB_PT_ESTABLISH:
+        if (out->base.packet_size != MQQB_EC_PACKET_LEN) {
+            *why = "EstablishConnection packet is not 572 bytes";
+            return -1;
+        }
+        memcpy(out->ec.client_guid, h, 16);
+        memcpy(out->ec.server_guid, h + 16, 16);
+        out->ec.timestamp = rd32(h + 32);
+        out->ec.os = rd16(h + 36);
+        out->ec.reserved = rd16(h + 38);
+        return 0;
+    case MQQB_PT_PARAMS:
+        if (out->base.packet_size != MQQB_CP_PACKET_LEN) {
+            *why = "ConnectionParameters packet is not 32 bytes";
+            return -1;
+        }
+        out->cp.recoverable_ack_timeout = rd32(h);
+        out->cp.ack_timeout = rd32(h + 4);
+        out->cp.reserved = rd16(h + 8);
+        out->cp.window = rd16(h + 10);
+        return 0;
+    case MQQB_PT_SESSION_ACK:
+        if (!(out->base.flags & MQQB_BF_SH) || out->base.packet_size != MQQB_SESSION_ACK_LEN) {
+            *why = "SessionAck packet without its 16-byte SessionHeader";
+            return -1;
+        }
+        session_decode(h, &out->session);
+        return 0;
+    default:
+        *why = "InternalHeader.Flags.PT is not 1, 2 or 3";
+        return -1;
+    }
+}
+
+/* ---- UserMessage ---- */
+
+typedef struct cur {
+    const uint8_t *p;
+    size_t off, end;
+    const char **why;
+} cur;
+
+static int need(cur *c, uint64_t n, const char *what)
+{
+    if (n > c->end - c->off) {
+        *c->why = what;
+        return -1;
+    }
+    return 0;
+}
+
+/* Pad to 4 relative to the packet start (every header starts 4-aligned, MS-MQMQ 2.2.18.1.5). */
+static int pad4(cur *c, const char *what)
+{
+    size_t a = align4(c->off);
+    if (a > c->end) {
+        *c->why = what;
+        return -1;
+    }
+    c->off = a;
+    return 0;
+}
+
+static int qformat(cur *c, unsigned type, mqqb_qformat *q)
+{
+    memset(q, 0, sizeof *q);
+    q->type = type;
+    switch (type) {
+    case MQQB_QF_NONE:
+    case MQQB_QF_SAME_AS_ADMIN:
+        return 0;
+    case MQQB_QF_PRIVATE_SRC:
+    case MQQB_QF_PRIVATE_DST:
+    case MQQB_QF_PRIVATE_ADMIN:
+        if (need(c, 4, "queue format name is truncated") < 0)
+            return -1;
+        q->private_id = rd32(c->p + c->off);
+        c->off += 4;
+        return 0;
+    case MQQB_QF_PUBLIC:
+        if (need(c, 16, "queue format name is truncated") < 0)
+            return -1;
+        memcpy(q->guid, c->p + c->off, 16);
+        c->off += 16;
+        return 0;
+    case MQQB_QF_PRIVATE_OTHER:
+        if (pad4(c, "queue format name is truncated") < 0 ||
+            need(c, 20, "queue format name is truncated") < 0)
+            return -1;
+        memcpy(q->guid, c->p + c->off, 16);
+        q->private_id = rd32(c->p + c->off + 16);
+        c->off += 20;
+        return 0;
+    case MQQB_QF_DIRECT: {
+        if (need(c, 2, "direct format name is truncated") < 0)
+            return -1;
+        uint16_t count = rd16(c->p + c->off);
+        c->off += 2;
+        if (count < 2 || (count & 1) || need(c, count, "direct format name runs past the packet"))
+            return *c->why = "direct format name has a bad length", -1;
+        const uint8_t *s = c->p + c->off;
+        if (s[count - 2] || s[count - 1]) {
+            *c->why = "direct format name is not NUL-terminated";
+            return -1;
+        }
+        q->direct = s;
+        q->direct_len = (size_t)count - 2;
+        c->off += count;
+        return pad4(c, "direct format name padding runs past the packet");
+    }
+    default:
+        *c->why = "unknown queue format type";
+        return -1;
+    }
+}
+
+static int user_header(cur *c, mqqb_user *m)
+{
+    const uint8_t *p = c->p + c->off;
+    if (need(c, 48, "UserHeader is truncated") < 0)
+        return -1;
+    memcpy(m->source_qm, p, 16);
+    memcpy(m->dest_qm, p + 16, 16);
+    m->ttbr = rd32(p + 32);
+    m->sent_time = rd32(p + 36);
+    m->message_id = rd32(p + 40);
+    m->uflags = rd32(p + 44);
+    c->off += 48;
+    unsigned dq = MQQB_UF_DQ(m->uflags), aq = MQQB_UF_AQ(m->uflags);
+    if (dq != 0 && dq != 3 && dq != 5 && dq != 7) {
+        *c->why = "UserHeader.Flags.DQ is not 0, 3, 5 or 7";
+        return -1;
+    }
+    if (aq == 1 || aq == 4) {
+        *c->why = "UserHeader.Flags.AQ is not 0, 2, 3, 5, 6 or 7";
+        return -1;
+    }
+    if (!(m->uflags & MQQB_UF_MP)) {
+        *c->why = "UserHeader.Flags.MP is clear (a MessagePropertiesHeader is required)";
+        return -1;
+    }
+    if ((m->uflags & MQQB_UF_TH) && MQQB_UF_DM(m->uflags) == 0) {
+        *c->why = "a transactional message must be recoverable (UserHeader.Flags.DM)";
+        return -1;
+    }
+    if (qformat(c, dq, &m->dest) < 0 || qformat(c, aq, &m->admin) < 0 ||
+        qformat(c, MQQB_UF_RQ(m->uflags), &m->resp) < 0)
+        return -1;
+    if (m->uflags & MQQB_UF_CQ) {
+        if (need(c, 16, "ConnectorType is truncated") < 0)
+            return -1;
+        m->has_connector = 1;
+        memcpy(m->connector, c->p + c->off, 16);
+        c->off += 16;
+    }
+    return 0;
+}
+
+static int tx_header(cur *c, mqqb_user *m)
+{
+    if (need(c, 20, "TransactionHeader is truncated") < 0)
+        return -1;
+    const uint8_t *p = c->p + c->off;
+    m->has_tx = 1;
+    m->tx_flags = rd32(p);
+    m->tx_seq_id = (uint64_t)rd32(p + 8) << 32 | rd32(p + 4);
+    m->tx_seq_no = rd32(p + 12);
+    m->tx_prev_no = rd32(p + 16);
+    c->off += 20;
+    if (m->tx_seq_no == 0 || m->tx_prev_no >= m->tx_seq_no) {
+        *c->why = "TransactionHeader numbers out of range (TxSequenceNumber 0, or previous >= it)";
+        return -1;
+    }
+    if (m->tx_flags & MQQB_TF_CG) {
+        if (need(c, 16, "TransactionHeader.ConnectorQMGuid is truncated") < 0)
+            return -1;
+        m->has_connector_qm = 1;
+        memcpy(m->connector_qm, c->p + c->off, 16);
+        c->off += 16;
+    }
+    return 0;
+}
+
+static int security_header(cur *c, mqqb_user *m)
+{
+    if (need(c, 16, "SecurityHeader is truncated") < 0)
+        return -1;
+    const uint8_t *p = c->p + c->off;
+    m->has_security = 1;
+    m->sec_flags = rd16(p);
+    m->sender_id_size = rd16(p + 2);
+    m->enc_key_size = rd16(p + 4);
+    m->sig_size = rd16(p + 6);
+    m->cert_size = rd32(p + 8);
+    m->provider_size = rd32(p + 12);
+    c->off += 16;
+    /* SecurityData: each item 4-aligned; sizes are at most 4 MiB each after the checks, so
+     * the 64-bit sum cannot wrap */
+    uint64_t total = align4(m->sender_id_size) + align4(m->enc_key_size) + align4(m->sig_size);
+    if (m->cert_size > MQQB_PACKET_MAX || m->provider_size > MQQB_PACKET_MAX) {
+        *c->why = "SecurityHeader sizes are larger than a packet";
+        return -1;
+    }
+    total += align4(m->cert_size) + align4(m->provider_size);
+    if (need(c, total, "SecurityHeader.SecurityData runs past the packet") < 0)
+        return -1;
+    m->sender_id = m->sender_id_size ? c->p + c->off : NULL;
+    c->off += (size_t)total;
+    return 0;
+}
+
+static int props_header(cur *c, mqqb_user *m)
+{
+    if (need(c, 56, "MessagePropertiesHeader is truncated") < 0)
+        return -1;
+    const uint8_t *p = c->p + c->off;
+    m->ack_flags = p[0];
+    m->label_len = p[1];
+    m->msg_class = rd16(p + 2);
+    memcpy(m->correlation_id, p + 4, 20);
+    m->body_type = rd32(p + 24);
+    m->app_tag = rd32(p + 28);
+    m->body_size = rd32(p + 32);
+    m->alloc_body_size = rd32(p + 36);
+    m->privacy = rd32(p + 40);
+    m->hash_alg = rd32(p + 44);
+    m->enc_alg = rd32(p + 48);
+    m->ext_size = rd32(p + 52);
+    c->off += 56;
+    if (m->label_len > 250) {
+        *c->why = "MessagePropertiesHeader.LabelLength is over 250";
+        return -1;
+    }
+    size_t lb = (size_t)m->label_len * 2;
+    if (need(c, lb, "Label runs past the packet") < 0)
+        return -1;
+    if (lb) {
+        const uint8_t *l = c->p + c->off;
+        if (l[lb - 2] || l[lb - 1]) {
+            *c->why = "Label is not NUL-terminated";
+            return -1;
+        }
+        m->label = l;
+    }
+    c->off += lb;
+    if (need(c, (uint64_t)m->ext_size + m->body_size,
+             "ExtensionData or MessageBody runs past the packet") < 0)
+        return -1;
+    m->ext = c->p + c->off;
+    c->off += m->ext_size;
+    m->body = c->p + c->off;
+    c->off += m->body_size;
+    return pad4(c, "MessagePropertiesHeader padding runs past the packet");
+}
+
+static int debug_header(cur *c, mqqb_user *m)
+{
+    if (need(c, 4, "DebugHeader is truncated") < 0)
+        return -1;
+    m->has_debug = 1;
+    m->debug_flags = rd16(c->p + c->off);
+    c->off += 4;
+    unsigned qt = m->debug_flags & 3u;
+    if (qt > 1) {
+        *c->why = "DebugHeader.Flags.QT is not 0 or 1";
+        return -1;
+    }
+    if (qt == 1) {
+        if (need(c, 16, "DebugHeader.QueueIdentifier is truncated") < 0)
+            return -1;
+        memcpy(m->debug_queue, c->p + c->off, 16);
+        c->off += 16;
+    }
+    return 0;
+}
+
+static int soap_section(cur *c, uint16_t id, const uint8_t **s, size_t *len)
+{
+    if (need(c, 8, "SoapHeader is truncated") < 0)
+        return -1;
+    if (rd16(c->p + c->off) != id) {
+        *c->why = "SoapHeader section id is wrong";
+        return -1;
+    }
+    uint64_t chars = rd32(c->p + c->off + 4);
+    c->off += 8;
+    if (need(c, chars * 2, "SoapHeader section runs past the packet") < 0)
+        return -1;
+    *s = c->p + c->off;
+    *len = chars ? (size_t)chars * 2 - 2 : 0; /* without the NUL */
+    c->off += (size_t)chars * 2;
+    return pad4(c, "SoapHeader padding runs past the packet");
+}
+
+static int mqf_header(cur *c, mqqb_user *m)
+{
+    m->has_mqf = 1;
+    for (int i = 0; i < 3; i++) { /* Destination, Administration, Response */
+        if (need(c, 12, "MQFAddressHeader is truncated") < 0)
+            return -1;
+        uint32_t size = rd32(c->p + c->off);
+        uint16_t hid = rd16(c->p + c->off + 4);
+        static const uint16_t ids[3] = {0x64, 0xC8, 0x12C};
+        if (size < 12 || hid != ids[i]) {
+            *c->why = "MQFAddressHeader has a bad size or id";
+            return -1;
+        }
+        if (i == 0)
+            m->mqf_dest_count = rd32(c->p + c->off + 8);
+        if (need(c, align4(size), "MQFAddressHeader runs past the packet") < 0)
+            return -1;
+        c->off += align4(size);
+    }
+    if (need(c, 8, "MQFSignatureHeader is truncated") < 0)
+        return -1;
+    if (rd16(c->p + c->off) != 0x15E) {
+        *c->why = "MQFSignatureHeader.ID is not 0x015E";
+        return -1;
+    }
+    uint64_t size = rd32(c->p + c->off + 4);
+    c->off += 8;
+    if (need(c, align4(size), "MQFSignatureHeader runs past the packet") < 0)
+        return -1;
+    c->off += align4(size);
+    return 0;
+}
+
+int mqqb_parse_user(const uint8_t *p, size_t len, mqqb_user *m, const char **why)
+{
+    memset(m, 0, sizeof *m);
+    if (len < MQQB_BASE_LEN) {
+        *why = "packet is truncated";
+        return -1;
+    }
+    mqqb_base_decode(p, &m->base);
+    if (m->base.flags & MQQB_BF_IN) {
+        *why = "not a UserMessage packet";
+        return -1;
+    }
+    if (m->base.packet_size > len || m->base.packet_size < MQQB_BASE_LEN) {
+        *why = "BaseHeader.PacketSize does not match the packet";
+        return -1;
+    }
+    cur c = {.p = p, .off = MQQB_BASE_LEN, .end = m->base.packet_size, .why = why};
+    if (user_header(&c, m) < 0)
+        return -1;
+    if ((m->uflags & MQQB_UF_TH) && tx_header(&c, m) < 0)
+        return -1;
+    if ((m->uflags & MQQB_UF_SH) && security_header(&c, m) < 0)
+        return -1;
+    if (props_header(&c, m) < 0)
+        return -1;
+    if ((m->base.flags & MQQB_BF_DH) && debug_header(&c, m) < 0)
+        return -1;
+    if (m->uflags & MQQB_UF_HH) {
+        m->has_soap = 1;
+        if (soap_section(&c, 0x320, &m->soap_header, &m->soap_header_len) < 0 ||
+            soap_section(&c, 0x384, &m->soap_body, &m->soap_body_len) < 0)
+            return -1;
+    }
+    if ((m->uflags & MQQB_UF_MQ) && mqf_header(&c, m) < 0)
+        return -1;
+    /* Headers MS-MQMQ does not list may follow up to PacketSize (later MSMQ versions add
+     * some); they are skipped, their bytes were counted by the framing. */
+    if (m->base.flags & MQQB_BF_SH) {
+        if ((uint64_t)m->base.packet_size + MQQB_SESSION_LEN > len) {
+            *why = "SessionHeader is truncated";
+            return -1;
+        }
+        m->has_session = 1;
+        session_decode(p + m->base.packet_size, &m->session);
+    }
+    return 0;
+}
+
+/* ---- writers ---- */
+
+static void base_write(uint8_t *p, uint8_t reserved, uint16_t flags, uint32_t size)
+{
+    p[0] = MQQB_VERSION;
+    p[1] = reserved;
+    wr16(p + 2, flags);
+    wr32(p + 4, MQQB_SIGNATURE);
+    wr32(p + 8, size);
+    wr32(p + 12, 0xFFFFFFFFu); /* not a UserMessage: TimeToReachQueue infinite */
+}
+
+/* BaseHeader.Reserved "can be set to any arbitrary value": the values of the captures of
+ * MS-MQQB section 4 (frames 4, 6 and 8), so our replies match them byte for byte. */
+#define RSV_EC 0x5A
+#define RSV_CP 0xC0
+#define RSV_SA 0xCD
+
+static void ec_write(uint8_t *out, const mqqb_establish *e, uint8_t rsv, uint16_t iflags,
+                     const uint8_t server[16], uint8_t pad)
+{
+    base_write(out, rsv, MQQB_BF_IN | 3, MQQB_EC_PACKET_LEN);
+    wr16(out + 16, 0);
+    wr16(out + 18, iflags);
+    uint8_t *h = out + 20;
+    memcpy(h, e->client_guid, 16);
+    memcpy(h + 16, server, 16);
+    wr32(h + 32, e->timestamp);
+    wr16(h + 36, e->os);
+    wr16(h + 38, 0);
+    memset(h + 40, pad, 512);
+}
+
+void mqqb_write_establish_reply(uint8_t out[MQQB_EC_PACKET_LEN], const mqqb_establish *req,
+                                const uint8_t own_guid[16], int refuse)
+{
+    static const uint8_t zero[16];
+    const uint8_t *server = memcmp(req->server_guid, zero, 16) ? req->server_guid : own_guid;
+    ec_write(out, req, RSV_EC, (uint16_t)(MQQB_PT_ESTABLISH | (refuse ? MQQB_IF_CS : 0)), server,
+             0x5A);
+}
+
+void mqqb_write_establish_request(uint8_t out[MQQB_EC_PACKET_LEN], const mqqb_establish *req)
+{
+    ec_write(out, req, 0xC0, MQQB_PT_ESTABLISH, req->server_guid, 0x5A);
+}
+
+void mqqb_write_params(uint8_t out[MQQB_CP_PACKET_LEN], const mqqb_params *cp)
+{
+    base_write(out, RSV_CP, MQQB_BF_IN | 3, MQQB_CP_PACKET_LEN);
+    wr16(out + 16, 0);
+    wr16(out + 18, MQQB_PT_PARAMS);
+    wr32(out + 20, cp->recoverable_ack_timeout);
+    wr32(out + 24, cp->ack_timeout);
+    wr16(out + 28, 0);
+    wr16(out + 30, cp->window);
+}
+
+void mqqb_write_session_ack(uint8_t out[MQQB_SESSION_ACK_LEN], const mqqb_session *s)
+{
+    base_write(out, RSV_SA, MQQB_BF_IN | MQQB_BF_SH | 3, MQQB_SESSION_ACK_LEN);
+    wr16(out + 16, 0);
+    wr16(out + 18, MQQB_PT_SESSION_ACK);
+    uint8_t *h = out + 20;
+    wr16(h, s->ack_seq);
+    wr16(h + 2, s->rec_ack_seq);
+    wr32(h + 4, s->rec_ack_flags);
+    wr16(h + 8, s->user_seq);
+    wr16(h + 10, s->rec_seq);
+    wr16(h + 12, s->window);
+    wr16(h + 14, s->reserved);
+}
+
+size_t mqqb_write_order_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16], const char *addr,
+                            uint32_t message_id, uint32_t sent_time, uint64_t seq_id,
+                            uint32_t seq_no)
+{
+    static const char label[] = "QM Ordering Ack";
+    char dq[300];
+    size_t al = strlen(addr);
+    if (al > 200)
+        return 0;
+    memcpy(dq, "TCP:", 4);
+    memcpy(dq + 4, addr, al);
+    memcpy(dq + 4 + al, "\\PRIVATE$\\order_queue$", 22);
+    size_t dql = 4 + al + 22;
+    size_t count = (dql + 1) * 2;
+    size_t uh = 48 + align4(2 + count);
+    size_t mp = 56 + sizeof label * 2 + MQQB_ORDER_ACK_BODY_LEN; /* 124: already aligned */
+    size_t total = MQQB_BASE_LEN + uh + align4(mp);
+    if (total > cap)
+        return 0;
+    memset(out, 0, total);
+    /* BaseHeader.Flags all 0 (MS-MQQB 2.2.4); a UserMessage: TimeToReachQueue infinite */
+    base_write(out, 0, 0, (uint32_t)total);
+    uint8_t *p = out + MQQB_BASE_LEN;
+    memcpy(p, own_guid, 16);
+    /* QueueManagerAddress: the NULL GUID for a direct format name */
+    wr32(p + 32, 0xFFFFFFFFu);
+    wr32(p + 36, sent_time);
+    wr32(p + 40, message_id);
+    wr32(p + 44, MQQB_UF_MP | (uint32_t)MQQB_QF_DIRECT << 10);
+    wr16(p + 48, (uint16_t)count);
+    for (size_t i = 0; i < dql; i++)
+        wr16(p + 50 + 2 * i, (uint8_t)dq[i]);
+    p += uh;
+    p[1] = (uint8_t)sizeof label; /* LabelLength, NUL included */
+    wr16(p + 2, MQMSG_CLASS_ORDER_ACK);
+    wr32(p + 32, MQQB_ORDER_ACK_BODY_LEN);
+    wr32(p + 36, MQQB_ORDER_ACK_BODY_LEN);
+    for (size_t i = 0; i < sizeof label; i++)
+        wr16(p + 56 + 2 * i, (uint8_t)label[i]);
+    uint8_t *b = p + 56 + sizeof label * 2;
+    wr32(b, (uint32_t)seq_id);
+    wr32(b + 4, (uint32_t)(seq_id >> 32));
+    wr32(b + 8, seq_no);
+    wr32(b + 12, seq_no - 1);
+    return total;
+}
+
+/* ---- strings ---- */
+
+long mqqb_utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    if (n & 1)
+        return -1;
+    for (size_t i = 0; i < n; i += 2) {
+        uint32_t u = rd16(p + i);
+        if (u == 0)
+            return -1;
+        if (u >= 0xD800 && u < 0xDC00) {
+            if (i + 4 > n)
+                return -1;
+            uint32_t lo = rd16(p + i + 2);
+            if (lo < 0xDC00 || lo >= 0xE000)
+                return -1;
+            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            i += 2;
+        } else if (u >= 0xDC00 && u < 0xE000) {
+            return -1;
+        }
+        uint8_t tmp[4];
+        size_t k;
+        if (u < 0x80) {
+            tmp[0] = (uint8_t)u;
+            k = 1;
+        } else if (u < 0x800) {
+            tmp[0] = (uint8_t)(0xC0 | u >> 6);
+            tmp[1] = (uint8_t)(0x80 | (u & 0x3F));
+            k = 2;
+        } else if (u < 0x10000) {
+            tmp[0] = (uint8_t)(0xE0 | u >> 12);
+            tmp[1] = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
+            tmp[2] = (uint8_t)(0x80 | (u & 0x3F));
+            k = 3;
+        } else {
+            tmp[0] = (uint8_t)(0xF0 | u >> 18);
+            tmp[1] = (uint8_t)(0x80 | ((u >> 12) & 0x3F));
+            tmp[2] = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
+            tmp[3] = (uint8_t)(0x80 | (u & 0x3F));
+            k = 4;
+        }
+        if (o + k + 1 > cap)
+            return -1;
+        memcpy(out + o, tmp, k);
+        o += k;
+    }
+    if (o + 1 > cap)
+        return -1;
+    out[o] = 0;
+    return (long)o;
+}
+
+int mqqb_direct_private_queue(const char *s, size_t n, const char **name, size_t *len)
+{
+    static const char tag[] = "\\private$\\";
+    const size_t tl = sizeof tag - 1;
+    /* "<protocol>:<address>\private$\<queue>": the first tag after the address */
+    const char *colon = memchr(s, ':', n);
+    if (!colon)
+        return -1;
+    for (size_t i = (size_t)(colon - s) + 1; i + tl <= n; i++) {
+        if (!strncasecmp(s + i, tag, tl)) {
+            size_t q = i + tl;
+            if (q >= n || i == (size_t)(colon - s) + 1)
+                return -1; /* no queue, or no address */
+            *name = s + q;
+            *len = n - q;
+            return 0;
+        }
+    }
+    return -1;
+}

@@ -1,0 +1,216 @@
+/* mqqb.h - MSMQ's Binary Reliable Messaging Protocol (MS-MQQB) packets, with the header
+ * structures of MS-MQMQ 2.2.19-2.2.20, as a sans-I/O codec: bytes in, structures out, and
+ * the acceptor's replies as bytes. No sockets, no allocation: parsed structures point into
+ * the caller's buffer, which must outlive them.
+ *
+ * Framing: every packet starts with a 16-byte BaseHeader whose PacketSize counts the whole
+ * packet (padding included) except a trailing SessionHeader of a UserMessage (MS-MQMQ
+ * 2.2.19.1); a stand-alone SessionAck counts its SessionHeader. mqqb_frame_len tells how
+ * many bytes the next packet takes before anything is parsed, and refuses sizes above the
+ * caller's limit (the specification's own ceiling is 4 MiB), so a reader never buffers more
+ * than that limit for one packet.
+ *
+ * Invariants: every length read from the wire is checked against the bytes that remain
+ * before it is used; every parser returns -1 with a reason for anything the specification
+ * says MUST close the session (unknown queue format types, transaction flags, a header
+ * that runs past the packet) and never reads outside [p, p + len).
+ * Little-endian throughout (MS-MQQB 2.2).
+ */
+#ifndef SL_MSMQ_MQQB_H
+#define SL_MSMQ_MQQB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MQQB_PORT 1801
+#define MQQB_VERSION 0x10
+#define MQQB_SIGNATURE 0x524F494Cu  /* "LIOR" on the wire */
+#define MQQB_PACKET_MAX 0x00400000u /* BaseHeader.PacketSize's maximum */
+#define MQQB_BASE_LEN 16
+#define MQQB_INTERNAL_LEN 4
+#define MQQB_EC_LEN 552 /* EstablishConnectionHeader */
+#define MQQB_EC_PACKET_LEN (MQQB_BASE_LEN + MQQB_INTERNAL_LEN + MQQB_EC_LEN) /* 572 */
+#define MQQB_CP_LEN 12
+#define MQQB_CP_PACKET_LEN (MQQB_BASE_LEN + MQQB_INTERNAL_LEN + MQQB_CP_LEN) /* 32 */
+#define MQQB_SESSION_LEN 16
+#define MQQB_SESSION_ACK_LEN (MQQB_BASE_LEN + MQQB_INTERNAL_LEN + MQQB_SESSION_LEN) /* 36 */
+#define MQQB_ORDER_ACK_BODY_LEN 36
+
+/* BaseHeader.Flags (MS-MQMQ 2.2.19.1) */
+#define MQQB_BF_PR 0x0007u
+#define MQQB_BF_IN 0x0008u /* internal packet */
+#define MQQB_BF_SH 0x0010u /* SessionHeader present */
+#define MQQB_BF_DH 0x0020u /* DebugHeader present */
+#define MQQB_BF_TR 0x0100u /* tracing */
+
+/* InternalHeader.Flags (MS-MQQB 2.2.1) */
+#define MQQB_PT_SESSION_ACK 0x1
+#define MQQB_PT_ESTABLISH 0x2
+#define MQQB_PT_PARAMS 0x3
+#define MQQB_IF_CS 0x0010u /* connection refused */
+
+/* UserHeader.Flags (MS-MQMQ 2.2.19.2) */
+#define MQQB_UF_DM(f) (((f) >> 5) & 3u)
+#define MQQB_UF_JN (1u << 8)
+#define MQQB_UF_JP (1u << 9)
+#define MQQB_UF_DQ(f) (((f) >> 10) & 7u)
+#define MQQB_UF_AQ(f) (((f) >> 13) & 7u)
+#define MQQB_UF_RQ(f) (((f) >> 16) & 7u)
+#define MQQB_UF_SH (1u << 19) /* SecurityHeader */
+#define MQQB_UF_TH (1u << 20) /* TransactionHeader */
+#define MQQB_UF_MP (1u << 21) /* MessagePropertiesHeader (always) */
+#define MQQB_UF_CQ (1u << 22) /* ConnectorType */
+#define MQQB_UF_MQ (1u << 23) /* MultiQueueFormatHeader */
+#define MQQB_UF_AH (1u << 25) /* came over HTTP */
+#define MQQB_UF_HH (1u << 28) /* SoapHeader */
+
+/* TransactionHeader.Flags (MS-MQMQ 2.2.20.5) */
+#define MQQB_TF_CG 0x1u
+#define MQQB_TF_FA 0x2u
+#define MQQB_TF_FM 0x4u
+#define MQQB_TF_LM 0x8u
+
+/* Message classes used here (MS-MQMQ 2.2.18.1.6) */
+#define MQMSG_CLASS_NORMAL 0x0000
+#define MQMSG_CLASS_ORDER_ACK 0x00ff
+#define MQMSG_CLASS_NACK_BAD_DST_Q 0x8000
+
+/* Queue format types of UserHeader.Flags.DQ/AQ/RQ (MS-MQMQ 2.2.18.1.5). */
+enum {
+    MQQB_QF_NONE = 0,
+    MQQB_QF_SAME_AS_ADMIN = 1, /* RQ only */
+    MQQB_QF_PRIVATE_SRC = 2,   /* PrivateQueueFormatNameId on the source host */
+    MQQB_QF_PRIVATE_DST = 3,   /* PrivateQueueFormatNameId on the destination host */
+    MQQB_QF_PRIVATE_ADMIN = 4, /* RQ only: on the admin queue's host */
+    MQQB_QF_PUBLIC = 5,        /* PublicQueueFormatName (GUID) */
+    MQQB_QF_PRIVATE_OTHER = 6, /* PrivateQueueFormatName (GUID + id) */
+    MQQB_QF_DIRECT = 7,        /* DirectQueueFormatName (UTF-16) */
+};
+
+typedef struct mqqb_base {
+    uint8_t version, reserved;
+    uint16_t flags;
+    uint32_t signature, packet_size, ttrq;
+} mqqb_base;
+
+typedef struct mqqb_establish {
+    uint8_t client_guid[16], server_guid[16];
+    uint32_t timestamp;
+    uint16_t os; /* low byte RE (0x10), then SE 0x100, OS 0x200, QS 0x400 */
+    uint16_t reserved;
+} mqqb_establish;
+#define MQQB_OS_SE 0x0100u
+
+typedef struct mqqb_params {
+    uint32_t recoverable_ack_timeout, ack_timeout; /* ms */
+    uint16_t reserved, window;
+} mqqb_params;
+
+typedef struct mqqb_session {
+    uint16_t ack_seq;     /* UserMessage packets received */
+    uint16_t rec_ack_seq; /* lowest recoverable number acknowledged by rec_ack_flags bit 0 */
+    uint32_t rec_ack_flags;
+    uint16_t user_seq; /* UserMessage packets sent */
+    uint16_t rec_seq;  /* recoverable ones sent */
+    uint16_t window, reserved;
+} mqqb_session;
+
+/* One internal packet (BaseHeader.Flags.IN). */
+typedef struct mqqb_internal {
+    mqqb_base base;
+    uint16_t iflags;
+    unsigned type; /* MQQB_PT_* */
+    mqqb_establish ec;
+    mqqb_params cp;
+    mqqb_session session;
+} mqqb_internal;
+
+typedef struct mqqb_qformat {
+    unsigned type;         /* MQQB_QF_* */
+    uint32_t private_id;   /* PRIVATE_* */
+    uint8_t guid[16];      /* PUBLIC, PRIVATE_OTHER */
+    const uint8_t *direct; /* DIRECT: UTF-16LE, without its terminating NUL */
+    size_t direct_len;     /* bytes */
+} mqqb_qformat;
+
+typedef struct mqqb_user {
+    mqqb_base base;
+    /* UserHeader */
+    uint8_t source_qm[16], dest_qm[16];
+    uint32_t ttbr, sent_time, message_id, uflags;
+    mqqb_qformat dest, admin, resp;
+    int has_connector;
+    uint8_t connector[16];
+    /* TransactionHeader */
+    int has_tx;
+    uint32_t tx_flags;
+    uint64_t tx_seq_id; /* TimeStamp << 32 | Ordinal: compared as one 64-bit number */
+    uint32_t tx_seq_no, tx_prev_no;
+    int has_connector_qm;
+    uint8_t connector_qm[16];
+    /* SecurityHeader (parsed, not verified) */
+    int has_security;
+    uint16_t sec_flags, sender_id_size, enc_key_size, sig_size;
+    uint32_t cert_size, provider_size;
+    const uint8_t *sender_id;
+    /* MessagePropertiesHeader */
+    uint8_t ack_flags, label_len; /* label_len in UTF-16 units, NUL included */
+    uint16_t msg_class;
+    uint8_t correlation_id[20];
+    uint32_t body_type, app_tag, body_size, alloc_body_size, privacy, hash_alg, enc_alg, ext_size;
+    const uint8_t *label; /* UTF-16LE, label_len - 1 units (no NUL), NULL when none */
+    const uint8_t *ext, *body;
+    /* DebugHeader */
+    int has_debug;
+    uint16_t debug_flags;
+    uint8_t debug_queue[16];
+    /* SoapHeader (SRMP envelope): UTF-16LE strings without their NUL */
+    int has_soap;
+    const uint8_t *soap_header, *soap_body;
+    size_t soap_header_len, soap_body_len; /* bytes */
+    /* MultiQueueFormatHeader: kept as bytes (a copy per destination arrives anyway) */
+    int has_mqf;
+    uint32_t mqf_dest_count;
+    /* SessionHeader riding on the message */
+    int has_session;
+    mqqb_session session;
+} mqqb_user;
+
+/* How many bytes the packet at p takes (its BaseHeader says): 1 with *total, 0 when fewer
+ * than 16 bytes are there, -1 with why when the header is not MS-MQQB's or the size is
+ * below the least packet or above max (the caller's limit, at most MQQB_PACKET_MAX + 16). */
+int mqqb_frame_len(const uint8_t *p, size_t n, uint32_t max, uint32_t *total, const char **why);
+
+void mqqb_base_decode(const uint8_t *p, mqqb_base *b);
+
+/* A whole internal packet of len bytes (as mqqb_frame_len framed it): 0, or -1 with why. */
+int mqqb_parse_internal(const uint8_t *p, size_t len, mqqb_internal *out, const char **why);
+/* A whole UserMessage packet: 0, or -1 with why. */
+int mqqb_parse_user(const uint8_t *p, size_t len, mqqb_user *out, const char **why);
+
+/* The acceptor's EstablishConnection reply to req (572 bytes into out): the client's GUID,
+ * server_guid (the request's when it named one, else own_guid), its time stamp and its
+ * OperatingSystem flags back, 0x5A padding; refuse sets InternalHeader.Flags.CS. */
+void mqqb_write_establish_reply(uint8_t out[MQQB_EC_PACKET_LEN], const mqqb_establish *req,
+                                const uint8_t own_guid[16], int refuse);
+/* A ConnectionParameters packet (32 bytes). */
+void mqqb_write_params(uint8_t out[MQQB_CP_PACKET_LEN], const mqqb_params *cp);
+/* A stand-alone SessionAck packet (36 bytes). */
+void mqqb_write_session_ack(uint8_t out[MQQB_SESSION_ACK_LEN], const mqqb_session *s);
+/* The initiator's packets (tests and the peer): an EstablishConnection request. */
+void mqqb_write_establish_request(uint8_t out[MQQB_EC_PACKET_LEN], const mqqb_establish *req);
+
+/* An OrderAck packet (MS-MQQB 2.2.4) to "TCP:<addr>\PRIVATE$\order_queue$" (addr ASCII)
+ * into out (at most cap bytes): its length, or 0 when it does not fit. */
+size_t mqqb_write_order_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16], const char *addr,
+                            uint32_t message_id, uint32_t sent_time, uint64_t seq_id,
+                            uint32_t seq_no);
+
+/* UTF-16LE (n bytes) to UTF-8 into out (cap bytes, NUL-terminated): the length, or -1 when it
+ * does not fit or is not valid UTF-16 (lone surrogates, NUL inside). */
+long mqqb_utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap);
+/* The queue a direct format name (UTF-8, "DIRECT=" taken off) names when it is a private queue
+ * (TCP:host, private$, q; or OS:...): 0 with *name and *len inside s, or -1. */
+int mqqb_direct_private_queue(const char *s, size_t n, const char **name, size_t *len);
+
+#endif

@@ -1,0 +1,332 @@
+/* test_mqqb.c - the MS-MQQB packet codec (src/msmq/mqqb.c) against the frame examples of
+ * MS-MQQB section 4 (frames 3 to 8, their hex dumps typed in from the specification): each
+ * captured frame parses to the values the capture's annotation gives, and the acceptor's
+ * replies are the captured bytes, byte for byte, where the specification fixes them.
+ * Then the hostile cases: every truncation and lying lengths fail cleanly.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msmq/mqqb.h"
+
+static size_t unhex(const char *s, uint8_t *out)
+{
+    size_t n = 0;
+    while (*s) {
+        if (*s == ' ' || *s == '\n') {
+            s++;
+            continue;
+        }
+        unsigned v;
+        sscanf(s, "%2x", &v);
+        out[n++] = (uint8_t)v;
+        s += 2;
+    }
+    return n;
+}
+
+/* FRAME 3: Establish Connection Request (the first 60 bytes; 0x5A padding follows). */
+static const char frame3_head[] = "10 C0 0B 00 4C 49 4F 52 3C 02 00 00 FF FF FF FF"
+                                  "00 00 02 00 D1 58 73 55 50 91 95 95 49 97 B6 E6"
+                                  "11 EA 26 C6 07 89 CD 43 4C 39 11 8F 44 45 90 78"
+                                  "90 9E A0 FC 4E CA DE 1D 10 03 00 00";
+/* FRAME 4: Establish Connection Response (another capture's GUIDs; 0x5A padding follows). */
+static const char frame4_head[] = "10 5A 0B 00 4C 49 4F 52 3C 02 00 00 FF FF FF FF"
+                                  "00 00 02 00 05 23 74 1F 5E BE 77 41 BC 77 C4 DD"
+                                  "77 19 E4 74 EB 6A 3A 3C 67 F5 43 41 87 D3 85 CF"
+                                  "4D 68 CE B4 4E CA DE 1D 10 03 00 00";
+/* FRAME 5 (request) and FRAME 6 (response): ConnectionParameters, identical dumps. */
+static const char frame5[] = "10 C0 0B 00 4C 49 4F 52 20 00 00 00 FF FF FF FF"
+                             "00 00 03 00 D8 05 00 00 C0 D4 01 00 00 00 40 00";
+/* FRAME 7: User Message, up to its label; then "mqsender label", 1000 x "a" in UTF-16 and
+ * 2 bytes of padding the dump leaves out (PacketSize is 2224, the dump shows 2222). */
+static const char frame7_head[] = "10 00 03 00 4C 49 4F 52 B0 08 00 00 00 46 05 00"
+                                  "D1 58 73 55 50 91 95 95 49 97 B6 E6 11 EA 26 C6"
+                                  "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
+                                  "FF FF FF FF 4C 49 4F 52 EE 08 00 00 00 1C 28 00"
+                                  "1A 00 4F 00 53 00 3A 00 61 00 30 00 34 00 62 00"
+                                  "6D 00 30 00 32 00 5C 00 71 00 00 00 01 00 1C 00"
+                                  "00 00 00 00 00 00 00 00 00 00 00 00 01 05 00 00"
+                                  "00 00 00 05 15 00 00 00 AD 4A 9E BD 36 D9 FA 3D"
+                                  "63 A6 56 DA E8 03 00 00 0F 0F 00 00 00 00 00 00"
+                                  "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
+                                  "08 00 00 00 00 00 00 00 D0 07 00 00 D0 07 00 00"
+                                  "00 00 00 00 04 80 00 00 01 68 00 00 00 00 00 00";
+/* FRAME 8: Session Acknowledgment. */
+static const char frame8[] = "10 CD 1B 00 4C 49 4F 52 24 00 00 00 FF FF FF FF"
+                             "00 00 01 00 01 00 00 00 00 00 00 00 00 00 00 00"
+                             "40 00 00 00";
+
+static size_t ec_frame(const char *head, uint8_t *out)
+{
+    size_t n = unhex(head, out);
+    memset(out + n, 0x5A, MQQB_EC_PACKET_LEN - n);
+    return MQQB_EC_PACKET_LEN;
+}
+
+static size_t frame7(uint8_t *out)
+{
+    size_t n = unhex(frame7_head, out);
+    const char *label = "mqsender label";
+    for (size_t i = 0; i <= strlen(label); i++) {
+        out[n++] = (uint8_t)label[i];
+        out[n++] = 0;
+    }
+    for (int i = 0; i < 1000; i++) {
+        out[n++] = 'a';
+        out[n++] = 0;
+    }
+    out[n++] = 0;
+    out[n++] = 0;
+    return n;
+}
+
+START_TEST(frame3_parses_and_frame4_reply_is_byte_for_byte)
+{
+    uint8_t f3[MQQB_EC_PACKET_LEN], f4[MQQB_EC_PACKET_LEN], out[MQQB_EC_PACKET_LEN];
+    ec_frame(frame3_head, f3);
+    uint32_t total = 0;
+    const char *why = NULL;
+    ck_assert_int_eq(mqqb_frame_len(f3, 10, MQQB_PACKET_MAX, &total, &why), 0);
+    ck_assert_int_eq(mqqb_frame_len(f3, sizeof f3, MQQB_PACKET_MAX, &total, &why), 1);
+    ck_assert_uint_eq(total, 572);
+    mqqb_internal in;
+    ck_assert_int_eq(mqqb_parse_internal(f3, total, &in, &why), 0);
+    ck_assert_uint_eq(in.type, MQQB_PT_ESTABLISH);
+    ck_assert_uint_eq(in.base.flags, 0x000B);
+    ck_assert_uint_eq(in.ec.timestamp, 501140046u);
+    ck_assert_uint_eq(in.ec.os, 0x0310);
+    /* {C626EA11-E6B6-9749-9595-9150557358D1}, as the capture lays it out */
+    ck_assert_uint_eq(in.ec.client_guid[0], 0xD1);
+    ck_assert_uint_eq(in.ec.server_guid[15], 0xFC);
+    /* The acceptor (its GUID the request's ServerGuid) answers with the request's fields and
+     * 0x5A padding: frame 4's layout with frame 3's GUIDs. */
+    mqqb_write_establish_reply(out, &in.ec, in.ec.server_guid, 0);
+    uint8_t want[MQQB_EC_PACKET_LEN];
+    memcpy(want, f3, sizeof want);
+    want[1] = 0x5A; /* BaseHeader.Reserved, as frame 4 has it */
+    ck_assert_mem_eq(out, want, sizeof want);
+    /* Frame 4 itself: the reply to a request carrying its GUIDs, byte for byte. */
+    ec_frame(frame4_head, f4);
+    mqqb_internal r4;
+    ck_assert_int_eq(mqqb_parse_internal(f4, sizeof f4, &r4, &why), 0);
+    mqqb_establish req = r4.ec;
+    mqqb_write_establish_reply(out, &req, req.server_guid, 0);
+    ck_assert_mem_eq(out, f4, sizeof f4);
+    /* A request with a zero ServerGuid (direct format name) gets our GUID back. */
+    memset(req.server_guid, 0, 16);
+    uint8_t own[16];
+    memset(own, 0xAB, 16);
+    mqqb_write_establish_reply(out, &req, own, 0);
+    ck_assert_mem_eq(out + 36, own, 16);
+    /* Refused: CS set. */
+    mqqb_write_establish_reply(out, &req, own, 1);
+    ck_assert_uint_eq(out[18], 0x12);
+}
+END_TEST
+
+START_TEST(frame5_parses_and_frame6_reply_is_byte_for_byte)
+{
+    uint8_t f5[32], out[32];
+    ck_assert_uint_eq(unhex(frame5, f5), 32);
+    mqqb_internal in;
+    const char *why = NULL;
+    ck_assert_int_eq(mqqb_parse_internal(f5, 32, &in, &why), 0);
+    ck_assert_uint_eq(in.type, MQQB_PT_PARAMS);
+    ck_assert_uint_eq(in.cp.recoverable_ack_timeout, 1496);
+    ck_assert_uint_eq(in.cp.ack_timeout, 120000);
+    ck_assert_uint_eq(in.cp.window, 64);
+    mqqb_write_params(out, &in.cp); /* the acceptor echoes them (frame 6) */
+    ck_assert_mem_eq(out, f5, 32);
+}
+END_TEST
+
+START_TEST(frame7_user_message_parses)
+{
+    static uint8_t f7[2224];
+    ck_assert_uint_eq(frame7(f7), 2224);
+    uint32_t total = 0;
+    const char *why = NULL;
+    ck_assert_int_eq(mqqb_frame_len(f7, sizeof f7, MQQB_PACKET_MAX, &total, &why), 1);
+    ck_assert_uint_eq(total, 2224);
+    mqqb_user m;
+    ck_assert_msg(mqqb_parse_user(f7, total, &m, &why) == 0, "%s", why);
+    ck_assert_uint_eq(m.base.flags & MQQB_BF_PR, 3);
+    ck_assert_uint_eq(m.base.ttrq, 345600);
+    ck_assert_uint_eq(m.message_id, 2286);
+    ck_assert_uint_eq(m.ttbr, 0xFFFFFFFFu);
+    ck_assert_uint_eq(m.uflags, 0x281C00);
+    ck_assert_uint_eq(MQQB_UF_DM(m.uflags), 0); /* express */
+    ck_assert_uint_eq(m.dest.type, MQQB_QF_DIRECT);
+    char dq[100];
+    ck_assert_int_eq(mqqb_utf16_to_utf8(m.dest.direct, m.dest.direct_len, dq, sizeof dq), 12);
+    ck_assert_str_eq(dq, "OS:a04bm02\\q");
+    ck_assert(m.has_security);
+    ck_assert_uint_eq(m.sender_id_size, 28);
+    ck_assert_uint_eq(m.sender_id[0], 0x01); /* a SID, revision 1 */
+    ck_assert(!m.has_tx);
+    ck_assert_uint_eq(m.label_len, 15);
+    char label[100];
+    ck_assert_int_eq(mqqb_utf16_to_utf8(m.label, (m.label_len - 1) * 2u, label, sizeof label), 14);
+    ck_assert_str_eq(label, "mqsender label");
+    ck_assert_uint_eq(m.body_type, 8); /* VT_BSTR */
+    ck_assert_uint_eq(m.body_size, 2000);
+    ck_assert_uint_eq(m.body[0], 'a');
+    ck_assert_uint_eq(m.body[1999], 0);
+    ck_assert_uint_eq(m.hash_alg, 0x8004);
+    ck_assert(!m.has_session);
+    /* A private queue it is not: OS:a04bm02\q is a public queue's path. */
+    const char *qn;
+    size_t ql;
+    ck_assert_int_eq(mqqb_direct_private_queue(dq, strlen(dq), &qn, &ql), -1);
+    const char *priv = "TCP:10.0.0.1\\PRIVATE$\\orders";
+    ck_assert_int_eq(mqqb_direct_private_queue(priv, strlen(priv), &qn, &ql), 0);
+    ck_assert_int_eq((int)ql, 6);
+    ck_assert(!memcmp(qn, "orders", 6));
+}
+END_TEST
+
+START_TEST(frame8_session_ack_after_one_express_message)
+{
+    uint8_t f8[36], out[36];
+    ck_assert_uint_eq(unhex(frame8, f8), 36);
+    mqqb_internal in;
+    const char *why = NULL;
+    ck_assert_int_eq(mqqb_parse_internal(f8, 36, &in, &why), 0);
+    ck_assert_uint_eq(in.type, MQQB_PT_SESSION_ACK);
+    ck_assert_uint_eq(in.session.ack_seq, 1);
+    ck_assert_uint_eq(in.session.window, 64);
+    /* what the acceptor sends after frame 7 (one express message, window 64) */
+    mqqb_session s = {.ack_seq = 1, .window = 64};
+    mqqb_write_session_ack(out, &s);
+    ck_assert_mem_eq(out, f8, 36);
+}
+END_TEST
+
+START_TEST(order_ack_round_trips)
+{
+    uint8_t buf[512];
+    uint8_t own[16];
+    memset(own, 0x11, 16);
+    size_t n =
+        mqqb_write_order_ack(buf, sizeof buf, own, "127.0.0.1", 7, 1000, 0x0000000500000009ull, 42);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_uint_eq(n % 4, 0);
+    uint32_t total;
+    const char *why = NULL;
+    ck_assert_int_eq(mqqb_frame_len(buf, n, MQQB_PACKET_MAX, &total, &why), 1);
+    ck_assert_uint_eq(total, n);
+    mqqb_user m;
+    ck_assert_msg(mqqb_parse_user(buf, n, &m, &why) == 0, "%s", why);
+    ck_assert_uint_eq(m.base.flags, 0);
+    ck_assert_uint_eq(m.msg_class, MQMSG_CLASS_ORDER_ACK);
+    ck_assert_uint_eq(m.body_size, 36);
+    ck_assert_uint_eq(m.body_type, 0);
+    char s[100];
+    ck_assert_int_gt(mqqb_utf16_to_utf8(m.dest.direct, m.dest.direct_len, s, sizeof s), 0);
+    ck_assert_str_eq(s, "TCP:127.0.0.1\\PRIVATE$\\order_queue$");
+    ck_assert_int_gt(mqqb_utf16_to_utf8(m.label, (m.label_len - 1) * 2u, s, sizeof s), 0);
+    ck_assert_str_eq(s, "QM Ordering Ack");
+    ck_assert_uint_eq(m.body[0], 9);   /* Ordinal */
+    ck_assert_uint_eq(m.body[4], 5);   /* TimeStamp */
+    ck_assert_uint_eq(m.body[8], 42);  /* TxSequenceNumber */
+    ck_assert_uint_eq(m.body[12], 41); /* TxPreviousSequenceNumber */
+    ck_assert_uint_eq(mqqb_write_order_ack(buf, 100, own, "127.0.0.1", 7, 1000, 1, 1), 0);
+}
+END_TEST
+
+START_TEST(truncations_and_lying_lengths_fail_cleanly)
+{
+    static uint8_t f7[2224];
+    frame7(f7);
+    mqqb_user m;
+    const char *why = NULL;
+    /* every truncation: the packet claims 2224 bytes */
+    for (size_t n = 0; n < sizeof f7; n++) {
+        uint8_t *c = malloc(n ? n : 1); /* exact size: ASan sees any over-read */
+        memcpy(c, f7, n);
+        ck_assert_int_eq(mqqb_parse_user(c, n, &m, &why), -1);
+        free(c);
+    }
+    /* PacketSize cut below the label: the headers run past it */
+    uint8_t c[2224];
+    memcpy(c, f7, sizeof c);
+    c[8] = 0xC8;
+    c[9] = 0;
+    ck_assert_int_eq(mqqb_parse_user(c, sizeof c, &m, &why), -1);
+    /* MessageSize lies */
+    memcpy(c, f7, sizeof c);
+    c[0xA8] = 0xFF, c[0xA9] = 0xFF, c[0xAA] = 0xFF, c[0xAB] = 0x7F;
+    ck_assert_int_eq(mqqb_parse_user(c, sizeof c, &m, &why), -1);
+    /* direct name count lies */
+    memcpy(c, f7, sizeof c);
+    c[0x40] = 0xFF, c[0x41] = 0xFF;
+    ck_assert_int_eq(mqqb_parse_user(c, sizeof c, &m, &why), -1);
+    /* SenderCertSize lies */
+    memcpy(c, f7, sizeof c);
+    c[0x64] = 0xFF, c[0x65] = 0xFF, c[0x66] = 0xFF, c[0x67] = 0xFF;
+    ck_assert_int_eq(mqqb_parse_user(c, sizeof c, &m, &why), -1);
+    /* LabelLength over 250 */
+    memcpy(c, f7, sizeof c);
+    c[0x89] = 251;
+    ck_assert_int_eq(mqqb_parse_user(c, sizeof c, &m, &why), -1);
+    /* an unknown DQ type (1) closes the session */
+    memcpy(c, f7, sizeof c);
+    c[0x3D] = 0x04;
+    ck_assert_int_eq(mqqb_parse_user(c, sizeof c, &m, &why), -1);
+    /* framing: bad signature, version, a size above the limit or below any packet */
+    uint32_t total;
+    memcpy(c, f7, 16);
+    c[4] = 0;
+    ck_assert_int_eq(mqqb_frame_len(c, 16, MQQB_PACKET_MAX, &total, &why), -1);
+    memcpy(c, f7, 16);
+    c[0] = 0x11;
+    ck_assert_int_eq(mqqb_frame_len(c, 16, MQQB_PACKET_MAX, &total, &why), -1);
+    memcpy(c, f7, 16);
+    c[10] = 0x41; /* 4 MiB + */
+    ck_assert_int_eq(mqqb_frame_len(c, 16, MQQB_PACKET_MAX, &total, &why), -1);
+    memcpy(c, f7, 16);
+    c[8] = 4, c[9] = 0;
+    ck_assert_int_eq(mqqb_frame_len(c, 16, MQQB_PACKET_MAX, &total, &why), -1);
+    /* internal packets of the wrong size or type */
+    uint8_t f5[32];
+    unhex(frame5, f5);
+    mqqb_internal in;
+    ck_assert_int_eq(mqqb_parse_internal(f5, 31, &in, &why), -1);
+    f5[18] = 7;
+    ck_assert_int_eq(mqqb_parse_internal(f5, 32, &in, &why), -1);
+    /* UTF-16: lone surrogates and NULs are refused */
+    const uint8_t lone[] = {0x00, 0xD8, 0x41, 0x00};
+    char s[16];
+    ck_assert_int_eq(mqqb_utf16_to_utf8(lone, 4, s, sizeof s), -1);
+    const uint8_t nul[] = {0x41, 0x00, 0x00, 0x00};
+    ck_assert_int_eq(mqqb_utf16_to_utf8(nul, 4, s, sizeof s), -1);
+    const uint8_t pair[] = {0x3D, 0xD8, 0x00, 0xDE};
+    ck_assert_int_eq(mqqb_utf16_to_utf8(pair, 4, s, sizeof s), 4);
+}
+END_TEST
+
+static Suite *mqqb_suite(void)
+{
+    Suite *s = suite_create("mqqb");
+    TCase *tc = tcase_create("codec");
+    tcase_add_test(tc, frame3_parses_and_frame4_reply_is_byte_for_byte);
+    tcase_add_test(tc, frame5_parses_and_frame6_reply_is_byte_for_byte);
+    tcase_add_test(tc, frame7_user_message_parses);
+    tcase_add_test(tc, frame8_session_ack_after_one_express_message);
+    tcase_add_test(tc, order_ack_round_trips);
+    tcase_add_test(tc, truncations_and_lying_lengths_fail_cleanly);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(mqqb_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
