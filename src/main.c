@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/version.h"
 #include "mgmt/mgmt.h"
+#include "msmq/server.h"
 #include "store/log.h"
 
 int main(int argc, char **argv)
@@ -58,7 +59,17 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    char merr[256];
+    msmq_server *mq = msmq_start(b, merr, sizeof merr);
+    if (!mq && merr[0]) {
+        sl_error("listeners.msmq: %s", merr);
+        mgmt_stop(m);
+        broker_free(b);
+        sl_config_free(&cfg);
+        return 1;
+    }
     broker_run(b);
+    msmq_stop(mq);
     mgmt_stop(m);
     broker_free(b);
     sl_config_free(&cfg);

@@ -100,6 +100,11 @@ void sl_config_defaults(sl_config *c)
     c->link_time_to_reach_queue_ms = 345600000; /* MSMQ's default TimeToReachQueue, 4 days */
     c->link_dns_timeout_ms = 10000;
     c->tls_port = -1;
+    c->msmq_port = -1;
+    c->msmq_max_packet = 4u << 20; /* MS-MQQB's own ceiling (BaseHeader.PacketSize) */
+    c->msmq_idle_timeout_ms = 120000;
+    c->msmq_handshake_timeout_ms = 10000;
+    c->msmq_window = 64;
     c->mgmt_tls_port = -1;
     c->link_ssl.verify_peer = 1; /* a link checks whom it talks to unless told not to */
     c->ssl_handshake_timeout_ms = 5000;
@@ -136,6 +141,9 @@ void sl_config_free(sl_config *c)
     sl_free(c->loopback_users);
     sl_free(c->password_hashing_module);
     sl_free(c->tls_bind);
+    sl_free(c->msmq_bind);
+    sl_free(c->msmq_vhost);
+    sl_free(c->msmq_user);
     sl_free(c->auth_mechanisms);
     struct sl_tls_conf *tc[3] = {&c->ssl, &c->mgmt_ssl, &c->link_ssl};
     for (int i = 0; i < 3; i++) {
@@ -485,6 +493,39 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, 65535, &n))
             return "listeners.ssl.default must be [IP:]PORT (0 = a free port)";
         c->tls_port = (int)n;
+    } else if (!strcmp(key, "listeners.msmq")) {
+        const char *colon = strrchr(value, ':');
+        if (colon) {
+            char ip[128];
+            snprintf(ip, sizeof ip, "%.*s", (int)(colon - value), value);
+            set_str(&c->msmq_bind, ip);
+            value = colon + 1;
+        }
+        if (!strcmp(value, "default") || parse_bool(value) == 1)
+            n = 1801;
+        else if (parse_u64(value, 65535, &n))
+            return "listeners.msmq must be [IP:]PORT (0 = a free port, default = 1801)";
+        c->msmq_port = (int)n;
+    } else if (!strcmp(key, "msmq.vhost")) {
+        set_str(&c->msmq_vhost, value);
+    } else if (!strcmp(key, "msmq.user")) {
+        set_str(&c->msmq_user, value);
+    } else if (!strcmp(key, "msmq.max_packet_size")) {
+        if (parse_u64(value, 64u << 20, &n) || n < 1024)
+            return "msmq.max_packet_size must be 1K..64M";
+        c->msmq_max_packet = (uint32_t)n;
+    } else if (!strcmp(key, "msmq.idle_timeout")) {
+        if (parse_u64(value, 86400000, &n) || n < 100)
+            return "msmq.idle_timeout must be milliseconds (at least 100)";
+        c->msmq_idle_timeout_ms = (uint32_t)n;
+    } else if (!strcmp(key, "msmq.handshake_timeout")) {
+        if (parse_u64(value, 86400000, &n) || n < 100)
+            return "msmq.handshake_timeout must be milliseconds (at least 100)";
+        c->msmq_handshake_timeout_ms = (uint32_t)n;
+    } else if (!strcmp(key, "msmq.window")) {
+        if (parse_u64(value, 65535, &n) || n < 1)
+            return "msmq.window must be 1..65535";
+        c->msmq_window = (uint16_t)n;
     } else if (!strncmp(key, "ssl_options.", 12)) {
         return apply_tls(&c->ssl, key + 12, value);
     } else if (!strcmp(key, "management.ssl.port")) {

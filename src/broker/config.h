@@ -92,6 +92,16 @@ typedef struct sl_config {
     uint32_t link_bad_queue_grace_ms;
     uint64_t link_time_to_reach_queue_ms;
     uint32_t link_dns_timeout_ms;
+    /* MS-MQQB door (src/msmq/): listeners.msmq = [IP:]PORT (-1 = off, 0 = a free port),
+     * the vhost its private queues are looked up in, the user whose write permission it
+     * needs (NULL: none checked), the largest packet taken, the session timers. */
+    int msmq_port;
+    char *msmq_bind; /* NULL = bind */
+    char *msmq_vhost;
+    char *msmq_user;
+    uint32_t msmq_max_packet;
+    uint32_t msmq_idle_timeout_ms, msmq_handshake_timeout_ms;
+    uint16_t msmq_window;
 } sl_config;
 
 void sl_config_defaults(sl_config *c);

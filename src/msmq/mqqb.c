@@ -545,9 +545,11 @@ void mqqb_write_session_ack(uint8_t out[MQQB_SESSION_ACK_LEN], const mqqb_sessio
     wr16(h + 14, s->reserved);
 }
 
-size_t mqqb_write_order_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16], const char *addr,
-                            uint32_t message_id, uint32_t sent_time, uint64_t seq_id,
-                            uint32_t seq_no)
+/* OrderAck and FinalAck (MS-MQQB 2.2.4, 2.2.5): UserMessages to the sender's order queue
+ * with label "QM Ordering Ack", BodyType VT_EMPTY and a 36-byte body. */
+static size_t write_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16], const char *addr,
+                        uint32_t message_id, uint32_t sent_time, uint16_t cls, unsigned dm,
+                        const uint8_t body[MQQB_ORDER_ACK_BODY_LEN])
 {
     static const char label[] = "QM Ordering Ack";
     char dq[300];
@@ -565,7 +567,7 @@ size_t mqqb_write_order_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16]
     if (total > cap)
         return 0;
     memset(out, 0, total);
-    /* BaseHeader.Flags all 0 (MS-MQQB 2.2.4); a UserMessage: TimeToReachQueue infinite */
+    /* BaseHeader.Flags all 0; a UserMessage: TimeToReachQueue infinite */
     base_write(out, 0, 0, (uint32_t)total);
     uint8_t *p = out + MQQB_BASE_LEN;
     memcpy(p, own_guid, 16);
@@ -573,23 +575,46 @@ size_t mqqb_write_order_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16]
     wr32(p + 32, 0xFFFFFFFFu);
     wr32(p + 36, sent_time);
     wr32(p + 40, message_id);
-    wr32(p + 44, MQQB_UF_MP | (uint32_t)MQQB_QF_DIRECT << 10);
+    wr32(p + 44, MQQB_UF_MP | (uint32_t)dm << 5 | (uint32_t)MQQB_QF_DIRECT << 10);
     wr16(p + 48, (uint16_t)count);
     for (size_t i = 0; i < dql; i++)
         wr16(p + 50 + 2 * i, (uint8_t)dq[i]);
     p += uh;
     p[1] = (uint8_t)sizeof label; /* LabelLength, NUL included */
-    wr16(p + 2, MQMSG_CLASS_ORDER_ACK);
+    wr16(p + 2, cls);
     wr32(p + 32, MQQB_ORDER_ACK_BODY_LEN);
     wr32(p + 36, MQQB_ORDER_ACK_BODY_LEN);
     for (size_t i = 0; i < sizeof label; i++)
         wr16(p + 56 + 2 * i, (uint8_t)label[i]);
-    uint8_t *b = p + 56 + sizeof label * 2;
+    memcpy(p + 56 + sizeof label * 2, body, MQQB_ORDER_ACK_BODY_LEN);
+    return total;
+}
+
+size_t mqqb_write_order_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16], const char *addr,
+                            uint32_t message_id, uint32_t sent_time, uint64_t seq_id,
+                            uint32_t seq_no)
+{
+    uint8_t b[MQQB_ORDER_ACK_BODY_LEN] = {0};
     wr32(b, (uint32_t)seq_id);
     wr32(b + 4, (uint32_t)(seq_id >> 32));
     wr32(b + 8, seq_no);
     wr32(b + 12, seq_no - 1);
-    return total;
+    return write_ack(out, cap, own_guid, addr, message_id, sent_time, MQMSG_CLASS_ORDER_ACK, 0, b);
+}
+
+size_t mqqb_write_final_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16], const char *addr,
+                            uint32_t message_id, uint32_t sent_time, uint16_t cls,
+                            const mqqb_user *acked)
+{
+    uint8_t b[MQQB_ORDER_ACK_BODY_LEN];
+    wr32(b, (uint32_t)acked->tx_seq_id);
+    wr32(b + 4, (uint32_t)(acked->tx_seq_id >> 32));
+    wr32(b + 8, acked->tx_seq_no);
+    wr32(b + 12, acked->tx_prev_no);
+    memcpy(b + 16, acked->source_qm, 16);
+    wr32(b + 32, acked->message_id);
+    /* FinalAck: recoverable (UserHeader.Flags.DM = 1) */
+    return write_ack(out, cap, own_guid, addr, message_id, sent_time, cls, 1, b);
 }
 
 /* ---- strings ---- */

@@ -206,6 +206,12 @@ size_t mqqb_write_order_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16]
                             uint32_t message_id, uint32_t sent_time, uint64_t seq_id,
                             uint32_t seq_no);
 
+/* A FinalAck packet (MS-MQQB 2.2.5) of class cls (MQMSG_CLASS_NACK_* for a refusal) for the
+ * transactional message acked, to the same order queue; length or 0. */
+size_t mqqb_write_final_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16], const char *addr,
+                            uint32_t message_id, uint32_t sent_time, uint16_t cls,
+                            const mqqb_user *acked);
+
 /* UTF-16LE (n bytes) to UTF-8 into out (cap bytes, NUL-terminated): the length, or -1 when it
  * does not fit or is not valid UTF-16 (lone surrogates, NUL inside). */
 long mqqb_utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap);

@@ -1,0 +1,674 @@
+/* server.c - MS-MQQB sessions on the receiving side (MS-MQQB 3.1: the acceptor).
+ *
+ * A session is one TCP connection from a Windows queue manager: EstablishConnection (we
+ * answer with our GUID, the node's link id), ConnectionParameters (echoed, the window being
+ * the smaller of the sender's and msmq.window), then UserMessage packets and SessionAcks in
+ * both directions. Each UserMessage goes into the private queue its DestinationQueue names
+ * in the vhost msmq.vhost; its MSMQ properties become AMQP properties and x-msmq-* headers
+ * (props.c).
+ *
+ * Acknowledgements (MS-MQQB 3.1.1.6):
+ *   - session acks count every packet received (AckSequenceNumber); a recoverable message is
+ *     acknowledged (RecoverableMsgAckSeqNumber + flags) only once its enqueue is on disk: its
+ *     store ticket is kept until broker_durable() passes it. An ack goes when half the window
+ *     is waiting, or when the session ack timer (the sender's RecoverableAckTimeout) expires.
+ *   - a transactional message is decided by EOD's receiver rule (link/eod.h, the same rule as
+ *     between Sluice nodes), keyed by (SourceQueueManager, TxSequenceID): accepted ones are
+ *     enqueued and the new last number recorded in one record group (persist_group), so a
+ *     kill -9 keeps both or neither; duplicates are dropped; out-of-order ones refused (not
+ *     enqueued). Either way an OrderAck for the last accepted number goes back on the session
+ *     once that number is durable, so the sender resends from there.
+ * Unknown or non-private queue: a non-transactional message is dropped (acknowledged, as
+ * MSMQ discards it, and logged); a transactional one is accepted into the sequence without
+ * an enqueue and a FinalAck MQMSG_CLASS_NACK_BAD_DST_Q goes back (the sender dead-letters it).
+ *
+ * Bounded: a packet larger than msmq.max_packet_size closes the session before anything is
+ * buffered past its header; input is read only while fewer than MSMQ_PENDING_MAX acks wait for
+ * the disk and the output is under MSMQ_OUT_MAX; a session silent for msmq.idle_timeout (or
+ * not established within msmq.handshake_timeout) is closed.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../amqp/method.h"
+#include "../amqp/table.h"
+#include "../broker/broker.h"
+#include "../core/clock.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../link/eod.h"
+#include "../link/link.h"
+#include "../net/accept.h"
+#include "../net/listen.h"
+#include "../persist/persist.h"
+#include "mqqb.h"
+#include "props.h"
+
+#define MSMQ_READ_CHUNK (64u * 1024)
+#define MSMQ_OUT_MAX (1u << 20)
+#define MSMQ_PENDING_MAX 8192
+
+enum sess_state { S_WAIT_EC = 0, S_WAIT_CP, S_OPEN, S_DEAD };
+
+/* Something that waits for the disk before it is acknowledged. */
+typedef struct pend {
+    uint64_t ticket;
+    uint8_t kind; /* P_REC: session ack of recoverable number rec; P_ORDER: order ack */
+    uint32_t rec;
+    uint64_t seq_id;
+    uint32_t seq_no;
+} pend;
+enum { P_REC = 1, P_ORDER = 2 };
+
+typedef struct sess {
+    struct msmq_server *srv;
+    struct sess *next;
+    int fd;
+    sl_watch w;
+    sl_timer timer;
+    enum sess_state state;
+    char peer[64], peer_ip[64];
+    sl_buf in, out;
+    uint8_t client_guid[16];
+    mqqb_params cp;
+    uint64_t last_rx_ms, ack_due_ms, started_ms;
+    /* session message sequence (MS-MQMQ 2.2.20.4) */
+    uint32_t recv_count, recv_rec;   /* received: packets, recoverable packets */
+    uint32_t acked_count;            /* recv_count at the last ack sent */
+    uint32_t rec_durable, rec_acked; /* recoverable numbers on disk / acknowledged */
+    uint32_t sent_count;             /* UserMessage packets we sent (order acks) */
+    uint32_t next_msg_id;
+    pend *pend;
+    size_t p_head, p_len, p_cap;
+    int reading;
+    uint64_t accepted, duplicates, refused;
+} sess;
+
+struct msmq_server {
+    broker *b;
+    int fd;
+    sl_acceptor acc;
+    char addr[64];
+    int port;
+    sess *sessions;
+    sess *dead; /* closed this turn, freed by the reap timer (callers up the stack may
+                   still hold them) */
+    sl_timer reap;
+    int sync_waiting;
+    uint8_t guid[16];
+};
+
+static void sess_close(sess *s, const char *why);
+static void sess_flush(sess *s);
+static void sess_arm(sess *s);
+
+/* ---- disk waits ---- */
+
+static void on_sync(void *ctx);
+
+static void want_sync(msmq_server *srv)
+{
+    if (srv->sync_waiting)
+        return;
+    if (broker_after_sync(srv->b, on_sync, srv))
+        srv->sync_waiting = 1;
+    else
+        on_sync(srv);
+}
+
+static void pend_push(sess *s, pend p)
+{
+    if (s->p_len == s->p_cap) {
+        size_t cap = s->p_cap ? s->p_cap * 2 : 64;
+        pend *nu = sl_xmalloc(cap * sizeof *nu);
+        for (size_t i = 0; i < s->p_len; i++)
+            nu[i] = s->pend[(s->p_head + i) % s->p_cap];
+        sl_free(s->pend);
+        s->pend = nu;
+        s->p_cap = cap;
+        s->p_head = 0;
+    }
+    s->pend[(s->p_head + s->p_len++) % s->p_cap] = p;
+}
+
+static void send_session_ack(sess *s)
+{
+    /* one packet per 32 recoverable numbers now on disk and not yet acknowledged */
+    do {
+        mqqb_session h = {.ack_seq = (uint16_t)s->recv_count,
+                          .user_seq = (uint16_t)s->sent_count,
+                          .window = s->cp.window};
+        if (s->rec_durable > s->rec_acked) {
+            uint32_t n = s->rec_durable - s->rec_acked;
+            if (n > 32)
+                n = 32;
+            h.rec_ack_seq = (uint16_t)(s->rec_acked + 1);
+            h.rec_ack_flags = n == 32 ? 0xFFFFFFFFu : (1u << n) - 1;
+            s->rec_acked += n;
+        }
+        uint8_t pkt[MQQB_SESSION_ACK_LEN];
+        mqqb_write_session_ack(pkt, &h);
+        sl_buf_append(&s->out, pkt, sizeof pkt);
+    } while (s->rec_durable > s->rec_acked);
+    s->acked_count = s->recv_count;
+    s->ack_due_ms = 0;
+}
+
+static void send_order_ack(sess *s, uint64_t seq_id, uint32_t seq_no)
+{
+    uint8_t pkt[512];
+    size_t n = mqqb_write_order_ack(pkt, sizeof pkt, s->srv->guid, s->peer_ip, ++s->next_msg_id,
+                                    (uint32_t)(sl_wall_ms() / 1000), seq_id, seq_no);
+    if (n) {
+        sl_buf_append(&s->out, pkt, n);
+        s->sent_count++;
+    }
+}
+
+/* Half the window waiting: acknowledge now (MS-MQQB 3.1.1.6.1: by count or by timer). */
+static void maybe_ack(sess *s)
+{
+    uint32_t half = s->cp.window > 1 ? s->cp.window / 2u : 1u;
+    if (s->recv_count - s->acked_count >= half || s->rec_durable - s->rec_acked >= half)
+        send_session_ack(s);
+}
+
+static void release(sess *s)
+{
+    uint64_t durable = broker_durable(s->srv->b);
+    int any = 0;
+    while (s->p_len && s->pend[s->p_head].ticket <= durable) {
+        pend p = s->pend[s->p_head];
+        s->p_head = (s->p_head + 1) % s->p_cap;
+        s->p_len--;
+        if (p.kind == P_REC)
+            s->rec_durable = p.rec;
+        else
+            send_order_ack(s, p.seq_id, p.seq_no);
+        any = 1;
+    }
+    if (!any)
+        return;
+    maybe_ack(s);
+    sess_flush(s);
+    if (!s->reading && s->state != S_DEAD && s->p_len < MSMQ_PENDING_MAX / 2) {
+        s->reading = 1;
+        sl_loop_watch(s->srv->b->loop, &s->w, SL_EV_READ | (s->w.events & SL_EV_WRITE));
+    }
+    sess_arm(s);
+}
+
+static void on_sync(void *ctx)
+{
+    msmq_server *srv = ctx;
+    srv->sync_waiting = 0;
+    int more = 0;
+    for (sess *s = srv->sessions, *next; s; s = next) {
+        next = s->next; /* release may close s (it moves to the dead list) */
+        release(s);
+        more |= s->state != S_DEAD && s->p_len > 0;
+    }
+    if (more)
+        want_sync(srv);
+}
+
+/* ---- delivery ---- */
+
+static qm_queue *find_queue(qm_vhost *vh, const char *name, size_t len)
+{
+    qm_queue *q = qm_queue_find(vh, name, len);
+    if (q || memchr(name, ';', len))
+        return q;
+    /* MSMQ queue names are case-insensitive */
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
+        if (kl == len && !strncasecmp(k, name, len))
+            return v;
+    return NULL;
+}
+
+/* The queue a message is for, or NULL with why. */
+static qm_queue *dest_queue(sess *s, const mqqb_user *m, char *dq, size_t dqcap, const char **why)
+{
+    broker *b = s->srv->b;
+    dq[0] = 0;
+    if (m->dest.type != MQQB_QF_DIRECT) {
+        *why = "only direct format names are served (DIRECT=TCP:host\\private$\\queue)";
+        return NULL;
+    }
+    if (mqqb_utf16_to_utf8(m->dest.direct, m->dest.direct_len, dq, dqcap) < 0) {
+        *why = "destination queue name is not valid UTF-16";
+        return NULL;
+    }
+    const char *qn;
+    size_t ql;
+    if (mqqb_direct_private_queue(dq, strlen(dq), &qn, &ql) < 0) {
+        *why = "not a private queue (\\private$\\queue)";
+        return NULL;
+    }
+    const char *vname = b->cfg->msmq_vhost ? b->cfg->msmq_vhost : "/";
+    qm_vhost *vh = qm_vhost_find(b->node, vname, strlen(vname));
+    qm_queue *q = vh ? find_queue(vh, qn, ql) : NULL;
+    if (!q) {
+        *why = "no such queue";
+        return NULL;
+    }
+    if (b->cfg->msmq_user) {
+        static char err[300];
+        if (link_recv_may_write(b->acc, b->cfg->msmq_user, q, err, sizeof err) != SL_OK) {
+            *why = err;
+            return NULL;
+        }
+    }
+    return q;
+}
+
+static void user_message(sess *s, const mqqb_user *m)
+{
+    msmq_server *srv = s->srv;
+    broker *b = srv->b;
+    int recoverable = MQQB_UF_DM(m->uflags) != 0;
+    s->recv_count++;
+    uint32_t rec = 0;
+    if (recoverable)
+        rec = ++s->recv_rec;
+    char dq[1024];
+    const char *why = NULL;
+    qm_queue *q = dest_queue(s, m, dq, sizeof dq, &why);
+    uint64_t mark = broker_mark(b);
+    int expired =
+        m->base.ttrq != 0xFFFFFFFFu && sl_wall_ms() / 1000 > (uint64_t)m->sent_time + m->base.ttrq;
+    if (m->has_tx) {
+        persist_eod_in *st =
+            b->store ? persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id) : NULL;
+        uint64_t last = st ? st->seq_no : 0;
+        eod_verdict v = eod_recv_check(last, m->tx_seq_no, m->tx_prev_no);
+        if (v == EOD_ACCEPT) {
+            char sender[40], dest[300];
+            msmq_guid_str(m->source_qm, sender);
+            snprintf(dest, sizeof dest, "%s", q ? q->name : dq);
+            if (b->store)
+                persist_group(b->store, 1);
+            if (q && !expired) {
+                qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
+                qm_queue_enqueue(q, msg);
+                qm_message_unref(msg);
+            }
+            if (b->store) {
+                persist_eod_in_set(b->store, m->source_qm, m->tx_seq_id, m->tx_seq_no, 0, sender,
+                                   dest);
+                persist_group(b->store, 0);
+            }
+            last = m->tx_seq_no;
+            s->accepted++;
+            if (!q) {
+                sl_warn("msmq %s: transactional message %u of sequence %016llx to '%s' refused: "
+                        "%s (FinalAck NACK_BAD_DST_Q)",
+                        s->peer, m->tx_seq_no, (unsigned long long)m->tx_seq_id, dq, why);
+                uint8_t pkt[512];
+                size_t n = mqqb_write_final_ack(pkt, sizeof pkt, srv->guid, s->peer_ip,
+                                                ++s->next_msg_id, (uint32_t)(sl_wall_ms() / 1000),
+                                                MQMSG_CLASS_NACK_BAD_DST_Q, m);
+                if (n) {
+                    sl_buf_append(&s->out, pkt, n);
+                    s->sent_count++;
+                }
+            }
+        } else if (v == EOD_DUPLICATE) {
+            s->duplicates++;
+        } else {
+            s->refused++;
+            sl_debug("msmq %s: message %u of sequence %016llx out of order (previous %u, last "
+                     "accepted %llu): refused",
+                     s->peer, m->tx_seq_no, (unsigned long long)m->tx_seq_id, m->tx_prev_no,
+                     (unsigned long long)last);
+        }
+        if (last) {
+            /* the order ack waits until the number it names is on disk */
+            uint64_t t = broker_ticket(b);
+            pend_push(s, (pend){.ticket = t,
+                                .kind = P_ORDER,
+                                .seq_id = m->tx_seq_id,
+                                .seq_no = (uint32_t)last});
+        }
+    } else if (!q) {
+        s->refused++;
+        sl_warn("msmq %s: message %u to '%s' dropped: %s", s->peer, m->message_id, dq, why);
+    } else if (!expired) {
+        qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
+        qm_queue_enqueue(q, msg);
+        qm_message_unref(msg);
+        s->accepted++;
+    }
+    if (recoverable)
+        pend_push(s, (pend){.ticket = broker_ticket_since(b, mark), .kind = P_REC, .rec = rec});
+    if (!s->ack_due_ms)
+        s->ack_due_ms = sl_now_ms() + s->cp.recoverable_ack_timeout;
+}
+
+/* ---- packets ---- */
+
+/* 0 to go on, -1 when the session is closed. */
+static int packet(sess *s, const uint8_t *p, uint32_t len)
+{
+    const char *why = NULL;
+    if (p[2] & MQQB_BF_IN) {
+        mqqb_internal in;
+        if (mqqb_parse_internal(p, len, &in, &why) < 0)
+            goto bad;
+        if (s->state == S_WAIT_EC && in.type == MQQB_PT_ESTABLISH) {
+            static const uint8_t zero[16];
+            int refuse =
+                memcmp(in.ec.server_guid, zero, 16) && memcmp(in.ec.server_guid, s->srv->guid, 16);
+            uint8_t pkt[MQQB_EC_PACKET_LEN];
+            mqqb_write_establish_reply(pkt, &in.ec, s->srv->guid, refuse);
+            sl_buf_append(&s->out, pkt, sizeof pkt);
+            if (refuse) {
+                sess_flush(s);
+                sess_close(s, "EstablishConnection names another queue manager (refused)");
+                return -1;
+            }
+            memcpy(s->client_guid, in.ec.client_guid, 16);
+            s->state = S_WAIT_CP;
+            return 0;
+        }
+        if (s->state == S_WAIT_CP && in.type == MQQB_PT_PARAMS) {
+            s->cp = in.cp;
+            /* out-of-range timeouts are brought into the specification's ranges */
+            if (s->cp.recoverable_ack_timeout < 500)
+                s->cp.recoverable_ack_timeout = 500;
+            if (s->cp.recoverable_ack_timeout > 120000)
+                s->cp.recoverable_ack_timeout = 120000;
+            if (!s->cp.window || s->cp.window > s->srv->b->cfg->msmq_window)
+                s->cp.window = s->srv->b->cfg->msmq_window;
+            mqqb_params reply = in.cp;
+            reply.window = s->cp.window;
+            uint8_t pkt[MQQB_CP_PACKET_LEN];
+            mqqb_write_params(pkt, &reply);
+            sl_buf_append(&s->out, pkt, sizeof pkt);
+            s->state = S_OPEN;
+            sl_info("msmq session %s established", s->peer);
+            return 0;
+        }
+        if (s->state == S_OPEN && in.type == MQQB_PT_SESSION_ACK) {
+            if (in.session.ack_seq != (uint16_t)s->sent_count &&
+                (uint16_t)(s->sent_count - in.session.ack_seq) > 0x8000) {
+                why = "SessionAck acknowledges packets never sent";
+                goto bad;
+            }
+            return 0;
+        }
+        why = "packet out of place in the session";
+        goto bad;
+    }
+    if (s->state != S_OPEN) {
+        why = "UserMessage before the session was established";
+        goto bad;
+    }
+    mqqb_user m;
+    if (mqqb_parse_user(p, len, &m, &why) < 0)
+        goto bad;
+    if (m.privacy != 0 || (m.has_security && (m.sec_flags & 0x20))) {
+        /* an encrypted body cannot be delivered readable: refuse the session rather than
+         * store ciphertext as if it were the message */
+        why = "encrypted message bodies are not supported";
+        goto bad;
+    }
+    user_message(s, &m);
+    if (m.has_session && m.session.user_seq != (uint16_t)s->recv_count) {
+        why = "SessionHeader.UserMsgSequenceNumber does not match the packets received";
+        goto bad;
+    }
+    return 0;
+bad:
+    sess_close(s, why);
+    return -1;
+}
+
+static void sess_input(sess *s)
+{
+    for (int i = 0; i < 1024; i++) {
+        uint32_t total;
+        const char *why = NULL;
+        int r = mqqb_frame_len(sl_buf_head(&s->in), sl_buf_unread(&s->in),
+                               s->srv->b->cfg->msmq_max_packet + MQQB_SESSION_LEN, &total, &why);
+        if (r < 0) {
+            sess_close(s, why);
+            return;
+        }
+        if (r == 0 || sl_buf_unread(&s->in) < total)
+            break;
+        if (packet(s, sl_buf_head(&s->in), total) < 0)
+            return;
+        sl_buf_consume(&s->in, total);
+    }
+    sl_buf_compact(&s->in);
+    maybe_ack(s);
+    if (s->p_len) {
+        want_sync(s->srv);
+        if (s->p_len >= MSMQ_PENDING_MAX && s->reading) {
+            s->reading = 0; /* wait for the disk before taking more */
+            sl_loop_watch(s->srv->b->loop, &s->w, s->w.events & SL_EV_WRITE);
+        }
+    }
+    sess_flush(s);
+    sess_arm(s);
+}
+
+/* ---- socket ---- */
+
+static void sess_flush(sess *s)
+{
+    if (s->state == S_DEAD)
+        return;
+    while (sl_buf_unread(&s->out)) {
+        ssize_t n = send(s->fd, sl_buf_head(&s->out), sl_buf_unread(&s->out), MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            sess_close(s, "write failed");
+            return;
+        }
+        sl_buf_consume(&s->out, (size_t)n);
+    }
+    sl_buf_compact(&s->out);
+    if (sl_buf_unread(&s->out) > MSMQ_OUT_MAX) {
+        sess_close(s, "the peer does not read its acknowledgements");
+        return;
+    }
+    int ev = (s->reading ? SL_EV_READ : 0) | (sl_buf_unread(&s->out) ? SL_EV_WRITE : 0);
+    if (ev != s->w.events)
+        sl_loop_watch(s->srv->b->loop, &s->w, ev);
+}
+
+static void on_io(sl_loop *loop, sl_watch *w, int events)
+{
+    sess *s = w->data;
+    if (events & SL_EV_WRITE)
+        sess_flush(s);
+    if (s->state == S_DEAD || !(events & (SL_EV_READ | SL_EV_ERROR)))
+        return;
+    for (int i = 0; i < 4; i++) {
+        /* never more than one packet (and a chunk) buffered */
+        uint8_t *dst = sl_buf_reserve(&s->in, MSMQ_READ_CHUNK);
+        ssize_t n = recv(s->fd, dst, MSMQ_READ_CHUNK, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            sess_input(s); /* what arrived before the close still counts */
+            if (s->state != S_DEAD)
+                sess_close(s, n == 0 ? "closed by the peer" : "read failed");
+            return;
+        }
+        s->in.len += (size_t)n;
+        s->last_rx_ms = sl_loop_now(loop);
+        if ((size_t)n < MSMQ_READ_CHUNK)
+            break;
+    }
+    sess_input(s);
+}
+
+static void on_timer(sl_loop *loop, sl_timer *t)
+{
+    sess *s = t->data;
+    uint64_t now = sl_loop_now(loop);
+    if (s->state != S_OPEN && now >= s->started_ms + s->srv->b->cfg->msmq_handshake_timeout_ms) {
+        sess_close(s, "session not established in time (msmq.handshake_timeout)");
+        return;
+    }
+    if (now >= s->last_rx_ms + s->srv->b->cfg->msmq_idle_timeout_ms) {
+        sess_close(s, "session idle (msmq.idle_timeout)");
+        return;
+    }
+    if (s->ack_due_ms && now >= s->ack_due_ms) {
+        send_session_ack(s);
+        if (s->p_len) /* recoverable ones still wait for the disk: ack them later too */
+            s->ack_due_ms = now + s->cp.recoverable_ack_timeout;
+        sess_flush(s);
+    }
+    sess_arm(s);
+}
+
+static void sess_arm(sess *s)
+{
+    if (s->state == S_DEAD)
+        return;
+    const sl_config *cfg = s->srv->b->cfg;
+    uint64_t due = s->last_rx_ms + cfg->msmq_idle_timeout_ms;
+    if (s->state != S_OPEN && s->started_ms + cfg->msmq_handshake_timeout_ms < due)
+        due = s->started_ms + cfg->msmq_handshake_timeout_ms;
+    if (s->ack_due_ms && s->ack_due_ms < due)
+        due = s->ack_due_ms;
+    sl_timer_start(s->srv->b->loop, &s->timer, due);
+}
+
+static void sess_free(sess *s)
+{
+    sl_buf_free(&s->in);
+    sl_buf_free(&s->out);
+    sl_free(s->pend);
+    sl_free(s);
+}
+
+static void sess_close(sess *s, const char *why)
+{
+    if (s->state == S_DEAD)
+        return;
+    sl_info("msmq session %s closed: %s (accepted %llu, duplicates %llu, refused %llu)", s->peer,
+            why, (unsigned long long)s->accepted, (unsigned long long)s->duplicates,
+            (unsigned long long)s->refused);
+    s->state = S_DEAD;
+    sl_timer_stop(s->srv->b->loop, &s->timer);
+    sl_loop_unwatch(s->srv->b->loop, &s->w);
+    close(s->fd);
+    s->fd = -1;
+    msmq_server *srv = s->srv;
+    for (sess **pp = &srv->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    /* freed on the next turn: the handler that closed it may still read its fields; sync
+     * callbacks go to the server, never to a session */
+    s->next = srv->dead;
+    srv->dead = s;
+    sl_timer_start(srv->b->loop, &srv->reap, sl_loop_now(srv->b->loop));
+}
+
+static void reap_dead(msmq_server *srv)
+{
+    while (srv->dead) {
+        sess *s = srv->dead;
+        srv->dead = s->next;
+        sess_free(s);
+    }
+}
+
+static void on_reap(sl_loop *loop, sl_timer *t)
+{
+    reap_dead(t->data);
+}
+
+static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *peer)
+{
+    msmq_server *srv = a->data;
+    sess *s = sl_xcalloc(1, sizeof *s);
+    s->srv = srv;
+    s->fd = fd;
+    sl_buf_init(&s->in);
+    sl_buf_init(&s->out);
+    msmq_peer_str(peer, s->peer, sizeof s->peer, s->peer_ip, sizeof s->peer_ip);
+    s->started_ms = s->last_rx_ms = sl_loop_now(srv->b->loop);
+    s->reading = 1;
+    s->w = (sl_watch){.fd = fd, .fn = on_io, .data = s};
+    sl_timer_init(&s->timer, on_timer, s);
+    s->next = srv->sessions;
+    srv->sessions = s;
+    if (sl_loop_watch(srv->b->loop, &s->w, SL_EV_READ) < 0) {
+        sess_close(s, "cannot watch the socket");
+        return;
+    }
+    sess_arm(s);
+}
+
+msmq_server *msmq_start(broker *b, char *err, size_t errlen)
+{
+    err[0] = 0;
+    const sl_config *cfg = b->cfg;
+    if (cfg->msmq_port < 0)
+        return NULL;
+    msmq_server *srv = sl_xcalloc(1, sizeof *srv);
+    srv->b = b;
+    sl_timer_init(&srv->reap, on_reap, srv);
+    if (b->store)
+        memcpy(srv->guid, persist_node_id(b->store), 16);
+    else
+        for (int i = 0; i < 16; i++)
+            srv->guid[i] = (uint8_t)(b->boot_id >> (8 * (i % 8)));
+    srv->fd = sl_listen_tcp(cfg->msmq_bind ? cfg->msmq_bind : cfg->bind, cfg->msmq_port, 128,
+                            srv->addr, sizeof srv->addr, &srv->port, err, errlen);
+    if (srv->fd < 0) {
+        sl_free(srv);
+        return NULL;
+    }
+    if (sl_acceptor_start(&srv->acc, b->loop, srv->fd, "msmq", b->fd_reserve, on_accept, NULL,
+                          srv) < 0) {
+        snprintf(err, errlen, "cannot watch the msmq listener: %s", strerror(errno));
+        close(srv->fd);
+        sl_free(srv);
+        return NULL;
+    }
+    char g[40];
+    msmq_guid_str(srv->guid, g);
+    sl_info("listening msmq=%s:%d", srv->addr, srv->port);
+    sl_info("msmq: queue manager %s, private queues of vhost '%s'", g,
+            cfg->msmq_vhost ? cfg->msmq_vhost : "/");
+    return srv;
+}
+
+void msmq_stop(msmq_server *srv)
+{
+    if (!srv)
+        return;
+    while (srv->sessions)
+        sess_close(srv->sessions, "node stopping");
+    sl_timer_stop(srv->b->loop, &srv->reap);
+    reap_dead(srv);
+    sl_acceptor_stop(&srv->acc);
+    close(srv->fd);
+    sl_free(srv);
+}
