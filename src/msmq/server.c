@@ -89,6 +89,7 @@ typedef struct sess {
     pend *pend;
     size_t p_head, p_len, p_cap;
     int reading;
+    int blocked; /* not read while a memory or disk alarm is on (like AMQP publishers) */
     uint64_t accepted, duplicates, refused;
 } sess;
 
@@ -199,7 +200,7 @@ static void release(sess *s)
         return;
     maybe_ack(s);
     sess_flush(s);
-    if (!s->reading && s->state != S_DEAD && s->p_len < MSMQ_PENDING_MAX / 2) {
+    if (!s->reading && !s->blocked && s->state != S_DEAD && s->p_len < MSMQ_PENDING_MAX / 2) {
         s->reading = 1;
         sl_loop_watch(s->srv->b->loop, &s->w, SL_EV_READ | (s->w.events & SL_EV_WRITE));
     }
@@ -237,11 +238,14 @@ static qm_queue *find_queue(qm_vhost *vh, const char *name, size_t len)
     return NULL;
 }
 
-/* The queue a message is for, or NULL with why. */
-static qm_queue *dest_queue(sess *s, const mqqb_user *m, char *dq, size_t dqcap, const char **why)
+/* The queue a message is for, or NULL with why and the MSMQ class of the refusal (what a
+ * Windows receiver would put in the FinalAck / administration NACK). */
+static qm_queue *dest_queue(sess *s, const mqqb_user *m, char *dq, size_t dqcap, const char **why,
+                            uint16_t *cls)
 {
     broker *b = s->srv->b;
     dq[0] = 0;
+    *cls = MQMSG_CLASS_NACK_BAD_DST_Q;
     if (m->dest.type != MQQB_QF_DIRECT) {
         *why = "only direct format names are served (DIRECT=TCP:host\\private$\\queue)";
         return NULL;
@@ -267,10 +271,39 @@ static qm_queue *dest_queue(sess *s, const mqqb_user *m, char *dq, size_t dqcap,
         static char err[300];
         if (link_recv_may_write(b->acc, b->cfg->msmq_user, q, err, sizeof err) != SL_OK) {
             *why = err;
+            *cls = MQMSG_CLASS_NACK_ACCESS_DENIED;
             return NULL;
         }
     }
+    if (m->privacy != 0 || (m->has_security && (m->sec_flags & 0x20))) {
+        /* an encrypted body cannot be delivered readable (no key exchange here) */
+        *why = "encrypted message bodies are not supported";
+        *cls = MQMSG_CLASS_NACK_BAD_ENCRYPTION;
+        return NULL;
+    }
+    if (m->base.ttrq != 0xFFFFFFFFu &&
+        sl_wall_ms() / 1000 > (uint64_t)m->sent_time + m->base.ttrq) {
+        *why = "past its time to reach queue";
+        *cls = MQMSG_CLASS_NACK_REACH_QUEUE_TIMEOUT;
+        return NULL;
+    }
+    if (qm_queue_never_holds(q, 1, m->body_size)) {
+        *why = "the queue can never hold it (x-max-length, x-overflow=reject-publish)";
+        *cls = MQMSG_CLASS_NACK_Q_EXCEED_QUOTA;
+        return NULL;
+    }
     return q;
+}
+
+static void send_final_ack(sess *s, const mqqb_user *m, uint16_t cls)
+{
+    uint8_t pkt[512];
+    size_t n = mqqb_write_final_ack(pkt, sizeof pkt, s->srv->guid, s->peer_ip, ++s->next_msg_id,
+                                    (uint32_t)(sl_wall_ms() / 1000), cls, m);
+    if (n) {
+        sl_buf_append(&s->out, pkt, n);
+        s->sent_count++;
+    }
 }
 
 static void user_message(sess *s, const mqqb_user *m)
@@ -284,22 +317,28 @@ static void user_message(sess *s, const mqqb_user *m)
         rec = ++s->recv_rec;
     char dq[1024];
     const char *why = NULL;
-    qm_queue *q = dest_queue(s, m, dq, sizeof dq, &why);
+    uint16_t cls = 0;
+    qm_queue *q = dest_queue(s, m, dq, sizeof dq, &why, &cls);
     uint64_t mark = broker_mark(b);
-    int expired =
-        m->base.ttrq != 0xFFFFFFFFu && sl_wall_ms() / 1000 > (uint64_t)m->sent_time + m->base.ttrq;
     if (m->has_tx) {
         persist_eod_in *st =
             b->store ? persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id) : NULL;
         uint64_t last = st ? st->seq_no : 0;
         eod_verdict v = eod_recv_check(last, m->tx_seq_no, m->tx_prev_no);
-        if (v == EOD_ACCEPT) {
+        if (v == EOD_ACCEPT && q && qm_queue_would_refuse(q, 1, m->body_size)) {
+            /* full (x-overflow=reject-publish): not taken, not in the sequence; the sender
+             * resends it on its timer, as after any refusal */
+            s->refused++;
+            sl_debug("msmq %s: queue '%s' is full: message %u of sequence %016llx refused", s->peer,
+                     q->name, m->tx_seq_no, (unsigned long long)m->tx_seq_id);
+        } else if (v == EOD_ACCEPT) {
             char sender[40], dest[300];
             msmq_guid_str(m->source_qm, sender);
             snprintf(dest, sizeof dest, "%s", q ? q->name : dq);
+            /* the enqueue and the new last number: all or nothing, one group commit */
             if (b->store)
                 persist_group(b->store, 1);
-            if (q && !expired) {
+            if (q) {
                 qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
                 qm_queue_enqueue(q, msg);
                 qm_message_unref(msg);
@@ -310,19 +349,16 @@ static void user_message(sess *s, const mqqb_user *m)
                 persist_group(b->store, 0);
             }
             last = m->tx_seq_no;
-            s->accepted++;
-            if (!q) {
-                sl_warn("msmq %s: transactional message %u of sequence %016llx to '%s' refused: "
-                        "%s (FinalAck NACK_BAD_DST_Q)",
-                        s->peer, m->tx_seq_no, (unsigned long long)m->tx_seq_id, dq, why);
-                uint8_t pkt[512];
-                size_t n = mqqb_write_final_ack(pkt, sizeof pkt, srv->guid, s->peer_ip,
-                                                ++s->next_msg_id, (uint32_t)(sl_wall_ms() / 1000),
-                                                MQMSG_CLASS_NACK_BAD_DST_Q, m);
-                if (n) {
-                    sl_buf_append(&s->out, pkt, n);
-                    s->sent_count++;
-                }
+            if (q) {
+                s->accepted++;
+            } else {
+                /* refused for good: taken out of the sequence with a FinalAck naming why,
+                 * so the sender dead-letters it and goes on (MS-MQQB 2.2.5) */
+                s->refused++;
+                sl_warn("msmq %s: transactional message %u of sequence %016llx to '%s' "
+                        "refused: %s (FinalAck class 0x%04x)",
+                        s->peer, m->tx_seq_no, (unsigned long long)m->tx_seq_id, dq, why, cls);
+                send_final_ack(s, m, cls);
             }
         } else if (v == EOD_DUPLICATE) {
             s->duplicates++;
@@ -342,13 +378,20 @@ static void user_message(sess *s, const mqqb_user *m)
                                 .seq_no = (uint32_t)last});
         }
     } else if (!q) {
+        /* MSMQ discards it (with an administration NACK when asked for: not sent here) */
         s->refused++;
-        sl_warn("msmq %s: message %u to '%s' dropped: %s", s->peer, m->message_id, dq, why);
-    } else if (!expired) {
+        sl_warn("msmq %s: message %u to '%s' dropped: %s (class 0x%04x)", s->peer, m->message_id,
+                dq, why, cls);
+    } else {
         qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
-        qm_queue_enqueue(q, msg);
+        if (qm_queue_enqueue(q, msg) == SL_OK) {
+            s->accepted++;
+        } else {
+            s->refused++;
+            sl_warn("msmq %s: message %u to '%s' dropped: the queue is full", s->peer,
+                    m->message_id, q->name);
+        }
         qm_message_unref(msg);
-        s->accepted++;
     }
     if (recoverable)
         pend_push(s, (pend){.ticket = broker_ticket_since(b, mark), .kind = P_REC, .rec = rec});
@@ -418,12 +461,6 @@ static int packet(sess *s, const uint8_t *p, uint32_t len)
     mqqb_user m;
     if (mqqb_parse_user(p, len, &m, &why) < 0)
         goto bad;
-    if (m.privacy != 0 || (m.has_security && (m.sec_flags & 0x20))) {
-        /* an encrypted body cannot be delivered readable: refuse the session rather than
-         * store ciphertext as if it were the message */
-        why = "encrypted message bodies are not supported";
-        goto bad;
-    }
     user_message(s, &m);
     if (m.has_session && m.session.user_seq != (uint16_t)s->recv_count) {
         why = "SessionHeader.UserMsgSequenceNumber does not match the packets received";
@@ -500,6 +537,15 @@ static void on_io(sl_loop *loop, sl_watch *w, int events)
         sess_flush(s);
     if (s->state == S_DEAD || !(events & (SL_EV_READ | SL_EV_ERROR)))
         return;
+    if (s->srv->b->alarms && s->state == S_OPEN) {
+        /* low on memory or disk: take nothing more until the alarm clears (checked on the
+         * session timer); the sender waits, its messages safe in its outgoing queue */
+        s->blocked = 1;
+        s->reading = 0;
+        sl_loop_watch(loop, &s->w, s->w.events & SL_EV_WRITE);
+        sess_arm(s);
+        return;
+    }
     for (int i = 0; i < 4; i++) {
         /* never more than one packet (and a chunk) buffered */
         uint8_t *dst = sl_buf_reserve(&s->in, MSMQ_READ_CHUNK);
@@ -526,6 +572,16 @@ static void on_timer(sl_loop *loop, sl_timer *t)
 {
     sess *s = t->data;
     uint64_t now = sl_loop_now(loop);
+    if (s->blocked) {
+        s->last_rx_ms = now; /* waiting on us is not idleness */
+        if (!s->srv->b->alarms) {
+            s->blocked = 0;
+            if (s->p_len < MSMQ_PENDING_MAX) {
+                s->reading = 1;
+                sl_loop_watch(loop, &s->w, SL_EV_READ | (s->w.events & SL_EV_WRITE));
+            }
+        }
+    }
     if (s->state != S_OPEN && now >= s->started_ms + s->srv->b->cfg->msmq_handshake_timeout_ms) {
         sess_close(s, "session not established in time (msmq.handshake_timeout)");
         return;
@@ -553,6 +609,8 @@ static void sess_arm(sess *s)
         due = s->started_ms + cfg->msmq_handshake_timeout_ms;
     if (s->ack_due_ms && s->ack_due_ms < due)
         due = s->ack_due_ms;
+    if (s->blocked && sl_loop_now(s->srv->b->loop) + 100 < due)
+        due = sl_loop_now(s->srv->b->loop) + 100;
     sl_timer_start(s->srv->b->loop, &s->timer, due);
 }
 

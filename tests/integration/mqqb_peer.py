@@ -54,7 +54,7 @@ def direct_name(fmt):
 def user_message(source_guid, dest, body=b"", label=None, recoverable=False, tx=None,
                  priority=3, message_id=1, correlation=b"\0" * 20, app_tag=0, body_type=0x1011,
                  response=None, ext=b"", ttbr=0xFFFFFFFF, ttrq=0xFFFFFFFF, sent_time=None,
-                 session=None, journal=False, dead_letter=False):
+                 session=None, journal=False, dead_letter=False, privacy=0):
     """A UserMessage packet (MS-MQMQ 2.2.20). tx = (seq_id, seq_no, prev_no) makes it
     transactional (recoverable, priority 0); session = (user_seq, rec_seq) appends a
     SessionHeader."""
@@ -81,7 +81,8 @@ def user_message(source_guid, dest, body=b"", label=None, recoverable=False, tx=
         th = struct.pack("<IIIII", 0x4 | 0x8, seq_id & 0xFFFFFFFF, seq_id >> 32, seq_no, prev_no)
     lb = wstr(label) if label is not None else b""
     mp = struct.pack("<BBH", 0, len(lb) // 2, 0) + correlation + \
-        struct.pack("<IIIIIIII", body_type, app_tag, len(body), len(body), 0, 0, 0, len(ext)) + \
+        struct.pack("<IIIIIIII", body_type, app_tag, len(body), len(body), privacy, 0,
+                    0x6801 if privacy else 0, len(ext)) + \
         lb + ext + body
     mp = pad4(mp)
     rest = uh + th + mp

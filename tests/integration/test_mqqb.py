@@ -205,6 +205,32 @@ def test_unknown_queue(broker_factory):
     assert b"dropped: no such queue" in open(b.log_path, "rb").read()
 
 
+def test_transactional_full_queue_and_encrypted_body(broker_factory):
+    b, port = start(broker_factory)
+    q = uname("full")
+    c = b.amqp()
+    ch = c.channel()
+    ch.queue_declare(q, durable=True, auto_delete=False,
+                     arguments={"x-max-length": 2, "x-overflow": "reject-publish"})
+    s = mq.Sender("127.0.0.1", port)
+    s.establish()
+    seq = (9 << 32) | 1
+    for n in range(1, 4):
+        s.send(fmt(q), b"f%d" % n, tx=(seq, n, n - 1))
+    s.wait(lambda: s.last_order_ack(seq) == 2)
+    # 3 was refused (full): not in the sequence, the sender resends it once there is room
+    assert ch.basic_get(q, no_ack=True).body in ("f1", b"f1")
+    s.send(fmt(q), b"f3", tx=(seq, 3, 2))
+    s.wait(lambda: s.last_order_ack(seq) == 3)
+    got = [m.body for m in drain(ch, q)]
+    assert [g.encode() if isinstance(g, str) else g for g in got] == [b"f2", b"f3"]
+    # an encrypted body cannot be read here: FinalAck NACK_BAD_ENCRYPTION, sequence goes on
+    s.send(fmt(q), b"\x8f" * 16, tx=(seq, 4, 3), privacy=3, message_id=44)
+    s.wait(lambda: s.final_acks and s.last_order_ack(seq) == 4)
+    assert s.final_acks[0].msg_class == 0x8007
+    assert drain(ch, q) == []
+
+
 def test_refuses_another_queue_managers_session(broker_factory):
     b, port = start(broker_factory)
     s = mq.Sender("127.0.0.1", port)

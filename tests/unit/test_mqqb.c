@@ -308,6 +308,159 @@ START_TEST(truncations_and_lying_lengths_fail_cleanly)
 }
 END_TEST
 
+/* ---- a UserMessage with every optional header (MS-MQMQ 2.2.20), built field by field ---- */
+
+typedef struct pkt {
+    uint8_t b[4096];
+    size_t n;
+} pkt;
+
+static void p8(pkt *p, uint8_t v)
+{
+    p->b[p->n++] = v;
+}
+static void p16(pkt *p, uint16_t v)
+{
+    p8(p, (uint8_t)v);
+    p8(p, (uint8_t)(v >> 8));
+}
+static void p32(pkt *p, uint32_t v)
+{
+    p16(p, (uint16_t)v);
+    p16(p, (uint16_t)(v >> 16));
+}
+static void pfill(pkt *p, uint8_t v, size_t n)
+{
+    memset(p->b + p->n, v, n);
+    p->n += n;
+}
+static void pwstr(pkt *p, const char *s) /* ASCII as UTF-16LE, NUL included */
+{
+    do
+        p16(p, (uint8_t)*s);
+    while (*s++);
+}
+static void ppad(pkt *p)
+{
+    while (p->n % 4)
+        p8(p, 0xEE);
+}
+
+static size_t full_packet(pkt *p)
+{
+    memset(p, 0, sizeof *p);
+    /* BaseHeader: priority 0 (transactional), DH, SH; PacketSize patched below */
+    p8(p, 0x10), p8(p, 0), p16(p, MQQB_BF_DH | MQQB_BF_SH), p32(p, MQQB_SIGNATURE), p32(p, 0);
+    p32(p, 3600);
+    /* UserHeader */
+    pfill(p, 0xA1, 16), pfill(p, 0, 16);
+    p32(p, 60), p32(p, 1700000000), p32(p, 77);
+    uint32_t f = 1u << 5 | 7u << 10 | 6u << 13 | 2u << 16 | MQQB_UF_SH | MQQB_UF_TH | MQQB_UF_MP |
+                 MQQB_UF_CQ | MQQB_UF_MQ | MQQB_UF_HH;
+    p32(p, f);
+    p16(p, 2 * 23), pwstr(p, "TCP:1.2.3.4\\private$\\q"), ppad(p); /* DQ direct */
+    pfill(p, 0xB2, 16), p32(p, 0x1234);                            /* AQ PrivateQueueFormatName */
+    p32(p, 0x99);                                                  /* RQ PrivateQueueFormatNameId */
+    pfill(p, 0xC3, 16);                                            /* ConnectorType */
+    /* TransactionHeader with ConnectorQMGuid */
+    p32(p, MQQB_TF_CG | MQQB_TF_FM | MQQB_TF_LM | 0x123u << 4);
+    p32(p, 9), p32(p, 5), p32(p, 3), p32(p, 2), pfill(p, 0xD4, 16);
+    /* SecurityHeader: QM GUID sender id, a 3-byte signature, 5-byte cert, 6-byte provider */
+    p16(p, 0x0002), p16(p, 16), p16(p, 0), p16(p, 3), p32(p, 5), p32(p, 6);
+    pfill(p, 0xE5, 16), pfill(p, 1, 3), ppad(p), pfill(p, 2, 5), ppad(p), pfill(p, 3, 6), ppad(p);
+    /* MessagePropertiesHeader: label "x", 3 bytes of extension, 5 of body */
+    p8(p, 0x05), p8(p, 2), p16(p, 0);
+    pfill(p, 0x0C, 20);
+    p32(p, 0x1011), p32(p, 42), p32(p, 5), p32(p, 5), p32(p, 0), p32(p, 0x800E), p32(p, 0),
+        p32(p, 3);
+    pwstr(p, "x"), pfill(p, 0x7E, 3), pfill(p, 'B', 5), ppad(p);
+    /* DebugHeader with a queue GUID */
+    p16(p, 1), p16(p, 0), pfill(p, 0xF6, 16);
+    /* SoapHeader: "<h/>" and "<b/>" */
+    p16(p, 0x320), p16(p, 0), p32(p, 5), pwstr(p, "<h/>"), ppad(p);
+    p16(p, 0x384), p16(p, 0), p32(p, 5), pwstr(p, "<b/>"), ppad(p);
+    /* MultiQueueFormatHeader: three empty address lists and a 3-byte signature */
+    p32(p, 12), p16(p, 0x64), p16(p, 0), p32(p, 0);
+    p32(p, 12), p16(p, 0xC8), p16(p, 0), p32(p, 0);
+    p32(p, 12), p16(p, 0x12C), p16(p, 0), p32(p, 0);
+    p16(p, 0x15E), p16(p, 0), p32(p, 3), pfill(p, 9, 3), ppad(p);
+    size_t size = p->n;
+    p->b[8] = (uint8_t)size, p->b[9] = (uint8_t)(size >> 8);
+    /* SessionHeader, outside PacketSize */
+    p16(p, 4), p16(p, 0), p32(p, 0), p16(p, 1), p16(p, 1), p16(p, 64), p16(p, 0);
+    return p->n;
+}
+
+START_TEST(every_optional_header_parses)
+{
+    static pkt p;
+    size_t n = full_packet(&p);
+    uint32_t total;
+    const char *why = NULL;
+    ck_assert_int_eq(mqqb_frame_len(p.b, n, MQQB_PACKET_MAX, &total, &why), 1);
+    ck_assert_uint_eq(total, n); /* PacketSize + the SessionHeader */
+    mqqb_user m;
+    ck_assert_msg(mqqb_parse_user(p.b, n, &m, &why) == 0, "%s", why);
+    char s[100];
+    ck_assert_int_gt(mqqb_utf16_to_utf8(m.dest.direct, m.dest.direct_len, s, sizeof s), 0);
+    ck_assert_str_eq(s, "TCP:1.2.3.4\\private$\\q");
+    ck_assert_uint_eq(m.admin.type, MQQB_QF_PRIVATE_OTHER);
+    ck_assert_uint_eq(m.admin.private_id, 0x1234);
+    ck_assert_uint_eq(m.admin.guid[0], 0xB2);
+    ck_assert_uint_eq(m.resp.type, MQQB_QF_PRIVATE_SRC);
+    ck_assert_uint_eq(m.resp.private_id, 0x99);
+    ck_assert(m.has_connector && m.connector[15] == 0xC3);
+    ck_assert(m.has_tx && m.has_connector_qm && m.connector_qm[0] == 0xD4);
+    ck_assert_uint_eq(m.tx_seq_id, 0x0000000500000009ull);
+    ck_assert_uint_eq(m.tx_seq_no, 3);
+    ck_assert_uint_eq(m.tx_prev_no, 2);
+    ck_assert_uint_eq((m.tx_flags >> 4) & 0xFFFFF, 0x123);
+    ck_assert(m.has_security && m.sender_id_size == 16 && m.sender_id[0] == 0xE5);
+    ck_assert_uint_eq(m.cert_size, 5);
+    ck_assert_uint_eq(m.ack_flags, 5);
+    ck_assert_uint_eq(m.app_tag, 42);
+    ck_assert_uint_eq(m.correlation_id[19], 0x0C);
+    ck_assert_uint_eq(m.ext_size, 3);
+    ck_assert_uint_eq(m.ext[0], 0x7E);
+    ck_assert_uint_eq(m.body_size, 5);
+    ck_assert(!memcmp(m.body, "BBBBB", 5));
+    ck_assert(m.has_debug && m.debug_queue[0] == 0xF6);
+    ck_assert(m.has_soap);
+    ck_assert_int_eq(mqqb_utf16_to_utf8(m.soap_header, m.soap_header_len, s, sizeof s), 4);
+    ck_assert_str_eq(s, "<h/>");
+    ck_assert_int_eq(mqqb_utf16_to_utf8(m.soap_body, m.soap_body_len, s, sizeof s), 4);
+    ck_assert_str_eq(s, "<b/>");
+    ck_assert(m.has_mqf);
+    ck_assert(m.has_session && m.session.ack_seq == 4 && m.session.user_seq == 1);
+    /* every truncation fails, in an exact-size buffer */
+    for (size_t k = 0; k < n; k++) {
+        uint8_t *c = malloc(k ? k : 1);
+        memcpy(c, p.b, k);
+        ck_assert_int_eq(mqqb_parse_user(c, k, &m, &why), -1);
+        free(c);
+    }
+    /* wrong SOAP section id, a DebugHeader queue type of 2, a bad MQF header id */
+    static pkt q;
+    full_packet(&q);
+    size_t soap = 0;
+    for (size_t k = 0; k + 1 < n; k++)
+        if (q.b[k] == 0x20 && q.b[k + 1] == 0x03) {
+            soap = k;
+            break;
+        }
+    ck_assert_uint_gt(soap, 0);
+    q.b[soap] = 0x21;
+    ck_assert_int_eq(mqqb_parse_user(q.b, n, &m, &why), -1);
+    full_packet(&q);
+    q.b[soap - 20] = 2; /* DebugHeader.Flags.QT */
+    ck_assert_int_eq(mqqb_parse_user(q.b, n, &m, &why), -1);
+    /* a transactional message must be recoverable */
+    full_packet(&q);
+    q.b[16 + 44] &= (uint8_t)~0x60;
+    ck_assert_int_eq(mqqb_parse_user(q.b, n, &m, &why), -1);
+}
+END_TEST
+
 static Suite *mqqb_suite(void)
 {
     Suite *s = suite_create("mqqb");
@@ -318,6 +471,7 @@ static Suite *mqqb_suite(void)
     tcase_add_test(tc, frame8_session_ack_after_one_express_message);
     tcase_add_test(tc, order_ack_round_trips);
     tcase_add_test(tc, truncations_and_lying_lengths_fail_cleanly);
+    tcase_add_test(tc, every_optional_header_parses);
     suite_add_tcase(s, tc);
     return s;
 }
