@@ -334,7 +334,11 @@ static void user_message(sess *s, const mqqb_user *m)
         } else if (v == EOD_ACCEPT) {
             char sender[40], dest[300];
             msmq_guid_str(m->source_qm, sender);
-            snprintf(dest, sizeof dest, "%s", q ? q->name : dq);
+            /* named as link receivers name theirs: "queue", or "vhost/queue" off "/" */
+            if (q && strcmp(q->vhost->name, "/"))
+                snprintf(dest, sizeof dest, "%s/%s", q->vhost->name, q->name);
+            else
+                snprintf(dest, sizeof dest, "%s", q ? q->name : dq);
             /* the enqueue and the new last number: all or nothing, one group commit */
             if (b->store)
                 persist_group(b->store, 1);
