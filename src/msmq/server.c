@@ -223,21 +223,6 @@ static void on_sync(void *ctx)
 
 /* ---- delivery ---- */
 
-static qm_queue *find_queue(qm_vhost *vh, const char *name, size_t len)
-{
-    qm_queue *q = qm_queue_find(vh, name, len);
-    if (q || memchr(name, ';', len))
-        return q;
-    /* MSMQ queue names are case-insensitive */
-    size_t it = 0, kl;
-    const char *k;
-    void *v;
-    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
-        if (kl == len && !strncasecmp(k, name, len))
-            return v;
-    return NULL;
-}
-
 /* The queue a message is for, or NULL with why and the MSMQ class of the refusal (what a
  * Windows receiver would put in the FinalAck / administration NACK). */
 static qm_queue *dest_queue(sess *s, const mqqb_user *m, char *dq, size_t dqcap, const char **why,
@@ -262,7 +247,7 @@ static qm_queue *dest_queue(sess *s, const mqqb_user *m, char *dq, size_t dqcap,
     }
     const char *vname = b->cfg->msmq_vhost ? b->cfg->msmq_vhost : "/";
     qm_vhost *vh = qm_vhost_find(b->node, vname, strlen(vname));
-    qm_queue *q = vh ? find_queue(vh, qn, ql) : NULL;
+    qm_queue *q = vh ? qm_queue_find_ci(vh, qn, ql) : NULL;
     if (!q) {
         *why = "no such queue";
         return NULL;

@@ -431,6 +431,9 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
 void qm_queue_gen_name(qm_vhost *vh, char out[31]);
 /* Find a queue or subqueue ("q;sub", "q;journal") by name; NULL when absent. */
 qm_queue *qm_queue_find(qm_vhost *vh, const char *name, size_t len);
+/* The same, and when absent a top-level queue whose name matches without regard to ASCII
+ * case (MSMQ's queue names are case-insensitive): the MSMQ doors' lookup. */
+qm_queue *qm_queue_find_ci(qm_vhost *vh, const char *name, size_t len);
 /* The same, and a format name resolves to its outgoing queue (node->resolve_remote; created
  * on first use when create is set: publishes and queue.bind) or to the local queue it
  * names. */

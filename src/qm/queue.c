@@ -1326,3 +1326,17 @@ int qm_queue_visit_stored(qm_queue *q, uint64_t *cursor, const qm_store_visitor 
     *cursor = VISIT_AT(3, 0, 0);
     return 1;
 }
+
+qm_queue *qm_queue_find_ci(qm_vhost *vh, const char *name, size_t len)
+{
+    qm_queue *q = qm_queue_find(vh, name, len);
+    if (q || memchr(name, ';', len))
+        return q;
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
+        if (kl == len && !strncasecmp(k, name, len))
+            return v;
+    return NULL;
+}
