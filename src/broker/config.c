@@ -105,6 +105,7 @@ void sl_config_defaults(sl_config *c)
     c->msmq_idle_timeout_ms = 120000;
     c->msmq_handshake_timeout_ms = 10000;
     c->msmq_window = 64;
+    c->msmq_ping_port = -2;
     c->mgmt_tls_port = -1;
     c->link_ssl.verify_peer = 1; /* a link checks whom it talks to unless told not to */
     c->ssl_handshake_timeout_ms = 5000;
@@ -506,6 +507,13 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         else if (parse_u64(value, 65535, &n))
             return "listeners.msmq must be [IP:]PORT (0 = a free port, default = 1801)";
         c->msmq_port = (int)n;
+    } else if (!strcmp(key, "msmq.ping_port")) {
+        if (!strcmp(value, "off"))
+            c->msmq_ping_port = -1;
+        else if (parse_u64(value, 65535, &n))
+            return "msmq.ping_port must be a port (0 = a free one) or off";
+        else
+            c->msmq_ping_port = (int)n;
     } else if (!strcmp(key, "msmq.vhost")) {
         set_str(&c->msmq_vhost, value);
     } else if (!strcmp(key, "msmq.user")) {

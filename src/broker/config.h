@@ -102,6 +102,7 @@ typedef struct sl_config {
     uint32_t msmq_max_packet;
     uint32_t msmq_idle_timeout_ms, msmq_handshake_timeout_ms;
     uint16_t msmq_window;
+    int msmq_ping_port; /* UDP ping: -2 = follow listeners.msmq (3527, or 0 beside 0), -1 = off */
 } sl_config;
 
 void sl_config_defaults(sl_config *c);

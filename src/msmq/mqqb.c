@@ -617,6 +617,27 @@ size_t mqqb_write_final_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16]
     return write_ack(out, cap, own_guid, addr, message_id, sent_time, cls, 1, b);
 }
 
+/* ---- ping ---- */
+
+int mqqb_parse_ping(const uint8_t *p, size_t len, mqqb_ping *out)
+{
+    if (len < MQQB_PING_LEN || rd16(p + 2) != MQQB_PING_SIGNATURE)
+        return -1;
+    out->flags = rd16(p);
+    out->cookie = rd32(p + 4);
+    memcpy(out->qm_guid, p + 8, 16);
+    return 0;
+}
+
+void mqqb_write_ping_reply(uint8_t out[MQQB_PING_LEN], const mqqb_ping *req,
+                           const uint8_t own_guid[16], int refuse)
+{
+    wr16(out, (uint16_t)((req->flags & MQQB_PING_RC) | (refuse ? MQQB_PING_RF : 0)));
+    wr16(out + 2, MQQB_PING_SIGNATURE);
+    wr32(out + 4, req->cookie);
+    memcpy(out + 8, own_guid, 16);
+}
+
 /* ---- strings ---- */
 
 long mqqb_utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap)

@@ -216,6 +216,22 @@ size_t mqqb_write_final_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16]
                             uint32_t message_id, uint32_t sent_time, uint16_t cls,
                             const mqqb_user *acked);
 
+/* Ping Packet (MS-MQQB 2.2.7), UDP 3527: Flags, Signature 0x5548, Cookie, QMGuid. */
+#define MQQB_PING_LEN 24
+#define MQQB_PING_SIGNATURE 0x5548
+#define MQQB_PING_RC 0x0001u /* initiator is not a server OS: echoed */
+#define MQQB_PING_RF 0x0002u /* the acceptor would refuse a session */
+typedef struct mqqb_ping {
+    uint16_t flags;
+    uint32_t cookie;
+    uint8_t qm_guid[16];
+} mqqb_ping;
+/* 0, or -1 when it is not a ping (short, or another signature: to be ignored). */
+int mqqb_parse_ping(const uint8_t *p, size_t len, mqqb_ping *out);
+/* The acceptor's response to req: RC echoed, RF when refuse, the cookie back, own GUID. */
+void mqqb_write_ping_reply(uint8_t out[MQQB_PING_LEN], const mqqb_ping *req,
+                           const uint8_t own_guid[16], int refuse);
+
 /* UTF-16LE (n bytes) to UTF-8 into out (cap bytes, NUL-terminated): the length, or -1 when it
  * does not fit or is not valid UTF-16 (lone surrogates, NUL inside). */
 long mqqb_utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap);

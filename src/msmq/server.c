@@ -29,6 +29,7 @@
  */
 #include "server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -103,6 +104,8 @@ struct msmq_server {
     sess *dead; /* closed this turn, freed by the reap timer (callers up the stack may
                    still hold them) */
     sl_timer reap;
+    int ping_fd; /* UDP: the Ping mechanism (MS-MQQB 2.1.2), -1 when off */
+    sl_watch ping_w;
     int sync_waiting;
     uint8_t guid[16];
 };
@@ -400,14 +403,19 @@ static int packet(sess *s, const uint8_t *p, uint32_t len)
             goto bad;
         if (s->state == S_WAIT_EC && in.type == MQQB_PT_ESTABLISH) {
             static const uint8_t zero[16];
-            int refuse =
-                memcmp(in.ec.server_guid, zero, 16) && memcmp(in.ec.server_guid, s->srv->guid, 16);
+            /* another queue manager's GUID, or this node offline (DISCONNECT: no incoming
+             * transfer, as for links) */
+            int refuse = (memcmp(in.ec.server_guid, zero, 16) &&
+                          memcmp(in.ec.server_guid, s->srv->guid, 16)) ||
+                         !s->srv->b->node->online;
             uint8_t pkt[MQQB_EC_PACKET_LEN];
             mqqb_write_establish_reply(pkt, &in.ec, s->srv->guid, refuse);
             sl_buf_append(&s->out, pkt, sizeof pkt);
             if (refuse) {
                 sess_flush(s);
-                sess_close(s, "EstablishConnection names another queue manager (refused)");
+                sess_close(s, s->srv->b->node->online
+                                  ? "EstablishConnection names another queue manager (refused)"
+                                  : "node offline (DISCONNECT): session refused");
                 return -1;
             }
             memcpy(s->client_guid, in.ec.client_guid, 16);
@@ -672,6 +680,72 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *pee
     sess_arm(s);
 }
 
+/* Ping Requests on UDP: answered at once (the cookie back, our GUID, RF while the node is
+ * offline); anything else is ignored, as the specification says. Bounded per event. */
+static void on_ping(sl_loop *loop, sl_watch *w, int events)
+{
+    msmq_server *srv = w->data;
+    for (int i = 0; i < 64; i++) {
+        uint8_t buf[512];
+        struct sockaddr_storage from;
+        socklen_t fl = sizeof from;
+        ssize_t n = recvfrom(srv->ping_fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+        if (n < 0)
+            return;
+        mqqb_ping req;
+        if (mqqb_parse_ping(buf, (size_t)n, &req) < 0)
+            continue;
+        uint8_t out[MQQB_PING_LEN];
+        mqqb_write_ping_reply(out, &req, srv->guid, !srv->b->node->online);
+        sendto(srv->ping_fd, out, sizeof out, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
+    }
+}
+
+static int start_ping(msmq_server *srv, char *err, size_t errlen)
+{
+    const sl_config *cfg = srv->b->cfg;
+    int port = cfg->msmq_ping_port;
+    if (port == -2) /* follows listeners.msmq: a free port beside a free port */
+        port = cfg->msmq_port == 0 ? 0 : 3527;
+    srv->ping_fd = -1;
+    if (port < 0)
+        return 0;
+    const char *addr = cfg->msmq_bind ? cfg->msmq_bind : cfg->bind;
+    struct sockaddr_storage ss = {0};
+    socklen_t sl;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        sl = sizeof *a4;
+    } else if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        sl = sizeof *a6;
+    } else {
+        snprintf(err, errlen, "msmq ping: %s is not an IP address", addr);
+        return -1;
+    }
+    int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, sl) < 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+        snprintf(err, errlen, "msmq ping: cannot bind UDP %s:%d: %s", addr, port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    srv->ping_fd = fd;
+    srv->ping_w = (sl_watch){.fd = fd, .fn = on_ping, .data = srv};
+    if (sl_loop_watch(srv->b->loop, &srv->ping_w, SL_EV_READ) < 0) {
+        snprintf(err, errlen, "msmq ping: cannot watch: %s", strerror(errno));
+        return -1;
+    }
+    sl_info("listening msmq-ping=%s:%d", addr,
+            ntohs(ss.ss_family == AF_INET ? a4->sin_port : a6->sin6_port));
+    return 0;
+}
+
 msmq_server *msmq_start(broker *b, char *err, size_t errlen)
 {
     err[0] = 0;
@@ -680,6 +754,7 @@ msmq_server *msmq_start(broker *b, char *err, size_t errlen)
         return NULL;
     msmq_server *srv = sl_xcalloc(1, sizeof *srv);
     srv->b = b;
+    srv->ping_fd = -1;
     sl_timer_init(&srv->reap, on_reap, srv);
     if (b->store)
         memcpy(srv->guid, persist_node_id(b->store), 16);
@@ -702,6 +777,10 @@ msmq_server *msmq_start(broker *b, char *err, size_t errlen)
     char g[40];
     msmq_guid_str(srv->guid, g);
     sl_info("listening msmq=%s:%d", srv->addr, srv->port);
+    if (start_ping(srv, err, errlen) < 0) {
+        msmq_stop(srv);
+        return NULL;
+    }
     sl_info("msmq: queue manager %s, private queues of vhost '%s'", g,
             cfg->msmq_vhost ? cfg->msmq_vhost : "/");
     return srv;
@@ -717,5 +796,9 @@ void msmq_stop(msmq_server *srv)
     reap_dead(srv);
     sl_acceptor_stop(&srv->acc);
     close(srv->fd);
+    if (srv->ping_fd >= 0) {
+        sl_loop_unwatch(srv->b->loop, &srv->ping_w);
+        close(srv->ping_fd);
+    }
     sl_free(srv);
 }

@@ -77,6 +77,13 @@ static void one(const uint8_t *p, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    mqqb_ping ping;
+    if (mqqb_parse_ping(data, size, &ping) == 0) { /* the same bytes as a UDP datagram */
+        uint8_t out[MQQB_PING_LEN], back_guid[16] = {7};
+        mqqb_write_ping_reply(out, &ping, back_guid, 1);
+        mqqb_ping back;
+        CHECK(mqqb_parse_ping(out, sizeof out, &back) == 0 && back.cookie == ping.cookie);
+    }
     size_t off = 0;
     for (int i = 0; i < 64 && off < size; i++) {
         uint32_t total;

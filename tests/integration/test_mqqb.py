@@ -1,10 +1,13 @@
 """MS-MQQB door (src/msmq/): a Python peer written from the specification
 (mqqb_peer.py) plays a Windows queue manager sending to Sluice over TCP."""
 
+import base64
+import json
 import re
 import socket
 import struct
 import time
+import urllib.request
 
 import pytest
 
@@ -238,6 +241,50 @@ def test_refuses_another_queue_managers_session(broker_factory):
     assert ec.refused and cp is None
     with pytest.raises(EOFError):
         s.read_packet(timeout=5)
+
+
+def node_action(b, action):
+    req = urllib.request.Request(
+        "http://127.0.0.1:%d/api/msmq/action" % b.mgmt_port, method="POST",
+        data=json.dumps({"object": "MACHINE", "action": action}).encode(),
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status in (200, 204)
+
+
+def test_ping_and_offline_node(broker_factory):
+    b, port = start(broker_factory)
+    m = wait_for(lambda: re.search(rb"listening msmq-ping=[0-9.]+:(\d+)",
+                                   open(b.log_path, "rb").read()), 5)
+    ping_port = int(m.group(1))
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.settimeout(5)
+    guid = b"\x21" * 16
+
+    def ping(cookie):
+        u.sendto(struct.pack("<HHI", 0x0001, 0x5548, cookie) + guid, ("127.0.0.1", ping_port))
+        data, _ = u.recvfrom(100)
+        flags, sig, ck = struct.unpack_from("<HHI", data)
+        assert sig == 0x5548 and ck == cookie and len(data) == 24
+        return flags, data[8:24]
+
+    flags, qm = ping(4)
+    assert flags & 3 == 1  # RC echoed, RF clear: a session would be accepted
+    s = mq.Sender("127.0.0.1", port, guid=guid)
+    ec, _cp = s.establish()
+    assert ec.server_guid == qm
+    s.close()
+    node_action(b, "DISCONNECT")
+    flags, _ = ping(5)
+    assert flags & 3 == 3  # offline: RF set
+    s = mq.Sender("127.0.0.1", port, guid=guid)
+    ec, cp = s.establish()
+    assert ec.refused and cp is None
+    s.close()
+    node_action(b, "CONNECT")
+    assert ping(6)[0] & 2 == 0
+    u.close()
 
 
 def _closed(sock, timeout=5):

@@ -461,6 +461,36 @@ START_TEST(every_optional_header_parses)
 }
 END_TEST
 
+/* FRAME 1 and FRAME 2: Ping Request and Response (UDP 3527). The response's unused flag bits
+ * are arbitrary (MS-MQQB 2.2.7: "MAY be set"), so the reply matches frame 2 in every field
+ * the specification fixes: RC echoed, RF clear, signature, cookie, the acceptor's GUID. */
+START_TEST(frames1_2_ping)
+{
+    uint8_t f1[24], f2[24], out[24];
+    ck_assert_uint_eq(unhex("01 7D 48 55 04 00 00 00 D1 58 73 55 50 91 95 95"
+                            "49 97 B6 E6 11 EA 26 C6",
+                            f1),
+                      24);
+    ck_assert_uint_eq(unhex("95 B2 48 55 04 00 00 00 07 89 CD 43 4C 39 11 8F"
+                            "44 45 90 78 90 9E A0 FC",
+                            f2),
+                      24);
+    mqqb_ping req, resp;
+    ck_assert_int_eq(mqqb_parse_ping(f1, 24, &req), 0);
+    ck_assert_uint_eq(req.flags, 0x7D01);
+    ck_assert_uint_eq(req.cookie, 4);
+    ck_assert_int_eq(mqqb_parse_ping(f2, 24, &resp), 0);
+    mqqb_write_ping_reply(out, &req, resp.qm_guid, 0);
+    ck_assert_uint_eq(out[0] & 3, f2[0] & 3);
+    ck_assert_mem_eq(out + 2, f2 + 2, 22);
+    mqqb_write_ping_reply(out, &req, resp.qm_guid, 1);
+    ck_assert_uint_eq(out[0] & 3, 3);
+    ck_assert_int_eq(mqqb_parse_ping(f1, 23, &req), -1);
+    f1[2] = 0;
+    ck_assert_int_eq(mqqb_parse_ping(f1, 24, &req), -1);
+}
+END_TEST
+
 static Suite *mqqb_suite(void)
 {
     Suite *s = suite_create("mqqb");
@@ -472,6 +502,7 @@ static Suite *mqqb_suite(void)
     tcase_add_test(tc, order_ack_round_trips);
     tcase_add_test(tc, truncations_and_lying_lengths_fail_cleanly);
     tcase_add_test(tc, every_optional_header_parses);
+    tcase_add_test(tc, frames1_2_ping);
     suite_add_tcase(s, tc);
     return s;
 }
