@@ -158,6 +158,7 @@ class Sender:
         self.rec_acked = set()
         self.received = 0   # UserMessage packets received (order acks)
         self.order_acks = []  # (seq_id, seq_no)
+        self.order_acked = {}  # seq_id -> highest seq_no order-acked
         self.final_acks = []
         self.acks = []
         self.closed = False
@@ -216,6 +217,8 @@ class Sender:
             self.received += 1
             if p.msg_class == CLASS_ORDER_ACK:
                 self.order_acks.append((p.seq_id, p.seq_no))
+                if p.seq_no > self.order_acked.get(p.seq_id, 0):
+                    self.order_acked[p.seq_id] = p.seq_no
             else:
                 self.final_acks.append(p)
             # acknowledge it as a Windows sender would (session ack by count)
@@ -231,8 +234,7 @@ class Sender:
             self.pump(left)
 
     def last_order_ack(self, seq_id):
-        nos = [n for s, n in self.order_acks if s == seq_id]
-        return max(nos) if nos else 0
+        return self.order_acked.get(seq_id, 0)
 
     def close(self):
         try:

@@ -127,6 +127,23 @@ def test_recoverable_acked_once_on_disk_and_survive_kill9(broker_factory):
     assert got == [b"m%d" % i for i in range(40)]
 
 
+def test_recoverable_ack_waits_for_the_sync(broker_factory):
+    """With every fdatasync made 800 ms slower, a recoverable message's ack bit comes no
+    sooner; the session ack timer meanwhile acknowledges only the packet count."""
+    b = broker_factory(config={"listeners.msmq": "0"}, env={"SLUICE_FAULT": "sync_delay_ms=800"})
+    port = msmq_port(b)
+    q = uname("slow")
+    declare(b, q)
+    s = mq.Sender("127.0.0.1", port)
+    s.establish(window=64, rec_ack_timeout=500)
+    t0 = time.monotonic()
+    s.send(fmt(q), b"r", recoverable=True)
+    s.wait(lambda: 1 in s.rec_acked, timeout=15)
+    assert time.monotonic() - t0 >= 0.75
+    early = [a for a in s.acks[:-1]]
+    assert all(a.rec_ack_flags == 0 for a in early)
+
+
 def test_transactional_exactly_once_in_order(broker_factory):
     b, port = start(broker_factory)
     q = uname("tx")
