@@ -72,6 +72,8 @@ void sl_config_defaults(sl_config *c)
     c->memory_high_watermark = 4ull * 1024 * 1024 * 1024;
     c->handshake_timeout_ms = 10000;
     c->mgmt_connection_max = 256;
+    c->mgmt_unauthenticated_max = 256;
+    c->mgmt_handshake_timeout_ms = 5000;
     c->tidy_interval_s = 6 * 3600;
     c->tidy_after_written = 1ull << 30;
     c->disk_free_limit = 1000000000;
@@ -389,6 +391,14 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, 1000000, &n) || n == 0)
             return "mgmt_connection_max must be a positive number of connections";
         c->mgmt_connection_max = (uint32_t)n;
+    } else if (!strcmp(key, "mgmt_unauthenticated_max")) {
+        if (parse_u64(value, 1000000, &n) || n == 0)
+            return "mgmt_unauthenticated_max must be a positive number of connections";
+        c->mgmt_unauthenticated_max = (uint32_t)n;
+    } else if (!strcmp(key, "mgmt_handshake_timeout")) {
+        if (parse_u64(value, 600000, &n) || n < 10)
+            return "mgmt_handshake_timeout must be milliseconds from 10 to 600000";
+        c->mgmt_handshake_timeout_ms = (uint32_t)n;
     } else if (!strcmp(key, "handle_idle_timeout")) {
         if (parse_u64(value, UINT32_MAX, &n) || n == 0)
             return "handle_idle_timeout must be seconds (at least 1)";
@@ -656,7 +666,8 @@ void sl_config_usage(void)
            "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
            "memory_budget, disk_free_limit, disk_reserve, segment_size (bytes, k/M/G suffixes),\n"
            "sync_pace_us, "
-           "handshake_timeout (ms), connection_max, mgmt_connection_max, loop_cpu_stats,\n"
+           "handshake_timeout (ms), connection_max, mgmt_connection_max,\n"
+           "mgmt_unauthenticated_max, mgmt_handshake_timeout (ms), loop_cpu_stats,\n"
            "tidy_interval (s), tidy_after_written, user.NAME = PASSWORD, user.NAME.tags = "
            "administrator,\n"
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"

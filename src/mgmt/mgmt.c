@@ -10,7 +10,10 @@
  * MHD_add_connection for each connection): net/accept.c keeps descriptors in reserve and
  * stops accepting while mgmt_connection_max connections are open, taking the next one from the
  * backlog as soon as one closes. MHD 0.9.75 left to itself stopped accepting for good after a
- * burst over its connection limit (the backlog filled with CLOSE-WAIT sockets).
+ * burst over its connection limit (the backlog filled with CLOSE-WAIT sockets). Only
+ * connections that logged in count against mgmt_connection_max: the others have a deadline
+ * and a cap of their own, and push each other out (guard.c), so a flood of them cannot
+ * stop the acceptor.
  *
  * HTTPS (management.ssl.port, .certfile, .keyfile, .cacertfile, .verify,
  * .fail_if_no_peer_cert, .versions.N) is a second daemon on its own listener, through
@@ -83,7 +86,7 @@ static void on_timer(sl_loop *loop, sl_timer *t)
 static int can_accept(sl_acceptor *a)
 {
     mgmt *m = a->data;
-    return m->n_conns < m->b->cfg->mgmt_connection_max;
+    return m->n_proven < m->b->cfg->mgmt_connection_max;
 }
 
 static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
@@ -102,14 +105,18 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
 static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    (void)connection;
-    (void)socket_context;
     mgmt *m = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         m->n_conns++;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(connection, MHD_CONNECTION_INFO_DAEMON);
+        int tls = ci && m->tls_d && ci->daemon == m->tls_d;
+        *socket_context = guard_opened(m, tls ? &m->guard_https : &m->guard_http, connection);
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         if (m->n_conns)
             m->n_conns--;
+        guard_closed(m, *socket_context);
+        *socket_context = NULL;
         sl_acceptor_kick(&m->acceptor);
         if (m->tls_d)
             sl_acceptor_kick(&m->tls_acceptor);
@@ -179,6 +186,7 @@ static void authed_as(req *r, const acc_user *u)
     r->tags = u->tag_bits;
     r->is_admin = (u->tag_bits & ACC_TAG_ADMINISTRATOR) != 0;
     r->user = sl_xstrdup(u->name);
+    guard_proven(r->m, guard_of(r->conn));
 }
 
 static void auth_unlist(req *r)
@@ -463,6 +471,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->method = strcmp(method, "HEAD") ? method : "GET";
         sl_buf_init(&r->body);
         *con_cls = r;
+        guard_request_started(m, guard_of(connection));
         const char *cl = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > MGMT_MAX_BODY)
@@ -574,12 +583,11 @@ json_t *req_async_json(req *r)
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)connection;
     (void)toe;
     if (*con_cls)
         req_unref(*con_cls);
     *con_cls = NULL;
+    guard_request_done(cls, guard_of(connection));
 }
 
 /* Keep %XX escapes: routing splits segments before decoding (see top of file). */
@@ -606,8 +614,15 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
 static int open_listener(mgmt *m, char *err, size_t errlen)
 {
     const sl_config *cfg = m->b->cfg;
-    return sl_listen_tcp(cfg->bind, cfg->mgmt_port, 128, m->addr, sizeof m->addr, &m->port, err,
+    return sl_listen_tcp(cfg->bind, cfg->mgmt_port, 1024, m->addr, sizeof m->addr, &m->port, err,
                          errlen);
+}
+
+/* MHD's own cap, never reached: logged-in connections (both listeners) and this one's
+ * unproven ones, plus those shut down by the guard that MHD has yet to close. */
+static unsigned conn_limit(const sl_config *cfg)
+{
+    return (unsigned)(cfg->mgmt_connection_max + cfg->mgmt_unauthenticated_max + 64);
 }
 
 static char *read_pem(const char *path, const char *what, char *err, size_t errlen)
@@ -672,7 +687,7 @@ static int start_tls(mgmt *m, char *err, size_t errlen)
         0, NULL, NULL, on_request, m, MHD_OPTION_NOTIFY_COMPLETED, on_completed, m,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, m, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape,
         m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->mgmt_connection_max + 16,
+        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, conn_limit(cfg),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!m->tls_d) {
         snprintf(err, errlen,
@@ -682,8 +697,8 @@ static int start_tls(mgmt *m, char *err, size_t errlen)
         return -1;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(m->tls_d, MHD_DAEMON_INFO_EPOLL_FD);
-    int fd = di ? sl_listen_tcp(cfg->bind, cfg->mgmt_tls_port, 128, m->tls_addr, sizeof m->tls_addr,
-                                &m->tls_port, err, errlen)
+    int fd = di ? sl_listen_tcp(cfg->bind, cfg->mgmt_tls_port, 1024, m->tls_addr,
+                                sizeof m->tls_addr, &m->tls_port, err, errlen)
                 : -1;
     if (fd < 0) {
         if (!di)
@@ -727,9 +742,8 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
         NULL, NULL, on_request, m, MHD_OPTION_NOTIFY_COMPLETED, on_completed, m,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, m, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape,
         m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)b->cfg->mgmt_connection_max + 16, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-        MHD_OPTION_END);
+        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, conn_limit(b->cfg),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
     if (!m->d) {
         snprintf(err, errlen, "cannot start the HTTP server on %s:%d", m->addr, m->port);
         close(fd);
@@ -749,6 +763,7 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
     m->w.data = m;
     sl_timer_init(&m->t, on_timer, m);
     pager_init(m);
+    guard_init(m);
     m->listen_fd = fd;
     if (sl_loop_watch(b->loop, &m->w, SL_EV_READ) < 0 ||
         sl_acceptor_start(&m->acceptor, b->loop, fd, "http", b->fd_reserve / 2, on_accept,
@@ -841,6 +856,7 @@ void mgmt_stop(mgmt *m)
         sl_loop_unwatch(m->b->loop, &m->tls_w);
         MHD_stop_daemon(m->tls_d);
     }
+    guard_stop(m);
     sl_free(m->tls_key);
     sl_free(m->tls_cert);
     sl_free(m->tls_trust);

@@ -19,6 +19,7 @@
  *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop
  *   defs.c          /api/definitions export and import
  *   metrics.c       /metrics (Prometheus text)
+ *   guard.c         connections not logged in: header deadline, their own cap (see there)
  *
  * Every handler runs on the broker's loop thread (MHD is driven from it), so handlers read and
  * change qm state directly, through qm.h only. A handler replies exactly once (reply_* return
@@ -56,6 +57,23 @@ typedef struct ctxtab {
     void (*close)(mgmt *m, ctx_entry *e); /* ends and frees the embedding object */
 } ctxtab;
 
+/* ---- guard.c: connections that have not logged in (see guard.c for the rules) ---- */
+typedef struct guard_conn guard_conn;
+typedef struct guard_door {
+    const char *name;        /* "http" / "https", for the log */
+    guard_conn *head, *tail; /* unproven connections, in the order they started waiting */
+    unsigned n_unproven;     /* the list's length */
+    uint64_t dropped;        /* closed by the guard (deadline or cap) */
+} guard_door;
+struct guard_conn {
+    guard_conn *prev, *next;
+    guard_door *door;
+    int fd;
+    uint64_t deadline_ms; /* sl_now_ms() by which a request header must be in; 0 = one is */
+    uint8_t proven;       /* a request on it logged in */
+    uint8_t dropped;      /* shut down by the guard; MHD has yet to close it */
+};
+
 struct mgmt {
     broker *b;
     struct MHD_Daemon *d;
@@ -65,6 +83,9 @@ struct mgmt {
     int listen_fd;
     sl_acceptor acceptor; /* accepts for MHD: descriptor reserve, connection cap */
     unsigned n_conns;     /* connections MHD holds (its notifications) */
+    unsigned n_proven;    /* of them, logged in (both listeners): mgmt_connection_max caps */
+    guard_door guard_http, guard_https;
+    sl_timer guard_t; /* the earliest header deadline */
     char addr[64];
     int port;
     /* HTTPS (management.ssl.*): a second MHD daemon with GnuTLS, accepted and run the same
@@ -135,6 +156,16 @@ typedef struct req {
 } req;
 
 typedef enum MHD_Result (*api_fn)(req *r);
+
+void guard_init(mgmt *m);
+void guard_stop(mgmt *m);
+/* A connection MHD took (its socket context from here on); may close the oldest unproven. */
+guard_conn *guard_opened(mgmt *m, guard_door *d, struct MHD_Connection *mc);
+void guard_closed(mgmt *m, guard_conn *c);          /* MHD closed it: frees c */
+void guard_request_started(mgmt *m, guard_conn *c); /* its request header is in */
+void guard_request_done(mgmt *m, guard_conn *c);    /* answered; it may stay open */
+void guard_proven(mgmt *m, guard_conn *c);          /* a request on it logged in */
+guard_conn *guard_of(struct MHD_Connection *mc);
 
 static inline qm_node *req_node(req *r)
 {
