@@ -47,6 +47,9 @@ typedef struct consumer consumer;
 #define CONN_OUT_MAX (4u << 20)
 /* Input read per turn per connection at most, so one busy peer cannot starve the rest. */
 #define CONN_READ_BUDGET (256u * 1024)
+/* Input a connection blocked by an alarm still reads, held behind the publish it stopped at,
+ * to find a close in it (conn.c, amqp/hold.h): small, as the memory alarm may be why. */
+#define CONN_HOLD_MAX (64u * 1024)
 /* Input handled per loop turn, by the clock: past it, connections leave the rest of what they
  * read for the next turn (and are not read meanwhile), so no round trip waits behind one
  * connection's expensive frames for long. */

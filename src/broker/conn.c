@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../amqp/hold.h"
 #include "../amqp/table.h"
 #include "../core/clock.h"
 #include "../core/log.h"
@@ -384,12 +385,29 @@ static int out_full(const conn *c)
     return sl_buf_unread(&c->out) + sl_buf_unread(&c->late) >= CONN_OUT_MAX;
 }
 
+/* A connection blocked by an alarm goes on reading, so that it can still close, until this
+ * much input is held behind the publish it stopped at (amqp/hold.h). */
+static int hold_full(const conn *c)
+{
+    return c->read_paused && sl_buf_unread(&c->in) >= CONN_HOLD_MAX;
+}
+
+/* A blocked connection stops at a new publish: the frames before it (the rest of the
+ * publish that found the alarm, acks, closes...) are handled, the publish and what follows
+ * wait for the alarm to clear. */
+static int held_by_alarm(const conn *c, const amqp_frame *f)
+{
+    return c->read_paused && c->state == CONN_OPEN && f->type == AMQP_FRAME_METHOD &&
+           f->channel != 0 && f->size >= 4 &&
+           AMQP_ID(sl_get_u16(f->payload), sl_get_u16(f->payload + 2)) == AMQP_BASIC_PUBLISH;
+}
+
 void conn_update_watch(conn *c)
 {
     if (c->state == CONN_DEAD || c->fd < 0)
         return;
     /* Lingering, input is only thrown away: always read it. */
-    int ev = (c->read_paused || c->out_paused || c->input_pending || c->login_wait) &&
+    int ev = (hold_full(c) || c->out_paused || c->input_pending || c->login_wait) &&
                      c->state != CONN_LINGER
                  ? 0
                  : SL_EV_READ;
@@ -536,6 +554,8 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
             broker_block_publisher(c); /* the frame stays in the input for later */
             break;
         }
+        if (held_by_alarm(c, &f))
+            break; /* stays in the input; closes behind it are looked for (look_past_hold) */
         conn_handle_frame(c, &f);
         used += (size_t)r;
     }
@@ -544,11 +564,45 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
     return used;
 }
 
+/* A blocked connection's held input: a connection.close or channel.close behind the held
+ * publish is acted on now (amqp/hold.h says which and why). Bounded: each pass takes a
+ * frame out of the input. */
+static void look_past_hold(conn *c)
+{
+    while (c->read_paused && c->state == CONN_OPEN && sl_buf_unread(&c->in) > 0) {
+        amqp_hold_find h;
+        uint8_t *p = (uint8_t *)sl_buf_head(&c->in);
+        size_t len = sl_buf_unread(&c->in);
+        int act = amqp_hold_scan(p, len, c->frame_max, &h);
+        if (act == AMQP_HOLD_CONNECTION_CLOSE) {
+            if (h.at)
+                sl_info("connection %s: closed while blocked by an alarm; %zu bytes held "
+                        "before connection.close given up",
+                        c->name, h.at);
+            sl_buf_consume(&c->in, h.at);
+            size_t used = process_frames(c, sl_buf_head(&c->in), sl_buf_unread(&c->in));
+            sl_buf_consume(&c->in, used);
+            return;
+        }
+        if (act != AMQP_HOLD_CHANNEL_CLOSE)
+            return;
+        /* the close is copied out, its channel's held content dropped, then it is handled */
+        uint8_t *close = sl_xmalloc(h.len);
+        memcpy(close, p + h.at, h.len);
+        c->in.len -= len - amqp_hold_drop_channel(p, len, c->frame_max, &h);
+        amqp_frame f;
+        if (amqp_frame_parse(close, h.len, c->frame_max, &f) == (int)h.len)
+            conn_handle_frame(c, &f);
+        sl_free(close);
+    }
+}
+
 /* Input kept in c->in (a partial frame, or frames held back while output was full). */
 static void process_buffered(conn *c)
 {
     size_t used = process_frames(c, sl_buf_head(&c->in), sl_buf_unread(&c->in));
     sl_buf_consume(&c->in, used);
+    look_past_hold(c);
     /* An idle connection holds no input buffer: give it back once it is empty. */
     if (sl_buf_unread(&c->in) == 0 && c->in.cap > 0)
         sl_buf_free(&c->in);
@@ -596,21 +650,25 @@ static void on_readable(conn *c)
      * per turn lets one group commit cover more of them (1 KiB messages were capped near
      * 256 KiB per fsync). */
     size_t budget = c->is_link ? 4 * CONN_READ_BUDGET : CONN_READ_BUDGET;
-    while (budget > 0 && c->state < CONN_LINGER && !c->read_paused && !c->out_paused &&
+    while (budget > 0 && c->state < CONN_LINGER && !hold_full(c) && !c->out_paused &&
            !c->input_pending && !c->login_wait) {
         /* With nothing buffered, read into the shared buffer and keep only what is left
          * of a partial frame: a connection between frames costs no buffer at all. */
         int direct = sl_buf_unread(&c->in) == 0;
         size_t cap = direct ? sizeof shared : 64 * 1024;
         size_t want = budget < cap ? budget : cap;
+        if (c->read_paused && want > CONN_HOLD_MAX - sl_buf_unread(&c->in))
+            want = CONN_HOLD_MAX - sl_buf_unread(&c->in); /* held input stays bounded */
         uint8_t *dst = direct ? shared : sl_buf_reserve(&c->in, want);
         ssize_t n = conn_recv(c, dst, want);
         if (n > 0) {
             budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
             if (direct) {
                 size_t used = process_frames(c, shared, (size_t)n);
-                if (used < (size_t)n && c->state < CONN_LINGER)
+                if (used < (size_t)n && c->state < CONN_LINGER) {
                     sl_buf_append(&c->in, shared + used, (size_t)n - used);
+                    look_past_hold(c);
+                }
             } else {
                 c->in.len += (size_t)n;
                 process_buffered(c);

@@ -73,3 +73,47 @@ def test_disk_alarm_blocks_publisher(broker_factory):
     # Other connections keep working.
     other = b.pika().channel()
     assert other.queue_declare(q, passive=True).method.message_count == 1
+
+
+def _blocked_raw_publisher(b, q):
+    """A raw AMQP client blocked by the alarm with publishes held behind the one that found
+    it: the broker reads on, but stops at the next basic.publish."""
+    r = b.raw()
+    r.rpc(1, "channel.open")
+    r.rpc(1, "queue.declare", queue=q)
+    r.publish(1, "", q, b"first")  # finds the alarm: completes, then the connection blocks
+    r.expect("connection.blocked", timeout=5)
+    for i in range(5):
+        r.publish(1, "", q, b"held %d" % i)
+    return r
+
+
+def test_blocked_publisher_closes_its_connection_at_once(broker_factory):
+    b = broker_factory(config={"disk_free_limit": "1000000000G"})
+    q = uname("blockclose")
+    r = _blocked_raw_publisher(b, q)
+    t = time.monotonic()
+    r.send_method(0, "connection.close", reply_code=200, reply_text="bye", class_id=0,
+                  method_id=0)
+    r.expect("connection.close-ok", timeout=3)
+    assert time.monotonic() - t < 2
+    # the held publishes were given up with the connection; the first one was taken
+    other = b.pika().channel()
+    assert other.queue_declare(q, passive=True).method.message_count == 1
+    assert "closed while blocked by an alarm" in b.log_tail()
+
+
+def test_blocked_publisher_closes_a_channel_and_goes_on(broker_factory):
+    b = broker_factory(config={"disk_free_limit": "1000000000G"})
+    q = uname("blockchclose")
+    r = _blocked_raw_publisher(b, q)
+    r.send_method(1, "channel.close", reply_code=200, reply_text="bye", class_id=0,
+                  method_id=0)
+    r.expect("channel.close-ok", channel=1, timeout=3)
+    # heartbeats and a new channel's non-content methods are read too
+    r.send_heartbeat()
+    r.rpc(2, "channel.open", timeout=3)
+    r.rpc(2, "queue.declare", queue=q, passive=True, timeout=3)
+    r.send_method(0, "connection.close", reply_code=200, reply_text="bye", class_id=0,
+                  method_id=0)
+    r.expect("connection.close-ok", timeout=3)
