@@ -115,6 +115,12 @@ uint64_t broker_ticket_since_lazy(const broker *b, uint64_t mark)
     return b->store ? persist_ticket_since_lazy(b->store, mark) : 0;
 }
 
+void broker_hasten(broker *b, uint64_t gen)
+{
+    if (b->store)
+        persist_hasten(b->store, gen);
+}
+
 /* Sync pacing: persist_kick left the open generation's sync for later (only pipelined
  * confirms wait for it); the timerfd wakes the loop when it is due, and that turn's kick
  * starts it. A timerfd rather than a loop timer: the loop's timers are in milliseconds,
@@ -489,6 +495,19 @@ static void check_disk(broker *b, uint64_t now)
               free_bytes < b->cfg->disk_free_limit || (b->store && persist_stalled(b->store)));
 }
 
+/* Input read ahead by connections blocked by an alarm (conn.c, at most CONN_HOLD_MAX each):
+ * not held against the memory alarm, which would otherwise never clear under a watermark
+ * below it; it is what the socket would hold anyway, and it is handled once the alarm
+ * clears. */
+static uint64_t held_input_bytes(const broker *b)
+{
+    uint64_t n = 0;
+    for (const conn *c = b->conns; c; c = c->next)
+        if (c->read_paused)
+            n += c->in.cap;
+    return n;
+}
+
 static void tick(sl_loop *loop, sl_timer *t)
 {
     broker *b = t->data;
@@ -496,7 +515,8 @@ static void tick(sl_loop *loop, sl_timer *t)
     uint64_t next = qm_node_tick(b->node, now);
     /* Bodies in memory: paged-out messages cost disk, which the disk alarm watches. (Records
      * waiting for a slow disk are buffers, counted there.) */
-    set_alarm(b, ALARM_MEMORY, broker_memory_bytes(b) > b->cfg->memory_high_watermark);
+    uint64_t mem = broker_memory_bytes(b), held = b->alarms ? held_input_bytes(b) : 0;
+    set_alarm(b, ALARM_MEMORY, mem - (held < mem ? held : mem) > b->cfg->memory_high_watermark);
     check_disk(b, now);
     if (b->store && (now >= b->next_store_sync || persist_stalled(b->store))) {
         /* Acks and delivery marks wait for a sync that needs the disk anyway; bound that

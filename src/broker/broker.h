@@ -151,12 +151,14 @@ struct conn {
     sl_timer hb_timer;
     /* client capabilities */
     uint8_t cap_cancel_notify, cap_blocked, cap_auth_failure_close;
-    uint8_t blocked_sent;      /* connection.blocked sent, unblocked not yet */
-    uint8_t has_published;     /* RabbitMQ blocks only connections that publish */
-    uint8_t read_paused;       /* blocked by a resource alarm: not read */
-    uint8_t out_paused;        /* output over CONN_OUT_MAX: not read until it drains */
-    uint8_t input_pending;     /* in b->input_pending: buffered input handled next turn, the
-                                  socket not read until then */
+    uint8_t blocked_sent;  /* connection.blocked sent, unblocked not yet */
+    uint8_t has_published; /* RabbitMQ blocks only connections that publish */
+    uint8_t read_paused;   /* blocked by a resource alarm: read only up to CONN_HOLD_MAX */
+    uint64_t lazy_gen;     /* the latest lazy ticket of a pipelined confirm here: its sync may be
+                              paced only until the loop has read all the input there is */
+    uint8_t out_paused;    /* output over CONN_OUT_MAX: not read until it drains */
+    uint8_t input_pending; /* in b->input_pending: buffered input handled next turn, the
+                              socket not read until then */
     uint8_t consumers_waiting; /* a consumer was refused for a full output buffer */
     uint8_t in_dirty;
     uint8_t counted_open; /* counted in b->n_open */
@@ -254,8 +256,6 @@ struct channel {
     uint8_t pipelines;      /* it published before an earlier confirm was sent: its confirms'
                                syncs may be paced (persist_ticket_since_lazy) */
     uint8_t pipe_quiet;     /* publishes since, in a row, that found every confirm sent */
-    uint64_t pipe_peak;     /* most confirms a pipelining publish found outstanding (with its
-                               own): a publisher with a fixed window stops there each time */
     uint64_t pub_seq;       /* sequence number of the last publish */
     uint64_t confirm_done;  /* everything <= this has been acked or nacked */
     uint64_t confirm_ready; /* ack everything <= this at flush */
@@ -324,6 +324,9 @@ uint64_t broker_ticket_since(const broker *b, uint64_t mark);
 /* The same for a pipelined confirm: a sync only such tickets wait for may be paced
  * (`sync_pace_us`, persist_ticket_since_lazy). */
 uint64_t broker_ticket_since_lazy(const broker *b, uint64_t mark);
+/* Lazy tickets up to gen become eager: their sync is not paced any more (a connection whose
+ * input has gone idle: conn.c, input_idle). */
+void broker_hasten(broker *b, uint64_t gen);
 /* A delivery (basic.deliver, get-ok) is about to be written to c: if handing it out appended
  * a delivery mark (or a no-ack removal) since the last delivery, the output from here on
  * waits until that mark is written to the file (persist.h: write tickets). */

@@ -614,9 +614,10 @@ void conn_resume_input(conn *c)
         return; /* a full output buffer brings it back when it drains (resume_if_room) */
     if (sl_buf_unread(&c->in) > 0)
         process_buffered(c);
-    /* TLS plaintext left decrypted in the session when the read budget ran out */
-    if (c->tls && !c->input_pending && !c->read_paused && !c->out_paused && !c->login_wait &&
-        c->state < CONN_LINGER && sl_tls_pending(c->tls) > 0)
+    /* Read on now (TLS plaintext left decrypted in the session when the read budget ran out
+     * is not on the socket any more; and a drained socket must be seen as one, input_idle) */
+    if (!c->input_pending && !hold_full(c) && !c->out_paused && !c->login_wait &&
+        c->state < CONN_LINGER)
         on_readable(c);
     conn_update_watch(c);
 }
@@ -636,6 +637,18 @@ static void discard_input(conn *c, uint8_t *sink, size_t cap)
             return;
         conn_kill(c, NULL); /* the client closed its side (or the socket failed): done */
         return;
+    }
+}
+
+/* The loop has read all there is from c for now. Sync pacing may delay a pipelined
+ * confirm's sync only while more input keeps coming (more publishes for the sync to cover):
+ * a publisher that has stopped, however it decided to (a full window, a batch, its own
+ * rate), is never held, so the sync its confirms wait for starts at once. */
+static void input_idle(conn *c)
+{
+    if (c->lazy_gen) {
+        broker_hasten(c->b, c->lazy_gen);
+        c->lazy_gen = 0;
     }
 }
 
@@ -676,14 +689,18 @@ static void on_readable(conn *c)
             /* A short read drained the socket: another recv would only say EAGAIN, and
              * level-triggered epoll reports whatever arrives next. (TLS hands out a record
              * at a time: short reads say nothing there, read on until it would block.) */
-            if ((size_t)n < want && !c->tls)
+            if ((size_t)n < want && !c->tls) {
+                input_idle(c);
                 return;
+            }
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            input_idle(c);
             return;
+        }
         conn_kill(c, n == 0 ? (c->state == CONN_CLOSING ? NULL : "client closed the socket")
                             : strerror(errno));
         return;

@@ -210,24 +210,6 @@ static void send_return(channel *ch, const qm_message *msg)
  * pipelined is taken to wait for each confirm again (its syncs are no longer paced). */
 #define PIPE_QUIET 16
 
-/* How a pipelined publish waits for its sync. Lazily (the sync may be paced) unless it
- * brings the channel's outstanding confirms back to the most it has ever had, for at least
- * the second time: that is a publisher with a fixed window (or one that publishes a batch,
- * then waits for its confirms) that has just filled it and now sends nothing until a confirm
- * comes back, so a paced sync would only hold it still (a window of 100 x 16 B was held to
- * 100 per sync_pace_us). A publisher held back by its own rate instead reaches its peak only
- * when as much time as the longest gap between releases has gone by, so its syncs stay
- * paced (ps_bg). */
-static int publish_waits_lazily(channel *ch, uint64_t seq)
-{
-    uint64_t outstanding = seq - ch->confirm_done;
-    if (outstanding > ch->pipe_peak) { /* a new peak: the first time it is reached */
-        ch->pipe_peak = outstanding;
-        return 1;
-    }
-    return outstanding < ch->pipe_peak;
-}
-
 void basic_publish_complete(channel *ch)
 {
     qm_message *msg = ch->pub_msg;
@@ -282,12 +264,19 @@ void basic_publish_complete(channel *ch)
             ch->pipe_quiet = 0;
         } else if (ch->pipelines && ++ch->pipe_quiet >= PIPE_QUIET) {
             ch->pipelines = 0;
-            ch->pipe_peak = 0;
         }
-        channel_confirm(ch, seq, ok,
-                        ch->pipelines && publish_waits_lazily(ch, seq)
-                            ? broker_ticket_since_lazy(ch->c->b, mark)
-                            : broker_ticket_since(ch->c->b, mark));
+        uint64_t gen;
+        if (ch->pipelines) {
+            /* Lazy only while the connection's input keeps coming: the sync is hastened as
+             * soon as the loop has read all there is (conn.c, input_idle), so a publisher
+             * that stops to wait for its confirms is never held by the pace. */
+            gen = broker_ticket_since_lazy(ch->c->b, mark);
+            if (gen > ch->c->lazy_gen)
+                ch->c->lazy_gen = gen;
+        } else {
+            gen = broker_ticket_since(ch->c->b, mark);
+        }
+        channel_confirm(ch, seq, ok, gen);
     }
 }
 

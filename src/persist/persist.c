@@ -925,6 +925,12 @@ uint64_t persist_ticket_since_lazy(const persist *p, uint64_t mark)
     return p->sync_records != mark ? p->gen_need : 0;
 }
 
+void persist_hasten(persist *p, uint64_t gen)
+{
+    if (gen > p->eager_gen)
+        p->eager_gen = gen > p->gen_need ? p->gen_need : gen;
+}
+
 uint64_t persist_pace_due(const persist *p)
 {
     return p->pace_due_us;

@@ -99,6 +99,9 @@ uint64_t persist_ticket_since(persist *p, uint64_t mark);
  * such waiters wait for may be paced (persist_options.sync_pace_us); any other ticket taken
  * for the generation makes its sync start as soon as it can. */
 uint64_t persist_ticket_since_lazy(const persist *p, uint64_t mark);
+/* The lazy tickets up to gen are waited for eagerly after all (their waiter has nothing more
+ * coming that a paced sync could cover): the sync they need is not paced. */
+void persist_hasten(persist *p, uint64_t gen);
 /* When a paced sync is due (sl_now_us() clock), or 0 when none waits: the caller kicks again
  * then. */
 uint64_t persist_pace_due(const persist *p);

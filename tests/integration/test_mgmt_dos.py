@@ -147,34 +147,33 @@ def test_a_flood_of_stalled_connections_starves_no_logged_in_client(broker_facto
 
     th = threading.Thread(target=flood)
     th.start()
-    slow = []
-    answers = 0
+    during, after = [], []
     try:
         # a logged-in client, a new connection per request on each port, all through the flood
-        # and while every stalled socket is held open (bounded: the flood ends by itself)
+        # (bounded: the flood ends by itself) and then while every stalled socket is held
         deadline = time.monotonic() + 120
         ctx = client_ctx(certs, None)
         while time.monotonic() < deadline:
             flood_over = done.is_set()
             for port, c in ((b.mgmt_port, None), (hport, ctx)):
-                status, took = timed_get(port, c)
-                answers += 1
-                if status != 200 or took > 1.0:
-                    slow.append((port, status, round(took, 3)))
+                during.append((port,) + timed_get(port, c))
             if flood_over:
                 break
-        # after the flood: everything it opened is still held by the client side
-        for _ in range(5):
+        for _ in range(10):
             for port, c in ((b.mgmt_port, None), (hport, ctx)):
-                status, took = timed_get(port, c)
-                answers += 1
-                if status != 200 or took > 1.0:
-                    slow.append((port, status, round(took, 3)))
+                after.append((port,) + timed_get(port, c))
     finally:
         done.wait(130)
         th.join()
         for s in stalled:
             s.close()
     assert opened["http"] >= n * 0.9 and opened["https"] >= n * 0.9, opened
-    assert not slow, "%d of %d answers late or failed: %s" % (len(slow), answers, slow[:10])
+    # Held stalled connections cost the node nothing: answers within 1 s. While the flood
+    # is being opened, its handshakes take CPU (each ClientHello costs the server a key
+    # exchange) and the client's connection queues behind them in the backlog: answers
+    # within 3 s there, for a machine busy with other work too (the defect: none for 60 s).
+    late = [(p, st, round(t, 3)) for p, st, t in after if st != 200 or t > 1.0]
+    late += [(p, st, round(t, 3)) for p, st, t in during if st != 200 or t > 3.0]
+    assert not late, "%d of %d answers late or failed: %s" % (
+        len(late), len(during) + len(after), late[:10])
     b.assert_alive()

@@ -2274,6 +2274,20 @@ START_TEST(sync_pacing_waits_only_for_lazy_tickets)
     sync_wait_done();
     ck_assert_uint_ge(persist_durable(P), lazy);
 
+    /* lazy, then hastened (its waiter's input went idle): the sync starts now; a hasten
+     * for an older generation changes nothing */
+    persist_hasten(P, lazy);
+    mark = persist_mark(P);
+    put(q, "hastened");
+    uint64_t lazy2 = persist_ticket_since_lazy(P, mark);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    ck_assert_uint_gt(persist_pace_due(P), 0); /* paced so far */
+    persist_hasten(P, lazy2);
+    ck_assert_int_eq(persist_kick(P, 0, err, sizeof err), 0);
+    ck_assert_uint_eq(persist_pace_due(P), 0);
+    sync_wait_done();
+    ck_assert_uint_ge(persist_durable(P), lazy2);
+
     /* lazy again: paced until due, then the kick after it syncs; and the same after a
      * forced kick (the once-a-second sync), which is paced all the same */
     paced_until_due(q, "lazy2", 0);
@@ -2284,7 +2298,7 @@ START_TEST(sync_pacing_waits_only_for_lazy_tickets)
     memset(big, 'b', sizeof big - 1);
     synced_at_once(q, big);
     restart();
-    ck_assert_uint_eq(qm_queue_message_count(find("paced")), 5);
+    ck_assert_uint_eq(qm_queue_message_count(find("paced")), 6);
     close_store();
 
     /* sync_pace_us = 0: a lazy ticket's sync starts at once */
