@@ -1187,7 +1187,8 @@ static void became_open(link_outq *o)
     }
     o->cs = C_OPEN;
     o->failures = 0;
-    o->last_error[0] = 0;
+    if (!o->blocked) /* blocked during the login: that is still what holds it up */
+        o->last_error[0] = 0;
     o->idle_since = 0;
     hist_add(o, H_ESTABLISHED, 0);
     eod_send_session(&o->es);
@@ -1350,11 +1351,39 @@ static void on_close_method(link_outq *o, const amqp_method *mm, int channel_lev
               (const char *)cc->reply_text.p);
 }
 
+/* connection.blocked / unblocked (RabbitMQ's extension, asked for in start-ok): a
+ * destination short of disk or memory sends it at any point after connection.open, during
+ * the rest of the login too. The link stays connected and waits; its messages go on once
+ * the destination reads again (the resend timer is not run meanwhile). */
+static void set_blocked(link_outq *o, const amqp_method *mm)
+{
+    if (mm->id == AMQP_CONNECTION_BLOCKED) {
+        o->blocked = 1;
+        snprintf(o->last_error, sizeof o->last_error, "destination blocked: %.*s",
+                 (int)mm->u.connection_blocked.reason.len,
+                 (const char *)mm->u.connection_blocked.reason.p);
+        o->last_error_time = wall_s();
+        sl_info("link to %s: destination blocked (%.*s); waiting, connected", o->dest.host,
+                (int)mm->u.connection_blocked.reason.len,
+                (const char *)mm->u.connection_blocked.reason.p);
+    } else {
+        if (o->blocked)
+            sl_info("link to %s: destination unblocked", o->dest.host);
+        o->blocked = 0;
+        o->last_error[0] = 0;
+    }
+}
+
 static void handle_method(link_outq *o, uint16_t ch, const amqp_method *mm)
 {
     link_mgr *m = o->m;
     if (mm->id == AMQP_CONNECTION_CLOSE) {
         on_close_method(o, mm, 0);
+        return;
+    }
+    if (ch == 0 && o->cs >= C_OPENING &&
+        (mm->id == AMQP_CONNECTION_BLOCKED || mm->id == AMQP_CONNECTION_UNBLOCKED)) {
+        set_blocked(o, mm);
         return;
     }
     if (mm->id == AMQP_CHANNEL_CLOSE) {
@@ -1486,17 +1515,6 @@ static void handle_method(link_outq *o, uint16_t ch, const amqp_method *mm)
                      (const char *)r->reply_text.p, o->dest.queue);
             return;
         }
-        case AMQP_CONNECTION_BLOCKED:
-            o->blocked = 1;
-            snprintf(o->last_error, sizeof o->last_error, "destination blocked: %.*s",
-                     (int)mm->u.connection_blocked.reason.len,
-                     (const char *)mm->u.connection_blocked.reason.p);
-            o->last_error_time = wall_s();
-            return;
-        case AMQP_CONNECTION_UNBLOCKED:
-            o->blocked = 0;
-            o->last_error[0] = 0;
-            return;
         case AMQP_CHANNEL_FLOW: {
             amqp_method fo = {.id = AMQP_CHANNEL_FLOW_OK};
             fo.u.channel_flow_ok.active = mm->u.channel_flow.active;

@@ -855,3 +855,41 @@ def test_eod_non_ack_properties_while_the_receiver_holds_its_acks(nodes):
     assert eod["EodNoAckCount"] == 0 and eod["EodFirstNonAck"]["SeqNo"] == 0, eod
     assert eod["EodLastAck"]["SeqNo"] == last, eod
     assert drain(bch, "held") == bodies(10, "x") + bodies(40, "h")
+
+
+def test_link_to_a_blocked_destination_waits_connected(nodes):
+    """A destination blocked for low disk sends connection.blocked as soon as the link has
+    logged in: the link stays connected and says so ("destination blocked"), instead of
+    taking it for an error and reconnecting every link_retry_min_ms..max_ms; once the
+    destination has room again, the messages go."""
+    a = nodes.start("a")
+    b = nodes.start("b", keep_port=True)
+    declare(b, "blk")
+    b.stop()
+    b.config["disk_free_limit"] = "1000000000G"  # no disk has that much: the alarm is on
+    b.restart()
+    wait_for(lambda: "disk alarm: blocking" in b.broker.log_tail(400), timeout=10,
+             message="no disk alarm at b")
+    fmt = b.fmt("blk")
+    publish(a, fmt, bodies(5))
+    wait_for(lambda: "destination blocked" in (a.outgoing_queue(fmt)["last_error"] or ""),
+             timeout=10, message="the link did not report the block")
+    # and it stays so, connected, on the same connection: no new login at b meanwhile
+    logins = b.broker.log_tail(4000).count("a link from node")
+    assert logins >= 1
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        o = a.outgoing_queue(fmt)
+        assert o["state"] == "CONNECTED", o
+        assert o["last_error"].startswith("destination blocked: low on disk"), o
+        assert o["messages"] == 5, o
+        time.sleep(0.1)
+    assert b.broker.log_tail(4000).count("a link from node") == logins
+    assert "unexpected connection.blocked" not in a.broker.log_tail(4000)
+    # room again: everything arrives, once
+    b.stop()
+    del b.config["disk_free_limit"]
+    b.restart()
+    a.wait_drained(fmt)
+    assert drain(b.amqp().channel(), "blk") == bodies(5)
+    assert a.outgoing_queue(fmt)["last_error"] == ""
