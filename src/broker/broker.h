@@ -458,6 +458,9 @@ void basic_publish_complete(channel *ch);
 extern const qm_consumer_ops broker_consumer_ops;
 /* Write basic.deliver / basic.get-ok / basic.return with content for pos' message. */
 void write_content(conn *c, uint16_t ch, const qm_message *m);
+/* The same with other properties than m's own (a quorum queue's x-delivery-count). */
+void write_content_props(conn *c, uint16_t ch, const qm_message *m, const uint8_t *props,
+                         size_t props_len);
 void consumer_free(consumer *cons);
 consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len);
 /* A new consumer joins ch / one leaves it (O(1) both, the tag index kept). */

@@ -3,7 +3,8 @@
  * (header frame + body frames) for deliver, get-ok and return.
  *
  * The properties are sent exactly as the publisher encoded them (stored raw), so a delivery
- * re-encodes nothing but the method frame.
+ * re-encodes nothing but the method frame; only a quorum queue's redelivery (and its
+ * basic.get) re-encodes them, with the x-delivery-count header added (qm_delivery_props).
  */
 #include "broker.h"
 
@@ -14,7 +15,13 @@
 
 void write_content(conn *c, uint16_t ch, const qm_message *m)
 {
-    amqp_content_header_write(&c->out, ch, m->body_len, qm_msg_props(m), m->props_len);
+    write_content_props(c, ch, m, qm_msg_props(m), m->props_len);
+}
+
+void write_content_props(conn *c, uint16_t ch, const qm_message *m, const uint8_t *props,
+                         size_t props_len)
+{
+    amqp_content_header_write(&c->out, ch, m->body_len, props, props_len);
     /* Body frames of at most frame_max - 8 payload octets. */
     size_t chunk = c->frame_max ? c->frame_max - AMQP_FRAME_OVERHEAD : m->body_len;
     if (chunk == 0)
@@ -59,10 +66,14 @@ static void deliver(qm_consumer *qc, qm_position *pos)
     /* Track first: the tag is assigned by the record. */
     uint64_t tag = qc->no_ack ? ++ch->next_tag : channel_track(ch, pos, cons);
     broker_hold_delivery(c); /* its delivery mark reaches the file first */
+    sl_buf qp = {0};
+    int own = qm_delivery_props(m, qm_last_delivery_count(), 0, &qp);
     amqp_deliver_write(&c->out, ch->id, (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len},
                        tag, pos->redelivered, qm_msg_exchange(m), qm_msg_routing_key(m),
-                       qm_msg_props(m), m->props_len, qm_msg_body(m), m->body_len,
+                       own ? sl_buf_head(&qp) : qm_msg_props(m),
+                       own ? sl_buf_unread(&qp) : m->props_len, qm_msg_body(m), m->body_len,
                        c->frame_max ? c->frame_max - AMQP_FRAME_OVERHEAD : 0);
+    sl_buf_free(&qp);
     broker_mark_dirty(c);
     if (qc->no_ack)
         qm_position_ack(pos);

@@ -290,6 +290,13 @@ static void get(channel *ch, const amqp_basic_get *g)
                       "'%s' is an outgoing queue: only its link takes messages from it", q->name);
         return;
     }
+    if (q->args.quorum && q->args.single_active) {
+        channel_error(ch, SL_ERR_RESOURCE_LOCKED, AMQP_BASIC_GET,
+                      "cannot obtain access to locked queue '%s' in vhost '%s'. basic.get "
+                      "operations are not supported by quorum queues with single active consumer",
+                      q->name, ch->c->vhost->name);
+        return;
+    }
     uint64_t remaining = 0;
     qm_position *pos = qm_queue_get(q, g->no_ack, &remaining);
     if (!pos) {
@@ -303,17 +310,23 @@ static void get(channel *ch, const amqp_basic_get *g)
     m.u.basic_get_ok.exchange = qm_msg_exchange(pos->msg);
     m.u.basic_get_ok.routing_key = qm_msg_routing_key(pos->msg);
     m.u.basic_get_ok.message_count = remaining > UINT32_MAX ? UINT32_MAX : (uint32_t)remaining;
+    /* a quorum queue's get-ok always carries x-delivery-count (RabbitMQ 3.10.8 does) */
+    sl_buf qp = {0};
+    int own = qm_delivery_props(pos->msg, qm_last_delivery_count(), 1, &qp);
+    const uint8_t *props = own ? sl_buf_head(&qp) : qm_msg_props(pos->msg);
+    size_t props_len = own ? sl_buf_unread(&qp) : pos->msg->props_len;
     if (g->no_ack) {
         m.u.basic_get_ok.delivery_tag = ++ch->next_tag;
         conn_send_method(ch->c, ch->id, &m);
-        write_content(ch->c, ch->id, pos->msg);
+        write_content_props(ch->c, ch->id, pos->msg, props, props_len);
         qm_position_ack(pos);
     } else {
         /* Track first: the tag is assigned by the record. */
         m.u.basic_get_ok.delivery_tag = channel_track(ch, pos, NULL);
         conn_send_method(ch->c, ch->id, &m);
-        write_content(ch->c, ch->id, pos->msg);
+        write_content_props(ch->c, ch->id, pos->msg, props, props_len);
     }
+    sl_buf_free(&qp);
 }
 
 static void settle(channel *ch, uint32_t id, uint64_t tag, int multiple, int how)

@@ -131,6 +131,11 @@ static void declare(channel *ch, const amqp_queue_declare *d)
         }
         char gen[31];
         amqp_bytes name = d->queue;
+        if (name.len == 0 && qm_queue_args_quorum(d->arguments)) {
+            channel_error(ch, SL_ERR_PRECONDITION, id,
+                          "Cannot declare a server-named queue for type rabbit_quorum_queue");
+            return;
+        }
         if (name.len == 0) {
             qm_queue_gen_name(ch->c->vhost, gen);
             name = amqp_cstr(gen);

@@ -42,7 +42,18 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
         o, "arguments",
         table_to_json((amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0}));
     json_object_set_new(o, "node", json_string(m->b->cfg->node_name));
-    json_object_set_new(o, "type", json_string("classic"));
+    const qm_queue *top = q->parent ? q->parent : q;
+    json_object_set_new(o, "type", json_string(top->args.quorum ? "quorum" : "classic"));
+    if (top->args.quorum) {
+        /* RabbitMQ's quorum queue fields; one node holds every replica Sluice has (in a
+         * cluster every durable queue is replicated, quorum or classic) */
+        json_object_set_new(o, "leader", json_string(m->b->cfg->node_name));
+        json_object_set_new(o, "members", json_pack("[s]", m->b->cfg->node_name));
+        json_object_set_new(o, "online", json_pack("[s]", m->b->cfg->node_name));
+        if (top->args.has_delivery_limit)
+            json_object_set_new(o, "delivery_limit",
+                                json_integer((json_int_t)top->args.delivery_limit));
+    }
     json_object_set_new(o, "state", json_string("running"));
     json_object_set_new(o, "messages", json_integer((json_int_t)qm_queue_message_count(q)));
     json_object_set_new(o, "messages_ready", json_integer((json_int_t)q->n_ready));

@@ -466,7 +466,17 @@ sl_err defs_import(broker *b, json_t *body, const char *forced, char *err, size_
         if (qm_queue_name_is_outgoing(name, strlen(name)))
             continue; /* a format name: its outgoing queue comes with the first send */
         sl_buf args;
-        if (json_to_table(json_object_get(e, "arguments"), &args, why, sizeof why) < 0)
+        json_t *jargs = json_object_get(e, "arguments"), *typed = NULL;
+        const char *qtype = str_field(e, "type");
+        if (qtype && !strcmp(qtype, "quorum") && !json_object_get(jargs, "x-queue-type")) {
+            /* RabbitMQ 3.11 and later export the type beside the arguments */
+            typed = json_is_object(jargs) ? json_deep_copy(jargs) : json_object();
+            json_object_set_new(typed, "x-queue-type", json_string("quorum"));
+            jargs = typed;
+        }
+        int bad = json_to_table(jargs, &args, why, sizeof why) < 0;
+        json_decref(typed);
+        if (bad)
             FAIL(SL_ERR_SYNTAX, "queue '%s': %s", name, why);
         qm_queue_decl d = {
             .name = name,

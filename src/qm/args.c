@@ -14,11 +14,41 @@
 #include "qm_internal.h"
 
 /* The arguments compared on redeclare, in the order equivalence reports them. x-queue-type
- * is not among them: only "classic" is accepted, and absent means classic. */
+ * is compared first and apart: absent means classic, so an explicit "classic" matches none. */
 static const char *const known[] = {
-    "x-message-ttl", "x-expires",      "x-max-length",           "x-max-length-bytes",
-    "x-overflow",    "x-max-priority", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+    "x-message-ttl",
+    "x-expires",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-overflow",
+    "x-max-priority",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
     "x-journal",
+    "x-delivery-limit",
+    "x-quorum-initial-group-size",
+    "x-dead-letter-strategy",
+};
+
+/* Arguments one queue type refuses whatever their value, as RabbitMQ 3.10 does (observed on
+ * 3.10.8: "invalid arg 'x-max-priority' for queue 'q' in vhost '/' of queue type
+ * rabbit_quorum_queue"): each type's own arguments are the other's invalid ones. Unknown
+ * arguments stay accepted and ignored. */
+static const char *const invalid_classic[] = {
+    "x-delivery-limit",
+    "x-quorum-initial-group-size",
+    "x-max-in-memory-length",
+    "x-max-in-memory-bytes",
+    "x-max-age",
+    "x-stream-max-segment-size-bytes",
+    "x-initial-cluster-size",
+    "x-queue-leader-locator",
+    "x-dead-letter-strategy",
+};
+static const char *const invalid_quorum[] = {
+    "x-max-priority",         "x-queue-mode", "x-queue-version",
+    "x-queue-master-locator", "x-max-age",    "x-stream-max-segment-size-bytes",
+    "x-initial-cluster-size",
 };
 
 static int is_int_tag(uint8_t t)
@@ -130,9 +160,30 @@ sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhos
                 rc = bad_type(k, "boolean", &v, qname, vhost, err, errlen);
             else
                 out->journal = v.v.b != 0;
+        } else if (!strcmp(k, "x-delivery-limit")) {
+            /* RabbitMQ 3.10 takes any value: an integer is the limit (a negative one
+             * dead-letters at the first return), anything else sets none */
+            int64_t lim;
+            if (amqp_value_int(&v, &lim)) {
+                out->delivery_limit = lim;
+                out->has_delivery_limit = 1;
+            }
+        } else if (!strcmp(k, "x-quorum-initial-group-size")) {
+            rc = get_int(k, &v, 1, &out->initial_group_size, qname, vhost, err, errlen);
+        } else if (!strcmp(k, "x-dead-letter-strategy")) {
+            if (!amqp_value_str(&v, &s)) {
+                snprintf(err, errlen, PREFIX "{unacceptable_type,%s}", k, qname, vhost,
+                         amqp_value_type_name(v.tag));
+                rc = SL_ERR_PRECONDITION;
+            } else if (!amqp_bytes_eq(s, "at-most-once") && !amqp_bytes_eq(s, "at-least-once")) {
+                snprintf(err, errlen, PREFIX "invalid_dlx_strategy", k, qname, vhost);
+                rc = SL_ERR_PRECONDITION;
+            }
         } else if (!strcmp(k, "x-queue-type")) {
             if (!amqp_value_str(&v, &s))
                 rc = bad_type(k, "string", &v, qname, vhost, err, errlen);
+            else if (amqp_bytes_eq(s, "quorum"))
+                out->quorum = 1;
             else if (!amqp_bytes_eq(s, "classic")) {
                 snprintf(err, errlen, PREFIX "\"unsupported queue type '%.*s'\"", k, qname, vhost,
                          (int)s.len, (const char *)s.p);
@@ -172,14 +223,17 @@ sl_err qm_queue_args_equivalent(const qm_queue_args *cur, const qm_queue_args *r
                                 const char *qname, const char *vhost, char *err, size_t errlen)
 {
     amqp_bytes ct = {cur->raw, cur->raw_len}, rt = {req->raw, req->raw_len};
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+    for (size_t i = 0; i <= sizeof known / sizeof known[0]; i++) {
+        const char *key = i ? known[i - 1] : "x-queue-type";
         amqp_value a, b;
-        int ha = amqp_table_get(ct, known[i], &a);
-        int hb = amqp_table_get(rt, known[i], &b);
+        int ha = amqp_table_get(ct, key, &a);
+        int hb = amqp_table_get(rt, key, &b);
         if (!ha && !hb)
             continue;
         if (ha && hb && amqp_value_equal(&a, &b))
             continue;
+        if (!i && cur->quorum == req->quorum)
+            continue; /* the same type, one of them named "classic" and the other not */
         char sa[128], sb[128];
         if (ha)
             fmt_value(&a, sa, sizeof sa);
@@ -189,18 +243,68 @@ sl_err qm_queue_args_equivalent(const qm_queue_args *cur, const qm_queue_args *r
             snprintf(err, errlen,
                      "inequivalent arg '%s' for queue '%s' in vhost '%s': received '%s' but "
                      "current is '%s'",
-                     known[i], qname, vhost, sb, sa);
+                     key, qname, vhost, sb, sa);
         else if (hb)
             snprintf(err, errlen,
                      "inequivalent arg '%s' for queue '%s' in vhost '%s': received the value "
                      "'%s' of type '%s' but current is none",
-                     known[i], qname, vhost, sb, amqp_value_type_name(b.tag));
+                     key, qname, vhost, sb, amqp_value_type_name(b.tag));
         else
             snprintf(err, errlen,
                      "inequivalent arg '%s' for queue '%s' in vhost '%s': received none but "
                      "current is the value '%s' of type '%s'",
-                     known[i], qname, vhost, sa, amqp_value_type_name(a.tag));
+                     key, qname, vhost, sa, amqp_value_type_name(a.tag));
         return SL_ERR_PRECONDITION;
     }
     return SL_OK;
+}
+
+int qm_queue_args_quorum(amqp_bytes table)
+{
+    amqp_value v;
+    amqp_bytes s;
+    return amqp_table_get(table, "x-queue-type", &v) && amqp_value_str(&v, &s) &&
+           amqp_bytes_eq(s, "quorum");
+}
+
+sl_err qm_queue_type_check(const qm_queue_decl *d, const char *qname, const char *vhost, char *err,
+                           size_t errlen)
+{
+    int quorum = qm_queue_args_quorum(d->arguments);
+    const char *type = quorum ? "rabbit_quorum_queue" : "rabbit_classic_queue";
+    if (quorum && !d->name_len) {
+        snprintf(err, errlen, "Cannot declare a server-named queue for type %s", type);
+        return SL_ERR_PRECONDITION;
+    }
+    const char *const *bad = quorum ? invalid_quorum : invalid_classic;
+    size_t nbad = quorum ? sizeof invalid_quorum / sizeof invalid_quorum[0]
+                         : sizeof invalid_classic / sizeof invalid_classic[0];
+    for (size_t i = 0; i < nbad; i++) {
+        amqp_value v;
+        if (amqp_table_get(d->arguments, bad[i], &v)) {
+            snprintf(err, errlen, "invalid arg '%s' for queue '%s' in vhost '%s' of queue type %s",
+                     bad[i], qname, vhost, type);
+            return SL_ERR_PRECONDITION;
+        }
+    }
+    return SL_OK;
+}
+
+sl_err qm_queue_props_check(const qm_queue_decl *d, const qm_queue_args *a, const char *qname,
+                            const char *vhost, char *err, size_t errlen)
+{
+    /* RabbitMQ's order (rabbit_quorum_queue:declare): auto-delete, exclusive, durable */
+    const char *prop = NULL;
+    if (!a->quorum)
+        return SL_OK;
+    if (d->auto_delete)
+        prop = "auto-delete";
+    else if (d->exclusive)
+        prop = "exclusive-owner";
+    else if (!d->durable)
+        prop = "non-durable";
+    if (!prop)
+        return SL_OK;
+    snprintf(err, errlen, "invalid property '%s' for queue '%s' in vhost '%s'", prop, qname, vhost);
+    return SL_ERR_PRECONDITION;
 }

@@ -34,6 +34,8 @@ static const char *reason_name(qm_delete_reason r)
         return "rejected";
     case QM_DEL_EXPIRED:
         return "expired";
+    case QM_DEL_DELIVERY_LIMIT:
+        return "delivery_limit";
     default:
         return "maxlen";
     }

@@ -36,6 +36,8 @@ void qm_move_transfer(qm_position *pos, qm_queue *src, qm_queue *dest)
     uint64_t len = pos->msg->body_len;
     uint64_t old_deadline = qm_pos_expires(pos);
     src->bytes_total -= len;
+    if (pos->redelivered)
+        qm_dcount_forget(src, pos->lookup_id); /* a quorum queue's count stays behind */
     if (pos->move_count < QM_MOVE_COUNT_MAX)
         pos->move_count++;
     qm_pos_set_expires(pos, moved_deadline(pos, dest));

@@ -73,6 +73,8 @@ void qm_pos_set_tx(qm_position *p, qm_tx *tx)
 
 void qm_position_free(qm_position *pos)
 {
+    if (pos->redelivered && pos->queue && pos->queue->dcounts)
+        qm_dcount_forget(pos->queue, pos->lookup_id);
     if (pos->st_logged)
         QM_PERSIST(released, pos, pos->queue != NULL && !qm_persist_bulk);
     if (pos->has_lk && pos->u.lk->lnext) {
@@ -170,7 +172,8 @@ void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
         q->stat_purged++;
         break;
     case QM_DEL_REJECTED:
-        qm_deadletter(q, pos->msg, QM_DEL_REJECTED);
+    case QM_DEL_DELIVERY_LIMIT:
+        qm_deadletter(q, pos->msg, reason);
         break;
     default:
         break;
@@ -182,6 +185,7 @@ void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
 
 void qm_position_hand_out(qm_queue *q, qm_position *pos, int no_ack)
 {
+    qm_quorum_handout(q, pos, no_ack);
     q->stat_delivered++;
     if (pos->redelivered)
         q->stat_redelivered++;
@@ -222,6 +226,10 @@ void qm_position_settle(qm_position *pos, int how)
         return; /* AVAILABLE: not held, nothing to settle */
     switch (how) {
     case QM_SETTLE_REQUEUE:
+        if (pos->queue->args.quorum && qm_quorum_return(pos)) {
+            qm_position_delete_held(pos, QM_DEL_DELIVERY_LIMIT);
+            break;
+        }
         pos->redelivered = 1;
         qm_pos_set_holder(pos, NULL);
         qm_position_unlock(pos);

@@ -76,6 +76,7 @@ typedef enum qm_delete_reason {
     QM_DEL_REJECTED,
     QM_DEL_MAXLEN,
     QM_DEL_MOVED,
+    QM_DEL_DELIVERY_LIMIT, /* a quorum queue's message returned more than x-delivery-limit */
 } qm_delete_reason;
 
 /* What only a held position needs (LOCKED, PURGE_PENDING, DELETED but still held, or in a
@@ -321,17 +322,22 @@ typedef enum qm_overflow {
 
 /* The x- arguments a queue understands, parsed and checked. -1 / NULL = not set. */
 typedef struct qm_queue_args {
-    int64_t message_ttl;      /* x-message-ttl, ms >= 0 */
-    int64_t expires;          /* x-expires, ms > 0 */
-    int64_t max_length;       /* x-max-length >= 0 */
-    int64_t max_length_bytes; /* x-max-length-bytes >= 0 */
-    int overflow;             /* qm_overflow */
-    char *dlx;                /* x-dead-letter-exchange (owned) */
-    char *dlrk;               /* x-dead-letter-routing-key (owned) */
-    int max_priority;         /* x-max-priority 1..255, 0 = not a priority queue */
-    int journal;              /* x-journal (Sluice): keep consumed messages in q;journal */
-    int single_active;        /* x-single-active-consumer: one consumer at a time gets messages */
-    uint8_t *raw;             /* the whole arguments table content, for equivalence */
+    int64_t message_ttl;        /* x-message-ttl, ms >= 0 */
+    int64_t expires;            /* x-expires, ms > 0 */
+    int64_t max_length;         /* x-max-length >= 0 */
+    int64_t max_length_bytes;   /* x-max-length-bytes >= 0 */
+    int overflow;               /* qm_overflow */
+    char *dlx;                  /* x-dead-letter-exchange (owned) */
+    char *dlrk;                 /* x-dead-letter-routing-key (owned) */
+    int max_priority;           /* x-max-priority 1..255, 0 = not a priority queue */
+    int journal;                /* x-journal (Sluice): keep consumed messages in q;journal */
+    int single_active;          /* x-single-active-consumer: one consumer at a time gets messages */
+    int quorum;                 /* x-queue-type quorum (quorum.c: delivery counts, limit) */
+    int has_delivery_limit;     /* x-delivery-limit given as an integer (quorum queues) */
+    int64_t delivery_limit;     /* returns beyond it dead-letter (reason delivery_limit) */
+    int64_t initial_group_size; /* x-quorum-initial-group-size > 0 (accepted; every replica
+                                 * of a cluster holds every durable queue) */
+    uint8_t *raw;               /* the whole arguments table content, for equivalence */
     size_t raw_len;
 } qm_queue_args;
 
@@ -341,6 +347,8 @@ typedef struct qm_queue_args {
 sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhost,
                            qm_queue_args *out, char *err, size_t errlen);
 void qm_queue_args_free(qm_queue_args *a);
+/* 1 when the table asks for x-queue-type quorum. */
+int qm_queue_args_quorum(amqp_bytes table);
 
 struct qm_queue {
     char *name; /* "q", or "q;sub" for a subqueue */
@@ -407,6 +415,9 @@ struct qm_queue {
     /* the store's generation (persist_ticket) its definition record went to, 0: on disk since
      * recovery: what a declare-ok of the existing queue waits for, not every write pending */
     uint64_t st_def_gen;
+    /* quorum queues (quorum.c): lookup id -> delivery count of the messages returned at
+     * least once; NULL while there are none */
+    struct sl_u64tab *dcounts;
 };
 
 typedef struct qm_queue_decl {
@@ -426,6 +437,16 @@ typedef struct qm_queue_decl {
  * A name containing ';' is refused (SL_ERR_ACCESS_REFUSED): subqueues are made by moves. */
 sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, int *created,
                         char *err, size_t errlen);
+/* The checks a new queue's type makes, in RabbitMQ 3.10's order (qm_queue_declare runs them
+ * for a new, not recovered, queue): a quorum queue cannot be server-named; arguments the
+ * type refuses whatever their value ("invalid arg 'x-max-priority' for queue 'Q' in vhost
+ * '/' of queue type rabbit_quorum_queue"), before the values are checked; then, once they
+ * are, a quorum queue's properties ("invalid property 'auto-delete' | 'exclusive-owner' |
+ * 'non-durable' for queue 'Q' in vhost '/'"). All SL_ERR_PRECONDITION. */
+sl_err qm_queue_type_check(const qm_queue_decl *d, const char *qname, const char *vhost, char *err,
+                           size_t errlen);
+sl_err qm_queue_props_check(const qm_queue_decl *d, const qm_queue_args *a, const char *qname,
+                            const char *vhost, char *err, size_t errlen);
 /* A fresh server name "amq.gen-<22 chars>" not used in vh (for a door that must know the
  * name before it declares, e.g. to check permissions on it). */
 void qm_queue_gen_name(qm_vhost *vh, char out[31]);
@@ -511,6 +532,27 @@ uint64_t qm_queue_oldest_ready_id(qm_queue *q);
 /* Take the AVAILABLE position with this lookup id as basic.get would take the head: LOCKED,
  * holder unset, for the caller to settle; NULL when there is none (or it is locked). */
 qm_position *qm_queue_take(qm_queue *q, uint64_t lookup_id);
+
+/* ------------------------------------------------------------------------------------------
+ * Quorum queues (quorum.c): the delivery count of RabbitMQ 3.10
+ *
+ * The count of a message is the number of times a delivery of it came back unsettled
+ * (requeued by reject, nack or recover, or left unacked by a closing channel). It is kept
+ * only while above 0, in q->dcounts; a return beyond x-delivery-limit dead-letters the
+ * message (reason delivery_limit) instead of requeueing it.
+ */
+/* The count of the message at lookup_id in q (0 when it has none). */
+uint32_t qm_dcount_get(const qm_queue *q, uint64_t lookup_id);
+/* Set it (recovery; 0 removes it). */
+void qm_dcount_set(qm_queue *q, uint64_t lookup_id, uint32_t count);
+/* The count of the position handed out last (by dispatch to a consumer or by a get), for the
+ * door writing that delivery: -1 when its queue is not a quorum queue. Valid until the next
+ * hand-out (one thread owns qm, and a door writes a delivery as it is handed out). */
+int64_t qm_last_delivery_count(void);
+/* The properties to deliver m with, when they are not its own: 1 with them in out (the
+ * header x-delivery-count = count added, replacing one the publisher set) when count > 0, or
+ * count == 0 and always (basic.get); 0 otherwise (count -1: not a quorum queue). */
+int qm_delivery_props(const qm_message *m, int64_t count, int always, sl_buf *out);
 
 /* ------------------------------------------------------------------------------------------
  * Move (MS-MQDMPR Move Message, MS-MQRR R_MoveMessage)

@@ -115,6 +115,21 @@ void qm_queue_maybe_gc(qm_queue *q);
 int qm_queue_gc_ready(qm_queue *q);
 void qm_queue_args_init(qm_queue_args *a);
 
+/* ---- quorum.c ---- */
+void qm_dcount_forget(qm_queue *q, uint64_t lookup_id);
+void qm_dcount_clear(qm_queue *q);
+/* 1 when count is beyond q's x-delivery-limit. */
+int qm_quorum_over_limit(const qm_queue *q, uint32_t count);
+/* A held position of a quorum queue comes back unsettled: its count goes up; 1 when that
+ * takes it beyond the limit (the caller dead-letters it, reason delivery_limit). */
+int qm_quorum_return(qm_position *pos);
+/* pos is being handed out from q: remember its count for the door (qm_last_delivery_count). */
+void qm_quorum_handout(qm_queue *q, qm_position *pos, int no_ack);
+/* pos, just taken from the head of q, is beyond the limit already (a count restored after a
+ * restart, whose stop returned it): 1, and the caller dead-letters it instead of handing it
+ * out. */
+int qm_quorum_take_over(qm_queue *q, qm_position *pos);
+
 /* ---- topic.c ---- */
 /* Put b's pattern into x's trie / take it out (exchange.c, for topic exchanges). */
 void qm_topic_add(qm_exchange *x, qm_binding *b);

@@ -507,7 +507,7 @@ static void ready_drop(qm_queue *q, qm_position *pos, qm_delete_reason reason)
     q->bytes_total -= pos->msg->body_len;
     if (reason == QM_DEL_EXPIRED)
         q->stat_expired++;
-    if (reason == QM_DEL_EXPIRED || reason == QM_DEL_MAXLEN)
+    if (reason == QM_DEL_EXPIRED || reason == QM_DEL_MAXLEN || reason == QM_DEL_DELIVERY_LIMIT)
         qm_deadletter(q, pos->msg, reason);
     qm_position_free(pos);
 }
@@ -542,6 +542,10 @@ qm_position *qm_queue_take_head(qm_queue *q, uint64_t now)
     qm_node *n = qm_queue_node(q);
     for (;;) {
         qm_position *pos = qm_ready_pop(q);
+        if (pos && !expired(pos, now) && qm_quorum_take_over(q, pos)) {
+            ready_drop(q, pos, QM_DEL_DELIVERY_LIMIT);
+            continue;
+        }
         if (!pos || !expired(pos, now))
             return pos;
         if (!expire_take(n)) {
@@ -685,12 +689,19 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
     }
     char *qname = sl_xstrndup(name, len);
     qm_queue_args a;
-    sl_err rc = qm_queue_args_parse(d->arguments, qname, vh->name, &a, err, errlen);
+    qm_queue *q = sl_map_get(vh->queues, name, len);
+    /* A recovered queue was checked when it was declared (and older versions took arguments
+     * these checks refuse: it must come back all the same). */
+    int fresh = !q && !d->incarnation;
+    sl_err rc = fresh ? qm_queue_type_check(d, qname, vh->name, err, errlen) : SL_OK;
+    if (!rc)
+        rc = qm_queue_args_parse(d->arguments, qname, vh->name, &a, err, errlen);
+    if (!rc && fresh && (rc = qm_queue_props_check(d, &a, qname, vh->name, err, errlen)))
+        qm_queue_args_free(&a);
     if (rc) {
         sl_free(qname);
         return rc;
     }
-    qm_queue *q = sl_map_get(vh->queues, name, len);
     if (q) {
         if (q->exclusive != d->exclusive ||
             (q->exclusive && q->exclusive_owner != d->exclusive_owner)) {
@@ -908,6 +919,7 @@ uint64_t qm_queue_purge(qm_queue *q)
     QM_PERSIST(purged, q);
     uint64_t n = ready_clear(q);
     q->stat_purged += n;
+    qm_dcount_clear(q); /* the purged never come back, and PurgePending ones never return */
     for (qm_position *p = q->locked; p; p = p->u.lk->lnext) {
         if (p->state == QM_POS_LOCKED && !p->in_tx_enqueue) {
             p->state = QM_POS_PURGE_PENDING;
@@ -1010,6 +1022,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
 
     sl_map_free(q->subqueues);
     qm_queue_args_free(&q->args);
+    qm_dcount_clear(q);
     for (int l = 0; q->pg && l < qm_ready_of(q)->nlevels; l++) {
         sl_free(q->pg[l].v);
         sl_free(q->pg[l].exp);
