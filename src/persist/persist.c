@@ -369,20 +369,27 @@ static uint64_t wall_deadline(persist *p, uint64_t expires_at)
 /* An enqueue record's payload (records.h R_ENQ) into the scratch buffer. */
 void persist_encode_enq(persist *p, uint64_t inc, uint64_t lookup, uint64_t msg_id,
                         uint32_t move_count, int redelivered, int xact_cont, int xact,
-                        uint64_t expires_at)
+                        uint64_t expires_at, uint32_t dcount)
 {
     rec_u64(&p->scratch, inc);
     rec_u64(&p->scratch, lookup);
     rec_u64(&p->scratch, msg_id);
     rec_u32(&p->scratch, move_count);
     uint8_t flags = (uint8_t)((redelivered ? EF_REDELIVERED : 0) | (xact_cont ? EF_XACT_CONT : 0) |
-                              (xact ? EF_XACT : 0));
+                              (xact ? EF_XACT : 0) | (dcount ? EF_DCOUNT : 0));
     if (expires_at) {
         rec_u8(&p->scratch, flags | EF_EXPIRES);
         rec_u64(&p->scratch, wall_deadline(p, expires_at));
     } else {
         rec_u8(&p->scratch, flags);
     }
+    if (dcount)
+        rec_u32(&p->scratch, dcount);
+}
+
+uint32_t persist_dcount(const qm_queue *q, uint64_t lookup)
+{
+    return q->args.quorum ? qm_dcount_get(q, lookup) : 0;
 }
 
 /* Write pos' enqueue record (and its message's, once); pos stays unlogged when the log
@@ -394,7 +401,8 @@ static void log_position(persist *p, qm_position *pos)
     if (write_message(p, m, 1, &ml) < 0)
         return;
     persist_encode_enq(p, pos->queue->incarnation, pos->lookup_id, ml.id, pos->move_count,
-                       pos->redelivered, pos->xact_cont, pos->xact, qm_pos_expires(pos));
+                       pos->redelivered, pos->xact_cont, pos->xact, qm_pos_expires(pos),
+                       pos->redelivered ? persist_dcount(pos->queue, pos->lookup_id) : 0);
     st_loc loc;
     if (msgs_append(p, R_ENQ, 1, &loc) < 0)
         return; /* the log failed: the next commit says so and stops the broker */
@@ -438,6 +446,17 @@ static void h_delivered(void *ctx, qm_position *pos, int no_ack)
         return;
     if (no_ack) {
         unlog_position(p, pos, 1);
+        mark_write(p);
+        return;
+    }
+    uint32_t dcount = pos->redelivered ? persist_dcount(pos->queue, pos->lookup_id) : 0;
+    if (dcount) {
+        /* a quorum queue's redelivery: each one has its own count (quorum.c) */
+        rec_u64(&p->scratch, pos->queue->incarnation);
+        rec_u64(&p->scratch, pos->lookup_id);
+        rec_u32(&p->scratch, dcount);
+        msgs_appendv_dep(p, R_QDELIVER, NULL, 0, 0, pos->st_seg, NULL);
+        pos->st_delivered = 1;
         mark_write(p);
         return;
     }

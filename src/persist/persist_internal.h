@@ -99,7 +99,9 @@ void persist_queue_floor(qm_queue *q, uint32_t seg);
 /* An R_ENQ payload into p->scratch (expires_at: qm_node_now terms, 0 = none). */
 void persist_encode_enq(persist *p, uint64_t inc, uint64_t lookup, uint64_t msg_id,
                         uint32_t move_count, int redelivered, int xact_cont, int xact,
-                        uint64_t expires_at);
+                        uint64_t expires_at, uint32_t dcount);
+/* The delivery count to store with a position of q (0 unless q is a quorum queue). */
+uint32_t persist_dcount(const qm_queue *q, uint64_t lookup);
 /* Re-append the receiver states (R_EOD_IN) whose record is not in the segment being written
  * (tidy.c), so old segments neither keep nor lose them. */
 void persist_refresh_eod_in(persist *p);

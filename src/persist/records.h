@@ -34,10 +34,18 @@
  *                outgoing queue; EF_XACT = enqueued by a transaction (a transactional message:
  *                dead-lettered to DEADXACT); older files never set them)
  *   R_ENQ        inc:u64 lookup:u64 msg:u64 move_count:u32 flags:u8 [expires:u64]
+ *                [dcount:u32]
  *                (expires, with EF_EXPIRES: the TTL deadline in wall-clock ms, so a restart
- *                does not give a message its whole TTL again)
+ *                does not give a message its whole TTL again; dcount, with EF_DCOUNT (issue
+ *                31, only in quorum queues, whose M_QUEUE older builds refuse): the delivery
+ *                count, TIDY's copy of what R_QDELIVER records said; EF_REDELIVERED then
+ *                means delivered since, as after an R_QDELIVER)
  *   R_DEQ        inc:u64 lookup:u64
  *   R_DELIVER    inc:u64 lookup:u64
+ *   R_QDELIVER   inc:u64 lookup:u64 count:u32 (issue 31: a quorum queue's delivery of a message
+ *                whose delivery count is count > 0; count 0 is an R_DELIVER. Recovery takes
+ *                the latest count and adds 1 when it was delivered after it: the stop
+ *                returned it. Older builds refuse a log holding one: "unknown record type")
  *   R_DEQ_RUN, R_DELIVER_RUN  inc:u64 first:u64 count:u32 (2 <= count <= R_RUN_MAX)
  *                R_DEQ / R_DELIVER of each of the lookups first .. first + count - 1 of that
  *                queue, in that order. Written in place of a run of such records that would
@@ -102,6 +110,8 @@ enum {
     /* issue 14 (engine at scale): 60-69 */
     R_DEQ_RUN = 60,
     R_DELIVER_RUN = 61,
+    /* issue 31 (quorum queues): 70-79 */
+    R_QDELIVER = 70,
 };
 #define R_IN_TX 0x80
 /* The longest run one R_*_RUN record stands for (recovery rejects longer ones as corrupt, so a
@@ -115,6 +125,7 @@ enum {
 #define EF_EXPIRES 2
 #define EF_XACT_CONT 4
 #define EF_XACT 8
+#define EF_DCOUNT 16
 #define OQ_ONHOLD 1
 
 static inline void rec_u8(sl_buf *b, uint8_t v)

@@ -95,7 +95,30 @@ typedef struct qentries {
     uint64_t *exp;
     size_t len, cap, dead;
     sl_u64tab strays; /* lookup -> stray */
+    /* quorum queues: lookup -> the delivery count last recorded (R_QDELIVER, R_ENQ's
+     * EF_DCOUNT); RF_REDELIVERED then says it was delivered after that (records.h) */
+    sl_u64tab dcounts;
 } qentries;
+
+typedef struct dcent {
+    uint64_t lookup;
+    uint32_t count, pad;
+} dcent;
+
+static void dcount_put(qentries *qe, uint64_t lookup, uint32_t count)
+{
+    int created;
+    if (count)
+        ((dcent *)sl_u64tab_put(&qe->dcounts, lookup, &created))->count = count;
+    else if (sl_u64tab_count(&qe->dcounts))
+        sl_u64tab_del(&qe->dcounts, lookup, NULL);
+}
+
+static uint32_t dcount_of(const qentries *qe, uint64_t lookup)
+{
+    const dcent *d = sl_u64tab_count(&qe->dcounts) ? sl_u64tab_get(&qe->dcounts, lookup) : NULL;
+    return d ? d->count : 0;
+}
 
 /* Recent message records by id: the enqueue record of a message almost always follows its
  * message record closely (same batch), so a small direct-mapped cache finds it; an enqueue
@@ -394,6 +417,7 @@ static qentries *entries_of(rstate *s, uint64_t inc, int create)
     if (!qe && create) {
         qe = sl_xcalloc(1, sizeof *qe);
         sl_u64tab_init(&qe->strays, sizeof(stray));
+        sl_u64tab_init(&qe->dcounts, sizeof(dcent));
         sl_map_put(s->entries, &inc, 8, qe);
     }
     return qe;
@@ -555,6 +579,8 @@ static uint32_t clear_entries(qentries *qe)
     qe->len = qe->dead = 0;
     sl_u64tab_free(&qe->strays);
     sl_u64tab_init(&qe->strays, sizeof(stray));
+    sl_u64tab_free(&qe->dcounts);
+    sl_u64tab_init(&qe->dcounts, sizeof(dcent));
     return oldest;
 }
 
@@ -563,6 +589,7 @@ static void entries_free(qentries *qe)
     sl_free(qe->v);
     sl_free(qe->exp);
     sl_u64tab_free(&qe->strays);
+    sl_u64tab_free(&qe->dcounts);
     sl_free(qe);
 }
 
@@ -613,6 +640,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         uint32_t moves = rd_u32(&r);
         uint8_t flags = rd_u8(&r);
         uint64_t expires = flags & EF_EXPIRES ? rd_u64(&r) : 0;
+        uint32_t dcount = flags & EF_DCOUNT ? rd_u32(&r) : 0;
         if (r.bad)
             break;
         see_ids(s, inc + 1, lookup + 1, msg + 1);
@@ -640,7 +668,23 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         }
         /* the same position again (TIDY's copy of it): the later record wins, and depends on
          * the one it replaces */
-        depend(s, loc.segment, entries_put(entries_of(s, inc, 1), &e, expires));
+        qentries *eq = entries_of(s, inc, 1);
+        depend(s, loc.segment, entries_put(eq, &e, expires));
+        dcount_put(eq, lookup, dcount); /* TIDY's copy says it all */
+        return 0;
+    }
+    case R_QDELIVER: {
+        uint64_t inc = rd_u64(&r), lookup = rd_u64(&r);
+        uint32_t dcount = rd_u32(&r);
+        if (r.bad)
+            break;
+        qentries *qe = entries_of(s, inc, 0);
+        rent *e = qe ? entries_find(qe, lookup, NULL) : NULL;
+        if (e) {
+            depend(s, loc.segment, e->eseg);
+            e->flags |= RF_REDELIVERED;
+            dcount_put(qe, lookup, dcount);
+        }
         return 0;
     }
     case R_DEQ:
@@ -668,8 +712,10 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         for (uint64_t lookup = first; lookup < end; lookup++) {
             if (type == R_DEQ || type == R_DEQ_RUN) {
                 rent gone;
-                if (entries_del(qe, lookup, &gone, NULL))
+                if (entries_del(qe, lookup, &gone, NULL)) {
                     depend(s, loc.segment, gone.eseg);
+                    dcount_put(qe, lookup, 0);
+                }
             } else {
                 rent *e = entries_find(qe, lookup, NULL);
                 if (e) {
@@ -703,6 +749,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         uint64_t old_expires;
         if (!qs || !entries_del(qs, lookup, &moved, &old_expires))
             return 0;
+        dcount_put(qs, lookup, 0); /* a quorum queue's count stays behind (quorum.c) */
         depend(s, loc.segment, moved.eseg);
         moved.moves = (uint16_t)(moves > 65535 ? 65535 : moves);
         moved.flags &= (uint8_t) ~(RF_XACT_CONT | RF_XACT);
@@ -746,7 +793,7 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
     uint8_t base = type & (uint8_t)~R_IN_TX;
     int tx_control = base == R_TX_BEGIN || base == R_TX_END || base == R_TX_ABORT;
     int known = (base >= R_MSG && base <= R_MOVE_TTL) || base == R_EOD_IN || base == R_DEQ_RUN ||
-                base == R_DELIVER_RUN;
+                base == R_DELIVER_RUN || base == R_QDELIVER;
     if (!known || (type & R_IN_TX && tx_control)) {
         snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown record type %u", s->p->dir,
                  (unsigned long long)seq, type);
@@ -1153,6 +1200,16 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
         uint64_t expires = rent_exp(qe, i);
         if (!resolve(s, &e))
             continue;
+        if (q->args.quorum) {
+            /* the last count recorded, and 1 more when it was out on a delivery at the stop
+             * (a stop returns what it held, as RabbitMQ's does); beyond the limit, it is
+             * dead-lettered when it reaches the head */
+            uint64_t c = (uint64_t)dcount_of(qe, e.lookup) + ((e.flags & RF_REDELIVERED) != 0);
+            if (c) {
+                e.flags |= RF_REDELIVERED;
+                qm_dcount_set(q, e.lookup, c > UINT32_MAX ? UINT32_MAX : (uint32_t)c);
+            }
+        }
         /* What was left of its TTL at the stop (a deadline passed while the broker was down
          * expires it at once); records without a deadline have no TTL. */
         uint64_t expires_at = expires ? now + (expires > wall ? expires - wall : 0) : 0;
@@ -1239,6 +1296,8 @@ static void rebuild_messages(rstate *s)
         qe->len = qe->cap = qe->dead = 0;
         sl_u64tab_free(&qe->strays);
         sl_u64tab_init(&qe->strays, sizeof(stray));
+        sl_u64tab_free(&qe->dcounts);
+        sl_u64tab_init(&qe->dcounts, sizeof(dcent));
     }
 }
 
