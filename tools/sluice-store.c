@@ -73,6 +73,24 @@ static void print_enq(FILE *out, uint8_t type, const uint8_t *p, size_t len)
         if (!r.bad)
             fprintf(out, " expires=%" PRIu64 "ms", at);
     }
+    if (flags & EF_DCOUNT) {
+        uint32_t dcount = rd_u32(&r);
+        if (!r.bad)
+            fprintf(out, " delivery_count=%" PRIu32, dcount);
+    }
+}
+
+/* R_QDELIVER: a quorum queue's delivery and the message's delivery count then. */
+static void print_qdeliver(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    static const char *const n[] = {"inc", "lookup", NULL};
+    print_u64s(out, p, len, n);
+    rec_reader r = {p + 16, p + len, 0};
+    if (len < 16)
+        return;
+    uint32_t count = rd_u32(&r);
+    if (!r.bad)
+        fprintf(out, " delivery_count=%" PRIu32, count);
 }
 
 static void print_inc_lookup(FILE *out, uint8_t type, const uint8_t *p, size_t len)
@@ -158,12 +176,19 @@ static void print_node(FILE *out, uint8_t type, const uint8_t *p, size_t len)
 
 /* Indexed by the type octet, one table per log of a data directory (persist/records.h). */
 static const rec_type MSGS_TYPES[256] = {
-    [R_MSG] = {"message", print_msg},       [R_ENQ] = {"enqueue", print_enq},
-    [R_DEQ] = {"remove", print_inc_lookup}, [R_DELIVER] = {"delivered", print_inc_lookup},
-    [R_PURGE] = {"purge", print_inc},       [R_MOVE] = {"move", print_move},
-    [R_TX_BEGIN] = {"tx.begin", NULL},      [R_TX_END] = {"tx.end", NULL},
-    [R_TX_ABORT] = {"tx.abort", NULL},      [R_MOVE_TTL] = {"move", print_move},
-    [R_DEQ_RUN] = {"remove", print_run},    [R_DELIVER_RUN] = {"delivered", print_run},
+    [R_MSG] = {"message", print_msg},
+    [R_ENQ] = {"enqueue", print_enq},
+    [R_DEQ] = {"remove", print_inc_lookup},
+    [R_DELIVER] = {"delivered", print_inc_lookup},
+    [R_PURGE] = {"purge", print_inc},
+    [R_MOVE] = {"move", print_move},
+    [R_TX_BEGIN] = {"tx.begin", NULL},
+    [R_TX_END] = {"tx.end", NULL},
+    [R_TX_ABORT] = {"tx.abort", NULL},
+    [R_MOVE_TTL] = {"move", print_move},
+    [R_DEQ_RUN] = {"remove", print_run},
+    [R_DELIVER_RUN] = {"delivered", print_run},
+    [R_QDELIVER] = {"delivered", print_qdeliver},
 };
 static const rec_type META_TYPES[256] = {
     [M_QUEUE] = {"queue", print_queue},

@@ -94,6 +94,7 @@ sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhos
     amqp_value v;
     sl_err rc = SL_OK;
 
+    int quorum = qm_queue_args_quorum(table);
     qm_queue_args_init(out);
     if (table.len) {
         out->raw = sl_xmalloc(table.len);
@@ -168,6 +169,20 @@ sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhos
                 out->delivery_limit = lim;
                 out->has_delivery_limit = 1;
             }
+        } else if (!strcmp(k, "x-queue-type")) {
+            if (!amqp_value_str(&v, &s))
+                rc = bad_type(k, "string", &v, qname, vhost, err, errlen);
+            else if (amqp_bytes_eq(s, "quorum"))
+                out->quorum = 1;
+            else if (!amqp_bytes_eq(s, "classic")) {
+                snprintf(err, errlen, PREFIX "\"unsupported queue type '%.*s'\"", k, qname, vhost,
+                         (int)s.len, (const char *)s.p);
+                rc = SL_ERR_PRECONDITION;
+            }
+        } else if (!quorum) {
+            /* the quorum arguments below: a new classic queue refuses them whatever their
+             * value (qm_queue_type_check); one stored by a version that took them as
+             * unknown comes back as it was */
         } else if (!strcmp(k, "x-quorum-initial-group-size")) {
             rc = get_int(k, &v, 1, &out->initial_group_size, qname, vhost, err, errlen);
         } else if (!strcmp(k, "x-dead-letter-strategy")) {
@@ -177,16 +192,6 @@ sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhos
                 rc = SL_ERR_PRECONDITION;
             } else if (!amqp_bytes_eq(s, "at-most-once") && !amqp_bytes_eq(s, "at-least-once")) {
                 snprintf(err, errlen, PREFIX "invalid_dlx_strategy", k, qname, vhost);
-                rc = SL_ERR_PRECONDITION;
-            }
-        } else if (!strcmp(k, "x-queue-type")) {
-            if (!amqp_value_str(&v, &s))
-                rc = bad_type(k, "string", &v, qname, vhost, err, errlen);
-            else if (amqp_bytes_eq(s, "quorum"))
-                out->quorum = 1;
-            else if (!amqp_bytes_eq(s, "classic")) {
-                snprintf(err, errlen, PREFIX "\"unsupported queue type '%.*s'\"", k, qname, vhost,
-                         (int)s.len, (const char *)s.p);
                 rc = SL_ERR_PRECONDITION;
             }
         }

@@ -460,6 +460,110 @@ START_TEST(delivered_unacked_comes_back_redelivered)
 }
 END_TEST
 
+/* A quorum queue's delivery counts, as "body:count" in queue order, read without changing
+ * anything (paged entries included). */
+static const char *dcounts(qm_queue *q)
+{
+    static char out[1024];
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < q->n_ready; i++) {
+        qm_position view;
+        const qm_position *p = qm_queue_peek_view(q, i, &view);
+        ck_assert_ptr_nonnull(p);
+        uint32_t c = qm_dcount_get(q, p->lookup_id);
+        ck_assert_int_eq(p->redelivered, c > 0); /* a quorum queue's rule */
+        n += (size_t)snprintf(out + n, sizeof out - n, "%s%.*s:%u", i ? "," : "",
+                              (int)p->msg->body_len, (const char *)qm_msg_body(p->msg), c);
+        if (p == &view)
+            qm_message_unref(view.msg);
+    }
+    return out;
+}
+
+static qm_queue *declare_quorum(const char *name)
+{
+    sl_buf b;
+    sl_buf_init(&b);
+    size_t mark = amqp_tbl_begin(&b);
+    amqp_tbl_put_str(&b, "x-queue-type", amqp_cstr("quorum"));
+    amqp_tbl_end(&b, mark);
+    qm_queue *q =
+        declare_full(name, 1, 0, 0, (amqp_bytes){sl_buf_head(&b) + 4, sl_buf_unread(&b) - 4});
+    sl_buf_free(&b);
+    return q;
+}
+
+/* The delivery count survives a stop (a held delivery counts as returned by it), a second
+ * stop with nothing delivered since, TIDY's copies of in-memory and paged positions, and
+ * a purge clears it. */
+START_TEST(quorum_delivery_counts_survive)
+{
+    OPT.segment_size = 4096;
+    open_store();
+    qm_queue *q = declare_quorum("qq");
+    const char *bodies[] = {"a", "b", "c", "d"};
+    uint64_t id[4];
+    for (int i = 0; i < 4; i++) {
+        put(q, bodies[i]);
+        id[i] = qm_queue_peek(q, (size_t)i)->lookup_id;
+    }
+    /* a: returned twice; b: held; c: returned once, then held; d: never delivered */
+    for (int i = 0; i < 2; i++)
+        qm_position_requeue(qm_queue_take(q, id[0]));
+    qm_queue_take(q, id[1]);
+    qm_position_requeue(qm_queue_take(q, id[2]));
+    qm_queue_take(q, id[2]);
+    ck_assert_str_eq(dcounts(q), "a:2,d:0");
+    commit();
+    close_store(); /* b and c still held: like a kill with the consumer attached */
+    open_store();
+    q = find("qq");
+    ck_assert_str_eq(dcounts(q), "a:2,b:1,c:2,d:0");
+    restart(); /* nothing delivered since: the counts stand */
+    q = find("qq");
+    ck_assert_str_eq(dcounts(q), "a:2,b:1,c:2,d:0");
+    qm_position_requeue(qm_queue_take(q, id[3])); /* d: 1 */
+    qm_queue_take(q, id[0]);                      /* a: held at 2 */
+    /* TIDY copies qq's records forward past segments of churn */
+    qm_queue *f = declare("filler");
+    for (int i = 0; i < 200; i++)
+        put(f,
+            "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff");
+    qm_queue_purge(f);
+    commit();
+    uint64_t nseg, nbytes;
+    persist_tidy(P, &nseg, &nbytes);
+    ck_assert_uint_gt(nseg, 0);
+    commit();
+    close_store();
+    /* read back paged: TIDY's copies of paged entries carry their count too */
+    qm_set_memory_budget(8);
+    open_store();
+    q = find("qq");
+    ck_assert_uint_gt(q->paged_len, 0);
+    ck_assert_str_eq(dcounts(q), "a:3,b:1,c:2,d:1");
+    f = find("filler");
+    for (int i = 0; i < 200; i++)
+        put(f,
+            "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff");
+    qm_queue_purge(f);
+    commit();
+    persist_tidy(P, &nseg, &nbytes);
+    ck_assert_uint_gt(nseg, 0);
+    restart();
+    qm_set_memory_budget(0);
+    restart();
+    q = find("qq");
+    ck_assert_str_eq(dcounts(q), "a:3,b:1,c:2,d:1");
+    qm_queue_purge(q);
+    ck_assert_ptr_null(q->dcounts);
+    restart();
+    ck_assert_uint_eq(find("qq")->n_ready, 0);
+    close_store();
+}
+END_TEST
+
 START_TEST(acked_does_not_come_back)
 {
     open_store();
@@ -2323,6 +2427,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, durable_messages_survive);
     tcase_add_test(tc, transient_things_are_not_stored);
     tcase_add_test(tc, delivered_unacked_comes_back_redelivered);
+    tcase_add_test(tc, quorum_delivery_counts_survive);
     tcase_add_test(tc, acked_does_not_come_back);
     tcase_add_test(tc, tx_acks_and_enqueues_apply_together);
     tcase_add_test(tc, purged_never_comes_back);

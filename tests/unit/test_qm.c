@@ -1911,6 +1911,223 @@ END_TEST
 
 /* ------------------------------------------------------------------ suite */
 
+/* ------------------------------------------------------------------ quorum queues */
+
+/* A quorum queue's arguments table: x-queue-type quorum, and an integer (or, with sval, a
+ * string) argument when key is not NULL. */
+static amqp_bytes quorum_args(sl_buf *b, const char *key, int64_t ival, const char *sval)
+{
+    sl_buf_init(b);
+    size_t mk = amqp_tbl_begin(b);
+    amqp_tbl_put_str(b, "x-queue-type", AMQP_BYTES("quorum"));
+    if (key && sval)
+        amqp_tbl_put_str(b, key, amqp_cstr(sval));
+    else if (key)
+        amqp_tbl_put_long(b, key, ival);
+    amqp_tbl_end(b, mk);
+    return tbl(b);
+}
+
+static sl_err qdeclare(const char *name, int durable, int excl, int ad, amqp_bytes args)
+{
+    qm_queue_decl d = {name,
+                       strlen(name),
+                       (uint8_t)durable,
+                       (uint8_t)excl,
+                       (uint8_t)ad,
+                       excl ? (void *)1 : NULL,
+                       args,
+                       0};
+    qm_queue *q;
+    int created;
+    return qm_queue_declare(V, &d, &q, &created, err, sizeof err);
+}
+
+START_TEST(quorum_declare_checks)
+{
+    sl_buf b;
+    /* properties, in RabbitMQ's order: auto-delete, exclusive, durable */
+    ck_assert_int_eq(qdeclare("q", 0, 1, 1, quorum_args(&b, NULL, 0, NULL)), SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "invalid property 'auto-delete' for queue 'q' in vhost '/'");
+    ck_assert_int_eq(qdeclare("q", 0, 1, 0, tbl(&b)), SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "invalid property 'exclusive-owner' for queue 'q' in vhost '/'");
+    ck_assert_int_eq(qdeclare("q", 0, 0, 0, tbl(&b)), SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "invalid property 'non-durable' for queue 'q' in vhost '/'");
+    ck_assert_ptr_null(qm_queue_find(V, "q", 1));
+    sl_buf_free(&b);
+    /* the type's refused arguments first, then the values, then the properties */
+    ck_assert_int_eq(qdeclare("q", 0, 0, 0, quorum_args(&b, "x-max-priority", 300, NULL)),
+                     SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "invalid arg 'x-max-priority' for queue 'q' in vhost '/' of queue type "
+                          "rabbit_quorum_queue");
+    sl_buf_free(&b);
+    ck_assert_int_eq(
+        qdeclare("q", 1, 0, 1, quorum_args(&b, "x-quorum-initial-group-size", 0, NULL)),
+        SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "invalid arg 'x-quorum-initial-group-size' for queue 'q' in vhost '/': "
+                          "{value_zero,0}");
+    sl_buf_free(&b);
+    ck_assert_int_eq(qdeclare("q", 1, 0, 0, quorum_args(&b, "x-dead-letter-strategy", 0, "x")),
+                     SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "invalid arg 'x-dead-letter-strategy' for queue 'q' in vhost '/': "
+                          "invalid_dlx_strategy");
+    sl_buf_free(&b);
+    ck_assert_int_eq(qdeclare("", 1, 0, 0, quorum_args(&b, NULL, 0, NULL)), SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "Cannot declare a server-named queue for type rabbit_quorum_queue");
+    /* a classic queue refuses the quorum arguments */
+    ck_assert_int_eq(qdeclare("c", 1, 0, 0, arg_int("x-delivery-limit", 2)), SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "invalid arg 'x-delivery-limit' for queue 'c' in vhost '/' of queue type "
+                          "rabbit_classic_queue");
+    /* accepted; x-delivery-limit of any type (RabbitMQ 3.10 checks none) */
+    ck_assert_int_eq(qdeclare("q", 1, 0, 0, tbl(&b)), SL_OK);
+    sl_buf_free(&b);
+    ck_assert_int_eq(qdeclare("q2", 1, 0, 0, quorum_args(&b, "x-delivery-limit", 0, "abc")), SL_OK);
+    ck_assert(qm_queue_find(V, "q2", 2)->args.quorum);
+    ck_assert(!qm_queue_find(V, "q2", 2)->args.has_delivery_limit);
+    sl_buf_free(&b);
+    ck_assert_int_eq(qdeclare("q3", 1, 0, 0, quorum_args(&b, "x-delivery-limit", -1, NULL)), SL_OK);
+    ck_assert_int_eq(qm_queue_find(V, "q3", 2)->args.delivery_limit, -1);
+    sl_buf_free(&b);
+    /* equivalence: absent is classic */
+    ck_assert_int_eq(qdeclare("c", 1, 0, 0, (amqp_bytes){0}), SL_OK);
+    ck_assert_int_eq(qdeclare("c", 1, 0, 0, arg_str("x-queue-type", "classic")), SL_OK);
+    ck_assert_int_eq(qdeclare("c", 1, 0, 0, quorum_args(&b, NULL, 0, NULL)), SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err,
+                     "inequivalent arg 'x-queue-type' for queue 'c' in vhost '/': received the "
+                     "value 'quorum' of type 'longstr' but current is none");
+    ck_assert_int_eq(qdeclare("q", 1, 0, 0, arg_str("x-queue-type", "classic")),
+                     SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "inequivalent arg 'x-queue-type' for queue 'q' in vhost '/': received "
+                          "'classic' but current is 'quorum'");
+    sl_buf_free(&b);
+    /* a recovered queue is not checked again (older versions took what is refused now) */
+    qm_queue_decl d = {"old", 3, 1, 0, 0, NULL, arg_int("x-quorum-initial-group-size", 0), 77};
+    qm_queue *q;
+    ck_assert_int_eq(qm_queue_declare(V, &d, &q, NULL, err, sizeof err), SL_OK);
+}
+END_TEST
+
+/* The delivery count the door would write for the position handed out last. */
+static int64_t header_count(const qm_position *p, int always)
+{
+    sl_buf pb;
+    sl_buf_init(&pb);
+    int own = qm_delivery_props(p->msg, qm_last_delivery_count(), always, &pb);
+    int64_t c = -1;
+    if (own) {
+        amqp_basic_props bp;
+        ck_assert_int_eq(amqp_props_decode(sl_buf_head(&pb), sl_buf_unread(&pb), &bp), 0);
+        ck_assert(tbl_str_is(bp.headers, "app", "v")); /* the publisher's headers stay */
+        c = tbl_int(bp.headers, "x-delivery-count");
+    }
+    sl_buf_free(&pb);
+    return c;
+}
+
+START_TEST(quorum_delivery_count_and_limit)
+{
+    xdecl("dlx", QM_EX_FANOUT, 0, (amqp_bytes){0});
+    qm_queue *dlq = declare("dlq");
+    qm_bind_queue(qm_exchange_find(V, "dlx", 3), dlq, AMQP_BYTES(""), (amqp_bytes){0}, err,
+                  sizeof err);
+    sl_buf b;
+    sl_buf_init(&b);
+    size_t mk = amqp_tbl_begin(&b);
+    amqp_tbl_put_str(&b, "x-queue-type", AMQP_BYTES("quorum"));
+    amqp_tbl_put_long(&b, "x-delivery-limit", 2);
+    amqp_tbl_put_str(&b, "x-dead-letter-exchange", AMQP_BYTES("dlx"));
+    amqp_tbl_end(&b, mk);
+    qm_queue_decl d = {"qq", 2, 1, 0, 0, NULL, tbl(&b), 0};
+    qm_queue *q;
+    ck_assert_int_eq(qm_queue_declare(V, &d, &q, NULL, err, sizeof err), SL_OK);
+    sl_buf_free(&b);
+
+    sl_buf h;
+    sl_buf_init(&h);
+    mk = amqp_tbl_begin(&h);
+    amqp_tbl_put_str(&h, "app", AMQP_BYTES("v"));
+    amqp_tbl_put_long(&h, "x-delivery-count", 99); /* a publisher's is replaced */
+    amqp_tbl_end(&h, mk);
+    qm_message *m = msg_full("rk", "body", -1, NULL, tbl(&h));
+    sl_buf_free(&h);
+    qm_queue_enqueue(q, m);
+    qm_message_unref(m);
+
+    for (int i = 0; i <= 2; i++) {
+        qm_position *p = qm_queue_get(q, 0, NULL);
+        ck_assert_int_eq(qm_last_delivery_count(), i);
+        ck_assert_int_eq(p->redelivered, i > 0);
+        ck_assert_int_eq(header_count(p, 1), i);          /* basic.get: always */
+        ck_assert_int_eq(header_count(p, 0), i ? i : -1); /* basic.deliver: from 1 */
+        ck_assert_uint_eq(qm_dcount_get(q, p->lookup_id), (uint32_t)i);
+        qm_position_requeue(p);
+    }
+    /* the third return: 3 > 2, dead-lettered */
+    ck_assert_uint_eq(q->n_ready + q->n_locked, 0);
+    ck_assert_uint_eq(dlq->n_ready, 1);
+    ck_assert_ptr_null(q->dcounts);
+    amqp_basic_props bp;
+    qm_position *dp = qm_queue_peek(dlq, 0);
+    ck_assert_int_eq(amqp_props_decode(qm_msg_props(dp->msg), dp->msg->props_len, &bp), 0);
+    ck_assert(tbl_str_is(bp.headers, "x-first-death-reason", "delivery_limit"));
+    amqp_bytes e;
+    ck_assert(xdeath_entry(bp.headers, 0, &e));
+    ck_assert(tbl_str_is(e, "reason", "delivery_limit"));
+    ck_assert(tbl_str_is(e, "queue", "qq"));
+
+    /* a classic queue: no count, nothing re-encoded */
+    qm_queue *c = declare("classic");
+    put(c, "x");
+    qm_position *p = qm_queue_get(c, 0, NULL);
+    ck_assert_int_eq(qm_last_delivery_count(), -1);
+    sl_buf pb;
+    sl_buf_init(&pb);
+    ck_assert_int_eq(qm_delivery_props(p->msg, qm_last_delivery_count(), 1, &pb), 0);
+    sl_buf_free(&pb);
+    qm_position_requeue(p);
+    ck_assert_ptr_null(c->dcounts);
+}
+END_TEST
+
+START_TEST(quorum_counts_leave_with_their_messages)
+{
+    sl_buf b;
+    qm_queue_decl d = {"qq", 2, 1, 0, 0, NULL, quorum_args(&b, NULL, 0, NULL), 0};
+    qm_queue *q;
+    ck_assert_int_eq(qm_queue_declare(V, &d, &q, NULL, err, sizeof err), SL_OK);
+    sl_buf_free(&b);
+    qm_queue *other = declare("other");
+    for (int i = 0; i < 4; i++)
+        put(q, "m");
+    qm_position *held[4];
+    for (int i = 0; i < 4; i++)
+        held[i] = qm_queue_get(q, 0, NULL);
+    uint64_t ids[4];
+    for (int i = 0; i < 4; i++) {
+        ids[i] = held[i]->lookup_id;
+        qm_position_requeue(held[i]);
+    }
+    ck_assert_uint_eq(sl_u64tab_count(q->dcounts), 4);
+    /* acked: gone */
+    qm_position *p = qm_queue_get(q, 0, NULL);
+    ck_assert_uint_eq(p->lookup_id, ids[0]);
+    qm_position_ack(p);
+    ck_assert_uint_eq(sl_u64tab_count(q->dcounts), 3);
+    /* no-ack hand-out: settled as it goes, its count read first */
+    p = qm_queue_get(q, 1, NULL);
+    ck_assert_int_eq(qm_last_delivery_count(), 1);
+    qm_position_ack(p);
+    ck_assert_uint_eq(sl_u64tab_count(q->dcounts), 2);
+    /* moved: the count stays behind */
+    ck_assert_int_eq(qm_move(q, ids[2], other, NULL), SL_OK);
+    ck_assert_uint_eq(sl_u64tab_count(q->dcounts), 1);
+    ck_assert_uint_eq(qm_dcount_get(q, ids[3]), 1);
+    /* purged: all of them */
+    qm_queue_purge(q);
+    ck_assert_ptr_null(q->dcounts);
+}
+END_TEST
+
 static Suite *qm_suite(void)
 {
     Suite *s = suite_create("qm");
@@ -1968,6 +2185,9 @@ static Suite *qm_suite(void)
     tcase_add_test(tc, headers_index_agrees_with_scan);
     tcase_add_test(tc, alternate_and_auto_delete_exchange);
     tcase_add_test(tc, deadletter_x_death);
+    tcase_add_test(tc, quorum_declare_checks);
+    tcase_add_test(tc, quorum_delivery_count_and_limit);
+    tcase_add_test(tc, quorum_counts_leave_with_their_messages);
     tcase_add_test(tc, deadletter_maxlen_rk_and_cycle);
     suite_add_tcase(s, tc);
     return s;
