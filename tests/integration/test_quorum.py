@@ -345,6 +345,49 @@ def test_classic_queue_has_no_delivery_count(broker):
     c.close()
 
 
+def test_kombu_quorum_queue_requeue_until_dead_lettered(broker):
+    """What a Celery worker with quorum queues does: kombu declares them with queue_arguments,
+    requeues a failing message, and reads x-delivery-count from its headers."""
+    from kombu import Connection, Consumer, Exchange, Producer, Queue
+    dlx = Exchange(uname("kdlx"), type="fanout", durable=True)
+    dlq = Queue(uname("kdlq"), exchange=dlx, durable=True)
+    name = uname("kq")
+    queue = Queue(name, Exchange(""), routing_key=name, durable=True, queue_arguments={
+        "x-queue-type": "quorum", "x-delivery-limit": 1,
+        "x-dead-letter-exchange": dlx.name})
+    seen = []
+    with Connection("amqp://guest:guest@%s:%d//" % (broker.host, broker.port),
+                    connect_timeout=5, transport_options={"confirm_publish": True}) as conn:
+        ch = conn.channel()
+        try:
+            dlq(ch).declare()
+            queue(ch).declare()
+            Producer(ch, serializer="json").publish({"task": 1}, exchange="", routing_key=name,
+                                                    delivery_mode=2, retry=False)
+
+            def on_message(body, message):
+                seen.append((message.delivery_info["redelivered"],
+                             message.headers.get("x-delivery-count")))
+                message.requeue()
+
+            with Consumer(ch, queues=[queue], callbacks=[on_message], accept=["json"]):
+                deadline = time.monotonic() + 10
+                while len(seen) < 2 and time.monotonic() < deadline:
+                    try:
+                        conn.drain_events(timeout=1)
+                    except TimeoutError:
+                        pass
+            assert seen == [(False, None), (True, 1)]
+            m = wait_for(lambda: dlq(ch).get(no_ack=True), message="the dead letter")
+            assert m.payload == {"task": 1}
+            assert m.headers["x-death"][0]["reason"] == "delivery_limit"
+        finally:
+            queue(ch).delete()
+            dlq(ch).delete()
+            dlx(ch).delete()
+            ch.close()
+
+
 # -- management API and definitions (Sluice's API; RabbitMQ's shown in the module doc) ---------
 
 def test_api_type_and_definitions(broker_factory):
