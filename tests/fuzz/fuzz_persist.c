@@ -8,6 +8,7 @@
  *     incarnations 1-3  the vhost's system queues (sluice.system.deadletter, ...journal,
  *                       ...xact-deadletter)
  *     4  q   durable        5  p   durable        6  q;poison (subqueue of q)
+ *     7  qq  durable, x-queue-type quorum (delivery counts: R_QDELIVER, R_ENQ's EF_DCOUNT)
  *     exchange x (direct, durable) bound to q with key "k"
  *
  * Then, on a fresh node each time:
@@ -47,7 +48,7 @@
     } while (0)
 
 #define SEGMENT_SIZE 512
-enum { INC_Q = 4, INC_P = 5, INC_POISON = 6 };
+enum { INC_Q = 4, INC_P = 5, INC_POISON = 6, INC_QQ = 7 };
 
 static char dir[64];
 
@@ -176,6 +177,7 @@ static void print_queue(qm_queue *q, void *ctx)
         h = mix(h, pos->msg->body_len);
         h = mix(h, pos->redelivered);
         h = mix(h, pos->move_count);
+        h = mix(h, qm_dcount_get(q, pos->lookup_id));
     }
     pr->sum += h;
     pr->messages += qm_queue_message_count(q);
@@ -214,6 +216,11 @@ static void make_meta(void)
     CHECK(qm_queue_declare(s.vh, &dp, &p, NULL, err, sizeof err) == SL_OK);
     qm_queue *poison = qm_queue_subqueue(q, "poison", 6, 1);
     CHECK(q->incarnation == INC_Q && p->incarnation == INC_P && poison->incarnation == INC_POISON);
+    static const uint8_t quorum_args[] = "\x0cx-queue-typeS\0\0\0\x06quorum";
+    qm_queue_decl dqq = {"qq", 2, 1, 0, 0, NULL, {quorum_args, sizeof quorum_args - 1}, 0};
+    qm_queue *qq = NULL;
+    CHECK(qm_queue_declare(s.vh, &dqq, &qq, NULL, err, sizeof err) == SL_OK);
+    CHECK(qq->incarnation == INC_QQ && qq->args.quorum);
     qm_exchange_decl dx = {"x", 1, QM_EX_DIRECT, 1, 0, 0, none};
     qm_exchange *x;
     CHECK(qm_exchange_declare(s.vh, &dx, &x, err, sizeof err) == SL_OK);
@@ -375,6 +382,30 @@ static void write_seeds(const char *out)
     rec_u32(&s.rec, 2);
     seed_rec(&s, R_DEQ_RUN);
     seed_write(&s, out, "enq_deliver_deq_runs");
+    /* a quorum queue's counts: delivered at 0, then at 2 (held at the stop: 3); one copied by
+     * TIDY with its count (EF_DCOUNT) and delivered since; one acked after its count */
+    for (uint64_t i = 1; i <= 3; i++)
+        seed_msg(&s, i, 0, 4);
+    seed_enq(&s, INC_QQ, 1, 1, 0);
+    seed_pos(&s, R_DELIVER, INC_QQ, 1);
+    rec_u64(&s.rec, INC_QQ);
+    rec_u64(&s.rec, 1);
+    rec_u32(&s.rec, 2);
+    seed_rec(&s, R_QDELIVER);
+    rec_u64(&s.rec, INC_QQ);
+    rec_u64(&s.rec, 2);
+    rec_u64(&s.rec, 2);
+    rec_u32(&s.rec, 0);
+    rec_u8(&s.rec, EF_REDELIVERED | EF_DCOUNT);
+    rec_u32(&s.rec, 5);
+    seed_rec(&s, R_ENQ);
+    seed_enq(&s, INC_QQ, 3, 3, 0);
+    rec_u64(&s.rec, INC_QQ);
+    rec_u64(&s.rec, 3);
+    rec_u32(&s.rec, 1);
+    seed_rec(&s, R_QDELIVER);
+    seed_pos(&s, R_DEQ, INC_QQ, 3);
+    seed_write(&s, out, "quorum_counts");
     /* one message in two queues, a purge of one of them, a move into a subqueue */
     seed_msg(&s, 1, 0, 10);
     seed_enq(&s, INC_Q, 1, 1, 0);
