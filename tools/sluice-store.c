@@ -56,6 +56,19 @@ static void print_msg(FILE *out, uint8_t type, const uint8_t *p, size_t len)
             (int)ex.len, (const char *)ex.p, (int)rk.len, (const char *)rk.p, props.len, body.len);
 }
 
+/* Two u64 fields named n, then a u32 named last. */
+static void print_u64s_u32(FILE *out, const uint8_t *p, size_t len, const char *const *n,
+                           const char *last)
+{
+    print_u64s(out, p, len, n);
+    rec_reader r = {p + 16, p + len, 0};
+    if (len < 16)
+        return;
+    uint32_t v = rd_u32(&r);
+    if (!r.bad)
+        fprintf(out, " %s=%" PRIu32, last, v);
+}
+
 static void print_enq(FILE *out, uint8_t type, const uint8_t *p, size_t len)
 {
     static const char *const n[] = {"inc", "lookup", "msg", NULL};
@@ -84,13 +97,7 @@ static void print_enq(FILE *out, uint8_t type, const uint8_t *p, size_t len)
 static void print_qdeliver(FILE *out, uint8_t type, const uint8_t *p, size_t len)
 {
     static const char *const n[] = {"inc", "lookup", NULL};
-    print_u64s(out, p, len, n);
-    rec_reader r = {p + 16, p + len, 0};
-    if (len < 16)
-        return;
-    uint32_t count = rd_u32(&r);
-    if (!r.bad)
-        fprintf(out, " delivery_count=%" PRIu32, count);
+    print_u64s_u32(out, p, len, n, "delivery_count");
 }
 
 static void print_inc_lookup(FILE *out, uint8_t type, const uint8_t *p, size_t len)
@@ -102,13 +109,7 @@ static void print_inc_lookup(FILE *out, uint8_t type, const uint8_t *p, size_t l
 static void print_run(FILE *out, uint8_t type, const uint8_t *p, size_t len)
 {
     static const char *const n[] = {"inc", "first", NULL};
-    print_u64s(out, p, len, n);
-    rec_reader r = {p + 16, p + len, 0};
-    if (len < 16)
-        return;
-    uint32_t count = rd_u32(&r);
-    if (!r.bad)
-        fprintf(out, " count=%" PRIu32, count);
+    print_u64s_u32(out, p, len, n, "count");
 }
 
 static void print_inc(FILE *out, uint8_t type, const uint8_t *p, size_t len)

@@ -392,6 +392,13 @@ uint32_t persist_dcount(const qm_queue *q, uint64_t lookup)
     return q->args.quorum ? qm_dcount_get(q, lookup) : 0;
 }
 
+int persist_enq_delivered(const qm_position *pos, int delivered)
+{
+    if (!pos->queue->args.quorum)
+        return delivered;
+    return delivered && pos->state != QM_POS_AVAILABLE;
+}
+
 /* Write pos' enqueue record (and its message's, once); pos stays unlogged when the log
  * refuses either. */
 static void log_position(persist *p, qm_position *pos)
@@ -401,7 +408,8 @@ static void log_position(persist *p, qm_position *pos)
     if (write_message(p, m, 1, &ml) < 0)
         return;
     persist_encode_enq(p, pos->queue->incarnation, pos->lookup_id, ml.id, pos->move_count,
-                       pos->redelivered, pos->xact_cont, pos->xact, qm_pos_expires(pos),
+                       persist_enq_delivered(pos, pos->redelivered), pos->xact_cont, pos->xact,
+                       qm_pos_expires(pos),
                        pos->redelivered ? persist_dcount(pos->queue, pos->lookup_id) : 0);
     st_loc loc;
     if (msgs_append(p, R_ENQ, 1, &loc) < 0)

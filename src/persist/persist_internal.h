@@ -102,6 +102,9 @@ void persist_encode_enq(persist *p, uint64_t inc, uint64_t lookup, uint64_t msg_
                         uint64_t expires_at, uint32_t dcount);
 /* The delivery count to store with a position of q (0 unless q is a quorum queue). */
 uint32_t persist_dcount(const qm_queue *q, uint64_t lookup);
+/* R_ENQ's EF_REDELIVERED for pos, delivered before: in a quorum queue it says "out on a
+ * delivery now" (recovery adds 1 for it; the count says the rest), so only a held one. */
+int persist_enq_delivered(const qm_position *pos, int delivered);
 /* Re-append the receiver states (R_EOD_IN) whose record is not in the segment being written
  * (tidy.c), so old segments neither keep nor lose them. */
 void persist_refresh_eod_in(persist *p);

@@ -229,11 +229,9 @@ static int copy_pos(void *ctx, qm_position *pos)
         /* A quorum queue's copy carries the delivery count, and "delivered since" only for a
          * position out on a delivery now (recovery adds 1 for it, records.h R_QDELIVER). */
         uint32_t dcount = pos->redelivered ? persist_dcount(pos->queue, pos->lookup_id) : 0;
-        int delivered = pos->queue->args.quorum
-                            ? pos->st_delivered && pos->state != QM_POS_AVAILABLE
-                            : pos->st_delivered;
         persist_encode_enq(p, pos->queue->incarnation, pos->lookup_id, st->st_id, pos->move_count,
-                           delivered, pos->xact_cont, pos->xact, qm_pos_expires(pos), dcount);
+                           persist_enq_delivered(pos, pos->st_delivered), pos->xact_cont, pos->xact,
+                           qm_pos_expires(pos), dcount);
         st_loc loc;
         if (persist_msgs_append_dep(p, R_ENQ, 1, pos->st_seg, &loc) == 0) {
             st_log_ref(p->msgs, loc.segment);

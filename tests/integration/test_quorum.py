@@ -196,6 +196,13 @@ def test_redeclare_equivalence(broker):
 
 # -- the delivery count and the limit ---------------------------------------------------------
 
+def drop(ch, queues=(), exchanges=()):
+    for n in queues:
+        ch.queue_delete(n)
+    for n in exchanges:
+        ch.exchange_delete(n)
+
+
 def dlx_setup(ch):
     dlx, dlq = uname("dlx"), uname("dlq")
     ch.exchange_declare(dlx, "fanout", durable=True)
@@ -233,9 +240,7 @@ def test_delivery_count_and_limit_dead_letters(broker):
     assert p.expiration is None
     ch.basic_ack(m.delivery_tag)
     assert ch.basic_get(q)[0] is None
-    for n in (q, dlq):
-        ch.queue_delete(n)
-    ch.exchange_delete(dlx)
+    drop(ch, (q, dlq), (dlx,))
     c.close()
 
 
@@ -294,9 +299,7 @@ def test_limit_zero_or_negative_dead_letters_at_first_return(broker, limit):
     m, p, _ = get_one(ch, dlq, auto_ack=True)
     assert p.headers["x-death"][0]["reason"] == "delivery_limit"
     assert ch.basic_get(q)[0] is None
-    for n in (q, dlq):
-        ch.queue_delete(n)
-    ch.exchange_delete(dlx)
+    drop(ch, (q, dlq), (dlx,))
     c.close()
 
 
@@ -324,9 +327,7 @@ def test_reject_without_requeue_is_reason_rejected(broker):
     ch.basic_publish("", q, b"m")
     ch.basic_reject(get_one(ch, q)[0].delivery_tag, requeue=False)
     assert get_one(ch, dlq, auto_ack=True)[1].headers["x-death"][0]["reason"] == "rejected"
-    for n in (q, dlq):
-        ch.queue_delete(n)
-    ch.exchange_delete(dlx)
+    drop(ch, (q, dlq), (dlx,))
     c.close()
 
 
