@@ -36,8 +36,14 @@ void qm_move_transfer(qm_position *pos, qm_queue *src, qm_queue *dest)
     uint64_t len = pos->msg->body_len;
     uint64_t old_deadline = qm_pos_expires(pos);
     src->bytes_total -= len;
-    if (pos->redelivered)
-        qm_dcount_forget(src, pos->lookup_id); /* a quorum queue's count stays behind */
+    if (pos->redelivered) {
+        /* A quorum queue's count stays behind. One moved into a quorum queue after a
+         * delivery elsewhere counts it as one return: what its stored redelivered mark
+         * gives it after a restart (records.h R_QDELIVER). */
+        qm_dcount_forget(src, pos->lookup_id);
+        if (dest->args.quorum)
+            qm_dcount_set(dest, pos->lookup_id, 1);
+    }
     if (pos->move_count < QM_MOVE_COUNT_MAX)
         pos->move_count++;
     qm_pos_set_expires(pos, moved_deadline(pos, dest));

@@ -2122,6 +2122,12 @@ START_TEST(quorum_counts_leave_with_their_messages)
     ck_assert_int_eq(qm_move(q, ids[2], other, NULL), SL_OK);
     ck_assert_uint_eq(sl_u64tab_count(q->dcounts), 1);
     ck_assert_uint_eq(qm_dcount_get(q, ids[3]), 1);
+    ck_assert_uint_eq(qm_dcount_get(other, ids[2]), 0);
+    /* moved back after a delivery elsewhere: one return */
+    qm_position_requeue(qm_queue_get(other, 0, NULL));
+    ck_assert_int_eq(qm_move(other, ids[2], q, NULL), SL_OK);
+    ck_assert_uint_eq(qm_dcount_get(q, ids[2]), 1);
+    ck_assert_uint_eq(sl_u64tab_count(q->dcounts), 2);
     /* purged: all of them */
     qm_queue_purge(q);
     ck_assert_ptr_null(q->dcounts);
