@@ -14,7 +14,9 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 
 LIB_SRC  := $(sort $(filter-out src/main.c,$(wildcard src/*/*.c)))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/console_assets.o
+# The web console's files (console/), built into sluiced by scripts/embed-console.sh.
+CONSOLE_FILES := $(sort $(shell find console -type f ! -name '*.md' 2>/dev/null))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
@@ -35,6 +37,13 @@ all: $(BUILD)/sluiced $(TOOL_BIN)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/console_assets.c: $(CONSOLE_FILES) scripts/embed-console.sh
+	@mkdir -p $(dir $@)
+	scripts/embed-console.sh $@ console $(CONSOLE_FILES)
+
+$(BUILD)/gen/console_assets.o: $(BUILD)/gen/console_assets.c src/mgmt/console_assets.h
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libsluice.a: $(LIB_OBJ)
 	@rm -f $@
@@ -91,10 +100,11 @@ test-clang-ubsan: deps-test
 	@BUILD=build-clang tests/run.sh
 
 # libFuzzer targets for everything that parses bytes from outside.
-$(BUILD)-fuzz/%: tests/fuzz/%.c $(wildcard src/*/*.c src/*/*.h)
+$(BUILD)-fuzz/%: tests/fuzz/%.c $(wildcard src/*/*.c src/*/*.h) $(BUILD)/gen/console_assets.c
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=all -o $@ $< $(filter-out src/main.c,$(wildcard src/*/*.c)) $(LDLIBS)
+	  -fno-sanitize-recover=all -o $@ $< $(filter-out src/main.c,$(wildcard src/*/*.c)) \
+	  $(BUILD)/gen/console_assets.c $(LDLIBS)
 
 fuzz: deps-test $(FUZZ_BIN)
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p tests/fuzz/corpus-run/$$n; \

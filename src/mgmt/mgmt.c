@@ -22,6 +22,10 @@
  * verify is refused (403) before the request is looked at, and with fail_if_no_peer_cert so is
  * a client without one (libmicrohttpd gives no hook inside the handshake itself).
  *
+ * The web console (console/, static.c) is served at every path outside /api/ and /metrics; its
+ * login is a session (session.c): a cookie that authenticates like basic auth does, with a
+ * custom header required on everything but GET (the CSRF guard).
+ *
  * URL paths reach us raw (a no-op unescape callback): RabbitMQ's paths carry the vhost "/" as
  * %2F inside one segment, so segments are split first and percent-decoded afterwards.
  */
@@ -137,6 +141,7 @@ static void on_rundown(sl_loop *loop, sl_timer *t)
     uint64_t now = sl_now_ms();
     ctx_rundown(m, &m->handles, now);
     ctx_rundown(m, &m->mobjs, now);
+    sessions_sweep(m, now);
     sl_timer_start(loop, t, now + rundown_period_ms(m));
 }
 
@@ -256,11 +261,25 @@ static void authenticate(req *r)
         } else {
             sl_info("http: login refused: %s", why);
         }
+    } else if (!user) {
+        /* the console's session cookie (session.c) */
+        const char *tok =
+            MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, MGMT_SESSION_COOKIE);
+        const acc_user *u = tok ? session_user(r->m, tok) : NULL;
+        if (u) {
+            authed_as(r, u);
+            r->via_session = 1;
+        }
     }
     if (user)
         MHD_free(user);
     if (pass)
         MHD_free(pass);
+}
+
+static int has_csrf_header(req *r)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MGMT_CSRF_HEADER) != NULL;
 }
 
 static enum MHD_Result reply_unauthorized(req *r)
@@ -272,7 +291,9 @@ static enum MHD_Result reply_unauthorized(req *r)
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, "Content-Type", "application/json");
-    MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"Sluice Management\"");
+    /* not to the console (it sends the CSRF header): a browser would pop up its own login */
+    if (!has_csrf_header(r))
+        MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"Sluice Management\"");
     enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_UNAUTHORIZED, resp);
     MHD_destroy_response(resp);
     r->responded = 1;
@@ -368,6 +389,7 @@ static const struct route {
     {"definitions", api_definitions},
     {"msmq", api_msmq},
     {"transactions", api_transactions},
+    {"session", api_session},
 };
 
 /* Who may write what (RabbitMQ's rules, plus MSMQ's for its operations):
@@ -387,7 +409,7 @@ static int needs_admin(req *r)
         return 0;
     const char *s0 = r->segs[0];
     if (!strcmp(s0, "queues") || !strcmp(s0, "exchanges") || !strcmp(s0, "bindings") ||
-        !strcmp(s0, "transactions") || !strcmp(s0, "connections"))
+        !strcmp(s0, "transactions") || !strcmp(s0, "connections") || !strcmp(s0, "session"))
         return 0;
     if (r->nsegs < 2 || strcmp(s0, "msmq"))
         return 1;
@@ -413,8 +435,17 @@ static enum MHD_Result route(req *r, const char *url)
     if (!is_api) {
         if (r->nsegs >= 1 && !strcmp(r->segs[0], "metrics"))
             return serve_metrics(r);
-        return reply_not_found(r);
+        return serve_static(r, url);
     }
+    int is_session = r->nsegs == 1 && !strcmp(r->segs[0], "session");
+    /* The console's cookie stands for a login only with the custom header on what may change
+     * something (another site's form cannot set one); so does a login itself. */
+    if ((r->via_session || is_session) && !req_is(r, "GET") && !has_csrf_header(r))
+        return reply_error(r, 403, "forbidden",
+                           "the console's requests carry the " MGMT_CSRF_HEADER " header");
+    /* logging out needs no live session, and asking whether there is one is no error */
+    if (is_session && (req_is(r, "DELETE") || (req_is(r, "GET") && !r->authed)))
+        return api_session(r);
     if (!r->authed)
         return reply_unauthorized(r);
     /* RabbitMQ's is_mgmt_user: the API is for users tagged management, policymaker,
@@ -785,6 +816,7 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
         return NULL;
     }
     m->run_id = ctx_run_id();
+    sessions_init(m);
     handles_init(m);
     mgmtobj_init(m);
     sl_timer_init(&m->rundown_t, on_rundown, m);
@@ -813,6 +845,7 @@ void mgmt_stop(mgmt *m)
     ctxtab_free(m, &m->handles);
     ctxtab_free(m, &m->mobjs);
     mgmtobj_stop(m);
+    sessions_free(m);
     /* Open HTTP transactions are aborted so their Locked positions go back (the node frees
      * them anyway; aborting keeps the model's invariants until then). */
     for (size_t i = 0; i < m->n_txs; i++) {

@@ -20,6 +20,8 @@
  *   defs.c          /api/definitions export and import
  *   metrics.c       /metrics (Prometheus text)
  *   guard.c         connections not logged in: header deadline, their own cap (see there)
+ *   session.c       the web console's login sessions (cookie auth, /api/session)
+ *   static.c        the web console's files, built into the binary (console/)
  *
  * Every handler runs on the broker's loop thread (MHD is driven from it), so handlers read and
  * change qm state directly, through qm.h only. A handler replies exactly once (reply_* return
@@ -113,6 +115,7 @@ struct mgmt {
     struct pager *jobs;    /* list requests walking every item, a slice per turn (pager.c) */
     sl_timer jobs_t;
     uint64_t slice_turn, slice_end; /* the loop turn of the list work's slice, and its end */
+    sl_map *sessions; /* SHA-256 of a console session's token -> session (session.c) */
 };
 
 typedef struct req {
@@ -124,6 +127,7 @@ typedef struct req {
     sl_buf body;
     int too_large;
     int authed, is_admin;
+    int via_session; /* authenticated by the console's cookie, not basic auth */
     unsigned tags;  /* ACC_TAG_* of the authenticated user */
     char *user;     /* authenticated user name */
     json_t *json;   /* parsed body, owned */
@@ -438,6 +442,26 @@ void node_totals_get(mgmt *m, node_totals *t);
  * it may list (administrators every one, others those they have a permission entry on), the
  * connections it may list (its own; monitoring and administrator users every one). */
 void node_totals_for(req *r, node_totals *t);
+
+/* ---- session.c: the console's login sessions ---- */
+#define MGMT_SESSION_COOKIE "sluice_session"
+#define MGMT_SESSION_TOKEN_BYTES 32
+#define MGMT_SESSION_IDLE_MS (30 * 60 * 1000ull)    /* unused this long: ended */
+#define MGMT_SESSION_MAX_MS (8 * 3600 * 1000ull)    /* after login, at the latest: ended */
+#define MGMT_SESSION_MAX 1000                       /* past it, the least recently used goes */
+#define MGMT_CSRF_HEADER "X-Sluice-Request"         /* required on a session's non-GET requests */
+void sessions_init(mgmt *m);
+void sessions_free(mgmt *m);
+/* End the sessions past their time (the rundown timer). */
+void sessions_sweep(mgmt *m, uint64_t now);
+/* The user of a live session with this token (the cookie's value), marked used; NULL when
+ * none (unknown, malformed, expired, user deleted or password changed). */
+const acc_user *session_user(mgmt *m, const char *token);
+enum MHD_Result api_session(req *r);
+
+/* ---- static.c: the console's files ---- */
+/* GET / and the console's files; 404 for anything else outside /api/ and /metrics. */
+enum MHD_Result serve_static(req *r, const char *url);
 
 /* The values of a map ordered by key (names), for stable listings; caller frees. */
 void **map_sorted(const sl_map *m, size_t *n);

@@ -1,0 +1,567 @@
+"""The web console (console/, src/mgmt/static.c, src/mgmt/session.c) in headless Chromium
+(Debian's chromium + chromium-driver through python3-selenium) against the real sluiced:
+every page loads with no error in the browser's console, every action button does its job
+(checked through the API afterwards), tags decide what is shown and the API refuses anyway,
+hostile names stay text, 10,000 queues page through. One browser serves the whole module;
+each test has its own sluiced. Screenshots of the pages go to $BUILD/console-screenshots/.
+
+Without a Chromium that starts, the browser tests are skipped with the reason; the HTTP tests
+of the file serving and the session rules (no browser) run anyway."""
+
+import base64
+import http.client as httpc
+import json
+import os
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from helpers import IS_RABBITMQ, uname, wait_for
+
+pytestmark = pytest.mark.sluice_only("the web console is Sluice's own")
+
+REPO = Path(__file__).resolve().parents[2]
+SHOTS = REPO / os.environ.get("BUILD", "build") / "console-screenshots"
+XSS = "<img src=x onerror=window.__xss=1>"
+
+
+def q(s):
+    return urllib.parse.quote(s, safe="")
+
+
+# ---------------------------------------------------------------------------
+# HTTP without a browser
+# ---------------------------------------------------------------------------
+def http(broker, method, path, body=None, headers=None, user="guest", password="guest"):
+    c = httpc.HTTPConnection(broker.host, broker.mgmt_port, timeout=10)
+    h = dict(headers or {})
+    if user is not None:
+        h["Authorization"] = "Basic " + base64.b64encode(
+            ("%s:%s" % (user, password)).encode()).decode()
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        h["Content-Type"] = "application/json"
+    c.request(method, path, body=data, headers=h)
+    r = c.getresponse()
+    text = r.read()
+    c.close()
+    parsed = text
+    if "json" in (r.getheader("Content-Type") or "") and text:
+        parsed = json.loads(text)
+    return r.status, parsed, r
+
+
+def login_cookie(broker, user="guest", password="guest"):
+    st, body, r = http(broker, "POST", "/api/session", headers={"X-Sluice-Request": "1"},
+                       user=user, password=password)
+    assert st == 200, body
+    sc = r.getheader("Set-Cookie")
+    return sc.split(";")[0], sc
+
+
+def test_static_files_types_headers_and_no_traversal(broker):
+    st, body, r = http(broker, "GET", "/", user=None)
+    assert st == 200
+    assert r.getheader("Content-Type") == "text/html; charset=utf-8"
+    csp = r.getheader("Content-Security-Policy")
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert "frame-ancestors 'none'" in csp
+    assert r.getheader("X-Content-Type-Options") == "nosniff"
+    assert r.getheader("Cache-Control") == "no-cache"
+    etag = r.getheader("ETag")
+    assert b'<script type="module" src="/js/app.js">' in body
+    assert b"<script>" not in body  # no inline script anywhere
+    # revalidation answers 304 without a body
+    st, body, r = http(broker, "GET", "/", headers={"If-None-Match": etag}, user=None)
+    assert st == 304 and body == b""
+    for path, ctype in [("/js/app.js", "text/javascript; charset=utf-8"),
+                        ("/css/console.css", "text/css; charset=utf-8"),
+                        ("/vendor/uplot/uPlot.esm.js", "text/javascript; charset=utf-8")]:
+        st, _, r = http(broker, "GET", path, user=None)
+        assert st == 200, path
+        assert r.getheader("Content-Type") == ctype
+    # nothing outside the built-in files is reachable, however spelled
+    for path in ["/../../etc/passwd", "/js/../../etc/passwd", "/js/%2e%2e/%2e%2e/etc/passwd",
+                 "/%2e%2e%2fetc%2fpasswd", "/js//app.js/..", "/index.html%00.js", "/js/",
+                 "/etc/passwd"]:
+        st, _, _ = http(broker, "GET", path, user=None)
+        assert st in (400, 404), path
+    # the API is unchanged beside it
+    st, body, _ = http(broker, "GET", "/api/overview")
+    assert st == 200 and body["node"]
+    st, body, _ = http(broker, "GET", "/api/overview", user=None)
+    assert st == 401
+    st, _, _ = http(broker, "POST", "/index.html", user=None)
+    assert st == 405
+
+
+def test_session_cookie_csrf_and_logout(broker, broker_factory):
+    cookie, sc = login_cookie(broker)
+    assert "HttpOnly" in sc and "SameSite=Strict" in sc and "Path=/" in sc
+    st, body, _ = http(broker, "GET", "/api/whoami", headers={"Cookie": cookie}, user=None)
+    assert st == 200 and body["name"] == "guest"
+    qn = uname("sess")
+    # a change made with the cookie alone (as another site's form would) is refused
+    st, body, _ = http(broker, "PUT", "/api/queues/%2F/" + qn, body={},
+                       headers={"Cookie": cookie}, user=None)
+    assert st == 403 and "X-Sluice-Request" in body["reason"]
+    st, body, _ = http(broker, "GET", "/api/queues/%2F/" + qn)
+    assert st == 404
+    st, _, _ = http(broker, "PUT", "/api/queues/%2F/" + qn, body={},
+                    headers={"Cookie": cookie, "X-Sluice-Request": "1"}, user=None)
+    assert st in (201, 204)
+    # a login needs the header too (no login CSRF)
+    st, _, _ = http(broker, "POST", "/api/session")
+    assert st == 403
+    # the console's 401 carries no WWW-Authenticate (no browser pop-up); basic clients' do
+    st, _, r = http(broker, "GET", "/api/overview", headers={"X-Sluice-Request": "1"}, user=None)
+    assert st == 401 and r.getheader("WWW-Authenticate") is None
+    st, _, r = http(broker, "GET", "/api/overview", user=None)
+    assert st == 401 and r.getheader("WWW-Authenticate")
+    st, body, _ = http(broker, "GET", "/api/session", user=None)
+    assert st == 200 and body == {"authenticated": False}
+    # logout ends the session on the node, not only in the browser
+    st, _, r = http(broker, "DELETE", "/api/session",
+                    headers={"Cookie": cookie, "X-Sluice-Request": "1"}, user=None)
+    assert st == 200 and "Max-Age=0" in r.getheader("Set-Cookie")
+    st, _, _ = http(broker, "GET", "/api/whoami", headers={"Cookie": cookie}, user=None)
+    assert st == 401
+    # a new password ends the user's sessions; a tag taken away applies at once
+    st, _, _ = http(broker, "PUT", "/api/users/sess-u",
+                    body={"password": "p1", "tags": "management"})
+    assert st in (201, 204)
+    cookie, _ = login_cookie(broker, "sess-u", "p1")
+    st, _, _ = http(broker, "GET", "/api/whoami", headers={"Cookie": cookie}, user=None)
+    assert st == 200
+    st, _, _ = http(broker, "PUT", "/api/users/sess-u", body={"password": "p1", "tags": ""})
+    assert st in (201, 204)
+    st, _, _ = http(broker, "GET", "/api/whoami", headers={"Cookie": cookie}, user=None)
+    assert st in (401, 403)  # (RabbitMQ's PUT hashes the password again: a new salt)
+    st, _, _ = http(broker, "PUT", "/api/users/sess-u", body={"password": "p2",
+                                                              "tags": "management"})
+    st, _, _ = http(broker, "GET", "/api/whoami", headers={"Cookie": cookie}, user=None)
+    assert st == 401
+    # a user without a management tag gets no session
+    st, _, _ = http(broker, "PUT", "/api/users/notag", body={"password": "p", "tags": ""})
+    st, _, _ = http(broker, "POST", "/api/session", headers={"X-Sluice-Request": "1"},
+                    user="notag", password="p")
+    assert st == 403
+    # a forged or malformed cookie is no session
+    for bad in ["sluice_session=" + "0" * 64, "sluice_session=../../x", "sluice_session="]:
+        st, _, _ = http(broker, "GET", "/api/whoami", headers={"Cookie": bad}, user=None)
+        assert st == 401
+
+
+# ---------------------------------------------------------------------------
+# The browser
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def chrome():
+    if IS_RABBITMQ:
+        pytest.skip("the web console is Sluice's own")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.options import Options
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as e:
+        pytest.skip("python3-selenium is not installed (scripts/deps.sh test): %s" % e)
+    binary = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+                   if os.path.exists(p)), None)
+    driver_path = next((p for p in ("/usr/bin/chromedriver",
+                                    "/usr/lib/chromium/chromedriver") if os.path.exists(p)),
+                       None)
+    if not binary or not driver_path:
+        pytest.skip("Chromium cannot start: chromium or chromium-driver is not installed "
+                    "(scripts/deps.sh test installs them)")
+    o = Options()
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1400,1000", "--disable-extensions", "--no-first-run",
+              "--disable-background-networking", "--disable-sync"]:
+        o.add_argument(a)
+    o.binary_location = binary
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        d = webdriver.Chrome(service=Service(driver_path), options=o)
+    except Exception as e:  # no display, no sandbox support, a broken install...
+        pytest.skip("Chromium cannot start: %s" % str(e).splitlines()[0])
+    d.set_page_load_timeout(20)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    yield d
+    d.quit()
+
+
+class Console:
+    """The console in the module's browser, logged in to one broker."""
+
+    def __init__(self, driver, broker):
+        self.d = driver
+        self.b = broker
+        self.base = "http://%s:%d/" % (broker.host, broker.mgmt_port)
+
+    def by(self, css):
+        from selenium.webdriver.common.by import By
+        return self.d.find_elements(By.CSS_SELECTOR, css)
+
+    def one(self, css, timeout=10):
+        found = []
+        wait_for(lambda: found.extend(self.by(css)) or found, timeout=timeout,
+                 message="no element %s" % css)
+        return found[0]
+
+    def loaded(self):
+        return int(self.d.execute_script("return Number(document.body.dataset.loaded || 0)"))
+
+    def start(self, user="guest", password="guest", expect_app=True):
+        self.d.delete_all_cookies()
+        self.d.get(self.base)
+        self.one("#login-user:not([hidden])")
+        wait_for(lambda: self.d.find_element("id", "login").is_displayed(), timeout=10)
+        self.d.get_log("browser")  # start clean
+        self.one("#login-user").send_keys(user)
+        self.one("#login-pass").send_keys(password)
+        n = self.loaded()
+        self.one("#login-submit").click()
+        if expect_app:
+            wait_for(lambda: self.loaded() > n, timeout=10, message="the first page did not load")
+        return self
+
+    def go(self, hash_path):
+        n = self.loaded()
+        self.d.execute_script("location.hash = arguments[0]", hash_path)
+        wait_for(lambda: self.loaded() > n, timeout=15,
+                 message="page %s did not load: %s" % (hash_path, self.banner()))
+
+    def refreshed(self):
+        """Wait for one more refresh of the page on screen (after an action)."""
+        n = self.loaded()
+        wait_for(lambda: self.loaded() > n, timeout=15, message="no refresh")
+
+    def banner(self):
+        return self.d.execute_script("return document.getElementById('banner').textContent")
+
+    def wait_banner(self, pred, timeout=10):
+        wait_for(lambda: pred(self.banner()), timeout=timeout,
+                 message="banner never matched: %r" % self.banner())
+        return self.banner()
+
+    def errors(self):
+        return [e for e in self.d.get_log("browser") if e["level"] == "SEVERE"]
+
+    def shot(self, name):
+        self.d.save_screenshot(str(SHOTS / ("%s.png" % name)))
+
+    def click(self, css):
+        self.one(css).click()
+
+    def accept_confirm(self):
+        wait_for(lambda: self._alert(), timeout=5, message="no confirm dialog")
+        self.d.switch_to.alert.accept()
+
+    def _alert(self):
+        try:
+            self.d.switch_to.alert
+            return True
+        except Exception:
+            return False
+
+
+def api_get(broker, path, user="guest", password="guest"):
+    st, body, _ = http(broker, "GET", path, user=user, password=password)
+    return st, body
+
+
+def publish(broker, queue, body, n=1):
+    for i in range(n):
+        st, r, _ = http(broker, "POST", "/api/exchanges/%2F/amq.default/publish",
+                        body={"routing_key": queue, "payload": "%s-%d" % (body, i),
+                              "payload_encoding": "string", "properties": {}})
+        assert st == 200 and r["routed"], r
+
+
+def declare(broker, name, vhost="/"):
+    st, body, _ = http(broker, "PUT", "/api/queues/%s/%s" % (q(vhost), q(name)),
+                       body={"durable": True})
+    assert st in (201, 204), body
+
+
+PAGES = ["overview", "queues", "outgoing", "node", "exchanges", "connections", "transactions",
+         "handles", "admin", "definitions"]
+
+
+@pytest.mark.test_timeout(120)
+def test_every_page_loads_without_errors(chrome, broker):
+    qn = "orders"
+    declare(broker, qn)
+    publish(broker, qn, "hello", 3)
+    c = broker.amqp()
+    ch = c.channel()
+    ch.basic_consume(qn, callback=lambda m: None, no_ack=False)
+    con = Console(chrome, broker).start()
+    for p in PAGES:
+        con.go("#/" + p)
+        con.shot(p)
+    con.go("#/queues/%2F/" + qn)
+    con.shot("queue")
+    assert "orders" in con.one("#queue-title").text
+    assert con.by("#msmq-props")
+    con.go("#/exchanges/%2F/amq.direct")
+    con.shot("exchange")
+    name = api_get(broker, "/api/connections")[1][0]["name"]
+    con.go("#/connections/" + q(name))
+    con.shot("connection")
+    # the overview charts are uPlot's, fed by a few refreshes
+    con.go("#/overview")
+    chrome.execute_script("document.getElementById('refresh-every').value = '2';"
+                          "document.getElementById('refresh-every').dispatchEvent("
+                          "new Event('change'))")
+    publish(broker, qn, "more", 5)
+    con.refreshed()
+    con.refreshed()
+    assert len(con.by("#chart-rates canvas")) == 1 and len(con.by("#chart-queued canvas")) == 1
+    con.shot("overview")
+    errs = con.errors()
+    assert not errs, errs
+    # a deep link opens its page straight away (a reload keeps the session)
+    chrome.get(con.base + "#/queues/%2F/orders")
+    wait_for(lambda: con.by("#queue-title") and "orders" in con.by("#queue-title")[0].text,
+             timeout=10)
+    # refresh is pausable: no refresh happens while paused
+    con.click("#refresh-pause")
+    assert con.one("#refresh-pause").text == "Resume refresh"
+    n = con.loaded()
+    time.sleep(2.5)  # longer than the 2 s period: a refresh would have come by now
+    assert con.loaded() == n
+    con.click("#refresh-pause")
+    con.refreshed()
+    # logout ends the session: the API no longer takes the cookie
+    cookie = [x for x in chrome.get_cookies() if x["name"] == "sluice_session"]
+    assert cookie and cookie[0]["httpOnly"] and cookie[0].get("sameSite") == "Strict"
+    assert chrome.execute_script("return document.cookie") == ""  # HttpOnly: not for scripts
+    con.click("#logout")
+    con.one("#login-user")
+    wait_for(lambda: con.d.find_element("id", "login").is_displayed(), timeout=5)
+    st, _, _ = http(broker, "GET", "/api/whoami",
+                    headers={"Cookie": "sluice_session=" + cookie[0]["value"]}, user=None)
+    assert st == 401
+    # no password was kept by the page
+    assert chrome.execute_script(
+        "return JSON.stringify(localStorage) + JSON.stringify(sessionStorage)") == "{}{}"
+
+
+@pytest.mark.test_timeout(120)
+def test_queue_buttons_do_their_jobs(chrome, broker):
+    qn = uname("cq")
+    declare(broker, qn)
+    con = Console(chrome, broker).start()
+    con.go("#/queues/%2F/" + q(qn))
+    # Publish
+    con.one("#publish-payload").send_keys("from the console")
+    con.click("#btn-publish")
+    con.wait_banner(lambda t: t == "Message published")
+    wait_for(lambda: api_get(broker, "/api/queues/%2F/" + q(qn))[1]["messages"] == 1)
+    publish(broker, qn, "more", 3)
+    # Get messages, browsing: shown, nothing removed
+    con.click("#btn-get")
+    wait_for(lambda: con.by("#messages-count") and con.by("#messages-count")[0].text ==
+             "4 message(s)", timeout=10)
+    assert "from the console" in con.one("#messages-table").text
+    assert api_get(broker, "/api/queues/%2F/" + q(qn))[1]["messages"] == 4
+    # Get messages, taking: removed
+    from selenium.webdriver.support.ui import Select
+    Select(con.one("#get-mode")).select_by_value("ack_requeue_false")
+    con.one("#get-count").clear()
+    con.one("#get-count").send_keys("1")
+    con.click("#btn-get")
+    wait_for(lambda: api_get(broker, "/api/queues/%2F/" + q(qn))[1]["messages"] == 3)
+    # Move one to a subqueue
+    con.one("#move-dest").send_keys(qn + ";poison")
+    con.click("#btn-move")
+    con.wait_banner(lambda t: t.startswith("Moved 1 message(s)"))
+    st, sub = api_get(broker, "/api/queues/%2F/" + q(qn + ";poison"))
+    assert st == 200 and sub["messages"] == 1
+    # Delete if-empty: refused, with the reason
+    con.click("#delete-if-empty")
+    con.click("#btn-delete")
+    con.accept_confirm()
+    text = con.wait_banner(lambda t: t.startswith("Delete:"))
+    assert "not empty" in text.lower() or "in use" in text.lower(), text
+    assert api_get(broker, "/api/queues/%2F/" + q(qn))[0] == 200
+    # Purge: asks, then says how many
+    con.click("#btn-purge")
+    con.accept_confirm()
+    con.wait_banner(lambda t: t.startswith("Purged 2 message(s)"))
+    wait_for(lambda: api_get(broker, "/api/queues/%2F/" + q(qn))[1]["messages"] == 0)
+    # Move inside a transaction: Locked until the commit on the Transactions page
+    publish(broker, qn, "tx", 1)
+    st, tx, _ = http(broker, "POST", "/api/transactions", body={})
+    assert st == 201
+    con.go("#/queues/%2F/" + q(qn))
+    con.one("#move-tx").click()
+    wait_for(lambda: len(Select(con.one("#move-tx")).options) > 1, timeout=5)
+    Select(con.one("#move-tx")).select_by_value(str(tx["id"]))
+    con.one("#move-dest").send_keys(qn + ";later")
+    con.click("#btn-move")
+    con.wait_banner(lambda t: "in transaction %d" % tx["id"] in t)
+    assert api_get(broker, "/api/queues/%2F/" + q(qn + ";later"))[0] == 404
+    con.go("#/transactions")
+    con.shot("transactions")
+    con.click("#transactions-table .btn-commit")
+    con.wait_banner(lambda t: t.startswith("Transaction %d committed" % tx["id"]))
+    wait_for(lambda: api_get(broker, "/api/queues/%2F/" + q(qn + ";later"))[0] == 200)
+    # Delete (unconditional)
+    con.go("#/queues/%2F/" + q(qn))
+    con.click("#btn-delete")
+    con.accept_confirm()
+    wait_for(lambda: api_get(broker, "/api/queues/%2F/" + q(qn))[0] == 404)
+    wait_for(lambda: con.d.execute_script("return location.hash") == "#/queues", timeout=5)
+    assert not con.errors()
+
+
+@pytest.mark.test_timeout(120)
+def test_node_and_outgoing_buttons(chrome, broker):
+    def connected():
+        st, body = api_get(broker, "/api/msmq/info?object=MACHINE&props=CONNECTED")
+        return body["values"]["PROPID_MGMT_MSMQ_CONNECTED"]
+
+    con = Console(chrome, broker).start()
+    con.go("#/node")
+    con.click("#btn-disconnect")
+    wait_for(lambda: connected() == "DISCONNECTED")
+    con.click("#btn-connect")
+    wait_for(lambda: connected() == "CONNECTED")
+    con.click("#btn-tidy")
+    wait_for(lambda: con.by("#tidy-summary"), timeout=15)
+    assert con.one("#tidy-summary").text.startswith("Tidy freed")
+    con.refreshed()
+    con.shot("node")
+    # an outgoing queue: a message for a node that is not there (port 9 on loopback)
+    fmt = "DIRECT=TCP:127.0.0.1:9\\private$\\far"
+    publish(broker, fmt, "away", 2)
+
+    def state():
+        rows = api_get(broker, "/api/msmq/outgoing")[1]
+        return rows[0]["state"] if rows else None
+
+    wait_for(lambda: state() is not None)
+    con.go("#/outgoing")
+    con.one("#outgoing-table .btn-pause").click()
+    wait_for(lambda: state() == "ONHOLD")
+    con.refreshed()
+    con.shot("outgoing")
+    assert "ONHOLD" in con.one("#outgoing-table").text
+    con.one("#outgoing-table .btn-resume").click()
+    wait_for(lambda: state() != "ONHOLD")
+    con.one("#outgoing-table .btn-eod_resend").click()
+    con.wait_banner(lambda t: t.startswith("EOD resend:"))
+    assert not con.errors()
+
+
+@pytest.mark.test_timeout(120)
+def test_tags_decide_what_is_shown_and_the_api_refuses_anyway(chrome, broker):
+    qn = uname("perm")
+    declare(broker, qn)
+    publish(broker, qn, "keep", 2)
+    for user, tags in [("mon", "monitoring"), ("mgr", "management"), ("none", "")]:
+        st, body, _ = http(broker, "PUT", "/api/users/" + user,
+                           body={"password": "pw", "tags": tags})
+        assert st in (201, 204), body
+    # mgr may use / (read, write, configure); mon may not
+    http(broker, "PUT", "/api/permissions/%2F/mgr",
+         body={"configure": ".*", "write": ".*", "read": ".*"})
+    # a user without tags cannot log in
+    con = Console(chrome, broker).start("none", "pw", expect_app=False)
+    wait_for(lambda: con.one("#login-error").text.startswith("Not allowed"), timeout=10)
+    assert not con.d.find_element("id", "top").is_displayed()
+    # monitoring: sees the queue, no Purge, no admin pages
+    con = Console(chrome, broker).start("mon", "pw")
+    con.go("#/queues/%2F/" + q(qn))
+    assert not con.by("#btn-purge") and not con.by("#btn-delete") and not con.by("#btn-move")
+    assert not con.by("#nav-admin") and not con.by("#nav-definitions")
+    con.shot("queue-monitoring")
+    # ... and the API refuses the purge all the same, through the same session
+    cookie = [x for x in chrome.get_cookies() if x["name"] == "sluice_session"][0]
+    st, body, _ = http(broker, "DELETE", "/api/queues/%2F/" + q(qn) + "/contents",
+                       headers={"Cookie": "sluice_session=" + cookie["value"],
+                                "X-Sluice-Request": "1"}, user=None)
+    assert st == 403, body
+    assert api_get(broker, "/api/queues/%2F/" + q(qn))[1]["messages"] == 2
+    # management: queue actions, no node actions, no admin pages; the API refuses those too
+    con = Console(chrome, broker).start("mgr", "pw")
+    con.go("#/queues/%2F/" + q(qn))
+    assert con.by("#btn-purge")
+    con.go("#/node")
+    assert not con.by("#btn-tidy") and not con.by("#btn-disconnect")
+    cookie = [x for x in chrome.get_cookies() if x["name"] == "sluice_session"][0]
+    st, body, _ = http(broker, "POST", "/api/msmq/action",
+                       body={"object": "MACHINE", "action": "DISCONNECT"},
+                       headers={"Cookie": "sluice_session=" + cookie["value"],
+                                "X-Sluice-Request": "1"}, user=None)
+    assert st == 403, body
+    con.d.execute_script("location.hash = '#/admin'")
+    wait_for(lambda: "do not allow" in con.one("#main").text, timeout=5)
+
+
+@pytest.mark.test_timeout(120)
+def test_hostile_names_stay_text(chrome, broker):
+    declare(broker, XSS)
+    publish(broker, XSS, XSS, 1)
+    st, _, _ = http(broker, "PUT", "/api/exchanges/%2F/" + q(XSS), body={"type": "direct"})
+    assert st in (201, 204)
+    con = Console(chrome, broker).start()
+    con.go("#/queues")
+    assert XSS in con.one("#queues-rows").text
+    con.go("#/queues/%2F/" + q(XSS))
+    con.click("#btn-get")
+    wait_for(lambda: con.by("#messages-table"), timeout=10)
+    assert XSS in con.one("#queue-title").text and XSS in con.one("#messages-table").text
+    con.go("#/exchanges")
+    con.go("#/exchanges/%2F/" + q(XSS))
+    con.shot("xss-names")
+    assert not con.by("main img")
+    assert con.d.execute_script("return window.__xss === undefined")
+    assert not con.errors()
+
+
+@pytest.mark.test_timeout(300)
+def test_ten_thousand_queues_page_through(chrome, broker):
+    n = 10000
+    defs = {"queues": [{"name": "bulk-%05d" % i, "vhost": "/", "durable": False,
+                        "auto_delete": False, "arguments": {}} for i in range(n)]}
+    st, body, _ = http(broker, "POST", "/api/definitions", body=defs)
+    assert st in (200, 201, 204), body
+    con = Console(chrome, broker).start()
+    t0 = time.monotonic()
+    con.go("#/queues")
+    first_load = time.monotonic() - t0
+    from selenium.webdriver.support.ui import Select
+    n0 = con.loaded()
+    Select(con.one("#queues-size")).select_by_value("500")
+    wait_for(lambda: "of 21;" in con.one("#queues-info").text, timeout=15,
+             message=con.one("#queues-info").text)
+    assert "10,002 shown of 10,002" in con.one("#queues-info").text  # + the two system queues
+    seen = set()
+    t0 = time.monotonic()
+    for page in range(1, 22):
+        wait_for(lambda: con.one("#queues-page").get_attribute("value") == str(page),
+                 timeout=15)
+        rows = [r for r in con.one("#queues-rows").text.splitlines() if "bulk-" in r]
+        seen.update(r.split()[1] for r in rows)
+        if page < 21:
+            con.click("#queues-next")
+    page_through = time.monotonic() - t0
+    assert len(seen) == n
+    # sorted by name descending, filtered by a regular expression
+    con.one("#queues-filter").send_keys("^bulk-0999[0-9]$")
+    con.click("#queues-regex")
+    wait_for(lambda: "10 shown" in con.one("#queues-info").text, timeout=15)
+    con.one("#queues th[data-key='name']").click()
+    con.one("#queues th[data-key='name']").click()
+    wait_for(lambda: con.one("#queues-rows").text.splitlines()[0].split()[1] == "bulk-09999",
+             timeout=15)
+    con.shot("queues-10k")
+    assert not con.errors()
+    assert n0 >= 0
+    print("10k queues: first page %.2f s, 21 pages of 500 in %.2f s" % (first_load, page_through))
