@@ -118,13 +118,13 @@ async function tick(seq) {
     state.busy = true;
     try {
       await state.page.refresh();
-      // tests wait on this: one more refresh of the page on screen is done
-      if (seq === state.seq) document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
     } catch (e) {
-      if (e.status !== 401) say(e.message, true);
+      if (e.status !== 401 && seq === state.seq) say(e.message, true);
     } finally {
       state.busy = false;
     }
+    // tests wait on this: one more refresh of the page on screen is done (or failed, said)
+    if (seq === state.seq) document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
   }
   if (seq !== state.seq) return;
   schedule(seq);
