@@ -8,7 +8,7 @@ build_pkgs=(gcc make pkg-config libinih-dev libmicrohttpd-dev libjansson-dev lib
             libargon2-dev libgnutls28-dev)
 test_pkgs=(check python3 python3-pytest python3-pika python3-amqp python3-kombu amqp-tools
            iproute2 iptables
-           clang-format rabbitmq-server)
+           clang-format rabbitmq-server chromium chromium-driver python3-selenium)
 fuzz_pkgs=(clang libclang-rt-14-dev)
 bench_pkgs=(librabbitmq-dev rabbitmq-server)
 link_pkgs=(python3 python3-amqp iproute2 iptables)
