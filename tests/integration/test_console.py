@@ -254,7 +254,11 @@ class Console:
                 not (e["source"] == "network" and any(x in e["message"] for x in expected))]
 
     def shot(self, name):
+        """The whole page (up to 3000 px high), then the window as it was."""
+        h = self.d.execute_script("return document.documentElement.scrollHeight")
+        self.d.set_window_size(1400, max(1000, min(int(h) + 20, 3000)))
         self.d.save_screenshot(str(SHOTS / ("%s.png" % name)))
+        self.d.set_window_size(1400, 1000)
 
     def click(self, css):
         """Click, again if a refresh replaced the element in between (tables are rebuilt)."""

@@ -9,7 +9,7 @@ function one(main, vhost, name, ctx) {
   const summary = h('div');
   const src = h('div', { id: 'exchange-bindings-source' });
   const dst = h('div', { id: 'exchange-bindings-destination' });
-  main.append(h('p', {}, link('Exchanges', 'exchanges'), ` / ${vhost} / `), h('h1', {}, `Exchange ${name || '(default)'}`), summary);
+  main.append(h('p', {}, link('Exchanges', 'exchanges'), ` (vhost ${vhost})`), h('h1', {}, `Exchange ${name || '(default)'}`), summary);
   if (ctx.can.write) {
     const rk = h('input', { id: 'xpublish-key' });
     const payload = h('textarea', { id: 'xpublish-payload' });

@@ -34,7 +34,7 @@ export default {
     const bindings = h('div', { id: 'queue-bindings' });
     const props = h('div', { id: 'queue-msmq' });
     const output = h('div', { id: 'messages-out' });
-    main.append(h('p', {}, link('Queues', 'queues'), ` / ${vhost} / `), title, summary);
+    main.append(h('p', {}, link('Queues', 'queues'), ` (vhost ${vhost})`), title, summary);
 
     if (ctx.can.write) {
       // Get messages
