@@ -462,6 +462,11 @@ enum MHD_Result api_session(req *r);
 /* ---- static.c: the console's files ---- */
 /* GET / and the console's files; 404 for anything else outside /api/ and /metrics. */
 enum MHD_Result serve_static(req *r, const char *url);
+/* The built-in file whose path is exactly path (still percent-encoded), or NULL. */
+struct console_asset;
+const struct console_asset *console_find(const char *path);
+/* 1 when an If-None-Match header value lists etag (weak or strong) or is "*". */
+int console_etag_matches(const char *inm, const char *etag);
 
 /* The values of a map ordered by key (names), for stable listings; caller frees. */
 void **map_sorted(const sl_map *m, size_t *n);

@@ -22,7 +22,7 @@
     "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; "                 \
     "frame-ancestors 'none'"
 
-static const struct console_asset *find_asset(const char *path)
+const struct console_asset *console_find(const char *path)
 {
     for (unsigned i = 0; i < console_n_assets; i++)
         if (!strcmp(console_assets[i].path, path))
@@ -30,8 +30,7 @@ static const struct console_asset *find_asset(const char *path)
     return NULL;
 }
 
-/* 1 when the client's If-None-Match lists etag (or is "*"). */
-static int etag_matches(const char *inm, const char *etag)
+int console_etag_matches(const char *inm, const char *etag)
 {
     if (!inm)
         return 0;
@@ -53,14 +52,14 @@ static int etag_matches(const char *inm, const char *etag)
 
 enum MHD_Result serve_static(req *r, const char *url)
 {
-    const struct console_asset *a = find_asset(!strcmp(url, "/") ? "/index.html" : url);
+    const struct console_asset *a = console_find(!strcmp(url, "/") ? "/index.html" : url);
     if (!a)
         return reply_not_found(r);
     if (!req_is(r, "GET")) /* HEAD is GET here */
         return reply_method_not_allowed(r);
     const char *inm =
         MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
-    int fresh = etag_matches(inm, a->etag);
+    int fresh = console_etag_matches(inm, a->etag);
     struct MHD_Response *resp = MHD_create_response_from_buffer(
         fresh ? 0 : a->len, fresh ? NULL : (void *)a->data, MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(resp, "Content-Type", a->ctype);

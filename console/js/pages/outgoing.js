@@ -4,6 +4,16 @@
 import { get, post } from '../api.js';
 import { h, replace, table, fmtNum, fmtValue, act } from '../dom.js';
 
+// Seconds since the epoch as a short UTC time.
+const when = (t) => (typeof t === 'number' && t > 0 ? new Date(t * 1000).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '');
+
+// The OutgoingTransferInfo members, one line each; a SEQUENCE_INFO as SeqID:SeqNo.
+function eodLines(eod) {
+  return Object.entries(eod || {}).map(([k, v]) => h('div', {},
+    `${k.replace(/^Eod/, '')} `,
+    v && typeof v === 'object' && 'SeqID' in v ? `${v.SeqID}:${v.SeqNo}` : fmtValue(v)));
+}
+
 export default {
   mount(main, params, ctx) {
     const list = h('div', { id: 'outgoing-list' });
@@ -32,9 +42,9 @@ export default {
           { title: 'Messages', get: (r) => fmtNum(r.messages), num: true },
           { title: 'In flight', get: (r) => fmtNum(r.in_flight), num: true },
           { title: 'Sent / acked', get: (r) => `${fmtNum(r.sent)} / ${fmtNum(r.acked)}`, num: true },
-          { title: 'Last error', get: (r) => (r.last_error ? `${r.last_error} (${fmtValue(r.last_error_time)})` : '') },
-          { title: 'EOD', get: (r) => h('pre', { class: 'payload' }, JSON.stringify(r.eod || {}, null, 1)) },
-          { title: 'Connection history', get: (r) => (r.connection_history || []).slice(0, 5).map((c) => h('div', {}, `${fmtValue(c.time)} ${c.status_name || c.status} ${c.error || ''}`)) },
+          { title: 'Last error', get: (r) => (r.last_error ? `${r.last_error} (${when(r.last_error_time)})` : '') },
+          { title: 'EOD', get: (r) => h('div', { class: 'small' }, eodLines(r.eod)) },
+          { title: 'Connection history', get: (r) => (r.connection_history || []).slice(0, 5).map((c) => h('div', { class: 'small' }, `${when(c.time)} ${c.status_name || c.status} ${c.error || ''}`)) },
           { title: '', get: (r) => (ctx.can.admin ? [action(r, 'PAUSE', 'Pause'), action(r, 'RESUME', 'Resume'), action(r, 'EOD_RESEND', 'EOD resend')] : '') },
         ], rows, { id: 'outgoing-table' }));
       },
