@@ -128,10 +128,10 @@ typedef struct req {
     int too_large;
     int authed, is_admin;
     int via_session; /* authenticated by the console's cookie, not basic auth */
-    unsigned tags;  /* ACC_TAG_* of the authenticated user */
-    char *user;     /* authenticated user name */
-    json_t *json;   /* parsed body, owned */
-    char **scratch; /* decoded query values, freed with the request */
+    unsigned tags;   /* ACC_TAG_* of the authenticated user */
+    char *user;      /* authenticated user name */
+    json_t *json;    /* parsed body, owned */
+    char **scratch;  /* decoded query values, freed with the request */
     size_t n_scratch;
     int responded;
     /* asynchronous replies (req_suspend / req_resume): the request is held by MHD and by
@@ -446,10 +446,10 @@ void node_totals_for(req *r, node_totals *t);
 /* ---- session.c: the console's login sessions ---- */
 #define MGMT_SESSION_COOKIE "sluice_session"
 #define MGMT_SESSION_TOKEN_BYTES 32
-#define MGMT_SESSION_IDLE_MS (30 * 60 * 1000ull)    /* unused this long: ended */
-#define MGMT_SESSION_MAX_MS (8 * 3600 * 1000ull)    /* after login, at the latest: ended */
-#define MGMT_SESSION_MAX 1000                       /* past it, the least recently used goes */
-#define MGMT_CSRF_HEADER "X-Sluice-Request"         /* required on a session's non-GET requests */
+#define MGMT_SESSION_IDLE_MS (30 * 60 * 1000ull) /* unused this long: ended */
+#define MGMT_SESSION_MAX_MS (8 * 3600 * 1000ull) /* after login, at the latest: ended */
+#define MGMT_SESSION_MAX 1000                    /* past it, the least recently used goes */
+#define MGMT_CSRF_HEADER "X-Sluice-Request"      /* required on a session's non-GET requests */
 void sessions_init(mgmt *m);
 void sessions_free(mgmt *m);
 /* End the sessions past their time (the rundown timer). */

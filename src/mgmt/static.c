@@ -18,8 +18,8 @@
 #include "mgmt_internal.h"
 
 #define CONSOLE_CSP                                                                                \
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "            \
-    "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; "                 \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
+    "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; "                   \
     "frame-ancestors 'none'"
 
 const struct console_asset *console_find(const char *path)
