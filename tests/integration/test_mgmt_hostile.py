@@ -83,7 +83,8 @@ def test_huge_bodies_413(api, broker):
     still_fine(api, broker)
 
 
-@pytest.mark.parametrize("path", ["/api/nosuch", "/api", "/", "/api/queues/%2F/q/nosuch/x/y",
+# ("/" is the web console's page: test_console.py)
+@pytest.mark.parametrize("path", ["/api/nosuch", "/api", "/api/queues/%2F/q/nosuch/x/y",
                                   "/nosuch", "/metrics/x", "/api/msmq/nosuch",
                                   "/api/bindings/%2F/x/y/z/w"])
 def test_unknown_paths_404(api, broker, path):
