@@ -323,6 +323,7 @@ def test_every_page_loads_without_errors(chrome, broker):
     con.shot("queue")
     assert "orders" in con.one("#queue-title").text
     assert con.by("#msmq-props")
+    assert con.by("#chart-queue-rates canvas") and con.by("#chart-queue-messages canvas")
     con.go("#/exchanges/%2F/amq.direct")
     con.shot("exchange")
     name = api_get(broker, "/api/connections")[1][0]["name"]

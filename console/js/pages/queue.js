@@ -5,6 +5,7 @@
 // in a transaction if one is chosen). Monitoring users see the queue without the actions.
 import { get, post, del, seg } from '../api.js';
 import { h, replace, link, kvTable, table, fmtNum, fmtBytes, fmtValue, act, field, say } from '../dom.js';
+import { sampler, lineChart } from '../charts.js';
 
 const MSMQ_PROPS = ['PATHNAME', 'FORMATNAME', 'TYPE', 'LOCATION', 'XACT', 'FOREIGN', 'STATE',
   'MESSAGE_COUNT', 'BYTES_IN_QUEUE', 'JOURNAL_MESSAGE_COUNT', 'BYTES_IN_JOURNAL',
@@ -35,6 +36,11 @@ export default {
     const props = h('div', { id: 'queue-msmq' });
     const output = h('div', { id: 'messages-out' });
     main.append(h('p', {}, link('Queues', 'queues'), ` (vhost ${vhost})`), title, summary);
+    const charts = h('div', { class: 'charts' });
+    main.append(charts);
+    const hist = sampler(['publish', 'deliver_get', 'ack'], ['messages_ready', 'messages_unacknowledged']);
+    const rateChart = lineChart(charts, 'Rates (per second)', 'chart-queue-rates', [['publish', '#2f6f9f'], ['deliver / get', '#1f7a3d'], ['ack', '#a86200']]);
+    const qChart = lineChart(charts, 'Messages', 'chart-queue-messages', [['ready', '#2f6f9f'], ['unacked', '#a86200']]);
 
     if (ctx.can.write) {
       // Get messages
@@ -145,6 +151,9 @@ export default {
     return {
       async refresh() {
         const q = await get(qpath);
+        hist.add(q.message_stats || {}, q);
+        rateChart.setData([hist.t, ...hist.rates]);
+        qChart.setData([hist.t, ...hist.levels]);
         replace(summary, kvTable({
           State: q.state, Kind: q.outgoing ? 'outgoing' : q.kind, Durable: q.durable, 'Auto delete': q.auto_delete,
           Exclusive: q.exclusive, Ready: fmtNum(q.messages_ready), Unacked: fmtNum(q.messages_unacknowledged),
@@ -186,6 +195,7 @@ export default {
           replace(props, h('p', { class: 'muted' }, info && info.error ? info.error : 'none'));
         }
       },
+      unmount() { rateChart.destroy(); qChart.destroy(); },
     };
   },
 };
