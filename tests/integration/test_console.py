@@ -8,9 +8,6 @@ each test has its own sluiced. Screenshots of the pages go to $BUILD/console-scr
 Without a Chromium that starts, the browser tests are skipped with the reason; the HTTP tests
 of the file serving and the session rules (no browser) run anyway."""
 
-import base64
-import http.client as httpc
-import json
 import os
 import time
 import urllib.parse
@@ -19,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import IS_RABBITMQ, uname, wait_for
+from test_mgmt import Api
 
 pytestmark = pytest.mark.sluice_only("the web console is Sluice's own")
 
@@ -35,54 +33,40 @@ def q(s):
 # HTTP without a browser
 # ---------------------------------------------------------------------------
 def http(broker, method, path, body=None, headers=None, user="guest", password="guest"):
-    c = httpc.HTTPConnection(broker.host, broker.mgmt_port, timeout=10)
-    h = dict(headers or {})
-    if user is not None:
-        h["Authorization"] = "Basic " + base64.b64encode(
-            ("%s:%s" % (user, password)).encode()).decode()
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        h["Content-Type"] = "application/json"
-    c.request(method, path, body=data, headers=h)
-    r = c.getresponse()
-    text = r.read()
-    c.close()
-    parsed = text
-    if "json" in (r.getheader("Content-Type") or "") and text:
-        parsed = json.loads(text)
-    return r.status, parsed, r
+    """(status, parsed body, headers) through test_mgmt's client; user None: no basic auth."""
+    a = Api(broker, user=user, password=password)
+    return a.request(method, path, body=body, headers=headers, auth=user is not None)
 
 
 def login_cookie(broker, user="guest", password="guest"):
     st, body, r = http(broker, "POST", "/api/session", headers={"X-Sluice-Request": "1"},
                        user=user, password=password)
     assert st == 200, body
-    sc = r.getheader("Set-Cookie")
+    sc = r["Set-Cookie"]
     return sc.split(";")[0], sc
 
 
 def test_static_files_types_headers_and_no_traversal(broker):
     st, body, r = http(broker, "GET", "/", user=None)
     assert st == 200
-    assert r.getheader("Content-Type") == "text/html; charset=utf-8"
-    csp = r.getheader("Content-Security-Policy")
+    assert r.get("Content-Type") == "text/html; charset=utf-8"
+    csp = r.get("Content-Security-Policy")
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp
     assert "frame-ancestors 'none'" in csp
-    assert r.getheader("X-Content-Type-Options") == "nosniff"
-    assert r.getheader("Cache-Control") == "no-cache"
-    etag = r.getheader("ETag")
-    assert b'<script type="module" src="/js/app.js">' in body
-    assert b"<script>" not in body  # no inline script anywhere
+    assert r.get("X-Content-Type-Options") == "nosniff"
+    assert r.get("Cache-Control") == "no-cache"
+    etag = r.get("ETag")
+    assert '<script type="module" src="/js/app.js">' in body
+    assert "<script>" not in body  # no inline script anywhere
     # revalidation answers 304 without a body
     st, body, r = http(broker, "GET", "/", headers={"If-None-Match": etag}, user=None)
-    assert st == 304 and body == b""
+    assert st == 304 and not body
     for path, ctype in [("/js/app.js", "text/javascript; charset=utf-8"),
                         ("/css/console.css", "text/css; charset=utf-8"),
                         ("/vendor/uplot/uPlot.esm.js", "text/javascript; charset=utf-8")]:
         st, _, r = http(broker, "GET", path, user=None)
         assert st == 200, path
-        assert r.getheader("Content-Type") == ctype
+        assert r.get("Content-Type") == ctype
     # nothing outside the built-in files is reachable, however spelled
     for path in ["/../../etc/passwd", "/js/../../etc/passwd", "/js/%2e%2e/%2e%2e/etc/passwd",
                  "/%2e%2e%2fetc%2fpasswd", "/js//app.js/..", "/index.html%00.js", "/js/",
@@ -118,15 +102,15 @@ def test_session_cookie_csrf_and_logout(broker, broker_factory):
     assert st == 403
     # the console's 401 carries no WWW-Authenticate (no browser pop-up); basic clients' do
     st, _, r = http(broker, "GET", "/api/overview", headers={"X-Sluice-Request": "1"}, user=None)
-    assert st == 401 and r.getheader("WWW-Authenticate") is None
+    assert st == 401 and r.get("WWW-Authenticate") is None
     st, _, r = http(broker, "GET", "/api/overview", user=None)
-    assert st == 401 and r.getheader("WWW-Authenticate")
+    assert st == 401 and r.get("WWW-Authenticate")
     st, body, _ = http(broker, "GET", "/api/session", user=None)
     assert st == 200 and body == {"authenticated": False}
     # logout ends the session on the node, not only in the browser
     st, _, r = http(broker, "DELETE", "/api/session",
                     headers={"Cookie": cookie, "X-Sluice-Request": "1"}, user=None)
-    assert st == 200 and "Max-Age=0" in r.getheader("Set-Cookie")
+    assert st == 200 and "Max-Age=0" in r.get("Set-Cookie")
     st, _, _ = http(broker, "GET", "/api/whoami", headers={"Cookie": cookie}, user=None)
     assert st == 401
     # a new password ends the user's sessions; a tag taken away applies at once
@@ -188,6 +172,7 @@ def chrome():
     except Exception as e:  # no display, no sandbox support, a broken install...
         pytest.skip("Chromium cannot start: %s" % str(e).splitlines()[0])
     d.set_page_load_timeout(20)
+    d.set_script_timeout(120)
     SHOTS.mkdir(parents=True, exist_ok=True)
     yield d
     d.quit()
@@ -565,19 +550,38 @@ def test_ten_thousand_queues_page_through(chrome, broker):
     wait_for(lambda: con.one("#queues-info").text == "of %d; %s shown of %s" % (
         pages, format(total, ","), format(total, ",")), timeout=15,
         message=con.one("#queues-info").text)
-    seen = set()
+    # Next, page after page, inside the browser (one WebDriver call for the whole walk): each
+    # page's names are read once it shows its number
     t0 = time.monotonic()
-    for page in range(1, pages + 1):
-        wait_for(lambda: con.one("#queues-page").get_attribute("value") == str(page),
-                 timeout=15)
-        seen.update(x for x in con.d.execute_script(
-            "return [...document.querySelectorAll('#queues-rows td:nth-child(2)')]"
-            ".map((td) => td.textContent)") if x.startswith("bulk-"))
-        if page < pages:
-            con.click("#queues-next")
+    seen = set(con.d.execute_async_script("""
+        const [pages, done] = [arguments[0], arguments[arguments.length - 1]];
+        const names = [];
+        const read = () => document.querySelectorAll('#queues-rows td:nth-child(2)')
+            .forEach((td) => names.push(td.textContent));
+        let page = 1;
+        read();
+        const step = () => {
+          if (page === pages) return done(names);
+          document.getElementById('queues-next').click();
+          const wait = () => {
+            // the page number and its rows are set in the same turn of the page's loop
+            if (document.getElementById('queues-page').value === String(page + 1)) {
+              page++;
+              read();
+              step();
+            } else {
+              setTimeout(wait, 10);
+            }
+          };
+          wait();
+        };
+        step();
+    """, pages))
     page_through = time.monotonic() - t0
+    seen = {x for x in seen if x.startswith("bulk-")}
     assert len(seen) == n
     # sorted by name descending, filtered by a regular expression
+    assert con.one("#queues-page").get_attribute("value") == str(pages)
     con.one("#queues-filter").send_keys("^bulk-0999[0-9]$")
     con.click("#queues-regex")
     wait_for(lambda: "10 shown" in con.one("#queues-info").text, timeout=15)
@@ -589,3 +593,53 @@ def test_ten_thousand_queues_page_through(chrome, broker):
     assert not con.errors()
     print("10k queues: first page %.2f s, %d pages of 500 in %.2f s" % (first_load, pages,
                                                                        page_through))
+
+
+@pytest.mark.test_timeout(120)
+def test_exchange_admin_and_connection_buttons(chrome, broker):
+    declare(broker, "bound-q")
+    st, _, _ = http(broker, "PUT", "/api/exchanges/%2F/cx", body={"type": "direct"})
+    assert st in (201, 204)
+    con = Console(chrome, broker).start()
+    # Bind, Publish, Delete on an exchange's page
+    con.go("#/exchanges/%2F/cx")
+    con.one("#bind-dest").send_keys("bound-q")
+    con.one("#bind-key").send_keys("k1")
+    con.click("#btn-bind")
+    wait_for(lambda: any(b["routing_key"] == "k1" for b in
+                         api_get(broker, "/api/exchanges/%2F/cx/bindings/source")[1]))
+    con.one("#xpublish-key").send_keys("k1")
+    con.one("#xpublish-payload").send_keys("via cx")
+    con.click("#btn-xpublish")
+    con.wait_banner(lambda t: t == "Message published")
+    assert api_get(broker, "/api/queues/%2F/bound-q")[1]["messages"] == 1
+    con.click("#btn-xdelete")
+    con.accept_confirm()
+    wait_for(lambda: api_get(broker, "/api/exchanges/%2F/cx")[0] == 404)
+    # users, vhosts and permissions
+    con.go("#/admin")
+    con.one("#user-name").send_keys("made-here")
+    con.one("#user-password").send_keys("pw")
+    con.one("#user-tags").send_keys("management")
+    con.click("#btn-put-user")
+    wait_for(lambda: api_get(broker, "/api/users/made-here")[0] == 200)
+    con.one("#vhost-name").send_keys("vh-made")
+    con.click("#btn-put-vhost")
+    wait_for(lambda: api_get(broker, "/api/vhosts/vh-made")[0] == 200)
+    con.one("#perm-vhost").clear()
+    con.one("#perm-vhost").send_keys("vh-made")
+    con.one("#perm-user").send_keys("made-here")
+    con.click("#btn-put-permission")
+    wait_for(lambda: api_get(broker, "/api/permissions/vh-made/made-here")[0] == 200)
+    con.refreshed()
+    con.shot("admin")
+    # an AMQP connection closed from its page, with the reason
+    c = broker.amqp()
+    c.channel()
+    name = wait_for(lambda: api_get(broker, "/api/connections")[1])[0]["name"]
+    con.go("#/connections/" + q(name))
+    con.one("#close-reason").clear()
+    con.one("#close-reason").send_keys("closed by the test")
+    con.click("#btn-close-connection")
+    wait_for(lambda: not api_get(broker, "/api/connections")[1])
+    assert not con.errors()

@@ -1,5 +1,5 @@
 // exchanges.js - #/exchanges (paged list, Add exchange) and #/exchanges/VHOST/NAME (its
-// bindings both ways, Publish, Delete).
+// bindings both ways, Publish, Bind, Delete).
 import { get, put, post, del, seg } from '../api.js';
 import { h, replace, link, table, fmtValue, act, field, say } from '../dom.js';
 import { listView } from '../listview.js';
@@ -25,7 +25,21 @@ function one(main, vhost, name, ctx) {
         act(pub, () => post(`${xpath}/publish`, { routing_key: rk.value, payload: payload.value, payload_encoding: 'string', properties: {} }),
           (r) => (r.routed ? 'Message published' : 'Message published but not routed'));
       },
-    }, field('Routing key', rk), field('Payload', payload), pub), h('div', { class: 'tools' }, delBtn));
+    }, field('Routing key', rk), field('Payload', payload), pub));
+    // Bind this exchange to a queue or another exchange
+    const dtype = h('select', { id: 'bind-type' }, h('option', { value: 'q' }, 'queue'), h('option', { value: 'e' }, 'exchange'));
+    const dname = h('input', { id: 'bind-dest', required: true });
+    const bkey = h('input', { id: 'bind-key' });
+    const bind = h('button', { id: 'btn-bind', type: 'submit' }, 'Bind');
+    main.append(h('h2', {}, 'Add a binding'), h('form', {
+      class: 'action', onsubmit: (ev) => {
+        ev.preventDefault();
+        act(bind, async () => {
+          await post(`/bindings/${seg(vhost)}/e/${seg(name)}/${dtype.value}/${seg(dname.value)}`, { routing_key: bkey.value, arguments: {} });
+          ctx.refresh();
+        }, `Bound to ${dname.value}`);
+      },
+    }, field('To', dtype), field('Name', dname), field('Routing key', bkey), bind), h('h2', {}, 'Delete'), h('div', { class: 'tools' }, delBtn));
   }
   main.append(h('h2', {}, 'Bindings from here'), src, h('h2', {}, 'Bindings to here'), dst);
   const bcols = [
