@@ -266,6 +266,9 @@ static void authenticate(req *r)
         const char *tok =
             MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, MGMT_SESSION_COOKIE);
         const acc_user *u = tok ? session_user(r->m, tok) : NULL;
+        /* a loopback user's cookie is worth nothing from elsewhere, as its password is */
+        if (u && acc_is_loopback_user(r->m->b->acc, u->name) && !is_loopback(r->conn))
+            u = NULL;
         if (u) {
             authed_as(r, u);
             r->via_session = 1;

@@ -12,7 +12,8 @@
  *   - a session ends after MGMT_SESSION_IDLE_MS unused or MGMT_SESSION_MAX_MS after login,
  *     whichever comes first, and when its user is deleted or gets a new password (the stored
  *     hash is compared at every use); the user's tags are read afresh at every use, so a tag
- *     taken away applies at once;
+ *     taken away applies at once; a loopback user's session (guest's) is refused from
+ *     any other address, as its password would be (mgmt.c);
  *   - at most MGMT_SESSION_MAX sessions: a new login past it ends the least recently used;
  *   - a request authenticated by the cookie must carry X-Sluice-Request unless it is a GET
  *     (mgmt.c): another site can make a browser send the cookie with a form, never with a
