@@ -42,7 +42,12 @@ export function listView(opts) {
     err,
     h('table', {}, h('thead', {}, h('tr', {}, heads)), body));
 
+  // Replies may cross (the timer's refresh and a click on Next): only the latest request's
+  // reply is shown, and the page number shown is the reply's own.
+  let seq = 0;
+
   async function reload() {
+    const mine = ++seq;
     const q = new URLSearchParams({ page: String(st.page), page_size: String(st.size) });
     if (st.name) q.set('name', st.name);
     if (st.regex) q.set('use_regex', 'true');
@@ -53,14 +58,16 @@ export function listView(opts) {
     try {
       reply = await get(`${opts.path}?${q}`);
     } catch (e) {
-      // past the end (the list shrank): back to its last page
+      if (mine !== seq) return;
+      // past the end (the list shrank): back to its first page
       if (e.body && e.body.error === 'page_out_of_range' && st.page > 1) { st.page = 1; return reload(); }
       err.textContent = e.message;
       return;
     }
+    if (mine !== seq) return;
     err.textContent = '';
     st.reply = reply;
-    pageInput.value = String(st.page);
+    pageInput.value = String(reply.page);
     pageInput.max = String(Math.max(1, reply.page_count));
     info.textContent = `of ${fmtNum(Math.max(1, reply.page_count))}; ${fmtNum(reply.filtered_count)} shown of ${fmtNum(reply.total_count)}`;
     for (const th of heads) {

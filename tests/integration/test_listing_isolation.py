@@ -56,6 +56,7 @@ ROUTES = [
     ("GET", "/api/nodes", None),
     ("GET", "/api/nodes/{node}", None),
     ("GET", "/api/whoami", None),
+    ("GET", "/api/session", None),
     ("GET", "/api/vhosts", None),
     ("GET", "/api/vhosts?page=1&page_size=500", None),
     ("GET", "/api/vhosts/{own}", None),
