@@ -100,7 +100,7 @@ static unsigned tag_bits_of(const char *tags)
     } known[] = {
         {"administrator", ACC_TAG_ADMINISTRATOR}, {"monitoring", ACC_TAG_MONITORING},
         {"policymaker", ACC_TAG_POLICYMAKER},     {"management", ACC_TAG_MANAGEMENT},
-        {"impersonator", ACC_TAG_IMPERSONATOR},
+        {"impersonator", ACC_TAG_IMPERSONATOR},   {"link", ACC_TAG_LINK},
     };
     unsigned bits = 0;
     for (const char *p = tags; p && *p;) {
@@ -976,6 +976,63 @@ sl_err acc_check_link_write(const acc_db *a, const char *user, const char *vhost
                             char *err, size_t errlen)
 {
     return acc_check(a, user, vhost, ACC_QUEUE, queue, strlen(queue), ACC_WRITE, err, errlen);
+}
+
+static void node_hex(char out[33], const uint8_t node[16])
+{
+    for (int i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", node[i]);
+}
+
+sl_err acc_check_link_login(acc_db *a, const char *user, const uint8_t node[16], char *err,
+                            size_t errlen)
+{
+    acc_user *u = (acc_user *)user_of(a, user);
+    if (acc_user_has_tag(u, ACC_TAG_ADMINISTRATOR))
+        return SL_OK;
+    char want[33], bound[33];
+    node_hex(want, node);
+    if (!acc_user_has_tag(u, ACC_TAG_LINK)) {
+        snprintf(err, errlen,
+                 "user '%s' may not open a node-to-node link (sluice_link for node %s): the "
+                 "administrator or link tag is required",
+                 user ? user : "", want);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    if (!u->link_bound) {
+        /* the first link session binds the login to its node, durably, before the link may
+         * commit anything */
+        memcpy(u->link_node, node, 16);
+        u->link_bound = 1;
+        acc_emit_user_link(a, u);
+        bump(a);
+        return SL_OK;
+    }
+    if (memcmp(u->link_node, node, 16)) {
+        node_hex(bound, u->link_node);
+        snprintf(err, errlen,
+                 "user '%s' speaks for node %s, not for node %s (a link user is bound to one "
+                 "node)",
+                 u->name, bound, want);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    return SL_OK;
+}
+
+sl_err acc_user_link_bind(acc_db *a, const char *user, const uint8_t *node, char *err,
+                          size_t errlen)
+{
+    acc_user *u = (acc_user *)user_of(a, user);
+    if (!u)
+        return no_user(user ? user : "", err, errlen);
+    if (node)
+        memcpy(u->link_node, node, 16);
+    else
+        memset(u->link_node, 0, 16);
+    u->link_bound = node != NULL;
+    acc_emit_user_link(a, u);
+    bump(a);
+    return SL_OK;
 }
 
 sl_err acc_check_action(const acc_db *a, const char *user, const char *action, char *err,

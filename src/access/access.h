@@ -3,8 +3,10 @@
  * It holds the node's security definitions, RabbitMQ's access model as rabbitmqctl and the
  * management API show it:
  *   users        name, password hash (RabbitMQ's formats, so definitions move both ways),
- *                tags (administrator, monitoring, policymaker, management, impersonator, or
- *                any other word), optional limits (max-connections, max-channels);
+ *                tags (administrator, monitoring, policymaker, management, impersonator,
+ *                Sluice's link, or any other word), optional limits (max-connections,
+ *                max-channels), and for a link user the node it speaks for (see
+ *                acc_check_link_login);
  *   vhosts       name, description, tags, limits (max-connections, max-queues). The live
  *                vhost (queues, exchanges) is qm's qm_vhost; this is its definition;
  *   permissions  configure / write / read regular expressions per (user, vhost);
@@ -81,6 +83,7 @@ enum {
     ACC_TAG_POLICYMAKER = 4,   /* management, plus policies and parameters */
     ACC_TAG_MANAGEMENT = 8,    /* the management API, for the vhosts it has permissions on */
     ACC_TAG_IMPERSONATOR = 16, /* may publish with another user's user-id property */
+    ACC_TAG_LINK = 32,         /* Sluice: may open a node-to-node link, for one node */
 };
 /* Tags that let a user use the management API at all (RabbitMQ's is_mgmt_user). */
 #define ACC_TAGS_MGMT                                                                              \
@@ -98,6 +101,8 @@ struct acc_user {
     uint8_t *hash;       /* salt + digest (SHA/MD5), or the Argon2 encoded string */
     size_t hash_len;
     int64_t max_connections, max_channels; /* user limits */
+    uint8_t link_bound;                    /* link_node holds the node this login speaks for */
+    uint8_t link_node[16];                 /* a link user's sender node id (acc_check_link_login) */
     /* internal */
     sl_map *grants; /* vhost -> acc_grant* */
     sl_map *topics; /* "vhost\0exchange" -> acc_topic_grant* */
@@ -316,6 +321,23 @@ sl_err acc_check_link_write(const acc_db *a, const char *user, const char *vhost
 sl_err acc_check_action(const acc_db *a, const char *user, const char *action, char *err,
                         size_t errlen);
 
+/* A connection that claims to be a node-to-node link (client-properties sluice_link) for the
+ * node whose id is node: a link session is an identity, not a claim.
+ *   - a user with the administrator tag may speak for any node (it may already purge,
+ *     delete or re-permission every queue, so binding it would protect nothing);
+ *   - a user with the link tag speaks for one node only: the first link session of the
+ *     login binds its node id (durably, record ACC_REC_USER_LINK), and a later claim of
+ *     another id is refused; the binding goes with the user (delete it to bind anew), and
+ *     acc_user_link_bind sets it ahead (config user.NAME.link_node, or the HTTP API);
+ *   - anyone else is refused.
+ * SL_ERR_ACCESS_REFUSED with the reason in err. */
+sl_err acc_check_link_login(acc_db *a, const char *user, const uint8_t node[16], char *err,
+                            size_t errlen);
+/* Bind (or with node NULL, unbind) a user's link node id. SL_ERR_NOT_FOUND without the
+ * user. */
+sl_err acc_user_link_bind(acc_db *a, const char *user, const uint8_t *node, char *err,
+                          size_t errlen);
+
 /* ------------------------------------------------------------------------------------------
  * Patterns (pattern.c): PCRE2 with bounded cost
  */
@@ -341,6 +363,7 @@ enum {
     ACC_REC_VHOST_LIMITS = 28, /* name:s16 max_connections:i64 max_queues:i64 */
     ACC_REC_USER_LIMITS = 29,  /* name:s16 max_connections:i64 max_channels:i64 */
     ACC_REC_INITIALIZED = 30,  /* (empty) the defaults were seeded once: never again */
+    ACC_REC_USER_LINK = 31,    /* name:s16 bound:u8 node:16 (a link user's node; bound 0 frees) */
     ACC_REC_FIRST = 20,
     ACC_REC_LAST = 39,
 };

@@ -33,6 +33,7 @@ void acc_emit_topic(acc_db *a, const acc_user *u, const acc_topic_grant *t);
 void acc_emit_topic_del(acc_db *a, const char *user, const char *vhost, const char *exchange);
 void acc_emit_vhost_limits(acc_db *a, const acc_vhost *v);
 void acc_emit_user_limits(acc_db *a, const acc_user *u);
+void acc_emit_user_link(acc_db *a, const acc_user *u);
 
 /* access.c: the setters without validation of existence, for replay */
 acc_user *acc_user_get_or_create(acc_db *a, const char *name, size_t len);

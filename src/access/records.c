@@ -148,6 +148,13 @@ static void enc_user_limits(sl_buf *b, const acc_user *u)
     put_i64(b, u->max_channels);
 }
 
+static void enc_user_link(sl_buf *b, const acc_user *u)
+{
+    put_str(b, u->name);
+    sl_buf_append(b, &u->link_bound, 1);
+    sl_buf_append(b, u->link_node, 16);
+}
+
 #define EMIT(type, ...)                                                                            \
     do {                                                                                           \
         if (!a->emit || a->replaying)                                                              \
@@ -206,6 +213,11 @@ void acc_emit_vhost_limits(acc_db *a, const acc_vhost *v)
 void acc_emit_user_limits(acc_db *a, const acc_user *u)
 {
     EMIT(ACC_REC_USER_LIMITS, enc_user_limits(&b, u));
+}
+
+void acc_emit_user_link(acc_db *a, const acc_user *u)
+{
+    EMIT(ACC_REC_USER_LINK, enc_user_link(&b, u));
 }
 
 void acc_set_persist(acc_db *a, acc_emit_fn fn, void *ctx)
@@ -342,6 +354,23 @@ static int replay(acc_db *a, uint8_t type, rd *r)
         sl_free(name);
         return r->bad ? -1 : 0;
     }
+    case ACC_REC_USER_LINK: {
+        char *name = get_str(r, &n1);
+        uint8_t bound = get_u8(r), node[16] = {0};
+        if (r->end - r->p < 16)
+            r->bad = 1;
+        else {
+            memcpy(node, r->p, 16);
+            r->p += 16;
+        }
+        acc_user *u = r->bad ? NULL : (acc_user *)acc_user_find(a, name, n1);
+        if (u) {
+            u->link_bound = bound != 0;
+            memcpy(u->link_node, node, 16);
+        }
+        sl_free(name);
+        return r->bad ? -1 : 0;
+    }
     case ACC_REC_INITIALIZED:
         a->initialized = 1;
         return 0;
@@ -418,6 +447,10 @@ void acc_snapshot(const acc_db *a, acc_emit_fn fn, void *ctx)
         if (us[i]->max_connections >= 0 || us[i]->max_channels >= 0) {
             enc_user_limits(&b, us[i]);
             out(&s, ACC_REC_USER_LIMITS, &b);
+        }
+        if (us[i]->link_bound) {
+            enc_user_link(&b, us[i]);
+            out(&s, ACC_REC_USER_LINK, &b);
         }
     }
     sl_free(us);

@@ -474,7 +474,8 @@ void consumer_notify_cancel(consumer *cons);
 
 /* link_recv.c */
 /* At connection.start-ok: a "sluice_link" client property makes c a link (1); 0 when it is
- * an ordinary client; -1 after refusing it (malformed, or the node is offline). */
+ * an ordinary client; -1 after refusing it (malformed, a user that may not speak for that
+ * node, or the node is offline). */
 int link_recv_hello(conn *c, amqp_bytes client_props);
 /* "sluice.eod" / "sluice.rpc": the pseudo exchanges a link publishes to. */
 int link_recv_control_exchange(amqp_bytes ex);

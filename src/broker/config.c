@@ -1,6 +1,7 @@
 /* config.c - defaults, flags and the `key = value` config file (libinih). */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <ini.h>
@@ -13,6 +14,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/version.h"
+#include "../link/eod.h"
 #include "../net/tls.h"
 
 static void add_user(sl_config *c, const char *name, const char *password)
@@ -29,6 +31,22 @@ static void add_user(sl_config *c, const char *name, const char *password)
     u->name = sl_xstrdup(name);
     u->password = sl_xstrdup(password);
     u->tags = sl_xstrdup("");
+    u->link_bound = 0;
+}
+
+/* 32 hex digits (a node id as the management API shows it) into 16 bytes; -1 otherwise. */
+static int parse_node_id(const char *s, uint8_t out[16])
+{
+    if (strlen(s) != 32)
+        return -1;
+    for (int i = 0; i < 16; i++) {
+        unsigned v;
+        if (!isxdigit((unsigned char)s[2 * i]) || !isxdigit((unsigned char)s[2 * i + 1]) ||
+            sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        out[i] = (uint8_t)v;
+    }
+    return 0;
 }
 
 static void set_loopback_user(sl_config *c, const char *name, int on)
@@ -98,6 +116,7 @@ void sl_config_defaults(sl_config *c)
     c->link_batch_msgs = 2048;
     c->link_batch_bytes = 1u << 20;
     c->link_window = 16;
+    c->link_seq_window = EOD_SEQ_WINDOW_DEFAULT;
     c->link_bad_queue_grace_ms = 60000;
     c->link_time_to_reach_queue_ms = 345600000; /* MSMQ's default TimeToReachQueue, 4 days */
     c->link_dns_timeout_ms = 10000;
@@ -451,6 +470,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
             c->link_window = (uint32_t)n;
         else
             c->link_batch_msgs = (uint32_t)n;
+    } else if (!strcmp(key, "link_seq_window")) {
+        if (parse_u64(value, UINT64_MAX, &n) || n == 0)
+            return "link_seq_window must be a positive number";
+        c->link_seq_window = n;
     } else if (!strcmp(key, "link_bad_queue_grace_ms")) {
         if (parse_u64(value, UINT32_MAX, &n))
             return "link_bad_queue_grace_ms must be milliseconds (0: dead-letter at once)";
@@ -602,6 +625,13 @@ static const char *apply(sl_config *c, const char *key, const char *value)
             if (!u)
                 return "user.NAME.tags given before user.NAME";
             set_str(&u->tags, value);
+        } else if (len > 10 && !strcmp(name + len - 10, ".link_node")) {
+            sl_user *u = (sl_user *)sl_config_find_user(c, name, len - 10);
+            if (!u)
+                return "user.NAME.link_node given before user.NAME";
+            if (parse_node_id(value, u->link_node) < 0)
+                return "user.NAME.link_node must be a node id: 32 hex digits";
+            u->link_bound = 1;
         } else {
             add_user(c, name, value);
         }
@@ -668,12 +698,13 @@ void sl_config_usage(void)
            "sync_pace_us, "
            "handshake_timeout (ms), connection_max, mgmt_connection_max,\n"
            "mgmt_unauthenticated_max, mgmt_handshake_timeout (ms), loop_cpu_stats,\n"
-           "tidy_interval (s), tidy_after_written, user.NAME = PASSWORD, user.NAME.tags = "
+           "tidy_interval (s), tidy_after_written, user.NAME = PASSWORD, user.NAME.link_node = "
+           "NODE_ID, user.NAME.tags = "
            "administrator,\n"
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"
            "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"
            "eod_resend_long_ms, eod_resend_final_ms, link_batch_msgs, link_batch_bytes,\n"
-           "link_window, link_bad_queue_grace_ms, link_time_to_reach_queue_ms,\n"
+           "link_window, link_seq_window, link_bad_queue_grace_ms, link_time_to_reach_queue_ms,\n"
            "link_dns_timeout_ms (node-to-node links; see README),\n"
            "handle_idle_timeout (s), handle_limit (MSMQ handles over HTTP),\n"
            "default_user, default_pass, default_vhost, default_user_tags.TAG,\n"

@@ -21,7 +21,9 @@
 typedef struct sl_user {
     char *name;
     char *password;
-    char *tags; /* comma- or space-separated, e.g. "administrator" */
+    char *tags;            /* comma- or space-separated, e.g. "administrator" */
+    int link_bound;        /* user.NAME.link_node given: the node this link user speaks for */
+    uint8_t link_node[16]; /* (access.h acc_check_link_login) */
 } sl_user;
 
 typedef struct sl_config {
@@ -105,6 +107,9 @@ typedef struct sl_config {
     uint32_t msmq_idle_timeout_ms, msmq_handshake_timeout_ms;
     uint16_t msmq_window;
     int msmq_ping_port; /* UDP ping: -2 = follow listeners.msmq (3527, or 0 beside 0), -1 = off */
+    /* receiver: the largest step a sequence's numbers may take (a SeqNo beyond the last
+     * accepted + this is refused as forged; link_recv.c) */
+    uint64_t link_seq_window;
 } sl_config;
 
 void sl_config_defaults(sl_config *c);

@@ -1,7 +1,10 @@
 /* link_recv.c - the receiving side of a node-to-node link (src/link/link.h has the design).
  *
  * A link is an ordinary AMQP connection that announced itself with a "sluice_link" table in
- * its client-properties (node_id, node_name) and authenticated as a user of this node. On
+ * its client-properties (node_id, node_name) and authenticated as a user of this node that
+ * may speak for that node (the administrator tag, or the link tag bound to that node id:
+ * access.h acc_check_link_login); any other claim is refused at the handshake with an
+ * audit line. It needs no permission but write on the queues it delivers to. On
  * its channels a link transaction is: data publishes (exchange "", routing key = the
  * destination queue), then one control publish to "sluice.eod" (eod_batch: SeqID and the
  * numbers), then tx.commit. At the commit the batch is decided as a whole (eod.h):
@@ -10,12 +13,18 @@
  * tx.commit-ok (the order ack) is held until that group commit's sync has ended. A
  * batch that cannot apply (out of sequence, unknown queue, not allowed, malformed) closes
  * the channel with a reason and changes nothing: the sender keeps its messages and retries.
+ * EOD state is per (sender, SeqID, destination queue) (persist.h); a batch for a sequence
+ * that feeds another queue, or whose numbers jump beyond link_seq_window (eod.h), is no real
+ * sender's: refused the same way, with an audit line naming the login, the claimed sender,
+ * the sequence and the queue.
  * Publishes to "sluice.rpc" are requests answered through direct reply-to (link.h).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "../access/access.h"
 #include "../amqp/table.h"
 #include "../core/clock.h"
 #include "../core/log.h"
@@ -58,6 +67,22 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
     }
     if (amqp_table_get(v.v.s, "node_name", &name))
         amqp_value_str(&name, &names);
+    /* A link is an identity, not a claim (access.h acc_check_link_login): only a user with
+     * the administrator or link tag, and a link user only for the node its login is bound to.
+     * Refused rather than treated as an ordinary connection: a sender that is refused says
+     * so in its last_error, and nothing it publishes can be taken for a link's. */
+    char why[400];
+    sl_err ae = c->b->acc
+                    ? acc_check_link_login(c->b->acc, c->user, c->link_sender, why, sizeof why)
+                    : SL_OK;
+    if (ae != SL_OK) {
+        sl_warn("audit: link refused: connection %s, user '%s' claimed node %.32s ('%.*s'): %s",
+                c->name, c->user ? c->user : "", (const char *)ids.p,
+                (int)(names.len > 200 ? 200 : names.len), names.len ? (const char *)names.p : "",
+                why);
+        conn_error(c, ae, AMQP_CONNECTION_START_OK, "%s", why);
+        return -1;
+    }
     if (!c->b->node->online) {
         /* DISCONNECT: an offline node accepts no incoming link (local clients go on). */
         conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_START_OK,
@@ -68,6 +93,25 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
     sl_free(c->link_node);
     c->link_node = sl_xstrndup((const char *)names.p, names.len > 200 ? 200 : names.len);
     return 1;
+}
+
+/* The audit line of a refused link batch: who (login), as whom (claimed sender), what
+ * (sequence, queue) and why. */
+__attribute__((format(printf, 4, 5))) static void
+link_recv_audit(channel *ch, const eod_batch *eb, const char *dest, const char *fmt, ...)
+{
+    char why[400], hex[33];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", eb->sender[i]);
+    sl_warn("audit: link batch refused: connection %s, user '%s', claimed sender %s ('%.*s'), "
+            "sequence %llu, queue '%s': %s",
+            ch->c->name, ch->c->user ? ch->c->user : "", hex,
+            (int)(eb->sender_name_len > 200 ? 200 : eb->sender_name_len), eb->sender_name,
+            (unsigned long long)eb->seq_id, dest, why);
 }
 
 int link_recv_control_exchange(amqp_bytes ex)
@@ -263,8 +307,8 @@ int link_recv_commit(channel *ch)
     }
     /* Refusals the sender cannot cure by waiting carry a NACK token with this sequence's
      * last accepted number (link.h "NACKs"): the sender dead-letters what it sent after it. */
-    persist_eod_in *st = b->store ? persist_eod_in_get(b->store, eb.sender, eb.seq_id) : NULL;
-    uint64_t last = st ? st->seq_no : 0;
+    persist_eod_in *st = NULL;
+    uint64_t last = 0;
     /* Every destination must exist and take the link's writes before anything applies. */
     qm_queue *stackq[64];
     qm_queue **qs = eb.n <= 64 ? stackq : sl_xmalloc(eb.n * sizeof *qs);
@@ -289,9 +333,13 @@ int link_recv_commit(channel *ch)
         }
         qm_queue *q = dq = resolve_dest(b, rk);
         if (!q) {
+            /* the queue is gone: the number is the one of the queue the sequence fed */
+            persist_eod_in *owner =
+                b->store ? persist_eod_in_other(b->store, eb.sender, eb.seq_id, "") : NULL;
             channel_error(ch, SL_ERR_NOT_FOUND, id,
                           "[" LINK_NACK_BAD_DST_Q " last=%llu] no queue '" BYTES_FMT "' on node %s",
-                          (unsigned long long)last, BYTES_ARG(rk), b->cfg->node_name);
+                          (unsigned long long)(owner ? owner->seq_no : 0), BYTES_ARG(rk),
+                          b->cfg->node_name);
             goto out;
         }
         char why[300];
@@ -301,9 +349,41 @@ int link_recv_commit(channel *ch)
             goto out;
         }
         qs[i] = q;
-        if (!dest[0])
-            snprintf(dest, sizeof dest, "%s%s%s", strcmp(q->vhost->name, "/") ? q->vhost->name : "",
-                     strcmp(q->vhost->name, "/") ? "/" : "", q->name);
+        snprintf(dest, sizeof dest, "%s%s%s", strcmp(q->vhost->name, "/") ? q->vhost->name : "",
+                 strcmp(q->vhost->name, "/") ? "/" : "", q->name);
+    }
+    /* The state is the sequence's in this queue (persist.h): a batch naming a sequence that
+     * already feeds another queue, or whose numbers jump, is no real sender's (a forged one
+     * could otherwise make the real messages look like duplicates): refused whole, nothing
+     * marked, and an audit line says who tried. */
+    persist_eod_in *other = NULL;
+    if (b->store) {
+        st = persist_eod_in_get(b->store, eb.sender, eb.seq_id, dest);
+        other = st ? NULL : persist_eod_in_other(b->store, eb.sender, eb.seq_id, dest);
+        last = st ? st->seq_no : 0;
+    }
+    uint32_t jump = 0;
+    uint64_t window = b->cfg->link_seq_window;
+    switch (eod_recv_admit(&eb, other != NULL, last, window, &jump)) {
+    case EOD_ADMIT_OK:
+        break;
+    case EOD_ADMIT_OTHER_QUEUE:
+        link_recv_audit(ch, &eb, dest, "the sequence feeds queue '%s'", other->dest);
+        channel_error(ch, SL_ERR_PRECONDITION, id,
+                      "EOD: sequence %llu feeds queue '%s', not '%s': batch refused",
+                      (unsigned long long)eb.seq_id, other->dest, dest);
+        goto out;
+    case EOD_ADMIT_JUMP: {
+        unsigned long long s = eod_batch_seq_no(&eb, jump);
+        link_recv_audit(ch, &eb, dest, "message %llu jumps beyond last accepted %llu + %llu", s,
+                        (unsigned long long)last, (unsigned long long)window);
+        channel_error(ch, SL_ERR_PRECONDITION, id,
+                      "EOD: message %llu of sequence %llu jumps beyond the last accepted %llu "
+                      "(window %llu): batch refused",
+                      s, (unsigned long long)eb.seq_id, (unsigned long long)last,
+                      (unsigned long long)window);
+        goto out;
+    }
     }
     eod_apply ap;
     eod_recv_batch(&eb, last, acc, &ap);

@@ -46,6 +46,8 @@ static void seed_config_user(broker *b, const sl_user *cu)
         tags = acc_tags_normalize(cu->tags);
         int same_tags = !strcmp(tags, u->tags);
         sl_free(tags);
+        if (cu->link_bound && (!u->link_bound || memcmp(u->link_node, cu->link_node, 16)))
+            acc_user_link_bind(b->acc, cu->name, cu->link_node, err, sizeof err);
         if (same_pw && same_tags && u->from_config)
             return;
     }
@@ -59,6 +61,8 @@ static void seed_config_user(broker *b, const sl_user *cu)
         sl_warn("access: config user '%s' not created: %s", cu->name, err);
         return;
     }
+    if (cu->link_bound)
+        acc_user_link_bind(b->acc, cu->name, cu->link_node, err, sizeof err);
     if (created) {
         static char full[] = ".*";
         char *const perms[3] = {full, full, full};

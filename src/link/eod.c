@@ -62,6 +62,29 @@ int eod_batch_decode(const uint8_t *p, size_t len, eod_batch *out)
     return 0;
 }
 
+uint32_t eod_recv_jump(const eod_batch *b, uint64_t last, uint64_t window)
+{
+    uint64_t from = last;
+    for (uint32_t i = 0; i < b->n; i++) {
+        uint64_t s = eod_batch_seq_no(b, i);
+        if (s > from && s - from > window)
+            return i;
+        from = s > from ? s : from;
+    }
+    return b->n;
+}
+
+eod_admit eod_recv_admit(const eod_batch *b, int elsewhere, uint64_t last, uint64_t window,
+                         uint32_t *at)
+{
+    if (elsewhere)
+        return EOD_ADMIT_OTHER_QUEUE;
+    uint32_t j = eod_recv_jump(b, last, window);
+    if (at)
+        *at = j;
+    return j < b->n ? EOD_ADMIT_JUMP : EOD_ADMIT_OK;
+}
+
 void eod_recv_batch(const eod_batch *b, uint64_t last, uint8_t *accept, eod_apply *out)
 {
     memset(out, 0, sizeof *out);

@@ -73,6 +73,28 @@ typedef struct eod_apply {
  * for the messages to enqueue. */
 void eod_recv_batch(const eod_batch *b, uint64_t last, uint8_t *accept, eod_apply *out);
 
+/* Numbers do not jump. SeqNos are the sending node's lookup ids: node-wide, starting at 1,
+ * growing by one per message enqueued anywhere on that node (plus up to 2^20 per restart,
+ * persist's reservation), so two messages of one sequence are apart by what that node
+ * enqueued elsewhere meanwhile. A step beyond the window (the first message measured from L,
+ * each next one from the one before) is no real sender's: it is a forged or corrupt batch,
+ * and the receiver refuses it whole (one accepted 2^62 would make every later message of
+ * the sequence look like a duplicate, i.e. be acked and dropped). The default, 2^48, is 89
+ * years of 100,000 messages a second; config link_seq_window changes it.
+ * Returns the index of the first message that jumps, or b->n when none does. */
+#define EOD_SEQ_WINDOW_DEFAULT (1ull << 48)
+uint32_t eod_recv_jump(const eod_batch *b, uint64_t last, uint64_t window);
+
+/* Admission of a batch at the receiver, before eod_recv_batch decides its messages. The
+ * receiver keeps one state per (sender, SeqID, destination queue); an outgoing queue feeds
+ * one queue, so a sequence belongs to the first queue it fed, and a batch of it for another
+ * queue is not the sender's. elsewhere: this queue has no state of the sequence and another
+ * queue has one; last: this queue's last accepted number (0 without a state). Refused
+ * batches change nothing; *at (may be NULL) gets the message that jumped. */
+typedef enum eod_admit { EOD_ADMIT_OK = 0, EOD_ADMIT_OTHER_QUEUE, EOD_ADMIT_JUMP } eod_admit;
+eod_admit eod_recv_admit(const eod_batch *b, int elsewhere, uint64_t last, uint64_t window,
+                         uint32_t *at);
+
 /* MS-MQQB's resend timer table: 3 x short, 3 x medium, 3 x long, then final. */
 static inline uint32_t eod_resend_interval(const uint32_t table[4], unsigned index)
 {

@@ -309,8 +309,23 @@ static void user_message(sess *s, const mqqb_user *m)
     qm_queue *q = dest_queue(s, m, dq, sizeof dq, &why, &cls);
     uint64_t mark = broker_mark(b);
     if (m->has_tx) {
+        char dest[300];
+        /* named as link receivers name theirs: "queue", or "vhost/queue" off "/"; the state
+         * is per (sender, sequence, queue), so a sequence's numbers count for this queue
+         * only (persist.h) */
+        if (q && strcmp(q->vhost->name, "/"))
+            snprintf(dest, sizeof dest, "%s/%s", q->vhost->name, q->name);
+        else
+            snprintf(dest, sizeof dest, "%s", q ? q->name : dq);
+        if (!q && b->store) {
+            /* refused for good (no such queue, unreadable body): it still takes its number
+             * in the sequence, which is the queue's the sequence feeds */
+            persist_eod_in *owner = persist_eod_in_other(b->store, m->source_qm, m->tx_seq_id, "");
+            if (owner)
+                snprintf(dest, sizeof dest, "%s", owner->dest);
+        }
         persist_eod_in *st =
-            b->store ? persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id) : NULL;
+            b->store ? persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id, dest) : NULL;
         uint64_t last = st ? st->seq_no : 0;
         eod_verdict v = eod_recv_check(last, m->tx_seq_no, m->tx_prev_no);
         if (v == EOD_ACCEPT && q && qm_queue_would_refuse(q, 1, m->body_size)) {
@@ -320,13 +335,8 @@ static void user_message(sess *s, const mqqb_user *m)
             sl_debug("msmq %s: queue '%s' is full: message %u of sequence %016llx refused", s->peer,
                      q->name, m->tx_seq_no, (unsigned long long)m->tx_seq_id);
         } else if (v == EOD_ACCEPT) {
-            char sender[40], dest[300];
+            char sender[40];
             msmq_guid_str(m->source_qm, sender);
-            /* named as link receivers name theirs: "queue", or "vhost/queue" off "/" */
-            if (q && strcmp(q->vhost->name, "/"))
-                snprintf(dest, sizeof dest, "%s/%s", q->vhost->name, q->name);
-            else
-                snprintf(dest, sizeof dest, "%s", q ? q->name : dq);
             /* the enqueue and the new last number: all or nothing, one group commit */
             if (b->store)
                 persist_group(b->store, 1);

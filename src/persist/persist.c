@@ -1183,29 +1183,53 @@ void persist_group(persist *p, int begin)
     h_tx_group(p, begin);
 }
 
-static void eod_key(uint8_t key[24], const uint8_t sender[16], uint64_t seq_id)
+/* Keys: sender[16] + seq_id[8] (eod_seq), then + the destination's bytes (eod_in). */
+#define EOD_KEY_MAX (24 + 600)
+static size_t eod_key(uint8_t key[EOD_KEY_MAX], const uint8_t sender[16], uint64_t seq_id,
+                      const char *dest, size_t dlen)
 {
     memcpy(key, sender, 16);
     memcpy(key + 16, &seq_id, 8);
+    if (dlen > EOD_KEY_MAX - 24)
+        dlen = EOD_KEY_MAX - 24; /* dest is at most "vhost/queue", 255 + 1 + 255 bytes */
+    if (dlen)
+        memcpy(key + 24, dest, dlen);
+    return 24 + dlen;
 }
 
-persist_eod_in *persist_eod_in_get(persist *p, const uint8_t sender[16], uint64_t seq_id)
+persist_eod_in *persist_eod_in_get(persist *p, const uint8_t sender[16], uint64_t seq_id,
+                                   const char *dest)
 {
-    uint8_t key[24];
-    eod_key(key, sender, seq_id);
-    return sl_map_get(p->eod_in, key, sizeof key);
+    uint8_t key[EOD_KEY_MAX];
+    size_t kl = eod_key(key, sender, seq_id, dest, dest ? strlen(dest) : 0);
+    return sl_map_get(p->eod_in, key, kl);
 }
 
-static persist_eod_in *eod_in_slot(persist *p, const uint8_t sender[16], uint64_t seq_id)
+persist_eod_in *persist_eod_in_other(persist *p, const uint8_t sender[16], uint64_t seq_id,
+                                     const char *dest)
 {
-    uint8_t key[24];
-    eod_key(key, sender, seq_id);
-    persist_eod_in *e = sl_map_get(p->eod_in, key, sizeof key);
+    uint8_t key[EOD_KEY_MAX];
+    size_t kl = eod_key(key, sender, seq_id, NULL, 0);
+    persist_eod_in *e = sl_map_get(p->eod_seq, key, kl);
+    return e && strcmp(e->dest, dest ? dest : "") ? e : NULL;
+}
+
+static persist_eod_in *eod_in_slot(persist *p, const uint8_t sender[16], uint64_t seq_id,
+                                   const char *dest, size_t dlen)
+{
+    uint8_t key[EOD_KEY_MAX];
+    size_t kl = eod_key(key, sender, seq_id, dest, dlen);
+    persist_eod_in *e = sl_map_get(p->eod_in, key, kl);
     if (!e) {
         e = sl_xcalloc(1, sizeof *e);
         memcpy(e->sender, sender, 16);
         e->seq_id = seq_id;
-        sl_map_put(p->eod_in, key, sizeof key, e);
+        e->dest = sl_xstrndup(dest ? dest : "", kl - 24);
+        sl_map_put(p->eod_in, key, kl, e);
+        /* the first queue a sequence fed owns it (a state without a queue owns nothing:
+         * only data directories of earlier versions may hold one) */
+        if (kl > 24 && !sl_map_get(p->eod_seq, key, 24))
+            sl_map_put(p->eod_seq, key, 24, e);
     }
     return e;
 }
@@ -1232,14 +1256,12 @@ static void set_str_if(char **dst, const char *s, size_t n)
 void persist_eod_in_set(persist *p, const uint8_t sender[16], uint64_t seq_id, uint64_t seq_no,
                         uint32_t rejects, const char *sender_name, const char *dest)
 {
-    persist_eod_in *e = eod_in_slot(p, sender, seq_id);
+    persist_eod_in *e = eod_in_slot(p, sender, seq_id, dest, dest ? strlen(dest) : 0);
     e->seq_no = seq_no;
     e->rejects = rejects;
     e->access_ms = persist_wall_ms();
     if (sender_name)
         set_str_if(&e->sender_name, sender_name, strlen(sender_name));
-    if (dest)
-        set_str_if(&e->dest, dest, strlen(dest));
     persist_encode_eod_in(&p->scratch, e);
     st_loc loc;
     if (msgs_append(p, R_EOD_IN, 1, &loc) < 0)
@@ -1255,12 +1277,11 @@ void persist_eod_in_restore(persist *p, const uint8_t sender[16], uint64_t seq_i
                             uint64_t access_ms, uint32_t rejects, amqp_bytes sender_name,
                             amqp_bytes dest, uint32_t seg)
 {
-    persist_eod_in *e = eod_in_slot(p, sender, seq_id);
+    persist_eod_in *e = eod_in_slot(p, sender, seq_id, (const char *)dest.p, dest.len);
     e->seq_no = seq_no;
     e->access_ms = access_ms;
     e->rejects = rejects;
     set_str_if(&e->sender_name, (const char *)sender_name.p, sender_name.len);
-    set_str_if(&e->dest, (const char *)dest.p, dest.len);
     e->seg = seg; /* referenced once recovery is over (persist_open) */
     e->logged = 1;
 }
@@ -1291,6 +1312,8 @@ void persist_eod_in_free_all(persist *p)
     }
     sl_map_free(p->eod_in);
     p->eod_in = NULL;
+    sl_map_free(p->eod_seq);
+    p->eod_seq = NULL;
     sl_free(p->eod_list);
     p->eod_list = NULL;
 }
@@ -1306,6 +1329,7 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     p->outq = sl_map_new();
     p->outq_sent = sl_map_new();
     p->eod_in = sl_map_new();
+    p->eod_seq = sl_map_new();
     p->gen_open = 1;
     sl_buf_init(&p->scratch);
     if (opt)

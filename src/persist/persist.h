@@ -192,8 +192,13 @@ void persist_outq_sent_set(persist *p, uint64_t incarnation, uint64_t sent);
 /* Bracket records that must apply all or nothing (like a transaction commit's). */
 void persist_group(persist *p, int begin);
 
-/* A link receiver's state for one incoming sequence (MS-MQDMPR
- * IncomingTransactionalTransferInfo). */
+/* A link receiver's state for one incoming sequence into one queue (MS-MQDMPR
+ * IncomingTransactionalTransferInfo), keyed by (sender node, SeqID, destination queue): the
+ * numbers of a sequence count for the queue they were accepted into and no other, so a
+ * batch naming a sequence can never move another queue's last-accepted number. dest is the
+ * queue as resolved ("vhost/queue", or "queue" in "/"); R_EOD_IN always carried it, so data
+ * directories of earlier versions recover into the same keys (their latest record per
+ * (sender, SeqID) had the queue it fed). */
 typedef struct persist_eod_in {
     uint8_t sender[16];
     uint64_t seq_id;
@@ -201,11 +206,17 @@ typedef struct persist_eod_in {
     uint64_t access_ms; /* wall clock of the last message seen */
     uint32_t rejects;   /* refused since the last accept */
     char *sender_name;  /* the sending node's name */
-    char *dest;         /* the queue it feeds ("vhost/queue" or "queue") */
+    char *dest;         /* the queue it feeds ("vhost/queue" or "queue"); part of the key */
     uint32_t seg;       /* segment of its newest record (referenced) */
     uint8_t logged;
 } persist_eod_in;
-persist_eod_in *persist_eod_in_get(persist *p, const uint8_t sender[16], uint64_t seq_id);
+persist_eod_in *persist_eod_in_get(persist *p, const uint8_t sender[16], uint64_t seq_id,
+                                   const char *dest);
+/* A state of the same (sender, SeqID) for a queue other than dest, or NULL: the sequence
+ * belongs to that queue (an outgoing queue feeds one queue), so a batch of it for dest is
+ * not the sender's. */
+persist_eod_in *persist_eod_in_other(persist *p, const uint8_t sender[16], uint64_t seq_id,
+                                     const char *dest);
 /* Record the new state (inside a persist_group when it goes with enqueues); the record needs
  * this turn's sync. */
 void persist_eod_in_set(persist *p, const uint8_t sender[16], uint64_t seq_id, uint64_t seq_no,

@@ -65,7 +65,8 @@ struct persist {
     sl_map *outq_sent;     /* u64 incarnation -> (void*)(uintptr) M_OUTQ_SENT value */
     persist_ltime *ltimes; /* M_LOOKUP_TIME samples, oldest first */
     size_t n_ltimes, cap_ltimes;
-    sl_map *eod_in;            /* sender[16] + seq_id[8] -> persist_eod_in* */
+    sl_map *eod_in;            /* sender[16] + seq_id[8] + dest -> persist_eod_in* */
+    sl_map *eod_seq;           /* sender[16] + seq_id[8] -> the first queue's state of it */
     persist_eod_in **eod_list; /* scratch for persist_eod_in_all */
 };
 

@@ -354,7 +354,7 @@ def test_remote_proxies_follow_permissions_on_both_nodes(nodes):
     from test_mgmt import Api
     a = nodes.start("a", config={"link_user": "node", "link_password": "secret",
                                  "user.carol": "pc", "user.carol.tags": "management"})
-    b = nodes.start("b", config={"user.node": "secret"})
+    b = nodes.start("b", config={"user.node": "secret", "user.node.tags": "link"})
     for q in ("pub.q", "priv"):
         fill(b, q, 2)
     # the owner: the link's user reads only pub.*

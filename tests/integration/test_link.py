@@ -455,7 +455,7 @@ def test_hostile_link_peer_gets_a_clean_close(nodes):
 
 def test_link_needs_write_permission_on_the_destination(nodes):
     a = nodes.start("a", config={"link_user": "node", "link_password": "secret"})
-    b = nodes.start("b", config={"user.node": "secret"})
+    b = nodes.start("b", config={"user.node": "secret", "user.node.tags": "link"})
     bch = declare(b, "perm")
     fmt = b.fmt("perm")
     s, j, _ = b.api.put("/api/permissions/%2F/node",

@@ -14,6 +14,7 @@ from helpers import wait_for
 
 LINK_CONFIG = {
     "user.sluice-link": "netns-link-secret",
+    "user.sluice-link.tags": "link",  # each node receives from one other: one binding each
     "link_user": "sluice-link",
     "link_password": "netns-link-secret",
     "link_heartbeat": 1,

@@ -70,11 +70,17 @@ import amqp  # noqa: E402
 
 NODES = ("a", "b", "c")
 QUEUE = "soak"
-LINK_USER, LINK_PASSWORD = "sluice-link", "soak-link-secret"
+LINK_PASSWORD = "soak-link-secret"
+# Every node logs in to the others as its own link user (tag link): a link user speaks for
+# one node only (README "Users and permissions"), so a node that receives from two others
+# knows each by its own login.
+LINK_USERS = {}
+for _n in NODES:
+    LINK_USERS["user.sluice-link-%s" % _n] = LINK_PASSWORD
+    LINK_USERS["user.sluice-link-%s.tags" % _n] = "link"
 # Short timers so faults heal within a round (see README "Store and forward").
 NODE_CONFIG = {
-    "user.%s" % LINK_USER: LINK_PASSWORD,
-    "link_user": LINK_USER,
+    **LINK_USERS,
     "link_password": LINK_PASSWORD,
     "link_heartbeat": 1,
     "link_retry_min_ms": 50,
@@ -264,7 +270,8 @@ class Soak:
         for a, b in (("a", "b"), ("b", "c"), ("a", "c")):
             self.net.link(a, b)
         for n in NODES:
-            self.nodes[n] = netns.NsNode(self.net, n, config=NODE_CONFIG)
+            self.nodes[n] = netns.NsNode(self.net, n,
+                                         config=dict(NODE_CONFIG, link_user="sluice-link-" + n))
             try:
                 self.nodes[n].start()
             except netns.NetnsError as e:
