@@ -6,7 +6,9 @@
  * it checks:
  * - a decoded batch re-encodes to the same bytes, its numbers grow strictly, and the
  *   receiver's decision over it (eod_recv_batch) never accepts a duplicate and leaves the
- *   last accepted number at a number of the batch or where it was;
+ *   last accepted number at a number of the batch or where it was; the admission rule
+ *   (eod_recv_admit) admits exactly the batches whose every step is within the window and
+ *   names the first step beyond it otherwise (the issue-35 forged 2^62 is a seed);
  * - a parsed format name has a non-empty host and queue, a port in 1..65535, and its
  *   canonical form parses back to the same address.
  */
@@ -60,6 +62,21 @@ static void batch(const uint8_t *p, size_t n)
             if (acc[i])
                 CHECK(nos[i] > last);
     }
+    /* admission: a window from the input (1 .. 2^63), steps measured as eod.h says */
+    uint64_t window = n > 22 ? (uint64_t)1 << (p[22] % 64) : EOD_SEQ_WINDOW_DEFAULT;
+    uint32_t at = b.n + 1;
+    eod_admit ad = eod_recv_admit(&b, 0, last, window, &at);
+    uint64_t from = last;
+    uint32_t first_jump = b.n;
+    for (uint32_t i = 0; i < b.n && first_jump == b.n; i++) {
+        if (nos[i] > from && nos[i] - from > window)
+            first_jump = i;
+        from = nos[i] > from ? nos[i] : from;
+    }
+    CHECK(at == first_jump);
+    CHECK((ad == EOD_ADMIT_OK) == (first_jump == b.n));
+    CHECK(ad == EOD_ADMIT_OK || ad == EOD_ADMIT_JUMP);
+    CHECK(eod_recv_admit(&b, 1, last, window, NULL) == EOD_ADMIT_OTHER_QUEUE);
     free(acc);
     free(nos);
     sl_buf_free(&out);

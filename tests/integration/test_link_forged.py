@@ -286,3 +286,19 @@ def test_even_a_link_that_may_speak_for_the_node_cannot_move_another_queues_sequ
     a.wait_drained(fmt)
     assert drain(bch, "orders") == [b"o%d" % i for i in range(10)]
     assert drain(bch, "mal") == []
+
+
+def test_a_sender_whose_link_user_lacks_the_tag_says_why_and_keeps_its_messages(nodes):
+    a = nodes.start("a", config={"link_user": "plain", "link_password": "pw-p"})
+    b = nodes.start("b", config={"user.plain": "pw-p"})  # every permission, no tag
+    b.amqp().channel().queue_declare("tagq", durable=True, auto_delete=False)
+    fmt = b.fmt("tagq")
+    publish(a, fmt, [b"t1"])
+    wait_for(lambda: "administrator or link tag" in a.outgoing_queue(fmt)["last_error"],
+             timeout=10, message="the sender never said why its link was refused")
+    assert a.outgoing_queue(fmt)["messages"] == 1
+    # the operator gives the user the tag: the link comes up and delivers
+    s, j, _ = b.api.put("/api/users/plain", {"password": "pw-p", "tags": "link"})
+    assert s in (201, 204), (s, j)
+    a.wait_drained(fmt, timeout=30)
+    assert drain(b.amqp().channel(), "tagq") == [b"t1"]

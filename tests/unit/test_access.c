@@ -381,6 +381,53 @@ START_TEST(actions_need_administrator)
 }
 END_TEST
 
+START_TEST(links_need_the_tag_and_speak_for_one_node)
+{
+    static const uint8_t X[16] = {0x11}, Y[16] = {0x22};
+    add_user("admin", "pw", "administrator");
+    add_user("mgr", "pw", "management");
+    add_user("lnk", "pw", "link");
+    acc_perm_set(A, "mgr", "/", ".*", ".*", ".*", err, sizeof err);
+    /* the administrator speaks for any node and is bound to none */
+    ck_assert_int_eq(acc_check_link_login(A, "admin", X, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_check_link_login(A, "admin", Y, err, sizeof err), SL_OK);
+    ck_assert(!acc_user_find(A, "admin", 5)->link_bound);
+    /* every permission, no tag: refused */
+    ck_assert_int_eq(acc_check_link_login(A, "mgr", X, err, sizeof err), SL_ERR_ACCESS_REFUSED);
+    ck_assert_str_eq(err, "user 'mgr' may not open a node-to-node link (sluice_link for node "
+                          "11000000000000000000000000000000): the administrator or link tag is "
+                          "required");
+    ck_assert_int_eq(acc_check_link_login(A, "nobody", X, err, sizeof err), SL_ERR_ACCESS_REFUSED);
+    /* the first session binds the link user; another node is refused, the same goes on */
+    uint64_t g = acc_generation(A);
+    ck_assert_int_eq(acc_check_link_login(A, "lnk", X, err, sizeof err), SL_OK);
+    ck_assert_uint_gt(acc_generation(A), g);
+    ck_assert_int_eq(acc_check_link_login(A, "lnk", Y, err, sizeof err), SL_ERR_ACCESS_REFUSED);
+    ck_assert_str_eq(err, "user 'lnk' speaks for node 11000000000000000000000000000000, not for "
+                          "node 22000000000000000000000000000000 (a link user is bound to one "
+                          "node)");
+    ck_assert_int_eq(acc_check_link_login(A, "lnk", X, err, sizeof err), SL_OK);
+    /* the link tag alone gives no other right */
+    ck_assert_int_eq(acc_check_link_write(A, "lnk", "/", "q", err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    acc_perm_set(A, "lnk", "/", "", "^q$", "", err, sizeof err);
+    ck_assert_int_eq(acc_check_link_write(A, "lnk", "/", "q", err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_check(A, "lnk", "/", ACC_QUEUE, "q", 1, ACC_READ, err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    ck_assert(!acc_is_admin(A, "lnk"));
+    /* pinned ahead (config user.NAME.link_node), and unbound */
+    ck_assert_int_eq(acc_user_link_bind(A, "lnk", Y, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_check_link_login(A, "lnk", X, err, sizeof err), SL_ERR_ACCESS_REFUSED);
+    ck_assert_int_eq(acc_user_link_bind(A, "lnk", NULL, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_check_link_login(A, "lnk", X, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_user_link_bind(A, "ghost", X, err, sizeof err), SL_ERR_NOT_FOUND);
+    /* deleting the user drops the binding with it */
+    acc_user_delete(A, "lnk", err, sizeof err);
+    add_user("lnk", "pw", "link");
+    ck_assert_int_eq(acc_check_link_login(A, "lnk", Y, err, sizeof err), SL_OK);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ records */
 
 typedef struct recs {
@@ -439,6 +486,9 @@ START_TEST(records_replay_to_the_same_state)
     acc_perm_set(A, "alice", "v1", "a", "b", "c", err, sizeof err);
     acc_user_delete(A, "carol", err, sizeof err);
     acc_vhost_delete(A, "gone", err, sizeof err);
+    static const uint8_t node[16] = {0xab, 0xcd};
+    add_user("link-a", "pw4", "link");
+    ck_assert_int_eq(acc_check_link_login(A, "link-a", node, err, sizeof err), SL_OK);
     ck_assert_int_gt(log.n, 15);
 
     acc_db *B = acc_new(); /* with the vhosts setup() made before the hook was set */
@@ -467,6 +517,10 @@ START_TEST(records_replay_to_the_same_state)
     ck_assert_int_eq(acc_user_find(B, "bob", 3)->max_channels, 2);
     ck_assert_ptr_null(acc_vhost_find(B, "gone", 4));
     ck_assert_ptr_null(acc_perm_get(B, "bob", "gone"));
+    static const uint8_t other[16] = {0xab};
+    ck_assert_int_eq(acc_check_link_login(B, "link-a", other, err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED); /* the binding came back */
+    ck_assert_int_eq(acc_check_link_login(B, "link-a", node, err, sizeof err), SL_OK);
     /* the snapshot replays to the same state too */
     acc_db *C = acc_new();
     replay_all(C, &s2);
@@ -488,6 +542,7 @@ START_TEST(malformed_records_rejected)
     static const uint8_t shortrec[] = {5, 0, 'a', 'b'};
     ck_assert_int_eq(acc_replay(A, ACC_REC_USER, shortrec, sizeof shortrec), -1);
     ck_assert_int_eq(acc_replay(A, ACC_REC_VHOST, shortrec, sizeof shortrec), -1);
+    ck_assert_int_eq(acc_replay(A, ACC_REC_USER_LINK, shortrec, sizeof shortrec), -1);
     ck_assert_int_eq(acc_replay(A, 39, NULL, 0), -1);
     /* trailing bytes */
     static const uint8_t trailing[] = {1, 0, 'v', 0, 0, 0, 0, 9};
@@ -626,6 +681,7 @@ static Suite *access_suite(void)
     tcase_add_test(tc, actions_need_administrator);
     tcase_add_test(tc, records_replay_to_the_same_state);
     tcase_add_test(tc, malformed_records_rejected);
+    tcase_add_test(tc, links_need_the_tag_and_speak_for_one_node);
     tcase_add_test(tc, verifier_answers_cancels_and_bounds);
     tcase_add_test(tc, checked_login_sees_changes_made_meanwhile);
     suite_add_tcase(s, tc);

@@ -7,7 +7,10 @@
  * schedules (thousands per run: SLUICE_EOD_SCHEDULES overrides the count, SLUICE_EOD_SEED
  * replays one). After every step it checks that what the receiver accepted is a gap-free,
  * duplicate-free prefix of what the sender sent, ending on a transaction boundary; at the
- * end (network healed) that everything arrived exactly once, in order.
+ * end (network healed) that everything arrived exactly once, in order. A forger on the same
+ * network (issue 35) injects batches that name the sender's sequence for another queue, or
+ * jump its numbers (2^62 among them); the receiver's admission rule (eod_recv_admit) must
+ * refuse every one of them and never one of the real sender's.
  */
 #include <check.h>
 #include <stdio.h>
@@ -128,6 +131,53 @@ START_TEST(batch_codec_round_trip_and_malformed)
 }
 END_TEST
 
+START_TEST(recv_admit_refuses_other_queues_and_jumps)
+{
+    uint8_t id[16] = {9};
+    sl_buf b;
+    sl_buf_init(&b);
+    eod_batch eb;
+    uint32_t at = 99;
+    /* a sequence that feeds another queue: refused whatever its numbers */
+    uint64_t one[1] = {6};
+    eod_batch_encode(&b, id, "x", 7, 5, one, 1);
+    ck_assert_int_eq(eod_batch_decode(b.data, b.len, &eb), 0);
+    ck_assert_int_eq(eod_recv_admit(&eb, 1, 0, EOD_SEQ_WINDOW_DEFAULT, NULL),
+                     EOD_ADMIT_OTHER_QUEUE);
+    ck_assert_int_eq(eod_recv_admit(&eb, 0, 5, EOD_SEQ_WINDOW_DEFAULT, &at), EOD_ADMIT_OK);
+    ck_assert_uint_eq(at, 1);
+    /* the issue's 2^62: beyond any window from 0, or from the last accepted */
+    uint64_t huge[1] = {1ull << 62};
+    b.len = 0;
+    eod_batch_encode(&b, id, "x", 7, 0, huge, 1);
+    ck_assert_int_eq(eod_batch_decode(b.data, b.len, &eb), 0);
+    ck_assert_int_eq(eod_recv_admit(&eb, 0, 0, EOD_SEQ_WINDOW_DEFAULT, &at), EOD_ADMIT_JUMP);
+    ck_assert_uint_eq(at, 0);
+    ck_assert_int_eq(eod_recv_admit(&eb, 0, 1000, EOD_SEQ_WINDOW_DEFAULT, NULL), EOD_ADMIT_JUMP);
+    /* exactly the window is a step, one more a jump; inside a batch too */
+    uint64_t edge[3] = {10, 10 + 100, 10 + 100 + 101};
+    b.len = 0;
+    eod_batch_encode(&b, id, "x", 7, 0, edge, 3);
+    ck_assert_int_eq(eod_batch_decode(b.data, b.len, &eb), 0);
+    ck_assert_uint_eq(eod_recv_jump(&eb, 0, 100), 2);
+    ck_assert_uint_eq(eod_recv_jump(&eb, 0, 101), 3);
+    ck_assert_uint_eq(eod_recv_jump(&eb, 0, 9), 0);
+    ck_assert_int_eq(eod_recv_admit(&eb, 0, 0, 100, &at), EOD_ADMIT_JUMP);
+    ck_assert_uint_eq(at, 2);
+    /* duplicates (numbers at or below the last accepted) never jump */
+    ck_assert_uint_eq(eod_recv_jump(&eb, 1000, 1), 3);
+    /* a real node's numbers: node-wide lookup ids after a restart's 2^20 reservation */
+    uint64_t real[2] = {(1ull << 40) + 5, (1ull << 40) + (1ull << 20) + 9};
+    b.len = 0;
+    eod_batch_encode(&b, id, "x", 7, 1ull << 40, real, 2);
+    ck_assert_int_eq(eod_batch_decode(b.data, b.len, &eb), 0);
+    ck_assert_int_eq(eod_recv_admit(&eb, 0, 1ull << 40, EOD_SEQ_WINDOW_DEFAULT, NULL),
+                     EOD_ADMIT_OK);
+    ck_assert_int_eq(eod_recv_admit(&eb, 0, 0, EOD_SEQ_WINDOW_DEFAULT, NULL), EOD_ADMIT_OK);
+    sl_buf_free(&b);
+}
+END_TEST
+
 START_TEST(resend_table_is_msmqs)
 {
     uint32_t t[4] = {30, 300, 1800, 21600};
@@ -180,6 +230,8 @@ typedef struct packet {
     uint32_t session;
     sl_buf body;   /* P_BATCH: encoded control */
     uint64_t upto; /* P_ACK */
+    int dest;      /* P_BATCH: 0 = the queue the sequence feeds, 1 = another one */
+    int forged;    /* P_BATCH: made by the forger, not the sender */
 } packet;
 
 #define MAXP 512
@@ -201,7 +253,8 @@ typedef struct world {
     size_t np;
     int healed;
     uint64_t seed;
-    uint64_t steps, rejects, dups, resends, restarts;
+    int owned; /* queue 0 holds a state of the sequence (it owns it) */
+    uint64_t steps, rejects, dups, resends, restarts, forged;
 } world;
 
 static const uint8_t SENDER[16] = {1, 2, 3};
@@ -284,10 +337,48 @@ static void check_prefix(world *w)
         ck_assert_msg(w->m[w->ngot - 1].unit_end, "a transaction was split");
 }
 
+/* The forger: it knows the sender's id, SeqID and the last accepted number (all shown by
+ * EOD_SOURCE_INFO) and sends batches of one message that would, if admitted, make every
+ * later real message look like a duplicate. */
+static void forge(world *w)
+{
+    uint64_t no;
+    int dest = 1;
+    unsigned kind = (unsigned)(rnd(&w->r) % 3);
+    if (kind == 0 && !w->owned)
+        kind = 1; /* no queue owns the sequence yet: nothing to cross into */
+    if (kind == 0) {
+        no = w->L + 1 + rnd(&w->r) % 4; /* a plausible next number, into another queue */
+    } else if (kind == 1) {
+        no = w->L + 2 * EOD_SEQ_WINDOW_DEFAULT + rnd(&w->r) % 1000; /* a jump, same queue */
+        dest = 0;
+    } else {
+        no = 1ull << 62; /* the issue's: 2^62 into the forger's queue */
+    }
+    packet *pk = calloc(1, sizeof *pk);
+    pk->type = P_BATCH;
+    pk->dest = dest;
+    pk->forged = 1;
+    sl_buf_init(&pk->body);
+    eod_batch_encode(&pk->body, SENDER, "sluice@sim", 42, w->L, &no, 1);
+    net_put(w, pk);
+}
+
 static void receiver_take(world *w, packet *pk)
 {
     eod_batch b;
     ck_assert_int_eq(eod_batch_decode(pk->body.data, pk->body.len, &b), 0);
+    /* the state is per (sender, SeqID, queue): queue 1 never has one here */
+    int elsewhere = pk->dest != 0 && w->owned;
+    if (eod_recv_admit(&b, elsewhere, pk->dest == 0 ? w->L : 0, EOD_SEQ_WINDOW_DEFAULT, NULL) !=
+        EOD_ADMIT_OK) {
+        ck_assert_msg(pk->forged, "seed %llu: a real batch was refused as forged",
+                      (unsigned long long)w->seed);
+        w->forged++; /* refused whole: nothing marked, the forger hears nothing */
+        return;
+    }
+    ck_assert_msg(!pk->forged, "seed %llu: a forged batch was admitted",
+                  (unsigned long long)w->seed);
     uint8_t acc[128];
     eod_apply ap;
     eod_recv_batch(&b, w->L, acc, &ap);
@@ -305,6 +396,7 @@ static void receiver_take(world *w, packet *pk)
                 w->dups++;
         }
         w->L = ap.new_last; /* durable with the enqueues (one record group) */
+        w->owned = 1;
         check_prefix(w);
         reply->type = P_ACK;
         reply->upto = eod_batch_seq_no(&b, b.n - 1);
@@ -371,6 +463,10 @@ static void step(world *w)
         eod_send_resend(&w->es, TABLE, w->steps); /* the ack wait timer */
         new_session(w);
         w->resends++;
+        return;
+    }
+    if (!w->healed && a >= 20 && a < 22) {
+        forge(w);
         return;
     }
     if (a < 45) {
@@ -448,6 +544,7 @@ static void run_schedule(uint64_t seed, uint64_t *totals)
     totals[2] += w.rejects;
     totals[3] += w.restarts;
     totals[4] += w.resends;
+    totals[5] += w.forged;
     while (w.np)
         free_packet(w.p[--w.np]);
     free(w.m);
@@ -463,7 +560,7 @@ START_TEST(simulated_link_exactly_once_in_order)
 #else
     uint64_t n = env ? strtoull(env, NULL, 10) : 2000;
 #endif
-    uint64_t totals[5] = {0};
+    uint64_t totals[6] = {0};
     if (one) {
         run_schedule(strtoull(one, NULL, 10), totals);
         n = 1;
@@ -473,12 +570,13 @@ START_TEST(simulated_link_exactly_once_in_order)
     }
     fprintf(stderr,
             "eod simulation: %llu schedules, %llu messages exactly once in order; %llu duplicates "
-            "dropped, %llu batches refused, %llu restarts, %llu timer resends\n",
+            "dropped, %llu batches refused, %llu restarts, %llu timer resends, %llu forged "
+            "batches refused\n",
             (unsigned long long)n, (unsigned long long)totals[0], (unsigned long long)totals[1],
             (unsigned long long)totals[2], (unsigned long long)totals[3],
-            (unsigned long long)totals[4]);
+            (unsigned long long)totals[4], (unsigned long long)totals[5]);
     /* the faults really happened */
-    ck_assert(totals[1] > 0 && totals[2] > 0 && totals[3] > 0);
+    ck_assert(totals[1] > 0 && totals[2] > 0 && totals[3] > 0 && totals[5] > 0);
 }
 END_TEST
 
@@ -491,6 +589,7 @@ static Suite *eod_suite(void)
     tcase_add_test(tc, fmt_refuses_malformed_names);
     tcase_add_test(tc, recv_rule_accepts_only_the_next_in_sequence);
     tcase_add_test(tc, batch_codec_round_trip_and_malformed);
+    tcase_add_test(tc, recv_admit_refuses_other_queues_and_jumps);
     tcase_add_test(tc, resend_table_is_msmqs);
     tcase_add_test(tc, simulated_link_exactly_once_in_order);
     suite_add_tcase(s, tc);

@@ -2017,6 +2017,48 @@ START_TEST(golden_v1_data_dir)
 }
 END_TEST
 
+/* A link receiver's state is per (sender, SeqID, destination queue) (issue 35): a sequence's
+ * number in one queue never moves another's, and the first queue a sequence fed owns it.
+ * R_EOD_IN always carried the queue, so the records an earlier version wrote (here: the
+ * issue's forged 2^62 for "mal" written after the real number for "orders", both under one
+ * (sender, SeqID)) recover into separate states, before and after a TIDY. */
+START_TEST(eod_state_is_per_sender_sequence_and_queue)
+{
+    static const uint8_t S[16] = {0xa1, 0xa2};
+    open_store();
+    persist_eod_in_set(P, S, 7, 20, 0, "sluice@a", "orders");
+    persist_eod_in_set(P, S, 7, 1ull << 62, 0, "sluice@a", "mal"); /* as old code wrote it */
+    persist_eod_in_set(P, S, 8, 3, 0, "sluice@a", "v/q");
+    persist_eod_in_set(P, S, 7, 25, 0, "sluice@a", "orders"); /* the latest per key wins */
+    for (int round = 0; round < 3; round++) {
+        if (round == 1)
+            restart();
+        if (round == 2) {
+            persist_tidy_result tr;
+            persist_tidy_full(P, &tr);
+            restart();
+        }
+        persist_eod_in *e = persist_eod_in_get(P, S, 7, "orders");
+        ck_assert_ptr_nonnull(e);
+        ck_assert_uint_eq(e->seq_no, 25);
+        ck_assert_str_eq(e->sender_name, "sluice@a");
+        ck_assert_uint_eq(persist_eod_in_get(P, S, 7, "mal")->seq_no, 1ull << 62);
+        ck_assert_uint_eq(persist_eod_in_get(P, S, 8, "v/q")->seq_no, 3);
+        ck_assert_ptr_null(persist_eod_in_get(P, S, 8, "orders"));
+        ck_assert_ptr_null(persist_eod_in_get(P, S, 9, "orders"));
+        /* the sequence feeds a queue already: another queue is "elsewhere" */
+        ck_assert_ptr_nonnull(persist_eod_in_other(P, S, 8, "orders"));
+        ck_assert_str_eq(persist_eod_in_other(P, S, 8, "x")->dest, "v/q");
+        ck_assert_ptr_null(persist_eod_in_other(P, S, 8, "v/q"));
+        ck_assert_ptr_null(persist_eod_in_other(P, S, 9, "orders"));
+        size_t n;
+        persist_eod_in_all(P, &n);
+        ck_assert_uint_eq(n, 3);
+    }
+    close_store();
+}
+END_TEST
+
 /* Recovery keeps no table of message records: an enqueue record finds its message in a small
  * cache of the recent ones. A journal copy is enqueued long after its message was stored
  * (more than the cache holds in between): recovery finds that message in a second pass over
@@ -2459,6 +2501,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, golden_v1_data_dir);
     tcase_add_test(tc, ttl_deadline_survives_restart);
     tcase_add_test(tc, recovery_finds_far_message_records);
+    tcase_add_test(tc, eod_state_is_per_sender_sequence_and_queue);
     tcase_add_test(tc, recovery_reads_back_only_the_head);
     tcase_add_test(tc, priority_queue_pages_by_level);
     tcase_add_test(tc, paged_entries_keep_moves_redeliveries_and_segments);
