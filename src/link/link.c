@@ -1123,6 +1123,9 @@ static void need_node_id(link_mgr *m)
         memset(m->node_id, 0x5a, 16);
     for (int i = 0; i < 16; i++)
         snprintf(m->node_id_hex + 2 * i, 3, "%02x", m->node_id[i]);
+    /* what a receiver's operator pins this node's link user to (user.NAME.link_node) */
+    sl_info("links: node %s speaks as node id %s (logging in as '%s')", m->node_name,
+            m->node_id_hex, m->o.user);
 }
 
 static void send_frames_handshake_start_ok(link_outq *o)
