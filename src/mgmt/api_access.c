@@ -111,6 +111,21 @@ json_t *user_json(const acc_user *u)
     return o;
 }
 
+/* One user as GET /api/users/NAME shows it: user_json (what definitions export too) plus
+ * the node a link user speaks for ("link_node", 32 hex; absent while unbound), which an
+ * operator checks before trusting the binding (README "Link users"). */
+static json_t *user_view(const acc_user *u)
+{
+    json_t *o = user_json(u);
+    if (u->link_bound) {
+        char hex[33];
+        for (int i = 0; i < 16; i++)
+            snprintf(hex + 2 * i, 3, "%02x", u->link_node[i]);
+        json_object_set_new(o, "link_node", json_string(hex));
+    }
+    return o;
+}
+
 static json_t *perm_json(const acc_user *u, const acc_grant *g)
 {
     return json_pack("{s:s,s:s,s:s,s:s,s:s}", "user", u->name, "vhost", g->vhost, "configure",
@@ -282,7 +297,7 @@ enum MHD_Result api_users(req *r)
     if (r->nsegs != 2)
         return reply_not_found(r);
     if (req_is(r, "GET"))
-        return u ? reply_json(r, 200, user_json(u)) : reply_not_found(r);
+        return u ? reply_json(r, 200, user_view(u)) : reply_not_found(r);
     if (req_is(r, "PUT"))
         return put_user(r, name);
     if (req_is(r, "DELETE"))

@@ -162,9 +162,11 @@ def test_a_user_without_the_link_tag_cannot_open_a_link(nodes):
 def test_a_link_user_is_bound_to_its_first_node_across_restarts(nodes):
     b = nodes.start("b")
     put_user(b, "linker", "pw-l", "link", ("", "^lq$", ""))
+    assert "link_node" not in b.api.get("/api/users/linker")[1]
     r, refused = link_hello(b, "linker", "pw-l", "11" * 16, "sluice@x")
     assert refused is None
     r.close()
+    assert b.api.get("/api/users/linker")[1]["link_node"] == "11" * 16
     r, refused = link_hello(b, "linker", "pw-l", "22" * 16, "sluice@y")
     assert refused is not None and refused.reply_code == 403, refused
     assert "speaks for node " + "11" * 16 in str(refused.reply_text), refused
@@ -258,6 +260,9 @@ def test_a_write_only_link_user_delivers_exactly_once_across_a_receiver_restart(
     assert not audit_lines(b, "from-a")
     s, j, _ = b.api.get("/api/users/from-a")
     assert s == 200 and j["tags"] in ("link", ["link"]), j
+    # the login is bound to a's node id, the one a logs for its operator
+    assert "links: node sluice@a speaks as node id %s (logging in as 'from-a')" % (
+        j["link_node"]) in a.log()
 
 
 def test_even_a_link_that_may_speak_for_the_node_cannot_move_another_queues_sequence(nodes):
