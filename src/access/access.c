@@ -978,12 +978,6 @@ sl_err acc_check_link_write(const acc_db *a, const char *user, const char *vhost
     return acc_check(a, user, vhost, ACC_QUEUE, queue, strlen(queue), ACC_WRITE, err, errlen);
 }
 
-static void node_hex(char out[33], const uint8_t node[16])
-{
-    for (int i = 0; i < 16; i++)
-        snprintf(out + 2 * i, 3, "%02x", node[i]);
-}
-
 sl_err acc_check_link_login(acc_db *a, const char *user, const uint8_t node[16], char *err,
                             size_t errlen)
 {
@@ -991,7 +985,7 @@ sl_err acc_check_link_login(acc_db *a, const char *user, const uint8_t node[16],
     if (acc_user_has_tag(u, ACC_TAG_ADMINISTRATOR))
         return SL_OK;
     char want[33], bound[33];
-    node_hex(want, node);
+    sl_hex(want, node, 16);
     if (!acc_user_has_tag(u, ACC_TAG_LINK)) {
         snprintf(err, errlen,
                  "user '%s' may not open a node-to-node link (sluice_link for node %s): the "
@@ -1009,7 +1003,7 @@ sl_err acc_check_link_login(acc_db *a, const char *user, const uint8_t node[16],
         return SL_OK;
     }
     if (memcmp(u->link_node, node, 16)) {
-        node_hex(bound, u->link_node);
+        sl_hex(bound, u->link_node, 16);
         snprintf(err, errlen,
                  "user '%s' speaks for node %s, not for node %s (a link user is bound to one "
                  "node)",

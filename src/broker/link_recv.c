@@ -105,8 +105,7 @@ link_recv_audit(channel *ch, const eod_batch *eb, const char *dest, const char *
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    for (int i = 0; i < 16; i++)
-        snprintf(hex + 2 * i, 3, "%02x", eb->sender[i]);
+    sl_hex(hex, eb->sender, 16);
     sl_warn("audit: link batch refused: connection %s, user '%s', claimed sender %s ('%.*s'), "
             "sequence %llu, queue '%s': %s",
             ch->c->name, ch->c->user ? ch->c->user : "", hex,

@@ -1121,8 +1121,7 @@ static void need_node_id(link_mgr *m)
         memcpy(m->node_id, persist_node_id(m->store), 16);
     else if (getrandom(m->node_id, 16, 0) != 16)
         memset(m->node_id, 0x5a, 16);
-    for (int i = 0; i < 16; i++)
-        snprintf(m->node_id_hex + 2 * i, 3, "%02x", m->node_id[i]);
+    sl_hex(m->node_id_hex, m->node_id, 16);
     /* what a receiver's operator pins this node's link user to (user.NAME.link_node) */
     sl_info("links: node %s speaks as node id %s (logging in as '%s')", m->node_name,
             m->node_id_hex, m->o.user);

@@ -119,8 +119,7 @@ static json_t *user_view(const acc_user *u)
     json_t *o = user_json(u);
     if (u->link_bound) {
         char hex[33];
-        for (int i = 0; i < 16; i++)
-            snprintf(hex + 2 * i, 3, "%02x", u->link_node[i]);
+        sl_hex(hex, u->link_node, 16);
         json_object_set_new(o, "link_node", json_string(hex));
     }
     return o;
