@@ -77,7 +77,7 @@ def test_every_proxy_operation_follows_the_permissions_of_the_moment(nodes):
 
 def test_the_owner_checks_the_links_user_at_every_purge(nodes):
     a = nodes.start("a", config={"link_user": "node", "link_password": "secret"})
-    b = nodes.start("b", config={"user.node": "secret"})
+    b = nodes.start("b", config={"user.node": "secret", "user.node.tags": "link"})
     fill(b, "public", 4)
     ha = Handles(a.api)
     s, j = ha.open(b.fmt("public"))
@@ -122,7 +122,7 @@ def test_a_proxy_allows_what_a_local_handle_allows_in_any_spelling(nodes):
 
 def test_queue_info_over_a_link_follows_the_listing_rule_for_the_links_user(nodes):
     a = nodes.start("a", config={"link_user": "node", "link_password": "secret"})
-    b = nodes.start("b", config={"user.node": "secret"})
+    b = nodes.start("b", config={"user.node": "secret", "user.node.tags": "link"})
     b.api.put("/api/vhosts/hidden")
     s, j, _ = b.api.put(b.api.q("deep", "hidden"), {"durable": True})
     assert s in (201, 204), (s, j)
