@@ -128,6 +128,11 @@ void sl_config_defaults(sl_config *c)
     c->msmq_window = 64;
     c->msmq_ping_port = -2;
     c->mgmt_tls_port = -1;
+    c->msrpc_port = c->msrpc_epmap_port = -1;
+    c->msrpc_auth_none = 1;
+    c->msrpc_user = sl_xstrdup("guest");
+    c->msrpc_max_call = 1u << 20;
+    c->msrpc_max_fragments = 256;
     c->link_ssl.verify_peer = 1; /* a link checks whom it talks to unless told not to */
     c->ssl_handshake_timeout_ms = 5000;
     c->auth_mechanisms = sl_xstrdup("PLAIN AMQPLAIN");
@@ -152,6 +157,7 @@ void sl_config_free(sl_config *c)
     }
     sl_free(c->users);
     sl_free(c->link_user);
+    sl_free(c->msrpc_user);
     sl_free(c->link_password);
     sl_free(c->default_user);
     sl_free(c->default_pass);
@@ -434,6 +440,32 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT32_MAX, &n))
             return "handshake_timeout must be milliseconds";
         c->handshake_timeout_ms = (uint32_t)n;
+    } else if (!strcmp(key, "listeners.msrpc") || !strcmp(key, "listeners.msrpc_epmap")) {
+        int epm = key[15] == '_';
+        int *port = epm ? &c->msrpc_epmap_port : &c->msrpc_port;
+        if (!strcmp(value, "off") || !strcmp(value, "-1"))
+            *port = -1;
+        else if (epm && (!strcmp(value, "on") || !strcmp(value, "true")))
+            *port = 135; /* the endpoint mapper's well-known port */
+        else if (parse_u64(value, 65535, &n))
+            return epm ? "listeners.msrpc_epmap must be 0..65535, on (135) or off"
+                       : "listeners.msrpc must be 0..65535 or off";
+        else
+            *port = (int)n;
+    } else if (!strcmp(key, "msrpc.auth")) {
+        if (strcmp(value, "none"))
+            return "msrpc.auth must be none (loopback callers only; NTLM is not built yet)";
+        c->msrpc_auth_none = 1;
+    } else if (!strcmp(key, "msrpc.user")) {
+        set_str(&c->msrpc_user, value);
+    } else if (!strcmp(key, "msrpc.max_call_bytes")) {
+        if (parse_u64(value, 64u << 20, &n) || n < 4096)
+            return "msrpc.max_call_bytes must be 4096..67108864";
+        c->msrpc_max_call = n;
+    } else if (!strcmp(key, "msrpc.max_fragments")) {
+        if (parse_u64(value, 65536, &n) || n < 1)
+            return "msrpc.max_fragments must be 1..65536";
+        c->msrpc_max_fragments = (uint32_t)n;
     } else if (!strcmp(key, "link_user")) {
         set_str(&c->link_user, value);
     } else if (!strcmp(key, "link_password")) {
@@ -701,6 +733,8 @@ void sl_config_usage(void)
            "tidy_interval (s), tidy_after_written, user.NAME = PASSWORD, user.NAME.link_node = "
            "NODE_ID, user.NAME.tags = "
            "administrator,\n"
+           "listeners.msrpc, listeners.msrpc_epmap, msrpc.auth, msrpc.user,\n"
+           "msrpc.max_call_bytes, msrpc.max_fragments,\n"
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"
            "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"
            "eod_resend_long_ms, eod_resend_final_ms, link_batch_msgs, link_batch_bytes,\n"

@@ -83,6 +83,12 @@ typedef struct sl_config {
     } ssl, mgmt_ssl, link_ssl;
     int link_tls; /* link_ssl = true: node-to-node links over TLS (link_ssl_options.*) */
     int mgmt_tls_port;
+    /* DCE/RPC doors (src/rpc/, MS-MQMR / MS-MQMP): -1 = off, 0 = a free port */
+    int msrpc_port, msrpc_epmap_port;
+    int msrpc_auth_none;          /* msrpc.auth = none: loopback callers only, as msrpc_user */
+    char *msrpc_user;             /* whose rights unauthenticated loopback calls have */
+    uint64_t msrpc_max_call;      /* largest request stub gathered from fragments */
+    uint32_t msrpc_max_fragments; /* most fragments one request may come in */
     uint32_t ssl_handshake_timeout_ms;
     char *auth_mechanisms;   /* space-separated, offered in this order; default PLAIN AMQPLAIN */
     int ssl_cert_login_cn;   /* ssl_cert_login_from = common_name (default: distinguished_name) */

@@ -50,7 +50,7 @@ static void add_queue(node_totals *t, qm_queue *q, int top)
 }
 
 /* Totals over the vhosts and connections viewer r may list; r NULL: the whole node. */
-static void totals(mgmt *m, req *r, node_totals *t)
+static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
 {
     memset(t, 0, sizeof *t);
     size_t vit = 0, kl;
@@ -58,7 +58,7 @@ static void totals(mgmt *m, req *r, node_totals *t)
     void *v;
     while (sl_map_next(m->b->node->vhosts, &vit, &k, &kl, &v)) {
         qm_vhost *vh = v;
-        if (r && !req_vhost_listed(r, vh->name))
+        if (who && !msmq_vhost_listed(m, who, vh->name))
             continue;
         t->exchanges += sl_map_count(vh->exchanges);
         size_t qit = 0;
@@ -66,9 +66,9 @@ static void totals(mgmt *m, req *r, node_totals *t)
         while (sl_map_next(vh->queues, &qit, &k, &kl, &qv))
             add_queue(t, qv, 1);
     }
-    int monitor = !r || acc_is_monitor(m->b->acc, r->user);
+    int monitor = !who || acc_is_monitor(m->b->acc, who->user);
     for (conn *c = m->b->conns; c; c = c->next) {
-        if (!mgmt_conn_listed(c) || (!monitor && !(c->user && !strcmp(c->user, r->user))))
+        if (!mgmt_conn_listed(c) || (!monitor && !(c->user && !strcmp(c->user, who->user))))
             continue;
         t->connections++;
         t->channels += c->n_channels;
@@ -82,7 +82,13 @@ void node_totals_get(mgmt *m, node_totals *t)
 
 void node_totals_for(req *r, node_totals *t)
 {
-    totals(r->m, r, t);
+    msmq_caller who = {r->user, r->is_admin};
+    totals(r->m, &who, t);
+}
+
+void node_totals_of(mgmt *m, const msmq_caller *who, node_totals *t)
+{
+    totals(m, who, t);
 }
 
 enum MHD_Result api_overview(req *r)

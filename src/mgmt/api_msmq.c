@@ -84,6 +84,53 @@ static int find_action(const char *a, const char *const *list)
     return -1;
 }
 
+/* R_QMMgmtAction's rules, for every door (HTTP here, DCE/RPC in msrpc_qmmgmt.c): the object
+ * and action are checked first, and a refused call changes nothing. TIDY is only checked:
+ * *tidy is set and the caller starts it (broker_tidy_start), since its answer comes later
+ * and each door waits for it its own way. */
+sl_err msmq_action(mgmt *m, const char *object, const char *vhost, const char *act, json_t **extra,
+                   int *tidy, char *err, size_t errlen)
+{
+    *extra = NULL;
+    *tidy = 0;
+    const char *fmt = NULL;
+    enum obj_kind kind = parse_object(object, &fmt);
+    int ma = find_action(act, machine_actions), qa = find_action(act, queue_actions);
+    if (kind == OBJ_SESSION) {
+        snprintf(err, errlen, "session objects take no management actions");
+        return SL_ERR_INVALID_PARAMETER;
+    }
+    if (ma < 0 && qa < 0) {
+        snprintf(err, errlen, "unknown action '%s'", act);
+        return SL_ERR_INVALID_PARAMETER;
+    }
+    if (kind == OBJ_MACHINE) {
+        if (ma < 0) {
+            snprintf(err, errlen, "%s applies to outgoing queues, not to the machine",
+                     queue_actions[qa]);
+            return SL_ERR_INVALID_PARAMETER;
+        }
+        if (ma == 2) {
+            *tidy = 1;
+            return SL_OK;
+        }
+        int online = ma == 0;
+        if (m->b->node->online != online)
+            sl_info("management: node %s %s", m->b->cfg->node_name,
+                    online ? "brought online (CONNECT)" : "taken offline (DISCONNECT)");
+        /* Offline: node-to-node links are refused and stopped, outgoing queues keep their
+         * messages; local clients keep working. The flag survives a restart. */
+        broker_set_online(m->b, online);
+        *extra = json_pack("{s:s}", "connected", online ? "CONNECTED" : "DISCONNECTED");
+        return SL_OK;
+    }
+    if (qa < 0) {
+        snprintf(err, errlen, "%s applies to the machine, not to a queue", machine_actions[ma]);
+        return SL_ERR_INVALID_PARAMETER;
+    }
+    return msmq_queue_action(m, fmt, vhost, queue_actions[qa], extra, err, errlen);
+}
+
 static enum MHD_Result action(req *r)
 {
     json_t *body = req_body(r, 0);
@@ -93,51 +140,18 @@ static enum MHD_Result action(req *r)
     if (!json_is_string(jo) || !json_is_string(ja))
         return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
                              "\"object\" and \"action\" (strings) are required");
-    const char *fmt = NULL;
-    enum obj_kind kind = parse_object(json_string_value(jo), &fmt);
-    const char *act = json_string_value(ja);
-    int ma = find_action(act, machine_actions), qa = find_action(act, queue_actions);
+    json_t *jv = json_object_get(body, "vhost"), *extra = NULL;
     char reason[400];
-    if (kind == OBJ_SESSION)
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
-                             "session objects take no management actions");
-    if (ma < 0 && qa < 0) {
-        snprintf(reason, sizeof reason, "unknown action '%s'", act);
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
-    }
-    if (kind == OBJ_MACHINE) {
-        if (ma < 0) {
-            snprintf(reason, sizeof reason, "%s applies to outgoing queues, not to the machine",
-                     queue_actions[qa]);
-            return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
-        }
-        qm_node *n = req_node(r);
-        if (ma == 0 || ma == 1) {
-            int online = ma == 0;
-            if (n->online != online)
-                sl_info("management: node %s %s", r->m->b->cfg->node_name,
-                        online ? "brought online (CONNECT)" : "taken offline (DISCONNECT)");
-            /* Offline: node-to-node links are refused and stopped, outgoing queues keep their
-             * messages; local clients keep working. The flag survives a restart. */
-            broker_set_online(r->m->b, online);
-            return reply_hresult(
-                r, SL_OK, json_pack("{s:s}", "connected", online ? "CONNECTED" : "DISCONNECTED"),
-                NULL);
-        }
+    int tidy;
+    sl_err e =
+        msmq_action(r->m, json_string_value(jo), json_is_string(jv) ? json_string_value(jv) : NULL,
+                    json_string_value(ja), &extra, &tidy, reason, sizeof reason);
+    if (e == SL_OK && tidy) {
         /* TIDY runs a slice per loop turn (compaction can take a while): the reply waits. */
         broker_tidy_start(r->m->b, tidy_done, r);
         req_suspend(r, tidy_reply);
         return MHD_YES;
     }
-    /* a queue object */
-    if (qa < 0) {
-        snprintf(reason, sizeof reason, "%s applies to the machine, not to a queue",
-                 machine_actions[ma]);
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, reason);
-    }
-    json_t *jv = json_object_get(body, "vhost"), *extra = NULL;
-    sl_err e = msmq_queue_action(r->m, fmt, json_is_string(jv) ? json_string_value(jv) : NULL,
-                                 queue_actions[qa], &extra, reason, sizeof reason);
     return reply_hresult(r, e, extra, e == SL_OK ? NULL : reason);
 }
 
@@ -278,14 +292,13 @@ static int queue_active(const qm_queue *q)
 /* ACTIVEQUEUES (active queues and subqueues, by format name) and PRIVATEQ (every private
  * queue, by path name), of the vhosts r's user may list: the machine's properties are a
  * listing like any other (README "Users, vhosts and permissions"). */
-static void all_queues(req *r, json_t *active, json_t *privateq)
+static void all_queues(mgmt *m, const msmq_caller *who, json_t *active, json_t *privateq)
 {
-    mgmt *m = r->m;
     char buf[800];
     size_t nv;
     void **vhs = map_sorted(m->b->node->vhosts, &nv);
     for (size_t i = 0; i < nv; i++) {
-        if (!req_vhost_listed(r, ((qm_vhost *)vhs[i])->name))
+        if (!msmq_vhost_listed(m, who, ((qm_vhost *)vhs[i])->name))
             continue;
         size_t nq;
         void **qs = map_sorted(((qm_vhost *)vhs[i])->queues, &nq);
@@ -314,9 +327,8 @@ static void all_queues(req *r, json_t *active, json_t *privateq)
     sl_free(vhs);
 }
 
-static json_t *machine_value(req *r, int id, const char **vt)
+static json_t *machine_value(mgmt *m, const msmq_caller *who, int id, const char **vt)
 {
-    mgmt *m = r->m;
     node_totals t;
     json_t *a, *p;
     switch (id) {
@@ -324,7 +336,7 @@ static json_t *machine_value(req *r, int id, const char **vt)
     case 2:
         a = json_array();
         p = json_array();
-        all_queues(r, a, p);
+        all_queues(m, who, a, p);
         if (id == 1) {
             json_decref(p);
             return a;
@@ -336,7 +348,7 @@ static json_t *machine_value(req *r, int id, const char **vt)
     case 5:
         return json_string(SLUICE_PRODUCT " " SLUICE_VERSION " (Linux)");
     case 6: /* BYTES_IN_ALL_QUEUES: of the queues PRIVATEQ lists */
-        node_totals_for(r, &t);
+        node_totals_of(m, who, &t);
         return json_integer((json_int_t)t.bytes);
     default: /* DSSERVER: not directory-integrated */
         *vt = "VT_NULL";
@@ -471,6 +483,51 @@ static int collect_props(req *r, json_t *body, int machine, const prop_def **out
     return 0;
 }
 
+/* R_QMMgmtGetInfo's object, for every door: the machine, or a queue the caller may see (like
+ * its GET: users of its vhost). Session objects have no properties. */
+sl_err msmq_info_object(mgmt *m, const msmq_caller *who, const char *object, const char *vhost,
+                        int *machine, qm_queue **q, char *err, size_t errlen)
+{
+    const char *fmt = NULL;
+    enum obj_kind kind = parse_object(object, &fmt);
+    *q = NULL;
+    *machine = kind == OBJ_MACHINE;
+    if (kind == OBJ_SESSION) {
+        snprintf(err, errlen, "session objects have no properties");
+        return SL_ERR_INVALID_PARAMETER;
+    }
+    if (kind == OBJ_MACHINE)
+        return SL_OK;
+    sl_err e = fmtname_resolve(m, fmt, vhost, q, err, errlen);
+    if (e != SL_OK)
+        return e;
+    if (!msmq_vhost_listed(m, who, (*q)->vhost->name)) {
+        *q = NULL;
+        snprintf(err, errlen, "User not authorised to access virtual host");
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    return SL_OK;
+}
+
+const char *msmq_prop_vt(int machine, int id)
+{
+    const prop_def *p =
+        machine ? lookup_id(machine_props, NMACHINE, id) : lookup_id(queue_props, NQUEUE, id);
+    return p ? p->vt : NULL;
+}
+
+int msmq_vhost_listed(mgmt *m, const msmq_caller *who, const char *vhost)
+{
+    return who->is_admin || acc_vhost_visible(m->b->acc, who->user, vhost);
+}
+
+json_t *msmq_prop_value(mgmt *m, const msmq_caller *who, int machine, qm_queue *q, int id,
+                        const char **vt)
+{
+    *vt = msmq_prop_vt(machine, id);
+    return machine ? machine_value(m, who, id, vt) : queue_value(m, q, id, vt);
+}
+
 static enum MHD_Result info(req *r)
 {
     json_t *body = NULL;
@@ -487,33 +544,23 @@ static enum MHD_Result info(req *r)
     }
     if (!obj)
         return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "object=... is required");
-    const char *fmt = NULL;
-    enum obj_kind kind = parse_object(obj, &fmt);
-    if (kind == OBJ_SESSION)
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
-                             "session objects have no properties");
     qm_queue *q = NULL;
-    if (kind == OBJ_QUEUE) {
-        char reason[400];
-        sl_err e = fmtname_resolve(r->m, fmt, vhost, &q, reason, sizeof reason);
-        if (e != SL_OK)
-            return reply_hresult(r, e, NULL, reason);
-        /* a queue's properties: like its GET, for users of its vhost */
-        if (!req_vhost_listed(r, q->vhost->name))
-            return reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL,
-                                 "User not authorised to access virtual host");
-    }
+    int machine;
+    char reason[400];
+    msmq_caller who = {r->user, r->is_admin};
+    sl_err e = msmq_info_object(r->m, &who, obj, vhost, &machine, &q, reason, sizeof reason);
+    if (e != SL_OK)
+        return reply_hresult(r, e, NULL, reason);
     const prop_def *props[128];
     size_t n;
-    if (collect_props(r, body, kind == OBJ_MACHINE, props, &n) < 0)
+    if (collect_props(r, body, machine, props, &n) < 0)
         return MHD_YES;
     json_t *list = json_array(), *values = json_object();
     for (size_t i = 0; i < n; i++) {
-        const char *vt = props[i]->vt;
-        json_t *v = kind == OBJ_MACHINE ? machine_value(r, props[i]->id, &vt)
-                                        : queue_value(r->m, q, props[i]->id, &vt);
+        const char *vt;
+        json_t *v = msmq_prop_value(r->m, &who, machine, q, props[i]->id, &vt);
         char full[80];
-        snprintf(full, sizeof full, "PROPID_MGMT_%s_%s", kind == OBJ_MACHINE ? "MSMQ" : "QUEUE",
+        snprintf(full, sizeof full, "PROPID_MGMT_%s_%s", machine ? "MSMQ" : "QUEUE",
                  props[i]->name);
         json_object_set(values, full, v);
         json_array_append_new(list, json_pack("{s:i,s:s,s:s,s:o}", "id", props[i]->id, "name", full,

@@ -46,6 +46,7 @@
 #include "../net/listen.h"
 #include "../net/tls.h"
 #include "mgmt_internal.h"
+#include "msrpc.h"
 
 /* ------------------------------------------------------------------------------------------
  * Loop glue
@@ -825,6 +826,10 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
     sl_timer_init(&m->rundown_t, on_rundown, m);
     sl_timer_start(b->loop, &m->rundown_t, sl_now_ms() + rundown_period_ms(m));
     sl_info("listening http=%s:%d", m->addr, m->port);
+    if (msrpc_start(m, err, errlen) < 0) {
+        mgmt_stop(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -835,6 +840,7 @@ void mgmt_stop(mgmt *m)
     /* Replies still waiting for the disk: sync now, so they are resumed, and let MHD queue
      * them before it stops (a suspended connection would keep the daemon from stopping). */
     broker_sync(m->b);
+    msrpc_stop(m); /* its handles are run down with the HTTP ones below */
     run_mhd(m);
     sl_acceptor_stop(&m->acceptor);
     close(m->listen_fd);

@@ -79,9 +79,10 @@ struct guard_conn {
 struct mgmt {
     broker *b;
     struct MHD_Daemon *d;
-    sl_watch w;  /* MHD's epoll fd, readable when MHD has work */
-    sl_timer t;  /* MHD's own timeouts (idle connections, pending writes) */
-    int running; /* inside MHD_run: no re-entry */
+    struct rpc_server *rpc; /* the DCE/RPC doors (msrpc.c); NULL when not configured */
+    sl_watch w;             /* MHD's epoll fd, readable when MHD has work */
+    sl_timer t;             /* MHD's own timeouts (idle connections, pending writes) */
+    int running;            /* inside MHD_run: no re-entry */
     int listen_fd;
     sl_acceptor acceptor; /* accepts for MHD: descriptor reserve, connection cap */
     unsigned n_conns;     /* connections MHD holds (its notifications) */
@@ -375,6 +376,26 @@ size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now);
 /* ---- api_msmq.c: R_QMMgmtGetInfo of one queue property, for the management objects ---- */
 /* Resolve fmt (vhost hint may be NULL) and produce property id's value (owned by the caller)
  * and VARIANT type; a failure HRESULT with err, and no value, as R_QMMgmtGetInfo. */
+/* R_QMMgmtAction / R_QMMgmtGetInfo for every door (api_msmq.c): the HTTP API and DCE/RPC
+ * (msrpc_qmmgmt.c) call these, so both apply the same rules and change the same state. */
+typedef struct msmq_caller {
+    const char *user; /* its vhost permissions decide which queues it sees */
+    int is_admin;
+} msmq_caller;
+/* object: "MACHINE", "QUEUE=<format name>", anything else a session. SL_OK with *tidy set: a
+ * valid TIDY the caller starts (broker_tidy_start); extra (caller decrefs): the result. */
+sl_err msmq_action(mgmt *m, const char *object, const char *vhost, const char *act, json_t **extra,
+                   int *tidy, char *err, size_t errlen);
+sl_err msmq_info_object(mgmt *m, const msmq_caller *who, const char *object, const char *vhost,
+                        int *machine, qm_queue **q, char *err, size_t errlen);
+/* The VT of a property of the machine or of a queue; NULL when id is no such property. */
+const char *msmq_prop_vt(int machine, int id);
+/* Its value (new reference) and the VT it has here (VT_NULL where the object has none); the
+ * machine's lists and totals cover the vhosts who may list. */
+json_t *msmq_prop_value(mgmt *m, const msmq_caller *who, int machine, qm_queue *q, int id,
+                        const char **vt);
+/* RabbitMQ's listing rule (req_vhost_listed) for a caller of any door. */
+int msmq_vhost_listed(mgmt *m, const msmq_caller *who, const char *vhost);
 sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
                        const char **vt, char *err, size_t errlen);
 
@@ -442,6 +463,8 @@ void node_totals_get(mgmt *m, node_totals *t);
  * it may list (administrators every one, others those they have a permission entry on), the
  * connections it may list (its own; monitoring and administrator users every one). */
 void node_totals_for(req *r, node_totals *t);
+/* The same for a caller of any door (DCE/RPC's MACHINE properties). */
+void node_totals_of(mgmt *m, const msmq_caller *who, node_totals *t);
 
 /* ---- session.c: the console's login sessions ---- */
 #define MGMT_SESSION_COOKIE "sluice_session"

@@ -1,0 +1,177 @@
+/* msrpc.c - the MSMQ RPC interfaces' glue: the server's life with the management API, the
+ * caller's rights, and MS-MQMQ's QUEUE_FORMAT as format names (see msrpc.h).
+ *
+ * Rights: with msrpc.auth = none a call is accepted from a loopback peer only (server.c
+ * faults the others with access denied) and has the rights of the Sluice user msrpc.user,
+ * checked like an HTTP request of that user: the management tags for anything, the
+ * administrator tag for actions, vhost visibility for a queue's properties.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "msrpc.h"
+
+uint32_t msrpc_hresult(sl_err e)
+{
+    return e == SL_OK ? 0 : sl_err_get(e)->hresult;
+}
+
+sl_err msrpc_caller(mgmt *m, const rpc_session_info *s, int need_admin, msmq_caller *out, char *err,
+                    size_t errlen)
+{
+    const acc_user *u = acc_user_find(m->b->acc, s->user, strlen(s->user));
+    out->user = s->user;
+    out->is_admin = 0;
+    if (!u || !acc_user_has_tag(u, ACC_TAGS_MGMT)) {
+        snprintf(err, errlen, "user '%s' is not a management user", s->user);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    out->is_admin = acc_user_has_tag(u, ACC_TAG_ADMINISTRATOR);
+    if (need_admin && !out->is_admin) {
+        snprintf(err, errlen, "Not administrator user");
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    return SL_OK;
+}
+
+static void read_guid_str(ndr_rd *in, char *buf, size_t len)
+{
+    uint8_t g[16];
+    ndr_rd_align(in, 4);
+    ndr_bytes(in, g, 16);
+    rpc_uuid_str(g, buf, len);
+}
+
+void msrpc_read_queue_format(mgmt *m, ndr_rd *in, char *out, size_t outlen)
+{
+    char s[1100] = "", g[40];
+    ndr_rd_align(in, 4);
+    uint8_t qft = ndr_u8(in), suffix = ndr_u8(in);
+    (void)ndr_u16(in);
+    if (ndr_u8(in) != qft) /* the union's discriminant repeats m_qft */
+        in->err = 1;
+    uint32_t ptr, uniq;
+    out[0] = 0;
+    switch (qft) {
+    case 0: /* QUEUE_FORMAT_TYPE_UNKNOWN */
+        return;
+    case 1: /* PUBLIC */
+        read_guid_str(in, g, sizeof g);
+        snprintf(out, outlen, "PUBLIC=%s", g);
+        return;
+    case 2: /* PRIVATE: OBJECTID */
+        read_guid_str(in, g, sizeof g);
+        uniq = ndr_u32(in);
+        snprintf(out, outlen, "PRIVATE=%s\\%08x", g, uniq);
+        return;
+    case 3: /* DIRECT */
+    case 8: /* SUBQUEUE (the name carries ";subqueue") */
+        ndr_rd_align(in, 4);
+        ptr = ndr_ptr(in);
+        if (!ptr) {
+            in->err = 1;
+            return;
+        }
+        ndr_wstring(in, s, sizeof s);
+        snprintf(out, outlen, "DIRECT=%s%s", s, qft == 3 && (suffix & 0x0F) == 1 ? ";journal" : "");
+        return;
+    case 4: /* MACHINE: with a suffix, one of the machine's system queues */
+        read_guid_str(in, g, sizeof g);
+        switch (suffix & 0x0F) {
+        case 1:
+            snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;JOURNAL", fmt_computer(m));
+            return;
+        case 2:
+            snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;DEADLETTER", fmt_computer(m));
+            return;
+        case 3:
+            snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;DEADXACT", fmt_computer(m));
+            return;
+        default:
+            snprintf(out, outlen, "MACHINE=%s", g);
+            return;
+        }
+    case 5: /* CONNECTOR */
+        read_guid_str(in, g, sizeof g);
+        snprintf(out, outlen, "CONNECTOR=%s", g);
+        return;
+    case 6: /* DL: GUID and an optional domain */
+        read_guid_str(in, g, sizeof g);
+        if (ndr_ptr(in))
+            ndr_wstring(in, s, sizeof s);
+        snprintf(out, outlen, "DL=%s%s%s", g, s[0] ? "@" : "", s);
+        return;
+    case 7: { /* MULTICAST */
+        uint32_t a = ndr_u32(in), port = ndr_u32(in);
+        snprintf(out, outlen, "MULTICAST=%u.%u.%u.%u:%u", a & 255, (a >> 8) & 255, (a >> 16) & 255,
+                 a >> 24, port);
+        return;
+    }
+    default:
+        in->err = 1;
+    }
+}
+
+void msrpc_read_mgmt_object(mgmt *m, ndr_rd *in, char *out, size_t outlen)
+{
+    uint16_t type = ndr_u16(in);
+    if (ndr_u16(in) != type)
+        in->err = 1;
+    uint32_t arm = ndr_u32(in);
+    out[0] = 0;
+    switch (type) {
+    case 1: /* MGMT_MACHINE */
+        snprintf(out, outlen, "MACHINE");
+        return;
+    case 3: /* MGMT_SESSION */
+        snprintf(out, outlen, "SESSION");
+        return;
+    case 2: { /* MGMT_QUEUE: pQueueFormat, deferred */
+        char fmt[1200];
+        if (!arm) {
+            snprintf(out, outlen, "QUEUE=");
+            return;
+        }
+        msrpc_read_queue_format(m, in, fmt, sizeof fmt);
+        snprintf(out, outlen, "QUEUE=%s", fmt);
+        return;
+    }
+    default:
+        in->err = 1; /* an invalid union tag */
+    }
+}
+
+int msrpc_start(mgmt *m, char *err, size_t errlen)
+{
+    const sl_config *c = m->b->cfg;
+    if (c->msrpc_port < 0 && c->msrpc_epmap_port < 0)
+        return 0;
+    rpc_server_cfg rc = {
+        .bind = c->bind,
+        .port = c->msrpc_port,
+        .epmap_port = c->msrpc_epmap_port,
+        .auth_none = c->msrpc_auth_none,
+        .user = c->msrpc_user,
+        .max_frag = 5840, /* Windows' own */
+        .max_call = c->msrpc_max_call,
+        .max_frags = c->msrpc_max_fragments,
+        .max_sessions = 256,
+        .max_out = 1u << 20,
+        .fd_reserve = m->b->fd_reserve / 2,
+    };
+    m->rpc = rpc_server_new(m->b->loop, &rc);
+    msrpc_qmmgmt_register(m, m->rpc);
+    if (rpc_server_start(m->rpc, err, errlen) < 0) {
+        rpc_server_free(m->rpc);
+        m->rpc = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void msrpc_stop(mgmt *m)
+{
+    rpc_server_free(m->rpc);
+    m->rpc = NULL;
+}
