@@ -263,7 +263,7 @@ def pv_value(pv):
         elems = u[name]["pElems"]
         items = list(elems) if elems else []
         if vt & ~VT_VECTOR == VT_LPWSTR:
-            return vt, [s[:-1] for s in items]
+            return vt, [s["Data"][:-1] for s in items]
         if vt & ~VT_VECTOR == VT_CLSID:
             return vt, [_guid_str(g.getData()) for g in items]
         if vt & ~VT_VECTOR == VT_VARIANT:
