@@ -25,6 +25,11 @@
  * from before its restart is MQ_ERROR_STALE_HANDLE there, so a proxy never purges another
  * queue than the one it opened. Requests to the owner suspend the HTTP request
  * (req_suspend) until the answer, or an error after handle_remote_timeout.
+ *
+ * The DCE/RPC door (msrpc_qmcomm.c) opens, purges and closes through the same functions
+ * (handle_resolve, handle_open_local, handle_open_remote and its two answers, handle_purge,
+ * handle_discard); its handles carry the RPC session that opened them and are run down with
+ * it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +44,12 @@
 
 enum handle_kind { HANDLE_LOCAL = 0, HANDLE_REMOTE };
 
-typedef struct handle {
+struct handle {
     ctx_entry e; /* first: the table holds &e */
     int kind;
-    qm_qdesc *d;       /* HANDLE_LOCAL: the open descriptor */
-    char *format_name; /* the queue's format name when it was opened */
+    uint64_t rpc_session; /* opened over DCE/RPC (msrpc_qmcomm.c): its session; 0 over HTTP */
+    qm_qdesc *d;          /* HANDLE_LOCAL: the open descriptor */
+    char *format_name;    /* the queue's format name when it was opened */
     char *vhost, *queue;
     uint64_t incarnation;
     /* HANDLE_REMOTE: the owning node, the context it gave, the access asked */
@@ -52,7 +58,7 @@ typedef struct handle {
     char *context; /* NULL while the open is on its way */
     uint32_t access;
     int share;
-} handle;
+};
 
 static void forget_remote(mgmt *m, const char *host, int port, const char *context);
 
@@ -178,35 +184,36 @@ static int parse_share(json_t *v, int *out)
  * write, admin access (the outgoing queue's) the administrator tag; a handle belongs to the
  * user that opened it (ctxtab.c).
  */
-static sl_err handle_may_name(req *r, const char *vh, const char *queue, uint32_t access, char *err,
-                              size_t errlen)
+static sl_err handle_may_name(mgmt *m, const char *user, const char *vh, const char *queue,
+                              uint32_t access, char *err, size_t errlen)
 {
-    acc_db *a = r->m->b->acc;
+    acc_db *a = m->b->acc;
     if (!a)
         return SL_OK;
-    sl_err e = acc_check_vhost(a, r->user, vh, err, errlen);
+    sl_err e = acc_check_vhost(a, user, vh, err, errlen);
     if (e != SL_OK)
         return SL_ERR_ACCESS_REFUSED;
     if ((access & (QM_ACCESS_RECEIVE | QM_ACCESS_PEEK)) &&
-        (e = acc_check_receive(a, r->user, vh, queue, err, errlen)) != SL_OK)
+        (e = acc_check_receive(a, user, vh, queue, err, errlen)) != SL_OK)
         return e;
     if ((access & (QM_ACCESS_SEND | QM_ACCESS_MOVE)) &&
-        (e = acc_check(a, r->user, vh, ACC_QUEUE, queue, strlen(queue), ACC_WRITE, err, errlen)) !=
+        (e = acc_check(a, user, vh, ACC_QUEUE, queue, strlen(queue), ACC_WRITE, err, errlen)) !=
             SL_OK)
         return e;
-    if ((access & QM_ACCESS_ADMIN) && !acc_is_admin(a, r->user)) {
+    if ((access & QM_ACCESS_ADMIN) && !acc_is_admin(a, user)) {
         snprintf(err, errlen,
                  "admin access to '%s' refused for user '%s': administrator tag "
                  "required",
-                 queue, r->user);
+                 queue, user);
         return SL_ERR_ACCESS_REFUSED;
     }
     return SL_OK;
 }
 
-static sl_err handle_may(req *r, qm_queue *q, uint32_t access, char *err, size_t errlen)
+static sl_err handle_may(mgmt *m, const char *user, qm_queue *q, uint32_t access, char *err,
+                         size_t errlen)
 {
-    return handle_may_name(r, q->vhost->name, q->name, access, err, errlen);
+    return handle_may_name(m, user, q->vhost->name, q->name, access, err, errlen);
 }
 
 /* Every operation through an open handle but its close asks again, at that moment, on the
@@ -215,7 +222,8 @@ static sl_err handle_may(req *r, qm_queue *q, uint32_t access, char *err, size_t
  * very next operation, local or remote alike (README "Who may do what"). Closing is never
  * refused: it only gives up access. A remote proxy's own owner checks its link's user too
  * (rpc_queue.c), so each side checks the user it knows. */
-static sl_err handle_recheck(req *r, handle *h, uint32_t access, char *err, size_t errlen)
+static sl_err handle_recheck(mgmt *m, const char *user, handle *h, uint32_t access, char *err,
+                             size_t errlen)
 {
     /* a local handle whose queue is gone reaches nothing (MQ_ERROR_QUEUE_DELETED tells so,
      * even when the vhost went with it) */
@@ -225,7 +233,7 @@ static sl_err handle_recheck(req *r, handle *h, uint32_t access, char *err, size
         snprintf(err, errlen, "handle %s names no resolved queue yet", h->e.id);
         return SL_ERR_ACCESS_REFUSED;
     }
-    return handle_may_name(r, h->vhost, h->queue, access, err, errlen);
+    return handle_may_name(m, user, h->vhost, h->queue, access, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -317,27 +325,175 @@ static enum MHD_Result reply_owner_failure(req *r, json_t *reply, handle *h, con
 
 /* Send request j (consumed) to h's owner; the answer resumes r with fn. A request that
  * cannot be sent closes h and answers MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE. */
-static enum MHD_Result ask_owner(req *r, handle *h, json_t *j, enum MHD_Result (*fn)(req *r))
+/* Send j (taken) to h's owner; its answer goes to cb(ctx, ...). The handle is busy until the
+ * caller takes the answer. SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE when the owner cannot be
+ * asked (the handle is left to the caller). */
+static sl_err handle_ask_owner(mgmt *m, handle *h, json_t *j, handle_answer_fn cb, void *ctx,
+                               char *reason, size_t rlen)
 {
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
+    sl_err e = m->b->links ? link_rpc_call(m->b->links, h->host, h->port, text,
+                                           m->b->cfg->handle_remote_timeout_ms, cb, ctx)
+                           : SL_ERR_NOT_ALLOWED;
+    free(text);
+    if (e != SL_OK) {
+        snprintf(reason, rlen, "cannot ask node %s:%d%s", h->host, h->port,
+                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline (DISCONNECT)" : "");
+        return SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE;
+    }
+    h->e.busy = 1;
+    return SL_OK;
+}
+
+/* The request waits for the owner's next answer. */
+static void req_rearm(req *r, handle *h)
+{
     sl_free(r->async_reply);
     sl_free(r->async_err);
     r->async_reply = r->async_err = NULL;
     memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
-    sl_err e = link_rpc_call(r->m->b->links, h->host, h->port, text,
-                             r->m->b->cfg->handle_remote_timeout_ms, req_link_done, r);
-    free(text);
-    if (e != SL_OK) {
-        char reason[400];
-        snprintf(reason, sizeof reason, "cannot ask node %s:%d%s", h->host, h->port,
-                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline (DISCONNECT)" : "");
-        ctx_remove(&r->m->handles, &h->e);
-        handle_close(r->m, &h->e);
-        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+}
+
+/* The open of a remote proxy, for every door, in the owner's two answers (HTTP below,
+ * DCE/RPC in msrpc_qmcomm.c):
+ *   handle_open_remote      a proxy, busy; the owner is asked which queue the name is
+ *                           (queue.resolve);
+ *   handle_remote_resolved  its answer: the user is checked on that name, then the owner is
+ *                           asked to open exactly it (queue.open);
+ *   handle_remote_opened    its answer: checked again on the queue opened, the context taken.
+ * On an error the handle is left to the caller (to report, then handle_discard);
+ * *owner_failed says that the owner refused (its answer carries its HRESULT). */
+sl_err handle_remote_resolved(mgmt *m, const char *user, handle *h, json_t *reply,
+                              handle_answer_fn cb, void *ctx, int *owner_failed, char *reason,
+                              size_t rlen)
+{
+    h->e.busy = 0;
+    *owner_failed = 0;
+    json_t *jv = reply_ok(reply) ? json_object_get(reply, "vhost") : NULL;
+    json_t *jq = reply_ok(reply) ? json_object_get(reply, "queue") : NULL;
+    if (!json_is_string(jv) || !json_is_string(jq)) {
+        *owner_failed = 1;
+        snprintf(reason, rlen, "the owner did not resolve the name");
+        return SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE;
     }
-    req_suspend(r, fn);
-    return MHD_YES;
+    sl_free(h->vhost);
+    sl_free(h->queue);
+    h->vhost = sl_xstrdup(json_string_value(jv));
+    h->queue = sl_xstrdup(json_string_value(jq));
+    sl_err e = handle_recheck(m, user, h, h->access, reason, rlen);
+    if (e != SL_OK) {
+        sl_debug("management: remote handle of user '%s' on %s refused: the owner resolves it "
+                 "to queue '%s' in vhost '%s'",
+                 user, h->format_name, h->queue, h->vhost);
+        return e;
+    }
+    return handle_ask_owner(m, h,
+                            json_pack("{s:s,s:s,s:s,s:i,s:i}", "op", "queue.open", "vhost",
+                                      h->vhost, "queue", h->queue, "access", (int)h->access,
+                                      "share", h->share),
+                            cb, ctx, reason, rlen);
+}
+
+sl_err handle_remote_opened(mgmt *m, const char *user, handle *h, json_t *reply, int *owner_failed,
+                            char *reason, size_t rlen)
+{
+    h->e.busy = 0;
+    *owner_failed = 0;
+    const char *c = reply_ok(reply) ? json_string_value(json_object_get(reply, "context")) : NULL;
+    if (!c) {
+        *owner_failed = 1;
+        snprintf(reason, rlen, "the owner did not open the queue");
+        return SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE;
+    }
+    /* Checked again on the queue the owner opened (it may differ from the one resolved if
+     * a queue was deleted and declared again meanwhile): a refusal gives the context back. */
+    json_t *jv = json_object_get(reply, "vhost"), *jq = json_object_get(reply, "queue");
+    sl_free(h->vhost);
+    sl_free(h->queue);
+    h->vhost = sl_xstrdup(json_is_string(jv) ? json_string_value(jv) : "");
+    h->queue = sl_xstrdup(json_is_string(jq) ? json_string_value(jq) : "");
+    sl_err pe = handle_recheck(m, user, h, h->access, reason, rlen);
+    if (pe != SL_OK) {
+        sl_info("management: remote handle of user '%s' on %s refused: the owner resolved it "
+                "to queue '%s' in vhost '%s' (%s)",
+                user, h->format_name, h->queue, h->vhost, reason);
+        forget_remote(m, h->host, h->port, c);
+        return pe;
+    }
+    h->context = sl_xstrdup(c);
+    link_rpc_hold(m->b->links, h->host, h->port, +1); /* the owner's context lives with it */
+    h->incarnation = (uint64_t)json_integer_value(json_object_get(reply, "incarnation"));
+    h->e.last_used_ms = sl_now_ms();
+    sl_debug("management: user '%s' opened remote handle %s on %s (context %s)", user, h->e.id,
+             h->format_name, h->context);
+    return SL_OK;
+}
+
+void handle_discard(mgmt *m, handle *h)
+{
+    ctx_remove(&m->handles, &h->e);
+    handle_close(m, &h->e);
+}
+
+handle *handle_find(mgmt *m, const char *id)
+{
+    return (handle *)sl_map_get(m->handles.by_id, id, CTX_ID_LEN);
+}
+
+const char *handle_id(const handle *h)
+{
+    return h->e.id;
+}
+
+uint64_t handle_session(const handle *h)
+{
+    return h->rpc_session;
+}
+
+void handle_set_session(handle *h, uint64_t session)
+{
+    h->rpc_session = session;
+}
+
+void handle_answered(handle *h)
+{
+    h->e.busy = 0;
+    h->e.last_used_ms = sl_now_ms();
+}
+
+int handle_busy(const handle *h)
+{
+    return h->e.busy;
+}
+
+int handle_is_remote(const handle *h)
+{
+    return h->kind == HANDLE_REMOTE;
+}
+
+uint32_t handle_owner_hresult(const json_t *reply)
+{
+    const char *hr = reply ? json_string_value(json_object_get(reply, "hresult")) : NULL;
+    return hr ? (uint32_t)strtoul(hr, NULL, 16)
+              : sl_err_get(SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE)->hresult;
+}
+
+/* Every handle a DCE/RPC session opened, closed when the session goes (the context handles'
+ * rundown). A handle waiting for its owner is left to that answer, which finds the session
+ * gone and closes it then. */
+void handles_rundown_session(mgmt *m, uint64_t session)
+{
+    size_t n;
+    ctx_entry **v = ctx_list(&m->handles, NULL, &n);
+    for (size_t i = 0; i < n; i++) {
+        handle *h = (handle *)v[i];
+        if (h->rpc_session == session && !h->e.busy) {
+            sl_debug("management: handle %s run down with its RPC connection", h->e.id);
+            handle_discard(m, h);
+        }
+    }
+    sl_free(v);
 }
 
 static enum MHD_Result open_resumed(req *r);
@@ -353,118 +509,86 @@ static enum MHD_Result resolve_resumed(req *r)
             json_decref(reply);
         return reply_hresult(r, SL_ERR_INTERNAL, NULL, "the handle went away while opening");
     }
-    json_t *jv = reply_ok(reply) ? json_object_get(reply, "vhost") : NULL;
-    json_t *jq = reply_ok(reply) ? json_object_get(reply, "queue") : NULL;
-    if (!json_is_string(jv) || !json_is_string(jq)) {
-        enum MHD_Result rc = reply_owner_failure(r, reply, h, "RemoteQMOpenQueue");
-        ctx_remove(&r->m->handles, &h->e);
-        handle_close(r->m, &h->e);
-        if (reply)
-            json_decref(reply);
-        return rc;
-    }
-    sl_free(h->vhost);
-    sl_free(h->queue);
-    h->vhost = sl_xstrdup(json_string_value(jv));
-    h->queue = sl_xstrdup(json_string_value(jq));
-    json_decref(reply);
     char reason[700];
-    sl_err e = handle_recheck(r, h, h->access, reason, sizeof reason);
+    int owner_failed;
+    char *prev_reply = r->async_reply, *prev_err = r->async_err;
+    r->async_reply = r->async_err = NULL; /* the next answer's, once asked */
+    memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
+    sl_err e = handle_remote_resolved(r->m, r->user, h, reply, req_link_done, r, &owner_failed,
+                                      reason, sizeof reason);
+    enum MHD_Result rc = MHD_YES;
     if (e != SL_OK) {
-        sl_debug("management: remote handle of user '%s' on %s refused: the owner resolves it "
-                 "to queue '%s' in vhost '%s'",
-                 r->user, h->format_name, h->queue, h->vhost);
-        ctx_remove(&r->m->handles, &h->e);
-        handle_close(r->m, &h->e);
-        return reply_hresult(r, e, NULL, reason);
+        r->async_reply = prev_reply;
+        r->async_err = prev_err;
+        prev_reply = prev_err = NULL;
+        rc = owner_failed ? reply_owner_failure(r, reply, h, "RemoteQMOpenQueue")
+                          : reply_hresult(r, e, NULL, reason);
+        handle_discard(r->m, h);
+    } else {
+        req_suspend(r, open_resumed);
     }
-    return ask_owner(r, h,
-                     json_pack("{s:s,s:s,s:s,s:i,s:i}", "op", "queue.open", "vhost", h->vhost,
-                               "queue", h->queue, "access", (int)h->access, "share", h->share),
-                     open_resumed);
+    sl_free(prev_reply);
+    sl_free(prev_err);
+    if (reply)
+        json_decref(reply);
+    return rc;
 }
 
 static enum MHD_Result open_resumed(req *r)
 {
-    ctx_entry *e = sl_map_get(r->m->handles.by_id, r->async_tag, CTX_ID_LEN);
-    handle *h = (handle *)e;
+    handle *h = sl_map_get(r->m->handles.by_id, r->async_tag, CTX_ID_LEN);
     json_t *reply = req_async_json(r);
-    const char *c = reply_ok(reply) ? json_string_value(json_object_get(reply, "context")) : NULL;
-    enum MHD_Result rc;
     if (!h) { /* cannot happen: busy handles are not run down and nobody knows the id yet */
         if (reply)
             json_decref(reply);
         return reply_hresult(r, SL_ERR_INTERNAL, NULL, "the handle went away while opening");
     }
-    h->e.busy = 0;
-    if (!c) {
-        rc = reply_owner_failure(r, reply, h, "RemoteQMOpenQueue");
-        ctx_remove(&r->m->handles, e);
-        handle_close(r->m, e);
+    char reason[700];
+    int owner_failed;
+    sl_err e = handle_remote_opened(r->m, r->user, h, reply, &owner_failed, reason, sizeof reason);
+    if (e != SL_OK) {
+        enum MHD_Result rc = owner_failed ? reply_owner_failure(r, reply, h, "RemoteQMOpenQueue")
+                                          : reply_hresult(r, e, NULL, reason);
+        handle_discard(r->m, h);
         if (reply)
             json_decref(reply);
         return rc;
     }
-    /* Checked again on the queue the owner opened (it may differ from the one resolved if
-     * a queue was deleted and declared again meanwhile): a refusal gives the context back. */
-    json_t *jv = json_object_get(reply, "vhost"), *jq = json_object_get(reply, "queue");
-    sl_free(h->vhost);
-    sl_free(h->queue);
-    h->vhost = sl_xstrdup(json_is_string(jv) ? json_string_value(jv) : "");
-    h->queue = sl_xstrdup(json_is_string(jq) ? json_string_value(jq) : "");
-    char reason[700];
-    sl_err pe = handle_recheck(r, h, h->access, reason, sizeof reason);
-    if (pe != SL_OK) {
-        sl_info("management: remote handle of user '%s' on %s refused: the owner resolved it "
-                "to queue '%s' in vhost '%s' (%s)",
-                r->user, h->format_name, h->queue, h->vhost, reason);
-        forget_remote(r->m, h->host, h->port, c);
-        json_decref(reply);
-        ctx_remove(&r->m->handles, &h->e);
-        handle_close(r->m, &h->e);
-        return reply_hresult(r, pe, NULL, reason);
-    }
-    h->context = sl_xstrdup(c);
-    link_rpc_hold(r->m->b->links, h->host, h->port, +1); /* the owner's context lives with it */
-    h->incarnation = (uint64_t)json_integer_value(json_object_get(reply, "incarnation"));
-    h->e.last_used_ms = sl_now_ms();
     json_decref(reply);
-    sl_debug("management: user '%s' opened remote handle %s on %s (context %s)", r->user, h->e.id,
-             h->format_name, h->context);
     json_t *j = handle_json(r->m, h);
     json_object_set_new(j, "hresult", json_string("0x00000000"));
     json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
     return reply_json(r, 201, j);
 }
 
-/* A queue of another node: a remote queue proxy (RemoteQMOpenQueue at the owner). */
-static enum MHD_Result open_remote(req *r, const char *fmt, const link_addr *ra, uint32_t access,
-                                   int share, const char *vhost)
+/* A queue of another node: a remote queue proxy (RemoteQMOpenQueue at the owner), its first
+ * step. SL_OK: *out is busy until cb brings the owner's resolve answer. */
+sl_err handle_open_remote(mgmt *m, const char *user, const char *fmt, const link_addr *ra,
+                          uint32_t access, int share, const char *vhost, handle_answer_fn cb,
+                          void *ctx, handle **out, char *reason, size_t rlen)
 {
-    char reason[700];
-    if (!r->m->b->links) {
-        snprintf(reason, sizeof reason, "'%s' is a queue of node %s:%d and this node has no links",
-                 fmt, ra->host, ra->port);
-        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
+    if (!m->b->links) {
+        snprintf(reason, rlen, "'%s' is a queue of node %s:%d and this node has no links", fmt,
+                 ra->host, ra->port);
+        return SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE;
     }
     /* MS-MQMP: a remote queue opens to receive or peek only */
     if (access != QM_ACCESS_RECEIVE && access != QM_ACCESS_PEEK) {
-        snprintf(reason, sizeof reason,
+        snprintf(reason, rlen,
                  "'%s' is a queue of another node: it opens with receive or peek access (send "
                  "to it by publishing to its format name)",
                  fmt);
-        return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL, reason);
+        return SL_ERR_UNSUPPORTED_ACCESS_MODE;
     }
     /* Nothing is checked on the spelling the user wrote: the owner resolves names its own
      * way (case-insensitively, "<vhost>/<queue>" when that vhost exists there), so this node
      * first asks which queue the name is (queue.resolve), checks its user on that, and only
-     * then opens it by that exact name (resolve_resumed, open_resumed). */
-    sl_err e;
+     * then opens it by that exact name (handle_remote_resolved, handle_remote_opened). */
     handle *h = sl_xcalloc(1, sizeof *h);
-    e = ctx_add(r->m, &r->m->handles, &h->e, r->user, reason, sizeof reason);
+    sl_err e = ctx_add(m, &m->handles, &h->e, user, reason, rlen);
     if (e != SL_OK) {
         sl_free(h);
-        return reply_hresult(r, e, NULL, reason);
+        return e;
     }
     h->kind = HANDLE_REMOTE;
     h->format_name = sl_xstrdup(fmt);
@@ -473,11 +597,87 @@ static enum MHD_Result open_remote(req *r, const char *fmt, const link_addr *ra,
     h->queue = sl_xstrdup(ra->queue);
     h->access = access;
     h->share = share;
-    h->e.busy = 1;
     json_t *j = json_pack("{s:s,s:s}", "op", "queue.resolve", "queue", ra->queue);
     if (vhost)
         json_object_set_new(j, "vhost", json_string(vhost));
-    return ask_owner(r, h, j, resolve_resumed);
+    if ((e = handle_ask_owner(m, h, j, cb, ctx, reason, rlen)) != SL_OK) {
+        handle_discard(m, h);
+        return e;
+    }
+    *out = h;
+    return SL_OK;
+}
+
+/* Where a format name leads for an open: a queue of this node (*q), or of another node
+ * (*remote = 1, its address in *ra). The same rules for every door. */
+sl_err handle_resolve(mgmt *m, const char *fmt, const char *vhost, uint32_t access, qm_queue **q,
+                      link_addr *ra, int *remote, char *reason, size_t rlen)
+{
+    *q = NULL;
+    *remote = fmtname_remote(m, fmt, ra);
+    if (*remote < 0) {
+        snprintf(reason, rlen,
+                 "a queue of another node is DIRECT=TCP:<address>[:<port>]"
+                 "\\private$\\<queue>");
+        return SL_ERR_ILLEGAL_FORMATNAME;
+    }
+    if (*remote && !(access & QM_ACCESS_ADMIN))
+        return SL_OK;
+    if (!*remote && (access & QM_ACCESS_ADMIN)) {
+        snprintf(reason, rlen,
+                 "admin access opens the outgoing queue that leads to a queue of another "
+                 "node; '%s' is a queue of this node",
+                 fmt);
+        return SL_ERR_UNSUPPORTED_ACCESS_MODE;
+    }
+    /* receive|admin, peek|admin on another node's queue: the outgoing queue to it */
+    sl_err e = *remote ? fmtname_resolve(m, fmt, vhost, q, reason, rlen)
+                       : fmtname_open(m, fmt, vhost, q, reason, rlen);
+    *remote = 0;
+    return e;
+}
+
+/* Open a queue of this node: the access check, the handle, the queue descriptor. */
+sl_err handle_open_local(mgmt *m, const char *user, qm_queue *q, uint32_t access, int share,
+                         handle **out, char *reason, size_t rlen)
+{
+    sl_err e;
+    if ((e = handle_may(m, user, q, access, reason, rlen)) != SL_OK)
+        return e;
+    handle *h = sl_xcalloc(1, sizeof *h);
+    if ((e = ctx_add(m, &m->handles, &h->e, user, reason, rlen)) != SL_OK) {
+        sl_free(h);
+        return e;
+    }
+    if ((e = qm_queue_open(q, access, share, &h->d, reason, rlen)) != SL_OK) {
+        handle_discard(m, h);
+        return e;
+    }
+    char fmt[800];
+    fmtname_of(m, q, fmt, sizeof fmt);
+    h->kind = HANDLE_LOCAL;
+    h->format_name = sl_xstrdup(fmt);
+    h->vhost = sl_xstrdup(q->vhost->name);
+    h->queue = sl_xstrdup(q->name);
+    h->incarnation = q->incarnation;
+    sl_debug("management: user '%s' opened handle %s on queue '%s' in vhost '%s'", user, h->e.id,
+             q->name, q->vhost->name);
+    *out = h;
+    return SL_OK;
+}
+
+static enum MHD_Result open_remote(req *r, const char *fmt, const link_addr *ra, uint32_t access,
+                                   int share, const char *vhost)
+{
+    char reason[700];
+    handle *h;
+    sl_err e = handle_open_remote(r->m, r->user, fmt, ra, access, share, vhost, req_link_done, r,
+                                  &h, reason, sizeof reason);
+    if (e != SL_OK)
+        return reply_hresult(r, e, NULL, reason);
+    memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
+    req_suspend(r, resolve_resumed);
+    return MHD_YES;
 }
 
 static enum MHD_Result open_handle(req *r)
@@ -507,23 +707,10 @@ static enum MHD_Result open_handle(req *r)
     if (json_is_string(jf)) {
         const char *fmt = json_string_value(jf);
         link_addr ra;
-        int remote = fmtname_remote(r->m, fmt, &ra);
-        if (remote < 0)
-            return reply_hresult(r, SL_ERR_ILLEGAL_FORMATNAME, NULL,
-                                 "a queue of another node is DIRECT=TCP:<address>[:<port>]"
-                                 "\\private$\\<queue>");
-        if (remote && !(access & QM_ACCESS_ADMIN))
+        int remote;
+        e = handle_resolve(r->m, fmt, vhost, access, &q, &ra, &remote, reason, sizeof reason);
+        if (e == SL_OK && remote)
             return open_remote(r, fmt, &ra, access, share, vhost);
-        if (!remote && (access & QM_ACCESS_ADMIN)) {
-            snprintf(reason, sizeof reason,
-                     "admin access opens the outgoing queue that leads to a queue of another "
-                     "node; '%s' is a queue of this node",
-                     fmt);
-            return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL, reason);
-        }
-        /* receive|admin, peek|admin on another node's queue: the outgoing queue to it */
-        e = remote ? fmtname_resolve(r->m, fmt, vhost, &q, reason, sizeof reason)
-                   : fmtname_open(r->m, fmt, vhost, &q, reason, sizeof reason);
     } else {
         const char *vn = vhost ? vhost : "/", *name = json_string_value(jq);
         qm_vhost *vh = qm_vhost_find(req_node(r), vn, strlen(vn));
@@ -534,28 +721,10 @@ static enum MHD_Result open_handle(req *r)
     }
     if (e != SL_OK)
         return reply_hresult(r, e, NULL, reason);
-    if ((e = handle_may(r, q, access, reason, sizeof reason)) != SL_OK)
+    handle *h;
+    if ((e = handle_open_local(r->m, r->user, q, access, share, &h, reason, sizeof reason)) !=
+        SL_OK)
         return reply_hresult(r, e, NULL, reason);
-
-    handle *h = sl_xcalloc(1, sizeof *h);
-    if ((e = ctx_add(r->m, &r->m->handles, &h->e, r->user, reason, sizeof reason)) != SL_OK) {
-        sl_free(h);
-        return reply_hresult(r, e, NULL, reason);
-    }
-    if ((e = qm_queue_open(q, access, share, &h->d, reason, sizeof reason)) != SL_OK) {
-        ctx_remove(&r->m->handles, &h->e);
-        handle_close(r->m, &h->e);
-        return reply_hresult(r, e, NULL, reason);
-    }
-    char fmt[800];
-    fmtname_of(r->m, q, fmt, sizeof fmt);
-    h->kind = HANDLE_LOCAL;
-    h->format_name = sl_xstrdup(fmt);
-    h->vhost = sl_xstrdup(q->vhost->name);
-    h->queue = sl_xstrdup(q->name);
-    h->incarnation = q->incarnation;
-    sl_debug("management: user '%s' opened handle %s on queue '%s' in vhost '%s'", r->user, h->e.id,
-             q->name, q->vhost->name);
     json_t *j = handle_json(r->m, h);
     json_object_set_new(j, "hresult", json_string("0x00000000"));
     json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
@@ -597,56 +766,62 @@ static enum MHD_Result purge_resumed(req *r)
     return rc;
 }
 
-/* RemoteQMPurgeQueue: the owner purges, its HRESULT and count come back. */
-static enum MHD_Result purge_remote(req *r, handle *h)
+/* Purge Queue through a handle, for every door: the user's right asked again on the name
+ * the handle holds; a local handle purges its incarnation (*n: messages purged); a remote
+ * proxy asks its owner (RemoteQMPurgeQueue): *pending, and cb(ctx, ...) brings the owner's
+ * HRESULT and count (the handle is busy until the caller calls handle_answered). */
+sl_err handle_purge(mgmt *m, const char *user, handle *h, uint64_t *n, int *pending,
+                    handle_answer_fn cb, void *ctx, char *reason, size_t rlen)
 {
-    if (!h->context)
-        return reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL, "the handle is still being opened");
-    json_t *j = json_pack("{s:s,s:s}", "op", "queue.purge", "context", h->context);
-    char *text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
-    sl_err e = r->m->b->links
-                   ? link_rpc_call(r->m->b->links, h->host, h->port, text,
-                                   r->m->b->cfg->handle_remote_timeout_ms, req_link_done, r)
-                   : SL_ERR_NOT_ALLOWED;
-    free(text);
-    if (e != SL_OK) {
-        char reason[400];
-        snprintf(reason, sizeof reason, "cannot ask node %s:%d%s", h->host, h->port,
-                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline (DISCONNECT)" : "");
-        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE,
-                             json_pack("{s:s}", "handle", h->e.id), reason);
+    char acc[64];
+    *n = 0;
+    *pending = 0;
+    sl_err e = handle_recheck(m, user, h, QM_ACCESS_RECEIVE, reason, rlen);
+    if (e != SL_OK)
+        return e;
+    if (h->kind == HANDLE_REMOTE) {
+        if (!h->context) {
+            snprintf(reason, rlen, "the handle is still being opened");
+            return SL_ERR_INVALID_HANDLE;
+        }
+        e = handle_ask_owner(m, h,
+                             json_pack("{s:s,s:s}", "op", "queue.purge", "context", h->context), cb,
+                             ctx, reason, rlen);
+        *pending = e == SL_OK;
+        return e;
     }
-    h->e.busy = 1;
-    req_suspend(r, purge_resumed);
-    return MHD_YES;
+    e = qm_qdesc_purge(h->d, n);
+    if (e == SL_ERR_QUEUE_DELETED) {
+        snprintf(reason, rlen,
+                 "queue '%s' in vhost '%s' was deleted since handle %s was opened (a queue "
+                 "declared again under that name is another queue): nothing purged",
+                 h->queue, h->vhost, h->e.id);
+        return e;
+    }
+    if (e != SL_OK) {
+        access_str(h->d->access, acc, sizeof acc);
+        snprintf(reason, rlen, "handle %s was opened with %s access; a purge needs receive access",
+                 h->e.id, acc);
+        return e;
+    }
+    return SL_OK;
 }
 
 static enum MHD_Result purge_handle(req *r, handle *h)
 {
-    char reason[600], acc[64];
-    sl_err e = handle_recheck(r, h, QM_ACCESS_RECEIVE, reason, sizeof reason);
+    char reason[600];
+    uint64_t n = 0;
+    int pending;
+    req_rearm(r, h);
+    sl_err e =
+        handle_purge(r->m, r->user, h, &n, &pending, req_link_done, r, reason, sizeof reason);
     if (e != SL_OK)
         return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
-    if (h->kind == HANDLE_REMOTE)
-        return purge_remote(r, h);
+    if (pending) {
+        req_suspend(r, purge_resumed);
+        return MHD_YES;
+    }
     qm_queue *q = qm_qdesc_queue(h->d);
-    uint64_t n = 0;
-    e = qm_qdesc_purge(h->d, &n);
-    if (e == SL_ERR_QUEUE_DELETED) {
-        snprintf(reason, sizeof reason,
-                 "queue '%s' in vhost '%s' was deleted since handle %s was opened (a queue "
-                 "declared again under that name is another queue): nothing purged",
-                 h->queue, h->vhost, h->e.id);
-        return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
-    }
-    if (e != SL_OK) {
-        access_str(h->d->access, acc, sizeof acc);
-        snprintf(reason, sizeof reason,
-                 "handle %s was opened with %s access; a purge needs receive access", h->e.id, acc);
-        return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
-    }
     return reply_hresult(r, SL_OK,
                          json_pack("{s:s,s:s,s:s,s:I,s:I}", "handle", h->e.id, "vhost", h->vhost,
                                    "queue", h->queue, "message_count", (json_int_t)n,
@@ -694,8 +869,8 @@ enum MHD_Result api_handles(req *r)
     if (r->nsegs == 4)
         return purge_handle(r, h);
     if (req_is(r, "GET")) {
-        if ((e = handle_recheck(r, h, h->d ? h->d->access : h->access, reason, sizeof reason)) !=
-            SL_OK)
+        if ((e = handle_recheck(r->m, r->user, h, h->d ? h->d->access : h->access, reason,
+                                sizeof reason)) != SL_OK)
             return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
         json_t *j = handle_json(r->m, h);
         json_object_set_new(j, "hresult", json_string("0x00000000"));
@@ -706,7 +881,6 @@ enum MHD_Result api_handles(req *r)
     char id[CTX_ID_LEN + 1];
     memcpy(id, h->e.id, sizeof id);
     sl_debug("management: user '%s' closed handle %s", r->user, id);
-    ctx_remove(&r->m->handles, &h->e);
-    handle_close(r->m, &h->e);
+    handle_discard(r->m, h);
     return reply_hresult(r, SL_OK, json_pack("{s:s,s:b}", "handle", id, "closed", 1), NULL);
 }

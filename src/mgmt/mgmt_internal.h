@@ -79,10 +79,11 @@ struct guard_conn {
 struct mgmt {
     broker *b;
     struct MHD_Daemon *d;
-    struct rpc_server *rpc; /* the DCE/RPC doors (msrpc.c); NULL when not configured */
-    sl_watch w;             /* MHD's epoll fd, readable when MHD has work */
-    sl_timer t;             /* MHD's own timeouts (idle connections, pending writes) */
-    int running;            /* inside MHD_run: no re-entry */
+    struct rpc_server *rpc;            /* the DCE/RPC doors (msrpc.c); NULL when not configured */
+    struct msrpc_pending *rpc_pending; /* RPC calls waiting for another node or TIDY */
+    sl_watch w;                        /* MHD's epoll fd, readable when MHD has work */
+    sl_timer t;                        /* MHD's own timeouts (idle connections, pending writes) */
+    int running;                       /* inside MHD_run: no re-entry */
     int listen_fd;
     sl_acceptor acceptor; /* accepts for MHD: descriptor reserve, connection cap */
     unsigned n_conns;     /* connections MHD holds (its notifications) */
@@ -352,6 +353,37 @@ void fmtname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
 void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
 /* The computer part of names: the node name after '@'. */
 const char *fmt_computer(mgmt *m);
+
+/* ---- api_handles.c: MSMQ queue handles for every door (HTTP there, DCE/RPC in
+ * msrpc_qmcomm.c): the same resolution, access checks, descriptors and remote proxies ---- */
+typedef struct handle handle;
+typedef void (*handle_answer_fn)(void *ctx, const char *reply_json, const char *err);
+sl_err handle_resolve(mgmt *m, const char *fmt, const char *vhost, uint32_t access, qm_queue **q,
+                      struct link_addr *ra, int *remote, char *reason, size_t rlen);
+sl_err handle_open_local(mgmt *m, const char *user, qm_queue *q, uint32_t access, int share,
+                         handle **out, char *reason, size_t rlen);
+sl_err handle_open_remote(mgmt *m, const char *user, const char *fmt, const struct link_addr *ra,
+                          uint32_t access, int share, const char *vhost, handle_answer_fn cb,
+                          void *ctx, handle **out, char *reason, size_t rlen);
+sl_err handle_remote_resolved(mgmt *m, const char *user, handle *h, json_t *reply,
+                              handle_answer_fn cb, void *ctx, int *owner_failed, char *reason,
+                              size_t rlen);
+sl_err handle_remote_opened(mgmt *m, const char *user, handle *h, json_t *reply, int *owner_failed,
+                            char *reason, size_t rlen);
+sl_err handle_purge(mgmt *m, const char *user, handle *h, uint64_t *n, int *pending,
+                    handle_answer_fn cb, void *ctx, char *reason, size_t rlen);
+/* Close Queue and forget the handle (a remote one tells its owner in the background). */
+void handle_discard(mgmt *m, handle *h);
+handle *handle_find(mgmt *m, const char *id); /* id: CTX_ID_LEN hex digits */
+const char *handle_id(const handle *h);
+uint64_t handle_session(const handle *h);
+void handle_set_session(handle *h, uint64_t session);
+int handle_busy(const handle *h);
+void handle_answered(handle *h); /* the owner answered: no longer busy */
+int handle_is_remote(const handle *h);
+/* The owner's HRESULT in its answer (MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE without one). */
+uint32_t handle_owner_hresult(const json_t *reply);
+void handles_rundown_session(mgmt *m, uint64_t session);
 
 /* ---- ctxtab.c ---- */
 uint32_t ctx_run_id(void);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../core/log.h"
+#include "../core/mem.h"
 #include "msrpc.h"
 
 uint32_t msrpc_hresult(sl_err e)
@@ -142,6 +143,55 @@ void msrpc_read_mgmt_object(mgmt *m, ndr_rd *in, char *out, size_t outlen)
     }
 }
 
+void msrpc_pending_put(mgmt *m, msrpc_pending *p)
+{
+    p->m = m;
+    p->prev = NULL;
+    p->next = m->rpc_pending;
+    if (p->next)
+        p->next->prev = p;
+    m->rpc_pending = p;
+}
+
+msrpc_pending *msrpc_pending_new(mgmt *m, const rpc_session_info *s, const rpc_call *c)
+{
+    msrpc_pending *p = sl_xcalloc(1, sizeof *p);
+    p->session = s->id;
+    p->call = *c;
+    p->call.stub = NULL;
+    p->call.stub_len = 0;
+    msrpc_pending_put(m, p);
+    return p;
+}
+
+mgmt *msrpc_pending_take(msrpc_pending *p)
+{
+    mgmt *m = p->m;
+    if (!m)
+        return NULL;
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        m->rpc_pending = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    p->next = p->prev = NULL;
+    return m;
+}
+
+void msrpc_pending_reply(mgmt *m, msrpc_pending *p, const uint8_t *stub, size_t len)
+{
+    if (m && m->rpc)
+        rpc_server_reply(m->rpc, p->session, &p->call, stub, len);
+    sl_free(p);
+}
+
+/* A session ended: its handles are run down (the HTTP handles' rule, MS-RPCE's rundown). */
+static void on_session_close(void *ctx, uint64_t session)
+{
+    handles_rundown_session(ctx, session);
+}
+
 int msrpc_start(mgmt *m, char *err, size_t errlen)
 {
     const sl_config *c = m->b->cfg;
@@ -162,6 +212,8 @@ int msrpc_start(mgmt *m, char *err, size_t errlen)
     };
     m->rpc = rpc_server_new(m->b->loop, &rc);
     msrpc_qmmgmt_register(m, m->rpc);
+    msrpc_qmcomm_register(m, m->rpc);
+    rpc_server_on_close(m->rpc, on_session_close, m);
     if (rpc_server_start(m->rpc, err, errlen) < 0) {
         rpc_server_free(m->rpc);
         m->rpc = NULL;
@@ -172,6 +224,13 @@ int msrpc_start(mgmt *m, char *err, size_t errlen)
 
 void msrpc_stop(mgmt *m)
 {
+    /* the answers still to come find no API: they only free their call */
+    for (msrpc_pending *p = m->rpc_pending, *next; p; p = next) {
+        next = p->next;
+        p->m = NULL;
+        p->next = p->prev = NULL;
+    }
+    m->rpc_pending = NULL;
     rpc_server_free(m->rpc);
     m->rpc = NULL;
 }

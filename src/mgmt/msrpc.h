@@ -5,6 +5,8 @@
  *   msrpc.c          start/stop with the management API, the caller's rights, MGMT_OBJECT /
  *                    QUEUE_FORMAT decoding into the format names the HTTP API takes
  *   msrpc_qmmgmt.c   qmmgmt (MS-MQMR): R_QMMgmtGetInfo, R_QMMgmtAction
+ *   msrpc_qmcomm.c   qmcomm (MS-MQMP): R_QMGetRTQMServerPort, rpc_QMOpenQueueInternal,
+ *                    rpc_ACCloseHandle, rpc_ACPurgeQueue
  *   msrpc_propvar.c  property values as PROPVARIANTs
  */
 #ifndef SL_MGMT_MSRPC_H
@@ -49,6 +51,25 @@ void msrpc_read_queue_format(mgmt *m, ndr_rd *in, char *out, size_t outlen);
 uint32_t msrpc_hresult(sl_err e);
 
 void msrpc_qmmgmt_register(mgmt *m, rpc_server *s);
+void msrpc_qmcomm_register(mgmt *m, rpc_server *s);
+
+/* A call answered later (another node's answer, TIDY). It is on m->rpc_pending until its
+ * answer comes; when the management API stops first, m is set to NULL and the answer only
+ * frees it. */
+typedef struct msrpc_pending {
+    struct msrpc_pending *next, *prev;
+    mgmt *m;
+    uint64_t session;
+    rpc_call call;           /* call_id and ctx_id only */
+    char id[CTX_ID_LEN + 1]; /* the handle it concerns, if any */
+} msrpc_pending;
+msrpc_pending *msrpc_pending_new(mgmt *m, const rpc_session_info *s, const rpc_call *c);
+/* Put p back on the list (a call waiting for a second answer). */
+void msrpc_pending_put(mgmt *m, msrpc_pending *p);
+/* Take p off the list; returns its mgmt (NULL: stopped meanwhile, p is to be freed only). */
+mgmt *msrpc_pending_take(msrpc_pending *p);
+/* Answer the call with stub (when its session is still there) and free p. */
+void msrpc_pending_reply(mgmt *m, msrpc_pending *p, const uint8_t *stub, size_t len);
 
 /* Start the doors configured (listeners.msrpc, listeners.msrpc_epmap); -1 with err. */
 int msrpc_start(mgmt *m, char *err, size_t errlen);

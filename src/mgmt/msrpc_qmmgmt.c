@@ -111,20 +111,14 @@ static uint32_t get_info(void *ctx, const rpc_session_info *s, const rpc_call *c
 
 /* TIDY's answer comes later: the call is answered when compaction is done, if its caller is
  * still connected. */
-typedef struct tidy_wait {
-    rpc_server *srv;
-    uint64_t session;
-    rpc_call call;
-} tidy_wait;
-
 static void tidy_done(void *ctx, const persist_tidy_result *res)
 {
-    tidy_wait *t = ctx;
+    msrpc_pending *p = ctx;
+    mgmt *m = msrpc_pending_take(p);
     sl_info("management: TIDY freed %llu segment(s), %llu byte(s) (over DCE/RPC)",
             (unsigned long long)res->segments_freed, (unsigned long long)res->bytes_freed);
     uint8_t hr[4] = {0, 0, 0, 0};
-    rpc_server_reply(t->srv, t->session, &t->call, hr, sizeof hr);
-    sl_free(t);
+    msrpc_pending_reply(m, p, hr, sizeof hr);
 }
 
 /* R_QMMgmtAction(hBind, [in] const MGMT_OBJECT*, [in, string] const wchar_t* lpwszAction) */
@@ -147,13 +141,7 @@ static uint32_t action(void *ctx, const rpc_session_info *s, const rpc_call *c, 
         e = msmq_action(m, object, NULL, act, &extra, &tidy, err, sizeof err);
     json_decref(extra);
     if (e == SL_OK && tidy) {
-        tidy_wait *t = sl_xcalloc(1, sizeof *t);
-        t->srv = s->srv;
-        t->session = s->id;
-        t->call = *c;
-        t->call.stub = NULL;
-        t->call.stub_len = 0;
-        broker_tidy_start(m->b, tidy_done, t);
+        broker_tidy_start(m->b, tidy_done, msrpc_pending_new(m, s, c));
         return RPC_DEFERRED;
     }
     if (e != SL_OK)

@@ -289,3 +289,107 @@ def connect(binding, iface=MSRPC_UUID_QMMGMT):
     dce.connect()
     dce.bind(iface)
     return dce
+
+
+# --- MS-MQMP qmcomm (section 6): the calls seed 000 needs ------------------------------------
+class RPC_QUEUE_HANDLE(NDRSTRUCT):
+    """A context handle: attributes and a UUID (20 bytes, MS-RPCE 2.2.2.13)."""
+    structure = (("Data", "20s"),)
+
+    def getAlignment(self):
+        return 4
+
+
+class rpc_QMOpenQueueInternal(NDRCALL):
+    opnum = 19
+    structure = (("pQueueFormat", QUEUE_FORMAT), ("dwDesiredAccess", DWORD),
+                 ("dwShareMode", DWORD), ("hRemoteQueue", DWORD),
+                 ("lplpRemoteQueueName", LPWSTR), ("dwpQueue", DWORD), ("pLicGuid", GUID),
+                 ("lpClientName", WSTR), ("dwRemoteProtocol", DWORD),
+                 ("dwpRemoteContext", DWORD))
+
+
+class rpc_QMOpenQueueInternalResponse(NDRCALL):
+    structure = (("lplpRemoteQueueName", LPWSTR), ("pdwQMContext", DWORD),
+                 ("phQueue", RPC_QUEUE_HANDLE), ("ErrorCode", ULONG))
+
+
+class rpc_ACCloseHandle(NDRCALL):
+    opnum = 20
+    structure = (("phQueue", RPC_QUEUE_HANDLE),)
+
+
+class rpc_ACCloseHandleResponse(NDRCALL):
+    structure = (("phQueue", RPC_QUEUE_HANDLE), ("ErrorCode", ULONG))
+
+
+class rpc_ACPurgeQueue(NDRCALL):
+    opnum = 27
+    structure = (("hQueue", RPC_QUEUE_HANDLE),)
+
+
+class rpc_ACPurgeQueueResponse(NDRCALL):
+    structure = (("ErrorCode", ULONG),)
+
+
+class R_QMGetRTQMServerPort(NDRCALL):
+    opnum = 31
+    structure = (("fIP", DWORD),)
+
+
+class R_QMGetRTQMServerPortResponse(NDRCALL):
+    structure = (("ErrorCode", ULONG),)
+
+
+MQ_RECEIVE_ACCESS, MQ_SEND_ACCESS, MQ_PEEK_ACCESS = 1, 2, 0x20
+
+
+def direct_queue_format(direct):
+    qf = QUEUE_FORMAT()
+    qf["m_qft"] = QUEUE_FORMAT_TYPE_DIRECT
+    qf["m_SuffixAndFlags"] = 0
+    qf["m_reserved"] = 0
+    qf["u"]["tag"] = QUEUE_FORMAT_TYPE_DIRECT
+    qf["u"]["m_pDirectID"] = direct + "\x00"
+    return qf
+
+
+def open_queue(dce, direct, access=MQ_RECEIVE_ACCESS, share=0):
+    """rpc_QMOpenQueueInternal on a direct format name (without "DIRECT="): (HRESULT, handle)."""
+    from impacket.dcerpc.v5.dtypes import NULL
+    req = rpc_QMOpenQueueInternal()
+    req["pQueueFormat"] = direct_queue_format(direct)
+    req["dwDesiredAccess"] = access
+    req["dwShareMode"] = share
+    req["hRemoteQueue"] = 0
+    req["lplpRemoteQueueName"] = NULL
+    req["dwpQueue"] = 0
+    req["pLicGuid"] = b"\x11" * 16
+    req["lpClientName"] = "tester\x00"
+    req["dwRemoteProtocol"] = 0
+    req["dwpRemoteContext"] = 0
+    r = dce.request(req, checkError=False)
+    return r["ErrorCode"], _ctx(r["phQueue"])
+
+
+def _ctx(v):
+    return v if isinstance(v, bytes) else v["Data"]
+
+
+def purge(dce, h):
+    req = rpc_ACPurgeQueue()
+    req["hQueue"] = h
+    return dce.request(req, checkError=False)["ErrorCode"]
+
+
+def close_handle(dce, h):
+    req = rpc_ACCloseHandle()
+    req["phQueue"] = h
+    r = dce.request(req, checkError=False)
+    return r["ErrorCode"], _ctx(r["phQueue"])
+
+
+def server_port(dce, fip):
+    req = R_QMGetRTQMServerPort()
+    req["fIP"] = fip
+    return dce.request(req, checkError=False)["ErrorCode"]

@@ -441,3 +441,115 @@ def test_authentication_is_refused_with_bind_nak(door):
     assert p[2] == 13 and struct.unpack_from("<H", p, 16)[0] == 8  # authn type not recognized
     assert closed(s)
     s.close()
+
+
+# ---------------------------------------------------------------------------
+# qmcomm (MS-MQMP): seed 000's rpc_ACPurgeQueue through handles of rpc_QMOpenQueueInternal
+# ---------------------------------------------------------------------------
+from msrpc_idl import (MQ_PEEK_ACCESS, MQ_SEND_ACCESS, MSRPC_UUID_QMCOMM,  # noqa: E402
+                       close_handle, open_queue, purge, server_port)
+
+CONTEXT_MISMATCH = "nca_s_fault_context_mismatch"
+
+
+def qmcomm(door):
+    return connect(epm_binding(door.host, door.epmap_port, MSRPC_UUID_QMCOMM),
+                   MSRPC_UUID_QMCOMM)
+
+
+def http_handles(door):
+    s, j, _ = door.api.get("/api/msmq/handles?all=true")
+    assert s == 200, j
+    return j
+
+
+def test_server_port_and_local_purge_close(door):
+    c = qmcomm(door)
+    assert server_port(c, 0) == door.port and server_port(c, 2) == door.port
+    assert server_port(c, 1) == 0 and server_port(c, 7) == 0
+    q = uname("p")
+    door.api.declare(q)
+    for i in range(3):
+        door.api.publish(q, "m%d" % i)
+    hr, h = open_queue(c, "OS:.\\private$\\" + q)
+    assert hr == MQ_OK and h != bytes(20)
+    assert [x["queue"] for x in http_handles(door)] == [q]  # one handle table, two doors
+    assert purge(c, h) == MQ_OK
+    assert door.api.queue(q)["messages"] == 0
+    door.api.publish(q, "again")
+    hr, out = close_handle(c, h)
+    assert hr == MQ_OK and out == bytes(20)
+    assert http_handles(door) == []
+    # a closed handle, an unknown one: the call fails, nothing purged
+    for bad in (h, b"\0" * 4 + b"\x99" * 16):
+        with pytest.raises(DCERPCException, match=CONTEXT_MISMATCH):
+            purge(c, bad)
+    assert door.api.queue(q)["messages"] == 1
+    c.disconnect()
+
+
+def test_open_refusals_match_http(door):
+    c = qmcomm(door)
+    hr, h = open_queue(c, "OS:.\\private$\\" + uname("none"))
+    assert hr == MQ_ERROR_QUEUE_NOT_FOUND and h == bytes(20)
+    q = uname("s")
+    door.api.declare(q)
+    door.api.publish(q, "x")
+    hr, h = open_queue(c, "OS:.\\private$\\" + q, access=MQ_SEND_ACCESS)
+    assert hr == MQ_OK
+    s, j, _ = door.api.post("/api/msmq/handles", {"format_name": "DIRECT=OS:.\\private$\\" + q,
+                                                   "access": "send"})
+    hid = j["handle"]
+    s, j, _ = door.api.post("/api/msmq/handles/%s/purge" % hid, {})
+    http_hr = int(j["hresult"], 16)
+    assert http_hr != 0 and purge(c, h) == http_hr  # a send handle purges nothing, same answer
+    assert door.api.queue(q)["messages"] == 1
+    c.disconnect()
+
+
+def test_context_handle_of_another_connection_and_rundown(door):
+    a, b = qmcomm(door), qmcomm(door)
+    q = uname("r")
+    door.api.declare(q)
+    door.api.publish(q, "keep")
+    hr, h = open_queue(a, "OS:.\\private$\\" + q, access=MQ_PEEK_ACCESS)
+    assert hr == MQ_OK
+    with pytest.raises(DCERPCException, match=CONTEXT_MISMATCH):
+        purge(b, h)
+    with pytest.raises(DCERPCException, match=CONTEXT_MISMATCH):
+        close_handle(b, h)
+    assert door.api.queue(q)["messages"] == 1 and len(http_handles(door)) == 1
+    a.disconnect()  # the connection goes: its handles are run down
+    wait_for(lambda: http_handles(door) == [], message="handle not run down")
+    b.disconnect()
+
+
+def test_purge_through_a_remote_proxy_with_the_owners_hresult(nodes):
+    a = nodes.start("a", config=MSRPC_CONFIG)
+    b = nodes.start("b")
+    ch = b.amqp().channel()
+    ch.queue_declare("far", durable=True, auto_delete=False)
+    for i in range(4):
+        b.api.publish("far", "f%d" % i)
+    d = Door(a.broker)
+    c = qmcomm(d)
+    direct = b.fmt("far")[len("DIRECT="):]
+    hr, h = open_queue(c, direct)
+    assert hr == MQ_OK
+    assert [x["kind"] for x in http_handles(d)] == ["remote"]
+    assert purge(c, h) == MQ_OK
+    assert b.api.queue("far")["messages"] == 0
+    # the owner's queue deleted: the owner's HRESULT comes back, the same as over HTTP
+    s, j, _ = d.api.post("/api/msmq/handles", {"format_name": b.fmt("far")})
+    assert s == 201, j
+    http_h = j["handle"]
+    s, j, _ = b.api.delete(b.api.q("far"))
+    assert s in (200, 204), j
+    hr = purge(c, h)
+    s, j, _ = d.api.post("/api/msmq/handles/%s/purge" % http_h, {})
+    assert hr != MQ_OK and hr == int(j["hresult"], 16), (hex(hr), j)
+    s, j, _ = d.api.delete("/api/msmq/handles/" + http_h)
+    assert close_handle(c, h)[0] == MQ_OK
+    wait_for(lambda: http_handles(d) == [], message="remote handle not closed")
+    c.disconnect()
+    d.dce.disconnect()

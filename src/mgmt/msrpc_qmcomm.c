@@ -1,0 +1,353 @@
+/* msrpc_qmcomm.c - the qmcomm interface (MS-MQMP, fdb3a030-065f-11d1-bb9b-00a024ea5525 v1.0)
+ * over DCE/RPC, the part seed 000 needs and what it stands on:
+ *
+ *   opnum 19  rpc_QMOpenQueueInternal   a queue handle (RPC_QUEUE_HANDLE, a context handle)
+ *   opnum 20  rpc_ACCloseHandle         close it
+ *   opnum 27  rpc_ACPurgeQueue          Purge Queue through it (seed 000)
+ *   opnum 31  R_QMGetRTQMServerPort     where qmcomm is served (this listener's port)
+ *
+ * Every other opnum of the interface (0..31) faults with nca_s_op_rng_error.
+ *
+ * Handles are the HTTP API's (api_handles.c: the same resolution, access checks, queue
+ * descriptors, idle rundown, per-user limit), marked with the RPC session that opened them:
+ * - a queue of this node gives a LocalQueueContextHandle; a direct format name of another
+ *   Sluice node a RemoteQueueProxyHandle, which this node opens at the owner over its link
+ *   (the HTTP handles' remote path) rather than sending the client to the owner with
+ *   lplpRemoteQueueName (MS-MQMP 4.2's older sequence): the answer comes when the owner
+ *   answers, and a purge through it returns the owner's HRESULT;
+ * - the context handle's UUID carries the handle's id and its session: a handle of another
+ *   connection, a closed or unknown one, faults with nca_s_fault_context_mismatch (what the
+ *   RPC runtime does for a context handle the association does not hold), changing nothing;
+ * - when the connection goes, its handles are run down (msrpc.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../link/link.h"
+#include "msrpc.h"
+
+#define QMCOMM_OPS 32
+
+/* ---- context handles: attributes (0) and a UUID: the handle id's 12 bytes, the session's
+ * low 32 bits ---- */
+
+static void put_context(ndr_wr *out, const handle *h, uint64_t session)
+{
+    uint8_t b[20] = {0};
+    if (h) {
+        const char *id = handle_id(h);
+        for (int i = 0; i < 12; i++) {
+            unsigned v;
+            sscanf(id + 2 * i, "%2x", &v);
+            b[4 + i] = (uint8_t)v;
+        }
+        for (int i = 0; i < 4; i++)
+            b[16 + i] = (uint8_t)(session >> (8 * i));
+    }
+    ndr_put_bytes(out, b, 20);
+}
+
+/* The handle a context names, if it is this session's; NULL otherwise. */
+static handle *get_context(mgmt *m, const rpc_session_info *s, ndr_rd *in)
+{
+    uint8_t b[20];
+    ndr_rd_align(in, 4);
+    ndr_bytes(in, b, 20);
+    if (in->err)
+        return NULL;
+    char id[CTX_ID_LEN + 1];
+    for (int i = 0; i < 12; i++)
+        snprintf(id + 2 * i, 3, "%02x", b[4 + i]);
+    handle *h = handle_find(m, id);
+    uint32_t low =
+        (uint32_t)b[16] | (uint32_t)b[17] << 8 | (uint32_t)b[18] << 16 | (uint32_t)b[19] << 24;
+    if (!h || handle_session(h) != s->id || low != (uint32_t)s->id)
+        return NULL;
+    return h;
+}
+
+/* rpc_QMOpenQueueInternal's [out] parameters and HRESULT. */
+static void open_out(ndr_wr *out, const handle *h, uint64_t session, uint32_t hr)
+{
+    ndr_put_u32(out, 0); /* *lplpRemoteQueueName = NULL: no remote open left to the client */
+    ndr_put_u32(out, h ? 1 : 0); /* pdwQMContext */
+    put_context(out, h, session);
+    ndr_put_u32(out, hr);
+}
+
+/* An owner's answer for a pending call: its API (NULL: stopped, p freed), the handle it
+ * concerns (NULL: closed meanwhile) and the answer parsed (NULL: none). */
+static mgmt *answer_of(msrpc_pending *p, const char *reply, handle **h, json_t **j)
+{
+    mgmt *m = msrpc_pending_take(p);
+    if (!m) {
+        sl_free(p);
+        return NULL;
+    }
+    *h = handle_find(m, p->id);
+    *j = reply ? json_loads(reply, 0, NULL) : NULL;
+    return m;
+}
+
+/* The remote open's end: the handle, or the failure (the owner's HRESULT when it refused). */
+static void open_finish(mgmt *m, msrpc_pending *p, handle *h, sl_err e, int owner_failed, json_t *j,
+                        const char *why)
+{
+    sl_buf stub;
+    sl_buf_init(&stub);
+    ndr_wr w;
+    ndr_wr_init(&w, &stub);
+    if (!h) {
+        open_out(&w, NULL, 0, msrpc_hresult(SL_ERR_INVALID_HANDLE));
+    } else if (!m->rpc || !rpc_server_has_session(m->rpc, p->session)) {
+        handle_discard(m, h); /* the caller went away meanwhile: the proxy goes too */
+    } else if (e == SL_OK) {
+        sl_debug("msrpc: remote handle %s opened", handle_id(h));
+        open_out(&w, h, p->session, 0);
+    } else {
+        uint32_t hr = owner_failed && j ? handle_owner_hresult(j) : msrpc_hresult(e);
+        sl_info("msrpc: remote open refused: %s", why);
+        handle_discard(m, h);
+        open_out(&w, NULL, 0, hr);
+    }
+    msrpc_pending_reply(m, p, sl_buf_head(&stub), sl_buf_unread(&stub));
+    sl_buf_free(&stub);
+}
+
+static void opened_answered(void *ctx, const char *reply, const char *err)
+{
+    msrpc_pending *p = ctx;
+    handle *h;
+    json_t *j;
+    mgmt *m = answer_of(p, reply, &h, &j);
+    if (!m)
+        return;
+    char why[700] = "";
+    int owner_failed = 0;
+    sl_err e =
+        h ? handle_remote_opened(m, m->b->cfg->msrpc_user, h, j, &owner_failed, why, sizeof why)
+          : SL_ERR_INVALID_HANDLE;
+    if (owner_failed)
+        snprintf(why, sizeof why, "%s", err ? err : reply ? reply : "no answer");
+    open_finish(m, p, h, e, owner_failed, j, why);
+    if (j)
+        json_decref(j);
+}
+
+static void resolved_answered(void *ctx, const char *reply, const char *err)
+{
+    msrpc_pending *p = ctx;
+    handle *h;
+    json_t *j;
+    mgmt *m = answer_of(p, reply, &h, &j);
+    if (!m)
+        return;
+    char why[700] = "";
+    int owner_failed = 0;
+    sl_err e = SL_ERR_INVALID_HANDLE;
+    if (h && m->rpc && rpc_server_has_session(m->rpc, p->session)) {
+        msrpc_pending_put(m, p); /* for the second answer */
+        e = handle_remote_resolved(m, m->b->cfg->msrpc_user, h, j, opened_answered, p,
+                                   &owner_failed, why, sizeof why);
+        if (e == SL_OK) {
+            if (j)
+                json_decref(j);
+            return;
+        }
+        msrpc_pending_take(p);
+    }
+    if (owner_failed)
+        snprintf(why, sizeof why, "%s", err ? err : reply ? reply : "no answer");
+    open_finish(m, p, h, e, owner_failed, j, why);
+    if (j)
+        json_decref(j);
+}
+
+/* rpc_QMOpenQueueInternal(hBind, [in] QUEUE_FORMAT*, [in] DWORD dwDesiredAccess,
+ *   [in] DWORD dwShareMode, [in] DWORD hRemoteQueue, [in, out, ptr, string] WCHAR**
+ *   lplpRemoteQueueName, [in] DWORD* dwpQueue, [in] GUID* pLicGuid, [in, string] WCHAR*
+ *   lpClientName, [out] DWORD* pdwQMContext, [out] RPC_QUEUE_HANDLE* phQueue,
+ *   [in] DWORD dwRemoteProtocol, [in] DWORD dwpRemoteContext) */
+static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
+                           ndr_wr *out)
+{
+    mgmt *m = ctx;
+    char fmt[1200], name[1100], client[512];
+    uint8_t guid[16];
+    msrpc_read_queue_format(m, in, fmt, sizeof fmt);
+    uint32_t access = ndr_u32(in), share = ndr_u32(in), hremote = ndr_u32(in);
+    name[0] = 0;
+    if (ndr_ptr(in))
+        ndr_wstring(in, name, sizeof name);
+    ndr_rd_align(in, 4);
+    (void)ndr_u32(in); /* dwpQueue */
+    ndr_bytes(in, guid, 16);
+    ndr_wstring(in, client, sizeof client);
+    ndr_rd_align(in, 4);
+    (void)ndr_u32(in); /* dwRemoteProtocol */
+    (void)ndr_u32(in); /* dwpRemoteContext */
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    char err[700];
+    msmq_caller who;
+    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    if (e == SL_OK && (hremote || name[0])) {
+        /* the second half of 4.2's sequence: this server makes the proxy itself */
+        snprintf(err, sizeof err,
+                 "a remote queue is opened by this server: call without "
+                 "hRemoteQueue / lplpRemoteQueueName");
+        e = SL_ERR_INVALID_PARAMETER;
+    }
+    if (e == SL_OK && share > QM_SHARE_DENY_RECEIVE) {
+        snprintf(err, sizeof err, "share mode %u", share);
+        e = SL_ERR_INVALID_PARAMETER;
+    }
+    if (e == SL_OK && (access == 0 || access > 0xFF)) {
+        snprintf(err, sizeof err, "access mode 0x%x", access);
+        e = SL_ERR_UNSUPPORTED_ACCESS_MODE;
+    }
+    qm_queue *q = NULL;
+    link_addr ra;
+    int remote = 0;
+    if (e == SL_OK && !fmt[0]) {
+        snprintf(err, sizeof err, "no queue format");
+        e = SL_ERR_ILLEGAL_FORMATNAME;
+    }
+    if (e == SL_OK)
+        e = handle_resolve(m, fmt, NULL, access, &q, &ra, &remote, err, sizeof err);
+    handle *h = NULL;
+    if (e == SL_OK && remote) {
+        msrpc_pending *p = msrpc_pending_new(m, s, c);
+        e = handle_open_remote(m, who.user, fmt, &ra, access, (int)share, NULL, resolved_answered,
+                               p, &h, err, sizeof err);
+        if (e == SL_OK) {
+            handle_set_session(h, s->id);
+            memcpy(p->id, handle_id(h), CTX_ID_LEN + 1);
+            return RPC_DEFERRED;
+        }
+        msrpc_pending_take(p);
+        sl_free(p);
+    } else if (e == SL_OK) {
+        e = handle_open_local(m, who.user, q, access, (int)share, &h, err, sizeof err);
+        if (e == SL_OK)
+            handle_set_session(h, s->id);
+    }
+    if (e != SL_OK)
+        sl_info("msrpc: rpc_QMOpenQueueInternal '%s' from %s refused: %s", fmt, s->peer, err);
+    open_out(out, e == SL_OK ? h : NULL, s->id, msrpc_hresult(e));
+    return 0;
+}
+
+/* rpc_ACCloseHandle([in, out] RPC_QUEUE_HANDLE* phQueue) */
+static uint32_t close_handle(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
+                             ndr_wr *out)
+{
+    mgmt *m = ctx;
+    handle *h = get_context(m, s, in);
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    if (!h)
+        return NCA_S_FAULT_CONTEXT_MISMATCH;
+    if (handle_busy(h)) {
+        /* its owner's answer is awaited: closing now would lose the answer's handle */
+        put_context(out, h, s->id);
+        ndr_put_u32(out, msrpc_hresult(SL_ERR_RESOURCE_LOCKED));
+        return 0;
+    }
+    sl_debug("msrpc: handle %s closed by %s", handle_id(h), s->peer);
+    handle_discard(m, h);
+    put_context(out, NULL, 0);
+    ndr_put_u32(out, 0);
+    return 0;
+}
+
+static void purge_answered(void *ctx, const char *reply, const char *err)
+{
+    msrpc_pending *p = ctx;
+    handle *h;
+    json_t *j;
+    mgmt *m = answer_of(p, reply, &h, &j);
+    if (!m)
+        return;
+    uint32_t hr;
+    if (j && json_is_true(json_object_get(j, "ok")))
+        hr = 0;
+    else
+        hr = j ? handle_owner_hresult(j) : msrpc_hresult(SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE);
+    if (!h) {
+        hr = msrpc_hresult(SL_ERR_INVALID_HANDLE);
+    } else {
+        handle_answered(h);
+        if (!m->rpc || !rpc_server_has_session(m->rpc, p->session))
+            handle_discard(m, h); /* its connection went meanwhile: its rundown */
+    }
+    if (hr)
+        sl_info("msrpc: remote purge failed (0x%08X): %s", hr, err ? err : reply ? reply : "");
+    if (j)
+        json_decref(j);
+    uint8_t stub[4] = {(uint8_t)hr, (uint8_t)(hr >> 8), (uint8_t)(hr >> 16), (uint8_t)(hr >> 24)};
+    msrpc_pending_reply(m, p, stub, sizeof stub);
+}
+
+/* rpc_ACPurgeQueue([in] RPC_QUEUE_HANDLE hQueue): seed 000 */
+static uint32_t purge_queue(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
+                            ndr_wr *out)
+{
+    mgmt *m = ctx;
+    handle *h = get_context(m, s, in);
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    if (!h)
+        return NCA_S_FAULT_CONTEXT_MISMATCH;
+    char err[700];
+    msmq_caller who;
+    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    if (e == SL_OK && handle_busy(h)) {
+        snprintf(err, sizeof err, "handle %s waits for its owner", handle_id(h));
+        e = SL_ERR_RESOURCE_LOCKED;
+    }
+    if (e == SL_OK) {
+        msrpc_pending *p = msrpc_pending_new(m, s, c);
+        memcpy(p->id, handle_id(h), CTX_ID_LEN + 1);
+        uint64_t n = 0;
+        int pending = 0;
+        e = handle_purge(m, who.user, h, &n, &pending, purge_answered, p, err, sizeof err);
+        if (e == SL_OK && pending)
+            return RPC_DEFERRED;
+        msrpc_pending_take(p);
+        sl_free(p);
+        if (e == SL_OK)
+            sl_debug("msrpc: handle %s purged %llu message(s)", handle_id(h),
+                     (unsigned long long)n);
+    }
+    if (e != SL_OK)
+        sl_info("msrpc: rpc_ACPurgeQueue from %s refused: %s", s->peer, err);
+    ndr_put_u32(out, msrpc_hresult(e));
+    return 0;
+}
+
+/* R_QMGetRTQMServerPort([in] DWORD fIP): qmcomm is here, over TCP (IP_HANDSHAKE) and, there
+ * being no SPX, for IPX_HANDSHAKE too; qm2qm (IP_READ, IPX_READ) is not served: 0. */
+static uint32_t server_port(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
+                            ndr_wr *out)
+{
+    uint32_t fip = ndr_u32(in);
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    ndr_put_u32(out, fip == 0 || fip == 2 ? (uint32_t)rpc_server_port(s->srv) : 0);
+    return 0;
+}
+
+void msrpc_qmcomm_register(mgmt *m, rpc_server *s)
+{
+    static rpc_op_fn ops[QMCOMM_OPS];
+    ops[19] = open_queue;
+    ops[20] = close_handle;
+    ops[27] = purge_queue;
+    ops[31] = server_port;
+    rpc_syntax id = {.major = 1, .minor = 0};
+    rpc_uuid_parse("fdb3a030-065f-11d1-bb9b-00a024ea5525", id.uuid);
+    rpc_server_add(s, &id, "qmcomm", ops, QMCOMM_OPS, m);
+}
