@@ -15,6 +15,7 @@
  *   ctxtab.c        tables of objects a user opens and names by id (owned, limited, run down)
  *   api_handles.c   MSMQ queue handles: open, purge, close, list (MS-MQMP rpc_QMOpenQueue...)
  *   api_mgmtobj.c   MC-MQAC management objects (MSMQManagement): create, init, members
+ *   msrpc*.c        the same MSMQ operations over DCE/RPC (msrpc.h)
  *   pager.c         list replies (queues, exchanges, bindings, connections, channels,
  *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop
  *   defs.c          /api/definitions export and import

@@ -134,7 +134,8 @@ static void session_close(session *ss, const char *why)
     sl_buf_free(&ss->in);
     sl_free(ss);
     s->n_sessions--;
-    sl_acceptor_kick(&s->main.acc);
+    if (s->main.fd >= 0)
+        sl_acceptor_kick(&s->main.acc);
     if (s->epd.fd >= 0)
         sl_acceptor_kick(&s->epd.acc);
 }
