@@ -53,6 +53,7 @@ void msrpc_read_queue_format(mgmt *m, ndr_rd *in, char *out, size_t outlen)
     if (ndr_u8(in) != qft) /* the union's discriminant repeats m_qft */
         in->err = 1;
     uint32_t ptr, uniq;
+    const char *computer;
     out[0] = 0;
     switch (qft) {
     case 0: /* QUEUE_FORMAT_TYPE_UNKNOWN */
@@ -77,17 +78,19 @@ void msrpc_read_queue_format(mgmt *m, ndr_rd *in, char *out, size_t outlen)
         ndr_wstring(in, s, sizeof s);
         snprintf(out, outlen, "DIRECT=%s%s", s, qft == 3 && (suffix & 0x0F) == 1 ? ";journal" : "");
         return;
-    case 4: /* MACHINE: with a suffix, one of the machine's system queues */
+    case 4: /* MACHINE: with a suffix, one of the machine's system queues ("." without an
+             * API: unit tests and fuzzing) */
         read_guid_str(in, g, sizeof g);
+        computer = m ? fmt_computer(m) : ".";
         switch (suffix & 0x0F) {
         case 1:
-            snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;JOURNAL", fmt_computer(m));
+            snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;JOURNAL", computer);
             return;
         case 2:
-            snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;DEADLETTER", fmt_computer(m));
+            snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;DEADLETTER", computer);
             return;
         case 3:
-            snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;DEADXACT", fmt_computer(m));
+            snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;DEADXACT", computer);
             return;
         default:
             snprintf(out, outlen, "MACHINE=%s", g);

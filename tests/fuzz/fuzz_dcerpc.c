@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mgmt/msrpc.h"
 #include "rpc/dcerpc.h"
 #include "rpc/ndr.h"
 
@@ -77,15 +78,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (st == RPC_STEP_CALL) {
                 ndr_rd r;
                 ndr_rd_init(&r, call.stub, call.stub_len, call.le);
-                uint16_t t = ndr_u16(&r);
-                (void)ndr_u16(&r);
-                uint32_t len = ndr_u32(&r);
-                char s[256];
+                char obj[1300], s[256];
+                msrpc_read_mgmt_object(NULL, &r, obj, sizeof obj);
+                CHECK(strlen(obj) < sizeof obj);
+                ndr_rd_align(&r, 4);
                 ndr_wstring(&r, s, sizeof s);
                 if (!r.err)
                     CHECK(strlen(s) < sizeof s);
+                CHECK(r.pos <= r.len);
                 static uint8_t reply[20000];
-                size_t rl = (len ^ t) % sizeof reply;
+                size_t rl = (call.stub_len * 131 + r.pos) % sizeof reply;
                 rpc_conn_respond(&c, &call, reply, rl);
             }
             sl_buf_consume(&in, used);
