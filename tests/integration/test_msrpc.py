@@ -220,6 +220,14 @@ def test_rights_follow_the_http_api(broker_factory):
     api.declare(q)
     hr, _ = d.get_info(queue_object("OS:.\\private$\\" + q), [7])
     assert hr == MQ_ERROR_ACCESS_DENIED
+    # the machine's lists and totals cover only the vhosts the user may list, as over HTTP
+    hr, rpc = d.get_info(machine_object(), [2, 6])
+    assert hr == MQ_OK and not any(p.endswith("\\" + q) for p in rpc[0][1])
+    watcher = Api(b, user="watcher", password="pw")
+    s, j, _ = watcher.info("MACHINE", "PRIVATEQ", "BYTES_IN_ALL_QUEUES")
+    assert s == 200, j
+    assert j["values"]["PROPID_MGMT_MSMQ_PRIVATEQ"] == rpc[0][1]
+    assert j["values"]["PROPID_MGMT_MSMQ_BYTES_IN_ALL_QUEUES"] == rpc[1][1]
     d.dce.disconnect()
 
 
