@@ -183,10 +183,11 @@ qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char
     format_name(&m->resp, m->source_qm, m->dest_qm, s, sizeof s);
     if (m->resp.type == MQQB_QF_SAME_AS_ADMIN)
         format_name(&m->admin, m->source_qm, m->dest_qm, s, sizeof s);
-    if (s[0] && strlen(s) <= 255) {
-        snprintf(rq, sizeof rq, "%s", s);
+    size_t rq_len = strlen(s);
+    if (s[0] && rq_len <= 255) { /* AMQP's reply-to is a shortstr */
+        memcpy(rq, s, rq_len + 1);
         bp.flags |= AMQP_P_REPLY_TO;
-        bp.reply_to = (amqp_bytes){(const uint8_t *)rq, strlen(rq)};
+        bp.reply_to = (amqp_bytes){(const uint8_t *)rq, rq_len};
     }
     char exp[24];
     if (m->ttbr != 0xFFFFFFFFu) {

@@ -309,7 +309,7 @@ static void user_message(sess *s, const mqqb_user *m)
     qm_queue *q = dest_queue(s, m, dq, sizeof dq, &why, &cls);
     uint64_t mark = broker_mark(b);
     if (m->has_tx) {
-        char dest[300];
+        char dest[sizeof dq]; /* holds dq whole: a refused name is still its sequence's key */
         /* named as link receivers name theirs: "queue", or "vhost/queue" off "/"; the state
          * is per (sender, sequence, queue), so a sequence's numbers count for this queue
          * only (persist.h) */
