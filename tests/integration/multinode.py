@@ -33,7 +33,7 @@ from conftest import start_sluiced, stop_sluiced
 from helpers import wait_for
 from test_mgmt import Api
 
-# Short timers so faults heal within a test's time budget (see README "Store and forward").
+# Short timers so faults heal within a test's time budget (see docs/store-and-forward.md).
 LINK_TEST_CONFIG = {
     "link_retry_min_ms": 50,
     "link_retry_max_ms": 400,

@@ -309,7 +309,7 @@ def test_handles_belong_to_their_user(broker_factory):
     # administrators may list everyone's handles (read only)
     assert [(x["handle"], x["user"]) for x in hb.list(all=True)] == [(h, "alice")]
     # carol is no administrator: no list of all; and without read permission on the queue
-    # no open (receive access needs read, README "Who may do what")
+    # no open (receive access needs read, docs/security.md, "Who may do what")
     s, r, _ = carol.get("/api/msmq/handles?all=true")
     assert s == 403 and hr(r) == ACCESS_DENIED
     assert hc.list() == []

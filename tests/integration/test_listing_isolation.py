@@ -1,18 +1,18 @@
 """No listing shows a vhost the user has no permission entry on (issue 35, finding 3).
 
-README "Users, vhosts and permissions": listings show administrators every vhost and others
-(monitoring included) the vhosts they have a permission entry on. This test walks EVERY route
-of the management API (the table below) as a management user and as a monitoring user, each
-with one vhost, while another vhost holds distinctive names (all with the prefix "zz-secret")
-and distinctive figures (message count, body bytes, queue and exchange counts, and their sums
-with the user's own vhost), and asserts that none of them appears in any reply.
+docs/security.md "Users, vhosts and permissions": listings show administrators every vhost and
+others (monitoring included) the vhosts they have a permission entry on. This test walks EVERY
+route of the management API (the table below) as a management user and as a monitoring user, each
+with one vhost, while another vhost holds distinctive names (all with the prefix "zz-secret") and
+distinctive figures (message count, body bytes, queue and exchange counts, and their sums with the
+user's own vhost), and asserts that none of them appears in any reply.
 
 The table is checked against the sources: every route name of src/mgmt/mgmt.c's route table
 and every path segment the handlers in src/mgmt/*.c compare against must appear in some path
 of the table, so a new endpoint cannot be forgotten here.
 
-Deliberate exceptions, each a documented contract (README), are listed in EXCEPTIONS with the
-reason; nothing else is exempt.
+Deliberate exceptions, each a documented contract (docs/security.md), are listed in EXCEPTIONS
+with the reason; nothing else is exempt.
 """
 
 import glob
@@ -167,7 +167,7 @@ ROUTES = [
     ("GET", "/metrics/per-object", None),
 ]
 
-# Documented contracts that show more than the user's vhosts, with the reason (README):
+# Documented contracts that show more than the user's vhosts, with the reason (docs/):
 #   /metrics: node-wide aggregates without names and without a login (rabbitmq_prometheus's
 #     aggregated endpoint); it shows every vhost's sum by design.
 #   monitoring users: /api/vhosts lists every vhost ("/api/vhosts shows monitoring users

@@ -350,8 +350,8 @@ def test_a_message_keeps_its_own_expiration_across_moves(api):
 
 def test_moves_across_vhosts_follow_permissions(api, broker_factory):
     """A move needs receive (read) on the source and move (write) on the destination, each
-    in its vhost: across vhosts it is allowed exactly when both are held (README "Who may do
-    what")."""
+    in its vhost: across vhosts it is allowed exactly when both are held
+    (docs/security.md)."""
     assert api.put("/api/vhosts/mvother")[0] in (201, 204)  # guest gets full permissions
     q, ids = fill(api, 2)
     there = uname("there")

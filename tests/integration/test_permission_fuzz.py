@@ -1,6 +1,6 @@
 """The standing permission check (issue 35): random users with random permission patterns,
 every door's decision compared with ONE reference model of RabbitMQ's rules, written here in
-Python from the README's tables (never from the C).
+Python from docs/security.md's tables (never from the C).
 
 Doors: AMQP (queue.declare, exchange.declare, basic.publish, basic.get, basic.consume,
 queue.bind, exchange.bind, queue.purge, queue.delete), the HTTP API (peek, get, purge, declare, publish, move), MSMQ
@@ -45,7 +45,7 @@ MGMT_TAGS = {"management", "monitoring", "administrator", "policymaker"}
 
 
 # ------------------------------------------------------------------------------------------
-# The reference model (README "Users, vhosts and permissions"; RabbitMQ's rules)
+# The reference model (docs/security.md "Users, vhosts and permissions"; RabbitMQ's rules)
 
 def matches(pattern, name):
     """RabbitMQ: a PCRE matched unanchored against the whole name; "" allows nothing; a

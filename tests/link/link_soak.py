@@ -72,13 +72,13 @@ NODES = ("a", "b", "c")
 QUEUE = "soak"
 LINK_PASSWORD = "soak-link-secret"
 # Every node logs in to the others as its own link user (tag link): a link user speaks for
-# one node only (README "Users and permissions"), so a node that receives from two others
+# one node only (docs/security.md), so a node that receives from two others
 # knows each by its own login.
 LINK_USERS = {}
 for _n in NODES:
     LINK_USERS["user.sluice-link-%s" % _n] = LINK_PASSWORD
     LINK_USERS["user.sluice-link-%s.tags" % _n] = "link"
-# Short timers so faults heal within a round (see README "Store and forward").
+# Short timers so faults heal within a round (see docs/store-and-forward.md).
 NODE_CONFIG = {
     **LINK_USERS,
     "link_password": LINK_PASSWORD,
