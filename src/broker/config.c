@@ -143,6 +143,7 @@ void sl_config_defaults(sl_config *c)
     for (int i = 0; i < 3; i++)
         c->default_perms[i] = sl_xstrdup(".*");
     set_loopback_user(c, "guest", 1);
+    cl_conf_defaults(&c->cluster);
 }
 
 void sl_config_free(sl_config *c)
@@ -182,6 +183,7 @@ void sl_config_free(sl_config *c)
         sl_free(tc[i]->ciphers);
         sl_free(tc[i]->ciphersuites);
     }
+    cl_conf_free(&c->cluster);
     memset(c, 0, sizeof *c);
 }
 
@@ -324,6 +326,9 @@ static const char *apply_tls(struct sl_tls_conf *t, const char *key, const char 
 static const char *apply(sl_config *c, const char *key, const char *value)
 {
     uint64_t n;
+    const char *cerr;
+    if (cl_conf_apply(&c->cluster, key, value, &cerr))
+        return cerr;
     if (!strcmp(key, "bind") || !strcmp(key, "listeners.tcp.default.ip")) {
         set_str(&c->bind, value);
     } else if (!strcmp(key, "port") || !strcmp(key, "listeners.tcp.default")) {
@@ -745,7 +750,12 @@ void sl_config_usage(void)
            "default_permissions.configure|write|read, loopback_users.NAME, loopback_users = none,\n"
            "password_hashing_module, password_change_closes_connections,\n"
            "listeners.ssl.default, ssl_options.*, management.ssl.*, ssl_handshake_timeout,\n"
-           "auth_mechanisms.N, ssl_cert_login_from, link_ssl, link_ssl_options.*.\n");
+           "auth_mechanisms.N, ssl_cert_login_from, link_ssl, link_ssl_options.*,\n"
+           "cluster_formation.peer_discovery_backend = etcd, "
+           "cluster_formation.etcd.endpoints.N,\n"
+           "cluster_formation.etcd.key_prefix, cluster_formation.etcd.cluster_name,\n"
+           "cluster.replication_port, cluster.advertise_address, cluster.lease_ttl (s),\n"
+           "cluster.min_insync_replicas (a cluster on etcd; see README).\n");
 }
 
 int sl_config_from_args(sl_config *c, int argc, char **argv)
@@ -808,6 +818,11 @@ int sl_config_from_args(sl_config *c, int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "sluiced: unexpected argument '%s' (try --help)\n", argv[optind]);
+        return -1;
+    }
+    const char *cerr = cl_conf_check(&c->cluster);
+    if (cerr) {
+        fprintf(stderr, "sluiced: %s\n", cerr);
         return -1;
     }
     return 0;

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../cluster/conf.h"
+
 /* The largest max_message_size accepted (RabbitMQ's cap, 512 MiB): a message record in the
  * store (store/log.h ST_LOG_MAX_RECORD, 1 GiB) then always has room for the body with its
  * properties and names. */
@@ -116,6 +118,7 @@ typedef struct sl_config {
     /* receiver: the largest step a sequence's numbers may take (a SeqNo beyond the last
      * accepted + this is refused as forged; link_recv.c) */
     uint64_t link_seq_window;
+    cl_conf cluster; /* cluster_formation.* and cluster.* (issue 31); off unless configured */
 } sl_config;
 
 void sl_config_defaults(sl_config *c);

@@ -1,0 +1,159 @@
+/* conf.c - parsing and checking of the cluster settings (the keys are listed in conf.h). */
+#include "cluster/conf.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mem.h"
+
+void cl_conf_defaults(cl_conf *c)
+{
+    memset(c, 0, sizeof *c);
+    c->key_prefix = sl_xstrdup("sluice");
+    c->cluster_name = sl_xstrdup("default");
+    c->replication_port = CL_DEFAULT_REPLICATION_PORT;
+    c->lease_ttl_s = 2; /* failover within 3 s at the defaults (issue 31) */
+    c->min_insync_replicas = 2;
+}
+
+void cl_conf_free(cl_conf *c)
+{
+    for (unsigned i = 0; i < c->n_endpoints; i++)
+        sl_free(c->endpoints[i]);
+    sl_free(c->key_prefix);
+    sl_free(c->cluster_name);
+    sl_free(c->advertise_address);
+    memset(c, 0, sizeof *c);
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || *s == '-' || *s == '+' || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* HOST:PORT with a non-empty host and a port 1..65535 ([v6]:PORT accepted). */
+static int valid_endpoint(const char *v)
+{
+    const char *colon = strrchr(v, ':');
+    unsigned long port;
+    if (!colon || colon == v || parse_uint(colon + 1, 65535, &port) || port == 0)
+        return 0;
+    for (const char *p = v; p < colon; p++)
+        if (*p == '/' || *p == ' ' || *p == '@')
+            return 0;
+    return 1;
+}
+
+/* A key prefix or cluster name becomes a path segment of etcd keys: keep it plain. */
+static int valid_segment(const char *v)
+{
+    if (!*v || strlen(v) > 128)
+        return 0;
+    for (const char *p = v; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.'))
+            return 0;
+    return 1;
+}
+
+static const char *set_endpoint(cl_conf *c, const char *index, const char *value)
+{
+    unsigned long no;
+    if (parse_uint(index, 1000000, &no))
+        return "cluster_formation.etcd.endpoints.N: N must be a number";
+    if (!valid_endpoint(value))
+        return "an etcd endpoint must be HOST:PORT";
+    unsigned i = 0;
+    while (i < c->n_endpoints && c->endpoint_no[i] < no)
+        i++;
+    if (i < c->n_endpoints && c->endpoint_no[i] == no) { /* the same N again: the last wins */
+        sl_free(c->endpoints[i]);
+        c->endpoints[i] = sl_xstrdup(value);
+        return NULL;
+    }
+    if (c->n_endpoints == CL_MAX_ENDPOINTS)
+        return "at most 16 etcd endpoints";
+    memmove(&c->endpoints[i + 1], &c->endpoints[i], (c->n_endpoints - i) * sizeof c->endpoints[0]);
+    memmove(&c->endpoint_no[i + 1], &c->endpoint_no[i],
+            (c->n_endpoints - i) * sizeof c->endpoint_no[0]);
+    c->endpoints[i] = sl_xstrdup(value);
+    c->endpoint_no[i] = (unsigned)no;
+    c->n_endpoints++;
+    return NULL;
+}
+
+static void set_str(char **dst, const char *v)
+{
+    sl_free(*dst);
+    *dst = sl_xstrdup(v);
+}
+
+int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **err)
+{
+    static const char ep[] = "cluster_formation.etcd.endpoints.";
+    unsigned long n;
+    *err = NULL;
+    if (!strcmp(key, "cluster_formation.peer_discovery_backend")) {
+        /* RabbitMQ's module names for the same backend are accepted too. */
+        if (!strcmp(value, "etcd") || !strcmp(value, "rabbit_peer_discovery_etcd"))
+            c->enabled = 1;
+        else if (!strcmp(value, "classic_config") || !strcmp(value, "none"))
+            c->enabled = 0;
+        else
+            *err = "peer_discovery_backend must be etcd (or classic_config: no cluster)";
+    } else if (!strncmp(key, ep, sizeof ep - 1)) {
+        *err = set_endpoint(c, key + sizeof ep - 1, value);
+    } else if (!strcmp(key, "cluster_formation.etcd.key_prefix")) {
+        if (!valid_segment(value))
+            *err = "key_prefix must be 1..128 of A-Z a-z 0-9 - _ .";
+        else
+            set_str(&c->key_prefix, value);
+    } else if (!strcmp(key, "cluster_formation.etcd.cluster_name")) {
+        if (!valid_segment(value))
+            *err = "cluster_name must be 1..128 of A-Z a-z 0-9 - _ .";
+        else
+            set_str(&c->cluster_name, value);
+    } else if (!strcmp(key, "cluster.replication_port")) {
+        if (parse_uint(value, 65535, &n))
+            *err = "cluster.replication_port must be 0..65535 (0: a free port)";
+        else
+            c->replication_port = (int)n;
+    } else if (!strcmp(key, "cluster.advertise_address")) {
+        if (!*value || strchr(value, ' ') || strchr(value, '/'))
+            *err = "cluster.advertise_address must be a host name or address";
+        else
+            set_str(&c->advertise_address, value);
+    } else if (!strcmp(key, "cluster.lease_ttl")) {
+        if (parse_uint(value, 60, &n) || n == 0)
+            *err = "cluster.lease_ttl must be 1..60 seconds";
+        else
+            c->lease_ttl_s = (uint32_t)n;
+    } else if (!strcmp(key, "cluster.min_insync_replicas")) {
+        if (parse_uint(value, 16, &n) || n == 0)
+            *err = "cluster.min_insync_replicas must be 1..16 (the leader counts)";
+        else
+            c->min_insync_replicas = (uint32_t)n;
+    } else if (!strncmp(key, "cluster_formation.", 18) || !strncmp(key, "cluster.", 8)) {
+        *err = "unknown cluster setting";
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+const char *cl_conf_check(const cl_conf *c)
+{
+    if (!c->enabled)
+        return NULL;
+    if (c->n_endpoints == 0)
+        return "cluster_formation.peer_discovery_backend = etcd needs at least one "
+               "cluster_formation.etcd.endpoints.N = HOST:PORT";
+    return NULL;
+}

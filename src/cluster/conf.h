@@ -1,0 +1,46 @@
+/* conf.h - the cluster's settings (issue 31): rabbitmq.conf's etcd peer discovery keys and
+ * Sluice's own cluster.* keys.
+ *
+ *   cluster_formation.peer_discovery_backend = etcd     (anything else: no cluster)
+ *   cluster_formation.etcd.endpoints.N = HOST:PORT      (N orders them; at least one)
+ *   cluster_formation.etcd.key_prefix = sluice          (etcd keys live under /PREFIX/NAME/)
+ *   cluster_formation.etcd.cluster_name = default
+ *   cluster.replication_port = 5679                     (0: a free port, logged)
+ *   cluster.advertise_address = ADDR                    (what peers dial; default: bind)
+ *   cluster.lease_ttl = 2                               (seconds, 1..60)
+ *   cluster.min_insync_replicas = 2                     (copies, the leader counts; 1..16)
+ *
+ * Invariant: without peer_discovery_backend = etcd, `enabled` is 0 and nothing of the cluster
+ * starts: the node is a single node exactly as before the cluster existed.
+ */
+#ifndef SL_CLUSTER_CONF_H
+#define SL_CLUSTER_CONF_H
+
+#include <stdint.h>
+
+#define CL_MAX_ENDPOINTS 16
+#define CL_DEFAULT_REPLICATION_PORT 5679
+
+typedef struct cl_conf {
+    int enabled; /* peer_discovery_backend = etcd */
+    /* endpoints.N, kept sorted by N; each "HOST:PORT" */
+    char *endpoints[CL_MAX_ENDPOINTS];
+    unsigned endpoint_no[CL_MAX_ENDPOINTS];
+    unsigned n_endpoints;
+    char *key_prefix;   /* default "sluice" */
+    char *cluster_name; /* default "default" */
+    int replication_port;
+    char *advertise_address; /* NULL: the AMQP bind address */
+    uint32_t lease_ttl_s;
+    uint32_t min_insync_replicas;
+} cl_conf;
+
+void cl_conf_defaults(cl_conf *c);
+void cl_conf_free(cl_conf *c);
+/* 1 when key is one of the cluster's (cluster_formation.* or cluster.*): then *err is NULL
+ * when it was applied, else the reason it was refused. 0: not a cluster key. */
+int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **err);
+/* After every setting is read: NULL when the whole is usable, else why not. */
+const char *cl_conf_check(const cl_conf *c);
+
+#endif
