@@ -23,6 +23,7 @@
 
 #include "cluster/conf.h"
 #include "cluster/repl.h"
+#include "cluster/wire.h"
 #include "core/mem.h"
 
 /* ---- settings ---- */
@@ -206,6 +207,51 @@ START_TEST(commit_waits_for_every_isr_member_and_min_isr)
     ck_assert(rl_deposed(l));
     rl_free(l);
     repl_epochs_free(&h);
+}
+END_TEST
+
+/* ---- the replication port's frames ---- */
+
+START_TEST(wire_round_trip_and_malformed)
+{
+    sl_buf b;
+    sl_buf_init(&b);
+    cw_put_hello(&b, "sluice@n2", "default", 3, 1200);
+    cw_put_data(&b, 4, 1, 1201, 4, "meta", 4, "msgs!", 5);
+    cw_put_refuse(&b, 1, "not the leader");
+    cw_msg m;
+    size_t used, off = 0;
+    char err[128];
+    ck_assert_int_eq(cw_parse(b.data, 3, &m, &used, err, sizeof err), 0);
+    ck_assert_int_eq(cw_parse(b.data, b.len, &m, &used, err, sizeof err), 1);
+    ck_assert_int_eq(m.type, CW_HELLO);
+    ck_assert_int_eq(m.version, CW_VERSION);
+    ck_assert_int_eq(m.node_len, 9);
+    ck_assert(!memcmp(m.node, "sluice@n2", 9));
+    ck_assert_int_eq(m.a, 3);
+    ck_assert_int_eq(m.b, 1200);
+    off += used;
+    ck_assert_int_eq(cw_parse(b.data + off, 10, &m, &used, err, sizeof err), 0);
+    ck_assert_int_eq(cw_parse(b.data + off, b.len - off, &m, &used, err, sizeof err), 1);
+    ck_assert_int_eq(m.type, CW_DATA);
+    ck_assert_int_eq(m.a, 1201);
+    ck_assert_int_eq(m.meta_len, 4);
+    ck_assert(!memcmp(m.msgs, "msgs!", 5));
+    off += used;
+    ck_assert_int_eq(cw_parse(b.data + off, b.len - off, &m, &used, err, sizeof err), 1);
+    ck_assert_int_eq(m.type, CW_REFUSE);
+    ck_assert_int_eq(off + used, b.len);
+    /* malformed: unknown type, a DATA whose lengths disagree, a huge length */
+    uint8_t bad1[] = {0, 0, 0, 1, 99};
+    ck_assert_int_eq(cw_parse(bad1, sizeof bad1, &m, &used, err, sizeof err), -1);
+    sl_buf_free(&b);
+    sl_buf_init(&b);
+    cw_put_data(&b, 1, 1, 1, 1, "x", 1, "y", 1);
+    b.data[4 + 1 + 32 + 3] = 2; /* meta_len 2: lengths no longer add up */
+    ck_assert_int_eq(cw_parse(b.data, b.len, &m, &used, err, sizeof err), -1);
+    uint8_t bad3[] = {0xff, 0xff, 0xff, 0xff, 4};
+    ck_assert_int_eq(cw_parse(bad3, sizeof bad3, &m, &used, err, sizeof err), -1);
+    sl_buf_free(&b);
 }
 END_TEST
 
@@ -814,6 +860,7 @@ static Suite *cluster_suite(void)
     tcase_add_test(tc, epochs_end_and_truncate);
     tcase_add_test(tc, handshake_cuts_a_divergent_tail);
     tcase_add_test(tc, commit_waits_for_every_isr_member_and_min_isr);
+    tcase_add_test(tc, wire_round_trip_and_malformed);
     tcase_add_test(tc, simulated_cluster_loses_nothing_confirmed);
     suite_add_tcase(s, tc);
     return s;

@@ -1,0 +1,61 @@
+/* wire.h - the replication port's frames (issue 31): what a follower and its leader say to
+ * each other over TCP. Sans-I/O: cw_parse reads one frame from bytes the caller got, the
+ * cw_put_* functions append one to a buffer the caller sends. The protocol's meaning is in
+ * repl.h; this is only its encoding.
+ *
+ * Frame: length:u32 (of type + body), type:u8, body. Big-endian integers, s16 = u16 length +
+ * bytes.
+ *   HELLO  1  version:u16 (1) node:s16 cluster:s16 last_epoch:u64 last_idx:u64
+ *   START  2  epoch session div_epoch div_end hello_epoch hello_idx (u64 each)
+ *   DATA   3  epoch session idx group_epoch (u64 each) meta_len:u32 msgs_len:u32
+ *             meta[meta_len] msgs[msgs_len]   (one record group: the bytes the leader's group
+ *             commit wrote to its meta and msgs logs, records whole)
+ *   PING   4  epoch session commit (u64 each)
+ *   ACK    5  epoch session log_end durable (u64 each)
+ *   REFUSE 6  code:u16 reason:s16          (then the sender closes: e.g. not the leader)
+ * A frame longer than CW_MAX_FRAME, an unknown type, a body of the wrong size, a name longer
+ * than CW_MAX_NAME or with a byte outside printable ASCII are malformed: the connection is
+ * closed (a peer that sends them is not one of ours, or is broken).
+ */
+#ifndef SL_CLUSTER_WIRE_H
+#define SL_CLUSTER_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+
+#define CW_VERSION 1
+#define CW_MAX_NAME 255
+#define CW_MAX_FRAME ((1u << 30) + 64) /* a group: up to a store record's size, and headers */
+
+enum { CW_HELLO = 1, CW_START, CW_DATA, CW_PING, CW_ACK, CW_REFUSE };
+
+typedef struct cw_msg {
+    uint8_t type;
+    uint16_t version, code;
+    const uint8_t *node, *cluster, *reason; /* point into the parsed bytes */
+    uint16_t node_len, cluster_len, reason_len;
+    uint64_t epoch, session;
+    uint64_t a, b, c, d; /* HELLO: last_epoch last_idx; START: div_epoch div_end hello_epoch
+                            hello_idx; DATA: idx group_epoch; PING: commit; ACK: log_end
+                            durable */
+    const uint8_t *meta, *msgs;
+    uint32_t meta_len, msgs_len;
+} cw_msg;
+
+/* One frame from p[0..n): 1 and *used when whole (out's pointers point into p), 0 when more
+ * bytes are needed, -1 when malformed (err says why). */
+int cw_parse(const uint8_t *p, size_t n, cw_msg *out, size_t *used, char *err, size_t errlen);
+
+void cw_put_hello(sl_buf *b, const char *node, const char *cluster, uint64_t last_epoch,
+                  uint64_t last_idx);
+void cw_put_start(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t div_epoch, uint64_t div_end,
+                  uint64_t hello_epoch, uint64_t hello_idx);
+void cw_put_data(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t idx, uint64_t group_epoch,
+                 const void *meta, uint32_t meta_len, const void *msgs, uint32_t msgs_len);
+void cw_put_ping(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t commit);
+void cw_put_ack(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t log_end, uint64_t durable);
+void cw_put_refuse(sl_buf *b, uint16_t code, const char *reason);
+
+#endif
