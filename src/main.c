@@ -68,6 +68,13 @@ int main(int argc, char **argv)
         sl_config_free(&cfg);
         return 1;
     }
+    if (cfg.cluster.enabled && broker_cluster_start(b, m ? mgmt_port(m) : 0) < 0) {
+        msmq_stop(mq);
+        mgmt_stop(m);
+        broker_free(b);
+        sl_config_free(&cfg);
+        return 1;
+    }
     broker_run(b);
     msmq_stop(mq);
     mgmt_stop(m);

@@ -100,8 +100,11 @@ struct broker {
     uint64_t shutdown_deadline;
     char bound_addr[64];
     int bound_port;
-    sl_map *reply_to; /* direct reply-to names -> channel (reply_to.c) */
-    acc_db *acc;      /* users, vhost definitions, permissions: every door asks it */
+    /* The cluster (issue 31, src/cluster/): NULL unless cluster_formation is configured. */
+    struct cl_member *cluster;
+    sl_watch cluster_w; /* the member's eventfd: its role changed */
+    sl_map *reply_to;   /* direct reply-to names -> channel (reply_to.c) */
+    acc_db *acc;        /* users, vhost definitions, permissions: every door asks it */
     /* Called by broker_vhost_delete after the vhost's connections are closed and before its
      * queues go: doors with state in the vhost (handles, outgoing queues) drop it. */
     void (*on_vhost_deleted)(broker *b, qm_vhost *vh);
@@ -304,6 +307,13 @@ void broker_tls_opts(const struct sl_tls_conf *t, struct sl_tls_opts *o);
 int broker_listen(broker *b);
 void broker_run(broker *b);
 void broker_free(broker *b);
+/* cluster.c: join the cluster configured (cfg->cluster.enabled); http_port is the management
+ * API's (advertised to the other members). 0, or -1 logged. */
+int broker_cluster_start(broker *b, int http_port);
+void broker_cluster_stop(broker *b);
+/* 0 when this node may serve clients (no cluster, or the leader); else -1 and why in err,
+ * naming the leader to go to. */
+int broker_cluster_refuses(broker *b, char *err, size_t errlen);
 /* TIDY (MSMQ "clean up empty message files"): give back the disk of store segments nothing
  * needs, compacting those with little live data (persist.h). Never touches a live message.
  * It runs a slice per loop turn; fn(ctx, result) is called once it is done (fn may be NULL:

@@ -1004,6 +1004,14 @@ static void on_tune_ok(conn *c, const amqp_connection_tune_ok *t)
 
 static void on_open(conn *c, const amqp_connection_open *o)
 {
+    char cwhy[600];
+    if (broker_cluster_refuses(c->b, cwhy, sizeof cwhy) < 0) {
+        /* A follower does not serve (proxying to the leader is not built yet): the client is
+         * told where the leader is, with 320 as RabbitMQ closes a connection it will not
+         * keep, and reconnects elsewhere. */
+        conn_error(c, SL_ERR_CONNECTION_FORCED, AMQP_CONNECTION_OPEN, "%s", cwhy);
+        return;
+    }
     qm_vhost *vh = qm_vhost_find(c->b->node, (const char *)o->virtual_host.p, o->virtual_host.len);
     if (!vh) {
         conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost " BYTES_FMT " not found",

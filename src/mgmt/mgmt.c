@@ -376,6 +376,7 @@ static const struct route {
     api_fn fn;
 } routes[] = {
     {"overview", api_overview},
+    {"cluster", api_cluster},
     {"nodes", api_nodes},
     {"vhosts", api_vhosts},
     {"users", api_users},
@@ -831,6 +832,11 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
         return NULL;
     }
     return m;
+}
+
+int mgmt_port(const mgmt *m)
+{
+    return m->port;
 }
 
 void mgmt_stop(mgmt *m)

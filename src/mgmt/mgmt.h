@@ -13,5 +13,7 @@ typedef struct mgmt mgmt;
  * "listening http=ADDR:PORT". NULL with a message in err on failure. */
 mgmt *mgmt_start(broker *b, char *err, size_t errlen);
 void mgmt_stop(mgmt *m);
+/* The HTTP port it listens on. */
+int mgmt_port(const mgmt *m);
 
 #endif

@@ -442,6 +442,7 @@ enum MHD_Result api_queues(req *r);
 enum MHD_Result api_exchanges(req *r);
 enum MHD_Result api_bindings(req *r);
 enum MHD_Result api_overview(req *r);
+enum MHD_Result api_cluster(req *r); /* api_cluster.c */
 enum MHD_Result api_nodes(req *r);
 enum MHD_Result api_vhosts(req *r);
 enum MHD_Result api_users(req *r);

@@ -1,0 +1,345 @@
+/* etcd.c - etcd v3 JSON gateway client (contract in etcd.h).
+ *
+ * One curl easy handle, reused (keep-alive connections), used by one thread. The gateway
+ * encodes int64 fields as JSON strings in its replies; both strings and numbers are read.
+ */
+#include "cluster/etcd.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h" /* base64_encode, base64_decode */
+
+struct etcd {
+    CURL *curl;
+    char **endpoints;
+    unsigned n, good; /* good: the endpoint that answered last */
+    uint32_t timeout_ms;
+    sl_buf reply;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+etcd *etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms)
+{
+    pthread_once(&curl_once, curl_init_once);
+    etcd *e = sl_xcalloc(1, sizeof *e);
+    e->curl = curl_easy_init();
+    if (!e->curl) {
+        sl_free(e);
+        return NULL;
+    }
+    e->endpoints = sl_xcalloc(n ? n : 1, sizeof *e->endpoints);
+    for (unsigned i = 0; i < n; i++)
+        e->endpoints[i] = sl_xstrdup(endpoints[i]);
+    e->n = n;
+    e->timeout_ms = timeout_ms;
+    sl_buf_init(&e->reply);
+    return e;
+}
+
+void etcd_free(etcd *e)
+{
+    if (!e)
+        return;
+    curl_easy_cleanup(e->curl);
+    for (unsigned i = 0; i < e->n; i++)
+        sl_free(e->endpoints[i]);
+    sl_free(e->endpoints);
+    sl_buf_free(&e->reply);
+    sl_free(e);
+}
+
+void etcd_kv_clear(etcd_kv *kv)
+{
+    sl_free(kv->key);
+    sl_free(kv->value);
+    memset(kv, 0, sizeof *kv);
+}
+
+void etcd_kvs_free(etcd_kv *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        etcd_kv_clear(&v[i]);
+    sl_free(v);
+}
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
+{
+    etcd *e = arg;
+    size_t n = size * nmemb;
+    if (e->reply.len + n > (16u << 20))
+        return 0; /* no reply of ours is that big: stop reading */
+    sl_buf_append(&e->reply, p, n);
+    return n;
+}
+
+/* POST body to path; the parsed JSON reply (an object), or NULL with err. */
+static json_t *call(etcd *e, const char *path, json_t *body, char *err, size_t errlen)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (!text) {
+        snprintf(err, errlen, "etcd: cannot encode a request");
+        return NULL;
+    }
+    json_t *out = NULL;
+    err[0] = 0;
+    for (unsigned k = 0; k < e->n && !out; k++) {
+        unsigned i = (e->good + k) % e->n;
+        char url[512];
+        snprintf(url, sizeof url, "http://%s%s", e->endpoints[i], path);
+        e->reply.len = 0;
+        curl_easy_reset(e->curl);
+        curl_easy_setopt(e->curl, CURLOPT_URL, url);
+        curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, text);
+        curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, e);
+        curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
+        curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)e->timeout_ms);
+        curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L); /* a thread: no SIGALRM */
+        curl_easy_setopt(e->curl, CURLOPT_PROTOCOLS_STR, "http");
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, h);
+        CURLcode rc = curl_easy_perform(e->curl);
+        curl_slist_free_all(h);
+        if (rc != CURLE_OK) {
+            snprintf(err, errlen, "etcd %s: %s", e->endpoints[i], curl_easy_strerror(rc));
+            continue;
+        }
+        long status = 0;
+        curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
+        json_error_t je;
+        json_t *j = json_loadb((const char *)e->reply.data, e->reply.len, 0, &je);
+        if (!j || !json_is_object(j)) {
+            snprintf(err, errlen, "etcd %s%s: HTTP %ld, not a JSON object", e->endpoints[i], path,
+                     status);
+            json_decref(j);
+            continue;
+        }
+        e->good = i;
+        json_t *msg = json_object_get(j, "error");
+        if (status != 200 || msg) {
+            const char *m = json_string_value(msg ? msg : json_object_get(j, "message"));
+            snprintf(err, errlen, "etcd %s%s: %s", e->endpoints[i], path, m ? m : "HTTP error");
+            json_decref(j);
+            break; /* etcd answered: another endpoint would say the same */
+        }
+        out = j;
+    }
+    free(text);
+    return out;
+}
+
+static int64_t get_i64(json_t *o, const char *name)
+{
+    json_t *v = json_object_get(o, name);
+    if (json_is_integer(v))
+        return (int64_t)json_integer_value(v);
+    if (json_is_string(v))
+        return strtoll(json_string_value(v), NULL, 10);
+    return 0;
+}
+
+static json_t *b64(const char *s, size_t n)
+{
+    char *t = base64_encode((const uint8_t *)s, n, NULL);
+    json_t *j = json_string(t);
+    sl_free(t);
+    return j;
+}
+
+/* A base64 field as a NUL-terminated string (*len its length); NULL when absent or bad. */
+static char *unb64(json_t *o, const char *name, size_t *len)
+{
+    const char *s = json_string_value(json_object_get(o, name));
+    if (!s) {
+        *len = 0;
+        return sl_xstrdup(""); /* etcd leaves out empty values */
+    }
+    size_t n = strlen(s);
+    uint8_t *out = sl_xmalloc(n * 3 / 4 + 4);
+    long m = base64_decode(s, n, out);
+    if (m < 0) {
+        sl_free(out);
+        return NULL;
+    }
+    out[m] = 0;
+    *len = (size_t)m;
+    return (char *)out;
+}
+
+static int read_kv(json_t *kv, etcd_kv *out)
+{
+    size_t kl;
+    out->key = unb64(kv, "key", &kl);
+    out->value = unb64(kv, "value", &out->len);
+    out->create_rev = get_i64(kv, "create_revision");
+    out->mod_rev = get_i64(kv, "mod_revision");
+    out->lease = get_i64(kv, "lease");
+    return out->key && out->value ? 0 : -1;
+}
+
+int etcd_get(etcd *e, const char *key, etcd_kv *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    json_t *body = json_object();
+    json_object_set_new(body, "key", b64(key, strlen(key)));
+    json_t *r = call(e, "/v3/kv/range", body, err, errlen);
+    if (!r)
+        return -1;
+    json_t *kvs = json_object_get(r, "kvs");
+    int rc = 0;
+    if (json_array_size(kvs) > 0 && read_kv(json_array_get(kvs, 0), out) < 0) {
+        etcd_kv_clear(out);
+        snprintf(err, errlen, "etcd: a range reply with bad base64");
+        rc = -1;
+    }
+    json_decref(r);
+    return rc;
+}
+
+int etcd_list(etcd *e, const char *prefix, etcd_kv **out, size_t *n, char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    size_t pl = strlen(prefix);
+    if (!pl) {
+        snprintf(err, errlen, "etcd: empty prefix");
+        return -1;
+    }
+    char *end = sl_xstrdup(prefix);
+    end[pl - 1]++; /* the range [prefix, prefix with its last byte + 1) */
+    json_t *body = json_object();
+    json_object_set_new(body, "key", b64(prefix, pl));
+    json_object_set_new(body, "range_end", b64(end, pl));
+    json_object_set_new(body, "limit", json_integer(1000));
+    sl_free(end);
+    json_t *r = call(e, "/v3/kv/range", body, err, errlen);
+    if (!r)
+        return -1;
+    json_t *kvs = json_object_get(r, "kvs");
+    size_t m = json_array_size(kvs);
+    etcd_kv *v = sl_xcalloc(m ? m : 1, sizeof *v);
+    for (size_t i = 0; i < m; i++) {
+        if (read_kv(json_array_get(kvs, i), &v[i]) < 0) {
+            etcd_kvs_free(v, m);
+            json_decref(r);
+            snprintf(err, errlen, "etcd: a range reply with bad base64");
+            return -1;
+        }
+    }
+    json_decref(r);
+    *out = v;
+    *n = m;
+    return 0;
+}
+
+int etcd_put(etcd *e, const char *key, const char *value, int64_t lease, char *err, size_t errlen)
+{
+    json_t *body = json_object();
+    json_object_set_new(body, "key", b64(key, strlen(key)));
+    json_object_set_new(body, "value", b64(value, strlen(value)));
+    if (lease)
+        json_object_set_new(body, "lease", json_integer(lease));
+    json_t *r = call(e, "/v3/kv/put", body, err, errlen);
+    json_decref(r);
+    return r ? 0 : -1;
+}
+
+int etcd_delete(etcd *e, const char *key, char *err, size_t errlen)
+{
+    json_t *body = json_object();
+    json_object_set_new(body, "key", b64(key, strlen(key)));
+    json_t *r = call(e, "/v3/kv/deleterange", body, err, errlen);
+    json_decref(r);
+    return r ? 0 : -1;
+}
+
+int etcd_lease_grant(etcd *e, int64_t ttl_s, int64_t *id, char *err, size_t errlen)
+{
+    json_t *body = json_object();
+    json_object_set_new(body, "TTL", json_integer(ttl_s));
+    json_t *r = call(e, "/v3/lease/grant", body, err, errlen);
+    if (!r)
+        return -1;
+    *id = get_i64(r, "ID");
+    json_decref(r);
+    if (!*id) {
+        snprintf(err, errlen, "etcd: lease grant without an ID");
+        return -1;
+    }
+    return 0;
+}
+
+int etcd_lease_keepalive(etcd *e, int64_t id, int64_t *ttl_s, char *err, size_t errlen)
+{
+    json_t *body = json_object();
+    json_object_set_new(body, "ID", json_integer(id));
+    json_t *r = call(e, "/v3/lease/keepalive", body, err, errlen);
+    if (!r)
+        return -1;
+    /* {"result": {"ID": ..., "TTL": ...}}; TTL left out (0) when the lease is gone */
+    json_t *res = json_object_get(r, "result");
+    *ttl_s = res ? get_i64(res, "TTL") : 0;
+    json_decref(r);
+    return 0;
+}
+
+int etcd_lease_revoke(etcd *e, int64_t id, char *err, size_t errlen)
+{
+    json_t *body = json_object();
+    json_object_set_new(body, "ID", json_integer(id));
+    json_t *r = call(e, "/v3/lease/revoke", body, err, errlen);
+    json_decref(r);
+    return r ? 0 : -1;
+}
+
+int etcd_txn(etcd *e, const etcd_cmp *cmp, int ncmp, const etcd_put_op *put, int nput,
+             int *succeeded, char *err, size_t errlen)
+{
+    static const char *const targets[] = {"CREATE", "MOD", "VALUE"};
+    json_t *body = json_object(), *c = json_array(), *s = json_array();
+    for (int i = 0; i < ncmp; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "key", b64(cmp[i].key, strlen(cmp[i].key)));
+        json_object_set_new(o, "target", json_string(targets[cmp[i].target]));
+        json_object_set_new(o, "result", json_string("EQUAL"));
+        if (cmp[i].target == ETCD_CMP_CREATE)
+            json_object_set_new(o, "create_revision", json_integer(cmp[i].rev));
+        else if (cmp[i].target == ETCD_CMP_MOD)
+            json_object_set_new(o, "mod_revision", json_integer(cmp[i].rev));
+        else
+            json_object_set_new(o, "value", b64(cmp[i].value, strlen(cmp[i].value)));
+        json_array_append_new(c, o);
+    }
+    for (int i = 0; i < nput; i++) {
+        json_t *p = json_object();
+        json_object_set_new(p, "key", b64(put[i].key, strlen(put[i].key)));
+        json_object_set_new(p, "value", b64(put[i].value, strlen(put[i].value)));
+        if (put[i].lease)
+            json_object_set_new(p, "lease", json_integer(put[i].lease));
+        json_t *op = json_object();
+        json_object_set_new(op, "requestPut", p);
+        json_array_append_new(s, op);
+    }
+    json_object_set_new(body, "compare", c);
+    json_object_set_new(body, "success", s);
+    json_t *r = call(e, "/v3/kv/txn", body, err, errlen);
+    if (!r)
+        return -1;
+    *succeeded = json_is_true(json_object_get(r, "succeeded"));
+    json_decref(r);
+    return 0;
+}

@@ -1,0 +1,63 @@
+/* etcd.h - a small blocking client of etcd's v3 JSON gateway (HTTP POST of JSON bodies to
+ * /v3/kv/range, /v3/kv/put, /v3/kv/txn, /v3/lease/grant, /v3/lease/keepalive,
+ * /v3/lease/revoke; keys and values base64), over libcurl.
+ *
+ * Blocking by design: it is used only from the cluster's own thread (member.c), never from the
+ * event loop (DESIGN.md section 10). Every call is bounded by the timeout given to etcd_new;
+ * with several endpoints a call that cannot reach one tries the next (starting from the last
+ * that answered). Lease IDs are sent as JSON numbers: etcd 3.4's gateway does not find a
+ * lease given as a string.
+ *
+ * Return values: 0, or -1 with err filled (no answer, an HTTP error, an etcd error such as
+ * "lease not found", or a reply that is not what the API documents).
+ */
+#ifndef SL_CLUSTER_ETCD_H
+#define SL_CLUSTER_ETCD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct etcd etcd;
+
+etcd *etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms);
+void etcd_free(etcd *e);
+
+/* One key's value and revisions; value is NULL when the key does not exist. */
+typedef struct etcd_kv {
+    char *key; /* for etcd_list */
+    char *value;
+    size_t len;
+    int64_t create_rev, mod_rev, lease;
+} etcd_kv;
+void etcd_kv_clear(etcd_kv *kv);
+
+int etcd_get(etcd *e, const char *key, etcd_kv *out, char *err, size_t errlen);
+/* Every key under prefix (at most max): *out (free with etcd_kvs_free) and the count. */
+int etcd_list(etcd *e, const char *prefix, etcd_kv **out, size_t *n, char *err, size_t errlen);
+void etcd_kvs_free(etcd_kv *v, size_t n);
+/* lease 0: none. */
+int etcd_put(etcd *e, const char *key, const char *value, int64_t lease, char *err, size_t errlen);
+int etcd_delete(etcd *e, const char *key, char *err, size_t errlen);
+
+int etcd_lease_grant(etcd *e, int64_t ttl_s, int64_t *id, char *err, size_t errlen);
+/* *ttl_s: the TTL the lease has again, 0 when it no longer exists. */
+int etcd_lease_keepalive(etcd *e, int64_t id, int64_t *ttl_s, char *err, size_t errlen);
+int etcd_lease_revoke(etcd *e, int64_t id, char *err, size_t errlen);
+
+/* A transaction: every compare holds -> the puts are done (*succeeded = 1); else nothing
+ * (*succeeded = 0). */
+enum { ETCD_CMP_CREATE, ETCD_CMP_MOD, ETCD_CMP_VALUE };
+typedef struct etcd_cmp {
+    const char *key;
+    int target;        /* ETCD_CMP_*; the result is always EQUAL */
+    int64_t rev;       /* CREATE / MOD: the revision (0 for CREATE: the key does not exist) */
+    const char *value; /* VALUE */
+} etcd_cmp;
+typedef struct etcd_put_op {
+    const char *key, *value;
+    int64_t lease;
+} etcd_put_op;
+int etcd_txn(etcd *e, const etcd_cmp *cmp, int ncmp, const etcd_put_op *put, int nput,
+             int *succeeded, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,585 @@
+/* member.c - the cluster member thread: lease, election, renewal, snapshot (see member.h).
+ *
+ * Invariants:
+ * - st.role is CL_ROLE_LEADER only while now < valid_until - margin, where valid_until is the
+ *   send time of the last successful keepalive (or grant) plus the TTL etcd gave: checked on
+ *   every wake-up, and the thread never sleeps past that moment.
+ * - Every change of st.role is written under mu and signalled on the eventfd.
+ * - Only this thread talks to etcd; the loop only reads st (under mu).
+ */
+#include "cluster/member.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/etcd.h"
+#include "cluster/wire.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/mem.h"
+
+struct cl_member {
+    cl_conf conf; /* a copy: the thread outlives nothing, but owns what it reads */
+    char *name, *amqp, *http, *repl;
+    char *prefix; /* "/PREFIX/CLUSTER/" */
+    etcd *etcd;
+    int listen_fd, repl_port;
+    int event_fd;   /* to the loop: the role changed */
+    int wake_fd[2]; /* to the thread: stop */
+    pthread_t thread;
+    int started;
+
+    pthread_mutex_t mu;
+    cl_status st;         /* under mu */
+    uint64_t valid_until; /* under mu: ms (CLOCK_MONOTONIC) the lease is surely valid to */
+    uint64_t margin;      /* ms before valid_until the leader stops */
+
+    /* the thread's own */
+    int64_t lease;
+    int64_t leader_rev; /* create_revision of our leader key */
+    int waited_rounds;  /* rounds a non-first candidate has waited for the first */
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static char *key(const cl_member *m, const char *rest)
+{
+    size_t a = strlen(m->prefix), b = strlen(rest);
+    char *k = sl_xmalloc(a + b + 1);
+    memcpy(k, m->prefix, a);
+    memcpy(k + a, rest, b + 1);
+    return k;
+}
+
+static void notify(cl_member *m)
+{
+    uint64_t one = 1;
+    ssize_t n = write(m->event_fd, &one, sizeof one);
+    (void)n;
+}
+
+static void set_error(cl_member *m, const char *err)
+{
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->st.last_error, sizeof m->st.last_error, "%s", err);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Leadership ends (lease lost or about to be, key taken, stop): the loop closes clients. */
+static void step_down(cl_member *m, const char *why)
+{
+    pthread_mutex_lock(&m->mu);
+    int was = m->st.role == CL_ROLE_LEADER;
+    m->st.role = CL_ROLE_FOLLOWER;
+    if (was) { /* no longer known to lead: say so until etcd names someone */
+        m->st.leader[0] = 0;
+        m->st.leader_amqp[0] = 0;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (was) {
+        sl_warn("cluster: stepping down as leader of epoch %" PRIu64 ": %s", m->st.epoch, why);
+        notify(m);
+        /* Give up the lease that holds the key (revoked if etcd answers, else left to
+         * expire: it is never renewed again), so the key goes and an election can follow;
+         * this node campaigns again, if it may, with a new lease. */
+        if (m->lease) {
+            char err[256];
+            etcd_lease_revoke(m->etcd, m->lease, err, sizeof err);
+            m->lease = 0;
+        }
+    }
+    m->leader_rev = 0;
+}
+
+static char *node_json(const cl_member *m)
+{
+    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "name", m->name, "amqp", m->amqp,
+                          "http", m->http, "replication", m->repl, "last_epoch", (json_int_t)0,
+                          "last_idx", (json_int_t)0);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return s;
+}
+
+/* A lease, renewed at once (etcd 3.4 may count a fresh lease's TTL from before it answered:
+ * the keepalive's answer is what the validity is measured from), and our nodes/NAME key. */
+static int get_lease(cl_member *m, char *err, size_t errlen)
+{
+    int64_t id, ttl;
+    if (etcd_lease_grant(m->etcd, m->conf.lease_ttl_s, &id, err, errlen) < 0)
+        return -1;
+    uint64_t t0 = mono_ms();
+    if (etcd_lease_keepalive(m->etcd, id, &ttl, err, errlen) < 0 || ttl <= 0) {
+        if (!err[0] || ttl <= 0)
+            snprintf(err, errlen, "etcd: a new lease was gone at once");
+        return -1;
+    }
+    char *nk = key(m, "nodes/");
+    size_t nl = strlen(nk);
+    nk = sl_xrealloc(nk, nl + strlen(m->name) + 1);
+    strcpy(nk + nl, m->name);
+    char *v = node_json(m);
+    int rc = etcd_put(m->etcd, nk, v, id, err, errlen);
+    free(v);
+    sl_free(nk);
+    if (rc < 0)
+        return -1;
+    m->lease = id;
+    pthread_mutex_lock(&m->mu);
+    m->valid_until = t0 + (uint64_t)ttl * 1000;
+    if (m->st.role == CL_ROLE_JOINING)
+        m->st.role = CL_ROLE_FOLLOWER;
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+static int renew(cl_member *m, char *err, size_t errlen)
+{
+    int64_t ttl = 0;
+    uint64_t t0 = mono_ms();
+    if (etcd_lease_keepalive(m->etcd, m->lease, &ttl, err, errlen) < 0)
+        return -1;
+    if (ttl <= 0) {
+        m->lease = 0;
+        snprintf(err, errlen, "the etcd lease expired");
+        return -1;
+    }
+    pthread_mutex_lock(&m->mu);
+    m->valid_until = t0 + (uint64_t)ttl * 1000;
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+/* The ISR names in etcd (JSON array): *n of them into names; -1: absent. */
+static int read_isr(cl_member *m, char names[][256], size_t max, size_t *n, int64_t *mod_rev,
+                    char *err, size_t errlen)
+{
+    char *k = key(m, "isr");
+    etcd_kv kv;
+    int rc = etcd_get(m->etcd, k, &kv, err, errlen);
+    sl_free(k);
+    *n = 0;
+    if (rc < 0)
+        return -2;
+    if (!kv.value)
+        return -1;
+    *mod_rev = kv.mod_rev;
+    json_t *j = json_loadb(kv.value, kv.len, 0, NULL);
+    size_t i;
+    json_t *v;
+    json_array_foreach(j, i, v)
+    {
+        if (json_is_string(v) && *n < max)
+            snprintf(names[(*n)++], 256, "%s", json_string_value(v));
+    }
+    json_decref(j);
+    etcd_kv_clear(&kv);
+    return 0;
+}
+
+/* Refresh the members and the leader in the snapshot; returns the leader key's state:
+ * 1 present (*leader_node, *epoch, *create_rev filled), 0 absent, -1 etcd failed. */
+static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int64_t *create_rev,
+                char isr[][256], size_t *n_isr, int *isr_exists, char *err, size_t errlen)
+{
+    char *lk = key(m, "leader");
+    etcd_kv kv;
+    int rc = etcd_get(m->etcd, lk, &kv, err, errlen);
+    sl_free(lk);
+    if (rc < 0)
+        return -1;
+    int64_t isr_rev;
+    int ir = read_isr(m, isr, CL_MAX_MEMBERS, n_isr, &isr_rev, err, errlen);
+    if (ir == -2) {
+        etcd_kv_clear(&kv);
+        return -1;
+    }
+    *isr_exists = ir == 0;
+    char *np = key(m, "nodes/");
+    etcd_kv *nodes = NULL;
+    size_t nn = 0;
+    rc = etcd_list(m->etcd, np, &nodes, &nn, err, errlen);
+    sl_free(np);
+    if (rc < 0) {
+        etcd_kv_clear(&kv);
+        return -1;
+    }
+    int present = kv.value != NULL;
+    char lamqp[280] = "";
+    leader_node[0] = 0;
+    *epoch = 0;
+    *create_rev = 0;
+    if (present) {
+        json_t *j = json_loadb(kv.value, kv.len, 0, NULL);
+        snprintf(leader_node, ln, "%s", json_string_value(json_object_get(j, "node")) ?: "");
+        snprintf(lamqp, sizeof lamqp, "%s", json_string_value(json_object_get(j, "amqp")) ?: "");
+        json_int_t e = json_integer_value(json_object_get(j, "epoch"));
+        *epoch = e > 0 ? (uint64_t)e : 0;
+        *create_rev = kv.create_rev;
+        json_decref(j);
+    }
+    pthread_mutex_lock(&m->mu);
+    m->st.n_nodes = 0;
+    for (size_t i = 0; i < nn && m->st.n_nodes < CL_MAX_MEMBERS; i++) {
+        json_t *j = json_loadb(nodes[i].value, nodes[i].len, 0, NULL);
+        cl_node_info *ni = &m->st.nodes[m->st.n_nodes++];
+        memset(ni, 0, sizeof *ni);
+        snprintf(ni->name, sizeof ni->name, "%s",
+                 json_string_value(json_object_get(j, "name")) ?: "");
+        snprintf(ni->amqp, sizeof ni->amqp, "%s",
+                 json_string_value(json_object_get(j, "amqp")) ?: "");
+        snprintf(ni->http, sizeof ni->http, "%s",
+                 json_string_value(json_object_get(j, "http")) ?: "");
+        snprintf(ni->replication, sizeof ni->replication, "%s",
+                 json_string_value(json_object_get(j, "replication")) ?: "");
+        for (size_t k = 0; k < *n_isr; k++)
+            if (!strcmp(isr[k], ni->name))
+                ni->insync = 1;
+        json_decref(j);
+    }
+    snprintf(m->st.leader, sizeof m->st.leader, "%s", leader_node);
+    snprintf(m->st.leader_amqp, sizeof m->st.leader_amqp, "%s", lamqp);
+    if (present)
+        m->st.epoch = *epoch;
+    m->st.last_error[0] = 0;
+    pthread_mutex_unlock(&m->mu);
+    etcd_kvs_free(nodes, nn);
+    etcd_kv_clear(&kv);
+    return present;
+}
+
+/* Whether this node should campaign now: an ISR member (or no ISR yet), and the first among
+ * the live ISR members by name (the logs are all alike until the stream is wired: see the
+ * README), or the first has had a round and did not take the key. */
+static int should_campaign(cl_member *m, char isr[][256], size_t n_isr, int isr_exists)
+{
+    if (!isr_exists)
+        return 1;
+    int member = 0;
+    const char *first = NULL;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n_isr; i++) {
+        if (!strcmp(isr[i], m->name))
+            member = 1;
+        int live = 0;
+        for (size_t k = 0; k < m->st.n_nodes; k++)
+            if (!strcmp(m->st.nodes[k].name, isr[i]))
+                live = 1;
+        if (live && (!first || strcmp(isr[i], first) < 0))
+            first = isr[i];
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (!member)
+        return 0;
+    if (!first || !strcmp(first, m->name) || m->waited_rounds >= 2)
+        return 1;
+    m->waited_rounds++;
+    return 0;
+}
+
+static void campaign(cl_member *m, int isr_exists, char *err, size_t errlen)
+{
+    char *ek = key(m, "epoch"), *lk = key(m, "leader"), *ik = key(m, "isr");
+    etcd_kv kv;
+    if (etcd_get(m->etcd, ek, &kv, err, errlen) < 0)
+        goto out;
+    uint64_t epoch = kv.value ? strtoull(kv.value, NULL, 10) : 0;
+    int64_t erev = kv.value ? kv.mod_rev : 0;
+    etcd_kv_clear(&kv);
+    char ev[32];
+    snprintf(ev, sizeof ev, "%" PRIu64, epoch + 1);
+    json_t *lj =
+        json_pack("{s:s, s:I, s:s, s:s, s:s}", "node", m->name, "epoch", (json_int_t)(epoch + 1),
+                  "amqp", m->amqp, "http", m->http, "replication", m->repl);
+    char *lv = json_dumps(lj, JSON_COMPACT);
+    json_decref(lj);
+    json_t *ij = json_pack("[s]", m->name);
+    char *iv = json_dumps(ij, JSON_COMPACT);
+    json_decref(ij);
+    etcd_cmp cmp[3] = {
+        {.key = lk, .target = ETCD_CMP_CREATE, .rev = 0},
+        {.key = ek, .target = erev ? ETCD_CMP_MOD : ETCD_CMP_CREATE, .rev = erev},
+        {.key = ik, .target = ETCD_CMP_CREATE, .rev = 0},
+    };
+    etcd_put_op put[3] = {{lk, lv, m->lease}, {ek, ev, 0}, {ik, iv, 0}};
+    int ok = 0;
+    uint64_t t0 = mono_ms();
+    int rc = etcd_txn(m->etcd, cmp, isr_exists ? 2 : 3, put, isr_exists ? 2 : 3, &ok, err, errlen);
+    free(lv);
+    free(iv);
+    if (rc < 0 || !ok)
+        goto out;
+    if (etcd_get(m->etcd, lk, &kv, err, errlen) == 0 && kv.value)
+        m->leader_rev = kv.create_rev;
+    etcd_kv_clear(&kv);
+    pthread_mutex_lock(&m->mu);
+    /* the lease was valid when the txn was sent (it holds the key): at least until then */
+    if (m->valid_until > t0 + m->margin) {
+        m->st.role = CL_ROLE_LEADER;
+        m->st.epoch = epoch + 1;
+        snprintf(m->st.leader, sizeof m->st.leader, "%s", m->name);
+        snprintf(m->st.leader_amqp, sizeof m->st.leader_amqp, "%s", m->amqp);
+    }
+    int led = m->st.role == CL_ROLE_LEADER;
+    pthread_mutex_unlock(&m->mu);
+    if (led) {
+        sl_info("cluster: leader of %s, epoch %" PRIu64, m->conf.cluster_name, epoch + 1);
+        notify(m);
+    }
+    m->waited_rounds = 0;
+out:
+    sl_free(ek);
+    sl_free(lk);
+    sl_free(ik);
+}
+
+/* Anyone who dials the replication port hears that the stream is not served yet. */
+static void refuse_replication(cl_member *m)
+{
+    for (int i = 0; i < 16; i++) {
+        int fd = accept4(m->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        sl_buf b;
+        sl_buf_init(&b);
+        cw_put_refuse(&b, 1, "the replication stream is not served by this version");
+        ssize_t n = send(fd, b.data, b.len, MSG_NOSIGNAL);
+        (void)n;
+        sl_buf_free(&b);
+        close(fd);
+    }
+}
+
+static void *run(void *arg)
+{
+    cl_member *m = arg;
+    char err[512];
+    uint64_t period = m->conf.lease_ttl_s * 1000 / 4;
+    uint64_t next_renew = 0;
+    for (;;) {
+        uint64_t now = mono_ms();
+        err[0] = 0;
+        pthread_mutex_lock(&m->mu);
+        int leader = m->st.role == CL_ROLE_LEADER;
+        uint64_t stop_at = m->valid_until > m->margin ? m->valid_until - m->margin : 0;
+        pthread_mutex_unlock(&m->mu);
+        if (leader && now >= stop_at)
+            step_down(m, "the etcd lease could not be renewed in time");
+        if (!m->lease) {
+            if (get_lease(m, err, sizeof err) < 0) {
+                set_error(m, err);
+                sl_debug("cluster: %s", err);
+            }
+            next_renew = now + period;
+        } else if (now >= next_renew) {
+            if (renew(m, err, sizeof err) < 0) {
+                set_error(m, err);
+                sl_warn("cluster: lease renewal failed: %s", err);
+                if (!m->lease)
+                    step_down(m, "the etcd lease expired");
+                next_renew = now + period / 4; /* try again soon */
+            } else {
+                next_renew = now + period;
+            }
+        }
+        if (m->lease) {
+            char leader_node[256], isr[CL_MAX_MEMBERS][256];
+            size_t n_isr = 0;
+            uint64_t epoch;
+            int64_t crev;
+            int isr_exists = 0;
+            int present = look(m, leader_node, sizeof leader_node, &epoch, &crev, isr, &n_isr,
+                               &isr_exists, err, sizeof err);
+            if (present < 0) {
+                set_error(m, err);
+            } else if (present == 0) {
+                if (leader)
+                    step_down(m, "the leader key is gone");
+                if (should_campaign(m, isr, n_isr, isr_exists))
+                    campaign(m, isr_exists, err, sizeof err);
+            } else if (leader && (crev != m->leader_rev || strcmp(leader_node, m->name))) {
+                step_down(m, "another node holds the leader key");
+            }
+        }
+        /* sleep until the next renewal, never past the moment a leader must stop */
+        now = mono_ms();
+        uint64_t wake = next_renew;
+        pthread_mutex_lock(&m->mu);
+        if (m->st.role == CL_ROLE_LEADER && m->valid_until > m->margin &&
+            m->valid_until - m->margin < wake)
+            wake = m->valid_until - m->margin;
+        pthread_mutex_unlock(&m->mu);
+        int timeout = wake > now ? (int)(wake - now) : 0;
+        if (timeout > 250)
+            timeout = 250; /* look at etcd often enough to see a leader go */
+        struct pollfd pf[2] = {{m->wake_fd[0], POLLIN, 0}, {m->listen_fd, POLLIN, 0}};
+        int rc = poll(pf, 2, timeout);
+        if (rc > 0 && (pf[0].revents & POLLIN))
+            break;
+        if (rc > 0 && (pf[1].revents & POLLIN))
+            refuse_replication(m);
+    }
+    /* a clean stop: give the key back so another node takes over at once */
+    if (m->lease) {
+        int was;
+        pthread_mutex_lock(&m->mu);
+        was = m->st.role == CL_ROLE_LEADER;
+        m->st.role = CL_ROLE_FOLLOWER;
+        pthread_mutex_unlock(&m->mu);
+        if (was)
+            notify(m);
+        etcd_lease_revoke(m->etcd, m->lease, err, sizeof err);
+    }
+    return NULL;
+}
+
+static int listen_replication(cl_member *m, const char *bind_addr, int port, char *err,
+                              size_t errlen)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, bind_addr, &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "replication port: %s is not an IPv4 address", bind_addr);
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 16) < 0) {
+        snprintf(err, errlen, "replication port %s:%d: %s", bind_addr, port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    m->listen_fd = fd;
+    m->repl_port = ntohs(sa.sin_port);
+    sl_info("listening replication=%s:%d", bind_addr, m->repl_port);
+    return 0;
+}
+
+static char *addr_port(const char *a, int port)
+{
+    char buf[300];
+    snprintf(buf, sizeof buf, "%s:%d", a, port);
+    return sl_xstrdup(buf);
+}
+
+cl_member *cl_member_start(const cl_member_opts *o, char *err, size_t errlen)
+{
+    cl_member *m = sl_xcalloc(1, sizeof *m);
+    m->listen_fd = m->event_fd = m->wake_fd[0] = m->wake_fd[1] = -1;
+    pthread_mutex_init(&m->mu, NULL);
+    const cl_conf *c = o->conf;
+    m->conf = *c; /* the strings stay the config's: it outlives the member */
+    m->name = sl_xstrdup(o->node_name);
+    m->amqp = addr_port(o->advertise, o->amqp_port);
+    m->http = o->http_port > 0 ? addr_port(o->advertise, o->http_port) : sl_xstrdup("");
+    m->margin = (uint64_t)c->lease_ttl_s * 1000 / 4;
+    size_t pl = strlen(c->key_prefix) + strlen(c->cluster_name) + 4;
+    m->prefix = sl_xmalloc(pl);
+    snprintf(m->prefix, pl, "/%s/%s/", c->key_prefix, c->cluster_name);
+    m->st.role = CL_ROLE_JOINING;
+    uint32_t timeout = c->lease_ttl_s * 1000 / 4;
+    if (timeout > 1500)
+        timeout = 1500;
+    m->etcd = etcd_new(c->endpoints, c->n_endpoints, timeout);
+    if (!m->etcd) {
+        snprintf(err, errlen, "cannot make an HTTP client for etcd");
+        goto fail;
+    }
+    if (listen_replication(m, o->bind, c->replication_port, err, errlen) < 0)
+        goto fail;
+    m->repl = addr_port(o->advertise, m->repl_port);
+    m->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (m->event_fd < 0 || pipe2(m->wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+        snprintf(err, errlen, "cluster: %s", strerror(errno));
+        goto fail;
+    }
+    if (pthread_create(&m->thread, NULL, run, m) != 0) {
+        snprintf(err, errlen, "cluster: cannot start its thread");
+        goto fail;
+    }
+    m->started = 1;
+    return m;
+fail:
+    cl_member_stop(m);
+    return NULL;
+}
+
+void cl_member_stop(cl_member *m)
+{
+    if (!m)
+        return;
+    if (m->started) {
+        ssize_t n = write(m->wake_fd[1], "x", 1);
+        (void)n;
+        pthread_join(m->thread, NULL);
+    }
+    etcd_free(m->etcd);
+    if (m->listen_fd >= 0)
+        close(m->listen_fd);
+    if (m->event_fd >= 0)
+        close(m->event_fd);
+    if (m->wake_fd[0] >= 0) {
+        close(m->wake_fd[0]);
+        close(m->wake_fd[1]);
+    }
+    pthread_mutex_destroy(&m->mu);
+    sl_free(m->name);
+    sl_free(m->amqp);
+    sl_free(m->http);
+    sl_free(m->repl);
+    sl_free(m->prefix);
+    sl_free(m);
+}
+
+int cl_member_fd(const cl_member *m)
+{
+    return m->event_fd;
+}
+
+void cl_member_take_event(cl_member *m)
+{
+    uint64_t v;
+    ssize_t n = read(m->event_fd, &v, sizeof v);
+    (void)n;
+}
+
+void cl_member_status(cl_member *m, cl_status *out)
+{
+    pthread_mutex_lock(&m->mu);
+    *out = m->st;
+    pthread_mutex_unlock(&m->mu);
+}
+
+int cl_member_serving(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int ok = m->st.role == CL_ROLE_LEADER && mono_ms() + m->margin < m->valid_until;
+    pthread_mutex_unlock(&m->mu);
+    return ok;
+}
+
+int cl_member_replication_port(const cl_member *m)
+{
+    return m->repl_port;
+}
