@@ -1040,7 +1040,7 @@ void broker_free(broker *b)
     if (!b)
         return;
     broker_cluster_stop(b); /* a leader hands its key back before its clients are dropped */
-    if (b->reserve_held) { /* a stopped node holds no more disk than its data */
+    if (b->reserve_held) {  /* a stopped node holds no more disk than its data */
         char path[4096];
         reserve_path(b, path, sizeof path);
         unlink(path);
