@@ -129,6 +129,7 @@ def test_one_leader_followers_refuse_and_a_follower_takes_over_after_kill9(
     first.kill9()
     wait_for(lambda: leader_of([other]), timeout=10 * TTL, message="a new leader")
     took = time.monotonic() - t0
+    print("failover: kill -9 of the leader to a new leader in %.2f s (lease_ttl %d)" % (took, TTL))
     c = get_cluster(other)
     assert c["leader"] == other.node_name and c["epoch"] == epoch + 1
     other.assert_alive()
