@@ -15,6 +15,7 @@
 
 #include "../core/mem.h"
 #include "../core/version.h"
+#include "cluster/member.h"
 #include "mgmt_internal.h"
 
 static void out(sl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -113,6 +114,23 @@ static void listener_metrics(sl_buf *b, mgmt *m)
            "AMQP connections refused at connection.open by connection_max", m->b->conns_refused);
     metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", m->n_conns);
     metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", m->b->acceptor.fd_limit);
+    /* The cluster (a node without cluster settings is a cluster of one, its own leader). */
+    uint64_t leader = 1, epoch = 0, members = 1, isr = 1;
+    if (m->b->cluster) {
+        cl_status st;
+        cl_member_status(m->b->cluster, &st);
+        leader = cl_member_serving(m->b->cluster);
+        epoch = st.epoch;
+        members = st.n_nodes;
+        isr = 0;
+        for (size_t i = 0; i < st.n_nodes; i++)
+            isr += st.nodes[i].insync;
+    }
+    metric(b, "sluice_cluster_leader", "gauge", "1 while this node is the leader and serves",
+           leader);
+    metric(b, "sluice_cluster_epoch", "gauge", "Epoch of the cluster's leader key", epoch);
+    metric(b, "sluice_cluster_members", "gauge", "Members registered in etcd", members);
+    metric(b, "sluice_cluster_isr_size", "gauge", "In-sync replicas (the leader counts)", isr);
     /* Stalls, whoever caused them: how long the loop's turns take. */
     sl_loop_stats ls;
     sl_loop_get_stats(m->b->loop, &ls);

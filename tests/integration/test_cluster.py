@@ -48,6 +48,11 @@ def get_cluster(b):
         return json.loads(r.read())
 
 
+def metrics(b):
+    with urllib.request.urlopen("http://%s:%d/metrics" % (b.host, b.mgmt_port), timeout=5) as r:
+        return r.read().decode()
+
+
 def leader_of(nodes):
     """The node among `nodes` that reports itself leader, or None."""
     for b in nodes:
@@ -74,6 +79,8 @@ def test_a_node_without_cluster_settings_is_a_cluster_of_one(broker_factory):
     assert [n["role"] for n in c["nodes"]] == ["leader"]
     assert c["nodes"][0]["insync"] is True
     assert "replication" not in open(b.log_path).read()
+    text = metrics(b)
+    assert "\nsluice_cluster_leader 1\n" in text and "\nsluice_cluster_isr_size 1\n" in text
 
 
 @pytest.mark.parametrize("text,words", [
@@ -113,6 +120,12 @@ def test_one_leader_followers_refuse_and_a_follower_takes_over_after_kill9(
     roles = {n["name"]: n["role"] for n in c["nodes"]}
     assert roles == {first.node_name: "leader", other.node_name: "follower"}
     assert all(n["insync"] for n in c["nodes"])
+    assert "\nsluice_cluster_leader 0\n" in metrics(other)
+    # the leader's own view of the members catches up at its next look at etcd
+    m = wait_for(lambda: (lambda t: t if "\nsluice_cluster_isr_size 2\n" in t else None)(
+        metrics(first)), timeout=10, message="the leader counts both in sync")
+    assert "\nsluice_cluster_leader 1\n" in m and "\nsluice_cluster_members 2\n" in m
+    assert "\nsluice_cluster_epoch %d\n" % c["epoch"] in m
     assert json.loads(etcd.get("/sluice/t/leader"))["node"] == first.node_name
     epoch = c["epoch"]
     # the leader serves; the follower refuses with 320, naming the leader
