@@ -55,6 +55,7 @@ ROUTES = [
     ("GET", "/api/overview", None),
     ("GET", "/api/nodes", None),
     ("GET", "/api/nodes/{node}", None),
+    ("GET", "/api/cluster", None),
     ("GET", "/api/whoami", None),
     ("GET", "/api/session", None),
     ("GET", "/api/vhosts", None),
