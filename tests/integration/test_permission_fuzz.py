@@ -7,7 +7,9 @@ queue.bind, exchange.bind, queue.purge, queue.delete), the HTTP API (peek, get, 
 management actions and properties (GetInfo, management objects here and on another
 node), local queue handles (receive, peek, send; format names resolve without
 regard to case), remote queue proxies on another node (open and purge, with the user's
-permissions changed between the two) and moves. Names come in case variants and as
+permissions changed between the two), moves, and node-to-node links (a link session claiming
+a node id, then one batch to a queue: refused at the handshake, refused for the queue, or
+delivered exactly once). Names come in case variants and as
 subqueues; patterns include anchors, (?i), look-aheads like ^(?!payroll$).* and the empty
 pattern (which allows nothing).
 
@@ -26,6 +28,8 @@ import urllib.parse
 import amqp
 import pytest
 
+from amqpraw import PROTOCOL_HEADER
+from test_link_forged import eod_control
 from test_permissions import Http
 
 SEED = int(os.environ.get("SLUICE_PERM_SEED") or random.SystemRandom().randrange(1 << 32))
@@ -40,7 +44,9 @@ PATTERNS = ["", ".*", "^payroll$", "^(?!payroll$).*", "(?i)^payroll$", "^pub\\."
             "^(a1|zz\\.top)$", "^a", "^$", "^ex\\.", "(?i)^EX\\.", "^amq\\.",
             "^(?!amq\\.).*", "O", "^.{2}$", "\\.", "^(?=.*a).*$", "^(?!(?i:PAYROLL)$).*",
             "^amq\\.default$", "^(?!amq\\.default$)"]
-TAGS = ["management", "management", "monitoring", "administrator", "", "policymaker"]
+TAGS = ["management", "management", "monitoring", "administrator", "", "policymaker", "link",
+        "link", "link,management"]
+LINK_NODES = ["a1" * 16, "b2" * 16, "c3" * 16]  # the node ids links claim
 MGMT_TAGS = {"management", "monitoring", "administrator", "policymaker"}
 
 
@@ -57,7 +63,8 @@ def matches(pattern, name):
 
 class Model:
     def __init__(self):
-        self.users = {}  # name -> {"tags": str, "perm": None | (conf, write, read)}
+        # name -> {"tags": str, "perm": None | (conf, write, read), "link_node": None | hex}
+        self.users = {}
 
     def tags(self, u):
         return set(self.users[u]["tags"].split(",")) - {""}
@@ -76,6 +83,20 @@ class Model:
 
     def admin(self, u):
         return "administrator" in self.tags(u)
+
+    def link_login(self, u, node):
+        """README "Link users": the administrator tag speaks for any node; the link tag for
+        the one node its first link session bound (bound at the handshake, before the vhost
+        is opened); any other user is refused."""
+        if self.admin(u):
+            return True
+        if "link" not in self.tags(u):
+            return False
+        bound = self.users[u].get("link_node")
+        if bound is None:
+            self.users[u]["link_node"] = node
+            return True
+        return bound == node
 
 
 def canonical(name, existing, subqueues):
@@ -101,6 +122,8 @@ class Doors:
     def __init__(self, a, b, model, rnd):
         self.a, self.b, self.model, self.rnd = a, b, model, rnd
         self.conns = {}
+        self.seq = 0  # link sequences: a fresh one per batch
+        self.guest = None  # counts what links delivered
 
     def http(self, u):
         return Http(self.a.broker.host, self.a.broker.mgmt_port, u, "pw")
@@ -360,6 +383,85 @@ def case_proxy(d, u, rnd, admin):
     return out
 
 
+def link_session(d, u, node_hex):
+    """A link session to the node under test as u claiming node_hex: (raw, None) once open,
+    or (None, "refused-login" | "refused-vhost" | "other:...")."""
+    r = d.a.broker.raw(handshake=False)
+    r.send(PROTOCOL_HEADER)
+    r.expect("connection.start")
+    props = {"product": "fuzz", "sluice_link": {"version": 1, "node_id": node_hex,
+                                                "node_name": "sluice@fz"}}
+    r.send_method(0, "connection.start-ok", client_properties=props, mechanism="PLAIN",
+                  response=b"\x00" + u.encode() + b"\x00pw", locale="en_US")
+    m = r.read_method(10.0)
+    if m.name == "connection.close":
+        r.close()
+        return None, "refused-login" if m.reply_code == 403 else "other:%s" % m
+    r.send_method(0, "connection.tune-ok", channel_max=m.channel_max, frame_max=m.frame_max,
+                  heartbeat=0)
+    r.send_method(0, "connection.open", virtual_host="/")
+    m = r.read_method(10.0)
+    if m.name != "connection.open-ok":
+        r.close()
+        ok = m.name == "connection.close" and m.reply_code in (403, 530)
+        return None, "refused-vhost" if ok else "other:%s" % m
+    return r, None
+
+
+def case_link(d, u, rnd):
+    """A node-to-node link (README "Link users"): a session claiming a node id, then one batch
+    (a fresh sequence) to a queue name as a sender would spell it. The receiver resolves the
+    name as a format name does (exact, else differing in case; no missing subqueue), then
+    checks write on the resolved queue; a delivered message is in that queue exactly once."""
+    m = d.model
+    bound = m.users[u]["link_node"]
+    # mostly the node a link user is bound to (to reach the per-queue check), else any
+    node = bound if bound and rnd.random() < 0.7 else rnd.choice(LINK_NODES)
+    q = spelling(rnd, QUEUES)
+    canon = canonical(q, QUEUES, False)
+    if not m.link_login(u, node):
+        exp = "refused-login"
+    elif not m.entry(u):
+        exp = "refused-vhost"
+    elif canon is None:
+        exp = "not-found"
+    elif not m.may(u, "write", canon):
+        exp = "refused"
+    else:
+        exp = "ok"
+    what = "link as node %s..: batch to %r" % (node[:4], q)
+    r, got = link_session(d, u, node)
+    if r is None:
+        return what, exp, got
+    d.seq += 1
+    token = b"link-%d-%d" % (SEED, d.seq)
+    try:
+        r.rpc(1, "channel.open")
+        r.rpc(1, "tx.select")
+        r.publish(1, "", q, token)
+        r.publish(1, "sluice.eod", "batch", eod_control(node, "sluice@fz", d.seq, 0, [1]))
+        r.send_method(1, "tx.commit")
+        reply = r.read_method(10.0)
+    finally:
+        r.close()
+    if reply.name == "tx.commit-ok":
+        # the message is in the resolved queue, once (nothing else moves these tokens)
+        if d.guest is None or not d.guest.connected:
+            d.guest = d.a.amqp()
+        ch = d.guest.channel()
+        found = 0
+        for _ in range(10000):
+            msg = ch.basic_get(canon or q, no_ack=True)
+            if msg is None:
+                break
+            found += msg.body == token
+        ch.close()
+        return what, exp, "ok" if found == 1 else "delivered %d times" % found
+    if reply.name == "channel.close" and reply.reply_code in (403, 404):
+        return what, exp, "refused" if reply.reply_code == 403 else "not-found"
+    return what, exp, "other:%s" % (reply,)
+
+
 def test_every_door_agrees_with_the_reference_model(nodes):
     print("permission fuzz seed %d (SLUICE_PERM_SEED=%d to replay)" % (SEED, SEED))
     rnd = random.Random(SEED)
@@ -381,13 +483,14 @@ def test_every_door_agrees_with_the_reference_model(nodes):
         assert s in (201, 204), (s, j)
         perm = draw_perm(rnd)
         set_perm(admin, u, perm)
-        model.users[u] = {"tags": tags, "perm": perm}
+        model.users[u] = {"tags": tags, "perm": perm, "link_node": None}
     doors = Doors(a, b, model, rnd)
     mismatches, n, counts = [], 0, {}
     t0 = time.monotonic()
     while n < CASES and time.monotonic() - t0 < BUDGET_S:
         u = rnd.choice(users)
-        door = rnd.choices(["amqp", "http", "handle", "proxy", "props"], [4, 3, 2, 1, 1])[0]
+        door = rnd.choices(["amqp", "http", "handle", "proxy", "props", "link"],
+                           [4, 3, 2, 1, 1, 2])[0]
         if door == "amqp":
             results = [case_amqp(doors, u, rnd)]
         elif door == "http":
@@ -396,12 +499,16 @@ def test_every_door_agrees_with_the_reference_model(nodes):
             results = [case_handle(doors, u, rnd)]
         elif door == "props":
             results = [case_props(doors, u, rnd)]
+        elif door == "link":
+            results = [case_link(doors, u, rnd)]
         else:
             results = case_proxy(doors, u, rnd, admin)
         for what, exp, got in results:
             n += 1
             counts[door] = counts.get(door, 0) + 1
-            want = "ok" if exp else "refused"
+            if door == "link":  # how the link cases ended, to see every branch is reached
+                counts["link:" + got] = counts.get("link:" + got, 0) + 1
+            want = exp if isinstance(exp, str) else "ok" if exp else "refused"
             if got != want:
                 mismatches.append("%s by %s (tags %r, permissions %r): model %s, broker %s" % (
                     what, u, model.users[u]["tags"], model.users[u]["perm"], want, got))
