@@ -802,6 +802,7 @@ broker *broker_new(sl_config *cfg)
     lo.bad_queue_grace_ms = cfg->link_bad_queue_grace_ms;
     lo.reach_queue_ms = cfg->link_time_to_reach_queue_ms;
     lo.dns_timeout_ms = cfg->link_dns_timeout_ms;
+    lo.msmq_hosts = cfg->msmq_hosts;
     if (cfg->link_tls) {
         /* links over TLS: a client context, the destination's certificate verified */
         sl_tls_opts to;

@@ -173,6 +173,7 @@ void sl_config_free(sl_config *c)
     sl_free(c->msmq_bind);
     sl_free(c->msmq_vhost);
     sl_free(c->msmq_user);
+    sl_free(c->msmq_hosts);
     sl_free(c->auth_mechanisms);
     struct sl_tls_conf *tc[3] = {&c->ssl, &c->mgmt_ssl, &c->link_ssl};
     for (int i = 0; i < 3; i++) {
@@ -586,6 +587,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
             c->msmq_ping_port = (int)n;
     } else if (!strcmp(key, "msmq.vhost")) {
         set_str(&c->msmq_vhost, value);
+    } else if (!strncmp(key, "msmq.hosts.", 11)) {
+        if (!*value || strchr(value, ' ') || strchr(value, '\\'))
+            return "msmq.hosts.N must be HOST[:PORT] (a Windows queue manager)";
+        list_add(&c->msmq_hosts, value, ' ');
     } else if (!strcmp(key, "msmq.user")) {
         set_str(&c->msmq_user, value);
     } else if (!strcmp(key, "msmq.max_packet_size")) {

@@ -111,6 +111,7 @@ typedef struct sl_config {
     char *msmq_bind; /* NULL = bind */
     char *msmq_vhost;
     char *msmq_user;
+    char *msmq_hosts; /* msmq.hosts.N: space-separated host[:port] of Windows queue managers */
     uint32_t msmq_max_packet;
     uint32_t msmq_idle_timeout_ms, msmq_handshake_timeout_ms;
     uint16_t msmq_window;

@@ -116,6 +116,7 @@ int link_fmt_parse(const char *s, size_t len, link_addr *out, char *err, size_t 
             return -1;
         }
         out->port = (int)port;
+        out->port_given = 1;
     }
     p = bs + 1;
     if (!take_prefix(&p, end, "private$\\")) {

@@ -42,6 +42,7 @@
 #include "../core/log.h"
 #include "../core/mem.h"
 #include "../core/version.h"
+#include "../msmq/mqqb.h"
 #include "../persist/persist.h"
 #include "../persist/records.h"
 #include "eod.h"
@@ -74,14 +75,20 @@ enum cstate {
     C_OPENING, /* tune-ok + open sent */
     C_CHANNEL, /* channel.open sent */
     C_MODE,    /* tx.select / confirm.select sent */
+    C_MQ_EC,   /* MS-MQQB: EstablishConnection sent */
+    C_MQ_CP,   /* MS-MQQB: ConnectionParameters sent */
     C_OPEN,
 };
 
 typedef struct inflight {
     qm_position *pos;
     uint64_t seq;
-    uint8_t acked; /* foreign: confirmed out of order, popped when it reaches the front */
+    uint8_t acked;   /* foreign: confirmed out of order, popped when it reaches the front */
+    uint8_t mq_kind; /* MS-MQQB: MQ_EXPRESS, MQ_RECOVERABLE or MQ_TX (what completes it) */
+    uint16_t mq_user, mq_rec; /* MS-MQQB: its packet number and recoverable number */
 } inflight;
+
+enum { MQ_EXPRESS = 0, MQ_RECOVERABLE, MQ_TX };
 
 /* A request waiting for its reply (link_rpc_call). */
 typedef struct rpc_call {
@@ -114,6 +121,12 @@ struct link_outq {
     link_addr dest;
     uint8_t paused;
     uint8_t foreign; /* link_foreign */
+    /* MS-MQQB (the destination is in msmq.hosts): packets sent / recoverable ones sent /
+     * UserMessages received (order acks) / received ones acknowledged, this session; the
+     * receiver's ack of our packets; the session window */
+    uint8_t msmq;
+    uint32_t mq_sent, mq_rec_sent, mq_recv, mq_recv_acked, mq_peer_acked;
+    uint16_t mq_window;
     /* connection */
     enum cstate cs;
     /* the lookup of dest.host in progress (resolve.h): waited for in C_RESOLVING; one that
@@ -222,6 +235,11 @@ static int rpc_content(link_outq *o, const amqp_frame *f);
 static void rpc_outq_free(link_outq *o);
 static void outq_free(link_outq *o);
 static void need_node_id(link_mgr *m);
+static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, inflight *f);
+static void mq_on_connected(link_outq *o);
+static void mq_process_input(link_outq *o);
+static void became_open(link_outq *o);
+static int msmq_port_for(const link_mgr *m, const link_addr *a);
 
 void link_options_defaults(link_options *o)
 {
@@ -334,7 +352,7 @@ static void fl_push(link_outq *o, qm_position *pos, uint64_t seq)
         o->fl_cap = cap;
         o->fl_head = 0;
     }
-    *fl_at(o, o->fl_len++) = (inflight){pos, seq, 0};
+    *fl_at(o, o->fl_len++) = (inflight){pos, seq, 0, 0, 0, 0};
 }
 
 static void bt_push(link_outq *o, size_t n)
@@ -879,6 +897,9 @@ static int c_can_take(qm_consumer *c)
         return 0;
     if (o->in_unit)
         return 1; /* a transaction is never split: take the rest of it */
+    if (o->msmq)  /* the session window: packets the receiver has not acknowledged */
+        return o->mq_sent - o->mq_peer_acked < o->mq_window && o->fl_len < 65536 &&
+               sl_buf_unread(&o->out) < OUT_HIGH;
     if (o->bt_len >= o->m->o.window_batches)
         return 0;
     return sl_buf_unread(&o->out) < OUT_HIGH;
@@ -930,6 +951,12 @@ static void close_batch(link_outq *o)
 {
     if (!o->open_n)
         return;
+    if (o->msmq) { /* MS-MQQB: every message stands alone, acks complete them */
+        o->open_n = 0;
+        o->open_bytes = 0;
+        mark_dirty(o);
+        return;
+    }
     if (o->peer_is_sluice) {
         link_mgr *m = o->m;
         sl_buf *b = &m->scratch;
@@ -997,6 +1024,14 @@ static void c_deliver(qm_consumer *c, qm_position *pos)
         uint64_t ahead = m->id_rate * 10 < 4096 ? 4096 : m->id_rate * 10;
         o->sent_durable = m->node->next_lookup_id + ahead;
         persist_outq_sent_set(m->store, o->q->incarnation, o->sent_durable);
+    }
+    if (o->msmq) {
+        mq_write_message(o, pos, seq, fl_at(o, o->fl_len - 1));
+        o->sent++;
+        o->in_unit = 0; /* each MSMQ message is its own transaction (FM and LM) */
+        o->idle_since = 0;
+        mark_dirty(o);
+        return;
     }
     uint64_t prev = eod_send_next(&o->es, seq);
     if (o->open_n == o->open_cap) {
@@ -1170,6 +1205,10 @@ static void send_frames_handshake_start_ok(link_outq *o)
 
 static void on_connected(link_outq *o)
 {
+    if (o->msmq) {
+        mq_on_connected(o);
+        return;
+    }
     sl_buf_append(&o->out, amqp_protocol_header, 8);
     o->cs = C_START;
     o->cs_since = sl_loop_now(o->m->loop);
@@ -1196,7 +1235,9 @@ static void became_open(link_outq *o)
     eod_send_session(&o->es);
     o->pub_tag = 0;
     sl_info("link %s: connected to %s:%d (%s)", o->name, o->peer_addr, o->dest.port,
-            o->peer_is_sluice ? "Sluice node, exactly once" : "foreign broker, at least once");
+            o->msmq             ? "MSMQ queue manager, MS-MQQB"
+            : o->peer_is_sluice ? "Sluice node, exactly once"
+                                : "foreign broker, at least once");
     attach(o);
     if (o->calls && o->peer_is_sluice)
         rpc_start(o);
@@ -1576,8 +1617,291 @@ static int foreign_returned(link_outq *o)
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * MS-MQQB: an outgoing queue whose destination host is in msmq.hosts talks to a Windows queue
+ * manager (MS-MQQB 3.1, the initiator's side) instead of an AMQP broker. Same queue, states,
+ * history, PAUSE / RESUME / EOD_RESEND and resend timers; only the bytes differ:
+ *
+ *   connect -> EstablishConnection (our node id as the client GUID) -> its reply (CS bit:
+ *   refused) -> ConnectionParameters -> its echo (the window) -> open: the link attaches.
+ *
+ * Each message is one UserMessage to DIRECT=TCP:<host>\private$\<queue>:
+ *   a message enqueued by a transaction -> transactional (TransactionHeader, FM and LM):
+ *     TxSequenceID = the queue's incarnation, TxSequenceNumber = its lookup id (durable with
+ *     the enqueue, so kill -9 never reuses or renumbers one), TxPreviousSequenceNumber = the
+ *     one sent before it on this session (0 first): eod.h's sender rule; completed by the
+ *     receiver's OrderAck for that number or above (a FinalAck of a NACK class dead-letters it);
+ *   a persistent message in the (durable) outgoing queue -> recoverable: completed by the
+ *     SessionAck bit for its recoverable number (the receiver has it on disk);
+ *   anything else -> express: completed when the SessionAck counts its packet.
+ * A message stays in the outgoing queue (held by the link) until completed; a session that
+ * ends requeues the rest at its place, and the next session resends it (the receiver drops
+ * the transactional duplicates by number).
+ * Every packet carries a SessionHeader (our count of its OrderAcks, our counts of packets);
+ * OrderAcks received are also acknowledged by a stand-alone SessionAck at the end of the turn.
+ */
+
+#define MQ_RECOVERABLE_ACK_MS 500
+#define MQ_ACK_TIMEOUT_MS 120000
+#define MQ_WINDOW 64
+
+/* The msmq.hosts entry naming a's host: its port (1801 when it wrote none), or 0. */
+static int msmq_port_for(const link_mgr *m, const link_addr *a)
+{
+    const char *h = m->o.msmq_hosts;
+    while (h && *h) {
+        const char *end = strchr(h, ' ');
+        size_t n = end ? (size_t)(end - h) : strlen(h);
+        const char *colon = memchr(h, ':', n);
+        size_t hl = colon ? (size_t)(colon - h) : n;
+        int port = colon ? atoi(colon + 1) : MQQB_PORT;
+        if (hl == strlen(a->host) && !strncasecmp(h, a->host, hl) && port > 0 &&
+            (!a->port_given || a->port == port))
+            return port;
+        h = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+static void mq_on_connected(link_outq *o)
+{
+    need_node_id(o->m);
+    mqqb_establish ec = {0};
+    memcpy(ec.client_guid, o->m->node_id, 16);
+    ec.timestamp = (uint32_t)sl_now_ms();
+    ec.os = MQQB_VERSION | MQQB_OS_SE;
+    uint8_t pkt[MQQB_EC_PACKET_LEN];
+    mqqb_write_establish_request(pkt, &ec);
+    sl_buf_append(&o->out, pkt, sizeof pkt);
+    o->mq_sent = o->mq_rec_sent = o->mq_recv = o->mq_recv_acked = o->mq_peer_acked = 0;
+    o->mq_window = MQ_WINDOW;
+    o->cs = C_MQ_EC;
+    o->cs_since = sl_loop_now(o->m->loop);
+    mark_dirty(o);
+}
+
+static void mq_session(link_outq *o, mqqb_session *s)
+{
+    *s = (mqqb_session){.ack_seq = (uint16_t)o->mq_recv,
+                        .user_seq = (uint16_t)o->mq_sent,
+                        .rec_seq = (uint16_t)o->mq_rec_sent,
+                        .window = MQ_WINDOW};
+}
+
+static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, inflight *f)
+{
+    link_mgr *m = o->m;
+    const qm_message *msg = pos->msg;
+    amqp_basic_props bp;
+    unsigned prio = 3; /* MQ_PRIORITY's default */
+    if (amqp_props_decode(qm_msg_props(msg), msg->props_len, &bp) == 0 &&
+        (bp.flags & AMQP_P_PRIORITY))
+        prio = bp.priority > 7 ? 7 : bp.priority;
+    f->mq_kind = pos->xact ? MQ_TX : msg->persistent && o->q->durable ? MQ_RECOVERABLE : MQ_EXPRESS;
+    o->mq_sent++;
+    if (f->mq_kind != MQ_EXPRESS)
+        o->mq_rec_sent++;
+    f->mq_user = (uint16_t)o->mq_sent;
+    f->mq_rec = (uint16_t)o->mq_rec_sent;
+    char dest[800];
+    snprintf(dest, sizeof dest, "TCP:%s\\private$\\%s", o->dest.host, o->dest.queue);
+    mqqb_session sh;
+    mq_session(o, &sh);
+    o->mq_recv_acked = o->mq_recv; /* the header acknowledges what came in */
+    mqqb_out u = {.source_qm = m->node_id,
+                  .dest = dest,
+                  .message_id = (uint32_t)seq,
+                  .sent_time = (uint32_t)wall_s(),
+                  .ttbr = 0xFFFFFFFFu,
+                  .ttrq = 0xFFFFFFFFu,
+                  .priority = prio,
+                  .recoverable = f->mq_kind != MQ_EXPRESS,
+                  .tx = f->mq_kind == MQ_TX,
+                  .tx_seq_id = o->es.seq_id,
+                  .body_type = 0x1011, /* VT_VECTOR | VT_UI1: bytes */
+                  .body = qm_msg_body(msg),
+                  .body_len = (uint32_t)msg->body_len,
+                  .session = &sh};
+    if (u.tx) {
+        u.tx_seq_no = (uint32_t)seq;
+        u.tx_prev_no = (uint32_t)eod_send_next(&o->es, seq);
+    }
+    size_t len = mqqb_user_len(&u);
+    if (!len) {
+        /* larger than MS-MQQB's 4 MiB, or a queue name that is not UTF-8: it can never go */
+        qm_position *p = f->pos;
+        f->pos = NULL;
+        f->acked = 1;
+        dead_letter(o, &p, 1, CLASS_NACK_Q_EXCEED_QUOTA,
+                    "the message does not fit an MS-MQQB packet (4 MiB at most)");
+        return;
+    }
+    uint8_t *dst = sl_buf_reserve(&o->out, len);
+    o->out.len += mqqb_write_user(dst, len, &u);
+}
+
+/* The oldest in-flight messages that are complete leave the outgoing queue. */
+static void mq_pop_completed(link_outq *o)
+{
+    size_t n = 0;
+    while (n < o->fl_len && fl_at(o, n)->acked)
+        n++;
+    if (n)
+        ack_front(o, n);
+}
+
+static void mq_session_ack(link_outq *o, const mqqb_session *s)
+{
+    /* ack_seq counts our packets (16 bits, this session); only forward moves count */
+    uint16_t ahead = (uint16_t)(s->ack_seq - (uint16_t)o->mq_peer_acked);
+    if (ahead && ahead <= (uint16_t)(o->mq_sent - o->mq_peer_acked))
+        o->mq_peer_acked += ahead;
+    for (size_t i = 0; i < o->fl_len; i++) {
+        inflight *f = fl_at(o, i);
+        if (f->acked)
+            continue;
+        /* its packet number at or below the count acknowledged (16-bit serial numbers) */
+        if (f->mq_kind == MQ_EXPRESS && (uint16_t)(o->mq_peer_acked - f->mq_user) < 0x8000)
+            f->acked = 1;
+        if (f->mq_kind == MQ_RECOVERABLE) {
+            uint16_t k = (uint16_t)(f->mq_rec - s->rec_ack_seq);
+            if (k < 32 && (s->rec_ack_flags >> k & 1))
+                f->acked = 1;
+        }
+    }
+    mq_pop_completed(o);
+    if (o->attached && o->q)
+        qm_queue_schedule_dispatch(o->q); /* window room */
+}
+
+static void mq_order_ack(link_outq *o, uint32_t upto)
+{
+    for (size_t i = 0; i < o->fl_len; i++) {
+        inflight *f = fl_at(o, i);
+        if (f->mq_kind == MQ_TX && (uint32_t)f->seq <= upto)
+            f->acked = 1;
+    }
+    mq_pop_completed(o);
+}
+
+static void mq_final_ack(link_outq *o, uint32_t no, uint16_t cls)
+{
+    for (size_t i = 0; i < o->fl_len; i++) {
+        inflight *f = fl_at(o, i);
+        if (f->mq_kind != MQ_TX || (uint32_t)f->seq != no || f->acked || !f->pos)
+            continue;
+        qm_position *p = f->pos;
+        f->pos = NULL;
+        f->acked = 1;
+        dead_letter(o, &p, 1, cls, "refused by the MSMQ receiver (FinalAck)");
+        break;
+    }
+    mq_pop_completed(o);
+}
+
+/* One whole packet from the receiver: 0, or -1 when the session failed. */
+static int mq_packet(link_outq *o, const uint8_t *p, size_t len)
+{
+    const char *why = "";
+    mqqb_base b;
+    mqqb_base_decode(p, &b);
+    if (b.flags & MQQB_BF_IN) {
+        mqqb_internal in;
+        if (mqqb_parse_internal(p, len, &in, &why) < 0)
+            goto bad;
+        if (o->cs == C_MQ_EC && in.type == MQQB_PT_ESTABLISH) {
+            if (in.iflags & MQQB_IF_CS) {
+                outq_fail(o, H_NOT_READY, 1, "the MSMQ queue manager refused the session");
+                return -1;
+            }
+            o->foreign = LINK_FOREIGN_NO; /* it is MSMQ */
+            persist_state(o);
+            mqqb_params cp = {.recoverable_ack_timeout = MQ_RECOVERABLE_ACK_MS,
+                              .ack_timeout = MQ_ACK_TIMEOUT_MS,
+                              .window = MQ_WINDOW};
+            uint8_t pkt[MQQB_CP_PACKET_LEN];
+            mqqb_write_params(pkt, &cp);
+            sl_buf_append(&o->out, pkt, sizeof pkt);
+            o->cs = C_MQ_CP;
+            return 0;
+        }
+        if (o->cs == C_MQ_CP && in.type == MQQB_PT_PARAMS) {
+            o->mq_window = in.cp.window && in.cp.window < MQ_WINDOW ? in.cp.window : MQ_WINDOW;
+            became_open(o);
+            return 0;
+        }
+        if (o->cs == C_OPEN && in.type == MQQB_PT_SESSION_ACK) {
+            mq_session_ack(o, &in.session);
+            return 0;
+        }
+        why = "packet out of place in the session";
+        goto bad;
+    }
+    if (o->cs != C_OPEN) {
+        why = "UserMessage before the session was established";
+        goto bad;
+    }
+    mqqb_user u;
+    if (mqqb_parse_user(p, len, &u, &why) < 0)
+        goto bad;
+    o->mq_recv++;
+    uint64_t sid;
+    uint32_t no;
+    uint16_t cls;
+    if (mqqb_order_ack_of(&u, &sid, &no) == 0) {
+        if (sid == o->es.seq_id)
+            mq_order_ack(o, no);
+    } else if (mqqb_final_ack_of(&u, &sid, &no, &cls) == 0) {
+        if (sid == o->es.seq_id && cls >= 0x8000)
+            mq_final_ack(o, no, cls);
+    } else {
+        sl_warn("link %s: MS-MQQB UserMessage of class 0x%04x from the receiver ignored", o->name,
+                u.msg_class);
+    }
+    if (u.has_session)
+        mq_session_ack(o, &u.session);
+    return 0;
+bad:
+    outq_fail(o, H_UNKNOWN, 1, "MS-MQQB: %s", why);
+    return -1;
+}
+
+static void mq_process_input(link_outq *o)
+{
+    for (int i = 0; i < 4096 && o->cs >= C_MQ_EC; i++) {
+        uint32_t total;
+        const char *why;
+        int r = mqqb_frame_len(sl_buf_head(&o->in), sl_buf_unread(&o->in),
+                               MQQB_PACKET_MAX + MQQB_SESSION_LEN, &total, &why);
+        if (r == 0 || (r == 1 && sl_buf_unread(&o->in) < total))
+            break;
+        if (r < 0) {
+            outq_fail(o, H_UNKNOWN, 1, "MS-MQQB: %s", why);
+            return;
+        }
+        o->last_recv = sl_loop_now(o->m->loop);
+        if (mq_packet(o, sl_buf_head(&o->in), total) < 0)
+            return;
+        sl_buf_consume(&o->in, total);
+    }
+    if (o->cs == C_OPEN && o->mq_recv != o->mq_recv_acked) {
+        /* the OrderAcks are UserMessages: acknowledge them (no message of ours to ride on) */
+        mqqb_session sh;
+        mq_session(o, &sh);
+        uint8_t pkt[MQQB_SESSION_ACK_LEN];
+        mqqb_write_session_ack(pkt, &sh);
+        sl_buf_append(&o->out, pkt, sizeof pkt);
+        o->mq_recv_acked = o->mq_recv;
+        mark_dirty(o);
+    }
+}
+
 static void process_input(link_outq *o)
 {
+    if (o->msmq) {
+        mq_process_input(o);
+        return;
+    }
     while (o->cs >= C_START && sl_buf_unread(&o->in) > 0) {
         amqp_frame f;
         int r = amqp_frame_parse(sl_buf_head(&o->in), sl_buf_unread(&o->in),
@@ -1791,7 +2115,7 @@ static void start_connect(link_outq *o)
     o->last_recv = o->last_send = o->cs_since;
     sl_buf_init(&o->in);
     sl_buf_init(&o->out);
-    o->peer_is_sluice = 1; /* until connection.start says otherwise */
+    o->peer_is_sluice = !o->msmq; /* until connection.start says otherwise */
     o->frame_max = LINK_FRAME_MAX;
     o->n_addrs = o->addr_i = 0;
     if (is_numeric_addr(o->dest.host)) {
@@ -2023,6 +2347,7 @@ static link_outq *outq_adopt(link_mgr *m, qm_queue *q)
     o->q = q;
     snprintf(o->name, sizeof o->name, "%s", q->name);
     o->dest = a;
+    o->msmq = msmq_port_for(m, &a) != 0;
     o->io.fd = -1;
     eod_send_init(&o->es, q->incarnation);
     if (m->store) {
@@ -2118,6 +2443,11 @@ qm_queue *link_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t
     *local = 0;
     if (link_fmt_parse(fmt, len, &a, err, errlen) < 0)
         return NULL;
+    int mq_port = msmq_port_for(m, &a);
+    if (mq_port) { /* a Windows queue manager: MS-MQQB's port, written in the canonical name */
+        a.port = mq_port;
+        a.port_given = 1;
+    }
     if (is_self(m, &a)) {
         *local = 1;
         snprintf(err, errlen, "'%.*s' names a queue of this node", (int)len, fmt);

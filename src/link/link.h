@@ -95,9 +95,10 @@ struct sl_config;
 #define LINK_DEFAULT_PORT 5672
 
 typedef struct link_addr {
-    char host[256];  /* address as given, lower-cased ("127.0.0.3", "node-b") */
-    int port;        /* LINK_DEFAULT_PORT when the name has none */
-    char queue[512]; /* destination queue part after \private$\ ("orders", "vhost/orders") */
+    char host[256];     /* address as given, lower-cased ("127.0.0.3", "node-b") */
+    int port;           /* LINK_DEFAULT_PORT when the name has none */
+    char queue[512];    /* destination queue part after \private$\ ("orders", "vhost/orders") */
+    uint8_t port_given; /* the name wrote a port */
 } link_addr;
 
 /* Parse "DIRECT=TCP:<address>[:<port>]\private$\<queue>" (also DIRECT=OS:<host>, optional
@@ -204,6 +205,10 @@ typedef struct link_options {
      * certificate verified), to the format name's port; NULL: plain TCP. Owned by the caller,
      * outlives the manager. */
     struct sl_tls_ctx *tls;
+    /* msmq.hosts.N: space-separated "host[:port]" (port 1801 when none) of Windows queue
+     * managers: an outgoing queue to one speaks MS-MQQB instead of AMQP (see "MS-MQQB" in
+     * link.c). NULL: none. Owned by the caller, outlives the manager. */
+    const char *msmq_hosts;
 } link_options;
 void link_options_defaults(link_options *o);
 

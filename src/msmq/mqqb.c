@@ -712,3 +712,148 @@ int mqqb_direct_private_queue(const char *s, size_t n, const char **name, size_t
     }
     return -1;
 }
+
+/* ---- the initiator's UserMessage ---- */
+
+/* UTF-8 s to UTF-16LE into out (NULL: only count): UTF-16 units, or -1 when s is not UTF-8
+ * (overlong forms, surrogates, NUL inside are refused). */
+static long utf8_to_utf16(const char *s, uint8_t *out)
+{
+    const uint8_t *p = (const uint8_t *)s;
+    long n = 0;
+    while (*p) {
+        uint32_t u;
+        int k;
+        if (p[0] < 0x80) {
+            u = p[0];
+            k = 0;
+        } else if ((p[0] & 0xE0) == 0xC0) {
+            u = p[0] & 0x1Fu;
+            k = 1;
+        } else if ((p[0] & 0xF0) == 0xE0) {
+            u = p[0] & 0x0Fu;
+            k = 2;
+        } else if ((p[0] & 0xF8) == 0xF0) {
+            u = p[0] & 0x07u;
+            k = 3;
+        } else {
+            return -1;
+        }
+        for (int i = 1; i <= k; i++) {
+            if ((p[i] & 0xC0) != 0x80)
+                return -1;
+            u = u << 6 | (p[i] & 0x3Fu);
+        }
+        static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
+        if (u < least[k] || u > 0x10FFFF || (u >= 0xD800 && u < 0xE000))
+            return -1;
+        p += k + 1;
+        if (u >= 0x10000) {
+            if (out) {
+                wr16(out + 2 * n, (uint16_t)(0xD800 + ((u - 0x10000) >> 10)));
+                wr16(out + 2 * n + 2, (uint16_t)(0xDC00 + ((u - 0x10000) & 0x3FF)));
+            }
+            n += 2;
+        } else {
+            if (out)
+                wr16(out + 2 * n, (uint16_t)u);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Sizes of the parts: the UserHeader with its direct name, the TransactionHeader, the
+ * MessagePropertiesHeader (each padded to 4). 0 when the name is not UTF-8 or too long. */
+static size_t user_parts(const mqqb_out *m, size_t *uh, size_t *th, size_t *mp)
+{
+    long units = utf8_to_utf16(m->dest, NULL);
+    if (units < 0 || (units + 1) * 2 > 0xFFFF)
+        return 0;
+    *uh = 48 + align4(2 + (size_t)(units + 1) * 2);
+    *th = m->tx ? 20 : 0;
+    *mp = align4(56 + (size_t)m->body_len);
+    uint64_t total = MQQB_BASE_LEN + *uh + *th + *mp;
+    if (total > MQQB_PACKET_MAX)
+        return 0;
+    return (size_t)total + (m->session ? MQQB_SESSION_LEN : 0);
+}
+
+size_t mqqb_user_len(const mqqb_out *m)
+{
+    size_t uh, th, mp;
+    return user_parts(m, &uh, &th, &mp);
+}
+
+size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m)
+{
+    size_t uh, th, mp;
+    size_t total = user_parts(m, &uh, &th, &mp);
+    if (!total || total > cap)
+        return 0;
+    size_t size = total - (m->session ? MQQB_SESSION_LEN : 0);
+    memset(out, 0, total);
+    /* PacketSize leaves out the trailing SessionHeader (MS-MQMQ 2.2.19.1) */
+    base_write(out, 0, (uint16_t)((m->tx ? 0 : (m->priority & 7)) | (m->session ? MQQB_BF_SH : 0)),
+               (uint32_t)size);
+    wr32(out + 12, m->ttrq);
+    uint8_t *p = out + MQQB_BASE_LEN;
+    memcpy(p, m->source_qm, 16);
+    /* QueueManagerAddress (p + 16): the NULL GUID for a direct format name */
+    wr32(p + 32, m->ttbr);
+    wr32(p + 36, m->sent_time);
+    wr32(p + 40, m->message_id);
+    uint32_t dm = (m->recoverable || m->tx) ? 1 : 0;
+    wr32(p + 44, MQQB_UF_MP | dm << 5 | (uint32_t)MQQB_QF_DIRECT << 10 | (m->tx ? MQQB_UF_TH : 0));
+    long units = utf8_to_utf16(m->dest, p + 50);
+    wr16(p + 48, (uint16_t)((units + 1) * 2)); /* bytes, the NUL included */
+    p += uh;
+    if (m->tx) {
+        wr32(p, MQQB_TF_FM | MQQB_TF_LM); /* each message is its own transaction */
+        wr32(p + 4, (uint32_t)m->tx_seq_id);
+        wr32(p + 8, (uint32_t)(m->tx_seq_id >> 32));
+        wr32(p + 12, m->tx_seq_no);
+        wr32(p + 16, m->tx_prev_no);
+        p += th;
+    }
+    if (m->correlation)
+        memcpy(p + 4, m->correlation, 20);
+    wr32(p + 24, m->body_type);
+    wr32(p + 28, m->app_tag);
+    wr32(p + 32, m->body_len);
+    wr32(p + 36, m->body_len);
+    if (m->body_len)
+        memcpy(p + 56, m->body, m->body_len);
+    p += mp;
+    if (m->session) {
+        const mqqb_session *s = m->session;
+        wr16(p, s->ack_seq);
+        wr16(p + 2, s->rec_ack_seq);
+        wr32(p + 4, s->rec_ack_flags);
+        wr16(p + 8, s->user_seq);
+        wr16(p + 10, s->rec_seq);
+        wr16(p + 12, s->window);
+        wr16(p + 14, s->reserved);
+    }
+    return total;
+}
+
+int mqqb_order_ack_of(const mqqb_user *u, uint64_t *seq_id, uint32_t *seq_no)
+{
+    if (u->msg_class != MQMSG_CLASS_ORDER_ACK || u->body_size < 12 || !u->body)
+        return -1;
+    *seq_id = (uint64_t)rd32(u->body + 4) << 32 | rd32(u->body);
+    *seq_no = rd32(u->body + 8);
+    return 0;
+}
+
+int mqqb_final_ack_of(const mqqb_user *u, uint64_t *seq_id, uint32_t *seq_no, uint16_t *cls)
+{
+    if (u->msg_class == MQMSG_CLASS_ORDER_ACK || u->body_size < MQQB_ORDER_ACK_BODY_LEN ||
+        !u->body || u->label_len != 16)
+        return -1;
+    *seq_id = (uint64_t)rd32(u->body + 4) << 32 | rd32(u->body);
+    *seq_no = rd32(u->body + 8);
+    *cls = u->msg_class;
+    return 0;
+}

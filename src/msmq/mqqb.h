@@ -239,4 +239,35 @@ long mqqb_utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap);
  * (TCP:host, private$, q; or OS:...): 0 with *name and *len inside s, or -1. */
 int mqqb_direct_private_queue(const char *s, size_t n, const char **name, size_t *len);
 
+/* ---- the initiator's side (link.c sends to a Windows queue manager) ---- */
+
+/* One UserMessage to send: a direct destination, MessagePropertiesHeader, optional
+ * TransactionHeader and trailing SessionHeader. No label, no response or admin queue. */
+typedef struct mqqb_out {
+    const uint8_t *source_qm; /* 16 bytes: this node's id */
+    const char *dest;         /* direct format name without "DIRECT=": "TCP:10.0.0.5\private$\q" */
+    uint32_t message_id, sent_time, ttbr, ttrq;
+    unsigned priority; /* 0-7; a transactional message goes with 0 (MS-MQMQ 2.2.19.1) */
+    int recoverable;
+    int tx;             /* TransactionHeader: recoverable, FM and LM set (one per transaction) */
+    uint64_t tx_seq_id; /* Timestamp << 32 | Ordinal, as mqqb_user.tx_seq_id */
+    uint32_t tx_seq_no, tx_prev_no;
+    uint32_t body_type, app_tag;
+    const uint8_t *correlation; /* 20 bytes, or NULL (zeros) */
+    const uint8_t *body;
+    uint32_t body_len;
+    const mqqb_session *session; /* appended when not NULL (BaseHeader.Flags.SH) */
+} mqqb_out;
+
+/* Bytes mqqb_write_user takes for m, or 0 when the destination is not valid UTF-8 or the
+ * packet would exceed MQQB_PACKET_MAX. */
+size_t mqqb_user_len(const mqqb_out *m);
+/* Writes m into out (cap bytes): its length, or 0 when it does not fit or cannot be encoded. */
+size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m);
+/* The sequence an OrderAck (class MQMSG_CLASS_ORDER_ACK) acknowledges: 0 with the sequence
+ * and number, or -1 when u is not one (another class, a body of the wrong size). */
+int mqqb_order_ack_of(const mqqb_user *u, uint64_t *seq_id, uint32_t *seq_no);
+/* Same for a FinalAck: the refused message's sequence and number and its class, or -1. */
+int mqqb_final_ack_of(const mqqb_user *u, uint64_t *seq_id, uint32_t *seq_no, uint16_t *cls);
+
 #endif

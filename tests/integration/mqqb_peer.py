@@ -1,12 +1,23 @@
-"""A Windows queue manager's sending side of MS-MQQB, written from the specifications
-(MS-MQQB 2.2 and 3.1, MS-MQMQ 2.2.19-2.2.20), not from Sluice's C code: it opens a session
-(EstablishConnection, ConnectionParameters), sends UserMessage packets (express, recoverable,
-transactional), and reads what the acceptor sends back (SessionAck packets, OrderAck and
-FinalAck UserMessages). Little-endian throughout (MS-MQQB 2.2).
+"""A Windows queue manager's two sides of MS-MQQB, written from the specifications
+(MS-MQQB 2.2 and 3.1, MS-MQMQ 2.2.19-2.2.20), not from Sluice's C code.
+
+Sender: opens a session (EstablishConnection, ConnectionParameters), sends UserMessage
+packets (express, recoverable, transactional), and reads what the acceptor sends back
+(SessionAck packets, OrderAck and FinalAck UserMessages).
+
+Receiver: accepts sessions on a port of its own, stores the messages that arrive in its
+queues and enforces the receiver's rules of MS-MQQB 3.1.5.8.x as Windows does: per
+(source queue manager, TxSequenceID) the last accepted TxSequenceNumber L; a number <= L is
+a duplicate (dropped, not stored), one whose TxPreviousSequenceNumber is above L is out of
+order (dropped, not acknowledged); each accepted transactional message is order-acked to
+the sender's order queue, recoverable messages get their SessionAck bit, every packet is
+counted. It can drop a session after a number of messages (a network failure mid-window).
+Little-endian throughout (MS-MQQB 2.2).
 """
 
 import socket
 import struct
+import threading
 import time
 import uuid
 
@@ -54,7 +65,7 @@ def direct_name(fmt):
 def user_message(source_guid, dest, body=b"", label=None, recoverable=False, tx=None,
                  priority=3, message_id=1, correlation=b"\0" * 20, app_tag=0, body_type=0x1011,
                  response=None, ext=b"", ttbr=0xFFFFFFFF, ttrq=0xFFFFFFFF, sent_time=None,
-                 session=None, journal=False, dead_letter=False, privacy=0):
+                 session=None, journal=False, dead_letter=False, privacy=0, msg_class=0):
     """A UserMessage packet (MS-MQMQ 2.2.20). tx = (seq_id, seq_no, prev_no) makes it
     transactional (recoverable, priority 0); session = (user_seq, rec_seq) appends a
     SessionHeader."""
@@ -80,7 +91,7 @@ def user_message(source_guid, dest, body=b"", label=None, recoverable=False, tx=
         seq_id, seq_no, prev_no = tx
         th = struct.pack("<IIIII", 0x4 | 0x8, seq_id & 0xFFFFFFFF, seq_id >> 32, seq_no, prev_no)
     lb = wstr(label) if label is not None else b""
-    mp = struct.pack("<BBH", 0, len(lb) // 2, 0) + correlation + \
+    mp = struct.pack("<BBH", 0, len(lb) // 2, msg_class) + correlation + \
         struct.pack("<IIIIIIII", body_type, app_tag, len(body), len(body), privacy, 0,
                     0x6801 if privacy else 0, len(ext)) + \
         lb + ext + body
@@ -241,3 +252,182 @@ class Sender:
             self.sock.close()
         except OSError:
             pass
+
+
+class Message:
+    pass
+
+
+def parse_user(pkt):
+    """A whole UserMessage (direct destination) as the receiver reads it."""
+    m = Message()
+    _ver, _rsv, bflags, sig, size, _ttrq = struct.unpack_from("<BBHIII", pkt)
+    assert sig == SIGNATURE and not bflags & BF_IN
+    m.priority = bflags & 7
+    m.source_guid = pkt[16:32]
+    _ttbr, m.sent_time, m.message_id, uflags = struct.unpack_from("<IIII", pkt, 48)
+    m.recoverable = bool((uflags >> 5) & 3)
+    assert (uflags >> 10) & 7 == 7, "destination by a direct format name"
+    count = struct.unpack_from("<H", pkt, 64)[0]
+    m.dest = pkt[66:66 + count - 2].decode("utf-16-le")
+    off = 66 + count
+    off += -off % 4
+    m.tx = None
+    if uflags & (1 << 20):
+        _tf, ordinal, ts, seq_no, prev_no = struct.unpack_from("<IIIII", pkt, off)
+        m.tx = (ts << 32 | ordinal, seq_no, prev_no)
+        off += 20
+    _f, label_len, m.msg_class = struct.unpack_from("<BBH", pkt, off)
+    body_size = struct.unpack_from("<I", pkt, off + 32)[0]
+    ext_size = struct.unpack_from("<I", pkt, off + 52)[0]
+    b = off + 56 + label_len * 2 + ext_size
+    m.body = pkt[b:b + body_size]
+    m.session = None
+    if bflags & BF_SH:
+        m.session = struct.unpack_from("<HHIHHHH", pkt, size)
+    return m
+
+
+def order_ack(own_guid, sender_addr, seq_id, seq_no, message_id=1):
+    """An OrderAck (MS-MQQB 2.2.4): an express UserMessage to the sender's order queue."""
+    body = struct.pack("<IIII", seq_id & 0xFFFFFFFF, seq_id >> 32, seq_no, seq_no - 1) + \
+        b"\0" * 20
+    return user_message(own_guid, "TCP:%s\\PRIVATE$\\order_queue$" % sender_addr, body,
+                        label="QM Ordering Ack", body_type=0, message_id=message_id,
+                        msg_class=CLASS_ORDER_ACK, priority=0)
+
+
+class Receiver:
+    """A Windows queue manager receiving: one listening socket, sessions on a thread each.
+    Its state (queues, last accepted numbers) outlives every session, as the real one's
+    does; every field is read under .lock."""
+
+    def __init__(self, host="127.0.0.1"):
+        self.guid = uuid.uuid4().bytes
+        self.lsock = socket.socket()
+        self.lsock.bind((host, 0))
+        self.lsock.listen(16)
+        self.port = self.lsock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.queues = {}       # destination queue name (lower case) -> [Message]
+        self.last = {}         # (source guid, seq id) -> last accepted TxSequenceNumber
+        self.duplicates = 0
+        self.out_of_order = 0
+        self.sessions = 0
+        self.drop_after = None  # close the next session after this many UserMessages
+        self.send_order_acks = True  # False: accept transactional messages, never order-ack
+        self.errors = []
+        self.stopped = False
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def queue(self, name):
+        with self.lock:
+            return list(self.queues.get(name.lower(), []))
+
+    def _accept(self):
+        while not self.stopped:
+            try:
+                s, addr = self.lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._session, args=(s, addr), daemon=True).start()
+
+    def close(self):
+        self.stopped = True
+        try:
+            self.lsock.close()
+        except OSError:
+            pass
+
+    @staticmethod
+    def _read(s, buf):
+        while True:
+            if len(buf) >= 16:
+                flags = struct.unpack_from("<H", buf, 2)[0]
+                size = struct.unpack_from("<I", buf, 8)[0]
+                total = size + (16 if (flags & BF_SH) and not (flags & BF_IN) else 0)
+                if len(buf) >= total:
+                    return buf[:total], buf[total:]
+            data = s.recv(65536)
+            if not data:
+                raise EOFError
+            buf += data
+
+    def _session(self, s, addr):
+        try:
+            self._run(s, addr)
+        except (EOFError, OSError):
+            pass
+        except Exception as e:  # noqa: BLE001 - a test reads it
+            with self.lock:
+                self.errors.append(repr(e))
+        finally:
+            s.close()
+
+    def _run(self, s, addr):
+        s.settimeout(30)
+        buf = b""
+        pkt, buf = self._read(s, buf)
+        ec = parse(pkt)
+        assert ec.kind == "establish", ec.kind
+        # the acceptor's reply: our GUID, the client's echoed, 0x5A padding (MS-MQQB 2.2.3)
+        s.sendall(base_header(BF_IN | 3, 572, reserved=0x5A) + struct.pack("<HH", 0, PT_ESTABLISH)
+                  + ec.client_guid + self.guid + struct.pack("<IHH", ec.timestamp, ec.os_flags, 0)
+                  + b"\x5a" * 512)
+        pkt, buf = self._read(s, buf)
+        cp = parse(pkt)
+        assert cp.kind == "params", cp.kind
+        s.sendall(params_packet(cp.rec_ack_timeout, cp.ack_timeout, cp.window))
+        with self.lock:
+            self.sessions += 1
+            drop = self.drop_after
+            self.drop_after = None
+        recv = 0        # UserMessage packets received
+        rec_recv = 0    # recoverable ones
+        sent = 0        # UserMessage packets sent (order acks)
+        while True:
+            pkt, buf = self._read(s, buf)
+            flags = struct.unpack_from("<H", pkt, 2)[0]
+            if flags & BF_IN:
+                p = parse(pkt)
+                assert p.kind == "session_ack", p.kind
+                assert (sent - p.ack_seq) & 0xFFFF < 0x8000, "acks packets never sent"
+                continue
+            m = parse_user(pkt)
+            recv += 1
+            if m.session is not None:
+                assert m.session[3] == recv & 0xFFFF, "UserMsgSequenceNumber"
+            if drop is not None and recv > drop:
+                return  # the network failed mid-window: nothing of this one was taken
+            out = b""
+            rec_ack = None
+            if m.recoverable:
+                rec_recv += 1
+                rec_ack = rec_recv
+            name = m.dest.rsplit("\\", 1)[-1].lower()
+            with self.lock:
+                if m.tx is None:
+                    self.queues.setdefault(name, []).append(m)
+                else:
+                    seq_id, no, prev = m.tx
+                    key = (m.source_guid, seq_id)
+                    last = self.last.get(key, 0)
+                    if no <= last:
+                        self.duplicates += 1
+                        ack_no = last
+                    elif prev <= last:
+                        self.queues.setdefault(name, []).append(m)
+                        self.last[key] = no
+                        ack_no = no
+                    else:
+                        self.out_of_order += 1
+                        ack_no = None
+                        rec_ack = None  # refused: not acknowledged
+                    if ack_no and self.send_order_acks:
+                        sent += 1
+                        out += order_ack(self.guid, addr[0], seq_id, ack_no, message_id=sent)
+            sess = struct.pack("<HHIHHHH", recv & 0xFFFF, (rec_ack or 0) & 0xFFFF,
+                               1 if rec_ack else 0, sent & 0xFFFF, 0, 64, 0)
+            out += base_header(BF_IN | BF_SH | 3, 36) + struct.pack("<HH", 0, PT_SESSION_ACK) + sess
+            s.sendall(out)

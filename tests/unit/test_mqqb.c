@@ -237,6 +237,81 @@ START_TEST(order_ack_round_trips)
 }
 END_TEST
 
+START_TEST(initiator_user_message_round_trips)
+{
+    /* what link.c sends to a Windows queue manager parses back to what was meant, the
+     * trailing SessionHeader outside PacketSize; a non-BMP character in the queue name is a
+     * surrogate pair; every shorter buffer is refused */
+    uint8_t own[16], body[5] = {'h', 'e', 'l', 'l', 'o'};
+    memset(own, 0x22, 16);
+    mqqb_session sh = {.ack_seq = 3, .user_seq = 9, .rec_seq = 4, .window = 64};
+    mqqb_out o = {.source_qm = own,
+                  .dest = "TCP:10.0.0.5\\private$\\ord\xf0\x9f\x93\xa6",
+                  .message_id = 77,
+                  .sent_time = 1000,
+                  .ttbr = 0xFFFFFFFFu,
+                  .ttrq = 0xFFFFFFFFu,
+                  .priority = 5,
+                  .tx = 1,
+                  .tx_seq_id = 0x0000000500000009ull,
+                  .tx_seq_no = 42,
+                  .tx_prev_no = 40,
+                  .body_type = 0x1011,
+                  .body = body,
+                  .body_len = sizeof body,
+                  .session = &sh};
+    uint8_t buf[512];
+    size_t n = mqqb_user_len(&o);
+    ck_assert_uint_gt(n, 0);
+    for (size_t cap = 0; cap < n; cap += 7)
+        ck_assert_uint_eq(mqqb_write_user(buf, cap, &o), 0);
+    ck_assert_uint_eq(mqqb_write_user(buf, sizeof buf, &o), n);
+    uint32_t total;
+    const char *why = NULL;
+    ck_assert_int_eq(mqqb_frame_len(buf, n, MQQB_PACKET_MAX, &total, &why), 1);
+    ck_assert_uint_eq(total, n);
+    mqqb_user m;
+    ck_assert_msg(mqqb_parse_user(buf, n, &m, &why) == 0, "%s", why);
+    ck_assert_uint_eq(m.base.flags & MQQB_BF_PR, 0); /* transactional: priority 0 */
+    ck_assert_uint_eq(m.base.packet_size, n - MQQB_SESSION_LEN);
+    ck_assert_int_eq(m.has_tx, 1);
+    ck_assert_uint_eq(m.tx_seq_id, 0x0000000500000009ull);
+    ck_assert_uint_eq(m.tx_seq_no, 42);
+    ck_assert_uint_eq(m.tx_prev_no, 40);
+    ck_assert_uint_eq(MQQB_UF_DM(m.uflags), 1);
+    ck_assert_uint_eq(m.message_id, 77);
+    ck_assert_uint_eq(m.body_size, 5);
+    ck_assert_mem_eq(m.body, body, 5);
+    ck_assert_int_eq(m.has_session, 1);
+    ck_assert_uint_eq(m.session.user_seq, 9);
+    ck_assert_uint_eq(m.session.ack_seq, 3);
+    char s[100];
+    ck_assert_int_gt(mqqb_utf16_to_utf8(m.dest.direct, m.dest.direct_len, s, sizeof s), 0);
+    ck_assert_str_eq(s, o.dest);
+    /* an express one: its priority, no TransactionHeader, no SessionHeader */
+    o.tx = 0;
+    o.session = NULL;
+    n = mqqb_write_user(buf, sizeof buf, &o);
+    ck_assert_msg(mqqb_parse_user(buf, n, &m, &why) == 0, "%s", why);
+    ck_assert_uint_eq(m.base.flags & MQQB_BF_PR, 5);
+    ck_assert_int_eq(m.has_tx, 0);
+    ck_assert_uint_eq(MQQB_UF_DM(m.uflags), 0);
+    /* not UTF-8: refused */
+    o.dest = "TCP:h\\private$\\\xff";
+    ck_assert_uint_eq(mqqb_user_len(&o), 0);
+    /* the OrderAck Sluice's receiver writes is read back by the sender */
+    n = mqqb_write_order_ack(buf, sizeof buf, own, "127.0.0.1", 7, 1000, 0x0000000500000009ull, 42);
+    ck_assert_msg(mqqb_parse_user(buf, n, &m, &why) == 0, "%s", why);
+    uint64_t sid;
+    uint32_t no;
+    uint16_t cls;
+    ck_assert_int_eq(mqqb_order_ack_of(&m, &sid, &no), 0);
+    ck_assert_uint_eq(sid, 0x0000000500000009ull);
+    ck_assert_uint_eq(no, 42);
+    ck_assert_int_eq(mqqb_final_ack_of(&m, &sid, &no, &cls), -1);
+}
+END_TEST
+
 START_TEST(truncations_and_lying_lengths_fail_cleanly)
 {
     static uint8_t f7[2224];
@@ -501,6 +576,7 @@ static Suite *mqqb_suite(void)
     tcase_add_test(tc, frame8_session_ack_after_one_express_message);
     tcase_add_test(tc, order_ack_round_trips);
     tcase_add_test(tc, truncations_and_lying_lengths_fail_cleanly);
+    tcase_add_test(tc, initiator_user_message_round_trips);
     tcase_add_test(tc, every_optional_header_parses);
     tcase_add_test(tc, frames1_2_ping);
     suite_add_tcase(s, tc);

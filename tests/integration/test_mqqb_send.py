@@ -1,0 +1,163 @@
+"""MS-MQQB sending side (src/link/link.c, "MS-MQQB"): an outgoing queue whose host is in
+msmq.hosts speaks MS-MQQB to a Windows queue manager, played by mqqb_peer.Receiver (written
+from the specification). The peer enforces the receiver's sequence rules, so a duplicate or
+a gap in what Sluice sends shows up in its counters and queues."""
+
+import base64
+import json
+import urllib.request
+
+import amqp
+import pytest
+
+import mqqb_peer as mq
+from helpers import wait_for
+
+
+@pytest.fixture
+def peer():
+    r = mq.Receiver()
+    yield r
+    r.close()
+
+
+def start(broker_factory, peer, data_dir=None):
+    return broker_factory(config={"msmq.hosts.1": "127.0.0.1:%d" % peer.port,
+                                  "link_retry_min_ms": "50", "link_retry_max_ms": "200"},
+                          data_dir=data_dir)
+
+
+FMT = "DIRECT=TCP:127.0.0.1\\private$\\orders"
+
+
+def outgoing(b):
+    req = urllib.request.Request(
+        "http://127.0.0.1:%d/api/msmq/outgoing" % b.mgmt_port,
+        headers={"Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        for o in json.loads(r.read()):
+            if "orders" in o["format_name"]:
+                return o
+    return None
+
+
+def publish(b, n, tx_size=0, persistent=True, prefix="m"):
+    ch = b.amqp().channel()
+    if tx_size:
+        ch.tx_select()
+    else:
+        ch.confirm_select()
+    for i in range(n):
+        ch.basic_publish(amqp.Message(b"%s%d" % (prefix.encode(), i),
+                                      delivery_mode=2 if persistent else 1),
+                         exchange="", routing_key=FMT)
+        if tx_size and (i + 1) % tx_size == 0:
+            ch.tx_commit()
+    if tx_size and n % tx_size:
+        ch.tx_commit()
+
+
+def bodies(n, prefix="m"):
+    return [b"%s%d" % (prefix.encode(), i) for i in range(n)]
+
+
+def wait_drained(b, timeout=20):
+    wait_for(lambda: (outgoing(b) or {}).get("messages") == 0, timeout,
+             message="outgoing queue never drained: %r" % (outgoing(b),))
+
+
+def test_recoverable_and_express_reach_the_peer(broker_factory, peer):
+    b = start(broker_factory, peer)
+    publish(b, 50)
+    publish(b, 10, persistent=False, prefix="e")
+    wait_drained(b)
+    got = [m.body for m in peer.queue("orders")]
+    assert got == bodies(50) + bodies(10, "e")
+    assert all(m.recoverable for m in peer.queue("orders")[:50])
+    assert not any(m.recoverable for m in peer.queue("orders")[50:])
+    assert all(m.tx is None for m in peer.queue("orders"))
+    o = outgoing(b)
+    assert o["state"] == "CONNECTED" and o["foreign"] == "NO"
+    assert o["format_name"] == "DIRECT=TCP:127.0.0.1:%d\\private$\\orders" % peer.port
+    assert not peer.errors
+
+
+def test_transactional_in_order_with_order_acks(broker_factory, peer):
+    b = start(broker_factory, peer)
+    publish(b, 200, tx_size=10)
+    wait_drained(b)
+    got = peer.queue("orders")
+    assert [m.body for m in got] == bodies(200)
+    assert all(m.tx is not None and m.priority == 0 for m in got)
+    nos = [m.tx[1] for m in got]
+    assert nos == sorted(nos) and len(set(m.tx[0] for m in got)) == 1
+    assert peer.duplicates == 0 and peer.out_of_order == 0 and not peer.errors
+
+
+def test_peer_drops_session_mid_window_no_duplicates(broker_factory, peer):
+    peer.drop_after = 7  # the first session dies after 7 messages, the rest in its window
+    b = start(broker_factory, peer)
+    publish(b, 100, tx_size=5)
+    wait_drained(b)
+    assert [m.body for m in peer.queue("orders")] == bodies(100)
+    assert peer.sessions >= 2 and not peer.errors
+
+
+def test_kill9_mid_sequence_exactly_once(broker_factory, peer):
+    peer.send_order_acks = False  # what arrives stays unacked: all of it is resent
+    b = start(broker_factory, peer)
+    publish(b, 2000, tx_size=10)
+    wait_for(lambda: len(peer.queue("orders")) >= 100, 20, message="nothing arrived")
+    b.kill9()  # mid-sequence: sent and stored at the peer but not acked, and not yet sent
+    n_before = len(peer.queue("orders"))
+    peer.send_order_acks = True
+    b2 = start(broker_factory, peer, data_dir=b.data_dir)
+    wait_drained(b2, timeout=60)
+    assert [m.body for m in peer.queue("orders")] == bodies(2000)
+    # every message the peer held was sent again and dropped there by its number
+    assert peer.duplicates >= n_before
+    assert peer.out_of_order == 0 and not peer.errors
+
+
+def test_pause_keeps_messages_resume_sends(broker_factory, peer):
+    b = start(broker_factory, peer)
+    publish(b, 5, tx_size=5)
+    wait_drained(b)
+
+    def action(a):
+        req = urllib.request.Request(
+            "http://127.0.0.1:%d/api/msmq/action" % b.mgmt_port, method="POST",
+            data=json.dumps({"object": "QUEUE=" + outgoing(b)["format_name"],
+                             "action": a}).encode(),
+            headers={"Content-Type": "application/json",
+                     "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            assert r.status in (200, 204)
+    action("PAUSE")
+    wait_for(lambda: outgoing(b)["state"] == "ONHOLD", 5)
+    publish(b, 5, tx_size=5, prefix="p")
+    assert outgoing(b)["messages"] == 5 and len(peer.queue("orders")) == 5
+    action("RESUME")
+    wait_drained(b)
+    assert [m.body for m in peer.queue("orders")] == bodies(5) + bodies(5, "p")
+
+
+def test_sluice_to_sluice_over_mqqb(broker_factory):
+    """Both sides of MS-MQQB in Sluice: A's outgoing queue to B's MS-MQQB door."""
+    from test_mqqb import msmq_port
+    b = broker_factory(config={"listeners.msmq": "0"})
+    port = msmq_port(b)
+    bch = b.amqp().channel()
+    bch.queue_declare("orders", durable=True, auto_delete=False)
+    a = broker_factory(config={"msmq.hosts.1": "127.0.0.1:%d" % port})
+    publish(a, 30, tx_size=3)
+    publish(a, 20, prefix="r")
+    wait_drained(a)
+    got = []
+    for _ in range(100):
+        m = bch.basic_get("orders", no_ack=True)
+        if m is None:
+            break
+        got.append(m.body)
+    assert got == bodies(30) + bodies(20, "r")
+    assert outgoing(a)["foreign"] == "NO"
