@@ -9,6 +9,8 @@
 #   make bench-drain    the link itself: a backlog preloaded offline, then released; time to drain
 #                       it to the destination, vs RabbitMQ's shovel on a preloaded queue
 #                       (bench/drain.py; DRAIN_ARGS="--rounds 5", "--perf DIR" to profile)
+#   make bench-mqqb     MS-MQQB: msg/s received from the Python peer and sent to it, recoverable
+#                       and transactional (bench/mqqb.py; Sluice alone; also run by make bench)
 #   make bench-manyq    10,000 queues with a consumer each + 10,000 idle connections (issue 14)
 #   make soak           1 hour at 20,000 persistent msg/s with confirms and consumers: RSS flat,
 #                       nothing lost (bench/soak.py; SOAK_ARGS="--seconds 600" for less)
@@ -23,7 +25,8 @@ BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebe
 BENCH_ARGS   ?=
 
 .PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward bench-manyq \
-	soak soak-smoke bench-drain
+	soak soak-smoke bench-drain bench-mqqb
+MQQB_ARGS    ?=
 DRAIN_ARGS   ?=
 SOAK_ARGS    ?=
 
@@ -48,6 +51,11 @@ bench:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
 	/usr/bin/python3 bench/run.py --build $(BUILD) $(BENCH_ARGS)
+	/usr/bin/python3 bench/mqqb.py --sluiced $(BUILD)/sluiced --rounds 3 $(MQQB_ARGS)
+
+bench-mqqb:
+	@$(MAKE) --no-print-directory $(BUILD)/sluiced
+	/usr/bin/python3 bench/mqqb.py --sluiced $(BUILD)/sluiced $(MQQB_ARGS)
 
 bench-forward:
 	@scripts/deps.sh bench
@@ -86,6 +94,7 @@ bench-smoke:
 	/usr/bin/python3 bench/run.py --smoke --build $(BUILD) $(BENCH_ARGS)
 	$(BENCH_DIR)/routebench 2000
 	/usr/bin/python3 bench/drain.py --smoke --sluiced $(BUILD)/sluiced
+	/usr/bin/python3 bench/mqqb.py --smoke --sluiced $(BUILD)/sluiced
 
 bench-profile:
 	@scripts/deps.sh bench
