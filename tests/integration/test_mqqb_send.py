@@ -41,6 +41,16 @@ def outgoing(b):
     return None
 
 
+def action(b, a):
+    req = urllib.request.Request(
+        "http://127.0.0.1:%d/api/msmq/action" % b.mgmt_port, method="POST",
+        data=json.dumps({"object": "QUEUE=" + outgoing(b)["format_name"], "action": a}).encode(),
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status in (200, 204)
+
+
 def publish(b, n, tx_size=0, persistent=True, prefix="m"):
     ch = b.amqp().channel()
     if tx_size:
@@ -123,23 +133,27 @@ def test_pause_keeps_messages_resume_sends(broker_factory, peer):
     b = start(broker_factory, peer)
     publish(b, 5, tx_size=5)
     wait_drained(b)
-
-    def action(a):
-        req = urllib.request.Request(
-            "http://127.0.0.1:%d/api/msmq/action" % b.mgmt_port, method="POST",
-            data=json.dumps({"object": "QUEUE=" + outgoing(b)["format_name"],
-                             "action": a}).encode(),
-            headers={"Content-Type": "application/json",
-                     "Authorization": "Basic " + base64.b64encode(b"guest:guest").decode()})
-        with urllib.request.urlopen(req, timeout=5) as r:
-            assert r.status in (200, 204)
-    action("PAUSE")
+    action(b, "PAUSE")
     wait_for(lambda: outgoing(b)["state"] == "ONHOLD", 5)
     publish(b, 5, tx_size=5, prefix="p")
     assert outgoing(b)["messages"] == 5 and len(peer.queue("orders")) == 5
-    action("RESUME")
+    action(b, "RESUME")
     wait_drained(b)
     assert [m.body for m in peer.queue("orders")] == bodies(5) + bodies(5, "p")
+
+
+def test_eod_resend_sends_unacked_again_peer_drops_duplicates(broker_factory, peer):
+    peer.send_order_acks = False
+    b = start(broker_factory, peer)
+    publish(b, 10, tx_size=10)
+    wait_for(lambda: len(peer.queue("orders")) == 10, 10)
+    o = outgoing(b)
+    assert o["messages"] == 10 and o["eod"]["EodNoAckCount"] == 10  # kept until order-acked
+    peer.send_order_acks = True
+    action(b, "EOD_RESEND")
+    wait_drained(b)
+    assert [m.body for m in peer.queue("orders")] == bodies(10)
+    assert peer.duplicates == 10 and peer.sessions == 2
 
 
 def test_sluice_to_sluice_over_mqqb(broker_factory):
