@@ -101,7 +101,7 @@ def recv_run(node, n, tx, tag):
         if p.kind == "session_ack":
             acked += (p.ack_seq - acked) & 0xFFFF
     t = time.monotonic() - t0
-    res = (t, self_cpu() - p0, cpu_s(node.proc.pid) - n0)
+    res = (t, self_cpu() - p0, cpu_s(node.proc.pid) - n0, len(s.order_acks))
     s.close()
     ch = c.channel()
     got = ch.queue_declare(tag, passive=True).message_count
@@ -137,7 +137,7 @@ def send_run(node, peer, n, tx, tag):
     while len(peer.queue(tag)) < n:
         assert time.monotonic() < deadline, "the peer never got them all"
         time.sleep(0.002)
-    res = (time.monotonic() - t0, self_cpu() - p0, cpu_s(node.proc.pid) - n0)
+    res = (time.monotonic() - t0, self_cpu() - p0, cpu_s(node.proc.pid) - n0, None)
     assert peer.duplicates == 0 and peer.out_of_order == 0 and not peer.errors
     return res
 
@@ -168,9 +168,10 @@ def main():
                     res = send_run(node, peer, a.n, tx, tag)
                 out[r].append(res)
                 print("round %d %-8s %6d x 16 B: %8.0f msg/s  (%.2f s; CPU: peer %.0f us/msg, "
-                      "sluiced %.0f us/msg)" % (rnd + 1, r, a.n, a.n / res[0], res[0],
-                                                res[1] * 1e6 / a.n, res[2] * 1e6 / a.n),
-                      flush=True)
+                      "sluiced %.0f us/msg%s)" % (
+                          rnd + 1, r, a.n, a.n / res[0], res[0], res[1] * 1e6 / a.n,
+                          res[2] * 1e6 / a.n,
+                          "; %d OrderAcks received" % res[3] if res[3] else ""), flush=True)
     finally:
         node.stop()
         peer.close()

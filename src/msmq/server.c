@@ -17,7 +17,8 @@
  *     enqueued and the new last number recorded in one record group (persist_group), so a
  *     kill -9 keeps both or neither; duplicates are dropped; out-of-order ones refused (not
  *     enqueued). Either way an OrderAck for the last accepted number goes back on the session
- *     once that number is durable, so the sender resends from there.
+ *     once that number is durable, so the sender resends from there: one per sequence per
+ *     sync (they are cumulative), not one per message.
  * Unknown or non-private queue: a non-transactional message is dropped (acknowledged, as
  * MSMQ discards it, and logged); a transactional one is accepted into the sequence without
  * an enqueue and a FinalAck MQMSG_CLASS_NACK_BAD_DST_Q goes back (the sender dead-letters it).
@@ -189,16 +190,24 @@ static void release(sess *s)
 {
     uint64_t durable = broker_durable(s->srv->b);
     int any = 0;
+    /* OrderAcks are cumulative: of a run of one sequence's numbers that became durable in
+     * the same sync only the last is sent (one per sequence per sync, not one per message) */
+    pend order = {0};
     while (s->p_len && s->pend[s->p_head].ticket <= durable) {
         pend p = s->pend[s->p_head];
         s->p_head = (s->p_head + 1) % s->p_cap;
         s->p_len--;
-        if (p.kind == P_REC)
+        if (p.kind == P_REC) {
             s->rec_durable = p.rec;
-        else
-            send_order_ack(s, p.seq_id, p.seq_no);
+        } else {
+            if (order.kind && order.seq_id != p.seq_id)
+                send_order_ack(s, order.seq_id, order.seq_no);
+            order = p;
+        }
         any = 1;
     }
+    if (order.kind)
+        send_order_ack(s, order.seq_id, order.seq_no);
     if (!any)
         return;
     maybe_ack(s);

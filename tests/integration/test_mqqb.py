@@ -206,6 +206,23 @@ def test_transactional_kill9_mid_sequence(broker_factory):
     assert got == [b"x%d" % n for n in range(1, total + 1)]
 
 
+def test_order_acks_one_per_sync_not_one_per_message(broker_factory):
+    """OrderAcks are cumulative: numbers that reach the disk in the same sync get one."""
+    b, port = start(broker_factory)
+    q = uname("txb")
+    declare(b, q)
+    seq = (0x62000000 << 32) | 1
+    s = mq.Sender("127.0.0.1", port)
+    s.establish()
+    # 60 messages in one write (inside the window): they arrive in a turn or two
+    s.sock.sendall(b"".join(mq.user_message(s.guid, fmt(q), b"y%d" % n, tx=(seq, n, n - 1),
+                                            message_id=n) for n in range(1, 61)))
+    s.wait(lambda: s.last_order_ack(seq) == 60, timeout=20)
+    assert len(s.order_acks) < 30, len(s.order_acks)
+    nos = [n for _sid, n in s.order_acks]
+    assert nos == sorted(nos) and nos[-1] == 60
+
+
 def test_unknown_queue(broker_factory):
     b, port = start(broker_factory)
     s = mq.Sender("127.0.0.1", port)
