@@ -239,6 +239,7 @@ static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infli
 static void mq_on_connected(link_outq *o);
 static void mq_process_input(link_outq *o);
 static void became_open(link_outq *o);
+static void mq_pop_completed(link_outq *o);
 static int msmq_port_for(const link_mgr *m, const link_addr *a);
 
 void link_options_defaults(link_options *o)
@@ -1734,6 +1735,7 @@ static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infli
         f->acked = 1;
         dead_letter(o, &p, 1, CLASS_NACK_Q_EXCEED_QUOTA,
                     "the message does not fit an MS-MQQB packet (4 MiB at most)");
+        mq_pop_completed(o);
         return;
     }
     uint8_t *dst = sl_buf_reserve(&o->out, len);

@@ -175,3 +175,35 @@ def test_sluice_to_sluice_over_mqqb(broker_factory):
         got.append(m.body)
     assert got == bodies(30) + bodies(20, "r")
     assert outgoing(a)["foreign"] == "NO"
+
+
+def test_refused_and_oversized_are_dead_lettered(broker_factory):
+    """A FinalAck of a NACK class (Sluice's door: no such queue) moves the transactional
+    message to the sender's DEADXACT; a message over MS-MQQB's 4 MiB can never go."""
+    from test_mqqb import msmq_port
+    b = broker_factory(config={"listeners.msmq": "0"})
+    port = msmq_port(b)
+    b.amqp().channel().queue_declare("orders", durable=True, auto_delete=False)
+    a = broker_factory(config={"msmq.hosts.1": "127.0.0.1:%d" % port})
+    ch = a.amqp().channel()
+    ch.tx_select()
+    ch.basic_publish(amqp.Message(b"lost", delivery_mode=2), exchange="",
+                     routing_key="DIRECT=TCP:127.0.0.1\\private$\\nosuch")
+    ch.tx_commit()
+    publish(a, 1, prefix="big")  # keeps the session to "orders" busy alongside
+    big = b"z" * (5 << 20)
+    ch2 = a.amqp().channel()
+    ch2.confirm_select()
+    ch2.basic_publish(amqp.Message(big, delivery_mode=2), exchange="", routing_key=FMT)
+    wait_drained(a)
+    dch = a.amqp().channel()
+
+    def count(q):
+        return dch.queue_declare(q, passive=True).message_count
+    wait_for(lambda: count("sluice.system.xact-deadletter") == 1, 10)
+    wait_for(lambda: count("sluice.system.deadletter") == 1, 10)
+    m = dch.basic_get("sluice.system.xact-deadletter", no_ack=True)
+    assert m.body == b"lost"
+    assert m.headers["x-msmq-class"] == 0x8000
+    got = b.amqp().channel().basic_get("orders", no_ack=True)
+    assert got.body == b"big0"
