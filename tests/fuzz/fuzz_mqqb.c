@@ -3,7 +3,9 @@
  * (at most the specification's 4 MiB) and parsed as an internal or a UserMessage packet.
  * Besides "no crash, no over-read", it checks that every pointer a parse hands back lies
  * inside the packet, and that an EstablishConnection or ConnectionParameters packet that
- * parses gives a reply that parses back to the same fields.
+ * parses gives a reply that parses back to the same fields. The same bytes are what Sluice's
+ * sending side (link.c) reads from a Windows receiver: a UserMessage that parses is also read
+ * as an OrderAck / FinalAck, and its body, re-sent by the initiator's writer, parses back.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -72,6 +74,39 @@ static void one(const uint8_t *p, size_t len)
         size_t ql;
         if (mqqb_direct_private_queue(s, strlen(s), &q, &ql) == 0)
             CHECK(ql > 0 && q + ql == s + strlen(s));
+    }
+    uint64_t sid;
+    uint32_t no;
+    uint16_t cls;
+    if (mqqb_order_ack_of(&m, &sid, &no) == 0)
+        CHECK(m.msg_class == MQMSG_CLASS_ORDER_ACK);
+    if (mqqb_final_ack_of(&m, &sid, &no, &cls) == 0)
+        CHECK(cls == m.msg_class && m.body_size >= MQQB_ORDER_ACK_BODY_LEN);
+    if (m.dest.direct && m.body_size <= 65536 &&
+        mqqb_utf16_to_utf8(m.dest.direct, m.dest.direct_len, s, sizeof s) >= 0) {
+        mqqb_session sh = {.user_seq = 1, .window = 64};
+        mqqb_out o = {.source_qm = m.source_qm,
+                      .dest = s,
+                      .message_id = m.message_id,
+                      .priority = m.base.flags & 7,
+                      .recoverable = MQQB_UF_DM(m.uflags) != 0,
+                      .tx = m.has_tx,
+                      .tx_seq_id = m.tx_seq_id,
+                      .tx_seq_no = m.tx_seq_no,
+                      .tx_prev_no = m.tx_prev_no,
+                      .body = m.body,
+                      .body_len = m.body_size,
+                      .session = &sh};
+        size_t n = mqqb_user_len(&o);
+        CHECK(n > 0); /* it came from UTF-16, so it is valid UTF-8 */
+        uint8_t *w = malloc(n);
+        CHECK(mqqb_write_user(w, n, &o) == n);
+        mqqb_user back;
+        const char *why2 = NULL;
+        CHECK(mqqb_parse_user(w, n, &back, &why2) == 0);
+        CHECK(back.body_size == m.body_size && back.has_tx == m.has_tx);
+        CHECK(!m.body_size || !memcmp(back.body, m.body, m.body_size));
+        free(w);
     }
 }
 
