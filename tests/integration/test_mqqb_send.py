@@ -207,3 +207,57 @@ def test_refused_and_oversized_are_dead_lettered(broker_factory):
     assert m.headers["x-msmq-class"] == 0x8000
     got = b.amqp().channel().basic_get("orders", no_ack=True)
     assert got.body == b"big0"
+
+
+def test_hostile_or_refusing_receiver_keeps_the_messages(broker_factory):
+    """A receiver that answers with garbage, or refuses the session (CS bit): the session
+    fails cleanly, the outgoing queue keeps its messages and says why."""
+    import socket
+    import struct
+    import threading
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+    mode = {"m": "garbage"}
+
+    def serve():
+        while True:
+            try:
+                s, _ = lsock.accept()
+            except OSError:
+                return
+            try:
+                s.settimeout(5)
+                data = b""
+                while len(data) < 572:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                if mode["m"] == "garbage":
+                    s.sendall(b"\x10\x00\x00\x00GARBAGE!" + b"\xff" * 600)
+                else:
+                    ec = mq.parse(data[:572])
+                    s.sendall(mq.base_header(mq.BF_IN | 3, 572) +
+                              struct.pack("<HH", 0, mq.PT_ESTABLISH | 0x10) + ec.client_guid +
+                              b"\x01" * 16 + struct.pack("<IHH", ec.timestamp, 0x10, 0) +
+                              b"\x5a" * 512)
+                s.recv(100)
+            except OSError:
+                pass
+            finally:
+                s.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        b = broker_factory(config={"msmq.hosts.1": "127.0.0.1:%d" % lsock.getsockname()[1],
+                                   "link_retry_min_ms": "50", "link_retry_max_ms": "200"})
+        publish(b, 3, tx_size=3)
+        wait_for(lambda: "MS-MQQB" in outgoing(b)["last_error"], 10)
+        mode["m"] = "refuse"
+        wait_for(lambda: "refused the session" in outgoing(b)["last_error"], 10)
+        o = outgoing(b)
+        assert o["messages"] == 3 and o["state"] in ("WAITING", "INACTIVE")
+        b.assert_alive()
+    finally:
+        lsock.close()
