@@ -474,6 +474,18 @@ int mqqb_parse_user(const uint8_t *p, size_t len, mqqb_user *m, const char **why
 
 /* ---- writers ---- */
 
+/* A SessionHeader (MS-MQMQ 2.2.20.4), 16 bytes: session_decode's mirror. */
+static void session_encode(uint8_t *h, const mqqb_session *s)
+{
+    wr16(h, s->ack_seq);
+    wr16(h + 2, s->rec_ack_seq);
+    wr32(h + 4, s->rec_ack_flags);
+    wr16(h + 8, s->user_seq);
+    wr16(h + 10, s->rec_seq);
+    wr16(h + 12, s->window);
+    wr16(h + 14, s->reserved);
+}
+
 static void base_write(uint8_t *p, uint8_t reserved, uint16_t flags, uint32_t size)
 {
     p[0] = MQQB_VERSION;
@@ -535,14 +547,7 @@ void mqqb_write_session_ack(uint8_t out[MQQB_SESSION_ACK_LEN], const mqqb_sessio
     base_write(out, RSV_SA, MQQB_BF_IN | MQQB_BF_SH | 3, MQQB_SESSION_ACK_LEN);
     wr16(out + 16, 0);
     wr16(out + 18, MQQB_PT_SESSION_ACK);
-    uint8_t *h = out + 20;
-    wr16(h, s->ack_seq);
-    wr16(h + 2, s->rec_ack_seq);
-    wr32(h + 4, s->rec_ack_flags);
-    wr16(h + 8, s->user_seq);
-    wr16(h + 10, s->rec_seq);
-    wr16(h + 12, s->window);
-    wr16(h + 14, s->reserved);
+    session_encode(out + 20, s);
 }
 
 /* OrderAck and FinalAck (MS-MQQB 2.2.4, 2.2.5): UserMessages to the sender's order queue
@@ -825,16 +830,8 @@ size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m)
     if (m->body_len)
         memcpy(p + 56, m->body, m->body_len);
     p += mp;
-    if (m->session) {
-        const mqqb_session *s = m->session;
-        wr16(p, s->ack_seq);
-        wr16(p + 2, s->rec_ack_seq);
-        wr32(p + 4, s->rec_ack_flags);
-        wr16(p + 8, s->user_seq);
-        wr16(p + 10, s->rec_seq);
-        wr16(p + 12, s->window);
-        wr16(p + 14, s->reserved);
-    }
+    if (m->session)
+        session_encode(p, m->session);
     return total;
 }
 

@@ -205,6 +205,16 @@ START_TEST(frame8_session_ack_after_one_express_message)
 }
 END_TEST
 
+/* A whole UserMessage of n bytes in buf: framed as exactly n bytes, then parsed. */
+static void frame_and_parse(const uint8_t *buf, size_t n, mqqb_user *m)
+{
+    uint32_t total;
+    const char *why = NULL;
+    ck_assert_int_eq(mqqb_frame_len(buf, n, MQQB_PACKET_MAX, &total, &why), 1);
+    ck_assert_uint_eq(total, n);
+    ck_assert_msg(mqqb_parse_user(buf, n, m, &why) == 0, "%s", why);
+}
+
 START_TEST(order_ack_round_trips)
 {
     uint8_t buf[512];
@@ -214,12 +224,8 @@ START_TEST(order_ack_round_trips)
         mqqb_write_order_ack(buf, sizeof buf, own, "127.0.0.1", 7, 1000, 0x0000000500000009ull, 42);
     ck_assert_uint_gt(n, 0);
     ck_assert_uint_eq(n % 4, 0);
-    uint32_t total;
-    const char *why = NULL;
-    ck_assert_int_eq(mqqb_frame_len(buf, n, MQQB_PACKET_MAX, &total, &why), 1);
-    ck_assert_uint_eq(total, n);
     mqqb_user m;
-    ck_assert_msg(mqqb_parse_user(buf, n, &m, &why) == 0, "%s", why);
+    frame_and_parse(buf, n, &m);
     ck_assert_uint_eq(m.base.flags, 0);
     ck_assert_uint_eq(m.msg_class, MQMSG_CLASS_ORDER_ACK);
     ck_assert_uint_eq(m.body_size, 36);
@@ -266,12 +272,9 @@ START_TEST(initiator_user_message_round_trips)
     for (size_t cap = 0; cap < n; cap += 7)
         ck_assert_uint_eq(mqqb_write_user(buf, cap, &o), 0);
     ck_assert_uint_eq(mqqb_write_user(buf, sizeof buf, &o), n);
-    uint32_t total;
     const char *why = NULL;
-    ck_assert_int_eq(mqqb_frame_len(buf, n, MQQB_PACKET_MAX, &total, &why), 1);
-    ck_assert_uint_eq(total, n);
     mqqb_user m;
-    ck_assert_msg(mqqb_parse_user(buf, n, &m, &why) == 0, "%s", why);
+    frame_and_parse(buf, n, &m);
     ck_assert_uint_eq(m.base.flags & MQQB_BF_PR, 0); /* transactional: priority 0 */
     ck_assert_uint_eq(m.base.packet_size, n - MQQB_SESSION_LEN);
     ck_assert_int_eq(m.has_tx, 1);
