@@ -8,7 +8,9 @@
  *                tested over a simulated link: tests/unit/test_eod.c)
  *   io.c         the socket under a link (link_io: plain TCP now, TLS can slot in)
  *   link.c       outgoing queues' transfer: one AMQP 0-9-1 client connection per outgoing
- *                queue, state machine, batching, reconnect with backoff, resend timers
+ *                queue, state machine, batching, reconnect with backoff, resend timers; or,
+ *                to a host in msmq.hosts (link_options.msmq_hosts), one MS-MQQB session to
+ *                a Windows queue manager (the codec is msmq/mqqb.h; link.c's "MS-MQQB")
  *   the receiving side is broker/link_recv.c: an ordinary AMQP connection that announced
  *   itself as a link in its client-properties.
  *
