@@ -490,6 +490,7 @@ static void check_disk(broker *b, uint64_t now)
         if (b->reserve_held)
             free_bytes -= reserve_size(b);
     }
+    b->disk_free = free_bytes; /* what /api/nodes shows: no statvfs per request */
     /* a store holding writes for lack of space keeps the alarm on whatever statvfs says */
     set_alarm(b, ALARM_DISK,
               free_bytes < b->cfg->disk_free_limit || (b->store && persist_stalled(b->store)));

@@ -95,6 +95,8 @@ struct broker {
     int reserve_held; /* DATA/space-reserve exists (released when the disk is full) */
     uint64_t next_disk_check;
     uint64_t disk_check_bytes; /* the store's bytes appended at the last free-space check */
+    uint64_t
+        disk_free; /* free bytes under data_dir at the last check, as the disk alarm saw them */
     uint64_t next_store_sync;
     int shutting_down;
     uint64_t shutdown_deadline;

@@ -92,6 +92,9 @@ void sl_config_defaults(sl_config *c)
     c->mgmt_connection_max = 256;
     c->mgmt_unauthenticated_max = 256;
     c->mgmt_handshake_timeout_ms = 5000;
+    c->mgmt_session_idle_timeout_s = 30 * 60;
+    c->mgmt_session_max_age_s = 8 * 3600;
+    c->mgmt_session_max = 1000;
     c->tidy_interval_s = 6 * 3600;
     c->tidy_after_written = 1ull << 30;
     c->disk_free_limit = 1000000000;
@@ -430,6 +433,18 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, 600000, &n) || n < 10)
             return "mgmt_handshake_timeout must be milliseconds from 10 to 600000";
         c->mgmt_handshake_timeout_ms = (uint32_t)n;
+    } else if (!strcmp(key, "mgmt_session_idle_timeout")) {
+        if (parse_u64(value, 7 * 86400, &n) || n == 0)
+            return "mgmt_session_idle_timeout must be seconds from 1 to 604800";
+        c->mgmt_session_idle_timeout_s = (uint32_t)n;
+    } else if (!strcmp(key, "mgmt_session_max_age")) {
+        if (parse_u64(value, 30 * 86400, &n) || n == 0)
+            return "mgmt_session_max_age must be seconds from 1 to 2592000";
+        c->mgmt_session_max_age_s = (uint32_t)n;
+    } else if (!strcmp(key, "mgmt_session_max")) {
+        if (parse_u64(value, 1000000, &n) || n == 0)
+            return "mgmt_session_max must be a positive number of sessions";
+        c->mgmt_session_max = (uint32_t)n;
     } else if (!strcmp(key, "handle_idle_timeout")) {
         if (parse_u64(value, UINT32_MAX, &n) || n == 0)
             return "handle_idle_timeout must be seconds (at least 1)";
@@ -739,7 +754,8 @@ void sl_config_usage(void)
            "memory_budget, disk_free_limit, disk_reserve, segment_size (bytes, k/M/G suffixes),\n"
            "sync_pace_us, "
            "handshake_timeout (ms), connection_max, mgmt_connection_max,\n"
-           "mgmt_unauthenticated_max, mgmt_handshake_timeout (ms), loop_cpu_stats,\n"
+           "mgmt_unauthenticated_max, mgmt_handshake_timeout (ms), mgmt_session_idle_timeout (s),\n"
+           "mgmt_session_max_age (s), mgmt_session_max, loop_cpu_stats,\n"
            "tidy_interval (s), tidy_after_written, user.NAME = PASSWORD, user.NAME.link_node = "
            "NODE_ID, user.NAME.tags = "
            "administrator,\n"

@@ -42,12 +42,15 @@ typedef struct sl_config {
                                        SL_MAX_MESSAGE_SIZE_CAP */
     uint64_t memory_high_watermark; /* bytes of messages in memory that block publishers */
     uint32_t handshake_timeout_ms;
-    uint32_t connection_max;            /* AMQP connections past connection.open; 0 = no cap */
-    uint32_t mgmt_connection_max;       /* logged-in HTTP(S) connections at once; more wait */
-    uint32_t mgmt_unauthenticated_max;  /* per listener; the oldest goes (mgmt/guard.c) */
-    uint32_t mgmt_handshake_timeout_ms; /* TLS handshake + request header, not logged in */
-    int loop_cpu_stats;                 /* count CPU time per loop turn too (a syscall a turn) */
-    uint64_t tidy_interval_s;           /* automatic TIDY period; 0 = only on demand */
+    uint32_t connection_max;              /* AMQP connections past connection.open; 0 = no cap */
+    uint32_t mgmt_connection_max;         /* logged-in HTTP(S) connections at once; more wait */
+    uint32_t mgmt_unauthenticated_max;    /* per listener; the oldest goes (mgmt/guard.c) */
+    uint32_t mgmt_handshake_timeout_ms;   /* TLS handshake + request header, not logged in */
+    uint32_t mgmt_session_idle_timeout_s; /* console session unused this long: ended */
+    uint32_t mgmt_session_max_age_s;      /* console session, after login at the latest: ended */
+    uint32_t mgmt_session_max;            /* console sessions at once; past it the LRU goes */
+    int loop_cpu_stats;                   /* count CPU time per loop turn too (a syscall a turn) */
+    uint64_t tidy_interval_s;             /* automatic TIDY period; 0 = only on demand */
     uint64_t tidy_after_written; /* a TIDY after this many bytes written to the store; 0 = off */
     uint64_t disk_free_limit;    /* free bytes under data_dir below which publishers block */
     uint64_t disk_reserve;       /* DATA/space-reserve kept for a full disk (0 = none) */

@@ -316,11 +316,13 @@ static void get(channel *ch, const amqp_basic_get *g)
     const uint8_t *props = own ? sl_buf_head(&qp) : qm_msg_props(pos->msg);
     size_t props_len = own ? sl_buf_unread(&qp) : pos->msg->props_len;
     if (g->no_ack) {
+        q->stat_get_no_ack++;
         m.u.basic_get_ok.delivery_tag = ++ch->next_tag;
         conn_send_method(ch->c, ch->id, &m);
         write_content_props(ch->c, ch->id, pos->msg, props, props_len);
         qm_position_ack(pos);
     } else {
+        q->stat_get++;
         /* Track first: the tag is assigned by the record. */
         m.u.basic_get_ok.delivery_tag = channel_track(ch, pos, NULL);
         conn_send_method(ch->c, ch->id, &m);

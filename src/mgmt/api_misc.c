@@ -39,6 +39,9 @@ static void add_queue(node_totals *t, qm_queue *q, int top)
     t->delivered += q->stat_delivered;
     t->acked += q->stat_acked;
     t->redelivered += q->stat_redelivered;
+    t->delivered_no_ack += q->stat_delivered_no_ack;
+    t->get += q->stat_get;
+    t->get_no_ack += q->stat_get_no_ack;
     t->purged += q->stat_purged;
     t->expired += q->stat_expired;
     t->dead_lettered += q->stat_dead_lettered;
@@ -61,6 +64,7 @@ static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
         if (who && !msmq_vhost_listed(m, who, vh->name))
             continue;
         t->exchanges += sl_map_count(vh->exchanges);
+        t->confirm += vh->stat_confirm;
         size_t qit = 0;
         void *qv;
         while (sl_map_next(vh->queues, &qit, &k, &kl, &qv))
@@ -114,8 +118,18 @@ enum MHD_Result api_overview(req *r)
                                   "channels", (json_int_t)t.channels, "exchanges",
                                   (json_int_t)t.exchanges, "queues", (json_int_t)t.queues,
                                   "consumers", (json_int_t)t.consumers));
+    /* RabbitMQ's split: deliver_get = deliver + deliver_no_ack + get + get_no_ack. The queues
+     * count hand-outs (with or without ack) and their basic.get answers, the vhosts their
+     * confirms; all of it over the vhosts this user may list (totals above) */
+    uint64_t dna = t.delivered_no_ack -
+                   (t.get_no_ack < t.delivered_no_ack ? t.get_no_ack : t.delivered_no_ack);
+    uint64_t dack = t.delivered - t.delivered_no_ack;
+    dack -= t.get < dack ? t.get : dack;
     json_object_set_new(o, "message_stats",
-                        json_pack("{s:I,s:I,s:I,s:I}", "publish", (json_int_t)t.published,
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "publish",
+                                  (json_int_t)t.published, "confirm", (json_int_t)t.confirm,
+                                  "deliver", (json_int_t)dack, "deliver_no_ack", (json_int_t)dna,
+                                  "get", (json_int_t)t.get, "get_no_ack", (json_int_t)t.get_no_ack,
                                   "deliver_get", (json_int_t)t.delivered, "ack",
                                   (json_int_t)t.acked, "redeliver", (json_int_t)t.redelivered));
     json_t *ls = json_pack("[{s:s,s:s,s:i},{s:s,s:s,s:i}]", "protocol", "amqp", "ip_address",
@@ -138,12 +152,15 @@ static json_t *node_json(mgmt *m)
 {
     node_totals t;
     node_totals_get(m, &t);
-    return json_pack("{s:s,s:s,s:b,s:I,s:I,s:b,s:I,s:i,s:b}", "name", m->b->cfg->node_name, "type",
-                     "disc", "running", 1, "mem_used", (json_int_t)broker_memory_bytes(m->b),
-                     "mem_limit", (json_int_t)m->b->cfg->memory_high_watermark, "mem_alarm",
-                     (m->b->alarms & ALARM_MEMORY) != 0, "uptime",
-                     (json_int_t)(sl_wall_ms() - m->started_wall_ms), "os_pid", (int)getpid(),
-                     "connected", m->b->node->online);
+    /* disk_free is the disk alarm's own last look (broker.c check_disk, once a second) */
+    return json_pack(
+        "{s:s,s:s,s:b,s:I,s:I,s:b,s:I,s:I,s:b,s:I,s:i,s:b}", "name", m->b->cfg->node_name, "type",
+        "disc", "running", 1, "mem_used", (json_int_t)broker_memory_bytes(m->b), "mem_limit",
+        (json_int_t)m->b->cfg->memory_high_watermark, "mem_alarm",
+        (m->b->alarms & ALARM_MEMORY) != 0, "disk_free", (json_int_t)m->b->disk_free,
+        "disk_free_limit", (json_int_t)m->b->cfg->disk_free_limit, "disk_free_alarm",
+        (m->b->alarms & ALARM_DISK) != 0, "uptime", (json_int_t)(sl_wall_ms() - m->started_wall_ms),
+        "os_pid", (int)getpid(), "connected", m->b->node->online);
 }
 
 enum MHD_Result api_nodes(req *r)

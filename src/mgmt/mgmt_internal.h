@@ -490,7 +490,8 @@ enum MHD_Result api_queue_move(req *r, qm_queue *src);
 typedef struct node_totals {
     uint64_t queues, exchanges, connections, channels, consumers;
     uint64_t messages, ready, unacked, bytes;
-    uint64_t published, delivered, acked, redelivered, purged, expired, dead_lettered;
+    uint64_t published, delivered, acked, redelivered, purged, expired, dead_lettered,
+        delivered_no_ack, get, get_no_ack, confirm;
 } node_totals;
 void node_totals_get(mgmt *m, node_totals *t);
 /* The same, as viewer r may see them (README "Users, vhosts and permissions"): the vhosts
@@ -503,10 +504,11 @@ void node_totals_of(mgmt *m, const msmq_caller *who, node_totals *t);
 /* ---- session.c: the console's login sessions ---- */
 #define MGMT_SESSION_COOKIE "sluice_session"
 #define MGMT_SESSION_TOKEN_BYTES 32
-#define MGMT_SESSION_IDLE_MS (30 * 60 * 1000ull) /* unused this long: ended */
-#define MGMT_SESSION_MAX_MS (8 * 3600 * 1000ull) /* after login, at the latest: ended */
-#define MGMT_SESSION_MAX 1000                    /* past it, the least recently used goes */
-#define MGMT_CSRF_HEADER "X-Sluice-Request"      /* required on a session's non-GET requests */
+/* session limits: config keys mgmt_session_idle_timeout, mgmt_session_max_age, mgmt_session_max */
+#define MGMT_SESSION_IDLE_MS(m) ((m)->b->cfg->mgmt_session_idle_timeout_s * 1000ull)
+#define MGMT_SESSION_MAX_MS(m) ((m)->b->cfg->mgmt_session_max_age_s * 1000ull)
+#define MGMT_SESSION_MAX(m) ((m)->b->cfg->mgmt_session_max)
+#define MGMT_CSRF_HEADER "X-Sluice-Request" /* required on a session's non-GET requests */
 void sessions_init(mgmt *m);
 void sessions_free(mgmt *m);
 /* End the sessions past their time (the rundown timer). */

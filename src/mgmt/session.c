@@ -9,12 +9,12 @@
  * Invariants:
  *   - the token is 32 random bytes (64 hex digits); the table is keyed by its SHA-256, so the
  *     node keeps nothing that would log anyone in if it were read from memory or a core;
- *   - a session ends after MGMT_SESSION_IDLE_MS unused or MGMT_SESSION_MAX_MS after login,
+ *   - a session ends after mgmt_session_idle_timeout unused or mgmt_session_max_age after login,
  *     whichever comes first, and when its user is deleted or gets a new password (the stored
  *     hash is compared at every use); the user's tags are read afresh at every use, so a tag
  *     taken away applies at once; a loopback user's session (guest's) is refused from
  *     any other address, as its password would be (mgmt.c);
- *   - at most MGMT_SESSION_MAX sessions: a new login past it ends the least recently used;
+ *   - at most mgmt_session_max sessions: a new login past it ends the least recently used;
  *   - a request authenticated by the cookie must carry X-Sluice-Request unless it is a GET
  *     (mgmt.c): another site can make a browser send the cookie with a form, never with a
  *     custom header, so that is the CSRF guard (SameSite=Strict is the second one).
@@ -63,9 +63,9 @@ void sessions_free(mgmt *m)
     m->sessions = NULL;
 }
 
-static int expired(const session *s, uint64_t now)
+static int expired(const mgmt *m, const session *s, uint64_t now)
 {
-    return now - s->used_ms > MGMT_SESSION_IDLE_MS || now - s->born_ms > MGMT_SESSION_MAX_MS;
+    return now - s->used_ms > MGMT_SESSION_IDLE_MS(m) || now - s->born_ms > MGMT_SESSION_MAX_MS(m);
 }
 
 /* The table key of a token: its SHA-256. -1 when the token is not 64 hex digits. */
@@ -90,7 +90,7 @@ void sessions_sweep(mgmt *m, uint64_t now)
     size_t kl;
     void *v;
     while (sl_map_next(m->sessions, &pos, &key, &kl, &v))
-        if (expired(v, now) && kl == SHA256_DIGEST_LENGTH)
+        if (expired(m, v, now) && kl == SHA256_DIGEST_LENGTH)
             memcpy(dead[k++], key, SHA256_DIGEST_LENGTH);
     for (size_t i = 0; i < k; i++)
         session_free(sl_map_del(m->sessions, dead[i], SHA256_DIGEST_LENGTH));
@@ -115,7 +115,7 @@ static void evict_one(mgmt *m)
         memcpy(k, oldest, sizeof k);
         session *s = sl_map_del(m->sessions, k, sizeof k);
         sl_info("http: session of user '%s' ended to make room (%d sessions at most)", s->user,
-                MGMT_SESSION_MAX);
+                MGMT_SESSION_MAX(m));
         session_free(s);
     }
 }
@@ -133,7 +133,7 @@ static int session_new(mgmt *m, const acc_user *u, char out[2 * MGMT_SESSION_TOK
     token_key(out, key);
     uint64_t now = sl_now_ms();
     sessions_sweep(m, now);
-    while (sl_map_count(m->sessions) >= MGMT_SESSION_MAX)
+    while (sl_map_count(m->sessions) >= MGMT_SESSION_MAX(m))
         evict_one(m);
     session *s = sl_xcalloc(1, sizeof *s);
     s->user = sl_xstrdup(u->name);
@@ -157,7 +157,7 @@ const acc_user *session_user(mgmt *m, const char *token)
         return NULL;
     uint64_t now = sl_now_ms();
     const acc_user *u = acc_user_find(m->b->acc, s->user, strlen(s->user));
-    if (expired(s, now) || !u || u->hash_len != s->hash_len ||
+    if (expired(m, s, now) || !u || u->hash_len != s->hash_len ||
         CRYPTO_memcmp(u->hash, s->hash, s->hash_len)) {
         session_free(sl_map_del(m->sessions, key, sizeof key));
         return NULL;
@@ -198,11 +198,11 @@ enum MHD_Result api_session(req *r)
             return reply_error(r, 503, "internal_error", "no session could be made");
         snprintf(cookie, sizeof cookie,
                  MGMT_SESSION_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s", token,
-                 (int)(MGMT_SESSION_MAX_MS / 1000), secure);
+                 (int)(MGMT_SESSION_MAX_MS(r->m) / 1000), secure);
         OPENSSL_cleanse(token, sizeof token);
         sl_info("http: user '%s' logged in to the console", r->user);
         json_t *j = json_pack("{s:s,s:o,s:I}", "name", r->user, "tags", tags_json(u->tags),
-                              "idle_timeout_s", (json_int_t)(MGMT_SESSION_IDLE_MS / 1000));
+                              "idle_timeout_s", (json_int_t)(MGMT_SESSION_IDLE_MS(r->m) / 1000));
         cookie[sizeof cookie - 1] = 0;
         enum MHD_Result rc = reply_cookie(r, 200, j, cookie);
         OPENSSL_cleanse(cookie, sizeof cookie);

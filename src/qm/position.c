@@ -191,6 +191,7 @@ void qm_position_hand_out(qm_queue *q, qm_position *pos, int no_ack)
         q->stat_redelivered++;
     QM_PERSIST(delivered, pos, no_ack);
     if (no_ack) {
+        q->stat_delivered_no_ack++;
         q->stat_acked++;
         q->bytes_total -= pos->msg->body_len;
         qm_journal_copy(q, pos);

@@ -376,6 +376,8 @@ struct qm_queue {
     /* lifetime stats */
     uint64_t stat_published, stat_delivered, stat_acked, stat_redelivered, stat_purged,
         stat_expired, stat_dead_lettered;
+    uint64_t stat_delivered_no_ack;     /* of stat_delivered, handed out with no ack (gets too) */
+    uint64_t stat_get, stat_get_no_ack; /* of stat_delivered, answers to basic.get (h_basic.c) */
 
     uint64_t last_used; /* sl_now_ms() of the last use, for x-expires */
 
@@ -779,6 +781,7 @@ struct qm_vhost {
     /* The same, in name order (lists and pages walk these: no sort per request) */
     sl_oset queue_order;
     sl_oset exchange_order;
+    uint64_t stat_confirm; /* publisher confirms sent to this vhost's channels (channel.c) */
 };
 
 struct qm_node {

@@ -82,6 +82,68 @@ def test_static_files_types_headers_and_no_traversal(broker):
     assert st == 405
 
 
+def test_nodes_memory_and_disk_fields(broker, broker_factory):
+    """RabbitMQ's node fields for the Overview's two bars: disk_free is the disk alarm's own
+    last look at free space (once a second), so it is there from the first tick."""
+    def node(b):
+        st, n, _ = http(b, "GET", "/api/nodes/" + q(http(b, "GET", "/api/overview")[1]["node"]))
+        assert st == 200, n
+        return n
+    n = wait_for(lambda: (lambda x: x if x["disk_free"] > 0 else None)(node(broker)), timeout=10)
+    for k in ("mem_used", "mem_limit", "disk_free", "disk_free_limit"):
+        assert isinstance(n[k], int) and n[k] >= 0, (k, n)
+    assert n["mem_limit"] > 0 and n["disk_free"] > n["disk_free_limit"] > 0, n
+    assert n["mem_alarm"] is False and n["disk_free_alarm"] is False
+    assert http(broker, "GET", "/api/nodes")[1][0]["disk_free"] > 0
+    # a limit above any disk: the alarm is on and shown
+    b = broker_factory(config={"disk_free_limit": "1000000000G"})
+    n = wait_for(lambda: (lambda x: x if x["disk_free_alarm"] else None)(node(b)), timeout=10)
+    assert n["disk_free_limit"] == 1000000000 << 30 and 0 < n["disk_free"] < n["disk_free_limit"]
+
+
+def test_overview_message_stats_confirm_and_get(broker):
+    """RabbitMQ's message_stats names; confirm and get move when a client does them."""
+    from helpers import publish as amqp_publish
+    def stats():
+        return http(broker, "GET", "/api/overview")[1]["message_stats"]
+    s0 = stats()
+    for k in ("publish", "confirm", "deliver", "deliver_no_ack", "get", "get_no_ack",
+              "deliver_get", "redeliver", "ack"):
+        assert isinstance(s0[k], int), (k, s0)
+    qn = uname("stats")
+    c = broker.amqp()
+    ch = c.channel()
+    ch.queue_declare(qn, durable=True, auto_delete=False)
+    for _ in range(3):
+        amqp_publish(ch, "", qn, b"x", confirm=True)
+    m = ch.basic_get(qn, no_ack=False)
+    ch.basic_ack(m.delivery_tag)
+    assert ch.basic_get(qn, no_ack=True) is not None
+    ch.queue_declare(qn, passive=True)  # a round trip: the ack and the gets are done
+    s1 = stats()
+    assert s1["publish"] - s0["publish"] >= 3
+    assert s1["confirm"] - s0["confirm"] >= 3
+    assert s1["get"] - s0["get"] >= 1 and s1["get_no_ack"] - s0["get_no_ack"] >= 1
+    assert s1["deliver_get"] - s0["deliver_get"] >= 2
+    assert s1["deliver_get"] == (s1["deliver"] + s1["deliver_no_ack"] + s1["get"]
+                                 + s1["get_no_ack"])
+
+
+def test_session_idle_timeout_config(broker_factory):
+    """mgmt_session_idle_timeout: a session unused that long is gone (401 by cookie)."""
+    b = broker_factory(config={"mgmt_session_idle_timeout": "1"})
+    cookie, _ = login_cookie(b)
+    st, body, _ = http(b, "GET", "/api/session", user=None, headers={"Cookie": cookie})
+    assert st == 200 and body.get("idle_timeout_s") in (None, 1), body
+    st, body, _ = http(b, "GET", "/api/whoami", headers={"Cookie": cookie}, user=None)
+    assert st == 200
+    # no polling with the cookie: each use would keep the session alive. Expiry is by the
+    # clock alone, so past 1 s unused it has ended however busy the machine is.
+    time.sleep(1.5)
+    st, _, _ = http(b, "GET", "/api/whoami", headers={"Cookie": cookie}, user=None)
+    assert st == 401
+
+
 def test_session_cookie_csrf_and_logout(broker, broker_factory):
     cookie, sc = login_cookie(broker)
     assert "HttpOnly" in sc and "SameSite=Strict" in sc and "Path=/" in sc
@@ -323,6 +385,12 @@ def test_every_page_loads_without_errors(chrome, broker):
     con.refreshed()
     con.refreshed()
     assert len(con.by("#chart-rates canvas")) == 1 and len(con.by("#chart-queued canvas")) == 1
+    legend = " ".join(e.text for e in con.by("#chart-rates .u-legend .u-label"))
+    for series in ("publish", "confirm", "deliver", "ack", "redeliver", "get"):
+        assert series in legend.split(), (series, legend)
+    # memory and disk against their alarms, as bars
+    assert con.by("#meter-memory") and con.by("#meter-disk")
+    assert float(con.by("#meter-disk")[0].get_attribute("max")) > 1
     con.shot("overview")
     errs = con.errors()
     assert not errs, errs

@@ -6,8 +6,12 @@ import { get } from '../api.js';
 import { h, replace, fmtNum, fmtBytes, fmtDuration, table } from '../dom.js';
 import { sampler, lineChart } from '../charts.js';
 
-const RATES = [['publish', 'publish', '#2f6f9f'], ['deliver_get', 'deliver / get', '#1f7a3d'],
-  ['ack', 'ack', '#a86200'], ['redeliver', 'redeliver', '#b3261e']];
+// RabbitMQ's message_stats names; deliver and get include their _no_ack kinds here
+const RATES = [['publish', 'publish', '#2f6f9f'], ['confirm', 'confirm', '#6a3d9a'],
+  ['deliver', 'deliver', '#1f7a3d'], ['ack', 'ack', '#a86200'],
+  ['redeliver', 'redeliver', '#b3261e'], ['get', 'get', '#4d4d4d']];
+const sumStats = (s) => ({ ...s, deliver: (s.deliver || 0) + (s.deliver_no_ack || 0),
+  get: (s.get || 0) + (s.get_no_ack || 0) });
 // kept across visits to the page while the console stays open
 const hist = sampler(RATES.map((r) => r[0]), ['messages_ready', 'messages_unacknowledged']);
 
@@ -25,7 +29,7 @@ export default {
     return {
       async refresh() {
         const [o, nodes] = await Promise.all([get('/overview'), get('/nodes')]);
-        hist.add(o.message_stats || {}, o.queue_totals || {});
+        hist.add(sumStats(o.message_stats || {}), o.queue_totals || {});
         const n = (nodes || [])[0] || {};
         replace(head, h('h1', {}, `Node ${o.node}`),
           h('p', { class: 'muted' }, `${o.product_name} ${o.product_version}; cluster ${o.cluster_name}; up ${fmtDuration(n.uptime || 0)}; MSMQ state `,
@@ -38,12 +42,18 @@ export default {
           card('Ready', qt.messages_ready), card('Unacked', qt.messages_unacknowledged));
         rateChart.setData([hist.t, ...hist.rates]);
         qChart.setData([hist.t, ...hist.levels]);
+        // Bars are <meter>s (no inline style under the CSP): memory fills toward its limit;
+        // disk fills as free space shrinks toward disk_free_limit (full = the alarm).
+        const memMax = Math.max(n.mem_limit || 0, 1);
+        const diskFree = Math.max(n.disk_free || 0, 1);
         const rows = [
-          ['Memory used', `${fmtBytes(n.mem_used)} of ${fmtBytes(n.mem_limit)} (alarm at the limit)`, n.mem_alarm],
+          ['Memory used', `${fmtBytes(n.mem_used)} of ${fmtBytes(n.mem_limit)} (alarm at the limit)`, n.mem_alarm,
+            h('meter', { id: 'meter-memory', min: '0', max: String(memMax), high: String(0.8 * memMax), value: String(Math.min(n.mem_used || 0, memMax)) })],
+          ['Disk free', `${fmtBytes(n.disk_free)} (alarm below ${fmtBytes(n.disk_free_limit)})`, n.disk_free_alarm,
+            h('meter', { id: 'meter-disk', min: '0', max: String(diskFree), high: String(0.8 * diskFree), value: String(Math.min(n.disk_free_limit || 0, diskFree)) })],
         ];
-        if (n.disk_free !== undefined) rows.push(['Disk free', `${fmtBytes(n.disk_free)} (alarm below ${fmtBytes(n.disk_free_limit)})`, n.disk_free_alarm]);
-        replace(nodeBox, h('table', { class: 'kv' }, rows.map(([k, v, alarm]) =>
-          h('tr', {}, h('th', {}, k), h('td', {}, v, alarm ? h('span', { class: 'alarm' }, '  ALARM') : '')))));
+        replace(nodeBox, h('table', { class: 'kv' }, rows.map(([k, v, alarm, bar]) =>
+          h('tr', {}, h('th', {}, k), h('td', {}, bar, ' ', v, alarm ? h('span', { class: 'alarm' }, '  ALARM') : '')))));
         replace(listeners, table([
           { title: 'Protocol', get: (l) => l.protocol },
           { title: 'Address', get: (l) => l.ip_address },
