@@ -371,8 +371,11 @@ static void send_ack_upto(channel *ch)
     amqp_method m = {.id = AMQP_BASIC_ACK};
     m.u.basic_ack.delivery_tag = ch->confirm_ready;
     m.u.basic_ack.multiple = ch->confirm_ready - ch->confirm_done > 1;
-    /* per vhost: a listing shows a user only the vhosts it may list (api_misc.c) */
-    ch->c->vhost->stat_confirm += ch->confirm_ready - ch->confirm_done;
+    /* per vhost: a listing shows a user only the vhosts it may list (api_misc.c). Only on an
+     * open connection: deleting a vhost closes its connections and frees the vhost while a
+     * closing one may still flush its confirms here */
+    if (ch->c->state == CONN_OPEN)
+        ch->c->vhost->stat_confirm += ch->confirm_ready - ch->confirm_done;
     conn_send_method(ch->c, ch->id, &m);
     ch->confirm_done = ch->confirm_ready;
 }
