@@ -162,20 +162,6 @@ void link_recv_release(channel *ch)
 
 /* ---- destination queues: "<queue>" in vhost "/", or "<vhost>/<queue>" ---- */
 
-static qm_queue *find_ci(qm_vhost *vh, const char *name, size_t len)
-{
-    qm_queue *q = qm_queue_find(vh, name, len);
-    if (q || memchr(name, ';', len))
-        return q;
-    size_t it = 0, kl;
-    const char *k;
-    void *v;
-    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
-        if (kl == len && !strncasecmp(k, name, len))
-            return v;
-    return NULL;
-}
-
 static qm_queue *resolve_dest(broker *b, amqp_bytes rk)
 {
     const char *p = (const char *)rk.p;
@@ -184,13 +170,13 @@ static qm_queue *resolve_dest(broker *b, amqp_bytes rk)
     if (slash && slash != p) {
         qm_vhost *vh = qm_vhost_find(b->node, p, (size_t)(slash - p));
         if (vh && strcmp(vh->name, "/")) {
-            qm_queue *q = find_ci(vh, slash + 1, len - (size_t)(slash + 1 - p));
+            qm_queue *q = qm_queue_find_ci(vh, slash + 1, len - (size_t)(slash + 1 - p));
             if (q)
                 return q;
         }
     }
     qm_vhost *root = qm_vhost_find(b->node, "/", 1);
-    return root ? find_ci(root, p, len) : NULL;
+    return root ? qm_queue_find_ci(root, p, len) : NULL;
 }
 
 /* ---- requests ---- */
