@@ -8,7 +8,8 @@ build_pkgs=(gcc make pkg-config libinih-dev libmicrohttpd-dev libjansson-dev lib
             libargon2-dev libgnutls28-dev libcurl4-openssl-dev)
 test_pkgs=(check python3 python3-pytest python3-pika python3-amqp python3-kombu amqp-tools
            iproute2 iptables
-           clang-format rabbitmq-server chromium chromium-driver python3-selenium)
+           clang-format rabbitmq-server chromium chromium-driver python3-selenium
+           python3-impacket etcd-server etcd-client stress-ng)
 fuzz_pkgs=(clang libclang-rt-14-dev)
 bench_pkgs=(librabbitmq-dev rabbitmq-server)
 link_pkgs=(python3 python3-amqp iproute2 iptables)
@@ -44,8 +45,10 @@ if [ "$(id -u)" -eq 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
     # Debian starts rabbitmq-server's service on install where an init system runs; the
     # benchmark starts its own private instance, so stop the packaged one.
-    if [[ " ${missing[*]} " == *" rabbitmq-server "* ]] && command -v service >/dev/null; then
-        service rabbitmq-server stop >/dev/null 2>&1 || true
+    # The same for etcd-server: the cluster tests start private etcd members on free ports.
+    if command -v service >/dev/null; then
+        [[ " ${missing[*]} " == *" rabbitmq-server "* ]] && { service rabbitmq-server stop >/dev/null 2>&1 || true; }
+        [[ " ${missing[*]} " == *" etcd-server "* ]] && { service etcd stop >/dev/null 2>&1 || true; }
     fi
 else
     echo "deps: missing Debian packages; install them with:" >&2
