@@ -117,6 +117,22 @@ uint64_t persist_written(const persist *p);
  * or write) is released once persist_done() reaches it. */
 uint64_t persist_done(const persist *p);
 
+/* ---- cluster (issue 31): the release gate ----
+ * In cluster mode a durable generation is not yet safe: its group must also be on the disk of
+ * every in-sync replica. persist_repl_gate(p, 1) (before the first kick, on a cluster leader)
+ * makes persist_durable() and persist_done() never run ahead of the generation last given to
+ * persist_repl_release (the generation whose group the cluster released: rl_release mapped
+ * back through mirror_gen_of). Off by default: a single node is unchanged. Loop thread. */
+void persist_repl_gate(persist *p, int on);
+void persist_repl_release(persist *p, uint64_t gen);
+/* The generation durable on this node's own disk (not gated): what the replication reports
+ * to rl_durable (through mirror_idx_of_gen). */
+uint64_t persist_local_durable(const persist *p);
+/* The mirror to tell when each batch ends (cluster/mirror.h: mirror_batch); NULL: none. Set
+ * before persist_open's first batch (persist_open_mirrored) or right after. */
+struct mirror;
+void persist_set_mirror(persist *p, struct mirror *m);
+
 typedef struct persist_stats {
     uint64_t recovered_queues, recovered_messages, recovery_ms;
     uint64_t msgs_segments, msgs_bytes, commits, records;
