@@ -1,10 +1,1311 @@
-/* mirror.c - see mirror.h. (stub bodies: being filled in on wt-mirror) */
+/* mirror.c - physical replication of a data directory: capture of the store's file operations
+ * into groups (leader), their replay into a directory (follower), the replica state file and
+ * the bulk copy. Format and contract in mirror.h.
+ *
+ * Invariants:
+ * - The observer is the only producer of ops; it appends each op, encoded, to `pending` under
+ *   the lock, in the order the store made them (capture happens after the operation
+ *   succeeded, so every op of a closed group is on the leader's disk).
+ * - mirror_batch turns `pending` into group last + 1: idx strictly increasing by one, gen
+ *   non-decreasing. The data ring keeps the newest groups whose bytes fit ring_bytes (always
+ *   at least the newest one); the index ring (idx, gen, synced) keeps at least as many, and
+ *   up to IDX_KEEP more, so generation <-> group lookups still work for groups whose bytes
+ *   were dropped.
+ * - mirror_apply validates the whole group (CRC, bounds, kinds, names) before touching the
+ *   directory: a refused group changes nothing. Names are relative, of 1 or 2 safe
+ *   components, and opened with O_NOFOLLOW beneath the directory given.
+ */
 #include "cluster/mirror.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "store/log.h"
+
+#define GROUP_MAGIC "SLMG"
+#define GROUP_VERSION 1
+#define GROUP_HDR 36             /* magic 4, version 4, idx 8, epoch 8, gen 8, nops 4 */
+#define WRITE_CHUNK (1u << 30)   /* a write op carries at most this many bytes */
+#define IDX_KEEP 65536           /* index entries kept beyond the data ring */
+#define MAX_NAME 128             /* "msgs/" + a 24-byte segment name: far below */
+#define STATE_MAGIC "SLRS"
+#define STATE_VERSION 1
+#define STATE_MAX_EPOCHS (1u << 20)
+
+/* ------------------------------------------------------------------ little-endian */
+
+static void put16(sl_buf *b, uint16_t v)
+{
+    uint8_t *p = sl_buf_reserve(b, 2);
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    b->len += 2;
+}
+
+static void put32(sl_buf *b, uint32_t v)
+{
+    uint8_t *p = sl_buf_reserve(b, 4);
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+    b->len += 4;
+}
+
+static void put64(sl_buf *b, uint64_t v)
+{
+    uint8_t *p = sl_buf_reserve(b, 8);
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+    b->len += 8;
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------------ names */
+
+static int component_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > 64 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int mirror_name_ok(const char *name, size_t len)
+{
+    if (len == 0 || len > MAX_NAME)
+        return 0;
+    const char *slash = memchr(name, '/', len);
+    if (!slash)
+        return component_ok(name, len);
+    size_t a = (size_t)(slash - name);
+    return component_ok(name, a) && component_ok(slash + 1, len - a - 1);
+}
+
+/* Node-local paths: never mirrored, never copied, never touched by a group. */
+static int name_local(const char *name, size_t len)
+{
+    size_t a = len;
+    const char *slash = memchr(name, '/', len);
+    if (slash)
+        a = (size_t)(slash - name);
+    return (a == 7 && !memcmp(name, "replica", 7)) ||
+           (a == 13 && !memcmp(name, "space-reserve", 13));
+}
+
+/* ------------------------------------------------------------------ leader */
+
+typedef struct gentry {
+    uint64_t idx, epoch, gen;
+    uint8_t synced;
+    uint8_t *bytes; /* NULL once dropped from the data ring */
+    size_t len;
+} gentry;
+
+struct mirror {
+    pthread_mutex_t mu;
+    char *dir;
+    size_t dirlen;
+    uint64_t ring_bytes;
+    sl_buf pending; /* encoded ops since the last group */
+    uint32_t pending_nops;
+    uint64_t epoch, last, durable;
+    gentry *v; /* index ring: v[(head + i) % cap], i < n, oldest first */
+    size_t head, n, cap;
+    size_t first_data; /* the first entry (0..n) that still has its bytes */
+    uint64_t data_bytes;
+    void (*notify)(void *ctx, uint64_t idx, uint64_t bytes);
+    void *notify_ctx;
+};
+
+static mirror *installed;
+static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static gentry *ent(const mirror *m, size_t i)
+{
+    return &m->v[(m->head + i) % m->cap];
+}
+
+/* The op's name relative to m->dir into out, or 0 when it is not under it / not mirrored. */
+static size_t rel_name(const mirror *m, const st_fop *op, char *out, size_t cap)
+{
+    const char *d = op->dir;
+    if (strncmp(d, m->dir, m->dirlen) != 0 || d[m->dirlen] != '/')
+        return 0;
+    d += m->dirlen;
+    while (*d == '/')
+        d++;
+    int n;
+    if (op->name && op->name[0])
+        n = snprintf(out, cap, "%s/%s", d, op->name);
+    else
+        n = snprintf(out, cap, "%s", d);
+    if (n <= 0 || (size_t)n >= cap || !mirror_name_ok(out, (size_t)n) ||
+        name_local(out, (size_t)n))
+        return 0;
+    return (size_t)n;
+}
+
+static void enc_op(sl_buf *b, int kind, const char *name, size_t nl)
+{
+    sl_buf_put_u8(b, (uint8_t)kind);
+    put16(b, (uint16_t)nl);
+    sl_buf_append(b, name, nl);
+}
+
+static void observe(void *ctx, const st_fop *op)
+{
+    mirror *m = ctx;
+    char name[MAX_NAME + 1], name2[MAX_NAME + 1];
+    size_t nl = rel_name(m, op, name, sizeof name), nl2 = 0;
+    if (!nl)
+        return;
+    if (op->kind == ST_FOP_RENAME) {
+        st_fop o2 = *op;
+        o2.name = op->name2;
+        nl2 = rel_name(m, &o2, name2, sizeof name2);
+        if (!nl2)
+            return;
+    }
+    pthread_mutex_lock(&m->mu);
+    sl_buf *b = &m->pending;
+    switch (op->kind) {
+    case ST_FOP_WRITE: {
+        const uint8_t *p = op->data;
+        size_t left = op->len;
+        uint64_t off = op->arg;
+        do { /* big writes in chunks, so a length always fits its u32 */
+            size_t k = left > WRITE_CHUNK ? WRITE_CHUNK : left;
+            enc_op(b, MIRROR_OP_WRITE, name, nl);
+            put64(b, off);
+            put32(b, (uint32_t)k);
+            sl_buf_append(b, p, k);
+            m->pending_nops++;
+            p += k;
+            off += k;
+            left -= k;
+        } while (left);
+        break;
+    }
+    case ST_FOP_CREATE:
+        enc_op(b, MIRROR_OP_CREATE, name, nl);
+        sl_buf_put_u8(b, op->arg ? 1 : 0);
+        m->pending_nops++;
+        break;
+    case ST_FOP_TRUNCATE:
+        enc_op(b, MIRROR_OP_TRUNCATE, name, nl);
+        put64(b, op->arg);
+        m->pending_nops++;
+        break;
+    case ST_FOP_RENAME:
+        enc_op(b, MIRROR_OP_RENAME, name, nl);
+        put16(b, (uint16_t)nl2);
+        sl_buf_append(b, name2, nl2);
+        m->pending_nops++;
+        break;
+    case ST_FOP_SYNC:
+    case ST_FOP_DIRSYNC:
+    case ST_FOP_UNLINK:
+    case ST_FOP_MKDIR:
+        enc_op(b, op->kind, name, nl); /* ST_FOP_* and MIRROR_OP_* share their values */
+        m->pending_nops++;
+        break;
+    default:
+        break;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
 
 mirror *mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
 {
-    errno = ENOSYS;
-    return NULL;
+    pthread_mutex_lock(&install_mu);
+    if (installed) {
+        pthread_mutex_unlock(&install_mu);
+        errno = EBUSY;
+        return NULL;
+    }
+    mirror *m = sl_xcalloc(1, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    m->dir = sl_xstrdup(data_dir);
+    m->dirlen = strlen(m->dir);
+    while (m->dirlen > 1 && m->dir[m->dirlen - 1] == '/')
+        m->dir[--m->dirlen] = 0;
+    m->ring_bytes = ring_bytes ? ring_bytes : MIRROR_DEFAULT_RING;
+    sl_buf_init(&m->pending);
+    installed = m;
+    st_log_set_observer(observe, m);
+    pthread_mutex_unlock(&install_mu);
+    return m;
+}
+
+void mirror_free(mirror *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&install_mu);
+    if (installed == m) {
+        st_log_set_observer(NULL, NULL);
+        installed = NULL;
+    }
+    pthread_mutex_unlock(&install_mu);
+    for (size_t i = 0; i < m->n; i++)
+        sl_free(ent(m, i)->bytes);
+    sl_free(m->v);
+    sl_buf_free(&m->pending);
+    sl_free(m->dir);
+    pthread_mutex_destroy(&m->mu);
+    sl_free(m);
+}
+
+void mirror_start(mirror *m, uint64_t epoch, uint64_t last_idx)
+{
+    pthread_mutex_lock(&m->mu);
+    m->epoch = epoch;
+    m->last = last_idx;
+    m->durable = last_idx;
+    for (size_t i = 0; i < m->n; i++)
+        sl_free(ent(m, i)->bytes);
+    m->n = m->head = m->first_data = 0;
+    m->data_bytes = 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void mirror_set_notify(mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t bytes), void *ctx)
+{
+    pthread_mutex_lock(&m->mu);
+    m->notify = fn;
+    m->notify_ctx = ctx;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void drop_data(mirror *m)
+{
+    /* the newest group's bytes always stay */
+    while (m->first_data + 1 < m->n && m->data_bytes > m->ring_bytes) {
+        gentry *e = ent(m, m->first_data++);
+        m->data_bytes -= e->len;
+        sl_free(e->bytes);
+        e->bytes = NULL;
+    }
+    while (m->n > m->first_data && m->first_data > IDX_KEEP) {
+        m->head = (m->head + 1) % m->cap;
+        m->n--;
+        m->first_data--;
+    }
+}
+
+uint64_t mirror_batch(mirror *m, uint64_t gen, int synced)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t idx = m->last + 1;
+    sl_buf g;
+    sl_buf_init(&g);
+    sl_buf_reserve(&g, GROUP_HDR + sl_buf_unread(&m->pending) + 4);
+    sl_buf_append(&g, GROUP_MAGIC, 4);
+    put32(&g, GROUP_VERSION);
+    put64(&g, idx);
+    put64(&g, m->epoch);
+    put64(&g, gen);
+    put32(&g, m->pending_nops);
+    sl_buf_append(&g, sl_buf_head(&m->pending), sl_buf_unread(&m->pending));
+    put32(&g, st_crc32c(0, g.data, g.len));
+    m->pending.len = m->pending.off = 0;
+    m->pending_nops = 0;
+    if (m->pending.cap > (64u << 20))
+        sl_buf_free(&m->pending);
+    if (m->n == m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 64;
+        gentry *nv = sl_xmalloc(nc * sizeof *nv);
+        for (size_t i = 0; i < m->n; i++)
+            nv[i] = *ent(m, i);
+        sl_free(m->v);
+        m->v = nv;
+        m->cap = nc;
+        m->head = 0;
+    }
+    gentry *e = ent(m, m->n++);
+    e->idx = idx;
+    e->epoch = m->epoch;
+    e->gen = gen;
+    e->synced = synced ? 1 : 0;
+    e->len = g.len;
+    e->bytes = sl_buf_detach(&g);
+    m->data_bytes += e->len;
+    m->last = idx;
+    if (synced)
+        m->durable = idx;
+    drop_data(m);
+    void (*fn)(void *, uint64_t, uint64_t) = m->notify;
+    void *ctx = m->notify_ctx;
+    size_t len = e->len;
+    pthread_mutex_unlock(&m->mu);
+    if (fn)
+        fn(ctx, idx, len);
+    return idx;
+}
+
+uint64_t mirror_last(const mirror *m)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    uint64_t v = m->last;
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return v;
+}
+
+uint64_t mirror_durable(const mirror *m)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    uint64_t v = m->durable;
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return v;
+}
+
+uint64_t mirror_first_kept(const mirror *m)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    uint64_t v = m->first_data < m->n ? ent(m, m->first_data)->idx : m->last + 1;
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return v;
+}
+
+/* The entry of idx, or NULL. Under the lock. */
+static gentry *find_idx(const mirror *m, uint64_t idx)
+{
+    if (!m->n)
+        return NULL;
+    uint64_t first = ent(m, 0)->idx;
+    if (idx < first || idx - first >= m->n)
+        return NULL;
+    return ent(m, (size_t)(idx - first)); /* consecutive indexes */
+}
+
+int mirror_group(mirror *m, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
+{
+    pthread_mutex_lock(&m->mu);
+    gentry *e = find_idx(m, idx);
+    int rc = -1;
+    if (e && e->bytes) {
+        *bytes = sl_xmalloc(e->len);
+        memcpy(*bytes, e->bytes, e->len);
+        *len = e->len;
+        if (epoch)
+            *epoch = e->epoch;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+uint64_t mirror_gen_of(const mirror *m, uint64_t idx)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    gentry *e = find_idx(m, idx);
+    uint64_t g = e ? e->gen : 0;
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return g;
+}
+
+uint64_t mirror_idx_of_gen(const mirror *m, uint64_t gen)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+    uint64_t r = 0;
+    size_t lo = 0, hi = m->n; /* gens are non-decreasing: the last entry with gen <= gen */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ent(m, mid)->gen <= gen)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0)
+        r = ent(m, lo - 1)->idx;
+    pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+    return r;
+}
+
+/* ------------------------------------------------------------------ decode */
+
+typedef struct op {
+    int kind;
+    const char *name;
+    size_t nl;
+    const char *name2;
+    size_t nl2;
+    uint64_t arg; /* WRITE offset, TRUNCATE size, CREATE trunc */
+    const uint8_t *data;
+    size_t len;
+} op;
+
+typedef struct reader {
+    const uint8_t *p;
+    size_t len, off;
+} reader;
+
+static int need(reader *r, size_t n)
+{
+    return r->len - r->off >= n;
+}
+
+/* The next op (r at an op); 0 or -1 with err. */
+static int read_op(reader *r, op *o, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    size_t at = r->off;
+    if (!need(r, 3)) {
+        seterr(err, errlen, "op at %zu: truncated", at);
+        return -1;
+    }
+    o->kind = r->p[r->off];
+    o->nl = get16(r->p + r->off + 1);
+    r->off += 3;
+    if (!need(r, o->nl)) {
+        seterr(err, errlen, "op at %zu: truncated name", at);
+        return -1;
+    }
+    o->name = (const char *)r->p + r->off;
+    r->off += o->nl;
+    if (!mirror_name_ok(o->name, o->nl) || name_local(o->name, o->nl)) {
+        seterr(err, errlen, "op at %zu: refused name \"%.*s\"", at, (int)(o->nl > 64 ? 64 : o->nl),
+               o->name);
+        return -1;
+    }
+    int dir_only = !memchr(o->name, '/', o->nl);
+    switch (o->kind) {
+    case MIRROR_OP_WRITE:
+        if (!need(r, 12)) {
+            seterr(err, errlen, "op at %zu: truncated write", at);
+            return -1;
+        }
+        o->arg = get64(r->p + r->off);
+        o->len = get32(r->p + r->off + 8);
+        r->off += 12;
+        if (!need(r, o->len) || o->arg > (UINT64_MAX >> 2) || o->len > WRITE_CHUNK) {
+            seterr(err, errlen, "op at %zu: write of %zu bytes at %" PRIu64 " out of bounds", at,
+                   o->len, o->arg);
+            return -1;
+        }
+        o->data = r->p + r->off;
+        r->off += o->len;
+        break;
+    case MIRROR_OP_CREATE:
+        if (!need(r, 1) || r->p[r->off] > 1) {
+            seterr(err, errlen, "op at %zu: bad create", at);
+            return -1;
+        }
+        o->arg = r->p[r->off++];
+        break;
+    case MIRROR_OP_TRUNCATE:
+        if (!need(r, 8)) {
+            seterr(err, errlen, "op at %zu: truncated truncate", at);
+            return -1;
+        }
+        o->arg = get64(r->p + r->off);
+        r->off += 8;
+        if (o->arg > (UINT64_MAX >> 2)) {
+            seterr(err, errlen, "op at %zu: truncate to %" PRIu64 " out of bounds", at, o->arg);
+            return -1;
+        }
+        break;
+    case MIRROR_OP_RENAME:
+        if (!need(r, 2)) {
+            seterr(err, errlen, "op at %zu: truncated rename", at);
+            return -1;
+        }
+        o->nl2 = get16(r->p + r->off);
+        r->off += 2;
+        if (!need(r, o->nl2)) {
+            seterr(err, errlen, "op at %zu: truncated rename target", at);
+            return -1;
+        }
+        o->name2 = (const char *)r->p + r->off;
+        r->off += o->nl2;
+        if (!mirror_name_ok(o->name2, o->nl2) || name_local(o->name2, o->nl2) ||
+            !memchr(o->name2, '/', o->nl2)) {
+            seterr(err, errlen, "op at %zu: refused rename target", at);
+            return -1;
+        }
+        break;
+    case MIRROR_OP_SYNC:
+    case MIRROR_OP_UNLINK:
+        break;
+    case MIRROR_OP_DIRSYNC:
+    case MIRROR_OP_MKDIR:
+        if (!dir_only) {
+            seterr(err, errlen, "op at %zu: a directory operation on a file name", at);
+            return -1;
+        }
+        return 0;
+    default:
+        seterr(err, errlen, "op at %zu: unknown kind %d", at, o->kind);
+        return -1;
+    }
+    if (dir_only) {
+        seterr(err, errlen, "op at %zu: a file operation on a top-level name", at);
+        return -1;
+    }
+    return 0;
+}
+
+int mirror_group_check(const uint8_t *group, size_t len, uint64_t *idx, uint64_t *epoch,
+                       uint64_t *gen, uint32_t *nops, char *err, size_t errlen)
+{
+    if (len < GROUP_HDR + 4 || len > MIRROR_MAX_GROUP || memcmp(group, GROUP_MAGIC, 4) != 0) {
+        seterr(err, errlen, "mirror group: not a group (%zu bytes)", len);
+        return -1;
+    }
+    if (get32(group + 4) != GROUP_VERSION) {
+        seterr(err, errlen, "mirror group: version %u not known", get32(group + 4));
+        return -1;
+    }
+    if (st_crc32c(0, group, len - 4) != get32(group + len - 4)) {
+        seterr(err, errlen, "mirror group: checksum mismatch");
+        return -1;
+    }
+    uint32_t n = get32(group + 32);
+    reader r = {group, len - 4, GROUP_HDR};
+    char e2[200];
+    for (uint32_t i = 0; i < n; i++) {
+        op o;
+        if (read_op(&r, &o, e2, sizeof e2) < 0) {
+            seterr(err, errlen, "mirror group %" PRIu64 ": %s", get64(group + 8), e2);
+            return -1;
+        }
+    }
+    if (r.off != r.len) {
+        seterr(err, errlen, "mirror group %" PRIu64 ": %zu bytes after the last op",
+               get64(group + 8), r.len - r.off);
+        return -1;
+    }
+    if (idx)
+        *idx = get64(group + 8);
+    if (epoch)
+        *epoch = get64(group + 16);
+    if (gen)
+        *gen = get64(group + 24);
+    if (nops)
+        *nops = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ apply */
+
+#define FCACHE 16
+
+typedef struct applier {
+    int dirfd;
+    unsigned flags;
+    struct {
+        char name[MAX_NAME + 1];
+        int fd;
+        int dirty; /* written since its last sync */
+    } f[FCACHE];
+    int nf;
+    struct {
+        char name[MAX_NAME + 1];
+        int dirty;
+    } d[FCACHE]; /* subdirectories whose names changed */
+    int nd;
+    int top_dirty;
+    char *err;
+    size_t errlen;
+} applier;
+
+static void split(const char *name, size_t nl, char *dir, char *file)
+{
+    const char *slash = memchr(name, '/', nl);
+    size_t a = slash ? (size_t)(slash - name) : nl;
+    memcpy(dir, name, a);
+    dir[a] = 0;
+    if (slash) {
+        memcpy(file, slash + 1, nl - a - 1);
+        file[nl - a - 1] = 0;
+    } else {
+        file[0] = 0;
+    }
+}
+
+/* A descriptor of the subdirectory (made when create), or -1 errno. */
+static int open_sub(applier *a, const char *dir, int create)
+{
+    int fd = openat(a->dirfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create) {
+        if (mkdirat(a->dirfd, dir, 0755) < 0 && errno != EEXIST)
+            return -1;
+        a->top_dirty = 1;
+        fd = openat(a->dirfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    return fd;
+}
+
+static void dir_dirty(applier *a, const char *dir)
+{
+    for (int i = 0; i < a->nd; i++)
+        if (!strcmp(a->d[i].name, dir)) {
+            a->d[i].dirty = 1;
+            return;
+        }
+    if (a->nd < FCACHE) {
+        snprintf(a->d[a->nd].name, sizeof a->d[a->nd].name, "%s", dir);
+        a->d[a->nd++].dirty = 1;
+    } else {
+        a->top_dirty = 1; /* and the end syncs every subdirectory it knows: see finish */
+    }
+}
+
+static int fsync_sub(applier *a, const char *dir)
+{
+    if (a->flags & MIRROR_APPLY_NOSYNC)
+        return 0;
+    int fd = open_sub(a, dir, 0);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+static void forget(applier *a, const char *name)
+{
+    for (int i = 0; i < a->nf; i++)
+        if (!strcmp(a->f[i].name, name)) {
+            close(a->f[i].fd);
+            a->f[i] = a->f[--a->nf];
+            return;
+        }
+}
+
+static int flush_one(applier *a, int i)
+{
+    if (a->f[i].dirty && !(a->flags & MIRROR_APPLY_NOSYNC) && fdatasync(a->f[i].fd) < 0)
+        return -1;
+    a->f[i].dirty = 0;
+    return 0;
+}
+
+/* The cached descriptor of name (opened, created when create); -1 errno. *slot its index. */
+static int get_fd(applier *a, const char *name, size_t nl, int create, int trunc, int *slot)
+{
+    char full[MAX_NAME + 1];
+    memcpy(full, name, nl);
+    full[nl] = 0;
+    for (int i = 0; i < a->nf; i++)
+        if (!strcmp(a->f[i].name, full)) {
+            if (trunc && ftruncate(a->f[i].fd, 0) < 0)
+                return -1;
+            *slot = i;
+            return a->f[i].fd;
+        }
+    char dir[MAX_NAME + 1], file[MAX_NAME + 1];
+    split(name, nl, dir, file);
+    int dfd = open_sub(a, dir, create);
+    if (dfd < 0)
+        return -1;
+    int fl = O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0) | (trunc ? O_TRUNC : 0);
+    int fd = openat(dfd, file, fl, 0644);
+    int e = errno;
+    close(dfd);
+    if (fd < 0) {
+        errno = e;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    if (a->nf == FCACHE) { /* evict the oldest, synced first if need be */
+        if (flush_one(a, 0) < 0) {
+            close(fd);
+            return -1;
+        }
+        close(a->f[0].fd);
+        a->f[0] = a->f[--a->nf];
+    }
+    int i = a->nf++;
+    snprintf(a->f[i].name, sizeof a->f[i].name, "%s", full);
+    a->f[i].fd = fd;
+    a->f[i].dirty = 0;
+    *slot = i;
+    return fd;
+}
+
+static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+    while (n) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return 0;
+}
+
+static int apply_op(applier *a, const op *o)
+{
+    char dir[MAX_NAME + 1], file[MAX_NAME + 1];
+    split(o->name, o->nl, dir, file);
+    char full[MAX_NAME + 1];
+    memcpy(full, o->name, o->nl);
+    full[o->nl] = 0;
+    int slot, fd;
+    switch (o->kind) {
+    case MIRROR_OP_WRITE:
+        if ((fd = get_fd(a, o->name, o->nl, 1, 0, &slot)) < 0)
+            return -1;
+        if (pwrite_all(fd, o->data, o->len, o->arg) < 0)
+            return -1;
+        a->f[slot].dirty = 1;
+        return 0;
+    case MIRROR_OP_CREATE:
+        if (get_fd(a, o->name, o->nl, 1, (int)o->arg, &slot) < 0)
+            return -1;
+        dir_dirty(a, dir);
+        return 0;
+    case MIRROR_OP_TRUNCATE:
+        if ((fd = get_fd(a, o->name, o->nl, 0, 0, &slot)) < 0)
+            return errno == ENOENT ? 0 : -1; /* gone later in the group (a re-apply) */
+        if (ftruncate(fd, (off_t)o->arg) < 0)
+            return -1;
+        a->f[slot].dirty = 1;
+        return 0;
+    case MIRROR_OP_SYNC:
+        if ((fd = get_fd(a, o->name, o->nl, 0, 0, &slot)) < 0)
+            return errno == ENOENT ? 0 : -1;
+        a->f[slot].dirty = 1;
+        return flush_one(a, slot);
+    case MIRROR_OP_UNLINK: {
+        forget(a, full);
+        int dfd = open_sub(a, dir, 0);
+        if (dfd < 0)
+            return errno == ENOENT ? 0 : -1;
+        int rc = unlinkat(dfd, file, 0);
+        int e = errno;
+        close(dfd);
+        if (rc < 0 && e != ENOENT) {
+            errno = e;
+            return -1;
+        }
+        dir_dirty(a, dir);
+        return 0;
+    }
+    case MIRROR_OP_RENAME: {
+        char dir2[MAX_NAME + 1], file2[MAX_NAME + 1];
+        split(o->name2, o->nl2, dir2, file2);
+        if (strcmp(dir, dir2) != 0) {
+            errno = EXDEV;
+            return -1;
+        }
+        char full2[MAX_NAME + 1];
+        memcpy(full2, o->name2, o->nl2);
+        full2[o->nl2] = 0;
+        /* the cached descriptors follow their inodes: drop both names */
+        for (int i = 0; i < a->nf; i++)
+            if (!strcmp(a->f[i].name, full) && flush_one(a, i) < 0)
+                return -1;
+        forget(a, full);
+        forget(a, full2);
+        int dfd = open_sub(a, dir, 0);
+        if (dfd < 0)
+            return errno == ENOENT ? 0 : -1;
+        int rc = renameat(dfd, file, dfd, file2);
+        int e = errno;
+        close(dfd);
+        if (rc < 0 && e != ENOENT) { /* source missing: done before (a re-apply) */
+            errno = e;
+            return -1;
+        }
+        dir_dirty(a, dir);
+        return 0;
+    }
+    case MIRROR_OP_DIRSYNC:
+        /* everything written so far first: the leader's barrier orders its writes too */
+        for (int i = 0; i < a->nf; i++)
+            if (flush_one(a, i) < 0)
+                return -1;
+        for (int i = 0; i < a->nd; i++)
+            if (!strcmp(a->d[i].name, full))
+                a->d[i].dirty = 0;
+        return fsync_sub(a, full);
+    case MIRROR_OP_MKDIR:
+        if (mkdirat(a->dirfd, full, 0755) < 0) {
+            if (errno != EEXIST)
+                return -1;
+            struct stat st;
+            if (fstatat(a->dirfd, full, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
+                errno = ENOTDIR;
+                return -1;
+            }
+            return 0;
+        }
+        a->top_dirty = 1;
+        return 0;
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+/* The end of a group: every file written and every changed directory on the disk. */
+static int finish(applier *a)
+{
+    for (int i = 0; i < a->nf; i++)
+        if (flush_one(a, i) < 0)
+            return -1;
+    for (int i = 0; i < a->nd; i++)
+        if (a->d[i].dirty && fsync_sub(a, a->d[i].name) < 0)
+            return -1;
+    if (a->top_dirty && !(a->flags & MIRROR_APPLY_NOSYNC) && fsync(a->dirfd) < 0)
+        return -1;
+    return 0;
+}
+
+static void close_all(applier *a)
+{
+    for (int i = 0; i < a->nf; i++)
+        close(a->f[i].fd);
+    a->nf = 0;
+}
+
+int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags, size_t ops_max,
+                    char *err, size_t errlen)
+{
+    uint32_t nops;
+    uint64_t idx;
+    if (mirror_group_check(group, len, &idx, NULL, NULL, &nops, err, errlen) < 0) {
+        errno = EILSEQ;
+        return -1;
+    }
+    applier a;
+    memset(&a, 0, sizeof a);
+    a.dirfd = dirfd;
+    a.flags = flags;
+    reader r = {group, len - 4, GROUP_HDR};
+    int rc = 0;
+    for (uint32_t i = 0; i < nops; i++) {
+        op o;
+        read_op(&r, &o, NULL, 0); /* checked above */
+        if (i >= ops_max) {
+            close_all(&a);
+            return 1; /* stopped early (tests) */
+        }
+        if (apply_op(&a, &o) < 0) {
+            int e = errno;
+            seterr(err, errlen, "mirror group %" PRIu64 ": op %u (%d on %.*s): %s", idx, i, o.kind,
+                   (int)o.nl, o.name, strerror(e));
+            close_all(&a);
+            errno = e;
+            return -1;
+        }
+    }
+    if (finish(&a) < 0) {
+        int e = errno;
+        seterr(err, errlen, "mirror group %" PRIu64 ": sync: %s", idx, strerror(e));
+        rc = -1;
+        errno = e;
+    }
+    close_all(&a);
+    return rc;
+}
+
+int mirror_apply(int dirfd, const uint8_t *group, size_t len, char *err, size_t errlen)
+{
+    return mirror_apply_ex(dirfd, group, len, 0, SIZE_MAX, err, errlen);
+}
+
+/* ------------------------------------------------------------------ replica state */
+
+static int write_atomic(const char *dir, const char *name, const uint8_t *p, size_t n)
+{
+    char tmp[4200], path[4200];
+    if (snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name) >= (int)sizeof tmp ||
+        snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    if (pwrite_all(fd, p, n, 0) < 0 || fsync(fd) < 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    close(fd);
+    if (rename(tmp, path) < 0)
+        return -1;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    int rc = fsync(dfd);
+    close(dfd);
+    return rc;
+}
+
+int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epochs *h)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/replica", data_dir);
+    if (mkdir(dir, 0755) < 0) {
+        if (errno != EEXIST)
+            return -1;
+    } else {
+        int dfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || fsync(dfd) < 0) {
+            if (dfd >= 0)
+                close(dfd);
+            return -1;
+        }
+        close(dfd);
+    }
+    sl_buf b;
+    sl_buf_init(&b);
+    sl_buf_append(&b, STATE_MAGIC, 4);
+    put32(&b, STATE_VERSION);
+    put64(&b, last_idx);
+    put32(&b, (uint32_t)h->n);
+    for (size_t i = 0; i < h->n; i++) {
+        put64(&b, h->v[i].epoch);
+        put64(&b, h->v[i].first);
+    }
+    put32(&b, st_crc32c(0, b.data, b.len));
+    int rc = write_atomic(dir, "state", b.data, b.len);
+    sl_buf_free(&b);
+    return rc;
+}
+
+int replica_state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/replica/state", data_dir);
+    *last_idx = 0;
+    h->n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return -1;
+    }
+    if (st.st_size < 24 || st.st_size > 24 + 16 * (off_t)STATE_MAX_EPOCHS) {
+        close(fd);
+        errno = EILSEQ;
+        return -1;
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *p = sl_xmalloc(n);
+    ssize_t got = pread(fd, p, n, 0);
+    close(fd);
+    int rc = -1;
+    if (got != (ssize_t)n || memcmp(p, STATE_MAGIC, 4) != 0 || get32(p + 4) != STATE_VERSION ||
+        st_crc32c(0, p, n - 4) != get32(p + n - 4) || 24 + 16 * (size_t)get32(p + 16) != n) {
+        errno = got < 0 ? errno : EILSEQ;
+        goto out;
+    }
+    *last_idx = get64(p + 8);
+    uint32_t k = get32(p + 16);
+    for (uint32_t i = 0; i < k; i++) {
+        uint64_t e = get64(p + 20 + 16 * i), first = get64(p + 28 + 16 * i);
+        if (first == 0 || (h->n && (e <= h->v[h->n - 1].epoch || first < h->v[h->n - 1].first))) {
+            h->n = 0;
+            *last_idx = 0;
+            errno = EILSEQ;
+            goto out;
+        }
+        repl_epochs_note(h, e, first);
+    }
+    rc = 0;
+out:
+    sl_free(p);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ bulk */
+
+typedef struct snap_file {
+    char *name;
+    uint64_t size;
+    int fd;
+} snap_file;
+
+struct mirror_snap {
+    uint64_t idx;
+    snap_file *v;
+    size_t n, cap;
+};
+
+static int snap_dir(mirror_snap *s, int top, const char *sub)
+{
+    int dfd = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : -1;
+    int d2 = dup(dfd);
+    DIR *d = d2 < 0 ? NULL : fdopendir(d2);
+    if (!d) {
+        if (d2 >= 0)
+            close(d2);
+        close(dfd);
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t nl = strlen(de->d_name);
+        if (!component_ok(de->d_name, nl) || (nl > 4 && !strcmp(de->d_name + nl - 4, ".tmp")))
+            continue; /* "." "..", and tmp files: rewritten in place, remade by later groups */
+        int fd = openat(dfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            if (errno == ENOENT)
+                continue; /* unlinked since: a later group says so */
+            continue;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            continue;
+        }
+        if (s->n == s->cap) {
+            s->cap = s->cap ? s->cap * 2 : 32;
+            s->v = sl_xrealloc(s->v, s->cap * sizeof *s->v);
+        }
+        char name[MAX_NAME + 1];
+        snprintf(name, sizeof name, "%s/%s", sub, de->d_name);
+        s->v[s->n++] = (snap_file){sl_xstrdup(name), (uint64_t)st.st_size, fd};
+    }
+    closedir(d);
+    close(dfd);
+    return 0;
+}
+
+static int cmp_snap(const void *a, const void *b)
+{
+    return strcmp(((const snap_file *)a)->name, ((const snap_file *)b)->name);
+}
+
+mirror_snap *mirror_snapshot(mirror *m)
+{
+    /* Every op of a group <= idx was done before idx was read (ops are captured after they
+     * succeed); whatever the listing sees besides is redone by the groups after idx, whose
+     * every op is idempotent. So no lock is held while listing: the store goes on. */
+    mirror_snap *s = sl_xcalloc(1, sizeof *s);
+    s->idx = mirror_last(m);
+    int top = open(m->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0) {
+        sl_free(s);
+        return NULL;
+    }
+    int t2 = dup(top);
+    DIR *d = t2 < 0 ? NULL : fdopendir(t2);
+    if (!d) {
+        int e = errno;
+        if (t2 >= 0)
+            close(t2);
+        close(top);
+        sl_free(s);
+        errno = e;
+        return NULL;
+    }
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        size_t nl = strlen(de->d_name);
+        if (!component_ok(de->d_name, nl) || name_local(de->d_name, nl))
+            continue;
+        struct stat st;
+        if (fstatat(top, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+            continue; /* top-level files are node-local (space-reserve) */
+        if (snap_dir(s, top, de->d_name) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    int e = errno;
+    closedir(d);
+    close(top);
+    if (rc < 0) {
+        mirror_snapshot_free(s);
+        errno = e;
+        return NULL;
+    }
+    if (s->n)
+        qsort(s->v, s->n, sizeof *s->v, cmp_snap);
+    return s;
+}
+
+void mirror_snapshot_free(mirror_snap *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++) {
+        close(s->v[i].fd);
+        sl_free(s->v[i].name);
+    }
+    sl_free(s->v);
+    sl_free(s);
+}
+
+uint64_t mirror_snap_idx(const mirror_snap *s)
+{
+    return s->idx;
+}
+
+size_t mirror_snap_count(const mirror_snap *s)
+{
+    return s->n;
+}
+
+const char *mirror_snap_name(const mirror_snap *s, size_t i, uint64_t *size)
+{
+    if (i >= s->n)
+        return NULL;
+    if (size)
+        *size = s->v[i].size;
+    return s->v[i].name;
+}
+
+long mirror_snap_read(const mirror_snap *s, size_t i, uint64_t off, void *buf, size_t len)
+{
+    if (i >= s->n) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (off >= s->v[i].size)
+        return 0;
+    if (len > s->v[i].size - off)
+        len = (size_t)(s->v[i].size - off);
+    if (len > (1u << 30))
+        len = 1u << 30;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(s->v[i].fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0) { /* cannot happen for an append-only file: say so rather than guess */
+            errno = EIO;
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return (long)got;
+}
+
+int mirror_copy_write(int dirfd, const char *name, uint64_t off, const void *buf, size_t len,
+                      char *err, size_t errlen)
+{
+    size_t nl = strlen(name);
+    if (!mirror_name_ok(name, nl) || name_local(name, nl) || !memchr(name, '/', nl) ||
+        off > (UINT64_MAX >> 2)) {
+        seterr(err, errlen, "bulk copy: refused name \"%.64s\"", name);
+        errno = EINVAL;
+        return -1;
+    }
+    applier a;
+    memset(&a, 0, sizeof a);
+    a.dirfd = dirfd;
+    int slot;
+    int fd = get_fd(&a, name, nl, 1, 0, &slot);
+    int rc = fd < 0 ? -1 : pwrite_all(fd, buf, len, off);
+    int e = errno;
+    close_all(&a);
+    if (rc < 0) {
+        seterr(err, errlen, "bulk copy: %s: %s", name, strerror(e));
+        errno = e;
+    }
+    return rc;
+}
+
+static int sync_tree(int dfd, int depth)
+{
+    int d2 = dup(dfd);
+    DIR *d = d2 < 0 ? NULL : fdopendir(d2);
+    if (!d) {
+        if (d2 >= 0)
+            close(d2);
+        return -1;
+    }
+    struct dirent *de;
+    int rc = 0;
+    while (rc == 0 && (de = readdir(d))) {
+        size_t nl = strlen(de->d_name);
+        if (!component_ok(de->d_name, nl))
+            continue;
+        int fd = openat(dfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0) {
+            if (S_ISDIR(st.st_mode) && depth == 0)
+                rc = sync_tree(fd, 1);
+            else if (S_ISREG(st.st_mode) && fdatasync(fd) < 0)
+                rc = -1;
+        }
+        close(fd);
+    }
+    closedir(d);
+    if (rc == 0 && fsync(dfd) < 0)
+        rc = -1;
+    return rc;
+}
+
+int mirror_copy_finish(int dirfd, char *err, size_t errlen)
+{
+    if (sync_tree(dirfd, 0) < 0) {
+        seterr(err, errlen, "bulk copy: sync: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -95,8 +95,8 @@ uint64_t mirror_durable(const mirror *m);
  * prefix applied: re-apply the group). */
 int mirror_apply(int dirfd, const uint8_t *group, size_t len, char *err, size_t errlen);
 #define MIRROR_APPLY_NOSYNC 1 /* tests only: skip every fsync */
-/* With flags, and *ops_max: apply at most that many ops then stop (tests: a kill -9 in the
- * middle of a group); NULL: all. */
+/* With flags, and ops_max: apply at most that many ops then stop, returning 1 (tests: a
+ * kill -9 in the middle of a group); SIZE_MAX: all. */
 int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags, size_t ops_max,
                     char *err, size_t errlen);
 /* Check a group's encoding without applying it: 0 with its header fields, or -1 with err. */

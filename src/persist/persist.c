@@ -78,6 +78,11 @@ static void mark_write(persist *p)
     p->need_write = 1;
     p->gen_wneed = p->gen_open;
     p->write_records++;
+    /* Gated (a cluster leader), what waits for the write waits for the ISR too, and a group
+     * is released only once it is on the leader's disk: the batch syncs, or the delivery
+     * would wait for the next sync that something else asks for. */
+    if (p->opt.repl_gate)
+        p->need_sync = 1;
 }
 
 static void meta_append(persist *p, uint8_t type)
@@ -785,6 +790,8 @@ static int end_generation(persist *p)
         p->gen_durable = p->gen_flight;
         p->commits++;
     }
+    if (rc == 0 && p->opt.batch_hook) /* its file operations become a group (the mirror) */
+        p->opt.batch_hook(p->opt.batch_ctx, p->gen_flight, p->fl_sync);
     p->gen_flight = 0;
     return rc;
 }
@@ -965,7 +972,25 @@ uint64_t persist_pace_due(const persist *p)
 
 uint64_t persist_durable(const persist *p)
 {
+    if (p->opt.repl_gate && p->gen_released < p->gen_durable)
+        return p->gen_released;
     return p->gen_durable;
+}
+
+uint64_t persist_local_durable(const persist *p)
+{
+    return p->gen_durable;
+}
+
+void persist_repl_release(persist *p, uint64_t gen)
+{
+    if (gen > p->gen_released)
+        p->gen_released = gen;
+}
+
+uint64_t persist_repl_released(const persist *p)
+{
+    return p->gen_released;
 }
 
 uint64_t persist_wmark(const persist *p)
@@ -985,6 +1010,10 @@ uint64_t persist_written(const persist *p)
 
 uint64_t persist_done(const persist *p)
 {
+    /* Gated, a written generation waits for the ISR like a durable one: its delivery marks
+     * and acks must not be lost by a failover either. */
+    if (p->opt.repl_gate && p->gen_released < p->gen_written)
+        return p->gen_released;
     return p->gen_written;
 }
 
@@ -1364,6 +1393,10 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     qm_set_persist(&hooks, p);
     if (p->opt.acc)
         acc_set_persist(p->opt.acc, acc_record, p);
+    /* What recovery wrote (torn tails cut, the definitions snapshot, a transaction closed) is
+     * on disk now: the mirror's first group. */
+    if (p->opt.batch_hook)
+        p->opt.batch_hook(p->opt.batch_ctx, 0, 1);
     sl_info("store: recovered %llu durable queue(s) and %llu message(s) from %s in %llu ms",
             (unsigned long long)p->recovered_queues, (unsigned long long)p->recovered_messages,
             data_dir, (unsigned long long)p->recovery_ms);

@@ -52,6 +52,13 @@ typedef struct persist_options {
      * (persist_ticket_since_lazy); the turn's writes still go at once, only the fdatasync
      * waits, so that it covers more. 0: every sync starts as soon as the last one ends. */
     uint32_t sync_pace_us;
+    /* Cluster (issue 31). batch_hook is called on the loop thread each time a generation's
+     * batch has ended (written; synced when synced is 1), light and empty batches too, and
+     * once at the end of persist_open with gen 0 for what recovery changed on disk: the mirror
+     * makes each call a group (cluster/mirror.h: mirror_batch). NULL: none. */
+    void (*batch_hook)(void *ctx, uint64_t gen, int synced);
+    void *batch_ctx;
+    int repl_gate; /* the release gate below is on */
 } persist_options;
 
 /* Open data_dir/meta and data_dir/msgs, recover every durable definition and message into
@@ -119,19 +126,16 @@ uint64_t persist_done(const persist *p);
 
 /* ---- cluster (issue 31): the release gate ----
  * In cluster mode a durable generation is not yet safe: its group must also be on the disk of
- * every in-sync replica. persist_repl_gate(p, 1) (before the first kick, on a cluster leader)
- * makes persist_durable() and persist_done() never run ahead of the generation last given to
- * persist_repl_release (the generation whose group the cluster released: rl_release mapped
- * back through mirror_gen_of). Off by default: a single node is unchanged. Loop thread. */
-void persist_repl_gate(persist *p, int on);
+ * every in-sync replica. With persist_options.repl_gate, persist_durable() and persist_done()
+ * never run ahead of the generation last given to persist_repl_release (the generation whose
+ * group the cluster released: rl_release mapped back through mirror_gen_of); it starts at 0.
+ * Off by default: a single node is unchanged. Loop thread. The caller releases its waiters
+ * after a release as it does after persist_sync_done. */
 void persist_repl_release(persist *p, uint64_t gen);
-/* The generation durable on this node's own disk (not gated): what the replication reports
+uint64_t persist_repl_released(const persist *p);
+/* The generation durable on this node's own disk (never gated): what the replication reports
  * to rl_durable (through mirror_idx_of_gen). */
 uint64_t persist_local_durable(const persist *p);
-/* The mirror to tell when each batch ends (cluster/mirror.h: mirror_batch); NULL: none. Set
- * before persist_open's first batch (persist_open_mirrored) or right after. */
-struct mirror;
-void persist_set_mirror(persist *p, struct mirror *m);
 
 typedef struct persist_stats {
     uint64_t recovered_queues, recovered_messages, recovery_ms;

@@ -25,6 +25,7 @@ struct persist {
     uint64_t gen_wneed;      /* newest generation holding a record that must be written */
     uint64_t gen_written;    /* every generation <= this is written to the files */
     uint64_t gen_flight;     /* the generation of the batch in flight, 0 = none */
+    uint64_t gen_released;   /* cluster: the newest generation the ISR holds (repl_gate) */
     uint64_t stall_retry_at; /* out of space: the next try, sl_now_ms() (0 = not stalled) */
     uint64_t sync_records;   /* records appended that need the disk (persist_mark) */
     uint64_t write_records;  /* records appended that must be written (persist_wmark) */

@@ -64,6 +64,33 @@ static const uint8_t MAGIC[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'S', 'G'};
 ssize_t (*st_log__pwrite)(int fd, const void *p, size_t n, off_t off) = pwrite;
 int (*st_log__fdatasync)(int fd) = fdatasync;
 
+/* The file operation observer (log.h). Read with an acquire load, so installing it while a
+ * sync thread runs is not a race; NULL costs the caller one load and a branch. */
+static st_fop_fn obs_fn;
+static void *obs_ctx;
+
+void st_log_set_observer(st_fop_fn fn, void *ctx)
+{
+    if (fn)
+        __atomic_store_n(&obs_ctx, ctx, __ATOMIC_RELAXED);
+    __atomic_store_n(&obs_fn, fn, __ATOMIC_RELEASE);
+}
+
+static void fop_report(st_fop_fn fn, int kind, const char *dir, const char *name,
+                       const char *name2, uint64_t arg, const void *data, size_t len)
+{
+    st_fop op = {kind, dir, name, name2, arg, data, len};
+    fn(__atomic_load_n(&obs_ctx, __ATOMIC_RELAXED), &op);
+}
+
+/* Report one operation (after it succeeded) when an observer is installed. */
+#define FOP(kind, dir, name, name2, arg, data, len)                                               \
+    do {                                                                                           \
+        st_fop_fn fn_ = __atomic_load_n(&obs_fn, __ATOMIC_ACQUIRE);                                \
+        if (fn_)                                                                                   \
+            fop_report(fn_, kind, dir, name, name2, arg, data, len);                               \
+    } while (0)
+
 typedef struct seg {
     uint32_t no;        /* st_loc.segment */
     uint64_t first_seq; /* from the file name */
@@ -366,6 +393,7 @@ static int save_holes(st_log *l, const hole *v, size_t n)
     if (n == 0) {
         if (unlinkat(l->dirfd, HOLES_NAME, 0) < 0 && errno != ENOENT)
             return -1;
+        FOP(ST_FOP_UNLINK, l->dir, HOLES_NAME, NULL, 0, NULL, 0);
     } else {
         size_t size = 20 + 16 * n;
         uint8_t *p = sl_xmalloc(size);
@@ -378,7 +406,14 @@ static int save_holes(st_log *l, const hole *v, size_t n)
         }
         put_le32(p + size - 4, st_crc32c(0, p, size - 4));
         int fd = openat(l->dirfd, HOLES_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        int ok = fd >= 0 && write_all(fd, p, size, 0) == 0 && (!sync || fsync(fd) == 0);
+        if (fd >= 0)
+            FOP(ST_FOP_CREATE, l->dir, HOLES_TMP, NULL, 1, NULL, 0);
+        int ok = fd >= 0 && write_all(fd, p, size, 0) == 0;
+        if (ok)
+            FOP(ST_FOP_WRITE, l->dir, HOLES_TMP, NULL, 0, p, size);
+        ok = ok && (!sync || fsync(fd) == 0);
+        if (ok && sync)
+            FOP(ST_FOP_SYNC, l->dir, HOLES_TMP, NULL, 0, NULL, 0);
         int e = errno;
         if (fd >= 0)
             close(fd);
@@ -386,13 +421,17 @@ static int save_holes(st_log *l, const hole *v, size_t n)
         if (!ok || renameat(l->dirfd, HOLES_TMP, l->dirfd, HOLES_NAME) < 0) {
             if (ok)
                 e = errno;
-            unlinkat(l->dirfd, HOLES_TMP, 0);
+            if (unlinkat(l->dirfd, HOLES_TMP, 0) == 0)
+                FOP(ST_FOP_UNLINK, l->dir, HOLES_TMP, NULL, 0, NULL, 0);
             errno = e;
             return -1;
         }
+        FOP(ST_FOP_RENAME, l->dir, HOLES_TMP, HOLES_NAME, 0, NULL, 0);
     }
     if (sync && fsync(l->dirfd) < 0)
         return -1;
+    if (sync)
+        FOP(ST_FOP_DIRSYNC, l->dir, "", NULL, 0, NULL, 0);
     if (n > l->nholes || !l->holes)
         l->holes = sl_xrealloc(l->holes, (n ? n : 1) * sizeof *l->holes);
     if (n)
@@ -450,6 +489,8 @@ static int torn_tail(recovery *r, seg *s, uint64_t off, uint64_t size, const cha
                s->name, off, strerror(errno));
         return -1;
     }
+    FOP(ST_FOP_TRUNCATE, l->dir, s->name, NULL, off, NULL, 0);
+    FOP(ST_FOP_SYNC, l->dir, s->name, NULL, 0, NULL, 0);
     sl_warn("%s: truncated", msg);
     return 0;
 }
@@ -656,6 +697,8 @@ st_log *st_log_open(const char *dir, const st_log_options *opt, st_replay_fn fn,
         seterr(err, errlen, "%s: mkdir: %s", dir, strerror(errno));
         goto fail;
     }
+    if (!ro) /* made now or before: a mirror that lacks it makes it */
+        FOP(ST_FOP_MKDIR, dir, "", NULL, 0, NULL, 0);
     l->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (l->dirfd < 0) {
         seterr(err, errlen, "%s: open: %s", dir, strerror(errno));
@@ -697,6 +740,10 @@ st_log *st_log_open(const char *dir, const st_log_options *opt, st_replay_fn fn,
         seterr(err, errlen, "%s: sync after recovery: %s", dir, strerror(errno));
         goto fail;
     }
+    if (!ro && !l->opt.no_sync && l->nsegs && cur_seg(l)->fd >= 0) {
+        FOP(ST_FOP_SYNC, dir, cur_seg(l)->name, NULL, 0, NULL, 0);
+        FOP(ST_FOP_DIRSYNC, dir, "", NULL, 0, NULL, 0);
+    }
     if (l->nsegs == 0) {
         roll(l);
     } else if (!ro) {
@@ -734,15 +781,21 @@ void st_log_close(st_log *l)
          * that is not running holds no more disk than its records. */
         /* only what this process reserved past what it wrote (alloc is 0 for a segment it
          * only recovered, whatever happened to the open) */
-        if (!l->opt.read_only && s->alloc > s->size && s->alloc != UINT64_MAX &&
-            ftruncate(s->fd, (off_t)s->size) < 0) /* to its size: frees the blocks past it */
-            sl_debug("%s/%s: ftruncate: %s", l->dir, s->name, strerror(errno));
+        if (!l->opt.read_only && s->alloc > s->size && s->alloc != UINT64_MAX) {
+            if (ftruncate(s->fd, (off_t)s->size) < 0) /* to its size: frees the blocks past it */
+                sl_debug("%s/%s: ftruncate: %s", l->dir, s->name, strerror(errno));
+            else
+                FOP(ST_FOP_TRUNCATE, l->dir, s->name, NULL, s->size, NULL, 0);
+        }
         close(s->fd);
     }
     /* TIDY's deletions that no batch took: made durable and their blocks freed now. */
-    if (l->dir_unsynced && !l->opt.read_only && !l->opt.no_sync && l->dirfd >= 0 &&
-        fsync(l->dirfd) < 0)
-        sl_warn("%s: fsync of the directory: %s", l->dir, strerror(errno));
+    if (l->dir_unsynced && !l->opt.read_only && !l->opt.no_sync && l->dirfd >= 0) {
+        if (fsync(l->dirfd) < 0)
+            sl_warn("%s: fsync of the directory: %s", l->dir, strerror(errno));
+        else
+            FOP(ST_FOP_DIRSYNC, l->dir, "", NULL, 0, NULL, 0);
+    }
     for (size_t i = 0; i < l->ndoomed; i++)
         close(l->doomed[i]);
     sl_free(l->doomed);
@@ -868,6 +921,7 @@ typedef struct batch_seg {
 
 struct st_log_batch {
     int dirfd;
+    const char *dir; /* the log's (for the file operation observer) */
     int no_sync;
     uint64_t prealloc; /* bytes reserved in a new segment file (fallocate, size kept) */
     int dir_sync;      /* fsync the directory even if this batch makes no file */
@@ -984,6 +1038,7 @@ int st_log_batch_begin(st_log *l, int sync, st_log_batch **out)
         l->batch = sl_xcalloc(1, sizeof *l->batch);
     st_log_batch *b = l->batch;
     b->dirfd = l->dirfd;
+    b->dir = l->dir;
     b->no_sync = l->opt.no_sync;
     b->prealloc = l->opt.segment_size;
     /* Taken by this batch; set again if it stalls, or if a reclaim unlinks more meanwhile. */
@@ -1075,10 +1130,12 @@ static void batch_run_io(st_log_batch *b)
         const char *what = NULL;
         if (seg_needs_create(e)) {
             e->fd = openat(b->dirfd, e->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-            if (e->fd < 0)
+            if (e->fd < 0) {
                 what = "create";
-            else
+            } else {
                 e->created = created = 1;
+                FOP(ST_FOP_CREATE, b->dir, e->name, NULL, 0, NULL, 0);
+            }
         }
         if (!what && seg_needs_prealloc(b, e)) {
             /* Space is reserved ahead of the writes, PREALLOC_CHUNK at a time (up to the
@@ -1096,10 +1153,18 @@ static void batch_run_io(st_log_batch *b)
             else
                 what = "preallocate";
         }
-        if (!what && e->data && write_all(e->fd, e->data, e->len, e->off) < 0)
-            what = "write";
-        if (!what && e->sync && !b->no_sync && sync_fd(e->fd) < 0)
-            what = "fdatasync";
+        if (!what && e->data) {
+            if (write_all(e->fd, e->data, e->len, e->off) < 0)
+                what = "write";
+            else
+                FOP(ST_FOP_WRITE, b->dir, e->name, NULL, e->off, e->data, e->len);
+        }
+        if (!what && e->sync && !b->no_sync) {
+            if (sync_fd(e->fd) < 0)
+                what = "fdatasync";
+            else
+                FOP(ST_FOP_SYNC, b->dir, e->name, NULL, 0, NULL, 0);
+        }
         if (what) {
             b->err = errno ? errno : EIO;
             b->what = what;
@@ -1108,10 +1173,14 @@ static void batch_run_io(st_log_batch *b)
         }
     }
     /* A new file's name must be durable too, or a crash could lose the whole segment. */
-    if ((created || b->dir_sync) && !b->no_sync && fsync(b->dirfd) < 0) {
-        b->err = errno ? errno : EIO;
-        b->what = "fsync of the directory";
-        snprintf(b->errname, sizeof b->errname, ".");
+    if ((created || b->dir_sync) && !b->no_sync) {
+        if (fsync(b->dirfd) < 0) {
+            b->err = errno ? errno : EIO;
+            b->what = "fsync of the directory";
+            snprintf(b->errname, sizeof b->errname, ".");
+        } else {
+            FOP(ST_FOP_DIRSYNC, b->dir, "", NULL, 0, NULL, 0);
+        }
     }
 }
 
@@ -1557,6 +1626,7 @@ static void reclaim(st_log *l, int only_marked, int defer, st_reclaim_stats *out
                 sl_warn("%s/%s: unlink: %s (kept)", l->dir, s->name, strerror(errno));
                 limit = i;
             } else {
+                FOP(ST_FOP_UNLINK, l->dir, s->name, NULL, 0, NULL, 0);
                 if (defer)
                     doom_fd(l, s->fd);
                 else if (s->fd >= 0)
@@ -1579,6 +1649,8 @@ static void reclaim(st_log *l, int only_marked, int defer, st_reclaim_stats *out
         l->dir_unsynced = 1;
     else if (k && !l->opt.no_sync && fsync(l->dirfd) < 0)
         fail(l, "fsync of the directory after reclaim", ".");
+    else if (k && !l->opt.no_sync)
+        FOP(ST_FOP_DIRSYNC, l->dir, "", NULL, 0, NULL, 0);
     sl_free(nh);
     sl_free(v);
     sl_free(del);

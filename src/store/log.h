@@ -230,6 +230,37 @@ uint32_t st_crc32c(uint32_t crc, const void *p, size_t n);
 /* The portable slicing-by-8 path, for tests comparing the two. */
 uint32_t st_crc32c_sw(uint32_t crc, const void *p, size_t n);
 
+/* File operation observer (the cluster's mirror, cluster/mirror.h): when one is installed,
+ * every change the logs make to the files of their directories is reported after it succeeded,
+ * in the order it was made, from the thread that made it (the sync thread for batches, the
+ * loop for reclaim and recovery): segment creation, writes (bytes at an offset), fdatasync and
+ * directory fsync barriers, unlinks, the holes file's tmp + rename, ftruncate, mkdir of the
+ * log directory. Preallocation (fallocate with the size kept) changes no content and is not
+ * reported. With no observer installed a log pays one load of a pointer per operation. */
+enum {
+    ST_FOP_WRITE = 1,
+    ST_FOP_CREATE = 2,   /* arg: 1 when an existing file is emptied (O_TRUNC) */
+    ST_FOP_SYNC = 3,     /* fdatasync or fsync of the file */
+    ST_FOP_DIRSYNC = 4,  /* fsync of the log directory (name "") */
+    ST_FOP_UNLINK = 5,
+    ST_FOP_TRUNCATE = 6, /* arg: the new size */
+    ST_FOP_RENAME = 7,   /* name -> name2 */
+    ST_FOP_MKDIR = 8     /* the log directory itself (name "") */
+};
+typedef struct st_fop {
+    int kind;
+    const char *dir;   /* the log's directory, as given to st_log_open */
+    const char *name;  /* file name in it ("" for the directory) */
+    const char *name2; /* rename target, else NULL */
+    uint64_t arg;      /* WRITE: offset; TRUNCATE: size; CREATE: trunc flag */
+    const void *data;  /* WRITE: the bytes */
+    size_t len;
+} st_fop;
+typedef void (*st_fop_fn)(void *ctx, const st_fop *op);
+/* Install (fn non-NULL) or remove the process-wide observer. Install it before any log of
+ * interest is opened and remove it after they are closed. */
+void st_log_set_observer(st_fop_fn fn, void *ctx);
+
 /* Test seams (SQLite-style I/O fault injection): every data write and sync of the log goes
  * through these; tests swap them to produce short writes, EINTR, ENOSPC and EIO. They are
  * called from the sync thread when there is one. */
