@@ -40,6 +40,7 @@
 #define WRITE_CHUNK (1u << 30)   /* a write op carries at most this many bytes */
 #define IDX_KEEP 65536           /* index entries kept beyond the data ring */
 #define MAX_NAME 128             /* "msgs/" + a 24-byte segment name: far below */
+#define MAX_FILE (1ull << 40)    /* no store file is near 1 TiB: a bigger offset is hostile */
 #define STATE_MAGIC "SLRS"
 #define STATE_VERSION 1
 #define STATE_MAX_EPOCHS (1u << 20)
@@ -520,7 +521,7 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         o->arg = get64(r->p + r->off);
         o->len = get32(r->p + r->off + 8);
         r->off += 12;
-        if (!need(r, o->len) || o->arg > (UINT64_MAX >> 2) || o->len > WRITE_CHUNK) {
+        if (!need(r, o->len) || o->arg > MAX_FILE || o->len > WRITE_CHUNK) {
             seterr(err, errlen, "op at %zu: write of %zu bytes at %" PRIu64 " out of bounds", at,
                    o->len, o->arg);
             return -1;
@@ -542,7 +543,7 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         }
         o->arg = get64(r->p + r->off);
         r->off += 8;
-        if (o->arg > (UINT64_MAX >> 2)) {
+        if (o->arg > MAX_FILE) {
             seterr(err, errlen, "op at %zu: truncate to %" PRIu64 " out of bounds", at, o->arg);
             return -1;
         }
@@ -1248,7 +1249,7 @@ int mirror_copy_write(int dirfd, const char *name, uint64_t off, const void *buf
 {
     size_t nl = strlen(name);
     if (!mirror_name_ok(name, nl) || name_local(name, nl) || !memchr(name, '/', nl) ||
-        off > (UINT64_MAX >> 2)) {
+        off > MAX_FILE) {
         seterr(err, errlen, "bulk copy: refused name \"%.64s\"", name);
         errno = EINVAL;
         return -1;
