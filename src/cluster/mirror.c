@@ -36,11 +36,11 @@
 
 #define GROUP_MAGIC "SLMG"
 #define GROUP_VERSION 1
-#define GROUP_HDR 36             /* magic 4, version 4, idx 8, epoch 8, gen 8, nops 4 */
-#define WRITE_CHUNK (1u << 30)   /* a write op carries at most this many bytes */
-#define IDX_KEEP 65536           /* index entries kept beyond the data ring */
-#define MAX_NAME 128             /* "msgs/" + a 24-byte segment name: far below */
-#define MAX_FILE (1ull << 40)    /* no store file is near 1 TiB: a bigger offset is hostile */
+#define GROUP_HDR 36           /* magic 4, version 4, idx 8, epoch 8, gen 8, nops 4 */
+#define WRITE_CHUNK (1u << 30) /* a write op carries at most this many bytes */
+#define IDX_KEEP 65536         /* index entries kept beyond the data ring */
+#define MAX_NAME 128           /* "msgs/" + a 24-byte segment name: far below */
+#define MAX_FILE (1ull << 40)  /* no store file is near 1 TiB: a bigger offset is hostile */
 #define STATE_MAGIC "SLRS"
 #define STATE_VERSION 1
 #define STATE_MAX_EPOCHS (1u << 20)
@@ -182,8 +182,7 @@ static size_t rel_name(const mirror *m, const st_fop *op, char *out, size_t cap)
         n = snprintf(out, cap, "%s/%s", d, op->name);
     else
         n = snprintf(out, cap, "%s", d);
-    if (n <= 0 || (size_t)n >= cap || !mirror_name_ok(out, (size_t)n) ||
-        name_local(out, (size_t)n))
+    if (n <= 0 || (size_t)n >= cap || !mirror_name_ok(out, (size_t)n) || name_local(out, (size_t)n))
         return 0;
     return (size_t)n;
 }

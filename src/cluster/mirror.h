@@ -77,7 +77,7 @@ uint64_t mirror_batch(mirror *m, uint64_t gen, int synced);
  * replication thread's wake-up (an eventfd write). NULL: none. */
 void mirror_set_notify(mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t bytes), void *ctx);
 
-uint64_t mirror_last(const mirror *m); /* last group idx (0: none yet) */
+uint64_t mirror_last(const mirror *m);       /* last group idx (0: none yet) */
 uint64_t mirror_first_kept(const mirror *m); /* oldest idx still in the ring (last + 1: none) */
 /* A copy (sl_free it) of group idx's encoding; -1 when it is no longer (or not yet) kept. */
 int mirror_group(mirror *m, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch);

@@ -76,15 +76,15 @@ void st_log_set_observer(st_fop_fn fn, void *ctx)
     __atomic_store_n(&obs_fn, fn, __ATOMIC_RELEASE);
 }
 
-static void fop_report(st_fop_fn fn, int kind, const char *dir, const char *name,
-                       const char *name2, uint64_t arg, const void *data, size_t len)
+static void fop_report(st_fop_fn fn, int kind, const char *dir, const char *name, const char *name2,
+                       uint64_t arg, const void *data, size_t len)
 {
     st_fop op = {kind, dir, name, name2, arg, data, len};
     fn(__atomic_load_n(&obs_ctx, __ATOMIC_RELAXED), &op);
 }
 
 /* Report one operation (after it succeeded) when an observer is installed. */
-#define FOP(kind, dir, name, name2, arg, data, len)                                               \
+#define FOP(kind, dir, name, name2, arg, data, len)                                                \
     do {                                                                                           \
         st_fop_fn fn_ = __atomic_load_n(&obs_fn, __ATOMIC_ACQUIRE);                                \
         if (fn_)                                                                                   \

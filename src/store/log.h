@@ -239,9 +239,9 @@ uint32_t st_crc32c_sw(uint32_t crc, const void *p, size_t n);
  * reported. With no observer installed a log pays one load of a pointer per operation. */
 enum {
     ST_FOP_WRITE = 1,
-    ST_FOP_CREATE = 2,   /* arg: 1 when an existing file is emptied (O_TRUNC) */
-    ST_FOP_SYNC = 3,     /* fdatasync or fsync of the file */
-    ST_FOP_DIRSYNC = 4,  /* fsync of the log directory (name "") */
+    ST_FOP_CREATE = 2,  /* arg: 1 when an existing file is emptied (O_TRUNC) */
+    ST_FOP_SYNC = 3,    /* fdatasync or fsync of the file */
+    ST_FOP_DIRSYNC = 4, /* fsync of the log directory (name "") */
     ST_FOP_UNLINK = 5,
     ST_FOP_TRUNCATE = 6, /* arg: the new size */
     ST_FOP_RENAME = 7,   /* name -> name2 */

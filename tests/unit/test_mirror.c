@@ -340,8 +340,9 @@ static void check_boundary(const char *dir, uint64_t idx)
     ck_assert_msg(got != NULL, "group %llu: the mirror does not recover: %s",
                   (unsigned long long)idx, err);
     ck_assert_ptr_nonnull(models[idx]);
-    ck_assert_msg(!strcmp(got, models[idx]), "group %llu: mirror model\n%.600s\nleader model\n%.600s",
-                  (unsigned long long)idx, got, models[idx]);
+    ck_assert_msg(!strcmp(got, models[idx]),
+                  "group %llu: mirror model\n%.600s\nleader model\n%.600s", (unsigned long long)idx,
+                  got, models[idx]);
     sl_free(got);
 }
 
@@ -650,10 +651,9 @@ START_TEST(hostile_and_damaged_groups_are_refused)
     sl_buf_free(&g);
     char *before = tree();
 
-    const char *bad_names[] = {"../x",           "/etc/passwd",  "msgs/../../x", "msgs/..",
-                               "a/b/c",          "msgs/",        "/msgs/x",      "msgs//x",
-                               "replica/state",  "space-reserve/x", "msgs/a b",  ".",
-                               "msgs/x\n",       ""};
+    const char *bad_names[] = {
+        "../x",    "/etc/passwd",   "msgs/../../x",    "msgs/..",  "a/b/c", "msgs/",    "/msgs/x",
+        "msgs//x", "replica/state", "space-reserve/x", "msgs/a b", ".",     "msgs/x\n", ""};
     for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {
         /* the hostile op comes after a harmless one: nothing at all may be applied */
         hop ops[] = {{MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "XXXXX"},
