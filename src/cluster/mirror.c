@@ -678,6 +678,18 @@ static int open_sub(applier *a, const char *dir, int create)
     return fd;
 }
 
+static int fsync_sub(applier *a, const char *dir)
+{
+    if (a->flags & MIRROR_APPLY_NOSYNC)
+        return 0;
+    int fd = open_sub(a, dir, 0);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
 static void dir_dirty(applier *a, const char *dir)
 {
     for (int i = 0; i < a->nd; i++)
@@ -689,20 +701,8 @@ static void dir_dirty(applier *a, const char *dir)
         snprintf(a->d[a->nd].name, sizeof a->d[a->nd].name, "%s", dir);
         a->d[a->nd++].dirty = 1;
     } else {
-        a->top_dirty = 1; /* and the end syncs every subdirectory it knows: see finish */
+        fsync_sub(a, dir); /* more directories than the store has: synced at once */
     }
-}
-
-static int fsync_sub(applier *a, const char *dir)
-{
-    if (a->flags & MIRROR_APPLY_NOSYNC)
-        return 0;
-    int fd = open_sub(a, dir, 0);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
 }
 
 static void forget(applier *a, const char *name)
@@ -1119,7 +1119,7 @@ static int snap_dir(mirror_snap *s, int top, const char *sub)
             s->cap = s->cap ? s->cap * 2 : 32;
             s->v = sl_xrealloc(s->v, s->cap * sizeof *s->v);
         }
-        char name[MAX_NAME + 1];
+        char name[600]; /* both components are at most 64 bytes (component_ok) */
         snprintf(name, sizeof name, "%s/%s", sub, de->d_name);
         s->v[s->n++] = (snap_file){sl_xstrdup(name), (uint64_t)st.st_size, fd};
     }

@@ -60,7 +60,8 @@ enum {
 #define MIRROR_DEFAULT_RING (256ull << 20)
 
 /* ---- leader ---- */
-/* Before persist_open: captures from now on. The first group (idx last + 1, see
+/* Before persist_open, with data_dir spelled exactly as persist_open gets it (operations are
+ * matched by that prefix): captures from now on. The first group (idx last + 1, see
  * mirror_start) holds whatever persist_open's recovery changed on disk. NULL with errno when
  * another mirror is installed. */
 mirror *mirror_leader_new(const char *data_dir, uint64_t ring_bytes);

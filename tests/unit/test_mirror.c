@@ -475,7 +475,7 @@ static void append_garbage(const char *root)
         if (strstr(de->d_name, ".seg") && strcmp(de->d_name, newest) > 0)
             snprintf(newest, sizeof newest, "%s", de->d_name);
     closedir(d);
-    char path[700];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, newest);
     int fd = open(path, O_WRONLY | O_APPEND);
     ck_assert_int_ge(fd, 0);
