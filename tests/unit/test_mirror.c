@@ -449,6 +449,17 @@ START_TEST(workload_mirrors_at_every_boundary)
         close(dfd);
         ck_assert_uint_gt(checked, 10);
         ck_assert_uint_gt(cuts, 10);
+        fprintf(stderr,
+                "mirror workload seed %d%s: %llu groups, %llu boundaries recovered and compared, "
+                "%llu cuts inside a group, TIDY freed %llu segments (%llu compacted), %llu "
+                "restarts\n",
+                s,
+                use_kick      ? " (sync thread)"
+                : leader_sync ? " (fsyncs)"
+                              : "",
+                (unsigned long long)last, (unsigned long long)checked, (unsigned long long)cuts,
+                (unsigned long long)tidy_freed, (unsigned long long)tidy_compacted,
+                (unsigned long long)restarts);
         /* the workload did what it is meant to exercise */
         ck_assert_uint_gt(tidy_freed, 0);
         ck_assert_uint_gt(tidy_compacted, 0);
