@@ -385,6 +385,11 @@ uint64_t mirror_batch(mirror *m, uint64_t gen, int synced)
     return idx;
 }
 
+void mirror_persist_hook(void *m, uint64_t gen, int synced)
+{
+    mirror_batch(m, gen, synced);
+}
+
 uint64_t mirror_last(const mirror *m)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);

@@ -11,7 +11,8 @@
  * batches too): the operations captured since the previous call become group last + 1. Groups
  * are kept in a ring bounded by ring_bytes (the oldest go first; the newest is always kept).
  * Node-local files are never captured: DATA_DIR/space-reserve (each node's own reserve) and
- * DATA_DIR/replica/ (each node's own log position).
+ * DATA_DIR/replica/ (each node's own log position). Persist reports its batches through
+ * persist_options.batch_hook (set it to mirror_persist_hook).
  *
  * A group's encoding (all integers little-endian):
  *   magic "SLMG" u32 version(1) u64 idx u64 epoch u64 gen u32 nops
@@ -74,6 +75,9 @@ void mirror_start(mirror *m, uint64_t epoch, uint64_t last_idx);
  * captured since the previous call become the next group (one even when empty, so every
  * generation has its group). Returns the group's idx. */
 uint64_t mirror_batch(mirror *m, uint64_t gen, int synced);
+/* mirror_batch in persist_options.batch_hook's shape: po.batch_hook = mirror_persist_hook,
+ * po.batch_ctx = the mirror. */
+void mirror_persist_hook(void *m, uint64_t gen, int synced);
 /* Called (outside the mirror's lock) after each new group, on the thread that made it: the
  * replication thread's wake-up (an eventfd write). NULL: none. */
 void mirror_set_notify(mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t bytes), void *ctx);

@@ -825,7 +825,9 @@ START_TEST(ring_is_bounded)
     ck_assert_ptr_nonnull(MI);
     ck_assert_ptr_null(mirror_leader_new(M, 1)); /* one per process */
     mirror_start(MI, 5, 100);
-    LOPT = (persist_options){.no_sync = 1, .segment_size = 1 << 20, .batch_hook = hook};
+    /* the shim the wiring uses (no model recorded: none is compared here) */
+    LOPT = (persist_options){
+        .no_sync = 1, .segment_size = 1 << 20, .batch_hook = mirror_persist_hook, .batch_ctx = MI};
     rng = 11;
     leader_open();
     ck_assert_uint_eq(mirror_last(MI), 101); /* the recovery group */
