@@ -39,12 +39,18 @@ static int bad_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
     return 0;
 }
 
+static void cleanup(void)
+{
+    nftw(base, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!base[0]) {
         snprintf(base, sizeof base, "/tmp/fuzz-mirror-XXXXXX");
         CHECK(mkdtemp(base) != NULL);
         snprintf(inner, sizeof inner, "%s/d", base);
+        atexit(cleanup);
     }
     char err[256];
     uint32_t nops;
