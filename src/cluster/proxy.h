@@ -1,0 +1,93 @@
+/* proxy.h - the front door of a cluster follower (issue 31: "any node is an entry point").
+ *
+ * A thread with its own epoll accepts on the follower's AMQP, AMQPS and HTTP listening sockets
+ * and splices each connection, byte for byte both ways, to the leader's address for that door
+ * (TLS on AMQPS is not terminated here: it passes through to the leader's AMQPS port, so the
+ * leader's certificate must be valid for every node's name a client may dial).
+ *
+ * Invariants:
+ *  - Every proxied connection belongs to one leader: when the leader changes or goes
+ *    (cl_proxy_set_leader with a different address, or none), every proxied connection is
+ *    closed and clients reconnect (to this node again, which now forwards to the new one).
+ *  - Memory is bounded: each direction of a connection has a fixed buffer; a side whose peer's
+ *    buffer is full is not read (back-pressure reaches the sender through TCP). The number of
+ *    connections is capped (cluster.proxy_max_connections); above it the listeners are not
+ *    accepted from (the kernel's backlog holds them) until one closes.
+ *  - Half-close passes through: EOF from one side becomes shutdown(SHUT_WR) on the other
+ *    once its buffer is drained; the connection closes when both directions are done.
+ *  - A connection to the leader that does not complete within the connect timeout is closed.
+ *  - With no leader: an AMQP client gets connection.start, and after its start-ok a
+ *    connection.close 320 CONNECTION_FORCED "... no cluster leader is elected yet, try again"
+ *    (so pika and amqplib report a 320 with that text); an AMQPS client is closed (no TLS here);
+ *    an HTTP client gets 503 {"error":"...","reason":"..."} except GET /api/cluster, which is
+ *    answered 200 with the member's own status (the status callback). Those exchanges are
+ *    bounded in bytes and time (slowloris).
+ *  - Outgoing connections to the leader are bound to opts.source_addr when set (the node's
+ *    advertised address), so the leader can tell a proxied connection (docs/security.md: a
+ *    connection from a cluster member's address is never "loopback" for loopback_users).
+ *  - The listening descriptors belong to the caller: cl_proxy_stop stops accepting, closes
+ *    every proxied connection and returns without closing them (they are handed to the broker
+ *    at promotion, so the ports never close). Every descriptor made here is CLOEXEC.
+ *
+ * Threads: cl_proxy_start / _set_leader / _stop / _stats may be called from any one thread
+ * (the follower phase); the status callback runs on the proxy's thread.
+ */
+#ifndef SL_CLUSTER_PROXY_H
+#define SL_CLUSTER_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CL_PROXY_AMQP, CL_PROXY_AMQPS, CL_PROXY_HTTP, CL_PROXY_DOORS };
+
+#define CL_PROXY_DEFAULT_MAX_CONNECTIONS 4096
+#define CL_PROXY_DEFAULT_BUF_BYTES (256 * 1024)
+#define CL_PROXY_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define CL_PROXY_DEFAULT_REFUSE_TIMEOUT_MS 10000
+
+/* Writes the JSON body GET /api/cluster answers while there is no leader (the member's own
+ * status) into buf (cap bytes); returns its length, or 0 when there is none (then a 503). Runs
+ * on the proxy's thread. */
+typedef size_t (*cl_proxy_status_fn)(void *data, char *buf, size_t cap);
+
+typedef struct cl_proxy_opts {
+    int listen_fd[CL_PROXY_DOORS]; /* listening, non-blocking; -1: no such door */
+    const char *source_addr;       /* bind outgoing connections here; NULL: the kernel's pick */
+    unsigned max_connections;      /* 0: CL_PROXY_DEFAULT_MAX_CONNECTIONS */
+    size_t buf_bytes;              /* per direction; 0: CL_PROXY_DEFAULT_BUF_BYTES */
+    uint32_t connect_timeout_ms;   /* 0: CL_PROXY_DEFAULT_CONNECT_TIMEOUT_MS */
+    uint32_t refuse_timeout_ms;    /* no-leader exchanges; 0: ..._REFUSE_TIMEOUT_MS */
+    cl_proxy_status_fn status;     /* NULL: /api/cluster gets the 503 too */
+    void *status_data;
+} cl_proxy_opts;
+
+typedef struct cl_proxy cl_proxy;
+
+typedef struct cl_proxy_stats {
+    uint64_t accepted, forwarded, refused, connect_failed, closed_by_leader_change;
+    unsigned open; /* connections now open (proxied or being refused) */
+} cl_proxy_stats;
+
+/* Start the thread (no leader yet). NULL with err on failure. */
+cl_proxy *cl_proxy_start(const cl_proxy_opts *o, char *err, size_t errlen);
+/* The leader's addresses, "HOST:PORT" each (IPv6 as "[ADDR]:PORT"); NULL or "" for a door
+ * the leader does not have, all NULL = no leader. name is for the log only. When anything
+ * differs from before, every proxied connection is closed and one line is logged:
+ * "cluster proxy: forwarding to LEADER at AMQP ..." (or "no leader: refusing"). 0, or -1
+ * when an address does not parse (then: no leader). */
+int cl_proxy_set_leader(cl_proxy *p, const char *name, const char *amqp, const char *amqps,
+                        const char *http);
+/* Stop accepting, close every connection, join the thread, free. The listening fds stay open
+ * and listening (the caller's). */
+void cl_proxy_stop(cl_proxy *p);
+void cl_proxy_stats_get(cl_proxy *p, cl_proxy_stats *out);
+
+/* ---- pure parts, exposed for the unit tests and the fuzz target ---- */
+
+enum { CL_HTTP_MORE = 0, CL_HTTP_CLUSTER = 1, CL_HTTP_OTHER = 2, CL_HTTP_BAD = -1 };
+/* Classify an HTTP request head buf[0..len): CL_HTTP_CLUSTER for "GET /api/cluster" (query
+ * string allowed), CL_HTTP_OTHER for any other request line, CL_HTTP_MORE when the request
+ * line is not complete yet, CL_HTTP_BAD when it cannot be an HTTP request line. */
+int cl_proxy_http_route(const char *buf, size_t len);
+
+#endif
