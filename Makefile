@@ -32,7 +32,7 @@ FUZZ_SMOKE_SEED ?= 1
 .PHONY: all deps deps-test run test unit integration test-asan test-clang-ubsan fuzz fuzz-smoke format \
         format-check clean
 
-all: $(BUILD)/sluiced $(TOOL_BIN)
+all: $(BUILD)/sluiced $(TOOL_BIN) $(BUILD)/test-proxy-harness
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -51,6 +51,10 @@ $(BUILD)/libsluice.a: $(LIB_OBJ)
 
 $(BUILD)/sluiced: $(BUILD)/src/main.o $(BUILD)/libsluice.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The cluster proxy alone, for tests/integration/test_cluster_proxy.py.
+$(BUILD)/test-proxy-harness: tests/harness/test_proxy_harness.c $(BUILD)/libsluice.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)
 
 $(BUILD)/%: tools/%.c $(BUILD)/libsluice.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libsluice.a $(LDLIBS)

@@ -18,7 +18,9 @@
  *  - A connection to the leader that does not complete within the connect timeout is closed.
  *  - With no leader: an AMQP client gets connection.start, and after its start-ok a
  *    connection.close 320 CONNECTION_FORCED "... no cluster leader is elected yet, try again"
- *    (so pika and amqplib report a 320 with that text); an AMQPS client is closed (no TLS here);
+ *    (amqplib: "Handshake terminated by server: 320 (CONNECTION-FORCED) with message ...";
+ *    pika: ProbableAuthenticationError whose text carries the same 320 and words; py-amqp:
+ *    ConnectionForced); an AMQPS client is closed (no TLS here);
  *    an HTTP client gets 503 {"error":"...","reason":"..."} except GET /api/cluster, which is
  *    answered 200 with the member's own status (the status callback). Those exchanges are
  *    bounded in bytes and time (slowloris).
