@@ -623,9 +623,12 @@ static int listen_tls(broker *b)
         sl_error("listeners.ssl.default: %s", err);
         return -1;
     }
-    int fd = sl_listen_tcp(cfg->tls_bind ? cfg->tls_bind : cfg->bind, cfg->tls_port, 1024,
-                           b->tls_bound_addr, sizeof b->tls_bound_addr, &b->tls_bound_port, err,
-                           sizeof err);
+    int fd = cfg->adopt_amqps_fd >= 0
+                 ? sl_listen_adopt(cfg->adopt_amqps_fd, b->tls_bound_addr, sizeof b->tls_bound_addr,
+                                   &b->tls_bound_port, err, sizeof err)
+                 : sl_listen_tcp(cfg->tls_bind ? cfg->tls_bind : cfg->bind, cfg->tls_port, 1024,
+                                 b->tls_bound_addr, sizeof b->tls_bound_addr, &b->tls_bound_port,
+                                 err, sizeof err);
     if (fd < 0) {
         sl_error("%s", err);
         return -1;
@@ -868,8 +871,11 @@ fail:
 int broker_listen(broker *b)
 {
     char err[320];
-    int fd = sl_listen_tcp(b->cfg->bind, b->cfg->port, 1024, b->bound_addr, sizeof b->bound_addr,
-                           &b->bound_port, err, sizeof err);
+    int fd = b->cfg->adopt_amqp_fd >= 0
+                 ? sl_listen_adopt(b->cfg->adopt_amqp_fd, b->bound_addr, sizeof b->bound_addr,
+                                   &b->bound_port, err, sizeof err)
+                 : sl_listen_tcp(b->cfg->bind, b->cfg->port, 1024, b->bound_addr,
+                                 sizeof b->bound_addr, &b->bound_port, err, sizeof err);
     if (fd < 0) {
         sl_error("%s", err);
         return -1;
@@ -882,7 +888,7 @@ int broker_listen(broker *b)
     }
     sl_info("listening amqp=%s:%d", b->bound_addr, b->bound_port);
     link_mgr_set_self(b->links, b->bound_addr, b->bound_port);
-    if (b->cfg->tls_port >= 0 && listen_tls(b) < 0)
+    if ((b->cfg->tls_port >= 0 || b->cfg->adopt_amqps_fd >= 0) && listen_tls(b) < 0)
         return -1;
     return 0;
 }

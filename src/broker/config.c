@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <ini.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +148,7 @@ void sl_config_defaults(sl_config *c)
         c->default_perms[i] = sl_xstrdup(".*");
     set_loopback_user(c, "guest", 1);
     cl_conf_defaults(&c->cluster);
+    c->adopt_amqp_fd = c->adopt_amqps_fd = c->adopt_http_fd = c->adopt_https_fd = -1;
 }
 
 void sl_config_free(sl_config *c)
@@ -746,6 +748,8 @@ void sl_config_usage(void)
            "  --data-dir DIR     data directory (default ./var)\n"
            "  --node-name NAME   node name (default sluice@localhost)\n"
            "  --log-level LEVEL  debug, info, warning or error (default info)\n"
+           "  --listen-fd DOOR=FD  start the amqp, amqps, http or https listener on the\n"
+           "                     inherited listening socket FD instead of binding one\n"
            "  --help             this text\n"
            "  --version          print the version\n"
            "\n"
@@ -779,14 +783,50 @@ void sl_config_usage(void)
            "cluster.min_insync_replicas (a cluster on etcd; see README).\n");
 }
 
+/* --listen-fd DOOR=FD: start that listener on an inherited socket that is already bound and
+ * listening (listen.h sl_listen_adopt), e.g. a cluster node's own sockets across a re-exec or
+ * a supervisor's. 0 or -1. */
+static int adopt_fd_arg(sl_config *c, const char *arg)
+{
+    static const struct {
+        const char *door;
+        size_t off;
+    } doors[] = {
+        {"amqp", offsetof(sl_config, adopt_amqp_fd)},
+        {"amqps", offsetof(sl_config, adopt_amqps_fd)},
+        {"http", offsetof(sl_config, adopt_http_fd)},
+        {"https", offsetof(sl_config, adopt_https_fd)},
+    };
+    const char *eq = strchr(arg, '=');
+    if (!eq)
+        return -1;
+    char *end;
+    long fd = strtol(eq + 1, &end, 10);
+    if (*end || eq[1] == 0 || fd < 0 || fd > 1 << 20)
+        return -1;
+    for (size_t i = 0; i < sizeof doors / sizeof doors[0]; i++)
+        if (strlen(doors[i].door) == (size_t)(eq - arg) &&
+            !memcmp(arg, doors[i].door, (size_t)(eq - arg))) {
+            *(int *)((char *)c + doors[i].off) = (int)fd;
+            return 0;
+        }
+    return -1;
+}
+
 int sl_config_from_args(sl_config *c, int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"config", required_argument, 0, 'c'},    {"bind", required_argument, 0, 'b'},
-        {"port", required_argument, 0, 'p'},      {"mgmt-port", required_argument, 0, 'm'},
-        {"data-dir", required_argument, 0, 'd'},  {"node-name", required_argument, 0, 'n'},
-        {"log-level", required_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},         {0, 0, 0, 0},
+        {"config", required_argument, 0, 'c'},
+        {"bind", required_argument, 0, 'b'},
+        {"port", required_argument, 0, 'p'},
+        {"mgmt-port", required_argument, 0, 'm'},
+        {"data-dir", required_argument, 0, 'd'},
+        {"node-name", required_argument, 0, 'n'},
+        {"log-level", required_argument, 0, 'l'},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {"listen-fd", required_argument, 0, 'L'},
+        {0, 0, 0, 0},
     };
     /* First pass: only --config, so the file is applied before the other flags. */
     optind = 1;
@@ -821,6 +861,15 @@ int sl_config_from_args(sl_config *c, int argc, char **argv)
         case 'l':
             key = "log_level";
             break;
+        case 'L':
+            if (adopt_fd_arg(c, optarg) < 0) {
+                fprintf(stderr,
+                        "sluiced: --listen-fd %s: expected amqp|amqps|http|https=FD, FD a "
+                        "descriptor\n",
+                        optarg);
+                return -1;
+            }
+            continue;
         case 'h':
             sl_config_usage();
             return 1;

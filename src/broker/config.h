@@ -88,6 +88,12 @@ typedef struct sl_config {
     } ssl, mgmt_ssl, link_ssl;
     int link_tls; /* link_ssl = true: node-to-node links over TLS (link_ssl_options.*) */
     int mgmt_tls_port;
+    /* Listening sockets already bound, to start on instead of binding (not config keys: a
+     * cluster node's follower phase hands its own over at promotion, so a port never closes
+     * between the proxy and the broker). -1 (the default): bind as configured. An adopted
+     * AMQPS or HTTPS socket turns that listener on; its TLS settings still come from the
+     * configuration. The broker closes them when it stops, as its own. */
+    int adopt_amqp_fd, adopt_amqps_fd, adopt_http_fd, adopt_https_fd;
     /* DCE/RPC doors (src/rpc/, MS-MQMR / MS-MQMP): -1 = off, 0 = a free port */
     int msrpc_port, msrpc_epmap_port;
     int msrpc_auth_none;          /* msrpc.auth = none: loopback callers only, as msrpc_user */

@@ -21,6 +21,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -858,6 +859,15 @@ cl_proxy *cl_proxy_start(const cl_proxy_opts *o, char *err, size_t errlen)
         memcpy(&p->src, res->ai_addr, res->ai_addrlen);
         p->srclen = res->ai_addrlen;
         freeaddrinfo(res);
+    }
+    for (int d = 0; d < CL_PROXY_DOORS; d++) {
+        int fd = p->o.listen_fd[d], fl;
+        /* accept() drains a burst until EAGAIN: a blocking listener would stall the thread */
+        if (fd >= 0 && ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)) {
+            snprintf(err, errlen, "cluster proxy: %s listener: %s", door_name[d], strerror(errno));
+            sl_free(p);
+            return NULL;
+        }
     }
     pthread_mutex_init(&p->mu, NULL);
     p->ep = epoll_create1(EPOLL_CLOEXEC);

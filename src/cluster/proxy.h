@@ -53,7 +53,7 @@ enum { CL_PROXY_AMQP, CL_PROXY_AMQPS, CL_PROXY_HTTP, CL_PROXY_DOORS };
 typedef size_t (*cl_proxy_status_fn)(void *data, char *buf, size_t cap);
 
 typedef struct cl_proxy_opts {
-    int listen_fd[CL_PROXY_DOORS]; /* listening, non-blocking; -1: no such door */
+    int listen_fd[CL_PROXY_DOORS]; /* listening (made non-blocking here); -1: no such door */
     const char *source_addr;       /* bind outgoing connections here; NULL: the kernel's pick */
     unsigned max_connections;      /* 0: CL_PROXY_DEFAULT_MAX_CONNECTIONS */
     size_t buf_bytes;              /* per direction; 0: CL_PROXY_DEFAULT_BUF_BYTES */

@@ -650,6 +650,8 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
 static int open_listener(mgmt *m, char *err, size_t errlen)
 {
     const sl_config *cfg = m->b->cfg;
+    if (cfg->adopt_http_fd >= 0)
+        return sl_listen_adopt(cfg->adopt_http_fd, m->addr, sizeof m->addr, &m->port, err, errlen);
     return sl_listen_tcp(cfg->bind, cfg->mgmt_port, 1024, m->addr, sizeof m->addr, &m->port, err,
                          errlen);
 }
@@ -733,9 +735,12 @@ static int start_tls(mgmt *m, char *err, size_t errlen)
         return -1;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(m->tls_d, MHD_DAEMON_INFO_EPOLL_FD);
-    int fd = di ? sl_listen_tcp(cfg->bind, cfg->mgmt_tls_port, 1024, m->tls_addr,
-                                sizeof m->tls_addr, &m->tls_port, err, errlen)
-                : -1;
+    int fd = !di ? -1
+             : cfg->adopt_https_fd >= 0
+                 ? sl_listen_adopt(cfg->adopt_https_fd, m->tls_addr, sizeof m->tls_addr,
+                                   &m->tls_port, err, errlen)
+                 : sl_listen_tcp(cfg->bind, cfg->mgmt_tls_port, 1024, m->tls_addr,
+                                 sizeof m->tls_addr, &m->tls_port, err, errlen);
     if (fd < 0) {
         if (!di)
             snprintf(err, errlen, "libmicrohttpd has no epoll fd");
@@ -812,7 +817,8 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
         return NULL;
     }
     m->tls_listen_fd = -1;
-    if (b->cfg->mgmt_tls_port >= 0 && start_tls(m, err, errlen) < 0) {
+    if ((b->cfg->mgmt_tls_port >= 0 || b->cfg->adopt_https_fd >= 0) &&
+        start_tls(m, err, errlen) < 0) {
         sl_acceptor_stop(&m->acceptor);
         sl_loop_unwatch(b->loop, &m->w);
         MHD_stop_daemon(m->d);

@@ -1,14 +1,33 @@
-/* listen.c - open a non-blocking TCP listening socket and report the address it got. */
+/* listen.c - open a non-blocking TCP listening socket (or adopt one already listening) and
+ * report the address it got. */
 #include "listen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+static void bound_name(int fd, char *bound_addr, size_t bound_len, int *bound_port)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    memset(&ss, 0, sizeof ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &sin->sin_addr, bound_addr, (socklen_t)bound_len);
+        *bound_port = ntohs(sin->sin_port);
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, bound_addr, (socklen_t)bound_len);
+        *bound_port = ntohs(sin6->sin6_port);
+    }
+}
 
 int sl_listen_tcp(const char *addr, int port, int backlog, char *bound_addr, size_t bound_len,
                   int *bound_port, char *err, size_t errlen)
@@ -39,17 +58,27 @@ int sl_listen_tcp(const char *addr, int port, int backlog, char *bound_addr, siz
         return -1;
     }
     freeaddrinfo(res);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &sin->sin_addr, bound_addr, (socklen_t)bound_len);
-        *bound_port = ntohs(sin->sin_port);
-    } else {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &sin6->sin6_addr, bound_addr, (socklen_t)bound_len);
-        *bound_port = ntohs(sin6->sin6_port);
+    bound_name(fd, bound_addr, bound_len, bound_port);
+    return fd;
+}
+
+int sl_listen_adopt(int fd, char *bound_addr, size_t bound_len, int *bound_port, char *err,
+                    size_t errlen)
+{
+    int on = 0, type = 0;
+    socklen_t l = sizeof on, tl = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &l) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || !on || type != SOCK_STREAM) {
+        snprintf(err, errlen, "descriptor %d is not a listening TCP socket", fd);
+        return -1;
     }
+    int fl = fcntl(fd, F_GETFL);
+    int fdfl = fcntl(fd, F_GETFD);
+    if (fl < 0 || fdfl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+        fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) < 0) {
+        snprintf(err, errlen, "descriptor %d: %s", fd, strerror(errno));
+        return -1;
+    }
+    bound_name(fd, bound_addr, bound_len, bound_port);
     return fd;
 }

@@ -3,6 +3,7 @@
  * follower until the follower phase drives it).
  *
  *   test-proxy-harness [--amqp ADDR:PORT] [--amqps ADDR:PORT] [--http ADDR:PORT]
+ *                      [--amqp-fd FD] [--http-fd FD]  (inherited listening sockets)
  *                      [--source ADDR] [--max N] [--buf BYTES] [--connect-timeout MS]
  *                      [--refuse-timeout MS]
  * Binds each door (port 0: a free one), prints "listening DOOR=ADDR:PORT", then reads commands
@@ -70,6 +71,10 @@ int main(int argc, char **argv)
             o.listen_fd[CL_PROXY_AMQPS] = open_door(v, "amqps");
         else if (!strcmp(k, "--http"))
             o.listen_fd[CL_PROXY_HTTP] = open_door(v, "http");
+        else if (!strcmp(k, "--amqp-fd"))
+            o.listen_fd[CL_PROXY_AMQP] = atoi(v); /* inherited, already listening */
+        else if (!strcmp(k, "--http-fd"))
+            o.listen_fd[CL_PROXY_HTTP] = atoi(v);
         else if (!strcmp(k, "--source"))
             o.source_addr = v;
         else if (!strcmp(k, "--max"))

@@ -466,3 +466,106 @@ def test_stop_leaves_the_listening_sockets_open(broker, proxy):
         for _ in range(50):
             c.channel()
             time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------
+# Promotion: the proxy's listening sockets handed to the broker (--listen-fd)
+# ---------------------------------------------------------------------------
+def _listener():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+    return s
+
+
+def _start_adopting(tmp_path, fds):
+    """sluiced on inherited listening sockets: {door: socket}."""
+    binary = Path(os.environ.get("SLUICED", "build/sluiced"))
+    if not binary.is_absolute():
+        binary = REPO / binary
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    log = tmp_path / "sluiced.stderr"
+    cmd = [str(binary), "--bind", "127.0.0.1", "--data-dir", str(data)]
+    for door, s in fds.items():
+        cmd += ["--listen-fd", "%s=%d" % (door, s.fileno())]
+    logf = open(log, "wb")
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                         pass_fds=[s.fileno() for s in fds.values()], cwd=str(REPO))
+    logf.close()
+    return p, log
+
+
+def _amqp_start_received(s, timeout=10):
+    s.settimeout(timeout)
+    s.sendall(b"AMQP\x00\x00\x09\x01")
+    data = b""
+    while len(data) < 11:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data[:1] == b"\x01" and data[7:11] == b"\x00\x0a\x00\x0a"
+
+
+@pytest.mark.test_timeout(60)
+def test_broker_adopts_the_proxys_listening_sockets(tmp_path):
+    """The follower phase's hand-over: the proxy serves on sockets it does not own, stops
+    (they stay listening), and sluiced starts on the same sockets. A client that connects
+    in between waits in the backlog and is served by the broker: the port never closed."""
+    amqp_l, http_l = _listener(), _listener()
+    aport, hport = amqp_l.getsockname()[1], http_l.getsockname()[1]
+    binary = harness_binary()
+    errf = open(tmp_path / "h2.stderr", "wb")
+    hp = subprocess.Popen([str(binary), "--amqp-fd", str(amqp_l.fileno()), "--http-fd",
+                           str(http_l.fileno())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=errf, pass_fds=[amqp_l.fileno(), http_l.fileno()])
+    assert hp.stdout.readline().strip() == b"ready"
+    # no leader: the proxy answers on the port
+    code = None
+    try:
+        urllib.request.urlopen("http://127.0.0.1:%d/api/overview" % hport, timeout=5)
+    except urllib.error.HTTPError as e:
+        code = e.code
+    assert code == 503
+    hp.stdin.write(b"stop\n")
+    hp.stdin.flush()
+    assert hp.stdout.readline().strip() == b"stopped listening=2"
+    hp.wait(timeout=10)
+    errf.close()
+    # between the two: a client connects (the backlog holds it)
+    early = socket.create_connection(("127.0.0.1", aport), timeout=5)
+    p, log = _start_adopting(tmp_path, {"amqp": amqp_l, "http": http_l})
+    try:
+        assert _amqp_start_received(early), log.read_text()
+        wait_for(lambda: b"listening amqp=127.0.0.1:%d" % aport in log.read_bytes(), 10,
+                 message="sluiced did not log the adopted AMQP port")
+        assert b"listening http=127.0.0.1:%d" % hport in log.read_bytes()
+        c = pika.BlockingConnection(pika.ConnectionParameters(
+            host="127.0.0.1", port=aport, connection_attempts=1, socket_timeout=10))
+        c.channel().queue_declare("adopted")
+        c.close()
+        req = urllib.request.Request("http://127.0.0.1:%d/api/overview" % hport)
+        req.add_header("Authorization", AUTH)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert json.loads(r.read())["product_name"] == "Sluice"
+    finally:
+        early.close()
+        p.terminate()
+        assert p.wait(timeout=20) == 0, log.read_text()
+        amqp_l.close()
+        http_l.close()
+
+
+def test_broker_refuses_a_descriptor_that_is_not_listening(tmp_path):
+    s = socket.socket()
+    p, log = _start_adopting(tmp_path, {"amqp": s})
+    try:
+        assert p.wait(timeout=20) != 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        s.close()
+    assert b"is not a listening TCP socket" in log.read_bytes()
