@@ -44,6 +44,8 @@
 #include "../net/listen.h"
 #include "../access/verifier.h"
 #include "../net/tls.h"
+#include "../cluster/member.h"
+#include "../cluster/proxy.h"
 #include "../persist/persist.h"
 
 #define TICK_MS 100
@@ -535,6 +537,25 @@ static void tick(sl_loop *loop, sl_timer *t)
  * Listener and signals
  */
 
+int broker_peer_is_loopback(broker *b, const struct sockaddr *sa)
+{
+    int lo = 0;
+    if (sa->sa_family == AF_INET) {
+        lo = (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        lo = IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    if (!lo || !b->cluster)
+        return lo;
+    /* In a cluster, another member's address may carry any client's connection through its
+     * proxy (src/cluster/proxy.c binds to the member's advertised address): never loopback,
+     * so loopback_users (guest) hold for clients of the whole cluster. */
+    cl_status st;
+    cl_member_status(b->cluster, &st);
+    return !cl_proxy_from_member(&st, b->cfg->node_name, sa);
+}
+
 /* A connection accepted by the AMQP acceptor (net/accept.c keeps the descriptor reserve),
  * or by the AMQPS one (tls set: the connection starts with a TLS handshake). */
 static void accept_conn(broker *b, int fd, const struct sockaddr_storage *ss, int tls)
@@ -561,6 +582,8 @@ static void accept_conn(broker *b, int fd, const struct sockaddr_storage *ss, in
             IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
             (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
     }
+    if (c->loopback)
+        c->loopback = broker_peer_is_loopback(b, (const struct sockaddr *)ss);
     snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
     snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer,
              tls ? b->tls_bound_addr : b->bound_addr, tls ? b->tls_bound_port : b->bound_port);

@@ -316,6 +316,10 @@ void broker_cluster_stop(broker *b);
 /* 0 when this node may serve clients (no cluster, or the leader); else -1 and why in err,
  * naming the leader to go to. */
 int broker_cluster_refuses(broker *b, char *err, size_t errlen);
+/* (loop) 1 when a client at sa counts as local for loopback_users: a loopback address that
+ * is not another cluster member's (a proxied connection's; docs/security.md). */
+struct sockaddr;
+int broker_peer_is_loopback(broker *b, const struct sockaddr *sa);
 /* TIDY (MSMQ "clean up empty message files"): give back the disk of store segments nothing
  * needs, compacting those with little live data (persist.h). Never touches a live message.
  * It runs a slice per loop turn; fn(ctx, result) is called once it is done (fn may be NULL:

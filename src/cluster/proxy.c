@@ -195,6 +195,58 @@ static int parse_hostport(const char *s, struct sockaddr_storage *sa, socklen_t 
     return 0;
 }
 
+/* The address of "HOST:PORT" / "[V6]:PORT" when HOST is numeric, as IPv6 (IPv4 mapped).
+ * 0, or -1 (a name, or not an address: never resolved here, this runs on the event loop). */
+static int numeric_host(const char *hp, struct in6_addr *out)
+{
+    char host[INET6_ADDRSTRLEN + 2];
+    const char *end;
+    if (hp[0] == '[') {
+        hp++;
+        end = strchr(hp, ']');
+    } else {
+        end = strrchr(hp, ':');
+    }
+    if (!end || (size_t)(end - hp) >= sizeof host)
+        return -1;
+    memcpy(host, hp, (size_t)(end - hp));
+    host[end - hp] = 0;
+    struct in_addr v4;
+    if (inet_pton(AF_INET, host, &v4) == 1) {
+        memset(out, 0, sizeof *out);
+        out->s6_addr[10] = out->s6_addr[11] = 0xff;
+        memcpy(&out->s6_addr[12], &v4, 4);
+        return 0;
+    }
+    return inet_pton(AF_INET6, host, out) == 1 ? 0 : -1;
+}
+
+int cl_proxy_from_member(const cl_status *st, const char *self, const struct sockaddr *sa)
+{
+    struct in6_addr peer;
+    if (sa->sa_family == AF_INET) {
+        memset(&peer, 0, sizeof peer);
+        peer.s6_addr[10] = peer.s6_addr[11] = 0xff;
+        memcpy(&peer.s6_addr[12], &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        peer = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+    } else {
+        return 0;
+    }
+    for (size_t i = 0; i < st->n_nodes && i < CL_MAX_MEMBERS; i++) {
+        const cl_node_info *n = &st->nodes[i];
+        if (self && !strcmp(n->name, self))
+            continue;
+        const char *addrs[] = {n->amqp, n->http, n->replication};
+        for (size_t k = 0; k < 3; k++) {
+            struct in6_addr a;
+            if (addrs[k][0] && numeric_host(addrs[k], &a) == 0 && !memcmp(&a, &peer, sizeof a))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Buffers and descriptors
  */

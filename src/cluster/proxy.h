@@ -39,6 +39,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+
+#include "cluster/member.h"
 
 enum { CL_PROXY_AMQP, CL_PROXY_AMQPS, CL_PROXY_HTTP, CL_PROXY_DOORS };
 
@@ -91,5 +94,11 @@ enum { CL_HTTP_MORE = 0, CL_HTTP_CLUSTER = 1, CL_HTTP_OTHER = 2, CL_HTTP_BAD = -
  * string allowed), CL_HTTP_OTHER for any other request line, CL_HTTP_MORE when the request
  * line is not complete yet, CL_HTTP_BAD when it cannot be an HTTP request line. */
 int cl_proxy_http_route(const char *buf, size_t len);
+
+/* 1 when sa is the address of a cluster member other than self (by name) in st: the host of
+ * its amqp, http or replication address, when that is numeric. The leader treats such a
+ * connection as not loopback whatever its address (loopback_users: guest), because it may be
+ * a proxied one from anywhere (docs/security.md). */
+int cl_proxy_from_member(const cl_status *st, const char *self, const struct sockaddr *sa);
 
 #endif

@@ -150,20 +150,13 @@ static void on_rundown(sl_loop *loop, sl_timer *t)
  * Auth
  */
 
-static int is_loopback(struct MHD_Connection *c)
+static int is_loopback(mgmt *m, struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (!ci || !ci->client_addr)
         return 0;
-    const struct sockaddr *sa = ci->client_addr;
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-    }
-    return 0;
+    return broker_peer_is_loopback(m->b, ci->client_addr);
 }
 
 /* HTTPS with management.ssl.verify = verify_peer: the client's certificate must verify
@@ -248,7 +241,7 @@ static void authenticate(req *r)
                 r->auth_hash = sl_xmalloc(slow->hash_len ? slow->hash_len : 1);
                 memcpy(r->auth_hash, slow->hash, slow->hash_len);
                 r->auth_hash_len = slow->hash_len;
-                r->auth_loopback = (uint8_t)is_loopback(r->conn);
+                r->auth_loopback = (uint8_t)is_loopback(r->m, r->conn);
                 r->auth_next = r->m->authing;
                 r->m->authing = r;
             } else {
@@ -257,7 +250,7 @@ static void authenticate(req *r)
                         user, acc_verifier_pending(r->m->b->verifier));
             }
         } else if (acc_login_password(a, user, strlen(user), (const uint8_t *)pass, strlen(pass),
-                                      is_loopback(r->conn), &u, why, sizeof why) == SL_OK) {
+                                      is_loopback(r->m, r->conn), &u, why, sizeof why) == SL_OK) {
             authed_as(r, u);
         } else {
             sl_info("http: login refused: %s", why);
@@ -268,7 +261,7 @@ static void authenticate(req *r)
             MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, MGMT_SESSION_COOKIE);
         const acc_user *u = tok ? session_user(r->m, tok) : NULL;
         /* a loopback user's cookie is worth nothing from elsewhere, as its password is */
-        if (u && acc_is_loopback_user(r->m->b->acc, u->name) && !is_loopback(r->conn))
+        if (u && acc_is_loopback_user(r->m->b->acc, u->name) && !is_loopback(r->m, r->conn))
             u = NULL;
         if (u) {
             authed_as(r, u);

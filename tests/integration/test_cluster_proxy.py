@@ -569,3 +569,74 @@ def test_broker_refuses_a_descriptor_that_is_not_listening(tmp_path):
             p.wait()
         s.close()
     assert b"is not a listening TCP socket" in log.read_bytes()
+
+
+# ---------------------------------------------------------------------------
+# loopback_users through a proxy: a one-node cluster on etcd as the leader
+# ---------------------------------------------------------------------------
+@pytest.mark.test_timeout(90)
+def test_guest_stays_loopback_only_through_a_followers_proxy(broker_factory, proxy, tmp_path):
+    """A client of a follower reaches the leader from the follower's address. On one host the
+    nodes' addresses are loopback ones (127.0.0.2-4), so without a rule a remote client of a
+    follower would pass guest's loopback-only check. The proxy binds its connections to its
+    node's advertised address and the leader counts any cluster member's address as not
+    loopback: guest is refused through the proxy (AMQP 403, HTTP 401), still served directly
+    from loopback, and a real user is served through the proxy."""
+    from etcd import Etcd
+
+    e = Etcd(str(tmp_path / "etcd")).start()
+    try:
+        conf = {
+            "cluster_formation.peer_discovery_backend": "etcd",
+            "cluster_formation.etcd.endpoints.1": e.endpoint,
+            "cluster_formation.etcd.cluster_name": "px",
+            "cluster.replication_port": "0",
+            "cluster.lease_ttl": "3",
+            "cluster.min_insync_replicas": "1",
+            "user.alice": "secret",
+            "user.alice.tags": "administrator",
+        }
+        b = broker_factory(args=("--node-name", "lead"), config=conf)
+
+        def leading():
+            try:
+                c = b.pika()
+                c.close()
+                return True
+            except pika.exceptions.AMQPError:
+                return False
+        wait_for(leading, 30, interval=0.2, message="the single node did not become leader")
+        # a follower registered at 127.0.0.3 (the key a member's thread keeps under its lease)
+        e.call("/v3/kv/put", {"key": e.b64("/sluice/px/nodes/follower"), "value": e.b64(
+            json.dumps({"name": "follower", "amqp": "127.0.0.3:5672",
+                        "http": "127.0.0.3:15672", "replication": "127.0.0.3:5679",
+                        "last_epoch": 0, "last_idx": 0}))})
+        req = urllib.request.Request("http://127.0.0.1:%d/api/cluster" % b.mgmt_port)
+        req.add_header("Authorization", AUTH)
+
+        def listed():
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return any(n["name"] == "follower" for n in json.loads(r.read())["nodes"])
+        wait_for(listed, 20, interval=0.2, message="the leader did not list the follower")
+
+        h = proxy(extra=("--source", "127.0.0.3"))
+        h.leader(b, name="lead")
+        with pytest.raises(pika.exceptions.AMQPConnectionError) as ei:
+            pika_via(h)
+        assert "403" in str(ei.value) or "ACCESS_REFUSED" in str(ei.value), ei.value
+        assert "guest" in b.log_tail(200) and "via localhost" in b.log_tail(200)
+        code, _ = http_via(h, "/api/overview")
+        assert code == 401
+        # directly from loopback, guest is fine; through the proxy, a real user is
+        b.pika().close()
+        c = pika_via(h, user="alice", password="secret")
+        c.channel().queue_declare("through")
+        c.close()
+        code, _ = http_via(h, "/api/overview", auth="Basic YWxpY2U6c2VjcmV0")  # alice:secret
+        assert code == 200
+        direct = urllib.request.Request("http://127.0.0.1:%d/api/overview" % b.mgmt_port)
+        direct.add_header("Authorization", AUTH)
+        with urllib.request.urlopen(direct, timeout=5) as r:
+            assert r.status == 200
+    finally:
+        e.stop()
