@@ -780,7 +780,8 @@ void sl_config_usage(void)
            "cluster_formation.etcd.endpoints.N,\n"
            "cluster_formation.etcd.key_prefix, cluster_formation.etcd.cluster_name,\n"
            "cluster.replication_port, cluster.advertise_address, cluster.lease_ttl (s),\n"
-           "cluster.min_insync_replicas (a cluster on etcd; see README).\n");
+           "cluster.min_insync_replicas, cluster.proxy_max_connections (a cluster on etcd;\n"
+           "see README).\n");
 }
 
 /* --listen-fd DOOR=FD: start that listener on an inherited socket that is already bound and

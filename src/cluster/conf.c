@@ -15,6 +15,7 @@ void cl_conf_defaults(cl_conf *c)
     c->replication_port = CL_DEFAULT_REPLICATION_PORT;
     c->lease_ttl_s = 2; /* failover within 3 s at the defaults (issue 31) */
     c->min_insync_replicas = 2;
+    c->proxy_max_connections = CL_DEFAULT_PROXY_MAX_CONNECTIONS;
 }
 
 void cl_conf_free(cl_conf *c)
@@ -140,6 +141,11 @@ int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **e
             *err = "cluster.min_insync_replicas must be 1..16 (the leader counts)";
         else
             c->min_insync_replicas = (uint32_t)n;
+    } else if (!strcmp(key, "cluster.proxy_max_connections")) {
+        if (parse_uint(value, 1000000, &n) || n == 0)
+            *err = "cluster.proxy_max_connections must be 1..1000000";
+        else
+            c->proxy_max_connections = (uint32_t)n;
     } else if (!strncmp(key, "cluster_formation.", 18) || !strncmp(key, "cluster.", 8)) {
         *err = "unknown cluster setting";
     } else {

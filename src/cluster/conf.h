@@ -9,6 +9,8 @@
  *   cluster.advertise_address = ADDR                    (what peers dial; default: bind)
  *   cluster.lease_ttl = 2                               (seconds, 1..60)
  *   cluster.min_insync_replicas = 2                     (copies, the leader counts; 1..16)
+ *   cluster.proxy_max_connections = 4096                (a follower's proxied connections;
+ *                                                        proxy.h)
  *
  * Invariant: without peer_discovery_backend = etcd, `enabled` is 0 and nothing of the cluster
  * starts: the node is a single node exactly as before the cluster existed.
@@ -20,6 +22,7 @@
 
 #define CL_MAX_ENDPOINTS 16
 #define CL_DEFAULT_REPLICATION_PORT 5679
+#define CL_DEFAULT_PROXY_MAX_CONNECTIONS 4096
 
 typedef struct cl_conf {
     int enabled; /* peer_discovery_backend = etcd */
@@ -33,6 +36,7 @@ typedef struct cl_conf {
     char *advertise_address; /* NULL: the AMQP bind address */
     uint32_t lease_ttl_s;
     uint32_t min_insync_replicas;
+    uint32_t proxy_max_connections; /* the follower's front door (proxy.h) */
 } cl_conf;
 
 void cl_conf_defaults(cl_conf *c);

@@ -459,16 +459,12 @@ static int conn_update(cl_proxy *p, pconn *c)
 static const char no_leader_text[] =
     "CONNECTION_FORCED - no cluster leader is elected yet, try again";
 
-static void amqp_send(pconn *c, const amqp_method *m)
+static void amqp_send(sl_buf *out, const amqp_method *m)
 {
-    sl_buf out;
-    sl_buf_init(&out);
-    amqp_method_write(&out, 0, m);
-    pb_append(&c->l2c, out.data + out.off, out.len - out.off);
-    sl_buf_free(&out);
+    amqp_method_write(out, 0, m);
 }
 
-static void amqp_send_start(pconn *c)
+static void amqp_send_start(sl_buf *out)
 {
     amqp_method m = {.id = AMQP_CONNECTION_START};
     amqp_connection_start *s = &m.u.connection_start;
@@ -485,43 +481,41 @@ static void amqp_send_start(pconn *c)
     s->server_properties = (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
     s->mechanisms = AMQP_BYTES("PLAIN AMQPLAIN");
     s->locales = AMQP_BYTES("en_US");
-    amqp_send(c, &m);
+    amqp_send(out, &m);
     sl_buf_free(&props);
 }
 
-/* Walk the client's frames: header -> start, start-ok -> close 320, close-ok/close -> done.
- * Returns 1 when the connection is to end now (after the answer is written), 0 to go on. */
-static int refuse_amqp_input(pconn *c)
+int cl_proxy_amqp_refusal(int *step, const uint8_t *in, size_t n, size_t *used, sl_buf *out)
 {
-    for (int guard = 0; guard < 64; guard++) {
-        const uint8_t *in = c->c2l.data + c->c2l.off;
-        size_t n = pb_used(&c->c2l);
-        if (c->amqp_step == 0) {
-            int h = amqp_protocol_header_check(in, n);
+    size_t off = 0;
+    *used = 0;
+    for (;;) {
+        if (*step == 0) {
+            int h = amqp_protocol_header_check(in + off, n - off);
             if (h == 0)
-                return 0;
+                break;
             if (h < 0) {
                 /* not AMQP 0-9-1: the spec's answer is our header, then close */
-                pb_append(&c->l2c, amqp_protocol_header, 8);
+                sl_buf_append(out, amqp_protocol_header, 8);
                 return 1;
             }
-            c->c2l.off += 8;
-            amqp_send_start(c);
-            c->amqp_step = 1;
+            off += 8;
+            amqp_send_start(out);
+            *step = 1;
             continue;
         }
         amqp_frame f;
-        int r = amqp_frame_parse(in, n, REFUSE_FRAME_MAX, &f);
+        int r = amqp_frame_parse(in + off, n - off, REFUSE_FRAME_MAX, &f);
         if (r == 0)
-            return 0;
+            break;
         if (r < 0)
             return 1;
-        c->c2l.off += (size_t)r;
+        off += (size_t)r;
         if (f.type != AMQP_FRAME_METHOD || f.size < 4)
             continue; /* heartbeats and anything else: ignore */
         uint32_t id = ((uint32_t)f.payload[0] << 24) | ((uint32_t)f.payload[1] << 16) |
                       ((uint32_t)f.payload[2] << 8) | f.payload[3];
-        if (id == AMQP_CONNECTION_START_OK && c->amqp_step == 1) {
+        if (id == AMQP_CONNECTION_START_OK && *step == 1) {
             /* refused in reply to start-ok, as a failed login is: the one place where
              * amqplib reports the server's code and text ("Handshake terminated by server:
              * 320 (CONNECTION-FORCED) with message ..."); pika's error carries them too */
@@ -530,19 +524,33 @@ static int refuse_amqp_input(pconn *c)
             m.u.connection_close.reply_text = amqp_cstr(no_leader_text);
             m.u.connection_close.class_id = AMQP_ID_CLASS(AMQP_CONNECTION_START_OK);
             m.u.connection_close.method_id = AMQP_ID_METHOD(AMQP_CONNECTION_START_OK);
-            amqp_send(c, &m);
-            c->amqp_step = 2;
+            amqp_send(out, &m);
+            *step = 2;
         } else if (id == AMQP_CONNECTION_CLOSE_OK || id == AMQP_CONNECTION_CLOSE) {
             if (id == AMQP_CONNECTION_CLOSE) {
                 amqp_method m = {.id = AMQP_CONNECTION_CLOSE_OK};
-                amqp_send(c, &m);
+                amqp_send(out, &m);
             }
             return 1;
         } else {
             return 1; /* out of order: just close */
         }
     }
+    *used = off;
     return 0;
+}
+
+static int refuse_amqp_input(pconn *c)
+{
+    sl_buf out;
+    sl_buf_init(&out);
+    size_t used = 0;
+    int done = cl_proxy_amqp_refusal(&c->amqp_step, c->c2l.data + c->c2l.off, pb_used(&c->c2l),
+                                     &used, &out);
+    c->c2l.off += used;
+    pb_append(&c->l2c, out.data + out.off, out.len - out.off);
+    sl_buf_free(&out);
+    return done;
 }
 
 static void http_answer(cl_proxy *p, pconn *c, int route)

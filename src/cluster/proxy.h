@@ -42,11 +42,15 @@
 #include <sys/socket.h>
 
 #include "cluster/member.h"
+#include "core/buf.h"
 
 enum { CL_PROXY_AMQP, CL_PROXY_AMQPS, CL_PROXY_HTTP, CL_PROXY_DOORS };
 
-#define CL_PROXY_DEFAULT_MAX_CONNECTIONS 4096
-#define CL_PROXY_DEFAULT_BUF_BYTES (256 * 1024)
+/* Memory: at most 2 * buf_bytes per connection (128 KiB at the defaults), so at most
+ * max_connections * 128 KiB = 512 MiB with the default cluster.proxy_max_connections (pages
+ * are touched only as far as a connection's traffic fills them). */
+#define CL_PROXY_DEFAULT_MAX_CONNECTIONS CL_DEFAULT_PROXY_MAX_CONNECTIONS
+#define CL_PROXY_DEFAULT_BUF_BYTES (64 * 1024)
 #define CL_PROXY_DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define CL_PROXY_DEFAULT_REFUSE_TIMEOUT_MS 10000
 
@@ -58,7 +62,7 @@ typedef size_t (*cl_proxy_status_fn)(void *data, char *buf, size_t cap);
 typedef struct cl_proxy_opts {
     int listen_fd[CL_PROXY_DOORS]; /* listening (made non-blocking here); -1: no such door */
     const char *source_addr;       /* bind outgoing connections here; NULL: the kernel's pick */
-    unsigned max_connections;      /* 0: CL_PROXY_DEFAULT_MAX_CONNECTIONS */
+    unsigned max_connections;      /* cluster.proxy_max_connections; 0: the default */
     size_t buf_bytes;              /* per direction; 0: CL_PROXY_DEFAULT_BUF_BYTES */
     uint32_t connect_timeout_ms;   /* 0: CL_PROXY_DEFAULT_CONNECT_TIMEOUT_MS */
     uint32_t refuse_timeout_ms;    /* no-leader exchanges; 0: ..._REFUSE_TIMEOUT_MS */
@@ -94,6 +98,11 @@ enum { CL_HTTP_MORE = 0, CL_HTTP_CLUSTER = 1, CL_HTTP_OTHER = 2, CL_HTTP_BAD = -
  * string allowed), CL_HTTP_OTHER for any other request line, CL_HTTP_MORE when the request
  * line is not complete yet, CL_HTTP_BAD when it cannot be an HTTP request line. */
 int cl_proxy_http_route(const char *buf, size_t len);
+/* The no-leader AMQP exchange over the client's bytes in[0..n), *step starting at 0: the
+ * protocol header -> connection.start; start-ok -> connection.close 320; close-ok (or close,
+ * answered close-ok) -> done. Appends what to send to out, sets *used to the bytes consumed.
+ * 1 when the connection is to close once out is written, 0 for more input. */
+int cl_proxy_amqp_refusal(int *step, const uint8_t *in, size_t n, size_t *used, sl_buf *out);
 
 /* 1 when sa is the address of a cluster member other than self (by name) in st: the host of
  * its amqp, http or replication address, when that is numeric. The leader treats such a
