@@ -419,6 +419,9 @@ static int conn_update(cl_proxy *p, pconn *c)
         if (c->l_eof && !c->c_shut && !pb_used(&c->l2c)) {
             shutdown(c->cfd, SHUT_WR);
             c->c_shut = 1;
+            /* the leader is done with this client: one that never closes its side (gone,
+             * or half-open on purpose) must not hold a connection slot for ever */
+            c->deadline_ms = sl_now_ms() + p->o.refuse_timeout_ms;
         }
         if (c->c_shut && c->l_shut) {
             conn_close(p, c);
@@ -644,7 +647,7 @@ static void on_client(cl_proxy *p, pconn *c, uint32_t ev)
         } else {
             /* a refusal reads a bounded amount: a client that sends more is cut off */
             size_t lim = c->st == P_REFUSE_HTTP ? REFUSE_READ_MAX : REFUSE_FRAME_MAX + 16;
-            if (pb_used(&c->c2l) >= lim) {
+            if (pb_used(&c->c2l) >= lim || !pb_room(&c->c2l)) {
                 conn_close(p, c);
                 return;
             }

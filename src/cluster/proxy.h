@@ -14,7 +14,8 @@
  *    connections is capped (cluster.proxy_max_connections); above it the listeners are not
  *    accepted from (the kernel's backlog holds them) until one closes.
  *  - Half-close passes through: EOF from one side becomes shutdown(SHUT_WR) on the other
- *    once its buffer is drained; the connection closes when both directions are done.
+ *    once its buffer is drained; the connection closes when both directions are done, or
+ *    refuse_timeout_ms after the leader's side ended (a client that never closes its own).
  *  - A connection to the leader that does not complete within the connect timeout is closed.
  *  - With no leader: an AMQP client gets connection.start, and after its start-ok a
  *    connection.close 320 CONNECTION_FORCED "... no cluster leader is elected yet, try again"

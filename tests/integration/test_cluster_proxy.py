@@ -640,3 +640,35 @@ def test_guest_stays_loopback_only_through_a_followers_proxy(broker_factory, pro
             assert r.status == 200
     finally:
         e.stop()
+
+
+def test_silent_client_is_released_after_the_leader_gives_up(broker_factory, proxy):
+    """Half-open with a leader: a client that connects and says nothing is closed by the
+    leader's handshake timeout; the proxy passes the EOF on and, as the client never closes
+    its side, releases the connection after the refusal timeout instead of holding it."""
+    b = broker_factory(config={"handshake_timeout": "1000"})
+    h = proxy(extra=("--refuse-timeout", "1000"))
+    h.leader(b)
+    silent = [socket.create_connection((h.host, h.ports["amqp"]), timeout=5) for _ in range(5)]
+    wait_for(lambda: h.stats()["open"] == 5, 10, message="5 open")
+    wait_for(lambda: h.stats()["open"] == 0, 15, message="silent half-open clients still held")
+    for s in silent:
+        assert closed_by_peer(s, 5)
+        s.close()
+
+
+def test_no_leader_refusal_larger_than_the_buffer_is_cut_at_once(proxy):
+    """A start-ok bigger than the connection's buffer: closed as soon as the buffer is full
+    (not read-spun until the refusal timeout)."""
+    h = proxy(extra=("--buf", "4096", "--refuse-timeout", "20000"))
+    s = socket.create_connection((h.host, h.ports["amqp"]), timeout=5)
+    s.sendall(b"AMQP\x00\x00\x09\x01")
+    s.settimeout(5)
+    assert s.recv(1)  # connection.start begins
+    t0 = time.monotonic()
+    try:
+        s.sendall(b"\x01\x00\x00\x00\x00\x27\x10" + b"x" * 6000)  # a 10000-byte frame, cut
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    assert closed_by_peer(s, 15)
+    assert time.monotonic() - t0 < 5
