@@ -110,6 +110,7 @@ struct cl_proxy {
     /* the thread's own copy */
     leader_addrs cur;
     uint64_t cur_gen;
+    int warned_conceal;   /* logged once per leader */
     cl_proxy_stats stats; /* under mu */
 };
 
@@ -221,30 +222,66 @@ static int numeric_host(const char *hp, struct in6_addr *out)
     return inet_pton(AF_INET6, host, out) == 1 ? 0 : -1;
 }
 
+/* sa as IPv6 (IPv4 mapped); -1 for another family. */
+static int sa_v6(const struct sockaddr *sa, struct in6_addr *out)
+{
+    if (sa->sa_family == AF_INET) {
+        memset(out, 0, sizeof *out);
+        out->s6_addr[10] = out->s6_addr[11] = 0xff;
+        memcpy(&out->s6_addr[12], &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return 0;
+    }
+    if (sa->sa_family == AF_INET6) {
+        *out = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return 0;
+    }
+    return -1;
+}
+
+static int node_has(const cl_node_info *n, const struct in6_addr *a)
+{
+    const char *addrs[] = {n->amqp, n->http, n->replication};
+    for (size_t k = 0; k < 3; k++) {
+        struct in6_addr h;
+        if (addrs[k][0] && numeric_host(addrs[k], &h) == 0 && !memcmp(&h, a, sizeof h))
+            return 1;
+    }
+    return 0;
+}
+
 int cl_proxy_from_member(const cl_status *st, const char *self, const struct sockaddr *sa)
 {
     struct in6_addr peer;
-    if (sa->sa_family == AF_INET) {
-        memset(&peer, 0, sizeof peer);
-        peer.s6_addr[10] = peer.s6_addr[11] = 0xff;
-        memcpy(&peer.s6_addr[12], &((const struct sockaddr_in *)sa)->sin_addr, 4);
-    } else if (sa->sa_family == AF_INET6) {
-        peer = ((const struct sockaddr_in6 *)sa)->sin6_addr;
-    } else {
+    if (sa_v6(sa, &peer) < 0)
         return 0;
-    }
-    for (size_t i = 0; i < st->n_nodes && i < CL_MAX_MEMBERS; i++) {
-        const cl_node_info *n = &st->nodes[i];
-        if (self && !strcmp(n->name, self))
-            continue;
-        const char *addrs[] = {n->amqp, n->http, n->replication};
-        for (size_t k = 0; k < 3; k++) {
-            struct in6_addr a;
-            if (addrs[k][0] && numeric_host(addrs[k], &a) == 0 && !memcmp(&a, &peer, sizeof a))
-                return 1;
-        }
-    }
+    size_t n = st->n_nodes < CL_MAX_MEMBERS ? st->n_nodes : CL_MAX_MEMBERS;
+    /* an address this node has too cannot tell a member's connection from a local client's
+     * (nodes sharing one IP): such a member's proxy refuses remote clients itself */
+    for (size_t i = 0; i < n; i++)
+        if (self && !strcmp(st->nodes[i].name, self) && node_has(&st->nodes[i], &peer))
+            return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(self && !strcmp(st->nodes[i].name, self)) && node_has(&st->nodes[i], &peer))
+            return 1;
     return 0;
+}
+
+static int v6_loopback(const struct in6_addr *a)
+{
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
+int cl_proxy_conceals_remote(const struct sockaddr *client, const struct sockaddr *leader,
+                             const struct sockaddr *source)
+{
+    struct in6_addr c, l, s;
+    if (sa_v6(client, &c) < 0 || v6_loopback(&c))
+        return 0; /* a local client is local at the leader too: nothing to hide */
+    if (sa_v6(leader, &l) < 0 || !v6_loopback(&l))
+        return 0; /* the leader sees this node's own, non-loopback address */
+    if (!source || sa_v6(source, &s) < 0)
+        return 1; /* the kernel picks a loopback source: indistinguishable from a local one */
+    return !memcmp(&s, &l, sizeof s); /* the leader's own address: skipped by its rule */
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -263,6 +300,8 @@ static size_t pb_used(const pbuf *b)
 
 static void pb_append(pbuf *b, const void *p, size_t n)
 {
+    if (!n)
+        return; /* an empty sl_buf's data is NULL: memcpy must not see it */
     if (n > b->cap - b->len && b->off) {
         memmove(b->data, b->data + b->off, b->len - b->off);
         b->len -= b->off;
@@ -754,7 +793,10 @@ fail:
 static void on_accept(cl_proxy *p, int door)
 {
     for (int i = 0; i < ACCEPT_BURST && p->n_conns < p->o.max_connections; i++) {
-        int fd = accept4(p->o.listen_fd[door], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof peer;
+        int fd = accept4(p->o.listen_fd[door], (struct sockaddr *)&peer, &plen,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* out of descriptors: let the backlog hold them for a tick */
@@ -783,7 +825,21 @@ static void on_accept(cl_proxy *p, int door)
         p->stats.accepted++;
         p->stats.open = p->n_conns;
         pthread_mutex_unlock(&p->mu);
-        if (p->cur.salen[door]) {
+        if (p->cur.salen[door] &&
+            cl_proxy_conceals_remote((struct sockaddr *)&peer,
+                                     (const struct sockaddr *)&p->cur.sa[door],
+                                     p->srclen ? (const struct sockaddr *)&p->src : NULL)) {
+            /* the leader would take this remote client for a local one (loopback_users) */
+            if (!p->warned_conceal) {
+                sl_warn("cluster proxy: refusing remote clients: the leader at %s is on a "
+                        "loopback address and this node's connections to it would look local "
+                        "(set cluster.advertise_address to an address of this node's own)",
+                        p->cur.text[door]);
+                p->warned_conceal = 1;
+            }
+            stat_add(p, &p->stats.refused);
+            conn_close(p, c);
+        } else if (p->cur.salen[door]) {
             start_leader_connect(p, c);
         } else if (door == CL_PROXY_AMQPS) {
             /* TLS is the leader's to terminate: with none, all we can do is close */
@@ -822,6 +878,7 @@ static void on_control(cl_proxy *p)
     if (leader_same(&want, &p->cur))
         return;
     p->cur = want;
+    p->warned_conceal = 0;
     /* every connection was made for the old leader (or for none): all go */
     uint64_t n = 0;
     while (p->conns) {

@@ -106,9 +106,15 @@ int cl_proxy_http_route(const char *buf, size_t len);
 int cl_proxy_amqp_refusal(int *step, const uint8_t *in, size_t n, size_t *used, sl_buf *out);
 
 /* 1 when sa is the address of a cluster member other than self (by name) in st: the host of
- * its amqp, http or replication address, when that is numeric. The leader treats such a
- * connection as not loopback whatever its address (loopback_users: guest), because it may be
- * a proxied one from anywhere (docs/security.md). */
+ * its amqp, http or replication address, when that is numeric, and not one of self's own.
+ * The leader treats such a connection as not loopback whatever its address (loopback_users:
+ * guest), because it may be a proxied one from anywhere (docs/security.md). */
 int cl_proxy_from_member(const cl_status *st, const char *self, const struct sockaddr *sa);
+/* 1 when forwarding a client at `client` to the leader at `leader` from `source` (NULL: the
+ * kernel's choice) would make a remote client look local to the leader: a non-loopback client,
+ * a loopback leader, and a source the leader cannot tell from its own local clients (none, or
+ * the leader's own address). The proxy closes such clients instead (and logs why, once). */
+int cl_proxy_conceals_remote(const struct sockaddr *client, const struct sockaddr *leader,
+                             const struct sockaddr *source);
 
 #endif

@@ -146,6 +146,30 @@ START_TEST(member_addresses)
     ck_assert_int_eq(cl_proxy_from_member(&st, "a", (struct sockaddr *)&s6), 1);
     inet_pton(AF_INET6, "::ffff:127.0.0.3", &s6.sin6_addr); /* v4-mapped is the same */
     ck_assert_int_eq(cl_proxy_from_member(&st, "a", (struct sockaddr *)&s6), 1);
+    /* nodes sharing one address: the leader cannot tell, and does not make every local client
+     * remote (that member's proxy refuses remote clients instead) */
+    snprintf(st.nodes[1].amqp, sizeof st.nodes[1].amqp, "127.0.0.1:5673");
+    snprintf(st.nodes[0].amqp, sizeof st.nodes[0].amqp, "127.0.0.1:5672");
+    s = v4("127.0.0.1");
+    ck_assert_int_eq(cl_proxy_from_member(&st, "a", (struct sockaddr *)&s), 0);
+}
+END_TEST
+
+START_TEST(conceals_remote)
+{
+    struct sockaddr_in local = v4("127.0.0.1"), remote = v4("192.0.2.7"), lead = v4("127.0.0.2"),
+                       far = v4("198.51.100.2"), src = v4("127.0.0.3");
+    struct sockaddr *L = (struct sockaddr *)&local, *R = (struct sockaddr *)&remote;
+    /* a local client is never concealed */
+    ck_assert_int_eq(cl_proxy_conceals_remote(L, (struct sockaddr *)&lead, NULL), 0);
+    /* a remote client to a non-loopback leader: the leader sees this node's address */
+    ck_assert_int_eq(cl_proxy_conceals_remote(R, (struct sockaddr *)&far, NULL), 0);
+    /* a remote client to a loopback leader: only a source of our own tells it */
+    ck_assert_int_eq(cl_proxy_conceals_remote(R, (struct sockaddr *)&lead, NULL), 1);
+    ck_assert_int_eq(cl_proxy_conceals_remote(R, (struct sockaddr *)&lead, (struct sockaddr *)&src),
+                     0);
+    ck_assert_int_eq(
+        cl_proxy_conceals_remote(R, (struct sockaddr *)&lead, (struct sockaddr *)&lead), 1);
 }
 END_TEST
 
@@ -174,6 +198,7 @@ static Suite *proxy_suite(void)
     tcase_add_test(tc, http_route);
     tcase_add_test(tc, amqp_refusal_exchange);
     tcase_add_test(tc, member_addresses);
+    tcase_add_test(tc, conceals_remote);
     tcase_add_test(tc, proxy_max_connections_key);
     suite_add_tcase(s, tc);
     return s;
