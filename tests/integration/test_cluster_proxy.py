@@ -44,14 +44,15 @@ def harness_binary():
 class Harness:
     """build/test-proxy-harness: a cl_proxy on free ports, commanded over stdin."""
 
-    def __init__(self, tmp_path, doors=("amqp", "http"), host="127.0.0.1", extra=()):
+    def __init__(self, tmp_path, doors=("amqp", "http"), host="127.0.0.1", extra=(), prefix=()):
         binary = harness_binary()
         if not binary.exists():
             pytest.fail("%s not built (make all)" % binary, pytrace=False)
-        cmd = [str(binary)]
+        cmd = list(prefix) + [str(binary)]
         for d in doors:
             cmd += ["--" + d, "%s:0" % host]
         cmd += list(extra)
+        tmp_path.mkdir(parents=True, exist_ok=True)
         self.err_path = tmp_path / "harness.stderr"
         self.errf = open(self.err_path, "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -672,3 +673,77 @@ def test_no_leader_refusal_larger_than_the_buffer_is_cut_at_once(proxy):
         pass
     assert closed_by_peer(s, 15)
     assert time.monotonic() - t0 < 5
+
+
+# ---------------------------------------------------------------------------
+# A remote client (another network namespace) and a leader on loopback
+# ---------------------------------------------------------------------------
+@pytest.mark.test_timeout(90)
+def test_remote_client_is_not_forwarded_to_look_local(ns_net, tmp_path):
+    """In node's namespace: sluiced on 127.0.0.1 (the leader, as when nodes share a host) and a
+    proxy on every address. A client in another namespace is remote: forwarded from the
+    kernel's loopback source it would look local to the leader (guest would pass), so the proxy
+    closes it; with a source of the node's own (its veth address) it is forwarded and guest is
+    refused while a real user is served. A local client is forwarded either way."""
+    import re
+    node = ns_net.add_node("node")
+    client = ns_net.add_node("client")
+    ns_net.link("node", "client")
+    node_addr = ns_net.addr("client", "node")
+    binary = Path(os.environ.get("SLUICED", "build/sluiced"))
+    if not binary.is_absolute():
+        binary = REPO / binary
+    (tmp_path / "data").mkdir()
+    conf = tmp_path / "sluice.conf"
+    conf.write_text("user.alice = secret\n")
+    log = tmp_path / "sluiced.stderr"
+    logf = open(log, "wb")
+    p = node.popen([str(binary), "--port", "0", "--mgmt-port", "off", "--bind", "127.0.0.1",
+                    "--data-dir", str(tmp_path / "data"), "--config", str(conf)],
+                   stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, cwd=str(REPO))
+    logf.close()
+    made = []
+    try:
+        m = wait_for(lambda: re.search(rb"listening amqp=127.0.0.1:(\d+)", log.read_bytes()), 20,
+                     message="sluiced in the namespace did not listen")
+        lport = int(m.group(1))
+
+        def via(h, ns, user="guest", password="guest"):
+            with ns.entered():
+                return pika.BlockingConnection(pika.ConnectionParameters(
+                    host=node_addr if ns is client else "127.0.0.1", port=h.ports["amqp"],
+                    connection_attempts=1, socket_timeout=10,
+                    credentials=pika.PlainCredentials(user, password)))
+
+        # 1. no source address: the remote client is closed, the local one forwarded
+        h = Harness(tmp_path / "h1", doors=("amqp",), host="0.0.0.0", prefix=node.exec_prefix())
+        made.append(h)
+        assert h.cmd("leader lead 127.0.0.1:%d - -" % lport) == "ok"
+        with pytest.raises(pika.exceptions.AMQPConnectionError):
+            via(h, client)
+        assert h.stats()["refused"] == 1 and h.stats()["forwarded"] == 0
+        assert "refusing remote clients" in h.log()
+        via(h, node).close()  # local: guest passes, as on the leader itself
+        assert h.stats()["forwarded"] == 1
+        h.stop()
+        # 2. the node's own address as the source: forwarded, and not local at the leader
+        h = Harness(tmp_path / "h2", doors=("amqp",), host="0.0.0.0", prefix=node.exec_prefix(),
+                    extra=("--source", node_addr))
+        made.append(h)
+        assert h.cmd("leader lead 127.0.0.1:%d - -" % lport) == "ok"
+        with pytest.raises(pika.exceptions.AMQPConnectionError) as ei:
+            via(h, client)
+        assert "403" in str(ei.value) or "ACCESS_REFUSED" in str(ei.value), ei.value
+        c = via(h, client, user="alice", password="secret")
+        c.channel().queue_declare("remote")
+        c.close()
+        assert h.stats()["forwarded"] == 2
+    finally:
+        for h in made:
+            h.stop()
+        p.terminate()
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
