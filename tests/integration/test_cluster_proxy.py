@@ -108,11 +108,14 @@ class Harness:
             except (AssertionError, BrokenPipeError):
                 line = ""
             try:
-                self.proc.wait(timeout=10)
+                rc = self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                rc = "hung"
             self.errf.close()
+            # a sanitizer build reports leaks and errors at exit: any of them fails the test
+            assert rc == 0, "harness exit %r:\n%s" % (rc, self.log())
             return line
         self.errf.close()
         return ""
@@ -533,7 +536,7 @@ def test_broker_adopts_the_proxys_listening_sockets(tmp_path):
     hp.stdin.write(b"stop\n")
     hp.stdin.flush()
     assert hp.stdout.readline().strip() == b"stopped listening=2"
-    hp.wait(timeout=10)
+    assert hp.wait(timeout=10) == 0, (tmp_path / "h2.stderr").read_text()
     errf.close()
     # between the two: a client connects (the backlog holds it)
     early = socket.create_connection(("127.0.0.1", aport), timeout=5)
