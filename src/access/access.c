@@ -5,12 +5,14 @@
  * vhost drops them); acc->gen moves at every change, so pointers a caller cached together
  * with the generation it saw are valid while the generation is unchanged.
  */
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../core/buf.h"
 #include "../core/mem.h"
+#include "../rpc/ntlm.h" /* the NT hash (MD4 from OpenSSL's legacy provider) */
 #include "access_internal.h"
 
 static const char *const perm_names[] = {"configure", "write", "read"};
@@ -212,6 +214,7 @@ void acc_user_free(acc_user *u)
     sl_map_free(u->topics);
     sl_free(u->name);
     sl_free(u->tags);
+    OPENSSL_cleanse(u->nt_hash, sizeof u->nt_hash);
     sl_free(u->hash);
     sl_free(u);
 }
@@ -251,6 +254,36 @@ uint64_t acc_generation(const acc_db *a)
 void acc_set_default_hash(acc_db *a, acc_hash algo)
 {
     a->default_hash = algo;
+}
+
+void acc_set_keep_nt_hashes(acc_db *a, int on)
+{
+    a->keep_nt = on != 0;
+}
+
+void acc_drop_nt_hashes(acc_db *a)
+{
+    size_t it = 0;
+    void *v;
+    while (sl_map_next(a->users, &it, NULL, NULL, &v)) {
+        acc_user *u = v;
+        if (!u->has_nt_hash)
+            continue;
+        u->has_nt_hash = 0;
+        OPENSSL_cleanse(u->nt_hash, sizeof u->nt_hash);
+        acc_emit_user_nthash(a, u);
+    }
+}
+
+int acc_user_nt_hash(const acc_db *a, const char *name, uint8_t out[16])
+{
+    const acc_user *u = sl_map_get(a->users, name, strlen(name));
+    if (!u)
+        return -1;
+    if (!u->has_nt_hash)
+        return -2;
+    memcpy(out, u->nt_hash, 16);
+    return 0;
 }
 
 acc_hash acc_default_hash(const acc_db *a)
@@ -302,6 +335,11 @@ acc_user *acc_user_get_or_create(acc_db *a, const char *name, size_t len)
 
 void acc_user_set_hash(acc_user *u, acc_hash algo, uint8_t *hash, size_t len)
 {
+    /* another password: the NT hash (if any) was the old one's */
+    if (len != u->hash_len || (len && memcmp(hash, u->hash, len))) {
+        u->has_nt_hash = 0;
+        OPENSSL_cleanse(u->nt_hash, sizeof u->nt_hash);
+    }
     sl_free(u->hash);
     u->hash = hash;
     u->hash_len = len;
@@ -347,13 +385,27 @@ sl_err acc_user_put(acc_db *a, const acc_user_def *d, int *created, char *err, s
         *created = u == NULL;
     if (!u)
         u = acc_user_get_or_create(a, d->name, len);
+    int had_nt = u->has_nt_hash;
+    uint8_t old_nt[16];
+    memcpy(old_nt, u->nt_hash, 16);
     if (set_hash)
         acc_user_set_hash(u, algo, hash, hlen);
+    if (set_hash) {
+        /* only a clear-text password gives an NT hash; an imported hash leaves none */
+        u->has_nt_hash =
+            d->password && a->keep_nt &&
+            ntlm_nt_hash((const uint8_t *)d->password, d->password_len, u->nt_hash) == 0;
+        if (!u->has_nt_hash)
+            OPENSSL_cleanse(u->nt_hash, sizeof u->nt_hash);
+    }
     if (d->tags)
         acc_user_set_tags(u, d->tags);
     u->from_config = (uint8_t)(d->from_config != 0);
     bump(a);
     acc_emit_user(a, u);
+    if (had_nt != u->has_nt_hash || (had_nt && memcmp(old_nt, u->nt_hash, 16)))
+        acc_emit_user_nthash(a, u);
+    OPENSSL_cleanse(old_nt, sizeof old_nt);
     return SL_OK;
 }
 

@@ -103,6 +103,8 @@ struct acc_user {
     int64_t max_connections, max_channels; /* user limits */
     uint8_t link_bound;                    /* link_node holds the node this login speaks for */
     uint8_t link_node[16];                 /* a link user's sender node id (acc_check_link_login) */
+    uint8_t has_nt_hash;                   /* nt_hash holds MD4(UTF-16LE(password)) */
+    uint8_t nt_hash[16]; /* for NTLM (msrpc.ntlm_hashes): password-equivalent, see security.md */
     /* internal */
     sl_map *grants; /* vhost -> acc_grant* */
     sl_map *topics; /* "vhost\0exchange" -> acc_topic_grant* */
@@ -139,6 +141,14 @@ uint64_t acc_generation(const acc_db *a);
  * SHA-256, which RabbitMQ imports). */
 void acc_set_default_hash(acc_db *a, acc_hash algo);
 acc_hash acc_default_hash(const acc_db *a);
+/* msrpc.ntlm_hashes: on, a clear-text password set through acc_user_put also keeps its NT hash
+ * (MD4 of the UTF-16LE password, what NTLM logins are checked against); off, none is kept. */
+void acc_set_keep_nt_hashes(acc_db *a, int on);
+/* Forget every stored NT hash (durably): at start when msrpc.ntlm_hashes is off. */
+void acc_drop_nt_hashes(acc_db *a);
+/* A user's NT hash: 0, -1 no such user, -2 the user has none (its password was imported as a
+ * hash, was set while msrpc.ntlm_hashes was off, or it has no password). */
+int acc_user_nt_hash(const acc_db *a, const char *name, uint8_t out[16]);
 /* RabbitMQ's loopback_users: these users may log in only from 127.0.0.0/8 or ::1. The list
  * starts as {guest}; acc_set_loopback_user(a, NULL, 0) empties it (loopback_users = none). */
 void acc_set_loopback_user(acc_db *a, const char *name, int on);
@@ -364,6 +374,9 @@ enum {
     ACC_REC_USER_LIMITS = 29,  /* name:s16 max_connections:i64 max_channels:i64 */
     ACC_REC_INITIALIZED = 30,  /* (empty) the defaults were seeded once: never again */
     ACC_REC_USER_LINK = 31,    /* name:s16 bound:u8 node:16 (a link user's node; bound 0 frees) */
+    ACC_REC_USER_NTHASH = 32,  /* name:s16 len:u8 hash:len (16, or 0: none); follows the USER
+                                * record of a password change. A data dir written before it
+                                * has none: its users have no NT hash until a password is set */
     ACC_REC_FIRST = 20,
     ACC_REC_LAST = 39,
 };

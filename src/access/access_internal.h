@@ -18,6 +18,7 @@ struct acc_db {
     acc_hash default_hash;
     int initialized;
     int replaying; /* inside acc_replay: emit nothing */
+    int keep_nt;   /* msrpc.ntlm_hashes */
     acc_emit_fn emit;
     void *emit_ctx;
 };
@@ -34,6 +35,7 @@ void acc_emit_topic_del(acc_db *a, const char *user, const char *vhost, const ch
 void acc_emit_vhost_limits(acc_db *a, const acc_vhost *v);
 void acc_emit_user_limits(acc_db *a, const acc_user *u);
 void acc_emit_user_link(acc_db *a, const acc_user *u);
+void acc_emit_user_nthash(acc_db *a, const acc_user *u);
 
 /* access.c: the setters without validation of existence, for replay */
 acc_user *acc_user_get_or_create(acc_db *a, const char *name, size_t len);

@@ -1,4 +1,6 @@
 /* records.c - the access module's records in the meta log (types 20-39, see access.h).
+ * NT hashes (ACC_REC_USER_NTHASH) are a record of their own, so that the USER record's layout
+ * is the one older data dirs hold.
  *
  * Each change is emitted as one self-contained record holding the new state of what changed
  * (a whole user, a whole permission entry), so replay is "apply in order, the last one wins"
@@ -155,6 +157,14 @@ static void enc_user_link(sl_buf *b, const acc_user *u)
     sl_buf_append(b, u->link_node, 16);
 }
 
+static void enc_user_nthash(sl_buf *b, const acc_user *u)
+{
+    put_str(b, u->name);
+    sl_buf_put_u8(b, u->has_nt_hash ? 16 : 0);
+    if (u->has_nt_hash)
+        sl_buf_append(b, u->nt_hash, 16);
+}
+
 #define EMIT(type, ...)                                                                            \
     do {                                                                                           \
         if (!a->emit || a->replaying)                                                              \
@@ -218,6 +228,11 @@ void acc_emit_user_limits(acc_db *a, const acc_user *u)
 void acc_emit_user_link(acc_db *a, const acc_user *u)
 {
     EMIT(ACC_REC_USER_LINK, enc_user_link(&b, u));
+}
+
+void acc_emit_user_nthash(acc_db *a, const acc_user *u)
+{
+    EMIT(ACC_REC_USER_NTHASH, enc_user_nthash(&b, u));
 }
 
 void acc_set_persist(acc_db *a, acc_emit_fn fn, void *ctx)
@@ -371,6 +386,23 @@ static int replay(acc_db *a, uint8_t type, rd *r)
         sl_free(name);
         return r->bad ? -1 : 0;
     }
+    case ACC_REC_USER_NTHASH: {
+        char *name = get_str(r, &n1);
+        uint8_t len = get_u8(r);
+        if (!r->bad && len != 0 && (len != 16 || r->end - r->p < 16))
+            r->bad = 1;
+        acc_user *u = r->bad ? NULL : (acc_user *)acc_user_find(a, name, n1);
+        if (u) {
+            u->has_nt_hash = len == 16;
+            memset(u->nt_hash, 0, 16);
+            if (len)
+                memcpy(u->nt_hash, r->p, 16);
+        }
+        if (!r->bad)
+            r->p += len;
+        sl_free(name);
+        return r->bad ? -1 : 0;
+    }
     case ACC_REC_INITIALIZED:
         a->initialized = 1;
         return 0;
@@ -451,6 +483,10 @@ void acc_snapshot(const acc_db *a, acc_emit_fn fn, void *ctx)
         if (us[i]->link_bound) {
             enc_user_link(&b, us[i]);
             out(&s, ACC_REC_USER_LINK, &b);
+        }
+        if (us[i]->has_nt_hash) {
+            enc_user_nthash(&b, us[i]);
+            out(&s, ACC_REC_USER_NTHASH, &b);
         }
     }
     sl_free(us);

@@ -773,6 +773,9 @@ broker *broker_new(sl_config *cfg)
     if (cfg->password_hashing_module)
         acc_set_default_hash(b->acc,
                              (acc_hash)acc_hash_parse(b->acc, cfg->password_hashing_module));
+    /* NT hashes for NTLM logins: msrpc.ntlm_hashes, by default on with msrpc.auth = ntlm */
+    acc_set_keep_nt_hashes(b->acc, cfg->msrpc_ntlm_hashes == 1 ||
+                                       (cfg->msrpc_ntlm_hashes < 0 && !cfg->msrpc_auth_none));
     acc_set_loopback_user(b->acc, NULL, 0);
     for (size_t i = 0; i < cfg->n_loopback_users; i++)
         acc_set_loopback_user(b->acc, cfg->loopback_users[i], 1);

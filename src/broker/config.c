@@ -137,6 +137,8 @@ void sl_config_defaults(sl_config *c)
     c->msrpc_user = sl_xstrdup("guest");
     c->msrpc_max_call = 1u << 20;
     c->msrpc_max_fragments = 256;
+    c->msrpc_min_level = 5; /* integrity: a connect-level login leaves calls unprotected */
+    c->msrpc_ntlm_hashes = -1;
     c->link_ssl.verify_peer = 1; /* a link checks whom it talks to unless told not to */
     c->ssl_handshake_timeout_ms = 5000;
     c->auth_mechanisms = sl_xstrdup("PLAIN AMQPLAIN");
@@ -476,9 +478,26 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         else
             *port = (int)n;
     } else if (!strcmp(key, "msrpc.auth")) {
-        if (strcmp(value, "none"))
-            return "msrpc.auth must be none (loopback callers only; NTLM is not built yet)";
-        c->msrpc_auth_none = 1;
+        if (!strcmp(value, "none"))
+            c->msrpc_auth_none = 1;
+        else if (!strcmp(value, "ntlm"))
+            c->msrpc_auth_none = 0;
+        else
+            return "msrpc.auth must be ntlm or none (loopback callers only)";
+    } else if (!strcmp(key, "msrpc.min_auth_level")) {
+        if (!strcmp(value, "connect"))
+            c->msrpc_min_level = 2;
+        else if (!strcmp(value, "integrity"))
+            c->msrpc_min_level = 5;
+        else if (!strcmp(value, "privacy"))
+            c->msrpc_min_level = 6;
+        else
+            return "msrpc.min_auth_level must be connect, integrity or privacy";
+    } else if (!strcmp(key, "msrpc.ntlm_hashes")) {
+        int on = !strcmp(value, "on") ? 1 : !strcmp(value, "off") ? 0 : parse_bool(value);
+        if (on < 0)
+            return "msrpc.ntlm_hashes must be on or off";
+        c->msrpc_ntlm_hashes = on;
     } else if (!strcmp(key, "msrpc.user")) {
         set_str(&c->msrpc_user, value);
     } else if (!strcmp(key, "msrpc.max_call_bytes")) {
@@ -763,8 +782,8 @@ void sl_config_usage(void)
            "tidy_interval (s), tidy_after_written, user.NAME = PASSWORD, user.NAME.link_node = "
            "NODE_ID, user.NAME.tags = "
            "administrator,\n"
-           "listeners.msrpc, listeners.msrpc_epmap, msrpc.auth, msrpc.user,\n"
-           "msrpc.max_call_bytes, msrpc.max_fragments,\n"
+           "listeners.msrpc, listeners.msrpc_epmap, msrpc.auth (ntlm|none), msrpc.user,\n"
+           "msrpc.min_auth_level, msrpc.ntlm_hashes, msrpc.max_call_bytes, msrpc.max_fragments,\n"
            "link_user, link_password, link_heartbeat (s), link_retry_min_ms,\n"
            "link_retry_max_ms, link_idle_ms, eod_resend_short_ms, eod_resend_medium_ms,\n"
            "eod_resend_long_ms, eod_resend_final_ms, link_batch_msgs, link_batch_bytes,\n"

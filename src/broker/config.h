@@ -100,6 +100,8 @@ typedef struct sl_config {
     char *msrpc_user;             /* whose rights unauthenticated loopback calls have */
     uint64_t msrpc_max_call;      /* largest request stub gathered from fragments */
     uint32_t msrpc_max_fragments; /* most fragments one request may come in */
+    int msrpc_min_level;          /* msrpc.min_auth_level: 2 connect, 5 integrity, 6 privacy */
+    int msrpc_ntlm_hashes;        /* msrpc.ntlm_hashes: keep NT hashes (-1 = as msrpc.auth) */
     uint32_t ssl_handshake_timeout_ms;
     char *auth_mechanisms;   /* space-separated, offered in this order; default PLAIN AMQPLAIN */
     int ssl_cert_login_cn;   /* ssl_cert_login_from = common_name (default: distinguished_name) */

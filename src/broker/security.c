@@ -74,6 +74,9 @@ int broker_access_init(broker *b)
 {
     const sl_config *cfg = b->cfg;
     char err[512];
+    /* msrpc.ntlm_hashes off: no NT hash stays in the data dir (they are password-equivalent) */
+    if (!(cfg->msrpc_ntlm_hashes == 1 || (cfg->msrpc_ntlm_hashes < 0 && !cfg->msrpc_auth_none)))
+        acc_drop_nt_hashes(b->acc);
     if (!acc_initialized(b->acc)) {
         if (!qm_vhost_find(b->node, cfg->default_vhost, strlen(cfg->default_vhost)) &&
             broker_vhost_add(b, cfg->default_vhost, NULL, NULL, NULL, err, sizeof err) != SL_OK) {

@@ -1,10 +1,12 @@
 /* msrpc.c - the MSMQ RPC interfaces' glue: the server's life with the management API, the
  * caller's rights, and MS-MQMQ's QUEUE_FORMAT as format names (see msrpc.h).
  *
- * Rights: with msrpc.auth = none a call is accepted from a loopback peer only (server.c
- * faults the others with access denied) and has the rights of the Sluice user msrpc.user,
- * checked like an HTTP request of that user: the management tags for anything, the
- * administrator tag for actions, vhost visibility for a queue's properties.
+ * Rights: with msrpc.auth = ntlm a call has the rights of the Sluice user who logged in with
+ * NTLM (dcerpc.c refuses calls without a login); with msrpc.auth = none a call is accepted
+ * from a loopback peer only (server.c faults the others with access denied) and has the
+ * rights of the Sluice user msrpc.user. Either way it is checked like an HTTP request of that
+ * user: the management tags for anything, the administrator tag for actions, vhost
+ * visibility for a queue's properties.
  */
 #include <stdio.h>
 #include <string.h>
@@ -189,6 +191,25 @@ void msrpc_pending_reply(mgmt *m, msrpc_pending *p, const uint8_t *stub, size_t 
     sl_free(p);
 }
 
+/* NTLM's credential lookup: the user's NT hash from the access module. */
+static int nt_hash_of(void *ctx, const char *user, uint8_t out[16], char *why, size_t whylen)
+{
+    mgmt *m = ctx;
+    switch (acc_user_nt_hash(m->b->acc, user, out)) {
+    case 0:
+        return 0;
+    case -1:
+        snprintf(why, whylen, "no user '%s'", user);
+        return -1;
+    default:
+        snprintf(why, whylen,
+                 "user '%s' has no NT hash (its password was imported as a hash, set while "
+                 "msrpc.ntlm_hashes was off, or it has none): set its password again",
+                 user);
+        return -1;
+    }
+}
+
 /* A session ended: its handles are run down (the HTTP handles' rule, MS-RPCE's rundown). */
 static void on_session_close(void *ctx, uint64_t session)
 {
@@ -212,7 +233,14 @@ int msrpc_start(mgmt *m, char *err, size_t errlen)
         .max_sessions = 256,
         .max_out = 1u << 20,
         .fd_reserve = m->b->fd_reserve / 2,
+        .ntlm = !c->msrpc_auth_none,
+        .min_level = c->msrpc_min_level,
+        .computer = fmt_computer(m),
+        .nt_hash = nt_hash_of,
+        .nt_hash_ctx = m,
     };
+    if (rc.ntlm && ntlm_crypto_check(err, errlen) < 0)
+        return -1;
     m->rpc = rpc_server_new(m->b->loop, &rc);
     msrpc_qmmgmt_register(m, m->rpc);
     msrpc_qmcomm_register(m, m->rpc);

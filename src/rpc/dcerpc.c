@@ -1,4 +1,8 @@
-/* dcerpc.c - the connection-oriented DCE/RPC state machine (see dcerpc.h for the bounds). */
+/* dcerpc.c - the connection-oriented DCE/RPC state machine (see dcerpc.h for the bounds and
+ * the authentication rules). An auth verifier is the last auth_length + 8 bytes of a PDU: the
+ * sec_trailer (auth_type, auth_level, auth_pad_length, reserved, auth_context_id) and the
+ * security provider's token; auth_pad_length bytes of padding precede it (MS-RPCE 2.2.2.11).
+ */
 #include "dcerpc.h"
 
 #include <stdio.h>
@@ -70,12 +74,35 @@ void rpc_conn_init(rpc_conn *c, const rpc_conn_cfg *cfg, uint32_t assoc_group)
     c->assoc_group = assoc_group;
     sl_buf_init(&c->stub);
     sl_buf_init(&c->out);
+    sl_buf_init(&c->pdu);
+    ntlm_srv_init(&c->ntlm);
 }
 
 void rpc_conn_free(rpc_conn *c)
 {
     sl_buf_free(&c->stub);
     sl_buf_free(&c->out);
+    sl_buf_free(&c->pdu);
+    ntlm_srv_free(&c->ntlm);
+}
+
+const char *rpc_conn_user(const rpc_conn *c)
+{
+    return c->auth_state == 2 ? c->ntlm.user : NULL;
+}
+
+static const char *level_name(unsigned level)
+{
+    switch (level) {
+    case RPC_AUTH_LEVEL_CONNECT:
+        return "connect";
+    case RPC_AUTH_LEVEL_INTEGRITY:
+        return "integrity";
+    case RPC_AUTH_LEVEL_PRIVACY:
+        return "privacy";
+    default:
+        return "?";
+    }
 }
 
 /* ---- reading a PDU ---- */
@@ -169,8 +196,11 @@ void rpc_conn_fault(rpc_conn *c, uint32_t call_id, uint16_t ctx_id, uint32_t sta
 
 void rpc_conn_respond(rpc_conn *c, const rpc_call *call, const uint8_t *stub, size_t len)
 {
-    /* each fragment but the last carries a multiple of 8 stub bytes (C706 12.6.3.6) */
-    size_t room = ((size_t)c->max_xmit - RPC_HDR_LEN - 8) & ~(size_t)7, off = 0;
+    /* each fragment but the last carries a multiple of 8 stub bytes (C706 12.6.3.6); a signed
+     * one leaves room for up to 3 bytes of padding, the sec_trailer and the signature */
+    int sec = c->auth_state == 2 && c->auth_level >= RPC_AUTH_LEVEL_INTEGRITY;
+    size_t over = RPC_HDR_LEN + 8 + (sec ? 8 + 8 + NTLM_SIG_LEN : 0);
+    size_t room = ((size_t)c->max_xmit - over) & ~(size_t)7, off = 0;
     do {
         size_t n = len - off > room ? room : len - off;
         uint8_t flags =
@@ -181,7 +211,25 @@ void rpc_conn_respond(rpc_conn *c, const rpc_call *call, const uint8_t *stub, si
         sl_buf_put_u8(&c->out, 0);
         sl_buf_put_u8(&c->out, 0);
         sl_buf_append(&c->out, stub + off, n);
-        end_pdu(&c->out, at);
+        if (sec) {
+            uint8_t pad = (uint8_t)((4 - (c->out.len - at) % 4) % 4);
+            for (unsigned i = 0; i < pad; i++)
+                sl_buf_put_u8(&c->out, 0);
+            sl_buf_put_u8(&c->out, RPC_AUTHN_WINNT);
+            sl_buf_put_u8(&c->out, c->auth_level);
+            sl_buf_put_u8(&c->out, pad);
+            sl_buf_put_u8(&c->out, 0);
+            out32(&c->out, c->auth_ctx_id);
+            sl_buf_reserve(&c->out, NTLM_SIG_LEN);
+            size_t sig_at = c->out.len;
+            c->out.len += NTLM_SIG_LEN;
+            end_pdu(&c->out, at);
+            put16(c->out.data + at + 10, NTLM_SIG_LEN);
+            ntlm_wrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, c->out.data + at,
+                      sig_at - at, RPC_HDR_LEN + 8, n + pad, c->out.data + sig_at);
+        } else {
+            end_pdu(&c->out, at);
+        }
         off += n;
     } while (off < len);
 }
@@ -248,16 +296,46 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
             bind_nak(c, d->call_id, NAK_NOT_SPECIFIED);
         FAIL("%s", alter ? "alter_context before bind" : "a second bind on the connection");
     }
-    if (d->auth_len) {
-        /* No security provider yet: refuse the authentication type, as MS-RPCE does. */
-        if (!alter)
-            bind_nak(c, d->call_id, NAK_AUTHN_TYPE);
-        else
-            rpc_conn_fault(c, d->call_id, 0, NCA_S_PROTO_ERROR);
-        FAIL("authentication requested (type %u) and none is offered",
-             d->len >= d->auth_len + 8 ? d->p[d->len - d->auth_len - 8] : 0);
-    }
     const uint8_t *p = d->p + RPC_HDR_LEN, *end = d->p + d->len;
+    sl_buf chal; /* the NTLM CHALLENGE for the bind_ack, when the bind carries a NEGOTIATE */
+    sl_buf_init(&chal);
+    if (d->auth_len) {
+        size_t tpos = (size_t)d->len - d->auth_len - 8;
+        const uint8_t *t = d->p + tpos;
+        if (!c->cfg.ntlm || t[0] != RPC_AUTHN_WINNT) {
+            /* a provider we do not have: refuse the authentication type, as MS-RPCE does */
+            if (!alter)
+                bind_nak(c, d->call_id, NAK_AUTHN_TYPE);
+            else
+                rpc_conn_fault(c, d->call_id, 0, NCA_S_PROTO_ERROR);
+            FAIL("authentication requested (type %u) and %s", t[0],
+                 c->cfg.ntlm ? "only NTLM (10) is offered" : "none is offered (msrpc.auth)");
+        }
+        char nwhy[200];
+        const char *bad = NULL;
+        if (c->auth_state != 0)
+            bad = "a second security context on the connection";
+        else if (t[1] != RPC_AUTH_LEVEL_CONNECT && t[1] != RPC_AUTH_LEVEL_INTEGRITY &&
+                 t[1] != RPC_AUTH_LEVEL_PRIVACY)
+            bad = "an authentication level other than connect, integrity or privacy";
+        else if (t[2] > tpos - RPC_HDR_LEN)
+            bad = "auth padding longer than the PDU body";
+        else if (ntlm_negotiate(&c->ntlm, t + 8, d->auth_len, c->cfg.computer, &chal, nwhy,
+                                sizeof nwhy) < 0)
+            bad = nwhy;
+        if (bad) {
+            sl_buf_free(&chal);
+            if (!alter)
+                bind_nak(c, d->call_id, NAK_AUTHN_TYPE);
+            else
+                rpc_conn_fault(c, d->call_id, 0, NCA_S_PROTO_ERROR);
+            FAIL("NTLM refused at %s: %s", alter ? "alter_context" : "bind", bad);
+        }
+        c->auth_state = 1;
+        c->auth_level = t[1];
+        c->auth_ctx_id = get32(t + 4, d->le);
+        end = d->p + tpos - t[2];
+    }
     if (end - p < 12)
         goto malformed;
     uint16_t cl_xmit = get16(p, d->le), cl_recv = get16(p + 2, d->le);
@@ -274,6 +352,7 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
         uint16_t result, reason;
         const uint8_t *ts;
     } res[256];
+    /* n is at most 255 (one byte); res is filled before it is read */
     static const uint8_t zero[20];
     for (unsigned i = 0; i < n; i++) {
         if (end - p < 4 + 20)
@@ -343,9 +422,21 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
         out16(&c->out, res[i].reason);
         sl_buf_append(&c->out, res[i].ts, 20);
     }
+    if (chal.len) {
+        out_pad4(&c->out, at);
+        sl_buf_put_u8(&c->out, RPC_AUTHN_WINNT);
+        sl_buf_put_u8(&c->out, c->auth_level);
+        sl_buf_put_u8(&c->out, 0);
+        sl_buf_put_u8(&c->out, 0);
+        out32(&c->out, c->auth_ctx_id);
+        sl_buf_append(&c->out, chal.data, chal.len);
+        put16(c->out.data + at + 10, (uint16_t)chal.len);
+    }
+    sl_buf_free(&chal);
     end_pdu(&c->out, at);
     return RPC_STEP_DONE;
 malformed:
+    sl_buf_free(&chal);
     if (!alter)
         bind_nak(c, d->call_id, NAK_NOT_SPECIFIED);
     else
@@ -360,13 +451,51 @@ static enum rpc_step on_request(rpc_conn *c, const pdu *d, rpc_call *call, char 
         FAIL("request before bind");
     }
     size_t hl = RPC_HDR_LEN + 8 + ((d->flags & RPC_PFC_OBJECT_UUID) ? 16 : 0);
-    if (d->auth_len || d->len < hl) {
+    if (d->len < hl + (d->auth_len ? (size_t)d->auth_len + 8 : 0)) {
         rpc_conn_fault(c, d->call_id, 0, NCA_S_PROTO_ERROR);
-        FAIL("%s request", d->auth_len ? "authenticated" : "short");
+        FAIL("short request");
     }
     uint16_t ctx = get16(d->p + 20, d->le), opnum = get16(d->p + 22, d->le);
     const uint8_t *stub = d->p + hl;
     size_t n = d->len - hl;
+    int sec = c->auth_state == 2 && c->auth_level >= RPC_AUTH_LEVEL_INTEGRITY;
+    const char *refuse = NULL;
+    if (c->auth_state == -1)
+        refuse = "its NTLM login failed";
+    else if (c->auth_state == 1)
+        refuse = "a call before the NTLM login completed (no AUTH3)";
+    else if (c->auth_state == 0 && c->cfg.require_auth)
+        refuse = "an unauthenticated call (msrpc.auth = ntlm)";
+    else if (c->auth_state == 2 && c->auth_level < c->cfg.min_level)
+        refuse = "an authentication level below msrpc.min_auth_level";
+    else if (!sec && d->auth_len)
+        refuse = "an auth verifier without a signing security context";
+    else if (sec && d->auth_len != NTLM_SIG_LEN)
+        refuse = "a request without its NTLM signature";
+    if (!refuse && sec) {
+        size_t tpos = (size_t)d->len - NTLM_SIG_LEN - 8;
+        const uint8_t *t = d->p + tpos;
+        if (t[0] != RPC_AUTHN_WINNT || t[1] != c->auth_level ||
+            get32(t + 4, d->le) != c->auth_ctx_id || t[2] > tpos - hl) {
+            refuse = "an auth verifier of another security context";
+        } else {
+            /* verify (and unseal) a copy: the input stays as received */
+            c->pdu.off = c->pdu.len = 0;
+            sl_buf_append(&c->pdu, d->p, d->len);
+            uint8_t *q = c->pdu.data;
+            if (ntlm_unwrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, q,
+                            (size_t)d->len - NTLM_SIG_LEN, hl, tpos - hl,
+                            q + d->len - NTLM_SIG_LEN) < 0)
+                refuse = "a request whose NTLM signature does not verify";
+            stub = q + hl;
+            n = tpos - hl - t[2];
+        }
+    }
+    if (refuse) {
+        rpc_conn_fault(c, d->call_id, ctx, NCA_S_ACCESS_DENIED);
+        c->in_call = 0;
+        FAIL("call %u refused: %s", d->call_id, refuse);
+    }
     if (d->flags & RPC_PFC_FIRST_FRAG) {
         if (c->in_call) {
             rpc_conn_fault(c, d->call_id, ctx, NCA_S_PROTO_ERROR);
@@ -414,6 +543,31 @@ static enum rpc_step on_request(rpc_conn *c, const pdu *d, rpc_call *call, char 
     return RPC_STEP_CALL;
 }
 
+/* AUTH3: the NTLM AUTHENTICATE. No answer goes back (there is none in the protocol): a
+ * failed login shows at the next call, refused with access denied. */
+static enum rpc_step on_auth3(rpc_conn *c, const pdu *d, char *why, size_t whylen)
+{
+    if (c->auth_state != 1 || !d->auth_len)
+        FAIL("an AUTH3 without an NTLM login in progress");
+    size_t tpos = (size_t)d->len - d->auth_len - 8;
+    const uint8_t *t = d->p + tpos;
+    if (t[0] != RPC_AUTHN_WINNT || get32(t + 4, d->le) != c->auth_ctx_id)
+        FAIL("an AUTH3 of another security context");
+    char awhy[200];
+    if (ntlm_authenticate(&c->ntlm, t + 8, d->auth_len, c->cfg.nt_hash, c->cfg.nt_hash_ctx, awhy,
+                          sizeof awhy) < 0) {
+        c->auth_state = -1;
+        if (why)
+            snprintf(why, whylen, "NTLM login refused: %s", awhy);
+        return RPC_STEP_NOTE;
+    }
+    c->auth_state = 2;
+    if (why)
+        snprintf(why, whylen, "NTLM login of '%s' (domain '%s'), level %s", c->ntlm.user,
+                 c->ntlm.domain, level_name(c->auth_level));
+    return RPC_STEP_NOTE;
+}
+
 enum rpc_step rpc_conn_step(rpc_conn *c, const uint8_t *in, size_t n, size_t *used, rpc_call *call,
                             char *why, size_t whylen)
 {
@@ -449,6 +603,8 @@ enum rpc_step rpc_conn_step(rpc_conn *c, const uint8_t *in, size_t n, size_t *us
         return on_bind(c, &d, why, whylen);
     case RPC_PT_REQUEST:
         return on_request(c, &d, call, why, whylen);
+    case RPC_PT_AUTH3:
+        return on_auth3(c, &d, why, whylen);
     case RPC_PT_CO_CANCEL:
         return RPC_STEP_DONE; /* calls run to the end at once: nothing to cancel */
     case RPC_PT_ORPHANED:

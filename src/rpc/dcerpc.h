@@ -14,9 +14,19 @@
  *     (nca_s_fault_remote_no_memory) and the connection is closed (RPC_STEP_CLOSE);
  *   - one call is gathered at a time (no PFC_CONC_MPX): a first fragment while another call
  *     is open, or a middle fragment of another call, is a protocol error;
- *   - any malformed PDU, an unexpected type or an authentication verifier (no security
- *     provider is negotiated yet) ends the connection after a bind_nak or a fault where the
- *     protocol has one. Memory held: the input the caller keeps, plus one call's stub.
+ *   - any malformed PDU or an unexpected type ends the connection after a bind_nak or a
+ *     fault where the protocol has one. Memory held: the input the caller keeps, plus one
+ *     call's stub and one PDU's copy (to verify and unseal it).
+ *
+ * Authentication (cfg.ntlm): NTLM (RPC_C_AUTHN_WINNT) only, one security context per
+ * connection, set up by the bind (NEGOTIATE in, CHALLENGE in the bind_ack) and AUTH3
+ * (AUTHENTICATE, verified through cfg.nt_hash). At levels integrity (5) and privacy (6) every
+ * request PDU must carry a verifier whose signature checks (privacy: after unsealing) and
+ * every response PDU carries one; at level connect (2) only the login is protected. A call
+ * that is refused (no login where cfg.require_auth, a failed login, a level below
+ * cfg.min_level, a bad signature) is answered with a fault (access denied) and the
+ * connection is closed: nothing of it is handed to the caller. Faults are not signed.
+ * Without cfg.ntlm, a bind asking for authentication gets bind_nak (type not recognized).
  */
 #ifndef SL_RPC_DCERPC_H
 #define SL_RPC_DCERPC_H
@@ -24,6 +34,7 @@
 #include <stdint.h>
 
 #include "../core/buf.h"
+#include "ntlm.h"
 
 enum {
     RPC_PT_REQUEST = 0,
@@ -38,6 +49,15 @@ enum {
     RPC_PT_SHUTDOWN = 17,
     RPC_PT_CO_CANCEL = 18,
     RPC_PT_ORPHANED = 19,
+};
+enum { RPC_AUTHN_WINNT = 10 };
+enum {
+    RPC_AUTH_LEVEL_NONE = 1,
+    RPC_AUTH_LEVEL_CONNECT = 2,
+    RPC_AUTH_LEVEL_CALL = 3,
+    RPC_AUTH_LEVEL_PKT = 4,
+    RPC_AUTH_LEVEL_INTEGRITY = 5,
+    RPC_AUTH_LEVEL_PRIVACY = 6,
 };
 enum {
     RPC_PFC_FIRST_FRAG = 0x01,
@@ -86,6 +106,12 @@ typedef struct rpc_conn_cfg {
     size_t max_call;   /* largest request stub gathered */
     unsigned max_frags;
     const char *sec_addr; /* bind_ack's secondary address: the port, as text ("" allowed) */
+    int ntlm;             /* offer NTLM (else a bind with a verifier gets bind_nak) */
+    int require_auth;     /* calls need an NTLM login */
+    int min_level;        /* the lowest authentication level a call may have */
+    const char *computer; /* the name NTLM's CHALLENGE gives */
+    ntlm_hash_fn nt_hash; /* a user's NT hash */
+    void *nt_hash_ctx;
 } rpc_conn_cfg;
 
 #define RPC_MAX_CTX 16 /* presentation contexts a connection may bind */
@@ -107,7 +133,13 @@ typedef struct rpc_conn {
     int call_le;
     unsigned call_frags;
     sl_buf stub;
-    sl_buf out;             /* PDUs to send */
+    sl_buf out; /* PDUs to send */
+    /* the security context: auth_state 0 none, 1 challenged, 2 authenticated, -1 failed */
+    int auth_state;
+    uint8_t auth_level;
+    uint32_t auth_ctx_id;
+    ntlm_srv ntlm;
+    sl_buf pdu;             /* a copy of the PDU being verified / unsealed */
     uint64_t faults, calls; /* counters */
 } rpc_conn;
 
@@ -125,6 +157,7 @@ enum rpc_step {
     RPC_STEP_DONE = 1,  /* one PDU consumed (maybe output queued) */
     RPC_STEP_CALL = 2,  /* one PDU consumed and a call is complete: answer it */
     RPC_STEP_CLOSE = 3, /* send what is queued, then close */
+    RPC_STEP_NOTE = 4,  /* one PDU consumed: a login succeeded or failed, why says which */
 };
 
 void rpc_conn_init(rpc_conn *c, const rpc_conn_cfg *cfg, uint32_t assoc_group);
@@ -136,5 +169,7 @@ enum rpc_step rpc_conn_step(rpc_conn *c, const uint8_t *in, size_t n, size_t *us
 /* Answer a call with its output stub (fragmented to max_xmit). */
 void rpc_conn_respond(rpc_conn *c, const rpc_call *call, const uint8_t *stub, size_t len);
 void rpc_conn_fault(rpc_conn *c, uint32_t call_id, uint16_t ctx_id, uint32_t status);
+/* The NTLM-authenticated user name, or NULL. */
+const char *rpc_conn_user(const rpc_conn *c);
 
 #endif

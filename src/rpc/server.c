@@ -51,7 +51,7 @@ typedef struct door {
 struct rpc_server {
     sl_loop *loop;
     rpc_server_cfg cfg;
-    char *bind, *user;
+    char *bind, *user, *computer;
     iface_reg regs[MAX_IFACES];
     size_t n_regs;
     const rpc_iface *ifaces[MAX_IFACES];
@@ -76,6 +76,8 @@ rpc_server *rpc_server_new(sl_loop *loop, const rpc_server_cfg *cfg)
     s->user = sl_xstrdup(cfg->user ? cfg->user : "guest");
     s->cfg.bind = s->bind;
     s->cfg.user = s->user;
+    s->computer = sl_xstrdup(cfg->computer ? cfg->computer : "SLUICE");
+    s->cfg.computer = s->computer;
     s->main.fd = s->epd.fd = -1;
     s->next_id = 1;
     s->next_group = 0x1000;
@@ -195,12 +197,15 @@ static void dispatch(session *ss, const rpc_call *c)
     uint32_t st;
     if (c->iface == &s->epm) {
         st = epm_op(s, ss, c, &r, &w);
-    } else if (s->cfg.auth_none && !ss->info.loopback) {
+    } else if (s->cfg.auth_none && !ss->info.loopback && !rpc_conn_user(&ss->conn)) {
         /* msrpc.auth = none serves loopback callers only */
         st = NCA_S_ACCESS_DENIED;
     } else {
         const iface_reg *reg = c->iface->impl;
         rpc_op_fn fn = reg->ops[c->opnum];
+        /* an NTLM login's calls have that user's rights (dcerpc.c refused the others) */
+        const char *who = rpc_conn_user(&ss->conn);
+        ss->info.user = who ? who : s->user;
         st = fn ? fn(reg->ctx, &ss->info, c, &r, &w) : NCA_S_OP_RNG_ERROR;
     }
     if (st == 0)
@@ -232,7 +237,7 @@ void rpc_server_fault(rpc_server *s, uint64_t id, const rpc_call *c, uint32_t st
 /* Handle every complete PDU held; -1 when the session was closed. */
 static int process(session *ss)
 {
-    char why[200];
+    char why[400];
     while (!ss->closing && sl_buf_unread(&ss->conn.out) < ss->srv->cfg.max_out) {
         size_t used = 0;
         rpc_call c;
@@ -246,6 +251,12 @@ static int process(session *ss)
                 return -1;
         }
         sl_buf_consume(&ss->in, used);
+        if (st == RPC_STEP_NOTE) {
+            if (rpc_conn_user(&ss->conn))
+                sl_info("msrpc: %s: %s", ss->info.peer, why);
+            else
+                sl_warn("msrpc: %s: %s", ss->info.peer, why);
+        }
         if (st == RPC_STEP_CLOSE) {
             sl_info("msrpc: closing %s: %s", ss->info.peer, why);
             ss->closing = 1;
@@ -324,6 +335,12 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *pee
         .max_call = s->cfg.max_call,
         .max_frags = s->cfg.max_frags,
         .sec_addr = d->epmap ? s->sec_epm : s->sec_main,
+        .ntlm = s->cfg.ntlm,
+        .require_auth = s->cfg.ntlm && !d->epmap,
+        .min_level = d->epmap ? RPC_AUTH_LEVEL_NONE : s->cfg.min_level,
+        .computer = s->computer,
+        .nt_hash = s->cfg.nt_hash,
+        .nt_hash_ctx = s->cfg.nt_hash_ctx,
     };
     rpc_conn_init(&ss->conn, &cc, s->next_group++);
     sl_buf_init(&ss->in);
@@ -402,6 +419,7 @@ void rpc_server_free(rpc_server *s)
     }
     sl_free(s->bind);
     sl_free(s->user);
+    sl_free(s->computer);
     sl_free(s);
 }
 

@@ -27,7 +27,8 @@ typedef struct rpc_server rpc_server;
 typedef struct rpc_session_info {
     uint64_t id;
     int loopback;     /* the peer is on a loopback address */
-    const char *user; /* whose rights the calls have (auth none: msrpc.user) */
+    const char *user; /* whose rights the calls have (NTLM: the logged-in user; auth none:
+                       * msrpc.user) */
     char peer[64];    /* "addr:port" */
     int local_port;   /* the port the peer connected to */
     rpc_server *srv;
@@ -47,6 +48,12 @@ typedef struct rpc_server_cfg {
     int epmap_port; /* endpoint mapper; -1 = off */
     int auth_none;  /* 1: msrpc.auth = none (loopback callers only) */
     const char *user;
+    int ntlm;             /* msrpc.auth = ntlm: calls on the interfaces' door need an NTLM login
+                           * (the endpoint mapper's door offers NTLM and needs none) */
+    int min_level;        /* msrpc.min_auth_level (RPC_AUTH_LEVEL_*) */
+    const char *computer; /* the name NTLM's CHALLENGE gives */
+    ntlm_hash_fn nt_hash; /* a user's NT hash, on the loop thread */
+    void *nt_hash_ctx;
     uint16_t max_frag;
     size_t max_call;
     unsigned max_frags;

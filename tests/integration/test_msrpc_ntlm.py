@@ -1,0 +1,243 @@
+"""NTLM on the DCE/RPC door (issue 34): impacket's client logs in as a Sluice user with
+RPC_C_AUTHN_WINNT at the levels connect, packet integrity and packet privacy, and calls every
+method test_msrpc.py calls with auth none; wrong passwords, NTLMv1, unauthenticated calls,
+tampered PDUs and users without rights are refused and change nothing."""
+
+import base64
+import hashlib
+import os
+import re
+
+import pytest
+from impacket import ntlm
+from impacket.dcerpc.v5 import rpcrt, transport
+from impacket.dcerpc.v5.rpcrt import DCERPCException
+
+from helpers import uname, wait_for
+from msrpc_idl import (MSRPC_UUID_QMCOMM, MSRPC_UUID_QMMGMT, R_QMMgmtAction, R_QMMgmtGetInfo,
+                       VT_LPWSTR, close_handle, epm_binding, machine_object, null_propvariants,
+                       open_queue, purge, pv_value, queue_object, server_port)
+from test_access import restart
+from test_mgmt import Api
+from test_msrpc import (MACHINE_PROPS, MQ_ERROR_ACCESS_DENIED, MQ_OK, QUEUE_PROPS, rpc_ports,
+                        same)
+
+NTLM_CONFIG = {"listeners.msrpc": "0", "listeners.msrpc_epmap": "0", "msrpc.auth": "ntlm",
+               "msrpc.min_auth_level": "connect"}
+CONNECT = rpcrt.RPC_C_AUTHN_LEVEL_CONNECT
+INTEGRITY = rpcrt.RPC_C_AUTHN_LEVEL_PKT_INTEGRITY
+PRIVACY = rpcrt.RPC_C_AUTHN_LEVEL_PKT_PRIVACY
+PASSWORD = "S3cret-\u00fc\u00e9"  # non-ASCII (impacket takes Latin-1 only): UTF-16LE
+
+
+class Node:
+    def __init__(self, broker):
+        self.broker = broker
+        self.host = broker.host
+        self.port, self.epmap_port = rpc_ports(broker.log_path)
+        self.api = Api(broker)
+
+    def user(self, name, password=PASSWORD, tags="administrator", perms=True):
+        s, j, _ = self.api.put("/api/users/" + name, {"password": password, "tags": tags})
+        assert s in (201, 204), j
+        if perms:
+            assert self.api.put("/api/permissions/%2F/" + name,
+                                {"configure": ".*", "write": ".*", "read": ".*"})[0] in (201, 204)
+
+    def connect(self, user, password=PASSWORD, level=PRIVACY, iface=MSRPC_UUID_QMMGMT,
+                domain="WORKGROUP"):
+        t = transport.DCERPCTransportFactory(epm_binding(self.host, self.epmap_port, iface))
+        t.set_credentials(user, password, domain)
+        dce = t.get_dce_rpc()
+        dce.set_auth_type(rpcrt.RPC_C_AUTHN_WINNT)
+        dce.set_auth_level(level)
+        dce.connect()
+        dce.bind(iface)
+        return dce
+
+    def log(self):
+        return open(self.broker.log_path, errors="replace").read()
+
+
+def get_info(dce, obj, props):
+    req = R_QMMgmtGetInfo()
+    req["pObjectFormat"] = obj
+    req["cp"] = len(props)
+    req["aProp"] = list(props)
+    req["apVar"] = null_propvariants(len(props))
+    r = dce.request(req, checkError=False)
+    return r["ErrorCode"], [pv_value(pv) for pv in r["apVar"]]
+
+
+def action(dce, obj, act):
+    req = R_QMMgmtAction()
+    req["pObjectFormat"] = obj
+    req["lpwszAction"] = act + "\x00"
+    return dce.request(req, checkError=False)["ErrorCode"]
+
+
+def http_info(api, obj, ids, table, kind):
+    s, j, _ = api.info(obj, *ids)
+    assert s == 200, j
+    return [next((p["vt"], p["value"]) for p in j["properties"]
+                 if p["name"] == "PROPID_MGMT_%s_%s" % (kind, table[i])) for i in ids]
+
+
+@pytest.fixture
+def node(broker_factory):
+    n = Node(broker_factory(config=NTLM_CONFIG))
+    n.user("rpcadmin")
+    return n
+
+
+@pytest.mark.parametrize("level", [CONNECT, INTEGRITY, PRIVACY])
+def test_every_method_at_each_level(node, level):
+    dce = node.connect("rpcadmin", level=level)
+    # qmmgmt: GetInfo of the machine and of a queue, as the HTTP API answers
+    ids = sorted(i for i in MACHINE_PROPS if i != 10)  # 10: a clock that moves between asks
+    hr, rpc = get_info(dce, machine_object(), ids)
+    assert hr == MQ_OK
+    for h, r in zip(http_info(node.api, "MACHINE", ids, MACHINE_PROPS, "MSMQ"), rpc):
+        assert same(h, r), (h, r)
+    q = uname("n")
+    node.api.declare(q)
+    node.api.publish(q, "x" * 3000)  # a response over one fragment at privacy still reads
+    qids = sorted(QUEUE_PROPS)
+    hr, rpc = get_info(dce, queue_object("OS:.\\private$\\" + q), qids)
+    assert hr == MQ_OK
+    http = http_info(node.api, "QUEUE=DIRECT=OS:.\\private$\\" + q, qids, QUEUE_PROPS, "QUEUE")
+    for h, r in zip(http, rpc):
+        assert same(h, r), (h, r)
+    # R_QMMgmtAction with the administrator's rights
+    assert action(dce, machine_object(), "DISCONNECT") == MQ_OK
+    assert get_info(dce, machine_object(), [4]) == (MQ_OK, [(VT_LPWSTR, "DISCONNECTED")])
+    assert action(dce, machine_object(), "CONNECT") == MQ_OK
+    dce.disconnect()
+    # qmcomm: the server port, open, purge, close
+    c = node.connect("rpcadmin", level=level, iface=MSRPC_UUID_QMCOMM)
+    assert server_port(c, 0) == node.port
+    hr, h = open_queue(c, "OS:.\\private$\\" + q)
+    assert hr == MQ_OK
+    assert purge(c, h) == MQ_OK
+    assert node.api.queue(q)["messages"] == 0
+    assert close_handle(c, h) == (MQ_OK, bytes(20))
+    c.disconnect()
+    assert "NTLM login of 'rpcadmin' (domain 'WORKGROUP'), level %s" % {
+        CONNECT: "connect", INTEGRITY: "integrity", PRIVACY: "privacy"}[level] in node.log()
+
+
+def test_wrong_password_is_refused_at_the_first_call(node):
+    # the bind succeeds (the password is not known before AUTH3, which has no answer in the
+    # protocol): the first call gets the access-denied fault and the connection closes
+    dce = node.connect("rpcadmin", password="wrong")
+    with pytest.raises(DCERPCException, match="access_denied"):
+        action(dce, machine_object(), "DISCONNECT")
+    wait_for(lambda: "wrong password for NTLM user 'rpcadmin'" in node.log(),
+             message="no refusal logged")
+    assert get_info(node.connect("rpcadmin"), machine_object(), [4]) == \
+        (MQ_OK, [(VT_LPWSTR, "CONNECTED")])
+    with pytest.raises(DCERPCException, match="access_denied"):
+        get_info(node.connect("nosuchuser"), machine_object(), [4])
+    wait_for(lambda: "no user 'nosuchuser'" in node.log(), message="no refusal logged")
+
+
+def test_ntlmv1_is_refused(node, monkeypatch):
+    monkeypatch.setattr(ntlm, "USE_NTLMv2", False)
+    dce = node.connect("rpcadmin")
+    with pytest.raises(DCERPCException, match="access_denied"):
+        action(dce, machine_object(), "DISCONNECT")
+    wait_for(lambda: "only NTLMv2 is accepted" in node.log(), message="no refusal logged")
+
+
+def test_unauthenticated_calls_are_refused(node):
+    t = transport.DCERPCTransportFactory(epm_binding(node.host, node.epmap_port))
+    dce = t.get_dce_rpc()
+    dce.connect()
+    dce.bind(MSRPC_UUID_QMMGMT)
+    with pytest.raises(DCERPCException, match="access_denied"):
+        action(dce, machine_object(), "DISCONNECT")
+    c = node.connect("rpcadmin")
+    assert get_info(c, machine_object(), [4]) == (MQ_OK, [(VT_LPWSTR, "CONNECTED")])
+
+
+def test_min_auth_level_refuses_connect_level(broker_factory):
+    n = Node(broker_factory(config=dict(NTLM_CONFIG, **{"msrpc.min_auth_level": "integrity"})))
+    n.user("rpcadmin")
+    with pytest.raises(DCERPCException, match="access_denied"):
+        get_info(n.connect("rpcadmin", level=CONNECT), machine_object(), [4])
+    assert get_info(n.connect("rpcadmin", level=INTEGRITY), machine_object(), [4])[0] == MQ_OK
+
+
+@pytest.mark.parametrize("level", [INTEGRITY, PRIVACY])
+def test_tampered_pdu_is_refused_and_changes_nothing(node, level):
+    c = node.connect("rpcadmin", level=level, iface=MSRPC_UUID_QMCOMM)
+    q = uname("t")
+    node.api.declare(q)
+    node.api.publish(q, "keep")
+    hr, h = open_queue(c, "OS:.\\private$\\" + q)
+    assert hr == MQ_OK
+    tr = c.get_rpc_transport()
+    send = tr.send
+
+    def flip(data, *a, **kw):
+        b = bytearray(data)
+        if b[2] == 0:  # a request: flip a byte of its (sealed or signed) stub
+            b[24 + 2] ^= 0x40
+        return send(bytes(b), *a, **kw)
+    tr.send = flip
+    with pytest.raises(DCERPCException, match="access_denied"):
+        purge(c, h)
+    assert node.api.queue(q)["messages"] == 1
+    wait_for(lambda: "signature does not verify" in node.log(), message="no refusal logged")
+    # the connection was closed: its handle is run down
+    wait_for(lambda: node.api.get("/api/msmq/handles?all=true")[1] == [],
+             message="handle not run down")
+
+
+def test_rights_of_the_logged_in_user(node):
+    # a monitoring user: properties yes, actions refused, a vhost it cannot see refused
+    node.user("watcher", tags="monitoring", perms=False)
+    q = uname("hidden")
+    node.api.declare(q)
+    dce = node.connect("watcher")
+    assert get_info(dce, machine_object(), [4]) == (MQ_OK, [(VT_LPWSTR, "CONNECTED")])
+    assert action(dce, machine_object(), "DISCONNECT") == MQ_ERROR_ACCESS_DENIED
+    assert get_info(dce, queue_object("OS:.\\private$\\" + q), [7])[0] == MQ_ERROR_ACCESS_DENIED
+    # no management tag at all: everything refused with MQ_ERROR_ACCESS_DENIED
+    node.user("plain", tags="", perms=True)
+    dce = node.connect("plain")
+    assert get_info(dce, machine_object(), [4])[0] == MQ_ERROR_ACCESS_DENIED
+    c = node.connect("plain", iface=MSRPC_UUID_QMCOMM)
+    node.api.publish(q, "keep")
+    hr, _ = open_queue(c, "OS:.\\private$\\" + q)
+    assert hr == MQ_ERROR_ACCESS_DENIED
+    assert node.api.queue(q)["messages"] == 1
+
+
+def test_imported_hash_has_no_nt_hash_and_hashes_survive_restart(broker_factory):
+    b = broker_factory(config=NTLM_CONFIG)
+    n = Node(b)
+    salt = os.urandom(4)
+    h = base64.b64encode(salt + hashlib.sha256(salt + b"imported").digest()).decode()
+    assert n.api.put("/api/users/imported", {"password_hash": h, "tags": "administrator",
+                                             "hashing_algorithm":
+                                             "rabbit_password_hashing_sha256"})[0] == 201
+    with pytest.raises(DCERPCException, match="access_denied"):
+        get_info(n.connect("imported", password="imported"), machine_object(), [4])
+    wait_for(lambda: re.search(r"user 'imported' has no NT hash", n.log()),
+             message="no clear log line")
+    n.user("kept")
+    b2 = restart(broker_factory, b, config=NTLM_CONFIG)
+    n2 = Node(b2)
+    assert get_info(n2.connect("kept"), machine_object(), [4])[0] == MQ_OK
+    # msrpc.ntlm_hashes = off: the stored NT hashes are dropped, NTLM logins fail
+    b3 = restart(broker_factory, b2, config=dict(NTLM_CONFIG, **{"msrpc.ntlm_hashes": "off"}))
+    n3 = Node(b3)
+    with pytest.raises(DCERPCException, match="access_denied"):
+        get_info(n3.connect("kept"), machine_object(), [4])
+    b4 = restart(broker_factory, b3, config=NTLM_CONFIG)
+    n4 = Node(b4)
+    with pytest.raises(DCERPCException, match="access_denied"):
+        get_info(n4.connect("kept"), machine_object(), [4])
+    n4.user("kept")  # setting the password again gives it back
+    assert get_info(n4.connect("kept"), machine_object(), [4])[0] == MQ_OK
