@@ -8,6 +8,8 @@
  *   adds up and never exceeds the negotiated max_xmit;
  * - a gathered call never holds more than max_call bytes;
  * - after RPC_STEP_CLOSE nothing more is read (the caller would close).
+ * With the first byte's top bit set, NTLM is offered and required, so that bind verifiers,
+ * AUTH3 and the refusals of unauthenticated calls are reached too (fuzz_ntlm goes deeper).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +30,15 @@
 
 static rpc_iface QMMGMT, QMCOMM;
 static const rpc_iface *IFACES[2] = {&QMMGMT, &QMCOMM};
+
+static int any_user(void *ctx, const char *user, uint8_t out[16], char *why, size_t whylen)
+{
+    (void)ctx;
+    (void)why;
+    (void)whylen;
+    memset(out, 0x5a, 16);
+    return user[0] ? 0 : -1;
+}
 
 static void check_out(const rpc_conn *c)
 {
@@ -56,14 +67,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     size_t chunk = 1 + data[0] % 97;
-    rpc_conn_cfg cfg = {IFACES, 2, 1432, 8192, 16, "2103"};
+    /* the first byte's top bit: NTLM offered and required (bind verifiers, AUTH3, refusals) */
+    rpc_conn_cfg cfg = {.ifaces = IFACES,
+                        .n_ifaces = 2,
+                        .max_frag = 1432,
+                        .max_call = 8192,
+                        .max_frags = 16,
+                        .sec_addr = "2103",
+                        .ntlm = data[0] >> 7,
+                        .require_auth = data[0] >> 7,
+                        .min_level = RPC_AUTH_LEVEL_CONNECT,
+                        .computer = "fuzz",
+                        .nt_hash = any_user};
     rpc_conn c;
     rpc_conn_init(&c, &cfg, 1);
     sl_buf in;
     sl_buf_init(&in);
     size_t pos = 1;
     int closed = 0;
-    char why[200];
+    char why[400];
     while (pos < size && !closed) {
         size_t n = size - pos < chunk ? size - pos : chunk;
         sl_buf_append(&in, data + pos, n);

@@ -16,7 +16,7 @@
 static rpc_iface QMMGMT;
 static const rpc_iface *IFACES[1] = {&QMMGMT};
 static rpc_conn C;
-static char why[200];
+static char why[400];
 
 static void setup(void)
 {
@@ -24,7 +24,12 @@ static void setup(void)
     rpc_uuid_parse("41208ee0-e970-11d1-9b9e-00e02c064c39", QMMGMT.id.uuid);
     QMMGMT.id.major = 1;
     QMMGMT.n_ops = 2;
-    rpc_conn_cfg cfg = {IFACES, 1, 1432, 4096, 8, "2103"};
+    rpc_conn_cfg cfg = {.ifaces = IFACES,
+                        .n_ifaces = 1,
+                        .max_frag = 1432,
+                        .max_call = 4096,
+                        .max_frags = 8,
+                        .sec_addr = "2103"};
     rpc_conn_init(&C, &cfg, 0x77);
 }
 
@@ -214,6 +219,108 @@ START_TEST(bind_with_authentication_is_refused)
     const uint8_t *p = out_pdu(0);
     ck_assert_uint_eq(p[2], RPC_PT_BIND_NAK);
     ck_assert_uint_eq(p[16] | p[17] << 8, 8); /* authentication type not recognized */
+    sl_buf_free(&b);
+}
+END_TEST
+
+static int no_hash(void *ctx, const char *user, uint8_t out[16], char *w, size_t wl)
+{
+    snprintf(w, wl, "no user '%s'", user);
+    return -1;
+}
+
+/* Start over with NTLM offered and required. */
+static void ntlm_conn(void)
+{
+    rpc_conn_free(&C);
+    rpc_conn_cfg cfg = {.ifaces = IFACES,
+                        .n_ifaces = 1,
+                        .max_frag = 1432,
+                        .max_call = 4096,
+                        .max_frags = 8,
+                        .sec_addr = "2103",
+                        .ntlm = 1,
+                        .require_auth = 1,
+                        .min_level = RPC_AUTH_LEVEL_INTEGRITY,
+                        .computer = "node1",
+                        .nt_hash = no_hash};
+    rpc_conn_init(&C, &cfg, 0x77);
+}
+
+START_TEST(nt_hash_vector)
+{
+    /* MS-NLMP 4.2.1: NTOWFv1("Password") */
+    static const uint8_t want[16] = {0xa4, 0xf4, 0x9c, 0x40, 0x65, 0x10, 0xbd, 0xca,
+                                     0xb6, 0x82, 0x4e, 0xe7, 0xc3, 0x0f, 0xd8, 0x52};
+    uint8_t h[16];
+    ck_assert_int_eq(ntlm_nt_hash((const uint8_t *)"Password", 8, h), 0);
+    ck_assert_mem_eq(h, want, 16);
+    ck_assert_int_eq(ntlm_nt_hash((const uint8_t *)"\xff", 1, h), -1); /* not UTF-8 */
+}
+END_TEST
+
+START_TEST(ntlm_bind_gets_a_challenge_and_calls_wait_for_the_login)
+{
+    ntlm_conn();
+    sl_buf b;
+    sl_buf_init(&b);
+    bind_pdu(&b, QMMGMT.id.uuid, 1, &rpc_ndr20);
+    /* a NEGOTIATE: Unicode, sign, seal, NTLM, ESS, 128, key exchange */
+    uint8_t trailer[8] = {10, RPC_AUTH_LEVEL_PRIVACY, 0, 0, 7, 0, 0, 0};
+    uint8_t nego[32] = {'N', 'T', 'L', 'M', 'S', 'S', 'P', 0, 1, 0, 0, 0, 0x35, 0x82, 0x08, 0x60};
+    sl_buf_append(&b, trailer, 8);
+    sl_buf_append(&b, nego, 32);
+    b.data[10] = 32;
+    fin(&b, 0);
+    rpc_call call;
+    ck_assert_int_eq(feed(&b, &call), RPC_STEP_DONE);
+    const uint8_t *p = out_pdu(0);
+    size_t len = p[8] | p[9] << 8, al = p[10] | p[11] << 8;
+    ck_assert_uint_eq(p[2], RPC_PT_BIND_ACK);
+    ck_assert_uint_gt(al, 56);
+    const uint8_t *t = p + len - al - 8;
+    ck_assert_uint_eq(t[0], 10);
+    ck_assert_uint_eq(t[1], RPC_AUTH_LEVEL_PRIVACY);
+    ck_assert_uint_eq(t[4], 7); /* the client's auth_context_id */
+    ck_assert_mem_eq(t + 8, "NTLMSSP\0\2\0\0\0", 12);
+    ck_assert_ptr_null(rpc_conn_user(&C));
+    /* a call before AUTH3: access denied, closed, nothing handed over */
+    C.out.len = C.out.off = 0;
+    b.len = 0;
+    request_pdu(&b, 3, 2, 0, 0, NULL, 0);
+    ck_assert_int_eq(feed(&b, &call), RPC_STEP_CLOSE);
+    p = out_pdu(0);
+    ck_assert_uint_eq(p[2], RPC_PT_FAULT);
+    uint32_t st;
+    memcpy(&st, p + 24, 4);
+    ck_assert_uint_eq(st, NCA_S_ACCESS_DENIED);
+    sl_buf_free(&b);
+}
+END_TEST
+
+START_TEST(ntlm_required_refuses_unauthenticated_and_v1_negotiate)
+{
+    ntlm_conn();
+    bind_ok();
+    sl_buf b;
+    sl_buf_init(&b);
+    request_pdu(&b, 3, 2, 0, 0, NULL, 0);
+    rpc_call call;
+    ck_assert_int_eq(feed(&b, &call), RPC_STEP_CLOSE);
+    ck_assert_ptr_nonnull(strstr(why, "unauthenticated"));
+    /* a NEGOTIATE without extended session security (NTLMv1 only): bind_nak */
+    ntlm_conn();
+    b.len = 0;
+    bind_pdu(&b, QMMGMT.id.uuid, 1, &rpc_ndr20);
+    uint8_t trailer[8] = {10, RPC_AUTH_LEVEL_INTEGRITY, 0, 0, 0, 0, 0, 0};
+    uint8_t nego[32] = {'N', 'T', 'L', 'M', 'S', 'S', 'P', 0, 1, 0, 0, 0, 0x35, 0x82, 0, 0x60};
+    sl_buf_append(&b, trailer, 8);
+    sl_buf_append(&b, nego, 32);
+    b.data[10] = 32;
+    fin(&b, 0);
+    ck_assert_int_eq(feed(&b, &call), RPC_STEP_CLOSE);
+    ck_assert_uint_eq(out_pdu(0)[2], RPC_PT_BIND_NAK);
+    ck_assert_ptr_nonnull(strstr(why, "extended session security"));
     sl_buf_free(&b);
 }
 END_TEST
@@ -418,6 +525,9 @@ static Suite *dcerpc_suite(void)
     tcase_add_test(tc, bind_rejects_unknown_interface_and_transfer_syntax);
     tcase_add_test(tc, bind_time_feature_negotiation_acknowledged);
     tcase_add_test(tc, bind_with_authentication_is_refused);
+    tcase_add_test(tc, nt_hash_vector);
+    tcase_add_test(tc, ntlm_bind_gets_a_challenge_and_calls_wait_for_the_login);
+    tcase_add_test(tc, ntlm_required_refuses_unauthenticated_and_v1_negotiate);
     tcase_add_test(tc, request_fragments_are_gathered);
     tcase_add_test(tc, response_is_fragmented_to_max_xmit);
     tcase_add_test(tc, fragment_count_and_call_size_are_bounded);
