@@ -5,10 +5,13 @@ tampered PDUs and users without rights are refused and change nothing."""
 
 import base64
 import hashlib
+import hmac
 import os
 import re
+import struct
 
 import pytest
+from Cryptodome.Cipher import ARC4
 from impacket import ntlm
 from impacket.dcerpc.v5 import rpcrt, transport
 from impacket.dcerpc.v5.rpcrt import DCERPCException
@@ -59,6 +62,52 @@ class Node:
         return open(self.broker.log_path, errors="replace").read()
 
 
+class ResponseSignatures:
+    """Checks the server's signature on every response PDU, independently of impacket (which
+    decrypts but verifies nothing): MS-NLMP 3.4.4.2 with the server-to-client keys, one
+    sequence number per PDU, the RC4 stream sealing the stub first and the checksum after."""
+
+    def __init__(self, dce, level):
+        key, flags = dce._DCERPC_v5__sessionKey, dce._DCERPC_v5__flags
+        self.sign = ntlm.SIGNKEY(flags, key, b"Server")
+        self.rc4 = ARC4.new(ntlm.SEALKEY(flags, key, b"Server"))
+        self.keyx = flags & ntlm.NTLMSSP_NEGOTIATE_KEY_EXCH
+        self.level, self.seq, self.buf = level, 0, b""
+        tr = dce.get_rpc_transport()
+        recv = tr.recv
+
+        def hooked(*a, **kw):
+            data = recv(*a, **kw)
+            self.feed(data)
+            return data
+        tr.recv = hooked
+
+    def feed(self, data):
+        self.buf += data
+        while len(self.buf) >= 16:
+            n = struct.unpack_from("<H", self.buf, 8)[0]
+            if len(self.buf) < n:
+                return
+            pdu, self.buf = self.buf[:n], self.buf[n:]
+            if pdu[2] == 2:  # response
+                self.check(pdu)
+
+    def check(self, pdu):
+        assert struct.unpack_from("<H", pdu, 10)[0] == 16, "a response without a verifier"
+        tpos = len(pdu) - 24
+        assert pdu[tpos] == 10 and pdu[tpos + 1] == self.level
+        body = pdu[24:tpos]
+        if self.level == PRIVACY:
+            body = self.rc4.encrypt(body)
+        msg = pdu[:24] + body + pdu[tpos:len(pdu) - 16]
+        mac = hmac.new(self.sign, struct.pack("<I", self.seq) + msg, hashlib.md5).digest()[:8]
+        if self.keyx:
+            mac = self.rc4.encrypt(mac)
+        assert pdu[-16:] == struct.pack("<I", 1) + mac + struct.pack("<I", self.seq), \
+            "response %d: bad signature" % self.seq
+        self.seq += 1
+
+
 def get_info(dce, obj, props):
     req = R_QMMgmtGetInfo()
     req["pObjectFormat"] = obj
@@ -93,6 +142,11 @@ def node(broker_factory):
 @pytest.mark.parametrize("level", [CONNECT, INTEGRITY, PRIVACY])
 def test_every_method_at_each_level(node, level):
     dce = node.connect("rpcadmin", level=level)
+    sigs = ResponseSignatures(dce, level) if level != CONNECT else None
+    if level == PRIVACY:
+        # enough queues that the machine's PRIVATEQ list spans several response fragments
+        for i in range(120):
+            node.api.declare(uname("many-queues-to-list-over-several-fragments-%d" % i))
     # qmmgmt: GetInfo of the machine and of a queue, as the HTTP API answers
     ids = sorted(i for i in MACHINE_PROPS if i != 10)  # 10: a clock that moves between asks
     hr, rpc = get_info(dce, machine_object(), ids)
@@ -112,15 +166,19 @@ def test_every_method_at_each_level(node, level):
     assert action(dce, machine_object(), "DISCONNECT") == MQ_OK
     assert get_info(dce, machine_object(), [4]) == (MQ_OK, [(VT_LPWSTR, "DISCONNECTED")])
     assert action(dce, machine_object(), "CONNECT") == MQ_OK
+    if sigs:
+        assert sigs.seq >= (8 if level == PRIVACY else 5), sigs.seq  # 5 calls, + fragments
     dce.disconnect()
     # qmcomm: the server port, open, purge, close
     c = node.connect("rpcadmin", level=level, iface=MSRPC_UUID_QMCOMM)
+    csigs = ResponseSignatures(c, level) if level != CONNECT else None
     assert server_port(c, 0) == node.port
     hr, h = open_queue(c, "OS:.\\private$\\" + q)
     assert hr == MQ_OK
     assert purge(c, h) == MQ_OK
     assert node.api.queue(q)["messages"] == 0
     assert close_handle(c, h) == (MQ_OK, bytes(20))
+    assert csigs is None or csigs.seq == 4
     c.disconnect()
     assert "NTLM login of 'rpcadmin' (domain 'WORKGROUP'), level %s" % {
         CONNECT: "connect", INTEGRITY: "integrity", PRIVACY: "privacy"}[level] in node.log()
