@@ -1,5 +1,5 @@
 /* server.c - DCE/RPC over TCP: listeners, sessions, dispatch, and the endpoint mapper
- * (MS-RPCE 2.2.1.2 / C706 appendix O: ept_map, ept_lookup answered empty,
+ * (MS-RPCE 2.2.1.2 / C706 appendix O: ept_map, ept_lookup listing our interfaces,
  * ept_lookup_handle_free). See server.h for the bounds.
  */
 #include "server.h"
@@ -561,32 +561,86 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
     return 0;
 }
 
+/* ept_lookup (opnum 2): the entries of the interfaces we serve (qmmgmt, qmcomm), each with
+ * the nil object, its tower and its name as the annotation, for tools that enumerate the
+ * mapper. All of them fit in one answer (there are at most MAX_IFACES), so the entry handle
+ * returned is always the null one, which ends the client's loop. */
+static uint32_t ept_lookup(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
+{
+    uint8_t obj[16] = {0}, ifid[16] = {0}, handle[20];
+    uint32_t inquiry = ndr_u32(in);
+    int have_obj = ndr_ptr(in) != 0;
+    if (have_obj)
+        ndr_bytes(in, obj, 16);
+    int have_if = ndr_ptr(in) != 0;
+    uint16_t if_major = 0, if_minor = 0;
+    if (have_if) {
+        ndr_bytes(in, ifid, 16);
+        if_major = ndr_u16(in);
+        if_minor = ndr_u16(in);
+    }
+    /* vers_option: 1 all versions, 2 compatible (same major, minor at least), 3 exact,
+     * 4 major only, 5 up to (at most this version) */
+    uint32_t vers = ndr_u32(in);
+    ndr_rd_align(in, 4);
+    ndr_bytes(in, handle, 20);
+    uint32_t max_ents = ndr_u32(in);
+    if (in->err || max_ents > 500)
+        return NCA_S_FAULT_NDR;
+    static const uint8_t nil[16];
+    const rpc_iface *found[MAX_IFACES];
+    uint32_t n = 0;
+    /* inquiry 0: all; 1: by interface; 2: by object; 3: both. Our entries' object is nil. */
+    int by_if = inquiry == 1 || inquiry == 3, by_obj = inquiry == 2 || inquiry == 3;
+    for (size_t k = 0; k < s->n_regs && n < max_ents && s->main.fd >= 0 && inquiry <= 3; k++) {
+        const rpc_iface *f = s->ifaces[k];
+        if (by_if && (!have_if || memcmp(f->id.uuid, ifid, 16)))
+            continue;
+        uint32_t mine = (uint32_t)f->id.major << 16 | f->id.minor,
+                 asked = (uint32_t)if_major << 16 | if_minor;
+        if (by_if && ((vers == 2 && (f->id.major != if_major || f->id.minor < if_minor)) ||
+                      (vers == 3 && mine != asked) || (vers == 4 && f->id.major != if_major) ||
+                      (vers == 5 && mine > asked)))
+            continue;
+        if (by_obj && have_obj && memcmp(obj, nil, 16))
+            continue;
+        found[n++] = f;
+    }
+    memset(handle, 0, sizeof handle);
+    ndr_put_bytes(out, handle, 20);
+    ndr_put_u32(out, n);
+    ndr_put_u32(out, max_ents); /* conformant varying array of ept_entry_t */
+    ndr_put_u32(out, 0);
+    ndr_put_u32(out, n);
+    for (uint32_t i = 0; i < n; i++) {
+        ndr_put_bytes(out, nil, 16); /* object */
+        ndr_put_ref(out);            /* tower, deferred */
+        size_t al = strlen(found[i]->name) + 1;
+        ndr_put_u32(out, 0); /* annotation: a varying string, offset, count, chars */
+        ndr_put_u32(out, (uint32_t)al);
+        ndr_put_bytes(out, found[i]->name, al);
+        ndr_wr_align(out, 4);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        sl_buf t;
+        sl_buf_init(&t);
+        our_tower(s, ss, found[i], &t);
+        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        ndr_put_bytes(out, sl_buf_head(&t), sl_buf_unread(&t));
+        sl_buf_free(&t);
+        ndr_wr_align(out, 4);
+    }
+    ndr_put_u32(out, n ? 0 : EPT_S_NOT_REGISTERED);
+    return 0;
+}
+
 static uint32_t epm_op(rpc_server *s, session *ss, const rpc_call *c, ndr_rd *in, ndr_wr *out)
 {
     uint8_t handle[20];
     switch (c->opnum) {
-    case 2: /* ept_lookup: we do not enumerate; an empty answer */
-        (void)ndr_u32(in);
-        if (ndr_ptr(in))
-            ndr_bytes(in, handle, 16);
-        if (ndr_ptr(in)) {
-            ndr_bytes(in, handle, 16);
-            (void)ndr_u16(in);
-            (void)ndr_u16(in);
-        }
-        (void)ndr_u32(in);
-        ndr_bytes(in, handle, 20);
-        (void)ndr_u32(in);
-        if (in->err)
-            return NCA_S_FAULT_NDR;
-        memset(handle, 0, 20);
-        ndr_put_bytes(out, handle, 20);
-        ndr_put_u32(out, 0);
-        ndr_put_u32(out, 0); /* conformant varying array: max 0, offset 0, actual 0 */
-        ndr_put_u32(out, 0);
-        ndr_put_u32(out, 0);
-        ndr_put_u32(out, EPT_S_NOT_REGISTERED);
-        return 0;
+    case 2:
+        return ept_lookup(s, ss, in, out);
     case 3:
         return ept_map(s, ss, in, out);
     case 4: /* ept_lookup_handle_free: we hand out none */

@@ -127,6 +127,37 @@ def test_epmap_gives_the_interface_endpoint(door):
     assert door.binding == "ncacn_ip_tcp:%s[%d]" % (door.host, door.port)
 
 
+def test_ept_lookup_lists_both_interfaces(door):
+    """A tool that enumerates the mapper (impacket's hept_lookup, rpcdump's loop) sees qmmgmt
+    and qmcomm at the interfaces' port; asked for one interface, only that one."""
+    from impacket.dcerpc.v5 import epm, transport
+    from impacket.uuid import bin_to_uuidtup
+    from msrpc_idl import MSRPC_UUID_QMCOMM
+
+    def lookup(**kw):
+        t = transport.DCERPCTransportFactory("ncacn_ip_tcp:%s[%d]" % (door.host, door.epmap_port))
+        dce = t.get_dce_rpc()
+        dce.connect()
+        try:
+            return epm.hept_lookup(door.host, dce=dce, **kw)
+        finally:
+            dce.disconnect()
+
+    entries = lookup()
+    seen = {}
+    for e in entries:
+        t = e["tower"]
+        floors = t["Floors"]
+        uuid = bin_to_uuidtup(floors[0]["InterfaceUUID"] + struct.pack(
+            "<HH", floors[0]["MajorVersion"], floors[0]["MinorVersion"]))
+        port = struct.unpack(">H", floors[3]["RelatedData"])[0]  # floor 4: the TCP port
+        seen[uuid] = (e["annotation"].rstrip(b"\0").decode(), port)
+    assert seen == {bin_to_uuidtup(MSRPC_UUID_QMMGMT): ("qmmgmt", door.port),
+                    bin_to_uuidtup(MSRPC_UUID_QMCOMM): ("qmcomm", door.port)}, seen
+    only = lookup(inquiry_type=epm.RPC_C_EP_MATCH_BY_IF, ifId=MSRPC_UUID_QMCOMM)
+    assert [e["annotation"] for e in only] == [b"qmcomm\0"]
+
+
 def test_machine_info_matches_http(door):
     q = uname("m")
     door.api.declare(q)
