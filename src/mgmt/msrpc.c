@@ -192,9 +192,15 @@ void msrpc_pending_reply(mgmt *m, msrpc_pending *p, const uint8_t *stub, size_t 
 }
 
 /* NTLM's credential lookup: the user's NT hash from the access module. */
-static int nt_hash_of(void *ctx, const char *user, uint8_t out[16], char *why, size_t whylen)
+static int nt_hash_of(void *ctx, const char *user, int loopback, uint8_t out[16], char *why,
+                      size_t whylen)
 {
     mgmt *m = ctx;
+    if (!loopback && acc_is_loopback_user(m->b->acc, user)) {
+        /* loopback_users, as at the AMQP and HTTP doors */
+        snprintf(why, whylen, "user '%s' can only connect via localhost", user);
+        return -1;
+    }
     switch (acc_user_nt_hash(m->b->acc, user, out)) {
     case 0:
         return 0;

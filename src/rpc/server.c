@@ -320,6 +320,8 @@ static int peer_str(const struct sockaddr_storage *ss, char *buf, size_t len, in
     return 0;
 }
 
+static int session_nt_hash(void *ctx, const char *user, uint8_t out[16], char *why, size_t whylen);
+
 static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *peer)
 {
     door *d = a->data;
@@ -339,8 +341,8 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *pee
         .require_auth = s->cfg.ntlm && !d->epmap,
         .min_level = d->epmap ? RPC_AUTH_LEVEL_NONE : s->cfg.min_level,
         .computer = s->computer,
-        .nt_hash = s->cfg.nt_hash,
-        .nt_hash_ctx = s->cfg.nt_hash_ctx,
+        .nt_hash = session_nt_hash,
+        .nt_hash_ctx = ss,
     };
     rpc_conn_init(&ss->conn, &cc, s->next_group++);
     sl_buf_init(&ss->in);
@@ -361,6 +363,18 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *pee
         session_close(ss, "cannot watch the socket");
     else
         sl_debug("msrpc: accepted %s on %s", ss->info.peer, d->epmap ? "epmap" : "msrpc");
+}
+
+/* dcerpc.c's credential lookup, with the session's peer for loopback_users */
+static int session_nt_hash(void *ctx, const char *user, uint8_t out[16], char *why, size_t whylen)
+{
+    session *ss = ctx;
+    rpc_server *s = ss->srv;
+    if (!s->cfg.nt_hash) {
+        snprintf(why, whylen, "no NTLM credentials");
+        return -1;
+    }
+    return s->cfg.nt_hash(s->cfg.nt_hash_ctx, user, ss->info.loopback, out, why, whylen);
 }
 
 static int can_accept(sl_acceptor *a)

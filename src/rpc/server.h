@@ -52,7 +52,9 @@ typedef struct rpc_server_cfg {
                            * (the endpoint mapper's door offers NTLM and needs none) */
     int min_level;        /* msrpc.min_auth_level (RPC_AUTH_LEVEL_*) */
     const char *computer; /* the name NTLM's CHALLENGE gives */
-    ntlm_hash_fn nt_hash; /* a user's NT hash, on the loop thread */
+    /* a user's NT hash, on the loop thread (loopback: the peer is on a loopback address) */
+    int (*nt_hash)(void *ctx, const char *user, int loopback, uint8_t out[16], char *why,
+                   size_t whylen);
     void *nt_hash_ctx;
     uint16_t max_frag;
     size_t max_call;
