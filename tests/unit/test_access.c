@@ -537,6 +537,61 @@ START_TEST(records_replay_to_the_same_state)
 }
 END_TEST
 
+START_TEST(nt_hashes_kept_replayed_and_dropped)
+{
+    static const uint8_t pw_hash[16] = {0xa4, 0xf4, 0x9c, 0x40, 0x65, 0x10, 0xbd, 0xca,
+                                        0xb6, 0x82, 0x4e, 0xe7, 0xc3, 0x0f, 0xd8, 0x52};
+    uint8_t h[16];
+    recs log;
+    sl_buf_init(&log.b);
+    log.n = 0;
+    acc_set_persist(A, collect, &log);
+    add_user("off", "Password", NULL); /* msrpc.ntlm_hashes off (the default): none kept */
+    ck_assert_int_eq(acc_user_nt_hash(A, "off", h), -2);
+    acc_set_keep_nt_hashes(A, 1);
+    add_user("nt", "Password", "management");
+    ck_assert_int_eq(acc_user_nt_hash(A, "nt", h), 0);
+    ck_assert_mem_eq(h, pw_hash, 16); /* MS-NLMP 4.2.1 */
+    ck_assert_int_eq(acc_user_nt_hash(A, "nobody", h), -1);
+    add_user("nt", NULL, "administrator"); /* tags only: the NT hash stays */
+    ck_assert_int_eq(acc_user_nt_hash(A, "nt", h), 0);
+    /* an imported hash leaves none */
+    add_user("imp", "x", NULL);
+    acc_user_def d = {.name = "imp", .password_hash = "", .algo = ACC_HASH_SHA256};
+    ck_assert_int_eq(acc_user_put(A, &d, NULL, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_user_nt_hash(A, "imp", h), -2);
+    /* the log and a snapshot replay to the same NT hashes */
+    acc_db *B = acc_new();
+    replay_all(B, &log);
+    ck_assert_int_eq(acc_user_nt_hash(B, "nt", h), 0);
+    ck_assert_mem_eq(h, pw_hash, 16);
+    ck_assert_int_eq(acc_user_nt_hash(B, "imp", h), -2);
+    ck_assert_int_eq(acc_user_nt_hash(B, "off", h), -2);
+    recs s;
+    snapshot_of(B, &s);
+    acc_db *C = acc_new();
+    replay_all(C, &s);
+    ck_assert_int_eq(acc_user_nt_hash(C, "nt", h), 0);
+    ck_assert_mem_eq(h, pw_hash, 16);
+    /* dropped (msrpc.ntlm_hashes off at start), durably */
+    int before = log.n;
+    acc_drop_nt_hashes(A);
+    ck_assert_int_eq(acc_user_nt_hash(A, "nt", h), -2);
+    ck_assert_int_eq(log.n, before + 1);
+    acc_db *D = acc_new();
+    replay_all(D, &log);
+    ck_assert_int_eq(acc_user_nt_hash(D, "nt", h), -2);
+    /* a malformed NT hash record */
+    static const uint8_t bad[] = {2, 0, 'n', 't', 5, 1, 2};
+    ck_assert_int_eq(acc_replay(D, ACC_REC_USER_NTHASH, bad, sizeof bad), -1);
+    sl_buf_free(&s.b);
+    sl_buf_free(&log.b);
+    acc_free(B);
+    acc_free(C);
+    acc_free(D);
+}
+END_TEST
+
 START_TEST(malformed_records_rejected)
 {
     static const uint8_t shortrec[] = {5, 0, 'a', 'b'};
@@ -681,6 +736,7 @@ static Suite *access_suite(void)
     tcase_add_test(tc, actions_need_administrator);
     tcase_add_test(tc, records_replay_to_the_same_state);
     tcase_add_test(tc, malformed_records_rejected);
+    tcase_add_test(tc, nt_hashes_kept_replayed_and_dropped);
     tcase_add_test(tc, links_need_the_tag_and_speak_for_one_node);
     tcase_add_test(tc, verifier_answers_cancels_and_bounds);
     tcase_add_test(tc, checked_login_sees_changes_made_meanwhile);
