@@ -45,7 +45,7 @@ static void check_challenge(const sl_buf *b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const uint8_t nego[32] = {'N', 'T', 'L', 'M', 'S', 'S', 'P', 0,
+    static const uint8_t nego[32] = {'N', 'T', 'L', 'M', 'S',  'S',  'P',  0,
                                      1,   0,   0,   0,   0x35, 0x82, 0x88, 0xe0};
     if (size < 1)
         return 0;
