@@ -299,3 +299,62 @@ def test_imported_hash_has_no_nt_hash_and_hashes_survive_restart(broker_factory)
         get_info(n4.connect("kept"), machine_object(), [4])
     n4.user("kept")  # setting the password again gives it back
     assert get_info(n4.connect("kept"), machine_object(), [4])[0] == MQ_OK
+
+
+class _Type3:
+    """An AUTHENTICATE built here, as Windows clients build theirs: NTLMv2 with MsvAvFlags'
+    MIC bit in the blob's AV pairs, the Version field, and the MIC over all three messages
+    (impacket's own client sends no MIC)."""
+
+    def __init__(self, data, flags):
+        self.data, self.fields = data, {"flags": flags}
+
+    def __getitem__(self, k):
+        return self.fields[k]
+
+    def getData(self):
+        return self.data
+
+
+def type3_with_mic(bad_mic):
+    def build(type1, type2, user, password, domain, lmhash="", nthash="", use_ntlmv2=True):
+        ch = ntlm.NTLMAuthChallenge(type2)
+        av = ntlm.AV_PAIRS(ch["TargetInfoFields"])
+        av[ntlm.NTLMSSP_AV_FLAGS] = struct.pack("<I", 2)  # a MIC follows
+        when = av[ntlm.NTLMSSP_AV_TIME][1]
+        blob = (b"\x01\x01" + b"\0" * 6 + when + os.urandom(8) + b"\0" * 4 + av.getData() +
+                b"\0" * 4)
+        key = ntlm.NTOWFv2(user, password, domain)
+        proof = hmac.new(key, ch["challenge"] + blob, hashlib.md5).digest()
+        base = hmac.new(key, proof, hashlib.md5).digest()
+        exported = os.urandom(16)
+        enc = ARC4.new(base).encrypt(exported)
+        flags = type1["flags"] & ch["flags"] | ntlm.NTLMSSP_NEGOTIATE_VERSION
+        fields = [b"\0" * 24, proof + blob, domain.encode("utf-16le"), user.encode("utf-16le"),
+                  b"", enc]
+        head, payload, off = b"", b"", 88
+        for f in fields:
+            head += struct.pack("<HHI", len(f), len(f), off + len(payload))
+            payload += f
+        msg = (b"NTLMSSP\0" + struct.pack("<I", 3) + head + struct.pack("<I", flags) +
+               b"\x06\x01\xb1\x1d\0\0\0\x0f")
+        mic = hmac.new(exported, type1.getData() + type2 + msg + b"\0" * 16 + payload,
+                       hashlib.md5).digest()
+        if bad_mic:
+            mic = bytes([mic[0] ^ 1]) + mic[1:]
+        return _Type3(msg + mic + payload, flags), exported
+    return build
+
+
+@pytest.mark.parametrize("bad_mic", [False, True])
+def test_authenticate_with_a_mic(node, monkeypatch, bad_mic):
+    monkeypatch.setattr(ntlm, "getNTLMSSPType3", type3_with_mic(bad_mic))
+    dce = node.connect("rpcadmin", level=PRIVACY)
+    if bad_mic:
+        with pytest.raises(DCERPCException, match="access_denied"):
+            get_info(dce, machine_object(), [4])
+        wait_for(lambda: "MIC does not match" in node.log(), message="no refusal logged")
+        return
+    sigs = ResponseSignatures(dce, PRIVACY)
+    assert get_info(dce, machine_object(), [4]) == (MQ_OK, [(VT_LPWSTR, "CONNECTED")])
+    assert sigs.seq == 1
