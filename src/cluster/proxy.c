@@ -590,7 +590,10 @@ static int refuse_amqp_input(pconn *c)
     int done = cl_proxy_amqp_refusal(&c->amqp_step, c->c2l.data + c->c2l.off, pb_used(&c->c2l),
                                      &used, &out);
     c->c2l.off += used;
-    pb_append(&c->l2c, out.data + out.off, out.len - out.off);
+    /* Nothing to answer yet (a header still arriving) leaves out.data NULL: even adding a zero
+     * offset to it is undefined, which clang's UBSan reports. */
+    if (out.len > out.off)
+        pb_append(&c->l2c, out.data + out.off, out.len - out.off);
     sl_buf_free(&out);
     return done;
 }

@@ -84,8 +84,11 @@ class Harness:
         return line.decode()
 
     def cmd(self, line):
-        self.proc.stdin.write((line + "\n").encode())
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write((line + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise AssertionError("harness exited; stderr:\n" + self.log())
         return self._line(10)
 
     def leader(self, broker, name="leader", amqp_port=None, http_port=None):
