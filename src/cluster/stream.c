@@ -1,0 +1,942 @@
+/* stream.c - the replication stream's server (leader) and client (follower) threads (see
+ * stream.h).
+ *
+ * Invariants:
+ * - Only the server's thread touches its rl, and only the client's thread its rf and history:
+ *   other threads hand inputs over under mu and wake the thread (an eventfd); outputs
+ *   (released, blocked, peers, position) are copied out under mu.
+ * - A follower ACKs an index only after the owner's apply made it durable and the replica
+ *   state naming it was saved: an ACK is a promise about the disk (repl.h "Commit").
+ * - Every socket is non-blocking; a peer that sends a malformed frame is dropped.
+ * - The server never queues more than OUT_MAX bytes for one follower: rl's window and
+ *   go-back-N resend what a slow one has not taken.
+ */
+#include "cluster/stream.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/wire.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/mem.h"
+
+#define OUT_MAX (8u << 20) /* bytes queued to one follower before the server waits */
+#define MAX_CONNS 32       /* connections the server holds (followers and strangers) */
+#define HEARD_MAX_MS 2000  /* a follower that hears nothing of its session this long: HELLO */
+#define RETRY_MS 300       /* a follower's pause before it dials again */
+#define REFUSE_NOT_KEPT 2  /* REFUSE code: the next group is no longer kept (full copy) */
+#define REFUSE_NOT_OURS 3  /* REFUSE code: another cluster */
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void poke(int fd)
+{
+    uint64_t one = 1;
+    ssize_t n = write(fd, &one, sizeof one);
+    (void)n;
+}
+
+static void drain(int fd)
+{
+    uint64_t v;
+    ssize_t n = read(fd, &v, sizeof v);
+    (void)n;
+}
+
+/* ---- a connection's buffers ---- */
+
+typedef struct sconn {
+    int fd;
+    int node;        /* -1 until its HELLO */
+    int close_after; /* close once out is flushed */
+    sl_buf in, out;
+} sconn;
+
+static void sconn_close(sconn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->node = -1;
+    c->close_after = 0;
+    sl_buf_free(&c->in);
+    sl_buf_free(&c->out);
+}
+
+/* Read what is there: 0, or -1 on EOF / error. */
+static int sconn_read(sconn *c)
+{
+    for (int i = 0; i < 16; i++) {
+        sl_buf_compact(&c->in);
+        uint8_t *p = sl_buf_reserve(&c->in, 65536);
+        ssize_t n = recv(c->fd, p, 65536, 0);
+        if (n > 0) {
+            c->in.len += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return -1;
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+    }
+    return 0;
+}
+
+/* Send what is queued: 0, or -1 on error. */
+static int sconn_write(sconn *c)
+{
+    while (sl_buf_unread(&c->out)) {
+        ssize_t n = send(c->fd, sl_buf_head(&c->out), sl_buf_unread(&c->out), MSG_NOSIGNAL);
+        if (n > 0) {
+            sl_buf_consume(&c->out, (size_t)n);
+            continue;
+        }
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -1;
+    }
+    return 0;
+}
+
+/* ---- leader ---- */
+
+struct cs_server {
+    char *self, *cluster;
+    int listen_fd, wake_fd, ev_fd;
+    pthread_t thread;
+    int started;
+    cs_log log;
+    uint32_t ping_ms;
+
+    pthread_mutex_t mu;
+    /* inputs, under mu */
+    struct pend {
+        uint64_t idx, bytes;
+    } * pend;
+    size_t n_pend, cap_pend;
+    uint64_t durable_in, lease_in;
+    int isr_outcome; /* -1: none */
+    int depose_in, stop;
+    /* outputs, under mu */
+    uint64_t released_out, commit_out;
+    int blocked_out;
+    cs_peer peers_out[REPL_MAX_NODES];
+    size_t n_peers_out;
+
+    /* the thread's own */
+    rl *rl;
+    char names[REPL_MAX_NODES][256];
+    int n_names;
+    sconn conns[MAX_CONNS];
+    int isr_pending;
+};
+
+static int node_id(cs_server *s, const char *name, size_t len)
+{
+    for (int i = 0; i < s->n_names; i++)
+        if (strlen(s->names[i]) == len && !memcmp(s->names[i], name, len))
+            return i;
+    if (s->n_names == REPL_MAX_NODES || len >= sizeof s->names[0])
+        return -1;
+    memcpy(s->names[s->n_names], name, len);
+    s->names[s->n_names][len] = 0;
+    return s->n_names++;
+}
+
+static void server_drop(cs_server *s, sconn *c)
+{
+    if (c->node > 0) {
+        int other = 0; /* a newer connection of the same node keeps its session */
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (&s->conns[i] != c && s->conns[i].fd >= 0 && s->conns[i].node == c->node)
+                other = 1;
+        if (!other)
+            rl_disconnect(s->rl, c->node);
+    }
+    sconn_close(c);
+}
+
+static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
+{
+    switch (m->type) {
+    case CW_HELLO: {
+        if (m->cluster_len != strlen(s->cluster) ||
+            memcmp(m->cluster, s->cluster, m->cluster_len)) {
+            cw_put_refuse(&c->out, REFUSE_NOT_OURS, "another cluster");
+            c->close_after = 1;
+            return;
+        }
+        int id = node_id(s, (const char *)m->node, m->node_len);
+        if (id <= 0) { /* ourselves, or no room for another node */
+            cw_put_refuse(&c->out, 1, id == 0 ? "that is this node's own name" : "too many nodes");
+            c->close_after = 1;
+            return;
+        }
+        for (int i = 0; i < MAX_CONNS; i++) /* its older connection is dead or soon will be */
+            if (&s->conns[i] != c && s->conns[i].fd >= 0 && s->conns[i].node == id)
+                sconn_close(&s->conns[i]);
+        c->node = id;
+        rl_start st;
+        rl_hello(s->rl, id, m->a, m->b, now, &st);
+        cw_put_start(&c->out, st.epoch, st.session, st.div_epoch, st.div_end, st.hello_epoch,
+                     st.hello_idx);
+        sl_info("cluster: follower %s connected (its log: epoch %" PRIu64 ", group %" PRIu64 ")",
+                s->names[id], m->a, m->b);
+        return;
+    }
+    case CW_ACK:
+        if (c->node > 0)
+            rl_ack(s->rl, c->node, m->epoch, m->session, m->a, m->b, now);
+        return;
+    default:
+        return; /* nothing else is a follower's to say */
+    }
+}
+
+/* Queue the groups due to c's follower. */
+static void server_send(cs_server *s, sconn *c, uint64_t now)
+{
+    uint64_t idx, session;
+    while (!c->close_after && sl_buf_unread(&c->out) < OUT_MAX &&
+           rl_next_send(s->rl, c->node, now, &idx, &session)) {
+        uint8_t *g = NULL;
+        size_t len = 0;
+        uint64_t gepoch = 0;
+        if (s->log.group(s->log.ctx, idx, &g, &len, &gepoch) < 0) {
+            char why[128];
+            snprintf(why, sizeof why, "group %" PRIu64 " is no longer kept: a full copy is needed",
+                     idx);
+            cw_put_refuse(&c->out, REFUSE_NOT_KEPT, why);
+            c->close_after = 1;
+            sl_warn("cluster: follower %s needs group %" PRIu64 ", no longer kept",
+                    s->names[c->node], idx);
+            return;
+        }
+        cw_put_data(&c->out, rl_epoch(s->rl), session, idx, gepoch, g, (uint32_t)len, NULL, 0);
+        sl_free(g);
+    }
+}
+
+static void server_publish(cs_server *s, uint64_t now)
+{
+    uint64_t rel = rl_release(s->rl, now), commit = rl_commit(s->rl);
+    int blocked = rl_blocked(s->rl);
+    uint32_t isr = rl_isr(s->rl);
+    pthread_mutex_lock(&s->mu);
+    int changed = rel != s->released_out || blocked != s->blocked_out;
+    s->released_out = rel;
+    s->blocked_out = blocked;
+    s->commit_out = commit;
+    s->n_peers_out = 0;
+    for (int i = 1; i < s->n_names; i++) {
+        rl_peer_info pi;
+        rl_peer(s->rl, i, now, &pi);
+        cs_peer *p = &s->peers_out[s->n_peers_out++];
+        snprintf(p->name, sizeof p->name, "%s", s->names[i]);
+        p->insync = (isr >> i) & 1;
+        p->connected = pi.connected;
+        p->acked = pi.acked;
+        p->lag_bytes = pi.lag_bytes;
+        p->lag_ms = pi.lag_ms;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (changed)
+        poke(s->ev_fd);
+}
+
+static void server_inputs(cs_server *s, uint64_t now)
+{
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->n_pend; i++)
+        rl_append(s->rl, s->pend[i].idx, s->pend[i].bytes, now);
+    s->n_pend = 0;
+    if (s->durable_in)
+        rl_durable(s->rl, s->durable_in);
+    if (s->lease_in)
+        rl_lease(s->rl, s->lease_in);
+    int outcome = s->isr_outcome;
+    s->isr_outcome = -1;
+    int depose = s->depose_in;
+    pthread_mutex_unlock(&s->mu);
+    if (outcome >= 0 && s->isr_pending) {
+        rl_isr_result(s->rl, outcome);
+        s->isr_pending = 0;
+        sl_info("cluster: ISR change %s", outcome == RL_ISR_DONE ? "written to etcd"
+                                          : outcome == RL_ISR_RETRY
+                                              ? "not written (etcd unreachable): will retry"
+                                              : "refused: this leader is deposed");
+    }
+    if (depose && !rl_deposed(s->rl))
+        rl_depose(s->rl);
+}
+
+static void server_isr(cs_server *s, uint64_t now)
+{
+    uint32_t prop;
+    if (s->isr_pending || !s->log.isr_propose || !rl_isr_propose(s->rl, now, &prop))
+        return;
+    const char *names[REPL_MAX_NODES];
+    size_t n = 0;
+    for (int i = 0; i < s->n_names; i++)
+        if ((prop >> i) & 1)
+            names[n++] = s->names[i];
+    s->isr_pending = 1;
+    s->log.isr_propose(s->log.ctx, names, n);
+}
+
+static void *server_run(void *arg)
+{
+    cs_server *s = arg;
+    uint64_t next_ping = 0;
+    for (;;) {
+        struct pollfd pf[2 + MAX_CONNS];
+        int map[2 + MAX_CONNS];
+        int np = 0;
+        pf[np++] = (struct pollfd){s->wake_fd, POLLIN, 0};
+        pf[np++] = (struct pollfd){s->listen_fd, POLLIN, 0};
+        for (int i = 0; i < MAX_CONNS; i++) {
+            sconn *c = &s->conns[i];
+            if (c->fd < 0)
+                continue;
+            map[np] = i;
+            pf[np++] =
+                (struct pollfd){c->fd, (short)(POLLIN | (sl_buf_unread(&c->out) ? POLLOUT : 0)), 0};
+        }
+        int rc = poll(pf, (nfds_t)np, 20);
+        pthread_mutex_lock(&s->mu);
+        int stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop)
+            break;
+        if (rc > 0 && (pf[0].revents & POLLIN))
+            drain(s->wake_fd);
+        uint64_t now = mono_ms();
+        if (rc > 0 && (pf[1].revents & POLLIN)) {
+            for (int k = 0; k < 8; k++) {
+                int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0)
+                    break;
+                int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                int slot = -1;
+                for (int i = 0; i < MAX_CONNS && slot < 0; i++)
+                    if (s->conns[i].fd < 0)
+                        slot = i;
+                if (slot < 0) {
+                    close(fd);
+                    continue;
+                }
+                sconn *c = &s->conns[slot];
+                memset(c, 0, sizeof *c);
+                c->fd = fd;
+                c->node = -1;
+            }
+        }
+        for (int k = 2; k < np; k++) {
+            sconn *c = &s->conns[map[k]];
+            if (c->fd < 0 || !(pf[k].revents & (POLLIN | POLLERR | POLLHUP)))
+                continue;
+            int dead = sconn_read(c) < 0;
+            for (;;) {
+                cw_msg m;
+                size_t used;
+                char err[128];
+                int pr = cw_parse(sl_buf_head(&c->in), sl_buf_unread(&c->in), &m, &used, err,
+                                  sizeof err);
+                if (pr == 0)
+                    break;
+                if (pr < 0) {
+                    sl_warn("cluster: replication peer dropped: %s", err);
+                    dead = 1;
+                    break;
+                }
+                server_frame(s, c, &m, now);
+                sl_buf_consume(&c->in, used);
+                if (c->fd < 0)
+                    break;
+            }
+            if (dead && c->fd >= 0)
+                server_drop(s, c);
+        }
+        server_inputs(s, now);
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (s->conns[i].fd >= 0 && s->conns[i].node > 0)
+                server_send(s, &s->conns[i], now);
+        if (now >= next_ping) {
+            next_ping = now + s->ping_ms;
+            for (int i = 0; i < MAX_CONNS; i++) {
+                sconn *c = &s->conns[i];
+                uint64_t sess = c->fd >= 0 && c->node > 0 ? rl_session(s->rl, c->node) : 0;
+                if (sess && !c->close_after)
+                    cw_put_ping(&c->out, rl_epoch(s->rl), sess, rl_commit(s->rl));
+            }
+        }
+        server_isr(s, now);
+        server_publish(s, now);
+        for (int i = 0; i < MAX_CONNS; i++) {
+            sconn *c = &s->conns[i];
+            if (c->fd < 0)
+                continue;
+            if (sconn_write(c) < 0 || (c->close_after && !sl_buf_unread(&c->out)))
+                server_drop(s, c);
+        }
+    }
+    return NULL;
+}
+
+cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log *log, char *err,
+                           size_t errlen)
+{
+    cs_server *s = sl_xcalloc(1, sizeof *s);
+    s->listen_fd = listen_fd;
+    s->self = sl_xstrdup(o->self);
+    s->cluster = sl_xstrdup(o->cluster);
+    s->log = *log;
+    s->ping_ms = o->ping_ms ? o->ping_ms : 200;
+    s->isr_outcome = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    for (int i = 0; i < MAX_CONNS; i++)
+        s->conns[i].fd = -1;
+    node_id(s, o->self, strlen(o->self)); /* 0 */
+    uint32_t isr = 1;
+    for (size_t i = 0; i < o->n_isr; i++) {
+        int id = node_id(s, o->isr[i], strlen(o->isr[i]));
+        if (id >= 0)
+            isr |= 1u << id;
+    }
+    s->rl = rl_new(0, o->epoch, isr, &o->rl, o->last_idx, o->hist, mono_ms());
+    s->released_out = 0;
+    s->blocked_out = rl_blocked(s->rl);
+    s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->ev_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
+    if (s->wake_fd < 0 || s->ev_fd < 0 || pthread_create(&s->thread, NULL, server_run, s) != 0) {
+        snprintf(err, errlen, "replication server: %s", strerror(errno));
+        cs_server_stop(s);
+        return NULL;
+    }
+    s->started = 1;
+    return s;
+}
+
+void cs_server_stop(cs_server *s)
+{
+    if (!s)
+        return;
+    if (s->started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = 1;
+        pthread_mutex_unlock(&s->mu);
+        poke(s->wake_fd);
+        pthread_join(s->thread, NULL);
+    }
+    for (int i = 0; i < MAX_CONNS; i++)
+        sconn_close(&s->conns[i]);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    if (s->wake_fd >= 0)
+        close(s->wake_fd);
+    if (s->ev_fd >= 0)
+        close(s->ev_fd);
+    rl_free(s->rl);
+    pthread_mutex_destroy(&s->mu);
+    sl_free(s->pend);
+    sl_free(s->self);
+    sl_free(s->cluster);
+    sl_free(s);
+}
+
+void cs_server_append(cs_server *s, uint64_t idx, uint64_t bytes)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->n_pend == s->cap_pend) {
+        s->cap_pend = s->cap_pend ? s->cap_pend * 2 : 64;
+        s->pend = sl_xrealloc(s->pend, s->cap_pend * sizeof *s->pend);
+    }
+    s->pend[s->n_pend++] = (struct pend){idx, bytes};
+    pthread_mutex_unlock(&s->mu);
+    poke(s->wake_fd);
+}
+
+void cs_server_durable(cs_server *s, uint64_t idx)
+{
+    pthread_mutex_lock(&s->mu);
+    if (idx > s->durable_in)
+        s->durable_in = idx;
+    pthread_mutex_unlock(&s->mu);
+    poke(s->wake_fd);
+}
+
+void cs_server_lease(cs_server *s, uint64_t valid_until_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    if (valid_until_ms > s->lease_in)
+        s->lease_in = valid_until_ms;
+    pthread_mutex_unlock(&s->mu);
+    poke(s->wake_fd);
+}
+
+void cs_server_isr_result(cs_server *s, int outcome)
+{
+    pthread_mutex_lock(&s->mu);
+    s->isr_outcome = outcome;
+    pthread_mutex_unlock(&s->mu);
+    poke(s->wake_fd);
+}
+
+void cs_server_depose(cs_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->depose_in = 1;
+    pthread_mutex_unlock(&s->mu);
+    poke(s->wake_fd);
+}
+
+int cs_server_fd(const cs_server *s)
+{
+    return s->ev_fd;
+}
+
+void cs_server_take_event(cs_server *s)
+{
+    drain(s->ev_fd);
+}
+
+uint64_t cs_server_released(cs_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t v = s->released_out;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+int cs_server_blocked(cs_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int v = s->blocked_out;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+uint64_t cs_server_commit(cs_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t v = s->commit_out;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+size_t cs_server_peers(cs_server *s, cs_peer *out, size_t max)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->n_peers_out < max ? s->n_peers_out : max;
+    memcpy(out, s->peers_out, n * sizeof *out);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* ---- follower ---- */
+
+struct cs_client {
+    char *self, *cluster;
+    cs_log log;
+    int wake_fd;
+    pthread_t thread;
+    int started;
+
+    pthread_mutex_t mu;
+    /* inputs, under mu */
+    char leader[280];
+    uint64_t seen_epoch;
+    int stop, reset;
+    uint64_t reset_idx;
+    repl_epochs reset_hist;
+    /* outputs, under mu */
+    int state;
+    uint64_t pos_epoch, pos_idx;
+
+    /* the thread's own */
+    repl_epochs hist;
+    rf *rf;
+    sconn c;
+    char dialed[280];
+    int connecting;
+    uint64_t heard_ms, retry_ms;
+};
+
+static void epochs_copy(repl_epochs *to, const repl_epochs *from)
+{
+    repl_epochs_free(to);
+    repl_epochs_init(to);
+    for (size_t i = 0; i < from->n; i++)
+        repl_epochs_note(to, from->v[i].epoch, from->v[i].first);
+}
+
+static void client_set_state(cs_client *c, int state)
+{
+    pthread_mutex_lock(&c->mu);
+    c->state = state;
+    c->pos_epoch = repl_epochs_last(&c->hist);
+    c->pos_idx = rf_durable_idx(c->rf);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void client_set_pos(cs_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->pos_epoch = repl_epochs_last(&c->hist);
+    c->pos_idx = rf_durable_idx(c->rf);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void client_drop(cs_client *c, int state)
+{
+    sconn_close(&c->c);
+    c->connecting = 0;
+    c->retry_ms = mono_ms() + RETRY_MS;
+    client_set_state(c, state);
+}
+
+/* Back to what is durable (a failed apply may have left rf ahead of the disk). */
+static void client_rewind(cs_client *c)
+{
+    uint64_t d = rf_durable_idx(c->rf);
+    repl_epochs_truncate(&c->hist, d);
+    rf_free(c->rf);
+    c->rf = rf_new(0, d, &c->hist);
+    pthread_mutex_lock(&c->mu);
+    rf_epoch_seen(c->rf, c->seen_epoch);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void client_hello(cs_client *c)
+{
+    uint64_t e, i;
+    rf_hello(c->rf, &e, &i);
+    cw_put_hello(&c->c.out, c->self, c->cluster, e, i);
+}
+
+static void client_ack(cs_client *c)
+{
+    uint64_t e, s, end, d;
+    rf_ack_fields(c->rf, &e, &s, &end, &d);
+    if (s)
+        cw_put_ack(&c->c.out, e, s, end, d);
+}
+
+static int dial(const char *addr)
+{
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= sizeof host)
+        return -1;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* One frame from the leader; 0, or -1 to drop the connection (state set). Groups applied
+ * are counted in *applied (saved and acked once the batch is read). */
+static int client_frame(cs_client *c, const cw_msg *m, int *applied)
+{
+    switch (m->type) {
+    case CW_START: {
+        rl_start st = {.epoch = m->epoch,
+                       .session = m->session,
+                       .div_epoch = m->a,
+                       .div_end = m->b,
+                       .hello_epoch = m->c,
+                       .hello_idx = m->d};
+        uint64_t before = rf_last(c->rf), to = 0;
+        int rc = rf_start(c->rf, &st, &to);
+        if (rc == RF_REJECT) {
+            sl_warn("cluster: a START of epoch %" PRIu64 " refused (a newer epoch is known)",
+                    m->epoch);
+            client_drop(c, CS_CONNECTING);
+            return -1;
+        }
+        if (rc == RF_IGNORE) {
+            client_hello(c);
+            return 0;
+        }
+        if (to < before) {
+            /* Our log holds groups the leader's does not: a physical mirror cannot unapply
+             * them. A full copy is the way back. */
+            sl_warn("cluster: this node's log diverges from the leader's after group %" PRIu64
+                    " (it has %" PRIu64 "): a full copy is needed",
+                    to, before);
+            client_drop(c, CS_NEED_COPY);
+            return -1;
+        }
+        c->heard_ms = mono_ms();
+        client_set_state(c, CS_STREAMING);
+        sl_info("cluster: following %s from group %" PRIu64 " (epoch %" PRIu64 ")", c->dialed,
+                before, m->epoch);
+        client_ack(c);
+        return 0;
+    }
+    case CW_DATA: {
+        int rc = rf_data(c->rf, m->epoch, m->session, m->a, m->b);
+        if (rf_current(c->rf, m->epoch, m->session))
+            c->heard_ms = mono_ms();
+        if (rc == RF_APPEND) {
+            char err[256];
+            if (c->log.apply(c->log.ctx, m->a, m->b, m->meta, m->meta_len, err, sizeof err) < 0) {
+                sl_error("cluster: group %" PRIu64 " could not be applied: %s", m->a, err);
+                client_rewind(c);
+                client_drop(c, CS_CONNECTING);
+                return -1;
+            }
+            (*applied)++;
+        } else if (rc == RF_GAP) {
+            client_ack(c);
+        }
+        return 0;
+    }
+    case CW_PING:
+        if (rf_current(c->rf, m->epoch, m->session)) {
+            c->heard_ms = mono_ms();
+            client_ack(c); /* idempotent: repairs a lost ACK */
+        }
+        return 0;
+    case CW_REFUSE:
+        sl_warn("cluster: the leader refused this follower: %.*s", (int)m->reason_len,
+                (const char *)m->reason);
+        client_drop(c, m->code == REFUSE_NOT_KEPT ? CS_NEED_COPY : CS_CONNECTING);
+        return -1;
+    default:
+        return 0;
+    }
+}
+
+static void *client_run(void *arg)
+{
+    cs_client *c = arg;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int stop = c->stop, reset = c->reset, state = c->state;
+        char leader[280];
+        snprintf(leader, sizeof leader, "%s", c->leader);
+        uint64_t seen = c->seen_epoch;
+        if (reset) {
+            c->reset = 0;
+            epochs_copy(&c->hist, &c->reset_hist);
+            rf_free(c->rf);
+            c->rf = rf_new(0, c->reset_idx, &c->hist);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (stop)
+            break;
+        rf_epoch_seen(c->rf, seen);
+        if (reset) {
+            client_drop(c, CS_IDLE);
+            c->retry_ms = 0;
+            state = CS_IDLE;
+        }
+        uint64_t now = mono_ms();
+        if (c->c.fd >= 0 && strcmp(leader, c->dialed))
+            client_drop(c, CS_IDLE); /* the leader changed */
+        if (c->c.fd >= 0 && !c->connecting && now > c->heard_ms + HEARD_MAX_MS) {
+            sl_warn("cluster: nothing heard from the leader at %s for %d ms: reconnecting",
+                    c->dialed, HEARD_MAX_MS);
+            client_drop(c, CS_CONNECTING);
+        }
+        if (c->c.fd < 0 && leader[0] && state != CS_NEED_COPY && now >= c->retry_ms) {
+            int fd = dial(leader);
+            if (fd < 0) {
+                c->retry_ms = now + RETRY_MS;
+            } else {
+                memset(&c->c, 0, sizeof c->c);
+                c->c.fd = fd;
+                c->c.node = 0;
+                c->connecting = 1;
+                c->heard_ms = now;
+                snprintf(c->dialed, sizeof c->dialed, "%s", leader);
+                client_rewind(c); /* a new session starts from what is durable */
+                client_hello(c);
+                client_set_state(c, CS_CONNECTING);
+            }
+        }
+        struct pollfd pf[2] = {{c->wake_fd, POLLIN, 0}, {-1, 0, 0}};
+        if (c->c.fd >= 0) {
+            pf[1].fd = c->c.fd;
+            pf[1].events =
+                (short)(POLLIN | (sl_buf_unread(&c->c.out) || c->connecting ? POLLOUT : 0));
+        }
+        int rc = poll(pf, 2, 100);
+        if (rc > 0 && (pf[0].revents & POLLIN))
+            drain(c->wake_fd);
+        if (c->c.fd < 0 || rc <= 0 || !pf[1].revents)
+            continue;
+        if (c->connecting) {
+            int e = 0;
+            socklen_t el = sizeof e;
+            getsockopt(c->c.fd, SOL_SOCKET, SO_ERROR, &e, &el);
+            if (e) {
+                client_drop(c, CS_CONNECTING);
+                continue;
+            }
+            c->connecting = 0;
+            c->heard_ms = mono_ms();
+        }
+        int dead = (pf[1].revents & POLLIN) || (pf[1].revents & (POLLERR | POLLHUP))
+                       ? sconn_read(&c->c) < 0
+                       : 0;
+        int applied = 0, dropped = 0;
+        for (;;) {
+            cw_msg m;
+            size_t used;
+            char err[128];
+            int pr = cw_parse(sl_buf_head(&c->c.in), sl_buf_unread(&c->c.in), &m, &used, err,
+                              sizeof err);
+            if (pr == 0)
+                break;
+            if (pr < 0) {
+                sl_warn("cluster: the leader's stream is malformed: %s", err);
+                dead = 1;
+                break;
+            }
+            if (client_frame(c, &m, &applied) < 0) {
+                dropped = 1;
+                break;
+            }
+            sl_buf_consume(&c->c.in, used);
+        }
+        if (applied) {
+            /* every applied group is durable (apply synced it): save, then promise it */
+            uint64_t last = rf_last(c->rf);
+            if (c->log.save && c->log.save(c->log.ctx, last, &c->hist) < 0) {
+                sl_error("cluster: the replica state could not be saved");
+                client_rewind(c);
+                if (!dropped)
+                    client_drop(c, CS_CONNECTING);
+                continue;
+            }
+            rf_durable(c->rf, last);
+            if (!dropped) {
+                client_set_state(c, CS_STREAMING);
+                client_ack(c);
+            } else {
+                client_set_pos(c);
+            }
+        }
+        if (dropped)
+            continue;
+        if (dead || sconn_write(&c->c) < 0)
+            client_drop(c, CS_CONNECTING);
+    }
+    return NULL;
+}
+
+cs_client *cs_client_start(const char *self, const char *cluster, uint64_t last_idx,
+                           const repl_epochs *hist, const cs_log *log, char *err, size_t errlen)
+{
+    cs_client *c = sl_xcalloc(1, sizeof *c);
+    c->self = sl_xstrdup(self);
+    c->cluster = sl_xstrdup(cluster);
+    c->log = *log;
+    c->c.fd = -1;
+    pthread_mutex_init(&c->mu, NULL);
+    repl_epochs_init(&c->hist);
+    repl_epochs_init(&c->reset_hist);
+    epochs_copy(&c->hist, hist);
+    c->rf = rf_new(0, last_idx, &c->hist);
+    c->pos_idx = last_idx;
+    c->pos_epoch = repl_epochs_last(&c->hist);
+    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->wake_fd < 0 || pthread_create(&c->thread, NULL, client_run, c) != 0) {
+        snprintf(err, errlen, "replication client: %s", strerror(errno));
+        cs_client_stop(c);
+        return NULL;
+    }
+    c->started = 1;
+    return c;
+}
+
+void cs_client_stop(cs_client *c)
+{
+    if (!c)
+        return;
+    if (c->started) {
+        pthread_mutex_lock(&c->mu);
+        c->stop = 1;
+        pthread_mutex_unlock(&c->mu);
+        poke(c->wake_fd);
+        pthread_join(c->thread, NULL);
+    }
+    sconn_close(&c->c);
+    if (c->wake_fd >= 0)
+        close(c->wake_fd);
+    rf_free(c->rf);
+    repl_epochs_free(&c->hist);
+    repl_epochs_free(&c->reset_hist);
+    pthread_mutex_destroy(&c->mu);
+    sl_free(c->self);
+    sl_free(c->cluster);
+    sl_free(c);
+}
+
+void cs_client_set_leader(cs_client *c, const char *addr, uint64_t epoch)
+{
+    pthread_mutex_lock(&c->mu);
+    snprintf(c->leader, sizeof c->leader, "%s", addr ? addr : "");
+    if (epoch > c->seen_epoch)
+        c->seen_epoch = epoch;
+    pthread_mutex_unlock(&c->mu);
+    poke(c->wake_fd);
+}
+
+int cs_client_state(cs_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int v = c->state;
+    pthread_mutex_unlock(&c->mu);
+    return v;
+}
+
+void cs_client_position(cs_client *c, uint64_t *last_epoch, uint64_t *last_idx)
+{
+    pthread_mutex_lock(&c->mu);
+    *last_epoch = c->pos_epoch;
+    *last_idx = c->pos_idx;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void cs_client_reset(cs_client *c, uint64_t last_idx, const repl_epochs *hist)
+{
+    pthread_mutex_lock(&c->mu);
+    epochs_copy(&c->reset_hist, hist);
+    c->reset_idx = last_idx;
+    c->reset = 1;
+    c->state = CS_IDLE;
+    pthread_mutex_unlock(&c->mu);
+    poke(c->wake_fd);
+}

@@ -1,0 +1,105 @@
+/* stream.h - the replication stream's I/O (issue 31): the leader's server and the follower's
+ * client on cluster.replication_port, each a thread of its own with its own poll loop (never
+ * the event loop). They carry wire.h frames and drive repl.h's state machines exactly: every
+ * rule (what to send, when to resend, what a follower keeps, what is committed and released)
+ * is repl.c's; this file only moves bytes, keeps time and calls the log's owner back.
+ *
+ * The log's owner (the mirror of the data directory, cluster/mirror.h, or a test's memory
+ * log) is reached through cs_log callbacks, so the stream is tested alone
+ * (tests/unit/test_stream.c: a leader and followers over loopback TCP, with kills).
+ *
+ * Leader (cs_server): the owner reports each new group (cs_server_append: any thread) and its
+ * own durable index (cs_server_durable); the member thread reports the lease
+ * (cs_server_lease) and the outcome of each ISR proposal (cs_server_isr_result). The server
+ * publishes the released index and whether publishers are blocked (cs_server_released,
+ * cs_server_blocked) and signals every change on cs_server_fd (an eventfd the event loop
+ * watches: it then feeds persist's release gate).
+ *
+ * Follower (cs_client): follows the leader named by cs_client_set_leader (from the member's
+ * view of etcd); applies each group through the owner (which makes it durable), saves the
+ * replica state through the owner after each batch of groups, then ACKs. A START that cuts
+ * the log (divergence) or a leader that no longer keeps the next group cannot be served by a
+ * physical mirror: the client then reports CS_NEED_COPY (cs_client_state) and stops asking
+ * until the owner has reset it (cs_client_reset) from a full copy.
+ *
+ * Node ids: the state machines number nodes 0..REPL_MAX_NODES-1. The server gives itself 0
+ * and each follower name the next free id the first time it says HELLO (kept for the life of
+ * the server, so an ISR mask stays meaningful across reconnects).
+ */
+#ifndef SL_CLUSTER_STREAM_H
+#define SL_CLUSTER_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster/repl.h"
+
+typedef struct cs_log {
+    void *ctx;
+    /* leader: a copy (sl_free) of group idx's bytes and its epoch; -1 when no longer kept */
+    int (*group)(void *ctx, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch);
+    /* leader: write this ISR (names, self included) to etcd, comparing the epoch; the answer
+     * comes back through cs_server_isr_result (from any thread, later) */
+    void (*isr_propose)(void *ctx, const char *const *names, size_t n);
+    /* follower: apply group idx durably; 0 or -1 (err) */
+    int (*apply)(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, size_t len, char *err,
+                 size_t errlen);
+    /* follower: everything up to last_idx is applied and durable, history h: save it */
+    int (*save)(void *ctx, uint64_t last_idx, const repl_epochs *h);
+} cs_log;
+
+/* ---- leader ---- */
+typedef struct cs_server cs_server;
+
+typedef struct cs_server_opts {
+    const char *self;    /* this node's name */
+    const char *cluster; /* the cluster's name: a HELLO naming another is refused */
+    uint64_t epoch;
+    const char *const *isr; /* names in etcd's ISR (self is added) */
+    size_t n_isr;
+    rl_options rl;
+    uint64_t last_idx; /* the log's last group, all durable */
+    repl_epochs *hist; /* the log's history, shared with rl (the owner keeps it alive) */
+    uint32_t ping_ms;  /* PING period (default 200) */
+} cs_server_opts;
+
+/* Serve on listen_fd (bound and listening; the server owns it from now on). */
+cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log *log, char *err,
+                           size_t errlen);
+void cs_server_stop(cs_server *s);
+void cs_server_append(cs_server *s, uint64_t idx, uint64_t bytes); /* any thread */
+void cs_server_durable(cs_server *s, uint64_t idx);                /* any thread */
+void cs_server_lease(cs_server *s, uint64_t valid_until_ms);       /* CLOCK_MONOTONIC ms */
+void cs_server_isr_result(cs_server *s, int outcome);              /* RL_ISR_* */
+void cs_server_depose(cs_server *s);
+int cs_server_fd(const cs_server *s); /* readable: released / blocked changed */
+void cs_server_take_event(cs_server *s);
+uint64_t cs_server_released(cs_server *s);
+int cs_server_blocked(cs_server *s);
+uint64_t cs_server_commit(cs_server *s);
+/* The followers' standing for the API: up to max entries. */
+typedef struct cs_peer {
+    char name[256];
+    int insync, connected;
+    uint64_t acked, lag_bytes, lag_ms;
+} cs_peer;
+size_t cs_server_peers(cs_server *s, cs_peer *out, size_t max);
+
+/* ---- follower ---- */
+typedef struct cs_client cs_client;
+
+enum { CS_IDLE, CS_CONNECTING, CS_STREAMING, CS_NEED_COPY };
+
+cs_client *cs_client_start(const char *self, const char *cluster, uint64_t last_idx,
+                           const repl_epochs *hist, const cs_log *log, char *err, size_t errlen);
+void cs_client_stop(cs_client *c);
+/* The leader to follow ("HOST:PORT" of its replication port; "" none) and the newest epoch
+ * seen in etcd (older leaders are refused from now on). Any thread. */
+void cs_client_set_leader(cs_client *c, const char *addr, uint64_t epoch);
+int cs_client_state(cs_client *c);
+/* The log position (last applied and durable index, its epoch). Any thread. */
+void cs_client_position(cs_client *c, uint64_t *last_epoch, uint64_t *last_idx);
+/* After a full copy: follow on from this log. */
+void cs_client_reset(cs_client *c, uint64_t last_idx, const repl_epochs *hist);
+
+#endif

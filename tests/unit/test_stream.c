@@ -1,0 +1,403 @@
+/* test_stream.c - the replication stream's threads (src/cluster/stream.c) over loopback TCP,
+ * with an in-memory log standing in for the data directory's mirror: groups reach every
+ * follower in order and byte for byte; the released index waits for every ISR member; a
+ * follower that dies leaves the ISR through a proposal (answered here as etcd would) and
+ * catches up and comes back when restarted from its saved state; a follower whose next group
+ * is no longer kept, or whose log diverges, asks for a full copy.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/stream.h"
+#include "core/mem.h"
+
+#define MAXG 4096
+
+/* ---- the leader's memory log ---- */
+typedef struct mlog {
+    pthread_mutex_t mu;
+    uint8_t *g[MAXG + 1];
+    size_t len[MAXG + 1];
+    uint64_t epoch[MAXG + 1];
+    uint64_t last, first_kept;
+    /* ISR proposals, answered by the test */
+    int proposals;
+    char proposed[REPL_MAX_NODES][64];
+    size_t n_proposed;
+    cs_server *srv;
+} mlog;
+
+static int ml_group(void *ctx, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
+{
+    mlog *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    int rc = -1;
+    if (idx >= m->first_kept && idx <= m->last) {
+        *bytes = sl_xmalloc(m->len[idx]);
+        memcpy(*bytes, m->g[idx], m->len[idx]);
+        *len = m->len[idx];
+        *epoch = m->epoch[idx];
+        rc = 0;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static void ml_isr(void *ctx, const char *const *names, size_t n)
+{
+    mlog *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    m->proposals++;
+    m->n_proposed = n;
+    for (size_t i = 0; i < n; i++)
+        snprintf(m->proposed[i], sizeof m->proposed[i], "%s", names[i]);
+    pthread_mutex_unlock(&m->mu);
+    /* etcd said yes (the epoch compared equal) */
+    cs_server_isr_result(m->srv, RL_ISR_DONE);
+}
+
+static void ml_append(mlog *m, uint64_t epoch)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t idx = ++m->last;
+    size_t len = 1 + idx % 97;
+    m->g[idx] = sl_xmalloc(len);
+    for (size_t i = 0; i < len; i++)
+        m->g[idx][i] = (uint8_t)(idx * 31 + i);
+    m->len[idx] = len;
+    m->epoch[idx] = epoch;
+    pthread_mutex_unlock(&m->mu);
+    cs_server_append(m->srv, idx, len);
+    cs_server_durable(m->srv, idx);
+}
+
+static void ml_free(mlog *m)
+{
+    for (uint64_t i = 1; i <= m->last; i++)
+        sl_free(m->g[i]);
+}
+
+/* ---- a follower's memory log ---- */
+typedef struct flog {
+    pthread_mutex_t mu;
+    uint64_t applied; /* groups applied, in order */
+    uint64_t saved;
+    int bad; /* a group out of order or with the wrong bytes */
+    repl_epochs saved_hist;
+} flog;
+
+static int fl_apply(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, size_t len,
+                    char *err, size_t errlen)
+{
+    flog *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    if (idx != f->applied + 1 || len != 1 + idx % 97)
+        f->bad = 1;
+    for (size_t i = 0; i < len && !f->bad; i++)
+        if (g[i] != (uint8_t)(idx * 31 + i))
+            f->bad = 1;
+    f->applied = idx;
+    pthread_mutex_unlock(&f->mu);
+    return 0;
+}
+
+static int fl_save(void *ctx, uint64_t last, const repl_epochs *h)
+{
+    flog *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->saved = last;
+    repl_epochs_free(&f->saved_hist);
+    repl_epochs_init(&f->saved_hist);
+    for (size_t i = 0; i < h->n; i++)
+        repl_epochs_note(&f->saved_hist, h->v[i].epoch, h->v[i].first);
+    pthread_mutex_unlock(&f->mu);
+    return 0;
+}
+
+static uint64_t fl_saved(flog *f)
+{
+    pthread_mutex_lock(&f->mu);
+    uint64_t v = f->saved;
+    pthread_mutex_unlock(&f->mu);
+    return v;
+}
+
+static int listener(char *addr, size_t len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(fd, 16), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    snprintf(addr, len, "127.0.0.1:%d", ntohs(sa.sin_port));
+    return fd;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void pause_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Wait (bounded) until cond holds. */
+#define WAIT_UNTIL(cond, ms)                                                                       \
+    do {                                                                                           \
+        uint64_t t_end_ = now_ms() + (ms);                                                         \
+        while (!(cond) && now_ms() < t_end_)                                                       \
+            pause_ms(5);                                                                           \
+        ck_assert_msg((cond), "timed out waiting for " #cond);                                     \
+    } while (0)
+
+typedef struct fixture {
+    mlog ml;
+    repl_epochs lh;
+    char addr[64];
+    flog fl[2];
+    cs_client *cl[2];
+} fixture;
+
+static cs_log follower_log(flog *f)
+{
+    return (cs_log){.ctx = f, .apply = fl_apply, .save = fl_save};
+}
+
+static void start_leader(fixture *x, uint32_t min_isr, uint64_t first_kept)
+{
+    memset(x, 0, sizeof *x);
+    pthread_mutex_init(&x->ml.mu, NULL);
+    x->ml.first_kept = first_kept;
+    repl_epochs_init(&x->lh);
+    int fd = listener(x->addr, sizeof x->addr);
+    const char *isr[] = {"f0", "f1"};
+    cs_server_opts o = {.self = "L",
+                        .cluster = "c",
+                        .epoch = 1,
+                        .isr = isr,
+                        .n_isr = 2,
+                        .rl = {.min_isr = min_isr, .lag_max_ms = 500},
+                        .hist = &x->lh,
+                        .ping_ms = 50};
+    cs_log lg = {.ctx = &x->ml, .group = ml_group, .isr_propose = ml_isr};
+    char err[256];
+    x->ml.srv = cs_server_start(fd, &o, &lg, err, sizeof err);
+    ck_assert_msg(x->ml.srv != NULL, "%s", err);
+    cs_server_lease(x->ml.srv, now_ms() + 3600 * 1000);
+}
+
+static void start_follower(fixture *x, int i, uint64_t last, const repl_epochs *h)
+{
+    char name[8], err[256];
+    snprintf(name, sizeof name, "f%d", i);
+    cs_log lg = follower_log(&x->fl[i]);
+    x->cl[i] = cs_client_start(name, "c", last, h, &lg, err, sizeof err);
+    ck_assert_msg(x->cl[i] != NULL, "%s", err);
+    cs_client_set_leader(x->cl[i], x->addr, 1);
+}
+
+static void stop_all(fixture *x)
+{
+    for (int i = 0; i < 2; i++) {
+        cs_client_stop(x->cl[i]);
+        repl_epochs_free(&x->fl[i].saved_hist);
+    }
+    cs_server_stop(x->ml.srv);
+    ml_free(&x->ml);
+    repl_epochs_free(&x->lh);
+}
+
+START_TEST(groups_reach_every_follower_and_release_waits_for_the_isr)
+{
+    fixture x;
+    start_leader(&x, 2, 1);
+    repl_epochs empty;
+    repl_epochs_init(&empty);
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_init(&x.fl[i].mu, NULL);
+        start_follower(&x, i, 0, &empty);
+    }
+    for (int i = 0; i < 1000; i++)
+        ml_append(&x.ml, 1);
+    WAIT_UNTIL(cs_server_released(x.ml.srv) == 1000, 20000);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(x.fl[i].bad, 0);
+        ck_assert_uint_ge(fl_saved(&x.fl[i]), 1000); /* released only what both saved */
+        uint64_t e, idx;
+        cs_client_position(x.cl[i], &e, &idx);
+        ck_assert_uint_eq(idx, 1000);
+        ck_assert_uint_eq(e, 1);
+    }
+    ck_assert_int_eq(cs_server_blocked(x.ml.srv), 0);
+
+    /* f1 dies: nothing more is released until the ISR (etcd, here the test) drops it */
+    cs_client_stop(x.cl[1]);
+    x.cl[1] = NULL;
+    uint64_t saved1 = fl_saved(&x.fl[1]);
+    for (int i = 0; i < 100; i++)
+        ml_append(&x.ml, 1);
+    WAIT_UNTIL(cs_server_released(x.ml.srv) == 1100, 20000);
+    pthread_mutex_lock(&x.ml.mu);
+    ck_assert_int_ge(x.ml.proposals, 1);
+    ck_assert_uint_eq(x.ml.n_proposed, 2); /* L and f0 */
+    pthread_mutex_unlock(&x.ml.mu);
+    cs_peer peers[4];
+    size_t np = cs_server_peers(x.ml.srv, peers, 4);
+    ck_assert_uint_eq(np, 2);
+    for (size_t i = 0; i < np; i++)
+        ck_assert_int_eq(peers[i].insync, !strcmp(peers[i].name, "f0"));
+
+    /* f1 restarts from its saved state, catches up and is taken back in */
+    start_follower(&x, 1, saved1, &x.fl[1].saved_hist);
+    WAIT_UNTIL(fl_saved(&x.fl[1]) == 1100, 20000);
+    ck_assert_int_eq(x.fl[1].bad, 0);
+    int both = 0;
+    for (int k = 0; k < 2000 && !both; k++) {
+        np = cs_server_peers(x.ml.srv, peers, 4);
+        both = np == 2 && peers[0].insync && peers[1].insync;
+        if (!both)
+            pause_ms(5);
+    }
+    ck_assert_msg(both, "the restarted follower is back in the ISR");
+    stop_all(&x);
+}
+END_TEST
+
+START_TEST(below_min_isr_is_blocked_and_nothing_is_released)
+{
+    fixture x;
+    start_leader(&x, 3, 1); /* three copies wanted */
+    repl_epochs empty;
+    repl_epochs_init(&empty);
+    pthread_mutex_init(&x.fl[0].mu, NULL);
+    pthread_mutex_init(&x.fl[1].mu, NULL);
+    start_follower(&x, 0, 0, &empty);
+    for (int i = 0; i < 10; i++)
+        ml_append(&x.ml, 1);
+    /* f1 never comes: the ISR shrinks to two, below three: blocked, nothing released */
+    WAIT_UNTIL(cs_server_blocked(x.ml.srv) == 1, 20000);
+    ck_assert_uint_eq(cs_server_released(x.ml.srv), 0);
+    start_follower(&x, 1, 0, &empty);
+    WAIT_UNTIL(cs_server_blocked(x.ml.srv) == 0 && cs_server_released(x.ml.srv) == 10, 20000);
+    stop_all(&x);
+}
+END_TEST
+
+START_TEST(a_group_no_longer_kept_or_a_divergent_log_needs_a_full_copy)
+{
+    fixture x;
+    start_leader(&x, 1, 50); /* groups below 50 have left the ring */
+    for (int i = 0; i < 60; i++)
+        ml_append(&x.ml, 1);
+    repl_epochs empty;
+    repl_epochs_init(&empty);
+    pthread_mutex_init(&x.fl[0].mu, NULL);
+    pthread_mutex_init(&x.fl[1].mu, NULL);
+    start_follower(&x, 0, 0, &empty);
+    WAIT_UNTIL(cs_client_state(x.cl[0]) == CS_NEED_COPY, 20000);
+    ck_assert_uint_eq(fl_saved(&x.fl[0]), 0);
+    /* after its full copy (here: told it has up to 59) it follows on */
+    repl_epochs h;
+    repl_epochs_init(&h);
+    repl_epochs_note(&h, 1, 1);
+    pthread_mutex_lock(&x.fl[0].mu);
+    x.fl[0].applied = 59;
+    pthread_mutex_unlock(&x.fl[0].mu);
+    cs_client_reset(x.cl[0], 59, &h);
+    WAIT_UNTIL(fl_saved(&x.fl[0]) == 60, 20000);
+    ck_assert_int_eq(x.fl[0].bad, 0);
+
+    /* a follower that has seen epoch 7 refuses this leader of epoch 1 (deposed) */
+    repl_epochs d;
+    repl_epochs_init(&d);
+    repl_epochs_note(&d, 1, 1);
+    repl_epochs_note(&d, 7, 41);
+    char err[256];
+    cs_log lg = follower_log(&x.fl[1]);
+    x.cl[1] = cs_client_start("f1", "c", 70, &d, &lg, err, sizeof err);
+    ck_assert(x.cl[1] != NULL);
+    cs_client_set_leader(x.cl[1], x.addr, 1);
+    pause_ms(300);
+    ck_assert_int_ne(cs_client_state(x.cl[1]), CS_STREAMING);
+    ck_assert_uint_eq(fl_saved(&x.fl[1]), 0);
+    repl_epochs_free(&d);
+    stop_all(&x);
+    repl_epochs_free(&h);
+
+    /* divergence: the log of epoch 1 ends at 30 on the new leader (epoch 2), but this
+     * follower holds 1..45 of epoch 1 (31..45 were never committed): they must be cut,
+     * which a physical mirror cannot do: it asks for a full copy */
+    start_leader(&x, 1, 1);
+    pthread_mutex_init(&x.fl[0].mu, NULL);
+    for (int i = 0; i < 30; i++)
+        ml_append(&x.ml, 1);
+    cs_server_stop(x.ml.srv);
+    repl_epochs_free(&x.lh); /* the log's history as its replica state would say */
+    repl_epochs_note(&x.lh, 1, 1);
+    repl_epochs_init(&d);
+    repl_epochs_note(&d, 1, 1);
+    x.fl[0].applied = 45;
+    lg = follower_log(&x.fl[0]);
+    int fd = listener(x.addr, sizeof x.addr);
+    const char *isr[] = {"f0"};
+    cs_server_opts o = {.self = "L",
+                        .cluster = "c",
+                        .epoch = 2,
+                        .isr = isr,
+                        .n_isr = 1,
+                        .rl = {.min_isr = 1, .lag_max_ms = 500},
+                        .last_idx = 30,
+                        .hist = &x.lh,
+                        .ping_ms = 50};
+    cs_log sl = {.ctx = &x.ml, .group = ml_group, .isr_propose = ml_isr};
+    x.ml.srv = cs_server_start(fd, &o, &sl, err, sizeof err);
+    ck_assert(x.ml.srv != NULL);
+    cs_server_lease(x.ml.srv, now_ms() + 3600 * 1000);
+    x.cl[0] = cs_client_start("f0", "c", 45, &d, &lg, err, sizeof err);
+    cs_client_set_leader(x.cl[0], x.addr, 2);
+    ml_append(&x.ml, 2); /* group 31 of epoch 2 */
+    WAIT_UNTIL(cs_client_state(x.cl[0]) == CS_NEED_COPY, 20000);
+    ck_assert_uint_eq(fl_saved(&x.fl[0]), 0);
+    uint64_t pe, pi;
+    cs_client_position(x.cl[0], &pe, &pi);
+    ck_assert_uint_eq(pi, 30); /* what survives the cut */
+    repl_epochs_free(&d);
+    stop_all(&x);
+}
+END_TEST
+
+static Suite *stream_suite(void)
+{
+    Suite *s = suite_create("stream");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, groups_reach_every_follower_and_release_waits_for_the_isr);
+    tcase_add_test(tc, below_min_isr_is_blocked_and_nothing_is_released);
+    tcase_add_test(tc, a_group_no_longer_kept_or_a_divergent_log_needs_a_full_copy);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(stream_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
