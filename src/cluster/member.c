@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cluster/etcd.h"
+#include "cluster/repl.h"
 #include "cluster/wire.h"
 #include "core/buf.h"
 #include "core/log.h"
@@ -46,6 +47,13 @@ struct cl_member {
     cl_status st;         /* under mu */
     uint64_t valid_until; /* under mu: ms (CLOCK_MONOTONIC) the lease is surely valid to */
     uint64_t margin;      /* ms before valid_until the leader stops */
+
+    cl_member_hooks hooks;       /* under mu */
+    uint64_t log_epoch, log_idx; /* under mu: this node's log position */
+    int log_dirty;               /* under mu: nodes/NAME to be written again */
+    int isr_req;                 /* under mu: a proposal waits */
+    char isr_names[CL_MAX_MEMBERS][256];
+    size_t isr_n;
 
     /* the thread's own */
     int64_t lease;
@@ -109,11 +117,15 @@ static void step_down(cl_member *m, const char *why)
     m->leader_rev = 0;
 }
 
-static char *node_json(const cl_member *m)
+static char *node_json(cl_member *m)
 {
-    json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "name", m->name, "amqp", m->amqp,
-                          "http", m->http, "replication", m->repl, "last_epoch", (json_int_t)0,
-                          "last_idx", (json_int_t)0);
+    pthread_mutex_lock(&m->mu);
+    json_int_t le = (json_int_t)m->log_epoch, li = (json_int_t)m->log_idx;
+    m->log_dirty = 0;
+    pthread_mutex_unlock(&m->mu);
+    json_t *j =
+        json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "name", m->name, "amqp", m->amqp, "http",
+                  m->http, "replication", m->repl, "last_epoch", le, "last_idx", li);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     return s;
@@ -151,6 +163,18 @@ static int get_lease(cl_member *m, char *err, size_t errlen)
     return 0;
 }
 
+/* Tell the stream how long a leader's lease surely holds (called after each renewal). */
+static void lease_hook(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    cl_member_hooks h = m->hooks;
+    uint64_t until = m->valid_until > m->margin ? m->valid_until - m->margin : 0;
+    int leader = m->st.role == CL_ROLE_LEADER;
+    pthread_mutex_unlock(&m->mu);
+    if (leader && h.lease)
+        h.lease(h.ctx, until);
+}
+
 static int renew(cl_member *m, char *err, size_t errlen)
 {
     int64_t ttl = 0;
@@ -165,6 +189,7 @@ static int renew(cl_member *m, char *err, size_t errlen)
     pthread_mutex_lock(&m->mu);
     m->valid_until = t0 + (uint64_t)ttl * 1000;
     pthread_mutex_unlock(&m->mu);
+    lease_hook(m);
     return 0;
 }
 
@@ -250,6 +275,10 @@ static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int
                  json_string_value(json_object_get(j, "http")) ?: "");
         snprintf(ni->replication, sizeof ni->replication, "%s",
                  json_string_value(json_object_get(j, "replication")) ?: "");
+        json_int_t le = json_integer_value(json_object_get(j, "last_epoch"));
+        json_int_t li = json_integer_value(json_object_get(j, "last_idx"));
+        ni->last_epoch = le > 0 ? (uint64_t)le : 0;
+        ni->last_idx = li > 0 ? (uint64_t)li : 0;
         for (size_t k = 0; k < *n_isr; k++)
             if (!strcmp(isr[k], ni->name))
                 ni->insync = 1;
@@ -267,29 +296,35 @@ static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int
 }
 
 /* Whether this node should campaign now: an ISR member (or no ISR yet), and the first among
- * the live ISR members by name (the logs are all alike until the stream is wired: see the
- * README), or the first has had a round and did not take the key. */
+ * the live ISR members by their logs (the longest: last_epoch, then last_idx, as each
+ * published in nodes/NAME; then the smallest name), or the first has had two rounds and did
+ * not take the key (it may be gone without its key having expired yet). */
 static int should_campaign(cl_member *m, char isr[][256], size_t n_isr, int isr_exists)
 {
     if (!isr_exists)
         return 1;
     int member = 0;
-    const char *first = NULL;
+    const cl_node_info *first = NULL;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n_isr; i++) {
         if (!strcmp(isr[i], m->name))
             member = 1;
-        int live = 0;
-        for (size_t k = 0; k < m->st.n_nodes; k++)
-            if (!strcmp(m->st.nodes[k].name, isr[i]))
-                live = 1;
-        if (live && (!first || strcmp(isr[i], first) < 0))
-            first = isr[i];
+        for (size_t k = 0; k < m->st.n_nodes; k++) {
+            const cl_node_info *ni = &m->st.nodes[k];
+            if (strcmp(ni->name, isr[i]))
+                continue;
+            if (!first || ni->last_epoch > first->last_epoch ||
+                (ni->last_epoch == first->last_epoch &&
+                 (ni->last_idx > first->last_idx ||
+                  (ni->last_idx == first->last_idx && strcmp(ni->name, first->name) < 0))))
+                first = ni;
+        }
     }
+    int me_first = !first || !strcmp(first->name, m->name);
     pthread_mutex_unlock(&m->mu);
     if (!member)
         return 0;
-    if (!first || !strcmp(first, m->name) || m->waited_rounds >= 2)
+    if (me_first || m->waited_rounds >= 2)
         return 1;
     m->waited_rounds++;
     return 0;
@@ -343,12 +378,85 @@ static void campaign(cl_member *m, int isr_exists, char *err, size_t errlen)
     if (led) {
         sl_info("cluster: leader of %s, epoch %" PRIu64, m->conf.cluster_name, epoch + 1);
         notify(m);
+        lease_hook(m);
     }
     m->waited_rounds = 0;
 out:
     sl_free(ek);
     sl_free(lk);
     sl_free(ik);
+}
+
+/* A leader's ISR proposal: written only while the leader key is the one we created and the
+ * epoch is ours (repl.h: a deposed leader can never change the ISR). */
+static void write_isr(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int req = m->isr_req, leader = m->st.role == CL_ROLE_LEADER;
+    uint64_t epoch = m->st.epoch;
+    json_t *ij = json_array();
+    for (size_t i = 0; req && i < m->isr_n; i++)
+        json_array_append_new(ij, json_string(m->isr_names[i]));
+    m->isr_req = 0;
+    cl_member_hooks h = m->hooks;
+    pthread_mutex_unlock(&m->mu);
+    if (!req) {
+        json_decref(ij);
+        return;
+    }
+    int outcome = RL_ISR_DEPOSED;
+    if (leader && m->leader_rev) {
+        char *iv = json_dumps(ij, JSON_COMPACT);
+        char *lk = key(m, "leader"), *ek = key(m, "epoch"), *ik = key(m, "isr");
+        char ev[32], err[256];
+        snprintf(ev, sizeof ev, "%" PRIu64, epoch);
+        etcd_cmp cmp[2] = {
+            {.key = lk, .target = ETCD_CMP_CREATE, .rev = m->leader_rev},
+            {.key = ek, .target = ETCD_CMP_VALUE, .value = ev},
+        };
+        etcd_put_op put[1] = {{ik, iv, 0}};
+        int ok = 0;
+        if (etcd_txn(m->etcd, cmp, 2, put, 1, &ok, err, sizeof err) < 0) {
+            outcome = RL_ISR_RETRY;
+            set_error(m, err);
+        } else {
+            outcome = ok ? RL_ISR_DONE : RL_ISR_DEPOSED;
+        }
+        if (ok)
+            sl_info("cluster: in-sync replicas are now %s", iv);
+        free(iv);
+        sl_free(lk);
+        sl_free(ek);
+        sl_free(ik);
+    }
+    json_decref(ij);
+    if (outcome == RL_ISR_DEPOSED && leader)
+        step_down(m, "the ISR could not be written: the leader key or epoch in etcd is not ours");
+    if (h.isr_done)
+        h.isr_done(h.ctx, outcome);
+}
+
+/* nodes/NAME again when the log position moved. */
+static void republish(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int dirty = m->log_dirty;
+    pthread_mutex_unlock(&m->mu);
+    if (!dirty || !m->lease)
+        return;
+    char *nk = key(m, "nodes/");
+    size_t nl = strlen(nk);
+    nk = sl_xrealloc(nk, nl + strlen(m->name) + 1);
+    strcpy(nk + nl, m->name);
+    char *v = node_json(m);
+    char err[256];
+    if (etcd_put(m->etcd, nk, v, m->lease, err, sizeof err) < 0) {
+        pthread_mutex_lock(&m->mu);
+        m->log_dirty = 1;
+        pthread_mutex_unlock(&m->mu);
+    }
+    free(v);
+    sl_free(nk);
 }
 
 /* Anyone who dials the replication port hears that the stream is not served yet. */
@@ -418,6 +526,8 @@ static void *run(void *arg)
             } else if (leader && (crev != m->leader_rev || strcmp(leader_node, m->name))) {
                 step_down(m, "another node holds the leader key");
             }
+            write_isr(m);
+            republish(m);
         }
         /* sleep until the next renewal, never past the moment a leader must stop */
         now = mono_ms();
@@ -430,12 +540,25 @@ static void *run(void *arg)
         int timeout = wake > now ? (int)(wake - now) : 0;
         if (timeout > 250)
             timeout = 250; /* look at etcd often enough to see a leader go */
-        struct pollfd pf[2] = {{m->wake_fd[0], POLLIN, 0}, {m->listen_fd, POLLIN, 0}};
+        pthread_mutex_lock(&m->mu);
+        int lfd = m->listen_fd;
+        if (m->isr_req)
+            timeout = 0;
+        pthread_mutex_unlock(&m->mu);
+        struct pollfd pf[2] = {{m->wake_fd[0], POLLIN, 0}, {lfd, POLLIN, 0}};
         int rc = poll(pf, 2, timeout);
-        if (rc > 0 && (pf[0].revents & POLLIN))
-            break;
-        if (rc > 0 && (pf[1].revents & POLLIN))
-            refuse_replication(m);
+        if (rc > 0 && (pf[0].revents & POLLIN)) {
+            char w[64];
+            ssize_t n = read(m->wake_fd[0], w, sizeof w);
+            if (n > 0 && memchr(w, 'x', (size_t)n))
+                break; /* stop ('i': an ISR proposal waits) */
+        }
+        if (rc > 0 && (pf[1].revents & POLLIN)) {
+            pthread_mutex_lock(&m->mu);
+            if (m->listen_fd == lfd) /* not handed over meanwhile */
+                refuse_replication(m);
+            pthread_mutex_unlock(&m->mu);
+        }
     }
     /* a clean stop: give the key back so another node takes over at once */
     if (m->lease) {
@@ -498,6 +621,8 @@ cl_member *cl_member_start(const cl_member_opts *o, char *err, size_t errlen)
     m->prefix = sl_xmalloc(pl);
     snprintf(m->prefix, pl, "/%s/%s/", c->key_prefix, c->cluster_name);
     m->st.role = CL_ROLE_JOINING;
+    m->log_epoch = o->last_epoch;
+    m->log_idx = o->last_idx;
     uint32_t timeout = c->lease_ttl_s * 1000 / 4;
     if (timeout > 1500)
         timeout = 1500;
@@ -582,4 +707,46 @@ int cl_member_serving(cl_member *m)
 int cl_member_replication_port(const cl_member *m)
 {
     return m->repl_port;
+}
+
+void cl_member_set_hooks(cl_member *m, const cl_member_hooks *h)
+{
+    pthread_mutex_lock(&m->mu);
+    if (h)
+        m->hooks = *h;
+    else
+        memset(&m->hooks, 0, sizeof m->hooks);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void cl_member_set_log(cl_member *m, uint64_t last_epoch, uint64_t last_idx)
+{
+    pthread_mutex_lock(&m->mu);
+    if (last_epoch != m->log_epoch || last_idx != m->log_idx) {
+        m->log_epoch = last_epoch;
+        m->log_idx = last_idx;
+        m->log_dirty = 1;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void cl_member_isr_propose(cl_member *m, const char *const *names, size_t n)
+{
+    pthread_mutex_lock(&m->mu);
+    m->isr_n = 0;
+    for (size_t i = 0; i < n && i < CL_MAX_MEMBERS; i++)
+        snprintf(m->isr_names[m->isr_n++], sizeof m->isr_names[0], "%s", names[i]);
+    m->isr_req = 1;
+    pthread_mutex_unlock(&m->mu);
+    ssize_t w = write(m->wake_fd[1], "i", 1);
+    (void)w;
+}
+
+int cl_member_take_listen(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int fd = m->listen_fd;
+    m->listen_fd = -1;
+    pthread_mutex_unlock(&m->mu);
+    return fd;
 }

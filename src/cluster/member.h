@@ -40,6 +40,7 @@ typedef struct cl_node_info {
     char name[256];
     char amqp[280], http[280], replication[280];
     int insync;
+    uint64_t last_epoch, last_idx; /* its log's position, as it published it */
 } cl_node_info;
 
 typedef struct cl_status {
@@ -60,7 +61,17 @@ typedef struct cl_member_opts {
     const char *bind;      /* address the replication port listens on */
     const char *advertise; /* address peers and clients are told */
     int amqp_port, http_port;
+    uint64_t last_epoch, last_idx; /* this node's log (replica state) at start */
 } cl_member_opts;
+
+/* Called on the member's thread. lease: a leader's lease is surely valid until then
+ * (CLOCK_MONOTONIC ms, the step-down margin already taken off): rl_lease. isr_done: the
+ * outcome (RL_ISR_DONE / RETRY / DEPOSED) of cl_member_isr_propose. */
+typedef struct cl_member_hooks {
+    void *ctx;
+    void (*lease)(void *ctx, uint64_t valid_until_ms);
+    void (*isr_done)(void *ctx, int outcome);
+} cl_member_hooks;
 
 /* Bind the replication port (logs "listening replication=ADDR:PORT") and start the thread.
  * NULL with err on failure. */
@@ -73,5 +84,16 @@ void cl_member_status(cl_member *m, cl_status *out); /* (loop) */
 /* (loop) 1 while this node is the leader and its lease surely valid. */
 int cl_member_serving(cl_member *m);
 int cl_member_replication_port(const cl_member *m);
+/* Any thread. The hooks (NULL: none); the log position published in nodes/NAME (at the
+ * thread's next round) and used for the order of candidates. */
+void cl_member_set_hooks(cl_member *m, const cl_member_hooks *h);
+void cl_member_set_log(cl_member *m, uint64_t last_epoch, uint64_t last_idx);
+/* A leader's ISR change: one etcd transaction that writes isr = names only if the leader key
+ * is still ours (its create_revision) and epoch still ours, so a deposed leader can never
+ * change the ISR. The outcome goes to hooks.isr_done (DEPOSED also steps down). */
+void cl_member_isr_propose(cl_member *m, const char *const *names, size_t n);
+/* Hand the replication port's socket over (the leader's stream serves it from now on); the
+ * member no longer answers it. -1 when already taken. */
+int cl_member_take_listen(cl_member *m);
 
 #endif
