@@ -40,6 +40,8 @@
 #define RETRY_MS 300       /* a follower's pause before it dials again */
 #define REFUSE_NOT_KEPT 2  /* REFUSE code: the next group is no longer kept (full copy) */
 #define REFUSE_NOT_OURS 3  /* REFUSE code: another cluster */
+#define REFUSE_NO_COPY 4   /* REFUSE code: no full copy can be made here */
+#define COPY_CHUNK (256u << 10)
 
 static uint64_t mono_ms(void)
 {
@@ -69,6 +71,10 @@ typedef struct sconn {
     int node;        /* -1 until its HELLO */
     int close_after; /* close once out is flushed */
     sl_buf in, out;
+    /* a full copy being sent (server) */
+    void *snap;
+    size_t file, files;
+    uint64_t off, size, snap_idx;
 } sconn;
 
 static void sconn_close(sconn *c)
@@ -141,6 +147,8 @@ struct cs_server {
 
     /* the thread's own */
     rl *rl;
+    const repl_epochs *hist;
+    uint8_t *chunk; /* COPY_CHUNK bytes: a full copy's reads */
     char names[REPL_MAX_NODES][256];
     int n_names;
     sconn conns[MAX_CONNS];
@@ -159,8 +167,16 @@ static int node_id(cs_server *s, const char *name, size_t len)
     return s->n_names++;
 }
 
+static void copy_done(cs_server *s, sconn *c)
+{
+    if (c->snap)
+        s->log.snap_free(c->snap);
+    c->snap = NULL;
+}
+
 static void server_drop(cs_server *s, sconn *c)
 {
+    copy_done(s, c);
     if (c->node > 0) {
         int other = 0; /* a newer connection of the same node keeps its session */
         for (int i = 0; i < MAX_CONNS; i++)
@@ -189,8 +205,10 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
             return;
         }
         for (int i = 0; i < MAX_CONNS; i++) /* its older connection is dead or soon will be */
-            if (&s->conns[i] != c && s->conns[i].fd >= 0 && s->conns[i].node == id)
+            if (&s->conns[i] != c && s->conns[i].fd >= 0 && s->conns[i].node == id) {
+                copy_done(s, &s->conns[i]);
                 sconn_close(&s->conns[i]);
+            }
         c->node = id;
         rl_start st;
         rl_hello(s->rl, id, m->a, m->b, now, &st);
@@ -204,14 +222,84 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         if (c->node > 0)
             rl_ack(s->rl, c->node, m->epoch, m->session, m->a, m->b, now);
         return;
+    case CW_COPYREQ: {
+        if (c->node <= 0 || c->snap)
+            return;
+        uint64_t snap_idx = 0;
+        void *snap = s->log.snap_open ? s->log.snap_open(s->log.ctx, &snap_idx) : NULL;
+        if (!snap) {
+            cw_put_refuse(&c->out, REFUSE_NO_COPY, "no full copy can be made now");
+            c->close_after = 1;
+            return;
+        }
+        c->snap = snap;
+        c->file = 0;
+        c->off = 0;
+        c->files = s->log.snap_count(snap);
+        c->snap_idx = snap_idx;
+        s->log.snap_name(snap, 0, &c->size);
+        /* the history of the log up to the copy's last group */
+        const repl_epochs *h = s->hist;
+        uint64_t *e = sl_xmalloc((h->n + 1) * sizeof *e), *f = sl_xmalloc((h->n + 1) * sizeof *f);
+        uint32_t n = 0;
+        for (size_t i = 0; i < h->n; i++)
+            if (h->v[i].first <= snap_idx) {
+                e[n] = h->v[i].epoch;
+                f[n++] = h->v[i].first;
+            }
+        cw_put_copybegin(&c->out, snap_idx, e, f, n);
+        sl_free(e);
+        sl_free(f);
+        sl_info("cluster: a full copy for %s: %zu file(s), up to group %" PRIu64, s->names[c->node],
+                c->files, snap_idx);
+        return;
+    }
     default:
         return; /* nothing else is a follower's to say */
+    }
+}
+
+/* Queue the next bytes of a full copy (read here, on the replication thread: the leader's
+ * clients never wait for it). */
+static void server_copy(cs_server *s, sconn *c)
+{
+    uint8_t *chunk = s->chunk;
+    while (c->snap && !c->close_after && sl_buf_unread(&c->out) < OUT_MAX) {
+        if (c->file >= c->files) {
+            cw_put_copyend(&c->out, c->snap_idx, (uint32_t)c->files);
+            sl_info("cluster: full copy for %s sent", s->names[c->node]);
+            copy_done(s, c);
+            return;
+        }
+        uint64_t size;
+        const char *name = s->log.snap_name(c->snap, c->file, &size);
+        size_t want = size - c->off < COPY_CHUNK ? (size_t)(size - c->off) : COPY_CHUNK;
+        long n = want ? s->log.snap_read(c->snap, c->file, c->off, chunk, want) : 0;
+        if (n < 0) {
+            sl_error("cluster: full copy: reading %s: %s", name, strerror(errno));
+            cw_put_refuse(&c->out, REFUSE_NO_COPY, "the leader could not read its files");
+            c->close_after = 1;
+            copy_done(s, c);
+            return;
+        }
+        /* every file is sent, even an empty one (its name is what makes it) */
+        if (n > 0 || c->off == 0)
+            cw_put_copydata(&c->out, name, c->off, chunk, (uint32_t)n);
+        c->off += (uint64_t)n;
+        if (n == 0 || c->off >= size) {
+            c->file++;
+            c->off = 0;
+        }
     }
 }
 
 /* Queue the groups due to c's follower. */
 static void server_send(cs_server *s, sconn *c, uint64_t now)
 {
+    if (c->snap) {
+        server_copy(s, c);
+        return;
+    }
     uint64_t idx, session;
     while (!c->close_after && sl_buf_unread(&c->out) < OUT_MAX &&
            rl_next_send(s->rl, c->node, now, &idx, &session)) {
@@ -251,6 +339,10 @@ static void server_publish(cs_server *s, uint64_t now)
         snprintf(p->name, sizeof p->name, "%s", s->names[i]);
         p->insync = (isr >> i) & 1;
         p->connected = pi.connected;
+        p->copying = 0;
+        for (int k = 0; k < MAX_CONNS; k++)
+            if (s->conns[k].fd >= 0 && s->conns[k].node == i && s->conns[k].snap)
+                p->copying = 1;
         p->acked = pi.acked;
         p->lag_bytes = pi.lag_bytes;
         p->lag_ms = pi.lag_ms;
@@ -421,6 +513,8 @@ cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log 
             isr |= 1u << id;
     }
     s->rl = rl_new(0, o->epoch, isr, &o->rl, o->last_idx, o->hist, mono_ms());
+    s->hist = o->hist;
+    s->chunk = sl_xmalloc(COPY_CHUNK);
     s->released_out = 0;
     s->blocked_out = rl_blocked(s->rl);
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -446,8 +540,10 @@ void cs_server_stop(cs_server *s)
         poke(s->wake_fd);
         pthread_join(s->thread, NULL);
     }
-    for (int i = 0; i < MAX_CONNS; i++)
+    for (int i = 0; i < MAX_CONNS; i++) {
+        copy_done(s, &s->conns[i]);
         sconn_close(&s->conns[i]);
+    }
     if (s->listen_fd >= 0)
         close(s->listen_fd);
     if (s->wake_fd >= 0)
@@ -455,6 +551,7 @@ void cs_server_stop(cs_server *s)
     if (s->ev_fd >= 0)
         close(s->ev_fd);
     rl_free(s->rl);
+    sl_free(s->chunk);
     pthread_mutex_destroy(&s->mu);
     sl_free(s->pend);
     sl_free(s->self);
@@ -564,9 +661,7 @@ struct cs_client {
     /* inputs, under mu */
     char leader[280];
     uint64_t seen_epoch;
-    int stop, reset;
-    uint64_t reset_idx;
-    repl_epochs reset_hist;
+    int stop;
     /* outputs, under mu */
     int state;
     uint64_t pos_epoch, pos_idx;
@@ -577,6 +672,10 @@ struct cs_client {
     sconn c;
     char dialed[280];
     int connecting;
+    int need_copy; /* ask for a full copy at the next connection */
+    int copying;   /* a copy is coming on this connection (COPYBEGIN seen) */
+    uint64_t copy_idx;
+    repl_epochs copy_hist;
     uint64_t heard_ms, retry_ms;
 };
 
@@ -609,6 +708,11 @@ static void client_drop(cs_client *c, int state)
 {
     sconn_close(&c->c);
     c->connecting = 0;
+    c->copying = 0;
+    if (state == CS_NEED_COPY)
+        c->need_copy = 1;
+    if (c->need_copy)
+        state = CS_NEED_COPY;
     c->retry_ms = mono_ms() + RETRY_MS;
     client_set_state(c, state);
 }
@@ -663,10 +767,72 @@ static int dial(const char *addr)
     return fd;
 }
 
+/* A full copy's frames (while need_copy: everything else from the leader is ignored). */
+static int client_copy_frame(cs_client *c, const cw_msg *m)
+{
+    char err[256];
+    c->heard_ms = mono_ms();
+    if (m->type == CW_COPYBEGIN) {
+        c->copying = 1;
+        c->copy_idx = m->a;
+        repl_epochs_free(&c->copy_hist);
+        repl_epochs_init(&c->copy_hist);
+        for (uint32_t i = 0; i < m->n_hist; i++)
+            repl_epochs_note(&c->copy_hist, sl_get_u64(m->hist + 16 * i),
+                             sl_get_u64(m->hist + 16 * i + 8));
+        client_set_state(c, CS_COPYING);
+        sl_info("cluster: taking a full copy from %s (up to group %" PRIu64 ")", c->dialed, m->a);
+        if (c->log.copy_begin(c->log.ctx, m->a, err, sizeof err) < 0)
+            goto fail;
+        return 0;
+    }
+    if (!c->copying)
+        return 0; /* START, PING: this connection only carries the copy for now */
+    if (m->type == CW_COPYDATA) {
+        char name[CW_MAX_NAME + 1];
+        memcpy(name, m->file, m->file_len);
+        name[m->file_len] = 0;
+        if (c->log.copy_write(c->log.ctx, name, m->a, m->meta, m->meta_len, err, sizeof err) < 0)
+            goto fail;
+        return 0;
+    }
+    if (m->type == CW_COPYEND) {
+        if (m->a != c->copy_idx ||
+            c->log.copy_end(c->log.ctx, m->a, &c->copy_hist, err, sizeof err) < 0) {
+            if (m->a != c->copy_idx)
+                snprintf(err, sizeof err, "the copy's end names another group");
+            goto fail;
+        }
+        sl_info("cluster: full copy taken: this node's log now ends at group %" PRIu64, m->a);
+        /* follow on from the copy: a new session on this connection */
+        repl_epochs_free(&c->hist);
+        repl_epochs_init(&c->hist);
+        for (size_t i = 0; i < c->copy_hist.n; i++)
+            repl_epochs_note(&c->hist, c->copy_hist.v[i].epoch, c->copy_hist.v[i].first);
+        rf_free(c->rf);
+        c->rf = rf_new(0, m->a, &c->hist);
+        pthread_mutex_lock(&c->mu);
+        rf_epoch_seen(c->rf, c->seen_epoch);
+        pthread_mutex_unlock(&c->mu);
+        c->need_copy = 0;
+        c->copying = 0;
+        client_set_state(c, CS_CONNECTING);
+        client_hello(c);
+        return 0;
+    }
+    return 0;
+fail:
+    sl_error("cluster: the full copy failed: %s", err);
+    client_drop(c, CS_NEED_COPY);
+    return -1;
+}
+
 /* One frame from the leader; 0, or -1 to drop the connection (state set). Groups applied
  * are counted in *applied (saved and acked once the batch is read). */
 static int client_frame(cs_client *c, const cw_msg *m, int *applied)
 {
+    if (c->need_copy && m->type != CW_REFUSE)
+        return client_copy_frame(c, m);
     switch (m->type) {
     case CW_START: {
         rl_start st = {.epoch = m->epoch,
@@ -694,6 +860,7 @@ static int client_frame(cs_client *c, const cw_msg *m, int *applied)
                     " (it has %" PRIu64 "): a full copy is needed",
                     to, before);
             client_drop(c, CS_NEED_COPY);
+            c->retry_ms = 0;
             return -1;
         }
         c->heard_ms = mono_ms();
@@ -731,6 +898,8 @@ static int client_frame(cs_client *c, const cw_msg *m, int *applied)
         sl_warn("cluster: the leader refused this follower: %.*s", (int)m->reason_len,
                 (const char *)m->reason);
         client_drop(c, m->code == REFUSE_NOT_KEPT ? CS_NEED_COPY : CS_CONNECTING);
+        if (m->code == REFUSE_NOT_KEPT)
+            c->retry_ms = 0;
         return -1;
     default:
         return 0;
@@ -742,25 +911,14 @@ static void *client_run(void *arg)
     cs_client *c = arg;
     for (;;) {
         pthread_mutex_lock(&c->mu);
-        int stop = c->stop, reset = c->reset, state = c->state;
+        int stop = c->stop;
         char leader[280];
         snprintf(leader, sizeof leader, "%s", c->leader);
         uint64_t seen = c->seen_epoch;
-        if (reset) {
-            c->reset = 0;
-            epochs_copy(&c->hist, &c->reset_hist);
-            rf_free(c->rf);
-            c->rf = rf_new(0, c->reset_idx, &c->hist);
-        }
         pthread_mutex_unlock(&c->mu);
         if (stop)
             break;
         rf_epoch_seen(c->rf, seen);
-        if (reset) {
-            client_drop(c, CS_IDLE);
-            c->retry_ms = 0;
-            state = CS_IDLE;
-        }
         uint64_t now = mono_ms();
         if (c->c.fd >= 0 && strcmp(leader, c->dialed))
             client_drop(c, CS_IDLE); /* the leader changed */
@@ -769,7 +927,7 @@ static void *client_run(void *arg)
                     c->dialed, HEARD_MAX_MS);
             client_drop(c, CS_CONNECTING);
         }
-        if (c->c.fd < 0 && leader[0] && state != CS_NEED_COPY && now >= c->retry_ms) {
+        if (c->c.fd < 0 && leader[0] && now >= c->retry_ms) {
             int fd = dial(leader);
             if (fd < 0) {
                 c->retry_ms = now + RETRY_MS;
@@ -782,7 +940,9 @@ static void *client_run(void *arg)
                 snprintf(c->dialed, sizeof c->dialed, "%s", leader);
                 client_rewind(c); /* a new session starts from what is durable */
                 client_hello(c);
-                client_set_state(c, CS_CONNECTING);
+                if (c->need_copy)
+                    cw_put_copyreq(&c->c.out);
+                client_set_state(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
             }
         }
         struct pollfd pf[2] = {{c->wake_fd, POLLIN, 0}, {-1, 0, 0}};
@@ -857,7 +1017,8 @@ static void *client_run(void *arg)
 }
 
 cs_client *cs_client_start(const char *self, const char *cluster, uint64_t last_idx,
-                           const repl_epochs *hist, const cs_log *log, char *err, size_t errlen)
+                           const repl_epochs *hist, int need_copy, const cs_log *log, char *err,
+                           size_t errlen)
 {
     cs_client *c = sl_xcalloc(1, sizeof *c);
     c->self = sl_xstrdup(self);
@@ -866,8 +1027,10 @@ cs_client *cs_client_start(const char *self, const char *cluster, uint64_t last_
     c->c.fd = -1;
     pthread_mutex_init(&c->mu, NULL);
     repl_epochs_init(&c->hist);
-    repl_epochs_init(&c->reset_hist);
+    repl_epochs_init(&c->copy_hist);
     epochs_copy(&c->hist, hist);
+    c->need_copy = need_copy;
+    c->state = need_copy ? CS_NEED_COPY : CS_IDLE;
     c->rf = rf_new(0, last_idx, &c->hist);
     c->pos_idx = last_idx;
     c->pos_epoch = repl_epochs_last(&c->hist);
@@ -897,7 +1060,7 @@ void cs_client_stop(cs_client *c)
         close(c->wake_fd);
     rf_free(c->rf);
     repl_epochs_free(&c->hist);
-    repl_epochs_free(&c->reset_hist);
+    repl_epochs_free(&c->copy_hist);
     pthread_mutex_destroy(&c->mu);
     sl_free(c->self);
     sl_free(c->cluster);
@@ -928,15 +1091,4 @@ void cs_client_position(cs_client *c, uint64_t *last_epoch, uint64_t *last_idx)
     *last_epoch = c->pos_epoch;
     *last_idx = c->pos_idx;
     pthread_mutex_unlock(&c->mu);
-}
-
-void cs_client_reset(cs_client *c, uint64_t last_idx, const repl_epochs *hist)
-{
-    pthread_mutex_lock(&c->mu);
-    epochs_copy(&c->reset_hist, hist);
-    c->reset_idx = last_idx;
-    c->reset = 1;
-    c->state = CS_IDLE;
-    pthread_mutex_unlock(&c->mu);
-    poke(c->wake_fd);
 }

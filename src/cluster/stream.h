@@ -19,8 +19,8 @@
  * view of etcd); applies each group through the owner (which makes it durable), saves the
  * replica state through the owner after each batch of groups, then ACKs. A START that cuts
  * the log (divergence) or a leader that no longer keeps the next group cannot be served by a
- * physical mirror: the client then reports CS_NEED_COPY (cs_client_state) and stops asking
- * until the owner has reset it (cs_client_reset) from a full copy.
+ * physical mirror: the client then asks for a full copy (COPYREQ, wire.h), writes it through
+ * the owner's copy_* callbacks, and follows on from the copy's last group.
  *
  * Node ids: the state machines number nodes 0..REPL_MAX_NODES-1. The server gives itself 0
  * and each follower name the next free id the first time it says HELLO (kept for the life of
@@ -46,6 +46,19 @@ typedef struct cs_log {
                  size_t errlen);
     /* follower: everything up to last_idx is applied and durable, history h: save it */
     int (*save)(void *ctx, uint64_t last_idx, const repl_epochs *h);
+    /* leader: a snapshot for a full copy (taken between two groups: it holds every group up to
+     * *snap_idx), its files and their bytes (mirror_snapshot and friends). NULL: none. */
+    void *(*snap_open)(void *ctx, uint64_t *snap_idx);
+    size_t (*snap_count)(void *snap);
+    const char *(*snap_name)(void *snap, size_t i, uint64_t *size);
+    long (*snap_read)(void *snap, size_t i, uint64_t off, void *buf, size_t len);
+    void (*snap_free)(void *snap);
+    /* follower: a full copy arrives: begin (a fresh place), the files' bytes, end (it becomes
+     * the data directory, with its replica state saying snap_idx and h, durably). 0 or -1. */
+    int (*copy_begin)(void *ctx, uint64_t snap_idx, char *err, size_t errlen);
+    int (*copy_write)(void *ctx, const char *name, uint64_t off, const void *p, size_t len,
+                      char *err, size_t errlen);
+    int (*copy_end)(void *ctx, uint64_t snap_idx, const repl_epochs *h, char *err, size_t errlen);
 } cs_log;
 
 /* ---- leader ---- */
@@ -80,7 +93,7 @@ uint64_t cs_server_commit(cs_server *s);
 /* The followers' standing for the API: up to max entries. */
 typedef struct cs_peer {
     char name[256];
-    int insync, connected;
+    int insync, connected, copying; /* copying: a full copy is being sent to it */
     uint64_t acked, lag_bytes, lag_ms;
 } cs_peer;
 size_t cs_server_peers(cs_server *s, cs_peer *out, size_t max);
@@ -88,10 +101,15 @@ size_t cs_server_peers(cs_server *s, cs_peer *out, size_t max);
 /* ---- follower ---- */
 typedef struct cs_client cs_client;
 
-enum { CS_IDLE, CS_CONNECTING, CS_STREAMING, CS_NEED_COPY };
+/* NEED_COPY: its log cannot continue the leader's; it asks for a full copy at its next
+ * connection (COPYING while it comes). */
+enum { CS_IDLE, CS_CONNECTING, CS_STREAMING, CS_NEED_COPY, CS_COPYING };
 
+/* need_copy: start by asking for a full copy (the directory may hold groups no other node
+ * has: node.h). */
 cs_client *cs_client_start(const char *self, const char *cluster, uint64_t last_idx,
-                           const repl_epochs *hist, const cs_log *log, char *err, size_t errlen);
+                           const repl_epochs *hist, int need_copy, const cs_log *log, char *err,
+                           size_t errlen);
 void cs_client_stop(cs_client *c);
 /* The leader to follow ("HOST:PORT" of its replication port; "" none) and the newest epoch
  * seen in etcd (older leaders are refused from now on). Any thread. */
@@ -99,7 +117,5 @@ void cs_client_set_leader(cs_client *c, const char *addr, uint64_t epoch);
 int cs_client_state(cs_client *c);
 /* The log position (last applied and durable index, its epoch). Any thread. */
 void cs_client_position(cs_client *c, uint64_t *last_epoch, uint64_t *last_idx);
-/* After a full copy: follow on from this log. */
-void cs_client_reset(cs_client *c, uint64_t last_idx, const repl_epochs *hist);
 
 #endif

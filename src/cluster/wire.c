@@ -88,6 +88,42 @@ void cw_put_refuse(sl_buf *b, uint16_t code, const char *reason)
     end(b, at);
 }
 
+void cw_put_copyreq(sl_buf *b)
+{
+    end(b, begin(b, CW_COPYREQ));
+}
+
+void cw_put_copybegin(sl_buf *b, uint64_t snap_idx, const uint64_t *epochs, const uint64_t *firsts,
+                      uint32_t n)
+{
+    size_t at = begin(b, CW_COPYBEGIN);
+    sl_buf_put_u64(b, snap_idx);
+    sl_buf_put_u32(b, n);
+    for (uint32_t i = 0; i < n; i++) {
+        sl_buf_put_u64(b, epochs[i]);
+        sl_buf_put_u64(b, firsts[i]);
+    }
+    end(b, at);
+}
+
+void cw_put_copydata(sl_buf *b, const char *file, uint64_t off, const void *p, uint32_t len)
+{
+    size_t at = begin(b, CW_COPYDATA);
+    put_s16(b, file);
+    sl_buf_put_u64(b, off);
+    sl_buf_put_u32(b, len);
+    sl_buf_append(b, p, len);
+    end(b, at);
+}
+
+void cw_put_copyend(sl_buf *b, uint64_t snap_idx, uint32_t files)
+{
+    size_t at = begin(b, CW_COPYEND);
+    sl_buf_put_u64(b, snap_idx);
+    sl_buf_put_u32(b, files);
+    end(b, at);
+}
+
 /* A cursor over one frame's body. */
 typedef struct rd {
     const uint8_t *p;
@@ -212,6 +248,27 @@ int cw_parse(const uint8_t *p, size_t n, cw_msg *out, size_t *used, char *err, s
     case CW_REFUSE:
         out->code = u16(&r);
         out->reason = name(&r, &out->reason_len);
+        break;
+    case CW_COPYREQ:
+        break;
+    case CW_COPYBEGIN:
+        out->a = u64(&r);
+        out->n_hist = u32(&r);
+        if (!r.bad && (out->n_hist > CW_MAX_HIST || (uint64_t)out->n_hist * 16 != r.n))
+            r.bad = 1;
+        out->hist = bytes(&r, (size_t)out->n_hist * 16);
+        break;
+    case CW_COPYDATA:
+        out->file = name(&r, &out->file_len);
+        out->a = u64(&r);
+        out->meta_len = u32(&r);
+        if (!r.bad && out->meta_len != r.n)
+            r.bad = 1;
+        out->meta = bytes(&r, out->meta_len);
+        break;
+    case CW_COPYEND:
+        out->a = u64(&r);
+        out->b = u32(&r);
         break;
     default:
         snprintf(err, errlen, "unknown replication frame type %u", out->type);

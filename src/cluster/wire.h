@@ -13,6 +13,14 @@
  *   PING   4  epoch session commit (u64 each)
  *   ACK    5  epoch session log_end durable (u64 each)
  *   REFUSE 6  code:u16 reason:s16          (then the sender closes: e.g. not the leader)
+ * Full copy (a follower whose log cannot continue the leader's: empty, divergent, or too far
+ * behind for the leader's ring of groups; docs/cluster.md "Full copy"):
+ *   COPYREQ   7  (empty)                     F -> L after its HELLO
+ *   COPYBEGIN 8  snap_idx:u64 n:u32 n x (epoch:u64 first:u64)   the copy holds every group up
+ *                to snap_idx; the leader's epoch history up to it
+ *   COPYDATA  9  name:s16 off:u64 len:u32 bytes[len]   bytes of one file ("msgs/...seg")
+ *   COPYEND  10  snap_idx:u64 files:u32      every file was sent; the follower then says HELLO
+ *                again from snap_idx
  * A frame longer than CW_MAX_FRAME, an unknown type, a body of the wrong size, a name longer
  * than CW_MAX_NAME or with a byte outside printable ASCII are malformed: the connection is
  * closed (a peer that sends them is not one of ours, or is broken).
@@ -29,7 +37,19 @@
 #define CW_MAX_NAME 255
 #define CW_MAX_FRAME ((1u << 30) + 64) /* a group: up to a store record's size, and headers */
 
-enum { CW_HELLO = 1, CW_START, CW_DATA, CW_PING, CW_ACK, CW_REFUSE };
+enum {
+    CW_HELLO = 1,
+    CW_START,
+    CW_DATA,
+    CW_PING,
+    CW_ACK,
+    CW_REFUSE,
+    CW_COPYREQ,
+    CW_COPYBEGIN,
+    CW_COPYDATA,
+    CW_COPYEND
+};
+#define CW_MAX_HIST 65536 /* epochs in a COPYBEGIN's history */
 
 typedef struct cw_msg {
     uint8_t type;
@@ -37,11 +57,15 @@ typedef struct cw_msg {
     const uint8_t *node, *cluster, *reason; /* point into the parsed bytes */
     uint16_t node_len, cluster_len, reason_len;
     uint64_t epoch, session;
-    uint64_t a, b, c, d; /* HELLO: last_epoch last_idx; START: div_epoch div_end hello_epoch
-                            hello_idx; DATA: idx group_epoch; PING: commit; ACK: log_end
-                            durable */
-    const uint8_t *meta, *msgs;
+    uint64_t a, b, c, d;        /* HELLO: last_epoch last_idx; START: div_epoch div_end hello_epoch
+                                   hello_idx; DATA: idx group_epoch; PING: commit; ACK: log_end
+                                   durable */
+    const uint8_t *meta, *msgs; /* COPYDATA: the bytes in meta */
     uint32_t meta_len, msgs_len;
+    const uint8_t *file; /* COPYDATA: the file's name (COPYBEGIN: a = snap_idx, hist) */
+    uint16_t file_len;
+    const uint8_t *hist; /* COPYBEGIN: n_hist x (epoch, first), big-endian u64s */
+    uint32_t n_hist;     /* (COPYEND: a = snap_idx, b = files) */
 } cw_msg;
 
 /* One frame from p[0..n): 1 and *used when whole (out's pointers point into p), 0 when more
@@ -57,5 +81,10 @@ void cw_put_data(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t idx, uint
 void cw_put_ping(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t commit);
 void cw_put_ack(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t log_end, uint64_t durable);
 void cw_put_refuse(sl_buf *b, uint16_t code, const char *reason);
+void cw_put_copyreq(sl_buf *b);
+void cw_put_copybegin(sl_buf *b, uint64_t snap_idx, const uint64_t *epochs, const uint64_t *firsts,
+                      uint32_t n);
+void cw_put_copydata(sl_buf *b, const char *file, uint64_t off, const void *p, uint32_t len);
+void cw_put_copyend(sl_buf *b, uint64_t snap_idx, uint32_t files);
 
 #endif

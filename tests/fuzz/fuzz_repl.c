@@ -64,6 +64,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n1 = dup_name(m.reason, m.reason_len);
             cw_put_refuse(&b, m.code, n1);
             break;
+        case CW_COPYREQ:
+            cw_put_copyreq(&b);
+            break;
+        case CW_COPYBEGIN: {
+            CHECK(m.n_hist <= CW_MAX_HIST);
+            uint64_t *e = malloc(((size_t)m.n_hist + 1) * 8),
+                     *f = malloc(((size_t)m.n_hist + 1) * 8);
+            for (uint32_t k = 0; k < m.n_hist; k++) {
+                CHECK(m.hist + 16 * (k + 1) <= data + off + used);
+                e[k] = sl_get_u64(m.hist + 16 * k);
+                f[k] = sl_get_u64(m.hist + 16 * k + 8);
+            }
+            cw_put_copybegin(&b, m.a, e, f, m.n_hist);
+            free(e);
+            free(f);
+            break;
+        }
+        case CW_COPYDATA:
+            n1 = dup_name(m.file, m.file_len);
+            CHECK(strlen(n1) == m.file_len);
+            CHECK(m.meta >= data + off && m.meta + m.meta_len <= data + off + used);
+            cw_put_copydata(&b, n1, m.a, m.meta, m.meta_len);
+            break;
+        case CW_COPYEND:
+            cw_put_copyend(&b, m.a, (uint32_t)m.b);
+            break;
         default:
             CHECK(0);
         }

@@ -79,6 +79,49 @@ static void ml_append(mlog *m, uint64_t epoch)
     cs_server_durable(m->srv, idx);
 }
 
+/* A full copy of the memory log: one file, "log", of every group's bytes up to the last. */
+typedef struct msnap {
+    uint8_t *bytes;
+    size_t len;
+} msnap;
+
+static void *ml_snap_open(void *ctx, uint64_t *snap_idx)
+{
+    mlog *m = ctx;
+    msnap *s = sl_xcalloc(1, sizeof *s);
+    pthread_mutex_lock(&m->mu);
+    for (uint64_t i = 1; i <= m->last; i++) {
+        s->bytes = sl_xrealloc(s->bytes, s->len + m->len[i]);
+        memcpy(s->bytes + s->len, m->g[i], m->len[i]);
+        s->len += m->len[i];
+    }
+    *snap_idx = m->last;
+    pthread_mutex_unlock(&m->mu);
+    return s;
+}
+static size_t ml_snap_count(void *snap)
+{
+    (void)snap;
+    return 1;
+}
+static const char *ml_snap_name(void *snap, size_t i, uint64_t *size)
+{
+    *size = ((msnap *)snap)->len;
+    return "log";
+}
+static long ml_snap_read(void *snap, size_t i, uint64_t off, void *buf, size_t len)
+{
+    msnap *s = snap;
+    size_t n = off >= s->len ? 0 : s->len - off < len ? s->len - off : len;
+    memcpy(buf, s->bytes + off, n);
+    return (long)n;
+}
+static void ml_snap_free(void *snap)
+{
+    sl_free(((msnap *)snap)->bytes);
+    sl_free(snap);
+}
+
 static void ml_free(mlog *m)
 {
     for (uint64_t i = 1; i <= m->last; i++)
@@ -92,6 +135,8 @@ typedef struct flog {
     uint64_t saved;
     int bad; /* a group out of order or with the wrong bytes */
     repl_epochs saved_hist;
+    uint64_t copied; /* bytes of full copies written */
+    int copies;
 } flog;
 
 static int fl_apply(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, size_t len,
@@ -120,6 +165,42 @@ static int fl_save(void *ctx, uint64_t last, const repl_epochs *h)
         repl_epochs_note(&f->saved_hist, h->v[i].epoch, h->v[i].first);
     pthread_mutex_unlock(&f->mu);
     return 0;
+}
+
+static int fl_copy_begin(void *ctx, uint64_t snap_idx, char *err, size_t errlen)
+{
+    flog *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->copied = 0;
+    pthread_mutex_unlock(&f->mu);
+    return 0;
+}
+
+static int fl_copy_write(void *ctx, const char *name, uint64_t off, const void *p, size_t len,
+                         char *err, size_t errlen)
+{
+    flog *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    if (strcmp(name, "log") || off != f->copied)
+        f->bad = 1;
+    f->copied += len;
+    pthread_mutex_unlock(&f->mu);
+    return 0;
+}
+
+static int fl_copy_end(void *ctx, uint64_t snap_idx, const repl_epochs *h, char *err, size_t errlen)
+{
+    flog *f = ctx;
+    uint64_t want = 0;
+    for (uint64_t i = 1; i <= snap_idx; i++)
+        want += 1 + i % 97;
+    pthread_mutex_lock(&f->mu);
+    if (f->copied != want || !h->n || h->v[0].first != 1)
+        f->bad = 1;
+    f->applied = snap_idx;
+    f->copies++;
+    pthread_mutex_unlock(&f->mu);
+    return fl_save(ctx, snap_idx, h);
 }
 
 static uint64_t fl_saved(flog *f)
@@ -175,7 +256,12 @@ typedef struct fixture {
 
 static cs_log follower_log(flog *f)
 {
-    return (cs_log){.ctx = f, .apply = fl_apply, .save = fl_save};
+    return (cs_log){.ctx = f,
+                    .apply = fl_apply,
+                    .save = fl_save,
+                    .copy_begin = fl_copy_begin,
+                    .copy_write = fl_copy_write,
+                    .copy_end = fl_copy_end};
 }
 
 static void start_leader(fixture *x, uint32_t min_isr, uint64_t first_kept)
@@ -194,7 +280,14 @@ static void start_leader(fixture *x, uint32_t min_isr, uint64_t first_kept)
                         .rl = {.min_isr = min_isr, .lag_max_ms = 500},
                         .hist = &x->lh,
                         .ping_ms = 50};
-    cs_log lg = {.ctx = &x->ml, .group = ml_group, .isr_propose = ml_isr};
+    cs_log lg = {.ctx = &x->ml,
+                 .group = ml_group,
+                 .isr_propose = ml_isr,
+                 .snap_open = ml_snap_open,
+                 .snap_count = ml_snap_count,
+                 .snap_name = ml_snap_name,
+                 .snap_read = ml_snap_read,
+                 .snap_free = ml_snap_free};
     char err[256];
     x->ml.srv = cs_server_start(fd, &o, &lg, err, sizeof err);
     ck_assert_msg(x->ml.srv != NULL, "%s", err);
@@ -206,7 +299,7 @@ static void start_follower(fixture *x, int i, uint64_t last, const repl_epochs *
     char name[8], err[256];
     snprintf(name, sizeof name, "f%d", i);
     cs_log lg = follower_log(&x->fl[i]);
-    x->cl[i] = cs_client_start(name, "c", last, h, &lg, err, sizeof err);
+    x->cl[i] = cs_client_start(name, "c", last, h, 0, &lg, err, sizeof err);
     ck_assert_msg(x->cl[i] != NULL, "%s", err);
     cs_client_set_leader(x->cl[i], x->addr, 1);
 }
@@ -298,7 +391,7 @@ START_TEST(below_min_isr_is_blocked_and_nothing_is_released)
 }
 END_TEST
 
-START_TEST(a_group_no_longer_kept_or_a_divergent_log_needs_a_full_copy)
+START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
 {
     fixture x;
     start_leader(&x, 1, 50); /* groups below 50 have left the ring */
@@ -309,18 +402,15 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_needs_a_full_copy)
     pthread_mutex_init(&x.fl[0].mu, NULL);
     pthread_mutex_init(&x.fl[1].mu, NULL);
     start_follower(&x, 0, 0, &empty);
-    WAIT_UNTIL(cs_client_state(x.cl[0]) == CS_NEED_COPY, 20000);
-    ck_assert_uint_eq(fl_saved(&x.fl[0]), 0);
-    /* after its full copy (here: told it has up to 59) it follows on */
+    /* group 1 is gone: it takes a full copy (up to 60), then follows on */
+    WAIT_UNTIL(fl_saved(&x.fl[0]) == 60, 20000);
+    for (int i = 0; i < 20; i++)
+        ml_append(&x.ml, 1);
+    WAIT_UNTIL(fl_saved(&x.fl[0]) == 80, 20000);
+    ck_assert_int_eq(x.fl[0].bad, 0);
+    ck_assert_int_eq(x.fl[0].copies, 1);
     repl_epochs h;
     repl_epochs_init(&h);
-    repl_epochs_note(&h, 1, 1);
-    pthread_mutex_lock(&x.fl[0].mu);
-    x.fl[0].applied = 59;
-    pthread_mutex_unlock(&x.fl[0].mu);
-    cs_client_reset(x.cl[0], 59, &h);
-    WAIT_UNTIL(fl_saved(&x.fl[0]) == 60, 20000);
-    ck_assert_int_eq(x.fl[0].bad, 0);
 
     /* a follower that has seen epoch 7 refuses this leader of epoch 1 (deposed) */
     repl_epochs d;
@@ -329,7 +419,7 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_needs_a_full_copy)
     repl_epochs_note(&d, 7, 41);
     char err[256];
     cs_log lg = follower_log(&x.fl[1]);
-    x.cl[1] = cs_client_start("f1", "c", 70, &d, &lg, err, sizeof err);
+    x.cl[1] = cs_client_start("f1", "c", 70, &d, 0, &lg, err, sizeof err);
     ck_assert(x.cl[1] != NULL);
     cs_client_set_leader(x.cl[1], x.addr, 1);
     pause_ms(300);
@@ -364,18 +454,28 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_needs_a_full_copy)
                         .last_idx = 30,
                         .hist = &x.lh,
                         .ping_ms = 50};
-    cs_log sl = {.ctx = &x.ml, .group = ml_group, .isr_propose = ml_isr};
+    cs_log sl = {.ctx = &x.ml,
+                 .group = ml_group,
+                 .isr_propose = ml_isr,
+                 .snap_open = ml_snap_open,
+                 .snap_count = ml_snap_count,
+                 .snap_name = ml_snap_name,
+                 .snap_read = ml_snap_read,
+                 .snap_free = ml_snap_free};
     x.ml.srv = cs_server_start(fd, &o, &sl, err, sizeof err);
     ck_assert(x.ml.srv != NULL);
     cs_server_lease(x.ml.srv, now_ms() + 3600 * 1000);
-    x.cl[0] = cs_client_start("f0", "c", 45, &d, &lg, err, sizeof err);
+    x.cl[0] = cs_client_start("f0", "c", 45, &d, 0, &lg, err, sizeof err);
     cs_client_set_leader(x.cl[0], x.addr, 2);
     ml_append(&x.ml, 2); /* group 31 of epoch 2 */
-    WAIT_UNTIL(cs_client_state(x.cl[0]) == CS_NEED_COPY, 20000);
-    ck_assert_uint_eq(fl_saved(&x.fl[0]), 0);
+    /* it cannot cut its 31..45: a full copy (1..30 or 1..31), then group 31 of epoch 2 */
+    WAIT_UNTIL(fl_saved(&x.fl[0]) == 31 && cs_client_state(x.cl[0]) == CS_STREAMING, 20000);
+    ck_assert_int_eq(x.fl[0].copies, 1);
+    ck_assert_int_eq(x.fl[0].bad, 0);
     uint64_t pe, pi;
     cs_client_position(x.cl[0], &pe, &pi);
-    ck_assert_uint_eq(pi, 30); /* what survives the cut */
+    ck_assert_uint_eq(pi, 31);
+    ck_assert_uint_eq(pe, 2);
     repl_epochs_free(&d);
     stop_all(&x);
 }
@@ -388,7 +488,7 @@ static Suite *stream_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, groups_reach_every_follower_and_release_waits_for_the_isr);
     tcase_add_test(tc, below_min_isr_is_blocked_and_nothing_is_released);
-    tcase_add_test(tc, a_group_no_longer_kept_or_a_divergent_log_needs_a_full_copy);
+    tcase_add_test(tc, a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy);
     suite_add_tcase(s, tc);
     return s;
 }
