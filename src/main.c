@@ -1,13 +1,21 @@
 /* main.c - sluiced: parse settings, prepare the data directory, start the broker, run the
  * event loop until SIGTERM / SIGINT, then close every connection with 320 and exit 0.
+ *
+ * A cluster node (cluster_formation configured) first runs the follower phase
+ * (cluster/node.h) until it is elected; then the broker starts on the mirrored data directory
+ * and the sockets the phase bound. A leader deposed re-executes itself into the follower
+ * phase (same pid), its listening sockets kept open across the exec.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "broker/broker.h"
+#include "cluster/node.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "mgmt/mgmt.h"
@@ -42,7 +50,22 @@ int main(int argc, char **argv)
     }
     sl_info("%s %s starting: node %s, data directory %s", SLUICE_PRODUCT, SLUICE_VERSION,
             cfg.node_name, cfg.data_dir);
-    broker *b = broker_new(&cfg);
+    cl_node *node = NULL;
+    int keep[4] = {-1, -1, -1, -1}; /* the sockets, kept for a re-exec */
+    if (cfg.cluster.enabled) {
+        int r = cl_node_follow(&cfg, &node);
+        if (r <= 0) {
+            sl_config_free(&cfg);
+            if (r == 0)
+                sl_info("stopped");
+            return r == 0 ? 0 : 1;
+        }
+        int *fds[4] = {&cfg.adopt_amqp_fd, &cfg.adopt_amqps_fd, &cfg.adopt_http_fd,
+                       &cfg.adopt_https_fd};
+        for (int i = 0; i < 4; i++)
+            keep[i] = *fds[i] >= 0 ? fcntl(*fds[i], F_DUPFD_CLOEXEC, 0) : -1;
+    }
+    broker *b = broker_new_node(&cfg, node);
     if (!b || broker_listen(b) < 0) {
         broker_free(b);
         sl_config_free(&cfg);
@@ -68,7 +91,7 @@ int main(int argc, char **argv)
         sl_config_free(&cfg);
         return 1;
     }
-    if (cfg.cluster.enabled && broker_cluster_start(b, m ? mgmt_port(m) : 0) < 0) {
+    if (node && broker_cluster_adopt(b, m ? mgmt_port(m) : 0) < 0) {
         msmq_stop(mq);
         mgmt_stop(m);
         broker_free(b);
@@ -76,10 +99,14 @@ int main(int argc, char **argv)
         return 1;
     }
     broker_run(b);
+    int reexec = b->reexec;
     msmq_stop(mq);
     mgmt_stop(m);
     broker_free(b);
+    cl_node_free(node);
     sl_config_free(&cfg);
+    if (reexec)
+        cl_node_reexec(argv, keep[0], keep[1], keep[2], keep[3]); /* returns on failure only */
     sl_info("stopped");
-    return 0;
+    return reexec ? 1 : 0;
 }

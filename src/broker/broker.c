@@ -51,6 +51,7 @@
 #define TICK_MS 100
 
 static void commit_or_die(broker *b, int force);
+static void release_waiters(broker *b);
 static void store_stalled(broker *b);
 static uint64_t reserve_size(const broker *b);
 static void reserve_make(broker *b);
@@ -200,6 +201,11 @@ int broker_after_sync(broker *b, void (*fn)(void *ctx), void *ctx)
 
 /* A generation became durable: every connection waiting gets flushed this turn (its
  * confirms and held output up to the new point go out), and the callbacks it covers run. */
+void broker_release_waiters(broker *b)
+{
+    release_waiters(b);
+}
+
 static void release_waiters(broker *b)
 {
     while (b->waiting) {
@@ -405,6 +411,8 @@ uint64_t broker_memory_bytes(const broker *b)
 
 const char *broker_alarm_reason(const broker *b)
 {
+    if (b->alarms & ALARM_CLUSTER)
+        return b->cluster_reason;
     if (b->alarms & ALARM_DISK)
         return "low on disk";
     if (b->alarms & ALARM_MEMORY)
@@ -419,18 +427,25 @@ void broker_block_publisher(conn *c)
     conn_update_watch(c);
 }
 
+void broker_set_cluster_alarm(broker *b, int on)
+{
+    set_alarm(b, ALARM_CLUSTER, on);
+}
+
 static void set_alarm(broker *b, int which, int on)
 {
     int was = b->alarms;
     b->alarms = on ? (b->alarms | which) : (b->alarms & ~which);
     if (b->alarms == was)
         return;
+    const char *what = which == ALARM_DISK ? "disk" : which == ALARM_MEMORY ? "memory" : "cluster";
     if (on)
-        sl_warn("%s alarm: blocking publishers (%s)", which == ALARM_DISK ? "disk" : "memory",
-                which == ALARM_DISK ? "free disk under disk_free_limit"
-                                    : "messages in memory above memory_high_watermark");
+        sl_warn("%s alarm: blocking publishers (%s)", what,
+                which == ALARM_DISK     ? "free disk under disk_free_limit"
+                : which == ALARM_MEMORY ? "messages in memory above memory_high_watermark"
+                                        : b->cluster_reason);
     else
-        sl_info("%s alarm cleared", which == ALARM_DISK ? "disk" : "memory");
+        sl_info("%s alarm cleared", what);
     if ((was != 0) == (b->alarms != 0))
         return;
     for (conn *c = b->conns; c; c = c->next) {
@@ -752,8 +767,14 @@ static void raise_fd_limit(broker *b)
 
 broker *broker_new(sl_config *cfg)
 {
+    return broker_new_node(cfg, NULL);
+}
+
+broker *broker_new_node(sl_config *cfg, struct cl_node *node)
+{
     broker *b = sl_xcalloc(1, sizeof *b);
     b->cfg = cfg;
+    b->cl_node = node;
     b->listen_fd = -1;
     b->tls_listen_fd = -1;
     b->signal_fd = -1;
@@ -784,6 +805,8 @@ broker *broker_new(sl_config *cfg)
                           .acc = b->acc,
                           .sync_thread = 1,
                           .sync_pace_us = cfg->sync_pace_us};
+    if (node && broker_cluster_mirror(b, &po) < 0) /* before the store opens: it is mirrored */
+        goto fail;
     b->store = persist_open(cfg->data_dir, b->node, &po, err, sizeof err);
     if (!b->store || broker_access_init(b) < 0) {
         if (!b->store)
@@ -1125,6 +1148,7 @@ void broker_free(broker *b)
     b->n_tidy_waiters = 0;
     /* The store lets go of the model first: freeing the model must not write records. */
     persist_close(b->store);
+    broker_cluster_free_mirror(b); /* after the store: it observed its files */
     /* What still waited for the disk is on it now (persist_close committed); a door that
      * registered a callback (the HTTP API) has already been stopped. */
     sl_free(b->dwaiters);

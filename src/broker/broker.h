@@ -105,8 +105,18 @@ struct broker {
     /* The cluster (issue 31, src/cluster/): NULL unless cluster_formation is configured. */
     struct cl_member *cluster;
     sl_watch cluster_w; /* the member's eventfd: its role changed */
-    sl_map *reply_to;   /* direct reply-to names -> channel (reply_to.c) */
-    acc_db *acc;        /* users, vhost definitions, permissions: every door asks it */
+    /* A cluster leader's replication (cluster.c): the mirror of its data directory (made
+     * before the store opens), the stream's server, its eventfd (released / blocked moved),
+     * the node it was promoted from, and whether it must re-exec as a follower after its loop
+     * stops (deposed). */
+    struct mirror *mirror;
+    struct cs_server *repl;
+    sl_watch repl_w;
+    struct cl_node *cl_node;
+    int reexec;
+    char cluster_reason[96]; /* connection.blocked's reason below min_insync_replicas */
+    sl_map *reply_to;        /* direct reply-to names -> channel (reply_to.c) */
+    acc_db *acc;             /* users, vhost definitions, permissions: every door asks it */
     /* Called by broker_vhost_delete after the vhost's connections are closed and before its
      * queues go: doors with state in the vhost (handles, outgoing queues) drop it. */
     void (*on_vhost_deleted)(broker *b, qm_vhost *vh);
@@ -290,7 +300,11 @@ struct channel {
     qm_message *lk_ctl;
 };
 
-enum { ALARM_MEMORY = 1, ALARM_DISK = 2 };
+enum { ALARM_MEMORY = 1, ALARM_DISK = 2, ALARM_CLUSTER = 4 };
+/* cluster.c: fewer than min_insync_replicas in sync: block publishers as the alarms do. */
+void broker_set_cluster_alarm(broker *b, int on);
+/* Reply to whatever waits for the disk (after the release gate moved). */
+void broker_release_waiters(broker *b);
 
 /* broker.c */
 /* What the memory alarm counts: messages and every buffer of the node. */
@@ -303,6 +317,8 @@ void broker_block_publisher(conn *c);
  * publish and each turn's end: the disk alarm follows what is written, not only the clock). */
 void broker_check_disk_step(broker *b);
 broker *broker_new(sl_config *cfg);
+/* The same for a promoted cluster node (node.h): its store is mirrored and gated by the ISR. */
+broker *broker_new_node(sl_config *cfg, struct cl_node *node);
 /* The TLS options of a ssl_options / management.ssl group (net/tls.h). */
 struct sl_tls_opts;
 void broker_tls_opts(const struct sl_tls_conf *t, struct sl_tls_opts *o);
@@ -312,6 +328,13 @@ void broker_free(broker *b);
 /* cluster.c: join the cluster configured (cfg->cluster.enabled); http_port is the management
  * API's (advertised to the other members). 0, or -1 logged. */
 int broker_cluster_start(broker *b, int http_port);
+/* A promoted node: adopt its member (which holds the leader key) and start the replication
+ * server on the member's replication socket. */
+int broker_cluster_adopt(broker *b, int http_port);
+/* broker_new_node, before persist_open: the mirror, and persist's batch hook and gate. */
+struct persist_options;
+int broker_cluster_mirror(broker *b, struct persist_options *po);
+void broker_cluster_free_mirror(broker *b); /* after persist_close */
 void broker_cluster_stop(broker *b);
 /* 0 when this node may serve clients (no cluster, or the leader); else -1 and why in err,
  * naming the leader to go to. */

@@ -1,18 +1,29 @@
-/* cluster.c - the broker's side of the cluster (issue 31): starts this node's membership
- * (src/cluster/member.c), refuses clients while the node is not the leader, and closes every
- * client connection with 320 the moment it stops being the leader (its lease could not be
- * renewed, or another node holds the key): no two leaders serve at once.
- *
- * What is not here yet: the replication stream (followers copying the leader's record groups;
- * src/cluster/repl.h holds its state machines) and the holding of confirms until the in-sync
- * replicas have them. Until then a leader confirms on its own disk alone: see README.
+/* cluster.c - the broker's side of the cluster (issue 31). A node with cluster settings runs
+ * the broker only while it leads (cluster/node.h: followers run no queue model); so here:
+ *  - the leader's member (adopted from the follower phase, still holding the leader key), and
+ *    closing every client with 320 the moment it stops being the leader, then stopping the loop
+ *    so that main() re-executes the process as a follower (no two leaders serve at once);
+ *  - the mirror of the data directory (cluster/mirror.h), made before the store opens, fed by
+ *    persist's batch hook: every batch becomes a group for the replication server
+ *    (cluster/stream.h, its own thread);
+ *  - the release gate: the server's released group, mapped back to a persist generation,
+ *    moves persist_repl_release on the event loop (woken by the server's eventfd), and every
+ *    reply that waits for the disk goes out then: confirms wait for the ISR;
+ *  - below min_insync_replicas, publishers are blocked (connection.blocked "cluster: fewer
+ *    than N in-sync replicas") as by a resource alarm, until the ISR is big enough again.
  */
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "broker.h"
 #include "cluster/member.h"
+#include "cluster/mirror.h"
+#include "cluster/node.h"
+#include "cluster/stream.h"
 #include "core/log.h"
+#include "persist/persist.h"
 
 static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
 {
@@ -24,6 +35,8 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
         return;
     cl_status st;
     cl_member_status(b->cluster, &st);
+    if (b->repl)
+        cs_server_depose(b->repl); /* nothing more is released by this leader */
     size_t n = 0;
     for (conn *c = b->conns; c; c = c->next) {
         if (c->read_paused || c->out_paused) {
@@ -35,6 +48,191 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
     }
     if (n)
         sl_warn("cluster: not the leader any more: closed %zu client connection(s)", n);
+    if (b->cl_node && !b->reexec) {
+        /* the queue model goes with the process: flush the closes, then re-exec (main) */
+        b->reexec = 1;
+        sl_loop_stop(b->loop);
+    }
+}
+
+/* ---- the mirror and the release gate ---- */
+
+static void on_batch(void *ctx, uint64_t gen, int synced)
+{
+    broker *b = ctx;
+    uint64_t idx = mirror_batch(b->mirror, gen, synced);
+    if (synced && b->repl)
+        cs_server_durable(b->repl, mirror_durable(b->mirror));
+    if (b->cluster && b->cl_node)
+        cl_member_set_log(b->cluster, b->cl_node->epoch, idx);
+}
+
+static void on_group(void *ctx, uint64_t idx, uint64_t bytes)
+{
+    broker *b = ctx;
+    if (b->repl)
+        cs_server_append(b->repl, idx, bytes);
+}
+
+int broker_cluster_mirror(broker *b, persist_options *po)
+{
+    cl_node *n = b->cl_node;
+    b->mirror = mirror_leader_new(b->cfg->data_dir, MIRROR_DEFAULT_RING);
+    if (!b->mirror) {
+        sl_error("cluster: cannot mirror the data directory: %s", strerror(errno));
+        return -1;
+    }
+    mirror_start(b->mirror, n->epoch, n->last_idx);
+    mirror_set_notify(b->mirror, on_group, b);
+    po->batch_hook = on_batch;
+    po->batch_ctx = b;
+    po->repl_gate = 1;
+    return 0;
+}
+
+void broker_cluster_free_mirror(broker *b)
+{
+    mirror_free(b->mirror);
+    b->mirror = NULL;
+}
+
+static void on_repl_event(sl_loop *loop, sl_watch *w, int events)
+{
+    broker *b = w->data;
+    (void)loop;
+    (void)events;
+    cs_server_take_event(b->repl);
+    uint64_t rel = cs_server_released(b->repl);
+    uint64_t gen = rel ? mirror_gen_of(b->mirror, rel) : 0;
+    if (gen && gen > persist_repl_released(b->store)) {
+        persist_repl_release(b->store, gen);
+        broker_release_waiters(b);
+    }
+    broker_set_cluster_alarm(b, cs_server_blocked(b->repl));
+}
+
+/* ---- the stream's callbacks into the mirror and the member ---- */
+
+static int log_group(void *ctx, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
+{
+    broker *b = ctx;
+    return mirror_group(b->mirror, idx, bytes, len, epoch);
+}
+
+static void log_isr(void *ctx, const char *const *names, size_t n)
+{
+    broker *b = ctx;
+    cl_member_isr_propose(b->cluster, names, n);
+}
+
+static void *snap_open(void *ctx, uint64_t *snap_idx)
+{
+    broker *b = ctx;
+    mirror_snap *s = mirror_snapshot(b->mirror);
+    if (s)
+        *snap_idx = mirror_snap_idx(s);
+    return s;
+}
+
+static size_t snap_count(void *s)
+{
+    return mirror_snap_count(s);
+}
+
+static const char *snap_name(void *s, size_t i, uint64_t *size)
+{
+    return mirror_snap_name(s, i, size);
+}
+
+static long snap_read(void *s, size_t i, uint64_t off, void *buf, size_t len)
+{
+    return mirror_snap_read(s, i, off, buf, len);
+}
+
+static void snap_free(void *s)
+{
+    mirror_snapshot_free(s);
+}
+
+/* Member hooks (its thread). */
+static void hook_lease(void *ctx, uint64_t until)
+{
+    broker *b = ctx;
+    if (b->repl)
+        cs_server_lease(b->repl, until);
+}
+
+static void hook_isr_done(void *ctx, int outcome)
+{
+    broker *b = ctx;
+    if (b->repl)
+        cs_server_isr_result(b->repl, outcome);
+}
+
+int broker_cluster_adopt(broker *b, int http_port)
+{
+    (void)http_port;
+    const sl_config *cfg = b->cfg;
+    cl_node *n = b->cl_node;
+    b->cluster = n->member;
+    n->member = NULL;
+    b->cluster_w.fd = cl_member_fd(b->cluster);
+    b->cluster_w.fn = on_cluster_event;
+    b->cluster_w.data = b;
+    sl_loop_watch(b->loop, &b->cluster_w, SL_EV_READ);
+    snprintf(b->cluster_reason, sizeof b->cluster_reason, "cluster: fewer than %u in-sync replicas",
+             cfg->cluster.min_insync_replicas);
+    /* Groups made since the promotion (recovery's, seeding's) are this epoch's. */
+    uint64_t last = mirror_last(b->mirror);
+    if (last > n->last_idx)
+        repl_epochs_note(&n->hist, n->epoch, n->last_idx + 1);
+    cl_status st;
+    cl_member_status(b->cluster, &st);
+    const char *isr[CL_MAX_MEMBERS];
+    size_t n_isr = 0;
+    for (size_t i = 0; i < st.n_nodes; i++)
+        if (st.nodes[i].insync && strcmp(st.nodes[i].name, cfg->node_name))
+            isr[n_isr++] = st.nodes[i].name;
+    uint32_t lag_max = cfg->cluster.lease_ttl_s * 1000;
+    cs_server_opts o = {.self = cfg->node_name,
+                        .cluster = cfg->cluster.cluster_name,
+                        .epoch = n->epoch,
+                        .isr = isr,
+                        .n_isr = n_isr,
+                        .rl = {.min_isr = cfg->cluster.min_insync_replicas,
+                               .lag_max_ms = lag_max < 1000 ? 1000 : lag_max},
+                        .last_idx = last,
+                        .hist = &n->hist};
+    cs_log lg = {.ctx = b,
+                 .group = log_group,
+                 .isr_propose = log_isr,
+                 .snap_open = snap_open,
+                 .snap_count = snap_count,
+                 .snap_name = snap_name,
+                 .snap_read = snap_read,
+                 .snap_free = snap_free};
+    char err[256];
+    int lfd = cl_member_take_listen(b->cluster);
+    b->repl = lfd >= 0 ? cs_server_start(lfd, &o, &lg, err, sizeof err) : NULL;
+    if (!b->repl) {
+        sl_error("cluster: %s", lfd >= 0 ? err : "the replication socket is gone");
+        return -1;
+    }
+    cs_server_durable(b->repl, mirror_durable(b->mirror));
+    cl_member_hooks h = {.ctx = b, .lease = hook_lease, .isr_done = hook_isr_done};
+    cl_member_set_hooks(b->cluster, &h);
+    cs_server_lease(b->repl, cl_member_lease_until(b->cluster));
+    cl_member_set_log(b->cluster, n->epoch, last);
+    b->repl_w.fd = cs_server_fd(b->repl);
+    b->repl_w.fn = on_repl_event;
+    b->repl_w.data = b;
+    sl_loop_watch(b->loop, &b->repl_w, SL_EV_READ);
+    broker_set_cluster_alarm(b, cs_server_blocked(b->repl));
+    sl_info("cluster: leader of %s, epoch %" PRIu64 ": serving; the log continues from group "
+            "%" PRIu64 "; confirms wait for %u in-sync cop%s",
+            cfg->cluster.cluster_name, n->epoch, last, cfg->cluster.min_insync_replicas,
+            cfg->cluster.min_insync_replicas == 1 ? "y" : "ies");
+    return 0;
 }
 
 int broker_cluster_start(broker *b, int http_port)
@@ -58,16 +256,18 @@ int broker_cluster_start(broker *b, int http_port)
     b->cluster_w.fn = on_cluster_event;
     b->cluster_w.data = b;
     sl_loop_watch(b->loop, &b->cluster_w, SL_EV_READ);
-    sl_info("cluster: member of %s on etcd (%u endpoint(s)); clients are served by the leader "
-            "only",
-            cfg->cluster.cluster_name, cfg->cluster.n_endpoints);
-    sl_warn("cluster: the replication stream is not built yet: a leader confirms on its own "
-            "disk alone, and a failover loses what only the old leader had (README, Cluster)");
     return 0;
 }
 
 void broker_cluster_stop(broker *b)
 {
+    if (b->repl) {
+        sl_loop_unwatch(b->loop, &b->repl_w);
+        if (b->cluster)
+            cl_member_set_hooks(b->cluster, NULL);
+        cs_server_stop(b->repl);
+        b->repl = NULL;
+    }
     if (!b->cluster)
         return;
     sl_loop_unwatch(b->loop, &b->cluster_w);

@@ -166,13 +166,12 @@ static int get_lease(cl_member *m, char *err, size_t errlen)
 /* Tell the stream how long a leader's lease surely holds (called after each renewal). */
 static void lease_hook(cl_member *m)
 {
+    /* under mu: the hooks' owner clears them (cl_member_set_hooks) before it goes away */
     pthread_mutex_lock(&m->mu);
-    cl_member_hooks h = m->hooks;
     uint64_t until = m->valid_until > m->margin ? m->valid_until - m->margin : 0;
-    int leader = m->st.role == CL_ROLE_LEADER;
+    if (m->st.role == CL_ROLE_LEADER && m->hooks.lease)
+        m->hooks.lease(m->hooks.ctx, until);
     pthread_mutex_unlock(&m->mu);
-    if (leader && h.lease)
-        h.lease(h.ctx, until);
 }
 
 static int renew(cl_member *m, char *err, size_t errlen)
@@ -398,7 +397,6 @@ static void write_isr(cl_member *m)
     for (size_t i = 0; req && i < m->isr_n; i++)
         json_array_append_new(ij, json_string(m->isr_names[i]));
     m->isr_req = 0;
-    cl_member_hooks h = m->hooks;
     pthread_mutex_unlock(&m->mu);
     if (!req) {
         json_decref(ij);
@@ -432,8 +430,10 @@ static void write_isr(cl_member *m)
     json_decref(ij);
     if (outcome == RL_ISR_DEPOSED && leader)
         step_down(m, "the ISR could not be written: the leader key or epoch in etcd is not ours");
-    if (h.isr_done)
-        h.isr_done(h.ctx, outcome);
+    pthread_mutex_lock(&m->mu);
+    if (m->hooks.isr_done)
+        m->hooks.isr_done(m->hooks.ctx, outcome);
+    pthread_mutex_unlock(&m->mu);
 }
 
 /* nodes/NAME again when the log position moved. */
@@ -749,4 +749,13 @@ int cl_member_take_listen(cl_member *m)
     m->listen_fd = -1;
     pthread_mutex_unlock(&m->mu);
     return fd;
+}
+
+uint64_t cl_member_lease_until(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t v =
+        m->st.role == CL_ROLE_LEADER && m->valid_until > m->margin ? m->valid_until - m->margin : 0;
+    pthread_mutex_unlock(&m->mu);
+    return v;
 }

@@ -64,9 +64,10 @@ typedef struct cl_member_opts {
     uint64_t last_epoch, last_idx; /* this node's log (replica state) at start */
 } cl_member_opts;
 
-/* Called on the member's thread. lease: a leader's lease is surely valid until then
- * (CLOCK_MONOTONIC ms, the step-down margin already taken off): rl_lease. isr_done: the
- * outcome (RL_ISR_DONE / RETRY / DEPOSED) of cl_member_isr_propose. */
+/* Called on the member's thread, under its lock (so cl_member_set_hooks(NULL) returns only
+ * once no hook runs; a hook must not call back into the member). lease: a leader's lease is surely
+ * valid until then (CLOCK_MONOTONIC ms, the step-down margin already taken off): rl_lease.
+ * isr_done: the outcome (RL_ISR_DONE / RETRY / DEPOSED) of cl_member_isr_propose. */
 typedef struct cl_member_hooks {
     void *ctx;
     void (*lease)(void *ctx, uint64_t valid_until_ms);
@@ -95,5 +96,7 @@ void cl_member_isr_propose(cl_member *m, const char *const *names, size_t n);
 /* Hand the replication port's socket over (the leader's stream serves it from now on); the
  * member no longer answers it. -1 when already taken. */
 int cl_member_take_listen(cl_member *m);
+/* A leader's lease is surely valid until then (CLOCK_MONOTONIC ms, margin off); 0: not leader. */
+uint64_t cl_member_lease_until(cl_member *m);
 
 #endif

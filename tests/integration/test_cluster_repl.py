@@ -1,0 +1,190 @@
+"""The cluster's replication (issue 31): three nodes on 127.0.0.2-4 and one etcd. Followers
+mirror the leader's data directory group by group; a confirm goes out only once the group is on
+every in-sync replica's disk; kill -9 of the leader loses nothing confirmed (the new leader
+recovers the mirror as after kill -9: delivered-unacked come back redelivered); a follower
+restarted catches up; a node with an empty data directory gets a full copy while publishers
+publish; below min_insync_replicas publishers are blocked and their confirms wait; an old
+leader restarted rejoins as a follower (it led: it takes a full copy)."""
+
+import json
+import os
+import re
+import threading
+import time
+import urllib.request
+
+import amqp
+import pytest
+
+from conftest import start_sluiced, stop_sluiced
+from etcd import Etcd
+from helpers import IS_RABBITMQ, wait_for
+
+pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster")
+
+TTL = 3
+HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    e = Etcd(str(tmp_path / "etcd")).start()
+    yield e
+    e.stop()
+
+
+class Cluster:
+    def __init__(self, tmp_path, etcd, **extra):
+        self.tmp = tmp_path
+        self.etcd = etcd
+        self.extra = extra
+        self.nodes = {}  # name -> Broker (the live process, or the last one)
+        self.runs = {}   # name -> count of starts (each run gets its own log directory)
+
+    def conf(self, host):
+        c = {
+            "cluster_formation.peer_discovery_backend": "etcd",
+            "cluster_formation.etcd.endpoints.1": self.etcd.endpoint,
+            "cluster_formation.etcd.cluster_name": "r",
+            "cluster.replication_port": "0",
+            "cluster.lease_ttl": str(TTL),
+            "cluster.advertise_address": host,
+        }
+        c.update(self.extra)
+        return c
+
+    def start(self, i):
+        name = "sluice@n%d" % i
+        host = HOSTS[i]
+        run = self.runs.get(name, 0)
+        self.runs[name] = run + 1
+        b = start_sluiced(self.tmp / ("n%d-run%d" % (i, run)), args=("--node-name", name),
+                          config=self.conf(host), data_dir=self.tmp / ("n%d-data" % i),
+                          host=host)
+        b.node_name = name
+        self.nodes[name] = b
+        return b
+
+    def alive(self):
+        return [b for b in self.nodes.values() if b.proc.poll() is None]
+
+    def status(self, b):
+        req = urllib.request.Request("http://%s:%d/api/cluster" % (b.host, b.mgmt_port))
+        req.add_header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.loads(r.read())
+
+    def leader(self):
+        """The live node that serves as leader (its own /api/cluster says so), or None."""
+        for b in self.alive():
+            if "cluster: leader of r, epoch" not in open(b.log_path).read():
+                continue
+            try:
+                c = self.status(b)
+            except OSError:
+                continue
+            if c["leader"] == b.node_name:
+                return b
+        return None
+
+    def wait_leader(self, timeout=15 * TTL):
+        return wait_for(self.leader, timeout=timeout, message="a serving leader")
+
+    def peers(self, leader):
+        """name -> the leader's view of that follower (insync, lag, role)."""
+        return {n["name"]: n for n in self.status(leader)["nodes"]}
+
+    def stop_all(self):
+        errors = []
+        for b in self.alive():
+            try:
+                stop_sluiced(b)
+            except BaseException as e:
+                errors.append(str(e))
+        return errors
+
+
+@pytest.fixture
+def cluster(tmp_path, etcd):
+    made = []
+
+    def make(**extra):
+        c = Cluster(tmp_path, etcd, **extra)
+        made.append(c)
+        return c
+
+    yield make
+    errors = []
+    for c in made:
+        errors += c.stop_all()
+    if errors:
+        pytest.fail("\n".join(errors), pytrace=False)
+
+
+def connect(b):
+    c = amqp.Connection(host="%s:%d" % (b.host, b.port), userid="guest", password="guest",
+                        connect_timeout=5, read_timeout=10, login_method="PLAIN")
+    c.connect()
+    return c
+
+
+def three(cluster, **extra):
+    cl = cluster(**extra)
+    for i in range(3):
+        cl.start(i)
+    lead = cl.wait_leader()
+    # every follower in sync at the leader before the test begins
+    wait_for(lambda: (lambda p: len(p) == 3 and all(n["insync"] for n in p.values()))(
+        cl.peers(lead)), timeout=15 * TTL, message="three nodes in sync")
+    return cl, lead
+
+
+def drain(b, queue, timeout=20):
+    """Every message of queue: [(body, redelivered)], acked."""
+    conn = connect(b)
+    ch = conn.channel()
+    out = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = ch.basic_get(queue, no_ack=False)
+        if m is None:
+            break
+        out.append((m.body, m.delivery_info["redelivered"]))
+        ch.basic_ack(m.delivery_tag)
+    conn.close()
+    return out
+
+
+@pytest.mark.test_timeout(240)
+def test_confirmed_messages_survive_kill9_of_the_leader(cluster):
+    cl, lead = three(cluster)
+    conn = connect(lead)
+    ch = conn.channel()
+    ch.queue_declare("q", durable=True, auto_delete=False)
+    ch.confirm_select()
+    N = 300
+    for i in range(N):
+        ch.basic_publish_confirm(amqp.Message(b"m%d" % i, delivery_mode=2), routing_key="q")
+    # three delivered but not acked: they come back redelivered on the new leader
+    got = [ch.basic_get("q", no_ack=False) for _ in range(3)]
+    assert [m.body for m in got] == [b"m0", b"m1", b"m2"]
+    # the delivery marks are on the followers' disks too before the kill
+    wait_for(lambda: all(n["lag_bytes"] == 0 for n in cl.peers(lead).values()), timeout=10,
+             message="followers caught up")
+    t0 = time.monotonic()
+    lead.kill9()
+    new = cl.wait_leader()
+    assert new is not lead
+    # the first confirm by the new leader
+    c2 = connect(new)
+    ch2 = c2.channel()
+    ch2.confirm_select()
+    ch2.basic_publish_confirm(amqp.Message(b"after", delivery_mode=2), routing_key="q")
+    took = time.monotonic() - t0
+    print("failover: kill -9 to the first confirm by the new leader in %.2f s" % took)
+    c2.close()
+    msgs = drain(new, "q")
+    bodies = [m[0] for m in msgs]
+    assert sorted(bodies[:3]) == [b"m0", b"m1", b"m2"] and all(r for _, r in msgs[:3])
+    assert bodies[3:] == [b"m%d" % i for i in range(3, N)] + [b"after"]
+    assert not any(r for _, r in msgs[3:])
