@@ -77,7 +77,7 @@ static void on_group(void *ctx, uint64_t idx, uint64_t bytes)
 int broker_cluster_mirror(broker *b, persist_options *po)
 {
     cl_node *n = b->cl_node;
-    b->mirror = mirror_leader_new(b->cfg->data_dir, MIRROR_DEFAULT_RING);
+    b->mirror = mirror_leader_new(b->cfg->data_dir, b->cfg->cluster.replication_buffer_bytes);
     if (!b->mirror) {
         sl_error("cluster: cannot mirror the data directory: %s", strerror(errno));
         return -1;

@@ -16,6 +16,7 @@ void cl_conf_defaults(cl_conf *c)
     c->lease_ttl_s = 2; /* failover within 3 s at the defaults (issue 31) */
     c->min_insync_replicas = 2;
     c->proxy_max_connections = CL_DEFAULT_PROXY_MAX_CONNECTIONS;
+    c->replication_buffer_bytes = 256ull << 20;
 }
 
 void cl_conf_free(cl_conf *c)
@@ -146,6 +147,14 @@ int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **e
             *err = "cluster.proxy_max_connections must be 1..1000000";
         else
             c->proxy_max_connections = (uint32_t)n;
+    } else if (!strcmp(key, "cluster.replication_buffer_bytes")) {
+        char *end;
+        errno = 0;
+        unsigned long long b = strtoull(value, &end, 10);
+        if (errno || end == value || *end || value[0] == '-' || b < 4096 || b > (1ull << 40))
+            *err = "cluster.replication_buffer_bytes must be 4096..1099511627776";
+        else
+            c->replication_buffer_bytes = b;
     } else if (!strncmp(key, "cluster_formation.", 18) || !strncmp(key, "cluster.", 8)) {
         *err = "unknown cluster setting";
     } else {

@@ -11,6 +11,9 @@
  *   cluster.min_insync_replicas = 2                     (copies, the leader counts; 1..16)
  *   cluster.proxy_max_connections = 4096                (a follower's proxied connections;
  *                                                        proxy.h)
+ *   cluster.replication_buffer_bytes = 268435456        (the leader's ring of recent groups:
+ *                                                        a follower further behind takes a
+ *                                                        full copy)
  *
  * Invariant: without peer_discovery_backend = etcd, `enabled` is 0 and nothing of the cluster
  * starts: the node is a single node exactly as before the cluster existed.
@@ -37,6 +40,7 @@ typedef struct cl_conf {
     uint32_t lease_ttl_s;
     uint32_t min_insync_replicas;
     uint32_t proxy_max_connections; /* the follower's front door (proxy.h) */
+    uint64_t replication_buffer_bytes;
 } cl_conf;
 
 void cl_conf_defaults(cl_conf *c);
