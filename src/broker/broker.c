@@ -701,7 +701,17 @@ static void tidy_tick(sl_loop *loop, sl_timer *t)
     sl_timer_start(loop, t, sl_loop_now(loop) + b->cfg->tidy_interval_s * 1000);
 }
 
+static void begin_shutdown_text(broker *b, const char *why, const char *text);
+
 static void begin_shutdown(broker *b, const char *why)
+{
+    begin_shutdown_text(b, why,
+                        "CONNECTION_FORCED - broker forced connection closure with reason "
+                        "'shutdown'");
+}
+
+/* text: the 320's reply text every connection gets. */
+static void begin_shutdown_text(broker *b, const char *why, const char *text)
 {
     if (b->shutting_down)
         return;
@@ -724,10 +734,14 @@ static void begin_shutdown(broker *b, const char *why)
             c->read_paused = c->out_paused = 0;
             conn_update_watch(c);
         }
-        conn_force_close(c, "CONNECTION_FORCED - broker forced connection closure with reason "
-                            "'shutdown'");
+        conn_force_close(c, text);
     }
     /* The tick timer keeps the loop waking up until the deadline. */
+}
+
+void broker_begin_shutdown(broker *b, const char *why, const char *text)
+{
+    begin_shutdown_text(b, why, text);
 }
 
 static void on_signal(sl_loop *loop, sl_watch *w, int events)

@@ -305,6 +305,9 @@ enum { ALARM_MEMORY = 1, ALARM_DISK = 2, ALARM_CLUSTER = 4 };
 void broker_set_cluster_alarm(broker *b, int on);
 /* Reply to whatever waits for the disk (after the release gate moved). */
 void broker_release_waiters(broker *b);
+/* Close every connection with 320 (reply text) and stop the loop once they are gone (at most
+ * 2 s), as on SIGTERM. */
+void broker_begin_shutdown(broker *b, const char *why, const char *text);
 
 /* broker.c */
 /* What the memory alarm counts: messages and every buffer of the node. */

@@ -37,22 +37,29 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
     cl_member_status(b->cluster, &st);
     if (b->repl)
         cs_server_depose(b->repl); /* nothing more is released by this leader */
+    static const char text[] = "CONNECTION_FORCED - this node is no longer the cluster leader";
+    if (b->cl_node) {
+        /* The queue model goes with the process: every client is closed with 320 (as on
+         * SIGTERM, the loop stops once they are gone, at most 2 s), then main() re-executes
+         * it as a follower. */
+        if (!b->reexec)
+            sl_warn("cluster: not the leader any more: closing %zu client connection(s)",
+                    b->n_conns);
+        b->reexec = 1;
+        broker_begin_shutdown(b, "cluster: no longer the leader", text);
+        return;
+    }
     size_t n = 0;
     for (conn *c = b->conns; c; c = c->next) {
         if (c->read_paused || c->out_paused) {
             c->read_paused = c->out_paused = 0; /* a blocked publisher must hear it too */
             conn_update_watch(c);
         }
-        conn_force_close(c, "CONNECTION_FORCED - this node is no longer the cluster leader");
+        conn_force_close(c, text);
         n++;
     }
     if (n)
         sl_warn("cluster: not the leader any more: closed %zu client connection(s)", n);
-    if (b->cl_node && !b->reexec) {
-        /* the queue model goes with the process: flush the closes, then re-exec (main) */
-        b->reexec = 1;
-        sl_loop_stop(b->loop);
-    }
 }
 
 /* ---- the mirror and the release gate ---- */
@@ -92,6 +99,18 @@ int broker_cluster_mirror(broker *b, persist_options *po)
 
 void broker_cluster_free_mirror(broker *b)
 {
+    /* After persist_close: every group is on this disk. The leader's log position, so that a
+     * leader re-elected after its re-exec continues the numbering (the groups written after
+     * the server stopped reached no follower: node.h's replica/led makes it copy first when
+     * it follows). */
+    cl_node *n = b->cl_node;
+    if (b->mirror && n) {
+        uint64_t last = mirror_last(b->mirror);
+        if (last > n->last_idx)
+            repl_epochs_note(&n->hist, n->epoch, n->last_idx + 1);
+        if (replica_state_save(b->cfg->data_dir, last, &n->hist) < 0)
+            sl_warn("cluster: the replica state could not be saved: %s", strerror(errno));
+    }
     mirror_free(b->mirror);
     b->mirror = NULL;
 }

@@ -526,8 +526,11 @@ static void *run(void *arg)
             } else if (leader && (crev != m->leader_rev || strcmp(leader_node, m->name))) {
                 step_down(m, "another node holds the leader key");
             }
-            write_isr(m);
-            republish(m);
+            /* only while etcd answers: a leader must not spend its last moments waiting */
+            if (present >= 0) {
+                write_isr(m);
+                republish(m);
+            }
         }
         /* sleep until the next renewal, never past the moment a leader must stop */
         now = mono_ms();

@@ -41,6 +41,7 @@ typedef struct follower {
     int dirfd, joining_fd, inflight_fd;
     int marked;
     cl_member *member;
+    volatile int copying; /* for the status: a full copy is being taken */
 } follower;
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
@@ -189,6 +190,8 @@ static size_t status_json(void *data, char *buf, size_t cap)
     for (size_t i = 0; i < st.n_nodes; i++) {
         const cl_node_info *ni = &st.nodes[i];
         const char *role = !strcmp(ni->name, st.leader) ? "leader" : "follower";
+        if (!strcmp(ni->name, f->cfg->node_name)) /* not serving: at most about to */
+            role = f->copying ? "joining" : "follower";
         json_array_append_new(nodes, json_pack("{s:s, s:s, s:b, s:I, s:I, s:s, s:s}", "name",
                                                ni->name, "role", role, "insync", ni->insync,
                                                "lag_bytes", (json_int_t)0, "lag_ms", (json_int_t)0,
@@ -382,6 +385,9 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
             rc = 1;
             break;
         }
+        f.copying = cs_client_state(client) == CS_COPYING;
+        if (!strcmp(st.leader, cfg->node_name))
+            st.leader[0] = 0; /* itself, not serving yet: nobody to follow or forward to */
         if (strcmp(st.leader, cur_leader) || st.epoch != cur_epoch) {
             const cl_node_info *ln = NULL;
             for (size_t i = 0; i < st.n_nodes; i++)
