@@ -351,7 +351,10 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
                              err, sizeof err);
     if (!client)
         goto fail;
-    cl_proxy_opts po = {.source_addr = adv, .status = status_json, .status_data = &f};
+    cl_proxy_opts po = {.source_addr = adv,
+                        .max_connections = cfg->cluster.proxy_max_connections,
+                        .status = status_json,
+                        .status_data = &f};
     memcpy(po.listen_fd, fds, sizeof fds);
     proxy = cl_proxy_start(&po, err, sizeof err);
     if (!proxy)
