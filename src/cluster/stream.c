@@ -336,7 +336,7 @@ static void server_publish(cs_server *s, uint64_t now)
         rl_peer_info pi;
         rl_peer(s->rl, i, now, &pi);
         cs_peer *p = &s->peers_out[s->n_peers_out++];
-        snprintf(p->name, sizeof p->name, "%s", s->names[i]);
+        memcpy(p->name, s->names[i], sizeof p->name); /* both 256, NUL-terminated */
         p->insync = (isr >> i) & 1;
         p->connected = pi.connected;
         p->copying = 0;
