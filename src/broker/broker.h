@@ -328,11 +328,9 @@ void broker_tls_opts(const struct sl_tls_conf *t, struct sl_tls_opts *o);
 int broker_listen(broker *b);
 void broker_run(broker *b);
 void broker_free(broker *b);
-/* cluster.c: join the cluster configured (cfg->cluster.enabled); http_port is the management
- * API's (advertised to the other members). 0, or -1 logged. */
-int broker_cluster_start(broker *b, int http_port);
-/* A promoted node: adopt its member (which holds the leader key) and start the replication
- * server on the member's replication socket. */
+/* cluster.c. A node with cluster settings runs the broker only as the leader (main() runs the
+ * follower phase first, cluster/node.h). A promoted node: adopt its member (which holds the
+ * leader key) and start the replication server on the member's replication socket. */
 int broker_cluster_adopt(broker *b, int http_port);
 /* broker_new_node, before persist_open: the mirror, and persist's batch hook and gate. */
 struct persist_options;

@@ -254,30 +254,6 @@ int broker_cluster_adopt(broker *b, int http_port)
     return 0;
 }
 
-int broker_cluster_start(broker *b, int http_port)
-{
-    const sl_config *cfg = b->cfg;
-    cl_member_opts o = {
-        .conf = &cfg->cluster,
-        .node_name = cfg->node_name,
-        .bind = cfg->bind,
-        .advertise = cfg->cluster.advertise_address ? cfg->cluster.advertise_address : cfg->bind,
-        .amqp_port = b->bound_port,
-        .http_port = http_port,
-    };
-    char err[512];
-    b->cluster = cl_member_start(&o, err, sizeof err);
-    if (!b->cluster) {
-        sl_error("cluster: %s", err);
-        return -1;
-    }
-    b->cluster_w.fd = cl_member_fd(b->cluster);
-    b->cluster_w.fn = on_cluster_event;
-    b->cluster_w.data = b;
-    sl_loop_watch(b->loop, &b->cluster_w, SL_EV_READ);
-    return 0;
-}
-
 void broker_cluster_stop(broker *b)
 {
     if (b->repl) {
