@@ -135,6 +135,9 @@ static void on_repl_event(sl_loop *loop, sl_watch *w, int events)
 static int log_group(void *ctx, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
 {
     broker *b = ctx;
+    /* A dirty start (node.h): no follower continues from before this leader's own groups. */
+    if (b->cl_node->dirty && idx <= b->cl_node->last_idx + 1)
+        return -1;
     return mirror_group(b->mirror, idx, bytes, len, epoch);
 }
 

@@ -408,6 +408,7 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
                         ln->replication);
         }
     }
+    int unsure = rc == 1 && cs_client_state(client) >= CS_NEED_COPY; /* see dirty below */
     cs_client_stop(client);
     client = NULL;
     cl_proxy_stop(proxy);
@@ -425,6 +426,14 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
         goto fail;
     }
     close_local(&f);
+    /* Does the directory hold more than the groups its replica state counts (it led, or it
+     * stopped in the middle of applying, or it waited for a full copy)? Then this leader's
+     * first group is not a safe place for a follower to continue from: node.h. */
+    char lp[4300], ip[4300];
+    struct stat ist;
+    snprintf(lp, sizeof lp, "%s/replica/led", f.path);
+    snprintf(ip, sizeof ip, "%s/replica/inflight", f.path);
+    int dirty = unsure || exists(lp) || (stat(ip, &ist) == 0 && ist.st_size > 0);
     {
         char p[4300];
         snprintf(p, sizeof p, "%s/replica/led", f.path);
@@ -452,13 +461,15 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
     n->epoch = st.epoch;
     n->last_idx = last;
     n->hist = hist;
+    n->dirty = dirty;
     cfg->adopt_amqp_fd = fds[CL_PROXY_AMQP];
     cfg->adopt_amqps_fd = fds[CL_PROXY_AMQPS];
     cfg->adopt_http_fd = fds[CL_PROXY_HTTP];
     cfg->adopt_https_fd = https_fd;
     sl_info("cluster: promoted: leader of epoch %" PRIu64 ", the log ends at group %" PRIu64
-            "; starting the broker",
-            n->epoch, last);
+            "%s; starting the broker",
+            n->epoch, last,
+            dirty ? " (the directory may hold more: every follower takes a full copy)" : "");
     *out = n;
     return 1;
 fail:

@@ -33,6 +33,11 @@ typedef struct cl_node {
     uint64_t epoch;    /* the epoch this node leads */
     uint64_t last_idx; /* the log's last group at promotion */
     repl_epochs hist;  /* and its history */
+    /* The directory may hold operations beyond group last_idx (it led before, or stopped in
+     * the middle of applying a group): a follower that has exactly last_idx would miss them
+     * if it continued from this leader's first group, so every follower takes a full copy
+     * (the server refuses the groups up to last_idx + 1). */
+    int dirty;
 } cl_node;
 
 /* The follower phase. 1: promoted (*out; cfg->adopt_*_fd hold the sockets), 0: SIGTERM or
