@@ -106,10 +106,8 @@ def test_one_leader_followers_refuse_and_a_follower_takes_over_after_kill9(
     # failover can be seen without waiting for the leader to admit the other.
     etcd.call("/v3/kv/put", {"key": etcd.b64("/sluice/t/isr"),
                              "value": etcd.b64(json.dumps(["sluice@a", "sluice@b"]))})
-    # both nodes on 127.0.0.1: a client there comes from a member's address, which is never
-    # "loopback" for loopback_users (docs/security.md): guest is let in from anywhere here
-    a = start_node(broker_factory, etcd, "sluice@a", loopback_users="none")
-    b = start_node(broker_factory, etcd, "sluice@b", loopback_users="none")
+    a = start_node(broker_factory, etcd, "sluice@a")
+    b = start_node(broker_factory, etcd, "sluice@b")
     for n in (a, b):
         wait_for(lambda: "listening replication=127.0.0.1:" in open(n.log_path).read(),
                  timeout=10, message="the replication port in the log")
