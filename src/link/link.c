@@ -43,6 +43,7 @@
 #include "../core/mem.h"
 #include "../core/version.h"
 #include "../msmq/mqqb.h"
+#include "../msmq/props.h"
 #include "../persist/persist.h"
 #include "../persist/records.h"
 #include "eod.h"
@@ -127,6 +128,7 @@ struct link_outq {
     uint8_t msmq;
     uint32_t mq_sent, mq_rec_sent, mq_recv, mq_recv_acked, mq_peer_acked;
     uint16_t mq_window;
+    uint16_t mq_lost_logged; /* MSMQ_LOST_* bits already logged for this queue (props.h) */
     /* connection */
     enum cstate cs;
     /* the lookup of dest.host in progress (resolve.h): waited for in C_RESOLVING; one that
@@ -1693,11 +1695,6 @@ static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infli
 {
     link_mgr *m = o->m;
     const qm_message *msg = pos->msg;
-    amqp_basic_props bp;
-    unsigned prio = 3; /* MQ_PRIORITY's default */
-    if (amqp_props_decode(qm_msg_props(msg), msg->props_len, &bp) == 0 &&
-        (bp.flags & AMQP_P_PRIORITY))
-        prio = bp.priority > 7 ? 7 : bp.priority;
     f->mq_kind = pos->xact ? MQ_TX : msg->persistent && o->q->durable ? MQ_RECOVERABLE : MQ_EXPRESS;
     o->mq_sent++;
     if (f->mq_kind != MQ_EXPRESS)
@@ -1712,17 +1709,23 @@ static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infli
     mqqb_out u = {.source_qm = m->node_id,
                   .dest = dest,
                   .message_id = (uint32_t)seq,
-                  .sent_time = (uint32_t)wall_s(),
-                  .ttbr = 0xFFFFFFFFu,
-                  .ttrq = 0xFFFFFFFFu,
-                  .priority = prio,
                   .recoverable = f->mq_kind != MQ_EXPRESS,
                   .tx = f->mq_kind == MQ_TX,
                   .tx_seq_id = o->es.seq_id,
-                  .body_type = 0x1011, /* VT_VECTOR | VT_UI1: bytes */
                   .body = qm_msg_body(msg),
                   .body_len = (uint32_t)msg->body_len,
                   .session = &sh};
+    /* the properties table of docs/msmq-wire.md read backwards (src/msmq/props.c) */
+    msmq_out_scratch scratch;
+    unsigned lost =
+        msmq_out_props(qm_msg_props(msg), msg->props_len, &u, &scratch, (uint64_t)wall_s());
+    for (unsigned b = 0; b < MSMQ_LOST_BITS; b++)
+        if ((lost >> b & 1) && !(o->mq_lost_logged >> b & 1)) {
+            /* once per queue and kind: a stream of such messages would flood the log */
+            o->mq_lost_logged |= (uint16_t)(1u << b);
+            sl_warn("link %s: MS-MQQB cannot carry %s: left out (logged once for this queue)",
+                    o->name, msmq_lost_name(b));
+        }
     if (u.tx) {
         u.tx_seq_no = (uint32_t)seq;
         u.tx_prev_no = (uint32_t)eod_send_next(&o->es, seq);

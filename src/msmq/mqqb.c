@@ -768,16 +768,77 @@ static long utf8_to_utf16(const char *s, uint8_t *out)
     return n;
 }
 
-/* Sizes of the parts: the UserHeader with its direct name, the TransactionHeader, the
- * MessagePropertiesHeader (each padded to 4). 0 when the name is not UTF-8 or too long. */
+long mqqb_utf16_units(const char *s)
+{
+    return utf8_to_utf16(s, NULL);
+}
+
+/* Bytes a queue format name takes in the UserHeader (from a 4-aligned offset, so each
+ * ends 4-aligned as the parser expects), or -1 when its direct name is not UTF-8 / too long. */
+static long qout_len(unsigned type, const char *direct, int *units)
+{
+    switch (type) {
+    case MQQB_QF_NONE:
+        return 0;
+    case MQQB_QF_PUBLIC:
+        return 16;
+    case MQQB_QF_PRIVATE_OTHER:
+        return 20;
+    case MQQB_QF_DIRECT: {
+        long u = direct ? utf8_to_utf16(direct, NULL) : -1;
+        if (u < 0 || (u + 1) * 2 > 0xFFFF)
+            return -1;
+        *units = (int)u;
+        return (long)align4(2 + (size_t)(u + 1) * 2);
+    }
+    default:
+        return -1;
+    }
+}
+
+static size_t qout_write(uint8_t *p, const mqqb_qout *q)
+{
+    switch (q->type) {
+    case MQQB_QF_PUBLIC:
+        memcpy(p, q->guid, 16);
+        return 16;
+    case MQQB_QF_PRIVATE_OTHER:
+        memcpy(p, q->guid, 16);
+        wr32(p + 16, q->private_id);
+        return 20;
+    case MQQB_QF_DIRECT: {
+        long units = utf8_to_utf16(q->direct, p + 2);
+        wr16(p, (uint16_t)((units + 1) * 2)); /* bytes, the NUL included */
+        return align4(2 + (size_t)(units + 1) * 2);
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Sizes of the parts: the UserHeader with its queue names, the TransactionHeader, the
+ * MessagePropertiesHeader (each padded to 4). 0 when a name or the label cannot be encoded. */
 static size_t user_parts(const mqqb_out *m, size_t *uh, size_t *th, size_t *mp)
 {
-    long units = utf8_to_utf16(m->dest, NULL);
-    if (units < 0 || (units + 1) * 2 > 0xFFFF)
+    int u;
+    long d = qout_len(MQQB_QF_DIRECT, m->dest, &u);
+    long a = qout_len(m->admin.type, m->admin.direct, &u);
+    long r = qout_len(m->resp.type, m->resp.direct, &u);
+    if (d < 0 || a < 0 || r < 0)
         return 0;
-    *uh = 48 + align4(2 + (size_t)(units + 1) * 2);
+    long label = 0;
+    if (m->label) {
+        label = utf8_to_utf16(m->label, NULL);
+        if (label < 0 || label > 249) /* LabelLength is at most 250, the NUL included */
+            return 0;
+        label++;
+    }
+    *uh = 48 + (size_t)(d + a + r);
     *th = m->tx ? 20 : 0;
-    *mp = align4(56 + (size_t)m->body_len);
+    uint64_t mpl = 56 + (uint64_t)label * 2 + m->ext_len + m->body_len;
+    if (mpl > MQQB_PACKET_MAX)
+        return 0;
+    *mp = align4((size_t)mpl);
     uint64_t total = MQQB_BASE_LEN + *uh + *th + *mp;
     if (total > MQQB_PACKET_MAX)
         return 0;
@@ -809,9 +870,15 @@ size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m)
     wr32(p + 36, m->sent_time);
     wr32(p + 40, m->message_id);
     uint32_t dm = (m->recoverable || m->tx) ? 1 : 0;
-    wr32(p + 44, MQQB_UF_MP | dm << 5 | (uint32_t)MQQB_QF_DIRECT << 10 | (m->tx ? MQQB_UF_TH : 0));
-    long units = utf8_to_utf16(m->dest, p + 50);
-    wr16(p + 48, (uint16_t)((units + 1) * 2)); /* bytes, the NUL included */
+    wr32(p + 44, MQQB_UF_MP | dm << 5 | (uint32_t)MQQB_QF_DIRECT << 10 |
+                     (uint32_t)m->admin.type << 13 | (uint32_t)m->resp.type << 16 |
+                     (m->tx ? MQQB_UF_TH : 0) | (m->journal ? MQQB_UF_JP : 0) |
+                     (m->dead_letter ? MQQB_UF_JN : 0));
+    size_t q = 48;
+    mqqb_qout dq = {.type = MQQB_QF_DIRECT, .direct = m->dest};
+    q += qout_write(p + q, &dq); /* in the order of the parser: destination, admin, response */
+    q += qout_write(p + q, &m->admin);
+    q += qout_write(p + q, &m->resp);
     p += uh;
     if (m->tx) {
         wr32(p, MQQB_TF_FM | MQQB_TF_LM); /* each message is its own transaction */
@@ -821,14 +888,25 @@ size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m)
         wr32(p + 16, m->tx_prev_no);
         p += th;
     }
+    p[0] = m->ack_flags;
     if (m->correlation)
         memcpy(p + 4, m->correlation, 20);
     wr32(p + 24, m->body_type);
     wr32(p + 28, m->app_tag);
     wr32(p + 32, m->body_len);
     wr32(p + 36, m->body_len);
+    wr32(p + 52, m->ext_len);
+    size_t o = 56;
+    if (m->label) {
+        long units = utf8_to_utf16(m->label, p + o);
+        p[1] = (uint8_t)(units + 1); /* LabelLength in units, the NUL included */
+        o += (size_t)(units + 1) * 2;
+    }
+    if (m->ext_len)
+        memcpy(p + o, m->ext, m->ext_len);
+    o += m->ext_len;
     if (m->body_len)
-        memcpy(p + 56, m->body, m->body_len);
+        memcpy(p + o, m->body, m->body_len);
     p += mp;
     if (m->session)
         session_encode(p, m->session);

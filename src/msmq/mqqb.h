@@ -235,14 +235,26 @@ void mqqb_write_ping_reply(uint8_t out[MQQB_PING_LEN], const mqqb_ping *req,
 /* UTF-16LE (n bytes) to UTF-8 into out (cap bytes, NUL-terminated): the length, or -1 when it
  * does not fit or is not valid UTF-16 (lone surrogates, NUL inside). */
 long mqqb_utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap);
+/* UTF-16 units of a NUL-terminated UTF-8 string, or -1 when it is not UTF-8. */
+long mqqb_utf16_units(const char *s);
 /* The queue a direct format name (UTF-8, "DIRECT=" taken off) names when it is a private queue
  * (TCP:host, private$, q; or OS:...): 0 with *name and *len inside s, or -1. */
 int mqqb_direct_private_queue(const char *s, size_t n, const char **name, size_t *len);
 
 /* ---- the initiator's side (link.c sends to a Windows queue manager) ---- */
 
+/* A queue format name to write (UserHeader's admin / response queue): MQQB_QF_NONE,
+ * MQQB_QF_DIRECT (direct: UTF-8 without "DIRECT="), MQQB_QF_PUBLIC (guid) or
+ * MQQB_QF_PRIVATE_OTHER (guid and private_id). */
+typedef struct mqqb_qout {
+    unsigned type;
+    uint8_t guid[16];
+    uint32_t private_id;
+    const char *direct;
+} mqqb_qout;
+
 /* One UserMessage to send: a direct destination, MessagePropertiesHeader, optional
- * TransactionHeader and trailing SessionHeader. No label, no response or admin queue. */
+ * TransactionHeader and trailing SessionHeader. */
 typedef struct mqqb_out {
     const uint8_t *source_qm; /* 16 bytes: this node's id */
     const char *dest;         /* direct format name without "DIRECT=": "TCP:10.0.0.5\private$\q" */
@@ -254,13 +266,19 @@ typedef struct mqqb_out {
     uint32_t tx_seq_no, tx_prev_no;
     uint32_t body_type, app_tag;
     const uint8_t *correlation; /* 20 bytes, or NULL (zeros) */
+    const char *label;          /* UTF-8, at most 249 UTF-16 units, or NULL */
+    mqqb_qout admin, resp;      /* MQQB_QF_NONE: none */
+    int journal, dead_letter;   /* UserHeader.Flags.JP, JN */
+    uint8_t ack_flags;          /* MessagePropertiesHeader.Flags (acknowledgements asked) */
+    const uint8_t *ext;         /* ExtensionData */
+    uint32_t ext_len;
     const uint8_t *body;
     uint32_t body_len;
     const mqqb_session *session; /* appended when not NULL (BaseHeader.Flags.SH) */
 } mqqb_out;
 
-/* Bytes mqqb_write_user takes for m, or 0 when the destination is not valid UTF-8 or the
- * packet would exceed MQQB_PACKET_MAX. */
+/* Bytes mqqb_write_user takes for m, or 0 when a name or the label is not valid UTF-8, the
+ * label is over 249 units, or the packet would exceed MQQB_PACKET_MAX. */
 size_t mqqb_user_len(const mqqb_out *m);
 /* Writes m into out (cap bytes): its length, or 0 when it does not fit or cannot be encoded. */
 size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m);

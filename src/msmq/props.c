@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../amqp/method.h"
 #include "../amqp/table.h"
@@ -214,4 +215,284 @@ qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char
     sl_buf_free(&h);
     sl_buf_free(&props);
     return msg;
+}
+
+/* ---- the sending side: AMQP properties and x-msmq-* headers back to MSMQ's ---- */
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* msmq_guid_str's inverse: 36 characters at s into g (MS-DTYP byte order); 0 or -1. */
+static int guid_parse(const char *s, size_t n, uint8_t g[16])
+{
+    /* the wire byte each pair of hex digits goes to, in text order */
+    static const uint8_t at[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+    if (n != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-')
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < 36 && k < 16; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23)
+            continue;
+        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        g[at[k++]] = (uint8_t)(hi << 4 | lo);
+        i++;
+    }
+    return k == 16 ? 0 : -1;
+}
+
+/* A number of at most 32 bits in base (10 or 16), all of [s, s + n): 0 or -1. */
+static int u32_parse(const char *s, size_t n, int base, uint32_t *out)
+{
+    uint64_t v = 0;
+    if (n == 0 || n > 10)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        int d = hexval(s[i]);
+        if (d < 0 || d >= base)
+            return -1;
+        v = v * (unsigned)base + (unsigned)d;
+    }
+    if (v > 0xFFFFFFFFu)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* A format name as the receiving side writes it (DIRECT=..., PUBLIC=guid, PRIVATE=guid\id)
+ * into q, its direct name copied into buf (cap bytes): 0, or -1 when MSMQ cannot carry it. */
+static int format_parse(amqp_bytes v, mqqb_qout *q, char *buf, size_t cap)
+{
+    const char *s = (const char *)v.p;
+    size_t n = v.len;
+    memset(q, 0, sizeof *q);
+    if (n > 7 && !strncasecmp(s, "DIRECT=", 7)) {
+        if (n - 7 >= cap || memchr(s + 7, 0, n - 7))
+            return -1;
+        memcpy(buf, s + 7, n - 7);
+        buf[n - 7] = 0;
+        if (mqqb_utf16_units(buf) < 0 || mqqb_utf16_units(buf) > 0x7FFE)
+            return -1;
+        q->type = MQQB_QF_DIRECT;
+        q->direct = buf;
+        return 0;
+    }
+    if (n > 7 && !strncasecmp(s, "PUBLIC=", 7) && guid_parse(s + 7, n - 7, q->guid) == 0) {
+        q->type = MQQB_QF_PUBLIC;
+        return 0;
+    }
+    if (n > 8 + 37 && !strncasecmp(s, "PRIVATE=", 8) && s[8 + 36] == '\\' &&
+        guid_parse(s + 8, 36, q->guid) == 0 &&
+        u32_parse(s + 8 + 37, n - 8 - 37, 16, &q->private_id) == 0) {
+        q->type = MQQB_QF_PRIVATE_OTHER;
+        return 0;
+    }
+    return -1;
+}
+
+const char *msmq_lost_name(unsigned bit)
+{
+    static const char *const names[MSMQ_LOST_BITS] = {
+        "headers other than x-msmq-* (MSMQ messages have none)",
+        "reply_to (not a DIRECT=, PUBLIC= or PRIVATE= format name)",
+        "correlation_id (not an MSMQ message id, guid\\number)",
+        "x-msmq-admin-queue (not a format name)",
+        "x-msmq-label (over 249 UTF-16 units or not UTF-8)",
+        "x-msmq-sender-id (no SecurityHeader is sent)",
+        "x-msmq-soap-header / x-msmq-soap-body (no SRMP envelope is sent)",
+        "type, user_id, app_id, cluster_id or a content type other than UTF-16 text",
+        "an x-msmq-* header of the wrong type, or an expiration that is not a number",
+    };
+    return bit < MSMQ_LOST_BITS ? names[bit] : "?";
+}
+
+/* x-msmq-* headers that describe the hop the message came in on (the class, delivery, the
+ * source machine and address, the destination it was sent to, when it arrived, its sequence):
+ * the next hop writes its own, so they are replaced, not lost. */
+static int hop_header(amqp_bytes k)
+{
+    static const char *const hop[] = {
+        "x-msmq-class",
+        "x-msmq-delivery",
+        "x-msmq-arrived-time",
+        "x-msmq-source-machine",
+        "x-msmq-source-address",
+        "x-msmq-destination-queue",
+        "x-msmq-connector-type",
+        "x-msmq-tx-sequence-id",
+        "x-msmq-tx-sequence-number",
+        "x-msmq-first-in-transaction",
+        "x-msmq-last-in-transaction",
+    };
+    for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
+        if (k.len == strlen(hop[i]) && !memcmp(k.p, hop[i], k.len))
+            return 1;
+    return 0;
+}
+
+static int key_is(amqp_bytes k, const char *s)
+{
+    return k.len == strlen(s) && !memcmp(k.p, s, k.len);
+}
+
+unsigned msmq_out_props(const uint8_t *props, uint32_t props_len, mqqb_out *u, msmq_out_scratch *s,
+                        uint64_t now_s)
+{
+    unsigned lost = 0;
+    amqp_basic_props bp;
+    u->priority = 3; /* MQ_PRIORITY's default */
+    u->sent_time = (uint32_t)now_s;
+    u->ttbr = u->ttrq = 0xFFFFFFFFu;
+    u->body_type = 0x1011; /* VT_VECTOR | VT_UI1: bytes */
+    if (amqp_props_decode(props, props_len, &bp) != 0)
+        return 0; /* the broker stored it: cannot happen; nothing to carry then */
+    int have_prio = 0, have_sent = 0, have_ttbr = 0, have_body_type = 0;
+    if (bp.flags & AMQP_P_PRIORITY) {
+        u->priority = bp.priority > 7 ? 7 : bp.priority; /* AMQP 0-9, MSMQ 0-7 */
+        have_prio = 1;
+    }
+    if (bp.flags & AMQP_P_HEADERS) {
+        amqp_table_iter it;
+        amqp_bytes k, str;
+        amqp_value v;
+        int64_t n;
+        amqp_table_iter_init(&it, bp.headers);
+        while (amqp_table_next(&it, &k, &v)) {
+            int isint = amqp_value_int(&v, &n), isstr = amqp_value_str(&v, &str);
+            int u32 = isint && n >= 0 && n <= 0xFFFFFFFFll;
+            if (k.len < 7 || memcmp(k.p, "x-msmq-", 7)) {
+                lost |= MSMQ_LOST_HEADERS;
+            } else if (hop_header(k)) {
+                continue;
+            } else if (key_is(k, "x-msmq-label")) {
+                if (isstr && str.len < sizeof s->label && !memchr(str.p, 0, str.len)) {
+                    memcpy(s->label, str.p, str.len);
+                    s->label[str.len] = 0;
+                    long units = mqqb_utf16_units(s->label);
+                    if (units >= 0 && units <= 249)
+                        u->label = s->label;
+                    else
+                        lost |= MSMQ_LOST_LABEL;
+                } else {
+                    lost |= MSMQ_LOST_LABEL;
+                }
+            } else if (key_is(k, "x-msmq-app-specific")) {
+                if (u32)
+                    u->app_tag = (uint32_t)n;
+                else
+                    lost |= MSMQ_LOST_VALUE;
+            } else if (key_is(k, "x-msmq-body-type")) {
+                if (u32) {
+                    u->body_type = (uint32_t)n;
+                    have_body_type = 1;
+                } else
+                    lost |= MSMQ_LOST_VALUE;
+            } else if (key_is(k, "x-msmq-priority")) {
+                if (isint && n >= 0 && n <= 7) {
+                    if (!have_prio)
+                        u->priority = (unsigned)n;
+                } else {
+                    lost |= MSMQ_LOST_VALUE;
+                }
+            } else if (key_is(k, "x-msmq-time-to-be-received")) {
+                if (u32) {
+                    u->ttbr = (uint32_t)n;
+                    have_ttbr = 1;
+                } else
+                    lost |= MSMQ_LOST_VALUE;
+            } else if (key_is(k, "x-msmq-time-to-reach-queue")) {
+                if (u32)
+                    u->ttrq = (uint32_t)n;
+                else
+                    lost |= MSMQ_LOST_VALUE;
+            } else if (key_is(k, "x-msmq-sent-time")) {
+                if (u32) {
+                    u->sent_time = (uint32_t)n;
+                    have_sent = 1;
+                } else
+                    lost |= MSMQ_LOST_VALUE;
+            } else if (key_is(k, "x-msmq-admin-queue")) {
+                if (!isstr || format_parse(str, &u->admin, s->admin, sizeof s->admin) < 0)
+                    lost |= MSMQ_LOST_ADMIN;
+            } else if (key_is(k, "x-msmq-ack")) {
+                if (isint && n >= 0 && n <= 255)
+                    u->ack_flags = (uint8_t)n;
+                else
+                    lost |= MSMQ_LOST_VALUE;
+            } else if (key_is(k, "x-msmq-journal") || key_is(k, "x-msmq-dead-letter")) {
+                int on = v.tag == 't' ? v.v.b : isint ? n != 0 : -1;
+                if (on < 0)
+                    lost |= MSMQ_LOST_VALUE;
+                else if (key_is(k, "x-msmq-journal"))
+                    u->journal = on;
+                else
+                    u->dead_letter = on;
+            } else if (key_is(k, "x-msmq-extension")) {
+                if (isstr && str.len <= MQQB_PACKET_MAX) {
+                    u->ext = str.p;
+                    u->ext_len = (uint32_t)str.len;
+                } else
+                    lost |= MSMQ_LOST_VALUE;
+            } else if (key_is(k, "x-msmq-sender-id")) {
+                lost |= MSMQ_LOST_SECURITY;
+            } else if (key_is(k, "x-msmq-soap-header") || key_is(k, "x-msmq-soap-body")) {
+                lost |= MSMQ_LOST_SOAP;
+            } else {
+                lost |= MSMQ_LOST_HEADERS;
+            }
+        }
+    }
+    if (!have_sent && (bp.flags & AMQP_P_TIMESTAMP) && bp.timestamp <= 0xFFFFFFFFu)
+        u->sent_time = (uint32_t)bp.timestamp;
+    if (!have_ttbr && (bp.flags & AMQP_P_EXPIRATION)) {
+        /* what is left of the expiration, from now; TimeToBeReceived counts from the send */
+        uint32_t ms;
+        char e[16];
+        if (bp.expiration.len < sizeof e &&
+            u32_parse((const char *)bp.expiration.p, bp.expiration.len, 10, &ms) == 0) {
+            uint64_t t = ((uint64_t)ms + 999) / 1000;
+            if (now_s > u->sent_time)
+                t += now_s - u->sent_time;
+            u->ttbr = t >= 0xFFFFFFFFu ? 0xFFFFFFFEu : (uint32_t)t;
+        } else {
+            lost |= MSMQ_LOST_VALUE;
+        }
+    }
+    if (bp.flags & AMQP_P_CORRELATION_ID) {
+        /* an MSMQ message id, "guid\number" (what the receiving side writes) */
+        const char *c = (const char *)bp.correlation_id.p;
+        size_t n = bp.correlation_id.len;
+        uint32_t no;
+        if (n > 37 && c[36] == '\\' && guid_parse(c, 36, s->correlation) == 0 &&
+            u32_parse(c + 37, n - 37, 10, &no) == 0) {
+            s->correlation[16] = (uint8_t)no;
+            s->correlation[17] = (uint8_t)(no >> 8);
+            s->correlation[18] = (uint8_t)(no >> 16);
+            s->correlation[19] = (uint8_t)(no >> 24);
+            u->correlation = s->correlation;
+        } else {
+            lost |= MSMQ_LOST_CORRELATION;
+        }
+    }
+    if ((bp.flags & AMQP_P_REPLY_TO) &&
+        format_parse(bp.reply_to, &u->resp, s->resp, sizeof s->resp) < 0)
+        lost |= MSMQ_LOST_REPLY_TO;
+    int text = (bp.flags & AMQP_P_CONTENT_TYPE) && (bp.flags & AMQP_P_CONTENT_ENCODING) &&
+               bp.content_type.len == 10 && !memcmp(bp.content_type.p, "text/plain", 10) &&
+               bp.content_encoding.len == 8 && !memcmp(bp.content_encoding.p, "utf-16le", 8);
+    if (text && !have_body_type)
+        u->body_type = 8; /* VT_BSTR: what the receiving side maps to text/plain utf-16le */
+    if (((bp.flags & (AMQP_P_CONTENT_TYPE | AMQP_P_CONTENT_ENCODING)) && !text) ||
+        (bp.flags & (AMQP_P_TYPE | AMQP_P_USER_ID | AMQP_P_APP_ID | AMQP_P_CLUSTER_ID)))
+        lost |= MSMQ_LOST_AMQP;
+    return lost;
 }

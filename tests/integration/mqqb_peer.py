@@ -65,10 +65,11 @@ def direct_name(fmt):
 def user_message(source_guid, dest, body=b"", label=None, recoverable=False, tx=None,
                  priority=3, message_id=1, correlation=b"\0" * 20, app_tag=0, body_type=0x1011,
                  response=None, ext=b"", ttbr=0xFFFFFFFF, ttrq=0xFFFFFFFF, sent_time=None,
-                 session=None, journal=False, dead_letter=False, privacy=0, msg_class=0):
+                 session=None, journal=False, dead_letter=False, privacy=0, msg_class=0,
+                 admin=None, ack_flags=0):
     """A UserMessage packet (MS-MQMQ 2.2.20). tx = (seq_id, seq_no, prev_no) makes it
     transactional (recoverable, priority 0); session = (user_seq, rec_seq) appends a
-    SessionHeader."""
+    SessionHeader; admin and response are direct format names (without "DIRECT=")."""
     if sent_time is None:
         sent_time = int(time.time())
     dm = 1 if (recoverable or tx) else 0
@@ -77,6 +78,8 @@ def user_message(source_guid, dest, body=b"", label=None, recoverable=False, tx=
         flags |= 1 << 9
     if dead_letter:
         flags |= 1 << 8
+    if admin is not None:
+        flags |= 7 << 13
     if response is not None:
         flags |= 7 << 16
     if tx:
@@ -84,6 +87,8 @@ def user_message(source_guid, dest, body=b"", label=None, recoverable=False, tx=
         priority = 0
     uh = source_guid + b"\0" * 16 + struct.pack("<IIII", ttbr, sent_time, message_id, flags)
     uh = pad4(uh + direct_name(dest), 16)
+    if admin is not None:
+        uh = pad4(uh + direct_name(admin), 16)
     if response is not None:
         uh = pad4(uh + direct_name(response), 16)
     th = b""
@@ -91,7 +96,7 @@ def user_message(source_guid, dest, body=b"", label=None, recoverable=False, tx=
         seq_id, seq_no, prev_no = tx
         th = struct.pack("<IIIII", 0x4 | 0x8, seq_id & 0xFFFFFFFF, seq_id >> 32, seq_no, prev_no)
     lb = wstr(label) if label is not None else b""
-    mp = struct.pack("<BBH", 0, len(lb) // 2, msg_class) + correlation + \
+    mp = struct.pack("<BBH", ack_flags, len(lb) // 2, msg_class) + correlation + \
         struct.pack("<IIIIIIII", body_type, app_tag, len(body), len(body), privacy, 0,
                     0x6801 if privacy else 0, len(ext)) + \
         lb + ext + body
@@ -258,29 +263,64 @@ class Message:
     pass
 
 
+def guid_text(g):
+    """A GUID as MS-DTYP 2.3.4.3 writes it (the first three fields little-endian)."""
+    return str(uuid.UUID(bytes_le=bytes(g)))
+
+
+def queue_format(pkt, off, qtype):
+    """One queue format name of UserHeader (MS-MQMQ 2.2.18.1.5) at off: (text, next off).
+    Text as a format name (DIRECT=..., PUBLIC=guid, PRIVATE=guid\\id), '' for none."""
+    if qtype == 0:
+        return "", off
+    if qtype == 1:
+        return "SAME_AS_ADMIN", off
+    if qtype in (2, 3, 4):  # PrivateQueueFormatNameId: the host is implied
+        return "PRIVATE_ID=%08x" % struct.unpack_from("<I", pkt, off)[0], off + 4
+    if qtype == 5:  # PublicQueueFormatName: the queue's GUID
+        return "PUBLIC=" + guid_text(pkt[off:off + 16]), off + 16
+    if qtype == 6:  # PrivateQueueFormatName: the machine's GUID and the queue's number
+        off += -off % 4
+        pid = struct.unpack_from("<I", pkt, off + 16)[0]
+        return "PRIVATE=%s\\%08x" % (guid_text(pkt[off:off + 16]), pid), off + 20
+    assert qtype == 7, "queue format type %d" % qtype
+    count = struct.unpack_from("<H", pkt, off)[0]
+    name = pkt[off + 2:off + 2 + count - 2].decode("utf-16-le")
+    off += 2 + count
+    return "DIRECT=" + name, off + (-off % 4)
+
+
 def parse_user(pkt):
-    """A whole UserMessage (direct destination) as the receiver reads it."""
+    """A whole UserMessage (direct destination) as the receiver reads it, every property
+    of the UserHeader, TransactionHeader and MessagePropertiesHeader (MS-MQMQ 2.2.19-20)."""
     m = Message()
-    _ver, _rsv, bflags, sig, size, _ttrq = struct.unpack_from("<BBHIII", pkt)
+    _ver, _rsv, bflags, sig, size, m.ttrq = struct.unpack_from("<BBHIII", pkt)
     assert sig == SIGNATURE and not bflags & BF_IN
     m.priority = bflags & 7
     m.source_guid = pkt[16:32]
-    _ttbr, m.sent_time, m.message_id, uflags = struct.unpack_from("<IIII", pkt, 48)
+    m.ttbr, m.sent_time, m.message_id, uflags = struct.unpack_from("<IIII", pkt, 48)
     m.recoverable = bool((uflags >> 5) & 3)
+    m.journal = bool(uflags & (1 << 9))
+    m.dead_letter = bool(uflags & (1 << 8))
     assert (uflags >> 10) & 7 == 7, "destination by a direct format name"
-    count = struct.unpack_from("<H", pkt, 64)[0]
-    m.dest = pkt[66:66 + count - 2].decode("utf-16-le")
-    off = 66 + count
-    off += -off % 4
+    dest, off = queue_format(pkt, 64, 7)
+    m.dest = dest[len("DIRECT="):]
+    m.admin, off = queue_format(pkt, off, (uflags >> 13) & 7)
+    m.response, off = queue_format(pkt, off, (uflags >> 16) & 7)
+    assert not uflags & (1 << 19), "no SecurityHeader expected"
     m.tx = None
     if uflags & (1 << 20):
         _tf, ordinal, ts, seq_no, prev_no = struct.unpack_from("<IIIII", pkt, off)
         m.tx = (ts << 32 | ordinal, seq_no, prev_no)
         off += 20
-    _f, label_len, m.msg_class = struct.unpack_from("<BBH", pkt, off)
-    body_size = struct.unpack_from("<I", pkt, off + 32)[0]
-    ext_size = struct.unpack_from("<I", pkt, off + 52)[0]
-    b = off + 56 + label_len * 2 + ext_size
+    m.ack_flags, label_len, m.msg_class = struct.unpack_from("<BBH", pkt, off)
+    m.correlation = pkt[off + 4:off + 24]
+    (m.body_type, m.app_tag, body_size, _alloc, _priv, _hash, _enc,
+     ext_size) = struct.unpack_from("<IIIIIIII", pkt, off + 24)
+    lb = off + 56
+    m.label = pkt[lb:lb + label_len * 2 - 2].decode("utf-16-le") if label_len else None
+    m.ext = pkt[lb + label_len * 2:lb + label_len * 2 + ext_size]
+    b = lb + label_len * 2 + ext_size
     m.body = pkt[b:b + body_size]
     m.session = None
     if bflags & BF_SH:

@@ -4,6 +4,7 @@ from the specification). The peer enforces the receiver's sequence rules, so a d
 a gap in what Sluice sends shows up in its counters and queues."""
 
 import base64
+import struct
 import json
 import urllib.request
 
@@ -262,3 +263,82 @@ def test_hostile_or_refusing_receiver_keeps_the_messages(broker_factory):
         b.assert_alive()
     finally:
         lsock.close()
+
+
+def test_properties_round_trip_windows_to_sluice_to_windows(broker_factory, peer):
+    """What a consumer read from a received MSMQ message, republished as it came, goes out
+    to a Windows receiver with the same MSMQ properties (docs/msmq-wire.md, both tables):
+    the peer's Sender sends every property into Sluice's door, an AMQP client gets the message
+    and publishes it again to an outgoing queue for the peer's Receiver, which decodes it."""
+    import time
+    from test_mqqb import msmq_port
+    b = broker_factory(config={"listeners.msmq": "0",
+                               "msmq.hosts.1": "127.0.0.1:%d" % peer.port,
+                               "link_retry_min_ms": "50", "link_retry_max_ms": "200"})
+    ch = b.amqp().channel()
+    ch.queue_declare("inbox", durable=True, auto_delete=False)
+    s = mq.Sender("127.0.0.1", msmq_port(b))
+    s.establish()
+    sent_time = int(time.time()) - 30
+    corr = bytes(range(1, 17)) + struct.pack("<I", 4242)
+    props = dict(label="Grüße, order 7", correlation=corr, app_tag=0xDEADBEEF, priority=5,
+                 ttbr=86400, ttrq=7200, response="TCP:10.1.2.3\\private$\\replies",
+                 admin="TCP:10.1.2.3\\private$\\admin", journal=True, dead_letter=True,
+                 body_type=8, ext=b"\x01\x02ext", sent_time=sent_time, ack_flags=0x05)
+    body = "hello from windows".encode("utf-16-le")
+    s.send("TCP:127.0.0.1\\private$\\inbox", body, recoverable=True, **props)
+    got = wait_for(lambda: ch.basic_get("inbox", no_ack=True), 10, message="nothing arrived")
+    s.close()
+    # republished as the consumer read it: body and every property, headers included
+    pch = b.amqp().channel()
+    pch.confirm_select()
+    pch.basic_publish(amqp.Message(got.body, **got.properties), exchange="",
+                      routing_key="DIRECT=TCP:127.0.0.1\\private$\\outbox")
+    wait_for(lambda: len(peer.queue("outbox")) == 1, 20, message="nothing reached the peer")
+    m = peer.queue("outbox")[0]
+    assert m.body == body
+    assert m.label == props["label"]
+    assert m.correlation == corr
+    assert m.app_tag == 0xDEADBEEF
+    assert m.priority == 5 and m.recoverable and m.tx is None
+    assert m.ttbr == 86400 and m.ttrq == 7200 and m.sent_time == sent_time
+    assert m.response == "DIRECT=" + props["response"]
+    assert m.admin == "DIRECT=" + props["admin"]
+    assert m.journal and m.dead_letter
+    assert m.body_type == 8 and m.ext == b"\x01\x02ext" and m.ack_flags == 0x05
+    assert not peer.errors
+    # nothing was left out, so nothing was logged as left out
+    assert b"cannot carry" not in open(b.log_path, "rb").read()
+
+
+def test_plain_amqp_properties_and_what_cannot_be_carried(broker_factory, peer):
+    """An AMQP publisher's own properties: reply_to and correlation_id that are MSMQ names go
+    as such, expiration becomes TimeToBeReceived, text/plain utf-16le becomes VT_BSTR; what
+    MSMQ has no room for (other headers, app_id) is left out and logged once per queue."""
+    import time
+    b = start(broker_factory, peer)
+    ch = b.amqp().channel()
+    ch.confirm_select()
+    guid = "04030201-0605-0807-090a-0b0c0d0e0f10"  # bytes 01..10, MS-DTYP order
+    for i in range(3):
+        ch.basic_publish(amqp.Message(
+            b"x%d" % i, delivery_mode=2, priority=9, expiration="60000",
+            reply_to="PRIVATE=%s\\0000000a" % guid, correlation_id="%s\\%d" % (guid, 7 + i),
+            content_type="text/plain", content_encoding="utf-16le", app_id="billing",
+            application_headers={"tenant": "acme", "x-msmq-label": "L%d" % i}),
+            exchange="", routing_key=FMT)
+    wait_drained(b)
+    got = peer.queue("orders")
+    now = int(time.time())
+    assert [m.body for m in got] == [b"x0", b"x1", b"x2"]
+    assert [m.label for m in got] == ["L0", "L1", "L2"]
+    for i, m in enumerate(got):
+        assert m.priority == 7  # AMQP 9 capped at MSMQ's 7
+        assert m.response == "PRIVATE=%s\\0000000a" % guid
+        assert m.correlation == bytes(range(1, 17)) + struct.pack("<I", 7 + i)
+        assert m.body_type == 8
+        assert abs(m.sent_time - now) <= 30 and 55 <= m.ttbr <= 90
+        assert m.admin == "" and not m.journal and not m.dead_letter
+    log = open(b.log_path, "rb").read()
+    assert log.count(b"cannot carry headers other than x-msmq-*") == 1, log[-3000:]
+    assert log.count(b"cannot carry type, user_id, app_id") == 1

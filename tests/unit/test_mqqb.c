@@ -315,6 +315,88 @@ START_TEST(initiator_user_message_round_trips)
 }
 END_TEST
 
+START_TEST(initiator_writes_every_property)
+{
+    /* the sending side's properties (label, correlation, app-specific, times, admin and
+     * response queues of each kind, journal / dead-letter, ack flags, extension) parse back */
+    uint8_t own[16], corr[20], body[3] = {1, 2, 3}, ext[5] = {9, 8, 7, 6, 5};
+    memset(own, 0x22, 16);
+    for (int i = 0; i < 20; i++)
+        corr[i] = (uint8_t)(i + 1);
+    mqqb_out o = {.source_qm = own,
+                  .dest = "TCP:10.0.0.5\\private$\\q",
+                  .message_id = 5,
+                  .sent_time = 1234,
+                  .ttbr = 60,
+                  .ttrq = 30,
+                  .priority = 6,
+                  .body_type = 8,
+                  .app_tag = 0xDEADBEEFu,
+                  .correlation = corr,
+                  .label = "Gr\xc3\xbc\xc3\x9f\xc3\x9f",
+                  .admin = {.type = MQQB_QF_PUBLIC},
+                  .resp = {.type = MQQB_QF_DIRECT, .direct = "TCP:h\\private$\\r"},
+                  .journal = 1,
+                  .dead_letter = 1,
+                  .ack_flags = 5,
+                  .ext = ext,
+                  .ext_len = sizeof ext,
+                  .body = body,
+                  .body_len = sizeof body};
+    memset(o.admin.guid, 0x33, 16);
+    uint8_t buf[600];
+    const char *why = NULL;
+    mqqb_user m;
+    for (int round = 0; round < 2; round++) {
+        size_t n = mqqb_write_user(buf, sizeof buf, &o);
+        ck_assert_uint_gt(n, 0);
+        ck_assert_uint_eq(n % 4, 0);
+        ck_assert_msg(mqqb_parse_user(buf, n, &m, &why) == 0, "%s", why);
+        ck_assert_uint_eq(m.base.ttrq, 30);
+        ck_assert_uint_eq(m.ttbr, 60);
+        ck_assert_uint_eq(m.sent_time, 1234);
+        ck_assert_uint_eq(m.base.flags & MQQB_BF_PR, 6);
+        ck_assert_uint_eq(m.body_type, 8);
+        ck_assert_uint_eq(m.app_tag, 0xDEADBEEFu);
+        ck_assert_mem_eq(m.correlation_id, corr, 20);
+        ck_assert_uint_eq(m.label_len, 6); /* 5 units and the NUL */
+        char s[100];
+        ck_assert_int_gt(mqqb_utf16_to_utf8(m.label, 10, s, sizeof s), 0);
+        ck_assert_str_eq(s, o.label);
+        ck_assert_int_ne(m.uflags & MQQB_UF_JP, 0);
+        ck_assert_int_ne(m.uflags & MQQB_UF_JN, 0);
+        ck_assert_uint_eq(m.ack_flags, 5);
+        ck_assert_uint_eq(m.ext_size, 5);
+        ck_assert_mem_eq(m.ext, ext, 5);
+        ck_assert_mem_eq(m.body, body, 3);
+        ck_assert_uint_eq(m.resp.type, o.resp.type);
+        if (round == 0) {
+            ck_assert_uint_eq(m.admin.type, MQQB_QF_PUBLIC);
+            ck_assert_mem_eq(m.admin.guid, o.admin.guid, 16);
+            ck_assert_int_gt(mqqb_utf16_to_utf8(m.resp.direct, m.resp.direct_len, s, sizeof s), 0);
+            ck_assert_str_eq(s, o.resp.direct);
+        } else {
+            ck_assert_uint_eq(m.admin.type, MQQB_QF_PRIVATE_OTHER);
+            ck_assert_uint_eq(m.admin.private_id, 0x1234);
+            ck_assert_mem_eq(m.resp.guid, o.resp.guid, 16);
+        }
+        /* second round: a private admin queue, a public response queue */
+        o.admin.type = MQQB_QF_PRIVATE_OTHER;
+        o.admin.private_id = 0x1234;
+        o.resp = (mqqb_qout){.type = MQQB_QF_PUBLIC};
+        memset(o.resp.guid, 0x44, 16);
+    }
+    /* a label over 249 units cannot be written */
+    char longl[300];
+    memset(longl, 'a', 250);
+    longl[250] = 0;
+    o.label = longl;
+    ck_assert_uint_eq(mqqb_user_len(&o), 0);
+    longl[249] = 0;
+    ck_assert_uint_gt(mqqb_user_len(&o), 0);
+}
+END_TEST
+
 START_TEST(truncations_and_lying_lengths_fail_cleanly)
 {
     static uint8_t f7[2224];
@@ -580,6 +662,7 @@ static Suite *mqqb_suite(void)
     tcase_add_test(tc, order_ack_round_trips);
     tcase_add_test(tc, truncations_and_lying_lengths_fail_cleanly);
     tcase_add_test(tc, initiator_user_message_round_trips);
+    tcase_add_test(tc, initiator_writes_every_property);
     tcase_add_test(tc, every_optional_header_parses);
     tcase_add_test(tc, frames1_2_ping);
     suite_add_tcase(s, tc);
