@@ -130,6 +130,7 @@ void sl_config_defaults(sl_config *c)
     c->msmq_idle_timeout_ms = 120000;
     c->msmq_handshake_timeout_ms = 10000;
     c->msmq_window = 64;
+    c->msmq_seq_window = 1ull << 31;
     c->msmq_ping_port = -2;
     c->mgmt_tls_port = -1;
     c->msrpc_port = c->msrpc_epmap_port = -1;
@@ -641,6 +642,10 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, 86400000, &n) || n < 100)
             return "msmq.handshake_timeout must be milliseconds (at least 100)";
         c->msmq_handshake_timeout_ms = (uint32_t)n;
+    } else if (!strcmp(key, "msmq.seq_window")) {
+        if (parse_u64(value, UINT32_MAX, &n) || n == 0)
+            return "msmq.seq_window must be 1..4294967295";
+        c->msmq_seq_window = n;
     } else if (!strcmp(key, "msmq.window")) {
         if (parse_u64(value, 65535, &n) || n < 1)
             return "msmq.window must be 1..65535";

@@ -1726,10 +1726,9 @@ static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infli
             sl_warn("link %s: MS-MQQB cannot carry %s: left out (logged once for this queue)",
                     o->name, msmq_lost_name(b));
         }
-    if (u.tx) {
-        u.tx_seq_no = (uint32_t)seq;
-        u.tx_prev_no = (uint32_t)eod_send_next(&o->es, seq);
-    }
+    if (u.tx) /* 32-bit numbers: past 2^32 - 1 a new sequence (mqqb.h) */
+        mqqb_tx_number(o->es.seq_id, seq, eod_send_next(&o->es, seq), &u.tx_seq_id, &u.tx_seq_no,
+                       &u.tx_prev_no);
     size_t len = mqqb_user_len(&u);
     if (!len) {
         /* larger than MS-MQQB's 4 MiB, or a queue name that is not UTF-8: it can never go */
@@ -1779,22 +1778,24 @@ static void mq_session_ack(link_outq *o, const mqqb_session *s)
         qm_queue_schedule_dispatch(o->q); /* window room */
 }
 
-static void mq_order_ack(link_outq *o, uint32_t upto)
+static void mq_order_ack(link_outq *o, uint64_t sid, uint32_t upto)
 {
     for (size_t i = 0; i < o->fl_len; i++) {
         inflight *f = fl_at(o, i);
-        if (f->mq_kind == MQ_TX && (uint32_t)f->seq <= upto)
+        if (f->mq_kind == MQ_TX && mqqb_tx_acked(o->es.seq_id, sid, upto, f->seq))
             f->acked = 1;
     }
     mq_pop_completed(o);
 }
 
-static void mq_final_ack(link_outq *o, uint32_t no, uint16_t cls)
+static void mq_final_ack(link_outq *o, uint64_t sid, uint32_t no, uint16_t cls)
 {
     for (size_t i = 0; i < o->fl_len; i++) {
         inflight *f = fl_at(o, i);
-        if (f->mq_kind != MQ_TX || (uint32_t)f->seq != no || f->acked || !f->pos)
-            continue;
+        if (f->mq_kind != MQ_TX || f->acked || !f->pos ||
+            !mqqb_tx_acked(o->es.seq_id, sid, no, f->seq) ||
+            (no > 1 && mqqb_tx_acked(o->es.seq_id, sid, no - 1, f->seq)))
+            continue; /* not exactly number no of sequence sid */
         qm_position *p = f->pos;
         f->pos = NULL;
         f->acked = 1;
@@ -1854,11 +1855,10 @@ static int mq_packet(link_outq *o, const uint8_t *p, size_t len)
     uint32_t no;
     uint16_t cls;
     if (mqqb_order_ack_of(&u, &sid, &no) == 0) {
-        if (sid == o->es.seq_id)
-            mq_order_ack(o, no);
+        mq_order_ack(o, sid, no);
     } else if (mqqb_final_ack_of(&u, &sid, &no, &cls) == 0) {
-        if (sid == o->es.seq_id && cls >= 0x8000)
-            mq_final_ack(o, no, cls);
+        if (cls >= 0x8000)
+            mq_final_ack(o, sid, no, cls);
     } else {
         sl_warn("link %s: MS-MQQB UserMessage of class 0x%04x from the receiver ignored", o->name,
                 u.msg_class);

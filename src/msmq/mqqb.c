@@ -913,6 +913,27 @@ size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m)
     return total;
 }
 
+void mqqb_tx_number(uint64_t base, uint64_t seq, uint64_t prev, uint64_t *seq_id, uint32_t *no,
+                    uint32_t *prev_no)
+{
+    uint64_t e = (seq - 1) / 0xFFFFFFFFu;
+    *seq_id = base + (e << 32);
+    *no = (uint32_t)((seq - 1) % 0xFFFFFFFFu + 1);
+    *prev_no = 0;
+    if (prev && prev < seq && (prev - 1) / 0xFFFFFFFFu == e)
+        *prev_no = (uint32_t)((prev - 1) % 0xFFFFFFFFu + 1);
+}
+
+int mqqb_tx_acked(uint64_t base, uint64_t ack_id, uint32_t ack_no, uint64_t seq)
+{
+    uint64_t sid;
+    uint32_t no, prev;
+    if (!seq)
+        return 0;
+    mqqb_tx_number(base, seq, 0, &sid, &no, &prev);
+    return sid == ack_id && no <= ack_no;
+}
+
 int mqqb_order_ack_of(const mqqb_user *u, uint64_t *seq_id, uint32_t *seq_no)
 {
     if (u->msg_class != MQMSG_CLASS_ORDER_ACK || u->body_size < 12 || !u->body)

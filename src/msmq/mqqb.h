@@ -277,6 +277,21 @@ typedef struct mqqb_out {
     const mqqb_session *session; /* appended when not NULL (BaseHeader.Flags.SH) */
 } mqqb_out;
 
+/* Sluice numbers a queue's transactional messages with 64-bit lookup ids; MS-MQQB's
+ * TxSequenceNumber has 32 bits and 0 is not a number. As MSMQ's own sender does when a
+ * sequence is done, a number past 0xFFFFFFFF goes on a new, larger sequence (MS-MQQB
+ * 3.1.1.5: a receiver takes a higher TxSequenceID whose first message has
+ * TxPreviousSequenceNumber 0): lookup id s (>= 1) is number (s - 1) % 0xFFFFFFFF + 1 of
+ * sequence base + ((s - 1) / 0xFFFFFFFF << 32), the epoch in the TimeStamp half so it never
+ * meets another queue's base (an incarnation, below 2^32). Ids below 2^32 keep their
+ * numbers and base. prev is the lookup id sent before (0: none): TxPreviousSequenceNumber
+ * is its number when it is of the same sequence, else 0. */
+void mqqb_tx_number(uint64_t base, uint64_t seq, uint64_t prev, uint64_t *seq_id, uint32_t *no,
+                    uint32_t *prev_no);
+/* 1 when an OrderAck for (ack_id, ack_no) covers lookup id seq of the sequences of base
+ * (same sequence, number at or below), else 0. */
+int mqqb_tx_acked(uint64_t base, uint64_t ack_id, uint32_t ack_no, uint64_t seq);
+
 /* Bytes mqqb_write_user takes for m, or 0 when a name or the label is not valid UTF-8, the
  * label is over 249 units, or the packet would exceed MQQB_PACKET_MAX. */
 size_t mqqb_user_len(const mqqb_out *m);

@@ -337,7 +337,21 @@ static void user_message(sess *s, const mqqb_user *m)
             b->store ? persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id, dest) : NULL;
         uint64_t last = st ? st->seq_no : 0;
         eod_verdict v = eod_recv_check(last, m->tx_seq_no, m->tx_prev_no);
-        if (v == EOD_ACCEPT && q && qm_queue_would_refuse(q, 1, m->body_size)) {
+        if (v == EOD_ACCEPT && last && m->tx_seq_no - last > b->cfg->msmq_seq_window) {
+            /* Numbers do not jump (eod.h, eod_recv_jump): one accepted 0xFFFFFFFF would make
+             * every later message of the sequence a duplicate, acknowledged and dropped. A
+             * sender's message that jumps is no real sender's (MS-MQQB carries no
+             * credentials: anyone reaching the port can claim a queue manager's GUID):
+             * refused, not in the sequence, and an audit line says who tried. */
+            char g[40];
+            msmq_guid_str(m->source_qm, g);
+            s->refused++;
+            sl_warn("audit: msmq message refused: session %s, claimed sender %s, sequence "
+                    "%016llx, queue '%s': message %u jumps beyond last accepted %llu + %llu "
+                    "(msmq.seq_window)",
+                    s->peer, g, (unsigned long long)m->tx_seq_id, dest, m->tx_seq_no,
+                    (unsigned long long)last, (unsigned long long)b->cfg->msmq_seq_window);
+        } else if (v == EOD_ACCEPT && q && qm_queue_would_refuse(q, 1, m->body_size)) {
             /* full (x-overflow=reject-publish): not taken, not in the sequence; the sender
              * resends it on its timer, as after any refusal */
             s->refused++;

@@ -389,3 +389,51 @@ def test_hostile_sessions_close_cleanly(broker_factory):
     m = wait_for(lambda: ch.basic_get(q, no_ack=True), 10)
     assert len(m.body) == 3 * 1024 * 1024
     b.assert_alive()
+
+
+def test_transactional_sequence_crosses_the_32_bit_wrap(broker_factory):
+    """TxSequenceNumber has 32 bits: a sender at 0xFFFFFFFF goes on with a new, larger
+    TxSequenceID whose first message has TxPreviousSequenceNumber 0 (MS-MQQB 3.1.1.5).
+    Every message once, in order; a resend on the old sequence is still a duplicate."""
+    b, port = start(broker_factory, **{"msmq.seq_window": "4294967295"})
+    q = uname("wrap")
+    _c, ch = declare(b, q)
+    s = mq.Sender("127.0.0.1", port)
+    s.establish()
+    old = (0x62000000 << 32) | 1
+    new = old + (1 << 32)
+    s.send(fmt(q), b"a", tx=(old, 0xFFFFFFFE, 0))
+    s.send(fmt(q), b"b", tx=(old, 0xFFFFFFFF, 0xFFFFFFFE))
+    s.send(fmt(q), b"c", tx=(new, 1, 0))
+    s.send(fmt(q), b"d", tx=(new, 2, 1))
+    s.wait(lambda: s.last_order_ack(old) == 0xFFFFFFFF and s.last_order_ack(new) == 2)
+    s.send(fmt(q), b"b-again", tx=(old, 0xFFFFFFFF, 0xFFFFFFFE))
+    s.send(fmt(q), b"c-again", tx=(new, 1, 0))
+    s.send(fmt(q), b"e", tx=(new, 3, 2))
+    s.wait(lambda: s.last_order_ack(new) == 3)
+    got = [g.encode() if isinstance(g, str) else g for g in (m.body for m in drain(ch, q))]
+    assert got == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_transactional_jump_beyond_the_window_is_refused_and_audited(broker_factory):
+    """A message whose number jumps more than msmq.seq_window past the last accepted one is
+    no real sender's (one accepted 0xFFFFFFFF would turn the rest of the sequence into
+    duplicates): refused, not taken into the sequence, an audit line; the sequence goes on."""
+    b, port = start(broker_factory, **{"msmq.seq_window": "1000"})
+    q = uname("jump")
+    _c, ch = declare(b, q)
+    s = mq.Sender("127.0.0.1", port)
+    s.establish()
+    seq = (0x63000000 << 32) | 1
+    s.send(fmt(q), b"one", tx=(seq, 1, 0))
+    s.wait(lambda: s.last_order_ack(seq) == 1)
+    s.send(fmt(q), b"forged", tx=(seq, 0xFFFFFFFF, 1))
+    s.send(fmt(q), b"near", tx=(seq, 1001, 1))  # within the window: accepted
+    s.wait(lambda: s.last_order_ack(seq) == 1001)
+    s.send(fmt(q), b"two", tx=(seq, 1002, 1001))
+    s.wait(lambda: s.last_order_ack(seq) == 1002)
+    got = [g.encode() if isinstance(g, str) else g for g in (m.body for m in drain(ch, q))]
+    assert got == [b"one", b"near", b"two"]
+    log = open(b.log_path, "rb").read()
+    assert log.count(b"audit: msmq message refused") == 1
+    assert b"message 4294967295 jumps beyond last accepted 1 + 1000" in log

@@ -397,6 +397,48 @@ START_TEST(initiator_writes_every_property)
 }
 END_TEST
 
+START_TEST(tx_numbers_cross_the_32_bit_wrap)
+{
+    /* lookup ids 2^32 - 2 .. 2^32 + 1 sent in a row: the last two go on a new, larger
+     * sequence (epoch in the TimeStamp half), numbered from 1, its first with previous 0;
+     * OrderAcks of each sequence cover only its own */
+    const uint64_t base = 7, w = 0xFFFFFFFFull;
+    uint64_t sid;
+    uint32_t no, prev;
+    mqqb_tx_number(base, 5, 3, &sid, &no, &prev);
+    ck_assert_uint_eq(sid, base); /* below the wrap: unchanged */
+    ck_assert_uint_eq(no, 5);
+    ck_assert_uint_eq(prev, 3);
+    mqqb_tx_number(base, w - 1, 0, &sid, &no, &prev);
+    ck_assert_uint_eq(no, 0xFFFFFFFEu);
+    ck_assert_uint_eq(prev, 0);
+    mqqb_tx_number(base, w, w - 1, &sid, &no, &prev);
+    ck_assert_uint_eq(sid, base);
+    ck_assert_uint_eq(no, 0xFFFFFFFFu);
+    ck_assert_uint_eq(prev, 0xFFFFFFFEu);
+    mqqb_tx_number(base, w + 1, w, &sid, &no, &prev);
+    ck_assert_uint_eq(sid, base + (1ull << 32));
+    ck_assert_uint_eq(no, 1);
+    ck_assert_uint_eq(prev, 0); /* the first of its sequence */
+    mqqb_tx_number(base, w + 2, w + 1, &sid, &no, &prev);
+    ck_assert_uint_eq(sid, base + (1ull << 32));
+    ck_assert_uint_eq(no, 2);
+    ck_assert_uint_eq(prev, 1);
+    mqqb_tx_number(base, 2 * w + 1, 2 * w, &sid, &no, &prev);
+    ck_assert_uint_eq(sid, base + (2ull << 32));
+    ck_assert_uint_eq(no, 1);
+    ck_assert_uint_eq(prev, 0);
+    /* acks */
+    ck_assert_int_eq(mqqb_tx_acked(base, base, 0xFFFFFFFFu, w), 1);
+    ck_assert_int_eq(mqqb_tx_acked(base, base, 0xFFFFFFFFu, w + 1), 0);
+    ck_assert_int_eq(mqqb_tx_acked(base, base + (1ull << 32), 1, w + 1), 1);
+    ck_assert_int_eq(mqqb_tx_acked(base, base + (1ull << 32), 1, w + 2), 0);
+    ck_assert_int_eq(mqqb_tx_acked(base, base + (1ull << 32), 5, w), 0);
+    ck_assert_int_eq(mqqb_tx_acked(base, base + 1, 5, 3), 0); /* another queue's sequence */
+    ck_assert_int_eq(mqqb_tx_acked(base, base, 5, 0), 0);
+}
+END_TEST
+
 START_TEST(truncations_and_lying_lengths_fail_cleanly)
 {
     static uint8_t f7[2224];
@@ -663,6 +705,7 @@ static Suite *mqqb_suite(void)
     tcase_add_test(tc, truncations_and_lying_lengths_fail_cleanly);
     tcase_add_test(tc, initiator_user_message_round_trips);
     tcase_add_test(tc, initiator_writes_every_property);
+    tcase_add_test(tc, tx_numbers_cross_the_32_bit_wrap);
     tcase_add_test(tc, every_optional_header_parses);
     tcase_add_test(tc, frames1_2_ping);
     suite_add_tcase(s, tc);
