@@ -310,7 +310,7 @@ def parse_user(pkt):
     assert not uflags & (1 << 19), "no SecurityHeader expected"
     m.tx = None
     if uflags & (1 << 20):
-        _tf, ordinal, ts, seq_no, prev_no = struct.unpack_from("<IIIII", pkt, off)
+        m.tx_flags, ordinal, ts, seq_no, prev_no = struct.unpack_from("<IIIII", pkt, off)
         m.tx = (ts << 32 | ordinal, seq_no, prev_no)
         off += 20
     m.ack_flags, label_len, m.msg_class = struct.unpack_from("<BBH", pkt, off)
