@@ -391,7 +391,7 @@ unsigned msmq_out_props(const uint8_t *props, uint32_t props_len, mqqb_out *u, m
                 else
                     lost |= MSMQ_LOST_VALUE;
             } else if (key_is(k, "x-msmq-body-type")) {
-                if (u32) {
+                if (u32 || (isint && n >= INT32_MIN && n < 0)) { /* written as a signed 'I' */
                     u->body_type = (uint32_t)n;
                     have_body_type = 1;
                 } else

@@ -6,6 +6,8 @@
  * parses gives a reply that parses back to the same fields. The same bytes are what Sluice's
  * sending side (link.c) reads from a Windows receiver: a UserMessage that parses is also read
  * as an OrderAck / FinalAck, and its body, re-sent by the initiator's writer, parses back.
+ * And the properties both ways: a UserMessage as an AMQP message (props.c, receiving), read
+ * back by the sending side (msmq_out_props) and written again, parses to the same properties.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "msmq/mqqb.h"
+#include "msmq/props.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -27,6 +30,36 @@ static void inside(const uint8_t *p, size_t len, const uint8_t *q, size_t n)
     if (!q)
         return;
     CHECK(q >= p && (size_t)(q - p) <= len && n <= len - (size_t)(q - p));
+}
+
+/* m as the AMQP message the door makes of it, sent on by an outgoing queue: the properties
+ * of the receiving table that the sending table carries come back unchanged. */
+static void props_both_ways(const mqqb_user *m, const char *dest)
+{
+    qm_message *msg = msmq_props_message(m, "q", "192.0.2.1");
+    mqqb_out o = {
+        .source_qm = m->source_qm, .dest = dest, .body = m->body, .body_len = m->body_size};
+    msmq_out_scratch sc;
+    msmq_out_props(qm_msg_props(msg), msg->props_len, &o, &sc, 1000);
+    size_t n = mqqb_user_len(&o);
+    CHECK(n > 0);
+    uint8_t *w = malloc(n);
+    CHECK(mqqb_write_user(w, n, &o) == n);
+    mqqb_user b;
+    const char *why = NULL;
+    CHECK(mqqb_parse_user(w, n, &b, &why) == 0);
+    CHECK(b.app_tag == m->app_tag && b.body_type == m->body_type);
+    CHECK(b.ttbr == m->ttbr && b.base.ttrq == m->base.ttrq && b.sent_time == m->sent_time);
+    CHECK(b.ack_flags == m->ack_flags);
+    CHECK((b.uflags & (MQQB_UF_JP | MQQB_UF_JN)) == (m->uflags & (MQQB_UF_JP | MQQB_UF_JN)));
+    CHECK(!memcmp(b.correlation_id, m->correlation_id, 20));
+    CHECK(b.ext_size == m->ext_size && (!b.ext_size || !memcmp(b.ext, m->ext, b.ext_size)));
+    CHECK(!b.label_len || (b.label_len == m->label_len &&
+                           !memcmp(b.label, m->label, (size_t)(b.label_len - 1) * 2)));
+    if (!m->has_tx)
+        CHECK((b.base.flags & MQQB_BF_PR) == (m->base.flags & MQQB_BF_PR));
+    free(w);
+    qm_message_unref(msg);
 }
 
 static void one(const uint8_t *p, size_t len)
@@ -107,6 +140,8 @@ static void one(const uint8_t *p, size_t len)
         CHECK(back.body_size == m.body_size && back.has_tx == m.has_tx);
         CHECK(!m.body_size || !memcmp(back.body, m.body, m.body_size));
         free(w);
+        if (m.ext_size <= 65536)
+            props_both_ways(&m, s);
     }
 }
 
