@@ -233,7 +233,7 @@ START_TEST(forget_a_member_with_a_group_in_flight)
     ck_assert(rl_next_send(l, 2, 1, &idx, &sess)); /* group 1 in flight to node 2 */
     ck_assert_int_eq(idx, 1);
     rl_ack(l, 1, 1, s1.session, 1, 1, 2);
-    ck_assert_int_eq(rl_commit(l), 0); /* node 2 has not acked */
+    ck_assert_int_eq(rl_commit(l), 0);     /* node 2 has not acked */
     ck_assert_int_eq(rl_forget(l, 0), -1); /* not the leader itself */
     ck_assert_int_eq(rl_forget(l, 2), 0);
     ck_assert_int_eq(rl_forgetting(l), 0x4);
@@ -242,7 +242,7 @@ START_TEST(forget_a_member_with_a_group_in_flight)
     uint32_t prop;
     ck_assert(rl_isr_propose(l, 3, &prop));
     ck_assert_int_eq(prop, 0x3);
-    ck_assert_int_eq(rl_commit(l), 0); /* while the proposal is written: both sets */
+    ck_assert_int_eq(rl_commit(l), 0);    /* while the proposal is written: both sets */
     rl_ack(l, 2, 1, s2.session, 1, 1, 3); /* its old session's ack is not counted */
     ck_assert_int_eq(rl_commit(l), 0);
     rl_isr_result(l, RL_ISR_RETRY); /* etcd unreachable: the old set stays, so does the wait */
