@@ -190,3 +190,168 @@ def test_step_down_through_a_followers_port_and_sluicectl(cluster):
     assert third.node_name == heir
     got = drain(third, "q")
     assert [m[0] for m in got] == [b"a%d" % i for i in range(50)] + [b"b%d" % i for i in range(50)]
+
+
+@pytest.mark.test_timeout(240)
+def test_who_may_act_and_the_refusals(cluster, tmp_path):
+    cl, lead = three(cluster)
+    f = next(b for b in cl.alive() if b is not lead)
+    for b in (lead, f):  # a follower forwards: the leader's answers
+        st, r = api(b, "POST", "/api/cluster/step-down", {}, user=MONITOR[0], password=MONITOR[1])
+        assert st == 403, r
+        st, r = api(b, "DELETE", "/api/cluster/nodes/" + f.node_name, user=MONITOR[0],
+                    password=MONITOR[1])
+        assert st == 403, r
+        st, r = api(b, "POST", "/api/cluster/step-down", {}, user=ADMIN[0], password="wrong")
+        assert st == 401, r
+        # the monitoring user still sees the status
+        assert api(b, "GET", "/api/cluster", user=MONITOR[0], password=MONITOR[1])[0] == 200
+    st, r = api(lead, "DELETE", "/api/cluster/nodes/sluice@nobody")
+    assert st == 404, r
+    st, r = api(lead, "DELETE", "/api/cluster/nodes/" + lead.node_name)
+    assert st == 409 and "step down first" in r["reason"], r
+    st, r = api(lead, "POST", "/api/cluster/step-down", {"node": "sluice@nobody"})
+    assert st == 409 and "not an in-sync follower" in r["reason"], r
+    st, r = api(lead, "POST", "/api/cluster/step-down", {"node": lead.node_name})
+    assert st == 409, r
+    st, r = api(lead, "POST", "/api/cluster/step-down", {"node": 3})
+    assert st == 400, r
+    p = ctl(lead, "cluster", "remove", "sluice@nobody", ok=False)
+    assert p.returncode == 1 and p.stderr.startswith("sluicectl: HTTP 404"), p.stderr
+    p = ctl(lead, "cluster", "frobnicate", ok=False)
+    assert p.returncode == 2, p.stderr
+    # nothing changed
+    assert cl.leader() is lead
+    # a single node is not a cluster
+    from conftest import start_sluiced, stop_sluiced
+    one = start_sluiced(tmp_path / "single")
+    try:
+        st, r = api(one, "POST", "/api/cluster/step-down", {})
+        assert st == 400 and "not a cluster" in r["reason"], r
+        st, r = api(one, "DELETE", "/api/cluster/nodes/x")
+        assert st == 400, r
+        p = ctl(one, "cluster", "status")
+        assert p.stdout.splitlines()[0] == "leader  %s" % api(one, "GET", "/api/cluster")[1]["leader"]
+    finally:
+        stop_sluiced(one)
+
+
+@pytest.mark.test_timeout(300)
+def test_step_down_without_an_in_sync_follower_answers_409_at_once(cluster):
+    # min_insync 2 and both followers killed: the leader is below it, a publish waits for the
+    # ISR (so a store generation is pending); the 409 must not wait for the release gate
+    cl, lead = three(cluster, **{"cluster.min_insync_replicas": "2"})
+    conn = connect(lead)
+    ch = conn.channel()
+    ch.queue_declare("q", durable=True, auto_delete=False)
+    for f in [b for b in cl.alive() if b is not lead]:
+        f.kill9()
+    ch.basic_publish(amqp.Message(b"unconfirmed", delivery_mode=2), routing_key="q")
+    wait_for(lambda: "cluster alarm: blocking publishers" in open(lead.log_path).read(),
+             timeout=15 * TTL, message="the leader below min_insync")
+    t0 = time.monotonic()
+    st, r = api(lead, "POST", "/api/cluster/step-down", {}, timeout=20)
+    took = time.monotonic() - t0
+    assert st == 409 and "no in-sync follower" in r["reason"], r
+    assert took < 2, "the 409 took %.2f s" % took
+    # a 404 for an unknown member does not wait either
+    t0 = time.monotonic()
+    st, r = api(lead, "DELETE", "/api/cluster/nodes/sluice@nobody", timeout=20)
+    assert st == 404 and time.monotonic() - t0 < 2, r
+    p = ctl(lead, "cluster", "step-down", ok=False)
+    assert p.returncode == 1 and "HTTP 409" in p.stderr, p.stderr
+    print("step-down 409 below min_insync in %.3f s" % took)
+    assert cl.leader() is lead
+    conn.close()
+
+
+@pytest.mark.test_timeout(300)
+def test_remove_a_killed_follower_and_the_leader_confirms_without_it(cluster):
+    # a long lease: without the removal the dead follower would stay in the ISR (and every
+    # confirm wait for it) for lease_ttl
+    cl, lead = three(cluster, **{"cluster.min_insync_replicas": "2", "cluster.lease_ttl": "20"})
+    conn = connect(lead)
+    ch = conn.channel()
+    ch.queue_declare("q", durable=True, auto_delete=False)
+    ch.confirm_select()
+    ch.basic_publish_confirm(amqp.Message(b"before", delivery_mode=2), routing_key="q")
+    dead, alive = sorted((b for b in cl.alive() if b is not lead), key=lambda b: b.node_name)
+    dead.kill9()
+    t0 = time.monotonic()
+    p = ctl(lead, "cluster", "remove", dead.node_name)
+    took = time.monotonic() - t0
+    assert p.stdout.splitlines()[0] == "%s removed" % dead.node_name, p.stdout
+    assert dead.node_name not in p.stdout.split("\n", 1)[1]
+    view = api(lead, "GET", "/api/cluster")[1]
+    assert {n["name"] for n in view["nodes"]} == {lead.node_name, alive.node_name}
+    assert etcd_node(cl, dead.node_name) is None
+    assert dead.node_name not in json.loads(cl.etcd.get("/sluice/r/isr"))
+    t1 = time.monotonic()
+    ch.basic_publish_confirm(amqp.Message(b"after", delivery_mode=2), routing_key="q")
+    confirm = time.monotonic() - t1
+    assert confirm < 5, "the confirm took %.2f s: it waited for the removed node" % confirm
+    print("remove: %.2f s; a confirm after it in %.3f s" % (took, confirm))
+    conn.close()
+    assert [m[0] for m in drain(lead, "q")] == [b"before", b"after"]
+
+
+@pytest.mark.test_timeout(300)
+def test_a_removed_live_follower_comes_back_in_sync(cluster):
+    cl, lead = three(cluster)
+    f = sorted((b for b in cl.alive() if b is not lead), key=lambda b: b.node_name)[0]
+    st, view = api(lead, "DELETE", "/api/cluster/nodes/" + f.node_name)
+    assert st == 200 and f.node_name not in {n["name"] for n in view["nodes"]}, view
+    assert "cluster: forgetting member %s" % f.node_name in open(lead.log_path).read()
+    publish_confirmed(lead, "q", [b"x%d" % i for i in range(20)])
+    # it registers again, follows again and is in sync again
+    settled(cl, lead)
+    assert f.proc.poll() is None
+
+
+@pytest.mark.test_timeout(240)
+def test_metrics_and_api_nodes_list_every_member(cluster):
+    cl, lead = three(cluster)
+    publish_confirmed(lead, "q", [b"y" * 1000 for _ in range(10)])
+    settled(cl, lead)
+    with urllib.request.urlopen("http://%s:%d/metrics" % (lead.host, lead.mgmt_port),
+                                timeout=10) as r:
+        text = r.read().decode()
+    series = dict(l.rsplit(" ", 1) for l in text.splitlines() if l and not l.startswith("#"))
+    assert series["sluice_cluster_leader"] == "1"
+    assert series["sluice_cluster_isr_size"] == "3"
+    for b in cl.alive():
+        if b is lead:
+            assert 'sluice_cluster_follower_lag_bytes{node="%s"}' % b.node_name not in series
+            continue
+        assert series['sluice_cluster_follower_insync{node="%s"}' % b.node_name] == "1"
+        assert series['sluice_cluster_follower_lag_bytes{node="%s"}' % b.node_name] == "0"
+        assert series['sluice_cluster_follower_lag_ms{node="%s"}' % b.node_name] == "0"
+    # a follower killed: its lag grows while the leader writes (a consumer's acks, publishes)
+    f = next(b for b in cl.alive() if b is not lead)
+    f.kill9()
+    conn = connect(lead)
+    ch = conn.channel()
+    ch.basic_publish(amqp.Message(b"z" * 5000, delivery_mode=2), routing_key="q")
+
+    def lagging():
+        with urllib.request.urlopen("http://%s:%d/metrics" % (lead.host, lead.mgmt_port),
+                                    timeout=10) as r:
+            t = r.read().decode()
+        m = re.search(r'sluice_cluster_follower_lag_bytes\{node="%s"\} (\d+)' % f.node_name, t)
+        n = re.search(r'sluice_cluster_follower_lag_ms\{node="%s"\} (\d+)' % f.node_name, t)
+        return m and n and int(m.group(1)) >= 5000 and int(n.group(1)) > 0
+    wait_for(lagging, timeout=TTL * 1.0, message="the killed follower's lag in /metrics")
+    conn.close()
+    st, nodes = api(lead, "GET", "/api/nodes")
+    assert st == 200
+    names = {n["name"] for n in nodes}
+    assert names == {b.node_name for b in cl.nodes.values()}, nodes
+    keys = {"name", "type", "running", "mem_used", "mem_limit", "mem_alarm", "disk_free",
+            "disk_free_limit", "disk_free_alarm", "uptime", "os_pid", "connected"}
+    for n in nodes:
+        assert keys <= set(n), n
+        assert n["running"] is True
+    me = next(n for n in nodes if n["name"] == lead.node_name)
+    assert me["os_pid"] == lead.proc.pid and me["mem_used"] > 0
+    st, one = api(lead, "GET", "/api/nodes/" + f.node_name)
+    assert st == 200 and one["name"] == f.node_name
