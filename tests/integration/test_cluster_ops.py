@@ -359,3 +359,45 @@ def test_metrics_and_api_nodes_list_every_member(cluster):
     assert me["os_pid"] == lead.proc.pid and me["mem_used"] > 0
     st, one = api(lead, "GET", "/api/nodes/" + f.node_name)
     assert st == 200 and one["name"] == f.node_name
+
+
+@pytest.mark.test_timeout(300)
+def test_step_down_under_a_confirmed_load_loses_nothing_confirmed(cluster):
+    cl, lead = three(cluster)
+    confirmed = []
+    errors = []
+    started = threading.Event()
+
+    def publisher():
+        try:
+            conn = connect(lead)
+            ch = conn.channel()
+            ch.queue_declare("load", durable=True, auto_delete=False)
+            ch.confirm_select()
+            for i in range(100000):
+                ch.basic_publish_confirm(amqp.Message(b"p%d" % i, delivery_mode=2),
+                                         routing_key="load")
+                confirmed.append(b"p%d" % i)
+                if i == 200:
+                    started.set()
+        except Exception as e:  # the hand-over's 320 ends it
+            errors.append(e)
+        finally:
+            started.set()
+
+    t = threading.Thread(target=publisher)
+    t.start()
+    assert started.wait(60), "the publisher did not get going"
+    st, r = api(lead, "POST", "/api/cluster/step-down", {})
+    assert st == 200, r
+    t.join(60)
+    assert not t.is_alive()
+    assert errors and "no longer the cluster leader" in str(errors[0]), errors
+    new = new_leader(cl, lead)
+    assert new.node_name == r["to"]
+    got = [m[0] for m in drain(new, "load", timeout=60)]
+    # every confirmed message, in order; at most the one in flight beyond them
+    assert got[:len(confirmed)] == confirmed
+    assert len(got) - len(confirmed) <= 1, (len(got), len(confirmed))
+    print("step-down under load: %d confirmed before the hand-over, all on %s" %
+          (len(confirmed), new.node_name))
