@@ -51,7 +51,6 @@ enum { OP_STEPDOWN, OP_FORGET };
 struct cl_op {
     mgmt *m;
     req *r;
-    sl_timer t;
     int kind, phase;
     char name[256];  /* the heir, or the member forgotten */
     uint64_t target; /* step-down: the leader's last group when asked */
@@ -149,8 +148,9 @@ static void op_finish(struct cl_op *op, unsigned status, json_t *reply, const ch
         va_end(ap);
         r->async_err = sl_xstrdup(why);
     }
-    if (sl_timer_armed(&op->t))
-        sl_timer_stop(op->m->b->loop, &op->t);
+    /* the timer is mgmt's (cl_t), not the op's: this may run inside its callback */
+    if (sl_timer_armed(&op->m->cl_t))
+        sl_timer_stop(op->m->b->loop, &op->m->cl_t);
     op->m->cl_op = NULL;
     sl_free(op);
     req_resume(r);
@@ -190,7 +190,10 @@ static int pick_heir(broker *b, const char *name, cs_peer *out)
 
 static void op_tick(sl_loop *loop, sl_timer *t)
 {
-    struct cl_op *op = t->data;
+    mgmt *m = t->data;
+    struct cl_op *op = m->cl_op;
+    if (!op)
+        return;
     broker *b = op->m->b;
     uint64_t now = sl_now_ms();
     char err[256] = "";
@@ -277,19 +280,23 @@ static enum MHD_Result op_start(req *r, int kind, const char *name, uint64_t tar
     op->epoch = epoch;
     op->deadline = sl_now_ms() + wait_ms;
     m->cl_op = op;
-    sl_timer_init(&op->t, op_tick, op);
-    sl_timer_start(m->b->loop, &op->t, sl_now_ms() + OP_TICK_MS);
+    sl_timer_start(m->b->loop, &m->cl_t, sl_now_ms() + OP_TICK_MS);
     req_suspend(r, op_resumed);
     return MHD_YES;
+}
+
+void mgmt_cluster_init(mgmt *m)
+{
+    sl_timer_init(&m->cl_t, op_tick, m);
 }
 
 void mgmt_cluster_stop(mgmt *m)
 {
     struct cl_op *op = m->cl_op;
+    if (sl_timer_armed(&m->cl_t))
+        sl_timer_stop(m->b->loop, &m->cl_t);
     if (!op)
         return;
-    if (sl_timer_armed(&op->t))
-        sl_timer_stop(m->b->loop, &op->t);
     m->cl_op = NULL;
     req *r = op->r;
     sl_free(op);

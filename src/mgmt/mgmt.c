@@ -767,6 +767,7 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
     mgmt *m = sl_xcalloc(1, sizeof *m);
     m->b = b;
     m->started_wall_ms = sl_wall_ms();
+    mgmt_cluster_init(m); /* its timer, unarmed: mgmt_stop may look at it */
     int fd = open_listener(m, err, errlen);
     if (fd < 0) {
         sl_free(m);

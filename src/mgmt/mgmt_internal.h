@@ -120,6 +120,7 @@ struct mgmt {
     uint64_t slice_turn, slice_end; /* the loop turn of the list work's slice, and its end */
     sl_map *sessions;    /* SHA-256 of a console session's token -> session (session.c) */
     struct cl_op *cl_op; /* the cluster action in progress (api_cluster.c), one at a time */
+    sl_timer cl_t;       /* its look at the stream and the member (outlives each action) */
 };
 
 typedef struct req {
@@ -447,6 +448,7 @@ enum MHD_Result api_bindings(req *r);
 enum MHD_Result api_overview(req *r);
 enum MHD_Result api_cluster(req *r); /* api_cluster.c */
 json_t *mgmt_cluster_view(mgmt *m);  /* GET /api/cluster's answer */
+void mgmt_cluster_init(mgmt *m);     /* at mgmt_start, first */
 void mgmt_cluster_stop(mgmt *m);     /* a cluster action in progress is let go */
 enum MHD_Result api_nodes(req *r);
 enum MHD_Result api_vhosts(req *r);
