@@ -140,6 +140,8 @@ def test_step_down_hands_over_and_loses_nothing_confirmed(cluster):
     # a client on the leader sees the hand-over as a 320
     watcher = connect(lead)
     closed = []
+    # the follower with the larger name: with equal logs the election alone would pick the
+    # other one (the smallest name goes first), so only the hand-over key makes it this one
     heir = sorted(b.node_name for b in cl.alive() if b is not lead)[1]
     t0 = time.monotonic()
     st, r = api(lead, "POST", "/api/cluster/step-down", {"node": heir})
@@ -147,6 +149,9 @@ def test_step_down_hands_over_and_loses_nothing_confirmed(cluster):
     assert st == 200, r
     assert r == {"from": lead.node_name, "to": heir, "epoch": epoch}
     print("step-down: 200 after %.2f s" % took)
+    # the hand-over key the other nodes honoured (stale now: the epoch moved past it)
+    assert json.loads(cl.etcd.get("/sluice/r/handover")) == \
+        {"node": heir, "epoch": epoch, "from": lead.node_name}
     new = new_leader(cl, lead)
     assert new.node_name == heir
     assert api(new, "GET", "/api/cluster")[1]["epoch"] == epoch + 1
