@@ -321,3 +321,35 @@ def test_help_links_and_a_cluster_of_one(chrome, broker):  # noqa: F811
     assert not con.one("#overview-cluster", timeout=5).is_displayed()
     errs = con.errors(expected=("nothing-here",))  # the missing queue's 404, asked on purpose
     assert not errs, errs
+
+
+@pytest.mark.test_timeout(180)
+def test_a_node_restart_ends_the_session_and_the_console_says_so(chrome, broker_factory):  # noqa: F811
+    """What a step-down does to the console, on a single node: the process goes (its
+    requests fail), comes back on the same ports without the session (sessions live in the
+    process). The console stops the page, says it waits, then shows the login form saying
+    why, instead of a page of errors; logging in again works."""
+    b = broker_factory()
+    con = Console(chrome, b).start()
+    fast_refresh(con)
+    con.go("#/cluster")
+    b.terminate()
+    assert b.exit_code == 0
+    text = con.wait_banner(lambda t: "does not answer" in t, timeout=30)
+    assert "restarting" in text and not login_shown(con), text
+    # the page is stopped meanwhile: no more refreshes while the node is away
+    n = con.loaded()
+    b2 = broker_factory(args=("--port", str(b.port), "--mgmt-port", str(b.mgmt_port)),
+                        data_dir=b.data_dir)
+    assert b2.mgmt_port == b.mgmt_port
+    wait_for(lambda: login_shown(con), timeout=30,
+             message="no login form after the restart: %r" % con.banner())
+    msg = con.one("#login-error").text
+    assert "session has ended" in msg and "log in again" in msg and "restarted" in msg, msg
+    assert con.loaded() == n
+    con.shot("login-after-restart")
+    errs = con.errors(expected=("/api/",))  # the requests that found no node
+    assert not errs, errs
+    con.start()
+    con.go("#/cluster")
+    wait_rows(con, "#cluster-nodes", lambda r: len(r) == 1, what="the node again")
