@@ -353,3 +353,31 @@ def test_a_node_restart_ends_the_session_and_the_console_says_so(chrome, broker_
     con.start()
     con.go("#/cluster")
     wait_rows(con, "#cluster-nodes", lambda r: len(r) == 1, what="the node again")
+
+
+@pytest.mark.test_timeout(180)
+def test_a_node_that_stays_away_brings_the_login_form_after_30s(chrome, broker_factory):  # noqa: F811
+    """The console's wait for a node that does not answer is bounded (30 s): then the login
+    form says so, rather than a page that waits forever."""
+    b = broker_factory()
+    con = Console(chrome, b).start()
+    fast_refresh(con)
+    con.go("#/overview")
+    b.terminate()
+    assert b.exit_code == 0
+    con.wait_banner(lambda t: "does not answer" in t, timeout=30)
+    t0 = time.monotonic()
+    wait_for(lambda: login_shown(con), timeout=60,
+             message="no login form for a node away: %r" % con.banner())
+    waited = time.monotonic() - t0
+    msg = con.one("#login-error").text
+    assert "has not answered for 30 s" in msg and "log in again when it is back" in msg, msg
+    assert 20 < waited < 45, waited  # the 30 s, from the banner's first look
+    # logging in meanwhile says the node gives no answer (no page of errors)
+    con.one("#login-user").clear()
+    con.one("#login-user").send_keys("guest")
+    con.one("#login-pass").send_keys("guest")
+    con.one("#login-submit").click()
+    wait_for(lambda: "Login failed" in con.one("#login-error").text, timeout=15,
+             message="no failure said: %r" % con.one("#login-error").text)
+    assert "no answer from the node" in con.one("#login-error").text
