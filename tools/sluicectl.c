@@ -25,7 +25,7 @@ static struct {
     const char *host, *port, *user, *password, *vhost;
     int json;
     int if_empty, if_unused;
-    const char *count, *id, *tx, *type, *access, *share;
+    const char *count, *id, *tx, *type, *access, *share, *to;
     int all;
     int durable, auto_delete;
 } opt;
@@ -1131,6 +1131,59 @@ static int cmd_user(const char *verb, int argc, char **argv)
     return 0;
 }
 
+/* cluster status | remove NODE | step-down [--to NODE] (GET /api/cluster, DELETE
+ * /api/cluster/nodes/NODE, POST /api/cluster/step-down; any node's port: followers forward) */
+static void cluster_table(json_t *j)
+{
+    if (opt.json) {
+        print_json(j);
+        return;
+    }
+    json_t *l = json_object_get(j, "leader");
+    printf("leader  %s\n", json_is_string(l) ? json_string_value(l) : "(none)");
+    printf("epoch   %lld\n", (long long)json_integer_value(json_object_get(j, "epoch")));
+    table(json_object_get(j, "nodes"),
+          COLS("name", "role", "insync", "lag_bytes", "lag_ms", "amqp", "http"));
+    const char *e = json_string_value(json_object_get(j, "etcd_error"));
+    if (e)
+        printf("etcd error: %s\n", e);
+}
+
+static int cmd_cluster(int argc, char **argv)
+{
+    need(argc, 2, "cluster status | remove NODE | step-down [--to NODE]");
+    const char *sub = argv[1];
+    if (!strcmp(sub, "status")) {
+        json_t *j = call("GET", "/api/cluster", NULL);
+        cluster_table(j);
+        json_decref(j);
+    } else if (!strcmp(sub, "remove")) {
+        need(argc, 3, "cluster remove NODE");
+        buf b = {0};
+        buf_add(&b, "/api/cluster/nodes/", 19);
+        seg(&b, argv[2]);
+        json_t *j = call("DELETE", b.p, NULL);
+        free(b.p);
+        printf("%s removed\n", argv[2]);
+        cluster_table(j);
+        json_decref(j);
+    } else if (!strcmp(sub, "step-down")) {
+        json_t *body = opt.to ? json_pack("{s:s}", "node", opt.to) : json_object();
+        json_t *j = call("POST", "/api/cluster/step-down", body);
+        if (opt.json)
+            print_json(j);
+        else
+            printf("stepped down: %s -> %s (epoch %lld)\n",
+                   json_string_value(json_object_get(j, "from")),
+                   json_string_value(json_object_get(j, "to")),
+                   (long long)json_integer_value(json_object_get(j, "epoch")));
+        json_decref(j);
+    } else {
+        usage_error("cluster takes status, remove NODE or step-down [--to NODE]");
+    }
+    return 0;
+}
+
 static int cmd_simple(const char *get, const char *const *cols, size_t n)
 {
     show(call("GET", get, NULL), cols, n);
@@ -1146,6 +1199,7 @@ static void help(void)
         "  --user U (SLUICE_USER, guest)  --password P (SLUICE_PASSWORD, guest)\n"
         "  --vhost V (SLUICE_VHOST, /)  --json  --if-empty  --if-unused  --count N  --id N\n"
         "  --tx ID  --durable / --transient  --auto-delete  --access A  --share S  --all\n"
+        "  --to NODE\n"
         "\n"
         "Verbs:\n"
         "  list queues|exchanges|bindings|connections|channels|consumers|vhosts|users|"
@@ -1181,6 +1235,9 @@ static void help(void)
         "  set_vhost_limits [--vhost V] JSON | clear_vhost_limits | list_vhost_limits\n"
         "  set_user_limits USER JSON | clear_user_limits USER [LIMIT|all] | list_user_limits\n"
         "  export [FILE|-] | import FILE|-\n"
+        "  cluster status              leader, epoch, each node's role, insync, lag, addresses\n"
+        "  cluster remove NODE         forget a member (stop it first: a live one comes back)\n"
+        "  cluster step-down [--to NODE]   hand the leadership over to an in-sync follower\n"
         "\n"
         "Exit status: 0 ok, 1 the server refused (the line names the HRESULT or HTTP status),\n"
         "2 usage error.");
@@ -1196,7 +1253,7 @@ static int value_option(const char *o, const char *val)
         {"count", &opt.count},   {"id", &opt.id},       {"tx", &opt.tx},
         {"access", &opt.access}, {"share", &opt.share}, {"host", &opt.host},
         {"port", &opt.port},     {"user", &opt.user},   {"password", &opt.password},
-        {"vhost", &opt.vhost},
+        {"vhost", &opt.vhost},   {"to", &opt.to},
     };
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         if (!strcmp(o, opts[i].name)) {
@@ -1215,25 +1272,16 @@ int main(int argc, char **argv)
     opt.vhost = getenv("SLUICE_VHOST") ? getenv("SLUICE_VHOST") : "/";
     opt.durable = 1;
     static const struct option longopts[] = {
-        {"host", required_argument, 0, 'H'},
-        {"port", required_argument, 0, 'P'},
-        {"user", required_argument, 0, 'u'},
-        {"password", required_argument, 0, 'p'},
-        {"vhost", required_argument, 0, 'V'},
-        {"json", no_argument, 0, 'j'},
-        {"if-empty", no_argument, 0, 'E'},
-        {"if-unused", no_argument, 0, 'U'},
-        {"count", required_argument, 0, 'c'},
-        {"id", required_argument, 0, 'i'},
-        {"tx", required_argument, 0, 't'},
-        {"durable", no_argument, 0, 'D'},
-        {"transient", no_argument, 0, 'T'},
-        {"auto-delete", no_argument, 0, 'A'},
-        {"access", required_argument, 0, 'a'},
-        {"share", required_argument, 0, 's'},
-        {"all", no_argument, 0, 'L'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"host", required_argument, 0, 'H'},   {"port", required_argument, 0, 'P'},
+        {"user", required_argument, 0, 'u'},   {"password", required_argument, 0, 'p'},
+        {"vhost", required_argument, 0, 'V'},  {"json", no_argument, 0, 'j'},
+        {"if-empty", no_argument, 0, 'E'},     {"if-unused", no_argument, 0, 'U'},
+        {"count", required_argument, 0, 'c'},  {"id", required_argument, 0, 'i'},
+        {"tx", required_argument, 0, 't'},     {"durable", no_argument, 0, 'D'},
+        {"transient", no_argument, 0, 'T'},    {"auto-delete", no_argument, 0, 'A'},
+        {"access", required_argument, 0, 'a'}, {"share", required_argument, 0, 's'},
+        {"all", no_argument, 0, 'L'},          {"to", required_argument, 0, 'O'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "+H:P:u:p:V:jh", longopts, NULL)) != -1) {
@@ -1288,6 +1336,9 @@ int main(int argc, char **argv)
             break;
         case 'L':
             opt.all = 1;
+            break;
+        case 'O':
+            opt.to = optarg;
             break;
         case 'h':
             help();
@@ -1357,6 +1408,8 @@ int main(int argc, char **argv)
         rc = cmd_management(nargs, args);
     else if (!strcmp(verb, "handle"))
         rc = cmd_handle(nargs, args);
+    else if (!strcmp(verb, "cluster"))
+        rc = cmd_cluster(nargs, args);
     else if (!strcmp(verb, "export"))
         rc = cmd_export(nargs, args);
     else if (!strcmp(verb, "import"))

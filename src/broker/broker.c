@@ -389,7 +389,10 @@ static void before_sleep(sl_loop *loop, void *arg)
         sl_loop_wake(loop);
     /* The next turn's budget of bounded model work (mass expiry) starts now. */
     qm_node_new_turn(b->node);
-    if (b->shutting_down && (b->n_conns == 0 || sl_loop_now(loop) >= b->shutdown_deadline))
+    /* HTTP requests in flight too: a step-down's reply must reach its client before the
+     * process re-executes (api_cluster.c). */
+    if (b->shutting_down &&
+        ((b->n_conns == 0 && b->api_inflight == 0) || sl_loop_now(loop) >= b->shutdown_deadline))
         sl_loop_stop(loop);
 }
 

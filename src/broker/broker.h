@@ -114,9 +114,14 @@ struct broker {
     sl_watch repl_w;
     struct cl_node *cl_node;
     int reexec;
-    char cluster_reason[96]; /* connection.blocked's reason below min_insync_replicas */
-    sl_map *reply_to;        /* direct reply-to names -> channel (reply_to.c) */
-    acc_db *acc;             /* users, vhost definitions, permissions: every door asks it */
+    int cl_handover;          /* a step-down is handing over: publishers are blocked */
+    char cluster_reason[320]; /* connection.blocked's reason (below min_insync_replicas, or a
+                               * hand-over) */
+    /* HTTP API requests begun and not yet completed (mgmt.c): a shutdown (or a re-exec after
+     * a step-down, whose reply is one of them) waits for them, within its 2 s. */
+    unsigned api_inflight;
+    sl_map *reply_to; /* direct reply-to names -> channel (reply_to.c) */
+    acc_db *acc;      /* users, vhost definitions, permissions: every door asks it */
     /* Called by broker_vhost_delete after the vhost's connections are closed and before its
      * queues go: doors with state in the vhost (handles, outgoing queues) drop it. */
     void (*on_vhost_deleted)(broker *b, qm_vhost *vh);
@@ -303,6 +308,9 @@ struct channel {
 enum { ALARM_MEMORY = 1, ALARM_DISK = 2, ALARM_CLUSTER = 4 };
 /* cluster.c: fewer than min_insync_replicas in sync: block publishers as the alarms do. */
 void broker_set_cluster_alarm(broker *b, int on);
+/* cluster.c: a step-down hands over to heir (on) or gave up (off): publishers are blocked
+ * meanwhile ("cluster: handing leadership over to HEIR") so the heir catches up. */
+void broker_cluster_handover(broker *b, int on, const char *heir);
 /* Reply to whatever waits for the disk (after the release gate moved). */
 void broker_release_waiters(broker *b);
 /* Close every connection with 320 (reply text) and stop the loop once they are gone (at most

@@ -127,7 +127,20 @@ static void on_repl_event(sl_loop *loop, sl_watch *w, int events)
         persist_repl_release(b->store, gen);
         broker_release_waiters(b);
     }
-    broker_set_cluster_alarm(b, cs_server_blocked(b->repl));
+    broker_set_cluster_alarm(b, cs_server_blocked(b->repl) || b->cl_handover);
+}
+
+void broker_cluster_handover(broker *b, int on, const char *heir)
+{
+    b->cl_handover = on;
+    if (on)
+        snprintf(b->cluster_reason, sizeof b->cluster_reason,
+                 "cluster: handing leadership over to %s", heir);
+    else
+        snprintf(b->cluster_reason, sizeof b->cluster_reason,
+                 "cluster: fewer than %u in-sync replicas", b->cfg->cluster.min_insync_replicas);
+    /* off: the alarm goes only if the ISR allows it too */
+    broker_set_cluster_alarm(b, on || (b->repl && cs_server_blocked(b->repl)));
 }
 
 /* ---- the stream's callbacks into the mirror and the member ---- */
@@ -249,7 +262,7 @@ int broker_cluster_adopt(broker *b, int http_port)
     b->repl_w.fn = on_repl_event;
     b->repl_w.data = b;
     sl_loop_watch(b->loop, &b->repl_w, SL_EV_READ);
-    broker_set_cluster_alarm(b, cs_server_blocked(b->repl));
+    broker_set_cluster_alarm(b, cs_server_blocked(b->repl) || b->cl_handover);
     sl_info("cluster: leader of %s, epoch %" PRIu64 ": serving; the log continues from group "
             "%" PRIu64 "; confirms wait for %u in-sync cop%s",
             cfg->cluster.cluster_name, n->epoch, last, cfg->cluster.min_insync_replicas,

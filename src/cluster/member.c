@@ -54,8 +54,19 @@ struct cl_member {
     int isr_req;                 /* under mu: a proposal waits */
     char isr_names[CL_MAX_MEMBERS][256];
     size_t isr_n;
+    /* under mu: operator actions (cl_member_handover / cl_member_forget), one of each at a
+     * time: asked by ticket, answered by the same ticket with 1 (done) or -1 (err) */
+    char ho_heir[256];
+    uint64_t ho_asked, ho_done;
+    int ho_result;
+    char ho_err[256];
+    char fg_name[256];
+    uint64_t fg_asked, fg_done;
+    int fg_result;
+    char fg_err[256];
 
     /* the thread's own */
+    uint64_t ho_seen_ms; /* when a valid hand-over naming another node was first seen */
     int64_t lease;
     int64_t leader_rev; /* create_revision of our leader key */
     int waited_rounds;  /* rounds a non-first candidate has waited for the first */
@@ -262,6 +273,7 @@ static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int
     }
     pthread_mutex_lock(&m->mu);
     m->st.n_nodes = 0;
+    int self_seen = 0;
     for (size_t i = 0; i < nn && m->st.n_nodes < CL_MAX_MEMBERS; i++) {
         json_t *j = json_loadb(nodes[i].value, nodes[i].len, 0, NULL);
         cl_node_info *ni = &m->st.nodes[m->st.n_nodes++];
@@ -281,8 +293,13 @@ static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int
         for (size_t k = 0; k < *n_isr; k++)
             if (!strcmp(isr[k], ni->name))
                 ni->insync = 1;
+        self_seen |= !strcmp(ni->name, m->name);
         json_decref(j);
     }
+    /* Removed by an operator (DELETE /api/cluster/nodes/NAME) while running: register again
+     * (docs/cluster.md: a removed node that still runs comes back; stop it first). */
+    if (!self_seen && m->lease)
+        m->log_dirty = 1;
     snprintf(m->st.leader, sizeof m->st.leader, "%s", leader_node);
     snprintf(m->st.leader_amqp, sizeof m->st.leader_amqp, "%s", lamqp);
     if (present)
@@ -327,6 +344,45 @@ static int should_campaign(cl_member *m, char isr[][256], size_t n_isr, int isr_
         return 1;
     m->waited_rounds++;
     return 0;
+}
+
+/* The hand-over key (a leader's step-down, cl_member_handover): {"node": HEIR, "epoch": E}.
+ * It holds while etcd's epoch is still E (the heir's election makes it E + 1, so it is stale
+ * from then on) and for one lease_ttl after this node first saw it (the heir may be dead).
+ * 1: it names this node (campaign at once), -1: another (do not campaign), 0: none. */
+static int handover_says(cl_member *m)
+{
+    char err[256];
+    char *hk = key(m, "handover"), *ek = key(m, "epoch");
+    etcd_kv kv, ev;
+    int says = 0;
+    memset(&ev, 0, sizeof ev);
+    if (etcd_get(m->etcd, hk, &kv, err, sizeof err) < 0)
+        goto out;
+    if (kv.value && etcd_get(m->etcd, ek, &ev, err, sizeof err) == 0 && ev.value) {
+        json_t *j = json_loadb(kv.value, kv.len, 0, NULL);
+        const char *heir = json_string_value(json_object_get(j, "node"));
+        json_int_t e = json_integer_value(json_object_get(j, "epoch"));
+        if (heir && e > 0 && strtoull(ev.value, NULL, 10) == (uint64_t)e) {
+            if (!strcmp(heir, m->name)) {
+                says = 1;
+            } else {
+                uint64_t now = mono_ms();
+                if (!m->ho_seen_ms)
+                    m->ho_seen_ms = now;
+                says = now - m->ho_seen_ms < (uint64_t)m->conf.lease_ttl_s * 1000 ? -1 : 0;
+            }
+        }
+        json_decref(j);
+    }
+    etcd_kv_clear(&kv);
+    etcd_kv_clear(&ev);
+out:
+    if (says == 0)
+        m->ho_seen_ms = 0;
+    sl_free(hk);
+    sl_free(ek);
+    return says;
 }
 
 static void campaign(cl_member *m, int isr_exists, char *err, size_t errlen)
@@ -436,6 +492,104 @@ static void write_isr(cl_member *m)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* A leader's step-down: write the hand-over key (only while the leader key is the one we
+ * created and the epoch ours), then give up the key (step_down revokes the lease). */
+static void do_handover(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t t = m->ho_asked;
+    int want = t != m->ho_done, leader = m->st.role == CL_ROLE_LEADER;
+    uint64_t epoch = m->st.epoch;
+    char heir[256];
+    snprintf(heir, sizeof heir, "%s", m->ho_heir);
+    pthread_mutex_unlock(&m->mu);
+    if (!want)
+        return;
+    int result = -1;
+    char err[256] = "";
+    if (!leader || !m->leader_rev) {
+        snprintf(err, sizeof err, "this node is no longer the leader");
+    } else {
+        char *lk = key(m, "leader"), *ek = key(m, "epoch"), *hk = key(m, "handover");
+        char ev[32];
+        snprintf(ev, sizeof ev, "%" PRIu64, epoch);
+        json_t *hj =
+            json_pack("{s:s, s:I, s:s}", "node", heir, "epoch", (json_int_t)epoch, "from", m->name);
+        char *hv = json_dumps(hj, JSON_COMPACT);
+        json_decref(hj);
+        etcd_cmp cmp[2] = {
+            {.key = lk, .target = ETCD_CMP_CREATE, .rev = m->leader_rev},
+            {.key = ek, .target = ETCD_CMP_VALUE, .value = ev},
+        };
+        etcd_put_op put[1] = {{hk, hv, 0}};
+        int ok = 0, asked = etcd_txn(m->etcd, cmp, 2, put, 1, &ok, err, sizeof err) == 0;
+        free(hv);
+        sl_free(lk);
+        sl_free(ek);
+        sl_free(hk);
+        if (asked && ok) {
+            result = 1;
+            sl_info("cluster: handing over to %s (epoch %" PRIu64 ")", heir, epoch);
+        } else if (asked) { /* deposed meanwhile */
+            snprintf(err, sizeof err, "the leader key or epoch in etcd is not ours");
+            step_down(m, "the hand-over could not be written: the leader key or epoch in etcd "
+                         "is not ours");
+        } /* else etcd could not be asked: still the leader, the step-down fails */
+    }
+    if (result > 0) {
+        /* answered before the role changes, so the loop finds the outcome with the event */
+        pthread_mutex_lock(&m->mu);
+        m->ho_result = 1;
+        m->ho_done = t;
+        pthread_mutex_unlock(&m->mu);
+        step_down(m, "stepping down for a hand-over (POST /api/cluster/step-down)");
+        return;
+    }
+    pthread_mutex_lock(&m->mu);
+    m->ho_result = -1;
+    snprintf(m->ho_err, sizeof m->ho_err, "%s", err);
+    m->ho_done = t;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* An operator's removal of a member: its registration goes, then the view is read again. */
+static void do_forget(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t t = m->fg_asked;
+    int want = t != m->fg_done;
+    char name[256];
+    snprintf(name, sizeof name, "%s", m->fg_name);
+    pthread_mutex_unlock(&m->mu);
+    if (!want)
+        return;
+    char err[256] = "";
+    char *np = key(m, "nodes/");
+    size_t nl = strlen(np);
+    np = sl_xrealloc(np, nl + strlen(name) + 1);
+    strcpy(np + nl, name);
+    int rc = etcd_delete(m->etcd, np, err, sizeof err);
+    sl_free(np);
+    if (rc == 0) {
+        char leader_node[256], isr[CL_MAX_MEMBERS][256];
+        size_t n_isr = 0;
+        uint64_t epoch;
+        int64_t crev;
+        int isr_exists = 0;
+        rc = look(m, leader_node, sizeof leader_node, &epoch, &crev, isr, &n_isr, &isr_exists, err,
+                  sizeof err) < 0
+                 ? -1
+                 : 0;
+        if (rc == 0)
+            sl_info("cluster: member %s removed from etcd", name);
+    }
+    pthread_mutex_lock(&m->mu);
+    m->fg_result = rc == 0 ? 1 : -1;
+    snprintf(m->fg_err, sizeof m->fg_err, "%s", err);
+    m->fg_done = t;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* nodes/NAME again when the log position moved. */
 static void republish(cl_member *m)
 {
@@ -521,7 +675,9 @@ static void *run(void *arg)
             } else if (present == 0) {
                 if (leader)
                     step_down(m, "the leader key is gone");
-                if (should_campaign(m, isr, n_isr, isr_exists))
+                /* a hand-over names the heir: it goes at once, the others wait for it */
+                int ho = handover_says(m);
+                if (ho > 0 || (ho == 0 && should_campaign(m, isr, n_isr, isr_exists)))
                     campaign(m, isr_exists, err, sizeof err);
             } else if (leader && (crev != m->leader_rev || strcmp(leader_node, m->name))) {
                 step_down(m, "another node holds the leader key");
@@ -529,6 +685,8 @@ static void *run(void *arg)
             /* only while etcd answers: a leader must not spend its last moments waiting */
             if (present >= 0) {
                 write_isr(m);
+                do_handover(m);
+                do_forget(m);
                 republish(m);
             }
         }
@@ -545,7 +703,7 @@ static void *run(void *arg)
             timeout = 250; /* look at etcd often enough to see a leader go */
         pthread_mutex_lock(&m->mu);
         int lfd = m->listen_fd;
-        if (m->isr_req)
+        if (m->isr_req || m->ho_asked != m->ho_done || m->fg_asked != m->fg_done)
             timeout = 0;
         pthread_mutex_unlock(&m->mu);
         struct pollfd pf[2] = {{m->wake_fd[0], POLLIN, 0}, {lfd, POLLIN, 0}};
@@ -752,6 +910,48 @@ int cl_member_take_listen(cl_member *m)
     m->listen_fd = -1;
     pthread_mutex_unlock(&m->mu);
     return fd;
+}
+
+uint64_t cl_member_handover(cl_member *m, const char *heir)
+{
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->ho_heir, sizeof m->ho_heir, "%s", heir);
+    uint64_t t = ++m->ho_asked;
+    pthread_mutex_unlock(&m->mu);
+    ssize_t w = write(m->wake_fd[1], "i", 1);
+    (void)w;
+    return t;
+}
+
+int cl_member_handover_state(cl_member *m, uint64_t ticket, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&m->mu);
+    int r = m->ho_done >= ticket ? m->ho_result : 0;
+    if (r < 0)
+        snprintf(err, errlen, "%s", m->ho_err);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+uint64_t cl_member_forget(cl_member *m, const char *name)
+{
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->fg_name, sizeof m->fg_name, "%s", name);
+    uint64_t t = ++m->fg_asked;
+    pthread_mutex_unlock(&m->mu);
+    ssize_t w = write(m->wake_fd[1], "i", 1);
+    (void)w;
+    return t;
+}
+
+int cl_member_forget_state(cl_member *m, uint64_t ticket, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&m->mu);
+    int r = m->fg_done >= ticket ? m->fg_result : 0;
+    if (r < 0)
+        snprintf(err, errlen, "%s", m->fg_err);
+    pthread_mutex_unlock(&m->mu);
+    return r;
 }
 
 uint64_t cl_member_lease_until(cl_member *m)

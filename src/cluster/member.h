@@ -9,6 +9,8 @@
  *   isr           ["node", ...]: the in-sync replicas (no lease)
  *   nodes/NAME    {"name","amqp","http","replication","last_epoch","last_idx"}, under the
  *                 node's lease (membership: gone when the node is)
+ *   handover      {"node","epoch","from"}: a step-down's heir (cl_member_handover; no lease,
+ *                 stale once the epoch moves past it)
  * Taking the leader key is one transaction: leader absent (create_revision 0) and epoch
  * unchanged since read (mod_revision) -> put leader (with the lease), epoch + 1, and the ISR
  * [self] when there is none yet (a new cluster). Only an ISR member (or anyone, when there is
@@ -96,6 +98,18 @@ void cl_member_isr_propose(cl_member *m, const char *const *names, size_t n);
 /* Hand the replication port's socket over (the leader's stream serves it from now on); the
  * member no longer answers it. -1 when already taken. */
 int cl_member_take_listen(cl_member *m);
+/* Operator actions (any thread; one of each kind at a time, a new one replaces one not yet
+ * begun). Each returns a ticket; *_state(ticket) is 0 while it runs, 1 done, -1 failed (err).
+ * cl_member_handover (a leader's step-down): writes `handover` = {"node": heir, "epoch": E,
+ * "from": self} in one transaction comparing the leader key's create_revision and the epoch,
+ * then steps down (lease revoked: the key goes). Every other node honours the key while etcd's
+ * epoch is still E and for at most one lease_ttl after it first saw it: it does not campaign,
+ * and the heir campaigns at once. Fails, still leading, when etcd cannot be asked.
+ * cl_member_forget: deletes nodes/NAME, then reads the view again (cl_member_status). */
+uint64_t cl_member_handover(cl_member *m, const char *heir);
+int cl_member_handover_state(cl_member *m, uint64_t ticket, char *err, size_t errlen);
+uint64_t cl_member_forget(cl_member *m, const char *name);
+int cl_member_forget_state(cl_member *m, uint64_t ticket, char *err, size_t errlen);
 /* A leader's lease is surely valid until then (CLOCK_MONOTONIC ms, margin off); 0: not leader. */
 uint64_t cl_member_lease_until(cl_member *m);
 

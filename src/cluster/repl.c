@@ -86,6 +86,7 @@ struct rl {
     uint64_t epoch;
     rl_options o;
     uint32_t isr, proposed;
+    uint32_t forget; /* nodes to be proposed out of the ISR (rl_forget), until etcd has it */
     int pending, deposed;
     uint64_t last, durable, commit, released;
     uint64_t lease_until;
@@ -338,9 +339,9 @@ int rl_isr_propose(rl *l, uint64_t now_ms, uint32_t *proposal)
 {
     if (l->pending || l->deposed)
         return 0;
-    uint32_t want = l->isr;
+    uint32_t want = l->isr & ~l->forget;
     for (int n = 0; n < REPL_MAX_NODES; n++) {
-        if (n == l->self)
+        if (n == l->self || (l->forget & (1u << n)))
             continue;
         const peer *p = &l->peers[n];
         uint64_t lag = lag_ms(l, p, now_ms);
@@ -368,11 +369,30 @@ void rl_isr_result(rl *l, int outcome)
     if (!l->pending)
         return;
     l->pending = 0;
-    if (outcome == RL_ISR_DONE)
+    if (outcome == RL_ISR_DONE) {
         l->isr = l->proposed;
-    else if (outcome == RL_ISR_DEPOSED)
+        l->forget &= l->isr; /* those now out of the ISR in etcd are forgotten */
+    } else if (outcome == RL_ISR_DEPOSED)
         l->deposed = 1;
     recompute(l);
+}
+
+int rl_forget(rl *l, int node)
+{
+    if (node < 0 || node >= REPL_MAX_NODES || node == l->self)
+        return -1;
+    uint32_t bit = 1u << node;
+    rl_disconnect(l, node);
+    /* In the ISR (or about to be, by a pending admission): out through a proposal. Outside
+     * both, nothing waits for it already. */
+    if ((l->isr & bit) || (l->pending && (l->proposed & bit)))
+        l->forget |= bit;
+    return 0;
+}
+
+uint32_t rl_forgetting(const rl *l)
+{
+    return l->forget;
 }
 
 void rl_depose(rl *l)

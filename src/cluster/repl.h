@@ -134,6 +134,17 @@ int rl_isr_propose(rl *l, uint64_t now_ms, uint32_t *proposal);
  * asked: the old set stays) or RL_ISR_DEPOSED (the epoch in etcd is not ours). */
 enum { RL_ISR_DONE, RL_ISR_RETRY, RL_ISR_DEPOSED };
 void rl_isr_result(rl *l, int outcome);
+/* Forget a member (DELETE /api/cluster/nodes/NAME, RabbitMQ's forget_cluster_node): it is
+ * disconnected (its session's acks no longer count) and, when it is in the ISR, proposed out of
+ * it through the usual one-at-a-time proposal (after a pending one). Until etcd holds the ISR
+ * without it, commit keeps waiting for it as for any member of the old set (a group in flight
+ * to it is not committed without it: were the leader to die now, etcd's ISR still names it and
+ * it could lead); once the proposal is DONE, commit no longer waits for it. A proposal that
+ * RETRYs is proposed again. It may come back as any follower does (HELLO, catch up, admitted):
+ * forgetting is not banning. -1 for the leader itself or an unknown id, else 0. */
+int rl_forget(rl *l, int node);
+/* The nodes (bit mask) forgotten whose removal from the ISR etcd does not hold yet. */
+uint32_t rl_forgetting(const rl *l);
 /* The leader lost its key (lease expired, a newer epoch seen): it never releases again. */
 void rl_depose(rl *l);
 int rl_deposed(const rl *l);

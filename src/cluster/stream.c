@@ -139,6 +139,9 @@ struct cs_server {
     uint64_t durable_in, lease_in;
     int isr_outcome; /* -1: none */
     int depose_in, stop;
+    char forget_in[REPL_MAX_NODES][256]; /* names to forget (cs_server_forget) */
+    size_t n_forget_in;
+    uint64_t forget_asked, forget_done; /* tickets: asked (inputs), done (outputs) */
     /* outputs, under mu */
     uint64_t released_out, commit_out;
     int blocked_out;
@@ -326,8 +329,15 @@ static void server_publish(cs_server *s, uint64_t now)
     uint64_t rel = rl_release(s->rl, now), commit = rl_commit(s->rl);
     int blocked = rl_blocked(s->rl);
     uint32_t isr = rl_isr(s->rl);
+    int forgetting = rl_forgetting(s->rl) != 0;
     pthread_mutex_lock(&s->mu);
     int changed = rel != s->released_out || blocked != s->blocked_out;
+    /* every forget asked before this round was applied by server_inputs: done once etcd's
+     * ISR holds none of them */
+    if (!forgetting && !s->n_forget_in && s->forget_done != s->forget_asked) {
+        s->forget_done = s->forget_asked;
+        changed = 1;
+    }
     s->released_out = rel;
     s->blocked_out = blocked;
     s->commit_out = commit;
@@ -365,7 +375,22 @@ static void server_inputs(cs_server *s, uint64_t now)
     int outcome = s->isr_outcome;
     s->isr_outcome = -1;
     int depose = s->depose_in;
+    char forget[REPL_MAX_NODES][256];
+    size_t n_forget = s->n_forget_in;
+    memcpy(forget, s->forget_in, n_forget * sizeof forget[0]);
+    s->n_forget_in = 0;
     pthread_mutex_unlock(&s->mu);
+    for (size_t i = 0; i < n_forget; i++) {
+        int id = node_id(s, forget[i], strlen(forget[i]));
+        if (id <= 0 || rl_forget(s->rl, id) < 0)
+            continue;
+        for (int k = 0; k < MAX_CONNS; k++) /* it follows no more (it may come back) */
+            if (s->conns[k].fd >= 0 && s->conns[k].node == id) {
+                copy_done(s, &s->conns[k]);
+                sconn_close(&s->conns[k]);
+            }
+        sl_info("cluster: forgetting member %s", forget[i]);
+    }
     if (outcome >= 0 && s->isr_pending) {
         rl_isr_result(s->rl, outcome);
         s->isr_pending = 0;
@@ -646,6 +671,29 @@ size_t cs_server_peers(cs_server *s, cs_peer *out, size_t max)
     memcpy(out, s->peers_out, n * sizeof *out);
     pthread_mutex_unlock(&s->mu);
     return n;
+}
+
+uint64_t cs_server_forget(cs_server *s, const char *name)
+{
+    if (!strcmp(name, s->self) || strlen(name) >= 256)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    uint64_t t = 0;
+    if (s->n_forget_in < REPL_MAX_NODES) {
+        snprintf(s->forget_in[s->n_forget_in++], 256, "%s", name);
+        t = ++s->forget_asked;
+    }
+    pthread_mutex_unlock(&s->mu);
+    poke(s->wake_fd);
+    return t;
+}
+
+uint64_t cs_server_forgotten(cs_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t v = s->forget_done;
+    pthread_mutex_unlock(&s->mu);
+    return v;
 }
 
 /* ---- follower ---- */

@@ -97,6 +97,12 @@ typedef struct cs_peer {
     uint64_t acked, lag_bytes, lag_ms;
 } cs_peer;
 size_t cs_server_peers(cs_server *s, cs_peer *out, size_t max);
+/* Forget a member (repl.h rl_forget): its connection is closed and it is proposed out of the
+ * ISR. Returns a ticket (> 0; 0: the name is this node's or there is no room for it); once
+ * cs_server_forgotten() reaches it, etcd's ISR no longer names it and the commit no longer
+ * waits for it. Any thread. */
+uint64_t cs_server_forget(cs_server *s, const char *name);
+uint64_t cs_server_forgotten(cs_server *s);
 
 /* ---- follower ---- */
 typedef struct cs_client cs_client;

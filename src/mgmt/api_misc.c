@@ -14,6 +14,7 @@
 #include "../core/mem.h"
 #include "../core/version.h"
 #include "../net/tls.h"
+#include "cluster/member.h"
 #include "mgmt_internal.h"
 
 /* The connections the API shows, as RabbitMQ's management does: from connection.open-ok (a
@@ -163,16 +164,60 @@ static json_t *node_json(mgmt *m)
         "os_pid", (int)getpid(), "connected", m->b->node->online);
 }
 
+/* Another cluster member, as etcd lists it: RabbitMQ's fields, the ones only that node
+ * knows (memory, disk, uptime, pid) null: it is running (registered under its lease). */
+static json_t *member_node_json(const cl_node_info *ni)
+{
+    return json_pack("{s:s,s:s,s:b,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "name", ni->name, "type",
+                     "disc", "running", 1, "mem_used", "mem_limit", "mem_alarm", "disk_free",
+                     "disk_free_limit", "disk_free_alarm", "uptime", "os_pid", "connected");
+}
+
+/* Every member: this node (the leader: the API runs only there) with its own figures, and
+ * each other node registered in etcd (GET /api/cluster has their replication standing). */
+static json_t *nodes_json(mgmt *m)
+{
+    json_t *a = json_array();
+    int self_listed = 0;
+    if (m->b->cluster) {
+        cl_status st;
+        cl_member_status(m->b->cluster, &st);
+        for (size_t i = 0; i < st.n_nodes; i++) {
+            if (!strcmp(st.nodes[i].name, m->b->cfg->node_name)) {
+                self_listed = 1;
+                json_array_append_new(a, node_json(m));
+            } else {
+                json_array_append_new(a, member_node_json(&st.nodes[i]));
+            }
+        }
+    }
+    if (!self_listed)
+        json_array_insert_new(a, 0, node_json(m));
+    return a;
+}
+
 enum MHD_Result api_nodes(req *r)
 {
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
     if (!acc_is_monitor(r->m->b->acc, r->user)) /* RabbitMQ's is_authorized_monitor */
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
+    json_t *all = nodes_json(r->m);
     if (r->nsegs == 1)
-        return reply_json(r, 200, json_pack("[o]", node_json(r->m)));
-    if (r->nsegs == 2 && !strcmp(r->segs[1], r->m->b->cfg->node_name))
-        return reply_json(r, 200, node_json(r->m));
+        return reply_json(r, 200, all);
+    if (r->nsegs == 2) {
+        size_t i;
+        json_t *n;
+        json_array_foreach(all, i, n)
+        {
+            if (!strcmp(json_string_value(json_object_get(n, "name")), r->segs[1])) {
+                json_incref(n);
+                json_decref(all);
+                return reply_json(r, 200, n);
+            }
+        }
+    }
+    json_decref(all);
     return reply_not_found(r);
 }
 

@@ -34,7 +34,12 @@ static enum MHD_Result send_held(req *r)
 enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp)
 {
     r->responded = 1;
-    if (strcmp(r->method, "GET") != 0 && broker_after_sync(r->m->b, resume_after_sync, r)) {
+    /* Only a success promises a change on disk. An error, and a cluster action (which
+     * changes etcd, not the store), must not wait: on a leader below min_insync_replicas the
+     * release gate may not move for as long as the cluster is short, and a step-down's 409
+     * would hang with it. */
+    if (status < 400 && !r->no_store && strcmp(r->method, "GET") != 0 &&
+        broker_after_sync(r->m->b, resume_after_sync, r)) {
         r->held = resp;
         r->held_status = status;
         req_suspend(r, send_held);

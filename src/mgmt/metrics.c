@@ -1,7 +1,8 @@
 /* metrics.c - Prometheus text exposition (format 0.0.4).
  *
  *   /metrics             node-wide gauges and counters; no auth, like rabbitmq_prometheus's
- *                        aggregated endpoint (no object names leak from it)
+ *                        aggregated endpoint (no object names leak from it; a cluster
+ *                        leader's follower lag series name the members, as etcd does)
  *   /metrics/per-object  the same plus one series per queue (labels vhost, queue); needs auth,
  *                        and shows the queues of the vhosts the user may list (administrators
  *                        every vhost, others those they have a permission entry on); the
@@ -16,6 +17,7 @@
 #include "../core/mem.h"
 #include "../core/version.h"
 #include "cluster/member.h"
+#include "cluster/stream.h"
 #include "mgmt_internal.h"
 
 static void out(sl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -90,6 +92,46 @@ static void queue_series(sl_buf *b, qm_queue *q, size_t i)
     sl_free(subs);
 }
 
+/* The leader's view of each follower (repl.h rl_peer), labelled by node: what GET
+ * /api/cluster says. A member removed (or never registered and out of the ISR and the
+ * stream) is not listed; on a follower there is no series (its /metrics is the leader's,
+ * forwarded, when there is one). */
+static void follower_metrics(sl_buf *b, mgmt *m)
+{
+    if (!m->b->repl || !m->b->cluster)
+        return;
+    cl_status st;
+    cl_member_status(m->b->cluster, &st);
+    cs_peer peers[CL_MAX_MEMBERS];
+    size_t n = cs_server_peers(m->b->repl, peers, CL_MAX_MEMBERS);
+    static const struct {
+        const char *name, *help;
+    } series[] = {
+        {"sluice_cluster_follower_insync", "1 while the follower is in the leader's ISR"},
+        {"sluice_cluster_follower_lag_bytes",
+         "Bytes of record groups the follower has not acked durable"},
+        {"sluice_cluster_follower_lag_ms",
+         "Age in ms of the oldest record group the follower has not acked durable"},
+    };
+    for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
+        out(b, "# HELP %s %s\n# TYPE %s gauge\n", series[k].name, series[k].help, series[k].name);
+        for (size_t i = 0; i < n; i++) {
+            const cs_peer *p = &peers[i];
+            int listed = p->insync || p->connected;
+            for (size_t j = 0; j < st.n_nodes; j++)
+                listed |= !strcmp(st.nodes[j].name, p->name);
+            if (!listed)
+                continue;
+            out(b, "%s{node=\"", series[k].name);
+            label(b, p->name);
+            out(b, "\"} %llu\n",
+                (unsigned long long)(k == 0   ? (uint64_t)p->insync
+                                     : k == 1 ? p->lag_bytes
+                                              : p->lag_ms));
+        }
+    }
+}
+
 /* Both doors' acceptors: paused while descriptors run short or the door is full. */
 static void listener_metrics(sl_buf *b, mgmt *m)
 {
@@ -125,12 +167,20 @@ static void listener_metrics(sl_buf *b, mgmt *m)
         isr = 0;
         for (size_t i = 0; i < st.n_nodes; i++)
             isr += st.nodes[i].insync;
+        if (m->b->repl) { /* a leader: its own ISR (etcd's, as last read, may lag a write) */
+            cs_peer peers[CL_MAX_MEMBERS];
+            size_t n = cs_server_peers(m->b->repl, peers, CL_MAX_MEMBERS);
+            isr = 1;
+            for (size_t i = 0; i < n; i++)
+                isr += peers[i].insync;
+        }
     }
     metric(b, "sluice_cluster_leader", "gauge", "1 while this node is the leader and serves",
            leader);
     metric(b, "sluice_cluster_epoch", "gauge", "Epoch of the cluster's leader key", epoch);
     metric(b, "sluice_cluster_members", "gauge", "Members registered in etcd", members);
     metric(b, "sluice_cluster_isr_size", "gauge", "In-sync replicas (the leader counts)", isr);
+    follower_metrics(b, m);
     /* Stalls, whoever caused them: how long the loop's turns take. */
     sl_loop_stats ls;
     sl_loop_get_stats(m->b->loop, &ls);

@@ -469,6 +469,8 @@ static enum MHD_Result route(req *r, const char *url)
 
 static void req_free(req *r)
 {
+    if (!r->orphan) /* an orphan outlived the API (and m) */
+        r->m->b->api_inflight--;
     pager_release(r); /* a list answered nowhere (the client went away) */
     for (size_t i = 0; i < r->nsegs; i++)
         sl_free(r->segs[i]);
@@ -499,6 +501,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         /* HEAD is GET without a body; libmicrohttpd drops the body itself */
         r->method = strcmp(method, "HEAD") ? method : "GET";
         sl_buf_init(&r->body);
+        m->b->api_inflight++; /* until req_free: a shutdown waits for it (broker.h) */
         *con_cls = r;
         guard_request_started(m, guard_of(connection));
         const char *cl = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
@@ -896,6 +899,7 @@ void mgmt_stop(mgmt *m)
         r->orphan = 1;
         MHD_resume_connection(r->conn);
     }
+    mgmt_cluster_stop(m);  /* its request is an orphan now */
     MHD_stop_daemon(m->d); /* closes every connection */
     if (m->tls_d) {
         sl_acceptor_stop(&m->tls_acceptor);

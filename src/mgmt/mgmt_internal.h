@@ -118,7 +118,8 @@ struct mgmt {
     struct pager *jobs;    /* list requests walking every item, a slice per turn (pager.c) */
     sl_timer jobs_t;
     uint64_t slice_turn, slice_end; /* the loop turn of the list work's slice, and its end */
-    sl_map *sessions; /* SHA-256 of a console session's token -> session (session.c) */
+    sl_map *sessions;    /* SHA-256 of a console session's token -> session (session.c) */
+    struct cl_op *cl_op; /* the cluster action in progress (api_cluster.c), one at a time */
 };
 
 typedef struct req {
@@ -151,6 +152,7 @@ typedef struct req {
      * its response here and queued when the sync completes (req_respond). */
     struct MHD_Response *held;
     unsigned held_status;
+    uint8_t no_store; /* touches no store (a cluster action): its reply never waits */
     /* A slow password (Argon2id) checked on the verifier's thread (access/verifier.h) while
      * the body comes in; the request waits for it (suspended) before it is routed. The job
      * holds a reference; the request is on m->authing until the answer. */
@@ -191,7 +193,8 @@ enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *tex
 /* A request that may have changed durable state answers only once the store has it on disk
  * (the same promise as AMQP replies, which wait for the turn's group commit). */
 /* Queue resp (taken) with status: at once, or, for a request that changed something (not
- * GET), once the store has it on disk, without blocking the loop meanwhile. */
+ * GET) and succeeded (< 400), once the store has it on disk, without blocking the loop
+ * meanwhile. Errors and requests marked no_store go at once. */
 enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp);
 /* {"error": error, "reason": ...} */
 enum MHD_Result reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
@@ -443,6 +446,8 @@ enum MHD_Result api_exchanges(req *r);
 enum MHD_Result api_bindings(req *r);
 enum MHD_Result api_overview(req *r);
 enum MHD_Result api_cluster(req *r); /* api_cluster.c */
+json_t *mgmt_cluster_view(mgmt *m);  /* GET /api/cluster's answer */
+void mgmt_cluster_stop(mgmt *m);     /* a cluster action in progress is let go */
 enum MHD_Result api_nodes(req *r);
 enum MHD_Result api_vhosts(req *r);
 enum MHD_Result api_users(req *r);

@@ -210,6 +210,75 @@ START_TEST(commit_waits_for_every_isr_member_and_min_isr)
 }
 END_TEST
 
+/* rl_forget (DELETE /api/cluster/nodes/NAME): a member with a group in flight is forgotten.
+ * Until etcd holds the ISR without it, commit still waits for it (the old set counts: were the
+ * leader to die, etcd's ISR still names it); then commit moves without it. A RETRY proposes
+ * again; its stale session's acks no longer count; a node outside the ISR is forgotten at
+ * once; the leader cannot forget itself; forgetting waits behind a pending proposal. */
+START_TEST(forget_a_member_with_a_group_in_flight)
+{
+    repl_epochs h;
+    repl_epochs_init(&h);
+    rl_options o = {.min_isr = 2, .lag_max_ms = 100000};
+    rl *l = rl_new(0, 1, 0x7, &o, 0, &h, 0);
+    rl_lease(l, 100000);
+    rl_start s1, s2;
+    rl_hello(l, 1, 0, 0, 0, &s1);
+    rl_hello(l, 2, 0, 0, 0, &s2);
+    rl_ack(l, 1, 1, s1.session, 0, 0, 0);
+    rl_ack(l, 2, 1, s2.session, 0, 0, 0);
+    rl_append(l, 1, 100, 1);
+    rl_durable(l, 1);
+    uint64_t idx, sess;
+    ck_assert(rl_next_send(l, 2, 1, &idx, &sess)); /* group 1 in flight to node 2 */
+    ck_assert_int_eq(idx, 1);
+    rl_ack(l, 1, 1, s1.session, 1, 1, 2);
+    ck_assert_int_eq(rl_commit(l), 0);     /* node 2 has not acked */
+    ck_assert_int_eq(rl_forget(l, 0), -1); /* not the leader itself */
+    ck_assert_int_eq(rl_forget(l, 2), 0);
+    ck_assert_int_eq(rl_forgetting(l), 0x4);
+    ck_assert(!rl_next_send(l, 2, 2, &idx, &sess)); /* disconnected: nothing more sent */
+    ck_assert_int_eq(rl_commit(l), 0);              /* etcd still names it: commit waits */
+    uint32_t prop;
+    ck_assert(rl_isr_propose(l, 3, &prop));
+    ck_assert_int_eq(prop, 0x3);
+    ck_assert_int_eq(rl_commit(l), 0);    /* while the proposal is written: both sets */
+    rl_ack(l, 2, 1, s2.session, 1, 1, 3); /* its old session's ack is not counted */
+    ck_assert_int_eq(rl_commit(l), 0);
+    rl_isr_result(l, RL_ISR_RETRY); /* etcd unreachable: the old set stays, so does the wait */
+    ck_assert_int_eq(rl_isr(l), 0x7);
+    ck_assert_int_eq(rl_commit(l), 0);
+    ck_assert_int_eq(rl_forgetting(l), 0x4);
+    ck_assert(rl_isr_propose(l, 4, &prop)); /* proposed again */
+    ck_assert_int_eq(prop, 0x3);
+    rl_isr_result(l, RL_ISR_DONE);
+    ck_assert_int_eq(rl_isr(l), 0x3);
+    ck_assert_int_eq(rl_forgetting(l), 0);
+    ck_assert_int_eq(rl_commit(l), 1); /* no longer waits for node 2 */
+    ck_assert_int_eq(rl_release(l, 5), 1);
+    /* it comes back like any follower: HELLO, catch up, admitted */
+    rl_hello(l, 2, 1, 1, 6, &s2);
+    rl_ack(l, 2, 1, s2.session, 1, 1, 6);
+    ck_assert(rl_isr_propose(l, 6, &prop));
+    ck_assert_int_eq(prop, 0x7);
+    /* forgetting it while its admission is pending: out again after it */
+    ck_assert_int_eq(rl_forget(l, 2), 0);
+    rl_isr_result(l, RL_ISR_DONE);
+    ck_assert_int_eq(rl_isr(l), 0x7);
+    ck_assert_int_eq(rl_forgetting(l), 0x4);
+    ck_assert(rl_isr_propose(l, 7, &prop));
+    ck_assert_int_eq(prop, 0x3);
+    rl_isr_result(l, RL_ISR_DONE);
+    ck_assert_int_eq(rl_forgetting(l), 0);
+    /* a node outside the ISR: nothing waits for it, forgotten at once */
+    ck_assert_int_eq(rl_forget(l, 2), 0);
+    ck_assert_int_eq(rl_forgetting(l), 0);
+    ck_assert(!rl_isr_propose(l, 8, &prop));
+    rl_free(l);
+    repl_epochs_free(&h);
+}
+END_TEST
+
 /* ---- the replication port's frames ---- */
 
 START_TEST(wire_round_trip_and_malformed)
@@ -860,6 +929,7 @@ static Suite *cluster_suite(void)
     tcase_add_test(tc, epochs_end_and_truncate);
     tcase_add_test(tc, handshake_cuts_a_divergent_tail);
     tcase_add_test(tc, commit_waits_for_every_isr_member_and_min_isr);
+    tcase_add_test(tc, forget_a_member_with_a_group_in_flight);
     tcase_add_test(tc, wire_round_trip_and_malformed);
     tcase_add_test(tc, simulated_cluster_loses_nothing_confirmed);
     suite_add_tcase(s, tc);
