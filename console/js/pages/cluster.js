@@ -51,8 +51,9 @@ export default {
             'follower and its console sessions end (yours too): you will log in again.')) return;
         act(stepBtn, async () => {
           const r = await post('/cluster/step-down', to ? { node: to } : {});
+          // the reply's epoch is the one the old leader led (the heir's is the next)
           const text = `Step down: the leadership moved from ${fmtValue(r && r.from)} to ` +
-            `${fmtValue(r && r.to)} (epoch ${fmtValue(r && r.epoch)}).`;
+            `${fmtValue(r && r.to)} (${fmtValue(r && r.from)} led epoch ${fmtValue(r && r.epoch)}).`;
           ctx.expectRestart(text);
           replace(result, h('p', { id: 'stepdown-result' }, text));
           say(text, false);
