@@ -393,3 +393,23 @@ def test_a_node_that_stays_away_brings_the_login_form_after_30s(chrome, broker_f
     wait_for(lambda: "Login failed" in con.one("#login-error").text, timeout=15,
              message="no failure said: %r" % con.one("#login-error").text)
     assert "no answer from the node" in con.one("#login-error").text
+
+
+@pytest.mark.test_timeout(120)
+def test_a_hostile_node_name_stays_text(chrome, broker_factory):  # noqa: F811
+    """Names on the cluster page (and the Step down question) come from the node: text only."""
+    from test_console import XSS
+    name = XSS + "@h"
+    b = broker_factory(args=("--node-name", name))
+    con = Console(chrome, b).start()
+    con.go("#/cluster")
+    rows = wait_rows(con, "#cluster-nodes", lambda r: len(r) == 1, what="the node")
+    assert rows[0][0] == name, rows
+    assert name in con.one("#cluster-summary").text
+    assert not con.by("#cluster-nodes img") and not con.by("#cluster-summary img")
+    con.click("#btn-step-down")
+    wait_for(lambda: con._alert(), timeout=5, message="no confirm dialog")
+    assert name in con.d.switch_to.alert.text
+    con.d.switch_to.alert.dismiss()
+    assert chrome.execute_script("return window.__xss") is None
+    assert not con.errors(), con.errors()
