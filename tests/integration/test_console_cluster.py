@@ -11,9 +11,12 @@ Chromium against real sluiced nodes: a private etcd and three nodes on 127.0.0.2
 - Remove of a follower killed with -9 (asks first) takes it out of /api/cluster and of the ISR
   in etcd before its own lease could have dropped its registration.
 - Every page's Help link opens the docs/ page of its subject, built into the binary (200,
-  text/plain, the same bytes as the file).
+  text/plain, the same bytes as the file); nothing else under /docs/.
+- A single node: a cluster of one (no Remove, its Step down refused with the node's reason),
+  a restart under the console (the login form says why), a node that stays away (the wait is
+  bounded: 30 s), a hostile node name (text only).
 Screenshots: build/console-screenshots/cluster.png, overview-cluster.png, cluster-monitoring.png,
-cluster-after-step-down.png, login-after-step-down.png."""
+cluster-after-step-down.png, login-after-step-down.png, login-after-restart.png."""
 
 import json
 import time
