@@ -17,6 +17,8 @@ LIB_SRC  := $(sort $(filter-out src/main.c,$(wildcard src/*/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/console_assets.o
 # The web console's files (console/), built into sluiced by scripts/embed-console.sh.
 CONSOLE_FILES := $(sort $(shell find console -type f ! -name '*.md' 2>/dev/null))
+# The reference in docs/, built in beside them: the console's Help links open /docs/PAGE.md.
+DOC_FILES := $(sort $(wildcard docs/*.md))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
@@ -38,9 +40,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/gen/console_assets.c: $(CONSOLE_FILES) scripts/embed-console.sh
+$(BUILD)/gen/console_assets.c: $(CONSOLE_FILES) $(DOC_FILES) scripts/embed-console.sh
 	@mkdir -p $(dir $@)
-	scripts/embed-console.sh $@ console $(CONSOLE_FILES)
+	scripts/embed-console.sh $@ console $(CONSOLE_FILES) $(DOC_FILES)
 
 $(BUILD)/gen/console_assets.o: $(BUILD)/gen/console_assets.c src/mgmt/console_assets.h
 	$(CC) $(CFLAGS) -c $< -o $@

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # embed-console.sh - write the C source that builds the web console's files into sluiced.
-# Usage: scripts/embed-console.sh OUT.c ROOT FILE...   (FILEs under ROOT; served as /PATH)
-# Each file becomes a byte array with its URL path, content type and ETag (the first 16 hex
+# Usage: scripts/embed-console.sh OUT.c ROOT FILE...
+# A FILE under ROOT is served as /PATH (console/js/app.js -> /js/app.js); any other FILE as
+# /FILE itself (docs/cluster.md -> /docs/cluster.md: the reference the console's Help links
+# open, text/plain, so nothing in it is ever run or parsed as HTML). Each file becomes a byte array with its URL path, content type and ETag (the first 16 hex
 # digits of its SHA-256) in a table that src/mgmt/static.c looks paths up in. Only coreutils
 # and awk: nothing beyond what the build already needs.
 set -euo pipefail
@@ -21,7 +23,10 @@ tmp=$out.tmp
     echo "const struct console_asset console_assets[] = {"
     i=0
     for f in "$@"; do
-        path=${f#"$root"}
+        case "$f" in
+        "$root"/*) path=${f#"$root"} ;;
+        *) path=/$f ;;
+        esac
         case "$f" in
         *.html) type="text/html; charset=utf-8" ;;
         *.css) type="text/css; charset=utf-8" ;;

@@ -1,7 +1,8 @@
 // api.js - the console's only way to the node: fetch() on /api/... with the session cookie
 // (HttpOnly: never seen here) and the X-Sluice-Request header that the node requires on every
 // request a session makes that is not a GET (its CSRF guard). Errors become ApiError with the
-// node's own reason; a 401 tells the app to show the login form.
+// node's own reason; a 401 tells the app to show the login form. A request that gets no
+// answer at all (the node down or restarting) is an ApiError with status 0.
 
 export class ApiError extends Error {
   constructor(status, body) {
@@ -25,8 +26,13 @@ export async function api(method, path, body, extraHeaders) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const resp = await fetch('/api' + path, init);
-  const text = await resp.text();
+  let resp, text;
+  try {
+    resp = await fetch('/api' + path, init);
+    text = await resp.text();
+  } catch (e) {
+    throw new ApiError(0, { reason: `no answer from the node: ${e.message}` });
+  }
   let data = null;
   if (text) {
     try { data = JSON.parse(text); } catch (e) { data = { reason: text }; }

@@ -1,10 +1,17 @@
 // app.js - the console's frame: login and logout, the menu the user's tags allow, hash routes
-// (#/queues/%2F/orders: every page has its own URL), and the refresh timer that every page
-// follows (5 s by default, selectable, pausable).
+// (#/queues/%2F/orders: every page has its own URL), the refresh timer that every page
+// follows (5 s by default, selectable, pausable), and each page's Help link (the docs/ page of
+// its subject, built into the node and served as text at /docs/PAGE.md).
 //
 // A page module (js/pages/*.js) exports mount(main, params, ctx) returning {refresh(), unmount?()}:
 // mount builds what stays (forms, buttons), refresh() reloads what changes. ctx.can says what the
 // user's tags allow; the API checks again whatever the page shows.
+//
+// Sessions live in the node's process. A cluster leader that steps down re-executes itself
+// (same pid, same sockets) and forwards to the new leader, which never saw the session: the
+// console then gets a 401, or, while the node restarts, no answer at all (a failed fetch) or a
+// 503 (no leader yet). Either way the page stops and the console waits a bounded time for the
+// node, then shows the login form with what happened; it never stays on a broken page.
 import { get, login, logout, setUnauthorizedHandler } from './api.js';
 import { h, replace, say } from './dom.js';
 import overview from './pages/overview.js';
@@ -18,24 +25,31 @@ import admin from './pages/admin.js';
 import definitions from './pages/definitions.js';
 import transactions from './pages/transactions.js';
 import handles from './pages/handles.js';
+import cluster from './pages/cluster.js';
 
-// [hash word, menu title, module, who sees it]. A cluster page goes here when the cluster
-// exists (its module beside the others, its word 'cluster').
+// [hash word, menu title, module, who sees it, its docs/ page (the Help link)]
 const ROUTES = [
-  ['overview', 'Overview', overview, 'any'],
-  ['queues', 'Queues', queues, 'any'],
-  ['queue', null, queue, 'any'],
-  ['outgoing', 'Outgoing', outgoing, 'any'],
-  ['node', 'Node', node, 'any'],
-  ['exchanges', 'Exchanges', exchanges, 'any'],
-  ['connections', 'Connections', connections, 'any'],
-  ['transactions', 'Transactions', transactions, 'write'],
-  ['handles', 'Handles', handles, 'write'],
-  ['admin', 'Admin', admin, 'admin'],
-  ['definitions', 'Definitions', definitions, 'admin'],
+  ['overview', 'Overview', overview, 'any', 'console.md'],
+  ['queues', 'Queues', queues, 'any', 'http-api.md'],
+  ['queue', null, queue, 'any', 'msmq-management.md'],
+  ['outgoing', 'Outgoing', outgoing, 'any', 'store-and-forward.md'],
+  ['node', 'Node', node, 'any', 'msmq-management.md'],
+  ['cluster', 'Cluster', cluster, 'monitor', 'cluster.md'],
+  ['exchanges', 'Exchanges', exchanges, 'any', 'http-api.md'],
+  ['connections', 'Connections', connections, 'any', 'http-api.md'],
+  ['transactions', 'Transactions', transactions, 'write', 'msmq-management.md'],
+  ['handles', 'Handles', handles, 'write', 'msmq-management.md'],
+  ['admin', 'Admin', admin, 'admin', 'security.md'],
+  ['definitions', 'Definitions', definitions, 'admin', 'http-api.md'],
 ];
 
-const state = { user: null, ctx: null, page: null, timer: null, paused: false, seq: 0, busy: false };
+// How long the console waits for a node that does not answer (restarting after a step-down,
+// or no leader elected yet) before it gives up and shows the login form; and how often it asks.
+const UNREACHABLE_WAIT_MS = 30000;
+const PROBE_EVERY_MS = 1000;
+
+const state = { user: null, ctx: null, page: null, timer: null, paused: false, seq: 0, busy: false,
+  probing: false, restartNote: null };
 
 function capabilities(tags) {
   const t = new Set(tags || []);
@@ -46,12 +60,62 @@ function capabilities(tags) {
 }
 
 function allowed(who) {
-  return who === 'any' || (who === 'write' && state.ctx.can.write) || (who === 'admin' && state.ctx.can.admin);
+  return who === 'any' || (who === 'write' && state.ctx.can.write) || (who === 'admin' && state.ctx.can.admin) ||
+    (who === 'monitor' && state.ctx.can.monitoring);
+}
+
+// What the login form says when the session is gone: after a step-down this console asked
+// for (within the last minutes), what it did; otherwise every way a session ends.
+function endedMessage() {
+  const note = state.restartNote;
+  if (note && Date.now() - note.at < 5 * 60000) {
+    return `${note.text} This node restarted, which ends its console sessions: log in again.`;
+  }
+  return 'Your session has ended (it expired, was logged out, or the node restarted, as a cluster ' +
+    'leader does when it steps down): log in again.';
+}
+
+// A request got no answer (status 0) or a 503: stop the page and ask GET /api/session every
+// second, for UNREACHABLE_WAIT_MS at most. An answer with this session: back to the page; one
+// without it (or a 401): the login form, saying why; no answer in time: the login form too.
+async function nodeUnreachable(err) {
+  if (state.probing || !state.user) return;
+  state.probing = true;
+  stopPage();
+  say(`The node does not answer (${err.message}); it may be restarting, as a cluster leader does ` +
+    'after a step-down. Waiting for it...', true);
+  const deadline = Date.now() + UNREACHABLE_WAIT_MS;
+  try {
+    for (let i = 0; i < UNREACHABLE_WAIT_MS / PROBE_EVERY_MS + 1 && Date.now() < deadline; i++) {
+      await new Promise((res) => setTimeout(res, PROBE_EVERY_MS));
+      if (!state.user) return; // logged out or shown the login form meanwhile
+      let me;
+      try {
+        me = await get('/session');
+      } catch (e) {
+        if (e.status === 0 || e.status === 502 || e.status === 503) continue;
+        showLogin(endedMessage());
+        return;
+      }
+      if (me && me.authenticated && me.name === state.user.name) {
+        say('The node answers again.', false);
+        route(true);
+      } else {
+        showLogin(endedMessage());
+      }
+      return;
+    }
+    showLogin(`The node has not answered for ${UNREACHABLE_WAIT_MS / 1000} s (${err.message}): ` +
+      'log in again when it is back.');
+  } finally {
+    state.probing = false;
+  }
 }
 
 function showLogin(message) {
   stopPage();
   state.user = null;
+  state.restartNote = null;
   document.getElementById('top').hidden = true;
   replace(document.getElementById('main'));
   say('');
@@ -62,7 +126,11 @@ function showLogin(message) {
 
 function showApp(me) {
   state.user = me;
-  state.ctx = { user: me, can: capabilities(me.tags), refresh: refreshNow };
+  state.ctx = {
+    user: me, can: capabilities(me.tags), refresh: refreshNow,
+    // a page that made the node restart (Step down) says what it did, for the login form
+    expectRestart: (text) => { state.restartNote = { text, at: Date.now() }; },
+  };
   document.getElementById('login').hidden = true;
   document.getElementById('top').hidden = false;
   document.getElementById('whoami').textContent = `${me.name} (${(me.tags || []).join(', ') || 'no tags'})`;
@@ -89,10 +157,10 @@ function parseHash() {
   return parts;
 }
 
-function route() {
-  if (!state.user) return;
+function route(keepBanner) {
+  if (!state.user || state.probing && keepBanner !== true) return;
   stopPage();
-  say('');
+  if (keepBanner !== true) say('');
   const parts = parseHash();
   let word = parts[0] || 'overview';
   let params = parts.slice(1);
@@ -102,6 +170,9 @@ function route() {
   const main = document.getElementById('main');
   replace(main);
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.id === `nav-${word === 'queue' ? 'queues' : word}`);
+  const help = document.getElementById('help-link');
+  help.hidden = !r;
+  if (r) help.href = `/docs/${r[4]}`;
   if (!r || !allowed(r[3])) {
     main.appendChild(h('p', { class: 'error' }, r ? 'Your tags do not allow this page.' : 'No such page.'));
     return;
@@ -119,7 +190,8 @@ async function tick(seq) {
     try {
       await state.page.refresh();
     } catch (e) {
-      if (e.status !== 401 && seq === state.seq) say(e.message, true);
+      if ((e.status === 0 || e.status === 502 || e.status === 503) && seq === state.seq) nodeUnreachable(e);
+      else if (e.status !== 401 && seq === state.seq) say(e.message, true);
     } finally {
       state.busy = false;
     }
@@ -144,7 +216,7 @@ export function refreshNow() {
 }
 
 async function start() {
-  setUnauthorizedHandler(() => showLogin('Your session has ended; log in again.'));
+  setUnauthorizedHandler(() => { if (state.user) showLogin(endedMessage()); });
   document.getElementById('login-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const user = document.getElementById('login-user');

@@ -1,6 +1,7 @@
-/* console_assets.h - the web console's files as built into sluiced: a table generated at build
- * time from console/ by scripts/embed-console.sh ($(BUILD)/gen/console_assets.c), read by
- * static.c. Paths start with "/" and name files only (no directories, no ".."). */
+/* console_assets.h - the web console's files (and the .md files of docs/) as built into
+ * sluiced: a table generated at build time by scripts/embed-console.sh
+ * ($(BUILD)/gen/console_assets.c), read by static.c. Paths start with "/" and name files only (no
+ * directories, no ".."). */
 #ifndef SL_MGMT_CONSOLE_ASSETS_H
 #define SL_MGMT_CONSOLE_ASSETS_H
 

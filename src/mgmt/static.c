@@ -1,11 +1,12 @@
 /* static.c - the web console's files, served at / on the management port (the API stays
- * under /api/).
+ * under /api/), and the reference in docs/ at /docs/PAGE.md (the console's Help links; as
+ * text/plain, so the browser shows the Markdown and runs nothing in it).
  *
- * The files are built into the binary (console/ -> $(BUILD)/gen/console_assets.c by
- * scripts/embed-console.sh), so `make run` serves them with nothing to install, and a path
- * can only ever name one of them: a request path is compared, as it came (still
- * percent-encoded), with the table's paths; nothing here touches the filesystem, so no
- * "..", "%2e%2e" or symlink can reach another file.
+ * The files are built into the binary (console/ and the .md files of docs/ ->
+ * $(BUILD)/gen/console_assets.c by scripts/embed-console.sh), so `make run` serves them with
+ * nothing to install, and a path can only ever name one of them: a request path is compared,
+ * as it came (still percent-encoded), with the table's paths; nothing here touches the
+ * filesystem, so no "..", "%2e%2e" or symlink can reach another file.
  *
  * Every reply carries a Content-Security-Policy that allows scripts, styles and fetches from
  * this origin only (no inline script, no eval, no framing), nosniff, and no referrer. Files are

@@ -1,10 +1,13 @@
 // overview.js - #/overview: the node, its totals, and live charts (charts.js, uPlot) of message
 // rates and queued messages, computed here from successive /api/overview counters, so the
 // node does nothing more than answer that one GET. The samples are kept for the last 10
-// minutes while the console stays open (also across pages).
+// minutes while the console stays open (also across pages). A node in a cluster of more than
+// one (GET /api/cluster, for monitoring and administrator users: the API's rule) also shows its
+// members, their roles, which are in sync and their lag (cluster.js's table).
 import { get } from '../api.js';
-import { h, replace, fmtNum, fmtBytes, fmtDuration, table } from '../dom.js';
+import { h, replace, fmtNum, fmtBytes, fmtDuration, table, link } from '../dom.js';
 import { sampler, lineChart } from '../charts.js';
+import { nodesTable } from './cluster.js';
 
 // RabbitMQ's message_stats names; deliver and get include their _no_ack kinds here
 const RATES = [['publish', 'publish', '#2f6f9f'], ['confirm', 'confirm', '#6a3d9a'],
@@ -22,13 +25,26 @@ export default {
     const charts = h('div', { class: 'charts' });
     const nodeBox = h('div', { id: 'overview-node' });
     const listeners = h('div', { id: 'overview-listeners' });
-    main.append(head, h('h2', {}, 'Totals'), cards, h('h2', {}, 'Charts'), charts,
+    const clusterBox = h('div', { id: 'overview-cluster', hidden: true });
+    main.append(head, clusterBox, h('h2', {}, 'Totals'), cards, h('h2', {}, 'Charts'), charts,
       h('h2', {}, 'Memory and alarms'), nodeBox, h('h2', {}, 'Listeners'), listeners);
     const rateChart = lineChart(charts, 'Message rates (per second)', 'chart-rates', RATES.map(([, l, c]) => [l, c]));
     const qChart = lineChart(charts, 'Queued messages', 'chart-queued', [['ready', '#2f6f9f'], ['unacked', '#a86200']]);
     return {
       async refresh() {
-        const [o, nodes] = await Promise.all([get('/overview'), get('/nodes')]);
+        // the cluster panel is an extra: its refusal or failure never breaks the overview
+        // (a node that does not answer at all fails the other two requests too)
+        const [o, nodes, c] = await Promise.all([get('/overview'), get('/nodes'),
+          ctx.can.monitoring ? get('/cluster').catch(() => null) : null]);
+        const members = (c && c.nodes) || [];
+        clusterBox.hidden = members.length < 2;
+        if (members.length >= 2) {
+          const insync = members.filter((m) => m.insync).length;
+          replace(clusterBox, h('h2', {}, 'Cluster'),
+            h('p', { id: 'overview-cluster-summary' }, `Cluster ${c.name}: leader ${c.leader === null ? '(none elected)' : c.leader}, ` +
+              `epoch ${c.epoch}, ${members.length} nodes, ${insync} in sync. `, link('Cluster page', 'cluster')),
+            nodesTable(c, { id: 'overview-cluster-nodes' }));
+        }
         hist.add(sumStats(o.message_stats || {}), o.queue_totals || {});
         const n = (nodes || [])[0] || {};
         replace(head, h('h1', {}, `Node ${o.node}`),
