@@ -56,6 +56,8 @@ ROUTES = [
     ("GET", "/api/nodes", None),
     ("GET", "/api/nodes/{node}", None),
     ("GET", "/api/cluster", None),
+    ("POST", "/api/cluster/step-down", None),
+    ("DELETE", "/api/cluster/nodes/{secret}", None),
     ("GET", "/api/whoami", None),
     ("GET", "/api/session", None),
     ("GET", "/api/vhosts", None),
