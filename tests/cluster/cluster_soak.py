@@ -171,6 +171,7 @@ class Soak:
         drain(h, hist, wl)
         hist.close()
         res = check(hist.ops)
+        self.last = (res, fos, hist)
         s = res.summary()
         self.log("period %d checked: %s; client errors %s" % (k, json.dumps(s), wl.errors))
         for kind, fo in fos:
@@ -230,42 +231,54 @@ class Soak:
             self_check(os.path.join(self.out, "self-check"), log=self.log)
         if not a.rounds:
             return 0
-        h = ClusterHarness(os.path.join(self.out, "cluster"), etcd_members=a.etcd_members,
-                           ttl=a.ttl, log=self.log)
         ok = True
         t_start = time.monotonic()
-        try:
-            lead = h.start()
-            self.log("cluster up: leader %s, etcd members %d, lease_ttl %d" % (
-                lead, a.etcd_members, a.ttl))
-            r = 0
-            while r < a.rounds:
-                if a.max_seconds and time.monotonic() - t_start > a.max_seconds:
-                    self.log("time is up after %d rounds" % r)
-                    break
-                kinds = [faults[(r + j) % len(faults)] for j in
-                         range(min(a.check_every, a.rounds - r))]
-                r += len(kinds)
-                if not self.run_period(h, kinds):
-                    ok = False
-                    if not a.keep_going:
-                        break
-        except (HarnessError, Exception):
-            ok = False
-            self.log("HARNESS ERROR:\n" + traceback.format_exc())
+        r = 0
+        self.harness_errors = 0
+        while r < a.rounds:
+            # one harness; after a harness error (a wait that timed out: the cluster did not
+            # come back) its logs are kept and, with --keep-going, a fresh one goes on
+            h = ClusterHarness(os.path.join(self.out, "cluster-%d" % self.harness_errors),
+                               etcd_members=a.etcd_members, ttl=a.ttl, log=self.log)
             try:
-                dest = h.snapshot(os.path.join(self.out, "harness-error"))
-                self.log("logs in %s" % dest)
+                lead = h.start()
+                self.log("cluster up: leader %s, etcd members %d, lease_ttl %d" % (
+                    lead, a.etcd_members, a.ttl))
+                while r < a.rounds:
+                    if a.max_seconds and time.monotonic() - t_start > a.max_seconds:
+                        self.log("time is up after %d rounds" % r)
+                        r = a.rounds
+                        break
+                    kinds = [faults[(r + j) % len(faults)] for j in
+                             range(min(a.check_every, a.rounds - r))]
+                    r += len(kinds)
+                    if not self.run_period(h, kinds):
+                        ok = False
+                        if not a.keep_going:
+                            r = a.rounds
+                            break
             except Exception:
-                pass
-        finally:
-            h.close()
-            self.report()
+                ok = False
+                self.harness_errors += 1
+                self.log("HARNESS ERROR %d:\n%s" % (self.harness_errors,
+                                                    traceback.format_exc()))
+                try:
+                    dest = h.snapshot(os.path.join(self.out, "harness-error-%d"
+                                                   % self.harness_errors))
+                    self.log("logs in %s" % dest)
+                except Exception:
+                    pass
+                if not a.keep_going or self.harness_errors >= 5:
+                    r = a.rounds
+            finally:
+                h.close()
+        self.report()
+        self.log("harness errors: %d" % self.harness_errors)
         self.log("%s after %.0f s" % ("PASS" if ok else "FAIL", time.monotonic() - t_start))
         return 0 if ok else 1
 
 
-def main(argv):
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=14)
     ap.add_argument("--check-every", type=int, default=1, help="rounds per drain and check")
@@ -283,6 +296,11 @@ def main(argv):
     a = ap.parse_args(argv)
     if a.seed is None:
         a.seed = random.randrange(1 << 30)
+    return a
+
+
+def main(argv):
+    a = parse_args(argv)
     s = Soak(a)
     s.log("seed %d, out %s" % (a.seed, a.out))
     return s.main()
