@@ -16,10 +16,13 @@ Topology (every namespace made by netns.Net, so nothing is added to the root nam
 Each namespace has a service address on its loopback (n K: 10.201.0.K, remote: 10.201.0.9,
 etcd: 10.201.0.100) and a /32 route to every other one over the direct link, so each node has
 ONE address that every peer reaches (cluster.advertise_address: etcd and the other members
-know a node by one address), while cutting one veth cuts exactly that pair. So:
-  cut_leader_from_followers()  the leader's two links to the other nodes go down, its link to
-                               etcd (and to remote) stays
-  cut_leader_from_etcd()       its link to etcd goes down, its links to the followers stay
+know a node by one address), while cutting one veth cuts exactly that pair. A cut is an
+iptables INPUT DROP of everything arriving over the veth, at both ends (silent, like a real
+partition; `ip link set down` would also delete the /32 routes and fail connects at once):
+  cut_leader_from_followers()  nothing passes between the leader and the other two nodes; its
+                               links to etcd and to remote stay
+  cut_from_etcd(leader)        nothing passes between it and etcd; its links to the followers
+                               stay
 
 Faults and heals: kill9 / restart (on the same data directory), pause (SIGSTOP) / resume,
 the two cuts / heal_links, fill_disk / unfill_disk (each node's data directory lives on a
