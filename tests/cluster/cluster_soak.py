@@ -231,10 +231,20 @@ class Soak:
             self_check(os.path.join(self.out, "self-check"), log=self.log)
         if not a.rounds:
             return 0
-        ok = True
         t_start = time.monotonic()
-        r = 0
         self.harness_errors = 0
+        try:
+            ok = self.loop(faults, t_start)
+        finally:  # also on ^C / SIGTERM: the table of what ran
+            self.report()
+            self.log("harness errors: %d" % self.harness_errors)
+        self.log("%s after %.0f s" % ("PASS" if ok else "FAIL", time.monotonic() - t_start))
+        return 0 if ok else 1
+
+    def loop(self, faults, t_start):
+        a = self.a
+        ok = True
+        r = 0
         while r < a.rounds:
             # one harness; after a harness error (a wait that timed out: the cluster did not
             # come back) its logs are kept and, with --keep-going, a fresh one goes on
@@ -272,10 +282,7 @@ class Soak:
                     r = a.rounds
             finally:
                 h.close()
-        self.report()
-        self.log("harness errors: %d" % self.harness_errors)
-        self.log("%s after %.0f s" % ("PASS" if ok else "FAIL", time.monotonic() - t_start))
-        return 0 if ok else 1
+        return ok
 
 
 def parse_args(argv):

@@ -187,3 +187,16 @@ def test_a_message_nobody_published_is_a_phantom():
     h = clean()
     h.ops[-2]["msgs"].append(["X:0:1", False])
     assert ("phantom", "X:0:1") in [(k, m) for k, m, _ in check(h.ops).errors]
+
+
+def test_a_queue_whose_delete_never_came_keeps_its_confirmed_messages():
+    # the admin's connection died between the declare and the delete (seen in the soak)
+    h = H()
+    h.op("A", "invoke", "declare", q="del-0-1").op("A", "ok", "declare", q="del-0-1")
+    h.pub("A:0:1", "del-0-1", p="A")
+    kept = list(h.ops) + [{"t": 50, "p": "drain", "type": "ok", "f": "exists", "q": "del-0-1",
+                           "exists": True, "msgs": [["A:0:1", False]]}]
+    assert check(kept).ok
+    gone = list(h.ops) + [{"t": 50, "p": "drain", "type": "ok", "f": "exists", "q": "del-0-1",
+                           "exists": True, "msgs": []}]
+    assert [(k, m) for k, m, _ in check(gone).errors] == [("lost", "A:0:1")]

@@ -385,7 +385,8 @@ def outgoing_empty(h, lead, inbox):
 def drain(h, hist, wl, timeout=120):
     """After the faults are healed and the workload stopped: wait for the outgoing queue to
     empty, then take every message of every queue of the period (and the remote inbox) and
-    record what came as `drain` operations; deleted queues are probed (`exists`)."""
+    record what came as `drain` operations; the admin's declared (and maybe deleted) queues
+    are probed and drained (`exists`)."""
     lead = h.wait_stable(timeout)
     if wl.link:
         from cluster_harness import wait_until
@@ -402,10 +403,11 @@ def drain(h, hist, wl, timeout=120):
                 ch = c.channel()
                 got = []
             hist.add("drain", "ok", "drain", q=q, msgs=got)
-        deleted = sorted({op["q"] for op in hist.ops if op["f"] == "delete" and
-                          op["type"] in ("ok", "info") and
-                          op["q"].startswith("del-%d-" % wl.period)})
-        for q in deleted:
+        # every queue the admin declared: deleted or not (its connection may have died
+        # between the declare and the delete: then its messages must still be there)
+        declared = sorted({op["q"] for op in hist.ops if op["f"] == "declare" and
+                           op["q"].startswith("del-%d-" % wl.period)})
+        for q in declared:
             try:
                 ch.queue_declare(q, passive=True)
                 got = _drain_queue(ch, q)
