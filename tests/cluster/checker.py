@@ -23,6 +23,17 @@ The rules (a message is its id; `ok` publish = confirmed, or in a committed tran
               consumer's deliveries; at the remote node all of them
   atomicity   a transaction's messages are all in the drain or none of them
   phantom     a message in a queue that nobody published (to that queue)
+  two-leaders (with one_fault=True, for a period with a single fault) the confirms, in the
+              order they came, go from node A to node B and later from a node back to one
+              it had left: leadership moves once per fault (the deposed or killed node comes
+              back as a follower), so a return means two nodes confirmed in the same era.
+              Except after SIGSTOP of the leader (paused=True): a confirm the old leader
+              released while its lease held (the group on every ISR disk, so on the new
+              leader too) but had not yet written to the socket when it was stopped goes out
+              when it wakes, after the new leader's first ones. No lease can prevent that (a
+              process can stop between any check and any act); it is counted (late_confirms)
+              and what it confirmed is held to every rule above, which is what matters: a
+              confirm for something the new leader lacks would show as lost
 The result counts confirmed, lost, duplicated, resurrected and every violation in full.
 """
 
@@ -49,6 +60,8 @@ class Result:
         self.linked_confirmed = 0
         self.delivered = 0
         self.redelivered_ok = 0
+        self.leader_changes = 0
+        self.late_confirms = 0
 
     def add(self, kind, what, detail):
         self.errors.append((kind, what, detail))
@@ -66,6 +79,8 @@ class Result:
                 "duplicated": self.count("duplicated") + self.count("duplicate-unflagged"),
                 "resurrected": self.count("resurrected"), "order": self.count("order"),
                 "atomicity": self.count("atomicity"), "phantom": self.count("phantom"),
+                "two_leaders": self.count("two-leaders"),
+                "leader_changes": self.leader_changes, "late_confirms": self.late_confirms,
                 "redelivered_flagged": self.redelivered_ok}
 
     def __repr__(self):
@@ -73,7 +88,19 @@ class Result:
                                               self.errors[:10])
 
 
-def check(ops):
+def leader_runs(ops):
+    """The nodes that gave confirms, in the order the confirms came, runs collapsed."""
+    runs = []
+    for op in sorted((o for o in ops if o["type"] == "ok" and o.get("node") and
+                      o["f"] in ("publish", "tx-publish")), key=lambda o: o["t"]):
+        if not runs or runs[-1][0] != op["node"]:
+            runs.append([op["node"], op["t"], op["t"]])
+        else:
+            runs[-1][2] = op["t"]
+    return runs
+
+
+def check(ops, one_fault=False, paused=False):
     r = Result()
     pub = {}          # id -> {"q", "state": ok|info, "t_ok", "tx": batch key or None}
     batches = []      # (ids, state)
@@ -220,6 +247,22 @@ def check(ops):
         present = [mid for mid in ids if in_final[mid]]
         if present and len(present) != len(ids) and not any(mid in acks for mid in ids):
             r.add("atomicity", ids[0], "transaction %s: only %s in the drain" % (ids, present))
+
+    runs = leader_runs(ops)
+    r.leader_changes = max(0, len(runs) - 1)
+    if one_fault:
+        # the newest node to confirm leads; a confirm from an earlier one after it is the
+        # deposed leader confirming
+        seen, newest = set(), None
+        for node, t0, t1 in runs:
+            if node not in seen:
+                seen.add(node)
+                newest = node
+            elif node != newest and paused:
+                r.late_confirms += 1
+            elif node != newest:
+                r.add("two-leaders", node, "confirms from %s at t=%s after %s took over "
+                      "(runs: %s)" % (node, t0, newest, runs))
     return r
 
 

@@ -80,7 +80,7 @@ class Soak:
         os.makedirs(self.out, exist_ok=True)
         self.rng = random.Random(args.seed)
         self.stats = {k: {"rounds": 0, "failover": [], "confirmed": 0, "lost": 0,
-                          "duplicated": 0, "resurrected": 0, "other": 0,
+                          "duplicated": 0, "resurrected": 0, "other": 0, "late": 0,
                           "no_confirm": 0} for k in FAULTS}
         self.period = 0
         self.log_f = open(os.path.join(self.out, "soak.log"), "a")
@@ -170,7 +170,8 @@ class Soak:
             wl.finish()
         drain(h, hist, wl)
         hist.close()
-        res = check(hist.ops)
+        res = check(hist.ops, one_fault=len(fos) == 1,
+                    paused=any(kind == "pause-leader" for kind, _ in fos))
         self.last = (res, fos, hist)
         s = res.summary()
         self.log("period %d checked: %s; client errors %s" % (k, json.dumps(s), wl.errors))
@@ -186,7 +187,8 @@ class Soak:
             st["lost"] += s["lost"]
             st["duplicated"] += s["duplicated"]
             st["resurrected"] += s["resurrected"]
-            st["other"] += s["order"] + s["atomicity"] + s["phantom"]
+            st["other"] += s["order"] + s["atomicity"] + s["phantom"] + s["two_leaders"]
+            st["late"] += s["late_confirms"]
         if not res.ok:
             dest = h.snapshot(os.path.join(self.out, "failure-%d" % k))
             with open(os.path.join(dest, "violations.txt"), "w") as f:
@@ -202,9 +204,9 @@ class Soak:
 
     def report(self):
         rows = []
-        hdr = "%-22s %6s %8s %8s %8s %9s %5s %5s %5s %5s" % (
+        hdr = "%-22s %6s %8s %8s %8s %9s %5s %5s %5s %5s %5s %5s" % (
             "fault", "rounds", "fo_min", "fo_med", "fo_max", "confirmed", "lost", "dup",
-            "resur", "other")
+            "resur", "other", "late", "nofo")
         rows.append(hdr)
         for kind in FAULTS:
             st = self.stats[kind]
@@ -213,9 +215,10 @@ class Soak:
             fo = st["failover"]
             f3 = ("%.2f" % min(fo), "%.2f" % statistics.median(fo), "%.2f" % max(fo)) \
                 if fo else ("-", "-", "-")
-            rows.append("%-22s %6d %8s %8s %8s %9d %5d %5d %5d %5d" % (
+            rows.append("%-22s %6d %8s %8s %8s %9d %5d %5d %5d %5d %5d %5d" % (
                 (kind, st["rounds"]) + f3 + (st["confirmed"], st["lost"], st["duplicated"],
-                                              st["resurrected"], st["other"])))
+                                              st["resurrected"], st["other"], st["late"],
+                                              st["no_confirm"])))
         for r in rows:
             self.log(r)
         with open(os.path.join(self.out, "summary.json"), "w") as f:

@@ -200,3 +200,33 @@ def test_a_queue_whose_delete_never_came_keeps_its_confirmed_messages():
     gone = list(h.ops) + [{"t": 50, "p": "drain", "type": "ok", "f": "exists", "q": "del-0-1",
                            "exists": True, "msgs": []}]
     assert [(k, m) for k, m, _ in check(gone).errors] == [("lost", "A:0:1")]
+
+
+def test_confirms_from_a_deposed_leader_after_the_new_one_are_two_leaders():
+    h = H()
+    for s, node in ((1, "n1"), (2, "n1"), (3, "n2"), (4, "n2"), (5, "n1"), (6, "n2")):
+        h.op("P", "invoke", "publish", q="keep", ids=["P:0:%d" % s])
+        h.op("P", "ok", "publish", q="keep", ids=["P:0:%d" % s], node=node)
+    h.drain("keep", [("P:0:%d" % s, False) for s in range(1, 7)])
+    assert check(h.ops).ok  # several faults in a period: a flip back may be legitimate
+    r = check(h.ops, one_fault=True)
+    assert [(k, m) for k, m, _ in r.errors] == [("two-leaders", "n1")]
+    del h.ops[8:10]  # without P:0:5 from n1 it is one hand-over
+    h.ops[-1]["msgs"] = [m for m in h.ops[-1]["msgs"] if m[0] != "P:0:5"]
+    r = check(h.ops, one_fault=True)
+    assert r.ok, r
+    assert r.leader_changes == 1
+
+
+def test_after_a_pause_a_late_confirm_of_the_old_leader_is_counted_not_reported():
+    h = H()
+    for s, node in ((1, "n1"), (2, "n2"), (3, "n1"), (4, "n2")):
+        h.op("P", "invoke", "publish", q="keep", ids=["P:0:%d" % s])
+        h.op("P", "ok", "publish", q="keep", ids=["P:0:%d" % s], node=node)
+    h.drain("keep", [("P:0:%d" % s, False) for s in range(1, 5)])
+    r = check(h.ops, one_fault=True, paused=True)
+    assert r.ok and r.late_confirms == 1, r
+    # what it confirmed is still held to the rules: lost if the new leader lacks it
+    h.ops[-1]["msgs"] = [m for m in h.ops[-1]["msgs"] if m[0] != "P:0:3"]
+    r = check(h.ops, one_fault=True, paused=True)
+    assert [(k, m) for k, m, _ in r.errors] == [("lost", "P:0:3")]

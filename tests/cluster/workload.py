@@ -62,7 +62,7 @@ class History:
 
     def mark(self, what, **kw):
         """A nemesis or harness note (fault, heal, check): type `nemesis`."""
-        return self.add("nemesis", "nemesis", what, **kw)
+        return self.add("nemesis", "nemesis", what, wall=round(time.time(), 3), **kw)
 
     def close(self):
         if self.f:
