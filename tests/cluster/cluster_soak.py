@@ -17,9 +17,11 @@ mounts, processes).
 """
 
 import argparse
+import datetime
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -36,6 +38,23 @@ from workload import History, Workload, drain  # noqa: E402
 FAULTS = ["kill9-leader", "kill9-follower", "pause-leader", "cut-leader-followers",
           "cut-leader-etcd", "fill-follower-disk", "slow-follower"]
 CONFIRMING = ("P-keep", "P-work", "T")
+LEADER_FAULTS = ("kill9-leader", "pause-leader", "cut-leader-etcd")
+_SERVING = re.compile(r"^(\S+)Z \[info\] cluster: leader of \S+, epoch (\d+): serving", re.M)
+
+
+def serving_since(h, name, after_wall):
+    """Wall time at which node `name` logged that it serves as leader, the first such line
+    after after_wall (the cluster's own election time, without the clients'); None if none."""
+    try:
+        text = h.nodes[name].log_path.read_text(errors="replace")
+    except OSError:
+        return None
+    for m in _SERVING.finditer(text):
+        t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+        if t > after_wall:
+            return t
+    return None
 
 
 def first_confirm_after(hist, t, timeout, not_node=None):
@@ -80,7 +99,7 @@ class Soak:
         os.makedirs(self.out, exist_ok=True)
         self.rng = random.Random(args.seed)
         self.stats = {k: {"rounds": 0, "failover": [], "confirmed": 0, "lost": 0,
-                          "duplicated": 0, "resurrected": 0, "other": 0, "late": 0,
+                          "duplicated": 0, "resurrected": 0, "other": 0, "late": 0, "elect": [],
                           "no_confirm": 0} for k in FAULTS}
         self.period = 0
         self.log_f = open(os.path.join(self.out, "soak.log"), "a")
@@ -92,7 +111,9 @@ class Soak:
         self.log_f.flush()
 
     def mark(self, hist, kind, lead, f, **kw):
-        return hist.mark(kind, leader=lead, follower=f, **kw)["t"]
+        op = hist.mark(kind, leader=lead, follower=f, **kw)
+        self.fault_wall = op["wall"]
+        return op["t"]
 
     # -- one fault ----------------------------------------------------------------------
     def inject(self, h, hist, kind):
@@ -144,7 +165,11 @@ class Soak:
             h.unslow()
         h.heal_all()
         hist.mark("healed", kind=kind)
-        h.wait_stable(120)
+        new = h.wait_stable(120)
+        if kind in LEADER_FAULTS and new != lead:
+            t_serve = serving_since(h, new, self.fault_wall)
+            if t_serve is not None:
+                self.stats[kind]["elect"].append(t_serve - self.fault_wall)
         return fo
 
     # -- a period: workload, rounds, drain, check ---------------------------------------
@@ -219,6 +244,12 @@ class Soak:
                 (kind, st["rounds"]) + f3 + (st["confirmed"], st["lost"], st["duplicated"],
                                               st["resurrected"], st["other"], st["late"],
                                               st["no_confirm"])))
+        for kind in LEADER_FAULTS:
+            el = self.stats[kind]["elect"]
+            if el:
+                rows.append("%s: fault to the new leader's 'serving' log line: min %.2f median "
+                            "%.2f max %.2f s over %d" % (kind, min(el), statistics.median(el),
+                                                         max(el), len(el)))
         for r in rows:
             self.log(r)
         with open(os.path.join(self.out, "summary.json"), "w") as f:
