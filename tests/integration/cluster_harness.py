@@ -299,16 +299,20 @@ class ClusterHarness:
         path = self.nodes[name].disk / "filler"
         st = os.statvfs(self.nodes[name].disk)
         free = st.f_bavail * st.f_frsize
-        with open(path, "wb") as f:
-            chunk = b"\0" * (1 << 20)
-            left = free
-            try:
-                while left > 0:
-                    f.write(chunk[:min(left, len(chunk))])
-                    left -= len(chunk)
-                f.flush()
-            except OSError:  # full: that is the point
-                pass
+        chunk = b"\0" * (1 << 20)
+        left = free + len(chunk)  # bounded: a little more than there is
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            while left > 0:
+                try:
+                    n = os.write(fd, chunk[:min(left, len(chunk))])
+                except OSError:  # full (ENOSPC): that is the point
+                    break
+                if n <= 0:
+                    break
+                left -= n
+        finally:
+            os.close(fd)
         self.filled.add(name)
 
     def unfill_disk(self, name):
