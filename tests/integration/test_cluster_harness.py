@@ -85,3 +85,47 @@ def test_the_leader_cut_from_etcd_but_not_its_followers_passes_the_checker(tmp_p
                and op["t"] > fault["t"] for op in hist.ops)
     log = h.nodes[fault["leader"]].log_path.read_text(errors="replace")
     assert "no longer the leader" in log or "not the leader any more" in log
+
+
+@pytest.mark.test_timeout(90)
+def test_what_a_harness_killed_9_left_is_removed_by_the_next(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from cluster_harness import MOUNT_MARK, sweep_mounts
+    from netns import harness_namespaces, sweep_stale
+
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from cluster_harness import ClusterHarness\n"
+            "h = ClusterHarness(%r, etcd_members=1)\n"
+            "h.start()\n"
+            "print('up', ' '.join(str(n.proc.pid) for n in h.nodes.values()), flush=True)\n"
+            "import time; time.sleep(120)\n" % (HERE, str(tmp_path / "crashed")))
+    p = subprocess.Popen(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    try:
+        line = p.stdout.readline().decode()
+        assert line.startswith("up "), line
+        pids = [int(x) for x in line.split()[1:]]
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(10)
+        left = [n for n, owner in harness_namespaces() if owner == p.pid]
+        mounts = [m for m in open("/proc/mounts").read().splitlines()
+                  if "%s-%d" % (MOUNT_MARK, p.pid) in m]
+        assert left and mounts and all(os.path.exists("/proc/%d" % q) for q in pids)
+        # what the next harness does first (netns.Net then ClusterHarness)
+        sweep_stale()
+        sweep_mounts()
+        deadline = time.monotonic() + 10
+        while any(os.path.exists("/proc/%d" % q) for q in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the killed nodes are reaped by init
+        assert not [n for n, owner in harness_namespaces() if owner == p.pid]
+        assert not [m for m in open("/proc/mounts").read().splitlines()
+                    if "%s-%d" % (MOUNT_MARK, p.pid) in m]
+        assert not [q for q in pids if os.path.exists("/proc/%d" % q)]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
