@@ -110,7 +110,7 @@ def sweep_mounts(log=None):
 
 
 class ClusterHarness:
-    def __init__(self, workdir, etcd_members=1, ttl=2, min_insync=2, disk_mb=96, log=None,
+    def __init__(self, workdir, etcd_members=1, ttl=2, min_insync=2, disk_mb=256, log=None,
                  binary=None):
         from netns import NsNode
         self.workdir = Path(workdir)
