@@ -150,6 +150,9 @@ class ClusterHarness:
                     "cluster.min_insync_replicas": str(min_insync),
                     "disk_free_limit": "4000000",
                     "disk_reserve": "2M",
+                    # TIDY gives back dead 64 MiB segments; its default (after 1 GB written,
+                    # or every 6 h) would fill these small disks in a long soak
+                    "tidy_after_written": "32M",
                 }
                 for k, ep in enumerate(self.etcd.endpoints):
                     conf["cluster_formation.etcd.endpoints.%d" % (k + 1)] = ep
