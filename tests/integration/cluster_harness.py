@@ -151,8 +151,11 @@ class ClusterHarness:
                     "disk_free_limit": "4000000",
                     "disk_reserve": "2M",
                     # TIDY gives back dead 64 MiB segments; its default (after 1 GB written,
-                    # or every 6 h) would fill these small disks in a long soak
+                    # or every 6 h) would fill these small disks in a long soak. Both count
+                    # from the node's start as leader, and the soak changes leaders every few
+                    # rounds: the time matters more than the bytes
                     "tidy_after_written": "32M",
+                    "tidy_interval": "10",
                 }
                 for k, ep in enumerate(self.etcd.endpoints):
                     conf["cluster_formation.etcd.endpoints.%d" % (k + 1)] = ep
