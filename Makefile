@@ -144,5 +144,8 @@ clean:
 -include tests/link/link.mk
 # availability under abuse and exhaustion (tests/abuse/abuse.mk: `make abuse-test`).
 -include tests/abuse/abuse.mk
+# the cluster's Jepsen-style fault test (tests/cluster/cluster.mk: `make cluster-smoke`,
+# `cluster-soak`).
+-include tests/cluster/cluster.mk
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d

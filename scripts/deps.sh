@@ -12,7 +12,7 @@ test_pkgs=(check python3 python3-pytest python3-pika python3-amqp python3-kombu 
            python3-impacket etcd-server etcd-client stress-ng)
 fuzz_pkgs=(clang libclang-rt-14-dev)
 bench_pkgs=(librabbitmq-dev rabbitmq-server)
-link_pkgs=(python3 python3-amqp iproute2 iptables)
+link_pkgs=(python3 python3-amqp python3-pytest iproute2 iptables etcd-server)
 
 want=("${build_pkgs[@]}")
 case "${1:-build}" in

@@ -4,16 +4,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A frame's mark is its start relative to the buffer's read offset, not an absolute
+ * position: an append (sl_buf_reserve) may compact a buffer whose front was partly sent, which
+ * moves absolute positions but not relative ones (as amqp_frame_begin's marks). An absolute
+ * one patched the length into the middle of the frame and left its own length 0: a full copy
+ * larger than the send queue could never be taken. */
 static size_t begin(sl_buf *b, uint8_t type)
 {
-    size_t at = b->len;
+    size_t mark = sl_buf_unread(b);
     sl_buf_put_u32(b, 0);
     sl_buf_put_u8(b, type);
-    return at;
+    return mark;
 }
 
-static void end(sl_buf *b, size_t at)
+static void end(sl_buf *b, size_t mark)
 {
+    size_t at = b->off + mark;
     sl_buf_patch_u32(b, at, (uint32_t)(b->len - at - 4));
 }
 

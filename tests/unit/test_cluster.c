@@ -324,6 +324,51 @@ START_TEST(wire_round_trip_and_malformed)
 }
 END_TEST
 
+/* A frame appended to a buffer whose front was partly sent: the append may compact the buffer
+ * (sl_buf_reserve moves the unread bytes to the front), and the frame's length must still be
+ * patched where the frame now starts. Found by the fault test (docs/cluster-testing.md): a
+ * full copy of more than the 8 MiB send queue came out as a frame of length 0, so a node that
+ * needed one could never rejoin. */
+START_TEST(wire_frames_survive_a_compacting_append)
+{
+    enum { CHUNK = 256 << 10, SEND = 150000, FRAMES = 200 };
+    uint8_t *chunk = sl_xmalloc(CHUNK);
+    for (size_t i = 0; i < CHUNK; i++)
+        chunk[i] = (uint8_t)(i * 7 + 1);
+    sl_buf q, wire; /* the sender's queue; what the receiver has read */
+    sl_buf_init(&q);
+    sl_buf_init(&wire);
+    uint64_t expect = 0;
+    for (int f = 0; f <= FRAMES; f++) {
+        if (f < FRAMES) /* a COPYDATA as server_copy queues it */
+            cw_put_copydata(&q, "msgs/00000000000000000001.seg", (uint64_t)f * CHUNK, chunk, CHUNK);
+        /* a partial send, as sconn_write's: the queue's front is consumed, not emptied */
+        size_t n = f < FRAMES && sl_buf_unread(&q) > SEND ? SEND : sl_buf_unread(&q);
+        sl_buf_append(&wire, sl_buf_head(&q), n);
+        sl_buf_consume(&q, n);
+        for (;;) { /* the follower: every whole frame */
+            cw_msg m;
+            size_t used;
+            char err[128];
+            int pr = cw_parse(sl_buf_head(&wire), sl_buf_unread(&wire), &m, &used, err, sizeof err);
+            ck_assert_msg(pr >= 0, "after %d frames queued: %s", f + 1, err);
+            if (pr == 0)
+                break;
+            ck_assert_int_eq(m.type, CW_COPYDATA);
+            ck_assert_uint_eq(m.a, expect);
+            ck_assert_uint_eq(m.meta_len, CHUNK);
+            ck_assert(!memcmp(m.meta, chunk, CHUNK));
+            expect += CHUNK;
+            sl_buf_consume(&wire, used);
+        }
+    }
+    ck_assert_uint_eq(expect, (uint64_t)FRAMES * CHUNK);
+    sl_buf_free(&q);
+    sl_buf_free(&wire);
+    sl_free(chunk);
+}
+END_TEST
+
 /* ---- the simulator ---- */
 
 /* SLUICE_CLUSTER_TRACE=1 with SLUICE_CLUSTER_SEED=N: what happened in schedule N. */
@@ -931,6 +976,7 @@ static Suite *cluster_suite(void)
     tcase_add_test(tc, commit_waits_for_every_isr_member_and_min_isr);
     tcase_add_test(tc, forget_a_member_with_a_group_in_flight);
     tcase_add_test(tc, wire_round_trip_and_malformed);
+    tcase_add_test(tc, wire_frames_survive_a_compacting_append);
     tcase_add_test(tc, simulated_cluster_loses_nothing_confirmed);
     suite_add_tcase(s, tc);
     return s;

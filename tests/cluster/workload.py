@@ -1,0 +1,430 @@
+"""workload.py - the confirmed load run against the cluster while faults happen, recorded as a
+Jepsen history.
+
+Role: clients (py-amqp, each a thread with its own connection, made inside the current leader's
+network namespace on 127.0.0.1) doing operations whose outcome the checker (checker.py) can
+judge afterwards. Every operation is recorded as JSON lines: `invoke` before, then `ok` (the
+broker said yes: a confirm, a commit-ok, a purge-ok...), `fail` (it surely did not happen) or
+`info` (unknown: the connection died or timed out in between), with the message ids it is
+about. Nothing is ever retried under the same id: a retry is a new message.
+
+Processes (per period k; the queues are named with k so each check starts from empty queues):
+  P-work   publisher with confirms to `work-k`, which C-work consumes
+  P-keep   publisher with confirms to `keep-k`, never consumed before the drain
+  T        transactional publisher to `tx-k`: batches of 4, then tx.commit
+  L        publisher with confirms to the remote node's `inbox-k` through the outgoing queue
+  C-work   consumer of `work-k`: basic.get, then the acks of a batch in a transaction
+           (tx.commit-ok makes the acks definite: such a message must never come back)
+  A        admin: publishes 3 to `purge-k` with confirms, purges it (the purge covers them),
+           publishes 1 more; declares `del-k-N`, publishes 2, deletes it
+Message ids are `PROC:k:SEQ`; the body is the id.
+
+Invariant: an `ok` is only recorded after the broker's reply came; an operation that raised
+before it is `info` unless nothing was sent (then it is not recorded at all).
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+import amqp  # noqa: E402
+
+CONFIRM_TIMEOUT = 4.0
+
+
+class History:
+    """Thread-safe append-only list of operations, mirrored to a JSON-lines file."""
+
+    def __init__(self, path=None):
+        self.lock = threading.Lock()
+        self.ops = []
+        self.t0 = time.monotonic()
+        self.f = open(path, "a") if path else None
+
+    def now(self):
+        return round(time.monotonic() - self.t0, 4)
+
+    def add(self, proc, type_, f, **kw):
+        op = {"t": self.now(), "p": proc, "type": type_, "f": f}
+        op.update(kw)
+        with self.lock:
+            op["i"] = len(self.ops)
+            self.ops.append(op)
+            if self.f:
+                self.f.write(json.dumps(op) + "\n")
+                self.f.flush()
+        return op
+
+    def mark(self, what, **kw):
+        """A nemesis or harness note (fault, heal, check): type `nemesis`."""
+        return self.add("nemesis", "nemesis", what, wall=round(time.time(), 3), **kw)
+
+    def close(self):
+        if self.f:
+            self.f.close()
+            self.f = None
+
+
+class LeaderCache:
+    """The current leader's name, looked up again when a client says it failed."""
+
+    def __init__(self, harness):
+        self.h = harness
+        self.lock = threading.Lock()
+        self.name = None
+        self.stamp = 0.0
+
+    def get(self, refresh=False):
+        with self.lock:
+            if refresh or self.name is None or time.monotonic() - self.stamp > 5:
+                if refresh and time.monotonic() - self.stamp < 0.3:
+                    return self.name
+                self.name = self.h.leader()
+                self.stamp = time.monotonic()
+            return self.name
+
+
+class Worker(threading.Thread):
+    def __init__(self, wl, proc):
+        super().__init__(daemon=True, name=proc)
+        self.wl = wl
+        self.proc = proc
+        self.seq = 0
+        self.conn = None
+        self.node = None
+        self.errors = 0
+
+    def next_id(self):
+        self.seq += 1
+        return "%s:%d:%d" % (self.proc, self.wl.period, self.seq)
+
+    def connect(self):
+        lead = self.wl.leaders.get(refresh=self.errors > 0)
+        if lead is None:
+            raise ConnectionError("no leader")
+        node = self.wl.h.nodes[lead]
+        c = amqp.Connection(host="127.0.0.1:5672", userid="guest", password="guest",
+                            connect_timeout=3, read_timeout=CONFIRM_TIMEOUT + 2,
+                            write_timeout=5, login_method="PLAIN")
+        with node.ns.entered():
+            c.connect()
+        self.node = lead
+        return c
+
+    def drop(self):
+        if self.conn is not None:
+            try:
+                self.conn.collect()
+            except Exception:
+                pass
+            self.conn = None
+
+    def run(self):
+        stop = self.wl.stop
+        while not stop.is_set():
+            try:
+                if self.conn is None:
+                    self.conn = self.connect()
+                    self.setup(self.conn)
+                self.step()
+                self.errors = 0
+            except Exception as e:
+                self.errors += 1
+                self.wl.note_error(self.proc, e)
+                self.drop()
+                stop.wait(min(0.1 * self.errors, 0.5))
+        self.drop()
+
+    def setup(self, conn):
+        pass
+
+    def step(self):
+        raise NotImplementedError
+
+
+def _msg(mid):
+    return amqp.Message(mid, delivery_mode=2, message_id=mid)
+
+
+class ConfirmPublisher(Worker):
+    def __init__(self, wl, proc, queue, routing_key=None, pace=0.0):
+        super().__init__(wl, proc)
+        self.queue = queue
+        self.rk = routing_key or queue
+        self.pace = pace
+
+    def setup(self, conn):
+        self.ch = conn.channel()
+        if self.rk == self.queue:
+            self.ch.queue_declare(self.queue, durable=True, auto_delete=False)
+        self.ch.confirm_select()
+
+    def step(self):
+        mid = self.next_id()
+        h = self.wl.hist
+        h.add(self.proc, "invoke", "publish", q=self.queue, ids=[mid])
+        try:
+            self.ch.basic_publish_confirm(_msg(mid), exchange="", routing_key=self.rk,
+                                          confirm_timeout=CONFIRM_TIMEOUT)
+        except amqp.exceptions.MessageNacked:
+            h.add(self.proc, "info", "publish", q=self.queue, ids=[mid], why="nack")
+            return
+        except Exception as e:
+            h.add(self.proc, "info", "publish", q=self.queue, ids=[mid], why=repr(e)[:120])
+            raise
+        h.add(self.proc, "ok", "publish", q=self.queue, ids=[mid], node=self.node)
+        if self.pace:
+            self.wl.stop.wait(self.pace)
+
+
+class TxPublisher(Worker):
+    BATCH = 4
+
+    def __init__(self, wl, proc, queue):
+        super().__init__(wl, proc)
+        self.queue = queue
+
+    def setup(self, conn):
+        self.ch = conn.channel()
+        self.ch.queue_declare(self.queue, durable=True, auto_delete=False)
+        self.ch.tx_select()
+
+    def step(self):
+        ids = [self.next_id() for _ in range(self.BATCH)]
+        h = self.wl.hist
+        h.add(self.proc, "invoke", "tx-publish", q=self.queue, ids=ids)
+        try:
+            for mid in ids:
+                self.ch.basic_publish(_msg(mid), exchange="", routing_key=self.queue)
+            self.ch.tx_commit()
+        except Exception as e:
+            h.add(self.proc, "info", "tx-publish", q=self.queue, ids=ids, why=repr(e)[:120])
+            raise
+        h.add(self.proc, "ok", "tx-publish", q=self.queue, ids=ids, node=self.node)
+
+
+class TxAckConsumer(Worker):
+    """basic.get up to 8, then acks them in one transaction. Deliveries are `ok deliver`
+    (with the redelivered flag); the acks are invoke/ok/info `ack`."""
+
+    def __init__(self, wl, proc, queue):
+        super().__init__(wl, proc)
+        self.queue = queue
+
+    def setup(self, conn):
+        self.ch = conn.channel()
+        self.ch.queue_declare(self.queue, durable=True, auto_delete=False)
+        self.ch.tx_select()
+
+    def step(self):
+        h = self.wl.hist
+        got = []
+        for _ in range(8):
+            m = self.ch.basic_get(self.queue, no_ack=False)
+            if m is None:
+                break
+            mid = m.body.decode() if isinstance(m.body, bytes) else m.body
+            h.add(self.proc, "ok", "deliver", q=self.queue, ids=[mid],
+                  redelivered=bool(m.delivery_info["redelivered"]))
+            got.append((mid, m.delivery_tag))
+        if not got:
+            self.wl.stop.wait(0.05)
+            return
+        ids = [mid for mid, _ in got]
+        h.add(self.proc, "invoke", "ack", q=self.queue, ids=ids)
+        try:
+            for _, tag in got:
+                self.ch.basic_ack(tag)
+            self.ch.tx_commit()
+        except Exception as e:
+            h.add(self.proc, "info", "ack", q=self.queue, ids=ids, why=repr(e)[:120])
+            raise
+        h.add(self.proc, "ok", "ack", q=self.queue, ids=ids)
+
+
+class Admin(Worker):
+    """Purge and delete cycles, about one each per second."""
+
+    def __init__(self, wl, proc):
+        super().__init__(wl, proc)
+        self.purge_q = "purge-%d" % wl.period
+        self.ndel = 0
+
+    def setup(self, conn):
+        self.ch = conn.channel()
+        self.ch.confirm_select()
+        self.ch.queue_declare(self.purge_q, durable=True, auto_delete=False)
+
+    def publish(self, q, mid):
+        h = self.wl.hist
+        h.add(self.proc, "invoke", "publish", q=q, ids=[mid])
+        try:
+            self.ch.basic_publish_confirm(_msg(mid), exchange="", routing_key=q,
+                                          confirm_timeout=CONFIRM_TIMEOUT)
+        except Exception as e:
+            h.add(self.proc, "info", "publish", q=q, ids=[mid], why=repr(e)[:120])
+            raise
+        h.add(self.proc, "ok", "publish", q=q, ids=[mid])
+
+    def step(self):
+        h = self.wl.hist
+        for _ in range(3):
+            self.publish(self.purge_q, self.next_id())
+        h.add(self.proc, "invoke", "purge", q=self.purge_q)
+        try:
+            n = self.ch.queue_purge(self.purge_q)
+        except Exception as e:
+            h.add(self.proc, "info", "purge", q=self.purge_q, why=repr(e)[:120])
+            raise
+        h.add(self.proc, "ok", "purge", q=self.purge_q, count=n)
+        self.publish(self.purge_q, self.next_id())
+        self.ndel += 1
+        dq = "del-%d-%d" % (self.wl.period, self.ndel)
+        h.add(self.proc, "invoke", "declare", q=dq)
+        try:
+            self.ch.queue_declare(dq, durable=True, auto_delete=False)
+        except Exception as e:
+            h.add(self.proc, "info", "declare", q=dq, why=repr(e)[:120])
+            raise
+        h.add(self.proc, "ok", "declare", q=dq)
+        for _ in range(2):
+            self.publish(dq, self.next_id())
+        h.add(self.proc, "invoke", "delete", q=dq)
+        try:
+            self.ch.queue_delete(dq)
+        except Exception as e:
+            h.add(self.proc, "info", "delete", q=dq, why=repr(e)[:120])
+            raise
+        h.add(self.proc, "ok", "delete", q=dq)
+        self.wl.stop.wait(0.5)
+
+
+class Workload:
+    """All the processes of one period against harness h, recording into hist."""
+
+    def __init__(self, h, hist, period, link=True):
+        self.h = h
+        self.hist = hist
+        self.period = period
+        self.stop = threading.Event()
+        self.leaders = LeaderCache(h)
+        self.errors = {}
+        self.lock = threading.Lock()
+        k = period
+        self.queues = ["work-%d" % k, "keep-%d" % k, "tx-%d" % k, "purge-%d" % k]
+        self.inbox = "inbox-%d" % k
+        self.workers = [
+            ConfirmPublisher(self, "P-work", "work-%d" % k),
+            ConfirmPublisher(self, "P-keep", "keep-%d" % k),
+            TxPublisher(self, "T", "tx-%d" % k),
+            TxAckConsumer(self, "C-work", "work-%d" % k),
+            Admin(self, "A"),
+        ]
+        self.link = link
+        if link:
+            self.workers.append(ConfirmPublisher(
+                self, "L", self.inbox, routing_key=h.remote_format_name(self.inbox), pace=0.01))
+
+    def note_error(self, proc, e):
+        with self.lock:
+            key = "%s: %s" % (proc, type(e).__name__)
+            self.errors[key] = self.errors.get(key, 0) + 1
+
+    def start(self):
+        if self.link:
+            c = self.h.remote.amqp()
+            c.channel().queue_declare(self.inbox, durable=True, auto_delete=False)
+            c.close()
+        for w in self.workers:
+            w.start()
+
+    def finish(self, timeout=30):
+        self.stop.set()
+        for w in self.workers:
+            w.join(timeout)
+        alive = [w.name for w in self.workers if w.is_alive()]
+        if alive:
+            raise RuntimeError("workers did not stop: %s" % alive)
+
+
+def _leader_conn(h, lead):
+    node = h.nodes[lead]
+    c = amqp.Connection(host="127.0.0.1:5672", userid="guest", password="guest",
+                        connect_timeout=5, read_timeout=15, login_method="PLAIN")
+    with node.ns.entered():
+        c.connect()
+    return c
+
+
+def _drain_queue(ch, q, limit=1000000):
+    out = []
+    for _ in range(limit):
+        m = ch.basic_get(q, no_ack=True)
+        if m is None:
+            break
+        mid = m.body.decode() if isinstance(m.body, bytes) else m.body
+        out.append([mid, bool(m.delivery_info["redelivered"])])
+    return out
+
+
+def outgoing_empty(h, lead, inbox):
+    st, rows = h.nodes[lead].http("GET", "/api/msmq/outgoing")
+    if st != 200:
+        return False
+    for o in rows:
+        if inbox in o.get("format_name", ""):
+            return o.get("messages") == 0
+    return True  # never created: nothing to send
+
+
+def drain(h, hist, wl, timeout=120):
+    """After the faults are healed and the workload stopped: wait for the outgoing queue to
+    empty, then take every message of every queue of the period (and the remote inbox) and
+    record what came as `drain` operations; the admin's declared (and maybe deleted) queues
+    are probed and drained (`exists`)."""
+    lead = h.wait_stable(timeout)
+    if wl.link:
+        from cluster_harness import wait_until
+        wait_until(lambda: outgoing_empty(h, h.leader() or lead, wl.inbox), timeout,
+                   "the outgoing queue to the remote node drained", interval=0.3)
+    lead = h.wait_stable(timeout)
+    c = _leader_conn(h, lead)
+    try:
+        ch = c.channel()
+        for q in wl.queues:
+            try:
+                got = _drain_queue(ch, q)
+            except amqp.exceptions.NotFound:
+                ch = c.channel()
+                got = []
+            hist.add("drain", "ok", "drain", q=q, msgs=got)
+        # every queue the admin declared: deleted or not (its connection may have died
+        # between the declare and the delete: then its messages must still be there)
+        declared = sorted({op["q"] for op in hist.ops if op["f"] == "declare" and
+                           op["q"].startswith("del-%d-" % wl.period)})
+        for q in declared:
+            try:
+                ch.queue_declare(q, passive=True)
+                got = _drain_queue(ch, q)
+                hist.add("drain", "ok", "exists", q=q, exists=True, msgs=got)
+            except amqp.exceptions.NotFound:
+                ch = c.channel()
+                hist.add("drain", "ok", "exists", q=q, exists=False, msgs=[])
+    finally:
+        try:
+            c.close()
+        except Exception:
+            pass
+    if wl.link:
+        rc = h.remote.amqp(read_timeout=15)
+        try:
+            got = _drain_queue(rc.channel(), wl.inbox)
+        finally:
+            rc.close()
+        hist.add("drain", "ok", "drain", q=wl.inbox, msgs=got, remote=True)
+    return lead
