@@ -17,13 +17,13 @@ CLUSTER_OUT ?= /tmp/cluster-soak-$(shell date +%Y%m%d-%H%M%S)
 .PHONY: cluster-smoke cluster-soak
 
 cluster-smoke: all
-	@scripts/deps.sh link
+	@scripts/deps.sh test
 	/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cluster/test_checker.py
 	SLUICED=$(BUILD)/sluiced /usr/bin/python3 tests/cluster/cluster_soak.py --self-check \
 	  --rounds 3 --faults kill9-leader --etcd-members 1 --max-seconds 120 \
 	  --out $(CLUSTER_OUT)-smoke $(CLUSTER_ARGS)
 
 cluster-soak: all
-	@scripts/deps.sh link
+	@scripts/deps.sh test
 	SLUICED=$(BUILD)/sluiced /usr/bin/python3 tests/cluster/cluster_soak.py --rounds $(ROUNDS) \
 	  --out $(CLUSTER_OUT) $(CLUSTER_ARGS)
