@@ -149,8 +149,12 @@ def test_kill9_mid_sequence_exactly_once(broker_factory, peer):
     b2 = start(broker_factory, peer, data_dir=b.data_dir)
     wait_drained(b2, timeout=60)
     assert [m.body for m in peer.queue("orders")] == bodies(2000)
-    # every message the peer held was sent again and dropped there by its number
-    assert peer.duplicates >= n_before
+    # what the peer held was sent again and dropped there by its number. Not necessarily all
+    # of it: the peer answers a duplicate with an order ack for the last number it holds,
+    # which acknowledges every message up to it, so the sender may stop resending before its
+    # window of resends has all gone out (seen under clang's UBSan build: 1945 of 2000).
+    # Nor at most n_before: the killed connection's last bytes may still be read after it.
+    assert n_before >= 100 and 0 < peer.duplicates <= 2000
     assert peer.out_of_order == 0 and not peer.errors
 
 
