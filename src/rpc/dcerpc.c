@@ -139,10 +139,13 @@ static void put32(uint8_t *p, uint32_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Start a PDU in out; returns its offset (the length is patched by end_pdu). */
+/* Start a PDU in out; returns its offset (the length is patched by end_pdu). The offset is
+ * from the read offset, not from the allocation: out may be partly sent, and a later append
+ * can move its unread bytes to the front (sl_buf_reserve compacts). pdu_at() turns it into a
+ * pointer, valid until the next append. */
 static size_t begin_pdu(sl_buf *out, uint8_t type, uint8_t flags, uint32_t call_id)
 {
-    size_t at = out->len;
+    size_t at = sl_buf_unread(out);
     uint8_t *h = sl_buf_reserve(out, RPC_HDR_LEN);
     h[0] = 5;
     h[1] = 0;
@@ -156,9 +159,18 @@ static size_t begin_pdu(sl_buf *out, uint8_t type, uint8_t flags, uint32_t call_
     out->len += RPC_HDR_LEN;
     return at;
 }
+static uint8_t *pdu_at(const sl_buf *out, size_t at)
+{
+    return out->data + out->off + at;
+}
+/* Bytes of the PDU at at written so far. */
+static size_t pdu_len(const sl_buf *out, size_t at)
+{
+    return sl_buf_unread(out) - at;
+}
 static void end_pdu(sl_buf *out, size_t at)
 {
-    put16(out->data + at + 8, (uint16_t)(out->len - at));
+    put16(pdu_at(out, at) + 8, (uint16_t)pdu_len(out, at));
 }
 static void out16(sl_buf *out, uint16_t v)
 {
@@ -172,7 +184,7 @@ static void out32(sl_buf *out, uint32_t v)
 }
 static void out_pad4(sl_buf *out, size_t at)
 {
-    while ((out->len - at) % 4)
+    while (pdu_len(out, at) % 4)
         sl_buf_put_u8(out, 0);
 }
 
@@ -212,7 +224,7 @@ void rpc_conn_respond(rpc_conn *c, const rpc_call *call, const uint8_t *stub, si
         sl_buf_put_u8(&c->out, 0);
         sl_buf_append(&c->out, stub + off, n);
         if (sec) {
-            uint8_t pad = (uint8_t)((4 - (c->out.len - at) % 4) % 4);
+            uint8_t pad = (uint8_t)((4 - pdu_len(&c->out, at) % 4) % 4);
             for (unsigned i = 0; i < pad; i++)
                 sl_buf_put_u8(&c->out, 0);
             sl_buf_put_u8(&c->out, RPC_AUTHN_WINNT);
@@ -221,12 +233,13 @@ void rpc_conn_respond(rpc_conn *c, const rpc_call *call, const uint8_t *stub, si
             sl_buf_put_u8(&c->out, 0);
             out32(&c->out, c->auth_ctx_id);
             sl_buf_reserve(&c->out, NTLM_SIG_LEN);
-            size_t sig_at = c->out.len;
+            size_t sig_at = pdu_len(&c->out, at); /* from the PDU's start */
             c->out.len += NTLM_SIG_LEN;
             end_pdu(&c->out, at);
-            put16(c->out.data + at + 10, NTLM_SIG_LEN);
-            ntlm_wrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, c->out.data + at,
-                      sig_at - at, RPC_HDR_LEN + 8, n + pad, c->out.data + sig_at);
+            uint8_t *head = pdu_at(&c->out, at); /* nothing is appended from here on */
+            put16(head + 10, NTLM_SIG_LEN);
+            ntlm_wrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, head, sig_at,
+                      RPC_HDR_LEN + 8, n + pad, head + sig_at);
         } else {
             end_pdu(&c->out, at);
         }
@@ -430,7 +443,7 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
         sl_buf_put_u8(&c->out, 0);
         out32(&c->out, c->auth_ctx_id);
         sl_buf_append(&c->out, chal.data, chal.len);
-        put16(c->out.data + at + 10, (uint16_t)chal.len);
+        put16(pdu_at(&c->out, at) + 10, (uint16_t)chal.len);
     }
     sl_buf_free(&chal);
     end_pdu(&c->out, at);

@@ -392,6 +392,44 @@ START_TEST(response_is_fragmented_to_max_xmit)
 }
 END_TEST
 
+/* A response built while the output is partly sent: the buffer may move its unread bytes to
+ * the front in the middle of a PDU (sl_buf_reserve compacts), so a PDU's place is kept
+ * relative to the read offset. Kept absolute, the frag_length went into the wrong bytes (the
+ * bug the cluster's fault soak found in the replication frames' writer, here too). */
+START_TEST(response_survives_a_compacting_append)
+{
+    bind_ok();
+    static uint8_t stub[5000];
+    for (size_t i = 0; i < sizeof stub; i++)
+        stub[i] = (uint8_t)(i * 13 + 1);
+    rpc_call call = {.call_id = 5, .ctx_id = 0};
+    rpc_conn_respond(&C, &call, stub, sizeof stub);
+    size_t keep = 8; /* the socket took all but the last 8 bytes of the first answer */
+    sl_buf_consume(&C.out, C.out.len - keep);
+    size_t cap = C.out.cap;
+    call.call_id = 6;
+    rpc_conn_respond(&C, &call, stub, sizeof stub);
+    ck_assert_uint_eq(C.out.cap, cap); /* compacted, not grown: the case under test */
+    ck_assert_uint_eq(C.out.off, 0);
+    size_t off = C.out.off + keep, got = 0;
+    while (off < C.out.len) {
+        const uint8_t *p = C.out.data + off;
+        size_t n = p[8] | p[9] << 8, sn = n - 24;
+        ck_assert_uint_ge(n, 24);
+        ck_assert_uint_le(n, C.max_xmit);
+        ck_assert_uint_eq(p[2], RPC_PT_RESPONSE);
+        uint32_t id;
+        memcpy(&id, p + 12, 4);
+        ck_assert_uint_eq(id, 6);
+        ck_assert_mem_eq(p + 24, stub + got, sn);
+        got += sn;
+        off += n;
+    }
+    ck_assert_uint_eq(off, C.out.len);
+    ck_assert_uint_eq(got, sizeof stub);
+}
+END_TEST
+
 START_TEST(fragment_count_and_call_size_are_bounded)
 {
     bind_ok();
@@ -530,6 +568,7 @@ static Suite *dcerpc_suite(void)
     tcase_add_test(tc, ntlm_required_refuses_unauthenticated_and_v1_negotiate);
     tcase_add_test(tc, request_fragments_are_gathered);
     tcase_add_test(tc, response_is_fragmented_to_max_xmit);
+    tcase_add_test(tc, response_survives_a_compacting_append);
     tcase_add_test(tc, fragment_count_and_call_size_are_bounded);
     tcase_add_test(tc, opnum_out_of_range_faults);
     tcase_add_test(tc, malformed_headers_close);
