@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -425,6 +426,8 @@ class FailoverPublisher(threading.Thread):
         self.last_confirm = 0.0
         self.confirmed = 0
         self.recent = collections.deque(maxlen=4096)  # (publish began, confirmed), monotonic
+        self.seq = 0
+        self.confirmed_seqs = set()
         self.errors = []
         self.connected_to = None
 
@@ -466,14 +469,16 @@ class FailoverPublisher(threading.Thread):
                 ch.queue_declare(self.q, durable=True, auto_delete=False,
                                  arguments={"x-queue-type": "quorum"})
                 self.connected_to = (host, port)
-                body = b"x" * 16
                 while not self.stop_now.is_set() and not self.reconnect_now.is_set():
                     t0 = time.monotonic()
+                    self.seq += 1
+                    body = b"%016d" % self.seq  # 16 B, its sequence number
                     ch.basic_publish(self.amqp.Message(body, delivery_mode=2),
                                      routing_key=self.q, confirm_timeout=3)
                     with self.lock:
                         self.last_confirm = time.monotonic()
                         self.confirmed += 1
+                        self.confirmed_seqs.add(self.seq)
                         self.recent.append((t0, self.last_confirm))
                     d = self.gap - (time.monotonic() - t0)
                     if d > 0:
@@ -542,7 +547,54 @@ def failover_kills(cluster, kills, rnd, tmp):
     finally:
         pub.stop_now.set()
         pub.join(10)
+    # Nothing confirmed may be lost across the kills: drain the queue and look for every
+    # confirmed number (unconfirmed ones may or may not be there; none is published twice).
+    if out:
+        try:
+            got = drain_failover_queue(cluster, q)
+        except Exception as e:
+            log("FAILED: draining the failover queue on %s: %s" % (cluster.label, e))
+            out[-1]["check"] = {"confirmed": len(pub.confirmed_seqs), "in_queue": -1,
+                                "lost": -1, "error": str(e)}
+            return out, pub.errors[-5:]
+        lost = pub.confirmed_seqs - got
+        out[-1]["check"] = {"confirmed": len(pub.confirmed_seqs), "in_queue": len(got),
+                            "lost": len(lost)}
+        log("  %s: %d confirmed across the kills, %d in the queue, %d confirmed lost" % (
+            cluster.label, len(pub.confirmed_seqs), len(got), len(lost)))
+        if lost:
+            log("FAILED: %d confirmed messages lost on %s (e.g. %s)" % (
+                len(lost), cluster.label, sorted(lost)[:5]))
     return out, pub.errors[-5:]
+
+
+def drain_failover_queue(cluster, q):
+    """Every sequence number in the failover queue (consumed with no-ack), then deletes it."""
+    import amqp
+    if cluster.name == "sluice3":
+        host, port = cluster.wait_in_sync().host, cluster.leader.port
+    else:
+        host, port = R.HOST, cluster.nodes[0].port
+    c = amqp.Connection(host="%s:%d" % (host, port), userid="guest", password="guest",
+                        connect_timeout=5, read_timeout=10)
+    c.connect()
+    try:
+        ch = c.channel()
+        _, n, _ = ch.queue_declare(q, passive=True)
+        got = set()
+        ch.basic_qos(0, 1000, False)
+        tag = ch.basic_consume(q, callback=lambda m: got.add(int(m.body)), no_ack=True)
+        deadline = time.monotonic() + 120
+        while len(got) < n and time.monotonic() < deadline:
+            try:
+                c.drain_events(timeout=5)
+            except socket.timeout:
+                break
+        ch.basic_cancel(tag)
+        ch.queue_delete(q)
+        return got
+    finally:
+        c.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -632,12 +684,15 @@ def build_report(samples, kills, env, notes, args, wall_s):
              "confirm. The killed node is started again and the next kill waits until it is "
              "back in sync (Sluice: all 3 in the ISR; RabbitMQ: 3 members online).")
     L.append("")
-    L.append("| broker | round | kill | node killed | failover ms | load1 | ready s | rejoin s |")
-    L.append("|---|---:|---:|---|---:|---:|---:|---:|")
+    L.append("| broker | round | kill | node killed | failover ms | load1 | ready s | rejoin s | "
+             "after the last kill: confirmed / in queue / confirmed lost |")
+    L.append("|---|---:|---:|---|---:|---:|---:|---:|---|")
     for k in kills:
-        L.append("| %s | %d | %d | %s | %.0f | %.2f | %s | %s |" % (
+        ck = k.get("check")
+        L.append("| %s | %d | %d | %s | %.0f | %.2f | %s | %s | %s |" % (
             k["broker"], k["round"], k["kill"], k["killed"], k["failover_ms"], k["loadavg1"],
-            k["ready_s"], k["rejoin_s"]))
+            k["ready_s"], k["rejoin_s"],
+            "%d / %d / %d" % (ck["confirmed"], ck["in_queue"], ck["lost"]) if ck else ""))
     for e in notes.get("failover_errors", []):
         L.append("")
         L.append("Last errors the failover publisher saw on %s (what a client sees during "
@@ -783,6 +838,8 @@ def main():
                     continue
                 for k in ks:
                     k.update({"broker": b.name, "round": rnd})
+                    if k.get("check", {}).get("lost"):  # -1: the check itself failed
+                        failed = True
                 kills += ks
                 notes["failover_errors"].append((b.label, errs))
     except KeyboardInterrupt as e:
