@@ -542,11 +542,11 @@ class FailoverPublisher(threading.Thread):
                         pass
 
 
-def failover_kills(cluster, kills, rnd, tmp):
+def failover_kills(cluster, kills, rnd, tmp, out):
     """`kills` times: the publisher on the leader's node, SIGKILL that node, time to the
-    publisher's next confirm, restart the node and wait until it is back in sync."""
+    publisher's next confirm, restart the node and wait until it is back in sync. Each kill
+    is appended to `out` as it is measured (kept when a later one fails)."""
     q = "failover-r%d-%s" % (rnd, cluster.name)
-    out = []
     pub = FailoverPublisher(cluster.endpoints(), q)
     pub.start()
     try:
@@ -877,9 +877,13 @@ def main():
                     continue
                 log("round %d/%d: failover, %d kill(s) on %s" % (rnd, args.rounds, args.kills,
                                                                  b.label))
+                ks = []
                 try:
-                    ks, errs = failover_kills(b, args.kills, rnd, tmp)
+                    _, errs = failover_kills(b, args.kills, rnd, tmp, ks)
                 except Exception as e:
+                    for k in ks:
+                        k.update({"broker": b.name, "round": rnd})
+                    kills += ks
                     failed = True
                     samples.append({"scenario_id": "failover", "broker": b.name, "round": rnd,
                                     "ok": False, "error": str(e)})
