@@ -70,6 +70,8 @@ typedef struct {
     double bg_rate; /* pubsub: a persistent publisher with confirms beside it, msg/s (0: flat
                        out, -1: none), consumed by a consumer of its own */
     int bg_size;    /* its body size */
+    const char *queue_type; /* x-queue-type of every queue declared (classic; bench/cluster.py:
+                             * quorum, replicated by both brokers) */
     pid_t pids[MAX_PIDS];
     int n_pids;
     char tag[64];
@@ -96,6 +98,7 @@ static opts_t O = {
     .warmup_s = 120,
     .bg_rate = -1,
     .bg_size = 1024,
+    .queue_type = "classic",
 };
 
 static atomic_int g_failures;
@@ -378,14 +381,14 @@ static void bclose(amqp_connection_state_t c)
     amqp_destroy_connection(c);
 }
 
-/* Both brokers get x-queue-type=classic explicitly: RabbitMQ's default is classic anyway, this
- * documents it and guards against a node-wide default_queue_type. */
+/* Both brokers get x-queue-type explicitly (classic unless --queue-type): RabbitMQ's default is
+ * classic anyway, this documents it and guards against a node-wide default_queue_type. */
 static amqp_table_t classic_args(void)
 {
     static amqp_table_entry_t e[1];
     e[0].key = amqp_cstring_bytes("x-queue-type");
     e[0].value.kind = AMQP_FIELD_KIND_UTF8;
-    e[0].value.value.bytes = amqp_cstring_bytes("classic");
+    e[0].value.value.bytes = amqp_cstring_bytes(O.queue_type);
     return (amqp_table_t){.num_entries = 1, .entries = e};
 }
 
@@ -640,6 +643,11 @@ typedef struct {
     /* publisher confirms: delivery tag t (1-based) is settled when acked[t] */
     uint8_t *acked;
     uint64_t published, confirmed, low;
+    /* confirm latency (confirm scenario): sent[t] = when tag t was handed to the socket; each
+     * confirm adds now - sent[t] to clat (ns) */
+    int conf_lat; /* record them */
+    int64_t *sent;
+    uint64_t *clat, clat_n;
 } producer_t;
 
 static void confirm_tags(producer_t *p, uint64_t tag, int multiple, int nack)
@@ -650,10 +658,13 @@ static void confirm_tags(producer_t *p, uint64_t tag, int multiple, int nack)
     if (nack)
         fail("basic.nack for delivery tag %" PRIu64 "%s", tag, multiple ? " (multiple)" : "");
     uint64_t from = multiple ? p->low : tag;
+    int64_t now = p->sent ? now_ns() : 0;
     for (uint64_t t = from; t <= tag; t++) {
         if (!p->acked[t]) {
             p->acked[t] = 1;
             p->confirmed++;
+            if (p->sent)
+                p->clat[p->clat_n++] = (uint64_t)(now - p->sent[t]);
         } else if (!multiple) {
             fail("delivery tag %" PRIu64 " confirmed twice", tag);
         }
@@ -662,13 +673,24 @@ static void confirm_tags(producer_t *p, uint64_t tag, int multiple, int nack)
         p->low++;
 }
 
-/* Reads confirms: blocking for the first frame when `block`, then whatever is already there. */
-static void confirms_read(producer_t *p, int block)
+/* Reads confirms: blocking for the first frame when `block`, then whatever is already there.
+ * With `until` (> 0, CLOCK_MONOTONIC ns) it reads them as they come until that time: a paced
+ * publisher waits for its next send that way, so each confirm is taken when it arrives. */
+static void confirms_read_until(producer_t *p, int block, int64_t until)
 {
     struct timeval zero = {0, 0}, stall = {O.stall_s, 0};
     for (;;) {
         amqp_frame_t f;
-        int rc = amqp_simple_wait_frame_noblock(p->conn, &f, block ? &stall : &zero);
+        struct timeval left;
+        struct timeval *tv = block ? &stall : &zero;
+        if (until > 0) {
+            int64_t d = until - now_ns();
+            if (d <= 0)
+                return;
+            left = (struct timeval){.tv_sec = d / 1000000000, .tv_usec = (d % 1000000000) / 1000};
+            tv = &left;
+        }
+        int rc = amqp_simple_wait_frame_noblock(p->conn, &f, tv);
         if (rc == AMQP_STATUS_TIMEOUT) {
             if (block)
                 fail_fatal("no confirm for %d s: %" PRIu64 " of %" PRIu64 " confirmed", O.stall_s,
@@ -696,6 +718,11 @@ static void confirms_read(producer_t *p, int block)
         amqp_maybe_release_buffers(p->conn);
         block = 0;
     }
+}
+
+static void confirms_read(producer_t *p, int block)
+{
+    confirms_read_until(p, block, 0);
 }
 
 /* The pipelined publisher's output buffer: whole messages, at most RAW_BATCH bytes. */
@@ -747,6 +774,8 @@ static void publish_raw(producer_t *p, uint8_t *body)
         b.w = put8(b.w, AMQP_FRAME_END);
         if (p->confirms) {
             p->published++; /* its delivery tag, whether written yet or not */
+            if (p->sent)
+                p->sent[p->published] = now_ns();
             if (p->published - p->confirmed >= (uint64_t)O.outstanding) {
                 /* Window full: what is buffered must reach the broker before we wait. */
                 pipe_flush(p, &b);
@@ -776,6 +805,10 @@ static void publish_all(producer_t *p)
         check_reply(amqp_get_rpc_reply(p->conn), "confirm.select");
         p->acked = xcalloc(p->hi - p->lo + 1, 1);
         p->low = 1;
+        if (p->conf_lat) {
+            p->sent = xcalloc(p->hi - p->lo + 1, sizeof *p->sent);
+            p->clat = xcalloc(p->hi - p->lo + 1, sizeof *p->clat);
+        }
     }
     if (p->tx_size) {
         amqp_tx_select(p->conn, CH);
@@ -796,7 +829,10 @@ static void publish_all(producer_t *p)
                  * followed by catch-up sends, as a steady upstream would produce them. */
                 int64_t due = p->t_start + (int64_t)((double)(seq - p->lo) * 1e9 / p->rate);
                 if (t < due) {
-                    sleep_until(due);
+                    if (p->confirms && p->published > p->confirmed)
+                        confirms_read_until(p, 0, due); /* confirms timed as they come */
+                    else
+                        sleep_until(due);
                     t = now_ns();
                 }
             }
@@ -817,6 +853,8 @@ static void publish_all(producer_t *p)
             }
             if (p->confirms) {
                 p->published++;
+                if (p->sent)
+                    p->sent[p->published] = t; /* when the publish began */
                 while (p->published - p->confirmed >= (uint64_t)O.outstanding)
                     confirms_read(p, 1);
                 /* Picking up confirms early keeps the window open without a syscall per send. */
@@ -1175,6 +1213,8 @@ static void producers_free(producer_t *ps, int np)
     for (int i = 0; i < np; i++) {
         bclose(ps[i].conn);
         free(ps[i].acked);
+        free(ps[i].sent);
+        free(ps[i].clat);
     }
     free(ps);
 }
@@ -1511,6 +1551,9 @@ static void scen_confirm(void)
         /* --tx-size K: transactions of K instead (the reference of forward --tx-size K) */
         ps[i].tx_size = O.tx_size;
         ps[i].confirms = !O.tx_size;
+        /* publish-to-confirm latency of every message; -r paces the publishers (open loop) */
+        ps[i].conf_lat = ps[i].confirms;
+        ps[i].rate = O.rate / O.producers;
     }
     phase_t ph = phase_run(ps, O.producers, NULL, 0);
     int64_t t_conf = 0;
@@ -1518,6 +1561,18 @@ static void scen_confirm(void)
         if (ps[i].t_end - ph.t0 > t_conf)
             t_conf = ps[i].t_end - ph.t0;
     double cpu = broker_us_per_msg(&ph, O.n);
+    if (!O.tx_size) {
+        uint64_t *lat = xcalloc(O.n, sizeof *lat), ln = 0;
+        for (int i = 0; i < O.producers; i++)
+            for (uint64_t k = 0; k < ps[i].clat_n && ln < O.n; k++)
+                lat[ln++] = ps[i].clat[k];
+        qsort(lat, ln, sizeof *lat, cmp_u64);
+        metric("conf_lat_p50_us", pct(lat, ln, 0.50) / 1e3);
+        metric("conf_lat_p99_us", pct(lat, ln, 0.99) / 1e3);
+        metric("conf_lat_p999_us", pct(lat, ln, 0.999) / 1e3);
+        metric("conf_lat_max_us", pct(lat, ln, 1.0) / 1e3);
+        free(lat);
+    }
     wait_count(ctl, q, O.n);
     if (O.keep) {
         metric("confirm_rate", (double)O.n / secs(t_conf));
@@ -2203,7 +2258,7 @@ static void usage(int rc)
             "  -C, --consumers N      consumer threads/connections on one queue (1)\n"
             "  -q, --queues N         fanout: queues bound to the exchange (4);\n"
             "                         manyq: durable queues, one consumer each\n"
-            "  -r, --rate MSG/S       pubsub: fixed total publish rate (0 = full speed)\n"
+            "  -r, --rate MSG/S       pubsub, confirm: fixed total publish rate (0 = full speed)\n"
             "      --prefetch N       basic.qos prefetch-count (1000)\n"
             "      --ack-every N      multiple-ack every N deliveries (250)\n"
             "      --outstanding N    confirm: unconfirmed publishes per producer (1000)\n"
@@ -2229,6 +2284,7 @@ static void usage(int rc)
             "      --route KEY        forward: routing key of the publishes (default: the\n"
             "                         destination queue; Sluice: a remote format name)\n"
             "      --dest-queue NAME  forward: queue consumed on the destination (fwd)\n"
+            "      --queue-type TYPE  x-queue-type of the queues declared (classic; quorum)\n"
             "      --tx-size K        forward, confirm: publish in transactions of K messages\n"
             "                         instead of with confirms\n"
             "      --keep             confirm: publish only, leave the queue full (recovery);\n"
@@ -2275,7 +2331,8 @@ static void parse_args(int argc, char **argv)
         SAMPLE,
         WARMUP,
         BGRATE,
-        BGSIZE
+        BGSIZE,
+        QTYPE
     };
     static const struct option lo[] = {{"scenario", 1, 0, 'S'},
                                        {"host", 1, 0, 'H'},
@@ -2313,6 +2370,7 @@ static void parse_args(int argc, char **argv)
                                        {"warmup-s", 1, 0, WARMUP},
                                        {"bg-persistent", 1, 0, BGRATE},
                                        {"bg-size", 1, 0, BGSIZE},
+                                       {"queue-type", 1, 0, QTYPE},
                                        {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
     int c;
@@ -2424,6 +2482,9 @@ static void parse_args(int argc, char **argv)
             break;
         case BGSIZE:
             O.bg_size = atoi(optarg);
+            break;
+        case QTYPE:
+            O.queue_type = optarg;
             break;
         case 'h':
             usage(0);

@@ -11,6 +11,9 @@
 #                       (bench/drain.py; DRAIN_ARGS="--rounds 5", "--perf DIR" to profile)
 #   make bench-mqqb     MS-MQQB: msg/s received from the Python peer and sent to it, recoverable
 #                       and transactional (bench/mqqb.py; Sluice alone; also run by make bench)
+#   make bench-cluster  a 3-node Sluice cluster vs a 3-node RabbitMQ cluster with quorum queues,
+#                       and one Sluice node: confirms, consume+ack, confirm latency, failover
+#                       after kill -9 of the leader (bench/cluster.py; CLUSTER_ARGS="--rounds 5")
 #   make bench-manyq    10,000 queues with a consumer each + 10,000 idle connections (issue 14)
 #   make soak           1 hour at 20,000 persistent msg/s with confirms and consumers: RSS flat,
 #                       nothing lost (bench/soak.py; SOAK_ARGS="--seconds 600" for less)
@@ -25,8 +28,9 @@ BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebe
 BENCH_ARGS   ?=
 
 .PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward bench-manyq \
-	soak soak-smoke bench-drain bench-mqqb
+	soak soak-smoke bench-drain bench-mqqb bench-cluster
 MQQB_ARGS    ?=
+CLUSTER_ARGS ?=
 DRAIN_ARGS   ?=
 SOAK_ARGS    ?=
 
@@ -69,6 +73,11 @@ bench-drain:
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced
 	/usr/bin/python3 bench/drain.py --sluiced $(BUILD)/sluiced $(DRAIN_ARGS)
 
+bench-cluster:
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
+	/usr/bin/python3 bench/cluster.py --build $(BUILD) $(CLUSTER_ARGS)
+
 bench-manyq:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
@@ -95,6 +104,7 @@ bench-smoke:
 	$(BENCH_DIR)/routebench 2000
 	/usr/bin/python3 bench/drain.py --smoke --sluiced $(BUILD)/sluiced
 	/usr/bin/python3 bench/mqqb.py --smoke --sluiced $(BUILD)/sluiced
+	/usr/bin/python3 bench/cluster.py --smoke --build $(BUILD)
 
 bench-profile:
 	@scripts/deps.sh bench

@@ -163,13 +163,20 @@ class RabbitMQ:
     name = "rabbitmq"
     label = "RabbitMQ"
 
-    def __init__(self, base, node="sluicebench@localhost", plugins=()):
+    def __init__(self, base, node="sluicebench@localhost", plugins=(), epmd_port=None,
+                 cookie=None, conf_extra=""):
+        """epmd_port: an epmd another node of ours started (the nodes of a cluster share one;
+        this node then starts none); cookie: the Erlang cookie (a cluster's nodes share it);
+        conf_extra: lines appended to rabbitmq.conf."""
         self.base = Path(base)
         self.node = node
         self.plugins = list(plugins)
         self.port = free_port()
         self.dist_port = free_port()
-        self.epmd_port = free_port()
+        self.own_epmd = epmd_port is None
+        self.epmd_port = free_port() if epmd_port is None else epmd_port
+        self.cookie = cookie
+        self.conf_extra = conf_extra
         self.proc = None
         self.epmd = None
 
@@ -221,7 +228,7 @@ class RabbitMQ:
             "frame_max = 131072\n"
             "disk_free_limit.absolute = 50MB\n"
             "log.console = false\n"
-            "log.file.level = info\n" % (HOST, self.port))
+            "log.file.level = info\n" % (HOST, self.port) + self.conf_extra)
         self.tls_port = None
         if TLS:
             self.tls_port = free_port()
@@ -238,11 +245,12 @@ class RabbitMQ:
         cookie = b / ".erlang.cookie"
         if cookie.exists():  # a restart: ours, read-only
             cookie.chmod(0o600)
-        cookie.write_text(hashlib.sha256(os.urandom(32)).hexdigest()[:20].upper())
+        cookie.write_text(self.cookie or hashlib.sha256(os.urandom(32)).hexdigest()[:20].upper())
         cookie.chmod(0o400)
-        self.epmd = subprocess.Popen([shutil.which("epmd"), "-port", str(self.epmd_port)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        if self.own_epmd and (self.epmd is None or self.epmd.poll() is not None):
+            self.epmd = subprocess.Popen([shutil.which("epmd"), "-port", str(self.epmd_port)],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True)
         self.log_path = b / "server.out"
         logf = open(self.log_path, "wb")
         self.proc = subprocess.Popen([str(RABBIT_BIN / "rabbitmq-server")], env=self.env(),
@@ -603,7 +611,9 @@ def make_tls_certs(d):
 def run_amqpbench(args, binary, broker, count_fsync, tmp, timeout, extra=(), tls=False):
     if tls:  # the broker's AMQPS listener, the server certificate verified
         extra = list(extra) + ["--tls", TLS["ca"]]
-    cmd = [str(binary), "-H", HOST, "-p", str(broker.tls_port if tls else broker.port),
+    # a broker object may name its own address (bench/cluster.py: a leader on 127.0.0.2-4)
+    cmd = [str(binary), "-H", getattr(broker, "host", HOST),
+           "-p", str(broker.tls_port if tls else broker.port),
            "--pids", ",".join(str(p) for p in broker.pids())] + args.split() + list(extra)
     perf_out = None
     if count_fsync:

@@ -11,7 +11,7 @@ test_pkgs=(check python3 python3-pytest python3-pika python3-amqp python3-kombu 
            clang-format rabbitmq-server chromium chromium-driver python3-selenium
            python3-impacket etcd-server etcd-client stress-ng)
 fuzz_pkgs=(clang libclang-rt-14-dev)
-bench_pkgs=(librabbitmq-dev rabbitmq-server)
+bench_pkgs=(librabbitmq-dev rabbitmq-server etcd-server python3-amqp)
 link_pkgs=(python3 python3-amqp python3-pytest iproute2 iptables etcd-server)
 
 want=("${build_pkgs[@]}")
