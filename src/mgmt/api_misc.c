@@ -108,7 +108,12 @@ enum MHD_Result api_overview(req *r)
     json_object_set_new(o, "rabbitmq_version", json_string(SLUICE_VERSION));
     json_object_set_new(o, "product_name", json_string(SLUICE_PRODUCT));
     json_object_set_new(o, "product_version", json_string(SLUICE_VERSION));
-    json_object_set_new(o, "cluster_name", json_string(m->b->cfg->node_name));
+    /* RabbitMQ's cluster_name: in a cluster its name (cluster_formation.etcd.cluster_name),
+     * which every node answers alike; a single node is a cluster of one, named after it */
+    const sl_config *cfg = m->b->cfg;
+    json_object_set_new(
+        o, "cluster_name",
+        json_string(cfg->cluster.enabled ? cfg->cluster.cluster_name : cfg->node_name));
     json_object_set_new(o, "node", json_string(m->b->cfg->node_name));
     json_object_set_new(o, "queue_totals",
                         json_pack("{s:I,s:I,s:I}", "messages", (json_int_t)t.messages,

@@ -77,6 +77,10 @@ def test_a_node_without_cluster_settings_is_a_cluster_of_one(broker_factory):
     b = broker_factory()
     c = get_cluster(b)
     assert c["epoch"] == 0 and c["leader"] == c["name"]
+    req = urllib.request.Request("http://%s:%d/api/overview" % (b.host, b.mgmt_port))
+    req.add_header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert json.loads(r.read())["cluster_name"] == c["name"]
     assert [n["role"] for n in c["nodes"]] == ["leader"]
     assert c["nodes"][0]["insync"] is True
     assert "replication" not in open(b.log_path).read()
@@ -117,6 +121,12 @@ def test_one_leader_followers_refuse_and_a_follower_takes_over_after_kill9(
                           else None)(get_cluster(other)),
                  timeout=10 * TTL, message="the follower sees the leader and both members")
     assert c["leader"] == first.node_name and c["epoch"] >= 1 and c["name"] == "t"
+    # RabbitMQ's overview names the cluster, not the node answering (the console's header)
+    req = urllib.request.Request("http://%s:%d/api/overview" % (first.host, first.mgmt_port))
+    req.add_header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        o = json.loads(r.read())
+    assert o["cluster_name"] == "t" and o["node"] == first.node_name
     roles = {n["name"]: n["role"] for n in c["nodes"]}
     assert roles == {first.node_name: "leader", other.node_name: "follower"}
     # (the follower's answer is the leader's, forwarded: its ISR, which a follower late to
