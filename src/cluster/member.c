@@ -32,6 +32,16 @@
 #include "core/log.h"
 #include "core/mem.h"
 
+/* An operator's action handed to the member thread: asked by ticket (asked counts the asks),
+ * taken by the thread (done < asked means one waits), answered by the same ticket with
+ * result 1 (done) or -1 (err says why). All under the member's mu. */
+typedef struct op_slot {
+    char arg[256]; /* the heir of a hand-over, the member to forget */
+    uint64_t asked, done;
+    int result;
+    char err[256];
+} op_slot;
+
 struct cl_member {
     cl_conf conf; /* a copy: the thread outlives nothing, but owns what it reads */
     char *name, *amqp, *http, *repl;
@@ -55,15 +65,8 @@ struct cl_member {
     char isr_names[CL_MAX_MEMBERS][256];
     size_t isr_n;
     /* under mu: operator actions (cl_member_handover / cl_member_forget), one of each at a
-     * time: asked by ticket, answered by the same ticket with 1 (done) or -1 (err) */
-    char ho_heir[256];
-    uint64_t ho_asked, ho_done;
-    int ho_result;
-    char ho_err[256];
-    char fg_name[256];
-    uint64_t fg_asked, fg_done;
-    int fg_result;
-    char fg_err[256];
+     * time (see op_slot) */
+    op_slot handover, forget;
 
     /* the thread's own */
     uint64_t ho_seen_ms; /* when a valid hand-over naming another node was first seen */
@@ -492,16 +495,26 @@ static void write_isr(cl_member *m)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* The member thread's answer to ticket t of op. */
+static void op_answer(cl_member *m, op_slot *op, uint64_t t, int result, const char *err)
+{
+    pthread_mutex_lock(&m->mu);
+    op->result = result;
+    snprintf(op->err, sizeof op->err, "%s", err);
+    op->done = t;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* A leader's step-down: write the hand-over key (only while the leader key is the one we
  * created and the epoch ours), then give up the key (step_down revokes the lease). */
 static void do_handover(cl_member *m)
 {
     pthread_mutex_lock(&m->mu);
-    uint64_t t = m->ho_asked;
-    int want = t != m->ho_done, leader = m->st.role == CL_ROLE_LEADER;
+    uint64_t t = m->handover.asked;
+    int want = t != m->handover.done, leader = m->st.role == CL_ROLE_LEADER;
     uint64_t epoch = m->st.epoch;
     char heir[256];
-    snprintf(heir, sizeof heir, "%s", m->ho_heir);
+    snprintf(heir, sizeof heir, "%s", m->handover.arg);
     pthread_mutex_unlock(&m->mu);
     if (!want)
         return;
@@ -538,28 +551,21 @@ static void do_handover(cl_member *m)
     }
     if (result > 0) {
         /* answered before the role changes, so the loop finds the outcome with the event */
-        pthread_mutex_lock(&m->mu);
-        m->ho_result = 1;
-        m->ho_done = t;
-        pthread_mutex_unlock(&m->mu);
+        op_answer(m, &m->handover, t, 1, "");
         step_down(m, "stepping down for a hand-over (POST /api/cluster/step-down)");
         return;
     }
-    pthread_mutex_lock(&m->mu);
-    m->ho_result = -1;
-    snprintf(m->ho_err, sizeof m->ho_err, "%s", err);
-    m->ho_done = t;
-    pthread_mutex_unlock(&m->mu);
+    op_answer(m, &m->handover, t, -1, err);
 }
 
 /* An operator's removal of a member: its registration goes, then the view is read again. */
 static void do_forget(cl_member *m)
 {
     pthread_mutex_lock(&m->mu);
-    uint64_t t = m->fg_asked;
-    int want = t != m->fg_done;
+    uint64_t t = m->forget.asked;
+    int want = t != m->forget.done;
     char name[256];
-    snprintf(name, sizeof name, "%s", m->fg_name);
+    snprintf(name, sizeof name, "%s", m->forget.arg);
     pthread_mutex_unlock(&m->mu);
     if (!want)
         return;
@@ -583,11 +589,7 @@ static void do_forget(cl_member *m)
         if (rc == 0)
             sl_info("cluster: member %s removed from etcd", name);
     }
-    pthread_mutex_lock(&m->mu);
-    m->fg_result = rc == 0 ? 1 : -1;
-    snprintf(m->fg_err, sizeof m->fg_err, "%s", err);
-    m->fg_done = t;
-    pthread_mutex_unlock(&m->mu);
+    op_answer(m, &m->forget, t, rc == 0 ? 1 : -1, err);
 }
 
 /* nodes/NAME again when the log position moved. */
@@ -703,7 +705,8 @@ static void *run(void *arg)
             timeout = 250; /* look at etcd often enough to see a leader go */
         pthread_mutex_lock(&m->mu);
         int lfd = m->listen_fd;
-        if (m->isr_req || m->ho_asked != m->ho_done || m->fg_asked != m->fg_done)
+        if (m->isr_req || m->handover.asked != m->handover.done ||
+            m->forget.asked != m->forget.done)
             timeout = 0;
         pthread_mutex_unlock(&m->mu);
         struct pollfd pf[2] = {{m->wake_fd[0], POLLIN, 0}, {lfd, POLLIN, 0}};
@@ -912,46 +915,46 @@ int cl_member_take_listen(cl_member *m)
     return fd;
 }
 
-uint64_t cl_member_handover(cl_member *m, const char *heir)
+/* The asking side of an op_slot: the loop's thread. */
+static uint64_t op_ask(cl_member *m, op_slot *op, const char *arg)
 {
     pthread_mutex_lock(&m->mu);
-    snprintf(m->ho_heir, sizeof m->ho_heir, "%s", heir);
-    uint64_t t = ++m->ho_asked;
+    snprintf(op->arg, sizeof op->arg, "%s", arg);
+    uint64_t t = ++op->asked;
     pthread_mutex_unlock(&m->mu);
     ssize_t w = write(m->wake_fd[1], "i", 1);
     (void)w;
     return t;
+}
+
+static int op_state(cl_member *m, const op_slot *op, uint64_t ticket, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&m->mu);
+    int r = op->done >= ticket ? op->result : 0;
+    if (r < 0)
+        snprintf(err, errlen, "%s", op->err);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+uint64_t cl_member_handover(cl_member *m, const char *heir)
+{
+    return op_ask(m, &m->handover, heir);
 }
 
 int cl_member_handover_state(cl_member *m, uint64_t ticket, char *err, size_t errlen)
 {
-    pthread_mutex_lock(&m->mu);
-    int r = m->ho_done >= ticket ? m->ho_result : 0;
-    if (r < 0)
-        snprintf(err, errlen, "%s", m->ho_err);
-    pthread_mutex_unlock(&m->mu);
-    return r;
+    return op_state(m, &m->handover, ticket, err, errlen);
 }
 
 uint64_t cl_member_forget(cl_member *m, const char *name)
 {
-    pthread_mutex_lock(&m->mu);
-    snprintf(m->fg_name, sizeof m->fg_name, "%s", name);
-    uint64_t t = ++m->fg_asked;
-    pthread_mutex_unlock(&m->mu);
-    ssize_t w = write(m->wake_fd[1], "i", 1);
-    (void)w;
-    return t;
+    return op_ask(m, &m->forget, name);
 }
 
 int cl_member_forget_state(cl_member *m, uint64_t ticket, char *err, size_t errlen)
 {
-    pthread_mutex_lock(&m->mu);
-    int r = m->fg_done >= ticket ? m->fg_result : 0;
-    if (r < 0)
-        snprintf(err, errlen, "%s", m->fg_err);
-    pthread_mutex_unlock(&m->mu);
-    return r;
+    return op_state(m, &m->forget, ticket, err, errlen);
 }
 
 uint64_t cl_member_lease_until(cl_member *m)
