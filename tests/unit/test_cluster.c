@@ -161,25 +161,44 @@ START_TEST(handshake_cuts_a_divergent_tail)
 }
 END_TEST
 
+/* ---- a leader and its two followers: the fixture of the leader's tests ---- */
+
+/* Leader node 0 of epoch 1 over the ISR {0, 1, 2} (min_insync 2, lag_max 100 ms), an empty log,
+ * its lease to t=1000 ms; followers 1 and 2 said HELLO at t=0 and acked their sessions (S1,
+ * S2) at position 0: in sync, nothing to send. Each test's clock runs from there. Built afresh
+ * for every test by the runner (tcase_add_checked_fixture), freed after it. */
+static repl_epochs H;
+static rl *L;
+static rl_start S1, S2;
+
+static void leader_setup(void)
+{
+    repl_epochs_init(&H);
+    rl_options o = {.min_isr = 2, .lag_max_ms = 100};
+    L = rl_new(0, 1, 0x7, &o, 0, &H, 0);
+    rl_lease(L, 1000);
+    rl_hello(L, 1, 0, 0, 0, &S1);
+    rl_hello(L, 2, 0, 0, 0, &S2);
+    rl_ack(L, 1, 1, S1.session, 0, 0, 0);
+    rl_ack(L, 2, 1, S2.session, 0, 0, 0);
+}
+
+static void leader_teardown(void)
+{
+    rl_free(L);
+    repl_epochs_free(&H);
+}
+
 START_TEST(commit_waits_for_every_isr_member_and_min_isr)
 {
-    repl_epochs h;
-    repl_epochs_init(&h);
-    rl_options o = {.min_isr = 2, .lag_max_ms = 100};
-    rl *l = rl_new(0, 1, 0x7, &o, 0, &h, 0);
-    rl_lease(l, 1000);
-    rl_start s1, s2;
-    rl_hello(l, 1, 0, 0, 0, &s1);
-    rl_hello(l, 2, 0, 0, 0, &s2);
-    rl_ack(l, 1, 1, s1.session, 0, 0, 0);
-    rl_ack(l, 2, 1, s2.session, 0, 0, 0);
+    rl *l = L;
     for (uint64_t i = 1; i <= 3; i++)
         rl_append(l, i, 100, 1);
     rl_durable(l, 3);
     ck_assert_int_eq(rl_commit(l), 0);
-    rl_ack(l, 1, 1, s1.session, 3, 3, 2);
+    rl_ack(l, 1, 1, S1.session, 3, 3, 2);
     ck_assert_int_eq(rl_commit(l), 0); /* node 2 has not acked */
-    rl_ack(l, 2, 1, s2.session, 2, 2, 2);
+    rl_ack(l, 2, 1, S2.session, 2, 2, 2);
     ck_assert_int_eq(rl_commit(l), 2);
     ck_assert_int_eq(rl_release(l, 5), 2);
     /* node 2 lags past lag_max: proposed out; while pending, it still counts */
@@ -205,8 +224,6 @@ START_TEST(commit_waits_for_every_isr_member_and_min_isr)
     ck_assert_int_eq(rl_release(l, 2000), 2);
     rl_depose(l);
     ck_assert(rl_deposed(l));
-    rl_free(l);
-    repl_epochs_free(&h);
 }
 END_TEST
 
@@ -214,25 +231,19 @@ END_TEST
  * Until etcd holds the ISR without it, commit still waits for it (the old set counts: were the
  * leader to die, etcd's ISR still names it); then commit moves without it. A RETRY proposes
  * again; its stale session's acks no longer count; a node outside the ISR is forgotten at
- * once; the leader cannot forget itself; forgetting waits behind a pending proposal. */
+ * once; the leader cannot forget itself; forgetting waits behind a pending proposal. The clock
+ * stays below 10 ms, far inside the fixture's lag_max (100 ms) and lease: no proposal here is
+ * about lag, and every release is within the lease. */
 START_TEST(forget_a_member_with_a_group_in_flight)
 {
-    repl_epochs h;
-    repl_epochs_init(&h);
-    rl_options o = {.min_isr = 2, .lag_max_ms = 100000};
-    rl *l = rl_new(0, 1, 0x7, &o, 0, &h, 0);
-    rl_lease(l, 100000);
-    rl_start s1, s2;
-    rl_hello(l, 1, 0, 0, 0, &s1);
-    rl_hello(l, 2, 0, 0, 0, &s2);
-    rl_ack(l, 1, 1, s1.session, 0, 0, 0);
-    rl_ack(l, 2, 1, s2.session, 0, 0, 0);
+    rl *l = L;
+    rl_start s2 = S2;
     rl_append(l, 1, 100, 1);
     rl_durable(l, 1);
     uint64_t idx, sess;
     ck_assert(rl_next_send(l, 2, 1, &idx, &sess)); /* group 1 in flight to node 2 */
     ck_assert_int_eq(idx, 1);
-    rl_ack(l, 1, 1, s1.session, 1, 1, 2);
+    rl_ack(l, 1, 1, S1.session, 1, 1, 2);
     ck_assert_int_eq(rl_commit(l), 0);     /* node 2 has not acked */
     ck_assert_int_eq(rl_forget(l, 0), -1); /* not the leader itself */
     ck_assert_int_eq(rl_forget(l, 2), 0);
@@ -274,8 +285,6 @@ START_TEST(forget_a_member_with_a_group_in_flight)
     ck_assert_int_eq(rl_forget(l, 2), 0);
     ck_assert_int_eq(rl_forgetting(l), 0);
     ck_assert(!rl_isr_propose(l, 8, &prop));
-    rl_free(l);
-    repl_epochs_free(&h);
 }
 END_TEST
 
@@ -973,12 +982,15 @@ static Suite *cluster_suite(void)
     tcase_add_test(tc, conf_keys_and_defaults);
     tcase_add_test(tc, epochs_end_and_truncate);
     tcase_add_test(tc, handshake_cuts_a_divergent_tail);
-    tcase_add_test(tc, commit_waits_for_every_isr_member_and_min_isr);
-    tcase_add_test(tc, forget_a_member_with_a_group_in_flight);
     tcase_add_test(tc, wire_round_trip_and_malformed);
     tcase_add_test(tc, wire_frames_survive_a_compacting_append);
     tcase_add_test(tc, simulated_cluster_loses_nothing_confirmed);
     suite_add_tcase(s, tc);
+    TCase *lead = tcase_create("leader"); /* each test starts from the fixture's leader */
+    tcase_add_checked_fixture(lead, leader_setup, leader_teardown);
+    tcase_add_test(lead, commit_waits_for_every_isr_member_and_min_isr);
+    tcase_add_test(lead, forget_a_member_with_a_group_in_flight);
+    suite_add_tcase(s, lead);
     return s;
 }
 
