@@ -15,19 +15,12 @@ import amqp
 import pytest
 
 from conftest import sluiced_binary
-from etcd import Etcd
+from cluster_client import cluster_status, etcd, get_json  # noqa: F401  (etcd: the fixture)
 from helpers import IS_RABBITMQ, wait_for
 
 pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster")
 
 TTL = 3  # seconds: short for quick failovers, long enough for a busy machine
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    e = Etcd(str(tmp_path / "etcd")).start()
-    yield e
-    e.stop()
 
 
 def cluster_conf(etcd, **extra):
@@ -42,13 +35,6 @@ def cluster_conf(etcd, **extra):
     return c
 
 
-def get_cluster(b):
-    req = urllib.request.Request("http://%s:%d/api/cluster" % (b.host, b.mgmt_port))
-    req.add_header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")  # guest:guest
-    with urllib.request.urlopen(req, timeout=5) as r:
-        return json.loads(r.read())
-
-
 def metrics(b):
     with urllib.request.urlopen("http://%s:%d/metrics" % (b.host, b.mgmt_port), timeout=5) as r:
         return r.read().decode()
@@ -58,7 +44,7 @@ def leader_of(nodes):
     """The node among `nodes` that reports itself leader, or None."""
     for b in nodes:
         try:
-            c = get_cluster(b)
+            c = cluster_status(b)
         except OSError:
             continue
         if c["leader"] and any(n["name"] == c["leader"] and n["role"] == "leader"
@@ -75,12 +61,9 @@ def start_node(broker_factory, etcd, name, **extra):
 
 def test_a_node_without_cluster_settings_is_a_cluster_of_one(broker_factory):
     b = broker_factory()
-    c = get_cluster(b)
+    c = cluster_status(b)
     assert c["epoch"] == 0 and c["leader"] == c["name"]
-    req = urllib.request.Request("http://%s:%d/api/overview" % (b.host, b.mgmt_port))
-    req.add_header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")
-    with urllib.request.urlopen(req, timeout=5) as r:
-        assert json.loads(r.read())["cluster_name"] == c["name"]
+    assert get_json(b, "/api/overview")["cluster_name"] == c["name"]
     assert [n["role"] for n in c["nodes"]] == ["leader"]
     assert c["nodes"][0]["insync"] is True
     assert "replication" not in open(b.log_path).read()
@@ -118,20 +101,17 @@ def test_one_leader_followers_refuse_and_a_follower_takes_over_after_kill9(
     first = wait_for(lambda: leader_of([a, b]), timeout=10 * TTL, message="a leader")
     other = b if first is a else a
     c = wait_for(lambda: (lambda c: c if c["leader"] == first.node_name and len(c["nodes"]) == 2
-                          else None)(get_cluster(other)),
+                          else None)(cluster_status(other)),
                  timeout=10 * TTL, message="the follower sees the leader and both members")
     assert c["leader"] == first.node_name and c["epoch"] >= 1 and c["name"] == "t"
     # RabbitMQ's overview names the cluster, not the node answering (the console's header)
-    req = urllib.request.Request("http://%s:%d/api/overview" % (first.host, first.mgmt_port))
-    req.add_header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")
-    with urllib.request.urlopen(req, timeout=5) as r:
-        o = json.loads(r.read())
+    o = get_json(first, "/api/overview")
     assert o["cluster_name"] == "t" and o["node"] == first.node_name
     roles = {n["name"]: n["role"] for n in c["nodes"]}
     assert roles == {first.node_name: "leader", other.node_name: "follower"}
     # (the follower's answer is the leader's, forwarded: its ISR, which a follower late to
     # connect may leave and re-enter)
-    wait_for(lambda: all(n["insync"] for n in get_cluster(other)["nodes"]), timeout=10 * TTL,
+    wait_for(lambda: all(n["insync"] for n in cluster_status(other)["nodes"]), timeout=10 * TTL,
              message="both in sync")
     # the leader's own view of the members catches up at its next look at etcd
     m = wait_for(lambda: (lambda t: t if "\nsluice_cluster_isr_size 2\n" in t else None)(
@@ -149,7 +129,7 @@ def test_one_leader_followers_refuse_and_a_follower_takes_over_after_kill9(
     wait_for(lambda: leader_of([other]), timeout=10 * TTL, message="a new leader")
     took = time.monotonic() - t0
     print("failover: kill -9 of the leader to a new leader in %.2f s (lease_ttl %d)" % (took, TTL))
-    c = get_cluster(other)
+    c = cluster_status(other)
     assert c["leader"] == other.node_name and c["epoch"] == epoch + 1
     other.assert_alive()
     # within the lease and a few renewal rounds (generous: the machine may be busy)
@@ -186,4 +166,4 @@ def test_a_leader_that_cannot_renew_steps_down_before_its_lease_expires(broker_f
         etcd.resume()
     # etcd is back: once the old lease has gone, the node leads again in a new epoch
     wait_for(lambda: leader_of([a]), timeout=10 * TTL, message="leader again")
-    assert get_cluster(a)["epoch"] >= 2
+    assert cluster_status(a)["epoch"] >= 2

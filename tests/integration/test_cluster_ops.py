@@ -9,7 +9,6 @@ import base64
 import json
 import re
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +18,9 @@ import pytest
 
 from conftest import sluiced_binary
 from helpers import IS_RABBITMQ, wait_for
-from test_cluster_repl import TTL, cluster, connect, drain, etcd, etcd_node  # noqa: F401
+from cluster_client import ConfirmedLoad, connect, drain, etcd, publish_confirmed_to  # noqa: F401
+from test_cluster_repl import TTL, cluster, etcd_node  # noqa: F401
+from test_cluster_repl import three as repl_three
 
 pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster")
 
@@ -69,10 +70,8 @@ MONITOR = ("watcher", "watcher-secret")
 
 
 def three(cluster, **extra):
-    cl = cluster(**extra)
-    for i in range(3):
-        cl.start(i)
-    lead = cl.wait_leader()
+    """test_cluster_repl.three (three nodes, followers in sync), with the users above."""
+    cl, lead = repl_three(cluster, **extra)
     for (u, pw), tags in ((ADMIN, "administrator"), (MONITOR, "monitoring")):
         assert api(lead, "PUT", "/api/users/" + u, {"password": pw, "tags": tags})[0] in (201, 204)
         assert api(lead, "PUT", "/api/permissions/%2F/" + u,
@@ -90,16 +89,6 @@ def new_leader(cl, old, timeout=15 * TTL):
         lead = cl.leader()
         return lead if lead is not None and lead is not old else None
     return wait_for(other, timeout=timeout, message="a new leader")
-
-
-def publish_confirmed(b, queue, bodies):
-    conn = connect(b)
-    ch = conn.channel()
-    ch.queue_declare(queue, durable=True, auto_delete=False)
-    ch.confirm_select()
-    for body in bodies:
-        ch.basic_publish_confirm(amqp.Message(body, delivery_mode=2), routing_key=queue)
-    conn.close()
 
 
 @pytest.mark.test_timeout(240)
@@ -134,7 +123,7 @@ def test_status_over_http_and_sluicectl(cluster):
 def test_step_down_hands_over_and_loses_nothing_confirmed(cluster):
     cl, lead = three(cluster)
     N = 200
-    publish_confirmed(lead, "q", [b"m%d" % i for i in range(N)])
+    publish_confirmed_to(lead, "q", [b"m%d" % i for i in range(N)])
     settled(cl, lead)
     epoch = api(lead, "GET", "/api/cluster")[1]["epoch"]
     # a client on the leader sees the hand-over as a 320
@@ -175,7 +164,7 @@ def test_step_down_hands_over_and_loses_nothing_confirmed(cluster):
 @pytest.mark.test_timeout(300)
 def test_step_down_through_a_followers_port_and_sluicectl(cluster):
     cl, lead = three(cluster)
-    publish_confirmed(lead, "q", [b"a%d" % i for i in range(50)])
+    publish_confirmed_to(lead, "q", [b"a%d" % i for i in range(50)])
     settled(cl, lead)
     f = sorted((b for b in cl.alive() if b is not lead), key=lambda b: b.node_name)[0]
     p = ctl(f, "cluster", "step-down", user=ADMIN[0], password=ADMIN[1])
@@ -187,7 +176,7 @@ def test_step_down_through_a_followers_port_and_sluicectl(cluster):
         v["insync"] for v in cl.peers(new).values()), timeout=20 * TTL, message="all in sync")
     settled(cl, new)
     # and once more, naming the heir, through a follower's port with --to
-    publish_confirmed(new, "q", [b"b%d" % i for i in range(50)])
+    publish_confirmed_to(new, "q", [b"b%d" % i for i in range(50)])
     settled(cl, new)
     heir = lead.node_name
     via = next(b for b in cl.alive() if b is not new and b is not lead)
@@ -311,7 +300,7 @@ def test_a_removed_live_follower_comes_back_in_sync(cluster):
     st, view = api(lead, "DELETE", "/api/cluster/nodes/" + f.node_name)
     assert st == 200 and f.node_name not in {n["name"] for n in view["nodes"]}, view
     assert "cluster: forgetting member %s" % f.node_name in open(lead.log_path).read()
-    publish_confirmed(lead, "q", [b"x%d" % i for i in range(20)])
+    publish_confirmed_to(lead, "q", [b"x%d" % i for i in range(20)])
     # it registers again, follows again and is in sync again
     settled(cl, lead)
     assert f.proc.poll() is None
@@ -321,7 +310,7 @@ def test_a_removed_live_follower_comes_back_in_sync(cluster):
 def test_metrics_and_api_nodes_list_every_member(cluster):
     # a 10 s lease: the killed follower stays listed (registered, in the ISR) while we look
     cl, lead = three(cluster, **{"cluster.lease_ttl": "10"})
-    publish_confirmed(lead, "q", [b"y" * 1000 for _ in range(10)])
+    publish_confirmed_to(lead, "q", [b"y" * 1000 for _ in range(10)])
     settled(cl, lead)
     with urllib.request.urlopen("http://%s:%d/metrics" % (lead.host, lead.mgmt_port),
                                 timeout=10) as r:
@@ -372,34 +361,12 @@ def test_metrics_and_api_nodes_list_every_member(cluster):
 @pytest.mark.test_timeout(300)
 def test_step_down_under_a_confirmed_load_loses_nothing_confirmed(cluster):
     cl, lead = three(cluster)
-    confirmed = []
-    errors = []
-    started = threading.Event()
-
-    def publisher():
-        try:
-            conn = connect(lead)
-            ch = conn.channel()
-            ch.queue_declare("load", durable=True, auto_delete=False)
-            ch.confirm_select()
-            for i in range(100000):
-                ch.basic_publish_confirm(amqp.Message(b"p%d" % i, delivery_mode=2),
-                                         routing_key="load")
-                confirmed.append(b"p%d" % i)
-                if i == 200:
-                    started.set()
-        except Exception as e:  # the hand-over's 320 ends it
-            errors.append(e)
-        finally:
-            started.set()
-
-    t = threading.Thread(target=publisher)
-    t.start()
-    assert started.wait(60), "the publisher did not get going"
+    load = ConfirmedLoad(lead, "load").start()
+    assert load.started.wait(60) and not load.errors, "the publisher did not get going"
     st, r = api(lead, "POST", "/api/cluster/step-down", {})
     assert st == 200, r
-    t.join(60)
-    assert not t.is_alive()
+    load.join(60)  # the hand-over's 320 ends it
+    errors, confirmed = load.errors, load.confirmed
     assert errors and "no longer the cluster leader" in str(errors[0]), errors
     new = new_leader(cl, lead)
     assert new.node_name == r["to"]

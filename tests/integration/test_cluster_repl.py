@@ -7,30 +7,21 @@ publish; below min_insync_replicas publishers are blocked and their confirms wai
 leader restarted rejoins as a follower (it led: it takes a full copy)."""
 
 import json
-import os
-import re
 import threading
 import time
-import urllib.request
 
 import amqp
 import pytest
 
+from cluster_client import (ConfirmedLoad, cluster_status, confirm_channel, drain,  # noqa: F401
+                            etcd, publish_confirmed, publish_confirmed_to)
 from conftest import start_sluiced, stop_sluiced
-from etcd import Etcd
 from helpers import IS_RABBITMQ, wait_for
 
 pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster")
 
 TTL = 3
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    e = Etcd(str(tmp_path / "etcd")).start()
-    yield e
-    e.stop()
 
 
 class Cluster:
@@ -69,10 +60,7 @@ class Cluster:
         return [b for b in self.nodes.values() if b.proc.poll() is None]
 
     def status(self, b):
-        req = urllib.request.Request("http://%s:%d/api/cluster" % (b.host, b.mgmt_port))
-        req.add_header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return json.loads(r.read())
+        return cluster_status(b)
 
     def leader(self):
         """The live node that serves as leader (its own /api/cluster says so), or None."""
@@ -121,13 +109,6 @@ def cluster(tmp_path, etcd):
         pytest.fail("\n".join(errors), pytrace=False)
 
 
-def connect(b):
-    c = amqp.Connection(host="%s:%d" % (b.host, b.port), userid="guest", password="guest",
-                        connect_timeout=5, read_timeout=10, login_method="PLAIN")
-    c.connect()
-    return c
-
-
 def three(cluster, **extra):
     cl = cluster(**extra)
     for i in range(3):
@@ -139,32 +120,12 @@ def three(cluster, **extra):
     return cl, lead
 
 
-def drain(b, queue, timeout=20):
-    """Every message of queue: [(body, redelivered)], acked."""
-    conn = connect(b)
-    ch = conn.channel()
-    out = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = ch.basic_get(queue, no_ack=False)
-        if m is None:
-            break
-        out.append((m.body, m.delivery_info["redelivered"]))
-        ch.basic_ack(m.delivery_tag)
-    conn.close()
-    return out
-
-
 @pytest.mark.test_timeout(240)
 def test_confirmed_messages_survive_kill9_of_the_leader(cluster):
     cl, lead = three(cluster)
-    conn = connect(lead)
-    ch = conn.channel()
-    ch.queue_declare("q", durable=True, auto_delete=False)
-    ch.confirm_select()
+    conn, ch = confirm_channel(lead, "q")
     N = 300
-    for i in range(N):
-        ch.basic_publish_confirm(amqp.Message(b"m%d" % i, delivery_mode=2), routing_key="q")
+    publish_confirmed(ch, "q", [b"m%d" % i for i in range(N)])
     # three delivered but not acked: they come back redelivered on the new leader
     got = [ch.basic_get("q", no_ack=False) for _ in range(3)]
     assert [m.body for m in got] == [b"m0", b"m1", b"m2"]
@@ -176,10 +137,8 @@ def test_confirmed_messages_survive_kill9_of_the_leader(cluster):
     new = cl.wait_leader()
     assert new is not lead
     # the first confirm by the new leader
-    c2 = connect(new)
-    ch2 = c2.channel()
-    ch2.confirm_select()
-    ch2.basic_publish_confirm(amqp.Message(b"after", delivery_mode=2), routing_key="q")
+    c2, ch2 = confirm_channel(new, "q")
+    publish_confirmed(ch2, "q", [b"after"])
     took = time.monotonic() - t0
     print("failover: kill -9 to the first confirm by the new leader in %.2f s" % took)
     c2.close()
@@ -206,16 +165,11 @@ def positions_meet(cl, leader, follower):
 def test_a_follower_killed_and_restarted_catches_up(cluster):
     cl, lead = three(cluster)
     f = next(b for b in cl.alive() if b is not lead)
-    conn = connect(lead)
-    ch = conn.channel()
-    ch.queue_declare("q", durable=True, auto_delete=False)
-    ch.confirm_select()
-    for i in range(100):
-        ch.basic_publish_confirm(amqp.Message(b"a%d" % i, delivery_mode=2), routing_key="q")
+    conn, ch = confirm_channel(lead, "q")
+    publish_confirmed(ch, "q", [b"a%d" % i for i in range(100)])
     f.kill9()
     # the leader goes on (two in sync of three: min_insync 2) while the follower is down
-    for i in range(100):
-        ch.basic_publish_confirm(amqp.Message(b"b%d" % i, delivery_mode=2), routing_key="q")
+    publish_confirmed(ch, "q", [b"b%d" % i for i in range(100)])
     conn.close()
     i = int(f.node_name[-1])
     f2 = cl.start(i)
@@ -231,30 +185,10 @@ def test_a_follower_killed_and_restarted_catches_up(cluster):
 def test_a_node_with_an_empty_data_directory_gets_a_full_copy_under_load(cluster):
     # a small ring of recent groups: the joiner cannot stream from group 1, it must copy
     cl, lead = three(cluster, **{"cluster.replication_buffer_bytes": "65536"})
-    stop = threading.Event()
-    confirmed = []
-    errors = []
-
-    def publisher():
-        try:
-            conn = connect(lead)
-            ch = conn.channel()
-            ch.queue_declare("load", durable=True, auto_delete=False)
-            ch.confirm_select()
-            i = 0
-            while not stop.is_set() and i < 100000:
-                ch.basic_publish_confirm(amqp.Message(b"x" * 512 + b"%d" % i, delivery_mode=2),
-                                         routing_key="load")
-                confirmed.append(i)
-                i += 1
-            conn.close()
-        except Exception as e:  # reported below
-            errors.append(repr(e))
-
-    t = threading.Thread(target=publisher)
-    t.start()
+    load = ConfirmedLoad(lead, "load", body=lambda i: b"x" * 512 + b"%d" % i, warm=500).start()
+    confirmed = load.confirmed
     try:
-        wait_for(lambda: len(confirmed) >= 500, timeout=60, message="a publisher under way")
+        assert load.started.wait(60) and not load.errors, "a publisher under way: %r" % load.errors
         j = cl.start(3)
         before = len(confirmed)
         wait_for(lambda: "full copy taken" in open(j.log_path).read(), timeout=20 * TTL,
@@ -264,9 +198,8 @@ def test_a_node_with_an_empty_data_directory_gets_a_full_copy_under_load(cluster
         during = len(confirmed) - before
         assert during > 0, "the publisher was stalled by the copy"
     finally:
-        stop.set()
-        t.join(30)
-    assert not errors, errors
+        load.stop(30)
+    assert not load.errors, load.errors
     wait_for(lambda: positions_meet(cl, lead, j), timeout=15 * TTL,
              message="the joiner's log reaches the leader's")
     print("joiner: %d confirms went out during its copy" % during)
@@ -320,20 +253,11 @@ def test_below_min_insync_a_publisher_is_blocked_and_its_confirm_waits(cluster):
 @pytest.mark.test_timeout(300)
 def test_the_old_leader_restarted_rejoins_as_a_follower(cluster):
     cl, lead = three(cluster)
-    conn = connect(lead)
-    ch = conn.channel()
-    ch.queue_declare("q", durable=True, auto_delete=False)
-    ch.confirm_select()
-    for i in range(200):
-        ch.basic_publish_confirm(amqp.Message(b"m%d" % i, delivery_mode=2), routing_key="q")
+    conn, ch = confirm_channel(lead, "q")
+    publish_confirmed(ch, "q", [b"m%d" % i for i in range(200)])
     lead.kill9()
     second = cl.wait_leader()
-    c2 = connect(second)
-    ch2 = c2.channel()
-    ch2.confirm_select()
-    for i in range(200, 300):
-        ch2.basic_publish_confirm(amqp.Message(b"m%d" % i, delivery_mode=2), routing_key="q")
-    c2.close()
+    publish_confirmed_to(second, "q", [b"m%d" % i for i in range(200, 300)])
     old = cl.start(int(lead.node_name[-1]))
     wait_for(lambda: "full copy taken" in open(old.log_path).read(), timeout=20 * TTL,
              message="the old leader takes a full copy (it led)")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from etcd import Etcd
+from cluster_client import etcd  # noqa: F401  (the fixture)
 from helpers import IS_RABBITMQ, wait_for
 from test_cluster_repl import Cluster
 from test_console import Console, chrome, http  # noqa: F401  (chrome: the module's browser)
@@ -40,13 +40,6 @@ REPO = Path(__file__).resolve().parents[2]
 TTL = 15
 ADMIN = ("boss", "boss-pw")  # guest cannot log in through a follower (not loopback there)
 MON = ("watcher", "watcher-pw")
-
-
-@pytest.fixture
-def etcd(tmp_path):
-    e = Etcd(str(tmp_path / "etcd")).start()
-    yield e
-    e.stop()
 
 
 @pytest.fixture
