@@ -409,3 +409,47 @@ def test_a_hostile_node_name_stays_text(chrome, broker_factory):  # noqa: F811
     con.d.switch_to.alert.dismiss()
     assert chrome.execute_script("return window.__xss") is None
     assert not con.errors(), con.errors()
+
+
+# who may see the nodes: the console follows GET /api/cluster and GET /api/nodes, user by user
+SEES_NODES = {"administrator": True, "monitoring": True, "management": False,
+              "policymaker": False}
+
+
+@pytest.mark.test_timeout(180)
+def test_who_sees_the_cluster_and_the_nodes_follows_the_api(chrome, broker):  # noqa: F811
+    """RabbitMQ's rule: monitoring (and administrator) users see the nodes, management and
+    policymaker users none. The console shows the Cluster entry and page, the overview's node
+    figures and the Node page's node to exactly the users the API lets GET /api/cluster and
+    /api/nodes, read-only unless administrator, and asks nothing of those APIs for the others
+    (no refusal in the browser's console, no error on any page)."""
+    for tag in SEES_NODES:
+        user = ("u-" + tag, "pw-" + tag)
+        add_user(broker, user, tag)
+        st_c = http(broker, "GET", "/api/cluster", user=user[0], password=user[1])[0]
+        st_n = http(broker, "GET", "/api/nodes", user=user[0], password=user[1])[0]
+        may = st_c == 200
+        assert (st_c, st_n) == ((200, 200) if SEES_NODES[tag] else (403, 403)), (tag, st_c, st_n)
+        con = Console(chrome, broker).start(*user)
+        assert not con.banner(), (tag, con.banner())  # the overview loaded without an error
+        assert bool(con.by("#nav-cluster")) == may, tag
+        assert con.one("#overview-node").text.strip(), tag
+        assert bool(con.by("#meter-memory")) == may, tag
+        if may:
+            con.go("#/cluster")
+            rows = wait_rows(con, "#cluster-nodes", lambda r: len(r) == 1, what="the node")
+            assert rows[0][1] == "leader", rows
+            admin = tag == "administrator"
+            assert bool(con.by("#btn-step-down")) == admin, tag
+        else:  # a page refused does not load (no refresh to wait for): its text says so
+            con.d.execute_script("location.hash = '#/cluster'")
+            wait_for(lambda: "do not allow" in con.one("#main").text, timeout=10,
+                     message="the cluster page for %s: %r" % (tag, con.one("#main").text))
+            assert not con.by("#cluster-nodes") and not con.by("#btn-step-down")
+        con.go("#/node")
+        assert not con.banner(), (tag, con.banner())
+        assert con.one("#machine-props").text  # the MSMQ machine's properties: everyone's
+        node = con.one("#node-info").text
+        assert ("Memory used" in node) == may, (tag, node)
+        con.shot("node-" + tag)
+        assert not con.errors(), (tag, con.errors())

@@ -1,8 +1,11 @@
 // node.js - #/node: the node's MSMQ management properties and its actions: Connect and
 // Disconnect (online state: links to other nodes run or stop), Tidy (reclaims store segments
-// and says what it freed). Actions are the administrator's.
+// and says what it freed). Actions are the administrator's. The node's own figures (name,
+// memory, pid) come from GET /api/nodes, for monitoring and administrator users only (as the
+// API and RabbitMQ have it): the others see the MSMQ machine's properties and a note instead.
 import { get, post } from '../api.js';
 import { h, replace, table, fmtValue, fmtBytes, act, kvTable } from '../dom.js';
+import { NO_NODES } from './overview.js';
 
 const PROPS = ['CONNECTED', 'TYPE', 'ACTIVEQUEUES', 'PRIVATEQ', 'DSSERVER', 'BYTES_IN_ALL_QUEUES'];
 
@@ -32,9 +35,12 @@ export default {
     main.append(h('h2', {}, 'Management properties'), info);
     return {
       async refresh() {
-        const [nodes, mi] = await Promise.all([get('/nodes'), get(`/msmq/info?object=MACHINE&props=${PROPS.join(',')}`)]);
+        const mon = ctx.can.monitoring;
+        const [nodes, mi] = await Promise.all([mon ? get('/nodes') : null,
+          get(`/msmq/info?object=MACHINE&props=${PROPS.join(',')}`)]);
         const n = (nodes || [])[0] || {};
-        replace(nodeBox, kvTable({ Name: n.name, Running: n.running, Connected: n.connected, 'Memory used': fmtBytes(n.mem_used), 'Memory limit': fmtBytes(n.mem_limit), 'Memory alarm': n.mem_alarm, 'OS pid': n.os_pid }));
+        if (!mon) replace(nodeBox, h('p', { class: 'muted' }, NO_NODES));
+        else replace(nodeBox, kvTable({ Name: n.name, Running: n.running, Connected: n.connected, 'Memory used': fmtBytes(n.mem_used), 'Memory limit': fmtBytes(n.mem_limit), 'Memory alarm': n.mem_alarm, 'OS pid': n.os_pid }));
         replace(info, table([
           { title: 'Property', get: (p) => p.name },
           { title: 'Type', get: (p) => p.vt },

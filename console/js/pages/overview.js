@@ -3,7 +3,10 @@
 // node does nothing more than answer that one GET. The samples are kept for the last 10
 // minutes while the console stays open (also across pages). A node in a cluster of more than
 // one (GET /api/cluster, for monitoring and administrator users: the API's rule) also shows its
-// members, their roles, which are in sync and their lag (cluster.js's table).
+// members, their roles, which are in sync and their lag (cluster.js's table). The node's uptime,
+// memory and disk come from GET /api/nodes, which is for the same users (RabbitMQ's rule:
+// management and policymaker users see no nodes): the others are not asked for it, and the
+// overview says why those figures are missing instead of failing on the API's refusal.
 import { get } from '../api.js';
 import { h, replace, fmtNum, fmtBytes, fmtDuration, table, link } from '../dom.js';
 import { sampler, lineChart } from '../charts.js';
@@ -17,6 +20,10 @@ const sumStats = (s) => ({ ...s, deliver: (s.deliver || 0) + (s.deliver_no_ack |
   get: (s.get || 0) + (s.get_no_ack || 0) });
 // kept across visits to the page while the console stays open
 const hist = sampler(RATES.map((r) => r[0]), ['messages_ready', 'messages_unacknowledged']);
+
+// What a user who may not GET /api/nodes is told where the node's figures would be.
+export const NO_NODES = 'The node\'s memory, disk and uptime are shown to monitoring and ' +
+  'administrator users only (GET /api/nodes refuses the others).';
 
 export default {
   mount(main, params, ctx) {
@@ -34,8 +41,9 @@ export default {
       async refresh() {
         // the cluster panel is an extra: its refusal or failure never breaks the overview
         // (a node that does not answer at all fails the other two requests too)
-        const [o, nodes, c] = await Promise.all([get('/overview'), get('/nodes'),
-          ctx.can.monitoring ? get('/cluster').catch(() => null) : null]);
+        const mon = ctx.can.monitoring;
+        const [o, nodes, c] = await Promise.all([get('/overview'), mon ? get('/nodes') : null,
+          mon ? get('/cluster').catch(() => null) : null]);
         const members = (c && c.nodes) || [];
         clusterBox.hidden = members.length < 2;
         if (members.length >= 2) {
@@ -48,7 +56,8 @@ export default {
         hist.add(sumStats(o.message_stats || {}), o.queue_totals || {});
         const n = (nodes || [])[0] || {};
         replace(head, h('h1', {}, `Node ${o.node}`),
-          h('p', { class: 'muted' }, `${o.product_name} ${o.product_version}; cluster ${o.cluster_name}; up ${fmtDuration(n.uptime || 0)}; MSMQ state `,
+          h('p', { class: 'muted' }, `${o.product_name} ${o.product_version}; cluster ${o.cluster_name}; ` +
+            `${mon ? `up ${fmtDuration(n.uptime || 0)}; ` : ''}MSMQ state `,
             h('span', { class: `state-${o.msmq_connected}` }, o.msmq_connected || '')));
         const ot = o.object_totals || {};
         const qt = o.queue_totals || {};
@@ -68,8 +77,12 @@ export default {
           ['Disk free', `${fmtBytes(n.disk_free)} (alarm below ${fmtBytes(n.disk_free_limit)})`, n.disk_free_alarm,
             h('meter', { id: 'meter-disk', min: '0', max: String(diskFree), high: String(0.8 * diskFree), value: String(Math.min(n.disk_free_limit || 0, diskFree)) })],
         ];
-        replace(nodeBox, h('table', { class: 'kv' }, rows.map(([k, v, alarm, bar]) =>
-          h('tr', {}, h('th', {}, k), h('td', {}, bar, ' ', v, alarm ? h('span', { class: 'alarm' }, '  ALARM') : '')))));
+        if (mon) {
+          replace(nodeBox, h('table', { class: 'kv' }, rows.map(([k, v, alarm, bar]) =>
+            h('tr', {}, h('th', {}, k), h('td', {}, bar, ' ', v, alarm ? h('span', { class: 'alarm' }, '  ALARM') : '')))));
+        } else {
+          replace(nodeBox, h('p', { class: 'muted' }, NO_NODES));
+        }
         replace(listeners, table([
           { title: 'Protocol', get: (l) => l.protocol },
           { title: 'Address', get: (l) => l.ip_address },
