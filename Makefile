@@ -19,6 +19,9 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/console_assets.o
 CONSOLE_FILES := $(sort $(shell find console -type f ! -name '*.md' 2>/dev/null))
 # The reference in docs/, built in beside them: the console's Help links open /docs/PAGE.md.
 DOC_FILES := $(sort $(wildcard docs/*.md))
+# The Markdown renderer the console shows those pages with: marked, from Debian's libjs-marked
+# (scripts/deps.sh build), built in as /vendor/marked/marked.min.js.
+MARKED_JS := /usr/share/javascript/marked/marked.min.js
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
@@ -40,9 +43,13 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/gen/console_assets.c: $(CONSOLE_FILES) $(DOC_FILES) scripts/embed-console.sh
+$(BUILD)/gen/console_assets.c: $(CONSOLE_FILES) $(DOC_FILES) $(MARKED_JS) scripts/embed-console.sh
 	@mkdir -p $(dir $@)
-	scripts/embed-console.sh $@ console $(CONSOLE_FILES) $(DOC_FILES)
+	scripts/embed-console.sh $@ console $(CONSOLE_FILES) $(DOC_FILES) \
+	  /vendor/marked/marked.min.js=$(MARKED_JS)
+
+$(MARKED_JS):
+	@echo "$@ is missing: install Debian's libjs-marked (scripts/deps.sh build)" >&2; exit 1
 
 $(BUILD)/gen/console_assets.o: $(BUILD)/gen/console_assets.c src/mgmt/console_assets.h
 	$(CC) $(CFLAGS) -c $< -o $@

@@ -1,7 +1,8 @@
 // app.js - the console's frame: login and logout, the menu the user's tags allow, hash routes
 // (#/queues/%2F/orders: every page has its own URL), the refresh timer that every page
 // follows (5 s by default, selectable, pausable), and each page's Help link (the docs/ page of
-// its subject, built into the node and served as text at /docs/PAGE.md).
+// its subject, built into the node: it opens in a new tab as #/docs/PAGE.md, rendered there by
+// pages/docs.js; the text itself is at /docs/PAGE.md).
 //
 // A page module (js/pages/*.js) exports mount(main, params, ctx) returning {refresh(), unmount?()}:
 // mount builds what stays (forms, buttons), refresh() reloads what changes. ctx.can says what the
@@ -26,6 +27,7 @@ import definitions from './pages/definitions.js';
 import transactions from './pages/transactions.js';
 import handles from './pages/handles.js';
 import cluster from './pages/cluster.js';
+import docs from './pages/docs.js';
 
 // [hash word, menu title, module, who sees it, its docs/ page (the Help link)]
 const ROUTES = [
@@ -41,6 +43,7 @@ const ROUTES = [
   ['handles', 'Handles', handles, 'write', 'msmq-management.md'],
   ['admin', 'Admin', admin, 'admin', 'security.md'],
   ['definitions', 'Definitions', definitions, 'admin', 'http-api.md'],
+  ['docs', null, docs, 'any', 'README.md'], // the reference itself: Help is its index
 ];
 
 // How long the console waits for a node that does not answer (restarting after a step-down,
@@ -172,12 +175,12 @@ function route(keepBanner) {
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', a.id === `nav-${word === 'queue' ? 'queues' : word}`);
   const help = document.getElementById('help-link');
   help.hidden = !r;
-  if (r) help.href = `/docs/${r[4]}`;
+  if (r) help.href = `/#/docs/${r[4]}`;
   if (!r || !allowed(r[3])) {
     main.appendChild(h('p', { class: 'error' }, r ? 'Your tags do not allow this page.' : 'No such page.'));
     return;
   }
-  document.title = `Sluice: ${r[1] || 'Queue'}`;
+  document.title = `Sluice: ${r[1] || (word === 'docs' ? 'Help' : 'Queue')}`;
   const seq = state.seq;
   state.page = r[2].mount(main, params, state.ctx);
   tick(seq);

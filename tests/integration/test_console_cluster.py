@@ -11,7 +11,8 @@ Chromium against real sluiced nodes: a private etcd and three nodes on 127.0.0.2
 - Remove of a follower killed with -9 (asks first) takes it out of /api/cluster and of the ISR
   in etcd before its own lease could have dropped its registration.
 - Every page's Help link opens the docs/ page of its subject, built into the binary (200,
-  text/plain, the same bytes as the file); nothing else under /docs/.
+  text/plain, the same bytes as the file), in the console (#/docs/PAGE.md) rendered as HTML
+  by marked; links between pages and to their headings work there; nothing else under /docs/.
 - A single node: a cluster of one (no Remove, its Step down refused with the node's reason),
   a restart under the console (the login form says why), a node that stays away (the wait is
   bounded: 30 s), a hostile node name (text only).
@@ -295,14 +296,16 @@ def test_help_links_and_a_cluster_of_one(chrome, broker):  # noqa: F811
             # a queue's page, even of a queue that is not there, has its Help link
             chrome.execute_script("location.hash = arguments[0]", "#/" + word)
             wait_for(lambda: con.one("#help-link").get_attribute("href").endswith(
-                "/docs/msmq-management.md"), timeout=10, message="the queue page's Help link")
+                "/#/docs/msmq-management.md"), timeout=10, message="the queue page's Help link")
         else:
             con.go("#/" + word)
         href = con.one("#help-link").get_attribute("href")
         assert con.one("#help-link").get_attribute("target") == "_blank"
         assert "noopener" in con.one("#help-link").get_attribute("rel")
-        path = "/" + href.split("/", 3)[3]
-        assert path.startswith("/docs/") and path.endswith(".md"), href
+        # the console's own page of the reference (#/docs/PAGE.md), whose text is /docs/PAGE.md
+        base, _, page = href.partition("/#/docs/")
+        assert base == con.base.rstrip("/") and page.endswith(".md"), href
+        path = "/docs/" + page
         st, hd, body = fetch(broker, path)
         assert st == 200 and hd["Content-Type"].startswith("text/plain"), (word, path, st)
         assert body == (REPO / path.lstrip("/")).read_bytes(), path
@@ -453,3 +456,69 @@ def test_who_sees_the_cluster_and_the_nodes_follows_the_api(chrome, broker):  # 
         assert ("Memory used" in node) == may, (tag, node)
         con.shot("node-" + tag)
         assert not con.errors(), (tag, con.errors())
+
+
+def doc_shown(con, page):
+    """Wait until #/docs shows page rendered; its text."""
+    wait_for(lambda: con.by('#doc[data-page="%s"]' % page), timeout=15,
+             message="%s not rendered: %r" % (page, con.banner()))
+    return con.one("#doc").text
+
+
+@pytest.mark.test_timeout(120)
+def test_help_shows_the_reference_rendered_and_its_links_work(chrome, broker):  # noqa: F811
+    """The Help link opens #/docs/PAGE.md: the Markdown rendered as HTML (headings, tables,
+    code), raw HTML in it shown as text, links to other pages and to their headings kept
+    inside the console, links that the node does not serve left as text."""
+    con = Console(chrome, broker).start()
+    con.go("#/cluster")
+    href = con.one("#help-link").get_attribute("href")
+    assert href == con.base + "#/docs/cluster.md", href
+    chrome.get(href)  # what the new tab loads (same session cookie)
+    text = doc_shown(con, "cluster.md")
+    md = (REPO / "docs" / "cluster.md").read_text()
+    # rendered: the title is a heading, tables are tables, no Markdown syntax left as text
+    assert con.one("#doc h1").text == md.splitlines()[0].lstrip("# ").strip()
+    assert con.by("#doc h2#doc-roles-one-process-two-phases")
+    assert con.by("#doc table") and con.by("#doc table th") and con.by("#doc code")
+    assert "](" not in text and "\n## " not in text and "|---" not in text, text[:500]
+    assert not [ln for ln in text.splitlines() if ln.startswith("#")]
+    con.shot("docs-cluster")
+    # a link to another page opens it here
+    link = con.one('#doc a[href="#/docs/cluster-testing.md"]')
+    n = con.loaded()
+    link.click()
+    wait_for(lambda: con.loaded() > n, timeout=15, message="the linked page did not load")
+    doc_shown(con, "cluster-testing.md")
+    assert con.one("#doc h1").text == \
+        (REPO / "docs" / "cluster-testing.md").read_text().splitlines()[0].lstrip("# ").strip()
+    assert chrome.execute_script("return location.hash") == "#/docs/cluster-testing.md"
+    # a link to a heading of another page: that page, scrolled to the heading
+    con.go("#/docs/configuration.md")
+    doc_shown(con, "configuration.md")
+    link = con.one('#doc a[href="#/docs/security.md/tls"]')
+    n = con.loaded()
+    link.click()
+    wait_for(lambda: con.loaded() > n, timeout=15, message="the linked heading did not load")
+    doc_shown(con, "security.md")
+    top = chrome.execute_script(
+        "return document.getElementById('doc-tls').getBoundingClientRect().top")
+    assert abs(top) < 40, top  # scrolled to it (the page is far longer than the window)
+    assert chrome.execute_script("return window.scrollY") > 500
+    # raw HTML in the Markdown is text; a link the node does not serve stays text
+    con.go("#/docs/store-and-forward.md")
+    assert "addresses of '<host>' tried" in doc_shown(con, "store-and-forward.md")
+    con.go("#/docs/README.md")
+    doc_shown(con, "README.md")
+    assert [e.text for e in con.by("#doc span.doc-offsite")] == ["project README"]
+    assert not con.by('#doc a[href*="README"]')
+    assert con.by('#doc a[href="#/docs/console.md"]')
+    # the plain text is one click away, and a page that is not there says so
+    assert con.one("#doc-raw").get_attribute("href") == con.base + "docs/README.md"
+    con.go("#/docs/nothing.md")
+    wait_for(lambda: "No such page" in con.one("#doc").text, timeout=10)
+    con.go("#/docs/..%2FREADME.md")
+    wait_for(lambda: "No such page" in con.one("#doc").text, timeout=10)
+    assert not con.by("#doc img")
+    errs = con.errors(expected=("/docs/nothing.md",))
+    assert not errs, errs
