@@ -1,6 +1,7 @@
 /* static.c - the web console's files, served at / on the management port (the API stays
- * under /api/), and the reference in docs/ at /docs/PAGE.md (the console's Help links; as
- * text/plain, so the browser shows the Markdown and runs nothing in it).
+ * under /api/), and the reference in docs/ at /docs/PAGE.md (as text/plain, so a browser that
+ * opens one shows the Markdown and runs nothing in it; the console's Help links fetch them and
+ * render them with marked, built in as /vendor/marked/marked.min.js from Debian's libjs-marked).
  *
  * The files are built into the binary (console/ and the .md files of docs/ ->
  * $(BUILD)/gen/console_assets.c by scripts/embed-console.sh), so `make run` serves them with
