@@ -2,7 +2,7 @@
 (GET /api/cluster, sluicectl cluster status), a clean hand-over (POST /api/cluster/step-down,
 sluicectl cluster step-down [--to NODE]) and removing a member (DELETE
 /api/cluster/nodes/NAME, sluicectl cluster remove NODE), on three nodes on 127.0.0.2-4 and a
-private etcd (test_cluster_repl.py's fixtures). Before acting, every test waits until the
+private etcd (test_cluster_repl.py's cluster and cluster_client.py's etcd). Before acting, every test waits until the
 leader shows each follower in sync with no lag."""
 
 import base64
