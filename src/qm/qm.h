@@ -799,6 +799,13 @@ struct qm_node {
      * (called before the queue is freed); may be NULL. */
     void (*on_queue_deleted)(qm_queue *q, void *ctx);
     void *hook_ctx;
+    /* A message left its queue for good: taken by a consumer (QM_DEL_ACKED: basic.ack, a
+     * no-ack delivery or get) or expired while in memory (QM_DEL_EXPIRED). Called inside the
+     * model, before pos is freed, like a dead-letter or journal copy: it may enqueue into
+     * other queues (the MSMQ door sends administration acknowledgements from it), never into
+     * pos' own. May be NULL. */
+    void (*on_removed)(qm_position *pos, qm_delete_reason reason, void *ctx);
+    void *removed_ctx;
     /* Remote queues: the default exchange asks this for a routing key that no local queue
      * has and that looks like a format name (DIRECT=...); it returns the outgoing queue for
      * it (created on first use) or a local queue the name points at, or NULL. Doors resolve

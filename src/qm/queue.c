@@ -505,8 +505,10 @@ static uint64_t ready_clear(qm_queue *q)
 static void ready_drop(qm_queue *q, qm_position *pos, qm_delete_reason reason)
 {
     q->bytes_total -= pos->msg->body_len;
-    if (reason == QM_DEL_EXPIRED)
+    if (reason == QM_DEL_EXPIRED) {
         q->stat_expired++;
+        qm_removed(q, pos, reason);
+    }
     if (reason == QM_DEL_EXPIRED || reason == QM_DEL_MAXLEN || reason == QM_DEL_DELIVERY_LIMIT)
         qm_deadletter(q, pos->msg, reason);
     qm_position_free(pos);
