@@ -86,9 +86,9 @@
 
 /* Administration acknowledgements: arrival classes (ACK_REACH_QUEUE, 0x80xx) and receive
  * classes (ACK_RECEIVE, 0xc0xx); ORDER_ACK, REPORT and NORMAL are not. */
-#define MQQB_CLASS_IS_ADMIN_ACK(c)                                                               \
-    ((c) == MQMSG_CLASS_ACK_REACH_QUEUE || (c) == MQMSG_CLASS_ACK_RECEIVE ||                     \
-     ((c) & 0xff00) == 0x8000 || ((c) & 0xff00) == 0xc000)
+#define MQQB_CLASS_IS_ADMIN_ACK(c)                                                                 \
+    ((c) == MQMSG_CLASS_ACK_REACH_QUEUE || (c) == MQMSG_CLASS_ACK_RECEIVE ||                       \
+     ((c)&0xff00) == 0x8000 || ((c)&0xff00) == 0xc000)
 /* MessagePropertiesHeader.Flags: the acknowledgements the sender asks for (MS-MQMQ 2.2.19.3,
  * PROPID_M_ACKNOWLEDGE): positive / negative on arrival, positive / negative on receive. */
 #define MQQB_ACK_POS_ARRIVAL 0x01u

@@ -427,8 +427,8 @@ static void user_message(sess *s, const mqqb_user *m)
     } else {
         qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
         /* asked for an arrival ack: the enqueue and the ack in one record group */
-        int group = b->store && (m->ack_flags & MQQB_ACK_POS_ARRIVAL) &&
-                    m->admin.type != MQQB_QF_NONE;
+        int group =
+            b->store && (m->ack_flags & MQQB_ACK_POS_ARRIVAL) && m->admin.type != MQQB_QF_NONE;
         if (group)
             persist_group(b->store, 1);
         if (qm_queue_enqueue(q, msg) == SL_OK) {
