@@ -165,13 +165,29 @@ static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, char *
     return NULL;
 }
 
-int msmq_ack_send(broker *b, const qm_message *orig, uint16_t cls)
+/* Is q the queue the MSMQ sender sent the message to (its destination's private queue, in
+ * msmq.vhost)? A receive acknowledgement is about that queue only: a copy an AMQP client
+ * published again elsewhere, or one forwarded through an outgoing queue, was not received
+ * by the application the sender addressed. */
+static int addressed_queue(const qm_queue *q, const orig_info *o, const char *vname)
+{
+    const char *qn;
+    size_t ql;
+    if (q->is_outgoing || strcmp(q->vhost->name, vname) || o->dest.len < 8 ||
+        mqqb_direct_private_queue((const char *)o->dest.p + 7, o->dest.len - 7, &qn, &ql) < 0)
+        return 0;
+    return ql == strlen(q->name) && !strncasecmp(qn, q->name, ql);
+}
+
+static int ack_send(broker *b, const qm_message *orig, uint16_t cls, const qm_queue *from)
 {
     orig_info o;
     if (orig_read(orig, &o) < 0 || !o.admin.len || !asked(o.ack_flags, cls) ||
         MQQB_CLASS_IS_ADMIN_ACK((uint16_t)o.cls))
         return 0;
     const char *vname = b->cfg->msmq_vhost ? b->cfg->msmq_vhost : "/";
+    if (from && !addressed_queue(from, &o, vname))
+        return 0;
     qm_vhost *vh = qm_vhost_find(b->node, vname, strlen(vname));
     char why[400];
     qm_queue *q = vh ? admin_queue(b, vh, &o, why, sizeof why) : NULL;
@@ -231,6 +247,11 @@ int msmq_ack_send(broker *b, const qm_message *orig, uint16_t cls)
     return 1;
 }
 
+int msmq_ack_send(broker *b, const qm_message *orig, uint16_t cls)
+{
+    return ack_send(b, orig, cls, NULL);
+}
+
 /* Cheap test before any decoding: most messages carry no x-msmq-ack at all. */
 static int may_ask(const qm_message *m)
 {
@@ -245,9 +266,9 @@ static void on_removed(qm_position *pos, qm_delete_reason reason, void *ctx)
     if (!may_ask(pos->msg))
         return;
     if (reason == QM_DEL_ACKED)
-        msmq_ack_send(b, pos->msg, MQMSG_CLASS_ACK_RECEIVE);
+        ack_send(b, pos->msg, MQMSG_CLASS_ACK_RECEIVE, pos->queue);
     else if (reason == QM_DEL_EXPIRED)
-        msmq_ack_send(b, pos->msg, MQMSG_CLASS_NACK_RECEIVE_TIMEOUT);
+        ack_send(b, pos->msg, MQMSG_CLASS_NACK_RECEIVE_TIMEOUT, pos->queue);
 }
 
 void msmq_ack_install(broker *b)

@@ -195,3 +195,30 @@ def test_reach_queue_ack_survives_kill9(broker_factory, peer):
     wait_for(lambda: peer.sessions >= 1, 5)
     time.sleep(0.3)
     assert len(peer.queue("admin")) == 1
+
+
+def test_receive_ack_only_from_the_addressed_queue(broker_factory, peer):
+    """A consumer that publishes the message again (properties and headers as read) into
+    another local queue, or on to a Windows host through an outgoing queue: only the taking
+    from the queue the sender addressed is a receive; the copies send no acknowledgement."""
+    b, port = start(broker_factory, peer)
+    q, other = uname("orders"), uname("other")
+    _c, ch = declare(b, q)
+    declare(b, other)
+    s = sender(port)
+    s.send(fmt(q), b"one", recoverable=True, admin=ADMIN, ack_flags=mq.ACK_FULL_RECEIVE,
+           message_id=1)
+    m = wait_for(lambda: ch.basic_get(q, no_ack=True), 10)
+    got, _ = acks(peer, 1)
+    assert got == [(mq.CLASS_ACK_RECEIVE, s.guid, 1)]
+    copy = amqp.Message(m.body, **m.properties)
+    assert copy.headers["x-msmq-ack"] == mq.ACK_FULL_RECEIVE
+    ch.basic_publish(copy, exchange="", routing_key=other)
+    ch.basic_publish(copy, exchange="", routing_key="DIRECT=%s" % ADMIN.replace("admin", "fwd"))
+    assert wait_for(lambda: ch.basic_get(other, no_ack=True), 10).body == b"one"
+    wait_for(lambda: len(peer.queue("fwd")) == 1, 10)  # forwarded and completed
+    # one more from the sender, taken: its acknowledgement follows the first directly
+    s.send(fmt(q), b"two", admin=ADMIN, ack_flags=mq.ACK_FULL_RECEIVE, message_id=2)
+    assert wait_for(lambda: ch.basic_get(q, no_ack=True), 10).body == b"two"
+    got, _ = acks(peer, 2)
+    assert got == [(mq.CLASS_ACK_RECEIVE, s.guid, 1), (mq.CLASS_ACK_RECEIVE, s.guid, 2)]
