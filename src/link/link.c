@@ -2485,7 +2485,7 @@ qm_queue *link_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t
 }
 
 qm_queue *link_msmq_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t len,
-                                   char *err, size_t errlen)
+                                   int create, char *err, size_t errlen)
 {
     link_addr a;
     int local;
@@ -2495,7 +2495,7 @@ qm_queue *link_msmq_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, s
         snprintf(err, errlen, "'%.*s' is not on a host of msmq.hosts", (int)len, fmt);
         return NULL;
     }
-    return link_outgoing_queue(m, vh, fmt, len, 1, &local, err, errlen);
+    return link_outgoing_queue(m, vh, fmt, len, create, &local, err, errlen);
 }
 
 static qm_queue *resolve_remote(qm_vhost *vh, const char *name, size_t len, int create, void *ctx)

@@ -122,7 +122,8 @@ static int direct_host(amqp_bytes f, const char **h, size_t *hl)
 }
 
 /* The queue the acknowledgement goes to, or NULL with why. */
-static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, char *why, size_t wl)
+static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, int create, char *why,
+                             size_t wl)
 {
     char fmt[1100];
     if (o->admin.len >= sizeof fmt) {
@@ -139,7 +140,8 @@ static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, char *
     }
     if (b->links) {
         char err[300];
-        qm_queue *q = link_msmq_outgoing_queue(b->links, vh, fmt, strlen(fmt), err, sizeof err);
+        qm_queue *q =
+            link_msmq_outgoing_queue(b->links, vh, fmt, strlen(fmt), create, err, sizeof err);
         if (q)
             return q;
     }
@@ -190,7 +192,13 @@ static int ack_send(broker *b, const qm_message *orig, uint16_t cls, const qm_qu
         return 0;
     qm_vhost *vh = qm_vhost_find(b->node, vname, strlen(vname));
     char why[400];
-    qm_queue *q = vh ? admin_queue(b, vh, &o, why, sizeof why) : NULL;
+    /* never a queue created while one is being deleted (its vhost may be iterating them) */
+    int create = !(from && cls == MQMSG_CLASS_NACK_Q_DELETED);
+    qm_queue *q = vh ? admin_queue(b, vh, &o, create, why, sizeof why) : NULL;
+    if (q && q == from) {
+        snprintf(why, sizeof why, "the admin queue is the message's own queue");
+        q = NULL;
+    }
     if (!q) {
         if (!vh)
             snprintf(why, sizeof why, "no vhost '%s'", vname);
@@ -269,6 +277,10 @@ static void on_removed(qm_position *pos, qm_delete_reason reason, void *ctx)
         ack_send(b, pos->msg, MQMSG_CLASS_ACK_RECEIVE, pos->queue);
     else if (reason == QM_DEL_EXPIRED)
         ack_send(b, pos->msg, MQMSG_CLASS_NACK_RECEIVE_TIMEOUT, pos->queue);
+    else if (reason == QM_DEL_PURGED)
+        ack_send(b, pos->msg, MQMSG_CLASS_NACK_Q_PURGED, pos->queue);
+    else if (reason == QM_DEL_QUEUE_DELETED)
+        ack_send(b, pos->msg, MQMSG_CLASS_NACK_Q_DELETED, pos->queue);
 }
 
 void msmq_ack_install(broker *b)

@@ -378,6 +378,8 @@ static void user_message(sess *s, const mqqb_user *m)
             if (q) {
                 qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
                 qm_queue_enqueue(q, msg);
+                if ((m->ack_flags & MQQB_ACK_NEG_RECEIVE) && m->admin.type != MQQB_QF_NONE)
+                    q->removal_watch = 1; /* a purge or deletion sends its receive NACK */
                 /* in the same record group: the acknowledgement exists iff the message does */
                 msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
                 qm_message_unref(msg);
@@ -433,6 +435,8 @@ static void user_message(sess *s, const mqqb_user *m)
             persist_group(b->store, 1);
         if (qm_queue_enqueue(q, msg) == SL_OK) {
             s->accepted++;
+            if ((m->ack_flags & MQQB_ACK_NEG_RECEIVE) && m->admin.type != MQQB_QF_NONE)
+                q->removal_watch = 1; /* a purge or deletion sends its receive NACK */
             msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
         } else {
             s->refused++;

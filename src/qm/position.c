@@ -176,8 +176,9 @@ void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
         qm_journal_copy(q, pos);
         qm_removed(q, pos, reason);
         break;
-    case QM_DEL_PURGED:
+    case QM_DEL_PURGED: /* purged while delivered: it goes now that it is settled */
         q->stat_purged++;
+        qm_removed(q, pos, reason);
         break;
     case QM_DEL_REJECTED:
     case QM_DEL_DELIVERY_LIMIT:

@@ -222,3 +222,33 @@ def test_receive_ack_only_from_the_addressed_queue(broker_factory, peer):
     assert wait_for(lambda: ch.basic_get(q, no_ack=True), 10).body == b"two"
     got, _ = acks(peer, 2)
     assert got == [(mq.CLASS_ACK_RECEIVE, s.guid, 1), (mq.CLASS_ACK_RECEIVE, s.guid, 2)]
+
+
+def test_purge_and_delete_send_receive_nacks(broker_factory, peer):
+    """NACK_Q_PURGED for each message a purge takes (also one delivered and unacked, once
+    it is settled), NACK_Q_DELETED for each one the queue's deletion takes."""
+    b, port = start(broker_factory, peer)
+    q, d = uname("orders"), uname("doomed")
+    _c, ch = declare(b, q)
+    declare(b, d)
+    s = sender(port)
+    kw = dict(admin=ADMIN, ack_flags=mq.ACK_NACK_RECEIVE)
+    s.send(fmt(q), b"held", recoverable=True, message_id=1, **kw)
+    s.send(fmt(q), b"p2", recoverable=True, message_id=2, **kw)
+    s.send(fmt(q), b"p3", message_id=3, **kw)
+    s.send(fmt(d), b"d4", recoverable=True, message_id=4, **kw)
+    wait_for(lambda: ch.queue_declare(q, passive=True).message_count == 3, 10)
+    wait_for(lambda: ch.queue_declare(d, passive=True).message_count == 1, 10)
+    held = ch.basic_get(q, no_ack=False)
+    assert held.body == b"held"
+    ch.queue_purge(q)
+    got, msgs = acks(peer, 2)
+    assert got == [(mq.CLASS_NACK_Q_PURGED, s.guid, 2), (mq.CLASS_NACK_Q_PURGED, s.guid, 3)]
+    assert [m.body for m in msgs] == [b"p2", b"p3"]
+    ch.basic_ack(held.delivery_tag)  # purged while delivered: it goes now, as purged
+    got, _ = acks(peer, 3)
+    assert got[2] == (mq.CLASS_NACK_Q_PURGED, s.guid, 1)
+    ch.queue_delete(d)
+    got, msgs = acks(peer, 4)
+    assert got[3] == (mq.CLASS_NACK_Q_DELETED, s.guid, 4)
+    assert msgs[3].body == b"d4"
