@@ -5,7 +5,8 @@
  *   ACK_REACH_QUEUE (0x0002)       enqueued                     asked by POS_ARRIVAL (0x01)
  *   NACK_* 0x80xx                  refused on arrival           asked by NEG_ARRIVAL (0x04)
  *   ACK_RECEIVE (0x4000)           taken by a consumer for good asked by POS_RECEIVE (0x02)
- *   NACK_* 0xc0xx                  dropped unread (expired)     asked by NEG_RECEIVE (0x08)
+ *   NACK_* 0xc0xx                  dropped unread: expired,     asked by NEG_RECEIVE (0x08)
+ *                                  purged, its queue deleted
  * An acknowledgement is never acknowledged itself (it names no admin queue, and a message
  * whose own x-msmq-class is an acknowledgement's is skipped), so there is no loop.
  *
