@@ -7,6 +7,9 @@ written from the specification (tests/integration/mqqb_peer.py), both directions
             number is acknowledged (Sluice acks a recoverable message once it is on disk)
   recv_tx   the same, transactional (one sequence): done when the OrderAck for the last
             number arrives
+  recv_ack  recv_rec with every message asking for arrival acknowledgements
+            (MQMSG_ACKNOWLEDGMENT_FULL_REACH_QUEUE) to an admin queue of this node: each
+            enqueue also enqueues its ACK_REACH_QUEUE in the same record group
   send_rec  N persistent messages wait in an outgoing queue to the peer (node offline), the
             node comes online, done when the peer (mqqb_peer.Receiver) holds all N
   send_tx   the same, published in AMQP transactions of 100: transactional MSMQ messages,
@@ -75,14 +78,23 @@ def start_node(binary, base, peer_port):
     return node
 
 
-def recv_run(node, n, tx, tag):
+def recv_run(node, n, tx, tag, ack=False):
     """The peer sends n messages to Sluice's door; (seconds, peer CPU s, node CPU s)."""
     c = amqp.Connection("%s:%d" % (run.HOST, node.port), userid="guest", password="guest")
     c.connect()
     c.channel().queue_declare(tag, durable=True, auto_delete=False)
+    extra = {}
+    host = "127.0.0.1"
+    if ack:
+        # the admin queue on the host the sender names Sluice by: a queue of this node (not
+        # 127.0.0.1, which msmq.hosts names as the peer's Windows host)
+        host = "127.0.0.3"
+        c.channel().queue_declare(tag + "_admin", durable=True, auto_delete=False)
+        extra = {"admin": "TCP:%s\\private$\\%s_admin" % (host, tag),
+                 "ack_flags": mq.ACK_FULL_REACH_QUEUE}
     s = mq.Sender("127.0.0.1", node.msmq_port, timeout=30)
     s.establish(window=64, rec_ack_timeout=50)
-    dest = "TCP:127.0.0.1\\private$\\" + tag
+    dest = "TCP:%s\\private$\\%s" % (host, tag)
     seq_id = int(time.time()) << 32 | 1
     body = b"x" * 16
     acked = 0  # packets the receiver acknowledged (ack_seq, 16-bit, unwrapped)
@@ -96,7 +108,7 @@ def recv_run(node, n, tx, tag):
         while sent < n and sent - acked < 64:
             sent += 1
             kw = {"tx": (seq_id, sent, sent - 1)} if tx else {"recoverable": True}
-            s.send(dest, body, **kw)
+            s.send(dest, body, **kw, **extra)
         p = s.pump(30)
         if p.kind == "session_ack":
             acked += (p.ack_seq - acked) & 0xFFFF
@@ -107,6 +119,10 @@ def recv_run(node, n, tx, tag):
     got = ch.queue_declare(tag, passive=True).message_count
     assert got == n, (got, n)
     ch.queue_delete(tag)
+    if ack:
+        got = ch.queue_declare(tag + "_admin", passive=True).message_count
+        assert got == n, ("acknowledgements", got, n)
+        ch.queue_delete(tag + "_admin")
     c.close()
     return res
 
@@ -147,7 +163,8 @@ def main():
     ap.add_argument("-n", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--sluiced", default=str(REPO / "build" / "sluiced"))
-    ap.add_argument("--only", help="comma-separated: recv_rec,recv_tx,send_rec,send_tx")
+    ap.add_argument("--only", help="comma-separated: recv_rec,recv_tx,recv_ack,send_rec,"
+                    "send_tx (recv_ack is not in the default set)")
     ap.add_argument("--smoke", action="store_true", help="CI: 500 messages, one round")
     a = ap.parse_args()
     if a.smoke:
@@ -163,7 +180,7 @@ def main():
                 tag = "%s%d" % (r, rnd)
                 tx = r.endswith("tx")
                 if r.startswith("recv"):
-                    res = recv_run(node, a.n, tx, tag)
+                    res = recv_run(node, a.n, tx, tag, ack=r == "recv_ack")
                 else:
                     res = send_run(node, peer, a.n, tx, tag)
                 out[r].append(res)

@@ -2484,6 +2484,20 @@ qm_queue *link_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t
     return q;
 }
 
+qm_queue *link_msmq_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t len,
+                                   int create, char *err, size_t errlen)
+{
+    link_addr a;
+    int local;
+    if (link_fmt_parse(fmt, len, &a, err, errlen) < 0)
+        return NULL;
+    if (!msmq_port_for(m, &a)) {
+        snprintf(err, errlen, "'%.*s' is not on a host of msmq.hosts", (int)len, fmt);
+        return NULL;
+    }
+    return link_outgoing_queue(m, vh, fmt, len, create, &local, err, errlen);
+}
+
 static qm_queue *resolve_remote(qm_vhost *vh, const char *name, size_t len, int create, void *ctx)
 {
     link_mgr *m = ctx;

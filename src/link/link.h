@@ -231,6 +231,11 @@ void link_mgr_set_online(link_mgr *m, int online);
  * is then set to 1 and the caller routes to the local queue). */
 qm_queue *link_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t len, int create,
                               int *local, char *err, size_t errlen);
+/* The outgoing queue (created on first use when create) for a format name whose host is in
+ * msmq.hosts (a Windows queue manager, MS-MQQB); NULL with err when the name is malformed or its
+ * host is not one (the MSMQ door's administration acknowledgements go only to such hosts). */
+qm_queue *link_msmq_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t len,
+                                   int create, char *err, size_t errlen);
 /* This node's own listening address (so a format name naming it is local). */
 void link_mgr_set_self(link_mgr *m, const char *addr, int port);
 

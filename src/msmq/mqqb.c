@@ -889,6 +889,7 @@ size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m)
         p += th;
     }
     p[0] = m->ack_flags;
+    wr16(p + 2, m->msg_class);
     if (m->correlation)
         memcpy(p + 4, m->correlation, 20);
     wr32(p + 24, m->body_type);

@@ -72,12 +72,29 @@
 
 /* Message classes used here (MS-MQMQ 2.2.18.1.6) */
 #define MQMSG_CLASS_NORMAL 0x0000
+#define MQMSG_CLASS_ACK_REACH_QUEUE 0x0002
 #define MQMSG_CLASS_ORDER_ACK 0x00ff
+#define MQMSG_CLASS_ACK_RECEIVE 0x4000
+#define MQMSG_CLASS_NACK_Q_DELETED 0xc000
+#define MQMSG_CLASS_NACK_Q_PURGED 0xc001
+#define MQMSG_CLASS_NACK_RECEIVE_TIMEOUT 0xc002
 #define MQMSG_CLASS_NACK_BAD_DST_Q 0x8000
 #define MQMSG_CLASS_NACK_REACH_QUEUE_TIMEOUT 0x8002
 #define MQMSG_CLASS_NACK_Q_EXCEED_QUOTA 0x8003
 #define MQMSG_CLASS_NACK_ACCESS_DENIED 0x8004
 #define MQMSG_CLASS_NACK_BAD_ENCRYPTION 0x8007
+
+/* Administration acknowledgements: arrival classes (ACK_REACH_QUEUE, 0x80xx) and receive
+ * classes (ACK_RECEIVE, 0xc0xx); ORDER_ACK, REPORT and NORMAL are not. */
+#define MQQB_CLASS_IS_ADMIN_ACK(c)                                                                 \
+    ((c) == MQMSG_CLASS_ACK_REACH_QUEUE || (c) == MQMSG_CLASS_ACK_RECEIVE ||                       \
+     ((c)&0xff00) == 0x8000 || ((c)&0xff00) == 0xc000)
+/* MessagePropertiesHeader.Flags: the acknowledgements the sender asks for (MS-MQMQ 2.2.19.3,
+ * PROPID_M_ACKNOWLEDGE): positive / negative on arrival, positive / negative on receive. */
+#define MQQB_ACK_POS_ARRIVAL 0x01u
+#define MQQB_ACK_POS_RECEIVE 0x02u
+#define MQQB_ACK_NEG_ARRIVAL 0x04u
+#define MQQB_ACK_NEG_RECEIVE 0x08u
 
 /* Queue format types of UserHeader.Flags.DQ/AQ/RQ (MS-MQMQ 2.2.18.1.5). */
 enum {
@@ -270,6 +287,7 @@ typedef struct mqqb_out {
     mqqb_qout admin, resp;      /* MQQB_QF_NONE: none */
     int journal, dead_letter;   /* UserHeader.Flags.JP, JN */
     uint8_t ack_flags;          /* MessagePropertiesHeader.Flags (acknowledgements asked) */
+    uint16_t msg_class;         /* MessageClass: 0, or an administration acknowledgement's */
     const uint8_t *ext;         /* ExtensionData */
     uint32_t ext_len;
     const uint8_t *body;

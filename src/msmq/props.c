@@ -371,6 +371,11 @@ unsigned msmq_out_props(const uint8_t *props, uint32_t props_len, mqqb_out *u, m
             int u32 = isint && n >= 0 && n <= 0xFFFFFFFFll;
             if (k.len < 7 || memcmp(k.p, "x-msmq-", 7)) {
                 lost |= MSMQ_LOST_HEADERS;
+            } else if (key_is(k, "x-msmq-class") && isint && n >= 0 && n <= 0xffff &&
+                       MQQB_CLASS_IS_ADMIN_ACK((uint16_t)n)) {
+                /* an administration acknowledgement (msmq/ack.c, or one a Windows node sent
+                 * here) stays one; any other class describes the hop it came in on */
+                u->msg_class = (uint16_t)n;
             } else if (hop_header(k)) {
                 continue;
             } else if (key_is(k, "x-msmq-label")) {

@@ -51,6 +51,7 @@
 #include "../net/accept.h"
 #include "../net/listen.h"
 #include "../persist/persist.h"
+#include "ack.h"
 #include "mqqb.h"
 #include "props.h"
 
@@ -303,6 +304,17 @@ static void send_final_ack(sess *s, const mqqb_user *m, uint16_t cls)
     }
 }
 
+/* The administration NACK of class cls for a message refused on arrival, when its sender
+ * asked for one (ack.c decides from the properties, as for every acknowledgement). */
+static void admin_nack(sess *s, const mqqb_user *m, uint16_t cls)
+{
+    if (!(m->ack_flags & MQQB_ACK_NEG_ARRIVAL) || m->admin.type == MQQB_QF_NONE)
+        return;
+    qm_message *msg = msmq_props_message(m, "", s->peer_ip);
+    msmq_ack_send(s->srv->b, msg, cls);
+    qm_message_unref(msg);
+}
+
 static void user_message(sess *s, const mqqb_user *m)
 {
     msmq_server *srv = s->srv;
@@ -366,7 +378,13 @@ static void user_message(sess *s, const mqqb_user *m)
             if (q) {
                 qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
                 qm_queue_enqueue(q, msg);
+                if ((m->ack_flags & MQQB_ACK_NEG_RECEIVE) && m->admin.type != MQQB_QF_NONE)
+                    q->removal_watch = 1; /* a purge or deletion sends its receive NACK */
+                /* in the same record group: the acknowledgement exists iff the message does */
+                msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
                 qm_message_unref(msg);
+            } else {
+                admin_nack(s, m, cls);
             }
             if (b->store) {
                 persist_eod_in_set(b->store, m->source_qm, m->tx_seq_id, m->tx_seq_no, 0, sender,
@@ -403,19 +421,31 @@ static void user_message(sess *s, const mqqb_user *m)
                                 .seq_no = (uint32_t)last});
         }
     } else if (!q) {
-        /* MSMQ discards it (with an administration NACK when asked for: not sent here) */
+        /* MSMQ discards it, with an administration NACK of that class when asked for */
         s->refused++;
         sl_warn("msmq %s: message %u to '%s' dropped: %s (class 0x%04x)", s->peer, m->message_id,
                 dq, why, cls);
+        admin_nack(s, m, cls);
     } else {
         qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
+        /* asked for an arrival ack: the enqueue and the ack in one record group */
+        int group =
+            b->store && (m->ack_flags & MQQB_ACK_POS_ARRIVAL) && m->admin.type != MQQB_QF_NONE;
+        if (group)
+            persist_group(b->store, 1);
         if (qm_queue_enqueue(q, msg) == SL_OK) {
             s->accepted++;
+            if ((m->ack_flags & MQQB_ACK_NEG_RECEIVE) && m->admin.type != MQQB_QF_NONE)
+                q->removal_watch = 1; /* a purge or deletion sends its receive NACK */
+            msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
         } else {
             s->refused++;
             sl_warn("msmq %s: message %u to '%s' dropped: the queue is full", s->peer,
                     m->message_id, q->name);
+            msmq_ack_send(b, msg, MQMSG_CLASS_NACK_Q_EXCEED_QUOTA);
         }
+        if (group)
+            persist_group(b->store, 0);
         qm_message_unref(msg);
     }
     if (recoverable)
@@ -814,6 +844,7 @@ msmq_server *msmq_start(broker *b, char *err, size_t errlen)
         msmq_stop(srv);
         return NULL;
     }
+    msmq_ack_install(b);
     sl_info("msmq: queue manager %s, private queues of vhost '%s'", g,
             cfg->msmq_vhost ? cfg->msmq_vhost : "/");
     return srv;
@@ -823,6 +854,7 @@ void msmq_stop(msmq_server *srv)
 {
     if (!srv)
         return;
+    msmq_ack_uninstall(srv->b);
     while (srv->sessions)
         sess_close(srv->sessions, "node stopping");
     sl_timer_stop(srv->b->loop, &srv->reap);

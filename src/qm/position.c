@@ -158,6 +158,13 @@ void qm_journal_copy(qm_queue *q, qm_position *pos)
     qm_queue_accept(j, copy);
 }
 
+void qm_removed(qm_queue *q, qm_position *pos, qm_delete_reason reason)
+{
+    qm_node *n = qm_queue_node(q);
+    if (n->on_removed)
+        n->on_removed(pos, reason, n->removed_ctx);
+}
+
 void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
 {
     qm_queue *q = pos->queue;
@@ -167,9 +174,11 @@ void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
     case QM_DEL_ACKED:
         q->stat_acked++;
         qm_journal_copy(q, pos);
+        qm_removed(q, pos, reason);
         break;
-    case QM_DEL_PURGED:
+    case QM_DEL_PURGED: /* purged while delivered: it goes now that it is settled */
         q->stat_purged++;
+        qm_removed(q, pos, reason);
         break;
     case QM_DEL_REJECTED:
     case QM_DEL_DELIVERY_LIMIT:
@@ -195,6 +204,7 @@ void qm_position_hand_out(qm_queue *q, qm_position *pos, int no_ack)
         q->stat_acked++;
         q->bytes_total -= pos->msg->body_len;
         qm_journal_copy(q, pos);
+        qm_removed(q, pos, QM_DEL_ACKED);
         pos->state = QM_POS_DELETED;
         pos->queue = NULL;
         qm_orphan_link(qm_queue_node(q), pos);

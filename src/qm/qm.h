@@ -361,6 +361,10 @@ struct qm_queue {
      * destination ("DIRECT=TCP:..."); drained by src/link/ only: clients cannot consume from
      * it or move into it. link is the link module's state for it. */
     uint8_t is_outgoing;
+    /* A door wants the node's on_removed hook for each ready message in memory that a purge
+     * or the queue's deletion takes (the MSMQ door sets it on a queue it put a message into
+     * that asked for receive NACKs); without it those stay O(1) and unheard of. */
+    uint8_t removal_watch;
     void *link;
     uint8_t had_consumer;  /* auto-delete only after a first consumer */
     void *exclusive_owner; /* the owning connection for exclusive queues */
@@ -799,6 +803,16 @@ struct qm_node {
      * (called before the queue is freed); may be NULL. */
     void (*on_queue_deleted)(qm_queue *q, void *ctx);
     void *hook_ctx;
+    /* A message left its queue for good: taken by a consumer (QM_DEL_ACKED: basic.ack, a
+     * no-ack delivery or get) or expired while in memory (QM_DEL_EXPIRED). Called inside the
+     * model, before pos is freed, like a dead-letter or journal copy: it may enqueue into
+     * other queues (the MSMQ door sends administration acknowledgements from it), never into
+     * pos' own. Also QM_DEL_PURGED and QM_DEL_QUEUE_DELETED for the ready messages of a queue
+     * with removal_watch (before its purge or delete record, in one record group); during a
+     * deletion the hook must not create queues (a vhost's deletion may be iterating them).
+     * May be NULL. */
+    void (*on_removed)(qm_position *pos, qm_delete_reason reason, void *ctx);
+    void *removed_ctx;
     /* Remote queues: the default exchange asks this for a routing key that no local queue
      * has and that looks like a format name (DIRECT=...); it returns the outgoing queue for
      * it (created on first use) or a local queue the name points at, or NULL. Doors resolve

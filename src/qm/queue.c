@@ -505,8 +505,10 @@ static uint64_t ready_clear(qm_queue *q)
 static void ready_drop(qm_queue *q, qm_position *pos, qm_delete_reason reason)
 {
     q->bytes_total -= pos->msg->body_len;
-    if (reason == QM_DEL_EXPIRED)
+    if (reason == QM_DEL_EXPIRED) {
         q->stat_expired++;
+        qm_removed(q, pos, reason);
+    }
     if (reason == QM_DEL_EXPIRED || reason == QM_DEL_MAXLEN || reason == QM_DEL_DELIVERY_LIMIT)
         qm_deadletter(q, pos->msg, reason);
     qm_position_free(pos);
@@ -913,10 +915,32 @@ qm_position *qm_queue_get(qm_queue *q, int no_ack, uint64_t *remaining)
 
 /* ---- purge, delete ---- */
 
+/* The on_removed hook for each ready message in memory of a watched queue that a purge or
+ * deletion takes; 1 when it ran (a record group is then open: the caller closes it after its
+ * own record, so the acknowledgements exist iff the purge or deletion does). Paged entries
+ * are not read back for it. */
+static int notify_clear(qm_queue *q, qm_delete_reason reason)
+{
+    qm_node *n = qm_queue_node(q);
+    if (!q->removal_watch || !n->on_removed || !q->n_ready)
+        return 0;
+    QM_PERSIST(tx_group, 1);
+    qm_ready *rd = qm_ready_of(q);
+    for (int l = 0; l < rd->nlevels; l++) {
+        qm_ring *r = &rd->levels[l];
+        for (size_t i = 0; i < r->len; i++)
+            qm_removed(q, qm_ring_at(r, i), reason);
+    }
+    return 1;
+}
+
 uint64_t qm_queue_purge(qm_queue *q)
 {
+    int grouped = notify_clear(q, QM_DEL_PURGED);
     /* One record, whatever the depth: every stored position of q so far is dead. */
     QM_PERSIST(purged, q);
+    if (grouped)
+        QM_PERSIST(tx_group, 0);
     uint64_t n = ready_clear(q);
     q->stat_purged += n;
     qm_dcount_clear(q); /* the purged never come back, and PurgePending ones never return */
@@ -973,8 +997,12 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
 {
     qm_node *n = qm_queue_node(q);
 
-    if (run_hooks)
+    if (run_hooks) {
+        int grouped = notify_clear(q, QM_DEL_QUEUE_DELETED);
         QM_PERSIST(queue_destroyed, q);
+        if (grouped)
+            QM_PERSIST(tx_group, 0);
+    }
     qm_dispatch_unlink(q);
     qm_queue_timer_remove(q);
     qm_exclusive_unlink(q);

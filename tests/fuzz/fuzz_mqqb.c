@@ -51,6 +51,8 @@ static void props_both_ways(const mqqb_user *m, const char *dest)
     CHECK(b.app_tag == m->app_tag && b.body_type == m->body_type);
     CHECK(b.ttbr == m->ttbr && b.base.ttrq == m->base.ttrq && b.sent_time == m->sent_time);
     CHECK(b.ack_flags == m->ack_flags);
+    /* an acknowledgement's class stays one; any other class is the hop's, not carried */
+    CHECK(b.msg_class == (MQQB_CLASS_IS_ADMIN_ACK(m->msg_class) ? m->msg_class : 0));
     CHECK((b.uflags & (MQQB_UF_JP | MQQB_UF_JN)) == (m->uflags & (MQQB_UF_JP | MQQB_UF_JN)));
     CHECK(!memcmp(b.correlation_id, m->correlation_id, 20));
     CHECK(b.ext_size == m->ext_size && (!b.ext_size || !memcmp(b.ext, m->ext, b.ext_size)));

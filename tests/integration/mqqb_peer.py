@@ -11,7 +11,15 @@ queues and enforces the receiver's rules of MS-MQQB 3.1.5.8.x as Windows does: p
 a duplicate (dropped, not stored), one whose TxPreviousSequenceNumber is above L is out of
 order (dropped, not acknowledged); each accepted transactional message is order-acked to
 the sender's order queue, recoverable messages get their SessionAck bit, every packet is
-counted. It can drop a session after a number of messages (a network failure mid-window).
+counted. It can drop a session after a number of messages (a network failure mid-window),
+or be down (hold: every session closed at once, as when the machine is unreachable).
+
+Administration acknowledgements (MS-MQQB 1.3.5.2, 3.1.7.15; classes MS-MQMQ 2.2.18.1.6 and
+MC-MQAC MQMSGCLASS; request flags MS-MQMQ 2.2.19.3 MessagePropertiesHeader.Flags, as
+PROPID_M_ACKNOWLEDGE): a sender asks with ack_flags and names an admin queue; the receiving
+queue manager sends an ordinary UserMessage of an acknowledgement class to that queue, its
+CorrelationID the original's message id (source queue manager GUID + MessageID number).
+admin_ack() reads one as a Windows application reading its admin queue would.
 Little-endian throughout (MS-MQQB 2.2).
 """
 
@@ -25,7 +33,38 @@ SIGNATURE = 0x524F494C
 BF_IN, BF_SH = 0x0008, 0x0010
 PT_SESSION_ACK, PT_ESTABLISH, PT_PARAMS = 1, 2, 3
 CLASS_ORDER_ACK = 0x00FF
+CLASS_ACK_REACH_QUEUE = 0x0002
+CLASS_ACK_RECEIVE = 0x4000
 CLASS_NACK_BAD_DST_Q = 0x8000
+CLASS_NACK_PURGED = 0x8001
+CLASS_NACK_REACH_QUEUE_TIMEOUT = 0x8002
+CLASS_NACK_Q_EXCEED_QUOTA = 0x8003
+CLASS_NACK_ACCESS_DENIED = 0x8004
+CLASS_NACK_BAD_ENCRYPTION = 0x8007
+CLASS_NACK_Q_DELETED = 0xC000
+CLASS_NACK_Q_PURGED = 0xC001
+CLASS_NACK_RECEIVE_TIMEOUT = 0xC002
+
+# MessagePropertiesHeader.Flags: which acknowledgements the sender asks for
+ACK_POS_ARRIVAL, ACK_POS_RECEIVE, ACK_NEG_ARRIVAL, ACK_NEG_RECEIVE = 0x01, 0x02, 0x04, 0x08
+# the combinations PROPID_M_ACKNOWLEDGE names
+ACK_NACK_REACH_QUEUE = ACK_NEG_ARRIVAL
+ACK_FULL_REACH_QUEUE = ACK_NEG_ARRIVAL | ACK_POS_ARRIVAL
+ACK_NACK_RECEIVE = ACK_NEG_ARRIVAL | ACK_NEG_RECEIVE
+ACK_FULL_RECEIVE = ACK_NEG_ARRIVAL | ACK_NEG_RECEIVE | ACK_POS_RECEIVE
+
+
+def is_admin_ack_class(c):
+    """Positive arrival / receive, or a negative class (0x8000 arrival, 0xC000 receive)."""
+    return c in (CLASS_ACK_REACH_QUEUE, CLASS_ACK_RECEIVE) or c & 0xFF00 in (0x8000, 0xC000)
+
+
+def admin_ack(m):
+    """An acknowledgement a Receiver stored (a parsed Message): (class, the acknowledged
+    message's source queue manager GUID, its MessageID number), from MessageClass and the
+    20-byte CorrelationID (a message id: GUID then a little-endian 32-bit number)."""
+    assert is_admin_ack_class(m.msg_class), "class 0x%04x is no acknowledgement" % m.msg_class
+    return m.msg_class, bytes(m.correlation[:16]), struct.unpack_from("<I", m.correlation, 16)[0]
 
 
 def wstr(s):
@@ -356,6 +395,7 @@ class Receiver:
         self.sessions = 0
         self.drop_after = None  # close the next session after this many UserMessages
         self.send_order_acks = True  # False: accept transactional messages, never order-ack
+        self.hold = False  # True: down (every session closed as soon as it is accepted)
         self.errors = []
         self.stopped = False
         self.thread = threading.Thread(target=self._accept, daemon=True)
@@ -395,6 +435,9 @@ class Receiver:
             buf += data
 
     def _session(self, s, addr):
+        if self.hold:
+            s.close()
+            return
         try:
             self._run(s, addr)
         except (EOFError, OSError):

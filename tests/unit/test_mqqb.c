@@ -339,6 +339,7 @@ START_TEST(initiator_writes_every_property)
                   .journal = 1,
                   .dead_letter = 1,
                   .ack_flags = 5,
+                  .msg_class = MQMSG_CLASS_ACK_RECEIVE,
                   .ext = ext,
                   .ext_len = sizeof ext,
                   .body = body,
@@ -366,6 +367,7 @@ START_TEST(initiator_writes_every_property)
         ck_assert_int_ne(m.uflags & MQQB_UF_JP, 0);
         ck_assert_int_ne(m.uflags & MQQB_UF_JN, 0);
         ck_assert_uint_eq(m.ack_flags, 5);
+        ck_assert_uint_eq(m.msg_class, MQMSG_CLASS_ACK_RECEIVE);
         ck_assert_uint_eq(m.ext_size, 5);
         ck_assert_mem_eq(m.ext, ext, 5);
         ck_assert_mem_eq(m.body, body, 3);
