@@ -124,7 +124,11 @@ static int f_apply(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, si
     if (!f->marked) {
         char line[64];
         int n = snprintf(line, sizeof line, "%" PRIu64 " %" PRIu64 "\n", epoch, idx);
-        if (pwrite(f->inflight_fd, line, (size_t)n, 0) != n) {
+        /* durable before any of the batch's operations can be: the client ACKs the batch
+         * before the position is saved, so until then this mark is what tells a restarted
+         * node (even after a power loss) that its directory may hold more than its position
+         * says (needs_copy) */
+        if (pwrite(f->inflight_fd, line, (size_t)n, 0) != n || fdatasync(f->inflight_fd) < 0) {
             snprintf(err, errlen, "replica/inflight: %s", strerror(errno));
             return -1;
         }
