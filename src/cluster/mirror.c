@@ -1030,7 +1030,7 @@ int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epoch
     return rc;
 }
 
-int replica_state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
+static int state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/replica/state", data_dir);
@@ -1075,6 +1075,122 @@ int replica_state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
 out:
     sl_free(p);
     return rc;
+}
+
+/* ---- replica/pos ---- */
+
+#define POS_MAGIC "SLRP"
+#define POS_VERSION 1
+#define POS_SLOT 512 /* one sector each: a torn write spoils one slot */
+#define POS_LEN 48   /* magic 4, version 4, last 8, count 4, epoch 8, first 8, pad 8, crc 4 */
+
+struct replica_pos {
+    int fd;
+    unsigned next; /* the slot written next */
+};
+
+static void pos_encode(uint8_t *p, uint64_t last_idx, const repl_epochs *h)
+{
+    sl_buf b;
+    sl_buf_init(&b);
+    sl_buf_append(&b, POS_MAGIC, 4);
+    put32(&b, POS_VERSION);
+    put64(&b, last_idx);
+    put32(&b, (uint32_t)h->n);
+    put64(&b, h->n ? h->v[h->n - 1].epoch : 0);
+    put64(&b, h->n ? h->v[h->n - 1].first : 0);
+    put64(&b, 0);
+    put32(&b, st_crc32c(0, b.data, b.len));
+    memcpy(p, b.data, POS_LEN);
+    sl_buf_free(&b);
+}
+
+/* The slot's last_idx when it is whole and written under history h; 0 otherwise. */
+static uint64_t pos_decode(const uint8_t *p, const repl_epochs *h)
+{
+    if (memcmp(p, POS_MAGIC, 4) != 0 || get32(p + 4) != POS_VERSION ||
+        st_crc32c(0, p, POS_LEN - 4) != get32(p + POS_LEN - 4))
+        return 0;
+    if (get32(p + 16) != h->n || h->n == 0 || get64(p + 20) != h->v[h->n - 1].epoch ||
+        get64(p + 28) != h->v[h->n - 1].first)
+        return 0;
+    return get64(p + 8);
+}
+
+replica_pos *replica_pos_open(const char *data_dir)
+{
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/replica", data_dir);
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return NULL;
+    snprintf(path, sizeof path, "%s/pos", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        goto fail;
+    if (st.st_size < 2 * POS_SLOT) {
+        /* sized once, durably: from then on a save changes no metadata, so fdatasync is
+         * one data write */
+        if (ftruncate(fd, 2 * POS_SLOT) < 0 || fsync(fd) < 0)
+            goto fail;
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+            goto fail;
+        int rc = fsync(dfd);
+        close(dfd);
+        if (rc < 0)
+            goto fail;
+    }
+    replica_pos *p = sl_xcalloc(1, sizeof *p);
+    p->fd = fd;
+    return p;
+fail:;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return NULL;
+}
+
+int replica_pos_save(replica_pos *p, uint64_t last_idx, const repl_epochs *h)
+{
+    uint8_t slot[POS_LEN];
+    pos_encode(slot, last_idx, h);
+    if (pwrite_all(p->fd, slot, sizeof slot, (uint64_t)p->next * POS_SLOT) < 0 ||
+        fdatasync(p->fd) < 0)
+        return -1;
+    p->next ^= 1;
+    return 0;
+}
+
+void replica_pos_close(replica_pos *p)
+{
+    if (!p)
+        return;
+    close(p->fd);
+    sl_free(p);
+}
+
+int replica_state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
+{
+    if (state_load(data_dir, last_idx, h) < 0)
+        return -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/replica/pos", data_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* none: the state alone */
+    uint8_t buf[2 * POS_SLOT];
+    ssize_t got = pread(fd, buf, sizeof buf, 0);
+    close(fd);
+    for (int s = 0; s < 2; s++)
+        if (got >= (ssize_t)(s * POS_SLOT + POS_LEN)) {
+            uint64_t v = pos_decode(buf + s * POS_SLOT, h);
+            if (v > *last_idx)
+                *last_idx = v;
+        }
+    return 0;
 }
 
 /* ------------------------------------------------------------------ bulk */

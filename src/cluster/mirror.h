@@ -115,6 +115,21 @@ int mirror_group_check(const uint8_t *group, size_t len, uint64_t *idx, uint64_t
 int replica_state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h);
 int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epochs *h);
 
+/* DATA_DIR/replica/pos: the follower's position between two saves of the state, written in
+ * place with one fdatasync (the state's tmp + fsync + rename + directory fsync cost three
+ * syncs, paid on every batch of groups a follower acknowledged: issue 31's confirm latency).
+ * Two 512-byte slots, written in turn, each: "SLRP" u32 version u64 last_idx, the history's
+ * fingerprint (u32 count, u64 last epoch, u64 its first group), u32 CRC32C; a torn write
+ * spoils one slot only. replica_state_load reads it too: a slot that is whole and whose
+ * fingerprint is the state's history raises *last_idx to its last_idx when higher (a
+ * directory's durable position never goes back, so the higher of the two is the newer).
+ * A slot written under another history (the state was saved since with a new epoch) is
+ * ignored. open: creates the file (size, fsync, directory fsync) if need be; NULL errno. */
+typedef struct replica_pos replica_pos;
+replica_pos *replica_pos_open(const char *data_dir);
+int replica_pos_save(replica_pos *p, uint64_t last_idx, const repl_epochs *h);
+void replica_pos_close(replica_pos *p);
+
 /* ---- bulk (full copy for a joiner) ---- */
 /* Taken between two groups: every mirrored file under data_dir with its size, each opened (an
  * open descriptor keeps an unlinked file readable). The copy plus every group after

@@ -5,8 +5,10 @@
  * - Only the server's thread touches its rl, and only the client's thread its rf and history:
  *   other threads hand inputs over under mu and wake the thread (an eventfd); outputs
  *   (released, blocked, peers, position) are copied out under mu.
- * - A follower ACKs an index only after the owner's apply made it durable and the replica
- *   state naming it was saved: an ACK is a promise about the disk (repl.h "Commit").
+ * - A follower ACKs an index only after the owner's apply made it durable: an ACK is a
+ *   promise about the disk (repl.h "Commit"). The position naming it is saved after the ACK
+ *   (off the confirm's path); until then the owner's in-flight marker, made durable before
+ *   the batch's first operation, says the directory may hold more than the saved position.
  * - Every socket is non-blocking; a peer that sends a malformed frame is dropped.
  * - The server never queues more than OUT_MAX bytes for one follower: rl's window and
  *   go-back-N resend what a slow one has not taken.
@@ -1039,21 +1041,25 @@ static void *client_run(void *arg)
             sl_buf_consume(&c->c.in, used);
         }
         if (applied) {
-            /* every applied group is durable (apply synced it): save, then promise it */
+            /* Every applied group is durable (apply synced it): promise it at once, then save
+             * the position. The save's sync is then not on a confirm's path; a node stopped
+             * before it finds its in-flight marker and takes a full copy (node.c). */
             uint64_t last = rf_last(c->rf);
+            rf_durable(c->rf, last);
+            if (!dropped) {
+                client_set_state(c, CS_STREAMING);
+                client_ack(c);
+                if (sconn_write(&c->c) < 0)
+                    dead = 1;
+            } else {
+                client_set_pos(c);
+            }
             if (c->log.save && c->log.save(c->log.ctx, last, &c->hist) < 0) {
                 sl_error("cluster: the replica state could not be saved");
                 client_rewind(c);
                 if (!dropped)
                     client_drop(c, CS_CONNECTING);
                 continue;
-            }
-            rf_durable(c->rf, last);
-            if (!dropped) {
-                client_set_state(c, CS_STREAMING);
-                client_ack(c);
-            } else {
-                client_set_pos(c);
             }
         }
         if (dropped)

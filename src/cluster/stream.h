@@ -16,8 +16,8 @@
  * watches: it then feeds persist's release gate).
  *
  * Follower (cs_client): follows the leader named by cs_client_set_leader (from the member's
- * view of etcd); applies each group through the owner (which makes it durable), saves the
- * replica state through the owner after each batch of groups, then ACKs. A START that cuts
+ * view of etcd); applies each group through the owner (which makes it durable), ACKs each
+ * batch of groups read at once, then saves the position through the owner. A START that cuts
  * the log (divergence) or a leader that no longer keeps the next group cannot be served by a
  * physical mirror: the client then asks for a full copy (COPYREQ, wire.h), writes it through
  * the owner's copy_* callbacks, and follows on from the copy's last group.
@@ -41,10 +41,13 @@ typedef struct cs_log {
     /* leader: write this ISR (names, self included) to etcd, comparing the epoch; the answer
      * comes back through cs_server_isr_result (from any thread, later) */
     void (*isr_propose)(void *ctx, const char *const *names, size_t n);
-    /* follower: apply group idx durably; 0 or -1 (err) */
+    /* follower: apply group idx durably; 0 or -1 (err). The first apply after a save must
+     * leave a durable mark that the directory may be ahead of the saved position (the
+     * client ACKs before it saves) */
     int (*apply)(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, size_t len, char *err,
                  size_t errlen);
-    /* follower: everything up to last_idx is applied and durable, history h: save it */
+    /* follower: everything up to last_idx is applied, durable and ACKed, history h: save it
+     * durably, then clear the mark */
     int (*save)(void *ctx, uint64_t last_idx, const repl_epochs *h);
     /* leader: a snapshot for a full copy (taken between two groups: it holds every group up to
      * *snap_idx), its files and their bytes (mirror_snapshot and friends). NULL: none. */

@@ -181,6 +181,35 @@ def test_a_follower_killed_and_restarted_catches_up(cluster):
     assert "cluster: following" in log
 
 
+@pytest.mark.test_timeout(240)
+def test_a_follower_resumes_from_its_saved_position(cluster):
+    """Between two saves of replica/state, a follower's position is in replica/pos (in place,
+    one fdatasync): a follower killed while idle comes back at the position it had published,
+    not at the older one its state file names, and takes no full copy."""
+    cl, lead = three(cluster)
+    f = next(b for b in cl.alive() if b is not lead)
+    conn = connect(lead)
+    ch = conn.channel()
+    ch.queue_declare("q", durable=True, auto_delete=False)
+    ch.confirm_select()
+    for i in range(200):
+        ch.basic_publish_confirm(amqp.Message(b"p%d" % i, delivery_mode=2), routing_key="q")
+    conn.close()
+    wait_for(lambda: positions_meet(cl, lead, f), timeout=15 * TTL,
+             message="the follower's log reaches the leader's")
+    published = etcd_node(cl, f.node_name)["last_idx"]
+    f.kill9()
+    f2 = cl.start(int(f.node_name[-1]))
+    wait_for(lambda: "follower phase: this node's log ends at group" in open(f2.log_path).read(),
+             timeout=10 * TTL, message="the restarted follower's start-up line")
+    log = open(f2.log_path).read()
+    m = re.search(r"follower phase: this node's log ends at group (\d+)", log)
+    assert int(m.group(1)) >= published, (m.group(0), published)
+    wait_for(lambda: cl.peers(lead)[f2.node_name]["insync"], timeout=15 * TTL,
+             message="the restarted follower is in sync again")
+    assert "full copy" not in open(f2.log_path).read()
+
+
 @pytest.mark.test_timeout(300)
 def test_a_node_with_an_empty_data_directory_gets_a_full_copy_under_load(cluster):
     # a small ring of recent groups: the joiner cannot stream from group 1, it must copy

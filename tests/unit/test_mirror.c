@@ -818,6 +818,58 @@ START_TEST(replica_state_round_trip)
 }
 END_TEST
 
+/* replica/pos carries the position between state saves, in place: load takes the higher of the
+ * two under the same history, ignores a slot of another history, and survives a torn slot. */
+START_TEST(replica_pos_raises_the_state)
+{
+    repl_epochs h, h2;
+    repl_epochs_init(&h);
+    repl_epochs_init(&h2);
+    repl_epochs_note(&h, 2, 1);
+    ck_assert_int_eq(replica_state_save(M, 10, &h), 0);
+    replica_pos *p = replica_pos_open(M);
+    ck_assert_ptr_nonnull(p);
+    uint64_t last = 0;
+    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    ck_assert_uint_eq(last, 10); /* an empty pos file: the state alone */
+    ck_assert_int_eq(replica_pos_save(p, 11, &h), 0);
+    ck_assert_int_eq(replica_pos_save(p, 12, &h), 0);
+    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    ck_assert_uint_eq(last, 12);
+    ck_assert_uint_eq(h2.n, 1);
+    /* a torn newest slot (slot 1 holds 12): the other one's 11, never a guess above it */
+    char path[600];
+    snprintf(path, sizeof path, "%s/replica/pos", M);
+    int fd = open(path, O_RDWR);
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, 512 + 9), 1);
+    b ^= 0x40;
+    ck_assert_int_eq(pwrite(fd, &b, 1, 512 + 9), 1);
+    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    ck_assert_uint_eq(last, 11);
+    /* a new epoch saved in the state: the old history's slots no longer count */
+    repl_epochs_note(&h, 3, 12);
+    ck_assert_int_eq(replica_state_save(M, 12, &h), 0);
+    ck_assert_int_eq(replica_pos_save(p, 13, &h), 0);
+    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    ck_assert_uint_eq(last, 13);
+    ck_assert_uint_eq(h2.n, 2);
+    repl_epochs h3;
+    repl_epochs_init(&h3);
+    repl_epochs_note(&h3, 2, 1);
+    /* slot 1 is torn; slot 0 holds 13 under h (2 epochs): a state of the 1-epoch history
+     * does not take it */
+    ck_assert_int_eq(replica_state_save(M, 10, &h3), 0);
+    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    ck_assert_uint_eq(last, 10);
+    close(fd);
+    replica_pos_close(p);
+    repl_epochs_free(&h);
+    repl_epochs_free(&h2);
+    repl_epochs_free(&h3);
+}
+END_TEST
+
 /* The ring keeps the newest groups within its bound; the generation map outlives the bytes. */
 START_TEST(ring_is_bounded)
 {
@@ -950,6 +1002,7 @@ static Suite *mirror_suite(void)
     tcase_add_test(tc, bulk_copy_while_the_workload_goes_on);
     tcase_add_test(tc, hostile_and_damaged_groups_are_refused);
     tcase_add_test(tc, replica_state_round_trip);
+    tcase_add_test(tc, replica_pos_raises_the_state);
     tcase_add_test(tc, ring_is_bounded);
     tcase_add_test(tc, release_gate_holds_confirms);
     tcase_add_test(tc, no_mirror_no_capture);
