@@ -7,6 +7,7 @@ publish; below min_insync_replicas publishers are blocked and their confirms wai
 leader restarted rejoins as a follower (it led: it takes a full copy)."""
 
 import json
+import re
 import threading
 import time
 
@@ -188,13 +189,7 @@ def test_a_follower_resumes_from_its_saved_position(cluster):
     not at the older one its state file names, and takes no full copy."""
     cl, lead = three(cluster)
     f = next(b for b in cl.alive() if b is not lead)
-    conn = connect(lead)
-    ch = conn.channel()
-    ch.queue_declare("q", durable=True, auto_delete=False)
-    ch.confirm_select()
-    for i in range(200):
-        ch.basic_publish_confirm(amqp.Message(b"p%d" % i, delivery_mode=2), routing_key="q")
-    conn.close()
+    publish_confirmed_to(lead, "q", [b"p%d" % i for i in range(200)])
     wait_for(lambda: positions_meet(cl, lead, f), timeout=15 * TTL,
              message="the follower's log reaches the leader's")
     published = etcd_node(cl, f.node_name)["last_idx"]
