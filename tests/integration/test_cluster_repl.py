@@ -83,7 +83,11 @@ class Cluster:
                 c = self.status(b)
             except OSError:
                 continue
-            if c["leader"] == b.node_name:
+            # its own entry says "leader" only once its broker serves: between winning the key
+            # and that (a few ms) the follower phase answers, naming itself leader but with
+            # nothing behind its doors (a request then got the proxy's 503 "no leader")
+            if c["leader"] == b.node_name and any(
+                    n["name"] == b.node_name and n["role"] == "leader" for n in c["nodes"]):
                 return b
         return None
 
