@@ -679,10 +679,11 @@ def pct(vals, q):
 
 def build_report(samples, kills, env, notes, args, wall_s):
     L = ["# Sluice cluster vs RabbitMQ quorum queues: benchmark (issue 31)", ""]
-    L.append("- run: `%s` on %s, %d round(s), %d kill(s) of Sluice's leader and %d of "
-             "RabbitMQ's per round, each at a random 0-%.1f s once the publisher is steady; "
-             "wall time %.0f s" % (args.command, env["date"], args.rounds, args.kills,
-                                   args.rabbit_kills, args.kill_jitter, wall_s))
+    rk = (" and %d of RabbitMQ's" % args.rabbit_kills) if "rabbit3" in args.brokers else ""
+    L.append("- run: `%s` on %s, %d round(s), %d kill(s) of Sluice's leader%s per round, each "
+             "at a random 0-%.1f s once the publisher is steady; wall time %.0f s" % (
+                 args.command, env["date"], args.rounds, args.kills, rk, args.kill_jitter,
+                 wall_s))
     L.append("- machine: " + env["host"])
     L.append("- Sluice: " + env["sluice"] + "; 3 nodes on 127.0.0.2-4 with a private etcd "
              "(etcd-server %s), cluster.min_insync_replicas 2, cluster.lease_ttl 2 (default)"
