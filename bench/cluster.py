@@ -30,6 +30,7 @@ import datetime
 import json
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -542,7 +543,7 @@ class FailoverPublisher(threading.Thread):
                         pass
 
 
-def failover_kills(cluster, kills, rnd, tmp, out):
+def failover_kills(cluster, kills, rnd, tmp, out, jitter=1.0):
     """`kills` times: the publisher on the leader's node, SIGKILL that node, time to the
     publisher's next confirm, restart the node and wait until it is back in sync. Each kill
     is appended to `out` as it is measured (kept when a later one fails)."""
@@ -568,22 +569,28 @@ def failover_kills(cluster, kills, rnd, tmp, out):
                        lambda: pub.connected_to == cluster.endpoints()[idx]
                        and pub.confirmed >= c0 + 20
                        and pub.confirms_since(time.monotonic() - 0.5), 60, 0.02)
+            # A random phase: kills that follow the rejoin at a fixed pace fall at the same
+            # point of the leader's renewal cycle (500 ms) and of etcd's expiry tick (500 ms)
+            # every time, and would measure one case over and over.
+            time.sleep(random.uniform(0, jitter))
             if cluster.name == "sluice3":
                 name, t_kill, node = cluster.kill_leader()
             else:
                 name, t_kill, node = cluster.kill_leader(q)
+            wall_kill = datetime.datetime.now(datetime.timezone.utc)
             load = os.getloadavg()[0]
             t_conf = wait_until("a confirm after the kill of %s" % name,
                                 lambda: pub.confirms_since(t_kill), 120, 0.005)
             ms = (t_conf - t_kill) * 1e3
-            log("  kill %d/%d of %s (%s): next confirm after %.0f ms" % (
-                k, kills, cluster.label, name, ms))
+            log("  kill %d/%d of %s (%s) at %s: next confirm after %.0f ms" % (
+                k, kills, cluster.label, name, wall_kill.strftime("%H:%M:%S.%f")[:-3], ms))
             t_back = time.monotonic()
             if cluster.name == "sluice3":
                 cluster.restart(node)
             else:
                 cluster.restart(node, q)
             out.append({"kill": k, "killed": name, "failover_ms": ms, "loadavg1": load,
+                        "at": wall_kill.strftime("%H:%M:%S.%f")[:-3],
                         "ready_s": round(t_kill - t_ready, 2),
                         "rejoin_s": round(time.monotonic() - t_back, 2)})
     finally:
@@ -672,8 +679,11 @@ def pct(vals, q):
 
 def build_report(samples, kills, env, notes, args, wall_s):
     L = ["# Sluice cluster vs RabbitMQ quorum queues: benchmark (issue 31)", ""]
-    L.append("- run: `%s` on %s, %d round(s), %d kill(s) per cluster per round; wall time %.0f s"
-             % (args.command, env["date"], args.rounds, args.kills, wall_s))
+    rk = (" and %d of RabbitMQ's" % args.rabbit_kills) if "rabbit3" in args.brokers else ""
+    L.append("- run: `%s` on %s, %d round(s), %d kill(s) of Sluice's leader%s per round, each "
+             "at a random 0-%.1f s once the publisher is steady; wall time %.0f s" % (
+                 args.command, env["date"], args.rounds, args.kills, rk, args.kill_jitter,
+                 wall_s))
     L.append("- machine: " + env["host"])
     L.append("- Sluice: " + env["sluice"] + "; 3 nodes on 127.0.0.2-4 with a private etcd "
              "(etcd-server %s), cluster.min_insync_replicas 2, cluster.lease_ttl 2 (default)"
@@ -726,13 +736,14 @@ def build_report(samples, kills, env, notes, args, wall_s):
              "confirm. The killed node is started again and the next kill waits until it is "
              "back in sync (Sluice: all 3 in the ISR; RabbitMQ: 3 members online).")
     L.append("")
-    L.append("| broker | round | kill | node killed | failover ms | load1 | ready s | rejoin s | "
-             "after the last kill: confirmed / in queue / confirmed lost |")
-    L.append("|---|---:|---:|---|---:|---:|---:|---:|---|")
+    L.append("| broker | round | kill | killed at (UTC) | node killed | failover ms | load1 | "
+             "ready s | rejoin s | after the last kill: confirmed / in queue / confirmed lost |")
+    L.append("|---|---:|---:|---|---|---:|---:|---:|---:|---|")
     for k in kills:
         ck = k.get("check")
-        L.append("| %s | %d | %d | %s | %.0f | %.2f | %s | %s | %s |" % (
-            k["broker"], k["round"], k["kill"], k["killed"], k["failover_ms"], k["loadavg1"],
+        L.append("| %s | %d | %d | %s | %s | %.0f | %.2f | %s | %s | %s |" % (
+            k["broker"], k["round"], k["kill"], k.get("at", ""), k["killed"], k["failover_ms"],
+            k["loadavg1"],
             k["ready_s"], k["rejoin_s"],
             "%d / %d / %d" % (ck["confirmed"], ck["in_queue"], ck["lost"]) if ck else ""))
     for e in notes.get("failover_errors", []):
@@ -783,16 +794,24 @@ def main():
     ap.add_argument("--sluiced", help="sluiced binary (default BUILD/sluiced, copied first)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kills", type=int, help="leader kills per cluster per round (5; smoke 1)")
+    ap.add_argument("--rabbit-kills", type=int,
+                    help="RabbitMQ's leader kills per round (default: --kills); e.g. --kills 100 "
+                    "--rabbit-kills 30, as RabbitMQ's restart and rejoin take far longer")
+    ap.add_argument("--kill-jitter", type=float, default=1.0,
+                    help="each kill waits a random 0..S s once the publisher is steady (1.0)")
     ap.add_argument("--smoke", action="store_true",
                     help="small N, one round, one kill each: correctness only")
     ap.add_argument("--brokers", default="sluice3,rabbit3,sluice1")
     ap.add_argument("--only", help="comma-separated scenario ids: " +
-                    ",".join(s[0] for s in SCENARIOS) + ",failover")
+                    ",".join(s[0] for s in SCENARIOS) + ",failover (--only failover: the "
+                    "failover kills alone)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "cluster"))
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     args = ap.parse_args()
     if args.kills is None:
         args.kills = 1 if args.smoke else 5
+    if args.rabbit_kills is None:
+        args.rabbit_kills = args.kills
     if args.smoke:
         args.rounds = 1
     args.command = "python3 bench/cluster.py " + " ".join(sys.argv[1:])
@@ -873,13 +892,13 @@ def main():
             if only and "failover" not in only:
                 continue
             for b in order:
-                if not hasattr(b, "kill_leader") or args.kills <= 0:
+                nk = args.rabbit_kills if b.name == "rabbit3" else args.kills
+                if not hasattr(b, "kill_leader") or nk <= 0:
                     continue
-                log("round %d/%d: failover, %d kill(s) on %s" % (rnd, args.rounds, args.kills,
-                                                                 b.label))
+                log("round %d/%d: failover, %d kill(s) on %s" % (rnd, args.rounds, nk, b.label))
                 ks = []
                 try:
-                    _, errs = failover_kills(b, args.kills, rnd, tmp, ks)
+                    _, errs = failover_kills(b, nk, rnd, tmp, ks, args.kill_jitter)
                 except Exception as e:
                     for k in ks:
                         k.update({"broker": b.name, "round": rnd})

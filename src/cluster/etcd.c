@@ -2,15 +2,20 @@
  *
  * One curl easy handle, reused (keep-alive connections), used by one thread. The gateway
  * encodes int64 fields as JSON strings in its replies; both strings and numbers are read.
+ * The watch doorbell (etcd_watch_*) has its own thread and its own handle, shares nothing
+ * with an etcd client but curl's global initialisation, and only writes to its ring fd.
  */
 #include "cluster/etcd.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/buf.h"
 #include "core/mem.h"
@@ -342,4 +347,125 @@ int etcd_txn(etcd *e, const etcd_cmp *cmp, int ncmp, const etcd_put_op *put, int
     *succeeded = json_is_true(json_object_get(r, "succeeded"));
     json_decref(r);
     return 0;
+}
+
+/* ---- the watch doorbell (etcd.h) ---- */
+
+struct etcd_watch {
+    char **endpoints;
+    unsigned n;
+    char *body; /* {"create_request": {"key": base64}} */
+    int ring_fd;
+    uint32_t retry_ms;
+    int stop_fd[2];
+    pthread_t thread;
+};
+
+static size_t on_watch_body(char *p, size_t size, size_t nmemb, void *arg)
+{
+    etcd_watch *w = arg;
+    (void)p;
+    ssize_t r = write(w->ring_fd, "w", 1); /* full pipe: the owner is woken already */
+    (void)r;
+    return size * nmemb;
+}
+
+/* Whether the stop pipe became readable within ms. */
+static int watch_stopped(etcd_watch *w, int ms)
+{
+    struct pollfd pf = {w->stop_fd[0], POLLIN, 0};
+    return poll(&pf, 1, ms) > 0;
+}
+
+static void *watch_run(void *arg)
+{
+    etcd_watch *w = arg;
+    CURLM *multi = curl_multi_init();
+    CURL *c = curl_easy_init();
+    int stop = !multi || !c;
+    for (unsigned i = 0; !stop; i = (i + 1) % w->n) {
+        char url[512];
+        snprintf(url, sizeof url, "http://%s/v3/watch", w->endpoints[i]);
+        curl_easy_reset(c);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, w->body);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_watch_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+        /* a stream that is quiet for hours is normal; a dead peer is found by TCP */
+        curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 5L);
+        curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 2L);
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_multi_add_handle(multi, c);
+        for (int running = 1; running && !stop;) {
+            if (curl_multi_perform(multi, &running) != CURLM_OK)
+                break;
+            struct curl_waitfd sfd = {.fd = w->stop_fd[0], .events = CURL_WAIT_POLLIN};
+            if (running && curl_multi_poll(multi, &sfd, 1, 1000, NULL) != CURLM_OK)
+                break;
+            stop = (sfd.revents & CURL_WAIT_POLLIN) != 0;
+        }
+        curl_multi_remove_handle(multi, c);
+        curl_slist_free_all(h);
+        if (!stop)
+            stop = watch_stopped(w, (int)w->retry_ms);
+    }
+    if (c)
+        curl_easy_cleanup(c);
+    if (multi)
+        curl_multi_cleanup(multi);
+    return NULL;
+}
+
+etcd_watch *etcd_watch_start(char *const *endpoints, unsigned n, const char *key, int ring_fd,
+                             uint32_t retry_ms)
+{
+    if (!n)
+        return NULL;
+    pthread_once(&curl_once, curl_init_once);
+    etcd_watch *w = sl_xcalloc(1, sizeof *w);
+    w->endpoints = sl_xcalloc(n, sizeof *w->endpoints);
+    for (unsigned i = 0; i < n; i++)
+        w->endpoints[i] = sl_xstrdup(endpoints[i]);
+    w->n = n;
+    w->ring_fd = ring_fd;
+    w->retry_ms = retry_ms;
+    json_t *body = json_pack("{s:{s:o}}", "create_request", "key", b64(key, strlen(key)));
+    w->body = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    w->stop_fd[0] = w->stop_fd[1] = -1;
+    if (!w->body || pipe2(w->stop_fd, O_CLOEXEC | O_NONBLOCK) < 0 ||
+        pthread_create(&w->thread, NULL, watch_run, w) != 0) {
+        if (w->stop_fd[0] >= 0) {
+            close(w->stop_fd[0]);
+            close(w->stop_fd[1]);
+        }
+        free(w->body);
+        for (unsigned i = 0; i < n; i++)
+            sl_free(w->endpoints[i]);
+        sl_free(w->endpoints);
+        sl_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void etcd_watch_stop(etcd_watch *w)
+{
+    if (!w)
+        return;
+    ssize_t r = write(w->stop_fd[1], "x", 1);
+    (void)r;
+    pthread_join(w->thread, NULL);
+    close(w->stop_fd[0]);
+    close(w->stop_fd[1]);
+    free(w->body);
+    for (unsigned i = 0; i < w->n; i++)
+        sl_free(w->endpoints[i]);
+    sl_free(w->endpoints);
+    sl_free(w);
 }

@@ -60,4 +60,17 @@ typedef struct etcd_put_op {
 int etcd_txn(etcd *e, const etcd_cmp *cmp, int ncmp, const etcd_put_op *put, int nput,
              int *succeeded, char *err, size_t errlen);
 
+/* A doorbell on one key: a thread of its own, with its own connection, holds a watch of key
+ * open on the gateway's streaming /v3/watch and writes one byte ('w') to ring_fd (a
+ * non-blocking pipe) whenever the stream says anything: an event on the key, or the watch's
+ * creation (after a reconnection, when an event may have been missed). It says nothing of
+ * what changed: the owner reads etcd again. A stream that fails or ends is opened again on
+ * the next endpoint after retry_ms. Nothing depends on it for safety: an owner that also
+ * polls etcd only learns sooner. etcd_watch_stop returns at once (the thread waits in
+ * curl_multi_poll with a stop pipe beside the stream). */
+typedef struct etcd_watch etcd_watch;
+etcd_watch *etcd_watch_start(char *const *endpoints, unsigned n, const char *key, int ring_fd,
+                             uint32_t retry_ms);
+void etcd_watch_stop(etcd_watch *w);
+
 #endif

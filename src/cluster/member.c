@@ -6,6 +6,8 @@
  *   every wake-up, and the thread never sleeps past that moment.
  * - Every change of st.role is written under mu and signalled on the eventfd.
  * - Only this thread talks to etcd; the loop only reads st (under mu).
+ * - The watch on the leader key (etcd_watch) only wakes this thread sooner: every decision is
+ *   taken on what look() reads, as on the 250 ms poll that runs with or without it.
  */
 #include "cluster/member.h"
 
@@ -71,8 +73,9 @@ struct cl_member {
     /* the thread's own */
     uint64_t ho_seen_ms; /* when a valid hand-over naming another node was first seen */
     int64_t lease;
-    int64_t leader_rev; /* create_revision of our leader key */
-    int waited_rounds;  /* rounds a non-first candidate has waited for the first */
+    int64_t leader_rev;       /* create_revision of our leader key */
+    uint64_t absent_since_ms; /* when the leader key was first seen gone (0: present) */
+    etcd_watch *watch;        /* the doorbell on the leader key: rings wake_fd */
 };
 
 static uint64_t mono_ms(void)
@@ -303,33 +306,34 @@ static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int
      * (docs/cluster.md: a removed node that still runs comes back; stop it first). */
     if (!self_seen && m->lease)
         m->log_dirty = 1;
+    /* a new leader (or none) is news for the follower phase (node.c: it points its stream
+     * client and proxy at it) and must not wait for that loop's own 100 ms tick */
+    int changed = strcmp(m->st.leader, leader_node) || (present && m->st.epoch != *epoch);
     snprintf(m->st.leader, sizeof m->st.leader, "%s", leader_node);
     snprintf(m->st.leader_amqp, sizeof m->st.leader_amqp, "%s", lamqp);
     if (present)
         m->st.epoch = *epoch;
     m->st.last_error[0] = 0;
     pthread_mutex_unlock(&m->mu);
+    if (changed)
+        notify(m);
     etcd_kvs_free(nodes, nn);
     etcd_kv_clear(&kv);
     return present;
 }
 
-/* Whether this node should campaign now: an ISR member (or no ISR yet), and the first among
- * the live ISR members by their logs (the longest: last_epoch, then last_idx, as each
- * published in nodes/NAME; then the smallest name), or the first has had two rounds and did
- * not take the key (it may be gone without its key having expired yet). */
-static int should_campaign(cl_member *m, char isr[][256], size_t n_isr, int isr_exists)
+int cl_should_campaign(const char *self, const cl_node_info *nodes, size_t n_nodes, char isr[][256],
+                       size_t n_isr, int isr_exists, uint64_t absent_ms)
 {
     if (!isr_exists)
         return 1;
     int member = 0;
     const cl_node_info *first = NULL;
-    pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < n_isr; i++) {
-        if (!strcmp(isr[i], m->name))
+        if (!strcmp(isr[i], self))
             member = 1;
-        for (size_t k = 0; k < m->st.n_nodes; k++) {
-            const cl_node_info *ni = &m->st.nodes[k];
+        for (size_t k = 0; k < n_nodes; k++) {
+            const cl_node_info *ni = &nodes[k];
             if (strcmp(ni->name, isr[i]))
                 continue;
             if (!first || ni->last_epoch > first->last_epoch ||
@@ -339,14 +343,18 @@ static int should_campaign(cl_member *m, char isr[][256], size_t n_isr, int isr_
                 first = ni;
         }
     }
-    int me_first = !first || !strcmp(first->name, m->name);
-    pthread_mutex_unlock(&m->mu);
     if (!member)
         return 0;
-    if (me_first || m->waited_rounds >= 2)
-        return 1;
-    m->waited_rounds++;
-    return 0;
+    return !first || !strcmp(first->name, self) || absent_ms >= CL_WAIT_FIRST_MS;
+}
+
+static int should_campaign(cl_member *m, char isr[][256], size_t n_isr, int isr_exists)
+{
+    pthread_mutex_lock(&m->mu);
+    int yes = cl_should_campaign(m->name, m->st.nodes, m->st.n_nodes, isr, n_isr, isr_exists,
+                                 mono_ms() - m->absent_since_ms);
+    pthread_mutex_unlock(&m->mu);
+    return yes;
 }
 
 /* The hand-over key (a leader's step-down, cl_member_handover): {"node": HEIR, "epoch": E}.
@@ -438,7 +446,6 @@ static void campaign(cl_member *m, int isr_exists, char *err, size_t errlen)
         notify(m);
         lease_hook(m);
     }
-    m->waited_rounds = 0;
 out:
     sl_free(ek);
     sl_free(lk);
@@ -672,6 +679,10 @@ static void *run(void *arg)
             int isr_exists = 0;
             int present = look(m, leader_node, sizeof leader_node, &epoch, &crev, isr, &n_isr,
                                &isr_exists, err, sizeof err);
+            if (present > 0)
+                m->absent_since_ms = 0;
+            else if (present == 0 && !m->absent_since_ms)
+                m->absent_since_ms = mono_ms();
             if (present < 0) {
                 set_error(m, err);
             } else if (present == 0) {
@@ -704,7 +715,10 @@ static void *run(void *arg)
         if (timeout > 250)
             timeout = 250; /* look at etcd often enough to see a leader go */
         pthread_mutex_lock(&m->mu);
-        int lfd = m->listen_fd;
+        /* A leader's port is left alone: the broker takes it (cl_member_take_listen) within
+         * milliseconds and serves what waits in the backlog; a follower that dialed the new
+         * leader that early and were refused would wait out its retry pause. */
+        int lfd = m->st.role == CL_ROLE_LEADER ? -1 : m->listen_fd;
         if (m->isr_req || m->handover.asked != m->handover.done ||
             m->forget.asked != m->forget.done)
             timeout = 0;
@@ -808,6 +822,14 @@ cl_member *cl_member_start(const cl_member_opts *o, char *err, size_t errlen)
         goto fail;
     }
     m->started = 1;
+    /* Followers learn that the leader key went (and who took it) from the watch within
+     * milliseconds, not at the next 250 ms poll; without it (it failed to start, or its
+     * stream is down) they still do at the poll. */
+    char *lk = key(m, "leader");
+    m->watch = etcd_watch_start(c->endpoints, c->n_endpoints, lk, m->wake_fd[1], 250);
+    sl_free(lk);
+    if (!m->watch)
+        sl_warn("cluster: no watch on the leader key: a leader's loss is seen at the next poll");
     return m;
 fail:
     cl_member_stop(m);
@@ -818,6 +840,7 @@ void cl_member_stop(cl_member *m)
 {
     if (!m)
         return;
+    etcd_watch_stop(m->watch); /* first: it writes to wake_fd */
     if (m->started) {
         ssize_t n = write(m->wake_fd[1], "x", 1);
         (void)n;

@@ -57,6 +57,17 @@ typedef struct cl_status {
 
 typedef struct cl_member cl_member;
 
+/* The election's rule, on what etcd holds with the leader key gone: campaign now (1) or not
+ * (0). Only an ISR member campaigns (any node when etcd has no ISR yet). The first of the ISR
+ * members that are registered (nodes/NAME: alive, for their registration goes with their
+ * lease), ordered by log (last_epoch, then last_idx, as each published it; then the smaller
+ * name), goes at once; the others wait CL_WAIT_FIRST_MS from the moment this node saw the
+ * key gone (absent_ms ago) for it to take the key, then go too (it may be dead with its lease
+ * not expired yet). etcd's transaction makes sure that only one wins. */
+#define CL_WAIT_FIRST_MS 500
+int cl_should_campaign(const char *self, const cl_node_info *nodes, size_t n_nodes, char isr[][256],
+                       size_t n_isr, int isr_exists, uint64_t absent_ms);
+
 typedef struct cl_member_opts {
     const cl_conf *conf;
     const char *node_name;

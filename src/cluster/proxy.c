@@ -6,8 +6,11 @@
  * buffers: read a side only while the buffer it fills has room (back-pressure), write a side
  * only while the buffer that drains into it holds bytes. EOF on one side becomes
  * shutdown(SHUT_WR) of the other once its buffer is drained (half-close); a connection ends
- * when both directions are done, on any socket error, when the leader changes, or when a
- * deadline passes (the connect timeout; the no-leader exchanges' timeout).
+ * when both directions are done, on any socket error, or when a deadline passes (the connect
+ * timeout; the no-leader exchanges' timeout). When the leader changes, a spliced connection
+ * is drained (P_DRAIN): nothing more of the client's goes to the old leader, but what the old
+ * leader sends (the reply to a step-down it was asked for, its 320 close) still reaches the
+ * client, for DRAIN_MS at most; every other connection closes at once.
  *
  * With no leader the same buffers carry a short scripted exchange instead (refuse_*): the
  * AMQP handshake up to start-ok answered with connection.close 320, or an HTTP 503 (or
@@ -44,6 +47,7 @@
 #include "core/version.h"
 
 #define TICK_MS 100
+#define DRAIN_MS 1000 /* a spliced connection's last bytes from a leader that changed */
 #define ACCEPT_BURST 64
 #define REFUSE_READ_MAX 8192 /* what a no-leader exchange reads before it only discards */
 #define REFUSE_FRAME_MAX 65536
@@ -56,6 +60,7 @@ enum pstate {
     P_REFUSE_AMQP, /* no leader: scripted AMQP handshake ending in close 320 */
     P_REFUSE_HTTP, /* no leader: read the request head, answer, linger */
     P_LINGER,      /* answered and shut our write: discard input until EOF or deadline */
+    P_DRAIN,       /* the leader changed: the old one's bytes still go to the client */
 };
 
 typedef struct pbuf {
@@ -475,6 +480,30 @@ static int conn_update(cl_proxy *p, pconn *c)
         if (pb_used(&c->c2l))
             lm |= EPOLLOUT;
         break;
+    case P_DRAIN:
+        if ((c->l_eof || c->lfd < 0) && !pb_used(&c->l2c)) {
+            /* the old leader is done and all it sent is written: a linger from now on */
+            if (c->lfd >= 0) {
+                if (c->lreg)
+                    epoll_ctl(p->ep, EPOLL_CTL_DEL, c->lfd, NULL);
+                close(c->lfd);
+                c->lfd = -1;
+                c->lreg = 0;
+            }
+            if (!c->c_shut) {
+                shutdown(c->cfd, SHUT_WR);
+                c->c_shut = 1;
+            }
+            c->st = P_LINGER;
+            return conn_update(p, c);
+        }
+        if (!c->c_eof)
+            cm |= EPOLLIN; /* read and discarded */
+        if (pb_used(&c->l2c))
+            cm |= EPOLLOUT;
+        if (!c->l_eof && pb_room(&c->l2c))
+            lm |= EPOLLIN;
+        break;
     case P_REFUSE_AMQP:
     case P_REFUSE_HTTP:
     case P_LINGER:
@@ -680,8 +709,9 @@ static void on_client(cl_proxy *p, pconn *c, uint32_t ev)
         ssize_t r;
         if (c->st == P_SPLICE || c->st == P_CONNECTING) {
             r = pb_read(&c->c2l, c->cfd, 0);
-        } else if (c->st == P_LINGER || (c->st == P_REFUSE_AMQP && c->amqp_step == 2 &&
-                                         pb_used(&c->c2l) >= REFUSE_FRAME_MAX)) {
+        } else if (c->st == P_LINGER || c->st == P_DRAIN ||
+                   (c->st == P_REFUSE_AMQP && c->amqp_step == 2 &&
+                    pb_used(&c->c2l) >= REFUSE_FRAME_MAX)) {
             char sink[4096];
             r = read(c->cfd, sink, sizeof sink);
             if (r < 0)
@@ -882,11 +912,24 @@ static void on_control(cl_proxy *p)
         return;
     p->cur = want;
     p->warned_conceal = 0;
-    /* every connection was made for the old leader (or for none): all go */
-    uint64_t n = 0;
-    while (p->conns) {
-        conn_close(p, p->conns);
+    /* every connection was made for the old leader (or for none): all go; a spliced one once
+     * what the old leader sent has reached the client (bounded by DRAIN_MS): a leader that
+     * answers a step-down and steps down at once is seen gone (the watch on etcd) before its
+     * answer is relayed */
+    uint64_t n = 0, now = sl_now_ms();
+    for (pconn *c = p->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->st == P_DRAIN || c->st == P_LINGER)
+            continue; /* retired already: its deadline runs */
         n++;
+        if (c->st != P_SPLICE) {
+            conn_close(p, c);
+            continue;
+        }
+        c->st = P_DRAIN;
+        c->c2l.off = c->c2l.len = 0;
+        c->deadline_ms = now + DRAIN_MS;
+        conn_update(p, c);
     }
     pthread_mutex_lock(&p->mu);
     p->stats.closed_by_leader_change += n;

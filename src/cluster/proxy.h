@@ -9,6 +9,9 @@
  *  - Every proxied connection belongs to one leader: when the leader changes or goes
  *    (cl_proxy_set_leader with a different address, or none), every proxied connection is
  *    closed and clients reconnect (to this node again, which now forwards to the new one).
+ *    A spliced one is drained first: nothing more of the client's reaches the old leader,
+ *    but what the old leader sends still reaches the client until it closes, for at most
+ *    1 s (a step-down's answer, given just before the leader's key goes, is not lost).
  *  - Memory is bounded: each direction of a connection has a fixed buffer; a side whose peer's
  *    buffer is full is not read (back-pressure reaches the sender through TCP). The number of
  *    connections is capped (cluster.proxy_max_connections); above it the listeners are not

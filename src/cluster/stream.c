@@ -977,8 +977,12 @@ static void *client_run(void *arg)
                     c->dialed, HEARD_MAX_MS);
             client_drop(c, CS_CONNECTING);
         }
-        if (c->c.fd < 0 && leader[0] && now >= c->retry_ms) {
+        /* The pause is between attempts at one address: a leader just named (a failover)
+         * is dialed at once, or the first confirms of its epoch would wait for it. */
+        int fresh = strcmp(leader, c->dialed) != 0;
+        if (c->c.fd < 0 && leader[0] && (fresh || now >= c->retry_ms)) {
             int fd = dial(leader);
+            snprintf(c->dialed, sizeof c->dialed, "%s", leader);
             if (fd < 0) {
                 c->retry_ms = now + RETRY_MS;
             } else {

@@ -310,6 +310,45 @@ def test_connection_cap_holds_the_rest_in_the_backlog(broker, proxy):
         c.close()
 
 
+def test_a_reply_the_old_leader_sends_after_a_leader_change_still_reaches_the_client(
+        broker, proxy):
+    """A leader answers a step-down and steps down at once; followers see it gone within
+    milliseconds (the watch on etcd), before the proxy has relayed the answer: the proxied
+    connection is drained (the old leader's bytes still go to the client, for at most 1 s),
+    not cut. A stand-in leader here answers only once the proxy has taken the change."""
+    fake = socket.socket()
+    fake.bind((broker.host, 0))
+    fake.listen(4)
+    fake.settimeout(10)
+    h = proxy()
+    h.leader(broker, name="one", http_port=fake.getsockname()[1])
+    s = socket.create_connection((h.host, h.ports["http"]), timeout=10)
+    s.sendall(b"POST /api/cluster/step-down HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+    lc, _ = fake.accept()
+    lc.settimeout(10)
+    assert lc.recv(4096).startswith(b"POST /api/cluster/step-down")
+    before = h.stats()["closed_by_leader_change"]
+    h.leader(broker, name="two", http_port=fake.getsockname()[1])
+    wait_for(lambda: h.stats()["closed_by_leader_change"] > before, 10,
+             message="the proxy took the leader change")
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    lc.sendall(reply)
+    lc.close()
+    got = b""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            chunk = s.recv(4096)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not chunk:
+            break
+        got += chunk
+    s.close()
+    fake.close()
+    assert got == reply, got
+
+
 def test_leader_change_closes_proxied_connections(broker, proxy):
     h = proxy()
     h.leader(broker, name="one")

@@ -15,6 +15,7 @@
  *   - every member of the ISR in etcd holds every group ever confirmed (so a failover loses
  *     nothing confirmed), the same groups (epoch for epoch);
  * and, once the faults stop, the cluster heals: a leader confirms everything it holds.
+ * Also the election's rule (cl_should_campaign, member.h): who campaigns at once, who waits.
  */
 #include <check.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "cluster/conf.h"
+#include "cluster/member.h"
 #include "cluster/repl.h"
 #include "cluster/wire.h"
 #include "core/mem.h"
@@ -974,12 +976,54 @@ START_TEST(simulated_cluster_loses_nothing_confirmed)
 }
 END_TEST
 
+/* ---- the election's rule (member.h) ---- */
+
+static cl_node_info node_at(const char *name, uint64_t epoch, uint64_t idx)
+{
+    cl_node_info n;
+    memset(&n, 0, sizeof n);
+    snprintf(n.name, sizeof n.name, "%s", name);
+    n.last_epoch = epoch;
+    n.last_idx = idx;
+    return n;
+}
+
+START_TEST(the_longest_log_campaigns_at_once_the_others_wait_for_it)
+{
+    /* the leader "a" is gone (its registration too); b is ahead of c */
+    cl_node_info nodes[2] = {node_at("c", 4, 90), node_at("b", 4, 100)};
+    char isr[3][256] = {"a", "b", "c"};
+    ck_assert_int_eq(cl_should_campaign("b", nodes, 2, isr, 3, 1, 0), 1);
+    ck_assert_int_eq(cl_should_campaign("c", nodes, 2, isr, 3, 1, 0), 0);
+    ck_assert_int_eq(cl_should_campaign("c", nodes, 2, isr, 3, 1, CL_WAIT_FIRST_MS - 1), 0);
+    /* b did not take the key in time (dead, its lease not expired yet): c goes */
+    ck_assert_int_eq(cl_should_campaign("c", nodes, 2, isr, 3, 1, CL_WAIT_FIRST_MS), 1);
+    /* a newer epoch beats a longer log; equal logs: the smaller name */
+    nodes[0] = node_at("c", 5, 1);
+    ck_assert_int_eq(cl_should_campaign("c", nodes, 2, isr, 3, 1, 0), 1);
+    ck_assert_int_eq(cl_should_campaign("b", nodes, 2, isr, 3, 1, 0), 0);
+    nodes[0] = node_at("c", 4, 100);
+    ck_assert_int_eq(cl_should_campaign("b", nodes, 2, isr, 3, 1, 0), 1);
+    ck_assert_int_eq(cl_should_campaign("c", nodes, 2, isr, 3, 1, 0), 0);
+    /* not in the ISR: never, however long the key has been gone */
+    cl_node_info more[3] = {nodes[0], nodes[1], node_at("d", 9, 999)};
+    ck_assert_int_eq(cl_should_campaign("d", more, 3, isr, 3, 1, 60000), 0);
+    /* a registered node outside the ISR is not "the first" the others wait for */
+    ck_assert_int_eq(cl_should_campaign("b", more, 3, isr, 3, 1, 0), 1);
+    /* no ISR in etcd yet (a new cluster): anyone */
+    ck_assert_int_eq(cl_should_campaign("d", more, 3, isr, 0, 0, 0), 1);
+    /* no ISR member registered (all restarting): an ISR member goes at once */
+    ck_assert_int_eq(cl_should_campaign("c", NULL, 0, isr, 3, 1, 0), 1);
+}
+END_TEST
+
 static Suite *cluster_suite(void)
 {
     Suite *s = suite_create("cluster");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, conf_keys_and_defaults);
+    tcase_add_test(tc, the_longest_log_campaigns_at_once_the_others_wait_for_it);
     tcase_add_test(tc, epochs_end_and_truncate);
     tcase_add_test(tc, handshake_cuts_a_divergent_tail);
     tcase_add_test(tc, wire_round_trip_and_malformed);
