@@ -59,6 +59,7 @@ struct cl_member {
     cl_status st;         /* under mu */
     uint64_t valid_until; /* under mu: ms (CLOCK_MONOTONIC) the lease is surely valid to */
     uint64_t margin;      /* ms before valid_until the leader stops */
+    int ttl_warned;       /* etcd granted more than cluster.lease_ttl: said once */
 
     cl_member_hooks hooks;       /* under mu */
     uint64_t log_epoch, log_idx; /* under mu: this node's log position */
@@ -172,6 +173,14 @@ static int get_lease(cl_member *m, char *err, size_t errlen)
     if (rc < 0)
         return -1;
     m->lease = id;
+    if (ttl > (int64_t)m->conf.lease_ttl_s && !m->ttl_warned) {
+        /* etcd raises a TTL below 1.5 x its election timeout (3 s for --election-timeout
+         * 2000): every failover then waits for that longer lease */
+        sl_warn("cluster: etcd granted a lease of %" PRId64 " s for cluster.lease_ttl %u "
+                "(its minimum is 1.5 x its --election-timeout): a failover waits that long",
+                ttl, m->conf.lease_ttl_s);
+        m->ttl_warned = 1;
+    }
     pthread_mutex_lock(&m->mu);
     m->valid_until = t0 + (uint64_t)ttl * 1000;
     if (m->st.role == CL_ROLE_JOINING)

@@ -21,9 +21,10 @@ def _free_port(host):
 
 
 class Etcd:
-    def __init__(self, base, host="127.0.0.1"):
+    def __init__(self, base, host="127.0.0.1", extra_args=()):
         self.host = host
         self.base = base
+        self.extra_args = list(extra_args)
         self.proc = None
         self.port = None
 
@@ -47,7 +48,7 @@ class Etcd:
                  "--advertise-client-urls", "http://%s:%d" % (self.host, self.port),
                  "--listen-peer-urls", "http://%s:%d" % (self.host, peer),
                  "--initial-advertise-peer-urls", "http://%s:%d" % (self.host, peer),
-                 "--initial-cluster", "t=http://%s:%d" % (self.host, peer)],
+                 "--initial-cluster", "t=http://%s:%d" % (self.host, peer)] + self.extra_args,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
             log.close()
             deadline = time.monotonic() + timeout
