@@ -136,7 +136,7 @@ static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, int cr
     const char *ah, *dh;
     size_t ahl, dhl;
     if (direct_host(o->admin, &ah, &ahl) < 0) {
-        snprintf(why, wl, "'%s' is not a direct format name (no directory here)", fmt);
+        snprintf(why, wl, "'%.300s' is not a direct format name (no directory here)", fmt);
         return NULL;
     }
     if (b->links) {
@@ -151,7 +151,7 @@ static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, int cr
         const char *qn;
         size_t ql;
         if (mqqb_direct_private_queue(fmt + 7, strlen(fmt + 7), &qn, &ql) < 0) {
-            snprintf(why, wl, "'%s' is not a private queue", fmt);
+            snprintf(why, wl, "'%.300s' is not a private queue", fmt);
             return NULL;
         }
         qm_queue *q = qm_queue_find_ci(vh, qn, ql);
@@ -164,7 +164,7 @@ static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, int cr
             return NULL;
         return q;
     }
-    snprintf(why, wl, "'%s' is neither on a host of msmq.hosts nor on this node", fmt);
+    snprintf(why, wl, "'%.300s' is neither on a host of msmq.hosts nor on this node", fmt);
     return NULL;
 }
 
