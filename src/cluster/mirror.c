@@ -969,6 +969,19 @@ int mirror_apply(int dirfd, const uint8_t *group, size_t len, char *err, size_t 
 
 /* ------------------------------------------------------------------ replica state */
 
+/* fsync of a directory by its path: its entries (a rename, a new file) are durable. */
+static int fsync_dir(const char *dir)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    int rc = fsync(dfd);
+    int e = errno;
+    close(dfd);
+    errno = e;
+    return rc;
+}
+
 static int write_atomic(const char *dir, const char *name, const uint8_t *p, size_t n)
 {
     char tmp[4200], path[4200];
@@ -990,12 +1003,7 @@ static int write_atomic(const char *dir, const char *name, const uint8_t *p, siz
     close(fd);
     if (rename(tmp, path) < 0)
         return -1;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return -1;
-    int rc = fsync(dfd);
-    close(dfd);
-    return rc;
+    return fsync_dir(dir);
 }
 
 int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epochs *h)
@@ -1005,14 +1013,8 @@ int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epoch
     if (mkdir(dir, 0755) < 0) {
         if (errno != EEXIST)
             return -1;
-    } else {
-        int dfd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || fsync(dfd) < 0) {
-            if (dfd >= 0)
-                close(dfd);
-            return -1;
-        }
-        close(dfd);
+    } else if (fsync_dir(data_dir) < 0) {
+        return -1;
     }
     sl_buf b;
     sl_buf_init(&b);
@@ -1133,14 +1135,7 @@ replica_pos *replica_pos_open(const char *data_dir)
     if (st.st_size < 2 * POS_SLOT) {
         /* sized once, durably: from then on a save changes no metadata, so fdatasync is
          * one data write */
-        if (ftruncate(fd, 2 * POS_SLOT) < 0 || fsync(fd) < 0)
-            goto fail;
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-            goto fail;
-        int rc = fsync(dfd);
-        close(dfd);
-        if (rc < 0)
+        if (ftruncate(fd, 2 * POS_SLOT) < 0 || fsync(fd) < 0 || fsync_dir(dir) < 0)
             goto fail;
     }
     replica_pos *p = sl_xcalloc(1, sizeof *p);

@@ -399,22 +399,24 @@ static void listeners_update(cl_proxy *p)
 
 /* Close both descriptors and take c off the list. Its memory lives until the end of the
  * current batch of events, which may still name it (its other descriptor). */
+/* One side of a connection closed: out of the epoll set if it was in, its fd -1. */
+static void close_side(cl_proxy *p, int *fd, uint8_t *reg)
+{
+    if (*fd < 0)
+        return;
+    if (*reg)
+        epoll_ctl(p->ep, EPOLL_CTL_DEL, *fd, NULL);
+    close(*fd);
+    *fd = -1;
+    *reg = 0;
+}
+
 static void conn_close(cl_proxy *p, pconn *c)
 {
     if (c->dead)
         return;
-    if (c->cfd >= 0) {
-        if (c->creg)
-            epoll_ctl(p->ep, EPOLL_CTL_DEL, c->cfd, NULL);
-        close(c->cfd);
-        c->cfd = -1;
-    }
-    if (c->lfd >= 0) {
-        if (c->lreg)
-            epoll_ctl(p->ep, EPOLL_CTL_DEL, c->lfd, NULL);
-        close(c->lfd);
-        c->lfd = -1;
-    }
+    close_side(p, &c->cfd, &c->creg);
+    close_side(p, &c->lfd, &c->lreg);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -483,13 +485,7 @@ static int conn_update(cl_proxy *p, pconn *c)
     case P_DRAIN:
         if ((c->l_eof || c->lfd < 0) && !pb_used(&c->l2c)) {
             /* the old leader is done and all it sent is written: a linger from now on */
-            if (c->lfd >= 0) {
-                if (c->lreg)
-                    epoll_ctl(p->ep, EPOLL_CTL_DEL, c->lfd, NULL);
-                close(c->lfd);
-                c->lfd = -1;
-                c->lreg = 0;
-            }
+            close_side(p, &c->lfd, &c->lreg);
             if (!c->c_shut) {
                 shutdown(c->cfd, SHUT_WR);
                 c->c_shut = 1;

@@ -304,6 +304,14 @@ static void send_final_ack(sess *s, const mqqb_user *m, uint16_t cls)
     }
 }
 
+/* A message whose sender asked for the negative receive acknowledgements: its queue's purge
+ * or deletion then sends them (ack.c, through the model's on_removed). */
+static void watch_removal(qm_queue *q, const mqqb_user *m)
+{
+    if ((m->ack_flags & MQQB_ACK_NEG_RECEIVE) && m->admin.type != MQQB_QF_NONE)
+        q->removal_watch = 1;
+}
+
 /* The administration NACK of class cls for a message refused on arrival, when its sender
  * asked for one (ack.c decides from the properties, as for every acknowledgement). */
 static void admin_nack(sess *s, const mqqb_user *m, uint16_t cls)
@@ -378,8 +386,7 @@ static void user_message(sess *s, const mqqb_user *m)
             if (q) {
                 qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
                 qm_queue_enqueue(q, msg);
-                if ((m->ack_flags & MQQB_ACK_NEG_RECEIVE) && m->admin.type != MQQB_QF_NONE)
-                    q->removal_watch = 1; /* a purge or deletion sends its receive NACK */
+                watch_removal(q, m);
                 /* in the same record group: the acknowledgement exists iff the message does */
                 msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
                 qm_message_unref(msg);
@@ -435,8 +442,7 @@ static void user_message(sess *s, const mqqb_user *m)
             persist_group(b->store, 1);
         if (qm_queue_enqueue(q, msg) == SL_OK) {
             s->accepted++;
-            if ((m->ack_flags & MQQB_ACK_NEG_RECEIVE) && m->admin.type != MQQB_QF_NONE)
-                q->removal_watch = 1; /* a purge or deletion sends its receive NACK */
+            watch_removal(q, m);
             msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
         } else {
             s->refused++;
