@@ -48,8 +48,8 @@ if [ "$(id -u)" -eq 0 ]; then
     # benchmark starts its own private instance, so stop the packaged one.
     # The same for etcd-server: the cluster tests start private etcd members on free ports.
     if command -v service >/dev/null; then
-        [[ " ${missing[*]} " == *" rabbitmq-server "* ]] && { service rabbitmq-server stop >/dev/null 2>&1 || true; }
-        [[ " ${missing[*]} " == *" etcd-server "* ]] && { service etcd stop >/dev/null 2>&1 || true; }
+        if [[ " ${missing[*]} " == *" rabbitmq-server "* ]]; then service rabbitmq-server stop >/dev/null 2>&1 || true; fi
+        if [[ " ${missing[*]} " == *" etcd-server "* ]]; then service etcd stop >/dev/null 2>&1 || true; fi
     fi
 else
     echo "deps: missing Debian packages; install them with:" >&2
