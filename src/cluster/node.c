@@ -4,10 +4,13 @@
  * Invariants:
  * - In the follower phase the store is never opened: the data directory is written only by
  *   the replication client (mirror_apply of the leader's groups, or a full copy swapped in).
- * - DATA_DIR/replica/inflight is non-empty exactly while groups are being applied and their
- *   replica state is not saved yet: a node killed then may hold part of a group, which a
- *   physical mirror can only trust if the leader still has the same group; it is not known
- *   cheaply, so such a node takes a full copy (as does one that led: node.h).
+ * - DATA_DIR/replica/inflight is non-empty (durably, before the first operation) from the
+ *   first group applied after a save of the replica state until the next save, which the
+ *   client makes once the stream is quiet, not per batch (stream.c's SAVE_IDLE_MS): a node
+ *   killed or powered off then may hold part of a group, or groups its position does not
+ *   count, which a physical mirror can only trust if the leader still has the same groups;
+ *   it is not known cheaply, so such a node takes a full copy (as does one that led:
+ *   node.h).
  * - A full copy is written into DATA_DIR.joining and becomes DATA_DIR by two renames once it is
  *   whole and synced, with its replica state inside: at every moment one of the two is a whole
  *   data directory (start-up finishes an interrupted swap).

@@ -6,9 +6,11 @@
  *   other threads hand inputs over under mu and wake the thread (an eventfd); outputs
  *   (released, blocked, peers, position) are copied out under mu.
  * - A follower ACKs an index only after the owner's apply made it durable: an ACK is a
- *   promise about the disk (repl.h "Commit"). The position naming it is saved after the ACK
- *   (off the confirm's path); until then the owner's in-flight marker, made durable before
- *   the batch's first operation, says the directory may hold more than the saved position.
+ *   promise about the disk (repl.h "Commit"). The position naming it is saved once the
+ *   stream has been quiet for SAVE_IDLE_MS (and when the thread stops): off the confirm's
+ *   path, and once per burst rather than once per batch. Until then the owner's in-flight
+ *   marker, made durable before the first operation applied since the last save, says the
+ *   directory may hold more than the saved position.
  * - Every socket is non-blocking; a peer that sends a malformed frame is dropped.
  * - The server never queues more than OUT_MAX bytes for one follower: rl's window and
  *   go-back-N resend what a slow one has not taken.
@@ -44,6 +46,12 @@
 #define REFUSE_NOT_OURS 3  /* REFUSE code: another cluster */
 #define REFUSE_NO_COPY 4   /* REFUSE code: no full copy can be made here */
 #define COPY_CHUNK (256u << 10)
+/* A follower saves its position (and so clears its in-flight marker) once no group was
+ * applied for this long. Under a steady stream neither the position's fdatasync nor the
+ * marker's is paid per batch (both were, on every confirm's path: docs/cluster.md); a node
+ * killed or powered off meanwhile finds the marker set and takes a full copy, as it did
+ * when killed between a batch's marker and its save. */
+#define SAVE_IDLE_MS 20
 
 static uint64_t mono_ms(void)
 {
@@ -727,6 +735,8 @@ struct cs_client {
     uint64_t copy_idx;
     repl_epochs copy_hist;
     uint64_t heard_ms, retry_ms;
+    int unsaved;      /* groups applied (durable, ACKed) since the position was last saved */
+    uint64_t save_ms; /* when to save it: SAVE_IDLE_MS after the last apply */
 };
 
 static void epochs_copy(repl_epochs *to, const repl_epochs *from)
@@ -779,6 +789,21 @@ static void client_rewind(cs_client *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Save the position of what is applied (durable and ACKed): the owner's save also clears
+ * its in-flight marker. 0, or -1 with everything back to what the saved position says is
+ * not assumed (the marker stays set: a restart takes a full copy). */
+static int client_save(cs_client *c)
+{
+    if (!c->unsaved)
+        return 0;
+    c->unsaved = 0;
+    if (c->log.save && c->log.save(c->log.ctx, rf_durable_idx(c->rf), &c->hist) < 0) {
+        sl_error("cluster: the replica state could not be saved");
+        return -1;
+    }
+    return 0;
+}
+
 static void client_hello(cs_client *c)
 {
     uint64_t e, i;
@@ -823,6 +848,7 @@ static int client_copy_frame(cs_client *c, const cw_msg *m)
     char err[256];
     c->heard_ms = mono_ms();
     if (m->type == CW_COPYBEGIN) {
+        client_save(c); /* the directory is whole before the copy replaces it */
         c->copying = 1;
         c->copy_idx = m->a;
         repl_epochs_free(&c->copy_hist);
@@ -970,6 +996,12 @@ static void *client_run(void *arg)
             break;
         rf_epoch_seen(c->rf, seen);
         uint64_t now = mono_ms();
+        if (c->unsaved && now >= c->save_ms && client_save(c) < 0) {
+            client_rewind(c);
+            if (c->c.fd >= 0)
+                client_drop(c, CS_CONNECTING);
+            continue;
+        }
         if (c->c.fd >= 0 && strcmp(leader, c->dialed))
             client_drop(c, CS_IDLE); /* the leader changed */
         if (c->c.fd >= 0 && !c->connecting && now > c->heard_ms + HEARD_MAX_MS) {
@@ -1005,7 +1037,12 @@ static void *client_run(void *arg)
             pf[1].events =
                 (short)(POLLIN | (sl_buf_unread(&c->c.out) || c->connecting ? POLLOUT : 0));
         }
-        int rc = poll(pf, 2, 100);
+        int timeout = 100;
+        if (c->unsaved) {
+            uint64_t t = mono_ms();
+            timeout = c->save_ms <= t ? 0 : c->save_ms - t < 100 ? (int)(c->save_ms - t) : 100;
+        }
+        int rc = poll(pf, 2, timeout);
         if (rc > 0 && (pf[0].revents & POLLIN))
             drain(c->wake_fd);
         if (c->c.fd < 0 || rc <= 0 || !pf[1].revents)
@@ -1045,11 +1082,14 @@ static void *client_run(void *arg)
             sl_buf_consume(&c->c.in, used);
         }
         if (applied) {
-            /* Every applied group is durable (apply synced it): promise it at once, then save
-             * the position. The save's sync is then not on a confirm's path; a node stopped
-             * before it finds its in-flight marker and takes a full copy (node.c). */
+            /* Every applied group is durable (apply synced it): promise it at once; the
+             * position is saved once the stream is quiet (SAVE_IDLE_MS), so neither its sync
+             * nor the next batch's marker is paid per batch. A node stopped before the save
+             * finds its in-flight marker and takes a full copy (node.c). */
             uint64_t last = rf_last(c->rf);
             rf_durable(c->rf, last);
+            c->unsaved = 1;
+            c->save_ms = mono_ms() + SAVE_IDLE_MS;
             if (!dropped) {
                 client_set_state(c, CS_STREAMING);
                 client_ack(c);
@@ -1058,19 +1098,13 @@ static void *client_run(void *arg)
             } else {
                 client_set_pos(c);
             }
-            if (c->log.save && c->log.save(c->log.ctx, last, &c->hist) < 0) {
-                sl_error("cluster: the replica state could not be saved");
-                client_rewind(c);
-                if (!dropped)
-                    client_drop(c, CS_CONNECTING);
-                continue;
-            }
         }
         if (dropped)
             continue;
         if (dead || sconn_write(&c->c) < 0)
             client_drop(c, CS_CONNECTING);
     }
+    client_save(c); /* a promoted node continues from the saved position (node.c) */
     return NULL;
 }
 

@@ -17,7 +17,8 @@
  *
  * Follower (cs_client): follows the leader named by cs_client_set_leader (from the member's
  * view of etcd); applies each group through the owner (which makes it durable), ACKs each
- * batch of groups read at once, then saves the position through the owner. A START that cuts
+ * batch of groups read at once, and saves the position through the owner once no group came
+ * for a moment (stream.c's SAVE_IDLE_MS) and when it stops. A START that cuts
  * the log (divergence) or a leader that no longer keeps the next group cannot be served by a
  * physical mirror: the client then asks for a full copy (COPYREQ, wire.h), writes it through
  * the owner's copy_* callbacks, and follows on from the copy's last group.
@@ -47,7 +48,8 @@ typedef struct cs_log {
     int (*apply)(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, size_t len, char *err,
                  size_t errlen);
     /* follower: everything up to last_idx is applied, durable and ACKed, history h: save it
-     * durably, then clear the mark */
+     * durably, then clear the mark (called once a burst of batches is over, not per batch:
+     * the mark stays set across the burst's applies) */
     int (*save)(void *ctx, uint64_t last_idx, const repl_epochs *h);
     /* leader: a snapshot for a full copy (taken between two groups: it holds every group up to
      * *snap_idx), its files and their bytes (mirror_snapshot and friends). NULL: none. */
