@@ -652,6 +652,9 @@ typedef struct applier {
     } d[FCACHE]; /* subdirectories whose names changed */
     int nd;
     int top_dirty;
+    /* a persistent applier (mirror_applier_*): the groups' barriers wait for its sync */
+    int defer;
+    uint64_t syncs; /* fsync/fdatasync calls made (tests) */
     char *err;
     size_t errlen;
 } applier;
@@ -691,6 +694,7 @@ static int fsync_sub(applier *a, const char *dir)
     if (fd < 0)
         return errno == ENOENT ? 0 : -1;
     int rc = fsync(fd);
+    a->syncs++;
     close(fd);
     return rc;
 }
@@ -722,8 +726,11 @@ static void forget(applier *a, const char *name)
 
 static int flush_one(applier *a, int i)
 {
-    if (a->f[i].dirty && !(a->flags & MIRROR_APPLY_NOSYNC) && fdatasync(a->f[i].fd) < 0)
-        return -1;
+    if (a->f[i].dirty && !(a->flags & MIRROR_APPLY_NOSYNC)) {
+        a->syncs++;
+        if (fdatasync(a->f[i].fd) < 0)
+            return -1;
+    }
     a->f[i].dirty = 0;
     return 0;
 }
@@ -828,7 +835,7 @@ static int apply_op(applier *a, const op *o)
         if ((fd = get_fd(a, o->name, o->nl, 0, 0, &slot)) < 0)
             return errno == ENOENT ? 0 : -1;
         a->f[slot].dirty = 1;
-        return flush_one(a, slot);
+        return a->defer ? 0 : flush_one(a, slot);
     case MIRROR_OP_UNLINK: {
         forget(a, full);
         int dfd = open_sub(a, dir, 0);
@@ -874,6 +881,13 @@ static int apply_op(applier *a, const op *o)
         return 0;
     }
     case MIRROR_OP_DIRSYNC:
+        if (a->defer) { /* the sync does it, after every file */
+            if (full[0])
+                dir_dirty(a, full);
+            else
+                a->top_dirty = 1;
+            return 0;
+        }
         /* everything written so far first: the leader's barrier orders its writes too */
         for (int i = 0; i < a->nf; i++)
             if (flush_one(a, i) < 0)
@@ -906,11 +920,17 @@ static int finish(applier *a)
     for (int i = 0; i < a->nf; i++)
         if (flush_one(a, i) < 0)
             return -1;
-    for (int i = 0; i < a->nd; i++)
+    for (int i = 0; i < a->nd; i++) {
         if (a->d[i].dirty && fsync_sub(a, a->d[i].name) < 0)
             return -1;
-    if (a->top_dirty && !(a->flags & MIRROR_APPLY_NOSYNC) && fsync(a->dirfd) < 0)
-        return -1;
+        a->d[i].dirty = 0;
+    }
+    if (a->top_dirty && !(a->flags & MIRROR_APPLY_NOSYNC)) {
+        a->syncs++;
+        if (fsync(a->dirfd) < 0)
+            return -1;
+    }
+    a->top_dirty = 0;
     return 0;
 }
 
@@ -921,8 +941,9 @@ static void close_all(applier *a)
     a->nf = 0;
 }
 
-int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags, size_t ops_max,
-                    char *err, size_t errlen)
+/* Apply a group's ops (checked first) with a: 0, 1 (stopped after ops_max), -1 err. */
+static int apply_ops(applier *a, const uint8_t *group, size_t len, size_t ops_max, uint64_t *idxp,
+                     char *err, size_t errlen)
 {
     uint32_t nops;
     uint64_t idx;
@@ -930,36 +951,89 @@ int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags,
         errno = EILSEQ;
         return -1;
     }
-    applier a;
-    memset(&a, 0, sizeof a);
-    a.dirfd = dirfd;
-    a.flags = flags;
+    *idxp = idx;
     reader r = {group, len - 4, GROUP_HDR};
-    int rc = 0;
     for (uint32_t i = 0; i < nops; i++) {
         op o;
         read_op(&r, &o, NULL, 0); /* checked above */
-        if (i >= ops_max) {
-            close_all(&a);
+        if (i >= ops_max)
             return 1; /* stopped early (tests) */
-        }
-        if (apply_op(&a, &o) < 0) {
+        if (apply_op(a, &o) < 0) {
             int e = errno;
             seterr(err, errlen, "mirror group %" PRIu64 ": op %u (%d on %.*s): %s", idx, i, o.kind,
                    (int)o.nl, o.name, strerror(e));
-            close_all(&a);
             errno = e;
             return -1;
         }
     }
-    if (finish(&a) < 0) {
+    return 0;
+}
+
+int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags, size_t ops_max,
+                    char *err, size_t errlen)
+{
+    applier a;
+    memset(&a, 0, sizeof a);
+    a.dirfd = dirfd;
+    a.flags = flags;
+    uint64_t idx = 0;
+    int rc = apply_ops(&a, group, len, ops_max, &idx, err, errlen);
+    if (rc == 0 && finish(&a) < 0) {
         int e = errno;
         seterr(err, errlen, "mirror group %" PRIu64 ": sync: %s", idx, strerror(e));
         rc = -1;
         errno = e;
     }
+    int e = errno;
     close_all(&a);
+    errno = e;
     return rc;
+}
+
+/* ---- the follower's applier: barriers deferred to the end of a batch ---- */
+
+struct mirror_applier {
+    applier a;
+};
+
+mirror_applier *mirror_applier_new(int dirfd, unsigned flags)
+{
+    mirror_applier *m = sl_xcalloc(1, sizeof *m);
+    m->a.dirfd = dirfd;
+    m->a.flags = flags;
+    m->a.defer = 1;
+    return m;
+}
+
+int mirror_applier_apply(mirror_applier *m, const uint8_t *group, size_t len, char *err,
+                         size_t errlen)
+{
+    uint64_t idx = 0;
+    return apply_ops(&m->a, group, len, SIZE_MAX, &idx, err, errlen);
+}
+
+int mirror_applier_sync(mirror_applier *m, char *err, size_t errlen)
+{
+    if (finish(&m->a) < 0) {
+        int e = errno;
+        seterr(err, errlen, "mirror: sync: %s", strerror(e));
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t mirror_applier_syncs(const mirror_applier *m)
+{
+    return m->a.syncs;
+}
+
+void mirror_applier_free(mirror_applier *m)
+{
+    if (!m)
+        return;
+    close_all(&m->a);
+    sl_free(m);
 }
 
 int mirror_apply(int dirfd, const uint8_t *group, size_t len, char *err, size_t errlen)

@@ -104,6 +104,23 @@ int mirror_apply(int dirfd, const uint8_t *group, size_t len, char *err, size_t 
  * kill -9 in the middle of a group); SIZE_MAX: all. */
 int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags, size_t ops_max,
                     char *err, size_t errlen);
+/* The follower's applier: groups applied one after another with their files kept open and
+ * their barriers (SYNC, DIRSYNC, new names) left to mirror_applier_sync, which makes every
+ * group applied since the last sync durable at once (files, then directories): one
+ * fdatasync per file per batch instead of one per group, and no open/close per group. Only
+ * for a directory whose state between two syncs nobody trusts after a crash: the follower's
+ * in-flight marker (node.c) is durably set before the first apply after a save, so a node
+ * killed or powered off between two syncs takes a full copy. A rename still syncs its source
+ * first. apply: as mirror_apply without the syncs (-1 with err; the group may be partly
+ * applied: re-apply it). sync: 0, or -1 with err. syncs: fsync calls made (tests). free
+ * closes the files without syncing them. flags: MIRROR_APPLY_NOSYNC or 0. */
+typedef struct mirror_applier mirror_applier;
+mirror_applier *mirror_applier_new(int dirfd, unsigned flags);
+int mirror_applier_apply(mirror_applier *m, const uint8_t *group, size_t len, char *err,
+                         size_t errlen);
+int mirror_applier_sync(mirror_applier *m, char *err, size_t errlen);
+uint64_t mirror_applier_syncs(const mirror_applier *m);
+void mirror_applier_free(mirror_applier *m);
 /* Check a group's encoding without applying it: 0 with its header fields, or -1 with err. */
 int mirror_group_check(const uint8_t *group, size_t len, uint64_t *idx, uint64_t *epoch,
                        uint64_t *gen, uint32_t *nops, char *err, size_t errlen);

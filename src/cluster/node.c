@@ -47,6 +47,7 @@ typedef struct follower {
      * its first group; saved 0 until the state is saved by this run): while the history is
      * the same, a save is the position alone, in place (mirror.h) */
     replica_pos *pos;
+    mirror_applier *applier; /* the groups' files kept open, synced once per batch */
     int saved;
     size_t saved_n;
     uint64_t saved_epoch, saved_first;
@@ -104,11 +105,15 @@ static int open_local(follower *f)
     f->pos = replica_pos_open(f->path);
     if (!f->pos) /* every save is then the state's: slower, as safe */
         sl_warn("cluster: %s/replica/pos: %s", f->path, strerror(errno));
+    if (f->dirfd >= 0)
+        f->applier = mirror_applier_new(f->dirfd, 0);
     return f->dirfd >= 0 && f->inflight_fd >= 0 ? 0 : -1;
 }
 
 static void close_local(follower *f)
 {
+    mirror_applier_free(f->applier); /* everything ACKed was synced by f_sync */
+    f->applier = NULL;
     if (f->dirfd >= 0)
         close(f->dirfd);
     if (f->inflight_fd >= 0)
@@ -137,7 +142,19 @@ static int f_apply(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, si
         }
         f->marked = 1;
     }
-    return mirror_apply(f->dirfd, g, len, err, errlen);
+    /* the group's barriers wait for f_sync, at the end of the batch: between the two the
+     * mark is set, so nobody trusts the directory's state after a crash */
+    if (!f->applier) {
+        snprintf(err, errlen, "%s: not open", f->path);
+        return -1;
+    }
+    return mirror_applier_apply(f->applier, g, len, err, errlen);
+}
+
+static int f_sync(void *ctx, char *err, size_t errlen)
+{
+    follower *f = ctx;
+    return f->applier ? mirror_applier_sync(f->applier, err, errlen) : 0;
 }
 
 static int f_save(void *ctx, uint64_t last, const repl_epochs *h)
@@ -376,6 +393,7 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
         goto fail;
     cs_log lg = {.ctx = &f,
                  .apply = f_apply,
+                 .sync = f_sync,
                  .save = f_save,
                  .copy_begin = f_copy_begin,
                  .copy_write = f_copy_write,

@@ -1082,10 +1082,18 @@ static void *client_run(void *arg)
             sl_buf_consume(&c->c.in, used);
         }
         if (applied) {
-            /* Every applied group is durable (apply synced it): promise it at once; the
-             * position is saved once the stream is quiet (SAVE_IDLE_MS), so neither its sync
-             * nor the next batch's marker is paid per batch. A node stopped before the save
-             * finds its in-flight marker and takes a full copy (node.c). */
+            /* The batch's groups on the disk (one sync for them all), then promised at once;
+             * the position is saved once the stream is quiet (SAVE_IDLE_MS), so neither its
+             * sync nor the next batch's marker is paid per batch. A node stopped before the
+             * save finds its in-flight marker and takes a full copy (node.c). */
+            char err[256];
+            if (c->log.sync && c->log.sync(c->log.ctx, err, sizeof err) < 0) {
+                sl_error("cluster: the groups applied could not be synced: %s", err);
+                client_rewind(c);
+                if (!dropped)
+                    client_drop(c, CS_CONNECTING);
+                continue;
+            }
             uint64_t last = rf_last(c->rf);
             rf_durable(c->rf, last);
             c->unsaved = 1;

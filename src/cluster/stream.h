@@ -16,12 +16,12 @@
  * watches: it then feeds persist's release gate).
  *
  * Follower (cs_client): follows the leader named by cs_client_set_leader (from the member's
- * view of etcd); applies each group through the owner (which makes it durable), ACKs each
- * batch of groups read at once, and saves the position through the owner once no group came
- * for a moment (stream.c's SAVE_IDLE_MS) and when it stops. A START that cuts
- * the log (divergence) or a leader that no longer keeps the next group cannot be served by a
- * physical mirror: the client then asks for a full copy (COPYREQ, wire.h), writes it through
- * the owner's copy_* callbacks, and follows on from the copy's last group.
+ * view of etcd); applies each group through the owner, makes each batch of groups read at
+ * once durable (the owner's sync), ACKs it, and saves the position through the owner once no group
+ * came for a moment (stream.c's SAVE_IDLE_MS) and when it stops. A START that cuts the log
+ * (divergence) or a leader that no longer keeps the next group cannot be served by a physical
+ * mirror: the client then asks for a full copy (COPYREQ, wire.h), writes it through the owner's
+ * copy_* callbacks, and follows on from the copy's last group.
  *
  * Node ids: the state machines number nodes 0..REPL_MAX_NODES-1. The server gives itself 0
  * and each follower name the next free id the first time it says HELLO (kept for the life of
@@ -47,6 +47,10 @@ typedef struct cs_log {
      * client ACKs before it saves) */
     int (*apply)(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, size_t len, char *err,
                  size_t errlen);
+    /* follower: make every group applied since the last call durable (apply may leave its
+     * barriers to this: once per batch of groups, before the ACK); 0 or -1 (err). NULL: each
+     * apply is durable by itself. */
+    int (*sync)(void *ctx, char *err, size_t errlen);
     /* follower: everything up to last_idx is applied, durable and ACKed, history h: save it
      * durably, then clear the mark (called once a burst of batches is over, not per batch:
      * the mark stays set across the burst's applies) */

@@ -990,6 +990,83 @@ START_TEST(no_mirror_no_capture)
 }
 END_TEST
 
+/* The follower's applier: groups applied one after another leave their barriers to the sync
+ * at the end of the batch (one fdatasync per file, not per group), and a workload applied
+ * in batches of random size through one applier (its descriptors kept across TIDY's unlinks
+ * and renames) recovers at every batch end and ends byte for byte the leader's directory. */
+START_TEST(the_follower_applier_defers_barriers_to_its_sync)
+{
+    int dfd = dir_fd(M);
+    mirror_applier *ap = mirror_applier_new(dfd, 0);
+    hop first[] = {{MIRROR_OP_MKDIR, "msgs", NULL, 0, NULL},
+                   {MIRROR_OP_CREATE, "msgs/a.seg", NULL, 0, NULL},
+                   {MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "hello"},
+                   {MIRROR_OP_SYNC, "msgs/a.seg", NULL, 0, NULL},
+                   {MIRROR_OP_DIRSYNC, "msgs", NULL, 0, NULL}};
+    sl_buf g = make_group(first, 5);
+    ck_assert_msg(mirror_applier_apply(ap, g.data, g.len, err, sizeof err) == 0, "%s", err);
+    sl_buf_free(&g);
+    for (uint64_t k = 1; k < 50; k++) {
+        hop ops[] = {{MIRROR_OP_WRITE, "msgs/a.seg", NULL, 5 * k, "hello"},
+                     {MIRROR_OP_SYNC, "msgs/a.seg", NULL, 0, NULL}};
+        g = make_group(ops, 2);
+        ck_assert_msg(mirror_applier_apply(ap, g.data, g.len, err, sizeof err) == 0, "%s", err);
+        sl_buf_free(&g);
+    }
+    ck_assert_uint_eq(mirror_applier_syncs(ap), 0); /* 50 groups' barriers wait */
+    ck_assert_msg(mirror_applier_sync(ap, err, sizeof err) == 0, "%s", err);
+    /* the file once, its directory (a new name), the top (a new directory): not 50 */
+    ck_assert_uint_eq(mirror_applier_syncs(ap), 3);
+    ck_assert_msg(mirror_applier_sync(ap, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(mirror_applier_syncs(ap), 3); /* nothing new: nothing to sync */
+    char path[700];
+    snprintf(path, sizeof path, "%s/msgs/a.seg", M);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_size, 250);
+    mirror_applier_free(ap);
+    close(dfd);
+    rm_rf(M);
+    ck_assert_int_eq(mkdir(M, 0755), 0);
+
+    rng = seed_of(7) | 1;
+    body_no = 0;
+    tidy_freed = tidy_compacted = restarts = 0;
+    leader_start(8192);
+    for (int k = 0; k < 1000; k++)
+        step();
+    commit();
+    uint64_t last = mirror_last(MI);
+    ck_assert_uint_gt(last, 100);
+    dfd = dir_fd(M);
+    ap = mirror_applier_new(dfd, MIRROR_APPLY_NOSYNC);
+    uint64_t batches = 0;
+    for (uint64_t idx = 1; idx <= last;) {
+        uint64_t end = idx + rnd() % 16;
+        if (end > last)
+            end = last;
+        for (; idx <= end; idx++) {
+            uint8_t *gb;
+            size_t len;
+            ck_assert_int_eq(mirror_group(MI, idx, &gb, &len, NULL), 0);
+            ck_assert_msg(mirror_applier_apply(ap, gb, len, err, sizeof err) == 0, "%llu: %s",
+                          (unsigned long long)idx, err);
+            sl_free(gb);
+        }
+        ck_assert_msg(mirror_applier_sync(ap, err, sizeof err) == 0, "%s", err);
+        batches++;
+        if (end == last || rnd() % 4 == 0)
+            check_boundary(M, end);
+    }
+    mirror_applier_free(ap);
+    close(dfd);
+    ck_assert_uint_gt(batches, 10);
+    ck_assert_uint_gt(tidy_freed, 0); /* the workload unlinked and renamed under the applier */
+    same_tree(L, M);
+    leader_stop();
+}
+END_TEST
+
 static Suite *mirror_suite(void)
 {
     Suite *s = suite_create("mirror");
@@ -1001,6 +1078,7 @@ static Suite *mirror_suite(void)
     tcase_add_test(tc, out_of_space_retries_are_mirrored);
     tcase_add_test(tc, bulk_copy_while_the_workload_goes_on);
     tcase_add_test(tc, hostile_and_damaged_groups_are_refused);
+    tcase_add_test(tc, the_follower_applier_defers_barriers_to_its_sync);
     tcase_add_test(tc, replica_state_round_trip);
     tcase_add_test(tc, replica_pos_raises_the_state);
     tcase_add_test(tc, ring_is_bounded);

@@ -132,6 +132,7 @@ static void ml_free(mlog *m)
 typedef struct flog {
     pthread_mutex_t mu;
     uint64_t applied; /* groups applied, in order */
+    uint64_t synced;  /* applied when sync was last called: what the follower may ACK */
     uint64_t saved;
     int saves; /* calls of save: once per quiet moment of the stream, not per batch */
     int bad;   /* a group out of order or with the wrong bytes */
@@ -153,6 +154,23 @@ static int fl_apply(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, s
     f->applied = idx;
     pthread_mutex_unlock(&f->mu);
     return 0;
+}
+
+static int fl_sync(void *ctx, char *err, size_t errlen)
+{
+    flog *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->synced = f->applied;
+    pthread_mutex_unlock(&f->mu);
+    return 0;
+}
+
+static uint64_t fl_synced(flog *f)
+{
+    pthread_mutex_lock(&f->mu);
+    uint64_t v = f->synced;
+    pthread_mutex_unlock(&f->mu);
+    return v;
 }
 
 static int fl_save(void *ctx, uint64_t last, const repl_epochs *h)
@@ -260,6 +278,7 @@ static cs_log follower_log(flog *f)
 {
     return (cs_log){.ctx = f,
                     .apply = fl_apply,
+                    .sync = fl_sync,
                     .save = fl_save,
                     .copy_begin = fl_copy_begin,
                     .copy_write = fl_copy_write,
@@ -331,6 +350,7 @@ START_TEST(groups_reach_every_follower_and_release_waits_for_the_isr)
         ml_append(&x.ml, 1);
     WAIT_UNTIL(cs_server_released(x.ml.srv) == 1000, 20000);
     for (int i = 0; i < 2; i++) {
+        ck_assert_uint_eq(fl_synced(&x.fl[i]), 1000); /* acked only once synced */
         ck_assert_int_eq(x.fl[i].bad, 0);
         /* released once both applied (durably); the position is saved when the stream is
          * quiet */
