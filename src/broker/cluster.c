@@ -67,9 +67,7 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
 static void on_batch(void *ctx, uint64_t gen, int synced)
 {
     broker *b = ctx;
-    uint64_t idx = mirror_batch(b->mirror, gen, synced);
-    if (synced && b->repl)
-        cs_server_durable(b->repl, mirror_durable(b->mirror));
+    uint64_t idx = mirror_batch(b->mirror, gen, synced); /* on_group tells the server */
     if (b->cluster && b->cl_node)
         cl_member_set_log(b->cluster, b->cl_node->epoch, idx);
 }
@@ -77,8 +75,10 @@ static void on_batch(void *ctx, uint64_t gen, int synced)
 static void on_group(void *ctx, uint64_t idx, uint64_t bytes)
 {
     broker *b = ctx;
+    /* the group and the leader's durable index (this group's when its batch synced) in one
+     * wake-up of the replication thread: two cost it a second round for nothing */
     if (b->repl)
-        cs_server_append(b->repl, idx, bytes);
+        cs_server_append_durable(b->repl, idx, bytes, mirror_durable(b->mirror));
 }
 
 int broker_cluster_mirror(broker *b, persist_options *po)

@@ -606,6 +606,20 @@ void cs_server_append(cs_server *s, uint64_t idx, uint64_t bytes)
     poke(s->wake_fd);
 }
 
+void cs_server_append_durable(cs_server *s, uint64_t idx, uint64_t bytes, uint64_t durable)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->n_pend == s->cap_pend) {
+        s->cap_pend = s->cap_pend ? s->cap_pend * 2 : 64;
+        s->pend = sl_xrealloc(s->pend, s->cap_pend * sizeof *s->pend);
+    }
+    s->pend[s->n_pend++] = (struct pend){idx, bytes};
+    if (durable > s->durable_in)
+        s->durable_in = durable;
+    pthread_mutex_unlock(&s->mu);
+    poke(s->wake_fd);
+}
+
 void cs_server_durable(cs_server *s, uint64_t idx)
 {
     pthread_mutex_lock(&s->mu);

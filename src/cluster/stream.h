@@ -91,8 +91,10 @@ cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log 
 void cs_server_stop(cs_server *s);
 void cs_server_append(cs_server *s, uint64_t idx, uint64_t bytes); /* any thread */
 void cs_server_durable(cs_server *s, uint64_t idx);                /* any thread */
-void cs_server_lease(cs_server *s, uint64_t valid_until_ms);       /* CLOCK_MONOTONIC ms */
-void cs_server_isr_result(cs_server *s, int outcome);              /* RL_ISR_* */
+/* Both at once, one wake-up of the thread (a group that its batch synced): any thread */
+void cs_server_append_durable(cs_server *s, uint64_t idx, uint64_t bytes, uint64_t durable);
+void cs_server_lease(cs_server *s, uint64_t valid_until_ms); /* CLOCK_MONOTONIC ms */
+void cs_server_isr_result(cs_server *s, int outcome);        /* RL_ISR_* */
 void cs_server_depose(cs_server *s);
 int cs_server_fd(const cs_server *s); /* readable: released / blocked changed */
 void cs_server_take_event(cs_server *s);
