@@ -9,7 +9,7 @@
  *                    rpc_ACCloseHandle, rpc_ACPurgeQueue
  *   msrpc_qmcomm_info.c  qmcomm's calls around them: R_QMObjectPathToObjectFormat,
  *                    rpc_ACHandleToFormatName, R_QMQueryQMRegistryInternal,
- *                    R_QMGetTmWhereabouts
+ *                    R_QMGetTmWhereabouts, R_QMEnlistTransaction
  *   msrpc_propvar.c  property values as PROPVARIANTs
  */
 #ifndef SL_MGMT_MSRPC_H
@@ -55,7 +55,7 @@ uint32_t msrpc_hresult(sl_err e);
 
 void msrpc_qmmgmt_register(mgmt *m, rpc_server *s);
 void msrpc_qmcomm_register(mgmt *m, rpc_server *s);
-/* msrpc_qmcomm_info.c's opnums (12, 14, 26, 28) into qmcomm's table */
+/* msrpc_qmcomm_info.c's opnums (12, 14, 15, 26, 28) into qmcomm's table */
 void msrpc_qmcomm_info_ops(rpc_op_fn *ops);
 /* An [in] RPC_QUEUE_HANDLE: the handle it names if it is this session's, else NULL (and
  * in->err when the stub is short). */

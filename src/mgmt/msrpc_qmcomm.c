@@ -6,7 +6,7 @@
  *   opnum 27  rpc_ACPurgeQueue          Purge Queue through it (seed 000)
  *   opnum 31  R_QMGetRTQMServerPort     where qmcomm is served (this listener's port)
  *
- * and, in msrpc_qmcomm_info.c, the calls around them (opnums 12, 14, 26, 28). Every other
+ * and, in msrpc_qmcomm_info.c, the calls around them (opnums 12, 14, 15, 26, 28). Every other
  * opnum of the interface (0..31) faults with nca_s_op_rng_error.
  *
  * Handles are the HTTP API's (api_handles.c: the same resolution, access checks, queue

@@ -3,6 +3,7 @@
  *
  *   opnum 12  R_QMObjectPathToObjectFormat  MQPathNameToFormatName of a private queue path
  *   opnum 14  R_QMGetTmWhereabouts          MSDTC's whereabouts: MQ_ERROR_DTC_CONNECT (none)
+ *   opnum 15  R_QMEnlistTransaction         enlist in an MSDTC transaction: the same
  *   opnum 26  rpc_ACHandleToFormatName      MQHandleToFormatName of an open handle
  *   opnum 28  R_QMQueryQMRegistryInternal   the server's strings a dependent client asks for
  *
@@ -13,10 +14,10 @@
  *
  * What a Sluice node has not, it answers with the HRESULT a Windows server without it gives:
  * no directory service (workgroup mode), so the MQIS server list and the forest GUID are
- * MQ_ERROR_NO_DS; no MSDTC, so the transaction manager's whereabouts are MQ_ERROR_DTC_CONNECT.
- * Invariant: a malformed stub (wrong lengths, a size_is that does not match its count, a
- * union arm that does not match its tag) faults with RPC_X_BAD_STUB_DATA before any model
- * call; a [range] outside its bounds faults with RPC_S_INVALID_BOUND.
+ * MQ_ERROR_NO_DS; no MSDTC, so the transaction manager's whereabouts and an enlistment are
+ * MQ_ERROR_DTC_CONNECT. Invariant: a malformed stub (wrong lengths, a size_is that does not match
+ * its count, a union arm that does not match its tag) faults with RPC_X_BAD_STUB_DATA before any
+ * model call; a [range] outside its bounds faults with RPC_S_INVALID_BOUND.
  */
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +30,7 @@
 #include "msrpc.h"
 
 #define FORMATNAME_MAX_UNITS 524288u /* rpc_ACHandleToFormatName's range */
-#define WHEREABOUTS_MAX 131072u      /* R_QMGetTmWhereabouts' range */
+#define WHEREABOUTS_MAX 131072u      /* R_QMGetTmWhereabouts' and R_QMEnlistTransaction's range */
 #define INFINITE_TTRQ "4294967295"   /* INFINITE (0xFFFFFFFF) seconds: no default TTRQ */
 
 /* The UTF-16 units (with the NUL) of s into a fresh buffer; *n their count. ndr.c's string
@@ -241,6 +242,30 @@ static uint32_t tm_whereabouts(void *ctx, const rpc_session_info *s, const rpc_c
     return 0;
 }
 
+/* R_QMEnlistTransaction([in] handle_t, [in] XACTUOW* pUow, [in, range(0, 131072)] DWORD
+ *   cbCookie, [in, size_is(cbCookie)] unsigned char* pbCookie)
+ * Enlisting in an MSDTC transaction (the cookie is DTC's export of it): no MSDTC here. */
+static uint32_t enlist_transaction(void *ctx, const rpc_session_info *s, const rpc_call *c,
+                                   ndr_rd *in, ndr_wr *out)
+{
+    (void)c;
+    uint8_t uow[16];
+    ndr_bytes(in, uow, sizeof uow);
+    uint32_t n = ndr_u32(in);
+    if (!in->err && n > WHEREABOUTS_MAX)
+        return MSRPC_S_INVALID_BOUND;
+    uint32_t max = ndr_u32(in);
+    if (max != n || n > in->len - in->pos)
+        in->err = 1;
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    char err[300];
+    msmq_caller who;
+    sl_err e = msrpc_caller(ctx, s, 0, &who, err, sizeof err);
+    ndr_put_u32(out, msrpc_hresult(e == SL_OK ? SL_ERR_DTC_CONNECT : e));
+    return 0;
+}
+
 /* R_QMQueryQMRegistryInternal([in] handle_t, [in] DWORD dwQueryType,
  *   [out, string] WCHAR** lplpMQISServer)
  *   0 the MQIS servers, 2 the forest's GUID: MQ_ERROR_NO_DS (no directory service)
@@ -301,6 +326,7 @@ void msrpc_qmcomm_info_ops(rpc_op_fn *ops)
 {
     ops[12] = path_to_format;
     ops[14] = tm_whereabouts;
+    ops[15] = enlist_transaction;
     ops[26] = handle_to_format_name;
     ops[28] = query_registry;
 }

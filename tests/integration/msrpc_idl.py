@@ -432,6 +432,20 @@ class R_QMGetTmWhereaboutsResponse(NDRCALL):
                  ("ErrorCode", ULONG))
 
 
+class XACTUOW(NDRSTRUCT):
+    """MS-MQMP 2.2.3.4 / MS-DTCO's BOID: 16 bytes."""
+    structure = (("rgb", "16s"),)
+
+
+class R_QMEnlistTransaction(NDRCALL):
+    opnum = 15
+    structure = (("pUow", XACTUOW), ("cbCookie", DWORD), ("pbCookie", UCHAR_ARRAY))
+
+
+class R_QMEnlistTransactionResponse(NDRCALL):
+    structure = (("ErrorCode", ULONG),)
+
+
 class WCHAR_ARRAY(NDRUniConformantVaryingArray):
     item = "<H"
 
@@ -509,3 +523,11 @@ def tm_whereabouts(dce, size):
     req["cbBufSize"] = size
     r = dce.request(req, checkError=False)
     return r["ErrorCode"], b"".join(r["pbWhereabouts"]), r["pdwWhereaboutsSize"]
+
+
+def enlist_transaction(dce, cookie):
+    req = R_QMEnlistTransaction()
+    req["pUow"]["rgb"] = b"\x42" * 16
+    req["cbCookie"] = len(cookie)
+    req["pbCookie"] = list(cookie[i:i + 1] for i in range(len(cookie)))
+    return dce.request(req, checkError=False)["ErrorCode"]

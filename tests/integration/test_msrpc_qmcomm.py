@@ -12,8 +12,9 @@ from impacket.dcerpc.v5.rpcrt import DCERPCException
 
 from helpers import uname, wait_for
 from msrpc_idl import (MSRPC_UUID_QMCOMM, QUEUE_FORMAT_TYPE_DIRECT, R_QMObjectPathToObjectFormat,
-                       close_handle, direct_queue_format, handle_to_format_name, open_queue,
-                       path_to_format, purge, query_registry, tm_whereabouts)
+                       close_handle, direct_queue_format, enlist_transaction,
+                       handle_to_format_name, open_queue, path_to_format, purge, query_registry,
+                       tm_whereabouts)
 from test_msrpc import (MQ_ERROR_ACCESS_DENIED, MQ_ERROR_INVALID_PARAMETER,
                         MQ_ERROR_QUEUE_NOT_FOUND, MQ_OK, MSRPC_CONFIG, QUEUE_PROPS, Door,
                         bind_body, fault_status, pdu, qmcomm, raw, recv_pdu, request_body)
@@ -163,12 +164,14 @@ def test_query_registry(broker_factory):
     d.dce.disconnect()
 
 
-def test_tm_whereabouts_no_msdtc(door):
+def test_no_msdtc(door):
     c = qmcomm(door)
     hr, buf, size = tm_whereabouts(c, 64)
     assert (hr, size) == (MQ_ERROR_DTC_CONNECT, 0) and buf == b"\0" * 64
     hr, buf, size = tm_whereabouts(c, 0)
     assert (hr, size) == (MQ_ERROR_DTC_CONNECT, 0)
+    assert enlist_transaction(c, b"cookie" * 10) == MQ_ERROR_DTC_CONNECT
+    assert enlist_transaction(c, b"") == MQ_ERROR_DTC_CONNECT
     c.disconnect()
 
 
@@ -217,6 +220,11 @@ def test_hostile_stubs_fault_and_change_nothing(door):
         (14, struct.pack("<I", 131073), RPC_S_INVALID_BOUND),
         # R_QMQueryQMRegistryInternal: no dwQueryType
         (28, b"", RPC_X_BAD_STUB_DATA),
+        # R_QMEnlistTransaction: a cookie shorter than cbCookie; cbCookie and the array's
+        # size disagree; over range(0, 131072)
+        (15, b"\1" * 16 + struct.pack("<II", 64, 64) + b"\0" * 8, RPC_X_BAD_STUB_DATA),
+        (15, b"\1" * 16 + struct.pack("<II", 4, 8) + b"\0" * 8, RPC_X_BAD_STUB_DATA),
+        (15, b"\1" * 16 + struct.pack("<II", 131073, 131073), RPC_S_INVALID_BOUND),
     ]
     for i, (opnum, stub, want) in enumerate(cases):
         s.sendall(pdu(0, request_body(opnum, stub), call_id=10 + i))
