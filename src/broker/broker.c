@@ -1175,3 +1175,12 @@ void broker_free(broker *b)
     sl_map_free(b->reply_to); /* empty: every channel took its name out when it closed */
     sl_free(b);
 }
+
+void broker_qm_guid(const broker *b, uint8_t out[16])
+{
+    if (b->store)
+        memcpy(out, persist_node_id(b->store), 16);
+    else
+        for (int i = 0; i < 16; i++)
+            out[i] = (uint8_t)(b->boot_id >> (8 * (i % 8)));
+}

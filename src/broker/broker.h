@@ -313,6 +313,9 @@ void broker_set_cluster_alarm(broker *b, int on);
 void broker_cluster_handover(broker *b, int on, const char *heir);
 /* Reply to whatever waits for the disk (after the release gate moved). */
 void broker_release_waiters(broker *b);
+/* The queue manager's identifier (MS-MQDMPR QueueManager.Identifier) every MSMQ door gives:
+ * the node id of the store, or one derived from boot_id without a store. */
+void broker_qm_guid(const broker *b, uint8_t out[16]);
 /* Close every connection with 320 (reply text) and stop the loop once they are gone (at most
  * 2 s), as on SIGTERM. */
 void broker_begin_shutdown(broker *b, const char *why, const char *text);

@@ -71,6 +71,10 @@ static const sl_err_info table[SL_ERR__COUNT] = {
     [SL_ERR_QUEUE_NOT_ACTIVE] = {"NOT_FOUND", 404, 0, 0xC00E0004u, "MQ_ERROR_QUEUE_NOT_ACTIVE"},
     [SL_ERR_SERVICE_NOT_AVAILABLE] = {"RESOURCE_ERROR", 506, 1, 0xC00E000Bu,
                                       "MQ_ERROR_SERVICE_NOT_AVAILABLE"},
+    [SL_ERR_FORMATNAME_BUFFER_TOO_SMALL] = {"PRECONDITION_FAILED", 406, 0, 0xC00E001Fu,
+                                            "MQ_ERROR_FORMATNAME_BUFFER_TOO_SMALL"},
+    [SL_ERR_NO_DS] = {"RESOURCE_ERROR", 506, 1, 0xC00E0013u, "MQ_ERROR_NO_DS"},
+    [SL_ERR_DTC_CONNECT] = {"RESOURCE_ERROR", 506, 1, 0xC00E004Cu, "MQ_ERROR_DTC_CONNECT"},
 };
 
 const sl_err_info *sl_err_get(sl_err e)

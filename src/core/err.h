@@ -58,6 +58,12 @@ typedef enum sl_err {
     SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE,     /* 404 / MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE */
     SL_ERR_QUEUE_NOT_ACTIVE,      /* 404 / MQ_ERROR_QUEUE_NOT_ACTIVE (no such outgoing queue) */
     SL_ERR_SERVICE_NOT_AVAILABLE, /* 503 / MQ_ERROR_SERVICE_NOT_AVAILABLE */
+    /* MS-MQMP over DCE/RPC (issue 34) */
+    SL_ERR_FORMATNAME_BUFFER_TOO_SMALL, /* 406 / MQ_ERROR_FORMATNAME_BUFFER_TOO_SMALL */
+    SL_ERR_NO_DS,       /* 503 / MQ_ERROR_NO_DS: asks for the directory service, which a Sluice
+                           node has not (workgroup mode) */
+    SL_ERR_DTC_CONNECT, /* 503 / MQ_ERROR_DTC_CONNECT: asks for MSDTC, which a Sluice node has
+                           not */
     SL_ERR__COUNT
 } sl_err;
 

@@ -236,6 +236,14 @@ static sl_err handle_recheck(mgmt *m, const char *user, handle *h, uint32_t acce
     return handle_may_name(m, user, h->vhost, h->queue, access, err, errlen);
 }
 
+sl_err handle_format_name(mgmt *m, const char *user, handle *h, const char **fmt, char *err,
+                          size_t errlen)
+{
+    sl_err e = handle_recheck(m, user, h, h->d ? h->d->access : h->access, err, errlen);
+    *fmt = e == SL_OK ? h->format_name : NULL;
+    return e;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Views
  */
@@ -869,8 +877,8 @@ enum MHD_Result api_handles(req *r)
     if (r->nsegs == 4)
         return purge_handle(r, h);
     if (req_is(r, "GET")) {
-        if ((e = handle_recheck(r->m, r->user, h, h->d ? h->d->access : h->access, reason,
-                                sizeof reason)) != SL_OK)
+        const char *fmt; /* the view carries it: the check is rpc_ACHandleToFormatName's */
+        if ((e = handle_format_name(r->m, r->user, h, &fmt, reason, sizeof reason)) != SL_OK)
             return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
         json_t *j = handle_json(r->m, h);
         json_object_set_new(j, "hresult", json_string("0x00000000"));

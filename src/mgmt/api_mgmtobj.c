@@ -546,21 +546,6 @@ static char *serve_peer(void *ctx, const char *peer, const char *user, const cha
  * Init (MC-MQAC IMSMQManagement::Init, section 4.2)
  */
 
-/* A path name (<computer>\private$\<queue>, <computer>\<queue>, <computer>\system$;<q>) as a
- * direct format name; -1 when it is not one. */
-static int pathname_to_format(const char *path, char *out, size_t len)
-{
-    const char *bs = strchr(path, '\\');
-    if (!bs || bs == path || !bs[1])
-        return -1;
-    for (const char *p = path; p < bs; p++)
-        if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7E)
-            return -1;
-    if ((size_t)snprintf(out, len, "DIRECT=OS:%s", path) >= len)
-        return -1;
-    return 0;
-}
-
 static json_t *mobj_json(mgmt *m, mobj *o)
 {
     json_t *j = json_pack("{s:s,s:s,s:b,s:I}", "id", o->e.id, "user", o->e.owner, "initialized",
@@ -612,7 +597,7 @@ static enum MHD_Result init(req *r, mobj *o)
     }
     char fmt[1200];
     if (has_p) {
-        if (pathname_to_format(json_string_value(jp), fmt, sizeof fmt) < 0) {
+        if (fmtname_from_pathname(json_string_value(jp), fmt, sizeof fmt) < 0) {
             snprintf(reason, sizeof reason,
                      "'%.300s' is not a path name (<computer>\\private$\\<queue>)",
                      json_string_value(jp));

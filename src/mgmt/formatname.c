@@ -353,3 +353,16 @@ void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len)
     name_part(q, n, sizeof n);
     snprintf(buf, len, "%s\\private$\\%s", fmt_computer(m), n);
 }
+
+int fmtname_from_pathname(const char *path, char *out, size_t len)
+{
+    const char *bs = strchr(path, '\\');
+    if (!bs || bs == path || !bs[1])
+        return -1;
+    for (const char *p = path; p < bs; p++)
+        if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7E)
+            return -1;
+    if ((size_t)snprintf(out, len, "DIRECT=OS:%s", path) >= len)
+        return -1;
+    return 0;
+}

@@ -168,6 +168,8 @@ unsigned http_status_of(sl_err e)
     case SL_ERR_RESOURCE:
     case SL_ERR_NOMEM:
     case SL_ERR_SERVICE_NOT_AVAILABLE:
+    case SL_ERR_NO_DS:
+    case SL_ERR_DTC_CONNECT:
         return 503;
     case SL_ERR_NOT_IMPLEMENTED:
         return 501;

@@ -356,6 +356,9 @@ int fmt_machine_split(const char *machine, char *host, size_t hostlen, int *port
 /* Format name / path name of a queue (see README-fragment.md). */
 void fmtname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
 void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
+/* A path name (<computer>\private$\<queue>, <computer>\<queue>, <computer>\system$;<q>) as
+ * a direct format name; -1 when it is not one. */
+int fmtname_from_pathname(const char *path, char *out, size_t len);
 /* The computer part of names: the node name after '@'. */
 const char *fmt_computer(mgmt *m);
 
@@ -386,6 +389,10 @@ void handle_set_session(handle *h, uint64_t session);
 int handle_busy(const handle *h);
 void handle_answered(handle *h); /* the owner answered: no longer busy */
 int handle_is_remote(const handle *h);
+/* The handle's format name (MQHandleToFormatName), after the same access check as its GET
+ * over HTTP: *fmt stays the handle's (valid while it is open). */
+sl_err handle_format_name(mgmt *m, const char *user, handle *h, const char **fmt, char *err,
+                          size_t errlen);
 /* The owner's HRESULT in its answer (MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE without one). */
 uint32_t handle_owner_hresult(const json_t *reply);
 void handles_rundown_session(mgmt *m, uint64_t session);

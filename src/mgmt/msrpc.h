@@ -7,6 +7,9 @@
  *   msrpc_qmmgmt.c   qmmgmt (MS-MQMR): R_QMMgmtGetInfo, R_QMMgmtAction
  *   msrpc_qmcomm.c   qmcomm (MS-MQMP): R_QMGetRTQMServerPort, rpc_QMOpenQueueInternal,
  *                    rpc_ACCloseHandle, rpc_ACPurgeQueue
+ *   msrpc_qmcomm_info.c  qmcomm's calls around them: R_QMObjectPathToObjectFormat,
+ *                    rpc_ACHandleToFormatName, R_QMQueryQMRegistryInternal,
+ *                    R_QMGetTmWhereabouts, R_QMEnlistTransaction
  *   msrpc_propvar.c  property values as PROPVARIANTs
  */
 #ifndef SL_MGMT_MSRPC_H
@@ -52,6 +55,11 @@ uint32_t msrpc_hresult(sl_err e);
 
 void msrpc_qmmgmt_register(mgmt *m, rpc_server *s);
 void msrpc_qmcomm_register(mgmt *m, rpc_server *s);
+/* msrpc_qmcomm_info.c's opnums (12, 14, 15, 26, 28) into qmcomm's table */
+void msrpc_qmcomm_info_ops(rpc_op_fn *ops);
+/* An [in] RPC_QUEUE_HANDLE: the handle it names if it is this session's, else NULL (and
+ * in->err when the stub is short). */
+handle *msrpc_get_context(mgmt *m, const rpc_session_info *s, ndr_rd *in);
 
 /* A call answered later (another node's answer, TIDY). It is on m->rpc_pending until its
  * answer comes; when the management API stops first, m is set to NULL and the answer only

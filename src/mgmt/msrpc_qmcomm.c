@@ -6,7 +6,8 @@
  *   opnum 27  rpc_ACPurgeQueue          Purge Queue through it (seed 000)
  *   opnum 31  R_QMGetRTQMServerPort     where qmcomm is served (this listener's port)
  *
- * Every other opnum of the interface (0..31) faults with nca_s_op_rng_error.
+ * and, in msrpc_qmcomm_info.c, the calls around them (opnums 12, 14, 15, 26, 28). Every other
+ * opnum of the interface (0..31) faults with nca_s_op_rng_error.
  *
  * Handles are the HTTP API's (api_handles.c: the same resolution, access checks, queue
  * descriptors, idle rundown, per-user limit), marked with the RPC session that opened them:
@@ -50,7 +51,7 @@ static void put_context(ndr_wr *out, const handle *h, uint64_t session)
 }
 
 /* The handle a context names, if it is this session's; NULL otherwise. */
-static handle *get_context(mgmt *m, const rpc_session_info *s, ndr_rd *in)
+handle *msrpc_get_context(mgmt *m, const rpc_session_info *s, ndr_rd *in)
 {
     uint8_t b[20];
     ndr_rd_align(in, 4);
@@ -245,7 +246,7 @@ static uint32_t close_handle(void *ctx, const rpc_session_info *s, const rpc_cal
                              ndr_wr *out)
 {
     mgmt *m = ctx;
-    handle *h = get_context(m, s, in);
+    handle *h = msrpc_get_context(m, s, in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     if (!h)
@@ -296,7 +297,7 @@ static uint32_t purge_queue(void *ctx, const rpc_session_info *s, const rpc_call
                             ndr_wr *out)
 {
     mgmt *m = ctx;
-    handle *h = get_context(m, s, in);
+    handle *h = msrpc_get_context(m, s, in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     if (!h)
@@ -347,6 +348,7 @@ void msrpc_qmcomm_register(mgmt *m, rpc_server *s)
     ops[20] = close_handle;
     ops[27] = purge_queue;
     ops[31] = server_port;
+    msrpc_qmcomm_info_ops(ops);
     rpc_syntax id = {.major = 1, .minor = 0};
     rpc_uuid_parse("fdb3a030-065f-11d1-bb9b-00a024ea5525", id.uuid);
     rpc_server_add(s, &id, "qmcomm", ops, QMCOMM_OPS, m);

@@ -825,11 +825,7 @@ msmq_server *msmq_start(broker *b, char *err, size_t errlen)
     srv->b = b;
     srv->ping_fd = -1;
     sl_timer_init(&srv->reap, on_reap, srv);
-    if (b->store)
-        memcpy(srv->guid, persist_node_id(b->store), 16);
-    else
-        for (int i = 0; i < 16; i++)
-            srv->guid[i] = (uint8_t)(b->boot_id >> (8 * (i % 8)));
+    broker_qm_guid(b, srv->guid);
     srv->fd = sl_listen_tcp(cfg->msmq_bind ? cfg->msmq_bind : cfg->bind, cfg->msmq_port, 128,
                             srv->addr, sizeof srv->addr, &srv->port, err, errlen);
     if (srv->fd < 0) {

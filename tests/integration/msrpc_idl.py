@@ -1,7 +1,7 @@
 """The MSMQ RPC interfaces' structures for impacket's NDR engine, written from the
-specifications' IDL: MS-MQMR section 6 (qmmgmt), MS-MQMQ 2.2.7 / 2.2.12 (QUEUE_FORMAT,
-PROPVARIANT). The tests drive Sluice's DCE/RPC door with these through impacket's own
-transport and bind, an implementation independent of Sluice's (src/rpc/)."""
+specifications' IDL: MS-MQMR section 6 (qmmgmt), MS-MQMP section 6 (qmcomm), MS-MQMQ 2.2.7 /
+2.2.12 (QUEUE_FORMAT, PROPVARIANT). The tests drive Sluice's DCE/RPC door with these through
+impacket's own transport and bind, an implementation independent of Sluice's (src/rpc/)."""
 
 import struct
 
@@ -9,7 +9,8 @@ from impacket.dcerpc.v5 import epm, transport
 from impacket.dcerpc.v5.dtypes import (DWORD, GUID, LONG, LONGLONG, LPWSTR, UCHAR, ULONG,
                                        ULONGLONG, USHORT, WSTR)
 from impacket.dcerpc.v5.ndr import (NDR, NDRCALL, NDRCONSTRUCTEDTYPE, NDRPOINTER, NDRSTRUCT,
-                                    NDRUNION, NDRUniConformantArray)
+                                    NDRUNION, NDRUniConformantArray,
+                                    NDRUniConformantVaryingArray)
 from impacket.uuid import uuidtup_to_bin
 
 MSRPC_UUID_QMMGMT = uuidtup_to_bin(("41208ee0-e970-11d1-9b9e-00e02c064c39", "1.0"))
@@ -35,6 +36,7 @@ class OBJECTID(NDRSTRUCT):
 class QUEUE_FORMAT_UNION(NDRUNION):
     commonHdr = (("tag", UCHAR),)  # switch_is(m_qft): an unsigned char
     union = {
+        0: ("m_pUnknown", EMPTY),  # QUEUE_FORMAT_TYPE_UNKNOWN: no arm
         1: ("m_gPublicID", GUID),
         2: ("m_oPrivateID", OBJECTID),
         3: ("m_pDirectID", LPWSTR),
@@ -392,4 +394,140 @@ def close_handle(dce, h):
 def server_port(dce, fip):
     req = R_QMGetRTQMServerPort()
     req["fIP"] = fip
+    return dce.request(req, checkError=False)["ErrorCode"]
+
+
+# --- MS-MQMP qmcomm: the calls around open / purge / close --------------------------------
+class OBJECT_FORMAT_UNION(NDRUNION):
+    commonHdr = (("tag", DWORD),)  # switch_is(ObjType): a DWORD
+    union = {1: ("pQueueFormat", PQUEUE_FORMAT)}
+
+
+class OBJECT_FORMAT(NDRSTRUCT):
+    """MS-MQMP 2.2.3.5: {[range(1,2)] DWORD ObjType; [switch_is(ObjType)] union {[case(1)]
+    QUEUE_FORMAT* pQueueFormat;}}"""
+    structure = (("ObjType", DWORD), ("u", OBJECT_FORMAT_UNION))
+
+
+class R_QMObjectPathToObjectFormat(NDRCALL):
+    opnum = 12
+    structure = (("lpwcsPathName", WSTR), ("pObjectFormat", OBJECT_FORMAT))
+
+
+class R_QMObjectPathToObjectFormatResponse(NDRCALL):
+    structure = (("pObjectFormat", OBJECT_FORMAT), ("ErrorCode", ULONG))
+
+
+class UCHAR_ARRAY(NDRUniConformantArray):
+    item = "c"
+
+
+class R_QMGetTmWhereabouts(NDRCALL):
+    opnum = 14
+    structure = (("cbBufSize", DWORD),)
+
+
+class R_QMGetTmWhereaboutsResponse(NDRCALL):
+    structure = (("pbWhereabouts", UCHAR_ARRAY), ("pdwWhereaboutsSize", DWORD),
+                 ("ErrorCode", ULONG))
+
+
+class XACTUOW(NDRSTRUCT):
+    """MS-MQMP 2.2.3.4 / MS-DTCO's BOID: 16 bytes."""
+    structure = (("rgb", "16s"),)
+
+
+class R_QMEnlistTransaction(NDRCALL):
+    opnum = 15
+    structure = (("pUow", XACTUOW), ("cbCookie", DWORD), ("pbCookie", UCHAR_ARRAY))
+
+
+class R_QMEnlistTransactionResponse(NDRCALL):
+    structure = (("ErrorCode", ULONG),)
+
+
+class WCHAR_ARRAY(NDRUniConformantVaryingArray):
+    item = "<H"
+
+
+class PWCHAR_ARRAY(NDRPOINTER):
+    referent = (("Data", WCHAR_ARRAY),)
+
+
+class rpc_ACHandleToFormatName(NDRCALL):
+    opnum = 26
+    structure = (("hQueue", RPC_QUEUE_HANDLE), ("dwFormatNameRPCBufferLen", DWORD),
+                 ("lpwcsFormatName", PWCHAR_ARRAY), ("pdwLength", DWORD))
+
+
+class rpc_ACHandleToFormatNameResponse(NDRCALL):
+    structure = (("lpwcsFormatName", PWCHAR_ARRAY), ("pdwLength", DWORD), ("ErrorCode", ULONG))
+
+
+class R_QMQueryQMRegistryInternal(NDRCALL):
+    opnum = 28
+    structure = (("dwQueryType", DWORD),)
+
+
+class R_QMQueryQMRegistryInternalResponse(NDRCALL):
+    structure = (("lplpMQISServer", LPWSTR), ("ErrorCode", ULONG))
+
+
+def path_to_format(dce, path):
+    """R_QMObjectPathToObjectFormat: (HRESULT, m_qft, the direct format name or None)."""
+    req = R_QMObjectPathToObjectFormat()
+    req["lpwcsPathName"] = path + "\x00"
+    req["pObjectFormat"]["ObjType"] = 1
+    req["pObjectFormat"]["u"]["tag"] = 1
+    qf = req["pObjectFormat"]["u"]["pQueueFormat"]
+    qf["m_qft"] = 0
+    qf["m_SuffixAndFlags"] = 0
+    qf["m_reserved"] = 0
+    qf["u"]["tag"] = 0
+    r = dce.request(req, checkError=False)
+    out = r["pObjectFormat"]["u"]["pQueueFormat"]
+    qft = out["m_qft"]
+    name = out["u"]["m_pDirectID"] if qft == QUEUE_FORMAT_TYPE_DIRECT else None
+    return r["ErrorCode"], qft, name.rstrip("\x00") if name else name
+
+
+def handle_to_format_name(dce, h, units, length=None):
+    """rpc_ACHandleToFormatName with a buffer of `units` WCHARs (None: a NULL buffer of 0):
+    (HRESULT, the buffer's text up to its NUL, *pdwLength)."""
+    from impacket.dcerpc.v5.dtypes import NULL
+    req = rpc_ACHandleToFormatName()
+    req["hQueue"] = h
+    req["dwFormatNameRPCBufferLen"] = units or 0
+    req["lpwcsFormatName"] = [0] * units if units else NULL
+    req["pdwLength"] = (units or 0) if length is None else length
+    r = dce.request(req, checkError=False)
+    buf = r["lpwcsFormatName"]
+    text = None
+    if isinstance(buf, list):
+        assert len(buf) == units and 0 in buf  # always NUL-terminated
+        text = "".join(chr(c) for c in buf[:buf.index(0)])
+    return r["ErrorCode"], text, r["pdwLength"]
+
+
+def query_registry(dce, qtype):
+    """R_QMQueryQMRegistryInternal: (HRESULT, the string or None)."""
+    req = R_QMQueryQMRegistryInternal()
+    req["dwQueryType"] = qtype
+    r = dce.request(req, checkError=False)
+    v = r["lplpMQISServer"]
+    return r["ErrorCode"], (v.rstrip("\x00") if isinstance(v, str) and v else None)
+
+
+def tm_whereabouts(dce, size):
+    req = R_QMGetTmWhereabouts()
+    req["cbBufSize"] = size
+    r = dce.request(req, checkError=False)
+    return r["ErrorCode"], b"".join(r["pbWhereabouts"]), r["pdwWhereaboutsSize"]
+
+
+def enlist_transaction(dce, cookie):
+    req = R_QMEnlistTransaction()
+    req["pUow"]["rgb"] = b"\x42" * 16
+    req["cbCookie"] = len(cookie)
+    req["pbCookie"] = list(cookie[i:i + 1] for i in range(len(cookie)))
     return dce.request(req, checkError=False)["ErrorCode"]

@@ -576,6 +576,10 @@ def test_purge_through_a_remote_proxy_with_the_owners_hresult(nodes):
     hr, h = open_queue(c, direct)
     assert hr == MQ_OK
     assert [x["kind"] for x in http_handles(d)] == ["remote"]
+    # MQHandleToFormatName of the proxy: the name the handle holds, as its HTTP view says
+    from msrpc_idl import handle_to_format_name
+    fmt = http_handles(d)[0]["format_name"]
+    assert handle_to_format_name(c, h, 300) == (MQ_OK, fmt, len(fmt) + 1)
     assert purge(c, h) == MQ_OK
     assert b.api.queue("far")["messages"] == 0
     # the owner's queue deleted: the owner's HRESULT comes back, the same as over HTTP

@@ -18,8 +18,9 @@ from impacket.dcerpc.v5.rpcrt import DCERPCException
 
 from helpers import uname, wait_for
 from msrpc_idl import (MSRPC_UUID_QMCOMM, MSRPC_UUID_QMMGMT, R_QMMgmtAction, R_QMMgmtGetInfo,
-                       VT_LPWSTR, close_handle, epm_binding, machine_object, null_propvariants,
-                       open_queue, purge, pv_value, queue_object, server_port)
+                       VT_LPWSTR, close_handle, epm_binding, handle_to_format_name,
+                       machine_object, null_propvariants, open_queue, path_to_format, purge,
+                       pv_value, query_registry, queue_object, server_port, tm_whereabouts)
 from test_access import restart
 from test_mgmt import Api
 from test_msrpc import (MACHINE_PROPS, MQ_ERROR_ACCESS_DENIED, MQ_OK, QUEUE_PROPS, rpc_ports,
@@ -173,12 +174,15 @@ def test_every_method_at_each_level(node, level):
     c = node.connect("rpcadmin", level=level, iface=MSRPC_UUID_QMCOMM)
     csigs = ResponseSignatures(c, level) if level != CONNECT else None
     assert server_port(c, 0) == node.port
-    hr, h = open_queue(c, "OS:.\\private$\\" + q)
+    hr, _, name = path_to_format(c, ".\\private$\\" + q)
     assert hr == MQ_OK
+    hr, h = open_queue(c, name)
+    assert hr == MQ_OK
+    assert handle_to_format_name(c, h, 300)[:2] == (MQ_OK, "DIRECT=" + name)
     assert purge(c, h) == MQ_OK
     assert node.api.queue(q)["messages"] == 0
     assert close_handle(c, h) == (MQ_OK, bytes(20))
-    assert csigs is None or csigs.seq == 4
+    assert csigs is None or csigs.seq == 6
     c.disconnect()
     assert "NTLM login of 'rpcadmin' (domain 'WORKGROUP'), level %s" % {
         CONNECT: "connect", INTEGRITY: "integrity", PRIVACY: "privacy"}[level] in node.log()
@@ -270,6 +274,16 @@ def test_rights_of_the_logged_in_user(node):
     hr, _ = open_queue(c, "OS:.\\private$\\" + q)
     assert hr == MQ_ERROR_ACCESS_DENIED
     assert node.api.queue(q)["messages"] == 1
+    # the calls around the handles too, as the HTTP API's MSMQ endpoints refuse that user
+    s, j, _ = Api(node.broker, "plain", PASSWORD).info("MACHINE", "TYPE")
+    assert s == 403, (s, j)
+    assert path_to_format(c, ".\\private$\\" + q)[0] == MQ_ERROR_ACCESS_DENIED
+    assert query_registry(c, 4) == (MQ_ERROR_ACCESS_DENIED, None)
+    assert tm_whereabouts(c, 4)[0] == MQ_ERROR_ACCESS_DENIED
+    # a monitoring user who cannot see the queue's vhost: its path is refused like its GetInfo
+    w = node.connect("watcher", iface=MSRPC_UUID_QMCOMM)
+    assert path_to_format(w, ".\\private$\\" + q)[0] == MQ_ERROR_ACCESS_DENIED
+    assert query_registry(w, 1) == (MQ_OK, "4294967295")
 
 
 def test_imported_hash_has_no_nt_hash_and_hashes_survive_restart(broker_factory):

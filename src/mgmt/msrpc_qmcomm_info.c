@@ -1,0 +1,332 @@
+/* msrpc_qmcomm_info.c - the qmcomm calls (MS-MQMP 3.1.4) a client makes around the open /
+ * purge / close of seed 000 (msrpc_qmcomm.c), none of which changes anything:
+ *
+ *   opnum 12  R_QMObjectPathToObjectFormat  MQPathNameToFormatName of a private queue path
+ *   opnum 14  R_QMGetTmWhereabouts          MSDTC's whereabouts: MQ_ERROR_DTC_CONNECT (none)
+ *   opnum 15  R_QMEnlistTransaction         enlist in an MSDTC transaction: the same
+ *   opnum 26  rpc_ACHandleToFormatName      MQHandleToFormatName of an open handle
+ *   opnum 28  R_QMQueryQMRegistryInternal   the server's strings a dependent client asks for
+ *
+ * Same model, same rights as the HTTP API: the path resolves as R_QMMgmtGetInfo's
+ * "QUEUE=DIRECT=OS:<path>" does (msmq_info_object: a management user who may see the queue's
+ * vhost) and answers the queue's canonical format name, the FORMATNAME property; a handle's
+ * format name is its GET /api/msmq/handles/H's after the same recheck (handle_format_name).
+ *
+ * What a Sluice node has not, it answers with the HRESULT a Windows server without it gives:
+ * no directory service (workgroup mode), so the MQIS server list and the forest GUID are
+ * MQ_ERROR_NO_DS; no MSDTC, so the transaction manager's whereabouts and an enlistment are
+ * MQ_ERROR_DTC_CONNECT. Invariant: a malformed stub (wrong lengths, a size_is that does not match
+ * its count, a union arm that does not match its tag) faults with RPC_X_BAD_STUB_DATA before any
+ * model call; a [range] outside its bounds faults with RPC_S_INVALID_BOUND.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../broker/broker.h"
+#include "../core/log.h"
+#include "../core/mem.h"
+#include "../core/version.h"
+#include "../msmq/props.h"
+#include "msrpc.h"
+
+#define FORMATNAME_MAX_UNITS 524288u /* rpc_ACHandleToFormatName's range */
+#define WHEREABOUTS_MAX 131072u      /* R_QMGetTmWhereabouts' and R_QMEnlistTransaction's range */
+#define INFINITE_TTRQ "4294967295"   /* INFINITE (0xFFFFFFFF) seconds: no default TTRQ */
+
+/* The UTF-16 units (with the NUL) of s into a fresh buffer; *n their count. ndr.c's string
+ * writer does the conversion (after its 12-byte header). */
+static uint16_t *utf16_of(const char *s, uint32_t *n)
+{
+    sl_buf b;
+    sl_buf_init(&b);
+    ndr_wr w;
+    ndr_wr_init(&w, &b);
+    ndr_put_wstring(&w, s);
+    *n = ndr_wstring_units(s);
+    uint16_t *u = sl_xcalloc(*n, sizeof *u);
+    const uint8_t *p = sl_buf_head(&b) + 12;
+    for (uint32_t i = 0; i < *n; i++)
+        u[i] = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+    sl_buf_free(&b);
+    return u;
+}
+
+/* rpc_ACHandleToFormatName([in] RPC_QUEUE_HANDLE hQueue, [in, range(0, 524288)] DWORD
+ *   dwFormatNameRPCBufferLen, [in, out, unique, size_is(dwFormatNameRPCBufferLen),
+ *   length_is(dwFormatNameRPCBufferLen)] WCHAR* lpwcsFormatName, [in, out] DWORD* pdwLength)
+ * The name is written NUL-terminated even when cut; *pdwLength is its full length with the
+ * NUL; a buffer too small for it is MQ_ERROR_FORMATNAME_BUFFER_TOO_SMALL. */
+static uint32_t handle_to_format_name(void *ctx, const rpc_session_info *s, const rpc_call *c,
+                                      ndr_rd *in, ndr_wr *out)
+{
+    (void)c;
+    mgmt *m = ctx;
+    handle *h = msrpc_get_context(m, s, in);
+    uint32_t len = ndr_u32(in);
+    uint32_t ptr = ndr_ptr(in);
+    if (ptr) {
+        uint32_t max = ndr_u32(in), off = ndr_u32(in), actual = ndr_u32(in);
+        if (max != len || off != 0 || actual != len || actual > (in->len - in->pos) / 2)
+            in->err = 1;
+        else
+            in->pos += 2 * (size_t)actual; /* the caller's buffer: its content does not matter */
+        ndr_rd_align(in, 4);
+    }
+    uint32_t plen = ndr_u32(in);
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    if (len > FORMATNAME_MAX_UNITS)
+        return MSRPC_S_INVALID_BOUND;
+    if (!h)
+        return NCA_S_FAULT_CONTEXT_MISMATCH;
+    char err[700] = "";
+    msmq_caller who;
+    const char *fmt = NULL;
+    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    if (e == SL_OK && (plen != len || (!ptr) != (len == 0))) {
+        /* pdwLength MUST equal the buffer's length; the buffer is NULL exactly when empty */
+        snprintf(err, sizeof err, "buffer of %u units, pdwLength %u, lpwcsFormatName %s", len, plen,
+                 ptr ? "given" : "NULL");
+        e = SL_ERR_INVALID_PARAMETER;
+    }
+    if (e == SL_OK)
+        e = handle_format_name(m, who.user, h, &fmt, err, sizeof err);
+    uint32_t n = 0;
+    uint16_t *u = NULL;
+    if (e == SL_OK) {
+        u = utf16_of(fmt, &n);
+        if (n > len)
+            e = SL_ERR_FORMATNAME_BUFFER_TOO_SMALL;
+    }
+    if (ptr) {
+        ndr_put_ref(out);
+        ndr_put_u32(out, len);
+        ndr_put_u32(out, 0);
+        ndr_put_u32(out, len);
+        for (uint32_t i = 0; i < len; i++) {
+            /* the name (cut to len - 1 units when too long), a NUL, zeroes after */
+            uint16_t v = u && i < n && i + 1 < len ? u[i] : 0;
+            ndr_put_u16(out, v);
+        }
+        ndr_wr_align(out, 4);
+    } else {
+        ndr_put_u32(out, 0);
+    }
+    ndr_put_u32(out, u ? n : plen);
+    if (e != SL_OK && e != SL_ERR_FORMATNAME_BUFFER_TOO_SMALL)
+        sl_info("msrpc: rpc_ACHandleToFormatName from %s refused: %s", s->peer, err);
+    ndr_put_u32(out, msrpc_hresult(e));
+    sl_free(u);
+    return 0;
+}
+
+/* An [in] QUEUE_FORMAT's inline part with the union's empty arm (QUEUE_FORMAT_TYPE_UNKNOWN),
+ * the only one R_QMObjectPathToObjectFormat takes; any other type reads as it is (its
+ * referents too) so that the stub is still checked, and *qft tells the caller. */
+static void read_in_format(mgmt *m, ndr_rd *in, uint8_t *qft)
+{
+    char ignored[1200];
+    size_t at = in->pos;
+    ndr_rd_align(in, 4);
+    *qft = ndr_u8(in);
+    in->pos = at; /* msrpc_read_queue_format reads it again, checking the union's tag */
+    msrpc_read_queue_format(m, in, ignored, sizeof ignored);
+}
+
+/* R_QMObjectPathToObjectFormat([in] handle_t, [in, string] const WCHAR* lpwcsPathName,
+ *   [in, out] OBJECT_FORMAT* pObjectFormat) where OBJECT_FORMAT is {[range(1,2)] DWORD
+ *   ObjType; [switch_is(ObjType)] union {[case(1)] QUEUE_FORMAT* pQueueFormat;}}.
+ * On input ObjType MUST be 1 and m_qft QUEUE_FORMAT_TYPE_UNKNOWN; on success the QUEUE_FORMAT
+ * is the queue's direct format name (QUEUE_FORMAT_TYPE_DIRECT, "OS:<computer>\private$\<q>"). */
+static uint32_t path_to_format(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
+                               ndr_wr *out)
+{
+    (void)c;
+    mgmt *m = ctx;
+    char path[1100];
+    ndr_wstring(in, path, sizeof path);
+    ndr_rd_align(in, 4);
+    uint32_t type = ndr_u32(in);
+    uint32_t tag = ndr_u32(in); /* the non-encapsulated union's discriminant */
+    uint32_t ptr = 0;
+    uint8_t qft = 0;
+    if (!in->err && (type < 1 || type > 2))
+        return MSRPC_S_INVALID_BOUND;
+    if (tag != type || type != 1) /* case(1) is the union's only arm (2 is local-only) */
+        in->err = 1;
+    if (!in->err) {
+        ptr = ndr_ptr(in);
+        if (ptr)
+            read_in_format(m, in, &qft);
+    }
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    char err[700] = "", fmt[1200], object[1300];
+    msmq_caller who;
+    qm_queue *q = NULL;
+    int machine;
+    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    if (e == SL_OK && (!ptr || qft != 0)) {
+        snprintf(err, sizeof err, "pObjectFormat %s", ptr ? "not of type UNKNOWN" : "NULL");
+        e = SL_ERR_INVALID_PARAMETER;
+    }
+    if (e == SL_OK && fmtname_from_pathname(path, fmt, sizeof fmt) < 0) {
+        snprintf(err, sizeof err, "'%.300s' is not a path name (<computer>\\private$\\<queue>)",
+                 path);
+        e = SL_ERR_INVALID_PATH;
+    }
+    if (e == SL_OK && !strchr(path, '$')) {
+        /* <computer>\<queue>: a public queue, found in the directory service */
+        snprintf(err, sizeof err, "'%.300s' names a public queue: no directory service here", path);
+        e = SL_ERR_NO_DS;
+    }
+    if (e == SL_OK) {
+        snprintf(object, sizeof object, "QUEUE=%s", fmt);
+        e = msmq_info_object(m, &who, object, NULL, &machine, &q, err, sizeof err);
+    }
+    if (e == SL_OK)
+        fmtname_of(m, q, fmt, sizeof fmt);
+    else
+        sl_info("msrpc: R_QMObjectPathToObjectFormat '%s' from %s refused: %s", path, s->peer, err);
+    /* OBJECT_FORMAT: ObjType, the discriminant, pQueueFormat and its referent */
+    ndr_put_u32(out, 1);
+    ndr_put_u32(out, 1);
+    if (!ptr) {
+        ndr_put_u32(out, 0);
+    } else {
+        ndr_put_ref(out);
+        int ok = e == SL_OK;
+        ndr_put_u8(out, ok ? 3 : 0); /* m_qft: DIRECT, or UNKNOWN as it came */
+        ndr_put_u8(out, 0);          /* m_SuffixAndFlags */
+        ndr_put_u16(out, 0);         /* m_reserved */
+        ndr_put_u8(out, ok ? 3 : 0); /* the union's tag */
+        if (ok) {
+            ndr_wr_align(out, 4);
+            ndr_put_ref(out); /* m_pDirectID */
+            ndr_put_wstring(out, fmt + strlen("DIRECT="));
+        }
+        ndr_wr_align(out, 4);
+    }
+    ndr_put_u32(out, msrpc_hresult(e));
+    return 0;
+}
+
+/* R_QMGetTmWhereabouts([in] handle_t, [in, range(0, 131072)] DWORD cbBufSize,
+ *   [out, size_is(cbBufSize)] unsigned char* pbWhereabouts, [out] DWORD* pdwWhereaboutsSize)
+ * There is no MSDTC transaction manager to point to (Sluice's transactions are its own, over
+ * AMQP and HTTP): the buffer comes back zeroed, the size 0, MQ_ERROR_DTC_CONNECT. */
+static uint32_t tm_whereabouts(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
+                               ndr_wr *out)
+{
+    (void)c;
+    uint32_t n = ndr_u32(in);
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    if (n > WHEREABOUTS_MAX)
+        return MSRPC_S_INVALID_BOUND;
+    char err[300];
+    msmq_caller who;
+    sl_err e = msrpc_caller(ctx, s, 0, &who, err, sizeof err);
+    if (e == SL_OK)
+        e = SL_ERR_DTC_CONNECT;
+    ndr_put_u32(out, n); /* the conformant array's size, then its bytes */
+    static const uint8_t zero[4096];
+    for (uint32_t left = n; left;) {
+        uint32_t k = left < sizeof zero ? left : (uint32_t)sizeof zero;
+        ndr_put_bytes(out, zero, k);
+        left -= k;
+    }
+    ndr_wr_align(out, 4);
+    ndr_put_u32(out, 0);
+    ndr_put_u32(out, msrpc_hresult(e));
+    return 0;
+}
+
+/* R_QMEnlistTransaction([in] handle_t, [in] XACTUOW* pUow, [in, range(0, 131072)] DWORD
+ *   cbCookie, [in, size_is(cbCookie)] unsigned char* pbCookie)
+ * Enlisting in an MSDTC transaction (the cookie is DTC's export of it): no MSDTC here. */
+static uint32_t enlist_transaction(void *ctx, const rpc_session_info *s, const rpc_call *c,
+                                   ndr_rd *in, ndr_wr *out)
+{
+    (void)c;
+    uint8_t uow[16];
+    ndr_bytes(in, uow, sizeof uow);
+    uint32_t n = ndr_u32(in);
+    if (!in->err && n > WHEREABOUTS_MAX)
+        return MSRPC_S_INVALID_BOUND;
+    uint32_t max = ndr_u32(in);
+    if (max != n || n > in->len - in->pos)
+        in->err = 1;
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    char err[300];
+    msmq_caller who;
+    sl_err e = msrpc_caller(ctx, s, 0, &who, err, sizeof err);
+    ndr_put_u32(out, msrpc_hresult(e == SL_OK ? SL_ERR_DTC_CONNECT : e));
+    return 0;
+}
+
+/* R_QMQueryQMRegistryInternal([in] handle_t, [in] DWORD dwQueryType,
+ *   [out, string] WCHAR** lplpMQISServer)
+ *   0 the MQIS servers, 2 the forest's GUID: MQ_ERROR_NO_DS (no directory service)
+ *   1 the default time-to-reach-queue: INFINITE (a message without one never expires here)
+ *   3 the server's version (SLUICE_VERSION, as in R_QMMgmtGetInfo's PROPID_MGMT_MSMQ_TYPE)
+ *   4 the queue manager's Identifier, braceless (the GUID the MSMQ door gives, broker_qm_guid)
+ *   anything else: MQ_ERROR_INVALID_PARAMETER */
+static uint32_t query_registry(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
+                               ndr_wr *out)
+{
+    (void)c;
+    mgmt *m = ctx;
+    uint32_t type = ndr_u32(in);
+    if (in->err)
+        return NCA_S_FAULT_NDR;
+    char err[300] = "", val[64] = "";
+    msmq_caller who;
+    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    if (e == SL_OK) {
+        switch (type) {
+        case 0:
+        case 2:
+            snprintf(err, sizeof err, "query %u needs a directory service", type);
+            e = SL_ERR_NO_DS;
+            break;
+        case 1:
+            snprintf(val, sizeof val, "%s", INFINITE_TTRQ);
+            break;
+        case 3:
+            snprintf(val, sizeof val, "%s", SLUICE_VERSION);
+            break;
+        case 4: {
+            uint8_t g[16];
+            char gs[40];
+            broker_qm_guid(m->b, g);
+            msmq_guid_str(g, gs); /* as the MSMQ door's log line shows it */
+            snprintf(val, sizeof val, "%s", gs);
+            break;
+        }
+        default:
+            snprintf(err, sizeof err, "query type %u", type);
+            e = SL_ERR_INVALID_PARAMETER;
+        }
+    }
+    if (e == SL_OK) {
+        ndr_put_ref(out);
+        ndr_put_wstring(out, val);
+        ndr_wr_align(out, 4);
+    } else {
+        sl_debug("msrpc: R_QMQueryQMRegistryInternal from %s: %s", s->peer, err);
+        ndr_put_u32(out, 0); /* *lplpMQISServer = NULL */
+    }
+    ndr_put_u32(out, msrpc_hresult(e));
+    return 0;
+}
+
+void msrpc_qmcomm_info_ops(rpc_op_fn *ops)
+{
+    ops[12] = path_to_format;
+    ops[14] = tm_whereabouts;
+    ops[15] = enlist_transaction;
+    ops[26] = handle_to_format_name;
+    ops[28] = query_registry;
+}
