@@ -6,7 +6,15 @@
  *   NACK_* 0x80xx                  refused on arrival           asked by NEG_ARRIVAL (0x04)
  *   ACK_RECEIVE (0x4000)           taken by a consumer for good asked by POS_RECEIVE (0x02)
  *   NACK_* 0xc0xx                  dropped unread: expired,     asked by NEG_RECEIVE (0x08)
- *                                  purged, its queue deleted
+ *                                  purged, its queue deleted;
+ *                                  or refused by a consumer
+ *                                  (NACK_RECEIVE_REJECTED 0xc004)
+ * The rejection: MS-MQRR 3.1.4.14 (R_SetUserAcknowledgementClass, MQMarkMessageRejected) has
+ * a receiving application mark the message it takes as rejected; it leaves the queue at the
+ * commit with DequeueReason NackReceiveRejected, the sender's admin queue gets 0xc004. AMQP's
+ * basic.reject / basic.nack with requeue=false is that: the consumer takes the message out for
+ * good and says it refuses it (requeue=true gives it back: nothing is sent, as for an MSMQ
+ * transaction aborted).
  * An acknowledgement is never acknowledged itself (it names no admin queue, and a message
  * whose own x-msmq-class is an acknowledgement's is skipped), so there is no loop.
  *
@@ -296,6 +304,8 @@ static int on_removed(qm_position *pos, qm_delete_reason reason, void *ctx)
         cls = MQMSG_CLASS_NACK_Q_PURGED;
     else if (reason == QM_DEL_QUEUE_DELETED)
         cls = MQMSG_CLASS_NACK_Q_DELETED;
+    else if (reason == QM_DEL_REJECTED)
+        cls = MQMSG_CLASS_NACK_RECEIVE_REJECTED;
     else
         return 0;
     return ack_send(b, pos->msg, cls, pos->queue) == ACK_GROUPED;

@@ -186,7 +186,10 @@ void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
         q->stat_purged++;
         grouped = qm_removed(q, pos, reason);
         break;
-    case QM_DEL_REJECTED:
+    case QM_DEL_REJECTED: /* the consumer refused it for good: the hook hears of it */
+        grouped = qm_removed(q, pos, reason);
+        qm_deadletter(q, pos->msg, reason);
+        break;
     case QM_DEL_DELIVERY_LIMIT:
         qm_deadletter(q, pos->msg, reason);
         break;

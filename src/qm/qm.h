@@ -809,7 +809,8 @@ struct qm_node {
     void (*on_queue_deleted)(qm_queue *q, void *ctx);
     void *hook_ctx;
     /* A message left its queue for good: taken by a consumer (QM_DEL_ACKED: basic.ack, a
-     * no-ack delivery or get) or expired while in memory (QM_DEL_EXPIRED). Called inside the
+     * no-ack delivery or get), refused by one (QM_DEL_REJECTED: basic.reject / basic.nack
+     * without requeue, before its dead-letter copy) or expired (QM_DEL_EXPIRED). Called inside the
      * model, before pos is freed, like a dead-letter or journal copy: it may enqueue into
      * other queues (the MSMQ door sends administration acknowledgements from it), never into
      * pos' own. Also QM_DEL_PURGED and QM_DEL_QUEUE_DELETED for the ready messages of a queue
