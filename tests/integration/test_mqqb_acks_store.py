@@ -10,6 +10,7 @@ a host of msmq.hosts) or, for the store walk, a queue of this node."""
 import shutil
 import struct
 
+import amqp
 import pika
 import pytest
 
@@ -223,3 +224,43 @@ def test_receive_ack_and_removal_are_one_record_group(broker_factory, peer, tmp_
         shutil.rmtree(data, ignore_errors=True)
     assert all(kept + acked == 1 for _, kept, acked in seen), seen
     assert seen[0][1:] == (1, 0) and seen[-1][1:] == (0, 1), seen
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_tidy_keeps_the_mark(broker_factory, peer, paged):  # noqa: F811
+    """TIDY copies live enqueue records forward out of mostly dead segments: the copy keeps
+    the mark (EF_WATCH), whether the message is in memory or paged out, so a purge after a
+    kill -9 and a restart still sends the NACKs."""
+    from test_mgmt import Api
+    cfg = {"segment_size": "4k"}
+    if paged:
+        cfg.update(PAGING)
+    b, port = start(broker_factory, peer, **cfg)
+    api = Api(b)
+    q, churn = uname("orders"), uname("churn")
+    declare(b, q)
+    _c, ch = declare(b, churn)
+    if paged:
+        ballast(b)
+    s = sender(port)
+
+    def dead_weight():
+        for _ in range(8):
+            ch.basic_publish(amqp.Message(b"c" * 1000, delivery_mode=2), exchange="",
+                             routing_key=churn)
+        for _ in range(8):
+            assert wait_for(lambda: ch.basic_get(churn, no_ack=True), 10)
+
+    for i in range(1, 6):  # each one among records that die: its segment is worth compacting
+        s.send(fmt(q), b"z" * 1000, recoverable=True, message_id=i, **NEG)
+        s.wait(lambda: i in s.rec_acked)
+        dead_weight()
+    dead_weight()  # the last one's segment is not the one being written either
+    st, j, _ = api.action("MACHINE", "TIDY")
+    assert st == 200 and j["segments_freed"] > 0, j
+    s.close()
+    b2, _ = restart(broker_factory, peer, b, "kill9", **cfg)
+    assert count(b2, q) == 5
+    b2.amqp().channel().queue_purge(q)
+    got, _ = acks(peer, 5)
+    assert got == [(mq.CLASS_NACK_Q_PURGED, s.guid, i) for i in range(1, 6)]
