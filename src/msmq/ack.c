@@ -6,7 +6,15 @@
  *   NACK_* 0x80xx                  refused on arrival           asked by NEG_ARRIVAL (0x04)
  *   ACK_RECEIVE (0x4000)           taken by a consumer for good asked by POS_RECEIVE (0x02)
  *   NACK_* 0xc0xx                  dropped unread: expired,     asked by NEG_RECEIVE (0x08)
- *                                  purged, its queue deleted
+ *                                  purged, its queue deleted;
+ *                                  or refused by a consumer
+ *                                  (NACK_RECEIVE_REJECTED 0xc004)
+ * The rejection: MS-MQRR 3.1.4.14 (R_SetUserAcknowledgementClass, MQMarkMessageRejected) has
+ * a receiving application mark the message it takes as rejected; it leaves the queue at the
+ * commit with DequeueReason NackReceiveRejected, the sender's admin queue gets 0xc004. AMQP's
+ * basic.reject / basic.nack with requeue=false is that: the consumer takes the message out for
+ * good and says it refuses it (requeue=true gives it back: nothing is sent, as for an MSMQ
+ * transaction aborted).
  * An acknowledgement is never acknowledged itself (it names no admin queue, and a message
  * whose own x-msmq-class is an acknowledgement's is skipped), so there is no loop.
  *
@@ -27,6 +35,7 @@
 #include "../core/clock.h"
 #include "../core/log.h"
 #include "../link/link.h"
+#include "../persist/persist.h"
 #include "mqqb.h"
 
 /* What an acknowledgement needs of its original. Strings point into orig's properties. */
@@ -182,6 +191,10 @@ static int addressed_queue(const qm_queue *q, const orig_info *o, const char *vn
     return ql == strlen(q->name) && !strncasecmp(qn, q->name, ql);
 }
 
+/* ack_send's result when it began a record group (only with from: on_removed's caller ends
+ * it); 1 when it enqueued otherwise, 0 when it sent nothing. */
+#define ACK_GROUPED 2
+
 static int ack_send(broker *b, const qm_message *orig, uint16_t cls, const qm_queue *from)
 {
     orig_info o;
@@ -236,6 +249,14 @@ static int ack_send(broker *b, const qm_message *orig, uint16_t cls, const qm_qu
     }
     amqp_props_encode(&props, &bp);
     uint32_t blen = negative ? orig->body_len : 0;
+    /* A receive acknowledgement and the removal it reports (the original's R_DEQ, written by
+     * the model after this returns) go in one record group: a kill -9 leaves the message or
+     * its acknowledgement, never both (it would be taken and acknowledged again) and never
+     * neither. Only a persistent original has a removal record (and a persistent
+     * acknowledgement); the model ends the group (on_removed's contract, qm.h). */
+    int grouped = from && orig->persistent && b->store;
+    if (grouped)
+        persist_group(b->store, 1);
     qm_message *msg =
         qm_message_new(AMQP_BYTES(""), (amqp_bytes){(const uint8_t *)q->name, strlen(q->name)},
                        sl_buf_head(&props), (uint32_t)sl_buf_unread(&props), blen);
@@ -245,20 +266,19 @@ static int ack_send(broker *b, const qm_message *orig, uint16_t cls, const qm_qu
     qm_message_unref(msg);
     sl_buf_free(&h);
     sl_buf_free(&props);
-    if (e != SL_OK) {
+    if (e != SL_OK)
         sl_warn("msmq: administration acknowledgement 0x%04x of message %.*s not sent: queue "
                 "'%s' refused it",
                 cls, (int)o.message_id.len, (const char *)o.message_id.p, q->name);
-        return 0;
-    }
-    sl_debug("msmq: administration acknowledgement 0x%04x of %.*s to '%s'", cls,
-             (int)o.message_id.len, (const char *)o.message_id.p, q->name);
-    return 1;
+    else
+        sl_debug("msmq: administration acknowledgement 0x%04x of %.*s to '%s'", cls,
+                 (int)o.message_id.len, (const char *)o.message_id.p, q->name);
+    return grouped ? ACK_GROUPED : e == SL_OK;
 }
 
 int msmq_ack_send(broker *b, const qm_message *orig, uint16_t cls)
 {
-    return ack_send(b, orig, cls, NULL);
+    return ack_send(b, orig, cls, NULL) != 0;
 }
 
 /* Cheap test before any decoding: most messages carry no x-msmq-ack at all. */
@@ -269,19 +289,26 @@ static int may_ask(const qm_message *m)
            memmem(qm_msg_props(m), m->props_len, key, sizeof key - 1) != NULL;
 }
 
-static void on_removed(qm_position *pos, qm_delete_reason reason, void *ctx)
+/* 1 when a record group was begun (the model ends it after the removal's record). */
+static int on_removed(qm_position *pos, qm_delete_reason reason, void *ctx)
 {
     broker *b = ctx;
     if (!may_ask(pos->msg))
-        return;
+        return 0;
+    uint16_t cls;
     if (reason == QM_DEL_ACKED)
-        ack_send(b, pos->msg, MQMSG_CLASS_ACK_RECEIVE, pos->queue);
+        cls = MQMSG_CLASS_ACK_RECEIVE;
     else if (reason == QM_DEL_EXPIRED)
-        ack_send(b, pos->msg, MQMSG_CLASS_NACK_RECEIVE_TIMEOUT, pos->queue);
+        cls = MQMSG_CLASS_NACK_RECEIVE_TIMEOUT;
     else if (reason == QM_DEL_PURGED)
-        ack_send(b, pos->msg, MQMSG_CLASS_NACK_Q_PURGED, pos->queue);
+        cls = MQMSG_CLASS_NACK_Q_PURGED;
     else if (reason == QM_DEL_QUEUE_DELETED)
-        ack_send(b, pos->msg, MQMSG_CLASS_NACK_Q_DELETED, pos->queue);
+        cls = MQMSG_CLASS_NACK_Q_DELETED;
+    else if (reason == QM_DEL_REJECTED)
+        cls = MQMSG_CLASS_NACK_RECEIVE_REJECTED;
+    else
+        return 0;
+    return ack_send(b, pos->msg, cls, pos->queue) == ACK_GROUPED;
 }
 
 void msmq_ack_install(broker *b)

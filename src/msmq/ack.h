@@ -28,7 +28,8 @@ int msmq_ack_send(struct broker *b, const qm_message *orig, uint16_t cls);
 
 /* Receive acknowledgements: hooks the node's on_removed (a consumer took a message for good:
  * ACK_RECEIVE; it expired unread: NACK_RECEIVE_TIMEOUT; purged: NACK_Q_PURGED; its queue
- * deleted: NACK_Q_DELETED), for a message leaving the queue its
+ * deleted: NACK_Q_DELETED; a consumer rejected it without requeue: NACK_RECEIVE_REJECTED),
+ * for a message leaving the queue its
  * MSMQ sender addressed (x-msmq-destination-queue's, in msmq.vhost; never an outgoing
  * queue). uninstall takes the hook off. */
 void msmq_ack_install(struct broker *b);

@@ -305,11 +305,15 @@ static void send_final_ack(sess *s, const mqqb_user *m, uint16_t cls)
 }
 
 /* A message whose sender asked for the negative receive acknowledgements: its queue's purge
- * or deletion then sends them (ack.c, through the model's on_removed). */
-static void watch_removal(qm_queue *q, const mqqb_user *m)
+ * or deletion then sends them (ack.c, through the model's on_removed). Called before the
+ * enqueue: the mark on the message goes into its enqueue record (EF_WATCH), so a restart or
+ * a page-out keeps it; the queue's (in memory) is set again by recovery from it. */
+static void watch_removal(qm_queue *q, qm_message *msg, const mqqb_user *m)
 {
-    if ((m->ack_flags & MQQB_ACK_NEG_RECEIVE) && m->admin.type != MQQB_QF_NONE)
+    if ((m->ack_flags & MQQB_ACK_NEG_RECEIVE) && m->admin.type != MQQB_QF_NONE) {
+        msg->watch = 1;
         q->removal_watch = 1;
+    }
 }
 
 /* The administration NACK of class cls for a message refused on arrival, when its sender
@@ -385,8 +389,8 @@ static void user_message(sess *s, const mqqb_user *m)
                 persist_group(b->store, 1);
             if (q) {
                 qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
+                watch_removal(q, msg, m);
                 qm_queue_enqueue(q, msg);
-                watch_removal(q, m);
                 /* in the same record group: the acknowledgement exists iff the message does */
                 msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
                 qm_message_unref(msg);
@@ -440,9 +444,9 @@ static void user_message(sess *s, const mqqb_user *m)
             b->store && (m->ack_flags & MQQB_ACK_POS_ARRIVAL) && m->admin.type != MQQB_QF_NONE;
         if (group)
             persist_group(b->store, 1);
+        watch_removal(q, msg, m);
         if (qm_queue_enqueue(q, msg) == SL_OK) {
             s->accepted++;
-            watch_removal(q, m);
             msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
         } else {
             s->refused++;

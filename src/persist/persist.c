@@ -373,15 +373,16 @@ static uint64_t wall_deadline(persist *p, uint64_t expires_at)
 
 /* An enqueue record's payload (records.h R_ENQ) into the scratch buffer. */
 void persist_encode_enq(persist *p, uint64_t inc, uint64_t lookup, uint64_t msg_id,
-                        uint32_t move_count, int redelivered, int xact_cont, int xact,
+                        uint32_t move_count, int redelivered, int xact_cont, int xact, int watch,
                         uint64_t expires_at, uint32_t dcount)
 {
     rec_u64(&p->scratch, inc);
     rec_u64(&p->scratch, lookup);
     rec_u64(&p->scratch, msg_id);
     rec_u32(&p->scratch, move_count);
-    uint8_t flags = (uint8_t)((redelivered ? EF_REDELIVERED : 0) | (xact_cont ? EF_XACT_CONT : 0) |
-                              (xact ? EF_XACT : 0) | (dcount ? EF_DCOUNT : 0));
+    uint8_t flags =
+        (uint8_t)((redelivered ? EF_REDELIVERED : 0) | (xact_cont ? EF_XACT_CONT : 0) |
+                  (xact ? EF_XACT : 0) | (dcount ? EF_DCOUNT : 0) | (watch ? EF_WATCH : 0));
     if (expires_at) {
         rec_u8(&p->scratch, flags | EF_EXPIRES);
         rec_u64(&p->scratch, wall_deadline(p, expires_at));
@@ -414,7 +415,7 @@ static void log_position(persist *p, qm_position *pos)
         return;
     persist_encode_enq(p, pos->queue->incarnation, pos->lookup_id, ml.id, pos->move_count,
                        persist_enq_delivered(pos, pos->redelivered), pos->xact_cont, pos->xact,
-                       qm_pos_expires(pos),
+                       m->watch, qm_pos_expires(pos),
                        pos->redelivered ? persist_dcount(pos->queue, pos->lookup_id) : 0);
     st_loc loc;
     if (msgs_append(p, R_ENQ, 1, &loc) < 0)
@@ -528,6 +529,8 @@ static void h_moved(void *ctx, qm_position *pos, qm_queue *src, uint64_t old_exp
 static void h_tx_group(void *ctx, int begin)
 {
     persist *p = ctx;
+    if (begin ? p->group_depth++ > 0 : --p->group_depth > 0)
+        return;           /* nested: part of the outer group */
     persist_run_flush(p); /* before the group, not in it */
     if (begin) {
         p->in_tx_group = 1;
@@ -567,6 +570,7 @@ static int h_page_out(void *ctx, qm_position *pos, qm_paged *out)
     out->redelivered = pos->redelivered;
     out->xact_cont = pos->xact_cont;
     out->xact = pos->xact;
+    out->watch = m->watch;
     out->logged = (uint8_t)durable;
     out->priority = m->priority; /* its level in a priority queue */
     /* The entry takes over the position's references (or takes new ones for a transient
@@ -637,6 +641,7 @@ static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
         persist_read_message(p, e->msg_seg, e->msg_off, e->msg_len, q->name, e->lookup_id);
     if (!m)
         return NULL;
+    m->watch = e->watch;
     qm_position *pos = qm_queue_restore_position(q, m, e->lookup_id, e->move_count, e->redelivered);
     qm_message_unref(m); /* the position holds it */
     pos->xact_cont = e->xact_cont;
@@ -655,7 +660,11 @@ static qm_position *h_page_in(void *ctx, qm_queue *q, const qm_paged *e)
 static qm_message *h_read_paged(void *ctx, qm_queue *q, const qm_paged *e)
 {
     persist *p = ctx;
-    return persist_read_message(p, e->msg_seg, e->msg_off, e->msg_len, q->name, e->lookup_id);
+    qm_message *m =
+        persist_read_message(p, e->msg_seg, e->msg_off, e->msg_len, q->name, e->lookup_id);
+    if (m)
+        m->watch = e->watch;
+    return m;
 }
 
 static void h_paged_dropped(void *ctx, qm_queue *q, const qm_paged *e, int logged)

@@ -52,6 +52,9 @@ struct persist {
         uint64_t inc, first;
     } run;
     int in_tx_group;    /* between qm's tx_group hooks: records are marked R_IN_TX */
+    int group_depth;    /* groups begun and not ended: nested ones join the outermost, which
+                           alone writes R_TX_END (a receive acknowledgement's group inside a
+                           transaction's commit or a purge's) */
     uint32_t group_seg; /* the segment the open group began in (its end depends on it) */
     struct tidy *tidy;  /* TIDY in progress (tidy.c), or NULL */
     uint64_t commits, records;
@@ -98,9 +101,10 @@ void persist_run_flush(persist *p);
 int persist_msgs_append_dep(persist *p, uint8_t type, int needs_sync, uint32_t dep, st_loc *loc);
 /* q holds a stored position whose enqueue record is in segment seg (qm_queue.st_floor). */
 void persist_queue_floor(qm_queue *q, uint32_t seg);
-/* An R_ENQ payload into p->scratch (expires_at: qm_node_now terms, 0 = none). */
+/* An R_ENQ payload into p->scratch (expires_at: qm_node_now terms, 0 = none; watch: the
+ * message's qm_message.watch, EF_WATCH). */
 void persist_encode_enq(persist *p, uint64_t inc, uint64_t lookup, uint64_t msg_id,
-                        uint32_t move_count, int redelivered, int xact_cont, int xact,
+                        uint32_t move_count, int redelivered, int xact_cont, int xact, int watch,
                         uint64_t expires_at, uint32_t dcount);
 /* The delivery count to store with a position of q (0 unless q is a quorum queue). */
 uint32_t persist_dcount(const qm_queue *q, uint64_t lookup);

@@ -39,7 +39,10 @@
  *                does not give a message its whole TTL again; dcount, with EF_DCOUNT (issue
  *                31, only in quorum queues, whose M_QUEUE older builds refuse): the delivery
  *                count, TIDY's copy of what R_QDELIVER records said; EF_REDELIVERED then
- *                means delivered since, as after an R_QDELIVER)
+ *                means delivered since, as after an R_QDELIVER; EF_WATCH (issue 33): the
+ *                message is watched, qm_message.watch: its purge or its queue's deletion is
+ *                told to the MSMQ door, which sends the receive NACKs its sender asked for;
+ *                older builds ignore the bit)
  *   R_DEQ        inc:u64 lookup:u64
  *   R_DELIVER    inc:u64 lookup:u64
  *   R_QDELIVER   inc:u64 lookup:u64 count:u32 (issue 31: a quorum queue's delivery of a message
@@ -126,6 +129,7 @@ enum {
 #define EF_XACT_CONT 4
 #define EF_XACT 8
 #define EF_DCOUNT 16
+#define EF_WATCH 32
 #define OQ_ONHOLD 1
 
 static inline void rec_u8(sl_buf *b, uint8_t v)

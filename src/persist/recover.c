@@ -76,7 +76,8 @@ enum {
     RF_HAS_TTL = 4,     /* the message has an expiration property */
     RF_DEAD = 8,        /* removed (a tombstone until the array is compacted) */
     RF_UNRESOLVED = 16, /* the message record was not near: found by a second pass */
-    RF_XACT = 32        /* EF_XACT: sent in a transaction (its dead letter goes to DEADXACT) */
+    RF_XACT = 32,       /* EF_XACT: sent in a transaction (its dead letter goes to DEADXACT) */
+    RF_WATCH = 64       /* EF_WATCH: qm_message.watch (kept across moves: it is the message's) */
 };
 
 /* A rent that came out of lookup-id order (a move into the queue), with its deadline. */
@@ -649,7 +650,8 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
                   .moves = (uint16_t)(moves > 65535 ? 65535 : moves),
                   .flags = (uint8_t)(((flags & EF_REDELIVERED) ? RF_REDELIVERED : 0) |
                                      ((flags & EF_XACT_CONT) ? RF_XACT_CONT : 0) |
-                                     ((flags & EF_XACT) ? RF_XACT : 0))};
+                                     ((flags & EF_XACT) ? RF_XACT : 0) |
+                                     ((flags & EF_WATCH) ? RF_WATCH : 0))};
         const mslot *m = &s->mcache[msg & (MCACHE - 1)];
         if (m->id == msg) {
             e.moff = m->off;
@@ -1233,6 +1235,7 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
                 .logged = 1,
                 .xact_cont = (e.flags & RF_XACT_CONT) != 0,
                 .xact = (e.flags & RF_XACT) != 0,
+                .watch = (e.flags & RF_WATCH) != 0,
                 .priority = e.priority,
             };
             if (qe->exp)
@@ -1243,6 +1246,7 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
             qm_message *m = persist_read_message(p, e.mseg, e.moff, e.mlen, q->name, e.lookup);
             if (!m)
                 continue;
+            m->watch = (e.flags & RF_WATCH) != 0;
             qm_position *pos =
                 qm_queue_restore(q, m, e.lookup, e.moves, (e.flags & RF_REDELIVERED) != 0);
             qm_message_unref(m); /* the position holds it */
@@ -1253,6 +1257,8 @@ static void rebuild_queue(rstate *s, qm_queue *q, qentries *qe)
             if (expires)
                 qm_pos_set_expires(pos, expires_at);
         }
+        if (e.flags & RF_WATCH)
+            q->removal_watch = 1; /* the mark the MSMQ door set in memory at the enqueue */
         st_log_ref(p->msgs, e.eseg);
         st_log_ref(p->msgs, e.mseg);
         persist_queue_floor(q, e.eseg);

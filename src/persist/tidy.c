@@ -231,7 +231,7 @@ static int copy_pos(void *ctx, qm_position *pos)
         uint32_t dcount = pos->redelivered ? persist_dcount(pos->queue, pos->lookup_id) : 0;
         persist_encode_enq(p, pos->queue->incarnation, pos->lookup_id, st->st_id, pos->move_count,
                            persist_enq_delivered(pos, pos->st_delivered), pos->xact_cont, pos->xact,
-                           qm_pos_expires(pos), dcount);
+                           pos->msg->watch, qm_pos_expires(pos), dcount);
         st_loc loc;
         if (persist_msgs_append_dep(p, R_ENQ, 1, pos->st_seg, &loc) == 0) {
             st_log_ref(p->msgs, loc.segment);
@@ -278,8 +278,8 @@ static int copy_paged(void *ctx, qm_queue *q, qm_paged *e, uint64_t expires_at)
         /* paged: ready, so in a quorum queue its count says it all (see above) */
         uint32_t dcount = e->redelivered ? persist_dcount(q, e->lookup_id) : 0;
         persist_encode_enq(p, q->incarnation, e->lookup_id, id, e->move_count,
-                           e->redelivered && !q->args.quorum, e->xact_cont, e->xact, expires_at,
-                           dcount);
+                           e->redelivered && !q->args.quorum, e->xact_cont, e->xact, e->watch,
+                           expires_at, dcount);
         if (persist_msgs_append_dep(p, R_ENQ, 1, e->enq_seg, &eloc) < 0) {
             /* the log failed: the message copy is an orphan (harmless); nothing changes */
             return over_budget(t);

@@ -158,11 +158,16 @@ void qm_journal_copy(qm_queue *q, qm_position *pos)
     qm_queue_accept(j, copy);
 }
 
-void qm_removed(qm_queue *q, qm_position *pos, qm_delete_reason reason)
+int qm_removed(qm_queue *q, qm_position *pos, qm_delete_reason reason)
 {
     qm_node *n = qm_queue_node(q);
-    if (n->on_removed)
-        n->on_removed(pos, reason, n->removed_ctx);
+    return n->on_removed ? n->on_removed(pos, reason, n->removed_ctx) : 0;
+}
+
+void qm_removed_end(int grouped)
+{
+    if (grouped)
+        QM_PERSIST(tx_group, 0);
 }
 
 void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
@@ -170,17 +175,21 @@ void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
     qm_queue *q = pos->queue;
     qm_locked_unlink(q, pos);
     q->bytes_total -= pos->msg->body_len;
+    int grouped = 0;
     switch (reason) {
     case QM_DEL_ACKED:
         q->stat_acked++;
         qm_journal_copy(q, pos);
-        qm_removed(q, pos, reason);
+        grouped = qm_removed(q, pos, reason);
         break;
     case QM_DEL_PURGED: /* purged while delivered: it goes now that it is settled */
         q->stat_purged++;
-        qm_removed(q, pos, reason);
+        grouped = qm_removed(q, pos, reason);
         break;
-    case QM_DEL_REJECTED:
+    case QM_DEL_REJECTED: /* the consumer refused it for good: the hook hears of it */
+        grouped = qm_removed(q, pos, reason);
+        qm_deadletter(q, pos->msg, reason);
+        break;
     case QM_DEL_DELIVERY_LIMIT:
         qm_deadletter(q, pos->msg, reason);
         break;
@@ -188,7 +197,8 @@ void qm_position_delete_held(qm_position *pos, qm_delete_reason reason)
         break;
     }
     pos->state = QM_POS_DELETED;
-    qm_position_free(pos);
+    qm_position_free(pos); /* its removal record: in the hook's group when it began one */
+    qm_removed_end(grouped);
     qm_queue_maybe_gc(q);
 }
 
@@ -198,13 +208,16 @@ void qm_position_hand_out(qm_queue *q, qm_position *pos, int no_ack)
     q->stat_delivered++;
     if (pos->redelivered)
         q->stat_redelivered++;
+    /* Taken for good at once: the hook runs before the removal record (the delivered hook's
+     * R_DEQ), so a group it begins holds both. */
+    int grouped = no_ack ? qm_removed(q, pos, QM_DEL_ACKED) : 0;
     QM_PERSIST(delivered, pos, no_ack);
+    qm_removed_end(grouped);
     if (no_ack) {
         q->stat_delivered_no_ack++;
         q->stat_acked++;
         q->bytes_total -= pos->msg->body_len;
         qm_journal_copy(q, pos);
-        qm_removed(q, pos, QM_DEL_ACKED);
         pos->state = QM_POS_DELETED;
         pos->queue = NULL;
         qm_orphan_link(qm_queue_node(q), pos);

@@ -178,6 +178,10 @@ struct qm_message {
     uint8_t has_store : 1;      /* the qm_msg_store fields follow the header */
     uint8_t st_written : 1;     /* persistence: the message record is in the store */
     uint8_t pos0_used : 1;
+    /* A door wants the node's on_removed hook for this message when a purge or its queue's
+     * deletion takes it (MSMQ: its sender asked for receive NACKs). Stored with its enqueue
+     * (R_ENQ's EF_WATCH), so recovery and page-in give it back with the message. */
+    uint8_t watch : 1;
     uint16_t alloc; /* message.c: the allocation's size class (0: malloc) */
     const qm_msg_route *route;
     qm_position pos0;
@@ -361,9 +365,10 @@ struct qm_queue {
      * destination ("DIRECT=TCP:..."); drained by src/link/ only: clients cannot consume from
      * it or move into it. link is the link module's state for it. */
     uint8_t is_outgoing;
-    /* A door wants the node's on_removed hook for each ready message in memory that a purge
-     * or the queue's deletion takes (the MSMQ door sets it on a queue it put a message into
-     * that asked for receive NACKs); without it those stay O(1) and unheard of. */
+    /* A door wants the node's on_removed hook for each ready message that a purge or the
+     * queue's deletion takes (the MSMQ door sets it on a queue it put a watched message into,
+     * recovery on a queue it restored one into); without it those stay O(1) and unheard of.
+     * Paged entries are read back for it only when they are watched (qm_paged.watch). */
     uint8_t removal_watch;
     void *link;
     uint8_t had_consumer;  /* auto-delete only after a first consumer */
@@ -804,14 +809,18 @@ struct qm_node {
     void (*on_queue_deleted)(qm_queue *q, void *ctx);
     void *hook_ctx;
     /* A message left its queue for good: taken by a consumer (QM_DEL_ACKED: basic.ack, a
-     * no-ack delivery or get) or expired while in memory (QM_DEL_EXPIRED). Called inside the
+     * no-ack delivery or get), refused by one (QM_DEL_REJECTED: basic.reject / basic.nack
+     * without requeue, before its dead-letter copy) or expired (QM_DEL_EXPIRED). Called inside the
      * model, before pos is freed, like a dead-letter or journal copy: it may enqueue into
      * other queues (the MSMQ door sends administration acknowledgements from it), never into
      * pos' own. Also QM_DEL_PURGED and QM_DEL_QUEUE_DELETED for the ready messages of a queue
      * with removal_watch (before its purge or delete record, in one record group); during a
      * deletion the hook must not create queues (a vhost's deletion may be iterating them).
-     * May be NULL. */
-    void (*on_removed)(qm_position *pos, qm_delete_reason reason, void *ctx);
+     * A hook that enqueues begins a record group first (the tx_group hook, begin = 1) and
+     * returns 1: the model ends that group after the removal's own record (R_DEQ), so the two
+     * exist on disk together or not at all (a kill -9 never leaves both). Returns 0 when it
+     * began none. May be NULL. */
+    int (*on_removed)(qm_position *pos, qm_delete_reason reason, void *ctx);
     void *removed_ctx;
     /* Remote queues: the default exchange asks this for a routing key that no local queue
      * has and that looks like a format name (DIRECT=...); it returns the outgoing queue for
@@ -924,6 +933,7 @@ typedef struct qm_paged {
     uint8_t logged : 1;    /* a durable enqueue record exists: removing it needs a record */
     uint8_t xact_cont : 1; /* qm_position.xact_cont */
     uint8_t xact : 1;      /* qm_position.xact */
+    uint8_t watch : 1;     /* qm_message.watch */
     uint8_t priority;      /* the message's priority property: its level in a priority queue */
 } qm_paged;                /* a TTL deadline, when an entry has one, is in its qm_pagedq's exp */
 

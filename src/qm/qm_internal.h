@@ -160,8 +160,11 @@ void qm_orphan_link(qm_node *n, qm_position *pos);
 /* LOCKED / PURGE_PENDING -> DELETED with reason: counts, stats, journal, dead-lettering;
  * frees pos. */
 void qm_position_delete_held(qm_position *pos, qm_delete_reason reason);
-/* The node's on_removed hook for pos (still in q), when one is set. */
-void qm_removed(qm_queue *q, qm_position *pos, qm_delete_reason reason);
+/* The node's on_removed hook for pos (still in q), when one is set: 1 when the hook began a
+ * record group, which the caller ends with qm_removed_end once it has written (or had
+ * written) pos' own removal record, so the hook's enqueue and the removal are one group. */
+int qm_removed(qm_queue *q, qm_position *pos, qm_delete_reason reason);
+void qm_removed_end(int grouped);
 /* Settle ignoring pos->tx (the transaction calls these at commit). */
 void qm_position_settle(qm_position *pos, int how);
 /* Remove a held position from q->locked back into the ready rings (not redelivered). */

@@ -166,7 +166,7 @@ typedef struct pslot_more {
     uint64_t lookup_id; /* the key */
     uint32_t enq_seg;
     uint16_t move_count;
-    uint8_t redelivered, xact; /* xact: 1 xact, 2 xact_cont */
+    uint8_t redelivered, flags; /* 1 xact, 2 xact_cont, 4 watch */
 } pslot_more;
 
 _Static_assert(sizeof(qm_pslot) == 24, "a paged message costs 24 bytes of its tail");
@@ -175,7 +175,7 @@ _Static_assert(sizeof(qm_pslot) <= sizeof(qm_paged), "adopt_paged packs entries 
 static int pslot_plain(const qm_paged *e)
 {
     return e->enq_seg == e->msg_seg && !e->move_count && !e->redelivered && !e->xact &&
-           !e->xact_cont;
+           !e->xact_cont && !e->watch;
 }
 
 /* The slot for e in pq, its extra fields put in pq's side table when it needs them. */
@@ -194,7 +194,7 @@ static qm_pslot pslot_make(qm_pagedq *pq, const qm_paged *e)
         x->enq_seg = e->enq_seg;
         x->move_count = e->move_count;
         x->redelivered = e->redelivered;
-        x->xact = (uint8_t)(e->xact | e->xact_cont << 1);
+        x->flags = (uint8_t)(e->xact | e->xact_cont << 1 | e->watch << 2);
         s.off |= QM_PSLOT_MORE;
     }
     return s;
@@ -217,8 +217,9 @@ qm_paged qm_pslot_get(const sl_u64tab *more, int level, const qm_pslot *s)
         e.enq_seg = x->enq_seg;
         e.move_count = x->move_count;
         e.redelivered = x->redelivered;
-        e.xact = x->xact & 1;
-        e.xact_cont = (x->xact >> 1) & 1;
+        e.xact = x->flags & 1;
+        e.xact_cont = (x->flags >> 1) & 1;
+        e.watch = (x->flags >> 2) & 1;
     }
     return e;
 }
@@ -505,13 +506,15 @@ static uint64_t ready_clear(qm_queue *q)
 static void ready_drop(qm_queue *q, qm_position *pos, qm_delete_reason reason)
 {
     q->bytes_total -= pos->msg->body_len;
+    int grouped = 0;
     if (reason == QM_DEL_EXPIRED) {
         q->stat_expired++;
-        qm_removed(q, pos, reason);
+        grouped = qm_removed(q, pos, reason);
     }
     if (reason == QM_DEL_EXPIRED || reason == QM_DEL_MAXLEN || reason == QM_DEL_DELIVERY_LIMIT)
         qm_deadletter(q, pos->msg, reason);
-    qm_position_free(pos);
+    qm_position_free(pos); /* its removal record: in the hook's group when it began one */
+    qm_removed_end(grouped);
 }
 
 static int expired(const qm_position *pos, uint64_t now)
@@ -915,10 +918,14 @@ qm_position *qm_queue_get(qm_queue *q, int no_ack, uint64_t *remaining)
 
 /* ---- purge, delete ---- */
 
-/* The on_removed hook for each ready message in memory of a watched queue that a purge or
- * deletion takes; 1 when it ran (a record group is then open: the caller closes it after its
- * own record, so the acknowledgements exist iff the purge or deletion does). Paged entries
- * are not read back for it. */
+static const qm_position *paged_view(qm_queue *q, int l, size_t i, qm_position *view);
+
+/* The on_removed hook for each ready message of a watched queue that a purge or deletion
+ * takes; 1 when it ran (a record group is then open: the caller closes it after its own
+ * record, so the acknowledgements exist iff the purge or deletion does). A paged entry is
+ * read back from the store for it only when it is watched itself (qm_paged.watch): the
+ * others cost nothing more than before. Entries are visited level by level, each ring before
+ * its paged tail (which continues it). */
 static int notify_clear(qm_queue *q, qm_delete_reason reason)
 {
     qm_node *n = qm_queue_node(q);
@@ -929,7 +936,18 @@ static int notify_clear(qm_queue *q, qm_delete_reason reason)
     for (int l = 0; l < rd->nlevels; l++) {
         qm_ring *r = &rd->levels[l];
         for (size_t i = 0; i < r->len; i++)
-            qm_removed(q, qm_ring_at(r, i), reason);
+            qm_removed_end(qm_removed(q, qm_ring_at(r, i), reason)); /* nested: no record */
+        const qm_pagedq *pq = pq_of(q, l);
+        for (size_t i = 0; pq && i < pq->len; i++) {
+            if (!pq_get(pq, l, i).watch)
+                continue;
+            qm_position view;
+            if (!paged_view(q, l, i, &view))
+                continue; /* unreadable: logged by the store; nothing to tell */
+            view.queue = q;
+            qm_removed_end(qm_removed(q, &view, reason));
+            qm_message_unref(view.msg);
+        }
     }
     return 1;
 }

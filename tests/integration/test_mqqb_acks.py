@@ -18,6 +18,7 @@ from test_mqqb import declare, fmt, msmq_port
 
 ADMIN_HOST = "127.0.0.2"
 ADMIN = "TCP:%s\\private$\\admin" % ADMIN_HOST
+NEG_RECV = dict(admin=ADMIN, ack_flags=mq.ACK_NACK_RECEIVE)
 
 
 @pytest.fixture
@@ -252,3 +253,40 @@ def test_purge_and_delete_send_receive_nacks(broker_factory, peer):
     got, msgs = acks(peer, 4)
     assert got[3] == (mq.CLASS_NACK_Q_DELETED, s.guid, 4)
     assert msgs[3].body == b"d4"
+
+
+def test_rejected_by_the_consumer_sends_receive_rejected(broker_factory, peer):
+    """NACK_RECEIVE_REJECTED (0xC004, MS-MQRR 3.1.4.14: the receiving application marked the
+    message it took as rejected): basic.reject or basic.nack with requeue=false of a message
+    that asked for negative receive acknowledgements; a requeue sends nothing (the message
+    stays), nor does a rejection of one that asked only for the positive one."""
+    b, port = start(broker_factory, peer)
+    q = uname("orders")
+    declare(b, q)
+    ch = b.pika().channel()
+    s = sender(port)
+    s.send(fmt(q), b"bad", recoverable=True, message_id=1, **NEG_RECV)
+    s.send(fmt(q), b"worse", message_id=2, **NEG_RECV)
+    s.send(fmt(q), b"pos only", message_id=3, admin=ADMIN, ack_flags=mq.ACK_POS_RECEIVE)
+    wait_for(lambda: ch.queue_declare(q, passive=True).method.message_count == 3, 10)
+    m1, _p, _b = ch.basic_get(q, auto_ack=False)
+    ch.basic_nack(m1.delivery_tag, requeue=True)  # given back: nothing
+    m1, _p, body = ch.basic_get(q, auto_ack=False)
+    assert body == b"bad" and m1.redelivered
+    ch.basic_reject(m1.delivery_tag, requeue=False)
+    got, msgs = acks(peer, 1)
+    assert got == [(mq.CLASS_NACK_RECEIVE_REJECTED, s.guid, 1)]
+    assert msgs[0].body == b"bad" and msgs[0].recoverable
+    _m2, _p, b2 = ch.basic_get(q, auto_ack=False)
+    m3, _p, b3 = ch.basic_get(q, auto_ack=False)
+    assert (b2, b3) == (b"worse", b"pos only")
+    ch.basic_nack(m3.delivery_tag, multiple=True, requeue=False)  # both
+    got, _ = acks(peer, 2)
+    assert got[1] == (mq.CLASS_NACK_RECEIVE_REJECTED, s.guid, 2)
+    assert ch.queue_declare(q, passive=True).method.message_count == 0
+    # one more from the sender, taken: its acknowledgement comes next (none for "pos only")
+    s.send(fmt(q), b"fine", message_id=4, admin=ADMIN, ack_flags=mq.ACK_FULL_RECEIVE)
+    wait_for(lambda: ch.queue_declare(q, passive=True).method.message_count == 1, 10)
+    assert ch.basic_get(q, auto_ack=True)[2] == b"fine"
+    got, _ = acks(peer, 3)
+    assert got[2] == (mq.CLASS_ACK_RECEIVE, s.guid, 4)
