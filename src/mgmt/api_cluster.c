@@ -84,8 +84,8 @@ json_t *mgmt_cluster_view(mgmt *m)
     if (!b->cluster) {
         json_t *nodes = json_array();
         json_array_append_new(nodes, member_json(cfg->node_name, "leader", 1, 0, 0, amqp, http));
-        return json_pack("{s:s, s:s, s:I, s:o}", "name", cfg->node_name, "leader", cfg->node_name,
-                         "epoch", (json_int_t)0, "nodes", nodes);
+        return json_pack("{s:s, s:s, s:I, s:o, s:[]}", "name", cfg->node_name, "leader",
+                         cfg->node_name, "epoch", (json_int_t)0, "nodes", nodes, "removed");
     }
     cl_status st;
     cl_member_status(b->cluster, &st);

@@ -195,34 +195,26 @@ static json_t *member_node_json(const cl_member_fig *f)
     return j;
 }
 
-/* Every member: this node (the leader: the API runs only there) with its live figures, and
- * each other member etcd knows (members/NAME, or registered) with the figures it published
+/* Every member: this node first (the leader: the API runs only there) with its live figures,
+ * then each other member etcd knows (members/NAME, or registered) with the figures it published
  * (GET /api/cluster has their replication standing). */
 static json_t *nodes_json(mgmt *m)
 {
     json_t *a = json_array();
-    int self_listed = 0;
     if (m->b->cluster) {
         cl_member_fig *f = sl_xcalloc(CL_MAX_MEMBERS, sizeof *f);
         size_t n = cl_member_members(m->b->cluster, f, CL_MAX_MEMBERS);
-        for (size_t i = 0; i < n; i++) {
-            if (!strcmp(f[i].name, m->b->cfg->node_name)) {
-                self_listed = 1;
-                json_t *me = mgmt_node_figures(m);
-                json_object_set_new(me, "figures_age_ms", json_integer(0));
-                json_array_append_new(a, me);
-            } else {
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(f[i].name, m->b->cfg->node_name))
                 json_array_append_new(a, member_node_json(&f[i]));
-            }
-        }
         sl_free(f);
     }
-    if (!self_listed) {
-        json_t *me = mgmt_node_figures(m);
-        if (m->b->cluster)
-            json_object_set_new(me, "figures_age_ms", json_integer(0));
-        json_array_insert_new(a, 0, me);
-    }
+    /* this node first, whether etcd lists it yet or not (the console's node page shows the
+     * first entry: the node it talks to) */
+    json_t *me = mgmt_node_figures(m);
+    if (m->b->cluster)
+        json_object_set_new(me, "figures_age_ms", json_integer(0));
+    json_array_insert_new(a, 0, me);
     return a;
 }
 
