@@ -182,11 +182,13 @@ static char *node_json(cl_member *m)
     return s;
 }
 
-/* A lease, renewed at once (etcd 3.4 may count a fresh lease's TTL from before it answered:
- * the keepalive's answer is what the validity is measured from), and our nodes/NAME key. */
 static int check_ban(cl_member *m, char *err, size_t errlen);
 static void enter_banned(cl_member *m);
 
+/* A lease, renewed at once (etcd 3.4 may count a fresh lease's TTL from before it answered:
+ * the keepalive's answer is what the validity is measured from), and our nodes/NAME and
+ * members/NAME keys; none of it when an operator removed this node (banned/NAME): then it
+ * enters the banned state and returns 0 without a lease. */
 static int get_lease(cl_member *m, char *err, size_t errlen)
 {
     int64_t id, ttl;
