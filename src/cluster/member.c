@@ -93,6 +93,7 @@ struct cl_member {
     int ban_said;    /* the log line said once per ban */
     int recheck_ban; /* look() found our registration gone */
     int fig_again;   /* a new lease: put stats/NAME again even if unchanged */
+    int was_leader;  /* the role figures_work saw last */
     uint64_t next_ban_look, next_fig_put, next_fig_read;
     uint64_t ho_seen_ms; /* when a valid hand-over naming another node was first seen */
     int64_t lease;
@@ -867,11 +868,12 @@ static void read_members(cl_member *m, int leader)
 }
 
 /* stats/NAME under our lease, when the figures changed (they always do: uptime) and at most
- * every CL_FIGURES_PERIOD_MS. */
+ * every CL_FIGURES_PERIOD_MS (a call is the period's turn, whether there was anything new). */
 static void publish_figures(cl_member *m, uint64_t now)
 {
     if (!m->lease || now < m->next_fig_put)
         return;
+    m->next_fig_put = now + CL_FIGURES_PERIOD_MS;
     pthread_mutex_lock(&m->mu);
     char *v = (m->fig_dirty || m->fig_again) && m->fig_out ? sl_xstrdup(m->fig_out) : NULL;
     m->fig_dirty = 0;
@@ -884,7 +886,6 @@ static void publish_figures(cl_member *m, uint64_t now)
         m->fig_again = 0;
     else
         m->fig_again = 1; /* try again next period */
-    m->next_fig_put = now + CL_FIGURES_PERIOD_MS;
     sl_free(k);
     sl_free(v);
 }
@@ -926,6 +927,35 @@ static void refuse_replication(cl_member *m)
         (void)n;
         sl_buf_free(&b);
         close(fd);
+    }
+}
+
+/* The figures and bans (publish_figures, read_members): never on a failover's path. Not while
+ * the leader key is gone (an election), nor while an ISR write or an operator's action waits,
+ * nor in the first period after this node took the key (its first ISR writes come then); and
+ * one etcd call's worth per round, so the watch's ring waits for one call at most. */
+static void figures_work(cl_member *m, int leader_present)
+{
+    pthread_mutex_lock(&m->mu);
+    int busy = m->isr_req || m->handover.asked != m->handover.done ||
+               m->forget.asked != m->forget.done || m->readmit.asked != m->readmit.done;
+    int lead_now = m->st.role == CL_ROLE_LEADER;
+    pthread_mutex_unlock(&m->mu);
+    uint64_t now = mono_ms();
+    if (busy || leader_present <= 0)
+        return;
+    if (lead_now && !m->was_leader) { /* just elected: leave etcd to the ISR writes a while */
+        m->next_fig_put = m->next_fig_read = now + CL_FIGURES_PERIOD_MS;
+    }
+    m->was_leader = lead_now;
+    int put_due = m->lease && now >= m->next_fig_put, read_due = now >= m->next_fig_read;
+    if (put_due && (!read_due || m->next_fig_put <= m->next_fig_read)) {
+        publish_figures(m, now);
+        return;
+    }
+    if (read_due) {
+        read_members(m, lead_now);
+        m->next_fig_read = mono_ms() + CL_FIGURES_PERIOD_MS;
     }
 }
 
@@ -1001,14 +1031,7 @@ static void *run(void *arg)
                 do_forget(m);
                 do_readmit(m);
                 republish(m);
-                publish_figures(m, mono_ms());
-                if (mono_ms() >= m->next_fig_read) {
-                    pthread_mutex_lock(&m->mu);
-                    int lead_now = m->st.role == CL_ROLE_LEADER;
-                    pthread_mutex_unlock(&m->mu);
-                    read_members(m, lead_now);
-                    m->next_fig_read = mono_ms() + CL_FIGURES_PERIOD_MS;
-                }
+                figures_work(m, present);
             }
         }
     rest:
