@@ -1131,8 +1131,9 @@ static int cmd_user(const char *verb, int argc, char **argv)
     return 0;
 }
 
-/* cluster status | remove NODE | step-down [--to NODE] (GET /api/cluster, DELETE
- * /api/cluster/nodes/NODE, POST /api/cluster/step-down; any node's port: followers forward) */
+/* cluster status | remove NODE | readmit NODE | step-down [--to NODE] (GET /api/cluster,
+ * DELETE /api/cluster/nodes/NODE, POST /api/cluster/nodes/NODE/readmit, POST
+ * /api/cluster/step-down; any node's port: followers forward) */
 static void cluster_table(json_t *j)
 {
     if (opt.json) {
@@ -1144,6 +1145,14 @@ static void cluster_table(json_t *j)
     printf("epoch   %lld\n", (long long)json_integer_value(json_object_get(j, "epoch")));
     table(json_object_get(j, "nodes"),
           COLS("name", "role", "insync", "lag_bytes", "lag_ms", "amqp", "http"));
+    json_t *rm = json_object_get(j, "removed");
+    if (json_array_size(rm)) {
+        printf("removed");
+        size_t i;
+        json_t *v;
+        json_array_foreach(rm, i, v) printf(" %s", json_string_value(v));
+        printf("\n");
+    }
     const char *e = json_string_value(json_object_get(j, "etcd_error"));
     if (e)
         printf("etcd error: %s\n", e);
@@ -1151,7 +1160,7 @@ static void cluster_table(json_t *j)
 
 static int cmd_cluster(int argc, char **argv)
 {
-    need(argc, 2, "cluster status | remove NODE | step-down [--to NODE]");
+    need(argc, 2, "cluster status | remove NODE | readmit NODE | step-down [--to NODE]");
     const char *sub = argv[1];
     if (!strcmp(sub, "status")) {
         json_t *j = call("GET", "/api/cluster", NULL);
@@ -1167,6 +1176,17 @@ static int cmd_cluster(int argc, char **argv)
         printf("%s removed\n", argv[2]);
         cluster_table(j);
         json_decref(j);
+    } else if (!strcmp(sub, "readmit")) {
+        need(argc, 3, "cluster readmit NODE");
+        buf b = {0};
+        buf_add(&b, "/api/cluster/nodes/", 19);
+        seg(&b, argv[2]);
+        buf_add(&b, "/readmit", 8);
+        json_t *j = call("POST", b.p, json_object());
+        free(b.p);
+        printf("%s readmitted\n", argv[2]);
+        cluster_table(j);
+        json_decref(j);
     } else if (!strcmp(sub, "step-down")) {
         json_t *body = opt.to ? json_pack("{s:s}", "node", opt.to) : json_object();
         json_t *j = call("POST", "/api/cluster/step-down", body);
@@ -1179,7 +1199,7 @@ static int cmd_cluster(int argc, char **argv)
                    (long long)json_integer_value(json_object_get(j, "epoch")));
         json_decref(j);
     } else {
-        usage_error("cluster takes status, remove NODE or step-down [--to NODE]");
+        usage_error("cluster takes status, remove NODE, readmit NODE or step-down [--to NODE]");
     }
     return 0;
 }
@@ -1236,7 +1256,8 @@ static void help(void)
         "  set_user_limits USER JSON | clear_user_limits USER [LIMIT|all] | list_user_limits\n"
         "  export [FILE|-] | import FILE|-\n"
         "  cluster status              leader, epoch, each node's role, insync, lag, addresses\n"
-        "  cluster remove NODE         forget a member (stop it first: a live one comes back)\n"
+        "  cluster remove NODE         forget a member and keep it out until readmitted\n"
+        "  cluster readmit NODE        let a removed member rejoin (it follows again)\n"
         "  cluster step-down [--to NODE]   hand the leadership over to an in-sync follower\n"
         "\n"
         "Exit status: 0 ok, 1 the server refused (the line names the HRESULT or HTTP status),\n"

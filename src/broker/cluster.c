@@ -204,6 +204,14 @@ static void hook_isr_done(void *ctx, int outcome)
         cs_server_isr_result(b->repl, outcome);
 }
 
+/* The server's HELLO check (its thread): a member an operator removed is refused. The member
+ * outlives the server (broker_cluster_stop stops the server first). */
+static int hook_banned(void *ctx, const char *name)
+{
+    broker *b = ctx;
+    return cl_member_is_banned(b->cluster, name);
+}
+
 int broker_cluster_adopt(broker *b, int http_port)
 {
     (void)http_port;
@@ -237,7 +245,9 @@ int broker_cluster_adopt(broker *b, int http_port)
                         .rl = {.min_isr = cfg->cluster.min_insync_replicas,
                                .lag_max_ms = lag_max < 1000 ? 1000 : lag_max},
                         .last_idx = last,
-                        .hist = &n->hist};
+                        .hist = &n->hist,
+                        .banned = hook_banned,
+                        .banned_ctx = b};
     cs_log lg = {.ctx = b,
                  .group = log_group,
                  .isr_propose = log_isr,

@@ -8,6 +8,13 @@
  * - Only this thread talks to etcd; the loop only reads st (under mu).
  * - The watch on the leader key (etcd_watch) only wakes this thread sooner: every decision is
  *   taken on what look() reads, as on the 250 ms poll that runs with or without it.
+ * - A banned node (banned/NAME, an operator's removal) holds no lease: it is not registered,
+ *   does not campaign and names no leader (st.leader empty: the follower phase follows and
+ *   forwards to nobody) until the key is gone; it looks once a second. It learns of the ban
+ *   before it registers (get_lease) and when it finds its registration gone (look).
+ * - etcd traffic of the figures and bans: each node puts stats/NAME every CL_FIGURES_PERIOD_MS
+ *   and reads banned/ as often; the leader also reads members/ and stats/ (so 2 requests a
+ *   period on a follower, 4 on the leader, against 12 a second for the 250 ms look).
  */
 #include "cluster/member.h"
 
@@ -31,6 +38,7 @@
 #include "cluster/repl.h"
 #include "cluster/wire.h"
 #include "core/buf.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
 
@@ -69,9 +77,24 @@ struct cl_member {
     size_t isr_n;
     /* under mu: operator actions (cl_member_handover / cl_member_forget), one of each at a
      * time (see op_slot) */
-    op_slot handover, forget;
+    op_slot handover, forget, readmit;
+    /* under mu: etcd's banned/ as last read, and removals in progress (cl_member_ban_local) */
+    char bans[CL_MAX_MEMBERS][256], pend_bans[CL_MAX_MEMBERS][256];
+    size_t n_bans, n_pend_bans;
+    /* under mu: this node's figures to publish (cl_member_set_figures), and the leader's
+     * last read of every member (cl_member_members) */
+    char *fig_out;
+    int fig_dirty;
+    cl_member_fig *mems;
+    size_t n_mems;
 
     /* the thread's own */
+    int banned;      /* this node is banned: no lease, nothing done but looking for readmission */
+    int ban_said;    /* the log line said once per ban */
+    int recheck_ban; /* look() found our registration gone */
+    int fig_again;   /* a new lease: put stats/NAME again even if unchanged */
+    int was_leader;  /* the role figures_work saw last */
+    uint64_t next_ban_look, next_fig_put, next_fig_read;
     uint64_t ho_seen_ms; /* when a valid hand-over naming another node was first seen */
     int64_t lease;
     int64_t leader_rev;       /* create_revision of our leader key */
@@ -92,6 +115,17 @@ static char *key(const cl_member *m, const char *rest)
     char *k = sl_xmalloc(a + b + 1);
     memcpy(k, m->prefix, a);
     memcpy(k + a, rest, b + 1);
+    return k;
+}
+
+/* PREFIX + dir + name ("nodes/", "sluice@a"). */
+static char *name_key(const cl_member *m, const char *dir, const char *name)
+{
+    size_t a = strlen(m->prefix), b = strlen(dir), c = strlen(name);
+    char *k = sl_xmalloc(a + b + c + 1);
+    memcpy(k, m->prefix, a);
+    memcpy(k + a, dir, b);
+    memcpy(k + a + b, name, c + 1);
     return k;
 }
 
@@ -149,11 +183,23 @@ static char *node_json(cl_member *m)
     return s;
 }
 
+static int check_ban(cl_member *m, char *err, size_t errlen);
+static void enter_banned(cl_member *m);
+
 /* A lease, renewed at once (etcd 3.4 may count a fresh lease's TTL from before it answered:
- * the keepalive's answer is what the validity is measured from), and our nodes/NAME key. */
+ * the keepalive's answer is what the validity is measured from), and our nodes/NAME and
+ * members/NAME keys; none of it when an operator removed this node (banned/NAME): then it
+ * enters the banned state and returns 0 without a lease. */
 static int get_lease(cl_member *m, char *err, size_t errlen)
 {
     int64_t id, ttl;
+    int banned = check_ban(m, err, errlen);
+    if (banned < 0)
+        return -1;
+    if (banned) { /* removed by an operator: do not register */
+        enter_banned(m);
+        return 0;
+    }
     if (etcd_lease_grant(m->etcd, m->conf.lease_ttl_s, &id, err, errlen) < 0)
         return -1;
     uint64_t t0 = mono_ms();
@@ -172,7 +218,19 @@ static int get_lease(cl_member *m, char *err, size_t errlen)
     sl_free(nk);
     if (rc < 0)
         return -1;
+    /* members/NAME: known until an operator removes it, so a dead member is listed (running
+     * false); rewritten with each new lease (rare: a start, a step-down) */
+    json_t *mj = json_pack("{s:s, s:s, s:s}", "name", m->name, "amqp", m->amqp, "http", m->http);
+    char *mv = json_dumps(mj, JSON_COMPACT);
+    json_decref(mj);
+    char *mk = name_key(m, "members/", m->name);
+    rc = etcd_put(m->etcd, mk, mv, 0, err, errlen);
+    free(mv);
+    sl_free(mk);
+    if (rc < 0)
+        return -1;
     m->lease = id;
+    m->fig_again = 1; /* the old lease's stats/NAME went with it */
     if (ttl > (int64_t)m->conf.lease_ttl_s && !m->ttl_warned) {
         /* etcd raises a TTL below 1.5 x its election timeout (3 s for --election-timeout
          * 2000): every failover then waits for that longer lease */
@@ -311,10 +369,13 @@ static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int
         self_seen |= !strcmp(ni->name, m->name);
         json_decref(j);
     }
-    /* Removed by an operator (DELETE /api/cluster/nodes/NAME) while running: register again
-     * (docs/cluster.md: a removed node that still runs comes back; stop it first). */
-    if (!self_seen && m->lease)
+    /* Our registration gone while the lease lives: removed by an operator (DELETE
+     * /api/cluster/nodes/NAME: banned/NAME was put first; run() looks for it and stops), or
+     * the key lost some other way: register again. */
+    if (!self_seen && m->lease) {
         m->log_dirty = 1;
+        m->recheck_ban = 1;
+    }
     /* a new leader (or none) is news for the follower phase (node.c: it points its stream
      * client and proxy at it) and must not wait for that loop's own 100 ms tick */
     int changed = strcmp(m->st.leader, leader_node) || (present && m->st.epoch != *epoch);
@@ -574,7 +635,34 @@ static void do_handover(cl_member *m)
     op_answer(m, &m->handover, t, -1, err);
 }
 
-/* An operator's removal of a member: its registration goes, then the view is read again. */
+static int name_in(char list[][256], size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(list[i], name))
+            return 1;
+    return 0;
+}
+
+/* Take name out of list (n entries); under mu. */
+static void name_drop(char list[][256], size_t *n, const char *name)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (!strcmp(list[i], name)) {
+            memmove(list[i], list[i + 1], (*n - i - 1) * sizeof list[0]);
+            (*n)--;
+            return;
+        }
+}
+
+static void name_add(char list[][256], size_t *n, const char *name)
+{
+    if (!name_in(list, *n, name) && *n < CL_MAX_MEMBERS)
+        snprintf(list[(*n)++], 256, "%s", name);
+}
+
+/* An operator's removal of a member: banned/NAME first (the node, finding its registration
+ * gone, finds the ban; a node started later does not register), then its registration,
+ * membership and figures go, then the view is read again. */
 static void do_forget(cl_member *m)
 {
     pthread_mutex_lock(&m->mu);
@@ -586,12 +674,30 @@ static void do_forget(cl_member *m)
     if (!want)
         return;
     char err[256] = "";
-    char *np = key(m, "nodes/");
-    size_t nl = strlen(np);
-    np = sl_xrealloc(np, nl + strlen(name) + 1);
-    strcpy(np + nl, name);
-    int rc = etcd_delete(m->etcd, np, err, sizeof err);
-    sl_free(np);
+    json_t *bj = json_pack("{s:s, s:I}", "node", name, "at", (json_int_t)sl_wall_ms());
+    char *bv = json_dumps(bj, JSON_COMPACT);
+    json_decref(bj);
+    char *bk = name_key(m, "banned/", name);
+    int rc = etcd_put(m->etcd, bk, bv, 0, err, sizeof err);
+    free(bv);
+    sl_free(bk);
+    static const char *const dirs[] = {"nodes/", "members/", "stats/"};
+    for (size_t i = 0; rc == 0 && i < sizeof dirs / sizeof dirs[0]; i++) {
+        char *k = name_key(m, dirs[i], name);
+        rc = etcd_delete(m->etcd, k, err, sizeof err);
+        sl_free(k);
+    }
+    pthread_mutex_lock(&m->mu);
+    name_drop(m->pend_bans, &m->n_pend_bans, name);
+    if (rc == 0) {
+        name_add(m->bans, &m->n_bans, name);
+        for (size_t i = 0; i < m->n_mems; i++)
+            if (!strcmp(m->mems[i].name, name)) {
+                m->mems[i] = m->mems[--m->n_mems];
+                break;
+            }
+    }
+    pthread_mutex_unlock(&m->mu);
     if (rc == 0) {
         char leader_node[256], isr[CL_MAX_MEMBERS][256];
         size_t n_isr = 0;
@@ -603,9 +709,185 @@ static void do_forget(cl_member *m)
                  ? -1
                  : 0;
         if (rc == 0)
-            sl_info("cluster: member %s removed from etcd", name);
+            sl_info("cluster: member %s removed from etcd (banned until readmitted)", name);
     }
     op_answer(m, &m->forget, t, rc == 0 ? 1 : -1, err);
+}
+
+/* An operator's readmission: banned/NAME goes (-2: there was none). */
+static void do_readmit(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t t = m->readmit.asked;
+    int want = t != m->readmit.done;
+    char name[256];
+    snprintf(name, sizeof name, "%s", m->readmit.arg);
+    pthread_mutex_unlock(&m->mu);
+    if (!want)
+        return;
+    char err[256] = "";
+    char *bk = name_key(m, "banned/", name);
+    etcd_kv kv;
+    int result = -1;
+    if (etcd_get(m->etcd, bk, &kv, err, sizeof err) == 0) {
+        if (!kv.value) {
+            snprintf(err, sizeof err, "%.200s was not removed from this cluster", name);
+            result = -2;
+        } else if (etcd_delete(m->etcd, bk, err, sizeof err) == 0) {
+            result = 1;
+        }
+        etcd_kv_clear(&kv);
+    }
+    sl_free(bk);
+    if (result == 1) {
+        pthread_mutex_lock(&m->mu);
+        name_drop(m->bans, &m->n_bans, name);
+        name_drop(m->pend_bans, &m->n_pend_bans, name);
+        pthread_mutex_unlock(&m->mu);
+        sl_info("cluster: member %s readmitted (its ban is gone from etcd)", name);
+    }
+    op_answer(m, &m->readmit, t, result, err);
+}
+
+/* Is this node banned? 1 yes, 0 no, -1 etcd did not answer. */
+static int check_ban(cl_member *m, char *err, size_t errlen)
+{
+    char *bk = name_key(m, "banned/", m->name);
+    etcd_kv kv;
+    int rc = etcd_get(m->etcd, bk, &kv, err, errlen);
+    sl_free(bk);
+    if (rc < 0)
+        return -1;
+    int banned = kv.value != NULL;
+    etcd_kv_clear(&kv);
+    return banned;
+}
+
+/* Removed by an operator: give up the lease (registration and figures go with it), name no
+ * leader, and wait for readmission. */
+static void enter_banned(cl_member *m)
+{
+    step_down(m, "this node was removed from the cluster by an operator");
+    if (m->lease) {
+        char err[256];
+        etcd_lease_revoke(m->etcd, m->lease, err, sizeof err);
+        m->lease = 0;
+    }
+    m->banned = 1;
+    m->next_ban_look = mono_ms() + 1000;
+    pthread_mutex_lock(&m->mu);
+    m->st.banned = 1;
+    m->st.role = CL_ROLE_JOINING;
+    m->st.leader[0] = 0;
+    m->st.leader_amqp[0] = 0;
+    m->st.n_nodes = 0;
+    pthread_mutex_unlock(&m->mu);
+    notify(m);
+    if (!m->ban_said) {
+        sl_warn("cluster: this node was removed from the cluster by an operator; not rejoining "
+                "(sluicectl cluster readmit %s lets it back)",
+                m->name);
+        m->ban_said = 1;
+    }
+}
+
+/* Banned: once a second, is the ban still there? 1 while it is. */
+static int still_banned(cl_member *m, uint64_t now)
+{
+    if (now < m->next_ban_look)
+        return 1;
+    m->next_ban_look = now + 1000;
+    char err[256];
+    if (check_ban(m, err, sizeof err) != 0)
+        return 1; /* banned, or etcd cannot say: stay out */
+    m->banned = 0;
+    m->ban_said = 0;
+    pthread_mutex_lock(&m->mu);
+    m->st.banned = 0;
+    pthread_mutex_unlock(&m->mu);
+    notify(m);
+    sl_info("cluster: this node was readmitted to the cluster by an operator; rejoining");
+    return 0;
+}
+
+/* Every CL_FIGURES_PERIOD_MS: banned/ (every node: a new leader has it when it wins), and on
+ * the leader members/ and stats/ for /api/nodes. */
+static void read_members(cl_member *m, int leader)
+{
+    char err[256];
+    char *p = key(m, "banned/");
+    etcd_kv *kv = NULL;
+    size_t n = 0, pl = strlen(p);
+    if (etcd_list(m->etcd, p, &kv, &n, err, sizeof err) == 0) {
+        pthread_mutex_lock(&m->mu);
+        m->n_bans = 0;
+        for (size_t i = 0; i < n && m->n_bans < CL_MAX_MEMBERS; i++)
+            if (strlen(kv[i].key) > pl)
+                snprintf(m->bans[m->n_bans++], 256, "%s", kv[i].key + pl);
+        pthread_mutex_unlock(&m->mu);
+        etcd_kvs_free(kv, n);
+    }
+    sl_free(p);
+    if (!leader)
+        return;
+    char *mp = key(m, "members/"), *sp = key(m, "stats/");
+    etcd_kv *mk = NULL, *sk = NULL;
+    size_t mn = 0, sn = 0, mpl = strlen(mp), spl = strlen(sp);
+    if (etcd_list(m->etcd, mp, &mk, &mn, err, sizeof err) == 0 &&
+        etcd_list(m->etcd, sp, &sk, &sn, err, sizeof err) == 0) {
+        cl_member_fig *v = sl_xcalloc(CL_MAX_MEMBERS, sizeof *v);
+        size_t k = 0;
+        for (size_t i = 0; i < mn && k < CL_MAX_MEMBERS; i++)
+            if (strlen(mk[i].key) > mpl)
+                snprintf(v[k++].name, sizeof v[0].name, "%s", mk[i].key + mpl);
+        for (size_t i = 0; i < sn; i++) {
+            if (strlen(sk[i].key) <= spl || sk[i].len >= CL_FIGURES_MAX)
+                continue;
+            const char *nm = sk[i].key + spl;
+            size_t at = 0;
+            while (at < k && strcmp(v[at].name, nm))
+                at++;
+            if (at == k) {
+                if (k == CL_MAX_MEMBERS)
+                    continue;
+                snprintf(v[k++].name, sizeof v[0].name, "%s", nm);
+            }
+            memcpy(v[at].figures, sk[i].value, sk[i].len);
+            v[at].figures[sk[i].len] = 0;
+        }
+        pthread_mutex_lock(&m->mu);
+        sl_free(m->mems);
+        m->mems = v;
+        m->n_mems = k;
+        pthread_mutex_unlock(&m->mu);
+    }
+    etcd_kvs_free(mk, mn);
+    etcd_kvs_free(sk, sn);
+    sl_free(mp);
+    sl_free(sp);
+}
+
+/* stats/NAME under our lease, when the figures changed (they always do: uptime) and at most
+ * every CL_FIGURES_PERIOD_MS (a call is the period's turn, whether there was anything new). */
+static void publish_figures(cl_member *m, uint64_t now)
+{
+    if (!m->lease || now < m->next_fig_put)
+        return;
+    m->next_fig_put = now + CL_FIGURES_PERIOD_MS;
+    pthread_mutex_lock(&m->mu);
+    char *v = (m->fig_dirty || m->fig_again) && m->fig_out ? sl_xstrdup(m->fig_out) : NULL;
+    m->fig_dirty = 0;
+    pthread_mutex_unlock(&m->mu);
+    if (!v)
+        return;
+    char err[256];
+    char *k = name_key(m, "stats/", m->name);
+    if (etcd_put(m->etcd, k, v, m->lease, err, sizeof err) == 0)
+        m->fig_again = 0;
+    else
+        m->fig_again = 1; /* try again next period */
+    sl_free(k);
+    sl_free(v);
 }
 
 /* nodes/NAME again when the log position moved. */
@@ -648,6 +930,35 @@ static void refuse_replication(cl_member *m)
     }
 }
 
+/* The figures and bans (publish_figures, read_members): never on a failover's path. Not while
+ * the leader key is gone (an election), nor while an ISR write or an operator's action waits,
+ * nor in the first period after this node took the key (its first ISR writes come then); and
+ * one etcd call's worth per round, so the watch's ring waits for one call at most. */
+static void figures_work(cl_member *m, int leader_present)
+{
+    pthread_mutex_lock(&m->mu);
+    int busy = m->isr_req || m->handover.asked != m->handover.done ||
+               m->forget.asked != m->forget.done || m->readmit.asked != m->readmit.done;
+    int lead_now = m->st.role == CL_ROLE_LEADER;
+    pthread_mutex_unlock(&m->mu);
+    uint64_t now = mono_ms();
+    if (busy || leader_present <= 0)
+        return;
+    if (lead_now && !m->was_leader) { /* just elected: leave etcd to the ISR writes a while */
+        m->next_fig_put = m->next_fig_read = now + CL_FIGURES_PERIOD_MS;
+    }
+    m->was_leader = lead_now;
+    int put_due = m->lease && now >= m->next_fig_put, read_due = now >= m->next_fig_read;
+    if (put_due && (!read_due || m->next_fig_put <= m->next_fig_read)) {
+        publish_figures(m, now);
+        return;
+    }
+    if (read_due) {
+        read_members(m, lead_now);
+        m->next_fig_read = mono_ms() + CL_FIGURES_PERIOD_MS;
+    }
+}
+
 static void *run(void *arg)
 {
     cl_member *m = arg;
@@ -663,6 +974,8 @@ static void *run(void *arg)
         pthread_mutex_unlock(&m->mu);
         if (leader && now >= stop_at)
             step_down(m, "the etcd lease could not be renewed in time");
+        if (m->banned && still_banned(m, now))
+            goto rest;
         if (!m->lease) {
             if (get_lease(m, err, sizeof err) < 0) {
                 set_error(m, err);
@@ -688,6 +1001,13 @@ static void *run(void *arg)
             int isr_exists = 0;
             int present = look(m, leader_node, sizeof leader_node, &epoch, &crev, isr, &n_isr,
                                &isr_exists, err, sizeof err);
+            if (m->recheck_ban) { /* our registration went: an operator's removal? */
+                m->recheck_ban = 0;
+                if (check_ban(m, err, sizeof err) > 0) {
+                    enter_banned(m);
+                    goto rest;
+                }
+            }
             if (present > 0)
                 m->absent_since_ms = 0;
             else if (present == 0 && !m->absent_since_ms)
@@ -709,9 +1029,12 @@ static void *run(void *arg)
                 write_isr(m);
                 do_handover(m);
                 do_forget(m);
+                do_readmit(m);
                 republish(m);
+                figures_work(m, present);
             }
         }
+    rest:
         /* sleep until the next renewal, never past the moment a leader must stop */
         now = mono_ms();
         uint64_t wake = next_renew;
@@ -729,7 +1052,7 @@ static void *run(void *arg)
          * leader that early and were refused would wait out its retry pause. */
         int lfd = m->st.role == CL_ROLE_LEADER ? -1 : m->listen_fd;
         if (m->isr_req || m->handover.asked != m->handover.done ||
-            m->forget.asked != m->forget.done)
+            m->forget.asked != m->forget.done || m->readmit.asked != m->readmit.done)
             timeout = 0;
         pthread_mutex_unlock(&m->mu);
         struct pollfd pf[2] = {{m->wake_fd[0], POLLIN, 0}, {lfd, POLLIN, 0}};
@@ -865,6 +1188,8 @@ void cl_member_stop(cl_member *m)
         close(m->wake_fd[1]);
     }
     pthread_mutex_destroy(&m->mu);
+    sl_free(m->fig_out);
+    sl_free(m->mems);
     sl_free(m->name);
     sl_free(m->amqp);
     sl_free(m->http);
@@ -987,6 +1312,85 @@ uint64_t cl_member_forget(cl_member *m, const char *name)
 int cl_member_forget_state(cl_member *m, uint64_t ticket, char *err, size_t errlen)
 {
     return op_state(m, &m->forget, ticket, err, errlen);
+}
+
+uint64_t cl_member_readmit(cl_member *m, const char *name)
+{
+    return op_ask(m, &m->readmit, name);
+}
+
+int cl_member_readmit_state(cl_member *m, uint64_t ticket, char *err, size_t errlen)
+{
+    return op_state(m, &m->readmit, ticket, err, errlen);
+}
+
+int cl_member_is_banned(cl_member *m, const char *name)
+{
+    pthread_mutex_lock(&m->mu);
+    int b = name_in(m->bans, m->n_bans, name) || name_in(m->pend_bans, m->n_pend_bans, name);
+    pthread_mutex_unlock(&m->mu);
+    return b;
+}
+
+size_t cl_member_bans(cl_member *m, char out[][256], size_t max)
+{
+    pthread_mutex_lock(&m->mu);
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_bans && n < max; i++)
+        snprintf(out[n++], 256, "%s", m->bans[i]);
+    for (size_t i = 0; i < m->n_pend_bans && n < max; i++)
+        if (!name_in(m->bans, m->n_bans, m->pend_bans[i]))
+            snprintf(out[n++], 256, "%s", m->pend_bans[i]);
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+void cl_member_ban_local(cl_member *m, const char *name)
+{
+    pthread_mutex_lock(&m->mu);
+    name_add(m->pend_bans, &m->n_pend_bans, name);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void cl_member_unban_local(cl_member *m, const char *name)
+{
+    pthread_mutex_lock(&m->mu);
+    name_drop(m->pend_bans, &m->n_pend_bans, name);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void cl_member_set_figures(cl_member *m, const char *json)
+{
+    pthread_mutex_lock(&m->mu);
+    sl_free(m->fig_out);
+    m->fig_out = sl_xstrdup(json);
+    m->fig_dirty = 1;
+    pthread_mutex_unlock(&m->mu);
+}
+
+size_t cl_member_members(cl_member *m, cl_member_fig *out, size_t max)
+{
+    pthread_mutex_lock(&m->mu);
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_mems && n < max; i++)
+        out[n++] = m->mems[i];
+    /* registered (nodes/, read every 250 ms) but not yet in the slower read */
+    for (size_t i = 0; i < m->st.n_nodes && n < max; i++) {
+        size_t k = 0;
+        while (k < n && strcmp(out[k].name, m->st.nodes[i].name))
+            k++;
+        if (k == n) {
+            memset(&out[n], 0, sizeof out[n]);
+            snprintf(out[n++].name, sizeof out[0].name, "%s", m->st.nodes[i].name);
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        out[k].running = 0;
+        for (size_t i = 0; i < m->st.n_nodes; i++)
+            out[k].running |= !strcmp(out[k].name, m->st.nodes[i].name);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return n;
 }
 
 uint64_t cl_member_lease_until(cl_member *m)

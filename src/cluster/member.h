@@ -11,6 +11,14 @@
  *                 node's lease (membership: gone when the node is)
  *   handover      {"node","epoch","from"}: a step-down's heir (cl_member_handover; no lease,
  *                 stale once the epoch moves past it)
+ *   members/NAME  {"name","amqp","http"}: every node that ever registered, until an operator
+ *                 removes it (no lease: GET /api/nodes lists a dead member, running false)
+ *   stats/NAME    the node's /api/nodes figures (figures.h) and "measured_at" (wall ms), under
+ *                 the node's lease (a dead member's vanish with it); put every
+ *                 CL_FIGURES_PERIOD_MS by each node, read by the leader as often
+ *   banned/NAME   {"node","at"}: removed by an operator (cl_member_forget), no lease: the node
+ *                 does not register, campaign or follow, and the leader refuses its HELLO,
+ *                 until it is readmitted (cl_member_readmit deletes the key)
  * Taking the leader key is one transaction: leader absent (create_revision 0) and epoch
  * unchanged since read (mod_revision) -> put leader (with the lease), epoch + 1, and the ISR
  * [self] when there is none yet (a new cluster). Only an ISR member (or anyone, when there is
@@ -53,7 +61,18 @@ typedef struct cl_status {
     cl_node_info nodes[CL_MAX_MEMBERS];
     size_t n_nodes;
     char last_error[256]; /* the last etcd failure, for the log and the API */
+    int banned;           /* this node was removed by an operator (banned/NAME): it waits */
 } cl_status;
+
+/* What the leader read of every member (cl_member_members): known in etcd (members/NAME, or
+ * registered), running (nodes/NAME: its lease is alive), and its published figures. */
+#define CL_FIGURES_MAX 2048
+#define CL_FIGURES_PERIOD_MS 2000
+typedef struct cl_member_fig {
+    char name[256];
+    int running;
+    char figures[CL_FIGURES_MAX]; /* stats/NAME's JSON object; "" none */
+} cl_member_fig;
 
 typedef struct cl_member cl_member;
 
@@ -116,11 +135,31 @@ int cl_member_take_listen(cl_member *m);
  * then steps down (lease revoked: the key goes). Every other node honours the key while etcd's
  * epoch is still E and for at most one lease_ttl after it first saw it: it does not campaign,
  * and the heir campaigns at once. Fails, still leading, when etcd cannot be asked.
- * cl_member_forget: deletes nodes/NAME, then reads the view again (cl_member_status). */
+ * cl_member_forget: puts banned/NAME first (so the node, finding its registration gone, finds
+ * the ban too), then deletes nodes/NAME, members/NAME and stats/NAME and reads the view again
+ * (cl_member_status).
+ * cl_member_readmit: deletes banned/NAME; its state is -2 when there was no such ban. */
 uint64_t cl_member_handover(cl_member *m, const char *heir);
 int cl_member_handover_state(cl_member *m, uint64_t ticket, char *err, size_t errlen);
 uint64_t cl_member_forget(cl_member *m, const char *name);
 int cl_member_forget_state(cl_member *m, uint64_t ticket, char *err, size_t errlen);
+uint64_t cl_member_readmit(cl_member *m, const char *name);
+int cl_member_readmit_state(cl_member *m, uint64_t ticket, char *err, size_t errlen);
+
+/* Bans, any thread. A leader holds etcd's banned/ (read when it wins the key and every
+ * CL_FIGURES_PERIOD_MS) plus the names an operator is removing right now (ban_local, until the
+ * removal is written or unban_local): the replication server refuses their HELLO. */
+int cl_member_is_banned(cl_member *m, const char *name);
+size_t cl_member_bans(cl_member *m, char out[][256], size_t max);
+void cl_member_ban_local(cl_member *m, const char *name);
+void cl_member_unban_local(cl_member *m, const char *name);
+
+/* Any thread: this node's figures (a JSON object, figures.h) for stats/NAME; the member thread
+ * puts the latest at most every CL_FIGURES_PERIOD_MS. */
+void cl_member_set_figures(cl_member *m, const char *json);
+/* (loop) A leader's last read of every member (at most max): see cl_member_fig. running comes
+ * from the 250 ms look at nodes/, the rest from the read every CL_FIGURES_PERIOD_MS. */
+size_t cl_member_members(cl_member *m, cl_member_fig *out, size_t max);
 /* A leader's lease is surely valid until then (CLOCK_MONOTONIC ms, margin off); 0: not leader. */
 uint64_t cl_member_lease_until(cl_member *m);
 

@@ -29,14 +29,19 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "cluster/figures.h"
 #include "cluster/mirror.h"
 #include "cluster/proxy.h"
 #include "cluster/stream.h"
+#include "core/buf.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "net/listen.h"
+#include "qm/qm.h"
 
 typedef struct follower {
     sl_config *cfg;
@@ -250,6 +255,9 @@ static size_t status_json(void *data, char *buf, size_t cap)
     json_t *j = json_pack("{s:s, s:o, s:I, s:o}", "name", f->cfg->cluster.cluster_name, "leader",
                           st.leader[0] ? json_string(st.leader) : json_null(), "epoch",
                           (json_int_t)st.epoch, "nodes", nodes);
+    /* removed by an operator: it says so itself (the leader's view lists it the same way) */
+    json_object_set_new(j, "removed",
+                        st.banned ? json_pack("[s]", f->cfg->node_name) : json_array());
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     size_t n = s ? strlen(s) : 0;
@@ -259,6 +267,35 @@ static size_t status_json(void *data, char *buf, size_t cap)
         memcpy(buf, s, n);
     free(s);
     return n;
+}
+
+/* ---- the follower's figures (figures.h), for the leader's /api/nodes ---- */
+
+/* A follower runs no queue model and no alarm: its memory is its buffers' (the same account
+ * as a leader's, whose messages add to it), its disk the data directory's free bytes now, and
+ * the alarms what a leader's would say on them. */
+static void publish_figures(follower *f)
+{
+    const sl_config *cfg = f->cfg;
+    struct statvfs sv;
+    uint64_t disk_free =
+        statvfs(f->path, &sv) == 0 ? (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize : 0;
+    uint64_t mem = qm_memory_bytes() + sl_buf_total();
+    cl_figures_in in = {.name = cfg->node_name,
+                        .mem_used = mem,
+                        .mem_limit = cfg->memory_high_watermark,
+                        .mem_alarm = mem > cfg->memory_high_watermark,
+                        .disk_free = disk_free,
+                        .disk_free_limit = cfg->disk_free_limit,
+                        .disk_free_alarm = disk_free < cfg->disk_free_limit,
+                        .connected = 0};
+    json_t *j = cl_figures_json(&in);
+    json_object_set_new(j, "measured_at", json_integer((json_int_t)sl_wall_ms()));
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (s)
+        cl_member_set_figures(f->member, s);
+    free(s);
 }
 
 /* ---- the phase ---- */
@@ -417,6 +454,7 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
     }
     char cur_leader[256] = "";
     uint64_t cur_epoch = 0;
+    uint64_t next_figures = 0;
     for (;;) {
         struct pollfd pf[2] = {{sfd, POLLIN, 0}, {cl_member_fd(f.member), POLLIN, 0}};
         int pr = poll(pf, 2, 100);
@@ -430,6 +468,10 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
         }
         if (pr > 0 && (pf[1].revents & POLLIN))
             cl_member_take_event(f.member);
+        if (sl_now_ms() >= next_figures) {
+            publish_figures(&f);
+            next_figures = sl_now_ms() + CL_FIGURES_PERIOD_MS;
+        }
         uint64_t pe, pi;
         cs_client_position(client, &pe, &pi);
         cl_member_set_log(f.member, pe, pi);

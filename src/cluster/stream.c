@@ -139,6 +139,8 @@ struct cs_server {
     int started;
     cs_log log;
     uint32_t ping_ms;
+    int (*banned)(void *ctx, const char *name);
+    void *banned_ctx;
 
     pthread_mutex_t mu;
     /* inputs, under mu */
@@ -208,6 +210,15 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         if (m->cluster_len != strlen(s->cluster) ||
             memcmp(m->cluster, s->cluster, m->cluster_len)) {
             cw_put_refuse(&c->out, REFUSE_NOT_OURS, "another cluster");
+            c->close_after = 1;
+            return;
+        }
+        char who[256];
+        snprintf(who, sizeof who, "%.*s", (int)(m->node_len < 255 ? m->node_len : 255),
+                 (const char *)m->node);
+        if (s->banned && s->banned(s->banned_ctx, who)) {
+            cw_put_refuse(&c->out, 1,
+                          "removed from the cluster by an operator (sluicectl cluster readmit)");
             c->close_after = 1;
             return;
         }
@@ -536,6 +547,8 @@ cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log 
     s->cluster = sl_xstrdup(o->cluster);
     s->log = *log;
     s->ping_ms = o->ping_ms ? o->ping_ms : 200;
+    s->banned = o->banned;
+    s->banned_ctx = o->banned_ctx;
     s->isr_outcome = -1;
     pthread_mutex_init(&s->mu, NULL);
     for (int i = 0; i < MAX_CONNS; i++)

@@ -83,6 +83,11 @@ typedef struct cs_server_opts {
     uint64_t last_idx; /* the log's last group, all durable */
     repl_epochs *hist; /* the log's history, shared with rl (the owner keeps it alive) */
     uint32_t ping_ms;  /* PING period (default 200) */
+    /* A HELLO from a node this says is banned (an operator removed it: member.h banned/NAME)
+     * is refused with REFUSE 1 and the reason "removed from the cluster by an operator".
+     * NULL: none. Runs on the server's thread. */
+    int (*banned)(void *ctx, const char *name);
+    void *banned_ctx;
 } cs_server_opts;
 
 /* Serve on listen_fd (bound and listening; the server owns it from now on). */

@@ -17,10 +17,16 @@
  *     broker.h api_inflight). 409 when there is no in-sync follower (or HEIR is not one), 400
  *     on a single node.
  *   DELETE /api/cluster/nodes/NAME (administrator): forget a member (RabbitMQ's
- *     forget_cluster_node): out of the ISR through the epoch-checked transaction (stream.h
- *     cs_server_forget: the commit waits for it until etcd holds that), then its nodes/NAME
- *     goes; replies 200 with the view read again from etcd. 404 for a name the cluster does not
- *     know, 409 for the leader itself ("step down first").
+ *     forget_cluster_node) and keep it out: banned at once on this leader (its HELLO is
+ *     refused), out of the ISR through the epoch-checked transaction (stream.h
+ *     cs_server_forget: the commit waits for it until etcd holds that), then banned/NAME is
+ *     put and its nodes/, members/ and stats/ keys go (member.h); replies 200 with the view
+ *     read again from etcd. 404 for a name the cluster does not know, 409 for the leader
+ *     itself ("step down first").
+ *   POST /api/cluster/nodes/NAME/readmit (administrator; a Sluice extension): the ban goes
+ *     (banned/NAME deleted): the node registers and follows again within about a second.
+ *     200 with the view, 404 when NAME is not removed.
+ * The view lists the removed (banned) members as "removed": [NAME, ...].
  * Followers run no API of their own: the proxy forwards every request to the leader (or
  * answers GET /api/cluster from etcd's view while there is none).
  *
@@ -45,7 +51,7 @@
 #define ETCD_WAIT_MS 10000     /* an etcd write an action waits for */
 #define OP_TICK_MS 10
 
-enum { OP_STEPDOWN, OP_FORGET };
+enum { OP_STEPDOWN, OP_FORGET, OP_READMIT };
 
 /* One operator action in progress (mgmt.cl_op). */
 struct cl_op {
@@ -78,8 +84,8 @@ json_t *mgmt_cluster_view(mgmt *m)
     if (!b->cluster) {
         json_t *nodes = json_array();
         json_array_append_new(nodes, member_json(cfg->node_name, "leader", 1, 0, 0, amqp, http));
-        return json_pack("{s:s, s:s, s:I, s:o}", "name", cfg->node_name, "leader", cfg->node_name,
-                         "epoch", (json_int_t)0, "nodes", nodes);
+        return json_pack("{s:s, s:s, s:I, s:o, s:[]}", "name", cfg->node_name, "leader",
+                         cfg->node_name, "epoch", (json_int_t)0, "nodes", nodes, "removed");
     }
     cl_status st;
     cl_member_status(b->cluster, &st);
@@ -122,6 +128,12 @@ json_t *mgmt_cluster_view(mgmt *m)
     json_t *j = json_pack("{s:s, s:o, s:I, s:o}", "name", cfg->cluster.cluster_name, "leader",
                           st.leader[0] ? json_string(st.leader) : json_null(), "epoch",
                           (json_int_t)st.epoch, "nodes", nodes);
+    char bans[CL_MAX_MEMBERS][256];
+    size_t n_bans = cl_member_bans(b->cluster, bans, CL_MAX_MEMBERS);
+    json_t *removed = json_array();
+    for (size_t i = 0; i < n_bans; i++)
+        json_array_append_new(removed, json_string(bans[i]));
+    json_object_set_new(j, "removed", removed);
     if (st.last_error[0])
         json_object_set_new(j, "etcd_error", json_string(st.last_error));
     return j;
@@ -163,8 +175,11 @@ static enum MHD_Result op_resumed(req *r)
         char *text = sl_xstrdup(r->async_reply);
         return reply_text(r, status, "application/json", text, strlen(text));
     }
-    return reply_error(r, status, status == 409 ? "conflict" : "unavailable", "%s",
-                       r->async_err ? r->async_err : "failed");
+    return reply_error(r, status,
+                       status == 409   ? "conflict"
+                       : status == 404 ? "not_found"
+                                       : "unavailable",
+                       "%s", r->async_err ? r->async_err : "failed");
 }
 
 /* The in-sync, connected follower named (or, name empty, the best: the most acked, then the
@@ -197,7 +212,9 @@ static void op_tick(sl_loop *loop, sl_timer *t)
     broker *b = op->m->b;
     uint64_t now = sl_now_ms();
     char err[256] = "";
-    if (!b->cluster || (op->kind == OP_FORGET && !b->repl)) {
+    if (!b->cluster || (op->kind != OP_STEPDOWN && !b->repl)) {
+        if (b->cluster && op->kind == OP_FORGET && op->phase == 0)
+            cl_member_unban_local(b->cluster, op->name);
         op_finish(op, 409, NULL, "this node is no longer the cluster leader");
         return;
     }
@@ -241,14 +258,30 @@ static void op_tick(sl_loop *loop, sl_timer *t)
                       st < 0 ? err : "no answer");
             return;
         }
-    } else if (op->phase == 0) { /* forget: out of the ISR in etcd */
+    } else if (op->kind == OP_FORGET && op->phase == 0) { /* forget: out of the ISR in etcd */
         if (cs_server_forgotten(b->repl) >= op->ticket) {
             op->ticket = cl_member_forget(b->cluster, op->name);
             op->phase = 1;
             op->deadline = now + ETCD_WAIT_MS;
         } else if (now >= op->deadline) {
+            cl_member_unban_local(b->cluster, op->name); /* not removed after all */
             op_finish(op, 503, NULL, "the ISR without %s could not be written to etcd in time",
                       op->name);
+            return;
+        }
+    } else if (op->kind == OP_READMIT) {
+        int st = cl_member_readmit_state(b->cluster, op->ticket, err, sizeof err);
+        if (st > 0) {
+            op_finish(op, 200, mgmt_cluster_view(op->m), NULL);
+            return;
+        }
+        if (st == -2) {
+            op_finish(op, 404, NULL, "%s", err);
+            return;
+        }
+        if (st < 0 || now >= op->deadline) {
+            op_finish(op, 503, NULL, "%s could not be readmitted: %s", op->name,
+                      st < 0 ? err : "etcd did not answer in time");
             return;
         }
     } else { /* forget: its registration gone, the view read again */
@@ -285,14 +318,37 @@ static enum MHD_Result op_start(req *r, int kind, const char *name, uint64_t tar
     return MHD_YES;
 }
 
+/* A leader's figures to its member, which puts them in etcd (stats/NAME) for the day another
+ * node leads and lists this one; the same object as this node's /api/nodes entry. Built here,
+ * on the loop that owns the broker's figures, and handed over as text. */
+static void fig_tick(sl_loop *loop, sl_timer *t)
+{
+    mgmt *m = t->data;
+    if (m->b->cluster) {
+        json_t *j = mgmt_node_figures(m);
+        json_object_set_new(j, "measured_at", json_integer((json_int_t)sl_wall_ms()));
+        char *s = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (s)
+            cl_member_set_figures(m->b->cluster, s);
+        free(s);
+    }
+    sl_timer_start(loop, t, sl_now_ms() + CL_FIGURES_PERIOD_MS);
+}
+
 void mgmt_cluster_init(mgmt *m)
 {
     sl_timer_init(&m->cl_t, op_tick, m);
+    sl_timer_init(&m->fig_t, fig_tick, m);
+    if (m->b->cfg->cluster.enabled)
+        sl_timer_start(m->b->loop, &m->fig_t, sl_now_ms() + 100);
 }
 
 void mgmt_cluster_stop(mgmt *m)
 {
     struct cl_op *op = m->cl_op;
+    if (sl_timer_armed(&m->fig_t))
+        sl_timer_stop(m->b->loop, &m->fig_t);
     if (sl_timer_armed(&m->cl_t))
         sl_timer_stop(m->b->loop, &m->cl_t);
     if (!op)
@@ -363,15 +419,39 @@ static enum MHD_Result forget_node(req *r, const char *name)
     size_t n = cs_server_peers(b->repl, peers, CL_MAX_MEMBERS);
     for (size_t i = 0; i < n; i++) /* in the ISR or following, registered or not */
         known |= !strcmp(peers[i].name, name) && (peers[i].insync || peers[i].connected);
+    cl_member_fig *f = sl_xcalloc(CL_MAX_MEMBERS, sizeof *f);
+    size_t nf = cl_member_members(b->cluster, f, CL_MAX_MEMBERS);
+    for (size_t i = 0; i < nf; i++) /* a stopped member (members/NAME, running false) too */
+        known |= !strcmp(f[i].name, name);
+    sl_free(f);
     if (!known)
         return reply_error(r, 404, "not_found", "%s is not a member of this cluster", name);
     if (r->m->cl_op)
         return reply_error(r, 409, "conflict", "another cluster action is in progress");
+    /* banned here first: once its stream is cut (below) its next HELLO must find the ban */
+    cl_member_ban_local(b->cluster, name);
     uint64_t t = cs_server_forget(b->repl, name);
-    if (!t)
+    if (!t) {
+        cl_member_unban_local(b->cluster, name);
         return reply_error(r, 409, "conflict", "%s cannot be forgotten now", name);
+    }
     sl_info("cluster: removing member %s (asked by %s)", name, r->user);
     return op_start(r, OP_FORGET, name, 0, t, 0, ETCD_WAIT_MS);
+}
+
+static enum MHD_Result readmit_node(req *r, const char *name)
+{
+    broker *b = r->m->b;
+    if (!b->cluster)
+        return reply_error(r, 400, "bad_request",
+                           "not a cluster: this node has no cluster "
+                           "settings");
+    if (!cl_member_serving(b->cluster) || !b->repl)
+        return reply_error(r, 409, "conflict", "this node is not the cluster leader");
+    if (r->m->cl_op)
+        return reply_error(r, 409, "conflict", "another cluster action is in progress");
+    sl_info("cluster: readmitting member %s (asked by %s)", name, r->user);
+    return op_start(r, OP_READMIT, name, 0, cl_member_readmit(b->cluster, name), 0, ETCD_WAIT_MS);
 }
 
 enum MHD_Result api_cluster(req *r)
@@ -381,6 +461,11 @@ enum MHD_Result api_cluster(req *r)
         if (!req_is(r, "POST"))
             return reply_method_not_allowed(r);
         return step_down(r);
+    }
+    if (r->nsegs == 4 && !strcmp(r->segs[1], "nodes") && !strcmp(r->segs[3], "readmit")) {
+        if (!req_is(r, "POST"))
+            return reply_method_not_allowed(r);
+        return readmit_node(r, r->segs[2]);
     }
     if (r->nsegs == 3 && !strcmp(r->segs[1], "nodes")) {
         if (!req_is(r, "DELETE"))

@@ -14,6 +14,7 @@
 #include "../core/mem.h"
 #include "../core/version.h"
 #include "../net/tls.h"
+#include "cluster/figures.h"
 #include "cluster/member.h"
 #include "mgmt_internal.h"
 
@@ -154,50 +155,66 @@ enum MHD_Result api_overview(req *r)
     return reply_json(r, 200, o);
 }
 
-static json_t *node_json(mgmt *m)
+/* This node's entry (RabbitMQ's fields, figures.h); disk_free is the disk alarm's own last
+ * look (broker.c check_disk, once a second). A leader publishes the same object to etcd
+ * (api_cluster.c's figures timer). */
+json_t *mgmt_node_figures(mgmt *m)
 {
-    node_totals t;
-    node_totals_get(m, &t);
-    /* disk_free is the disk alarm's own last look (broker.c check_disk, once a second) */
-    return json_pack(
-        "{s:s,s:s,s:b,s:I,s:I,s:b,s:I,s:I,s:b,s:I,s:i,s:b}", "name", m->b->cfg->node_name, "type",
-        "disc", "running", 1, "mem_used", (json_int_t)broker_memory_bytes(m->b), "mem_limit",
-        (json_int_t)m->b->cfg->memory_high_watermark, "mem_alarm",
-        (m->b->alarms & ALARM_MEMORY) != 0, "disk_free", (json_int_t)m->b->disk_free,
-        "disk_free_limit", (json_int_t)m->b->cfg->disk_free_limit, "disk_free_alarm",
-        (m->b->alarms & ALARM_DISK) != 0, "uptime", (json_int_t)(sl_wall_ms() - m->started_wall_ms),
-        "os_pid", (int)getpid(), "connected", m->b->node->online);
+    broker *b = m->b;
+    cl_figures_in in = {.name = b->cfg->node_name,
+                        .mem_used = broker_memory_bytes(b),
+                        .mem_limit = b->cfg->memory_high_watermark,
+                        .mem_alarm = (b->alarms & ALARM_MEMORY) != 0,
+                        .disk_free = b->disk_free,
+                        .disk_free_limit = b->cfg->disk_free_limit,
+                        .disk_free_alarm = (b->alarms & ALARM_DISK) != 0,
+                        .connected = b->node->online};
+    return cl_figures_json(&in);
 }
 
-/* Another cluster member, as etcd lists it: RabbitMQ's fields, the ones only that node
- * knows (memory, disk, uptime, pid) null: it is running (registered under its lease). */
-static json_t *member_node_json(const cl_node_info *ni)
+/* Another cluster member, from the leader's read of etcd (member.h cl_member_fig): its
+ * published figures (stats/NAME) while it runs, with figures_age_ms (a Sluice extension: how
+ * long ago that node measured them, by the two nodes' wall clocks); running false and null
+ * figures once its lease is gone (killed, stopped, cut off from etcd). */
+static json_t *member_node_json(const cl_member_fig *f)
 {
-    return json_pack("{s:s,s:s,s:b,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "name", ni->name, "type",
-                     "disc", "running", 1, "mem_used", "mem_limit", "mem_alarm", "disk_free",
-                     "disk_free_limit", "disk_free_alarm", "uptime", "os_pid", "connected");
+    json_t *j = json_pack("{s:s,s:s,s:b}", "name", f->name, "type", "disc", "running", f->running);
+    json_t *pub = f->running && f->figures[0] ? json_loads(f->figures, 0, NULL) : NULL;
+    for (size_t i = 0; cl_figures_keys[i]; i++) {
+        json_t *v = json_object_get(pub, cl_figures_keys[i]);
+        json_object_set(j, cl_figures_keys[i], v ? v : json_null());
+    }
+    json_t *at = json_object_get(pub, "measured_at");
+    if (json_is_integer(at)) {
+        json_int_t age = (json_int_t)sl_wall_ms() - json_integer_value(at);
+        json_object_set_new(j, "figures_age_ms", json_integer(age > 0 ? age : 0));
+    } else {
+        json_object_set_new(j, "figures_age_ms", json_null());
+    }
+    json_decref(pub);
+    return j;
 }
 
-/* Every member: this node (the leader: the API runs only there) with its own figures, and
- * each other node registered in etcd (GET /api/cluster has their replication standing). */
+/* Every member: this node first (the leader: the API runs only there) with its live figures,
+ * then each other member etcd knows (members/NAME, or registered) with the figures it published
+ * (GET /api/cluster has their replication standing). */
 static json_t *nodes_json(mgmt *m)
 {
     json_t *a = json_array();
-    int self_listed = 0;
     if (m->b->cluster) {
-        cl_status st;
-        cl_member_status(m->b->cluster, &st);
-        for (size_t i = 0; i < st.n_nodes; i++) {
-            if (!strcmp(st.nodes[i].name, m->b->cfg->node_name)) {
-                self_listed = 1;
-                json_array_append_new(a, node_json(m));
-            } else {
-                json_array_append_new(a, member_node_json(&st.nodes[i]));
-            }
-        }
+        cl_member_fig *f = sl_xcalloc(CL_MAX_MEMBERS, sizeof *f);
+        size_t n = cl_member_members(m->b->cluster, f, CL_MAX_MEMBERS);
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(f[i].name, m->b->cfg->node_name))
+                json_array_append_new(a, member_node_json(&f[i]));
+        sl_free(f);
     }
-    if (!self_listed)
-        json_array_insert_new(a, 0, node_json(m));
+    /* this node first, whether etcd lists it yet or not (the console's node page shows the
+     * first entry: the node it talks to) */
+    json_t *me = mgmt_node_figures(m);
+    if (m->b->cluster)
+        json_object_set_new(me, "figures_age_ms", json_integer(0));
+    json_array_insert_new(a, 0, me);
     return a;
 }
 

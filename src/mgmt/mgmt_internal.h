@@ -121,6 +121,7 @@ struct mgmt {
     sl_map *sessions;    /* SHA-256 of a console session's token -> session (session.c) */
     struct cl_op *cl_op; /* the cluster action in progress (api_cluster.c), one at a time */
     sl_timer cl_t;       /* its look at the stream and the member (outlives each action) */
+    sl_timer fig_t;      /* a cluster node's figures to its member (stats/NAME), periodically */
 };
 
 typedef struct req {
@@ -458,6 +459,7 @@ json_t *mgmt_cluster_view(mgmt *m);  /* GET /api/cluster's answer */
 void mgmt_cluster_init(mgmt *m);     /* at mgmt_start, first */
 void mgmt_cluster_stop(mgmt *m);     /* a cluster action in progress is let go */
 enum MHD_Result api_nodes(req *r);
+json_t *mgmt_node_figures(mgmt *m); /* this node's /api/nodes entry */
 enum MHD_Result api_vhosts(req *r);
 enum MHD_Result api_users(req *r);
 enum MHD_Result api_whoami(req *r);

@@ -120,6 +120,10 @@ def test_one_leader_followers_refuse_and_a_follower_takes_over_after_kill9(
     assert "\nsluice_cluster_leader 1\n" in m and "\nsluice_cluster_members 2\n" in m
     assert "\nsluice_cluster_epoch %d\n" % c["epoch"] in m
     assert json.loads(etcd.get("/sluice/t/leader"))["node"] == first.node_name
+    # etcd's ISR too, not only the leader's view (which is ahead of its write): a follower
+    # outside etcd's ISR never campaigns, so a kill before that write leaves no heir
+    wait_for(lambda: set(json.loads(etcd.get("/sluice/t/isr"))) == {a.node_name, b.node_name},
+             timeout=10 * TTL, message="both in etcd's ISR")
     epoch = c["epoch"]
     # the leader serves; the follower runs no broker: it forwards (its log says to whom)
     first.assert_alive()

@@ -279,7 +279,10 @@ def test_remove_a_killed_follower_and_the_leader_confirms_without_it(cluster):
     p = ctl(lead, "cluster", "remove", dead.node_name)
     took = time.monotonic() - t0
     assert p.stdout.splitlines()[0] == "%s removed" % dead.node_name, p.stdout
-    assert dead.node_name not in p.stdout.split("\n", 1)[1]
+    # the table without it; the line after it names it removed (banned until readmitted)
+    rest = p.stdout.splitlines()[1:]
+    assert "removed %s" % dead.node_name in rest, p.stdout
+    assert not any(dead.node_name in l for l in rest if not l.startswith("removed ")), p.stdout
     view = api(lead, "GET", "/api/cluster")[1]
     assert {n["name"] for n in view["nodes"]} == {lead.node_name, alive.node_name}
     assert etcd_node(cl, dead.node_name) is None
@@ -291,19 +294,6 @@ def test_remove_a_killed_follower_and_the_leader_confirms_without_it(cluster):
     print("remove: %.2f s; a confirm after it in %.3f s" % (took, confirm))
     conn.close()
     assert [m[0] for m in drain(lead, "q")] == [b"before", b"after"]
-
-
-@pytest.mark.test_timeout(300)
-def test_a_removed_live_follower_comes_back_in_sync(cluster):
-    cl, lead = three(cluster)
-    f = sorted((b for b in cl.alive() if b is not lead), key=lambda b: b.node_name)[0]
-    st, view = api(lead, "DELETE", "/api/cluster/nodes/" + f.node_name)
-    assert st == 200 and f.node_name not in {n["name"] for n in view["nodes"]}, view
-    assert "cluster: forgetting member %s" % f.node_name in open(lead.log_path).read()
-    publish_confirmed_to(lead, "q", [b"x%d" % i for i in range(20)])
-    # it registers again, follows again and is in sync again
-    settled(cl, lead)
-    assert f.proc.poll() is None
 
 
 @pytest.mark.test_timeout(240)

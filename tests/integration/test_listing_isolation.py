@@ -41,10 +41,12 @@ SECRET_EXCHANGES = 163  # extra exchanges there
 OWNQ = "own-queue"
 OWNX = "own-exch"
 
-# Keys whose numbers are clocks, ids or sizes of the node, never vhost figures.
+# Keys whose numbers are clocks, ids or sizes of the node (its descriptors, sockets, threads
+# and CPUs: /api/nodes), never vhost figures.
 TIME_KEYS = re.compile(r"(_at|_ms|_time|time|uptime|port|pid|_id|id|mem_.*|timestamp|oct|_cnt|"
                        r"_us|_s|limit|max|frame_max|channel_max|heartbeat|incarnation|"
-                       r"idle_since|node|seq.*|SeqNo|PrevNo|SeqID)$", re.I)
+                       r"idle_since|node|seq.*|SeqNo|PrevNo|SeqID|fd_.*|sockets_.*|proc_used|"
+                       r"run_queue|processors)$", re.I)
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "mgmt")
 
@@ -58,6 +60,7 @@ ROUTES = [
     ("GET", "/api/cluster", None),
     ("POST", "/api/cluster/step-down", None),
     ("DELETE", "/api/cluster/nodes/{secret}", None),
+    ("POST", "/api/cluster/nodes/{secret}/readmit", None),
     ("GET", "/api/whoami", None),
     ("GET", "/api/session", None),
     ("GET", "/api/vhosts", None),

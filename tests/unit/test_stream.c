@@ -285,6 +285,14 @@ static cs_log follower_log(flog *f)
                     .copy_end = fl_copy_end};
 }
 
+/* The server's ban check (member.h banned/NAME): f1 while ban_f1 is set. */
+static int ban_f1;
+static int banned_hook(void *ctx, const char *name)
+{
+    (void)ctx;
+    return __atomic_load_n(&ban_f1, __ATOMIC_RELAXED) && !strcmp(name, "f1");
+}
+
 static void start_leader(fixture *x, uint32_t min_isr, uint64_t first_kept)
 {
     memset(x, 0, sizeof *x);
@@ -300,7 +308,8 @@ static void start_leader(fixture *x, uint32_t min_isr, uint64_t first_kept)
                         .n_isr = 2,
                         .rl = {.min_isr = min_isr, .lag_max_ms = 500},
                         .hist = &x->lh,
-                        .ping_ms = 50};
+                        .ping_ms = 50,
+                        .banned = banned_hook};
     cs_log lg = {.ctx = &x->ml,
                  .group = ml_group,
                  .isr_propose = ml_isr,
@@ -463,6 +472,41 @@ START_TEST(below_min_isr_is_blocked_and_nothing_is_released)
 }
 END_TEST
 
+/* An operator removed f1: its HELLO is refused, it gets nothing and leaves the ISR; once the
+ * ban goes it connects again and catches up. */
+START_TEST(a_banned_follower_is_refused_until_the_ban_goes)
+{
+    fixture x;
+    __atomic_store_n(&ban_f1, 1, __ATOMIC_RELAXED);
+    start_leader(&x, 1, 1);
+    repl_epochs empty;
+    repl_epochs_init(&empty);
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_init(&x.fl[i].mu, NULL);
+        start_follower(&x, i, 0, &empty);
+    }
+    for (int i = 0; i < 100; i++)
+        ml_append(&x.ml, 1);
+    /* released once f1 (never acking) left the ISR: f0 and the leader hold everything */
+    WAIT_UNTIL(cs_server_released(x.ml.srv) == 100, 20000);
+    ck_assert_uint_eq(fl_saved(&x.fl[0]), 100);
+    ck_assert_uint_eq(fl_saved(&x.fl[1]), 0);
+    cs_peer peers[4];
+    size_t np = cs_server_peers(x.ml.srv, peers, 4);
+    for (size_t i = 0; i < np; i++)
+        ck_assert_msg(strcmp(peers[i].name, "f1") || (!peers[i].connected && !peers[i].insync),
+                      "a banned follower is neither connected nor in sync");
+    uint64_t e, idx;
+    cs_client_position(x.cl[1], &e, &idx);
+    ck_assert_uint_eq(idx, 0);
+    /* readmitted: it dials again (after its pause) and catches up */
+    __atomic_store_n(&ban_f1, 0, __ATOMIC_RELAXED);
+    WAIT_UNTIL(fl_saved(&x.fl[1]) == 100, 20000);
+    ck_assert_int_eq(x.fl[1].bad, 0);
+    stop_all(&x);
+}
+END_TEST
+
 START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
 {
     fixture x;
@@ -561,6 +605,7 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, groups_reach_every_follower_and_release_waits_for_the_isr);
     tcase_add_test(tc, the_position_is_saved_when_the_stream_is_quiet_not_per_batch);
     tcase_add_test(tc, below_min_isr_is_blocked_and_nothing_is_released);
+    tcase_add_test(tc, a_banned_follower_is_refused_until_the_ban_goes);
     tcase_add_test(tc, a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy);
     suite_add_tcase(s, tc);
     return s;

@@ -3,8 +3,10 @@
 // in sync, its replication lag and its AMQP and HTTP addresses, everything as text.
 // Administrators also get Step down (POST /api/cluster/step-down, optionally {"node": NAME}: a
 // clean hand-over to an in-sync follower) and Remove on each member that is not the leader
-// (DELETE /api/cluster/nodes/NAME). Both ask first, then show the result or the node's reason
-// for refusing (409: no in-sync follower, the leader itself...; 404: no such member).
+// (DELETE /api/cluster/nodes/NAME: the node is kept out until readmitted), and Readmit on each
+// removed member (POST /api/cluster/nodes/NAME/readmit; /api/cluster's "removed" lists them).
+// Each asks first, then shows the result or the node's reason for refusing (409: no in-sync
+// follower, the leader itself...; 404: no such member, or not removed).
 //
 // A step-down restarts the leader (same pid, same sockets) and ends its console sessions:
 // the page tells the app (ctx.expectRestart) so that the login form that follows says why.
@@ -36,7 +38,8 @@ export default {
     const summary = h('div', { id: 'cluster-summary' });
     const nodesBox = h('div', { id: 'cluster-nodes-box' });
     const result = h('div', { id: 'cluster-result' });
-    main.append(title, summary, h('h2', {}, 'Nodes'), nodesBox);
+    const removedBox = h('div', { id: 'cluster-removed-box' });
+    main.append(title, summary, h('h2', {}, 'Nodes'), nodesBox, removedBox);
     let last = null; // the last /api/cluster answer, for the questions the buttons ask
 
     // Step down, for administrators: to any in-sync follower (the node picks) or to one named.
@@ -70,14 +73,30 @@ export default {
       const b = h('button', { type: 'button', class: 'danger btn-remove', dataset: { node: n.name } }, 'Remove');
       b.addEventListener('click', () => {
         if (!window.confirm(`Remove node ${n.name} from cluster ${fmtValue(last && last.name)}? ` +
-            'It leaves the in-sync replicas and the members; a node still running joins again ' +
-            'when it restarts.')) return;
+            'It leaves the in-sync replicas and the members, and is kept out (even when it ' +
+            'restarts) until an administrator readmits it.')) return;
         act(b, async () => {
           const r = await del(`/cluster/nodes/${seg(n.name)}`);
           replace(result, h('p', { id: 'remove-result' }, `Remove: node ${n.name} removed.`));
           ctx.refresh();
           return r;
         }, `Remove: node ${n.name} removed.`);
+      });
+      return b;
+    }
+
+    function readmitButton(name) {
+      if (!ctx.can.admin) return '';
+      const b = h('button', { type: 'button', class: 'btn-readmit', dataset: { node: name } }, 'Readmit');
+      b.addEventListener('click', () => {
+        if (!window.confirm(`Readmit node ${name} to cluster ${fmtValue(last && last.name)}? ` +
+            'It registers again and follows the leader (catching up first).')) return;
+        act(b, async () => {
+          const r = await post(`/cluster/nodes/${seg(name)}/readmit`, {});
+          replace(result, h('p', { id: 'readmit-result' }, `Readmit: node ${name} readmitted.`));
+          ctx.refresh();
+          return r;
+        }, `Readmit: node ${name} readmitted.`);
       });
       return b;
     }
@@ -92,6 +111,11 @@ export default {
         if (c.etcd_error) facts['etcd error'] = c.etcd_error;
         replace(summary, kvTable(facts));
         replace(nodesBox, nodesTable(c, { actions: ctx.can.admin ? removeButton : null }));
+        const removed = c.removed || [];
+        replace(removedBox, removed.length ? [h('h2', {}, 'Removed'),
+          table([{ title: 'Name', get: (nm) => h('span', { class: 'node-name' }, nm) }]
+            .concat(ctx.can.admin ? [{ title: 'Actions', get: readmitButton }] : []),
+          removed, { id: 'cluster-removed' })] : []);
         // the Step down choices: the followers now in sync (the node refuses others anyway)
         if (ctx.can.admin) {
           const keep = target.value;
