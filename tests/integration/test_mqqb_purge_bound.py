@@ -12,6 +12,7 @@ import time
 import urllib.request
 
 import pika
+import pytest
 
 import mqqb_peer as mq
 from helpers import uname, wait_for
@@ -92,8 +93,8 @@ def fill(b, q, aq, n):
     for i in range(1, n + 1):
         s.send(fmt(q), BODY + b"%d" % i, recoverable=True, message_id=i, admin=fmt(aq),
                ack_flags=mq.ACK_NACK_RECEIVE)
-        if i % 256 == 0:
-            s.wait(lambda: len(s.rec_acked) >= i - 512, timeout=60)
+        if i % 32 == 0:  # within the window of 64 the session promised
+            s.wait(lambda: len(s.rec_acked) >= i - 32, timeout=60)
     s.wait(lambda: len(s.rec_acked) >= n, timeout=120)
     s.close()
     return s.guid
@@ -165,9 +166,11 @@ def run_removal(broker_factory, how):
     b.assert_alive()
 
 
+@pytest.mark.test_timeout(240)
 def test_purge_of_deep_paged_watched_queue_keeps_the_loop_responsive(broker_factory):
     run_removal(broker_factory, "purge")
 
 
+@pytest.mark.test_timeout(240)
 def test_delete_of_deep_paged_watched_queue_keeps_the_loop_responsive(broker_factory):
     run_removal(broker_factory, "delete")
