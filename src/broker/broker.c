@@ -1114,7 +1114,11 @@ void broker_free(broker *b)
     if (!b)
         return;
     broker_cluster_stop(b); /* a leader hands its key back before its clients are dropped */
-    if (b->reserve_held) {  /* a stopped node holds no more disk than its data */
+    /* What purges and deletes left behind, at once: the graveyard still owes the MSMQ
+     * acknowledgements of their paged messages (qm_node_reap), which need the links and the
+     * store that go below. */
+    qm_node_reap(b->node, 0);
+    if (b->reserve_held) { /* a stopped node holds no more disk than its data */
         char path[4096];
         reserve_path(b, path, sizeof path);
         unlink(path);

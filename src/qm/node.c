@@ -60,8 +60,32 @@ void qm_grave_push(qm_node *n, qm_grave *g)
     n->graves_tail = g;
 }
 
-/* Nothing here touches a queue: the queue may be gone. Stored positions let go of their
- * segments without records (the purge or delete record covers them). */
+/* A watched paged entry of a purged or deleted queue: read back (its segment is still held:
+ * the grave releases it only after this) and given to the on_removed hook, which sends its
+ * acknowledgement (in a record group of its own: the purge or delete record is written
+ * already). Unreadable: logged by the store, nothing to tell. */
+static void reap_notify(qm_node *n, qm_grave *g, const qm_paged *e)
+{
+    if (!n->on_removed || !qm_persist || !qm_persist->read_paged)
+        return;
+    qm_message *m = qm_persist->read_paged(qm_persist_ctx, g->notify, e);
+    if (!m)
+        return;
+    qm_position view;
+    memset(&view, 0, sizeof view);
+    view.msg = m;
+    view.queue = g->notify;
+    view.lookup_id = e->lookup_id;
+    view.move_count = e->move_count;
+    view.redelivered = e->redelivered;
+    view.state = QM_POS_AVAILABLE;
+    qm_removed_end(qm_removed(g->notify, &view, g->reason));
+    qm_message_unref(m);
+}
+
+/* Nothing here touches a queue but a grave's notify one, which it holds (a zombie when it
+ * was deleted). Stored positions let go of their segments without records (the purge or
+ * delete record covers them). */
 int qm_node_reap(qm_node *n, size_t max)
 {
     size_t done = 0;
@@ -78,6 +102,10 @@ int qm_node_reap(qm_node *n, size_t max)
         }
         while (g->paged_len && (max == 0 || done < max)) {
             qm_paged e = qm_pslot_get(g->more, 0, &g->paged[g->paged_head]);
+            if (g->notify && e.watch) {
+                reap_notify(n, g, &e);
+                done += QM_REAP_READ_COST - 1;
+            }
             QM_PERSIST(paged_dropped, NULL, &e, 0);
             g->paged_head++;
             g->paged_len--;
@@ -91,6 +119,8 @@ int qm_node_reap(qm_node *n, size_t max)
         sl_free(g->ring.buf);
         sl_free(g->paged);
         qm_pslot_more_free(g->more);
+        if (g->notify)
+            qm_queue_grave_done(g->notify);
         sl_free(g);
     }
     return n->graves != NULL;
@@ -164,15 +194,30 @@ uint64_t qm_vhost_queue_count(const qm_vhost *vh)
     return n > sys ? n - sys : 0;
 }
 
+/* Finish the graveyard when a grave holds a queue of vh (its notify queue). */
+static void reap_vhost(qm_node *n, const qm_vhost *vh)
+{
+    for (const qm_grave *g = n->graves; g; g = g->next)
+        if (g->notify && g->notify->vhost == vh) {
+            qm_node_reap(n, 0);
+            return;
+        }
+}
+
 void qm_vhost_delete(qm_node *n, qm_vhost *vh)
 {
     /* Queues first, with their hooks: consumers are told, stored positions let go of their
      * segments and each durable queue gets its deletion record. Deleting one may delete
      * others (auto-delete exchanges) but never a queue, so take them one at a time. */
     /* One at a time from the name order: restarting a hash map's iteration for each would
-     * be O(n^2) (50,000 queues took 20 s to stop). */
+     * be O(n^2) (50,000 queues took 20 s to stop). The graveyard's acknowledgements for
+     * paged messages of vh's purged or deleted queues are sent now, all at once, before and
+     * after: they need vh (a rare administrative operation; a purge's may create a queue, so
+     * not after vh's queues are gone). */
+    reap_vhost(n, vh);
     while (sl_oset_count(&vh->queue_order))
         qm_queue_destroy(SL_ONODE_OWNER(sl_oset_first(&vh->queue_order), qm_queue, by_name), 1);
+    reap_vhost(n, vh);
     while (sl_oset_count(&vh->exchange_order)) {
         char err[64];
         qm_exchange *x = SL_ONODE_OWNER(sl_oset_first(&vh->exchange_order), qm_exchange, by_name);
@@ -359,6 +404,10 @@ void qm_node_free(qm_node *n)
     if (!n)
         return;
     qm_tx_free_all(n);
+    /* Graves may hold queues (and so vhosts) freed below: finish them first, telling no one
+     * (the door that would send the acknowledgements is gone or going). */
+    n->on_removed = NULL;
+    qm_node_reap(n, 0);
     size_t vi = 0;
     void *vv;
     while (sl_map_next(n->vhosts, &vi, NULL, NULL, &vv)) {

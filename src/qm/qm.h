@@ -368,8 +368,14 @@ struct qm_queue {
     /* A door wants the node's on_removed hook for each ready message that a purge or the
      * queue's deletion takes (the MSMQ door sets it on a queue it put a watched message into,
      * recovery on a queue it restored one into); without it those stay O(1) and unheard of.
-     * Paged entries are read back for it only when they are watched (qm_paged.watch). */
+     * Paged entries are read back for it only when they are watched (qm_paged.watch), and
+     * not in the purge's or deletion's turn: the graveyard does it a slice per turn
+     * (qm_node_reap), holding q for it (graves_held). A deleted queue the graveyard still
+     * holds is a shell (zombie: unlinked from everything, its name and vhost kept) freed by
+     * the graveyard when its last grave is done. */
     uint8_t removal_watch;
+    uint8_t zombie;
+    uint32_t graves_held;
     void *link;
     uint8_t had_consumer;  /* auto-delete only after a first consumer */
     void *exclusive_owner; /* the owning connection for exclusive queues */

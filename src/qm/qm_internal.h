@@ -55,9 +55,19 @@ typedef struct qm_grave {
     qm_pslot *paged;        /* detached paged array, or NULL */
     struct sl_u64tab *more; /* and its side table, or NULL */
     size_t paged_head, paged_len;
+    /* A paged array of a queue with removal_watch: each watched entry (qm_paged.watch) is
+     * read back from the store and given to the node's on_removed hook with reason before it
+     * is dropped. The grave holds the queue (q->graves_held) until it is done. */
+    qm_queue *notify;
+    qm_delete_reason reason;
     struct qm_grave *next;
 } qm_grave;
 void qm_grave_push(qm_node *n, qm_grave *g);
+/* What one watched entry read back costs of qm_node_reap's max, in entries freed: a read
+ * from the store and an acknowledgement's enqueue (~20-50 us) against ~100 ns per free. */
+#define QM_REAP_READ_COST 64
+/* A grave that held q is done: frees q's shell once it is a zombie held by none. */
+void qm_queue_grave_done(qm_queue *q);
 
 /* ---- paged slots (queue.c) ---- */
 /* The entry slot s of a tail whose side table is more, at priority level `level`. */

@@ -460,7 +460,7 @@ static qm_ready *ready_new(int nlevels)
 /* Take every ready message out of q (purge, delete) and return how many. O(priority levels):
  * the rings and the paged array are handed whole to the node's graveyard, which frees them a
  * slice per loop turn (qm_node_reap), so purging a million messages does not stall the loop. */
-static uint64_t ready_clear(qm_queue *q)
+static uint64_t ready_clear(qm_queue *q, int notify, qm_delete_reason reason)
 {
     qm_node *n = qm_queue_node(q);
     qm_ready *rd = qm_ready_of(q);
@@ -484,6 +484,11 @@ static uint64_t ready_clear(qm_queue *q)
             g->more = pq->more;
             g->paged_head = pq->head;
             g->paged_len = pq->len;
+            if (notify) { /* its watched entries are told about a slice per turn */
+                g->notify = q;
+                g->reason = reason;
+                q->graves_held++;
+            }
             qm_grave_push(n, g);
         } else {
             sl_free(pq->v);
@@ -918,14 +923,14 @@ qm_position *qm_queue_get(qm_queue *q, int no_ack, uint64_t *remaining)
 
 /* ---- purge, delete ---- */
 
-static const qm_position *paged_view(qm_queue *q, int l, size_t i, qm_position *view);
-
-/* The on_removed hook for each ready message of a watched queue that a purge or deletion
- * takes; 1 when it ran (a record group is then open: the caller closes it after its own
- * record, so the acknowledgements exist iff the purge or deletion does). A paged entry is
- * read back from the store for it only when it is watched itself (qm_paged.watch): the
- * others cost nothing more than before. Entries are visited level by level, each ring before
- * its paged tail (which continues it). */
+/* The on_removed hook for each ready message in memory of a watched queue that a purge or
+ * deletion takes; 1 when the queue is watched (a record group is then open: the caller closes
+ * it after its own record, so those acknowledgements exist iff the purge or deletion does,
+ * and passes 1 to ready_clear). The paged tails are not read here: reading every watched
+ * entry back from the store in this turn would stall the loop for a deep queue (issue 33);
+ * ready_clear hands them to the graveyard, which reads the watched ones (qm_paged.watch) a
+ * slice per turn after the purge or delete record (qm_node_reap). Ring graves come before
+ * paged ones, so the acknowledgements keep each level's order. */
 static int notify_clear(qm_queue *q, qm_delete_reason reason)
 {
     qm_node *n = qm_queue_node(q);
@@ -937,17 +942,6 @@ static int notify_clear(qm_queue *q, qm_delete_reason reason)
         qm_ring *r = &rd->levels[l];
         for (size_t i = 0; i < r->len; i++)
             qm_removed_end(qm_removed(q, qm_ring_at(r, i), reason)); /* nested: no record */
-        const qm_pagedq *pq = pq_of(q, l);
-        for (size_t i = 0; pq && i < pq->len; i++) {
-            if (!pq_get(pq, l, i).watch)
-                continue;
-            qm_position view;
-            if (!paged_view(q, l, i, &view))
-                continue; /* unreadable: logged by the store; nothing to tell */
-            view.queue = q;
-            qm_removed_end(qm_removed(q, &view, reason));
-            qm_message_unref(view.msg);
-        }
     }
     return 1;
 }
@@ -959,7 +953,7 @@ uint64_t qm_queue_purge(qm_queue *q)
     QM_PERSIST(purged, q);
     if (grouped)
         QM_PERSIST(tx_group, 0);
-    uint64_t n = ready_clear(q);
+    uint64_t n = ready_clear(q, grouped, QM_DEL_PURGED);
     q->stat_purged += n;
     qm_dcount_clear(q); /* the purged never come back, and PurgePending ones never return */
     for (qm_position *p = q->locked; p; p = p->u.lk->lnext) {
@@ -1015,8 +1009,9 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
 {
     qm_node *n = qm_queue_node(q);
 
+    int notified = 0;
     if (run_hooks) {
-        int grouped = notify_clear(q, QM_DEL_QUEUE_DELETED);
+        int grouped = notified = notify_clear(q, QM_DEL_QUEUE_DELETED);
         QM_PERSIST(queue_destroyed, q);
         if (grouped)
             QM_PERSIST(tx_group, 0);
@@ -1041,7 +1036,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
     }
     qm_consumers_cancel_all(q, run_hooks);
 
-    ready_clear(q);
+    ready_clear(q, notified, QM_DEL_QUEUE_DELETED);
     /* Held positions survive as DELETED orphans until their holder settles them. */
     qm_position *p = q->locked;
     while (p) {
@@ -1075,9 +1070,23 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
         qm_pslot_more_free(q->pg[l].more);
     }
     sl_free(q->pg);
+    q->pg = NULL;
     sl_free(q->ready_impl);
+    q->ready_impl = NULL;
+    if (q->graves_held) { /* the graveyard still tells about its paged messages */
+        q->zombie = 1;
+        return;
+    }
     sl_free(q->name);
     sl_free(q);
+}
+
+void qm_queue_grave_done(qm_queue *q)
+{
+    if (--q->graves_held == 0 && q->zombie) {
+        sl_free(q->name);
+        sl_free(q);
+    }
 }
 
 /* ---- subqueue removal ---- */
