@@ -48,10 +48,10 @@ enum { IF_QMMGMT, IF_QMCOMM, IF_EPM };
 static const struct {
     int iface;
     uint16_t opnum;
-} OPS[] = {{IF_QMMGMT, 0},  {IF_QMMGMT, 1},  {IF_QMCOMM, 12}, {IF_QMCOMM, 14}, {IF_QMCOMM, 15},
-           {IF_QMCOMM, 19}, {IF_QMCOMM, 20}, {IF_QMCOMM, 26}, {IF_QMCOMM, 27}, {IF_QMCOMM, 28},
-           {IF_QMCOMM, 31}, {IF_EPM, 2},     {IF_EPM, 3},     {IF_QMMGMT, 2},  {IF_QMCOMM, 0},
-           {IF_EPM, 0}};
+} OPS[] = {{IF_QMMGMT, 0},  {IF_QMMGMT, 1},  {IF_QMCOMM, 12}, {IF_QMCOMM, 14},
+           {IF_QMCOMM, 15}, {IF_QMCOMM, 19}, {IF_QMCOMM, 20}, {IF_QMCOMM, 26},
+           {IF_QMCOMM, 27}, {IF_QMCOMM, 28}, {IF_QMCOMM, 31}, {IF_EPM, 2},
+           {IF_EPM, 3},     {IF_QMMGMT, 2},  {IF_QMCOMM, 0},  {IF_EPM, 0}};
 #define N_OPS (sizeof OPS / sizeof OPS[0])
 
 static sl_config CFG;
@@ -122,8 +122,8 @@ static void stub_get_info(sl_buf *b, int queue)
     ndr_wr_align(&w, 4);
     ndr_put_u32(&w, 2);
     ndr_put_u32(&w, 2);
-    ndr_put_u32(&w, queue ? 61 : 1); /* PROPID_MGMT_QUEUE_PATHNAME / _MSMQ_ACTIVEQUEUES */
-    ndr_put_u32(&w, queue ? 67 : 2); /* MESSAGE_COUNT / _MSMQ_PRIVATEQ */
+    ndr_put_u32(&w, queue ? 4 : 1); /* QUEUE_LOCATION / MSMQ_ACTIVEQUEUES */
+    ndr_put_u32(&w, queue ? 6 : 2); /* QUEUE_XACT / MSMQ_PRIVATEQ */
     ndr_put_u32(&w, 2);
     for (int i = 0; i < 2; i++) {
         ndr_wr_align(&w, 8);
@@ -134,11 +134,11 @@ static void stub_get_info(sl_buf *b, int queue)
     }
 }
 
-static void stub_action(sl_buf *b, const char *act)
+static void stub_action(sl_buf *b, int queue, const char *act)
 {
     ndr_wr w;
     ndr_wr_init(&w, b);
-    stub_mgmt_object(&w, 1);
+    stub_mgmt_object(&w, queue);
     ndr_wr_align(&w, 4);
     ndr_put_wstring(&w, act);
 }
@@ -220,11 +220,20 @@ static void setup(void)
 /* TIDY answers when compaction is done (slices on the broker's loop): run the loop, looking
  * every 5 ms, until it has (10 s at most). */
 static uint64_t tidy_deadline;
+static const msrpc_pending *tidy_call; /* TIDY's call: msrpc_pending_new put it first */
+
+static int pending(const msrpc_pending *p)
+{
+    for (const msrpc_pending *q = M->rpc_pending; q; q = q->next)
+        if (q == p)
+            return 1;
+    return 0;
+}
 
 static void look(sl_loop *l, sl_timer *t)
 {
     CHECK(sl_now_ms() < tidy_deadline);
-    if (!M->rpc_pending)
+    if (!pending(tidy_call))
         sl_loop_stop(l);
     else
         sl_timer_start(l, t, sl_now_ms() + 5);
@@ -235,6 +244,7 @@ static void run_until_answered(void)
     sl_timer t;
     sl_timer_init(&t, look, NULL);
     tidy_deadline = sl_now_ms() + 10000;
+    tidy_call = M->rpc_pending;
     sl_timer_start(B->loop, &t, sl_now_ms() + 1);
     sl_loop_run(B->loop);
     if (sl_timer_armed(&t))
@@ -272,14 +282,21 @@ static void write_seeds(const char *dir)
     write_seed(dir, "qmmgmt-0-machine", 0, 0, &b);
     stub_get_info(&b, 1);
     write_seed(dir, "qmmgmt-0-queue", 0, 0, &b);
-    stub_action(&b, "PAUSE");
+    stub_action(&b, 1, "PAUSE"); /* refused: not an outgoing queue */
     write_seed(dir, "qmmgmt-1-pause", 1, 0, &b);
-    stub_action(&b, "RESUME");
+    stub_action(&b, 1, "RESUME");
     write_seed(dir, "qmmgmt-1-resume", 1, 0, &b);
+    stub_action(&b, 0, "CONNECT");
+    write_seed(dir, "qmmgmt-1-connect", 1, 0, &b);
+    stub_action(&b, 0, "TIDY"); /* answered later */
+    write_seed(dir, "qmmgmt-1-tidy", 1, 0, &b);
     ndr_wr w;
     ndr_wr_init(&w, &b); /* R_QMObjectPathToObjectFormat(path, QUEUE_FORMAT* out) */
     ndr_put_wstring(&w, ".\\private$\\q");
     ndr_wr_align(&w, 4);
+    ndr_put_u32(&w, 1); /* ObjType 1 */
+    ndr_put_u32(&w, 1); /* its discriminant */
+    ndr_put_ref(&w);    /* pQueueFormat: QUEUE_FORMAT_TYPE_UNKNOWN */
     ndr_put_u32(&w, 0);
     ndr_put_u32(&w, 0);
     write_seed(dir, "qmcomm-12", 2, 0, &b);
@@ -299,9 +316,14 @@ static void write_seeds(const char *dir)
     sl_buf_append(&b, zero, 20);
     write_seed(dir, "qmcomm-20", 6, 2, &b);
     sl_buf_append(&b, zero, 20); /* rpc_ACHandleToFormatName(h, len, [unique] buf, plen) */
-    put_u32(&b, 256);
+    put_u32(&b, 64);
+    put_u32(&b, 0x20000); /* the buffer: conformant varying, 64 units */
+    put_u32(&b, 64);
     put_u32(&b, 0);
-    put_u32(&b, 256);
+    put_u32(&b, 64);
+    for (int i = 0; i < 32; i++)
+        put_u32(&b, 0);
+    put_u32(&b, 64);
     write_seed(dir, "qmcomm-26", 7, 2, &b);
     sl_buf_append(&b, zero, 20);
     write_seed(dir, "qmcomm-27", 8, 2, &b);
@@ -382,10 +404,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t len = sl_buf_unread(&out);
         CHECK(len >= 4 && len % 4 == 0);
     } else if (st == RPC_DEFERRED) {
-        /* only TIDY answers later on this node (no remote queues): its answer finds no
-         * session */
-        CHECK(iface == IF_QMMGMT && opnum == 1);
-        run_until_answered();
+        /* answered later: TIDY (run here until it answers; the answer finds no session), and
+         * an open of another node's queue (a format name with a computer other than this
+         * node's: the link's answer or its timeout comes on a loop turn this target does not
+         * run, so such handles stay busy, bounded by handle.limit) */
+        CHECK((iface == IF_QMMGMT && opnum == 1) || (iface == IF_QMCOMM && opnum == 19));
+        if (opnum == 1)
+            run_until_answered();
     } else {
         CHECK(documented_fault(iface, st));
         for (int i = 0; i < 2; i++)
