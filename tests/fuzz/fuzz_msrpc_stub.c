@@ -17,15 +17,26 @@
  * - a response is 4-aligned, at least its trailing HRESULT / status;
  * - a fault changes nothing: every queue's depth and the open descriptors are as before.
  *
+ * Traffic stays on loopback: an open of another node's queue makes the node start a link to
+ * the format name's host, which a fuzzed stub names at random. This target's own getaddrinfo,
+ * connect, sendto and sendmsg (they take precedence over libc's for the whole binary) refuse
+ * anything but numeric loopback addresses, so no lookup and no packet leaves the machine.
+ *
  * SLUICE_FUZZ_TRACE=1 prints each call's status and trailing HRESULT.
  * SLUICE_FUZZ_WRITE_SEEDS=DIR writes a valid stub for each method (the shapes the impacket
  * tests in tests/integration/test_msrpc*.py send) and exits: that is how
  * tests/fuzz/corpus/msrpc_stub/ was made.
  */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "broker/broker.h"
@@ -53,6 +64,83 @@ static const struct {
            {IF_QMCOMM, 27}, {IF_QMCOMM, 28}, {IF_QMCOMM, 31}, {IF_EPM, 2},
            {IF_EPM, 3},     {IF_QMMGMT, 2},  {IF_QMCOMM, 0},  {IF_EPM, 0}};
 #define N_OPS (sizeof OPS / sizeof OPS[0])
+
+/* ---- loopback only (see the top): the binary's own network entry points ---- */
+
+static int loopback_addr(const struct sockaddr *sa)
+{
+    if (!sa)
+        return 1; /* a connected socket's send: its connect was checked */
+    if (sa->sa_family == AF_UNIX)
+        return 1;
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+    return 0;
+}
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                struct addrinfo **res)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    int ok = !node || (inet_pton(AF_INET, node, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127) ||
+             (inet_pton(AF_INET6, node, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6));
+    if (!ok)
+        return EAI_NONAME;
+    int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **) =
+        (int (*)(const char *, const char *, const struct addrinfo *, struct addrinfo **))dlsym(
+            RTLD_NEXT, "getaddrinfo");
+    return real ? real(node, service, hints, res) : EAI_FAIL;
+}
+
+int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    if (!sa || !loopback_addr(sa)) {
+        errno = ENETUNREACH;
+        return -1;
+    }
+    int (*real)(int, const struct sockaddr *, socklen_t) =
+        (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "connect");
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real(fd, sa, len);
+}
+
+ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa,
+               socklen_t len)
+{
+    if (!loopback_addr(sa)) {
+        errno = ENETUNREACH;
+        return -1;
+    }
+    ssize_t (*real)(int, const void *, size_t, int, const struct sockaddr *, socklen_t) =
+        (ssize_t(*)(int, const void *, size_t, int, const struct sockaddr *, socklen_t))dlsym(
+            RTLD_NEXT, "sendto");
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real(fd, buf, n, flags, sa, len);
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    if (m && !loopback_addr((const struct sockaddr *)m->msg_name)) {
+        errno = ENETUNREACH;
+        return -1;
+    }
+    ssize_t (*real)(int, const struct msghdr *, int) =
+        (ssize_t(*)(int, const struct msghdr *, int))dlsym(RTLD_NEXT, "sendmsg");
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real(fd, m, flags);
+}
 
 static sl_config CFG;
 static broker *B;
