@@ -185,6 +185,14 @@ static int flush(session *ss)
 
 static uint32_t epm_op(rpc_server *s, session *ss, const rpc_call *c, ndr_rd *in, ndr_wr *out);
 
+/* A registered interface's operation (dcerpc.c has checked opnum < n_ops). */
+static uint32_t call_op(const rpc_call *c, const rpc_session_info *info, ndr_rd *r, ndr_wr *w)
+{
+    const iface_reg *reg = c->iface->impl;
+    rpc_op_fn fn = reg->ops[c->opnum];
+    return fn ? fn(reg->ctx, info, c, r, w) : NCA_S_OP_RNG_ERROR;
+}
+
 static void dispatch(session *ss, const rpc_call *c)
 {
     rpc_server *s = ss->srv;
@@ -201,18 +209,42 @@ static void dispatch(session *ss, const rpc_call *c)
         /* msrpc.auth = none serves loopback callers only */
         st = NCA_S_ACCESS_DENIED;
     } else {
-        const iface_reg *reg = c->iface->impl;
-        rpc_op_fn fn = reg->ops[c->opnum];
         /* an NTLM login's calls have that user's rights (dcerpc.c refused the others) */
         const char *who = rpc_conn_user(&ss->conn);
         ss->info.user = who ? who : s->user;
-        st = fn ? fn(reg->ctx, &ss->info, c, &r, &w) : NCA_S_OP_RNG_ERROR;
+        st = call_op(c, &ss->info, &r, &w);
     }
     if (st == 0)
         rpc_conn_respond(&ss->conn, c, sl_buf_head(&stub), sl_buf_unread(&stub));
     else if (st != RPC_DEFERRED)
         rpc_conn_fault(&ss->conn, c->call_id, c->ctx_id, st);
     sl_buf_free(&stub);
+}
+
+uint32_t rpc_server_invoke(rpc_server *s, const rpc_session_info *info, const rpc_syntax *iface,
+                           uint16_t opnum, const uint8_t *stub, size_t len, int le, sl_buf *out)
+{
+    rpc_call c = {.opnum = opnum, .stub = stub, .stub_len = len, .le = le};
+    ndr_wr w;
+    ndr_wr_init(&w, out);
+    ndr_rd r;
+    ndr_rd_init(&r, stub, len, le);
+    if (!iface) {
+        /* a session of the endpoint mapper's door with no socket (towers name 127.0.0.1) */
+        session ss = {.srv = s, .fd = -1, .epmap = 1, .info = *info};
+        c.iface = &s->epm;
+        return epm_op(s, &ss, &c, &r, &w);
+    }
+    for (size_t i = 0; i < s->n_regs; i++) {
+        const rpc_iface *f = &s->regs[i].iface;
+        if (memcmp(f->id.uuid, iface->uuid, 16) != 0 || f->id.major != iface->major)
+            continue;
+        if (opnum >= f->n_ops)
+            return NCA_S_OP_RNG_ERROR;
+        c.iface = f;
+        return call_op(&c, info, &r, &w);
+    }
+    return NCA_S_UNK_IF;
 }
 
 void rpc_server_reply(rpc_server *s, uint64_t id, const rpc_call *c, const uint8_t *stub,

@@ -82,4 +82,14 @@ void rpc_server_fault(rpc_server *s, uint64_t session, const rpc_call *c, uint32
 /* 1 while the session is connected. */
 int rpc_server_has_session(const rpc_server *s, uint64_t session);
 
+/* One call's stub through the same dispatch a connection's request takes, without a socket:
+ * for fuzz targets and unit tests of the stub decoders (tests/fuzz/fuzz_msrpc_stub.c).
+ * iface: an interface added with rpc_server_add, or NULL for the endpoint mapper's; info is
+ * the caller (its id names the session handles are opened for; no session of that id is
+ * connected, so deferred answers find none). Returns what the operation returned (0: the
+ * response stub is in out; RPC_DEFERRED; else the fault status, NCA_S_UNK_IF for an
+ * interface not offered, NCA_S_OP_RNG_ERROR for an opnum out of its range). */
+uint32_t rpc_server_invoke(rpc_server *s, const rpc_session_info *info, const rpc_syntax *iface,
+                           uint16_t opnum, const uint8_t *stub, size_t len, int le, sl_buf *out);
+
 #endif
