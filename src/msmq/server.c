@@ -165,7 +165,11 @@ static void send_session_ack(sess *s)
         sl_buf_append(&s->out, pkt, sizeof pkt);
     } while (s->rec_durable > s->rec_acked);
     s->acked_count = s->recv_count;
-    s->ack_due_ms = 0;
+    /* Recoverable messages still waiting for the disk are acknowledged later, by count or by
+     * this timer: an ack sent by count (maybe_ack) must not disarm it, or the tail of a burst
+     * smaller than half the window is never acknowledged and the sender, its window full,
+     * waits until the session goes idle. */
+    s->ack_due_ms = s->p_len ? sl_now_ms() + s->cp.recoverable_ack_timeout : 0;
 }
 
 static void send_order_ack(sess *s, uint64_t seq_id, uint32_t seq_no)
