@@ -50,6 +50,11 @@ def pytest_configure(config):
         "skipped when SLUICE_TEST_TARGET=rabbitmq (see DIFFERENCES.md)")
     config.addinivalue_line(
         "markers", "test_timeout(seconds): per-test hard timeout override")
+    config.addinivalue_line(
+        "markers",
+        "alone: the file needs the machine to itself (network namespaces, etcd, fixed ports, "
+        "or CPU/timing measurements); tests/run.sh runs such files one after another, after the "
+        "parallel pass")
     # kombu's entry-point lookup warns on import with this Python; not ours.
     config.addinivalue_line("filterwarnings",
                             "ignore:SelectableGroups dict interface:DeprecationWarning")

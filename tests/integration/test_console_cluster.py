@@ -32,7 +32,8 @@ from helpers import IS_RABBITMQ, wait_for
 from test_cluster_repl import Cluster
 from test_console import Console, chrome, http  # noqa: F401  (chrome: the module's browser)
 
-pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's console and cluster")
+# Runs alone, after the parallel pass (tests/run.sh): etcd and a cluster's lease timings.
+pytestmark = [pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's console and cluster"), pytest.mark.alone]
 
 REPO = Path(__file__).resolve().parents[2]
 # Long enough that a follower killed with -9 stays registered (its etcd lease) well past the
