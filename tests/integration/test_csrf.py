@@ -231,7 +231,8 @@ def test_json_bodies_need_the_json_content_type(broker):
     st, r, _ = raw(broker, "DELETE", path)
     assert st == 204, r
     # a form type with an empty body is still a form's request: refused
-    st, r, _ = raw(broker, "POST", "/api/queues/%2F/nosuch/get", b"", {"Content-Type": "text/plain"})
+    st, r, _ = raw(broker, "POST", "/api/queues/%2F/nosuch/get", b"",
+                   {"Content-Type": "text/plain"})
     assert st == 415, r
 
 
