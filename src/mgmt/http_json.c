@@ -56,6 +56,8 @@ enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *tex
         len, text, text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (ctype)
         MHD_add_response_header(resp, "Content-Type", ctype);
+    /* names and message bodies in a reply are never taken for HTML, whatever they hold */
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     return req_respond(r, status, resp);
 }

@@ -26,6 +26,13 @@
  * login is a session (session.c): a cookie that authenticates like basic auth does, with a
  * custom header required on everything but GET (the CSRF guard).
  *
+ * Browsers (docs/http-api.md "Requests from browsers"): a browser adds the cookie, or Basic
+ * credentials it cached, to requests another site's page makes. So, however a request is
+ * authenticated: nothing but a GET is taken from another origin (cross_origin: Sec-Fetch-Site,
+ * else Origin against Host; API clients send neither), a body is taken only as
+ * application/json (content_type_ok: no form can send that type), and a page's 401 carries no
+ * Basic challenge (from_a_page), so no browser prompts for and caches credentials for a page.
+ *
  * URL paths reach us raw (a no-op unescape callback): RabbitMQ's paths carry the vhost "/" as
  * %2F inside one segment, so segments are split first and percent-decoded afterwards.
  */
@@ -36,6 +43,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -279,6 +287,80 @@ static int has_csrf_header(req *r)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MGMT_CSRF_HEADER) != NULL;
 }
 
+static const char *header(req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+/* Does Origin (scheme://host[:port]) name the host the request was sent to (Host)? The scheme
+ * is not compared: behind a proxy that ends TLS the browser's https origin reaches the plain
+ * listener. A default port may be left out of either. */
+static int origin_is_host(const char *origin, const char *host)
+{
+    size_t skip = !strncasecmp(origin, "http://", 7)    ? 7
+                  : !strncasecmp(origin, "https://", 8) ? 8
+                                                        : 0;
+    if (!skip || !host)
+        return 0;
+    const char *o = origin + skip, *dflt = skip == 7 ? ":80" : ":443";
+    size_t ol = strlen(o), hl = strlen(host), dl = strlen(dflt);
+    if (ol == hl)
+        return !strncasecmp(o, host, hl);
+    if (hl == ol + dl) /* Origin without the default port, Host with it */
+        return !strncasecmp(o, host, ol) && !strcmp(host + ol, dflt);
+    if (ol == hl + dl) /* and the other way round */
+        return !strncasecmp(o, host, hl) && !strcmp(o + hl, dflt);
+    return 0;
+}
+
+/* The request was made by a browser for a page of another origin: Sec-Fetch-Site (every
+ * browser of the last years sends it) when it is there, else Origin (sent with every POST,
+ * PUT and DELETE a page makes, and compared with Host). A client that is no browser sends
+ * neither (rabbitmqadmin, sluicectl, curl): it is not a page, so there is nothing to forge.
+ * The reason, for the refusal, in why. */
+static int cross_origin(req *r, char *why, size_t len)
+{
+    const char *site = header(r, "Sec-Fetch-Site");
+    if (site) {
+        if (!strcasecmp(site, "same-origin") || !strcasecmp(site, "none"))
+            return 0;
+        snprintf(why, len, "Sec-Fetch-Site: %.64s", site);
+        return 1;
+    }
+    const char *origin = header(r, "Origin");
+    if (!origin || origin_is_host(origin, header(r, "Host")))
+        return 0;
+    snprintf(why, len, "Origin %.128s is not this host", origin);
+    return 1;
+}
+
+/* A page's request, not an API client's or a URL the user opened himself: the console's
+ * (the guard header), or one whose browser says it came from a page (Origin, or a
+ * Sec-Fetch-Site other than "none"). Such a request's 401 carries no WWW-Authenticate: a
+ * browser would prompt for a password on behalf of whichever page asked, and then send what
+ * was typed with every later request to the API, another site's included. */
+static int from_a_page(req *r)
+{
+    const char *site = header(r, "Sec-Fetch-Site");
+    return has_csrf_header(r) || header(r, "Origin") || (site && strcasecmp(site, "none"));
+}
+
+/* A body is only ever JSON, and only taken as JSON when the client says so: a form of another
+ * site can send text/plain, urlencoded or multipart bodies without asking first (no CORS
+ * preflight), never application/json. So a request with a body, or with a Content-Type, must
+ * say application/json (parameters such as charset allowed). */
+static int content_type_ok(req *r)
+{
+    const char *ct = header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!ct)
+        return r->body.len == 0;
+    ct += strspn(ct, " \t");
+    static const char json[] = "application/json";
+    size_t n = sizeof json - 1;
+    return !strncasecmp(ct, json, n) &&
+           (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
 static enum MHD_Result reply_unauthorized(req *r)
 {
     /* RabbitMQ's not_authenticated reply */
@@ -288,8 +370,9 @@ static enum MHD_Result reply_unauthorized(req *r)
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, "Content-Type", "application/json");
-    /* not to the console (it sends the CSRF header): a browser would pop up its own login */
-    if (!has_csrf_header(r))
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    /* not to a page's request (the console's among them): see from_a_page */
+    if (!from_a_page(r))
         MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"Sluice Management\"");
     enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_UNAUTHORIZED, resp);
     MHD_destroy_response(resp);
@@ -435,6 +518,16 @@ static enum MHD_Result route(req *r, const char *url)
             return serve_metrics(r);
         return serve_static(r, url);
     }
+    /* Nothing but a read from another origin's page, however it is authenticated: the
+     * browser adds the cookie or cached Basic credentials to a forged request by itself. */
+    char why[200];
+    if (!req_is(r, "GET") && cross_origin(r, why, sizeof why)) {
+        sl_info("http: cross-origin %s refused (%s)", r->method, why);
+        return reply_error(r, 403, "forbidden",
+                           "cross-origin request refused (%s): the API takes changes only from "
+                           "its own origin's pages and from clients that are no browser",
+                           why);
+    }
     int is_session = r->nsegs == 1 && !strcmp(r->segs[0], "session");
     /* The console's cookie stands for a login only with the custom header on what may change
      * something (another site's form cannot set one); so does a login itself. */
@@ -454,6 +547,13 @@ static enum MHD_Result route(req *r, const char *url)
         return reply_not_found(r);
     if (needs_admin(r) && !req_require_admin(r))
         return MHD_YES;
+    if (!req_is(r, "GET") && !content_type_ok(r)) {
+        const char *ct = header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+        return reply_error(r, 415, "unsupported_media_type",
+                           "a request body is JSON sent with Content-Type: application/json "
+                           "(this one: %.64s)",
+                           ct ? ct : "no Content-Type");
+    }
     /* Definitions of users, vhosts and permissions are meta records: none under the disk
      * alarm (deleting them, like purging and deleting queues, stays allowed: it frees). */
     static const char *const meta_paths[] = {"vhosts", "users", "permissions", "topic-permissions"};

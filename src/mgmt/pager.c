@@ -509,6 +509,7 @@ static enum MHD_Result reply_stream(req *r, pager *p)
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
                                                                   stream_cb, p, stream_free);
     MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
     MHD_destroy_response(resp);

@@ -17,7 +17,8 @@
  *   - at most mgmt_session_max sessions: a new login past it ends the least recently used;
  *   - a request authenticated by the cookie must carry X-Sluice-Request unless it is a GET
  *     (mgmt.c): another site can make a browser send the cookie with a form, never with a
- *     custom header, so that is the CSRF guard (SameSite=Strict is the second one).
+ *     custom header, so that is the CSRF guard (SameSite=Strict is the second one, and
+ *     mgmt.c's origin check, which holds for every request, the third).
  */
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -173,6 +174,7 @@ static enum MHD_Result reply_cookie(req *r, unsigned status, json_t *j, const ch
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
     MHD_add_response_header(resp, "Set-Cookie", cookie);
     return req_respond(r, status, resp);
