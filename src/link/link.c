@@ -129,6 +129,11 @@ struct link_outq {
     uint32_t mq_sent, mq_rec_sent, mq_recv, mq_recv_acked, mq_peer_acked;
     uint16_t mq_window;
     uint16_t mq_lost_logged; /* MSMQ_LOST_* bits already logged for this queue (props.h) */
+    /* the highest lookup id the receiver order-acked (0: none since this node started): the
+     * TxPreviousSequenceNumber of a session's first transactional message, so a receiver
+     * that refuses a message skipping numbers without naming its last accepted one as the
+     * previous (Sluice's, mqqb_tx_check) takes it past the gaps of our lookup ids */
+    uint64_t mq_tx_acked;
     /* connection */
     enum cstate cs;
     /* the lookup of dest.host in progress (resolve.h): waited for in C_RESOLVING; one that
@@ -1726,9 +1731,16 @@ static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infli
             sl_warn("link %s: MS-MQQB cannot carry %s: left out (logged once for this queue)",
                     o->name, msmq_lost_name(b));
         }
-    if (u.tx) /* 32-bit numbers: past 2^32 - 1 a new sequence (mqqb.h) */
-        mqqb_tx_number(o->es.seq_id, seq, eod_send_next(&o->es, seq), &u.tx_seq_id, &u.tx_seq_no,
-                       &u.tx_prev_no);
+    if (u.tx) {
+        /* 32-bit numbers: past 2^32 - 1 a new sequence (mqqb.h). The previous number is the
+         * one sent before on this session; for a session's first message (and a resend of
+         * one sent before), the last one the receiver acknowledged: what it last accepted,
+         * so a gap in our numbers is one it sees declared (MS-MQQB 3.1.1.5), never a jump */
+        uint64_t prev = eod_send_next(&o->es, seq);
+        if (!prev || prev >= seq)
+            prev = o->mq_tx_acked < seq ? o->mq_tx_acked : 0;
+        mqqb_tx_number(o->es.seq_id, seq, prev, &u.tx_seq_id, &u.tx_seq_no, &u.tx_prev_no);
+    }
     size_t len = mqqb_user_len(&u);
     if (!len) {
         /* larger than MS-MQQB's 4 MiB, or a queue name that is not UTF-8: it can never go */
@@ -1780,6 +1792,9 @@ static void mq_session_ack(link_outq *o, const mqqb_session *s)
 
 static void mq_order_ack(link_outq *o, uint64_t sid, uint32_t upto)
 {
+    uint64_t id = mqqb_tx_lookup_id(o->es.seq_id, sid, upto);
+    if (id > o->mq_tx_acked)
+        o->mq_tx_acked = id;
     for (size_t i = 0; i < o->fl_len; i++) {
         inflight *f = fl_at(o, i);
         if (f->mq_kind == MQ_TX && mqqb_tx_acked(o->es.seq_id, sid, upto, f->seq))

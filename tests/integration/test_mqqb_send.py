@@ -158,6 +158,33 @@ def test_kill9_mid_sequence_exactly_once(broker_factory, peer):
     assert peer.out_of_order == 0 and not peer.errors
 
 
+def test_gaps_in_lookup_ids_over_dropped_sessions_are_declared_never_jumps(broker_factory, peer):
+    """Our TxSequenceNumbers are node-wide lookup ids: messages to other queues leave gaps.
+    A receiver that refuses a message skipping numbers it never saw unless its previous
+    number is the last one it accepted (Sluice's, issue 43; the peer plays it, strict) must
+    get every gap declared, also by a new session's first message (its previous number is
+    the last one order-acked, not 0). Sessions die mid-window: nothing is refused as a jump,
+    everything arrives once, in order."""
+    peer.drop_after = 7
+    b = start(broker_factory, peer)
+    ch = b.amqp().channel()
+    ch.queue_declare("elsewhere", durable=True, auto_delete=False)
+    ch.confirm_select()
+    for k in range(8):
+        publish(b, 5, tx_size=5, prefix="g%d-" % k)
+        for _ in range(3):  # a gap: lookup ids taken by another queue
+            ch.basic_publish(amqp.Message(b"x", delivery_mode=2), exchange="",
+                             routing_key="elsewhere")
+        if k == 3:
+            wait_drained(b)  # the next session starts after an order-acked gap
+            peer.drop_after = 4
+    wait_drained(b)
+    want = [m for k in range(8) for m in bodies(5, "g%d-" % k)]
+    assert [m.body for m in peer.queue("orders")] == want
+    assert peer.jumps == 0 and peer.out_of_order == 0, peer.errors
+    assert peer.sessions >= 2 and not peer.errors
+
+
 def test_pause_keeps_messages_resume_sends(broker_factory, peer):
     b = start(broker_factory, peer)
     publish(b, 5, tx_size=5)
