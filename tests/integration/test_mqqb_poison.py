@@ -104,6 +104,35 @@ def test_a_small_jump_is_refused_too(broker_factory):
     assert b"message 5 (previous 0)" in text and b"message 5 (previous 2)" in text
 
 
+def test_the_rule_holds_after_a_restart(broker_factory):
+    """The last accepted numbers are in the store: after a kill -9 and a restart the forged
+    jump is refused the same way and the real sender goes on from its number."""
+    b, port = start(broker_factory)
+    q = uname("restart")
+    _c, ch = declare(b, q)
+    g = mq.Sender("127.0.0.1", port)
+    g.establish()
+    seq = (0x67000000 << 32) | 3
+    for n in (1, 2, 3):
+        g.send(fmt(q), b"r%d" % n, tx=(seq, n, n - 1))
+    g.wait(lambda: g.last_order_ack(seq) == 3)  # order-acked: on disk
+    g.close()
+    b.kill9()
+    b2, port2 = start(broker_factory, data_dir=b.data_dir)
+    evil = mq.Sender("127.0.0.1", port2, guid=g.guid)
+    evil.establish()
+    evil.send(fmt(q), b"forged", tx=(seq, 1 << 31, 0))
+    evil.wait(lambda: evil.last_order_ack(seq) >= 3)
+    assert evil.last_order_ack(seq) == 3
+    g2 = mq.Sender("127.0.0.1", port2, guid=g.guid)
+    g2.establish()
+    g2.send(fmt(q), b"r4", tx=(seq, 4, 3))
+    g2.wait(lambda: g2.last_order_ack(seq) >= 4)
+    _c2, ch2 = declare(b2, q)
+    assert bodies(ch2, q) == [b"r1", b"r2", b"r3", b"r4"]
+    assert log(b2).count(AUDIT) == 1
+
+
 def test_a_new_sequence_starts_at_previous_0_and_an_old_one_is_unharmed(broker_factory):
     """A sender that starts a new, larger TxSequenceID (MS-MQQB 3.1.1.5: all of the old one
     acknowledged) begins it with previous 0; its own numbers count from there. A forged
