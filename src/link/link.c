@@ -87,6 +87,7 @@ typedef struct inflight {
     uint8_t acked;   /* foreign: confirmed out of order, popped when it reaches the front */
     uint8_t mq_kind; /* MS-MQQB: MQ_EXPRESS, MQ_RECOVERABLE or MQ_TX (what completes it) */
     uint16_t mq_user, mq_rec; /* MS-MQQB: its packet number and recoverable number */
+    uint64_t mq_prev;         /* MS-MQQB transactional: the lookup id sent as its previous */
 } inflight;
 
 enum { MQ_EXPRESS = 0, MQ_RECOVERABLE, MQ_TX };
@@ -360,7 +361,7 @@ static void fl_push(link_outq *o, qm_position *pos, uint64_t seq)
         o->fl_cap = cap;
         o->fl_head = 0;
     }
-    *fl_at(o, o->fl_len++) = (inflight){pos, seq, 0, 0, 0, 0};
+    *fl_at(o, o->fl_len++) = (inflight){pos, seq, 0, 0, 0, 0, 0};
 }
 
 static void bt_push(link_outq *o, size_t n)
@@ -1739,6 +1740,7 @@ static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infli
         uint64_t prev = eod_send_next(&o->es, seq);
         if (!prev || prev >= seq)
             prev = o->mq_tx_acked < seq ? o->mq_tx_acked : 0;
+        f->mq_prev = prev;
         mqqb_tx_number(o->es.seq_id, seq, prev, &u.tx_seq_id, &u.tx_seq_no, &u.tx_prev_no);
     }
     size_t len = mqqb_user_len(&u);
@@ -1793,12 +1795,25 @@ static void mq_session_ack(link_outq *o, const mqqb_session *s)
 static void mq_order_ack(link_outq *o, uint64_t sid, uint32_t upto)
 {
     uint64_t id = mqqb_tx_lookup_id(o->es.seq_id, sid, upto);
-    if (id > o->mq_tx_acked)
+    int learnt = id > o->mq_tx_acked;
+    if (learnt)
         o->mq_tx_acked = id;
     for (size_t i = 0; i < o->fl_len; i++) {
         inflight *f = fl_at(o, i);
         if (f->mq_kind == MQ_TX && mqqb_tx_acked(o->es.seq_id, sid, upto, f->seq))
             f->acked = 1;
+    }
+    /* A message still unacked that was sent naming a previous number below what the
+     * receiver has now told us it accepted, and skipping numbers past it, is refused by a
+     * receiver that takes no jumps (Sluice's): the first one sent after this node started,
+     * before it knew. Send again now, naming that number, rather than at the resend timer
+     * (30 s and more): once per number learnt, so never a loop. */
+    for (size_t i = 0; learnt && i < o->fl_len; i++) {
+        inflight *f = fl_at(o, i);
+        if (f->mq_kind == MQ_TX && !f->acked && f->seq > id + 1 && f->mq_prev < id) {
+            o->es.resend_due_ms = sl_loop_now(o->m->loop);
+            break;
+        }
     }
     mq_pop_completed(o);
 }
