@@ -16,6 +16,7 @@
 #include "../core/mem.h"
 #include "../core/version.h"
 #include "../link/eod.h"
+#include "../net/cidr.h"
 #include "../net/tls.h"
 
 static void add_user(sl_config *c, const char *name, const char *password)
@@ -182,6 +183,7 @@ void sl_config_free(sl_config *c)
     sl_free(c->msmq_vhost);
     sl_free(c->msmq_user);
     sl_free(c->msmq_hosts);
+    sl_free(c->msmq_allowed_senders);
     sl_free(c->auth_mechanisms);
     struct sl_tls_conf *tc[3] = {&c->ssl, &c->mgmt_ssl, &c->link_ssl};
     for (int i = 0; i < 3; i++) {
@@ -646,6 +648,15 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT32_MAX, &n) || n == 0)
             return "msmq.seq_window must be 1..4294967295";
         c->msmq_seq_window = n;
+    } else if (!strcmp(key, "msmq.allowed_senders")) {
+        sl_cidr_list l;
+        char why[200];
+        int bad = sl_cidr_list_parse(value, &l, why, sizeof why);
+        sl_cidr_list_free(&l);
+        if (bad)
+            return "msmq.allowed_senders must be a list of ADDRESS[/BITS] (IPv4 /0..32, IPv6 "
+                   "/0..128), or any";
+        set_str(&c->msmq_allowed_senders, value);
     } else if (!strcmp(key, "msmq.window")) {
         if (parse_u64(value, 65535, &n) || n < 1)
             return "msmq.window must be 1..65535";
