@@ -212,6 +212,13 @@ static int hook_banned(void *ctx, const char *name)
     return cl_member_is_banned(b->cluster, name);
 }
 
+/* The server's AUTH / HELLO check (its thread): only a name registered in etcd. */
+static int hook_member(void *ctx, const char *name)
+{
+    broker *b = ctx;
+    return cl_member_is_member(b->cluster, name);
+}
+
 int broker_cluster_adopt(broker *b, int http_port)
 {
     (void)http_port;
@@ -247,7 +254,11 @@ int broker_cluster_adopt(broker *b, int http_port)
                         .last_idx = last,
                         .hist = &n->hist,
                         .banned = hook_banned,
-                        .banned_ctx = b};
+                        .banned_ctx = b,
+                        .member = hook_member,
+                        .member_ctx = b,
+                        .secret = cfg->cluster.secret,
+                        .secret_len = cfg->cluster.secret_len};
     cs_log lg = {.ctx = b,
                  .group = log_group,
                  .isr_propose = log_isr,

@@ -1332,6 +1332,18 @@ int cl_member_is_banned(cl_member *m, const char *name)
     return b;
 }
 
+int cl_member_is_member(cl_member *m, const char *name)
+{
+    pthread_mutex_lock(&m->mu);
+    int k = 0;
+    for (size_t i = 0; i < m->n_mems && !k; i++)
+        k = !strcmp(m->mems[i].name, name);
+    for (size_t i = 0; i < m->st.n_nodes && !k; i++)
+        k = !strcmp(m->st.nodes[i].name, name);
+    pthread_mutex_unlock(&m->mu);
+    return k;
+}
+
 size_t cl_member_bans(cl_member *m, char out[][256], size_t max)
 {
     pthread_mutex_lock(&m->mu);

@@ -382,6 +382,13 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
     sl_info("cluster: follower phase: this node's log ends at group %" PRIu64 " (epoch %" PRIu64
             ")",
             last, repl_epochs_last(&hist));
+    if (cfg->cluster.secret)
+        sl_info("cluster: replication peers authenticate with the secret in %s",
+                cfg->cluster.secret_file);
+    else
+        sl_warn("cluster: cluster.insecure_no_secret = true: anyone who can reach the replication "
+                "port can follow this cluster (take a full copy of its data) or acknowledge for a "
+                "member (docs/cluster.md)");
 
     /* before any thread starts: every thread inherits the mask, so the signals reach the
      * signalfd only (as in the broker) */
@@ -435,8 +442,8 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
                  .copy_begin = f_copy_begin,
                  .copy_write = f_copy_write,
                  .copy_end = f_copy_end};
-    client = cs_client_start(cfg->node_name, cfg->cluster.cluster_name, last, &hist, need_copy, &lg,
-                             err, sizeof err);
+    client = cs_client_start(cfg->node_name, cfg->cluster.cluster_name, cfg->cluster.secret,
+                             cfg->cluster.secret_len, last, &hist, need_copy, &lg, err, sizeof err);
     if (!client)
         goto fail;
     cl_proxy_opts po = {.source_addr = adv,

@@ -14,6 +14,11 @@
  * - Every socket is non-blocking; a peer that sends a malformed frame is dropped.
  * - The server never queues more than OUT_MAX bytes for one follower: rl's window and
  *   go-back-N resend what a slow one has not taken.
+ * - With a secret, a server connection has node > 0 only after its PROOF checked out (auth.h),
+ *   and a client applies nothing before the leader's CHALLENGE did: an ACK, a COPYREQ or a
+ *   HELLO from a peer that has not proved itself is refused, never counted.
+ * - A connection that has not said HELLO holds at most PREAUTH_MAX bytes unread: a stranger
+ *   cannot make the leader buffer a 1 GiB frame.
  */
 #include "cluster/stream.h"
 
@@ -33,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster/auth.h"
 #include "cluster/wire.h"
 #include "core/buf.h"
 #include "core/log.h"
@@ -45,6 +51,9 @@
 #define REFUSE_NOT_KEPT 2  /* REFUSE code: the next group is no longer kept (full copy) */
 #define REFUSE_NOT_OURS 3  /* REFUSE code: another cluster */
 #define REFUSE_NO_COPY 4   /* REFUSE code: no full copy can be made here */
+#define REFUSE_AUTH 5      /* REFUSE code: not authenticated (no secret, a wrong proof) */
+#define REFUSE_MEMBER 6    /* REFUSE code: not a member registered in etcd (yet) */
+#define PREAUTH_MAX 4096   /* bytes a connection may send before its HELLO is accepted */
 #define COPY_CHUNK (256u << 10)
 /* A follower saves its position (and so clears its in-flight marker) once no group was
  * applied for this long. Under a steady stream neither the position's fdatasync nor the
@@ -80,6 +89,11 @@ typedef struct sconn {
     int fd;
     int node;        /* -1 until its HELLO */
     int close_after; /* close once out is flushed */
+    /* the handshake (auth.h): 0 nothing yet, 1 AUTH (server) / sent (client), 2 proved */
+    int auth;
+    uint8_t nf[CA_NONCE], nl[CA_NONCE];
+    char claimed[256]; /* the name its AUTH claimed (server) */
+    char peer[64];     /* its address, for audit lines (server) */
     sl_buf in, out;
     /* a full copy being sent (server) */
     void *snap;
@@ -141,6 +155,10 @@ struct cs_server {
     uint32_t ping_ms;
     int (*banned)(void *ctx, const char *name);
     void *banned_ctx;
+    int (*member)(void *ctx, const char *name);
+    void *member_ctx;
+    uint8_t *secret; /* NULL: none (cluster.insecure_no_secret) */
+    size_t secret_len;
 
     pthread_mutex_t mu;
     /* inputs, under mu */
@@ -203,29 +221,136 @@ static void server_drop(cs_server *s, sconn *c)
     sconn_close(c);
 }
 
+/* Refuse a peer (REFUSE, then close) with an audit line: its address, the name it claimed
+ * and why. */
+static void server_refuse(sconn *c, const char *who, uint16_t code, const char *reply,
+                          const char *why)
+{
+    sl_warn("audit: replication peer %s refused (claimed node '%s'): %s", c->peer,
+            who && *who ? who : "-", why);
+    cw_put_refuse(&c->out, code, reply);
+    c->close_after = 1;
+}
+
+static const char *frame_name(uint8_t type)
+{
+    static const char *const names[] = {"?",       "HELLO",  "START",     "DATA",      "PING",
+                                        "ACK",     "REFUSE", "COPYREQ",   "COPYBEGIN", "COPYDATA",
+                                        "COPYEND", "AUTH",   "CHALLENGE", "PROOF"};
+    return type < sizeof names / sizeof names[0] ? names[type] : "?";
+}
+
+/* The checks of a claimed name that AUTH (or, without a secret, HELLO) makes: 0 when it may
+ * go on, else -1 and refused. */
+static int server_check_name(cs_server *s, sconn *c, const char *who)
+{
+    if (!strcmp(who, s->self)) {
+        server_refuse(c, who, 1, "that is this node's own name", "it claims the leader's name");
+        return -1;
+    }
+    if (s->banned && s->banned(s->banned_ctx, who)) {
+        server_refuse(c, who, 1,
+                      "removed from the cluster by an operator (sluicectl cluster readmit)",
+                      "removed from the cluster by an operator");
+        return -1;
+    }
+    if (s->member && !s->member(s->member_ctx, who)) {
+        server_refuse(c, who, REFUSE_MEMBER, "not a member registered in etcd",
+                      "not a member registered in etcd");
+        return -1;
+    }
+    return 0;
+}
+
+/* AUTH: answer with this leader's proof and a nonce of its own (auth.h). */
+static void server_auth(cs_server *s, sconn *c, const cw_msg *m, const char *who)
+{
+    if (!s->secret) {
+        server_refuse(c, who, REFUSE_AUTH,
+                      "this leader has no cluster secret (cluster.insecure_no_secret)",
+                      "it authenticates, this node has no cluster.secret_file");
+        return;
+    }
+    if (c->auth) {
+        server_refuse(c, who, REFUSE_AUTH, "AUTH twice", "AUTH twice");
+        return;
+    }
+    if (server_check_name(s, c, who) < 0)
+        return;
+    uint8_t mac[CA_MAC];
+    memcpy(c->nf, m->nonce, CA_NONCE);
+    if (ca_nonce(c->nl) < 0) {
+        sl_error("cluster: no random bytes for a replication handshake");
+        cw_put_refuse(&c->out, REFUSE_AUTH, "no random bytes here");
+        c->close_after = 1;
+        return;
+    }
+    snprintf(c->claimed, sizeof c->claimed, "%s", who);
+    ca_mac(s->secret, s->secret_len, 'L', s->cluster, who, s->self, c->nf, c->nl, mac);
+    cw_put_challenge(&c->out, s->self, c->nl, mac);
+    c->auth = 1;
+}
+
 static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
 {
+    if (c->close_after)
+        return; /* refused: nothing more it says counts */
+    char who[256] = "";
+    if (m->node)
+        snprintf(who, sizeof who, "%.*s", (int)(m->node_len < 255 ? m->node_len : 255),
+                 (const char *)m->node);
     switch (m->type) {
+    case CW_AUTH:
+        if (m->cluster_len != strlen(s->cluster) ||
+            memcmp(m->cluster, s->cluster, m->cluster_len)) {
+            server_refuse(c, who, REFUSE_NOT_OURS, "another cluster", "another cluster's name");
+            return;
+        }
+        server_auth(s, c, m, who);
+        return;
+    case CW_PROOF:
+        if (c->auth != 1) {
+            server_refuse(c, who, REFUSE_AUTH, "PROOF without AUTH", "PROOF without AUTH");
+            return;
+        }
+        if (!ca_check(s->secret, s->secret_len, 'F', s->cluster, c->claimed, s->self, c->nf, c->nl,
+                      m->mac)) {
+            server_refuse(c, c->claimed, REFUSE_AUTH, "authentication failed",
+                          "it did not prove the cluster secret");
+            return;
+        }
+        c->auth = 2;
+        return;
     case CW_HELLO: {
+        if (s->secret && c->auth != 2) {
+            server_refuse(c, who, REFUSE_AUTH,
+                          "this cluster authenticates its members (cluster.secret_file)",
+                          "HELLO before it proved the cluster secret");
+            return;
+        }
+        if (s->secret && strcmp(who, c->claimed)) {
+            server_refuse(c, who, REFUSE_AUTH, "HELLO under another name than AUTH's",
+                          "HELLO under another name than the one it proved");
+            return;
+        }
         if (m->cluster_len != strlen(s->cluster) ||
             memcmp(m->cluster, s->cluster, m->cluster_len)) {
             cw_put_refuse(&c->out, REFUSE_NOT_OURS, "another cluster");
             c->close_after = 1;
             return;
         }
-        char who[256];
-        snprintf(who, sizeof who, "%.*s", (int)(m->node_len < 255 ? m->node_len : 255),
-                 (const char *)m->node);
-        if (s->banned && s->banned(s->banned_ctx, who)) {
-            cw_put_refuse(&c->out, 1,
-                          "removed from the cluster by an operator (sluicectl cluster readmit)");
-            c->close_after = 1;
+        if (!s->secret && server_check_name(s, c, who) < 0)
+            return;
+        if (s->secret && s->banned && s->banned(s->banned_ctx, who)) {
+            server_refuse(c, who, 1,
+                          "removed from the cluster by an operator (sluicectl cluster readmit)",
+                          "removed from the cluster by an operator");
             return;
         }
         int id = node_id(s, (const char *)m->node, m->node_len);
         if (id <= 0) { /* ourselves, or no room for another node */
-            cw_put_refuse(&c->out, 1, id == 0 ? "that is this node's own name" : "too many nodes");
-            c->close_after = 1;
+            server_refuse(c, who, 1, id == 0 ? "that is this node's own name" : "too many nodes",
+                          id == 0 ? "it claims the leader's name" : "too many nodes");
             return;
         }
         for (int i = 0; i < MAX_CONNS; i++) /* its older connection is dead or soon will be */
@@ -238,16 +363,28 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         rl_hello(s->rl, id, m->a, m->b, now, &st);
         cw_put_start(&c->out, st.epoch, st.session, st.div_epoch, st.div_end, st.hello_epoch,
                      st.hello_idx);
-        sl_info("cluster: follower %s connected (its log: epoch %" PRIu64 ", group %" PRIu64 ")",
-                s->names[id], m->a, m->b);
+        sl_info("cluster: follower %s connected from %s%s (its log: epoch %" PRIu64
+                ", group %" PRIu64 ")",
+                s->names[id], c->peer, s->secret ? ", authenticated" : "", m->a, m->b);
         return;
     }
+    default:
+        break;
+    }
+    if (c->node <= 0) { /* ACK, COPYREQ or anything else before an accepted HELLO */
+        char why[96];
+        snprintf(why, sizeof why, "%s before %s", frame_name(m->type),
+                 s->secret && c->auth != 2 ? "it proved the cluster secret" : "its HELLO");
+        server_refuse(c, c->claimed, REFUSE_AUTH, "not a follower of this leader yet", why);
+        return;
+    }
+    switch (m->type) {
     case CW_ACK:
         if (c->node > 0)
             rl_ack(s->rl, c->node, m->epoch, m->session, m->a, m->b, now);
         return;
     case CW_COPYREQ: {
-        if (c->node <= 0 || c->snap)
+        if (c->snap)
             return;
         uint64_t snap_idx = 0;
         void *snap = s->log.snap_open ? s->log.snap_open(s->log.ctx, &snap_idx) : NULL;
@@ -484,6 +621,22 @@ static void *server_run(void *arg)
                 memset(c, 0, sizeof *c);
                 c->fd = fd;
                 c->node = -1;
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof ss;
+                char host[INET6_ADDRSTRLEN] = "?";
+                int port = 0;
+                if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+                    if (ss.ss_family == AF_INET) {
+                        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+                        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+                        port = ntohs(a->sin_port);
+                    } else if (ss.ss_family == AF_INET6) {
+                        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+                        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+                        port = ntohs(a->sin6_port);
+                    }
+                }
+                snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
             }
         }
         for (int k = 2; k < np; k++) {
@@ -491,6 +644,13 @@ static void *server_run(void *arg)
             if (c->fd < 0 || !(pf[k].revents & (POLLIN | POLLERR | POLLHUP)))
                 continue;
             int dead = sconn_read(c) < 0;
+            if (c->node < 0 && sl_buf_unread(&c->in) > PREAUTH_MAX) {
+                sl_warn("audit: replication peer %s dropped (claimed node '%s'): %zu bytes "
+                        "before its HELLO",
+                        c->peer, c->claimed[0] ? c->claimed : "-", sl_buf_unread(&c->in));
+                server_drop(s, c);
+                continue;
+            }
             for (;;) {
                 cw_msg m;
                 size_t used;
@@ -549,6 +709,13 @@ cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log 
     s->ping_ms = o->ping_ms ? o->ping_ms : 200;
     s->banned = o->banned;
     s->banned_ctx = o->banned_ctx;
+    s->member = o->member;
+    s->member_ctx = o->member_ctx;
+    if (o->secret && o->secret_len) {
+        s->secret = sl_xmalloc(o->secret_len);
+        memcpy(s->secret, o->secret, o->secret_len);
+        s->secret_len = o->secret_len;
+    }
     s->isr_outcome = -1;
     pthread_mutex_init(&s->mu, NULL);
     for (int i = 0; i < MAX_CONNS; i++)
@@ -602,6 +769,9 @@ void cs_server_stop(cs_server *s)
     sl_free(s->chunk);
     pthread_mutex_destroy(&s->mu);
     sl_free(s->pend);
+    if (s->secret)
+        memset(s->secret, 0, s->secret_len);
+    sl_free(s->secret);
     sl_free(s->self);
     sl_free(s->cluster);
     sl_free(s);
@@ -737,6 +907,8 @@ uint64_t cs_server_forgotten(cs_server *s)
 
 struct cs_client {
     char *self, *cluster;
+    uint8_t *secret; /* NULL: none */
+    size_t secret_len;
     cs_log log;
     int wake_fd;
     pthread_t thread;
@@ -930,10 +1102,45 @@ fail:
     return -1;
 }
 
+/* The leader's CHALLENGE (auth.h): check its proof, then prove ours and say HELLO. 0, or -1
+ * with the connection dropped. */
+static int client_auth(cs_client *c, const cw_msg *m)
+{
+    char leader[256];
+    snprintf(leader, sizeof leader, "%.*s", (int)(m->node_len < 255 ? m->node_len : 255),
+             (const char *)m->node);
+    if (c->c.auth != 1 || !ca_check(c->secret, c->secret_len, 'L', c->cluster, c->self, leader,
+                                    c->c.nf, m->nonce, m->mac)) {
+        sl_warn("audit: the replication leader at %s (claimed node '%s') did not prove the "
+                "cluster secret: not following it",
+                c->dialed, leader);
+        client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+        return -1;
+    }
+    uint8_t mac[CA_MAC];
+    ca_mac(c->secret, c->secret_len, 'F', c->cluster, c->self, leader, c->c.nf, m->nonce, mac);
+    cw_put_proof(&c->c.out, mac);
+    c->c.auth = 2;
+    client_hello(c);
+    if (c->need_copy)
+        cw_put_copyreq(&c->c.out);
+    return 0;
+}
+
 /* One frame from the leader; 0, or -1 to drop the connection (state set). Groups applied
  * are counted in *applied (saved and acked once the batch is read). */
 static int client_frame(cs_client *c, const cw_msg *m, int *applied)
 {
+    if (c->secret && m->type == CW_CHALLENGE)
+        return client_auth(c, m);
+    if (c->secret && c->c.auth != 2 && m->type != CW_REFUSE) {
+        /* nothing from a leader that has not proved the secret is applied */
+        sl_warn("audit: the replication leader at %s sent type %u before it proved the cluster "
+                "secret: not following it",
+                c->dialed, m->type);
+        client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+        return -1;
+    }
     if (c->need_copy && m->type != CW_REFUSE)
         return client_copy_frame(c, m);
     switch (m->type) {
@@ -1052,9 +1259,20 @@ static void *client_run(void *arg)
                 c->heard_ms = now;
                 snprintf(c->dialed, sizeof c->dialed, "%s", leader);
                 client_rewind(c); /* a new session starts from what is durable */
-                client_hello(c);
-                if (c->need_copy)
-                    cw_put_copyreq(&c->c.out);
+                if (c->secret) {
+                    /* HELLO (and COPYREQ) once the leader proved itself: client_auth */
+                    if (ca_nonce(c->c.nf) < 0) {
+                        sl_error("cluster: no random bytes for a replication handshake");
+                        client_drop(c, CS_CONNECTING);
+                        continue;
+                    }
+                    cw_put_auth(&c->c.out, c->self, c->cluster, c->c.nf);
+                    c->c.auth = 1;
+                } else {
+                    client_hello(c);
+                    if (c->need_copy)
+                        cw_put_copyreq(&c->c.out);
+                }
                 client_set_state(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
             }
         }
@@ -1143,13 +1361,18 @@ static void *client_run(void *arg)
     return NULL;
 }
 
-cs_client *cs_client_start(const char *self, const char *cluster, uint64_t last_idx,
-                           const repl_epochs *hist, int need_copy, const cs_log *log, char *err,
-                           size_t errlen)
+cs_client *cs_client_start(const char *self, const char *cluster, const uint8_t *secret,
+                           size_t secret_len, uint64_t last_idx, const repl_epochs *hist,
+                           int need_copy, const cs_log *log, char *err, size_t errlen)
 {
     cs_client *c = sl_xcalloc(1, sizeof *c);
     c->self = sl_xstrdup(self);
     c->cluster = sl_xstrdup(cluster);
+    if (secret && secret_len) {
+        c->secret = sl_xmalloc(secret_len);
+        memcpy(c->secret, secret, secret_len);
+        c->secret_len = secret_len;
+    }
     c->log = *log;
     c->c.fd = -1;
     pthread_mutex_init(&c->mu, NULL);
@@ -1189,6 +1412,9 @@ void cs_client_stop(cs_client *c)
     repl_epochs_free(&c->hist);
     repl_epochs_free(&c->copy_hist);
     pthread_mutex_destroy(&c->mu);
+    if (c->secret)
+        memset(c->secret, 0, c->secret_len);
+    sl_free(c->secret);
     sl_free(c->self);
     sl_free(c->cluster);
     sl_free(c);
