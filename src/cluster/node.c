@@ -258,6 +258,8 @@ static size_t status_json(void *data, char *buf, size_t cap)
     /* removed by an operator: it says so itself (the leader's view lists it the same way) */
     json_object_set_new(j, "removed",
                         st.banned ? json_pack("[s]", f->cfg->node_name) : json_array());
+    if (st.last_error[0]) /* as the leader's view says it (api_cluster.c) */
+        json_object_set_new(j, "etcd_error", json_string(st.last_error));
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     size_t n = s ? strlen(s) : 0;

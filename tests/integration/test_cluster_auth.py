@@ -279,3 +279,150 @@ def test_a_cluster_needs_a_secret_only_its_user_can_read(tmp_path):
     assert r.returncode == 2 and b"empty" in r.stderr, r.stderr
     r = run_sluiced_conf(tmp_path, base + "cluster.secret_file = %s\n" % (tmp_path / "none"))
     assert r.returncode == 2 and b"No such file" in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# etcd's own doors: TLS (a CA, a client certificate etcd requires) and user/password, as
+# RabbitMQ's etcd peer discovery configures them (cluster_formation.etcd.username, .password,
+# .ssl_options.cacertfile/certfile/keyfile/verify)
+# ---------------------------------------------------------------------------------------------
+
+def make_certs(d):
+    """A CA, etcd's server certificate (127.0.0.1) and a client certificate, EC keys."""
+    d.mkdir(parents=True, exist_ok=True)
+
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=str(d), check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    ossl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj",
+         "/CN=sluice-test-ca")
+    for name, cn, ext in (("server", "127.0.0.1",
+                           "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"),
+                          # no CN: etcd's gateway refuses a client certificate with one
+                          # ("CommonName of client ... will be ignored") once auth is on
+                          ("client", None, "extendedKeyUsage=clientAuth\n")):
+        (d / (name + ".ext")).write_text(ext)
+        ossl("req", *ec, "-keyout", name + ".key", "-out", name + ".csr", "-subj",
+             "/CN=" + cn if cn else "/O=sluice-nodes")
+        ossl("x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", name + ".pem", "-days", "2", "-extfile", name + ".ext")
+    for f in d.iterdir():
+        os.chmod(str(f), 0o600)
+    return d
+
+
+class SecureEtcd:
+    """One etcd member serving clients over TLS only, with client certificates required."""
+
+    def __init__(self, base, certs):
+        import ssl
+        from etcd import _free_port
+
+        self.base, self.certs = base, certs
+        self.port, peer = _free_port("127.0.0.1"), _free_port("127.0.0.1")
+        url = "https://127.0.0.1:%d" % self.port
+        purl = "http://127.0.0.1:%d" % peer
+        base.mkdir(parents=True, exist_ok=True)
+        log = open(str(base / "etcd.log"), "ab")
+        self.proc = subprocess.Popen(
+            ["etcd", "--name", "s", "--data-dir", str(base / "data"),
+             "--listen-client-urls", url, "--advertise-client-urls", url,
+             "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+             "--initial-cluster", "s=" + purl,
+             "--cert-file", str(certs / "server.pem"), "--key-file", str(certs / "server.key"),
+             "--client-cert-auth", "--trusted-ca-file", str(certs / "ca.pem")],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        log.close()
+        self.ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        self.ctx.load_cert_chain(str(certs / "client.pem"), str(certs / "client.key"))
+        wait_for(lambda: self._up(), timeout=20, message="etcd over TLS")
+
+    @property
+    def endpoint(self):
+        return "127.0.0.1:%d" % self.port
+
+    def _up(self):
+        try:
+            self.call("/v3/kv/range", {"key": "Lw=="})
+            return True
+        except OSError:
+            return self.proc.poll() is not None  # exited: the assertion below says so
+
+    def call(self, path, body):
+        import urllib.request
+
+        req = urllib.request.Request("https://%s%s" % (self.endpoint, path),
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5, context=self.ctx) as r:
+            return json.loads(r.read())
+
+    def enable_auth(self, user, password, prefix):
+        """root (for etcd's rule), and user with read-write on prefix only; then auth on."""
+        import base64
+
+        b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        self.call("/v3/auth/user/add", {"name": "root", "password": "root-" + password})
+        self.call("/v3/auth/user/grant", {"user": "root", "role": "root"})
+        self.call("/v3/auth/role/add", {"name": "sluice-nodes"})
+        self.call("/v3/auth/role/grant", {"name": "sluice-nodes", "perm": {
+            "permType": "READWRITE", "key": b64(prefix), "range_end": b64(end)}})
+        self.call("/v3/auth/user/add", {"name": user, "password": password})
+        self.call("/v3/auth/user/grant", {"user": user, "role": "sluice-nodes"})
+        self.call("/v3/auth/enable", {})
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.mark.test_timeout(120)
+def test_etcd_with_tls_and_a_user_password(tmp_path, broker_factory):
+    from cluster_client import cluster_status, publish_confirmed_to
+
+    certs = make_certs(tmp_path / "certs")
+    e = SecureEtcd(tmp_path / "etcd", certs)
+    try:
+        assert e.proc.poll() is None, open(str(tmp_path / "etcd" / "etcd.log")).read()[-2000:]
+        e.enable_auth("sluice", "etcd-pw-1", "/sluice/")
+        # without a token etcd refuses (what a node without the keys would meet)
+        with pytest.raises(Exception):
+            e.call("/v3/kv/put", {"key": "L3NsdWljZS94", "value": "eA=="})
+        base = {
+            "cluster_formation.peer_discovery_backend": "etcd",
+            "cluster_formation.etcd.endpoints.1": e.endpoint,
+            "cluster_formation.etcd.cluster_name": "a",
+            "cluster_formation.etcd.username": "sluice",
+            "cluster_formation.etcd.ssl_options.cacertfile": str(certs / "ca.pem"),
+            "cluster_formation.etcd.ssl_options.certfile": str(certs / "client.pem"),
+            "cluster_formation.etcd.ssl_options.keyfile": str(certs / "client.key"),
+            "cluster_formation.etcd.ssl_options.verify": "verify_peer",
+            "cluster.replication_port": "0",
+            "cluster.lease_ttl": "3",
+            "cluster.min_insync_replicas": "1",
+            "cluster.secret_file": cluster_secret(tmp_path / "cluster.secret"),
+        }
+        # a wrong password: the node never leads, and says why
+        bad = broker_factory(args=("--node-name", "sluice@bad"),
+                             config=dict(base, **{"cluster_formation.etcd.password": "nope"}))
+        wait_for(lambda: "authenticating as sluice" in cluster_status(bad).get("etcd_error", ""),
+                 timeout=20, message="the etcd authentication error in /api/cluster")
+        assert "cluster: leader of" not in open(bad.log_path).read()
+        bad.kill9()
+        # the right one: it leads, over TLS with a token, and confirms
+        good = broker_factory(args=("--node-name", "sluice@good"),
+                              config=dict(base, **{"cluster_formation.etcd.password": "etcd-pw-1"}))
+        wait_for(lambda: "cluster: leader of a, epoch" in open(good.log_path).read(), timeout=30,
+                 message="the node leads through an authenticated etcd")
+        wait_for(lambda: cluster_status(good)["leader"] == "sluice@good", timeout=20,
+                 message="its /api/cluster names it leader")
+        publish_confirmed_to(good, "q", [b"one", b"two"])
+    finally:
+        e.stop()
