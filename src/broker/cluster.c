@@ -21,7 +21,9 @@
 #include "cluster/member.h"
 #include "cluster/mirror.h"
 #include "cluster/node.h"
+#include "cluster/auth.h"
 #include "cluster/stream.h"
+#include "net/tls.h"
 #include "core/log.h"
 #include "persist/persist.h"
 
@@ -268,7 +270,14 @@ int broker_cluster_adopt(broker *b, int http_port)
                  .snap_read = snap_read,
                  .snap_free = snap_free};
     char err[256];
+    o.tls = ca_tls_ctx(&cfg->cluster, 1, err, sizeof err);
+    if (!o.tls && err[0]) {
+        sl_error("cluster: %s", err);
+        return -1;
+    }
     int lfd = cl_member_take_listen(b->cluster);
+    if (lfd < 0)
+        sl_tls_ctx_free(o.tls); /* cs_server_start owns it otherwise */
     b->repl = lfd >= 0 ? cs_server_start(lfd, &o, &lg, err, sizeof err) : NULL;
     if (!b->repl) {
         sl_error("cluster: %s", lfd >= 0 ? err : "the replication socket is gone");

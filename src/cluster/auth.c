@@ -12,8 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cluster/conf.h"
 #include "core/buf.h"
 #include "core/mem.h"
+#include "net/tls.h"
 
 int cl_secret_load(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen)
 {
@@ -124,4 +126,23 @@ int ca_check(const uint8_t *secret, size_t secret_len, char role, const char *cl
     int ok = CRYPTO_memcmp(want, mac, CA_MAC) == 0;
     OPENSSL_cleanse(want, sizeof want);
     return ok;
+}
+
+struct sl_tls_ctx *ca_tls_ctx(const struct cl_conf *c, int server, char *err, size_t errlen)
+{
+    err[0] = 0;
+    if (!c->repl_certfile)
+        return NULL;
+    /* Both ends show a certificate and, with verify_peer, check the other's against the
+     * members' CA: the follower checks the leader's against the address it dials. */
+    sl_tls_opts o = {.cacertfile = c->repl_cacertfile,
+                     .certfile = c->repl_certfile,
+                     .keyfile = c->repl_keyfile,
+                     .verify_peer = c->repl_verify,
+                     .fail_if_no_peer_cert = server && c->repl_verify && c->repl_fail_if_no_peer};
+    char e[256];
+    sl_tls_ctx *t = sl_tls_ctx_new(server, &o, e, sizeof e);
+    if (!t)
+        snprintf(err, errlen, "cluster.ssl_options: %s", e);
+    return t;
 }

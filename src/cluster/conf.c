@@ -20,6 +20,8 @@ void cl_conf_defaults(cl_conf *c)
     c->proxy_max_connections = CL_DEFAULT_PROXY_MAX_CONNECTIONS;
     c->replication_buffer_bytes = 256ull << 20;
     c->etcd_verify = 1;
+    c->repl_verify = 1;
+    c->repl_fail_if_no_peer = 1;
 }
 
 void cl_conf_free(cl_conf *c)
@@ -38,6 +40,9 @@ void cl_conf_free(cl_conf *c)
     sl_free(c->etcd_cacertfile);
     sl_free(c->etcd_certfile);
     sl_free(c->etcd_keyfile);
+    sl_free(c->repl_cacertfile);
+    sl_free(c->repl_certfile);
+    sl_free(c->repl_keyfile);
     memset(c, 0, sizeof *c);
 }
 
@@ -207,6 +212,28 @@ int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **e
             *err = "cluster_formation.etcd.ssl_options.verify must be verify_peer or verify_none";
         else
             *err = "unknown cluster setting";
+    } else if (!strncmp(key, "cluster.ssl_options.", 20)) {
+        const char *o = key + 20;
+        if (!strcmp(o, "cacertfile"))
+            set_str(&c->repl_cacertfile, value);
+        else if (!strcmp(o, "certfile"))
+            set_str(&c->repl_certfile, value);
+        else if (!strcmp(o, "keyfile"))
+            set_str(&c->repl_keyfile, value);
+        else if (!strcmp(o, "verify") && !strcmp(value, "verify_peer"))
+            c->repl_verify = 1;
+        else if (!strcmp(o, "verify") && !strcmp(value, "verify_none"))
+            c->repl_verify = 0;
+        else if (!strcmp(o, "verify"))
+            *err = "cluster.ssl_options.verify must be verify_peer or verify_none";
+        else if (!strcmp(o, "fail_if_no_peer_cert") && !strcmp(value, "true"))
+            c->repl_fail_if_no_peer = 1;
+        else if (!strcmp(o, "fail_if_no_peer_cert") && !strcmp(value, "false"))
+            c->repl_fail_if_no_peer = 0;
+        else if (!strcmp(o, "fail_if_no_peer_cert"))
+            *err = "cluster.ssl_options.fail_if_no_peer_cert must be true or false";
+        else
+            *err = "unknown cluster setting";
     } else if (!strncmp(key, "cluster_formation.", 18) || !strncmp(key, "cluster.", 8)) {
         *err = "unknown cluster setting";
     } else {
@@ -226,6 +253,13 @@ const char *cl_conf_check(const cl_conf *c)
         return "cluster_formation.etcd.username and .password go together";
     if (!c->etcd_certfile != !c->etcd_keyfile)
         return "cluster_formation.etcd.ssl_options.certfile and .keyfile go together";
+    if (!c->repl_certfile != !c->repl_keyfile)
+        return "cluster.ssl_options.certfile and .keyfile go together";
+    if (c->repl_cacertfile && !c->repl_certfile)
+        return "cluster.ssl_options.cacertfile needs .certfile and .keyfile (mutual TLS)";
+    if (c->repl_certfile && c->repl_verify && !c->repl_cacertfile)
+        return "cluster.ssl_options.verify = verify_peer needs .cacertfile (the CA of the "
+               "members' certificates)";
     return NULL;
 }
 

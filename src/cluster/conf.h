@@ -18,6 +18,10 @@
  *                                                        required unless the opt-out below)
  *   cluster.insecure_no_secret = false                  (true: replication peers are not
  *                                                        authenticated; logged at start)
+ *   cluster.ssl_options.certfile / .keyfile / .cacertfile   (TLS on the replication port,
+ *                                                        mutual: on when certfile is set)
+ *   cluster.ssl_options.verify = verify_peer            (or verify_none: encryption only)
+ *   cluster.ssl_options.fail_if_no_peer_cert = true     (the leader wants a follower's cert)
  *   cluster_formation.etcd.scheme = http                (https: TLS to etcd; any ssl_options
  *                                                        key implies it)
  *   cluster_formation.etcd.username / .password         (etcd's auth: a token per session)
@@ -62,6 +66,10 @@ typedef struct cl_conf {
     char *etcd_username, *etcd_password;
     char *etcd_cacertfile, *etcd_certfile, *etcd_keyfile;
     int etcd_verify; /* verify_peer (default) */
+    /* TLS on the replication port (on when repl_certfile is set) */
+    char *repl_cacertfile, *repl_certfile, *repl_keyfile;
+    int repl_verify;          /* verify_peer (default) */
+    int repl_fail_if_no_peer; /* default 1 */
 } cl_conf;
 
 void cl_conf_defaults(cl_conf *c);

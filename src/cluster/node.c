@@ -35,7 +35,9 @@
 #include "cluster/figures.h"
 #include "cluster/mirror.h"
 #include "cluster/proxy.h"
+#include "cluster/auth.h"
 #include "cluster/stream.h"
+#include "net/tls.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -444,8 +446,12 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
                  .copy_begin = f_copy_begin,
                  .copy_write = f_copy_write,
                  .copy_end = f_copy_end};
-    client = cs_client_start(cfg->node_name, cfg->cluster.cluster_name, cfg->cluster.secret,
-                             cfg->cluster.secret_len, last, &hist, need_copy, &lg, err, sizeof err);
+    sl_tls_ctx *tls = ca_tls_ctx(&cfg->cluster, 0, err, sizeof err);
+    if (!tls && err[0])
+        goto fail;
+    client =
+        cs_client_start(cfg->node_name, cfg->cluster.cluster_name, cfg->cluster.secret,
+                        cfg->cluster.secret_len, tls, last, &hist, need_copy, &lg, err, sizeof err);
     if (!client)
         goto fail;
     cl_proxy_opts po = {.source_addr = adv,

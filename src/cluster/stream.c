@@ -17,6 +17,8 @@
  * - With a secret, a server connection has node > 0 only after its PROOF checked out (auth.h),
  *   and a client applies nothing before the leader's CHALLENGE did: an ACK, a COPYREQ or a
  *   HELLO from a peer that has not proved itself is refused, never counted.
+ * - With TLS (cluster.ssl_options), every byte of a connection goes through its sl_tls
+ *   stream once the handshake is done; nothing is read or written in the clear before.
  * - A connection that has not said HELLO holds at most PREAUTH_MAX bytes unread: a stranger
  *   cannot make the leader buffer a 1 GiB frame.
  */
@@ -43,6 +45,8 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "net/loop.h"
+#include "net/tls.h"
 
 #define OUT_MAX (8u << 20) /* bytes queued to one follower before the server waits */
 #define MAX_CONNS 32       /* connections the server holds (followers and strangers) */
@@ -94,6 +98,8 @@ typedef struct sconn {
     uint8_t nf[CA_NONCE], nl[CA_NONCE];
     char claimed[256]; /* the name its AUTH claimed (server) */
     char peer[64];     /* its address, for audit lines (server) */
+    sl_tls *tls;       /* NULL: plain TCP */
+    int tls_ready;     /* its handshake is done */
     sl_buf in, out;
     /* a full copy being sent (server) */
     void *snap;
@@ -103,6 +109,13 @@ typedef struct sconn {
 
 static void sconn_close(sconn *c)
 {
+    if (c->tls) {
+        if (c->tls_ready)
+            sl_tls_shutdown(c->tls);
+        sl_tls_free(c->tls);
+    }
+    c->tls = NULL;
+    c->tls_ready = 0;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -112,9 +125,57 @@ static void sconn_close(sconn *c)
     sl_buf_free(&c->out);
 }
 
+/* TLS: drive the handshake. 1 done (or no TLS), 0 not yet, -1 failed (logged). */
+static int sconn_tls_step(sconn *c)
+{
+    if (!c->tls || c->tls_ready)
+        return 1;
+    int r = sl_tls_handshake(c->tls);
+    if (r == 1) {
+        c->tls_ready = 1;
+        return 1;
+    }
+    if (r < 0)
+        sl_warn("audit: replication connection %s: TLS handshake failed: %s",
+                c->peer[0] ? c->peer : "to the leader", sl_tls_error(c->tls));
+    return r;
+}
+
+/* The poll events c needs. */
+static short sconn_events(const sconn *c)
+{
+    if (c->tls && !c->tls_ready)
+        return (short)(POLLIN | (sl_tls_wants(c->tls) & SL_EV_WRITE ? POLLOUT : 0));
+    return (short)(POLLIN | (sl_buf_unread(&c->out) ? POLLOUT : 0));
+}
+
+/* Bytes already read from the socket that a read would return now (TLS reads ahead). */
+static int sconn_pending(const sconn *c)
+{
+    return c->tls && c->tls_ready && sl_tls_pending(c->tls) > 0;
+}
+
 /* Read what is there: 0, or -1 on EOF / error. */
 static int sconn_read(sconn *c)
 {
+    if (c->tls) {
+        int h = sconn_tls_step(c);
+        if (h <= 0)
+            return h;
+        for (int i = 0; i < 64; i++) {
+            sl_buf_compact(&c->in);
+            uint8_t *p = sl_buf_reserve(&c->in, 65536);
+            ssize_t n = sl_tls_read(c->tls, p, 65536);
+            if (n > 0) {
+                c->in.len += (size_t)n;
+                continue;
+            }
+            if (n == 0)
+                return -1;
+            return errno == EAGAIN ? 0 : -1;
+        }
+        return 0;
+    }
     for (int i = 0; i < 16; i++) {
         sl_buf_compact(&c->in);
         uint8_t *p = sl_buf_reserve(&c->in, 65536);
@@ -133,6 +194,20 @@ static int sconn_read(sconn *c)
 /* Send what is queued: 0, or -1 on error. */
 static int sconn_write(sconn *c)
 {
+    if (c->tls) {
+        int h = sconn_tls_step(c);
+        if (h <= 0)
+            return h;
+        while (sl_buf_unread(&c->out)) {
+            ssize_t n = sl_tls_write(c->tls, sl_buf_head(&c->out), sl_buf_unread(&c->out));
+            if (n > 0) {
+                sl_buf_consume(&c->out, (size_t)n);
+                continue;
+            }
+            return n < 0 && errno == EAGAIN ? 0 : -1;
+        }
+        return 0;
+    }
     while (sl_buf_unread(&c->out)) {
         ssize_t n = send(c->fd, sl_buf_head(&c->out), sl_buf_unread(&c->out), MSG_NOSIGNAL);
         if (n > 0) {
@@ -159,6 +234,7 @@ struct cs_server {
     void *member_ctx;
     uint8_t *secret; /* NULL: none (cluster.insecure_no_secret) */
     size_t secret_len;
+    sl_tls_ctx *tls; /* NULL: plain TCP */
 
     pthread_mutex_t mu;
     /* inputs, under mu */
@@ -363,9 +439,10 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         rl_hello(s->rl, id, m->a, m->b, now, &st);
         cw_put_start(&c->out, st.epoch, st.session, st.div_epoch, st.div_end, st.hello_epoch,
                      st.hello_idx);
-        sl_info("cluster: follower %s connected from %s%s (its log: epoch %" PRIu64
+        sl_info("cluster: follower %s connected from %s%s%s (its log: epoch %" PRIu64
                 ", group %" PRIu64 ")",
-                s->names[id], c->peer, s->secret ? ", authenticated" : "", m->a, m->b);
+                s->names[id], c->peer, c->tls ? ", TLS" : "", s->secret ? ", authenticated" : "",
+                m->a, m->b);
         return;
     }
     default:
@@ -590,10 +667,12 @@ static void *server_run(void *arg)
             if (c->fd < 0)
                 continue;
             map[np] = i;
-            pf[np++] =
-                (struct pollfd){c->fd, (short)(POLLIN | (sl_buf_unread(&c->out) ? POLLOUT : 0)), 0};
+            pf[np++] = (struct pollfd){c->fd, sconn_events(c), 0};
         }
-        int rc = poll(pf, (nfds_t)np, 20);
+        int pending = 0; /* TLS records read ahead: no waiting for the socket */
+        for (int i = 0; i < MAX_CONNS; i++)
+            pending |= s->conns[i].fd >= 0 && sconn_pending(&s->conns[i]);
+        int rc = poll(pf, (nfds_t)np, pending ? 0 : 20);
         pthread_mutex_lock(&s->mu);
         int stop = s->stop;
         pthread_mutex_unlock(&s->mu);
@@ -637,11 +716,15 @@ static void *server_run(void *arg)
                     }
                 }
                 snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+                if (s->tls && !(c->tls = sl_tls_new(s->tls, fd, NULL))) {
+                    sconn_close(c);
+                    continue;
+                }
             }
         }
         for (int k = 2; k < np; k++) {
             sconn *c = &s->conns[map[k]];
-            if (c->fd < 0 || !(pf[k].revents & (POLLIN | POLLERR | POLLHUP)))
+            if (c->fd < 0 || (!(pf[k].revents & (POLLIN | POLLERR | POLLHUP)) && !sconn_pending(c)))
                 continue;
             int dead = sconn_read(c) < 0;
             if (c->node < 0 && sl_buf_unread(&c->in) > PREAUTH_MAX) {
@@ -716,6 +799,7 @@ cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log 
         memcpy(s->secret, o->secret, o->secret_len);
         s->secret_len = o->secret_len;
     }
+    s->tls = o->tls;
     s->isr_outcome = -1;
     pthread_mutex_init(&s->mu, NULL);
     for (int i = 0; i < MAX_CONNS; i++)
@@ -772,6 +856,7 @@ void cs_server_stop(cs_server *s)
     if (s->secret)
         memset(s->secret, 0, s->secret_len);
     sl_free(s->secret);
+    sl_tls_ctx_free(s->tls); /* after every stream of it (sconn_close above) */
     sl_free(s->self);
     sl_free(s->cluster);
     sl_free(s);
@@ -909,6 +994,7 @@ struct cs_client {
     char *self, *cluster;
     uint8_t *secret; /* NULL: none */
     size_t secret_len;
+    sl_tls_ctx *tls; /* NULL: plain TCP */
     cs_log log;
     int wake_fd;
     pthread_t thread;
@@ -1279,8 +1365,7 @@ static void *client_run(void *arg)
         struct pollfd pf[2] = {{c->wake_fd, POLLIN, 0}, {-1, 0, 0}};
         if (c->c.fd >= 0) {
             pf[1].fd = c->c.fd;
-            pf[1].events =
-                (short)(POLLIN | (sl_buf_unread(&c->c.out) || c->connecting ? POLLOUT : 0));
+            pf[1].events = c->connecting ? (short)(POLLIN | POLLOUT) : sconn_events(&c->c);
         }
         int timeout = 100;
         if (c->unsaved) {
@@ -1302,6 +1387,18 @@ static void *client_run(void *arg)
             }
             c->connecting = 0;
             c->heard_ms = mono_ms();
+            if (c->tls) {
+                char host[280];
+                snprintf(host, sizeof host, "%s", c->dialed);
+                char *colon = strrchr(host, ':');
+                if (colon)
+                    *colon = 0;
+                c->c.tls = sl_tls_new(c->tls, c->c.fd, host);
+                if (!c->c.tls || sconn_tls_step(&c->c) < 0) {
+                    client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+                    continue;
+                }
+            }
         }
         int dead = (pf[1].revents & POLLIN) || (pf[1].revents & (POLLERR | POLLHUP))
                        ? sconn_read(&c->c) < 0
@@ -1362,10 +1459,12 @@ static void *client_run(void *arg)
 }
 
 cs_client *cs_client_start(const char *self, const char *cluster, const uint8_t *secret,
-                           size_t secret_len, uint64_t last_idx, const repl_epochs *hist,
-                           int need_copy, const cs_log *log, char *err, size_t errlen)
+                           size_t secret_len, sl_tls_ctx *tls, uint64_t last_idx,
+                           const repl_epochs *hist, int need_copy, const cs_log *log, char *err,
+                           size_t errlen)
 {
     cs_client *c = sl_xcalloc(1, sizeof *c);
+    c->tls = tls;
     c->self = sl_xstrdup(self);
     c->cluster = sl_xstrdup(cluster);
     if (secret && secret_len) {
@@ -1415,6 +1514,7 @@ void cs_client_stop(cs_client *c)
     if (c->secret)
         memset(c->secret, 0, c->secret_len);
     sl_free(c->secret);
+    sl_tls_ctx_free(c->tls);
     sl_free(c->self);
     sl_free(c->cluster);
     sl_free(c);

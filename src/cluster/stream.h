@@ -104,6 +104,9 @@ typedef struct cs_server_opts {
     /* The cluster secret (auth.h; copied): every follower must prove it. NULL: none. */
     const uint8_t *secret;
     size_t secret_len;
+    /* TLS on every connection (a server context: cluster.ssl_options; the server owns it from
+     * cs_server_start on, also when that fails). NULL: plain TCP. */
+    struct sl_tls_ctx *tls;
 } cs_server_opts;
 
 /* Serve on listen_fd (bound and listening; the server owns it from now on). */
@@ -146,9 +149,12 @@ enum { CS_IDLE, CS_CONNECTING, CS_STREAMING, CS_NEED_COPY, CS_COPYING };
 /* need_copy: start by asking for a full copy (the directory may hold groups no other node
  * has: node.h). secret (copied): the cluster secret every leader must prove and that this
  * follower proves; NULL: none (a leader that has one refuses this follower). */
+/* tls: a client context (owned from now on, also on failure) for TLS to the leader, whose
+ * certificate is checked against the address dialed when the context verifies; NULL: TCP. */
 cs_client *cs_client_start(const char *self, const char *cluster, const uint8_t *secret,
-                           size_t secret_len, uint64_t last_idx, const repl_epochs *hist,
-                           int need_copy, const cs_log *log, char *err, size_t errlen);
+                           size_t secret_len, struct sl_tls_ctx *tls, uint64_t last_idx,
+                           const repl_epochs *hist, int need_copy, const cs_log *log, char *err,
+                           size_t errlen);
 void cs_client_stop(cs_client *c);
 /* The leader to follow ("HOST:PORT" of its replication port; "" none) and the newest epoch
  * seen in etcd (older leaders are refused from now on). Any thread. */

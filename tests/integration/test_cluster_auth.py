@@ -287,8 +287,9 @@ def test_a_cluster_needs_a_secret_only_its_user_can_read(tmp_path):
 # .ssl_options.cacertfile/certfile/keyfile/verify)
 # ---------------------------------------------------------------------------------------------
 
-def make_certs(d):
-    """A CA, etcd's server certificate (127.0.0.1) and a client certificate, EC keys."""
+def make_certs(d, server_ips=("127.0.0.1",)):
+    """A CA, a server certificate (for server_ips; it serves as a client one too) and a client
+    certificate without a CN, EC keys."""
     d.mkdir(parents=True, exist_ok=True)
 
     def ossl(*args):
@@ -297,8 +298,9 @@ def make_certs(d):
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     ossl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj",
          "/CN=sluice-test-ca")
-    for name, cn, ext in (("server", "127.0.0.1",
-                           "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"),
+    san = ",".join("IP:" + ip for ip in server_ips)
+    for name, cn, ext in (("server", server_ips[0],
+                           "subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n" % san),
                           # no CN: etcd's gateway refuses a client certificate with one
                           # ("CommonName of client ... will be ignored") once auth is on
                           ("client", None, "extendedKeyUsage=clientAuth\n")):
@@ -426,3 +428,43 @@ def test_etcd_with_tls_and_a_user_password(tmp_path, broker_factory):
         publish_confirmed_to(good, "q", [b"one", b"two"])
     finally:
         e.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Mutual TLS on the replication port (cluster.ssl_options.*)
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.test_timeout(240)
+def test_mutual_tls_on_the_replication_port(cluster, tmp_path):
+    certs = make_certs(tmp_path / "repl-certs", ("127.0.0.2", "127.0.0.3", "127.0.0.4"))
+    tls = {"cluster.ssl_options.cacertfile": str(certs / "ca.pem"),
+           "cluster.ssl_options.certfile": str(certs / "server.pem"),
+           "cluster.ssl_options.keyfile": str(certs / "server.key"),
+           "cluster.ssl_options.verify": "verify_peer"}
+    cl, lead = three(cluster, **tls)
+    ConfirmedLoad(lead, "q", warm=20, limit=20).start().join(30)
+    log = leader_log(lead)
+    assert log.count(", TLS, authenticated (its log") >= 2
+    audits = log.count("audit: replication")
+    # a peer speaking plain TCP (or TLS without a certificate) gets no frame of ours
+    p = Peer(leader_replication(cl))
+    p.send(hello("mallory", "r", 0, 0) + frame(COPYREQ))
+    wait_for(lambda: p.closed.is_set() or leader_log(lead).count("audit: replication") > audits,
+             timeout=10, message="the leader refuses a peer without TLS")
+    p.close()
+    assert p.types == [] and p.copy_bytes == 0
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    ctx.check_hostname = False
+    raw = socket.create_connection(leader_replication(cl), timeout=5)
+    with pytest.raises((ssl.SSLError, OSError)):
+        t = ctx.wrap_socket(raw)  # no client certificate: refused in (or right after) the handshake
+        t.sendall(hello("mallory", "r", 0, 0))
+        assert t.recv(100) == b""
+        raise OSError("closed")
+    raw.close()
+    wait_for(lambda: "TLS handshake failed" in leader_log(lead), timeout=10,
+             message="an audit line for the handshake refused")
+    # the followers still follow (a confirmed publish needs one of them)
+    ConfirmedLoad(lead, "q", warm=10, limit=10).start().join(30)

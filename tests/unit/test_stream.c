@@ -336,8 +336,8 @@ static void start_follower(fixture *x, int i, uint64_t last, const repl_epochs *
     snprintf(name, sizeof name, "f%d", i);
     cs_log lg = follower_log(&x->fl[i]);
     const char *sec = follower_secret[i];
-    x->cl[i] = cs_client_start(name, "c", (const uint8_t *)sec, sec ? strlen(sec) : 0, last, h, 0,
-                               &lg, err, sizeof err);
+    x->cl[i] = cs_client_start(name, "c", (const uint8_t *)sec, sec ? strlen(sec) : 0, NULL, last,
+                               h, 0, &lg, err, sizeof err);
     ck_assert_msg(x->cl[i] != NULL, "%s", err);
     cs_client_set_leader(x->cl[i], x->addr, 1);
 }
@@ -620,7 +620,7 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
     repl_epochs_note(&d, 7, 41);
     char err[256];
     cs_log lg = follower_log(&x.fl[1]);
-    x.cl[1] = cs_client_start("f1", "c", NULL, 0, 70, &d, 0, &lg, err, sizeof err);
+    x.cl[1] = cs_client_start("f1", "c", NULL, 0, NULL, 70, &d, 0, &lg, err, sizeof err);
     ck_assert(x.cl[1] != NULL);
     cs_client_set_leader(x.cl[1], x.addr, 1);
     pause_ms(300);
@@ -666,7 +666,7 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
     x.ml.srv = cs_server_start(fd, &o, &sl, err, sizeof err);
     ck_assert(x.ml.srv != NULL);
     cs_server_lease(x.ml.srv, now_ms() + 3600 * 1000);
-    x.cl[0] = cs_client_start("f0", "c", NULL, 0, 45, &d, 0, &lg, err, sizeof err);
+    x.cl[0] = cs_client_start("f0", "c", NULL, 0, NULL, 45, &d, 0, &lg, err, sizeof err);
     cs_client_set_leader(x.cl[0], x.addr, 2);
     ml_append(&x.ml, 2); /* group 31 of epoch 2 */
     /* it cannot cut its 31..45: a full copy (1..30 or 1..31), then group 31 of epoch 2 */
