@@ -19,8 +19,10 @@
  *   HELLO from a peer that has not proved itself is refused, never counted.
  * - With TLS (cluster.ssl_options), every byte of a connection goes through its sl_tls
  *   stream once the handshake is done; nothing is read or written in the clear before.
- * - A connection that has not said HELLO holds at most PREAUTH_MAX bytes unread: a stranger
- *   cannot make the leader buffer a 1 GiB frame.
+ * - A connection that has not said HELLO holds at most PREAUTH_MAX bytes unread (a stranger
+ *   cannot make the leader buffer a 1 GiB frame) and for at most PREAUTH_MS; when every slot
+ *   is taken, the oldest such connection makes room for a new one: strangers that connect
+ *   and say nothing cannot keep a member out.
  */
 #include "cluster/stream.h"
 
@@ -58,6 +60,7 @@
 #define REFUSE_AUTH 5      /* REFUSE code: not authenticated (no secret, a wrong proof) */
 #define REFUSE_MEMBER 6    /* REFUSE code: not a member registered in etcd (yet) */
 #define PREAUTH_MAX 4096   /* bytes a connection may send before its HELLO is accepted */
+#define PREAUTH_MS 5000    /* time a connection has to get its HELLO accepted */
 #define COPY_CHUNK (256u << 10)
 /* A follower saves its position (and so clears its in-flight marker) once no group was
  * applied for this long. Under a steady stream neither the position's fdatasync nor the
@@ -96,10 +99,11 @@ typedef struct sconn {
     /* the handshake (auth.h): 0 nothing yet, 1 AUTH (server) / sent (client), 2 proved */
     int auth;
     uint8_t nf[CA_NONCE], nl[CA_NONCE];
-    char claimed[256]; /* the name its AUTH claimed (server) */
-    char peer[64];     /* its address, for audit lines (server) */
-    sl_tls *tls;       /* NULL: plain TCP */
-    int tls_ready;     /* its handshake is done */
+    char claimed[256];  /* the name its AUTH claimed (server) */
+    char peer[64];      /* its address, for audit lines (server) */
+    sl_tls *tls;        /* NULL: plain TCP */
+    int tls_ready;      /* its handshake is done */
+    uint64_t opened_ms; /* accepted then (server) */
     sl_buf in, out;
     /* a full copy being sent (server) */
     void *snap;
@@ -688,10 +692,22 @@ static void *server_run(void *arg)
                     break;
                 int one = 1;
                 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                int slot = -1;
-                for (int i = 0; i < MAX_CONNS && slot < 0; i++)
+                int slot = -1, oldest = -1;
+                for (int i = 0; i < MAX_CONNS && slot < 0; i++) {
                     if (s->conns[i].fd < 0)
                         slot = i;
+                    else if (s->conns[i].node < 0 &&
+                             (oldest < 0 || s->conns[i].opened_ms < s->conns[oldest].opened_ms))
+                        oldest = i;
+                }
+                if (slot < 0 && oldest >= 0) { /* every slot taken: a stranger makes room */
+                    sl_warn("audit: replication peer %s dropped (claimed node '%s'): no HELLO "
+                            "yet and every connection slot taken",
+                            s->conns[oldest].peer,
+                            s->conns[oldest].claimed[0] ? s->conns[oldest].claimed : "-");
+                    server_drop(s, &s->conns[oldest]);
+                    slot = oldest;
+                }
                 if (slot < 0) {
                     close(fd);
                     continue;
@@ -700,6 +716,7 @@ static void *server_run(void *arg)
                 memset(c, 0, sizeof *c);
                 c->fd = fd;
                 c->node = -1;
+                c->opened_ms = now;
                 struct sockaddr_storage ss;
                 socklen_t sl = sizeof ss;
                 char host[INET6_ADDRSTRLEN] = "?";
@@ -766,6 +783,15 @@ static void *server_run(void *arg)
                 uint64_t sess = c->fd >= 0 && c->node > 0 ? rl_session(s->rl, c->node) : 0;
                 if (sess && !c->close_after)
                     cw_put_ping(&c->out, rl_epoch(s->rl), sess, rl_commit(s->rl));
+            }
+        }
+        for (int i = 0; i < MAX_CONNS; i++) {
+            sconn *c = &s->conns[i];
+            if (c->fd >= 0 && c->node < 0 && !c->close_after && now > c->opened_ms + PREAUTH_MS) {
+                sl_warn("audit: replication peer %s dropped (claimed node '%s'): no HELLO within "
+                        "%d ms",
+                        c->peer, c->claimed[0] ? c->claimed : "-", PREAUTH_MS);
+                server_drop(s, c);
             }
         }
         server_isr(s, now);

@@ -468,3 +468,26 @@ def test_mutual_tls_on_the_replication_port(cluster, tmp_path):
              message="an audit line for the handshake refused")
     # the followers still follow (a confirmed publish needs one of them)
     ConfirmedLoad(lead, "q", warm=10, limit=10).start().join(30)
+
+
+@pytest.mark.test_timeout(240)
+def test_idle_strangers_do_not_lock_members_out(cluster):
+    """The leader holds 32 replication connections. Strangers that connect and say nothing
+    must not keep a member out: a connection that has not said HELLO is dropped after a few
+    seconds, and when every slot is taken the oldest such one makes room."""
+    cl, lead = three(cluster)
+    addr = leader_replication(cl)
+    idle = [socket.create_connection(addr, timeout=5) for _ in range(40)]
+    try:
+        f = next(b for b in cl.alive() if b is not lead)
+        p = Peer(addr)
+        p.send(frame(AUTH, s16(f.node_name) + s16("r") + os.urandom(32)))
+        wait_for(lambda: CHALLENGE in p.types or p.closed.is_set(), timeout=10,
+                 message="an answer to a member's AUTH")
+        p.close()
+        assert p.types == [CHALLENGE], "a member's AUTH was not answered: %s" % p.types
+        wait_for(lambda: "every connection slot taken" in leader_log(lead) and "no HELLO within" in
+                 leader_log(lead), timeout=20, message="the idle strangers dropped")
+    finally:
+        for s in idle:
+            s.close()
