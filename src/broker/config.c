@@ -815,8 +815,9 @@ void sl_config_usage(void)
            "cluster_formation.etcd.endpoints.N,\n"
            "cluster_formation.etcd.key_prefix, cluster_formation.etcd.cluster_name,\n"
            "cluster.replication_port, cluster.advertise_address, cluster.lease_ttl (s),\n"
-           "cluster.min_insync_replicas, cluster.proxy_max_connections (a cluster on etcd;\n"
-           "see README).\n");
+           "cluster.min_insync_replicas, cluster.proxy_max_connections, cluster.secret_file,\n"
+           "cluster.insecure_no_secret, cluster_formation.etcd.username|password|scheme,\n"
+           "cluster_formation.etcd.ssl_options.* (a cluster on etcd; see docs/cluster.md).\n");
 }
 
 /* --listen-fd DOOR=FD: start that listener on an inherited socket that is already bound and
@@ -929,6 +930,11 @@ int sl_config_from_args(sl_config *c, int argc, char **argv)
     const char *cerr = cl_conf_check(&c->cluster);
     if (cerr) {
         fprintf(stderr, "sluiced: %s\n", cerr);
+        return -1;
+    }
+    char serr[512];
+    if (cl_conf_load_secret(&c->cluster, serr, sizeof serr) < 0) {
+        fprintf(stderr, "sluiced: %s\n", serr);
         return -1;
     }
     return 0;
