@@ -148,7 +148,14 @@ class SluiceNode:
     def start(self):
         self.base.mkdir(parents=True, exist_ok=True)
         conf = self.base / "sluice.conf"
+        # the shared cluster secret: one file for the three nodes, readable by this user only
+        secret = self.base.parent / "cluster.secret"
+        if not secret.exists():
+            fd = os.open(str(secret), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write("bench-cluster-secret\n")
         conf.write_text(
+            "cluster.secret_file = %s\n" % secret +
             "cluster_formation.peer_discovery_backend = etcd\n"
             "cluster_formation.etcd.endpoints.1 = %s\n"
             "cluster_formation.etcd.cluster_name = bench\n"

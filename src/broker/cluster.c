@@ -21,7 +21,9 @@
 #include "cluster/member.h"
 #include "cluster/mirror.h"
 #include "cluster/node.h"
+#include "cluster/auth.h"
 #include "cluster/stream.h"
+#include "net/tls.h"
 #include "core/log.h"
 #include "persist/persist.h"
 
@@ -212,6 +214,13 @@ static int hook_banned(void *ctx, const char *name)
     return cl_member_is_banned(b->cluster, name);
 }
 
+/* The server's AUTH / HELLO check (its thread): only a name registered in etcd. */
+static int hook_member(void *ctx, const char *name)
+{
+    broker *b = ctx;
+    return cl_member_is_member(b->cluster, name);
+}
+
 int broker_cluster_adopt(broker *b, int http_port)
 {
     (void)http_port;
@@ -247,7 +256,11 @@ int broker_cluster_adopt(broker *b, int http_port)
                         .last_idx = last,
                         .hist = &n->hist,
                         .banned = hook_banned,
-                        .banned_ctx = b};
+                        .banned_ctx = b,
+                        .member = hook_member,
+                        .member_ctx = b,
+                        .secret = cfg->cluster.secret,
+                        .secret_len = cfg->cluster.secret_len};
     cs_log lg = {.ctx = b,
                  .group = log_group,
                  .isr_propose = log_isr,
@@ -257,7 +270,14 @@ int broker_cluster_adopt(broker *b, int http_port)
                  .snap_read = snap_read,
                  .snap_free = snap_free};
     char err[256];
+    o.tls = ca_tls_ctx(&cfg->cluster, 1, err, sizeof err);
+    if (!o.tls && err[0]) {
+        sl_error("cluster: %s", err);
+        return -1;
+    }
     int lfd = cl_member_take_listen(b->cluster);
+    if (lfd < 0)
+        sl_tls_ctx_free(o.tls); /* cs_server_start owns it otherwise */
     b->repl = lfd >= 0 ? cs_server_start(lfd, &o, &lg, err, sizeof err) : NULL;
     if (!b->repl) {
         sl_error("cluster: %s", lfd >= 0 ? err : "the replication socket is gone");

@@ -16,6 +16,7 @@
 #include "../core/mem.h"
 #include "../core/version.h"
 #include "../link/eod.h"
+#include "../net/cidr.h"
 #include "../net/tls.h"
 
 static void add_user(sl_config *c, const char *name, const char *password)
@@ -182,6 +183,7 @@ void sl_config_free(sl_config *c)
     sl_free(c->msmq_vhost);
     sl_free(c->msmq_user);
     sl_free(c->msmq_hosts);
+    sl_free(c->msmq_allowed_senders);
     sl_free(c->auth_mechanisms);
     struct sl_tls_conf *tc[3] = {&c->ssl, &c->mgmt_ssl, &c->link_ssl};
     for (int i = 0; i < 3; i++) {
@@ -646,6 +648,15 @@ static const char *apply(sl_config *c, const char *key, const char *value)
         if (parse_u64(value, UINT32_MAX, &n) || n == 0)
             return "msmq.seq_window must be 1..4294967295";
         c->msmq_seq_window = n;
+    } else if (!strcmp(key, "msmq.allowed_senders")) {
+        sl_cidr_list l;
+        char why[200];
+        int bad = sl_cidr_list_parse(value, &l, why, sizeof why);
+        sl_cidr_list_free(&l);
+        if (bad)
+            return "msmq.allowed_senders must be a list of ADDRESS[/BITS] (IPv4 /0..32, IPv6 "
+                   "/0..128), or any";
+        set_str(&c->msmq_allowed_senders, value);
     } else if (!strcmp(key, "msmq.window")) {
         if (parse_u64(value, 65535, &n) || n < 1)
             return "msmq.window must be 1..65535";
@@ -804,8 +815,9 @@ void sl_config_usage(void)
            "cluster_formation.etcd.endpoints.N,\n"
            "cluster_formation.etcd.key_prefix, cluster_formation.etcd.cluster_name,\n"
            "cluster.replication_port, cluster.advertise_address, cluster.lease_ttl (s),\n"
-           "cluster.min_insync_replicas, cluster.proxy_max_connections (a cluster on etcd;\n"
-           "see README).\n");
+           "cluster.min_insync_replicas, cluster.proxy_max_connections, cluster.secret_file,\n"
+           "cluster.insecure_no_secret, cluster_formation.etcd.username|password|scheme,\n"
+           "cluster_formation.etcd.ssl_options.* (a cluster on etcd; see docs/cluster.md).\n");
 }
 
 /* --listen-fd DOOR=FD: start that listener on an inherited socket that is already bound and
@@ -918,6 +930,11 @@ int sl_config_from_args(sl_config *c, int argc, char **argv)
     const char *cerr = cl_conf_check(&c->cluster);
     if (cerr) {
         fprintf(stderr, "sluiced: %s\n", cerr);
+        return -1;
+    }
+    char serr[512];
+    if (cl_conf_load_secret(&c->cluster, serr, sizeof serr) < 0) {
+        fprintf(stderr, "sluiced: %s\n", serr);
         return -1;
     }
     return 0;

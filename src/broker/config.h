@@ -126,7 +126,10 @@ typedef struct sl_config {
     uint32_t msmq_max_packet;
     uint32_t msmq_idle_timeout_ms, msmq_handshake_timeout_ms;
     uint16_t msmq_window;
-    uint64_t msmq_seq_window; /* the largest step of a sequence's TxSequenceNumber (eod.h) */
+    uint64_t msmq_seq_window; /* the largest gap a TxSequenceNumber may declare (mqqb.h) */
+    /* msmq.allowed_senders: the CIDR list of addresses that may open an MS-MQQB session
+     * (net/cidr.h); NULL = MSMQ_ALLOWED_SENDERS_DEFAULT */
+    char *msmq_allowed_senders;
     int msmq_ping_port; /* UDP ping: -2 = follow listeners.msmq (3527, or 0 beside 0), -1 = off */
     /* receiver: the largest step a sequence's numbers may take (a SeqNo beyond the last
      * accepted + this is refused as forged; link_recv.c) */

@@ -2,9 +2,11 @@
 #include "cluster/conf.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster/auth.h"
 #include "core/mem.h"
 
 void cl_conf_defaults(cl_conf *c)
@@ -17,6 +19,9 @@ void cl_conf_defaults(cl_conf *c)
     c->min_insync_replicas = 2;
     c->proxy_max_connections = CL_DEFAULT_PROXY_MAX_CONNECTIONS;
     c->replication_buffer_bytes = 256ull << 20;
+    c->etcd_verify = 1;
+    c->repl_verify = 1;
+    c->repl_fail_if_no_peer = 1;
 }
 
 void cl_conf_free(cl_conf *c)
@@ -26,6 +31,18 @@ void cl_conf_free(cl_conf *c)
     sl_free(c->key_prefix);
     sl_free(c->cluster_name);
     sl_free(c->advertise_address);
+    sl_free(c->secret_file);
+    if (c->secret)
+        memset(c->secret, 0, c->secret_len);
+    sl_free(c->secret);
+    sl_free(c->etcd_username);
+    sl_free(c->etcd_password);
+    sl_free(c->etcd_cacertfile);
+    sl_free(c->etcd_certfile);
+    sl_free(c->etcd_keyfile);
+    sl_free(c->repl_cacertfile);
+    sl_free(c->repl_certfile);
+    sl_free(c->repl_keyfile);
     memset(c, 0, sizeof *c);
 }
 
@@ -155,6 +172,68 @@ int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **e
             *err = "cluster.replication_buffer_bytes must be 4096..1099511627776";
         else
             c->replication_buffer_bytes = b;
+    } else if (!strcmp(key, "cluster.secret_file")) {
+        if (!*value)
+            *err = "cluster.secret_file must be a path";
+        else
+            set_str(&c->secret_file, value);
+    } else if (!strcmp(key, "cluster.insecure_no_secret")) {
+        if (!strcmp(value, "true"))
+            c->insecure_no_secret = 1;
+        else if (!strcmp(value, "false"))
+            c->insecure_no_secret = 0;
+        else
+            *err = "cluster.insecure_no_secret must be true or false";
+    } else if (!strcmp(key, "cluster_formation.etcd.scheme")) {
+        if (!strcmp(value, "https"))
+            c->etcd_https = 1;
+        else if (!strcmp(value, "http"))
+            c->etcd_https = 0;
+        else
+            *err = "cluster_formation.etcd.scheme must be http or https";
+    } else if (!strcmp(key, "cluster_formation.etcd.username")) {
+        set_str(&c->etcd_username, value);
+    } else if (!strcmp(key, "cluster_formation.etcd.password")) {
+        set_str(&c->etcd_password, value);
+    } else if (!strncmp(key, "cluster_formation.etcd.ssl_options.", 35)) {
+        const char *o = key + 35;
+        c->etcd_https = 1;
+        if (!strcmp(o, "cacertfile"))
+            set_str(&c->etcd_cacertfile, value);
+        else if (!strcmp(o, "certfile"))
+            set_str(&c->etcd_certfile, value);
+        else if (!strcmp(o, "keyfile"))
+            set_str(&c->etcd_keyfile, value);
+        else if (!strcmp(o, "verify") && !strcmp(value, "verify_peer"))
+            c->etcd_verify = 1;
+        else if (!strcmp(o, "verify") && !strcmp(value, "verify_none"))
+            c->etcd_verify = 0;
+        else if (!strcmp(o, "verify"))
+            *err = "cluster_formation.etcd.ssl_options.verify must be verify_peer or verify_none";
+        else
+            *err = "unknown cluster setting";
+    } else if (!strncmp(key, "cluster.ssl_options.", 20)) {
+        const char *o = key + 20;
+        if (!strcmp(o, "cacertfile"))
+            set_str(&c->repl_cacertfile, value);
+        else if (!strcmp(o, "certfile"))
+            set_str(&c->repl_certfile, value);
+        else if (!strcmp(o, "keyfile"))
+            set_str(&c->repl_keyfile, value);
+        else if (!strcmp(o, "verify") && !strcmp(value, "verify_peer"))
+            c->repl_verify = 1;
+        else if (!strcmp(o, "verify") && !strcmp(value, "verify_none"))
+            c->repl_verify = 0;
+        else if (!strcmp(o, "verify"))
+            *err = "cluster.ssl_options.verify must be verify_peer or verify_none";
+        else if (!strcmp(o, "fail_if_no_peer_cert") && !strcmp(value, "true"))
+            c->repl_fail_if_no_peer = 1;
+        else if (!strcmp(o, "fail_if_no_peer_cert") && !strcmp(value, "false"))
+            c->repl_fail_if_no_peer = 0;
+        else if (!strcmp(o, "fail_if_no_peer_cert"))
+            *err = "cluster.ssl_options.fail_if_no_peer_cert must be true or false";
+        else
+            *err = "unknown cluster setting";
     } else if (!strncmp(key, "cluster_formation.", 18) || !strncmp(key, "cluster.", 8)) {
         *err = "unknown cluster setting";
     } else {
@@ -170,5 +249,41 @@ const char *cl_conf_check(const cl_conf *c)
     if (c->n_endpoints == 0)
         return "cluster_formation.peer_discovery_backend = etcd needs at least one "
                "cluster_formation.etcd.endpoints.N = HOST:PORT";
+    if (!c->etcd_username != !c->etcd_password)
+        return "cluster_formation.etcd.username and .password go together";
+    if (!c->etcd_certfile != !c->etcd_keyfile)
+        return "cluster_formation.etcd.ssl_options.certfile and .keyfile go together";
+    if (!c->repl_certfile != !c->repl_keyfile)
+        return "cluster.ssl_options.certfile and .keyfile go together";
+    if (c->repl_cacertfile && !c->repl_certfile)
+        return "cluster.ssl_options.cacertfile needs .certfile and .keyfile (mutual TLS)";
+    if (c->repl_certfile && c->repl_verify && !c->repl_cacertfile)
+        return "cluster.ssl_options.verify = verify_peer needs .cacertfile (the CA of the "
+               "members' certificates)";
     return NULL;
+}
+
+int cl_conf_load_secret(cl_conf *c, char *err, size_t errlen)
+{
+    if (!c->enabled)
+        return 0;
+    if (!c->secret_file) {
+        if (c->insecure_no_secret)
+            return 0;
+        /* A cluster whose replication port takes anyone who can reach it gives away every
+         * message and user record and can be made to confirm what no follower holds (issue
+         * 43): like RabbitMQ without its Erlang cookie, it does not start. */
+        snprintf(err, errlen,
+                 "a cluster needs cluster.secret_file: a file holding the cluster's shared "
+                 "secret, the same on every node, readable by this user only (e.g. `openssl rand "
+                 "-base64 32 > FILE; chmod 600 FILE`); or cluster.insecure_no_secret = true to "
+                 "let anyone who can reach the replication port join");
+        return -1;
+    }
+    if (c->secret) {
+        memset(c->secret, 0, c->secret_len);
+        sl_free(c->secret);
+        c->secret = NULL;
+    }
+    return cl_secret_load(c->secret_file, &c->secret, &c->secret_len, err, errlen);
 }

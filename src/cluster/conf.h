@@ -14,13 +14,29 @@
  *   cluster.replication_buffer_bytes = 268435456        (the leader's ring of recent groups:
  *                                                        a follower further behind takes a
  *                                                        full copy)
+ *   cluster.secret_file = PATH                          (the shared cluster secret, auth.h;
+ *                                                        required unless the opt-out below)
+ *   cluster.insecure_no_secret = false                  (true: replication peers are not
+ *                                                        authenticated; logged at start)
+ *   cluster.ssl_options.certfile / .keyfile / .cacertfile   (TLS on the replication port,
+ *                                                        mutual: on when certfile is set)
+ *   cluster.ssl_options.verify = verify_peer            (or verify_none: encryption only)
+ *   cluster.ssl_options.fail_if_no_peer_cert = true     (the leader wants a follower's cert)
+ *   cluster_formation.etcd.scheme = http                (https: TLS to etcd; any ssl_options
+ *                                                        key implies it)
+ *   cluster_formation.etcd.username / .password         (etcd's auth: a token per session)
+ *   cluster_formation.etcd.ssl_options.cacertfile / .certfile / .keyfile
+ *   cluster_formation.etcd.ssl_options.verify = verify_peer   (or verify_none)
  *
  * Invariant: without peer_discovery_backend = etcd, `enabled` is 0 and nothing of the cluster
- * starts: the node is a single node exactly as before the cluster existed.
+ * starts: the node is a single node exactly as before the cluster existed. A cluster node
+ * holds its secret (loaded by cl_conf_load_secret, checked as auth.h says) or was told
+ * explicitly to run without one.
  */
 #ifndef SL_CLUSTER_CONF_H
 #define SL_CLUSTER_CONF_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define CL_MAX_ENDPOINTS 16
@@ -41,6 +57,19 @@ typedef struct cl_conf {
     uint32_t min_insync_replicas;
     uint32_t proxy_max_connections; /* the follower's front door (proxy.h) */
     uint64_t replication_buffer_bytes;
+    char *secret_file;
+    uint8_t *secret; /* its bytes once loaded (cl_conf_load_secret); NULL: none */
+    size_t secret_len;
+    int insecure_no_secret;
+    /* etcd's own doors (etcd.h etcd_opts) */
+    int etcd_https;
+    char *etcd_username, *etcd_password;
+    char *etcd_cacertfile, *etcd_certfile, *etcd_keyfile;
+    int etcd_verify; /* verify_peer (default) */
+    /* TLS on the replication port (on when repl_certfile is set) */
+    char *repl_cacertfile, *repl_certfile, *repl_keyfile;
+    int repl_verify;          /* verify_peer (default) */
+    int repl_fail_if_no_peer; /* default 1 */
 } cl_conf;
 
 void cl_conf_defaults(cl_conf *c);
@@ -50,5 +79,8 @@ void cl_conf_free(cl_conf *c);
 int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **err);
 /* After every setting is read: NULL when the whole is usable, else why not. */
 const char *cl_conf_check(const cl_conf *c);
+/* After cl_conf_check: read cluster.secret_file (auth.h cl_secret_load). 0, or -1 with err:
+ * the file is unfit, or a cluster has neither a secret nor cluster.insecure_no_secret. */
+int cl_conf_load_secret(cl_conf *c, char *err, size_t errlen);
 
 #endif

@@ -21,13 +21,73 @@
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h" /* base64_encode, base64_decode */
 
+/* etcd_opts, owned */
+typedef struct eopts {
+    char *username, *password, *cacertfile, *certfile, *keyfile;
+    int https, verify;
+} eopts;
+
 struct etcd {
     CURL *curl;
     char **endpoints;
     unsigned n, good; /* good: the endpoint that answered last */
     uint32_t timeout_ms;
     sl_buf reply;
+    eopts o;
+    char *token; /* etcd's auth token (NULL: none yet) */
 };
+
+static char *dup_or_null(const char *s)
+{
+    return s ? sl_xstrdup(s) : NULL;
+}
+
+static void eopts_copy(eopts *to, const etcd_opts *o)
+{
+    memset(to, 0, sizeof *to);
+    if (!o)
+        return;
+    if (o->username && o->password) {
+        to->username = sl_xstrdup(o->username);
+        to->password = sl_xstrdup(o->password);
+    }
+    to->cacertfile = dup_or_null(o->cacertfile);
+    to->certfile = dup_or_null(o->certfile);
+    to->keyfile = dup_or_null(o->keyfile);
+    to->https = o->https;
+    to->verify = o->verify;
+}
+
+static void eopts_free(eopts *o)
+{
+    if (o->password)
+        memset(o->password, 0, strlen(o->password));
+    sl_free(o->username);
+    sl_free(o->password);
+    sl_free(o->cacertfile);
+    sl_free(o->certfile);
+    sl_free(o->keyfile);
+    memset(o, 0, sizeof *o);
+}
+
+/* The URL of path on endpoint ep, and the handle's TLS settings. */
+static void setup(CURL *c, const eopts *o, const char *ep, const char *path, char *url,
+                  size_t urllen)
+{
+    snprintf(url, urllen, "%s://%s%s", o->https ? "https" : "http", ep, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, o->https ? "https" : "http");
+    if (!o->https)
+        return;
+    if (o->cacertfile)
+        curl_easy_setopt(c, CURLOPT_CAINFO, o->cacertfile);
+    if (o->certfile)
+        curl_easy_setopt(c, CURLOPT_SSLCERT, o->certfile);
+    if (o->keyfile)
+        curl_easy_setopt(c, CURLOPT_SSLKEY, o->keyfile);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, o->verify ? 1L : 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, o->verify ? 2L : 0L);
+}
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
@@ -36,7 +96,7 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-etcd *etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms)
+etcd *etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms, const etcd_opts *o)
 {
     pthread_once(&curl_once, curl_init_once);
     etcd *e = sl_xcalloc(1, sizeof *e);
@@ -51,6 +111,7 @@ etcd *etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms)
     e->n = n;
     e->timeout_ms = timeout_ms;
     sl_buf_init(&e->reply);
+    eopts_copy(&e->o, o);
     return e;
 }
 
@@ -63,6 +124,8 @@ void etcd_free(etcd *e)
         sl_free(e->endpoints[i]);
     sl_free(e->endpoints);
     sl_buf_free(&e->reply);
+    eopts_free(&e->o);
+    sl_free(e->token);
     sl_free(e);
 }
 
@@ -90,6 +153,74 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
+static size_t on_token_body(char *p, size_t size, size_t nmemb, void *arg)
+{
+    sl_buf *b = arg;
+    size_t n = size * nmemb;
+    if (b->len + n > 65536)
+        return 0;
+    sl_buf_append(b, p, n);
+    return n;
+}
+
+/* POST /v3/auth/authenticate on endpoint ep with handle c: the token (sl_free), or NULL with
+ * err. Used by the client and by the watch (each its own handle). */
+static char *authenticate(CURL *c, const eopts *o, const char *ep, uint32_t timeout_ms, char *err,
+                          size_t errlen)
+{
+    json_t *body = json_pack("{s:s,s:s}", "name", o->username, "password", o->password);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text) {
+        snprintf(err, errlen, "etcd: cannot encode a request");
+        return NULL;
+    }
+    sl_buf reply;
+    sl_buf_init(&reply);
+    char url[512];
+    curl_easy_reset(c);
+    setup(c, o, ep, "/v3/auth/authenticate", url, sizeof url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_token_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    CURLcode rc = curl_easy_perform(c);
+    curl_slist_free_all(h);
+    memset(text, 0, strlen(text)); /* it holds the password */
+    free(text);
+    char *token = NULL;
+    if (rc != CURLE_OK) {
+        snprintf(err, errlen, "etcd %s: authenticating: %s", ep, curl_easy_strerror(rc));
+    } else {
+        json_error_t je;
+        json_t *j = json_loadb((const char *)reply.data, reply.len, 0, &je);
+        const char *t = json_string_value(json_object_get(j, "token"));
+        if (t && *t) {
+            token = sl_xstrdup(t);
+        } else {
+            const char *m = json_string_value(json_object_get(j, "error"));
+            if (!m)
+                m = json_string_value(json_object_get(j, "message"));
+            snprintf(err, errlen, "etcd %s: authenticating as %s: %s", ep, o->username,
+                     m ? m : "no token in the reply");
+        }
+        json_decref(j);
+    }
+    sl_buf_free(&reply);
+    return token;
+}
+
+/* etcd's answer when a token is no longer (or was never) valid: authenticate again. */
+static int token_refused(const char *msg)
+{
+    return msg && (strstr(msg, "invalid auth token") || strstr(msg, "token expired") ||
+                   strstr(msg, "user name is empty") || strstr(msg, "user name not found"));
+}
+
 /* POST body to path; the parsed JSON reply (an object), or NULL with err. */
 static json_t *call(etcd *e, const char *path, json_t *body, char *err, size_t errlen)
 {
@@ -101,21 +232,31 @@ static json_t *call(etcd *e, const char *path, json_t *body, char *err, size_t e
     }
     json_t *out = NULL;
     err[0] = 0;
+    int reauth = 0; /* a new token was taken for a refused one: once per call */
     for (unsigned k = 0; k < e->n && !out; k++) {
         unsigned i = (e->good + k) % e->n;
+        if (e->o.username && !e->token) {
+            e->token = authenticate(e->curl, &e->o, e->endpoints[i], e->timeout_ms, err, errlen);
+            if (!e->token)
+                continue;
+        }
         char url[512];
-        snprintf(url, sizeof url, "http://%s%s", e->endpoints[i], path);
         e->reply.len = 0;
         curl_easy_reset(e->curl);
-        curl_easy_setopt(e->curl, CURLOPT_URL, url);
+        setup(e->curl, &e->o, e->endpoints[i], path, url, sizeof url);
         curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, text);
         curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, e);
         curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
         curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)e->timeout_ms);
         curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L); /* a thread: no SIGALRM */
-        curl_easy_setopt(e->curl, CURLOPT_PROTOCOLS_STR, "http");
         struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        if (e->token) {
+            char *auth = sl_xmalloc(strlen(e->token) + 32);
+            sprintf(auth, "Authorization: %s", e->token);
+            h = curl_slist_append(h, auth);
+            sl_free(auth);
+        }
         curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, h);
         CURLcode rc = curl_easy_perform(e->curl);
         curl_slist_free_all(h);
@@ -139,6 +280,13 @@ static json_t *call(etcd *e, const char *path, json_t *body, char *err, size_t e
             const char *m = json_string_value(msg ? msg : json_object_get(j, "message"));
             snprintf(err, errlen, "etcd %s%s: %s", e->endpoints[i], path, m ? m : "HTTP error");
             json_decref(j);
+            if (e->o.username && !reauth && token_refused(err)) {
+                sl_free(e->token); /* expired (or etcd restarted): a new one, the call again */
+                e->token = NULL;
+                reauth = 1;
+                k--;
+                continue;
+            }
             break; /* etcd answered: another endpoint would say the same */
         }
         out = j;
@@ -354,6 +502,7 @@ int etcd_txn(etcd *e, const etcd_cmp *cmp, int ncmp, const etcd_put_op *put, int
 struct etcd_watch {
     char **endpoints;
     unsigned n;
+    eopts o;
     char *body; /* {"create_request": {"key": base64}} */
     int ring_fd;
     uint32_t retry_ms;
@@ -384,21 +533,34 @@ static void *watch_run(void *arg)
     CURL *c = curl_easy_init();
     int stop = !multi || !c;
     for (unsigned i = 0; !stop; i = (i + 1) % w->n) {
-        char url[512];
-        snprintf(url, sizeof url, "http://%s/v3/watch", w->endpoints[i]);
+        char url[512], aerr[256];
+        char *token = NULL;
+        if (w->o.username) { /* a token per stream: one that expired is replaced here */
+            token = authenticate(c, &w->o, w->endpoints[i], 1000, aerr, sizeof aerr);
+            if (!token) {
+                stop = watch_stopped(w, (int)w->retry_ms);
+                continue;
+            }
+        }
         curl_easy_reset(c);
-        curl_easy_setopt(c, CURLOPT_URL, url);
+        setup(c, &w->o, w->endpoints[i], "/v3/watch", url, sizeof url);
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, w->body);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_watch_body);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, w);
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
         /* a stream that is quiet for hours is normal; a dead peer is found by TCP */
         curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
         curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 5L);
         curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 2L);
         struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+        if (token) {
+            char *auth = sl_xmalloc(strlen(token) + 32);
+            sprintf(auth, "Authorization: %s", token);
+            h = curl_slist_append(h, auth);
+            sl_free(auth);
+            sl_free(token);
+        }
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
         curl_multi_add_handle(multi, c);
         for (int running = 1; running && !stop;) {
@@ -422,7 +584,7 @@ static void *watch_run(void *arg)
 }
 
 etcd_watch *etcd_watch_start(char *const *endpoints, unsigned n, const char *key, int ring_fd,
-                             uint32_t retry_ms)
+                             uint32_t retry_ms, const etcd_opts *o)
 {
     if (!n)
         return NULL;
@@ -432,6 +594,7 @@ etcd_watch *etcd_watch_start(char *const *endpoints, unsigned n, const char *key
     for (unsigned i = 0; i < n; i++)
         w->endpoints[i] = sl_xstrdup(endpoints[i]);
     w->n = n;
+    eopts_copy(&w->o, o);
     w->ring_fd = ring_fd;
     w->retry_ms = retry_ms;
     json_t *body = json_pack("{s:{s:o}}", "create_request", "key", b64(key, strlen(key)));
@@ -448,6 +611,7 @@ etcd_watch *etcd_watch_start(char *const *endpoints, unsigned n, const char *key
         for (unsigned i = 0; i < n; i++)
             sl_free(w->endpoints[i]);
         sl_free(w->endpoints);
+        eopts_free(&w->o);
         sl_free(w);
         return NULL;
     }
@@ -467,5 +631,6 @@ void etcd_watch_stop(etcd_watch *w)
     for (unsigned i = 0; i < w->n; i++)
         sl_free(w->endpoints[i]);
     sl_free(w->endpoints);
+    eopts_free(&w->o);
     sl_free(w);
 }

@@ -8,6 +8,13 @@
  * that answered). Lease IDs are sent as JSON numbers: etcd 3.4's gateway does not find a
  * lease given as a string.
  *
+ * etcd's own doors (etcd_opts, from cluster_formation.etcd.*, as RabbitMQ's etcd peer
+ * discovery names them): TLS (https, a CA to verify etcd by, a client certificate and key for
+ * etcd's --client-cert-auth) and etcd's user/password authentication: the client POSTs
+ * /v3/auth/authenticate {"name","password"} and sends the token it gets in an Authorization
+ * header; a reply saying the token is invalid or expired (etcd's simple tokens expire after
+ * 5 minutes unused, and with a restart) gets a new token and the call again, once.
+ *
  * Return values: 0, or -1 with err filled (no answer, an HTTP error, an etcd error such as
  * "lease not found", or a reply that is not what the API documents).
  */
@@ -19,7 +26,16 @@
 
 typedef struct etcd etcd;
 
-etcd *etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms);
+typedef struct etcd_opts {
+    const char *username, *password; /* NULL: no authentication */
+    int https;                       /* TLS to every endpoint */
+    const char *cacertfile;          /* NULL: the system's CAs */
+    const char *certfile, *keyfile;  /* a client certificate (NULL: none) */
+    int verify;                      /* verify etcd's certificate and name (verify_peer) */
+} etcd_opts;
+
+/* o: NULL for plain HTTP without authentication (copied). */
+etcd *etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms, const etcd_opts *o);
 void etcd_free(etcd *e);
 
 /* One key's value and revisions; value is NULL when the key does not exist. */
@@ -70,7 +86,7 @@ int etcd_txn(etcd *e, const etcd_cmp *cmp, int ncmp, const etcd_put_op *put, int
  * curl_multi_poll with a stop pipe beside the stream). */
 typedef struct etcd_watch etcd_watch;
 etcd_watch *etcd_watch_start(char *const *endpoints, unsigned n, const char *key, int ring_fd,
-                             uint32_t retry_ms);
+                             uint32_t retry_ms, const etcd_opts *o);
 void etcd_watch_stop(etcd_watch *w);
 
 #endif

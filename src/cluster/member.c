@@ -978,8 +978,16 @@ static void *run(void *arg)
             goto rest;
         if (!m->lease) {
             if (get_lease(m, err, sizeof err) < 0) {
+                /* an unreachable etcd is retried quietly; one that refuses this node's
+                 * credentials is a setting to fix: said once, at warning level */
+                pthread_mutex_lock(&m->mu);
+                int again = !strcmp(m->st.last_error, err);
+                pthread_mutex_unlock(&m->mu);
                 set_error(m, err);
-                sl_debug("cluster: %s", err);
+                if (!again && strstr(err, "authenticating as"))
+                    sl_warn("cluster: %s", err);
+                else
+                    sl_debug("cluster: %s", err);
             }
             next_renew = now + period;
         } else if (now >= next_renew) {
@@ -1136,7 +1144,14 @@ cl_member *cl_member_start(const cl_member_opts *o, char *err, size_t errlen)
     uint32_t timeout = c->lease_ttl_s * 1000 / 4;
     if (timeout > 1500)
         timeout = 1500;
-    m->etcd = etcd_new(c->endpoints, c->n_endpoints, timeout);
+    etcd_opts eo = {.username = c->etcd_username,
+                    .password = c->etcd_password,
+                    .https = c->etcd_https,
+                    .cacertfile = c->etcd_cacertfile,
+                    .certfile = c->etcd_certfile,
+                    .keyfile = c->etcd_keyfile,
+                    .verify = c->etcd_verify};
+    m->etcd = etcd_new(c->endpoints, c->n_endpoints, timeout, &eo);
     if (!m->etcd) {
         snprintf(err, errlen, "cannot make an HTTP client for etcd");
         goto fail;
@@ -1158,7 +1173,7 @@ cl_member *cl_member_start(const cl_member_opts *o, char *err, size_t errlen)
      * milliseconds, not at the next 250 ms poll; without it (it failed to start, or its
      * stream is down) they still do at the poll. */
     char *lk = key(m, "leader");
-    m->watch = etcd_watch_start(c->endpoints, c->n_endpoints, lk, m->wake_fd[1], 250);
+    m->watch = etcd_watch_start(c->endpoints, c->n_endpoints, lk, m->wake_fd[1], 250, &eo);
     sl_free(lk);
     if (!m->watch)
         sl_warn("cluster: no watch on the leader key: a leader's loss is seen at the next poll");
@@ -1330,6 +1345,18 @@ int cl_member_is_banned(cl_member *m, const char *name)
     int b = name_in(m->bans, m->n_bans, name) || name_in(m->pend_bans, m->n_pend_bans, name);
     pthread_mutex_unlock(&m->mu);
     return b;
+}
+
+int cl_member_is_member(cl_member *m, const char *name)
+{
+    pthread_mutex_lock(&m->mu);
+    int k = 0;
+    for (size_t i = 0; i < m->n_mems && !k; i++)
+        k = !strcmp(m->mems[i].name, name);
+    for (size_t i = 0; i < m->st.n_nodes && !k; i++)
+        k = !strcmp(m->st.nodes[i].name, name);
+    pthread_mutex_unlock(&m->mu);
+    return k;
 }
 
 size_t cl_member_bans(cl_member *m, char out[][256], size_t max)

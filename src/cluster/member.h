@@ -151,6 +151,10 @@ int cl_member_readmit_state(cl_member *m, uint64_t ticket, char *err, size_t err
  * removal is written or unban_local): the replication server refuses their HELLO. */
 int cl_member_is_banned(cl_member *m, const char *name);
 size_t cl_member_bans(cl_member *m, char out[][256], size_t max);
+/* Any thread: name is a member registered in etcd as this node last read it (members/NAME,
+ * read every CL_FIGURES_PERIOD_MS on the leader, or nodes/NAME, every 250 ms): the replication
+ * server takes a HELLO from no one else (stream.h). */
+int cl_member_is_member(cl_member *m, const char *name);
 void cl_member_ban_local(cl_member *m, const char *name);
 void cl_member_unban_local(cl_member *m, const char *name);
 

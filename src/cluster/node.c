@@ -35,7 +35,9 @@
 #include "cluster/figures.h"
 #include "cluster/mirror.h"
 #include "cluster/proxy.h"
+#include "cluster/auth.h"
 #include "cluster/stream.h"
+#include "net/tls.h"
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -258,6 +260,8 @@ static size_t status_json(void *data, char *buf, size_t cap)
     /* removed by an operator: it says so itself (the leader's view lists it the same way) */
     json_object_set_new(j, "removed",
                         st.banned ? json_pack("[s]", f->cfg->node_name) : json_array());
+    if (st.last_error[0]) /* as the leader's view says it (api_cluster.c) */
+        json_object_set_new(j, "etcd_error", json_string(st.last_error));
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     size_t n = s ? strlen(s) : 0;
@@ -382,6 +386,13 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
     sl_info("cluster: follower phase: this node's log ends at group %" PRIu64 " (epoch %" PRIu64
             ")",
             last, repl_epochs_last(&hist));
+    if (cfg->cluster.secret)
+        sl_info("cluster: replication peers authenticate with the secret in %s",
+                cfg->cluster.secret_file);
+    else
+        sl_warn("cluster: cluster.insecure_no_secret = true: anyone who can reach the replication "
+                "port can follow this cluster (take a full copy of its data) or acknowledge for a "
+                "member (docs/cluster.md)");
 
     /* before any thread starts: every thread inherits the mask, so the signals reach the
      * signalfd only (as in the broker) */
@@ -435,8 +446,12 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
                  .copy_begin = f_copy_begin,
                  .copy_write = f_copy_write,
                  .copy_end = f_copy_end};
-    client = cs_client_start(cfg->node_name, cfg->cluster.cluster_name, last, &hist, need_copy, &lg,
-                             err, sizeof err);
+    sl_tls_ctx *tls = ca_tls_ctx(&cfg->cluster, 0, err, sizeof err);
+    if (!tls && err[0])
+        goto fail;
+    client =
+        cs_client_start(cfg->node_name, cfg->cluster.cluster_name, cfg->cluster.secret,
+                        cfg->cluster.secret_len, tls, last, &hist, need_copy, &lg, err, sizeof err);
     if (!client)
         goto fail;
     cl_proxy_opts po = {.source_addr = adv,

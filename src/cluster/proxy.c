@@ -10,7 +10,9 @@
  * timeout; the no-leader exchanges' timeout). When the leader changes, a spliced connection
  * is drained (P_DRAIN): nothing more of the client's goes to the old leader, but what the old
  * leader sends (the reply to a step-down it was asked for, its 320 close) still reaches the
- * client, for DRAIN_MS at most; every other connection closes at once.
+ * client, for DRAIN_MS at most; one still connecting to the old leader (nothing sent yet)
+ * connects to the new one; a no-leader exchange (below) finishes as it began; any other
+ * connection closes at once.
  *
  * With no leader the same buffers carry a short scripted exchange instead (refuse_*): the
  * AMQP handshake up to start-ok answered with connection.close 320, or an HTTP 503 (or
@@ -917,7 +919,17 @@ static void on_control(cl_proxy *p)
         next = c->next;
         if (c->st == P_DRAIN || c->st == P_LINGER)
             continue; /* retired already: its deadline runs */
+        if (c->st == P_REFUSE_AMQP || c->st == P_REFUSE_HTTP)
+            continue; /* a no-leader exchange ends by itself (its deadline): closed now with
+                       * its request unread, the client got a reset and no answer (issue 43:
+                       * GET /api/cluster on a deposed leader just after its re-exec) */
         n++;
+        if (c->st == P_CONNECTING && p->cur.salen[c->door]) {
+            /* nothing went to the old leader yet: the client's bytes go to the new one */
+            close_side(p, &c->lfd, &c->lreg);
+            start_leader_connect(p, c);
+            continue;
+        }
         if (c->st != P_SPLICE) {
             conn_close(p, c);
             continue;

@@ -14,6 +14,15 @@
  * - Every socket is non-blocking; a peer that sends a malformed frame is dropped.
  * - The server never queues more than OUT_MAX bytes for one follower: rl's window and
  *   go-back-N resend what a slow one has not taken.
+ * - With a secret, a server connection has node > 0 only after its PROOF checked out (auth.h),
+ *   and a client applies nothing before the leader's CHALLENGE did: an ACK, a COPYREQ or a
+ *   HELLO from a peer that has not proved itself is refused, never counted.
+ * - With TLS (cluster.ssl_options), every byte of a connection goes through its sl_tls
+ *   stream once the handshake is done; nothing is read or written in the clear before.
+ * - A connection that has not said HELLO holds at most PREAUTH_MAX bytes unread (a stranger
+ *   cannot make the leader buffer a 1 GiB frame) and for at most PREAUTH_MS; when every slot
+ *   is taken, the oldest such connection makes room for a new one: strangers that connect
+ *   and say nothing cannot keep a member out.
  */
 #include "cluster/stream.h"
 
@@ -33,10 +42,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster/auth.h"
 #include "cluster/wire.h"
 #include "core/buf.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "net/loop.h"
+#include "net/tls.h"
 
 #define OUT_MAX (8u << 20) /* bytes queued to one follower before the server waits */
 #define MAX_CONNS 32       /* connections the server holds (followers and strangers) */
@@ -45,6 +57,10 @@
 #define REFUSE_NOT_KEPT 2  /* REFUSE code: the next group is no longer kept (full copy) */
 #define REFUSE_NOT_OURS 3  /* REFUSE code: another cluster */
 #define REFUSE_NO_COPY 4   /* REFUSE code: no full copy can be made here */
+#define REFUSE_AUTH 5      /* REFUSE code: not authenticated (no secret, a wrong proof) */
+#define REFUSE_MEMBER 6    /* REFUSE code: not a member registered in etcd (yet) */
+#define PREAUTH_MAX 4096   /* bytes a connection may send before its HELLO is accepted */
+#define PREAUTH_MS 5000    /* time a connection has to get its HELLO accepted */
 #define COPY_CHUNK (256u << 10)
 /* A follower saves its position (and so clears its in-flight marker) once no group was
  * applied for this long. Under a steady stream neither the position's fdatasync nor the
@@ -80,6 +96,14 @@ typedef struct sconn {
     int fd;
     int node;        /* -1 until its HELLO */
     int close_after; /* close once out is flushed */
+    /* the handshake (auth.h): 0 nothing yet, 1 AUTH (server) / sent (client), 2 proved */
+    int auth;
+    uint8_t nf[CA_NONCE], nl[CA_NONCE];
+    char claimed[256];  /* the name its AUTH claimed (server) */
+    char peer[64];      /* its address, for audit lines (server) */
+    sl_tls *tls;        /* NULL: plain TCP */
+    int tls_ready;      /* its handshake is done */
+    uint64_t opened_ms; /* accepted then (server) */
     sl_buf in, out;
     /* a full copy being sent (server) */
     void *snap;
@@ -89,6 +113,13 @@ typedef struct sconn {
 
 static void sconn_close(sconn *c)
 {
+    if (c->tls) {
+        if (c->tls_ready)
+            sl_tls_shutdown(c->tls);
+        sl_tls_free(c->tls);
+    }
+    c->tls = NULL;
+    c->tls_ready = 0;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -98,9 +129,57 @@ static void sconn_close(sconn *c)
     sl_buf_free(&c->out);
 }
 
+/* TLS: drive the handshake. 1 done (or no TLS), 0 not yet, -1 failed (logged). */
+static int sconn_tls_step(sconn *c)
+{
+    if (!c->tls || c->tls_ready)
+        return 1;
+    int r = sl_tls_handshake(c->tls);
+    if (r == 1) {
+        c->tls_ready = 1;
+        return 1;
+    }
+    if (r < 0)
+        sl_warn("audit: replication connection %s: TLS handshake failed: %s",
+                c->peer[0] ? c->peer : "to the leader", sl_tls_error(c->tls));
+    return r;
+}
+
+/* The poll events c needs. */
+static short sconn_events(const sconn *c)
+{
+    if (c->tls && !c->tls_ready)
+        return (short)(POLLIN | (sl_tls_wants(c->tls) & SL_EV_WRITE ? POLLOUT : 0));
+    return (short)(POLLIN | (sl_buf_unread(&c->out) ? POLLOUT : 0));
+}
+
+/* Bytes already read from the socket that a read would return now (TLS reads ahead). */
+static int sconn_pending(const sconn *c)
+{
+    return c->tls && c->tls_ready && sl_tls_pending(c->tls) > 0;
+}
+
 /* Read what is there: 0, or -1 on EOF / error. */
 static int sconn_read(sconn *c)
 {
+    if (c->tls) {
+        int h = sconn_tls_step(c);
+        if (h <= 0)
+            return h;
+        for (int i = 0; i < 64; i++) {
+            sl_buf_compact(&c->in);
+            uint8_t *p = sl_buf_reserve(&c->in, 65536);
+            ssize_t n = sl_tls_read(c->tls, p, 65536);
+            if (n > 0) {
+                c->in.len += (size_t)n;
+                continue;
+            }
+            if (n == 0)
+                return -1;
+            return errno == EAGAIN ? 0 : -1;
+        }
+        return 0;
+    }
     for (int i = 0; i < 16; i++) {
         sl_buf_compact(&c->in);
         uint8_t *p = sl_buf_reserve(&c->in, 65536);
@@ -119,6 +198,20 @@ static int sconn_read(sconn *c)
 /* Send what is queued: 0, or -1 on error. */
 static int sconn_write(sconn *c)
 {
+    if (c->tls) {
+        int h = sconn_tls_step(c);
+        if (h <= 0)
+            return h;
+        while (sl_buf_unread(&c->out)) {
+            ssize_t n = sl_tls_write(c->tls, sl_buf_head(&c->out), sl_buf_unread(&c->out));
+            if (n > 0) {
+                sl_buf_consume(&c->out, (size_t)n);
+                continue;
+            }
+            return n < 0 && errno == EAGAIN ? 0 : -1;
+        }
+        return 0;
+    }
     while (sl_buf_unread(&c->out)) {
         ssize_t n = send(c->fd, sl_buf_head(&c->out), sl_buf_unread(&c->out), MSG_NOSIGNAL);
         if (n > 0) {
@@ -141,6 +234,11 @@ struct cs_server {
     uint32_t ping_ms;
     int (*banned)(void *ctx, const char *name);
     void *banned_ctx;
+    int (*member)(void *ctx, const char *name);
+    void *member_ctx;
+    uint8_t *secret; /* NULL: none (cluster.insecure_no_secret) */
+    size_t secret_len;
+    sl_tls_ctx *tls; /* NULL: plain TCP */
 
     pthread_mutex_t mu;
     /* inputs, under mu */
@@ -203,29 +301,136 @@ static void server_drop(cs_server *s, sconn *c)
     sconn_close(c);
 }
 
+/* Refuse a peer (REFUSE, then close) with an audit line: its address, the name it claimed
+ * and why. */
+static void server_refuse(sconn *c, const char *who, uint16_t code, const char *reply,
+                          const char *why)
+{
+    sl_warn("audit: replication peer %s refused (claimed node '%s'): %s", c->peer,
+            who && *who ? who : "-", why);
+    cw_put_refuse(&c->out, code, reply);
+    c->close_after = 1;
+}
+
+static const char *frame_name(uint8_t type)
+{
+    static const char *const names[] = {"?",       "HELLO",  "START",     "DATA",      "PING",
+                                        "ACK",     "REFUSE", "COPYREQ",   "COPYBEGIN", "COPYDATA",
+                                        "COPYEND", "AUTH",   "CHALLENGE", "PROOF"};
+    return type < sizeof names / sizeof names[0] ? names[type] : "?";
+}
+
+/* The checks of a claimed name that AUTH (or, without a secret, HELLO) makes: 0 when it may
+ * go on, else -1 and refused. */
+static int server_check_name(cs_server *s, sconn *c, const char *who)
+{
+    if (!strcmp(who, s->self)) {
+        server_refuse(c, who, 1, "that is this node's own name", "it claims the leader's name");
+        return -1;
+    }
+    if (s->banned && s->banned(s->banned_ctx, who)) {
+        server_refuse(c, who, 1,
+                      "removed from the cluster by an operator (sluicectl cluster readmit)",
+                      "removed from the cluster by an operator");
+        return -1;
+    }
+    if (s->member && !s->member(s->member_ctx, who)) {
+        server_refuse(c, who, REFUSE_MEMBER, "not a member registered in etcd",
+                      "not a member registered in etcd");
+        return -1;
+    }
+    return 0;
+}
+
+/* AUTH: answer with this leader's proof and a nonce of its own (auth.h). */
+static void server_auth(cs_server *s, sconn *c, const cw_msg *m, const char *who)
+{
+    if (!s->secret) {
+        server_refuse(c, who, REFUSE_AUTH,
+                      "this leader has no cluster secret (cluster.insecure_no_secret)",
+                      "it authenticates, this node has no cluster.secret_file");
+        return;
+    }
+    if (c->auth) {
+        server_refuse(c, who, REFUSE_AUTH, "AUTH twice", "AUTH twice");
+        return;
+    }
+    if (server_check_name(s, c, who) < 0)
+        return;
+    uint8_t mac[CA_MAC];
+    memcpy(c->nf, m->nonce, CA_NONCE);
+    if (ca_nonce(c->nl) < 0) {
+        sl_error("cluster: no random bytes for a replication handshake");
+        cw_put_refuse(&c->out, REFUSE_AUTH, "no random bytes here");
+        c->close_after = 1;
+        return;
+    }
+    snprintf(c->claimed, sizeof c->claimed, "%s", who);
+    ca_mac(s->secret, s->secret_len, 'L', s->cluster, who, s->self, c->nf, c->nl, mac);
+    cw_put_challenge(&c->out, s->self, c->nl, mac);
+    c->auth = 1;
+}
+
 static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
 {
+    if (c->close_after)
+        return; /* refused: nothing more it says counts */
+    char who[256] = "";
+    if (m->node)
+        snprintf(who, sizeof who, "%.*s", (int)(m->node_len < 255 ? m->node_len : 255),
+                 (const char *)m->node);
     switch (m->type) {
+    case CW_AUTH:
+        if (m->cluster_len != strlen(s->cluster) ||
+            memcmp(m->cluster, s->cluster, m->cluster_len)) {
+            server_refuse(c, who, REFUSE_NOT_OURS, "another cluster", "another cluster's name");
+            return;
+        }
+        server_auth(s, c, m, who);
+        return;
+    case CW_PROOF:
+        if (c->auth != 1) {
+            server_refuse(c, who, REFUSE_AUTH, "PROOF without AUTH", "PROOF without AUTH");
+            return;
+        }
+        if (!ca_check(s->secret, s->secret_len, 'F', s->cluster, c->claimed, s->self, c->nf, c->nl,
+                      m->mac)) {
+            server_refuse(c, c->claimed, REFUSE_AUTH, "authentication failed",
+                          "it did not prove the cluster secret");
+            return;
+        }
+        c->auth = 2;
+        return;
     case CW_HELLO: {
+        if (s->secret && c->auth != 2) {
+            server_refuse(c, who, REFUSE_AUTH,
+                          "this cluster authenticates its members (cluster.secret_file)",
+                          "HELLO before it proved the cluster secret");
+            return;
+        }
+        if (s->secret && strcmp(who, c->claimed)) {
+            server_refuse(c, who, REFUSE_AUTH, "HELLO under another name than AUTH's",
+                          "HELLO under another name than the one it proved");
+            return;
+        }
         if (m->cluster_len != strlen(s->cluster) ||
             memcmp(m->cluster, s->cluster, m->cluster_len)) {
             cw_put_refuse(&c->out, REFUSE_NOT_OURS, "another cluster");
             c->close_after = 1;
             return;
         }
-        char who[256];
-        snprintf(who, sizeof who, "%.*s", (int)(m->node_len < 255 ? m->node_len : 255),
-                 (const char *)m->node);
-        if (s->banned && s->banned(s->banned_ctx, who)) {
-            cw_put_refuse(&c->out, 1,
-                          "removed from the cluster by an operator (sluicectl cluster readmit)");
-            c->close_after = 1;
+        if (!s->secret && server_check_name(s, c, who) < 0)
+            return;
+        if (s->secret && s->banned && s->banned(s->banned_ctx, who)) {
+            server_refuse(c, who, 1,
+                          "removed from the cluster by an operator (sluicectl cluster readmit)",
+                          "removed from the cluster by an operator");
             return;
         }
         int id = node_id(s, (const char *)m->node, m->node_len);
         if (id <= 0) { /* ourselves, or no room for another node */
-            cw_put_refuse(&c->out, 1, id == 0 ? "that is this node's own name" : "too many nodes");
-            c->close_after = 1;
+            server_refuse(c, who, 1, id == 0 ? "that is this node's own name" : "too many nodes",
+                          id == 0 ? "it claims the leader's name" : "too many nodes");
             return;
         }
         for (int i = 0; i < MAX_CONNS; i++) /* its older connection is dead or soon will be */
@@ -238,16 +443,29 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         rl_hello(s->rl, id, m->a, m->b, now, &st);
         cw_put_start(&c->out, st.epoch, st.session, st.div_epoch, st.div_end, st.hello_epoch,
                      st.hello_idx);
-        sl_info("cluster: follower %s connected (its log: epoch %" PRIu64 ", group %" PRIu64 ")",
-                s->names[id], m->a, m->b);
+        sl_info("cluster: follower %s connected from %s%s%s (its log: epoch %" PRIu64
+                ", group %" PRIu64 ")",
+                s->names[id], c->peer, c->tls ? ", TLS" : "", s->secret ? ", authenticated" : "",
+                m->a, m->b);
         return;
     }
+    default:
+        break;
+    }
+    if (c->node <= 0) { /* ACK, COPYREQ or anything else before an accepted HELLO */
+        char why[96];
+        snprintf(why, sizeof why, "%s before %s", frame_name(m->type),
+                 s->secret && c->auth != 2 ? "it proved the cluster secret" : "its HELLO");
+        server_refuse(c, c->claimed, REFUSE_AUTH, "not a follower of this leader yet", why);
+        return;
+    }
+    switch (m->type) {
     case CW_ACK:
         if (c->node > 0)
             rl_ack(s->rl, c->node, m->epoch, m->session, m->a, m->b, now);
         return;
     case CW_COPYREQ: {
-        if (c->node <= 0 || c->snap)
+        if (c->snap)
             return;
         uint64_t snap_idx = 0;
         void *snap = s->log.snap_open ? s->log.snap_open(s->log.ctx, &snap_idx) : NULL;
@@ -453,10 +671,12 @@ static void *server_run(void *arg)
             if (c->fd < 0)
                 continue;
             map[np] = i;
-            pf[np++] =
-                (struct pollfd){c->fd, (short)(POLLIN | (sl_buf_unread(&c->out) ? POLLOUT : 0)), 0};
+            pf[np++] = (struct pollfd){c->fd, sconn_events(c), 0};
         }
-        int rc = poll(pf, (nfds_t)np, 20);
+        int pending = 0; /* TLS records read ahead: no waiting for the socket */
+        for (int i = 0; i < MAX_CONNS; i++)
+            pending |= s->conns[i].fd >= 0 && sconn_pending(&s->conns[i]);
+        int rc = poll(pf, (nfds_t)np, pending ? 0 : 20);
         pthread_mutex_lock(&s->mu);
         int stop = s->stop;
         pthread_mutex_unlock(&s->mu);
@@ -472,10 +692,22 @@ static void *server_run(void *arg)
                     break;
                 int one = 1;
                 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                int slot = -1;
-                for (int i = 0; i < MAX_CONNS && slot < 0; i++)
+                int slot = -1, oldest = -1;
+                for (int i = 0; i < MAX_CONNS && slot < 0; i++) {
                     if (s->conns[i].fd < 0)
                         slot = i;
+                    else if (s->conns[i].node < 0 &&
+                             (oldest < 0 || s->conns[i].opened_ms < s->conns[oldest].opened_ms))
+                        oldest = i;
+                }
+                if (slot < 0 && oldest >= 0) { /* every slot taken: a stranger makes room */
+                    sl_warn("audit: replication peer %s dropped (claimed node '%s'): no HELLO "
+                            "yet and every connection slot taken",
+                            s->conns[oldest].peer,
+                            s->conns[oldest].claimed[0] ? s->conns[oldest].claimed : "-");
+                    server_drop(s, &s->conns[oldest]);
+                    slot = oldest;
+                }
                 if (slot < 0) {
                     close(fd);
                     continue;
@@ -484,13 +716,41 @@ static void *server_run(void *arg)
                 memset(c, 0, sizeof *c);
                 c->fd = fd;
                 c->node = -1;
+                c->opened_ms = now;
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof ss;
+                char host[INET6_ADDRSTRLEN] = "?";
+                int port = 0;
+                if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+                    if (ss.ss_family == AF_INET) {
+                        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+                        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+                        port = ntohs(a->sin_port);
+                    } else if (ss.ss_family == AF_INET6) {
+                        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+                        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+                        port = ntohs(a->sin6_port);
+                    }
+                }
+                snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+                if (s->tls && !(c->tls = sl_tls_new(s->tls, fd, NULL))) {
+                    sconn_close(c);
+                    continue;
+                }
             }
         }
         for (int k = 2; k < np; k++) {
             sconn *c = &s->conns[map[k]];
-            if (c->fd < 0 || !(pf[k].revents & (POLLIN | POLLERR | POLLHUP)))
+            if (c->fd < 0 || (!(pf[k].revents & (POLLIN | POLLERR | POLLHUP)) && !sconn_pending(c)))
                 continue;
             int dead = sconn_read(c) < 0;
+            if (c->node < 0 && sl_buf_unread(&c->in) > PREAUTH_MAX) {
+                sl_warn("audit: replication peer %s dropped (claimed node '%s'): %zu bytes "
+                        "before its HELLO",
+                        c->peer, c->claimed[0] ? c->claimed : "-", sl_buf_unread(&c->in));
+                server_drop(s, c);
+                continue;
+            }
             for (;;) {
                 cw_msg m;
                 size_t used;
@@ -525,6 +785,15 @@ static void *server_run(void *arg)
                     cw_put_ping(&c->out, rl_epoch(s->rl), sess, rl_commit(s->rl));
             }
         }
+        for (int i = 0; i < MAX_CONNS; i++) {
+            sconn *c = &s->conns[i];
+            if (c->fd >= 0 && c->node < 0 && !c->close_after && now > c->opened_ms + PREAUTH_MS) {
+                sl_warn("audit: replication peer %s dropped (claimed node '%s'): no HELLO within "
+                        "%d ms",
+                        c->peer, c->claimed[0] ? c->claimed : "-", PREAUTH_MS);
+                server_drop(s, c);
+            }
+        }
         server_isr(s, now);
         server_publish(s, now);
         for (int i = 0; i < MAX_CONNS; i++) {
@@ -549,6 +818,14 @@ cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log 
     s->ping_ms = o->ping_ms ? o->ping_ms : 200;
     s->banned = o->banned;
     s->banned_ctx = o->banned_ctx;
+    s->member = o->member;
+    s->member_ctx = o->member_ctx;
+    if (o->secret && o->secret_len) {
+        s->secret = sl_xmalloc(o->secret_len);
+        memcpy(s->secret, o->secret, o->secret_len);
+        s->secret_len = o->secret_len;
+    }
+    s->tls = o->tls;
     s->isr_outcome = -1;
     pthread_mutex_init(&s->mu, NULL);
     for (int i = 0; i < MAX_CONNS; i++)
@@ -602,6 +879,10 @@ void cs_server_stop(cs_server *s)
     sl_free(s->chunk);
     pthread_mutex_destroy(&s->mu);
     sl_free(s->pend);
+    if (s->secret)
+        memset(s->secret, 0, s->secret_len);
+    sl_free(s->secret);
+    sl_tls_ctx_free(s->tls); /* after every stream of it (sconn_close above) */
     sl_free(s->self);
     sl_free(s->cluster);
     sl_free(s);
@@ -737,6 +1018,9 @@ uint64_t cs_server_forgotten(cs_server *s)
 
 struct cs_client {
     char *self, *cluster;
+    uint8_t *secret; /* NULL: none */
+    size_t secret_len;
+    sl_tls_ctx *tls; /* NULL: plain TCP */
     cs_log log;
     int wake_fd;
     pthread_t thread;
@@ -930,10 +1214,45 @@ fail:
     return -1;
 }
 
+/* The leader's CHALLENGE (auth.h): check its proof, then prove ours and say HELLO. 0, or -1
+ * with the connection dropped. */
+static int client_auth(cs_client *c, const cw_msg *m)
+{
+    char leader[256];
+    snprintf(leader, sizeof leader, "%.*s", (int)(m->node_len < 255 ? m->node_len : 255),
+             (const char *)m->node);
+    if (c->c.auth != 1 || !ca_check(c->secret, c->secret_len, 'L', c->cluster, c->self, leader,
+                                    c->c.nf, m->nonce, m->mac)) {
+        sl_warn("audit: the replication leader at %s (claimed node '%s') did not prove the "
+                "cluster secret: not following it",
+                c->dialed, leader);
+        client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+        return -1;
+    }
+    uint8_t mac[CA_MAC];
+    ca_mac(c->secret, c->secret_len, 'F', c->cluster, c->self, leader, c->c.nf, m->nonce, mac);
+    cw_put_proof(&c->c.out, mac);
+    c->c.auth = 2;
+    client_hello(c);
+    if (c->need_copy)
+        cw_put_copyreq(&c->c.out);
+    return 0;
+}
+
 /* One frame from the leader; 0, or -1 to drop the connection (state set). Groups applied
  * are counted in *applied (saved and acked once the batch is read). */
 static int client_frame(cs_client *c, const cw_msg *m, int *applied)
 {
+    if (c->secret && m->type == CW_CHALLENGE)
+        return client_auth(c, m);
+    if (c->secret && c->c.auth != 2 && m->type != CW_REFUSE) {
+        /* nothing from a leader that has not proved the secret is applied */
+        sl_warn("audit: the replication leader at %s sent type %u before it proved the cluster "
+                "secret: not following it",
+                c->dialed, m->type);
+        client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+        return -1;
+    }
     if (c->need_copy && m->type != CW_REFUSE)
         return client_copy_frame(c, m);
     switch (m->type) {
@@ -1052,17 +1371,27 @@ static void *client_run(void *arg)
                 c->heard_ms = now;
                 snprintf(c->dialed, sizeof c->dialed, "%s", leader);
                 client_rewind(c); /* a new session starts from what is durable */
-                client_hello(c);
-                if (c->need_copy)
-                    cw_put_copyreq(&c->c.out);
+                if (c->secret) {
+                    /* HELLO (and COPYREQ) once the leader proved itself: client_auth */
+                    if (ca_nonce(c->c.nf) < 0) {
+                        sl_error("cluster: no random bytes for a replication handshake");
+                        client_drop(c, CS_CONNECTING);
+                        continue;
+                    }
+                    cw_put_auth(&c->c.out, c->self, c->cluster, c->c.nf);
+                    c->c.auth = 1;
+                } else {
+                    client_hello(c);
+                    if (c->need_copy)
+                        cw_put_copyreq(&c->c.out);
+                }
                 client_set_state(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
             }
         }
         struct pollfd pf[2] = {{c->wake_fd, POLLIN, 0}, {-1, 0, 0}};
         if (c->c.fd >= 0) {
             pf[1].fd = c->c.fd;
-            pf[1].events =
-                (short)(POLLIN | (sl_buf_unread(&c->c.out) || c->connecting ? POLLOUT : 0));
+            pf[1].events = c->connecting ? (short)(POLLIN | POLLOUT) : sconn_events(&c->c);
         }
         int timeout = 100;
         if (c->unsaved) {
@@ -1084,6 +1413,18 @@ static void *client_run(void *arg)
             }
             c->connecting = 0;
             c->heard_ms = mono_ms();
+            if (c->tls) {
+                char host[280];
+                snprintf(host, sizeof host, "%s", c->dialed);
+                char *colon = strrchr(host, ':');
+                if (colon)
+                    *colon = 0;
+                c->c.tls = sl_tls_new(c->tls, c->c.fd, host);
+                if (!c->c.tls || sconn_tls_step(&c->c) < 0) {
+                    client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+                    continue;
+                }
+            }
         }
         int dead = (pf[1].revents & POLLIN) || (pf[1].revents & (POLLERR | POLLHUP))
                        ? sconn_read(&c->c) < 0
@@ -1143,13 +1484,20 @@ static void *client_run(void *arg)
     return NULL;
 }
 
-cs_client *cs_client_start(const char *self, const char *cluster, uint64_t last_idx,
+cs_client *cs_client_start(const char *self, const char *cluster, const uint8_t *secret,
+                           size_t secret_len, sl_tls_ctx *tls, uint64_t last_idx,
                            const repl_epochs *hist, int need_copy, const cs_log *log, char *err,
                            size_t errlen)
 {
     cs_client *c = sl_xcalloc(1, sizeof *c);
+    c->tls = tls;
     c->self = sl_xstrdup(self);
     c->cluster = sl_xstrdup(cluster);
+    if (secret && secret_len) {
+        c->secret = sl_xmalloc(secret_len);
+        memcpy(c->secret, secret, secret_len);
+        c->secret_len = secret_len;
+    }
     c->log = *log;
     c->c.fd = -1;
     pthread_mutex_init(&c->mu, NULL);
@@ -1189,6 +1537,10 @@ void cs_client_stop(cs_client *c)
     repl_epochs_free(&c->hist);
     repl_epochs_free(&c->copy_hist);
     pthread_mutex_destroy(&c->mu);
+    if (c->secret)
+        memset(c->secret, 0, c->secret_len);
+    sl_free(c->secret);
+    sl_tls_ctx_free(c->tls);
     sl_free(c->self);
     sl_free(c->cluster);
     sl_free(c);

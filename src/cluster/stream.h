@@ -23,6 +23,14 @@
  * mirror: the client then asks for a full copy (COPYREQ, wire.h), writes it through the owner's
  * copy_* callbacks, and follows on from the copy's last group.
  *
+ * Authentication (issue 43, cluster/auth.h): with a secret, a connection begins with the
+ * AUTH / CHALLENGE / PROOF handshake, and each end takes nothing else from the other until it
+ * proved it holds the secret: the leader accepts no HELLO, ACK or COPYREQ (so no follower
+ * counts towards a commit, displaces a connected one, or gets a full copy) and the follower
+ * applies nothing. Each refusal is an "audit:" log line naming the peer's address and the
+ * name it claimed. Without a secret (cluster.insecure_no_secret) a HELLO is taken as before,
+ * from a registered member (opts.member) only.
+ *
  * Node ids: the state machines number nodes 0..REPL_MAX_NODES-1. The server gives itself 0
  * and each follower name the next free id the first time it says HELLO (kept for the life of
  * the server, so an ISR mask stays meaningful across reconnects).
@@ -88,6 +96,17 @@ typedef struct cs_server_opts {
      * NULL: none. Runs on the server's thread. */
     int (*banned)(void *ctx, const char *name);
     void *banned_ctx;
+    /* 1 when name is a member registered in etcd (members/ or nodes/): a peer under any
+     * other name is refused (an audit line) and may try again. NULL: every name. Runs on the
+     * server's thread. */
+    int (*member)(void *ctx, const char *name);
+    void *member_ctx;
+    /* The cluster secret (auth.h; copied): every follower must prove it. NULL: none. */
+    const uint8_t *secret;
+    size_t secret_len;
+    /* TLS on every connection (a server context: cluster.ssl_options; the server owns it from
+     * cs_server_start on, also when that fails). NULL: plain TCP. */
+    struct sl_tls_ctx *tls;
 } cs_server_opts;
 
 /* Serve on listen_fd (bound and listening; the server owns it from now on). */
@@ -128,8 +147,12 @@ typedef struct cs_client cs_client;
 enum { CS_IDLE, CS_CONNECTING, CS_STREAMING, CS_NEED_COPY, CS_COPYING };
 
 /* need_copy: start by asking for a full copy (the directory may hold groups no other node
- * has: node.h). */
-cs_client *cs_client_start(const char *self, const char *cluster, uint64_t last_idx,
+ * has: node.h). secret (copied): the cluster secret every leader must prove and that this
+ * follower proves; NULL: none (a leader that has one refuses this follower). */
+/* tls: a client context (owned from now on, also on failure) for TLS to the leader, whose
+ * certificate is checked against the address dialed when the context verifies; NULL: TCP. */
+cs_client *cs_client_start(const char *self, const char *cluster, const uint8_t *secret,
+                           size_t secret_len, struct sl_tls_ctx *tls, uint64_t last_idx,
                            const repl_epochs *hist, int need_copy, const cs_log *log, char *err,
                            size_t errlen);
 void cs_client_stop(cs_client *c);

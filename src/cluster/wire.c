@@ -130,6 +130,32 @@ void cw_put_copyend(sl_buf *b, uint64_t snap_idx, uint32_t files)
     end(b, at);
 }
 
+void cw_put_auth(sl_buf *b, const char *node, const char *cluster, const uint8_t nonce[CW_NONCE])
+{
+    size_t at = begin(b, CW_AUTH);
+    put_s16(b, node);
+    put_s16(b, cluster);
+    sl_buf_append(b, nonce, CW_NONCE);
+    end(b, at);
+}
+
+void cw_put_challenge(sl_buf *b, const char *node, const uint8_t nonce[CW_NONCE],
+                      const uint8_t mac[CW_MAC])
+{
+    size_t at = begin(b, CW_CHALLENGE);
+    put_s16(b, node);
+    sl_buf_append(b, nonce, CW_NONCE);
+    sl_buf_append(b, mac, CW_MAC);
+    end(b, at);
+}
+
+void cw_put_proof(sl_buf *b, const uint8_t mac[CW_MAC])
+{
+    size_t at = begin(b, CW_PROOF);
+    sl_buf_append(b, mac, CW_MAC);
+    end(b, at);
+}
+
 /* A cursor over one frame's body. */
 typedef struct rd {
     const uint8_t *p;
@@ -275,6 +301,19 @@ int cw_parse(const uint8_t *p, size_t n, cw_msg *out, size_t *used, char *err, s
     case CW_COPYEND:
         out->a = u64(&r);
         out->b = u32(&r);
+        break;
+    case CW_AUTH:
+        out->node = name(&r, &out->node_len);
+        out->cluster = name(&r, &out->cluster_len);
+        out->nonce = bytes(&r, CW_NONCE);
+        break;
+    case CW_CHALLENGE:
+        out->node = name(&r, &out->node_len);
+        out->nonce = bytes(&r, CW_NONCE);
+        out->mac = bytes(&r, CW_MAC);
+        break;
+    case CW_PROOF:
+        out->mac = bytes(&r, CW_MAC);
         break;
     default:
         snprintf(err, errlen, "unknown replication frame type %u", out->type);

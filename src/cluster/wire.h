@@ -21,6 +21,12 @@
  *   COPYDATA  9  name:s16 off:u64 len:u32 bytes[len]   bytes of one file ("msgs/...seg")
  *   COPYEND  10  snap_idx:u64 files:u32      every file was sent; the follower then says HELLO
  *                again from snap_idx
+ * Authentication (issue 43; cluster/auth.h): with a cluster secret the follower begins with
+ * AUTH instead of HELLO, and the leader takes nothing but AUTH and PROOF from a connection
+ * until its PROOF checked out (then HELLO, ACK, COPYREQ as above):
+ *   AUTH      11  node:s16 cluster:s16 nonce[32]       F -> L
+ *   CHALLENGE 12  node:s16 nonce[32] mac[32]           L -> F: the leader's name and proof
+ *   PROOF     13  mac[32]                              F -> L: the follower's proof
  * A frame longer than CW_MAX_FRAME, an unknown type, a body of the wrong size, a name longer
  * than CW_MAX_NAME or with a byte outside printable ASCII are malformed: the connection is
  * closed (a peer that sends them is not one of ours, or is broken).
@@ -47,8 +53,13 @@ enum {
     CW_COPYREQ,
     CW_COPYBEGIN,
     CW_COPYDATA,
-    CW_COPYEND
+    CW_COPYEND,
+    CW_AUTH,
+    CW_CHALLENGE,
+    CW_PROOF
 };
+#define CW_NONCE 32
+#define CW_MAC 32
 #define CW_MAX_HIST 65536 /* epochs in a COPYBEGIN's history */
 
 typedef struct cw_msg {
@@ -64,8 +75,9 @@ typedef struct cw_msg {
     uint32_t meta_len, msgs_len;
     const uint8_t *file; /* COPYDATA: the file's name (COPYBEGIN: a = snap_idx, hist) */
     uint16_t file_len;
-    const uint8_t *hist; /* COPYBEGIN: n_hist x (epoch, first), big-endian u64s */
-    uint32_t n_hist;     /* (COPYEND: a = snap_idx, b = files) */
+    const uint8_t *hist;        /* COPYBEGIN: n_hist x (epoch, first), big-endian u64s */
+    uint32_t n_hist;            /* (COPYEND: a = snap_idx, b = files) */
+    const uint8_t *nonce, *mac; /* AUTH: nonce; CHALLENGE: nonce mac; PROOF: mac */
 } cw_msg;
 
 /* One frame from p[0..n): 1 and *used when whole (out's pointers point into p), 0 when more
@@ -86,5 +98,9 @@ void cw_put_copybegin(sl_buf *b, uint64_t snap_idx, const uint64_t *epochs, cons
                       uint32_t n);
 void cw_put_copydata(sl_buf *b, const char *file, uint64_t off, const void *p, uint32_t len);
 void cw_put_copyend(sl_buf *b, uint64_t snap_idx, uint32_t files);
+void cw_put_auth(sl_buf *b, const char *node, const char *cluster, const uint8_t nonce[CW_NONCE]);
+void cw_put_challenge(sl_buf *b, const char *node, const uint8_t nonce[CW_NONCE],
+                      const uint8_t mac[CW_MAC]);
+void cw_put_proof(sl_buf *b, const uint8_t mac[CW_MAC]);
 
 #endif

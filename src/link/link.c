@@ -87,6 +87,7 @@ typedef struct inflight {
     uint8_t acked;   /* foreign: confirmed out of order, popped when it reaches the front */
     uint8_t mq_kind; /* MS-MQQB: MQ_EXPRESS, MQ_RECOVERABLE or MQ_TX (what completes it) */
     uint16_t mq_user, mq_rec; /* MS-MQQB: its packet number and recoverable number */
+    uint64_t mq_prev;         /* MS-MQQB transactional: the lookup id sent as its previous */
 } inflight;
 
 enum { MQ_EXPRESS = 0, MQ_RECOVERABLE, MQ_TX };
@@ -129,6 +130,11 @@ struct link_outq {
     uint32_t mq_sent, mq_rec_sent, mq_recv, mq_recv_acked, mq_peer_acked;
     uint16_t mq_window;
     uint16_t mq_lost_logged; /* MSMQ_LOST_* bits already logged for this queue (props.h) */
+    /* the highest lookup id the receiver order-acked (0: none since this node started): the
+     * TxPreviousSequenceNumber of a session's first transactional message, so a receiver
+     * that refuses a message skipping numbers without naming its last accepted one as the
+     * previous (Sluice's, mqqb_tx_check) takes it past the gaps of our lookup ids */
+    uint64_t mq_tx_acked;
     /* connection */
     enum cstate cs;
     /* the lookup of dest.host in progress (resolve.h): waited for in C_RESOLVING; one that
@@ -355,7 +361,7 @@ static void fl_push(link_outq *o, qm_position *pos, uint64_t seq)
         o->fl_cap = cap;
         o->fl_head = 0;
     }
-    *fl_at(o, o->fl_len++) = (inflight){pos, seq, 0, 0, 0, 0};
+    *fl_at(o, o->fl_len++) = (inflight){pos, seq, 0, 0, 0, 0, 0};
 }
 
 static void bt_push(link_outq *o, size_t n)
@@ -1726,9 +1732,17 @@ static void mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infli
             sl_warn("link %s: MS-MQQB cannot carry %s: left out (logged once for this queue)",
                     o->name, msmq_lost_name(b));
         }
-    if (u.tx) /* 32-bit numbers: past 2^32 - 1 a new sequence (mqqb.h) */
-        mqqb_tx_number(o->es.seq_id, seq, eod_send_next(&o->es, seq), &u.tx_seq_id, &u.tx_seq_no,
-                       &u.tx_prev_no);
+    if (u.tx) {
+        /* 32-bit numbers: past 2^32 - 1 a new sequence (mqqb.h). The previous number is the
+         * one sent before on this session; for a session's first message (and a resend of
+         * one sent before), the last one the receiver acknowledged: what it last accepted,
+         * so a gap in our numbers is one it sees declared (MS-MQQB 3.1.1.5), never a jump */
+        uint64_t prev = eod_send_next(&o->es, seq);
+        if (!prev || prev >= seq)
+            prev = o->mq_tx_acked < seq ? o->mq_tx_acked : 0;
+        f->mq_prev = prev;
+        mqqb_tx_number(o->es.seq_id, seq, prev, &u.tx_seq_id, &u.tx_seq_no, &u.tx_prev_no);
+    }
     size_t len = mqqb_user_len(&u);
     if (!len) {
         /* larger than MS-MQQB's 4 MiB, or a queue name that is not UTF-8: it can never go */
@@ -1780,10 +1794,26 @@ static void mq_session_ack(link_outq *o, const mqqb_session *s)
 
 static void mq_order_ack(link_outq *o, uint64_t sid, uint32_t upto)
 {
+    uint64_t id = mqqb_tx_lookup_id(o->es.seq_id, sid, upto);
+    int learnt = id > o->mq_tx_acked;
+    if (learnt)
+        o->mq_tx_acked = id;
     for (size_t i = 0; i < o->fl_len; i++) {
         inflight *f = fl_at(o, i);
         if (f->mq_kind == MQ_TX && mqqb_tx_acked(o->es.seq_id, sid, upto, f->seq))
             f->acked = 1;
+    }
+    /* A message still unacked that was sent naming a previous number below what the
+     * receiver has now told us it accepted, and skipping numbers past it, is refused by a
+     * receiver that takes no jumps (Sluice's): the first one sent after this node started,
+     * before it knew. Send again now, naming that number, rather than at the resend timer
+     * (30 s and more): once per number learnt, so never a loop. */
+    for (size_t i = 0; learnt && i < o->fl_len; i++) {
+        inflight *f = fl_at(o, i);
+        if (f->mq_kind == MQ_TX && !f->acked && f->seq > id + 1 && f->mq_prev < id) {
+            o->es.resend_due_ms = sl_loop_now(o->m->loop);
+            break;
+        }
     }
     mq_pop_completed(o);
 }

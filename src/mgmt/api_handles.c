@@ -454,6 +454,11 @@ const char *handle_id(const handle *h)
     return h->e.id;
 }
 
+const char *handle_owner(const handle *h)
+{
+    return h->e.owner;
+}
+
 uint64_t handle_session(const handle *h)
 {
     return h->rpc_session;

@@ -385,6 +385,8 @@ sl_err handle_purge(mgmt *m, const char *user, handle *h, uint64_t *n, int *pend
 void handle_discard(mgmt *m, handle *h);
 handle *handle_find(mgmt *m, const char *id); /* id: CTX_ID_LEN hex digits */
 const char *handle_id(const handle *h);
+/* The user that opened it (a remote open's answers are checked as that user). */
+const char *handle_owner(const handle *h);
 uint64_t handle_session(const handle *h);
 void handle_set_session(handle *h, uint64_t session);
 int handle_busy(const handle *h);

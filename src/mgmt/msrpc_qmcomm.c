@@ -127,9 +127,10 @@ static void opened_answered(void *ctx, const char *reply, const char *err)
         return;
     char why[700] = "";
     int owner_failed = 0;
-    sl_err e =
-        h ? handle_remote_opened(m, m->b->cfg->msrpc_user, h, j, &owner_failed, why, sizeof why)
-          : SL_ERR_INVALID_HANDLE;
+    /* checked again as the user who opened it (the handle's owner: the DCE/RPC login),
+     * never as msrpc.user, as the HTTP door checks its request's user */
+    sl_err e = h ? handle_remote_opened(m, handle_owner(h), h, j, &owner_failed, why, sizeof why)
+                 : SL_ERR_INVALID_HANDLE;
     if (owner_failed)
         snprintf(why, sizeof why, "%s", err ? err : reply ? reply : "no answer");
     open_finish(m, p, h, e, owner_failed, j, why);
@@ -150,8 +151,10 @@ static void resolved_answered(void *ctx, const char *reply, const char *err)
     sl_err e = SL_ERR_INVALID_HANDLE;
     if (h && m->rpc && rpc_server_has_session(m->rpc, p->session)) {
         msrpc_pending_put(m, p); /* for the second answer */
-        e = handle_remote_resolved(m, m->b->cfg->msrpc_user, h, j, opened_answered, p,
-                                   &owner_failed, why, sizeof why);
+        /* the caller's user (the handle's owner) on the name the owner resolved: the same
+         * check, and the same refusal, as the HTTP door's (issue 43) */
+        e = handle_remote_resolved(m, handle_owner(h), h, j, opened_answered, p, &owner_failed, why,
+                                   sizeof why);
         if (e == SL_OK) {
             if (j)
                 json_decref(j);

@@ -914,6 +914,17 @@ size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m)
     return total;
 }
 
+mqqb_tx_verdict mqqb_tx_check(uint64_t last, uint32_t seq_no, uint32_t prev_no, uint64_t gap_max)
+{
+    if (seq_no <= last)
+        return MQQB_TX_DUPLICATE;
+    if (prev_no > last)
+        return MQQB_TX_OUT_OF_ORDER;
+    if (seq_no == last + 1)
+        return MQQB_TX_ACCEPT;
+    return prev_no == last && seq_no - last <= gap_max ? MQQB_TX_ACCEPT : MQQB_TX_JUMP;
+}
+
 void mqqb_tx_number(uint64_t base, uint64_t seq, uint64_t prev, uint64_t *seq_id, uint32_t *no,
                     uint32_t *prev_no)
 {
@@ -923,6 +934,13 @@ void mqqb_tx_number(uint64_t base, uint64_t seq, uint64_t prev, uint64_t *seq_id
     *prev_no = 0;
     if (prev && prev < seq && (prev - 1) / 0xFFFFFFFFu == e)
         *prev_no = (uint32_t)((prev - 1) % 0xFFFFFFFFu + 1);
+}
+
+uint64_t mqqb_tx_lookup_id(uint64_t base, uint64_t seq_id, uint32_t no)
+{
+    if (!no || seq_id < base || ((seq_id - base) & 0xFFFFFFFFu))
+        return 0;
+    return ((seq_id - base) >> 32) * 0xFFFFFFFFu + no;
 }
 
 int mqqb_tx_acked(uint64_t base, uint64_t ack_id, uint32_t ack_no, uint64_t seq)

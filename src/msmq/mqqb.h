@@ -296,6 +296,34 @@ typedef struct mqqb_out {
     const mqqb_session *session; /* appended when not NULL (BaseHeader.Flags.SH) */
 } mqqb_out;
 
+/* The receiver's in-order rule for a transactional message of a sequence (SourceQueueManager,
+ * TxSequenceID) whose last accepted TxSequenceNumber is last (0: none accepted yet, a new
+ * sequence). MS-MQQB 3.1.5.8.6 accepts a message when its number is above last and its
+ * TxPreviousSequenceNumber at or below it (or, for a new, larger TxSequenceID, when the
+ * previous number is 0); 3.1.1.5 says why the previous number is carried: messages can
+ * expire, so numbers may have gaps, and the previous number lets the receiver see that the
+ * message follows the one it last received. The spec's "at or below" lets one message name
+ * previous 0 and jump anywhere: MS-MQQB has no credentials, so anyone who can reach the port
+ * can claim a sender's GUID and sequence (both are in every delivered message's headers),
+ * and one accepted 0xFFFFFFFF makes the rest of the real sender's sequence duplicates,
+ * acknowledged and dropped (issue 43). So a message moves the sequence only
+ *   - to the very next number (seq_no == last + 1: no number is skipped, whatever previous
+ *     number it names at or below last, as the spec allows), or
+ *   - past a gap it declares, by naming exactly last as its previous number (the expired
+ *     messages of 3.1.1.5; a Sluice sender's lookup ids), and at most gap_max past last
+ *     (msmq.seq_window).
+ * Verdicts: DUPLICATE seq_no <= last (acknowledged, dropped); OUT_OF_ORDER the previous
+ * number is above last (something before it is missing: refused, the sender resends);
+ * JUMP it would skip numbers this node never saw without naming last as its previous, or
+ * skip more than gap_max (refused, and an audit line: no real sender does that). */
+typedef enum mqqb_tx_verdict {
+    MQQB_TX_ACCEPT = 0,
+    MQQB_TX_DUPLICATE,
+    MQQB_TX_OUT_OF_ORDER,
+    MQQB_TX_JUMP
+} mqqb_tx_verdict;
+mqqb_tx_verdict mqqb_tx_check(uint64_t last, uint32_t seq_no, uint32_t prev_no, uint64_t gap_max);
+
 /* Sluice numbers a queue's transactional messages with 64-bit lookup ids; MS-MQQB's
  * TxSequenceNumber has 32 bits and 0 is not a number. As MSMQ's own sender does when a
  * sequence is done, a number past 0xFFFFFFFF goes on a new, larger sequence (MS-MQQB
@@ -307,6 +335,9 @@ typedef struct mqqb_out {
  * is its number when it is of the same sequence, else 0. */
 void mqqb_tx_number(uint64_t base, uint64_t seq, uint64_t prev, uint64_t *seq_id, uint32_t *no,
                     uint32_t *prev_no);
+/* mqqb_tx_number backwards: the lookup id that is number no of sequence seq_id of the
+ * sequences of base, or 0 when seq_id is none of them (or no is 0). */
+uint64_t mqqb_tx_lookup_id(uint64_t base, uint64_t seq_id, uint32_t no);
 /* 1 when an OrderAck for (ack_id, ack_no) covers lookup id seq of the sequences of base
  * (same sequence, number at or below), else 0. */
 int mqqb_tx_acked(uint64_t base, uint64_t ack_id, uint32_t ack_no, uint64_t seq);

@@ -12,16 +12,21 @@
  *     acknowledged (RecoverableMsgAckSeqNumber + flags) only once its enqueue is on disk: its
  *     store ticket is kept until broker_durable() passes it. An ack goes when half the window
  *     is waiting, or when the session ack timer (the sender's RecoverableAckTimeout) expires.
- *   - a transactional message is decided by EOD's receiver rule (link/eod.h, the same rule as
- *     between Sluice nodes), keyed by (SourceQueueManager, TxSequenceID): accepted ones are
- *     enqueued and the new last number recorded in one record group (persist_group), so a
- *     kill -9 keeps both or neither; duplicates are dropped; out-of-order ones refused (not
- *     enqueued). Either way an OrderAck for the last accepted number goes back on the session
- *     once that number is durable, so the sender resends from there: one per sequence per
- *     sync (they are cumulative), not one per message.
+ *   - a transactional message is decided by MS-MQQB's in-order rule (mqqb_tx_check:
+ *     3.1.5.8.6 without the jump it allows, issue 43), keyed by (SourceQueueManager,
+ *     TxSequenceID, queue): accepted ones are enqueued and the new last number recorded in
+ *     one record group (persist_group), so a kill -9 keeps both or neither; duplicates are
+ *     dropped; out-of-order ones refused (not enqueued); one that would skip numbers without
+ *     naming the last accepted one as its previous is refused with an audit line. Either way
+ *     an OrderAck for the last accepted number goes back on the session once that number is
+ *     durable, so the sender resends from there: one per sequence per sync (they are
+ *     cumulative), not one per message.
  * Unknown or non-private queue: a non-transactional message is dropped (acknowledged, as
  * MSMQ discards it, and logged); a transactional one is accepted into the sequence without
  * an enqueue and a FinalAck MQMSG_CLASS_NACK_BAD_DST_Q goes back (the sender dead-letters it).
+ *
+ * Who: a connection from an address outside msmq.allowed_senders is closed before anything
+ * is read from it (an audit line), and its pings are not answered.
  *
  * Bounded: a packet larger than msmq.max_packet_size closes the session before anything is
  * buffered past its header; input is read only while fewer than MSMQ_PENDING_MAX acks wait for
@@ -49,6 +54,7 @@
 #include "../link/eod.h"
 #include "../link/link.h"
 #include "../net/accept.h"
+#include "../net/cidr.h"
 #include "../net/listen.h"
 #include "../persist/persist.h"
 #include "ack.h"
@@ -110,9 +116,16 @@ struct msmq_server {
     sl_watch ping_w;
     int sync_waiting;
     uint8_t guid[16];
+    sl_cidr_list allowed; /* msmq.allowed_senders */
+    /* audit lines (refused sessions, forged messages): at most AUDIT_PER_S a second */
+    uint64_t audit_window_ms;
+    unsigned audit_in_window, audit_suppressed;
 };
 
+#define AUDIT_PER_S 10
+
 static void sess_close(sess *s, const char *why);
+static int audit_budget(msmq_server *srv);
 static void sess_flush(sess *s);
 static void sess_arm(sess *s);
 
@@ -364,28 +377,35 @@ static void user_message(sess *s, const mqqb_user *m)
         persist_eod_in *st =
             b->store ? persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id, dest) : NULL;
         uint64_t last = st ? st->seq_no : 0;
-        eod_verdict v = eod_recv_check(last, m->tx_seq_no, m->tx_prev_no);
-        if (v == EOD_ACCEPT && last && m->tx_seq_no - last > b->cfg->msmq_seq_window) {
-            /* Numbers do not jump (eod.h, eod_recv_jump): one accepted 0xFFFFFFFF would make
-             * every later message of the sequence a duplicate, acknowledged and dropped. A
-             * sender's message that jumps is no real sender's (MS-MQQB carries no
-             * credentials: anyone reaching the port can claim a queue manager's GUID):
-             * refused, not in the sequence, and an audit line says who tried. */
-            char g[40];
+        /* MS-MQQB 3.1.5.8.6's in-order rule, without its jump (mqqb.h, issue 43) */
+        mqqb_tx_verdict v =
+            mqqb_tx_check(last, m->tx_seq_no, m->tx_prev_no, b->cfg->msmq_seq_window);
+        if (v == MQQB_TX_JUMP) {
+            /* No real sender skips numbers without naming the last one it had accepted
+             * (MS-MQQB carries no credentials: anyone reaching the port can claim a queue
+             * manager's GUID and sequence). Refused, not in the sequence, and an audit line
+             * says who tried; the order ack below still names the real last number. */
+            char g[40], how[120];
             msmq_guid_str(m->source_qm, g);
+            if (m->tx_prev_no == last)
+                snprintf(how, sizeof how, "+ %llu (msmq.seq_window)",
+                         (unsigned long long)b->cfg->msmq_seq_window);
+            else
+                snprintf(how, sizeof how, "without naming it as its previous (MS-MQQB 3.1.5.8.6)");
             s->refused++;
-            sl_warn("audit: msmq message refused: session %s, claimed sender %s, sequence "
-                    "%016llx, queue '%s': message %u jumps beyond last accepted %llu + %llu "
-                    "(msmq.seq_window)",
-                    s->peer, g, (unsigned long long)m->tx_seq_id, dest, m->tx_seq_no,
-                    (unsigned long long)last, (unsigned long long)b->cfg->msmq_seq_window);
-        } else if (v == EOD_ACCEPT && q && qm_queue_would_refuse(q, 1, m->body_size)) {
+            if (audit_budget(srv))
+                sl_warn("audit: msmq message refused: session %s, claimed sender %s, sequence "
+                        "%016llx, queue '%s': message %u (previous %u) jumps beyond last accepted "
+                        "%llu %s",
+                        s->peer, g, (unsigned long long)m->tx_seq_id, dest, m->tx_seq_no,
+                        m->tx_prev_no, (unsigned long long)last, how);
+        } else if (v == MQQB_TX_ACCEPT && q && qm_queue_would_refuse(q, 1, m->body_size)) {
             /* full (x-overflow=reject-publish): not taken, not in the sequence; the sender
              * resends it on its timer, as after any refusal */
             s->refused++;
             sl_debug("msmq %s: queue '%s' is full: message %u of sequence %016llx refused", s->peer,
                      q->name, m->tx_seq_no, (unsigned long long)m->tx_seq_id);
-        } else if (v == EOD_ACCEPT) {
+        } else if (v == MQQB_TX_ACCEPT) {
             char sender[40];
             msmq_guid_str(m->source_qm, sender);
             /* the enqueue and the new last number: all or nothing, one group commit */
@@ -418,7 +438,7 @@ static void user_message(sess *s, const mqqb_user *m)
                         s->peer, m->tx_seq_no, (unsigned long long)m->tx_seq_id, dq, why, cls);
                 send_final_ack(s, m, cls);
             }
-        } else if (v == EOD_DUPLICATE) {
+        } else if (v == MQQB_TX_DUPLICATE) {
             s->duplicates++;
         } else {
             s->refused++;
@@ -735,9 +755,48 @@ static void on_reap(sl_loop *loop, sl_timer *t)
     reap_dead(t->data);
 }
 
+/* May one more audit line be logged now? At most AUDIT_PER_S a second: past that, a flood
+ * of refused sessions or forged messages is counted, and the count is logged with the first
+ * refusal of a later second (so the log cannot be made to fill the disk). */
+static int audit_budget(msmq_server *srv)
+{
+    uint64_t now = sl_loop_now(srv->b->loop);
+    if (now - srv->audit_window_ms >= 1000) {
+        if (srv->audit_suppressed)
+            sl_warn("audit: msmq: %u more refusals in the last second were not logged one by "
+                    "one (at most %d a second)",
+                    srv->audit_suppressed, AUDIT_PER_S);
+        srv->audit_window_ms = now;
+        srv->audit_in_window = srv->audit_suppressed = 0;
+    }
+    if (srv->audit_in_window < AUDIT_PER_S) {
+        srv->audit_in_window++;
+        return 1;
+    }
+    srv->audit_suppressed++;
+    return 0;
+}
+
+/* A session from an address outside msmq.allowed_senders: closed before anything is read
+ * from it, with an audit line. */
+static void refuse_peer(msmq_server *srv, int fd, const struct sockaddr_storage *peer)
+{
+    char name[64], ip[64];
+    msmq_peer_str(peer, name, sizeof name, ip, sizeof ip);
+    close(fd);
+    if (audit_budget(srv))
+        sl_warn("audit: msmq session refused: %s is not in msmq.allowed_senders (closed before "
+                "any packet was read)",
+                name);
+}
+
 static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *peer)
 {
     msmq_server *srv = a->data;
+    if (!sl_cidr_list_match(&srv->allowed, peer)) {
+        refuse_peer(srv, fd, peer);
+        return;
+    }
     sess *s = sl_xcalloc(1, sizeof *s);
     s->srv = srv;
     s->fd = fd;
@@ -770,7 +829,8 @@ static void on_ping(sl_loop *loop, sl_watch *w, int events)
         if (n < 0)
             return;
         mqqb_ping req;
-        if (mqqb_parse_ping(buf, (size_t)n, &req) < 0)
+        /* an address that may not open a session is not told this node is here either */
+        if (!sl_cidr_list_match(&srv->allowed, &from) || mqqb_parse_ping(buf, (size_t)n, &req) < 0)
             continue;
         uint8_t out[MQQB_PING_LEN];
         mqqb_write_ping_reply(out, &req, srv->guid, !srv->b->node->online);
@@ -834,9 +894,17 @@ msmq_server *msmq_start(broker *b, char *err, size_t errlen)
     srv->ping_fd = -1;
     sl_timer_init(&srv->reap, on_reap, srv);
     broker_qm_guid(b, srv->guid);
+    const char *allowed =
+        cfg->msmq_allowed_senders ? cfg->msmq_allowed_senders : MSMQ_ALLOWED_SENDERS_DEFAULT;
+    if (sl_cidr_list_parse(allowed, &srv->allowed, err, errlen) < 0) {
+        sl_cidr_list_free(&srv->allowed);
+        sl_free(srv);
+        return NULL;
+    }
     srv->fd = sl_listen_tcp(cfg->msmq_bind ? cfg->msmq_bind : cfg->bind, cfg->msmq_port, 128,
                             srv->addr, sizeof srv->addr, &srv->port, err, errlen);
     if (srv->fd < 0) {
+        sl_cidr_list_free(&srv->allowed);
         sl_free(srv);
         return NULL;
     }
@@ -844,6 +912,7 @@ msmq_server *msmq_start(broker *b, char *err, size_t errlen)
                           srv) < 0) {
         snprintf(err, errlen, "cannot watch the msmq listener: %s", strerror(errno));
         close(srv->fd);
+        sl_cidr_list_free(&srv->allowed);
         sl_free(srv);
         return NULL;
     }
@@ -855,8 +924,8 @@ msmq_server *msmq_start(broker *b, char *err, size_t errlen)
         return NULL;
     }
     msmq_ack_install(b);
-    sl_info("msmq: queue manager %s, private queues of vhost '%s'", g,
-            cfg->msmq_vhost ? cfg->msmq_vhost : "/");
+    sl_info("msmq: queue manager %s, private queues of vhost '%s', sessions from %s", g,
+            cfg->msmq_vhost ? cfg->msmq_vhost : "/", allowed);
     return srv;
 }
 
@@ -875,5 +944,6 @@ void msmq_stop(msmq_server *srv)
         sl_loop_unwatch(srv->b->loop, &srv->ping_w);
         close(srv->ping_fd);
     }
+    sl_cidr_list_free(&srv->allowed);
     sl_free(srv);
 }

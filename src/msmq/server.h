@@ -7,6 +7,13 @@
 
 #include <stddef.h>
 
+/* msmq.allowed_senders when it is not set: loopback and the private ranges (RFC 1918, IPv6
+ * unique local and link-local). MS-MQQB has no credentials, so an MSMQ port reachable from
+ * the internet lets anyone claim any queue manager; Windows senders sit on internal
+ * networks (docs/msmq-wire.md says why, and how to widen it). */
+#define MSMQ_ALLOWED_SENDERS_DEFAULT                                                               \
+    "127.0.0.0/8 ::1/128 10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 fc00::/7 fe80::/10"
+
 struct broker;
 typedef struct msmq_server msmq_server;
 

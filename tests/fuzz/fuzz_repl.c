@@ -90,6 +90,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case CW_COPYEND:
             cw_put_copyend(&b, m.a, (uint32_t)m.b);
             break;
+        case CW_AUTH:
+            n1 = dup_name(m.node, m.node_len);
+            n2 = dup_name(m.cluster, m.cluster_len);
+            CHECK(m.nonce + CW_NONCE <= data + off + used);
+            cw_put_auth(&b, n1, n2, m.nonce);
+            break;
+        case CW_CHALLENGE:
+            n1 = dup_name(m.node, m.node_len);
+            CHECK(m.mac + CW_MAC <= data + off + used);
+            cw_put_challenge(&b, n1, m.nonce, m.mac);
+            break;
+        case CW_PROOF:
+            CHECK(m.mac + CW_MAC <= data + off + used);
+            cw_put_proof(&b, m.mac);
+            break;
         default:
             CHECK(0);
         }

@@ -9,6 +9,7 @@ publish order; at most one more body (the one in flight when it stopped) may hav
 queue. That is what a test checks a failover or hand-over against."""
 
 import json
+import os
 import threading
 import time
 import urllib.request
@@ -26,6 +27,21 @@ def etcd(tmp_path):
     e = Etcd(str(tmp_path / "etcd")).start()
     yield e
     e.stop()
+
+
+SECRET = "cluster-test-secret-5b1f0d"
+
+
+def cluster_secret(path, secret=SECRET):
+    """Write the cluster's shared secret to path, mode 0600 (cluster.secret_file refuses a
+    file others can read), and return the path as a string."""
+    path = str(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    os.chmod(path, 0o600)
+    return path
 
 
 def get_json(b, path, timeout=5):

@@ -141,8 +141,15 @@ class ClusterHarness:
                 popen=lambda cmd, **kw: self.net.popen("etcd", cmd, label="etcd", **kw),
                 enter=self.net.ns["etcd"].entered)
             self.nodes = {}
+            # the shared cluster secret (cluster.secret_file: 0600, the same on every node)
+            secret = self.workdir / "cluster.secret"
+            fd = os.open(str(secret), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write("cluster-harness-secret\n")
+            os.chmod(str(secret), 0o600)
             for name in NODES:
                 conf = {
+                    "cluster.secret_file": str(secret),
                     "cluster_formation.peer_discovery_backend": "etcd",
                     "cluster_formation.etcd.cluster_name": CLUSTER,
                     "cluster.advertise_address": SERVICE[name],

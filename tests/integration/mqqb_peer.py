@@ -205,9 +205,11 @@ def parse(pkt):
 class Sender:
     """One session from a simulated Windows queue manager."""
 
-    def __init__(self, host, port, guid=None, timeout=5.0):
+    def __init__(self, host, port, guid=None, timeout=5.0, source=None):
         self.guid = guid or uuid.uuid4().bytes
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        # source: the local address to connect from (msmq.allowed_senders tests)
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.buf = b""
         self.sent = 0       # UserMessage packets sent on this session
         self.rec_sent = 0   # recoverable ones
@@ -393,6 +395,12 @@ class Receiver:
         self.last = {}         # (source guid, seq id) -> last accepted TxSequenceNumber
         self.duplicates = 0
         self.out_of_order = 0
+        # strict: Sluice's receiver rule (src/msmq/mqqb.h, mqqb_tx_check, issue 43) rather
+        # than the specification's (3.1.5.8.6: previous <= last): a message moves the
+        # sequence only to last + 1, or past a gap when its previous number is last. A sender
+        # that passes it passes a Windows receiver too. jumps counts the refused ones.
+        self.strict = True
+        self.jumps = 0
         self.sessions = 0
         self.drop_after = None  # close the next session after this many UserMessages
         self.send_order_acks = True  # False: accept transactional messages, never order-ack
@@ -500,6 +508,11 @@ class Receiver:
                     if no <= last:
                         self.duplicates += 1
                         ack_no = last
+                    elif prev <= last and self.strict and no != last + 1 and prev != last:
+                        self.jumps += 1
+                        self.out_of_order += 1
+                        self.errors.append("jump: %d (previous %d) after %d" % (no, prev, last))
+                        ack_no = last or None  # refused; the last accepted number goes back
                     elif prev <= last:
                         self.queues.setdefault(name, []).append(m)
                         self.last[key] = no

@@ -7,6 +7,7 @@ The replication stream and confirms held for the in-sync replicas: test_cluster_
 followers' front door: test_cluster_proxy.py."""
 
 import json
+import os
 import subprocess
 import time
 import urllib.request
@@ -15,7 +16,7 @@ import amqp
 import pytest
 
 from conftest import sluiced_binary
-from cluster_client import cluster_status, etcd, get_json  # noqa: F401  (etcd: the fixture)
+from cluster_client import cluster_secret, cluster_status, etcd, get_json  # noqa: F401
 from etcd import Etcd
 from helpers import IS_RABBITMQ, wait_for
 
@@ -32,6 +33,7 @@ def cluster_conf(etcd, **extra):
         "cluster_formation.etcd.cluster_name": "t",
         "cluster.replication_port": "0",
         "cluster.lease_ttl": str(TTL),
+        "cluster.secret_file": cluster_secret(os.path.join(etcd.base, "..", "cluster.secret")),
     }
     c.update(extra)
     return c

@@ -629,11 +629,13 @@ def test_guest_stays_loopback_only_through_a_followers_proxy(broker_factory, pro
     node's advertised address and the leader counts any cluster member's address as not
     loopback: guest is refused through the proxy (AMQP 403, HTTP 401), still served directly
     from loopback, and a real user is served through the proxy."""
+    from cluster_client import cluster_secret
     from etcd import Etcd
 
     e = Etcd(str(tmp_path / "etcd")).start()
     try:
         conf = {
+            "cluster.secret_file": cluster_secret(tmp_path / "cluster.secret"),
             "cluster_formation.peer_discovery_backend": "etcd",
             "cluster_formation.etcd.endpoints.1": e.endpoint,
             "cluster_formation.etcd.cluster_name": "px",

@@ -14,8 +14,9 @@ import time
 import amqp
 import pytest
 
-from cluster_client import (ConfirmedLoad, cluster_status, confirm_channel, drain,  # noqa: F401
-                            etcd, publish_confirmed, publish_confirmed_to)
+from cluster_client import (ConfirmedLoad, cluster_secret, cluster_status,  # noqa: F401
+                            confirm_channel, drain, etcd, publish_confirmed,
+                            publish_confirmed_to)
 from conftest import start_sluiced, stop_sluiced
 from helpers import IS_RABBITMQ, wait_for
 
@@ -42,6 +43,7 @@ class Cluster:
             "cluster.replication_port": "0",
             "cluster.lease_ttl": str(TTL),
             "cluster.advertise_address": host,
+            "cluster.secret_file": cluster_secret(self.tmp / "cluster.secret"),
         }
         c.update(self.extra)
         return c

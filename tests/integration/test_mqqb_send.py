@@ -158,6 +158,62 @@ def test_kill9_mid_sequence_exactly_once(broker_factory, peer):
     assert peer.out_of_order == 0 and not peer.errors
 
 
+def test_gaps_in_lookup_ids_over_dropped_sessions_are_declared_never_jumps(broker_factory, peer):
+    """Our TxSequenceNumbers are node-wide lookup ids: messages to other queues leave gaps.
+    A receiver that refuses a message skipping numbers it never saw unless its previous
+    number is the last one it accepted (Sluice's, issue 43; the peer plays it, strict) must
+    get every gap declared, also by a new session's first message (its previous number is
+    the last one order-acked, not 0). Sessions die mid-window: nothing is refused as a jump,
+    everything arrives once, in order."""
+    peer.drop_after = 7
+    b = start(broker_factory, peer)
+    ch = b.amqp().channel()
+    ch.queue_declare("elsewhere", durable=True, auto_delete=False)
+    ch.confirm_select()
+    for k in range(8):
+        publish(b, 5, tx_size=5, prefix="g%d-" % k)
+        for _ in range(3):  # a gap: lookup ids taken by another queue
+            ch.basic_publish(amqp.Message(b"x", delivery_mode=2), exchange="",
+                             routing_key="elsewhere")
+        if k == 3:
+            wait_drained(b)  # the next session starts after an order-acked gap
+            peer.drop_after = 4
+    wait_drained(b)
+    want = [m for k in range(8) for m in bodies(5, "g%d-" % k)]
+    assert [m.body for m in peer.queue("orders")] == want
+    assert peer.jumps == 0 and peer.out_of_order == 0, peer.errors
+    assert peer.sessions >= 2 and not peer.errors
+
+
+def test_after_a_restart_the_first_message_names_what_the_receiver_last_accepted(
+        broker_factory, peer):
+    """A restarted sender does not know the receiver's last number: its first message names
+    previous 0 and, past a gap in the lookup ids, is refused by a receiver that takes no
+    jumps (the strict peer, as Sluice's). The receiver's OrderAck tells it the number; it
+    sends again at once naming it (the resend timer is put out of reach: 10 minutes)."""
+    cfg = {"msmq.hosts.1": "127.0.0.1:%d" % peer.port, "link_retry_min_ms": "50",
+           "link_retry_max_ms": "200", "eod_resend_short_ms": "600000"}
+    b = broker_factory(config=cfg)
+    publish(b, 5, tx_size=5)
+    wait_drained(b)
+    action(b, "PAUSE")  # what follows waits in the outgoing queue (ONHOLD is durable)
+    wait_for(lambda: outgoing(b)["state"] == "ONHOLD", 5)
+    ch = b.amqp().channel()
+    ch.queue_declare("elsewhere", durable=True, auto_delete=False)
+    ch.confirm_select()
+    for _ in range(3):  # a gap in the lookup ids
+        ch.basic_publish_confirm(amqp.Message(b"x", delivery_mode=2), exchange="",
+                                 routing_key="elsewhere")
+    publish(b, 5, tx_size=5, prefix="n")
+    b.kill9()
+    b2 = broker_factory(config=cfg, data_dir=b.data_dir)
+    wait_for(lambda: (outgoing(b2) or {}).get("state") == "ONHOLD", 5)
+    action(b2, "RESUME")
+    wait_drained(b2, timeout=20)
+    assert [m.body for m in peer.queue("orders")] == bodies(5) + bodies(5, "n")
+    assert peer.jumps == 1, peer.errors  # the first message after the restart, once
+
+
 def test_pause_keeps_messages_resume_sends(broker_factory, peer):
     b = start(broker_factory, peer)
     publish(b, 5, tx_size=5)

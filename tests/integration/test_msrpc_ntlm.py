@@ -372,3 +372,39 @@ def test_authenticate_with_a_mic(node, monkeypatch, bad_mic):
     sigs = ResponseSignatures(dce, PRIVACY)
     assert get_info(dce, machine_object(), [4]) == (MQ_OK, [(VT_LPWSTR, "CONNECTED")])
     assert sigs.seq == 1
+
+
+def test_remote_open_checks_the_logged_in_user_like_http(nodes):
+    """Issue 43 part 4: rpc_QMOpenQueueInternal of another node's queue is checked on the
+    user logged in over NTLM (carol, read ^(?!payroll$).*), on the name the owner resolves,
+    exactly as the HTTP API's open: MQ_ERROR_ACCESS_DENIED and no handle for PAYROLL or
+    payroll on node b, in any spelling; what carol may read opens."""
+    a = nodes.start("a", config=NTLM_CONFIG)
+    b = nodes.start("b")
+    na = Node(a.broker)
+    na.user("carol", tags="management", perms=False)
+    s, j, _ = a.api.put("/api/permissions/%2F/carol",
+                        {"configure": "", "write": "", "read": "^(?!payroll$).*"})
+    assert s in (201, 204), (s, j)
+    ch = b.amqp().channel()
+    for q in ("payroll", "public"):
+        ch.queue_declare(q, durable=True, auto_delete=False)
+        b.api.publish(q, "x")
+    c = na.connect("carol", iface=MSRPC_UUID_QMCOMM)
+    http = Api(a.broker, "carol", PASSWORD)
+    for spelling in ("PAYROLL", "payroll", "Payroll"):
+        fmt = b.fmt(spelling)
+        s, j, _ = http.post("/api/msmq/handles", {"format_name": fmt})
+        assert s == 403 and int(j["hresult"], 16) == MQ_ERROR_ACCESS_DENIED, (spelling, s, j)
+        hr, h = open_queue(c, fmt[len("DIRECT="):])
+        assert (hr, h) == (MQ_ERROR_ACCESS_DENIED, bytes(20)), (spelling, hex(hr))
+    s, j, _ = a.api.get("/api/msmq/handles?all=true")
+    assert s == 200 and j == [], j
+    assert b.api.queue("payroll")["messages"] == 1
+    # what carol may read opens through the same door, and purges
+    hr, h = open_queue(c, b.fmt("PUBLIC")[len("DIRECT="):])
+    assert hr == MQ_OK and h != bytes(20)
+    assert purge(c, h) == MQ_OK
+    assert b.api.queue("public")["messages"] == 0
+    assert close_handle(c, h)[0] == MQ_OK
+    c.disconnect()

@@ -18,6 +18,8 @@
  * Also the election's rule (cl_should_campaign, member.h): who campaigns at once, who waits.
  */
 #include <check.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +84,50 @@ START_TEST(conf_keys_and_defaults)
     ck_assert_str_eq(c.advertise_address, "10.0.0.2");
     ck_assert(cl_conf_apply(&c, "cluster.bogus", "1", &err));
     ck_assert_ptr_nonnull(err);
+    /* issue 43: the secret is required (or the explicit opt-out), and read with care */
+    char serr[512];
+    ck_assert_int_eq(cl_conf_load_secret(&c, serr, sizeof serr), -1);
+    ck_assert_ptr_nonnull(strstr(serr, "needs cluster.secret_file"));
+    ck_assert(cl_conf_apply(&c, "cluster.insecure_no_secret", "yes", &err));
+    ck_assert_ptr_nonnull(err);
+    ck_assert(cl_conf_apply(&c, "cluster.insecure_no_secret", "true", &err));
+    ck_assert_ptr_null(err);
+    ck_assert_int_eq(cl_conf_load_secret(&c, serr, sizeof serr), 0);
+    ck_assert_ptr_null(c.secret);
+    char path[] = "/tmp/sl-secret-XXXXXX";
+    int fd = mkstemp(path); /* 0600 */
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "s3cret\n\n", 8), 8);
+    close(fd);
+    ck_assert(cl_conf_apply(&c, "cluster.secret_file", path, &err));
+    ck_assert_int_eq(cl_conf_load_secret(&c, serr, sizeof serr), 0);
+    ck_assert_uint_eq(c.secret_len, 6); /* the newlines are not part of it */
+    ck_assert(!memcmp(c.secret, "s3cret", 6));
+    ck_assert_int_eq(chmod(path, 0604), 0);
+    ck_assert_int_eq(cl_conf_load_secret(&c, serr, sizeof serr), -1);
+    ck_assert_ptr_nonnull(strstr(serr, "mode 0604"));
+    ck_assert_ptr_nonnull(strstr(serr, path));
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    ck_assert_int_eq(truncate(path, 0), 0);
+    ck_assert_int_eq(cl_conf_load_secret(&c, serr, sizeof serr), -1);
+    ck_assert_ptr_nonnull(strstr(serr, "empty"));
+    unlink(path);
+    /* etcd's and the replication port's doors: pairs go together */
+    ck_assert(cl_conf_apply(&c, "cluster_formation.etcd.username", "sluice", &err));
+    ck_assert_ptr_nonnull(cl_conf_check(&c)); /* no password */
+    ck_assert(cl_conf_apply(&c, "cluster_formation.etcd.password", "pw", &err));
+    ck_assert_ptr_null(cl_conf_check(&c));
+    ck_assert(cl_conf_apply(&c, "cluster_formation.etcd.ssl_options.verify", "verify_none", &err));
+    ck_assert_ptr_null(err);
+    ck_assert(c.etcd_https && !c.etcd_verify);
+    ck_assert(cl_conf_apply(&c, "cluster_formation.etcd.ssl_options.bogus", "1", &err));
+    ck_assert_ptr_nonnull(err);
+    ck_assert(cl_conf_apply(&c, "cluster.ssl_options.certfile", "/c.pem", &err));
+    ck_assert_ptr_nonnull(cl_conf_check(&c)); /* no keyfile */
+    ck_assert(cl_conf_apply(&c, "cluster.ssl_options.keyfile", "/k.pem", &err));
+    ck_assert_ptr_nonnull(cl_conf_check(&c)); /* verify_peer needs the members' CA */
+    ck_assert(cl_conf_apply(&c, "cluster.ssl_options.cacertfile", "/ca.pem", &err));
+    ck_assert_ptr_null(cl_conf_check(&c));
     cl_conf_free(&c);
 }
 END_TEST

@@ -4,12 +4,15 @@
  * replies are the captured bytes, byte for byte, where the specification fixes them.
  * Then the hostile cases: every truncation and lying lengths fail cleanly.
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "msmq/mqqb.h"
+#include "net/cidr.h"
 
 static size_t unhex(const char *s, uint8_t *out)
 {
@@ -695,6 +698,133 @@ START_TEST(frames1_2_ping)
 }
 END_TEST
 
+START_TEST(tx_in_order_rule_refuses_every_jump)
+{
+    /* MS-MQQB 3.1.5.8.6 without its jump (issue 43): last accepted 5, window 1000 */
+    const uint64_t w = 1000;
+    ck_assert_int_eq(mqqb_tx_check(5, 6, 5, w), MQQB_TX_ACCEPT);    /* the next one */
+    ck_assert_int_eq(mqqb_tx_check(5, 6, 3, w), MQQB_TX_ACCEPT);    /* next, older previous */
+    ck_assert_int_eq(mqqb_tx_check(5, 6, 0, w), MQQB_TX_ACCEPT);    /* next, previous 0 */
+    ck_assert_int_eq(mqqb_tx_check(5, 9, 5, w), MQQB_TX_ACCEPT);    /* a declared gap */
+    ck_assert_int_eq(mqqb_tx_check(5, 1005, 5, w), MQQB_TX_ACCEPT); /* the widest one */
+    ck_assert_int_eq(mqqb_tx_check(5, 5, 4, w), MQQB_TX_DUPLICATE);
+    ck_assert_int_eq(mqqb_tx_check(5, 1, 0, w), MQQB_TX_DUPLICATE);
+    ck_assert_int_eq(mqqb_tx_check(5, 8, 7, w), MQQB_TX_OUT_OF_ORDER); /* 6, 7 missing */
+    ck_assert_int_eq(mqqb_tx_check(5, 7, 6, w), MQQB_TX_OUT_OF_ORDER);
+    /* the issue's forgeries: previous 0 far ahead; and every small skip too */
+    ck_assert_int_eq(mqqb_tx_check(5, 1u << 31, 0, w), MQQB_TX_JUMP);
+    ck_assert_int_eq(mqqb_tx_check(5, 0xFFFFFFFFu, 0, 0xFFFFFFFFu), MQQB_TX_JUMP);
+    ck_assert_int_eq(mqqb_tx_check(5, 7, 0, w), MQQB_TX_JUMP);
+    ck_assert_int_eq(mqqb_tx_check(5, 7, 4, w), MQQB_TX_JUMP);
+    ck_assert_int_eq(mqqb_tx_check(5, 1006, 5, w), MQQB_TX_JUMP); /* gap past the window */
+    ck_assert_int_eq(mqqb_tx_check(5, 0xFFFFFFFFu, 5, w), MQQB_TX_JUMP);
+    /* a new sequence (nothing accepted): previous 0, from 1 or across a declared gap */
+    ck_assert_int_eq(mqqb_tx_check(0, 1, 0, w), MQQB_TX_ACCEPT);
+    ck_assert_int_eq(mqqb_tx_check(0, 1000, 0, w), MQQB_TX_ACCEPT);
+    ck_assert_int_eq(mqqb_tx_check(0, 1001, 0, w), MQQB_TX_JUMP);
+    ck_assert_int_eq(mqqb_tx_check(0, 2, 1, w), MQQB_TX_OUT_OF_ORDER);
+    ck_assert_int_eq(mqqb_tx_check(0, 0, 0, w), MQQB_TX_DUPLICATE); /* 0 is no number */
+    /* window 1: no gap at all */
+    ck_assert_int_eq(mqqb_tx_check(5, 7, 5, 1), MQQB_TX_JUMP);
+    ck_assert_int_eq(mqqb_tx_check(5, 6, 5, 1), MQQB_TX_ACCEPT);
+    /* at the top of the numbers */
+    ck_assert_int_eq(mqqb_tx_check(0xFFFFFFFEu, 0xFFFFFFFFu, 0xFFFFFFFEu, 1), MQQB_TX_ACCEPT);
+    ck_assert_int_eq(mqqb_tx_check(0xFFFFFFFFu, 0xFFFFFFFFu, 0, w), MQQB_TX_DUPLICATE);
+}
+END_TEST
+
+START_TEST(tx_lookup_id_is_tx_number_backwards)
+{
+    const uint64_t base = 7, w = 0xFFFFFFFFull;
+    const uint64_t ids[] = {1, 2, 5, w - 1, w, w + 1, w + 2, 2 * w, 2 * w + 1, 5 * w + 77};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        uint64_t sid;
+        uint32_t no, prev;
+        mqqb_tx_number(base, ids[i], 0, &sid, &no, &prev);
+        ck_assert_uint_eq(mqqb_tx_lookup_id(base, sid, no), ids[i]);
+    }
+    ck_assert_uint_eq(mqqb_tx_lookup_id(base, base + 1, 3), 0); /* another queue's sequence */
+    ck_assert_uint_eq(mqqb_tx_lookup_id(base, base - 1, 3), 0);
+    ck_assert_uint_eq(mqqb_tx_lookup_id(base, base, 0), 0);
+}
+END_TEST
+
+static struct sockaddr_storage v4(const char *a)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    s4->sin_family = AF_INET;
+    ck_assert_int_eq(inet_pton(AF_INET, a, &s4->sin_addr), 1);
+    return ss;
+}
+
+static struct sockaddr_storage v6(const char *a)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    s6->sin6_family = AF_INET6;
+    ck_assert_int_eq(inet_pton(AF_INET6, a, &s6->sin6_addr), 1);
+    return ss;
+}
+
+START_TEST(allowed_senders_cidr_lists)
+{
+    sl_cidr_list l;
+    char err[200];
+    ck_assert_int_eq(
+        sl_cidr_list_parse("127.0.0.1/32, 10.1.2.3/8 ,fc00::/7 2001:db8::1", &l, err, sizeof err),
+        0);
+    struct sockaddr_storage a;
+    a = v4("127.0.0.1");
+    ck_assert(sl_cidr_list_match(&l, &a));
+    a = v4("127.0.0.2");
+    ck_assert(!sl_cidr_list_match(&l, &a));
+    a = v4("10.255.0.9"); /* bits past the prefix ignored */
+    ck_assert(sl_cidr_list_match(&l, &a));
+    a = v4("11.0.0.1");
+    ck_assert(!sl_cidr_list_match(&l, &a));
+    a = v6("fd12::5");
+    ck_assert(sl_cidr_list_match(&l, &a));
+    a = v6("fe80::1");
+    ck_assert(!sl_cidr_list_match(&l, &a));
+    a = v6("2001:db8::1");
+    ck_assert(sl_cidr_list_match(&l, &a));
+    a = v6("2001:db8::2");
+    ck_assert(!sl_cidr_list_match(&l, &a));
+    a = v6("::ffff:127.0.0.1"); /* a dual-stack listener's IPv4 peer: matched as IPv4 */
+    ck_assert(sl_cidr_list_match(&l, &a));
+    a = v6("::ffff:127.0.0.2");
+    ck_assert(!sl_cidr_list_match(&l, &a));
+    a = v6("::1");
+    ck_assert(!sl_cidr_list_match(&l, &a));
+    sl_cidr_list_free(&l);
+    ck_assert_int_eq(sl_cidr_list_parse("172.16.0.0/12", &l, err, sizeof err), 0);
+    a = v4("172.31.255.255");
+    ck_assert(sl_cidr_list_match(&l, &a));
+    a = v4("172.32.0.0");
+    ck_assert(!sl_cidr_list_match(&l, &a));
+    sl_cidr_list_free(&l);
+    ck_assert_int_eq(sl_cidr_list_parse("any", &l, err, sizeof err), 0);
+    a = v4("8.8.8.8");
+    ck_assert(sl_cidr_list_match(&l, &a));
+    sl_cidr_list_free(&l);
+    ck_assert_int_eq(sl_cidr_list_parse("0.0.0.0/0", &l, err, sizeof err), 0);
+    ck_assert(sl_cidr_list_match(&l, &a));
+    a = v6("2001:db8::2"); /* an IPv4 prefix never matches IPv6 */
+    ck_assert(!sl_cidr_list_match(&l, &a));
+    sl_cidr_list_free(&l);
+    const char *bad[] = {
+        "",         " , ", "10.0.0.0/33", "::1/129",     "10.0.0.1/8x",  "10.0.0.0/",
+        "nonsense", "/8",  "1.2.3",       "10.0.0.0/-1", "10.0.0.0/0008"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(sl_cidr_list_parse(bad[i], &l, err, sizeof err) == -1, "'%s'", bad[i]);
+        sl_cidr_list_free(&l);
+    }
+}
+END_TEST
+
 static Suite *mqqb_suite(void)
 {
     Suite *s = suite_create("mqqb");
@@ -710,6 +840,9 @@ static Suite *mqqb_suite(void)
     tcase_add_test(tc, tx_numbers_cross_the_32_bit_wrap);
     tcase_add_test(tc, every_optional_header_parses);
     tcase_add_test(tc, frames1_2_ping);
+    tcase_add_test(tc, tx_in_order_rule_refuses_every_jump);
+    tcase_add_test(tc, tx_lookup_id_is_tx_number_backwards);
+    tcase_add_test(tc, allowed_senders_cidr_lists);
     suite_add_tcase(s, tc);
     return s;
 }

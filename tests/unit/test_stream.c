@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster/auth.h"
 #include "cluster/stream.h"
 #include "core/mem.h"
 
@@ -293,6 +294,9 @@ static int banned_hook(void *ctx, const char *name)
     return __atomic_load_n(&ban_f1, __ATOMIC_RELAXED) && !strcmp(name, "f1");
 }
 
+/* The cluster secret of the leader and of each follower (auth.h); NULL: none. */
+static const char *leader_secret, *follower_secret[2];
+
 static void start_leader(fixture *x, uint32_t min_isr, uint64_t first_kept)
 {
     memset(x, 0, sizeof *x);
@@ -309,7 +313,9 @@ static void start_leader(fixture *x, uint32_t min_isr, uint64_t first_kept)
                         .rl = {.min_isr = min_isr, .lag_max_ms = 500},
                         .hist = &x->lh,
                         .ping_ms = 50,
-                        .banned = banned_hook};
+                        .banned = banned_hook,
+                        .secret = (const uint8_t *)leader_secret,
+                        .secret_len = leader_secret ? strlen(leader_secret) : 0};
     cs_log lg = {.ctx = &x->ml,
                  .group = ml_group,
                  .isr_propose = ml_isr,
@@ -329,7 +335,9 @@ static void start_follower(fixture *x, int i, uint64_t last, const repl_epochs *
     char name[8], err[256];
     snprintf(name, sizeof name, "f%d", i);
     cs_log lg = follower_log(&x->fl[i]);
-    x->cl[i] = cs_client_start(name, "c", last, h, 0, &lg, err, sizeof err);
+    const char *sec = follower_secret[i];
+    x->cl[i] = cs_client_start(name, "c", (const uint8_t *)sec, sec ? strlen(sec) : 0, NULL, last,
+                               h, 0, &lg, err, sizeof err);
     ck_assert_msg(x->cl[i] != NULL, "%s", err);
     cs_client_set_leader(x->cl[i], x->addr, 1);
 }
@@ -507,6 +515,83 @@ START_TEST(a_banned_follower_is_refused_until_the_ban_goes)
 }
 END_TEST
 
+/* The handshake's proof (auth.h): a known answer (Python's hmac over the same bytes), and
+ * every input counts. */
+START_TEST(the_handshake_proof_binds_secret_role_names_and_nonces)
+{
+    uint8_t nf[CA_NONCE], nl[CA_NONCE], mac[CA_MAC];
+    for (int i = 0; i < CA_NONCE; i++) {
+        nf[i] = (uint8_t)i;
+        nl[i] = (uint8_t)(32 + i);
+    }
+    const uint8_t *k = (const uint8_t *)"k3y";
+    ca_mac(k, 3, 'F', "c", "f0", "L", nf, nl, mac);
+    static const char want[] = "2562b73c09415ea1c2ae9d712afe4c414cacb382988082e9fbd7d9f9fbd23e3d";
+    char hex[2 * CA_MAC + 1];
+    for (int i = 0; i < CA_MAC; i++)
+        snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+    ck_assert_str_eq(hex, want);
+    ck_assert(ca_check(k, 3, 'F', "c", "f0", "L", nf, nl, mac));
+    ck_assert(!ca_check(k, 3, 'L', "c", "f0", "L", nf, nl, mac)); /* no reflection */
+    ck_assert(!ca_check((const uint8_t *)"k3z", 3, 'F', "c", "f0", "L", nf, nl, mac));
+    ck_assert(!ca_check(k, 3, 'F', "d", "f0", "L", nf, nl, mac));
+    ck_assert(!ca_check(k, 3, 'F', "c", "f1", "L", nf, nl, mac));
+    ck_assert(!ca_check(k, 3, 'F', "c", "f0", "M", nf, nl, mac));
+    ck_assert(!ca_check(k, 3, 'F', "c", "f0", "L", nl, nf, mac)); /* nonces in their places */
+    nl[7] ^= 1;
+    ck_assert(!ca_check(k, 3, 'F', "c", "f0", "L", nf, nl, mac));
+}
+END_TEST
+
+/* With a secret: f0 holds the leader's and follows; f1 holds another, so the leader's proof
+ * does not check out for it: it applies nothing, is never connected as a follower, and the
+ * leader releases without it once it left the ISR. A follower without a secret is refused by
+ * a leader that has one. */
+START_TEST(only_a_follower_with_the_cluster_secret_follows)
+{
+    fixture x;
+    leader_secret = "the-secret";
+    follower_secret[0] = "the-secret";
+    follower_secret[1] = "another-secret";
+    start_leader(&x, 1, 1);
+    repl_epochs empty;
+    repl_epochs_init(&empty);
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_init(&x.fl[i].mu, NULL);
+        start_follower(&x, i, 0, &empty);
+    }
+    for (int i = 0; i < 100; i++)
+        ml_append(&x.ml, 1);
+    WAIT_UNTIL(cs_server_released(x.ml.srv) == 100, 20000);
+    WAIT_UNTIL(fl_saved(&x.fl[0]) == 100, 20000);
+    ck_assert_uint_eq(fl_synced(&x.fl[1]), 0);
+    cs_peer peers[4];
+    size_t np = cs_server_peers(x.ml.srv, peers, 4);
+    for (size_t i = 0; i < np; i++)
+        ck_assert_msg(strcmp(peers[i].name, "f1") || (!peers[i].connected && !peers[i].insync),
+                      "a follower without the secret is neither connected nor in sync");
+    /* f1 again, without a secret at all: refused the same */
+    cs_client_stop(x.cl[1]);
+    follower_secret[1] = NULL;
+    start_follower(&x, 1, 0, &empty);
+    for (int i = 0; i < 10; i++)
+        ml_append(&x.ml, 1);
+    WAIT_UNTIL(fl_saved(&x.fl[0]) == 110, 20000);
+    pause_ms(300);
+    ck_assert_uint_eq(fl_synced(&x.fl[1]), 0);
+    ck_assert_int_ne(cs_client_state(x.cl[1]), CS_STREAMING);
+    /* and with the right one it follows and catches up */
+    cs_client_stop(x.cl[1]);
+    follower_secret[1] = "the-secret";
+    start_follower(&x, 1, 0, &empty);
+    WAIT_UNTIL(fl_saved(&x.fl[1]) == 110, 20000);
+    ck_assert_int_eq(x.fl[0].bad, 0);
+    ck_assert_int_eq(x.fl[1].bad, 0);
+    stop_all(&x);
+    leader_secret = follower_secret[0] = follower_secret[1] = NULL;
+}
+END_TEST
+
 START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
 {
     fixture x;
@@ -535,7 +620,7 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
     repl_epochs_note(&d, 7, 41);
     char err[256];
     cs_log lg = follower_log(&x.fl[1]);
-    x.cl[1] = cs_client_start("f1", "c", 70, &d, 0, &lg, err, sizeof err);
+    x.cl[1] = cs_client_start("f1", "c", NULL, 0, NULL, 70, &d, 0, &lg, err, sizeof err);
     ck_assert(x.cl[1] != NULL);
     cs_client_set_leader(x.cl[1], x.addr, 1);
     pause_ms(300);
@@ -581,7 +666,7 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
     x.ml.srv = cs_server_start(fd, &o, &sl, err, sizeof err);
     ck_assert(x.ml.srv != NULL);
     cs_server_lease(x.ml.srv, now_ms() + 3600 * 1000);
-    x.cl[0] = cs_client_start("f0", "c", 45, &d, 0, &lg, err, sizeof err);
+    x.cl[0] = cs_client_start("f0", "c", NULL, 0, NULL, 45, &d, 0, &lg, err, sizeof err);
     cs_client_set_leader(x.cl[0], x.addr, 2);
     ml_append(&x.ml, 2); /* group 31 of epoch 2 */
     /* it cannot cut its 31..45: a full copy (1..30 or 1..31), then group 31 of epoch 2 */
@@ -607,6 +692,8 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, below_min_isr_is_blocked_and_nothing_is_released);
     tcase_add_test(tc, a_banned_follower_is_refused_until_the_ban_goes);
     tcase_add_test(tc, a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy);
+    tcase_add_test(tc, the_handshake_proof_binds_secret_role_names_and_nonces);
+    tcase_add_test(tc, only_a_follower_with_the_cluster_secret_follows);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,148 @@
+/* auth.c - the cluster secret and the replication handshake's proofs (see auth.h). */
+#include "cluster/auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cluster/conf.h"
+#include "core/buf.h"
+#include "core/mem.h"
+#include "net/tls.h"
+
+int cl_secret_load(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(err, errlen, "cluster.secret_file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "cluster.secret_file %s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    /* As ssh with a private key and Erlang with its cookie: a secret others can read is no
+     * secret, and one others can write lets them choose it. */
+    if (st.st_mode & 077) {
+        snprintf(err, errlen,
+                 "cluster.secret_file %s: mode %04o lets group or others read or write it "
+                 "(chmod 600 it)",
+                 path, (unsigned)(st.st_mode & 07777));
+        close(fd);
+        return -1;
+    }
+    if (st.st_size > CA_MAX_SECRET) {
+        snprintf(err, errlen, "cluster.secret_file %s: longer than %d bytes", path, CA_MAX_SECRET);
+        close(fd);
+        return -1;
+    }
+    uint8_t *buf = sl_xmalloc(CA_MAX_SECRET + 1);
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + n, CA_MAX_SECRET + 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(err, errlen, "cluster.secret_file %s: %s", path, strerror(errno));
+            close(fd);
+            sl_free(buf);
+            return -1;
+        }
+        if (r == 0 || (n += (size_t)r) > CA_MAX_SECRET)
+            break;
+    }
+    close(fd);
+    if (n > CA_MAX_SECRET) {
+        snprintf(err, errlen, "cluster.secret_file %s: longer than %d bytes", path, CA_MAX_SECRET);
+        sl_free(buf);
+        return -1;
+    }
+    while (n &&
+           (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+        n--;
+    if (!n) {
+        snprintf(err, errlen, "cluster.secret_file %s: empty", path);
+        sl_free(buf);
+        return -1;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+int ca_nonce(uint8_t out[CA_NONCE])
+{
+    return RAND_bytes(out, CA_NONCE) == 1 ? 0 : -1;
+}
+
+static void put_s16(sl_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (n > 0xffff)
+        n = 0xffff;
+    uint8_t h[2] = {(uint8_t)(n >> 8), (uint8_t)n};
+    sl_buf_append(b, h, 2);
+    sl_buf_append(b, s, n);
+}
+
+void ca_mac(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+            const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
+            const uint8_t nl[CA_NONCE], uint8_t out[CA_MAC])
+{
+    static const char label[] = "sluice-repl-auth-1";
+    sl_buf b;
+    sl_buf_init(&b);
+    sl_buf_append(&b, label, sizeof label - 1);
+    sl_buf_append(&b, &role, 1);
+    put_s16(&b, cluster);
+    put_s16(&b, follower);
+    put_s16(&b, leader);
+    sl_buf_append(&b, nf, CA_NONCE);
+    sl_buf_append(&b, nl, CA_NONCE);
+    unsigned int outlen = CA_MAC;
+    if (!HMAC(EVP_sha256(), secret, (int)secret_len, sl_buf_head(&b), sl_buf_unread(&b), out,
+              &outlen))
+        memset(out, 0, CA_MAC); /* never matches a real proof: ca_check compares it too */
+    sl_buf_free(&b);
+}
+
+int ca_check(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+             const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
+             const uint8_t nl[CA_NONCE], const uint8_t mac[CA_MAC])
+{
+    uint8_t want[CA_MAC];
+    ca_mac(secret, secret_len, role, cluster, follower, leader, nf, nl, want);
+    int ok = CRYPTO_memcmp(want, mac, CA_MAC) == 0;
+    OPENSSL_cleanse(want, sizeof want);
+    return ok;
+}
+
+struct sl_tls_ctx *ca_tls_ctx(const struct cl_conf *c, int server, char *err, size_t errlen)
+{
+    err[0] = 0;
+    if (!c->repl_certfile)
+        return NULL;
+    /* Both ends show a certificate and, with verify_peer, check the other's against the
+     * members' CA: the follower checks the leader's against the address it dials. */
+    sl_tls_opts o = {.cacertfile = c->repl_cacertfile,
+                     .certfile = c->repl_certfile,
+                     .keyfile = c->repl_keyfile,
+                     .verify_peer = c->repl_verify,
+                     .fail_if_no_peer_cert = server && c->repl_verify && c->repl_fail_if_no_peer};
+    char e[256];
+    sl_tls_ctx *t = sl_tls_ctx_new(server, &o, e, sizeof e);
+    if (!t)
+        snprintf(err, errlen, "cluster.ssl_options: %s", e);
+    return t;
+}

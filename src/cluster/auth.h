@@ -1,0 +1,53 @@
+/* auth.h - the replication port's proof of membership (issue 43): a shared cluster secret
+ * (cluster.secret_file, the same file on every node, as RabbitMQ's Erlang cookie) and the
+ * challenge-response both ends of a replication connection run before anything else.
+ *
+ * Handshake (wire.h AUTH, CHALLENGE, PROOF; the secret never crosses the wire):
+ *   F -> L  AUTH       follower name, cluster name, nf (32 random bytes)
+ *   L -> F  CHALLENGE  leader name, nl (32 random bytes), mac_L = MAC('L')
+ *   F -> L  PROOF      mac_F = MAC('F')          (sent only once mac_L checked out)
+ * MAC(role) = HMAC-SHA256(secret, "sluice-repl-auth-1" role s16(cluster) s16(follower)
+ * s16(leader) nf nl), s16 = u16 big-endian length + bytes. Both nonces make every proof
+ * fresh (a recorded one is useless on another connection), the role byte keeps a leader's
+ * proof from being reflected as a follower's, and the names bind the proof to who claims
+ * what. Proofs are compared in constant time (CRYPTO_memcmp).
+ *
+ * Invariant: a secret loaded by cl_secret_load came from a regular file that neither group
+ * nor others may read or write, and is not empty.
+ */
+#ifndef SL_CLUSTER_AUTH_H
+#define SL_CLUSTER_AUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CA_NONCE 32
+#define CA_MAC 32
+#define CA_MAX_SECRET 4096
+
+/* Read the secret in path: 0 and *out (sl_free) / *len, or -1 with err naming the file and
+ * why (not there, not a regular file, a mode that lets group/others in, empty, too long).
+ * Trailing whitespace (a newline from `echo`) is not part of the secret. */
+int cl_secret_load(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen);
+
+/* 32 random bytes; -1 when the system has none to give. */
+int ca_nonce(uint8_t out[CA_NONCE]);
+
+/* The proof of role ('L' the leader, 'F' the follower). */
+void ca_mac(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+            const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
+            const uint8_t nl[CA_NONCE], uint8_t out[CA_MAC]);
+
+/* 1 when mac is the proof of role (constant time), else 0. */
+int ca_check(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+             const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
+             const uint8_t nl[CA_NONCE], const uint8_t mac[CA_MAC]);
+
+/* TLS on the replication port (cluster.ssl_options): a server (the leader's) or client (a
+ * follower's) context, mutual when it verifies. NULL with err[0] == 0 when TLS is not
+ * configured; NULL with err when a file or key is unusable. */
+struct cl_conf;
+struct sl_tls_ctx;
+struct sl_tls_ctx *ca_tls_ctx(const struct cl_conf *c, int server, char *err, size_t errlen);
+
+#endif

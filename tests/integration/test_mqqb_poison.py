@@ -1,0 +1,191 @@
+"""Issue 43 part 2: an MS-MQQB sender's sequence cannot be poisoned.
+
+MS-MQQB carries no credentials: anyone who reaches the MSMQ port can claim a queue manager's
+GUID and send on its TxSequenceID (both are in every delivered message's headers). A message
+is accepted only in order (MS-MQQB 3.1.5.8.6, 3.1.1.5): its TxPreviousSequenceNumber names
+the last number this node accepted for that sequence, or it is the very next number; no
+message moves a sequence past numbers it never saw unless it says, by naming the last one,
+that they were never sent (bounded by msmq.seq_window). A refused jump is one audit line.
+And msmq.allowed_senders says which addresses may open a session at all."""
+
+import re
+import subprocess
+
+import pytest
+
+import mqqb_peer as mq
+from conftest import sluiced_binary
+from helpers import uname, wait_for
+from test_mqqb import declare, drain, fmt, start
+
+AUDIT = b"audit: msmq message refused"
+
+
+def bodies(ch, q):
+    return [m.body if isinstance(m.body, bytes) else m.body.encode() for m in drain(ch, q)]
+
+
+def log(b):
+    return open(b.log_path, "rb").read()
+
+
+def pumped(s, timeout=0.2):
+    """Read what the node sent (order acks), if anything came; never true."""
+    try:
+        s.pump(timeout)
+    except TimeoutError:
+        pass
+    return False
+
+
+def test_a_forged_jump_on_a_real_senders_sequence_loses_nothing(broker_factory):
+    """The issue's scenario: G sends 1..5; an attacker claiming G's GUID sends on G's
+    sequence 2^31 and then 0xFFFFFFFF, both with previous 0. Neither is accepted, each is an
+    audit line, and G's next 10 messages are all delivered (not dropped as duplicates)."""
+    b, port = start(broker_factory)
+    q = uname("poison")
+    _c, ch = declare(b, q)
+    g = mq.Sender("127.0.0.1", port)
+    g.establish()
+    seq = (0x64000000 << 32) | 7
+    for n in range(1, 6):
+        g.send(fmt(q), b"g%d" % n, tx=(seq, n, n - 1))
+    g.wait(lambda: g.last_order_ack(seq) == 5)
+
+    evil = mq.Sender("127.0.0.1", port, guid=g.guid)
+    evil.establish()
+    evil.send(fmt(q), b"forged-1", tx=(seq, 1 << 31, 0))
+    evil.send(fmt(q), b"forged-2", tx=(seq, 0xFFFFFFFF, 0))
+    # both decided: two audit lines (fixed) or the sequence moved to 0xFFFFFFFF (unfixed)
+    wait_for(lambda: log(b).count(AUDIT) >= 2 or evil.last_order_ack(seq) == 0xFFFFFFFF
+             or pumped(evil), 10, message="the forged messages were not decided")
+    evil.close()
+
+    for n in range(6, 16):
+        g.send(fmt(q), b"g%d" % n, tx=(seq, n, n - 1))
+    g.wait(lambda: g.last_order_ack(seq) >= 15)
+    assert g.last_order_ack(seq) == 15  # the sequence never moved past what G sent
+    assert bodies(ch, q) == [b"g%d" % n for n in range(1, 16)]
+    text = log(b)
+    assert text.count(AUDIT) == 2, text[-3000:]
+    gs = mq.guid_text(g.guid).encode()
+    for n in (1 << 31, 0xFFFFFFFF):
+        line = re.search(rb"audit: msmq message refused: session [^\n]*message %d[^\n]*" % n,
+                         text)
+        assert line and gs.lower() in line.group(0).lower(), text[-3000:]
+        assert b"previous 0" in line.group(0) and b"last accepted 5" in line.group(0)
+
+
+def test_a_small_jump_is_refused_too(broker_factory):
+    """No step, however small, moves a sequence past a number it never saw: n+2 with
+    previous 0 or n-1 (the spec's rule alone, PreviousTxSequenceNumber <= last, would take
+    them) is refused and audited; n+2 with previous n+1 (n+1 missing) is out of order,
+    refused as ever; the real n+1, n+2 then go in, in order, nothing lost."""
+    b, port = start(broker_factory)
+    q = uname("small")
+    _c, ch = declare(b, q)
+    s = mq.Sender("127.0.0.1", port)
+    s.establish()
+    seq = (0x65000000 << 32) | 1
+    for n in (1, 2, 3):
+        s.send(fmt(q), b"m%d" % n, tx=(seq, n, n - 1))
+    s.wait(lambda: s.last_order_ack(seq) == 3)
+    s.send(fmt(q), b"x-prev0", tx=(seq, 5, 0))
+    s.send(fmt(q), b"x-prev2", tx=(seq, 5, 2))
+    s.send(fmt(q), b"x-prev4", tx=(seq, 5, 4))
+    wait_for(lambda: log(b).count(AUDIT) >= 2 or s.last_order_ack(seq) >= 5
+             or pumped(s), 10, message="the jumps were not decided")
+    s.send(fmt(q), b"m4", tx=(seq, 4, 3))
+    s.send(fmt(q), b"m5", tx=(seq, 5, 4))
+    s.wait(lambda: s.last_order_ack(seq) >= 5)
+    assert bodies(ch, q) == [b"m1", b"m2", b"m3", b"m4", b"m5"]
+    text = log(b)
+    assert text.count(AUDIT) == 2, text[-3000:]
+    assert b"message 5 (previous 0)" in text and b"message 5 (previous 2)" in text
+
+
+def test_the_rule_holds_after_a_restart(broker_factory):
+    """The last accepted numbers are in the store: after a kill -9 and a restart the forged
+    jump is refused the same way and the real sender goes on from its number."""
+    b, port = start(broker_factory)
+    q = uname("restart")
+    _c, ch = declare(b, q)
+    g = mq.Sender("127.0.0.1", port)
+    g.establish()
+    seq = (0x67000000 << 32) | 3
+    for n in (1, 2, 3):
+        g.send(fmt(q), b"r%d" % n, tx=(seq, n, n - 1))
+    g.wait(lambda: g.last_order_ack(seq) == 3)  # order-acked: on disk
+    g.close()
+    b.kill9()
+    b2, port2 = start(broker_factory, data_dir=b.data_dir)
+    evil = mq.Sender("127.0.0.1", port2, guid=g.guid)
+    evil.establish()
+    evil.send(fmt(q), b"forged", tx=(seq, 1 << 31, 0))
+    evil.wait(lambda: evil.last_order_ack(seq) >= 3)
+    assert evil.last_order_ack(seq) == 3
+    g2 = mq.Sender("127.0.0.1", port2, guid=g.guid)
+    g2.establish()
+    g2.send(fmt(q), b"r4", tx=(seq, 4, 3))
+    g2.wait(lambda: g2.last_order_ack(seq) >= 4)
+    _c2, ch2 = declare(b2, q)
+    assert bodies(ch2, q) == [b"r1", b"r2", b"r3", b"r4"]
+    assert log(b2).count(AUDIT) == 1
+
+
+def test_a_new_sequence_starts_at_previous_0_and_an_old_one_is_unharmed(broker_factory):
+    """A sender that starts a new, larger TxSequenceID (MS-MQQB 3.1.1.5: all of the old one
+    acknowledged) begins it with previous 0; its own numbers count from there. A forged
+    message on a sequence the node has no state for that names a previous number is out of
+    order; one that starts far beyond msmq.seq_window is refused and audited."""
+    b, port = start(broker_factory, **{"msmq.seq_window": "1000"})
+    q = uname("newseq")
+    _c, ch = declare(b, q)
+    s = mq.Sender("127.0.0.1", port)
+    s.establish()
+    old = (0x66000000 << 32) | 1
+    new = old + 1
+    s.send(fmt(q), b"a1", tx=(old, 1, 0))
+    s.send(fmt(q), b"a2", tx=(old, 2, 1))
+    s.wait(lambda: s.last_order_ack(old) == 2)
+    s.send(fmt(q), b"b1", tx=(new, 1, 0))
+    s.send(fmt(q), b"forged", tx=(new + 1, 0xFFFFFFFF, 0))  # a predicted next sequence
+    s.send(fmt(q), b"b2", tx=(new, 2, 1))
+    s.wait(lambda: s.last_order_ack(new) == 2)
+    wait_for(lambda: AUDIT in log(b), 10, message="no audit line")
+    s.send(fmt(q), b"c1", tx=(new + 1, 1, 0))
+    s.wait(lambda: s.last_order_ack(new + 1) == 1)
+    assert bodies(ch, q) == [b"a1", b"a2", b"b1", b"b2", b"c1"]
+
+
+def test_allowed_senders_refuses_other_addresses_before_any_packet(broker_factory):
+    """msmq.allowed_senders = 127.0.0.1/32: a session from 127.0.0.2 is closed before any
+    packet is read (no EstablishConnection answer), with an audit line; 127.0.0.1 works."""
+    b, port = start(broker_factory, **{"msmq.allowed_senders": "127.0.0.1/32, ::1/128"})
+    q = uname("allowed")
+    _c, ch = declare(b, q, durable=False)
+    bad = mq.Sender("127.0.0.1", port, source="127.0.0.2")
+    with pytest.raises((EOFError, ConnectionResetError, BrokenPipeError)):
+        bad.establish()
+        bad.send(fmt(q), b"from-outside")
+        bad.read_packet(5)
+    bad.close()
+    wait_for(lambda: b"audit: msmq session refused: 127.0.0.2" in log(b), 5,
+             message="no audit line for the refused session")
+    good = mq.Sender("127.0.0.1", port, source="127.0.0.1")
+    ec, _cp = good.establish()
+    assert not ec.refused
+    good.send(fmt(q), b"from-inside")
+    m = wait_for(lambda: ch.basic_get(q, no_ack=True), 5)
+    assert m.body in (b"from-inside", "from-inside")
+    assert ch.basic_get(q, no_ack=True) is None
+    good.close()
+
+
+@pytest.mark.parametrize("value", ["10.0.0.0/33", "nonsense", "::1/129", "10.0.0.1/8x", ""])
+def test_allowed_senders_bad_value_refuses_to_start(tmp_path, value):
+    conf = tmp_path / "c.conf"
+    conf.write_text("listeners.msmq = 0\nmsmq.allowed_senders = %s\n" % value)
+    r = subprocess.run([str(sluiced_binary()), "--config", str(conf), "--port", "0",
+                        "--data-dir", str(tmp_path / "d")], capture_output=True, timeout=30)
+    assert r.returncode == 2 and b"msmq.allowed_senders" in r.stderr, r.stderr
