@@ -469,8 +469,29 @@ static void io_request(sp_io *io, sp_cmd *c)
     }
 }
 
+/* Commands that have a response (Publish, Deliver, Heartbeat, ... have none). */
+static int has_response(uint16_t key)
+{
+    switch (key) {
+    case SP_PUBLISH:
+    case SP_PUBLISH_CONFIRM:
+    case SP_PUBLISH_ERROR:
+    case SP_DELIVER:
+    case SP_STORE_OFFSET:
+    case SP_METADATA_UPDATE:
+    case SP_HEARTBEAT:
+        return 0;
+    default:
+        return key >= SP_DECLARE_PUBLISHER && key <= SP_KEY_MAX;
+    }
+}
+
 static void io_response(sp_io *io, sp_cmd *c)
 {
+    if (!has_response(c->key)) {
+        fail(io, io->writing ? SL_ERR_INVALID_PARAMETER : SL_ERR_COMMAND_INVALID);
+        return;
+    }
     /* Tune's answer is a Tune (the Node.js client sends it without the response bit, the
      * Java client with it); Credit's answer has no correlation id. */
     if (c->key == SP_TUNE) {
