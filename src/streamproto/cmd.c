@@ -245,6 +245,9 @@ static int io_present(sp_io *io, uint8_t *has)
 
 static void io_offset(sp_io *io, sp_offset_spec *o, int allow_none)
 {
+    if (io->writing &&
+        (o->type > SP_OFFSET_TIMESTAMP || (o->type == SP_OFFSET_NONE && !allow_none)))
+        fail(io, SL_ERR_INVALID_PARAMETER); /* what decode would refuse is not written */
     io_u16(io, &o->type);
     if (!io->writing && !io->err &&
         (o->type > SP_OFFSET_TIMESTAMP || (o->type == SP_OFFSET_NONE && !allow_none)))

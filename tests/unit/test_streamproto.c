@@ -284,6 +284,12 @@ START_TEST(encode_refuses_oversize_and_unencodable_leaving_out_alone)
     ck_assert_int_eq(sp_cmd_encode(&b, &c, 0), SL_ERR_INVALID_PARAMETER);
     c = resp(SP_PUBLISH, 0, 1);
     ck_assert_int_eq(sp_cmd_encode(&b, &c, 0), SL_ERR_INVALID_PARAMETER);
+    /* an offset specification decode would refuse */
+    c = req(SP_SUBSCRIBE, 1);
+    c.u.subscribe.offset.type = SP_OFFSET_NONE;
+    ck_assert_int_eq(sp_cmd_encode(&b, &c, 0), SL_ERR_INVALID_PARAMETER);
+    c.u.subscribe.offset.type = 6;
+    ck_assert_int_eq(sp_cmd_encode(&b, &c, 0), SL_ERR_INVALID_PARAMETER);
     ck_assert_uint_eq(sl_buf_unread(&b), 2 + 15);
     sl_buf_free(&b);
 }
