@@ -8,8 +8,8 @@ SAN      ?=
 WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter
 CFLAGS   := -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SAN) -Isrc $(EXTRA_CFLAGS)
 LDLIBS   := -pthread $(shell pkg-config --libs inih libmicrohttpd jansson libpcre2-8 libssl libcrypto \
-              libargon2 gnutls libcurl 2>/dev/null || \
-              echo -linih -lmicrohttpd -ljansson -lpcre2-8 -lssl -lcrypto -largon2 -lgnutls -lcurl)
+              libargon2 gnutls libcurl zlib 2>/dev/null || \
+              echo -linih -lmicrohttpd -ljansson -lpcre2-8 -lssl -lcrypto -largon2 -lgnutls -lcurl -lz)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 build_pkgs=(gcc make pkg-config libinih-dev libmicrohttpd-dev libjansson-dev libpcre2-dev libssl-dev
-            libargon2-dev libgnutls28-dev libcurl4-openssl-dev
+            libargon2-dev libgnutls28-dev libcurl4-openssl-dev zlib1g-dev
             libjs-marked) # the console's Markdown renderer, built into sluiced
 test_pkgs=(check python3 python3-pytest python3-pika python3-amqp python3-kombu amqp-tools
            iproute2 iptables
