@@ -96,6 +96,13 @@ void broker_hold_delivery(conn *c)
      * the redelivered flag of what was delivered meanwhile. */
     if (b->store && persist_stalled(b->store))
         return;
+    /* A cluster leader below min_insync_replicas releases nothing until enough followers are
+     * back: a delivery that waited for its mark would wait that long, where consumers are to
+     * keep going (docs/cluster.md). The same trade: a failover before the mark reaches the
+     * followers only loses the redelivered flag (the message itself comes again). Not during
+     * a hand-over: that ends by itself, within 10 s. */
+    if ((b->alarms & ALARM_CLUSTER) && !b->cl_handover)
+        return;
     uint64_t t = broker_write_ticket_since(b, b->wmark_seen);
     if (!t)
         return;
