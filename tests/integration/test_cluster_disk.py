@@ -494,3 +494,63 @@ def test_a_followers_disk_full_with_the_other_follower_dead_consumers_keep_going
     from cluster_client import publish_confirmed_to
     publish_confirmed_to(lead, "q", [b"after"])
     assert bodies(drain(lead, "q")) == [b"after"]
+
+
+@pytest.mark.test_timeout(120)
+def test_deliveries_waiting_when_the_isr_shrank_below_min_go_out(make_cluster):
+    """A consumer (prefetch 10) acks while one follower is dead and the other's disk is full:
+    its next deliveries wait for their delivery marks, which the full follower never acks;
+    once it leaves the ISR (below min_insync_replicas) they stop waiting and the consumer goes
+    on to the end of the queue."""
+    from cluster_client import connect
+    cl, lead = make_cluster(LIMITS["alarm"])
+    f, other = [b for b in cl.alive() if b is not lead]
+    pub = Publisher(lead, "q").start()
+    try:
+        wait_for(lambda: len(pub.confirmed) >= 300 or pub.error, timeout=20,
+                 message="300 confirms")
+    finally:
+        pub.stop()
+    assert pub.error is None, pub.error
+    conn = connect(lead)
+    got = []
+    try:
+        ch = conn.channel()
+        ch.basic_qos(0, 10, False)
+        ch.basic_consume("q", callback=got.append)
+
+        def pump(enough, timeout):
+            deadline = time.monotonic() + timeout
+            while not enough() and time.monotonic() < deadline:
+                with contextlib.suppress(socket.timeout):
+                    conn.drain_events(timeout=0.2)
+            return enough()
+
+        assert pump(lambda: len(got) >= 10, 10), "the first 10 deliveries"
+        other.kill9()
+        fill(cl.disk(f))
+        for m in got[:10]:  # the next 10 are delivered while the full follower still counts
+            ch.basic_ack(m.delivery_tag)
+        # and a publisher makes groups the full follower cannot apply: it leaves the ISR
+        pub2 = Publisher(lead, "q", prefix=b"second-").start()
+        try:
+            wait_for(lambda: cl.insync(lead) == [lead.node_name], timeout=10 * TTL,
+                     message="the leader alone in the ISR")
+        finally:
+            pub2.stop()
+        assert pub2.error is None, pub2.error
+        assert pump(lambda: len(got) >= 20, 5 * TTL), \
+            "deliveries made before the ISR shrank still wait (%d delivered)" % len(got)
+        acked = 10
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(got) < pub.published + pub2.published:
+            for m in got[acked:]:
+                ch.basic_ack(m.delivery_tag)
+            acked = len(got)
+            if not pump(lambda: len(got) > acked, 5):
+                break
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
+    check(pub.confirmed, [m.body for m in got])
+    assert f.proc.poll() is None, cl.log(f)
