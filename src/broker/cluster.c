@@ -144,7 +144,10 @@ void broker_cluster_handover(broker *b, int on, const char *heir)
         snprintf(b->cluster_reason, sizeof b->cluster_reason,
                  "cluster: fewer than %u in-sync replicas", b->cfg->cluster.min_insync_replicas);
     /* off: the alarm goes only if the ISR allows it too */
-    broker_set_cluster_alarm(b, on || (b->repl && cs_server_blocked(b->repl)));
+    int below = b->repl && cs_server_blocked(b->repl);
+    broker_set_cluster_alarm(b, on || below);
+    if (!on && below)
+        broker_drop_delivery_holds(b); /* as when the ISR shrinks (on_repl_event) */
 }
 
 /* ---- the stream's callbacks into the mirror and the member ---- */
