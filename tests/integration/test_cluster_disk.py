@@ -43,7 +43,7 @@ TTL = 2
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 DISK_MB = 48
 WINDOW = 64
-BODY_PAD = b"." * 200
+BODY_PAD = b"." * 2000
 
 
 def body_of(i):
@@ -389,6 +389,8 @@ def test_the_leaders_disk_full_then_kill9_of_the_leader(make_cluster, how):
         fill_leader(cl, lead, pub, how)
         held = settle(pub)
         assert all(b.proc.poll() is None for b in cl.nodes.values()), cl.logs()
+        if how == "enospc":  # writes held in memory, not only publishers blocked
+            assert "until space returns" in cl.log(lead)
         lead.kill9()
         pub.stop()
     finally:
