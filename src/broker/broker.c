@@ -96,11 +96,26 @@ void broker_hold_delivery(conn *c)
      * the redelivered flag of what was delivered meanwhile. */
     if (b->store && persist_stalled(b->store))
         return;
+    /* A cluster leader below min_insync_replicas releases nothing until enough followers are
+     * back: a delivery that waited for its mark would wait that long, where consumers are to
+     * keep going (docs/cluster.md). The same trade: a failover before the mark reaches the
+     * followers only loses the redelivered flag (the message itself comes again). Not during
+     * a hand-over: that ends by itself, within 10 s. The deliveries that waited when the ISR
+     * shrank stop waiting then (broker_drop_delivery_holds). */
+    if ((b->alarms & ALARM_CLUSTER) && !b->cl_handover)
+        return;
     uint64_t t = broker_write_ticket_since(b, b->wmark_seen);
     if (!t)
         return;
     b->wmark_seen = persist_wmark(b->store);
-    conn_hold_until(c, t);
+    conn_hold_delivery(c, t);
+}
+
+void broker_drop_delivery_holds(broker *b)
+{
+    for (conn *c = b->conns; c; c = c->next)
+        if (sl_holds_drop_soft(&c->holds))
+            broker_mark_dirty(c); /* what no hard mark holds goes out now */
 }
 
 uint64_t broker_mark(const broker *b)

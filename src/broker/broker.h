@@ -308,6 +308,8 @@ struct channel {
 enum { ALARM_MEMORY = 1, ALARM_DISK = 2, ALARM_CLUSTER = 4 };
 /* cluster.c: fewer than min_insync_replicas in sync: block publishers as the alarms do. */
 void broker_set_cluster_alarm(broker *b, int on);
+/* Below min_insync_replicas: every connection stops waiting for delivery marks. */
+void broker_drop_delivery_holds(broker *b);
 /* cluster.c: a step-down hands over to heir (on) or gave up (off): publishers are blocked
  * meanwhile ("cluster: handing leadership over to HEIR") so the heir catches up. */
 void broker_cluster_handover(broker *b, int on, const char *heir);
@@ -433,6 +435,9 @@ void conn_send_method(conn *c, uint16_t ch, const amqp_method *m);
  * so far (a no-op when it does already). */
 void conn_hold_for_disk(conn *c);
 void conn_hold_until(conn *c, uint64_t gen);
+/* A delivery's wait for its delivery mark: given up below min_insync_replicas
+ * (broker_drop_delivery_holds). */
+void conn_hold_delivery(conn *c, uint64_t gen);
 /* 1 while c has output held for the disk. */
 int conn_has_held(const conn *c);
 void conn_flush(conn *c);

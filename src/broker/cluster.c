@@ -129,7 +129,11 @@ static void on_repl_event(sl_loop *loop, sl_watch *w, int events)
         persist_repl_release(b->store, gen);
         broker_release_waiters(b);
     }
-    broker_set_cluster_alarm(b, cs_server_blocked(b->repl) || b->cl_handover);
+    int below = cs_server_blocked(b->repl);
+    int was = (b->alarms & ALARM_CLUSTER) != 0;
+    broker_set_cluster_alarm(b, below || b->cl_handover);
+    if (below && !b->cl_handover && !was)
+        broker_drop_delivery_holds(b); /* consumers keep going (broker_hold_delivery) */
 }
 
 void broker_cluster_handover(broker *b, int on, const char *heir)
@@ -142,7 +146,10 @@ void broker_cluster_handover(broker *b, int on, const char *heir)
         snprintf(b->cluster_reason, sizeof b->cluster_reason,
                  "cluster: fewer than %u in-sync replicas", b->cfg->cluster.min_insync_replicas);
     /* off: the alarm goes only if the ISR allows it too */
-    broker_set_cluster_alarm(b, on || (b->repl && cs_server_blocked(b->repl)));
+    int below = b->repl && cs_server_blocked(b->repl);
+    broker_set_cluster_alarm(b, on || below);
+    if (!on && below)
+        broker_drop_delivery_holds(b); /* as when the ISR shrinks (on_repl_event) */
 }
 
 /* ---- the stream's callbacks into the mirror and the member ---- */

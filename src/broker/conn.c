@@ -173,6 +173,15 @@ void conn_hold_until(conn *c, uint64_t gen)
     broker_wait_disk(c);
 }
 
+void conn_hold_delivery(conn *c, uint64_t gen)
+{
+    uint64_t done = broker_durable(c->b);
+    if (gen <= done)
+        return;
+    sl_holds_mark_soft(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
+    broker_wait_disk(c);
+}
+
 int conn_has_held(const conn *c)
 {
     return sl_holds_avail(&c->holds, c->out_sent, sl_buf_unread(&c->out)) < sl_buf_unread(&c->out);

@@ -8,13 +8,17 @@ static sl_hold *at_(const sl_holds *h, size_t i)
     return &h->v[(h->head + i) % h->cap];
 }
 
-void sl_holds_mark(sl_holds *h, uint64_t at, uint64_t gen, uint64_t done)
+static void mark(sl_holds *h, uint64_t at, uint64_t gen, uint64_t done, int soft)
 {
     if (gen <= done)
         return;
-    /* A mark already waiting for this generation (or a later one) covers this too. */
-    if (h->len && at_(h, h->len - 1)->gen >= gen)
+    /* A mark already waiting for this generation (or a later one) covers this too; it may no
+     * longer be given up when this one may not. */
+    if (h->len && at_(h, h->len - 1)->gen >= gen) {
+        if (!soft)
+            at_(h, h->len - 1)->soft = 0;
         return;
+    }
     if (h->len == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 4;
         sl_hold *nu = sl_xmalloc(cap * sizeof *nu);
@@ -25,7 +29,30 @@ void sl_holds_mark(sl_holds *h, uint64_t at, uint64_t gen, uint64_t done)
         h->cap = cap;
         h->head = 0;
     }
-    *at_(h, h->len++) = (sl_hold){at, gen};
+    *at_(h, h->len++) = (sl_hold){at, gen, soft};
+}
+
+void sl_holds_mark(sl_holds *h, uint64_t at, uint64_t gen, uint64_t done)
+{
+    mark(h, at, gen, done, 0);
+}
+
+void sl_holds_mark_soft(sl_holds *h, uint64_t at, uint64_t gen, uint64_t done)
+{
+    mark(h, at, gen, done, 1);
+}
+
+size_t sl_holds_drop_soft(sl_holds *h)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < h->len; i++) {
+        sl_hold x = *at_(h, i);
+        if (!x.soft)
+            *at_(h, k++) = x; /* k <= i: never over one not read yet */
+    }
+    size_t dropped = h->len - k;
+    h->len = k;
+    return dropped;
 }
 
 void sl_holds_release(sl_holds *h, uint64_t done)

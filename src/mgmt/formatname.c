@@ -277,6 +277,15 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
             p = slash + 1;
         }
     }
+    /* With a hint, the name may be the queue's own FormatName's, "<vhost>/<queue>" (the
+     * console passes that with ?vhost=): that queue first, else the whole name (a bare queue
+     * name given with its vhost, as before; also a queue whose own name starts "<vhost>/"). */
+    size_t vl = strlen(vh->name);
+    if (vhost_hint && strcmp(vh->name, "/") && len > vl + 1 && !memcmp(p, vh->name, vl) &&
+        p[vl] == '/' && find_queue_ci(vh, p + vl + 1, len - vl - 1)) {
+        p += vl + 1;
+        len -= vl + 1;
+    }
     qm_queue *q = find_queue_ci(vh, p, len);
     if (q && sub) {
         qm_queue *parent = q;

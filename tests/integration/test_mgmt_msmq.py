@@ -3,6 +3,7 @@ queue view, journals, TIDY (reference/msmq.md sections 3-4, 7.4, 10)."""
 
 import os
 import time
+import urllib.parse
 
 import amqp
 import pytest
@@ -248,6 +249,37 @@ def test_format_names(api, broker):
                 "DIRECT=OS:.\\private$\\", "DIRECT=OS:.\\private$\\q;"):
         s, j, _ = api.info("QUEUE=" + bad, "MESSAGE_COUNT")
         assert 400 <= s < 500 and hr(j) == ILLEGAL_FMT, bad
+
+
+def test_a_queues_format_name_with_its_vhost_as_the_console_asks(api):
+    """The console's queue page asks /api/msmq/info for the queue's own FormatName (which names
+    the vhost: `<vhost>/<queue>`) and passes ?vhost= too: that resolves in any vhost (it was
+    404 for every queue of a vhost other than "/")."""
+    vh = uname("fv")
+    assert api.put("/api/vhosts/" + vh)[0] in (201, 204)  # guest gets full permissions
+    try:
+        for name in ("q", vh + "/inner"):  # also a queue whose own name starts as the vhost's
+            s, j, _ = api.put(Api.q(name, vh), {"durable": False})
+            assert s in (201, 204), (s, j)
+            s, j, _ = api.post("/api/exchanges/%s/amq.default/publish" % urllib.parse.quote(
+                vh, safe=""), {"routing_key": name, "payload": name, "payload_encoding": "string",
+                               "properties": {}})
+            assert s == 200 and j["routed"], (s, j)
+            fn = api.queue(name, vh)["FormatName"]
+            assert fn.endswith("\\private$\\%s/%s" % (vh, name)), fn
+            for hint in (vh, None):
+                s, j, _ = api.info("QUEUE=" + fn, "MESSAGE_COUNT", "BYTES_IN_QUEUE", vhost=hint)
+                assert s == 200 and hr(j) == OK, (name, hint, s, j)
+                assert j["values"]["PROPID_MGMT_QUEUE_MESSAGE_COUNT"] == 1, (name, hint, j)
+                assert j["values"]["PROPID_MGMT_QUEUE_BYTES_IN_QUEUE"] == len(name), (name, j)
+        # with the hint, the bare queue name resolves in that vhost as before
+        s, j, _ = api.info("QUEUE=DIRECT=OS:.\\private$\\q", "MESSAGE_COUNT", vhost=vh)
+        assert s == 200 and j["values"]["PROPID_MGMT_QUEUE_MESSAGE_COUNT"] == 1, j
+        # a hint of another vhost does not find it
+        s, j, _ = api.info("QUEUE=DIRECT=OS:.\\private$\\%s/q" % vh, "MESSAGE_COUNT", vhost="/")
+        assert s == 404 and hr(j) == NOT_FOUND, j
+    finally:
+        api.delete("/api/vhosts/" + urllib.parse.quote(vh, safe=""))
 
 
 # ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 /* test_core.c - unit tests for src/core/ parts that have no other home: the ordered set
  * (oset.c) against a plain sorted array, over a seeded random schedule of inserts and
- * removes (a failure repeats), checking order, ranks, seeks and the treap's invariants.
+ * removes (a failure repeats), checking order, ranks, seeks and the treap's invariants; the
+ * output holds (holds.c): giving up the soft marks never lets out what a hard one holds.
  */
 #include <check.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/holds.h"
 #include "core/oset.h"
 #include "net/loop.h"
 
@@ -180,11 +182,62 @@ START_TEST(slow_turns_are_logged_at_most_once_in_ten_seconds)
 }
 END_TEST
 
+/* Delivery marks are soft, confirms hard: dropping the soft ones frees the stream up to the
+ * first hard mark, and a hard mark covered by a soft one makes that one hard. */
+START_TEST(dropping_soft_holds_keeps_the_hard_ones)
+{
+    sl_holds h = {0};
+    sl_holds_mark_soft(&h, 10, 5, 0); /* a delivery at 10 waits for generation 5 */
+    sl_holds_mark(&h, 20, 7, 0);      /* a confirm at 20 for 7 */
+    sl_holds_mark_soft(&h, 30, 9, 0); /* a delivery at 30 for 9 */
+    ck_assert_uint_eq(h.len, 3);
+    ck_assert_uint_eq(sl_holds_avail(&h, 0, 100), 10);
+    ck_assert_uint_eq(sl_holds_drop_soft(&h), 2);
+    ck_assert_uint_eq(sl_holds_avail(&h, 0, 100), 20); /* the confirm still waits */
+    sl_holds_release(&h, 7);
+    ck_assert_uint_eq(sl_holds_avail(&h, 0, 100), 100);
+    sl_holds_clear(&h);
+
+    /* a confirm (hard, generation 4) covered by a delivery's wait for 6: that wait is hard */
+    sl_holds_mark_soft(&h, 10, 6, 0);
+    sl_holds_mark(&h, 20, 4, 0);
+    ck_assert_uint_eq(h.len, 1);
+    ck_assert_uint_eq(sl_holds_drop_soft(&h), 0);
+    ck_assert_uint_eq(sl_holds_avail(&h, 0, 100), 10);
+    /* a soft one covered by a hard one changes nothing */
+    sl_holds_mark_soft(&h, 30, 5, 0);
+    ck_assert_uint_eq(h.len, 1);
+    sl_holds_release(&h, 6);
+    ck_assert_uint_eq(sl_holds_avail(&h, 0, 100), 100);
+
+    /* through the ring's wrap: marks released from the head, then soft ones dropped */
+    for (uint64_t g = 1; g <= 40; g++) {
+        if (g % 3 == 0)
+            sl_holds_mark(&h, g * 10, g, 0);
+        else
+            sl_holds_mark_soft(&h, g * 10, g, 0);
+        if (g % 4 == 0)
+            sl_holds_release(&h, g - 2);
+    }
+    sl_holds_drop_soft(&h);
+    for (size_t i = 0; i < h.len; i++) {
+        const sl_hold *x = &h.v[(h.head + i) % h.cap];
+        ck_assert(!x->soft);
+        ck_assert_uint_eq(x->gen % 3, 0);
+        ck_assert_uint_eq(x->at, x->gen * 10);
+        ck_assert_uint_gt(x->gen, 38);
+    }
+    ck_assert_uint_eq(h.len, 1); /* 39 */
+    sl_holds_free(&h);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("oset");
     tcase_add_test(tc, oset_agrees_with_sorted_array);
+    tcase_add_test(tc, dropping_soft_holds_keeps_the_hard_ones);
     suite_add_tcase(s, tc);
     TCase *loop = tcase_create("loop");
     tcase_add_test(loop, a_slow_turn_is_logged_with_where_it_went);
