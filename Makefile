@@ -156,3 +156,4 @@ clean:
 -include tests/cluster/cluster.mk
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d
+-include tools/layers.mk
