@@ -198,4 +198,7 @@ clean:
 # `cluster-soak`).
 -include tests/cluster/cluster.mk
 
+# the layering check (tools/layers.mk: `make layers`).
+-include tools/layers.mk
+
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d $(FUZZ_LIB_OBJ:.o=.d)
