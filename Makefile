@@ -27,15 +27,24 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)-fuzz/%)
+FUZZ_BUILD := $(BUILD)-fuzz
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+# Every fuzz target links one library of the sources built once with the fuzzer's coverage and
+# the sanitizers (fuzzer-no-link: libFuzzer's main comes only with the target's own link).
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -fsanitize=fuzzer-no-link,address,undefined \
+               -fno-sanitize-recover=all
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o) $(FUZZ_BUILD)/obj/gen/console_assets.o
+FUZZ_RUNS := $(FUZZ_SRC:tests/fuzz/%.c=fuzz-run-%)
+# Parallel jobs for builds, unit binaries and pytest-xdist workers: one per core unless told.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_TIME ?= 300
 # libFuzzer's -seed: 0 draws a fresh one (campaigns); CI's smoke fixes it so a failure there
 # reproduces with the same command. Every log starts with the seed it used.
 FUZZ_SEED ?= 0
 FUZZ_SMOKE_SEED ?= 1
 
-.PHONY: all deps deps-test run test unit integration test-asan test-clang-ubsan fuzz fuzz-smoke format \
-        format-check clean
+.PHONY: all deps deps-test run test unit integration test-asan test-clang-ubsan test-sanitize fuzz \
+        fuzz-smoke fuzz-lib format format-check clean
 
 all: $(BUILD)/sluiced $(TOOL_BIN) $(BUILD)/test-proxy-harness
 
@@ -86,47 +95,81 @@ run: deps
 	@mkdir -p var
 	exec $(BUILD)/sluiced --bind 127.0.0.1 --port 5672 --data-dir var
 
-# Every unit and integration test; ends with "N passed, N failed".
+# Every unit and integration test; ends with "N passed, N failed". Builds with -j$(JOBS); the
+# unit binaries and the integration files run in parallel (tests/run.sh says how).
 test: deps-test
-	@$(MAKE) --no-print-directory all $(UNIT_BIN)
-	@BUILD=$(BUILD) tests/run.sh
+	@$(MAKE) --no-print-directory -j$(JOBS) all $(UNIT_BIN)
+	@BUILD=$(BUILD) JOBS=$(JOBS) tests/run.sh
 
 unit: $(UNIT_BIN)
-	@BUILD=$(BUILD) tests/run.sh unit
+	@BUILD=$(BUILD) JOBS=$(JOBS) tests/run.sh unit
 
+# `make integration T=tests/integration/test_basic.py` (or T='FILE::TEST', or T='-k NAME'):
+# just those, serially; without T, the whole integration suite as `make test` runs it.
 integration: all
-	@BUILD=$(BUILD) tests/run.sh integration
+	@BUILD=$(BUILD) JOBS=$(JOBS) tests/run.sh integration $(T)
 
-# The same tests under AddressSanitizer + UndefinedBehaviorSanitizer; any report fails.
+# The same tests built with clang, under AddressSanitizer (with LeakSanitizer) and
+# UndefinedBehaviorSanitizer together; any report fails. CI's one sanitizer pass: it covers what
+# test-asan (gcc's ASan+UBSan) and test-clang-ubsan did between them, since clang's UBSan checks
+# what gcc's does not (pointer arithmetic on NULL, "applying zero offset to null pointer", found
+# by fuzz_defs) and its ASan is the same runtime as gcc's (docs/testing.md: what the fold gives
+# up, measured).
+test-sanitize: deps-test
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build-san CC=clang OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  all $(UNIT_SRC:tests/unit/%.c=build-san/tests/%)
+	@BUILD=build-san JOBS=$(JOBS) tests/run.sh
+
+# gcc's AddressSanitizer + UndefinedBehaviorSanitizer alone (not in CI: test-sanitize covers it).
 test-asan: deps-test
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build-asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  all $(UNIT_SRC:tests/unit/%.c=build-asan/tests/%)
-	@BUILD=build-asan tests/run.sh
+	@BUILD=build-asan JOBS=$(JOBS) tests/run.sh
 
-# The same tests built with clang's UndefinedBehaviorSanitizer: it checks what gcc's does not
-# (pointer arithmetic on NULL, "applying zero offset to null pointer", found by fuzz_defs).
+# clang's UndefinedBehaviorSanitizer alone (not in CI: test-sanitize covers it).
 test-clang-ubsan: deps-test
-	@$(MAKE) --no-print-directory BUILD=build-clang CC=clang OPT=-O1 \
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build-clang CC=clang OPT=-O1 \
 	  SAN="-fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  all $(UNIT_SRC:tests/unit/%.c=build-clang/tests/%)
-	@BUILD=build-clang tests/run.sh
+	@BUILD=build-clang JOBS=$(JOBS) tests/run.sh
 
-# libFuzzer targets for everything that parses bytes from outside.
-$(BUILD)-fuzz/%: tests/fuzz/%.c $(wildcard src/*/*.c src/*/*.h) $(BUILD)/gen/console_assets.c
+# libFuzzer targets for everything that parses bytes from outside. The sources are compiled
+# once into $(FUZZ_BUILD)/libsluice-fuzz.a (with dependency files, so an edit rebuilds only what
+# it touches); each target is its own file linked against that library.
+$(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=all -o $@ $< $(filter-out src/main.c,$(wildcard src/*/*.c)) \
-	  $(BUILD)/gen/console_assets.c $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 
-fuzz: deps-test $(FUZZ_BIN)
-	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p tests/fuzz/corpus-run/$$n; \
-	  echo "fuzz: $$n for $(FUZZ_TIME)s (log: $(BUILD)-fuzz/$$n.log)"; \
-	  if ! $$f -max_total_time=$(FUZZ_TIME) -seed=$(FUZZ_SEED) -print_final_stats=1 \
-	    tests/fuzz/corpus-run/$$n tests/fuzz/corpus/$${n#fuzz_} > $(BUILD)-fuzz/$$n.log 2>&1; then \
-	    grep -m1 'INFO: Seed' $(BUILD)-fuzz/$$n.log; tail -n 60 $(BUILD)-fuzz/$$n.log; exit 1; fi; \
-	  grep -E '^(Done|stat::(number_of_executed_units|new_units_added|peak_rss))' \
-	    $(BUILD)-fuzz/$$n.log; done
+$(FUZZ_BUILD)/obj/gen/console_assets.o: $(BUILD)/gen/console_assets.c src/mgmt/console_assets.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_BUILD)/libsluice-fuzz.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+fuzz-lib: $(FUZZ_BUILD)/libsluice-fuzz.a
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_BUILD)/libsluice-fuzz.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_BUILD)/libsluice-fuzz.a $(LDLIBS)
+
+# One target's run: its log in $(FUZZ_BUILD)/NAME.log, its seed on the log's first lines; a
+# crash prints the log's tail and fails. Runs are independent, so `fuzz` runs $(JOBS) at once.
+fuzz-run-%: $(FUZZ_BUILD)/%
+	@mkdir -p tests/fuzz/corpus-run/$*
+	@echo "fuzz: $* for $(FUZZ_TIME)s (log: $(FUZZ_BUILD)/$*.log)"
+	@if ! $< -max_total_time=$(FUZZ_TIME) -seed=$(FUZZ_SEED) -print_final_stats=1 \
+	    tests/fuzz/corpus-run/$* tests/fuzz/corpus/$(patsubst fuzz_%,%,$*) \
+	    > $(FUZZ_BUILD)/$*.log 2>&1; then \
+	  grep -m1 'INFO: Seed' $(FUZZ_BUILD)/$*.log; tail -n 60 $(FUZZ_BUILD)/$*.log; exit 1; fi
+	@grep -E '^(Done|stat::(number_of_executed_units|new_units_added|peak_rss))' \
+	  $(FUZZ_BUILD)/$*.log | sed 's/^/$*: /'
+
+fuzz: deps-test
+	@$(MAKE) --no-print-directory -j$(JOBS) $(FUZZ_BIN)
+	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(FUZZ_RUNS)
 
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZ_TIME=20 FUZZ_SEED=$(FUZZ_SMOKE_SEED)
@@ -140,7 +183,7 @@ format-check:
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf build build-asan build-clang build-fuzz
+	rm -rf build build-asan build-clang build-san build-fuzz
 
 # Benchmark against RabbitMQ (bench/bench.mk: `make bench`, `make bench-smoke`).
 -include bench/bench.mk
@@ -155,5 +198,7 @@ clean:
 # `cluster-soak`).
 -include tests/cluster/cluster.mk
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d
+# the layering check (tools/layers.mk: `make layers`).
 -include tools/layers.mk
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d $(FUZZ_LIB_OBJ:.o=.d)

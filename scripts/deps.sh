@@ -10,7 +10,8 @@ build_pkgs=(gcc make pkg-config libinih-dev libmicrohttpd-dev libjansson-dev lib
 test_pkgs=(check python3 python3-pytest python3-pika python3-amqp python3-kombu amqp-tools
            iproute2 iptables
            clang-format rabbitmq-server chromium chromium-driver python3-selenium
-           python3-impacket etcd-server etcd-client stress-ng)
+           python3-impacket etcd-server etcd-client stress-ng
+           python3-pytest-xdist) # parallel integration tests (tests/run.sh)
 fuzz_pkgs=(clang libclang-rt-14-dev)
 bench_pkgs=(librabbitmq-dev rabbitmq-server etcd-server python3-amqp)
 link_pkgs=(python3 python3-amqp python3-pytest iproute2 iptables etcd-server)

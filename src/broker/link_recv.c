@@ -89,6 +89,13 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
                    "node %s is offline (DISCONNECT): no incoming links", c->b->cfg->node_name);
         return -1;
     }
+    /* A link user's first login binds it to its node (a meta record just appended): the
+     * handshake goes on (connection.tune) only once that record is on disk, so a binding the
+     * API already shows, or a sender already told it is in, survives a kill -9 right after.
+     * A no-op when nothing is waiting for the disk (the binding was there already). Found by
+     * test_link_forged.py's restart test on a loaded machine (the syncer had not yet written
+     * the record when the node was killed). */
+    conn_hold_for_disk(c);
     c->is_link = 1;
     sl_free(c->link_node);
     c->link_node = sl_xstrndup((const char *)names.p, names.len > 200 ? 200 : names.len);

@@ -14,6 +14,8 @@
  */
 #include "slab.h"
 
+#include "mem.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,12 +23,8 @@
 
 /* Under AddressSanitizer every block is a malloc of its own, so use-after-free and overflows
  * of messages and positions stay visible to it (a slab would hide them). */
-#if defined(__SANITIZE_ADDRESS__)
+#if SL_ASAN
 #define SLAB_BY_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SLAB_BY_MALLOC 1
-#endif
 #endif
 
 #define CHUNK (64u * 1024)

@@ -50,6 +50,11 @@ def pytest_configure(config):
         "skipped when SLUICE_TEST_TARGET=rabbitmq (see DIFFERENCES.md)")
     config.addinivalue_line(
         "markers", "test_timeout(seconds): per-test hard timeout override")
+    config.addinivalue_line(
+        "markers",
+        "alone: the file needs the machine to itself (network namespaces, etcd, fixed ports, "
+        "or CPU/timing measurements); tests/run.sh runs such files one after another, after the "
+        "parallel pass")
     # kombu's entry-point lookup warns on import with this Python; not ours.
     config.addinivalue_line("filterwarnings",
                             "ignore:SelectableGroups dict interface:DeprecationWarning")
@@ -61,7 +66,16 @@ def pytest_report_header(config):
     return "sluice integration target: sluiced (%s)" % sluiced_binary()
 
 
+# A test that uses one of these fixtures (directly or through another) starts etcd or makes
+# network namespaces: it is marked alone (tests/run.sh runs those after the parallel pass). A
+# file that starts them some other way marks itself (pytestmark = pytest.mark.alone).
+ALONE_FIXTURES = {"etcd", "ns_net", "ns_node"}
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if ALONE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.alone)
     if not IS_RABBITMQ or os.environ.get("SLUICE_TEST_INCLUDE_SLUICE_ONLY") == "1":
         return
     for item in items:

@@ -20,7 +20,8 @@ from cluster_client import cluster_secret, cluster_status, etcd, get_json  # noq
 from etcd import Etcd
 from helpers import IS_RABBITMQ, wait_for
 
-pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster")
+# Runs alone, after the parallel pass (tests/run.sh): etcd and a cluster's lease timings.
+pytestmark = [pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster"), pytest.mark.alone]
 
 TTL = 3  # seconds: short for quick failovers, long enough for a busy machine
 

@@ -19,11 +19,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "cluster"))
 
 from cluster_harness import ClusterHarness, self_check  # noqa: E402
 
+# Runs alone, after the parallel pass (tests/run.sh): etcd, network namespaces.
 pytestmark = [
     pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster"),
     pytest.mark.skipif(netns.unavailable_reason() is not None,
                        reason=str(netns.unavailable_reason())),
     pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd-server not installed"),
+    pytest.mark.alone,
 ]
 
 

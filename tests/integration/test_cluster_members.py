@@ -22,7 +22,8 @@ from helpers import IS_RABBITMQ, wait_for
 from test_cluster_ops import ADMIN, MONITOR, api, ctl, settled, three
 from test_cluster_repl import TTL, cluster, etcd_node, positions_meet  # noqa: F401
 
-pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster")
+# Runs alone, after the parallel pass (tests/run.sh): etcd and a cluster's lease timings.
+pytestmark = [pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster"), pytest.mark.alone]
 
 FIGURES = ("mem_used", "mem_limit", "mem_alarm", "disk_free", "disk_free_limit",
            "disk_free_alarm", "uptime", "os_pid", "connected", "fd_used", "fd_total",

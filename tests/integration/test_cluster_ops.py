@@ -22,7 +22,8 @@ from cluster_client import ConfirmedLoad, connect, drain, etcd, publish_confirme
 from test_cluster_repl import TTL, cluster, etcd_node  # noqa: F401
 from test_cluster_repl import three as repl_three
 
-pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster")
+# Runs alone, after the parallel pass (tests/run.sh): etcd and a cluster's lease timings.
+pytestmark = [pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster"), pytest.mark.alone]
 
 SLUICECTL = sluiced_binary().parent / "sluicectl"
 

@@ -28,7 +28,8 @@ import pytest
 from conftest import REPO
 from helpers import IS_RABBITMQ, wait_for
 
-pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster proxy")
+# Runs alone, after the parallel pass (tests/run.sh): etcd and a cluster's lease timings.
+pytestmark = [pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster proxy"), pytest.mark.alone]
 
 AUTH = "Basic Z3Vlc3Q6Z3Vlc3Q="  # guest:guest
 

@@ -20,7 +20,8 @@ from cluster_client import (ConfirmedLoad, cluster_secret, cluster_status,  # no
 from conftest import start_sluiced, stop_sluiced
 from helpers import IS_RABBITMQ, wait_for
 
-pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster")
+# Runs alone, after the parallel pass (tests/run.sh): etcd and a cluster's lease timings.
+pytestmark = [pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster"), pytest.mark.alone]
 
 TTL = 3
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]

@@ -32,6 +32,8 @@ from helpers import IS_RABBITMQ, wait_for
 from test_cluster_repl import Cluster
 from test_console import Console, chrome, http  # noqa: F401  (chrome: the module's browser)
 
+# The test on a cluster (the cluster fixture: etcd) runs alone, after the parallel pass
+# (conftest.py ALONE_FIXTURES); the single-node ones run in the parallel pass.
 pytestmark = pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's console and cluster")
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,6 +12,9 @@ import pytest
 
 from helpers import wait_for
 
+# Runs alone, after the parallel pass (tests/run.sh): network namespaces.
+pytestmark = pytest.mark.alone
+
 LINK_CONFIG = {
     "user.sluice-link": "netns-link-secret",
     "user.sluice-link.tags": "link",  # each node receives from one other: one binding each

@@ -115,6 +115,9 @@ def timed_get(port, tls_ctx):
     return status, time.monotonic() - t
 
 
+# Alone (tests/run.sh): its bounds are wall-clock answer times (1 s, 3 s during the flood's
+# handshakes), which four sanitizer workers beside it stretched past 3 s at load 15.
+@pytest.mark.alone
 def test_a_flood_of_stalled_connections_starves_no_logged_in_client(broker_factory,
                                                                    certs):  # noqa: F811
     n = 1000

@@ -18,6 +18,9 @@ import mqqb_peer as mq
 from helpers import uname, wait_for
 from test_mqqb import declare, fmt, msmq_port
 
+# Runs alone, after the parallel pass (tests/run.sh): a bystander's wall-clock round trip bound.
+pytestmark = pytest.mark.alone
+
 N = int(os.environ.get("SLUICE_PURGE_BOUND_N", "20000"))
 # The bystander's worst round trip while the purge's NACKs are made (seconds). Generous for a
 # busy shared machine, far below what reading N messages in one loop turn costs.

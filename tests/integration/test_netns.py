@@ -24,6 +24,9 @@ import pytest
 import netns
 from helpers import uname, wait_for
 
+# Runs alone, after the parallel pass (tests/run.sh): network namespaces and tc netem shapers.
+pytestmark = pytest.mark.alone
+
 HERE = Path(__file__).resolve().parent
 PEER = {"user.peer": "peer-secret"}  # a non-guest user, for clients on another namespace
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/mem.h"
 #include "link/eod.h"
 #include "link/link.h"
 
@@ -555,7 +556,7 @@ START_TEST(simulated_link_exactly_once_in_order)
 {
     const char *env = getenv("SLUICE_EOD_SCHEDULES");
     const char *one = getenv("SLUICE_EOD_SEED");
-#ifdef __SANITIZE_ADDRESS__
+#if SL_ASAN
     uint64_t n = env ? strtoull(env, NULL, 10) : 400; /* same paths, fewer schedules */
 #else
     uint64_t n = env ? strtoull(env, NULL, 10) : 2000;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/mem.h"
 #include "core/slab.h"
 
 START_TEST(classes_and_sizes)
@@ -76,7 +77,7 @@ START_TEST(empty_chunks_go_back)
     for (int i = 0; i < N; i++)
         sl_slab_free(v[i], cls);
     sl_slab_get_stats(&st);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !SL_ASAN
     ck_assert_uint_ge(peak, 20);     /* 20,000 x 88 B take about 27 chunks of 64 KiB */
     ck_assert_uint_le(st.chunks, 1); /* all but the one kept for the class went back */
 #else
@@ -117,7 +118,7 @@ START_TEST(mid_blocks_reused_and_cache_bounded)
     uint8_t *a = sl_mid_alloc(1130, &cls);
     sl_mid_free(a, cls);
     uint8_t *b = sl_mid_alloc(1130, &cls);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !SL_ASAN
     ck_assert_ptr_eq(a, b); /* the freed block of that size, from its free list */
 #endif
     sl_mid_free(b, cls);
@@ -133,7 +134,7 @@ START_TEST(mid_blocks_reused_and_cache_bounded)
         sl_mid_free(v[i], c[i]);
     /* 4,000 x 1.1 KiB is more than the cache may hold: the rest went back to malloc */
     ck_assert_uint_le(sl_mid_cached_bytes(), SL_MID_CACHE);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !SL_ASAN
     ck_assert_uint_gt(sl_mid_cached_bytes(), SL_MID_CACHE - sl_mid_size(c[0]));
 #else
     ck_assert_uint_eq(sl_mid_cached_bytes(), 0);
