@@ -18,7 +18,7 @@
  *   and a client applies nothing before the leader's CHALLENGE did: an ACK, a COPYREQ or a
  *   HELLO from a peer that has not proved itself is refused, never counted; a REFUSE from a
  *   leader that has not proved itself only ends the connection (it cannot make the client
- *   ask for a full copy).
+ *   ask for a full copy), and it holds at most PREAUTH_MAX bytes of one.
  * - With TLS (cluster.ssl_options), every byte of a connection goes through its sl_tls
  *   stream once the handshake is done; nothing is read or written in the clear before.
  * - A connection that has not said HELLO holds at most PREAUTH_MAX bytes unread (a stranger
@@ -1439,6 +1439,16 @@ static void *client_run(void *arg)
         int dead = (pf[1].revents & POLLIN) || (pf[1].revents & (POLLERR | POLLHUP))
                        ? sconn_read(&c->c) < 0
                        : 0;
+        if (c->secret && c->c.auth != 2 && sl_buf_unread(&c->c.in) > PREAUTH_MAX) {
+            /* a CHALLENGE or a REFUSE is a few hundred bytes: a peer that announces a larger
+             * frame before it proved the secret is not our leader (as the server bounds a
+             * peer before its HELLO) */
+            sl_warn("audit: the replication leader at %s sent %zu bytes before it proved the "
+                    "cluster secret: not following it",
+                    c->dialed, sl_buf_unread(&c->c.in));
+            client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+            continue;
+        }
         int applied = 0, dropped = 0;
         for (;;) {
             cw_msg m;

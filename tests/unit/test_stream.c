@@ -728,6 +728,43 @@ START_TEST(an_unproved_refuse_does_not_make_a_follower_take_a_full_copy)
 }
 END_TEST
 
+/* Nor can it make the follower buffer a huge frame before it proved the secret: the leader
+ * holds at most 4 KiB of a peer that has not said HELLO, and a follower holds no more of a
+ * leader that has not answered with its CHALLENGE (a frame header may announce 1 GiB). */
+START_TEST(an_unproved_leader_cannot_make_a_follower_buffer_a_huge_frame)
+{
+    fixture x;
+    memset(&x, 0, sizeof x);
+    pthread_mutex_init(&x.fl[0].mu, NULL);
+    int lfd = listener(x.addr, sizeof x.addr);
+    struct timeval tv = {10, 0};
+    setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    repl_epochs empty;
+    repl_epochs_init(&empty);
+    follower_secret[0] = "the-secret";
+    start_follower(&x, 0, 0, &empty);
+    int fd = accept(lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    uint8_t hdr[5] = {0x20, 0, 0, 0, 12 /* CHALLENGE */}; /* 512 MiB announced */
+    ck_assert_int_eq(write(fd, hdr, sizeof hdr), 5);
+    static uint8_t junk[65536];
+    size_t sent = 0, cap = 64u << 20;
+    while (sent < cap) {
+        ssize_t n = send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+        if (n <= 0)
+            break; /* it hung up */
+        sent += (size_t)n;
+    }
+    /* without the bound it reads on until it has heard nothing valid for 2 s: all 64 MiB */
+    ck_assert_msg(sent < (16u << 20), "the follower took %zu bytes of a frame", sent);
+    close(fd);
+    cs_client_stop(x.cl[0]);
+    close(lfd);
+    follower_secret[0] = NULL;
+}
+END_TEST
+
 static Suite *stream_suite(void)
 {
     Suite *s = suite_create("stream");
@@ -741,6 +778,7 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, the_handshake_proof_binds_secret_role_names_and_nonces);
     tcase_add_test(tc, only_a_follower_with_the_cluster_secret_follows);
     tcase_add_test(tc, an_unproved_refuse_does_not_make_a_follower_take_a_full_copy);
+    tcase_add_test(tc, an_unproved_leader_cannot_make_a_follower_buffer_a_huge_frame);
     suite_add_tcase(s, tc);
     return s;
 }
