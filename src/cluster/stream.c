@@ -16,7 +16,9 @@
  *   go-back-N resend what a slow one has not taken.
  * - With a secret, a server connection has node > 0 only after its PROOF checked out (auth.h),
  *   and a client applies nothing before the leader's CHALLENGE did: an ACK, a COPYREQ or a
- *   HELLO from a peer that has not proved itself is refused, never counted.
+ *   HELLO from a peer that has not proved itself is refused, never counted; a REFUSE from a
+ *   leader that has not proved itself only ends the connection (it cannot make the client
+ *   ask for a full copy), and it holds at most PREAUTH_MAX bytes of one.
  * - With TLS (cluster.ssl_options), every byte of a connection goes through its sl_tls
  *   stream once the handshake is done; nothing is read or written in the clear before.
  * - A connection that has not said HELLO holds at most PREAUTH_MAX bytes unread (a stranger
@@ -1316,13 +1318,21 @@ static int client_frame(cs_client *c, const cw_msg *m, int *applied)
             client_ack(c); /* idempotent: repairs a lost ACK */
         }
         return 0;
-    case CW_REFUSE:
-        sl_warn("cluster: the leader refused this follower: %.*s", (int)m->reason_len,
+    case CW_REFUSE: {
+        /* Before the leader proved the secret a REFUSE is a stranger's word (the only frame
+         * taken then): it ends this connection, but never makes this node drop its position
+         * and ask the real leader for a full copy. A real leader says "not kept" only after
+         * our HELLO, so after the handshake. */
+        int proved = !c->secret || c->c.auth == 2;
+        int not_kept = m->code == REFUSE_NOT_KEPT && proved;
+        sl_warn("cluster: the leader%s refused this follower: %.*s",
+                proved ? "" : " (not yet authenticated)", (int)m->reason_len,
                 (const char *)m->reason);
-        client_drop(c, m->code == REFUSE_NOT_KEPT ? CS_NEED_COPY : CS_CONNECTING);
-        if (m->code == REFUSE_NOT_KEPT)
+        client_drop(c, not_kept ? CS_NEED_COPY : CS_CONNECTING);
+        if (not_kept)
             c->retry_ms = 0;
         return -1;
+    }
     default:
         return 0;
     }
@@ -1429,6 +1439,16 @@ static void *client_run(void *arg)
         int dead = (pf[1].revents & POLLIN) || (pf[1].revents & (POLLERR | POLLHUP))
                        ? sconn_read(&c->c) < 0
                        : 0;
+        if (c->secret && c->c.auth != 2 && sl_buf_unread(&c->c.in) > PREAUTH_MAX) {
+            /* a CHALLENGE or a REFUSE is a few hundred bytes: a peer that announces a larger
+             * frame before it proved the secret is not our leader (as the server bounds a
+             * peer before its HELLO) */
+            sl_warn("audit: the replication leader at %s sent %zu bytes before it proved the "
+                    "cluster secret: not following it",
+                    c->dialed, sl_buf_unread(&c->c.in));
+            client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+            continue;
+        }
         int applied = 0, dropped = 0;
         for (;;) {
             cw_msg m;

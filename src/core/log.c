@@ -1,4 +1,5 @@
-/* log.c - leveled logging to stderr with a UTC timestamp. */
+/* log.c - leveled logging to stderr with a UTC timestamp. Invariant: one call is one line (a
+ * control byte in the message, from any argument, is written as '?'). */
 #include "log.h"
 
 #include <stdarg.h>
@@ -42,9 +43,16 @@ void sl_log(int level, const char *fmt, ...)
     va_end(ap);
     if (m < 0)
         m = 0;
+    int start = n;
     n += m;
     if (n > (int)sizeof line - 2)
         n = (int)sizeof line - 2;
+    /* One line per call whatever the arguments hold: names from the wire (a queue, a node, a
+     * header) appear in audit lines, and a newline, carriage return or escape sequence in one
+     * would let a peer forge a line of its own or hide the real one. */
+    for (int i = start; i < n; i++)
+        if ((unsigned char)line[i] < 0x20 ? line[i] != '\t' : line[i] == 0x7f)
+            line[i] = '?';
     line[n++] = '\n';
     fwrite(line, 1, (size_t)n, stderr);
 }

@@ -76,6 +76,45 @@ def test_a_forged_jump_on_a_real_senders_sequence_loses_nothing(broker_factory):
         assert b"previous 0" in line.group(0) and b"last accepted 5" in line.group(0)
 
 
+@pytest.mark.xfail(strict=True, reason="open (review of issue 43): with the default "
+                   "msmq.seq_window (2^31) a forger who learnt the last number L declares two "
+                   "gaps and ends the real sender's sequence")
+def test_two_declared_gaps_under_the_default_window_lose_nothing(broker_factory):
+    """The issue's attack with the previous number named: the forger learns G's last number
+    L from the OrderAck its own session gets (or from a delivered message's headers), then
+    declares a gap to L + 2^31 (previous L) and another to 0xFFFFFFFF (previous L + 2^31).
+    Each is within the default msmq.seq_window, so both are accepted today and G's next
+    10 messages are acknowledged and dropped as duplicates."""
+    b, port = start(broker_factory)
+    q = uname("gaps")
+    _c, ch = declare(b, q)
+    g = mq.Sender("127.0.0.1", port)
+    g.establish()
+    seq = (0x68000000 << 32) | 7
+    for n in range(1, 6):
+        g.send(fmt(q), b"g%d" % n, tx=(seq, n, n - 1))
+    g.wait(lambda: g.last_order_ack(seq) == 5)
+
+    evil = mq.Sender("127.0.0.1", port, guid=g.guid)
+    evil.establish()
+    evil.send(fmt(q), b"dup", tx=(seq, 1, 0))  # a duplicate: its OrderAck names L
+    evil.wait(lambda: evil.last_order_ack(seq) >= 1)
+    last = evil.last_order_ack(seq)
+    assert last == 5
+    evil.send(fmt(q), b"forged-1", tx=(seq, last + (1 << 31), last))
+    evil.send(fmt(q), b"forged-2", tx=(seq, 0xFFFFFFFF, last + (1 << 31)))
+    wait_for(lambda: log(b).count(AUDIT) >= 2 or evil.last_order_ack(seq) == 0xFFFFFFFF
+             or pumped(evil), 10, message="the forged messages were not decided")
+    evil.close()
+
+    for n in range(6, 16):
+        g.send(fmt(q), b"g%d" % n, tx=(seq, n, n - 1))
+    g.wait(lambda: g.last_order_ack(seq) >= 15)
+    assert g.last_order_ack(seq) == 15, g.last_order_ack(seq)
+    got = bodies(ch, q)
+    assert [x for x in got if x.startswith(b"g")] == [b"g%d" % n for n in range(1, 16)], got
+
+
 def test_a_small_jump_is_refused_too(broker_factory):
     """No step, however small, moves a sequence past a number it never saw: n+2 with
     previous 0 or n-1 (the spec's rule alone, PreviousTxSequenceNumber <= last, would take

@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/holds.h"
+#include "core/log.h"
 #include "core/oset.h"
 #include "net/loop.h"
 
@@ -232,12 +233,40 @@ START_TEST(dropping_soft_holds_keeps_the_hard_ones)
 }
 END_TEST
 
+/* A log line is one line whatever its arguments hold: names from the wire (an MS-MQQB
+ * destination queue, an HTTP header) are printed in audit lines, and a newline in one would
+ * let a peer write a line of its own ("... [warning] audit: ...") or hide the real one. */
+START_TEST(a_log_line_is_one_line_whatever_its_arguments_hold)
+{
+    char path[] = "/tmp/sluice-log-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    sl_warn("audit: refused queue '%s'", "q\n2026-12-07T00:00:00.000Z [info] all fine\r\x1b[2K");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char buf[4096];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    ck_assert_int_gt(n, 0);
+    buf[n] = 0;
+    ck_assert_msg(strchr(buf, '\n') == buf + n - 1, "more than one line: %s", buf);
+    ck_assert_msg(!strchr(buf, '\r') && !strchr(buf, '\x1b'), "a control byte: %s", buf);
+    ck_assert_msg(strstr(buf, "all fine") != NULL, "the argument is still shown: %s", buf);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("oset");
     tcase_add_test(tc, oset_agrees_with_sorted_array);
     tcase_add_test(tc, dropping_soft_holds_keeps_the_hard_ones);
+    tcase_add_test(tc, a_log_line_is_one_line_whatever_its_arguments_hold);
     suite_add_tcase(s, tc);
     TCase *loop = tcase_create("loop");
     tcase_add_test(loop, a_slow_turn_is_logged_with_where_it_went);

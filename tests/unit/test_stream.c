@@ -13,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cluster/auth.h"
 #include "cluster/stream.h"
+#include "cluster/wire.h"
+#include "core/buf.h"
 #include "core/mem.h"
 
 #define MAXG 4096
@@ -682,6 +685,86 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
 }
 END_TEST
 
+/* A stranger at the leader's address (a stale leader key, a hijacked address) that answers a
+ * follower's AUTH with REFUSE "not kept" instead of proving the secret must not make the
+ * follower throw its position away and ask the real leader for a full copy: before the
+ * leader's CHALLENGE checked out, a REFUSE only ends the connection. */
+START_TEST(an_unproved_refuse_does_not_make_a_follower_take_a_full_copy)
+{
+    fixture x;
+    memset(&x, 0, sizeof x);
+    pthread_mutex_init(&x.fl[0].mu, NULL);
+    int lfd = listener(x.addr, sizeof x.addr);
+    struct timeval tv = {10, 0}; /* accept and read: bounded */
+    setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    repl_epochs empty;
+    repl_epochs_init(&empty);
+    follower_secret[0] = "the-secret";
+    start_follower(&x, 0, 0, &empty);
+    for (int round = 0; round < 2; round++) {
+        int fd = accept(lfd, NULL, NULL); /* blocking: the follower dials at once, then
+                                           * RETRY_MS after a drop */
+        ck_assert_int_ge(fd, 0);
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        uint8_t in[1024];
+        ck_assert_int_gt(read(fd, in, sizeof in), 0); /* its AUTH */
+        if (round == 1) {
+            /* it dialed again as a follower that keeps its log, not as one that lost it */
+            ck_assert_int_ne(cs_client_state(x.cl[0]), CS_NEED_COPY);
+            close(fd);
+            break;
+        }
+        sl_buf b;
+        sl_buf_init(&b);
+        cw_put_refuse(&b, 2 /* REFUSE_NOT_KEPT */, "the next group is no longer kept");
+        ck_assert_int_eq(write(fd, sl_buf_head(&b), sl_buf_unread(&b)), (ssize_t)sl_buf_unread(&b));
+        sl_buf_free(&b);
+        ck_assert_int_eq(read(fd, in, sizeof in), 0); /* it hangs up */
+        close(fd);
+    }
+    cs_client_stop(x.cl[0]);
+    close(lfd);
+    follower_secret[0] = NULL;
+}
+END_TEST
+
+/* Nor can it make the follower buffer a huge frame before it proved the secret: the leader
+ * holds at most 4 KiB of a peer that has not said HELLO, and a follower holds no more of a
+ * leader that has not answered with its CHALLENGE (a frame header may announce 1 GiB). */
+START_TEST(an_unproved_leader_cannot_make_a_follower_buffer_a_huge_frame)
+{
+    fixture x;
+    memset(&x, 0, sizeof x);
+    pthread_mutex_init(&x.fl[0].mu, NULL);
+    int lfd = listener(x.addr, sizeof x.addr);
+    struct timeval tv = {10, 0};
+    setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    repl_epochs empty;
+    repl_epochs_init(&empty);
+    follower_secret[0] = "the-secret";
+    start_follower(&x, 0, 0, &empty);
+    int fd = accept(lfd, NULL, NULL);
+    ck_assert_int_ge(fd, 0);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    uint8_t hdr[5] = {0x20, 0, 0, 0, 12 /* CHALLENGE */}; /* 512 MiB announced */
+    ck_assert_int_eq(write(fd, hdr, sizeof hdr), 5);
+    static uint8_t junk[65536];
+    size_t sent = 0, cap = 64u << 20;
+    while (sent < cap) {
+        ssize_t n = send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+        if (n <= 0)
+            break; /* it hung up */
+        sent += (size_t)n;
+    }
+    /* without the bound it reads on until it has heard nothing valid for 2 s: all 64 MiB */
+    ck_assert_msg(sent < (16u << 20), "the follower took %zu bytes of a frame", sent);
+    close(fd);
+    cs_client_stop(x.cl[0]);
+    close(lfd);
+    follower_secret[0] = NULL;
+}
+END_TEST
+
 static Suite *stream_suite(void)
 {
     Suite *s = suite_create("stream");
@@ -694,6 +777,8 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy);
     tcase_add_test(tc, the_handshake_proof_binds_secret_role_names_and_nonces);
     tcase_add_test(tc, only_a_follower_with_the_cluster_secret_follows);
+    tcase_add_test(tc, an_unproved_refuse_does_not_make_a_follower_take_a_full_copy);
+    tcase_add_test(tc, an_unproved_leader_cannot_make_a_follower_buffer_a_huge_frame);
     suite_add_tcase(s, tc);
     return s;
 }
