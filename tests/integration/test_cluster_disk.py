@@ -33,7 +33,7 @@ import time
 import amqp
 import pytest
 
-from cluster_client import drain, etcd  # noqa: F401
+from cluster_client import cluster_secret, drain, etcd  # noqa: F401
 from conftest import start_sluiced, stop_sluiced
 from helpers import IS_RABBITMQ, wait_for
 
@@ -208,6 +208,7 @@ class Cluster:
             "cluster.lease_ttl": str(TTL),
             "cluster.advertise_address": HOSTS[i],
             "cluster.min_insync_replicas": "2",
+            "cluster.secret_file": cluster_secret(self.tmp / "cluster.secret"),
             # small disks: a 2 MiB reserve, the alarm below `limit` free (0: never, so the
             # disk fills up to ENOSPC)
             "disk_free_limit": str(self.limit),
