@@ -292,3 +292,26 @@ def test_allowed_senders_bad_value_refuses_to_start(tmp_path, value):
     r = subprocess.run([str(sluiced_binary()), "--config", str(conf), "--port", "0",
                         "--data-dir", str(tmp_path / "d")], capture_output=True, timeout=30)
     assert r.returncode == 2 and b"msmq.allowed_senders" in r.stderr, r.stderr
+
+
+def test_the_default_window_takes_any_gap_a_sluice_sender_declares(broker_factory):
+    """A Sluice sender numbers with its node-wide lookup ids (src/link/link.c): a queue's
+    first message on a new 32-bit sequence (each 2^32 - 1 lookup ids) may land anywhere in
+    1..0xFFFFFFFF, with previous 0, and two messages of a quiet queue may be more than 2^31
+    apart. Under the default msmq.seq_window (0xFFFFFFFF) both are accepted from the
+    sequence's own address; under the old 2^31 they were refused forever (the sender resends
+    the same numbers), a stuck queue."""
+    b, port = start(broker_factory)
+    q = uname("bigwin")
+    _c, ch = declare(b, q)
+    s = mq.Sender("127.0.0.1", port, source="127.0.0.1")
+    s.establish()
+    seq = (0x6B000000 << 32) | 1
+    s.send(fmt(q), b"first", tx=(seq, 0xF0000000, 0))
+    s.wait(lambda: s.last_order_ack(seq) == 0xF0000000)
+    old = (0x6C000000 << 32) | 1
+    s.send(fmt(q), b"a", tx=(old, 1, 0))
+    s.send(fmt(q), b"b", tx=(old, 0xC0000000, 1))
+    s.wait(lambda: s.last_order_ack(old) == 0xC0000000)
+    assert bodies(ch, q) == [b"first", b"a", b"b"]
+    assert AUDIT not in log(b)
