@@ -131,7 +131,10 @@ void sl_config_defaults(sl_config *c)
     c->msmq_idle_timeout_ms = 120000;
     c->msmq_handshake_timeout_ms = 10000;
     c->msmq_window = 64;
-    c->msmq_seq_window = 1ull << 31;
+    /* the whole 32-bit range: a Sluice sender's gaps (node-wide lookup ids) can be any size,
+     * and with declared gaps bound to the sequence's address (mqqb_tx_check_from) a smaller
+     * window only makes a forger who holds that address send two messages instead of one */
+    c->msmq_seq_window = 0xFFFFFFFFull;
     c->msmq_ping_port = -2;
     c->mgmt_tls_port = -1;
     c->msrpc_port = c->msrpc_epmap_port = -1;

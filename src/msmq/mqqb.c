@@ -925,6 +925,15 @@ mqqb_tx_verdict mqqb_tx_check(uint64_t last, uint32_t seq_no, uint32_t prev_no, 
     return prev_no == last && seq_no - last <= gap_max ? MQQB_TX_ACCEPT : MQQB_TX_JUMP;
 }
 
+mqqb_tx_verdict mqqb_tx_check_from(uint64_t last, uint32_t seq_no, uint32_t prev_no,
+                                   uint64_t gap_max, const char *bound, const char *peer)
+{
+    mqqb_tx_verdict v = mqqb_tx_check(last, seq_no, prev_no, gap_max);
+    if (v != MQQB_TX_ACCEPT || seq_no == last + 1 || !bound || !*bound)
+        return v;
+    return peer && !strcmp(bound, peer) ? MQQB_TX_ACCEPT : MQQB_TX_FOREIGN_GAP;
+}
+
 void mqqb_tx_number(uint64_t base, uint64_t seq, uint64_t prev, uint64_t *seq_id, uint32_t *no,
                     uint32_t *prev_no)
 {

@@ -320,9 +320,28 @@ typedef enum mqqb_tx_verdict {
     MQQB_TX_ACCEPT = 0,
     MQQB_TX_DUPLICATE,
     MQQB_TX_OUT_OF_ORDER,
-    MQQB_TX_JUMP
+    MQQB_TX_JUMP,
+    MQQB_TX_FOREIGN_GAP /* mqqb_tx_check_from: a declared gap from another address */
 } mqqb_tx_verdict;
 mqqb_tx_verdict mqqb_tx_check(uint64_t last, uint32_t seq_no, uint32_t prev_no, uint64_t gap_max);
+
+/* The same rule with the sender's address (review of issue 43). Naming last as the previous
+ * number proves nothing: last is in the OrderAck a forger's own duplicate gets, and in every
+ * delivered message's headers, so two declared gaps under gap_max (to last + 2^31, then to
+ * 0xFFFFFFFF) would end the real sender's sequence. The one thing a peer cannot forge is the
+ * IP address its TCP connection comes from, so a sequence is bound to the address of the
+ * first message that moved it on this node (bound: "" when none is known yet - a sequence
+ * new to the node, or any sequence after a restart, as the binding lives in memory only),
+ * and
+ *   - the very next number (seq_no == last + 1) is accepted from any address (MS-MQQB has no
+ *     credentials; a forger can take one number at a time, msmq.allowed_senders is the lever),
+ *     and it does not move the binding: else the forger's next message would be a gap "from
+ *     the sequence's address";
+ *   - a declared gap (seq_no > last + 1 that mqqb_tx_check accepts) only from bound, or from
+ *     anyone while bound is "" (that message then binds the sequence): FOREIGN_GAP otherwise.
+ * peer and bound are numeric addresses as the session prints them (NULL counts as ""). */
+mqqb_tx_verdict mqqb_tx_check_from(uint64_t last, uint32_t seq_no, uint32_t prev_no,
+                                   uint64_t gap_max, const char *bound, const char *peer);
 
 /* Sluice numbers a queue's transactional messages with 64-bit lookup ids; MS-MQQB's
  * TxSequenceNumber has 32 bits and 0 is not a number. As MSMQ's own sender does when a

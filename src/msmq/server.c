@@ -12,12 +12,14 @@
  *     acknowledged (RecoverableMsgAckSeqNumber + flags) only once its enqueue is on disk: its
  *     store ticket is kept until broker_durable() passes it. An ack goes when half the window
  *     is waiting, or when the session ack timer (the sender's RecoverableAckTimeout) expires.
- *   - a transactional message is decided by MS-MQQB's in-order rule (mqqb_tx_check:
- *     3.1.5.8.6 without the jump it allows, issue 43), keyed by (SourceQueueManager,
+ *   - a transactional message is decided by MS-MQQB's in-order rule (mqqb_tx_check_from:
+ *     3.1.5.8.6 without the jump it allows, issue 43; a declared gap only from the address
+ *     the sequence is bound to, kept in memory with its state), keyed by (SourceQueueManager,
  *     TxSequenceID, queue): accepted ones are enqueued and the new last number recorded in
  *     one record group (persist_group), so a kill -9 keeps both or neither; duplicates are
  *     dropped; out-of-order ones refused (not enqueued); one that would skip numbers without
- *     naming the last accepted one as its previous is refused with an audit line. Either way
+ *     naming the last accepted one as its previous, or that declares a gap from an address
+ *     other than the sequence's, is refused with an audit line. Either way
  *     an OrderAck for the last accepted number goes back on the session once that number is
  *     durable, so the sender resends from there: one per sequence per sync (they are
  *     cumulative), not one per message.
@@ -377,10 +379,24 @@ static void user_message(sess *s, const mqqb_user *m)
         persist_eod_in *st =
             b->store ? persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id, dest) : NULL;
         uint64_t last = st ? st->seq_no : 0;
-        /* MS-MQQB 3.1.5.8.6's in-order rule, without its jump (mqqb.h, issue 43) */
-        mqqb_tx_verdict v =
-            mqqb_tx_check(last, m->tx_seq_no, m->tx_prev_no, b->cfg->msmq_seq_window);
-        if (v == MQQB_TX_JUMP) {
+        const char *bound = st ? st->peer_ip : "";
+        /* MS-MQQB 3.1.5.8.6's in-order rule, without its jump, and a declared gap only from
+         * the address the sequence is bound to (mqqb.h, issue 43 and its review) */
+        mqqb_tx_verdict v = mqqb_tx_check_from(last, m->tx_seq_no, m->tx_prev_no,
+                                               b->cfg->msmq_seq_window, bound, s->peer_ip);
+        if (v == MQQB_TX_FOREIGN_GAP) {
+            /* naming the last number proves nothing (it is in every OrderAck and delivered
+             * message); the address is what a forger cannot take. Refused like a jump. */
+            char g[40];
+            msmq_guid_str(m->source_qm, g);
+            s->refused++;
+            if (audit_budget(srv))
+                sl_warn("audit: msmq message refused: session %s, claimed sender %s, sequence "
+                        "%016llx, queue '%s': message %u (previous %u) declares a gap past last "
+                        "accepted %llu from %s, but the sequence's sender address is %s",
+                        s->peer, g, (unsigned long long)m->tx_seq_id, dest, m->tx_seq_no,
+                        m->tx_prev_no, (unsigned long long)last, s->peer_ip, bound);
+        } else if (v == MQQB_TX_JUMP) {
             /* No real sender skips numbers without naming the last one it had accepted
              * (MS-MQQB carries no credentials: anyone reaching the port can claim a queue
              * manager's GUID and sequence). Refused, not in the sequence, and an audit line
@@ -425,6 +441,12 @@ static void user_message(sess *s, const mqqb_user *m)
                 persist_eod_in_set(b->store, m->source_qm, m->tx_seq_id, m->tx_seq_no, 0, sender,
                                    dest);
                 persist_group(b->store, 0);
+                /* the first message that moves a sequence on this node binds it to its
+                 * address; later ones (the next number from anyone) leave it */
+                if (!st)
+                    st = persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id, dest);
+                if (st && !st->peer_ip[0])
+                    snprintf(st->peer_ip, sizeof st->peer_ip, "%s", s->peer_ip);
             }
             last = m->tx_seq_no;
             if (q) {

@@ -229,6 +229,9 @@ typedef struct persist_eod_in {
     char *dest;         /* the queue it feeds ("vhost/queue" or "queue"); part of the key */
     uint32_t seg;       /* segment of its newest record (referenced) */
     uint8_t logged;
+    /* in memory only, never written: the address that bound this sequence on this node
+     * (MS-MQQB receiver, mqqb_tx_check_from); "" until a message moves it after a start */
+    char peer_ip[64];
 } persist_eod_in;
 persist_eod_in *persist_eod_in_get(persist *p, const uint8_t sender[16], uint64_t seq_id,
                                    const char *dest);

@@ -271,6 +271,42 @@ def test_sluice_to_sluice_over_mqqb(broker_factory):
     assert outgoing(a)["foreign"] == "NO"
 
 
+def test_sluice_to_sluice_gaps_are_declared_from_the_senders_own_address(broker_factory):
+    """Our numbers are node-wide lookup ids: messages to a local queue between two batches
+    leave a gap, which A declares (previous = the last number B accepted). B binds the
+    sequence to A's address (its first message) and takes every gap from it: all arrive, in
+    order, no audit line (issue 43 review: a declared gap only from the sequence's address)."""
+    from test_mqqb import msmq_port
+    b = broker_factory(config={"listeners.msmq": "0"})
+    port = msmq_port(b)
+    bch = b.amqp().channel()
+    bch.queue_declare("orders", durable=True, auto_delete=False)
+    a = broker_factory(config={"msmq.hosts.1": "127.0.0.1:%d" % port})
+    publish(a, 5, tx_size=5)
+    wait_drained(a)
+    ch = a.amqp().channel()
+    ch.queue_declare("elsewhere", durable=True, auto_delete=False)
+    ch.confirm_select()
+    for _ in range(3):  # a gap in the lookup ids
+        ch.basic_publish_confirm(amqp.Message(b"x", delivery_mode=2), exchange="",
+                                 routing_key="elsewhere")
+    publish(a, 5, tx_size=5, prefix="n")
+    wait_drained(a)
+    got = []
+    for _ in range(20):
+        m = bch.basic_get("orders", no_ack=True)
+        if m is None:
+            break
+        got.append(m.body)
+    assert got == bodies(5) + bodies(5, "n")
+    assert b"audit: msmq message refused" not in open(b.log_path, "rb").read()
+    # the gap was there: B's last accepted number lies past the 10 it took
+    from test_link_forged import source_info
+    from test_mgmt import Api
+    info = source_info(Api(b), "orders")
+    assert len(info[3]) == 1 and info[3][0] > 10, info
+
+
 def test_refused_and_oversized_are_dead_lettered(broker_factory):
     """A FinalAck of a NACK class (Sluice's door: no such queue) moves the transactional
     message to the sender's DEADXACT; a message over MS-MQQB's 4 MiB can never go."""

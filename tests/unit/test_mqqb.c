@@ -733,6 +733,38 @@ START_TEST(tx_in_order_rule_refuses_every_jump)
 }
 END_TEST
 
+START_TEST(tx_declared_gap_only_from_the_sequences_address)
+{
+    /* review of issue 43: a gap is the bound address's alone; the next number anyone's */
+    const uint64_t w = 1ull << 31, L = 5;
+    const char *g = "127.0.0.1", *evil = "127.0.0.2";
+    /* the review's attack: L + 2^31 naming L, from another address */
+    ck_assert_int_eq(mqqb_tx_check_from(L, (uint32_t)(L + w), L, w, g, evil), MQQB_TX_FOREIGN_GAP);
+    ck_assert_int_eq(mqqb_tx_check_from(L, 9, L, w, g, evil), MQQB_TX_FOREIGN_GAP);
+    ck_assert_int_eq(mqqb_tx_check_from(L, 9, L, w, g, NULL), MQQB_TX_FOREIGN_GAP);
+    /* the same gap from the sequence's own address */
+    ck_assert_int_eq(mqqb_tx_check_from(L, (uint32_t)(L + w), L, w, g, g), MQQB_TX_ACCEPT);
+    ck_assert_int_eq(mqqb_tx_check_from(L, 9, L, w, g, "127.0.0.1"), MQQB_TX_ACCEPT);
+    /* the next number from any address, whatever previous at or below L it names */
+    ck_assert_int_eq(mqqb_tx_check_from(L, 6, L, w, g, evil), MQQB_TX_ACCEPT);
+    ck_assert_int_eq(mqqb_tx_check_from(L, 6, 0, w, g, evil), MQQB_TX_ACCEPT);
+    /* no address known yet (new sequence, or after a restart): the first mover's gap */
+    ck_assert_int_eq(mqqb_tx_check_from(L, 9, L, w, "", evil), MQQB_TX_ACCEPT);
+    ck_assert_int_eq(mqqb_tx_check_from(L, 9, L, w, NULL, evil), MQQB_TX_ACCEPT);
+    ck_assert_int_eq(mqqb_tx_check_from(0, 1000, 0, w, "", evil), MQQB_TX_ACCEPT);
+    ck_assert_int_eq(mqqb_tx_check_from(0, 1, 0, w, "", evil), MQQB_TX_ACCEPT);
+    /* the other verdicts are mqqb_tx_check's, from any address (the address is no licence) */
+    ck_assert_int_eq(mqqb_tx_check_from(L, 5, 4, w, g, evil), MQQB_TX_DUPLICATE);
+    ck_assert_int_eq(mqqb_tx_check_from(L, 8, 7, w, g, g), MQQB_TX_OUT_OF_ORDER);
+    ck_assert_int_eq(mqqb_tx_check_from(L, 9, 0, w, g, g), MQQB_TX_JUMP);
+    ck_assert_int_eq(mqqb_tx_check_from(L, 9, 0, w, g, evil), MQQB_TX_JUMP);
+    ck_assert_int_eq(mqqb_tx_check_from(L, (uint32_t)(L + w + 1), L, w, g, g), MQQB_TX_JUMP);
+    /* IPv6 addresses compare as the session prints them */
+    ck_assert_int_eq(mqqb_tx_check_from(L, 9, L, w, "::1", "::1"), MQQB_TX_ACCEPT);
+    ck_assert_int_eq(mqqb_tx_check_from(L, 9, L, w, "::1", "fe80::1"), MQQB_TX_FOREIGN_GAP);
+}
+END_TEST
+
 START_TEST(tx_lookup_id_is_tx_number_backwards)
 {
     const uint64_t base = 7, w = 0xFFFFFFFFull;
@@ -841,6 +873,7 @@ static Suite *mqqb_suite(void)
     tcase_add_test(tc, every_optional_header_parses);
     tcase_add_test(tc, frames1_2_ping);
     tcase_add_test(tc, tx_in_order_rule_refuses_every_jump);
+    tcase_add_test(tc, tx_declared_gap_only_from_the_sequences_address);
     tcase_add_test(tc, tx_lookup_id_is_tx_number_backwards);
     tcase_add_test(tc, allowed_senders_cidr_lists);
     suite_add_tcase(s, tc);
