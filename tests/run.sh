@@ -39,6 +39,7 @@ run_unit() {
     CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-120} "$t" >"$tmp/unit.$n.out" 2>&1
     echo $? >"$tmp/unit.$n.rc"
     echo $(($(date +%s) - t0)) >"$tmp/unit.$n.secs"
+    date +%s >"$tmp/unit.$n.end"
 }
 export -f run_unit
 export tmp
@@ -91,7 +92,10 @@ unit_wait() {
         fi
     done
     cp "$tmp/durations" "$BUILD/tests/.durations" 2>/dev/null
-    stage "unit (${#units[@]} binaries, $JOBS at a time)" "$unit_t0"
+    # the stage's own time: until its last binary ended (not until it was collected)
+    local last
+    last=$(cat "$tmp"/unit.*.end 2>/dev/null | sort -n | tail -n 1)
+    echo "== unit (${#units[@]} binaries, $JOBS at a time): $((${last:-$unit_t0} - unit_t0)) s"
 }
 
 # pytest's junit XML -> "passed failed" on stdout.
