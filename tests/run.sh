@@ -8,14 +8,19 @@
 #   per test), beside the parallel integration pass below (they use the cores, it mostly waits);
 # - the integration files run on JOBS_PYTEST pytest-xdist workers (default 2 x JOBS), a file to
 #   a worker (`--dist loadfile`: a file's tests share module fixtures and run in order), except
-#   the files marked `alone` (pytestmark = pytest.mark.alone: network namespaces, etcd, the
-#   whole machine's CPU or timing), which run one after another once the parallel pass is done.
+#   the tests marked `alone` (network namespaces, etcd, wall-clock bounds: conftest.py), which
+#   run once the parallel pass and the unit binaries are done, JOBS_ALONE files at a time
+#   (default 2; 1 = strictly one after another).
 # Each stage prints its elapsed time. PYTEST_ARGS (e.g. a file, -k NAME) run just those, serially.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 JOBS_PYTEST=${JOBS_PYTEST:-$((JOBS * 2))}
+# The alone pass: two files at a time by default (each mostly waits on leases and timers; two
+# of them load the machine far less than the parallel pass did); JOBS_ALONE=1 runs them one
+# after another.
+JOBS_ALONE=${JOBS_ALONE:-2}
 what=${1:-all}
 [ $# -gt 0 ] && shift
 passed=0
@@ -153,7 +158,11 @@ if [ "$what" = all ] || [ "$what" = integration ]; then
     else
         pytest_pass parallel -n "$JOBS_PYTEST" --dist loadfile -m "not alone" tests/integration
         [ "$what" = all ] && unit_wait
-        pytest_pass "alone?" -m alone tests/integration
+        if [ "$JOBS_ALONE" -gt 1 ]; then
+            pytest_pass "alone?" -n "$JOBS_ALONE" --dist loadfile -m alone tests/integration
+        else
+            pytest_pass "alone?" -m alone tests/integration
+        fi
     fi
 elif [ "$what" != unit ]; then
     echo "usage: tests/run.sh [unit|integration|all] [PYTEST_ARGS...]" >&2
