@@ -738,7 +738,9 @@ def test_invalid_expiration_is_refused_406(conn, ch, value, reason):
     assert queue_counts(conn, q)[0] == 0, "an invalid expiration must not be queued"
 
 
-@pytest.mark.parametrize("value", ["0", "007", "+5000", "-0", "315360000000"])
+# Leading zeros and a sign with TTLs long enough to outlast a loaded machine: "007" (7 ms)
+# expired between the confirm and the basic.get in the sanitizer pass at load 8.
+@pytest.mark.parametrize("value", ["0", "0060000", "+60000", "-0", "315360000000"])
 def test_valid_expiration_edge_cases_are_accepted(conn, ch, value):
     q = declare_queue(ch)
     publish(ch, "", q, "kept", confirm=True, expiration=value)
