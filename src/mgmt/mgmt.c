@@ -99,6 +99,11 @@ static void on_timer(sl_loop *loop, sl_timer *t)
 static int can_accept(sl_acceptor *a)
 {
     mgmt *m = a->data;
+    /* Shutting down (a deposed leader's re-exec among others): no new connection is taken;
+     * they wait in the backlog for the process that comes next (the cluster proxy keeps the
+     * listening socket), where an accepted one would be closed unanswered as MHD stops. */
+    if (m->b->shutting_down)
+        return 0;
     return m->n_proven < m->b->cfg->mgmt_connection_max;
 }
 
