@@ -904,13 +904,24 @@ static void republish(cl_member *m)
     strcpy(nk + nl, m->name);
     char *v = node_json(m);
     char err[256];
-    if (etcd_put(m->etcd, nk, v, m->lease, err, sizeof err) < 0) {
+    /* Only while no ban exists: an operator's removal puts banned/NAME, then deletes
+     * nodes/NAME. A plain put landing between that delete and our next look() brought the
+     * registration back, so look() never saw it gone and the node never learnt of its ban
+     * (test_cluster_members: a removed follower kept redialling the leader for 10 s). */
+    char *bk = name_key(m, "banned/", m->name);
+    etcd_cmp cmp[1] = {{.key = bk, .target = ETCD_CMP_CREATE, .rev = 0}};
+    etcd_put_op put[1] = {{.key = nk, .value = v, .lease = m->lease}};
+    int ok = 0;
+    if (etcd_txn(m->etcd, cmp, 1, put, 1, &ok, err, sizeof err) < 0 || !ok) {
         pthread_mutex_lock(&m->mu);
         m->log_dirty = 1;
         pthread_mutex_unlock(&m->mu);
     }
     free(v);
     sl_free(nk);
+    sl_free(bk);
+    if (!ok && check_ban(m, err, sizeof err) > 0)
+        enter_banned(m);
 }
 
 /* Anyone who dials the replication port hears that the stream is not served yet. */
