@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/buf.h"
-#include "../core/mem.h"
-#include "../rpc/ntlm.h" /* the NT hash (MD4 from OpenSSL's legacy provider) */
-#include "access_internal.h"
+#include "core/buf.h"
+#include "core/mem.h"
+#include "rpc/ntlm.h" /* the NT hash (MD4 from OpenSSL's legacy provider) */
+#include "access/access_internal.h"
 
 static const char *const perm_names[] = {"configure", "write", "read"};
 static const char *const kind_names[] = {"queue", "exchange"};

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/mem.h"
-#include "access_internal.h"
+#include "core/mem.h"
+#include "access/access_internal.h"
 
 #define SALT_LEN 4
 #define ARGON2_T 2

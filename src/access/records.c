@@ -14,10 +14,10 @@
  */
 #include <string.h>
 
-#include "../core/buf.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "access_internal.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "access/access_internal.h"
 
 /* ---- encoding ---- */
 

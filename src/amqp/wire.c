@@ -5,11 +5,11 @@
  * After the first failure a reader is sticky (r->err stays set, reads return zeros), which
  * lets decoders read a whole argument list and test err once.
  */
-#include "wire.h"
+#include "amqp/wire.h"
 
 #include <string.h>
 
-#include "table.h"
+#include "amqp/table.h"
 
 amqp_bytes amqp_cstr(const char *s)
 {

@@ -15,7 +15,7 @@
  * generation covers, in order per connection. Connections with something held are on
  * b->waiting, so the release touches only them.
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,18 +35,18 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../net/accept.h"
-#include "../link/link.h"
-#include "../link/rpc_queue.h"
-#include "../net/listen.h"
-#include "../access/verifier.h"
-#include "../net/tls.h"
-#include "../cluster/member.h"
-#include "../cluster/proxy.h"
-#include "../persist/persist.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "net/accept.h"
+#include "link/link.h"
+#include "link/rpc_queue.h"
+#include "net/listen.h"
+#include "access/verifier.h"
+#include "net/tls.h"
+#include "cluster/member.h"
+#include "cluster/proxy.h"
+#include "persist/persist.h"
 
 #define TICK_MS 100
 

@@ -23,16 +23,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../access/access.h"
-#include "../amqp/frame.h"
-#include "../amqp/method.h"
-#include "../core/buf.h"
-#include "../core/err.h"
-#include "../core/holds.h"
-#include "../net/accept.h"
-#include "../net/loop.h"
-#include "../qm/qm.h"
-#include "config.h"
+#include "access/access.h"
+#include "amqp/frame.h"
+#include "amqp/method.h"
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/holds.h"
+#include "net/accept.h"
+#include "net/loop.h"
+#include "qm/qm.h"
+#include "node/config.h"
 
 typedef struct broker broker;
 typedef struct conn conn;

@@ -9,15 +9,15 @@
  * every frame but channel.close / close-ok (the spec's rule), so the rest of a publish that
  * was under way is dropped without another error.
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/log.h"
-#include "../core/map.h"
-#include "../core/mem.h"
+#include "core/log.h"
+#include "core/map.h"
+#include "core/mem.h"
 
 channel *channel_new(conn *c, uint16_t id)
 {

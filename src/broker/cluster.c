@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker/broker.h"
 #include "cluster/member.h"
 #include "cluster/mirror.h"
 #include "cluster/node.h"

@@ -21,7 +21,7 @@
  * the kernel answer a client still writing frames it had queued with a reset, which can
  * destroy the close-ok before the client reads it.
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -30,15 +30,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../amqp/hold.h"
-#include "../amqp/table.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../core/version.h"
-#include "../access/verifier.h"
-#include "../net/tls.h"
-#include "../link/rpc_queue.h"
+#include "amqp/hold.h"
+#include "amqp/table.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/version.h"
+#include "access/verifier.h"
+#include "net/tls.h"
+#include "link/rpc_queue.h"
 
 static void conn_handle_frame(conn *c, const amqp_frame *f);
 static void hb_timer_fn(sl_loop *loop, sl_timer *t);

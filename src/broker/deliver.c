@@ -6,12 +6,12 @@
  * re-encodes nothing but the method frame; only a quorum queue's redelivery (and its
  * basic.get) re-encodes them, with the x-delivery-count header added (qm_delivery_props).
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <string.h>
 
-#include "../core/map.h"
-#include "../core/mem.h"
+#include "core/map.h"
+#include "core/mem.h"
 
 void write_content(conn *c, uint16_t ch, const qm_message *m)
 {

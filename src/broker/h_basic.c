@@ -5,15 +5,15 @@
  * transactional Enqueue, held Locked until tx.commit. An ack inside a transaction is a
  * transactional Dequeue, undone by tx.rollback (the delivery stays unsettled).
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include "../amqp/table.h"
-#include "../core/log.h"
-#include "../core/mem.h"
+#include "amqp/table.h"
+#include "core/log.h"
+#include "core/mem.h"
 
 static void send_reply(channel *ch, const amqp_method *m, int nowait)
 {

@@ -9,11 +9,11 @@
  *   bind/unbind  write on the destination, read on the source, and for a topic source the
  *                topic read permission on the binding key
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <string.h>
 
-#include "../amqp/table.h"
+#include "amqp/table.h"
 
 static int is_reserved(amqp_bytes name)
 {

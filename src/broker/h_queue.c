@@ -13,13 +13,13 @@
  * as messages. The model (qm_queue_purge / qm_queue_delete) implements both; this file adds
  * the AMQP names, codes and texts.
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "../amqp/table.h"
-#include "../core/mem.h"
+#include "amqp/table.h"
+#include "core/mem.h"
 
 /* A durable queue is stored (its subqueues with it; exclusive ones never are). */
 static int stored(const qm_queue *q)

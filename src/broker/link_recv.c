@@ -24,15 +24,15 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../access/access.h"
-#include "../amqp/table.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../link/eod.h"
-#include "../link/link.h"
-#include "../persist/persist.h"
-#include "broker.h"
+#include "access/access.h"
+#include "amqp/table.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "eod/eod.h"
+#include "link/link.h"
+#include "persist/persist.h"
+#include "broker/broker.h"
 
 static int hexval(int c)
 {

@@ -14,12 +14,12 @@
  * The names live in the broker's reply_to map (name -> channel) from consume to cancel or
  * channel close. Replies skip the queue model: nothing is stored, nothing is redelivered.
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <string.h>
 #include <sys/random.h>
 
-#include "../core/mem.h"
+#include "core/mem.h"
 
 #define PSEUDO "amq.rabbitmq.reply-to"
 #define PSEUDO_LEN (sizeof PSEUDO - 1)

@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../access/access.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "broker.h"
+#include "access/access.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "broker/broker.h"
 
 static void grant_everywhere(broker *b, const char *user, char *const perms[3])
 {

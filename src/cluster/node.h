@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 
-#include "broker/config.h"
+#include "node/config.h"
 #include "cluster/member.h"
 #include "cluster/repl.h"
 

@@ -22,7 +22,7 @@
  * epoll set only while conns < max_connections (and no accept failed for lack of descriptors
  * within the last tick), so a flood waits in the kernel's backlog, not in our memory.
  */
-#include "proxy.h"
+#include "cluster/proxy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* buf.c - growable byte buffer (see buf.h for the invariants). */
-#include "buf.h"
-#include "mem.h"
+#include "core/buf.h"
+#include "core/mem.h"
 
 /* Capacity of every buffer alive. Changed only when a buffer grows or is freed (rare), and
  * atomically, since a helper thread may own buffers too. */

@@ -6,12 +6,12 @@
  * just returned" safe during iteration. Only a put may rehash (and drops the tombstones).
  * Keys are copied with a trailing NUL so callers can use them as C strings.
  */
-#include "map.h"
+#include "core/map.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#include "mem.h"
+#include "core/mem.h"
 
 typedef struct slot {
     char *key; /* NULL = empty, TOMB = deleted */

@@ -12,9 +12,9 @@
  * freed mid block goes on its class's list (threaded through the block) while mid_cached stays
  * within SL_MID_CACHE, else back to malloc.
  */
-#include "slab.h"
+#include "core/slab.h"
 
-#include "mem.h"
+#include "core/mem.h"
 
 #include <stdint.h>
 #include <stdio.h>

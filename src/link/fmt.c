@@ -17,7 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "link.h"
+#include "link/link.h"
 
 static int take_prefix(const char **p, const char *end, const char *pre)
 {

@@ -22,7 +22,7 @@
  * (= SeqNo order); the open batch covers the newest `open_n` slots; outstanding batches
  * cover the oldest ones, in order.
  */
-#include "link.h"
+#include "link/link.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,22 +33,22 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include "../access/access.h"
-#include "../amqp/frame.h"
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "../core/clock.h"
-#include "../core/holds.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../core/version.h"
-#include "../msmq/mqqb.h"
-#include "../msmq/props.h"
-#include "../persist/persist.h"
-#include "../persist/records.h"
-#include "eod.h"
-#include "io.h"
-#include "resolve.h"
+#include "access/access.h"
+#include "amqp/frame.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "core/clock.h"
+#include "core/holds.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/version.h"
+#include "mqqb/mqqb.h"
+#include "mqqb/props.h"
+#include "persist/persist.h"
+#include "persist/records.h"
+#include "eod/eod.h"
+#include "link/io.h"
+#include "link/resolve.h"
 
 #define LINK_FRAME_MAX 131072
 #define HANDSHAKE_MS 10000

@@ -84,9 +84,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/err.h"
-#include "../net/loop.h"
-#include "../qm/qm.h"
+#include "core/err.h"
+#include "net/loop.h"
+#include "qm/qm.h"
 
 struct persist;
 struct sl_config;

@@ -7,7 +7,7 @@
  * as the node is (one node per process, like qm's persistence hooks). Work per request is
  * bounded: a lookup, and an idle sweep of at most SWEEP_STEP entries.
  */
-#include "rpc_queue.h"
+#include "link/rpc_queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,11 +15,11 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/map.h"
-#include "../access/access.h"
-#include "../core/mem.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/map.h"
+#include "access/access.h"
+#include "core/mem.h"
 
 #define SWEEP_STEP 64
 

@@ -19,9 +19,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 static acc_db *acc_of(req *r)
 {

@@ -38,14 +38,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../broker/broker.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
+#include "broker/broker.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
 #include "cluster/member.h"
 #include "cluster/mirror.h"
 #include "cluster/stream.h"
-#include "mgmt_internal.h"
+#include "mgmt/mgmt_internal.h"
 
 #define STEPDOWN_WAIT_MS 10000 /* the heir must have caught up by then */
 #define ETCD_WAIT_MS 10000     /* an etcd write an action waits for */

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../amqp/method.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "amqp/method.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 static const char *path_exchange(const char *seg)
 {

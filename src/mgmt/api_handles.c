@@ -36,11 +36,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../link/link.h"
-#include "mgmt_internal.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "link/link.h"
+#include "mgmt/mgmt_internal.h"
 
 enum handle_kind { HANDLE_LOCAL = 0, HANDLE_REMOTE };
 

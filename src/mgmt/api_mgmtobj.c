@@ -33,12 +33,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/log.h"
-#include "../core/clock.h"
-#include "../core/mem.h"
-#include "../link/link.h"
-#include "../link/rpc_queue.h"
-#include "mgmt_internal.h"
+#include "core/log.h"
+#include "core/clock.h"
+#include "core/mem.h"
+#include "link/link.h"
+#include "link/rpc_queue.h"
+#include "mgmt/mgmt_internal.h"
 
 typedef struct mobj {
     ctx_entry e; /* first */

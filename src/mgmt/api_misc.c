@@ -10,13 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/clock.h"
-#include "../core/mem.h"
-#include "../core/version.h"
-#include "../net/tls.h"
+#include "core/clock.h"
+#include "core/mem.h"
+#include "core/version.h"
+#include "net/tls.h"
 #include "cluster/figures.h"
 #include "cluster/member.h"
-#include "mgmt_internal.h"
+#include "mgmt/mgmt_internal.h"
 
 /* The connections the API shows, as RabbitMQ's management does: from connection.open-ok (a
  * connection in its handshake is not one yet) until the closing handshake is over (a

@@ -27,8 +27,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * The registry of HTTP transactions

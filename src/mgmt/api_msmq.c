@@ -17,12 +17,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../core/version.h"
-#include "../link/link.h"
-#include "../persist/persist.h"
-#include "mgmt_internal.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/version.h"
+#include "link/link.h"
+#include "persist/persist.h"
+#include "mgmt/mgmt_internal.h"
 
 enum obj_kind { OBJ_MACHINE, OBJ_QUEUE, OBJ_SESSION };
 

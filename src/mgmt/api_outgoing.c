@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/mem.h"
-#include "../link/link.h"
-#include "../persist/persist.h"
-#include "mgmt_internal.h"
+#include "core/mem.h"
+#include "link/link.h"
+#include "persist/persist.h"
+#include "mgmt/mgmt_internal.h"
 
 static const char *foreign_str(link_foreign f)
 {

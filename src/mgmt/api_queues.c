@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * Views

@@ -19,10 +19,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../core/version.h"
-#include "mgmt_internal.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/version.h"
+#include "mgmt/mgmt_internal.h"
 
 static int exportable_queue(const qm_queue *q)
 {

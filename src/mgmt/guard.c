@@ -27,10 +27,10 @@
  */
 #include <sys/socket.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 static void unlink_conn(guard_door *d, guard_conn *c)
 {

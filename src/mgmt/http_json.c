@@ -9,9 +9,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../amqp/table.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "amqp/table.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * Replies

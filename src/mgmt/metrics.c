@@ -14,11 +14,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/mem.h"
-#include "../core/version.h"
+#include "core/mem.h"
+#include "core/version.h"
 #include "cluster/member.h"
 #include "cluster/stream.h"
-#include "mgmt_internal.h"
+#include "mgmt/mgmt_internal.h"
 
 static void out(sl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(sl_buf *b, const char *fmt, ...)

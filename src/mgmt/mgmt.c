@@ -47,14 +47,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../access/verifier.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../net/listen.h"
-#include "../net/tls.h"
-#include "mgmt_internal.h"
-#include "msrpc.h"
+#include "access/verifier.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "net/listen.h"
+#include "net/tls.h"
+#include "mgmt/mgmt_internal.h"
+#include "rpc/msrpc.h"
 
 /* ------------------------------------------------------------------------------------------
  * Loop glue

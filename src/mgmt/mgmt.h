@@ -5,7 +5,7 @@
 #ifndef SL_MGMT_MGMT_H
 #define SL_MGMT_MGMT_H
 
-#include "../broker/broker.h"
+#include "broker/broker.h"
 
 typedef struct mgmt mgmt;
 

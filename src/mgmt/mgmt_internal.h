@@ -35,8 +35,8 @@
 #include <microhttpd.h>
 #include <stdarg.h>
 
-#include "../core/buf.h"
-#include "mgmt.h"
+#include "core/buf.h"
+#include "mgmt/mgmt.h"
 
 #define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
 #define MGMT_MAX_SEGS 16

@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 static void set_bytes(json_t *o, const char *key, amqp_bytes b)
 {

@@ -32,10 +32,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 #define PAGE_SIZE_DEFAULT 100
 #define PAGE_SIZE_MAX 500

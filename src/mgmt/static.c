@@ -16,8 +16,8 @@
  */
 #include <string.h>
 
-#include "console_assets.h"
-#include "mgmt_internal.h"
+#include "mgmt/console_assets.h"
+#include "mgmt/mgmt_internal.h"
 
 #define CONSOLE_CSP                                                                                \
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \

@@ -22,21 +22,21 @@
  * delivery) and only enqueues into the admin queue, never into the queue the original is
  * leaving; the enqueue goes through the store like a dead-letter copy does.
  */
-#include "ack.h"
+#include "msmq/ack.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "../broker/broker.h"
-#include "../core/buf.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../link/link.h"
-#include "../persist/persist.h"
-#include "mqqb.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "broker/broker.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "link/link.h"
+#include "persist/persist.h"
+#include "mqqb/mqqb.h"
 
 /* What an acknowledgement needs of its original. Strings point into orig's properties. */
 typedef struct orig_info {

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "../qm/qm.h"
+#include "qm/qm.h"
 
 struct broker;
 

@@ -35,7 +35,7 @@
  * the disk and the output is under MSMQ_OUT_MAX; a session silent for msmq.idle_timeout (or
  * not established within msmq.handshake_timeout) is closed.
  */
-#include "server.h"
+#include "msmq/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -47,21 +47,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "../broker/broker.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../link/eod.h"
-#include "../link/link.h"
-#include "../net/accept.h"
-#include "../net/cidr.h"
-#include "../net/listen.h"
-#include "../persist/persist.h"
-#include "ack.h"
-#include "mqqb.h"
-#include "props.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "broker/broker.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "eod/eod.h"
+#include "link/link.h"
+#include "net/accept.h"
+#include "net/cidr.h"
+#include "net/listen.h"
+#include "persist/persist.h"
+#include "msmq/ack.h"
+#include "mqqb/mqqb.h"
+#include "mqqb/props.h"
 
 #define MSMQ_READ_CHUNK (64u * 1024)
 #define MSMQ_OUT_MAX (1u << 20)

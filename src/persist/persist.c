@@ -14,7 +14,7 @@
  * record is never deleted before the records it cancels or continues, wherever the segments
  * are. Recovery (recover.c) finds the same dependencies again as it replays.
  */
-#include "persist_internal.h"
+#include "persist/persist_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,11 +23,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../access/access.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../store/syncer.h"
+#include "access/access.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "store/syncer.h"
 
 /* ------------------------------------------------------------------------------------------
  * What is durable

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../qm/qm.h"
+#include "qm/qm.h"
 
 typedef struct persist persist;
 

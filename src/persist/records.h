@@ -77,8 +77,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../amqp/wire.h"
-#include "../core/buf.h"
+#include "amqp/wire.h"
+#include "core/buf.h"
 
 enum {
     M_QUEUE = 1,

@@ -33,7 +33,7 @@
  * Hooks are suspended while the model is rebuilt: nothing is written back during recovery,
  * except the meta snapshot at the end.
  */
-#include "persist_internal.h"
+#include "persist/persist_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -41,13 +41,13 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../core/u64tab.h"
-#include "../access/access.h"
-#include "../amqp/method.h"
-#include "../qm/qm.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/u64tab.h"
+#include "access/access.h"
+#include "amqp/method.h"
+#include "qm/qm.h"
 
 typedef struct def {
     uint8_t type; /* M_QUEUE or M_EXCHANGE */

@@ -26,15 +26,15 @@
  * positions, which only means a segment is not freed this time: references, not the walk,
  * decide what is deleted.
  */
-#include "persist_internal.h"
+#include "persist/persist_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
 
 #define REC_OVERHEAD 17u /* a record's header in the log */
 #define ENQ_BYTES (REC_OVERHEAD + 37u)

@@ -18,7 +18,7 @@
  *             queue for the duration of the call (read-only); the callee frees c.
  * Dispatch is never entered from qm's own callbacks; qm_queue_schedule_dispatch only marks.
  */
-#include "qm_internal.h"
+#include "qm/qm_internal.h"
 
 /* The oldest attached consumer other than `except`, or NULL. */
 static qm_consumer *oldest(const qm_queue *q, const qm_consumer *except)

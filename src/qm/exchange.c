@@ -16,8 +16,8 @@
  */
 #include <string.h>
 
-#include "../amqp/table.h"
-#include "qm_internal.h"
+#include "amqp/table.h"
+#include "qm/qm_internal.h"
 
 static const char *const type_names[] = {"direct", "fanout", "topic", "headers"};
 

@@ -13,7 +13,7 @@
  *
  * The door owns the descriptor (its table of handles, its owner, its id) and closes it.
  */
-#include "qm_internal.h"
+#include "qm/qm_internal.h"
 
 static int is_journal(const qm_queue *q)
 {

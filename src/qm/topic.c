@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "qm_internal.h"
+#include "qm/qm_internal.h"
 
 /* ---- matching one pattern (the reference the trie must agree with) ---- */
 

@@ -3,7 +3,7 @@
  * sec_trailer (auth_type, auth_level, auth_pad_length, reserved, auth_context_id) and the
  * security provider's token; auth_pad_length bytes of padding precede it (MS-RPCE 2.2.2.11).
  */
-#include "dcerpc.h"
+#include "rpc/dcerpc.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -33,8 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
-#include "ntlm.h"
+#include "core/buf.h"
+#include "rpc/ntlm.h"
 
 enum {
     RPC_PT_REQUEST = 0,

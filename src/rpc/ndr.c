@@ -1,5 +1,5 @@
 /* ndr.c - NDR20 reader and writer (see ndr.h for the invariants). */
-#include "ndr.h"
+#include "rpc/ndr.h"
 
 #include <string.h>
 

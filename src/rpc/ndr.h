@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
+#include "core/buf.h"
 
 typedef struct ndr_rd {
     const uint8_t *p;

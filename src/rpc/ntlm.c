@@ -2,7 +2,7 @@
  * ntlm.h for the invariants). Message layouts are MS-NLMP 2.2.1; every "fields" triple is
  * len:u16 maxlen:u16 offset:u32 into the message, checked before use.
  */
-#include "ntlm.h"
+#include "rpc/ntlm.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/mem.h"
+#include "core/mem.h"
 
 struct ntlm_key {
     uint8_t sign[16];

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
+#include "core/buf.h"
 
 enum {
     NTLM_NEGOTIATE_UNICODE = 0x00000001,

@@ -2,7 +2,7 @@
  * (MS-RPCE 2.2.1.2 / C706 appendix O: ept_map, ept_lookup listing our interfaces,
  * ept_lookup_handle_free). See server.h for the bounds.
  */
-#include "server.h"
+#include "rpc/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,10 +12,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../net/accept.h"
-#include "../net/listen.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "net/accept.h"
+#include "net/listen.h"
 
 #define MAX_IFACES 8
 #define EPT_S_NOT_REGISTERED 0x16C9A0D6u

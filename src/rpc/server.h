@@ -18,9 +18,9 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
-#include "../net/loop.h"
-#include "dcerpc.h"
-#include "ndr.h"
+#include "net/loop.h"
+#include "rpc/dcerpc.h"
+#include "rpc/ndr.h"
 
 typedef struct rpc_server rpc_server;
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mgmt/msrpc.h"
+#include "rpc/msrpc.h"
 #include "rpc/dcerpc.h"
 #include "rpc/ndr.h"
 

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "core/buf.h"
-#include "link/eod.h"
+#include "eod/eod.h"
 #include "link/link.h"
 
 #define CHECK(cond)                                                                                \

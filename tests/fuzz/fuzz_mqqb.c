@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "msmq/mqqb.h"
-#include "msmq/props.h"
+#include "mqqb/mqqb.h"
+#include "mqqb/props.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

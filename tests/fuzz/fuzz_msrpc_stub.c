@@ -40,11 +40,11 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
-#include "broker/config.h"
+#include "node/config.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "mgmt/mgmt.h"
-#include "mgmt/msrpc.h"
+#include "rpc/msrpc.h"
 #include "qm/qm.h"
 
 #define CHECK(cond)                                                                                \

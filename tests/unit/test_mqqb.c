@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "msmq/mqqb.h"
+#include "mqqb/mqqb.h"
 #include "net/cidr.h"
 
 static size_t unhex(const char *s, uint8_t *out)

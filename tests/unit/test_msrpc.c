@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mgmt/msrpc.h"
+#include "rpc/msrpc.h"
 
 static const uint8_t *wire(sl_buf *b, size_t at)
 {

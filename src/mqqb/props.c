@@ -1,5 +1,5 @@
 /* props.c - MSMQ properties to AMQP properties and x-msmq-* headers (props.h). */
-#include "props.h"
+#include "mqqb/props.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "../core/buf.h"
-#include "../core/clock.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "core/buf.h"
+#include "core/clock.h"
 
 void msmq_guid_str(const uint8_t g[16], char out[40])
 {

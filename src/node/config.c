@@ -1,5 +1,5 @@
 /* config.c - defaults, flags and the `key = value` config file (libinih). */
-#include "config.h"
+#include "node/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,13 +11,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/buf.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../core/version.h"
-#include "../link/eod.h"
-#include "../net/cidr.h"
-#include "../net/tls.h"
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/version.h"
+#include "eod/eod.h"
+#include "net/cidr.h"
+#include "net/tls.h"
 
 static void add_user(sl_config *c, const char *name, const char *password)
 {

@@ -1,5 +1,5 @@
 /* mqqb.c - the MS-MQQB / MS-MQMQ packet codec (mqqb.h has the rules it keeps). */
-#include "mqqb.h"
+#include "mqqb/mqqb.h"
 
 #include <string.h>
 #include <strings.h>

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "../qm/qm.h"
-#include "mqqb.h"
+#include "qm/qm.h"
+#include "mqqb/mqqb.h"
 
 /* A new message (refs = 1) holding m's body, for queue `queue` (the routing key). */
 qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char *peer_ip);

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../rpc/dcerpc.h"
-#include "msrpc.h"
+#include "rpc/dcerpc.h"
+#include "rpc/msrpc.h"
 
 uint16_t msrpc_vt_code(const char *s)
 {

@@ -1,10 +1,10 @@
 /* eod.c - the EOD state machines of eod.h: batch codec, receiver decision, sender
  * bookkeeping and MSMQ's resend timer table. No I/O here (see eod.h for the invariant). */
-#include "eod.h"
+#include "eod/eod.h"
 
 #include <string.h>
 
-#include "../persist/records.h"
+#include "persist/records.h"
 
 void eod_batch_encode(sl_buf *b, const uint8_t sender[16], const char *sender_name, uint64_t seq_id,
                       uint64_t first_prev, const uint64_t *seq_nos, uint32_t n)

@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../persist/persist.h"
-#include "msrpc.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "persist/persist.h"
+#include "rpc/msrpc.h"
 
 #define MAX_PROPS 128
 

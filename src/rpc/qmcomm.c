@@ -24,10 +24,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../link/link.h"
-#include "msrpc.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "link/link.h"
+#include "rpc/msrpc.h"
 
 #define QMCOMM_OPS 32
 

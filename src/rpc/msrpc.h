@@ -16,8 +16,8 @@
 #define SL_MGMT_MSRPC_H
 #include <jansson.h>
 
-#include "../rpc/server.h"
-#include "mgmt_internal.h"
+#include "rpc/server.h"
+#include "mgmt/mgmt_internal.h"
 
 enum {
     MSRPC_VT_EMPTY = 0,

@@ -22,12 +22,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../broker/broker.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../core/version.h"
-#include "../msmq/props.h"
-#include "msrpc.h"
+#include "broker/broker.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/version.h"
+#include "mqqb/props.h"
+#include "rpc/msrpc.h"
 
 #define FORMATNAME_MAX_UNITS 524288u /* rpc_ACHandleToFormatName's range */
 #define WHEREABOUTS_MAX 131072u      /* R_QMGetTmWhereabouts' and R_QMEnlistTransaction's range */

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "msrpc.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "rpc/msrpc.h"
 
 uint32_t msrpc_hresult(sl_err e)
 {

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
+#include "core/buf.h"
 
 typedef enum eod_verdict { EOD_ACCEPT = 0, EOD_DUPLICATE, EOD_REJECT } eod_verdict;
 

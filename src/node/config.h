@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../cluster/conf.h"
+#include "cluster/conf.h"
 
 /* The largest max_message_size accepted (RabbitMQ's cap, 512 MiB): a message record in the
  * store (store/log.h ST_LOG_MAX_RECORD, 1 GiB) then always has room for the body with its

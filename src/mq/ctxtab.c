@@ -20,10 +20,10 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 static uint64_t random64(void)
 {

@@ -18,8 +18,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "../link/link.h"
-#include "mgmt_internal.h"
+#include "link/link.h"
+#include "mgmt/mgmt_internal.h"
 
 static const struct {
     const char *suffix; /* after SYSTEM$; */
