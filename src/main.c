@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
+#include "node/node.h"
 #include "cluster/node.h"
 #include "core/log.h"
 #include "core/version.h"
@@ -65,44 +65,44 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             keep[i] = *fds[i] >= 0 ? fcntl(*fds[i], F_DUPFD_CLOEXEC, 0) : -1;
     }
-    broker *b = broker_new_node(&cfg, node);
-    if (!b || broker_listen(b) < 0) {
-        broker_free(b);
+    sl_node *n = broker_new_node(&cfg, node);
+    if (!n || broker_listen(n) < 0) {
+        broker_free(n);
         sl_config_free(&cfg);
         return 1;
     }
     mgmt *m = NULL;
     if (cfg.mgmt_port >= 0) {
         char err[256];
-        m = mgmt_start(b, err, sizeof err);
+        m = mgmt_start(n, err, sizeof err);
         if (!m) {
             sl_error("management API: %s", err);
-            broker_free(b);
+            broker_free(n);
             sl_config_free(&cfg);
             return 1;
         }
     }
     char merr[256];
-    msmq_server *mq = msmq_start(b, merr, sizeof merr);
+    msmq_server *mq = msmq_start(n, merr, sizeof merr);
     if (!mq && merr[0]) {
         sl_error("listeners.msmq: %s", merr);
         mgmt_stop(m);
-        broker_free(b);
+        broker_free(n);
         sl_config_free(&cfg);
         return 1;
     }
-    if (node && broker_cluster_adopt(b, m ? mgmt_port(m) : 0) < 0) {
+    if (node && broker_cluster_adopt(n, m ? mgmt_port(m) : 0) < 0) {
         msmq_stop(mq);
         mgmt_stop(m);
-        broker_free(b);
+        broker_free(n);
         sl_config_free(&cfg);
         return 1;
     }
-    broker_run(b);
-    int reexec = b->reexec;
+    broker_run(n);
+    int reexec = n->reexec;
     msmq_stop(mq);
     mgmt_stop(m);
-    broker_free(b);
+    broker_free(n);
     cl_node_free(node);
     sl_config_free(&cfg);
     if (reexec)

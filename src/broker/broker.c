@@ -10,7 +10,7 @@
  * Waiting for the disk: the loop never waits for a sync. A reply that promises something on
  * disk takes a ticket, the store generation its records are in: publisher confirms wait in
  * their channel (channel.c), other replies hold their connection's output from where they
- * start (conn.c), HTTP replies and links register a callback (broker_after_sync). When the
+ * start (conn.c), HTTP replies and links register a callback (node_after_sync). When the
  * sync thread finishes a generation its eventfd wakes the loop, which releases whatever that
  * generation covers, in order per connection. Connections with something held are on
  * b->waiting, so the release touches only them.
@@ -66,24 +66,24 @@ typedef struct disk_waiter {
     void *ctx;
 } disk_waiter;
 
-uint64_t broker_ticket(const broker *b)
+uint64_t node_ticket(const broker *b)
 {
     return b->store ? persist_ticket(b->store) : 0;
 }
 
-uint64_t broker_durable(const broker *b)
+uint64_t node_durable(const broker *b)
 {
     return b->store ? persist_done(b->store) : 0;
 }
 
-uint64_t broker_write_ticket_since(broker *b, uint64_t wmark)
+uint64_t node_write_ticket_since(broker *b, uint64_t wmark)
 {
     if (!b->store || persist_wmark(b->store) == wmark)
         return 0;
     return persist_write_ticket(b->store);
 }
 
-uint64_t broker_wmark(const broker *b)
+uint64_t node_wmark(const broker *b)
 {
     return b->store ? persist_wmark(b->store) : 0;
 }
@@ -104,7 +104,7 @@ void broker_hold_delivery(conn *c)
      * shrank stop waiting then (broker_drop_delivery_holds). */
     if ((b->alarms & ALARM_CLUSTER) && !b->cl_handover)
         return;
-    uint64_t t = broker_write_ticket_since(b, b->wmark_seen);
+    uint64_t t = node_write_ticket_since(b, b->wmark_seen);
     if (!t)
         return;
     b->wmark_seen = persist_wmark(b->store);
@@ -118,22 +118,22 @@ void broker_drop_delivery_holds(broker *b)
             broker_mark_dirty(c); /* what no hard mark holds goes out now */
 }
 
-uint64_t broker_mark(const broker *b)
+uint64_t node_mark(const broker *b)
 {
     return b->store ? persist_mark(b->store) : 0;
 }
 
-uint64_t broker_ticket_since(const broker *b, uint64_t mark)
+uint64_t node_ticket_since(const broker *b, uint64_t mark)
 {
     return b->store ? persist_ticket_since(b->store, mark) : 0;
 }
 
-uint64_t broker_ticket_since_lazy(const broker *b, uint64_t mark)
+uint64_t node_ticket_since_lazy(const broker *b, uint64_t mark)
 {
     return b->store ? persist_ticket_since_lazy(b->store, mark) : 0;
 }
 
-void broker_hasten(broker *b, uint64_t gen)
+void node_hasten(broker *b, uint64_t gen)
 {
     if (b->store)
         persist_hasten(b->store, gen);
@@ -191,13 +191,13 @@ static void unwait(conn *c)
     c->wait_next = c->wait_prev = NULL;
 }
 
-int broker_after_sync(broker *b, void (*fn)(void *ctx), void *ctx)
+int node_after_sync(broker *b, void (*fn)(void *ctx), void *ctx)
 {
-    uint64_t gen = broker_ticket(b);
+    uint64_t gen = node_ticket(b);
     uint64_t w = b->store ? persist_write_ticket(b->store) : 0;
     if (w > gen) /* a get over HTTP marked a delivery: its reply waits for the write */
         gen = w;
-    if (gen <= broker_durable(b))
+    if (gen <= node_durable(b))
         return 0;
     if (b->dw_len == b->dw_cap) {
         size_t cap = b->dw_cap ? b->dw_cap * 2 : 16;
@@ -216,7 +216,7 @@ int broker_after_sync(broker *b, void (*fn)(void *ctx), void *ctx)
 
 /* A generation became durable: every connection waiting gets flushed this turn (its
  * confirms and held output up to the new point go out), and the callbacks it covers run. */
-void broker_release_waiters(broker *b)
+void node_release_waiters(broker *b)
 {
     release_waiters(b);
 }
@@ -229,7 +229,7 @@ static void release_waiters(broker *b)
         broker_mark_dirty(c);
     }
     link_mgr_synced(b->links);
-    uint64_t durable = broker_durable(b);
+    uint64_t durable = node_durable(b);
     while (b->dw_len && b->dwaiters[b->dw_head].gen <= durable) {
         disk_waiter w = b->dwaiters[b->dw_head];
         b->dw_head = (b->dw_head + 1) % b->dw_cap;
@@ -376,34 +376,34 @@ static void before_sleep(sl_loop *loop, void *arg)
         run_pending_input(b);
     /* Flushing can free prefetch room and dispatch can write more: a few rounds settle it. */
     for (int round = 0; round < 4; round++) {
-        qm_node_run_dispatch(b->node);
+        qm_node_run_dispatch(b->qm);
         /* Group commit: what this turn appended goes to the sync thread now unless a sync
          * is running (then the next one takes it). Replies that promise it wait for it. */
         kick_or_die(b, 0);
         /* Links send what their records' syncs allow (link.c holds the rest). */
         link_mgr_flush(b->links);
         flush_dirty(b);
-        if (!b->node->dispatch_head && !b->dirty)
+        if (!b->qm->dispatch_head && !b->dirty)
             break;
     }
     /* Free a slice of what purges and deletes left behind: at most ~1 ms per turn, by the
      * clock rather than by count, since freeing cold memory costs anything from 50 ns to
      * a few hundred a message, and a request arriving meanwhile waits for the slice. */
     int more = 0;
-    if (b->node->graves) {
+    if (b->qm->graves) {
         uint64_t until = sl_now_us() + REAP_SLICE_US;
-        while ((more = qm_node_reap(b->node, 2048)) && sl_now_us() < until)
+        while ((more = qm_node_reap(b->qm, 2048)) && sl_now_us() < until)
             ;
     }
     if (b->store && persist_tidy_running(b->store))
         tidy_slice(b);
     else
         tidy_after_written(b);
-    broker_check_disk_step(b); /* what was written this turn may be what fills the disk */
-    if (more || b->node->dispatch_head || b->dirty)
+    node_check_disk_step(b); /* what was written this turn may be what fills the disk */
+    if (more || b->qm->dispatch_head || b->dirty)
         sl_loop_wake(loop);
     /* The next turn's budget of bounded model work (mass expiry) starts now. */
-    qm_node_new_turn(b->node);
+    qm_node_new_turn(b->qm);
     /* HTTP requests in flight too: a step-down's reply must reach its client before the
      * process re-executes (api_cluster.c). */
     if (b->shutting_down &&
@@ -419,7 +419,7 @@ static void before_sleep(sl_loop *loop, void *arg)
  * the disk is full is what keeps a record from ever being half written for lack of space.
  */
 
-uint64_t broker_memory_bytes(const broker *b)
+uint64_t node_memory_bytes(const broker *b)
 {
     (void)b;
     /* Messages (whole allocations, partial bodies as they arrive, bookkeeping) and every
@@ -427,7 +427,7 @@ uint64_t broker_memory_bytes(const broker *b)
     return qm_memory_bytes() + sl_buf_total();
 }
 
-const char *broker_alarm_reason(const broker *b)
+const char *node_alarm_reason(const broker *b)
 {
     if (b->alarms & ALARM_CLUSTER)
         return b->cluster_reason;
@@ -445,7 +445,7 @@ void broker_block_publisher(conn *c)
     conn_update_watch(c);
 }
 
-void broker_set_cluster_alarm(broker *b, int on)
+void node_set_cluster_alarm(broker *b, int on)
 {
     set_alarm(b, ALARM_CLUSTER, on);
 }
@@ -500,7 +500,7 @@ static uint64_t disk_check_step(const broker *b)
     return step;
 }
 
-void broker_check_disk_step(broker *b)
+void node_check_disk_step(broker *b)
 {
     if (b->store && persist_bytes_appended(b->store) - b->disk_check_bytes >= disk_check_step(b)) {
         b->next_disk_check = 0;
@@ -548,10 +548,10 @@ static void tick(sl_loop *loop, sl_timer *t)
 {
     broker *b = t->data;
     uint64_t now = sl_loop_now(loop);
-    uint64_t next = qm_node_tick(b->node, now);
+    uint64_t next = qm_node_tick(b->qm, now);
     /* Bodies in memory: paged-out messages cost disk, which the disk alarm watches. (Records
      * waiting for a slow disk are buffers, counted there.) */
-    uint64_t mem = broker_memory_bytes(b), held = b->alarms ? held_input_bytes(b) : 0;
+    uint64_t mem = node_memory_bytes(b), held = b->alarms ? held_input_bytes(b) : 0;
     set_alarm(b, ALARM_MEMORY, mem - (held < mem ? held : mem) > b->cfg->memory_high_watermark);
     check_disk(b, now);
     if (b->store && (now >= b->next_store_sync || persist_stalled(b->store))) {
@@ -570,7 +570,7 @@ static void tick(sl_loop *loop, sl_timer *t)
  * Listener and signals
  */
 
-int broker_peer_is_loopback(broker *b, const struct sockaddr *sa)
+int node_peer_is_loopback(broker *b, const struct sockaddr *sa)
 {
     int lo = 0;
     if (sa->sa_family == AF_INET) {
@@ -616,7 +616,7 @@ static void accept_conn(broker *b, int fd, const struct sockaddr_storage *ss, in
             (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
     }
     if (c->loopback)
-        c->loopback = broker_peer_is_loopback(b, (const struct sockaddr *)ss);
+        c->loopback = node_peer_is_loopback(b, (const struct sockaddr *)ss);
     snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
     snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer,
              tls ? b->tls_bound_addr : b->bound_addr, tls ? b->tls_bound_port : b->bound_port);
@@ -651,7 +651,7 @@ static void on_accept_tls(sl_acceptor *a, int fd, const struct sockaddr_storage 
     accept_conn(a->data, fd, ss, 1);
 }
 
-void broker_tls_opts(const struct sl_tls_conf *t, sl_tls_opts *o)
+void node_tls_opts(const struct sl_tls_conf *t, sl_tls_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->cacertfile = t->cacertfile;
@@ -673,7 +673,7 @@ static int listen_tls(broker *b)
     const sl_config *cfg = b->cfg;
     char err[512];
     sl_tls_opts o;
-    broker_tls_opts(&cfg->ssl, &o);
+    node_tls_opts(&cfg->ssl, &o);
     b->tls_ctx = sl_tls_ctx_new(1, &o, err, sizeof err);
     if (!b->tls_ctx) {
         sl_error("listeners.ssl.default: %s", err);
@@ -708,14 +708,14 @@ static void tidy_after_written(broker *b)
     uint64_t every = b->cfg->tidy_after_written;
     if (b->store && every && persist_bytes_appended(b->store) - b->tidy_written >= every) {
         b->tidy_written = persist_bytes_appended(b->store); /* also if it cannot start now */
-        broker_tidy_start(b, NULL, NULL);
+        node_tidy_start(b, NULL, NULL);
     }
 }
 
 static void tidy_tick(sl_loop *loop, sl_timer *t)
 {
     broker *b = t->data;
-    broker_tidy_start(b, NULL, NULL);
+    node_tidy_start(b, NULL, NULL);
     sl_timer_start(loop, t, sl_loop_now(loop) + b->cfg->tidy_interval_s * 1000);
 }
 
@@ -757,7 +757,7 @@ static void begin_shutdown_text(broker *b, const char *why, const char *text)
     /* The tick timer keeps the loop waking up until the deadline. */
 }
 
-void broker_begin_shutdown(broker *b, const char *why, const char *text)
+void node_begin_shutdown(broker *b, const char *why, const char *text)
 {
     begin_shutdown_text(b, why, text);
 }
@@ -818,9 +818,9 @@ broker *broker_new_node(sl_config *cfg, struct cl_node *node)
         return NULL;
     }
     sl_loop_set_cpu_stats(b->loop, cfg->loop_cpu_stats);
-    b->node = qm_node_new(cfg->node_name);
+    b->qm = qm_node_new(cfg->node_name);
     qm_set_memory_budget(cfg->memory_budget);
-    b->node->clock = sl_loop_now_ptr(b->loop);
+    b->qm->clock = sl_loop_now_ptr(b->loop);
     b->acc = acc_new();
     link_rpc_queue_set_access(b->acc); /* remote handles opened by other nodes' links */
     if (cfg->password_hashing_module)
@@ -839,8 +839,8 @@ broker *broker_new_node(sl_config *cfg, struct cl_node *node)
                           .sync_pace_us = cfg->sync_pace_us};
     if (node && broker_cluster_mirror(b, &po) < 0) /* before the store opens: it is mirrored */
         goto fail;
-    b->store = persist_open(cfg->data_dir, b->node, &po, err, sizeof err);
-    if (!b->store || broker_access_init(b) < 0) {
+    b->store = persist_open(cfg->data_dir, b->qm, &po, err, sizeof err);
+    if (!b->store || node_access_init(b) < 0) {
         if (!b->store)
             sl_error("store: %s", err);
         goto fail;
@@ -891,7 +891,7 @@ broker *broker_new_node(sl_config *cfg, struct cl_node *node)
     if (cfg->link_tls) {
         /* links over TLS: a client context, the destination's certificate verified */
         sl_tls_opts to;
-        broker_tls_opts(&cfg->link_ssl, &to);
+        node_tls_opts(&cfg->link_ssl, &to);
         b->link_tls_ctx = sl_tls_ctx_new(0, &to, err, sizeof err);
         if (!b->link_tls_ctx) {
             sl_error("link_ssl_options: %s", err);
@@ -915,7 +915,7 @@ broker *broker_new_node(sl_config *cfg, struct cl_node *node)
         sl_warn("access: no password-check thread (%s): Argon2id logins are checked on the "
                 "event loop",
                 strerror(errno));
-    b->links = link_mgr_new(b->node, b->loop, b->store, &lo);
+    b->links = link_mgr_new(b->qm, b->loop, b->store, &lo);
     link_mgr_recover(b->links);
     if (getrandom(&b->boot_id, sizeof b->boot_id, 0) != (ssize_t)sizeof b->boot_id)
         b->boot_id = sl_now_ms() ^ (uint64_t)getpid() << 40;
@@ -942,7 +942,7 @@ broker *broker_new_node(sl_config *cfg, struct cl_node *node)
     return b;
 fail:
     persist_close(b->store);
-    qm_node_free(b->node);
+    qm_node_free(b->qm);
     acc_free(b->acc);
     sl_loop_free(b->loop);
     sl_free(b);
@@ -1070,13 +1070,13 @@ static void kick_or_die(broker *b, int force)
     pace_arm(b);
 }
 
-void broker_sync(broker *b)
+void node_sync(broker *b)
 {
     commit_or_die(b, 0);
     release_waiters(b);
 }
 
-void broker_tidy_start(broker *b, broker_tidy_fn fn, void *ctx)
+void node_tidy_start(broker *b, node_tidy_fn fn, void *ctx)
 {
     if (!b->store) {
         persist_tidy_result none = {0};
@@ -1132,7 +1132,7 @@ void broker_free(broker *b)
     /* What purges and deletes left behind, at once: the graveyard still owes the MSMQ
      * acknowledgements of their paged messages (qm_node_reap), which need the links and the
      * store that go below. */
-    qm_node_reap(b->node, 0);
+    qm_node_reap(b->qm, 0);
     if (b->reserve_held) { /* a stopped node holds no more disk than its data */
         char path[4096];
         reserve_path(b, path, sizeof path);
@@ -1188,14 +1188,14 @@ void broker_free(broker *b)
     /* What still waited for the disk is on it now (persist_close committed); a door that
      * registered a callback (the HTTP API) has already been stopped. */
     sl_free(b->dwaiters);
-    qm_node_free(b->node);
+    qm_node_free(b->qm);
     acc_free(b->acc);
     sl_loop_free(b->loop);
     sl_map_free(b->reply_to); /* empty: every channel took its name out when it closed */
     sl_free(b);
 }
 
-void broker_qm_guid(const broker *b, uint8_t out[16])
+void node_qm_guid(const broker *b, uint8_t out[16])
 {
     if (b->store)
         memcpy(out, persist_node_id(b->store), 16);

@@ -398,7 +398,7 @@ static void send_nack(channel *ch, uint64_t seq)
  * acks into confirm_ready, nacks onto the wire in their place. */
 static void release_confirms(channel *ch, int all)
 {
-    uint64_t durable = broker_durable(ch->c->b);
+    uint64_t durable = node_durable(ch->c->b);
     while (ch->cw_len && (all || cw_at(ch, 0)->gen <= durable)) {
         confirm_wait w = *cw_at(ch, 0);
         ch->cw_head = (ch->cw_head + 1) % ch->cw_cap;
@@ -436,7 +436,7 @@ void channel_confirms_behind_hold(channel *ch)
 void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen)
 {
     confirm_wait *tail = ch->cw_len ? cw_at(ch, ch->cw_len - 1) : NULL;
-    if (!tail && (!ok || gen <= broker_durable(ch->c->b))) {
+    if (!tail && (!ok || gen <= node_durable(ch->c->b))) {
         /* Nothing earlier is waiting and this needs nothing of the disk. */
         if (ok) {
             if (seq > ch->confirm_ready)
@@ -460,7 +460,7 @@ void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen)
 
 void channel_send_durable(channel *ch, const amqp_method *m, int nowait)
 {
-    channel_send_after(ch, m, nowait, broker_ticket(ch->c->b));
+    channel_send_after(ch, m, nowait, node_ticket(ch->c->b));
 }
 
 void channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen)

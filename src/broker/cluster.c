@@ -48,7 +48,7 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
             sl_warn("cluster: not the leader any more: closing %zu client connection(s)",
                     b->n_conns);
         b->reexec = 1;
-        broker_begin_shutdown(b, "cluster: no longer the leader", text);
+        node_begin_shutdown(b, "cluster: no longer the leader", text);
         return;
     }
     size_t n = 0;
@@ -127,16 +127,16 @@ static void on_repl_event(sl_loop *loop, sl_watch *w, int events)
     uint64_t gen = rel ? mirror_gen_of(b->mirror, rel) : 0;
     if (gen && gen > persist_repl_released(b->store)) {
         persist_repl_release(b->store, gen);
-        broker_release_waiters(b);
+        node_release_waiters(b);
     }
     int below = cs_server_blocked(b->repl);
     int was = (b->alarms & ALARM_CLUSTER) != 0;
-    broker_set_cluster_alarm(b, below || b->cl_handover);
+    node_set_cluster_alarm(b, below || b->cl_handover);
     if (below && !b->cl_handover && !was)
         broker_drop_delivery_holds(b); /* consumers keep going (broker_hold_delivery) */
 }
 
-void broker_cluster_handover(broker *b, int on, const char *heir)
+void node_cluster_handover(broker *b, int on, const char *heir)
 {
     b->cl_handover = on;
     if (on)
@@ -147,7 +147,7 @@ void broker_cluster_handover(broker *b, int on, const char *heir)
                  "cluster: fewer than %u in-sync replicas", b->cfg->cluster.min_insync_replicas);
     /* off: the alarm goes only if the ISR allows it too */
     int below = b->repl && cs_server_blocked(b->repl);
-    broker_set_cluster_alarm(b, on || below);
+    node_set_cluster_alarm(b, on || below);
     if (!on && below)
         broker_drop_delivery_holds(b); /* as when the ISR shrinks (on_repl_event) */
 }
@@ -299,7 +299,7 @@ int broker_cluster_adopt(broker *b, int http_port)
     b->repl_w.fn = on_repl_event;
     b->repl_w.data = b;
     sl_loop_watch(b->loop, &b->repl_w, SL_EV_READ);
-    broker_set_cluster_alarm(b, cs_server_blocked(b->repl) || b->cl_handover);
+    node_set_cluster_alarm(b, cs_server_blocked(b->repl) || b->cl_handover);
     sl_info("cluster: leader of %s, epoch %" PRIu64 ": serving; the log continues from group "
             "%" PRIu64 "; confirms wait for %u in-sync cop%s",
             cfg->cluster.cluster_name, n->epoch, last, cfg->cluster.min_insync_replicas,
@@ -323,7 +323,7 @@ void broker_cluster_stop(broker *b)
     b->cluster = NULL;
 }
 
-int broker_cluster_refuses(broker *b, char *err, size_t errlen)
+int node_cluster_refuses(broker *b, char *err, size_t errlen)
 {
     if (!b->cluster || cl_member_serving(b->cluster))
         return 0;

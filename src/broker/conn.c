@@ -161,12 +161,12 @@ static void tls_handshake_step(conn *c)
 
 void conn_hold_for_disk(conn *c)
 {
-    conn_hold_until(c, broker_ticket(c->b));
+    conn_hold_until(c, node_ticket(c->b));
 }
 
 void conn_hold_until(conn *c, uint64_t gen)
 {
-    uint64_t done = broker_durable(c->b);
+    uint64_t done = node_durable(c->b);
     if (gen <= done)
         return;
     sl_holds_mark(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
@@ -175,7 +175,7 @@ void conn_hold_until(conn *c, uint64_t gen)
 
 void conn_hold_delivery(conn *c, uint64_t gen)
 {
-    uint64_t done = broker_durable(c->b);
+    uint64_t done = node_durable(c->b);
     if (gen <= done)
         return;
     sl_holds_mark_soft(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
@@ -193,7 +193,7 @@ static void release_channels(conn *c)
         if (c->channels[i])
             channel_release(c->channels[i]);
     /* Exclusive queues die with their connection. */
-    qm_node_drop_exclusive(c->b->node, c);
+    qm_node_drop_exclusive(c->b->qm, c);
 }
 
 void conn_kill(conn *c, const char *why)
@@ -293,7 +293,7 @@ void conn_set_blocked(conn *c, int blocked)
         return;
     amqp_method m = {.id = blocked ? AMQP_CONNECTION_BLOCKED : AMQP_CONNECTION_UNBLOCKED};
     if (blocked) {
-        const char *why = broker_alarm_reason(c->b);
+        const char *why = node_alarm_reason(c->b);
         m.u.connection_blocked.reason = amqp_cstr(why ? why : "low on memory");
     }
     conn_send_method(c, 0, &m);
@@ -334,7 +334,7 @@ void conn_flush(conn *c)
     }
     if (c->tls_handshaking)
         return; /* nothing is said before the TLS session is up */
-    sl_holds_release(&c->holds, broker_durable(c->b));
+    sl_holds_release(&c->holds, node_durable(c->b));
     for (;;) {
         size_t avail = sl_holds_avail(&c->holds, c->out_sent, sl_buf_unread(&c->out));
         if (avail == 0)
@@ -656,7 +656,7 @@ static void discard_input(conn *c, uint8_t *sink, size_t cap)
 static void input_idle(conn *c)
 {
     if (c->lazy_gen) {
-        broker_hasten(c->b, c->lazy_gen);
+        node_hasten(c->b, c->lazy_gen);
         c->lazy_gen = 0;
     }
 }
@@ -1014,14 +1014,14 @@ static void on_tune_ok(conn *c, const amqp_connection_tune_ok *t)
 static void on_open(conn *c, const amqp_connection_open *o)
 {
     char cwhy[600];
-    if (broker_cluster_refuses(c->b, cwhy, sizeof cwhy) < 0) {
+    if (node_cluster_refuses(c->b, cwhy, sizeof cwhy) < 0) {
         /* A follower does not serve (proxying to the leader is not built yet): the client is
          * told where the leader is, with 320 as RabbitMQ closes a connection it will not
          * keep, and reconnects elsewhere. */
         conn_error(c, SL_ERR_CONNECTION_FORCED, AMQP_CONNECTION_OPEN, "%s", cwhy);
         return;
     }
-    qm_vhost *vh = qm_vhost_find(c->b->node, (const char *)o->virtual_host.p, o->virtual_host.len);
+    qm_vhost *vh = qm_vhost_find(c->b->qm, (const char *)o->virtual_host.p, o->virtual_host.len);
     if (!vh) {
         conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost " BYTES_FMT " not found",
                    BYTES_ARG(o->virtual_host));
@@ -1043,8 +1043,8 @@ static void on_open(conn *c, const amqp_connection_open *o)
     sl_err e = SL_OK;
     if ((av && av->max_connections >= 0) || (au && au->max_connections >= 0))
         e = acc_check_connection_limits(
-            a, c->user, vh->name, broker_count_connections(c->b, NULL, vh->name),
-            broker_count_connections(c->b, c->user, NULL), why, sizeof why);
+            a, c->user, vh->name, node_count_connections(c->b, NULL, vh->name),
+            node_count_connections(c->b, c->user, NULL), why, sizeof why);
     if (e == SL_OK)
         e = acc_check_vhost(a, c->user, vh->name, why, sizeof why);
     if (e != SL_OK) {
@@ -1136,7 +1136,7 @@ static void open_channel(conn *c, uint16_t id)
     const acc_user *au = acc_user_find(c->b->acc, c->user, strlen(c->user));
     if (au && au->max_channels >= 0) {
         char why[300];
-        if (acc_check_channel_limit(c->b->acc, c->user, broker_count_user_channels(c->b, c->user),
+        if (acc_check_channel_limit(c->b->acc, c->user, node_count_user_channels(c->b, c->user),
                                     why, sizeof why) != SL_OK) {
             conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CHANNEL_OPEN, "%s", why);
             return;

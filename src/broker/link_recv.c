@@ -83,7 +83,7 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
         conn_error(c, ae, AMQP_CONNECTION_START_OK, "%s", why);
         return -1;
     }
-    if (!c->b->node->online) {
+    if (!c->b->qm->online) {
         /* DISCONNECT: an offline node accepts no incoming link (local clients go on). */
         conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_START_OK,
                    "node %s is offline (DISCONNECT): no incoming links", c->b->cfg->node_name);
@@ -175,14 +175,14 @@ static qm_queue *resolve_dest(broker *b, amqp_bytes rk)
     size_t len = rk.len;
     const char *slash = memchr(p, '/', len);
     if (slash && slash != p) {
-        qm_vhost *vh = qm_vhost_find(b->node, p, (size_t)(slash - p));
+        qm_vhost *vh = qm_vhost_find(b->qm, p, (size_t)(slash - p));
         if (vh && strcmp(vh->name, "/")) {
             qm_queue *q = qm_queue_find_ci(vh, slash + 1, len - (size_t)(slash + 1 - p));
             if (q)
                 return q;
         }
     }
-    qm_vhost *root = qm_vhost_find(b->node, "/", 1);
+    qm_vhost *root = qm_vhost_find(b->qm, "/", 1);
     return root ? qm_queue_find_ci(root, p, len) : NULL;
 }
 
@@ -198,7 +198,7 @@ static void serve_rpc(channel *ch, qm_message *msg)
         return;
     }
     char *reply =
-        link_rpc_serve(ch->c->b->node, ch->c->b->boot_id, ch->c->link_node ? ch->c->link_node : "",
+        link_rpc_serve(ch->c->b->qm, ch->c->b->boot_id, ch->c->link_node ? ch->c->link_node : "",
                        ch->c->user ? ch->c->user : "", ch->c->id, (const char *)qm_msg_body(msg),
                        (size_t)msg->body_len);
     amqp_basic_props rp = {0};
@@ -457,12 +457,12 @@ out:
     return 1;
 }
 
-void broker_set_online(broker *b, int online)
+void node_set_online(broker *b, int online)
 {
     if (b->links)
         link_mgr_set_online(b->links, online);
     else
-        b->node->online = (uint8_t)online;
+        b->qm->online = (uint8_t)online;
     if (online)
         return;
     for (conn *c = b->conns; c; c = c->next)

@@ -28,7 +28,7 @@ static void grant_everywhere(broker *b, const char *user, char *const perms[3])
     const char *k;
     size_t kl;
     void *v;
-    while (sl_map_next(b->node->vhosts, &it, &k, &kl, &v))
+    while (sl_map_next(b->qm->vhosts, &it, &k, &kl, &v))
         if (acc_perm_set(b->acc, user, k, perms[0], perms[1], perms[2], err, sizeof err) != SL_OK)
             sl_warn("access: cannot give '%s' permissions on '%s': %s", user, k, err);
 }
@@ -70,7 +70,7 @@ static void seed_config_user(broker *b, const sl_user *cu)
     }
 }
 
-int broker_access_init(broker *b)
+int node_access_init(broker *b)
 {
     const sl_config *cfg = b->cfg;
     char err[512];
@@ -78,8 +78,8 @@ int broker_access_init(broker *b)
     if (!(cfg->msrpc_ntlm_hashes == 1 || (cfg->msrpc_ntlm_hashes < 0 && !cfg->msrpc_auth_none)))
         acc_drop_nt_hashes(b->acc);
     if (!acc_initialized(b->acc)) {
-        if (!qm_vhost_find(b->node, cfg->default_vhost, strlen(cfg->default_vhost)) &&
-            broker_vhost_add(b, cfg->default_vhost, NULL, NULL, NULL, err, sizeof err) != SL_OK) {
+        if (!qm_vhost_find(b->qm, cfg->default_vhost, strlen(cfg->default_vhost)) &&
+            node_vhost_add(b, cfg->default_vhost, NULL, NULL, NULL, err, sizeof err) != SL_OK) {
             sl_error("default_vhost '%s': %s", cfg->default_vhost, err);
             return -1;
         }
@@ -103,14 +103,14 @@ int broker_access_init(broker *b)
     return 0;
 }
 
-sl_err broker_vhost_add(broker *b, const char *name, const char *description, const char *tags,
-                        const char *acting_user, char *err, size_t errlen)
+sl_err node_vhost_add(broker *b, const char *name, const char *description, const char *tags,
+                      const char *acting_user, char *err, size_t errlen)
 {
     int created = 0;
     sl_err e = acc_vhost_put(b->acc, name, description, tags, &created, err, errlen);
     if (e != SL_OK)
         return e;
-    qm_vhost_create(b->node, name);
+    qm_vhost_create(b->qm, name);
     /* RabbitMQ: the user who creates a vhost over the API gets full permissions on it. */
     if (created && acting_user && acc_user_find(b->acc, acting_user, strlen(acting_user)))
         acc_perm_set(b->acc, acting_user, name, ".*", ".*", ".*", err, errlen);
@@ -144,9 +144,9 @@ static int conn_of_user(const conn *c, const char *user)
     return c->user && !strcmp(c->user, user);
 }
 
-sl_err broker_vhost_delete(broker *b, const char *name, char *err, size_t errlen)
+sl_err node_vhost_delete(broker *b, const char *name, char *err, size_t errlen)
 {
-    qm_vhost *vh = qm_vhost_find(b->node, name, strlen(name));
+    qm_vhost *vh = qm_vhost_find(b->qm, name, strlen(name));
     if (!vh || !acc_vhost_find(b->acc, name, strlen(name))) {
         snprintf(err, errlen, "no vhost '%s'", name);
         return SL_ERR_NOT_FOUND;
@@ -159,19 +159,19 @@ sl_err broker_vhost_delete(broker *b, const char *name, char *err, size_t errlen
     acc_vhost_delete(b->acc, name, err, errlen);
     if (b->on_vhost_deleted)
         b->on_vhost_deleted(b, vh);
-    qm_vhost_delete(b->node, vh);
+    qm_vhost_delete(b->qm, vh);
     sl_info("access: vhost '%s' deleted (%zu connection(s) closed)", name, closed);
     return SL_OK;
 }
 
-size_t broker_close_user_connections(broker *b, const char *user, const char *why)
+size_t node_close_user_connections(broker *b, const char *user, const char *why)
 {
     char text[400];
     snprintf(text, sizeof text, "CONNECTION_FORCED - user '%s' %s", user, why);
     return close_matching(b, conn_of_user, user, text);
 }
 
-uint64_t broker_count_connections(broker *b, const char *user, const char *vhost)
+uint64_t node_count_connections(broker *b, const char *user, const char *vhost)
 {
     uint64_t n = 0;
     for (conn *c = b->conns; c; c = c->next)
@@ -181,7 +181,7 @@ uint64_t broker_count_connections(broker *b, const char *user, const char *vhost
     return n;
 }
 
-uint64_t broker_count_user_channels(broker *b, const char *user)
+uint64_t node_count_user_channels(broker *b, const char *user)
 {
     uint64_t n = 0;
     for (conn *c = b->conns; c; c = c->next)

@@ -25,7 +25,7 @@
 
 static acc_db *acc_of(req *r)
 {
-    return r->m->b->acc;
+    return r->m->n->acc;
 }
 
 static int require_admin(req *r)
@@ -157,7 +157,7 @@ static sl_err delete_user_and_close(req *r, const char *name, char *err, size_t 
     if (e != SL_OK)
         return e;
     /* RabbitMQ closes the connections of a deleted user. */
-    size_t n = broker_close_user_connections(r->m->b, name, "is deleted");
+    size_t n = node_close_user_connections(r->m->n, name, "is deleted");
     sl_info("http: user '%s' deleted by '%s' (%zu connection(s) closed)", name, r->user, n);
     return SL_OK;
 }
@@ -217,8 +217,8 @@ static enum MHD_Result put_user(req *r, const char *name)
                                    n < -1 ? "must be an integer" : err);
         }
     }
-    if (!created && (jpw || jhash) && r->m->b->cfg->password_change_closes_connections)
-        broker_close_user_connections(r->m->b, name, "changed its password");
+    if (!created && (jpw || jhash) && r->m->n->cfg->password_change_closes_connections)
+        node_close_user_connections(r->m->n, name, "changed its password");
     if (!created && d.from_config)
         sl_warn("user '%s' is defined in the config file: its password and tags come back "
                 "from there at the next start",

@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "node/node.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -76,21 +76,21 @@ static json_t *member_json(const char *name, const char *role, int insync, uint6
 /* The view GET /api/cluster answers (and DELETE after a removal). */
 json_t *mgmt_cluster_view(mgmt *m)
 {
-    broker *b = m->b;
-    const sl_config *cfg = b->cfg;
+    sl_node *n = m->n;
+    const sl_config *cfg = n->cfg;
     char amqp[300], http[300];
-    snprintf(amqp, sizeof amqp, "%s:%d", cfg->bind, b->bound_port);
+    snprintf(amqp, sizeof amqp, "%s:%d", cfg->bind, n->bound_port);
     snprintf(http, sizeof http, "%s:%d", cfg->bind, mgmt_port(m));
-    if (!b->cluster) {
+    if (!n->cluster) {
         json_t *nodes = json_array();
         json_array_append_new(nodes, member_json(cfg->node_name, "leader", 1, 0, 0, amqp, http));
         return json_pack("{s:s, s:s, s:I, s:o, s:[]}", "name", cfg->node_name, "leader",
                          cfg->node_name, "epoch", (json_int_t)0, "nodes", nodes, "removed");
     }
     cl_status st;
-    cl_member_status(b->cluster, &st);
+    cl_member_status(n->cluster, &st);
     cs_peer peers[CL_MAX_MEMBERS];
-    size_t n_peers = b->repl ? cs_server_peers(b->repl, peers, CL_MAX_MEMBERS) : 0;
+    size_t n_peers = n->repl ? cs_server_peers(n->repl, peers, CL_MAX_MEMBERS) : 0;
     json_t *nodes = json_array();
     int self_listed = 0;
     for (size_t i = 0; i < st.n_nodes; i++) {
@@ -113,7 +113,7 @@ json_t *mgmt_cluster_view(mgmt *m)
             if (peers[k].copying)
                 role = "joining";
         }
-        if (b->repl && !is_self && !strcmp(role, "follower") && !insync) {
+        if (n->repl && !is_self && !strcmp(role, "follower") && !insync) {
             int known = 0;
             for (size_t k = 0; k < n_peers; k++)
                 known |= !strcmp(peers[k].name, ni->name);
@@ -129,7 +129,7 @@ json_t *mgmt_cluster_view(mgmt *m)
                           st.leader[0] ? json_string(st.leader) : json_null(), "epoch",
                           (json_int_t)st.epoch, "nodes", nodes);
     char bans[CL_MAX_MEMBERS][256];
-    size_t n_bans = cl_member_bans(b->cluster, bans, CL_MAX_MEMBERS);
+    size_t n_bans = cl_member_bans(n->cluster, bans, CL_MAX_MEMBERS);
     json_t *removed = json_array();
     for (size_t i = 0; i < n_bans; i++)
         json_array_append_new(removed, json_string(bans[i]));
@@ -162,7 +162,7 @@ static void op_finish(struct cl_op *op, unsigned status, json_t *reply, const ch
     }
     /* the timer is mgmt's (cl_t), not the op's: this may run inside its callback */
     if (sl_timer_armed(&op->m->cl_t))
-        sl_timer_stop(op->m->b->loop, &op->m->cl_t);
+        sl_timer_stop(op->m->n->loop, &op->m->cl_t);
     op->m->cl_op = NULL;
     sl_free(op);
     req_resume(r);
@@ -184,12 +184,12 @@ static enum MHD_Result op_resumed(req *r)
 
 /* The in-sync, connected follower named (or, name empty, the best: the most acked, then the
  * smallest name) into *out; 0 when there is none. */
-static int pick_heir(broker *b, const char *name, cs_peer *out)
+static int pick_heir(sl_node *n, const char *name, cs_peer *out)
 {
     cs_peer peers[CL_MAX_MEMBERS];
-    size_t n = b->repl ? cs_server_peers(b->repl, peers, CL_MAX_MEMBERS) : 0;
+    size_t np = n->repl ? cs_server_peers(n->repl, peers, CL_MAX_MEMBERS) : 0;
     int found = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < np; i++) {
         cs_peer *p = &peers[i];
         if (!p->insync || !p->connected || p->copying)
             continue;
@@ -209,33 +209,33 @@ static void op_tick(sl_loop *loop, sl_timer *t)
     struct cl_op *op = m->cl_op;
     if (!op)
         return;
-    broker *b = op->m->b;
+    sl_node *n = op->m->n;
     uint64_t now = sl_now_ms();
     char err[256] = "";
-    if (!b->cluster || (op->kind != OP_STEPDOWN && !b->repl)) {
-        if (b->cluster && op->kind == OP_FORGET && op->phase == 0)
-            cl_member_unban_local(b->cluster, op->name);
+    if (!n->cluster || (op->kind != OP_STEPDOWN && !n->repl)) {
+        if (n->cluster && op->kind == OP_FORGET && op->phase == 0)
+            cl_member_unban_local(n->cluster, op->name);
         op_finish(op, 409, NULL, "this node is no longer the cluster leader");
         return;
     }
     if (op->kind == OP_STEPDOWN && op->phase == 0) {
         cs_peer p;
-        if (!cl_member_serving(b->cluster)) {
-            broker_cluster_handover(b, 0, NULL);
+        if (!cl_member_serving(n->cluster)) {
+            node_cluster_handover(n, 0, NULL);
             op_finish(op, 409, NULL, "this node stopped being the leader meanwhile");
             return;
         }
-        if (!pick_heir(b, op->name, &p)) {
-            broker_cluster_handover(b, 0, NULL);
+        if (!pick_heir(n, op->name, &p)) {
+            node_cluster_handover(n, 0, NULL);
             op_finish(op, 409, NULL, "%s is no longer an in-sync follower", op->name);
             return;
         }
         if (p.acked >= op->target) {
-            op->ticket = cl_member_handover(b->cluster, op->name);
+            op->ticket = cl_member_handover(n->cluster, op->name);
             op->phase = 1;
             op->deadline = now + ETCD_WAIT_MS;
         } else if (now >= op->deadline) {
-            broker_cluster_handover(b, 0, NULL);
+            node_cluster_handover(n, 0, NULL);
             op_finish(op, 409, NULL,
                       "%s did not catch up within %d s (it has group %llu of %llu): still the "
                       "leader",
@@ -244,33 +244,33 @@ static void op_tick(sl_loop *loop, sl_timer *t)
             return;
         }
     } else if (op->kind == OP_STEPDOWN) {
-        int st = cl_member_handover_state(b->cluster, op->ticket, err, sizeof err);
+        int st = cl_member_handover_state(n->cluster, op->ticket, err, sizeof err);
         if (st > 0) {
             op_finish(op, 200,
-                      json_pack("{s:s, s:s, s:I}", "from", b->cfg->node_name, "to", op->name,
+                      json_pack("{s:s, s:s, s:I}", "from", n->cfg->node_name, "to", op->name,
                                 "epoch", (json_int_t)op->epoch),
                       NULL);
             return;
         }
         if (st < 0 || now >= op->deadline) {
-            broker_cluster_handover(b, 0, NULL);
+            node_cluster_handover(n, 0, NULL);
             op_finish(op, 409, NULL, "the hand-over could not be written to etcd: %s",
                       st < 0 ? err : "no answer");
             return;
         }
     } else if (op->kind == OP_FORGET && op->phase == 0) { /* forget: out of the ISR in etcd */
-        if (cs_server_forgotten(b->repl) >= op->ticket) {
-            op->ticket = cl_member_forget(b->cluster, op->name);
+        if (cs_server_forgotten(n->repl) >= op->ticket) {
+            op->ticket = cl_member_forget(n->cluster, op->name);
             op->phase = 1;
             op->deadline = now + ETCD_WAIT_MS;
         } else if (now >= op->deadline) {
-            cl_member_unban_local(b->cluster, op->name); /* not removed after all */
+            cl_member_unban_local(n->cluster, op->name); /* not removed after all */
             op_finish(op, 503, NULL, "the ISR without %s could not be written to etcd in time",
                       op->name);
             return;
         }
     } else if (op->kind == OP_READMIT) {
-        int st = cl_member_readmit_state(b->cluster, op->ticket, err, sizeof err);
+        int st = cl_member_readmit_state(n->cluster, op->ticket, err, sizeof err);
         if (st > 0) {
             op_finish(op, 200, mgmt_cluster_view(op->m), NULL);
             return;
@@ -285,7 +285,7 @@ static void op_tick(sl_loop *loop, sl_timer *t)
             return;
         }
     } else { /* forget: its registration gone, the view read again */
-        int st = cl_member_forget_state(b->cluster, op->ticket, err, sizeof err);
+        int st = cl_member_forget_state(n->cluster, op->ticket, err, sizeof err);
         if (st > 0) {
             op_finish(op, 200, mgmt_cluster_view(op->m), NULL);
             return;
@@ -313,7 +313,7 @@ static enum MHD_Result op_start(req *r, int kind, const char *name, uint64_t tar
     op->epoch = epoch;
     op->deadline = sl_now_ms() + wait_ms;
     m->cl_op = op;
-    sl_timer_start(m->b->loop, &m->cl_t, sl_now_ms() + OP_TICK_MS);
+    sl_timer_start(m->n->loop, &m->cl_t, sl_now_ms() + OP_TICK_MS);
     req_suspend(r, op_resumed);
     return MHD_YES;
 }
@@ -324,13 +324,13 @@ static enum MHD_Result op_start(req *r, int kind, const char *name, uint64_t tar
 static void fig_tick(sl_loop *loop, sl_timer *t)
 {
     mgmt *m = t->data;
-    if (m->b->cluster) {
+    if (m->n->cluster) {
         json_t *j = mgmt_node_figures(m);
         json_object_set_new(j, "measured_at", json_integer((json_int_t)sl_wall_ms()));
         char *s = json_dumps(j, JSON_COMPACT);
         json_decref(j);
         if (s)
-            cl_member_set_figures(m->b->cluster, s);
+            cl_member_set_figures(m->n->cluster, s);
         free(s);
     }
     sl_timer_start(loop, t, sl_now_ms() + CL_FIGURES_PERIOD_MS);
@@ -340,17 +340,17 @@ void mgmt_cluster_init(mgmt *m)
 {
     sl_timer_init(&m->cl_t, op_tick, m);
     sl_timer_init(&m->fig_t, fig_tick, m);
-    if (m->b->cfg->cluster.enabled)
-        sl_timer_start(m->b->loop, &m->fig_t, sl_now_ms() + 100);
+    if (m->n->cfg->cluster.enabled)
+        sl_timer_start(m->n->loop, &m->fig_t, sl_now_ms() + 100);
 }
 
 void mgmt_cluster_stop(mgmt *m)
 {
     struct cl_op *op = m->cl_op;
     if (sl_timer_armed(&m->fig_t))
-        sl_timer_stop(m->b->loop, &m->fig_t);
+        sl_timer_stop(m->n->loop, &m->fig_t);
     if (sl_timer_armed(&m->cl_t))
-        sl_timer_stop(m->b->loop, &m->cl_t);
+        sl_timer_stop(m->n->loop, &m->cl_t);
     if (!op)
         return;
     m->cl_op = NULL;
@@ -361,8 +361,8 @@ void mgmt_cluster_stop(mgmt *m)
 
 static enum MHD_Result step_down(req *r)
 {
-    broker *b = r->m->b;
-    if (!b->cluster)
+    sl_node *n = r->m->n;
+    if (!n->cluster)
         return reply_error(r, 400, "bad_request",
                            "not a cluster: this node has no cluster "
                            "settings");
@@ -373,14 +373,14 @@ static enum MHD_Result step_down(req *r)
     if (jn && !json_is_string(jn))
         return reply_error(r, 400, "bad_request", "\"node\" must be a node's name");
     const char *name = jn ? json_string_value(jn) : "";
-    if (!cl_member_serving(b->cluster) || !b->repl || !b->mirror)
+    if (!cl_member_serving(n->cluster) || !n->repl || !n->mirror)
         return reply_error(r, 409, "conflict", "this node is not the cluster leader");
     if (r->m->cl_op)
         return reply_error(r, 409, "conflict", "another cluster action is in progress");
-    if (!strcmp(name, b->cfg->node_name))
+    if (!strcmp(name, n->cfg->node_name))
         return reply_error(r, 409, "conflict", "%s is this node, the leader", name);
     cs_peer heir;
-    if (!pick_heir(b, name, &heir)) {
+    if (!pick_heir(n, name, &heir)) {
         if (name[0])
             return reply_error(r, 409, "conflict",
                                "%s is not an in-sync follower: cannot hand over to it", name);
@@ -388,39 +388,39 @@ static enum MHD_Result step_down(req *r)
                            "no in-sync follower to hand over to: still the leader");
     }
     cl_status st;
-    cl_member_status(b->cluster, &st);
-    uint64_t target = mirror_last(b->mirror);
+    cl_member_status(n->cluster, &st);
+    uint64_t target = mirror_last(n->mirror);
     sl_info("cluster: step-down asked (by %s): handing over to %s once it has group %llu", r->user,
             heir.name, (unsigned long long)target);
-    broker_cluster_handover(b, 1, heir.name);
+    node_cluster_handover(n, 1, heir.name);
     return op_start(r, OP_STEPDOWN, heir.name, target, 0, st.epoch, STEPDOWN_WAIT_MS);
 }
 
 static enum MHD_Result forget_node(req *r, const char *name)
 {
-    broker *b = r->m->b;
-    if (!b->cluster)
+    sl_node *n = r->m->n;
+    if (!n->cluster)
         return reply_error(r, 400, "bad_request",
                            "not a cluster: this node has no cluster "
                            "settings");
-    if (!strcmp(name, b->cfg->node_name))
+    if (!strcmp(name, n->cfg->node_name))
         return reply_error(r, 409, "conflict",
                            "%s is the leader: step down first (POST /api/cluster/step-down), "
                            "then remove it through the new leader",
                            name);
-    if (!cl_member_serving(b->cluster) || !b->repl)
+    if (!cl_member_serving(n->cluster) || !n->repl)
         return reply_error(r, 409, "conflict", "this node is not the cluster leader");
     cl_status st;
-    cl_member_status(b->cluster, &st);
+    cl_member_status(n->cluster, &st);
     int known = 0;
     for (size_t i = 0; i < st.n_nodes; i++)
         known |= !strcmp(st.nodes[i].name, name);
     cs_peer peers[CL_MAX_MEMBERS];
-    size_t n = cs_server_peers(b->repl, peers, CL_MAX_MEMBERS);
-    for (size_t i = 0; i < n; i++) /* in the ISR or following, registered or not */
+    size_t np = cs_server_peers(n->repl, peers, CL_MAX_MEMBERS);
+    for (size_t i = 0; i < np; i++) /* in the ISR or following, registered or not */
         known |= !strcmp(peers[i].name, name) && (peers[i].insync || peers[i].connected);
     cl_member_fig *f = sl_xcalloc(CL_MAX_MEMBERS, sizeof *f);
-    size_t nf = cl_member_members(b->cluster, f, CL_MAX_MEMBERS);
+    size_t nf = cl_member_members(n->cluster, f, CL_MAX_MEMBERS);
     for (size_t i = 0; i < nf; i++) /* a stopped member (members/NAME, running false) too */
         known |= !strcmp(f[i].name, name);
     sl_free(f);
@@ -429,10 +429,10 @@ static enum MHD_Result forget_node(req *r, const char *name)
     if (r->m->cl_op)
         return reply_error(r, 409, "conflict", "another cluster action is in progress");
     /* banned here first: once its stream is cut (below) its next HELLO must find the ban */
-    cl_member_ban_local(b->cluster, name);
-    uint64_t t = cs_server_forget(b->repl, name);
+    cl_member_ban_local(n->cluster, name);
+    uint64_t t = cs_server_forget(n->repl, name);
     if (!t) {
-        cl_member_unban_local(b->cluster, name);
+        cl_member_unban_local(n->cluster, name);
         return reply_error(r, 409, "conflict", "%s cannot be forgotten now", name);
     }
     sl_info("cluster: removing member %s (asked by %s)", name, r->user);
@@ -441,17 +441,17 @@ static enum MHD_Result forget_node(req *r, const char *name)
 
 static enum MHD_Result readmit_node(req *r, const char *name)
 {
-    broker *b = r->m->b;
-    if (!b->cluster)
+    sl_node *n = r->m->n;
+    if (!n->cluster)
         return reply_error(r, 400, "bad_request",
                            "not a cluster: this node has no cluster "
                            "settings");
-    if (!cl_member_serving(b->cluster) || !b->repl)
+    if (!cl_member_serving(n->cluster) || !n->repl)
         return reply_error(r, 409, "conflict", "this node is not the cluster leader");
     if (r->m->cl_op)
         return reply_error(r, 409, "conflict", "another cluster action is in progress");
     sl_info("cluster: readmitting member %s (asked by %s)", name, r->user);
-    return op_start(r, OP_READMIT, name, 0, cl_member_readmit(b->cluster, name), 0, ETCD_WAIT_MS);
+    return op_start(r, OP_READMIT, name, 0, cl_member_readmit(n->cluster, name), 0, ETCD_WAIT_MS);
 }
 
 enum MHD_Result api_cluster(req *r)
@@ -476,7 +476,7 @@ enum MHD_Result api_cluster(req *r)
         return reply_not_found(r);
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
-    if (!acc_is_monitor(r->m->b->acc, r->user))
+    if (!acc_is_monitor(r->m->n->acc, r->user))
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
     return reply_json(r, 200, mgmt_cluster_view(r->m));
 }

@@ -182,7 +182,7 @@ static enum MHD_Result publish(req *r, qm_exchange *x)
     json_t *rk = json_object_get(body, "routing_key");
     char why[800];
     if (x->type == QM_EX_TOPIC && json_is_string(rk) &&
-        acc_check_topic(r->m->b->acc, r->user, x->vhost->name, x->name, json_string_value(rk),
+        acc_check_topic(r->m->n->acc, r->user, x->vhost->name, x->name, json_string_value(rk),
                         json_string_length(rk), ACC_WRITE, why, sizeof why) != SL_OK)
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
     sl_buf bcc;
@@ -272,7 +272,7 @@ static int binding_allowed(req *r, qm_exchange *src, qm_queue *dq, qm_exchange *
         return 0;
     char why[800];
     if (src->type == QM_EX_TOPIC &&
-        acc_check_topic(r->m->b->acc, r->user, vh, src->name, key, strlen(key), ACC_READ, why,
+        acc_check_topic(r->m->n->acc, r->user, vh, src->name, key, strlen(key), ACC_READ, why,
                         sizeof why) != SL_OK) {
         reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
         return 0;

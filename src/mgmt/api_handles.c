@@ -69,8 +69,8 @@ static void handle_close(mgmt *m, ctx_entry *e)
         qm_qdesc_close(h->d);
     if (h->context) {
         forget_remote(m, h->host, h->port, h->context);
-        if (m->b->links)
-            link_rpc_hold(m->b->links, h->host, h->port, -1);
+        if (m->n->links)
+            link_rpc_hold(m->n->links, h->host, h->port, -1);
     }
     sl_free(h->host);
     sl_free(h->context);
@@ -187,7 +187,7 @@ static int parse_share(json_t *v, int *out)
 static sl_err handle_may_name(mgmt *m, const char *user, const char *vh, const char *queue,
                               uint32_t access, char *err, size_t errlen)
 {
-    acc_db *a = m->b->acc;
+    acc_db *a = m->n->acc;
     if (!a)
         return SL_OK;
     sl_err e = acc_check_vhost(a, user, vh, err, errlen);
@@ -264,7 +264,7 @@ static json_t *handle_json(mgmt *m, handle *h)
             h->share == QM_SHARE_DENY_RECEIVE ? "deny_receive" : "deny_none", "user", h->e.owner,
             "opened_at", (json_int_t)h->e.opened_wall_ms, "idle_ms",
             (json_int_t)(now - h->e.last_used_ms), "incarnation", (json_int_t)h->incarnation,
-            "idle_timeout_s", (json_int_t)m->b->cfg->handle_idle_timeout_s);
+            "idle_timeout_s", (json_int_t)m->n->cfg->handle_idle_timeout_s);
         json_object_set_new(o, "remote_context", json_string(h->context ? h->context : ""));
         return o;
     }
@@ -276,7 +276,7 @@ static json_t *handle_json(mgmt *m, handle *h)
         (json_int_t)(now - h->e.last_used_ms), "queue_deleted", q == NULL, "incarnation",
         (json_int_t)h->incarnation);
     json_object_set_new(o, "idle_timeout_s",
-                        json_integer((json_int_t)m->b->cfg->handle_idle_timeout_s));
+                        json_integer((json_int_t)m->n->cfg->handle_idle_timeout_s));
     return o;
 }
 
@@ -297,12 +297,12 @@ static void ignore_reply(void *ctx, const char *reply, const char *err)
  * its side closes the context when the link goes, or after an hour unused. */
 static void forget_remote(mgmt *m, const char *host, int port, const char *context)
 {
-    if (!m->b->links)
+    if (!m->n->links)
         return;
     json_t *j = json_pack("{s:s,s:s}", "op", "queue.close", "context", context);
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    if (link_rpc_call(m->b->links, host, port, text, m->b->cfg->handle_remote_timeout_ms,
+    if (link_rpc_call(m->n->links, host, port, text, m->n->cfg->handle_remote_timeout_ms,
                       ignore_reply, NULL) != SL_OK)
         sl_debug("management: could not tell %s:%d to close context %s", host, port, context);
     free(text);
@@ -341,8 +341,8 @@ static sl_err handle_ask_owner(mgmt *m, handle *h, json_t *j, handle_answer_fn c
 {
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    sl_err e = m->b->links ? link_rpc_call(m->b->links, h->host, h->port, text,
-                                           m->b->cfg->handle_remote_timeout_ms, cb, ctx)
+    sl_err e = m->n->links ? link_rpc_call(m->n->links, h->host, h->port, text,
+                                           m->n->cfg->handle_remote_timeout_ms, cb, ctx)
                            : SL_ERR_NOT_ALLOWED;
     free(text);
     if (e != SL_OK) {
@@ -430,7 +430,7 @@ sl_err handle_remote_opened(mgmt *m, const char *user, handle *h, json_t *reply,
         return pe;
     }
     h->context = sl_xstrdup(c);
-    link_rpc_hold(m->b->links, h->host, h->port, +1); /* the owner's context lives with it */
+    link_rpc_hold(m->n->links, h->host, h->port, +1); /* the owner's context lives with it */
     h->incarnation = (uint64_t)json_integer_value(json_object_get(reply, "incarnation"));
     h->e.last_used_ms = sl_now_ms();
     sl_debug("management: user '%s' opened remote handle %s on %s (context %s)", user, h->e.id,
@@ -580,7 +580,7 @@ sl_err handle_open_remote(mgmt *m, const char *user, const char *fmt, const link
                           uint32_t access, int share, const char *vhost, handle_answer_fn cb,
                           void *ctx, handle **out, char *reason, size_t rlen)
 {
-    if (!m->b->links) {
+    if (!m->n->links) {
         snprintf(reason, rlen, "'%s' is a queue of node %s:%d and this node has no links", fmt,
                  ra->host, ra->port);
         return SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE;

@@ -335,9 +335,9 @@ static enum MHD_Result ask_owner(req *r, mobj *o, const char *host, int port, co
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     snprintf(r->async_tag, sizeof r->async_tag, "%s%s", o->e.id, tag);
-    sl_err e = r->m->b->links
-                   ? link_rpc_call(r->m->b->links, host, port, text,
-                                   r->m->b->cfg->handle_remote_timeout_ms, req_link_done, r)
+    sl_err e = r->m->n->links
+                   ? link_rpc_call(r->m->n->links, host, port, text,
+                                   r->m->n->cfg->handle_remote_timeout_ms, req_link_done, r)
                    : SL_ERR_NOT_ALLOWED;
     free(text);
     if (e != SL_OK) {
@@ -514,7 +514,7 @@ static char *serve_peer(void *ctx, const char *peer, const char *user, const cha
     if (qe != SL_OK)
         return peer_fail(qe, err);
     /* the link's user reads properties of the vhosts it has a permission entry on */
-    if (!acc_vhost_visible(m->b->acc, user, q->vhost->name)) {
+    if (!acc_vhost_visible(m->n->acc, user, q->vhost->name)) {
         snprintf(err, sizeof err, "user '%s' is not authorised to access virtual host '%s'", user,
                  q->vhost->name);
         return peer_fail(SL_ERR_ACCESS_REFUSED, err);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "broker/broker.h" /* redesign: AMQP connections listed directly, until door hooks */
 #include "core/clock.h"
 #include "core/mem.h"
 #include "core/version.h"
@@ -61,7 +62,7 @@ static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
     size_t vit = 0, kl;
     const char *k;
     void *v;
-    while (sl_map_next(m->b->node->vhosts, &vit, &k, &kl, &v)) {
+    while (sl_map_next(m->n->qm->vhosts, &vit, &k, &kl, &v)) {
         qm_vhost *vh = v;
         if (who && !msmq_vhost_listed(m, who, vh->name))
             continue;
@@ -72,8 +73,8 @@ static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
         while (sl_map_next(vh->queues, &qit, &k, &kl, &qv))
             add_queue(t, qv, 1);
     }
-    int monitor = !who || acc_is_monitor(m->b->acc, who->user);
-    for (conn *c = m->b->conns; c; c = c->next) {
+    int monitor = !who || acc_is_monitor(m->n->acc, who->user);
+    for (conn *c = m->n->conns; c; c = c->next) {
         if (!mgmt_conn_listed(c) || (!monitor && !(c->user && !strcmp(c->user, who->user))))
             continue;
         t->connections++;
@@ -111,11 +112,11 @@ enum MHD_Result api_overview(req *r)
     json_object_set_new(o, "product_version", json_string(SLUICE_VERSION));
     /* RabbitMQ's cluster_name: in a cluster its name (cluster_formation.etcd.cluster_name),
      * which every node answers alike; a single node is a cluster of one, named after it */
-    const sl_config *cfg = m->b->cfg;
+    const sl_config *cfg = m->n->cfg;
     json_object_set_new(
         o, "cluster_name",
         json_string(cfg->cluster.enabled ? cfg->cluster.cluster_name : cfg->node_name));
-    json_object_set_new(o, "node", json_string(m->b->cfg->node_name));
+    json_object_set_new(o, "node", json_string(m->n->cfg->node_name));
     json_object_set_new(o, "queue_totals",
                         json_pack("{s:I,s:I,s:I}", "messages", (json_int_t)t.messages,
                                   "messages_ready", (json_int_t)t.ready, "messages_unacknowledged",
@@ -140,18 +141,18 @@ enum MHD_Result api_overview(req *r)
                                   "deliver_get", (json_int_t)t.delivered, "ack",
                                   (json_int_t)t.acked, "redeliver", (json_int_t)t.redelivered));
     json_t *ls = json_pack("[{s:s,s:s,s:i},{s:s,s:s,s:i}]", "protocol", "amqp", "ip_address",
-                           m->b->bound_addr, "port", m->b->bound_port, "protocol", "http",
+                           m->n->bound_addr, "port", m->n->bound_port, "protocol", "http",
                            "ip_address", m->addr, "port", m->port);
     /* RabbitMQ's names: amqp/ssl and http/ssl */
-    if (m->b->tls_listen_fd >= 0)
+    if (m->n->tls_listen_fd >= 0)
         json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "amqp/ssl", "ip_address",
-                                            m->b->tls_bound_addr, "port", m->b->tls_bound_port));
+                                            m->n->tls_bound_addr, "port", m->n->tls_bound_port));
     if (m->tls_d)
         json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "https", "ip_address",
                                             m->tls_addr, "port", m->tls_port));
     json_object_set_new(o, "listeners", ls);
     json_object_set_new(o, "msmq_connected",
-                        json_string(m->b->node->online ? "CONNECTED" : "DISCONNECTED"));
+                        json_string(m->n->qm->online ? "CONNECTED" : "DISCONNECTED"));
     return reply_json(r, 200, o);
 }
 
@@ -160,15 +161,15 @@ enum MHD_Result api_overview(req *r)
  * (api_cluster.c's figures timer). */
 json_t *mgmt_node_figures(mgmt *m)
 {
-    broker *b = m->b;
-    cl_figures_in in = {.name = b->cfg->node_name,
-                        .mem_used = broker_memory_bytes(b),
-                        .mem_limit = b->cfg->memory_high_watermark,
-                        .mem_alarm = (b->alarms & ALARM_MEMORY) != 0,
-                        .disk_free = b->disk_free,
-                        .disk_free_limit = b->cfg->disk_free_limit,
-                        .disk_free_alarm = (b->alarms & ALARM_DISK) != 0,
-                        .connected = b->node->online};
+    sl_node *n = m->n;
+    cl_figures_in in = {.name = n->cfg->node_name,
+                        .mem_used = node_memory_bytes(n),
+                        .mem_limit = n->cfg->memory_high_watermark,
+                        .mem_alarm = (n->alarms & ALARM_MEMORY) != 0,
+                        .disk_free = n->disk_free,
+                        .disk_free_limit = n->cfg->disk_free_limit,
+                        .disk_free_alarm = (n->alarms & ALARM_DISK) != 0,
+                        .connected = n->qm->online};
     return cl_figures_json(&in);
 }
 
@@ -201,18 +202,18 @@ static json_t *member_node_json(const cl_member_fig *f)
 static json_t *nodes_json(mgmt *m)
 {
     json_t *a = json_array();
-    if (m->b->cluster) {
+    if (m->n->cluster) {
         cl_member_fig *f = sl_xcalloc(CL_MAX_MEMBERS, sizeof *f);
-        size_t n = cl_member_members(m->b->cluster, f, CL_MAX_MEMBERS);
+        size_t n = cl_member_members(m->n->cluster, f, CL_MAX_MEMBERS);
         for (size_t i = 0; i < n; i++)
-            if (strcmp(f[i].name, m->b->cfg->node_name))
+            if (strcmp(f[i].name, m->n->cfg->node_name))
                 json_array_append_new(a, member_node_json(&f[i]));
         sl_free(f);
     }
     /* this node first, whether etcd lists it yet or not (the console's node page shows the
      * first entry: the node it talks to) */
     json_t *me = mgmt_node_figures(m);
-    if (m->b->cluster)
+    if (m->n->cluster)
         json_object_set_new(me, "figures_age_ms", json_integer(0));
     json_array_insert_new(a, 0, me);
     return a;
@@ -222,7 +223,7 @@ enum MHD_Result api_nodes(req *r)
 {
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
-    if (!acc_is_monitor(r->m->b->acc, r->user)) /* RabbitMQ's is_authorized_monitor */
+    if (!acc_is_monitor(r->m->n->acc, r->user)) /* RabbitMQ's is_authorized_monitor */
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
     json_t *all = nodes_json(r->m);
     if (r->nsegs == 1)
@@ -266,7 +267,7 @@ json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh)
     void *v;
     while (sl_map_next(vh->queues, &it, &k, &kl, &v))
         add_queue(&t, v, 1);
-    const acc_vhost *av = acc_vhost_find(m->b->acc, vh->name, strlen(vh->name));
+    const acc_vhost *av = acc_vhost_find(m->n->acc, vh->name, strlen(vh->name));
     return json_pack("{s:s,s:s,s:o,s:I,s:I,s:I,s:b}", "name", vh->name, "description",
                      av ? av->description : "", "tags", tags_json(av ? av->tags : ""), "messages",
                      (json_int_t)t.messages, "messages_ready", (json_int_t)t.ready,
@@ -276,7 +277,7 @@ json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh)
 enum MHD_Result api_vhosts(req *r)
 {
     mgmt *m = r->m;
-    acc_db *a = m->b->acc;
+    acc_db *a = m->n->acc;
     if (r->nsegs == 1) {
         if (!req_is(r, "GET"))
             return reply_method_not_allowed(r);
@@ -344,7 +345,7 @@ enum MHD_Result api_vhosts(req *r)
             sl_buf_put_u8(&b, 0);
             tags = (char *)b.data;
         }
-        sl_err e = broker_vhost_add(m->b, name, desc, tags, r->user, err, sizeof err);
+        sl_err e = node_vhost_add(m->n, name, desc, tags, r->user, err, sizeof err);
         sl_free(tags);
         if (e != SL_OK)
             return reply_error(r, 400, "bad_request", "%s", err);
@@ -353,7 +354,7 @@ enum MHD_Result api_vhosts(req *r)
     if (req_is(r, "DELETE")) {
         if (!vh)
             return reply_not_found(r);
-        sl_err e = broker_vhost_delete(m->b, name, err, sizeof err);
+        sl_err e = node_vhost_delete(m->n, name, err, sizeof err);
         if (e != SL_OK)
             return reply_sl_err(r, e, "%s", err);
         return reply_empty(r, 204);
@@ -385,9 +386,9 @@ json_t *mgmt_conn_json(mgmt *m, conn *c)
         json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i,s:i,s:i}", "name", c->name,
                   "user", c->user ? c->user : "", "vhost", c->vhost ? c->vhost->name : "",
                   "channels", (json_int_t)c->n_channels, "peer_host", host, "peer_port", port,
-                  "host", c->tls ? m->b->tls_bound_addr : m->b->bound_addr, "port",
-                  c->tls ? m->b->tls_bound_port : m->b->bound_port, "state", state, "protocol",
-                  "AMQP 0-9-1", "node", m->b->cfg->node_name, "timeout", (int)c->heartbeat,
+                  "host", c->tls ? m->n->tls_bound_addr : m->n->bound_addr, "port",
+                  c->tls ? m->n->tls_bound_port : m->n->bound_port, "state", state, "protocol",
+                  "AMQP 0-9-1", "node", m->n->cfg->node_name, "timeout", (int)c->heartbeat,
                   "frame_max", (int)c->frame_max, "channel_max", (int)c->channel_max);
     json_object_set_new(o, "ssl", json_boolean(c->tls != NULL));
     json_object_set_new(o, "auth_mechanism",
@@ -406,12 +407,12 @@ json_t *mgmt_conn_json(mgmt *m, conn *c)
 /* filter_user: monitoring and administrator users see everyone's, others their own */
 static int sees_conn(req *r, const conn *c)
 {
-    return acc_is_monitor(r->m->b->acc, r->user) || (c->user && !strcmp(c->user, r->user));
+    return acc_is_monitor(r->m->n->acc, r->user) || (c->user && !strcmp(c->user, r->user));
 }
 
 static conn *find_conn(mgmt *m, const char *name)
 {
-    for (conn *c = m->b->conns; c; c = c->next)
+    for (conn *c = m->n->conns; c; c = c->next)
         if (!strcmp(c->name, name))
             return c;
     return NULL;
@@ -427,7 +428,7 @@ json_t *mgmt_channel_json(mgmt *m, channel *ch)
     return json_pack(
         "{s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:i,s:i,s:b,s:b,s:s,s:{s:s}}", "name", name, "number",
         (int)ch->id, "user", ch->c->user ? ch->c->user : "", "vhost",
-        ch->c->vhost ? ch->c->vhost->name : "", "node", m->b->cfg->node_name, "consumer_count",
+        ch->c->vhost ? ch->c->vhost->name : "", "node", m->n->cfg->node_name, "consumer_count",
         (json_int_t)ncons, "messages_unacknowledged", (json_int_t)ch->ua_live, "prefetch_count",
         (int)ch->prefetch_next, "global_prefetch_count", (int)ch->prefetch_global, "confirm",
         ch->confirm, "transactional", ch->tx_mode, "state",
@@ -448,7 +449,7 @@ enum MHD_Result api_connections(req *r)
         return reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
     /* RabbitMQ's is_authorized_user: monitors see every connection, administrators close
      * any; other users only their own */
-    if (!(req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(m->b->acc, r->user)) &&
+    if (!(req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(m->n->acc, r->user)) &&
         !(c->user && !strcmp(c->user, r->user)))
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access object");
     if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && req_is(r, "GET")) {
@@ -474,7 +475,7 @@ enum MHD_Result api_connections(req *r)
 /* /api/channels/{name}: "<connection name> (<number>)", found without listing them all */
 static channel *find_channel(req *r, const char *name)
 {
-    for (conn *c = r->m->b->conns; c; c = c->next) {
+    for (conn *c = r->m->n->conns; c; c = c->next) {
         size_t n = strlen(c->name);
         if (!mgmt_conn_listed(c) || !sees_conn(r, c) || strncmp(name, c->name, n) ||
             strncmp(name + n, " (", 2))

@@ -50,7 +50,7 @@ static qm_tx *tx_get_for(req *r, uint64_t id)
     int i = tx_index(m, id);
     if (i < 0 || strcmp(m->tx_owners[i], r->user))
         return NULL;
-    return qm_tx_find(m->b->node, id);
+    return qm_tx_find(m->n->qm, id);
 }
 
 static void tx_forget(mgmt *m, uint64_t id)
@@ -141,7 +141,7 @@ static sl_err move_permitted(req *r, const qm_queue *src, const qm_queue *dest, 
 {
     if (queue_exclusive_locked(src, why, whylen) || queue_exclusive_locked(dest, why, whylen))
         return SL_ERR_RESOURCE_LOCKED; /* one rule for every door: as over AMQP */
-    acc_db *a = r->m->b->acc;
+    acc_db *a = r->m->n->acc;
     sl_err e = acc_check_vhost(a, r->user, src->vhost->name, why, whylen);
     if (e == SL_OK && dest->vhost != src->vhost)
         e = acc_check_vhost(a, r->user, dest->vhost->name, why, whylen);
@@ -232,7 +232,7 @@ enum MHD_Result api_transactions(req *r)
     mgmt *m = r->m;
     if (r->nsegs == 1) {
         if (req_is(r, "POST")) {
-            qm_tx *tx = qm_tx_begin(m->b->node);
+            qm_tx *tx = qm_tx_begin(m->n->qm);
             if (m->n_txs == m->cap_txs) {
                 m->cap_txs = m->cap_txs ? m->cap_txs * 2 : 8;
                 m->txs = sl_xrealloc(m->txs, m->cap_txs * sizeof *m->txs);
@@ -249,7 +249,7 @@ enum MHD_Result api_transactions(req *r)
             return reply_method_not_allowed(r);
         json_t *arr = json_array();
         for (size_t i = 0; i < m->n_txs; i++) {
-            qm_tx *tx = strcmp(m->tx_owners[i], r->user) ? NULL : qm_tx_find(m->b->node, m->txs[i]);
+            qm_tx *tx = strcmp(m->tx_owners[i], r->user) ? NULL : qm_tx_find(m->n->qm, m->txs[i]);
             if (tx)
                 json_array_append_new(arr, tx_json(tx));
         }

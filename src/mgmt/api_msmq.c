@@ -43,7 +43,7 @@ static enum obj_kind parse_object(const char *s, const char **fmt)
 
 static const char *const machine_actions[] = {"CONNECT", "DISCONNECT", "TIDY"};
 
-/* TIDY is done (broker_tidy_start): its figures become the suspended request's answer. The
+/* TIDY is done (node_tidy_start): its figures become the suspended request's answer. The
  * reply keeps segments_freed and bytes_freed and adds what compaction did and the store's
  * size before and after. */
 static void tidy_done(void *ctx, const persist_tidy_result *res)
@@ -86,7 +86,7 @@ static int find_action(const char *a, const char *const *list)
 
 /* R_QMMgmtAction's rules, for every door (HTTP here, DCE/RPC in msrpc_qmmgmt.c): the object
  * and action are checked first, and a refused call changes nothing. TIDY is only checked:
- * *tidy is set and the caller starts it (broker_tidy_start), since its answer comes later
+ * *tidy is set and the caller starts it (node_tidy_start), since its answer comes later
  * and each door waits for it its own way. */
 sl_err msmq_action(mgmt *m, const char *object, const char *vhost, const char *act, json_t **extra,
                    int *tidy, char *err, size_t errlen)
@@ -115,12 +115,12 @@ sl_err msmq_action(mgmt *m, const char *object, const char *vhost, const char *a
             return SL_OK;
         }
         int online = ma == 0;
-        if (m->b->node->online != online)
-            sl_info("management: node %s %s", m->b->cfg->node_name,
+        if (m->n->qm->online != online)
+            sl_info("management: node %s %s", m->n->cfg->node_name,
                     online ? "brought online (CONNECT)" : "taken offline (DISCONNECT)");
         /* Offline: node-to-node links are refused and stopped, outgoing queues keep their
          * messages; local clients keep working. The flag survives a restart. */
-        broker_set_online(m->b, online);
+        node_set_online(m->n, online);
         *extra = json_pack("{s:s}", "connected", online ? "CONNECTED" : "DISCONNECTED");
         return SL_OK;
     }
@@ -148,7 +148,7 @@ static enum MHD_Result action(req *r)
                     json_string_value(ja), &extra, &tidy, reason, sizeof reason);
     if (e == SL_OK && tidy) {
         /* TIDY runs a slice per loop turn (compaction can take a while): the reply waits. */
-        broker_tidy_start(r->m->b, tidy_done, r);
+        node_tidy_start(r->m->n, tidy_done, r);
         req_suspend(r, tidy_reply);
         return MHD_YES;
     }
@@ -296,7 +296,7 @@ static void all_queues(mgmt *m, const msmq_caller *who, json_t *active, json_t *
 {
     char buf[800];
     size_t nv;
-    void **vhs = map_sorted(m->b->node->vhosts, &nv);
+    void **vhs = map_sorted(m->n->qm->vhosts, &nv);
     for (size_t i = 0; i < nv; i++) {
         if (!msmq_vhost_listed(m, who, ((qm_vhost *)vhs[i])->name))
             continue;
@@ -344,7 +344,7 @@ static json_t *machine_value(mgmt *m, const msmq_caller *who, int id, const char
         json_decref(a);
         return p;
     case 4:
-        return json_string(m->b->node->online ? "CONNECTED" : "DISCONNECTED");
+        return json_string(m->n->qm->online ? "CONNECTED" : "DISCONNECTED");
     case 5:
         return json_string(SLUICE_PRODUCT " " SLUICE_VERSION " (Linux)");
     case 6: /* BYTES_IN_ALL_QUEUES: of the queues PRIVATEQ lists */
@@ -518,7 +518,7 @@ const char *msmq_prop_vt(int machine, int id)
 
 int msmq_vhost_listed(mgmt *m, const msmq_caller *who, const char *vhost)
 {
-    return who->is_admin || acc_vhost_visible(m->b->acc, who->user, vhost);
+    return who->is_admin || acc_vhost_visible(m->n->acc, who->user, vhost);
 }
 
 json_t *msmq_prop_value(mgmt *m, const msmq_caller *who, int machine, qm_queue *q, int id,

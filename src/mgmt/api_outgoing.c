@@ -135,7 +135,7 @@ enum MHD_Result api_outgoing(req *r)
 {
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
-    link_mgr *lm = r->m->b->links;
+    link_mgr *lm = r->m->n->links;
     const char *vh = req_query(r, "vhost");
     /* a listing: the vhosts the user may list; naming another one is refused, as
      * /api/queues/{vhost} is */
@@ -201,7 +201,7 @@ enum MHD_Result api_remote(req *r)
         return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "bad address");
     int64_t to = json_uint(json_object_get(body, "timeout_ms"));
     char *text = json_dumps(jr, JSON_COMPACT);
-    sl_err e = r->m->b->links ? link_rpc_call(r->m->b->links, host, port, text,
+    sl_err e = r->m->n->links ? link_rpc_call(r->m->n->links, host, port, text,
                                               to > 0 ? (uint32_t)to : 10000, remote_done, r)
                               : SL_ERR_NOT_ALLOWED;
     free(text);
@@ -283,7 +283,7 @@ json_t *eod_source_info(mgmt *m, qm_queue *q)
 {
     json_t *fmt = json_array(), *ids = json_array(), *sids = json_array(), *nos = json_array(),
            *acc = json_array(), *rej = json_array();
-    persist *st = m->b->store;
+    persist *st = m->n->store;
     char name[600];
     if (strcmp(q->vhost->name, "/"))
         snprintf(name, sizeof name, "%s/%s", q->vhost->name, q->name);

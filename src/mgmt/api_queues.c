@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker/broker.h" /* redesign: AMQP connections listed directly, until door hooks */
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
 
@@ -41,15 +42,15 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
     json_object_set_new(
         o, "arguments",
         table_to_json((amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0}));
-    json_object_set_new(o, "node", json_string(m->b->cfg->node_name));
+    json_object_set_new(o, "node", json_string(m->n->cfg->node_name));
     const qm_queue *top = q->parent ? q->parent : q;
     json_object_set_new(o, "type", json_string(top->args.quorum ? "quorum" : "classic"));
     if (top->args.quorum) {
         /* RabbitMQ's quorum queue fields; one node holds every replica Sluice has (in a
          * cluster every durable queue is replicated, quorum or classic) */
-        json_object_set_new(o, "leader", json_string(m->b->cfg->node_name));
-        json_object_set_new(o, "members", json_pack("[s]", m->b->cfg->node_name));
-        json_object_set_new(o, "online", json_pack("[s]", m->b->cfg->node_name));
+        json_object_set_new(o, "leader", json_string(m->n->cfg->node_name));
+        json_object_set_new(o, "members", json_pack("[s]", m->n->cfg->node_name));
+        json_object_set_new(o, "online", json_pack("[s]", m->n->cfg->node_name));
         if (top->args.has_delivery_limit)
             json_object_set_new(o, "delivery_limit",
                                 json_integer((json_int_t)top->args.delivery_limit));
@@ -151,7 +152,7 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
         return MHD_YES;
     char err[600];
     if (!qm_queue_find(vh, name, strlen(name))) {
-        acc_db *a = r->m->b->acc;
+        acc_db *a = r->m->n->acc;
         const acc_vhost *av = acc_vhost_find(a, vh->name, strlen(vh->name));
         if (av && av->max_queues >= 0 &&
             acc_check_queue_limit(a, vh->name, qm_vhost_queue_count(vh), name, err, sizeof err))

@@ -88,7 +88,7 @@ static void add_topic(void *ctx, const acc_user *u, const acc_topic_grant *t)
 static enum MHD_Result export_defs(req *r, qm_vhost *only)
 {
     mgmt *m = r->m;
-    acc_db *a = m->b->acc;
+    acc_db *a = m->n->acc;
     json_t *vhosts = json_array(), *queues = json_array(), *exchanges = json_array(),
            *bindings = json_array(), *users = json_array(), *perms = json_array(),
            *topics = json_array(), *params = json_array();
@@ -238,7 +238,7 @@ static int limit_ok(json_t *v)
 }
 
 /* Everything checked before anything changes. */
-static sl_err check_all(broker *b, json_t *body, const char *forced, char *err, size_t errlen)
+static sl_err check_all(sl_node *n, json_t *body, const char *forced, char *err, size_t errlen)
 {
     static const char *const lists[] = {
         "users",    "vhosts", "permissions", "topic_permissions", "parameters", "global_parameters",
@@ -252,11 +252,11 @@ static sl_err check_all(broker *b, json_t *body, const char *forced, char *err, 
     {
         acc_user_def d;
         char *tags;
-        int bad = user_def(b->acc, e, &d, &tags);
+        int bad = user_def(n->acc, e, &d, &tags);
         sl_err rc = SL_OK;
         char why[300] = "malformed";
         if (!bad)
-            rc = acc_user_def_check(b->acc, &d, why, sizeof why);
+            rc = acc_user_def_check(n->acc, &d, why, sizeof why);
         sl_free(tags);
         json_t *lim = json_object_get(e, "limits");
         if (lim && !json_is_object(lim) && !json_is_null(lim))
@@ -340,31 +340,31 @@ static sl_err check_all(broker *b, json_t *body, const char *forced, char *err, 
     return SL_OK;
 }
 
-static void set_limits(broker *b, json_t *lim, const char *name, int user)
+static void set_limits(sl_node *n, json_t *lim, const char *name, int user)
 {
     const char *k;
     json_t *v;
     char err[300];
     json_object_foreach(lim, k, v)
     {
-        int64_t n = json_integer_value(v);
+        int64_t lim_v = json_integer_value(v);
         if (user)
-            acc_user_set_limit(b->acc, name, k, n, err, sizeof err);
+            acc_user_set_limit(n->acc, name, k, lim_v, err, sizeof err);
         else
-            acc_vhost_set_limit(b->acc, name, k, n, err, sizeof err);
+            acc_vhost_set_limit(n->acc, name, k, lim_v, err, sizeof err);
     }
 }
 
-sl_err defs_import(broker *b, json_t *body, const char *forced, char *err, size_t errlen)
+sl_err defs_import(sl_node *n, json_t *body, const char *forced, char *err, size_t errlen)
 {
     err[0] = 0;
     if (!json_is_object(body))
         FAIL(SL_ERR_SYNTAX, "the definitions must be a JSON object");
-    sl_err rc = check_all(b, body, forced, err, errlen);
+    sl_err rc = check_all(n, body, forced, err, errlen);
     if (rc != SL_OK)
         return rc;
-    qm_node *node = b->node;
-    acc_db *a = b->acc;
+    qm_node *node = n->qm;
+    acc_db *a = n->acc;
     size_t i;
     json_t *e;
     char why[600];
@@ -374,7 +374,7 @@ sl_err defs_import(broker *b, json_t *body, const char *forced, char *err, size_
             const char *name = str_field(e, "name");
             const char *desc = str_field(e, "description");
             char *tags = json_object_get(e, "tags") ? tags_of(json_object_get(e, "tags")) : NULL;
-            rc = broker_vhost_add(b, name, desc, tags, NULL, why, sizeof why);
+            rc = node_vhost_add(n, name, desc, tags, NULL, why, sizeof why);
             sl_free(tags);
             if (rc != SL_OK)
                 FAIL(rc, "vhost '%s': %s", name, why);
@@ -393,7 +393,7 @@ sl_err defs_import(broker *b, json_t *body, const char *forced, char *err, size_
                 FAIL(rc, "user '%s': %s", d.name, why);
             json_t *lim = json_object_get(e, "limits");
             if (json_is_object(lim))
-                set_limits(b, lim, d.name, 1);
+                set_limits(n, lim, d.name, 1);
         }
         json_array_foreach(json_object_get(body, "permissions"), i, e)
         {
@@ -422,7 +422,7 @@ sl_err defs_import(broker *b, json_t *body, const char *forced, char *err, size_
         }
         if (!acc_vhost_find(a, vname, strlen(vname)))
             FAIL(SL_ERR_NOT_FOUND, "vhost limits: no vhost '%s'", vname);
-        set_limits(b, json_object_get(e, "value"), vname, 0);
+        set_limits(n, json_object_get(e, "value"), vname, 0);
     }
     skipped += json_array_size(json_object_get(body, "policies"));
     if (skipped)
@@ -531,7 +531,7 @@ static enum MHD_Result import_defs(req *r, const char *forced_vhost)
     if (!req_disk_ok(r, 0))
         return MHD_YES;
     char err[700];
-    sl_err rc = defs_import(r->m->b, body, forced_vhost, err, sizeof err);
+    sl_err rc = defs_import(r->m->n, body, forced_vhost, err, sizeof err);
     if (rc == SL_ERR_SYNTAX)
         return reply_error(r, 400, "bad_request", "%s", err);
     if (rc != SL_OK)

@@ -70,7 +70,7 @@ static void drop(mgmt *m, guard_conn *c, const char *why)
     d->dropped++;
     sl_debug("%s: closed a connection that %s", d->name, why);
     /* MHD notices on its next run (its epoll fd turns readable; the timer makes sure) */
-    sl_timer_start(m->b->loop, &m->t, sl_loop_now(m->b->loop));
+    sl_timer_start(m->n->loop, &m->t, sl_loop_now(m->n->loop));
 }
 
 static uint64_t first_deadline(const guard_door *d)
@@ -86,9 +86,9 @@ static void arm(mgmt *m)
     uint64_t a = first_deadline(&m->guard_http), b = first_deadline(&m->guard_https);
     uint64_t at = a && b ? (a < b ? a : b) : a ? a : b;
     if (at)
-        sl_timer_start(m->b->loop, &m->guard_t, at);
+        sl_timer_start(m->n->loop, &m->guard_t, at);
     else if (sl_timer_armed(&m->guard_t))
-        sl_timer_stop(m->b->loop, &m->guard_t);
+        sl_timer_stop(m->n->loop, &m->guard_t);
 }
 
 static void sweep(mgmt *m, guard_door *d, uint64_t now)
@@ -124,7 +124,7 @@ void guard_init(mgmt *m)
 void guard_stop(mgmt *m)
 {
     if (sl_timer_armed(&m->guard_t))
-        sl_timer_stop(m->b->loop, &m->guard_t);
+        sl_timer_stop(m->n->loop, &m->guard_t);
 }
 
 guard_conn *guard_opened(mgmt *m, guard_door *d, struct MHD_Connection *mc)
@@ -134,11 +134,11 @@ guard_conn *guard_opened(mgmt *m, guard_door *d, struct MHD_Connection *mc)
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
     c->fd = ci ? ci->connect_fd : -1;
-    c->deadline_ms = sl_now_ms() + m->b->cfg->mgmt_handshake_timeout_ms;
+    c->deadline_ms = sl_now_ms() + m->n->cfg->mgmt_handshake_timeout_ms;
     append_conn(d, c);
     /* Over the cap: the oldest unproven one goes (the newcomer may be a user who logs in at
      * once; the oldest has had the longest to do so). */
-    if (d->n_unproven > m->b->cfg->mgmt_unauthenticated_max && d->head != c)
+    if (d->n_unproven > m->n->cfg->mgmt_unauthenticated_max && d->head != c)
         drop(m, d->head, "had not logged in when the unauthenticated connections were full");
     arm(m);
     return c;
@@ -171,7 +171,7 @@ void guard_request_done(mgmt *m, guard_conn *c)
         return;
     /* kept alive without a login: waits for its next request header under the deadline */
     unlink_conn(c->door, c);
-    c->deadline_ms = sl_now_ms() + m->b->cfg->mgmt_handshake_timeout_ms;
+    c->deadline_ms = sl_now_ms() + m->n->cfg->mgmt_handshake_timeout_ms;
     append_conn(c->door, c);
     arm(m);
 }

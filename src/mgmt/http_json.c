@@ -39,7 +39,7 @@ enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp)
      * release gate may not move for as long as the cluster is short, and a step-down's 409
      * would hang with it. */
     if (status < 400 && !r->no_store && strcmp(r->method, "GET") != 0 &&
-        broker_after_sync(r->m->b, resume_after_sync, r)) {
+        node_after_sync(r->m->n, resume_after_sync, r)) {
         r->held = resp;
         r->held_status = status;
         req_suspend(r, send_held);
@@ -348,7 +348,7 @@ json_t *req_body(req *r, int allow_empty)
 
 int req_disk_ok(req *r, int memory_too)
 {
-    int alarms = r->m->b->alarms & (memory_too ? (ALARM_DISK | ALARM_MEMORY) : ALARM_DISK);
+    int alarms = r->m->n->alarms & (memory_too ? (ALARM_DISK | ALARM_MEMORY) : ALARM_DISK);
     if (!alarms)
         return 1;
     /* The AMQP door blocks what needs the disk under an alarm; here the client gets an answer
@@ -378,7 +378,7 @@ int req_require_admin(req *r)
 
 int req_vhost_listed(req *r, const char *vhost)
 {
-    return r->is_admin || acc_vhost_visible(r->m->b->acc, r->user, vhost);
+    return r->is_admin || acc_vhost_visible(r->m->n->acc, r->user, vhost);
 }
 
 int req_vhost_access(req *r, const char *vhost)
@@ -392,9 +392,9 @@ int req_vhost_access(req *r, const char *vhost)
 int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm)
 {
     char why[800];
-    sl_err e = acc_check_vhost(r->m->b->acc, r->user, vhost, why, sizeof why);
+    sl_err e = acc_check_vhost(r->m->n->acc, r->user, vhost, why, sizeof why);
     if (e == SL_OK)
-        e = acc_check(r->m->b->acc, r->user, vhost, kind, name, strlen(name), perm, why,
+        e = acc_check(r->m->n->acc, r->user, vhost, kind, name, strlen(name), perm, why,
                       sizeof why);
     if (e == SL_OK)
         return 1;

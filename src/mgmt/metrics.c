@@ -98,12 +98,12 @@ static void queue_series(sl_buf *b, qm_queue *q, size_t i)
  * forwarded, when there is one). */
 static void follower_metrics(sl_buf *b, mgmt *m)
 {
-    if (!m->b->repl || !m->b->cluster)
+    if (!m->n->repl || !m->n->cluster)
         return;
     cl_status st;
-    cl_member_status(m->b->cluster, &st);
+    cl_member_status(m->n->cluster, &st);
     cs_peer peers[CL_MAX_MEMBERS];
-    size_t n = cs_server_peers(m->b->repl, peers, CL_MAX_MEMBERS);
+    size_t n = cs_server_peers(m->n->repl, peers, CL_MAX_MEMBERS);
     static const struct {
         const char *name, *help;
     } series[] = {
@@ -135,7 +135,7 @@ static void follower_metrics(sl_buf *b, mgmt *m)
 /* Both doors' acceptors: paused while descriptors run short or the door is full. */
 static void listener_metrics(sl_buf *b, mgmt *m)
 {
-    const sl_acceptor *acc[2] = {&m->b->acceptor, &m->acceptor};
+    const sl_acceptor *acc[2] = {&m->n->acceptor, &m->acceptor};
     out(b, "# HELP sluice_listener_accepting 1 while the listener accepts connections (0: "
            "paused for lack of descriptors or at its connection cap)\n"
            "# TYPE sluice_listener_accepting gauge\n");
@@ -153,23 +153,23 @@ static void listener_metrics(sl_buf *b, mgmt *m)
         out(b, "sluice_listener_fd_refused_total{listener=\"%s\"} %llu\n", i ? "http" : "amqp",
             (unsigned long long)acc[i]->fd_refused);
     metric(b, "sluice_connections_refused_total", "counter",
-           "AMQP connections refused at connection.open by connection_max", m->b->conns_refused);
+           "AMQP connections refused at connection.open by connection_max", m->n->conns_refused);
     metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", m->n_conns);
-    metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", m->b->acceptor.fd_limit);
+    metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", m->n->acceptor.fd_limit);
     /* The cluster (a node without cluster settings is a cluster of one, its own leader). */
     uint64_t leader = 1, epoch = 0, members = 1, isr = 1;
-    if (m->b->cluster) {
+    if (m->n->cluster) {
         cl_status st;
-        cl_member_status(m->b->cluster, &st);
-        leader = cl_member_serving(m->b->cluster);
+        cl_member_status(m->n->cluster, &st);
+        leader = cl_member_serving(m->n->cluster);
         epoch = st.epoch;
         members = st.n_nodes;
         isr = 0;
         for (size_t i = 0; i < st.n_nodes; i++)
             isr += st.nodes[i].insync;
-        if (m->b->repl) { /* a leader: its own ISR (etcd's, as last read, may lag a write) */
+        if (m->n->repl) { /* a leader: its own ISR (etcd's, as last read, may lag a write) */
             cs_peer peers[CL_MAX_MEMBERS];
-            size_t n = cs_server_peers(m->b->repl, peers, CL_MAX_MEMBERS);
+            size_t n = cs_server_peers(m->n->repl, peers, CL_MAX_MEMBERS);
             isr = 1;
             for (size_t i = 0; i < n; i++)
                 isr += peers[i].insync;
@@ -183,7 +183,7 @@ static void listener_metrics(sl_buf *b, mgmt *m)
     follower_metrics(b, m);
     /* Stalls, whoever caused them: how long the loop's turns take. */
     sl_loop_stats ls;
-    sl_loop_get_stats(m->b->loop, &ls);
+    sl_loop_get_stats(m->n->loop, &ls);
     metric(b, "sluice_loop_turns_total", "counter", "Event-loop turns", ls.turns);
     out(b,
         "# HELP sluice_loop_turn_seconds_max Longest event-loop turn since start\n"
@@ -194,7 +194,7 @@ static void listener_metrics(sl_buf *b, mgmt *m)
     for (int i = 0; i < 5; i++)
         out(b, "sluice_loop_turns_over_total{ms=\"%u\"} %llu\n", sl_loop_stat_ms[i],
             (unsigned long long)ls.over_ms[i]);
-    if (!m->b->cfg->loop_cpu_stats)
+    if (!m->n->cfg->loop_cpu_stats)
         return;
     out(b,
         "# HELP sluice_loop_turn_cpu_seconds_max Most CPU time one event-loop turn took "
@@ -227,7 +227,7 @@ enum MHD_Result serve_metrics(req *r)
         "sluice_build_info{product=\"%s\",version=\"%s\"} 1\n",
         SLUICE_PRODUCT, SLUICE_VERSION);
     metric(&b, "sluice_node_online", "gauge", "1 when the node is online (MSMQ CONNECT)",
-           r->m->b->node->online);
+           r->m->n->qm->online);
     metric(&b, "sluice_connections", "gauge", "Open AMQP connections", t.connections);
     metric(&b, "sluice_channels", "gauge", "Open AMQP channels", t.channels);
     metric(&b, "sluice_consumers", "gauge", "Consumers", t.consumers);
@@ -240,9 +240,9 @@ enum MHD_Result serve_metrics(req *r)
     metric(&b, "sluice_message_bytes", "gauge", "Body bytes in all queues", t.bytes);
     metric(&b, "sluice_memory_bytes", "gauge",
            "Memory the alarm counts: messages and every connection and reply buffer",
-           broker_memory_bytes(r->m->b));
+           node_memory_bytes(r->m->n));
     metric(&b, "sluice_memory_alarm", "gauge", "1 while publishers are blocked by the memory alarm",
-           (uint64_t)((r->m->b->alarms & ALARM_MEMORY) != 0));
+           (uint64_t)((r->m->n->alarms & ALARM_MEMORY) != 0));
     metric(&b, "sluice_messages_published_total", "counter", "Messages enqueued", t.published);
     metric(&b, "sluice_messages_delivered_total", "counter", "Messages delivered", t.delivered);
     metric(&b, "sluice_messages_acked_total", "counter", "Messages acknowledged", t.acked);

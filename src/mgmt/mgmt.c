@@ -1,7 +1,7 @@
 /* mgmt.c - the management API's front: libmicrohttpd driven from the broker's event loop,
  * request bodies, HTTP basic auth, and routing to the handlers.
  *
- * MHD runs without a thread of its own (MHD_USE_EPOLL): its epoll fd is watched by the broker
+ * MHD runs without a thread of its own (MHD_USE_EPOLL): its epoll fd is watched by the sl_node
  * loop and MHD_run() is called when it is readable; after every run the loop timer is re-armed
  * from MHD_get_timeout() so idle-connection timeouts and pending work are not missed. So every
  * handler runs on the loop thread and sees the broker as one consistent state.
@@ -77,9 +77,9 @@ static void run_mhd(mgmt *m)
     }
     if (have) {
         /* 0 means "work is pending now" (MHD's epoll is edge-triggered inside). */
-        sl_timer_start(m->b->loop, &m->t, sl_now_ms() + (to > 60000 ? 60000 : to));
+        sl_timer_start(m->n->loop, &m->t, sl_now_ms() + (to > 60000 ? 60000 : to));
     } else if (sl_timer_armed(&m->t)) {
-        sl_timer_stop(m->b->loop, &m->t);
+        sl_timer_stop(m->n->loop, &m->t);
     }
 }
 
@@ -102,9 +102,9 @@ static int can_accept(sl_acceptor *a)
     /* Shutting down (a deposed leader's re-exec among others): no new connection is taken;
      * they wait in the backlog for the process that comes next (the cluster proxy keeps the
      * listening socket), where an accepted one would be closed unanswered as MHD stops. */
-    if (m->b->shutting_down)
+    if (m->n->shutting_down)
         return 0;
-    return m->n_proven < m->b->cfg->mgmt_connection_max;
+    return m->n_proven < m->n->cfg->mgmt_connection_max;
 }
 
 static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
@@ -117,7 +117,7 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *ss)
     if (MHD_add_connection(d, fd, (const struct sockaddr *)ss, len) != MHD_YES)
         sl_debug("http: connection not taken: %s", strerror(errno));
     /* Let MHD read what is already waiting; never from inside MHD_run itself. */
-    sl_timer_start(m->b->loop, &m->t, sl_loop_now(m->b->loop));
+    sl_timer_start(m->n->loop, &m->t, sl_loop_now(m->n->loop));
 }
 
 static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
@@ -145,7 +145,7 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
  * handle_idle_timeout (at most a quarter of it late, and never more than 30 s). */
 static uint64_t rundown_period_ms(const mgmt *m)
 {
-    uint64_t p = m->b->cfg->handle_idle_timeout_s * 1000 / 4;
+    uint64_t p = m->n->cfg->handle_idle_timeout_s * 1000 / 4;
     return p < 200 ? 200 : p > 30000 ? 30000 : p;
 }
 
@@ -169,7 +169,7 @@ static int is_loopback(mgmt *m, struct MHD_Connection *c)
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (!ci || !ci->client_addr)
         return 0;
-    return broker_peer_is_loopback(m->b, ci->client_addr);
+    return node_peer_is_loopback(m->n, ci->client_addr);
 }
 
 /* HTTPS with management.ssl.verify = verify_peer: the client's certificate must verify
@@ -224,7 +224,7 @@ static void auth_checked(void *owner, int ok)
     req *r = owner;
     const acc_user *u = NULL;
     char why[400];
-    if (acc_login_checked(r->m->b->acc, r->auth_user, strlen(r->auth_user), r->auth_hash,
+    if (acc_login_checked(r->m->n->acc, r->auth_user, strlen(r->auth_user), r->auth_hash,
                           r->auth_hash_len, ok, r->auth_loopback, &u, why, sizeof why) == SL_OK)
         authed_as(r, u);
     else
@@ -242,11 +242,11 @@ static void authenticate(req *r)
     if (user && pass) {
         const acc_user *u = NULL;
         char why[400];
-        acc_db *a = r->m->b->acc;
+        acc_db *a = r->m->n->acc;
         const acc_user *slow = acc_user_find(a, user, strlen(user));
-        if (r->m->b->verifier && acc_login_is_slow(slow, strlen(pass))) {
+        if (r->m->n->verifier && acc_login_is_slow(slow, strlen(pass))) {
             r->auth_job =
-                acc_verifier_post(r->m->b->verifier, slow->algo, slow->hash, slow->hash_len,
+                acc_verifier_post(r->m->n->verifier, slow->algo, slow->hash, slow->hash_len,
                                   (const uint8_t *)pass, strlen(pass), auth_checked, r);
             if (r->auth_job) {
                 r->refs++;
@@ -260,7 +260,7 @@ static void authenticate(req *r)
             } else {
                 sl_info("http: login refused: user '%s' - too many slow password checks "
                         "waiting (%u); refused unchecked",
-                        user, acc_verifier_pending(r->m->b->verifier));
+                        user, acc_verifier_pending(r->m->n->verifier));
             }
         } else if (acc_login_password(a, user, strlen(user), (const uint8_t *)pass, strlen(pass),
                                       is_loopback(r->m, r->conn), &u, why, sizeof why) == SL_OK) {
@@ -274,7 +274,7 @@ static void authenticate(req *r)
             MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, MGMT_SESSION_COOKIE);
         const acc_user *u = tok ? session_user(r->m, tok) : NULL;
         /* a loopback user's cookie is worth nothing from elsewhere, as its password is */
-        if (u && acc_is_loopback_user(r->m->b->acc, u->name) && !is_loopback(r->m, r->conn))
+        if (u && acc_is_loopback_user(r->m->n->acc, u->name) && !is_loopback(r->m, r->conn))
             u = NULL;
         if (u) {
             authed_as(r, u);
@@ -575,7 +575,7 @@ static enum MHD_Result route(req *r, const char *url)
 static void req_free(req *r)
 {
     if (!r->orphan) /* an orphan outlived the API (and m) */
-        r->m->b->api_inflight--;
+        r->m->n->api_inflight--;
     pager_release(r); /* a list answered nowhere (the client went away) */
     for (size_t i = 0; i < r->nsegs; i++)
         sl_free(r->segs[i]);
@@ -606,7 +606,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         /* HEAD is GET without a body; libmicrohttpd drops the body itself */
         r->method = strcmp(method, "HEAD") ? method : "GET";
         sl_buf_init(&r->body);
-        m->b->api_inflight++; /* until req_free: a shutdown waits for it (broker.h) */
+        m->n->api_inflight++; /* until req_free: a shutdown waits for it (broker.h) */
         *con_cls = r;
         guard_request_started(m, guard_of(connection));
         const char *cl = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
@@ -692,7 +692,7 @@ void req_resume(req *r)
     MHD_resume_connection(r->conn);
     req_unref(r);
     /* MHD_run picks the connection up (never from inside MHD_run itself) */
-    sl_timer_start(m->b->loop, &m->t, sl_loop_now(m->b->loop));
+    sl_timer_start(m->n->loop, &m->t, sl_loop_now(m->n->loop));
 }
 
 void req_link_done(void *ctx, const char *reply, const char *err)
@@ -750,7 +750,7 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
 
 static int open_listener(mgmt *m, char *err, size_t errlen)
 {
-    const sl_config *cfg = m->b->cfg;
+    const sl_config *cfg = m->n->cfg;
     if (cfg->adopt_http_fd >= 0)
         return sl_listen_adopt(cfg->adopt_http_fd, m->addr, sizeof m->addr, &m->port, err, errlen);
     return sl_listen_tcp(cfg->bind, cfg->mgmt_port, 1024, m->addr, sizeof m->addr, &m->port, err,
@@ -787,7 +787,7 @@ static char *read_pem(const char *path, const char *what, char *err, size_t errl
  * listener's (TLS 1.2 and 1.3 unless management.ssl.versions.N say otherwise). */
 static int start_tls(mgmt *m, char *err, size_t errlen)
 {
-    const sl_config *cfg = m->b->cfg;
+    const sl_config *cfg = m->n->cfg;
     const struct sl_tls_conf *t = &cfg->mgmt_ssl;
     if (!(m->tls_cert = read_pem(t->certfile, "certfile", err, errlen)) ||
         !(m->tls_key = read_pem(t->keyfile ? t->keyfile : t->certfile, "keyfile", err, errlen)))
@@ -853,11 +853,11 @@ static int start_tls(mgmt *m, char *err, size_t errlen)
     m->tls_w.fn = on_epoll;
     m->tls_w.data = m;
     m->tls_listen_fd = fd;
-    if (sl_loop_watch(m->b->loop, &m->tls_w, SL_EV_READ) < 0 ||
-        sl_acceptor_start(&m->tls_acceptor, m->b->loop, fd, "https", m->b->fd_reserve / 2,
+    if (sl_loop_watch(m->n->loop, &m->tls_w, SL_EV_READ) < 0 ||
+        sl_acceptor_start(&m->tls_acceptor, m->n->loop, fd, "https", m->n->fd_reserve / 2,
                           on_accept, can_accept, m) < 0) {
         snprintf(err, errlen, "cannot watch the HTTPS server: %s", strerror(errno));
-        sl_loop_unwatch(m->b->loop, &m->tls_w);
+        sl_loop_unwatch(m->n->loop, &m->tls_w);
         MHD_stop_daemon(m->tls_d);
         m->tls_d = NULL;
         close(fd);
@@ -867,10 +867,10 @@ static int start_tls(mgmt *m, char *err, size_t errlen)
     return 0;
 }
 
-mgmt *mgmt_start(broker *b, char *err, size_t errlen)
+mgmt *mgmt_start(sl_node *n, char *err, size_t errlen)
 {
     mgmt *m = sl_xcalloc(1, sizeof *m);
-    m->b = b;
+    m->n = n;
     m->started_wall_ms = sl_wall_ms();
     mgmt_cluster_init(m); /* its timer, unarmed: mgmt_stop may look at it */
     int fd = open_listener(m, err, errlen);
@@ -885,7 +885,7 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
         NULL, NULL, on_request, m, MHD_OPTION_NOTIFY_COMPLETED, on_completed, m,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, m, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape,
         m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, conn_limit(b->cfg),
+        (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, conn_limit(n->cfg),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
     if (!m->d) {
         snprintf(err, errlen, "cannot start the HTTP server on %s:%d", m->addr, m->port);
@@ -908,21 +908,21 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
     pager_init(m);
     guard_init(m);
     m->listen_fd = fd;
-    if (sl_loop_watch(b->loop, &m->w, SL_EV_READ) < 0 ||
-        sl_acceptor_start(&m->acceptor, b->loop, fd, "http", b->fd_reserve / 2, on_accept,
+    if (sl_loop_watch(n->loop, &m->w, SL_EV_READ) < 0 ||
+        sl_acceptor_start(&m->acceptor, n->loop, fd, "http", n->fd_reserve / 2, on_accept,
                           can_accept, m) < 0) {
         snprintf(err, errlen, "cannot watch the HTTP server: %s", strerror(errno));
-        sl_loop_unwatch(b->loop, &m->w);
+        sl_loop_unwatch(n->loop, &m->w);
         MHD_stop_daemon(m->d);
         close(fd);
         sl_free(m);
         return NULL;
     }
     m->tls_listen_fd = -1;
-    if ((b->cfg->mgmt_tls_port >= 0 || b->cfg->adopt_https_fd >= 0) &&
+    if ((n->cfg->mgmt_tls_port >= 0 || n->cfg->adopt_https_fd >= 0) &&
         start_tls(m, err, errlen) < 0) {
         sl_acceptor_stop(&m->acceptor);
-        sl_loop_unwatch(b->loop, &m->w);
+        sl_loop_unwatch(n->loop, &m->w);
         MHD_stop_daemon(m->d);
         close(fd);
         sl_free(m);
@@ -933,7 +933,7 @@ mgmt *mgmt_start(broker *b, char *err, size_t errlen)
     handles_init(m);
     mgmtobj_init(m);
     sl_timer_init(&m->rundown_t, on_rundown, m);
-    sl_timer_start(b->loop, &m->rundown_t, sl_now_ms() + rundown_period_ms(m));
+    sl_timer_start(n->loop, &m->rundown_t, sl_now_ms() + rundown_period_ms(m));
     sl_info("listening http=%s:%d", m->addr, m->port);
     if (msrpc_start(m, err, errlen) < 0) {
         mgmt_stop(m);
@@ -953,17 +953,17 @@ void mgmt_stop(mgmt *m)
         return;
     /* Replies still waiting for the disk: sync now, so they are resumed, and let MHD queue
      * them before it stops (a suspended connection would keep the daemon from stopping). */
-    broker_sync(m->b);
+    node_sync(m->n);
     msrpc_stop(m); /* its handles are run down with the HTTP ones below */
     run_mhd(m);
     sl_acceptor_stop(&m->acceptor);
     close(m->listen_fd);
     pager_stop_all(m); /* MHD stops only with every connection resumed */
-    sl_loop_unwatch(m->b->loop, &m->w);
+    sl_loop_unwatch(m->n->loop, &m->w);
     if (sl_timer_armed(&m->t))
-        sl_timer_stop(m->b->loop, &m->t);
+        sl_timer_stop(m->n->loop, &m->t);
     if (sl_timer_armed(&m->rundown_t))
-        sl_timer_stop(m->b->loop, &m->rundown_t);
+        sl_timer_stop(m->n->loop, &m->rundown_t);
     /* Handles close their queue descriptors while the queues still exist. */
     ctxtab_free(m, &m->handles);
     ctxtab_free(m, &m->mobjs);
@@ -972,7 +972,7 @@ void mgmt_stop(mgmt *m)
     /* Open HTTP transactions are aborted so their Locked positions go back (the node frees
      * them anyway; aborting keeps the model's invariants until then). */
     for (size_t i = 0; i < m->n_txs; i++) {
-        qm_tx *tx = qm_tx_find(m->b->node, m->txs[i]);
+        qm_tx *tx = qm_tx_find(m->n->qm, m->txs[i]);
         if (tx)
             qm_tx_abort(tx);
     }
@@ -1010,7 +1010,7 @@ void mgmt_stop(mgmt *m)
     if (m->tls_d) {
         sl_acceptor_stop(&m->tls_acceptor);
         close(m->tls_listen_fd);
-        sl_loop_unwatch(m->b->loop, &m->tls_w);
+        sl_loop_unwatch(m->n->loop, &m->tls_w);
         MHD_stop_daemon(m->tls_d);
     }
     guard_stop(m);

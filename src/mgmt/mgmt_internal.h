@@ -78,7 +78,7 @@ struct guard_conn {
 };
 
 struct mgmt {
-    broker *b;
+    sl_node *n;
     struct MHD_Daemon *d;
     struct rpc_server *rpc;            /* the DCE/RPC doors (msrpc.c); NULL when not configured */
     struct msrpc_pending *rpc_pending; /* RPC calls waiting for another node or TIDY */
@@ -180,7 +180,7 @@ guard_conn *guard_of(struct MHD_Connection *mc);
 
 static inline qm_node *req_node(req *r)
 {
-    return r->m->b->node;
+    return r->m->n->qm;
 }
 static inline int req_is(req *r, const char *method)
 {
@@ -299,11 +299,13 @@ typedef struct pager_scope {
 /* GET of bindings, connections, channels, consumers or vhosts: the same parameters and
  * replies as pager_list, in RabbitMQ's default order of each list. */
 enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s);
+struct channel;
+struct consumer;
 /* The items of those lists as the API shows them (api_misc.c, api_exchanges.c). */
-int mgmt_conn_listed(const conn *c);
-json_t *mgmt_conn_json(mgmt *m, conn *c);
-json_t *mgmt_channel_json(mgmt *m, channel *ch);
-json_t *mgmt_consumer_json(mgmt *m, channel *ch, consumer *o);
+int mgmt_conn_listed(const struct conn *c);
+json_t *mgmt_conn_json(mgmt *m, struct conn *c);
+json_t *mgmt_channel_json(mgmt *m, struct channel *ch);
+json_t *mgmt_consumer_json(mgmt *m, struct channel *ch, struct consumer *o);
 json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh);
 json_t *mgmt_binding_json(qm_binding *b);
 json_t *mgmt_default_binding_json(qm_queue *q); /* the default exchange's, to q */
@@ -430,7 +432,7 @@ typedef struct msmq_caller {
     int is_admin;
 } msmq_caller;
 /* object: "MACHINE", "QUEUE=<format name>", anything else a session. SL_OK with *tidy set: a
- * valid TIDY the caller starts (broker_tidy_start); extra (caller decrefs): the result. */
+ * valid TIDY the caller starts (node_tidy_start); extra (caller decrefs): the result. */
 sl_err msmq_action(mgmt *m, const char *object, const char *vhost, const char *act, json_t **extra,
                    int *tidy, char *err, size_t errlen);
 sl_err msmq_info_object(mgmt *m, const msmq_caller *who, const char *object, const char *vhost,
@@ -487,7 +489,7 @@ void mgmtobj_stop(mgmt *m);
 enum MHD_Result api_definitions(req *r);
 /* defs.c: import a definitions document (RabbitMQ's format) into b; every entry is checked
  * before any applies. SL_OK, or the error with a reason (SL_ERR_SYNTAX: malformed, 400). */
-sl_err defs_import(broker *b, json_t *body, const char *forced_vhost, char *err, size_t errlen);
+sl_err defs_import(sl_node *n, json_t *body, const char *forced_vhost, char *err, size_t errlen);
 enum MHD_Result serve_metrics(req *r);
 /* api_outgoing.c */
 enum MHD_Result api_outgoing(req *r);
@@ -523,9 +525,9 @@ void node_totals_of(mgmt *m, const msmq_caller *who, node_totals *t);
 #define MGMT_SESSION_COOKIE "sluice_session"
 #define MGMT_SESSION_TOKEN_BYTES 32
 /* session limits: config keys mgmt_session_idle_timeout, mgmt_session_max_age, mgmt_session_max */
-#define MGMT_SESSION_IDLE_MS(m) ((m)->b->cfg->mgmt_session_idle_timeout_s * 1000ull)
-#define MGMT_SESSION_MAX_MS(m) ((m)->b->cfg->mgmt_session_max_age_s * 1000ull)
-#define MGMT_SESSION_MAX(m) ((m)->b->cfg->mgmt_session_max)
+#define MGMT_SESSION_IDLE_MS(m) ((m)->n->cfg->mgmt_session_idle_timeout_s * 1000ull)
+#define MGMT_SESSION_MAX_MS(m) ((m)->n->cfg->mgmt_session_max_age_s * 1000ull)
+#define MGMT_SESSION_MAX(m) ((m)->n->cfg->mgmt_session_max)
 #define MGMT_CSRF_HEADER "X-Sluice-Request" /* required on a session's non-GET requests */
 void sessions_init(mgmt *m);
 void sessions_free(mgmt *m);

@@ -245,7 +245,7 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf 
         }
         blen = (size_t)n;
     }
-    if (blen > r->m->b->cfg->max_message_size) {
+    if (blen > r->m->n->cfg->max_message_size) {
         sl_free(decoded);
         sl_buf_free(&raw);
         reply_sl_err(r, SL_ERR_CONTENT_TOO_LARGE,

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "broker/broker.h" /* redesign: AMQP connections listed directly, until door hooks */
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -78,14 +79,14 @@ static void *owner_of(sl_onode *n, int kind)
 static qm_vhost *next_vhost(mgmt *m, const cursor *c, const char *after)
 {
     if (c->only)
-        return after ? NULL : qm_vhost_find(m->b->node, c->only, strlen(c->only));
+        return after ? NULL : qm_vhost_find(m->n->qm, c->only, strlen(c->only));
     size_t n = c->n_vhosts;
     for (size_t k = 0; k < n; k++) {
         const char *name = c->vhosts[c->reverse ? n - 1 - k : k];
         int cmp = after ? strcmp(name, after) : 0;
         if (after && !(c->reverse ? cmp < 0 : cmp > 0))
             continue;
-        qm_vhost *vh = qm_vhost_find(m->b->node, name, strlen(name));
+        qm_vhost *vh = qm_vhost_find(m->n->qm, name, strlen(name));
         if (vh) /* one deleted meanwhile is skipped */
             return vh;
     }
@@ -108,7 +109,7 @@ static void *cursor_next(mgmt *m, cursor *c)
 {
     if (c->done)
         return NULL;
-    qm_vhost *vh = c->vhost ? qm_vhost_find(m->b->node, c->vhost, strlen(c->vhost)) : NULL;
+    qm_vhost *vh = c->vhost ? qm_vhost_find(m->n->qm, c->vhost, strlen(c->vhost)) : NULL;
     sl_onode *n = NULL;
     if (vh && c->last) {
         sl_oset *s = order_of(vh, c->kind);
@@ -172,7 +173,7 @@ static const char *name_of(int kind, void *item)
 /* One item, looked up again by vhost and name (it may be gone). */
 static void *find_item(mgmt *m, int kind, const char *vhost, const char *name)
 {
-    qm_vhost *vh = qm_vhost_find(m->b->node, vhost, strlen(vhost));
+    qm_vhost *vh = qm_vhost_find(m->n->qm, vhost, strlen(vhost));
     if (!vh)
         return NULL;
     return kind == PAGER_QUEUES ? (void *)qm_queue_find(vh, name, strlen(name))
@@ -675,7 +676,7 @@ static void job_step(pager *p, uint64_t until)
  * paged out (nothing is paged in). */
 static void peek_step(pager *p, uint64_t until)
 {
-    qm_vhost *vh = qm_vhost_find(p->m->b->node, p->pq_vhost, strlen(p->pq_vhost));
+    qm_vhost *vh = qm_vhost_find(p->m->n->qm, p->pq_vhost, strlen(p->pq_vhost));
     qm_queue *q = vh ? qm_queue_find(vh, p->pq_name, strlen(p->pq_name)) : NULL;
     if (!q || q->incarnation != p->pq_incarnation) {
         p->job = 2; /* deleted meanwhile: what was seen is the answer */
@@ -808,7 +809,7 @@ static int conn_in_scope(pager *p, conn *c)
     /* a connection's consumers are on its vhost's queues: a listing of queues' figures, so
      * only of the vhosts the user may list (monitoring users see connections, not queues) */
     if (p->cur.kind == PAGER_CONSUMERS && !p->admin &&
-        !(c->vhost && acc_vhost_visible(p->m->b->acc, p->user, c->vhost->name)))
+        !(c->vhost && acc_vhost_visible(p->m->n->acc, p->user, c->vhost->name)))
         return 0;
     return !p->s_conn || !strcmp(c->name, p->s_conn);
 }
@@ -851,7 +852,7 @@ static int walk_conns(pager *p, uint64_t until)
 {
     mgmt *m = p->m;
     unsigned k = 0;
-    conn *c = m->b->conns;
+    conn *c = m->n->conns;
     while (c && c->id > p->w_conn)
         c = c->next;
     if (c && c->id != p->w_conn) {
@@ -915,7 +916,7 @@ static int walk_vhosts(pager *p, uint64_t until)
         if (k && sl_now_us() >= until)
             return 0;
         const char *name = vhost_name_at(p, p->w_vi);
-        qm_vhost *vh = qm_vhost_find(p->m->b->node, name, strlen(name));
+        qm_vhost *vh = qm_vhost_find(p->m->n->qm, name, strlen(name));
         if (vh) /* one deleted meanwhile is skipped */
             visit(p, mgmt_vhost_json(p->m, vh));
     }
@@ -975,7 +976,7 @@ static int walk_bindings(pager *p, uint64_t until)
     unsigned k = 0;
     for (; p->w_vi < n_vhosts_of(p); p->w_vi++) {
         const char *name = vhost_name_at(p, p->w_vi);
-        qm_vhost *vh = qm_vhost_find(p->m->b->node, name, strlen(name));
+        qm_vhost *vh = qm_vhost_find(p->m->n->qm, name, strlen(name));
         if (vh && p->w_phase == 0 && (!p->s_src || !*p->s_src) && (!p->s_dest || p->s_dest_q)) {
             /* the default exchange's: one per queue, its name as the key */
             if (p->s_dest) {
@@ -1050,7 +1051,7 @@ static void generic_step(pager *p, uint64_t until)
 static uint64_t turn_slice_end(mgmt *m)
 {
     sl_loop_stats st;
-    sl_loop_get_stats(m->b->loop, &st);
+    sl_loop_get_stats(m->n->loop, &st);
     if (st.turns != m->slice_turn || !m->slice_end) {
         m->slice_turn = st.turns;
         m->slice_end = sl_now_us() + PAGER_SLICE_US;
@@ -1080,7 +1081,7 @@ static void jobs_tick(sl_loop *loop, sl_timer *t)
         pp = &p->next_job;
     }
     if (m->jobs) /* the rest next turn */
-        sl_timer_start(m->b->loop, &m->jobs_t, sl_loop_now(m->b->loop));
+        sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
 }
 
 /* The request is held (req_suspend) while its job runs, so p->r stays valid until then. */
@@ -1122,7 +1123,7 @@ void pager_stop_all(mgmt *m)
         pager_free(p);
         req_resume(r); /* lets go of it: MHD frees it as it stops */
     }
-    sl_timer_stop(m->b->loop, &m->jobs_t);
+    sl_timer_stop(m->n->loop, &m->jobs_t);
 }
 
 void pager_init(mgmt *m)
@@ -1141,13 +1142,13 @@ static pager *pager_new(req *r, int kind, const char *only_vhost)
     p->cur.only = only_vhost ? sl_xstrdup(only_vhost) : NULL;
     if (!only_vhost) {
         size_t n;
-        void **v = map_sorted(m->b->node->vhosts, &n);
-        int all = kind != PAGER_VHOSTS || acc_is_monitor(m->b->acc, r->user);
+        void **v = map_sorted(m->n->qm->vhosts, &n);
+        int all = kind != PAGER_VHOSTS || acc_is_monitor(m->n->acc, r->user);
         p->cur.vhosts = sl_xcalloc(n + 1, sizeof *p->cur.vhosts);
         for (size_t i = 0; i < n; i++) {
             const char *name = ((qm_vhost *)v[i])->name;
             /* RabbitMQ's filter_vhost for lists in vhosts; list_visible_vhosts for vhosts */
-            if (kind == PAGER_VHOSTS ? all || acc_vhost_visible(m->b->acc, r->user, name)
+            if (kind == PAGER_VHOSTS ? all || acc_vhost_visible(m->n->acc, r->user, name)
                                      : req_vhost_listed(r, name))
                 p->cur.vhosts[p->cur.n_vhosts++] = sl_xstrdup(name);
         }
@@ -1205,7 +1206,7 @@ static enum MHD_Result start_job(req *r, pager *p)
     m->jobs = p;
     req_suspend(r, pager_resume);
     if (!sl_timer_armed(&m->jobs_t))
-        sl_timer_start(m->b->loop, &m->jobs_t, sl_loop_now(m->b->loop));
+        sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
     return MHD_YES;
 }
 
@@ -1242,7 +1243,7 @@ enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s)
     p->s_dest_q = s->dest_is_queue;
     p->s_empty = s->empty;
     p->user = sl_xstrdup(r->user ? r->user : "");
-    p->monitor = acc_is_monitor(r->m->b->acc, r->user);
+    p->monitor = acc_is_monitor(r->m->n->acc, r->user);
     p->admin = r->is_admin;
     p->w_conn = UINT64_MAX;
     /* most lists are walked within the first slice, and answered at once (what is left of
@@ -1288,6 +1289,6 @@ enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, 
     m->jobs = p;
     req_suspend(r, pager_resume);
     if (!sl_timer_armed(&m->jobs_t))
-        sl_timer_start(m->b->loop, &m->jobs_t, sl_loop_now(m->b->loop));
+        sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
     return MHD_YES;
 }

@@ -157,7 +157,7 @@ const acc_user *session_user(mgmt *m, const char *token)
     if (!s)
         return NULL;
     uint64_t now = sl_now_ms();
-    const acc_user *u = acc_user_find(m->b->acc, s->user, strlen(s->user));
+    const acc_user *u = acc_user_find(m->n->acc, s->user, strlen(s->user));
     if (expired(m, s, now) || !u || u->hash_len != s->hash_len ||
         CRYPTO_memcmp(u->hash, s->hash, s->hash_len)) {
         session_free(sl_map_del(m->sessions, key, sizeof key));
@@ -194,7 +194,7 @@ enum MHD_Result api_session(req *r)
     if (req_is(r, "POST")) {
         if (r->via_session)
             return reply_error(r, 400, "bad_request", "log in with basic auth, not a session");
-        const acc_user *u = acc_user_find(r->m->b->acc, r->user, strlen(r->user));
+        const acc_user *u = acc_user_find(r->m->n->acc, r->user, strlen(r->user));
         char token[2 * MGMT_SESSION_TOKEN_BYTES + 1];
         if (!u || session_new(r->m, u, token) < 0)
             return reply_error(r, 503, "internal_error", "no session could be made");
@@ -228,7 +228,7 @@ enum MHD_Result api_session(req *r)
     if (req_is(r, "GET")) {
         if (!r->authed) /* the console asks before it shows its login form */
             return reply_json(r, 200, json_pack("{s:b}", "authenticated", 0));
-        const acc_user *u = acc_user_find(r->m->b->acc, r->user, strlen(r->user));
+        const acc_user *u = acc_user_find(r->m->n->acc, r->user, strlen(r->user));
         return reply_json(r, 200,
                           json_pack("{s:b,s:s,s:o,s:b}", "authenticated", 1, "name", r->user,
                                     "tags", tags_json(u ? u->tags : ""), "session",

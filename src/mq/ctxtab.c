@@ -85,7 +85,7 @@ static void set_owner_count(ctxtab *t, const char *owner, uintptr_t n)
 
 sl_err ctx_add(mgmt *m, ctxtab *t, ctx_entry *e, const char *owner, char *err, size_t errlen)
 {
-    uint32_t limit = m->b->cfg->handle_limit;
+    uint32_t limit = m->n->cfg->handle_limit;
     uintptr_t n = owner_count(t, owner);
     if (n >= limit) {
         snprintf(err, errlen,
@@ -156,7 +156,7 @@ sl_err ctx_lookup(mgmt *m, ctxtab *t, const char *id, const char *user, ctx_entr
         snprintf(err, errlen,
                  "no open %s %s of user '%s' (closed, run down after %llu s idle, or "
                  "never opened)",
-                 t->what, lower, user, (unsigned long long)m->b->cfg->handle_idle_timeout_s);
+                 t->what, lower, user, (unsigned long long)m->n->cfg->handle_idle_timeout_s);
         return SL_ERR_INVALID_HANDLE;
     }
     e->last_used_ms = sl_now_ms();
@@ -185,7 +185,7 @@ ctx_entry **ctx_list(ctxtab *t, const char *user, size_t *n)
 
 size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now)
 {
-    uint64_t idle_ms = m->b->cfg->handle_idle_timeout_s * 1000;
+    uint64_t idle_ms = m->n->cfg->handle_idle_timeout_s * 1000;
     size_t closed = 0, it = 0;
     void *v;
     while (sl_map_next(t->by_id, &it, NULL, NULL, &v)) {

@@ -32,7 +32,7 @@ static const struct {
 
 const char *fmt_computer(mgmt *m)
 {
-    const char *n = m->b->cfg->node_name;
+    const char *n = m->n->cfg->node_name;
     const char *at = strchr(n, '@');
     return at && at[1] ? at + 1 : n;
 }
@@ -47,7 +47,7 @@ static int is_local_computer(mgmt *m, const char *s, size_t n, int tcp)
     if (tcp) {
         /* This node's address; any loopback address when it listens on all of them, or on
          * 127.0.0.1 (other 127.x addresses are other nodes: the multi-node setups). */
-        const char *ba = m->b->bound_addr;
+        const char *ba = m->n->bound_addr;
         int any = !strcmp(ba, "0.0.0.0") || !strcmp(ba, "::");
         if (ieq_n(s, n, ba) || ieq_n(s, n, m->addr))
             return 1;
@@ -59,7 +59,7 @@ static int is_local_computer(mgmt *m, const char *s, size_t n, int tcp)
     }
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    return ieq_n(s, n, ".") || ieq_n(s, n, "localhost") || ieq_n(s, n, m->b->cfg->node_name) ||
+    return ieq_n(s, n, ".") || ieq_n(s, n, "localhost") || ieq_n(s, n, m->n->cfg->node_name) ||
            ieq_n(s, n, fmt_computer(m)) || (host[0] && ieq_n(s, n, host));
 }
 
@@ -146,7 +146,7 @@ int fmt_is_local_machine(mgmt *m, const char *name)
     if (has_port) { /* "host:port": this node only on its own port */
         if (fmt_machine_split(name, host, sizeof host, &port) < 0)
             return 0;
-        return port == m->b->bound_port && (is_local_computer(m, host, strlen(host), 0) ||
+        return port == m->n->bound_port && (is_local_computer(m, host, strlen(host), 0) ||
                                             is_local_computer(m, host, strlen(host), 1));
     }
     return is_local_computer(m, name, strlen(name), 0) ||
@@ -168,7 +168,7 @@ static int computer_is_local(mgmt *m, const char *p, const char *bs, int tcp)
     size_t clen = (size_t)(bs - p);
     const char *colon = memchr(p, ':', clen);
     if (colon && !memchr(colon + 1, ':', (size_t)(bs - colon - 1)) && *p != '[') {
-        if (atoi(colon + 1) != m->b->bound_port)
+        if (atoi(colon + 1) != m->n->bound_port)
             return 0;
         clen = (size_t)(colon - p);
     }
@@ -220,7 +220,7 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
         snprintf(err, errlen, "'%s': expected <computer>\\private$\\<queue>", fmt);
         return SL_ERR_ILLEGAL_FORMATNAME;
     }
-    qm_node *node = m->b->node;
+    qm_node *node = m->n->qm;
     qm_vhost *vh =
         qm_vhost_find(node, vhost_hint ? vhost_hint : "/", strlen(vhost_hint ? vhost_hint : "/"));
     if (!vh) {
@@ -230,7 +230,7 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
     if (!computer_is_local(m, p, bs, tcp)) {
         /* another node: the outgoing queue that leads there (in the hinted vhost or "/") */
         int local = 0;
-        qm_queue *oq = m->b->links ? link_outgoing_queue(m->b->links, vh, fmt, strlen(fmt), 0,
+        qm_queue *oq = m->n->links ? link_outgoing_queue(m->n->links, vh, fmt, strlen(fmt), 0,
                                                          &local, err, errlen)
                                    : NULL;
         if (oq) {

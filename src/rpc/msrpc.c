@@ -23,7 +23,7 @@ uint32_t msrpc_hresult(sl_err e)
 sl_err msrpc_caller(mgmt *m, const rpc_session_info *s, int need_admin, msmq_caller *out, char *err,
                     size_t errlen)
 {
-    const acc_user *u = acc_user_find(m->b->acc, s->user, strlen(s->user));
+    const acc_user *u = acc_user_find(m->n->acc, s->user, strlen(s->user));
     out->user = s->user;
     out->is_admin = 0;
     if (!u || !acc_user_has_tag(u, ACC_TAGS_MGMT)) {
@@ -196,12 +196,12 @@ static int nt_hash_of(void *ctx, const char *user, int loopback, uint8_t out[16]
                       size_t whylen)
 {
     mgmt *m = ctx;
-    if (!loopback && acc_is_loopback_user(m->b->acc, user)) {
+    if (!loopback && acc_is_loopback_user(m->n->acc, user)) {
         /* loopback_users, as at the AMQP and HTTP doors */
         snprintf(why, whylen, "user '%s' can only connect via localhost", user);
         return -1;
     }
-    switch (acc_user_nt_hash(m->b->acc, user, out)) {
+    switch (acc_user_nt_hash(m->n->acc, user, out)) {
     case 0:
         return 0;
     case -1:
@@ -224,7 +224,7 @@ static void on_session_close(void *ctx, uint64_t session)
 
 int msrpc_start(mgmt *m, char *err, size_t errlen)
 {
-    const sl_config *c = m->b->cfg;
+    const sl_config *c = m->n->cfg;
     if (c->msrpc_port < 0 && c->msrpc_epmap_port < 0)
         return 0;
     rpc_server_cfg rc = {
@@ -238,7 +238,7 @@ int msrpc_start(mgmt *m, char *err, size_t errlen)
         .max_frags = c->msrpc_max_fragments,
         .max_sessions = 256,
         .max_out = 1u << 20,
-        .fd_reserve = m->b->fd_reserve / 2,
+        .fd_reserve = m->n->fd_reserve / 2,
         .ntlm = !c->msrpc_auth_none,
         .min_level = c->msrpc_min_level,
         .computer = fmt_computer(m),
@@ -247,7 +247,7 @@ int msrpc_start(mgmt *m, char *err, size_t errlen)
     };
     if (rc.ntlm && ntlm_crypto_check(err, errlen) < 0)
         return -1;
-    m->rpc = rpc_server_new(m->b->loop, &rc);
+    m->rpc = rpc_server_new(m->n->loop, &rc);
     msrpc_qmmgmt_register(m, m->rpc);
     msrpc_qmcomm_register(m, m->rpc);
     rpc_server_on_close(m->rpc, on_session_close, m);

@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "node/node.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/version.h"
@@ -271,7 +271,7 @@ static uint32_t enlist_transaction(void *ctx, const rpc_session_info *s, const r
  *   0 the MQIS servers, 2 the forest's GUID: MQ_ERROR_NO_DS (no directory service)
  *   1 the default time-to-reach-queue: INFINITE (a message without one never expires here)
  *   3 the server's version (SLUICE_VERSION, as in R_QMMgmtGetInfo's PROPID_MGMT_MSMQ_TYPE)
- *   4 the queue manager's Identifier, braceless (the GUID the MSMQ door gives, broker_qm_guid)
+ *   4 the queue manager's Identifier, braceless (the GUID the MSMQ door gives, node_qm_guid)
  *   anything else: MQ_ERROR_INVALID_PARAMETER */
 static uint32_t query_registry(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
                                ndr_wr *out)
@@ -300,7 +300,7 @@ static uint32_t query_registry(void *ctx, const rpc_session_info *s, const rpc_c
         case 4: {
             uint8_t g[16];
             char gs[40];
-            broker_qm_guid(m->b, g);
+            node_qm_guid(m->n, g);
             msmq_guid_str(g, gs); /* as the MSMQ door's log line shows it */
             snprintf(val, sizeof val, "%s", gs);
             break;

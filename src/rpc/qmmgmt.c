@@ -141,7 +141,7 @@ static uint32_t action(void *ctx, const rpc_session_info *s, const rpc_call *c, 
         e = msmq_action(m, object, NULL, act, &extra, &tidy, err, sizeof err);
     json_decref(extra);
     if (e == SL_OK && tidy) {
-        broker_tidy_start(m->b, tidy_done, msrpc_pending_new(m, s, c));
+        node_tidy_start(m->n, tidy_done, msrpc_pending_new(m, s, c));
         return RPC_DEFERRED;
     }
     if (e != SL_OK)

@@ -85,7 +85,7 @@ static void run(const uint8_t *data, size_t size, const char *forced)
     b.acc = acc_new();
     b.listen_fd = b.tls_listen_fd = b.signal_fd = -1;
     char err[800];
-    CHECK(broker_vhost_add(&b, "/", NULL, NULL, NULL, err, sizeof err) == SL_OK);
+    CHECK(node_vhost_add(&b, "/", NULL, NULL, NULL, err, sizeof err) == SL_OK);
     defs_import(&b, doc, forced, err, sizeof err);
     check_state(&b);
     json_decref(doc);

@@ -521,7 +521,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qm_vhost *v = qm_vhost_find(B->node, "/", 1);
     for (int i = 0; i < 2; i++) {
         if (Q[i]->n_purge_pending)
-            broker_sync(B); /* the purge completes (the loop does it in sluiced) */
+            node_sync(B); /* the purge completes (the loop does it in sluiced) */
         if (!depth(Q[i]))
             publish(v, Q[i]->name, 3 + i);
     }
