@@ -1,5 +1,11 @@
-/* main.c - sluiced: parse settings, prepare the data directory, start the broker, run the
- * event loop until SIGTERM / SIGINT, then close every connection with 320 and exit 0.
+/* main.c - sluiced: parse settings, prepare the data directory, make the node (node/node.h),
+ * its links and its doors (AMQP, HTTP with DCE/RPC, MS-MQQB), run the event loop until SIGTERM
+ * / SIGINT, then close every connection with 320 and exit 0.
+ *
+ * Start order: the node and its store (a cluster leader's mirrored), the links (they recover
+ * the outgoing queues), the AMQP door (it tells the links the node's address), the HTTP and
+ * MS-MQQB doors, then a promoted cluster node adopts its member. The node stops its parts in
+ * the reverse order (node_free).
  *
  * A cluster node (cluster_formation configured) first runs the follower phase
  * (cluster/node.h) until it is elected; then the broker starts on the mirrored data directory
@@ -14,8 +20,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "node/node.h"
+#include "broker/broker.h"
 #include "cluster/node.h"
+#include "link/link.h"
+#include "node/node.h"
+#include "persist/persist.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "mgmt/mgmt.h"
@@ -65,9 +74,13 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             keep[i] = *fds[i] >= 0 ? fcntl(*fds[i], F_DUPFD_CLOEXEC, 0) : -1;
     }
-    sl_node *n = broker_new_node(&cfg, node);
-    if (!n || broker_listen(n) < 0) {
-        broker_free(n);
+    sl_node *n = node_new(&cfg);
+    persist_options po = {0};
+    if (n)
+        n->cl_node = node;
+    if (!n || (node && broker_cluster_mirror(n, &po) < 0) || /* the store is mirrored */
+        node_open(n, &po) < 0 || link_start(n) < 0 || !broker_start(n)) {
+        node_free(n);
         sl_config_free(&cfg);
         return 1;
     }
@@ -77,7 +90,7 @@ int main(int argc, char **argv)
         m = mgmt_start(n, err, sizeof err);
         if (!m) {
             sl_error("management API: %s", err);
-            broker_free(n);
+            node_free(n);
             sl_config_free(&cfg);
             return 1;
         }
@@ -87,22 +100,22 @@ int main(int argc, char **argv)
     if (!mq && merr[0]) {
         sl_error("listeners.msmq: %s", merr);
         mgmt_stop(m);
-        broker_free(n);
+        node_free(n);
         sl_config_free(&cfg);
         return 1;
     }
     if (node && broker_cluster_adopt(n, m ? mgmt_port(m) : 0) < 0) {
         msmq_stop(mq);
         mgmt_stop(m);
-        broker_free(n);
+        node_free(n);
         sl_config_free(&cfg);
         return 1;
     }
-    broker_run(n);
+    node_run(n);
     int reexec = n->reexec;
     msmq_stop(mq);
     mgmt_stop(m);
-    broker_free(n);
+    node_free(n);
     cl_node_free(node);
     sl_config_free(&cfg);
     if (reexec)

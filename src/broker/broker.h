@@ -36,9 +36,7 @@
 
 #include "node/node.h"
 
-/* transitional inside the redesign branch: the broker object is the node until the AMQP
- * door has an object of its own */
-typedef struct sl_node broker;
+typedef struct broker broker;
 typedef struct conn conn;
 typedef struct channel channel;
 typedef struct consumer consumer;
@@ -54,10 +52,29 @@ typedef struct consumer consumer;
 /* Input a connection blocked by an alarm still reads, held behind the publish it stopped at,
  * to find a close in it (conn.c, amqp/hold.h): small, as the memory alarm may be why. */
 #define CONN_HOLD_MAX (64u * 1024)
-/* Input handled per loop turn, by the clock: past it, connections leave the rest of what they
- * read for the next turn (and are not read meanwhile), so no round trip waits behind one
- * connection's expensive frames for long. */
-#define TURN_INPUT_MS 10
+
+/* The AMQP door: its listeners and its connections. The node (node/node.h) is everything
+ * else the door works with; the door is one of the node's parts (broker.c). */
+struct broker {
+    sl_node *n;
+    int listen_fd;
+    sl_acceptor acceptor; /* AMQP listener: descriptor reserve, pause and resume */
+    int tls_listen_fd;    /* AMQPS listener (listeners.ssl.default), -1 when none */
+    sl_acceptor tls_acceptor;
+    struct sl_tls_ctx *tls_ctx;
+    char bound_addr[64];
+    int bound_port;
+    char tls_bound_addr[64];
+    int tls_bound_port;
+    conn *conns;         /* all live connections, newest first */
+    conn *dirty;         /* connections with output or confirms to flush this turn */
+    conn *input_pending; /* connections whose held-back input is handled next turn */
+    conn *waiting;       /* connections with held output or pending confirms */
+    size_t n_conns;
+    size_t n_open; /* connections past connection.open (connection_max counts these) */
+    uint64_t next_conn_id;
+    sl_map *reply_to; /* direct reply-to names -> channel (reply_to.c) */
+};
 
 enum conn_state {
     CONN_HEADER = 0, /* waiting for the protocol header */
@@ -225,6 +242,34 @@ struct channel {
     uint64_t lk_bytes;
     qm_message *lk_ctl;
 };
+
+/* broker.c */
+/* The AMQP door of node n: listen on the AMQP (and AMQPS) ports, become one of the node's
+ * parts. NULL after logging why. The node stops and frees it (node_free). */
+broker *broker_start(sl_node *n);
+/* Send connection.blocked (if asked for) and stop reading c until the alarms clear. */
+void broker_block_publisher(conn *c);
+/* A delivery (basic.deliver, get-ok) is about to be written to c: if handing it out appended
+ * a delivery mark (or a no-ack removal) since the last delivery, the output from here on
+ * waits until that mark is written to the file (persist.h: write tickets). */
+void broker_hold_delivery(conn *c);
+/* c has held output or pending confirms: flush it again when a sync completes. */
+void broker_wait_disk(conn *c);
+void broker_mark_dirty(conn *c);
+/* c stopped reading for a full output buffer and may go on: handle its buffered input at the
+ * start of the next turn. */
+void broker_input_pending(conn *c);
+/* Schedule dispatch for the queues of the consumers a full output buffer turned away. */
+void broker_conn_resume_consumers(conn *c);
+
+/* view.c: the connections as node/clients.h views (the node's client hooks) */
+int broker_client_next(void *ctx, uint64_t at_most, node_client *out);
+int broker_client_find(void *ctx, const char *name, node_client *out);
+int broker_client_close(void *ctx, uint64_t id, const char *text);
+int broker_channel_at(void *ctx, uint64_t client, size_t slot, node_channel *out);
+int broker_consumers(void *ctx, uint64_t client, size_t slot, const char *after, size_t after_len,
+                     node_consumer_fn fn, void *arg);
+const char *broker_owner_name(void *ctx, const void *owner);
 
 /* conn.c */
 conn *conn_new(broker *b, int fd);

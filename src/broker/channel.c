@@ -171,7 +171,7 @@ int channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm perm, 
 {
     conn *c = ch->c;
     char why[800];
-    if (acc_check(c->b->acc, c->user, c->vhost->name, kind, (const char *)name.p, name.len, perm,
+    if (acc_check(c->b->n->acc, c->user, c->vhost->name, kind, (const char *)name.p, name.len, perm,
                   why, sizeof why) == SL_OK)
         return 1;
     channel_error(ch, SL_ERR_ACCESS_REFUSED, method_id, "%s", why);
@@ -184,7 +184,7 @@ int channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_
     conn *c = ch->c;
     char why[800];
     if (!x || x->type != QM_EX_TOPIC ||
-        acc_check_topic(c->b->acc, c->user, c->vhost->name, x->name, (const char *)routing_key.p,
+        acc_check_topic(c->b->n->acc, c->user, c->vhost->name, x->name, (const char *)routing_key.p,
                         routing_key.len, perm, why, sizeof why) == SL_OK)
         return 1;
     channel_error(ch, SL_ERR_ACCESS_REFUSED, method_id, "%s", why);
@@ -398,7 +398,7 @@ static void send_nack(channel *ch, uint64_t seq)
  * acks into confirm_ready, nacks onto the wire in their place. */
 static void release_confirms(channel *ch, int all)
 {
-    uint64_t durable = node_durable(ch->c->b);
+    uint64_t durable = node_durable(ch->c->b->n);
     while (ch->cw_len && (all || cw_at(ch, 0)->gen <= durable)) {
         confirm_wait w = *cw_at(ch, 0);
         ch->cw_head = (ch->cw_head + 1) % ch->cw_cap;
@@ -436,7 +436,7 @@ void channel_confirms_behind_hold(channel *ch)
 void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen)
 {
     confirm_wait *tail = ch->cw_len ? cw_at(ch, ch->cw_len - 1) : NULL;
-    if (!tail && (!ok || gen <= node_durable(ch->c->b))) {
+    if (!tail && (!ok || gen <= node_durable(ch->c->b->n))) {
         /* Nothing earlier is waiting and this needs nothing of the disk. */
         if (ok) {
             if (seq > ch->confirm_ready)
@@ -460,7 +460,7 @@ void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen)
 
 void channel_send_durable(channel *ch, const amqp_method *m, int nowait)
 {
-    channel_send_after(ch, m, nowait, node_ticket(ch->c->b));
+    channel_send_after(ch, m, nowait, node_ticket(ch->c->b->n));
 }
 
 void channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen)
@@ -568,18 +568,18 @@ static void on_header(channel *ch, const amqp_frame *f)
         conn_error(c, SL_ERR_SYNTAX, AMQP_BASIC_PUBLISH, "malformed basic properties");
         return;
     }
-    if (h.body_size > c->b->cfg->max_message_size) {
+    if (h.body_size > c->b->n->cfg->max_message_size) {
         channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
                       "message size %llu is larger than configured max size %llu",
                       (unsigned long long)h.body_size,
-                      (unsigned long long)c->b->cfg->max_message_size);
+                      (unsigned long long)c->b->n->cfg->max_message_size);
         return;
     }
     /* RabbitMQ's check_user_id_header: only an impersonator may claim another user. */
     if ((props.flags & AMQP_P_USER_ID) &&
         !(props.user_id.len == strlen(c->user) &&
           !memcmp(props.user_id.p, c->user, props.user_id.len)) &&
-        !acc_user_has_tag(acc_user_find(c->b->acc, c->user, strlen(c->user)),
+        !acc_user_has_tag(acc_user_find(c->b->n->acc, c->user, strlen(c->user)),
                           ACC_TAG_IMPERSONATOR)) {
         channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
                       "user_id property set to '" BYTES_FMT "' but authenticated user was '%s'",

@@ -17,7 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker/broker.h"
+#include "node/node.h"
+#include "cluster/proxy.h"
 #include "cluster/member.h"
 #include "cluster/mirror.h"
 #include "cluster/node.h"
@@ -29,7 +30,7 @@
 
 static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
 {
-    broker *b = w->data;
+    sl_node *b = w->data;
     (void)loop;
     (void)events;
     cl_member_take_event(b->cluster);
@@ -46,20 +47,12 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
          * it as a follower. */
         if (!b->reexec)
             sl_warn("cluster: not the leader any more: closing %zu client connection(s)",
-                    b->n_conns);
+                    (size_t)node_count_connections(b, NULL, NULL));
         b->reexec = 1;
         node_begin_shutdown(b, "cluster: no longer the leader", text);
         return;
     }
-    size_t n = 0;
-    for (conn *c = b->conns; c; c = c->next) {
-        if (c->read_paused || c->out_paused) {
-            c->read_paused = c->out_paused = 0; /* a blocked publisher must hear it too */
-            conn_update_watch(c);
-        }
-        conn_force_close(c, text);
-        n++;
-    }
+    size_t n = node_close_clients(b, text);
     if (n)
         sl_warn("cluster: not the leader any more: closed %zu client connection(s)", n);
 }
@@ -68,7 +61,7 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
 
 static void on_batch(void *ctx, uint64_t gen, int synced)
 {
-    broker *b = ctx;
+    sl_node *b = ctx;
     uint64_t idx = mirror_batch(b->mirror, gen, synced); /* on_group tells the server */
     if (b->cluster && b->cl_node)
         cl_member_set_log(b->cluster, b->cl_node->epoch, idx);
@@ -76,15 +69,42 @@ static void on_batch(void *ctx, uint64_t gen, int synced)
 
 static void on_group(void *ctx, uint64_t idx, uint64_t bytes)
 {
-    broker *b = ctx;
+    sl_node *b = ctx;
     /* the group and the leader's durable index (this group's when its batch synced) in one
      * wake-up of the replication thread: two cost it a second round for nothing */
     if (b->repl)
         cs_server_append_durable(b->repl, idx, bytes, mirror_durable(b->mirror));
 }
 
-int broker_cluster_mirror(broker *b, persist_options *po)
+static void cluster_leave(void *ctx)
 {
+    broker_cluster_stop(ctx);
+}
+
+static void cluster_closed(void *ctx)
+{
+    broker_cluster_free_mirror(ctx);
+}
+
+/* A loopback address of another member's proxy is never a local client. */
+static int peer_is_member(void *ctx, const struct sockaddr *sa)
+{
+    sl_node *b = ctx;
+    if (!b->cluster)
+        return 0;
+    cl_status st;
+    cl_member_status(b->cluster, &st);
+    return cl_proxy_from_member(&st, b->cfg->node_name, sa);
+}
+
+int broker_cluster_mirror(sl_node *b, persist_options *po)
+{
+    node_part part = {.name = "cluster",
+                      .ctx = b,
+                      .leave = cluster_leave,
+                      .closed = cluster_closed,
+                      .peer_is_member = peer_is_member};
+    node_add_part(b, &part);
     cl_node *n = b->cl_node;
     b->mirror = mirror_leader_new(b->cfg->data_dir, b->cfg->cluster.replication_buffer_bytes);
     if (!b->mirror) {
@@ -99,7 +119,7 @@ int broker_cluster_mirror(broker *b, persist_options *po)
     return 0;
 }
 
-void broker_cluster_free_mirror(broker *b)
+void broker_cluster_free_mirror(sl_node *b)
 {
     /* After persist_close: every group is on this disk. The leader's log position, so that a
      * leader re-elected after its re-exec continues the numbering (the groups written after
@@ -119,7 +139,7 @@ void broker_cluster_free_mirror(broker *b)
 
 static void on_repl_event(sl_loop *loop, sl_watch *w, int events)
 {
-    broker *b = w->data;
+    sl_node *b = w->data;
     (void)loop;
     (void)events;
     cs_server_take_event(b->repl);
@@ -133,10 +153,10 @@ static void on_repl_event(sl_loop *loop, sl_watch *w, int events)
     int was = (b->alarms & ALARM_CLUSTER) != 0;
     node_set_cluster_alarm(b, below || b->cl_handover);
     if (below && !b->cl_handover && !was)
-        broker_drop_delivery_holds(b); /* consumers keep going (broker_hold_delivery) */
+        node_drop_delivery_holds(b); /* consumers keep going (broker_hold_delivery) */
 }
 
-void node_cluster_handover(broker *b, int on, const char *heir)
+void node_cluster_handover(sl_node *b, int on, const char *heir)
 {
     b->cl_handover = on;
     if (on)
@@ -149,14 +169,14 @@ void node_cluster_handover(broker *b, int on, const char *heir)
     int below = b->repl && cs_server_blocked(b->repl);
     node_set_cluster_alarm(b, on || below);
     if (!on && below)
-        broker_drop_delivery_holds(b); /* as when the ISR shrinks (on_repl_event) */
+        node_drop_delivery_holds(b); /* as when the ISR shrinks (on_repl_event) */
 }
 
 /* ---- the stream's callbacks into the mirror and the member ---- */
 
 static int log_group(void *ctx, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
 {
-    broker *b = ctx;
+    sl_node *b = ctx;
     /* A dirty start (node.h): no follower continues from before this leader's own groups. */
     if (b->cl_node->dirty && idx <= b->cl_node->last_idx + 1)
         return -1;
@@ -165,13 +185,13 @@ static int log_group(void *ctx, uint64_t idx, uint8_t **bytes, size_t *len, uint
 
 static void log_isr(void *ctx, const char *const *names, size_t n)
 {
-    broker *b = ctx;
+    sl_node *b = ctx;
     cl_member_isr_propose(b->cluster, names, n);
 }
 
 static void *snap_open(void *ctx, uint64_t *snap_idx)
 {
-    broker *b = ctx;
+    sl_node *b = ctx;
     mirror_snap *s = mirror_snapshot(b->mirror);
     if (s)
         *snap_idx = mirror_snap_idx(s);
@@ -201,14 +221,14 @@ static void snap_free(void *s)
 /* Member hooks (its thread). */
 static void hook_lease(void *ctx, uint64_t until)
 {
-    broker *b = ctx;
+    sl_node *b = ctx;
     if (b->repl)
         cs_server_lease(b->repl, until);
 }
 
 static void hook_isr_done(void *ctx, int outcome)
 {
-    broker *b = ctx;
+    sl_node *b = ctx;
     if (b->repl)
         cs_server_isr_result(b->repl, outcome);
 }
@@ -217,18 +237,18 @@ static void hook_isr_done(void *ctx, int outcome)
  * outlives the server (broker_cluster_stop stops the server first). */
 static int hook_banned(void *ctx, const char *name)
 {
-    broker *b = ctx;
+    sl_node *b = ctx;
     return cl_member_is_banned(b->cluster, name);
 }
 
 /* The server's AUTH / HELLO check (its thread): only a name registered in etcd. */
 static int hook_member(void *ctx, const char *name)
 {
-    broker *b = ctx;
+    sl_node *b = ctx;
     return cl_member_is_member(b->cluster, name);
 }
 
-int broker_cluster_adopt(broker *b, int http_port)
+int broker_cluster_adopt(sl_node *b, int http_port)
 {
     (void)http_port;
     const sl_config *cfg = b->cfg;
@@ -307,7 +327,7 @@ int broker_cluster_adopt(broker *b, int http_port)
     return 0;
 }
 
-void broker_cluster_stop(broker *b)
+void broker_cluster_stop(sl_node *b)
 {
     if (b->repl) {
         sl_loop_unwatch(b->loop, &b->repl_w);
@@ -323,7 +343,7 @@ void broker_cluster_stop(broker *b)
     b->cluster = NULL;
 }
 
-int node_cluster_refuses(broker *b, char *err, size_t errlen)
+int node_cluster_refuses(sl_node *b, char *err, size_t errlen)
 {
     if (!b->cluster || cl_member_serving(b->cluster))
         return 0;

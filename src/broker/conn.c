@@ -55,11 +55,11 @@ conn *conn_new(broker *b, int fd)
     sl_buf_init(&c->in);
     sl_buf_init(&c->out);
     sl_buf_init(&c->late);
-    c->frame_max = b->cfg->frame_max ? b->cfg->frame_max : 131072;
-    c->last_recv = c->last_send = sl_loop_now(b->loop);
+    c->frame_max = b->n->cfg->frame_max ? b->n->cfg->frame_max : 131072;
+    c->last_recv = c->last_send = sl_loop_now(b->n->loop);
     sl_timer_init(&c->hb_timer, hb_timer_fn, c);
     /* Until tune-ok the handshake timeout runs on the heartbeat timer. */
-    sl_timer_start(b->loop, &c->hb_timer, c->last_recv + b->cfg->handshake_timeout_ms);
+    sl_timer_start(b->n->loop, &c->hb_timer, c->last_recv + b->n->cfg->handshake_timeout_ms);
     return c;
 }
 
@@ -75,8 +75,8 @@ void conn_free(conn *c)
         }
     }
     sl_free(c->channels);
-    sl_timer_stop(c->b->loop, &c->hb_timer);
-    sl_loop_unwatch(c->b->loop, &c->w);
+    sl_timer_stop(c->b->n->loop, &c->hb_timer);
+    sl_loop_unwatch(c->b->n->loop, &c->w);
     if (c->tls) {
         if (!c->tls_handshaking && !c->shut_wr)
             sl_tls_shutdown(c->tls); /* close_notify, best effort */
@@ -122,9 +122,9 @@ void conn_start_tls(conn *c, sl_tls *tls)
     c->tls = tls;
     c->tls_handshaking = 1;
     /* The TLS handshake has its own, shorter, deadline (ssl_handshake_timeout). */
-    uint32_t t = c->b->cfg->ssl_handshake_timeout_ms;
-    if (t && t < c->b->cfg->handshake_timeout_ms)
-        sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + t);
+    uint32_t t = c->b->n->cfg->ssl_handshake_timeout_ms;
+    if (t && t < c->b->n->cfg->handshake_timeout_ms)
+        sl_timer_start(c->b->n->loop, &c->hb_timer, sl_loop_now(c->b->n->loop) + t);
 }
 
 static void on_readable(conn *c);
@@ -144,29 +144,29 @@ static void tls_handshake_step(conn *c)
     if (r == 0) {
         int ev = sl_tls_wants(c->tls);
         if (c->w.events != ev)
-            sl_loop_watch(c->b->loop, &c->w, ev ? ev : SL_EV_READ);
+            sl_loop_watch(c->b->n->loop, &c->w, ev ? ev : SL_EV_READ);
         return;
     }
     c->tls_handshaking = 0;
-    sl_timer_start(c->b->loop, &c->hb_timer,
-                   sl_loop_now(c->b->loop) + c->b->cfg->handshake_timeout_ms);
+    sl_timer_start(c->b->n->loop, &c->hb_timer,
+                   sl_loop_now(c->b->n->loop) + c->b->n->cfg->handshake_timeout_ms);
     char dn[512] = "";
     if (sl_tls_peer_dn(c->tls, dn, sizeof dn) < 0)
         snprintf(dn, sizeof dn, "none");
     sl_debug("connection %s: %s %s, peer certificate %s%s", c->name, sl_tls_protocol(c->tls),
              sl_tls_cipher(c->tls), dn, sl_tls_peer_verified(c->tls) ? " (verified)" : "");
-    sl_loop_watch(c->b->loop, &c->w, SL_EV_READ);
+    sl_loop_watch(c->b->n->loop, &c->w, SL_EV_READ);
     on_readable(c); /* the protocol header may have come with the last handshake flight */
 }
 
 void conn_hold_for_disk(conn *c)
 {
-    conn_hold_until(c, node_ticket(c->b));
+    conn_hold_until(c, node_ticket(c->b->n));
 }
 
 void conn_hold_until(conn *c, uint64_t gen)
 {
-    uint64_t done = node_durable(c->b);
+    uint64_t done = node_durable(c->b->n);
     if (gen <= done)
         return;
     sl_holds_mark(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
@@ -175,7 +175,7 @@ void conn_hold_until(conn *c, uint64_t gen)
 
 void conn_hold_delivery(conn *c, uint64_t gen)
 {
-    uint64_t done = node_durable(c->b);
+    uint64_t done = node_durable(c->b->n);
     if (gen <= done)
         return;
     sl_holds_mark_soft(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
@@ -193,7 +193,7 @@ static void release_channels(conn *c)
         if (c->channels[i])
             channel_release(c->channels[i]);
     /* Exclusive queues die with their connection. */
-    qm_node_drop_exclusive(c->b->qm, c);
+    qm_node_drop_exclusive(c->b->n->qm, c);
 }
 
 void conn_kill(conn *c, const char *why)
@@ -205,8 +205,8 @@ void conn_kill(conn *c, const char *why)
     c->state = CONN_DEAD;
     conn_login_cancel(c);
     release_channels(c);
-    sl_timer_stop(c->b->loop, &c->hb_timer);
-    sl_loop_unwatch(c->b->loop, &c->w);
+    sl_timer_stop(c->b->n->loop, &c->hb_timer);
+    sl_loop_unwatch(c->b->n->loop, &c->w);
     broker_mark_dirty(c);
 }
 
@@ -235,7 +235,7 @@ static void enter_closing(conn *c)
 {
     c->state = CONN_CLOSING;
     release_channels(c);
-    sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + CLOSE_OK_WAIT_MS);
+    sl_timer_start(c->b->n->loop, &c->hb_timer, sl_loop_now(c->b->n->loop) + CLOSE_OK_WAIT_MS);
 }
 
 /* The closing handshake is over: drain, half-close, discard input (see the top). */
@@ -251,7 +251,7 @@ static void enter_linger(conn *c)
     }
     sl_buf_consume(&c->in, sl_buf_unread(&c->in));
     c->out_paused = 0;
-    sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + LINGER_MS);
+    sl_timer_start(c->b->n->loop, &c->hb_timer, sl_loop_now(c->b->n->loop) + LINGER_MS);
     broker_mark_dirty(c);
 }
 
@@ -293,7 +293,7 @@ void conn_set_blocked(conn *c, int blocked)
         return;
     amqp_method m = {.id = blocked ? AMQP_CONNECTION_BLOCKED : AMQP_CONNECTION_UNBLOCKED};
     if (blocked) {
-        const char *why = node_alarm_reason(c->b);
+        const char *why = node_alarm_reason(c->b->n);
         m.u.connection_blocked.reason = amqp_cstr(why ? why : "low on memory");
     }
     conn_send_method(c, 0, &m);
@@ -334,7 +334,7 @@ void conn_flush(conn *c)
     }
     if (c->tls_handshaking)
         return; /* nothing is said before the TLS session is up */
-    sl_holds_release(&c->holds, node_durable(c->b));
+    sl_holds_release(&c->holds, node_durable(c->b->n));
     for (;;) {
         size_t avail = sl_holds_avail(&c->holds, c->out_sent, sl_buf_unread(&c->out));
         if (avail == 0)
@@ -343,7 +343,7 @@ void conn_flush(conn *c)
         if (n > 0) {
             sl_buf_consume(&c->out, (size_t)n);
             c->out_sent += (uint64_t)n;
-            c->last_send = sl_loop_now(c->b->loop);
+            c->last_send = sl_loop_now(c->b->n->loop);
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -352,7 +352,7 @@ void conn_flush(conn *c)
             if (c->state != CONN_DEAD) {
                 /* (a TLS write that waits for readability is retried from conn_on_event) */
                 if (!c->tls_write_wants_read)
-                    sl_loop_watch(c->b->loop, &c->w, c->w.events | SL_EV_WRITE);
+                    sl_loop_watch(c->b->n->loop, &c->w, c->w.events | SL_EV_WRITE);
                 resume_if_room(c);
                 conn_update_watch(c);
             }
@@ -427,7 +427,7 @@ void conn_update_watch(conn *c)
     if (c->tls_handshaking)
         ev = sl_tls_wants(c->tls) ? sl_tls_wants(c->tls) : SL_EV_READ;
     if (c->w.events != ev)
-        sl_loop_watch(c->b->loop, &c->w, ev);
+        sl_loop_watch(c->b->n->loop, &c->w, ev);
 }
 
 static void send_start(conn *c)
@@ -445,7 +445,7 @@ static void send_start(conn *c)
     amqp_tbl_put_str(&props, "copyright", AMQP_BYTES("Copyright (c) the Sluice authors"));
     amqp_tbl_put_str(&props, "information",
                      AMQP_BYTES("Sluice: AMQP 0-9-1 on an MSMQ-style queue manager"));
-    amqp_tbl_put_str(&props, "cluster_name", amqp_cstr(c->b->cfg->node_name));
+    amqp_tbl_put_str(&props, "cluster_name", amqp_cstr(c->b->n->cfg->node_name));
     size_t cmark = amqp_tbl_put_table_begin(&props, "capabilities");
     static const char *caps[] = {"publisher_confirms",
                                  "exchange_exchange_bindings",
@@ -464,7 +464,8 @@ static void send_start(conn *c)
      * that verified (RabbitMQ's rabbit_auth_mechanism_ssl should_offer). */
     char mechs[64];
     size_t mo = 0;
-    const char *cm = c->b->cfg->auth_mechanisms ? c->b->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
+    const char *cm =
+        c->b->n->cfg->auth_mechanisms ? c->b->n->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
     for (const char *p = cm; *p;) {
         size_t n = strcspn(p, " ");
         int external = n == 8 && !memcmp(p, "EXTERNAL", 8);
@@ -492,7 +493,7 @@ static void send_start(conn *c)
  * acks, transient declares, deletes and purges, which free space) goes on. */
 static int waits_for_disk(const conn *c, const amqp_frame *f)
 {
-    if (!(c->b->alarms & ALARM_DISK) || f->type != AMQP_FRAME_METHOD || f->channel == 0 ||
+    if (!(c->b->n->alarms & ALARM_DISK) || f->type != AMQP_FRAME_METHOD || f->channel == 0 ||
         f->size < 4 || c->state != CONN_OPEN)
         return 0;
     uint32_t id = AMQP_ID(sl_get_u16(f->payload), sl_get_u16(f->payload + 2));
@@ -525,7 +526,7 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
         /* The turn has done its share of input (a few expensive frames, e.g. publishes
          * routed through 20,000 header bindings): the rest waits for the next turn, so no
          * other connection waits behind this one for long. */
-        if ((++k & 3) == 0 && broker_turn_over(c->b)) {
+        if ((++k & 3) == 0 && node_turn_over(c->b->n)) {
             broker_input_pending(c);
             conn_update_watch(c);
             break;
@@ -558,7 +559,7 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
             conn_error(c, SL_ERR_FRAME, 0, "type %u, %s", q[0], why);
             return len;
         }
-        c->last_recv = sl_loop_now(c->b->loop);
+        c->last_recv = sl_loop_now(c->b->n->loop);
         if (waits_for_disk(c, &f)) {
             broker_block_publisher(c); /* the frame stays in the input for later */
             break;
@@ -656,7 +657,7 @@ static void discard_input(conn *c, uint8_t *sink, size_t cap)
 static void input_idle(conn *c)
 {
     if (c->lazy_gen) {
-        node_hasten(c->b, c->lazy_gen);
+        node_hasten(c->b->n, c->lazy_gen);
         c->lazy_gen = 0;
     }
 }
@@ -800,7 +801,8 @@ static void read_client_capabilities(conn *c, amqp_bytes props)
 /* Is mech one of auth_mechanisms (and EXTERNAL only with a verified client certificate)? */
 static int mechanism_offered(const conn *c, amqp_bytes mech)
 {
-    const char *cm = c->b->cfg->auth_mechanisms ? c->b->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
+    const char *cm =
+        c->b->n->cfg->auth_mechanisms ? c->b->n->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
     for (const char *p = cm; *p;) {
         size_t n = strcspn(p, " ");
         if (n == mech.len && !memcmp(p, mech.p, n))
@@ -854,7 +856,7 @@ static void slow_login_done(void *owner, int ok)
     c->login_wait = NULL; /* reading goes on: login_finish tunes or closes */
     const acc_user *u = NULL;
     char why[1400];
-    sl_err e = acc_login_checked(c->b->acc, l->user, l->user_len, l->hash, l->hash_len, ok,
+    sl_err e = acc_login_checked(c->b->n->acc, l->user, l->user_len, l->hash, l->hash_len, ok,
                                  c->loopback, &u, why, sizeof why);
     login_finish(c, amqp_cstr(l->mechanism), (amqp_bytes){(const uint8_t *)l->user, l->user_len},
                  (amqp_bytes){l->props, l->props_len}, e, why);
@@ -865,16 +867,16 @@ static void slow_login_done(void *owner, int ok)
 static void slow_login_start(conn *c, const amqp_connection_start_ok *s, amqp_bytes user,
                              amqp_bytes pass)
 {
-    const acc_user *u = acc_user_find(c->b->acc, (const char *)user.p, user.len);
-    acc_verify_job *job = acc_verifier_post(c->b->verifier, u->algo, u->hash, u->hash_len, pass.p,
-                                            pass.len, slow_login_done, c);
+    const acc_user *u = acc_user_find(c->b->n->acc, (const char *)user.p, user.len);
+    acc_verify_job *job = acc_verifier_post(c->b->n->verifier, u->algo, u->hash, u->hash_len,
+                                            pass.p, pass.len, slow_login_done, c);
     if (!job) {
         /* The queue of slow checks is full (a storm of logins): refuse this one now rather
          * than let the queue, or the loop, grow. */
         char why[600];
         snprintf(why, sizeof why,
                  "user '%.*s' - too many slow password checks waiting (%u); refused unchecked",
-                 (int)user.len, (const char *)user.p, acc_verifier_pending(c->b->verifier));
+                 (int)user.len, (const char *)user.p, acc_verifier_pending(c->b->n->verifier));
         login_finish(c, s->mechanism, user, s->client_properties, SL_ERR_ACCESS_REFUSED, why);
         return;
     }
@@ -927,22 +929,23 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
          * certificate, its common name or its whole distinguished name (the default); the
          * response (an authorization identity) is ignored, as RabbitMQ does. */
         external = 1;
-        int rc = c->b->cfg->ssl_cert_login_cn ? sl_tls_peer_cn(c->tls, certname, sizeof certname)
-                                              : sl_tls_peer_dn(c->tls, certname, sizeof certname);
+        int rc = c->b->n->cfg->ssl_cert_login_cn
+                     ? sl_tls_peer_cn(c->tls, certname, sizeof certname)
+                     : sl_tls_peer_dn(c->tls, certname, sizeof certname);
         if (rc < 0)
             certname[0] = 0;
         user = amqp_cstr(certname);
     }
     const acc_user *u = NULL;
     char why[1400];
-    if (!external && c->b->verifier &&
-        acc_login_is_slow(acc_user_find(c->b->acc, (const char *)user.p, user.len), pass.len)) {
+    if (!external && c->b->n->verifier &&
+        acc_login_is_slow(acc_user_find(c->b->n->acc, (const char *)user.p, user.len), pass.len)) {
         slow_login_start(c, s, user, pass);
         return;
     }
-    sl_err e = external ? acc_login_external(c->b->acc, (const char *)user.p, user.len, c->loopback,
-                                             &u, why, sizeof why)
-                        : acc_login_password(c->b->acc, (const char *)user.p, user.len, pass.p,
+    sl_err e = external ? acc_login_external(c->b->n->acc, (const char *)user.p, user.len,
+                                             c->loopback, &u, why, sizeof why)
+                        : acc_login_password(c->b->n->acc, (const char *)user.p, user.len, pass.p,
                                              pass.len, c->loopback, &u, why, sizeof why);
     login_finish(c, s->mechanism, user, s->client_properties, e, why);
 }
@@ -976,16 +979,16 @@ static void login_finish(conn *c, amqp_bytes mechanism, amqp_bytes user, amqp_by
     if (c->is_link)
         sl_info("connection %s: a link from node %s (user '%s')", c->name, c->link_node, c->user);
     amqp_method m = {.id = AMQP_CONNECTION_TUNE};
-    m.u.connection_tune.channel_max = c->b->cfg->channel_max;
-    m.u.connection_tune.frame_max = c->b->cfg->frame_max;
-    m.u.connection_tune.heartbeat = c->b->cfg->heartbeat;
+    m.u.connection_tune.channel_max = c->b->n->cfg->channel_max;
+    m.u.connection_tune.frame_max = c->b->n->cfg->frame_max;
+    m.u.connection_tune.heartbeat = c->b->n->cfg->heartbeat;
     conn_send_method(c, 0, &m);
     c->state = CONN_TUNE_SENT;
 }
 
 static void on_tune_ok(conn *c, const amqp_connection_tune_ok *t)
 {
-    const sl_config *cfg = c->b->cfg;
+    const sl_config *cfg = c->b->n->cfg;
     uint32_t fmax = t->frame_max;
     if (fmax == 0)
         fmax = cfg->frame_max;
@@ -1014,37 +1017,37 @@ static void on_tune_ok(conn *c, const amqp_connection_tune_ok *t)
 static void on_open(conn *c, const amqp_connection_open *o)
 {
     char cwhy[600];
-    if (node_cluster_refuses(c->b, cwhy, sizeof cwhy) < 0) {
+    if (node_cluster_refuses(c->b->n, cwhy, sizeof cwhy) < 0) {
         /* A follower does not serve (proxying to the leader is not built yet): the client is
          * told where the leader is, with 320 as RabbitMQ closes a connection it will not
          * keep, and reconnects elsewhere. */
         conn_error(c, SL_ERR_CONNECTION_FORCED, AMQP_CONNECTION_OPEN, "%s", cwhy);
         return;
     }
-    qm_vhost *vh = qm_vhost_find(c->b->qm, (const char *)o->virtual_host.p, o->virtual_host.len);
+    qm_vhost *vh = qm_vhost_find(c->b->n->qm, (const char *)o->virtual_host.p, o->virtual_host.len);
     if (!vh) {
         conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost " BYTES_FMT " not found",
                    BYTES_ARG(o->virtual_host));
         return;
     }
-    uint32_t cap = c->b->cfg->connection_max;
+    uint32_t cap = c->b->n->cfg->connection_max;
     if (cap && c->b->n_open >= cap) {
         /* RabbitMQ's connection_max, with its words: refused at open, the socket closed. */
-        c->b->conns_refused++;
+        c->b->n->conns_refused++;
         conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
                    "connection refused: node connection limit (%u) is reached", cap);
         return;
     }
     /* RabbitMQ's order: the vhost's connection limit, the user's, then access to the vhost. */
     char why[400];
-    acc_db *a = c->b->acc;
+    acc_db *a = c->b->n->acc;
     const acc_vhost *av = acc_vhost_find(a, vh->name, strlen(vh->name));
     const acc_user *au = acc_user_find(a, c->user, strlen(c->user));
     sl_err e = SL_OK;
     if ((av && av->max_connections >= 0) || (au && au->max_connections >= 0))
         e = acc_check_connection_limits(
-            a, c->user, vh->name, node_count_connections(c->b, NULL, vh->name),
-            node_count_connections(c->b, c->user, NULL), why, sizeof why);
+            a, c->user, vh->name, node_count_connections(c->b->n, NULL, vh->name),
+            node_count_connections(c->b->n, c->user, NULL), why, sizeof why);
     if (e == SL_OK)
         e = acc_check_vhost(a, c->user, vh->name, why, sizeof why);
     if (e != SL_OK) {
@@ -1057,12 +1060,12 @@ static void on_open(conn *c, const amqp_connection_open *o)
     c->state = CONN_OPEN;
     amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
     conn_send_method(c, 0, &m);
-    sl_timer_stop(c->b->loop, &c->hb_timer);
+    sl_timer_stop(c->b->n->loop, &c->hb_timer);
     if (c->heartbeat) {
         uint64_t half = (uint64_t)c->heartbeat * 500;
-        sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + (half ? half : 1));
+        sl_timer_start(c->b->n->loop, &c->hb_timer, sl_loop_now(c->b->n->loop) + (half ? half : 1));
     }
-    if (c->b->alarms)
+    if (c->b->n->alarms)
         conn_set_blocked(c, 1);
     sl_info("connection %s: user '%s' opened vhost '%s'", c->name, c->user, vh->name);
 }
@@ -1133,11 +1136,12 @@ static void open_channel(conn *c, uint16_t id)
                    c->channel_max);
         return;
     }
-    const acc_user *au = acc_user_find(c->b->acc, c->user, strlen(c->user));
+    const acc_user *au = acc_user_find(c->b->n->acc, c->user, strlen(c->user));
     if (au && au->max_channels >= 0) {
         char why[300];
-        if (acc_check_channel_limit(c->b->acc, c->user, node_count_user_channels(c->b, c->user),
-                                    why, sizeof why) != SL_OK) {
+        if (acc_check_channel_limit(c->b->n->acc, c->user,
+                                    node_count_user_channels(c->b->n, c->user), why,
+                                    sizeof why) != SL_OK) {
             conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CHANNEL_OPEN, "%s", why);
             return;
         }

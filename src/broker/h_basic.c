@@ -143,7 +143,7 @@ static void publish(channel *ch, const amqp_basic_publish *p)
     }
     /* Write on the exchange, checked once per channel, exchange name and generation of the
      * access module: a channel publishing to one exchange pays for it once. */
-    acc_db *a = ch->c->b->acc;
+    acc_db *a = ch->c->b->n->acc;
     int same = ch->pub_names && ch->pub_exchange_len == p->exchange.len &&
                memcmp(ch->pub_names, p->exchange.p, p->exchange.len) == 0;
     uint64_t gen = acc_generation(a);
@@ -179,8 +179,8 @@ static void publish(channel *ch, const amqp_basic_publish *p)
     if (ch->pub_topic_check && !channel_topic_allowed(ch, x, p->routing_key, ACC_WRITE, id))
         return;
     ch->c->has_published = 1;
-    node_check_disk_step(ch->c->b); /* the publishes before it may have filled the disk */
-    if (ch->c->b->alarms && !ch->c->read_paused)
+    node_check_disk_step(ch->c->b->n); /* the publishes before it may have filled the disk */
+    if (ch->c->b->n->alarms && !ch->c->read_paused)
         broker_block_publisher(ch->c); /* this publish completes; the next waits */
     if (!ch->pub_names)
         ch->pub_names = sl_xmalloc(2 * PUB_RK_AT);
@@ -243,7 +243,7 @@ void basic_publish_complete(channel *ch)
     size_t n = 0;
     int ok = 1, delivered;
     /* What this publish appends to the store is what its confirm waits for. */
-    uint64_t mark = node_mark(ch->c->b);
+    uint64_t mark = node_mark(ch->c->b->n);
     if (reply_to_route(ch, msg, &delivered))
         n = (size_t)delivered; /* a direct reply: straight to the requesting channel */
     else /* x-overflow=reject-publish refusals come back as SL_ERR_RESOURCE: a nack */
@@ -270,11 +270,11 @@ void basic_publish_complete(channel *ch)
             /* Lazy only while the connection's input keeps coming: the sync is hastened as
              * soon as the loop has read all there is (conn.c, input_idle), so a publisher
              * that stops to wait for its confirms is never held by the pace. */
-            gen = node_ticket_since_lazy(ch->c->b, mark);
+            gen = node_ticket_since_lazy(ch->c->b->n, mark);
             if (gen > ch->c->lazy_gen)
                 ch->c->lazy_gen = gen;
         } else {
-            gen = node_ticket_since(ch->c->b, mark);
+            gen = node_ticket_since(ch->c->b->n, mark);
         }
         channel_confirm(ch, seq, ok, gen);
     }
@@ -403,7 +403,7 @@ void h_tx(channel *ch, const amqp_method *m)
         }
         ch->tx_mode = 1;
         if (!ch->tx)
-            ch->tx = qm_tx_begin(ch->c->b->qm);
+            ch->tx = qm_tx_begin(ch->c->b->n->qm);
         ok.id = AMQP_TX_SELECT_OK;
         break;
     case AMQP_TX_COMMIT:
@@ -415,24 +415,24 @@ void h_tx(channel *ch, const amqp_method *m)
         if (m->id == AMQP_TX_COMMIT && link_recv_commit(ch))
             return;
         if (m->id == AMQP_TX_COMMIT) {
-            uint64_t mark = node_mark(ch->c->b);
+            uint64_t mark = node_mark(ch->c->b->n);
             sl_err e = qm_tx_commit(ch->tx);
             ch->tx = NULL;
             channel_tx_settled(ch, 1);
-            ch->tx = qm_tx_begin(ch->c->b->qm);
+            ch->tx = qm_tx_begin(ch->c->b->n->qm);
             if (e != SL_OK) {
                 channel_error(ch, e, m->id, "transaction could not be committed");
                 return;
             }
             /* commit-ok promises the commit's records are on disk. */
             ok.id = AMQP_TX_COMMIT_OK;
-            channel_send_after(ch, &ok, 0, node_ticket_since(ch->c->b, mark));
+            channel_send_after(ch, &ok, 0, node_ticket_since(ch->c->b->n, mark));
             return;
         } else {
             qm_tx_abort(ch->tx);
             ch->tx = NULL;
             channel_tx_settled(ch, 0);
-            ch->tx = qm_tx_begin(ch->c->b->qm);
+            ch->tx = qm_tx_begin(ch->c->b->n->qm);
             ok.id = AMQP_TX_ROLLBACK_OK;
         }
         break;

@@ -146,7 +146,7 @@ static void declare(channel *ch, const amqp_queue_declare *d)
         if (old && check_exclusive(ch, old, id) < 0)
             return;
         if (!old) {
-            acc_db *a = ch->c->b->acc;
+            acc_db *a = ch->c->b->n->acc;
             char why[600], qn[256];
             snprintf(qn, sizeof qn, BYTES_FMT, BYTES_ARG(name));
             const acc_vhost *av = acc_vhost_find(a, ch->c->vhost->name, strlen(ch->c->vhost->name));

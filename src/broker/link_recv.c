@@ -72,8 +72,8 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
      * Refused rather than treated as an ordinary connection: a sender that is refused says
      * so in its last_error, and nothing it publishes can be taken for a link's. */
     char why[400];
-    sl_err ae = c->b->acc
-                    ? acc_check_link_login(c->b->acc, c->user, c->link_sender, why, sizeof why)
+    sl_err ae = c->b->n->acc
+                    ? acc_check_link_login(c->b->n->acc, c->user, c->link_sender, why, sizeof why)
                     : SL_OK;
     if (ae != SL_OK) {
         sl_warn("audit: link refused: connection %s, user '%s' claimed node %.32s ('%.*s'): %s",
@@ -83,10 +83,10 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
         conn_error(c, ae, AMQP_CONNECTION_START_OK, "%s", why);
         return -1;
     }
-    if (!c->b->qm->online) {
+    if (!c->b->n->qm->online) {
         /* DISCONNECT: an offline node accepts no incoming link (local clients go on). */
         conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_START_OK,
-                   "node %s is offline (DISCONNECT): no incoming links", c->b->cfg->node_name);
+                   "node %s is offline (DISCONNECT): no incoming links", c->b->n->cfg->node_name);
         return -1;
     }
     /* A link user's first login binds it to its node (a meta record just appended): the
@@ -175,14 +175,14 @@ static qm_queue *resolve_dest(broker *b, amqp_bytes rk)
     size_t len = rk.len;
     const char *slash = memchr(p, '/', len);
     if (slash && slash != p) {
-        qm_vhost *vh = qm_vhost_find(b->qm, p, (size_t)(slash - p));
+        qm_vhost *vh = qm_vhost_find(b->n->qm, p, (size_t)(slash - p));
         if (vh && strcmp(vh->name, "/")) {
             qm_queue *q = qm_queue_find_ci(vh, slash + 1, len - (size_t)(slash + 1 - p));
             if (q)
                 return q;
         }
     }
-    qm_vhost *root = qm_vhost_find(b->qm, "/", 1);
+    qm_vhost *root = qm_vhost_find(b->n->qm, "/", 1);
     return root ? qm_queue_find_ci(root, p, len) : NULL;
 }
 
@@ -198,9 +198,9 @@ static void serve_rpc(channel *ch, qm_message *msg)
         return;
     }
     char *reply =
-        link_rpc_serve(ch->c->b->qm, ch->c->b->boot_id, ch->c->link_node ? ch->c->link_node : "",
-                       ch->c->user ? ch->c->user : "", ch->c->id, (const char *)qm_msg_body(msg),
-                       (size_t)msg->body_len);
+        link_rpc_serve(ch->c->b->n->qm, ch->c->b->n->boot_id,
+                       ch->c->link_node ? ch->c->link_node : "", ch->c->user ? ch->c->user : "",
+                       ch->c->id, (const char *)qm_msg_body(msg), (size_t)msg->body_len);
     amqp_basic_props rp = {0};
     rp.flags = AMQP_P_CONTENT_TYPE;
     rp.content_type = AMQP_BYTES("application/json");
@@ -327,15 +327,15 @@ int link_recv_commit(channel *ch)
         if (!q) {
             /* the queue is gone: the number is the one of the queue the sequence fed */
             persist_eod_in *owner =
-                b->store ? persist_eod_in_other(b->store, eb.sender, eb.seq_id, "") : NULL;
+                b->n->store ? persist_eod_in_other(b->n->store, eb.sender, eb.seq_id, "") : NULL;
             channel_error(ch, SL_ERR_NOT_FOUND, id,
                           "[" LINK_NACK_BAD_DST_Q " last=%llu] no queue '" BYTES_FMT "' on node %s",
                           (unsigned long long)(owner ? owner->seq_no : 0), BYTES_ARG(rk),
-                          b->cfg->node_name);
+                          b->n->cfg->node_name);
             goto out;
         }
         char why[300];
-        sl_err pe = link_recv_may_write(b->acc, c->user, q, why, sizeof why);
+        sl_err pe = link_recv_may_write(b->n->acc, c->user, q, why, sizeof why);
         if (pe != SL_OK) {
             channel_error(ch, pe, id, "%s", why);
             goto out;
@@ -349,13 +349,13 @@ int link_recv_commit(channel *ch)
      * could otherwise make the real messages look like duplicates): refused whole, nothing
      * marked, and an audit line says who tried. */
     persist_eod_in *other = NULL;
-    if (b->store) {
-        st = persist_eod_in_get(b->store, eb.sender, eb.seq_id, dest);
-        other = st ? NULL : persist_eod_in_other(b->store, eb.sender, eb.seq_id, dest);
+    if (b->n->store) {
+        st = persist_eod_in_get(b->n->store, eb.sender, eb.seq_id, dest);
+        other = st ? NULL : persist_eod_in_other(b->n->store, eb.sender, eb.seq_id, dest);
         last = st ? st->seq_no : 0;
     }
     uint32_t jump = 0;
-    uint64_t window = b->cfg->link_seq_window;
+    uint64_t window = b->n->cfg->link_seq_window;
     switch (eod_recv_admit(&eb, other != NULL, last, window, &jump)) {
     case EOD_ADMIT_OK:
         break;
@@ -383,8 +383,8 @@ int link_recv_commit(channel *ch)
     snprintf(sender, sizeof sender, "%.*s", (int)eb.sender_name_len, eb.sender_name);
     if (ap.rejected) {
         uint64_t s = eod_batch_seq_no(&eb, ap.reject_at), p = eod_batch_prev_no(&eb, ap.reject_at);
-        if (b->store)
-            persist_eod_in_set(b->store, eb.sender, eb.seq_id, last, st ? st->rejects + 1 : 1,
+        if (b->n->store)
+            persist_eod_in_set(b->n->store, eb.sender, eb.seq_id, last, st ? st->rejects + 1 : 1,
                                sender, dest);
         channel_error(ch, SL_ERR_PRECONDITION, id,
                       "EOD: message %llu of sequence %llu is out of order (previous %llu, last "
@@ -417,7 +417,7 @@ int link_recv_commit(channel *ch)
                           "[" LINK_NACK_Q_EXCEED_QUOTA " last=%llu] queue '%s' on node %s can "
                           "never hold %u message(s) of %llu bytes (x-max-length, "
                           "x-overflow=reject-publish)",
-                          (unsigned long long)last, dq->name, b->cfg->node_name, ap.accepted,
+                          (unsigned long long)last, dq->name, b->n->cfg->node_name, ap.accepted,
                           (unsigned long long)bytes);
             goto out;
         }
@@ -425,24 +425,24 @@ int link_recv_commit(channel *ch)
             /* x-overflow=reject-publish: refused whole, kept by the sender, retried */
             channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,
                           "queue '%s' on node %s is full (x-max-length, x-overflow=reject-publish)",
-                          dq->name, b->cfg->node_name);
+                          dq->name, b->n->cfg->node_name);
             goto out;
         }
     }
     if (ap.accepted || !st) {
         /* enqueues and the new number: all or nothing, one group commit */
-        if (b->store)
-            persist_group(b->store, 1);
+        if (b->n->store)
+            persist_group(b->n->store, 1);
         for (uint32_t i = 0; i < eb.n; i++)
             if (acc[i])
                 qm_queue_enqueue(qs[i], ch->lk_msgs[i]);
-        if (b->store) {
-            persist_eod_in_set(b->store, eb.sender, eb.seq_id, ap.new_last, 0, sender, dest);
-            persist_group(b->store, 0);
+        if (b->n->store) {
+            persist_eod_in_set(b->n->store, eb.sender, eb.seq_id, ap.new_last, 0, sender, dest);
+            persist_group(b->n->store, 0);
         }
     }
-    b->link_accepted += ap.accepted;
-    b->link_duplicates += eb.n - ap.accepted;
+    b->n->link_accepted += ap.accepted;
+    b->n->link_duplicates += eb.n - ap.accepted;
     {
         /* the order ack: once the batch and its number are on disk */
         amqp_method ok = {.id = AMQP_TX_COMMIT_OK};
@@ -455,17 +455,4 @@ out:
         sl_free(acc);
     batch_clear(ch);
     return 1;
-}
-
-void node_set_online(broker *b, int online)
-{
-    if (b->links)
-        link_mgr_set_online(b->links, online);
-    else
-        b->qm->online = (uint8_t)online;
-    if (online)
-        return;
-    for (conn *c = b->conns; c; c = c->next)
-        if (c->is_link)
-            conn_force_close(c, "CONNECTION_FORCED - node taken offline (DISCONNECT)");
 }

@@ -215,6 +215,9 @@ typedef struct link_options {
 void link_options_defaults(link_options *o);
 
 link_mgr *link_mgr_new(qm_node *node, sl_loop *loop, struct persist *store, const link_options *o);
+/* The links of node n from its settings, as one of its parts (start.c): -1 after logging why. */
+struct sl_node;
+int link_start(struct sl_node *n);
 void link_mgr_free(link_mgr *m);
 /* Adopt every outgoing queue the store recovered (call once after persist_open). */
 void link_mgr_recover(link_mgr *m);

@@ -79,7 +79,7 @@ json_t *mgmt_cluster_view(mgmt *m)
     sl_node *n = m->n;
     const sl_config *cfg = n->cfg;
     char amqp[300], http[300];
-    snprintf(amqp, sizeof amqp, "%s:%d", cfg->bind, n->bound_port);
+    snprintf(amqp, sizeof amqp, "%s:%d", cfg->bind, node_amqp_port(n));
     snprintf(http, sizeof http, "%s:%d", cfg->bind, mgmt_port(m));
     if (!n->cluster) {
         json_t *nodes = json_array();

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "broker/broker.h" /* redesign: AMQP connections listed directly, until door hooks */
 #include "core/clock.h"
 #include "core/mem.h"
 #include "core/version.h"
@@ -18,16 +17,6 @@
 #include "cluster/figures.h"
 #include "cluster/member.h"
 #include "mgmt/mgmt_internal.h"
-
-/* The connections the API shows, as RabbitMQ's management does: from connection.open-ok (a
- * connection in its handshake is not one yet) until the closing handshake is over (a
- * lingering one is closed; it only waits for the client to hang up). Clients that wait for
- * "the connection is listed again" after a forced close (Bunny's recovery specs do) would
- * otherwise go on before their recovery is done. */
-int mgmt_conn_listed(const conn *c)
-{
-    return c->state >= CONN_OPEN && c->state < CONN_LINGER;
-}
 
 static void add_queue(node_totals *t, qm_queue *q, int top)
 {
@@ -74,11 +63,13 @@ static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
             add_queue(t, qv, 1);
     }
     int monitor = !who || acc_is_monitor(m->n->acc, who->user);
-    for (conn *c = m->n->conns; c; c = c->next) {
-        if (!mgmt_conn_listed(c) || (!monitor && !(c->user && !strcmp(c->user, who->user))))
+    const node_part *door = node_clients(m->n);
+    node_client c;
+    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
+        if (!c.listed || (!monitor && strcmp(c.user, who->user)))
             continue;
         t->connections++;
-        t->channels += c->n_channels;
+        t->channels += c.channels;
     }
 }
 
@@ -140,13 +131,15 @@ enum MHD_Result api_overview(req *r)
                                   "get", (json_int_t)t.get, "get_no_ack", (json_int_t)t.get_no_ack,
                                   "deliver_get", (json_int_t)t.delivered, "ack",
                                   (json_int_t)t.acked, "redeliver", (json_int_t)t.redelivered));
+    const node_listener *amqp = node_listener_find(m->n, "amqp");
     json_t *ls = json_pack("[{s:s,s:s,s:i},{s:s,s:s,s:i}]", "protocol", "amqp", "ip_address",
-                           m->n->bound_addr, "port", m->n->bound_port, "protocol", "http",
-                           "ip_address", m->addr, "port", m->port);
+                           amqp ? amqp->addr : "", "port", amqp ? amqp->port : 0, "protocol",
+                           "http", "ip_address", m->addr, "port", m->port);
     /* RabbitMQ's names: amqp/ssl and http/ssl */
-    if (m->n->tls_listen_fd >= 0)
+    const node_listener *amqps = node_listener_find(m->n, "amqp/ssl");
+    if (amqps)
         json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "amqp/ssl", "ip_address",
-                                            m->n->tls_bound_addr, "port", m->n->tls_bound_port));
+                                            amqps->addr, "port", amqps->port));
     if (m->tls_d)
         json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "https", "ip_address",
                                             m->tls_addr, "port", m->tls_port));
@@ -374,65 +367,51 @@ static void split_peer(const char *peer, char *host, size_t hl, int *port)
     *port = colon ? atoi(colon + 1) : 0;
 }
 
-json_t *mgmt_conn_json(mgmt *m, conn *c)
+json_t *mgmt_conn_json(mgmt *m, const node_client *c)
 {
     char host[64];
     int port;
     split_peer(c->peer, host, sizeof host, &port);
-    const char *state = c->state == CONN_OPEN      ? (c->blocked_sent ? "blocked" : "running")
-                        : c->state >= CONN_CLOSING ? "closing"
-                                                   : "starting";
     json_t *o =
         json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i,s:i,s:i}", "name", c->name,
-                  "user", c->user ? c->user : "", "vhost", c->vhost ? c->vhost->name : "",
-                  "channels", (json_int_t)c->n_channels, "peer_host", host, "peer_port", port,
-                  "host", c->tls ? m->n->tls_bound_addr : m->n->bound_addr, "port",
-                  c->tls ? m->n->tls_bound_port : m->n->bound_port, "state", state, "protocol",
-                  "AMQP 0-9-1", "node", m->n->cfg->node_name, "timeout", (int)c->heartbeat,
-                  "frame_max", (int)c->frame_max, "channel_max", (int)c->channel_max);
-    json_object_set_new(o, "ssl", json_boolean(c->tls != NULL));
-    json_object_set_new(o, "auth_mechanism",
-                        json_string(c->auth_mechanism ? c->auth_mechanism : ""));
-    if (c->tls && !c->tls_handshaking) {
-        char dn[512];
-        json_object_set_new(o, "ssl_protocol", json_string(sl_tls_protocol(c->tls)));
-        json_object_set_new(o, "ssl_cipher", json_string(sl_tls_cipher(c->tls)));
+                  "user", c->user, "vhost", c->vhost, "channels", (json_int_t)c->channels,
+                  "peer_host", host, "peer_port", port, "host", c->host, "port", c->port, "state",
+                  c->state, "protocol", c->protocol, "node", m->n->cfg->node_name, "timeout",
+                  c->heartbeat, "frame_max", (int)c->frame_max, "channel_max", c->channel_max);
+    json_object_set_new(o, "ssl", json_boolean(c->tls));
+    json_object_set_new(o, "auth_mechanism", json_string(c->auth_mechanism));
+    if (c->ssl_protocol) {
+        json_object_set_new(o, "ssl_protocol", json_string(c->ssl_protocol));
+        json_object_set_new(o, "ssl_cipher", json_string(c->ssl_cipher));
         json_object_set_new(o, "peer_cert_subject",
-                            sl_tls_peer_dn(c->tls, dn, sizeof dn) == 0 ? json_string(dn)
-                                                                       : json_null());
+                            c->peer_cert_subject ? json_string(c->peer_cert_subject) : json_null());
     }
     return o;
 }
 
+const char *mgmt_owner_name(mgmt *m, const void *owner)
+{
+    const node_part *door = node_clients(m->n);
+    return door && door->owner_name ? door->owner_name(door->ctx, owner) : "";
+}
+
 /* filter_user: monitoring and administrator users see everyone's, others their own */
-static int sees_conn(req *r, const conn *c)
+static int sees_conn(req *r, const node_client *c)
 {
-    return acc_is_monitor(r->m->n->acc, r->user) || (c->user && !strcmp(c->user, r->user));
+    return acc_is_monitor(r->m->n->acc, r->user) || !strcmp(c->user, r->user);
 }
 
-static conn *find_conn(mgmt *m, const char *name)
-{
-    for (conn *c = m->n->conns; c; c = c->next)
-        if (!strcmp(c->name, name))
-            return c;
-    return NULL;
-}
-
-json_t *mgmt_channel_json(mgmt *m, channel *ch)
+json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch)
 {
     char name[200];
-    snprintf(name, sizeof name, "%s (%u)", ch->c->name, (unsigned)ch->id);
-    size_t ncons = 0;
-    for (consumer *o = ch->consumers; o; o = o->next)
-        ncons++;
-    return json_pack(
-        "{s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:i,s:i,s:b,s:b,s:s,s:{s:s}}", "name", name, "number",
-        (int)ch->id, "user", ch->c->user ? ch->c->user : "", "vhost",
-        ch->c->vhost ? ch->c->vhost->name : "", "node", m->n->cfg->node_name, "consumer_count",
-        (json_int_t)ncons, "messages_unacknowledged", (json_int_t)ch->ua_live, "prefetch_count",
-        (int)ch->prefetch_next, "global_prefetch_count", (int)ch->prefetch_global, "confirm",
-        ch->confirm, "transactional", ch->tx_mode, "state",
-        ch->state == CH_OPEN ? "running" : "closing", "connection_details", "name", ch->c->name);
+    snprintf(name, sizeof name, "%s (%u)", c->name, ch->number);
+    return json_pack("{s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:i,s:i,s:b,s:b,s:s,s:{s:s}}", "name", name,
+                     "number", (int)ch->number, "user", c->user, "vhost", c->vhost, "node",
+                     m->n->cfg->node_name, "consumer_count", (json_int_t)ch->consumers,
+                     "messages_unacknowledged", (json_int_t)ch->unacked, "prefetch_count",
+                     (int)ch->prefetch, "global_prefetch_count", (int)ch->global_prefetch,
+                     "confirm", ch->confirm, "transactional", ch->transactional, "state",
+                     ch->running ? "running" : "closing", "connection_details", "name", c->name);
 }
 
 enum MHD_Result api_connections(req *r)
@@ -444,13 +423,14 @@ enum MHD_Result api_connections(req *r)
         pager_scope all = {0};
         return pager_list_scoped(r, PAGER_CONNECTIONS, &all);
     }
-    conn *c = find_conn(m, r->segs[1]);
-    if (!c || !mgmt_conn_listed(c))
+    const node_part *door = node_clients(m->n);
+    node_client cv, *c = &cv;
+    if (!door || !door->client_find(door->ctx, r->segs[1], c) || !c->listed)
         return reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
     /* RabbitMQ's is_authorized_user: monitors see every connection, administrators close
      * any; other users only their own */
     if (!(req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(m->n->acc, r->user)) &&
-        !(c->user && !strcmp(c->user, r->user)))
+        strcmp(c->user, r->user))
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access object");
     if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && req_is(r, "GET")) {
         pager_scope s = {.conn = c->name};
@@ -465,29 +445,32 @@ enum MHD_Result api_connections(req *r)
         char text[256];
         snprintf(text, sizeof text, "CONNECTION_FORCED - %s",
                  reason ? reason : "Closed via management API");
-        conn_force_close(c, text);
-        broker_mark_dirty(c);
+        door->client_close(door->ctx, c->id, text);
         return reply_empty(r, 204);
     }
     return reply_method_not_allowed(r);
 }
 
 /* /api/channels/{name}: "<connection name> (<number>)", found without listing them all */
-static channel *find_channel(req *r, const char *name)
+static json_t *find_channel(req *r, const char *name)
 {
-    for (conn *c = r->m->n->conns; c; c = c->next) {
-        size_t n = strlen(c->name);
-        if (!mgmt_conn_listed(c) || !sees_conn(r, c) || strncmp(name, c->name, n) ||
+    const node_part *door = node_clients(r->m->n);
+    node_client c;
+    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
+        size_t n = strlen(c.name);
+        if (!c.listed || !sees_conn(r, &c) || strncmp(name, c.name, n) ||
             strncmp(name + n, " (", 2))
             continue;
         char *end;
         unsigned long id = strtoul(name + n + 2, &end, 10);
-        if (end == name + n + 2 || strcmp(end, ")") || id >= c->channels_cap || !c->channels[id])
+        node_channel ch;
+        if (end == name + n + 2 || strcmp(end, ")") || id > 65535 ||
+            door->channel_at(door->ctx, c.id, id, &ch) != 1)
             continue;
         char canon[200]; /* "(01)" does not name channel 1 */
-        snprintf(canon, sizeof canon, "%s (%u)", c->name, (unsigned)c->channels[id]->id);
+        snprintf(canon, sizeof canon, "%s (%u)", c.name, ch.number);
         if (!strcmp(canon, name))
-            return c->channels[id];
+            return mgmt_channel_json(r->m, &c, &ch);
     }
     return NULL;
 }
@@ -497,8 +480,8 @@ enum MHD_Result api_channels(req *r)
     if (!req_is(r, "GET"))
         return reply_method_not_allowed(r);
     if (r->nsegs == 2) {
-        channel *ch = find_channel(r, r->segs[1]);
-        return ch ? reply_json(r, 200, mgmt_channel_json(r->m, ch)) : reply_not_found(r);
+        json_t *ch = find_channel(r, r->segs[1]);
+        return ch ? reply_json(r, 200, ch) : reply_not_found(r);
     }
     if (r->nsegs != 1)
         return reply_not_found(r);
@@ -506,21 +489,22 @@ enum MHD_Result api_channels(req *r)
     return pager_list_scoped(r, PAGER_CHANNELS, &all);
 }
 
-json_t *mgmt_consumer_json(mgmt *m, channel *ch, consumer *o)
+json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch,
+                           const node_consumer *o)
 {
     (void)m;
     char chname[200];
-    snprintf(chname, sizeof chname, "%s (%u)", ch->c->name, (unsigned)ch->id);
+    snprintf(chname, sizeof chname, "%s (%u)", c->name, ch->number);
     char host[64];
     int port;
-    split_peer(ch->c->peer, host, sizeof host, &port);
-    qm_queue *q = o->qc.queue;
+    split_peer(c->peer, host, sizeof host, &port);
+    const qm_queue *q = o->queue;
     return json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
                      "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",
-                     q->vhost->name, "channel_details", "name", chname, "connection_name",
-                     ch->c->name, "number", (int)ch->id, "peer_host", host, "peer_port", port,
-                     "ack_required", !o->qc.no_ack, "exclusive", o->qc.exclusive, "prefetch_count",
-                     (int)o->prefetch, "priority", o->qc.priority, "arguments");
+                     q->vhost->name, "channel_details", "name", chname, "connection_name", c->name,
+                     "number", (int)ch->number, "peer_host", host, "peer_port", port,
+                     "ack_required", o->ack_required, "exclusive", o->exclusive, "prefetch_count",
+                     (int)o->prefetch, "priority", o->priority, "arguments");
 }
 
 enum MHD_Result api_consumers(req *r)

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker/broker.h" /* redesign: AMQP connections listed directly, until door hooks */
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
 
@@ -77,7 +76,7 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
                   "dead_lettered", (json_int_t)q->stat_dead_lettered));
     if (q->exclusive && q->exclusive_owner)
         json_object_set_new(o, "owner_pid_details",
-                            json_pack("{s:s}", "name", ((conn *)q->exclusive_owner)->name));
+                            json_pack("{s:s}", "name", mgmt_owner_name(m, q->exclusive_owner)));
     json_t *subs = json_array();
     size_t n = 0;
     void **v = map_sorted(q->subqueues, &n);

@@ -575,7 +575,7 @@ static enum MHD_Result route(req *r, const char *url)
 static void req_free(req *r)
 {
     if (!r->orphan) /* an orphan outlived the API (and m) */
-        r->m->n->api_inflight--;
+        r->m->api_inflight--;
     pager_release(r); /* a list answered nowhere (the client went away) */
     for (size_t i = 0; i < r->nsegs; i++)
         sl_free(r->segs[i]);
@@ -606,7 +606,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         /* HEAD is GET without a body; libmicrohttpd drops the body itself */
         r->method = strcmp(method, "HEAD") ? method : "GET";
         sl_buf_init(&r->body);
-        m->n->api_inflight++; /* until req_free: a shutdown waits for it (broker.h) */
+        m->api_inflight++; /* until req_free: a shutdown waits for it (node.h: live) */
         *con_cls = r;
         guard_request_started(m, guard_of(connection));
         const char *cl = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
@@ -867,6 +867,12 @@ static int start_tls(mgmt *m, char *err, size_t errlen)
     return 0;
 }
 
+/* The requests a shutdown waits for. */
+static size_t mgmt_live(void *ctx)
+{
+    return ((mgmt *)ctx)->api_inflight;
+}
+
 mgmt *mgmt_start(sl_node *n, char *err, size_t errlen)
 {
     mgmt *m = sl_xcalloc(1, sizeof *m);
@@ -935,6 +941,9 @@ mgmt *mgmt_start(sl_node *n, char *err, size_t errlen)
     sl_timer_init(&m->rundown_t, on_rundown, m);
     sl_timer_start(n->loop, &m->rundown_t, sl_now_ms() + rundown_period_ms(m));
     sl_info("listening http=%s:%d", m->addr, m->port);
+    node_add_listener(n, "http", m->addr, m->port, &m->acceptor);
+    node_part part = {.name = "http", .ctx = m, .live = mgmt_live};
+    node_add_part(n, &part);
     if (msrpc_start(m, err, errlen) < 0) {
         mgmt_stop(m);
         return NULL;
@@ -951,6 +960,7 @@ void mgmt_stop(mgmt *m)
 {
     if (!m)
         return;
+    node_remove_part(m->n, m);
     /* Replies still waiting for the disk: sync now, so they are resumed, and let MHD queue
      * them before it stops (a suspended connection would keep the daemon from stopping). */
     node_sync(m->n);

@@ -37,6 +37,8 @@
 
 #include "core/buf.h"
 #include "mgmt/mgmt.h"
+#include "net/accept.h"
+#include "node/node.h"
 
 #define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
 #define MGMT_MAX_SEGS 16
@@ -88,7 +90,10 @@ struct mgmt {
     int listen_fd;
     sl_acceptor acceptor; /* accepts for MHD: descriptor reserve, connection cap */
     unsigned n_conns;     /* connections MHD holds (its notifications) */
-    unsigned n_proven;    /* of them, logged in (both listeners): mgmt_connection_max caps */
+    /* Requests begun and not yet completed: a shutdown (or a re-exec after a step-down, whose
+     * reply is one of them) waits for them, within its 2 s (the node part's live). */
+    unsigned api_inflight;
+    unsigned n_proven; /* of them, logged in (both listeners): mgmt_connection_max caps */
     guard_door guard_http, guard_https;
     sl_timer guard_t; /* the earliest header deadline */
     char addr[64];
@@ -299,13 +304,14 @@ typedef struct pager_scope {
 /* GET of bindings, connections, channels, consumers or vhosts: the same parameters and
  * replies as pager_list, in RabbitMQ's default order of each list. */
 enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s);
-struct channel;
-struct consumer;
-/* The items of those lists as the API shows them (api_misc.c, api_exchanges.c). */
-int mgmt_conn_listed(const struct conn *c);
-json_t *mgmt_conn_json(mgmt *m, struct conn *c);
-json_t *mgmt_channel_json(mgmt *m, struct channel *ch);
-json_t *mgmt_consumer_json(mgmt *m, struct channel *ch, struct consumer *o);
+/* The items of those lists as the API shows them (api_misc.c, api_exchanges.c), from the
+ * door's views (node/clients.h). */
+json_t *mgmt_conn_json(mgmt *m, const node_client *c);
+/* The name of the connection that owns an exclusive queue (qm's opaque owner). */
+const char *mgmt_owner_name(mgmt *m, const void *owner);
+json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch);
+json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch,
+                           const node_consumer *o);
 json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh);
 json_t *mgmt_binding_json(qm_binding *b);
 json_t *mgmt_default_binding_json(qm_queue *q); /* the default exchange's, to q */

@@ -32,7 +32,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "broker/broker.h" /* redesign: AMQP connections listed directly, until door hooks */
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -352,11 +351,10 @@ typedef struct pager {
     size_t w_ch;     /* its next channel slot */
     char *w_ctag;    /* consumers: that channel is partly walked, up to w_cons (its tag) */
     size_t w_ctag_len;
-    const consumer *w_cons; /* compared, never followed: it may be gone */
-    size_t w_vi;            /* vhost lists: the index of the vhost being walked */
-    int w_phase;            /* bindings: 0 the default exchange's (by queue), 1 the exchanges' */
-    char *w_last;           /* the name of the last queue or exchange walked in the phase */
-    int w_inx; /* bindings: w_last is partly walked, up to w_b (key w_bkey to w_bdest) */
+    size_t w_vi;  /* vhost lists: the index of the vhost being walked */
+    int w_phase;  /* bindings: 0 the default exchange's (by queue), 1 the exchanges' */
+    char *w_last; /* the name of the last queue or exchange walked in the phase */
+    int w_inx;    /* bindings: w_last is partly walked, up to w_b (key w_bkey to w_bdest) */
     const qm_binding *w_b; /* compared, never followed: it may be gone */
     char *w_bkey, *w_bdest;
     uint64_t seq; /* ends every key: two equal items stay two */
@@ -798,18 +796,18 @@ static void visit(pager *p, json_t *j)
     sl_oset_insert(&p->matches, &mt->node, mt->key, mt->len);
 }
 
-static int conn_in_scope(pager *p, conn *c)
+static int conn_in_scope(pager *p, const node_client *c)
 {
-    if (!mgmt_conn_listed(c))
+    if (!c->listed)
         return 0;
-    if (!p->monitor && !(c->user && !strcmp(c->user, p->user)))
+    if (!p->monitor && strcmp(c->user, p->user))
         return 0;
-    if (p->cur.only && !(c->vhost && !strcmp(c->vhost->name, p->cur.only)))
+    if (p->cur.only && strcmp(c->vhost, p->cur.only))
         return 0;
     /* a connection's consumers are on its vhost's queues: a listing of queues' figures, so
      * only of the vhosts the user may list (monitoring users see connections, not queues) */
     if (p->cur.kind == PAGER_CONSUMERS && !p->admin &&
-        !(c->vhost && acc_vhost_visible(p->m->n->acc, p->user, c->vhost->name)))
+        !(c->vhost[0] && acc_vhost_visible(p->m->n->acc, p->user, c->vhost)))
         return 0;
     return !p->s_conn || !strcmp(c->name, p->s_conn);
 }
@@ -819,32 +817,52 @@ static int over(unsigned *k, uint64_t until)
     return (++*k & 15) == 0 && sl_now_us() >= until;
 }
 
-/* ch's consumers after the last one walked (found again by address and tag, as bindings; all
- * of them when there is none, or when it is gone: consumers are deduplicated in visit); 0
- * when the slice ran out, the place kept. */
-static int visit_consumers(pager *p, channel *ch, uint64_t until, unsigned *k)
+/* The consumer walk of one channel: the slice's clock, and the tag of the last consumer
+ * visited (where the walk resumes when the slice runs out). */
+typedef struct consumer_walk {
+    pager *p;
+    const node_client *c;
+    const node_channel *ch;
+    uint64_t until;
+    unsigned *k;
+    int visited; /* one at least in this call: the slice may end before the next */
+} consumer_walk;
+
+static int visit_consumer(void *arg, const node_consumer *o)
 {
-    consumer *o = ch->consumers;
-    if (p->w_ctag) {
-        consumer *f = ch->consumers;
-        while (f && !(f == p->w_cons && f->tag_len == p->w_ctag_len &&
-                      !memcmp(f->tag, p->w_ctag, f->tag_len)))
-            f = f->next;
-        o = f ? f->next : ch->consumers;
+    consumer_walk *w = arg;
+    pager *p = w->p;
+    if (w->visited && over(w->k, w->until))
+        return 0; /* p->w_ctag holds the previous one */
+    w->visited = 1;
+    sl_free(p->w_ctag);
+    p->w_ctag = sl_xstrndup(o->tag, o->tag_len);
+    p->w_ctag_len = o->tag_len;
+    if (o->queue)
+        visit(p, mgmt_consumer_json(p->m, w->c, w->ch, o));
+    return 1;
+}
+
+/* The channel's consumers after the last one walked (found again by tag; all of them when
+ * there is none, or when it is gone: consumers are deduplicated in visit); 0 when the slice
+ * ran out, the place kept. */
+static int visit_consumers(pager *p, const node_part *door, const node_client *c,
+                           const node_channel *ch, size_t slot, uint64_t until, unsigned *k)
+{
+    consumer_walk w = {p, c, ch, until, k, 0};
+    char *after = p->w_ctag;
+    p->w_ctag = NULL;
+    int done = door->consumers(door->ctx, c->id, slot, after, after ? p->w_ctag_len : 0,
+                               visit_consumer, &w);
+    if (!p->w_ctag) /* none visited in this call: resume where it was */
+        p->w_ctag = after;
+    else
+        sl_free(after);
+    if (done) {
         sl_free(p->w_ctag);
         p->w_ctag = NULL;
     }
-    for (consumer *prev = NULL; o; prev = o, o = o->next) {
-        if (prev && over(k, until)) {
-            p->w_ctag = sl_xstrndup(prev->tag, prev->tag_len);
-            p->w_ctag_len = prev->tag_len;
-            p->w_cons = prev;
-            return 0;
-        }
-        if (o->qc.queue)
-            visit(p, mgmt_consumer_json(p->m, ch, o));
-    }
-    return 1;
+    return done;
 }
 
 /* 1 when every connection (channel, consumer) of the scope has been visited. */
@@ -852,38 +870,41 @@ static int walk_conns(pager *p, uint64_t until)
 {
     mgmt *m = p->m;
     unsigned k = 0;
-    conn *c = m->n->conns;
-    while (c && c->id > p->w_conn)
-        c = c->next;
-    if (c && c->id != p->w_conn) {
+    const node_part *door = node_clients(m->n);
+    node_client c;
+    if (!door || !door->client_next(door->ctx, p->w_conn, &c))
+        return 1;
+    if (c.id != p->w_conn) {
         p->w_ch = 0; /* the one being walked is gone */
         sl_free(p->w_ctag);
         p->w_ctag = NULL;
     }
-    for (; c; c = c->next) {
-        if (conn_in_scope(p, c)) {
+    for (;;) {
+        if (conn_in_scope(p, &c)) {
             if (p->cur.kind == PAGER_CONNECTIONS) {
-                visit(p, mgmt_conn_json(m, c));
+                visit(p, mgmt_conn_json(m, &c));
             } else {
-                for (size_t i = p->w_ch; i < c->channels_cap; i++) {
+                node_channel ch;
+                int rc;
+                for (size_t i = p->w_ch; (rc = door->channel_at(door->ctx, c.id, i, &ch)) >= 0;
+                     i++) {
                     if (i != p->w_ch && p->w_ctag) { /* past the channel it was of */
                         sl_free(p->w_ctag);
                         p->w_ctag = NULL;
                     }
                     if (over(&k, until)) {
-                        p->w_conn = c->id;
+                        p->w_conn = c.id;
                         p->w_ch = i;
                         return 0;
                     }
-                    channel *ch = c->channels[i];
-                    if (!ch)
+                    if (!rc)
                         continue;
                     if (p->cur.kind == PAGER_CHANNELS) {
-                        visit(p, mgmt_channel_json(m, ch));
+                        visit(p, mgmt_channel_json(m, &c, &ch));
                         continue;
                     }
-                    if (!visit_consumers(p, ch, until, &k)) {
-                        p->w_conn = c->id;
+                    if (!visit_consumers(p, door, &c, &ch, i, until, &k)) {
+                        p->w_conn = c.id;
                         p->w_ch = i;
                         return 0;
                     }
@@ -893,11 +914,12 @@ static int walk_conns(pager *p, uint64_t until)
         p->w_ch = 0;
         sl_free(p->w_ctag);
         p->w_ctag = NULL;
-        p->w_conn = c->id - 1; /* ids start at 1 */
+        p->w_conn = c.id - 1; /* ids start at 1 */
         if (over(&k, until))
             return 0;
+        if (!door->client_next(door->ctx, p->w_conn, &c))
+            return 1;
     }
-    return 1;
 }
 
 static size_t n_vhosts_of(const pager *p)

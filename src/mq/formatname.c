@@ -47,7 +47,8 @@ static int is_local_computer(mgmt *m, const char *s, size_t n, int tcp)
     if (tcp) {
         /* This node's address; any loopback address when it listens on all of them, or on
          * 127.0.0.1 (other 127.x addresses are other nodes: the multi-node setups). */
-        const char *ba = m->n->bound_addr;
+        const node_listener *amqp = node_listener_find(m->n, "amqp");
+        const char *ba = amqp ? amqp->addr : "";
         int any = !strcmp(ba, "0.0.0.0") || !strcmp(ba, "::");
         if (ieq_n(s, n, ba) || ieq_n(s, n, m->addr))
             return 1;
@@ -146,8 +147,8 @@ int fmt_is_local_machine(mgmt *m, const char *name)
     if (has_port) { /* "host:port": this node only on its own port */
         if (fmt_machine_split(name, host, sizeof host, &port) < 0)
             return 0;
-        return port == m->n->bound_port && (is_local_computer(m, host, strlen(host), 0) ||
-                                            is_local_computer(m, host, strlen(host), 1));
+        return port == node_amqp_port(m->n) && (is_local_computer(m, host, strlen(host), 0) ||
+                                                is_local_computer(m, host, strlen(host), 1));
     }
     return is_local_computer(m, name, strlen(name), 0) ||
            is_local_computer(m, name, strlen(name), 1);
@@ -168,7 +169,7 @@ static int computer_is_local(mgmt *m, const char *p, const char *bs, int tcp)
     size_t clen = (size_t)(bs - p);
     const char *colon = memchr(p, ':', clen);
     if (colon && !memchr(colon + 1, ':', (size_t)(bs - colon - 1)) && *p != '[') {
-        if (atoi(colon + 1) != m->n->bound_port)
+        if (atoi(colon + 1) != node_amqp_port(m->n))
             return 0;
         clen = (size_t)(colon - p);
     }

@@ -39,7 +39,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
+#include "link/link.h"
+#include "node/node.h"
 #include "node/config.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -143,7 +144,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 }
 
 static sl_config CFG;
-static broker *B;
+static sl_node *B;
 static mgmt *M;
 static rpc_syntax QMMGMT = {.major = 1}, QMCOMM = {.major = 1};
 static qm_queue *Q[2];
@@ -283,8 +284,8 @@ static void setup(void)
     CFG.msrpc_port = 0;
     CFG.disk_free_limit = 0;
     CFG.disk_reserve = 0;
-    B = broker_new(&CFG);
-    CHECK(B);
+    B = node_new(&CFG);
+    CHECK(B && node_open(B, NULL) == 0 && link_start(B) == 0);
     char err[512];
     M = mgmt_start(B, err, sizeof err);
     if (!M)
@@ -293,7 +294,7 @@ static void setup(void)
     WHO.srv = M->rpc;
     rpc_uuid_parse("41208ee0-e970-11d1-9b9e-00e02c064c39", QMMGMT.uuid);
     rpc_uuid_parse("fdb3a030-065f-11d1-bb9b-00a024ea5525", QMCOMM.uuid);
-    qm_vhost *v = qm_vhost_find(B->node, "/", 1);
+    qm_vhost *v = qm_vhost_find(B->qm, "/", 1);
     CHECK(v);
     static const char *names[] = {"q", "Orders"};
     for (int i = 0; i < 2; i++) {
@@ -518,7 +519,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the handle closed (or never opened): open it again; refill a purged queue */
     if (!open_descriptors())
         open_handle();
-    qm_vhost *v = qm_vhost_find(B->node, "/", 1);
+    qm_vhost *v = qm_vhost_find(B->qm, "/", 1);
     for (int i = 0; i < 2; i++) {
         if (Q[i]->n_purge_pending)
             node_sync(B); /* the purge completes (the loop does it in sluiced) */
