@@ -7,10 +7,14 @@
  *   eod.[ch]     the EOD sender bookkeeping and receiver acceptance rule, no sockets (unit
  *                tested over a simulated link: tests/unit/test_eod.c)
  *   io.c         the socket under a link (link_io: plain TCP now, TLS can slot in)
- *   link.c       outgoing queues' transfer: one AMQP 0-9-1 client connection per outgoing
- *                queue, state machine, batching, reconnect with backoff, resend timers; or,
- *                to a host in msmq.hosts (link_options.msmq_hosts), one MS-MQQB session to
- *                a Windows queue manager (the codec is msmq/mqqb.h; link.c's "MS-MQQB")
+ *   link_internal.h  what the files below share (the link_outq, the manager), and their jobs:
+ *   mgr.c        the manager: outgoing queues adopted, timers, PAUSE / RESUME / EOD_RESEND
+ *   conn.c       the connection under a link: connect, events, output held for the disk
+ *   amqp_send.c  one AMQP 0-9-1 client connection per outgoing queue: batching, EOD, NACKs
+ *   mqqb_send.c  or, to a host in msmq.hosts (link_options.msmq_hosts), one MS-MQQB session
+ *                to a Windows queue manager (the codec is mqqb/mqqb.h)
+ *   deadletter.c NACKs' dead letters and TimeToReachQueue
+ *   rpc_call.c   requests over links, the calling side (rpc.c, rpc_queue.c: the serving side)
  *   the receiving side is broker/link_recv.c: an ordinary AMQP connection that announced
  *   itself as a link in its client-properties.
  *
@@ -209,7 +213,7 @@ typedef struct link_options {
     struct sl_tls_ctx *tls;
     /* msmq.hosts.N: space-separated "host[:port]" (port 1801 when none) of Windows queue
      * managers: an outgoing queue to one speaks MS-MQQB instead of AMQP (see "MS-MQQB" in
-     * link.c). NULL: none. Owned by the caller, outlives the manager. */
+     * mqqb_send.c). NULL: none. Owned by the caller, outlives the manager. */
     const char *msmq_hosts;
 } link_options;
 void link_options_defaults(link_options *o);
