@@ -48,6 +48,7 @@
 #include "core/holds.h"
 #include "core/map.h"
 #include "eod/eod.h"
+#include "eod/outq.h"
 #include "link/io.h"
 #include "link/link.h"
 #include "link/resolve.h"
@@ -213,7 +214,7 @@ struct link_mgr {
     sl_loop *loop;
     persist *store;
     link_options o;
-    sl_map *by_key; /* vhost "\0" lower-case canonical name -> link_outq */
+    eod_reg *reg; /* the outgoing-queue registry (eod/outq.h): names, lookup, adoption */
     link_outq *all;
     link_outq *rpcs; /* request-only links, one per destination node (rpc_only) */
     link_outq *dirty;
@@ -222,8 +223,6 @@ struct link_mgr {
     sl_timer tick;
     link_resolver *resolver; /* host names of format names (NULL: none could be made) */
     sl_watch resolver_w;
-    char self_addr[64];
-    int self_port;
     uint8_t node_id[16];
     char node_id_hex[33];
     char node_name[256];
@@ -291,7 +290,6 @@ void link_set_error(link_outq *o, const char *text);
 void link_mq_on_connected(link_outq *o);
 void link_mq_process_input(link_outq *o);
 void link_mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, inflight *f);
-int link_msmq_port_for(const link_mgr *m, const link_addr *a);
 
 /* rpc_call.c */
 void link_expire_calls(link_outq *o, uint64_t now);

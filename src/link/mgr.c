@@ -18,7 +18,6 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include "access/access.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "persist/records.h"
@@ -42,13 +41,6 @@ void link_options_defaults(link_options *o)
     o->bad_queue_grace_ms = 60000;
     o->reach_queue_ms = 345600000; /* MSMQ's default TimeToReachQueue: 4 days */
     o->dns_timeout_ms = 10000;
-}
-
-const char *link_state_name(link_state s)
-{
-    static const char *const names[] = {"INACTIVE", "WAITING",      "CONNECTED",
-                                        "ONHOLD",   "DISCONNECTED", "DISCONNECTING"};
-    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "INACTIVE";
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -213,34 +205,17 @@ static void tick(sl_loop *loop, sl_timer *t)
  * Outgoing queues
  */
 
-static void key_of(const qm_vhost *vh, const char *canon, char *out, size_t cap, size_t *len)
+/* The registry's adopt hook (eod_adopt_fn): the link state of a new or recovered outgoing
+ * queue, whose parsed name is a. */
+static void outq_adopt(void *ctx, qm_queue *q, const link_addr *a)
 {
-    size_t vl = strlen(vh->name), cl = strlen(canon);
-    if (vl + 1 + cl > cap) {
-        *len = 0;
-        return;
-    }
-    memcpy(out, vh->name, vl);
-    out[vl] = 0;
-    for (size_t i = 0; i < cl; i++)
-        out[vl + 1 + i] = (char)(canon[i] >= 'A' && canon[i] <= 'Z' ? canon[i] + 32 : canon[i]);
-    *len = vl + 1 + cl;
-}
-
-static link_outq *outq_adopt(link_mgr *m, qm_queue *q)
-{
-    link_addr a;
-    char err[300];
-    if (link_fmt_parse(q->name, strlen(q->name), &a, err, sizeof err) < 0) {
-        sl_warn("link: queue '%s' looks like an outgoing queue but is not one: %s", q->name, err);
-        return NULL;
-    }
+    link_mgr *m = ctx;
     link_outq *o = sl_xcalloc(1, sizeof *o);
     o->m = m;
     o->q = q;
     snprintf(o->name, sizeof o->name, "%s", q->name);
-    o->dest = a;
-    o->msmq = link_msmq_port_for(m, &a) != 0;
+    o->dest = *a;
+    o->msmq = eod_msmq_port(m->reg, a) != 0;
     o->io.fd = -1;
     eod_send_init(&o->es, q->incarnation);
     if (m->store) {
@@ -254,12 +229,6 @@ static link_outq *outq_adopt(link_mgr *m, qm_queue *q)
     if (m->all)
         m->all->prev = o;
     m->all = o;
-    char key[1200];
-    size_t kl;
-    key_of(q->vhost, q->name, key, sizeof key, &kl);
-    if (kl)
-        sl_map_put(m->by_key, key, kl, o);
-    return o;
 }
 
 void link_outq_free(link_outq *o)
@@ -291,11 +260,7 @@ void link_outq_free(link_outq *o)
     if (o->next)
         o->next->prev = o->prev;
     if (o->q) {
-        char key[1200];
-        size_t kl;
-        key_of(o->q->vhost, o->q->name, key, sizeof key, &kl);
-        if (kl && sl_map_get(m->by_key, key, kl) == o)
-            sl_map_del(m->by_key, key, kl);
+        eod_reg_forget(m->reg, o->q);
         o->q->link = NULL;
     }
     sl_buf_free(&o->rpc_body);
@@ -313,94 +278,22 @@ static void on_queue_deleted(qm_queue *q, void *ctx)
         link_outq_free(q->link);
 }
 
+/* The registry's (eod/outq.h), under the names other rooms call. */
 void link_mgr_set_self(link_mgr *m, const char *addr, int port)
 {
-    snprintf(m->self_addr, sizeof m->self_addr, "%s", addr);
-    m->self_port = port;
-}
-
-static int is_self(const link_mgr *m, const link_addr *a)
-{
-    if (a->port != m->self_port)
-        return 0;
-    if (!strcasecmp(a->host, m->self_addr) || !strcasecmp(a->host, "localhost"))
-        return 1;
-    /* bound to 0.0.0.0: every loopback address is us */
-    return !strcmp(m->self_addr, "0.0.0.0") && !strncmp(a->host, "127.", 4);
+    eod_reg_set_self(m->reg, addr, port);
 }
 
 qm_queue *link_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t len, int create,
                               int *local, char *err, size_t errlen)
 {
-    link_addr a;
-    *local = 0;
-    if (link_fmt_parse(fmt, len, &a, err, errlen) < 0)
-        return NULL;
-    int mq_port = link_msmq_port_for(m, &a);
-    if (mq_port) { /* a Windows queue manager: MS-MQQB's port, written in the canonical name */
-        a.port = mq_port;
-        a.port_given = 1;
-    }
-    if (is_self(m, &a)) {
-        *local = 1;
-        snprintf(err, errlen, "'%.*s' names a queue of this node", (int)len, fmt);
-        return NULL;
-    }
-    char canon[900], key[1200];
-    size_t kl;
-    link_fmt_canonical(&a, canon, sizeof canon);
-    key_of(vh, canon, key, sizeof key, &kl);
-    link_outq *o = kl ? sl_map_get(m->by_key, key, kl) : NULL;
-    if (o)
-        return o->q;
-    if (!create) {
-        snprintf(err, errlen, "no outgoing queue for '%.*s'", (int)len, fmt);
-        return NULL;
-    }
-    qm_queue_decl d = {.name = canon, .name_len = strlen(canon), .durable = 1};
-    qm_queue *q;
-    char derr[300];
-    if (qm_queue_declare(vh, &d, &q, NULL, derr, sizeof derr) != SL_OK) {
-        snprintf(err, errlen, "cannot create the outgoing queue: %s", derr);
-        return NULL;
-    }
-    if (!q->link && !outq_adopt(m, q)) {
-        snprintf(err, errlen, "cannot adopt the outgoing queue");
-        return NULL;
-    }
-    sl_info("link: outgoing queue %s created in vhost '%s'", q->name, vh->name);
-    return q;
+    return eod_outgoing_queue(m->reg, vh, fmt, len, create, local, err, errlen);
 }
 
 qm_queue *link_msmq_outgoing_queue(link_mgr *m, qm_vhost *vh, const char *fmt, size_t len,
                                    int create, char *err, size_t errlen)
 {
-    link_addr a;
-    int local;
-    if (link_fmt_parse(fmt, len, &a, err, errlen) < 0)
-        return NULL;
-    if (!link_msmq_port_for(m, &a)) {
-        snprintf(err, errlen, "'%.*s' is not on a host of msmq.hosts", (int)len, fmt);
-        return NULL;
-    }
-    return link_outgoing_queue(m, vh, fmt, len, create, &local, err, errlen);
-}
-
-static qm_queue *resolve_remote(qm_vhost *vh, const char *name, size_t len, int create, void *ctx)
-{
-    link_mgr *m = ctx;
-    char err[300];
-    int local;
-    if (!link_fmt_is_candidate(name, len))
-        return NULL;
-    qm_queue *q = link_outgoing_queue(m, vh, name, len, create, &local, err, sizeof err);
-    if (!q && local) {
-        /* DIRECT=TCP:<this node>\private$\<queue>: the local queue of that name */
-        link_addr a;
-        if (link_fmt_parse(name, len, &a, err, sizeof err) == 0)
-            return qm_queue_find(vh, a.queue, strlen(a.queue));
-    }
-    return q;
+    return eod_msmq_outgoing_queue(m->reg, vh, fmt, len, create, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -422,14 +315,12 @@ link_mgr *link_mgr_new(qm_node *node, sl_loop *loop, struct persist *store, cons
     m->loop = loop;
     m->store = store;
     m->o = *o;
-    m->by_key = sl_map_new();
+    m->reg = eod_reg_new(node, m->o.msmq_hosts, outq_adopt, m);
     sl_buf_init(&m->scratch);
     sl_buf_init(&m->props_scratch);
     snprintf(m->node_name, sizeof m->node_name, "%s", node->name);
     m->online = store ? persist_online(store) : 1;
     node->online = (uint8_t)m->online;
-    node->resolve_remote = resolve_remote;
-    node->remote_ctx = m;
     node->on_queue_deleted = on_queue_deleted;
     node->hook_ctx = m;
     sl_timer_init(&m->tick, tick, m);
@@ -461,19 +352,7 @@ void link_mgr_recover(link_mgr *m)
             m->n_lt = m->cap_lt = n;
         }
     }
-    size_t it = 0, kl;
-    const char *k;
-    void *v;
-    while (sl_map_next(m->node->vhosts, &it, &k, &kl, &v)) {
-        qm_vhost *vh = v;
-        size_t qit = 0;
-        void *qv;
-        while (sl_map_next(vh->queues, &qit, &k, &kl, &qv)) {
-            qm_queue *q = qv;
-            if (q->is_outgoing && !q->link)
-                outq_adopt(m, q);
-        }
-    }
+    eod_reg_recover(m->reg);
 }
 
 void link_mgr_free(link_mgr *m)
@@ -489,9 +368,8 @@ void link_mgr_free(link_mgr *m)
         sl_loop_unwatch(m->loop, &m->resolver_w);
         link_resolver_free(m->resolver);
     }
-    m->node->resolve_remote = NULL;
     m->node->on_queue_deleted = NULL;
-    sl_map_free(m->by_key);
+    eod_reg_free(m->reg); /* after the links: each forgets its queue */
     sl_buf_free(&m->scratch);
     sl_buf_free(&m->props_scratch);
     sl_free(m->lt);
@@ -678,16 +556,4 @@ void link_outq_get_info(qm_queue *q, link_outq_info *out)
     out->reconnects = o->reconnects;
     out->history = o->hist;
     out->n_history = o->nhist;
-}
-
-sl_err link_recv_may_write(const struct acc_db *acc, const char *user, const qm_queue *q, char *err,
-                           size_t errlen)
-{
-    if (q->is_outgoing) {
-        snprintf(err, errlen, "'%s' is an outgoing queue, not a destination", q->name);
-        return SL_ERR_ACCESS_REFUSED;
-    }
-    if (!acc)
-        return SL_OK;
-    return acc_check_link_write(acc, user, q->vhost->name, q->name, err, errlen);
 }

@@ -42,24 +42,6 @@
 
 static void mq_pop_completed(link_outq *o);
 
-/* The msmq.hosts entry naming a's host: its port (1801 when it wrote none), or 0. */
-int link_msmq_port_for(const link_mgr *m, const link_addr *a)
-{
-    const char *h = m->o.msmq_hosts;
-    while (h && *h) {
-        const char *end = strchr(h, ' ');
-        size_t n = end ? (size_t)(end - h) : strlen(h);
-        const char *colon = memchr(h, ':', n);
-        size_t hl = colon ? (size_t)(colon - h) : n;
-        int port = colon ? atoi(colon + 1) : MQQB_PORT;
-        if (hl == strlen(a->host) && !strncasecmp(h, a->host, hl) && port > 0 &&
-            (!a->port_given || a->port == port))
-            return port;
-        h = end ? end + 1 : NULL;
-    }
-    return 0;
-}
-
 void link_mq_on_connected(link_outq *o)
 {
     link_need_node_id(o->m);

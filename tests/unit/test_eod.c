@@ -19,7 +19,7 @@
 
 #include "core/buf.h"
 #include "eod/eod.h"
-#include "link/link.h"
+#include "eod/outq.h"
 
 /* ------------------------------------------------------------------ format names */
 
