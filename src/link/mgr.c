@@ -1,11 +1,12 @@
-/* mgr.c - the link manager: one per node. It adopts every outgoing queue (link.h
- * "Outgoing queues") into a link_outq, runs the timers that decide when a link connects,
- * resends, beats or goes idle, and answers PAUSE / RESUME / EOD_RESEND and the management
- * view of an outgoing queue (link_outq_get_info).
+/* mgr.c - the link manager: one per node. It makes the node's outgoing-queue registry
+ * (eod/outq.h: naming, lookup, creation) and is told of every queue the registry adopts, to
+ * which it gives a link_outq; it runs the timers that decide when a link connects, resends,
+ * beats or goes idle, and answers PAUSE / RESUME / EOD_RESEND and the management view of an
+ * outgoing queue (link_outq_get_info).
  *
  * Invariants: q->link is the queue's link_outq exactly while the queue exists (adopted at
- * creation or recovery, freed by the queue-deleted hook); an outgoing queue is in m->all and
- * in the registry by its key, a request-only link in m->rpcs only.
+ * creation or recovery, freed by the queue-deleted hook, which takes it out of the registry
+ * first); an outgoing queue is in m->all, a request-only link in m->rpcs only.
  */
 #include "link/link_internal.h"
 
