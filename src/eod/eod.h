@@ -1,6 +1,6 @@
 /* eod.h - exactly-once in-order delivery (MSMQ's EOD, MS-MQQB 3.1.1.5-3.1.1.6 and 3.1.3.1,
  * reference/msmq.md section 7.1) as pure state machines: no sockets, no disk, no clock of
- * their own. link.c (sender) and broker/link_recv.c (receiver) drive them over the real
+ * their own. src/link/ (sender) and broker/link_recv.c (receiver) drive them over the real
  * link; tests/unit/test_eod.c drives them over a simulated one that drops, duplicates,
  * reorders and delays batches and acks and restarts either side, on seeded schedules.
  *

@@ -34,7 +34,7 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "link/link.h"
+#include "eod/outq.h"
 #include "persist/persist.h"
 #include "mqqb/mqqb.h"
 
@@ -148,10 +148,10 @@ static qm_queue *admin_queue(sl_node *n, qm_vhost *vh, const orig_info *o, int c
         snprintf(why, wl, "'%.300s' is not a direct format name (no directory here)", fmt);
         return NULL;
     }
-    if (n->links) {
+    eod_reg *reg = eod_reg_of(n->qm); /* the node's outgoing queues, when it has links */
+    if (reg) {
         char err[300];
-        qm_queue *q =
-            link_msmq_outgoing_queue(n->links, vh, fmt, strlen(fmt), create, err, sizeof err);
+        qm_queue *q = eod_msmq_outgoing_queue(reg, vh, fmt, strlen(fmt), create, err, sizeof err);
         if (q)
             return q;
     }

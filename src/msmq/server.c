@@ -54,7 +54,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "eod/eod.h"
-#include "link/link.h"
+#include "eod/outq.h"
 #include "net/accept.h"
 #include "net/cidr.h"
 #include "net/listen.h"

@@ -1,6 +1,6 @@
 /* fuzz_link.c - libFuzzer target for what a link peer or an operator hands the link code:
- * the EOD control message of a batch (eod_batch_decode, src/link/eod.c) and remote format
- * names (link_fmt_parse, src/link/fmt.c).
+ * the EOD control message of a batch (eod_batch_decode, src/eod/eod.c) and remote format
+ * names (link_fmt_parse, src/eod/fmt.c).
  *
  * The first byte picks the parser; the rest is its input. Besides "no crash, no over-read",
  * it checks:
@@ -19,7 +19,7 @@
 
 #include "core/buf.h"
 #include "eod/eod.h"
-#include "link/link.h"
+#include "eod/outq.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

@@ -1,5 +1,5 @@
-/* test_eod.c - the EOD state machines (src/link/eod.c) and remote format names
- * (src/link/fmt.c).
+/* test_eod.c - the EOD state machines (src/eod/eod.c) and remote format names
+ * (src/eod/fmt.c).
  *
  * The simulation (FoundationDB style, DESIGN.md section 6) drives the real sender
  * bookkeeping and receiver rule over a fake network that drops, duplicates, reorders and
@@ -19,7 +19,7 @@
 
 #include "core/buf.h"
 #include "eod/eod.h"
-#include "link/link.h"
+#include "eod/outq.h"
 
 /* ------------------------------------------------------------------ format names */
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "link/link.h"
+#include "eod/outq.h"
 
 static int take_prefix(const char **p, const char *end, const char *pre)
 {
