@@ -452,9 +452,11 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
             return reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
         }
         /* QMMgmt Action (MC-MQAC 3.3.6.3): this node's R_QMMgmtAction */
-        if ((e = msmq_queue_action(r->m, o->format_name, o->vhost, mb->action, &v[0], reason,
-                                   sizeof reason)) != SL_OK)
+        mq_action_result res;
+        if ((e = mq_action_queue(r->m, o->format_name, o->vhost, mb->action, &res, reason,
+                                 sizeof reason)) != SL_OK)
             return reply_hresult(r, e, NULL, reason);
+        v[0] = msmq_action_json(&res);
         json_object_set_new(v[0], "member", json_string(mb->name));
         json_object_set_new(v[0], "interface", json_string(iface_names[mb->iface]));
         return reply_hresult(r, SL_OK, v[0], NULL);
