@@ -9,27 +9,8 @@
 
 #include "core/mem.h"
 #include "link/link.h"
+#include "mq/mgmtobj.h"
 #include "mgmt/mgmt_internal.h"
-
-/* MC-MQAC QUEUE_STATE values of the link states */
-static int state_enum(link_state s)
-{
-    switch (s) {
-    case LINK_DISCONNECTED:
-        return 1;
-    case LINK_WAITING:
-        return 2;
-    case LINK_ONHOLD:
-        return 4;
-    case LINK_INACTIVE:
-        return 5;
-    case LINK_CONNECTED:
-        return 6;
-    case LINK_DISCONNECTING:
-        return 7;
-    }
-    return 5;
-}
 
 static const char *hist_status_name(uint32_t s)
 {
@@ -200,20 +181,13 @@ void outgoing_view(mgmt *m, qm_queue *q, json_t *o)
 {
     link_outq_info in;
     link_outq_get_info(q, &in);
-    int fs = in.foreign == LINK_FOREIGN_YES ? 0 : in.foreign == LINK_FOREIGN_NO ? 1 : 2;
-    static const char *const fsn[] = {"MQ_STATUS_FOREIGN", "MQ_STATUS_NOT_FOREIGN",
-                                      "MQ_STATUS_UNKNOWN"};
-    static const char *const stn[] = {
-        "MQ_QUEUE_STATE_LOCAL_CONNECTION", "MQ_QUEUE_STATE_DISCONNECTED",
-        "MQ_QUEUE_STATE_WAITING",          "MQ_QUEUE_STATE_NEEDVALIDATE",
-        "MQ_QUEUE_STATE_ONHOLD",           "MQ_QUEUE_STATE_NONACTIVE",
-        "MQ_QUEUE_STATE_CONNECTED",        "MQ_QUEUE_STATE_DISCONNECTING"};
-    int se = state_enum(in.state);
-    json_object_set_new(o, "ForeignStatus", json_pack("{s:i,s:s}", "value", fs, "name", fsn[fs]));
+    const char *fsn, *stn;
+    int fs = mq_mobj_foreign_value(in.foreign, &fsn), se = mq_mobj_state_value(in.state, &stn);
+    json_object_set_new(o, "ForeignStatus", json_pack("{s:i,s:s}", "value", fs, "name", fsn));
     json_object_set_new(o, "IsLocal", json_false());
     json_object_set_new(o, "TransactionalStatus",
                         json_pack("{s:i,s:s}", "value", 2, "name", "MQ_XACT_STATUS_UNKNOWN"));
-    json_object_set_new(o, "State", json_pack("{s:i,s:s}", "value", se, "name", stn[se]));
+    json_object_set_new(o, "State", json_pack("{s:i,s:s}", "value", se, "name", stn));
     json_t *hops = json_array();
     if (in.next_hop[0])
         json_array_append_new(hops, json_string(in.next_hop));

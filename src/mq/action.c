@@ -11,7 +11,7 @@
 #include "link/link.h"
 #include "node/node.h"
 #include "mq/action.h"
-#include "mgmt/mgmt_internal.h" /* redesign: fmtname_resolve, until format names move (r-mqh) */
+#include "mq/bridge.h" /* redesign: format names and msmq_caller (see there) */
 
 static const char *const machine_actions[] = {"CONNECT", "DISCONNECT", "TIDY"};
 static const char *const queue_actions[] = {"PAUSE", "RESUME", "EOD_RESEND"};

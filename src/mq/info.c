@@ -12,7 +12,7 @@
 #include "core/version.h"
 #include "node/node.h"
 #include "mq/info.h"
-#include "mgmt/mgmt_internal.h" /* redesign: format names and msmq_caller, until r-mqh */
+#include "mq/bridge.h" /* redesign: format names and msmq_caller (see there) */
 
 static const mq_prop_def machine_props[] = {
     {1, "ACTIVEQUEUES", MQ_VT_LPWSTR | MQ_VT_VECTOR},

@@ -10,7 +10,7 @@
 #include "node/node.h"
 #include "persist/persist.h"
 #include "mq/info.h"
-#include "mgmt/mgmt_internal.h" /* redesign: fmt_computer, until format names move (r-mqh) */
+#include "mq/bridge.h" /* redesign: format names and msmq_caller (see there) */
 
 const char *mq_info_foreign_name(link_foreign f)
 {
