@@ -322,16 +322,10 @@ static char *serve_peer(void *ctx, const char *peer, const char *user, const cha
     char err[600];
     qm_queue *q;
     sl_err qe =
-        fmtname_resolve(m, json_string_value(jf), json_is_string(jv) ? json_string_value(jv) : NULL,
-                        &q, err, sizeof err);
+        mq_mobj_peer_queue(m, user, json_string_value(jf),
+                           json_is_string(jv) ? json_string_value(jv) : NULL, &q, err, sizeof err);
     if (qe != SL_OK)
         return peer_fail(qe, err);
-    /* the link's user reads properties of the vhosts it has a permission entry on */
-    if (!acc_vhost_visible(m->n->acc, user, q->vhost->name)) {
-        snprintf(err, sizeof err, "user '%s' is not authorised to access virtual host '%s'", user,
-                 q->vhost->name);
-        return peer_fail(SL_ERR_ACCESS_REFUSED, err);
-    }
     json_t *vals = json_array();
     size_t i;
     json_t *p;

@@ -343,6 +343,20 @@ sl_err mq_mobj_check(mgmt *m, const mq_mobj *o, const char *id, const mq_mobj_me
     return SL_OK;
 }
 
+sl_err mq_mobj_peer_queue(mgmt *m, const char *user, const char *fmt, const char *vhost,
+                          qm_queue **q, char *err, size_t errlen)
+{
+    sl_err e = fmtname_resolve(m, fmt, vhost, q, err, errlen);
+    if (e != SL_OK)
+        return e;
+    if (!acc_vhost_visible(m->n->acc, user, (*q)->vhost->name)) {
+        snprintf(err, errlen, "user '%s' is not authorised to access virtual host '%s'", user,
+                 (*q)->vhost->name);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    return SL_OK;
+}
+
 const char *mq_mobj_machine(mgmt *m, const mq_mobj *o)
 {
     return o->machine ? o->machine : fmt_computer(m);

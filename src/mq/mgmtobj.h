@@ -109,6 +109,11 @@ sl_err mq_mobj_check(struct mgmt *m, const mq_mobj *o, const char *id, const mq_
  * a queue are for users of its vhost, as R_QMMgmtGetInfo's). */
 sl_err mq_mobj_get_info(struct mgmt *m, const struct msmq_caller *who, const mq_mobj *o, int propid,
                         mq_value *out, char *err, size_t errlen);
+/* The owner's end of a Get Info for another node's management object: the queue fmt names,
+ * if the link's user (user) may read it: the properties of the vhosts it has a permission
+ * entry on. */
+sl_err mq_mobj_peer_queue(struct mgmt *m, const char *user, const char *fmt, const char *vhost,
+                          qm_queue **q, char *err, size_t errlen);
 /* The computer name Machine answers. */
 const char *mq_mobj_machine(struct mgmt *m, const mq_mobj *o);
 
