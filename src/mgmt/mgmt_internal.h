@@ -428,36 +428,23 @@ ctx_entry **ctx_list(ctxtab *t, const char *user, size_t *n);
 /* Close every object unused for cfg->handle_idle_timeout; returns how many. */
 size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now);
 
-/* ---- api_msmq.c: R_QMMgmtGetInfo of one queue property, for the management objects ---- */
-/* Resolve fmt (vhost hint may be NULL) and produce property id's value (owned by the caller)
- * and VARIANT type; a failure HRESULT with err, and no value, as R_QMMgmtGetInfo. */
-/* R_QMMgmtAction / R_QMMgmtGetInfo for every door (api_msmq.c): the HTTP API and DCE/RPC
- * (msrpc_qmmgmt.c) call these, so both apply the same rules and change the same state. */
+/* ---- api_msmq.c: R_QMMgmtAction / R_QMMgmtGetInfo over HTTP. The rules and values are
+ * mq/'s (mq/action.h, mq/info.h: msmq_info_object, msmq_vhost_listed), which every door calls;
+ * these turn them into the API's JSON. ---- */
 typedef struct msmq_caller {
     const char *user; /* its vhost permissions decide which queues it sees */
     int is_admin;
 } msmq_caller;
-/* object: "MACHINE", "QUEUE=<format name>", anything else a session. SL_OK with *tidy set: a
- * valid TIDY the caller starts (node_tidy_start); extra (caller decrefs): the result. */
-sl_err msmq_action(mgmt *m, const char *object, const char *vhost, const char *act, json_t **extra,
-                   int *tidy, char *err, size_t errlen);
-sl_err msmq_info_object(mgmt *m, const msmq_caller *who, const char *object, const char *vhost,
-                        int *machine, qm_queue **q, char *err, size_t errlen);
-/* The VT of a property of the machine or of a queue; NULL when id is no such property. */
-const char *msmq_prop_vt(int machine, int id);
-/* Its value (new reference) and the VT it has here (VT_NULL where the object has none); the
- * machine's lists and totals cover the vhosts who may list. */
-json_t *msmq_prop_value(mgmt *m, const msmq_caller *who, int machine, qm_queue *q, int id,
-                        const char **vt);
-/* RabbitMQ's listing rule (req_vhost_listed) for a caller of any door. */
-int msmq_vhost_listed(mgmt *m, const msmq_caller *who, const char *vhost);
+#include "mq/action.h"
+#include "mq/info.h"
+/* A property value as the API shows it (new reference). */
+json_t *msmq_value_json(const mq_value *v);
+/* An action's result ({"connected"} or {"state"}; NULL for none), new reference. */
+json_t *msmq_action_json(const mq_action_result *res);
+/* One queue property of the queue fmt names as JSON (*value owned by the caller) and its VT
+ * name; a failure HRESULT with err, and no value (mq_info_queue_value). */
 sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
                        const char **vt, char *err, size_t errlen);
-
-/* R_QMMgmtAction of a queue action (PAUSE, RESUME, EOD_RESEND, any case) on the queue fmt
- * names; SL_OK with *extra ({"state"}, owned by the caller) or the failure with err. */
-sl_err msmq_queue_action(mgmt *m, const char *fmt, const char *vhost, const char *act,
-                         json_t **extra, char *err, size_t errlen);
 
 /* ---- handlers ---- */
 enum MHD_Result api_queues(req *r);
@@ -502,10 +489,6 @@ enum MHD_Result api_outgoing(req *r);
 /* POST /api/msmq/remote: a request to another node over a link (link_rpc_call) */
 enum MHD_Result api_remote(req *r);
 json_t *outgoing_json(mgmt *m, qm_queue *q);
-/* The value of queue property id for an outgoing queue (vt set to VT_NULL when none). */
-json_t *outgoing_prop(mgmt *m, qm_queue *q, int id, const char **vt);
-/* PROPID_MGMT_QUEUE_EOD_SOURCE_INFO of a destination queue. */
-json_t *eod_source_info(mgmt *m, qm_queue *q);
 /* The MC-MQAC members that differ for an outgoing queue, set into o. */
 void outgoing_view(mgmt *m, qm_queue *q, json_t *o);
 /* api_queues.c: the JSON of one queue; full adds the MC-MQAC view and subqueues. */

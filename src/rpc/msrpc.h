@@ -37,10 +37,6 @@ enum { MSRPC_PROP_EOD_SOURCE_INFO = 24, MSRPC_PROP_CONNECTION_HISTORY = 25 };
 /* RPC_S_INVALID_BOUND: a [range] or size_is the stub refuses */
 #define MSRPC_S_INVALID_BOUND 0x000006C6u
 
-/* "VT_LPWSTR|VT_VECTOR" -> its VARTYPE */
-uint16_t msrpc_vt_code(const char *s);
-void msrpc_pv_inline(ndr_wr *w, uint16_t vt, json_t *v);
-void msrpc_pv_deferred(ndr_wr *w, uint16_t vt, json_t *v, int prop);
 
 /* The caller's rights, as the HTTP API's MSMQ endpoints decide them: a user tagged for
  * management; need_admin for actions. SL_ERR_ACCESS_REFUSED with a reason otherwise. */

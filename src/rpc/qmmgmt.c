@@ -1,9 +1,10 @@
-/* msrpc_qmmgmt.c - the qmmgmt interface (MS-MQMR, 41208ee0-e970-11d1-9b9e-00e02c064c39 v1.0)
+/* qmmgmt.c - the qmmgmt interface (MS-MQMR, 41208ee0-e970-11d1-9b9e-00e02c064c39 v1.0)
  * over DCE/RPC: R_QMMgmtGetInfo (opnum 0) and R_QMMgmtAction (opnum 1).
  *
- * Both call what the HTTP API's /api/msmq/info and /api/msmq/action call (api_msmq.c:
- * msmq_info_object, msmq_prop_value, msmq_action), with the same rights (msrpc_caller), so
- * the two doors cannot disagree. A refused call returns its HRESULT and changes nothing;
+ * Both call what the HTTP API's /api/msmq/info and /api/msmq/action call (mq/info.h:
+ * msmq_info_object, mq_info_value; mq/action.h: mq_action), with the same rights
+ * (msrpc_caller), so the two doors cannot disagree; the values go out as PROPVARIANTs
+ * (propvar.c). A refused call returns its HRESULT and changes nothing;
  * GetInfo then returns apVar as it came (VT_NULLs). Malformed stubs fault with
  * RPC_X_BAD_STUB_DATA, cp outside 1..128 with RPC_S_INVALID_BOUND (the IDL's [range]).
  */
@@ -12,8 +13,11 @@
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "mq/action.h"
+#include "mq/info.h"
 #include "persist/persist.h"
 #include "rpc/msrpc.h"
+#include "rpc/propvar.h"
 
 #define MAX_PROPS 128
 
@@ -83,27 +87,29 @@ static uint32_t get_info(void *ctx, const rpc_session_info *s, const rpc_call *c
     if (e == SL_OK)
         e = msmq_info_object(m, &who, object, NULL, &machine, &q, err, sizeof err);
     for (uint32_t i = 0; i < cp && e == SL_OK; i++)
-        if (!msmq_prop_vt(machine, (int)ids[i])) {
+        if (!mq_info_prop(machine, (int)ids[i])) {
             snprintf(err, sizeof err, "property %u is not a %s property", ids[i],
                      machine ? "machine" : "queue");
             e = SL_ERR_ILLEGAL_PROPID;
         }
-    json_t *vals[MAX_PROPS];
+    /* a refused call returns apVar as it came: VT_NULLs */
+    mq_value vals[MAX_PROPS];
     uint16_t vts[MAX_PROPS];
     for (uint32_t i = 0; i < cp; i++) {
-        const char *vt = "VT_NULL";
-        vals[i] = e == SL_OK ? msmq_prop_value(m, &who, machine, q, (int)ids[i], &vt) : json_null();
-        vts[i] = msrpc_vt_code(vt);
+        vts[i] = MQ_VT_NULL;
+        memset(&vals[i], 0, sizeof vals[i]);
+        if (e == SL_OK)
+            mq_info_value(m, &who, machine, q, (int)ids[i], &vts[i], &vals[i]);
     }
     if (e != SL_OK)
         sl_debug("msrpc: R_QMMgmtGetInfo %s from %s: %s", object, s->peer, err);
     ndr_put_u32(out, cp);
     for (uint32_t i = 0; i < cp; i++)
-        msrpc_pv_inline(out, vts[i], vals[i]);
+        msrpc_pv_inline(out, vts[i], &vals[i]);
     for (uint32_t i = 0; i < cp; i++)
-        msrpc_pv_deferred(out, vts[i], vals[i], (int)ids[i]);
+        msrpc_pv_deferred(out, vts[i], &vals[i], (int)ids[i]);
     for (uint32_t i = 0; i < cp; i++)
-        json_decref(vals[i]);
+        mq_value_free(&vals[i]);
     ndr_wr_align(out, 4);
     ndr_put_u32(out, msrpc_hresult(e));
     return 0;
@@ -134,13 +140,11 @@ static uint32_t action(void *ctx, const rpc_session_info *s, const rpc_call *c, 
         return NCA_S_FAULT_NDR;
     char err[400];
     msmq_caller who;
-    json_t *extra = NULL;
-    int tidy = 0;
+    mq_action_result res = {0};
     sl_err e = msrpc_caller(m, s, 1, &who, err, sizeof err);
     if (e == SL_OK)
-        e = msmq_action(m, object, NULL, act, &extra, &tidy, err, sizeof err);
-    json_decref(extra);
-    if (e == SL_OK && tidy) {
+        e = mq_action(m, object, NULL, act, &res, err, sizeof err);
+    if (e == SL_OK && res.tidy) {
         node_tidy_start(m->n, tidy_done, msrpc_pending_new(m, s, c));
         return RPC_DEFERRED;
     }
