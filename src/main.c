@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "cluster/leader.h"
 #include "cluster/node.h"
 #include "link/link.h"
 #include "node/node.h"

@@ -39,6 +39,7 @@
 #include "access/verifier.h"
 #include "net/tls.h"
 #include "link/rpc_queue.h"
+#include "cluster/leader.h"
 
 static void conn_handle_frame(conn *c, const amqp_frame *f);
 static void hb_timer_fn(sl_loop *loop, sl_timer *t);

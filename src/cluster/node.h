@@ -9,7 +9,7 @@
  * When the member thread wins the leader key, cl_node_follow stops the client and the proxy
  * and returns the node: main() then starts the broker as after kill -9 (persist_open recovers
  * the mirrored directory), adopting the bound sockets (sl_config.adopt_*_fd) and the member,
- * and the broker starts the replication server (broker/cluster.c).
+ * and the node starts the replication server (cluster/leader.c).
  *
  * A leader that stops being leader re-executes itself (cl_node_reexec: execv of
  * /proc/self/exe, same pid, its sockets passed with --listen-fd) into the follower phase.

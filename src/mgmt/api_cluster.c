@@ -42,6 +42,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "cluster/leader.h"
 #include "cluster/member.h"
 #include "cluster/mirror.h"
 #include "cluster/stream.h"

@@ -284,13 +284,4 @@ int node_peer_is_loopback(sl_node *n, const struct sockaddr *sa);
 /* The TLS options of a ssl_options / management.ssl group (net/tls.h). */
 void node_tls_opts(const struct sl_tls_conf *t, struct sl_tls_opts *o);
 
-/* ---- the leader's side of the cluster (broker/cluster.c until it moves to cluster/) ---- */
-struct cl_node;
-int broker_cluster_adopt(sl_node *b, int http_port);
-int broker_cluster_mirror(sl_node *b, struct persist_options *po);
-void broker_cluster_free_mirror(sl_node *b);
-void broker_cluster_stop(sl_node *b);
-int node_cluster_refuses(sl_node *b, char *err, size_t errlen);
-void node_cluster_handover(sl_node *b, int on, const char *heir);
-
 #endif

@@ -1,5 +1,6 @@
-/* cluster.c - the broker's side of the cluster (issue 31). A node with cluster settings runs
- * the broker only while it leads (cluster/node.h: followers run no queue model); so here:
+/* leader.c - the node's side of the cluster while it leads (issue 31; in cluster/ since issue
+ * 45: it is the node's work, not the AMQP door's). A node with cluster settings runs its queue
+ * model only while it leads (cluster/node.h: followers run none); so here:
  *  - the leader's member (adopted from the follower phase, still holding the leader key), and
  *    closing every client with 320 the moment it stops being the leader, then stopping the loop
  *    so that main() re-executes the process as a follower (no two leaders serve at once);
@@ -11,22 +12,33 @@
  *    reply that waits for the disk goes out then: confirms wait for the ISR;
  *  - below min_insync_replicas, publishers are blocked (connection.blocked "cluster: fewer
  *    than N in-sync replicas") as by a resource alarm, until the ISR is big enough again.
+ *
+ * Invariants: the cluster is one of the node's parts (node_part "cluster", added with the
+ * mirror): the node stops it first (leave: the server, then the member, which hands the key
+ * back) and tells it when the store has closed (closed: the replica state is saved); it asks it
+ * whether an address is another member's (loopback_users). The doors are reached only through
+ * node/node.h, never through their headers.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "node/node.h"
-#include "cluster/proxy.h"
+#include "cluster/leader.h"
+
+#include "cluster/auth.h"
 #include "cluster/member.h"
 #include "cluster/mirror.h"
 #include "cluster/node.h"
-#include "cluster/auth.h"
+#include "cluster/proxy.h"
 #include "cluster/stream.h"
-#include "net/tls.h"
 #include "core/log.h"
+#include "net/tls.h"
+#include "node/node.h"
 #include "persist/persist.h"
+
+static void broker_cluster_stop(sl_node *b);
+static void broker_cluster_free_mirror(sl_node *b);
 
 static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
 {
@@ -97,7 +109,7 @@ static int peer_is_member(void *ctx, const struct sockaddr *sa)
     return cl_proxy_from_member(&st, b->cfg->node_name, sa);
 }
 
-int broker_cluster_mirror(sl_node *b, persist_options *po)
+int broker_cluster_mirror(sl_node *b, struct persist_options *po)
 {
     node_part part = {.name = "cluster",
                       .ctx = b,
@@ -119,7 +131,7 @@ int broker_cluster_mirror(sl_node *b, persist_options *po)
     return 0;
 }
 
-void broker_cluster_free_mirror(sl_node *b)
+static void broker_cluster_free_mirror(sl_node *b)
 {
     /* After persist_close: every group is on this disk. The leader's log position, so that a
      * leader re-elected after its re-exec continues the numbering (the groups written after
@@ -327,7 +339,7 @@ int broker_cluster_adopt(sl_node *b, int http_port)
     return 0;
 }
 
-void broker_cluster_stop(sl_node *b)
+static void broker_cluster_stop(sl_node *b)
 {
     if (b->repl) {
         sl_loop_unwatch(b->loop, &b->repl_w);
