@@ -63,9 +63,9 @@ static void clear_pending(mobj *o)
     o->p_machine = o->p_format_name = o->p_vhost = o->p_rhost = NULL;
 }
 
-static void mobj_close(mgmt *m, ctx_entry *e)
+static void mobj_close(void *ctx, ctx_entry *e)
 {
-    (void)m;
+    (void)ctx;
     mobj *o = (mobj *)e;
     clear_pending(o);
     sl_free(o->rhost);
@@ -80,7 +80,7 @@ static char *serve_peer(void *ctx, const char *peer, const char *user, const cha
 
 void mgmtobj_init(mgmt *m)
 {
-    ctxtab_init(&m->mobjs, "management object", mobj_close);
+    ctxtab_init(&m->mobjs, "management object", m->mq->run_id, m->n->cfg, mobj_close, m);
     link_rpc_set_mgmt(serve_peer, m);
 }
 
@@ -204,7 +204,7 @@ static sl_err get_info(req *r, mobj *o, int propid, json_t **value, char *err, s
 {
     /* a queue's properties are for users of its vhost, as R_QMMgmtGetInfo's (api_msmq.c) */
     qm_queue *q;
-    sl_err e = fmtname_resolve(r->m, o->format_name, o->vhost, &q, err, errlen);
+    sl_err e = fmtname_resolve(r->m->mq, o->format_name, o->vhost, &q, err, errlen);
     if (e != SL_OK)
         return e;
     if (!req_vhost_listed(r, q->vhost->name)) {
@@ -442,7 +442,7 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
     case CV_FORMAT_NAME:
         return reply_member(r, mb, json_string(o->format_name), NULL);
     case CV_MACHINE:
-        return reply_member(r, mb, json_string(o->machine ? o->machine : fmt_computer(r->m)), NULL);
+        return reply_member(r, mb, json_string(o->machine ? o->machine : fmt_computer(r->m->mq)), NULL);
     case CV_ACTION:
         if (o->rhost) {
             snprintf(reason, sizeof reason,
@@ -509,7 +509,7 @@ static char *serve_peer(void *ctx, const char *peer, const char *user, const cha
     char err[600];
     qm_queue *q;
     sl_err qe =
-        fmtname_resolve(m, json_string_value(jf), json_is_string(jv) ? json_string_value(jv) : NULL,
+        fmtname_resolve(m->mq, json_string_value(jf), json_is_string(jv) ? json_string_value(jv) : NULL,
                         &q, err, sizeof err);
     if (qe != SL_OK)
         return peer_fail(qe, err);
@@ -551,7 +551,7 @@ static json_t *mobj_json(mgmt *m, mobj *o)
     json_t *j = json_pack("{s:s,s:s,s:b,s:I}", "id", o->e.id, "user", o->e.owner, "initialized",
                           o->initialized, "opened_at", (json_int_t)o->e.opened_wall_ms);
     if (o->initialized) {
-        json_object_set_new(j, "machine", json_string(o->machine ? o->machine : fmt_computer(m)));
+        json_object_set_new(j, "machine", json_string(o->machine ? o->machine : fmt_computer(m->mq)));
         json_object_set_new(j, "format_name", json_string(o->format_name));
         json_object_set_new(j, "vhost", o->vhost ? json_string(o->vhost) : json_null());
         json_object_set_new(j, "interface",
@@ -588,7 +588,7 @@ static enum MHD_Result init(req *r, mobj *o)
     if (machine && !*machine)
         machine = NULL; /* MC-MQAC: omitted = the local computer */
     char reason[600], rhost[256];
-    int rport = 0, remote = machine && !fmt_is_local_machine(r->m, machine);
+    int rport = 0, remote = machine && !fmt_is_local_machine(r->m->mq, machine);
     if (remote && fmt_machine_split(machine, rhost, sizeof rhost, &rport) < 0) {
         snprintf(reason, sizeof reason,
                  "machine '%.200s' is not this node nor an address ('host' or 'host:port')",
@@ -690,7 +690,7 @@ enum MHD_Result api_mgmtobj(req *r)
         if (!req_is(r, "POST"))
             return reply_method_not_allowed(r);
         mobj *o = sl_xcalloc(1, sizeof *o);
-        if ((e = ctx_add(r->m, &r->m->mobjs, &o->e, r->user, reason, sizeof reason)) != SL_OK) {
+        if ((e = ctx_add(&r->m->mobjs, &o->e, r->user, reason, sizeof reason)) != SL_OK) {
             sl_free(o);
             return reply_hresult(r, e, NULL, reason);
         }
@@ -715,7 +715,7 @@ enum MHD_Result api_mgmtobj(req *r)
     if (r->nsegs == 3 && !req_is(r, "GET") && !req_is(r, "DELETE"))
         return reply_method_not_allowed(r);
     ctx_entry *ce;
-    if ((e = ctx_lookup(r->m, &r->m->mobjs, r->segs[2], r->user, &ce, reason, sizeof reason)) !=
+    if ((e = ctx_lookup(&r->m->mobjs, r->segs[2], r->user, &ce, reason, sizeof reason)) !=
         SL_OK)
         return reply_hresult(r, e, NULL, reason);
     mobj *o = (mobj *)ce;

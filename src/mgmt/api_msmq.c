@@ -165,7 +165,7 @@ sl_err msmq_queue_action(mgmt *m, const char *fmt, const char *vhost, const char
         return SL_ERR_INVALID_PARAMETER;
     }
     qm_queue *q;
-    sl_err e = fmtname_resolve(m, fmt, vhost, &q, err, errlen);
+    sl_err e = fmtname_resolve(m->mq, fmt, vhost, &q, err, errlen);
     if (e != SL_OK)
         return e;
     if (!q->is_outgoing) {
@@ -305,11 +305,11 @@ static void all_queues(mgmt *m, const msmq_caller *who, json_t *active, json_t *
         for (size_t j = 0; j < nq; j++) {
             qm_queue *q = qs[j];
             if (queue_active(q)) {
-                fmtname_of(m, q, buf, sizeof buf);
+                fmtname_of(m->mq, q, buf, sizeof buf);
                 json_array_append_new(active, json_string(buf));
             }
             if (!q->is_system) {
-                pathname_of(m, q, buf, sizeof buf);
+                pathname_of(m->mq, q, buf, sizeof buf);
                 json_array_append_new(privateq, json_string(buf));
             }
             size_t ns;
@@ -317,7 +317,7 @@ static void all_queues(mgmt *m, const msmq_caller *who, json_t *active, json_t *
             for (size_t k = 0; k < ns; k++) {
                 if (!queue_active(subs[k]))
                     continue;
-                fmtname_of(m, subs[k], buf, sizeof buf);
+                fmtname_of(m->mq, subs[k], buf, sizeof buf);
                 json_array_append_new(active, json_string(buf));
             }
             sl_free(subs);
@@ -375,10 +375,10 @@ static json_t *queue_value(mgmt *m, qm_queue *q, int id, const char **vt)
     void **subs;
     switch (id) {
     case 1:
-        pathname_of(m, q, buf, sizeof buf);
+        pathname_of(m->mq, q, buf, sizeof buf);
         return json_string(buf);
     case 2:
-        fmtname_of(m, q, buf, sizeof buf);
+        fmtname_of(m->mq, q, buf, sizeof buf);
         return json_string(buf);
     case 3:
         return json_string(q->is_system ? "MACHINE" : "PRIVATE");
@@ -498,7 +498,7 @@ sl_err msmq_info_object(mgmt *m, const msmq_caller *who, const char *object, con
     }
     if (kind == OBJ_MACHINE)
         return SL_OK;
-    sl_err e = fmtname_resolve(m, fmt, vhost, q, err, errlen);
+    sl_err e = fmtname_resolve(m->mq, fmt, vhost, q, err, errlen);
     if (e != SL_OK)
         return e;
     if (!msmq_vhost_listed(m, who, (*q)->vhost->name)) {
@@ -581,7 +581,7 @@ sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json
         return SL_ERR_ILLEGAL_PROPID;
     }
     qm_queue *q;
-    sl_err e = fmtname_resolve(m, fmt, vhost, &q, err, errlen);
+    sl_err e = fmtname_resolve(m->mq, fmt, vhost, &q, err, errlen);
     if (e != SL_OK)
         return e;
     *vt = p->vt;

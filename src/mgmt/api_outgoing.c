@@ -296,7 +296,7 @@ json_t *eod_source_info(mgmt *m, qm_queue *q)
         if (!e->dest || strcmp(e->dest, name))
             continue;
         char f[800], guid[40];
-        snprintf(f, sizeof f, "DIRECT=OS:%s\\private$\\%s", fmt_computer(m), name);
+        snprintf(f, sizeof f, "DIRECT=OS:%s\\private$\\%s", fmt_computer(m->mq), name);
         const uint8_t *g = e->sender;
         snprintf(guid, sizeof guid,
                  "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", g[0], g[1],

@@ -13,6 +13,7 @@
 #include "broker/broker.h" /* redesign: AMQP connections listed directly, until door hooks */
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
+#include "mq/move.h"
 
 /* ------------------------------------------------------------------------------------------
  * Views
@@ -92,9 +93,9 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
         uint64_t jbytes;
         uint64_t jcount = journal_count(q, &jbytes);
         char buf[800];
-        fmtname_of(m, q, buf, sizeof buf);
+        fmtname_of(m->mq, q, buf, sizeof buf);
         json_object_set_new(o, "FormatName", json_string(buf));
-        pathname_of(m, q, buf, sizeof buf);
+        pathname_of(m->mq, q, buf, sizeof buf);
         json_object_set_new(o, "PathName", json_string(buf));
         json_object_set_new(o, "ForeignStatus", enum_json(1, "MQ_STATUS_NOT_FOREIGN"));
         json_object_set_new(o, "QueueType",
@@ -185,15 +186,7 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
 
 int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
 {
-    const qm_queue *top = q->parent ? q->parent : q;
-    if (!top->exclusive)
-        return 0;
-    snprintf(why, whylen,
-             "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be "
-             "originally declared on another connection or the exclusive property value does "
-             "not match that of the original declaration.",
-             top->name, top->vhost->name);
-    return 1;
+    return mq_exclusive_locked(q, why, whylen);
 }
 
 /* An exclusive queue belongs to the connection that declared it: no HTTP request is that

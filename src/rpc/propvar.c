@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mgmt/mgmt_internal.h" /* base64_decode, until core/ has the one base64 */
 #include "rpc/dcerpc.h"
 #include "rpc/msrpc.h"
 
