@@ -43,7 +43,7 @@
 #include "node/config.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "mgmt/mgmt.h"
+#include "mgmt/mgmt_internal.h"
 #include "rpc/msrpc.h"
 #include "qm/qm.h"
 
@@ -233,7 +233,7 @@ static void stub_action(sl_buf *b, int queue, const char *act)
 
 static uint32_t call(int iface, uint16_t opnum, const uint8_t *p, size_t n, int le, sl_buf *out)
 {
-    return rpc_server_invoke(M->rpc, &WHO,
+    return rpc_server_invoke(M->rpc->srv, &WHO,
                              iface == IF_QMMGMT   ? &QMMGMT
                              : iface == IF_QMCOMM ? &QMCOMM
                                                   : NULL,
@@ -290,10 +290,10 @@ static void setup(void)
     if (!M)
         fprintf(stderr, "mgmt_start: %s\n", err);
     CHECK(M && M->rpc);
-    WHO.srv = M->rpc;
+    WHO.srv = M->rpc->srv;
     rpc_uuid_parse("41208ee0-e970-11d1-9b9e-00e02c064c39", QMMGMT.uuid);
     rpc_uuid_parse("fdb3a030-065f-11d1-bb9b-00a024ea5525", QMCOMM.uuid);
-    qm_vhost *v = qm_vhost_find(B->node, "/", 1);
+    qm_vhost *v = qm_vhost_find(B->qm, "/", 1);
     CHECK(v);
     static const char *names[] = {"q", "Orders"};
     for (int i = 0; i < 2; i++) {
@@ -312,7 +312,7 @@ static const msrpc_pending *tidy_call; /* TIDY's call: msrpc_pending_new put it 
 
 static int pending(const msrpc_pending *p)
 {
-    for (const msrpc_pending *q = M->rpc_pending; q; q = q->next)
+    for (const msrpc_pending *q = M->rpc->pending; q; q = q->next)
         if (q == p)
             return 1;
     return 0;
@@ -332,7 +332,7 @@ static void run_until_answered(void)
     sl_timer t;
     sl_timer_init(&t, look, NULL);
     tidy_deadline = sl_now_ms() + 10000;
-    tidy_call = M->rpc_pending;
+    tidy_call = M->rpc->pending;
     sl_timer_start(B->loop, &t, sl_now_ms() + 1);
     sl_loop_run(B->loop);
     if (sl_timer_armed(&t))
@@ -518,7 +518,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the handle closed (or never opened): open it again; refill a purged queue */
     if (!open_descriptors())
         open_handle();
-    qm_vhost *v = qm_vhost_find(B->node, "/", 1);
+    qm_vhost *v = qm_vhost_find(B->qm, "/", 1);
     for (int i = 0; i < 2; i++) {
         if (Q[i]->n_purge_pending)
             node_sync(B); /* the purge completes (the loop does it in sluiced) */
