@@ -42,7 +42,7 @@ static int parse_access(json_t *v, uint32_t *out)
     }
     if (json_is_integer(v)) {
         json_int_t n = json_integer_value(v);
-        if (n <= 0 || n > 0xFF)
+        if (!handle_access_valid(n))
             return -1;
         *out = (uint32_t)n;
         return 0;
@@ -61,7 +61,7 @@ static int parse_share(json_t *v, int *out)
         return 0;
     if (json_is_integer(v)) {
         json_int_t n = json_integer_value(v);
-        if (n != QM_SHARE_DENY_NONE && n != QM_SHARE_DENY_RECEIVE)
+        if (!handle_share_valid(n))
             return -1;
         *out = (int)n;
         return 0;
@@ -250,12 +250,8 @@ static enum MHD_Result open_handle(req *r)
         if (e == SL_OK && remote)
             return open_remote(r, fmt, &ra, access, share, vhost);
     } else {
-        const char *vn = vhost ? vhost : "/", *name = json_string_value(jq);
-        qm_vhost *vh = qm_vhost_find(req_node(r), vn, strlen(vn));
-        q = vh ? qm_queue_find(vh, name, json_string_length(jq)) : NULL;
-        e = q ? SL_OK : SL_ERR_QUEUE_NOT_FOUND;
-        if (!q)
-            snprintf(reason, sizeof reason, "no queue '%s' in vhost '%s'", name, vn);
+        e = handle_resolve_name(r->m->mq, vhost, json_string_value(jq), json_string_length(jq), &q,
+                                reason, sizeof reason);
     }
     if (e != SL_OK)
         return reply_hresult(r, e, NULL, reason);
@@ -321,15 +317,16 @@ static enum MHD_Result purge_handle(req *r, handle *h)
 
 static enum MHD_Result list_handles(req *r)
 {
-    int all = req_query_bool(r, "all");
-    if (all && !r->is_admin)
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "only administrators may list the handles of every user");
+    mq_caller who = {.user = r->user, .is_admin = r->is_admin};
+    char reason[200];
     size_t n;
-    ctx_entry **v = ctx_list(&r->m->mq->handles, all ? NULL : r->user, &n);
+    handle **v;
+    sl_err e = handle_list(r->m->mq, &who, req_query_bool(r, "all"), &v, &n, reason, sizeof reason);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", reason);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, handle_json(r->m, (handle *)v[i]));
+        json_array_append_new(arr, handle_json(r->m, v[i]));
     sl_free(v);
     return reply_json(r, 200, arr);
 }

@@ -97,6 +97,16 @@ int handle_access_parse(const char *s, uint32_t *out)
     return 0;
 }
 
+int handle_access_valid(int64_t v)
+{
+    return v > 0 && v <= 0xFF;
+}
+
+int handle_share_valid(int64_t v)
+{
+    return v == QM_SHARE_DENY_NONE || v == QM_SHARE_DENY_RECEIVE;
+}
+
 void handle_access_str(uint32_t access, char *buf, size_t len)
 {
     buf[0] = 0;
@@ -361,6 +371,23 @@ handle *handle_find(mq_state *mq, const char *id)
     return (handle *)ctx_find(&mq->handles, id);
 }
 
+sl_err handle_list(mq_state *mq, const mq_caller *who, int all, handle ***v, size_t *n,
+                   char *reason, size_t rlen)
+{
+    *v = NULL;
+    *n = 0;
+    if (all && !who->is_admin) {
+        snprintf(reason, rlen, "only administrators may list the handles of every user");
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    ctx_entry **e = ctx_list(&mq->handles, all ? NULL : who->user, n);
+    *v = sl_xmalloc((*n ? *n : 1) * sizeof **v);
+    for (size_t i = 0; i < *n; i++)
+        (*v)[i] = (handle *)e[i]; /* ctx_entry is each handle's first member */
+    sl_free(e);
+    return SL_OK;
+}
+
 const char *handle_id(const handle *h)
 {
     return h->e.id;
@@ -524,6 +551,18 @@ sl_err handle_resolve(mq_state *mq, const char *fmt, const char *vhost, uint32_t
                        : fmtname_open(mq, fmt, vhost, q, reason, rlen);
     *remote = 0;
     return e;
+}
+
+sl_err handle_resolve_name(mq_state *mq, const char *vhost, const char *name, size_t len,
+                           qm_queue **q, char *reason, size_t rlen)
+{
+    const char *vn = vhost ? vhost : "/";
+    qm_vhost *vh = qm_vhost_find(mq->n->qm, vn, strlen(vn));
+    *q = vh ? qm_queue_find(vh, name, len) : NULL;
+    if (*q)
+        return SL_OK;
+    snprintf(reason, rlen, "no queue '%s' in vhost '%s'", name, vn);
+    return SL_ERR_QUEUE_NOT_FOUND;
 }
 
 /* Open a queue of this node: the access check, the handle, the queue descriptor. */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "mq/caller.h"
 #include "mq/ctxtab.h"
 #include "mq/mq.h"
 #include "qm/qm.h"
@@ -44,6 +45,10 @@ void mq_handles_init(mq_state *mq);
 /* MQACCESS / MQSHARE: "receive", "peek|admin", "MQ_RECEIVE_ACCESS" (any case, '|' ',' '+'
  * or ' ' between) -> the bits; -1 when it names none. */
 int handle_access_parse(const char *s, uint32_t *out);
+/* A raw MQACCESS value (1..0xFF) / MQSHARE value (MQ_DENY_NONE, MQ_DENY_RECEIVE_SHARE) a
+ * door was given: 1 when an open takes it. */
+int handle_access_valid(int64_t v);
+int handle_share_valid(int64_t v);
 /* The bits as "receive|peek" (buf of 64 bytes holds every combination). */
 void handle_access_str(uint32_t access, char *buf, size_t len);
 /* "deny_none" / "deny_receive" (also with '-', MQ_DENY_NONE, MQ_DENY_RECEIVE_SHARE) -> the
@@ -54,6 +59,10 @@ int handle_share_parse(const char *s, int *out);
  * (*remote = 1, its address in *ra). The same rules for every door. */
 sl_err handle_resolve(mq_state *mq, const char *fmt, const char *vhost, uint32_t access,
                       qm_queue **q, struct link_addr *ra, int *remote, char *reason, size_t rlen);
+/* A queue of this node by its AMQP name in vhost (NULL: "/"): SL_ERR_QUEUE_NOT_FOUND with
+ * reason when there is none. */
+sl_err handle_resolve_name(mq_state *mq, const char *vhost, const char *name, size_t len,
+                           qm_queue **q, char *reason, size_t rlen);
 /* Open a queue of this node as user: the access check, the handle, the queue descriptor. */
 sl_err handle_open_local(mq_state *mq, const char *user, qm_queue *q, uint32_t access, int share,
                          handle **out, char *reason, size_t rlen);
@@ -94,6 +103,10 @@ handle *handle_find(mq_state *mq, const char *id);
 /* The handle id names for user (ctx_lookup's rules and errors). */
 sl_err handle_lookup(mq_state *mq, const char *id, const char *user, handle **out, char *err,
                      size_t errlen);
+/* who's handles, or with all every user's (administrators only: SL_ERR_ACCESS_REFUSED with
+ * reason otherwise), in open order; the caller frees *v. */
+sl_err handle_list(mq_state *mq, const mq_caller *who, int all, handle ***v, size_t *n,
+                   char *reason, size_t rlen);
 const char *handle_id(const handle *h);
 /* The user that opened it (a remote open's answers are checked as that user). */
 const char *handle_owner(const handle *h);

@@ -196,11 +196,11 @@ static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call 
                  "hRemoteQueue / lplpRemoteQueueName");
         e = SL_ERR_INVALID_PARAMETER;
     }
-    if (e == SL_OK && share > QM_SHARE_DENY_RECEIVE) {
+    if (e == SL_OK && !handle_share_valid(share)) {
         snprintf(err, sizeof err, "share mode %u", share);
         e = SL_ERR_INVALID_PARAMETER;
     }
-    if (e == SL_OK && (access == 0 || access > 0xFF)) {
+    if (e == SL_OK && !handle_access_valid(access)) {
         snprintf(err, sizeof err, "access mode 0x%x", access);
         e = SL_ERR_UNSUPPORTED_ACCESS_MODE;
     }
