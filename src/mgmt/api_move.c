@@ -43,7 +43,7 @@ enum MHD_Result api_queue_move(req *r, qm_queue *src)
         int64_t id = json_uint(jt);
         rq.has_tx = 1;
         rq.tx_id = (uint64_t)id;
-        if (id < 0)
+        if (id < 0 || !mq_tx_get(r->m->mq, rq.tx_id, r->user))
             return reply_hresult(
                 r, SL_ERR_TRANSACTION_SEQUENCE, NULL,
                 "no open transaction with that id (POST /api/transactions opens one)");

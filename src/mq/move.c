@@ -191,8 +191,7 @@ sl_err mq_move(mq_state *mq, const mq_move_req *rq, mq_move_result *out, char *w
     why[0] = 0;
     qm_tx *tx = NULL;
     if (rq->has_tx && !(tx = mq_tx_get(mq, rq->tx_id, rq->user))) {
-        snprintf(why, whylen,
-                 "no open transaction with that id (POST /api/transactions opens one)");
+        snprintf(why, whylen, "no open transaction with that id");
         return SL_ERR_TRANSACTION_SEQUENCE;
     }
     /* checked before a subqueue destination is created for nothing */
