@@ -1,4 +1,4 @@
-/* msrpc_qmcomm.c - the qmcomm interface (MS-MQMP, fdb3a030-065f-11d1-bb9b-00a024ea5525 v1.0)
+/* qmcomm.c - the qmcomm interface (MS-MQMP, fdb3a030-065f-11d1-bb9b-00a024ea5525 v1.0)
  * over DCE/RPC, the part seed 000 needs and what it stands on:
  *
  *   opnum 19  rpc_QMOpenQueueInternal   a queue handle (RPC_QUEUE_HANDLE, a context handle)
@@ -6,14 +6,15 @@
  *   opnum 27  rpc_ACPurgeQueue          Purge Queue through it (seed 000)
  *   opnum 31  R_QMGetRTQMServerPort     where qmcomm is served (this listener's port)
  *
- * and, in msrpc_qmcomm_info.c, the calls around them (opnums 12, 14, 15, 26, 28). Every other
+ * and, in qmcomm_info.c, the calls around them (opnums 12, 14, 15, 26, 28). Every other
  * opnum of the interface (0..31) faults with nca_s_op_rng_error.
  *
- * Handles are the HTTP API's (api_handles.c: the same resolution, access checks, queue
- * descriptors, idle rundown, per-user limit), marked with the RPC session that opened them:
+ * Handles are mq/handle.c's, the same the HTTP API opens (the same resolution, access checks,
+ * queue descriptors, idle rundown, per-user limit), marked with the RPC session that opened
+ * them:
  * - a queue of this node gives a LocalQueueContextHandle; a direct format name of another
  *   Sluice node a RemoteQueueProxyHandle, which this node opens at the owner over its link
- *   (the HTTP handles' remote path) rather than sending the client to the owner with
+ *   (mq/handle.c's remote path) rather than sending the client to the owner with
  *   lplpRemoteQueueName (MS-MQMP 4.2's older sequence): the answer comes when the owner
  *   answers, and a purge through it returns the owner's HRESULT;
  * - the context handle's UUID carries the handle's id and its session: a handle of another

@@ -1,5 +1,5 @@
-/* msrpc_qmcomm_info.c - the qmcomm calls (MS-MQMP 3.1.4) a client makes around the open /
- * purge / close of seed 000 (msrpc_qmcomm.c), none of which changes anything:
+/* qmcomm_info.c - the qmcomm calls (MS-MQMP 3.1.4) a client makes around the open /
+ * purge / close of seed 000 (qmcomm.c), none of which changes anything:
  *
  *   opnum 12  R_QMObjectPathToObjectFormat  MQPathNameToFormatName of a private queue path
  *   opnum 14  R_QMGetTmWhereabouts          MSDTC's whereabouts: MQ_ERROR_DTC_CONNECT (none)
@@ -8,9 +8,10 @@
  *   opnum 28  R_QMQueryQMRegistryInternal   the server's strings a dependent client asks for
  *
  * Same model, same rights as the HTTP API: the path resolves as R_QMMgmtGetInfo's
- * "QUEUE=DIRECT=OS:<path>" does (msmq_info_object: a management user who may see the queue's
- * vhost) and answers the queue's canonical format name, the FORMATNAME property; a handle's
- * format name is its GET /api/msmq/handles/H's after the same recheck (handle_format_name).
+ * "QUEUE=DIRECT=OS:<path>" does (fmtname_resolve, then mq_vhost_listed: a management user who
+ * may see the queue's vhost) and answers the queue's canonical format name, the FORMATNAME
+ * property; a handle's format name is its GET /api/msmq/handles/H's after the same recheck
+ * (handle_format_name).
  *
  * What a Sluice node has not, it answers with the HRESULT a Windows server without it gives:
  * no directory service (workgroup mode), so the MQIS server list and the forest GUID are
