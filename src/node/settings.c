@@ -99,6 +99,9 @@ struct setting {
 #define TL(f) AT(struct sl_tls_conf, f)
 #define RANGE(lo, hi) .min = (lo), .max = (hi)
 #define NROWS(a) (sizeof(a) / sizeof(a)[0])
+/* a default that a constant of config.h also names, as the text of its number */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 /* ---- parsing ---- */
 
@@ -183,9 +186,11 @@ static void store(void *field, size_t size, int64_t v)
     } else if (size == 4) {
         uint32_t x = (uint32_t)v; /* an int field's -1 too */
         memcpy(field, &x, 4);
-    } else {
+    } else if (size == 8) {
         uint64_t x = (uint64_t)v;
         memcpy(field, &x, 8);
+    } else { /* a row on a field of another width: caught by test_config's defaults */
+        abort();
     }
 }
 
@@ -1385,7 +1390,7 @@ static const setting cluster_rows[] = {
      .flags = SF_STRICT,
      CL(replication_port),
      RANGE(0, 65535),
-     .def = "5679",
+     .def = STR(SL_CLUSTER_DEFAULT_REPLICATION_PORT),
      .err = "cluster.replication_port must be 0..65535 (0: a free port)",
      .meaning = "port of the replication stream (0: a free port, logged)"},
     {.key = "cluster.advertise_address",
@@ -1417,7 +1422,7 @@ static const setting cluster_rows[] = {
      .flags = SF_STRICT,
      CL(proxy_max_connections),
      RANGE(1, 1000000),
-     .def = "4096",
+     .def = STR(SL_CLUSTER_DEFAULT_PROXY_MAX_CONNECTIONS),
      .err = "cluster.proxy_max_connections must be 1..1000000",
      .meaning = "a follower's proxied connections at once"},
     {.key = "cluster.replication_buffer_bytes",
