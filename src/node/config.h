@@ -6,9 +6,13 @@
  * re-applied at every start), and the default user (default_user / default_pass, guest/guest,
  * created with full permissions on the default vhost on the first start only, as RabbitMQ
  * does). loopback_users (default guest) may log in from loopback only.
+ *
+ * Every key, its type, default and error text is a row of the settings table
+ * (node/settings.h; `sluiced --print-settings` prints it, docs/configuration.md is checked
+ * against it). The field names here are what the rest of sluiced reads.
  */
-#ifndef SL_BROKER_CONFIG_H
-#define SL_BROKER_CONFIG_H
+#ifndef SL_NODE_CONFIG_H
+#define SL_NODE_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
