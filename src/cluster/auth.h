@@ -48,6 +48,7 @@ int ca_check(const uint8_t *secret, size_t secret_len, char role, const char *cl
  * configured; NULL with err when a file or key is unusable. */
 struct sl_cluster_conf;
 struct sl_tls_ctx;
-struct sl_tls_ctx *ca_tls_ctx(const struct sl_cluster_conf *c, int server, char *err, size_t errlen);
+struct sl_tls_ctx *ca_tls_ctx(const struct sl_cluster_conf *c, int server, char *err,
+                              size_t errlen);
 
 #endif
