@@ -26,9 +26,11 @@
 #include "link/link.h"
 #include "node/node.h"
 #include "persist/persist.h"
+#include "rpc/msrpc.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "mgmt/mgmt.h"
+#include "mq/mq.h"
 #include "msmq/server.h"
 #include "store/log.h"
 
@@ -86,11 +88,18 @@ int main(int argc, char **argv)
         return 1;
     }
     mgmt *m = NULL;
+    mq_state *mqs = NULL; /* MSMQ's operations, shared by the HTTP and DCE/RPC doors */
+    msrpc *rpc = NULL;
     if (cfg.mgmt_port >= 0) {
         char err[256];
-        m = mgmt_start(n, err, sizeof err);
-        if (!m) {
+        mqs = mq_new(n);
+        m = mgmt_start(n, mqs, err, sizeof err);
+        /* The DCE/RPC doors (listeners.msrpc, listeners.msrpc_epmap) run beside the HTTP API,
+         * whose handle rundown they share. */
+        if (!m || msrpc_start(&rpc, mqs, err, sizeof err) < 0) {
             sl_error("management API: %s", err);
+            mgmt_stop(m);
+            mq_free(mqs);
             node_free(n);
             sl_config_free(&cfg);
             return 1;
@@ -100,14 +109,18 @@ int main(int argc, char **argv)
     msmq_server *mq = msmq_start(n, merr, sizeof merr);
     if (!mq && merr[0]) {
         sl_error("listeners.msmq: %s", merr);
+        msrpc_stop(&rpc);
         mgmt_stop(m);
+        mq_free(mqs);
         node_free(n);
         sl_config_free(&cfg);
         return 1;
     }
     if (node && broker_cluster_adopt(n, m ? mgmt_port(m) : 0) < 0) {
         msmq_stop(mq);
+        msrpc_stop(&rpc);
         mgmt_stop(m);
+        mq_free(mqs);
         node_free(n);
         sl_config_free(&cfg);
         return 1;
@@ -115,7 +128,11 @@ int main(int argc, char **argv)
     node_run(n);
     int reexec = n->reexec;
     msmq_stop(mq);
+    /* The RPC door's handles are run down with the HTTP ones; handles close their queue
+     * descriptors while the queues still exist (mq_free, before node_free). */
+    msrpc_stop(&rpc);
     mgmt_stop(m);
+    mq_free(mqs);
     node_free(n);
     cl_node_free(node);
     sl_config_free(&cfg);

@@ -128,7 +128,7 @@ int ca_check(const uint8_t *secret, size_t secret_len, char role, const char *cl
     return ok;
 }
 
-struct sl_tls_ctx *ca_tls_ctx(const struct cl_conf *c, int server, char *err, size_t errlen)
+struct sl_tls_ctx *ca_tls_ctx(const struct sl_cluster_conf *c, int server, char *err, size_t errlen)
 {
     err[0] = 0;
     if (!c->repl_certfile)

@@ -39,9 +39,9 @@ typedef struct mobj {
     mq_mobj b;   /* the binding */
 } mobj;
 
-static void mobj_close(mgmt *m, ctx_entry *e)
+static void mobj_close(void *ctx, ctx_entry *e)
 {
-    (void)m;
+    (void)ctx;
     mobj *o = (mobj *)e;
     mq_mobj_free(&o->b);
     ctx_entry_free(&o->e);
@@ -52,7 +52,7 @@ static char *serve_peer(void *ctx, const char *peer, const char *user, const cha
 
 void mgmtobj_init(mgmt *m)
 {
-    ctxtab_init(&m->mobjs, "management object", mobj_close);
+    ctxtab_init(&m->mobjs, "management object", m->mq->run_id, m->n->cfg, mobj_close, m);
     link_rpc_set_mgmt(serve_peer, m);
 }
 
@@ -250,18 +250,18 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
     char reason[600];
     if (mb->conv == MQ_CV_ACTION ? !req_is(r, "POST") : !req_is(r, "GET"))
         return reply_method_not_allowed(r);
-    sl_err e = mq_mobj_check(r->m, &o->b, o->e.id, mb, reason, sizeof reason);
+    sl_err e = mq_mobj_check(r->m->mq, &o->b, o->e.id, mb, reason, sizeof reason);
     if (e != SL_OK)
         return reply_hresult(r, e, NULL, reason);
     json_t *v[MQ_MOBJ_MAX_PROPS] = {0};
     if (mb->conv == MQ_CV_FORMAT_NAME)
         return reply_member(r, mb, json_string(o->b.format_name), NULL);
     if (mb->conv == MQ_CV_MACHINE)
-        return reply_member(r, mb, json_string(mq_mobj_machine(r->m, &o->b)), NULL);
+        return reply_member(r, mb, json_string(mq_mobj_machine(r->m->mq, &o->b)), NULL);
     if (mb->conv == MQ_CV_ACTION) {
         /* QMMgmt Action (MC-MQAC 3.3.6.3): this node's R_QMMgmtAction */
         mq_action_result res;
-        if ((e = mq_action_queue(r->m, o->b.format_name, o->b.vhost, mb->action, &res, reason,
+        if ((e = mq_action_queue(r->m->mq, o->b.format_name, o->b.vhost, mb->action, &res, reason,
                                  sizeof reason)) != SL_OK)
             return reply_hresult(r, e, NULL, reason);
         v[0] = msmq_action_json(&res);
@@ -277,7 +277,7 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
     msmq_caller who = {r->user, r->is_admin};
     for (int i = 0; i < n; i++) {
         mq_value mv;
-        if ((e = mq_mobj_get_info(r->m, &who, &o->b, ids[i], &mv, reason, sizeof reason)) !=
+        if ((e = mq_mobj_get_info(r->m->mq, &who, &o->b, ids[i], &mv, reason, sizeof reason)) !=
             SL_OK) {
             for (int k = 0; k < i; k++)
                 json_decref(v[k]);
@@ -322,7 +322,7 @@ static char *serve_peer(void *ctx, const char *peer, const char *user, const cha
     char err[600];
     qm_queue *q;
     sl_err qe =
-        mq_mobj_peer_queue(m, user, json_string_value(jf),
+        mq_mobj_peer_queue(m->mq, user, json_string_value(jf),
                            json_is_string(jv) ? json_string_value(jv) : NULL, &q, err, sizeof err);
     if (qe != SL_OK)
         return peer_fail(qe, err);
@@ -359,7 +359,7 @@ static json_t *mobj_json(mgmt *m, mobj *o)
     json_t *j = json_pack("{s:s,s:s,s:b,s:I}", "id", o->e.id, "user", o->e.owner, "initialized",
                           b->initialized, "opened_at", (json_int_t)o->e.opened_wall_ms);
     if (b->initialized) {
-        json_object_set_new(j, "machine", json_string(mq_mobj_machine(m, b)));
+        json_object_set_new(j, "machine", json_string(mq_mobj_machine(m->mq, b)));
         json_object_set_new(j, "format_name", json_string(b->format_name));
         json_object_set_new(j, "vhost", b->vhost ? json_string(b->vhost) : json_null());
         json_object_set_new(
@@ -399,7 +399,7 @@ static enum MHD_Result init(req *r, mobj *o)
     /* both or neither given: mq refuses that first, whatever their types ("" stands in) */
     const char *path = has_p ? (json_is_string(jp) ? json_string_value(jp) : "") : NULL;
     const char *fname = has_f ? (json_is_string(jf) ? json_string_value(jf) : "") : NULL;
-    sl_err e = mq_mobj_target(r->m, machine, path, fname, fmt, sizeof fmt, &remote, rhost,
+    sl_err e = mq_mobj_target(r->m->mq, machine, path, fname, fmt, sizeof fmt, &remote, rhost,
                               sizeof rhost, &rport, reason, sizeof reason);
     if (e != SL_OK)
         return reply_hresult(r, e, NULL, reason);
@@ -410,8 +410,8 @@ static enum MHD_Result init(req *r, mobj *o)
         return ask_owner(r, o, rhost, rport, fmt, vhost, location, 1, init_resumed, "");
     }
     msmq_caller who = {r->user, r->is_admin};
-    if ((e = mq_mobj_init_local(r->m, &who, &o->b, machine, fmt, vhost, reason, sizeof reason)) !=
-        SL_OK)
+    if ((e = mq_mobj_init_local(r->m->mq, &who, &o->b, machine, fmt, vhost, reason,
+                                sizeof reason)) != SL_OK)
         return reply_hresult(r, e, NULL, reason); /* a failed Init changes nothing */
     return reply_hresult(r, SL_OK, mobj_json(r->m, o), NULL);
 }
@@ -455,7 +455,7 @@ enum MHD_Result api_mgmtobj(req *r)
         if (!req_is(r, "POST"))
             return reply_method_not_allowed(r);
         mobj *o = sl_xcalloc(1, sizeof *o);
-        if ((e = ctx_add(r->m, &r->m->mobjs, &o->e, r->user, reason, sizeof reason)) != SL_OK) {
+        if ((e = ctx_add(&r->m->mobjs, &o->e, r->user, reason, sizeof reason)) != SL_OK) {
             sl_free(o);
             return reply_hresult(r, e, NULL, reason);
         }
@@ -480,8 +480,7 @@ enum MHD_Result api_mgmtobj(req *r)
     if (r->nsegs == 3 && !req_is(r, "GET") && !req_is(r, "DELETE"))
         return reply_method_not_allowed(r);
     ctx_entry *ce;
-    if ((e = ctx_lookup(r->m, &r->m->mobjs, r->segs[2], r->user, &ce, reason, sizeof reason)) !=
-        SL_OK)
+    if ((e = ctx_lookup(&r->m->mobjs, r->segs[2], r->user, &ce, reason, sizeof reason)) != SL_OK)
         return reply_hresult(r, e, NULL, reason);
     mobj *o = (mobj *)ce;
     if (r->nsegs == 4)

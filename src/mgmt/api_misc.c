@@ -53,7 +53,7 @@ static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
     void *v;
     while (sl_map_next(m->n->qm->vhosts, &vit, &k, &kl, &v)) {
         qm_vhost *vh = v;
-        if (who && !msmq_vhost_listed(m, who, vh->name))
+        if (who && !mq_vhost_listed(m->n->acc, who, vh->name))
             continue;
         t->exchanges += sl_map_count(vh->exchanges);
         t->confirm += vh->stat_confirm;

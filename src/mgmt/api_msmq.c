@@ -67,9 +67,9 @@ static enum MHD_Result action(req *r)
     json_t *jv = json_object_get(body, "vhost");
     char reason[400];
     mq_action_result res;
-    sl_err e =
-        mq_action(r->m, json_string_value(jo), json_is_string(jv) ? json_string_value(jv) : NULL,
-                  json_string_value(ja), &res, reason, sizeof reason);
+    sl_err e = mq_action(r->m->mq, json_string_value(jo),
+                         json_is_string(jv) ? json_string_value(jv) : NULL, json_string_value(ja),
+                         &res, reason, sizeof reason);
     if (e == SL_OK && res.tidy) {
         /* TIDY runs a slice per loop turn (compaction can take a while): the reply waits. */
         node_tidy_start(r->m->n, tidy_done, r);
@@ -134,7 +134,7 @@ sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json
     uint16_t t;
     mq_value v;
     *value = NULL;
-    sl_err e = mq_info_queue_value(m, fmt, vhost, id, &t, &v, err, errlen);
+    sl_err e = mq_info_queue_value(m->mq, fmt, vhost, id, &t, &v, err, errlen);
     if (e != SL_OK)
         return e;
     *vt = mq_vt_name(t);
@@ -225,7 +225,7 @@ static enum MHD_Result info(req *r)
     int machine;
     char reason[400];
     msmq_caller who = {r->user, r->is_admin};
-    sl_err e = msmq_info_object(r->m, &who, obj, vhost, &machine, &q, reason, sizeof reason);
+    sl_err e = msmq_info_object(r->m->mq, &who, obj, vhost, &machine, &q, reason, sizeof reason);
     if (e != SL_OK)
         return reply_hresult(r, e, NULL, reason);
     const mq_prop_def *props[128];
@@ -236,7 +236,7 @@ static enum MHD_Result info(req *r)
     for (size_t i = 0; i < n; i++) {
         uint16_t vt;
         mq_value mv;
-        mq_info_value(r->m, &who, machine, q, props[i]->id, &vt, &mv);
+        mq_info_value(r->m->mq, &who, machine, q, props[i]->id, &vt, &mv);
         json_t *v = msmq_value_json(&mv);
         mq_value_free(&mv);
         char full[80];

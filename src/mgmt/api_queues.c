@@ -12,6 +12,7 @@
 
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
+#include "mq/move.h"
 
 /* ------------------------------------------------------------------------------------------
  * Views
@@ -79,7 +80,7 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
                             json_pack("{s:s}", "name", mgmt_owner_name(m, q->exclusive_owner)));
     json_t *subs = json_array();
     size_t n = 0;
-    void **v = map_sorted(q->subqueues, &n);
+    void **v = sl_map_sorted(q->subqueues, &n);
     for (size_t i = 0; i < n; i++) {
         const char *semi = strchr(((qm_queue *)v[i])->name, ';');
         json_array_append_new(subs, json_string(semi ? semi + 1 : ((qm_queue *)v[i])->name));
@@ -91,9 +92,9 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
         uint64_t jbytes;
         uint64_t jcount = journal_count(q, &jbytes);
         char buf[800];
-        fmtname_of(m, q, buf, sizeof buf);
+        fmtname_of(m->mq, q, buf, sizeof buf);
         json_object_set_new(o, "FormatName", json_string(buf));
-        pathname_of(m, q, buf, sizeof buf);
+        pathname_of(m->mq, q, buf, sizeof buf);
         json_object_set_new(o, "PathName", json_string(buf));
         json_object_set_new(o, "ForeignStatus", enum_json(1, "MQ_STATUS_NOT_FOREIGN"));
         json_object_set_new(o, "QueueType",
@@ -184,15 +185,7 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
 
 int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
 {
-    const qm_queue *top = q->parent ? q->parent : q;
-    if (!top->exclusive)
-        return 0;
-    snprintf(why, whylen,
-             "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be "
-             "originally declared on another connection or the exclusive property value does "
-             "not match that of the original declaration.",
-             top->name, top->vhost->name);
-    return 1;
+    return mq_exclusive_locked(q, why, whylen);
 }
 
 /* An exclusive queue belongs to the connection that declared it: no HTTP request is that
@@ -330,7 +323,7 @@ static enum MHD_Result subqueues(req *r, qm_queue *q)
 {
     json_t *arr = json_array();
     size_t n;
-    void **v = map_sorted(q->subqueues, &n);
+    void **v = sl_map_sorted(q->subqueues, &n);
     for (size_t i = 0; i < n; i++)
         json_array_append_new(arr, queue_json(r->m, v[i], 0));
     sl_free(v);

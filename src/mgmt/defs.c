@@ -33,7 +33,7 @@ static int exportable_queue(const qm_queue *q)
 static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchanges, json_t *bindings)
 {
     size_t n;
-    void **qs = map_sorted(vh->queues, &n);
+    void **qs = sl_map_sorted(vh->queues, &n);
     for (size_t i = 0; i < n; i++) {
         qm_queue *q = qs[i];
         if (!exportable_queue(q))
@@ -45,7 +45,7 @@ static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchange
                       table_to_json((amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0})));
     }
     sl_free(qs);
-    void **xs = map_sorted(vh->exchanges, &n);
+    void **xs = sl_map_sorted(vh->exchanges, &n);
     for (size_t i = 0; i < n; i++) {
         qm_exchange *x = xs[i];
         if (x->name[0] && strncmp(x->name, "amq.", 4))
@@ -93,7 +93,7 @@ static enum MHD_Result export_defs(req *r, qm_vhost *only)
            *bindings = json_array(), *users = json_array(), *perms = json_array(),
            *topics = json_array(), *params = json_array();
     size_t n;
-    void **vhs = map_sorted(req_node(r)->vhosts, &n);
+    void **vhs = sl_map_sorted(req_node(r)->vhosts, &n);
     for (size_t i = 0; i < n; i++) {
         qm_vhost *vh = vhs[i];
         if (only && vh != only)

@@ -697,30 +697,3 @@ static int json_to_table_d(json_t *obj, sl_buf *out, char *err, size_t errlen, i
 /* ------------------------------------------------------------------------------------------
  * Sorted map values
  */
-
-typedef struct kv {
-    const char *k;
-    void *v;
-} kv;
-
-static int kv_cmp(const void *a, const void *b)
-{
-    return strcmp(((const kv *)a)->k, ((const kv *)b)->k);
-}
-
-void **map_sorted(const sl_map *m, size_t *n)
-{
-    size_t cnt = m ? sl_map_count(m) : 0, i = 0, it = 0, kl;
-    kv *tmp = sl_xcalloc(cnt + 1, sizeof *tmp);
-    const char *k;
-    void *v;
-    while (m && i < cnt && sl_map_next(m, &it, &k, &kl, &v))
-        tmp[i++] = (kv){k, v};
-    qsort(tmp, i, sizeof *tmp, kv_cmp);
-    void **out = sl_xcalloc(i + 1, sizeof *out);
-    for (size_t j = 0; j < i; j++)
-        out[j] = tmp[j].v;
-    sl_free(tmp);
-    *n = i;
-    return out;
-}

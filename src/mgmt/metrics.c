@@ -86,7 +86,7 @@ static void queue_series(sl_buf *b, qm_queue *q, size_t i)
     label(b, q->name);
     out(b, "\"} %llu\n", (unsigned long long)queue_stat(q, i));
     size_t n;
-    void **subs = map_sorted(q->subqueues, &n);
+    void **subs = sl_map_sorted(q->subqueues, &n);
     for (size_t k = 0; k < n; k++)
         queue_series(b, subs[k], i);
     sl_free(subs);
@@ -257,7 +257,7 @@ enum MHD_Result serve_metrics(req *r)
     listener_metrics(&b, r->m);
     if (per_object) {
         size_t nv;
-        void **vhs = map_sorted(req_node(r)->vhosts, &nv);
+        void **vhs = sl_map_sorted(req_node(r)->vhosts, &nv);
         for (size_t i = 0; i < sizeof per_queue / sizeof per_queue[0]; i++) {
             out(&b, "# HELP %s %s\n# TYPE %s %s\n", per_queue[i].name, per_queue[i].help,
                 per_queue[i].name, per_queue[i].type);
@@ -265,7 +265,7 @@ enum MHD_Result serve_metrics(req *r)
                 if (!req_vhost_listed(r, ((qm_vhost *)vhs[v])->name))
                     continue;
                 size_t nq;
-                void **qs = map_sorted(((qm_vhost *)vhs[v])->queues, &nq);
+                void **qs = sl_map_sorted(((qm_vhost *)vhs[v])->queues, &nq);
                 for (size_t k = 0; k < nq; k++)
                     queue_series(&b, qs[k], i);
                 sl_free(qs);

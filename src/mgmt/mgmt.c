@@ -54,7 +54,6 @@
 #include "net/listen.h"
 #include "net/tls.h"
 #include "mgmt/mgmt_internal.h"
-#include "rpc/msrpc.h"
 
 /* ------------------------------------------------------------------------------------------
  * Loop glue
@@ -153,8 +152,8 @@ static void on_rundown(sl_loop *loop, sl_timer *t)
 {
     mgmt *m = t->data;
     uint64_t now = sl_now_ms();
-    ctx_rundown(m, &m->handles, now);
-    ctx_rundown(m, &m->mobjs, now);
+    mq_rundown(m->mq, now);
+    ctx_rundown(&m->mobjs, now);
     sessions_sweep(m, now);
     sl_timer_start(loop, t, now + rundown_period_ms(m));
 }
@@ -873,7 +872,7 @@ static size_t mgmt_live(void *ctx)
     return ((mgmt *)ctx)->api_inflight;
 }
 
-mgmt *mgmt_start(sl_node *n, char *err, size_t errlen)
+mgmt *mgmt_start(sl_node *n, mq_state *mq, char *err, size_t errlen)
 {
     mgmt *m = sl_xcalloc(1, sizeof *m);
     m->n = n;
@@ -934,9 +933,8 @@ mgmt *mgmt_start(sl_node *n, char *err, size_t errlen)
         sl_free(m);
         return NULL;
     }
-    m->run_id = ctx_run_id();
+    m->mq = mq;
     sessions_init(m);
-    handles_init(m);
     mgmtobj_init(m);
     sl_timer_init(&m->rundown_t, on_rundown, m);
     sl_timer_start(n->loop, &m->rundown_t, sl_now_ms() + rundown_period_ms(m));
@@ -944,10 +942,6 @@ mgmt *mgmt_start(sl_node *n, char *err, size_t errlen)
     node_add_listener(n, "http", m->addr, m->port, &m->acceptor);
     node_part part = {.name = "http", .ctx = m, .live = mgmt_live};
     node_add_part(n, &part);
-    if (msrpc_start(m, err, errlen) < 0) {
-        mgmt_stop(m);
-        return NULL;
-    }
     return m;
 }
 
@@ -964,7 +958,6 @@ void mgmt_stop(mgmt *m)
     /* Replies still waiting for the disk: sync now, so they are resumed, and let MHD queue
      * them before it stops (a suspended connection would keep the daemon from stopping). */
     node_sync(m->n);
-    msrpc_stop(m); /* its handles are run down with the HTTP ones below */
     run_mhd(m);
     sl_acceptor_stop(&m->acceptor);
     close(m->listen_fd);
@@ -974,22 +967,9 @@ void mgmt_stop(mgmt *m)
         sl_timer_stop(m->n->loop, &m->t);
     if (sl_timer_armed(&m->rundown_t))
         sl_timer_stop(m->n->loop, &m->rundown_t);
-    /* Handles close their queue descriptors while the queues still exist. */
-    ctxtab_free(m, &m->handles);
-    ctxtab_free(m, &m->mobjs);
+    ctxtab_free(&m->mobjs);
     mgmtobj_stop(m);
     sessions_free(m);
-    /* Open HTTP transactions are aborted so their Locked positions go back (the node frees
-     * them anyway; aborting keeps the model's invariants until then). */
-    for (size_t i = 0; i < m->n_txs; i++) {
-        qm_tx *tx = qm_tx_find(m->n->qm, m->txs[i]);
-        if (tx)
-            qm_tx_abort(tx);
-    }
-    for (size_t i = 0; i < m->n_txs; i++)
-        sl_free(m->tx_owners[i]);
-    sl_free(m->tx_owners);
-    sl_free(m->txs);
     /* Password checks still running: cancelled, their requests let go (a suspended one is
      * resumed, then answered 401 or dropped as MHD stops). */
     while (m->authing) {

@@ -4,18 +4,15 @@
  *   mgmt.c          libmicrohttpd + event-loop glue, request bodies, auth, routing
  *   http_json.c     replies (JSON, errors with HRESULTs), query/body access, AMQP tables <-> JSON
  *   msg_json.c      messages <-> JSON (properties, payload encodings) for publish, get, peek
- *   formatname.c    MSMQ format names and path names <-> queues
  *   api_queues.c    /api/queues... (list, declare, delete, purge, get, peek, subqueues)
  *   api_exchanges.c /api/exchanges... (+ publish) and /api/bindings...
  *   api_misc.c      overview, nodes, vhosts, connections, channels, consumers
  *   api_access.c    users, whoami, permissions, topic permissions, vhost and user limits
  *   api_msmq.c      R_QMMgmtAction / R_QMMgmtGetInfo and the MC-MQAC object view
  *   api_outgoing.c  outgoing queues: GET /api/msmq/outgoing, their properties and view
- *   api_move.c      move between queues/subqueues, transactions opened over HTTP
- *   ctxtab.c        tables of objects a user opens and names by id (owned, limited, run down)
- *   api_handles.c   MSMQ queue handles: open, purge, close, list (MS-MQMP rpc_QMOpenQueue...)
+ *   api_move.c      move between queues/subqueues, transactions opened over HTTP (mq/move.h)
+ *   api_handles.c   MSMQ queue handles: open, purge, close, list (over mq/handle.h)
  *   api_mgmtobj.c   MC-MQAC management objects (MSMQManagement): create, init, members
- *   msrpc*.c        the same MSMQ operations over DCE/RPC (msrpc.h)
  *   pager.c         list replies (queues, exchanges, bindings, connections, channels,
  *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop
  *   defs.c          /api/definitions export and import
@@ -37,30 +34,15 @@
 
 #include "core/buf.h"
 #include "mgmt/mgmt.h"
+#include "mq/caller.h"
+#include "mq/ctxtab.h"
+#include "mq/formatname.h"
+#include "mq/mq.h"
 #include "net/accept.h"
 #include "node/node.h"
 
 #define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
 #define MGMT_MAX_SEGS 16
-
-/* ---- ctxtab.c: objects a user opened, named by id (see ctxtab.c for the rules) ---- */
-#define CTX_ID_LEN 24 /* hex digits: 8 of the node's run id, 16 random */
-typedef struct ctx_entry {
-    char id[CTX_ID_LEN + 1];
-    char *owner;             /* the user that opened it */
-    uint64_t opened_wall_ms; /* shown */
-    uint64_t last_used_ms;   /* sl_now_ms() of the last use, for the rundown */
-    uint64_t seq;            /* open order, for listings */
-    int busy;                /* another node's answer is awaited: not run down meanwhile */
-} ctx_entry;
-
-typedef struct ctxtab {
-    const char *what;  /* "handle", "management object": for messages */
-    sl_map *by_id;     /* id -> ctx_entry* (the embedding object) */
-    sl_map *per_owner; /* user -> count, as a pointer-sized integer */
-    uint64_t seq;
-    void (*close)(mgmt *m, ctx_entry *e); /* ends and frees the embedding object */
-} ctxtab;
 
 /* ---- guard.c: connections that have not logged in (see guard.c for the rules) ---- */
 typedef struct guard_conn guard_conn;
@@ -82,11 +64,10 @@ struct guard_conn {
 struct mgmt {
     sl_node *n;
     struct MHD_Daemon *d;
-    struct rpc_server *rpc;            /* the DCE/RPC doors (msrpc.c); NULL when not configured */
-    struct msrpc_pending *rpc_pending; /* RPC calls waiting for another node or TIDY */
-    sl_watch w;                        /* MHD's epoll fd, readable when MHD has work */
-    sl_timer t;                        /* MHD's own timeouts (idle connections, pending writes) */
-    int running;                       /* inside MHD_run: no re-entry */
+    mq_state *mq; /* MSMQ's handles and transactions, shared with the DCE/RPC door */
+    sl_watch w;   /* MHD's epoll fd, readable when MHD has work */
+    sl_timer t;   /* MHD's own timeouts (idle connections, pending writes) */
+    int running;  /* inside MHD_run: no re-entry */
     int listen_fd;
     sl_acceptor acceptor; /* accepts for MHD: descriptor reserve, connection cap */
     unsigned n_conns;     /* connections MHD holds (its notifications) */
@@ -109,14 +90,8 @@ struct mgmt {
     char *tls_key, *tls_cert, *tls_trust;
     int tls_verify, tls_require_cert;
     uint64_t started_wall_ms;
-    /* Transactions opened over HTTP. Only these may be used, committed or aborted through
-     * the API: the node's other transactions belong to AMQP channels. */
-    uint64_t *txs;
-    char **tx_owners; /* the user who began each */
-    size_t n_txs, cap_txs;
-    /* MSMQ queue handles and MC-MQAC management objects opened over HTTP */
-    uint32_t run_id; /* random, per start: the first 8 hex digits of every id */
-    ctxtab handles, mobjs;
+    /* MC-MQAC management objects opened over HTTP (ids of mq->run_id) */
+    ctxtab mobjs;
     sl_timer rundown_t;    /* closes the idle ones */
     struct req *suspended; /* requests waiting for an answer from elsewhere (req_suspend) */
     struct req *authing;   /* requests whose password check runs (req.auth_job) */
@@ -342,99 +317,10 @@ int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen);
  * is taken out of the stored properties: its array content is appended to bcc, for routing. */
 qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc);
 
-/* ---- formatname.c ---- */
-/* Resolve an MSMQ format name to a local queue. vhost_hint (may be NULL) names the vhost.
- * SL_ERR_ILLEGAL_FORMATNAME or SL_ERR_QUEUE_NOT_FOUND with err. */
-sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
-                       size_t errlen);
-/* The same for an open (a queue handle): a missing subqueue of an existing queue is created,
- * as MSMQ creates subqueues on their first open. */
-sl_err fmtname_open(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
-                    size_t errlen);
-/* 1 when fmt is a direct format name of a queue of another node (then *out holds its
- * address, port and queue part, ";<subqueue>" included), 0 when it is not (this node's, or
- * not a direct format name), -1 when it names another node but is malformed. */
-struct link_addr;
-int fmtname_remote(mgmt *m, const char *fmt, struct link_addr *out);
-/* 1 when name ("." , "localhost", the node name, the host name, a loopback or bound address)
- * is this node. */
-int fmt_is_local_machine(mgmt *m, const char *name);
-/* "host", "host:port", "[v6]:port" -> lower-cased host and port (LINK_DEFAULT_PORT when
- * none); -1 when malformed. */
-int fmt_machine_split(const char *machine, char *host, size_t hostlen, int *port);
-/* Format name / path name of a queue (see README-fragment.md). */
-void fmtname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
-void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
-/* A path name (<computer>\private$\<queue>, <computer>\<queue>, <computer>\system$;<q>) as
- * a direct format name; -1 when it is not one. */
-int fmtname_from_pathname(const char *path, char *out, size_t len);
-/* The computer part of names: the node name after '@'. */
-const char *fmt_computer(mgmt *m);
-
-/* ---- api_handles.c: MSMQ queue handles for every door (HTTP there, DCE/RPC in
- * msrpc_qmcomm.c): the same resolution, access checks, descriptors and remote proxies ---- */
-typedef struct handle handle;
-typedef void (*handle_answer_fn)(void *ctx, const char *reply_json, const char *err);
-sl_err handle_resolve(mgmt *m, const char *fmt, const char *vhost, uint32_t access, qm_queue **q,
-                      struct link_addr *ra, int *remote, char *reason, size_t rlen);
-sl_err handle_open_local(mgmt *m, const char *user, qm_queue *q, uint32_t access, int share,
-                         handle **out, char *reason, size_t rlen);
-sl_err handle_open_remote(mgmt *m, const char *user, const char *fmt, const struct link_addr *ra,
-                          uint32_t access, int share, const char *vhost, handle_answer_fn cb,
-                          void *ctx, handle **out, char *reason, size_t rlen);
-sl_err handle_remote_resolved(mgmt *m, const char *user, handle *h, json_t *reply,
-                              handle_answer_fn cb, void *ctx, int *owner_failed, char *reason,
-                              size_t rlen);
-sl_err handle_remote_opened(mgmt *m, const char *user, handle *h, json_t *reply, int *owner_failed,
-                            char *reason, size_t rlen);
-sl_err handle_purge(mgmt *m, const char *user, handle *h, uint64_t *n, int *pending,
-                    handle_answer_fn cb, void *ctx, char *reason, size_t rlen);
-/* Close Queue and forget the handle (a remote one tells its owner in the background). */
-void handle_discard(mgmt *m, handle *h);
-handle *handle_find(mgmt *m, const char *id); /* id: CTX_ID_LEN hex digits */
-const char *handle_id(const handle *h);
-/* The user that opened it (a remote open's answers are checked as that user). */
-const char *handle_owner(const handle *h);
-uint64_t handle_session(const handle *h);
-void handle_set_session(handle *h, uint64_t session);
-int handle_busy(const handle *h);
-void handle_answered(handle *h); /* the owner answered: no longer busy */
-int handle_is_remote(const handle *h);
-/* The handle's format name (MQHandleToFormatName), after the same access check as its GET
- * over HTTP: *fmt stays the handle's (valid while it is open). */
-sl_err handle_format_name(mgmt *m, const char *user, handle *h, const char **fmt, char *err,
-                          size_t errlen);
-/* The owner's HRESULT in its answer (MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE without one). */
-uint32_t handle_owner_hresult(const json_t *reply);
-void handles_rundown_session(mgmt *m, uint64_t session);
-
-/* ---- ctxtab.c ---- */
-uint32_t ctx_run_id(void);
-void ctxtab_init(ctxtab *t, const char *what, void (*close_fn)(mgmt *m, ctx_entry *e));
-/* Close every object (node stop) and free the table. */
-void ctxtab_free(mgmt *m, ctxtab *t);
-/* Register e (fields after the ctx_entry filled by the caller) for owner: gives it its id.
- * SL_ERR_HANDLE_LIMIT with err when owner already has cfg->handle_limit objects here. */
-sl_err ctx_add(mgmt *m, ctxtab *t, ctx_entry *e, const char *owner, char *err, size_t errlen);
-/* Unregister e (the caller then closes it). */
-void ctx_remove(ctxtab *t, ctx_entry *e);
-void ctx_entry_free(ctx_entry *e);
-/* The object id names for user, marked used now. SL_ERR_INVALID_HANDLE (malformed, unknown,
- * closed, or another user's) or SL_ERR_STALE_HANDLE (an earlier run's), with err. */
-sl_err ctx_lookup(mgmt *m, ctxtab *t, const char *id, const char *user, ctx_entry **out, char *err,
-                  size_t errlen);
-/* user's objects (every object when user is NULL) in open order; caller frees the array. */
-ctx_entry **ctx_list(ctxtab *t, const char *user, size_t *n);
-/* Close every object unused for cfg->handle_idle_timeout; returns how many. */
-size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now);
-
 /* ---- api_msmq.c: R_QMMgmtAction / R_QMMgmtGetInfo over HTTP. The rules and values are
  * mq/'s (mq/action.h, mq/info.h: msmq_info_object, msmq_vhost_listed), which every door calls;
  * these turn them into the API's JSON. ---- */
-typedef struct msmq_caller {
-    const char *user; /* its vhost permissions decide which queues it sees */
-    int is_admin;
-} msmq_caller;
+/* msmq_caller: mq/caller.h */
 #include "mq/action.h"
 #include "mq/info.h"
 /* A property value as the API shows it (new reference). */
@@ -475,8 +361,7 @@ enum MHD_Result api_transactions(req *r);
 /* /api/msmq/handles... and /api/msmq/management... (api_msmq routes them) */
 enum MHD_Result api_handles(req *r);
 enum MHD_Result api_mgmtobj(req *r);
-/* api_handles.c / api_mgmtobj.c: set up and close the tables (mgmt_start / mgmt_stop) */
-void handles_init(mgmt *m);
+/* api_mgmtobj.c: set up and close the table (mgmt_start / mgmt_stop) */
 void mgmtobj_init(mgmt *m);
 void mgmtobj_stop(mgmt *m);
 enum MHD_Result api_definitions(req *r);
@@ -537,6 +422,5 @@ const struct console_asset *console_find(const char *path);
 int console_etag_matches(const char *inm, const char *etag);
 
 /* The values of a map ordered by key (names), for stable listings; caller frees. */
-void **map_sorted(const sl_map *m, size_t *n);
 
 #endif

@@ -1164,7 +1164,7 @@ static pager *pager_new(req *r, int kind, const char *only_vhost)
     p->cur.only = only_vhost ? sl_xstrdup(only_vhost) : NULL;
     if (!only_vhost) {
         size_t n;
-        void **v = map_sorted(m->n->qm->vhosts, &n);
+        void **v = sl_map_sorted(m->n->qm->vhosts, &n);
         int all = kind != PAGER_VHOSTS || acc_is_monitor(m->n->acc, r->user);
         p->cur.vhosts = sl_xcalloc(n + 1, sizeof *p->cur.vhosts);
         for (size_t i = 0; i < n; i++) {

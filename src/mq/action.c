@@ -11,7 +11,10 @@
 #include "link/link.h"
 #include "node/node.h"
 #include "mq/action.h"
-#include "mq/bridge.h" /* redesign: format names and msmq_caller (see there) */
+#include "mq/caller.h"
+#include "mq/formatname.h"
+#include "mq/mq.h"
+#include "node/node.h" /* redesign: format names and msmq_caller (see there) */
 
 static const char *const machine_actions[] = {"CONNECT", "DISCONNECT", "TIDY"};
 static const char *const queue_actions[] = {"PAUSE", "RESUME", "EOD_RESEND"};
@@ -24,7 +27,7 @@ static int find_action(const char *a, const char *const *list)
     return -1;
 }
 
-sl_err mq_action(mgmt *m, const char *object, const char *vhost, const char *act,
+sl_err mq_action(mq_state *mq, const char *object, const char *vhost, const char *act,
                  mq_action_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
@@ -48,7 +51,7 @@ sl_err mq_action(mgmt *m, const char *object, const char *vhost, const char *act
             res->tidy = 1;
             return SL_OK;
         }
-        sl_node *n = m->n;
+        sl_node *n = mq->n;
         int online = ma == 0;
         if (n->qm->online != online)
             sl_info("management: node %s %s", n->cfg->node_name,
@@ -61,10 +64,10 @@ sl_err mq_action(mgmt *m, const char *object, const char *vhost, const char *act
         snprintf(err, errlen, "%s applies to the machine, not to a queue", machine_actions[ma]);
         return SL_ERR_INVALID_PARAMETER;
     }
-    return mq_action_queue(m, object + 6, vhost, queue_actions[qa], res, err, errlen);
+    return mq_action_queue(mq, object + 6, vhost, queue_actions[qa], res, err, errlen);
 }
 
-sl_err mq_action_queue(mgmt *m, const char *fmt, const char *vhost, const char *act,
+sl_err mq_action_queue(mq_state *mq, const char *fmt, const char *vhost, const char *act,
                        mq_action_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
@@ -74,7 +77,7 @@ sl_err mq_action_queue(mgmt *m, const char *fmt, const char *vhost, const char *
         return SL_ERR_INVALID_PARAMETER;
     }
     qm_queue *q;
-    sl_err e = fmtname_resolve(m, fmt, vhost, &q, err, errlen);
+    sl_err e = fmtname_resolve(mq, fmt, vhost, &q, err, errlen);
     if (e != SL_OK)
         return e;
     if (!q->is_outgoing) {

@@ -17,8 +17,8 @@
 #include <stddef.h>
 
 #include "core/err.h"
-
-struct mgmt;
+#include "mq/caller.h"
+#include "mq/mq.h"
 
 /* What an action did: CONNECT / DISCONNECT set connected ("CONNECTED" / "DISCONNECTED"), a
  * queue action sets state (the outgoing queue's state after it); TIDY sets tidy only. */
@@ -28,10 +28,10 @@ typedef struct mq_action_result {
     const char *state;
 } mq_action_result;
 
-sl_err mq_action(struct mgmt *m, const char *object, const char *vhost, const char *act,
+sl_err mq_action(mq_state *mq, const char *object, const char *vhost, const char *act,
                  mq_action_result *res, char *err, size_t errlen);
 /* A queue action (PAUSE, RESUME, EOD_RESEND, any case) on the queue fmt names. */
-sl_err mq_action_queue(struct mgmt *m, const char *fmt, const char *vhost, const char *act,
+sl_err mq_action_queue(mq_state *mq, const char *fmt, const char *vhost, const char *act,
                        mq_action_result *res, char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,6 @@
-/* ctxtab.c - tables of the objects a user opens over HTTP and names by id afterwards: MSMQ
- * queue handles (api_handles.c) and MC-MQAC management objects (api_mgmtobj.c). They are the
- * HTTP form of MS-MQMP's context handles, and keep their rules:
+/* ctxtab.c - tables of the objects a user opens and names by id afterwards: MSMQ queue
+ * handles (mq/handle.c, over HTTP and DCE/RPC) and MC-MQAC management objects. They are
+ * MS-MQMP's context handles, and keep their rules:
  *
  *   - an id names an object of this run of the node only: it is 24 hex digits, the first 8
  *     the run's random id, the other 16 random, so an id is never guessed nor reused, and an
@@ -23,7 +23,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
-#include "mgmt/mgmt_internal.h"
+#include "mq/ctxtab.h"
 
 static uint64_t random64(void)
 {
@@ -45,16 +45,20 @@ uint32_t ctx_run_id(void)
     return r;
 }
 
-void ctxtab_init(ctxtab *t, const char *what, void (*close_fn)(mgmt *m, ctx_entry *e))
+void ctxtab_init(ctxtab *t, const char *what, uint32_t run_id, const sl_config *cfg,
+                 void (*close_fn)(void *ctx, ctx_entry *e), void *close_ctx)
 {
     memset(t, 0, sizeof *t);
     t->what = what;
+    t->run_id = run_id;
+    t->cfg = cfg;
     t->close = close_fn;
+    t->close_ctx = close_ctx;
     t->by_id = sl_map_new();
     t->per_owner = sl_map_new();
 }
 
-void ctxtab_free(mgmt *m, ctxtab *t)
+void ctxtab_free(ctxtab *t)
 {
     if (!t->by_id)
         return;
@@ -63,7 +67,7 @@ void ctxtab_free(mgmt *m, ctxtab *t)
     while (sl_map_next(t->by_id, &it, NULL, NULL, &v)) {
         ctx_entry *e = v;
         ctx_remove(t, e); /* deleting the entry just returned is allowed while iterating */
-        t->close(m, e);
+        t->close(t->close_ctx, e);
     }
     sl_map_free(t->by_id);
     sl_map_free(t->per_owner);
@@ -83,9 +87,9 @@ static void set_owner_count(ctxtab *t, const char *owner, uintptr_t n)
         sl_map_del(t->per_owner, owner, strlen(owner));
 }
 
-sl_err ctx_add(mgmt *m, ctxtab *t, ctx_entry *e, const char *owner, char *err, size_t errlen)
+sl_err ctx_add(ctxtab *t, ctx_entry *e, const char *owner, char *err, size_t errlen)
 {
-    uint32_t limit = m->n->cfg->handle_limit;
+    uint32_t limit = t->cfg->handle_limit;
     uintptr_t n = owner_count(t, owner);
     if (n >= limit) {
         snprintf(err, errlen,
@@ -94,7 +98,7 @@ sl_err ctx_add(mgmt *m, ctxtab *t, ctx_entry *e, const char *owner, char *err, s
         return SL_ERR_HANDLE_LIMIT;
     }
     do
-        snprintf(e->id, sizeof e->id, "%08x%016llx", m->run_id, (unsigned long long)random64());
+        snprintf(e->id, sizeof e->id, "%08x%016llx", t->run_id, (unsigned long long)random64());
     while (sl_map_get(t->by_id, e->id, CTX_ID_LEN));
     e->owner = sl_xstrdup(owner);
     e->opened_wall_ms = sl_wall_ms();
@@ -129,7 +133,12 @@ static int is_hex(const char *s, size_t n)
     return 1;
 }
 
-sl_err ctx_lookup(mgmt *m, ctxtab *t, const char *id, const char *user, ctx_entry **out, char *err,
+ctx_entry *ctx_find(ctxtab *t, const char *id)
+{
+    return sl_map_get(t->by_id, id, CTX_ID_LEN);
+}
+
+sl_err ctx_lookup(ctxtab *t, const char *id, const char *user, ctx_entry **out, char *err,
                   size_t errlen)
 {
     *out = NULL;
@@ -144,7 +153,7 @@ sl_err ctx_lookup(mgmt *m, ctxtab *t, const char *id, const char *user, ctx_entr
         lower[i] = (char)(id[i] >= 'A' && id[i] <= 'F' ? id[i] - 'A' + 'a' : id[i]);
     lower[n] = 0;
     char run[9];
-    snprintf(run, sizeof run, "%08x", m->run_id);
+    snprintf(run, sizeof run, "%08x", t->run_id);
     if (memcmp(lower, run, 8) != 0) {
         snprintf(err, errlen, "%s %s belongs to an earlier run of this node (it was restarted)",
                  t->what, lower);
@@ -156,7 +165,7 @@ sl_err ctx_lookup(mgmt *m, ctxtab *t, const char *id, const char *user, ctx_entr
         snprintf(err, errlen,
                  "no open %s %s of user '%s' (closed, run down after %llu s idle, or "
                  "never opened)",
-                 t->what, lower, user, (unsigned long long)m->n->cfg->handle_idle_timeout_s);
+                 t->what, lower, user, (unsigned long long)t->cfg->handle_idle_timeout_s);
         return SL_ERR_INVALID_HANDLE;
     }
     e->last_used_ms = sl_now_ms();
@@ -183,9 +192,9 @@ ctx_entry **ctx_list(ctxtab *t, const char *user, size_t *n)
     return v;
 }
 
-size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now)
+size_t ctx_rundown(ctxtab *t, uint64_t now)
 {
-    uint64_t idle_ms = m->n->cfg->handle_idle_timeout_s * 1000;
+    uint64_t idle_ms = t->cfg->handle_idle_timeout_s * 1000;
     size_t closed = 0, it = 0;
     void *v;
     while (sl_map_next(t->by_id, &it, NULL, NULL, &v)) {
@@ -195,7 +204,7 @@ size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now)
         sl_info("management: %s %s of user '%s' closed after %llu s unused (rundown)", t->what,
                 e->id, e->owner, (unsigned long long)((now - e->last_used_ms) / 1000));
         ctx_remove(t, e); /* deleting the entry just returned is allowed while iterating */
-        t->close(m, e);
+        t->close(t->close_ctx, e);
         closed++;
     }
     return closed;

@@ -6,11 +6,10 @@
  *   DIRECT=TCP:<address>\private$\<queue>[;<subqueue>|;journal]
  *   DIRECT=OS:<computer>\SYSTEM$;DEADLETTER | ;DEADXACT | ;JOURNAL   (the node's system queues)
  * <computer> is ".", "localhost", the node name, its part after '@', or this host's name;
- * <address> a loopback address or the address the broker is bound to. Queues of a vhost other
- * than "/" are named "<vhost>/<queue>" (when <vhost> exists), or through the vhost hint the
- * caller passes (a "vhost" field or query argument). Names are compared exactly first and
- * then without regard to case, since MSMQ format names are case-insensitive while AMQP
- * names are not.
+ * <address> a loopback address, the address the node or its management API is bound to. Queues of a
+ * vhost other than "/" are named "<vhost>/<queue>" (when <vhost> exists), or through the vhost hint
+ * the caller passes (a "vhost" field or query argument). Names are compared exactly first and then
+ * without regard to case, since MSMQ format names are case-insensitive while AMQP names are not.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +18,7 @@
 #include <unistd.h>
 
 #include "link/link.h"
-#include "mgmt/mgmt_internal.h"
+#include "mq/formatname.h"
 
 static const struct {
     const char *suffix; /* after SYSTEM$; */
@@ -30,9 +29,9 @@ static const struct {
     {"JOURNAL", "sluice.system.journal"},
 };
 
-const char *fmt_computer(mgmt *m)
+const char *fmt_computer(mq_state *mq)
 {
-    const char *n = m->n->cfg->node_name;
+    const char *n = mq->n->cfg->node_name;
     const char *at = strchr(n, '@');
     return at && at[1] ? at + 1 : n;
 }
@@ -42,15 +41,17 @@ static int ieq_n(const char *a, size_t al, const char *b)
     return strlen(b) == al && !strncasecmp(a, b, al);
 }
 
-static int is_local_computer(mgmt *m, const char *s, size_t n, int tcp)
+static int is_local_computer(mq_state *mq, const char *s, size_t n, int tcp)
 {
     if (tcp) {
         /* This node's address; any loopback address when it listens on all of them, or on
          * 127.0.0.1 (other 127.x addresses are other nodes: the multi-node setups). */
-        const node_listener *amqp = node_listener_find(m->n, "amqp");
+        const node_listener *amqp = node_listener_find(mq->n, "amqp");
         const char *ba = amqp ? amqp->addr : "";
         int any = !strcmp(ba, "0.0.0.0") || !strcmp(ba, "::");
-        if (ieq_n(s, n, ba) || ieq_n(s, n, m->addr))
+        /* the management API's address names this node too (DIRECT=TCP:<its address>) */
+        const node_listener *http = node_listener_find(mq->n, "http");
+        if (ieq_n(s, n, ba) || (http && ieq_n(s, n, http->addr)))
             return 1;
         if (any && ((n >= 4 && !strncmp(s, "127.", 4)) || ieq_n(s, n, "::1")))
             return 1;
@@ -60,8 +61,8 @@ static int is_local_computer(mgmt *m, const char *s, size_t n, int tcp)
     }
     char host[256] = "";
     gethostname(host, sizeof host - 1);
-    return ieq_n(s, n, ".") || ieq_n(s, n, "localhost") || ieq_n(s, n, m->n->cfg->node_name) ||
-           ieq_n(s, n, fmt_computer(m)) || (host[0] && ieq_n(s, n, host));
+    return ieq_n(s, n, ".") || ieq_n(s, n, "localhost") || ieq_n(s, n, mq->n->cfg->node_name) ||
+           ieq_n(s, n, fmt_computer(mq)) || (host[0] && ieq_n(s, n, host));
 }
 
 static int prefix_i(const char **p, const char *pre)
@@ -138,7 +139,7 @@ int fmt_machine_split(const char *machine, char *host, size_t hostlen, int *port
     return 0;
 }
 
-int fmt_is_local_machine(mgmt *m, const char *name)
+int fmt_is_local_machine(mq_state *mq, const char *name)
 {
     char host[256];
     int port;
@@ -147,11 +148,11 @@ int fmt_is_local_machine(mgmt *m, const char *name)
     if (has_port) { /* "host:port": this node only on its own port */
         if (fmt_machine_split(name, host, sizeof host, &port) < 0)
             return 0;
-        return port == node_amqp_port(m->n) && (is_local_computer(m, host, strlen(host), 0) ||
-                                                is_local_computer(m, host, strlen(host), 1));
+        return port == node_amqp_port(mq->n) && (is_local_computer(mq, host, strlen(host), 0) ||
+                                                 is_local_computer(mq, host, strlen(host), 1));
     }
-    return is_local_computer(m, name, strlen(name), 0) ||
-           is_local_computer(m, name, strlen(name), 1);
+    return is_local_computer(mq, name, strlen(name), 0) ||
+           is_local_computer(mq, name, strlen(name), 1);
 }
 
 /* A subqueue name MSMQ accepts: 1..32 characters, none of \ ; + , " (nor '/', which names
@@ -164,19 +165,19 @@ static int valid_subqueue_name(const char *s)
 
 /* The computer part [p, bs) of a direct format name names this node. "<address>:<port>":
  * the port must be ours too. */
-static int computer_is_local(mgmt *m, const char *p, const char *bs, int tcp)
+static int computer_is_local(mq_state *mq, const char *p, const char *bs, int tcp)
 {
     size_t clen = (size_t)(bs - p);
     const char *colon = memchr(p, ':', clen);
     if (colon && !memchr(colon + 1, ':', (size_t)(bs - colon - 1)) && *p != '[') {
-        if (atoi(colon + 1) != node_amqp_port(m->n))
+        if (atoi(colon + 1) != node_amqp_port(mq->n))
             return 0;
         clen = (size_t)(colon - p);
     }
-    return is_local_computer(m, p, clen, tcp);
+    return is_local_computer(mq, p, clen, tcp);
 }
 
-int fmtname_remote(mgmt *m, const char *fmt, link_addr *out)
+int fmtname_remote(mq_state *mq, const char *fmt, link_addr *out)
 {
     const char *p = fmt;
     prefix_i(&p, "FormatName:");
@@ -186,7 +187,7 @@ int fmtname_remote(mgmt *m, const char *fmt, link_addr *out)
     if (!tcp && !prefix_i(&p, "OS:"))
         return 0;
     const char *bs = strchr(p, '\\');
-    if (!bs || bs == p || computer_is_local(m, p, bs, tcp))
+    if (!bs || bs == p || computer_is_local(mq, p, bs, tcp))
         return 0;
     /* link_fmt_parse refuses subqueues (no send target); a handle may name one */
     size_t len = strlen(fmt);
@@ -199,7 +200,7 @@ int fmtname_remote(mgmt *m, const char *fmt, link_addr *out)
     return 1;
 }
 
-static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int create_sub,
+static sl_err resolve(mq_state *mq, const char *fmt, const char *vhost_hint, int create_sub,
                       qm_queue **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -221,19 +222,19 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
         snprintf(err, errlen, "'%s': expected <computer>\\private$\\<queue>", fmt);
         return SL_ERR_ILLEGAL_FORMATNAME;
     }
-    qm_node *node = m->n->qm;
+    qm_node *node = mq->n->qm;
     qm_vhost *vh =
         qm_vhost_find(node, vhost_hint ? vhost_hint : "/", strlen(vhost_hint ? vhost_hint : "/"));
     if (!vh) {
         snprintf(err, errlen, "no vhost '%s'", vhost_hint);
         return SL_ERR_QUEUE_NOT_FOUND;
     }
-    if (!computer_is_local(m, p, bs, tcp)) {
+    if (!computer_is_local(mq, p, bs, tcp)) {
         /* another node: the outgoing queue that leads there (in the hinted vhost or "/") */
         int local = 0;
-        qm_queue *oq = m->n->links ? link_outgoing_queue(m->n->links, vh, fmt, strlen(fmt), 0,
-                                                         &local, err, errlen)
-                                   : NULL;
+        qm_queue *oq = mq->n->links ? link_outgoing_queue(mq->n->links, vh, fmt, strlen(fmt), 0,
+                                                          &local, err, errlen)
+                                    : NULL;
         if (oq) {
             *out = oq;
             return SL_OK;
@@ -245,7 +246,7 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
     p = bs + 1;
     if (prefix_i(&p, "SYSTEM$;")) {
         for (size_t i = 0; i < sizeof system_names / sizeof system_names[0]; i++) {
-            if (str_ieq(p, system_names[i].suffix)) {
+            if (!strcasecmp(p, system_names[i].suffix)) {
                 *out = qm_queue_find(vh, system_names[i].queue, strlen(system_names[i].queue));
                 if (*out)
                     return SL_OK;
@@ -290,11 +291,11 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
     qm_queue *q = find_queue_ci(vh, p, len);
     if (q && sub) {
         qm_queue *parent = q;
-        q = str_ieq(sub, "journal") ? qm_queue_subqueue(q, "journal", 7, 0)
-                                    : find_sub_ci(q, sub, strlen(sub));
+        q = !strcasecmp(sub, "journal") ? qm_queue_subqueue(q, "journal", 7, 0)
+                                        : find_sub_ci(q, sub, strlen(sub));
         /* MSMQ creates a subqueue on its first open (never a journal, never under a system
          * queue); created empty, dispatch removes it again unless something holds it. */
-        if (!q && create_sub && !str_ieq(sub, "journal") && !parent->is_system) {
+        if (!q && create_sub && !!strcasecmp(sub, "journal") && !parent->is_system) {
             if (!valid_subqueue_name(sub)) {
                 snprintf(err, errlen,
                          "'%s': a subqueue name is 1..32 characters without \\ ; + , \" /", fmt);
@@ -312,16 +313,16 @@ static sl_err resolve(mgmt *m, const char *fmt, const char *vhost_hint, int crea
     return SL_OK;
 }
 
-sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
-                       size_t errlen)
+sl_err fmtname_resolve(mq_state *mq, const char *fmt, const char *vhost_hint, qm_queue **out,
+                       char *err, size_t errlen)
 {
-    return resolve(m, fmt, vhost_hint, 0, out, err, errlen);
+    return resolve(mq, fmt, vhost_hint, 0, out, err, errlen);
 }
 
-sl_err fmtname_open(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
-                    size_t errlen)
+sl_err fmtname_open(mq_state *mq, const char *fmt, const char *vhost_hint, qm_queue **out,
+                    char *err, size_t errlen)
 {
-    return resolve(m, fmt, vhost_hint, 1, out, err, errlen);
+    return resolve(mq, fmt, vhost_hint, 1, out, err, errlen);
 }
 
 static const char *system_suffix(const qm_queue *q)
@@ -340,28 +341,28 @@ static void name_part(const qm_queue *q, char *buf, size_t len)
         snprintf(buf, len, "%s/%s", q->vhost->name, q->name);
 }
 
-void fmtname_of(mgmt *m, const qm_queue *q, char *buf, size_t len)
+void fmtname_of(mq_state *mq, const qm_queue *q, char *buf, size_t len)
 {
     const char *sys = q->is_system ? system_suffix(q) : NULL;
     if (sys && !strcmp(q->vhost->name, "/")) {
-        snprintf(buf, len, "DIRECT=OS:%s\\SYSTEM$;%s", fmt_computer(m), sys);
+        snprintf(buf, len, "DIRECT=OS:%s\\SYSTEM$;%s", fmt_computer(mq), sys);
         return;
     }
     char n[600];
     name_part(q, n, sizeof n);
-    snprintf(buf, len, "DIRECT=OS:%s\\private$\\%s", fmt_computer(m), n);
+    snprintf(buf, len, "DIRECT=OS:%s\\private$\\%s", fmt_computer(mq), n);
 }
 
-void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len)
+void pathname_of(mq_state *mq, const qm_queue *q, char *buf, size_t len)
 {
     const char *sys = q->is_system ? system_suffix(q) : NULL;
     if (sys && !strcmp(q->vhost->name, "/")) {
-        snprintf(buf, len, "%s\\system$;%s", fmt_computer(m), sys);
+        snprintf(buf, len, "%s\\system$;%s", fmt_computer(mq), sys);
         return;
     }
     char n[600];
     name_part(q, n, sizeof n);
-    snprintf(buf, len, "%s\\private$\\%s", fmt_computer(m), n);
+    snprintf(buf, len, "%s\\private$\\%s", fmt_computer(mq), n);
 }
 
 int fmtname_from_pathname(const char *path, char *out, size_t len)

@@ -12,7 +12,10 @@
 #include "core/version.h"
 #include "node/node.h"
 #include "mq/info.h"
-#include "mq/bridge.h" /* redesign: format names and msmq_caller (see there) */
+#include "mq/caller.h"
+#include "mq/formatname.h"
+#include "mq/mq.h"
+#include "node/node.h" /* redesign: format names and msmq_caller (see there) */
 
 static const mq_prop_def machine_props[] = {
     {1, "ACTIVEQUEUES", MQ_VT_LPWSTR | MQ_VT_VECTOR},
@@ -184,12 +187,12 @@ const mq_prop_def *mq_info_prop(int machine, int id)
  * The object
  */
 
-int msmq_vhost_listed(mgmt *m, const msmq_caller *who, const char *vhost)
+int msmq_vhost_listed(mq_state *mq, const msmq_caller *who, const char *vhost)
 {
-    return who->is_admin || acc_vhost_visible(m->n->acc, who->user, vhost);
+    return who->is_admin || acc_vhost_visible(mq->n->acc, who->user, vhost);
 }
 
-sl_err msmq_info_object(mgmt *m, const msmq_caller *who, const char *object, const char *vhost,
+sl_err msmq_info_object(mq_state *mq, const msmq_caller *who, const char *object, const char *vhost,
                         int *machine, qm_queue **q, char *err, size_t errlen)
 {
     *q = NULL;
@@ -200,10 +203,10 @@ sl_err msmq_info_object(mgmt *m, const msmq_caller *who, const char *object, con
         snprintf(err, errlen, "session objects have no properties");
         return SL_ERR_INVALID_PARAMETER;
     }
-    sl_err e = fmtname_resolve(m, object + 6, vhost, q, err, errlen);
+    sl_err e = fmtname_resolve(mq, object + 6, vhost, q, err, errlen);
     if (e != SL_OK)
         return e;
-    if (!msmq_vhost_listed(m, who, (*q)->vhost->name)) {
+    if (!msmq_vhost_listed(mq, who, (*q)->vhost->name)) {
         *q = NULL;
         snprintf(err, errlen, "User not authorised to access virtual host");
         return SL_ERR_ACCESS_REFUSED;
@@ -232,33 +235,33 @@ static int queue_active(const qm_queue *q)
 /* ACTIVEQUEUES (active queues and subqueues, by format name) or PRIVATEQ (every private
  * queue, by path name), of the vhosts who may list: the machine's properties are a listing
  * like any other (README "Users, vhosts and permissions"). */
-static void all_queues(mgmt *m, const msmq_caller *who, int active, mq_value *out)
+static void all_queues(mq_state *mq, const msmq_caller *who, int active, mq_value *out)
 {
     char buf[800];
     size_t nv;
     v_list(out);
-    void **vhs = map_sorted(m->n->qm->vhosts, &nv);
+    void **vhs = sl_map_sorted(mq->n->qm->vhosts, &nv);
     for (size_t i = 0; i < nv; i++) {
-        if (!msmq_vhost_listed(m, who, ((qm_vhost *)vhs[i])->name))
+        if (!msmq_vhost_listed(mq, who, ((qm_vhost *)vhs[i])->name))
             continue;
         size_t nq;
-        void **qs = map_sorted(((qm_vhost *)vhs[i])->queues, &nq);
+        void **qs = sl_map_sorted(((qm_vhost *)vhs[i])->queues, &nq);
         for (size_t j = 0; j < nq; j++) {
             qm_queue *q = qs[j];
             if (active && queue_active(q)) {
-                fmtname_of(m, q, buf, sizeof buf);
+                fmtname_of(mq, q, buf, sizeof buf);
                 v_str(v_push(out), buf);
             }
             if (!active && !q->is_system) {
-                pathname_of(m, q, buf, sizeof buf);
+                pathname_of(mq, q, buf, sizeof buf);
                 v_str(v_push(out), buf);
             }
             size_t ns;
-            void **subs = active ? map_sorted(q->subqueues, &ns) : NULL;
+            void **subs = active ? sl_map_sorted(q->subqueues, &ns) : NULL;
             for (size_t k = 0; subs && k < ns; k++) {
                 if (!queue_active(subs[k]))
                     continue;
-                fmtname_of(m, subs[k], buf, sizeof buf);
+                fmtname_of(mq, subs[k], buf, sizeof buf);
                 v_str(v_push(out), buf);
             }
             sl_free(subs);
@@ -281,15 +284,15 @@ static uint64_t queue_bytes(const qm_queue *q)
 }
 
 /* BYTES_IN_ALL_QUEUES: of the queues of the vhosts who may list */
-static uint64_t bytes_listed(mgmt *m, const msmq_caller *who)
+static uint64_t bytes_listed(mq_state *mq, const msmq_caller *who)
 {
     uint64_t total = 0;
     size_t vit = 0, kl;
     const char *k;
     void *v;
-    while (sl_map_next(m->n->qm->vhosts, &vit, &k, &kl, &v)) {
+    while (sl_map_next(mq->n->qm->vhosts, &vit, &k, &kl, &v)) {
         qm_vhost *vh = v;
-        if (!msmq_vhost_listed(m, who, vh->name))
+        if (!msmq_vhost_listed(mq, who, vh->name))
             continue;
         size_t qit = 0;
         void *qv;
@@ -299,21 +302,21 @@ static uint64_t bytes_listed(mgmt *m, const msmq_caller *who)
     return total;
 }
 
-static void machine_value(mgmt *m, const msmq_caller *who, int id, uint16_t *vt, mq_value *out)
+static void machine_value(mq_state *mq, const msmq_caller *who, int id, uint16_t *vt, mq_value *out)
 {
     switch (id) {
     case 1:
     case 2:
-        all_queues(m, who, id == 1, out);
+        all_queues(mq, who, id == 1, out);
         return;
     case 4:
-        v_str(out, m->n->qm->online ? "CONNECTED" : "DISCONNECTED");
+        v_str(out, mq->n->qm->online ? "CONNECTED" : "DISCONNECTED");
         return;
     case 5:
         v_str(out, SLUICE_PRODUCT " " SLUICE_VERSION " (Linux)");
         return;
     case 6:
-        v_int(out, (int64_t)bytes_listed(m, who));
+        v_int(out, (int64_t)bytes_listed(mq, who));
         return;
     default: /* DSSERVER: not directory-integrated */
         *vt = MQ_VT_NULL;
@@ -331,7 +334,7 @@ static int is_journal(const qm_queue *q)
     return semi && !strcmp(semi + 1, "journal");
 }
 
-static void queue_value(mgmt *m, qm_queue *q, int id, uint16_t *vt, mq_value *out)
+static void queue_value(mq_state *mq, qm_queue *q, int id, uint16_t *vt, mq_value *out)
 {
     char buf[800];
     if (q->is_outgoing && id != 1 && id != 2 && id != 7 && id != 8 && id != 9 && id != 10) {
@@ -339,7 +342,7 @@ static void queue_value(mgmt *m, qm_queue *q, int id, uint16_t *vt, mq_value *ou
         return;
     }
     if (id == MQ_PROP_EOD_SOURCE_INFO) {
-        mq_info_eod_source(m, q, out);
+        mq_info_eod_source(mq, q, out);
         return;
     }
     qm_queue *j = q->is_subqueue ? NULL : qm_queue_subqueue(q, "journal", 7, 0);
@@ -347,11 +350,11 @@ static void queue_value(mgmt *m, qm_queue *q, int id, uint16_t *vt, mq_value *ou
     void **subs;
     switch (id) {
     case 1:
-        pathname_of(m, q, buf, sizeof buf);
+        pathname_of(mq, q, buf, sizeof buf);
         v_str(out, buf);
         return;
     case 2:
-        fmtname_of(m, q, buf, sizeof buf);
+        fmtname_of(mq, q, buf, sizeof buf);
         v_str(out, buf);
         return;
     case 3:
@@ -386,7 +389,7 @@ static void queue_value(mgmt *m, qm_queue *q, int id, uint16_t *vt, mq_value *ou
     case 27: {
         mq_value names = {0};
         v_list(&names);
-        subs = map_sorted(q->subqueues, &ns);
+        subs = sl_map_sorted(q->subqueues, &ns);
         for (size_t i = 0; i < ns; i++) {
             if (is_journal(subs[i]))
                 continue; /* the journal is not a subqueue in MSMQ's sense */
@@ -407,8 +410,8 @@ static void queue_value(mgmt *m, qm_queue *q, int id, uint16_t *vt, mq_value *ou
     }
 }
 
-void mq_info_value(mgmt *m, const msmq_caller *who, int machine, qm_queue *q, int id, uint16_t *vt,
-                   mq_value *out)
+void mq_info_value(mq_state *mq, const msmq_caller *who, int machine, qm_queue *q, int id,
+                   uint16_t *vt, mq_value *out)
 {
     memset(out, 0, sizeof *out);
     const mq_prop_def *p = mq_info_prop(machine, id);
@@ -416,12 +419,12 @@ void mq_info_value(mgmt *m, const msmq_caller *who, int machine, qm_queue *q, in
     if (!p)
         return;
     if (machine)
-        machine_value(m, who, id, vt, out);
+        machine_value(mq, who, id, vt, out);
     else
-        queue_value(m, q, id, vt, out);
+        queue_value(mq, q, id, vt, out);
 }
 
-sl_err mq_info_queue_value(mgmt *m, const char *fmt, const char *vhost, int id, uint16_t *vt,
+sl_err mq_info_queue_value(mq_state *mq, const char *fmt, const char *vhost, int id, uint16_t *vt,
                            mq_value *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -431,10 +434,10 @@ sl_err mq_info_queue_value(mgmt *m, const char *fmt, const char *vhost, int id, 
         return SL_ERR_ILLEGAL_PROPID;
     }
     qm_queue *q;
-    sl_err e = fmtname_resolve(m, fmt, vhost, &q, err, errlen);
+    sl_err e = fmtname_resolve(mq, fmt, vhost, &q, err, errlen);
     if (e != SL_OK)
         return e;
     *vt = p->vt;
-    queue_value(m, q, id, vt, out);
+    queue_value(mq, q, id, vt, out);
     return SL_OK;
 }

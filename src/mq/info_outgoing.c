@@ -10,7 +10,10 @@
 #include "node/node.h"
 #include "persist/persist.h"
 #include "mq/info.h"
-#include "mq/bridge.h" /* redesign: format names and msmq_caller (see there) */
+#include "mq/caller.h"
+#include "mq/formatname.h"
+#include "mq/mq.h"
+#include "node/node.h" /* redesign: format names and msmq_caller (see there) */
 
 const char *mq_info_foreign_name(link_foreign f)
 {
@@ -148,9 +151,9 @@ void mq_info_outgoing_value(qm_queue *q, int id, uint16_t *vt, mq_value *out)
 
 /* PROPID_MGMT_QUEUE_EOD_SOURCE_INFO of a destination queue: six parallel vectors over its
  * incoming sequences (format names, senders, SeqIDs, SeqNos, last access, rejects). */
-void mq_info_eod_source(mgmt *m, qm_queue *q, mq_value *out)
+void mq_info_eod_source(mq_state *mq, qm_queue *q, mq_value *out)
 {
-    persist *st = m->n->store;
+    persist *st = mq->n->store;
     char name[600];
     if (strcmp(q->vhost->name, "/"))
         snprintf(name, sizeof name, "%s/%s", q->vhost->name, q->name);
@@ -168,7 +171,7 @@ void mq_info_eod_source(mgmt *m, qm_queue *q, mq_value *out)
         if (!e->dest || strcmp(e->dest, name))
             continue;
         char f[800];
-        snprintf(f, sizeof f, "DIRECT=OS:%s\\private$\\%s", fmt_computer(m), name);
+        snprintf(f, sizeof f, "DIRECT=OS:%s\\private$\\%s", fmt_computer(mq), name);
         v_str(&out->items[0].items[k], f);
         mq_value *s = &out->items[1].items[k];
         s->kind = MQ_V_SENDER;

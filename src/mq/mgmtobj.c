@@ -8,7 +8,10 @@
 
 #include "core/mem.h"
 #include "mq/mgmtobj.h"
-#include "mq/bridge.h" /* redesign: format names and msmq_caller (see there) */
+#include "mq/caller.h"
+#include "mq/formatname.h"
+#include "mq/mq.h"
+#include "node/node.h" /* redesign: format names and msmq_caller (see there) */
 
 static const char *const iface_names[] = {"IMSMQManagement", "IMSMQQueueManagement",
                                           "IMSMQOutgoingQueueManagement"};
@@ -209,16 +212,16 @@ static char *dup_or_null(const char *s)
     return s ? sl_xstrdup(s) : NULL;
 }
 
-sl_err mq_mobj_target(mgmt *m, const char *machine, const char *pathname, const char *format_name,
-                      char *fmt, size_t fmtlen, int *remote, char *rhost, size_t rhostlen,
-                      int *rport, char *err, size_t errlen)
+sl_err mq_mobj_target(mq_state *mq, const char *machine, const char *pathname,
+                      const char *format_name, char *fmt, size_t fmtlen, int *remote, char *rhost,
+                      size_t rhostlen, int *rport, char *err, size_t errlen)
 {
     if (!pathname == !format_name) {
         snprintf(err, errlen, "Init takes exactly one of \"pathname\" and \"format_name\"");
         return SL_ERR_INVALID_PARAMETER;
     }
     *rport = 0;
-    *remote = machine && *machine && !fmt_is_local_machine(m, machine);
+    *remote = machine && *machine && !fmt_is_local_machine(mq, machine);
     if (*remote && fmt_machine_split(machine, rhost, rhostlen, rport) < 0) {
         snprintf(err, errlen,
                  "machine '%.200s' is not this node nor an address ('host' or 'host:port')",
@@ -237,33 +240,33 @@ sl_err mq_mobj_target(mgmt *m, const char *machine, const char *pathname, const 
     return SL_OK;
 }
 
-static sl_err get_info(mgmt *m, const msmq_caller *who, const char *fmt, const char *vhost,
+static sl_err get_info(mq_state *mq, const msmq_caller *who, const char *fmt, const char *vhost,
                        int propid, mq_value *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     qm_queue *q;
-    sl_err e = fmtname_resolve(m, fmt, vhost, &q, err, errlen);
+    sl_err e = fmtname_resolve(mq, fmt, vhost, &q, err, errlen);
     if (e != SL_OK)
         return e;
-    if (!msmq_vhost_listed(m, who, q->vhost->name)) {
+    if (!msmq_vhost_listed(mq, who, q->vhost->name)) {
         snprintf(err, errlen, "User not authorised to access virtual host");
         return SL_ERR_ACCESS_REFUSED;
     }
     uint16_t vt;
-    return mq_info_queue_value(m, fmt, vhost, propid, &vt, out, err, errlen);
+    return mq_info_queue_value(mq, fmt, vhost, propid, &vt, out, err, errlen);
 }
 
-sl_err mq_mobj_get_info(mgmt *m, const msmq_caller *who, const mq_mobj *o, int propid,
+sl_err mq_mobj_get_info(mq_state *mq, const msmq_caller *who, const mq_mobj *o, int propid,
                         mq_value *out, char *err, size_t errlen)
 {
-    return get_info(m, who, o->format_name, o->vhost, propid, out, err, errlen);
+    return get_info(mq, who, o->format_name, o->vhost, propid, out, err, errlen);
 }
 
-sl_err mq_mobj_init_local(mgmt *m, const msmq_caller *who, mq_mobj *o, const char *machine,
+sl_err mq_mobj_init_local(mq_state *mq, const msmq_caller *who, mq_mobj *o, const char *machine,
                           const char *fmt, const char *vhost, char *err, size_t errlen)
 {
     mq_value loc;
-    sl_err e = get_info(m, who, fmt, vhost, 4 /* LOCATION */, &loc, err, errlen);
+    sl_err e = get_info(mq, who, fmt, vhost, 4 /* LOCATION */, &loc, err, errlen);
     if (e != SL_OK)
         return e; /* a failed Init changes nothing */
     int outgoing = mq_mobj_is_outgoing(loc.kind == MQ_V_STR ? loc.s : NULL);
@@ -315,10 +318,10 @@ void mq_mobj_init_commit(mq_mobj *o, const char *location)
  * Members
  */
 
-sl_err mq_mobj_check(mgmt *m, const mq_mobj *o, const char *id, const mq_mobj_member *mb, char *err,
-                     size_t errlen)
+sl_err mq_mobj_check(mq_state *mq, const mq_mobj *o, const char *id, const mq_mobj_member *mb,
+                     char *err, size_t errlen)
 {
-    (void)m;
+    (void)mq;
     if (!o->initialized) {
         /* the HTTP API's words: its Init is POST .../M/init */
         snprintf(err, errlen, "management object %s is not initialized: POST .../%s/init first", id,
@@ -343,13 +346,13 @@ sl_err mq_mobj_check(mgmt *m, const mq_mobj *o, const char *id, const mq_mobj_me
     return SL_OK;
 }
 
-sl_err mq_mobj_peer_queue(mgmt *m, const char *user, const char *fmt, const char *vhost,
+sl_err mq_mobj_peer_queue(mq_state *mq, const char *user, const char *fmt, const char *vhost,
                           qm_queue **q, char *err, size_t errlen)
 {
-    sl_err e = fmtname_resolve(m, fmt, vhost, q, err, errlen);
+    sl_err e = fmtname_resolve(mq, fmt, vhost, q, err, errlen);
     if (e != SL_OK)
         return e;
-    if (!acc_vhost_visible(m->n->acc, user, (*q)->vhost->name)) {
+    if (!acc_vhost_visible(mq->n->acc, user, (*q)->vhost->name)) {
         snprintf(err, errlen, "user '%s' is not authorised to access virtual host '%s'", user,
                  (*q)->vhost->name);
         return SL_ERR_ACCESS_REFUSED;
@@ -357,7 +360,7 @@ sl_err mq_mobj_peer_queue(mgmt *m, const char *user, const char *fmt, const char
     return SL_OK;
 }
 
-const char *mq_mobj_machine(mgmt *m, const mq_mobj *o)
+const char *mq_mobj_machine(mq_state *mq, const mq_mobj *o)
 {
-    return o->machine ? o->machine : fmt_computer(m);
+    return o->machine ? o->machine : fmt_computer(mq);
 }

@@ -24,10 +24,11 @@
 #include <stddef.h>
 
 #include "core/err.h"
+#include "mq/caller.h"
+#include "mq/mq.h"
 #include "link/link.h"
 #include "mq/info.h"
 
-struct mgmt;
 struct msmq_caller;
 
 typedef enum mq_mobj_iface { MQ_IF_MANAGEMENT, MQ_IF_QUEUE, MQ_IF_OUTGOING } mq_mobj_iface;
@@ -87,14 +88,13 @@ void mq_mobj_clear_pending(mq_mobj *o);
  * format_name; machine NULL or "" is this node, else "host" or "host:port" of another. On
  * SL_OK, fmt holds the format name and *remote says whether machine is another node (then
  * rhost and *rport its address). */
-sl_err mq_mobj_target(struct mgmt *m, const char *machine, const char *pathname,
+sl_err mq_mobj_target(mq_state *mq, const char *machine, const char *pathname,
                       const char *format_name, char *fmt, size_t fmtlen, int *remote, char *rhost,
                       size_t rhostlen, int *rport, char *err, size_t errlen);
 /* Init at this node: QMMgmt Get Info (LOCATION) as who: the queue must be there, "REMOTE"
  * means an outgoing queue. A failed Init changes nothing. */
-sl_err mq_mobj_init_local(struct mgmt *m, const struct msmq_caller *who, mq_mobj *o,
-                          const char *machine, const char *fmt, const char *vhost, char *err,
-                          size_t errlen);
+sl_err mq_mobj_init_local(mq_state *mq, const mq_caller *who, mq_mobj *o, const char *machine,
+                          const char *fmt, const char *vhost, char *err, size_t errlen);
 /* Init at another node: the binding waits (p_*) for the owner's LOCATION ... */
 void mq_mobj_init_pending(mq_mobj *o, const char *machine, const char *fmt, const char *vhost,
                           const char *rhost, int rport);
@@ -103,19 +103,19 @@ void mq_mobj_init_commit(mq_mobj *o, const char *location);
 
 /* A member's checks, before any value is read: initialized (id names the object in the
  * reason), the interface, and no action through a link. */
-sl_err mq_mobj_check(struct mgmt *m, const mq_mobj *o, const char *id, const mq_mobj_member *mb,
+sl_err mq_mobj_check(mq_state *mq, const mq_mobj *o, const char *id, const mq_mobj_member *mb,
                      char *err, size_t errlen);
 /* QMMgmt Get Info of one property of the bound queue, at this node, as who (the properties of
  * a queue are for users of its vhost, as R_QMMgmtGetInfo's). */
-sl_err mq_mobj_get_info(struct mgmt *m, const struct msmq_caller *who, const mq_mobj *o, int propid,
+sl_err mq_mobj_get_info(mq_state *mq, const mq_caller *who, const mq_mobj *o, int propid,
                         mq_value *out, char *err, size_t errlen);
 /* The owner's end of a Get Info for another node's management object: the queue fmt names,
  * if the link's user (user) may read it: the properties of the vhosts it has a permission
  * entry on. */
-sl_err mq_mobj_peer_queue(struct mgmt *m, const char *user, const char *fmt, const char *vhost,
+sl_err mq_mobj_peer_queue(mq_state *mq, const char *user, const char *fmt, const char *vhost,
                           qm_queue **q, char *err, size_t errlen);
 /* The computer name Machine answers. */
-const char *mq_mobj_machine(struct mgmt *m, const mq_mobj *o);
+const char *mq_mobj_machine(mq_state *mq, const mq_mobj *o);
 
 /* MQ_CV_ENUM: the property's string as its MC-MQAC value and name; SL_ERR_INTERNAL with err
  * for a string the table has not. */

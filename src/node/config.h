@@ -6,19 +6,59 @@
  * re-applied at every start), and the default user (default_user / default_pass, guest/guest,
  * created with full permissions on the default vhost on the first start only, as RabbitMQ
  * does). loopback_users (default guest) may log in from loopback only.
+ *
+ * Every key, its type, default and error text is a row of the settings table
+ * (node/settings.h; `sluiced --print-settings` prints it, docs/configuration.md is checked
+ * against it). The field names here are what the rest of sluiced reads.
  */
-#ifndef SL_BROKER_CONFIG_H
-#define SL_BROKER_CONFIG_H
+#ifndef SL_NODE_CONFIG_H
+#define SL_NODE_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "cluster/conf.h"
 
 /* The largest max_message_size accepted (RabbitMQ's cap, 512 MiB): a message record in the
  * store (store/log.h ST_LOG_MAX_RECORD, 1 GiB) then always has room for the body with its
  * properties and names. */
 #define SL_MAX_MESSAGE_SIZE_CAP (512ull * 1024 * 1024)
+
+/* The cluster's settings (issue 31): rabbitmq.conf's etcd peer discovery keys and Sluice's own
+ * cluster.* keys, parsed by the settings table (node/settings.c) like every other key; the
+ * cluster (cluster/conf.h, which names this cl_conf) checks and uses them. Without
+ * cluster_formation.peer_discovery_backend = etcd, `enabled` is 0 and nothing of the cluster
+ * starts. */
+#define SL_CLUSTER_MAX_ENDPOINTS 16
+#define SL_CLUSTER_DEFAULT_REPLICATION_PORT 5679
+#define SL_CLUSTER_DEFAULT_PROXY_MAX_CONNECTIONS 4096
+
+typedef struct sl_cluster_conf {
+    int enabled; /* peer_discovery_backend = etcd */
+    /* endpoints.N, kept sorted by N; each "HOST:PORT" */
+    char *endpoints[SL_CLUSTER_MAX_ENDPOINTS];
+    unsigned endpoint_no[SL_CLUSTER_MAX_ENDPOINTS];
+    unsigned n_endpoints;
+    char *key_prefix;   /* default "sluice" */
+    char *cluster_name; /* default "default" */
+    int replication_port;
+    char *advertise_address; /* NULL: the AMQP bind address */
+    uint32_t lease_ttl_s;
+    uint32_t min_insync_replicas;
+    uint32_t proxy_max_connections; /* the follower's front door (cluster/proxy.h) */
+    uint64_t replication_buffer_bytes;
+    char *secret_file;
+    uint8_t *secret; /* its bytes once loaded (sl_cluster_conf_load_secret); NULL: none */
+    size_t secret_len;
+    int insecure_no_secret;
+    /* etcd's own doors (cluster/etcd.h etcd_opts) */
+    int etcd_https;
+    char *etcd_username, *etcd_password;
+    char *etcd_cacertfile, *etcd_certfile, *etcd_keyfile;
+    int etcd_verify; /* verify_peer (default) */
+    /* TLS on the replication port (on when repl_certfile is set) */
+    char *repl_cacertfile, *repl_certfile, *repl_keyfile;
+    int repl_verify;          /* verify_peer (default) */
+    int repl_fail_if_no_peer; /* default 1 */
+} sl_cluster_conf;
 
 typedef struct sl_user {
     char *name;
@@ -134,7 +174,7 @@ typedef struct sl_config {
     /* receiver: the largest step a sequence's numbers may take (a SeqNo beyond the last
      * accepted + this is refused as forged; link_recv.c) */
     uint64_t link_seq_window;
-    cl_conf cluster; /* cluster_formation.* and cluster.* (issue 31); off unless configured */
+    sl_cluster_conf cluster; /* cluster_formation.* and cluster.* (issue 31); off unless set */
 } sl_config;
 
 void sl_config_defaults(sl_config *c);
@@ -146,5 +186,19 @@ int sl_config_from_args(sl_config *c, int argc, char **argv);
 int sl_config_load_file(sl_config *c, const char *path);
 const sl_user *sl_config_find_user(const sl_config *c, const char *name, size_t len);
 void sl_config_usage(void);
+
+/* The cluster's settings alone (cluster/conf.h cl_conf_*): their defaults from the table, and
+ * what they own. */
+void sl_cluster_conf_defaults(sl_cluster_conf *c);
+void sl_cluster_conf_free(sl_cluster_conf *c);
+/* After every setting is read: NULL when the cluster's settings are usable together, else why
+ * not. */
+const char *sl_cluster_conf_check(const sl_cluster_conf *c);
+/* After sl_cluster_conf_check: read cluster.secret_file into c->secret (a regular file of at
+ * most SL_CLUSTER_MAX_SECRET bytes that neither group nor others may read or write; trailing
+ * blanks dropped). 0, or -1 with err: the file is unfit, or a cluster has neither a secret nor
+ * cluster.insecure_no_secret. */
+#define SL_CLUSTER_MAX_SECRET 4096
+int sl_cluster_conf_load_secret(sl_cluster_conf *c, char *err, size_t errlen);
 
 #endif

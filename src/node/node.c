@@ -143,8 +143,7 @@ static void before_sleep(sl_loop *loop, void *arg)
     qm_node_new_turn(n->qm);
     /* Connections and HTTP requests in flight: a step-down's reply must reach its client
      * before the process re-executes (the cluster's API). */
-    if (n->shutting_down &&
-        (node_parts_live(n) == 0 || sl_loop_now(loop) >= n->shutdown_deadline))
+    if (n->shutting_down && (node_parts_live(n) == 0 || sl_loop_now(loop) >= n->shutdown_deadline))
         sl_loop_stop(loop);
 }
 

@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "core/mem.h"
+#include "mq/formatname.h"
 #include "rpc/msrpc.h"
 
 uint32_t msrpc_hresult(sl_err e)
@@ -20,10 +21,10 @@ uint32_t msrpc_hresult(sl_err e)
     return e == SL_OK ? 0 : sl_err_get(e)->hresult;
 }
 
-sl_err msrpc_caller(mgmt *m, const rpc_session_info *s, int need_admin, msmq_caller *out, char *err,
+sl_err msrpc_caller(msrpc *r, const rpc_session_info *s, int need_admin, mq_caller *out, char *err,
                     size_t errlen)
 {
-    const acc_user *u = acc_user_find(m->n->acc, s->user, strlen(s->user));
+    const acc_user *u = acc_user_find(r->n->acc, s->user, strlen(s->user));
     out->user = s->user;
     out->is_admin = 0;
     if (!u || !acc_user_has_tag(u, ACC_TAGS_MGMT)) {
@@ -46,7 +47,7 @@ static void read_guid_str(ndr_rd *in, char *buf, size_t len)
     rpc_uuid_str(g, buf, len);
 }
 
-void msrpc_read_queue_format(mgmt *m, ndr_rd *in, char *out, size_t outlen)
+void msrpc_read_queue_format(msrpc *r, ndr_rd *in, char *out, size_t outlen)
 {
     char s[1100] = "", g[40];
     ndr_rd_align(in, 4);
@@ -83,7 +84,7 @@ void msrpc_read_queue_format(mgmt *m, ndr_rd *in, char *out, size_t outlen)
     case 4: /* MACHINE: with a suffix, one of the machine's system queues ("." without an
              * API: unit tests and fuzzing) */
         read_guid_str(in, g, sizeof g);
-        computer = m ? fmt_computer(m) : ".";
+        computer = r ? fmt_computer(r->mq) : ".";
         switch (suffix & 0x0F) {
         case 1:
             snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;JOURNAL", computer);
@@ -119,7 +120,7 @@ void msrpc_read_queue_format(mgmt *m, ndr_rd *in, char *out, size_t outlen)
     }
 }
 
-void msrpc_read_mgmt_object(mgmt *m, ndr_rd *in, char *out, size_t outlen)
+void msrpc_read_mgmt_object(msrpc *r, ndr_rd *in, char *out, size_t outlen)
 {
     uint16_t type = ndr_u16(in);
     if (ndr_u16(in) != type)
@@ -139,7 +140,7 @@ void msrpc_read_mgmt_object(mgmt *m, ndr_rd *in, char *out, size_t outlen)
             snprintf(out, outlen, "QUEUE=");
             return;
         }
-        msrpc_read_queue_format(m, in, fmt, sizeof fmt);
+        msrpc_read_queue_format(r, in, fmt, sizeof fmt);
         snprintf(out, outlen, "QUEUE=%s", fmt);
         return;
     }
@@ -148,60 +149,65 @@ void msrpc_read_mgmt_object(mgmt *m, ndr_rd *in, char *out, size_t outlen)
     }
 }
 
-void msrpc_pending_put(mgmt *m, msrpc_pending *p)
+void msrpc_pending_put(msrpc *r, msrpc_pending *p)
 {
-    p->m = m;
+    p->r = r;
     p->prev = NULL;
-    p->next = m->rpc_pending;
+    p->next = r->pending;
     if (p->next)
         p->next->prev = p;
-    m->rpc_pending = p;
+    r->pending = p;
 }
 
-msrpc_pending *msrpc_pending_new(mgmt *m, const rpc_session_info *s, const rpc_call *c)
+msrpc_pending *msrpc_pending_new(msrpc *r, const rpc_session_info *s, const rpc_call *c)
 {
     msrpc_pending *p = sl_xcalloc(1, sizeof *p);
     p->session = s->id;
     p->call = *c;
     p->call.stub = NULL;
     p->call.stub_len = 0;
-    msrpc_pending_put(m, p);
+    msrpc_pending_put(r, p);
     return p;
 }
 
-mgmt *msrpc_pending_take(msrpc_pending *p)
+msrpc *msrpc_pending_take(msrpc_pending *p)
 {
-    mgmt *m = p->m;
-    if (!m)
+    msrpc *r = p->r;
+    if (!r)
         return NULL;
     if (p->prev)
         p->prev->next = p->next;
     else
-        m->rpc_pending = p->next;
+        r->pending = p->next;
     if (p->next)
         p->next->prev = p->prev;
     p->next = p->prev = NULL;
-    return m;
+    return r;
 }
 
-void msrpc_pending_reply(mgmt *m, msrpc_pending *p, const uint8_t *stub, size_t len)
+void msrpc_pending_reply(msrpc *r, msrpc_pending *p, const uint8_t *stub, size_t len)
 {
-    if (m && m->rpc)
-        rpc_server_reply(m->rpc, p->session, &p->call, stub, len);
+    if (r && r->srv)
+        rpc_server_reply(r->srv, p->session, &p->call, stub, len);
     sl_free(p);
+}
+
+int msrpc_session_alive(const msrpc *r, uint64_t session)
+{
+    return r && r->srv && rpc_server_has_session(r->srv, session);
 }
 
 /* NTLM's credential lookup: the user's NT hash from the access module. */
 static int nt_hash_of(void *ctx, const char *user, int loopback, uint8_t out[16], char *why,
                       size_t whylen)
 {
-    mgmt *m = ctx;
-    if (!loopback && acc_is_loopback_user(m->n->acc, user)) {
+    msrpc *r = ctx;
+    if (!loopback && acc_is_loopback_user(r->n->acc, user)) {
         /* loopback_users, as at the AMQP and HTTP doors */
         snprintf(why, whylen, "user '%s' can only connect via localhost", user);
         return -1;
     }
-    switch (acc_user_nt_hash(m->n->acc, user, out)) {
+    switch (acc_user_nt_hash(r->n->acc, user, out)) {
     case 0:
         return 0;
     case -1:
@@ -219,12 +225,14 @@ static int nt_hash_of(void *ctx, const char *user, int loopback, uint8_t out[16]
 /* A session ended: its handles are run down (the HTTP handles' rule, MS-RPCE's rundown). */
 static void on_session_close(void *ctx, uint64_t session)
 {
-    handles_rundown_session(ctx, session);
+    msrpc *r = ctx;
+    handles_rundown_session(r->mq, session);
 }
 
-int msrpc_start(mgmt *m, char *err, size_t errlen)
+int msrpc_start(msrpc **out, mq_state *mq, char *err, size_t errlen)
 {
-    const sl_config *c = m->n->cfg;
+    *out = NULL;
+    const sl_config *c = mq->n->cfg;
     if (c->msrpc_port < 0 && c->msrpc_epmap_port < 0)
         return 0;
     rpc_server_cfg rc = {
@@ -238,36 +246,44 @@ int msrpc_start(mgmt *m, char *err, size_t errlen)
         .max_frags = c->msrpc_max_fragments,
         .max_sessions = 256,
         .max_out = 1u << 20,
-        .fd_reserve = m->n->fd_reserve / 2,
+        .fd_reserve = mq->n->fd_reserve / 2,
         .ntlm = !c->msrpc_auth_none,
         .min_level = c->msrpc_min_level,
-        .computer = fmt_computer(m),
+        .computer = fmt_computer(mq),
         .nt_hash = nt_hash_of,
-        .nt_hash_ctx = m,
     };
     if (rc.ntlm && ntlm_crypto_check(err, errlen) < 0)
         return -1;
-    m->rpc = rpc_server_new(m->n->loop, &rc);
-    msrpc_qmmgmt_register(m, m->rpc);
-    msrpc_qmcomm_register(m, m->rpc);
-    rpc_server_on_close(m->rpc, on_session_close, m);
-    if (rpc_server_start(m->rpc, err, errlen) < 0) {
-        rpc_server_free(m->rpc);
-        m->rpc = NULL;
+    msrpc *r = sl_xcalloc(1, sizeof *r);
+    r->n = mq->n;
+    r->mq = mq;
+    rc.nt_hash_ctx = r;
+    r->srv = rpc_server_new(mq->n->loop, &rc);
+    msrpc_qmmgmt_register(r, r->srv);
+    msrpc_qmcomm_register(r, r->srv);
+    rpc_server_on_close(r->srv, on_session_close, r);
+    if (rpc_server_start(r->srv, err, errlen) < 0) {
+        rpc_server_free(r->srv);
+        sl_free(r);
         return -1;
     }
+    *out = r;
     return 0;
 }
 
-void msrpc_stop(mgmt *m)
+void msrpc_stop(msrpc **rp)
 {
-    /* the answers still to come find no API: they only free their call */
-    for (msrpc_pending *p = m->rpc_pending, *next; p; p = next) {
+    msrpc *r = *rp;
+    if (!r)
+        return;
+    /* the answers still to come find no door: they only free their call */
+    for (msrpc_pending *p = r->pending, *next; p; p = next) {
         next = p->next;
-        p->m = NULL;
+        p->r = NULL;
         p->next = p->prev = NULL;
     }
-    m->rpc_pending = NULL;
-    rpc_server_free(m->rpc);
-    m->rpc = NULL;
+    r->pending = NULL;
+    rpc_server_free(r->srv);
+    sl_free(r);
+    *rp = NULL;
 }

@@ -1,4 +1,4 @@
-/* msrpc_qmcomm.c - the qmcomm interface (MS-MQMP, fdb3a030-065f-11d1-bb9b-00a024ea5525 v1.0)
+/* qmcomm.c - the qmcomm interface (MS-MQMP, fdb3a030-065f-11d1-bb9b-00a024ea5525 v1.0)
  * over DCE/RPC, the part seed 000 needs and what it stands on:
  *
  *   opnum 19  rpc_QMOpenQueueInternal   a queue handle (RPC_QUEUE_HANDLE, a context handle)
@@ -6,14 +6,15 @@
  *   opnum 27  rpc_ACPurgeQueue          Purge Queue through it (seed 000)
  *   opnum 31  R_QMGetRTQMServerPort     where qmcomm is served (this listener's port)
  *
- * and, in msrpc_qmcomm_info.c, the calls around them (opnums 12, 14, 15, 26, 28). Every other
+ * and, in qmcomm_info.c, the calls around them (opnums 12, 14, 15, 26, 28). Every other
  * opnum of the interface (0..31) faults with nca_s_op_rng_error.
  *
- * Handles are the HTTP API's (api_handles.c: the same resolution, access checks, queue
- * descriptors, idle rundown, per-user limit), marked with the RPC session that opened them:
+ * Handles are mq/handle.c's, the same the HTTP API opens (the same resolution, access checks,
+ * queue descriptors, idle rundown, per-user limit), marked with the RPC session that opened
+ * them:
  * - a queue of this node gives a LocalQueueContextHandle; a direct format name of another
  *   Sluice node a RemoteQueueProxyHandle, which this node opens at the owner over its link
- *   (the HTTP handles' remote path) rather than sending the client to the owner with
+ *   (mq/handle.c's remote path) rather than sending the client to the owner with
  *   lplpRemoteQueueName (MS-MQMP 4.2's older sequence): the answer comes when the owner
  *   answers, and a purge through it returns the owner's HRESULT;
  * - the context handle's UUID carries the handle's id and its session: a handle of another
@@ -27,6 +28,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "link/link.h"
+#include "mq/handle.h"
 #include "rpc/msrpc.h"
 
 #define QMCOMM_OPS 32
@@ -51,7 +53,7 @@ static void put_context(ndr_wr *out, const handle *h, uint64_t session)
 }
 
 /* The handle a context names, if it is this session's; NULL otherwise. */
-handle *msrpc_get_context(mgmt *m, const rpc_session_info *s, ndr_rd *in)
+handle *msrpc_get_context(msrpc *r, const rpc_session_info *s, ndr_rd *in)
 {
     uint8_t b[20];
     ndr_rd_align(in, 4);
@@ -61,7 +63,7 @@ handle *msrpc_get_context(mgmt *m, const rpc_session_info *s, ndr_rd *in)
     char id[CTX_ID_LEN + 1];
     for (int i = 0; i < 12; i++)
         snprintf(id + 2 * i, 3, "%02x", b[4 + i]);
-    handle *h = handle_find(m, id);
+    handle *h = handle_find(r->mq, id);
     uint32_t low =
         (uint32_t)b[16] | (uint32_t)b[17] << 8 | (uint32_t)b[18] << 16 | (uint32_t)b[19] << 24;
     if (!h || handle_session(h) != s->id || low != (uint32_t)s->id)
@@ -78,23 +80,22 @@ static void open_out(ndr_wr *out, const handle *h, uint64_t session, uint32_t hr
     ndr_put_u32(out, hr);
 }
 
-/* An owner's answer for a pending call: its API (NULL: stopped, p freed), the handle it
- * concerns (NULL: closed meanwhile) and the answer parsed (NULL: none). */
-static mgmt *answer_of(msrpc_pending *p, const char *reply, handle **h, json_t **j)
+/* An owner's answer for a pending call: its door (NULL: stopped, p freed) and the handle it
+ * concerns (NULL: closed meanwhile). */
+static msrpc *answer_of(msrpc_pending *p, handle **h)
 {
-    mgmt *m = msrpc_pending_take(p);
-    if (!m) {
+    msrpc *r = msrpc_pending_take(p);
+    if (!r) {
         sl_free(p);
         return NULL;
     }
-    *h = handle_find(m, p->id);
-    *j = reply ? json_loads(reply, 0, NULL) : NULL;
-    return m;
+    *h = handle_find(r->mq, p->id);
+    return r;
 }
 
 /* The remote open's end: the handle, or the failure (the owner's HRESULT when it refused). */
-static void open_finish(mgmt *m, msrpc_pending *p, handle *h, sl_err e, int owner_failed, json_t *j,
-                        const char *why)
+static void open_finish(msrpc *r, msrpc_pending *p, handle *h, sl_err e, int owner_failed,
+                        const char *reply, const char *why)
 {
     sl_buf stub;
     sl_buf_init(&stub);
@@ -102,18 +103,18 @@ static void open_finish(mgmt *m, msrpc_pending *p, handle *h, sl_err e, int owne
     ndr_wr_init(&w, &stub);
     if (!h) {
         open_out(&w, NULL, 0, msrpc_hresult(SL_ERR_INVALID_HANDLE));
-    } else if (!m->rpc || !rpc_server_has_session(m->rpc, p->session)) {
-        handle_discard(m, h); /* the caller went away meanwhile: the proxy goes too */
+    } else if (!msrpc_session_alive(r, p->session)) {
+        handle_discard(r->mq, h); /* the caller went away meanwhile: the proxy goes too */
     } else if (e == SL_OK) {
         sl_debug("msrpc: remote handle %s opened", handle_id(h));
         open_out(&w, h, p->session, 0);
     } else {
-        uint32_t hr = owner_failed && j ? handle_owner_hresult(j) : msrpc_hresult(e);
+        uint32_t hr = owner_failed && reply ? handle_owner_hresult(reply) : msrpc_hresult(e);
         sl_info("msrpc: remote open refused: %s", why);
-        handle_discard(m, h);
+        handle_discard(r->mq, h);
         open_out(&w, NULL, 0, hr);
     }
-    msrpc_pending_reply(m, p, sl_buf_head(&stub), sl_buf_unread(&stub));
+    msrpc_pending_reply(r, p, sl_buf_head(&stub), sl_buf_unread(&stub));
     sl_buf_free(&stub);
 }
 
@@ -121,52 +122,44 @@ static void opened_answered(void *ctx, const char *reply, const char *err)
 {
     msrpc_pending *p = ctx;
     handle *h;
-    json_t *j;
-    mgmt *m = answer_of(p, reply, &h, &j);
-    if (!m)
+    msrpc *r = answer_of(p, &h);
+    if (!r)
         return;
     char why[700] = "";
     int owner_failed = 0;
     /* checked again as the user who opened it (the handle's owner: the DCE/RPC login),
      * never as msrpc.user, as the HTTP door checks its request's user */
-    sl_err e = h ? handle_remote_opened(m, handle_owner(h), h, j, &owner_failed, why, sizeof why)
-                 : SL_ERR_INVALID_HANDLE;
+    sl_err e =
+        h ? handle_remote_opened(r->mq, handle_owner(h), h, reply, &owner_failed, why, sizeof why)
+          : SL_ERR_INVALID_HANDLE;
     if (owner_failed)
         snprintf(why, sizeof why, "%s", err ? err : reply ? reply : "no answer");
-    open_finish(m, p, h, e, owner_failed, j, why);
-    if (j)
-        json_decref(j);
+    open_finish(r, p, h, e, owner_failed, reply, why);
 }
 
 static void resolved_answered(void *ctx, const char *reply, const char *err)
 {
     msrpc_pending *p = ctx;
     handle *h;
-    json_t *j;
-    mgmt *m = answer_of(p, reply, &h, &j);
-    if (!m)
+    msrpc *r = answer_of(p, &h);
+    if (!r)
         return;
     char why[700] = "";
     int owner_failed = 0;
     sl_err e = SL_ERR_INVALID_HANDLE;
-    if (h && m->rpc && rpc_server_has_session(m->rpc, p->session)) {
-        msrpc_pending_put(m, p); /* for the second answer */
+    if (h && msrpc_session_alive(r, p->session)) {
+        msrpc_pending_put(r, p); /* for the second answer */
         /* the caller's user (the handle's owner) on the name the owner resolved: the same
          * check, and the same refusal, as the HTTP door's (issue 43) */
-        e = handle_remote_resolved(m, handle_owner(h), h, j, opened_answered, p, &owner_failed, why,
-                                   sizeof why);
-        if (e == SL_OK) {
-            if (j)
-                json_decref(j);
+        e = handle_remote_resolved(r->mq, handle_owner(h), h, reply, opened_answered, p,
+                                   &owner_failed, why, sizeof why);
+        if (e == SL_OK)
             return;
-        }
         msrpc_pending_take(p);
     }
     if (owner_failed)
         snprintf(why, sizeof why, "%s", err ? err : reply ? reply : "no answer");
-    open_finish(m, p, h, e, owner_failed, j, why);
-    if (j)
-        json_decref(j);
+    open_finish(r, p, h, e, owner_failed, reply, why);
 }
 
 /* rpc_QMOpenQueueInternal(hBind, [in] QUEUE_FORMAT*, [in] DWORD dwDesiredAccess,
@@ -177,10 +170,10 @@ static void resolved_answered(void *ctx, const char *reply, const char *err)
 static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
                            ndr_wr *out)
 {
-    mgmt *m = ctx;
+    msrpc *r = ctx;
     char fmt[1200], name[1100], client[512];
     uint8_t guid[16];
-    msrpc_read_queue_format(m, in, fmt, sizeof fmt);
+    msrpc_read_queue_format(r, in, fmt, sizeof fmt);
     uint32_t access = ndr_u32(in), share = ndr_u32(in), hremote = ndr_u32(in);
     name[0] = 0;
     if (ndr_ptr(in))
@@ -195,8 +188,8 @@ static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call 
     if (in->err)
         return NCA_S_FAULT_NDR;
     char err[700];
-    msmq_caller who;
-    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    mq_caller who;
+    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK && (hremote || name[0])) {
         /* the second half of 4.2's sequence: this server makes the proxy itself */
         snprintf(err, sizeof err,
@@ -204,11 +197,11 @@ static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call 
                  "hRemoteQueue / lplpRemoteQueueName");
         e = SL_ERR_INVALID_PARAMETER;
     }
-    if (e == SL_OK && share > QM_SHARE_DENY_RECEIVE) {
+    if (e == SL_OK && !handle_share_valid(share)) {
         snprintf(err, sizeof err, "share mode %u", share);
         e = SL_ERR_INVALID_PARAMETER;
     }
-    if (e == SL_OK && (access == 0 || access > 0xFF)) {
+    if (e == SL_OK && !handle_access_valid(access)) {
         snprintf(err, sizeof err, "access mode 0x%x", access);
         e = SL_ERR_UNSUPPORTED_ACCESS_MODE;
     }
@@ -220,12 +213,12 @@ static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call 
         e = SL_ERR_ILLEGAL_FORMATNAME;
     }
     if (e == SL_OK)
-        e = handle_resolve(m, fmt, NULL, access, &q, &ra, &remote, err, sizeof err);
+        e = handle_resolve(r->mq, fmt, NULL, access, &q, &ra, &remote, err, sizeof err);
     handle *h = NULL;
     if (e == SL_OK && remote) {
-        msrpc_pending *p = msrpc_pending_new(m, s, c);
-        e = handle_open_remote(m, who.user, fmt, &ra, access, (int)share, NULL, resolved_answered,
-                               p, &h, err, sizeof err);
+        msrpc_pending *p = msrpc_pending_new(r, s, c);
+        e = handle_open_remote(r->mq, who.user, fmt, &ra, access, (int)share, NULL,
+                               resolved_answered, p, &h, err, sizeof err);
         if (e == SL_OK) {
             handle_set_session(h, s->id);
             memcpy(p->id, handle_id(h), CTX_ID_LEN + 1);
@@ -234,7 +227,7 @@ static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call 
         msrpc_pending_take(p);
         sl_free(p);
     } else if (e == SL_OK) {
-        e = handle_open_local(m, who.user, q, access, (int)share, &h, err, sizeof err);
+        e = handle_open_local(r->mq, who.user, q, access, (int)share, &h, err, sizeof err);
         if (e == SL_OK)
             handle_set_session(h, s->id);
     }
@@ -248,8 +241,8 @@ static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call 
 static uint32_t close_handle(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
                              ndr_wr *out)
 {
-    mgmt *m = ctx;
-    handle *h = msrpc_get_context(m, s, in);
+    msrpc *r = ctx;
+    handle *h = msrpc_get_context(r, s, in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     if (!h)
@@ -261,7 +254,7 @@ static uint32_t close_handle(void *ctx, const rpc_session_info *s, const rpc_cal
         return 0;
     }
     sl_debug("msrpc: handle %s closed by %s", handle_id(h), s->peer);
-    handle_discard(m, h);
+    handle_discard(r->mq, h);
     put_context(out, NULL, 0);
     ndr_put_u32(out, 0);
     return 0;
@@ -271,53 +264,49 @@ static void purge_answered(void *ctx, const char *reply, const char *err)
 {
     msrpc_pending *p = ctx;
     handle *h;
-    json_t *j;
-    mgmt *m = answer_of(p, reply, &h, &j);
-    if (!m)
+    msrpc *r = answer_of(p, &h);
+    if (!r)
         return;
     uint32_t hr;
-    if (j && json_is_true(json_object_get(j, "ok")))
-        hr = 0;
-    else
-        hr = j ? handle_owner_hresult(j) : msrpc_hresult(SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE);
     if (!h) {
         hr = msrpc_hresult(SL_ERR_INVALID_HANDLE);
     } else {
-        handle_answered(h);
-        if (!m->rpc || !rpc_server_has_session(m->rpc, p->session))
-            handle_discard(m, h); /* its connection went meanwhile: its rundown */
+        uint64_t purged, pending;
+        hr = handle_purge_answered(h, reply, &purged, &pending) == SL_OK
+                 ? 0
+                 : handle_owner_hresult(reply);
+        if (!msrpc_session_alive(r, p->session))
+            handle_discard(r->mq, h); /* its connection went meanwhile: its rundown */
     }
     if (hr)
         sl_info("msrpc: remote purge failed (0x%08X): %s", hr, err ? err : reply ? reply : "");
-    if (j)
-        json_decref(j);
     uint8_t stub[4] = {(uint8_t)hr, (uint8_t)(hr >> 8), (uint8_t)(hr >> 16), (uint8_t)(hr >> 24)};
-    msrpc_pending_reply(m, p, stub, sizeof stub);
+    msrpc_pending_reply(r, p, stub, sizeof stub);
 }
 
 /* rpc_ACPurgeQueue([in] RPC_QUEUE_HANDLE hQueue): seed 000 */
 static uint32_t purge_queue(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
                             ndr_wr *out)
 {
-    mgmt *m = ctx;
-    handle *h = msrpc_get_context(m, s, in);
+    msrpc *r = ctx;
+    handle *h = msrpc_get_context(r, s, in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     if (!h)
         return NCA_S_FAULT_CONTEXT_MISMATCH;
     char err[700];
-    msmq_caller who;
-    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    mq_caller who;
+    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK && handle_busy(h)) {
         snprintf(err, sizeof err, "handle %s waits for its owner", handle_id(h));
         e = SL_ERR_RESOURCE_LOCKED;
     }
     if (e == SL_OK) {
-        msrpc_pending *p = msrpc_pending_new(m, s, c);
+        msrpc_pending *p = msrpc_pending_new(r, s, c);
         memcpy(p->id, handle_id(h), CTX_ID_LEN + 1);
         uint64_t n = 0;
         int pending = 0;
-        e = handle_purge(m, who.user, h, &n, &pending, purge_answered, p, err, sizeof err);
+        e = handle_purge(r->mq, who.user, h, &n, &pending, purge_answered, p, err, sizeof err);
         if (e == SL_OK && pending)
             return RPC_DEFERRED;
         msrpc_pending_take(p);
@@ -344,7 +333,7 @@ static uint32_t server_port(void *ctx, const rpc_session_info *s, const rpc_call
     return 0;
 }
 
-void msrpc_qmcomm_register(mgmt *m, rpc_server *s)
+void msrpc_qmcomm_register(msrpc *r, rpc_server *s)
 {
     static rpc_op_fn ops[QMCOMM_OPS];
     ops[19] = open_queue;
@@ -354,5 +343,5 @@ void msrpc_qmcomm_register(mgmt *m, rpc_server *s)
     msrpc_qmcomm_info_ops(ops);
     rpc_syntax id = {.major = 1, .minor = 0};
     rpc_uuid_parse("fdb3a030-065f-11d1-bb9b-00a024ea5525", id.uuid);
-    rpc_server_add(s, &id, "qmcomm", ops, QMCOMM_OPS, m);
+    rpc_server_add(s, &id, "qmcomm", ops, QMCOMM_OPS, r);
 }

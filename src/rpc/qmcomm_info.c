@@ -1,5 +1,5 @@
-/* msrpc_qmcomm_info.c - the qmcomm calls (MS-MQMP 3.1.4) a client makes around the open /
- * purge / close of seed 000 (msrpc_qmcomm.c), none of which changes anything:
+/* qmcomm_info.c - the qmcomm calls (MS-MQMP 3.1.4) a client makes around the open /
+ * purge / close of seed 000 (qmcomm.c), none of which changes anything:
  *
  *   opnum 12  R_QMObjectPathToObjectFormat  MQPathNameToFormatName of a private queue path
  *   opnum 14  R_QMGetTmWhereabouts          MSDTC's whereabouts: MQ_ERROR_DTC_CONNECT (none)
@@ -8,9 +8,10 @@
  *   opnum 28  R_QMQueryQMRegistryInternal   the server's strings a dependent client asks for
  *
  * Same model, same rights as the HTTP API: the path resolves as R_QMMgmtGetInfo's
- * "QUEUE=DIRECT=OS:<path>" does (msmq_info_object: a management user who may see the queue's
- * vhost) and answers the queue's canonical format name, the FORMATNAME property; a handle's
- * format name is its GET /api/msmq/handles/H's after the same recheck (handle_format_name).
+ * "QUEUE=DIRECT=OS:<path>" does (fmtname_resolve, then mq_vhost_listed: a management user who
+ * may see the queue's vhost) and answers the queue's canonical format name, the FORMATNAME
+ * property; a handle's format name is its GET /api/msmq/handles/H's after the same recheck
+ * (handle_format_name).
  *
  * What a Sluice node has not, it answers with the HRESULT a Windows server without it gives:
  * no directory service (workgroup mode), so the MQIS server list and the forest GUID are
@@ -27,6 +28,7 @@
 #include "core/mem.h"
 #include "core/version.h"
 #include "mqqb/props.h"
+#include "mq/formatname.h"
 #include "rpc/msrpc.h"
 
 #define FORMATNAME_MAX_UNITS 524288u /* rpc_ACHandleToFormatName's range */
@@ -60,8 +62,8 @@ static uint32_t handle_to_format_name(void *ctx, const rpc_session_info *s, cons
                                       ndr_rd *in, ndr_wr *out)
 {
     (void)c;
-    mgmt *m = ctx;
-    handle *h = msrpc_get_context(m, s, in);
+    msrpc *r = ctx;
+    handle *h = msrpc_get_context(r, s, in);
     uint32_t len = ndr_u32(in);
     uint32_t ptr = ndr_ptr(in);
     if (ptr) {
@@ -80,9 +82,9 @@ static uint32_t handle_to_format_name(void *ctx, const rpc_session_info *s, cons
     if (!h)
         return NCA_S_FAULT_CONTEXT_MISMATCH;
     char err[700] = "";
-    msmq_caller who;
+    mq_caller who;
     const char *fmt = NULL;
-    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK && (plen != len || (!ptr) != (len == 0))) {
         /* pdwLength MUST equal the buffer's length; the buffer is NULL exactly when empty */
         snprintf(err, sizeof err, "buffer of %u units, pdwLength %u, lpwcsFormatName %s", len, plen,
@@ -90,7 +92,7 @@ static uint32_t handle_to_format_name(void *ctx, const rpc_session_info *s, cons
         e = SL_ERR_INVALID_PARAMETER;
     }
     if (e == SL_OK)
-        e = handle_format_name(m, who.user, h, &fmt, err, sizeof err);
+        e = handle_format_name(r->mq, who.user, h, &fmt, err, sizeof err);
     uint32_t n = 0;
     uint16_t *u = NULL;
     if (e == SL_OK) {
@@ -123,14 +125,14 @@ static uint32_t handle_to_format_name(void *ctx, const rpc_session_info *s, cons
 /* An [in] QUEUE_FORMAT's inline part with the union's empty arm (QUEUE_FORMAT_TYPE_UNKNOWN),
  * the only one R_QMObjectPathToObjectFormat takes; any other type reads as it is (its
  * referents too) so that the stub is still checked, and *qft tells the caller. */
-static void read_in_format(mgmt *m, ndr_rd *in, uint8_t *qft)
+static void read_in_format(msrpc *r, ndr_rd *in, uint8_t *qft)
 {
     char ignored[1200];
     size_t at = in->pos;
     ndr_rd_align(in, 4);
     *qft = ndr_u8(in);
     in->pos = at; /* msrpc_read_queue_format reads it again, checking the union's tag */
-    msrpc_read_queue_format(m, in, ignored, sizeof ignored);
+    msrpc_read_queue_format(r, in, ignored, sizeof ignored);
 }
 
 /* R_QMObjectPathToObjectFormat([in] handle_t, [in, string] const WCHAR* lpwcsPathName,
@@ -142,7 +144,7 @@ static uint32_t path_to_format(void *ctx, const rpc_session_info *s, const rpc_c
                                ndr_wr *out)
 {
     (void)c;
-    mgmt *m = ctx;
+    msrpc *r = ctx;
     char path[1100];
     ndr_wstring(in, path, sizeof path);
     ndr_rd_align(in, 4);
@@ -157,15 +159,14 @@ static uint32_t path_to_format(void *ctx, const rpc_session_info *s, const rpc_c
     if (!in->err) {
         ptr = ndr_ptr(in);
         if (ptr)
-            read_in_format(m, in, &qft);
+            read_in_format(r, in, &qft);
     }
     if (in->err)
         return NCA_S_FAULT_NDR;
-    char err[700] = "", fmt[1200], object[1300];
-    msmq_caller who;
+    char err[700] = "", fmt[1200];
+    mq_caller who;
     qm_queue *q = NULL;
-    int machine;
-    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK && (!ptr || qft != 0)) {
         snprintf(err, sizeof err, "pObjectFormat %s", ptr ? "not of type UNKNOWN" : "NULL");
         e = SL_ERR_INVALID_PARAMETER;
@@ -180,12 +181,14 @@ static uint32_t path_to_format(void *ctx, const rpc_session_info *s, const rpc_c
         snprintf(err, sizeof err, "'%.300s' names a public queue: no directory service here", path);
         e = SL_ERR_NO_DS;
     }
-    if (e == SL_OK) {
-        snprintf(object, sizeof object, "QUEUE=%s", fmt);
-        e = msmq_info_object(m, &who, object, NULL, &machine, &q, err, sizeof err);
+    if (e == SL_OK)
+        e = fmtname_resolve(r->mq, fmt, NULL, &q, err, sizeof err);
+    if (e == SL_OK && !mq_vhost_listed(r->n->acc, &who, q->vhost->name)) {
+        snprintf(err, sizeof err, "User not authorised to access virtual host");
+        e = SL_ERR_ACCESS_REFUSED;
     }
     if (e == SL_OK)
-        fmtname_of(m, q, fmt, sizeof fmt);
+        fmtname_of(r->mq, q, fmt, sizeof fmt);
     else
         sl_info("msrpc: R_QMObjectPathToObjectFormat '%s' from %s refused: %s", path, s->peer, err);
     /* OBJECT_FORMAT: ObjType, the discriminant, pQueueFormat and its referent */
@@ -225,7 +228,7 @@ static uint32_t tm_whereabouts(void *ctx, const rpc_session_info *s, const rpc_c
     if (n > WHEREABOUTS_MAX)
         return MSRPC_S_INVALID_BOUND;
     char err[300];
-    msmq_caller who;
+    mq_caller who;
     sl_err e = msrpc_caller(ctx, s, 0, &who, err, sizeof err);
     if (e == SL_OK)
         e = SL_ERR_DTC_CONNECT;
@@ -260,7 +263,7 @@ static uint32_t enlist_transaction(void *ctx, const rpc_session_info *s, const r
     if (in->err)
         return NCA_S_FAULT_NDR;
     char err[300];
-    msmq_caller who;
+    mq_caller who;
     sl_err e = msrpc_caller(ctx, s, 0, &who, err, sizeof err);
     ndr_put_u32(out, msrpc_hresult(e == SL_OK ? SL_ERR_DTC_CONNECT : e));
     return 0;
@@ -277,13 +280,13 @@ static uint32_t query_registry(void *ctx, const rpc_session_info *s, const rpc_c
                                ndr_wr *out)
 {
     (void)c;
-    mgmt *m = ctx;
+    msrpc *r = ctx;
     uint32_t type = ndr_u32(in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     char err[300] = "", val[64] = "";
-    msmq_caller who;
-    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    mq_caller who;
+    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK) {
         switch (type) {
         case 0:
@@ -300,7 +303,7 @@ static uint32_t query_registry(void *ctx, const rpc_session_info *s, const rpc_c
         case 4: {
             uint8_t g[16];
             char gs[40];
-            node_qm_guid(m->n, g);
+            node_qm_guid(r->n, g);
             msmq_guid_str(g, gs); /* as the MSMQ door's log line shows it */
             snprintf(val, sizeof val, "%s", gs);
             break;

@@ -16,6 +16,8 @@
 #include "mq/action.h"
 #include "mq/info.h"
 #include "persist/persist.h"
+#include "mq/action.h"
+#include "mq/info.h"
 #include "rpc/msrpc.h"
 #include "rpc/propvar.h"
 
@@ -26,9 +28,9 @@
 static uint32_t get_info(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
                          ndr_wr *out)
 {
-    mgmt *m = ctx;
+    msrpc *r = ctx;
     char object[1300];
-    msrpc_read_mgmt_object(m, in, object, sizeof object);
+    msrpc_read_mgmt_object(r, in, object, sizeof object);
     ndr_rd_align(in, 4);
     uint32_t cp = ndr_u32(in);
     if (in->err)
@@ -83,9 +85,9 @@ static uint32_t get_info(void *ctx, const rpc_session_info *s, const rpc_call *c
     msmq_caller who;
     qm_queue *q = NULL;
     int machine = 0;
-    sl_err e = msrpc_caller(m, s, 0, &who, err, sizeof err);
+    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK)
-        e = msmq_info_object(m, &who, object, NULL, &machine, &q, err, sizeof err);
+        e = msmq_info_object(r->mq, &who, object, NULL, &machine, &q, err, sizeof err);
     for (uint32_t i = 0; i < cp && e == SL_OK; i++)
         if (!mq_info_prop(machine, (int)ids[i])) {
             snprintf(err, sizeof err, "property %u is not a %s property", ids[i],
@@ -99,7 +101,7 @@ static uint32_t get_info(void *ctx, const rpc_session_info *s, const rpc_call *c
         vts[i] = MQ_VT_NULL;
         memset(&vals[i], 0, sizeof vals[i]);
         if (e == SL_OK)
-            mq_info_value(m, &who, machine, q, (int)ids[i], &vts[i], &vals[i]);
+            mq_info_value(r->mq, &who, machine, q, (int)ids[i], &vts[i], &vals[i]);
     }
     if (e != SL_OK)
         sl_debug("msrpc: R_QMMgmtGetInfo %s from %s: %s", object, s->peer, err);
@@ -120,20 +122,20 @@ static uint32_t get_info(void *ctx, const rpc_session_info *s, const rpc_call *c
 static void tidy_done(void *ctx, const persist_tidy_result *res)
 {
     msrpc_pending *p = ctx;
-    mgmt *m = msrpc_pending_take(p);
+    msrpc *r = msrpc_pending_take(p);
     sl_info("management: TIDY freed %llu segment(s), %llu byte(s) (over DCE/RPC)",
             (unsigned long long)res->segments_freed, (unsigned long long)res->bytes_freed);
     uint8_t hr[4] = {0, 0, 0, 0};
-    msrpc_pending_reply(m, p, hr, sizeof hr);
+    msrpc_pending_reply(r, p, hr, sizeof hr);
 }
 
 /* R_QMMgmtAction(hBind, [in] const MGMT_OBJECT*, [in, string] const wchar_t* lpwszAction) */
 static uint32_t action(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
                        ndr_wr *out)
 {
-    mgmt *m = ctx;
+    msrpc *r = ctx;
     char object[1300], act[256];
-    msrpc_read_mgmt_object(m, in, object, sizeof object);
+    msrpc_read_mgmt_object(r, in, object, sizeof object);
     ndr_rd_align(in, 4);
     ndr_wstring(in, act, sizeof act);
     if (in->err)
@@ -141,11 +143,11 @@ static uint32_t action(void *ctx, const rpc_session_info *s, const rpc_call *c, 
     char err[400];
     msmq_caller who;
     mq_action_result res = {0};
-    sl_err e = msrpc_caller(m, s, 1, &who, err, sizeof err);
+    sl_err e = msrpc_caller(r, s, 1, &who, err, sizeof err);
     if (e == SL_OK)
-        e = mq_action(m, object, NULL, act, &res, err, sizeof err);
+        e = mq_action(r->mq, object, NULL, act, &res, err, sizeof err);
     if (e == SL_OK && res.tidy) {
-        node_tidy_start(m->n, tidy_done, msrpc_pending_new(m, s, c));
+        node_tidy_start(r->n, tidy_done, msrpc_pending_new(r, s, c));
         return RPC_DEFERRED;
     }
     if (e != SL_OK)
@@ -154,10 +156,10 @@ static uint32_t action(void *ctx, const rpc_session_info *s, const rpc_call *c, 
     return 0;
 }
 
-void msrpc_qmmgmt_register(mgmt *m, rpc_server *s)
+void msrpc_qmmgmt_register(msrpc *r, rpc_server *s)
 {
     static const rpc_op_fn ops[2] = {get_info, action};
     rpc_syntax id = {.major = 1, .minor = 0};
     rpc_uuid_parse("41208ee0-e970-11d1-9b9e-00e02c064c39", id.uuid);
-    rpc_server_add(s, &id, "qmmgmt", ops, 2, m);
+    rpc_server_add(s, &id, "qmmgmt", ops, 2, r);
 }

@@ -44,7 +44,7 @@
 #include "node/config.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "mgmt/mgmt.h"
+#include "mgmt/mgmt_internal.h"
 #include "rpc/msrpc.h"
 #include "qm/qm.h"
 
@@ -146,6 +146,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 static sl_config CFG;
 static sl_node *B;
 static mgmt *M;
+static msrpc *RPC; /* the DCE/RPC door, beside the HTTP API as main starts them */
 static rpc_syntax QMMGMT = {.major = 1}, QMCOMM = {.major = 1};
 static qm_queue *Q[2];
 static rpc_session_info WHO = {.id = 7, .loopback = 1, .user = "guest", .peer = "fuzz"};
@@ -234,7 +235,7 @@ static void stub_action(sl_buf *b, int queue, const char *act)
 
 static uint32_t call(int iface, uint16_t opnum, const uint8_t *p, size_t n, int le, sl_buf *out)
 {
-    return rpc_server_invoke(M->rpc, &WHO,
+    return rpc_server_invoke(RPC->srv, &WHO,
                              iface == IF_QMMGMT   ? &QMMGMT
                              : iface == IF_QMCOMM ? &QMCOMM
                                                   : NULL,
@@ -287,11 +288,12 @@ static void setup(void)
     B = node_new(&CFG);
     CHECK(B && node_open(B, NULL) == 0 && link_start(B) == 0);
     char err[512];
-    M = mgmt_start(B, err, sizeof err);
-    if (!M)
-        fprintf(stderr, "mgmt_start: %s\n", err);
-    CHECK(M && M->rpc);
-    WHO.srv = M->rpc;
+    mq_state *mqs = mq_new(B);
+    M = mgmt_start(B, mqs, err, sizeof err);
+    if (!M || msrpc_start(&RPC, mqs, err, sizeof err) < 0)
+        fprintf(stderr, "mgmt_start / msrpc_start: %s\n", err);
+    CHECK(M && RPC);
+    WHO.srv = RPC->srv;
     rpc_uuid_parse("41208ee0-e970-11d1-9b9e-00e02c064c39", QMMGMT.uuid);
     rpc_uuid_parse("fdb3a030-065f-11d1-bb9b-00a024ea5525", QMCOMM.uuid);
     qm_vhost *v = qm_vhost_find(B->qm, "/", 1);
@@ -313,7 +315,7 @@ static const msrpc_pending *tidy_call; /* TIDY's call: msrpc_pending_new put it 
 
 static int pending(const msrpc_pending *p)
 {
-    for (const msrpc_pending *q = M->rpc_pending; q; q = q->next)
+    for (const msrpc_pending *q = RPC->pending; q; q = q->next)
         if (q == p)
             return 1;
     return 0;
@@ -333,7 +335,7 @@ static void run_until_answered(void)
     sl_timer t;
     sl_timer_init(&t, look, NULL);
     tidy_deadline = sl_now_ms() + 10000;
-    tidy_call = M->rpc_pending;
+    tidy_call = RPC->pending;
     sl_timer_start(B->loop, &t, sl_now_ms() + 1);
     sl_loop_run(B->loop);
     if (sl_timer_armed(&t))

@@ -1,0 +1,41 @@
+/* mq.c - the state MSMQ's operations share on this node (mq.h): made when the doors that use
+ * it start, freed after they stopped. Freeing closes every handle while the queues still
+ * exist, and aborts the transactions opened through a door so their Locked positions go back
+ * (the node frees them anyway; aborting keeps the model's invariants until then).
+ */
+#include <stdio.h>
+
+#include "core/mem.h"
+#include "mq/handle.h"
+#include "mq/mq.h"
+
+mq_state *mq_new(sl_node *n)
+{
+    mq_state *mq = sl_xcalloc(1, sizeof *mq);
+    mq->n = n;
+    mq->run_id = ctx_run_id();
+    mq_handles_init(mq);
+    return mq;
+}
+
+void mq_rundown(mq_state *mq, uint64_t now)
+{
+    ctx_rundown(&mq->handles, now);
+}
+
+void mq_free(mq_state *mq)
+{
+    if (!mq)
+        return;
+    ctxtab_free(&mq->handles);
+    for (size_t i = 0; i < mq->n_txs; i++) {
+        qm_tx *tx = qm_tx_find(mq->n->qm, mq->txs[i]);
+        if (tx)
+            qm_tx_abort(tx);
+    }
+    for (size_t i = 0; i < mq->n_txs; i++)
+        sl_free(mq->tx_owners[i]);
+    sl_free(mq->tx_owners);
+    sl_free(mq->txs);
+    sl_free(mq);
+}
