@@ -12,8 +12,8 @@
 
 #include "core/buf.h"
 #include "core/mem.h"
-#include "rpc/ntlm.h" /* the NT hash (MD4 from OpenSSL's legacy provider) */
 #include "access/access_internal.h"
+#include "access/nthash.h"
 
 static const char *const perm_names[] = {"configure", "write", "read"};
 static const char *const kind_names[] = {"queue", "exchange"};
@@ -394,7 +394,7 @@ sl_err acc_user_put(acc_db *a, const acc_user_def *d, int *created, char *err, s
         /* only a clear-text password gives an NT hash; an imported hash leaves none */
         u->has_nt_hash =
             d->password && a->keep_nt &&
-            ntlm_nt_hash((const uint8_t *)d->password, d->password_len, u->nt_hash) == 0;
+            acc_nt_hash((const uint8_t *)d->password, d->password_len, u->nt_hash) == 0;
         if (!u->has_nt_hash)
             OPENSSL_cleanse(u->nt_hash, sizeof u->nt_hash);
     }
