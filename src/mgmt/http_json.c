@@ -465,61 +465,6 @@ json_t *json_strn_safe(const char *s, size_t len)
     return j;
 }
 
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *base64_encode(const uint8_t *p, size_t n, size_t *outlen)
-{
-    char *o = sl_xmalloc((n + 2) / 3 * 4 + 1), *q = o;
-    size_t i = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        *q++ = b64chars[v >> 18];
-        *q++ = b64chars[(v >> 12) & 63];
-        *q++ = b64chars[(v >> 6) & 63];
-        *q++ = b64chars[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-        *q++ = b64chars[v >> 18];
-        *q++ = b64chars[(v >> 12) & 63];
-        *q++ = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
-        *q++ = '=';
-    }
-    *q = 0;
-    if (outlen)
-        *outlen = (size_t)(q - o);
-    return o;
-}
-
-long base64_decode(const char *s, size_t n, uint8_t *out)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    long len = 0;
-    size_t pad = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '=') {
-            pad++;
-            continue;
-        }
-        if (c == '\n' || c == '\r' || c == ' ')
-            continue;
-        if (pad)
-            return -1;
-        const char *p = c ? strchr(b64chars, c) : NULL;
-        if (!p)
-            return -1;
-        acc = acc << 6 | (uint32_t)(p - b64chars);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[len++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return pad > 2 ? -1 : len;
-}
-
 /* ---- AMQP tables -> JSON ---- */
 
 static json_t *value_to_json(const amqp_value *v)
