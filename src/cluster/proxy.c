@@ -41,6 +41,7 @@
 
 #include "amqp/frame.h"
 #include "amqp/method.h"
+#include "amqp/start.h"
 #include "amqp/table.h"
 #include "core/buf.h"
 #include "core/clock.h"
@@ -535,21 +536,13 @@ static void amqp_send(sl_buf *out, const amqp_method *m)
 
 static void amqp_send_start(sl_buf *out)
 {
-    amqp_method m = {.id = AMQP_CONNECTION_START};
-    amqp_connection_start *s = &m.u.connection_start;
-    s->version_major = 0;
-    s->version_minor = 9;
+    amqp_start_info info = {
+        .information = "Sluice cluster follower: no leader is elected yet",
+        .mechanisms = AMQP_BYTES("PLAIN AMQPLAIN"),
+    };
+    amqp_method m;
     sl_buf props;
-    sl_buf_init(&props);
-    size_t mark = amqp_tbl_begin(&props);
-    amqp_tbl_put_str(&props, "product", AMQP_BYTES(SLUICE_PRODUCT));
-    amqp_tbl_put_str(&props, "version", AMQP_BYTES(SLUICE_VERSION));
-    amqp_tbl_put_str(&props, "information",
-                     AMQP_BYTES("Sluice cluster follower: no leader is elected yet"));
-    amqp_tbl_end(&props, mark);
-    s->server_properties = (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
-    s->mechanisms = AMQP_BYTES("PLAIN AMQPLAIN");
-    s->locales = AMQP_BYTES("en_US");
+    amqp_start_build(&m, &props, &info);
     amqp_send(out, &m);
     sl_buf_free(&props);
 }
