@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "net/accept.h"
@@ -477,7 +478,7 @@ static int floor_at(const uint8_t *t, size_t n, size_t *pos, const uint8_t **lhs
 {
     if (n - *pos < 2)
         return -1;
-    *ll = (uint16_t)(t[*pos] | t[*pos + 1] << 8);
+    *ll = sl_le16(t + *pos);
     *pos += 2;
     if (n - *pos < *ll)
         return -1;
@@ -485,7 +486,7 @@ static int floor_at(const uint8_t *t, size_t n, size_t *pos, const uint8_t **lhs
     *pos += *ll;
     if (n - *pos < 2)
         return -1;
-    *rl = (uint16_t)(t[*pos] | t[*pos + 1] << 8);
+    *rl = sl_le16(t + *pos);
     *pos += 2;
     if (n - *pos < *rl)
         return -1;
@@ -570,7 +571,7 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
     uint16_t ll, rl;
     int tcp = 0;
     if (tlen >= 2) {
-        unsigned floors = tower[0] | tower[1] << 8;
+        unsigned floors = sl_le16(tower);
         for (unsigned i = 0; i < floors && i < 8; i++) {
             if (floor_at(tower, tlen, &pos, &lhs, &ll, &rhs, &rl) < 0)
                 break;
