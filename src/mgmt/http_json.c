@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "amqp/table.h"
+#include "core/hex.h"
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
 
@@ -282,16 +283,6 @@ enum MHD_Result reply_not_found(req *r)
  * Request access
  */
 
-static int hexv(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 const char *req_query(req *r, const char *key)
 {
     const char *raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
@@ -301,9 +292,8 @@ const char *req_query(req *r, const char *key)
     for (const char *p = raw; *p; p++) {
         if (*p == '+') {
             *o++ = ' ';
-        } else if (*p == '%' && hexv((unsigned char)p[1]) >= 0 && hexv((unsigned char)p[2]) >= 0 &&
-                   (p[1] != '0' || p[2] != '0')) {
-            *o++ = (char)(hexv((unsigned char)p[1]) << 4 | hexv((unsigned char)p[2]));
+        } else if (*p == '%' && sl_hex_byte(p + 1) > 0) { /* %00 is left as it is */
+            *o++ = (char)sl_hex_byte(p + 1);
             p += 2;
         } else {
             *o++ = *p;

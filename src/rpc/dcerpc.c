@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/hex.h"
 #include "core/le.h"
 
 const rpc_syntax rpc_ndr20 = {{0x04, 0x5d, 0x88, 0x8a, 0xeb, 0x1c, 0xc9, 0x11, 0x9f, 0xe8, 0x08,
@@ -28,17 +29,6 @@ enum {
 };
 enum { NAK_NOT_SPECIFIED = 0, NAK_VERSION = 4, NAK_AUTHN_TYPE = 8 };
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 int rpc_uuid_parse(const char *s, uint8_t out[16])
 {
     /* text order: 4-2-2-2-6 bytes; the first three groups are little endian on the wire */
@@ -49,7 +39,7 @@ int rpc_uuid_parse(const char *s, uint8_t out[16])
             continue;
         if (k >= 32 || !s[i + 1])
             return -1;
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        int hi = sl_hex_nibble(s[i]), lo = sl_hex_nibble(s[i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         out[pos[k / 2]] = (uint8_t)(hi << 4 | lo);
