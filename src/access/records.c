@@ -14,8 +14,8 @@
  */
 #include <string.h>
 
-#include "core/le.h"
 #include "core/buf.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "access/access_internal.h"

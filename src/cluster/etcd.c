@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/base64.h"
 #include "core/buf.h"
 #include "core/mem.h"
-#include "core/base64.h"
 
 /* etcd_opts, owned */
 typedef struct eopts {

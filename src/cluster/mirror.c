@@ -29,8 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/le.h"
 #include "core/buf.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "store/log.h"

@@ -45,6 +45,7 @@
 #include "amqp/table.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/version.h"
@@ -420,12 +421,7 @@ static void conn_close(cl_proxy *p, pconn *c)
         return;
     close_side(p, &c->cfd, &c->creg);
     close_side(p, &c->lfd, &c->lreg);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        p->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    SL_LIST_UNLINK(p->conns, c, prev, next);
     c->dead = 1;
     c->next = p->dead;
     c->prev = NULL;
@@ -840,10 +836,7 @@ static void on_accept(cl_proxy *p, int door)
         c->c2l.cap = c->l2c.cap = p->o.buf_bytes;
         c->c2l.data = sl_xmalloc(c->c2l.cap);
         c->l2c.data = sl_xmalloc(c->l2c.cap);
-        c->next = p->conns;
-        if (p->conns)
-            p->conns->prev = c;
-        p->conns = c;
+        SL_LIST_PUSH(p->conns, c, prev, next);
         p->n_conns++;
         pthread_mutex_lock(&p->mu);
         p->stats.accepted++;

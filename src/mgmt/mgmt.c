@@ -48,8 +48,8 @@
 #include <unistd.h>
 
 #include "access/verifier.h"
-#include "core/hex.h"
 #include "core/clock.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "net/listen.h"

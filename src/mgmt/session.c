@@ -26,8 +26,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "core/hex.h"
 #include "core/clock.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"

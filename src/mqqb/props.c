@@ -9,9 +9,9 @@
 
 #include "amqp/method.h"
 #include "amqp/table.h"
-#include "core/hex.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/hex.h"
 
 void msmq_guid_str(const uint8_t g[16], char out[40])
 {

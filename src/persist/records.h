@@ -78,8 +78,8 @@
 #include <string.h>
 
 #include "amqp/wire.h"
-#include "core/le.h"
 #include "core/buf.h"
+#include "core/le.h"
 
 enum {
     M_QUEUE = 1,

@@ -32,8 +32,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/le.h"
 #include "core/clock.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/le.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "net/accept.h"
@@ -127,12 +128,7 @@ static void session_close(session *ss, const char *why)
         s->on_close(s->on_close_ctx, ss->info.id);
     sl_loop_unwatch(s->loop, &ss->w);
     close(ss->fd);
-    if (ss->prev)
-        ss->prev->next = ss->next;
-    else
-        s->sessions = ss->next;
-    if (ss->next)
-        ss->next->prev = ss->prev;
+    SL_LIST_UNLINK(s->sessions, ss, prev, next);
     rpc_conn_free(&ss->conn);
     sl_buf_free(&ss->in);
     sl_free(ss);
@@ -387,10 +383,7 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *pee
     ss->w.fd = fd;
     ss->w.fn = on_session;
     ss->w.data = ss;
-    ss->next = s->sessions;
-    if (s->sessions)
-        s->sessions->prev = ss;
-    s->sessions = ss;
+    SL_LIST_PUSH(s->sessions, ss, prev, next);
     s->n_sessions++;
     if (sl_loop_watch(s->loop, &ss->w, SL_EV_READ) < 0)
         session_close(ss, "cannot watch the socket");

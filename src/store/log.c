@@ -47,8 +47,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "core/le.h"
 #include "core/buf.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 
