@@ -41,6 +41,17 @@ long sl_utf8_next(const uint8_t *s, size_t n, size_t *i)
     return (long)cp;
 }
 
+int sl_utf8_valid(const uint8_t *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80)
+            i++; /* ASCII without a call: most names and keys are */
+        else if (sl_utf8_next(s, n, &i) < 0)
+            return 0;
+    }
+    return 1;
+}
+
 size_t sl_utf8_put(uint8_t out[4], uint32_t cp)
 {
     if (cp < 0x80) {

@@ -22,6 +22,8 @@
 /* The code point at s[*i] (n bytes in all), *i moved past it; -1 when the sequence is
  * refused, *i then moved past its lead byte and the continuation bytes that were valid. */
 long sl_utf8_next(const uint8_t *s, size_t n, size_t *i);
+/* 1 when all of s (n bytes) is UTF-8 by the policy above (a NUL byte is a code point). */
+int sl_utf8_valid(const uint8_t *s, size_t n);
 /* cp (at most U+10FFFF) as UTF-8 into out: its length, 1 to 4. */
 size_t sl_utf8_put(uint8_t out[4], uint32_t cp);
 

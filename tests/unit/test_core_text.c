@@ -90,6 +90,14 @@ START_TEST(utf16_input_is_checked_by_one_policy)
                                   3, &i),
                      'a');
     ck_assert_uint_eq(i, 3);
+    /* sl_utf8_valid: the same policy, a NUL byte being a code point */
+    ck_assert(sl_utf8_valid(U("a\0\xc3\xa9\xf0\x9f\x98\x80"), 8));
+    ck_assert(sl_utf8_valid(U(""), 0));
+    ck_assert(!sl_utf8_valid(U("\xc0\x80"), 2));         /* overlong NUL */
+    ck_assert(!sl_utf8_valid(U("\xed\xbf\xbf"), 3));     /* a surrogate */
+    ck_assert(!sl_utf8_valid(U("\xf5\x80\x80\x80"), 4)); /* past U+10FFFF */
+    ck_assert(!sl_utf8_valid(U("ab\xe2\x82"), 4));       /* cut short */
+    ck_assert(!sl_utf8_valid(U("\x80"), 1));             /* a bare continuation */
 }
 END_TEST
 
