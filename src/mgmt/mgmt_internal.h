@@ -37,6 +37,7 @@
 
 #include "core/buf.h"
 #include "mgmt/mgmt.h"
+#include "node/rules.h"
 
 #define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
 #define MGMT_MAX_SEGS 16
@@ -330,8 +331,12 @@ json_t *exchange_json(qm_exchange *x);
 json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding, int64_t truncate,
                  uint64_t remaining);
 /* 1 with RabbitMQ's 405 text in why when q (or the queue of a subqueue) is exclusive: it
- * belongs to its connection, and no HTTP request is that connection (api_queues.c). */
-int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen);
+ * belongs to its connection, and no HTTP request is that connection (the rule is
+ * node_queue_locked, node/rules.c). */
+static inline int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
+{
+    return node_queue_locked(q, NULL, why, whylen) != SL_OK;
+}
 /* Build a message from an /exchanges/.../publish body; NULL after replying 400. A BCC header
  * is taken out of the stored properties: its array content is appended to bcc, for routing. */
 qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc);
