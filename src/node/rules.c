@@ -10,6 +10,17 @@ int node_name_reserved(const char *name, size_t len)
     return len >= 4 && !memcmp(name, "amq.", 4);
 }
 
+int node_exchange_predeclared(const char *name, size_t len)
+{
+    return len == 0 || node_name_reserved(name, len);
+}
+
+int node_queue_definable(const qm_queue *q)
+{
+    /* outgoing queues are made by sending (and by importing a binding to a format name) */
+    return !q->is_system && !q->is_subqueue && !q->exclusive && !q->is_outgoing;
+}
+
 sl_err node_queue_new_name(const char *name, size_t len, int exists, char *why, size_t whylen)
 {
     if (node_name_reserved(name, len) && !exists) {

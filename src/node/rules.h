@@ -18,6 +18,13 @@
 /* A name in the reserved "amq." namespace (queues and exchanges). */
 int node_name_reserved(const char *name, size_t len);
 
+/* The default exchange ("") and the amq.* ones: every vhost has them, nobody declares them
+ * (definitions neither export nor import them). */
+int node_exchange_predeclared(const char *name, size_t len);
+/* A queue a definitions document re-creates: not a system queue, a subqueue (made by moves),
+ * an exclusive queue (its connection's) or an outgoing queue (made by sending). */
+int node_queue_definable(const qm_queue *q);
+
 /* A new queue (exists 0) may not take a reserved name: SL_ERR_ACCESS_REFUSED. */
 sl_err node_queue_new_name(const char *name, size_t len, int exists, char *why, size_t whylen);
 
