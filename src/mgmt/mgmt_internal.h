@@ -38,6 +38,7 @@
 #include "core/buf.h"
 #include "mgmt/mgmt.h"
 #include "node/rules.h"
+#include "node/totals.h"
 
 #define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
 #define MGMT_MAX_SEGS 16
@@ -512,12 +513,6 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full);
 /* api_move.c: POST /api/queues/{vhost}/{name}/move */
 enum MHD_Result api_queue_move(req *r, qm_queue *src);
 /* api_misc.c: totals used by overview and metrics */
-typedef struct node_totals {
-    uint64_t queues, exchanges, connections, channels, consumers;
-    uint64_t messages, ready, unacked, bytes;
-    uint64_t published, delivered, acked, redelivered, purged, expired, dead_lettered,
-        delivered_no_ack, get, get_no_ack, confirm;
-} node_totals;
 void node_totals_get(mgmt *m, node_totals *t);
 /* The same, as viewer r may see them (README "Users, vhosts and permissions"): the vhosts
  * it may list (administrators every one, others those they have a permission entry on), the
