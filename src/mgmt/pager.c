@@ -129,10 +129,7 @@ typedef struct pager {
     sl_buf texts;           /* the matches' texts: an sl_buf, so the memory alarm counts them */
     /* a peek (GET /api/queues/{vhost}/{name}/messages): not a list but the same slices */
     int peek;
-    char *pq_vhost, *pq_name; /* the queue, found again every slice */
-    uint64_t pq_incarnation;
-    uint64_t pq_after;         /* lookup id of the last message viewed */
-    long long pq_off, pq_left; /* offset of the first, messages still wanted */
+    node_peek pk; /* the walk (node/lister.c) */
     char *pq_enc;
     int64_t pq_truncate;
     json_t *pq_arr;
@@ -156,8 +153,8 @@ static void pager_free(pager *p)
     node_binding_walk_free(&p->bw);
     sl_free(p->w_ctag);
     sl_buf_free(&p->pend);
-    sl_free(p->pq_vhost);
-    sl_free(p->pq_name);
+    if (p->peek)
+        node_peek_free(&p->pk);
     sl_free(p->pq_enc);
     if (p->pq_arr)
         json_decref(p->pq_arr);
@@ -402,34 +399,17 @@ static void job_step(pager *p, uint64_t until)
     sl_buf_free(&key);
 }
 
-/* A slice of a peek: messages after the last one viewed, read from the store where they are
- * paged out (nothing is paged in). */
+/* A message of a peek, as /get shows it. */
+static void peek_visit(void *ctx, const qm_position *pos, uint64_t remaining)
+{
+    pager *p = ctx;
+    json_array_append_new(p->pq_arr, msg_view(pos, NULL, p->pq_enc, p->pq_truncate, remaining));
+}
+
 static void peek_step(pager *p, uint64_t until)
 {
-    qm_vhost *vh = qm_vhost_find(p->m->n->qm, p->pq_vhost, strlen(p->pq_vhost));
-    qm_queue *q = vh ? qm_queue_find(vh, p->pq_name, strlen(p->pq_name)) : NULL;
-    if (!q || q->incarnation != p->pq_incarnation) {
-        p->job = 2; /* deleted meanwhile: what was seen is the answer */
-        return;
-    }
-    for (unsigned k = 0; p->pq_left > 0; k++) {
-        if ((k & 7) == 7 && sl_now_us() >= until)
-            return;
-        qm_position view;
-        const qm_position *pos = p->pq_arr && json_array_size(p->pq_arr)
-                                     ? qm_queue_peek_after(q, p->pq_after, &view)
-                                     : qm_queue_peek_view(q, (size_t)p->pq_off, &view);
-        if (!pos)
-            break;
-        uint64_t at = (uint64_t)p->pq_off + json_array_size(p->pq_arr);
-        json_array_append_new(p->pq_arr, msg_view(pos, NULL, p->pq_enc, p->pq_truncate,
-                                                  q->n_ready > at ? q->n_ready - at - 1 : 0));
-        p->pq_after = pos->lookup_id;
-        p->pq_left--;
-        if (pos == &view)
-            qm_message_unref(view.msg); /* read from the store for this view only */
-    }
-    p->job = 2;
+    if (node_peek_step(p->m->n->qm, &p->pk, until))
+        p->job = 2;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -870,11 +850,7 @@ enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, 
     pager *p = sl_xcalloc(1, sizeof *p);
     p->m = m;
     p->peek = 1;
-    p->pq_vhost = sl_xstrdup(q->vhost->name);
-    p->pq_name = sl_xstrdup(q->name);
-    p->pq_incarnation = q->incarnation;
-    p->pq_off = off;
-    p->pq_left = count;
+    node_peek_init(&p->pk, q, off, count, peek_visit, p);
     p->pq_enc = sl_xstrdup(enc ? enc : "auto");
     p->pq_truncate = truncate;
     p->pq_arr = json_array();

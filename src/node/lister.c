@@ -492,3 +492,51 @@ void node_binding_walk_free(node_binding_walk *w)
     sl_free(w->bkey);
     sl_free(w->bdest);
 }
+
+/* ------------------------------------------------------------------------------------------
+ * A peek in slices
+ */
+
+void node_peek_init(node_peek *p, const qm_queue *q, long long off, long long count,
+                    void (*visit)(void *ctx, const qm_position *pos, uint64_t remaining), void *ctx)
+{
+    memset(p, 0, sizeof *p);
+    p->vhost = sl_xstrdup(q->vhost->name);
+    p->name = sl_xstrdup(q->name);
+    p->incarnation = q->incarnation;
+    p->off = off;
+    p->left = count;
+    p->visit = visit;
+    p->ctx = ctx;
+}
+
+int node_peek_step(qm_node *qm, node_peek *p, uint64_t until)
+{
+    qm_vhost *vh = qm_vhost_find(qm, p->vhost, strlen(p->vhost));
+    qm_queue *q = vh ? qm_queue_find(vh, p->name, strlen(p->name)) : NULL;
+    if (!q || q->incarnation != p->incarnation)
+        return 1; /* deleted meanwhile: what was seen is the answer */
+    for (unsigned k = 0; p->left > 0; k++) {
+        if ((k & 7) == 7 && sl_now_us() >= until)
+            return 0;
+        qm_position view;
+        const qm_position *pos = p->seen ? qm_queue_peek_after(q, p->after, &view)
+                                         : qm_queue_peek_view(q, (size_t)p->off, &view);
+        if (!pos)
+            break;
+        uint64_t at = (uint64_t)p->off + p->seen;
+        p->visit(p->ctx, pos, q->n_ready > at ? q->n_ready - at - 1 : 0);
+        p->seen++;
+        p->after = pos->lookup_id;
+        p->left--;
+        if (pos == &view)
+            qm_message_unref(view.msg); /* read from the store for this view only */
+    }
+    return 1;
+}
+
+void node_peek_free(node_peek *p)
+{
+    sl_free(p->vhost);
+    sl_free(p->name);
+}

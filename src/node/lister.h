@@ -145,4 +145,25 @@ int node_walk_bindings(qm_node *qm, node_binding_walk *w, const node_cursor *vho
                        uint64_t until);
 void node_binding_walk_free(node_binding_walk *w);
 
+/* ---- a peek: a queue's messages from an offset, viewed in slices ---- */
+typedef struct node_peek {
+    char *vhost, *name; /* the queue, found again every slice */
+    uint64_t incarnation;
+    uint64_t after;      /* lookup id of the last message viewed */
+    long long off, left; /* offset of the first, messages still wanted */
+    uint64_t seen;       /* messages viewed */
+    /* each message viewed (read from the store for this view when paged out: valid only
+     * during the call), with the ready messages after it */
+    void (*visit)(void *ctx, const qm_position *pos, uint64_t remaining);
+    void *ctx;
+} node_peek;
+
+void node_peek_init(node_peek *p, const qm_queue *q, long long off, long long count,
+                    void (*visit)(void *ctx, const qm_position *pos, uint64_t remaining),
+                    void *ctx);
+/* Views messages after the last one viewed until the slice ends (nothing is paged in): 1 when
+ * done (count reached, the end of the queue, or the queue deleted meanwhile). */
+int node_peek_step(qm_node *qm, node_peek *p, uint64_t until);
+void node_peek_free(node_peek *p);
+
 #endif

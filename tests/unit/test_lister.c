@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amqp/method.h"
 #include "core/mem.h"
 #include "node/lister.h"
 #include "node/rules.h"
@@ -279,6 +280,66 @@ START_TEST(totals)
 }
 END_TEST
 
+static void put(qm_queue *q, const char *body)
+{
+    sl_buf b;
+    sl_buf_init(&b);
+    amqp_basic_props p;
+    memset(&p, 0, sizeof p);
+    amqp_props_encode(&b, &p);
+    size_t n = strlen(body);
+    qm_message *m = qm_message_new(AMQP_BYTES(""), amqp_cstr(q->name), sl_buf_head(&b),
+                                   (uint32_t)sl_buf_unread(&b), n);
+    memcpy(qm_msg_body(m), body, n);
+    sl_buf_free(&b);
+    ck_assert_int_eq(qm_queue_enqueue(q, m), SL_OK);
+    qm_message_unref(m);
+}
+
+struct peeked {
+    char bodies[8][8];
+    uint64_t remaining[8];
+    int n;
+};
+
+static void peek_visit(void *ctx, const qm_position *pos, uint64_t remaining)
+{
+    struct peeked *pk = ctx;
+    ck_assert_int_lt(pk->n, 8);
+    snprintf(pk->bodies[pk->n], sizeof pk->bodies[0], "%.*s", (int)pos->msg->body_len,
+             (const char *)qm_msg_body(pos->msg));
+    pk->remaining[pk->n++] = remaining;
+}
+
+START_TEST(peek_in_slices)
+{
+    qm_vhost *vh = qm_vhost_create(N, "/");
+    qm_queue *q = declare(vh, "q");
+    const char *bodies[] = {"m0", "m1", "m2", "m3", "m4"};
+    for (int i = 0; i < 5; i++)
+        put(q, bodies[i]);
+    struct peeked pk = {0};
+    node_peek p;
+    node_peek_init(&p, q, 1, 3, peek_visit, &pk);
+    ck_assert_int_eq(node_peek_step(N, &p, UINT64_MAX), 1);
+    ck_assert_int_eq(pk.n, 3);
+    ck_assert_str_eq(pk.bodies[0], "m1");
+    ck_assert_str_eq(pk.bodies[2], "m3");
+    ck_assert_uint_eq(pk.remaining[0], 3);
+    ck_assert_uint_eq(pk.remaining[2], 1);
+    ck_assert_uint_eq(q->n_ready, 5); /* a peek takes nothing */
+    node_peek_free(&p);
+    /* the queue deleted between slices: done, with what was seen */
+    memset(&pk, 0, sizeof pk);
+    node_peek_init(&p, q, 0, 10, peek_visit, &pk);
+    uint64_t count = 0;
+    ck_assert_int_eq(qm_queue_delete(q, 0, &count, err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_peek_step(N, &p, UINT64_MAX), 1);
+    ck_assert_int_eq(pk.n, 0);
+    node_peek_free(&p);
+}
+END_TEST
+
 static Suite *lister_suite(void)
 {
     Suite *s = suite_create("lister");
@@ -291,6 +352,7 @@ static Suite *lister_suite(void)
     tcase_add_test(tc, bindings_walk_resumes);
     tcase_add_test(tc, rules_texts);
     tcase_add_test(tc, totals);
+    tcase_add_test(tc, peek_in_slices);
     suite_add_tcase(s, tc);
     return s;
 }
