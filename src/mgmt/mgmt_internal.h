@@ -17,8 +17,9 @@
  *   api_mgmtobj.c   MC-MQAC management objects (MSMQManagement): create, init, members
  *   msrpc*.c        the same MSMQ operations over DCE/RPC (msrpc.h)
  *   pager.c         list replies (queues, exchanges, bindings, connections, channels,
- *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop
- *   defs.c          /api/definitions export and import
+ *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop;
+ *                   the walking, filtering, sort keys and pages are node/lister.c's
+ *   defs.c          /api/definitions export and import (what is definable: node/rules.c)
  *   metrics.c       /metrics (Prometheus text)
  *   guard.c         connections not logged in: header deadline, their own cap (see there)
  *   session.c       the web console's login sessions (cookie auth, /api/session)
