@@ -14,8 +14,9 @@
  *   api_handles.c   MSMQ queue handles: open, purge, close, list (over mq/handle.h)
  *   api_mgmtobj.c   MC-MQAC management objects (MSMQManagement): create, init, members
  *   pager.c         list replies (queues, exchanges, bindings, connections, channels,
- *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop
- *   defs.c          /api/definitions export and import
+ *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop;
+ *                   the walking, filtering, sort keys and pages are node/lister.c's
+ *   defs.c          /api/definitions export and import (what is definable: node/rules.c)
  *   metrics.c       /metrics (Prometheus text)
  *   guard.c         connections not logged in: header deadline, their own cap (see there)
  *   session.c       the web console's login sessions (cookie auth, /api/session)
@@ -41,6 +42,8 @@
 #include "mq/mq.h"
 #include "net/accept.h"
 #include "node/node.h"
+#include "node/rules.h"
+#include "node/totals.h"
 
 #define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
 #define MGMT_MAX_SEGS 16
@@ -318,8 +321,12 @@ json_t *exchange_json(qm_exchange *x);
 json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding, int64_t truncate,
                  uint64_t remaining);
 /* 1 with RabbitMQ's 405 text in why when q (or the queue of a subqueue) is exclusive: it
- * belongs to its connection, and no HTTP request is that connection (api_queues.c). */
-int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen);
+ * belongs to its connection, and no HTTP request is that connection (the rule is
+ * node_queue_locked, node/rules.c). */
+static inline int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
+{
+    return node_queue_locked(q, NULL, why, whylen) != SL_OK;
+}
 /* Build a message from an /exchanges/.../publish body; NULL after replying 400. A BCC header
  * is taken out of the stored properties: its array content is appended to bcc, for routing. */
 qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc);
@@ -388,12 +395,6 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full);
 /* api_move.c: POST /api/queues/{vhost}/{name}/move */
 enum MHD_Result api_queue_move(req *r, qm_queue *src);
 /* api_misc.c: totals used by overview and metrics */
-typedef struct node_totals {
-    uint64_t queues, exchanges, connections, channels, consumers;
-    uint64_t messages, ready, unacked, bytes;
-    uint64_t published, delivered, acked, redelivered, purged, expired, dead_lettered,
-        delivered_no_ack, get, get_no_ack, confirm;
-} node_totals;
 void node_totals_get(mgmt *m, node_totals *t);
 /* The same, as viewer r may see them (README "Users, vhosts and permissions"): the vhosts
  * it may list (administrators every one, others those they have a permission entry on), the
