@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "access/access_internal.h"
@@ -29,10 +30,7 @@ static void put_u8(sl_buf *b, uint8_t v)
 static void put_i64(sl_buf *b, int64_t sv)
 {
     uint64_t v = (uint64_t)sv;
-    uint8_t *p = sl_buf_reserve(b, 8);
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    b->len += 8;
+    sl_buf_put_le64(b, v);
 }
 
 static void put_s16(sl_buf *b, const void *p, size_t n)
@@ -83,7 +81,7 @@ static char *get_str(rd *r, size_t *len)
         r->bad = 1;
         return NULL;
     }
-    size_t n = (size_t)r->p[0] | (size_t)r->p[1] << 8;
+    size_t n = sl_le16(r->p);
     r->p += 2;
     if ((size_t)(r->end - r->p) < n) {
         r->bad = 1;

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "amqp/hold.h"
+#include "amqp/start.h"
 #include "amqp/table.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -433,34 +434,6 @@ void conn_update_watch(conn *c)
 
 static void send_start(conn *c)
 {
-    amqp_method m = {.id = AMQP_CONNECTION_START};
-    amqp_connection_start *s = &m.u.connection_start;
-    s->version_major = 0;
-    s->version_minor = 9;
-    sl_buf props;
-    sl_buf_init(&props);
-    size_t mark = amqp_tbl_begin(&props);
-    amqp_tbl_put_str(&props, "product", AMQP_BYTES(SLUICE_PRODUCT));
-    amqp_tbl_put_str(&props, "version", AMQP_BYTES(SLUICE_VERSION));
-    amqp_tbl_put_str(&props, "platform", AMQP_BYTES("C/Linux"));
-    amqp_tbl_put_str(&props, "copyright", AMQP_BYTES("Copyright (c) the Sluice authors"));
-    amqp_tbl_put_str(&props, "information",
-                     AMQP_BYTES("Sluice: AMQP 0-9-1 on an MSMQ-style queue manager"));
-    amqp_tbl_put_str(&props, "cluster_name", amqp_cstr(c->b->n->cfg->node_name));
-    size_t cmark = amqp_tbl_put_table_begin(&props, "capabilities");
-    static const char *caps[] = {"publisher_confirms",
-                                 "exchange_exchange_bindings",
-                                 "basic.nack",
-                                 "consumer_cancel_notify",
-                                 "connection.blocked",
-                                 "consumer_priorities",
-                                 "authentication_failure_close",
-                                 "per_consumer_qos"};
-    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
-        amqp_tbl_put_bool(&props, caps[i], 1);
-    amqp_tbl_end(&props, cmark);
-    amqp_tbl_end(&props, mark);
-    s->server_properties = (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
     /* auth_mechanisms, in their order; EXTERNAL only to a client that showed a certificate
      * that verified (RabbitMQ's rabbit_auth_mechanism_ssl should_offer). */
     char mechs[64];
@@ -481,8 +454,15 @@ static void send_start(conn *c)
         while (*p == ' ')
             p++;
     }
-    s->mechanisms = (amqp_bytes){(const uint8_t *)mechs, mo};
-    s->locales = AMQP_BYTES("en_US");
+    amqp_start_info info = {
+        .information = "Sluice: AMQP 0-9-1 on an MSMQ-style queue manager",
+        .full = 1,
+        .cluster_name = c->b->n->cfg->node_name,
+        .mechanisms = {(const uint8_t *)mechs, mo},
+    };
+    amqp_method m;
+    sl_buf props;
+    amqp_start_build(&m, &props, &info);
     conn_send_method(c, 0, &m);
     sl_buf_free(&props);
     c->state = CONN_START_SENT;

@@ -14,11 +14,7 @@
 #include <string.h>
 
 #include "amqp/table.h"
-
-static int is_reserved(amqp_bytes name)
-{
-    return name.len >= 4 && !memcmp(name.p, "amq.", 4);
-}
+#include "node/rules.h"
 
 /* The replies about durable exchanges promise a definition on disk; the others wait for
  * nothing. */
@@ -75,10 +71,10 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
     if (!channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_CONFIGURE, id))
         return;
     int exists = qm_exchange_find(ch->c->vhost, (const char *)d->exchange.p, d->exchange.len) != 0;
-    if (is_reserved(d->exchange) && !exists) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "exchange name '" BYTES_FMT "' contains reserved prefix 'amq.*'",
-                      BYTES_ARG(d->exchange));
+    char why[600];
+    if (node_exchange_new_name((const char *)d->exchange.p, d->exchange.len, exists, why,
+                               sizeof why) != SL_OK) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id, "%s", why);
         return;
     }
     amqp_value ae;
@@ -110,15 +106,10 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
 static void delete_exchange(channel *ch, const amqp_exchange_delete *d)
 {
     const uint32_t id = AMQP_EXCHANGE_DELETE;
-    if (d->exchange.len == 0) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "operation not permitted on the default exchange");
-        return;
-    }
-    if (is_reserved(d->exchange)) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "deletion of system exchange '" BYTES_FMT "' in vhost '%s' not allowed",
-                      BYTES_ARG(d->exchange), ch->c->vhost->name);
+    char why[600];
+    if (node_exchange_delete_check((const char *)d->exchange.p, d->exchange.len, ch->c->vhost->name,
+                                   why, sizeof why) != SL_OK) {
+        channel_error(ch, SL_ERR_ACCESS_REFUSED, id, "%s", why);
         return;
     }
     if (!channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_CONFIGURE, id))

@@ -20,6 +20,7 @@
 
 #include "amqp/table.h"
 #include "core/mem.h"
+#include "node/rules.h"
 
 /* A durable queue is stored (its subqueues with it; exclusive ones never are). */
 static int stored(const qm_queue *q)
@@ -41,16 +42,11 @@ static void send_reply(channel *ch, const qm_queue *q, const amqp_method *m, int
 
 static int check_exclusive(channel *ch, qm_queue *q, uint32_t method_id)
 {
-    qm_queue *top = q->parent ? q->parent : q;
-    if (top->exclusive && top->exclusive_owner != ch->c) {
-        channel_error(ch, SL_ERR_RESOURCE_LOCKED, method_id,
-                      "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It "
-                      "could be originally declared on another connection or the exclusive "
-                      "property value does not match that of the original declaration.",
-                      top->name, ch->c->vhost->name);
-        return -1;
-    }
-    return 0;
+    char why[800];
+    if (node_queue_locked(q, ch->c, why, sizeof why) == SL_OK) /* the rule: node/rules.c */
+        return 0;
+    channel_error(ch, SL_ERR_RESOURCE_LOCKED, method_id, "%s", why);
+    return -1;
 }
 
 static qm_queue *resolve(channel *ch, amqp_bytes name, uint32_t method_id, int create);
@@ -116,10 +112,9 @@ static void declare(channel *ch, const amqp_queue_declare *d)
         if (!q)
             return;
     } else {
-        if (d->queue.len >= 4 && !memcmp(d->queue.p, "amq.", 4)) {
-            channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                          "queue name '" BYTES_FMT "' contains reserved prefix 'amq.*'",
-                          BYTES_ARG(d->queue));
+        char why[600]; /* reserved even when it exists: AMQP declares no amq.* queue */
+        if (node_queue_new_name((const char *)d->queue.p, d->queue.len, 0, why, sizeof why)) {
+            channel_error(ch, SL_ERR_ACCESS_REFUSED, id, "%s", why);
             return;
         }
         if (qm_queue_name_is_outgoing((const char *)d->queue.p, d->queue.len)) {
@@ -146,13 +141,9 @@ static void declare(channel *ch, const amqp_queue_declare *d)
         if (old && check_exclusive(ch, old, id) < 0)
             return;
         if (!old) {
-            acc_db *a = ch->c->b->n->acc;
-            char why[600], qn[256];
+            char qn[256];
             snprintf(qn, sizeof qn, BYTES_FMT, BYTES_ARG(name));
-            const acc_vhost *av = acc_vhost_find(a, ch->c->vhost->name, strlen(ch->c->vhost->name));
-            if (av && av->max_queues >= 0 &&
-                acc_check_queue_limit(a, ch->c->vhost->name, qm_vhost_queue_count(ch->c->vhost), qn,
-                                      why, sizeof why) != SL_OK) {
+            if (node_queue_limit(ch->c->b->n->acc, ch->c->vhost, qn, why, sizeof why) != SL_OK) {
                 channel_error(ch, SL_ERR_PRECONDITION, id, "%s", why);
                 return;
             }

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/base64.h"
 #include "core/buf.h"
 #include "core/mem.h"
-#include "mgmt/mgmt_internal.h" /* base64_encode, base64_decode */
 
 /* etcd_opts, owned */
 typedef struct eopts {
@@ -307,7 +307,7 @@ static int64_t get_i64(json_t *o, const char *name)
 
 static json_t *b64(const char *s, size_t n)
 {
-    char *t = base64_encode((const uint8_t *)s, n, NULL);
+    char *t = sl_base64_encode((const uint8_t *)s, n, NULL);
     json_t *j = json_string(t);
     sl_free(t);
     return j;
@@ -323,7 +323,7 @@ static char *unb64(json_t *o, const char *name, size_t *len)
     }
     size_t n = strlen(s);
     uint8_t *out = sl_xmalloc(n * 3 / 4 + 4);
-    long m = base64_decode(s, n, out);
+    long m = sl_base64_decode(s, n, out);
     if (m < 0) {
         sl_free(out);
         return NULL;

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "store/log.h"
@@ -45,46 +46,7 @@
 #define STATE_VERSION 1
 #define STATE_MAX_EPOCHS (1u << 20)
 
-/* ------------------------------------------------------------------ little-endian */
-
-static void put16(sl_buf *b, uint16_t v)
-{
-    uint8_t *p = sl_buf_reserve(b, 2);
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    b->len += 2;
-}
-
-static void put32(sl_buf *b, uint32_t v)
-{
-    uint8_t *p = sl_buf_reserve(b, 4);
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    b->len += 4;
-}
-
-static void put64(sl_buf *b, uint64_t v)
-{
-    uint8_t *p = sl_buf_reserve(b, 8);
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    b->len += 8;
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
+/* Little endian throughout: core/le.h. */
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -190,7 +152,7 @@ static size_t rel_name(const mirror *m, const st_fop *op, char *out, size_t cap)
 static void enc_op(sl_buf *b, int kind, const char *name, size_t nl)
 {
     sl_buf_put_u8(b, (uint8_t)kind);
-    put16(b, (uint16_t)nl);
+    sl_buf_put_le16(b, (uint16_t)nl);
     sl_buf_append(b, name, nl);
 }
 
@@ -218,8 +180,8 @@ static void observe(void *ctx, const st_fop *op)
         do { /* big writes in chunks, so a length always fits its u32 */
             size_t k = left > WRITE_CHUNK ? WRITE_CHUNK : left;
             enc_op(b, MIRROR_OP_WRITE, name, nl);
-            put64(b, off);
-            put32(b, (uint32_t)k);
+            sl_buf_put_le64(b, off);
+            sl_buf_put_le32(b, (uint32_t)k);
             sl_buf_append(b, p, k);
             m->pending_nops++;
             p += k;
@@ -235,12 +197,12 @@ static void observe(void *ctx, const st_fop *op)
         break;
     case ST_FOP_TRUNCATE:
         enc_op(b, MIRROR_OP_TRUNCATE, name, nl);
-        put64(b, op->arg);
+        sl_buf_put_le64(b, op->arg);
         m->pending_nops++;
         break;
     case ST_FOP_RENAME:
         enc_op(b, MIRROR_OP_RENAME, name, nl);
-        put16(b, (uint16_t)nl2);
+        sl_buf_put_le16(b, (uint16_t)nl2);
         sl_buf_append(b, name2, nl2);
         m->pending_nops++;
         break;
@@ -343,13 +305,13 @@ uint64_t mirror_batch(mirror *m, uint64_t gen, int synced)
     sl_buf_init(&g);
     sl_buf_reserve(&g, GROUP_HDR + sl_buf_unread(&m->pending) + 4);
     sl_buf_append(&g, GROUP_MAGIC, 4);
-    put32(&g, GROUP_VERSION);
-    put64(&g, idx);
-    put64(&g, m->epoch);
-    put64(&g, gen);
-    put32(&g, m->pending_nops);
+    sl_buf_put_le32(&g, GROUP_VERSION);
+    sl_buf_put_le64(&g, idx);
+    sl_buf_put_le64(&g, m->epoch);
+    sl_buf_put_le64(&g, gen);
+    sl_buf_put_le32(&g, m->pending_nops);
     sl_buf_append(&g, sl_buf_head(&m->pending), sl_buf_unread(&m->pending));
-    put32(&g, st_crc32c(0, g.data, g.len));
+    sl_buf_put_le32(&g, st_crc32c(0, g.data, g.len));
     m->pending.len = m->pending.off = 0;
     m->pending_nops = 0;
     if (m->pending.cap > (64u << 20))
@@ -502,7 +464,7 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         return -1;
     }
     o->kind = r->p[r->off];
-    o->nl = get16(r->p + r->off + 1);
+    o->nl = sl_le16(r->p + r->off + 1);
     r->off += 3;
     if (!need(r, o->nl)) {
         seterr(err, errlen, "op at %zu: truncated name", at);
@@ -522,8 +484,8 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
             seterr(err, errlen, "op at %zu: truncated write", at);
             return -1;
         }
-        o->arg = get64(r->p + r->off);
-        o->len = get32(r->p + r->off + 8);
+        o->arg = sl_le64(r->p + r->off);
+        o->len = sl_le32(r->p + r->off + 8);
         r->off += 12;
         if (!need(r, o->len) || o->arg > MAX_FILE || o->len > WRITE_CHUNK) {
             seterr(err, errlen, "op at %zu: write of %zu bytes at %" PRIu64 " out of bounds", at,
@@ -545,7 +507,7 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
             seterr(err, errlen, "op at %zu: truncated truncate", at);
             return -1;
         }
-        o->arg = get64(r->p + r->off);
+        o->arg = sl_le64(r->p + r->off);
         r->off += 8;
         if (o->arg > MAX_FILE) {
             seterr(err, errlen, "op at %zu: truncate to %" PRIu64 " out of bounds", at, o->arg);
@@ -557,7 +519,7 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
             seterr(err, errlen, "op at %zu: truncated rename", at);
             return -1;
         }
-        o->nl2 = get16(r->p + r->off);
+        o->nl2 = sl_le16(r->p + r->off);
         r->off += 2;
         if (!need(r, o->nl2)) {
             seterr(err, errlen, "op at %zu: truncated rename target", at);
@@ -599,35 +561,35 @@ int mirror_group_check(const uint8_t *group, size_t len, uint64_t *idx, uint64_t
         seterr(err, errlen, "mirror group: not a group (%zu bytes)", len);
         return -1;
     }
-    if (get32(group + 4) != GROUP_VERSION) {
-        seterr(err, errlen, "mirror group: version %u not known", get32(group + 4));
+    if (sl_le32(group + 4) != GROUP_VERSION) {
+        seterr(err, errlen, "mirror group: version %u not known", sl_le32(group + 4));
         return -1;
     }
-    if (st_crc32c(0, group, len - 4) != get32(group + len - 4)) {
+    if (st_crc32c(0, group, len - 4) != sl_le32(group + len - 4)) {
         seterr(err, errlen, "mirror group: checksum mismatch");
         return -1;
     }
-    uint32_t n = get32(group + 32);
+    uint32_t n = sl_le32(group + 32);
     reader r = {group, len - 4, GROUP_HDR};
     char e2[200];
     for (uint32_t i = 0; i < n; i++) {
         op o;
         if (read_op(&r, &o, e2, sizeof e2) < 0) {
-            seterr(err, errlen, "mirror group %" PRIu64 ": %s", get64(group + 8), e2);
+            seterr(err, errlen, "mirror group %" PRIu64 ": %s", sl_le64(group + 8), e2);
             return -1;
         }
     }
     if (r.off != r.len) {
         seterr(err, errlen, "mirror group %" PRIu64 ": %zu bytes after the last op",
-               get64(group + 8), r.len - r.off);
+               sl_le64(group + 8), r.len - r.off);
         return -1;
     }
     if (idx)
-        *idx = get64(group + 8);
+        *idx = sl_le64(group + 8);
     if (epoch)
-        *epoch = get64(group + 16);
+        *epoch = sl_le64(group + 16);
     if (gen)
-        *gen = get64(group + 24);
+        *gen = sl_le64(group + 24);
     if (nops)
         *nops = n;
     return 0;
@@ -1093,14 +1055,14 @@ int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epoch
     sl_buf b;
     sl_buf_init(&b);
     sl_buf_append(&b, STATE_MAGIC, 4);
-    put32(&b, STATE_VERSION);
-    put64(&b, last_idx);
-    put32(&b, (uint32_t)h->n);
+    sl_buf_put_le32(&b, STATE_VERSION);
+    sl_buf_put_le64(&b, last_idx);
+    sl_buf_put_le32(&b, (uint32_t)h->n);
     for (size_t i = 0; i < h->n; i++) {
-        put64(&b, h->v[i].epoch);
-        put64(&b, h->v[i].first);
+        sl_buf_put_le64(&b, h->v[i].epoch);
+        sl_buf_put_le64(&b, h->v[i].first);
     }
-    put32(&b, st_crc32c(0, b.data, b.len));
+    sl_buf_put_le32(&b, st_crc32c(0, b.data, b.len));
     int rc = write_atomic(dir, "state", b.data, b.len);
     sl_buf_free(&b);
     return rc;
@@ -1130,15 +1092,15 @@ static int state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
     ssize_t got = pread(fd, p, n, 0);
     close(fd);
     int rc = -1;
-    if (got != (ssize_t)n || memcmp(p, STATE_MAGIC, 4) != 0 || get32(p + 4) != STATE_VERSION ||
-        st_crc32c(0, p, n - 4) != get32(p + n - 4) || 24 + 16 * (size_t)get32(p + 16) != n) {
+    if (got != (ssize_t)n || memcmp(p, STATE_MAGIC, 4) != 0 || sl_le32(p + 4) != STATE_VERSION ||
+        st_crc32c(0, p, n - 4) != sl_le32(p + n - 4) || 24 + 16 * (size_t)sl_le32(p + 16) != n) {
         errno = got < 0 ? errno : EILSEQ;
         goto out;
     }
-    *last_idx = get64(p + 8);
-    uint32_t k = get32(p + 16);
+    *last_idx = sl_le64(p + 8);
+    uint32_t k = sl_le32(p + 16);
     for (uint32_t i = 0; i < k; i++) {
-        uint64_t e = get64(p + 20 + 16 * i), first = get64(p + 28 + 16 * i);
+        uint64_t e = sl_le64(p + 20 + 16 * i), first = sl_le64(p + 28 + 16 * i);
         if (first == 0 || (h->n && (e <= h->v[h->n - 1].epoch || first < h->v[h->n - 1].first))) {
             h->n = 0;
             *last_idx = 0;
@@ -1170,13 +1132,13 @@ static void pos_encode(uint8_t *p, uint64_t last_idx, const repl_epochs *h)
     sl_buf b;
     sl_buf_init(&b);
     sl_buf_append(&b, POS_MAGIC, 4);
-    put32(&b, POS_VERSION);
-    put64(&b, last_idx);
-    put32(&b, (uint32_t)h->n);
-    put64(&b, h->n ? h->v[h->n - 1].epoch : 0);
-    put64(&b, h->n ? h->v[h->n - 1].first : 0);
-    put64(&b, 0);
-    put32(&b, st_crc32c(0, b.data, b.len));
+    sl_buf_put_le32(&b, POS_VERSION);
+    sl_buf_put_le64(&b, last_idx);
+    sl_buf_put_le32(&b, (uint32_t)h->n);
+    sl_buf_put_le64(&b, h->n ? h->v[h->n - 1].epoch : 0);
+    sl_buf_put_le64(&b, h->n ? h->v[h->n - 1].first : 0);
+    sl_buf_put_le64(&b, 0);
+    sl_buf_put_le32(&b, st_crc32c(0, b.data, b.len));
     memcpy(p, b.data, POS_LEN);
     sl_buf_free(&b);
 }
@@ -1184,13 +1146,13 @@ static void pos_encode(uint8_t *p, uint64_t last_idx, const repl_epochs *h)
 /* The slot's last_idx when it is whole and written under history h; 0 otherwise. */
 static uint64_t pos_decode(const uint8_t *p, const repl_epochs *h)
 {
-    if (memcmp(p, POS_MAGIC, 4) != 0 || get32(p + 4) != POS_VERSION ||
-        st_crc32c(0, p, POS_LEN - 4) != get32(p + POS_LEN - 4))
+    if (memcmp(p, POS_MAGIC, 4) != 0 || sl_le32(p + 4) != POS_VERSION ||
+        st_crc32c(0, p, POS_LEN - 4) != sl_le32(p + POS_LEN - 4))
         return 0;
-    if (get32(p + 16) != h->n || h->n == 0 || get64(p + 20) != h->v[h->n - 1].epoch ||
-        get64(p + 28) != h->v[h->n - 1].first)
+    if (sl_le32(p + 16) != h->n || h->n == 0 || sl_le64(p + 20) != h->v[h->n - 1].epoch ||
+        sl_le64(p + 28) != h->v[h->n - 1].first)
         return 0;
-    return get64(p + 8);
+    return sl_le64(p + 8);
 }
 
 replica_pos *replica_pos_open(const char *data_dir)

@@ -67,16 +67,6 @@ void sl_buf_append(sl_buf *b, const void *p, size_t n)
     b->len += n;
 }
 
-void sl_hex(char *out, const uint8_t *p, size_t n)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = 0;
-}
-
 void sl_buf_consume(sl_buf *b, size_t n)
 {
     b->off += n;

@@ -14,6 +14,7 @@
  */
 #include "core/slab.h"
 
+#include "core/list.h"
 #include "core/mem.h"
 
 #include <stdint.h>
@@ -63,23 +64,14 @@ size_t sl_slab_size(unsigned cls)
 
 static void list_add(klass *k, chunk *c)
 {
-    c->prev = NULL;
-    c->next = k->room;
-    if (k->room)
-        k->room->prev = c;
-    k->room = c;
+    SL_LIST_PUSH(k->room, c, prev, next);
     c->on_list = 1;
     k->nroom++;
 }
 
 static void list_remove(klass *k, chunk *c)
 {
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        k->room = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    SL_LIST_UNLINK(k->room, c, prev, next);
     c->prev = c->next = NULL;
     c->on_list = 0;
     k->nroom--;

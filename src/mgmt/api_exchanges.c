@@ -102,9 +102,10 @@ static enum MHD_Result declare_exchange(req *r, qm_vhost *vh, const char *name)
     json_t *body = req_body(r, 1);
     if (!body)
         return MHD_YES;
-    if (!*name)
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "operation not permitted on the default exchange");
+    char err[300];
+    sl_err e = node_exchange_not_default(name, strlen(name), err, sizeof err);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
     if (strlen(name) > 255)
         return reply_error(r, 400, "bad_request", "exchange name longer than 255 bytes");
     if (json_truthy(json_object_get(body, "durable"), 1) && !req_disk_ok(r, 0))
@@ -120,15 +121,13 @@ static enum MHD_Result declare_exchange(req *r, qm_vhost *vh, const char *name)
     if (!req_allowed(r, vh->name, ACC_EXCHANGE, name, ACC_CONFIGURE))
         return MHD_YES;
     qm_exchange *old = qm_exchange_find(vh, name, strlen(name));
-    if (!strncmp(name, "amq.", 4) && !old)
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "exchange name '%s' contains reserved prefix 'amq.*'", name);
+    if ((e = node_exchange_new_name(name, strlen(name), old != NULL, err, sizeof err)) != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
     json_t *ae = json_object_get(json_object_get(body, "arguments"), "alternate-exchange");
     if (!old && json_is_string(ae) &&
         (!req_allowed(r, vh->name, ACC_EXCHANGE, name, ACC_READ) ||
          !req_allowed(r, vh->name, ACC_EXCHANGE, json_string_value(ae), ACC_WRITE)))
         return MHD_YES;
-    char err[300];
     sl_buf args;
     if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
         return reply_error(r, 400, "bad_request", "%s", err);
@@ -142,7 +141,7 @@ static enum MHD_Result declare_exchange(req *r, qm_vhost *vh, const char *name)
         .arguments = {args.data, args.len},
     };
     qm_exchange *x;
-    sl_err e = qm_exchange_declare(vh, &d, &x, err, sizeof err);
+    e = qm_exchange_declare(vh, &d, &x, err, sizeof err);
     sl_buf_free(&args);
     if (e != SL_OK)
         return reply_sl_err(r, e, "%s", err);
@@ -151,17 +150,14 @@ static enum MHD_Result declare_exchange(req *r, qm_vhost *vh, const char *name)
 
 static enum MHD_Result delete_exchange(req *r, qm_exchange *x)
 {
-    if (!x->name[0])
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "operation not permitted on the default exchange");
-    if (!strncmp(x->name, "amq.", 4))
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "deletion of system exchange '%s' in vhost '%s' not allowed", x->name,
-                            x->vhost->name);
+    char err[300];
+    sl_err e =
+        node_exchange_delete_check(x->name, strlen(x->name), x->vhost->name, err, sizeof err);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
     if (!req_allowed(r, x->vhost->name, ACC_EXCHANGE, x->name, ACC_CONFIGURE))
         return MHD_YES;
-    char err[300];
-    sl_err e = qm_exchange_delete(x, req_query_bool(r, "if-unused"), err, sizeof err);
+    e = qm_exchange_delete(x, req_query_bool(r, "if-unused"), err, sizeof err);
     if (e != SL_OK)
         return reply_sl_err(r, e, "%s", err);
     return reply_empty(r, 204);
@@ -287,9 +283,10 @@ static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm
         return MHD_YES;
     if (!req_disk_ok(r, 0))
         return MHD_YES;
-    if (!src->name[0])
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "operation not permitted on the default exchange");
+    char err[300];
+    sl_err e = node_exchange_not_default(src->name, strlen(src->name), err, sizeof err);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
     json_t *k = json_object_get(body, "routing_key");
     if (k && !json_is_string(k))
         return reply_error(r, 400, "bad_request", "routing_key must be a string");
@@ -298,13 +295,12 @@ static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm
         return reply_error(r, 400, "bad_request", "routing_key longer than 255 bytes");
     if (!binding_allowed(r, src, dq, dx, key))
         return MHD_YES;
-    char err[300];
     sl_buf args;
     if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
         return reply_error(r, 400, "bad_request", "%s", err);
     amqp_bytes a = {args.data, args.len};
-    sl_err e = dq ? qm_bind_queue(src, dq, amqp_cstr(key), a, err, sizeof err)
-                  : qm_bind_exchange(src, dx, amqp_cstr(key), a, err, sizeof err);
+    e = dq ? qm_bind_queue(src, dq, amqp_cstr(key), a, err, sizeof err)
+           : qm_bind_exchange(src, dx, amqp_cstr(key), a, err, sizeof err);
     char pk[300];
     props_key(key, args.data, args.len, pk, sizeof pk);
     sl_buf_free(&args);
@@ -373,8 +369,9 @@ enum MHD_Result api_bindings(req *r)
             return reply_not_found(r);
         if (req_is(r, "GET"))
             return reply_json(r, 200, mgmt_default_binding_json(dq));
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "operation not permitted on the default exchange");
+        char err[300];
+        sl_err e = node_exchange_not_default(src->name, 0, err, sizeof err);
+        return reply_sl_err(r, e, "%s", err);
     }
     qm_binding *b = find_binding(src, dq, dx, pk);
     if (!b)

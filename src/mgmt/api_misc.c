@@ -18,50 +18,22 @@
 #include "cluster/member.h"
 #include "mgmt/mgmt_internal.h"
 
-static void add_queue(node_totals *t, qm_queue *q, int top)
+struct listed_ctx {
+    mgmt *m;
+    const msmq_caller *who;
+};
+
+static int vhost_listed(void *ctx, const char *vhost)
 {
-    if (top)
-        t->queues++;
-    t->messages += qm_queue_message_count(q);
-    t->ready += q->n_ready;
-    t->unacked += q->n_locked + q->n_purge_pending;
-    t->bytes += q->bytes_total;
-    t->consumers += q->n_consumers;
-    t->published += q->stat_published;
-    t->delivered += q->stat_delivered;
-    t->acked += q->stat_acked;
-    t->redelivered += q->stat_redelivered;
-    t->delivered_no_ack += q->stat_delivered_no_ack;
-    t->get += q->stat_get;
-    t->get_no_ack += q->stat_get_no_ack;
-    t->purged += q->stat_purged;
-    t->expired += q->stat_expired;
-    t->dead_lettered += q->stat_dead_lettered;
-    size_t it = 0, kl;
-    const char *k;
-    void *v;
-    while (q->subqueues && sl_map_next(q->subqueues, &it, &k, &kl, &v))
-        add_queue(t, v, 0);
+    struct listed_ctx *l = ctx;
+    return mq_vhost_listed(l->m->n->acc, l->who, vhost);
 }
 
 /* Totals over the vhosts and connections viewer r may list; r NULL: the whole node. */
 static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
 {
-    memset(t, 0, sizeof *t);
-    size_t vit = 0, kl;
-    const char *k;
-    void *v;
-    while (sl_map_next(m->n->qm->vhosts, &vit, &k, &kl, &v)) {
-        qm_vhost *vh = v;
-        if (who && !mq_vhost_listed(m->n->acc, who, vh->name))
-            continue;
-        t->exchanges += sl_map_count(vh->exchanges);
-        t->confirm += vh->stat_confirm;
-        size_t qit = 0;
-        void *qv;
-        while (sl_map_next(vh->queues, &qit, &k, &kl, &qv))
-            add_queue(t, qv, 1);
-    }
+    struct listed_ctx l = {m, who};
+    node_totals_model(m->n->qm, who ? vhost_listed : NULL, &l, t); /* node/totals.c */
     int monitor = !who || acc_is_monitor(m->n->acc, who->user);
     const node_part *door = node_clients(m->n);
     node_client c;
@@ -254,12 +226,7 @@ static void vhost_topic_json(void *ctx, const acc_user *u, const acc_topic_grant
 json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh)
 {
     node_totals t;
-    memset(&t, 0, sizeof t);
-    size_t it = 0, kl;
-    const char *k;
-    void *v;
-    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
-        add_queue(&t, v, 1);
+    node_totals_vhost_queues(vh, &t);
     const acc_vhost *av = acc_vhost_find(m->n->acc, vh->name, strlen(vh->name));
     return json_pack("{s:s,s:s,s:o,s:I,s:I,s:I,s:b}", "name", vh->name, "description",
                      av ? av->description : "", "tags", tags_json(av ? av->tags : ""), "messages",

@@ -13,6 +13,7 @@
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
 #include "mq/move.h"
+#include "node/rules.h"
 
 /* ------------------------------------------------------------------------------------------
  * Views
@@ -140,9 +141,11 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
         return reply_error(r, 400, "bad_request", "queue name longer than 255 bytes");
     if (json_truthy(json_object_get(body, "durable"), 1) && !req_disk_ok(r, 0))
         return MHD_YES;
-    if (!strncmp(name, "amq.", 4) && !qm_queue_find(vh, name, strlen(name)))
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "queue name '%s' contains reserved prefix 'amq.*'", name);
+    char err[600];
+    sl_err e = node_queue_new_name(name, strlen(name), !!qm_queue_find(vh, name, strlen(name)), err,
+                                   sizeof err);
+    if (e != SL_OK)
+        return reply_sl_err(r, e, "%s", err);
     if (qm_queue_name_is_outgoing(name, strlen(name)))
         return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
                             "'%s' is a format name: sending to it makes its outgoing queue", name);
@@ -150,13 +153,9 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
      * and with a dead-letter exchange also needs read on itself and write on that. */
     if (!req_allowed(r, vh->name, ACC_QUEUE, name, ACC_CONFIGURE))
         return MHD_YES;
-    char err[600];
     if (!qm_queue_find(vh, name, strlen(name))) {
-        acc_db *a = r->m->n->acc;
-        const acc_vhost *av = acc_vhost_find(a, vh->name, strlen(vh->name));
-        if (av && av->max_queues >= 0 &&
-            acc_check_queue_limit(a, vh->name, qm_vhost_queue_count(vh), name, err, sizeof err))
-            return reply_sl_err(r, SL_ERR_PRECONDITION, "%s", err);
+        if ((e = node_queue_limit(r->m->n->acc, vh, name, err, sizeof err)) != SL_OK)
+            return reply_sl_err(r, e, "%s", err);
         json_t *dlx = json_object_get(json_object_get(body, "arguments"), "x-dead-letter-exchange");
         if (json_is_string(dlx) &&
             (!req_allowed(r, vh->name, ACC_QUEUE, name, ACC_READ) ||
@@ -176,16 +175,11 @@ static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
     };
     qm_queue *q = NULL;
     int created = 0;
-    sl_err e = qm_queue_declare(vh, &d, &q, &created, err, sizeof err);
+    e = qm_queue_declare(vh, &d, &q, &created, err, sizeof err);
     sl_buf_free(&args);
     if (e != SL_OK)
         return reply_sl_err(r, e, "%s", err);
     return reply_empty(r, created ? 201 : 204);
-}
-
-int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
-{
-    return mq_exclusive_locked(q, why, whylen);
 }
 
 /* An exclusive queue belongs to the connection that declared it: no HTTP request is that
@@ -195,9 +189,10 @@ int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
 static int refuse_exclusive(req *r, const qm_queue *q)
 {
     char why[600];
-    if (!queue_exclusive_locked(q, why, sizeof why))
+    sl_err e = node_queue_locked(q, NULL, why, sizeof why);
+    if (e == SL_OK)
         return 0;
-    reply_sl_err(r, SL_ERR_RESOURCE_LOCKED, "%s", why);
+    reply_sl_err(r, e, "%s", why);
     return 1;
 }
 

@@ -23,12 +23,7 @@
 #include "core/mem.h"
 #include "core/version.h"
 #include "mgmt/mgmt_internal.h"
-
-static int exportable_queue(const qm_queue *q)
-{
-    /* outgoing queues are made by sending (and by importing a binding to a format name) */
-    return !q->is_system && !q->is_subqueue && !q->exclusive && !q->is_outgoing;
-}
+#include "node/rules.h"
 
 static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchanges, json_t *bindings)
 {
@@ -36,7 +31,7 @@ static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchange
     void **qs = sl_map_sorted(vh->queues, &n);
     for (size_t i = 0; i < n; i++) {
         qm_queue *q = qs[i];
-        if (!exportable_queue(q))
+        if (!node_queue_definable(q))
             continue;
         json_array_append_new(
             queues,
@@ -48,7 +43,7 @@ static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchange
     void **xs = sl_map_sorted(vh->exchanges, &n);
     for (size_t i = 0; i < n; i++) {
         qm_exchange *x = xs[i];
-        if (x->name[0] && strncmp(x->name, "amq.", 4))
+        if (!node_exchange_predeclared(x->name, strlen(x->name)))
             json_array_append_new(
                 exchanges,
                 json_pack("{s:s,s:s,s:s,s:b,s:b,s:b,s:o}", "name", x->name, "vhost", vh->name,
@@ -56,7 +51,7 @@ static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchange
                           "auto_delete", x->auto_delete, "internal", x->internal, "arguments",
                           table_to_json((amqp_bytes){x->args, x->args_len})));
         for (qm_binding *b = x->bindings; b; b = b->next) {
-            if (b->dest_queue && !exportable_queue(b->dest_queue))
+            if (b->dest_queue && !node_queue_definable(b->dest_queue))
                 continue;
             json_array_append_new(
                 bindings,
@@ -434,8 +429,8 @@ sl_err defs_import(sl_node *n, json_t *body, const char *forced, char *err, size
         qm_vhost *vh = qm_vhost_find(node, vname, strlen(vname));
         if (!vh)
             FAIL(SL_ERR_NOT_FOUND, "exchange '%s': no vhost '%s'", name, vname);
-        if (!*name || !strncmp(name, "amq.", 4))
-            continue; /* predeclared */
+        if (node_exchange_predeclared(name, strlen(name)))
+            continue;
         sl_buf args;
         if (json_to_table(json_object_get(e, "arguments"), &args, why, sizeof why) < 0)
             FAIL(SL_ERR_SYNTAX, "exchange '%s': %s", name, why);
@@ -461,7 +456,7 @@ sl_err defs_import(sl_node *n, json_t *body, const char *forced, char *err, size
         qm_vhost *vh = qm_vhost_find(node, vname, strlen(vname));
         if (!vh)
             FAIL(SL_ERR_NOT_FOUND, "queue '%s': no vhost '%s'", name, vname);
-        if (!*name || !strncmp(name, "amq.", 4))
+        if (!*name || node_name_reserved(name, strlen(name)))
             FAIL(SL_ERR_SYNTAX, "queue name '%s' is reserved or empty", name);
         if (qm_queue_name_is_outgoing(name, strlen(name)))
             continue; /* a format name: its outgoing queue comes with the first send */

@@ -28,33 +28,21 @@
 #include <sys/socket.h>
 
 #include "core/clock.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
 
 static void unlink_conn(guard_door *d, guard_conn *c)
 {
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        d->head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        d->tail = c->prev;
+    SL_LIST_UNLINK_TAIL(d->head, d->tail, c, prev, next);
     c->prev = c->next = NULL;
     d->n_unproven--;
 }
 
 static void append_conn(guard_door *d, guard_conn *c)
 {
-    c->prev = d->tail;
-    c->next = NULL;
-    if (d->tail)
-        d->tail->next = c;
-    else
-        d->head = c;
-    d->tail = c;
+    SL_LIST_APPEND_TAIL(d->head, d->tail, c, prev, next);
     d->n_unproven++;
 }
 

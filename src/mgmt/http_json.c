@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "amqp/table.h"
+#include "core/hex.h"
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
 
@@ -282,16 +283,6 @@ enum MHD_Result reply_not_found(req *r)
  * Request access
  */
 
-static int hexv(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 const char *req_query(req *r, const char *key)
 {
     const char *raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
@@ -301,9 +292,8 @@ const char *req_query(req *r, const char *key)
     for (const char *p = raw; *p; p++) {
         if (*p == '+') {
             *o++ = ' ';
-        } else if (*p == '%' && hexv((unsigned char)p[1]) >= 0 && hexv((unsigned char)p[2]) >= 0 &&
-                   (p[1] != '0' || p[2] != '0')) {
-            *o++ = (char)(hexv((unsigned char)p[1]) << 4 | hexv((unsigned char)p[2]));
+        } else if (*p == '%' && sl_hex_byte(p + 1) > 0) { /* %00 is left as it is */
+            *o++ = (char)sl_hex_byte(p + 1);
             p += 2;
         } else {
             *o++ = *p;
@@ -463,61 +453,6 @@ json_t *json_strn_safe(const char *s, size_t len)
     j = json_stringn(o, (size_t)(q - o));
     sl_free(o);
     return j;
-}
-
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *base64_encode(const uint8_t *p, size_t n, size_t *outlen)
-{
-    char *o = sl_xmalloc((n + 2) / 3 * 4 + 1), *q = o;
-    size_t i = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        *q++ = b64chars[v >> 18];
-        *q++ = b64chars[(v >> 12) & 63];
-        *q++ = b64chars[(v >> 6) & 63];
-        *q++ = b64chars[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-        *q++ = b64chars[v >> 18];
-        *q++ = b64chars[(v >> 12) & 63];
-        *q++ = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
-        *q++ = '=';
-    }
-    *q = 0;
-    if (outlen)
-        *outlen = (size_t)(q - o);
-    return o;
-}
-
-long base64_decode(const char *s, size_t n, uint8_t *out)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    long len = 0;
-    size_t pad = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '=') {
-            pad++;
-            continue;
-        }
-        if (c == '\n' || c == '\r' || c == ' ')
-            continue;
-        if (pad)
-            return -1;
-        const char *p = c ? strchr(b64chars, c) : NULL;
-        if (!p)
-            return -1;
-        acc = acc << 6 | (uint32_t)(p - b64chars);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[len++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return pad > 2 ? -1 : len;
 }
 
 /* ---- AMQP tables -> JSON ---- */

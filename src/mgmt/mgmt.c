@@ -49,6 +49,7 @@
 
 #include "access/verifier.h"
 #include "core/clock.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "net/listen.h"
@@ -388,27 +389,16 @@ static enum MHD_Result reply_unauthorized(req *r)
  * Routing
  */
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decode in place; -1 on a bad escape or an embedded NUL. */
 static int pct_decode(char *s)
 {
     char *o = s;
     for (char *p = s; *p; p++) {
         if (*p == '%') {
-            int h = hexval((unsigned char)p[1]), l = h < 0 ? -1 : hexval((unsigned char)p[2]);
-            if (h < 0 || l < 0 || (h == 0 && l == 0))
+            int v = sl_hex_byte(p + 1);
+            if (v <= 0) /* a bad escape, or %00 */
                 return -1;
-            *o++ = (char)(h << 4 | l);
+            *o++ = (char)v;
             p += 2;
         } else {
             *o++ = *p;

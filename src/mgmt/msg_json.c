@@ -73,7 +73,7 @@ json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding
         json_object_set_new(o, "payload_encoding", json_string("string"));
     } else {
         size_t bl;
-        char *b64 = base64_encode(qm_msg_body(m), n, &bl);
+        char *b64 = sl_base64_encode(qm_msg_body(m), n, &bl);
         json_object_set_new(o, "payload", json_stringn(b64, bl));
         json_object_set_new(o, "payload_encoding", json_string("base64"));
         sl_free(b64);
@@ -236,7 +236,7 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf 
     size_t blen = tlen;
     if (b64) {
         decoded = sl_xmalloc(tlen * 3 / 4 + 4);
-        long n = base64_decode(text, tlen, decoded);
+        long n = sl_base64_decode(text, tlen, decoded);
         if (n < 0) {
             sl_free(decoded);
             sl_buf_free(&raw);

@@ -27,6 +27,7 @@
 #include <sys/random.h>
 
 #include "core/clock.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
@@ -127,8 +128,7 @@ static int session_new(mgmt *m, const acc_user *u, char out[2 * MGMT_SESSION_TOK
     uint8_t raw[MGMT_SESSION_TOKEN_BYTES];
     if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
         return -1;
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    sl_hex(out, raw, sizeof raw);
     OPENSSL_cleanse(raw, sizeof raw);
     uint8_t key[SHA256_DIGEST_LENGTH];
     token_key(out, key);

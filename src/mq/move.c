@@ -24,6 +24,7 @@
 #include "core/mem.h"
 #include "mq/formatname.h"
 #include "mq/move.h"
+#include "node/rules.h"
 
 /* ------------------------------------------------------------------------------------------
  * The registry of transactions opened through a door
@@ -96,19 +97,6 @@ sl_err mq_tx_end(mq_state *mq, qm_tx *tx, int commit, uint64_t *voided)
  * Move
  */
 
-int mq_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
-{
-    const qm_queue *top = q->parent ? q->parent : q;
-    if (!top->exclusive)
-        return 0;
-    snprintf(why, whylen,
-             "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be "
-             "originally declared on another connection or the exclusive property value does "
-             "not match that of the original declaration.",
-             top->name, top->vhost->name);
-    return 1;
-}
-
 static int valid_subqueue_name(const char *s)
 {
     size_t n = strlen(s);
@@ -173,7 +161,8 @@ static qm_queue *destination(mq_state *mq, const mq_move_req *rq, sl_err *e, cha
 static sl_err move_permitted(mq_state *mq, const char *user, const qm_queue *src,
                              const qm_queue *dest, char *why, size_t whylen)
 {
-    if (mq_exclusive_locked(src, why, whylen) || mq_exclusive_locked(dest, why, whylen))
+    if (node_queue_locked(src, NULL, why, whylen) != SL_OK ||
+        node_queue_locked(dest, NULL, why, whylen) != SL_OK)
         return SL_ERR_RESOURCE_LOCKED; /* one rule for every door: as over AMQP */
     acc_db *a = mq->n->acc;
     sl_err e = acc_check_vhost(a, user, src->vhost->name, why, whylen);

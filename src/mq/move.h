@@ -45,8 +45,4 @@ typedef struct mq_move_result {
 /* SL_OK, or the error with its reason in why ("" when the model's error says it all). */
 sl_err mq_move(mq_state *mq, const mq_move_req *rq, mq_move_result *out, char *why, size_t whylen);
 
-/* 1 with RabbitMQ's 405 text in why when q (or the queue of a subqueue) is exclusive: it
- * belongs to its AMQP connection, and no other door's request is that connection. */
-int mq_exclusive_locked(const qm_queue *q, char *why, size_t whylen);
-
 #endif

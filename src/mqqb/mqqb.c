@@ -4,27 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
-static inline uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static inline uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline void wr16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static inline void wr32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
+#include "core/le.h"
+#include "core/utf16.h"
 
 static inline size_t align4(size_t n)
 {
@@ -35,10 +16,10 @@ void mqqb_base_decode(const uint8_t *p, mqqb_base *b)
 {
     b->version = p[0];
     b->reserved = p[1];
-    b->flags = rd16(p + 2);
-    b->signature = rd32(p + 4);
-    b->packet_size = rd32(p + 8);
-    b->ttrq = rd32(p + 12);
+    b->flags = sl_le16(p + 2);
+    b->signature = sl_le32(p + 4);
+    b->packet_size = sl_le32(p + 8);
+    b->ttrq = sl_le32(p + 12);
 }
 
 int mqqb_frame_len(const uint8_t *p, size_t n, uint32_t max, uint32_t *total, const char **why)
@@ -72,13 +53,13 @@ int mqqb_frame_len(const uint8_t *p, size_t n, uint32_t max, uint32_t *total, co
 
 static void session_decode(const uint8_t *p, mqqb_session *s)
 {
-    s->ack_seq = rd16(p);
-    s->rec_ack_seq = rd16(p + 2);
-    s->rec_ack_flags = rd32(p + 4);
-    s->user_seq = rd16(p + 8);
-    s->rec_seq = rd16(p + 10);
-    s->window = rd16(p + 12);
-    s->reserved = rd16(p + 14);
+    s->ack_seq = sl_le16(p);
+    s->rec_ack_seq = sl_le16(p + 2);
+    s->rec_ack_flags = sl_le32(p + 4);
+    s->user_seq = sl_le16(p + 8);
+    s->rec_seq = sl_le16(p + 10);
+    s->window = sl_le16(p + 12);
+    s->reserved = sl_le16(p + 14);
 }
 
 int mqqb_parse_internal(const uint8_t *p, size_t len, mqqb_internal *out, const char **why)
@@ -93,7 +74,7 @@ int mqqb_parse_internal(const uint8_t *p, size_t len, mqqb_internal *out, const 
         *why = "not an internal packet";
         return -1;
     }
-    out->iflags = rd16(p + 18);
+    out->iflags = sl_le16(p + 18);
     out->type = out->iflags & 0xF;
     const uint8_t *h = p + MQQB_BASE_LEN + MQQB_INTERNAL_LEN;
     switch (out->type) {
@@ -104,19 +85,19 @@ int mqqb_parse_internal(const uint8_t *p, size_t len, mqqb_internal *out, const 
         }
         memcpy(out->ec.client_guid, h, 16);
         memcpy(out->ec.server_guid, h + 16, 16);
-        out->ec.timestamp = rd32(h + 32);
-        out->ec.os = rd16(h + 36);
-        out->ec.reserved = rd16(h + 38);
+        out->ec.timestamp = sl_le32(h + 32);
+        out->ec.os = sl_le16(h + 36);
+        out->ec.reserved = sl_le16(h + 38);
         return 0;
     case MQQB_PT_PARAMS:
         if (out->base.packet_size != MQQB_CP_PACKET_LEN) {
             *why = "ConnectionParameters packet is not 32 bytes";
             return -1;
         }
-        out->cp.recoverable_ack_timeout = rd32(h);
-        out->cp.ack_timeout = rd32(h + 4);
-        out->cp.reserved = rd16(h + 8);
-        out->cp.window = rd16(h + 10);
+        out->cp.recoverable_ack_timeout = sl_le32(h);
+        out->cp.ack_timeout = sl_le32(h + 4);
+        out->cp.reserved = sl_le16(h + 8);
+        out->cp.window = sl_le16(h + 10);
         return 0;
     case MQQB_PT_SESSION_ACK:
         if (!(out->base.flags & MQQB_BF_SH) || out->base.packet_size != MQQB_SESSION_ACK_LEN) {
@@ -173,7 +154,7 @@ static int qformat(cur *c, unsigned type, mqqb_qformat *q)
     case MQQB_QF_PRIVATE_ADMIN:
         if (need(c, 4, "queue format name is truncated") < 0)
             return -1;
-        q->private_id = rd32(c->p + c->off);
+        q->private_id = sl_le32(c->p + c->off);
         c->off += 4;
         return 0;
     case MQQB_QF_PUBLIC:
@@ -187,13 +168,13 @@ static int qformat(cur *c, unsigned type, mqqb_qformat *q)
             need(c, 20, "queue format name is truncated") < 0)
             return -1;
         memcpy(q->guid, c->p + c->off, 16);
-        q->private_id = rd32(c->p + c->off + 16);
+        q->private_id = sl_le32(c->p + c->off + 16);
         c->off += 20;
         return 0;
     case MQQB_QF_DIRECT: {
         if (need(c, 2, "direct format name is truncated") < 0)
             return -1;
-        uint16_t count = rd16(c->p + c->off);
+        uint16_t count = sl_le16(c->p + c->off);
         c->off += 2;
         if (count < 2 || (count & 1) || need(c, count, "direct format name runs past the packet"))
             return *c->why = "direct format name has a bad length", -1;
@@ -220,10 +201,10 @@ static int user_header(cur *c, mqqb_user *m)
         return -1;
     memcpy(m->source_qm, p, 16);
     memcpy(m->dest_qm, p + 16, 16);
-    m->ttbr = rd32(p + 32);
-    m->sent_time = rd32(p + 36);
-    m->message_id = rd32(p + 40);
-    m->uflags = rd32(p + 44);
+    m->ttbr = sl_le32(p + 32);
+    m->sent_time = sl_le32(p + 36);
+    m->message_id = sl_le32(p + 40);
+    m->uflags = sl_le32(p + 44);
     c->off += 48;
     unsigned dq = MQQB_UF_DQ(m->uflags), aq = MQQB_UF_AQ(m->uflags);
     if (dq != 0 && dq != 3 && dq != 5 && dq != 7) {
@@ -261,10 +242,10 @@ static int tx_header(cur *c, mqqb_user *m)
         return -1;
     const uint8_t *p = c->p + c->off;
     m->has_tx = 1;
-    m->tx_flags = rd32(p);
-    m->tx_seq_id = (uint64_t)rd32(p + 8) << 32 | rd32(p + 4);
-    m->tx_seq_no = rd32(p + 12);
-    m->tx_prev_no = rd32(p + 16);
+    m->tx_flags = sl_le32(p);
+    m->tx_seq_id = (uint64_t)sl_le32(p + 8) << 32 | sl_le32(p + 4);
+    m->tx_seq_no = sl_le32(p + 12);
+    m->tx_prev_no = sl_le32(p + 16);
     c->off += 20;
     if (m->tx_seq_no == 0 || m->tx_prev_no >= m->tx_seq_no) {
         *c->why = "TransactionHeader numbers out of range (TxSequenceNumber 0, or previous >= it)";
@@ -286,12 +267,12 @@ static int security_header(cur *c, mqqb_user *m)
         return -1;
     const uint8_t *p = c->p + c->off;
     m->has_security = 1;
-    m->sec_flags = rd16(p);
-    m->sender_id_size = rd16(p + 2);
-    m->enc_key_size = rd16(p + 4);
-    m->sig_size = rd16(p + 6);
-    m->cert_size = rd32(p + 8);
-    m->provider_size = rd32(p + 12);
+    m->sec_flags = sl_le16(p);
+    m->sender_id_size = sl_le16(p + 2);
+    m->enc_key_size = sl_le16(p + 4);
+    m->sig_size = sl_le16(p + 6);
+    m->cert_size = sl_le32(p + 8);
+    m->provider_size = sl_le32(p + 12);
     c->off += 16;
     /* SecurityData: each item 4-aligned; sizes are at most 4 MiB each after the checks, so
      * the 64-bit sum cannot wrap */
@@ -315,16 +296,16 @@ static int props_header(cur *c, mqqb_user *m)
     const uint8_t *p = c->p + c->off;
     m->ack_flags = p[0];
     m->label_len = p[1];
-    m->msg_class = rd16(p + 2);
+    m->msg_class = sl_le16(p + 2);
     memcpy(m->correlation_id, p + 4, 20);
-    m->body_type = rd32(p + 24);
-    m->app_tag = rd32(p + 28);
-    m->body_size = rd32(p + 32);
-    m->alloc_body_size = rd32(p + 36);
-    m->privacy = rd32(p + 40);
-    m->hash_alg = rd32(p + 44);
-    m->enc_alg = rd32(p + 48);
-    m->ext_size = rd32(p + 52);
+    m->body_type = sl_le32(p + 24);
+    m->app_tag = sl_le32(p + 28);
+    m->body_size = sl_le32(p + 32);
+    m->alloc_body_size = sl_le32(p + 36);
+    m->privacy = sl_le32(p + 40);
+    m->hash_alg = sl_le32(p + 44);
+    m->enc_alg = sl_le32(p + 48);
+    m->ext_size = sl_le32(p + 52);
     c->off += 56;
     if (m->label_len > 250) {
         *c->why = "MessagePropertiesHeader.LabelLength is over 250";
@@ -357,7 +338,7 @@ static int debug_header(cur *c, mqqb_user *m)
     if (need(c, 4, "DebugHeader is truncated") < 0)
         return -1;
     m->has_debug = 1;
-    m->debug_flags = rd16(c->p + c->off);
+    m->debug_flags = sl_le16(c->p + c->off);
     c->off += 4;
     unsigned qt = m->debug_flags & 3u;
     if (qt > 1) {
@@ -377,11 +358,11 @@ static int soap_section(cur *c, uint16_t id, const uint8_t **s, size_t *len)
 {
     if (need(c, 8, "SoapHeader is truncated") < 0)
         return -1;
-    if (rd16(c->p + c->off) != id) {
+    if (sl_le16(c->p + c->off) != id) {
         *c->why = "SoapHeader section id is wrong";
         return -1;
     }
-    uint64_t chars = rd32(c->p + c->off + 4);
+    uint64_t chars = sl_le32(c->p + c->off + 4);
     c->off += 8;
     if (need(c, chars * 2, "SoapHeader section runs past the packet") < 0)
         return -1;
@@ -397,26 +378,26 @@ static int mqf_header(cur *c, mqqb_user *m)
     for (int i = 0; i < 3; i++) { /* Destination, Administration, Response */
         if (need(c, 12, "MQFAddressHeader is truncated") < 0)
             return -1;
-        uint32_t size = rd32(c->p + c->off);
-        uint16_t hid = rd16(c->p + c->off + 4);
+        uint32_t size = sl_le32(c->p + c->off);
+        uint16_t hid = sl_le16(c->p + c->off + 4);
         static const uint16_t ids[3] = {0x64, 0xC8, 0x12C};
         if (size < 12 || hid != ids[i]) {
             *c->why = "MQFAddressHeader has a bad size or id";
             return -1;
         }
         if (i == 0)
-            m->mqf_dest_count = rd32(c->p + c->off + 8);
+            m->mqf_dest_count = sl_le32(c->p + c->off + 8);
         if (need(c, align4(size), "MQFAddressHeader runs past the packet") < 0)
             return -1;
         c->off += align4(size);
     }
     if (need(c, 8, "MQFSignatureHeader is truncated") < 0)
         return -1;
-    if (rd16(c->p + c->off) != 0x15E) {
+    if (sl_le16(c->p + c->off) != 0x15E) {
         *c->why = "MQFSignatureHeader.ID is not 0x015E";
         return -1;
     }
-    uint64_t size = rd32(c->p + c->off + 4);
+    uint64_t size = sl_le32(c->p + c->off + 4);
     c->off += 8;
     if (need(c, align4(size), "MQFSignatureHeader runs past the packet") < 0)
         return -1;
@@ -477,23 +458,23 @@ int mqqb_parse_user(const uint8_t *p, size_t len, mqqb_user *m, const char **why
 /* A SessionHeader (MS-MQMQ 2.2.20.4), 16 bytes: session_decode's mirror. */
 static void session_encode(uint8_t *h, const mqqb_session *s)
 {
-    wr16(h, s->ack_seq);
-    wr16(h + 2, s->rec_ack_seq);
-    wr32(h + 4, s->rec_ack_flags);
-    wr16(h + 8, s->user_seq);
-    wr16(h + 10, s->rec_seq);
-    wr16(h + 12, s->window);
-    wr16(h + 14, s->reserved);
+    sl_put_le16(h, s->ack_seq);
+    sl_put_le16(h + 2, s->rec_ack_seq);
+    sl_put_le32(h + 4, s->rec_ack_flags);
+    sl_put_le16(h + 8, s->user_seq);
+    sl_put_le16(h + 10, s->rec_seq);
+    sl_put_le16(h + 12, s->window);
+    sl_put_le16(h + 14, s->reserved);
 }
 
 static void base_write(uint8_t *p, uint8_t reserved, uint16_t flags, uint32_t size)
 {
     p[0] = MQQB_VERSION;
     p[1] = reserved;
-    wr16(p + 2, flags);
-    wr32(p + 4, MQQB_SIGNATURE);
-    wr32(p + 8, size);
-    wr32(p + 12, 0xFFFFFFFFu); /* not a UserMessage: TimeToReachQueue infinite */
+    sl_put_le16(p + 2, flags);
+    sl_put_le32(p + 4, MQQB_SIGNATURE);
+    sl_put_le32(p + 8, size);
+    sl_put_le32(p + 12, 0xFFFFFFFFu); /* not a UserMessage: TimeToReachQueue infinite */
 }
 
 /* BaseHeader.Reserved "can be set to any arbitrary value": the values of the captures of
@@ -506,14 +487,14 @@ static void ec_write(uint8_t *out, const mqqb_establish *e, uint8_t rsv, uint16_
                      const uint8_t server[16], uint8_t pad)
 {
     base_write(out, rsv, MQQB_BF_IN | 3, MQQB_EC_PACKET_LEN);
-    wr16(out + 16, 0);
-    wr16(out + 18, iflags);
+    sl_put_le16(out + 16, 0);
+    sl_put_le16(out + 18, iflags);
     uint8_t *h = out + 20;
     memcpy(h, e->client_guid, 16);
     memcpy(h + 16, server, 16);
-    wr32(h + 32, e->timestamp);
-    wr16(h + 36, e->os);
-    wr16(h + 38, 0);
+    sl_put_le32(h + 32, e->timestamp);
+    sl_put_le16(h + 36, e->os);
+    sl_put_le16(h + 38, 0);
     memset(h + 40, pad, 512);
 }
 
@@ -534,19 +515,19 @@ void mqqb_write_establish_request(uint8_t out[MQQB_EC_PACKET_LEN], const mqqb_es
 void mqqb_write_params(uint8_t out[MQQB_CP_PACKET_LEN], const mqqb_params *cp)
 {
     base_write(out, RSV_CP, MQQB_BF_IN | 3, MQQB_CP_PACKET_LEN);
-    wr16(out + 16, 0);
-    wr16(out + 18, MQQB_PT_PARAMS);
-    wr32(out + 20, cp->recoverable_ack_timeout);
-    wr32(out + 24, cp->ack_timeout);
-    wr16(out + 28, 0);
-    wr16(out + 30, cp->window);
+    sl_put_le16(out + 16, 0);
+    sl_put_le16(out + 18, MQQB_PT_PARAMS);
+    sl_put_le32(out + 20, cp->recoverable_ack_timeout);
+    sl_put_le32(out + 24, cp->ack_timeout);
+    sl_put_le16(out + 28, 0);
+    sl_put_le16(out + 30, cp->window);
 }
 
 void mqqb_write_session_ack(uint8_t out[MQQB_SESSION_ACK_LEN], const mqqb_session *s)
 {
     base_write(out, RSV_SA, MQQB_BF_IN | MQQB_BF_SH | 3, MQQB_SESSION_ACK_LEN);
-    wr16(out + 16, 0);
-    wr16(out + 18, MQQB_PT_SESSION_ACK);
+    sl_put_le16(out + 16, 0);
+    sl_put_le16(out + 18, MQQB_PT_SESSION_ACK);
     session_encode(out + 20, s);
 }
 
@@ -577,20 +558,20 @@ static size_t write_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16], co
     uint8_t *p = out + MQQB_BASE_LEN;
     memcpy(p, own_guid, 16);
     /* QueueManagerAddress: the NULL GUID for a direct format name */
-    wr32(p + 32, 0xFFFFFFFFu);
-    wr32(p + 36, sent_time);
-    wr32(p + 40, message_id);
-    wr32(p + 44, MQQB_UF_MP | (uint32_t)dm << 5 | (uint32_t)MQQB_QF_DIRECT << 10);
-    wr16(p + 48, (uint16_t)count);
+    sl_put_le32(p + 32, 0xFFFFFFFFu);
+    sl_put_le32(p + 36, sent_time);
+    sl_put_le32(p + 40, message_id);
+    sl_put_le32(p + 44, MQQB_UF_MP | (uint32_t)dm << 5 | (uint32_t)MQQB_QF_DIRECT << 10);
+    sl_put_le16(p + 48, (uint16_t)count);
     for (size_t i = 0; i < dql; i++)
-        wr16(p + 50 + 2 * i, (uint8_t)dq[i]);
+        sl_put_le16(p + 50 + 2 * i, (uint8_t)dq[i]);
     p += uh;
     p[1] = (uint8_t)sizeof label; /* LabelLength, NUL included */
-    wr16(p + 2, cls);
-    wr32(p + 32, MQQB_ORDER_ACK_BODY_LEN);
-    wr32(p + 36, MQQB_ORDER_ACK_BODY_LEN);
+    sl_put_le16(p + 2, cls);
+    sl_put_le32(p + 32, MQQB_ORDER_ACK_BODY_LEN);
+    sl_put_le32(p + 36, MQQB_ORDER_ACK_BODY_LEN);
     for (size_t i = 0; i < sizeof label; i++)
-        wr16(p + 56 + 2 * i, (uint8_t)label[i]);
+        sl_put_le16(p + 56 + 2 * i, (uint8_t)label[i]);
     memcpy(p + 56 + sizeof label * 2, body, MQQB_ORDER_ACK_BODY_LEN);
     return total;
 }
@@ -600,10 +581,10 @@ size_t mqqb_write_order_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16]
                             uint32_t seq_no)
 {
     uint8_t b[MQQB_ORDER_ACK_BODY_LEN] = {0};
-    wr32(b, (uint32_t)seq_id);
-    wr32(b + 4, (uint32_t)(seq_id >> 32));
-    wr32(b + 8, seq_no);
-    wr32(b + 12, seq_no - 1);
+    sl_put_le32(b, (uint32_t)seq_id);
+    sl_put_le32(b + 4, (uint32_t)(seq_id >> 32));
+    sl_put_le32(b + 8, seq_no);
+    sl_put_le32(b + 12, seq_no - 1);
     return write_ack(out, cap, own_guid, addr, message_id, sent_time, MQMSG_CLASS_ORDER_ACK, 0, b);
 }
 
@@ -612,12 +593,12 @@ size_t mqqb_write_final_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16]
                             const mqqb_user *acked)
 {
     uint8_t b[MQQB_ORDER_ACK_BODY_LEN];
-    wr32(b, (uint32_t)acked->tx_seq_id);
-    wr32(b + 4, (uint32_t)(acked->tx_seq_id >> 32));
-    wr32(b + 8, acked->tx_seq_no);
-    wr32(b + 12, acked->tx_prev_no);
+    sl_put_le32(b, (uint32_t)acked->tx_seq_id);
+    sl_put_le32(b + 4, (uint32_t)(acked->tx_seq_id >> 32));
+    sl_put_le32(b + 8, acked->tx_seq_no);
+    sl_put_le32(b + 12, acked->tx_prev_no);
     memcpy(b + 16, acked->source_qm, 16);
-    wr32(b + 32, acked->message_id);
+    sl_put_le32(b + 32, acked->message_id);
     /* FinalAck: recoverable (UserHeader.Flags.DM = 1) */
     return write_ack(out, cap, own_guid, addr, message_id, sent_time, cls, 1, b);
 }
@@ -626,10 +607,10 @@ size_t mqqb_write_final_ack(uint8_t *out, size_t cap, const uint8_t own_guid[16]
 
 int mqqb_parse_ping(const uint8_t *p, size_t len, mqqb_ping *out)
 {
-    if (len < MQQB_PING_LEN || rd16(p + 2) != MQQB_PING_SIGNATURE)
+    if (len < MQQB_PING_LEN || sl_le16(p + 2) != MQQB_PING_SIGNATURE)
         return -1;
-    out->flags = rd16(p);
-    out->cookie = rd32(p + 4);
+    out->flags = sl_le16(p);
+    out->cookie = sl_le32(p + 4);
     memcpy(out->qm_guid, p + 8, 16);
     return 0;
 }
@@ -637,9 +618,9 @@ int mqqb_parse_ping(const uint8_t *p, size_t len, mqqb_ping *out)
 void mqqb_write_ping_reply(uint8_t out[MQQB_PING_LEN], const mqqb_ping *req,
                            const uint8_t own_guid[16], int refuse)
 {
-    wr16(out, (uint16_t)((req->flags & MQQB_PING_RC) | (refuse ? MQQB_PING_RF : 0)));
-    wr16(out + 2, MQQB_PING_SIGNATURE);
-    wr32(out + 4, req->cookie);
+    sl_put_le16(out, (uint16_t)((req->flags & MQQB_PING_RC) | (refuse ? MQQB_PING_RF : 0)));
+    sl_put_le16(out + 2, MQQB_PING_SIGNATURE);
+    sl_put_le32(out + 4, req->cookie);
     memcpy(out + 8, own_guid, 16);
 }
 
@@ -647,54 +628,7 @@ void mqqb_write_ping_reply(uint8_t out[MQQB_PING_LEN], const mqqb_ping *req,
 
 long mqqb_utf16_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap)
 {
-    size_t o = 0;
-    if (n & 1)
-        return -1;
-    for (size_t i = 0; i < n; i += 2) {
-        uint32_t u = rd16(p + i);
-        if (u == 0)
-            return -1;
-        if (u >= 0xD800 && u < 0xDC00) {
-            if (i + 4 > n)
-                return -1;
-            uint32_t lo = rd16(p + i + 2);
-            if (lo < 0xDC00 || lo >= 0xE000)
-                return -1;
-            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-            i += 2;
-        } else if (u >= 0xDC00 && u < 0xE000) {
-            return -1;
-        }
-        uint8_t tmp[4];
-        size_t k;
-        if (u < 0x80) {
-            tmp[0] = (uint8_t)u;
-            k = 1;
-        } else if (u < 0x800) {
-            tmp[0] = (uint8_t)(0xC0 | u >> 6);
-            tmp[1] = (uint8_t)(0x80 | (u & 0x3F));
-            k = 2;
-        } else if (u < 0x10000) {
-            tmp[0] = (uint8_t)(0xE0 | u >> 12);
-            tmp[1] = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
-            tmp[2] = (uint8_t)(0x80 | (u & 0x3F));
-            k = 3;
-        } else {
-            tmp[0] = (uint8_t)(0xF0 | u >> 18);
-            tmp[1] = (uint8_t)(0x80 | ((u >> 12) & 0x3F));
-            tmp[2] = (uint8_t)(0x80 | ((u >> 6) & 0x3F));
-            tmp[3] = (uint8_t)(0x80 | (u & 0x3F));
-            k = 4;
-        }
-        if (o + k + 1 > cap)
-            return -1;
-        memcpy(out + o, tmp, k);
-        o += k;
-    }
-    if (o + 1 > cap)
-        return -1;
-    out[o] = 0;
-    return (long)o;
+    return sl_utf16le_to_utf8(p, n, out, cap);
 }
 
 int mqqb_direct_private_queue(const char *s, size_t n, const char **name, size_t *len)
@@ -721,51 +655,10 @@ int mqqb_direct_private_queue(const char *s, size_t n, const char **name, size_t
 /* ---- the initiator's UserMessage ---- */
 
 /* UTF-8 s to UTF-16LE into out (NULL: only count): UTF-16 units, or -1 when s is not UTF-8
- * (overlong forms, surrogates, NUL inside are refused). */
+ * (core/utf16.h's policy; a C string holds no NUL). */
 static long utf8_to_utf16(const char *s, uint8_t *out)
 {
-    const uint8_t *p = (const uint8_t *)s;
-    long n = 0;
-    while (*p) {
-        uint32_t u;
-        int k;
-        if (p[0] < 0x80) {
-            u = p[0];
-            k = 0;
-        } else if ((p[0] & 0xE0) == 0xC0) {
-            u = p[0] & 0x1Fu;
-            k = 1;
-        } else if ((p[0] & 0xF0) == 0xE0) {
-            u = p[0] & 0x0Fu;
-            k = 2;
-        } else if ((p[0] & 0xF8) == 0xF0) {
-            u = p[0] & 0x07u;
-            k = 3;
-        } else {
-            return -1;
-        }
-        for (int i = 1; i <= k; i++) {
-            if ((p[i] & 0xC0) != 0x80)
-                return -1;
-            u = u << 6 | (p[i] & 0x3Fu);
-        }
-        static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
-        if (u < least[k] || u > 0x10FFFF || (u >= 0xD800 && u < 0xE000))
-            return -1;
-        p += k + 1;
-        if (u >= 0x10000) {
-            if (out) {
-                wr16(out + 2 * n, (uint16_t)(0xD800 + ((u - 0x10000) >> 10)));
-                wr16(out + 2 * n + 2, (uint16_t)(0xDC00 + ((u - 0x10000) & 0x3FF)));
-            }
-            n += 2;
-        } else {
-            if (out)
-                wr16(out + 2 * n, (uint16_t)u);
-            n++;
-        }
-    }
-    return n;
+    return sl_utf8_to_utf16le((const uint8_t *)s, strlen(s), out);
 }
 
 long mqqb_utf16_units(const char *s)
@@ -804,11 +697,11 @@ static size_t qout_write(uint8_t *p, const mqqb_qout *q)
         return 16;
     case MQQB_QF_PRIVATE_OTHER:
         memcpy(p, q->guid, 16);
-        wr32(p + 16, q->private_id);
+        sl_put_le32(p + 16, q->private_id);
         return 20;
     case MQQB_QF_DIRECT: {
         long units = utf8_to_utf16(q->direct, p + 2);
-        wr16(p, (uint16_t)((units + 1) * 2)); /* bytes, the NUL included */
+        sl_put_le16(p, (uint16_t)((units + 1) * 2)); /* bytes, the NUL included */
         return align4(2 + (size_t)(units + 1) * 2);
     }
     default:
@@ -862,18 +755,18 @@ size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m)
     /* PacketSize leaves out the trailing SessionHeader (MS-MQMQ 2.2.19.1) */
     base_write(out, 0, (uint16_t)((m->tx ? 0 : (m->priority & 7)) | (m->session ? MQQB_BF_SH : 0)),
                (uint32_t)size);
-    wr32(out + 12, m->ttrq);
+    sl_put_le32(out + 12, m->ttrq);
     uint8_t *p = out + MQQB_BASE_LEN;
     memcpy(p, m->source_qm, 16);
     /* QueueManagerAddress (p + 16): the NULL GUID for a direct format name */
-    wr32(p + 32, m->ttbr);
-    wr32(p + 36, m->sent_time);
-    wr32(p + 40, m->message_id);
+    sl_put_le32(p + 32, m->ttbr);
+    sl_put_le32(p + 36, m->sent_time);
+    sl_put_le32(p + 40, m->message_id);
     uint32_t dm = (m->recoverable || m->tx) ? 1 : 0;
-    wr32(p + 44, MQQB_UF_MP | dm << 5 | (uint32_t)MQQB_QF_DIRECT << 10 |
-                     (uint32_t)m->admin.type << 13 | (uint32_t)m->resp.type << 16 |
-                     (m->tx ? MQQB_UF_TH : 0) | (m->journal ? MQQB_UF_JP : 0) |
-                     (m->dead_letter ? MQQB_UF_JN : 0));
+    sl_put_le32(p + 44, MQQB_UF_MP | dm << 5 | (uint32_t)MQQB_QF_DIRECT << 10 |
+                            (uint32_t)m->admin.type << 13 | (uint32_t)m->resp.type << 16 |
+                            (m->tx ? MQQB_UF_TH : 0) | (m->journal ? MQQB_UF_JP : 0) |
+                            (m->dead_letter ? MQQB_UF_JN : 0));
     size_t q = 48;
     mqqb_qout dq = {.type = MQQB_QF_DIRECT, .direct = m->dest};
     q += qout_write(p + q, &dq); /* in the order of the parser: destination, admin, response */
@@ -881,22 +774,22 @@ size_t mqqb_write_user(uint8_t *out, size_t cap, const mqqb_out *m)
     q += qout_write(p + q, &m->resp);
     p += uh;
     if (m->tx) {
-        wr32(p, MQQB_TF_FM | MQQB_TF_LM); /* each message is its own transaction */
-        wr32(p + 4, (uint32_t)m->tx_seq_id);
-        wr32(p + 8, (uint32_t)(m->tx_seq_id >> 32));
-        wr32(p + 12, m->tx_seq_no);
-        wr32(p + 16, m->tx_prev_no);
+        sl_put_le32(p, MQQB_TF_FM | MQQB_TF_LM); /* each message is its own transaction */
+        sl_put_le32(p + 4, (uint32_t)m->tx_seq_id);
+        sl_put_le32(p + 8, (uint32_t)(m->tx_seq_id >> 32));
+        sl_put_le32(p + 12, m->tx_seq_no);
+        sl_put_le32(p + 16, m->tx_prev_no);
         p += th;
     }
     p[0] = m->ack_flags;
-    wr16(p + 2, m->msg_class);
+    sl_put_le16(p + 2, m->msg_class);
     if (m->correlation)
         memcpy(p + 4, m->correlation, 20);
-    wr32(p + 24, m->body_type);
-    wr32(p + 28, m->app_tag);
-    wr32(p + 32, m->body_len);
-    wr32(p + 36, m->body_len);
-    wr32(p + 52, m->ext_len);
+    sl_put_le32(p + 24, m->body_type);
+    sl_put_le32(p + 28, m->app_tag);
+    sl_put_le32(p + 32, m->body_len);
+    sl_put_le32(p + 36, m->body_len);
+    sl_put_le32(p + 52, m->ext_len);
     size_t o = 56;
     if (m->label) {
         long units = utf8_to_utf16(m->label, p + o);
@@ -966,8 +859,8 @@ int mqqb_order_ack_of(const mqqb_user *u, uint64_t *seq_id, uint32_t *seq_no)
 {
     if (u->msg_class != MQMSG_CLASS_ORDER_ACK || u->body_size < 12 || !u->body)
         return -1;
-    *seq_id = (uint64_t)rd32(u->body + 4) << 32 | rd32(u->body);
-    *seq_no = rd32(u->body + 8);
+    *seq_id = (uint64_t)sl_le32(u->body + 4) << 32 | sl_le32(u->body);
+    *seq_no = sl_le32(u->body + 8);
     return 0;
 }
 
@@ -976,8 +869,8 @@ int mqqb_final_ack_of(const mqqb_user *u, uint64_t *seq_id, uint32_t *seq_no, ui
     if (u->msg_class == MQMSG_CLASS_ORDER_ACK || u->body_size < MQQB_ORDER_ACK_BODY_LEN ||
         !u->body || u->label_len != 16)
         return -1;
-    *seq_id = (uint64_t)rd32(u->body + 4) << 32 | rd32(u->body);
-    *seq_no = rd32(u->body + 8);
+    *seq_id = (uint64_t)sl_le32(u->body + 4) << 32 | sl_le32(u->body);
+    *seq_no = sl_le32(u->body + 8);
     *cls = u->msg_class;
     return 0;
 }

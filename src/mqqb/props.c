@@ -11,6 +11,7 @@
 #include "amqp/table.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/hex.h"
 
 void msmq_guid_str(const uint8_t g[16], char out[40])
 {
@@ -85,15 +86,8 @@ static void put_cstr(sl_buf *b, const char *key, const char *v)
 
 static void put_hex(sl_buf *b, const char *key, const uint8_t *p, size_t n)
 {
-    static const char hx[] = "0123456789abcdef";
     char s[2 * 64 + 1];
-    if (n > 64)
-        n = 64;
-    for (size_t i = 0; i < n; i++) {
-        s[2 * i] = hx[p[i] >> 4];
-        s[2 * i + 1] = hx[p[i] & 15];
-    }
-    s[2 * n] = 0;
+    sl_hex(s, p, n > 64 ? 64 : n);
     put_cstr(b, key, s);
 }
 
@@ -219,17 +213,6 @@ qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char
 
 /* ---- the sending side: AMQP properties and x-msmq-* headers back to MSMQ's ---- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* msmq_guid_str's inverse: 36 characters at s into g (MS-DTYP byte order); 0 or -1. */
 static int guid_parse(const char *s, size_t n, uint8_t g[16])
 {
@@ -241,7 +224,7 @@ static int guid_parse(const char *s, size_t n, uint8_t g[16])
     for (size_t i = 0; i < 36 && k < 16; i++) {
         if (i == 8 || i == 13 || i == 18 || i == 23)
             continue;
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        int hi = sl_hex_nibble(s[i]), lo = sl_hex_nibble(s[i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         g[at[k++]] = (uint8_t)(hi << 4 | lo);
@@ -257,7 +240,7 @@ static int u32_parse(const char *s, size_t n, int base, uint32_t *out)
     if (n == 0 || n > 10)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        int d = hexval(s[i]);
+        int d = sl_hex_nibble(s[i]);
         if (d < 0 || d >= base)
             return -1;
         v = v * (unsigned)base + (unsigned)d;

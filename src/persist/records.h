@@ -79,6 +79,7 @@
 
 #include "amqp/wire.h"
 #include "core/buf.h"
+#include "core/le.h"
 
 enum {
     M_QUEUE = 1,
@@ -138,10 +139,7 @@ static inline void rec_u8(sl_buf *b, uint8_t v)
 }
 static inline void rec_u32(sl_buf *b, uint32_t v)
 {
-    uint8_t *p = sl_buf_reserve(b, 4);
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    b->len += 4;
+    sl_buf_put_le32(b, v);
 }
 static inline void rec_u64(sl_buf *b, uint64_t v)
 {
@@ -184,8 +182,7 @@ static inline uint32_t rd_u32(rec_reader *r)
 {
     if (!rec_need(r, 4))
         return 0;
-    uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
-                 (uint32_t)r->p[3] << 24;
+    uint32_t v = sl_le32(r->p);
     r->p += 4;
     return v;
 }
@@ -198,7 +195,7 @@ static inline amqp_bytes rd_s16(rec_reader *r)
 {
     if (!rec_need(r, 2))
         return (amqp_bytes){0};
-    size_t n = (size_t)r->p[0] | (size_t)r->p[1] << 8;
+    size_t n = sl_le16(r->p);
     r->p += 2;
     if (!rec_need(r, n))
         return (amqp_bytes){0};

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/hex.h"
+#include "core/le.h"
+
 const rpc_syntax rpc_ndr20 = {{0x04, 0x5d, 0x88, 0x8a, 0xeb, 0x1c, 0xc9, 0x11, 0x9f, 0xe8, 0x08,
                                0x00, 0x2b, 0x10, 0x48, 0x60},
                               2,
@@ -26,17 +29,6 @@ enum {
 };
 enum { NAK_NOT_SPECIFIED = 0, NAK_VERSION = 4, NAK_AUTHN_TYPE = 8 };
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 int rpc_uuid_parse(const char *s, uint8_t out[16])
 {
     /* text order: 4-2-2-2-6 bytes; the first three groups are little endian on the wire */
@@ -47,7 +39,7 @@ int rpc_uuid_parse(const char *s, uint8_t out[16])
             continue;
         if (k >= 32 || !s[i + 1])
             return -1;
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        int hi = sl_hex_nibble(s[i]), lo = sl_hex_nibble(s[i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         out[pos[k / 2]] = (uint8_t)(hi << 4 | lo);
@@ -116,28 +108,17 @@ typedef struct pdu {
     uint32_t call_id;
 } pdu;
 
+/* The PDU's integers in the sender's byte order (its drep): core/le.h or buf.h's. */
 static uint16_t get16(const uint8_t *p, int le)
 {
-    return le ? (uint16_t)(p[0] | p[1] << 8) : (uint16_t)(p[1] | p[0] << 8);
+    return le ? sl_le16(p) : sl_get_u16(p);
 }
 static uint32_t get32(const uint8_t *p, int le)
 {
-    return le ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
-              : (uint32_t)p[3] | (uint32_t)p[2] << 8 | (uint32_t)p[1] << 16 | (uint32_t)p[0] << 24;
+    return le ? sl_le32(p) : sl_get_u32(p);
 }
 
 /* ---- writing PDUs (always little endian, ASCII, IEEE) ---- */
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 /* Start a PDU in out; returns its offset (the length is patched by end_pdu). The offset is
  * from the read offset, not from the allocation: out may be partly sent, and a later append
@@ -153,9 +134,9 @@ static size_t begin_pdu(sl_buf *out, uint8_t type, uint8_t flags, uint32_t call_
     h[3] = flags;
     h[4] = 0x10; /* little endian, ASCII */
     h[5] = h[6] = h[7] = 0;
-    put16(h + 8, 0);
-    put16(h + 10, 0);
-    put32(h + 12, call_id);
+    sl_put_le16(h + 8, 0);
+    sl_put_le16(h + 10, 0);
+    sl_put_le32(h + 12, call_id);
     out->len += RPC_HDR_LEN;
     return at;
 }
@@ -170,16 +151,16 @@ static size_t pdu_len(const sl_buf *out, size_t at)
 }
 static void end_pdu(sl_buf *out, size_t at)
 {
-    put16(pdu_at(out, at) + 8, (uint16_t)pdu_len(out, at));
+    sl_put_le16(pdu_at(out, at) + 8, (uint16_t)pdu_len(out, at));
 }
 static void out16(sl_buf *out, uint16_t v)
 {
-    put16(sl_buf_reserve(out, 2), v);
+    sl_put_le16(sl_buf_reserve(out, 2), v);
     out->len += 2;
 }
 static void out32(sl_buf *out, uint32_t v)
 {
-    put32(sl_buf_reserve(out, 4), v);
+    sl_put_le32(sl_buf_reserve(out, 4), v);
     out->len += 4;
 }
 static void out_pad4(sl_buf *out, size_t at)
@@ -237,7 +218,7 @@ void rpc_conn_respond(rpc_conn *c, const rpc_call *call, const uint8_t *stub, si
             c->out.len += NTLM_SIG_LEN;
             end_pdu(&c->out, at);
             uint8_t *head = pdu_at(&c->out, at); /* nothing is appended from here on */
-            put16(head + 10, NTLM_SIG_LEN);
+            sl_put_le16(head + 10, NTLM_SIG_LEN);
             ntlm_wrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, head, sig_at,
                       RPC_HDR_LEN + 8, n + pad, head + sig_at);
         } else {
@@ -443,7 +424,7 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
         sl_buf_put_u8(&c->out, 0);
         out32(&c->out, c->auth_ctx_id);
         sl_buf_append(&c->out, chal.data, chal.len);
-        put16(pdu_at(&c->out, at) + 10, (uint16_t)chal.len);
+        sl_put_le16(pdu_at(&c->out, at) + 10, (uint16_t)chal.len);
     }
     sl_buf_free(&chal);
     end_pdu(&c->out, at);

@@ -58,7 +58,7 @@ void ndr_put_bytes(ndr_wr *w, const void *p, size_t n);
 /* A non-NULL pointer's referent id (the referent is written later, where NDR defers it). */
 void ndr_put_ref(ndr_wr *w);
 /* The deferred referent of a [string] wchar_t*: max count, offset 0, actual count, UTF-16LE
- * with the NUL. s is UTF-8 (invalid bytes become U+FFFD). */
+ * with the NUL. s is UTF-8; a sequence core/utf16.h refuses becomes U+FFFD. */
 void ndr_put_wstring(ndr_wr *w, const char *s);
 /* UTF-16 units (with the NUL) that ndr_put_wstring writes for s. */
 uint32_t ndr_wstring_units(const char *s);

@@ -60,7 +60,8 @@ typedef struct ntlm_srv {
 
 /* 0 when the legacy provider (MD4, RC4) can be loaded; -1 with why otherwise. */
 int ntlm_crypto_check(char *why, size_t whylen);
-/* The NT hash of a UTF-8 password: MD4(UTF-16LE(pw)). -1 for invalid UTF-8 or no MD4. */
+/* The NT hash of a UTF-8 password: MD4(UTF-16LE(pw)). -1 for invalid UTF-8 or no MD4.
+ * access/nthash.h's acc_nt_hash, under the name the NTLM code and its tests know. */
 int ntlm_nt_hash(const uint8_t *pw, size_t n, uint8_t out[16]);
 
 void ntlm_srv_init(ntlm_srv *s);

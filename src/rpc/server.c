@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/le.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "net/accept.h"
@@ -126,12 +128,7 @@ static void session_close(session *ss, const char *why)
         s->on_close(s->on_close_ctx, ss->info.id);
     sl_loop_unwatch(s->loop, &ss->w);
     close(ss->fd);
-    if (ss->prev)
-        ss->prev->next = ss->next;
-    else
-        s->sessions = ss->next;
-    if (ss->next)
-        ss->next->prev = ss->prev;
+    SL_LIST_UNLINK(s->sessions, ss, prev, next);
     rpc_conn_free(&ss->conn);
     sl_buf_free(&ss->in);
     sl_free(ss);
@@ -386,10 +383,7 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *pee
     ss->w.fd = fd;
     ss->w.fn = on_session;
     ss->w.data = ss;
-    ss->next = s->sessions;
-    if (s->sessions)
-        s->sessions->prev = ss;
-    s->sessions = ss;
+    SL_LIST_PUSH(s->sessions, ss, prev, next);
     s->n_sessions++;
     if (sl_loop_watch(s->loop, &ss->w, SL_EV_READ) < 0)
         session_close(ss, "cannot watch the socket");
@@ -477,7 +471,7 @@ static int floor_at(const uint8_t *t, size_t n, size_t *pos, const uint8_t **lhs
 {
     if (n - *pos < 2)
         return -1;
-    *ll = (uint16_t)(t[*pos] | t[*pos + 1] << 8);
+    *ll = sl_le16(t + *pos);
     *pos += 2;
     if (n - *pos < *ll)
         return -1;
@@ -485,7 +479,7 @@ static int floor_at(const uint8_t *t, size_t n, size_t *pos, const uint8_t **lhs
     *pos += *ll;
     if (n - *pos < 2)
         return -1;
-    *rl = (uint16_t)(t[*pos] | t[*pos + 1] << 8);
+    *rl = sl_le16(t + *pos);
     *pos += 2;
     if (n - *pos < *rl)
         return -1;
@@ -570,7 +564,7 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
     uint16_t ll, rl;
     int tcp = 0;
     if (tlen >= 2) {
-        unsigned floors = tower[0] | tower[1] << 8;
+        unsigned floors = sl_le16(tower);
         for (unsigned i = 0; i < floors && i < 8; i++) {
             if (floor_at(tower, tlen, &pos, &lhs, &ll, &rhs, &rl) < 0)
                 break;
