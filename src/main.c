@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     persist_options po = {0};
     if (n)
         n->cl_node = node;
-    if (!n || (node && broker_cluster_mirror(n, &po) < 0) || /* the store is mirrored */
+    if (!n || (node && cl_leader_mirror(n, &po) < 0) || /* the store is mirrored */
         node_open(n, &po) < 0 || link_start(n) < 0 || !broker_start(n)) {
         node_free(n);
         sl_config_free(&cfg);
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
         sl_config_free(&cfg);
         return 1;
     }
-    if (node && broker_cluster_adopt(n, m ? mgmt_port(m) : 0) < 0) {
+    if (node && cl_leader_adopt(n, m ? mgmt_port(m) : 0) < 0) {
         msmq_stop(mq);
         msrpc_stop(&rpc);
         mgmt_stop(m);

@@ -998,7 +998,7 @@ static void on_tune_ok(conn *c, const amqp_connection_tune_ok *t)
 static void on_open(conn *c, const amqp_connection_open *o)
 {
     char cwhy[600];
-    if (node_cluster_refuses(c->b->n, cwhy, sizeof cwhy) < 0) {
+    if (cl_leader_refuses(c->b->n, cwhy, sizeof cwhy) < 0) {
         /* A follower does not serve (proxying to the leader is not built yet): the client is
          * told where the leader is, with 320 as RabbitMQ closes a connection it will not
          * keep, and reconnects elsewhere. */

@@ -42,15 +42,16 @@ int cl_secret_load(const char *path, uint8_t **out, size_t *len, char *err, size
         close(fd);
         return -1;
     }
-    if (st.st_size > CA_MAX_SECRET) {
-        snprintf(err, errlen, "cluster.secret_file %s: longer than %d bytes", path, CA_MAX_SECRET);
+    if (st.st_size > CL_AUTH_MAX_SECRET) {
+        snprintf(err, errlen, "cluster.secret_file %s: longer than %d bytes", path,
+                 CL_AUTH_MAX_SECRET);
         close(fd);
         return -1;
     }
-    uint8_t *buf = sl_xmalloc(CA_MAX_SECRET + 1);
+    uint8_t *buf = sl_xmalloc(CL_AUTH_MAX_SECRET + 1);
     size_t n = 0;
     for (;;) {
-        ssize_t r = read(fd, buf + n, CA_MAX_SECRET + 1 - n);
+        ssize_t r = read(fd, buf + n, CL_AUTH_MAX_SECRET + 1 - n);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
@@ -59,12 +60,13 @@ int cl_secret_load(const char *path, uint8_t **out, size_t *len, char *err, size
             sl_free(buf);
             return -1;
         }
-        if (r == 0 || (n += (size_t)r) > CA_MAX_SECRET)
+        if (r == 0 || (n += (size_t)r) > CL_AUTH_MAX_SECRET)
             break;
     }
     close(fd);
-    if (n > CA_MAX_SECRET) {
-        snprintf(err, errlen, "cluster.secret_file %s: longer than %d bytes", path, CA_MAX_SECRET);
+    if (n > CL_AUTH_MAX_SECRET) {
+        snprintf(err, errlen, "cluster.secret_file %s: longer than %d bytes", path,
+                 CL_AUTH_MAX_SECRET);
         sl_free(buf);
         return -1;
     }
@@ -81,9 +83,9 @@ int cl_secret_load(const char *path, uint8_t **out, size_t *len, char *err, size
     return 0;
 }
 
-int ca_nonce(uint8_t out[CA_NONCE])
+int cl_auth_nonce(uint8_t out[CL_AUTH_NONCE])
 {
-    return RAND_bytes(out, CA_NONCE) == 1 ? 0 : -1;
+    return RAND_bytes(out, CL_AUTH_NONCE) == 1 ? 0 : -1;
 }
 
 static void put_s16(sl_buf *b, const char *s)
@@ -96,9 +98,9 @@ static void put_s16(sl_buf *b, const char *s)
     sl_buf_append(b, s, n);
 }
 
-void ca_mac(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
-            const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
-            const uint8_t nl[CA_NONCE], uint8_t out[CA_MAC])
+void cl_auth_mac(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+                 const char *follower, const char *leader, const uint8_t nf[CL_AUTH_NONCE],
+                 const uint8_t nl[CL_AUTH_NONCE], uint8_t out[CL_AUTH_MAC])
 {
     static const char label[] = "sluice-repl-auth-1";
     sl_buf b;
@@ -108,27 +110,28 @@ void ca_mac(const uint8_t *secret, size_t secret_len, char role, const char *clu
     put_s16(&b, cluster);
     put_s16(&b, follower);
     put_s16(&b, leader);
-    sl_buf_append(&b, nf, CA_NONCE);
-    sl_buf_append(&b, nl, CA_NONCE);
-    unsigned int outlen = CA_MAC;
+    sl_buf_append(&b, nf, CL_AUTH_NONCE);
+    sl_buf_append(&b, nl, CL_AUTH_NONCE);
+    unsigned int outlen = CL_AUTH_MAC;
     if (!HMAC(EVP_sha256(), secret, (int)secret_len, sl_buf_head(&b), sl_buf_unread(&b), out,
               &outlen))
-        memset(out, 0, CA_MAC); /* never matches a real proof: ca_check compares it too */
+        memset(out, 0, CL_AUTH_MAC); /* never matches a real proof: cl_auth_check compares it too */
     sl_buf_free(&b);
 }
 
-int ca_check(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
-             const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
-             const uint8_t nl[CA_NONCE], const uint8_t mac[CA_MAC])
+int cl_auth_check(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+                  const char *follower, const char *leader, const uint8_t nf[CL_AUTH_NONCE],
+                  const uint8_t nl[CL_AUTH_NONCE], const uint8_t mac[CL_AUTH_MAC])
 {
-    uint8_t want[CA_MAC];
-    ca_mac(secret, secret_len, role, cluster, follower, leader, nf, nl, want);
-    int ok = CRYPTO_memcmp(want, mac, CA_MAC) == 0;
+    uint8_t want[CL_AUTH_MAC];
+    cl_auth_mac(secret, secret_len, role, cluster, follower, leader, nf, nl, want);
+    int ok = CRYPTO_memcmp(want, mac, CL_AUTH_MAC) == 0;
     OPENSSL_cleanse(want, sizeof want);
     return ok;
 }
 
-struct sl_tls_ctx *ca_tls_ctx(const struct sl_cluster_conf *c, int server, char *err, size_t errlen)
+struct sl_tls_ctx *cl_auth_tls_ctx(const struct sl_cluster_conf *c, int server, char *err,
+                                   size_t errlen)
 {
     err[0] = 0;
     if (!c->repl_certfile)

@@ -37,8 +37,8 @@
 #include "node/node.h"
 #include "persist/persist.h"
 
-static void broker_cluster_stop(sl_node *b);
-static void broker_cluster_free_mirror(sl_node *b);
+static void cl_leader_stop(sl_node *b);
+static void cl_leader_free_mirror(sl_node *b);
 
 static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
 {
@@ -51,7 +51,7 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
     cl_status st;
     cl_member_status(b->cluster, &st);
     if (b->repl)
-        cs_server_depose(b->repl); /* nothing more is released by this leader */
+        cl_stream_server_depose(b->repl); /* nothing more is released by this leader */
     static const char text[] = "CONNECTION_FORCED - this node is no longer the cluster leader";
     if (b->cl_node) {
         /* The queue model goes with the process: every client is closed with 320 (as on
@@ -74,7 +74,7 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
 static void on_batch(void *ctx, uint64_t gen, int synced)
 {
     sl_node *b = ctx;
-    uint64_t idx = mirror_batch(b->mirror, gen, synced); /* on_group tells the server */
+    uint64_t idx = cl_mirror_batch(b->mirror, gen, synced); /* on_group tells the server */
     if (b->cluster && b->cl_node)
         cl_member_set_log(b->cluster, b->cl_node->epoch, idx);
 }
@@ -85,17 +85,17 @@ static void on_group(void *ctx, uint64_t idx, uint64_t bytes)
     /* the group and the leader's durable index (this group's when its batch synced) in one
      * wake-up of the replication thread: two cost it a second round for nothing */
     if (b->repl)
-        cs_server_append_durable(b->repl, idx, bytes, mirror_durable(b->mirror));
+        cl_stream_server_append_durable(b->repl, idx, bytes, cl_mirror_durable(b->mirror));
 }
 
 static void cluster_leave(void *ctx)
 {
-    broker_cluster_stop(ctx);
+    cl_leader_stop(ctx);
 }
 
 static void cluster_closed(void *ctx)
 {
-    broker_cluster_free_mirror(ctx);
+    cl_leader_free_mirror(ctx);
 }
 
 /* A loopback address of another member's proxy is never a local client. */
@@ -109,7 +109,7 @@ static int peer_is_member(void *ctx, const struct sockaddr *sa)
     return cl_proxy_from_member(&st, b->cfg->node_name, sa);
 }
 
-int broker_cluster_mirror(sl_node *b, struct persist_options *po)
+int cl_leader_mirror(sl_node *b, struct persist_options *po)
 {
     node_part part = {.name = "cluster",
                       .ctx = b,
@@ -118,20 +118,20 @@ int broker_cluster_mirror(sl_node *b, struct persist_options *po)
                       .peer_is_member = peer_is_member};
     node_add_part(b, &part);
     cl_node *n = b->cl_node;
-    b->mirror = mirror_leader_new(b->cfg->data_dir, b->cfg->cluster.replication_buffer_bytes);
+    b->mirror = cl_mirror_leader_new(b->cfg->data_dir, b->cfg->cluster.replication_buffer_bytes);
     if (!b->mirror) {
         sl_error("cluster: cannot mirror the data directory: %s", strerror(errno));
         return -1;
     }
-    mirror_start(b->mirror, n->epoch, n->last_idx);
-    mirror_set_notify(b->mirror, on_group, b);
+    cl_mirror_start(b->mirror, n->epoch, n->last_idx);
+    cl_mirror_set_notify(b->mirror, on_group, b);
     po->batch_hook = on_batch;
     po->batch_ctx = b;
     po->repl_gate = 1;
     return 0;
 }
 
-static void broker_cluster_free_mirror(sl_node *b)
+static void cl_leader_free_mirror(sl_node *b)
 {
     /* After persist_close: every group is on this disk. The leader's log position, so that a
      * leader re-elected after its re-exec continues the numbering (the groups written after
@@ -139,13 +139,13 @@ static void broker_cluster_free_mirror(sl_node *b)
      * it follows). */
     cl_node *n = b->cl_node;
     if (b->mirror && n) {
-        uint64_t last = mirror_last(b->mirror);
+        uint64_t last = cl_mirror_last(b->mirror);
         if (last > n->last_idx)
-            repl_epochs_note(&n->hist, n->epoch, n->last_idx + 1);
-        if (replica_state_save(b->cfg->data_dir, last, &n->hist) < 0)
+            cl_repl_epochs_note(&n->hist, n->epoch, n->last_idx + 1);
+        if (cl_replica_state_save(b->cfg->data_dir, last, &n->hist) < 0)
             sl_warn("cluster: the replica state could not be saved: %s", strerror(errno));
     }
-    mirror_free(b->mirror);
+    cl_mirror_free(b->mirror);
     b->mirror = NULL;
 }
 
@@ -154,21 +154,21 @@ static void on_repl_event(sl_loop *loop, sl_watch *w, int events)
     sl_node *b = w->data;
     (void)loop;
     (void)events;
-    cs_server_take_event(b->repl);
-    uint64_t rel = cs_server_released(b->repl);
-    uint64_t gen = rel ? mirror_gen_of(b->mirror, rel) : 0;
+    cl_stream_server_take_event(b->repl);
+    uint64_t rel = cl_stream_server_released(b->repl);
+    uint64_t gen = rel ? cl_mirror_gen_of(b->mirror, rel) : 0;
     if (gen && gen > persist_repl_released(b->store)) {
         persist_repl_release(b->store, gen);
         node_release_waiters(b);
     }
-    int below = cs_server_blocked(b->repl);
+    int below = cl_stream_server_blocked(b->repl);
     int was = (b->alarms & ALARM_CLUSTER) != 0;
     node_set_cluster_alarm(b, below || b->cl_handover);
     if (below && !b->cl_handover && !was)
         node_drop_delivery_holds(b); /* consumers keep going (broker_hold_delivery) */
 }
 
-void node_cluster_handover(sl_node *b, int on, const char *heir)
+void cl_leader_handover(sl_node *b, int on, const char *heir)
 {
     b->cl_handover = on;
     if (on)
@@ -178,7 +178,7 @@ void node_cluster_handover(sl_node *b, int on, const char *heir)
         snprintf(b->cluster_reason, sizeof b->cluster_reason,
                  "cluster: fewer than %u in-sync replicas", b->cfg->cluster.min_insync_replicas);
     /* off: the alarm goes only if the ISR allows it too */
-    int below = b->repl && cs_server_blocked(b->repl);
+    int below = b->repl && cl_stream_server_blocked(b->repl);
     node_set_cluster_alarm(b, on || below);
     if (!on && below)
         node_drop_delivery_holds(b); /* as when the ISR shrinks (on_repl_event) */
@@ -192,7 +192,7 @@ static int log_group(void *ctx, uint64_t idx, uint8_t **bytes, size_t *len, uint
     /* A dirty start (node.h): no follower continues from before this leader's own groups. */
     if (b->cl_node->dirty && idx <= b->cl_node->last_idx + 1)
         return -1;
-    return mirror_group(b->mirror, idx, bytes, len, epoch);
+    return cl_mirror_group(b->mirror, idx, bytes, len, epoch);
 }
 
 static void log_isr(void *ctx, const char *const *names, size_t n)
@@ -204,30 +204,30 @@ static void log_isr(void *ctx, const char *const *names, size_t n)
 static void *snap_open(void *ctx, uint64_t *snap_idx)
 {
     sl_node *b = ctx;
-    mirror_snap *s = mirror_snapshot(b->mirror);
+    cl_mirror_snap *s = cl_mirror_snapshot(b->mirror);
     if (s)
-        *snap_idx = mirror_snap_idx(s);
+        *snap_idx = cl_mirror_snap_idx(s);
     return s;
 }
 
 static size_t snap_count(void *s)
 {
-    return mirror_snap_count(s);
+    return cl_mirror_snap_count(s);
 }
 
 static const char *snap_name(void *s, size_t i, uint64_t *size)
 {
-    return mirror_snap_name(s, i, size);
+    return cl_mirror_snap_name(s, i, size);
 }
 
 static long snap_read(void *s, size_t i, uint64_t off, void *buf, size_t len)
 {
-    return mirror_snap_read(s, i, off, buf, len);
+    return cl_mirror_snap_read(s, i, off, buf, len);
 }
 
 static void snap_free(void *s)
 {
-    mirror_snapshot_free(s);
+    cl_mirror_snapshot_free(s);
 }
 
 /* Member hooks (its thread). */
@@ -235,18 +235,18 @@ static void hook_lease(void *ctx, uint64_t until)
 {
     sl_node *b = ctx;
     if (b->repl)
-        cs_server_lease(b->repl, until);
+        cl_stream_server_lease(b->repl, until);
 }
 
 static void hook_isr_done(void *ctx, int outcome)
 {
     sl_node *b = ctx;
     if (b->repl)
-        cs_server_isr_result(b->repl, outcome);
+        cl_stream_server_isr_result(b->repl, outcome);
 }
 
 /* The server's HELLO check (its thread): a member an operator removed is refused. The member
- * outlives the server (broker_cluster_stop stops the server first). */
+ * outlives the server (cl_leader_stop stops the server first). */
 static int hook_banned(void *ctx, const char *name)
 {
     sl_node *b = ctx;
@@ -260,7 +260,7 @@ static int hook_member(void *ctx, const char *name)
     return cl_member_is_member(b->cluster, name);
 }
 
-int broker_cluster_adopt(sl_node *b, int http_port)
+int cl_leader_adopt(sl_node *b, int http_port)
 {
     (void)http_port;
     const sl_config *cfg = b->cfg;
@@ -274,9 +274,9 @@ int broker_cluster_adopt(sl_node *b, int http_port)
     snprintf(b->cluster_reason, sizeof b->cluster_reason, "cluster: fewer than %u in-sync replicas",
              cfg->cluster.min_insync_replicas);
     /* Groups made since the promotion (recovery's, seeding's) are this epoch's. */
-    uint64_t last = mirror_last(b->mirror);
+    uint64_t last = cl_mirror_last(b->mirror);
     if (last > n->last_idx)
-        repl_epochs_note(&n->hist, n->epoch, n->last_idx + 1);
+        cl_repl_epochs_note(&n->hist, n->epoch, n->last_idx + 1);
     cl_status st;
     cl_member_status(b->cluster, &st);
     const char *isr[CL_MAX_MEMBERS];
@@ -285,53 +285,53 @@ int broker_cluster_adopt(sl_node *b, int http_port)
         if (st.nodes[i].insync && strcmp(st.nodes[i].name, cfg->node_name))
             isr[n_isr++] = st.nodes[i].name;
     uint32_t lag_max = cfg->cluster.lease_ttl_s * 1000;
-    cs_server_opts o = {.self = cfg->node_name,
-                        .cluster = cfg->cluster.cluster_name,
-                        .epoch = n->epoch,
-                        .isr = isr,
-                        .n_isr = n_isr,
-                        .rl = {.min_isr = cfg->cluster.min_insync_replicas,
-                               .lag_max_ms = lag_max < 1000 ? 1000 : lag_max},
-                        .last_idx = last,
-                        .hist = &n->hist,
-                        .banned = hook_banned,
-                        .banned_ctx = b,
-                        .member = hook_member,
-                        .member_ctx = b,
-                        .secret = cfg->cluster.secret,
-                        .secret_len = cfg->cluster.secret_len};
-    cs_log lg = {.ctx = b,
-                 .group = log_group,
-                 .isr_propose = log_isr,
-                 .snap_open = snap_open,
-                 .snap_count = snap_count,
-                 .snap_name = snap_name,
-                 .snap_read = snap_read,
-                 .snap_free = snap_free};
+    cl_stream_server_opts o = {.self = cfg->node_name,
+                               .cluster = cfg->cluster.cluster_name,
+                               .epoch = n->epoch,
+                               .isr = isr,
+                               .n_isr = n_isr,
+                               .rl = {.min_isr = cfg->cluster.min_insync_replicas,
+                                      .lag_max_ms = lag_max < 1000 ? 1000 : lag_max},
+                               .last_idx = last,
+                               .hist = &n->hist,
+                               .banned = hook_banned,
+                               .banned_ctx = b,
+                               .member = hook_member,
+                               .member_ctx = b,
+                               .secret = cfg->cluster.secret,
+                               .secret_len = cfg->cluster.secret_len};
+    cl_stream_log lg = {.ctx = b,
+                        .group = log_group,
+                        .isr_propose = log_isr,
+                        .snap_open = snap_open,
+                        .snap_count = snap_count,
+                        .snap_name = snap_name,
+                        .snap_read = snap_read,
+                        .snap_free = snap_free};
     char err[256];
-    o.tls = ca_tls_ctx(&cfg->cluster, 1, err, sizeof err);
+    o.tls = cl_auth_tls_ctx(&cfg->cluster, 1, err, sizeof err);
     if (!o.tls && err[0]) {
         sl_error("cluster: %s", err);
         return -1;
     }
     int lfd = cl_member_take_listen(b->cluster);
     if (lfd < 0)
-        sl_tls_ctx_free(o.tls); /* cs_server_start owns it otherwise */
-    b->repl = lfd >= 0 ? cs_server_start(lfd, &o, &lg, err, sizeof err) : NULL;
+        sl_tls_ctx_free(o.tls); /* cl_stream_server_start owns it otherwise */
+    b->repl = lfd >= 0 ? cl_stream_server_start(lfd, &o, &lg, err, sizeof err) : NULL;
     if (!b->repl) {
         sl_error("cluster: %s", lfd >= 0 ? err : "the replication socket is gone");
         return -1;
     }
-    cs_server_durable(b->repl, mirror_durable(b->mirror));
+    cl_stream_server_durable(b->repl, cl_mirror_durable(b->mirror));
     cl_member_hooks h = {.ctx = b, .lease = hook_lease, .isr_done = hook_isr_done};
     cl_member_set_hooks(b->cluster, &h);
-    cs_server_lease(b->repl, cl_member_lease_until(b->cluster));
+    cl_stream_server_lease(b->repl, cl_member_lease_until(b->cluster));
     cl_member_set_log(b->cluster, n->epoch, last);
-    b->repl_w.fd = cs_server_fd(b->repl);
+    b->repl_w.fd = cl_stream_server_fd(b->repl);
     b->repl_w.fn = on_repl_event;
     b->repl_w.data = b;
     sl_loop_watch(b->loop, &b->repl_w, SL_EV_READ);
-    node_set_cluster_alarm(b, cs_server_blocked(b->repl) || b->cl_handover);
+    node_set_cluster_alarm(b, cl_stream_server_blocked(b->repl) || b->cl_handover);
     sl_info("cluster: leader of %s, epoch %" PRIu64 ": serving; the log continues from group "
             "%" PRIu64 "; confirms wait for %u in-sync cop%s",
             cfg->cluster.cluster_name, n->epoch, last, cfg->cluster.min_insync_replicas,
@@ -339,13 +339,13 @@ int broker_cluster_adopt(sl_node *b, int http_port)
     return 0;
 }
 
-static void broker_cluster_stop(sl_node *b)
+static void cl_leader_stop(sl_node *b)
 {
     if (b->repl) {
         sl_loop_unwatch(b->loop, &b->repl_w);
         if (b->cluster)
             cl_member_set_hooks(b->cluster, NULL);
-        cs_server_stop(b->repl);
+        cl_stream_server_stop(b->repl);
         b->repl = NULL;
     }
     if (!b->cluster)
@@ -355,7 +355,7 @@ static void broker_cluster_stop(sl_node *b)
     b->cluster = NULL;
 }
 
-int node_cluster_refuses(sl_node *b, char *err, size_t errlen)
+int cl_leader_refuses(sl_node *b, char *err, size_t errlen)
 {
     if (!b->cluster || cl_member_serving(b->cluster))
         return 0;

@@ -6,12 +6,12 @@
  * - The observer is the only producer of ops; it appends each op, encoded, to `pending` under
  *   the lock, in the order the store made them (capture happens after the operation
  *   succeeded, so every op of a closed group is on the leader's disk).
- * - mirror_batch turns `pending` into group last + 1: idx strictly increasing by one, gen
+ * - cl_mirror_batch turns `pending` into group last + 1: idx strictly increasing by one, gen
  *   non-decreasing. The data ring keeps the newest groups whose bytes fit ring_bytes (always
  *   at least the newest one); the index ring (idx, gen, synced) keeps at least as many, and
  *   up to IDX_KEEP more, so generation <-> group lookups still work for groups whose bytes
  *   were dropped.
- * - mirror_apply validates the whole group (CRC, bounds, kinds, names) before touching the
+ * - cl_mirror_apply validates the whole group (CRC, bounds, kinds, names) before touching the
  *   directory: a refused group changes nothing. Names are relative, of 1 or 2 safe
  *   components, and opened with O_NOFOLLOW beneath the directory given.
  */
@@ -75,7 +75,7 @@ static int component_ok(const char *s, size_t n)
     return 1;
 }
 
-int mirror_name_ok(const char *name, size_t len)
+int cl_mirror_name_ok(const char *name, size_t len)
 {
     if (len == 0 || len > MAX_NAME)
         return 0;
@@ -106,7 +106,7 @@ typedef struct gentry {
     size_t len;
 } gentry;
 
-struct mirror {
+struct cl_mirror {
     pthread_mutex_t mu;
     char *dir;
     size_t dirlen;
@@ -122,16 +122,16 @@ struct mirror {
     void *notify_ctx;
 };
 
-static mirror *installed;
+static cl_mirror *installed;
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static gentry *ent(const mirror *m, size_t i)
+static gentry *ent(const cl_mirror *m, size_t i)
 {
     return &m->v[(m->head + i) % m->cap];
 }
 
 /* The op's name relative to m->dir into out, or 0 when it is not under it / not mirrored. */
-static size_t rel_name(const mirror *m, const st_fop *op, char *out, size_t cap)
+static size_t rel_name(const cl_mirror *m, const st_fop *op, char *out, size_t cap)
 {
     const char *d = op->dir;
     if (strncmp(d, m->dir, m->dirlen) != 0 || d[m->dirlen] != '/')
@@ -144,7 +144,8 @@ static size_t rel_name(const mirror *m, const st_fop *op, char *out, size_t cap)
         n = snprintf(out, cap, "%s/%s", d, op->name);
     else
         n = snprintf(out, cap, "%s", d);
-    if (n <= 0 || (size_t)n >= cap || !mirror_name_ok(out, (size_t)n) || name_local(out, (size_t)n))
+    if (n <= 0 || (size_t)n >= cap || !cl_mirror_name_ok(out, (size_t)n) ||
+        name_local(out, (size_t)n))
         return 0;
     return (size_t)n;
 }
@@ -158,7 +159,7 @@ static void enc_op(sl_buf *b, int kind, const char *name, size_t nl)
 
 static void observe(void *ctx, const st_fop *op)
 {
-    mirror *m = ctx;
+    cl_mirror *m = ctx;
     char name[MAX_NAME + 1], name2[MAX_NAME + 1];
     size_t nl = rel_name(m, op, name, sizeof name), nl2 = 0;
     if (!nl)
@@ -179,7 +180,7 @@ static void observe(void *ctx, const st_fop *op)
         uint64_t off = op->arg;
         do { /* big writes in chunks, so a length always fits its u32 */
             size_t k = left > WRITE_CHUNK ? WRITE_CHUNK : left;
-            enc_op(b, MIRROR_OP_WRITE, name, nl);
+            enc_op(b, CL_MIRROR_OP_WRITE, name, nl);
             sl_buf_put_le64(b, off);
             sl_buf_put_le32(b, (uint32_t)k);
             sl_buf_append(b, p, k);
@@ -191,17 +192,17 @@ static void observe(void *ctx, const st_fop *op)
         break;
     }
     case ST_FOP_CREATE:
-        enc_op(b, MIRROR_OP_CREATE, name, nl);
+        enc_op(b, CL_MIRROR_OP_CREATE, name, nl);
         sl_buf_put_u8(b, op->arg ? 1 : 0);
         m->pending_nops++;
         break;
     case ST_FOP_TRUNCATE:
-        enc_op(b, MIRROR_OP_TRUNCATE, name, nl);
+        enc_op(b, CL_MIRROR_OP_TRUNCATE, name, nl);
         sl_buf_put_le64(b, op->arg);
         m->pending_nops++;
         break;
     case ST_FOP_RENAME:
-        enc_op(b, MIRROR_OP_RENAME, name, nl);
+        enc_op(b, CL_MIRROR_OP_RENAME, name, nl);
         sl_buf_put_le16(b, (uint16_t)nl2);
         sl_buf_append(b, name2, nl2);
         m->pending_nops++;
@@ -210,7 +211,7 @@ static void observe(void *ctx, const st_fop *op)
     case ST_FOP_DIRSYNC:
     case ST_FOP_UNLINK:
     case ST_FOP_MKDIR:
-        enc_op(b, op->kind, name, nl); /* ST_FOP_* and MIRROR_OP_* share their values */
+        enc_op(b, op->kind, name, nl); /* ST_FOP_* and CL_MIRROR_OP_* share their values */
         m->pending_nops++;
         break;
     default:
@@ -219,7 +220,7 @@ static void observe(void *ctx, const st_fop *op)
     pthread_mutex_unlock(&m->mu);
 }
 
-mirror *mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
+cl_mirror *cl_mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
 {
     pthread_mutex_lock(&install_mu);
     if (installed) {
@@ -227,13 +228,13 @@ mirror *mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
         errno = EBUSY;
         return NULL;
     }
-    mirror *m = sl_xcalloc(1, sizeof *m);
+    cl_mirror *m = sl_xcalloc(1, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
     m->dir = sl_xstrdup(data_dir);
     m->dirlen = strlen(m->dir);
     while (m->dirlen > 1 && m->dir[m->dirlen - 1] == '/')
         m->dir[--m->dirlen] = 0;
-    m->ring_bytes = ring_bytes ? ring_bytes : MIRROR_DEFAULT_RING;
+    m->ring_bytes = ring_bytes ? ring_bytes : CL_MIRROR_DEFAULT_RING;
     sl_buf_init(&m->pending);
     installed = m;
     st_log_set_observer(observe, m);
@@ -241,7 +242,7 @@ mirror *mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
     return m;
 }
 
-void mirror_free(mirror *m)
+void cl_mirror_free(cl_mirror *m)
 {
     if (!m)
         return;
@@ -260,7 +261,7 @@ void mirror_free(mirror *m)
     sl_free(m);
 }
 
-void mirror_start(mirror *m, uint64_t epoch, uint64_t last_idx)
+void cl_mirror_start(cl_mirror *m, uint64_t epoch, uint64_t last_idx)
 {
     pthread_mutex_lock(&m->mu);
     m->epoch = epoch;
@@ -273,7 +274,8 @@ void mirror_start(mirror *m, uint64_t epoch, uint64_t last_idx)
     pthread_mutex_unlock(&m->mu);
 }
 
-void mirror_set_notify(mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t bytes), void *ctx)
+void cl_mirror_set_notify(cl_mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t bytes),
+                          void *ctx)
 {
     pthread_mutex_lock(&m->mu);
     m->notify = fn;
@@ -281,7 +283,7 @@ void mirror_set_notify(mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t b
     pthread_mutex_unlock(&m->mu);
 }
 
-static void drop_data(mirror *m)
+static void drop_data(cl_mirror *m)
 {
     /* the newest group's bytes always stay */
     while (m->first_data + 1 < m->n && m->data_bytes > m->ring_bytes) {
@@ -297,7 +299,7 @@ static void drop_data(mirror *m)
     }
 }
 
-uint64_t mirror_batch(mirror *m, uint64_t gen, int synced)
+uint64_t cl_mirror_batch(cl_mirror *m, uint64_t gen, int synced)
 {
     pthread_mutex_lock(&m->mu);
     uint64_t idx = m->last + 1;
@@ -347,12 +349,12 @@ uint64_t mirror_batch(mirror *m, uint64_t gen, int synced)
     return idx;
 }
 
-void mirror_persist_hook(void *m, uint64_t gen, int synced)
+void cl_mirror_persist_hook(void *m, uint64_t gen, int synced)
 {
-    mirror_batch(m, gen, synced);
+    cl_mirror_batch(m, gen, synced);
 }
 
-uint64_t mirror_last(const mirror *m)
+uint64_t cl_mirror_last(const cl_mirror *m)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     uint64_t v = m->last;
@@ -360,7 +362,7 @@ uint64_t mirror_last(const mirror *m)
     return v;
 }
 
-uint64_t mirror_durable(const mirror *m)
+uint64_t cl_mirror_durable(const cl_mirror *m)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     uint64_t v = m->durable;
@@ -368,7 +370,7 @@ uint64_t mirror_durable(const mirror *m)
     return v;
 }
 
-uint64_t mirror_first_kept(const mirror *m)
+uint64_t cl_mirror_first_kept(const cl_mirror *m)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     uint64_t v = m->first_data < m->n ? ent(m, m->first_data)->idx : m->last + 1;
@@ -377,7 +379,7 @@ uint64_t mirror_first_kept(const mirror *m)
 }
 
 /* The entry of idx, or NULL. Under the lock. */
-static gentry *find_idx(const mirror *m, uint64_t idx)
+static gentry *find_idx(const cl_mirror *m, uint64_t idx)
 {
     if (!m->n)
         return NULL;
@@ -387,7 +389,7 @@ static gentry *find_idx(const mirror *m, uint64_t idx)
     return ent(m, (size_t)(idx - first)); /* consecutive indexes */
 }
 
-int mirror_group(mirror *m, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
+int cl_mirror_group(cl_mirror *m, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
 {
     pthread_mutex_lock(&m->mu);
     gentry *e = find_idx(m, idx);
@@ -404,7 +406,7 @@ int mirror_group(mirror *m, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t
     return rc;
 }
 
-uint64_t mirror_gen_of(const mirror *m, uint64_t idx)
+uint64_t cl_mirror_gen_of(const cl_mirror *m, uint64_t idx)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     gentry *e = find_idx(m, idx);
@@ -413,7 +415,7 @@ uint64_t mirror_gen_of(const mirror *m, uint64_t idx)
     return g;
 }
 
-uint64_t mirror_idx_of_gen(const mirror *m, uint64_t gen)
+uint64_t cl_mirror_idx_of_gen(const cl_mirror *m, uint64_t gen)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     uint64_t r = 0;
@@ -472,14 +474,14 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
     }
     o->name = (const char *)r->p + r->off;
     r->off += o->nl;
-    if (!mirror_name_ok(o->name, o->nl) || name_local(o->name, o->nl)) {
+    if (!cl_mirror_name_ok(o->name, o->nl) || name_local(o->name, o->nl)) {
         seterr(err, errlen, "op at %zu: refused name \"%.*s\"", at, (int)(o->nl > 64 ? 64 : o->nl),
                o->name);
         return -1;
     }
     int dir_only = !memchr(o->name, '/', o->nl);
     switch (o->kind) {
-    case MIRROR_OP_WRITE:
+    case CL_MIRROR_OP_WRITE:
         if (!need(r, 12)) {
             seterr(err, errlen, "op at %zu: truncated write", at);
             return -1;
@@ -495,14 +497,14 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         o->data = r->p + r->off;
         r->off += o->len;
         break;
-    case MIRROR_OP_CREATE:
+    case CL_MIRROR_OP_CREATE:
         if (!need(r, 1) || r->p[r->off] > 1) {
             seterr(err, errlen, "op at %zu: bad create", at);
             return -1;
         }
         o->arg = r->p[r->off++];
         break;
-    case MIRROR_OP_TRUNCATE:
+    case CL_MIRROR_OP_TRUNCATE:
         if (!need(r, 8)) {
             seterr(err, errlen, "op at %zu: truncated truncate", at);
             return -1;
@@ -514,7 +516,7 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
             return -1;
         }
         break;
-    case MIRROR_OP_RENAME:
+    case CL_MIRROR_OP_RENAME:
         if (!need(r, 2)) {
             seterr(err, errlen, "op at %zu: truncated rename", at);
             return -1;
@@ -527,17 +529,17 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         }
         o->name2 = (const char *)r->p + r->off;
         r->off += o->nl2;
-        if (!mirror_name_ok(o->name2, o->nl2) || name_local(o->name2, o->nl2) ||
+        if (!cl_mirror_name_ok(o->name2, o->nl2) || name_local(o->name2, o->nl2) ||
             !memchr(o->name2, '/', o->nl2)) {
             seterr(err, errlen, "op at %zu: refused rename target", at);
             return -1;
         }
         break;
-    case MIRROR_OP_SYNC:
-    case MIRROR_OP_UNLINK:
+    case CL_MIRROR_OP_SYNC:
+    case CL_MIRROR_OP_UNLINK:
         break;
-    case MIRROR_OP_DIRSYNC:
-    case MIRROR_OP_MKDIR:
+    case CL_MIRROR_OP_DIRSYNC:
+    case CL_MIRROR_OP_MKDIR:
         if (!dir_only) {
             seterr(err, errlen, "op at %zu: a directory operation on a file name", at);
             return -1;
@@ -554,10 +556,10 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
     return 0;
 }
 
-int mirror_group_check(const uint8_t *group, size_t len, uint64_t *idx, uint64_t *epoch,
-                       uint64_t *gen, uint32_t *nops, char *err, size_t errlen)
+int cl_mirror_group_check(const uint8_t *group, size_t len, uint64_t *idx, uint64_t *epoch,
+                          uint64_t *gen, uint32_t *nops, char *err, size_t errlen)
 {
-    if (len < GROUP_HDR + 4 || len > MIRROR_MAX_GROUP || memcmp(group, GROUP_MAGIC, 4) != 0) {
+    if (len < GROUP_HDR + 4 || len > CL_MIRROR_MAX_GROUP || memcmp(group, GROUP_MAGIC, 4) != 0) {
         seterr(err, errlen, "mirror group: not a group (%zu bytes)", len);
         return -1;
     }
@@ -614,7 +616,7 @@ typedef struct applier {
     } d[FCACHE]; /* subdirectories whose names changed */
     int nd;
     int top_dirty;
-    /* a persistent applier (mirror_applier_*): the groups' barriers wait for its sync */
+    /* a persistent applier (cl_mirror_applier_*): the groups' barriers wait for its sync */
     int defer;
     uint64_t syncs; /* fsync/fdatasync calls made (tests) */
     char *err;
@@ -650,7 +652,7 @@ static int open_sub(applier *a, const char *dir, int create)
 
 static int fsync_sub(applier *a, const char *dir)
 {
-    if (a->flags & MIRROR_APPLY_NOSYNC)
+    if (a->flags & CL_MIRROR_APPLY_NOSYNC)
         return 0;
     int fd = open_sub(a, dir, 0);
     if (fd < 0)
@@ -688,7 +690,7 @@ static void forget(applier *a, const char *name)
 
 static int flush_one(applier *a, int i)
 {
-    if (a->f[i].dirty && !(a->flags & MIRROR_APPLY_NOSYNC)) {
+    if (a->f[i].dirty && !(a->flags & CL_MIRROR_APPLY_NOSYNC)) {
         a->syncs++;
         if (fdatasync(a->f[i].fd) < 0)
             return -1;
@@ -774,31 +776,31 @@ static int apply_op(applier *a, const op *o)
     full[o->nl] = 0;
     int slot, fd;
     switch (o->kind) {
-    case MIRROR_OP_WRITE:
+    case CL_MIRROR_OP_WRITE:
         if ((fd = get_fd(a, o->name, o->nl, 1, 0, &slot)) < 0)
             return -1;
         if (pwrite_all(fd, o->data, o->len, o->arg) < 0)
             return -1;
         a->f[slot].dirty = 1;
         return 0;
-    case MIRROR_OP_CREATE:
+    case CL_MIRROR_OP_CREATE:
         if (get_fd(a, o->name, o->nl, 1, (int)o->arg, &slot) < 0)
             return -1;
         dir_dirty(a, dir);
         return 0;
-    case MIRROR_OP_TRUNCATE:
+    case CL_MIRROR_OP_TRUNCATE:
         if ((fd = get_fd(a, o->name, o->nl, 0, 0, &slot)) < 0)
             return errno == ENOENT ? 0 : -1; /* gone later in the group (a re-apply) */
         if (ftruncate(fd, (off_t)o->arg) < 0)
             return -1;
         a->f[slot].dirty = 1;
         return 0;
-    case MIRROR_OP_SYNC:
+    case CL_MIRROR_OP_SYNC:
         if ((fd = get_fd(a, o->name, o->nl, 0, 0, &slot)) < 0)
             return errno == ENOENT ? 0 : -1;
         a->f[slot].dirty = 1;
         return a->defer ? 0 : flush_one(a, slot);
-    case MIRROR_OP_UNLINK: {
+    case CL_MIRROR_OP_UNLINK: {
         forget(a, full);
         int dfd = open_sub(a, dir, 0);
         if (dfd < 0)
@@ -813,7 +815,7 @@ static int apply_op(applier *a, const op *o)
         dir_dirty(a, dir);
         return 0;
     }
-    case MIRROR_OP_RENAME: {
+    case CL_MIRROR_OP_RENAME: {
         char dir2[MAX_NAME + 1], file2[MAX_NAME + 1];
         split(o->name2, o->nl2, dir2, file2);
         if (strcmp(dir, dir2) != 0) {
@@ -842,7 +844,7 @@ static int apply_op(applier *a, const op *o)
         dir_dirty(a, dir);
         return 0;
     }
-    case MIRROR_OP_DIRSYNC:
+    case CL_MIRROR_OP_DIRSYNC:
         if (a->defer) { /* the sync does it, after every file */
             if (full[0])
                 dir_dirty(a, full);
@@ -858,7 +860,7 @@ static int apply_op(applier *a, const op *o)
             if (!strcmp(a->d[i].name, full))
                 a->d[i].dirty = 0;
         return fsync_sub(a, full);
-    case MIRROR_OP_MKDIR:
+    case CL_MIRROR_OP_MKDIR:
         if (mkdirat(a->dirfd, full, 0755) < 0) {
             if (errno != EEXIST)
                 return -1;
@@ -887,7 +889,7 @@ static int finish(applier *a)
             return -1;
         a->d[i].dirty = 0;
     }
-    if (a->top_dirty && !(a->flags & MIRROR_APPLY_NOSYNC)) {
+    if (a->top_dirty && !(a->flags & CL_MIRROR_APPLY_NOSYNC)) {
         a->syncs++;
         if (fsync(a->dirfd) < 0)
             return -1;
@@ -909,7 +911,7 @@ static int apply_ops(applier *a, const uint8_t *group, size_t len, size_t ops_ma
 {
     uint32_t nops;
     uint64_t idx;
-    if (mirror_group_check(group, len, &idx, NULL, NULL, &nops, err, errlen) < 0) {
+    if (cl_mirror_group_check(group, len, &idx, NULL, NULL, &nops, err, errlen) < 0) {
         errno = EILSEQ;
         return -1;
     }
@@ -931,8 +933,8 @@ static int apply_ops(applier *a, const uint8_t *group, size_t len, size_t ops_ma
     return 0;
 }
 
-int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags, size_t ops_max,
-                    char *err, size_t errlen)
+int cl_mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags, size_t ops_max,
+                       char *err, size_t errlen)
 {
     applier a;
     memset(&a, 0, sizeof a);
@@ -954,27 +956,27 @@ int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags,
 
 /* ---- the follower's applier: barriers deferred to the end of a batch ---- */
 
-struct mirror_applier {
+struct cl_mirror_applier {
     applier a;
 };
 
-mirror_applier *mirror_applier_new(int dirfd, unsigned flags)
+cl_mirror_applier *cl_mirror_applier_new(int dirfd, unsigned flags)
 {
-    mirror_applier *m = sl_xcalloc(1, sizeof *m);
+    cl_mirror_applier *m = sl_xcalloc(1, sizeof *m);
     m->a.dirfd = dirfd;
     m->a.flags = flags;
     m->a.defer = 1;
     return m;
 }
 
-int mirror_applier_apply(mirror_applier *m, const uint8_t *group, size_t len, char *err,
-                         size_t errlen)
+int cl_mirror_applier_apply(cl_mirror_applier *m, const uint8_t *group, size_t len, char *err,
+                            size_t errlen)
 {
     uint64_t idx = 0;
     return apply_ops(&m->a, group, len, SIZE_MAX, &idx, err, errlen);
 }
 
-int mirror_applier_sync(mirror_applier *m, char *err, size_t errlen)
+int cl_mirror_applier_sync(cl_mirror_applier *m, char *err, size_t errlen)
 {
     if (finish(&m->a) < 0) {
         int e = errno;
@@ -985,12 +987,12 @@ int mirror_applier_sync(mirror_applier *m, char *err, size_t errlen)
     return 0;
 }
 
-uint64_t mirror_applier_syncs(const mirror_applier *m)
+uint64_t cl_mirror_applier_syncs(const cl_mirror_applier *m)
 {
     return m->a.syncs;
 }
 
-void mirror_applier_free(mirror_applier *m)
+void cl_mirror_applier_free(cl_mirror_applier *m)
 {
     if (!m)
         return;
@@ -998,9 +1000,9 @@ void mirror_applier_free(mirror_applier *m)
     sl_free(m);
 }
 
-int mirror_apply(int dirfd, const uint8_t *group, size_t len, char *err, size_t errlen)
+int cl_mirror_apply(int dirfd, const uint8_t *group, size_t len, char *err, size_t errlen)
 {
-    return mirror_apply_ex(dirfd, group, len, 0, SIZE_MAX, err, errlen);
+    return cl_mirror_apply_ex(dirfd, group, len, 0, SIZE_MAX, err, errlen);
 }
 
 /* ------------------------------------------------------------------ replica state */
@@ -1042,7 +1044,7 @@ static int write_atomic(const char *dir, const char *name, const uint8_t *p, siz
     return fsync_dir(dir);
 }
 
-int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epochs *h)
+int cl_replica_state_save(const char *data_dir, uint64_t last_idx, const cl_repl_epochs *h)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/replica", data_dir);
@@ -1068,7 +1070,7 @@ int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epoch
     return rc;
 }
 
-static int state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
+static int state_load(const char *data_dir, uint64_t *last_idx, cl_repl_epochs *h)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/replica/state", data_dir);
@@ -1107,7 +1109,7 @@ static int state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
             errno = EILSEQ;
             goto out;
         }
-        repl_epochs_note(h, e, first);
+        cl_repl_epochs_note(h, e, first);
     }
     rc = 0;
 out:
@@ -1122,12 +1124,12 @@ out:
 #define POS_SLOT 512 /* one sector each: a torn write spoils one slot */
 #define POS_LEN 48   /* magic 4, version 4, last 8, count 4, epoch 8, first 8, pad 8, crc 4 */
 
-struct replica_pos {
+struct cl_replica_pos {
     int fd;
     unsigned next; /* the slot written next */
 };
 
-static void pos_encode(uint8_t *p, uint64_t last_idx, const repl_epochs *h)
+static void pos_encode(uint8_t *p, uint64_t last_idx, const cl_repl_epochs *h)
 {
     sl_buf b;
     sl_buf_init(&b);
@@ -1144,7 +1146,7 @@ static void pos_encode(uint8_t *p, uint64_t last_idx, const repl_epochs *h)
 }
 
 /* The slot's last_idx when it is whole and written under history h; 0 otherwise. */
-static uint64_t pos_decode(const uint8_t *p, const repl_epochs *h)
+static uint64_t pos_decode(const uint8_t *p, const cl_repl_epochs *h)
 {
     if (memcmp(p, POS_MAGIC, 4) != 0 || sl_le32(p + 4) != POS_VERSION ||
         st_crc32c(0, p, POS_LEN - 4) != sl_le32(p + POS_LEN - 4))
@@ -1155,7 +1157,7 @@ static uint64_t pos_decode(const uint8_t *p, const repl_epochs *h)
     return sl_le64(p + 8);
 }
 
-replica_pos *replica_pos_open(const char *data_dir)
+cl_replica_pos *cl_replica_pos_open(const char *data_dir)
 {
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/replica", data_dir);
@@ -1174,7 +1176,7 @@ replica_pos *replica_pos_open(const char *data_dir)
         if (ftruncate(fd, 2 * POS_SLOT) < 0 || fsync(fd) < 0 || fsync_dir(dir) < 0)
             goto fail;
     }
-    replica_pos *p = sl_xcalloc(1, sizeof *p);
+    cl_replica_pos *p = sl_xcalloc(1, sizeof *p);
     p->fd = fd;
     return p;
 fail:;
@@ -1184,7 +1186,7 @@ fail:;
     return NULL;
 }
 
-int replica_pos_save(replica_pos *p, uint64_t last_idx, const repl_epochs *h)
+int cl_replica_pos_save(cl_replica_pos *p, uint64_t last_idx, const cl_repl_epochs *h)
 {
     uint8_t slot[POS_LEN];
     pos_encode(slot, last_idx, h);
@@ -1195,7 +1197,7 @@ int replica_pos_save(replica_pos *p, uint64_t last_idx, const repl_epochs *h)
     return 0;
 }
 
-void replica_pos_close(replica_pos *p)
+void cl_replica_pos_close(cl_replica_pos *p)
 {
     if (!p)
         return;
@@ -1203,7 +1205,7 @@ void replica_pos_close(replica_pos *p)
     sl_free(p);
 }
 
-int replica_state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
+int cl_replica_state_load(const char *data_dir, uint64_t *last_idx, cl_repl_epochs *h)
 {
     if (state_load(data_dir, last_idx, h) < 0)
         return -1;
@@ -1232,13 +1234,13 @@ typedef struct snap_file {
     int fd;
 } snap_file;
 
-struct mirror_snap {
+struct cl_mirror_snap {
     uint64_t idx;
     snap_file *v;
     size_t n, cap;
 };
 
-static int snap_dir(mirror_snap *s, int top, const char *sub)
+static int snap_dir(cl_mirror_snap *s, int top, const char *sub)
 {
     int dfd = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0)
@@ -1285,13 +1287,13 @@ static int cmp_snap(const void *a, const void *b)
     return strcmp(((const snap_file *)a)->name, ((const snap_file *)b)->name);
 }
 
-mirror_snap *mirror_snapshot(mirror *m)
+cl_mirror_snap *cl_mirror_snapshot(cl_mirror *m)
 {
     /* Every op of a group <= idx was done before idx was read (ops are captured after they
      * succeed); whatever the listing sees besides is redone by the groups after idx, whose
      * every op is idempotent. So no lock is held while listing: the store goes on. */
-    mirror_snap *s = sl_xcalloc(1, sizeof *s);
-    s->idx = mirror_last(m);
+    cl_mirror_snap *s = sl_xcalloc(1, sizeof *s);
+    s->idx = cl_mirror_last(m);
     int top = open(m->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (top < 0) {
         sl_free(s);
@@ -1326,7 +1328,7 @@ mirror_snap *mirror_snapshot(mirror *m)
     closedir(d);
     close(top);
     if (rc < 0) {
-        mirror_snapshot_free(s);
+        cl_mirror_snapshot_free(s);
         errno = e;
         return NULL;
     }
@@ -1335,7 +1337,7 @@ mirror_snap *mirror_snapshot(mirror *m)
     return s;
 }
 
-void mirror_snapshot_free(mirror_snap *s)
+void cl_mirror_snapshot_free(cl_mirror_snap *s)
 {
     if (!s)
         return;
@@ -1347,17 +1349,17 @@ void mirror_snapshot_free(mirror_snap *s)
     sl_free(s);
 }
 
-uint64_t mirror_snap_idx(const mirror_snap *s)
+uint64_t cl_mirror_snap_idx(const cl_mirror_snap *s)
 {
     return s->idx;
 }
 
-size_t mirror_snap_count(const mirror_snap *s)
+size_t cl_mirror_snap_count(const cl_mirror_snap *s)
 {
     return s->n;
 }
 
-const char *mirror_snap_name(const mirror_snap *s, size_t i, uint64_t *size)
+const char *cl_mirror_snap_name(const cl_mirror_snap *s, size_t i, uint64_t *size)
 {
     if (i >= s->n)
         return NULL;
@@ -1366,7 +1368,7 @@ const char *mirror_snap_name(const mirror_snap *s, size_t i, uint64_t *size)
     return s->v[i].name;
 }
 
-long mirror_snap_read(const mirror_snap *s, size_t i, uint64_t off, void *buf, size_t len)
+long cl_mirror_snap_read(const cl_mirror_snap *s, size_t i, uint64_t off, void *buf, size_t len)
 {
     if (i >= s->n) {
         errno = EINVAL;
@@ -1395,11 +1397,11 @@ long mirror_snap_read(const mirror_snap *s, size_t i, uint64_t off, void *buf, s
     return (long)got;
 }
 
-int mirror_copy_write(int dirfd, const char *name, uint64_t off, const void *buf, size_t len,
-                      char *err, size_t errlen)
+int cl_mirror_copy_write(int dirfd, const char *name, uint64_t off, const void *buf, size_t len,
+                         char *err, size_t errlen)
 {
     size_t nl = strlen(name);
-    if (!mirror_name_ok(name, nl) || name_local(name, nl) || !memchr(name, '/', nl) ||
+    if (!cl_mirror_name_ok(name, nl) || name_local(name, nl) || !memchr(name, '/', nl) ||
         off > MAX_FILE) {
         seterr(err, errlen, "bulk copy: refused name \"%.64s\"", name);
         errno = EINVAL;
@@ -1453,7 +1455,7 @@ static int sync_tree(int dfd, int depth)
     return rc;
 }
 
-int mirror_copy_finish(int dirfd, char *err, size_t errlen)
+int cl_mirror_copy_finish(int dirfd, char *err, size_t errlen)
 {
     if (sync_tree(dirfd, 0) < 0) {
         seterr(err, errlen, "bulk copy: sync: %s", strerror(errno));

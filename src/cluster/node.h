@@ -29,10 +29,10 @@
 #include "cluster/repl.h"
 
 typedef struct cl_node {
-    cl_member *member; /* running: it holds the leader key */
-    uint64_t epoch;    /* the epoch this node leads */
-    uint64_t last_idx; /* the log's last group at promotion */
-    repl_epochs hist;  /* and its history */
+    cl_member *member;   /* running: it holds the leader key */
+    uint64_t epoch;      /* the epoch this node leads */
+    uint64_t last_idx;   /* the log's last group at promotion */
+    cl_repl_epochs hist; /* and its history */
     /* The directory may hold operations beyond group last_idx (it led before, or stopped in
      * the middle of applying a group): a follower that has exactly last_idx would miss them
      * if it continued from this leader's first group, so every follower takes a full copy

@@ -6,7 +6,7 @@
  *      "insync", "lag_bytes", "lag_ms", "amqp", "http"}]}
  *     A node without cluster settings is a cluster of one: itself, leader, in sync. On the
  *     leader the followers' insync, lag_bytes and lag_ms are the replication server's own
- *     (repl.h rl_peer: bytes of groups not yet durable on it, and the age of the oldest), and
+ *     (repl.h cl_rl_peer: bytes of groups not yet durable on it, and the age of the oldest), and
  *     a follower taking a full copy is "joining".
  *   POST /api/cluster/step-down [{"node": HEIR}] (administrator): a clean hand-over to an
  *     in-sync follower. Publishers are blocked; once the heir has acked every group the leader
@@ -19,7 +19,7 @@
  *   DELETE /api/cluster/nodes/NAME (administrator): forget a member (RabbitMQ's
  *     forget_cluster_node) and keep it out: banned at once on this leader (its HELLO is
  *     refused), out of the ISR through the epoch-checked transaction (stream.h
- *     cs_server_forget: the commit waits for it until etcd holds that), then banned/NAME is
+ *     cl_stream_server_forget: the commit waits for it until etcd holds that), then banned/NAME is
  *     put and its nodes/, members/ and stats/ keys go (member.h); replies 200 with the view
  *     read again from etcd. 404 for a name the cluster does not know, 409 for the leader
  *     itself ("step down first").
@@ -90,8 +90,8 @@ json_t *mgmt_cluster_view(mgmt *m)
     }
     cl_status st;
     cl_member_status(n->cluster, &st);
-    cs_peer peers[CL_MAX_MEMBERS];
-    size_t n_peers = n->repl ? cs_server_peers(n->repl, peers, CL_MAX_MEMBERS) : 0;
+    cl_stream_peer peers[CL_MAX_MEMBERS];
+    size_t n_peers = n->repl ? cl_stream_server_peers(n->repl, peers, CL_MAX_MEMBERS) : 0;
     json_t *nodes = json_array();
     int self_listed = 0;
     for (size_t i = 0; i < st.n_nodes; i++) {
@@ -185,13 +185,13 @@ static enum MHD_Result op_resumed(req *r)
 
 /* The in-sync, connected follower named (or, name empty, the best: the most acked, then the
  * smallest name) into *out; 0 when there is none. */
-static int pick_heir(sl_node *n, const char *name, cs_peer *out)
+static int pick_heir(sl_node *n, const char *name, cl_stream_peer *out)
 {
-    cs_peer peers[CL_MAX_MEMBERS];
-    size_t np = n->repl ? cs_server_peers(n->repl, peers, CL_MAX_MEMBERS) : 0;
+    cl_stream_peer peers[CL_MAX_MEMBERS];
+    size_t np = n->repl ? cl_stream_server_peers(n->repl, peers, CL_MAX_MEMBERS) : 0;
     int found = 0;
     for (size_t i = 0; i < np; i++) {
-        cs_peer *p = &peers[i];
+        cl_stream_peer *p = &peers[i];
         if (!p->insync || !p->connected || p->copying)
             continue;
         if (name[0] && strcmp(p->name, name))
@@ -220,14 +220,14 @@ static void op_tick(sl_loop *loop, sl_timer *t)
         return;
     }
     if (op->kind == OP_STEPDOWN && op->phase == 0) {
-        cs_peer p;
+        cl_stream_peer p;
         if (!cl_member_serving(n->cluster)) {
-            node_cluster_handover(n, 0, NULL);
+            cl_leader_handover(n, 0, NULL);
             op_finish(op, 409, NULL, "this node stopped being the leader meanwhile");
             return;
         }
         if (!pick_heir(n, op->name, &p)) {
-            node_cluster_handover(n, 0, NULL);
+            cl_leader_handover(n, 0, NULL);
             op_finish(op, 409, NULL, "%s is no longer an in-sync follower", op->name);
             return;
         }
@@ -236,7 +236,7 @@ static void op_tick(sl_loop *loop, sl_timer *t)
             op->phase = 1;
             op->deadline = now + ETCD_WAIT_MS;
         } else if (now >= op->deadline) {
-            node_cluster_handover(n, 0, NULL);
+            cl_leader_handover(n, 0, NULL);
             op_finish(op, 409, NULL,
                       "%s did not catch up within %d s (it has group %llu of %llu): still the "
                       "leader",
@@ -254,13 +254,13 @@ static void op_tick(sl_loop *loop, sl_timer *t)
             return;
         }
         if (st < 0 || now >= op->deadline) {
-            node_cluster_handover(n, 0, NULL);
+            cl_leader_handover(n, 0, NULL);
             op_finish(op, 409, NULL, "the hand-over could not be written to etcd: %s",
                       st < 0 ? err : "no answer");
             return;
         }
     } else if (op->kind == OP_FORGET && op->phase == 0) { /* forget: out of the ISR in etcd */
-        if (cs_server_forgotten(n->repl) >= op->ticket) {
+        if (cl_stream_server_forgotten(n->repl) >= op->ticket) {
             op->ticket = cl_member_forget(n->cluster, op->name);
             op->phase = 1;
             op->deadline = now + ETCD_WAIT_MS;
@@ -380,7 +380,7 @@ static enum MHD_Result step_down(req *r)
         return reply_error(r, 409, "conflict", "another cluster action is in progress");
     if (!strcmp(name, n->cfg->node_name))
         return reply_error(r, 409, "conflict", "%s is this node, the leader", name);
-    cs_peer heir;
+    cl_stream_peer heir;
     if (!pick_heir(n, name, &heir)) {
         if (name[0])
             return reply_error(r, 409, "conflict",
@@ -390,10 +390,10 @@ static enum MHD_Result step_down(req *r)
     }
     cl_status st;
     cl_member_status(n->cluster, &st);
-    uint64_t target = mirror_last(n->mirror);
+    uint64_t target = cl_mirror_last(n->mirror);
     sl_info("cluster: step-down asked (by %s): handing over to %s once it has group %llu", r->user,
             heir.name, (unsigned long long)target);
-    node_cluster_handover(n, 1, heir.name);
+    cl_leader_handover(n, 1, heir.name);
     return op_start(r, OP_STEPDOWN, heir.name, target, 0, st.epoch, STEPDOWN_WAIT_MS);
 }
 
@@ -416,8 +416,8 @@ static enum MHD_Result forget_node(req *r, const char *name)
     int known = 0;
     for (size_t i = 0; i < st.n_nodes; i++)
         known |= !strcmp(st.nodes[i].name, name);
-    cs_peer peers[CL_MAX_MEMBERS];
-    size_t np = cs_server_peers(n->repl, peers, CL_MAX_MEMBERS);
+    cl_stream_peer peers[CL_MAX_MEMBERS];
+    size_t np = cl_stream_server_peers(n->repl, peers, CL_MAX_MEMBERS);
     for (size_t i = 0; i < np; i++) /* in the ISR or following, registered or not */
         known |= !strcmp(peers[i].name, name) && (peers[i].insync || peers[i].connected);
     cl_member_fig *f = sl_xcalloc(CL_MAX_MEMBERS, sizeof *f);
@@ -431,7 +431,7 @@ static enum MHD_Result forget_node(req *r, const char *name)
         return reply_error(r, 409, "conflict", "another cluster action is in progress");
     /* banned here first: once its stream is cut (below) its next HELLO must find the ban */
     cl_member_ban_local(n->cluster, name);
-    uint64_t t = cs_server_forget(n->repl, name);
+    uint64_t t = cl_stream_server_forget(n->repl, name);
     if (!t) {
         cl_member_unban_local(n->cluster, name);
         return reply_error(r, 409, "conflict", "%s cannot be forgotten now", name);

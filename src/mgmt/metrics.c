@@ -92,7 +92,7 @@ static void queue_series(sl_buf *b, qm_queue *q, size_t i)
     sl_free(subs);
 }
 
-/* The leader's view of each follower (repl.h rl_peer), labelled by node: what GET
+/* The leader's view of each follower (repl.h cl_rl_peer), labelled by node: what GET
  * /api/cluster says. A member removed (or never registered and out of the ISR and the
  * stream) is not listed; on a follower there is no series (its /metrics is the leader's,
  * forwarded, when there is one). */
@@ -102,8 +102,8 @@ static void follower_metrics(sl_buf *b, mgmt *m)
         return;
     cl_status st;
     cl_member_status(m->n->cluster, &st);
-    cs_peer peers[CL_MAX_MEMBERS];
-    size_t n = cs_server_peers(m->n->repl, peers, CL_MAX_MEMBERS);
+    cl_stream_peer peers[CL_MAX_MEMBERS];
+    size_t n = cl_stream_server_peers(m->n->repl, peers, CL_MAX_MEMBERS);
     static const struct {
         const char *name, *help;
     } series[] = {
@@ -116,7 +116,7 @@ static void follower_metrics(sl_buf *b, mgmt *m)
     for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
         out(b, "# HELP %s %s\n# TYPE %s gauge\n", series[k].name, series[k].help, series[k].name);
         for (size_t i = 0; i < n; i++) {
-            const cs_peer *p = &peers[i];
+            const cl_stream_peer *p = &peers[i];
             int listed = p->insync || p->connected;
             for (size_t j = 0; j < st.n_nodes; j++)
                 listed |= !strcmp(st.nodes[j].name, p->name);
@@ -170,8 +170,8 @@ static void listener_metrics(sl_buf *b, mgmt *m)
         for (size_t i = 0; i < st.n_nodes; i++)
             isr += st.nodes[i].insync;
         if (m->n->repl) { /* a leader: its own ISR (etcd's, as last read, may lag a write) */
-            cs_peer peers[CL_MAX_MEMBERS];
-            size_t n = cs_server_peers(m->n->repl, peers, CL_MAX_MEMBERS);
+            cl_stream_peer peers[CL_MAX_MEMBERS];
+            size_t n = cl_stream_server_peers(m->n->repl, peers, CL_MAX_MEMBERS);
             isr = 1;
             for (size_t i = 0; i < n; i++)
                 isr += peers[i].insync;

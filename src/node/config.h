@@ -49,7 +49,7 @@ typedef struct sl_cluster_conf {
     uint8_t *secret; /* its bytes once loaded (sl_cluster_conf_load_secret); NULL: none */
     size_t secret_len;
     int insecure_no_secret;
-    /* etcd's own doors (cluster/etcd.h etcd_opts) */
+    /* etcd's own doors (cluster/etcd.h cl_etcd_opts) */
     int etcd_https;
     char *etcd_username, *etcd_password;
     char *etcd_cacertfile, *etcd_certfile, *etcd_keyfile;

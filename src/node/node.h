@@ -140,8 +140,8 @@ struct sl_node {
      * room fills these; the node only holds them for the doors that show them. */
     struct cl_member *cluster;
     sl_watch cluster_w; /* the member's eventfd: its role changed */
-    struct mirror *mirror;
-    struct cs_server *repl;
+    struct cl_mirror *mirror;
+    struct cl_stream_server *repl;
     sl_watch repl_w;
     struct cl_node *cl_node;
     int reexec;                      /* deposed: re-exec as a follower once the loop stops */
