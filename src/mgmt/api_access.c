@@ -36,20 +36,6 @@ static int require_admin(req *r)
     return 0;
 }
 
-json_t *tags_json(const char *tags)
-{
-    json_t *a = json_array();
-    for (const char *p = tags; p && *p;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        size_t n = strcspn(p, " ,");
-        if (n)
-            json_array_append_new(a, json_stringn(p, n));
-        p += n;
-    }
-    return a;
-}
-
 /* "tags" as a string ("a,b") or an array of strings; NULL when absent; "" for null. The
  * caller frees the result. -1 (after replying 400) when malformed. */
 static int tags_arg(req *r, json_t *v, char **out)
@@ -86,29 +72,6 @@ static int tags_arg(req *r, json_t *v, char **out)
     sl_buf_put_u8(&b, 0);
     *out = (char *)b.data;
     return 0;
-}
-
-static json_t *limits_json(int64_t a, const char *an, int64_t b, const char *bn)
-{
-    json_t *o = json_object();
-    if (a >= 0)
-        json_object_set_new(o, an, json_integer(a));
-    if (b >= 0)
-        json_object_set_new(o, bn, json_integer(b));
-    return o;
-}
-
-json_t *user_json(const acc_user *u)
-{
-    char *hash = acc_hash_export(u);
-    json_t *o = json_pack(
-        "{s:s,s:s,s:s,s:o,s:o}", "name", u->name, "password_hash", hash, "hashing_algorithm",
-        u->algo == ACC_HASH_NONE ? acc_hash_name(ACC_HASH_SHA256)
-                                 : acc_hash_name((acc_hash)u->algo),
-        "tags", tags_json(u->tags), "limits",
-        limits_json(u->max_connections, "max-connections", u->max_channels, "max-channels"));
-    sl_free(hash);
-    return o;
 }
 
 /* One user as GET /api/users/NAME shows it: user_json (what definitions export too) plus

@@ -16,7 +16,7 @@
  *   pager.c         list replies (queues, exchanges, bindings, connections, channels,
  *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop;
  *                   the walking, filtering, sort keys and pages are node/lister.c's
- *   defs.c          /api/definitions export and import (what is definable: node/rules.c)
+ *   api_definitions.c  /api/definitions: HTTP over defs/ (the document's format lives there)
  *   metrics.c       /metrics (Prometheus text)
  *   guard.c         connections not logged in: header deadline, their own cap (see there)
  *   session.c       the web console's login sessions (cookie auth, /api/session)
@@ -35,6 +35,8 @@
 
 #include "core/base64.h"
 #include "core/buf.h"
+#include "defs/defs.h"
+#include "defs/json.h"
 #include "mgmt/mgmt.h"
 #include "mq/caller.h"
 #include "mq/ctxtab.h"
@@ -242,17 +244,30 @@ int req_vhost_access(req *r, const char *vhost);
 int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm);
 
 /* ---- http_json.c: values ---- */
-/* true/false, "true"/"false", 1/0; def when absent or null. */
-int json_truthy(json_t *v, int def);
 /* A non-negative integer from a JSON integer or a decimal string; -1 when absent/invalid. */
 int64_t json_uint(json_t *v);
-/* An AMQP table (content, no length prefix) as a JSON object / array. */
-json_t *table_to_json(amqp_bytes table);
-json_t *array_to_json(amqp_bytes array);
-/* A JSON object (NULL or null: none) as AMQP table content in out, which the call
- * initializes; -1 with err, and out freed, on a value that has no AMQP form. */
-int json_to_table(json_t *obj, sl_buf *out, char *err, size_t errlen);
-json_t *json_strn_safe(const char *s, size_t len); /* invalid UTF-8 -> escaped */
+/* defs/json.h's values (booleans, AMQP tables <-> JSON) under their old names, which the
+ * handlers use (the same rule as definitions documents). */
+static inline int json_truthy(json_t *v, int def)
+{
+    return defs_json_truthy(v, def);
+}
+static inline json_t *table_to_json(amqp_bytes table)
+{
+    return defs_table_to_json(table);
+}
+static inline json_t *array_to_json(amqp_bytes array)
+{
+    return defs_array_to_json(array);
+}
+static inline int json_to_table(json_t *obj, sl_buf *out, char *err, size_t errlen)
+{
+    return defs_json_to_table(obj, out, err, errlen);
+}
+static inline json_t *json_strn_safe(const char *s, size_t len) /* invalid UTF-8 -> escaped */
+{
+    return defs_json_strn_safe(s, len);
+}
 /* core/base64.h's encoder and lenient reader under their old names (for the lead's sweep). */
 static inline char *base64_encode(const uint8_t *p, size_t n, size_t *outlen)
 {
@@ -364,9 +379,19 @@ enum MHD_Result api_permissions(req *r);
 enum MHD_Result api_topic_permissions(req *r);
 enum MHD_Result api_vhost_limits(req *r);
 enum MHD_Result api_user_limits(req *r);
-/* api_access.c: a tag list as a JSON array; a user as RabbitMQ shows it */
-json_t *tags_json(const char *tags);
-json_t *user_json(const acc_user *u);
+/* defs/json.h: a tag list as a JSON array; limits; a user as RabbitMQ shows it */
+static inline json_t *tags_json(const char *tags)
+{
+    return defs_tags_json(tags);
+}
+static inline json_t *limits_json(int64_t a, const char *an, int64_t b, const char *bn)
+{
+    return defs_limits_json(a, an, b, bn);
+}
+static inline json_t *user_json(const acc_user *u)
+{
+    return defs_user_json(u);
+}
 enum MHD_Result api_connections(req *r);
 enum MHD_Result api_channels(req *r);
 enum MHD_Result api_consumers(req *r);
@@ -378,10 +403,8 @@ enum MHD_Result api_mgmtobj(req *r);
 /* api_mgmtobj.c: set up and close the table (mgmt_start / mgmt_stop) */
 void mgmtobj_init(mgmt *m);
 void mgmtobj_stop(mgmt *m);
+/* api_definitions.c: /api/definitions[/{vhost}] over defs/defs.h */
 enum MHD_Result api_definitions(req *r);
-/* defs.c: import a definitions document (RabbitMQ's format) into b; every entry is checked
- * before any applies. SL_OK, or the error with a reason (SL_ERR_SYNTAX: malformed, 400). */
-sl_err defs_import(sl_node *n, json_t *body, const char *forced_vhost, char *err, size_t errlen);
 enum MHD_Result serve_metrics(req *r);
 /* api_outgoing.c */
 enum MHD_Result api_outgoing(req *r);

@@ -1,8 +1,7 @@
-/* defs.c - /api/definitions[/{vhost}]: export (GET) and import (POST) in RabbitMQ's
- * definitions format, so `rabbitmqadmin export/import` and files written by RabbitMQ work both
- * ways: users (password hashes in RabbitMQ's formats, tags, limits), vhosts, permissions,
- * topic permissions, vhost limits (parameters, component "vhost-limits"), exchanges, queues and
- * bindings.
+/* defs.c - RabbitMQ's definitions format (defs.h), so `rabbitmqadmin export/import` and files
+ * written by RabbitMQ work both ways: users (password hashes in RabbitMQ's formats, tags,
+ * limits), vhosts, permissions, topic permissions, vhost limits (parameters, component
+ * "vhost-limits"), exchanges, queues and bindings.
  *
  * Export leaves out what cannot be re-created by an import: the default and amq.* exchanges,
  * system queues, exclusive queues, subqueues (made by moves), implicit default-exchange
@@ -14,18 +13,22 @@
  * exchanges, queues, bindings. A conflicting declaration (inequivalent arguments) stops it
  * with the error naming the object. Policies, global parameters and other parameter
  * components are not Sluice's: they are skipped, and logged. An import into one vhost
- * (/api/definitions/{vhost}) takes only that vhost's objects, as RabbitMQ's does.
+ * (RabbitMQ's /api/definitions/{vhost}) takes only that vhost's objects, as RabbitMQ's does.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "access/access.h"
 #include "core/log.h"
+#include "core/map.h"
 #include "core/mem.h"
 #include "core/version.h"
-#include "mgmt/mgmt_internal.h"
+#include "defs/defs.h"
+#include "defs/json.h"
 #include "node/rules.h"
+#include "qm/qm.h"
 
-static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchanges, json_t *bindings)
+static void export_vhost(qm_vhost *vh, json_t *queues, json_t *exchanges, json_t *bindings)
 {
     size_t n;
     void **qs = sl_map_sorted(vh->queues, &n);
@@ -34,10 +37,10 @@ static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchange
         if (!node_queue_definable(q))
             continue;
         json_array_append_new(
-            queues,
-            json_pack("{s:s,s:s,s:b,s:b,s:o}", "name", q->name, "vhost", vh->name, "durable",
-                      q->durable, "auto_delete", q->auto_delete, "arguments",
-                      table_to_json((amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0})));
+            queues, json_pack("{s:s,s:s,s:b,s:b,s:o}", "name", q->name, "vhost", vh->name,
+                              "durable", q->durable, "auto_delete", q->auto_delete, "arguments",
+                              defs_table_to_json(
+                                  (amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0})));
     }
     sl_free(qs);
     void **xs = sl_map_sorted(vh->exchanges, &n);
@@ -49,21 +52,20 @@ static void export_vhost(mgmt *m, qm_vhost *vh, json_t *queues, json_t *exchange
                 json_pack("{s:s,s:s,s:s,s:b,s:b,s:b,s:o}", "name", x->name, "vhost", vh->name,
                           "type", qm_exchange_type_name(x->type), "durable", x->durable,
                           "auto_delete", x->auto_delete, "internal", x->internal, "arguments",
-                          table_to_json((amqp_bytes){x->args, x->args_len})));
+                          defs_table_to_json((amqp_bytes){x->args, x->args_len})));
         for (qm_binding *b = x->bindings; b; b = b->next) {
             if (b->dest_queue && !node_queue_definable(b->dest_queue))
                 continue;
             json_array_append_new(
-                bindings,
-                json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "source", x->name, "vhost", vh->name,
-                          "destination",
-                          b->dest_queue ? b->dest_queue->name : b->dest_exchange->name,
-                          "destination_type", b->dest_queue ? "queue" : "exchange", "routing_key",
-                          b->key, "arguments", table_to_json((amqp_bytes){b->args, b->args_len})));
+                bindings, json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "source", x->name, "vhost",
+                                    vh->name, "destination",
+                                    b->dest_queue ? b->dest_queue->name : b->dest_exchange->name,
+                                    "destination_type", b->dest_queue ? "queue" : "exchange",
+                                    "routing_key", b->key, "arguments",
+                                    defs_table_to_json((amqp_bytes){b->args, b->args_len})));
         }
     }
     sl_free(xs);
-    (void)m;
 }
 
 static void add_perm(void *ctx, const acc_user *u, const acc_grant *g)
@@ -80,16 +82,18 @@ static void add_topic(void *ctx, const acc_user *u, const acc_topic_grant *t)
                                          "read", t->src_read));
 }
 
-static enum MHD_Result export_defs(req *r, qm_vhost *only)
+json_t *defs_export(sl_node *n, const char *vhost)
 {
-    mgmt *m = r->m;
-    acc_db *a = m->n->acc;
+    qm_vhost *only = NULL;
+    if (vhost && !(only = qm_vhost_find(n->qm, vhost, strlen(vhost))))
+        return NULL;
+    acc_db *a = n->acc;
     json_t *vhosts = json_array(), *queues = json_array(), *exchanges = json_array(),
            *bindings = json_array(), *users = json_array(), *perms = json_array(),
            *topics = json_array(), *params = json_array();
-    size_t n;
-    void **vhs = sl_map_sorted(req_node(r)->vhosts, &n);
-    for (size_t i = 0; i < n; i++) {
+    size_t nv;
+    void **vhs = sl_map_sorted(n->qm->vhosts, &nv);
+    for (size_t i = 0; i < nv; i++) {
         qm_vhost *vh = vhs[i];
         if (only && vh != only)
             continue;
@@ -98,9 +102,9 @@ static enum MHD_Result export_defs(req *r, qm_vhost *only)
         if (av && av->description[0])
             json_object_set_new(v, "description", json_string(av->description));
         if (av && av->tags[0])
-            json_object_set_new(v, "tags", tags_json(av->tags));
+            json_object_set_new(v, "tags", defs_tags_json(av->tags));
         json_array_append_new(vhosts, v);
-        export_vhost(m, vh, queues, exchanges, bindings);
+        export_vhost(vh, queues, exchanges, bindings);
         acc_perm_each(a, NULL, vh->name, add_perm, perms);
         acc_topic_perm_each(a, NULL, vh->name, add_topic, topics);
         if (av && (av->max_connections >= 0 || av->max_queues >= 0)) {
@@ -119,7 +123,7 @@ static enum MHD_Result export_defs(req *r, qm_vhost *only)
         size_t nu;
         const acc_user **us = acc_users(a, &nu);
         for (size_t u = 0; u < nu; u++)
-            json_array_append_new(users, user_json(us[u]));
+            json_array_append_new(users, defs_user_json(us[u]));
         sl_free(us);
     }
     json_t *o = json_pack(
@@ -134,7 +138,7 @@ static enum MHD_Result export_defs(req *r, qm_vhost *only)
         json_object_del(o, "permissions");
         json_object_del(o, "topic_permissions");
     }
-    return reply_json(r, 200, o);
+    return o;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -432,16 +436,16 @@ sl_err defs_import(sl_node *n, json_t *body, const char *forced, char *err, size
         if (node_exchange_predeclared(name, strlen(name)))
             continue;
         sl_buf args;
-        if (json_to_table(json_object_get(e, "arguments"), &args, why, sizeof why) < 0)
+        if (defs_json_to_table(json_object_get(e, "arguments"), &args, why, sizeof why) < 0)
             FAIL(SL_ERR_SYNTAX, "exchange '%s': %s", name, why);
         const char *type = str_field(e, "type");
         qm_exchange_decl d = {
             .name = name,
             .name_len = strlen(name),
             .type = qm_exchange_type_parse(type, strlen(type)),
-            .durable = (uint8_t)json_truthy(json_object_get(e, "durable"), 1),
-            .auto_delete = (uint8_t)json_truthy(json_object_get(e, "auto_delete"), 0),
-            .internal = (uint8_t)json_truthy(json_object_get(e, "internal"), 0),
+            .durable = (uint8_t)defs_json_truthy(json_object_get(e, "durable"), 1),
+            .auto_delete = (uint8_t)defs_json_truthy(json_object_get(e, "auto_delete"), 0),
+            .internal = (uint8_t)defs_json_truthy(json_object_get(e, "internal"), 0),
             .arguments = {args.data, args.len},
         };
         qm_exchange *x;
@@ -469,15 +473,15 @@ sl_err defs_import(sl_node *n, json_t *body, const char *forced, char *err, size
             json_object_set_new(typed, "x-queue-type", json_string("quorum"));
             jargs = typed;
         }
-        int bad = json_to_table(jargs, &args, why, sizeof why) < 0;
+        int bad = defs_json_to_table(jargs, &args, why, sizeof why) < 0;
         json_decref(typed);
         if (bad)
             FAIL(SL_ERR_SYNTAX, "queue '%s': %s", name, why);
         qm_queue_decl d = {
             .name = name,
             .name_len = strlen(name),
-            .durable = (uint8_t)json_truthy(json_object_get(e, "durable"), 1),
-            .auto_delete = (uint8_t)json_truthy(json_object_get(e, "auto_delete"), 0),
+            .durable = (uint8_t)defs_json_truthy(json_object_get(e, "durable"), 1),
+            .auto_delete = (uint8_t)defs_json_truthy(json_object_get(e, "auto_delete"), 0),
             .arguments = {args.data, args.len},
         };
         qm_queue *q;
@@ -506,7 +510,7 @@ sl_err defs_import(sl_node *n, json_t *body, const char *forced, char *err, size
             FAIL(SL_ERR_NOT_FOUND, "binding '%s' -> '%s': no such %s", src, dst,
                  !x ? "source exchange" : "destination");
         sl_buf args;
-        if (json_to_table(json_object_get(e, "arguments"), &args, why, sizeof why) < 0)
+        if (defs_json_to_table(json_object_get(e, "arguments"), &args, why, sizeof why) < 0)
             FAIL(SL_ERR_SYNTAX, "binding '%s' -> '%s': %s", src, dst, why);
         amqp_bytes ab = {args.data, args.len};
         rc = dq ? qm_bind_queue(x, dq, amqp_cstr(key ? key : ""), ab, why, sizeof why)
@@ -516,37 +520,4 @@ sl_err defs_import(sl_node *n, json_t *body, const char *forced, char *err, size
             FAIL(rc, "%s", why);
     }
     return SL_OK;
-}
-
-static enum MHD_Result import_defs(req *r, const char *forced_vhost)
-{
-    json_t *body = req_body(r, 0);
-    if (!body)
-        return MHD_YES;
-    if (!req_disk_ok(r, 0))
-        return MHD_YES;
-    char err[700];
-    sl_err rc = defs_import(r->m->n, body, forced_vhost, err, sizeof err);
-    if (rc == SL_ERR_SYNTAX)
-        return reply_error(r, 400, "bad_request", "%s", err);
-    if (rc != SL_OK)
-        return reply_sl_err(r, rc, "%s", err);
-    sl_info("http: definitions imported by '%s'", r->user);
-    return reply_empty(r, 204);
-}
-
-enum MHD_Result api_definitions(req *r)
-{
-    if (!req_require_admin(r)) /* hashes and every vhost: administrators only, as RabbitMQ */
-        return MHD_YES;
-    qm_vhost *only = NULL;
-    if (r->nsegs == 2 && !(only = req_vhost(r, r->segs[1])))
-        return MHD_YES;
-    if (r->nsegs > 2)
-        return reply_not_found(r);
-    if (req_is(r, "GET"))
-        return export_defs(r, only);
-    if (req_is(r, "POST"))
-        return import_defs(r, only ? only->name : NULL);
-    return reply_method_not_allowed(r);
 }
