@@ -446,25 +446,6 @@ static size_t close_user(void *ctx, const char *user, const char *why)
     return close_matching(ctx, conn_of_user, user, text);
 }
 
-static int any_conn(const conn *c, const char *arg)
-{
-    (void)c;
-    (void)arg;
-    return 1;
-}
-
-/* A deposed leader's clients: a blocked publisher must hear it too. */
-static size_t close_all(void *ctx, const char *text)
-{
-    broker *b = ctx;
-    for (conn *c = b->conns; c; c = c->next)
-        if (c->read_paused || c->out_paused) {
-            c->read_paused = c->out_paused = 0;
-            conn_update_watch(c);
-        }
-    return close_matching(b, any_conn, NULL, text);
-}
-
 static uint64_t count_connections(void *ctx, const char *user, const char *vhost)
 {
     broker *b = ctx;
@@ -516,7 +497,6 @@ broker *broker_start(sl_node *n)
                       .live = live,
                       .drop_delivery_holds = drop_delivery_holds,
                       .close_user = close_user,
-                      .close_all = close_all,
                       .count_connections = count_connections,
                       .count_user_channels = count_user_channels,
                       .vhost_deleting = vhost_deleting,

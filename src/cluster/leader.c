@@ -52,21 +52,15 @@ static void on_cluster_event(sl_loop *loop, sl_watch *w, int events)
     cl_member_status(b->cluster, &st);
     if (b->repl)
         cl_stream_server_depose(b->repl); /* nothing more is released by this leader */
-    static const char text[] = "CONNECTION_FORCED - this node is no longer the cluster leader";
-    if (b->cl_node) {
-        /* The queue model goes with the process: every client is closed with 320 (as on
-         * SIGTERM, the loop stops once they are gone, at most 2 s), then main() re-executes
-         * it as a follower. */
-        if (!b->reexec)
-            sl_warn("cluster: not the leader any more: closing %zu client connection(s)",
-                    (size_t)node_count_connections(b, NULL, NULL));
-        b->reexec = 1;
-        node_begin_shutdown(b, "cluster: no longer the leader", text);
-        return;
-    }
-    size_t n = node_close_clients(b, text);
-    if (n)
-        sl_warn("cluster: not the leader any more: closed %zu client connection(s)", n);
+    /* The queue model goes with the process: every client is closed with 320 (as on SIGTERM,
+     * the loop stops once they are gone, at most 2 s), then main() re-executes it as a
+     * follower. (A member is adopted only by a promoted node: b->cl_node is set.) */
+    if (!b->reexec)
+        sl_warn("cluster: not the leader any more: closing %zu client connection(s)",
+                (size_t)node_count_connections(b, NULL, NULL));
+    b->reexec = 1;
+    node_begin_shutdown(b, "cluster: no longer the leader",
+                        "CONNECTION_FORCED - this node is no longer the cluster leader");
 }
 
 /* ---- the mirror and the release gate ---- */

@@ -67,8 +67,6 @@ typedef struct node_part {
     /* Open connections of user (NULL = any) in vhost (NULL = any); channels of user. */
     uint64_t (*count_connections)(void *ctx, const char *user, const char *vhost);
     uint64_t (*count_user_channels)(void *ctx, const char *user);
-    /* Close every client connection with text (AMQP's 320), listeners kept: how many. */
-    size_t (*close_all)(void *ctx, const char *text);
     /* vh is being deleted: close its connections and drop any state in it, before its
      * queues go. */
     size_t (*vhost_deleting)(void *ctx, qm_vhost *vh, const char *text); /* how many closed */
@@ -271,8 +269,6 @@ sl_err node_vhost_add(sl_node *n, const char *name, const char *description, con
 sl_err node_vhost_delete(sl_node *n, const char *name, char *err, size_t errlen);
 /* Close the user's connections with 320 "CONNECTION_FORCED - user 'U' <why>". */
 size_t node_close_user_connections(sl_node *n, const char *user, const char *why);
-/* Close every client connection of every door with text (a leader deposed): how many. */
-size_t node_close_clients(sl_node *n, const char *text);
 /* Open connections of user (NULL = any) in vhost (NULL = any), over every door. */
 uint64_t node_count_connections(sl_node *n, const char *user, const char *vhost);
 uint64_t node_count_user_channels(sl_node *n, const char *user);

@@ -155,15 +155,6 @@ size_t node_close_user_connections(sl_node *n, const char *user, const char *why
     return closed;
 }
 
-size_t node_close_clients(sl_node *n, const char *text)
-{
-    size_t closed = 0;
-    for (size_t i = 0; i < n->n_parts; i++)
-        if (n->parts[i].close_all)
-            closed += n->parts[i].close_all(n->parts[i].ctx, text);
-    return closed;
-}
-
 uint64_t node_count_connections(sl_node *n, const char *user, const char *vhost)
 {
     uint64_t cnt = 0;
