@@ -253,15 +253,6 @@ json_t *array_to_json(amqp_bytes array);
  * initializes; -1 with err, and out freed, on a value that has no AMQP form. */
 int json_to_table(json_t *obj, sl_buf *out, char *err, size_t errlen);
 json_t *json_strn_safe(const char *s, size_t len); /* invalid UTF-8 -> escaped */
-/* core/base64.h's encoder and lenient reader under their old names (for the lead's sweep). */
-static inline char *base64_encode(const uint8_t *p, size_t n, size_t *outlen)
-{
-    return sl_base64_encode(p, n, outlen);
-}
-static inline long base64_decode(const char *s, size_t n, uint8_t *out)
-{
-    return sl_base64_decode(s, n, out);
-}
 int str_ieq(const char *a, const char *b);
 
 /* Keep only the requested keys of an object (RabbitMQ's columns=; "a.b" keeps "a"). */

@@ -377,9 +377,8 @@ int ntlm_authenticate(ntlm_srv *s, const uint8_t *msg, size_t n, ntlm_hash_fn ha
  * the sealing state when the key was exchanged. */
 static void checksum(const ntlm_srv *s, ntlm_key *k, const uint8_t *msg, size_t n, uint8_t out[8])
 {
-    uint8_t seq[4] = {(uint8_t)k->seq, (uint8_t)(k->seq >> 8), (uint8_t)(k->seq >> 16),
-                      (uint8_t)(k->seq >> 24)};
-    uint8_t mac[16];
+    uint8_t seq[4], mac[16];
+    sl_put_le32(seq, k->seq);
     part v[2] = {{seq, 4}, {msg, n}};
     hmac_md5(k->sign, v, 2, mac);
     memcpy(out, mac, 8);
@@ -392,8 +391,8 @@ void ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_
 {
     ntlm_key *k = s->out;
     uint8_t sum[8];
-    uint8_t mac[16], seq[4] = {(uint8_t)k->seq, (uint8_t)(k->seq >> 8), (uint8_t)(k->seq >> 16),
-                               (uint8_t)(k->seq >> 24)};
+    uint8_t mac[16], seq[4];
+    sl_put_le32(seq, k->seq);
     /* the MAC is over the plain text; the RC4 stream seals the data first, then the checksum */
     part v[2] = {{seq, 4}, {msg, n}};
     hmac_md5(k->sign, v, 2, mac);

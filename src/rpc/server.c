@@ -569,7 +569,7 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
             if (floor_at(tower, tlen, &pos, &lhs, &ll, &rhs, &rl) < 0)
                 break;
             if (i == 0 && ll == 19 && lhs[0] == 0x0d && rl == 2) {
-                uint16_t major = (uint16_t)(lhs[17] | lhs[18] << 8);
+                uint16_t major = sl_le16(lhs + 17);
                 for (size_t k = 0; k < s->n_regs; k++)
                     if (!memcmp(s->ifaces[k]->id.uuid, lhs + 1, 16) &&
                         s->ifaces[k]->id.major == major)
