@@ -217,8 +217,7 @@ int ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *comput
     uint64_t ft =
         116444736000000000ull + (uint64_t)ts.tv_sec * 10000000u + (uint64_t)ts.tv_nsec / 100;
     uint8_t ftb[8];
-    for (int i = 0; i < 8; i++)
-        ftb[i] = (uint8_t)(ft >> (8 * i));
+    sl_put_le64(ftb, ft);
     av_pair(&info, 7, ftb, 8); /* MsvAvTimestamp: clients then send a MIC */
     av_pair(&info, 0, NULL, 0);
 
