@@ -37,8 +37,7 @@ static void put_s16(sl_buf *b, const void *p, size_t n)
 {
     if (n > 65535)
         n = 65535;
-    sl_buf_put_u8(b, (uint8_t)n);
-    sl_buf_put_u8(b, (uint8_t)(n >> 8));
+    sl_buf_put_le16(b, (uint16_t)n);
     sl_buf_append(b, p, n);
 }
 
@@ -67,9 +66,7 @@ static int64_t get_i64(rd *r)
         r->bad = 1;
         return 0;
     }
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)r->p[i] << (8 * i);
+    uint64_t v = sl_le64(r->p);
     r->p += 8;
     return (int64_t)v;
 }

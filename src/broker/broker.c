@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "net/accept.h"
@@ -62,23 +63,14 @@ void broker_wait_disk(conn *c)
     if (c->in_waiting)
         return;
     c->in_waiting = 1;
-    c->wait_prev = NULL;
-    c->wait_next = b->waiting;
-    if (b->waiting)
-        b->waiting->wait_prev = c;
-    b->waiting = c;
+    SL_LIST_PUSH(b->waiting, c, wait_prev, wait_next);
 }
 
 static void unwait(conn *c)
 {
     if (!c->in_waiting)
         return;
-    if (c->wait_prev)
-        c->wait_prev->wait_next = c->wait_next;
-    else
-        c->b->waiting = c->wait_next;
-    if (c->wait_next)
-        c->wait_next->wait_prev = c->wait_prev;
+    SL_LIST_UNLINK(c->b->waiting, c, wait_prev, wait_next);
     c->in_waiting = 0;
     c->wait_next = c->wait_prev = NULL;
 }
@@ -150,12 +142,7 @@ static void unlink_conn(broker *b, conn *c)
         c->input_pending = 0;
     }
     unwait(c);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        b->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    SL_LIST_UNLINK(b->conns, c, prev, next);
     b->n_conns--;
     if (c->counted_open)
         b->n_open--;
@@ -295,10 +282,7 @@ static void accept_conn(broker *b, int fd, const struct sockaddr_storage *ss, in
         }
         conn_start_tls(c, t);
     }
-    c->next = b->conns;
-    if (b->conns)
-        b->conns->prev = c;
-    b->conns = c;
+    SL_LIST_PUSH(b->conns, c, prev, next);
     b->n_conns++;
     if (sl_loop_watch(b->n->loop, &c->w, SL_EV_READ) < 0) {
         conn_kill(c, "cannot watch socket");

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/list.h"
 #include "core/log.h"
 #include "core/map.h"
 #include "core/mem.h"
@@ -93,23 +94,14 @@ static void confirming_add(channel *ch)
     if (ch->in_confirming)
         return;
     ch->in_confirming = 1;
-    ch->conf_prev = NULL;
-    ch->conf_next = c->confirming;
-    if (c->confirming)
-        c->confirming->conf_prev = ch;
-    c->confirming = ch;
+    SL_LIST_PUSH(c->confirming, ch, conf_prev, conf_next);
 }
 
 static void confirming_remove(channel *ch)
 {
     if (!ch->in_confirming)
         return;
-    if (ch->conf_prev)
-        ch->conf_prev->conf_next = ch->conf_next;
-    else
-        ch->c->confirming = ch->conf_next;
-    if (ch->conf_next)
-        ch->conf_next->conf_prev = ch->conf_prev;
+    SL_LIST_UNLINK(ch->c->confirming, ch, conf_prev, conf_next);
     ch->in_confirming = 0;
     ch->conf_next = ch->conf_prev = NULL;
 }

@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "core/list.h"
 #include "core/map.h"
 #include "core/mem.h"
 
@@ -128,23 +129,14 @@ void channel_add_consumer(channel *ch, consumer *cons)
     if (!ch->ctags)
         ch->ctags = sl_map_new();
     sl_map_put(ch->ctags, cons->tag, cons->tag_len, cons);
-    cons->prev = NULL;
-    cons->next = ch->consumers;
-    if (ch->consumers)
-        ch->consumers->prev = cons;
-    ch->consumers = cons;
+    SL_LIST_PUSH(ch->consumers, cons, prev, next);
 }
 
 static void unstarve(channel *ch, consumer *cons)
 {
     if (!cons->is_starved)
         return;
-    if (cons->starved_prev)
-        cons->starved_prev->starved_next = cons->starved_next;
-    else
-        ch->starved = cons->starved_next;
-    if (cons->starved_next)
-        cons->starved_next->starved_prev = cons->starved_prev;
+    SL_LIST_UNLINK(ch->starved, cons, starved_prev, starved_next);
     cons->starved_next = cons->starved_prev = NULL;
     cons->is_starved = 0;
 }
@@ -154,11 +146,7 @@ void channel_starve_consumer(channel *ch, consumer *cons)
     if (cons->is_starved)
         return;
     cons->is_starved = 1;
-    cons->starved_prev = NULL;
-    cons->starved_next = ch->starved;
-    if (ch->starved)
-        ch->starved->starved_prev = cons;
-    ch->starved = cons;
+    SL_LIST_PUSH(ch->starved, cons, starved_prev, starved_next);
 }
 
 void channel_wake_starved(channel *ch)
@@ -174,12 +162,7 @@ void channel_wake_starved(channel *ch)
 void channel_unlink_consumer(channel *ch, consumer *cons)
 {
     unstarve(ch, cons);
-    if (cons->prev)
-        cons->prev->next = cons->next;
-    else
-        ch->consumers = cons->next;
-    if (cons->next)
-        cons->next->prev = cons->prev;
+    SL_LIST_UNLINK(ch->consumers, cons, prev, next);
     cons->next = cons->prev = NULL;
     if (ch->ctags)
         sl_map_del(ch->ctags, cons->tag, cons->tag_len);

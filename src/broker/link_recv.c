@@ -27,23 +27,13 @@
 #include "access/access.h"
 #include "amqp/table.h"
 #include "core/clock.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "eod/eod.h"
 #include "link/link.h"
 #include "persist/persist.h"
 #include "broker/broker.h"
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 int link_recv_hello(conn *c, amqp_bytes client_props)
 {
@@ -56,14 +46,10 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
                    "a link must name its node (sluice_link.node_id: 32 hex digits)");
         return -1;
     }
-    for (int i = 0; i < 16; i++) {
-        int hi = hexval(ids.p[2 * i]), lo = hexval(ids.p[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
-                       "sluice_link.node_id is not hex");
-            return -1;
-        }
-        c->link_sender[i] = (uint8_t)(hi << 4 | lo);
+    if (sl_unhex((const char *)ids.p, 16, c->link_sender) < 0) {
+        conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                   "sluice_link.node_id is not hex");
+        return -1;
     }
     if (amqp_table_get(v.v.s, "node_name", &name))
         amqp_value_str(&name, &names);

@@ -93,8 +93,7 @@ static void put_s16(sl_buf *b, const char *s)
     size_t n = strlen(s);
     if (n > 0xffff)
         n = 0xffff;
-    uint8_t h[2] = {(uint8_t)(n >> 8), (uint8_t)n};
-    sl_buf_append(b, h, 2);
+    sl_buf_put_u16(b, (uint16_t)n);
     sl_buf_append(b, s, n);
 }
 

@@ -571,8 +571,7 @@ int cl_proxy_amqp_refusal(int *step, const uint8_t *in, size_t n, size_t *used, 
         off += (size_t)r;
         if (f.type != AMQP_FRAME_METHOD || f.size < 4)
             continue; /* heartbeats and anything else: ignore */
-        uint32_t id = ((uint32_t)f.payload[0] << 24) | ((uint32_t)f.payload[1] << 16) |
-                      ((uint32_t)f.payload[2] << 8) | f.payload[3];
+        uint32_t id = sl_get_u32(f.payload);
         if (id == AMQP_CONNECTION_START_OK && *step == 1) {
             /* refused in reply to start-ok, as a failed login is: the one place where
              * amqplib reports the server's code and text ("Handshake terminated by server:

@@ -34,4 +34,11 @@ int sl_unhex(const char *s, size_t n, uint8_t *out);
 /* 1 when all of s[0, n) are hex digits. */
 int sl_is_hex(const char *s, size_t n);
 
+/* GUIDs and UUIDs as text, "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", and their 16 bytes in the
+ * wire's layout (MS-DTYP 2.3.4.2): the first three groups little endian, the last two in text
+ * order. The reader takes exactly 36 characters with the four dashes in place; 0, or -1 with
+ * out written up to the first bad digit. The writer is lowercase, 36 characters and a NUL. */
+int sl_guid_parse(const char *s, size_t n, uint8_t out[16]);
+void sl_guid_str(const uint8_t g[16], char out[37]);
+
 #endif

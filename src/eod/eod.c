@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "core/le.h"
 #include "persist/records.h"
 
 void eod_batch_encode(sl_buf *b, const uint8_t sender[16], const char *sender_name, uint64_t seq_id,
@@ -19,17 +20,9 @@ void eod_batch_encode(sl_buf *b, const uint8_t sender[16], const char *sender_na
     rec_s16(b, sender_name, strlen(sender_name));
 }
 
-static uint64_t le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 uint64_t eod_batch_seq_no(const eod_batch *b, uint32_t i)
 {
-    return le64(b->seq_nos + 8 * (size_t)i);
+    return sl_le64(b->seq_nos + 8 * (size_t)i);
 }
 
 int eod_batch_decode(const uint8_t *p, size_t len, eod_batch *out)

@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "persist/records.h"
@@ -226,10 +227,7 @@ static void outq_adopt(void *ctx, qm_queue *q, const link_addr *a)
     }
     o->paused &= OQ_ONHOLD;
     q->link = o;
-    o->next = m->all;
-    if (m->all)
-        m->all->prev = o;
-    m->all = o;
+    SL_LIST_PUSH(m->all, o, prev, next);
 }
 
 void link_outq_free(link_outq *o)
@@ -254,12 +252,7 @@ void link_outq_free(link_outq *o)
     }
     link_fail_calls(o, 0, "the link is going away");
     link_outq **head = o->rpc_only ? &m->rpcs : &m->all;
-    if (o->prev)
-        o->prev->next = o->next;
-    else
-        *head = o->next;
-    if (o->next)
-        o->next->prev = o->prev;
+    SL_LIST_UNLINK(*head, o, prev, next);
     if (o->q) {
         eod_reg_forget(m->reg, o->q);
         o->q->link = NULL;

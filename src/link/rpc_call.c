@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
 
@@ -221,10 +222,7 @@ sl_err link_rpc_call(link_mgr *m, const char *host, int port, const char *reques
         snprintf(o->name, sizeof o->name, "requests to %s:%d", host, port);
         o->io.fd = -1;
         sl_buf_init(&o->rpc_body);
-        o->next = m->rpcs;
-        if (m->rpcs)
-            m->rpcs->prev = o;
-        m->rpcs = o;
+        SL_LIST_PUSH(m->rpcs, o, prev, next);
     }
     rpc_call *c = sl_xcalloc(1, sizeof *c);
     c->id = ++o->rpc_next_id;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/base64.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "mq/action.h"
@@ -107,7 +108,7 @@ json_t *msmq_value_json(const mq_value *v)
         return json_string(v->s);
     case MQ_V_SEQINFO:
         mq_seqinfo_bytes(&v->seq, b);
-        enc = base64_encode(b, sizeof b, &n);
+        enc = sl_base64_encode(b, sizeof b, &n);
         a = json_pack("{s:s,s:I,s:I,s:I}", "blob", enc, "SeqID", (json_int_t)v->seq.seq_id, "SeqNo",
                       (json_int_t)v->seq.seq_no64, "PrevNo", (json_int_t)v->seq.prev_no64);
         sl_free(enc);

@@ -268,15 +268,6 @@ static inline json_t *json_strn_safe(const char *s, size_t len) /* invalid UTF-8
 {
     return defs_json_strn_safe(s, len);
 }
-/* core/base64.h's encoder and lenient reader under their old names (for the lead's sweep). */
-static inline char *base64_encode(const uint8_t *p, size_t n, size_t *outlen)
-{
-    return sl_base64_encode(p, n, outlen);
-}
-static inline long base64_decode(const char *s, size_t n, uint8_t *out)
-{
-    return sl_base64_decode(s, n, out);
-}
 int str_ieq(const char *a, const char *b);
 
 /* Keep only the requested keys of an object (RabbitMQ's columns=; "a.b" keeps "a"). */

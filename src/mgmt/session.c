@@ -73,6 +73,7 @@ static int expired(const mgmt *m, const session *s, uint64_t now)
 /* The table key of a token: its SHA-256. -1 when the token is not 64 hex digits. */
 static int token_key(const char *token, uint8_t key[SHA256_DIGEST_LENGTH])
 {
+    /* lowercase only, not core/hex.h's sl_is_hex: the key hashes the text as it was issued */
     if (!token || strlen(token) != 2 * MGMT_SESSION_TOKEN_BYTES ||
         strspn(token, "0123456789abcdef") != 2 * MGMT_SESSION_TOKEN_BYTES)
         return -1;

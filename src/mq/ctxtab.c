@@ -21,6 +21,7 @@
 #include <sys/random.h>
 
 #include "core/clock.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "mq/ctxtab.h"
@@ -123,16 +124,6 @@ void ctx_entry_free(ctx_entry *e)
     sl_free(e->owner);
 }
 
-static int is_hex(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
-            return 0;
-    }
-    return 1;
-}
-
 ctx_entry *ctx_find(ctxtab *t, const char *id)
 {
     return sl_map_get(t->by_id, id, CTX_ID_LEN);
@@ -143,7 +134,7 @@ sl_err ctx_lookup(ctxtab *t, const char *id, const char *user, ctx_entry **out, 
 {
     *out = NULL;
     size_t n = strlen(id);
-    if (n != CTX_ID_LEN || !is_hex(id, n)) {
+    if (n != CTX_ID_LEN || !sl_is_hex(id, n)) {
         snprintf(err, errlen, "'%.40s%s' is not a %s id (24 hexadecimal digits)", id,
                  n > 40 ? "..." : "", t->what);
         return SL_ERR_INVALID_HANDLE;

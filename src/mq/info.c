@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/le.h"
 #include "core/mem.h"
 #include "core/version.h"
 #include "node/node.h"
@@ -79,12 +80,9 @@ void mq_value_free(mq_value *v)
 
 void mq_seqinfo_bytes(const mq_seqinfo *s, uint8_t b[16])
 {
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(s->seq_id >> (8 * i));
-    for (int i = 0; i < 4; i++) {
-        b[8 + i] = (uint8_t)(s->seq_no >> (8 * i));
-        b[12 + i] = (uint8_t)(s->prev_no >> (8 * i));
-    }
+    sl_put_le64(b, s->seq_id);
+    sl_put_le32(b + 8, s->seq_no);
+    sl_put_le32(b + 12, s->prev_no);
 }
 
 const char *mq_vt_name(uint16_t vt)

@@ -12,12 +12,11 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/hex.h"
+#include "core/le.h"
 
 void msmq_guid_str(const uint8_t g[16], char out[40])
 {
-    snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", g[3],
-             g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12], g[13],
-             g[14], g[15]);
+    sl_guid_str(g, out);
 }
 
 void msmq_peer_str(const struct sockaddr_storage *peer, char *name, size_t nlen, char *ip,
@@ -168,9 +167,7 @@ qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char
     if (!zero(m->correlation_id, 20)) {
         /* a correlation id is a message id too (GUID + 4-byte number) */
         msmq_guid_str(m->correlation_id, g);
-        uint32_t n = (uint32_t)m->correlation_id[16] | (uint32_t)m->correlation_id[17] << 8 |
-                     (uint32_t)m->correlation_id[18] << 16 | (uint32_t)m->correlation_id[19] << 24;
-        snprintf(cid, sizeof cid, "%s\\%u", g, n);
+        snprintf(cid, sizeof cid, "%s\\%u", g, sl_le32(m->correlation_id + 16));
         bp.flags |= AMQP_P_CORRELATION_ID;
         bp.correlation_id = (amqp_bytes){(const uint8_t *)cid, strlen(cid)};
     }
@@ -213,26 +210,6 @@ qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char
 
 /* ---- the sending side: AMQP properties and x-msmq-* headers back to MSMQ's ---- */
 
-/* msmq_guid_str's inverse: 36 characters at s into g (MS-DTYP byte order); 0 or -1. */
-static int guid_parse(const char *s, size_t n, uint8_t g[16])
-{
-    /* the wire byte each pair of hex digits goes to, in text order */
-    static const uint8_t at[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
-    if (n != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-')
-        return -1;
-    size_t k = 0;
-    for (size_t i = 0; i < 36 && k < 16; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23)
-            continue;
-        int hi = sl_hex_nibble(s[i]), lo = sl_hex_nibble(s[i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        g[at[k++]] = (uint8_t)(hi << 4 | lo);
-        i++;
-    }
-    return k == 16 ? 0 : -1;
-}
-
 /* A number of at most 32 bits in base (10 or 16), all of [s, s + n): 0 or -1. */
 static int u32_parse(const char *s, size_t n, int base, uint32_t *out)
 {
@@ -269,12 +246,12 @@ static int format_parse(amqp_bytes v, mqqb_qout *q, char *buf, size_t cap)
         q->direct = buf;
         return 0;
     }
-    if (n > 7 && !strncasecmp(s, "PUBLIC=", 7) && guid_parse(s + 7, n - 7, q->guid) == 0) {
+    if (n > 7 && !strncasecmp(s, "PUBLIC=", 7) && sl_guid_parse(s + 7, n - 7, q->guid) == 0) {
         q->type = MQQB_QF_PUBLIC;
         return 0;
     }
     if (n > 8 + 37 && !strncasecmp(s, "PRIVATE=", 8) && s[8 + 36] == '\\' &&
-        guid_parse(s + 8, 36, q->guid) == 0 &&
+        sl_guid_parse(s + 8, 36, q->guid) == 0 &&
         u32_parse(s + 8 + 37, n - 8 - 37, 16, &q->private_id) == 0) {
         q->type = MQQB_QF_PRIVATE_OTHER;
         return 0;
@@ -460,12 +437,9 @@ unsigned msmq_out_props(const uint8_t *props, uint32_t props_len, mqqb_out *u, m
         const char *c = (const char *)bp.correlation_id.p;
         size_t n = bp.correlation_id.len;
         uint32_t no;
-        if (n > 37 && c[36] == '\\' && guid_parse(c, 36, s->correlation) == 0 &&
+        if (n > 37 && c[36] == '\\' && sl_guid_parse(c, 36, s->correlation) == 0 &&
             u32_parse(c + 37, n - 37, 10, &no) == 0) {
-            s->correlation[16] = (uint8_t)no;
-            s->correlation[17] = (uint8_t)(no >> 8);
-            s->correlation[18] = (uint8_t)(no >> 16);
-            s->correlation[19] = (uint8_t)(no >> 24);
+            sl_put_le32(s->correlation + 16, no);
             u->correlation = s->correlation;
         } else {
             lost |= MSMQ_LOST_CORRELATION;

@@ -287,8 +287,7 @@ void node_filter_free(node_filter *f)
 
 void node_sortkey_u64(sl_buf *b, uint64_t v)
 {
-    for (int i = 7; i >= 0; i--)
-        sl_buf_put_u8(b, (uint8_t)(v >> (8 * i)));
+    sl_buf_put_u64(b, v); /* big endian: the bytes sort as the numbers do */
 }
 
 void node_sortkey_none(sl_buf *b)

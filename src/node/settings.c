@@ -28,6 +28,7 @@
 #include <strings.h>
 
 #include "core/buf.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "net/cidr.h"
@@ -372,14 +373,7 @@ static int parse_node_id(const char *s, uint8_t out[16])
 {
     if (strlen(s) != 32)
         return -1;
-    for (int i = 0; i < 16; i++) {
-        unsigned v;
-        if (!isxdigit((unsigned char)s[2 * i]) || !isxdigit((unsigned char)s[2 * i + 1]) ||
-            sscanf(s + 2 * i, "%2x", &v) != 1)
-            return -1;
-        out[i] = (uint8_t)v;
-    }
-    return 0;
+    return sl_unhex(s, 16, out);
 }
 
 static const char *set_user_link_node(void *base, const setting *r, const char *part, size_t plen,

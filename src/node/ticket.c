@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "persist/persist.h"
@@ -349,7 +350,8 @@ void node_qm_guid(const sl_node *n, uint8_t out[16])
 {
     if (n->store)
         memcpy(out, persist_node_id(n->store), 16);
-    else
-        for (int i = 0; i < 16; i++)
-            out[i] = (uint8_t)(n->boot_id >> (8 * (i % 8)));
+    else {
+        sl_put_le64(out, n->boot_id); /* twice: 16 bytes */
+        sl_put_le64(out + 8, n->boot_id);
+    }
 }

@@ -143,15 +143,13 @@ static inline void rec_u32(sl_buf *b, uint32_t v)
 }
 static inline void rec_u64(sl_buf *b, uint64_t v)
 {
-    rec_u32(b, (uint32_t)v);
-    rec_u32(b, (uint32_t)(v >> 32));
+    sl_buf_put_le64(b, v);
 }
 static inline void rec_s16(sl_buf *b, const void *p, size_t n)
 {
     if (n > 65535)
         n = 65535;
-    sl_buf_put_u8(b, (uint8_t)n);
-    sl_buf_put_u8(b, (uint8_t)(n >> 8));
+    sl_buf_put_le16(b, (uint16_t)n);
     sl_buf_append(b, p, n);
 }
 static inline void rec_b32(sl_buf *b, const void *p, size_t n)

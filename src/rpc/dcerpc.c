@@ -31,29 +31,14 @@ enum { NAK_NOT_SPECIFIED = 0, NAK_VERSION = 4, NAK_AUTHN_TYPE = 8 };
 
 int rpc_uuid_parse(const char *s, uint8_t out[16])
 {
-    /* text order: 4-2-2-2-6 bytes; the first three groups are little endian on the wire */
-    static const int pos[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
-    int k = 0;
-    for (size_t i = 0; s[i]; i++) {
-        if (s[i] == '-' && (i == 8 || i == 13 || i == 18 || i == 23))
-            continue;
-        if (k >= 32 || !s[i + 1])
-            return -1;
-        int hi = sl_hex_nibble(s[i]), lo = sl_hex_nibble(s[i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        out[pos[k / 2]] = (uint8_t)(hi << 4 | lo);
-        k += 2;
-        i++;
-    }
-    return k == 32 ? 0 : -1;
+    return sl_guid_parse(s, strlen(s), out);
 }
 
 void rpc_uuid_str(const uint8_t u[16], char *buf, size_t len)
 {
-    snprintf(buf, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[3],
-             u[2], u[1], u[0], u[5], u[4], u[7], u[6], u[8], u[9], u[10], u[11], u[12], u[13],
-             u[14], u[15]);
+    char t[37];
+    sl_guid_str(u, t);
+    snprintf(buf, len, "%s", t);
 }
 
 void rpc_conn_init(rpc_conn *c, const rpc_conn_cfg *cfg, uint32_t assoc_group)

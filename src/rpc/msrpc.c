@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "mq/formatname.h"
@@ -152,11 +153,7 @@ void msrpc_read_mgmt_object(msrpc *r, ndr_rd *in, char *out, size_t outlen)
 void msrpc_pending_put(msrpc *r, msrpc_pending *p)
 {
     p->r = r;
-    p->prev = NULL;
-    p->next = r->pending;
-    if (p->next)
-        p->next->prev = p;
-    r->pending = p;
+    SL_LIST_PUSH(r->pending, p, prev, next);
 }
 
 msrpc_pending *msrpc_pending_new(msrpc *r, const rpc_session_info *s, const rpc_call *c)
@@ -175,12 +172,7 @@ msrpc *msrpc_pending_take(msrpc_pending *p)
     msrpc *r = p->r;
     if (!r)
         return NULL;
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        r->pending = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
+    SL_LIST_UNLINK(r->pending, p, prev, next);
     p->next = p->prev = NULL;
     return r;
 }

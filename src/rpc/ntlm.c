@@ -217,8 +217,7 @@ int ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *comput
     uint64_t ft =
         116444736000000000ull + (uint64_t)ts.tv_sec * 10000000u + (uint64_t)ts.tv_nsec / 100;
     uint8_t ftb[8];
-    for (int i = 0; i < 8; i++)
-        ftb[i] = (uint8_t)(ft >> (8 * i));
+    sl_put_le64(ftb, ft);
     av_pair(&info, 7, ftb, 8); /* MsvAvTimestamp: clients then send a MIC */
     av_pair(&info, 0, NULL, 0);
 
@@ -377,9 +376,8 @@ int ntlm_authenticate(ntlm_srv *s, const uint8_t *msg, size_t n, ntlm_hash_fn ha
  * the sealing state when the key was exchanged. */
 static void checksum(const ntlm_srv *s, ntlm_key *k, const uint8_t *msg, size_t n, uint8_t out[8])
 {
-    uint8_t seq[4] = {(uint8_t)k->seq, (uint8_t)(k->seq >> 8), (uint8_t)(k->seq >> 16),
-                      (uint8_t)(k->seq >> 24)};
-    uint8_t mac[16];
+    uint8_t seq[4], mac[16];
+    sl_put_le32(seq, k->seq);
     part v[2] = {{seq, 4}, {msg, n}};
     hmac_md5(k->sign, v, 2, mac);
     memcpy(out, mac, 8);
@@ -392,8 +390,8 @@ void ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_
 {
     ntlm_key *k = s->out;
     uint8_t sum[8];
-    uint8_t mac[16], seq[4] = {(uint8_t)k->seq, (uint8_t)(k->seq >> 8), (uint8_t)(k->seq >> 16),
-                               (uint8_t)(k->seq >> 24)};
+    uint8_t mac[16], seq[4];
+    sl_put_le32(seq, k->seq);
     /* the MAC is over the plain text; the RC4 stream seals the data first, then the checksum */
     part v[2] = {{seq, 4}, {msg, n}};
     hmac_md5(k->sign, v, 2, mac);

@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/hex.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "link/link.h"
@@ -40,14 +42,8 @@ static void put_context(ndr_wr *out, const handle *h, uint64_t session)
 {
     uint8_t b[20] = {0};
     if (h) {
-        const char *id = handle_id(h);
-        for (int i = 0; i < 12; i++) {
-            unsigned v;
-            sscanf(id + 2 * i, "%2x", &v);
-            b[4 + i] = (uint8_t)v;
-        }
-        for (int i = 0; i < 4; i++)
-            b[16 + i] = (uint8_t)(session >> (8 * i));
+        sl_unhex(handle_id(h), 12, b + 4); /* CTX_ID_LEN hex digits */
+        sl_put_le32(b + 16, (uint32_t)session);
     }
     ndr_put_bytes(out, b, 20);
 }
@@ -61,12 +57,9 @@ handle *msrpc_get_context(msrpc *r, const rpc_session_info *s, ndr_rd *in)
     if (in->err)
         return NULL;
     char id[CTX_ID_LEN + 1];
-    for (int i = 0; i < 12; i++)
-        snprintf(id + 2 * i, 3, "%02x", b[4 + i]);
+    sl_hex(id, b + 4, 12);
     handle *h = handle_find(r->mq, id);
-    uint32_t low =
-        (uint32_t)b[16] | (uint32_t)b[17] << 8 | (uint32_t)b[18] << 16 | (uint32_t)b[19] << 24;
-    if (!h || handle_session(h) != s->id || low != (uint32_t)s->id)
+    if (!h || handle_session(h) != s->id || sl_le32(b + 16) != (uint32_t)s->id)
         return NULL;
     return h;
 }
@@ -280,7 +273,8 @@ static void purge_answered(void *ctx, const char *reply, const char *err)
     }
     if (hr)
         sl_info("msrpc: remote purge failed (0x%08X): %s", hr, err ? err : reply ? reply : "");
-    uint8_t stub[4] = {(uint8_t)hr, (uint8_t)(hr >> 8), (uint8_t)(hr >> 16), (uint8_t)(hr >> 24)};
+    uint8_t stub[4];
+    sl_put_le32(stub, hr);
     msrpc_pending_reply(r, p, stub, sizeof stub);
 }
 

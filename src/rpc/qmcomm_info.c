@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "node/node.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/version.h"
@@ -36,7 +37,8 @@
 #define INFINITE_TTRQ "4294967295"   /* INFINITE (0xFFFFFFFF) seconds: no default TTRQ */
 
 /* The UTF-16 units (with the NUL) of s into a fresh buffer; *n their count. ndr.c's string
- * writer does the conversion (after its 12-byte header). */
+ * writer does the conversion (after its 12-byte header): it writes U+FFFD for what
+ * sl_utf8_to_utf16le would refuse, so the name is answered whatever it holds. */
 static uint16_t *utf16_of(const char *s, uint32_t *n)
 {
     sl_buf b;
@@ -48,7 +50,7 @@ static uint16_t *utf16_of(const char *s, uint32_t *n)
     uint16_t *u = sl_xcalloc(*n, sizeof *u);
     const uint8_t *p = sl_buf_head(&b) + 12;
     for (uint32_t i = 0; i < *n; i++)
-        u[i] = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+        u[i] = sl_le16(p + 2 * i);
     sl_buf_free(&b);
     return u;
 }

@@ -490,12 +490,9 @@ static int floor_at(const uint8_t *t, size_t n, size_t *pos, const uint8_t **lhs
 
 static void tower_floor(sl_buf *b, const uint8_t *lhs, uint16_t ll, const uint8_t *rhs, uint16_t rl)
 {
-    uint8_t h[2] = {(uint8_t)ll, (uint8_t)(ll >> 8)};
-    sl_buf_append(b, h, 2);
+    sl_buf_put_le16(b, ll);
     sl_buf_append(b, lhs, ll);
-    h[0] = (uint8_t)rl;
-    h[1] = (uint8_t)(rl >> 8);
-    sl_buf_append(b, h, 2);
+    sl_buf_put_le16(b, rl);
     sl_buf_append(b, rhs, rl);
 }
 
@@ -507,10 +504,8 @@ static void our_tower(rpc_server *s, session *ss, const rpc_iface *f, sl_buf *t)
     sl_buf_append(t, cnt, 2);
     lhs[0] = 0x0d;
     memcpy(lhs + 1, f->id.uuid, 16);
-    lhs[17] = (uint8_t)f->id.major;
-    lhs[18] = (uint8_t)(f->id.major >> 8);
-    rhs[0] = (uint8_t)f->id.minor;
-    rhs[1] = (uint8_t)(f->id.minor >> 8);
+    sl_put_le16(lhs + 17, f->id.major);
+    sl_put_le16(rhs, f->id.minor);
     tower_floor(t, lhs, 19, rhs, 2);
     memcpy(lhs + 1, rpc_ndr20.uuid, 16);
     lhs[17] = 2;
@@ -569,7 +564,7 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
             if (floor_at(tower, tlen, &pos, &lhs, &ll, &rhs, &rl) < 0)
                 break;
             if (i == 0 && ll == 19 && lhs[0] == 0x0d && rl == 2) {
-                uint16_t major = (uint16_t)(lhs[17] | lhs[18] << 8);
+                uint16_t major = sl_le16(lhs + 17);
                 for (size_t k = 0; k < s->n_regs; k++)
                     if (!memcmp(s->ifaces[k]->id.uuid, lhs + 1, 16) &&
                         s->ifaces[k]->id.major == major)

@@ -149,6 +149,24 @@ START_TEST(hex_both_ways_and_bad_digits)
 }
 END_TEST
 
+START_TEST(guid_text_in_the_wire_layout)
+{
+    static const uint8_t want[16] = {0x30, 0xa0, 0xb3, 0xfd, 0x5f, 0x06, 0xd1, 0x11,
+                                     0xbb, 0x9b, 0x00, 0xa0, 0x24, 0xea, 0x55, 0x25};
+    const char *t = "FDB3A030-065f-11d1-bb9b-00a024ea5525";
+    uint8_t g[16];
+    char s[37];
+    ck_assert_int_eq(sl_guid_parse(t, 36, g), 0);
+    ck_assert_mem_eq(g, want, 16);
+    sl_guid_str(g, s);
+    ck_assert_str_eq(s, "fdb3a030-065f-11d1-bb9b-00a024ea5525");
+    ck_assert_int_eq(sl_guid_parse(t, 35, g), -1);                                  /* one short */
+    ck_assert_int_eq(sl_guid_parse("fdb3a030065f11d1bb9b00a024ea5525", 32, g), -1); /* no dashes */
+    ck_assert_int_eq(sl_guid_parse("fdb3a030-065f-11d1-bb9b-00a024ea552z", 36, g), -1);
+    ck_assert_int_eq(sl_guid_parse("fdb3a030-065f-11d1-bb9b+00a024ea5525", 36, g), -1);
+}
+END_TEST
+
 START_TEST(base64_readers_and_their_padding)
 {
     size_t n;
@@ -240,6 +258,7 @@ static Suite *text_suite(void)
     tcase_add_test(tc, utf16_input_is_checked_by_one_policy);
     tcase_add_test(tc, little_endian_reads_and_writes);
     tcase_add_test(tc, hex_both_ways_and_bad_digits);
+    tcase_add_test(tc, guid_text_in_the_wire_layout);
     tcase_add_test(tc, base64_readers_and_their_padding);
     tcase_add_test(tc, list_push_unlink_and_tail);
     suite_add_tcase(s, tc);
