@@ -263,7 +263,7 @@ enum MHD_Result pager_list(req *r, int kind, const char *only_vhost);
 /* GET .../messages?count&offset: a peek in slices, nothing paged in (qm_queue_peek_view). */
 enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, const char *enc,
                            int64_t truncate);
-/* on_request for a request whose job is done. */
+/* on_resume for a request whose job is done. */
 enum MHD_Result pager_resume(req *r);
 void pager_init(mgmt *m);
 /* The request is freed: its finished job (if any) goes too. */
