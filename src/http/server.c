@@ -504,7 +504,15 @@ http_server *http_server_start(const http_server_opts *o, char *err, size_t errl
 void http_server_close(http_server *s)
 {
     sl_acceptor_stop(&s->acceptor);
-    close(s->listen_fd);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    s->listen_fd = -1;
+    if (s->tls_d) {
+        sl_acceptor_stop(&s->tls_acceptor);
+        if (s->tls_listen_fd >= 0)
+            close(s->tls_listen_fd);
+        s->tls_listen_fd = -1;
+    }
 }
 
 void http_server_orphan_held(http_server *s)
@@ -523,10 +531,9 @@ void http_server_free(http_server *s)
     sl_loop_unwatch(s->o.loop, &s->w);
     if (sl_timer_armed(&s->t))
         sl_timer_stop(s->o.loop, &s->t);
+    http_server_close(s);  /* when the caller did not */
     MHD_stop_daemon(s->d); /* closes every connection */
     if (s->tls_d) {
-        sl_acceptor_stop(&s->tls_acceptor);
-        close(s->tls_listen_fd);
         sl_loop_unwatch(s->o.loop, &s->tls_w);
         MHD_stop_daemon(s->tls_d);
     }

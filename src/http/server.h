@@ -89,7 +89,8 @@ void http_server_close(http_server *s);
 /* Let go of every held request: each becomes an orphan (its answer, when it comes, only
  * frees it: http_resume). */
 void http_server_orphan_held(http_server *s);
-/* Stop: every connection is closed, the server freed (orphans live on). */
+/* Stop: the listeners (if http_server_close was not called) and every connection are closed,
+ * the server freed (orphans live on). */
 void http_server_free(http_server *s);
 
 void *http_server_ctx(const http_server *s);
