@@ -112,7 +112,7 @@ enum MHD_Result api_overview(req *r)
     if (amqps)
         json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "amqp/ssl", "ip_address",
                                             amqps->addr, "port", amqps->port));
-    if (m->tls_d)
+    if (m->https)
         json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "https", "ip_address",
                                             m->tls_addr, "port", m->tls_port));
     json_object_set_new(o, "listeners", ls);

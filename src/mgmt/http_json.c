@@ -314,13 +314,13 @@ json_t *req_body(req *r, int allow_empty)
 {
     if (r->json)
         return r->json;
-    size_t n = sl_buf_unread(&r->body);
+    size_t n = sl_buf_unread(&r->h.body);
     if (n == 0 && allow_empty) {
         r->json = json_object();
         return r->json;
     }
     json_error_t e;
-    json_t *j = json_loadb((const char *)sl_buf_head(&r->body), n, 0, &e);
+    json_t *j = json_loadb((const char *)sl_buf_head(&r->h.body), n, 0, &e);
     if (!j) {
         reply_error(r, 400, "bad_request", "malformed JSON body: %s (line %d, column %d)", e.text,
                     e.line, e.column);

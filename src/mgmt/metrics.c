@@ -137,7 +137,7 @@ static void listener_metrics(sl_buf *b, mgmt *m)
 {
     const node_listener *amqp = node_listener_find(m->n, "amqp");
     sl_acceptor none = {0};
-    const sl_acceptor *acc[2] = {amqp && amqp->acceptor ? amqp->acceptor : &none, &m->acceptor};
+    const sl_acceptor *acc[2] = {amqp && amqp->acceptor ? amqp->acceptor : &none, m->acceptor};
     out(b, "# HELP sluice_listener_accepting 1 while the listener accepts connections (0: "
            "paused for lack of descriptors or at its connection cap)\n"
            "# TYPE sluice_listener_accepting gauge\n");
@@ -156,7 +156,7 @@ static void listener_metrics(sl_buf *b, mgmt *m)
             (unsigned long long)acc[i]->fd_refused);
     metric(b, "sluice_connections_refused_total", "counter",
            "AMQP connections refused at connection.open by connection_max", m->n->conns_refused);
-    metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", m->n_conns);
+    metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", mgmt_conns(m));
     metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", acc[0]->fd_limit);
     /* The cluster (a node without cluster settings is a cluster of one, its own leader). */
     uint64_t leader = 1, epoch = 0, members = 1, isr = 1;

@@ -1,7 +1,7 @@
 /* mgmt_internal.h - what the files of src/mgmt/ share: the mgmt object, one HTTP request, the
  * reply helpers and the handlers the router calls.
  *
- *   mgmt.c          libmicrohttpd + event-loop glue, request bodies, auth, routing
+ *   mgmt.c          the HTTP(S) server's settings (http/server.h), auth, CSRF rules, routing
  *   http_json.c     replies (JSON, errors with HRESULTs), query/body access, AMQP tables <-> JSON
  *   msg_json.c      messages <-> JSON (properties, payload encodings) for publish, get, peek
  *   api_queues.c    /api/queues... (list, declare, delete, purge, get, peek, subqueues)
@@ -18,13 +18,12 @@
  *                   the walking, filtering, sort keys and pages are node/lister.c's
  *   api_definitions.c  /api/definitions: HTTP over defs/ (the document's format lives there)
  *   metrics.c       /metrics (Prometheus text)
- *   guard.c         connections not logged in: header deadline, their own cap (see there)
  *   session.c       the web console's login sessions (cookie auth, /api/session)
  *   static.c        the web console's files, built into the binary (console/)
  *
- * Every handler runs on the broker's loop thread (MHD is driven from it), so handlers read and
- * change qm state directly, through qm.h only. A handler replies exactly once (reply_* return
- * the MHD result to hand back to libmicrohttpd).
+ * Every handler runs on the broker's loop thread (MHD is driven from it, http/server.c), so
+ * handlers read and change qm state directly, through qm.h only. A handler replies exactly once
+ * (reply_* return the MHD result to hand back to libmicrohttpd).
  */
 #ifndef SL_MGMT_INTERNAL_H
 #define SL_MGMT_INTERNAL_H
@@ -37,12 +36,13 @@
 #include "core/buf.h"
 #include "defs/defs.h"
 #include "defs/json.h"
+#include "http/server.h"
+#include "http/static.h"
 #include "mgmt/mgmt.h"
 #include "mq/caller.h"
 #include "mq/ctxtab.h"
 #include "mq/formatname.h"
 #include "mq/mq.h"
-#include "net/accept.h"
 #include "node/node.h"
 #include "node/rules.h"
 #include "node/totals.h"
@@ -50,58 +50,22 @@
 #define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
 #define MGMT_MAX_SEGS 16
 
-/* ---- guard.c: connections that have not logged in (see guard.c for the rules) ---- */
-typedef struct guard_conn guard_conn;
-typedef struct guard_door {
-    const char *name;        /* "http" / "https", for the log */
-    guard_conn *head, *tail; /* unproven connections, in the order they started waiting */
-    unsigned n_unproven;     /* the list's length */
-    uint64_t dropped;        /* closed by the guard (deadline or cap) */
-} guard_door;
-struct guard_conn {
-    guard_conn *prev, *next;
-    guard_door *door;
-    int fd;
-    uint64_t deadline_ms; /* sl_now_ms() by which a request header must be in; 0 = one is */
-    uint8_t proven;       /* a request on it logged in */
-    uint8_t dropped;      /* shut down by the guard; MHD has yet to close it */
-};
-
 struct mgmt {
     sl_node *n;
-    struct MHD_Daemon *d;
-    mq_state *mq; /* MSMQ's handles and transactions, shared with the DCE/RPC door */
-    sl_watch w;   /* MHD's epoll fd, readable when MHD has work */
-    sl_timer t;   /* MHD's own timeouts (idle connections, pending writes) */
-    int running;  /* inside MHD_run: no re-entry */
-    int listen_fd;
-    sl_acceptor acceptor; /* accepts for MHD: descriptor reserve, connection cap */
-    unsigned n_conns;     /* connections MHD holds (its notifications) */
-    /* Requests begun and not yet completed: a shutdown (or a re-exec after a step-down, whose
-     * reply is one of them) waits for them, within its 2 s (the node part's live). */
-    unsigned api_inflight;
-    unsigned n_proven; /* of them, logged in (both listeners): mgmt_connection_max caps */
-    guard_door guard_http, guard_https;
-    sl_timer guard_t; /* the earliest header deadline */
-    char addr[64];
+    http_server *srv; /* the HTTP(S) server: listeners, guard, requests in flight */
+    mq_state *mq;     /* MSMQ's handles and transactions, shared with the DCE/RPC door */
+    char addr[64];    /* the listeners, as started (http_server_addr...) */
     int port;
-    /* HTTPS (management.ssl.*): a second MHD daemon with GnuTLS, accepted and run the same
-     * way; tls_d NULL when off. The PEM texts stay allocated while the daemon runs. */
-    struct MHD_Daemon *tls_d;
-    sl_watch tls_w;
-    int tls_listen_fd;
-    sl_acceptor tls_acceptor;
+    sl_acceptor *acceptor; /* the HTTP listener's (http_server_acceptor), for /metrics */
+    int https;             /* the HTTPS listener (management.ssl.*) is on */
     char tls_addr[64];
     int tls_port;
-    char *tls_key, *tls_cert, *tls_trust;
-    int tls_verify, tls_require_cert;
     uint64_t started_wall_ms;
     /* MC-MQAC management objects opened over HTTP (ids of mq->run_id) */
     ctxtab mobjs;
-    sl_timer rundown_t;    /* closes the idle ones */
-    struct req *suspended; /* requests waiting for an answer from elsewhere (req_suspend) */
-    struct req *authing;   /* requests whose password check runs (req.auth_job) */
-    struct pager *jobs;    /* list requests walking every item, a slice per turn (pager.c) */
+    sl_timer rundown_t;  /* closes the idle ones */
+    struct req *authing; /* requests whose password check runs (req.auth_job) */
+    struct pager *jobs;  /* list requests walking every item, a slice per turn (pager.c) */
     sl_timer jobs_t;
     uint64_t slice_turn, slice_end; /* the loop turn of the list work's slice, and its end */
     sl_map *sessions;    /* SHA-256 of a console session's token -> session (session.c) */
@@ -111,13 +75,12 @@ struct mgmt {
 };
 
 typedef struct req {
+    http_req h; /* first: the server's (body, too_large, suspension; http/server.h) */
     mgmt *m;
-    struct MHD_Connection *conn;
-    const char *method;        /* "GET", "PUT", ... */
-    char *segs[MGMT_MAX_SEGS]; /* percent-decoded path segments, "api" stripped */
+    struct MHD_Connection *conn; /* h's, under their old names */
+    const char *method;          /* "GET", "PUT", ... */
+    char *segs[MGMT_MAX_SEGS];   /* percent-decoded path segments, "api" stripped */
     size_t nsegs;
-    sl_buf body;
-    int too_large;
     int authed, is_admin;
     int via_session; /* authenticated by the console's cookie, not basic auth */
     unsigned tags;   /* ACC_TAG_* of the authenticated user */
@@ -126,14 +89,11 @@ typedef struct req {
     char **scratch;  /* decoded query values, freed with the request */
     size_t n_scratch;
     int responded;
-    /* asynchronous replies (req_suspend / req_resume): the request is held by MHD and by
-     * whoever will answer it; freed when both let go */
-    int refs;
-    uint8_t suspended, resumed, orphan;
+    /* asynchronous replies (req_suspend / req_resume, over http_suspend / http_resume):
+     * the request is held by MHD and by whoever will answer it; freed when both let go */
     enum MHD_Result (*on_resume)(struct req *r);
     char *async_reply; /* what the answer brought (owned) */
     char *async_err;
-    struct req *susp_next;
     char async_tag[48];  /* the handler's own, for its on_resume (a handle id...) */
     struct pager *pager; /* a suspended list request's job (pager.c) */
     /* A reply that promises a change on disk waits for it: the request is suspended with
@@ -154,15 +114,11 @@ typedef struct req {
 
 typedef enum MHD_Result (*api_fn)(req *r);
 
-void guard_init(mgmt *m);
-void guard_stop(mgmt *m);
-/* A connection MHD took (its socket context from here on); may close the oldest unproven. */
-guard_conn *guard_opened(mgmt *m, guard_door *d, struct MHD_Connection *mc);
-void guard_closed(mgmt *m, guard_conn *c);          /* MHD closed it: frees c */
-void guard_request_started(mgmt *m, guard_conn *c); /* its request header is in */
-void guard_request_done(mgmt *m, guard_conn *c);    /* answered; it may stay open */
-void guard_proven(mgmt *m, guard_conn *c);          /* a request on it logged in */
-guard_conn *guard_of(struct MHD_Connection *mc);
+/* Connections the HTTP(S) server holds (/metrics). */
+static inline unsigned mgmt_conns(const mgmt *m)
+{
+    return http_server_conns(m->srv);
+}
 
 static inline qm_node *req_node(req *r)
 {
@@ -313,7 +269,7 @@ enum MHD_Result pager_list(req *r, int kind, const char *only_vhost);
 /* GET .../messages?count&offset: a peek in slices, nothing paged in (qm_queue_peek_view). */
 enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, const char *enc,
                            int64_t truncate);
-/* on_request for a request whose job is done. */
+/* on_resume for a request whose job is done. */
 enum MHD_Result pager_resume(req *r);
 void pager_init(mgmt *m);
 /* The request is freed: its finished job (if any) goes too. */
@@ -441,7 +397,10 @@ enum MHD_Result serve_static(req *r, const char *url);
 struct console_asset;
 const struct console_asset *console_find(const char *path);
 /* 1 when an If-None-Match header value lists etag (weak or strong) or is "*". */
-int console_etag_matches(const char *inm, const char *etag);
+static inline int console_etag_matches(const char *inm, const char *etag)
+{
+    return http_etag_matches(inm, etag);
+}
 
 /* The values of a map ordered by key (names), for stable listings; caller frees. */
 

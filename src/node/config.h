@@ -84,7 +84,7 @@ typedef struct sl_config {
     uint32_t handshake_timeout_ms;
     uint32_t connection_max;              /* AMQP connections past connection.open; 0 = no cap */
     uint32_t mgmt_connection_max;         /* logged-in HTTP(S) connections at once; more wait */
-    uint32_t mgmt_unauthenticated_max;    /* per listener; the oldest goes (mgmt/guard.c) */
+    uint32_t mgmt_unauthenticated_max;    /* per listener; the oldest goes (http/guard.c) */
     uint32_t mgmt_handshake_timeout_ms;   /* TLS handshake + request header, not logged in */
     uint32_t mgmt_session_idle_timeout_s; /* console session unused this long: ended */
     uint32_t mgmt_session_max_age_s;      /* console session, after login at the latest: ended */
