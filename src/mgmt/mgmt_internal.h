@@ -68,10 +68,9 @@ struct mgmt {
     struct pager *jobs;  /* list requests walking every item, a slice per turn (pager.c) */
     sl_timer jobs_t;
     uint64_t slice_turn, slice_end; /* the loop turn of the list work's slice, and its end */
-    sl_map *sessions;    /* SHA-256 of a console session's token -> session (session.c) */
-    struct cl_op *cl_op; /* the cluster action in progress (api_cluster.c), one at a time */
-    sl_timer cl_t;       /* its look at the stream and the member (outlives each action) */
-    sl_timer fig_t;      /* a cluster node's figures to its member (stats/NAME), periodically */
+    sl_map *sessions;      /* SHA-256 of a console session's token -> session (session.c) */
+    struct cl_ops *cl_ops; /* the operator's cluster actions (cluster/ops.h), one at a time */
+    sl_timer fig_t;        /* a cluster node's figures to its member (stats/NAME), periodically */
 };
 
 typedef struct req {
