@@ -91,7 +91,7 @@ void link_mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infligh
                   .body = qm_msg_body(msg),
                   .body_len = (uint32_t)msg->body_len,
                   .session = &sh};
-    /* the properties table of docs/msmq-wire.md read backwards (src/msmq/props.c) */
+    /* the properties table of docs/msmq-wire.md read backwards (src/mqqb/props.c) */
     msmq_out_scratch scratch;
     unsigned lost =
         msmq_out_props(qm_msg_props(msg), msg->props_len, &u, &scratch, (uint64_t)wall_s());

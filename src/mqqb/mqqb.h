@@ -259,7 +259,7 @@ long mqqb_utf16_units(const char *s);
  * (TCP:host, private$, q; or OS:...): 0 with *name and *len inside s, or -1. */
 int mqqb_direct_private_queue(const char *s, size_t n, const char **name, size_t *len);
 
-/* ---- the initiator's side (link.c sends to a Windows queue manager) ---- */
+/* ---- the initiator's side (link/mqqb_send.c sends to a Windows queue manager) ---- */
 
 /* A queue format name to write (UserHeader's admin / response queue): MQQB_QF_NONE,
  * MQQB_QF_DIRECT (direct: UTF-8 without "DIRECT="), MQQB_QF_PUBLIC (guid) or

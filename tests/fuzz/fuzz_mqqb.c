@@ -1,10 +1,10 @@
-/* fuzz_mqqb.c - libFuzzer target for the MS-MQQB packet codec (src/msmq/mqqb.c): the bytes
+/* fuzz_mqqb.c - libFuzzer target for the MS-MQQB packet codec (src/mqqb/mqqb.c): the bytes
  * are a stream as a Windows sender would write it. Each packet is framed by mqqb_frame_len
  * (at most the specification's 4 MiB) and parsed as an internal or a UserMessage packet.
  * Besides "no crash, no over-read", it checks that every pointer a parse hands back lies
  * inside the packet, and that an EstablishConnection or ConnectionParameters packet that
  * parses gives a reply that parses back to the same fields. The same bytes are what Sluice's
- * sending side (link.c) reads from a Windows receiver: a UserMessage that parses is also read
+ * sending side (link/mqqb_send.c) reads from a Windows receiver: a UserMessage that parses is also read
  * as an OrderAck / FinalAck, and its body, re-sent by the initiator's writer, parses back.
  * And the properties both ways: a UserMessage as an AMQP message (props.c, receiving), read
  * back by the sending side (msmq_out_props) and written again, parses to the same properties.

@@ -1,5 +1,5 @@
 /* fuzz_msrpc_stub.c - libFuzzer target for the stub decoders of the MSMQ RPC interfaces'
- * methods (src/mgmt/msrpc*.c) and the endpoint mapper's (src/rpc/server.c), run for real on
+ * methods (src/rpc/qmmgmt.c, qmcomm*.c) and the endpoint mapper's (src/rpc/server.c), run for real on
  * a node: a broker with its management API and the DCE/RPC door (msrpc.auth = none, the
  * caller is msrpc.user "guest", an administrator), two queues with messages, and a queue
  * handle opened through rpc_QMOpenQueueInternal. fuzz_dcerpc.c covers the PDUs; here the

@@ -1,6 +1,6 @@
 /* fuzz_rpc_queue.c - libFuzzer target for what another node's link hands the owner's end of
  * remote queue proxies (link_rpc_queue, src/link/rpc_queue.c), and for the machine names an
- * operator gives management objects (fmt_machine_split, src/mgmt/formatname.c).
+ * operator gives management objects (fmt_machine_split, src/mq/formatname.c).
  *
  * The first byte picks the operation (queue.open, queue.purge, queue.close, queue.getinfo,
  * an unknown op, or the machine-name parser) and, for requests, the peer; the rest is the
