@@ -7,6 +7,7 @@
 
 #include "core/mem.h"
 #include "mq/handle.h"
+#include "mq/mgmtobj.h"
 #include "mq/mq.h"
 
 mq_state *mq_new(sl_node *n)
@@ -15,6 +16,7 @@ mq_state *mq_new(sl_node *n)
     mq->n = n;
     mq->run_id = ctx_run_id();
     mq_handles_init(mq);
+    mq_mobj_serve_init(mq);
     return mq;
 }
 
@@ -27,6 +29,7 @@ void mq_free(mq_state *mq)
 {
     if (!mq)
         return;
+    mq_mobj_serve_stop(mq);
     ctxtab_free(&mq->handles);
     for (size_t i = 0; i < mq->n_txs; i++) {
         qm_tx *tx = qm_tx_find(mq->n->qm, mq->txs[i]);
