@@ -1,7 +1,8 @@
 /* mq.c - the state MSMQ's operations share on this node (mq.h): made when the doors that use
  * it start, freed after they stopped. Freeing closes every handle while the queues still
  * exist, and aborts the transactions opened through a door so their Locked positions go back
- * (the node frees them anyway; aborting keeps the model's invariants until then).
+ * (the node frees them anyway; aborting keeps the model's invariants until then). While it
+ * lives, this node answers other nodes' Get Info for management objects (mgmtobj_remote.c).
  */
 #include <stdio.h>
 
