@@ -9,17 +9,20 @@
  *   DELETE /api/msmq/management/M            release it (COM's Release)
  *
  * The object's members, binding and rules are mq/mgmtobj.c's (MC-MQAC: initialized first,
- * then the interface, then QMMgmt Get Info, i.e. R_QMMgmtGetInfo of mq/info.c); this file
- * keeps the objects (a context table), the routing, the JSON and the asking of another node.
+ * then the interface, then QMMgmt Get Info, i.e. R_QMMgmtGetInfo of mq/info.c), and so is
+ * Get Info at another node, both ends (mq/mgmtobj_remote.c); this file keeps the objects (a
+ * context table), the routing, the waiting and the JSON.
  *
  * Replies: {"hresult", "hresult_name", "member", "value"}, plus "name" for members whose value
  * is an MC-MQAC enumeration (as the MC-MQAC view of GET /api/queues/{vhost}/{name} does).
  *
  * With a Machine other than this node ("host" or "host:port"), Get Info goes to that node over
- * the link's request channel ("queue.getinfo", answered there by serve_peer below through its
- * own R_QMMgmtGetInfo), the request waiting (req_suspend) until the answer or
- * handle_remote_timeout; the owner's HRESULT comes back as it is. Actions on another node's queues
- * are refused (MQ_ERROR_ACCESS_DENIED): a link peer is not an administrator of that node.
+ * the link's request channel (mq_mobj_ask, answered there by mq through its own
+ * R_QMMgmtGetInfo), the request waiting (req_suspend) until the answer or
+ * handle_remote_timeout; the owner's HRESULT comes back as it is. The answer waits on the
+ * object for the request that asked (a request asks once at a time), so a release meanwhile
+ * drops it. Actions on another node's queues are refused (MQ_ERROR_ACCESS_DENIED): a link
+ * peer is not an administrator of that node.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,37 +32,45 @@
 #include "core/log.h"
 #include "core/clock.h"
 #include "core/mem.h"
-#include "link/link.h"
-#include "link/rpc_queue.h"
 #include "mq/mgmtobj.h"
 #include "mgmt/mgmt_internal.h"
+
+/* Another node's answer, until the request that asked for it resumes. */
+typedef struct answered {
+    req *r;
+    mq_mobj_answer *a;
+    struct answered *next;
+} answered;
 
 typedef struct mobj {
     ctx_entry e; /* first */
     mq_mobj b;   /* the binding */
+    answered *answers;
 } mobj;
 
 static void mobj_close(void *ctx, ctx_entry *e)
 {
     (void)ctx;
     mobj *o = (mobj *)e;
+    while (o->answers) {
+        answered *w = o->answers;
+        o->answers = w->next;
+        mq_mobj_answer_free(w->a);
+        sl_free(w);
+    }
     mq_mobj_free(&o->b);
     ctx_entry_free(&o->e);
     sl_free(o);
 }
 
-static char *serve_peer(void *ctx, const char *peer, const char *user, const char *op, json_t *rq);
-
 void mgmtobj_init(mgmt *m)
 {
     ctxtab_init(&m->mobjs, "management object", m->mq->run_id, m->n->cfg, mobj_close, m);
-    link_rpc_set_mgmt(serve_peer, m);
 }
 
 void mgmtobj_stop(mgmt *m)
 {
-    (void)m;
-    link_rpc_set_mgmt(NULL, NULL);
+    (void)m; /* the owner's end of another node's Get Info is mq's (mq_mobj_serve_init) */
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -147,77 +158,87 @@ static enum MHD_Result answer(req *r, const member *mb, json_t **v)
 
 /* ---- Get Info at another node ---- */
 
+/* The answer's object: the request that asked takes it when it resumes. */
+static void owner_answered(void *ctx, mq_mobj_answer *a)
+{
+    req *r = ctx;
+    mobj *o = sl_map_get(r->m->mobjs.by_id, r->async_tag, CTX_ID_LEN);
+    if (!o) {
+        mq_mobj_answer_free(a); /* released meanwhile: the request says so */
+        req_resume(r);
+        return;
+    }
+    /* an answer already there for r is a dead request's (r asks once at a time) */
+    answered *w = o->answers;
+    while (w && w->r != r)
+        w = w->next;
+    if (!w) {
+        w = sl_xcalloc(1, sizeof *w);
+        w->r = r;
+        w->next = o->answers;
+        o->answers = w;
+    }
+    mq_mobj_answer_free(w->a);
+    w->a = a;
+    req_resume(r);
+}
+
 /* Ask host:port for props of fmt; the answer resumes r with fn. */
 static enum MHD_Result ask_owner(req *r, mobj *o, const char *host, int port, const char *fmt,
                                  const char *vhost, const int *ids, int n,
                                  enum MHD_Result (*fn)(req *r), const char *tag)
 {
     char reason[400];
-    json_t *props = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(props, json_integer(ids[i]));
-    json_t *j =
-        json_pack("{s:s,s:s,s:o}", "op", "queue.getinfo", "format_name", fmt, "props", props);
-    if (vhost)
-        json_object_set_new(j, "vhost", json_string(vhost));
-    char *text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
     snprintf(r->async_tag, sizeof r->async_tag, "%s%s", o->e.id, tag);
-    sl_err e = r->m->n->links
-                   ? link_rpc_call(r->m->n->links, host, port, text,
-                                   r->m->n->cfg->handle_remote_timeout_ms, req_link_done, r)
-                   : SL_ERR_NOT_ALLOWED;
-    free(text);
-    if (e != SL_OK) {
-        snprintf(reason, sizeof reason, "cannot ask node %s:%d%s", host, port,
-                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline (DISCONNECT)" : "");
-        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
-    }
+    sl_err e = mq_mobj_ask(r->m->mq, host, port, fmt, vhost, ids, n, owner_answered, r, reason,
+                           sizeof reason);
+    if (e != SL_OK)
+        return reply_hresult(r, e, NULL, reason);
     o->e.busy = 1;
     req_suspend(r, fn);
     return MHD_YES;
 }
 
-/* The owner's values (n of them, into v) or its failure as our reply (then -1). */
-static int owner_values(req *r, const char *host, int port, int n, json_t **v, enum MHD_Result *rc)
+/* r's answer from o's owner, taken off o (NULL: none came). */
+static mq_mobj_answer *take_answer(req *r, mobj *o)
+{
+    for (answered **p = &o->answers; *p; p = &(*p)->next) {
+        if ((*p)->r == r) {
+            answered *w = *p;
+            mq_mobj_answer *a = w->a;
+            *p = w->next;
+            sl_free(w);
+            return a;
+        }
+    }
+    return NULL;
+}
+
+/* The owner's values (the n asked for, into v) or its failure as our reply (then -1). */
+static int owner_values(req *r, mobj *o, int n, json_t **v, enum MHD_Result *rc)
 {
     char reason[700];
-    json_t *reply = req_async_json(r);
-    if (!reply) {
-        snprintf(reason, sizeof reason, "node %s:%d did not answer (%s)", host, port,
-                 r->async_err ? r->async_err : "no answer");
-        *rc = reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
-        return -1;
-    }
+    mq_mobj_answer *a = take_answer(r, o);
     int ret = -1;
-    json_t *vals = json_object_get(reply, "values");
-    if (!json_is_true(json_object_get(reply, "ok"))) {
-        const char *why = json_string_value(json_object_get(reply, "reason"));
-        snprintf(reason, sizeof reason, "node %s:%d answered: %s", host, port,
-                 why ? why : "a failure");
-        *rc = reply_remote_hresult(r, json_string_value(json_object_get(reply, "hresult")),
-                                   json_string_value(json_object_get(reply, "hresult_name")),
-                                   reason, NULL);
-    } else if (!json_is_array(vals) || json_array_size(vals) != (size_t)n ||
-               !json_is_string(json_object_get(reply, "vhost"))) {
-        snprintf(reason, sizeof reason, "node %s:%d answered without the values asked for", host,
-                 port);
-        *rc = reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, reason);
-    } else if (!req_vhost_listed(r, json_string_value(json_object_get(reply, "vhost")))) {
+    if (!a) {
+        *rc = reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, "no answer");
+    } else if (a->owner_refused) {
+        *rc = reply_remote_hresult(r, a->hresult, a->hresult_name, a->reason, NULL);
+    } else if (a->e != SL_OK) {
+        *rc = reply_hresult(r, a->e, NULL, a->reason);
+    } else if (!req_vhost_listed(r, a->vhost)) {
         /* this node's user, on the vhost the owner resolved, at every read: properties of a
          * queue follow the listing rule (a permission entry on its vhost; administrators
          * every vhost), as for a queue of this node */
         snprintf(reason, sizeof reason, "user '%s' is not authorised to access virtual host '%s'",
-                 r->user, json_string_value(json_object_get(reply, "vhost")));
+                 r->user, a->vhost);
         *rc = reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
     } else {
-        for (int i = 0; i < n; i++) {
-            json_t *x = json_object_get(json_array_get(vals, (size_t)i), "value");
-            v[i] = x ? json_incref(x) : json_null();
-        }
+        for (int i = 0; i < n && (size_t)i < a->n; i++)
+            v[i] = msmq_value_json(&a->values[i]);
         ret = 0;
     }
-    json_decref(reply);
+    mq_mobj_answer_free(a);
     return ret;
 }
 
@@ -240,7 +261,7 @@ static enum MHD_Result member_resumed(req *r)
     int n = mq_mobj_member_props(mb, ids);
     json_t *v[MQ_MOBJ_MAX_PROPS] = {0};
     enum MHD_Result rc;
-    if (owner_values(r, o->b.rhost, o->b.rport, n, v, &rc) < 0)
+    if (owner_values(r, o, n, v, &rc) < 0)
         return rc;
     return answer(r, mb, v);
 }
@@ -287,66 +308,6 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
         mq_value_free(&mv);
     }
     return answer(r, mb, v);
-}
-
-/* ---- the owner's end: Get Info for a management object of another node ---- */
-
-static char *peer_reply(json_t *j)
-{
-    char *t = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    char *out = sl_xstrdup(t ? t : "{\"ok\":false}");
-    free(t);
-    return out;
-}
-
-static char *peer_fail(sl_err e, const char *reason)
-{
-    char hr[16];
-    hresult_str(e, hr, sizeof hr);
-    return peer_reply(json_pack("{s:b,s:s,s:s,s:s}", "ok", 0, "hresult", hr, "hresult_name",
-                                sl_err_get(e)->hresult_name, "reason", reason));
-}
-
-static char *serve_peer(void *ctx, const char *peer, const char *user, const char *op, json_t *rq)
-{
-    (void)peer;
-    (void)op; /* "queue.getinfo" only */
-    mgmt *m = ctx;
-    json_t *jf = json_object_get(rq, "format_name"), *jv = json_object_get(rq, "vhost");
-    json_t *props = json_object_get(rq, "props");
-    if (!json_is_string(jf) || (jv && !json_is_null(jv) && !json_is_string(jv)) ||
-        !json_is_array(props) || json_array_size(props) == 0 || json_array_size(props) > 128)
-        return peer_fail(SL_ERR_INVALID_PARAMETER,
-                         "queue.getinfo takes \"format_name\", \"vhost\" and 1..128 \"props\"");
-    char err[600];
-    qm_queue *q;
-    sl_err qe =
-        mq_mobj_peer_queue(m->mq, user, json_string_value(jf),
-                           json_is_string(jv) ? json_string_value(jv) : NULL, &q, err, sizeof err);
-    if (qe != SL_OK)
-        return peer_fail(qe, err);
-    json_t *vals = json_array();
-    size_t i;
-    json_t *p;
-    json_array_foreach(props, i, p)
-    {
-        json_t *value;
-        const char *vt;
-        sl_err e = msmq_queue_prop(
-            m, json_string_value(jf), json_is_string(jv) ? json_string_value(jv) : NULL,
-            json_is_integer(p) ? (int)json_integer_value(p) : -1, &value, &vt, err, sizeof err);
-        if (e != SL_OK) {
-            json_decref(vals);
-            return peer_fail(e, err);
-        }
-        json_array_append_new(vals,
-                              json_pack("{s:I,s:s,s:o}", "id", (json_int_t)json_integer_value(p),
-                                        "vt", vt, "value", value));
-    }
-    /* the vhost and queue the owner resolved: the asking node checks its own user on them */
-    return peer_reply(json_pack("{s:b,s:o,s:s,s:s}", "ok", 1, "values", vals, "vhost",
-                                q->vhost->name, "queue", q->name));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -424,7 +385,7 @@ static enum MHD_Result init_resumed(req *r)
                              "the management object was released meanwhile");
     json_t *v[1] = {NULL};
     enum MHD_Result rc;
-    if (owner_values(r, o->b.p_rhost, o->b.p_rport, 1, v, &rc) < 0) {
+    if (owner_values(r, o, 1, v, &rc) < 0) {
         mq_mobj_clear_pending(&o->b); /* a failed Init changes nothing */
         return rc;
     }

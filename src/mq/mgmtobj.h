@@ -1,8 +1,8 @@
 /* mgmtobj.h - MC-MQAC's management object (MSMQManagement with IMSMQQueueManagement and
  * IMSMQOutgoingQueueManagement, reference/msmq.md sections 4.1-4.5), protocol-neutral: its
- * members, its binding and the rules every member follows. The HTTP API (mgmt/api_mgmtobj.c)
- * is its door today; it keeps the objects (a context table), the JSON and the asking of
- * another node over a link.
+ * members, its binding, the rules every member follows and Get Info at another node over the
+ * link (both ends, mgmtobj_remote.c). The HTTP API (mgmt/api_mgmtobj.c) is its door today; it
+ * keeps the objects (a context table), the waiting and the JSON.
  *
  * The object follows MC-MQAC: it holds a binding (ComputerName, QueueFormatName,
  * ObjectIsInitialized, QueueIsOutgoing), and every member first checks ObjectIsInitialized
@@ -114,6 +114,35 @@ sl_err mq_mobj_get_info(mq_state *mq, const mq_caller *who, const mq_mobj *o, in
  * entry on. */
 sl_err mq_mobj_peer_queue(mq_state *mq, const char *user, const char *fmt, const char *vhost,
                           qm_queue **q, char *err, size_t errlen);
+/* Get Info at another node (mgmtobj_remote.c): the owner's answer, or why there is none.
+ * e SL_OK: values[n] (in the order asked) and vhost, the vhost the owner resolved (the asking
+ * node checks its own user on it). Else reason says why; owner_refused: the owner answered
+ * with a failure, hresult and hresult_name as it sent them (NULL when it sent none; e is then
+ * not meaningful), otherwise e is SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE (no answer, or one
+ * without the values). */
+typedef struct mq_mobj_answer {
+    sl_err e;
+    int owner_refused;
+    char *hresult, *hresult_name;
+    char *reason;
+    char *vhost;
+    size_t n;
+    mq_value *values;
+} mq_mobj_answer;
+/* a is the callback's (mq_mobj_answer_free); it runs on the loop thread. */
+typedef void (*mq_mobj_answer_fn)(void *ctx, mq_mobj_answer *a);
+void mq_mobj_answer_free(mq_mobj_answer *a);
+/* Ask host:port for the properties ids[n] of the queue fmt (vhost hint or NULL), within
+ * handle_remote_timeout; cb gets the answer later. SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE with err
+ * when it cannot be asked (then cb never runs). */
+sl_err mq_mobj_ask(mq_state *mq, const char *host, int port, const char *fmt, const char *vhost,
+                   const int *ids, int n, mq_mobj_answer_fn cb, void *ctx, char *err,
+                   size_t errlen);
+/* The owner's end: answer other nodes' Get Info (the link's "queue.getinfo", after
+ * mq_mobj_peer_queue's checks) from mq_new to mq_free. */
+void mq_mobj_serve_init(mq_state *mq);
+void mq_mobj_serve_stop(mq_state *mq);
+
 /* The computer name Machine answers. */
 const char *mq_mobj_machine(mq_state *mq, const mq_mobj *o);
 
