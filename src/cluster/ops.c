@@ -174,8 +174,8 @@ static void tick(sl_loop *loop, sl_timer *t)
             return;
         }
         if (st < 0 || now >= op->deadline) {
-            finish(ops, CL_OP_UNAVAILABLE, NULL, "%s could not be removed from etcd: %s",
-                   op->name, st < 0 ? err : "no answer");
+            finish(ops, CL_OP_UNAVAILABLE, NULL, "%s could not be removed from etcd: %s", op->name,
+                   st < 0 ? err : "no answer");
             return;
         }
     }
@@ -217,10 +217,10 @@ void cl_ops_free(cl_ops *ops)
     sl_free(ops);
 }
 
-#define REFUSE(o, ...)                                                                         \
-    do {                                                                                       \
-        snprintf(why, whylen, __VA_ARGS__);                                                    \
-        return (o);                                                                            \
+#define REFUSE(o, ...)                                                                             \
+    do {                                                                                           \
+        snprintf(why, whylen, __VA_ARGS__);                                                        \
+        return (o);                                                                                \
     } while (0)
 
 cl_op_outcome cl_ops_step_down(cl_ops *ops, const char *heir, const char *who, cl_op_done done,

@@ -21,12 +21,12 @@
 #define CL_OPS_ETCD_WAIT_MS 10000     /* an etcd write an action waits for */
 
 typedef enum cl_op_outcome {
-    CL_OP_OK = 0,       /* started (a call) or done (done's outcome) */
-    CL_OP_NOT_CLUSTER,  /* this node has no cluster settings */
-    CL_OP_CONFLICT,     /* not the leader, no such heir, another action, gave up */
-    CL_OP_UNKNOWN,      /* no such member (forget), not removed (readmit) */
-    CL_OP_UNAVAILABLE,  /* etcd did not take it in time */
-    CL_OP_CANCELLED,    /* the node stops: the action is let go */
+    CL_OP_OK = 0,      /* started (a call) or done (done's outcome) */
+    CL_OP_NOT_CLUSTER, /* this node has no cluster settings */
+    CL_OP_CONFLICT,    /* not the leader, no such heir, another action, gave up */
+    CL_OP_UNKNOWN,     /* no such member (forget), not removed (readmit) */
+    CL_OP_UNAVAILABLE, /* etcd did not take it in time */
+    CL_OP_CANCELLED,   /* the node stops: the action is let go */
 } cl_op_outcome;
 
 typedef struct cl_op_result {

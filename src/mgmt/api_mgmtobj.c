@@ -235,7 +235,7 @@ static int owner_values(req *r, mobj *o, int n, json_t **v, enum MHD_Result *rc)
         *rc = reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
     } else {
         for (int i = 0; i < n && (size_t)i < a->n; i++)
-            v[i] = msmq_value_json(&a->values[i]);
+            v[i] = mq_value_json(&a->values[i]);
         ret = 0;
     }
     mq_mobj_answer_free(a);
@@ -304,7 +304,7 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
                 json_decref(v[k]);
             return reply_hresult(r, e, NULL, reason);
         }
-        v[i] = msmq_value_json(&mv);
+        v[i] = mq_value_json(&mv);
         mq_value_free(&mv);
     }
     return answer(r, mb, v);

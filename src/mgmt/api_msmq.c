@@ -94,41 +94,6 @@ json_t *msmq_action_json(const mq_action_result *res)
  * R_QMMgmtGetInfo
  */
 
-json_t *msmq_value_json(const mq_value *v)
-{
-    json_t *a;
-    uint8_t b[16];
-    char *enc, guid[40];
-    size_t n;
-    const uint8_t *g = v->guid;
-    switch (v->kind) {
-    case MQ_V_INT:
-        return json_integer((json_int_t)v->i);
-    case MQ_V_STR:
-        return json_string(v->s);
-    case MQ_V_SEQINFO:
-        mq_seqinfo_bytes(&v->seq, b);
-        enc = sl_base64_encode(b, sizeof b, &n);
-        a = json_pack("{s:s,s:I,s:I,s:I}", "blob", enc, "SeqID", (json_int_t)v->seq.seq_id, "SeqNo",
-                      (json_int_t)v->seq.seq_no64, "PrevNo", (json_int_t)v->seq.prev_no64);
-        sl_free(enc);
-        return a;
-    case MQ_V_SENDER:
-        snprintf(guid, sizeof guid,
-                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", g[0], g[1],
-                 g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12], g[13], g[14],
-                 g[15]);
-        return json_pack("{s:s,s:s}", "guid", guid, "node", v->s ? v->s : "");
-    case MQ_V_LIST:
-        a = json_array();
-        for (size_t i = 0; i < v->n; i++)
-            json_array_append_new(a, msmq_value_json(&v->items[i]));
-        return a;
-    default:
-        return json_null();
-    }
-}
-
 sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
                        const char **vt, char *err, size_t errlen)
 {
@@ -139,7 +104,7 @@ sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json
     if (e != SL_OK)
         return e;
     *vt = mq_vt_name(t);
-    *value = msmq_value_json(&v);
+    *value = mq_value_json(&v);
     mq_value_free(&v);
     return SL_OK;
 }
@@ -238,7 +203,7 @@ static enum MHD_Result info(req *r)
         uint16_t vt;
         mq_value mv;
         mq_info_value(r->m->mq, &who, machine, q, props[i]->id, &vt, &mv);
-        json_t *v = msmq_value_json(&mv);
+        json_t *v = mq_value_json(&mv);
         mq_value_free(&mv);
         char full[80];
         snprintf(full, sizeof full, "PROPID_MGMT_%s_%s", machine ? "MSMQ" : "QUEUE",

@@ -41,7 +41,7 @@ static json_t *seqinfo_json(const link_seqinfo *s)
 {
     mq_value v = {.kind = MQ_V_SEQINFO};
     mq_seqinfo_of(s, &v.seq);
-    return msmq_value_json(&v);
+    return mq_value_json(&v);
 }
 
 static json_t *history_json(const link_outq_info *in)

@@ -43,6 +43,7 @@
 #include "mq/ctxtab.h"
 #include "mq/formatname.h"
 #include "mq/mq.h"
+#include "mq/value_json.h"
 #include "node/node.h"
 #include "node/rules.h"
 #include "node/totals.h"
@@ -298,8 +299,6 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf 
 /* msmq_caller: mq/caller.h */
 #include "mq/action.h"
 #include "mq/info.h"
-/* A property value as the API shows it (new reference). */
-json_t *msmq_value_json(const mq_value *v);
 /* An action's result ({"connected"} or {"state"}; NULL for none), new reference. */
 json_t *msmq_action_json(const mq_action_result *res);
 /* One queue property of the queue fmt names as JSON (*value owned by the caller) and its VT

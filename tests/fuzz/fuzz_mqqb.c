@@ -4,10 +4,10 @@
  * Besides "no crash, no over-read", it checks that every pointer a parse hands back lies
  * inside the packet, and that an EstablishConnection or ConnectionParameters packet that
  * parses gives a reply that parses back to the same fields. The same bytes are what Sluice's
- * sending side (link/mqqb_send.c) reads from a Windows receiver: a UserMessage that parses is also read
- * as an OrderAck / FinalAck, and its body, re-sent by the initiator's writer, parses back.
- * And the properties both ways: a UserMessage as an AMQP message (props.c, receiving), read
- * back by the sending side (msmq_out_props) and written again, parses to the same properties.
+ * sending side (link/mqqb_send.c) reads from a Windows receiver: a UserMessage that parses is also
+ * read as an OrderAck / FinalAck, and its body, re-sent by the initiator's writer, parses back. And
+ * the properties both ways: a UserMessage as an AMQP message (props.c, receiving), read back by the
+ * sending side (msmq_out_props) and written again, parses to the same properties.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,10 +1,9 @@
 /* fuzz_msrpc_stub.c - libFuzzer target for the stub decoders of the MSMQ RPC interfaces'
- * methods (src/rpc/qmmgmt.c, qmcomm*.c) and the endpoint mapper's (src/rpc/server.c), run for real on
- * a node: a broker with its management API and the DCE/RPC door (msrpc.auth = none, the
- * caller is msrpc.user "guest", an administrator), two queues with messages, and a queue
- * handle opened through rpc_QMOpenQueueInternal. fuzz_dcerpc.c covers the PDUs; here the
- * stub goes straight to the operation through rpc_server_invoke (the dispatch a request
- * takes, without a socket).
+ * methods (src/rpc/qmmgmt.c, qmcomm*.c) and the endpoint mapper's (src/rpc/server.c), run for real
+ * on a node: a broker with its management API and the DCE/RPC door (msrpc.auth = none, the caller
+ * is msrpc.user "guest", an administrator), two queues with messages, and a queue handle opened
+ * through rpc_QMOpenQueueInternal. fuzz_dcerpc.c covers the PDUs; here the stub goes straight to
+ * the operation through rpc_server_invoke (the dispatch a request takes, without a socket).
  *
  * Input: byte 0 picks the interface and opnum (qmmgmt 0-1, qmcomm 12 14 15 19 20 26 27 28
  * 31, epm 2-3, and one opnum outside each table); byte 1's bit 0 a big-endian stub, bit 1
