@@ -36,11 +36,11 @@
 
 int main(int argc, char **argv)
 {
-    sl_config cfg;
-    sl_config_defaults(&cfg);
-    int rc = sl_config_from_args(&cfg, argc, argv);
+    node_config cfg;
+    node_config_defaults(&cfg);
+    int rc = node_config_from_args(&cfg, argc, argv);
     if (rc != 0) {
-        sl_config_free(&cfg);
+        node_config_free(&cfg);
         return rc > 0 ? 0 : 2;
     }
     sl_log_min_level = cfg.log_level;
@@ -50,14 +50,14 @@ int main(int argc, char **argv)
         char err[256];
         if (st_fault_configure(fault, err, sizeof err) < 0) {
             sl_error("%s", err);
-            sl_config_free(&cfg);
+            node_config_free(&cfg);
             return 2;
         }
         sl_warn("SLUICE_FAULT=%s: store syncs are made slow or failing on purpose", fault);
     }
     if (mkdir(cfg.data_dir, 0750) < 0 && errno != EEXIST) {
         sl_error("cannot create data directory %s: %s", cfg.data_dir, strerror(errno));
-        sl_config_free(&cfg);
+        node_config_free(&cfg);
         return 1;
     }
     sl_info("%s %s starting: node %s, data directory %s", SLUICE_PRODUCT, SLUICE_VERSION,
@@ -67,7 +67,7 @@ int main(int argc, char **argv)
     if (cfg.cluster.enabled) {
         int r = cl_node_follow(&cfg, &node);
         if (r <= 0) {
-            sl_config_free(&cfg);
+            node_config_free(&cfg);
             if (r == 0)
                 sl_info("stopped");
             return r == 0 ? 0 : 1;
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     if (!n || (node && cl_leader_mirror(n, &po) < 0) || /* the store is mirrored */
         node_open(n, &po) < 0 || link_start(n) < 0 || !broker_start(n)) {
         node_free(n);
-        sl_config_free(&cfg);
+        node_config_free(&cfg);
         return 1;
     }
     mgmt *m = NULL;
@@ -96,12 +96,12 @@ int main(int argc, char **argv)
         m = mgmt_start(n, mqs, err, sizeof err);
         /* The DCE/RPC doors (listeners.msrpc, listeners.msrpc_epmap) run beside the HTTP API,
          * whose handle rundown they share. */
-        if (!m || msrpc_start(&rpc, mqs, err, sizeof err) < 0) {
+        if (!m || rpc_msrpc_start(&rpc, mqs, err, sizeof err) < 0) {
             sl_error("management API: %s", err);
             mgmt_stop(m);
             mq_free(mqs);
             node_free(n);
-            sl_config_free(&cfg);
+            node_config_free(&cfg);
             return 1;
         }
     }
@@ -109,20 +109,20 @@ int main(int argc, char **argv)
     msmq_server *mq = msmq_start(n, merr, sizeof merr);
     if (!mq && merr[0]) {
         sl_error("listeners.msmq: %s", merr);
-        msrpc_stop(&rpc);
+        rpc_msrpc_stop(&rpc);
         mgmt_stop(m);
         mq_free(mqs);
         node_free(n);
-        sl_config_free(&cfg);
+        node_config_free(&cfg);
         return 1;
     }
     if (node && cl_leader_adopt(n, m ? mgmt_port(m) : 0) < 0) {
         msmq_stop(mq);
-        msrpc_stop(&rpc);
+        rpc_msrpc_stop(&rpc);
         mgmt_stop(m);
         mq_free(mqs);
         node_free(n);
-        sl_config_free(&cfg);
+        node_config_free(&cfg);
         return 1;
     }
     node_run(n);
@@ -130,12 +130,12 @@ int main(int argc, char **argv)
     msmq_stop(mq);
     /* The RPC door's handles are run down with the HTTP ones; handles close their queue
      * descriptors while the queues still exist (mq_free, before node_free). */
-    msrpc_stop(&rpc);
+    rpc_msrpc_stop(&rpc);
     mgmt_stop(m);
     mq_free(mqs);
     node_free(n);
     cl_node_free(node);
-    sl_config_free(&cfg);
+    node_config_free(&cfg);
     if (reexec)
         cl_node_reexec(argv, keep[0], keep[1], keep[2], keep[3]); /* returns on failure only */
     sl_info("stopped");

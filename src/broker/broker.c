@@ -46,7 +46,7 @@ void broker_hold_delivery(conn *c)
 {
     uint64_t t = node_delivery_ticket(c->b->n);
     if (t)
-        conn_hold_delivery(c, t);
+        broker_conn_hold_delivery(c, t);
 }
 
 static void drop_delivery_holds(void *ctx)
@@ -103,7 +103,7 @@ void broker_conn_resume_consumers(conn *c)
      * again), not every consumer of the connection. */
     for (size_t i = 0; i < c->channels_cap; i++)
         if (c->channels[i] && c->channels[i]->starved)
-            channel_wake_starved(c->channels[i]);
+            broker_channel_wake_starved(c->channels[i]);
 }
 
 void broker_input_pending(conn *c)
@@ -128,7 +128,7 @@ static void run_pending_input(broker *b)
         conn *c = list;
         list = c->input_next;
         c->input_pending = 0;
-        conn_resume_input(c);
+        broker_conn_resume_input(c);
     }
 }
 
@@ -159,13 +159,13 @@ static void flush_dirty(broker *b)
         b->dirty = c->dirty_next;
         c->in_dirty = 0;
         if (c->state != CONN_DEAD)
-            conn_flush_confirms(c);
-        conn_flush(c);
+            broker_conn_flush_confirms(c);
+        broker_conn_flush(c);
         /* A dead connection still says what it was waiting to say (a commit-ok before the
          * close-ok) once the disk has it; then it goes. */
-        if (c->state == CONN_DEAD && !c->in_dirty && !conn_has_held(c)) {
+        if (c->state == CONN_DEAD && !c->in_dirty && !broker_conn_has_held(c)) {
             unlink_conn(b, c);
-            conn_free(c);
+            broker_conn_free(c);
         }
     }
 }
@@ -196,9 +196,9 @@ static int turn(void *ctx)
 
 void broker_block_publisher(conn *c)
 {
-    conn_set_blocked(c, 1);
+    broker_conn_set_blocked(c, 1);
     c->read_paused = 1;
-    conn_update_watch(c);
+    broker_conn_update_watch(c);
 }
 
 static void alarms_changed(void *ctx, int blocked)
@@ -213,11 +213,11 @@ static void alarms_changed(void *ctx, int blocked)
             if (c->has_published)
                 broker_block_publisher(c);
             else
-                conn_set_blocked(c, 1);
+                broker_conn_set_blocked(c, 1);
         } else {
-            conn_set_blocked(c, 0);
+            broker_conn_set_blocked(c, 0);
             c->read_paused = 0;
-            conn_update_watch(c);
+            broker_conn_update_watch(c);
             if (sl_buf_unread(&c->in) > 0) /* a frame held for the alarm (a durable declare) */
                 broker_input_pending(c);
         }
@@ -252,7 +252,7 @@ static void accept_conn(broker *b, int fd, const struct sockaddr_storage *ss, in
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    conn *c = conn_new(b, fd);
+    conn *c = broker_conn_new(b, fd);
     char host[INET6_ADDRSTRLEN] = "?";
     int port = 0;
     if (ss->ss_family == AF_INET) {
@@ -277,15 +277,15 @@ static void accept_conn(broker *b, int fd, const struct sockaddr_storage *ss, in
         sl_tls *t = sl_tls_new(b->tls_ctx, fd, NULL);
         if (!t) {
             sl_warn("connection %s: cannot start TLS (out of memory)", c->name);
-            conn_free(c);
+            broker_conn_free(c);
             return;
         }
-        conn_start_tls(c, t);
+        broker_conn_start_tls(c, t);
     }
     SL_LIST_PUSH(b->conns, c, prev, next);
     b->n_conns++;
     if (sl_loop_watch(b->n->loop, &c->w, SL_EV_READ) < 0) {
-        conn_kill(c, "cannot watch socket");
+        broker_conn_kill(c, "cannot watch socket");
         return;
     }
     sl_debug("accepted connection %s", c->name);
@@ -304,7 +304,7 @@ static void on_accept_tls(sl_acceptor *a, int fd, const struct sockaddr_storage 
 /* listeners.ssl.default: AMQP over TLS beside the plain listener. */
 static int listen_tls(broker *b)
 {
-    const sl_config *cfg = b->n->cfg;
+    const node_config *cfg = b->n->cfg;
     char err[512];
     sl_tls_opts o;
     node_tls_opts(&cfg->ssl, &o);
@@ -382,9 +382,9 @@ static void shutdown_door(void *ctx, const char *text)
         if (c->read_paused || c->out_paused) {
             /* a blocked publisher must still be able to say close-ok */
             c->read_paused = c->out_paused = 0;
-            conn_update_watch(c);
+            broker_conn_update_watch(c);
         }
-        conn_force_close(c, text);
+        broker_conn_force_close(c, text);
     }
 }
 
@@ -401,7 +401,7 @@ static size_t close_matching(broker *b, int (*match)(const conn *c, const char *
     for (conn *c = b->conns; c; c = c->next) {
         if (c->state == CONN_DEAD || !match(c, arg))
             continue;
-        conn_force_close(c, text);
+        broker_conn_force_close(c, text);
         broker_mark_dirty(c);
         cnt++;
     }
@@ -459,7 +459,7 @@ static void set_online(void *ctx, int online)
         return;
     for (conn *c = b->conns; c; c = c->next)
         if (c->is_link)
-            conn_force_close(c, "CONNECTION_FORCED - node taken offline (DISCONNECT)");
+            broker_conn_force_close(c, "CONNECTION_FORCED - node taken offline (DISCONNECT)");
 }
 
 static void stop(void *ctx);
@@ -505,10 +505,10 @@ static void stop(void *ctx)
     broker *b = ctx;
     while (b->conns) {
         conn *c = b->conns;
-        conn_kill(c, NULL);
-        conn_flush(c);
+        broker_conn_kill(c, NULL);
+        broker_conn_flush(c);
         unlink_conn(b, c);
-        conn_free(c);
+        broker_conn_free(c);
     }
     b->dirty = NULL;
     if (b->listen_fd >= 0) {

@@ -272,146 +272,148 @@ int broker_consumers(void *ctx, uint64_t client, size_t slot, const char *after,
 const char *broker_owner_name(void *ctx, const void *owner);
 
 /* conn.c */
-conn *conn_new(broker *b, int fd);
+conn *broker_conn_new(broker *b, int fd);
 /* Make a new connection speak TLS first (the AMQPS listener): handshake, then AMQP. */
-void conn_start_tls(conn *c, struct sl_tls *tls);
-void conn_on_event(sl_loop *loop, sl_watch *w, int events);
+void broker_conn_start_tls(conn *c, struct sl_tls *tls);
+void broker_conn_on_event(sl_loop *loop, sl_watch *w, int events);
 /* Connection-level error: send connection.close(code from e, text, class/method) and wait
  * for close-ok; every channel is released at once. */
-void conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
+void broker_conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Close the socket at the end of this turn without a close frame. */
-void conn_kill(conn *c, const char *why);
-void conn_free(conn *c);
-void conn_send_method(conn *c, uint16_t ch, const amqp_method *m);
+void broker_conn_kill(conn *c, const char *why);
+void broker_conn_free(conn *c);
+void broker_conn_send_method(conn *c, uint16_t ch, const amqp_method *m);
 /* What is written to c from now on waits until the store holds on disk everything appended
  * so far (a no-op when it does already). */
-void conn_hold_for_disk(conn *c);
-void conn_hold_until(conn *c, uint64_t gen);
+void broker_conn_hold_for_disk(conn *c);
+void broker_conn_hold_until(conn *c, uint64_t gen);
 /* A delivery's wait for its delivery mark: given up below min_insync_replicas
  * (broker_drop_delivery_holds). */
-void conn_hold_delivery(conn *c, uint64_t gen);
+void broker_conn_hold_delivery(conn *c, uint64_t gen);
 /* 1 while c has output held for the disk. */
-int conn_has_held(const conn *c);
-void conn_flush(conn *c);
+int broker_conn_has_held(const conn *c);
+void broker_conn_flush(conn *c);
 /* Watch for reading unless paused (alarm or full output); keep a pending write watch. */
-void conn_update_watch(conn *c);
+void broker_conn_update_watch(conn *c);
 /* Handle input held back while the output was full. */
-void conn_resume_input(conn *c);
+void broker_conn_resume_input(conn *c);
 /* Server-initiated close with 320 (shutdown). */
-void conn_force_close(conn *c, const char *text);
-void conn_set_blocked(conn *c, int blocked);
+void broker_conn_force_close(conn *c, const char *text);
+void broker_conn_set_blocked(conn *c, int blocked);
 /* Release and free channel id (after close / close-ok). */
-void conn_drop_channel(conn *c, uint16_t id);
+void broker_conn_drop_channel(conn *c, uint16_t id);
 
 /* channel.c */
-channel *channel_new(conn *c, uint16_t id);
+channel *broker_channel_new(conn *c, uint16_t id);
 /* Release everything the channel holds: consumers cancelled, unacked requeued, open
  * transaction aborted, partial publish dropped. Safe to call more than once. */
-void channel_release(channel *ch);
-void channel_free(channel *ch);
+void broker_channel_release(channel *ch);
+void broker_channel_free(channel *ch);
 /* Channel-level error: channel.close with the code of e; the channel discards everything
  * but close/close-ok from now on. A hard error (per the error table) becomes a connection
  * error instead. */
-void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, ...)
+void broker_channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Access checks for the channel's user in its vhost (the access module's rules and texts):
  * 1, or 0 after raising 403 ACCESS_REFUSED on the channel. A topic check passes for
  * exchanges that are not topic exchanges. */
-int channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm perm, uint32_t method_id);
-int channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_key, acc_perm perm,
-                          uint32_t method_id);
+int broker_channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm perm,
+                           uint32_t method_id);
+int broker_channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_key,
+                                 acc_perm perm, uint32_t method_id);
 /* Handle one frame addressed to an open channel. */
-void channel_on_frame(channel *ch, const amqp_frame *f);
-void channel_flush_confirms(channel *ch);
+void broker_channel_on_frame(channel *ch, const amqp_frame *f);
+void broker_channel_flush_confirms(channel *ch);
 /* Send what the connection's channels have to confirm (those in c->confirming). */
-void conn_flush_confirms(conn *c);
+void broker_conn_flush_confirms(conn *c);
 /* Publisher-confirm outcome of publish number seq (in order): ack (ok = 1) or nack. An ack
  * goes out once store generation gen is durable (0: it needs nothing of the disk), and
  * never before the outcome of an earlier publish. */
-void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen);
+void broker_channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen);
 /* Write every outcome still waiting for the disk now, behind a hold (the channel is
  * closing: what it promised goes out before its close, once it is true). */
-void channel_confirms_behind_hold(channel *ch);
+void broker_channel_confirms_behind_hold(channel *ch);
 /* A reply that promises what the store holds so far (the declare-ok of a durable queue, a
  * purge-ok...): it and everything after it on the connection wait until that is on disk.
- * channel_send_after waits for store generation gen only (0: sends at once). */
-void channel_send_durable(channel *ch, const amqp_method *m, int nowait);
-void channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen);
+ * broker_channel_send_after waits for store generation gen only (0: sends at once). */
+void broker_channel_send_durable(channel *ch, const amqp_method *m, int nowait);
+void broker_channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen);
 /* tx.commit / tx.rollback bookkeeping of deliveries settled inside the transaction. */
-void channel_tx_settled(channel *ch, int committed);
+void broker_channel_tx_settled(channel *ch, int committed);
 /* Record a delivery awaiting settlement; returns its tag. */
-uint64_t channel_track(channel *ch, qm_position *pos, consumer *cons);
+uint64_t broker_channel_track(channel *ch, qm_position *pos, consumer *cons);
 /* Settle deliveries up to/at tag: how = QM_SETTLE_ACK / REQUEUE / REJECT. Returns 0, or
  * -1 when tag is unknown (the caller raises 406). */
-int channel_settle(channel *ch, uint64_t tag, int multiple, int how);
+int broker_channel_settle(channel *ch, uint64_t tag, int multiple, int how);
 
 /* handlers */
 /* Resolve a queue name from a method: "" means the last queue declared on the channel.
  * Raises the channel error (404, 405 for another connection's exclusive queue) and returns
  * NULL when it cannot be used. */
-qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id);
+qm_queue *broker_channel_queue(channel *ch, amqp_bytes name, uint32_t method_id);
 /* The same after the access check: perm on the queue (name expanded first). */
-qm_queue *channel_queue_checked(channel *ch, amqp_bytes name, acc_perm perm, uint32_t method_id);
+qm_queue *broker_channel_queue_checked(channel *ch, amqp_bytes name, acc_perm perm,
+                                       uint32_t method_id);
 /* Expand "" to the last queue declared on the channel: 1, or 0 after raising 404. */
-int channel_queue_name(channel *ch, amqp_bytes *name, uint32_t method_id);
-void h_exchange(channel *ch, const amqp_method *m);
-void h_queue(channel *ch, const amqp_method *m);
-void h_basic(channel *ch, const amqp_method *m);
-void h_tx(channel *ch, const amqp_method *m);
-void h_confirm(channel *ch, const amqp_method *m);
+int broker_channel_queue_name(channel *ch, amqp_bytes *name, uint32_t method_id);
+void broker_h_exchange(channel *ch, const amqp_method *m);
+void broker_h_queue(channel *ch, const amqp_method *m);
+void broker_h_basic(channel *ch, const amqp_method *m);
+void broker_h_tx(channel *ch, const amqp_method *m);
+void broker_h_confirm(channel *ch, const amqp_method *m);
 /* A complete publish (method, header, body) is ready in ch->pub_*. */
-void basic_publish_complete(channel *ch);
+void broker_basic_publish_complete(channel *ch);
 
 /* deliver.c */
 extern const qm_consumer_ops broker_consumer_ops;
 /* Write basic.deliver / basic.get-ok / basic.return with content for pos' message. */
-void write_content(conn *c, uint16_t ch, const qm_message *m);
+void broker_write_content(conn *c, uint16_t ch, const qm_message *m);
 /* The same with other properties than m's own (a quorum queue's x-delivery-count). */
-void write_content_props(conn *c, uint16_t ch, const qm_message *m, const uint8_t *props,
-                         size_t props_len);
-void consumer_free(consumer *cons);
-consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len);
+void broker_write_content_props(conn *c, uint16_t ch, const qm_message *m, const uint8_t *props,
+                                size_t props_len);
+void broker_consumer_free(consumer *cons);
+consumer *broker_channel_find_consumer(channel *ch, const uint8_t *tag, size_t len);
 /* A new consumer joins ch / one leaves it (O(1) both, the tag index kept). */
-void channel_add_consumer(channel *ch, consumer *cons);
-void channel_unlink_consumer(channel *ch, consumer *cons);
+void broker_channel_add_consumer(channel *ch, consumer *cons);
+void broker_channel_unlink_consumer(channel *ch, consumer *cons);
 /* cons was refused for the global prefetch limit / the channel has room again: wake those. */
-void channel_starve_consumer(channel *ch, consumer *cons);
-void channel_wake_starved(channel *ch);
+void broker_channel_starve_consumer(channel *ch, consumer *cons);
+void broker_channel_wake_starved(channel *ch);
 /* Send basic.cancel to the client if it announced consumer_cancel_notify. */
-void consumer_notify_cancel(consumer *cons);
+void broker_consumer_notify_cancel(consumer *cons);
 
 /* link_recv.c */
 /* At connection.start-ok: a "sluice_link" client property makes c a link (1); 0 when it is
  * an ordinary client; -1 after refusing it (malformed, a user that may not speak for that
  * node, or the node is offline). */
-int link_recv_hello(conn *c, amqp_bytes client_props);
+int broker_link_recv_hello(conn *c, amqp_bytes client_props);
 /* "sluice.eod" / "sluice.rpc": the pseudo exchanges a link publishes to. */
-int link_recv_control_exchange(amqp_bytes ex);
+int broker_link_recv_control_exchange(amqp_bytes ex);
 /* A complete publish on a link connection (takes msg's reference). */
-void link_recv_publish(channel *ch, qm_message *msg);
+void broker_link_recv_publish(channel *ch, qm_message *msg);
 /* tx.commit on a link channel holding a batch: decided, applied, answered; 1 when handled,
  * 0 for an ordinary commit. */
-int link_recv_commit(channel *ch);
-void link_recv_release(channel *ch);
+int broker_link_recv_commit(channel *ch);
+void broker_link_recv_release(channel *ch);
 
 /* Small helpers for names in error texts: amqp_bytes as printf "%.*s". */
 #define BYTES_FMT "%.*s"
 #define BYTES_ARG(b) (int)(b).len, (const char *)(b).p
 
 /* reply_to.c: direct reply-to (see there) */
-int reply_to_is_pseudo(amqp_bytes name);
-void reply_to_consume(channel *ch, const amqp_basic_consume *bc, const char *tag);
+int broker_reply_to_is_pseudo(amqp_bytes name);
+void broker_reply_to_consume(channel *ch, const amqp_basic_consume *bc, const char *tag);
 /* 1 when tag was the channel's reply consumer (now cancelled). */
-int reply_to_cancel(channel *ch, amqp_bytes tag);
-void reply_to_release(channel *ch);
+int broker_reply_to_cancel(channel *ch, amqp_bytes tag);
+void broker_reply_to_release(channel *ch);
 /* A reply-to of "amq.rabbitmq.reply-to" becomes the channel's name: 1 and the new property
  * bytes in out; 0 when nothing to do; -1 when the channel has no reply consumer (error sent). */
-int reply_to_rewrite(channel *ch, amqp_basic_props *props, sl_buf *out);
+int broker_reply_to_rewrite(channel *ch, amqp_basic_props *props, sl_buf *out);
 /* A publish to a reply-to name: 1 when it was one (*delivered says whether it reached a
  * live reply consumer), 0 when the message is for the exchanges. */
-int reply_to_route(channel *ch, const qm_message *m, int *delivered);
+int broker_reply_to_route(channel *ch, const qm_message *m, int *delivered);
 /* queue.declare passive of the pseudo-queue or a live name: 1 when answered. */
-int reply_to_declare_passive(channel *ch, amqp_bytes name);
+int broker_reply_to_declare_passive(channel *ch, amqp_bytes name);
 
 #endif

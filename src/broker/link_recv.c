@@ -35,20 +35,20 @@
 #include "persist/persist.h"
 #include "broker/broker.h"
 
-int link_recv_hello(conn *c, amqp_bytes client_props)
+int broker_link_recv_hello(conn *c, amqp_bytes client_props)
 {
     amqp_value v, id, name;
     if (!amqp_table_get(client_props, "sluice_link", &v) || v.tag != 'F')
         return 0;
     amqp_bytes ids = {0}, names = {0};
     if (!amqp_table_get(v.v.s, "node_id", &id) || !amqp_value_str(&id, &ids) || ids.len != 32) {
-        conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
-                   "a link must name its node (sluice_link.node_id: 32 hex digits)");
+        broker_conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                          "a link must name its node (sluice_link.node_id: 32 hex digits)");
         return -1;
     }
     if (sl_unhex((const char *)ids.p, 16, c->link_sender) < 0) {
-        conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
-                   "sluice_link.node_id is not hex");
+        broker_conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                          "sluice_link.node_id is not hex");
         return -1;
     }
     if (amqp_table_get(v.v.s, "node_name", &name))
@@ -66,13 +66,14 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
                 c->name, c->user ? c->user : "", (const char *)ids.p,
                 (int)(names.len > 200 ? 200 : names.len), names.len ? (const char *)names.p : "",
                 why);
-        conn_error(c, ae, AMQP_CONNECTION_START_OK, "%s", why);
+        broker_conn_error(c, ae, AMQP_CONNECTION_START_OK, "%s", why);
         return -1;
     }
     if (!c->b->n->qm->online) {
         /* DISCONNECT: an offline node accepts no incoming link (local clients go on). */
-        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_START_OK,
-                   "node %s is offline (DISCONNECT): no incoming links", c->b->n->cfg->node_name);
+        broker_conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_START_OK,
+                          "node %s is offline (DISCONNECT): no incoming links",
+                          c->b->n->cfg->node_name);
         return -1;
     }
     /* A link user's first login binds it to its node (a meta record just appended): the
@@ -81,7 +82,7 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
      * A no-op when nothing is waiting for the disk (the binding was there already). Found by
      * test_link_forged.py's restart test on a loaded machine (the syncer had not yet written
      * the record when the node was killed). */
-    conn_hold_for_disk(c);
+    broker_conn_hold_for_disk(c);
     c->is_link = 1;
     sl_free(c->link_node);
     c->link_node = sl_xstrndup((const char *)names.p, names.len > 200 ? 200 : names.len);
@@ -106,7 +107,7 @@ link_recv_audit(channel *ch, const eod_batch *eb, const char *dest, const char *
             (unsigned long long)eb->seq_id, dest, why);
 }
 
-int link_recv_control_exchange(amqp_bytes ex)
+int broker_link_recv_control_exchange(amqp_bytes ex)
 {
     return amqp_bytes_eq(ex, "sluice.eod") || amqp_bytes_eq(ex, "sluice.rpc");
 }
@@ -145,7 +146,7 @@ static void batch_clear(channel *ch)
     ch->lk_ctl = NULL;
 }
 
-void link_recv_release(channel *ch)
+void broker_link_recv_release(channel *ch)
 {
     batch_clear(ch);
     sl_free(ch->lk_msgs);
@@ -179,8 +180,8 @@ static void serve_rpc(channel *ch, qm_message *msg)
     amqp_basic_props bp;
     if (amqp_props_decode(qm_msg_props(msg), msg->props_len, &bp) < 0 ||
         !(bp.flags & AMQP_P_REPLY_TO)) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "a sluice.rpc request needs reply_to (amq.rabbitmq.reply-to)");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "a sluice.rpc request needs reply_to (amq.rabbitmq.reply-to)");
         return;
     }
     char *reply =
@@ -202,13 +203,13 @@ static void serve_rpc(channel *ch, qm_message *msg)
         qm_message_new(AMQP_BYTES(""), bp.reply_to, props.data, (uint32_t)props.len, rlen);
     memcpy(qm_msg_body(r), reply, rlen);
     int delivered = 0;
-    reply_to_route(ch, r, &delivered);
+    broker_reply_to_route(ch, r, &delivered);
     qm_message_unref(r);
     sl_buf_free(&props);
     sl_free(reply);
 }
 
-void link_recv_publish(channel *ch, qm_message *msg)
+void broker_link_recv_publish(channel *ch, qm_message *msg)
 {
     amqp_bytes ex = qm_msg_exchange(msg);
     if (amqp_bytes_eq(ex, "sluice.rpc")) {
@@ -217,8 +218,8 @@ void link_recv_publish(channel *ch, qm_message *msg)
         return;
     }
     if (!ch->tx_mode) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "link transfer needs a transactional channel (tx.select)");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "link transfer needs a transactional channel (tx.select)");
         qm_message_unref(msg);
         return;
     }
@@ -229,15 +230,16 @@ void link_recv_publish(channel *ch, qm_message *msg)
         return;
     }
     if (ex.len) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "a link delivers to queues by name (exchange \"\"), not to '" BYTES_FMT "'",
-                      BYTES_ARG(ex));
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "a link delivers to queues by name (exchange \"\"), not to '" BYTES_FMT
+                             "'",
+                             BYTES_ARG(ex));
         qm_message_unref(msg);
         return;
     }
     if (ch->lk_ctl) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "EOD: data after the batch's control message");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "EOD: data after the batch's control message");
         qm_message_unref(msg);
         return;
     }
@@ -245,9 +247,9 @@ void link_recv_publish(channel *ch, qm_message *msg)
      * never commits cannot make this node hold its messages without end. */
     if (ch->lk_n >= EOD_BATCH_MAX ||
         (ch->lk_n && ch->lk_bytes + msg->body_len > LINK_RECV_MAX_BYTES)) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "EOD: a link transaction holds at most %u messages and %u MiB",
-                      (unsigned)EOD_BATCH_MAX, (unsigned)(LINK_RECV_MAX_BYTES >> 20));
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "EOD: a link transaction holds at most %u messages and %u MiB",
+                             (unsigned)EOD_BATCH_MAX, (unsigned)(LINK_RECV_MAX_BYTES >> 20));
         qm_message_unref(msg);
         batch_clear(ch);
         return;
@@ -260,7 +262,7 @@ void link_recv_publish(channel *ch, qm_message *msg)
     ch->lk_msgs[ch->lk_n++] = msg;
 }
 
-int link_recv_commit(channel *ch)
+int broker_link_recv_commit(channel *ch)
 {
     conn *c = ch->c;
     broker *b = c->b;
@@ -270,16 +272,17 @@ int link_recv_commit(channel *ch)
     eod_batch eb;
     if (!ch->lk_ctl ||
         eod_batch_decode(qm_msg_body(ch->lk_ctl), (size_t)ch->lk_ctl->body_len, &eb) < 0) {
-        channel_error(ch, SL_ERR_PRECONDITION, id, "EOD: %s",
-                      ch->lk_ctl ? "malformed control message" : "a batch without its control");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id, "EOD: %s",
+                             ch->lk_ctl ? "malformed control message"
+                                        : "a batch without its control");
         batch_clear(ch);
         return 1;
     }
     if (eb.n != ch->lk_n || memcmp(eb.sender, c->link_sender, 16)) {
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "EOD: control names %u message(s) of %s, the batch has %zu", eb.n,
-                      memcmp(eb.sender, c->link_sender, 16) ? "another node" : "this link",
-                      ch->lk_n);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                             "EOD: control names %u message(s) of %s, the batch has %zu", eb.n,
+                             memcmp(eb.sender, c->link_sender, 16) ? "another node" : "this link",
+                             ch->lk_n);
         batch_clear(ch);
         return 1;
     }
@@ -300,10 +303,10 @@ int link_recv_commit(channel *ch)
         amqp_bytes rk = qm_msg_routing_key(ch->lk_msgs[i]);
         if (i > 0) {
             if (!amqp_bytes_equal(rk, rk0)) {
-                channel_error(ch, SL_ERR_PRECONDITION, id,
-                              "EOD: a batch goes to one queue ('" BYTES_FMT "', then '" BYTES_FMT
-                              "')",
-                              BYTES_ARG(rk0), BYTES_ARG(rk));
+                broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                                     "EOD: a batch goes to one queue ('" BYTES_FMT
+                                     "', then '" BYTES_FMT "')",
+                                     BYTES_ARG(rk0), BYTES_ARG(rk));
                 goto out;
             }
             qs[i] = dq;
@@ -314,16 +317,17 @@ int link_recv_commit(channel *ch)
             /* the queue is gone: the number is the one of the queue the sequence fed */
             persist_eod_in *owner =
                 b->n->store ? persist_eod_in_other(b->n->store, eb.sender, eb.seq_id, "") : NULL;
-            channel_error(ch, SL_ERR_NOT_FOUND, id,
-                          "[" LINK_NACK_BAD_DST_Q " last=%llu] no queue '" BYTES_FMT "' on node %s",
-                          (unsigned long long)(owner ? owner->seq_no : 0), BYTES_ARG(rk),
-                          b->n->cfg->node_name);
+            broker_channel_error(ch, SL_ERR_NOT_FOUND, id,
+                                 "[" LINK_NACK_BAD_DST_Q " last=%llu] no queue '" BYTES_FMT
+                                 "' on node %s",
+                                 (unsigned long long)(owner ? owner->seq_no : 0), BYTES_ARG(rk),
+                                 b->n->cfg->node_name);
             goto out;
         }
         char why[300];
-        sl_err pe = link_recv_may_write(b->n->acc, c->user, q, why, sizeof why);
+        sl_err pe = eod_recv_may_write(b->n->acc, c->user, q, why, sizeof why);
         if (pe != SL_OK) {
-            channel_error(ch, pe, id, "%s", why);
+            broker_channel_error(ch, pe, id, "%s", why);
             goto out;
         }
         qs[i] = q;
@@ -347,19 +351,19 @@ int link_recv_commit(channel *ch)
         break;
     case EOD_ADMIT_OTHER_QUEUE:
         link_recv_audit(ch, &eb, dest, "the sequence feeds queue '%s'", other->dest);
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "EOD: sequence %llu feeds queue '%s', not '%s': batch refused",
-                      (unsigned long long)eb.seq_id, other->dest, dest);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                             "EOD: sequence %llu feeds queue '%s', not '%s': batch refused",
+                             (unsigned long long)eb.seq_id, other->dest, dest);
         goto out;
     case EOD_ADMIT_JUMP: {
         unsigned long long s = eod_batch_seq_no(&eb, jump);
         link_recv_audit(ch, &eb, dest, "message %llu jumps beyond last accepted %llu + %llu", s,
                         (unsigned long long)last, (unsigned long long)window);
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "EOD: message %llu of sequence %llu jumps beyond the last accepted %llu "
-                      "(window %llu): batch refused",
-                      s, (unsigned long long)eb.seq_id, (unsigned long long)last,
-                      (unsigned long long)window);
+        broker_channel_error(
+            ch, SL_ERR_PRECONDITION, id,
+            "EOD: message %llu of sequence %llu jumps beyond the last accepted %llu "
+            "(window %llu): batch refused",
+            s, (unsigned long long)eb.seq_id, (unsigned long long)last, (unsigned long long)window);
         goto out;
     }
     }
@@ -372,22 +376,24 @@ int link_recv_commit(channel *ch)
         if (b->n->store)
             persist_eod_in_set(b->n->store, eb.sender, eb.seq_id, last, st ? st->rejects + 1 : 1,
                                sender, dest);
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "EOD: message %llu of sequence %llu is out of order (previous %llu, last "
-                      "accepted %llu)",
-                      (unsigned long long)s, (unsigned long long)eb.seq_id, (unsigned long long)p,
-                      (unsigned long long)last);
+        broker_channel_error(
+            ch, SL_ERR_PRECONDITION, id,
+            "EOD: message %llu of sequence %llu is out of order (previous %llu, last "
+            "accepted %llu)",
+            (unsigned long long)s, (unsigned long long)eb.seq_id, (unsigned long long)p,
+            (unsigned long long)last);
         goto out;
     }
     uint64_t reach_by = ap.accepted ? reach_deadline(ch->lk_ctl) : 0;
     if (reach_by && sl_wall_ms() >= reach_by) {
         /* TimeToReachQueue: what did not reach the queue in time never does (MSMQ refuses it
          * on arrival too); duplicates of what did are not in this refusal (last=) */
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "[" LINK_NACK_REACH_QUEUE_TIMEOUT " last=%llu] message %llu of sequence "
-                      "%llu is past its time to reach queue '%s'",
-                      (unsigned long long)last, (unsigned long long)first_accepted(&eb, acc),
-                      (unsigned long long)eb.seq_id, dq->name);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                             "[" LINK_NACK_REACH_QUEUE_TIMEOUT
+                             " last=%llu] message %llu of sequence "
+                             "%llu is past its time to reach queue '%s'",
+                             (unsigned long long)last, (unsigned long long)first_accepted(&eb, acc),
+                             (unsigned long long)eb.seq_id, dq->name);
         goto out;
     }
     if (ap.accepted) {
@@ -399,19 +405,21 @@ int link_recv_commit(channel *ch)
             /* the queue could not hold this batch even empty: if it is one transaction, the
              * sender dead-letters it (MSMQ: NACK_Q_EXCEED_QUOTA); else it sends them one by
              * one */
-            channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,
-                          "[" LINK_NACK_Q_EXCEED_QUOTA " last=%llu] queue '%s' on node %s can "
-                          "never hold %u message(s) of %llu bytes (x-max-length, "
-                          "x-overflow=reject-publish)",
-                          (unsigned long long)last, dq->name, b->n->cfg->node_name, ap.accepted,
-                          (unsigned long long)bytes);
+            broker_channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,
+                                 "[" LINK_NACK_Q_EXCEED_QUOTA
+                                 " last=%llu] queue '%s' on node %s can "
+                                 "never hold %u message(s) of %llu bytes (x-max-length, "
+                                 "x-overflow=reject-publish)",
+                                 (unsigned long long)last, dq->name, b->n->cfg->node_name,
+                                 ap.accepted, (unsigned long long)bytes);
             goto out;
         }
         if (qm_queue_would_refuse(dq, ap.accepted, bytes)) {
             /* x-overflow=reject-publish: refused whole, kept by the sender, retried */
-            channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,
-                          "queue '%s' on node %s is full (x-max-length, x-overflow=reject-publish)",
-                          dq->name, b->n->cfg->node_name);
+            broker_channel_error(
+                ch, SL_ERR_RESOURCE_LOCKED, id,
+                "queue '%s' on node %s is full (x-max-length, x-overflow=reject-publish)", dq->name,
+                b->n->cfg->node_name);
             goto out;
         }
     }
@@ -432,7 +440,7 @@ int link_recv_commit(channel *ch)
     {
         /* the order ack: once the batch and its number are on disk */
         amqp_method ok = {.id = AMQP_TX_COMMIT_OK};
-        channel_send_durable(ch, &ok, 0);
+        broker_channel_send_durable(ch, &ok, 0);
     }
 out:
     if (qs != stackq)

@@ -79,7 +79,7 @@ int broker_client_close(void *ctx, uint64_t id, const char *text)
     conn *c = by_id(ctx, id);
     if (!c)
         return 0;
-    conn_force_close(c, text);
+    broker_conn_force_close(c, text);
     broker_mark_dirty(c);
     return 1;
 }
@@ -114,7 +114,7 @@ int broker_consumers(void *ctx, uint64_t client, size_t slot, const char *after,
     channel *ch = c->channels[slot];
     consumer *o = ch->consumers;
     if (after) { /* after the last one walked; from the first when it is gone */
-        consumer *f = channel_find_consumer(ch, (const uint8_t *)after, after_len);
+        consumer *f = broker_channel_find_consumer(ch, (const uint8_t *)after, after_len);
         o = f ? f->next : ch->consumers;
     }
     for (; o; o = o->next) {

@@ -129,7 +129,7 @@ int cl_auth_check(const uint8_t *secret, size_t secret_len, char role, const cha
     return ok;
 }
 
-struct sl_tls_ctx *cl_auth_tls_ctx(const struct sl_cluster_conf *c, int server, char *err,
+struct sl_tls_ctx *cl_auth_tls_ctx(const struct node_cluster_conf *c, int server, char *err,
                                    size_t errlen)
 {
     err[0] = 0;

@@ -46,9 +46,9 @@ int cl_auth_check(const uint8_t *secret, size_t secret_len, char role, const cha
 /* TLS on the replication port (cluster.ssl_options): a server (the leader's) or client (a
  * follower's) context, mutual when it verifies. NULL with err[0] == 0 when TLS is not
  * configured; NULL with err when a file or key is unusable. */
-struct sl_cluster_conf;
+struct node_cluster_conf;
 struct sl_tls_ctx;
-struct sl_tls_ctx *cl_auth_tls_ctx(const struct sl_cluster_conf *c, int server, char *err,
+struct sl_tls_ctx *cl_auth_tls_ctx(const struct node_cluster_conf *c, int server, char *err,
                                    size_t errlen);
 
 #endif

@@ -8,25 +8,25 @@
 
 void cl_conf_defaults(cl_conf *c)
 {
-    sl_cluster_conf_defaults(c);
+    node_cluster_conf_defaults(c);
 }
 
 void cl_conf_free(cl_conf *c)
 {
-    sl_cluster_conf_free(c);
+    node_cluster_conf_free(c);
 }
 
 int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **err)
 {
-    return sl_settings_apply_cluster(c, key, value, err);
+    return node_settings_apply_cluster(c, key, value, err);
 }
 
 const char *cl_conf_check(const cl_conf *c)
 {
-    return sl_cluster_conf_check(c);
+    return node_cluster_conf_check(c);
 }
 
 int cl_conf_load_secret(cl_conf *c, char *err, size_t errlen)
 {
-    return sl_cluster_conf_load_secret(c, err, errlen);
+    return node_cluster_conf_load_secret(c, err, errlen);
 }

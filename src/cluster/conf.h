@@ -41,10 +41,10 @@
 
 #include "node/config.h"
 
-/* The struct and its parsing live with every other setting (node/config.h sl_cluster_conf,
+/* The struct and its parsing live with every other setting (node/config.h node_cluster_conf,
  * node/settings.c): the node reads the configuration before any cluster code runs. The
  * cluster keeps its own names for them. */
-typedef sl_cluster_conf cl_conf;
+typedef node_cluster_conf cl_conf;
 #define CL_MAX_ENDPOINTS SL_CLUSTER_MAX_ENDPOINTS
 #define CL_DEFAULT_REPLICATION_PORT SL_CLUSTER_DEFAULT_REPLICATION_PORT
 #define CL_DEFAULT_PROXY_MAX_CONNECTIONS SL_CLUSTER_DEFAULT_PROXY_MAX_CONNECTIONS
@@ -56,7 +56,7 @@ void cl_conf_free(cl_conf *c);
 int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **err);
 /* After every setting is read: NULL when the whole is usable, else why not. */
 const char *cl_conf_check(const cl_conf *c);
-/* After cl_conf_check: read cluster.secret_file (node/config.h sl_cluster_conf_load_secret).
+/* After cl_conf_check: read cluster.secret_file (node/config.h node_cluster_conf_load_secret).
  * 0, or -1 with err: the file is unfit, or a cluster has neither a secret nor
  * cluster.insecure_no_secret. */
 int cl_conf_load_secret(cl_conf *c, char *err, size_t errlen);

@@ -257,7 +257,7 @@ static int hook_member(void *ctx, const char *name)
 int cl_leader_adopt(sl_node *b, int http_port)
 {
     (void)http_port;
-    const sl_config *cfg = b->cfg;
+    const node_config *cfg = b->cfg;
     cl_node *n = b->cl_node;
     b->cluster = n->member;
     n->member = NULL;

@@ -46,7 +46,7 @@
 #include "qm/qm.h"
 
 typedef struct follower {
-    sl_config *cfg;
+    node_config *cfg;
     char path[4096], joining[4200], old[4200];
     int dirfd, joining_fd, inflight_fd;
     int marked;
@@ -281,7 +281,7 @@ static size_t status_json(void *data, char *buf, size_t cap)
  * the alarms what a leader's would say on them. */
 static void publish_figures(follower *f)
 {
-    const sl_config *cfg = f->cfg;
+    const node_config *cfg = f->cfg;
     struct statvfs sv;
     uint64_t disk_free =
         statvfs(f->path, &sv) == 0 ? (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize : 0;
@@ -355,7 +355,7 @@ static int needs_copy(follower *f, uint64_t last)
     return 0;
 }
 
-int cl_node_follow(sl_config *cfg, cl_node **out)
+int cl_node_follow(node_config *cfg, cl_node **out)
 {
     *out = NULL;
     follower f = {.cfg = cfg, .dirfd = -1, .joining_fd = -1, .inflight_fd = -1};

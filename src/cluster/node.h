@@ -8,7 +8,7 @@
  *
  * When the member thread wins the leader key, cl_node_follow stops the client and the proxy
  * and returns the node: main() then starts the broker as after kill -9 (persist_open recovers
- * the mirrored directory), adopting the bound sockets (sl_config.adopt_*_fd) and the member,
+ * the mirrored directory), adopting the bound sockets (node_config.adopt_*_fd) and the member,
  * and the node starts the replication server (cluster/leader.c).
  *
  * A leader that stops being leader re-executes itself (cl_node_reexec: execv of
@@ -42,7 +42,7 @@ typedef struct cl_node {
 
 /* The follower phase. 1: promoted (*out; cfg->adopt_*_fd hold the sockets), 0: SIGTERM or
  * SIGINT came (exit 0), -1: failure (logged). */
-int cl_node_follow(sl_config *cfg, cl_node **out);
+int cl_node_follow(node_config *cfg, cl_node **out);
 void cl_node_free(cl_node *n);
 /* Re-execute this process (same pid) into the follower phase, keeping the listening sockets
  * (fds < 0 are skipped). Returns only on failure. */

@@ -28,14 +28,14 @@ static int take_prefix(const char **p, const char *end, const char *pre)
     return 1;
 }
 
-int link_fmt_is_candidate(const char *s, size_t len)
+int eod_fmt_is_candidate(const char *s, size_t len)
 {
     const char *p = s, *end = s + len;
     take_prefix(&p, end, "FormatName:");
     return take_prefix(&p, end, "DIRECT=");
 }
 
-int link_fmt_parse(const char *s, size_t len, link_addr *out, char *err, size_t errlen)
+int eod_fmt_parse(const char *s, size_t len, eod_addr *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     const char *p = s, *end = s + len;
@@ -142,7 +142,7 @@ int link_fmt_parse(const char *s, size_t len, link_addr *out, char *err, size_t 
     return 0;
 }
 
-void link_fmt_canonical(const link_addr *a, char *buf, size_t len)
+void eod_fmt_canonical(const eod_addr *a, char *buf, size_t len)
 {
     if (strchr(a->host, ':'))
         snprintf(buf, len, "DIRECT=TCP:[%s]:%d\\private$\\%s", a->host, a->port, a->queue);

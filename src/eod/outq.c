@@ -29,7 +29,7 @@ struct eod_reg {
     void *adopt_ctx;
 };
 
-const char *link_state_name(link_state s)
+const char *eod_state_name(eod_state s)
 {
     static const char *const names[] = {"INACTIVE", "WAITING",      "CONNECTED",
                                         "ONHOLD",   "DISCONNECTED", "DISCONNECTING"};
@@ -50,7 +50,7 @@ static void key_of(const qm_vhost *vh, const char *canon, char *out, size_t cap,
     *len = vl + 1 + cl;
 }
 
-int eod_msmq_port(const eod_reg *r, const link_addr *a)
+int eod_msmq_port(const eod_reg *r, const eod_addr *a)
 {
     const char *h = r->msmq_hosts;
     while (h && *h) {
@@ -69,9 +69,9 @@ int eod_msmq_port(const eod_reg *r, const link_addr *a)
 
 int eod_reg_adopt(eod_reg *r, qm_queue *q)
 {
-    link_addr a;
+    eod_addr a;
     char err[300];
-    if (link_fmt_parse(q->name, strlen(q->name), &a, err, sizeof err) < 0) {
+    if (eod_fmt_parse(q->name, strlen(q->name), &a, err, sizeof err) < 0) {
         sl_warn("link: queue '%s' looks like an outgoing queue but is not one: %s", q->name, err);
         return -1;
     }
@@ -116,7 +116,7 @@ void eod_reg_set_self(eod_reg *r, const char *addr, int port)
     r->self_port = port;
 }
 
-static int is_self(const eod_reg *r, const link_addr *a)
+static int is_self(const eod_reg *r, const eod_addr *a)
 {
     if (a->port != r->self_port)
         return 0;
@@ -129,9 +129,9 @@ static int is_self(const eod_reg *r, const link_addr *a)
 qm_queue *eod_outgoing_queue(eod_reg *r, qm_vhost *vh, const char *fmt, size_t len, int create,
                              int *local, char *err, size_t errlen)
 {
-    link_addr a;
+    eod_addr a;
     *local = 0;
-    if (link_fmt_parse(fmt, len, &a, err, errlen) < 0)
+    if (eod_fmt_parse(fmt, len, &a, err, errlen) < 0)
         return NULL;
     int mq_port = eod_msmq_port(r, &a);
     if (mq_port) { /* a Windows queue manager: MS-MQQB's port, written in the canonical name */
@@ -145,7 +145,7 @@ qm_queue *eod_outgoing_queue(eod_reg *r, qm_vhost *vh, const char *fmt, size_t l
     }
     char canon[900], key[1200];
     size_t kl;
-    link_fmt_canonical(&a, canon, sizeof canon);
+    eod_fmt_canonical(&a, canon, sizeof canon);
     key_of(vh, canon, key, sizeof key, &kl);
     qm_queue *found = kl ? sl_map_get(r->by_key, key, kl) : NULL;
     if (found)
@@ -172,9 +172,9 @@ qm_queue *eod_outgoing_queue(eod_reg *r, qm_vhost *vh, const char *fmt, size_t l
 qm_queue *eod_msmq_outgoing_queue(eod_reg *r, qm_vhost *vh, const char *fmt, size_t len, int create,
                                   char *err, size_t errlen)
 {
-    link_addr a;
+    eod_addr a;
     int local;
-    if (link_fmt_parse(fmt, len, &a, err, errlen) < 0)
+    if (eod_fmt_parse(fmt, len, &a, err, errlen) < 0)
         return NULL;
     if (!eod_msmq_port(r, &a)) {
         snprintf(err, errlen, "'%.*s' is not on a host of msmq.hosts", (int)len, fmt);
@@ -189,13 +189,13 @@ static qm_queue *resolve_remote(qm_vhost *vh, const char *name, size_t len, int 
     eod_reg *r = ctx;
     char err[300];
     int local;
-    if (!link_fmt_is_candidate(name, len))
+    if (!eod_fmt_is_candidate(name, len))
         return NULL;
     qm_queue *q = eod_outgoing_queue(r, vh, name, len, create, &local, err, sizeof err);
     if (!q && local) {
         /* DIRECT=TCP:<this node>\private$\<queue>: the local queue of that name */
-        link_addr a;
-        if (link_fmt_parse(name, len, &a, err, sizeof err) == 0)
+        eod_addr a;
+        if (eod_fmt_parse(name, len, &a, err, sizeof err) == 0)
             return qm_queue_find(vh, a.queue, strlen(a.queue));
     }
     return q;
@@ -231,8 +231,8 @@ void eod_reg_free(eod_reg *r)
     sl_free(r);
 }
 
-sl_err link_recv_may_write(const struct acc_db *acc, const char *user, const qm_queue *q, char *err,
-                           size_t errlen)
+sl_err eod_recv_may_write(const struct acc_db *acc, const char *user, const qm_queue *q, char *err,
+                          size_t errlen)
 {
     if (q->is_outgoing) {
         snprintf(err, errlen, "'%s' is an outgoing queue, not a destination", q->name);

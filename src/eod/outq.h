@@ -12,8 +12,8 @@
  * at this node is never an outgoing queue (the caller routes it to the local queue); an
  * adopted queue is in the registry until the link side forgets it (eod_reg_forget).
  *
- * Names kept from src/link/ (link_addr, link_fmt_*, link_state, link_outq_info,
- * link_recv_may_write, ...): their callers in other rooms did not change.
+ * Names kept from src/link/ (eod_addr, link_fmt_*, eod_state, eod_outq_info,
+ * eod_recv_may_write, ...): their callers in other rooms did not change.
  */
 #ifndef SL_EOD_OUTQ_H
 #define SL_EOD_OUTQ_H
@@ -29,42 +29,42 @@
  */
 #define LINK_DEFAULT_PORT 5672
 
-typedef struct link_addr {
+typedef struct eod_addr {
     char host[256];     /* address as given, lower-cased ("127.0.0.3", "node-b") */
     int port;           /* LINK_DEFAULT_PORT when the name has none */
     char queue[512];    /* destination queue part after \private$\ ("orders", "vhost/orders") */
     uint8_t port_given; /* the name wrote a port */
-} link_addr;
+} eod_addr;
 
 /* Parse "DIRECT=TCP:<address>[:<port>]\private$\<queue>" (also DIRECT=OS:<host>, optional
  * "FormatName:" prefix, case-insensitive; subqueues and ;journal refused). 0, or -1 with a
  * reason in err. */
-int link_fmt_parse(const char *s, size_t len, link_addr *out, char *err, size_t errlen);
+int eod_fmt_parse(const char *s, size_t len, eod_addr *out, char *err, size_t errlen);
 /* Canonical name of an outgoing queue: "DIRECT=TCP:<host>:<port>\private$\<queue>" (the
  * port always written). */
-void link_fmt_canonical(const link_addr *a, char *buf, size_t len);
+void eod_fmt_canonical(const eod_addr *a, char *buf, size_t len);
 /* 1 when s looks like a format name (cheap prefix test, before parsing). */
-int link_fmt_is_candidate(const char *s, size_t len);
+int eod_fmt_is_candidate(const char *s, size_t len);
 
 /* ------------------------------------------------------------------------------------------
  * Outgoing queue states (MS-MQDMPR OutgoingQueue.State; strings as PROPID_MGMT_QUEUE_STATE)
  */
-typedef enum link_state {
+typedef enum eod_state {
     LINK_INACTIVE = 0, /* not trying to connect (new, resumed, idle) */
     LINK_WAITING,      /* connecting, or waiting to retry after a failure */
     LINK_CONNECTED,    /* session up, transfer happening */
     LINK_ONHOLD,       /* PAUSE: nothing sent, messages kept */
     LINK_DISCONNECTED, /* the node is offline (DISCONNECT) */
     LINK_DISCONNECTING,
-} link_state;
-const char *link_state_name(link_state s); /* "INACTIVE", "WAITING", ... */
+} eod_state;
+const char *eod_state_name(eod_state s); /* "INACTIVE", "WAITING", ... */
 
 /* PROPID_MGMT_QUEUE_FOREIGN of an outgoing queue */
-typedef enum link_foreign {
+typedef enum eod_foreign {
     LINK_FOREIGN_UNKNOWN = 0, /* the destination never answered */
     LINK_FOREIGN_NO,          /* it showed itself to be a Sluice node */
     LINK_FOREIGN_YES,         /* another messaging system */
-} link_foreign;
+} eod_foreign;
 
 /* NACK tokens and the control message header of "NACKs" above */
 #define LINK_NACK_BAD_DST_Q "MQMSG_CLASS_NACK_BAD_DST_Q"
@@ -73,31 +73,31 @@ typedef enum link_foreign {
 #define LINK_REACH_DEADLINE "x-reach-deadline"
 
 /* MS-MQMQ SEQUENCE_INFO (16 bytes on the wire of PROPID_MGMT_QUEUE_EOD_* blobs) */
-typedef struct link_seqinfo {
+typedef struct eod_seqinfo {
     uint64_t seq_id;
     uint32_t seq_no, prev_no; /* low 32 bits of our 64-bit numbers in the blob */
     uint64_t seq_no64, prev_no64;
-} link_seqinfo;
+} eod_seqinfo;
 
 /* ConnectionHistory entry (MS-MQMQ 2.3.12.25 status codes) */
 #define LINK_HIST_MAX 16
-typedef struct link_hist {
+typedef struct eod_hist {
     uint32_t status; /* 0 InProcess, 2 Established, 0x80000004 SocketConnectFailure, ... */
     int64_t time;    /* wall clock, s */
     uint32_t error;  /* HRESULT or 0 */
     char address[64];
-} link_hist;
+} eod_hist;
 
 /* What GET /api/msmq/outgoing and the management properties show of one outgoing queue. */
-typedef struct link_outq_info {
+typedef struct eod_outq_info {
     const char *format_name;
-    link_state state;
-    link_foreign foreign;
+    eod_state state;
+    eod_foreign foreign;
     const char *last_error; /* "" when none */
     int64_t last_error_time;
     char next_hop[80]; /* "IP=127.0.0.3" while connected or waiting */
     /* EOD sender side (OutgoingTransferInfo) */
-    link_seqinfo last_ack, first_non_ack, last_non_ack, next_seq;
+    eod_seqinfo last_ack, first_non_ack, last_non_ack, next_seq;
     uint64_t last_ack_count, no_read_count, resend_count;
     /* no_ack_count (EodNoAckCount): sent and not order-acked, in flight or requeued after
      * its session ended; in_flight: of those, sent on the current session */
@@ -110,9 +110,9 @@ typedef struct link_outq_info {
     uint32_t last_dl_class; /* 0: none yet */
     const char *last_dl_class_name, *last_dl_reason;
     int64_t last_dl_time;
-    const link_hist *history; /* newest first */
+    const eod_hist *history; /* newest first */
     size_t n_history;
-} link_outq_info;
+} eod_outq_info;
 
 /* ------------------------------------------------------------------------------------------
  * The registry: one per node, made by the link manager (which drains what it holds)
@@ -121,7 +121,7 @@ typedef struct eod_reg eod_reg;
 
 /* Told of every outgoing queue the registry adopts (created, or recovered): the drain's own
  * state for it goes in q->link. a is the queue's parsed name. */
-typedef void (*eod_adopt_fn)(void *ctx, qm_queue *q, const link_addr *a);
+typedef void (*eod_adopt_fn)(void *ctx, qm_queue *q, const eod_addr *a);
 
 /* The registry of node's outgoing queues; format names resolve through it (qm's
  * resolve_remote hook) from now on. msmq_hosts: link_options.msmq_hosts (owned by the
@@ -133,7 +133,7 @@ eod_reg *eod_reg_of(qm_node *node);
 /* This node's own listening address (so a format name naming it is local). */
 void eod_reg_set_self(eod_reg *r, const char *addr, int port);
 /* The msmq.hosts entry naming a's host: its port (1801 when it wrote none), or 0. */
-int eod_msmq_port(const eod_reg *r, const link_addr *a);
+int eod_msmq_port(const eod_reg *r, const eod_addr *a);
 
 /* Adopt q (q->is_outgoing, not adopted yet): 0, or -1 (logged) when its name is not a
  * remote format name. */
@@ -158,7 +158,7 @@ qm_queue *eod_msmq_outgoing_queue(eod_reg *r, qm_vhost *vh, const char *fmt, siz
  * link's authenticated node user) write to q? SL_OK, or the refusal with err. Outgoing queues
  * are never link destinations; the rest is the access module's write permission. */
 struct acc_db;
-sl_err link_recv_may_write(const struct acc_db *acc, const char *user, const qm_queue *q, char *err,
-                           size_t errlen);
+sl_err eod_recv_may_write(const struct acc_db *acc, const char *user, const qm_queue *q, char *err,
+                          size_t errlen);
 
 #endif

@@ -39,7 +39,7 @@ struct http_req {
     http_req *susp_next;
 };
 
-/* The TLS listener's settings (node/config.h's struct sl_tls_conf, in plain fields). */
+/* The TLS listener's settings (node/config.h's struct node_tls_conf, in plain fields). */
 typedef struct http_tls_opts {
     const char *certfile, *keyfile, *cacertfile, *password; /* keyfile NULL: certfile's */
     int verify_peer, fail_if_no_peer_cert;

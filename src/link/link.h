@@ -95,7 +95,7 @@
 #include "qm/qm.h"
 
 struct persist;
-struct sl_config;
+struct node_config;
 
 /* ------------------------------------------------------------------------------------------
  * The link manager: one per node (owned by the broker)
@@ -162,7 +162,7 @@ void link_mgr_set_self(link_mgr *m, const char *addr, int port);
 sl_err link_pause(qm_queue *q);      /* -> ONHOLD, session closed, messages kept */
 sl_err link_resume(qm_queue *q);     /* -> INACTIVE, then reconnects */
 sl_err link_eod_resend(qm_queue *q); /* resend every unacked message now, same sequence */
-void link_outq_get_info(qm_queue *q, link_outq_info *out);
+void link_outq_get_info(qm_queue *q, eod_outq_info *out);
 /* Every outgoing queue of the node (for listings), in no particular order. */
 size_t link_mgr_outgoing(link_mgr *m, qm_queue **out, size_t cap);
 
@@ -177,7 +177,7 @@ size_t link_mgr_outgoing(link_mgr *m, qm_queue **out, size_t cap);
  * The callback runs on the loop thread with the reply (NULL and err on a transport failure:
  * no connection within the timeout, peer closed).
  */
-typedef void (*link_rpc_cb)(void *ctx, const char *reply_json, const char *err);
+typedef void (*link_rpc_cb)(void *ctx, const char *mgmt_reply_json, const char *err);
 sl_err link_rpc_call(link_mgr *m, const char *host, int port, const char *request_json,
                      uint32_t timeout_ms, link_rpc_cb cb, void *ctx);
 /* Something on this node holds state at host:port that dies with the request link (remote

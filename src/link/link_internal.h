@@ -126,9 +126,9 @@ struct link_outq {
     uint8_t rpc_in_reply;
     char rpc_corr[32];
     link_outq *next, *prev;
-    link_addr dest;
+    eod_addr dest;
     uint8_t paused;
-    uint8_t foreign; /* link_foreign */
+    uint8_t foreign; /* eod_foreign */
     /* MS-MQQB (the destination is in msmq.hosts): packets sent / recoverable ones sent /
      * UserMessages received (order acks) / received ones acknowledged, this session; the
      * receiver's ack of our packets; the session window */
@@ -202,7 +202,7 @@ struct link_outq {
     /* what the operator sees */
     char last_error[256];
     int64_t last_error_time;
-    link_hist hist[LINK_HIST_MAX];
+    eod_hist hist[LINK_HIST_MAX];
     size_t nhist; /* newest at hist[0] */
     uint64_t sent, acked, reconnects;
     link_outq *dirty_next;

@@ -55,7 +55,7 @@ void link_hist_add(link_outq *o, uint32_t status, uint32_t error)
         o->nhist--;
     memmove(&o->hist[1], &o->hist[0], o->nhist * sizeof o->hist[0]);
     o->nhist++;
-    link_hist *h = &o->hist[0];
+    eod_hist *h = &o->hist[0];
     h->status = status;
     h->time = wall_s();
     h->error = error;
@@ -69,7 +69,7 @@ void link_set_error(link_outq *o, const char *text)
     o->last_error_time = wall_s();
 }
 
-static link_state state_of(const link_outq *o)
+static eod_state state_of(const link_outq *o)
 {
     if (o->paused)
         return LINK_ONHOLD;
@@ -209,7 +209,7 @@ static void tick(sl_loop *loop, sl_timer *t)
 
 /* The registry's adopt hook (eod_adopt_fn): the link state of a new or recovered outgoing
  * queue, whose parsed name is a. */
-static void outq_adopt(void *ctx, qm_queue *q, const link_addr *a)
+static void outq_adopt(void *ctx, qm_queue *q, const eod_addr *a)
 {
     link_mgr *m = ctx;
     link_outq *o = sl_xcalloc(1, sizeof *o);
@@ -462,7 +462,7 @@ sl_err link_eod_resend(qm_queue *q)
     return SL_OK;
 }
 
-static void seqinfo(link_seqinfo *s, uint64_t seq_id, uint64_t no, uint64_t prev)
+static void seqinfo(eod_seqinfo *s, uint64_t seq_id, uint64_t no, uint64_t prev)
 {
     s->seq_id = seq_id;
     s->seq_no64 = no;
@@ -484,7 +484,7 @@ static uint64_t ready_id_at(qm_queue *q, size_t i)
     return id;
 }
 
-void link_outq_get_info(qm_queue *q, link_outq_info *out)
+void link_outq_get_info(qm_queue *q, eod_outq_info *out)
 {
     memset(out, 0, sizeof *out);
     link_outq *o = q->link;
@@ -494,7 +494,7 @@ void link_outq_get_info(qm_queue *q, link_outq_info *out)
         return;
     }
     out->state = state_of(o);
-    out->foreign = (link_foreign)o->foreign;
+    out->foreign = (eod_foreign)o->foreign;
     out->last_error = o->last_error;
     out->last_error_time = o->last_error_time;
     if (o->cs != C_NONE)

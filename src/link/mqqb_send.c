@@ -94,13 +94,13 @@ void link_mq_write_message(link_outq *o, qm_position *pos, uint64_t seq, infligh
     /* the properties table of docs/msmq-wire.md read backwards (src/mqqb/props.c) */
     msmq_out_scratch scratch;
     unsigned lost =
-        msmq_out_props(qm_msg_props(msg), msg->props_len, &u, &scratch, (uint64_t)wall_s());
+        mqqb_out_props(qm_msg_props(msg), msg->props_len, &u, &scratch, (uint64_t)wall_s());
     for (unsigned b = 0; b < MSMQ_LOST_BITS; b++)
         if ((lost >> b & 1) && !(o->mq_lost_logged >> b & 1)) {
             /* once per queue and kind: a stream of such messages would flood the log */
             o->mq_lost_logged |= (uint16_t)(1u << b);
             sl_warn("link %s: MS-MQQB cannot carry %s: left out (logged once for this queue)",
-                    o->name, msmq_lost_name(b));
+                    o->name, mqqb_lost_name(b));
         }
     if (u.tx) {
         /* 32-bit numbers: past 2^32 - 1 a new sequence (mqqb.h). The previous number is the

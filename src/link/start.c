@@ -38,7 +38,7 @@ static void links_stop(void *ctx)
 
 int link_start(sl_node *n)
 {
-    const sl_config *cfg = n->cfg;
+    const node_config *cfg = n->cfg;
     link_rpc_queue_set_access(n->acc); /* remote handles opened by other nodes' links */
     link_options lo;
     link_options_defaults(&lo);

@@ -60,7 +60,7 @@ static json_t *member_json(const char *name, const char *role, int insync, uint6
 json_t *mgmt_cluster_view(mgmt *m)
 {
     sl_node *n = m->n;
-    const sl_config *cfg = n->cfg;
+    const node_config *cfg = n->cfg;
     char amqp[300], http[300];
     snprintf(amqp, sizeof amqp, "%s:%d", cfg->bind, node_amqp_port(n));
     snprintf(http, sizeof http, "%s:%d", cfg->bind, mgmt_port(m));
@@ -136,12 +136,12 @@ static unsigned http_status(cl_op_outcome o)
 static enum MHD_Result op_refused(req *r, cl_op_outcome o, const char *why)
 {
     unsigned status = http_status(o);
-    return reply_error(r, status,
-                       status == 400   ? "bad_request"
-                       : status == 409 ? "conflict"
-                       : status == 404 ? "not_found"
-                                       : "unavailable",
-                       "%s", why);
+    return mgmt_reply_error(r, status,
+                            status == 400   ? "bad_request"
+                            : status == 409 ? "conflict"
+                            : status == 404 ? "not_found"
+                                            : "unavailable",
+                            "%s", why);
 }
 
 /* The action's outcome goes into the request (status in async_tag, then reply or error), and
@@ -163,7 +163,7 @@ static void op_done(void *ctx, cl_op_outcome o, const char *why, const cl_op_res
             r->async_err = sl_xstrdup(why);
         }
     }
-    req_resume(r);
+    mgmt_req_resume(r);
 }
 
 static enum MHD_Result op_resumed(req *r)
@@ -171,13 +171,13 @@ static enum MHD_Result op_resumed(req *r)
     unsigned status = (unsigned)strtoul(r->async_tag, NULL, 10);
     if (r->async_reply) {
         char *text = sl_xstrdup(r->async_reply);
-        return reply_text(r, status, "application/json", text, strlen(text));
+        return mgmt_reply_text(r, status, "application/json", text, strlen(text));
     }
-    return reply_error(r, status,
-                       status == 409   ? "conflict"
-                       : status == 404 ? "not_found"
-                                       : "unavailable",
-                       "%s", r->async_err ? r->async_err : "failed");
+    return mgmt_reply_error(r, status,
+                            status == 409   ? "conflict"
+                            : status == 404 ? "not_found"
+                                            : "unavailable",
+                            "%s", r->async_err ? r->async_err : "failed");
 }
 
 /* An action started: the request waits for op_done. */
@@ -185,7 +185,7 @@ static enum MHD_Result op_started(req *r, cl_op_outcome o, const char *why)
 {
     if (o != CL_OP_OK)
         return op_refused(r, o, why);
-    req_suspend(r, op_resumed);
+    mgmt_req_suspend(r, op_resumed);
     return MHD_YES;
 }
 
@@ -227,47 +227,47 @@ static enum MHD_Result step_down(req *r)
 {
     if (!r->m->n->cluster)
         return op_refused(r, CL_OP_NOT_CLUSTER, "not a cluster: this node has no cluster settings");
-    json_t *body = req_body(r, 1);
+    json_t *body = mgmt_req_body(r, 1);
     if (!body)
         return MHD_YES;
     json_t *jn = json_object_get(body, "node");
     if (jn && !json_is_string(jn))
-        return reply_error(r, 400, "bad_request", "\"node\" must be a node's name");
+        return mgmt_reply_error(r, 400, "bad_request", "\"node\" must be a node's name");
     char why[512];
     cl_op_outcome o = cl_ops_step_down(r->m->cl_ops, jn ? json_string_value(jn) : "", r->user,
                                        op_done, r, why, sizeof why);
     return op_started(r, o, why);
 }
 
-enum MHD_Result api_cluster(req *r)
+enum MHD_Result mgmt_api_cluster(req *r)
 {
     r->no_store = 1; /* etcd, not the store: no reply here waits for the disk or the ISR */
     if (r->nsegs == 2 && !strcmp(r->segs[1], "step-down")) {
-        if (!req_is(r, "POST"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "POST"))
+            return mgmt_reply_method_not_allowed(r);
         return step_down(r);
     }
     if (r->nsegs == 4 && !strcmp(r->segs[1], "nodes") && !strcmp(r->segs[3], "readmit")) {
-        if (!req_is(r, "POST"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "POST"))
+            return mgmt_reply_method_not_allowed(r);
         char why[512];
         cl_op_outcome o =
             cl_ops_readmit(r->m->cl_ops, r->segs[2], r->user, op_done, r, why, sizeof why);
         return op_started(r, o, why);
     }
     if (r->nsegs == 3 && !strcmp(r->segs[1], "nodes")) {
-        if (!req_is(r, "DELETE"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "DELETE"))
+            return mgmt_reply_method_not_allowed(r);
         char why[512];
         cl_op_outcome o =
             cl_ops_forget(r->m->cl_ops, r->segs[2], r->user, op_done, r, why, sizeof why);
         return op_started(r, o, why);
     }
     if (r->nsegs != 1)
-        return reply_not_found(r);
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+        return mgmt_reply_not_found(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     if (!acc_is_monitor(r->m->n->acc, r->user))
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
-    return reply_json(r, 200, mgmt_cluster_view(r->m));
+        return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
+    return mgmt_reply_json(r, 200, mgmt_cluster_view(r->m));
 }

@@ -10,33 +10,33 @@
 
 static enum MHD_Result import_defs(req *r, const char *forced_vhost)
 {
-    json_t *body = req_body(r, 0);
+    json_t *body = mgmt_req_body(r, 0);
     if (!body)
         return MHD_YES;
-    if (!req_disk_ok(r, 0))
+    if (!mgmt_req_disk_ok(r, 0))
         return MHD_YES;
     char err[700];
     sl_err rc = defs_import(r->m->n, body, forced_vhost, err, sizeof err);
     if (rc == SL_ERR_SYNTAX)
-        return reply_error(r, 400, "bad_request", "%s", err);
+        return mgmt_reply_error(r, 400, "bad_request", "%s", err);
     if (rc != SL_OK)
-        return reply_sl_err(r, rc, "%s", err);
+        return mgmt_reply_sl_err(r, rc, "%s", err);
     sl_info("http: definitions imported by '%s'", r->user);
-    return reply_empty(r, 204);
+    return mgmt_reply_empty(r, 204);
 }
 
-enum MHD_Result api_definitions(req *r)
+enum MHD_Result mgmt_api_definitions(req *r)
 {
-    if (!req_require_admin(r)) /* hashes and every vhost: administrators only, as RabbitMQ */
+    if (!mgmt_req_require_admin(r)) /* hashes and every vhost: administrators only, as RabbitMQ */
         return MHD_YES;
     qm_vhost *only = NULL;
-    if (r->nsegs == 2 && !(only = req_vhost(r, r->segs[1])))
+    if (r->nsegs == 2 && !(only = mgmt_req_vhost(r, r->segs[1])))
         return MHD_YES;
     if (r->nsegs > 2)
-        return reply_not_found(r);
-    if (req_is(r, "GET"))
-        return reply_json(r, 200, defs_export(r->m->n, only ? only->name : NULL));
-    if (req_is(r, "POST"))
+        return mgmt_reply_not_found(r);
+    if (mgmt_req_is(r, "GET"))
+        return mgmt_reply_json(r, 200, defs_export(r->m->n, only ? only->name : NULL));
+    if (mgmt_req_is(r, "POST"))
         return import_defs(r, only ? only->name : NULL);
-    return reply_method_not_allowed(r);
+    return mgmt_reply_method_not_allowed(r);
 }

@@ -12,7 +12,7 @@
  *                                      administrators)
  *
  * Every reply carries "hresult" and "hresult_name". A request to a remote proxy's owner
- * suspends the HTTP request (req_suspend) until the answer, or an error after
+ * suspends the HTTP request (mgmt_req_suspend) until the answer, or an error after
  * handle_remote_timeout; a close answers MQ_OK at once (the owner is told in the background).
  */
 #include <stdio.h>
@@ -42,14 +42,14 @@ static int parse_access(json_t *v, uint32_t *out)
     }
     if (json_is_integer(v)) {
         json_int_t n = json_integer_value(v);
-        if (!handle_access_valid(n))
+        if (!mq_handle_access_valid(n))
             return -1;
         *out = (uint32_t)n;
         return 0;
     }
     if (!json_is_string(v))
         return -1;
-    return handle_access_parse(json_string_value(v), out);
+    return mq_handle_access_parse(json_string_value(v), out);
 }
 
 /* "deny_none" / "deny_receive" (also with '-', MQ_DENY_NONE, MQ_DENY_RECEIVE_SHARE, 0, 1);
@@ -61,24 +61,24 @@ static int parse_share(json_t *v, int *out)
         return 0;
     if (json_is_integer(v)) {
         json_int_t n = json_integer_value(v);
-        if (!handle_share_valid(n))
+        if (!mq_handle_share_valid(n))
             return -1;
         *out = (int)n;
         return 0;
     }
     if (!json_is_string(v))
         return -1;
-    return handle_share_parse(json_string_value(v), out);
+    return mq_handle_share_parse(json_string_value(v), out);
 }
 
 /* ------------------------------------------------------------------------------------------
  * Views
  */
 
-static json_t *handle_json(mgmt *m, handle *h)
+static json_t *handle_json(mgmt *m, mq_handle *h)
 {
     char acc[64];
-    handle_access_str(h->d ? h->d->access : h->access, acc, sizeof acc);
+    mq_handle_access_str(h->d ? h->d->access : h->access, acc, sizeof acc);
     qm_queue *q = h->d ? qm_qdesc_queue(h->d) : NULL;
     uint64_t now = sl_now_ms();
     if (h->kind == HANDLE_REMOTE) {
@@ -112,25 +112,25 @@ static json_t *handle_json(mgmt *m, handle *h)
  */
 
 /* The owner's failure (its HRESULT, name and reason) or the transport's, as our reply. */
-static enum MHD_Result reply_owner_failure(req *r, json_t *reply, handle *h, const char *what)
+static enum MHD_Result reply_owner_failure(req *r, json_t *reply, mq_handle *h, const char *what)
 {
     char reason[800];
     if (!reply) {
         snprintf(reason, sizeof reason, "%s: node %s:%d did not answer (%s)", what, h->host,
                  h->port, r->async_err ? r->async_err : "no answer");
-        return reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE,
-                             json_pack("{s:s}", "handle", h->e.id), reason);
+        return mgmt_reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE,
+                                  json_pack("{s:s}", "handle", h->e.id), reason);
     }
     const char *hr = json_string_value(json_object_get(reply, "hresult"));
     const char *name = json_string_value(json_object_get(reply, "hresult_name"));
     const char *why = json_string_value(json_object_get(reply, "reason"));
     snprintf(reason, sizeof reason, "%s: node %s:%d answered: %s", what, h->host, h->port,
              why ? why : "a failure");
-    return reply_remote_hresult(r, hr, name, reason, json_pack("{s:s}", "handle", h->e.id));
+    return mgmt_reply_remote_hresult(r, hr, name, reason, json_pack("{s:s}", "handle", h->e.id));
 }
 
 /* The request waits for the owner's next answer. */
-static void req_rearm(req *r, handle *h)
+static void req_rearm(req *r, mq_handle *h)
 {
     sl_free(r->async_reply);
     sl_free(r->async_err);
@@ -144,30 +144,30 @@ static enum MHD_Result open_resumed(req *r);
  * exactly it (RemoteQMOpenQueue). A refusal has opened nothing anywhere. */
 static enum MHD_Result resolve_resumed(req *r)
 {
-    handle *h = handle_find(r->m->mq, r->async_tag);
-    json_t *reply = req_async_json(r);
+    mq_handle *h = mq_handle_find(r->m->mq, r->async_tag);
+    json_t *reply = mgmt_req_async_json(r);
     if (!h) { /* cannot happen: busy handles are not run down and nobody knows the id yet */
         if (reply)
             json_decref(reply);
-        return reply_hresult(r, SL_ERR_INTERNAL, NULL, "the handle went away while opening");
+        return mgmt_reply_hresult(r, SL_ERR_INTERNAL, NULL, "the handle went away while opening");
     }
     char reason[700];
     int owner_failed;
     char *prev_reply = r->async_reply, *prev_err = r->async_err;
     r->async_reply = r->async_err = NULL; /* the next answer's, once asked */
     memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
-    sl_err e = handle_remote_resolved(r->m->mq, r->user, h, prev_reply, req_link_done, r,
-                                      &owner_failed, reason, sizeof reason);
+    sl_err e = mq_handle_remote_resolved(r->m->mq, r->user, h, prev_reply, mgmt_req_link_done, r,
+                                         &owner_failed, reason, sizeof reason);
     enum MHD_Result rc = MHD_YES;
     if (e != SL_OK) {
         r->async_reply = prev_reply;
         r->async_err = prev_err;
         prev_reply = prev_err = NULL;
         rc = owner_failed ? reply_owner_failure(r, reply, h, "RemoteQMOpenQueue")
-                          : reply_hresult(r, e, NULL, reason);
-        handle_discard(r->m->mq, h);
+                          : mgmt_reply_hresult(r, e, NULL, reason);
+        mq_handle_discard(r->m->mq, h);
     } else {
-        req_suspend(r, open_resumed);
+        mgmt_req_suspend(r, open_resumed);
     }
     sl_free(prev_reply);
     sl_free(prev_err);
@@ -178,21 +178,21 @@ static enum MHD_Result resolve_resumed(req *r)
 
 static enum MHD_Result open_resumed(req *r)
 {
-    handle *h = handle_find(r->m->mq, r->async_tag);
-    json_t *reply = req_async_json(r);
+    mq_handle *h = mq_handle_find(r->m->mq, r->async_tag);
+    json_t *reply = mgmt_req_async_json(r);
     if (!h) { /* cannot happen: busy handles are not run down and nobody knows the id yet */
         if (reply)
             json_decref(reply);
-        return reply_hresult(r, SL_ERR_INTERNAL, NULL, "the handle went away while opening");
+        return mgmt_reply_hresult(r, SL_ERR_INTERNAL, NULL, "the handle went away while opening");
     }
     char reason[700];
     int owner_failed;
-    sl_err e = handle_remote_opened(r->m->mq, r->user, h, r->async_reply, &owner_failed, reason,
-                                    sizeof reason);
+    sl_err e = mq_handle_remote_opened(r->m->mq, r->user, h, r->async_reply, &owner_failed, reason,
+                                       sizeof reason);
     if (e != SL_OK) {
         enum MHD_Result rc = owner_failed ? reply_owner_failure(r, reply, h, "RemoteQMOpenQueue")
-                                          : reply_hresult(r, e, NULL, reason);
-        handle_discard(r->m->mq, h);
+                                          : mgmt_reply_hresult(r, e, NULL, reason);
+        mq_handle_discard(r->m->mq, h);
         if (reply)
             json_decref(reply);
         return rc;
@@ -201,68 +201,70 @@ static enum MHD_Result open_resumed(req *r)
     json_t *j = handle_json(r->m, h);
     json_object_set_new(j, "hresult", json_string("0x00000000"));
     json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
-    return reply_json(r, 201, j);
+    return mgmt_reply_json(r, 201, j);
 }
 
-static enum MHD_Result open_remote(req *r, const char *fmt, const link_addr *ra, uint32_t access,
+static enum MHD_Result open_remote(req *r, const char *fmt, const eod_addr *ra, uint32_t access,
                                    int share, const char *vhost)
 {
     char reason[700];
-    handle *h;
-    sl_err e = handle_open_remote(r->m->mq, r->user, fmt, ra, access, share, vhost, req_link_done,
-                                  r, &h, reason, sizeof reason);
+    mq_handle *h;
+    sl_err e = mq_handle_open_remote(r->m->mq, r->user, fmt, ra, access, share, vhost,
+                                     mgmt_req_link_done, r, &h, reason, sizeof reason);
     if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+        return mgmt_reply_hresult(r, e, NULL, reason);
     memcpy(r->async_tag, h->e.id, CTX_ID_LEN + 1);
-    req_suspend(r, resolve_resumed);
+    mgmt_req_suspend(r, resolve_resumed);
     return MHD_YES;
 }
 
 static enum MHD_Result open_handle(req *r)
 {
-    json_t *body = req_body(r, 0);
+    json_t *body = mgmt_req_body(r, 0);
     if (!body)
         return MHD_YES;
     json_t *jf = json_object_get(body, "format_name"), *jq = json_object_get(body, "queue");
     json_t *jv = json_object_get(body, "vhost");
     const char *vhost = json_is_string(jv) ? json_string_value(jv) : NULL;
     if (!json_is_string(jf) == !json_is_string(jq) || (jv && !json_is_null(jv) && !vhost))
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
-                             "give \"format_name\" or \"queue\" (a string), not both; \"vhost\" "
-                             "is a string");
+        return mgmt_reply_hresult(
+            r, SL_ERR_INVALID_PARAMETER, NULL,
+            "give \"format_name\" or \"queue\" (a string), not both; \"vhost\" "
+            "is a string");
     uint32_t access;
     int share;
     if (parse_access(json_object_get(body, "access"), &access) < 0)
-        return reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL,
-                             "\"access\" is receive, send, move or peek (or their MQ_*_ACCESS "
-                             "names or values)");
+        return mgmt_reply_hresult(r, SL_ERR_UNSUPPORTED_ACCESS_MODE, NULL,
+                                  "\"access\" is receive, send, move or peek (or their MQ_*_ACCESS "
+                                  "names or values)");
     if (parse_share(json_object_get(body, "share"), &share) < 0)
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
-                             "\"share\" is deny_none or deny_receive");
+        return mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                                  "\"share\" is deny_none or deny_receive");
     char reason[600];
     qm_queue *q = NULL;
     sl_err e;
     if (json_is_string(jf)) {
         const char *fmt = json_string_value(jf);
-        link_addr ra;
+        eod_addr ra;
         int remote;
-        e = handle_resolve(r->m->mq, fmt, vhost, access, &q, &ra, &remote, reason, sizeof reason);
+        e = mq_handle_resolve(r->m->mq, fmt, vhost, access, &q, &ra, &remote, reason,
+                              sizeof reason);
         if (e == SL_OK && remote)
             return open_remote(r, fmt, &ra, access, share, vhost);
     } else {
-        e = handle_resolve_name(r->m->mq, vhost, json_string_value(jq), json_string_length(jq), &q,
-                                reason, sizeof reason);
+        e = mq_handle_resolve_name(r->m->mq, vhost, json_string_value(jq), json_string_length(jq),
+                                   &q, reason, sizeof reason);
     }
     if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
-    handle *h;
-    if ((e = handle_open_local(r->m->mq, r->user, q, access, share, &h, reason, sizeof reason)) !=
-        SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+        return mgmt_reply_hresult(r, e, NULL, reason);
+    mq_handle *h;
+    if ((e = mq_handle_open_local(r->m->mq, r->user, q, access, share, &h, reason,
+                                  sizeof reason)) != SL_OK)
+        return mgmt_reply_hresult(r, e, NULL, reason);
     json_t *j = handle_json(r->m, h);
     json_object_set_new(j, "hresult", json_string("0x00000000"));
     json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
-    return reply_json(r, 201, j);
+    return mgmt_reply_json(r, 201, j);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -271,48 +273,49 @@ static enum MHD_Result open_handle(req *r)
 
 static enum MHD_Result purge_resumed(req *r)
 {
-    handle *h = handle_find(r->m->mq, r->async_tag);
-    json_t *reply = req_async_json(r);
+    mq_handle *h = mq_handle_find(r->m->mq, r->async_tag);
+    json_t *reply = mgmt_req_async_json(r);
     enum MHD_Result rc;
     uint64_t purged, pending;
     if (!h) { /* closed while the owner purged: the owner's answer is lost with it */
-        rc = reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL, "the handle was closed meanwhile");
-    } else if (handle_purge_answered(h, r->async_reply, &purged, &pending) != SL_OK) {
+        rc = mgmt_reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL, "the handle was closed meanwhile");
+    } else if (mq_handle_purge_answered(h, r->async_reply, &purged, &pending) != SL_OK) {
         rc = reply_owner_failure(r, reply, h, "RemoteQMPurgeQueue");
     } else {
         char owner[300];
         snprintf(owner, sizeof owner, "%s:%d", h->host, h->port);
-        rc = reply_hresult(r, SL_OK,
-                           json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}", "handle", h->e.id, "owner", owner,
-                                     "vhost", h->vhost, "queue", h->queue, "message_count",
-                                     (json_int_t)purged, "purge_pending", (json_int_t)pending),
-                           NULL);
+        rc = mgmt_reply_hresult(r, SL_OK,
+                                json_pack("{s:s,s:s,s:s,s:s,s:I,s:I}", "handle", h->e.id, "owner",
+                                          owner, "vhost", h->vhost, "queue", h->queue,
+                                          "message_count", (json_int_t)purged, "purge_pending",
+                                          (json_int_t)pending),
+                                NULL);
     }
     if (reply)
         json_decref(reply);
     return rc;
 }
 
-static enum MHD_Result purge_handle(req *r, handle *h)
+static enum MHD_Result purge_handle(req *r, mq_handle *h)
 {
     char reason[600];
     uint64_t n = 0;
     int pending;
     req_rearm(r, h);
-    sl_err e =
-        handle_purge(r->m->mq, r->user, h, &n, &pending, req_link_done, r, reason, sizeof reason);
+    sl_err e = mq_handle_purge(r->m->mq, r->user, h, &n, &pending, mgmt_req_link_done, r, reason,
+                               sizeof reason);
     if (e != SL_OK)
-        return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
+        return mgmt_reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
     if (pending) {
-        req_suspend(r, purge_resumed);
+        mgmt_req_suspend(r, purge_resumed);
         return MHD_YES;
     }
     qm_queue *q = qm_qdesc_queue(h->d);
-    return reply_hresult(r, SL_OK,
-                         json_pack("{s:s,s:s,s:s,s:I,s:I}", "handle", h->e.id, "vhost", h->vhost,
-                                   "queue", h->queue, "message_count", (json_int_t)n,
-                                   "purge_pending", (json_int_t)q->n_purge_pending),
-                         NULL);
+    return mgmt_reply_hresult(r, SL_OK,
+                              json_pack("{s:s,s:s,s:s,s:I,s:I}", "handle", h->e.id, "vhost",
+                                        h->vhost, "queue", h->queue, "message_count", (json_int_t)n,
+                                        "purge_pending", (json_int_t)q->n_purge_pending),
+                              NULL);
 }
 
 static enum MHD_Result list_handles(req *r)
@@ -320,53 +323,54 @@ static enum MHD_Result list_handles(req *r)
     mq_caller who = {.user = r->user, .is_admin = r->is_admin};
     char reason[200];
     size_t n;
-    handle **v;
-    sl_err e = handle_list(r->m->mq, &who, req_query_bool(r, "all"), &v, &n, reason, sizeof reason);
+    mq_handle **v;
+    sl_err e = mq_handle_list(r->m->mq, &who, mgmt_req_query_bool(r, "all"), &v, &n, reason,
+                              sizeof reason);
     if (e != SL_OK)
-        return reply_sl_err(r, e, "%s", reason);
+        return mgmt_reply_sl_err(r, e, "%s", reason);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(arr, handle_json(r->m, v[i]));
     sl_free(v);
-    return reply_json(r, 200, arr);
+    return mgmt_reply_json(r, 200, arr);
 }
 
-enum MHD_Result api_handles(req *r)
+enum MHD_Result mgmt_api_handles(req *r)
 {
     /* segs: msmq handles [H [purge]] */
     if (r->nsegs == 2) {
-        if (req_is(r, "POST"))
+        if (mgmt_req_is(r, "POST"))
             return open_handle(r);
-        if (req_is(r, "GET"))
+        if (mgmt_req_is(r, "GET"))
             return list_handles(r);
-        return reply_method_not_allowed(r);
+        return mgmt_reply_method_not_allowed(r);
     }
     if (r->nsegs > 4 || (r->nsegs == 4 && strcmp(r->segs[3], "purge")))
-        return reply_not_found(r);
-    if (r->nsegs == 4 && !req_is(r, "POST"))
-        return reply_method_not_allowed(r);
-    if (r->nsegs == 3 && !req_is(r, "GET") && !req_is(r, "DELETE"))
-        return reply_method_not_allowed(r);
+        return mgmt_reply_not_found(r);
+    if (r->nsegs == 4 && !mgmt_req_is(r, "POST"))
+        return mgmt_reply_method_not_allowed(r);
+    if (r->nsegs == 3 && !mgmt_req_is(r, "GET") && !mgmt_req_is(r, "DELETE"))
+        return mgmt_reply_method_not_allowed(r);
     char reason[400];
-    handle *h;
-    sl_err e = handle_lookup(r->m->mq, r->segs[2], r->user, &h, reason, sizeof reason);
+    mq_handle *h;
+    sl_err e = mq_handle_lookup(r->m->mq, r->segs[2], r->user, &h, reason, sizeof reason);
     if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+        return mgmt_reply_hresult(r, e, NULL, reason);
     if (r->nsegs == 4)
         return purge_handle(r, h);
-    if (req_is(r, "GET")) {
+    if (mgmt_req_is(r, "GET")) {
         const char *fmt; /* the view carries it: the check is rpc_ACHandleToFormatName's */
-        if ((e = handle_format_name(r->m->mq, r->user, h, &fmt, reason, sizeof reason)) != SL_OK)
-            return reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
+        if ((e = mq_handle_format_name(r->m->mq, r->user, h, &fmt, reason, sizeof reason)) != SL_OK)
+            return mgmt_reply_hresult(r, e, json_pack("{s:s}", "handle", h->e.id), reason);
         json_t *j = handle_json(r->m, h);
         json_object_set_new(j, "hresult", json_string("0x00000000"));
         json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
-        return reply_json(r, 200, j);
+        return mgmt_reply_json(r, 200, j);
     }
     /* close: Close Queue; a handle whose queue is gone closes fine (MS-MQDMPR: ignored) */
     char id[CTX_ID_LEN + 1];
     memcpy(id, h->e.id, sizeof id);
     sl_debug("management: user '%s' closed handle %s", r->user, id);
-    handle_discard(r->m->mq, h);
-    return reply_hresult(r, SL_OK, json_pack("{s:s,s:b}", "handle", id, "closed", 1), NULL);
+    mq_handle_discard(r->m->mq, h);
+    return mgmt_reply_hresult(r, SL_OK, json_pack("{s:s,s:b}", "handle", id, "closed", 1), NULL);
 }

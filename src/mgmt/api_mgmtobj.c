@@ -18,7 +18,7 @@
  *
  * With a Machine other than this node ("host" or "host:port"), Get Info goes to that node over
  * the link's request channel (mq_mobj_ask, answered there by mq through its own
- * R_QMMgmtGetInfo), the request waiting (req_suspend) until the answer or
+ * R_QMMgmtGetInfo), the request waiting (mgmt_req_suspend) until the answer or
  * handle_remote_timeout; the owner's HRESULT comes back as it is. The answer waits on the
  * object for the request that asked (a request asks once at a time), so a release meanwhile
  * drops it. Actions on another node's queues are refused (MQ_ERROR_ACCESS_DENIED): a link
@@ -43,12 +43,12 @@ typedef struct answered {
 } answered;
 
 typedef struct mobj {
-    ctx_entry e; /* first */
-    mq_mobj b;   /* the binding */
+    mq_ctx_entry e; /* first */
+    mq_mobj b;      /* the binding */
     answered *answers;
 } mobj;
 
-static void mobj_close(void *ctx, ctx_entry *e)
+static void mobj_close(void *ctx, mq_ctx_entry *e)
 {
     (void)ctx;
     mobj *o = (mobj *)e;
@@ -59,16 +59,16 @@ static void mobj_close(void *ctx, ctx_entry *e)
         sl_free(w);
     }
     mq_mobj_free(&o->b);
-    ctx_entry_free(&o->e);
+    mq_ctx_entry_free(&o->e);
     sl_free(o);
 }
 
-void mgmtobj_init(mgmt *m)
+void mgmt_mgmtobj_init(mgmt *m)
 {
-    ctxtab_init(&m->mobjs, "management object", m->mq->run_id, m->n->cfg, mobj_close, m);
+    mq_ctxtab_init(&m->mobjs, "management object", m->mq->run_id, m->n->cfg, mobj_close, m);
 }
 
-void mgmtobj_stop(mgmt *m)
+void mgmt_mgmtobj_stop(mgmt *m)
 {
     (void)m; /* the owner's end of another node's Get Info is mq's (mq_mobj_serve_init) */
 }
@@ -115,7 +115,7 @@ static enum MHD_Result reply_member(req *r, const member *mb, json_t *value, con
                           mq_mobj_iface_name(mb->iface), "value", value);
     if (name)
         json_object_set_new(j, "name", json_string(name));
-    return reply_hresult(r, SL_OK, j, NULL);
+    return mgmt_reply_hresult(r, SL_OK, j, NULL);
 }
 
 /* The member's value from the properties it read (v[], stolen), as MC-MQAC converts them. */
@@ -152,7 +152,7 @@ static enum MHD_Result answer(req *r, const member *mb, json_t **v)
                             reason, sizeof reason);
     json_decref(x);
     if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+        return mgmt_reply_hresult(r, e, NULL, reason);
     return reply_member(r, mb, json_integer(value), name);
 }
 
@@ -165,7 +165,7 @@ static void owner_answered(void *ctx, mq_mobj_answer *a)
     mobj *o = sl_map_get(r->m->mobjs.by_id, r->async_tag, CTX_ID_LEN);
     if (!o) {
         mq_mobj_answer_free(a); /* released meanwhile: the request says so */
-        req_resume(r);
+        mgmt_req_resume(r);
         return;
     }
     /* an answer already there for r is a dead request's (r asks once at a time) */
@@ -180,7 +180,7 @@ static void owner_answered(void *ctx, mq_mobj_answer *a)
     }
     mq_mobj_answer_free(w->a);
     w->a = a;
-    req_resume(r);
+    mgmt_req_resume(r);
 }
 
 /* Ask host:port for props of fmt; the answer resumes r with fn. */
@@ -193,9 +193,9 @@ static enum MHD_Result ask_owner(req *r, mobj *o, const char *host, int port, co
     sl_err e = mq_mobj_ask(r->m->mq, host, port, fmt, vhost, ids, n, owner_answered, r, reason,
                            sizeof reason);
     if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+        return mgmt_reply_hresult(r, e, NULL, reason);
     o->e.busy = 1;
-    req_suspend(r, fn);
+    mgmt_req_suspend(r, fn);
     return MHD_YES;
 }
 
@@ -221,18 +221,18 @@ static int owner_values(req *r, mobj *o, int n, json_t **v, enum MHD_Result *rc)
     mq_mobj_answer *a = take_answer(r, o);
     int ret = -1;
     if (!a) {
-        *rc = reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, "no answer");
+        *rc = mgmt_reply_hresult(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, NULL, "no answer");
     } else if (a->owner_refused) {
-        *rc = reply_remote_hresult(r, a->hresult, a->hresult_name, a->reason, NULL);
+        *rc = mgmt_reply_remote_hresult(r, a->hresult, a->hresult_name, a->reason, NULL);
     } else if (a->e != SL_OK) {
-        *rc = reply_hresult(r, a->e, NULL, a->reason);
-    } else if (!req_vhost_listed(r, a->vhost)) {
+        *rc = mgmt_reply_hresult(r, a->e, NULL, a->reason);
+    } else if (!mgmt_req_vhost_listed(r, a->vhost)) {
         /* this node's user, on the vhost the owner resolved, at every read: properties of a
          * queue follow the listing rule (a permission entry on its vhost; administrators
          * every vhost), as for a queue of this node */
         snprintf(reason, sizeof reason, "user '%s' is not authorised to access virtual host '%s'",
                  r->user, a->vhost);
-        *rc = reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
+        *rc = mgmt_reply_hresult(r, SL_ERR_ACCESS_REFUSED, NULL, reason);
     } else {
         for (int i = 0; i < n && (size_t)i < a->n; i++)
             v[i] = mq_value_json(&a->values[i]);
@@ -255,8 +255,8 @@ static enum MHD_Result member_resumed(req *r)
     mobj *o = waiting_object(r);
     const member *mb = o ? mq_mobj_member_find(r->async_tag + CTX_ID_LEN) : NULL;
     if (!o || !mb)
-        return reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL,
-                             "the management object was released meanwhile");
+        return mgmt_reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL,
+                                  "the management object was released meanwhile");
     int ids[MQ_MOBJ_MAX_PROPS];
     int n = mq_mobj_member_props(mb, ids);
     json_t *v[MQ_MOBJ_MAX_PROPS] = {0};
@@ -269,11 +269,11 @@ static enum MHD_Result member_resumed(req *r)
 static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
 {
     char reason[600];
-    if (mb->conv == MQ_CV_ACTION ? !req_is(r, "POST") : !req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+    if (mb->conv == MQ_CV_ACTION ? !mgmt_req_is(r, "POST") : !mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     sl_err e = mq_mobj_check(r->m->mq, &o->b, o->e.id, mb, reason, sizeof reason);
     if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+        return mgmt_reply_hresult(r, e, NULL, reason);
     json_t *v[MQ_MOBJ_MAX_PROPS] = {0};
     if (mb->conv == MQ_CV_FORMAT_NAME)
         return reply_member(r, mb, json_string(o->b.format_name), NULL);
@@ -284,25 +284,25 @@ static enum MHD_Result invoke(req *r, mobj *o, const member *mb)
         mq_action_result res;
         if ((e = mq_action_queue(r->m->mq, o->b.format_name, o->b.vhost, mb->action, &res, reason,
                                  sizeof reason)) != SL_OK)
-            return reply_hresult(r, e, NULL, reason);
-        v[0] = msmq_action_json(&res);
+            return mgmt_reply_hresult(r, e, NULL, reason);
+        v[0] = mgmt_msmq_action_json(&res);
         json_object_set_new(v[0], "member", json_string(mb->name));
         json_object_set_new(v[0], "interface", json_string(mq_mobj_iface_name(mb->iface)));
-        return reply_hresult(r, SL_OK, v[0], NULL);
+        return mgmt_reply_hresult(r, SL_OK, v[0], NULL);
     }
     int ids[MQ_MOBJ_MAX_PROPS];
     int n = mq_mobj_member_props(mb, ids);
     if (o->b.rhost)
         return ask_owner(r, o, o->b.rhost, o->b.rport, o->b.format_name, o->b.vhost, ids, n,
                          member_resumed, mb->path);
-    msmq_caller who = {r->user, r->is_admin};
+    mq_caller who = {r->user, r->is_admin};
     for (int i = 0; i < n; i++) {
         mq_value mv;
         if ((e = mq_mobj_get_info(r->m->mq, &who, &o->b, ids[i], &mv, reason, sizeof reason)) !=
             SL_OK) {
             for (int k = 0; k < i; k++)
                 json_decref(v[k]);
-            return reply_hresult(r, e, NULL, reason);
+            return mgmt_reply_hresult(r, e, NULL, reason);
         }
         v[i] = mq_value_json(&mv);
         mq_value_free(&mv);
@@ -339,7 +339,7 @@ static enum MHD_Result init_resumed(req *r);
 
 static enum MHD_Result init(req *r, mobj *o)
 {
-    json_t *body = req_body(r, 0);
+    json_t *body = mgmt_req_body(r, 0);
     if (!body)
         return MHD_YES;
     json_t *jm = json_object_get(body, "machine"), *jp = json_object_get(body, "pathname");
@@ -348,7 +348,7 @@ static enum MHD_Result init(req *r, mobj *o)
     if (has_p != has_f && ((has_p && !json_is_string(jp)) || (has_f && !json_is_string(jf)) ||
                            (jm && !json_is_null(jm) && !json_is_string(jm)) ||
                            (jv && !json_is_null(jv) && !json_is_string(jv))))
-        return reply_hresult(
+        return mgmt_reply_hresult(
             r, SL_ERR_INVALID_PARAMETER, NULL,
             "\"machine\", \"pathname\", \"format_name\" and \"vhost\" are strings");
     const char *machine = json_is_string(jm) ? json_string_value(jm) : NULL;
@@ -363,26 +363,26 @@ static enum MHD_Result init(req *r, mobj *o)
     sl_err e = mq_mobj_target(r->m->mq, machine, path, fname, fmt, sizeof fmt, &remote, rhost,
                               sizeof rhost, &rport, reason, sizeof reason);
     if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+        return mgmt_reply_hresult(r, e, NULL, reason);
     if (remote) {
         /* MS-MQMR bound to that machine: its Get Info (LOCATION), over the link */
         mq_mobj_init_pending(&o->b, machine, fmt, vhost, rhost, rport);
         static const int location[] = {4};
         return ask_owner(r, o, rhost, rport, fmt, vhost, location, 1, init_resumed, "");
     }
-    msmq_caller who = {r->user, r->is_admin};
+    mq_caller who = {r->user, r->is_admin};
     if ((e = mq_mobj_init_local(r->m->mq, &who, &o->b, machine, fmt, vhost, reason,
                                 sizeof reason)) != SL_OK)
-        return reply_hresult(r, e, NULL, reason); /* a failed Init changes nothing */
-    return reply_hresult(r, SL_OK, mobj_json(r->m, o), NULL);
+        return mgmt_reply_hresult(r, e, NULL, reason); /* a failed Init changes nothing */
+    return mgmt_reply_hresult(r, SL_OK, mobj_json(r->m, o), NULL);
 }
 
 static enum MHD_Result init_resumed(req *r)
 {
     mobj *o = waiting_object(r);
     if (!o)
-        return reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL,
-                             "the management object was released meanwhile");
+        return mgmt_reply_hresult(r, SL_ERR_INVALID_HANDLE, NULL,
+                                  "the management object was released meanwhile");
     json_t *v[1] = {NULL};
     enum MHD_Result rc;
     if (owner_values(r, o, 1, v, &rc) < 0) {
@@ -391,42 +391,42 @@ static enum MHD_Result init_resumed(req *r)
     }
     mq_mobj_init_commit(&o->b, json_string_value(v[0]));
     json_decref(v[0]);
-    return reply_hresult(r, SL_OK, mobj_json(r->m, o), NULL);
+    return mgmt_reply_hresult(r, SL_OK, mobj_json(r->m, o), NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
  * Routing
  */
 
-enum MHD_Result api_mgmtobj(req *r)
+enum MHD_Result mgmt_api_mgmtobj(req *r)
 {
     char reason[400];
     sl_err e;
     /* segs: msmq management [M [member]] */
     if (r->nsegs == 2) {
-        if (req_is(r, "GET")) {
+        if (mgmt_req_is(r, "GET")) {
             size_t n;
-            ctx_entry **v = ctx_list(&r->m->mobjs, r->user, &n);
+            mq_ctx_entry **v = mq_ctx_list(&r->m->mobjs, r->user, &n);
             json_t *arr = json_array();
             for (size_t i = 0; i < n; i++)
                 json_array_append_new(arr, mobj_json(r->m, (mobj *)v[i]));
             sl_free(v);
-            return reply_json(r, 200, arr);
+            return mgmt_reply_json(r, 200, arr);
         }
-        if (!req_is(r, "POST"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "POST"))
+            return mgmt_reply_method_not_allowed(r);
         mobj *o = sl_xcalloc(1, sizeof *o);
-        if ((e = ctx_add(&r->m->mobjs, &o->e, r->user, reason, sizeof reason)) != SL_OK) {
+        if ((e = mq_ctx_add(&r->m->mobjs, &o->e, r->user, reason, sizeof reason)) != SL_OK) {
             sl_free(o);
-            return reply_hresult(r, e, NULL, reason);
+            return mgmt_reply_hresult(r, e, NULL, reason);
         }
         json_t *j = mobj_json(r->m, o);
         json_object_set_new(j, "hresult", json_string("0x00000000"));
         json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
-        return reply_json(r, 201, j);
+        return mgmt_reply_json(r, 201, j);
     }
     if (r->nsegs > 4)
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     const member *mb = NULL;
     if (r->nsegs == 4 && strcmp(r->segs[3], "init") && !(mb = mq_mobj_member_find(r->segs[3]))) {
         /* IDispatch: no such member, whatever the object's state */
@@ -434,27 +434,27 @@ enum MHD_Result api_mgmtobj(req *r)
                  "'%.100s' is not a member of MSMQManagement, "
                  "MSMQQueueManagement or MSMQOutgoingQueueManagement",
                  r->segs[3]);
-        return reply_hresult(r, SL_ERR_MEMBER_NOT_FOUND, NULL, reason);
+        return mgmt_reply_hresult(r, SL_ERR_MEMBER_NOT_FOUND, NULL, reason);
     }
-    if (r->nsegs == 4 && !mb && !req_is(r, "POST"))
-        return reply_method_not_allowed(r);
-    if (r->nsegs == 3 && !req_is(r, "GET") && !req_is(r, "DELETE"))
-        return reply_method_not_allowed(r);
-    ctx_entry *ce;
-    if ((e = ctx_lookup(&r->m->mobjs, r->segs[2], r->user, &ce, reason, sizeof reason)) != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+    if (r->nsegs == 4 && !mb && !mgmt_req_is(r, "POST"))
+        return mgmt_reply_method_not_allowed(r);
+    if (r->nsegs == 3 && !mgmt_req_is(r, "GET") && !mgmt_req_is(r, "DELETE"))
+        return mgmt_reply_method_not_allowed(r);
+    mq_ctx_entry *ce;
+    if ((e = mq_ctx_lookup(&r->m->mobjs, r->segs[2], r->user, &ce, reason, sizeof reason)) != SL_OK)
+        return mgmt_reply_hresult(r, e, NULL, reason);
     mobj *o = (mobj *)ce;
     if (r->nsegs == 4)
         return mb ? invoke(r, o, mb) : init(r, o);
-    if (req_is(r, "GET")) {
+    if (mgmt_req_is(r, "GET")) {
         json_t *j = mobj_json(r->m, o);
         json_object_set_new(j, "hresult", json_string("0x00000000"));
         json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
-        return reply_json(r, 200, j);
+        return mgmt_reply_json(r, 200, j);
     }
     char id[CTX_ID_LEN + 1];
     memcpy(id, o->e.id, sizeof id);
-    ctx_remove(&r->m->mobjs, &o->e);
+    mq_ctx_remove(&r->m->mobjs, &o->e);
     mobj_close(r->m, &o->e);
-    return reply_hresult(r, SL_OK, json_pack("{s:s,s:b}", "id", id, "released", 1), NULL);
+    return mgmt_reply_hresult(r, SL_OK, json_pack("{s:s,s:b}", "id", id, "released", 1), NULL);
 }

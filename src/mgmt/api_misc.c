@@ -20,7 +20,7 @@
 
 struct listed_ctx {
     mgmt *m;
-    const msmq_caller *who;
+    const mq_caller *who;
 };
 
 static int vhost_listed(void *ctx, const char *vhost)
@@ -30,7 +30,7 @@ static int vhost_listed(void *ctx, const char *vhost)
 }
 
 /* Totals over the vhosts and connections viewer r may list; r NULL: the whole node. */
-static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
+static void totals(mgmt *m, const mq_caller *who, node_totals *t)
 {
     struct listed_ctx l = {m, who};
     node_totals_model(m->n->qm, who ? vhost_listed : NULL, &l, t); /* node/totals.c */
@@ -45,29 +45,29 @@ static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
     }
 }
 
-void node_totals_get(mgmt *m, node_totals *t)
+void mgmt_totals_get(mgmt *m, node_totals *t)
 {
     totals(m, NULL, t);
 }
 
-void node_totals_for(req *r, node_totals *t)
+void mgmt_totals_for(req *r, node_totals *t)
 {
-    msmq_caller who = {r->user, r->is_admin};
+    mq_caller who = {r->user, r->is_admin};
     totals(r->m, &who, t);
 }
 
-void node_totals_of(mgmt *m, const msmq_caller *who, node_totals *t)
+void mgmt_totals_of(mgmt *m, const mq_caller *who, node_totals *t)
 {
     totals(m, who, t);
 }
 
-enum MHD_Result api_overview(req *r)
+enum MHD_Result mgmt_api_overview(req *r)
 {
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     mgmt *m = r->m;
     node_totals t;
-    node_totals_for(r, &t); /* RabbitMQ's overview: the user's vhosts only */
+    mgmt_totals_for(r, &t); /* RabbitMQ's overview: the user's vhosts only */
     json_t *o = json_object();
     json_object_set_new(o, "management_version", json_string(SLUICE_VERSION));
     json_object_set_new(o, "rabbitmq_version", json_string(SLUICE_VERSION));
@@ -75,7 +75,7 @@ enum MHD_Result api_overview(req *r)
     json_object_set_new(o, "product_version", json_string(SLUICE_VERSION));
     /* RabbitMQ's cluster_name: in a cluster its name (cluster_formation.etcd.cluster_name),
      * which every node answers alike; a single node is a cluster of one, named after it */
-    const sl_config *cfg = m->n->cfg;
+    const node_config *cfg = m->n->cfg;
     json_object_set_new(
         o, "cluster_name",
         json_string(cfg->cluster.enabled ? cfg->cluster.cluster_name : cfg->node_name));
@@ -118,7 +118,7 @@ enum MHD_Result api_overview(req *r)
     json_object_set_new(o, "listeners", ls);
     json_object_set_new(o, "msmq_connected",
                         json_string(m->n->qm->online ? "CONNECTED" : "DISCONNECTED"));
-    return reply_json(r, 200, o);
+    return mgmt_reply_json(r, 200, o);
 }
 
 /* This node's entry (RabbitMQ's fields, figures.h); disk_free is the disk alarm's own last
@@ -184,15 +184,15 @@ static json_t *nodes_json(mgmt *m)
     return a;
 }
 
-enum MHD_Result api_nodes(req *r)
+enum MHD_Result mgmt_api_nodes(req *r)
 {
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     if (!acc_is_monitor(r->m->n->acc, r->user)) /* RabbitMQ's is_authorized_monitor */
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
+        return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
     json_t *all = nodes_json(r->m);
     if (r->nsegs == 1)
-        return reply_json(r, 200, all);
+        return mgmt_reply_json(r, 200, all);
     if (r->nsegs == 2) {
         size_t i;
         json_t *n;
@@ -201,12 +201,12 @@ enum MHD_Result api_nodes(req *r)
             if (!strcmp(json_string_value(json_object_get(n, "name")), r->segs[1])) {
                 json_incref(n);
                 json_decref(all);
-                return reply_json(r, 200, n);
+                return mgmt_reply_json(r, 200, n);
             }
         }
     }
     json_decref(all);
-    return reply_not_found(r);
+    return mgmt_reply_not_found(r);
 }
 
 static void vhost_perm_json(void *ctx, const acc_user *u, const acc_grant *g)
@@ -229,62 +229,63 @@ json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh)
     node_totals_vhost_queues(vh, &t);
     const acc_vhost *av = acc_vhost_find(m->n->acc, vh->name, strlen(vh->name));
     return json_pack("{s:s,s:s,s:o,s:I,s:I,s:I,s:b}", "name", vh->name, "description",
-                     av ? av->description : "", "tags", tags_json(av ? av->tags : ""), "messages",
-                     (json_int_t)t.messages, "messages_ready", (json_int_t)t.ready,
+                     av ? av->description : "", "tags", defs_tags_json(av ? av->tags : ""),
+                     "messages", (json_int_t)t.messages, "messages_ready", (json_int_t)t.ready,
                      "messages_unacknowledged", (json_int_t)t.unacked, "tracing", 0);
 }
 
-enum MHD_Result api_vhosts(req *r)
+enum MHD_Result mgmt_api_vhosts(req *r)
 {
     mgmt *m = r->m;
     acc_db *a = m->n->acc;
     if (r->nsegs == 1) {
-        if (!req_is(r, "GET"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "GET"))
+            return mgmt_reply_method_not_allowed(r);
         /* RabbitMQ's list_visible_vhosts: monitoring and administrator users see them all
          * (pager.c), others those they have a permission on */
         pager_scope all = {0};
-        return pager_list_scoped(r, PAGER_VHOSTS, &all);
+        return mgmt_pager_list_scoped(r, PAGER_VHOSTS, &all);
     }
     if (r->nsegs == 3 && (!strcmp(r->segs[2], "connections") || !strcmp(r->segs[2], "channels"))) {
         /* RabbitMQ's connections_vhost / channels_vhost: the vhost must be visible to the
          * user; filter_user then */
-        if (!req_is(r, "GET"))
-            return reply_method_not_allowed(r);
-        if (!req_vhost(r, r->segs[1]))
+        if (!mgmt_req_is(r, "GET"))
+            return mgmt_reply_method_not_allowed(r);
+        if (!mgmt_req_vhost(r, r->segs[1]))
             return MHD_YES;
         if (!acc_is_monitor(a, r->user) && !acc_vhost_visible(a, r->user, r->segs[1]))
-            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                                "User not authorised to access virtual host");
+            return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                                     "User not authorised to access virtual host");
         pager_scope s = {.vhost = r->segs[1]};
-        return pager_list_scoped(r, r->segs[2][1] == 'o' ? PAGER_CONNECTIONS : PAGER_CHANNELS, &s);
+        return mgmt_pager_list_scoped(r, r->segs[2][1] == 'o' ? PAGER_CONNECTIONS : PAGER_CHANNELS,
+                                      &s);
     }
-    if (r->nsegs == 3 && req_is(r, "GET") &&
+    if (r->nsegs == 3 && mgmt_req_is(r, "GET") &&
         (!strcmp(r->segs[2], "permissions") || !strcmp(r->segs[2], "topic-permissions"))) {
         if (!r->is_admin)
-            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
+            return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
         if (!acc_vhost_find(a, r->segs[1], strlen(r->segs[1])))
-            return reply_not_found(r);
+            return mgmt_reply_not_found(r);
         json_t *arr = json_array();
         if (r->segs[2][0] == 'p')
             acc_perm_each(a, NULL, r->segs[1], vhost_perm_json, arr);
         else
             acc_topic_perm_each(a, NULL, r->segs[1], vhost_topic_json, arr);
-        return reply_json(r, 200, arr);
+        return mgmt_reply_json(r, 200, arr);
     }
     if (r->nsegs != 2)
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     const char *name = r->segs[1];
-    qm_vhost *vh = qm_vhost_find(req_node(r), name, strlen(name));
-    if (req_is(r, "GET")) {
+    qm_vhost *vh = qm_vhost_find(mgmt_req_node(r), name, strlen(name));
+    if (mgmt_req_is(r, "GET")) {
         if (vh && !acc_is_monitor(a, r->user) && !acc_vhost_visible(a, r->user, name))
-            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                                "User not authorised to access virtual host");
-        return vh ? reply_json(r, 200, mgmt_vhost_json(m, vh)) : reply_not_found(r);
+            return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                                     "User not authorised to access virtual host");
+        return vh ? mgmt_reply_json(r, 200, mgmt_vhost_json(m, vh)) : mgmt_reply_not_found(r);
     }
     char err[400];
-    if (req_is(r, "PUT")) {
-        json_t *body = req_body(r, 1);
+    if (mgmt_req_is(r, "PUT")) {
+        json_t *body = mgmt_req_body(r, 1);
         if (!body)
             return MHD_YES;
         json_t *d = json_object_get(body, "description"), *t = json_object_get(body, "tags");
@@ -308,18 +309,18 @@ enum MHD_Result api_vhosts(req *r)
         sl_err e = node_vhost_add(m->n, name, desc, tags, r->user, err, sizeof err);
         sl_free(tags);
         if (e != SL_OK)
-            return reply_error(r, 400, "bad_request", "%s", err);
-        return reply_empty(r, vh ? 204 : 201);
+            return mgmt_reply_error(r, 400, "bad_request", "%s", err);
+        return mgmt_reply_empty(r, vh ? 204 : 201);
     }
-    if (req_is(r, "DELETE")) {
+    if (mgmt_req_is(r, "DELETE")) {
         if (!vh)
-            return reply_not_found(r);
+            return mgmt_reply_not_found(r);
         sl_err e = node_vhost_delete(m->n, name, err, sizeof err);
         if (e != SL_OK)
-            return reply_sl_err(r, e, "%s", err);
-        return reply_empty(r, 204);
+            return mgmt_reply_sl_err(r, e, "%s", err);
+        return mgmt_reply_empty(r, 204);
     }
-    return reply_method_not_allowed(r);
+    return mgmt_reply_method_not_allowed(r);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -381,41 +382,41 @@ json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch)
                      ch->running ? "running" : "closing", "connection_details", "name", c->name);
 }
 
-enum MHD_Result api_connections(req *r)
+enum MHD_Result mgmt_api_connections(req *r)
 {
     mgmt *m = r->m;
     if (r->nsegs == 1) {
-        if (!req_is(r, "GET"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "GET"))
+            return mgmt_reply_method_not_allowed(r);
         pager_scope all = {0};
-        return pager_list_scoped(r, PAGER_CONNECTIONS, &all);
+        return mgmt_pager_list_scoped(r, PAGER_CONNECTIONS, &all);
     }
     const node_part *door = node_clients(m->n);
     node_client cv, *c = &cv;
     if (!door || !door->client_find(door->ctx, r->segs[1], c) || !c->listed)
-        return reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
+        return mgmt_reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
     /* RabbitMQ's is_authorized_user: monitors see every connection, administrators close
      * any; other users only their own */
-    if (!(req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(m->n->acc, r->user)) &&
+    if (!(mgmt_req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(m->n->acc, r->user)) &&
         strcmp(c->user, r->user))
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access object");
-    if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && req_is(r, "GET")) {
+        return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access object");
+    if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && mgmt_req_is(r, "GET")) {
         pager_scope s = {.conn = c->name};
-        return pager_list_scoped(r, PAGER_CHANNELS, &s);
+        return mgmt_pager_list_scoped(r, PAGER_CHANNELS, &s);
     }
     if (r->nsegs != 2)
-        return reply_not_found(r);
-    if (req_is(r, "GET"))
-        return reply_json(r, 200, mgmt_conn_json(m, c));
-    if (req_is(r, "DELETE")) {
+        return mgmt_reply_not_found(r);
+    if (mgmt_req_is(r, "GET"))
+        return mgmt_reply_json(r, 200, mgmt_conn_json(m, c));
+    if (mgmt_req_is(r, "DELETE")) {
         const char *reason = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Reason");
         char text[256];
         snprintf(text, sizeof text, "CONNECTION_FORCED - %s",
                  reason ? reason : "Closed via management API");
         door->client_close(door->ctx, c->id, text);
-        return reply_empty(r, 204);
+        return mgmt_reply_empty(r, 204);
     }
-    return reply_method_not_allowed(r);
+    return mgmt_reply_method_not_allowed(r);
 }
 
 /* /api/channels/{name}: "<connection name> (<number>)", found without listing them all */
@@ -442,18 +443,18 @@ static json_t *find_channel(req *r, const char *name)
     return NULL;
 }
 
-enum MHD_Result api_channels(req *r)
+enum MHD_Result mgmt_api_channels(req *r)
 {
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     if (r->nsegs == 2) {
         json_t *ch = find_channel(r, r->segs[1]);
-        return ch ? reply_json(r, 200, ch) : reply_not_found(r);
+        return ch ? mgmt_reply_json(r, 200, ch) : mgmt_reply_not_found(r);
     }
     if (r->nsegs != 1)
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     pager_scope all = {0};
-    return pager_list_scoped(r, PAGER_CHANNELS, &all);
+    return mgmt_pager_list_scoped(r, PAGER_CHANNELS, &all);
 }
 
 json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch,
@@ -474,16 +475,16 @@ json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch
                      (int)o->prefetch, "priority", o->priority, "arguments");
 }
 
-enum MHD_Result api_consumers(req *r)
+enum MHD_Result mgmt_api_consumers(req *r)
 {
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     if (r->nsegs > 2)
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     /* /api/consumers/{vhost}: the consumers on that vhost's queues, of a vhost the user may
      * list (as /api/queues/{vhost}) */
-    if (r->nsegs == 2 && (!req_vhost(r, r->segs[1]) || !req_vhost_access(r, r->segs[1])))
+    if (r->nsegs == 2 && (!mgmt_req_vhost(r, r->segs[1]) || !mgmt_req_vhost_access(r, r->segs[1])))
         return MHD_YES;
     pager_scope s = {.vhost = r->nsegs == 2 ? r->segs[1] : NULL};
-    return pager_list_scoped(r, PAGER_CONSUMERS, &s);
+    return mgmt_pager_list_scoped(r, PAGER_CONSUMERS, &s);
 }

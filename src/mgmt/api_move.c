@@ -17,17 +17,17 @@
 #include "mgmt/mgmt_internal.h"
 #include "mq/move.h"
 
-enum MHD_Result api_queue_move(req *r, qm_queue *src)
+enum MHD_Result mgmt_api_queue_move(req *r, qm_queue *src)
 {
-    json_t *body = req_body(r, 0);
+    json_t *body = mgmt_req_body(r, 0);
     if (!body)
         return MHD_YES;
     json_t *jl = json_object_get(body, "lookup_id"), *jc = json_object_get(body, "count");
     json_t *jt = json_object_get(body, "transaction");
-    int64_t lookup = jl ? json_uint(jl) : -1, count = jc ? json_uint(jc) : -1;
+    int64_t lookup = jl ? mgmt_json_uint(jl) : -1, count = jc ? mgmt_json_uint(jc) : -1;
     if ((jl && lookup < 0) || (jc && count < 0) || (!jl && !jc) || (jl && jc))
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
-                             "give either \"lookup_id\" or \"count\" (non-negative integers)");
+        return mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                                  "give either \"lookup_id\" or \"count\" (non-negative integers)");
     json_t *jd = json_object_get(body, "destination");
     json_t *jv = json_object_get(body, "destination_vhost");
     mq_move_req rq = {
@@ -40,11 +40,11 @@ enum MHD_Result api_queue_move(req *r, qm_queue *src)
         .count = (uint64_t)count,
     };
     if (jt && !json_is_null(jt)) {
-        int64_t id = json_uint(jt);
+        int64_t id = mgmt_json_uint(jt);
         rq.has_tx = 1;
         rq.tx_id = (uint64_t)id;
         if (id < 0 || !mq_tx_get(r->m->mq, rq.tx_id, r->user))
-            return reply_hresult(
+            return mgmt_reply_hresult(
                 r, SL_ERR_TRANSACTION_SEQUENCE, NULL,
                 "no open transaction with that id (POST /api/transactions opens one)");
     }
@@ -55,13 +55,13 @@ enum MHD_Result api_queue_move(req *r, qm_queue *src)
         json_t *extra = NULL;
         if (e == SL_ERR_QUEUE_FULL && jc)
             extra = json_pack("{s:I}", "moved", (json_int_t)res.moved);
-        return reply_hresult(r, e, extra, why[0] ? why : NULL);
+        return mgmt_reply_hresult(r, e, extra, why[0] ? why : NULL);
     }
     json_t *extra = json_pack("{s:I,s:s,s:s}", "moved", (json_int_t)res.moved, "source", src->name,
                               "destination", res.dest->name);
     json_object_set_new(extra, "transaction",
                         res.tx ? json_integer((json_int_t)res.tx->id) : json_null());
-    return reply_hresult(r, SL_OK, extra, NULL);
+    return mgmt_reply_hresult(r, SL_OK, extra, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -73,41 +73,41 @@ static json_t *tx_json(qm_tx *tx)
     return json_pack("{s:I,s:I}", "id", (json_int_t)tx->id, "operations", (json_int_t)tx->n_ops);
 }
 
-enum MHD_Result api_transactions(req *r)
+enum MHD_Result mgmt_api_transactions(req *r)
 {
     mgmt *m = r->m;
     if (r->nsegs == 1) {
-        if (req_is(r, "POST")) {
+        if (mgmt_req_is(r, "POST")) {
             qm_tx *tx = mq_tx_begin(m->mq, r->user);
             json_t *j = tx_json(tx);
             json_object_set_new(j, "hresult", json_string("0x00000000"));
             json_object_set_new(j, "hresult_name", json_string("MQ_OK"));
-            return reply_json(r, 201, j);
+            return mgmt_reply_json(r, 201, j);
         }
-        if (!req_is(r, "GET"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "GET"))
+            return mgmt_reply_method_not_allowed(r);
         size_t n;
         qm_tx **v = mq_tx_list(m->mq, r->user, &n);
         json_t *arr = json_array();
         for (size_t i = 0; i < n; i++)
             json_array_append_new(arr, tx_json(v[i]));
         sl_free(v);
-        return reply_json(r, 200, arr);
+        return mgmt_reply_json(r, 200, arr);
     }
     char *end;
     unsigned long long id = strtoull(r->segs[1], &end, 10);
     qm_tx *tx = *end || !*r->segs[1] ? NULL : mq_tx_get(m->mq, id, r->user);
     if (!tx)
-        return reply_hresult(r, SL_ERR_TRANSACTION_SEQUENCE, NULL,
-                             "no open transaction with that id");
+        return mgmt_reply_hresult(r, SL_ERR_TRANSACTION_SEQUENCE, NULL,
+                                  "no open transaction with that id");
     if (r->nsegs == 2) {
-        if (req_is(r, "GET"))
-            return reply_json(r, 200, tx_json(tx));
-        if (!req_is(r, "DELETE"))
-            return reply_method_not_allowed(r);
-    } else if (r->nsegs != 3 || !req_is(r, "POST") ||
+        if (mgmt_req_is(r, "GET"))
+            return mgmt_reply_json(r, 200, tx_json(tx));
+        if (!mgmt_req_is(r, "DELETE"))
+            return mgmt_reply_method_not_allowed(r);
+    } else if (r->nsegs != 3 || !mgmt_req_is(r, "POST") ||
                (strcmp(r->segs[2], "commit") && strcmp(r->segs[2], "abort"))) {
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     }
     int commit = r->nsegs == 3 && !strcmp(r->segs[2], "commit");
     uint64_t voided;
@@ -116,5 +116,5 @@ enum MHD_Result api_transactions(req *r)
         json_pack("{s:I,s:s}", "id", (json_int_t)id, "outcome", commit ? "committed" : "aborted");
     if (commit) /* moves whose target was deleted or filled up meanwhile: left in the source */
         json_object_set_new(extra, "moves_voided", json_integer((json_int_t)voided));
-    return reply_hresult(r, e, extra, NULL);
+    return mgmt_reply_hresult(r, e, extra, NULL);
 }

@@ -42,29 +42,29 @@ static void tidy_done(void *ctx, const persist_tidy_result *res)
     json_decref(j);
     r->async_reply = sl_xstrdup(text ? text : "{}");
     free(text);
-    req_resume(r);
+    mgmt_req_resume(r);
 }
 
 static enum MHD_Result tidy_reply(req *r)
 {
-    json_t *j = req_async_json(r);
+    json_t *j = mgmt_req_async_json(r);
     if (!j)
-        return reply_hresult(r, SL_ERR_INTERNAL, NULL, "TIDY gave no result");
+        return mgmt_reply_hresult(r, SL_ERR_INTERNAL, NULL, "TIDY gave no result");
     json_int_t segs = json_integer_value(json_object_get(j, "segments_freed"));
     json_int_t bytes = json_integer_value(json_object_get(j, "bytes_freed"));
     sl_info("management: TIDY freed %lld segment(s), %lld byte(s)", (long long)segs,
             (long long)bytes);
-    return reply_hresult(r, SL_OK, j, NULL);
+    return mgmt_reply_hresult(r, SL_OK, j, NULL);
 }
 static enum MHD_Result action(req *r)
 {
-    json_t *body = req_body(r, 0);
+    json_t *body = mgmt_req_body(r, 0);
     if (!body)
         return MHD_YES;
     json_t *jo = json_object_get(body, "object"), *ja = json_object_get(body, "action");
     if (!json_is_string(jo) || !json_is_string(ja))
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
-                             "\"object\" and \"action\" (strings) are required");
+        return mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                                  "\"object\" and \"action\" (strings) are required");
     json_t *jv = json_object_get(body, "vhost");
     char reason[400];
     mq_action_result res;
@@ -74,14 +74,14 @@ static enum MHD_Result action(req *r)
     if (e == SL_OK && res.tidy) {
         /* TIDY runs a slice per loop turn (compaction can take a while): the reply waits. */
         node_tidy_start(r->m->n, tidy_done, r);
-        req_suspend(r, tidy_reply);
+        mgmt_req_suspend(r, tidy_reply);
         return MHD_YES;
     }
-    return reply_hresult(r, e, e == SL_OK ? msmq_action_json(&res) : NULL,
-                         e == SL_OK ? NULL : reason);
+    return mgmt_reply_hresult(r, e, e == SL_OK ? mgmt_msmq_action_json(&res) : NULL,
+                              e == SL_OK ? NULL : reason);
 }
 
-json_t *msmq_action_json(const mq_action_result *res)
+json_t *mgmt_msmq_action_json(const mq_action_result *res)
 {
     if (res->connected)
         return json_pack("{s:s}", "connected", res->connected);
@@ -94,8 +94,8 @@ json_t *msmq_action_json(const mq_action_result *res)
  * R_QMMgmtGetInfo
  */
 
-sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
-                       const char **vt, char *err, size_t errlen)
+sl_err mgmt_msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
+                            const char **vt, char *err, size_t errlen)
 {
     uint16_t t;
     mq_value v;
@@ -115,14 +115,15 @@ static int collect_props(req *r, json_t *body, int machine, const mq_prop_def **
     *n = 0;
     char bad[200] = "";
     json_t *arr = body ? json_object_get(body, "props") : NULL;
-    const char *qs = body ? NULL : req_query(r, "props");
+    const char *qs = body ? NULL : mgmt_req_query(r, "props");
     if (arr && json_is_array(arr)) {
         size_t i;
         json_t *v;
         json_array_foreach(arr, i, v)
         {
             if (*n == 128) {
-                reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "at most 128 properties per call");
+                mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                                   "at most 128 properties per call");
                 return -1;
             }
             char tmp[64];
@@ -145,7 +146,8 @@ static int collect_props(req *r, json_t *body, int machine, const mq_prop_def **
         for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
             if (*n == 128) {
                 sl_free(copy);
-                reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "at most 128 properties per call");
+                mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                                   "at most 128 properties per call");
                 return -1;
             }
             const mq_prop_def *p = mq_info_prop_parse(tok, machine);
@@ -161,11 +163,12 @@ static int collect_props(req *r, json_t *body, int machine, const mq_prop_def **
         char reason[300];
         snprintf(reason, sizeof reason, "property '%s' is not a %s property", bad,
                  machine ? "machine (PROPID_MGMT_MSMQ_*)" : "queue (PROPID_MGMT_QUEUE_*)");
-        reply_hresult(r, SL_ERR_ILLEGAL_PROPID, NULL, reason);
+        mgmt_reply_hresult(r, SL_ERR_ILLEGAL_PROPID, NULL, reason);
         return -1;
     }
     if (*n == 0) {
-        reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "no properties asked for (props=...)");
+        mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
+                           "no properties asked for (props=...)");
         return -1;
     }
     return 0;
@@ -175,25 +178,25 @@ static enum MHD_Result info(req *r)
 {
     json_t *body = NULL;
     const char *obj, *vhost;
-    if (req_is(r, "POST")) {
-        if (!(body = req_body(r, 0)))
+    if (mgmt_req_is(r, "POST")) {
+        if (!(body = mgmt_req_body(r, 0)))
             return MHD_YES;
         json_t *jo = json_object_get(body, "object"), *jv = json_object_get(body, "vhost");
         obj = json_is_string(jo) ? json_string_value(jo) : NULL;
         vhost = json_is_string(jv) ? json_string_value(jv) : NULL;
     } else {
-        obj = req_query(r, "object");
-        vhost = req_query(r, "vhost");
+        obj = mgmt_req_query(r, "object");
+        vhost = mgmt_req_query(r, "vhost");
     }
     if (!obj)
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "object=... is required");
+        return mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "object=... is required");
     qm_queue *q = NULL;
     int machine;
     char reason[400];
-    msmq_caller who = {r->user, r->is_admin};
-    sl_err e = msmq_info_object(r->m->mq, &who, obj, vhost, &machine, &q, reason, sizeof reason);
+    mq_caller who = {r->user, r->is_admin};
+    sl_err e = mq_info_object(r->m->mq, &who, obj, vhost, &machine, &q, reason, sizeof reason);
     if (e != SL_OK)
-        return reply_hresult(r, e, NULL, reason);
+        return mgmt_reply_hresult(r, e, NULL, reason);
     const mq_prop_def *props[128];
     size_t n;
     if (collect_props(r, body, machine, props, &n) < 0)
@@ -212,24 +215,25 @@ static enum MHD_Result info(req *r)
         json_array_append_new(list, json_pack("{s:i,s:s,s:s,s:o}", "id", props[i]->id, "name", full,
                                               "vt", mq_vt_name(vt), "value", v));
     }
-    return reply_hresult(
+    return mgmt_reply_hresult(
         r, SL_OK, json_pack("{s:s,s:o,s:o}", "object", obj, "properties", list, "values", values),
         NULL);
 }
 
-enum MHD_Result api_msmq(req *r)
+enum MHD_Result mgmt_api_msmq(req *r)
 {
     if (r->nsegs >= 2 && !strcmp(r->segs[1], "handles"))
-        return api_handles(r);
+        return mgmt_api_handles(r);
     if (r->nsegs >= 2 && !strcmp(r->segs[1], "management"))
-        return api_mgmtobj(r);
+        return mgmt_api_mgmtobj(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "outgoing"))
-        return api_outgoing(r);
+        return mgmt_api_outgoing(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "remote"))
-        return req_is(r, "POST") ? api_remote(r) : reply_method_not_allowed(r);
+        return mgmt_req_is(r, "POST") ? mgmt_api_remote(r) : mgmt_reply_method_not_allowed(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "action"))
-        return req_is(r, "POST") ? action(r) : reply_method_not_allowed(r);
+        return mgmt_req_is(r, "POST") ? action(r) : mgmt_reply_method_not_allowed(r);
     if (r->nsegs == 2 && !strcmp(r->segs[1], "info"))
-        return req_is(r, "GET") || req_is(r, "POST") ? info(r) : reply_method_not_allowed(r);
-    return reply_not_found(r);
+        return mgmt_req_is(r, "GET") || mgmt_req_is(r, "POST") ? info(r)
+                                                               : mgmt_reply_method_not_allowed(r);
+    return mgmt_reply_not_found(r);
 }

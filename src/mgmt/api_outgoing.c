@@ -37,18 +37,18 @@ static const char *hist_status_name(uint32_t s)
 }
 
 /* SEQUENCE_INFO (MS-MQMQ 2.2.5) as a VT_BLOB: the 16 bytes (base64) and their fields. */
-static json_t *seqinfo_json(const link_seqinfo *s)
+static json_t *seqinfo_json(const eod_seqinfo *s)
 {
     mq_value v = {.kind = MQ_V_SEQINFO};
     mq_seqinfo_of(s, &v.seq);
     return mq_value_json(&v);
 }
 
-static json_t *history_json(const link_outq_info *in)
+static json_t *history_json(const eod_outq_info *in)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < in->n_history; i++) {
-        const link_hist *h = &in->history[i];
+        const eod_hist *h = &in->history[i];
         char st[16], er[16];
         snprintf(st, sizeof st, "0x%08X", h->status);
         snprintf(er, sizeof er, "0x%08X", h->error);
@@ -59,9 +59,9 @@ static json_t *history_json(const link_outq_info *in)
     return a;
 }
 
-json_t *outgoing_json(mgmt *m, qm_queue *q)
+json_t *mgmt_outgoing_json(mgmt *m, qm_queue *q)
 {
-    link_outq_info in;
+    eod_outq_info in;
     link_outq_get_info(q, &in);
     json_t *hops = json_array();
     if (in.next_hop[0])
@@ -85,7 +85,7 @@ json_t *outgoing_json(mgmt *m, qm_queue *q)
     }
     json_t *o = json_pack(
         "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:o,s:o,s:o}", "format_name",
-        in.format_name, "vhost", q->vhost->name, "state", link_state_name(in.state), "foreign",
+        in.format_name, "vhost", q->vhost->name, "state", eod_state_name(in.state), "foreign",
         mq_info_foreign_name(in.foreign), "messages", (json_int_t)qm_queue_message_count(q),
         "bytes", (json_int_t)q->bytes_total, "in_flight", (json_int_t)in.in_flight, "sent",
         (json_int_t)in.sent, "acked", (json_int_t)in.acked, "reconnects", (json_int_t)in.reconnects,
@@ -96,15 +96,15 @@ json_t *outgoing_json(mgmt *m, qm_queue *q)
     return o;
 }
 
-enum MHD_Result api_outgoing(req *r)
+enum MHD_Result mgmt_api_outgoing(req *r)
 {
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     link_mgr *lm = r->m->n->links;
-    const char *vh = req_query(r, "vhost");
+    const char *vh = mgmt_req_query(r, "vhost");
     /* a listing: the vhosts the user may list; naming another one is refused, as
      * /api/queues/{vhost} is */
-    if (vh && !req_vhost_access(r, vh))
+    if (vh && !mgmt_req_vhost_access(r, vh))
         return MHD_YES;
     size_t n = lm ? link_mgr_outgoing(lm, NULL, 0) : 0;
     qm_queue **qs = sl_xmalloc((n ? n : 1) * sizeof *qs);
@@ -112,10 +112,11 @@ enum MHD_Result api_outgoing(req *r)
         link_mgr_outgoing(lm, qs, n);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        if ((!vh || !strcmp(vh, qs[i]->vhost->name)) && req_vhost_listed(r, qs[i]->vhost->name))
-            json_array_append_new(arr, outgoing_json(r->m, qs[i]));
+        if ((!vh || !strcmp(vh, qs[i]->vhost->name)) &&
+            mgmt_req_vhost_listed(r, qs[i]->vhost->name))
+            json_array_append_new(arr, mgmt_outgoing_json(r->m, qs[i]));
     sl_free(qs);
-    return reply_json(r, 200, arr);
+    return mgmt_reply_json(r, 200, arr);
 }
 
 /* ---- POST /api/msmq/remote {"address": "host[:port]", "request": {...}, "timeout_ms"} ----
@@ -130,30 +131,31 @@ static void remote_done(void *ctx, const char *reply, const char *err)
         r->async_reply = sl_xstrdup(reply);
     else
         r->async_err = sl_xstrdup(err ? err : "no reply");
-    req_resume(r);
+    mgmt_req_resume(r);
 }
 
 static enum MHD_Result remote_reply(req *r)
 {
     if (r->async_err)
-        return reply_sl_err(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, "%s", r->async_err);
+        return mgmt_reply_sl_err(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, "%s", r->async_err);
     json_error_t je;
     json_t *j = json_loads(r->async_reply, 0, &je);
     if (!j)
-        return reply_sl_err(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE, "the reply is not JSON: %s",
-                            je.text);
-    return reply_json(r, 200, j);
+        return mgmt_reply_sl_err(r, SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE,
+                                 "the reply is not JSON: %s", je.text);
+    return mgmt_reply_json(r, 200, j);
 }
 
-enum MHD_Result api_remote(req *r)
+enum MHD_Result mgmt_api_remote(req *r)
 {
-    json_t *body = req_body(r, 0);
+    json_t *body = mgmt_req_body(r, 0);
     if (!body)
         return MHD_YES;
     json_t *ja = json_object_get(body, "address"), *jr = json_object_get(body, "request");
     if (!json_is_string(ja) || !json_is_object(jr))
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
-                             "\"address\" (host[:port]) and \"request\" (an object) are required");
+        return mgmt_reply_hresult(
+            r, SL_ERR_INVALID_PARAMETER, NULL,
+            "\"address\" (host[:port]) and \"request\" (an object) are required");
     char host[256];
     snprintf(host, sizeof host, "%s", json_string_value(ja));
     int port = LINK_DEFAULT_PORT;
@@ -163,23 +165,23 @@ enum MHD_Result api_remote(req *r)
         *colon = 0;
     }
     if (!host[0] || port <= 0 || port > 65535)
-        return reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "bad address");
-    int64_t to = json_uint(json_object_get(body, "timeout_ms"));
+        return mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "bad address");
+    int64_t to = mgmt_json_uint(json_object_get(body, "timeout_ms"));
     char *text = json_dumps(jr, JSON_COMPACT);
     sl_err e = r->m->n->links ? link_rpc_call(r->m->n->links, host, port, text,
                                               to > 0 ? (uint32_t)to : 10000, remote_done, r)
                               : SL_ERR_NOT_ALLOWED;
     free(text);
     if (e != SL_OK)
-        return reply_sl_err(r, e, "cannot send to %s:%d%s", host, port,
-                            e == SL_ERR_NOT_ALLOWED ? ": this node is offline" : "");
-    req_suspend(r, remote_reply);
+        return mgmt_reply_sl_err(r, e, "cannot send to %s:%d%s", host, port,
+                                 e == SL_ERR_NOT_ALLOWED ? ": this node is offline" : "");
+    mgmt_req_suspend(r, remote_reply);
     return MHD_YES;
 }
 
-void outgoing_view(mgmt *m, qm_queue *q, json_t *o)
+void mgmt_outgoing_view(mgmt *m, qm_queue *q, json_t *o)
 {
-    link_outq_info in;
+    eod_outq_info in;
     link_outq_get_info(q, &in);
     const char *fsn, *stn;
     int fs = mq_mobj_foreign_value(in.foreign, &fsn), se = mq_mobj_state_value(in.state, &stn);
@@ -192,5 +194,5 @@ void outgoing_view(mgmt *m, qm_queue *q, json_t *o)
     if (in.next_hop[0])
         json_array_append_new(hops, json_string(in.next_hop));
     json_object_set_new(o, "NextHops", hops);
-    json_object_set_new(o, "outgoing", outgoing_json(m, q));
+    json_object_set_new(o, "outgoing", mgmt_outgoing_json(m, q));
 }

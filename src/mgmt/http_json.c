@@ -19,7 +19,7 @@
 
 static void resume_after_sync(void *ctx)
 {
-    req_resume(ctx); /* MHD calls on_request again, which sends r->held */
+    mgmt_req_resume(ctx); /* MHD calls on_request again, which sends r->held */
 }
 
 static enum MHD_Result send_held(req *r)
@@ -31,7 +31,7 @@ static enum MHD_Result send_held(req *r)
     return rc;
 }
 
-enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp)
+enum MHD_Result mgmt_req_respond(req *r, unsigned status, struct MHD_Response *resp)
 {
     r->responded = 1;
     /* Only a success promises a change on disk. An error, and a cluster action (which
@@ -42,7 +42,7 @@ enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp)
         node_after_sync(r->m->n, resume_after_sync, r)) {
         r->held = resp;
         r->held_status = status;
-        req_suspend(r, send_held);
+        mgmt_req_suspend(r, send_held);
         return MHD_YES;
     }
     enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
@@ -50,7 +50,7 @@ enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp)
     return rc;
 }
 
-enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len)
+enum MHD_Result mgmt_reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(
         len, text, text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -59,10 +59,10 @@ enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *tex
     /* names and message bodies in a reply are never taken for HTML, whatever they hold */
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    return req_respond(r, status, resp);
+    return mgmt_req_respond(r, status, resp);
 }
 
-void json_filter_columns(json_t *obj, const char *cols)
+void mgmt_json_filter_columns(json_t *obj, const char *cols)
 {
     if (!json_is_object(obj))
         return;
@@ -87,28 +87,28 @@ void json_filter_columns(json_t *obj, const char *cols)
     }
 }
 
-enum MHD_Result reply_json(req *r, unsigned status, json_t *j)
+enum MHD_Result mgmt_reply_json(req *r, unsigned status, json_t *j)
 {
-    const char *cols = req_is(r, "GET") ? req_query(r, "columns") : NULL;
+    const char *cols = mgmt_req_is(r, "GET") ? mgmt_req_query(r, "columns") : NULL;
     if (cols && *cols) {
         if (json_is_array(j)) {
             size_t i;
             json_t *v;
-            json_array_foreach(j, i, v) json_filter_columns(v, cols);
+            json_array_foreach(j, i, v) mgmt_json_filter_columns(v, cols);
         } else {
-            json_filter_columns(j, cols);
+            mgmt_json_filter_columns(j, cols);
         }
     }
     char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
     json_decref(j);
     if (!text)
-        return reply_error(r, 500, "internal_error", "cannot encode the reply");
-    return reply_text(r, status, "application/json", text, strlen(text));
+        return mgmt_reply_error(r, 500, "internal_error", "cannot encode the reply");
+    return mgmt_reply_text(r, status, "application/json", text, strlen(text));
 }
 
-enum MHD_Result reply_empty(req *r, unsigned status)
+enum MHD_Result mgmt_reply_empty(req *r, unsigned status)
 {
-    return reply_text(r, status, NULL, NULL, 0);
+    return mgmt_reply_text(r, status, NULL, NULL, 0);
 }
 
 __attribute__((format(printf, 6, 0))) static enum MHD_Result
@@ -119,19 +119,19 @@ reply_error_v(req *r, unsigned status, const char *error, sl_err e, int with_hr,
     vsnprintf(reason, sizeof reason, fmt, ap);
     json_t *j = json_object();
     json_object_set_new(j, "error", json_string(error));
-    json_object_set_new(j, "reason", json_strn_safe(reason, strlen(reason)));
+    json_object_set_new(j, "reason", defs_json_strn_safe(reason, strlen(reason)));
     if (with_hr) {
         char hr[16];
-        hresult_str(e, hr, sizeof hr);
+        mgmt_hresult_str(e, hr, sizeof hr);
         json_object_set_new(j, "hresult", json_string(hr));
         json_object_set_new(j, "hresult_name", json_string(sl_err_get(e)->hresult_name));
     }
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    return reply_text(r, status, "application/json", text, strlen(text));
+    return mgmt_reply_text(r, status, "application/json", text, strlen(text));
 }
 
-enum MHD_Result reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
+enum MHD_Result mgmt_reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -140,7 +140,7 @@ enum MHD_Result reply_error(req *r, unsigned status, const char *error, const ch
     return rc;
 }
 
-unsigned http_status_of(sl_err e)
+unsigned mgmt_http_status_of(sl_err e)
 {
     switch (e) {
     case SL_OK:
@@ -209,9 +209,9 @@ static const char *error_word(unsigned status)
     }
 }
 
-enum MHD_Result reply_sl_err(req *r, sl_err e, const char *fmt, ...)
+enum MHD_Result mgmt_reply_sl_err(req *r, sl_err e, const char *fmt, ...)
 {
-    unsigned status = http_status_of(e);
+    unsigned status = mgmt_http_status_of(e);
     va_list ap;
     va_start(ap, fmt);
     enum MHD_Result rc = reply_error_v(r, status, error_word(status), e, 1, fmt, ap);
@@ -219,19 +219,19 @@ enum MHD_Result reply_sl_err(req *r, sl_err e, const char *fmt, ...)
     return rc;
 }
 
-void hresult_str(sl_err e, char *buf, size_t len)
+void mgmt_hresult_str(sl_err e, char *buf, size_t len)
 {
     snprintf(buf, len, "0x%08X", (unsigned)sl_err_get(e)->hresult);
 }
 
-enum MHD_Result reply_hresult(req *r, sl_err e, json_t *extra, const char *reason)
+enum MHD_Result mgmt_reply_hresult(req *r, sl_err e, json_t *extra, const char *reason)
 {
     json_t *j = json_object();
     char hr[16];
-    hresult_str(e, hr, sizeof hr);
+    mgmt_hresult_str(e, hr, sizeof hr);
     json_object_set_new(j, "hresult", json_string(hr));
     json_object_set_new(j, "hresult_name", json_string(sl_err_get(e)->hresult_name));
-    unsigned status = http_status_of(e);
+    unsigned status = mgmt_http_status_of(e);
     if (e != SL_OK) {
         json_object_set_new(j, "error", json_string(error_word(status)));
         json_object_set_new(j, "reason",
@@ -241,18 +241,18 @@ enum MHD_Result reply_hresult(req *r, sl_err e, json_t *extra, const char *reaso
         json_object_update(j, extra);
         json_decref(extra);
     }
-    return reply_json(r, status, j);
+    return mgmt_reply_json(r, status, j);
 }
 
-enum MHD_Result reply_remote_hresult(req *r, const char *hresult, const char *name,
-                                     const char *reason, json_t *extra)
+enum MHD_Result mgmt_reply_remote_hresult(req *r, const char *hresult, const char *name,
+                                          const char *reason, json_t *extra)
 {
     /* the HTTP status of the sl_err with that HRESULT; 502 for one we do not know */
     unsigned long code = hresult ? strtoul(hresult, NULL, 16) : 0;
     unsigned status = 502;
     for (int e = 1; e < SL_ERR__COUNT; e++) {
         if (sl_err_get((sl_err)e)->hresult == code && code) {
-            status = http_status_of((sl_err)e);
+            status = mgmt_http_status_of((sl_err)e);
             break;
         }
     }
@@ -265,24 +265,25 @@ enum MHD_Result reply_remote_hresult(req *r, const char *hresult, const char *na
         json_object_update(j, extra);
         json_decref(extra);
     }
-    return reply_json(r, status, j);
+    return mgmt_reply_json(r, status, j);
 }
 
-enum MHD_Result reply_method_not_allowed(req *r)
+enum MHD_Result mgmt_reply_method_not_allowed(req *r)
 {
-    return reply_error(r, 405, "method_not_allowed", "%s is not allowed on this path", r->method);
+    return mgmt_reply_error(r, 405, "method_not_allowed", "%s is not allowed on this path",
+                            r->method);
 }
 
-enum MHD_Result reply_not_found(req *r)
+enum MHD_Result mgmt_reply_not_found(req *r)
 {
-    return reply_error(r, 404, "Object Not Found", "Not Found");
+    return mgmt_reply_error(r, 404, "Object Not Found", "Not Found");
 }
 
 /* ------------------------------------------------------------------------------------------
  * Request access
  */
 
-const char *req_query(req *r, const char *key)
+const char *mgmt_req_query(req *r, const char *key)
 {
     const char *raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
     if (!raw)
@@ -304,13 +305,13 @@ const char *req_query(req *r, const char *key)
     return s;
 }
 
-int req_query_bool(req *r, const char *key)
+int mgmt_req_query_bool(req *r, const char *key)
 {
-    const char *v = req_query(r, key);
+    const char *v = mgmt_req_query(r, key);
     return v && (!strcasecmp(v, "true") || !strcmp(v, "1"));
 }
 
-json_t *req_body(req *r, int allow_empty)
+json_t *mgmt_req_body(req *r, int allow_empty)
 {
     if (r->json)
         return r->json;
@@ -322,63 +323,63 @@ json_t *req_body(req *r, int allow_empty)
     json_error_t e;
     json_t *j = json_loadb((const char *)sl_buf_head(&r->h.body), n, 0, &e);
     if (!j) {
-        reply_error(r, 400, "bad_request", "malformed JSON body: %s (line %d, column %d)", e.text,
-                    e.line, e.column);
+        mgmt_reply_error(r, 400, "bad_request", "malformed JSON body: %s (line %d, column %d)",
+                         e.text, e.line, e.column);
         return NULL;
     }
     if (!json_is_object(j)) {
         json_decref(j);
-        reply_error(r, 400, "bad_request", "the body must be a JSON object");
+        mgmt_reply_error(r, 400, "bad_request", "the body must be a JSON object");
         return NULL;
     }
     r->json = j;
     return j;
 }
 
-int req_disk_ok(req *r, int memory_too)
+int mgmt_req_disk_ok(req *r, int memory_too)
 {
     int alarms = r->m->n->alarms & (memory_too ? (ALARM_DISK | ALARM_MEMORY) : ALARM_DISK);
     if (!alarms)
         return 1;
     /* The AMQP door blocks what needs the disk under an alarm; here the client gets an answer
      * at once and tries again later. */
-    reply_sl_err(r, SL_ERR_RESOURCE, "%s alarm: refused until it clears (%s)",
-                 alarms & ALARM_DISK ? "disk" : "memory",
-                 alarms & ALARM_DISK ? "free disk under disk_free_limit"
-                                     : "memory above memory_high_watermark");
+    mgmt_reply_sl_err(r, SL_ERR_RESOURCE, "%s alarm: refused until it clears (%s)",
+                      alarms & ALARM_DISK ? "disk" : "memory",
+                      alarms & ALARM_DISK ? "free disk under disk_free_limit"
+                                          : "memory above memory_high_watermark");
     return 0;
 }
 
-qm_vhost *req_vhost(req *r, const char *name)
+qm_vhost *mgmt_req_vhost(req *r, const char *name)
 {
-    qm_vhost *vh = qm_vhost_find(req_node(r), name, strlen(name));
+    qm_vhost *vh = qm_vhost_find(mgmt_req_node(r), name, strlen(name));
     if (!vh)
-        reply_error(r, 404, "Object Not Found", "no vhost '%s'", name);
+        mgmt_reply_error(r, 404, "Object Not Found", "no vhost '%s'", name);
     return vh;
 }
 
-int req_require_admin(req *r)
+int mgmt_req_require_admin(req *r)
 {
     if (r->is_admin)
         return 1;
-    reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
+    mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
     return 0;
 }
 
-int req_vhost_listed(req *r, const char *vhost)
+int mgmt_req_vhost_listed(req *r, const char *vhost)
 {
     return r->is_admin || acc_vhost_visible(r->m->n->acc, r->user, vhost);
 }
 
-int req_vhost_access(req *r, const char *vhost)
+int mgmt_req_vhost_access(req *r, const char *vhost)
 {
-    if (req_vhost_listed(r, vhost))
+    if (mgmt_req_vhost_listed(r, vhost))
         return 1;
-    reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access virtual host");
+    mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access virtual host");
     return 0;
 }
 
-int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm)
+int mgmt_req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm)
 {
     char why[800];
     sl_err e = acc_check_vhost(r->m->n->acc, r->user, vhost, why, sizeof why);
@@ -387,7 +388,7 @@ int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_
                       sizeof why);
     if (e == SL_OK)
         return 1;
-    reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
+    mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
     return 0;
 }
 
@@ -395,12 +396,12 @@ int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_
  * Values
  */
 
-int str_ieq(const char *a, const char *b)
+int mgmt_str_ieq(const char *a, const char *b)
 {
     return !strcasecmp(a, b);
 }
 
-int64_t json_uint(json_t *v)
+int64_t mgmt_json_uint(json_t *v)
 {
     if (json_is_integer(v))
         return json_integer_value(v) >= 0 ? json_integer_value(v) : -1;

@@ -211,17 +211,17 @@ static void listener_metrics(sl_buf *b, mgmt *m)
             (unsigned long long)ls.cpu_over_ms[i]);
 }
 
-enum MHD_Result serve_metrics(req *r)
+enum MHD_Result mgmt_serve_metrics(req *r)
 {
     int per_object = r->nsegs == 2 && !strcmp(r->segs[1], "per-object");
     if (r->nsegs > 2 || (r->nsegs == 2 && !per_object))
-        return reply_not_found(r);
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+        return mgmt_reply_not_found(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     if (per_object && !r->authed)
-        return reply_error(r, 401, "not_authorised", "per-object metrics need a user");
+        return mgmt_reply_error(r, 401, "not_authorised", "per-object metrics need a user");
     node_totals t;
-    node_totals_get(r->m, &t);
+    mgmt_totals_get(r->m, &t);
     sl_buf b;
     sl_buf_init(&b);
     out(&b,
@@ -257,12 +257,12 @@ enum MHD_Result serve_metrics(req *r)
     listener_metrics(&b, r->m);
     if (per_object) {
         size_t nv;
-        void **vhs = sl_map_sorted(req_node(r)->vhosts, &nv);
+        void **vhs = sl_map_sorted(mgmt_req_node(r)->vhosts, &nv);
         for (size_t i = 0; i < sizeof per_queue / sizeof per_queue[0]; i++) {
             out(&b, "# HELP %s %s\n# TYPE %s %s\n", per_queue[i].name, per_queue[i].help,
                 per_queue[i].name, per_queue[i].type);
             for (size_t v = 0; v < nv; v++) {
-                if (!req_vhost_listed(r, ((qm_vhost *)vhs[v])->name))
+                if (!mgmt_req_vhost_listed(r, ((qm_vhost *)vhs[v])->name))
                     continue;
                 size_t nq;
                 void **qs = sl_map_sorted(((qm_vhost *)vhs[v])->queues, &nq);
@@ -276,5 +276,5 @@ enum MHD_Result serve_metrics(req *r)
     /* hand the buffer to MHD, which frees it with free() */
     size_t len = b.len;
     char *text = (char *)sl_buf_detach(&b);
-    return reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    return mgmt_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }

@@ -45,8 +45,8 @@ static void on_rundown(sl_loop *loop, sl_timer *t)
     mgmt *m = t->data;
     uint64_t now = sl_now_ms();
     mq_rundown(m->mq, now);
-    ctx_rundown(&m->mobjs, now);
-    sessions_sweep(m, now);
+    mq_ctx_rundown(&m->mobjs, now);
+    mgmt_sessions_sweep(m, now);
     sl_timer_start(loop, t, now + rundown_period_ms(m));
 }
 
@@ -100,8 +100,8 @@ static void auth_checked(void *owner, int ok)
         sl_info("http: login refused: %s", why);
     auth_unlist(r);
     if (r->h.suspended && r->auth_waiting)
-        req_resume(r);     /* routed now (req_handle) */
-    http_req_unref(&r->h); /* the job's */
+        mgmt_req_resume(r); /* routed now (req_handle) */
+    http_req_unref(&r->h);  /* the job's */
 }
 
 static void authenticate(req *r)
@@ -141,7 +141,7 @@ static void authenticate(req *r)
         /* the console's session cookie (session.c) */
         const char *tok =
             MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, MGMT_SESSION_COOKIE);
-        const acc_user *u = tok ? session_user(r->m, tok) : NULL;
+        const acc_user *u = tok ? mgmt_session_user(r->m, tok) : NULL;
         /* a loopback user's cookie is worth nothing from elsewhere, as its password is */
         if (u && acc_is_loopback_user(r->m->n->acc, u->name) && !is_loopback(r->m, r->conn))
             u = NULL;
@@ -314,26 +314,26 @@ static const struct route {
     const char *name;
     api_fn fn;
 } routes[] = {
-    {"overview", api_overview},
-    {"cluster", api_cluster},
-    {"nodes", api_nodes},
-    {"vhosts", api_vhosts},
-    {"users", api_users},
-    {"whoami", api_whoami},
-    {"permissions", api_permissions},
-    {"topic-permissions", api_topic_permissions},
-    {"vhost-limits", api_vhost_limits},
-    {"user-limits", api_user_limits},
-    {"queues", api_queues},
-    {"exchanges", api_exchanges},
-    {"bindings", api_bindings},
-    {"connections", api_connections},
-    {"channels", api_channels},
-    {"consumers", api_consumers},
-    {"definitions", api_definitions},
-    {"msmq", api_msmq},
-    {"transactions", api_transactions},
-    {"session", api_session},
+    {"overview", mgmt_api_overview},
+    {"cluster", mgmt_api_cluster},
+    {"nodes", mgmt_api_nodes},
+    {"vhosts", mgmt_api_vhosts},
+    {"users", mgmt_api_users},
+    {"whoami", mgmt_api_whoami},
+    {"permissions", mgmt_api_permissions},
+    {"topic-permissions", mgmt_api_topic_permissions},
+    {"vhost-limits", mgmt_api_vhost_limits},
+    {"user-limits", mgmt_api_user_limits},
+    {"queues", mgmt_api_queues},
+    {"exchanges", mgmt_api_exchanges},
+    {"bindings", mgmt_api_bindings},
+    {"connections", mgmt_api_connections},
+    {"channels", mgmt_api_channels},
+    {"consumers", mgmt_api_consumers},
+    {"definitions", mgmt_api_definitions},
+    {"msmq", mgmt_api_msmq},
+    {"transactions", mgmt_api_transactions},
+    {"session", mgmt_api_session},
 };
 
 /* Who may write what (RabbitMQ's rules, plus MSMQ's for its operations):
@@ -349,7 +349,7 @@ static const struct route {
  * binding (init) and releasing a management object, whose members only read. */
 static int needs_admin(req *r)
 {
-    if (req_is(r, "GET"))
+    if (mgmt_req_is(r, "GET"))
         return 0;
     const char *s0 = r->segs[0];
     if (!strcmp(s0, "queues") || !strcmp(s0, "exchanges") || !strcmp(s0, "bindings") ||
@@ -363,8 +363,9 @@ static int needs_admin(req *r)
         return 0;
     if (strcmp(r->segs[1], "management"))
         return 1;
-    return !((r->nsegs == 2 && req_is(r, "POST")) || (r->nsegs == 3 && req_is(r, "DELETE")) ||
-             (r->nsegs == 4 && req_is(r, "POST") && !strcmp(r->segs[3], "init")));
+    return !((r->nsegs == 2 && mgmt_req_is(r, "POST")) ||
+             (r->nsegs == 3 && mgmt_req_is(r, "DELETE")) ||
+             (r->nsegs == 4 && mgmt_req_is(r, "POST") && !strcmp(r->segs[3], "init")));
 }
 
 static enum MHD_Result route(req *r, const char *url)
@@ -372,62 +373,63 @@ static enum MHD_Result route(req *r, const char *url)
     int is_api = 0;
     int sp = split_path(r, url, &is_api);
     if (sp == -2)
-        return reply_error(r, 400, "bad_request",
-                           "a name in the URL path is not valid UTF-8 (names must be UTF-8)");
+        return mgmt_reply_error(r, 400, "bad_request",
+                                "a name in the URL path is not valid UTF-8 (names must be UTF-8)");
     if (sp < 0)
-        return reply_error(r, 400, "bad_request", "malformed URL path");
+        return mgmt_reply_error(r, 400, "bad_request", "malformed URL path");
     if (!is_api) {
         if (r->nsegs >= 1 && !strcmp(r->segs[0], "metrics"))
-            return serve_metrics(r);
-        return serve_static(r, url);
+            return mgmt_serve_metrics(r);
+        return mgmt_serve_static(r, url);
     }
     /* Nothing but a read from another origin's page, however it is authenticated: the
      * browser adds the cookie or cached Basic credentials to a forged request by itself. */
     char why[200];
-    if (!req_is(r, "GET") && cross_origin(r, why, sizeof why)) {
+    if (!mgmt_req_is(r, "GET") && cross_origin(r, why, sizeof why)) {
         sl_info("http: cross-origin %s refused (%s)", r->method, why);
-        return reply_error(r, 403, "forbidden",
-                           "cross-origin request refused (%s): the API takes changes only from "
-                           "its own origin's pages and from clients that are no browser",
-                           why);
+        return mgmt_reply_error(
+            r, 403, "forbidden",
+            "cross-origin request refused (%s): the API takes changes only from "
+            "its own origin's pages and from clients that are no browser",
+            why);
     }
     int is_session = r->nsegs == 1 && !strcmp(r->segs[0], "session");
     /* The console's cookie stands for a login only with the custom header on what may change
      * something (another site's form cannot set one); so does a login itself. */
-    if ((r->via_session || is_session) && !req_is(r, "GET") && !has_csrf_header(r))
-        return reply_error(r, 403, "forbidden",
-                           "the console's requests carry the " MGMT_CSRF_HEADER " header");
+    if ((r->via_session || is_session) && !mgmt_req_is(r, "GET") && !has_csrf_header(r))
+        return mgmt_reply_error(r, 403, "forbidden",
+                                "the console's requests carry the " MGMT_CSRF_HEADER " header");
     /* logging out needs no live session, and asking whether there is one is no error */
-    if (is_session && (req_is(r, "DELETE") || (req_is(r, "GET") && !r->authed)))
-        return api_session(r);
+    if (is_session && (mgmt_req_is(r, "DELETE") || (mgmt_req_is(r, "GET") && !r->authed)))
+        return mgmt_api_session(r);
     if (!r->authed)
         return reply_unauthorized(r);
     /* RabbitMQ's is_mgmt_user: the API is for users tagged management, policymaker,
      * monitoring or administrator. */
     if (!(r->tags & ACC_TAGS_MGMT))
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not management user");
+        return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not management user");
     if (r->nsegs == 0)
-        return reply_not_found(r);
-    if (needs_admin(r) && !req_require_admin(r))
+        return mgmt_reply_not_found(r);
+    if (needs_admin(r) && !mgmt_req_require_admin(r))
         return MHD_YES;
-    if (!req_is(r, "GET") && !content_type_ok(r)) {
+    if (!mgmt_req_is(r, "GET") && !content_type_ok(r)) {
         const char *ct = header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-        return reply_error(r, 415, "unsupported_media_type",
-                           "a request body is JSON sent with Content-Type: application/json "
-                           "(this one: %.64s)",
-                           ct ? ct : "no Content-Type");
+        return mgmt_reply_error(r, 415, "unsupported_media_type",
+                                "a request body is JSON sent with Content-Type: application/json "
+                                "(this one: %.64s)",
+                                ct ? ct : "no Content-Type");
     }
     /* Definitions of users, vhosts and permissions are meta records: none under the disk
      * alarm (deleting them, like purging and deleting queues, stays allowed: it frees). */
     static const char *const meta_paths[] = {"vhosts", "users", "permissions", "topic-permissions"};
-    if (req_is(r, "PUT") || req_is(r, "POST"))
+    if (mgmt_req_is(r, "PUT") || mgmt_req_is(r, "POST"))
         for (size_t i = 0; i < sizeof meta_paths / sizeof meta_paths[0]; i++)
-            if (!strcmp(r->segs[0], meta_paths[i]) && !req_disk_ok(r, 0))
+            if (!strcmp(r->segs[0], meta_paths[i]) && !mgmt_req_disk_ok(r, 0))
                 return MHD_YES;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(r->segs[0], routes[i].name))
             return routes[i].fn(r);
-    return reply_not_found(r);
+    return mgmt_reply_not_found(r);
 }
 
 /* The request is freed (http/server.c: libmicrohttpd and its answerer let go). */
@@ -436,7 +438,7 @@ static void req_release(http_req *h)
     req *r = (req *)h;
     sl_free(r->async_reply);
     sl_free(r->async_err);
-    pager_release(r); /* a list answered nowhere (the client went away) */
+    mgmt_pager_release(r); /* a list answered nowhere (the client went away) */
     for (size_t i = 0; i < r->nsegs; i++)
         sl_free(r->segs[i]);
     for (size_t i = 0; i < r->n_scratch; i++)
@@ -463,11 +465,11 @@ static enum MHD_Result req_begin(http_req *h, const char *url)
     r->conn = h->conn;
     r->method = h->method;
     if (h->too_large)
-        return reply_error(r, 413, "payload_too_large", "request body larger than %u bytes",
-                           MGMT_MAX_BODY);
+        return mgmt_reply_error(r, 413, "payload_too_large", "request body larger than %u bytes",
+                                MGMT_MAX_BODY);
     if (http_req_cert_refused(h))
-        return reply_error(r, 403, "not_authorised",
-                           "a client certificate that verifies is required");
+        return mgmt_reply_error(r, 403, "not_authorised",
+                                "a client certificate that verifies is required");
     authenticate(r);
     return MHD_YES;
 }
@@ -489,40 +491,40 @@ static enum MHD_Result req_handle(http_req *h, const char *url)
         return MHD_YES;
     if (r->auth_job) { /* the password check still runs: wait for it */
         r->auth_waiting = 1;
-        req_suspend(r, NULL);
+        mgmt_req_suspend(r, NULL);
         return MHD_YES;
     }
     if (h->too_large)
-        return reply_error(r, 413, "payload_too_large", "request body larger than %u bytes",
-                           MGMT_MAX_BODY);
+        return mgmt_reply_error(r, 413, "payload_too_large", "request body larger than %u bytes",
+                                MGMT_MAX_BODY);
     enum MHD_Result rc = route(r, url);
     if (!r->responded && !h->suspended) /* a handler that forgot to answer: do not hang */
-        rc = reply_error(r, 500, "internal_error", "no reply");
+        rc = mgmt_reply_error(r, 500, "internal_error", "no reply");
     return rc;
 }
 
-void req_suspend(req *r, enum MHD_Result (*on_resume)(req *r))
+void mgmt_req_suspend(req *r, enum MHD_Result (*on_resume)(req *r))
 {
     r->on_resume = on_resume;
     http_suspend(&r->h);
 }
 
-void req_resume(req *r)
+void mgmt_req_resume(req *r)
 {
     http_resume(&r->h);
 }
 
-void req_link_done(void *ctx, const char *reply, const char *err)
+void mgmt_req_link_done(void *ctx, const char *reply, const char *err)
 {
     req *r = ctx;
     if (reply)
         r->async_reply = sl_xstrdup(reply);
     else
         r->async_err = sl_xstrdup(err ? err : "no reply");
-    req_resume(r);
+    mgmt_req_resume(r);
 }
 
-json_t *req_async_json(req *r)
+json_t *mgmt_req_async_json(req *r)
 {
     json_t *j = r->async_reply ? json_loads(r->async_reply, 0, NULL) : NULL;
     if (j && !json_is_object(j)) {
@@ -551,7 +553,7 @@ mgmt *mgmt_start(sl_node *n, mq_state *mq, char *err, size_t errlen)
     m->n = n;
     m->started_wall_ms = sl_wall_ms();
     mgmt_cluster_init(m); /* its timer, unarmed: mgmt_stop may look at it */
-    const sl_config *cfg = n->cfg;
+    const node_config *cfg = n->cfg;
     http_server_opts o = {
         .loop = n->loop,
         .bind = cfg->bind,
@@ -580,7 +582,7 @@ mgmt *mgmt_start(sl_node *n, mq_state *mq, char *err, size_t errlen)
         .handle = req_handle,
         .release = req_release,
     };
-    pager_init(m);
+    mgmt_pager_init(m);
     if (!(m->srv = http_server_start(&o, err, errlen))) {
         sl_free(m);
         return NULL;
@@ -593,8 +595,8 @@ mgmt *mgmt_start(sl_node *n, mq_state *mq, char *err, size_t errlen)
         m->tls_port = http_server_tls_port(m->srv);
     }
     m->mq = mq;
-    sessions_init(m);
-    mgmtobj_init(m);
+    mgmt_sessions_init(m);
+    mgmt_mgmtobj_init(m);
     sl_timer_init(&m->rundown_t, on_rundown, m);
     sl_timer_start(n->loop, &m->rundown_t, sl_now_ms() + rundown_period_ms(m));
     sl_info("listening http=%s:%d", m->addr, m->port);
@@ -619,12 +621,12 @@ void mgmt_stop(mgmt *m)
     node_sync(m->n);
     http_server_run(m->srv);
     http_server_close(m->srv);
-    pager_stop_all(m); /* MHD stops only with every connection resumed */
+    mgmt_pager_stop_all(m); /* MHD stops only with every connection resumed */
     if (sl_timer_armed(&m->rundown_t))
         sl_timer_stop(m->n->loop, &m->rundown_t);
-    ctxtab_free(&m->mobjs);
-    mgmtobj_stop(m);
-    sessions_free(m);
+    mq_ctxtab_free(&m->mobjs);
+    mgmt_mgmtobj_stop(m);
+    mgmt_sessions_free(m);
     /* Password checks still running: cancelled, their requests let go (a suspended one is
      * resumed, then answered 401 or dropped as MHD stops). */
     while (m->authing) {

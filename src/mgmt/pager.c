@@ -52,7 +52,7 @@ _Static_assert((int)PAGER_QUEUES == (int)NODE_LIST_QUEUES &&
 
 static json_t *item_json(mgmt *m, int kind, void *item)
 {
-    return kind == PAGER_QUEUES ? queue_json(m, item, 0) : exchange_json(item);
+    return kind == PAGER_QUEUES ? mgmt_queue_json(m, item, 0) : mgmt_exchange_json(item);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ typedef struct pager {
     sl_oset matches;          /* of match */
     uint64_t total, filtered; /* items seen, items matching */
     struct pager *next_job;   /* in m->jobs */
-    /* lists without an order of their own (pager_list_scoped): the scope and the walk */
+    /* lists without an order of their own (mgmt_pager_list_scoped): the scope and the walk */
     int generic;
     char *s_conn; /* channels: only this connection's (a copy of the pager_scope's) */
     int s_empty;
@@ -163,7 +163,7 @@ static char *item_text(pager *p, void *item)
 {
     json_t *j = item_json(p->m, p->cur.kind, item);
     if (p->cols && *p->cols)
-        json_filter_columns(j, p->cols);
+        mgmt_json_filter_columns(j, p->cols);
     char *t = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     return t;
@@ -279,9 +279,9 @@ static enum MHD_Result reply_page(req *r, pager *p)
     long page_count = node_page_count(filtered, p->page_size);
     uint64_t offset = node_page_offset(p->page, p->page_size);
     if (offset > filtered) {
-        enum MHD_Result rc = reply_error(r, 400, "page_out_of_range",
-                                         "Page out of range, page: %ld page size: %ld, len: %llu",
-                                         p->page, p->page_size, (unsigned long long)filtered);
+        enum MHD_Result rc = mgmt_reply_error(
+            r, 400, "page_out_of_range", "Page out of range, page: %ld page size: %ld, len: %llu",
+            p->page, p->page_size, (unsigned long long)filtered);
         pager_free(p);
         return rc;
     }
@@ -313,12 +313,12 @@ static enum MHD_Result reply_page(req *r, pager *p)
         char *text = malloc(len + 1); /* MHD frees it */
         if (!text) {
             sl_buf_free(&out);
-            return reply_error(r, 503, "service_unavailable", "out of memory");
+            return mgmt_reply_error(r, 503, "service_unavailable", "out of memory");
         }
         memcpy(text, out.data, len);
         text[len] = 0;
         sl_buf_free(&out);
-        return reply_text(r, 200, "application/json", text, len);
+        return mgmt_reply_text(r, 200, "application/json", text, len);
     }
     json_t *items = json_array();
     if (p->job) {
@@ -351,7 +351,7 @@ static enum MHD_Result reply_page(req *r, pager *p)
     if (p->cols && *p->cols) {
         size_t i;
         json_t *v;
-        json_array_foreach(items, i, v) json_filter_columns(v, p->cols);
+        json_array_foreach(items, i, v) mgmt_json_filter_columns(v, p->cols);
     }
     json_t *o = json_object();
     json_object_set_new(o, "total_count", json_integer((json_int_t)p->total));
@@ -364,7 +364,7 @@ static enum MHD_Result reply_page(req *r, pager *p)
     pager_free(p);
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    return reply_text(r, 200, "application/json", text, strlen(text));
+    return mgmt_reply_text(r, 200, "application/json", text, strlen(text));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -401,7 +401,8 @@ static void job_step(pager *p, uint64_t until)
 static void peek_visit(void *ctx, const qm_position *pos, uint64_t remaining)
 {
     pager *p = ctx;
-    json_array_append_new(p->pq_arr, msg_view(pos, NULL, p->pq_enc, p->pq_truncate, remaining));
+    json_array_append_new(p->pq_arr,
+                          mgmt_msg_view(pos, NULL, p->pq_enc, p->pq_truncate, remaining));
 }
 
 static void peek_step(pager *p, uint64_t until)
@@ -495,7 +496,7 @@ static void visit(pager *p, json_t *j)
         node_sortkey_u64(&key, p->seq++);
     }
     if (p->cols && *p->cols)
-        json_filter_columns(j, p->cols);
+        mgmt_json_filter_columns(j, p->cols);
     match *mt = node_match_new(&key, 0, 0);
     sl_buf_free(&key);
     mt->text_at = p->texts.len;
@@ -678,9 +679,9 @@ static void jobs_tick(sl_loop *loop, sl_timer *t)
             generic_step(p, until);
         else
             job_step(p, until);
-        if (p->job == 2) { /* walked: on_request comes back with pager_resume */
+        if (p->job == 2) { /* walked: on_request comes back with mgmt_pager_resume */
             *pp = p->next_job;
-            req_resume(p->r);
+            mgmt_req_resume(p->r);
             continue;
         }
         pp = &p->next_job;
@@ -689,19 +690,19 @@ static void jobs_tick(sl_loop *loop, sl_timer *t)
         sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
 }
 
-/* The request is held (req_suspend) while its job runs, so p->r stays valid until then. */
-enum MHD_Result pager_resume(req *r)
+/* The request is held (mgmt_req_suspend) while its job runs, so p->r stays valid until then. */
+enum MHD_Result mgmt_pager_resume(req *r)
 {
     pager *p = r->pager;
     if (!p) /* the API stopped meanwhile */
-        return reply_error(r, 503, "service_unavailable", "the management API is stopping");
+        return mgmt_reply_error(r, 503, "service_unavailable", "the management API is stopping");
     r->pager = NULL;
     p->r = NULL;
     if (p->peek) {
         json_t *arr = p->pq_arr;
         p->pq_arr = NULL;
         pager_free(p);
-        return reply_json(r, 200, arr);
+        return mgmt_reply_json(r, 200, arr);
     }
     if (p->paged)
         return reply_page(r, p);
@@ -709,7 +710,7 @@ enum MHD_Result pager_resume(req *r)
     return reply_stream(r, p);
 }
 
-void pager_release(req *r)
+void mgmt_pager_release(req *r)
 {
     /* never one still running: a suspended request is held until its job is done */
     if (r->pager) {
@@ -718,7 +719,7 @@ void pager_release(req *r)
     }
 }
 
-void pager_stop_all(mgmt *m)
+void mgmt_pager_stop_all(mgmt *m)
 {
     while (m->jobs) {
         pager *p = m->jobs;
@@ -726,12 +727,12 @@ void pager_stop_all(mgmt *m)
         req *r = p->r;
         r->pager = NULL;
         pager_free(p);
-        req_resume(r); /* lets go of it: MHD frees it as it stops */
+        mgmt_req_resume(r); /* lets go of it: MHD frees it as it stops */
     }
     sl_timer_stop(m->n->loop, &m->jobs_t);
 }
 
-void pager_init(mgmt *m)
+void mgmt_pager_init(mgmt *m)
 {
     sl_timer_init(&m->jobs_t, jobs_tick, m);
 }
@@ -754,46 +755,46 @@ static pager *pager_new(req *r, int kind, const char *only_vhost)
             const char *name = ((qm_vhost *)v[i])->name;
             /* RabbitMQ's filter_vhost for lists in vhosts; list_visible_vhosts for vhosts */
             if (kind == PAGER_VHOSTS ? all || acc_vhost_visible(m->n->acc, r->user, name)
-                                     : req_vhost_listed(r, name))
+                                     : mgmt_req_vhost_listed(r, name))
                 p->cur.vhosts[p->cur.n_vhosts++] = sl_xstrdup(name);
         }
         sl_free(v);
     }
-    const char *cols = req_query(r, "columns");
+    const char *cols = mgmt_req_query(r, "columns");
     p->cols = cols && *cols ? sl_xstrdup(cols) : NULL;
-    const char *sort = req_query(r, "sort");
+    const char *sort = mgmt_req_query(r, "sort");
     /* RabbitMQ's default order is [vhost, name]; sorting queues or exchanges on either is
      * that order (the other lists add the sort column in front of their default order) */
     if (sort && *sort &&
         (kind >= PAGER_BINDINGS || (strcmp(sort, "name") && strcmp(sort, "vhost"))))
         p->sort = sl_xstrdup(sort);
-    p->cur.reverse = req_query_bool(r, "sort_reverse");
-    const char *page = req_query(r, "page");
+    p->cur.reverse = mgmt_req_query_bool(r, "sort_reverse");
+    const char *page = mgmt_req_query(r, "page");
     if (page) {
-        const char *ps = req_query(r, "page_size");
+        const char *ps = mgmt_req_query(r, "page_size");
         int bad = 0;
         p->page = node_page_parse(page, &bad);
         p->page_size = ps ? node_page_parse(ps, &bad) : NODE_PAGE_SIZE_DEFAULT;
         if (bad) {
             pager_free(p);
-            reply_error(r, 400, "bad_request", "Pagination parameters are invalid");
+            mgmt_reply_error(r, 400, "bad_request", "Pagination parameters are invalid");
             return NULL;
         }
         if (p->page > NODE_PAGE_NUMBER_MAX)
             p->page = NODE_PAGE_NUMBER_MAX; /* out of range anyway; keeps the offset in 64 bits */
         if (p->page <= 0 || p->page_size <= 0 || p->page_size > NODE_PAGE_SIZE_MAX) {
             pager_free(p);
-            reply_error(r, 400, "invalid_pagination_parameters",
-                        "Invalid pagination parameters: page number %s, page size %s", page,
-                        ps ? ps : "undefined");
+            mgmt_reply_error(r, 400, "invalid_pagination_parameters",
+                             "Invalid pagination parameters: page number %s, page size %s", page,
+                             ps ? ps : "undefined");
             return NULL;
         }
         p->paged = 1;
         char err[256];
-        if (node_filter_init(&p->flt, req_query(r, "name"), req_query_bool(r, "use_regex"), err,
-                             sizeof err) < 0) {
+        if (node_filter_init(&p->flt, mgmt_req_query(r, "name"),
+                             mgmt_req_query_bool(r, "use_regex"), err, sizeof err) < 0) {
             pager_free(p);
-            reply_error(r, 400, "bad_request", "name: %s", err);
+            mgmt_reply_error(r, 400, "bad_request", "name: %s", err);
             return NULL;
         }
     }
@@ -809,13 +810,13 @@ static enum MHD_Result start_job(req *r, pager *p)
     r->pager = p;
     p->next_job = m->jobs;
     m->jobs = p;
-    req_suspend(r, pager_resume);
+    mgmt_req_suspend(r, mgmt_pager_resume);
     if (!sl_timer_armed(&m->jobs_t))
         sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
     return MHD_YES;
 }
 
-enum MHD_Result pager_list(req *r, int kind, const char *only_vhost)
+enum MHD_Result mgmt_pager_list(req *r, int kind, const char *only_vhost)
 {
     pager *p = pager_new(r, kind, only_vhost);
     if (!p)
@@ -834,7 +835,7 @@ static char *dup_or_null(const char *s)
     return s ? sl_xstrdup(s) : NULL;
 }
 
-enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s)
+enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s)
 {
     pager *p = pager_new(r, kind, s->vhost);
     if (!p)
@@ -865,8 +866,8 @@ enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s)
     return reply_stream(r, p);
 }
 
-enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, const char *enc,
-                           int64_t truncate)
+enum MHD_Result mgmt_pager_peek(req *r, qm_queue *q, long long off, long long count,
+                                const char *enc, int64_t truncate)
 {
     mgmt *m = r->m;
     pager *p = sl_xcalloc(1, sizeof *p);
@@ -882,14 +883,14 @@ enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, 
         json_t *arr = p->pq_arr;
         p->pq_arr = NULL;
         pager_free(p);
-        return reply_json(r, 200, arr);
+        return mgmt_reply_json(r, 200, arr);
     }
     p->job = 1;
     p->r = r;
     r->pager = p;
     p->next_job = m->jobs;
     m->jobs = p;
-    req_suspend(r, pager_resume);
+    mgmt_req_suspend(r, mgmt_pager_resume);
     if (!sl_timer_armed(&m->jobs_t))
         sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
     return MHD_YES;

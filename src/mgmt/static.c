@@ -24,7 +24,7 @@
     "connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; "                   \
     "frame-ancestors 'none'"
 
-const struct console_asset *console_find(const char *path)
+const struct console_asset *mgmt_console_find(const char *path)
 {
     for (unsigned i = 0; i < console_n_assets; i++)
         if (!strcmp(console_assets[i].path, path))
@@ -32,15 +32,15 @@ const struct console_asset *console_find(const char *path)
     return NULL;
 }
 
-enum MHD_Result serve_static(req *r, const char *url)
+enum MHD_Result mgmt_serve_static(req *r, const char *url)
 {
-    const struct console_asset *a = console_find(!strcmp(url, "/") ? "/index.html" : url);
+    const struct console_asset *a = mgmt_console_find(!strcmp(url, "/") ? "/index.html" : url);
     if (!a)
-        return reply_not_found(r);
-    if (!req_is(r, "GET")) /* HEAD is GET here */
-        return reply_method_not_allowed(r);
+        return mgmt_reply_not_found(r);
+    if (!mgmt_req_is(r, "GET")) /* HEAD is GET here */
+        return mgmt_reply_method_not_allowed(r);
     unsigned status;
     struct MHD_Response *resp =
         http_static_response(r->conn, a->data, a->len, a->ctype, a->etag, CONSOLE_CSP, &status);
-    return req_respond(r, status, resp);
+    return mgmt_req_respond(r, status, resp);
 }

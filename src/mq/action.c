@@ -14,7 +14,7 @@
 #include "mq/caller.h"
 #include "mq/formatname.h"
 #include "mq/mq.h"
-#include "node/node.h" /* redesign: format names and msmq_caller (see there) */
+#include "node/node.h"
 
 static const char *const machine_actions[] = {"CONNECT", "DISCONNECT", "TIDY"};
 static const char *const queue_actions[] = {"PAUSE", "RESUME", "EOD_RESEND"};
@@ -77,7 +77,7 @@ sl_err mq_action_queue(mq_state *mq, const char *fmt, const char *vhost, const c
         return SL_ERR_INVALID_PARAMETER;
     }
     qm_queue *q;
-    sl_err e = fmtname_resolve(mq, fmt, vhost, &q, err, errlen);
+    sl_err e = mq_fmtname_resolve(mq, fmt, vhost, &q, err, errlen);
     if (e != SL_OK)
         return e;
     if (!q->is_outgoing) {
@@ -91,8 +91,8 @@ sl_err mq_action_queue(mq_state *mq, const char *fmt, const char *vhost, const c
         return e;
     }
     sl_info("management: %s on outgoing queue %s", queue_actions[qa], q->name);
-    link_outq_info in;
+    eod_outq_info in;
     link_outq_get_info(q, &in);
-    res->state = link_state_name(in.state);
+    res->state = eod_state_name(in.state);
     return SL_OK;
 }

@@ -11,9 +11,6 @@ typedef struct mq_caller {
     int is_admin;
 } mq_caller;
 
-/* The name it had in the HTTP room, kept while callers move over. */
-typedef mq_caller msmq_caller;
-
 struct acc_db;
 /* RabbitMQ's listing rule for a caller of any door: administrators see every vhost, other
  * users those they have a permission entry on. */

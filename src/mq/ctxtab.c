@@ -12,7 +12,7 @@
  *     RESOURCES beyond), and an object unused for cfg->handle_idle_timeout seconds is closed by
  *     the node (the context-handle rundown), so abandoned ones cannot pile up.
  *
- * Entries embed ctx_entry as their first member; the table's close callback ends the object
+ * Entries embed mq_ctx_entry as their first member; the table's close callback ends the object
  * (closing its queue descriptor, ...) and frees it.
  */
 #include <stdio.h>
@@ -37,7 +37,7 @@ static uint64_t random64(void)
     return v;
 }
 
-uint32_t ctx_run_id(void)
+uint32_t mq_ctx_run_id(void)
 {
     uint32_t r;
     do
@@ -46,8 +46,8 @@ uint32_t ctx_run_id(void)
     return r;
 }
 
-void ctxtab_init(ctxtab *t, const char *what, uint32_t run_id, const sl_config *cfg,
-                 void (*close_fn)(void *ctx, ctx_entry *e), void *close_ctx)
+void mq_ctxtab_init(mq_ctxtab *t, const char *what, uint32_t run_id, const node_config *cfg,
+                    void (*close_fn)(void *ctx, mq_ctx_entry *e), void *close_ctx)
 {
     memset(t, 0, sizeof *t);
     t->what = what;
@@ -59,15 +59,15 @@ void ctxtab_init(ctxtab *t, const char *what, uint32_t run_id, const sl_config *
     t->per_owner = sl_map_new();
 }
 
-void ctxtab_free(ctxtab *t)
+void mq_ctxtab_free(mq_ctxtab *t)
 {
     if (!t->by_id)
         return;
     size_t it = 0;
     void *v;
     while (sl_map_next(t->by_id, &it, NULL, NULL, &v)) {
-        ctx_entry *e = v;
-        ctx_remove(t, e); /* deleting the entry just returned is allowed while iterating */
+        mq_ctx_entry *e = v;
+        mq_ctx_remove(t, e); /* deleting the entry just returned is allowed while iterating */
         t->close(t->close_ctx, e);
     }
     sl_map_free(t->by_id);
@@ -75,12 +75,12 @@ void ctxtab_free(ctxtab *t)
     t->by_id = t->per_owner = NULL;
 }
 
-static uintptr_t owner_count(ctxtab *t, const char *owner)
+static uintptr_t owner_count(mq_ctxtab *t, const char *owner)
 {
     return (uintptr_t)sl_map_get(t->per_owner, owner, strlen(owner));
 }
 
-static void set_owner_count(ctxtab *t, const char *owner, uintptr_t n)
+static void set_owner_count(mq_ctxtab *t, const char *owner, uintptr_t n)
 {
     if (n)
         sl_map_put(t->per_owner, owner, strlen(owner), (void *)n);
@@ -88,7 +88,7 @@ static void set_owner_count(ctxtab *t, const char *owner, uintptr_t n)
         sl_map_del(t->per_owner, owner, strlen(owner));
 }
 
-sl_err ctx_add(ctxtab *t, ctx_entry *e, const char *owner, char *err, size_t errlen)
+sl_err mq_ctx_add(mq_ctxtab *t, mq_ctx_entry *e, const char *owner, char *err, size_t errlen)
 {
     uint32_t limit = t->cfg->handle_limit;
     uintptr_t n = owner_count(t, owner);
@@ -110,7 +110,7 @@ sl_err ctx_add(ctxtab *t, ctx_entry *e, const char *owner, char *err, size_t err
     return SL_OK;
 }
 
-void ctx_remove(ctxtab *t, ctx_entry *e)
+void mq_ctx_remove(mq_ctxtab *t, mq_ctx_entry *e)
 {
     if (sl_map_get(t->by_id, e->id, CTX_ID_LEN) != e)
         return;
@@ -119,18 +119,18 @@ void ctx_remove(ctxtab *t, ctx_entry *e)
     set_owner_count(t, e->owner, n ? n - 1 : 0);
 }
 
-void ctx_entry_free(ctx_entry *e)
+void mq_ctx_entry_free(mq_ctx_entry *e)
 {
     sl_free(e->owner);
 }
 
-ctx_entry *ctx_find(ctxtab *t, const char *id)
+mq_ctx_entry *mq_ctx_find(mq_ctxtab *t, const char *id)
 {
     return sl_map_get(t->by_id, id, CTX_ID_LEN);
 }
 
-sl_err ctx_lookup(ctxtab *t, const char *id, const char *user, ctx_entry **out, char *err,
-                  size_t errlen)
+sl_err mq_ctx_lookup(mq_ctxtab *t, const char *id, const char *user, mq_ctx_entry **out, char *err,
+                     size_t errlen)
 {
     *out = NULL;
     size_t n = strlen(id);
@@ -150,7 +150,7 @@ sl_err ctx_lookup(ctxtab *t, const char *id, const char *user, ctx_entry **out, 
                  t->what, lower);
         return SL_ERR_STALE_HANDLE;
     }
-    ctx_entry *e = sl_map_get(t->by_id, lower, CTX_ID_LEN);
+    mq_ctx_entry *e = sl_map_get(t->by_id, lower, CTX_ID_LEN);
     /* another user's object is answered as an unknown one: ids tell nothing */
     if (!e || strcmp(e->owner, user) != 0) {
         snprintf(err, errlen,
@@ -166,35 +166,35 @@ sl_err ctx_lookup(ctxtab *t, const char *id, const char *user, ctx_entry **out, 
 
 static int by_seq(const void *a, const void *b)
 {
-    const ctx_entry *x = *(ctx_entry *const *)a, *y = *(ctx_entry *const *)b;
+    const mq_ctx_entry *x = *(mq_ctx_entry *const *)a, *y = *(mq_ctx_entry *const *)b;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-ctx_entry **ctx_list(ctxtab *t, const char *user, size_t *n)
+mq_ctx_entry **mq_ctx_list(mq_ctxtab *t, const char *user, size_t *n)
 {
     size_t cap = sl_map_count(t->by_id), k = 0, it = 0;
-    ctx_entry **v = sl_xmalloc((cap ? cap : 1) * sizeof *v);
+    mq_ctx_entry **v = sl_xmalloc((cap ? cap : 1) * sizeof *v);
     void *e;
     while (sl_map_next(t->by_id, &it, NULL, NULL, &e))
-        if (!user || !strcmp(((ctx_entry *)e)->owner, user))
+        if (!user || !strcmp(((mq_ctx_entry *)e)->owner, user))
             v[k++] = e;
     qsort(v, k, sizeof *v, by_seq);
     *n = k;
     return v;
 }
 
-size_t ctx_rundown(ctxtab *t, uint64_t now)
+size_t mq_ctx_rundown(mq_ctxtab *t, uint64_t now)
 {
     uint64_t idle_ms = t->cfg->handle_idle_timeout_s * 1000;
     size_t closed = 0, it = 0;
     void *v;
     while (sl_map_next(t->by_id, &it, NULL, NULL, &v)) {
-        ctx_entry *e = v;
+        mq_ctx_entry *e = v;
         if (e->busy || now - e->last_used_ms < idle_ms)
             continue;
         sl_info("management: %s %s of user '%s' closed after %llu s unused (rundown)", t->what,
                 e->id, e->owner, (unsigned long long)((now - e->last_used_ms) / 1000));
-        ctx_remove(t, e); /* deleting the entry just returned is allowed while iterating */
+        mq_ctx_remove(t, e); /* deleting the entry just returned is allowed while iterating */
         t->close(t->close_ctx, e);
         closed++;
     }

@@ -29,7 +29,7 @@ static const struct {
     {"JOURNAL", "sluice.system.journal"},
 };
 
-const char *fmt_computer(mq_state *mq)
+const char *mq_fmt_computer(mq_state *mq)
 {
     const char *n = mq->n->cfg->node_name;
     const char *at = strchr(n, '@');
@@ -62,7 +62,7 @@ static int is_local_computer(mq_state *mq, const char *s, size_t n, int tcp)
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     return ieq_n(s, n, ".") || ieq_n(s, n, "localhost") || ieq_n(s, n, mq->n->cfg->node_name) ||
-           ieq_n(s, n, fmt_computer(mq)) || (host[0] && ieq_n(s, n, host));
+           ieq_n(s, n, mq_fmt_computer(mq)) || (host[0] && ieq_n(s, n, host));
 }
 
 static int prefix_i(const char **p, const char *pre)
@@ -103,7 +103,7 @@ static qm_queue *find_sub_ci(qm_queue *q, const char *sub, size_t len)
     return NULL;
 }
 
-int fmt_machine_split(const char *machine, char *host, size_t hostlen, int *port)
+int mq_fmt_machine_split(const char *machine, char *host, size_t hostlen, int *port)
 {
     const char *h = machine, *hend = machine + strlen(machine), *colon = NULL;
     if (*h == '[') { /* [IPv6]:port */
@@ -139,14 +139,14 @@ int fmt_machine_split(const char *machine, char *host, size_t hostlen, int *port
     return 0;
 }
 
-int fmt_is_local_machine(mq_state *mq, const char *name)
+int mq_fmt_is_local_machine(mq_state *mq, const char *name)
 {
     char host[256];
     int port;
     const char *c = strchr(name, ':');
     int has_port = name[0] == '[' ? strstr(name, "]:") != NULL : c && !strchr(c + 1, ':');
     if (has_port) { /* "host:port": this node only on its own port */
-        if (fmt_machine_split(name, host, sizeof host, &port) < 0)
+        if (mq_fmt_machine_split(name, host, sizeof host, &port) < 0)
             return 0;
         return port == node_amqp_port(mq->n) && (is_local_computer(mq, host, strlen(host), 0) ||
                                                  is_local_computer(mq, host, strlen(host), 1));
@@ -177,7 +177,7 @@ static int computer_is_local(mq_state *mq, const char *p, const char *bs, int tc
     return is_local_computer(mq, p, clen, tcp);
 }
 
-int fmtname_remote(mq_state *mq, const char *fmt, link_addr *out)
+int mq_fmtname_remote(mq_state *mq, const char *fmt, eod_addr *out)
 {
     const char *p = fmt;
     prefix_i(&p, "FormatName:");
@@ -189,11 +189,11 @@ int fmtname_remote(mq_state *mq, const char *fmt, link_addr *out)
     const char *bs = strchr(p, '\\');
     if (!bs || bs == p || computer_is_local(mq, p, bs, tcp))
         return 0;
-    /* link_fmt_parse refuses subqueues (no send target); a handle may name one */
+    /* eod_fmt_parse refuses subqueues (no send target); a handle may name one */
     size_t len = strlen(fmt);
     const char *semi = strchr(bs, ';');
     char err[200];
-    if (link_fmt_parse(fmt, semi ? (size_t)(semi - fmt) : len, out, err, sizeof err) < 0)
+    if (eod_fmt_parse(fmt, semi ? (size_t)(semi - fmt) : len, out, err, sizeof err) < 0)
         return -1;
     if (semi && strlen(out->queue) + strlen(semi) < sizeof out->queue)
         strcat(out->queue, semi);
@@ -313,14 +313,14 @@ static sl_err resolve(mq_state *mq, const char *fmt, const char *vhost_hint, int
     return SL_OK;
 }
 
-sl_err fmtname_resolve(mq_state *mq, const char *fmt, const char *vhost_hint, qm_queue **out,
-                       char *err, size_t errlen)
+sl_err mq_fmtname_resolve(mq_state *mq, const char *fmt, const char *vhost_hint, qm_queue **out,
+                          char *err, size_t errlen)
 {
     return resolve(mq, fmt, vhost_hint, 0, out, err, errlen);
 }
 
-sl_err fmtname_open(mq_state *mq, const char *fmt, const char *vhost_hint, qm_queue **out,
-                    char *err, size_t errlen)
+sl_err mq_fmtname_open(mq_state *mq, const char *fmt, const char *vhost_hint, qm_queue **out,
+                       char *err, size_t errlen)
 {
     return resolve(mq, fmt, vhost_hint, 1, out, err, errlen);
 }
@@ -341,31 +341,31 @@ static void name_part(const qm_queue *q, char *buf, size_t len)
         snprintf(buf, len, "%s/%s", q->vhost->name, q->name);
 }
 
-void fmtname_of(mq_state *mq, const qm_queue *q, char *buf, size_t len)
+void mq_fmtname_of(mq_state *mq, const qm_queue *q, char *buf, size_t len)
 {
     const char *sys = q->is_system ? system_suffix(q) : NULL;
     if (sys && !strcmp(q->vhost->name, "/")) {
-        snprintf(buf, len, "DIRECT=OS:%s\\SYSTEM$;%s", fmt_computer(mq), sys);
+        snprintf(buf, len, "DIRECT=OS:%s\\SYSTEM$;%s", mq_fmt_computer(mq), sys);
         return;
     }
     char n[600];
     name_part(q, n, sizeof n);
-    snprintf(buf, len, "DIRECT=OS:%s\\private$\\%s", fmt_computer(mq), n);
+    snprintf(buf, len, "DIRECT=OS:%s\\private$\\%s", mq_fmt_computer(mq), n);
 }
 
-void pathname_of(mq_state *mq, const qm_queue *q, char *buf, size_t len)
+void mq_pathname_of(mq_state *mq, const qm_queue *q, char *buf, size_t len)
 {
     const char *sys = q->is_system ? system_suffix(q) : NULL;
     if (sys && !strcmp(q->vhost->name, "/")) {
-        snprintf(buf, len, "%s\\system$;%s", fmt_computer(mq), sys);
+        snprintf(buf, len, "%s\\system$;%s", mq_fmt_computer(mq), sys);
         return;
     }
     char n[600];
     name_part(q, n, sizeof n);
-    snprintf(buf, len, "%s\\private$\\%s", fmt_computer(mq), n);
+    snprintf(buf, len, "%s\\private$\\%s", mq_fmt_computer(mq), n);
 }
 
-int fmtname_from_pathname(const char *path, char *out, size_t len)
+int mq_fmtname_from_pathname(const char *path, char *out, size_t len)
 {
     const char *bs = strchr(path, '\\');
     if (!bs || bs == path || !bs[1])

@@ -36,10 +36,10 @@
 
 static void forget_remote(mq_state *mq, const char *host, int port, const char *context);
 
-static void handle_close(void *ctx, ctx_entry *e)
+static void handle_close(void *ctx, mq_ctx_entry *e)
 {
     mq_state *mq = ctx;
-    handle *h = (handle *)e;
+    mq_handle *h = (mq_handle *)e;
     if (h->d)
         qm_qdesc_close(h->d);
     if (h->context) {
@@ -52,13 +52,13 @@ static void handle_close(void *ctx, ctx_entry *e)
     sl_free(h->format_name);
     sl_free(h->vhost);
     sl_free(h->queue);
-    ctx_entry_free(&h->e);
+    mq_ctx_entry_free(&h->e);
     sl_free(h);
 }
 
 void mq_handles_init(mq_state *mq)
 {
-    ctxtab_init(&mq->handles, "handle", mq->run_id, mq->n->cfg, handle_close, mq);
+    mq_ctxtab_init(&mq->handles, "handle", mq->run_id, mq->n->cfg, handle_close, mq);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ static const struct {
     {"admin", "MQ_ADMIN_ACCESS", QM_ACCESS_ADMIN},
 };
 
-int handle_access_parse(const char *s, uint32_t *out)
+int mq_handle_access_parse(const char *s, uint32_t *out)
 {
     uint32_t bits = 0;
     while (*s) {
@@ -97,17 +97,17 @@ int handle_access_parse(const char *s, uint32_t *out)
     return 0;
 }
 
-int handle_access_valid(int64_t v)
+int mq_handle_access_valid(int64_t v)
 {
     return v > 0 && v <= 0xFF;
 }
 
-int handle_share_valid(int64_t v)
+int mq_handle_share_valid(int64_t v)
 {
     return v == QM_SHARE_DENY_NONE || v == QM_SHARE_DENY_RECEIVE;
 }
 
-void handle_access_str(uint32_t access, char *buf, size_t len)
+void mq_handle_access_str(uint32_t access, char *buf, size_t len)
 {
     buf[0] = 0;
     size_t off = 0;
@@ -117,7 +117,7 @@ void handle_access_str(uint32_t access, char *buf, size_t len)
                                     access_names[i].name);
 }
 
-int handle_share_parse(const char *s, int *out)
+int mq_handle_share_parse(const char *s, int *out)
 {
     if (!strcasecmp(s, "deny_none") || !strcasecmp(s, "deny-none") ||
         !strcasecmp(s, "MQ_DENY_NONE")) {
@@ -179,8 +179,8 @@ static sl_err handle_may(mq_state *mq, const char *user, qm_queue *q, uint32_t a
  * very next operation, local or remote alike (README "Who may do what"). Closing is never
  * refused: it only gives up access. A remote proxy's own owner checks its link's user too
  * (rpc_queue.c), so each side checks the user it knows. */
-static sl_err handle_recheck(mq_state *mq, const char *user, handle *h, uint32_t access, char *err,
-                             size_t errlen)
+static sl_err handle_recheck(mq_state *mq, const char *user, mq_handle *h, uint32_t access,
+                             char *err, size_t errlen)
 {
     /* a local handle whose queue is gone reaches nothing (MQ_ERROR_QUEUE_DELETED tells so,
      * even when the vhost went with it) */
@@ -193,8 +193,8 @@ static sl_err handle_recheck(mq_state *mq, const char *user, handle *h, uint32_t
     return handle_may_name(mq, user, h->vhost, h->queue, access, err, errlen);
 }
 
-sl_err handle_format_name(mq_state *mq, const char *user, handle *h, const char **fmt, char *err,
-                          size_t errlen)
+sl_err mq_handle_format_name(mq_state *mq, const char *user, mq_handle *h, const char **fmt,
+                             char *err, size_t errlen)
 {
     sl_err e = handle_recheck(mq, user, h, h->d ? h->d->access : h->access, err, errlen);
     *fmt = e == SL_OK ? h->format_name : NULL;
@@ -246,8 +246,8 @@ static json_t *answer_json(const char *reply)
 /* Send j (taken) to h's owner; its answer goes to cb(ctx, ...). The handle is busy until the
  * caller takes the answer. SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE when the owner cannot be
  * asked (the handle is left to the caller). */
-static sl_err handle_ask_owner(mq_state *mq, handle *h, json_t *j, handle_answer_fn cb, void *ctx,
-                               char *reason, size_t rlen)
+static sl_err handle_ask_owner(mq_state *mq, mq_handle *h, json_t *j, mq_handle_answer_fn cb,
+                               void *ctx, char *reason, size_t rlen)
 {
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
@@ -266,15 +266,15 @@ static sl_err handle_ask_owner(mq_state *mq, handle *h, json_t *j, handle_answer
 
 /* The open of a remote proxy, for every door, in the owner's two answers (mgmt/api_handles.c,
  * rpc/qmcomm.c):
- *   handle_open_remote      a proxy, busy; the owner is asked which queue the name is
+ *   mq_handle_open_remote      a proxy, busy; the owner is asked which queue the name is
  *                           (queue.resolve);
- *   handle_remote_resolved  its answer: the user is checked on that name, then the owner is
+ *   mq_handle_remote_resolved  its answer: the user is checked on that name, then the owner is
  *                           asked to open exactly it (queue.open);
- *   handle_remote_opened    its answer: checked again on the queue opened, the context taken.
- * On an error the handle is left to the caller (to report, then handle_discard);
+ *   mq_handle_remote_opened    its answer: checked again on the queue opened, the context taken.
+ * On an error the handle is left to the caller (to report, then mq_handle_discard);
  * *owner_failed says that the owner refused (its answer carries its HRESULT). */
-static sl_err remote_resolved(mq_state *mq, const char *user, handle *h, json_t *reply,
-                              handle_answer_fn cb, void *ctx, int *owner_failed, char *reason,
+static sl_err remote_resolved(mq_state *mq, const char *user, mq_handle *h, json_t *reply,
+                              mq_handle_answer_fn cb, void *ctx, int *owner_failed, char *reason,
                               size_t rlen)
 {
     h->e.busy = 0;
@@ -304,7 +304,7 @@ static sl_err remote_resolved(mq_state *mq, const char *user, handle *h, json_t 
                             cb, ctx, reason, rlen);
 }
 
-static sl_err remote_opened(mq_state *mq, const char *user, handle *h, json_t *reply,
+static sl_err remote_opened(mq_state *mq, const char *user, mq_handle *h, json_t *reply,
                             int *owner_failed, char *reason, size_t rlen)
 {
     h->e.busy = 0;
@@ -339,9 +339,9 @@ static sl_err remote_opened(mq_state *mq, const char *user, handle *h, json_t *r
     return SL_OK;
 }
 
-sl_err handle_remote_resolved(mq_state *mq, const char *user, handle *h, const char *reply,
-                              handle_answer_fn cb, void *ctx, int *owner_failed, char *reason,
-                              size_t rlen)
+sl_err mq_handle_remote_resolved(mq_state *mq, const char *user, mq_handle *h, const char *reply,
+                                 mq_handle_answer_fn cb, void *ctx, int *owner_failed, char *reason,
+                                 size_t rlen)
 {
     json_t *j = answer_json(reply);
     sl_err e = remote_resolved(mq, user, h, j, cb, ctx, owner_failed, reason, rlen);
@@ -350,8 +350,8 @@ sl_err handle_remote_resolved(mq_state *mq, const char *user, handle *h, const c
     return e;
 }
 
-sl_err handle_remote_opened(mq_state *mq, const char *user, handle *h, const char *reply,
-                            int *owner_failed, char *reason, size_t rlen)
+sl_err mq_handle_remote_opened(mq_state *mq, const char *user, mq_handle *h, const char *reply,
+                               int *owner_failed, char *reason, size_t rlen)
 {
     json_t *j = answer_json(reply);
     sl_err e = remote_opened(mq, user, h, j, owner_failed, reason, rlen);
@@ -360,19 +360,19 @@ sl_err handle_remote_opened(mq_state *mq, const char *user, handle *h, const cha
     return e;
 }
 
-void handle_discard(mq_state *mq, handle *h)
+void mq_handle_discard(mq_state *mq, mq_handle *h)
 {
-    ctx_remove(&mq->handles, &h->e);
+    mq_ctx_remove(&mq->handles, &h->e);
     handle_close(mq, &h->e);
 }
 
-handle *handle_find(mq_state *mq, const char *id)
+mq_handle *mq_handle_find(mq_state *mq, const char *id)
 {
-    return (handle *)ctx_find(&mq->handles, id);
+    return (mq_handle *)mq_ctx_find(&mq->handles, id);
 }
 
-sl_err handle_list(mq_state *mq, const mq_caller *who, int all, handle ***v, size_t *n,
-                   char *reason, size_t rlen)
+sl_err mq_handle_list(mq_state *mq, const mq_caller *who, int all, mq_handle ***v, size_t *n,
+                      char *reason, size_t rlen)
 {
     *v = NULL;
     *n = 0;
@@ -380,51 +380,51 @@ sl_err handle_list(mq_state *mq, const mq_caller *who, int all, handle ***v, siz
         snprintf(reason, rlen, "only administrators may list the handles of every user");
         return SL_ERR_ACCESS_REFUSED;
     }
-    ctx_entry **e = ctx_list(&mq->handles, all ? NULL : who->user, n);
+    mq_ctx_entry **e = mq_ctx_list(&mq->handles, all ? NULL : who->user, n);
     *v = sl_xmalloc((*n ? *n : 1) * sizeof **v);
     for (size_t i = 0; i < *n; i++)
-        (*v)[i] = (handle *)e[i]; /* ctx_entry is each handle's first member */
+        (*v)[i] = (mq_handle *)e[i]; /* mq_ctx_entry is each handle's first member */
     sl_free(e);
     return SL_OK;
 }
 
-const char *handle_id(const handle *h)
+const char *mq_handle_id(const mq_handle *h)
 {
     return h->e.id;
 }
 
-const char *handle_owner(const handle *h)
+const char *mq_handle_owner(const mq_handle *h)
 {
     return h->e.owner;
 }
 
-uint64_t handle_session(const handle *h)
+uint64_t mq_handle_session(const mq_handle *h)
 {
     return h->rpc_session;
 }
 
-void handle_set_session(handle *h, uint64_t session)
+void mq_handle_set_session(mq_handle *h, uint64_t session)
 {
     h->rpc_session = session;
 }
 
-void handle_answered(handle *h)
+void mq_handle_answered(mq_handle *h)
 {
     h->e.busy = 0;
     h->e.last_used_ms = sl_now_ms();
 }
 
-int handle_busy(const handle *h)
+int mq_handle_busy(const mq_handle *h)
 {
     return h->e.busy;
 }
 
-int handle_is_remote(const handle *h)
+int mq_handle_is_remote(const mq_handle *h)
 {
     return h->kind == HANDLE_REMOTE;
 }
 
-uint32_t handle_owner_hresult(const char *reply)
+uint32_t mq_handle_owner_hresult(const char *reply)
 {
     json_t *j = answer_json(reply);
     const char *hr = j ? json_string_value(json_object_get(j, "hresult")) : NULL;
@@ -435,9 +435,10 @@ uint32_t handle_owner_hresult(const char *reply)
     return v;
 }
 
-sl_err handle_purge_answered(handle *h, const char *reply, uint64_t *purged, uint64_t *pending)
+sl_err mq_handle_purge_answered(mq_handle *h, const char *reply, uint64_t *purged,
+                                uint64_t *pending)
 {
-    handle_answered(h);
+    mq_handle_answered(h);
     json_t *j = answer_json(reply);
     *purged = *pending = 0;
     sl_err e = SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE;
@@ -451,27 +452,27 @@ sl_err handle_purge_answered(handle *h, const char *reply, uint64_t *purged, uin
     return e;
 }
 
-sl_err handle_lookup(mq_state *mq, const char *id, const char *user, handle **out, char *err,
-                     size_t errlen)
+sl_err mq_handle_lookup(mq_state *mq, const char *id, const char *user, mq_handle **out, char *err,
+                        size_t errlen)
 {
-    ctx_entry *e;
-    sl_err r = ctx_lookup(&mq->handles, id, user, &e, err, errlen);
-    *out = r == SL_OK ? (handle *)e : NULL;
+    mq_ctx_entry *e;
+    sl_err r = mq_ctx_lookup(&mq->handles, id, user, &e, err, errlen);
+    *out = r == SL_OK ? (mq_handle *)e : NULL;
     return r;
 }
 
 /* Every handle a DCE/RPC session opened, closed when the session goes (the context handles'
  * rundown). A handle waiting for its owner is left to that answer, which finds the session
  * gone and closes it then. */
-void handles_rundown_session(mq_state *mq, uint64_t session)
+void mq_handles_rundown_session(mq_state *mq, uint64_t session)
 {
     size_t n;
-    ctx_entry **v = ctx_list(&mq->handles, NULL, &n);
+    mq_ctx_entry **v = mq_ctx_list(&mq->handles, NULL, &n);
     for (size_t i = 0; i < n; i++) {
-        handle *h = (handle *)v[i];
+        mq_handle *h = (mq_handle *)v[i];
         if (h->rpc_session == session && !h->e.busy) {
             sl_debug("management: handle %s run down with its RPC connection", h->e.id);
-            handle_discard(mq, h);
+            mq_handle_discard(mq, h);
         }
     }
     sl_free(v);
@@ -479,9 +480,9 @@ void handles_rundown_session(mq_state *mq, uint64_t session)
 
 /* A queue of another node: a remote queue proxy (RemoteQMOpenQueue at the owner), its first
  * step. SL_OK: *out is busy until cb brings the owner's resolve answer. */
-sl_err handle_open_remote(mq_state *mq, const char *user, const char *fmt, const link_addr *ra,
-                          uint32_t access, int share, const char *vhost, handle_answer_fn cb,
-                          void *ctx, handle **out, char *reason, size_t rlen)
+sl_err mq_handle_open_remote(mq_state *mq, const char *user, const char *fmt, const eod_addr *ra,
+                             uint32_t access, int share, const char *vhost, mq_handle_answer_fn cb,
+                             void *ctx, mq_handle **out, char *reason, size_t rlen)
 {
     if (!mq->n->links) {
         snprintf(reason, rlen, "'%s' is a queue of node %s:%d and this node has no links", fmt,
@@ -499,9 +500,9 @@ sl_err handle_open_remote(mq_state *mq, const char *user, const char *fmt, const
     /* Nothing is checked on the spelling the user wrote: the owner resolves names its own
      * way (case-insensitively, "<vhost>/<queue>" when that vhost exists there), so this node
      * first asks which queue the name is (queue.resolve), checks its user on that, and only
-     * then opens it by that exact name (handle_remote_resolved, handle_remote_opened). */
-    handle *h = sl_xcalloc(1, sizeof *h);
-    sl_err e = ctx_add(&mq->handles, &h->e, user, reason, rlen);
+     * then opens it by that exact name (mq_handle_remote_resolved, mq_handle_remote_opened). */
+    mq_handle *h = sl_xcalloc(1, sizeof *h);
+    sl_err e = mq_ctx_add(&mq->handles, &h->e, user, reason, rlen);
     if (e != SL_OK) {
         sl_free(h);
         return e;
@@ -517,7 +518,7 @@ sl_err handle_open_remote(mq_state *mq, const char *user, const char *fmt, const
     if (vhost)
         json_object_set_new(j, "vhost", json_string(vhost));
     if ((e = handle_ask_owner(mq, h, j, cb, ctx, reason, rlen)) != SL_OK) {
-        handle_discard(mq, h);
+        mq_handle_discard(mq, h);
         return e;
     }
     *out = h;
@@ -526,11 +527,11 @@ sl_err handle_open_remote(mq_state *mq, const char *user, const char *fmt, const
 
 /* Where a format name leads for an open: a queue of this node (*q), or of another node
  * (*remote = 1, its address in *ra). The same rules for every door. */
-sl_err handle_resolve(mq_state *mq, const char *fmt, const char *vhost, uint32_t access,
-                      qm_queue **q, link_addr *ra, int *remote, char *reason, size_t rlen)
+sl_err mq_handle_resolve(mq_state *mq, const char *fmt, const char *vhost, uint32_t access,
+                         qm_queue **q, eod_addr *ra, int *remote, char *reason, size_t rlen)
 {
     *q = NULL;
-    *remote = fmtname_remote(mq, fmt, ra);
+    *remote = mq_fmtname_remote(mq, fmt, ra);
     if (*remote < 0) {
         snprintf(reason, rlen,
                  "a queue of another node is DIRECT=TCP:<address>[:<port>]"
@@ -547,14 +548,14 @@ sl_err handle_resolve(mq_state *mq, const char *fmt, const char *vhost, uint32_t
         return SL_ERR_UNSUPPORTED_ACCESS_MODE;
     }
     /* receive|admin, peek|admin on another node's queue: the outgoing queue to it */
-    sl_err e = *remote ? fmtname_resolve(mq, fmt, vhost, q, reason, rlen)
-                       : fmtname_open(mq, fmt, vhost, q, reason, rlen);
+    sl_err e = *remote ? mq_fmtname_resolve(mq, fmt, vhost, q, reason, rlen)
+                       : mq_fmtname_open(mq, fmt, vhost, q, reason, rlen);
     *remote = 0;
     return e;
 }
 
-sl_err handle_resolve_name(mq_state *mq, const char *vhost, const char *name, size_t len,
-                           qm_queue **q, char *reason, size_t rlen)
+sl_err mq_handle_resolve_name(mq_state *mq, const char *vhost, const char *name, size_t len,
+                              qm_queue **q, char *reason, size_t rlen)
 {
     const char *vn = vhost ? vhost : "/";
     qm_vhost *vh = qm_vhost_find(mq->n->qm, vn, strlen(vn));
@@ -566,23 +567,23 @@ sl_err handle_resolve_name(mq_state *mq, const char *vhost, const char *name, si
 }
 
 /* Open a queue of this node: the access check, the handle, the queue descriptor. */
-sl_err handle_open_local(mq_state *mq, const char *user, qm_queue *q, uint32_t access, int share,
-                         handle **out, char *reason, size_t rlen)
+sl_err mq_handle_open_local(mq_state *mq, const char *user, qm_queue *q, uint32_t access, int share,
+                            mq_handle **out, char *reason, size_t rlen)
 {
     sl_err e;
     if ((e = handle_may(mq, user, q, access, reason, rlen)) != SL_OK)
         return e;
-    handle *h = sl_xcalloc(1, sizeof *h);
-    if ((e = ctx_add(&mq->handles, &h->e, user, reason, rlen)) != SL_OK) {
+    mq_handle *h = sl_xcalloc(1, sizeof *h);
+    if ((e = mq_ctx_add(&mq->handles, &h->e, user, reason, rlen)) != SL_OK) {
         sl_free(h);
         return e;
     }
     if ((e = qm_queue_open(q, access, share, &h->d, reason, rlen)) != SL_OK) {
-        handle_discard(mq, h);
+        mq_handle_discard(mq, h);
         return e;
     }
     char fmt[800];
-    fmtname_of(mq, q, fmt, sizeof fmt);
+    mq_fmtname_of(mq, q, fmt, sizeof fmt);
     h->kind = HANDLE_LOCAL;
     h->format_name = sl_xstrdup(fmt);
     h->vhost = sl_xstrdup(q->vhost->name);
@@ -597,9 +598,9 @@ sl_err handle_open_local(mq_state *mq, const char *user, qm_queue *q, uint32_t a
 /* Purge Queue through a handle, for every door: the user's right asked again on the name
  * the handle holds; a local handle purges its incarnation (*n: messages purged); a remote
  * proxy asks its owner (RemoteQMPurgeQueue): *pending, and cb(ctx, ...) brings the owner's
- * HRESULT and count (the handle is busy until the caller calls handle_answered). */
-sl_err handle_purge(mq_state *mq, const char *user, handle *h, uint64_t *n, int *pending,
-                    handle_answer_fn cb, void *ctx, char *reason, size_t rlen)
+ * HRESULT and count (the handle is busy until the caller calls mq_handle_answered). */
+sl_err mq_handle_purge(mq_state *mq, const char *user, mq_handle *h, uint64_t *n, int *pending,
+                       mq_handle_answer_fn cb, void *ctx, char *reason, size_t rlen)
 {
     char acc[64];
     *n = 0;
@@ -627,7 +628,7 @@ sl_err handle_purge(mq_state *mq, const char *user, handle *h, uint64_t *n, int 
         return e;
     }
     if (e != SL_OK) {
-        handle_access_str(h->d->access, acc, sizeof acc);
+        mq_handle_access_str(h->d->access, acc, sizeof acc);
         snprintf(reason, rlen, "handle %s was opened with %s access; a purge needs receive access",
                  h->e.id, acc);
         return e;

@@ -16,7 +16,7 @@
 #include "mq/caller.h"
 #include "mq/formatname.h"
 #include "mq/mq.h"
-#include "node/node.h" /* redesign: format names and msmq_caller (see there) */
+#include "node/node.h"
 
 static const mq_prop_def machine_props[] = {
     {1, "ACTIVEQUEUES", MQ_VT_LPWSTR | MQ_VT_VECTOR},
@@ -185,13 +185,8 @@ const mq_prop_def *mq_info_prop(int machine, int id)
  * The object
  */
 
-int msmq_vhost_listed(mq_state *mq, const msmq_caller *who, const char *vhost)
-{
-    return who->is_admin || acc_vhost_visible(mq->n->acc, who->user, vhost);
-}
-
-sl_err msmq_info_object(mq_state *mq, const msmq_caller *who, const char *object, const char *vhost,
-                        int *machine, qm_queue **q, char *err, size_t errlen)
+sl_err mq_info_object(mq_state *mq, const mq_caller *who, const char *object, const char *vhost,
+                      int *machine, qm_queue **q, char *err, size_t errlen)
 {
     *q = NULL;
     *machine = !strcasecmp(object, "MACHINE");
@@ -201,10 +196,10 @@ sl_err msmq_info_object(mq_state *mq, const msmq_caller *who, const char *object
         snprintf(err, errlen, "session objects have no properties");
         return SL_ERR_INVALID_PARAMETER;
     }
-    sl_err e = fmtname_resolve(mq, object + 6, vhost, q, err, errlen);
+    sl_err e = mq_fmtname_resolve(mq, object + 6, vhost, q, err, errlen);
     if (e != SL_OK)
         return e;
-    if (!msmq_vhost_listed(mq, who, (*q)->vhost->name)) {
+    if (!mq_vhost_listed(mq->n->acc, who, (*q)->vhost->name)) {
         *q = NULL;
         snprintf(err, errlen, "User not authorised to access virtual host");
         return SL_ERR_ACCESS_REFUSED;
@@ -233,25 +228,25 @@ static int queue_active(const qm_queue *q)
 /* ACTIVEQUEUES (active queues and subqueues, by format name) or PRIVATEQ (every private
  * queue, by path name), of the vhosts who may list: the machine's properties are a listing
  * like any other (README "Users, vhosts and permissions"). */
-static void all_queues(mq_state *mq, const msmq_caller *who, int active, mq_value *out)
+static void all_queues(mq_state *mq, const mq_caller *who, int active, mq_value *out)
 {
     char buf[800];
     size_t nv;
     v_list(out);
     void **vhs = sl_map_sorted(mq->n->qm->vhosts, &nv);
     for (size_t i = 0; i < nv; i++) {
-        if (!msmq_vhost_listed(mq, who, ((qm_vhost *)vhs[i])->name))
+        if (!mq_vhost_listed(mq->n->acc, who, ((qm_vhost *)vhs[i])->name))
             continue;
         size_t nq;
         void **qs = sl_map_sorted(((qm_vhost *)vhs[i])->queues, &nq);
         for (size_t j = 0; j < nq; j++) {
             qm_queue *q = qs[j];
             if (active && queue_active(q)) {
-                fmtname_of(mq, q, buf, sizeof buf);
+                mq_fmtname_of(mq, q, buf, sizeof buf);
                 v_str(v_push(out), buf);
             }
             if (!active && !q->is_system) {
-                pathname_of(mq, q, buf, sizeof buf);
+                mq_pathname_of(mq, q, buf, sizeof buf);
                 v_str(v_push(out), buf);
             }
             size_t ns;
@@ -259,7 +254,7 @@ static void all_queues(mq_state *mq, const msmq_caller *who, int active, mq_valu
             for (size_t k = 0; subs && k < ns; k++) {
                 if (!queue_active(subs[k]))
                     continue;
-                fmtname_of(mq, subs[k], buf, sizeof buf);
+                mq_fmtname_of(mq, subs[k], buf, sizeof buf);
                 v_str(v_push(out), buf);
             }
             sl_free(subs);
@@ -282,7 +277,7 @@ static uint64_t queue_bytes(const qm_queue *q)
 }
 
 /* BYTES_IN_ALL_QUEUES: of the queues of the vhosts who may list */
-static uint64_t bytes_listed(mq_state *mq, const msmq_caller *who)
+static uint64_t bytes_listed(mq_state *mq, const mq_caller *who)
 {
     uint64_t total = 0;
     size_t vit = 0, kl;
@@ -290,7 +285,7 @@ static uint64_t bytes_listed(mq_state *mq, const msmq_caller *who)
     void *v;
     while (sl_map_next(mq->n->qm->vhosts, &vit, &k, &kl, &v)) {
         qm_vhost *vh = v;
-        if (!msmq_vhost_listed(mq, who, vh->name))
+        if (!mq_vhost_listed(mq->n->acc, who, vh->name))
             continue;
         size_t qit = 0;
         void *qv;
@@ -300,7 +295,7 @@ static uint64_t bytes_listed(mq_state *mq, const msmq_caller *who)
     return total;
 }
 
-static void machine_value(mq_state *mq, const msmq_caller *who, int id, uint16_t *vt, mq_value *out)
+static void machine_value(mq_state *mq, const mq_caller *who, int id, uint16_t *vt, mq_value *out)
 {
     switch (id) {
     case 1:
@@ -348,11 +343,11 @@ static void queue_value(mq_state *mq, qm_queue *q, int id, uint16_t *vt, mq_valu
     void **subs;
     switch (id) {
     case 1:
-        pathname_of(mq, q, buf, sizeof buf);
+        mq_pathname_of(mq, q, buf, sizeof buf);
         v_str(out, buf);
         return;
     case 2:
-        fmtname_of(mq, q, buf, sizeof buf);
+        mq_fmtname_of(mq, q, buf, sizeof buf);
         v_str(out, buf);
         return;
     case 3:
@@ -408,7 +403,7 @@ static void queue_value(mq_state *mq, qm_queue *q, int id, uint16_t *vt, mq_valu
     }
 }
 
-void mq_info_value(mq_state *mq, const msmq_caller *who, int machine, qm_queue *q, int id,
+void mq_info_value(mq_state *mq, const mq_caller *who, int machine, qm_queue *q, int id,
                    uint16_t *vt, mq_value *out)
 {
     memset(out, 0, sizeof *out);
@@ -432,7 +427,7 @@ sl_err mq_info_queue_value(mq_state *mq, const char *fmt, const char *vhost, int
         return SL_ERR_ILLEGAL_PROPID;
     }
     qm_queue *q;
-    sl_err e = fmtname_resolve(mq, fmt, vhost, &q, err, errlen);
+    sl_err e = mq_fmtname_resolve(mq, fmt, vhost, &q, err, errlen);
     if (e != SL_OK)
         return e;
     *vt = p->vt;

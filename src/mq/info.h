@@ -9,7 +9,7 @@
  *
  * Redesign note: format names still take the HTTP door's object (mq/formatname.c, moving to
  * the node on branch r-mqh), so the entry points take `struct mgmt *` and use only its node
- * and the format-name calls; the caller's rights are msmq_caller (mgmt_internal.h, moving
+ * and the format-name calls; the caller's rights are mq_caller (mgmt_internal.h, moving
  * with them).
  */
 #ifndef SL_MQ_INFO_H
@@ -24,7 +24,7 @@
 #include "link/link.h"
 #include "qm/qm.h"
 
-struct msmq_caller;
+struct mq_caller;
 
 /* VARTYPEs of the properties (MS-OAUT / MS-MQMQ numbers, as on the wire) */
 enum {
@@ -91,8 +91,8 @@ const mq_prop_def *mq_info_prop(int machine, int id);
 
 /* R_QMMgmtGetInfo's object: the machine (*machine set), or a queue the caller may see (like
  * its GET: users of its vhost). Session objects have no properties. */
-sl_err msmq_info_object(mq_state *mq, const mq_caller *who, const char *object, const char *vhost,
-                        int *machine, qm_queue **q, char *err, size_t errlen);
+sl_err mq_info_object(mq_state *mq, const mq_caller *who, const char *object, const char *vhost,
+                      int *machine, qm_queue **q, char *err, size_t errlen);
 /* A property's value into *out (free with mq_value_free) and the VT it has here (MQ_VT_NULL
  * where the object has none). id must be a property of the object (mq_info_prop). The
  * machine's lists and totals cover the vhosts who may list. */
@@ -102,17 +102,14 @@ void mq_info_value(mq_state *mq, const mq_caller *who, int machine, qm_queue *q,
  * theirs first): SL_ERR_ILLEGAL_PROPID, or the format name's failure, with err. */
 sl_err mq_info_queue_value(mq_state *mq, const char *fmt, const char *vhost, int id, uint16_t *vt,
                            mq_value *out, char *err, size_t errlen);
-/* RabbitMQ's listing rule for a caller of any door: administrators every vhost, other users
- * those they have a permission entry on. */
-int msmq_vhost_listed(mq_state *mq, const mq_caller *who, const char *vhost);
 
 /* PROPID_MGMT_QUEUE_FOREIGN's string of an outgoing queue ("YES", "NO", "UNKNOWN"). */
-const char *mq_info_foreign_name(link_foreign f);
+const char *mq_info_foreign_name(eod_foreign f);
 
 /* info_outgoing.c: the values that differ for an outgoing queue (every property but PATHNAME,
  * FORMATNAME and the counts), and EOD_SOURCE_INFO of a destination queue. */
 void mq_info_outgoing_value(qm_queue *q, int id, uint16_t *vt, mq_value *out);
 void mq_info_eod_source(mq_state *mq, qm_queue *q, mq_value *out);
-void mq_seqinfo_of(const link_seqinfo *l, mq_seqinfo *out);
+void mq_seqinfo_of(const eod_seqinfo *l, mq_seqinfo *out);
 
 #endif

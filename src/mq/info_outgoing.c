@@ -13,14 +13,14 @@
 #include "mq/caller.h"
 #include "mq/formatname.h"
 #include "mq/mq.h"
-#include "node/node.h" /* redesign: format names and msmq_caller (see there) */
+#include "node/node.h"
 
-const char *mq_info_foreign_name(link_foreign f)
+const char *mq_info_foreign_name(eod_foreign f)
 {
     return f == LINK_FOREIGN_YES ? "YES" : f == LINK_FOREIGN_NO ? "NO" : "UNKNOWN";
 }
 
-void mq_seqinfo_of(const link_seqinfo *l, mq_seqinfo *out)
+void mq_seqinfo_of(const eod_seqinfo *l, mq_seqinfo *out)
 {
     out->seq_id = l->seq_id;
     out->seq_no = l->seq_no;
@@ -41,7 +41,7 @@ static void v_str(mq_value *v, const char *s)
     v->s = sl_xstrdup(s);
 }
 
-static void v_seq(mq_value *v, const link_seqinfo *s)
+static void v_seq(mq_value *v, const eod_seqinfo *s)
 {
     v->kind = MQ_V_SEQINFO;
     mq_seqinfo_of(s, &v->seq);
@@ -62,7 +62,7 @@ static void v_vectors(mq_value *v, size_t n, size_t len)
 
 void mq_info_outgoing_value(qm_queue *q, int id, uint16_t *vt, mq_value *out)
 {
-    link_outq_info in;
+    eod_outq_info in;
     link_outq_get_info(q, &in);
     switch (id) {
     case 3:
@@ -78,7 +78,7 @@ void mq_info_outgoing_value(qm_queue *q, int id, uint16_t *vt, mq_value *out)
         v_str(out, mq_info_foreign_name(in.foreign));
         return;
     case 11:
-        v_str(out, link_state_name(in.state));
+        v_str(out, eod_state_name(in.state));
         return;
     case 12:
         out->kind = MQ_V_LIST;
@@ -126,7 +126,7 @@ void mq_info_outgoing_value(qm_queue *q, int id, uint16_t *vt, mq_value *out)
          * (one address each) */
         v_vectors(out, 4, in.n_history);
         for (size_t i = 0; i < in.n_history; i++) {
-            const link_hist *h = &in.history[i];
+            const eod_hist *h = &in.history[i];
             v_int(&out->items[0].items[i], h->status);
             v_int(&out->items[1].items[i], h->time);
             v_int(&out->items[2].items[i], (int32_t)h->error);
@@ -171,7 +171,7 @@ void mq_info_eod_source(mq_state *mq, qm_queue *q, mq_value *out)
         if (!e->dest || strcmp(e->dest, name))
             continue;
         char f[800];
-        snprintf(f, sizeof f, "DIRECT=OS:%s\\private$\\%s", fmt_computer(mq), name);
+        snprintf(f, sizeof f, "DIRECT=OS:%s\\private$\\%s", mq_fmt_computer(mq), name);
         v_str(&out->items[0].items[k], f);
         mq_value *s = &out->items[1].items[k];
         s->kind = MQ_V_SENDER;

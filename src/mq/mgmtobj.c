@@ -11,7 +11,7 @@
 #include "mq/caller.h"
 #include "mq/formatname.h"
 #include "mq/mq.h"
-#include "node/node.h" /* redesign: format names and msmq_caller (see there) */
+#include "node/node.h"
 
 static const char *const iface_names[] = {"IMSMQManagement", "IMSMQQueueManagement",
                                           "IMSMQOutgoingQueueManagement"};
@@ -150,7 +150,7 @@ int mq_mobj_is_outgoing(const char *location)
     return location && !strcasecmp(location, "REMOTE");
 }
 
-int mq_mobj_state_value(link_state s, const char **name)
+int mq_mobj_state_value(eod_state s, const char **name)
 {
     int v = 5; /* INACTIVE */
     switch (s) {
@@ -177,7 +177,7 @@ int mq_mobj_state_value(link_state s, const char **name)
     return v;
 }
 
-int mq_mobj_foreign_value(link_foreign f, const char **name)
+int mq_mobj_foreign_value(eod_foreign f, const char **name)
 {
     int v = f == LINK_FOREIGN_YES ? 0 : f == LINK_FOREIGN_NO ? 1 : 2;
     *name = foreign_vals[v].name;
@@ -221,15 +221,15 @@ sl_err mq_mobj_target(mq_state *mq, const char *machine, const char *pathname,
         return SL_ERR_INVALID_PARAMETER;
     }
     *rport = 0;
-    *remote = machine && *machine && !fmt_is_local_machine(mq, machine);
-    if (*remote && fmt_machine_split(machine, rhost, rhostlen, rport) < 0) {
+    *remote = machine && *machine && !mq_fmt_is_local_machine(mq, machine);
+    if (*remote && mq_fmt_machine_split(machine, rhost, rhostlen, rport) < 0) {
         snprintf(err, errlen,
                  "machine '%.200s' is not this node nor an address ('host' or 'host:port')",
                  machine);
         return SL_ERR_INVALID_PARAMETER;
     }
     if (pathname) {
-        if (fmtname_from_pathname(pathname, fmt, fmtlen) < 0) {
+        if (mq_fmtname_from_pathname(pathname, fmt, fmtlen) < 0) {
             snprintf(err, errlen, "'%.300s' is not a path name (<computer>\\private$\\<queue>)",
                      pathname);
             return SL_ERR_INVALID_PATH;
@@ -240,15 +240,15 @@ sl_err mq_mobj_target(mq_state *mq, const char *machine, const char *pathname,
     return SL_OK;
 }
 
-static sl_err get_info(mq_state *mq, const msmq_caller *who, const char *fmt, const char *vhost,
+static sl_err get_info(mq_state *mq, const mq_caller *who, const char *fmt, const char *vhost,
                        int propid, mq_value *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     qm_queue *q;
-    sl_err e = fmtname_resolve(mq, fmt, vhost, &q, err, errlen);
+    sl_err e = mq_fmtname_resolve(mq, fmt, vhost, &q, err, errlen);
     if (e != SL_OK)
         return e;
-    if (!msmq_vhost_listed(mq, who, q->vhost->name)) {
+    if (!mq_vhost_listed(mq->n->acc, who, q->vhost->name)) {
         snprintf(err, errlen, "User not authorised to access virtual host");
         return SL_ERR_ACCESS_REFUSED;
     }
@@ -256,13 +256,13 @@ static sl_err get_info(mq_state *mq, const msmq_caller *who, const char *fmt, co
     return mq_info_queue_value(mq, fmt, vhost, propid, &vt, out, err, errlen);
 }
 
-sl_err mq_mobj_get_info(mq_state *mq, const msmq_caller *who, const mq_mobj *o, int propid,
+sl_err mq_mobj_get_info(mq_state *mq, const mq_caller *who, const mq_mobj *o, int propid,
                         mq_value *out, char *err, size_t errlen)
 {
     return get_info(mq, who, o->format_name, o->vhost, propid, out, err, errlen);
 }
 
-sl_err mq_mobj_init_local(mq_state *mq, const msmq_caller *who, mq_mobj *o, const char *machine,
+sl_err mq_mobj_init_local(mq_state *mq, const mq_caller *who, mq_mobj *o, const char *machine,
                           const char *fmt, const char *vhost, char *err, size_t errlen)
 {
     mq_value loc;
@@ -349,7 +349,7 @@ sl_err mq_mobj_check(mq_state *mq, const mq_mobj *o, const char *id, const mq_mo
 sl_err mq_mobj_peer_queue(mq_state *mq, const char *user, const char *fmt, const char *vhost,
                           qm_queue **q, char *err, size_t errlen)
 {
-    sl_err e = fmtname_resolve(mq, fmt, vhost, q, err, errlen);
+    sl_err e = mq_fmtname_resolve(mq, fmt, vhost, q, err, errlen);
     if (e != SL_OK)
         return e;
     if (!acc_vhost_visible(mq->n->acc, user, (*q)->vhost->name)) {
@@ -362,5 +362,5 @@ sl_err mq_mobj_peer_queue(mq_state *mq, const char *user, const char *fmt, const
 
 const char *mq_mobj_machine(mq_state *mq, const mq_mobj *o)
 {
-    return o->machine ? o->machine : fmt_computer(mq);
+    return o->machine ? o->machine : mq_fmt_computer(mq);
 }

@@ -29,7 +29,7 @@
 #include "link/link.h"
 #include "mq/info.h"
 
-struct msmq_caller;
+struct mq_caller;
 
 typedef enum mq_mobj_iface { MQ_IF_MANAGEMENT, MQ_IF_QUEUE, MQ_IF_OUTGOING } mq_mobj_iface;
 
@@ -155,7 +155,7 @@ int mq_mobj_is_local(const char *location);
 int mq_mobj_is_outgoing(const char *location);
 
 /* The MC-MQAC view of an outgoing queue's state and foreign status (value and name). */
-int mq_mobj_state_value(link_state s, const char **name);
-int mq_mobj_foreign_value(link_foreign f, const char **name);
+int mq_mobj_state_value(eod_state s, const char **name);
+int mq_mobj_foreign_value(eod_foreign f, const char **name);
 
 #endif

@@ -116,7 +116,7 @@ static qm_queue *destination(mq_state *mq, const mq_move_req *rq, sl_err *e, cha
     const char *vname = rq->dest_vhost ? rq->dest_vhost : rq->src->vhost->name;
     if (!strncasecmp(d, "DIRECT=", 7) || !strncasecmp(d, "FormatName:", 11)) {
         qm_queue *q;
-        *e = fmtname_resolve(mq, d, rq->dest_vhost, &q, why, whylen);
+        *e = mq_fmtname_resolve(mq, d, rq->dest_vhost, &q, why, whylen);
         return *e == SL_OK ? q : NULL;
     }
     qm_vhost *vh = qm_vhost_find(mq->n->qm, vname, strlen(vname));

@@ -15,7 +15,7 @@ mq_state *mq_new(sl_node *n)
 {
     mq_state *mq = sl_xcalloc(1, sizeof *mq);
     mq->n = n;
-    mq->run_id = ctx_run_id();
+    mq->run_id = mq_ctx_run_id();
     mq_handles_init(mq);
     mq_mobj_serve_init(mq);
     return mq;
@@ -23,7 +23,7 @@ mq_state *mq_new(sl_node *n)
 
 void mq_rundown(mq_state *mq, uint64_t now)
 {
-    ctx_rundown(&mq->handles, now);
+    mq_ctx_rundown(&mq->handles, now);
 }
 
 void mq_free(mq_state *mq)
@@ -31,7 +31,7 @@ void mq_free(mq_state *mq)
     if (!mq)
         return;
     mq_mobj_serve_stop(mq);
-    ctxtab_free(&mq->handles);
+    mq_ctxtab_free(&mq->handles);
     for (size_t i = 0; i < mq->n_txs; i++) {
         qm_tx *tx = qm_tx_find(mq->n->qm, mq->txs[i]);
         if (tx)

@@ -22,8 +22,8 @@
 
 typedef struct mq_state {
     sl_node *n;
-    uint32_t run_id; /* random, per start: the first 8 hex digits of every id */
-    ctxtab handles;  /* MSMQ queue handles of every door (handle.c) */
+    uint32_t run_id;   /* random, per start: the first 8 hex digits of every id */
+    mq_ctxtab handles; /* MSMQ queue handles of every door (handle.c) */
     /* Transactions opened through a door (move.c). Only these may be used, committed or
      * aborted that way: the node's other transactions belong to AMQP channels. */
     uint64_t *txs;

@@ -14,12 +14,12 @@
 #include "core/hex.h"
 #include "core/le.h"
 
-void msmq_guid_str(const uint8_t g[16], char out[40])
+void mqqb_guid_str(const uint8_t g[16], char out[40])
 {
     sl_guid_str(g, out);
 }
 
-void msmq_peer_str(const struct sockaddr_storage *peer, char *name, size_t nlen, char *ip,
+void mqqb_peer_str(const struct sockaddr_storage *peer, char *name, size_t nlen, char *ip,
                    size_t iplen)
 {
     char a[INET6_ADDRSTRLEN] = "?";
@@ -61,16 +61,16 @@ static void format_name(const mqqb_qformat *q, const uint8_t *src_qm, const uint
         break;
     }
     case MQQB_QF_PUBLIC:
-        msmq_guid_str(q->guid, g);
+        mqqb_guid_str(q->guid, g);
         snprintf(out, cap, "PUBLIC=%s", g);
         break;
     case MQQB_QF_PRIVATE_SRC:
     case MQQB_QF_PRIVATE_DST:
-        msmq_guid_str(q->type == MQQB_QF_PRIVATE_SRC ? src_qm : dst_qm, g);
+        mqqb_guid_str(q->type == MQQB_QF_PRIVATE_SRC ? src_qm : dst_qm, g);
         snprintf(out, cap, "PRIVATE=%s\\%08x", g, q->private_id);
         break;
     case MQQB_QF_PRIVATE_OTHER:
-        msmq_guid_str(q->guid, g);
+        mqqb_guid_str(q->guid, g);
         snprintf(out, cap, "PRIVATE=%s\\%08x", g, q->private_id);
         break;
     default:
@@ -90,7 +90,7 @@ static void put_hex(sl_buf *b, const char *key, const uint8_t *p, size_t n)
     put_cstr(b, key, s);
 }
 
-qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char *peer_ip)
+qm_message *mqqb_props_message(const mqqb_user *m, const char *queue, const char *peer_ip)
 {
     char g[40], s[1100], label[760];
     uint64_t now_s = sl_wall_ms() / 1000;
@@ -114,7 +114,7 @@ qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char
         amqp_tbl_put_long(&h, "x-msmq-time-to-be-received", m->ttbr);
     if (m->base.ttrq != 0xFFFFFFFFu)
         amqp_tbl_put_long(&h, "x-msmq-time-to-reach-queue", m->base.ttrq);
-    msmq_guid_str(m->source_qm, g);
+    mqqb_guid_str(m->source_qm, g);
     put_cstr(&h, "x-msmq-source-machine", g);
     snprintf(s, sizeof s, "%s", peer_ip);
     put_cstr(&h, "x-msmq-source-address", s);
@@ -131,7 +131,7 @@ qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char
     if (m->sender_id_size)
         put_hex(&h, "x-msmq-sender-id", m->sender_id, m->sender_id_size);
     if (m->has_connector) {
-        msmq_guid_str(m->connector, g);
+        mqqb_guid_str(m->connector, g);
         put_cstr(&h, "x-msmq-connector-type", g);
     }
     if (m->has_tx) {
@@ -160,13 +160,13 @@ qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char
     bp.timestamp = m->sent_time;
     /* MSMQ's message id: "<source machine GUID>\<number>" */
     char mid[64];
-    msmq_guid_str(m->source_qm, g);
+    mqqb_guid_str(m->source_qm, g);
     snprintf(mid, sizeof mid, "%s\\%u", g, m->message_id);
     bp.message_id = (amqp_bytes){(const uint8_t *)mid, strlen(mid)};
     char cid[64];
     if (!zero(m->correlation_id, 20)) {
         /* a correlation id is a message id too (GUID + 4-byte number) */
-        msmq_guid_str(m->correlation_id, g);
+        mqqb_guid_str(m->correlation_id, g);
         snprintf(cid, sizeof cid, "%s\\%u", g, sl_le32(m->correlation_id + 16));
         bp.flags |= AMQP_P_CORRELATION_ID;
         bp.correlation_id = (amqp_bytes){(const uint8_t *)cid, strlen(cid)};
@@ -259,7 +259,7 @@ static int format_parse(amqp_bytes v, mqqb_qout *q, char *buf, size_t cap)
     return -1;
 }
 
-const char *msmq_lost_name(unsigned bit)
+const char *mqqb_lost_name(unsigned bit)
 {
     static const char *const names[MSMQ_LOST_BITS] = {
         "headers other than x-msmq-* (MSMQ messages have none)",
@@ -304,7 +304,7 @@ static int key_is(amqp_bytes k, const char *s)
     return k.len == strlen(s) && !memcmp(k.p, s, k.len);
 }
 
-unsigned msmq_out_props(const uint8_t *props, uint32_t props_len, mqqb_out *u, msmq_out_scratch *s,
+unsigned mqqb_out_props(const uint8_t *props, uint32_t props_len, mqqb_out *u, msmq_out_scratch *s,
                         uint64_t now_s)
 {
     unsigned lost = 0;

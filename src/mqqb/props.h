@@ -13,7 +13,7 @@
 #include "mqqb/mqqb.h"
 
 /* A new message (refs = 1) holding m's body, for queue `queue` (the routing key). */
-qm_message *msmq_props_message(const mqqb_user *m, const char *queue, const char *peer_ip);
+qm_message *mqqb_props_message(const mqqb_user *m, const char *queue, const char *peer_ip);
 /* The sending side, the same table read backwards: what an AMQP message (its properties,
  * props_len bytes, and x-msmq-* headers) becomes in an outgoing UserMessage. Fills u's
  * label, correlation, app_tag, body_type, priority, ttbr, ttrq, sent_time, admin, resp,
@@ -35,15 +35,15 @@ enum {
     MSMQ_LOST_VALUE = 1 << 8,       /* an x-msmq-* header of the wrong type, or expiration */
     MSMQ_LOST_BITS = 9,
 };
-unsigned msmq_out_props(const uint8_t *props, uint32_t props_len, mqqb_out *u, msmq_out_scratch *s,
+unsigned mqqb_out_props(const uint8_t *props, uint32_t props_len, mqqb_out *u, msmq_out_scratch *s,
                         uint64_t now_s);
 /* The name of one MSMQ_LOST_* bit (for the log). */
-const char *msmq_lost_name(unsigned bit);
+const char *mqqb_lost_name(unsigned bit);
 
 /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (MS-DTYP GUID layout, lower case) into out[37+]. */
-void msmq_guid_str(const uint8_t g[16], char out[40]);
+void mqqb_guid_str(const uint8_t g[16], char out[40]);
 /* "ip:port" and "ip" of a peer address. */
-void msmq_peer_str(const struct sockaddr_storage *peer, char *name, size_t nlen, char *ip,
+void mqqb_peer_str(const struct sockaddr_storage *peer, char *name, size_t nlen, char *ip,
                    size_t iplen);
 
 #endif

@@ -168,8 +168,7 @@ static qm_queue *admin_queue(sl_node *n, qm_vhost *vh, const orig_info *o, int c
             snprintf(why, wl, "no queue '%.*s' in vhost '%s'", (int)ql, qn, vh->name);
             return NULL;
         }
-        if (n->cfg->msmq_user &&
-            link_recv_may_write(n->acc, n->cfg->msmq_user, q, why, wl) != SL_OK)
+        if (n->cfg->msmq_user && eod_recv_may_write(n->acc, n->cfg->msmq_user, q, why, wl) != SL_OK)
             return NULL;
         return q;
     }

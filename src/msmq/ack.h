@@ -21,7 +21,7 @@
 
 struct sl_node;
 
-/* Send the acknowledgement of class cls for orig (a message as msmq_props_message made it)
+/* Send the acknowledgement of class cls for orig (a message as mqqb_props_message made it)
  * when orig asked for that kind (positive / negative, arrival / receive) and names an admin
  * queue; nothing otherwise. 1 when one was enqueued. */
 int msmq_ack_send(struct sl_node *n, const qm_message *orig, uint16_t cls);

@@ -286,7 +286,7 @@ static qm_queue *dest_queue(sess *s, const mqqb_user *m, char *dq, size_t dqcap,
     }
     if (n->cfg->msmq_user) {
         static char err[300];
-        if (link_recv_may_write(n->acc, n->cfg->msmq_user, q, err, sizeof err) != SL_OK) {
+        if (eod_recv_may_write(n->acc, n->cfg->msmq_user, q, err, sizeof err) != SL_OK) {
             *why = err;
             *cls = MQMSG_CLASS_NACK_ACCESS_DENIED;
             return NULL;
@@ -341,7 +341,7 @@ static void admin_nack(sess *s, const mqqb_user *m, uint16_t cls)
 {
     if (!(m->ack_flags & MQQB_ACK_NEG_ARRIVAL) || m->admin.type == MQQB_QF_NONE)
         return;
-    qm_message *msg = msmq_props_message(m, "", s->peer_ip);
+    qm_message *msg = mqqb_props_message(m, "", s->peer_ip);
     msmq_ack_send(s->srv->n, msg, cls);
     qm_message_unref(msg);
 }
@@ -388,7 +388,7 @@ static void user_message(sess *s, const mqqb_user *m)
             /* naming the last number proves nothing (it is in every OrderAck and delivered
              * message); the address is what a forger cannot take. Refused like a jump. */
             char g[40];
-            msmq_guid_str(m->source_qm, g);
+            mqqb_guid_str(m->source_qm, g);
             s->refused++;
             if (audit_budget(srv))
                 sl_warn("audit: msmq message refused: session %s, claimed sender %s, sequence "
@@ -402,7 +402,7 @@ static void user_message(sess *s, const mqqb_user *m)
              * manager's GUID and sequence). Refused, not in the sequence, and an audit line
              * says who tried; the order ack below still names the real last number. */
             char g[40], how[120];
-            msmq_guid_str(m->source_qm, g);
+            mqqb_guid_str(m->source_qm, g);
             if (m->tx_prev_no == last)
                 snprintf(how, sizeof how, "+ %llu (msmq.seq_window)",
                          (unsigned long long)n->cfg->msmq_seq_window);
@@ -423,12 +423,12 @@ static void user_message(sess *s, const mqqb_user *m)
                      q->name, m->tx_seq_no, (unsigned long long)m->tx_seq_id);
         } else if (v == MQQB_TX_ACCEPT) {
             char sender[40];
-            msmq_guid_str(m->source_qm, sender);
+            mqqb_guid_str(m->source_qm, sender);
             /* the enqueue and the new last number: all or nothing, one group commit */
             if (n->store)
                 persist_group(n->store, 1);
             if (q) {
-                qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
+                qm_message *msg = mqqb_props_message(m, q->name, s->peer_ip);
                 watch_removal(q, msg, m);
                 qm_queue_enqueue(q, msg);
                 /* in the same record group: the acknowledgement exists iff the message does */
@@ -484,7 +484,7 @@ static void user_message(sess *s, const mqqb_user *m)
                 dq, why, cls);
         admin_nack(s, m, cls);
     } else {
-        qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
+        qm_message *msg = mqqb_props_message(m, q->name, s->peer_ip);
         /* asked for an arrival ack: the enqueue and the ack in one record group */
         int group =
             n->store && (m->ack_flags & MQQB_ACK_POS_ARRIVAL) && m->admin.type != MQQB_QF_NONE;
@@ -719,7 +719,7 @@ static void sess_arm(sess *s)
 {
     if (s->state == S_DEAD)
         return;
-    const sl_config *cfg = s->srv->n->cfg;
+    const node_config *cfg = s->srv->n->cfg;
     uint64_t due = s->last_rx_ms + cfg->msmq_idle_timeout_ms;
     if (s->state != S_OPEN && s->started_ms + cfg->msmq_handshake_timeout_ms < due)
         due = s->started_ms + cfg->msmq_handshake_timeout_ms;
@@ -804,7 +804,7 @@ static int audit_budget(msmq_server *srv)
 static void refuse_peer(msmq_server *srv, int fd, const struct sockaddr_storage *peer)
 {
     char name[64], ip[64];
-    msmq_peer_str(peer, name, sizeof name, ip, sizeof ip);
+    mqqb_peer_str(peer, name, sizeof name, ip, sizeof ip);
     close(fd);
     if (audit_budget(srv))
         sl_warn("audit: msmq session refused: %s is not in msmq.allowed_senders (closed before "
@@ -824,7 +824,7 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *pee
     s->fd = fd;
     sl_buf_init(&s->in);
     sl_buf_init(&s->out);
-    msmq_peer_str(peer, s->peer, sizeof s->peer, s->peer_ip, sizeof s->peer_ip);
+    mqqb_peer_str(peer, s->peer, sizeof s->peer, s->peer_ip, sizeof s->peer_ip);
     s->started_ms = s->last_rx_ms = sl_loop_now(srv->n->loop);
     s->reading = 1;
     s->w = (sl_watch){.fd = fd, .fn = on_io, .data = s};
@@ -862,7 +862,7 @@ static void on_ping(sl_loop *loop, sl_watch *w, int events)
 
 static int start_ping(msmq_server *srv, char *err, size_t errlen)
 {
-    const sl_config *cfg = srv->n->cfg;
+    const node_config *cfg = srv->n->cfg;
     int port = cfg->msmq_ping_port;
     if (port == -2) /* follows listeners.msmq: a free port beside a free port */
         port = cfg->msmq_port == 0 ? 0 : 3527;
@@ -908,7 +908,7 @@ static int start_ping(msmq_server *srv, char *err, size_t errlen)
 msmq_server *msmq_start(sl_node *n, char *err, size_t errlen)
 {
     err[0] = 0;
-    const sl_config *cfg = n->cfg;
+    const node_config *cfg = n->cfg;
     if (cfg->msmq_port < 0)
         return NULL;
     msmq_server *srv = sl_xcalloc(1, sizeof *srv);
@@ -939,7 +939,7 @@ msmq_server *msmq_start(sl_node *n, char *err, size_t errlen)
         return NULL;
     }
     char g[40];
-    msmq_guid_str(srv->guid, g);
+    mqqb_guid_str(srv->guid, g);
     sl_info("listening msmq=%s:%d", srv->addr, srv->port);
     if (start_ping(srv, err, errlen) < 0) {
         msmq_stop(srv);

@@ -19,18 +19,18 @@
 #include "core/version.h"
 #include "node/settings.h"
 
-void sl_config_defaults(sl_config *c)
+void node_config_defaults(node_config *c)
 {
-    sl_settings_defaults(c);
+    node_settings_defaults(c);
     c->adopt_amqp_fd = c->adopt_amqps_fd = c->adopt_http_fd = c->adopt_https_fd = -1;
 }
 
-void sl_cluster_conf_defaults(sl_cluster_conf *c)
+void node_cluster_conf_defaults(node_cluster_conf *c)
 {
-    sl_settings_cluster_defaults(c);
+    node_settings_cluster_defaults(c);
 }
 
-void sl_cluster_conf_free(sl_cluster_conf *c)
+void node_cluster_conf_free(node_cluster_conf *c)
 {
     for (unsigned i = 0; i < c->n_endpoints; i++)
         sl_free(c->endpoints[i]);
@@ -52,7 +52,7 @@ void sl_cluster_conf_free(sl_cluster_conf *c)
     memset(c, 0, sizeof *c);
 }
 
-void sl_config_free(sl_config *c)
+void node_config_free(node_config *c)
 {
     sl_free(c->bind);
     sl_free(c->data_dir);
@@ -83,7 +83,7 @@ void sl_config_free(sl_config *c)
     sl_free(c->msmq_hosts);
     sl_free(c->msmq_allowed_senders);
     sl_free(c->auth_mechanisms);
-    struct sl_tls_conf *tc[3] = {&c->ssl, &c->mgmt_ssl, &c->link_ssl};
+    struct node_tls_conf *tc[3] = {&c->ssl, &c->mgmt_ssl, &c->link_ssl};
     for (int i = 0; i < 3; i++) {
         sl_free(tc[i]->cacertfile);
         sl_free(tc[i]->certfile);
@@ -92,11 +92,11 @@ void sl_config_free(sl_config *c)
         sl_free(tc[i]->ciphers);
         sl_free(tc[i]->ciphersuites);
     }
-    sl_cluster_conf_free(&c->cluster);
+    node_cluster_conf_free(&c->cluster);
     memset(c, 0, sizeof *c);
 }
 
-const char *sl_cluster_conf_check(const sl_cluster_conf *c)
+const char *node_cluster_conf_check(const node_cluster_conf *c)
 {
     if (!c->enabled)
         return NULL;
@@ -185,7 +185,7 @@ static int read_secret(const char *path, uint8_t **out, size_t *len, char *err, 
     return 0;
 }
 
-int sl_cluster_conf_load_secret(sl_cluster_conf *c, char *err, size_t errlen)
+int node_cluster_conf_load_secret(node_cluster_conf *c, char *err, size_t errlen)
 {
     if (!c->enabled)
         return 0;
@@ -210,7 +210,7 @@ int sl_cluster_conf_load_secret(sl_cluster_conf *c, char *err, size_t errlen)
     return read_secret(c->secret_file, &c->secret, &c->secret_len, err, errlen);
 }
 
-const sl_user *sl_config_find_user(const sl_config *c, const char *name, size_t len)
+const node_user *node_config_find_user(const node_config *c, const char *name, size_t len)
 {
     for (size_t i = 0; i < c->n_users; i++)
         if (strlen(c->users[i].name) == len && !memcmp(c->users[i].name, name, len))
@@ -219,7 +219,7 @@ const sl_user *sl_config_find_user(const sl_config *c, const char *name, size_t 
 }
 
 typedef struct {
-    sl_config *c;
+    node_config *c;
     char err[300]; /* the first failed setting; ini_parse reports its line */
 } load_ctx;
 
@@ -227,7 +227,7 @@ static int on_ini(void *user, const char *section, const char *name, const char 
 {
     load_ctx *lc = user;
     (void)section;
-    const char *err = sl_settings_apply(lc->c, name, value);
+    const char *err = node_settings_apply(lc->c, name, value);
     if (err) {
         if (!lc->err[0])
             snprintf(lc->err, sizeof lc->err, "%s: %s", name, err);
@@ -236,7 +236,7 @@ static int on_ini(void *user, const char *section, const char *name, const char 
     return 1;
 }
 
-int sl_config_load_file(sl_config *c, const char *path)
+int node_config_load_file(node_config *c, const char *path)
 {
     load_ctx lc = {.c = c};
     int rc = ini_parse(path, on_ini, &lc);
@@ -252,7 +252,7 @@ int sl_config_load_file(sl_config *c, const char *path)
     return 0;
 }
 
-void sl_config_usage(void)
+void node_config_usage(void)
 {
     printf("usage: sluiced [options]\n"
            "\n"
@@ -307,16 +307,16 @@ void sl_config_usage(void)
 /* --listen-fd DOOR=FD: start that listener on an inherited socket that is already bound and
  * listening (listen.h sl_listen_adopt), e.g. a cluster node's own sockets across a re-exec or
  * a supervisor's. 0 or -1. */
-static int adopt_fd_arg(sl_config *c, const char *arg)
+static int adopt_fd_arg(node_config *c, const char *arg)
 {
     static const struct {
         const char *door;
         size_t off;
     } doors[] = {
-        {"amqp", offsetof(sl_config, adopt_amqp_fd)},
-        {"amqps", offsetof(sl_config, adopt_amqps_fd)},
-        {"http", offsetof(sl_config, adopt_http_fd)},
-        {"https", offsetof(sl_config, adopt_https_fd)},
+        {"amqp", offsetof(node_config, adopt_amqp_fd)},
+        {"amqps", offsetof(node_config, adopt_amqps_fd)},
+        {"http", offsetof(node_config, adopt_http_fd)},
+        {"https", offsetof(node_config, adopt_https_fd)},
     };
     const char *eq = strchr(arg, '=');
     if (!eq)
@@ -334,7 +334,7 @@ static int adopt_fd_arg(sl_config *c, const char *arg)
     return -1;
 }
 
-int sl_config_from_args(sl_config *c, int argc, char **argv)
+int node_config_from_args(node_config *c, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'},    {"bind", required_argument, 0, 'b'},
@@ -349,7 +349,7 @@ int sl_config_from_args(sl_config *c, int argc, char **argv)
     opterr = 0;
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (o == 'c' && sl_config_load_file(c, optarg) < 0)
+        if (o == 'c' && node_config_load_file(c, optarg) < 0)
             return -1;
     }
     optind = 1;
@@ -387,19 +387,19 @@ int sl_config_from_args(sl_config *c, int argc, char **argv)
             }
             continue;
         case 'h':
-            sl_config_usage();
+            node_config_usage();
             return 1;
         case 'V':
             printf("sluiced %s\n", SLUICE_VERSION);
             return 1;
         case 'S':
-            sl_settings_print(stdout);
+            node_settings_print(stdout);
             return 1;
         default:
             fprintf(stderr, "sluiced: try --help\n");
             return -1;
         }
-        const char *err = sl_settings_apply(c, key, optarg);
+        const char *err = node_settings_apply(c, key, optarg);
         if (err) {
             fprintf(stderr, "sluiced: %s %s: %s\n", argv[optind - 1], optarg, err);
             return -1;
@@ -409,13 +409,13 @@ int sl_config_from_args(sl_config *c, int argc, char **argv)
         fprintf(stderr, "sluiced: unexpected argument '%s' (try --help)\n", argv[optind]);
         return -1;
     }
-    const char *cerr = sl_cluster_conf_check(&c->cluster);
+    const char *cerr = node_cluster_conf_check(&c->cluster);
     if (cerr) {
         fprintf(stderr, "sluiced: %s\n", cerr);
         return -1;
     }
     char serr[512];
-    if (sl_cluster_conf_load_secret(&c->cluster, serr, sizeof serr) < 0) {
+    if (node_cluster_conf_load_secret(&c->cluster, serr, sizeof serr) < 0) {
         fprintf(stderr, "sluiced: %s\n", serr);
         return -1;
     }

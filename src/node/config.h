@@ -31,7 +31,7 @@
 #define SL_CLUSTER_DEFAULT_REPLICATION_PORT 5679
 #define SL_CLUSTER_DEFAULT_PROXY_MAX_CONNECTIONS 4096
 
-typedef struct sl_cluster_conf {
+typedef struct node_cluster_conf {
     int enabled; /* peer_discovery_backend = etcd */
     /* endpoints.N, kept sorted by N; each "HOST:PORT" */
     char *endpoints[SL_CLUSTER_MAX_ENDPOINTS];
@@ -46,7 +46,7 @@ typedef struct sl_cluster_conf {
     uint32_t proxy_max_connections; /* the follower's front door (cluster/proxy.h) */
     uint64_t replication_buffer_bytes;
     char *secret_file;
-    uint8_t *secret; /* its bytes once loaded (sl_cluster_conf_load_secret); NULL: none */
+    uint8_t *secret; /* its bytes once loaded (node_cluster_conf_load_secret); NULL: none */
     size_t secret_len;
     int insecure_no_secret;
     /* etcd's own doors (cluster/etcd.h cl_etcd_opts) */
@@ -58,17 +58,17 @@ typedef struct sl_cluster_conf {
     char *repl_cacertfile, *repl_certfile, *repl_keyfile;
     int repl_verify;          /* verify_peer (default) */
     int repl_fail_if_no_peer; /* default 1 */
-} sl_cluster_conf;
+} node_cluster_conf;
 
-typedef struct sl_user {
+typedef struct node_user {
     char *name;
     char *password;
     char *tags;            /* comma- or space-separated, e.g. "administrator" */
     int link_bound;        /* user.NAME.link_node given: the node this link user speaks for */
     uint8_t link_node[16]; /* (access.h acc_check_link_login) */
-} sl_user;
+} node_user;
 
-typedef struct sl_config {
+typedef struct node_config {
     char *bind;
     int port;      /* 0 = pick a free port */
     int mgmt_port; /* HTTP management API; 0 = pick a free port, -1 = off */
@@ -106,7 +106,7 @@ typedef struct sl_config {
     uint32_t handle_limit;
     uint32_t handle_remote_timeout_ms; /* a request to the node that owns a queue, at most */
 
-    sl_user *users; /* user.NAME lines */
+    node_user *users; /* user.NAME lines */
     size_t n_users;
     /* Seeded on the first start (RabbitMQ's default_user and friends). */
     char *default_user, *default_pass, *default_vhost, *default_user_tags;
@@ -119,7 +119,7 @@ typedef struct sl_config {
      * AMQPS; management.ssl.* for HTTPS. Ports: -1 = no such listener, 0 = a free one. */
     int tls_port;
     char *tls_bind; /* NULL = bind */
-    struct sl_tls_conf {
+    struct node_tls_conf {
         char *cacertfile, *certfile, *keyfile, *password;
         int verify_peer, fail_if_no_peer_cert, depth, honor_cipher_order;
         unsigned versions;            /* SL_TLS_V* bits; 0 = TLS 1.2 and 1.3 */
@@ -174,31 +174,31 @@ typedef struct sl_config {
     /* receiver: the largest step a sequence's numbers may take (a SeqNo beyond the last
      * accepted + this is refused as forged; link_recv.c) */
     uint64_t link_seq_window;
-    sl_cluster_conf cluster; /* cluster_formation.* and cluster.* (issue 31); off unless set */
-} sl_config;
+    node_cluster_conf cluster; /* cluster_formation.* and cluster.* (issue 31); off unless set */
+} node_config;
 
-void sl_config_defaults(sl_config *c);
-void sl_config_free(sl_config *c);
+void node_config_defaults(node_config *c);
+void node_config_free(node_config *c);
 /* Parse argv; returns 0 to run, 1 when --help/--version printed, -1 on error (message on
  * stderr). A --config file is read first, then the other flags override it. */
-int sl_config_from_args(sl_config *c, int argc, char **argv);
+int node_config_from_args(node_config *c, int argc, char **argv);
 /* Read a config file; -1 and a message naming the file and line on error. */
-int sl_config_load_file(sl_config *c, const char *path);
-const sl_user *sl_config_find_user(const sl_config *c, const char *name, size_t len);
-void sl_config_usage(void);
+int node_config_load_file(node_config *c, const char *path);
+const node_user *node_config_find_user(const node_config *c, const char *name, size_t len);
+void node_config_usage(void);
 
 /* The cluster's settings alone (cluster/conf.h cl_conf_*): their defaults from the table, and
  * what they own. */
-void sl_cluster_conf_defaults(sl_cluster_conf *c);
-void sl_cluster_conf_free(sl_cluster_conf *c);
+void node_cluster_conf_defaults(node_cluster_conf *c);
+void node_cluster_conf_free(node_cluster_conf *c);
 /* After every setting is read: NULL when the cluster's settings are usable together, else why
  * not. */
-const char *sl_cluster_conf_check(const sl_cluster_conf *c);
-/* After sl_cluster_conf_check: read cluster.secret_file into c->secret (a regular file of at
+const char *node_cluster_conf_check(const node_cluster_conf *c);
+/* After node_cluster_conf_check: read cluster.secret_file into c->secret (a regular file of at
  * most SL_CLUSTER_MAX_SECRET bytes that neither group nor others may read or write; trailing
  * blanks dropped). 0, or -1 with err: the file is unfit, or a cluster has neither a secret nor
  * cluster.insecure_no_secret. */
 #define SL_CLUSTER_MAX_SECRET 4096
-int sl_cluster_conf_load_secret(sl_cluster_conf *c, char *err, size_t errlen);
+int node_cluster_conf_load_secret(node_cluster_conf *c, char *err, size_t errlen);
 
 #endif

@@ -217,7 +217,7 @@ static void raise_fd_limit(sl_node *n)
             (unsigned long long)rl.rlim_cur, n->fd_reserve);
 }
 
-sl_node *node_new(sl_config *cfg)
+sl_node *node_new(node_config *cfg)
 {
     sl_node *n = sl_xcalloc(1, sizeof *n);
     n->cfg = cfg;
@@ -251,7 +251,7 @@ sl_node *node_new(sl_config *cfg)
 
 int node_open(sl_node *n, persist_options *po)
 {
-    const sl_config *cfg = n->cfg;
+    const node_config *cfg = n->cfg;
     persist_options def = {0};
     if (!po)
         po = &def;
@@ -353,7 +353,7 @@ void node_free(sl_node *n)
     sl_free(n);
 }
 
-void node_tls_opts(const struct sl_tls_conf *t, sl_tls_opts *o)
+void node_tls_opts(const struct node_tls_conf *t, sl_tls_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->cacertfile = t->cacertfile;

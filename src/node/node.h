@@ -31,7 +31,7 @@ typedef struct sl_node sl_node;
 struct persist_tidy_result;
 struct persist_options;
 struct sockaddr;
-struct sl_tls_conf;
+struct node_tls_conf;
 struct sl_tls_opts;
 struct sl_acceptor;
 
@@ -108,7 +108,7 @@ typedef struct node_listener {
 } node_listener;
 
 struct sl_node {
-    sl_config *cfg;
+    node_config *cfg;
     sl_loop *loop;
     qm_node *qm;
     struct persist *store;
@@ -166,7 +166,7 @@ struct sl_node {
 
 /* ---- life (node.c) ---- */
 /* The loop, the model, the access module, signals; no store yet. NULL after logging why. */
-sl_node *node_new(sl_config *cfg);
+sl_node *node_new(node_config *cfg);
 /* Open the store (po: the cluster's mirror hooks, or NULL), seed access, start the sync
  * watches, the tick and TIDY timers. -1 after logging why. */
 int node_open(sl_node *n, struct persist_options *po);
@@ -278,6 +278,6 @@ void node_set_online(sl_node *n, int online);
  * is not another cluster member's (a proxied connection's; docs/security.md). */
 int node_peer_is_loopback(sl_node *n, const struct sockaddr *sa);
 /* The TLS options of a ssl_options / management.ssl group (net/tls.h). */
-void node_tls_opts(const struct sl_tls_conf *t, struct sl_tls_opts *o);
+void node_tls_opts(const struct node_tls_conf *t, struct sl_tls_opts *o);
 
 #endif

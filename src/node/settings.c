@@ -2,7 +2,7 @@
  *
  * A row is one key as the config file spells it (rabbitmq.conf's dotted keys too) with its
  * aliases, its type, where its value lands (an offset into the struct its table applies to:
- * sl_config, sl_cluster_conf for the cluster's keys, struct sl_tls_conf for a TLS group's),
+ * node_config, node_cluster_conf for the cluster's keys, struct node_tls_conf for a TLS group's),
  * its range or words, its default, the text a bad value is refused with, and a one-line
  * meaning. Applying a setting is a lookup and a parse driven by the type; a default is the
  * same parse of the row's default text (or, for the few that no value spells, such as -1 for
@@ -95,9 +95,9 @@ struct setting {
 };
 
 #define AT(T, f) .off = offsetof(T, f), .size = sizeof(((T *)0)->f)
-#define C(f) AT(sl_config, f)
-#define CL(f) AT(sl_cluster_conf, f)
-#define TL(f) AT(struct sl_tls_conf, f)
+#define C(f) AT(node_config, f)
+#define CL(f) AT(node_cluster_conf, f)
+#define TL(f) AT(struct node_tls_conf, f)
 #define RANGE(lo, hi) .min = (lo), .max = (hi)
 #define NROWS(a) (sizeof(a) / sizeof(a)[0])
 /* a default that a constant of config.h also names, as the text of its number */
@@ -305,7 +305,7 @@ static int lookup(const st_table *t, void *base, const char *key, const char *va
             hit = !strcmp(r->alias[a], key);
         if (hit) {
             if ((r->flags & SF_ETCD_TLS) && !defaults)
-                ((sl_cluster_conf *)base)->etcd_https = 1;
+                ((node_cluster_conf *)base)->etcd_https = 1;
             *err = set_value(base, r, key + strlen(key), 0, value);
             return 1;
         }
@@ -329,11 +329,11 @@ static const char *set_log_level(void *base, const setting *r, const char *part,
     int l = sl_log_level_parse(value ? value : r->def);
     if (l < 0)
         return r->err;
-    ((sl_config *)base)->log_level = l;
+    ((node_config *)base)->log_level = l;
     return NULL;
 }
 
-static void add_user(sl_config *c, const char *name, const char *password)
+static void add_user(node_config *c, const char *name, const char *password)
 {
     for (size_t i = 0; i < c->n_users; i++) {
         if (!strcmp(c->users[i].name, name)) {
@@ -342,7 +342,7 @@ static void add_user(sl_config *c, const char *name, const char *password)
         }
     }
     c->users = sl_xrealloc(c->users, (c->n_users + 1) * sizeof *c->users);
-    sl_user *u = &c->users[c->n_users++];
+    node_user *u = &c->users[c->n_users++];
     u->name = sl_xstrdup(name);
     u->password = sl_xstrdup(password);
     u->tags = sl_xstrdup("");
@@ -361,7 +361,7 @@ static const char *set_user_tags(void *base, const setting *r, const char *part,
 {
     if (plen >= 256)
         return "user name too long";
-    sl_user *u = (sl_user *)sl_config_find_user(base, part, plen);
+    node_user *u = (node_user *)node_config_find_user(base, part, plen);
     if (!u)
         return "user.NAME.tags given before user.NAME";
     set_str(&u->tags, value);
@@ -379,7 +379,7 @@ static int parse_node_id(const char *s, uint8_t out[16])
 static const char *set_user_link_node(void *base, const setting *r, const char *part, size_t plen,
                                       const char *value)
 {
-    sl_user *u = (sl_user *)sl_config_find_user(base, part, plen);
+    node_user *u = (node_user *)node_config_find_user(base, part, plen);
     if (!u)
         return "user.NAME.link_node given before user.NAME";
     if (parse_node_id(value, u->link_node) < 0)
@@ -420,7 +420,7 @@ static void set_tag(char **tags, const char *tag, int on)
 static const char *set_default_user_tag(void *base, const setting *r, const char *part, size_t plen,
                                         const char *value)
 {
-    sl_config *c = base;
+    node_config *c = base;
     if (!value) {
         set_str(&c->default_user_tags, r->def);
         return NULL;
@@ -432,7 +432,7 @@ static const char *set_default_user_tag(void *base, const setting *r, const char
     return NULL;
 }
 
-static void set_loopback_user(sl_config *c, const char *name, int on)
+static void set_loopback_user(node_config *c, const char *name, int on)
 {
     for (size_t i = 0; i < c->n_loopback_users; i++) {
         if (!strcmp(c->loopback_users[i], name)) {
@@ -453,7 +453,7 @@ static void set_loopback_user(sl_config *c, const char *name, int on)
 static const char *set_loopback_none(void *base, const setting *r, const char *part, size_t plen,
                                      const char *value)
 {
-    sl_config *c = base;
+    node_config *c = base;
     if (strcmp(value, "none"))
         return r->err;
     for (size_t i = 0; i < c->n_loopback_users; i++)
@@ -492,7 +492,7 @@ static const char *split_bind(char **bind, const char **value)
 static const char *set_tls_listener(void *base, const setting *r, const char *part, size_t plen,
                                     const char *value)
 {
-    sl_config *c = base;
+    node_config *c = base;
     uint64_t n;
     split_bind(&c->tls_bind, &value);
     if (parse_u64(value, 65535, &n))
@@ -504,7 +504,7 @@ static const char *set_tls_listener(void *base, const setting *r, const char *pa
 static const char *set_msmq_listener(void *base, const setting *r, const char *part, size_t plen,
                                      const char *value)
 {
-    sl_config *c = base;
+    node_config *c = base;
     uint64_t n;
     split_bind(&c->msmq_bind, &value);
     if (!strcmp(value, "default") || parse_bool(value) == 1)
@@ -520,7 +520,7 @@ static const char *set_msmq_host(void *base, const setting *r, const char *part,
 {
     if (!*value || strchr(value, ' ') || strchr(value, '\\'))
         return r->err;
-    list_add(&((sl_config *)base)->msmq_hosts, value, ' ');
+    list_add(&((node_config *)base)->msmq_hosts, value, ' ');
     return NULL;
 }
 
@@ -536,7 +536,7 @@ static int cidr_list_ok(const char *v)
 static const char *set_auth_mechanism(void *base, const setting *r, const char *part, size_t plen,
                                       const char *value)
 {
-    sl_config *c = base;
+    node_config *c = base;
     if (!value) {
         set_str(&c->auth_mechanisms, r->def);
         return NULL;
@@ -559,14 +559,14 @@ static const char *set_tls_version(void *base, const setting *r, const char *par
     unsigned bit = sl_tls_version_bit(value);
     if (!bit)
         return r->err;
-    ((struct sl_tls_conf *)base)->versions |= bit;
+    ((struct node_tls_conf *)base)->versions |= bit;
     return NULL;
 }
 
 static const char *set_tls_cipher(void *base, const setting *r, const char *part, size_t plen,
                                   const char *value)
 {
-    struct sl_tls_conf *t = base;
+    struct node_tls_conf *t = base;
     if (!strncmp(value, "TLS_", 4))
         list_add(&t->ciphersuites, value, ':');
     else
@@ -614,7 +614,7 @@ static int non_empty(const char *v)
 static const char *set_endpoint(void *base, const setting *r, const char *part, size_t plen,
                                 const char *value)
 {
-    sl_cluster_conf *c = base;
+    node_cluster_conf *c = base;
     uint64_t no;
     if (parse_strict(part, 0, &no) || no > 1000000)
         return "cluster_formation.etcd.endpoints.N: N must be a number";
@@ -1507,8 +1507,8 @@ static const st_table cluster_table = {cluster_rows, NROWS(cluster_rows)};
 
 /* ---- applying and defaults ---- */
 
-int sl_settings_apply_cluster(sl_cluster_conf *c, const char *key, const char *value,
-                              const char **err)
+int node_settings_apply_cluster(node_cluster_conf *c, const char *key, const char *value,
+                                const char **err)
 {
     *err = NULL;
     if (lookup(&cluster_table, c, key, value, 0, err))
@@ -1520,10 +1520,10 @@ int sl_settings_apply_cluster(sl_cluster_conf *c, const char *key, const char *v
     return 0;
 }
 
-const char *sl_settings_apply(sl_config *c, const char *key, const char *value)
+const char *node_settings_apply(node_config *c, const char *key, const char *value)
 {
     const char *err;
-    if (sl_settings_apply_cluster(&c->cluster, key, value, &err))
+    if (node_settings_apply_cluster(&c->cluster, key, value, &err))
         return err;
     if (lookup(&node_table, c, key, value, 0, &err))
         return err;
@@ -1561,17 +1561,17 @@ static void table_defaults(const st_table *t, void *base)
         set_default(base, &t->rows[i]);
 }
 
-void sl_settings_cluster_defaults(sl_cluster_conf *c)
+void node_settings_cluster_defaults(node_cluster_conf *c)
 {
     memset(c, 0, sizeof *c);
     table_defaults(&cluster_table, c);
 }
 
-void sl_settings_defaults(sl_config *c)
+void node_settings_defaults(node_config *c)
 {
     memset(c, 0, sizeof *c);
     table_defaults(&node_table, c);
-    sl_settings_cluster_defaults(&c->cluster);
+    node_settings_cluster_defaults(&c->cluster);
 }
 
 /* ---- the reference ---- */
@@ -1619,7 +1619,7 @@ static void print_table(FILE *out, const st_table *t, const char *prefix)
     }
 }
 
-void sl_settings_print(FILE *out)
+void node_settings_print(FILE *out)
 {
     print_table(out, &node_table, "");
     print_table(out, &cluster_table, "");

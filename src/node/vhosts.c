@@ -38,7 +38,7 @@ static void grant_everywhere(sl_node *n, const char *user, char *const perms[3])
             sl_warn("access: cannot give '%s' permissions on '%s': %s", user, k, err);
 }
 
-static void seed_config_user(sl_node *n, const sl_user *cu)
+static void seed_config_user(sl_node *n, const node_user *cu)
 {
     char err[512];
     const acc_user *u = acc_user_find(n->acc, cu->name, strlen(cu->name));
@@ -77,7 +77,7 @@ static void seed_config_user(sl_node *n, const sl_user *cu)
 
 int node_access_init(sl_node *n)
 {
-    const sl_config *cfg = n->cfg;
+    const node_config *cfg = n->cfg;
     char err[512];
     /* msrpc.ntlm_hashes off: no NT hash stays in the data dir (they are password-equivalent) */
     if (!(cfg->msrpc_ntlm_hashes == 1 || (cfg->msrpc_ntlm_hashes < 0 && !cfg->msrpc_auth_none)))

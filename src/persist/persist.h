@@ -188,7 +188,7 @@ const uint8_t *persist_node_id(persist *p);
 /* ConnectionActive as stored (1 for a node that never went offline). */
 int persist_online(const persist *p);
 void persist_set_online(persist *p, int online);
-/* An outgoing queue's stored transfer state (OQ_* flags in records.h, link_foreign). */
+/* An outgoing queue's stored transfer state (OQ_* flags in records.h, eod_foreign). */
 void persist_outq_get(const persist *p, uint64_t incarnation, uint8_t *flags, uint8_t *foreign);
 void persist_outq_set(persist *p, uint64_t incarnation, uint8_t flags, uint8_t foreign);
 /* Make sure no lookup id <= id can be handed out again after a crash: a link is about to

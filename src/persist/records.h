@@ -19,7 +19,7 @@
  *   M_NODE_ID    id:16 bytes (the node's identity on links, made at the first start)
  *   M_ONLINE     online:u8 (CONNECT / DISCONNECT survive a restart)
  *   M_OUTQ       inc:u64 flags:u8 foreign:u8 (an outgoing queue's transfer state: OQ_ONHOLD;
- *                foreign = link_foreign; the latest record per incarnation wins)
+ *                foreign = eod_foreign; the latest record per incarnation wins)
  *   M_LOOKUP_HWM next_lookup:u64 (reserved before a link sends lookup ids as sequence
  *                numbers: no id is reused after a crash, transient messages' ones included)
  *   M_LOOKUP_TIME next_lookup:u64 wall_ms:u64 (a sample: every lookup id below next_lookup

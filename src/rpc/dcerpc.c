@@ -52,7 +52,7 @@ void rpc_conn_init(rpc_conn *c, const rpc_conn_cfg *cfg, uint32_t assoc_group)
     sl_buf_init(&c->stub);
     sl_buf_init(&c->out);
     sl_buf_init(&c->pdu);
-    ntlm_srv_init(&c->ntlm);
+    rpc_ntlm_srv_init(&c->ntlm);
 }
 
 void rpc_conn_free(rpc_conn *c)
@@ -60,7 +60,7 @@ void rpc_conn_free(rpc_conn *c)
     sl_buf_free(&c->stub);
     sl_buf_free(&c->out);
     sl_buf_free(&c->pdu);
-    ntlm_srv_free(&c->ntlm);
+    rpc_ntlm_srv_free(&c->ntlm);
 }
 
 const char *rpc_conn_user(const rpc_conn *c)
@@ -204,8 +204,8 @@ void rpc_conn_respond(rpc_conn *c, const rpc_call *call, const uint8_t *stub, si
             end_pdu(&c->out, at);
             uint8_t *head = pdu_at(&c->out, at); /* nothing is appended from here on */
             sl_put_le16(head + 10, NTLM_SIG_LEN);
-            ntlm_wrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, head, sig_at,
-                      RPC_HDR_LEN + 8, n + pad, head + sig_at);
+            rpc_ntlm_wrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, head, sig_at,
+                          RPC_HDR_LEN + 8, n + pad, head + sig_at);
         } else {
             end_pdu(&c->out, at);
         }
@@ -236,7 +236,7 @@ static const rpc_iface *find_iface(const rpc_conn *c, const uint8_t *abs)
     return NULL;
 }
 
-static int ctx_add(rpc_conn *c, uint16_t id, const rpc_iface *f)
+static int mq_ctx_add(rpc_conn *c, uint16_t id, const rpc_iface *f)
 {
     for (size_t i = 0; i < c->n_ctx; i++)
         if (c->ctx[i].id == id) {
@@ -251,7 +251,7 @@ static int ctx_add(rpc_conn *c, uint16_t id, const rpc_iface *f)
     return 0;
 }
 
-static const rpc_iface *ctx_find(const rpc_conn *c, uint16_t id)
+static const rpc_iface *mq_ctx_find(const rpc_conn *c, uint16_t id)
 {
     for (size_t i = 0; i < c->n_ctx; i++)
         if (c->ctx[i].id == id)
@@ -299,8 +299,8 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
             bad = "an authentication level other than connect, integrity or privacy";
         else if (t[2] > tpos - RPC_HDR_LEN)
             bad = "auth padding longer than the PDU body";
-        else if (ntlm_negotiate(&c->ntlm, t + 8, d->auth_len, c->cfg.computer, &chal, nwhy,
-                                sizeof nwhy) < 0)
+        else if (rpc_ntlm_negotiate(&c->ntlm, t + 8, d->auth_len, c->cfg.computer, &chal, nwhy,
+                                    sizeof nwhy) < 0)
             bad = nwhy;
         if (bad) {
             sl_buf_free(&chal);
@@ -364,7 +364,7 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
         for (unsigned k = 0; k < nts; k++) {
             const uint8_t *t = ts + 20u * k;
             if (!memcmp(t, rpc_ndr20.uuid, 16) && get16(t + 16, 1) == rpc_ndr20.major) {
-                if (ctx_add(c, id, f) < 0) {
+                if (mq_ctx_add(c, id, f) < 0) {
                     res[i].reason = REASON_LOCAL_LIMIT;
                 } else {
                     res[i].result = RES_ACCEPT;
@@ -462,9 +462,9 @@ static enum rpc_step on_request(rpc_conn *c, const pdu *d, rpc_call *call, char 
             c->pdu.off = c->pdu.len = 0;
             sl_buf_append(&c->pdu, d->p, d->len);
             uint8_t *q = c->pdu.data;
-            if (ntlm_unwrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, q,
-                            (size_t)d->len - NTLM_SIG_LEN, hl, tpos - hl,
-                            q + d->len - NTLM_SIG_LEN) < 0)
+            if (rpc_ntlm_unwrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, q,
+                                (size_t)d->len - NTLM_SIG_LEN, hl, tpos - hl,
+                                q + d->len - NTLM_SIG_LEN) < 0)
                 refuse = "a request whose NTLM signature does not verify";
             stub = q + hl;
             n = tpos - hl - t[2];
@@ -503,7 +503,7 @@ static enum rpc_step on_request(rpc_conn *c, const pdu *d, rpc_call *call, char 
         return RPC_STEP_DONE;
     c->in_call = 0;
     c->calls++;
-    const rpc_iface *f = ctx_find(c, ctx);
+    const rpc_iface *f = mq_ctx_find(c, ctx);
     if (!f) {
         rpc_conn_fault(c, d->call_id, ctx, NCA_S_UNK_IF);
         return RPC_STEP_DONE;
@@ -533,8 +533,8 @@ static enum rpc_step on_auth3(rpc_conn *c, const pdu *d, char *why, size_t whyle
     if (t[0] != RPC_AUTHN_WINNT || get32(t + 4, d->le) != c->auth_ctx_id)
         FAIL("an AUTH3 of another security context");
     char awhy[200];
-    if (ntlm_authenticate(&c->ntlm, t + 8, d->auth_len, c->cfg.nt_hash, c->cfg.nt_hash_ctx, awhy,
-                          sizeof awhy) < 0) {
+    if (rpc_ntlm_authenticate(&c->ntlm, t + 8, d->auth_len, c->cfg.nt_hash, c->cfg.nt_hash_ctx,
+                              awhy, sizeof awhy) < 0) {
         c->auth_state = -1;
         if (why)
             snprintf(why, whylen, "NTLM login refused: %s", awhy);

@@ -17,13 +17,13 @@
 #include "mq/formatname.h"
 #include "rpc/msrpc.h"
 
-uint32_t msrpc_hresult(sl_err e)
+uint32_t rpc_msrpc_hresult(sl_err e)
 {
     return e == SL_OK ? 0 : sl_err_get(e)->hresult;
 }
 
-sl_err msrpc_caller(msrpc *r, const rpc_session_info *s, int need_admin, mq_caller *out, char *err,
-                    size_t errlen)
+sl_err rpc_msrpc_caller(msrpc *r, const rpc_session_info *s, int need_admin, mq_caller *out,
+                        char *err, size_t errlen)
 {
     const acc_user *u = acc_user_find(r->n->acc, s->user, strlen(s->user));
     out->user = s->user;
@@ -43,18 +43,18 @@ sl_err msrpc_caller(msrpc *r, const rpc_session_info *s, int need_admin, mq_call
 static void read_guid_str(ndr_rd *in, char *buf, size_t len)
 {
     uint8_t g[16];
-    ndr_rd_align(in, 4);
-    ndr_bytes(in, g, 16);
+    rpc_ndr_rd_align(in, 4);
+    rpc_ndr_bytes(in, g, 16);
     rpc_uuid_str(g, buf, len);
 }
 
-void msrpc_read_queue_format(msrpc *r, ndr_rd *in, char *out, size_t outlen)
+void rpc_msrpc_read_queue_format(msrpc *r, ndr_rd *in, char *out, size_t outlen)
 {
     char s[1100] = "", g[40];
-    ndr_rd_align(in, 4);
-    uint8_t qft = ndr_u8(in), suffix = ndr_u8(in);
-    (void)ndr_u16(in);
-    if (ndr_u8(in) != qft) /* the union's discriminant repeats m_qft */
+    rpc_ndr_rd_align(in, 4);
+    uint8_t qft = rpc_ndr_u8(in), suffix = rpc_ndr_u8(in);
+    (void)rpc_ndr_u16(in);
+    if (rpc_ndr_u8(in) != qft) /* the union's discriminant repeats m_qft */
         in->err = 1;
     uint32_t ptr, uniq;
     const char *computer;
@@ -68,24 +68,24 @@ void msrpc_read_queue_format(msrpc *r, ndr_rd *in, char *out, size_t outlen)
         return;
     case 2: /* PRIVATE: OBJECTID */
         read_guid_str(in, g, sizeof g);
-        uniq = ndr_u32(in);
+        uniq = rpc_ndr_u32(in);
         snprintf(out, outlen, "PRIVATE=%s\\%08x", g, uniq);
         return;
     case 3: /* DIRECT */
     case 8: /* SUBQUEUE (the name carries ";subqueue") */
-        ndr_rd_align(in, 4);
+        rpc_ndr_rd_align(in, 4);
         ptr = ndr_ptr(in);
         if (!ptr) {
             in->err = 1;
             return;
         }
-        ndr_wstring(in, s, sizeof s);
+        rpc_ndr_wstring(in, s, sizeof s);
         snprintf(out, outlen, "DIRECT=%s%s", s, qft == 3 && (suffix & 0x0F) == 1 ? ";journal" : "");
         return;
     case 4: /* MACHINE: with a suffix, one of the machine's system queues ("." without an
              * API: unit tests and fuzzing) */
         read_guid_str(in, g, sizeof g);
-        computer = r ? fmt_computer(r->mq) : ".";
+        computer = r ? mq_fmt_computer(r->mq) : ".";
         switch (suffix & 0x0F) {
         case 1:
             snprintf(out, outlen, "DIRECT=OS:%s\\SYSTEM$;JOURNAL", computer);
@@ -107,11 +107,11 @@ void msrpc_read_queue_format(msrpc *r, ndr_rd *in, char *out, size_t outlen)
     case 6: /* DL: GUID and an optional domain */
         read_guid_str(in, g, sizeof g);
         if (ndr_ptr(in))
-            ndr_wstring(in, s, sizeof s);
+            rpc_ndr_wstring(in, s, sizeof s);
         snprintf(out, outlen, "DL=%s%s%s", g, s[0] ? "@" : "", s);
         return;
     case 7: { /* MULTICAST */
-        uint32_t a = ndr_u32(in), port = ndr_u32(in);
+        uint32_t a = rpc_ndr_u32(in), port = rpc_ndr_u32(in);
         snprintf(out, outlen, "MULTICAST=%u.%u.%u.%u:%u", a & 255, (a >> 8) & 255, (a >> 16) & 255,
                  a >> 24, port);
         return;
@@ -121,12 +121,12 @@ void msrpc_read_queue_format(msrpc *r, ndr_rd *in, char *out, size_t outlen)
     }
 }
 
-void msrpc_read_mgmt_object(msrpc *r, ndr_rd *in, char *out, size_t outlen)
+void rpc_msrpc_read_mgmt_object(msrpc *r, ndr_rd *in, char *out, size_t outlen)
 {
-    uint16_t type = ndr_u16(in);
-    if (ndr_u16(in) != type)
+    uint16_t type = rpc_ndr_u16(in);
+    if (rpc_ndr_u16(in) != type)
         in->err = 1;
-    uint32_t arm = ndr_u32(in);
+    uint32_t arm = rpc_ndr_u32(in);
     out[0] = 0;
     switch (type) {
     case 1: /* MGMT_MACHINE */
@@ -141,7 +141,7 @@ void msrpc_read_mgmt_object(msrpc *r, ndr_rd *in, char *out, size_t outlen)
             snprintf(out, outlen, "QUEUE=");
             return;
         }
-        msrpc_read_queue_format(r, in, fmt, sizeof fmt);
+        rpc_msrpc_read_queue_format(r, in, fmt, sizeof fmt);
         snprintf(out, outlen, "QUEUE=%s", fmt);
         return;
     }
@@ -150,24 +150,24 @@ void msrpc_read_mgmt_object(msrpc *r, ndr_rd *in, char *out, size_t outlen)
     }
 }
 
-void msrpc_pending_put(msrpc *r, msrpc_pending *p)
+void rpc_msrpc_pending_put(msrpc *r, msrpc_pending *p)
 {
     p->r = r;
     SL_LIST_PUSH(r->pending, p, prev, next);
 }
 
-msrpc_pending *msrpc_pending_new(msrpc *r, const rpc_session_info *s, const rpc_call *c)
+msrpc_pending *rpc_msrpc_pending_new(msrpc *r, const rpc_session_info *s, const rpc_call *c)
 {
     msrpc_pending *p = sl_xcalloc(1, sizeof *p);
     p->session = s->id;
     p->call = *c;
     p->call.stub = NULL;
     p->call.stub_len = 0;
-    msrpc_pending_put(r, p);
+    rpc_msrpc_pending_put(r, p);
     return p;
 }
 
-msrpc *msrpc_pending_take(msrpc_pending *p)
+msrpc *rpc_msrpc_pending_take(msrpc_pending *p)
 {
     msrpc *r = p->r;
     if (!r)
@@ -177,14 +177,14 @@ msrpc *msrpc_pending_take(msrpc_pending *p)
     return r;
 }
 
-void msrpc_pending_reply(msrpc *r, msrpc_pending *p, const uint8_t *stub, size_t len)
+void rpc_msrpc_pending_reply(msrpc *r, msrpc_pending *p, const uint8_t *stub, size_t len)
 {
     if (r && r->srv)
         rpc_server_reply(r->srv, p->session, &p->call, stub, len);
     sl_free(p);
 }
 
-int msrpc_session_alive(const msrpc *r, uint64_t session)
+int rpc_msrpc_session_alive(const msrpc *r, uint64_t session)
 {
     return r && r->srv && rpc_server_has_session(r->srv, session);
 }
@@ -218,13 +218,13 @@ static int nt_hash_of(void *ctx, const char *user, int loopback, uint8_t out[16]
 static void on_session_close(void *ctx, uint64_t session)
 {
     msrpc *r = ctx;
-    handles_rundown_session(r->mq, session);
+    mq_handles_rundown_session(r->mq, session);
 }
 
-int msrpc_start(msrpc **out, mq_state *mq, char *err, size_t errlen)
+int rpc_msrpc_start(msrpc **out, mq_state *mq, char *err, size_t errlen)
 {
     *out = NULL;
-    const sl_config *c = mq->n->cfg;
+    const node_config *c = mq->n->cfg;
     if (c->msrpc_port < 0 && c->msrpc_epmap_port < 0)
         return 0;
     rpc_server_cfg rc = {
@@ -241,18 +241,18 @@ int msrpc_start(msrpc **out, mq_state *mq, char *err, size_t errlen)
         .fd_reserve = mq->n->fd_reserve / 2,
         .ntlm = !c->msrpc_auth_none,
         .min_level = c->msrpc_min_level,
-        .computer = fmt_computer(mq),
+        .computer = mq_fmt_computer(mq),
         .nt_hash = nt_hash_of,
     };
-    if (rc.ntlm && ntlm_crypto_check(err, errlen) < 0)
+    if (rc.ntlm && rpc_ntlm_crypto_check(err, errlen) < 0)
         return -1;
     msrpc *r = sl_xcalloc(1, sizeof *r);
     r->n = mq->n;
     r->mq = mq;
     rc.nt_hash_ctx = r;
     r->srv = rpc_server_new(mq->n->loop, &rc);
-    msrpc_qmmgmt_register(r, r->srv);
-    msrpc_qmcomm_register(r, r->srv);
+    rpc_msrpc_qmmgmt_register(r, r->srv);
+    rpc_msrpc_qmcomm_register(r, r->srv);
     rpc_server_on_close(r->srv, on_session_close, r);
     if (rpc_server_start(r->srv, err, errlen) < 0) {
         rpc_server_free(r->srv);
@@ -263,7 +263,7 @@ int msrpc_start(msrpc **out, mq_state *mq, char *err, size_t errlen)
     return 0;
 }
 
-void msrpc_stop(msrpc **rp)
+void rpc_msrpc_stop(msrpc **rp)
 {
     msrpc *r = *rp;
     if (!r)

@@ -53,23 +53,23 @@ enum { MSRPC_PROP_EOD_SOURCE_INFO = 24, MSRPC_PROP_CONNECTION_HISTORY = 25 };
 
 /* The caller's rights, as the HTTP API's MSMQ endpoints decide them: a user tagged for
  * management; need_admin for actions. SL_ERR_ACCESS_REFUSED with a reason otherwise. */
-sl_err msrpc_caller(msrpc *r, const rpc_session_info *s, int need_admin, mq_caller *out, char *err,
-                    size_t errlen);
+sl_err rpc_msrpc_caller(msrpc *r, const rpc_session_info *s, int need_admin, mq_caller *out,
+                        char *err, size_t errlen);
 /* An [in] MGMT_OBJECT (MS-MQMR 2.2.1.2) with its QUEUE_FORMAT, as "MACHINE", "SESSION" or
  * "QUEUE=<format name>". Malformed NDR sets in->err. */
-void msrpc_read_mgmt_object(msrpc *r, ndr_rd *in, char *out, size_t outlen);
+void rpc_msrpc_read_mgmt_object(msrpc *r, ndr_rd *in, char *out, size_t outlen);
 /* A QUEUE_FORMAT's inline part and referents as a format name ("" for none). r may be NULL
  * (unit tests, fuzzing): the machine's system queues are then named on ".". */
-void msrpc_read_queue_format(msrpc *r, ndr_rd *in, char *out, size_t outlen);
-uint32_t msrpc_hresult(sl_err e);
+void rpc_msrpc_read_queue_format(msrpc *r, ndr_rd *in, char *out, size_t outlen);
+uint32_t rpc_msrpc_hresult(sl_err e);
 
-void msrpc_qmmgmt_register(msrpc *r, rpc_server *s);
-void msrpc_qmcomm_register(msrpc *r, rpc_server *s);
+void rpc_msrpc_qmmgmt_register(msrpc *r, rpc_server *s);
+void rpc_msrpc_qmcomm_register(msrpc *r, rpc_server *s);
 /* msrpc_qmcomm_info.c's opnums (12, 14, 15, 26, 28) into qmcomm's table */
-void msrpc_qmcomm_info_ops(rpc_op_fn *ops);
+void rpc_msrpc_qmcomm_info_ops(rpc_op_fn *ops);
 /* An [in] RPC_QUEUE_HANDLE: the handle it names if it is this session's, else NULL (and
  * in->err when the stub is short). */
-handle *msrpc_get_context(msrpc *r, const rpc_session_info *s, ndr_rd *in);
+mq_handle *rpc_msrpc_get_context(msrpc *r, const rpc_session_info *s, ndr_rd *in);
 
 /* A call answered later (another node's answer, TIDY). It is on r->pending until its answer
  * comes; when the door stops first, r is set to NULL and the answer only frees it. */
@@ -80,20 +80,20 @@ struct msrpc_pending {
     rpc_call call;           /* call_id and ctx_id only */
     char id[CTX_ID_LEN + 1]; /* the handle it concerns, if any */
 };
-msrpc_pending *msrpc_pending_new(msrpc *r, const rpc_session_info *s, const rpc_call *c);
+msrpc_pending *rpc_msrpc_pending_new(msrpc *r, const rpc_session_info *s, const rpc_call *c);
 /* Put p back on the list (a call waiting for a second answer). */
-void msrpc_pending_put(msrpc *r, msrpc_pending *p);
+void rpc_msrpc_pending_put(msrpc *r, msrpc_pending *p);
 /* Take p off the list; returns its door (NULL: stopped meanwhile, p is to be freed only). */
-msrpc *msrpc_pending_take(msrpc_pending *p);
+msrpc *rpc_msrpc_pending_take(msrpc_pending *p);
 /* Answer the call with stub (when its session is still there) and free p. */
-void msrpc_pending_reply(msrpc *r, msrpc_pending *p, const uint8_t *stub, size_t len);
+void rpc_msrpc_pending_reply(msrpc *r, msrpc_pending *p, const uint8_t *stub, size_t len);
 /* 1 while the session that made a pending call is still connected. */
-int msrpc_session_alive(const msrpc *r, uint64_t session);
+int rpc_msrpc_session_alive(const msrpc *r, uint64_t session);
 
 /* Start the doors configured (listeners.msrpc, listeners.msrpc_epmap) over mq's state:
  * *out is the door, or NULL when none is configured; -1 with err. */
-int msrpc_start(msrpc **out, mq_state *mq, char *err, size_t errlen);
+int rpc_msrpc_start(msrpc **out, mq_state *mq, char *err, size_t errlen);
 /* Stop *r (NULL: none) and set it NULL; the answers still to come only free their call. */
-void msrpc_stop(msrpc **r);
+void rpc_msrpc_stop(msrpc **r);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include "core/utf16.h"
 
-void ndr_rd_init(ndr_rd *r, const uint8_t *p, size_t len, int le)
+void rpc_ndr_rd_init(ndr_rd *r, const uint8_t *p, size_t len, int le)
 {
     r->p = p;
     r->len = len;
@@ -14,7 +14,7 @@ void ndr_rd_init(ndr_rd *r, const uint8_t *p, size_t len, int le)
     r->err = 0;
 }
 
-void ndr_rd_align(ndr_rd *r, size_t a)
+void rpc_ndr_rd_align(ndr_rd *r, size_t a)
 {
     size_t pad = (a - r->pos % a) % a;
     if (r->err || pad > r->len - r->pos) {
@@ -37,7 +37,7 @@ static const uint8_t *take(ndr_rd *r, size_t n)
 
 static uint64_t rd_int(ndr_rd *r, size_t n)
 {
-    ndr_rd_align(r, n);
+    rpc_ndr_rd_align(r, n);
     const uint8_t *p = take(r, n);
     if (!p)
         return 0;
@@ -47,25 +47,25 @@ static uint64_t rd_int(ndr_rd *r, size_t n)
     return v;
 }
 
-uint8_t ndr_u8(ndr_rd *r)
+uint8_t rpc_ndr_u8(ndr_rd *r)
 {
     const uint8_t *p = take(r, 1);
     return p ? *p : 0;
 }
-uint16_t ndr_u16(ndr_rd *r)
+uint16_t rpc_ndr_u16(ndr_rd *r)
 {
     return (uint16_t)rd_int(r, 2);
 }
-uint32_t ndr_u32(ndr_rd *r)
+uint32_t rpc_ndr_u32(ndr_rd *r)
 {
     return (uint32_t)rd_int(r, 4);
 }
-uint64_t ndr_u64(ndr_rd *r)
+uint64_t rpc_ndr_u64(ndr_rd *r)
 {
     return rd_int(r, 8);
 }
 
-void ndr_bytes(ndr_rd *r, void *out, size_t n)
+void rpc_ndr_bytes(ndr_rd *r, void *out, size_t n)
 {
     const uint8_t *p = take(r, n);
     if (p)
@@ -74,15 +74,15 @@ void ndr_bytes(ndr_rd *r, void *out, size_t n)
         memset(out, 0, n);
 }
 
-void ndr_wstring(ndr_rd *r, char *out, size_t outlen)
+void rpc_ndr_wstring(ndr_rd *r, char *out, size_t outlen)
 {
     out[0] = 0;
-    uint32_t max = ndr_u32(r), off = ndr_u32(r), actual = ndr_u32(r);
+    uint32_t max = rpc_ndr_u32(r), off = rpc_ndr_u32(r), actual = rpc_ndr_u32(r);
     if (r->err || off != 0 || actual > max || actual == 0 || actual > (r->len - r->pos) / 2) {
         r->err = 1;
         return;
     }
-    ndr_rd_align(r, 2);
+    rpc_ndr_rd_align(r, 2);
     const uint8_t *p = take(r, 2 * (size_t)actual);
     if (!p)
         return;
@@ -98,14 +98,14 @@ void ndr_wstring(ndr_rd *r, char *out, size_t outlen)
     /* NDR pads the referent to its 4-byte alignment only before the next item; leave it. */
 }
 
-void ndr_wr_init(ndr_wr *w, sl_buf *b)
+void rpc_ndr_wr_init(ndr_wr *w, sl_buf *b)
 {
     w->b = b;
     w->base = b->len;
     w->next_ref = 0x00020000; /* MIDL's first referent id */
 }
 
-void ndr_wr_align(ndr_wr *w, size_t a)
+void rpc_ndr_wr_align(ndr_wr *w, size_t a)
 {
     size_t at = w->b->len - w->base, pad = (a - at % a) % a;
     if (pad) {
@@ -116,37 +116,37 @@ void ndr_wr_align(ndr_wr *w, size_t a)
 
 static void wr_int(ndr_wr *w, uint64_t v, size_t n)
 {
-    ndr_wr_align(w, n);
+    rpc_ndr_wr_align(w, n);
     uint8_t *p = sl_buf_reserve(w->b, n);
     for (size_t i = 0; i < n; i++)
         p[i] = (uint8_t)(v >> (8 * i));
     w->b->len += n;
 }
 
-void ndr_put_u8(ndr_wr *w, uint8_t v)
+void rpc_ndr_put_u8(ndr_wr *w, uint8_t v)
 {
     sl_buf_put_u8(w->b, v);
 }
-void ndr_put_u16(ndr_wr *w, uint16_t v)
+void rpc_ndr_put_u16(ndr_wr *w, uint16_t v)
 {
     wr_int(w, v, 2);
 }
-void ndr_put_u32(ndr_wr *w, uint32_t v)
+void rpc_ndr_put_u32(ndr_wr *w, uint32_t v)
 {
     wr_int(w, v, 4);
 }
-void ndr_put_u64(ndr_wr *w, uint64_t v)
+void rpc_ndr_put_u64(ndr_wr *w, uint64_t v)
 {
     wr_int(w, v, 8);
 }
-void ndr_put_bytes(ndr_wr *w, const void *p, size_t n)
+void rpc_ndr_put_bytes(ndr_wr *w, const void *p, size_t n)
 {
     if (n)
         sl_buf_append(w->b, p, n);
 }
-void ndr_put_ref(ndr_wr *w)
+void rpc_ndr_put_ref(ndr_wr *w)
 {
-    ndr_put_u32(w, w->next_ref);
+    rpc_ndr_put_u32(w, w->next_ref);
     w->next_ref += 4;
 }
 
@@ -157,7 +157,7 @@ static uint32_t next_cp(const char *s, size_t n, size_t *i)
     return cp < 0 ? 0xFFFD : (uint32_t)cp;
 }
 
-uint32_t ndr_wstring_units(const char *s)
+uint32_t rpc_ndr_wstring_units(const char *s)
 {
     uint32_t n = 1;
     size_t len = strlen(s);
@@ -166,22 +166,22 @@ uint32_t ndr_wstring_units(const char *s)
     return n;
 }
 
-void ndr_put_wstring(ndr_wr *w, const char *s)
+void rpc_ndr_put_wstring(ndr_wr *w, const char *s)
 {
-    uint32_t n = ndr_wstring_units(s);
-    ndr_put_u32(w, n);
-    ndr_put_u32(w, 0);
-    ndr_put_u32(w, n);
+    uint32_t n = rpc_ndr_wstring_units(s);
+    rpc_ndr_put_u32(w, n);
+    rpc_ndr_put_u32(w, 0);
+    rpc_ndr_put_u32(w, n);
     size_t len = strlen(s);
     for (size_t i = 0; i < len;) {
         uint32_t cp = next_cp(s, len, &i);
         if (cp >= 0x10000) {
             cp -= 0x10000;
-            ndr_put_u16(w, (uint16_t)(0xD800 + (cp >> 10)));
-            ndr_put_u16(w, (uint16_t)(0xDC00 + (cp & 0x3FF)));
+            rpc_ndr_put_u16(w, (uint16_t)(0xD800 + (cp >> 10)));
+            rpc_ndr_put_u16(w, (uint16_t)(0xDC00 + (cp & 0x3FF)));
         } else {
-            ndr_put_u16(w, (uint16_t)cp);
+            rpc_ndr_put_u16(w, (uint16_t)cp);
         }
     }
-    ndr_put_u16(w, 0);
+    rpc_ndr_put_u16(w, 0);
 }

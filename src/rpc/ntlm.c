@@ -47,7 +47,7 @@ static int crypto_ok(void)
     return md4 && md5 && rc4;
 }
 
-int ntlm_crypto_check(char *why, size_t whylen)
+int rpc_ntlm_crypto_check(char *why, size_t whylen)
 {
     if (crypto_ok())
         return 0;
@@ -114,7 +114,7 @@ static void rc4_apply(EVP_CIPHER_CTX *c, uint8_t *p, size_t n)
 
 /* ---- the NT hash: access/'s, which keeps it beside each user ---- */
 
-int ntlm_nt_hash(const uint8_t *pw, size_t n, uint8_t out[16])
+int rpc_ntlm_nt_hash(const uint8_t *pw, size_t n, uint8_t out[16])
 {
     return acc_nt_hash(pw, n, out);
 }
@@ -136,7 +136,7 @@ static int field(const uint8_t *msg, size_t n, size_t off, const uint8_t **p, si
     return 0;
 }
 
-void ntlm_srv_init(ntlm_srv *s)
+void rpc_ntlm_srv_init(ntlm_srv *s)
 {
     memset(s, 0, sizeof *s);
     sl_buf_init(&s->nego);
@@ -152,7 +152,7 @@ static void key_free(ntlm_key *k)
     sl_free(k);
 }
 
-void ntlm_srv_free(ntlm_srv *s)
+void rpc_ntlm_srv_free(ntlm_srv *s)
 {
     sl_buf_free(&s->nego);
     sl_buf_free(&s->chal);
@@ -170,8 +170,8 @@ static void av_pair(sl_buf *b, uint16_t id, const void *p, size_t n)
     sl_buf_append(b, p, n);
 }
 
-int ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *computer, sl_buf *out,
-                   char *why, size_t whylen)
+int rpc_ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *computer, sl_buf *out,
+                       char *why, size_t whylen)
 {
     if (s->state != 0)
         return WHY("a second NTLM NEGOTIATE");
@@ -284,8 +284,8 @@ static int ct_equal(const uint8_t *a, const uint8_t *b, size_t n)
     return CRYPTO_memcmp(a, b, n) == 0;
 }
 
-int ntlm_authenticate(ntlm_srv *s, const uint8_t *msg, size_t n, ntlm_hash_fn hash, void *ctx,
-                      char *why, size_t whylen)
+int rpc_ntlm_authenticate(ntlm_srv *s, const uint8_t *msg, size_t n, ntlm_hash_fn hash, void *ctx,
+                          char *why, size_t whylen)
 {
     if (s->state != 1)
         return WHY("an NTLM AUTHENTICATE without a CHALLENGE");
@@ -385,8 +385,8 @@ static void checksum(const ntlm_srv *s, ntlm_key *k, const uint8_t *msg, size_t 
         rc4_apply(k->rc4, out, 8);
 }
 
-void ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
-               uint8_t sig[NTLM_SIG_LEN])
+void rpc_ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
+                   uint8_t sig[NTLM_SIG_LEN])
 {
     ntlm_key *k = s->out;
     uint8_t sum[8];
@@ -407,8 +407,8 @@ void ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_
     k->seq++;
 }
 
-int ntlm_unwrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
-                const uint8_t sig[NTLM_SIG_LEN])
+int rpc_ntlm_unwrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
+                    const uint8_t sig[NTLM_SIG_LEN])
 {
     ntlm_key *k = s->in;
     if (seal)

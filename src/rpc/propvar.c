@@ -5,8 +5,8 @@
  * structure is aligned to 8 (the union has 8-byte arms); vt (2 bytes), two reserved bytes
  * and a reserved ULONG; the union's discriminant (vt again, 2 bytes); then the arm, aligned
  * to its own type. Pointers in arms are deferred: an array of PROPVARIANTs is written as every
- * element's inline part, then every element's referents, in order (msrpc_pv_inline, then
- * msrpc_pv_deferred).
+ * element's inline part, then every element's referents, in order (rpc_msrpc_pv_inline, then
+ * rpc_msrpc_pv_deferred).
  *
  * Types served: VT_NULL, VT_UI4, VT_I4, VT_I8, VT_UI8, VT_LPWSTR, VT_CLSID, VT_BLOB and the
  * vectors VT_VECTOR|VT_UI4, |VT_I4, |VT_UI8, |VT_CLSID, |VT_LPWSTR, |VT_VARIANT. A
@@ -74,8 +74,8 @@ static void put_guid_of(ndr_wr *w, const mq_value *v)
     if (v && v->kind == MQ_V_SENDER)
         for (int i = 0; i < 16; i++)
             g[pos[i]] = v->guid[i];
-    ndr_wr_align(w, 4);
-    ndr_put_bytes(w, g, 16);
+    rpc_ndr_wr_align(w, 4);
+    rpc_ndr_put_bytes(w, g, 16);
 }
 
 /* A VT_BLOB's bytes: a SEQUENCE_INFO's 16; 0 for anything else. */
@@ -87,45 +87,45 @@ static size_t blob_of(const mq_value *v, uint8_t out[16])
     return 16;
 }
 
-void msrpc_pv_inline(ndr_wr *w, uint16_t vt, const mq_value *v)
+void rpc_msrpc_pv_inline(ndr_wr *w, uint16_t vt, const mq_value *v)
 {
     if (!v || (vt != MQ_VT_NULL && vt != MQ_VT_EMPTY && v->kind == MQ_V_NULL))
         vt = MQ_VT_NULL;
-    ndr_wr_align(w, 8);
-    ndr_put_u16(w, vt);
-    ndr_put_u8(w, 0);
-    ndr_put_u8(w, 0);
-    ndr_put_u32(w, 0);
-    ndr_put_u16(w, vt); /* the union's discriminant */
+    rpc_ndr_wr_align(w, 8);
+    rpc_ndr_put_u16(w, vt);
+    rpc_ndr_put_u8(w, 0);
+    rpc_ndr_put_u8(w, 0);
+    rpc_ndr_put_u32(w, 0);
+    rpc_ndr_put_u16(w, vt); /* the union's discriminant */
     if (vt & MQ_VT_VECTOR) {
-        ndr_put_u32(w, (uint32_t)vec_len(v));
-        ndr_put_ref(w);
+        rpc_ndr_put_u32(w, (uint32_t)vec_len(v));
+        rpc_ndr_put_ref(w);
         return;
     }
     uint8_t b[16];
     switch (vt) {
     case MQ_VT_I4:
     case MQ_VT_UI4:
-        ndr_put_u32(w, (uint32_t)vint(v));
+        rpc_ndr_put_u32(w, (uint32_t)vint(v));
         break;
     case MQ_VT_I8:
     case MQ_VT_UI8:
-        ndr_put_u64(w, vint(v));
+        rpc_ndr_put_u64(w, vint(v));
         break;
     case MQ_VT_LPWSTR:
     case MQ_VT_CLSID:
-        ndr_put_ref(w);
+        rpc_ndr_put_ref(w);
         break;
     case MQ_VT_BLOB:
-        ndr_put_u32(w, (uint32_t)blob_of(v, b));
-        ndr_put_ref(w);
+        rpc_ndr_put_u32(w, (uint32_t)blob_of(v, b));
+        rpc_ndr_put_ref(w);
         break;
     default:
         break;
     }
 }
 
-void msrpc_pv_deferred(ndr_wr *w, uint16_t vt, const mq_value *v, int prop)
+void rpc_msrpc_pv_deferred(ndr_wr *w, uint16_t vt, const mq_value *v, int prop)
 {
     if (!v || (vt != MQ_VT_NULL && vt != MQ_VT_EMPTY && v->kind == MQ_V_NULL))
         return;
@@ -133,45 +133,45 @@ void msrpc_pv_deferred(ndr_wr *w, uint16_t vt, const mq_value *v, int prop)
     uint8_t b[16];
     switch (vt) {
     case MQ_VT_LPWSTR:
-        ndr_put_wstring(w, v->kind == MQ_V_STR && v->s ? v->s : "");
+        rpc_ndr_put_wstring(w, v->kind == MQ_V_STR && v->s ? v->s : "");
         return;
     case MQ_VT_CLSID:
         put_guid_of(w, v);
         return;
     case MQ_VT_BLOB:
         n = blob_of(v, b);
-        ndr_put_u32(w, (uint32_t)n);
-        ndr_put_bytes(w, b, n);
+        rpc_ndr_put_u32(w, (uint32_t)n);
+        rpc_ndr_put_bytes(w, b, n);
         return;
     case MQ_VT_VECTOR | MQ_VT_I4:
     case MQ_VT_VECTOR | MQ_VT_UI4:
-        ndr_put_u32(w, (uint32_t)n);
+        rpc_ndr_put_u32(w, (uint32_t)n);
         for (size_t i = 0; i < n; i++)
-            ndr_put_u32(w, (uint32_t)vint(item(v, i)));
+            rpc_ndr_put_u32(w, (uint32_t)vint(item(v, i)));
         return;
     case MQ_VT_VECTOR | MQ_VT_UI8:
-        ndr_put_u32(w, (uint32_t)n);
+        rpc_ndr_put_u32(w, (uint32_t)n);
         for (size_t i = 0; i < n; i++)
-            ndr_put_u64(w, vint(item(v, i)));
+            rpc_ndr_put_u64(w, vint(item(v, i)));
         return;
     case MQ_VT_VECTOR | MQ_VT_CLSID:
-        ndr_put_u32(w, (uint32_t)n);
+        rpc_ndr_put_u32(w, (uint32_t)n);
         for (size_t i = 0; i < n; i++)
             put_guid_of(w, item(v, i));
         return;
     case MQ_VT_VECTOR | MQ_VT_LPWSTR:
-        ndr_put_u32(w, (uint32_t)n);
+        rpc_ndr_put_u32(w, (uint32_t)n);
         for (size_t i = 0; i < n; i++)
-            ndr_put_ref(w);
+            rpc_ndr_put_ref(w);
         for (size_t i = 0; i < n; i++)
-            ndr_put_wstring(w, vstr(item(v, i)));
+            rpc_ndr_put_wstring(w, vstr(item(v, i)));
         return;
     case MQ_VT_VECTOR | MQ_VT_VARIANT:
-        ndr_put_u32(w, (uint32_t)n);
+        rpc_ndr_put_u32(w, (uint32_t)n);
         for (size_t i = 0; i < n; i++)
-            msrpc_pv_inline(w, elem_vt(prop, i), item(v, i));
+            rpc_msrpc_pv_inline(w, elem_vt(prop, i), item(v, i));
         for (size_t i = 0; i < n; i++)
-            msrpc_pv_deferred(w, elem_vt(prop, i), item(v, i), 0);
+            rpc_msrpc_pv_deferred(w, elem_vt(prop, i), item(v, i), 0);
         return;
     default:
         return;

@@ -9,11 +9,11 @@
 #include "mq/info.h"
 #include "rpc/ndr.h"
 
-/* An array of PROPVARIANTs is every element's inline part (msrpc_pv_inline), then every
- * element's referents in order (msrpc_pv_deferred). vt is the property's VARTYPE; a value of
+/* An array of PROPVARIANTs is every element's inline part (rpc_msrpc_pv_inline), then every
+ * element's referents in order (rpc_msrpc_pv_deferred). vt is the property's VARTYPE; a value of
  * kind MQ_V_NULL goes as VT_NULL whatever vt. prop (a PROPID_MGMT_QUEUE_*) gives a VT_VARIANT
  * vector's element types. */
-void msrpc_pv_inline(ndr_wr *w, uint16_t vt, const mq_value *v);
-void msrpc_pv_deferred(ndr_wr *w, uint16_t vt, const mq_value *v, int prop);
+void rpc_msrpc_pv_inline(ndr_wr *w, uint16_t vt, const mq_value *v);
+void rpc_msrpc_pv_deferred(ndr_wr *w, uint16_t vt, const mq_value *v, int prop);
 
 #endif

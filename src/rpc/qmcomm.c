@@ -38,83 +38,83 @@
 /* ---- context handles: attributes (0) and a UUID: the handle id's 12 bytes, the session's
  * low 32 bits ---- */
 
-static void put_context(ndr_wr *out, const handle *h, uint64_t session)
+static void put_context(ndr_wr *out, const mq_handle *h, uint64_t session)
 {
     uint8_t b[20] = {0};
     if (h) {
-        sl_unhex(handle_id(h), 12, b + 4); /* CTX_ID_LEN hex digits */
+        sl_unhex(mq_handle_id(h), 12, b + 4); /* CTX_ID_LEN hex digits */
         sl_put_le32(b + 16, (uint32_t)session);
     }
-    ndr_put_bytes(out, b, 20);
+    rpc_ndr_put_bytes(out, b, 20);
 }
 
 /* The handle a context names, if it is this session's; NULL otherwise. */
-handle *msrpc_get_context(msrpc *r, const rpc_session_info *s, ndr_rd *in)
+mq_handle *rpc_msrpc_get_context(msrpc *r, const rpc_session_info *s, ndr_rd *in)
 {
     uint8_t b[20];
-    ndr_rd_align(in, 4);
-    ndr_bytes(in, b, 20);
+    rpc_ndr_rd_align(in, 4);
+    rpc_ndr_bytes(in, b, 20);
     if (in->err)
         return NULL;
     char id[CTX_ID_LEN + 1];
     sl_hex(id, b + 4, 12);
-    handle *h = handle_find(r->mq, id);
-    if (!h || handle_session(h) != s->id || sl_le32(b + 16) != (uint32_t)s->id)
+    mq_handle *h = mq_handle_find(r->mq, id);
+    if (!h || mq_handle_session(h) != s->id || sl_le32(b + 16) != (uint32_t)s->id)
         return NULL;
     return h;
 }
 
 /* rpc_QMOpenQueueInternal's [out] parameters and HRESULT. */
-static void open_out(ndr_wr *out, const handle *h, uint64_t session, uint32_t hr)
+static void open_out(ndr_wr *out, const mq_handle *h, uint64_t session, uint32_t hr)
 {
-    ndr_put_u32(out, 0); /* *lplpRemoteQueueName = NULL: no remote open left to the client */
-    ndr_put_u32(out, h ? 1 : 0); /* pdwQMContext */
+    rpc_ndr_put_u32(out, 0); /* *lplpRemoteQueueName = NULL: no remote open left to the client */
+    rpc_ndr_put_u32(out, h ? 1 : 0); /* pdwQMContext */
     put_context(out, h, session);
-    ndr_put_u32(out, hr);
+    rpc_ndr_put_u32(out, hr);
 }
 
 /* An owner's answer for a pending call: its door (NULL: stopped, p freed) and the handle it
  * concerns (NULL: closed meanwhile). */
-static msrpc *answer_of(msrpc_pending *p, handle **h)
+static msrpc *answer_of(msrpc_pending *p, mq_handle **h)
 {
-    msrpc *r = msrpc_pending_take(p);
+    msrpc *r = rpc_msrpc_pending_take(p);
     if (!r) {
         sl_free(p);
         return NULL;
     }
-    *h = handle_find(r->mq, p->id);
+    *h = mq_handle_find(r->mq, p->id);
     return r;
 }
 
 /* The remote open's end: the handle, or the failure (the owner's HRESULT when it refused). */
-static void open_finish(msrpc *r, msrpc_pending *p, handle *h, sl_err e, int owner_failed,
+static void open_finish(msrpc *r, msrpc_pending *p, mq_handle *h, sl_err e, int owner_failed,
                         const char *reply, const char *why)
 {
     sl_buf stub;
     sl_buf_init(&stub);
     ndr_wr w;
-    ndr_wr_init(&w, &stub);
+    rpc_ndr_wr_init(&w, &stub);
     if (!h) {
-        open_out(&w, NULL, 0, msrpc_hresult(SL_ERR_INVALID_HANDLE));
-    } else if (!msrpc_session_alive(r, p->session)) {
-        handle_discard(r->mq, h); /* the caller went away meanwhile: the proxy goes too */
+        open_out(&w, NULL, 0, rpc_msrpc_hresult(SL_ERR_INVALID_HANDLE));
+    } else if (!rpc_msrpc_session_alive(r, p->session)) {
+        mq_handle_discard(r->mq, h); /* the caller went away meanwhile: the proxy goes too */
     } else if (e == SL_OK) {
-        sl_debug("msrpc: remote handle %s opened", handle_id(h));
+        sl_debug("msrpc: remote handle %s opened", mq_handle_id(h));
         open_out(&w, h, p->session, 0);
     } else {
-        uint32_t hr = owner_failed && reply ? handle_owner_hresult(reply) : msrpc_hresult(e);
+        uint32_t hr = owner_failed && reply ? mq_handle_owner_hresult(reply) : rpc_msrpc_hresult(e);
         sl_info("msrpc: remote open refused: %s", why);
-        handle_discard(r->mq, h);
+        mq_handle_discard(r->mq, h);
         open_out(&w, NULL, 0, hr);
     }
-    msrpc_pending_reply(r, p, sl_buf_head(&stub), sl_buf_unread(&stub));
+    rpc_msrpc_pending_reply(r, p, sl_buf_head(&stub), sl_buf_unread(&stub));
     sl_buf_free(&stub);
 }
 
 static void opened_answered(void *ctx, const char *reply, const char *err)
 {
     msrpc_pending *p = ctx;
-    handle *h;
+    mq_handle *h;
     msrpc *r = answer_of(p, &h);
     if (!r)
         return;
@@ -122,9 +122,9 @@ static void opened_answered(void *ctx, const char *reply, const char *err)
     int owner_failed = 0;
     /* checked again as the user who opened it (the handle's owner: the DCE/RPC login),
      * never as msrpc.user, as the HTTP door checks its request's user */
-    sl_err e =
-        h ? handle_remote_opened(r->mq, handle_owner(h), h, reply, &owner_failed, why, sizeof why)
-          : SL_ERR_INVALID_HANDLE;
+    sl_err e = h ? mq_handle_remote_opened(r->mq, mq_handle_owner(h), h, reply, &owner_failed, why,
+                                           sizeof why)
+                 : SL_ERR_INVALID_HANDLE;
     if (owner_failed)
         snprintf(why, sizeof why, "%s", err ? err : reply ? reply : "no answer");
     open_finish(r, p, h, e, owner_failed, reply, why);
@@ -133,22 +133,22 @@ static void opened_answered(void *ctx, const char *reply, const char *err)
 static void resolved_answered(void *ctx, const char *reply, const char *err)
 {
     msrpc_pending *p = ctx;
-    handle *h;
+    mq_handle *h;
     msrpc *r = answer_of(p, &h);
     if (!r)
         return;
     char why[700] = "";
     int owner_failed = 0;
     sl_err e = SL_ERR_INVALID_HANDLE;
-    if (h && msrpc_session_alive(r, p->session)) {
-        msrpc_pending_put(r, p); /* for the second answer */
+    if (h && rpc_msrpc_session_alive(r, p->session)) {
+        rpc_msrpc_pending_put(r, p); /* for the second answer */
         /* the caller's user (the handle's owner) on the name the owner resolved: the same
          * check, and the same refusal, as the HTTP door's (issue 43) */
-        e = handle_remote_resolved(r->mq, handle_owner(h), h, reply, opened_answered, p,
-                                   &owner_failed, why, sizeof why);
+        e = mq_handle_remote_resolved(r->mq, mq_handle_owner(h), h, reply, opened_answered, p,
+                                      &owner_failed, why, sizeof why);
         if (e == SL_OK)
             return;
-        msrpc_pending_take(p);
+        rpc_msrpc_pending_take(p);
     }
     if (owner_failed)
         snprintf(why, sizeof why, "%s", err ? err : reply ? reply : "no answer");
@@ -166,23 +166,23 @@ static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call 
     msrpc *r = ctx;
     char fmt[1200], name[1100], client[512];
     uint8_t guid[16];
-    msrpc_read_queue_format(r, in, fmt, sizeof fmt);
-    uint32_t access = ndr_u32(in), share = ndr_u32(in), hremote = ndr_u32(in);
+    rpc_msrpc_read_queue_format(r, in, fmt, sizeof fmt);
+    uint32_t access = rpc_ndr_u32(in), share = rpc_ndr_u32(in), hremote = rpc_ndr_u32(in);
     name[0] = 0;
     if (ndr_ptr(in))
-        ndr_wstring(in, name, sizeof name);
-    ndr_rd_align(in, 4);
-    (void)ndr_u32(in); /* dwpQueue */
-    ndr_bytes(in, guid, 16);
-    ndr_wstring(in, client, sizeof client);
-    ndr_rd_align(in, 4);
-    (void)ndr_u32(in); /* dwRemoteProtocol */
-    (void)ndr_u32(in); /* dwpRemoteContext */
+        rpc_ndr_wstring(in, name, sizeof name);
+    rpc_ndr_rd_align(in, 4);
+    (void)rpc_ndr_u32(in); /* dwpQueue */
+    rpc_ndr_bytes(in, guid, 16);
+    rpc_ndr_wstring(in, client, sizeof client);
+    rpc_ndr_rd_align(in, 4);
+    (void)rpc_ndr_u32(in); /* dwRemoteProtocol */
+    (void)rpc_ndr_u32(in); /* dwpRemoteContext */
     if (in->err)
         return NCA_S_FAULT_NDR;
     char err[700];
     mq_caller who;
-    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
+    sl_err e = rpc_msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK && (hremote || name[0])) {
         /* the second half of 4.2's sequence: this server makes the proxy itself */
         snprintf(err, sizeof err,
@@ -190,43 +190,43 @@ static uint32_t open_queue(void *ctx, const rpc_session_info *s, const rpc_call 
                  "hRemoteQueue / lplpRemoteQueueName");
         e = SL_ERR_INVALID_PARAMETER;
     }
-    if (e == SL_OK && !handle_share_valid(share)) {
+    if (e == SL_OK && !mq_handle_share_valid(share)) {
         snprintf(err, sizeof err, "share mode %u", share);
         e = SL_ERR_INVALID_PARAMETER;
     }
-    if (e == SL_OK && !handle_access_valid(access)) {
+    if (e == SL_OK && !mq_handle_access_valid(access)) {
         snprintf(err, sizeof err, "access mode 0x%x", access);
         e = SL_ERR_UNSUPPORTED_ACCESS_MODE;
     }
     qm_queue *q = NULL;
-    link_addr ra;
+    eod_addr ra;
     int remote = 0;
     if (e == SL_OK && !fmt[0]) {
         snprintf(err, sizeof err, "no queue format");
         e = SL_ERR_ILLEGAL_FORMATNAME;
     }
     if (e == SL_OK)
-        e = handle_resolve(r->mq, fmt, NULL, access, &q, &ra, &remote, err, sizeof err);
-    handle *h = NULL;
+        e = mq_handle_resolve(r->mq, fmt, NULL, access, &q, &ra, &remote, err, sizeof err);
+    mq_handle *h = NULL;
     if (e == SL_OK && remote) {
-        msrpc_pending *p = msrpc_pending_new(r, s, c);
-        e = handle_open_remote(r->mq, who.user, fmt, &ra, access, (int)share, NULL,
-                               resolved_answered, p, &h, err, sizeof err);
+        msrpc_pending *p = rpc_msrpc_pending_new(r, s, c);
+        e = mq_handle_open_remote(r->mq, who.user, fmt, &ra, access, (int)share, NULL,
+                                  resolved_answered, p, &h, err, sizeof err);
         if (e == SL_OK) {
-            handle_set_session(h, s->id);
-            memcpy(p->id, handle_id(h), CTX_ID_LEN + 1);
+            mq_handle_set_session(h, s->id);
+            memcpy(p->id, mq_handle_id(h), CTX_ID_LEN + 1);
             return RPC_DEFERRED;
         }
-        msrpc_pending_take(p);
+        rpc_msrpc_pending_take(p);
         sl_free(p);
     } else if (e == SL_OK) {
-        e = handle_open_local(r->mq, who.user, q, access, (int)share, &h, err, sizeof err);
+        e = mq_handle_open_local(r->mq, who.user, q, access, (int)share, &h, err, sizeof err);
         if (e == SL_OK)
-            handle_set_session(h, s->id);
+            mq_handle_set_session(h, s->id);
     }
     if (e != SL_OK)
         sl_info("msrpc: rpc_QMOpenQueueInternal '%s' from %s refused: %s", fmt, s->peer, err);
-    open_out(out, e == SL_OK ? h : NULL, s->id, msrpc_hresult(e));
+    open_out(out, e == SL_OK ? h : NULL, s->id, rpc_msrpc_hresult(e));
     return 0;
 }
 
@@ -235,47 +235,47 @@ static uint32_t close_handle(void *ctx, const rpc_session_info *s, const rpc_cal
                              ndr_wr *out)
 {
     msrpc *r = ctx;
-    handle *h = msrpc_get_context(r, s, in);
+    mq_handle *h = rpc_msrpc_get_context(r, s, in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     if (!h)
         return NCA_S_FAULT_CONTEXT_MISMATCH;
-    if (handle_busy(h)) {
-        /* its owner's answer is awaited: closing now would lose the answer's handle */
+    if (mq_handle_busy(h)) {
+        /* its owner's answer is awaited: closing now would lose the answer's mq_handle */
         put_context(out, h, s->id);
-        ndr_put_u32(out, msrpc_hresult(SL_ERR_RESOURCE_LOCKED));
+        rpc_ndr_put_u32(out, rpc_msrpc_hresult(SL_ERR_RESOURCE_LOCKED));
         return 0;
     }
-    sl_debug("msrpc: handle %s closed by %s", handle_id(h), s->peer);
-    handle_discard(r->mq, h);
+    sl_debug("msrpc: handle %s closed by %s", mq_handle_id(h), s->peer);
+    mq_handle_discard(r->mq, h);
     put_context(out, NULL, 0);
-    ndr_put_u32(out, 0);
+    rpc_ndr_put_u32(out, 0);
     return 0;
 }
 
 static void purge_answered(void *ctx, const char *reply, const char *err)
 {
     msrpc_pending *p = ctx;
-    handle *h;
+    mq_handle *h;
     msrpc *r = answer_of(p, &h);
     if (!r)
         return;
     uint32_t hr;
     if (!h) {
-        hr = msrpc_hresult(SL_ERR_INVALID_HANDLE);
+        hr = rpc_msrpc_hresult(SL_ERR_INVALID_HANDLE);
     } else {
         uint64_t purged, pending;
-        hr = handle_purge_answered(h, reply, &purged, &pending) == SL_OK
+        hr = mq_handle_purge_answered(h, reply, &purged, &pending) == SL_OK
                  ? 0
-                 : handle_owner_hresult(reply);
-        if (!msrpc_session_alive(r, p->session))
-            handle_discard(r->mq, h); /* its connection went meanwhile: its rundown */
+                 : mq_handle_owner_hresult(reply);
+        if (!rpc_msrpc_session_alive(r, p->session))
+            mq_handle_discard(r->mq, h); /* its connection went meanwhile: its rundown */
     }
     if (hr)
         sl_info("msrpc: remote purge failed (0x%08X): %s", hr, err ? err : reply ? reply : "");
     uint8_t stub[4];
     sl_put_le32(stub, hr);
-    msrpc_pending_reply(r, p, stub, sizeof stub);
+    rpc_msrpc_pending_reply(r, p, stub, sizeof stub);
 }
 
 /* rpc_ACPurgeQueue([in] RPC_QUEUE_HANDLE hQueue): seed 000 */
@@ -283,35 +283,35 @@ static uint32_t purge_queue(void *ctx, const rpc_session_info *s, const rpc_call
                             ndr_wr *out)
 {
     msrpc *r = ctx;
-    handle *h = msrpc_get_context(r, s, in);
+    mq_handle *h = rpc_msrpc_get_context(r, s, in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     if (!h)
         return NCA_S_FAULT_CONTEXT_MISMATCH;
     char err[700];
     mq_caller who;
-    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
-    if (e == SL_OK && handle_busy(h)) {
-        snprintf(err, sizeof err, "handle %s waits for its owner", handle_id(h));
+    sl_err e = rpc_msrpc_caller(r, s, 0, &who, err, sizeof err);
+    if (e == SL_OK && mq_handle_busy(h)) {
+        snprintf(err, sizeof err, "handle %s waits for its owner", mq_handle_id(h));
         e = SL_ERR_RESOURCE_LOCKED;
     }
     if (e == SL_OK) {
-        msrpc_pending *p = msrpc_pending_new(r, s, c);
-        memcpy(p->id, handle_id(h), CTX_ID_LEN + 1);
+        msrpc_pending *p = rpc_msrpc_pending_new(r, s, c);
+        memcpy(p->id, mq_handle_id(h), CTX_ID_LEN + 1);
         uint64_t n = 0;
         int pending = 0;
-        e = handle_purge(r->mq, who.user, h, &n, &pending, purge_answered, p, err, sizeof err);
+        e = mq_handle_purge(r->mq, who.user, h, &n, &pending, purge_answered, p, err, sizeof err);
         if (e == SL_OK && pending)
             return RPC_DEFERRED;
-        msrpc_pending_take(p);
+        rpc_msrpc_pending_take(p);
         sl_free(p);
         if (e == SL_OK)
-            sl_debug("msrpc: handle %s purged %llu message(s)", handle_id(h),
+            sl_debug("msrpc: handle %s purged %llu message(s)", mq_handle_id(h),
                      (unsigned long long)n);
     }
     if (e != SL_OK)
         sl_info("msrpc: rpc_ACPurgeQueue from %s refused: %s", s->peer, err);
-    ndr_put_u32(out, msrpc_hresult(e));
+    rpc_ndr_put_u32(out, rpc_msrpc_hresult(e));
     return 0;
 }
 
@@ -320,21 +320,21 @@ static uint32_t purge_queue(void *ctx, const rpc_session_info *s, const rpc_call
 static uint32_t server_port(void *ctx, const rpc_session_info *s, const rpc_call *c, ndr_rd *in,
                             ndr_wr *out)
 {
-    uint32_t fip = ndr_u32(in);
+    uint32_t fip = rpc_ndr_u32(in);
     if (in->err)
         return NCA_S_FAULT_NDR;
-    ndr_put_u32(out, fip == 0 || fip == 2 ? (uint32_t)rpc_server_port(s->srv) : 0);
+    rpc_ndr_put_u32(out, fip == 0 || fip == 2 ? (uint32_t)rpc_server_port(s->srv) : 0);
     return 0;
 }
 
-void msrpc_qmcomm_register(msrpc *r, rpc_server *s)
+void rpc_msrpc_qmcomm_register(msrpc *r, rpc_server *s)
 {
     static rpc_op_fn ops[QMCOMM_OPS];
     ops[19] = open_queue;
     ops[20] = close_handle;
     ops[27] = purge_queue;
     ops[31] = server_port;
-    msrpc_qmcomm_info_ops(ops);
+    rpc_msrpc_qmcomm_info_ops(ops);
     rpc_syntax id = {.major = 1, .minor = 0};
     rpc_uuid_parse("fdb3a030-065f-11d1-bb9b-00a024ea5525", id.uuid);
     rpc_server_add(s, &id, "qmcomm", ops, QMCOMM_OPS, r);

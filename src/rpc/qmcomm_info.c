@@ -4,14 +4,14 @@
  *   opnum 12  R_QMObjectPathToObjectFormat  MQPathNameToFormatName of a private queue path
  *   opnum 14  R_QMGetTmWhereabouts          MSDTC's whereabouts: MQ_ERROR_DTC_CONNECT (none)
  *   opnum 15  R_QMEnlistTransaction         enlist in an MSDTC transaction: the same
- *   opnum 26  rpc_ACHandleToFormatName      MQHandleToFormatName of an open handle
+ *   opnum 26  rpc_ACHandleToFormatName      MQHandleToFormatName of an open mq_handle
  *   opnum 28  R_QMQueryQMRegistryInternal   the server's strings a dependent client asks for
  *
  * Same model, same rights as the HTTP API: the path resolves as R_QMMgmtGetInfo's
- * "QUEUE=DIRECT=OS:<path>" does (fmtname_resolve, then mq_vhost_listed: a management user who
+ * "QUEUE=DIRECT=OS:<path>" does (mq_fmtname_resolve, then mq_vhost_listed: a management user who
  * may see the queue's vhost) and answers the queue's canonical format name, the FORMATNAME
  * property; a handle's format name is its GET /api/msmq/handles/H's after the same recheck
- * (handle_format_name).
+ * (mq_handle_format_name).
  *
  * What a Sluice node has not, it answers with the HRESULT a Windows server without it gives:
  * no directory service (workgroup mode), so the MQIS server list and the forest GUID are
@@ -44,9 +44,9 @@ static uint16_t *utf16_of(const char *s, uint32_t *n)
     sl_buf b;
     sl_buf_init(&b);
     ndr_wr w;
-    ndr_wr_init(&w, &b);
-    ndr_put_wstring(&w, s);
-    *n = ndr_wstring_units(s);
+    rpc_ndr_wr_init(&w, &b);
+    rpc_ndr_put_wstring(&w, s);
+    *n = rpc_ndr_wstring_units(s);
     uint16_t *u = sl_xcalloc(*n, sizeof *u);
     const uint8_t *p = sl_buf_head(&b) + 12;
     for (uint32_t i = 0; i < *n; i++)
@@ -65,18 +65,18 @@ static uint32_t handle_to_format_name(void *ctx, const rpc_session_info *s, cons
 {
     (void)c;
     msrpc *r = ctx;
-    handle *h = msrpc_get_context(r, s, in);
-    uint32_t len = ndr_u32(in);
+    mq_handle *h = rpc_msrpc_get_context(r, s, in);
+    uint32_t len = rpc_ndr_u32(in);
     uint32_t ptr = ndr_ptr(in);
     if (ptr) {
-        uint32_t max = ndr_u32(in), off = ndr_u32(in), actual = ndr_u32(in);
+        uint32_t max = rpc_ndr_u32(in), off = rpc_ndr_u32(in), actual = rpc_ndr_u32(in);
         if (max != len || off != 0 || actual != len || actual > (in->len - in->pos) / 2)
             in->err = 1;
         else
             in->pos += 2 * (size_t)actual; /* the caller's buffer: its content does not matter */
-        ndr_rd_align(in, 4);
+        rpc_ndr_rd_align(in, 4);
     }
-    uint32_t plen = ndr_u32(in);
+    uint32_t plen = rpc_ndr_u32(in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     if (len > FORMATNAME_MAX_UNITS)
@@ -86,7 +86,7 @@ static uint32_t handle_to_format_name(void *ctx, const rpc_session_info *s, cons
     char err[700] = "";
     mq_caller who;
     const char *fmt = NULL;
-    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
+    sl_err e = rpc_msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK && (plen != len || (!ptr) != (len == 0))) {
         /* pdwLength MUST equal the buffer's length; the buffer is NULL exactly when empty */
         snprintf(err, sizeof err, "buffer of %u units, pdwLength %u, lpwcsFormatName %s", len, plen,
@@ -94,7 +94,7 @@ static uint32_t handle_to_format_name(void *ctx, const rpc_session_info *s, cons
         e = SL_ERR_INVALID_PARAMETER;
     }
     if (e == SL_OK)
-        e = handle_format_name(r->mq, who.user, h, &fmt, err, sizeof err);
+        e = mq_handle_format_name(r->mq, who.user, h, &fmt, err, sizeof err);
     uint32_t n = 0;
     uint16_t *u = NULL;
     if (e == SL_OK) {
@@ -103,23 +103,23 @@ static uint32_t handle_to_format_name(void *ctx, const rpc_session_info *s, cons
             e = SL_ERR_FORMATNAME_BUFFER_TOO_SMALL;
     }
     if (ptr) {
-        ndr_put_ref(out);
-        ndr_put_u32(out, len);
-        ndr_put_u32(out, 0);
-        ndr_put_u32(out, len);
+        rpc_ndr_put_ref(out);
+        rpc_ndr_put_u32(out, len);
+        rpc_ndr_put_u32(out, 0);
+        rpc_ndr_put_u32(out, len);
         for (uint32_t i = 0; i < len; i++) {
             /* the name (cut to len - 1 units when too long), a NUL, zeroes after */
             uint16_t v = u && i < n && i + 1 < len ? u[i] : 0;
-            ndr_put_u16(out, v);
+            rpc_ndr_put_u16(out, v);
         }
-        ndr_wr_align(out, 4);
+        rpc_ndr_wr_align(out, 4);
     } else {
-        ndr_put_u32(out, 0);
+        rpc_ndr_put_u32(out, 0);
     }
-    ndr_put_u32(out, u ? n : plen);
+    rpc_ndr_put_u32(out, u ? n : plen);
     if (e != SL_OK && e != SL_ERR_FORMATNAME_BUFFER_TOO_SMALL)
         sl_info("msrpc: rpc_ACHandleToFormatName from %s refused: %s", s->peer, err);
-    ndr_put_u32(out, msrpc_hresult(e));
+    rpc_ndr_put_u32(out, rpc_msrpc_hresult(e));
     sl_free(u);
     return 0;
 }
@@ -131,10 +131,10 @@ static void read_in_format(msrpc *r, ndr_rd *in, uint8_t *qft)
 {
     char ignored[1200];
     size_t at = in->pos;
-    ndr_rd_align(in, 4);
-    *qft = ndr_u8(in);
-    in->pos = at; /* msrpc_read_queue_format reads it again, checking the union's tag */
-    msrpc_read_queue_format(r, in, ignored, sizeof ignored);
+    rpc_ndr_rd_align(in, 4);
+    *qft = rpc_ndr_u8(in);
+    in->pos = at; /* rpc_msrpc_read_queue_format reads it again, checking the union's tag */
+    rpc_msrpc_read_queue_format(r, in, ignored, sizeof ignored);
 }
 
 /* R_QMObjectPathToObjectFormat([in] handle_t, [in, string] const WCHAR* lpwcsPathName,
@@ -148,10 +148,10 @@ static uint32_t path_to_format(void *ctx, const rpc_session_info *s, const rpc_c
     (void)c;
     msrpc *r = ctx;
     char path[1100];
-    ndr_wstring(in, path, sizeof path);
-    ndr_rd_align(in, 4);
-    uint32_t type = ndr_u32(in);
-    uint32_t tag = ndr_u32(in); /* the non-encapsulated union's discriminant */
+    rpc_ndr_wstring(in, path, sizeof path);
+    rpc_ndr_rd_align(in, 4);
+    uint32_t type = rpc_ndr_u32(in);
+    uint32_t tag = rpc_ndr_u32(in); /* the non-encapsulated union's discriminant */
     uint32_t ptr = 0;
     uint8_t qft = 0;
     if (!in->err && (type < 1 || type > 2))
@@ -168,12 +168,12 @@ static uint32_t path_to_format(void *ctx, const rpc_session_info *s, const rpc_c
     char err[700] = "", fmt[1200];
     mq_caller who;
     qm_queue *q = NULL;
-    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
+    sl_err e = rpc_msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK && (!ptr || qft != 0)) {
         snprintf(err, sizeof err, "pObjectFormat %s", ptr ? "not of type UNKNOWN" : "NULL");
         e = SL_ERR_INVALID_PARAMETER;
     }
-    if (e == SL_OK && fmtname_from_pathname(path, fmt, sizeof fmt) < 0) {
+    if (e == SL_OK && mq_fmtname_from_pathname(path, fmt, sizeof fmt) < 0) {
         snprintf(err, sizeof err, "'%.300s' is not a path name (<computer>\\private$\\<queue>)",
                  path);
         e = SL_ERR_INVALID_PATH;
@@ -184,35 +184,35 @@ static uint32_t path_to_format(void *ctx, const rpc_session_info *s, const rpc_c
         e = SL_ERR_NO_DS;
     }
     if (e == SL_OK)
-        e = fmtname_resolve(r->mq, fmt, NULL, &q, err, sizeof err);
+        e = mq_fmtname_resolve(r->mq, fmt, NULL, &q, err, sizeof err);
     if (e == SL_OK && !mq_vhost_listed(r->n->acc, &who, q->vhost->name)) {
         snprintf(err, sizeof err, "User not authorised to access virtual host");
         e = SL_ERR_ACCESS_REFUSED;
     }
     if (e == SL_OK)
-        fmtname_of(r->mq, q, fmt, sizeof fmt);
+        mq_fmtname_of(r->mq, q, fmt, sizeof fmt);
     else
         sl_info("msrpc: R_QMObjectPathToObjectFormat '%s' from %s refused: %s", path, s->peer, err);
     /* OBJECT_FORMAT: ObjType, the discriminant, pQueueFormat and its referent */
-    ndr_put_u32(out, 1);
-    ndr_put_u32(out, 1);
+    rpc_ndr_put_u32(out, 1);
+    rpc_ndr_put_u32(out, 1);
     if (!ptr) {
-        ndr_put_u32(out, 0);
+        rpc_ndr_put_u32(out, 0);
     } else {
-        ndr_put_ref(out);
+        rpc_ndr_put_ref(out);
         int ok = e == SL_OK;
-        ndr_put_u8(out, ok ? 3 : 0); /* m_qft: DIRECT, or UNKNOWN as it came */
-        ndr_put_u8(out, 0);          /* m_SuffixAndFlags */
-        ndr_put_u16(out, 0);         /* m_reserved */
-        ndr_put_u8(out, ok ? 3 : 0); /* the union's tag */
+        rpc_ndr_put_u8(out, ok ? 3 : 0); /* m_qft: DIRECT, or UNKNOWN as it came */
+        rpc_ndr_put_u8(out, 0);          /* m_SuffixAndFlags */
+        rpc_ndr_put_u16(out, 0);         /* m_reserved */
+        rpc_ndr_put_u8(out, ok ? 3 : 0); /* the union's tag */
         if (ok) {
-            ndr_wr_align(out, 4);
-            ndr_put_ref(out); /* m_pDirectID */
-            ndr_put_wstring(out, fmt + strlen("DIRECT="));
+            rpc_ndr_wr_align(out, 4);
+            rpc_ndr_put_ref(out); /* m_pDirectID */
+            rpc_ndr_put_wstring(out, fmt + strlen("DIRECT="));
         }
-        ndr_wr_align(out, 4);
+        rpc_ndr_wr_align(out, 4);
     }
-    ndr_put_u32(out, msrpc_hresult(e));
+    rpc_ndr_put_u32(out, rpc_msrpc_hresult(e));
     return 0;
 }
 
@@ -224,26 +224,26 @@ static uint32_t tm_whereabouts(void *ctx, const rpc_session_info *s, const rpc_c
                                ndr_wr *out)
 {
     (void)c;
-    uint32_t n = ndr_u32(in);
+    uint32_t n = rpc_ndr_u32(in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     if (n > WHEREABOUTS_MAX)
         return MSRPC_S_INVALID_BOUND;
     char err[300];
     mq_caller who;
-    sl_err e = msrpc_caller(ctx, s, 0, &who, err, sizeof err);
+    sl_err e = rpc_msrpc_caller(ctx, s, 0, &who, err, sizeof err);
     if (e == SL_OK)
         e = SL_ERR_DTC_CONNECT;
-    ndr_put_u32(out, n); /* the conformant array's size, then its bytes */
+    rpc_ndr_put_u32(out, n); /* the conformant array's size, then its bytes */
     static const uint8_t zero[4096];
     for (uint32_t left = n; left;) {
         uint32_t k = left < sizeof zero ? left : (uint32_t)sizeof zero;
-        ndr_put_bytes(out, zero, k);
+        rpc_ndr_put_bytes(out, zero, k);
         left -= k;
     }
-    ndr_wr_align(out, 4);
-    ndr_put_u32(out, 0);
-    ndr_put_u32(out, msrpc_hresult(e));
+    rpc_ndr_wr_align(out, 4);
+    rpc_ndr_put_u32(out, 0);
+    rpc_ndr_put_u32(out, rpc_msrpc_hresult(e));
     return 0;
 }
 
@@ -255,19 +255,19 @@ static uint32_t enlist_transaction(void *ctx, const rpc_session_info *s, const r
 {
     (void)c;
     uint8_t uow[16];
-    ndr_bytes(in, uow, sizeof uow);
-    uint32_t n = ndr_u32(in);
+    rpc_ndr_bytes(in, uow, sizeof uow);
+    uint32_t n = rpc_ndr_u32(in);
     if (!in->err && n > WHEREABOUTS_MAX)
         return MSRPC_S_INVALID_BOUND;
-    uint32_t max = ndr_u32(in);
+    uint32_t max = rpc_ndr_u32(in);
     if (max != n || n > in->len - in->pos)
         in->err = 1;
     if (in->err)
         return NCA_S_FAULT_NDR;
     char err[300];
     mq_caller who;
-    sl_err e = msrpc_caller(ctx, s, 0, &who, err, sizeof err);
-    ndr_put_u32(out, msrpc_hresult(e == SL_OK ? SL_ERR_DTC_CONNECT : e));
+    sl_err e = rpc_msrpc_caller(ctx, s, 0, &who, err, sizeof err);
+    rpc_ndr_put_u32(out, rpc_msrpc_hresult(e == SL_OK ? SL_ERR_DTC_CONNECT : e));
     return 0;
 }
 
@@ -283,12 +283,12 @@ static uint32_t query_registry(void *ctx, const rpc_session_info *s, const rpc_c
 {
     (void)c;
     msrpc *r = ctx;
-    uint32_t type = ndr_u32(in);
+    uint32_t type = rpc_ndr_u32(in);
     if (in->err)
         return NCA_S_FAULT_NDR;
     char err[300] = "", val[64] = "";
     mq_caller who;
-    sl_err e = msrpc_caller(r, s, 0, &who, err, sizeof err);
+    sl_err e = rpc_msrpc_caller(r, s, 0, &who, err, sizeof err);
     if (e == SL_OK) {
         switch (type) {
         case 0:
@@ -306,7 +306,7 @@ static uint32_t query_registry(void *ctx, const rpc_session_info *s, const rpc_c
             uint8_t g[16];
             char gs[40];
             node_qm_guid(r->n, g);
-            msmq_guid_str(g, gs); /* as the MSMQ door's log line shows it */
+            mqqb_guid_str(g, gs); /* as the MSMQ door's log line shows it */
             snprintf(val, sizeof val, "%s", gs);
             break;
         }
@@ -316,18 +316,18 @@ static uint32_t query_registry(void *ctx, const rpc_session_info *s, const rpc_c
         }
     }
     if (e == SL_OK) {
-        ndr_put_ref(out);
-        ndr_put_wstring(out, val);
-        ndr_wr_align(out, 4);
+        rpc_ndr_put_ref(out);
+        rpc_ndr_put_wstring(out, val);
+        rpc_ndr_wr_align(out, 4);
     } else {
         sl_debug("msrpc: R_QMQueryQMRegistryInternal from %s: %s", s->peer, err);
-        ndr_put_u32(out, 0); /* *lplpMQISServer = NULL */
+        rpc_ndr_put_u32(out, 0); /* *lplpMQISServer = NULL */
     }
-    ndr_put_u32(out, msrpc_hresult(e));
+    rpc_ndr_put_u32(out, rpc_msrpc_hresult(e));
     return 0;
 }
 
-void msrpc_qmcomm_info_ops(rpc_op_fn *ops)
+void rpc_msrpc_qmcomm_info_ops(rpc_op_fn *ops)
 {
     ops[12] = path_to_format;
     ops[14] = tm_whereabouts;

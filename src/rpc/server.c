@@ -196,9 +196,9 @@ static void dispatch(session *ss, const rpc_call *c)
     sl_buf stub;
     sl_buf_init(&stub);
     ndr_wr w;
-    ndr_wr_init(&w, &stub);
+    rpc_ndr_wr_init(&w, &stub);
     ndr_rd r;
-    ndr_rd_init(&r, c->stub, c->stub_len, c->le);
+    rpc_ndr_rd_init(&r, c->stub, c->stub_len, c->le);
     uint32_t st;
     if (c->iface == &s->epm) {
         st = epm_op(s, ss, c, &r, &w);
@@ -223,9 +223,9 @@ uint32_t rpc_server_invoke(rpc_server *s, const rpc_session_info *info, const rp
 {
     rpc_call c = {.opnum = opnum, .stub = stub, .stub_len = len, .le = le};
     ndr_wr w;
-    ndr_wr_init(&w, out);
+    rpc_ndr_wr_init(&w, out);
     ndr_rd r;
-    ndr_rd_init(&r, stub, len, le);
+    rpc_ndr_rd_init(&r, stub, len, le);
     if (!iface) {
         /* a session of the endpoint mapper's door with no socket (towers name 127.0.0.1) */
         session ss = {.srv = s, .fd = -1, .epmap = 1, .info = *info};
@@ -535,22 +535,22 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
 {
     uint8_t obj[16], handle[20];
     if (ndr_ptr(in))
-        ndr_bytes(in, obj, 16);
+        rpc_ndr_bytes(in, obj, 16);
     uint8_t tower[1024];
     size_t tlen = 0;
     int have_tower = ndr_ptr(in) != 0;
     if (have_tower) {
-        uint32_t max = ndr_u32(in), len = ndr_u32(in);
+        uint32_t max = rpc_ndr_u32(in), len = rpc_ndr_u32(in);
         if (len != max || len > sizeof tower) {
             in->err = 1;
         } else {
-            ndr_bytes(in, tower, len);
+            rpc_ndr_bytes(in, tower, len);
             tlen = len;
         }
     }
-    ndr_rd_align(in, 4);
-    ndr_bytes(in, handle, 20);
-    uint32_t max_towers = ndr_u32(in);
+    rpc_ndr_rd_align(in, 4);
+    rpc_ndr_bytes(in, handle, 20);
+    uint32_t max_towers = rpc_ndr_u32(in);
     if (in->err || max_towers > 500)
         return NCA_S_FAULT_NDR;
     const rpc_iface *found = NULL;
@@ -575,51 +575,51 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
         }
     }
     memset(handle, 0, sizeof handle);
-    ndr_put_bytes(out, handle, 20);
+    rpc_ndr_put_bytes(out, handle, 20);
     int n = found && tcp && max_towers > 0 && s->main.fd >= 0;
-    ndr_put_u32(out, (uint32_t)n);
-    ndr_put_u32(out, max_towers); /* conformant varying array of tower pointers */
-    ndr_put_u32(out, 0);
-    ndr_put_u32(out, (uint32_t)n);
+    rpc_ndr_put_u32(out, (uint32_t)n);
+    rpc_ndr_put_u32(out, max_towers); /* conformant varying array of tower pointers */
+    rpc_ndr_put_u32(out, 0);
+    rpc_ndr_put_u32(out, (uint32_t)n);
     if (n) {
-        ndr_put_ref(out);
+        rpc_ndr_put_ref(out);
         sl_buf t;
         sl_buf_init(&t);
         our_tower(s, ss, found, &t);
-        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
-        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
-        ndr_put_bytes(out, sl_buf_head(&t), sl_buf_unread(&t));
+        rpc_ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        rpc_ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        rpc_ndr_put_bytes(out, sl_buf_head(&t), sl_buf_unread(&t));
         sl_buf_free(&t);
-        ndr_wr_align(out, 4);
+        rpc_ndr_wr_align(out, 4);
     }
-    ndr_put_u32(out, n ? 0 : EPT_S_NOT_REGISTERED);
+    rpc_ndr_put_u32(out, n ? 0 : EPT_S_NOT_REGISTERED);
     return 0;
 }
 
 /* ept_lookup (opnum 2): the entries of the interfaces we serve (qmmgmt, qmcomm), each with
  * the nil object, its tower and its name as the annotation, for tools that enumerate the
- * mapper. All of them fit in one answer (there are at most MAX_IFACES), so the entry handle
+ * mapper. All of them fit in one answer (there are at most MAX_IFACES), so the entry mq_handle
  * returned is always the null one, which ends the client's loop. */
 static uint32_t ept_lookup(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
 {
     uint8_t obj[16] = {0}, ifid[16] = {0}, handle[20];
-    uint32_t inquiry = ndr_u32(in);
+    uint32_t inquiry = rpc_ndr_u32(in);
     int have_obj = ndr_ptr(in) != 0;
     if (have_obj)
-        ndr_bytes(in, obj, 16);
+        rpc_ndr_bytes(in, obj, 16);
     int have_if = ndr_ptr(in) != 0;
     uint16_t if_major = 0, if_minor = 0;
     if (have_if) {
-        ndr_bytes(in, ifid, 16);
-        if_major = ndr_u16(in);
-        if_minor = ndr_u16(in);
+        rpc_ndr_bytes(in, ifid, 16);
+        if_major = rpc_ndr_u16(in);
+        if_minor = rpc_ndr_u16(in);
     }
     /* vers_option: 1 all versions, 2 compatible (same major, minor at least), 3 exact,
      * 4 major only, 5 up to (at most this version) */
-    uint32_t vers = ndr_u32(in);
-    ndr_rd_align(in, 4);
-    ndr_bytes(in, handle, 20);
-    uint32_t max_ents = ndr_u32(in);
+    uint32_t vers = rpc_ndr_u32(in);
+    rpc_ndr_rd_align(in, 4);
+    rpc_ndr_bytes(in, handle, 20);
+    uint32_t max_ents = rpc_ndr_u32(in);
     if (in->err || max_ents > 500)
         return NCA_S_FAULT_NDR;
     static const uint8_t nil[16];
@@ -642,31 +642,31 @@ static uint32_t ept_lookup(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
         found[n++] = f;
     }
     memset(handle, 0, sizeof handle);
-    ndr_put_bytes(out, handle, 20);
-    ndr_put_u32(out, n);
-    ndr_put_u32(out, max_ents); /* conformant varying array of ept_entry_t */
-    ndr_put_u32(out, 0);
-    ndr_put_u32(out, n);
+    rpc_ndr_put_bytes(out, handle, 20);
+    rpc_ndr_put_u32(out, n);
+    rpc_ndr_put_u32(out, max_ents); /* conformant varying array of ept_entry_t */
+    rpc_ndr_put_u32(out, 0);
+    rpc_ndr_put_u32(out, n);
     for (uint32_t i = 0; i < n; i++) {
-        ndr_put_bytes(out, nil, 16); /* object */
-        ndr_put_ref(out);            /* tower, deferred */
+        rpc_ndr_put_bytes(out, nil, 16); /* object */
+        rpc_ndr_put_ref(out);            /* tower, deferred */
         size_t al = strlen(found[i]->name) + 1;
-        ndr_put_u32(out, 0); /* annotation: a varying string, offset, count, chars */
-        ndr_put_u32(out, (uint32_t)al);
-        ndr_put_bytes(out, found[i]->name, al);
-        ndr_wr_align(out, 4);
+        rpc_ndr_put_u32(out, 0); /* annotation: a varying string, offset, count, chars */
+        rpc_ndr_put_u32(out, (uint32_t)al);
+        rpc_ndr_put_bytes(out, found[i]->name, al);
+        rpc_ndr_wr_align(out, 4);
     }
     for (uint32_t i = 0; i < n; i++) {
         sl_buf t;
         sl_buf_init(&t);
         our_tower(s, ss, found[i], &t);
-        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
-        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
-        ndr_put_bytes(out, sl_buf_head(&t), sl_buf_unread(&t));
+        rpc_ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        rpc_ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        rpc_ndr_put_bytes(out, sl_buf_head(&t), sl_buf_unread(&t));
         sl_buf_free(&t);
-        ndr_wr_align(out, 4);
+        rpc_ndr_wr_align(out, 4);
     }
-    ndr_put_u32(out, n ? 0 : EPT_S_NOT_REGISTERED);
+    rpc_ndr_put_u32(out, n ? 0 : EPT_S_NOT_REGISTERED);
     return 0;
 }
 
@@ -679,12 +679,12 @@ static uint32_t epm_op(rpc_server *s, session *ss, const rpc_call *c, ndr_rd *in
     case 3:
         return ept_map(s, ss, in, out);
     case 4: /* ept_lookup_handle_free: we hand out none */
-        ndr_bytes(in, handle, 20);
+        rpc_ndr_bytes(in, handle, 20);
         if (in->err)
             return NCA_S_FAULT_NDR;
         memset(handle, 0, 20);
-        ndr_put_bytes(out, handle, 20);
-        ndr_put_u32(out, 0);
+        rpc_ndr_put_bytes(out, handle, 20);
+        rpc_ndr_put_u32(out, 0);
         return 0;
     default: /* insert, delete, inq_object, mgmt_delete: not for remote callers */
         return NCA_S_ACCESS_DENIED;

@@ -78,8 +78,8 @@ static void run(const uint8_t *data, size_t size, const char *forced)
     json_t *doc = json_loadb((const char *)data, size, 0, &je);
     if (!doc)
         return;
-    sl_config cfg;
-    sl_config_defaults(&cfg);
+    node_config cfg;
+    node_config_defaults(&cfg);
     /* the node's model and access module only: no loop, store or doors (an import needs none) */
     sl_node b;
     memset(&b, 0, sizeof b);
@@ -94,7 +94,7 @@ static void run(const uint8_t *data, size_t size, const char *forced)
     json_decref(doc);
     qm_node_free(b.qm);
     acc_free(b.acc);
-    sl_config_free(&cfg);
+    node_config_free(&cfg);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -7,7 +7,7 @@
  * sending side (link/mqqb_send.c) reads from a Windows receiver: a UserMessage that parses is also
  * read as an OrderAck / FinalAck, and its body, re-sent by the initiator's writer, parses back. And
  * the properties both ways: a UserMessage as an AMQP message (props.c, receiving), read back by the
- * sending side (msmq_out_props) and written again, parses to the same properties.
+ * sending side (mqqb_out_props) and written again, parses to the same properties.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -36,11 +36,11 @@ static void inside(const uint8_t *p, size_t len, const uint8_t *q, size_t n)
  * of the receiving table that the sending table carries come back unchanged. */
 static void props_both_ways(const mqqb_user *m, const char *dest)
 {
-    qm_message *msg = msmq_props_message(m, "q", "192.0.2.1");
+    qm_message *msg = mqqb_props_message(m, "q", "192.0.2.1");
     mqqb_out o = {
         .source_qm = m->source_qm, .dest = dest, .body = m->body, .body_len = m->body_size};
     msmq_out_scratch sc;
-    msmq_out_props(qm_msg_props(msg), msg->props_len, &o, &sc, 1000);
+    mqqb_out_props(qm_msg_props(msg), msg->props_len, &o, &sc, 1000);
     size_t n = mqqb_user_len(&o);
     CHECK(n > 0);
     uint8_t *w = malloc(n);

@@ -142,7 +142,7 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
     return real(fd, m, flags);
 }
 
-static sl_config CFG;
+static node_config CFG;
 static sl_node *B;
 static mgmt *M;
 static msrpc *RPC; /* the DCE/RPC door, beside the HTTP API as main starts them */
@@ -155,81 +155,81 @@ static int have_ctx;
 static void put_u32(sl_buf *b, uint32_t v)
 {
     ndr_wr w;
-    ndr_wr_init(&w, b);
+    rpc_ndr_wr_init(&w, b);
     w.base = 0;
-    ndr_put_u32(&w, v);
+    rpc_ndr_put_u32(&w, v);
 }
 
 /* a QUEUE_FORMAT of type DIRECT naming a private queue of this node */
 static void direct_format(ndr_wr *w, const char *name)
 {
-    ndr_put_u8(w, 3);
-    ndr_put_u8(w, 0);
-    ndr_put_u16(w, 0);
-    ndr_put_u8(w, 3);
-    ndr_wr_align(w, 4);
-    ndr_put_ref(w);
-    ndr_put_wstring(w, name);
+    rpc_ndr_put_u8(w, 3);
+    rpc_ndr_put_u8(w, 0);
+    rpc_ndr_put_u16(w, 0);
+    rpc_ndr_put_u8(w, 3);
+    rpc_ndr_wr_align(w, 4);
+    rpc_ndr_put_ref(w);
+    rpc_ndr_put_wstring(w, name);
 }
 
 static void stub_open(sl_buf *b, const char *fmt)
 {
     ndr_wr w;
-    ndr_wr_init(&w, b);
+    rpc_ndr_wr_init(&w, b);
     direct_format(&w, fmt);
-    ndr_wr_align(&w, 4);
-    ndr_put_u32(&w, 1); /* MQ_RECEIVE_ACCESS */
-    ndr_put_u32(&w, 0); /* MQ_DENY_NONE */
-    ndr_put_u32(&w, 0); /* hRemoteQueue */
-    ndr_put_u32(&w, 0); /* lplpRemoteQueueName: NULL */
-    ndr_put_u32(&w, 0); /* dwpQueue */
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_u32(&w, 1); /* MQ_RECEIVE_ACCESS */
+    rpc_ndr_put_u32(&w, 0); /* MQ_DENY_NONE */
+    rpc_ndr_put_u32(&w, 0); /* hRemoteQueue */
+    rpc_ndr_put_u32(&w, 0); /* lplpRemoteQueueName: NULL */
+    rpc_ndr_put_u32(&w, 0); /* dwpQueue */
     static const uint8_t guid[16] = {1, 2, 3};
-    ndr_put_bytes(&w, guid, 16);
-    ndr_put_wstring(&w, "fuzz");
-    ndr_wr_align(&w, 4);
-    ndr_put_u32(&w, 0);
-    ndr_put_u32(&w, 0);
+    rpc_ndr_put_bytes(&w, guid, 16);
+    rpc_ndr_put_wstring(&w, "fuzz");
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_u32(&w, 0);
+    rpc_ndr_put_u32(&w, 0);
 }
 
 static void stub_mgmt_object(ndr_wr *w, int queue)
 {
-    ndr_put_u16(w, queue ? 2 : 1);
-    ndr_put_u16(w, queue ? 2 : 1);
+    rpc_ndr_put_u16(w, queue ? 2 : 1);
+    rpc_ndr_put_u16(w, queue ? 2 : 1);
     if (!queue) {
-        ndr_put_u32(w, 0);
+        rpc_ndr_put_u32(w, 0);
         return;
     }
-    ndr_put_ref(w);
+    rpc_ndr_put_ref(w);
     direct_format(w, "OS:.\\private$\\q");
 }
 
 static void stub_get_info(sl_buf *b, int queue)
 {
     ndr_wr w;
-    ndr_wr_init(&w, b);
+    rpc_ndr_wr_init(&w, b);
     stub_mgmt_object(&w, queue);
-    ndr_wr_align(&w, 4);
-    ndr_put_u32(&w, 2);
-    ndr_put_u32(&w, 2);
-    ndr_put_u32(&w, queue ? 4 : 1); /* QUEUE_LOCATION / MSMQ_ACTIVEQUEUES */
-    ndr_put_u32(&w, queue ? 6 : 2); /* QUEUE_XACT / MSMQ_PRIVATEQ */
-    ndr_put_u32(&w, 2);
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_u32(&w, 2);
+    rpc_ndr_put_u32(&w, 2);
+    rpc_ndr_put_u32(&w, queue ? 4 : 1); /* QUEUE_LOCATION / MSMQ_ACTIVEQUEUES */
+    rpc_ndr_put_u32(&w, queue ? 6 : 2); /* QUEUE_XACT / MSMQ_PRIVATEQ */
+    rpc_ndr_put_u32(&w, 2);
     for (int i = 0; i < 2; i++) {
-        ndr_wr_align(&w, 8);
-        ndr_put_u16(&w, MSRPC_VT_NULL);
-        ndr_put_u16(&w, 0);
-        ndr_put_u32(&w, 0);
-        ndr_put_u16(&w, MSRPC_VT_NULL);
+        rpc_ndr_wr_align(&w, 8);
+        rpc_ndr_put_u16(&w, MSRPC_VT_NULL);
+        rpc_ndr_put_u16(&w, 0);
+        rpc_ndr_put_u32(&w, 0);
+        rpc_ndr_put_u16(&w, MSRPC_VT_NULL);
     }
 }
 
 static void stub_action(sl_buf *b, int queue, const char *act)
 {
     ndr_wr w;
-    ndr_wr_init(&w, b);
+    rpc_ndr_wr_init(&w, b);
     stub_mgmt_object(&w, queue);
-    ndr_wr_align(&w, 4);
-    ndr_put_wstring(&w, act);
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_wstring(&w, act);
 }
 
 static uint32_t call(int iface, uint16_t opnum, const uint8_t *p, size_t n, int le, sl_buf *out)
@@ -275,7 +275,7 @@ static void publish(qm_vhost *v, const char *rk, int n)
 static void setup(void)
 {
     sl_log_min_level = SL_LOG_ERROR;
-    sl_config_defaults(&CFG);
+    node_config_defaults(&CFG);
     char dir[] = "/tmp/fuzz-msrpc-stub-XXXXXX";
     CHECK(mkdtemp(dir));
     free(CFG.data_dir);
@@ -289,8 +289,8 @@ static void setup(void)
     char err[512];
     mq_state *mqs = mq_new(B);
     M = mgmt_start(B, mqs, err, sizeof err);
-    if (!M || msrpc_start(&RPC, mqs, err, sizeof err) < 0)
-        fprintf(stderr, "mgmt_start / msrpc_start: %s\n", err);
+    if (!M || rpc_msrpc_start(&RPC, mqs, err, sizeof err) < 0)
+        fprintf(stderr, "mgmt_start / rpc_msrpc_start: %s\n", err);
     CHECK(M && RPC);
     WHO.srv = RPC->srv;
     rpc_uuid_parse("41208ee0-e970-11d1-9b9e-00e02c064c39", QMMGMT.uuid);
@@ -310,7 +310,7 @@ static void setup(void)
 /* TIDY answers when compaction is done (slices on the broker's loop): run the loop, looking
  * every 5 ms, until it has (10 s at most). */
 static uint64_t tidy_deadline;
-static const msrpc_pending *tidy_call; /* TIDY's call: msrpc_pending_new put it first */
+static const msrpc_pending *tidy_call; /* TIDY's call: rpc_msrpc_pending_new put it first */
 
 static int pending(const msrpc_pending *p)
 {
@@ -389,14 +389,14 @@ static void write_seeds(const char *dir)
     stub_action(&b, 0, "TIDY"); /* answered later */
     write_seed(dir, "qmmgmt-1-tidy", 1, 0, &b);
     ndr_wr w;
-    ndr_wr_init(&w, &b); /* R_QMObjectPathToObjectFormat(path, QUEUE_FORMAT* out) */
-    ndr_put_wstring(&w, ".\\private$\\q");
-    ndr_wr_align(&w, 4);
-    ndr_put_u32(&w, 1); /* ObjType 1 */
-    ndr_put_u32(&w, 1); /* its discriminant */
-    ndr_put_ref(&w);    /* pQueueFormat: QUEUE_FORMAT_TYPE_UNKNOWN */
-    ndr_put_u32(&w, 0);
-    ndr_put_u32(&w, 0);
+    rpc_ndr_wr_init(&w, &b); /* R_QMObjectPathToObjectFormat(path, QUEUE_FORMAT* out) */
+    rpc_ndr_put_wstring(&w, ".\\private$\\q");
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_u32(&w, 1); /* ObjType 1 */
+    rpc_ndr_put_u32(&w, 1); /* its discriminant */
+    rpc_ndr_put_ref(&w);    /* pQueueFormat: QUEUE_FORMAT_TYPE_UNKNOWN */
+    rpc_ndr_put_u32(&w, 0);
+    rpc_ndr_put_u32(&w, 0);
     write_seed(dir, "qmcomm-12", 2, 0, &b);
     put_u32(&b, 16); /* R_QMGetTmWhereabouts(cbBufSize) */
     write_seed(dir, "qmcomm-14", 3, 0, &b);

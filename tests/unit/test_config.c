@@ -17,8 +17,8 @@
 
 START_TEST(defaults_as_always)
 {
-    sl_config c;
-    sl_config_defaults(&c);
+    node_config c;
+    node_config_defaults(&c);
     ck_assert_str_eq(c.bind, "127.0.0.1");
     ck_assert_int_eq(c.port, 5672);
     ck_assert_int_eq(c.mgmt_port, 15672);
@@ -117,21 +117,21 @@ START_TEST(defaults_as_always)
     ck_assert_int_eq(c.cluster.etcd_verify, 1);
     ck_assert_int_eq(c.cluster.repl_verify, 1);
     ck_assert_int_eq(c.cluster.repl_fail_if_no_peer, 1);
-    sl_config_free(&c);
+    node_config_free(&c);
 }
 END_TEST
 
 /* The text a value is refused with, or "" when it is taken. */
-static const char *try(sl_config *c, const char *key, const char *value)
+static const char *try(node_config *c, const char *key, const char *value)
 {
-    const char *err = sl_settings_apply(c, key, value);
+    const char *err = node_settings_apply(c, key, value);
     return err ? err : "";
 }
 
 START_TEST(numbers_words_and_their_texts)
 {
-    sl_config c;
-    sl_config_defaults(&c);
+    node_config c;
+    node_config_defaults(&c);
     ck_assert_str_eq(try(&c, "port", "65536"), "port must be 0..65535");
     ck_assert_str_eq(try(&c, "listeners.tcp.default", "1k"), ""); /* suffixes, as always */
     ck_assert_int_eq(c.port, 1024);
@@ -184,14 +184,14 @@ START_TEST(numbers_words_and_their_texts)
                      "msmq.allowed_senders must be a list of ADDRESS[/BITS] (IPv4 /0..32, IPv6 "
                      "/0..128), or any");
     ck_assert_str_eq(try(&c, "nonsense", "1"), "unknown setting");
-    sl_config_free(&c);
+    node_config_free(&c);
 }
 END_TEST
 
 START_TEST(patterns_groups_and_lists)
 {
-    sl_config c;
-    sl_config_defaults(&c);
+    node_config c;
+    node_config_defaults(&c);
     ck_assert_str_eq(try(&c, "user.bob.tags", "x"), "user.NAME.tags given before user.NAME");
     ck_assert_str_eq(try(&c, "user.bob", "pw"), "");
     ck_assert_str_eq(try(&c, "user.bob.tags", "administrator"), "");
@@ -199,7 +199,7 @@ START_TEST(patterns_groups_and_lists)
                      "user.NAME.link_node must be a node id: 32 hex digits");
     ck_assert_str_eq(try(&c, "user.bob.link_node", "00112233445566778899aabbccddeeff"), "");
     ck_assert_str_eq(try(&c, "user.", "pw"), "unknown setting");
-    const sl_user *u = sl_config_find_user(&c, "bob", 3);
+    const node_user *u = node_config_find_user(&c, "bob", 3);
     ck_assert_ptr_nonnull(u);
     ck_assert_str_eq(u->tags, "administrator");
     ck_assert_int_eq(u->link_bound, 1);
@@ -248,7 +248,7 @@ START_TEST(patterns_groups_and_lists)
     ck_assert_str_eq(try(&c, "cluster.nonsense", "1"), "unknown cluster setting");
     ck_assert_str_eq(try(&c, "cluster_formation.etcd.ssl_options.cacertfile", "/ca"), "");
     ck_assert_int_eq(c.cluster.etcd_https, 1); /* any etcd ssl_options key implies https */
-    sl_config_free(&c);
+    node_config_free(&c);
 }
 END_TEST
 
@@ -263,9 +263,9 @@ START_TEST(file_errors_name_the_line)
     fflush(stderr);
     int saved = dup(2);
     dup2(ofd, 2);
-    sl_config c;
-    sl_config_defaults(&c);
-    int rc = sl_config_load_file(&c, path);
+    node_config c;
+    node_config_defaults(&c);
+    int rc = node_config_load_file(&c, path);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -277,7 +277,7 @@ START_TEST(file_errors_name_the_line)
     close(ofd);
     unlink(path);
     unlink(out);
-    sl_config_free(&c);
+    node_config_free(&c);
 }
 END_TEST
 
@@ -286,7 +286,7 @@ START_TEST(reference_one_line_a_key)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    sl_settings_print(f);
+    node_settings_print(f);
     fclose(f);
     ck_assert(strstr(text, "bind\tstring\t127.0.0.1\t") == text);
     ck_assert_ptr_nonnull(strstr(text, "\nlisteners.tcp.default\talias\t\tport\n"));

@@ -14,13 +14,13 @@
 #include "node/node.h"
 #include "qm/qm.h"
 
-static sl_config cfg;
+static node_config cfg;
 static sl_node nd;
 
 static void setup(void)
 {
     sl_log_min_level = SL_LOG_ERROR + 1; /* quiet */
-    sl_config_defaults(&cfg);
+    node_config_defaults(&cfg);
     memset(&nd, 0, sizeof nd);
     nd.cfg = &cfg;
     nd.qm = qm_node_new("test");
@@ -34,7 +34,7 @@ static void teardown(void)
 {
     qm_node_free(nd.qm);
     acc_free(nd.acc);
-    sl_config_free(&cfg);
+    node_config_free(&cfg);
 }
 
 static const char *doc_text =

@@ -1,4 +1,4 @@
-/* test_mq.c - unit tests for MSMQ's protocol-neutral operations (src/mq/): the context-handle
+/* test_mq.c - unit tests for MSMQ's protocol-neutral operations (src/mq/): the context-mq_handle
  * tables' rules (ids of this run, ownership, the per-user limit, the rundown), handles on a
  * queue of this node (open, purge, format name, list, close), the access and share words every
  * door takes, format names, and moves with the transactions a door opens. No door is started:
@@ -18,7 +18,7 @@
 #include "mq/mq.h"
 #include "qm/qm.h"
 
-static sl_config CFG;
+static node_config CFG;
 static sl_node NODE;
 static mq_state *MQ;
 static qm_vhost *V;
@@ -26,7 +26,7 @@ static char err[512];
 
 static void setup(void)
 {
-    sl_config_defaults(&CFG);
+    node_config_defaults(&CFG);
     CFG.node_name = "sluice@testhost";
     CFG.handle_limit = 3;
     CFG.handle_idle_timeout_s = 3600;
@@ -94,59 +94,60 @@ static void put(qm_queue *q, const char *body)
 START_TEST(handle_ids_belong_to_their_run_and_user)
 {
     qm_queue *q = declare("q1");
-    handle *h;
-    ck_assert_int_eq(handle_open_local(MQ, "alice", q, QM_ACCESS_RECEIVE, 0, &h, err, sizeof err),
-                     SL_OK);
-    const char *id = handle_id(h);
+    mq_handle *h;
+    ck_assert_int_eq(
+        mq_handle_open_local(MQ, "alice", q, QM_ACCESS_RECEIVE, 0, &h, err, sizeof err), SL_OK);
+    const char *id = mq_handle_id(h);
     ck_assert_uint_eq(strlen(id), CTX_ID_LEN);
     char run[9];
     snprintf(run, sizeof run, "%08x", MQ->run_id);
     ck_assert(!memcmp(id, run, 8));
-    handle *found;
-    ck_assert_int_eq(handle_lookup(MQ, id, "alice", &found, err, sizeof err), SL_OK);
+    mq_handle *found;
+    ck_assert_int_eq(mq_handle_lookup(MQ, id, "alice", &found, err, sizeof err), SL_OK);
     ck_assert_ptr_eq(found, h);
     /* another user's id is answered as an unknown one */
-    ck_assert_int_eq(handle_lookup(MQ, id, "bob", &found, err, sizeof err), SL_ERR_INVALID_HANDLE);
+    ck_assert_int_eq(mq_handle_lookup(MQ, id, "bob", &found, err, sizeof err),
+                     SL_ERR_INVALID_HANDLE);
     ck_assert_ptr_null(found);
     /* an id of an earlier run is told apart */
     char stale[CTX_ID_LEN + 1];
     memcpy(stale, id, sizeof stale);
     stale[0] = stale[0] == '0' ? '1' : '0';
-    ck_assert_int_eq(handle_lookup(MQ, stale, "alice", &found, err, sizeof err),
+    ck_assert_int_eq(mq_handle_lookup(MQ, stale, "alice", &found, err, sizeof err),
                      SL_ERR_STALE_HANDLE);
-    ck_assert_int_eq(handle_lookup(MQ, "xyz", "alice", &found, err, sizeof err),
+    ck_assert_int_eq(mq_handle_lookup(MQ, "xyz", "alice", &found, err, sizeof err),
                      SL_ERR_INVALID_HANDLE);
-    handle_discard(MQ, h);
-    ck_assert_ptr_null(handle_find(MQ, id));
+    mq_handle_discard(MQ, h);
+    ck_assert_ptr_null(mq_handle_find(MQ, id));
 }
 END_TEST
 
 START_TEST(handle_limit_and_rundown)
 {
     qm_queue *q = declare("q1");
-    handle *h;
+    mq_handle *h;
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(handle_open_local(MQ, "alice", q, QM_ACCESS_PEEK, 0, &h, err, sizeof err),
-                         SL_OK);
-    ck_assert_int_eq(handle_open_local(MQ, "alice", q, QM_ACCESS_PEEK, 0, &h, err, sizeof err),
+        ck_assert_int_eq(
+            mq_handle_open_local(MQ, "alice", q, QM_ACCESS_PEEK, 0, &h, err, sizeof err), SL_OK);
+    ck_assert_int_eq(mq_handle_open_local(MQ, "alice", q, QM_ACCESS_PEEK, 0, &h, err, sizeof err),
                      SL_ERR_HANDLE_LIMIT);
-    ck_assert_int_eq(handle_open_local(MQ, "bob", q, QM_ACCESS_PEEK, 0, &h, err, sizeof err),
+    ck_assert_int_eq(mq_handle_open_local(MQ, "bob", q, QM_ACCESS_PEEK, 0, &h, err, sizeof err),
                      SL_OK);
     /* nothing idle yet; then every handle is */
     mq_rundown(MQ, h->e.last_used_ms);
     size_t n;
-    handle **v;
+    mq_handle **v;
     mq_caller admin = {"root", 1}, alice = {"alice", 0};
-    ck_assert_int_eq(handle_list(MQ, &admin, 1, &v, &n, err, sizeof err), SL_OK);
+    ck_assert_int_eq(mq_handle_list(MQ, &admin, 1, &v, &n, err, sizeof err), SL_OK);
     ck_assert_uint_eq(n, 4);
     sl_free(v);
-    ck_assert_int_eq(handle_list(MQ, &alice, 1, &v, &n, err, sizeof err), SL_ERR_ACCESS_REFUSED);
-    ck_assert_int_eq(handle_list(MQ, &alice, 0, &v, &n, err, sizeof err), SL_OK);
+    ck_assert_int_eq(mq_handle_list(MQ, &alice, 1, &v, &n, err, sizeof err), SL_ERR_ACCESS_REFUSED);
+    ck_assert_int_eq(mq_handle_list(MQ, &alice, 0, &v, &n, err, sizeof err), SL_OK);
     ck_assert_uint_eq(n, 3);
     sl_free(v);
     CFG.handle_idle_timeout_s = 1;
     mq_rundown(MQ, h->e.last_used_ms + 1000);
-    ck_assert_int_eq(handle_list(MQ, &admin, 1, &v, &n, err, sizeof err), SL_OK);
+    ck_assert_int_eq(mq_handle_list(MQ, &admin, 1, &v, &n, err, sizeof err), SL_OK);
     ck_assert_uint_eq(n, 0);
     sl_free(v);
 }
@@ -157,27 +158,27 @@ START_TEST(purge_and_format_name_through_a_handle)
     qm_queue *q = declare("q1");
     put(q, "a");
     put(q, "b");
-    handle *h, *peek;
-    ck_assert_int_eq(handle_open_local(MQ, "alice", q, QM_ACCESS_RECEIVE, 0, &h, err, sizeof err),
-                     SL_OK);
-    ck_assert_int_eq(handle_open_local(MQ, "alice", q, QM_ACCESS_PEEK, 0, &peek, err, sizeof err),
-                     SL_OK);
+    mq_handle *h, *peek;
+    ck_assert_int_eq(
+        mq_handle_open_local(MQ, "alice", q, QM_ACCESS_RECEIVE, 0, &h, err, sizeof err), SL_OK);
+    ck_assert_int_eq(
+        mq_handle_open_local(MQ, "alice", q, QM_ACCESS_PEEK, 0, &peek, err, sizeof err), SL_OK);
     uint64_t n;
     int pending;
-    ck_assert_int_ne(handle_purge(MQ, "alice", peek, &n, &pending, NULL, NULL, err, sizeof err),
+    ck_assert_int_ne(mq_handle_purge(MQ, "alice", peek, &n, &pending, NULL, NULL, err, sizeof err),
                      SL_OK);
-    ck_assert_int_eq(handle_purge(MQ, "alice", h, &n, &pending, NULL, NULL, err, sizeof err),
+    ck_assert_int_eq(mq_handle_purge(MQ, "alice", h, &n, &pending, NULL, NULL, err, sizeof err),
                      SL_OK);
     ck_assert_uint_eq(n, 2);
     ck_assert_int_eq(pending, 0);
     const char *fmt;
-    ck_assert_int_eq(handle_format_name(MQ, "alice", h, &fmt, err, sizeof err), SL_OK);
+    ck_assert_int_eq(mq_handle_format_name(MQ, "alice", h, &fmt, err, sizeof err), SL_OK);
     ck_assert_str_eq(fmt, "DIRECT=OS:testhost\\private$\\q1");
     /* the queue deleted: the handle reaches nothing, even under the same name again */
     ck_assert_int_eq(qm_queue_delete(q, 0, NULL, err, sizeof err), SL_OK);
     q = declare("q1");
     put(q, "c");
-    ck_assert_int_eq(handle_purge(MQ, "alice", h, &n, &pending, NULL, NULL, err, sizeof err),
+    ck_assert_int_eq(mq_handle_purge(MQ, "alice", h, &n, &pending, NULL, NULL, err, sizeof err),
                      SL_ERR_QUEUE_DELETED);
     ck_assert_uint_eq(q->n_ready, 1);
 }
@@ -186,22 +187,23 @@ END_TEST
 START_TEST(access_and_share_words)
 {
     uint32_t a;
-    ck_assert_int_eq(handle_access_parse("peek|admin", &a), 0);
+    ck_assert_int_eq(mq_handle_access_parse("peek|admin", &a), 0);
     ck_assert_uint_eq(a, QM_ACCESS_PEEK | QM_ACCESS_ADMIN);
-    ck_assert_int_eq(handle_access_parse("MQ_RECEIVE_ACCESS", &a), 0);
+    ck_assert_int_eq(mq_handle_access_parse("MQ_RECEIVE_ACCESS", &a), 0);
     ck_assert_uint_eq(a, QM_ACCESS_RECEIVE);
-    ck_assert_int_eq(handle_access_parse("", &a), -1);
-    ck_assert_int_eq(handle_access_parse("read", &a), -1);
+    ck_assert_int_eq(mq_handle_access_parse("", &a), -1);
+    ck_assert_int_eq(mq_handle_access_parse("read", &a), -1);
     char buf[64];
-    handle_access_str(QM_ACCESS_RECEIVE | QM_ACCESS_SEND, buf, sizeof buf);
+    mq_handle_access_str(QM_ACCESS_RECEIVE | QM_ACCESS_SEND, buf, sizeof buf);
     ck_assert_str_eq(buf, "receive|send");
     int s;
-    ck_assert_int_eq(handle_share_parse("deny-receive", &s), 0);
+    ck_assert_int_eq(mq_handle_share_parse("deny-receive", &s), 0);
     ck_assert_int_eq(s, QM_SHARE_DENY_RECEIVE);
-    ck_assert_int_eq(handle_share_parse("deny_all", &s), -1);
-    ck_assert(handle_access_valid(1) && handle_access_valid(0xFF));
-    ck_assert(!handle_access_valid(0) && !handle_access_valid(0x100) && !handle_access_valid(-1));
-    ck_assert(handle_share_valid(0) && handle_share_valid(1) && !handle_share_valid(2));
+    ck_assert_int_eq(mq_handle_share_parse("deny_all", &s), -1);
+    ck_assert(mq_handle_access_valid(1) && mq_handle_access_valid(0xFF));
+    ck_assert(!mq_handle_access_valid(0) && !mq_handle_access_valid(0x100) &&
+              !mq_handle_access_valid(-1));
+    ck_assert(mq_handle_share_valid(0) && mq_handle_share_valid(1) && !mq_handle_share_valid(2));
 }
 END_TEST
 
@@ -209,24 +211,24 @@ START_TEST(format_names_of_this_node)
 {
     qm_queue *q = declare("Orders"), *out;
     char buf[200];
-    fmtname_of(MQ, q, buf, sizeof buf);
+    mq_fmtname_of(MQ, q, buf, sizeof buf);
     ck_assert_str_eq(buf, "DIRECT=OS:testhost\\private$\\Orders");
-    pathname_of(MQ, q, buf, sizeof buf);
+    mq_pathname_of(MQ, q, buf, sizeof buf);
     ck_assert_str_eq(buf, "testhost\\private$\\Orders");
-    ck_assert_int_eq(
-        fmtname_resolve(MQ, "DIRECT=TCP:127.0.0.1\\private$\\orders", NULL, &out, err, sizeof err),
-        SL_OK);
+    ck_assert_int_eq(mq_fmtname_resolve(MQ, "DIRECT=TCP:127.0.0.1\\private$\\orders", NULL, &out,
+                                        err, sizeof err),
+                     SL_OK);
     ck_assert_ptr_eq(out, q);
     ck_assert_int_eq(
-        fmtname_resolve(MQ, "DIRECT=OS:.\\private$\\nope", NULL, &out, err, sizeof err),
+        mq_fmtname_resolve(MQ, "DIRECT=OS:.\\private$\\nope", NULL, &out, err, sizeof err),
         SL_ERR_QUEUE_NOT_FOUND);
-    ck_assert_int_eq(fmtname_resolve(MQ, "PUBLIC=1234", NULL, &out, err, sizeof err),
+    ck_assert_int_eq(mq_fmtname_resolve(MQ, "PUBLIC=1234", NULL, &out, err, sizeof err),
                      SL_ERR_ILLEGAL_FORMATNAME);
-    ck_assert(fmt_is_local_machine(MQ, "localhost"));
-    ck_assert(!fmt_is_local_machine(MQ, "10.9.9.9"));
+    ck_assert(mq_fmt_is_local_machine(MQ, "localhost"));
+    ck_assert(!mq_fmt_is_local_machine(MQ, "10.9.9.9"));
     int port;
     char host[64];
-    ck_assert_int_eq(fmt_machine_split("[::1]:1801", host, sizeof host, &port), 0);
+    ck_assert_int_eq(mq_fmt_machine_split("[::1]:1801", host, sizeof host, &port), 0);
     ck_assert_str_eq(host, "::1");
     ck_assert_int_eq(port, 1801);
 }

@@ -42,14 +42,14 @@ START_TEST(propvariant_array_layout)
     sl_buf b;
     sl_buf_init(&b);
     ndr_wr w;
-    ndr_wr_init(&w, &b);
+    rpc_ndr_wr_init(&w, &b);
     mq_value v[3] = {v_int(7), v_int(0x1122334455667788LL), v_str("ab")};
     uint16_t vt[3] = {MSRPC_VT_UI4, MSRPC_VT_I8, MSRPC_VT_LPWSTR};
-    ndr_put_u32(&w, 3);
+    rpc_ndr_put_u32(&w, 3);
     for (int i = 0; i < 3; i++)
-        msrpc_pv_inline(&w, vt[i], &v[i]);
+        rpc_msrpc_pv_inline(&w, vt[i], &v[i]);
     for (int i = 0; i < 3; i++)
-        msrpc_pv_deferred(&w, vt[i], &v[i], 0);
+        rpc_msrpc_pv_deferred(&w, vt[i], &v[i], 0);
     static const uint8_t want[] = {
         3,    0,    0,    0,    0,    0,    0,    0,          /* max count, pad to 8 */
         0x13, 0,    0,    0,    0,    0,    0,    0,          /* VT_UI4, reserved */
@@ -75,7 +75,7 @@ START_TEST(propvariant_vectors_and_nulls)
     sl_buf b;
     sl_buf_init(&b);
     ndr_wr w;
-    ndr_wr_init(&w, &b);
+    rpc_ndr_wr_init(&w, &b);
     /* EOD_SOURCE_INFO-like: [[fmt], [sender], [seqid], [seqno], [time], [rejects]] */
     mq_value sender = {.kind = MQ_V_SENDER,
                        .guid = {0xfd, 0xb3, 0xa0, 0x30, 0x06, 0x5f, 0x11, 0xd1, 0xbb, 0x9b, 0x00,
@@ -87,8 +87,8 @@ START_TEST(propvariant_vectors_and_nulls)
     v.items[3] = v_one(v_int(6));
     v.items[4] = v_one(v_int(7));
     v.items[5] = v_one(v_int(0));
-    msrpc_pv_inline(&w, MQ_VT_VARIANT | MQ_VT_VECTOR, &v);
-    msrpc_pv_deferred(&w, MQ_VT_VARIANT | MQ_VT_VECTOR, &v, MQ_PROP_EOD_SOURCE_INFO);
+    rpc_msrpc_pv_inline(&w, MQ_VT_VARIANT | MQ_VT_VECTOR, &v);
+    rpc_msrpc_pv_deferred(&w, MQ_VT_VARIANT | MQ_VT_VECTOR, &v, MQ_PROP_EOD_SOURCE_INFO);
     ck_assert_uint_eq(b.data[0] | b.data[1] << 8, MSRPC_VT_VECTOR | MSRPC_VT_VARIANT);
     ck_assert_uint_eq(b.data[12], 6); /* cElems */
     /* the six elements follow the deferred count, 8-aligned, each with its own type */
@@ -113,10 +113,10 @@ START_TEST(propvariant_vectors_and_nulls)
     /* no value: VT_NULL whatever the property's type, with nothing deferred */
     sl_buf_free(&b);
     sl_buf_init(&b);
-    ndr_wr_init(&w, &b);
+    rpc_ndr_wr_init(&w, &b);
     mq_value n = {.kind = MQ_V_NULL};
-    msrpc_pv_inline(&w, MSRPC_VT_LPWSTR, &n);
-    msrpc_pv_deferred(&w, MSRPC_VT_LPWSTR, &n, 0);
+    rpc_msrpc_pv_inline(&w, MSRPC_VT_LPWSTR, &n);
+    rpc_msrpc_pv_deferred(&w, MSRPC_VT_LPWSTR, &n, 0);
     ck_assert_uint_eq(b.len, 10);
     ck_assert_uint_eq(b.data[0], MSRPC_VT_NULL);
     sl_buf_free(&b);
@@ -143,45 +143,45 @@ START_TEST(queue_format_decoding)
     sl_buf b;
     sl_buf_init(&b);
     ndr_wr w;
-    ndr_wr_init(&w, &b);
-    ndr_put_u8(&w, 3);
-    ndr_put_u8(&w, 1);
-    ndr_put_u16(&w, 0);
-    ndr_put_u8(&w, 3);
-    ndr_put_ref(&w);
-    ndr_put_wstring(&w, "OS:.\\private$\\q");
+    rpc_ndr_wr_init(&w, &b);
+    rpc_ndr_put_u8(&w, 3);
+    rpc_ndr_put_u8(&w, 1);
+    rpc_ndr_put_u16(&w, 0);
+    rpc_ndr_put_u8(&w, 3);
+    rpc_ndr_put_ref(&w);
+    rpc_ndr_put_wstring(&w, "OS:.\\private$\\q");
     ndr_rd r;
-    ndr_rd_init(&r, b.data, b.len, 1);
+    rpc_ndr_rd_init(&r, b.data, b.len, 1);
     char out[300];
-    msrpc_read_queue_format(NULL, &r, out, sizeof out);
+    rpc_msrpc_read_queue_format(NULL, &r, out, sizeof out);
     ck_assert_int_eq(r.err, 0);
     ck_assert_str_eq(out, "DIRECT=OS:.\\private$\\q;journal");
     sl_buf_free(&b);
     sl_buf_init(&b);
-    ndr_wr_init(&w, &b);
-    ndr_put_u8(&w, 2);
-    ndr_put_u8(&w, 0);
-    ndr_put_u16(&w, 0);
-    ndr_put_u8(&w, 2);
+    rpc_ndr_wr_init(&w, &b);
+    rpc_ndr_put_u8(&w, 2);
+    rpc_ndr_put_u8(&w, 0);
+    rpc_ndr_put_u16(&w, 0);
+    rpc_ndr_put_u8(&w, 2);
     uint8_t g[16];
     rpc_uuid_parse("fdb3a030-065f-11d1-bb9b-00a024ea5525", g);
-    ndr_wr_align(&w, 4);
-    ndr_put_bytes(&w, g, 16);
-    ndr_put_u32(&w, 0x1a);
-    ndr_rd_init(&r, b.data, b.len, 1);
-    msrpc_read_queue_format(NULL, &r, out, sizeof out);
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_bytes(&w, g, 16);
+    rpc_ndr_put_u32(&w, 0x1a);
+    rpc_ndr_rd_init(&r, b.data, b.len, 1);
+    rpc_msrpc_read_queue_format(NULL, &r, out, sizeof out);
     ck_assert_int_eq(r.err, 0);
     ck_assert_str_eq(out, "PRIVATE=fdb3a030-065f-11d1-bb9b-00a024ea5525\\0000001a");
     b.data[0] = 9;
     b.data[4] = 9;
-    ndr_rd_init(&r, b.data, b.len, 1);
-    msrpc_read_queue_format(NULL, &r, out, sizeof out);
+    rpc_ndr_rd_init(&r, b.data, b.len, 1);
+    rpc_msrpc_read_queue_format(NULL, &r, out, sizeof out);
     ck_assert_int_eq(r.err, 1);
     /* the discriminant must repeat the type */
     b.data[0] = 2;
     b.data[4] = 3;
-    ndr_rd_init(&r, b.data, b.len, 1);
-    msrpc_read_queue_format(NULL, &r, out, sizeof out);
+    rpc_ndr_rd_init(&r, b.data, b.len, 1);
+    rpc_msrpc_read_queue_format(NULL, &r, out, sizeof out);
     ck_assert_int_eq(r.err, 1);
     sl_buf_free(&b);
 }
