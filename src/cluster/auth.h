@@ -12,8 +12,8 @@
  * proof from being reflected as a follower's, and the names bind the proof to who claims
  * what. Proofs are compared in constant time (CRYPTO_memcmp).
  *
- * Invariant: a secret loaded by cl_secret_load came from a regular file that neither group
- * nor others may read or write, and is not empty.
+ * The secret is read with the settings (node/config.c: cluster.secret_file, from a regular
+ * file that neither group nor others may read or write, not empty).
  */
 #ifndef SL_CLUSTER_AUTH_H
 #define SL_CLUSTER_AUTH_H
@@ -23,12 +23,6 @@
 
 #define CL_AUTH_NONCE 32
 #define CL_AUTH_MAC 32
-#define CL_AUTH_MAX_SECRET 4096
-
-/* Read the secret in path: 0 and *out (sl_free) / *len, or -1 with err naming the file and
- * why (not there, not a regular file, a mode that lets group/others in, empty, too long).
- * Trailing whitespace (a newline from `echo`) is not part of the secret. */
-int cl_secret_load(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen);
 
 /* 32 random bytes; -1 when the system has none to give. */
 int cl_auth_nonce(uint8_t out[CL_AUTH_NONCE]);

@@ -114,13 +114,13 @@ const char *mq_vt_name(uint16_t vt)
     return "VT_NULL";
 }
 
-static void v_int(mq_value *v, int64_t i)
+void mq_value_int(mq_value *v, int64_t i)
 {
     v->kind = MQ_V_INT;
     v->i = i;
 }
 
-static void v_str(mq_value *v, const char *s)
+void mq_value_str(mq_value *v, const char *s)
 {
     v->kind = MQ_V_STR;
     v->s = sl_xstrdup(s);
@@ -243,11 +243,11 @@ static void all_queues(mq_state *mq, const mq_caller *who, int active, mq_value 
             qm_queue *q = qs[j];
             if (active && queue_active(q)) {
                 mq_fmtname_of(mq, q, buf, sizeof buf);
-                v_str(v_push(out), buf);
+                mq_value_str(v_push(out), buf);
             }
             if (!active && !q->is_system) {
                 mq_pathname_of(mq, q, buf, sizeof buf);
-                v_str(v_push(out), buf);
+                mq_value_str(v_push(out), buf);
             }
             size_t ns;
             void **subs = active ? sl_map_sorted(q->subqueues, &ns) : NULL;
@@ -255,7 +255,7 @@ static void all_queues(mq_state *mq, const mq_caller *who, int active, mq_value 
                 if (!queue_active(subs[k]))
                     continue;
                 mq_fmtname_of(mq, subs[k], buf, sizeof buf);
-                v_str(v_push(out), buf);
+                mq_value_str(v_push(out), buf);
             }
             sl_free(subs);
         }
@@ -303,13 +303,13 @@ static void machine_value(mq_state *mq, const mq_caller *who, int id, uint16_t *
         all_queues(mq, who, id == 1, out);
         return;
     case 4:
-        v_str(out, mq->n->qm->online ? "CONNECTED" : "DISCONNECTED");
+        mq_value_str(out, mq->n->qm->online ? "CONNECTED" : "DISCONNECTED");
         return;
     case 5:
-        v_str(out, SLUICE_PRODUCT " " SLUICE_VERSION " (Linux)");
+        mq_value_str(out, SLUICE_PRODUCT " " SLUICE_VERSION " (Linux)");
         return;
     case 6:
-        v_int(out, (int64_t)bytes_listed(mq, who));
+        mq_value_int(out, (int64_t)bytes_listed(mq, who));
         return;
     default: /* DSSERVER: not directory-integrated */
         *vt = MQ_VT_NULL;
@@ -344,39 +344,39 @@ static void queue_value(mq_state *mq, qm_queue *q, int id, uint16_t *vt, mq_valu
     switch (id) {
     case 1:
         mq_pathname_of(mq, q, buf, sizeof buf);
-        v_str(out, buf);
+        mq_value_str(out, buf);
         return;
     case 2:
         mq_fmtname_of(mq, q, buf, sizeof buf);
-        v_str(out, buf);
+        mq_value_str(out, buf);
         return;
     case 3:
-        v_str(out, q->is_system ? "MACHINE" : "PRIVATE");
+        mq_value_str(out, q->is_system ? "MACHINE" : "PRIVATE");
         return;
     case 4:
-        v_str(out, "LOCAL");
+        mq_value_str(out, "LOCAL");
         return;
     case 5:
-        v_str(out, "NO");
+        mq_value_str(out, "NO");
         return;
     case 6:
         /* no directory: private queues are not foreign (MS-MQMR 3.1.4.1 FOREIGN rule) */
-        v_str(out, "NO");
+        mq_value_str(out, "NO");
         return;
     case 7:
-        v_int(out, ui4(qm_queue_message_count(q)));
+        mq_value_int(out, ui4(qm_queue_message_count(q)));
         return;
     case 8:
-        v_int(out, ui4(q->bytes_total));
+        mq_value_int(out, ui4(q->bytes_total));
         return;
     case 9:
-        v_int(out, j ? ui4(qm_queue_message_count(j)) : 0);
+        mq_value_int(out, j ? ui4(qm_queue_message_count(j)) : 0);
         return;
     case 10:
-        v_int(out, j ? ui4(j->bytes_total) : 0);
+        mq_value_int(out, j ? ui4(j->bytes_total) : 0);
         return;
     case 11:
-        v_str(out, "LOCAL CONNECTION");
+        mq_value_str(out, "LOCAL CONNECTION");
         return;
     case 26:
     case 27: {
@@ -386,11 +386,11 @@ static void queue_value(mq_state *mq, qm_queue *q, int id, uint16_t *vt, mq_valu
         for (size_t i = 0; i < ns; i++) {
             if (is_journal(subs[i]))
                 continue; /* the journal is not a subqueue in MSMQ's sense */
-            v_str(v_push(&names), strchr(((qm_queue *)subs[i])->name, ';') + 1);
+            mq_value_str(v_push(&names), strchr(((qm_queue *)subs[i])->name, ';') + 1);
         }
         sl_free(subs);
         if (id == 26) {
-            v_int(out, (int64_t)names.n);
+            mq_value_int(out, (int64_t)names.n);
             mq_value_free(&names);
         } else {
             *out = names;

@@ -112,4 +112,8 @@ void mq_info_outgoing_value(qm_queue *q, int id, uint16_t *vt, mq_value *out);
 void mq_info_eod_source(mq_state *mq, qm_queue *q, mq_value *out);
 void mq_seqinfo_of(const eod_seqinfo *l, mq_seqinfo *out);
 
+/* Set v (zeroed, or freed first) to an integer / a copy of a string. */
+void mq_value_int(mq_value *v, int64_t i);
+void mq_value_str(mq_value *v, const char *s);
+
 #endif

@@ -29,18 +29,6 @@ void mq_seqinfo_of(const eod_seqinfo *l, mq_seqinfo *out)
     out->prev_no64 = l->prev_no64;
 }
 
-static void v_int(mq_value *v, int64_t i)
-{
-    v->kind = MQ_V_INT;
-    v->i = i;
-}
-
-static void v_str(mq_value *v, const char *s)
-{
-    v->kind = MQ_V_STR;
-    v->s = sl_xstrdup(s);
-}
-
 static void v_seq(mq_value *v, const eod_seqinfo *s)
 {
     v->kind = MQ_V_SEQINFO;
@@ -66,36 +54,36 @@ void mq_info_outgoing_value(qm_queue *q, int id, uint16_t *vt, mq_value *out)
     link_outq_get_info(q, &in);
     switch (id) {
     case 3:
-        v_str(out, "PRIVATE");
+        mq_value_str(out, "PRIVATE");
         return;
     case 4:
-        v_str(out, "REMOTE");
+        mq_value_str(out, "REMOTE");
         return;
     case 5:
-        v_str(out, "UNKNOWN"); /* the destination's, which the sender does not know */
+        mq_value_str(out, "UNKNOWN"); /* the destination's, which the sender does not know */
         return;
     case 6:
-        v_str(out, mq_info_foreign_name(in.foreign));
+        mq_value_str(out, mq_info_foreign_name(in.foreign));
         return;
     case 11:
-        v_str(out, eod_state_name(in.state));
+        mq_value_str(out, eod_state_name(in.state));
         return;
     case 12:
         out->kind = MQ_V_LIST;
         if (in.next_hop[0]) {
             out->items = sl_xcalloc(1, sizeof *out->items);
             out->n = 1;
-            v_str(&out->items[0], in.next_hop);
+            mq_value_str(&out->items[0], in.next_hop);
         }
         return;
     case 13:
         v_seq(out, &in.last_ack);
         return;
     case 14:
-        v_int(out, in.last_ack_time);
+        mq_value_int(out, in.last_ack_time);
         return;
     case 15:
-        v_int(out, (int64_t)in.last_ack_count);
+        mq_value_int(out, (int64_t)in.last_ack_count);
         return;
     case 16:
         v_seq(out, &in.first_non_ack);
@@ -107,19 +95,19 @@ void mq_info_outgoing_value(qm_queue *q, int id, uint16_t *vt, mq_value *out)
         v_seq(out, &in.next_seq);
         return;
     case 19:
-        v_int(out, (int64_t)in.no_read_count);
+        mq_value_int(out, (int64_t)in.no_read_count);
         return;
     case 20:
-        v_int(out, (int64_t)in.no_ack_count);
+        mq_value_int(out, (int64_t)in.no_ack_count);
         return;
     case 21:
-        v_int(out, in.resend_time);
+        mq_value_int(out, in.resend_time);
         return;
     case 22:
-        v_int(out, in.resend_interval_s);
+        mq_value_int(out, in.resend_interval_s);
         return;
     case 23:
-        v_int(out, (int64_t)in.resend_count);
+        mq_value_int(out, (int64_t)in.resend_count);
         return;
     case MQ_PROP_CONNECTION_HISTORY:
         /* four parallel vectors: status, time, error (an HRESULT, signed), address lists
@@ -127,18 +115,18 @@ void mq_info_outgoing_value(qm_queue *q, int id, uint16_t *vt, mq_value *out)
         v_vectors(out, 4, in.n_history);
         for (size_t i = 0; i < in.n_history; i++) {
             const eod_hist *h = &in.history[i];
-            v_int(&out->items[0].items[i], h->status);
-            v_int(&out->items[1].items[i], h->time);
-            v_int(&out->items[2].items[i], (int32_t)h->error);
+            mq_value_int(&out->items[0].items[i], h->status);
+            mq_value_int(&out->items[1].items[i], h->time);
+            mq_value_int(&out->items[2].items[i], (int32_t)h->error);
             mq_value *ad = &out->items[3].items[i];
             ad->kind = MQ_V_LIST;
             ad->items = sl_xcalloc(1, sizeof *ad->items);
             ad->n = 1;
-            v_str(&ad->items[0], h->address);
+            mq_value_str(&ad->items[0], h->address);
         }
         return;
     case 26:
-        v_int(out, 0);
+        mq_value_int(out, 0);
         return;
     case 27:
         out->kind = MQ_V_LIST;
@@ -172,15 +160,15 @@ void mq_info_eod_source(mq_state *mq, qm_queue *q, mq_value *out)
             continue;
         char f[800];
         snprintf(f, sizeof f, "DIRECT=OS:%s\\private$\\%s", mq_fmt_computer(mq), name);
-        v_str(&out->items[0].items[k], f);
+        mq_value_str(&out->items[0].items[k], f);
         mq_value *s = &out->items[1].items[k];
         s->kind = MQ_V_SENDER;
         memcpy(s->guid, e->sender, 16);
         s->s = sl_xstrdup(e->sender_name ? e->sender_name : "");
-        v_int(&out->items[2].items[k], (int64_t)e->seq_id);
-        v_int(&out->items[3].items[k], (int64_t)e->seq_no);
-        v_int(&out->items[4].items[k], (int64_t)(e->access_ms / 1000));
-        v_int(&out->items[5].items[k], (int64_t)e->rejects);
+        mq_value_int(&out->items[2].items[k], (int64_t)e->seq_id);
+        mq_value_int(&out->items[3].items[k], (int64_t)e->seq_no);
+        mq_value_int(&out->items[4].items[k], (int64_t)(e->access_ms / 1000));
+        mq_value_int(&out->items[5].items[k], (int64_t)e->rejects);
         k++;
     }
 }

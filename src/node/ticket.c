@@ -161,23 +161,30 @@ void node_release_waiters(sl_node *n)
     }
 }
 
+/* What a commit or a kick returned: -2, out of space (the store holds the writes: stalled);
+ * another failure stops the process, since replies that depend on the disk must not go out.
+ * 1 when the caller may go on. */
+static int store_rc(sl_node *n, int rc, const char *err)
+{
+    if (rc == -2) {
+        node_store_stalled(n);
+        return 0;
+    }
+    if (rc < 0) {
+        sl_error("store: %s; stopping without sending replies that depend on it", err);
+        exit(1);
+    }
+    return 1;
+}
+
 static void on_sync_done(sl_loop *loop, sl_watch *w, int events)
 {
     sl_node *n = w->data;
     (void)loop;
     (void)events;
     char err[320];
-    int rc = persist_sync_done(n->store, err, sizeof err);
-    if (rc == -2) {
-        node_store_stalled(n);
-        return;
-    }
-    if (rc < 0) {
-        /* Replies that depend on the disk must not go out: stop here. */
-        sl_error("store: %s; stopping without sending replies that depend on it", err);
-        exit(1);
-    }
-    node_release_waiters(n);
+    if (store_rc(n, persist_sync_done(n->store, err, sizeof err), err))
+        node_release_waiters(n);
 }
 
 int node_watch_store(sl_node *n)
@@ -214,30 +221,15 @@ void node_unwatch_store(sl_node *n)
 void node_commit(sl_node *n, int force)
 {
     char err[320];
-    int rc = n->store ? persist_commit_ex(n->store, force, err, sizeof err) : 0;
-    if (rc == -2) {
-        node_store_stalled(n);
-        return;
-    }
-    if (rc < 0) {
-        /* Replies that depend on the disk must not go out: stop here. */
-        sl_error("store: %s; stopping without sending replies that depend on it", err);
-        exit(1);
-    }
+    store_rc(n, n->store ? persist_commit_ex(n->store, force, err, sizeof err) : 0, err);
 }
 
 void node_kick(sl_node *n, int force)
 {
     char err[320];
     int rc = n->store ? persist_kick(n->store, force, err, sizeof err) : 0;
-    if (rc == -2) {
-        node_store_stalled(n);
+    if (!store_rc(n, rc, err))
         return;
-    }
-    if (rc < 0) {
-        sl_error("store: %s; stopping without sending replies that depend on it", err);
-        exit(1);
-    }
     if (rc == 1) /* written on this thread already (a small batch with no sync) */
         node_release_waiters(n);
     pace_arm(n);
