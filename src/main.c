@@ -1,5 +1,11 @@
-/* main.c - sluiced: parse settings, prepare the data directory, start the broker, run the
- * event loop until SIGTERM / SIGINT, then close every connection with 320 and exit 0.
+/* main.c - sluiced: parse settings, prepare the data directory, make the node (node/node.h),
+ * its links and its doors (AMQP, HTTP with DCE/RPC, MS-MQQB), run the event loop until SIGTERM
+ * / SIGINT, then close every connection with 320 and exit 0.
+ *
+ * Start order: the node and its store (a cluster leader's mirrored), the links (they recover
+ * the outgoing queues), the AMQP door (it tells the links the node's address), the HTTP and
+ * MS-MQQB doors, then a promoted cluster node adopts its member. The node stops its parts in
+ * the reverse order (node_free).
  *
  * A cluster node (cluster_formation configured) first runs the follower phase
  * (cluster/node.h) until it is elected; then the broker starts on the mirrored data directory
@@ -15,20 +21,26 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
+#include "cluster/leader.h"
 #include "cluster/node.h"
+#include "link/link.h"
+#include "node/node.h"
+#include "persist/persist.h"
+#include "rpc/msrpc.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "mgmt/mgmt.h"
+#include "mq/mq.h"
 #include "msmq/server.h"
 #include "store/log.h"
 
 int main(int argc, char **argv)
 {
-    sl_config cfg;
-    sl_config_defaults(&cfg);
-    int rc = sl_config_from_args(&cfg, argc, argv);
+    node_config cfg;
+    node_config_defaults(&cfg);
+    int rc = node_config_from_args(&cfg, argc, argv);
     if (rc != 0) {
-        sl_config_free(&cfg);
+        node_config_free(&cfg);
         return rc > 0 ? 0 : 2;
     }
     sl_log_min_level = cfg.log_level;
@@ -38,14 +50,14 @@ int main(int argc, char **argv)
         char err[256];
         if (st_fault_configure(fault, err, sizeof err) < 0) {
             sl_error("%s", err);
-            sl_config_free(&cfg);
+            node_config_free(&cfg);
             return 2;
         }
         sl_warn("SLUICE_FAULT=%s: store syncs are made slow or failing on purpose", fault);
     }
     if (mkdir(cfg.data_dir, 0750) < 0 && errno != EEXIST) {
         sl_error("cannot create data directory %s: %s", cfg.data_dir, strerror(errno));
-        sl_config_free(&cfg);
+        node_config_free(&cfg);
         return 1;
     }
     sl_info("%s %s starting: node %s, data directory %s", SLUICE_PRODUCT, SLUICE_VERSION,
@@ -55,7 +67,7 @@ int main(int argc, char **argv)
     if (cfg.cluster.enabled) {
         int r = cl_node_follow(&cfg, &node);
         if (r <= 0) {
-            sl_config_free(&cfg);
+            node_config_free(&cfg);
             if (r == 0)
                 sl_info("stopped");
             return r == 0 ? 0 : 1;
@@ -65,46 +77,65 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             keep[i] = *fds[i] >= 0 ? fcntl(*fds[i], F_DUPFD_CLOEXEC, 0) : -1;
     }
-    broker *b = broker_new_node(&cfg, node);
-    if (!b || broker_listen(b) < 0) {
-        broker_free(b);
-        sl_config_free(&cfg);
+    sl_node *n = node_new(&cfg);
+    persist_options po = {0};
+    if (n)
+        n->cl_node = node;
+    if (!n || (node && cl_leader_mirror(n, &po) < 0) || /* the store is mirrored */
+        node_open(n, &po) < 0 || link_start(n) < 0 || !broker_start(n)) {
+        node_free(n);
+        node_config_free(&cfg);
         return 1;
     }
     mgmt *m = NULL;
+    mq_state *mqs = NULL; /* MSMQ's operations, shared by the HTTP and DCE/RPC doors */
+    msrpc *rpc = NULL;
     if (cfg.mgmt_port >= 0) {
         char err[256];
-        m = mgmt_start(b, err, sizeof err);
-        if (!m) {
+        mqs = mq_new(n);
+        m = mgmt_start(n, mqs, err, sizeof err);
+        /* The DCE/RPC doors (listeners.msrpc, listeners.msrpc_epmap) run beside the HTTP API,
+         * whose handle rundown they share. */
+        if (!m || rpc_msrpc_start(&rpc, mqs, err, sizeof err) < 0) {
             sl_error("management API: %s", err);
-            broker_free(b);
-            sl_config_free(&cfg);
+            mgmt_stop(m);
+            mq_free(mqs);
+            node_free(n);
+            node_config_free(&cfg);
             return 1;
         }
     }
     char merr[256];
-    msmq_server *mq = msmq_start(b, merr, sizeof merr);
+    msmq_server *mq = msmq_start(n, merr, sizeof merr);
     if (!mq && merr[0]) {
         sl_error("listeners.msmq: %s", merr);
+        rpc_msrpc_stop(&rpc);
         mgmt_stop(m);
-        broker_free(b);
-        sl_config_free(&cfg);
+        mq_free(mqs);
+        node_free(n);
+        node_config_free(&cfg);
         return 1;
     }
-    if (node && broker_cluster_adopt(b, m ? mgmt_port(m) : 0) < 0) {
+    if (node && cl_leader_adopt(n, m ? mgmt_port(m) : 0) < 0) {
         msmq_stop(mq);
+        rpc_msrpc_stop(&rpc);
         mgmt_stop(m);
-        broker_free(b);
-        sl_config_free(&cfg);
+        mq_free(mqs);
+        node_free(n);
+        node_config_free(&cfg);
         return 1;
     }
-    broker_run(b);
-    int reexec = b->reexec;
+    node_run(n);
+    int reexec = n->reexec;
     msmq_stop(mq);
+    /* The RPC door's handles are run down with the HTTP ones; handles close their queue
+     * descriptors while the queues still exist (mq_free, before node_free). */
+    rpc_msrpc_stop(&rpc);
     mgmt_stop(m);
-    broker_free(b);
+    mq_free(mqs);
+    node_free(n);
     cl_node_free(node);
-    sl_config_free(&cfg);
+    node_config_free(&cfg);
     if (reexec)
         cl_node_reexec(argv, keep[0], keep[1], keep[2], keep[3]); /* returns on failure only */
     sl_info("stopped");

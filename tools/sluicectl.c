@@ -553,7 +553,7 @@ static void handle_close_quietly(const char *id)
 }
 
 /* rpc_ACPurgeQueue through h; on failure the handle is closed and we exit 1. */
-static json_t *handle_purge(const char *h, int close_on_failure)
+static json_t *mq_handle_purge(const char *h, int close_on_failure)
 {
     char *p = ctx_path("handles", h, "purge");
     resp r = http("POST", p, NULL);
@@ -570,7 +570,7 @@ static int cmd_purge(int argc, char **argv)
     const char *name = !strcmp(argv[1], "queue") && argc > 2 ? argv[2] : argv[1];
     /* open, purge, close: a format name of another node purges there (the owner's count) */
     char *h = handle_open(name, "receive");
-    json_t *j = handle_purge(h, 1);
+    json_t *j = mq_handle_purge(h, 1);
     handle_close_quietly(h);
     free(h);
     printf("queue %s purged: %lld message(s) deleted, %lld pending\n", name,
@@ -603,7 +603,7 @@ static int cmd_handle(int argc, char **argv)
     }
     need(argc, 3, "handle purge|close|show HANDLE");
     if (!strcmp(sub, "purge")) {
-        json_t *j = handle_purge(argv[2], 0);
+        json_t *j = mq_handle_purge(argv[2], 0);
         printf("%s (%s): %lld message(s) deleted, %lld pending\n",
                json_string_value(json_object_get(j, "hresult_name")),
                json_string_value(json_object_get(j, "hresult")),

@@ -10,10 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/buf.h"
-#include "../core/mem.h"
-#include "../rpc/ntlm.h" /* the NT hash (MD4 from OpenSSL's legacy provider) */
-#include "access_internal.h"
+#include "core/buf.h"
+#include "core/mem.h"
+#include "core/utf16.h"
+#include "access/access_internal.h"
+#include "access/nthash.h"
 
 static const char *const perm_names[] = {"configure", "write", "read"};
 static const char *const kind_names[] = {"queue", "exchange"};
@@ -24,41 +25,8 @@ static const char *const kind_names[] = {"queue", "exchange"};
 
 int acc_name_ok(const char *s, size_t n)
 {
-    if (n == 0 || n > 255)
-        return 0;
-    const uint8_t *p = (const uint8_t *)s, *end = p + n;
-    while (p < end) {
-        uint8_t c = *p;
-        size_t len;
-        uint32_t cp;
-        if (c == 0)
-            return 0;
-        if (c < 0x80) {
-            p++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            len = 2, cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3, cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4, cp = c & 0x07;
-        } else {
-            return 0;
-        }
-        if ((size_t)(end - p) < len)
-            return 0;
-        for (size_t i = 1; i < len; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                return 0;
-            cp = cp << 6 | (p[i] & 0x3f);
-        }
-        /* overlong forms, surrogates and values past U+10FFFF are not UTF-8 */
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-            return 0;
-        p += len;
-    }
-    return 1;
+    /* UTF-8 by core/utf16.h's policy, and no NUL inside */
+    return n > 0 && n <= 255 && !memchr(s, 0, n) && sl_utf8_valid((const uint8_t *)s, n);
 }
 
 char *acc_tags_normalize(const char *tags)
@@ -394,7 +362,7 @@ sl_err acc_user_put(acc_db *a, const acc_user_def *d, int *created, char *err, s
         /* only a clear-text password gives an NT hash; an imported hash leaves none */
         u->has_nt_hash =
             d->password && a->keep_nt &&
-            ntlm_nt_hash((const uint8_t *)d->password, d->password_len, u->nt_hash) == 0;
+            acc_nt_hash((const uint8_t *)d->password, d->password_len, u->nt_hash) == 0;
         if (!u->has_nt_hash)
             OPENSSL_cleanse(u->nt_hash, sizeof u->nt_hash);
     }

@@ -52,8 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/err.h"
-#include "../core/map.h"
+#include "core/err.h"
+#include "core/map.h"
 
 typedef struct acc_db acc_db;
 typedef struct acc_user acc_user;

@@ -8,7 +8,7 @@
 #ifndef SL_ACCESS_INTERNAL_H
 #define SL_ACCESS_INTERNAL_H
 
-#include "access.h"
+#include "access/access.h"
 
 struct acc_db {
     sl_map *users;          /* name -> acc_user* */

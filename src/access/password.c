@@ -21,8 +21,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/mem.h"
-#include "access_internal.h"
+#include "core/base64.h"
+#include "core/mem.h"
+#include "access/access_internal.h"
 
 #define SALT_LEN 4
 #define ARGON2_T 2
@@ -151,37 +152,16 @@ int acc_verify_password(acc_hash algo, const uint8_t *stored, size_t slen, const
     return CRYPTO_memcmp(buf + SALT_LEN, stored + SALT_LEN, dl) == 0;
 }
 
-/* ---- base64 (OpenSSL's block coder: standard alphabet, padded) ---- */
+/* ---- base64: core's encoder and strict reader ---- */
 
 char *acc_b64_encode(const uint8_t *p, size_t n)
 {
-    char *out = sl_xmalloc(4 * ((n + 2) / 3) + 1);
-    EVP_EncodeBlock((unsigned char *)out, p, (int)n);
-    return out;
+    return sl_base64_encode(p, n, NULL);
 }
 
 long acc_b64_decode(const char *s, size_t n, uint8_t *out, size_t cap)
 {
-    if (n % 4 || n / 4 * 3 > cap || n > (1u << 20))
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-                 ch == '+' || ch == '/' || (ch == '=' && i >= n - 2);
-        if (!ok)
-            return -1;
-    }
-    if (n == 0)
-        return 0;
-    int r = EVP_DecodeBlock(out, (const unsigned char *)s, (int)n);
-    if (r < 0)
-        return -1;
-    /* EVP_DecodeBlock counts padding as zero bytes. */
-    if (s[n - 1] == '=')
-        r--;
-    if (s[n - 2] == '=')
-        r--;
-    return r;
+    return sl_base64_decode_strict(s, n, out, cap);
 }
 
 char *acc_hash_export(const acc_user *u)

@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "access.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "access/access.h"
 
 #define MATCH_LIMIT 100000u
 #define DEPTH_LIMIT 2000u

@@ -14,10 +14,11 @@
  */
 #include <string.h>
 
-#include "../core/buf.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "access_internal.h"
+#include "core/buf.h"
+#include "core/le.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "access/access_internal.h"
 
 /* ---- encoding ---- */
 
@@ -29,18 +30,14 @@ static void put_u8(sl_buf *b, uint8_t v)
 static void put_i64(sl_buf *b, int64_t sv)
 {
     uint64_t v = (uint64_t)sv;
-    uint8_t *p = sl_buf_reserve(b, 8);
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    b->len += 8;
+    sl_buf_put_le64(b, v);
 }
 
 static void put_s16(sl_buf *b, const void *p, size_t n)
 {
     if (n > 65535)
         n = 65535;
-    sl_buf_put_u8(b, (uint8_t)n);
-    sl_buf_put_u8(b, (uint8_t)(n >> 8));
+    sl_buf_put_le16(b, (uint16_t)n);
     sl_buf_append(b, p, n);
 }
 
@@ -69,9 +66,7 @@ static int64_t get_i64(rd *r)
         r->bad = 1;
         return 0;
     }
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)r->p[i] << (8 * i);
+    uint64_t v = sl_le64(r->p);
     r->p += 8;
     return (int64_t)v;
 }
@@ -83,7 +78,7 @@ static char *get_str(rd *r, size_t *len)
         r->bad = 1;
         return NULL;
     }
-    size_t n = (size_t)r->p[0] | (size_t)r->p[1] << 8;
+    size_t n = sl_le16(r->p);
     r->p += 2;
     if ((size_t)(r->end - r->p) < n) {
         r->bad = 1;

@@ -9,7 +9,7 @@
  * sl_buf_reserve may compact the buffer (moving unread bytes to the front) while the payload
  * is being appended.
  */
-#include "frame.h"
+#include "amqp/frame.h"
 
 #include <string.h>
 

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
-#include "wire.h"
+#include "core/buf.h"
+#include "amqp/wire.h"
 
 enum {
     AMQP_FRAME_METHOD = 1,

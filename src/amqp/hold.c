@@ -6,11 +6,11 @@
  */
 #include <string.h>
 
-#include "frame.h"
-#include "hold.h"
-#include "method.h"
-#include "methods_gen.h"
-#include "wire.h"
+#include "amqp/frame.h"
+#include "amqp/hold.h"
+#include "amqp/method.h"
+#include "amqp/methods_gen.h"
+#include "amqp/wire.h"
 
 static uint32_t method_id(const amqp_frame *f)
 {

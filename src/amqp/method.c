@@ -6,11 +6,11 @@
  * the basic class's 14 properties exist, so a single flags word is ever valid: a set
  * continuation bit (bit 0) is a syntax error rather than something to skip.
  */
-#include "method.h"
+#include "amqp/method.h"
 
 #include <string.h>
 
-#include "frame.h"
+#include "amqp/frame.h"
 
 #define PROPS_KNOWN 0xFFFCu /* bits 15..2: the 14 basic properties */
 

@@ -15,9 +15,9 @@
 
 #include <stdint.h>
 
-#include "../core/buf.h"
-#include "wire.h"
-#include "methods_gen.h"
+#include "core/buf.h"
+#include "amqp/wire.h"
+#include "amqp/methods_gen.h"
 
 #define AMQP_ID(cls, mth) (((uint32_t)(cls) << 16) | (uint32_t)(mth))
 #define AMQP_ID_CLASS(id) ((uint16_t)((id) >> 16))

@@ -8,12 +8,12 @@
  * Consecutive bit arguments share an octet, least-significant bit first, a new octet
  * starting after 8 bits or at any non-bit argument. Decoding never allocates.
  */
-#include "method.h"
+#include "amqp/method.h"
 
 #include <string.h>
 
-#include "frame.h"
-#include "table.h"
+#include "amqp/frame.h"
+#include "amqp/table.h"
 
 int amqp_method_decode(const uint8_t *payload, size_t len, amqp_method *m)
 {

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "wire.h"
+#include "amqp/wire.h"
 
 #define AMQP_CONNECTION_START 0x000a000au            /* 10/10 */
 #define AMQP_CONNECTION_START_OK 0x000a000bu         /* 10/11 */

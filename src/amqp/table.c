@@ -6,7 +6,7 @@
  * so a hostile peer cannot drive recursion depth; nesting is capped at AMQP_TABLE_MAX_DEPTH
  * (the outermost table or array is depth 0). Nothing here allocates.
  */
-#include "table.h"
+#include "amqp/table.h"
 
 #include <string.h>
 

@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "../core/buf.h"
-#include "wire.h"
+#include "core/buf.h"
+#include "amqp/wire.h"
 
 /* Nesting accepted in a table (the outermost is depth 0). RabbitMQ takes any depth a frame
  * holds; 1024 is far beyond what applications send (x-death is 3 deep) and keeps the

@@ -5,11 +5,12 @@
  * After the first failure a reader is sticky (r->err stays set, reads return zeros), which
  * lets decoders read a whole argument list and test err once.
  */
-#include "wire.h"
+#include "amqp/wire.h"
 
 #include <string.h>
 
-#include "table.h"
+#include "amqp/table.h"
+#include "core/utf16.h"
 
 amqp_bytes amqp_cstr(const char *s)
 {
@@ -30,37 +31,7 @@ int amqp_bytes_equal(amqp_bytes a, amqp_bytes b)
 
 int amqp_utf8_valid(amqp_bytes b)
 {
-    if (b.len == 0)
-        return 1; /* and b.p may be NULL */
-    const uint8_t *p = b.p, *end = b.p + b.len;
-    while (p < end) {
-        uint8_t c = *p;
-        if (c < 0x80) {
-            p++;
-            continue;
-        }
-        size_t n;
-        uint32_t cp, min;
-        if (c >= 0xC2 && c <= 0xDF)
-            n = 1, cp = c & 0x1F, min = 0x80;
-        else if (c >= 0xE0 && c <= 0xEF)
-            n = 2, cp = c & 0x0F, min = 0x800;
-        else if (c >= 0xF0 && c <= 0xF4)
-            n = 3, cp = c & 0x07, min = 0x10000;
-        else
-            return 0; /* a continuation byte, C0/C1 (overlong), or F5..FF */
-        if ((size_t)(end - p) <= n)
-            return 0;
-        for (size_t i = 1; i <= n; i++) {
-            if ((p[i] & 0xC0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (p[i] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        p += n + 1;
-    }
-    return 1;
+    return b.len == 0 || sl_utf8_valid(b.p, b.len); /* b.p may be NULL when empty */
 }
 
 amqp_bytes amqp_rd_longstr(amqp_reader *r)

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
+#include "core/buf.h"
 
 typedef struct amqp_bytes {
     const uint8_t *p;

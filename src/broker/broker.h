@@ -23,16 +23,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../access/access.h"
-#include "../amqp/frame.h"
-#include "../amqp/method.h"
-#include "../core/buf.h"
-#include "../core/err.h"
-#include "../core/holds.h"
-#include "../net/accept.h"
-#include "../net/loop.h"
-#include "../qm/qm.h"
-#include "config.h"
+#include "access/access.h"
+#include "amqp/frame.h"
+#include "amqp/method.h"
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/holds.h"
+#include "net/accept.h"
+#include "net/loop.h"
+#include "qm/qm.h"
+#include "node/config.h"
+
+#include "node/node.h"
 
 typedef struct broker broker;
 typedef struct conn conn;
@@ -50,92 +52,28 @@ typedef struct consumer consumer;
 /* Input a connection blocked by an alarm still reads, held behind the publish it stopped at,
  * to find a close in it (conn.c, amqp/hold.h): small, as the memory alarm may be why. */
 #define CONN_HOLD_MAX (64u * 1024)
-/* Input handled per loop turn, by the clock: past it, connections leave the rest of what they
- * read for the next turn (and are not read meanwhile), so no round trip waits behind one
- * connection's expensive frames for long. */
-#define TURN_INPUT_MS 10
 
-struct persist_tidy_result;
-typedef void (*broker_tidy_fn)(void *ctx, const struct persist_tidy_result *r);
-
+/* The AMQP door: its listeners and its connections. The node (node/node.h) is everything
+ * else the door works with; the door is one of the node's parts (broker.c). */
 struct broker {
-    sl_config *cfg;
-    sl_loop *loop;
-    qm_node *node;
+    sl_node *n;
     int listen_fd;
     sl_acceptor acceptor; /* AMQP listener: descriptor reserve, pause and resume */
     int tls_listen_fd;    /* AMQPS listener (listeners.ssl.default), -1 when none */
     sl_acceptor tls_acceptor;
     struct sl_tls_ctx *tls_ctx;
-    struct sl_tls_ctx *link_tls_ctx; /* link_ssl: the client side of links */
-    struct acc_verifier *verifier;   /* slow password checks off the loop (access/verifier.h) */
-    sl_watch verify_w;
-    char tls_bound_addr[64];
-    int tls_bound_port;
-    unsigned fd_reserve; /* descriptors the AMQP door leaves free (the API leaves half) */
-    int signal_fd;
-    sl_watch signal_w;
-    conn *conns;         /* all live connections */
-    conn *dirty;         /* connections with output or confirms to flush this turn */
-    conn *input_pending; /* connections whose held-back input is handled next turn */
-    size_t n_conns;
-    size_t n_open;          /* connections past connection.open (connection_max counts these) */
-    uint64_t conns_refused; /* by connection_max (metric) */
-    sl_timer tick_timer;    /* qm TTL / x-expires work */
-    sl_timer tidy_timer;    /* automatic TIDY */
-    uint64_t tidy_written;  /* persist_bytes_appended when the last TIDY started */
-    struct tidy_waiter {
-        broker_tidy_fn fn;
-        void *ctx;
-    } * tidy_waiters; /* told when the TIDY in progress is done */
-    size_t n_tidy_waiters, cap_tidy_waiters;
-    struct persist *store;
-    uint64_t next_conn_id;
-    int alarms;       /* ALARM_MEMORY | ALARM_DISK: publishers are blocked while non-zero */
-    int reserve_held; /* DATA/space-reserve exists (released when the disk is full) */
-    uint64_t next_disk_check;
-    uint64_t disk_check_bytes; /* the store's bytes appended at the last free-space check */
-    uint64_t
-        disk_free; /* free bytes under data_dir at the last check, as the disk alarm saw them */
-    uint64_t next_store_sync;
-    int shutting_down;
-    uint64_t shutdown_deadline;
     char bound_addr[64];
     int bound_port;
-    /* The cluster (issue 31, src/cluster/): NULL unless cluster_formation is configured. */
-    struct cl_member *cluster;
-    sl_watch cluster_w; /* the member's eventfd: its role changed */
-    /* A cluster leader's replication (cluster.c): the mirror of its data directory (made
-     * before the store opens), the stream's server, its eventfd (released / blocked moved),
-     * the node it was promoted from, and whether it must re-exec as a follower after its loop
-     * stops (deposed). */
-    struct mirror *mirror;
-    struct cs_server *repl;
-    sl_watch repl_w;
-    struct cl_node *cl_node;
-    int reexec;
-    int cl_handover;          /* a step-down is handing over: publishers are blocked */
-    char cluster_reason[320]; /* connection.blocked's reason (below min_insync_replicas, or a
-                               * hand-over) */
-    /* HTTP API requests begun and not yet completed (mgmt.c): a shutdown (or a re-exec after
-     * a step-down, whose reply is one of them) waits for them, within its 2 s. */
-    unsigned api_inflight;
+    char tls_bound_addr[64];
+    int tls_bound_port;
+    conn *conns;         /* all live connections, newest first */
+    conn *dirty;         /* connections with output or confirms to flush this turn */
+    conn *input_pending; /* connections whose held-back input is handled next turn */
+    conn *waiting;       /* connections with held output or pending confirms */
+    size_t n_conns;
+    size_t n_open; /* connections past connection.open (connection_max counts these) */
+    uint64_t next_conn_id;
     sl_map *reply_to; /* direct reply-to names -> channel (reply_to.c) */
-    acc_db *acc;      /* users, vhost definitions, permissions: every door asks it */
-    /* Called by broker_vhost_delete after the vhost's connections are closed and before its
-     * queues go: doors with state in the vhost (handles, outgoing queues) drop it. */
-    void (*on_vhost_deleted)(broker *b, qm_vhost *vh);
-    struct link_mgr *links; /* outgoing queues and their links (src/link/) */
-    uint64_t boot_id;       /* random per start: remote contexts of an earlier boot are stale */
-    uint64_t link_accepted, link_duplicates; /* messages received over links */
-    /* Replies that wait for the disk (see "Waiting for the disk" in broker.c). */
-    sl_watch sync_w;              /* the sync thread's completion eventfd */
-    sl_watch pace_w;              /* a timerfd: a paced sync is due (persist_pace_due) */
-    uint64_t pace_armed_us;       /* when pace_w fires (sl_now_us clock), 0: disarmed */
-    conn *waiting;                /* connections with held output or pending confirms */
-    struct disk_waiter *dwaiters; /* broker_after_sync callbacks, a ring in ticket order */
-    uint64_t wmark_seen;          /* persist_wmark() at the last delivery (broker_hold_delivery) */
-    size_t dw_head, dw_len, dw_cap;
 };
 
 enum conn_state {
@@ -305,262 +243,177 @@ struct channel {
     qm_message *lk_ctl;
 };
 
-enum { ALARM_MEMORY = 1, ALARM_DISK = 2, ALARM_CLUSTER = 4 };
-/* cluster.c: fewer than min_insync_replicas in sync: block publishers as the alarms do. */
-void broker_set_cluster_alarm(broker *b, int on);
-/* Below min_insync_replicas: every connection stops waiting for delivery marks. */
-void broker_drop_delivery_holds(broker *b);
-/* cluster.c: a step-down hands over to heir (on) or gave up (off): publishers are blocked
- * meanwhile ("cluster: handing leadership over to HEIR") so the heir catches up. */
-void broker_cluster_handover(broker *b, int on, const char *heir);
-/* Reply to whatever waits for the disk (after the release gate moved). */
-void broker_release_waiters(broker *b);
-/* The queue manager's identifier (MS-MQDMPR QueueManager.Identifier) every MSMQ door gives:
- * the node id of the store, or one derived from boot_id without a store. */
-void broker_qm_guid(const broker *b, uint8_t out[16]);
-/* Close every connection with 320 (reply text) and stop the loop once they are gone (at most
- * 2 s), as on SIGTERM. */
-void broker_begin_shutdown(broker *b, const char *why, const char *text);
-
 /* broker.c */
-/* What the memory alarm counts: messages and every buffer of the node. */
-uint64_t broker_memory_bytes(const broker *b);
-/* "low on memory" / "low on disk" while an alarm is on, NULL otherwise. */
-const char *broker_alarm_reason(const broker *b);
+/* The AMQP door of node n: listen on the AMQP (and AMQPS) ports, become one of the node's
+ * parts. NULL after logging why. The node stops and frees it (node_free). */
+broker *broker_start(sl_node *n);
 /* Send connection.blocked (if asked for) and stop reading c until the alarms clear. */
 void broker_block_publisher(conn *c);
-/* Look at free space now if the store has taken a check step since the last look (at each
- * publish and each turn's end: the disk alarm follows what is written, not only the clock). */
-void broker_check_disk_step(broker *b);
-broker *broker_new(sl_config *cfg);
-/* The same for a promoted cluster node (node.h): its store is mirrored and gated by the ISR. */
-broker *broker_new_node(sl_config *cfg, struct cl_node *node);
-/* The TLS options of a ssl_options / management.ssl group (net/tls.h). */
-struct sl_tls_opts;
-void broker_tls_opts(const struct sl_tls_conf *t, struct sl_tls_opts *o);
-int broker_listen(broker *b);
-void broker_run(broker *b);
-void broker_free(broker *b);
-/* cluster.c. A node with cluster settings runs the broker only as the leader (main() runs the
- * follower phase first, cluster/node.h). A promoted node: adopt its member (which holds the
- * leader key) and start the replication server on the member's replication socket. */
-int broker_cluster_adopt(broker *b, int http_port);
-/* broker_new_node, before persist_open: the mirror, and persist's batch hook and gate. */
-struct persist_options;
-int broker_cluster_mirror(broker *b, struct persist_options *po);
-void broker_cluster_free_mirror(broker *b); /* after persist_close */
-void broker_cluster_stop(broker *b);
-/* 0 when this node may serve clients (no cluster, or the leader); else -1 and why in err,
- * naming the leader to go to. */
-int broker_cluster_refuses(broker *b, char *err, size_t errlen);
-/* (loop) 1 when a client at sa counts as local for loopback_users: a loopback address that
- * is not another cluster member's (a proxied connection's; docs/security.md). */
-struct sockaddr;
-int broker_peer_is_loopback(broker *b, const struct sockaddr *sa);
-/* TIDY (MSMQ "clean up empty message files"): give back the disk of store segments nothing
- * needs, compacting those with little live data (persist.h). Never touches a live message.
- * It runs a slice per loop turn; fn(ctx, result) is called once it is done (fn may be NULL:
- * the automatic one). A TIDY asked for while one runs gets that one's result. Without a store
- * fn is called at once with zeros. */
-void broker_tidy_start(broker *b, broker_tidy_fn fn, void *ctx);
-/* Group commit now, blocking the loop for the sync: what was changed is on disk when it
- * returns. Exits the process if the store fails. Doors should prefer broker_after_sync. */
-void broker_sync(broker *b);
-/* Waiting for the disk without blocking. broker_ticket: the store generation that holds
- * everything appended so far (0: none); broker_durable: every generation <= it is on disk.
- * broker_mark / broker_ticket_since: the ticket of what one operation appended (0 if it
- * appended nothing that needs the disk). */
-uint64_t broker_ticket(const broker *b);
-uint64_t broker_durable(const broker *b);
-uint64_t broker_mark(const broker *b);
-uint64_t broker_ticket_since(const broker *b, uint64_t mark);
-/* The same for a pipelined confirm: a sync only such tickets wait for may be paced
- * (`sync_pace_us`, persist_ticket_since_lazy). */
-uint64_t broker_ticket_since_lazy(const broker *b, uint64_t mark);
-/* Lazy tickets up to gen become eager: their sync is not paced any more (a connection whose
- * input has gone idle: conn.c, input_idle). */
-void broker_hasten(broker *b, uint64_t gen);
 /* A delivery (basic.deliver, get-ok) is about to be written to c: if handing it out appended
  * a delivery mark (or a no-ack removal) since the last delivery, the output from here on
  * waits until that mark is written to the file (persist.h: write tickets). */
 void broker_hold_delivery(conn *c);
-uint64_t broker_wmark(const broker *b);
-uint64_t broker_write_ticket_since(broker *b, uint64_t wmark);
-/* Call fn(ctx) from the loop once everything appended so far is on disk: returns 1 when
- * registered, 0 (fn not called) when it is on disk already. For doors that reply outside
- * AMQP (the HTTP API) and for link acknowledgements. */
-int broker_after_sync(broker *b, void (*fn)(void *ctx), void *ctx);
 /* c has held output or pending confirms: flush it again when a sync completes. */
 void broker_wait_disk(conn *c);
 void broker_mark_dirty(conn *c);
 /* c stopped reading for a full output buffer and may go on: handle its buffered input at the
  * start of the next turn. */
 void broker_input_pending(conn *c);
-/* 1 once this loop turn has spent TURN_INPUT_MS on input. */
-int broker_turn_over(const broker *b);
 /* Schedule dispatch for the queues of the consumers a full output buffer turned away. */
 void broker_conn_resume_consumers(conn *c);
 
-/* security.c */
-/* Seed the default vhost and user (first start only) and the config users. -1 on failure. */
-int broker_access_init(broker *b);
-/* Create (or update the description / tags of) a vhost, in the model and in the access
- * module; acting_user (may be NULL) gets full permissions on a new one, as RabbitMQ's API
- * does. */
-sl_err broker_vhost_add(broker *b, const char *name, const char *description, const char *tags,
-                        const char *acting_user, char *err, size_t errlen);
-/* Delete a vhost: its connections are closed (320 "vhost 'V' is deleted"), its definition,
- * permissions and limits, then its queues (with their storage), exchanges and bindings. */
-sl_err broker_vhost_delete(broker *b, const char *name, char *err, size_t errlen);
-/* Close the user's connections with 320 "CONNECTION_FORCED - user 'U' <why>". */
-size_t broker_close_user_connections(broker *b, const char *user, const char *why);
-/* Open connections of user (NULL = any) in vhost (NULL = any). */
-uint64_t broker_count_connections(broker *b, const char *user, const char *vhost);
-uint64_t broker_count_user_channels(broker *b, const char *user);
+/* view.c: the connections as node/clients.h views (the node's client hooks) */
+int broker_client_next(void *ctx, uint64_t at_most, node_client *out);
+int broker_client_find(void *ctx, const char *name, node_client *out);
+int broker_client_close(void *ctx, uint64_t id, const char *text);
+int broker_channel_at(void *ctx, uint64_t client, size_t slot, node_channel *out);
+int broker_consumers(void *ctx, uint64_t client, size_t slot, const char *after, size_t after_len,
+                     node_consumer_fn fn, void *arg);
+const char *broker_owner_name(void *ctx, const void *owner);
 
 /* conn.c */
-conn *conn_new(broker *b, int fd);
+conn *broker_conn_new(broker *b, int fd);
 /* Make a new connection speak TLS first (the AMQPS listener): handshake, then AMQP. */
-void conn_start_tls(conn *c, struct sl_tls *tls);
-void conn_on_event(sl_loop *loop, sl_watch *w, int events);
+void broker_conn_start_tls(conn *c, struct sl_tls *tls);
+void broker_conn_on_event(sl_loop *loop, sl_watch *w, int events);
 /* Connection-level error: send connection.close(code from e, text, class/method) and wait
  * for close-ok; every channel is released at once. */
-void conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
+void broker_conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Close the socket at the end of this turn without a close frame. */
-void conn_kill(conn *c, const char *why);
-void conn_free(conn *c);
-void conn_send_method(conn *c, uint16_t ch, const amqp_method *m);
+void broker_conn_kill(conn *c, const char *why);
+void broker_conn_free(conn *c);
+void broker_conn_send_method(conn *c, uint16_t ch, const amqp_method *m);
 /* What is written to c from now on waits until the store holds on disk everything appended
  * so far (a no-op when it does already). */
-void conn_hold_for_disk(conn *c);
-void conn_hold_until(conn *c, uint64_t gen);
+void broker_conn_hold_for_disk(conn *c);
+void broker_conn_hold_until(conn *c, uint64_t gen);
 /* A delivery's wait for its delivery mark: given up below min_insync_replicas
  * (broker_drop_delivery_holds). */
-void conn_hold_delivery(conn *c, uint64_t gen);
+void broker_conn_hold_delivery(conn *c, uint64_t gen);
 /* 1 while c has output held for the disk. */
-int conn_has_held(const conn *c);
-void conn_flush(conn *c);
+int broker_conn_has_held(const conn *c);
+void broker_conn_flush(conn *c);
 /* Watch for reading unless paused (alarm or full output); keep a pending write watch. */
-void conn_update_watch(conn *c);
+void broker_conn_update_watch(conn *c);
 /* Handle input held back while the output was full. */
-void conn_resume_input(conn *c);
+void broker_conn_resume_input(conn *c);
 /* Server-initiated close with 320 (shutdown). */
-void conn_force_close(conn *c, const char *text);
-void conn_set_blocked(conn *c, int blocked);
+void broker_conn_force_close(conn *c, const char *text);
+void broker_conn_set_blocked(conn *c, int blocked);
 /* Release and free channel id (after close / close-ok). */
-void conn_drop_channel(conn *c, uint16_t id);
+void broker_conn_drop_channel(conn *c, uint16_t id);
 
 /* channel.c */
-channel *channel_new(conn *c, uint16_t id);
+channel *broker_channel_new(conn *c, uint16_t id);
 /* Release everything the channel holds: consumers cancelled, unacked requeued, open
  * transaction aborted, partial publish dropped. Safe to call more than once. */
-void channel_release(channel *ch);
-void channel_free(channel *ch);
+void broker_channel_release(channel *ch);
+void broker_channel_free(channel *ch);
 /* Channel-level error: channel.close with the code of e; the channel discards everything
  * but close/close-ok from now on. A hard error (per the error table) becomes a connection
  * error instead. */
-void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, ...)
+void broker_channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Access checks for the channel's user in its vhost (the access module's rules and texts):
  * 1, or 0 after raising 403 ACCESS_REFUSED on the channel. A topic check passes for
  * exchanges that are not topic exchanges. */
-int channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm perm, uint32_t method_id);
-int channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_key, acc_perm perm,
-                          uint32_t method_id);
+int broker_channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm perm,
+                           uint32_t method_id);
+int broker_channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_key,
+                                 acc_perm perm, uint32_t method_id);
 /* Handle one frame addressed to an open channel. */
-void channel_on_frame(channel *ch, const amqp_frame *f);
-void channel_flush_confirms(channel *ch);
+void broker_channel_on_frame(channel *ch, const amqp_frame *f);
+void broker_channel_flush_confirms(channel *ch);
 /* Send what the connection's channels have to confirm (those in c->confirming). */
-void conn_flush_confirms(conn *c);
+void broker_conn_flush_confirms(conn *c);
 /* Publisher-confirm outcome of publish number seq (in order): ack (ok = 1) or nack. An ack
  * goes out once store generation gen is durable (0: it needs nothing of the disk), and
  * never before the outcome of an earlier publish. */
-void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen);
+void broker_channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen);
 /* Write every outcome still waiting for the disk now, behind a hold (the channel is
  * closing: what it promised goes out before its close, once it is true). */
-void channel_confirms_behind_hold(channel *ch);
+void broker_channel_confirms_behind_hold(channel *ch);
 /* A reply that promises what the store holds so far (the declare-ok of a durable queue, a
  * purge-ok...): it and everything after it on the connection wait until that is on disk.
- * channel_send_after waits for store generation gen only (0: sends at once). */
-void channel_send_durable(channel *ch, const amqp_method *m, int nowait);
-void channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen);
+ * broker_channel_send_after waits for store generation gen only (0: sends at once). */
+void broker_channel_send_durable(channel *ch, const amqp_method *m, int nowait);
+void broker_channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen);
 /* tx.commit / tx.rollback bookkeeping of deliveries settled inside the transaction. */
-void channel_tx_settled(channel *ch, int committed);
+void broker_channel_tx_settled(channel *ch, int committed);
 /* Record a delivery awaiting settlement; returns its tag. */
-uint64_t channel_track(channel *ch, qm_position *pos, consumer *cons);
+uint64_t broker_channel_track(channel *ch, qm_position *pos, consumer *cons);
 /* Settle deliveries up to/at tag: how = QM_SETTLE_ACK / REQUEUE / REJECT. Returns 0, or
  * -1 when tag is unknown (the caller raises 406). */
-int channel_settle(channel *ch, uint64_t tag, int multiple, int how);
+int broker_channel_settle(channel *ch, uint64_t tag, int multiple, int how);
 
 /* handlers */
 /* Resolve a queue name from a method: "" means the last queue declared on the channel.
  * Raises the channel error (404, 405 for another connection's exclusive queue) and returns
  * NULL when it cannot be used. */
-qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id);
+qm_queue *broker_channel_queue(channel *ch, amqp_bytes name, uint32_t method_id);
 /* The same after the access check: perm on the queue (name expanded first). */
-qm_queue *channel_queue_checked(channel *ch, amqp_bytes name, acc_perm perm, uint32_t method_id);
+qm_queue *broker_channel_queue_checked(channel *ch, amqp_bytes name, acc_perm perm,
+                                       uint32_t method_id);
 /* Expand "" to the last queue declared on the channel: 1, or 0 after raising 404. */
-int channel_queue_name(channel *ch, amqp_bytes *name, uint32_t method_id);
-void h_exchange(channel *ch, const amqp_method *m);
-void h_queue(channel *ch, const amqp_method *m);
-void h_basic(channel *ch, const amqp_method *m);
-void h_tx(channel *ch, const amqp_method *m);
-void h_confirm(channel *ch, const amqp_method *m);
+int broker_channel_queue_name(channel *ch, amqp_bytes *name, uint32_t method_id);
+void broker_h_exchange(channel *ch, const amqp_method *m);
+void broker_h_queue(channel *ch, const amqp_method *m);
+void broker_h_basic(channel *ch, const amqp_method *m);
+void broker_h_tx(channel *ch, const amqp_method *m);
+void broker_h_confirm(channel *ch, const amqp_method *m);
 /* A complete publish (method, header, body) is ready in ch->pub_*. */
-void basic_publish_complete(channel *ch);
+void broker_basic_publish_complete(channel *ch);
 
 /* deliver.c */
 extern const qm_consumer_ops broker_consumer_ops;
 /* Write basic.deliver / basic.get-ok / basic.return with content for pos' message. */
-void write_content(conn *c, uint16_t ch, const qm_message *m);
+void broker_write_content(conn *c, uint16_t ch, const qm_message *m);
 /* The same with other properties than m's own (a quorum queue's x-delivery-count). */
-void write_content_props(conn *c, uint16_t ch, const qm_message *m, const uint8_t *props,
-                         size_t props_len);
-void consumer_free(consumer *cons);
-consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len);
+void broker_write_content_props(conn *c, uint16_t ch, const qm_message *m, const uint8_t *props,
+                                size_t props_len);
+void broker_consumer_free(consumer *cons);
+consumer *broker_channel_find_consumer(channel *ch, const uint8_t *tag, size_t len);
 /* A new consumer joins ch / one leaves it (O(1) both, the tag index kept). */
-void channel_add_consumer(channel *ch, consumer *cons);
-void channel_unlink_consumer(channel *ch, consumer *cons);
+void broker_channel_add_consumer(channel *ch, consumer *cons);
+void broker_channel_unlink_consumer(channel *ch, consumer *cons);
 /* cons was refused for the global prefetch limit / the channel has room again: wake those. */
-void channel_starve_consumer(channel *ch, consumer *cons);
-void channel_wake_starved(channel *ch);
+void broker_channel_starve_consumer(channel *ch, consumer *cons);
+void broker_channel_wake_starved(channel *ch);
 /* Send basic.cancel to the client if it announced consumer_cancel_notify. */
-void consumer_notify_cancel(consumer *cons);
+void broker_consumer_notify_cancel(consumer *cons);
 
 /* link_recv.c */
 /* At connection.start-ok: a "sluice_link" client property makes c a link (1); 0 when it is
  * an ordinary client; -1 after refusing it (malformed, a user that may not speak for that
  * node, or the node is offline). */
-int link_recv_hello(conn *c, amqp_bytes client_props);
+int broker_link_recv_hello(conn *c, amqp_bytes client_props);
 /* "sluice.eod" / "sluice.rpc": the pseudo exchanges a link publishes to. */
-int link_recv_control_exchange(amqp_bytes ex);
+int broker_link_recv_control_exchange(amqp_bytes ex);
 /* A complete publish on a link connection (takes msg's reference). */
-void link_recv_publish(channel *ch, qm_message *msg);
+void broker_link_recv_publish(channel *ch, qm_message *msg);
 /* tx.commit on a link channel holding a batch: decided, applied, answered; 1 when handled,
  * 0 for an ordinary commit. */
-int link_recv_commit(channel *ch);
-void link_recv_release(channel *ch);
-/* CONNECT / DISCONNECT: links start or stop; offline closes incoming links too. */
-void broker_set_online(broker *b, int online);
+int broker_link_recv_commit(channel *ch);
+void broker_link_recv_release(channel *ch);
 
 /* Small helpers for names in error texts: amqp_bytes as printf "%.*s". */
 #define BYTES_FMT "%.*s"
 #define BYTES_ARG(b) (int)(b).len, (const char *)(b).p
 
 /* reply_to.c: direct reply-to (see there) */
-int reply_to_is_pseudo(amqp_bytes name);
-void reply_to_consume(channel *ch, const amqp_basic_consume *bc, const char *tag);
+int broker_reply_to_is_pseudo(amqp_bytes name);
+void broker_reply_to_consume(channel *ch, const amqp_basic_consume *bc, const char *tag);
 /* 1 when tag was the channel's reply consumer (now cancelled). */
-int reply_to_cancel(channel *ch, amqp_bytes tag);
-void reply_to_release(channel *ch);
+int broker_reply_to_cancel(channel *ch, amqp_bytes tag);
+void broker_reply_to_release(channel *ch);
 /* A reply-to of "amq.rabbitmq.reply-to" becomes the channel's name: 1 and the new property
  * bytes in out; 0 when nothing to do; -1 when the channel has no reply consumer (error sent). */
-int reply_to_rewrite(channel *ch, amqp_basic_props *props, sl_buf *out);
+int broker_reply_to_rewrite(channel *ch, amqp_basic_props *props, sl_buf *out);
 /* A publish to a reply-to name: 1 when it was one (*delivered says whether it reached a
  * live reply consumer), 0 when the message is for the exchanges. */
-int reply_to_route(channel *ch, const qm_message *m, int *delivered);
+int broker_reply_to_route(channel *ch, const qm_message *m, int *delivered);
 /* queue.declare passive of the pseudo-queue or a live name: 1 when answered. */
-int reply_to_declare_passive(channel *ch, amqp_bytes name);
+int broker_reply_to_declare_passive(channel *ch, amqp_bytes name);
 
 #endif

@@ -9,17 +9,18 @@
  * every frame but channel.close / close-ok (the spec's rule), so the rest of a publish that
  * was under way is dropped without another error.
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/log.h"
-#include "../core/map.h"
-#include "../core/mem.h"
+#include "core/list.h"
+#include "core/log.h"
+#include "core/map.h"
+#include "core/mem.h"
 
-channel *channel_new(conn *c, uint16_t id)
+channel *broker_channel_new(conn *c, uint16_t id)
 {
     channel *ch = sl_xcalloc(1, sizeof *ch);
     ch->c = c;
@@ -43,27 +44,27 @@ static void drop_partial_publish(channel *ch)
     ch->content = CONTENT_NONE;
 }
 
-void channel_release(channel *ch)
+void broker_channel_release(channel *ch)
 {
     if (ch->released)
         return;
     ch->released = 1;
     drop_partial_publish(ch);
-    reply_to_release(ch);
-    link_recv_release(ch);
+    broker_reply_to_release(ch);
+    broker_link_recv_release(ch);
     if (ch->tx) {
         qm_tx_abort(ch->tx);
         ch->tx = NULL;
     }
     /* Consumers first, so requeued messages are not offered back to them. Their deliveries
      * lose them in one pass here, not one pass over every unsettled delivery per consumer
-     * (consumer_free's, for a single cancel): a channel with thousands of consumers and
+     * (broker_consumer_free's, for a single cancel): a channel with thousands of consumers and
      * thousands of unacked deliveries closes in O(consumers + deliveries). */
     for (size_t i = 0; i < ch->ua_len; i++)
         ua_at(ch, i)->cons = NULL;
     while (ch->consumers) {
         consumer *cons = ch->consumers;
-        channel_unlink_consumer(ch, cons);
+        broker_channel_unlink_consumer(ch, cons);
         if (cons->qc.queue)
             qm_consumer_detach(&cons->qc);
         sl_free(cons->tag);
@@ -93,43 +94,34 @@ static void confirming_add(channel *ch)
     if (ch->in_confirming)
         return;
     ch->in_confirming = 1;
-    ch->conf_prev = NULL;
-    ch->conf_next = c->confirming;
-    if (c->confirming)
-        c->confirming->conf_prev = ch;
-    c->confirming = ch;
+    SL_LIST_PUSH(c->confirming, ch, conf_prev, conf_next);
 }
 
 static void confirming_remove(channel *ch)
 {
     if (!ch->in_confirming)
         return;
-    if (ch->conf_prev)
-        ch->conf_prev->conf_next = ch->conf_next;
-    else
-        ch->c->confirming = ch->conf_next;
-    if (ch->conf_next)
-        ch->conf_next->conf_prev = ch->conf_prev;
+    SL_LIST_UNLINK(ch->c->confirming, ch, conf_prev, conf_next);
     ch->in_confirming = 0;
     ch->conf_next = ch->conf_prev = NULL;
 }
 
-void conn_flush_confirms(conn *c)
+void broker_conn_flush_confirms(conn *c)
 {
     channel *ch = c->confirming;
     while (ch) {
         channel *next = ch->conf_next;
-        channel_flush_confirms(ch);
+        broker_channel_flush_confirms(ch);
         if (!ch->cw_len && ch->confirm_ready <= ch->confirm_done)
             confirming_remove(ch);
         ch = next;
     }
 }
 
-void channel_free(channel *ch)
+void broker_channel_free(channel *ch)
 {
     confirming_remove(ch);
-    channel_release(ch);
+    broker_channel_release(ch);
     sl_free(ch->cw);
     sl_free(ch->last_queue);
     sl_free(ch->pub_names);
@@ -137,7 +129,7 @@ void channel_free(channel *ch)
     sl_free(ch);
 }
 
-void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, ...)
+void broker_channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, ...)
 {
     char detail[256];
     va_list ap;
@@ -145,7 +137,7 @@ void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, .
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
     if (sl_err_is_hard(e)) {
-        conn_error(ch->c, e, method_id, "%s", detail);
+        broker_conn_error(ch->c, e, method_id, "%s", detail);
         return;
     }
     if (ch->state != CH_OPEN)
@@ -156,38 +148,39 @@ void channel_error(channel *ch, sl_err e, uint32_t method_id, const char *fmt, .
     sl_info("channel %u of %s error: %s", ch->id, ch->c->name, text);
     /* Confirms already earned still go out before the close (those waiting for the disk
      * once it has them). */
-    channel_confirms_behind_hold(ch);
-    channel_release(ch);
+    broker_channel_confirms_behind_hold(ch);
+    broker_channel_release(ch);
     ch->state = CH_CLOSING;
     amqp_method m = {.id = AMQP_CHANNEL_CLOSE};
     m.u.channel_close.reply_code = info->amqp_code;
     m.u.channel_close.reply_text = amqp_cstr(text);
     m.u.channel_close.class_id = AMQP_ID_CLASS(method_id);
     m.u.channel_close.method_id = AMQP_ID_METHOD(method_id);
-    conn_send_method(ch->c, ch->id, &m);
+    broker_conn_send_method(ch->c, ch->id, &m);
 }
 
-int channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm perm, uint32_t method_id)
+int broker_channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm perm,
+                           uint32_t method_id)
 {
     conn *c = ch->c;
     char why[800];
-    if (acc_check(c->b->acc, c->user, c->vhost->name, kind, (const char *)name.p, name.len, perm,
+    if (acc_check(c->b->n->acc, c->user, c->vhost->name, kind, (const char *)name.p, name.len, perm,
                   why, sizeof why) == SL_OK)
         return 1;
-    channel_error(ch, SL_ERR_ACCESS_REFUSED, method_id, "%s", why);
+    broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, method_id, "%s", why);
     return 0;
 }
 
-int channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_key, acc_perm perm,
-                          uint32_t method_id)
+int broker_channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_key,
+                                 acc_perm perm, uint32_t method_id)
 {
     conn *c = ch->c;
     char why[800];
     if (!x || x->type != QM_EX_TOPIC ||
-        acc_check_topic(c->b->acc, c->user, c->vhost->name, x->name, (const char *)routing_key.p,
+        acc_check_topic(c->b->n->acc, c->user, c->vhost->name, x->name, (const char *)routing_key.p,
                         routing_key.len, perm, why, sizeof why) == SL_OK)
         return 1;
-    channel_error(ch, SL_ERR_ACCESS_REFUSED, method_id, "%s", why);
+    broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, method_id, "%s", why);
     return 0;
 }
 
@@ -195,7 +188,7 @@ int channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_
  * Unsettled deliveries
  */
 
-uint64_t channel_track(channel *ch, qm_position *pos, consumer *cons)
+uint64_t broker_channel_track(channel *ch, qm_position *pos, consumer *cons)
 {
     if (ch->ua_len == ch->ua_cap) {
         size_t cap = ch->ua_cap ? ch->ua_cap * 2 : 64;
@@ -259,7 +252,7 @@ static void after_settle(channel *ch, consumer *cons)
     /* Under a channel-wide limit only the consumers it turned away wait for room: offering
      * more to each of the channel's consumers on every settle would be O(consumers) per ack. */
     if (ch->prefetch_global && ch->ua_live < ch->prefetch_global)
-        channel_wake_starved(ch);
+        broker_channel_wake_starved(ch);
 }
 
 static void settle_one(channel *ch, delivery *d, int how)
@@ -284,7 +277,7 @@ static void settle_one(channel *ch, delivery *d, int how)
     after_settle(ch, cons);
 }
 
-int channel_settle(channel *ch, uint64_t tag, int multiple, int how)
+int broker_channel_settle(channel *ch, uint64_t tag, int multiple, int how)
 {
     if (multiple) {
         if (tag > ch->next_tag)
@@ -311,7 +304,7 @@ int channel_settle(channel *ch, uint64_t tag, int multiple, int how)
     return 0;
 }
 
-void channel_tx_settled(channel *ch, int committed)
+void broker_channel_tx_settled(channel *ch, int committed)
 {
     for (size_t i = 0; i < ch->ua_len; i++) {
         delivery *d = ua_at(ch, i);
@@ -376,7 +369,7 @@ static void send_ack_upto(channel *ch)
      * closing one may still flush its confirms here */
     if (ch->c->state == CONN_OPEN)
         ch->c->vhost->stat_confirm += ch->confirm_ready - ch->confirm_done;
-    conn_send_method(ch->c, ch->id, &m);
+    broker_conn_send_method(ch->c, ch->id, &m);
     ch->confirm_done = ch->confirm_ready;
 }
 
@@ -390,7 +383,7 @@ static void send_nack(channel *ch, uint64_t seq)
     m.u.basic_nack.delivery_tag = seq;
     m.u.basic_nack.multiple = 0;
     m.u.basic_nack.requeue = 0;
-    conn_send_method(ch->c, ch->id, &m);
+    broker_conn_send_method(ch->c, ch->id, &m);
     ch->confirm_done = ch->confirm_ready = seq;
 }
 
@@ -398,7 +391,7 @@ static void send_nack(channel *ch, uint64_t seq)
  * acks into confirm_ready, nacks onto the wire in their place. */
 static void release_confirms(channel *ch, int all)
 {
-    uint64_t durable = broker_durable(ch->c->b);
+    uint64_t durable = node_durable(ch->c->b->n);
     while (ch->cw_len && (all || cw_at(ch, 0)->gen <= durable)) {
         confirm_wait w = *cw_at(ch, 0);
         ch->cw_head = (ch->cw_head + 1) % ch->cw_cap;
@@ -412,7 +405,7 @@ static void release_confirms(channel *ch, int all)
         broker_wait_disk(ch->c);
 }
 
-void channel_flush_confirms(channel *ch)
+void broker_channel_flush_confirms(channel *ch)
 {
     if (!ch->confirm)
         return;
@@ -420,23 +413,23 @@ void channel_flush_confirms(channel *ch)
     send_ack_upto(ch);
 }
 
-void channel_confirms_behind_hold(channel *ch)
+void broker_channel_confirms_behind_hold(channel *ch)
 {
     if (!ch->confirm)
         return;
     release_confirms(ch, 0);
     send_ack_upto(ch);
     if (ch->cw_len) {
-        conn_hold_for_disk(ch->c);
+        broker_conn_hold_for_disk(ch->c);
         release_confirms(ch, 1);
         send_ack_upto(ch);
     }
 }
 
-void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen)
+void broker_channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen)
 {
     confirm_wait *tail = ch->cw_len ? cw_at(ch, ch->cw_len - 1) : NULL;
-    if (!tail && (!ok || gen <= broker_durable(ch->c->b))) {
+    if (!tail && (!ok || gen <= node_durable(ch->c->b->n))) {
         /* Nothing earlier is waiting and this needs nothing of the disk. */
         if (ok) {
             if (seq > ch->confirm_ready)
@@ -458,17 +451,17 @@ void channel_confirm(channel *ch, uint64_t seq, int ok, uint64_t gen)
     cw_push(ch, seq, g, !ok);
 }
 
-void channel_send_durable(channel *ch, const amqp_method *m, int nowait)
+void broker_channel_send_durable(channel *ch, const amqp_method *m, int nowait)
 {
-    channel_send_after(ch, m, nowait, broker_ticket(ch->c->b));
+    broker_channel_send_after(ch, m, nowait, node_ticket(ch->c->b->n));
 }
 
-void channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen)
+void broker_channel_send_after(channel *ch, const amqp_method *m, int nowait, uint64_t gen)
 {
     if (nowait)
         return;
-    conn_hold_until(ch->c, gen);
-    conn_send_method(ch->c, ch->id, m);
+    broker_conn_hold_until(ch->c, gen);
+    broker_conn_send_method(ch->c, ch->id, m);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -482,32 +475,32 @@ static void on_channel_method(channel *ch, const amqp_method *m)
         uint16_t id = ch->id;
         conn *c = ch->c;
         /* The outcomes of its publishes go out before close-ok, as they become true. */
-        channel_confirms_behind_hold(ch);
-        channel_release(ch);
+        broker_channel_confirms_behind_hold(ch);
+        broker_channel_release(ch);
         amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
-        conn_send_method(c, id, &ok);
-        conn_drop_channel(c, id);
+        broker_conn_send_method(c, id, &ok);
+        broker_conn_drop_channel(c, id);
         return;
     }
     case AMQP_CHANNEL_CLOSE_OK:
         return; /* we did not ask; ignore */
     case AMQP_CHANNEL_FLOW:
         if (!m->u.channel_flow.active) {
-            channel_error(ch, SL_ERR_NOT_IMPLEMENTED, m->id, "active=false");
+            broker_channel_error(ch, SL_ERR_NOT_IMPLEMENTED, m->id, "active=false");
             return;
         }
         {
             amqp_method ok = {.id = AMQP_CHANNEL_FLOW_OK};
             ok.u.channel_flow_ok.active = 1;
-            conn_send_method(ch->c, ch->id, &ok);
+            broker_conn_send_method(ch->c, ch->id, &ok);
         }
         return;
     case AMQP_CHANNEL_OPEN:
-        conn_error(ch->c, SL_ERR_CHANNEL, m->id, "second 'channel.open' seen");
+        broker_conn_error(ch->c, SL_ERR_CHANNEL, m->id, "second 'channel.open' seen");
         return;
     default:
-        channel_error(ch, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
-                      amqp_method_name(m->id));
+        broker_channel_error(ch, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                             amqp_method_name(m->id));
     }
 }
 
@@ -521,32 +514,32 @@ static void on_method(channel *ch, const amqp_method *m)
         if (m->id == AMQP_ACCESS_REQUEST) {
             amqp_method ok = {.id = AMQP_ACCESS_REQUEST_OK};
             ok.u.access_request_ok.ticket = 1;
-            conn_send_method(ch->c, ch->id, &ok);
+            broker_conn_send_method(ch->c, ch->id, &ok);
             return;
         }
         break;
     case 40:
-        h_exchange(ch, m);
+        broker_h_exchange(ch, m);
         return;
     case 50:
-        h_queue(ch, m);
+        broker_h_queue(ch, m);
         return;
     case 60:
-        h_basic(ch, m);
+        broker_h_basic(ch, m);
         return;
     case 85:
-        h_confirm(ch, m);
+        broker_h_confirm(ch, m);
         return;
     case 90:
-        h_tx(ch, m);
+        broker_h_tx(ch, m);
         return;
     case 10:
-        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "connection method %s on channel %u",
-                   amqp_method_name(m->id), ch->id);
+        broker_conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id,
+                          "connection method %s on channel %u", amqp_method_name(m->id), ch->id);
         return;
     }
-    conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
-               amqp_method_name(m->id));
+    broker_conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                      amqp_method_name(m->id));
 }
 
 #define PUB_FIRST_CAP 4096
@@ -556,48 +549,52 @@ static void on_header(channel *ch, const amqp_frame *f)
     conn *c = ch->c;
     amqp_content_header h;
     if (amqp_content_header_parse(f->payload, f->size, &h) != 0) {
-        conn_error(c, SL_ERR_SYNTAX, AMQP_BASIC_PUBLISH, "malformed content header");
+        broker_conn_error(c, SL_ERR_SYNTAX, AMQP_BASIC_PUBLISH, "malformed content header");
         return;
     }
     if (h.class_id != 60) {
-        conn_error(c, SL_ERR_FRAME, AMQP_BASIC_PUBLISH, "content header for class %u", h.class_id);
+        broker_conn_error(c, SL_ERR_FRAME, AMQP_BASIC_PUBLISH, "content header for class %u",
+                          h.class_id);
         return;
     }
     amqp_basic_props props;
     if (amqp_props_decode(h.props, h.props_len, &props) != 0) {
-        conn_error(c, SL_ERR_SYNTAX, AMQP_BASIC_PUBLISH, "malformed basic properties");
+        broker_conn_error(c, SL_ERR_SYNTAX, AMQP_BASIC_PUBLISH, "malformed basic properties");
         return;
     }
-    if (h.body_size > c->b->cfg->max_message_size) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "message size %llu is larger than configured max size %llu",
-                      (unsigned long long)h.body_size,
-                      (unsigned long long)c->b->cfg->max_message_size);
+    if (h.body_size > c->b->n->cfg->max_message_size) {
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "message size %llu is larger than configured max size %llu",
+                             (unsigned long long)h.body_size,
+                             (unsigned long long)c->b->n->cfg->max_message_size);
         return;
     }
     /* RabbitMQ's check_user_id_header: only an impersonator may claim another user. */
     if ((props.flags & AMQP_P_USER_ID) &&
         !(props.user_id.len == strlen(c->user) &&
           !memcmp(props.user_id.p, c->user, props.user_id.len)) &&
-        !acc_user_has_tag(acc_user_find(c->b->acc, c->user, strlen(c->user)),
+        !acc_user_has_tag(acc_user_find(c->b->n->acc, c->user, strlen(c->user)),
                           ACC_TAG_IMPERSONATOR)) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "user_id property set to '" BYTES_FMT "' but authenticated user was '%s'",
-                      BYTES_ARG(props.user_id), c->user);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "user_id property set to '" BYTES_FMT
+                             "' but authenticated user was '%s'",
+                             BYTES_ARG(props.user_id), c->user);
         return;
     }
     uint64_t ttl;
     char why[300];
     if ((props.flags & AMQP_P_EXPIRATION) &&
         qm_expiration_parse(props.expiration, &ttl, why, sizeof why) < 0) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "invalid expiration '" BYTES_FMT "': %s", BYTES_ARG(props.expiration), why);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "invalid expiration '" BYTES_FMT "': %s", BYTES_ARG(props.expiration),
+                             why);
         return;
     }
     /* Sender-selected distribution: CC and BCC must be arrays; BCC is routed, never kept. */
     if ((props.flags & AMQP_P_HEADERS) &&
         qm_cc_bcc_check(props.headers, why, sizeof why) != SL_OK) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH, "invalid message: %s", why);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH, "invalid message: %s",
+                             why);
         return;
     }
     sl_buf_consume(&ch->pub_bcc, sl_buf_unread(&ch->pub_bcc));
@@ -611,7 +608,7 @@ static void on_header(channel *ch, const amqp_frame *f)
     amqp_bytes rk = {(const uint8_t *)ch->pub_names + PUB_RK_AT, ch->pub_rk_len};
     sl_buf rewritten;
     sl_buf_init(&rewritten);
-    int rw = reply_to_rewrite(ch, &props, &rewritten);
+    int rw = broker_reply_to_rewrite(ch, &props, &rewritten);
     if (rw < 0) {
         sl_buf_free(&stripped);
         return;
@@ -644,16 +641,16 @@ static void on_header(channel *ch, const amqp_frame *f)
     ch->pub_received = 0;
     ch->content = CONTENT_WANT_BODY;
     if (h.body_size == 0)
-        basic_publish_complete(ch);
+        broker_basic_publish_complete(ch);
 }
 
 static void on_body(channel *ch, const amqp_frame *f)
 {
     qm_message *m = ch->pub_msg;
     if (f->size > m->body_len - ch->pub_received) {
-        conn_error(ch->c, SL_ERR_FRAME, AMQP_BASIC_PUBLISH,
-                   "body frames carry more than the body-size %llu",
-                   (unsigned long long)m->body_len);
+        broker_conn_error(ch->c, SL_ERR_FRAME, AMQP_BASIC_PUBLISH,
+                          "body frames carry more than the body-size %llu",
+                          (unsigned long long)m->body_len);
         return;
     }
     if (ch->pub_received + f->size > ch->pub_cap) {
@@ -670,10 +667,10 @@ static void on_body(channel *ch, const amqp_frame *f)
     memcpy(qm_msg_body(m) + ch->pub_received, f->payload, f->size);
     ch->pub_received += f->size;
     if (ch->pub_received == m->body_len)
-        basic_publish_complete(ch);
+        broker_basic_publish_complete(ch);
 }
 
-void channel_on_frame(channel *ch, const amqp_frame *f)
+void broker_channel_on_frame(channel *ch, const amqp_frame *f)
 {
     if (ch->state == CH_CLOSING) {
         /* Only close / close-ok matter now. */
@@ -681,37 +678,37 @@ void channel_on_frame(channel *ch, const amqp_frame *f)
             return;
         uint32_t id = AMQP_ID(sl_get_u16(f->payload), sl_get_u16(f->payload + 2));
         if (id == AMQP_CHANNEL_CLOSE_OK) {
-            conn_drop_channel(ch->c, ch->id);
+            broker_conn_drop_channel(ch->c, ch->id);
         } else if (id == AMQP_CHANNEL_CLOSE) {
             amqp_method ok = {.id = AMQP_CHANNEL_CLOSE_OK};
-            conn_send_method(ch->c, ch->id, &ok);
+            broker_conn_send_method(ch->c, ch->id, &ok);
         }
         return;
     }
     switch (f->type) {
     case AMQP_FRAME_METHOD: {
         if (ch->content != CONTENT_NONE) {
-            conn_error(ch->c, SL_ERR_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
-                       "expected content %s for class 60, got non content %s frame instead",
-                       ch->content == CONTENT_WANT_HEADER ? "header" : "body",
-                       ch->content == CONTENT_WANT_HEADER ? "header" : "body");
+            broker_conn_error(ch->c, SL_ERR_UNEXPECTED_FRAME, AMQP_BASIC_PUBLISH,
+                              "expected content %s for class 60, got non content %s frame instead",
+                              ch->content == CONTENT_WANT_HEADER ? "header" : "body",
+                              ch->content == CONTENT_WANT_HEADER ? "header" : "body");
             return;
         }
         amqp_method m;
         int r = amqp_method_decode(f->payload, f->size, &m);
         if (r == AMQP_DECODE_UNKNOWN) {
-            conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, 0, "unknown method %u/%u",
-                       f->size >= 2 ? sl_get_u16(f->payload) : 0,
-                       f->size >= 4 ? sl_get_u16(f->payload + 2) : 0);
+            broker_conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, 0, "unknown method %u/%u",
+                              f->size >= 2 ? sl_get_u16(f->payload) : 0,
+                              f->size >= 4 ? sl_get_u16(f->payload + 2) : 0);
             return;
         }
         if (r == AMQP_DECODE_BAD_UTF8) {
             /* names must be UTF-8 (RabbitMQ's rule): they are exported as JSON text */
-            conn_error(ch->c, SL_ERR_FRAME, 0, "Malformed UTF-8 in shortstr");
+            broker_conn_error(ch->c, SL_ERR_FRAME, 0, "Malformed UTF-8 in shortstr");
             return;
         }
         if (r != AMQP_DECODE_OK) {
-            conn_error(ch->c, SL_ERR_SYNTAX, 0, "malformed method frame");
+            broker_conn_error(ch->c, SL_ERR_SYNTAX, 0, "malformed method frame");
             return;
         }
         on_method(ch, &m);
@@ -719,16 +716,16 @@ void channel_on_frame(channel *ch, const amqp_frame *f)
     }
     case AMQP_FRAME_HEADER:
         if (ch->content != CONTENT_WANT_HEADER) {
-            conn_error(ch->c, SL_ERR_UNEXPECTED_FRAME, 0,
-                       "expected method frame, got non method frame instead");
+            broker_conn_error(ch->c, SL_ERR_UNEXPECTED_FRAME, 0,
+                              "expected method frame, got non method frame instead");
             return;
         }
         on_header(ch, f);
         return;
     case AMQP_FRAME_BODY:
         if (ch->content != CONTENT_WANT_BODY) {
-            conn_error(ch->c, SL_ERR_UNEXPECTED_FRAME, 0,
-                       "expected method frame, got non method frame instead");
+            broker_conn_error(ch->c, SL_ERR_UNEXPECTED_FRAME, 0,
+                              "expected method frame, got non method frame instead");
             return;
         }
         on_body(ch, f);

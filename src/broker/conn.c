@@ -5,8 +5,8 @@
  * arrival order. Output is appended to c->out and written once per loop turn (broker.c's
  * before-sleep), or as soon as the socket is writable again after EAGAIN.
  *
- * Held output: a reply that promises something on disk (conn_hold_for_disk) marks the point
- * of the stream where it starts with the store generation it needs; conn_flush sends up to
+ * Held output: a reply that promises something on disk (broker_conn_hold_for_disk) marks the point
+ * of the stream where it starts with the store generation it needs; broker_conn_flush sends up to
  * the first mark whose generation is not durable yet and keeps the rest, so the connection's
  * frames leave in the order they were made and nothing after a promise overtakes it.
  *
@@ -21,7 +21,7 @@
  * the kernel answer a client still writing frames it had queued with a reset, which can
  * destroy the close-ok before the client reads it.
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -30,53 +30,55 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../amqp/hold.h"
-#include "../amqp/table.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../core/version.h"
-#include "../access/verifier.h"
-#include "../net/tls.h"
-#include "../link/rpc_queue.h"
+#include "amqp/hold.h"
+#include "amqp/start.h"
+#include "amqp/table.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/version.h"
+#include "access/verifier.h"
+#include "net/tls.h"
+#include "link/rpc_queue.h"
+#include "cluster/leader.h"
 
 static void conn_handle_frame(conn *c, const amqp_frame *f);
 static void hb_timer_fn(sl_loop *loop, sl_timer *t);
 
-conn *conn_new(broker *b, int fd)
+conn *broker_conn_new(broker *b, int fd)
 {
     conn *c = sl_xcalloc(1, sizeof *c);
     c->b = b;
     c->id = ++b->next_conn_id;
     c->fd = fd;
     c->w.fd = fd;
-    c->w.fn = conn_on_event;
+    c->w.fn = broker_conn_on_event;
     c->w.data = c;
     sl_buf_init(&c->in);
     sl_buf_init(&c->out);
     sl_buf_init(&c->late);
-    c->frame_max = b->cfg->frame_max ? b->cfg->frame_max : 131072;
-    c->last_recv = c->last_send = sl_loop_now(b->loop);
+    c->frame_max = b->n->cfg->frame_max ? b->n->cfg->frame_max : 131072;
+    c->last_recv = c->last_send = sl_loop_now(b->n->loop);
     sl_timer_init(&c->hb_timer, hb_timer_fn, c);
     /* Until tune-ok the handshake timeout runs on the heartbeat timer. */
-    sl_timer_start(b->loop, &c->hb_timer, c->last_recv + b->cfg->handshake_timeout_ms);
+    sl_timer_start(b->n->loop, &c->hb_timer, c->last_recv + b->n->cfg->handshake_timeout_ms);
     return c;
 }
 
 static void conn_login_cancel(conn *c);
 
-void conn_free(conn *c)
+void broker_conn_free(conn *c)
 {
     conn_login_cancel(c);
     for (size_t i = 0; i < c->channels_cap; i++) {
         if (c->channels[i]) {
-            channel_release(c->channels[i]);
-            channel_free(c->channels[i]);
+            broker_channel_release(c->channels[i]);
+            broker_channel_free(c->channels[i]);
         }
     }
     sl_free(c->channels);
-    sl_timer_stop(c->b->loop, &c->hb_timer);
-    sl_loop_unwatch(c->b->loop, &c->w);
+    sl_timer_stop(c->b->n->loop, &c->hb_timer);
+    sl_loop_unwatch(c->b->n->loop, &c->w);
     if (c->tls) {
         if (!c->tls_handshaking && !c->shut_wr)
             sl_tls_shutdown(c->tls); /* close_notify, best effort */
@@ -117,14 +119,14 @@ static ssize_t conn_send(conn *c, const void *buf, size_t n)
     return send(c->fd, buf, n, MSG_NOSIGNAL);
 }
 
-void conn_start_tls(conn *c, sl_tls *tls)
+void broker_conn_start_tls(conn *c, sl_tls *tls)
 {
     c->tls = tls;
     c->tls_handshaking = 1;
     /* The TLS handshake has its own, shorter, deadline (ssl_handshake_timeout). */
-    uint32_t t = c->b->cfg->ssl_handshake_timeout_ms;
-    if (t && t < c->b->cfg->handshake_timeout_ms)
-        sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + t);
+    uint32_t t = c->b->n->cfg->ssl_handshake_timeout_ms;
+    if (t && t < c->b->n->cfg->handshake_timeout_ms)
+        sl_timer_start(c->b->n->loop, &c->hb_timer, sl_loop_now(c->b->n->loop) + t);
 }
 
 static void on_readable(conn *c);
@@ -138,51 +140,51 @@ static void tls_handshake_step(conn *c)
         sl_warn("connection %s: TLS handshake failed: %s", c->name, sl_tls_error(c->tls));
         c->tls_handshaking = 0;
         c->shut_wr = 1; /* no close_notify on a session that never was */
-        conn_kill(c, NULL);
+        broker_conn_kill(c, NULL);
         return;
     }
     if (r == 0) {
         int ev = sl_tls_wants(c->tls);
         if (c->w.events != ev)
-            sl_loop_watch(c->b->loop, &c->w, ev ? ev : SL_EV_READ);
+            sl_loop_watch(c->b->n->loop, &c->w, ev ? ev : SL_EV_READ);
         return;
     }
     c->tls_handshaking = 0;
-    sl_timer_start(c->b->loop, &c->hb_timer,
-                   sl_loop_now(c->b->loop) + c->b->cfg->handshake_timeout_ms);
+    sl_timer_start(c->b->n->loop, &c->hb_timer,
+                   sl_loop_now(c->b->n->loop) + c->b->n->cfg->handshake_timeout_ms);
     char dn[512] = "";
     if (sl_tls_peer_dn(c->tls, dn, sizeof dn) < 0)
         snprintf(dn, sizeof dn, "none");
     sl_debug("connection %s: %s %s, peer certificate %s%s", c->name, sl_tls_protocol(c->tls),
              sl_tls_cipher(c->tls), dn, sl_tls_peer_verified(c->tls) ? " (verified)" : "");
-    sl_loop_watch(c->b->loop, &c->w, SL_EV_READ);
+    sl_loop_watch(c->b->n->loop, &c->w, SL_EV_READ);
     on_readable(c); /* the protocol header may have come with the last handshake flight */
 }
 
-void conn_hold_for_disk(conn *c)
+void broker_conn_hold_for_disk(conn *c)
 {
-    conn_hold_until(c, broker_ticket(c->b));
+    broker_conn_hold_until(c, node_ticket(c->b->n));
 }
 
-void conn_hold_until(conn *c, uint64_t gen)
+void broker_conn_hold_until(conn *c, uint64_t gen)
 {
-    uint64_t done = broker_durable(c->b);
+    uint64_t done = node_durable(c->b->n);
     if (gen <= done)
         return;
     sl_holds_mark(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
     broker_wait_disk(c);
 }
 
-void conn_hold_delivery(conn *c, uint64_t gen)
+void broker_conn_hold_delivery(conn *c, uint64_t gen)
 {
-    uint64_t done = broker_durable(c->b);
+    uint64_t done = node_durable(c->b->n);
     if (gen <= done)
         return;
     sl_holds_mark_soft(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
     broker_wait_disk(c);
 }
 
-int conn_has_held(const conn *c)
+int broker_conn_has_held(const conn *c)
 {
     return sl_holds_avail(&c->holds, c->out_sent, sl_buf_unread(&c->out)) < sl_buf_unread(&c->out);
 }
@@ -191,12 +193,12 @@ static void release_channels(conn *c)
 {
     for (size_t i = 0; i < c->channels_cap; i++)
         if (c->channels[i])
-            channel_release(c->channels[i]);
+            broker_channel_release(c->channels[i]);
     /* Exclusive queues die with their connection. */
-    qm_node_drop_exclusive(c->b->node, c);
+    qm_node_drop_exclusive(c->b->n->qm, c);
 }
 
-void conn_kill(conn *c, const char *why)
+void broker_conn_kill(conn *c, const char *why)
 {
     if (c->state == CONN_DEAD)
         return;
@@ -205,12 +207,12 @@ void conn_kill(conn *c, const char *why)
     c->state = CONN_DEAD;
     conn_login_cancel(c);
     release_channels(c);
-    sl_timer_stop(c->b->loop, &c->hb_timer);
-    sl_loop_unwatch(c->b->loop, &c->w);
+    sl_timer_stop(c->b->n->loop, &c->hb_timer);
+    sl_loop_unwatch(c->b->n->loop, &c->w);
     broker_mark_dirty(c);
 }
 
-void conn_send_method(conn *c, uint16_t ch, const amqp_method *m)
+void broker_conn_send_method(conn *c, uint16_t ch, const amqp_method *m)
 {
     amqp_method_write(&c->out, ch, m);
     broker_mark_dirty(c);
@@ -223,7 +225,7 @@ static void send_close(conn *c, uint16_t code, const char *text, uint32_t method
     m.u.connection_close.reply_text = amqp_cstr(text);
     m.u.connection_close.class_id = AMQP_ID_CLASS(method_id);
     m.u.connection_close.method_id = AMQP_ID_METHOD(method_id);
-    conn_send_method(c, 0, &m);
+    broker_conn_send_method(c, 0, &m);
 }
 
 /* After sending connection.close, wait this long for close-ok before dropping the socket. */
@@ -235,7 +237,7 @@ static void enter_closing(conn *c)
 {
     c->state = CONN_CLOSING;
     release_channels(c);
-    sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + CLOSE_OK_WAIT_MS);
+    sl_timer_start(c->b->n->loop, &c->hb_timer, sl_loop_now(c->b->n->loop) + CLOSE_OK_WAIT_MS);
 }
 
 /* The closing handshake is over: drain, half-close, discard input (see the top). */
@@ -251,11 +253,11 @@ static void enter_linger(conn *c)
     }
     sl_buf_consume(&c->in, sl_buf_unread(&c->in));
     c->out_paused = 0;
-    sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + LINGER_MS);
+    sl_timer_start(c->b->n->loop, &c->hb_timer, sl_loop_now(c->b->n->loop) + LINGER_MS);
     broker_mark_dirty(c);
 }
 
-void conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
+void broker_conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
 {
     if (c->state >= CONN_CLOSING)
         return;
@@ -268,35 +270,35 @@ void conn_error(conn *c, sl_err e, uint32_t method_id, const char *fmt, ...)
     va_end(ap);
     sl_warn("connection %s error: %s", c->name, text);
     if (c->state < CONN_START_SENT) {
-        conn_kill(c, NULL);
+        broker_conn_kill(c, NULL);
         return;
     }
     send_close(c, info->amqp_code, text, method_id);
     enter_closing(c);
 }
 
-void conn_force_close(conn *c, const char *text)
+void broker_conn_force_close(conn *c, const char *text)
 {
     if (c->state == CONN_DEAD)
         return;
     if (c->state < CONN_START_SENT || c->state >= CONN_CLOSING) {
-        conn_kill(c, NULL);
+        broker_conn_kill(c, NULL);
         return;
     }
     send_close(c, 320, text, 0);
     enter_closing(c);
 }
 
-void conn_set_blocked(conn *c, int blocked)
+void broker_conn_set_blocked(conn *c, int blocked)
 {
     if (!c->cap_blocked || c->state != CONN_OPEN || c->blocked_sent == blocked)
         return;
     amqp_method m = {.id = blocked ? AMQP_CONNECTION_BLOCKED : AMQP_CONNECTION_UNBLOCKED};
     if (blocked) {
-        const char *why = broker_alarm_reason(c->b);
+        const char *why = node_alarm_reason(c->b->n);
         m.u.connection_blocked.reason = amqp_cstr(why ? why : "low on memory");
     }
-    conn_send_method(c, 0, &m);
+    broker_conn_send_method(c, 0, &m);
     c->blocked_sent = (uint8_t)blocked;
 }
 
@@ -323,7 +325,7 @@ static void resume_if_room(conn *c)
     }
 }
 
-void conn_flush(conn *c)
+void broker_conn_flush(conn *c)
 {
     if (c->fd < 0)
         return;
@@ -334,7 +336,7 @@ void conn_flush(conn *c)
     }
     if (c->tls_handshaking)
         return; /* nothing is said before the TLS session is up */
-    sl_holds_release(&c->holds, broker_durable(c->b));
+    sl_holds_release(&c->holds, node_durable(c->b->n));
     for (;;) {
         size_t avail = sl_holds_avail(&c->holds, c->out_sent, sl_buf_unread(&c->out));
         if (avail == 0)
@@ -343,25 +345,25 @@ void conn_flush(conn *c)
         if (n > 0) {
             sl_buf_consume(&c->out, (size_t)n);
             c->out_sent += (uint64_t)n;
-            c->last_send = sl_loop_now(c->b->loop);
+            c->last_send = sl_loop_now(c->b->n->loop);
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (c->state != CONN_DEAD) {
-                /* (a TLS write that waits for readability is retried from conn_on_event) */
+                /* (a TLS write that waits for readability is retried from broker_conn_on_event) */
                 if (!c->tls_write_wants_read)
-                    sl_loop_watch(c->b->loop, &c->w, c->w.events | SL_EV_WRITE);
+                    sl_loop_watch(c->b->n->loop, &c->w, c->w.events | SL_EV_WRITE);
                 resume_if_room(c);
-                conn_update_watch(c);
+                broker_conn_update_watch(c);
             }
             return;
         }
         /* Peer gone: nothing more can be said to it. */
         sl_buf_consume(&c->out, sl_buf_unread(&c->out));
         sl_holds_clear(&c->holds);
-        conn_kill(c, n == 0 ? "write returned 0" : strerror(errno));
+        broker_conn_kill(c, n == 0 ? "write returned 0" : strerror(errno));
         return;
     }
     if (c->holds.len)
@@ -375,7 +377,7 @@ void conn_flush(conn *c)
     }
     if (c->state != CONN_DEAD) {
         resume_if_room(c);
-        conn_update_watch(c);
+        broker_conn_update_watch(c);
     }
     /* Give memory back after a burst. */
     if (c->out.cap > (1u << 20) && sl_buf_unread(&c->out) == 0)
@@ -411,7 +413,7 @@ static int held_by_alarm(const conn *c, const amqp_frame *f)
            AMQP_ID(sl_get_u16(f->payload), sl_get_u16(f->payload + 2)) == AMQP_BASIC_PUBLISH;
 }
 
-void conn_update_watch(conn *c)
+void broker_conn_update_watch(conn *c)
 {
     if (c->state == CONN_DEAD || c->fd < 0)
         return;
@@ -427,44 +429,17 @@ void conn_update_watch(conn *c)
     if (c->tls_handshaking)
         ev = sl_tls_wants(c->tls) ? sl_tls_wants(c->tls) : SL_EV_READ;
     if (c->w.events != ev)
-        sl_loop_watch(c->b->loop, &c->w, ev);
+        sl_loop_watch(c->b->n->loop, &c->w, ev);
 }
 
 static void send_start(conn *c)
 {
-    amqp_method m = {.id = AMQP_CONNECTION_START};
-    amqp_connection_start *s = &m.u.connection_start;
-    s->version_major = 0;
-    s->version_minor = 9;
-    sl_buf props;
-    sl_buf_init(&props);
-    size_t mark = amqp_tbl_begin(&props);
-    amqp_tbl_put_str(&props, "product", AMQP_BYTES(SLUICE_PRODUCT));
-    amqp_tbl_put_str(&props, "version", AMQP_BYTES(SLUICE_VERSION));
-    amqp_tbl_put_str(&props, "platform", AMQP_BYTES("C/Linux"));
-    amqp_tbl_put_str(&props, "copyright", AMQP_BYTES("Copyright (c) the Sluice authors"));
-    amqp_tbl_put_str(&props, "information",
-                     AMQP_BYTES("Sluice: AMQP 0-9-1 on an MSMQ-style queue manager"));
-    amqp_tbl_put_str(&props, "cluster_name", amqp_cstr(c->b->cfg->node_name));
-    size_t cmark = amqp_tbl_put_table_begin(&props, "capabilities");
-    static const char *caps[] = {"publisher_confirms",
-                                 "exchange_exchange_bindings",
-                                 "basic.nack",
-                                 "consumer_cancel_notify",
-                                 "connection.blocked",
-                                 "consumer_priorities",
-                                 "authentication_failure_close",
-                                 "per_consumer_qos"};
-    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
-        amqp_tbl_put_bool(&props, caps[i], 1);
-    amqp_tbl_end(&props, cmark);
-    amqp_tbl_end(&props, mark);
-    s->server_properties = (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
     /* auth_mechanisms, in their order; EXTERNAL only to a client that showed a certificate
      * that verified (RabbitMQ's rabbit_auth_mechanism_ssl should_offer). */
     char mechs[64];
     size_t mo = 0;
-    const char *cm = c->b->cfg->auth_mechanisms ? c->b->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
+    const char *cm =
+        c->b->n->cfg->auth_mechanisms ? c->b->n->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
     for (const char *p = cm; *p;) {
         size_t n = strcspn(p, " ");
         int external = n == 8 && !memcmp(p, "EXTERNAL", 8);
@@ -479,9 +454,16 @@ static void send_start(conn *c)
         while (*p == ' ')
             p++;
     }
-    s->mechanisms = (amqp_bytes){(const uint8_t *)mechs, mo};
-    s->locales = AMQP_BYTES("en_US");
-    conn_send_method(c, 0, &m);
+    amqp_start_info info = {
+        .information = "Sluice: AMQP 0-9-1 on an MSMQ-style queue manager",
+        .full = 1,
+        .cluster_name = c->b->n->cfg->node_name,
+        .mechanisms = {(const uint8_t *)mechs, mo},
+    };
+    amqp_method m;
+    sl_buf props;
+    amqp_start_build(&m, &props, &info);
+    broker_conn_send_method(c, 0, &m);
     sl_buf_free(&props);
     c->state = CONN_START_SENT;
 }
@@ -492,7 +474,7 @@ static void send_start(conn *c)
  * acks, transient declares, deletes and purges, which free space) goes on. */
 static int waits_for_disk(const conn *c, const amqp_frame *f)
 {
-    if (!(c->b->alarms & ALARM_DISK) || f->type != AMQP_FRAME_METHOD || f->channel == 0 ||
+    if (!(c->b->n->alarms & ALARM_DISK) || f->type != AMQP_FRAME_METHOD || f->channel == 0 ||
         f->size < 4 || c->state != CONN_OPEN)
         return 0;
     uint32_t id = AMQP_ID(sl_get_u16(f->payload), sl_get_u16(f->payload + 2));
@@ -519,15 +501,15 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
     while (c->state < CONN_LINGER && used < len && !c->login_wait) {
         if (out_full(c)) {
             c->out_paused = 1;
-            conn_update_watch(c);
+            broker_conn_update_watch(c);
             break;
         }
         /* The turn has done its share of input (a few expensive frames, e.g. publishes
          * routed through 20,000 header bindings): the rest waits for the next turn, so no
          * other connection waits behind this one for long. */
-        if ((++k & 3) == 0 && broker_turn_over(c->b)) {
+        if ((++k & 3) == 0 && node_turn_over(c->b->n)) {
             broker_input_pending(c);
-            conn_update_watch(c);
+            broker_conn_update_watch(c);
             break;
         }
         const uint8_t *q = p + used;
@@ -555,10 +537,10 @@ static size_t process_frames(conn *c, const uint8_t *p, size_t len)
             const char *why = r == AMQP_FEED_BAD_END    ? "invalid_frame_end_marker"
                               : r == AMQP_FEED_BAD_TYPE ? "unknown_frame"
                                                         : "frame_too_large";
-            conn_error(c, SL_ERR_FRAME, 0, "type %u, %s", q[0], why);
+            broker_conn_error(c, SL_ERR_FRAME, 0, "type %u, %s", q[0], why);
             return len;
         }
-        c->last_recv = sl_loop_now(c->b->loop);
+        c->last_recv = sl_loop_now(c->b->n->loop);
         if (waits_for_disk(c, &f)) {
             broker_block_publisher(c); /* the frame stays in the input for later */
             break;
@@ -617,7 +599,7 @@ static void process_buffered(conn *c)
         sl_buf_free(&c->in);
 }
 
-void conn_resume_input(conn *c)
+void broker_conn_resume_input(conn *c)
 {
     if (c->state >= CONN_LINGER || c->out_paused)
         return; /* a full output buffer brings it back when it drains (resume_if_room) */
@@ -628,7 +610,7 @@ void conn_resume_input(conn *c)
     if (!c->input_pending && !hold_full(c) && !c->out_paused && !c->login_wait &&
         c->state < CONN_LINGER)
         on_readable(c);
-    conn_update_watch(c);
+    broker_conn_update_watch(c);
 }
 
 /* CONN_LINGER: read and discard until EOF (then the socket is closed) or EAGAIN. */
@@ -644,7 +626,7 @@ static void discard_input(conn *c, uint8_t *sink, size_t cap)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
-        conn_kill(c, NULL); /* the client closed its side (or the socket failed): done */
+        broker_conn_kill(c, NULL); /* the client closed its side (or the socket failed): done */
         return;
     }
 }
@@ -656,7 +638,7 @@ static void discard_input(conn *c, uint8_t *sink, size_t cap)
 static void input_idle(conn *c)
 {
     if (c->lazy_gen) {
-        broker_hasten(c->b, c->lazy_gen);
+        node_hasten(c->b->n, c->lazy_gen);
         c->lazy_gen = 0;
     }
 }
@@ -710,8 +692,8 @@ static void on_readable(conn *c)
             input_idle(c);
             return;
         }
-        conn_kill(c, n == 0 ? (c->state == CONN_CLOSING ? NULL : "client closed the socket")
-                            : strerror(errno));
+        broker_conn_kill(c, n == 0 ? (c->state == CONN_CLOSING ? NULL : "client closed the socket")
+                                   : strerror(errno));
         return;
     }
     /* Budget used up with data possibly pending: epoll is level-triggered, so we come back;
@@ -720,7 +702,7 @@ static void on_readable(conn *c)
         broker_input_pending(c);
 }
 
-void conn_on_event(sl_loop *loop, sl_watch *w, int events)
+void broker_conn_on_event(sl_loop *loop, sl_watch *w, int events)
 {
     conn *c = w->data;
     (void)loop;
@@ -743,15 +725,15 @@ static void hb_timer_fn(sl_loop *loop, sl_timer *t)
     conn *c = t->data;
     uint64_t now = sl_loop_now(loop);
     if (c->state == CONN_CLOSING) {
-        conn_kill(c, "no connection.close-ok in time");
+        broker_conn_kill(c, "no connection.close-ok in time");
         return;
     }
     if (c->state == CONN_LINGER) {
-        conn_kill(c, NULL); /* the client did not close its side in time: close ours */
+        broker_conn_kill(c, NULL); /* the client did not close its side in time: close ours */
         return;
     }
     if (c->state < CONN_OPEN) {
-        conn_kill(c, "handshake timeout");
+        broker_conn_kill(c, "handshake timeout");
         return;
     }
     if (c->heartbeat == 0)
@@ -763,13 +745,14 @@ static void hb_timer_fn(sl_loop *loop, sl_timer *t)
          * has not moved for two intervals is not reading at all, though: that one is gone. */
         c->last_recv = now;
         if (c->out_paused && now - c->last_send >= 2 * period) {
-            conn_kill(c, "client stopped reading: output backed up for two heartbeat intervals");
+            broker_conn_kill(
+                c, "client stopped reading: output backed up for two heartbeat intervals");
             return;
         }
     }
     /* Two silent intervals: the peer is gone. RabbitMQ drops the socket without a close. */
     if (now - c->last_recv >= 2 * period) {
-        conn_kill(c, "missed heartbeats from client");
+        broker_conn_kill(c, "missed heartbeats from client");
         return;
     }
     if (now - c->last_send >= period / 2) {
@@ -800,7 +783,8 @@ static void read_client_capabilities(conn *c, amqp_bytes props)
 /* Is mech one of auth_mechanisms (and EXTERNAL only with a verified client certificate)? */
 static int mechanism_offered(const conn *c, amqp_bytes mech)
 {
-    const char *cm = c->b->cfg->auth_mechanisms ? c->b->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
+    const char *cm =
+        c->b->n->cfg->auth_mechanisms ? c->b->n->cfg->auth_mechanisms : "PLAIN AMQPLAIN";
     for (const char *p = cm; *p;) {
         size_t n = strcspn(p, " ");
         if (n == mech.len && !memcmp(p, mech.p, n))
@@ -854,27 +838,27 @@ static void slow_login_done(void *owner, int ok)
     c->login_wait = NULL; /* reading goes on: login_finish tunes or closes */
     const acc_user *u = NULL;
     char why[1400];
-    sl_err e = acc_login_checked(c->b->acc, l->user, l->user_len, l->hash, l->hash_len, ok,
+    sl_err e = acc_login_checked(c->b->n->acc, l->user, l->user_len, l->hash, l->hash_len, ok,
                                  c->loopback, &u, why, sizeof why);
     login_finish(c, amqp_cstr(l->mechanism), (amqp_bytes){(const uint8_t *)l->user, l->user_len},
                  (amqp_bytes){l->props, l->props_len}, e, why);
     conn_login_free(l);
-    conn_resume_input(c);
+    broker_conn_resume_input(c);
 }
 
 static void slow_login_start(conn *c, const amqp_connection_start_ok *s, amqp_bytes user,
                              amqp_bytes pass)
 {
-    const acc_user *u = acc_user_find(c->b->acc, (const char *)user.p, user.len);
-    acc_verify_job *job = acc_verifier_post(c->b->verifier, u->algo, u->hash, u->hash_len, pass.p,
-                                            pass.len, slow_login_done, c);
+    const acc_user *u = acc_user_find(c->b->n->acc, (const char *)user.p, user.len);
+    acc_verify_job *job = acc_verifier_post(c->b->n->verifier, u->algo, u->hash, u->hash_len,
+                                            pass.p, pass.len, slow_login_done, c);
     if (!job) {
         /* The queue of slow checks is full (a storm of logins): refuse this one now rather
          * than let the queue, or the loop, grow. */
         char why[600];
         snprintf(why, sizeof why,
                  "user '%.*s' - too many slow password checks waiting (%u); refused unchecked",
-                 (int)user.len, (const char *)user.p, acc_verifier_pending(c->b->verifier));
+                 (int)user.len, (const char *)user.p, acc_verifier_pending(c->b->n->verifier));
         login_finish(c, s->mechanism, user, s->client_properties, SL_ERR_ACCESS_REFUSED, why);
         return;
     }
@@ -890,7 +874,7 @@ static void slow_login_start(conn *c, const amqp_connection_start_ok *s, amqp_by
     memcpy(l->hash, u->hash, u->hash_len);
     l->hash_len = u->hash_len;
     c->login_wait = l;
-    conn_update_watch(c);
+    broker_conn_update_watch(c);
 }
 
 static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
@@ -900,8 +884,9 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
     char certname[1024];
     int external = 0;
     if (!mechanism_offered(c, s->mechanism)) {
-        conn_error(c, SL_ERR_COMMAND_INVALID, AMQP_CONNECTION_START_OK,
-                   "unknown authentication mechanism '" BYTES_FMT "'", BYTES_ARG(s->mechanism));
+        broker_conn_error(c, SL_ERR_COMMAND_INVALID, AMQP_CONNECTION_START_OK,
+                          "unknown authentication mechanism '" BYTES_FMT "'",
+                          BYTES_ARG(s->mechanism));
         return;
     }
     if (amqp_bytes_eq(s->mechanism, "PLAIN")) {
@@ -927,22 +912,23 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
          * certificate, its common name or its whole distinguished name (the default); the
          * response (an authorization identity) is ignored, as RabbitMQ does. */
         external = 1;
-        int rc = c->b->cfg->ssl_cert_login_cn ? sl_tls_peer_cn(c->tls, certname, sizeof certname)
-                                              : sl_tls_peer_dn(c->tls, certname, sizeof certname);
+        int rc = c->b->n->cfg->ssl_cert_login_cn
+                     ? sl_tls_peer_cn(c->tls, certname, sizeof certname)
+                     : sl_tls_peer_dn(c->tls, certname, sizeof certname);
         if (rc < 0)
             certname[0] = 0;
         user = amqp_cstr(certname);
     }
     const acc_user *u = NULL;
     char why[1400];
-    if (!external && c->b->verifier &&
-        acc_login_is_slow(acc_user_find(c->b->acc, (const char *)user.p, user.len), pass.len)) {
+    if (!external && c->b->n->verifier &&
+        acc_login_is_slow(acc_user_find(c->b->n->acc, (const char *)user.p, user.len), pass.len)) {
         slow_login_start(c, s, user, pass);
         return;
     }
-    sl_err e = external ? acc_login_external(c->b->acc, (const char *)user.p, user.len, c->loopback,
-                                             &u, why, sizeof why)
-                        : acc_login_password(c->b->acc, (const char *)user.p, user.len, pass.p,
+    sl_err e = external ? acc_login_external(c->b->n->acc, (const char *)user.p, user.len,
+                                             c->loopback, &u, why, sizeof why)
+                        : acc_login_password(c->b->n->acc, (const char *)user.p, user.len, pass.p,
                                              pass.len, c->loopback, &u, why, sizeof why);
     login_finish(c, s->mechanism, user, s->client_properties, e, why);
 }
@@ -965,44 +951,44 @@ static void login_finish(conn *c, amqp_bytes mechanism, amqp_bytes user, amqp_by
             send_close(c, 403, text, 0);
             enter_closing(c);
         } else {
-            conn_kill(c, NULL);
+            broker_conn_kill(c, NULL);
         }
         return;
     }
     c->auth_mechanism = sl_xstrndup((const char *)mechanism.p, mechanism.len);
     c->user = sl_xstrndup((const char *)user.p, user.len);
-    if (link_recv_hello(c, props) < 0)
+    if (broker_link_recv_hello(c, props) < 0)
         return;
     if (c->is_link)
         sl_info("connection %s: a link from node %s (user '%s')", c->name, c->link_node, c->user);
     amqp_method m = {.id = AMQP_CONNECTION_TUNE};
-    m.u.connection_tune.channel_max = c->b->cfg->channel_max;
-    m.u.connection_tune.frame_max = c->b->cfg->frame_max;
-    m.u.connection_tune.heartbeat = c->b->cfg->heartbeat;
-    conn_send_method(c, 0, &m);
+    m.u.connection_tune.channel_max = c->b->n->cfg->channel_max;
+    m.u.connection_tune.frame_max = c->b->n->cfg->frame_max;
+    m.u.connection_tune.heartbeat = c->b->n->cfg->heartbeat;
+    broker_conn_send_method(c, 0, &m);
     c->state = CONN_TUNE_SENT;
 }
 
 static void on_tune_ok(conn *c, const amqp_connection_tune_ok *t)
 {
-    const sl_config *cfg = c->b->cfg;
+    const node_config *cfg = c->b->n->cfg;
     uint32_t fmax = t->frame_max;
     if (fmax == 0)
         fmax = cfg->frame_max;
     if (fmax != 0 && fmax < AMQP_FRAME_MIN_SIZE) {
-        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK, "frame_max=%u < %u min size",
-                   fmax, AMQP_FRAME_MIN_SIZE);
+        broker_conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                          "frame_max=%u < %u min size", fmax, AMQP_FRAME_MIN_SIZE);
         return;
     }
     if (cfg->frame_max != 0 && fmax > cfg->frame_max) {
-        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK, "frame_max=%u > %u max size",
-                   fmax, cfg->frame_max);
+        broker_conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                          "frame_max=%u > %u max size", fmax, cfg->frame_max);
         return;
     }
     uint16_t cmax = t->channel_max ? t->channel_max : cfg->channel_max;
     if (cfg->channel_max != 0 && cmax > cfg->channel_max) {
-        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
-                   "channel_max=%u > %u max channels", cmax, cfg->channel_max);
+        broker_conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_TUNE_OK,
+                          "channel_max=%u > %u max channels", cmax, cfg->channel_max);
         return;
     }
     c->frame_max = fmax;
@@ -1014,41 +1000,41 @@ static void on_tune_ok(conn *c, const amqp_connection_tune_ok *t)
 static void on_open(conn *c, const amqp_connection_open *o)
 {
     char cwhy[600];
-    if (broker_cluster_refuses(c->b, cwhy, sizeof cwhy) < 0) {
+    if (cl_leader_refuses(c->b->n, cwhy, sizeof cwhy) < 0) {
         /* A follower does not serve (proxying to the leader is not built yet): the client is
          * told where the leader is, with 320 as RabbitMQ closes a connection it will not
          * keep, and reconnects elsewhere. */
-        conn_error(c, SL_ERR_CONNECTION_FORCED, AMQP_CONNECTION_OPEN, "%s", cwhy);
+        broker_conn_error(c, SL_ERR_CONNECTION_FORCED, AMQP_CONNECTION_OPEN, "%s", cwhy);
         return;
     }
-    qm_vhost *vh = qm_vhost_find(c->b->node, (const char *)o->virtual_host.p, o->virtual_host.len);
+    qm_vhost *vh = qm_vhost_find(c->b->n->qm, (const char *)o->virtual_host.p, o->virtual_host.len);
     if (!vh) {
-        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN, "vhost " BYTES_FMT " not found",
-                   BYTES_ARG(o->virtual_host));
+        broker_conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
+                          "vhost " BYTES_FMT " not found", BYTES_ARG(o->virtual_host));
         return;
     }
-    uint32_t cap = c->b->cfg->connection_max;
+    uint32_t cap = c->b->n->cfg->connection_max;
     if (cap && c->b->n_open >= cap) {
         /* RabbitMQ's connection_max, with its words: refused at open, the socket closed. */
-        c->b->conns_refused++;
-        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
-                   "connection refused: node connection limit (%u) is reached", cap);
+        c->b->n->conns_refused++;
+        broker_conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_OPEN,
+                          "connection refused: node connection limit (%u) is reached", cap);
         return;
     }
     /* RabbitMQ's order: the vhost's connection limit, the user's, then access to the vhost. */
     char why[400];
-    acc_db *a = c->b->acc;
+    acc_db *a = c->b->n->acc;
     const acc_vhost *av = acc_vhost_find(a, vh->name, strlen(vh->name));
     const acc_user *au = acc_user_find(a, c->user, strlen(c->user));
     sl_err e = SL_OK;
     if ((av && av->max_connections >= 0) || (au && au->max_connections >= 0))
         e = acc_check_connection_limits(
-            a, c->user, vh->name, broker_count_connections(c->b, NULL, vh->name),
-            broker_count_connections(c->b, c->user, NULL), why, sizeof why);
+            a, c->user, vh->name, node_count_connections(c->b->n, NULL, vh->name),
+            node_count_connections(c->b->n, c->user, NULL), why, sizeof why);
     if (e == SL_OK)
         e = acc_check_vhost(a, c->user, vh->name, why, sizeof why);
     if (e != SL_OK) {
-        conn_error(c, e, AMQP_CONNECTION_OPEN, "%s", why);
+        broker_conn_error(c, e, AMQP_CONNECTION_OPEN, "%s", why);
         return;
     }
     c->counted_open = 1;
@@ -1056,14 +1042,14 @@ static void on_open(conn *c, const amqp_connection_open *o)
     c->vhost = vh;
     c->state = CONN_OPEN;
     amqp_method m = {.id = AMQP_CONNECTION_OPEN_OK};
-    conn_send_method(c, 0, &m);
-    sl_timer_stop(c->b->loop, &c->hb_timer);
+    broker_conn_send_method(c, 0, &m);
+    sl_timer_stop(c->b->n->loop, &c->hb_timer);
     if (c->heartbeat) {
         uint64_t half = (uint64_t)c->heartbeat * 500;
-        sl_timer_start(c->b->loop, &c->hb_timer, sl_loop_now(c->b->loop) + (half ? half : 1));
+        sl_timer_start(c->b->n->loop, &c->hb_timer, sl_loop_now(c->b->n->loop) + (half ? half : 1));
     }
-    if (c->b->alarms)
-        conn_set_blocked(c, 1);
+    if (c->b->n->alarms)
+        broker_conn_set_blocked(c, 1);
     sl_info("connection %s: user '%s' opened vhost '%s'", c->name, c->user, vh->name);
 }
 
@@ -1074,7 +1060,7 @@ static void on_channel0_method(conn *c, const amqp_method *m)
         if (c->state != CONN_CLOSING) {
             release_channels(c);
             amqp_method ok = {.id = AMQP_CONNECTION_CLOSE_OK};
-            conn_send_method(c, 0, &ok);
+            broker_conn_send_method(c, 0, &ok);
         }
         /* Both sides closed: close-ok (or our own close) is all that is left to send. */
         enter_linger(c);
@@ -1091,33 +1077,34 @@ static void on_channel0_method(conn *c, const amqp_method *m)
         if (m->id == AMQP_CONNECTION_START_OK)
             on_start_ok(c, &m->u.connection_start_ok);
         else
-            conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "expected 'connection.start_ok'");
+            broker_conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "expected 'connection.start_ok'");
         return;
     case CONN_TUNE_SENT:
         if (m->id == AMQP_CONNECTION_TUNE_OK)
             on_tune_ok(c, &m->u.connection_tune_ok);
         else
-            conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "expected 'connection.tune_ok'");
+            broker_conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "expected 'connection.tune_ok'");
         return;
     case CONN_OPENING:
         if (m->id == AMQP_CONNECTION_OPEN)
             on_open(c, &m->u.connection_open);
         else
-            conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "expected 'connection.open'");
+            broker_conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "expected 'connection.open'");
         return;
     default:
         break;
     }
     if (m->id == AMQP_CONNECTION_UPDATE_SECRET) {
         amqp_method ok = {.id = AMQP_CONNECTION_UPDATE_SECRET_OK};
-        conn_send_method(c, 0, &ok);
+        broker_conn_send_method(c, 0, &ok);
         return;
     }
     if (AMQP_ID_CLASS(m->id) == 10)
-        conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
-                   amqp_method_name(m->id));
+        broker_conn_error(c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                          amqp_method_name(m->id));
     else
-        conn_error(c, SL_ERR_CHANNEL, m->id, "unexpected method in connection state running");
+        broker_conn_error(c, SL_ERR_CHANNEL, m->id,
+                          "unexpected method in connection state running");
 }
 
 static channel *get_channel(conn *c, uint16_t id)
@@ -1128,17 +1115,18 @@ static channel *get_channel(conn *c, uint16_t id)
 static void open_channel(conn *c, uint16_t id)
 {
     if (id > c->channel_max) {
-        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CHANNEL_OPEN,
-                   "channel number %u is above the negotiated channel_max (%u)", id,
-                   c->channel_max);
+        broker_conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CHANNEL_OPEN,
+                          "channel number %u is above the negotiated channel_max (%u)", id,
+                          c->channel_max);
         return;
     }
-    const acc_user *au = acc_user_find(c->b->acc, c->user, strlen(c->user));
+    const acc_user *au = acc_user_find(c->b->n->acc, c->user, strlen(c->user));
     if (au && au->max_channels >= 0) {
         char why[300];
-        if (acc_check_channel_limit(c->b->acc, c->user, broker_count_user_channels(c->b, c->user),
-                                    why, sizeof why) != SL_OK) {
-            conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CHANNEL_OPEN, "%s", why);
+        if (acc_check_channel_limit(c->b->n->acc, c->user,
+                                    node_count_user_channels(c->b->n, c->user), why,
+                                    sizeof why) != SL_OK) {
+            broker_conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CHANNEL_OPEN, "%s", why);
             return;
         }
     }
@@ -1150,19 +1138,19 @@ static void open_channel(conn *c, uint16_t id)
         memset(c->channels + c->channels_cap, 0, (cap - c->channels_cap) * sizeof *c->channels);
         c->channels_cap = cap;
     }
-    c->channels[id] = channel_new(c, id);
+    c->channels[id] = broker_channel_new(c, id);
     c->n_channels++;
     amqp_method ok = {.id = AMQP_CHANNEL_OPEN_OK};
-    conn_send_method(c, id, &ok);
+    broker_conn_send_method(c, id, &ok);
 }
 
-void conn_drop_channel(conn *c, uint16_t id)
+void broker_conn_drop_channel(conn *c, uint16_t id)
 {
     channel *ch = get_channel(c, id);
     if (!ch)
         return;
-    channel_release(ch);
-    channel_free(ch);
+    broker_channel_release(ch);
+    broker_channel_free(ch);
     c->channels[id] = NULL;
     c->n_channels--;
 }
@@ -1171,34 +1159,34 @@ static void conn_handle_frame(conn *c, const amqp_frame *f)
 {
     if (f->type == AMQP_FRAME_HEARTBEAT) {
         if (f->channel != 0)
-            conn_error(c, SL_ERR_UNEXPECTED_FRAME, 0, "type 8, heartbeat on channel %u",
-                       f->channel);
+            broker_conn_error(c, SL_ERR_UNEXPECTED_FRAME, 0, "type 8, heartbeat on channel %u",
+                              f->channel);
         return;
     }
     if (c->state == CONN_CLOSING && (f->type != AMQP_FRAME_METHOD || f->channel != 0))
         return;
     if (f->channel == 0 || c->state < CONN_OPEN) {
         if (f->type != AMQP_FRAME_METHOD) {
-            conn_error(c, SL_ERR_UNEXPECTED_FRAME, 0,
-                       "expected method frame, got non method frame instead");
+            broker_conn_error(c, SL_ERR_UNEXPECTED_FRAME, 0,
+                              "expected method frame, got non method frame instead");
             return;
         }
         amqp_method m;
         int r = amqp_method_decode(f->payload, f->size, &m);
         if (r == AMQP_DECODE_UNKNOWN) {
-            conn_error(c, SL_ERR_NOT_IMPLEMENTED, 0, "unknown method");
+            broker_conn_error(c, SL_ERR_NOT_IMPLEMENTED, 0, "unknown method");
             return;
         }
         if (r == AMQP_DECODE_BAD_UTF8) {
-            conn_error(c, SL_ERR_FRAME, 0, "Malformed UTF-8 in shortstr");
+            broker_conn_error(c, SL_ERR_FRAME, 0, "Malformed UTF-8 in shortstr");
             return;
         }
         if (r != AMQP_DECODE_OK) {
-            conn_error(c, SL_ERR_SYNTAX, 0, "malformed method frame");
+            broker_conn_error(c, SL_ERR_SYNTAX, 0, "malformed method frame");
             return;
         }
         if (f->channel != 0) {
-            conn_error(c, SL_ERR_CHANNEL, m.id, "expected 'connection.open'");
+            broker_conn_error(c, SL_ERR_CHANNEL, m.id, "expected 'connection.open'");
             return;
         }
         on_channel0_method(c, &m);
@@ -1215,8 +1203,9 @@ static void conn_handle_frame(conn *c, const amqp_frame *f)
         if (f->type == AMQP_FRAME_METHOD && f->size >= 4 &&
             AMQP_ID(sl_get_u16(f->payload), sl_get_u16(f->payload + 2)) == AMQP_CHANNEL_CLOSE_OK)
             return; /* a late close-ok for a channel already gone */
-        conn_error(c, SL_ERR_CHANNEL, 0, "expected 'channel.open' on channel %u", f->channel);
+        broker_conn_error(c, SL_ERR_CHANNEL, 0, "expected 'channel.open' on channel %u",
+                          f->channel);
         return;
     }
-    channel_on_frame(ch, f);
+    broker_channel_on_frame(ch, f);
 }

@@ -6,20 +6,21 @@
  * re-encodes nothing but the method frame; only a quorum queue's redelivery (and its
  * basic.get) re-encodes them, with the x-delivery-count header added (qm_delivery_props).
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <string.h>
 
-#include "../core/map.h"
-#include "../core/mem.h"
+#include "core/list.h"
+#include "core/map.h"
+#include "core/mem.h"
 
-void write_content(conn *c, uint16_t ch, const qm_message *m)
+void broker_write_content(conn *c, uint16_t ch, const qm_message *m)
 {
-    write_content_props(c, ch, m, qm_msg_props(m), m->props_len);
+    broker_write_content_props(c, ch, m, qm_msg_props(m), m->props_len);
 }
 
-void write_content_props(conn *c, uint16_t ch, const qm_message *m, const uint8_t *props,
-                         size_t props_len)
+void broker_write_content_props(conn *c, uint16_t ch, const qm_message *m, const uint8_t *props,
+                                size_t props_len)
 {
     amqp_content_header_write(&c->out, ch, m->body_len, props, props_len);
     /* Body frames of at most frame_max - 8 payload octets. */
@@ -41,9 +42,9 @@ static int can_take(qm_consumer *qc)
     if (c->state != CONN_OPEN || ch->state != CH_OPEN)
         return 0;
     if (sl_buf_unread(&c->out) >= CONN_OUT_HIGH) {
-        /* conn_flush wakes the consumers turned away once it has drained */
+        /* broker_conn_flush wakes the consumers turned away once it has drained */
         c->consumers_waiting = 1;
-        channel_starve_consumer(ch, cons);
+        broker_channel_starve_consumer(ch, cons);
         return 0;
     }
     if (qc->no_ack)
@@ -51,7 +52,7 @@ static int can_take(qm_consumer *qc)
     if (cons->prefetch && cons->unacked >= cons->prefetch)
         return 0;
     if (ch->prefetch_global && ch->ua_live >= ch->prefetch_global) {
-        channel_starve_consumer(ch, cons);
+        broker_channel_starve_consumer(ch, cons);
         return 0;
     }
     return 1;
@@ -64,7 +65,7 @@ static void deliver(qm_consumer *qc, qm_position *pos)
     conn *c = ch->c;
     const qm_message *m = pos->msg;
     /* Track first: the tag is assigned by the record. */
-    uint64_t tag = qc->no_ack ? ++ch->next_tag : channel_track(ch, pos, cons);
+    uint64_t tag = qc->no_ack ? ++ch->next_tag : broker_channel_track(ch, pos, cons);
     broker_hold_delivery(c); /* its delivery mark reaches the file first */
     sl_buf qp = {0};
     int own = qm_delivery_props(m, qm_last_delivery_count(), 0, &qp);
@@ -79,7 +80,7 @@ static void deliver(qm_consumer *qc, qm_position *pos)
         qm_position_ack(pos);
 }
 
-void consumer_notify_cancel(consumer *cons)
+void broker_consumer_notify_cancel(consumer *cons)
 {
     conn *c = cons->ch->c;
     if (!c->cap_cancel_notify || c->state != CONN_OPEN || cons->ch->state != CH_OPEN)
@@ -94,9 +95,9 @@ void consumer_notify_cancel(consumer *cons)
 static void cancelled(qm_consumer *qc)
 {
     consumer *cons = qc->ctx;
-    channel_unlink_consumer(cons->ch, cons);
-    consumer_notify_cancel(cons);
-    consumer_free(cons);
+    broker_channel_unlink_consumer(cons->ch, cons);
+    broker_consumer_notify_cancel(cons);
+    broker_consumer_free(cons);
 }
 
 const qm_consumer_ops broker_consumer_ops = {
@@ -105,7 +106,7 @@ const qm_consumer_ops broker_consumer_ops = {
     .cancelled = cancelled,
 };
 
-void consumer_free(consumer *cons)
+void broker_consumer_free(consumer *cons)
 {
     /* Deliveries it made stay unsettled on the channel; they just lose their consumer. */
     channel *ch = cons->ch;
@@ -118,50 +119,37 @@ void consumer_free(consumer *cons)
     sl_free(cons);
 }
 
-consumer *channel_find_consumer(channel *ch, const uint8_t *tag, size_t len)
+consumer *broker_channel_find_consumer(channel *ch, const uint8_t *tag, size_t len)
 {
     return ch->ctags ? sl_map_get(ch->ctags, tag, len) : NULL;
 }
 
-void channel_add_consumer(channel *ch, consumer *cons)
+void broker_channel_add_consumer(channel *ch, consumer *cons)
 {
     if (!ch->ctags)
         ch->ctags = sl_map_new();
     sl_map_put(ch->ctags, cons->tag, cons->tag_len, cons);
-    cons->prev = NULL;
-    cons->next = ch->consumers;
-    if (ch->consumers)
-        ch->consumers->prev = cons;
-    ch->consumers = cons;
+    SL_LIST_PUSH(ch->consumers, cons, prev, next);
 }
 
 static void unstarve(channel *ch, consumer *cons)
 {
     if (!cons->is_starved)
         return;
-    if (cons->starved_prev)
-        cons->starved_prev->starved_next = cons->starved_next;
-    else
-        ch->starved = cons->starved_next;
-    if (cons->starved_next)
-        cons->starved_next->starved_prev = cons->starved_prev;
+    SL_LIST_UNLINK(ch->starved, cons, starved_prev, starved_next);
     cons->starved_next = cons->starved_prev = NULL;
     cons->is_starved = 0;
 }
 
-void channel_starve_consumer(channel *ch, consumer *cons)
+void broker_channel_starve_consumer(channel *ch, consumer *cons)
 {
     if (cons->is_starved)
         return;
     cons->is_starved = 1;
-    cons->starved_prev = NULL;
-    cons->starved_next = ch->starved;
-    if (ch->starved)
-        ch->starved->starved_prev = cons;
-    ch->starved = cons;
+    SL_LIST_PUSH(ch->starved, cons, starved_prev, starved_next);
 }
 
-void channel_wake_starved(channel *ch)
+void broker_channel_wake_starved(channel *ch)
 {
     while (ch->starved) {
         consumer *cons = ch->starved;
@@ -171,15 +159,10 @@ void channel_wake_starved(channel *ch)
     }
 }
 
-void channel_unlink_consumer(channel *ch, consumer *cons)
+void broker_channel_unlink_consumer(channel *ch, consumer *cons)
 {
     unstarve(ch, cons);
-    if (cons->prev)
-        cons->prev->next = cons->next;
-    else
-        ch->consumers = cons->next;
-    if (cons->next)
-        cons->next->prev = cons->prev;
+    SL_LIST_UNLINK(ch->consumers, cons, prev, next);
     cons->next = cons->prev = NULL;
     if (ch->ctags)
         sl_map_del(ch->ctags, cons->tag, cons->tag_len);

@@ -5,20 +5,20 @@
  * transactional Enqueue, held Locked until tx.commit. An ack inside a transaction is a
  * transactional Dequeue, undone by tx.rollback (the delivery stays unsettled).
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include "../amqp/table.h"
-#include "../core/log.h"
-#include "../core/mem.h"
+#include "amqp/table.h"
+#include "core/log.h"
+#include "core/mem.h"
 
 static void send_reply(channel *ch, const amqp_method *m, int nowait)
 {
     if (!nowait)
-        conn_send_method(ch->c, ch->id, m);
+        broker_conn_send_method(ch->c, ch->id, m);
 }
 
 /* "amq.ctag-" + 22 url-safe base64 characters, like RabbitMQ's. */
@@ -38,8 +38,8 @@ static void make_ctag(char out[32])
 static void qos(channel *ch, const amqp_basic_qos *q)
 {
     if (q->prefetch_size != 0) {
-        conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, AMQP_BASIC_QOS, "prefetch_size!=0 (%u)",
-                   q->prefetch_size);
+        broker_conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, AMQP_BASIC_QOS, "prefetch_size!=0 (%u)",
+                          q->prefetch_size);
         return;
     }
     if (q->global) {
@@ -48,19 +48,19 @@ static void qos(channel *ch, const amqp_basic_qos *q)
         ch->prefetch_next = q->prefetch_count;
     }
     /* A raised limit can let queues deliver more right away. */
-    channel_wake_starved(ch);
+    broker_channel_wake_starved(ch);
     for (consumer *o = ch->consumers; o; o = o->next)
         if (o->qc.queue)
             qm_queue_schedule_dispatch(o->qc.queue);
     amqp_method ok = {.id = AMQP_BASIC_QOS_OK};
-    conn_send_method(ch->c, ch->id, &ok);
+    broker_conn_send_method(ch->c, ch->id, &ok);
 }
 
 static void consume(channel *ch, const amqp_basic_consume *b)
 {
     const uint32_t id = AMQP_BASIC_CONSUME;
-    int reply = reply_to_is_pseudo(b->queue);
-    qm_queue *q = reply ? NULL : channel_queue_checked(ch, b->queue, ACC_READ, id);
+    int reply = broker_reply_to_is_pseudo(b->queue);
+    qm_queue *q = reply ? NULL : broker_channel_queue_checked(ch, b->queue, ACC_READ, id);
     if (!q && !reply)
         return;
     char gen[32];
@@ -68,16 +68,16 @@ static void consume(channel *ch, const amqp_basic_consume *b)
     if (tag.len == 0) {
         make_ctag(gen);
         tag = amqp_cstr(gen);
-    } else if (channel_find_consumer(ch, tag.p, tag.len) ||
+    } else if (broker_channel_find_consumer(ch, tag.p, tag.len) ||
                (ch->reply_tag && amqp_bytes_eq(tag, ch->reply_tag))) {
-        conn_error(ch->c, SL_ERR_NOT_ALLOWED, id, "attempt to reuse consumer tag '" BYTES_FMT "'",
-                   BYTES_ARG(tag));
+        broker_conn_error(ch->c, SL_ERR_NOT_ALLOWED, id,
+                          "attempt to reuse consumer tag '" BYTES_FMT "'", BYTES_ARG(tag));
         return;
     }
     if (reply) {
         char t[256];
         snprintf(t, sizeof t, BYTES_FMT, BYTES_ARG(tag));
-        reply_to_consume(ch, b, t);
+        broker_reply_to_consume(ch, b, t);
         return;
     }
     int priority = 0;
@@ -85,8 +85,8 @@ static void consume(channel *ch, const amqp_basic_consume *b)
     int64_t iv;
     if (amqp_table_get(b->arguments, "x-priority", &v)) {
         if (!amqp_value_int(&v, &iv) || iv < -2147483647 || iv > 2147483647) {
-            channel_error(ch, SL_ERR_PRECONDITION, id,
-                          "invalid arg 'x-priority' for consumer: expected integer");
+            broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                                 "invalid arg 'x-priority' for consumer: expected integer");
             return;
         }
         priority = (int)iv;
@@ -105,11 +105,11 @@ static void consume(channel *ch, const amqp_basic_consume *b)
     if (e != SL_OK) {
         sl_free(cons->tag);
         sl_free(cons);
-        channel_error(ch, e, id, "queue '%s' in vhost '%s' in exclusive use", q->name,
-                      ch->c->vhost->name);
+        broker_channel_error(ch, e, id, "queue '%s' in vhost '%s' in exclusive use", q->name,
+                             ch->c->vhost->name);
         return;
     }
-    channel_add_consumer(ch, cons);
+    broker_channel_add_consumer(ch, cons);
     /* consume-ok goes out now; deliveries follow from dispatch at the end of the turn. */
     amqp_method ok = {.id = AMQP_BASIC_CONSUME_OK};
     ok.u.basic_consume_ok.consumer_tag = amqp_cstr(cons->tag);
@@ -119,14 +119,14 @@ static void consume(channel *ch, const amqp_basic_consume *b)
 
 static void cancel(channel *ch, const amqp_basic_cancel *b)
 {
-    consumer *cons = channel_find_consumer(ch, b->consumer_tag.p, b->consumer_tag.len);
+    consumer *cons = broker_channel_find_consumer(ch, b->consumer_tag.p, b->consumer_tag.len);
     if (!cons)
-        reply_to_cancel(ch, b->consumer_tag);
+        broker_reply_to_cancel(ch, b->consumer_tag);
     if (cons) {
-        channel_unlink_consumer(ch, cons);
+        broker_channel_unlink_consumer(ch, cons);
         if (cons->qc.queue)
             qm_consumer_detach(&cons->qc);
-        consumer_free(cons);
+        broker_consumer_free(cons);
     }
     /* Cancelling an unknown tag is answered with cancel-ok (RabbitMQ). */
     amqp_method ok = {.id = AMQP_BASIC_CANCEL_OK};
@@ -138,49 +138,49 @@ static void publish(channel *ch, const amqp_basic_publish *p)
 {
     const uint32_t id = AMQP_BASIC_PUBLISH;
     if (p->immediate) {
-        conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, id, "immediate=true");
+        broker_conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, id, "immediate=true");
         return;
     }
     /* Write on the exchange, checked once per channel, exchange name and generation of the
      * access module: a channel publishing to one exchange pays for it once. */
-    acc_db *a = ch->c->b->acc;
+    acc_db *a = ch->c->b->n->acc;
     int same = ch->pub_names && ch->pub_exchange_len == p->exchange.len &&
                memcmp(ch->pub_names, p->exchange.p, p->exchange.len) == 0;
     uint64_t gen = acc_generation(a);
     /* A link's publishes are not routed: they are enqueued at tx.commit into the queues they
      * name, each checked there (link_recv.c, acc_check_link_write). */
     if ((!same || ch->pub_acc_gen != gen) && !ch->c->is_link) {
-        if (!channel_allowed(ch, ACC_EXCHANGE, p->exchange, ACC_WRITE, id))
+        if (!broker_channel_allowed(ch, ACC_EXCHANGE, p->exchange, ACC_WRITE, id))
             return;
     }
     qm_exchange *x = ch->pub_exchange;
     if (!x || ch->pub_exchange_epoch != qm_exchange_epoch || !same) {
-        if (ch->c->is_link && link_recv_control_exchange(p->exchange))
-            x = qm_exchange_find(ch->c->vhost, "", 0); /* not routed: link_recv_publish */
+        if (ch->c->is_link && broker_link_recv_control_exchange(p->exchange))
+            x = qm_exchange_find(ch->c->vhost, "", 0); /* not routed: broker_link_recv_publish */
         else
             x = qm_exchange_find(ch->c->vhost, (const char *)p->exchange.p, p->exchange.len);
         ch->pub_exchange = x;
         ch->pub_exchange_epoch = qm_exchange_epoch;
     }
     if (!x) {
-        channel_error(ch, SL_ERR_NOT_FOUND, id, "no exchange '" BYTES_FMT "' in vhost '%s'",
-                      BYTES_ARG(p->exchange), ch->c->vhost->name);
+        broker_channel_error(ch, SL_ERR_NOT_FOUND, id, "no exchange '" BYTES_FMT "' in vhost '%s'",
+                             BYTES_ARG(p->exchange), ch->c->vhost->name);
         return;
     }
     if (x->internal) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "cannot publish to internal exchange '%s' in vhost '%s'", x->name,
-                      ch->c->vhost->name);
+        broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                             "cannot publish to internal exchange '%s' in vhost '%s'", x->name,
+                             ch->c->vhost->name);
         return;
     }
     if (!same || ch->pub_acc_gen != gen)
         ch->pub_topic_check = !ch->c->is_link && x->type == QM_EX_TOPIC &&
                               acc_has_topic_perms(a, ch->c->user, ch->c->vhost->name, x->name);
-    if (ch->pub_topic_check && !channel_topic_allowed(ch, x, p->routing_key, ACC_WRITE, id))
+    if (ch->pub_topic_check && !broker_channel_topic_allowed(ch, x, p->routing_key, ACC_WRITE, id))
         return;
     ch->c->has_published = 1;
-    broker_check_disk_step(ch->c->b); /* the publishes before it may have filled the disk */
-    if (ch->c->b->alarms && !ch->c->read_paused)
+    node_check_disk_step(ch->c->b->n); /* the publishes before it may have filled the disk */
+    if (ch->c->b->n->alarms && !ch->c->read_paused)
         broker_block_publisher(ch->c); /* this publish completes; the next waits */
     if (!ch->pub_names)
         ch->pub_names = sl_xmalloc(2 * PUB_RK_AT);
@@ -202,21 +202,21 @@ static void send_return(channel *ch, const qm_message *msg)
     r.u.basic_return.reply_text = AMQP_BYTES("NO_ROUTE");
     r.u.basic_return.exchange = qm_msg_exchange(msg);
     r.u.basic_return.routing_key = qm_msg_routing_key(msg);
-    conn_send_method(ch->c, ch->id, &r);
-    write_content(ch->c, ch->id, msg);
+    broker_conn_send_method(ch->c, ch->id, &r);
+    broker_write_content(ch->c, ch->id, msg);
 }
 
 /* Publishes in a row that found every earlier confirm sent, after which a channel that
  * pipelined is taken to wait for each confirm again (its syncs are no longer paced). */
 #define PIPE_QUIET 16
 
-void basic_publish_complete(channel *ch)
+void broker_basic_publish_complete(channel *ch)
 {
     qm_message *msg = ch->pub_msg;
     ch->pub_msg = NULL;
     if (ch->c->is_link) {
         ch->content = CONTENT_NONE;
-        link_recv_publish(ch, msg); /* decided as a batch at tx.commit */
+        broker_link_recv_publish(ch, msg); /* decided as a batch at tx.commit */
         return;
     }
     uint64_t seq = ch->confirm ? ++ch->pub_seq : 0;
@@ -230,9 +230,9 @@ void basic_publish_complete(channel *ch)
     ch->content = CONTENT_NONE;
     if (!x) {
         /* Deleted between the method frame and the last body frame. */
-        channel_error(ch, SL_ERR_NOT_FOUND, AMQP_BASIC_PUBLISH,
-                      "no exchange '" BYTES_FMT "' in vhost '%s'", BYTES_ARG(qm_msg_exchange(msg)),
-                      ch->c->vhost->name);
+        broker_channel_error(ch, SL_ERR_NOT_FOUND, AMQP_BASIC_PUBLISH,
+                             "no exchange '" BYTES_FMT "' in vhost '%s'",
+                             BYTES_ARG(qm_msg_exchange(msg)), ch->c->vhost->name);
         qm_message_unref(msg);
         return;
     }
@@ -243,8 +243,8 @@ void basic_publish_complete(channel *ch)
     size_t n = 0;
     int ok = 1, delivered;
     /* What this publish appends to the store is what its confirm waits for. */
-    uint64_t mark = broker_mark(ch->c->b);
-    if (reply_to_route(ch, msg, &delivered))
+    uint64_t mark = node_mark(ch->c->b->n);
+    if (broker_reply_to_route(ch, msg, &delivered))
         n = (size_t)delivered; /* a direct reply: straight to the requesting channel */
     else /* x-overflow=reject-publish refusals come back as SL_ERR_RESOURCE: a nack */
         ok = qm_publish_bcc(x, msg, headers,
@@ -270,38 +270,40 @@ void basic_publish_complete(channel *ch)
             /* Lazy only while the connection's input keeps coming: the sync is hastened as
              * soon as the loop has read all there is (conn.c, input_idle), so a publisher
              * that stops to wait for its confirms is never held by the pace. */
-            gen = broker_ticket_since_lazy(ch->c->b, mark);
+            gen = node_ticket_since_lazy(ch->c->b->n, mark);
             if (gen > ch->c->lazy_gen)
                 ch->c->lazy_gen = gen;
         } else {
-            gen = broker_ticket_since(ch->c->b, mark);
+            gen = node_ticket_since(ch->c->b->n, mark);
         }
-        channel_confirm(ch, seq, ok, gen);
+        broker_channel_confirm(ch, seq, ok, gen);
     }
 }
 
 static void get(channel *ch, const amqp_basic_get *g)
 {
-    qm_queue *q = channel_queue_checked(ch, g->queue, ACC_READ, AMQP_BASIC_GET);
+    qm_queue *q = broker_channel_queue_checked(ch, g->queue, ACC_READ, AMQP_BASIC_GET);
     if (!q)
         return;
     if (q->is_outgoing) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, AMQP_BASIC_GET,
-                      "'%s' is an outgoing queue: only its link takes messages from it", q->name);
+        broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, AMQP_BASIC_GET,
+                             "'%s' is an outgoing queue: only its link takes messages from it",
+                             q->name);
         return;
     }
     if (q->args.quorum && q->args.single_active) {
-        channel_error(ch, SL_ERR_RESOURCE_LOCKED, AMQP_BASIC_GET,
-                      "cannot obtain access to locked queue '%s' in vhost '%s'. basic.get "
-                      "operations are not supported by quorum queues with single active consumer",
-                      q->name, ch->c->vhost->name);
+        broker_channel_error(
+            ch, SL_ERR_RESOURCE_LOCKED, AMQP_BASIC_GET,
+            "cannot obtain access to locked queue '%s' in vhost '%s'. basic.get "
+            "operations are not supported by quorum queues with single active consumer",
+            q->name, ch->c->vhost->name);
         return;
     }
     uint64_t remaining = 0;
     qm_position *pos = qm_queue_get(q, g->no_ack, &remaining);
     if (!pos) {
         amqp_method e = {.id = AMQP_BASIC_GET_EMPTY};
-        conn_send_method(ch->c, ch->id, &e);
+        broker_conn_send_method(ch->c, ch->id, &e);
         return;
     }
     broker_hold_delivery(ch->c); /* its delivery mark reaches the file first */
@@ -318,40 +320,40 @@ static void get(channel *ch, const amqp_basic_get *g)
     if (g->no_ack) {
         q->stat_get_no_ack++;
         m.u.basic_get_ok.delivery_tag = ++ch->next_tag;
-        conn_send_method(ch->c, ch->id, &m);
-        write_content_props(ch->c, ch->id, pos->msg, props, props_len);
+        broker_conn_send_method(ch->c, ch->id, &m);
+        broker_write_content_props(ch->c, ch->id, pos->msg, props, props_len);
         qm_position_ack(pos);
     } else {
         q->stat_get++;
         /* Track first: the tag is assigned by the record. */
-        m.u.basic_get_ok.delivery_tag = channel_track(ch, pos, NULL);
-        conn_send_method(ch->c, ch->id, &m);
-        write_content_props(ch->c, ch->id, pos->msg, props, props_len);
+        m.u.basic_get_ok.delivery_tag = broker_channel_track(ch, pos, NULL);
+        broker_conn_send_method(ch->c, ch->id, &m);
+        broker_write_content_props(ch->c, ch->id, pos->msg, props, props_len);
     }
     sl_buf_free(&qp);
 }
 
 static void settle(channel *ch, uint32_t id, uint64_t tag, int multiple, int how)
 {
-    if (channel_settle(ch, tag, multiple, how) < 0)
-        channel_error(ch, SL_ERR_PRECONDITION, id, "unknown delivery tag %llu",
-                      (unsigned long long)tag);
+    if (broker_channel_settle(ch, tag, multiple, how) < 0)
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id, "unknown delivery tag %llu",
+                             (unsigned long long)tag);
 }
 
 static void recover(channel *ch, uint32_t id, int requeue)
 {
     if (!requeue) {
-        conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, id, "requeue=false");
+        broker_conn_error(ch->c, SL_ERR_NOT_IMPLEMENTED, id, "requeue=false");
         return;
     }
-    channel_settle(ch, 0, 1, QM_SETTLE_REQUEUE);
+    broker_channel_settle(ch, 0, 1, QM_SETTLE_REQUEUE);
     if (id == AMQP_BASIC_RECOVER) {
         amqp_method ok = {.id = AMQP_BASIC_RECOVER_OK};
-        conn_send_method(ch->c, ch->id, &ok);
+        broker_conn_send_method(ch->c, ch->id, &ok);
     }
 }
 
-void h_basic(channel *ch, const amqp_method *m)
+void broker_h_basic(channel *ch, const amqp_method *m)
 {
     switch (m->id) {
     case AMQP_BASIC_QOS:
@@ -387,72 +389,74 @@ void h_basic(channel *ch, const amqp_method *m)
         recover(ch, m->id, m->u.basic_recover_async.requeue);
         return;
     default:
-        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
-                   amqp_method_name(m->id));
+        broker_conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                          amqp_method_name(m->id));
     }
 }
 
-void h_tx(channel *ch, const amqp_method *m)
+void broker_h_tx(channel *ch, const amqp_method *m)
 {
     amqp_method ok = {0};
     switch (m->id) {
     case AMQP_TX_SELECT:
         if (ch->confirm) {
-            channel_error(ch, SL_ERR_PRECONDITION, m->id, "cannot switch from confirm to tx mode");
+            broker_channel_error(ch, SL_ERR_PRECONDITION, m->id,
+                                 "cannot switch from confirm to tx mode");
             return;
         }
         ch->tx_mode = 1;
         if (!ch->tx)
-            ch->tx = qm_tx_begin(ch->c->b->node);
+            ch->tx = qm_tx_begin(ch->c->b->n->qm);
         ok.id = AMQP_TX_SELECT_OK;
         break;
     case AMQP_TX_COMMIT:
     case AMQP_TX_ROLLBACK:
         if (!ch->tx_mode) {
-            channel_error(ch, SL_ERR_PRECONDITION, m->id, "channel is not transactional");
+            broker_channel_error(ch, SL_ERR_PRECONDITION, m->id, "channel is not transactional");
             return;
         }
-        if (m->id == AMQP_TX_COMMIT && link_recv_commit(ch))
+        if (m->id == AMQP_TX_COMMIT && broker_link_recv_commit(ch))
             return;
         if (m->id == AMQP_TX_COMMIT) {
-            uint64_t mark = broker_mark(ch->c->b);
+            uint64_t mark = node_mark(ch->c->b->n);
             sl_err e = qm_tx_commit(ch->tx);
             ch->tx = NULL;
-            channel_tx_settled(ch, 1);
-            ch->tx = qm_tx_begin(ch->c->b->node);
+            broker_channel_tx_settled(ch, 1);
+            ch->tx = qm_tx_begin(ch->c->b->n->qm);
             if (e != SL_OK) {
-                channel_error(ch, e, m->id, "transaction could not be committed");
+                broker_channel_error(ch, e, m->id, "transaction could not be committed");
                 return;
             }
             /* commit-ok promises the commit's records are on disk. */
             ok.id = AMQP_TX_COMMIT_OK;
-            channel_send_after(ch, &ok, 0, broker_ticket_since(ch->c->b, mark));
+            broker_channel_send_after(ch, &ok, 0, node_ticket_since(ch->c->b->n, mark));
             return;
         } else {
             qm_tx_abort(ch->tx);
             ch->tx = NULL;
-            channel_tx_settled(ch, 0);
-            ch->tx = qm_tx_begin(ch->c->b->node);
+            broker_channel_tx_settled(ch, 0);
+            ch->tx = qm_tx_begin(ch->c->b->n->qm);
             ok.id = AMQP_TX_ROLLBACK_OK;
         }
         break;
     default:
-        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
-                   amqp_method_name(m->id));
+        broker_conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                          amqp_method_name(m->id));
         return;
     }
-    conn_send_method(ch->c, ch->id, &ok);
+    broker_conn_send_method(ch->c, ch->id, &ok);
 }
 
-void h_confirm(channel *ch, const amqp_method *m)
+void broker_h_confirm(channel *ch, const amqp_method *m)
 {
     if (m->id != AMQP_CONFIRM_SELECT) {
-        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
-                   amqp_method_name(m->id));
+        broker_conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                          amqp_method_name(m->id));
         return;
     }
     if (ch->tx_mode) {
-        channel_error(ch, SL_ERR_PRECONDITION, m->id, "cannot switch from tx to confirm mode");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, m->id,
+                             "cannot switch from tx to confirm mode");
         return;
     }
     ch->confirm = 1;

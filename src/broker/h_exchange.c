@@ -9,16 +9,12 @@
  *   bind/unbind  write on the destination, read on the source, and for a topic source the
  *                topic read permission on the binding key
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <string.h>
 
-#include "../amqp/table.h"
-
-static int is_reserved(amqp_bytes name)
-{
-    return name.len >= 4 && !memcmp(name.p, "amq.", 4);
-}
+#include "amqp/table.h"
+#include "node/rules.h"
 
 /* The replies about durable exchanges promise a definition on disk; the others wait for
  * nothing. */
@@ -26,9 +22,9 @@ static void reply(channel *ch, uint32_t id, int nowait, int durable)
 {
     amqp_method m = {.id = id};
     if (durable)
-        channel_send_durable(ch, &m, nowait);
+        broker_channel_send_durable(ch, &m, nowait);
     else if (!nowait)
-        conn_send_method(ch->c, ch->id, &m);
+        broker_conn_send_method(ch->c, ch->id, &m);
 }
 
 /* A passive declare-ok promises only that the exchange's definition is on disk: it waits for
@@ -38,17 +34,18 @@ static void reply_existing(channel *ch, const qm_exchange *x, int nowait)
 {
     amqp_method m = {.id = AMQP_EXCHANGE_DECLARE_OK};
     if (x->durable)
-        channel_send_after(ch, &m, nowait, x->st_def_gen);
+        broker_channel_send_after(ch, &m, nowait, x->st_def_gen);
     else if (!nowait)
-        conn_send_method(ch->c, ch->id, &m);
+        broker_conn_send_method(ch->c, ch->id, &m);
 }
 
 static qm_exchange *need_exchange(channel *ch, amqp_bytes name, uint32_t method_id)
 {
     qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)name.p, name.len);
     if (!x)
-        channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no exchange '" BYTES_FMT "' in vhost '%s'",
-                      BYTES_ARG(name), ch->c->vhost->name);
+        broker_channel_error(ch, SL_ERR_NOT_FOUND, method_id,
+                             "no exchange '" BYTES_FMT "' in vhost '%s'", BYTES_ARG(name),
+                             ch->c->vhost->name);
     return x;
 }
 
@@ -56,8 +53,8 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
 {
     const uint32_t id = AMQP_EXCHANGE_DECLARE;
     if (d->exchange.len == 0) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "operation not permitted on the default exchange");
+        broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                             "operation not permitted on the default exchange");
         return;
     }
     if (d->passive) {
@@ -68,25 +65,25 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
     }
     int type = qm_exchange_type_parse((const char *)d->type.p, d->type.len);
     if (type < 0) {
-        conn_error(ch->c, SL_ERR_COMMAND_INVALID, id, "invalid exchange type '" BYTES_FMT "'",
-                   BYTES_ARG(d->type));
+        broker_conn_error(ch->c, SL_ERR_COMMAND_INVALID, id,
+                          "invalid exchange type '" BYTES_FMT "'", BYTES_ARG(d->type));
         return;
     }
-    if (!channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_CONFIGURE, id))
+    if (!broker_channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_CONFIGURE, id))
         return;
     int exists = qm_exchange_find(ch->c->vhost, (const char *)d->exchange.p, d->exchange.len) != 0;
-    if (is_reserved(d->exchange) && !exists) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "exchange name '" BYTES_FMT "' contains reserved prefix 'amq.*'",
-                      BYTES_ARG(d->exchange));
+    char why[600];
+    if (node_exchange_new_name((const char *)d->exchange.p, d->exchange.len, exists, why,
+                               sizeof why) != SL_OK) {
+        broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id, "%s", why);
         return;
     }
     amqp_value ae;
     amqp_bytes ae_name;
     if (!exists && amqp_table_get(d->arguments, "alternate-exchange", &ae) &&
         amqp_value_str(&ae, &ae_name) &&
-        (!channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_READ, id) ||
-         !channel_allowed(ch, ACC_EXCHANGE, ae_name, ACC_WRITE, id)))
+        (!broker_channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_READ, id) ||
+         !broker_channel_allowed(ch, ACC_EXCHANGE, ae_name, ACC_WRITE, id)))
         return;
     qm_exchange_decl decl = {
         .name = (const char *)d->exchange.p,
@@ -101,7 +98,7 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
     char err[256];
     sl_err e = qm_exchange_declare(ch->c->vhost, &decl, &x, err, sizeof err);
     if (e != SL_OK) {
-        channel_error(ch, e, id, "%s", err);
+        broker_channel_error(ch, e, id, "%s", err);
         return;
     }
     reply(ch, AMQP_EXCHANGE_DECLARE_OK, d->nowait, x->durable);
@@ -110,18 +107,13 @@ static void declare(channel *ch, const amqp_exchange_declare *d)
 static void delete_exchange(channel *ch, const amqp_exchange_delete *d)
 {
     const uint32_t id = AMQP_EXCHANGE_DELETE;
-    if (d->exchange.len == 0) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "operation not permitted on the default exchange");
+    char why[600];
+    if (node_exchange_delete_check((const char *)d->exchange.p, d->exchange.len, ch->c->vhost->name,
+                                   why, sizeof why) != SL_OK) {
+        broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id, "%s", why);
         return;
     }
-    if (is_reserved(d->exchange)) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "deletion of system exchange '" BYTES_FMT "' in vhost '%s' not allowed",
-                      BYTES_ARG(d->exchange), ch->c->vhost->name);
-        return;
-    }
-    if (!channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_CONFIGURE, id))
+    if (!broker_channel_allowed(ch, ACC_EXCHANGE, d->exchange, ACC_CONFIGURE, id))
         return;
     qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)d->exchange.p, d->exchange.len);
     int durable = x && x->durable;
@@ -129,7 +121,7 @@ static void delete_exchange(channel *ch, const amqp_exchange_delete *d)
         char err[256];
         sl_err e = qm_exchange_delete(x, d->if_unused, err, sizeof err);
         if (e != SL_OK) {
-            channel_error(ch, e, id, "%s", err);
+            broker_channel_error(ch, e, id, "%s", err);
             return;
         }
     }
@@ -141,17 +133,17 @@ static void bind_exchanges(channel *ch, uint32_t id, amqp_bytes dest, amqp_bytes
                            amqp_bytes key, amqp_bytes args, int nowait)
 {
     int bind = id == AMQP_EXCHANGE_BIND;
-    if (!channel_allowed(ch, ACC_EXCHANGE, dest, ACC_WRITE, id))
+    if (!broker_channel_allowed(ch, ACC_EXCHANGE, dest, ACC_WRITE, id))
         return;
     if (dest.len == 0 || src.len == 0) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "operation not permitted on the default exchange");
+        broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                             "operation not permitted on the default exchange");
         return;
     }
-    if (!channel_allowed(ch, ACC_EXCHANGE, src, ACC_READ, id))
+    if (!broker_channel_allowed(ch, ACC_EXCHANGE, src, ACC_READ, id))
         return;
     qm_exchange *sx = qm_exchange_find(ch->c->vhost, (const char *)src.p, src.len);
-    if (sx && !channel_topic_allowed(ch, sx, key, ACC_READ, id))
+    if (sx && !broker_channel_topic_allowed(ch, sx, key, ACC_READ, id))
         return;
     qm_exchange *d = need_exchange(ch, dest, id);
     if (!d)
@@ -164,7 +156,7 @@ static void bind_exchanges(channel *ch, uint32_t id, amqp_bytes dest, amqp_bytes
         char err[256];
         sl_err e = qm_bind_exchange(s, d, key, args, err, sizeof err);
         if (e != SL_OK) {
-            channel_error(ch, e, id, "%s", err);
+            broker_channel_error(ch, e, id, "%s", err);
             return;
         }
         reply(ch, AMQP_EXCHANGE_BIND_OK, nowait, durable);
@@ -174,7 +166,7 @@ static void bind_exchanges(channel *ch, uint32_t id, amqp_bytes dest, amqp_bytes
     }
 }
 
-void h_exchange(channel *ch, const amqp_method *m)
+void broker_h_exchange(channel *ch, const amqp_method *m)
 {
     switch (m->id) {
     case AMQP_EXCHANGE_DECLARE:
@@ -196,7 +188,7 @@ void h_exchange(channel *ch, const amqp_method *m)
         return;
     }
     default:
-        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
-                   amqp_method_name(m->id));
+        broker_conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                          amqp_method_name(m->id));
     }
 }

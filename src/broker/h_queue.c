@@ -13,13 +13,14 @@
  * as messages. The model (qm_queue_purge / qm_queue_delete) implements both; this file adds
  * the AMQP names, codes and texts.
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "../amqp/table.h"
-#include "../core/mem.h"
+#include "amqp/table.h"
+#include "core/mem.h"
+#include "node/rules.h"
 
 /* A durable queue is stored (its subqueues with it; exclusive ones never are). */
 static int stored(const qm_queue *q)
@@ -34,32 +35,27 @@ static int stored(const qm_queue *q)
 static void send_reply(channel *ch, const qm_queue *q, const amqp_method *m, int nowait)
 {
     if (q && stored(q))
-        channel_send_durable(ch, m, nowait);
+        broker_channel_send_durable(ch, m, nowait);
     else if (!nowait)
-        conn_send_method(ch->c, ch->id, m);
+        broker_conn_send_method(ch->c, ch->id, m);
 }
 
 static int check_exclusive(channel *ch, qm_queue *q, uint32_t method_id)
 {
-    qm_queue *top = q->parent ? q->parent : q;
-    if (top->exclusive && top->exclusive_owner != ch->c) {
-        channel_error(ch, SL_ERR_RESOURCE_LOCKED, method_id,
-                      "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It "
-                      "could be originally declared on another connection or the exclusive "
-                      "property value does not match that of the original declaration.",
-                      top->name, ch->c->vhost->name);
-        return -1;
-    }
-    return 0;
+    char why[800];
+    if (node_queue_locked(q, ch->c, why, sizeof why) == SL_OK) /* the rule: node/rules.c */
+        return 0;
+    broker_channel_error(ch, SL_ERR_RESOURCE_LOCKED, method_id, "%s", why);
+    return -1;
 }
 
 static qm_queue *resolve(channel *ch, amqp_bytes name, uint32_t method_id, int create);
 
-int channel_queue_name(channel *ch, amqp_bytes *name, uint32_t method_id)
+int broker_channel_queue_name(channel *ch, amqp_bytes *name, uint32_t method_id)
 {
     if (name->len == 0) {
         if (!ch->last_queue) {
-            channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no previously declared queue");
+            broker_channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no previously declared queue");
             return 0;
         }
         *name = amqp_cstr(ch->last_queue);
@@ -67,15 +63,16 @@ int channel_queue_name(channel *ch, amqp_bytes *name, uint32_t method_id)
     return 1;
 }
 
-qm_queue *channel_queue_checked(channel *ch, amqp_bytes name, acc_perm perm, uint32_t method_id)
+qm_queue *broker_channel_queue_checked(channel *ch, amqp_bytes name, acc_perm perm,
+                                       uint32_t method_id)
 {
-    if (!channel_queue_name(ch, &name, method_id) ||
-        !channel_allowed(ch, ACC_QUEUE, name, perm, method_id))
+    if (!broker_channel_queue_name(ch, &name, method_id) ||
+        !broker_channel_allowed(ch, ACC_QUEUE, name, perm, method_id))
         return NULL;
-    return channel_queue(ch, name, method_id);
+    return broker_channel_queue(ch, name, method_id);
 }
 
-qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id)
+qm_queue *broker_channel_queue(channel *ch, amqp_bytes name, uint32_t method_id)
 {
     return resolve(ch, name, method_id, 0);
 }
@@ -85,13 +82,13 @@ qm_queue *channel_queue(channel *ch, amqp_bytes name, uint32_t method_id)
 static qm_queue *resolve(channel *ch, amqp_bytes name, uint32_t method_id, int create)
 {
     char buf[256];
-    if (!channel_queue_name(ch, &name, method_id))
+    if (!broker_channel_queue_name(ch, &name, method_id))
         return NULL;
     qm_queue *q = qm_queue_find_or_remote(ch->c->vhost, (const char *)name.p, name.len, create);
     if (!q) {
         snprintf(buf, sizeof buf, BYTES_FMT, BYTES_ARG(name));
-        channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no queue '%s' in vhost '%s'", buf,
-                      ch->c->vhost->name);
+        broker_channel_error(ch, SL_ERR_NOT_FOUND, method_id, "no queue '%s' in vhost '%s'", buf,
+                             ch->c->vhost->name);
         return NULL;
     }
     if (check_exclusive(ch, q, method_id) < 0)
@@ -110,58 +107,55 @@ static void declare(channel *ch, const amqp_queue_declare *d)
     const uint32_t id = AMQP_QUEUE_DECLARE;
     qm_queue *q;
     if (d->passive) {
-        if (d->nowait ? reply_to_is_pseudo(d->queue) : reply_to_declare_passive(ch, d->queue))
+        if (d->nowait ? broker_reply_to_is_pseudo(d->queue)
+                      : broker_reply_to_declare_passive(ch, d->queue))
             return;
-        q = channel_queue(ch, d->queue, id);
+        q = broker_channel_queue(ch, d->queue, id);
         if (!q)
             return;
     } else {
-        if (d->queue.len >= 4 && !memcmp(d->queue.p, "amq.", 4)) {
-            channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                          "queue name '" BYTES_FMT "' contains reserved prefix 'amq.*'",
-                          BYTES_ARG(d->queue));
+        char why[600]; /* reserved even when it exists: AMQP declares no amq.* queue */
+        if (node_queue_new_name((const char *)d->queue.p, d->queue.len, 0, why, sizeof why)) {
+            broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id, "%s", why);
             return;
         }
         if (qm_queue_name_is_outgoing((const char *)d->queue.p, d->queue.len)) {
-            channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                          "queue name '" BYTES_FMT "' is a format name: sending to it makes "
-                          "the outgoing queue (it cannot be declared)",
-                          BYTES_ARG(d->queue));
+            broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                                 "queue name '" BYTES_FMT "' is a format name: sending to it makes "
+                                 "the outgoing queue (it cannot be declared)",
+                                 BYTES_ARG(d->queue));
             return;
         }
         char gen[31];
         amqp_bytes name = d->queue;
         if (name.len == 0 && qm_queue_args_quorum(d->arguments)) {
-            channel_error(ch, SL_ERR_PRECONDITION, id,
-                          "Cannot declare a server-named queue for type rabbit_quorum_queue");
+            broker_channel_error(
+                ch, SL_ERR_PRECONDITION, id,
+                "Cannot declare a server-named queue for type rabbit_quorum_queue");
             return;
         }
         if (name.len == 0) {
             qm_queue_gen_name(ch->c->vhost, gen);
             name = amqp_cstr(gen);
         }
-        if (!channel_allowed(ch, ACC_QUEUE, name, ACC_CONFIGURE, id))
+        if (!broker_channel_allowed(ch, ACC_QUEUE, name, ACC_CONFIGURE, id))
             return;
         qm_queue *old = qm_queue_find(ch->c->vhost, (const char *)name.p, name.len);
         if (old && check_exclusive(ch, old, id) < 0)
             return;
         if (!old) {
-            acc_db *a = ch->c->b->acc;
-            char why[600], qn[256];
+            char qn[256];
             snprintf(qn, sizeof qn, BYTES_FMT, BYTES_ARG(name));
-            const acc_vhost *av = acc_vhost_find(a, ch->c->vhost->name, strlen(ch->c->vhost->name));
-            if (av && av->max_queues >= 0 &&
-                acc_check_queue_limit(a, ch->c->vhost->name, qm_vhost_queue_count(ch->c->vhost), qn,
-                                      why, sizeof why) != SL_OK) {
-                channel_error(ch, SL_ERR_PRECONDITION, id, "%s", why);
+            if (node_queue_limit(ch->c->b->n->acc, ch->c->vhost, qn, why, sizeof why) != SL_OK) {
+                broker_channel_error(ch, SL_ERR_PRECONDITION, id, "%s", why);
                 return;
             }
             amqp_value dlx;
             amqp_bytes dlx_name;
             if (amqp_table_get(d->arguments, "x-dead-letter-exchange", &dlx) &&
                 amqp_value_str(&dlx, &dlx_name) &&
-                (!channel_allowed(ch, ACC_QUEUE, name, ACC_READ, id) ||
-                 !channel_allowed(ch, ACC_EXCHANGE, dlx_name, ACC_WRITE, id)))
+                (!broker_channel_allowed(ch, ACC_QUEUE, name, ACC_READ, id) ||
+                 !broker_channel_allowed(ch, ACC_EXCHANGE, dlx_name, ACC_WRITE, id)))
                 return;
         }
         qm_queue_decl decl = {
@@ -177,7 +171,7 @@ static void declare(channel *ch, const amqp_queue_declare *d)
         char err[320];
         sl_err e = qm_queue_declare(ch->c->vhost, &decl, &q, &created, err, sizeof err);
         if (e != SL_OK) {
-            channel_error(ch, e, id, "%s", err);
+            broker_channel_error(ch, e, id, "%s", err);
             return;
         }
     }
@@ -193,42 +187,43 @@ static void declare(channel *ch, const amqp_queue_declare *d)
         uint64_t gen = q->st_def_gen;
         if (q->parent && q->parent->st_def_gen > gen)
             gen = q->parent->st_def_gen;
-        channel_send_after(ch, &m, d->nowait, gen);
+        broker_channel_send_after(ch, &m, d->nowait, gen);
     } else if (!d->nowait) {
-        conn_send_method(ch->c, ch->id, &m);
+        broker_conn_send_method(ch->c, ch->id, &m);
     }
 }
 
 static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xname, amqp_bytes key,
                        amqp_bytes args, int nowait)
 {
-    if (!channel_queue_name(ch, &qname, id) ||
-        !channel_allowed(ch, ACC_QUEUE, qname, ACC_WRITE, id))
+    if (!broker_channel_queue_name(ch, &qname, id) ||
+        !broker_channel_allowed(ch, ACC_QUEUE, qname, ACC_WRITE, id))
         return;
     if (xname.len == 0) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "operation not permitted on the default exchange");
+        broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                             "operation not permitted on the default exchange");
         return;
     }
-    if (!channel_allowed(ch, ACC_EXCHANGE, xname, ACC_READ, id))
+    if (!broker_channel_allowed(ch, ACC_EXCHANGE, xname, ACC_READ, id))
         return;
     qm_exchange *tx = qm_exchange_find(ch->c->vhost, (const char *)xname.p, xname.len);
-    if (tx && !channel_topic_allowed(ch, tx, key, ACC_READ, id))
+    if (tx && !broker_channel_topic_allowed(ch, tx, key, ACC_READ, id))
         return;
     qm_queue *q = resolve(ch, qname, id, id == AMQP_QUEUE_BIND);
     if (!q)
         return;
     if (q->is_subqueue) {
-        channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                      "subqueue '%s' in vhost '%s' cannot be bound: subqueues are filled only "
-                      "by moves",
-                      q->name, ch->c->vhost->name);
+        broker_channel_error(
+            ch, SL_ERR_ACCESS_REFUSED, id,
+            "subqueue '%s' in vhost '%s' cannot be bound: subqueues are filled only "
+            "by moves",
+            q->name, ch->c->vhost->name);
         return;
     }
     qm_exchange *x = qm_exchange_find(ch->c->vhost, (const char *)xname.p, xname.len);
     if (!x) {
-        channel_error(ch, SL_ERR_NOT_FOUND, id, "no exchange '" BYTES_FMT "' in vhost '%s'",
-                      BYTES_ARG(xname), ch->c->vhost->name);
+        broker_channel_error(ch, SL_ERR_NOT_FOUND, id, "no exchange '" BYTES_FMT "' in vhost '%s'",
+                             BYTES_ARG(xname), ch->c->vhost->name);
         return;
     }
     amqp_method m = {0};
@@ -237,7 +232,7 @@ static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xn
         char err[256];
         sl_err e = qm_bind_queue(x, q, key, args, err, sizeof err);
         if (e != SL_OK) {
-            channel_error(ch, e, id, "%s", err);
+            broker_channel_error(ch, e, id, "%s", err);
             return;
         }
         m.id = AMQP_QUEUE_BIND_OK;
@@ -250,7 +245,7 @@ static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xn
 
 static void purge(channel *ch, const amqp_queue_purge *p)
 {
-    qm_queue *q = channel_queue_checked(ch, p->queue, ACC_READ, AMQP_QUEUE_PURGE);
+    qm_queue *q = broker_channel_queue_checked(ch, p->queue, ACC_READ, AMQP_QUEUE_PURGE);
     if (!q)
         return;
     uint64_t n = qm_queue_purge(q);
@@ -265,7 +260,7 @@ static void delete_queue(channel *ch, const amqp_queue_delete *d)
     amqp_bytes name = d->queue;
     if (name.len == 0 && ch->last_queue)
         name = amqp_cstr(ch->last_queue);
-    if (!channel_allowed(ch, ACC_QUEUE, name, ACC_CONFIGURE, id))
+    if (!broker_channel_allowed(ch, ACC_QUEUE, name, ACC_CONFIGURE, id))
         return;
     qm_queue *q = qm_queue_find(ch->c->vhost, (const char *)name.p, name.len);
     uint64_t count = 0;
@@ -274,8 +269,9 @@ static void delete_queue(channel *ch, const amqp_queue_delete *d)
         if (check_exclusive(ch, q, id) < 0)
             return;
         if (q->is_subqueue) {
-            channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                          "subqueue '%s' is deleted with its queue; purge it instead", q->name);
+            broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
+                                 "subqueue '%s' is deleted with its queue; purge it instead",
+                                 q->name);
             return;
         }
         int flags =
@@ -283,7 +279,7 @@ static void delete_queue(channel *ch, const amqp_queue_delete *d)
         char err[256];
         sl_err e = qm_queue_delete(q, flags, &count, err, sizeof err);
         if (e != SL_OK) {
-            channel_error(ch, e, id, "%s", err);
+            broker_channel_error(ch, e, id, "%s", err);
             return;
         }
     }
@@ -291,12 +287,12 @@ static void delete_queue(channel *ch, const amqp_queue_delete *d)
     amqp_method m = {.id = AMQP_QUEUE_DELETE_OK};
     m.u.queue_delete_ok.message_count = count > UINT32_MAX ? UINT32_MAX : (uint32_t)count;
     if (was_stored)
-        channel_send_durable(ch, &m, d->nowait);
+        broker_channel_send_durable(ch, &m, d->nowait);
     else
         send_reply(ch, NULL, &m, d->nowait);
 }
 
-void h_queue(channel *ch, const amqp_method *m)
+void broker_h_queue(channel *ch, const amqp_method *m)
 {
     switch (m->id) {
     case AMQP_QUEUE_DECLARE:
@@ -319,7 +315,7 @@ void h_queue(channel *ch, const amqp_method *m)
         delete_queue(ch, &m->u.queue_delete);
         return;
     default:
-        conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
-                   amqp_method_name(m->id));
+        broker_conn_error(ch->c, SL_ERR_COMMAND_INVALID, m->id, "unexpected method %s",
+                          amqp_method_name(m->id));
     }
 }

@@ -24,46 +24,32 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../access/access.h"
-#include "../amqp/table.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../link/eod.h"
-#include "../link/link.h"
-#include "../persist/persist.h"
-#include "broker.h"
+#include "access/access.h"
+#include "amqp/table.h"
+#include "core/clock.h"
+#include "core/hex.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "eod/eod.h"
+#include "link/link.h"
+#include "persist/persist.h"
+#include "broker/broker.h"
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-int link_recv_hello(conn *c, amqp_bytes client_props)
+int broker_link_recv_hello(conn *c, amqp_bytes client_props)
 {
     amqp_value v, id, name;
     if (!amqp_table_get(client_props, "sluice_link", &v) || v.tag != 'F')
         return 0;
     amqp_bytes ids = {0}, names = {0};
     if (!amqp_table_get(v.v.s, "node_id", &id) || !amqp_value_str(&id, &ids) || ids.len != 32) {
-        conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
-                   "a link must name its node (sluice_link.node_id: 32 hex digits)");
+        broker_conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                          "a link must name its node (sluice_link.node_id: 32 hex digits)");
         return -1;
     }
-    for (int i = 0; i < 16; i++) {
-        int hi = hexval(ids.p[2 * i]), lo = hexval(ids.p[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
-                       "sluice_link.node_id is not hex");
-            return -1;
-        }
-        c->link_sender[i] = (uint8_t)(hi << 4 | lo);
+    if (sl_unhex((const char *)ids.p, 16, c->link_sender) < 0) {
+        broker_conn_error(c, SL_ERR_ACCESS_REFUSED, AMQP_CONNECTION_START_OK,
+                          "sluice_link.node_id is not hex");
+        return -1;
     }
     if (amqp_table_get(v.v.s, "node_name", &name))
         amqp_value_str(&name, &names);
@@ -72,21 +58,22 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
      * Refused rather than treated as an ordinary connection: a sender that is refused says
      * so in its last_error, and nothing it publishes can be taken for a link's. */
     char why[400];
-    sl_err ae = c->b->acc
-                    ? acc_check_link_login(c->b->acc, c->user, c->link_sender, why, sizeof why)
+    sl_err ae = c->b->n->acc
+                    ? acc_check_link_login(c->b->n->acc, c->user, c->link_sender, why, sizeof why)
                     : SL_OK;
     if (ae != SL_OK) {
         sl_warn("audit: link refused: connection %s, user '%s' claimed node %.32s ('%.*s'): %s",
                 c->name, c->user ? c->user : "", (const char *)ids.p,
                 (int)(names.len > 200 ? 200 : names.len), names.len ? (const char *)names.p : "",
                 why);
-        conn_error(c, ae, AMQP_CONNECTION_START_OK, "%s", why);
+        broker_conn_error(c, ae, AMQP_CONNECTION_START_OK, "%s", why);
         return -1;
     }
-    if (!c->b->node->online) {
+    if (!c->b->n->qm->online) {
         /* DISCONNECT: an offline node accepts no incoming link (local clients go on). */
-        conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_START_OK,
-                   "node %s is offline (DISCONNECT): no incoming links", c->b->cfg->node_name);
+        broker_conn_error(c, SL_ERR_NOT_ALLOWED, AMQP_CONNECTION_START_OK,
+                          "node %s is offline (DISCONNECT): no incoming links",
+                          c->b->n->cfg->node_name);
         return -1;
     }
     /* A link user's first login binds it to its node (a meta record just appended): the
@@ -95,7 +82,7 @@ int link_recv_hello(conn *c, amqp_bytes client_props)
      * A no-op when nothing is waiting for the disk (the binding was there already). Found by
      * test_link_forged.py's restart test on a loaded machine (the syncer had not yet written
      * the record when the node was killed). */
-    conn_hold_for_disk(c);
+    broker_conn_hold_for_disk(c);
     c->is_link = 1;
     sl_free(c->link_node);
     c->link_node = sl_xstrndup((const char *)names.p, names.len > 200 ? 200 : names.len);
@@ -120,7 +107,7 @@ link_recv_audit(channel *ch, const eod_batch *eb, const char *dest, const char *
             (unsigned long long)eb->seq_id, dest, why);
 }
 
-int link_recv_control_exchange(amqp_bytes ex)
+int broker_link_recv_control_exchange(amqp_bytes ex)
 {
     return amqp_bytes_eq(ex, "sluice.eod") || amqp_bytes_eq(ex, "sluice.rpc");
 }
@@ -159,7 +146,7 @@ static void batch_clear(channel *ch)
     ch->lk_ctl = NULL;
 }
 
-void link_recv_release(channel *ch)
+void broker_link_recv_release(channel *ch)
 {
     batch_clear(ch);
     sl_free(ch->lk_msgs);
@@ -175,14 +162,14 @@ static qm_queue *resolve_dest(broker *b, amqp_bytes rk)
     size_t len = rk.len;
     const char *slash = memchr(p, '/', len);
     if (slash && slash != p) {
-        qm_vhost *vh = qm_vhost_find(b->node, p, (size_t)(slash - p));
+        qm_vhost *vh = qm_vhost_find(b->n->qm, p, (size_t)(slash - p));
         if (vh && strcmp(vh->name, "/")) {
             qm_queue *q = qm_queue_find_ci(vh, slash + 1, len - (size_t)(slash + 1 - p));
             if (q)
                 return q;
         }
     }
-    qm_vhost *root = qm_vhost_find(b->node, "/", 1);
+    qm_vhost *root = qm_vhost_find(b->n->qm, "/", 1);
     return root ? qm_queue_find_ci(root, p, len) : NULL;
 }
 
@@ -193,14 +180,14 @@ static void serve_rpc(channel *ch, qm_message *msg)
     amqp_basic_props bp;
     if (amqp_props_decode(qm_msg_props(msg), msg->props_len, &bp) < 0 ||
         !(bp.flags & AMQP_P_REPLY_TO)) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "a sluice.rpc request needs reply_to (amq.rabbitmq.reply-to)");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "a sluice.rpc request needs reply_to (amq.rabbitmq.reply-to)");
         return;
     }
     char *reply =
-        link_rpc_serve(ch->c->b->node, ch->c->b->boot_id, ch->c->link_node ? ch->c->link_node : "",
-                       ch->c->user ? ch->c->user : "", ch->c->id, (const char *)qm_msg_body(msg),
-                       (size_t)msg->body_len);
+        link_rpc_serve(ch->c->b->n->qm, ch->c->b->n->boot_id,
+                       ch->c->link_node ? ch->c->link_node : "", ch->c->user ? ch->c->user : "",
+                       ch->c->id, (const char *)qm_msg_body(msg), (size_t)msg->body_len);
     amqp_basic_props rp = {0};
     rp.flags = AMQP_P_CONTENT_TYPE;
     rp.content_type = AMQP_BYTES("application/json");
@@ -216,13 +203,13 @@ static void serve_rpc(channel *ch, qm_message *msg)
         qm_message_new(AMQP_BYTES(""), bp.reply_to, props.data, (uint32_t)props.len, rlen);
     memcpy(qm_msg_body(r), reply, rlen);
     int delivered = 0;
-    reply_to_route(ch, r, &delivered);
+    broker_reply_to_route(ch, r, &delivered);
     qm_message_unref(r);
     sl_buf_free(&props);
     sl_free(reply);
 }
 
-void link_recv_publish(channel *ch, qm_message *msg)
+void broker_link_recv_publish(channel *ch, qm_message *msg)
 {
     amqp_bytes ex = qm_msg_exchange(msg);
     if (amqp_bytes_eq(ex, "sluice.rpc")) {
@@ -231,8 +218,8 @@ void link_recv_publish(channel *ch, qm_message *msg)
         return;
     }
     if (!ch->tx_mode) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "link transfer needs a transactional channel (tx.select)");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "link transfer needs a transactional channel (tx.select)");
         qm_message_unref(msg);
         return;
     }
@@ -243,15 +230,16 @@ void link_recv_publish(channel *ch, qm_message *msg)
         return;
     }
     if (ex.len) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "a link delivers to queues by name (exchange \"\"), not to '" BYTES_FMT "'",
-                      BYTES_ARG(ex));
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "a link delivers to queues by name (exchange \"\"), not to '" BYTES_FMT
+                             "'",
+                             BYTES_ARG(ex));
         qm_message_unref(msg);
         return;
     }
     if (ch->lk_ctl) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "EOD: data after the batch's control message");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "EOD: data after the batch's control message");
         qm_message_unref(msg);
         return;
     }
@@ -259,9 +247,9 @@ void link_recv_publish(channel *ch, qm_message *msg)
      * never commits cannot make this node hold its messages without end. */
     if (ch->lk_n >= EOD_BATCH_MAX ||
         (ch->lk_n && ch->lk_bytes + msg->body_len > LINK_RECV_MAX_BYTES)) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "EOD: a link transaction holds at most %u messages and %u MiB",
-                      (unsigned)EOD_BATCH_MAX, (unsigned)(LINK_RECV_MAX_BYTES >> 20));
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "EOD: a link transaction holds at most %u messages and %u MiB",
+                             (unsigned)EOD_BATCH_MAX, (unsigned)(LINK_RECV_MAX_BYTES >> 20));
         qm_message_unref(msg);
         batch_clear(ch);
         return;
@@ -274,7 +262,7 @@ void link_recv_publish(channel *ch, qm_message *msg)
     ch->lk_msgs[ch->lk_n++] = msg;
 }
 
-int link_recv_commit(channel *ch)
+int broker_link_recv_commit(channel *ch)
 {
     conn *c = ch->c;
     broker *b = c->b;
@@ -284,16 +272,17 @@ int link_recv_commit(channel *ch)
     eod_batch eb;
     if (!ch->lk_ctl ||
         eod_batch_decode(qm_msg_body(ch->lk_ctl), (size_t)ch->lk_ctl->body_len, &eb) < 0) {
-        channel_error(ch, SL_ERR_PRECONDITION, id, "EOD: %s",
-                      ch->lk_ctl ? "malformed control message" : "a batch without its control");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id, "EOD: %s",
+                             ch->lk_ctl ? "malformed control message"
+                                        : "a batch without its control");
         batch_clear(ch);
         return 1;
     }
     if (eb.n != ch->lk_n || memcmp(eb.sender, c->link_sender, 16)) {
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "EOD: control names %u message(s) of %s, the batch has %zu", eb.n,
-                      memcmp(eb.sender, c->link_sender, 16) ? "another node" : "this link",
-                      ch->lk_n);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                             "EOD: control names %u message(s) of %s, the batch has %zu", eb.n,
+                             memcmp(eb.sender, c->link_sender, 16) ? "another node" : "this link",
+                             ch->lk_n);
         batch_clear(ch);
         return 1;
     }
@@ -314,10 +303,10 @@ int link_recv_commit(channel *ch)
         amqp_bytes rk = qm_msg_routing_key(ch->lk_msgs[i]);
         if (i > 0) {
             if (!amqp_bytes_equal(rk, rk0)) {
-                channel_error(ch, SL_ERR_PRECONDITION, id,
-                              "EOD: a batch goes to one queue ('" BYTES_FMT "', then '" BYTES_FMT
-                              "')",
-                              BYTES_ARG(rk0), BYTES_ARG(rk));
+                broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                                     "EOD: a batch goes to one queue ('" BYTES_FMT
+                                     "', then '" BYTES_FMT "')",
+                                     BYTES_ARG(rk0), BYTES_ARG(rk));
                 goto out;
             }
             qs[i] = dq;
@@ -327,17 +316,18 @@ int link_recv_commit(channel *ch)
         if (!q) {
             /* the queue is gone: the number is the one of the queue the sequence fed */
             persist_eod_in *owner =
-                b->store ? persist_eod_in_other(b->store, eb.sender, eb.seq_id, "") : NULL;
-            channel_error(ch, SL_ERR_NOT_FOUND, id,
-                          "[" LINK_NACK_BAD_DST_Q " last=%llu] no queue '" BYTES_FMT "' on node %s",
-                          (unsigned long long)(owner ? owner->seq_no : 0), BYTES_ARG(rk),
-                          b->cfg->node_name);
+                b->n->store ? persist_eod_in_other(b->n->store, eb.sender, eb.seq_id, "") : NULL;
+            broker_channel_error(ch, SL_ERR_NOT_FOUND, id,
+                                 "[" LINK_NACK_BAD_DST_Q " last=%llu] no queue '" BYTES_FMT
+                                 "' on node %s",
+                                 (unsigned long long)(owner ? owner->seq_no : 0), BYTES_ARG(rk),
+                                 b->n->cfg->node_name);
             goto out;
         }
         char why[300];
-        sl_err pe = link_recv_may_write(b->acc, c->user, q, why, sizeof why);
+        sl_err pe = eod_recv_may_write(b->n->acc, c->user, q, why, sizeof why);
         if (pe != SL_OK) {
-            channel_error(ch, pe, id, "%s", why);
+            broker_channel_error(ch, pe, id, "%s", why);
             goto out;
         }
         qs[i] = q;
@@ -349,31 +339,31 @@ int link_recv_commit(channel *ch)
      * could otherwise make the real messages look like duplicates): refused whole, nothing
      * marked, and an audit line says who tried. */
     persist_eod_in *other = NULL;
-    if (b->store) {
-        st = persist_eod_in_get(b->store, eb.sender, eb.seq_id, dest);
-        other = st ? NULL : persist_eod_in_other(b->store, eb.sender, eb.seq_id, dest);
+    if (b->n->store) {
+        st = persist_eod_in_get(b->n->store, eb.sender, eb.seq_id, dest);
+        other = st ? NULL : persist_eod_in_other(b->n->store, eb.sender, eb.seq_id, dest);
         last = st ? st->seq_no : 0;
     }
     uint32_t jump = 0;
-    uint64_t window = b->cfg->link_seq_window;
+    uint64_t window = b->n->cfg->link_seq_window;
     switch (eod_recv_admit(&eb, other != NULL, last, window, &jump)) {
     case EOD_ADMIT_OK:
         break;
     case EOD_ADMIT_OTHER_QUEUE:
         link_recv_audit(ch, &eb, dest, "the sequence feeds queue '%s'", other->dest);
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "EOD: sequence %llu feeds queue '%s', not '%s': batch refused",
-                      (unsigned long long)eb.seq_id, other->dest, dest);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                             "EOD: sequence %llu feeds queue '%s', not '%s': batch refused",
+                             (unsigned long long)eb.seq_id, other->dest, dest);
         goto out;
     case EOD_ADMIT_JUMP: {
         unsigned long long s = eod_batch_seq_no(&eb, jump);
         link_recv_audit(ch, &eb, dest, "message %llu jumps beyond last accepted %llu + %llu", s,
                         (unsigned long long)last, (unsigned long long)window);
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "EOD: message %llu of sequence %llu jumps beyond the last accepted %llu "
-                      "(window %llu): batch refused",
-                      s, (unsigned long long)eb.seq_id, (unsigned long long)last,
-                      (unsigned long long)window);
+        broker_channel_error(
+            ch, SL_ERR_PRECONDITION, id,
+            "EOD: message %llu of sequence %llu jumps beyond the last accepted %llu "
+            "(window %llu): batch refused",
+            s, (unsigned long long)eb.seq_id, (unsigned long long)last, (unsigned long long)window);
         goto out;
     }
     }
@@ -383,25 +373,27 @@ int link_recv_commit(channel *ch)
     snprintf(sender, sizeof sender, "%.*s", (int)eb.sender_name_len, eb.sender_name);
     if (ap.rejected) {
         uint64_t s = eod_batch_seq_no(&eb, ap.reject_at), p = eod_batch_prev_no(&eb, ap.reject_at);
-        if (b->store)
-            persist_eod_in_set(b->store, eb.sender, eb.seq_id, last, st ? st->rejects + 1 : 1,
+        if (b->n->store)
+            persist_eod_in_set(b->n->store, eb.sender, eb.seq_id, last, st ? st->rejects + 1 : 1,
                                sender, dest);
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "EOD: message %llu of sequence %llu is out of order (previous %llu, last "
-                      "accepted %llu)",
-                      (unsigned long long)s, (unsigned long long)eb.seq_id, (unsigned long long)p,
-                      (unsigned long long)last);
+        broker_channel_error(
+            ch, SL_ERR_PRECONDITION, id,
+            "EOD: message %llu of sequence %llu is out of order (previous %llu, last "
+            "accepted %llu)",
+            (unsigned long long)s, (unsigned long long)eb.seq_id, (unsigned long long)p,
+            (unsigned long long)last);
         goto out;
     }
     uint64_t reach_by = ap.accepted ? reach_deadline(ch->lk_ctl) : 0;
     if (reach_by && sl_wall_ms() >= reach_by) {
         /* TimeToReachQueue: what did not reach the queue in time never does (MSMQ refuses it
          * on arrival too); duplicates of what did are not in this refusal (last=) */
-        channel_error(ch, SL_ERR_PRECONDITION, id,
-                      "[" LINK_NACK_REACH_QUEUE_TIMEOUT " last=%llu] message %llu of sequence "
-                      "%llu is past its time to reach queue '%s'",
-                      (unsigned long long)last, (unsigned long long)first_accepted(&eb, acc),
-                      (unsigned long long)eb.seq_id, dq->name);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                             "[" LINK_NACK_REACH_QUEUE_TIMEOUT
+                             " last=%llu] message %llu of sequence "
+                             "%llu is past its time to reach queue '%s'",
+                             (unsigned long long)last, (unsigned long long)first_accepted(&eb, acc),
+                             (unsigned long long)eb.seq_id, dq->name);
         goto out;
     }
     if (ap.accepted) {
@@ -413,40 +405,42 @@ int link_recv_commit(channel *ch)
             /* the queue could not hold this batch even empty: if it is one transaction, the
              * sender dead-letters it (MSMQ: NACK_Q_EXCEED_QUOTA); else it sends them one by
              * one */
-            channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,
-                          "[" LINK_NACK_Q_EXCEED_QUOTA " last=%llu] queue '%s' on node %s can "
-                          "never hold %u message(s) of %llu bytes (x-max-length, "
-                          "x-overflow=reject-publish)",
-                          (unsigned long long)last, dq->name, b->cfg->node_name, ap.accepted,
-                          (unsigned long long)bytes);
+            broker_channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,
+                                 "[" LINK_NACK_Q_EXCEED_QUOTA
+                                 " last=%llu] queue '%s' on node %s can "
+                                 "never hold %u message(s) of %llu bytes (x-max-length, "
+                                 "x-overflow=reject-publish)",
+                                 (unsigned long long)last, dq->name, b->n->cfg->node_name,
+                                 ap.accepted, (unsigned long long)bytes);
             goto out;
         }
         if (qm_queue_would_refuse(dq, ap.accepted, bytes)) {
             /* x-overflow=reject-publish: refused whole, kept by the sender, retried */
-            channel_error(ch, SL_ERR_RESOURCE_LOCKED, id,
-                          "queue '%s' on node %s is full (x-max-length, x-overflow=reject-publish)",
-                          dq->name, b->cfg->node_name);
+            broker_channel_error(
+                ch, SL_ERR_RESOURCE_LOCKED, id,
+                "queue '%s' on node %s is full (x-max-length, x-overflow=reject-publish)", dq->name,
+                b->n->cfg->node_name);
             goto out;
         }
     }
     if (ap.accepted || !st) {
         /* enqueues and the new number: all or nothing, one group commit */
-        if (b->store)
-            persist_group(b->store, 1);
+        if (b->n->store)
+            persist_group(b->n->store, 1);
         for (uint32_t i = 0; i < eb.n; i++)
             if (acc[i])
                 qm_queue_enqueue(qs[i], ch->lk_msgs[i]);
-        if (b->store) {
-            persist_eod_in_set(b->store, eb.sender, eb.seq_id, ap.new_last, 0, sender, dest);
-            persist_group(b->store, 0);
+        if (b->n->store) {
+            persist_eod_in_set(b->n->store, eb.sender, eb.seq_id, ap.new_last, 0, sender, dest);
+            persist_group(b->n->store, 0);
         }
     }
-    b->link_accepted += ap.accepted;
-    b->link_duplicates += eb.n - ap.accepted;
+    b->n->link_accepted += ap.accepted;
+    b->n->link_duplicates += eb.n - ap.accepted;
     {
         /* the order ack: once the batch and its number are on disk */
         amqp_method ok = {.id = AMQP_TX_COMMIT_OK};
-        channel_send_durable(ch, &ok, 0);
+        broker_channel_send_durable(ch, &ok, 0);
     }
 out:
     if (qs != stackq)
@@ -455,17 +449,4 @@ out:
         sl_free(acc);
     batch_clear(ch);
     return 1;
-}
-
-void broker_set_online(broker *b, int online)
-{
-    if (b->links)
-        link_mgr_set_online(b->links, online);
-    else
-        b->node->online = (uint8_t)online;
-    if (online)
-        return;
-    for (conn *c = b->conns; c; c = c->next)
-        if (c->is_link)
-            conn_force_close(c, "CONNECTION_FORCED - node taken offline (DISCONNECT)");
 }

@@ -14,17 +14,17 @@
  * The names live in the broker's reply_to map (name -> channel) from consume to cancel or
  * channel close. Replies skip the queue model: nothing is stored, nothing is redelivered.
  */
-#include "broker.h"
+#include "broker/broker.h"
 
 #include <string.h>
 #include <sys/random.h>
 
-#include "../core/mem.h"
+#include "core/mem.h"
 
 #define PSEUDO "amq.rabbitmq.reply-to"
 #define PSEUDO_LEN (sizeof PSEUDO - 1)
 
-int reply_to_is_pseudo(amqp_bytes name)
+int broker_reply_to_is_pseudo(amqp_bytes name)
 {
     return name.len == PSEUDO_LEN && !memcmp(name.p, PSEUDO, PSEUDO_LEN);
 }
@@ -39,22 +39,22 @@ static channel *target_of(broker *b, amqp_bytes name)
     return b->reply_to ? sl_map_get(b->reply_to, name.p, name.len) : NULL;
 }
 
-void reply_to_consume(channel *ch, const amqp_basic_consume *bc, const char *tag)
+void broker_reply_to_consume(channel *ch, const amqp_basic_consume *bc, const char *tag)
 {
     const uint32_t id = AMQP_BASIC_CONSUME;
     if (!bc->no_ack) {
-        channel_error(ch, SL_ERR_PRECONDITION, id, "reply consumer cannot acknowledge");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id, "reply consumer cannot acknowledge");
         return;
     }
     if (ch->reply_tag) {
-        channel_error(ch, SL_ERR_PRECONDITION, id, "reply consumer already set");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, id, "reply consumer already set");
         return;
     }
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     uint8_t rnd[22];
     if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
-        channel_error(ch, SL_ERR_INTERNAL, id, "no randomness for a reply-to name");
+        broker_channel_error(ch, SL_ERR_INTERNAL, id, "no randomness for a reply-to name");
         return;
     }
     char name[PSEUDO_LEN + 1 + sizeof rnd + 1];
@@ -71,19 +71,19 @@ void reply_to_consume(channel *ch, const amqp_basic_consume *bc, const char *tag
     if (!bc->nowait) {
         amqp_method ok = {.id = AMQP_BASIC_CONSUME_OK};
         ok.u.basic_consume_ok.consumer_tag = amqp_cstr(ch->reply_tag);
-        conn_send_method(ch->c, ch->id, &ok);
+        broker_conn_send_method(ch->c, ch->id, &ok);
     }
 }
 
-int reply_to_cancel(channel *ch, amqp_bytes tag)
+int broker_reply_to_cancel(channel *ch, amqp_bytes tag)
 {
     if (!ch->reply_tag || strlen(ch->reply_tag) != tag.len || memcmp(ch->reply_tag, tag.p, tag.len))
         return 0;
-    reply_to_release(ch);
+    broker_reply_to_release(ch);
     return 1;
 }
 
-void reply_to_release(channel *ch)
+void broker_reply_to_release(channel *ch)
 {
     if (!ch->reply_tag)
         return;
@@ -94,13 +94,13 @@ void reply_to_release(channel *ch)
     ch->reply_name = ch->reply_tag = NULL;
 }
 
-int reply_to_rewrite(channel *ch, amqp_basic_props *props, sl_buf *out)
+int broker_reply_to_rewrite(channel *ch, amqp_basic_props *props, sl_buf *out)
 {
-    if (!(props->flags & AMQP_P_REPLY_TO) || !reply_to_is_pseudo(props->reply_to))
+    if (!(props->flags & AMQP_P_REPLY_TO) || !broker_reply_to_is_pseudo(props->reply_to))
         return 0;
     if (!ch->reply_tag) {
-        channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                      "fast reply consumer does not exist");
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
+                             "fast reply consumer does not exist");
         return -1;
     }
     props->reply_to = amqp_cstr(ch->reply_name);
@@ -108,7 +108,7 @@ int reply_to_rewrite(channel *ch, amqp_basic_props *props, sl_buf *out)
     return 1;
 }
 
-int reply_to_route(channel *ch, const qm_message *m, int *delivered)
+int broker_reply_to_route(channel *ch, const qm_message *m, int *delivered)
 {
     amqp_bytes rk = qm_msg_routing_key(m);
     *delivered = 0;
@@ -126,13 +126,13 @@ int reply_to_route(channel *ch, const qm_message *m, int *delivered)
     return 1;
 }
 
-int reply_to_declare_passive(channel *ch, amqp_bytes name)
+int broker_reply_to_declare_passive(channel *ch, amqp_bytes name)
 {
     channel *t = is_reply_name(name) ? target_of(ch->c->b, name) : NULL;
-    if (!reply_to_is_pseudo(name) && !(t && t->c->vhost == ch->c->vhost))
+    if (!broker_reply_to_is_pseudo(name) && !(t && t->c->vhost == ch->c->vhost))
         return 0;
     amqp_method ok = {.id = AMQP_QUEUE_DECLARE_OK};
     ok.u.queue_declare_ok.queue = name;
-    conn_send_method(ch->c, ch->id, &ok);
+    broker_conn_send_method(ch->c, ch->id, &ok);
     return 1;
 }

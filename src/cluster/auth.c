@@ -17,73 +17,9 @@
 #include "core/mem.h"
 #include "net/tls.h"
 
-int cl_secret_load(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen)
+int cl_auth_nonce(uint8_t out[CL_AUTH_NONCE])
 {
-    *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        snprintf(err, errlen, "cluster.secret_file %s: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "cluster.secret_file %s: not a regular file", path);
-        close(fd);
-        return -1;
-    }
-    /* As ssh with a private key and Erlang with its cookie: a secret others can read is no
-     * secret, and one others can write lets them choose it. */
-    if (st.st_mode & 077) {
-        snprintf(err, errlen,
-                 "cluster.secret_file %s: mode %04o lets group or others read or write it "
-                 "(chmod 600 it)",
-                 path, (unsigned)(st.st_mode & 07777));
-        close(fd);
-        return -1;
-    }
-    if (st.st_size > CA_MAX_SECRET) {
-        snprintf(err, errlen, "cluster.secret_file %s: longer than %d bytes", path, CA_MAX_SECRET);
-        close(fd);
-        return -1;
-    }
-    uint8_t *buf = sl_xmalloc(CA_MAX_SECRET + 1);
-    size_t n = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + n, CA_MAX_SECRET + 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            snprintf(err, errlen, "cluster.secret_file %s: %s", path, strerror(errno));
-            close(fd);
-            sl_free(buf);
-            return -1;
-        }
-        if (r == 0 || (n += (size_t)r) > CA_MAX_SECRET)
-            break;
-    }
-    close(fd);
-    if (n > CA_MAX_SECRET) {
-        snprintf(err, errlen, "cluster.secret_file %s: longer than %d bytes", path, CA_MAX_SECRET);
-        sl_free(buf);
-        return -1;
-    }
-    while (n &&
-           (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-        n--;
-    if (!n) {
-        snprintf(err, errlen, "cluster.secret_file %s: empty", path);
-        sl_free(buf);
-        return -1;
-    }
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
-int ca_nonce(uint8_t out[CA_NONCE])
-{
-    return RAND_bytes(out, CA_NONCE) == 1 ? 0 : -1;
+    return RAND_bytes(out, CL_AUTH_NONCE) == 1 ? 0 : -1;
 }
 
 static void put_s16(sl_buf *b, const char *s)
@@ -91,14 +27,13 @@ static void put_s16(sl_buf *b, const char *s)
     size_t n = strlen(s);
     if (n > 0xffff)
         n = 0xffff;
-    uint8_t h[2] = {(uint8_t)(n >> 8), (uint8_t)n};
-    sl_buf_append(b, h, 2);
+    sl_buf_put_u16(b, (uint16_t)n);
     sl_buf_append(b, s, n);
 }
 
-void ca_mac(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
-            const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
-            const uint8_t nl[CA_NONCE], uint8_t out[CA_MAC])
+void cl_auth_mac(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+                 const char *follower, const char *leader, const uint8_t nf[CL_AUTH_NONCE],
+                 const uint8_t nl[CL_AUTH_NONCE], uint8_t out[CL_AUTH_MAC])
 {
     static const char label[] = "sluice-repl-auth-1";
     sl_buf b;
@@ -108,27 +43,28 @@ void ca_mac(const uint8_t *secret, size_t secret_len, char role, const char *clu
     put_s16(&b, cluster);
     put_s16(&b, follower);
     put_s16(&b, leader);
-    sl_buf_append(&b, nf, CA_NONCE);
-    sl_buf_append(&b, nl, CA_NONCE);
-    unsigned int outlen = CA_MAC;
+    sl_buf_append(&b, nf, CL_AUTH_NONCE);
+    sl_buf_append(&b, nl, CL_AUTH_NONCE);
+    unsigned int outlen = CL_AUTH_MAC;
     if (!HMAC(EVP_sha256(), secret, (int)secret_len, sl_buf_head(&b), sl_buf_unread(&b), out,
               &outlen))
-        memset(out, 0, CA_MAC); /* never matches a real proof: ca_check compares it too */
+        memset(out, 0, CL_AUTH_MAC); /* never matches a real proof: cl_auth_check compares it too */
     sl_buf_free(&b);
 }
 
-int ca_check(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
-             const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
-             const uint8_t nl[CA_NONCE], const uint8_t mac[CA_MAC])
+int cl_auth_check(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+                  const char *follower, const char *leader, const uint8_t nf[CL_AUTH_NONCE],
+                  const uint8_t nl[CL_AUTH_NONCE], const uint8_t mac[CL_AUTH_MAC])
 {
-    uint8_t want[CA_MAC];
-    ca_mac(secret, secret_len, role, cluster, follower, leader, nf, nl, want);
-    int ok = CRYPTO_memcmp(want, mac, CA_MAC) == 0;
+    uint8_t want[CL_AUTH_MAC];
+    cl_auth_mac(secret, secret_len, role, cluster, follower, leader, nf, nl, want);
+    int ok = CRYPTO_memcmp(want, mac, CL_AUTH_MAC) == 0;
     OPENSSL_cleanse(want, sizeof want);
     return ok;
 }
 
-struct sl_tls_ctx *ca_tls_ctx(const struct cl_conf *c, int server, char *err, size_t errlen)
+struct sl_tls_ctx *cl_auth_tls_ctx(const struct node_cluster_conf *c, int server, char *err,
+                                   size_t errlen)
 {
     err[0] = 0;
     if (!c->repl_certfile)

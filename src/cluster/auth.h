@@ -12,8 +12,8 @@
  * proof from being reflected as a follower's, and the names bind the proof to who claims
  * what. Proofs are compared in constant time (CRYPTO_memcmp).
  *
- * Invariant: a secret loaded by cl_secret_load came from a regular file that neither group
- * nor others may read or write, and is not empty.
+ * The secret is read with the settings (node/config.c: cluster.secret_file, from a regular
+ * file that neither group nor others may read or write, not empty).
  */
 #ifndef SL_CLUSTER_AUTH_H
 #define SL_CLUSTER_AUTH_H
@@ -21,33 +21,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CA_NONCE 32
-#define CA_MAC 32
-#define CA_MAX_SECRET 4096
-
-/* Read the secret in path: 0 and *out (sl_free) / *len, or -1 with err naming the file and
- * why (not there, not a regular file, a mode that lets group/others in, empty, too long).
- * Trailing whitespace (a newline from `echo`) is not part of the secret. */
-int cl_secret_load(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen);
+#define CL_AUTH_NONCE 32
+#define CL_AUTH_MAC 32
 
 /* 32 random bytes; -1 when the system has none to give. */
-int ca_nonce(uint8_t out[CA_NONCE]);
+int cl_auth_nonce(uint8_t out[CL_AUTH_NONCE]);
 
 /* The proof of role ('L' the leader, 'F' the follower). */
-void ca_mac(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
-            const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
-            const uint8_t nl[CA_NONCE], uint8_t out[CA_MAC]);
+void cl_auth_mac(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+                 const char *follower, const char *leader, const uint8_t nf[CL_AUTH_NONCE],
+                 const uint8_t nl[CL_AUTH_NONCE], uint8_t out[CL_AUTH_MAC]);
 
 /* 1 when mac is the proof of role (constant time), else 0. */
-int ca_check(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
-             const char *follower, const char *leader, const uint8_t nf[CA_NONCE],
-             const uint8_t nl[CA_NONCE], const uint8_t mac[CA_MAC]);
+int cl_auth_check(const uint8_t *secret, size_t secret_len, char role, const char *cluster,
+                  const char *follower, const char *leader, const uint8_t nf[CL_AUTH_NONCE],
+                  const uint8_t nl[CL_AUTH_NONCE], const uint8_t mac[CL_AUTH_MAC]);
 
 /* TLS on the replication port (cluster.ssl_options): a server (the leader's) or client (a
  * follower's) context, mutual when it verifies. NULL with err[0] == 0 when TLS is not
  * configured; NULL with err when a file or key is unusable. */
-struct cl_conf;
+struct node_cluster_conf;
 struct sl_tls_ctx;
-struct sl_tls_ctx *ca_tls_ctx(const struct cl_conf *c, int server, char *err, size_t errlen);
+struct sl_tls_ctx *cl_auth_tls_ctx(const struct node_cluster_conf *c, int server, char *err,
+                                   size_t errlen);
 
 #endif

@@ -30,7 +30,7 @@
  *
  * Invariant: without peer_discovery_backend = etcd, `enabled` is 0 and nothing of the cluster
  * starts: the node is a single node exactly as before the cluster existed. A cluster node
- * holds its secret (loaded by cl_conf_load_secret, checked as auth.h says) or was told
+ * holds its secret (loaded by cl_conf_load_secret, checked as node/config.h says) or was told
  * explicitly to run without one.
  */
 #ifndef SL_CLUSTER_CONF_H
@@ -39,38 +39,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CL_MAX_ENDPOINTS 16
-#define CL_DEFAULT_REPLICATION_PORT 5679
-#define CL_DEFAULT_PROXY_MAX_CONNECTIONS 4096
+#include "node/config.h"
 
-typedef struct cl_conf {
-    int enabled; /* peer_discovery_backend = etcd */
-    /* endpoints.N, kept sorted by N; each "HOST:PORT" */
-    char *endpoints[CL_MAX_ENDPOINTS];
-    unsigned endpoint_no[CL_MAX_ENDPOINTS];
-    unsigned n_endpoints;
-    char *key_prefix;   /* default "sluice" */
-    char *cluster_name; /* default "default" */
-    int replication_port;
-    char *advertise_address; /* NULL: the AMQP bind address */
-    uint32_t lease_ttl_s;
-    uint32_t min_insync_replicas;
-    uint32_t proxy_max_connections; /* the follower's front door (proxy.h) */
-    uint64_t replication_buffer_bytes;
-    char *secret_file;
-    uint8_t *secret; /* its bytes once loaded (cl_conf_load_secret); NULL: none */
-    size_t secret_len;
-    int insecure_no_secret;
-    /* etcd's own doors (etcd.h etcd_opts) */
-    int etcd_https;
-    char *etcd_username, *etcd_password;
-    char *etcd_cacertfile, *etcd_certfile, *etcd_keyfile;
-    int etcd_verify; /* verify_peer (default) */
-    /* TLS on the replication port (on when repl_certfile is set) */
-    char *repl_cacertfile, *repl_certfile, *repl_keyfile;
-    int repl_verify;          /* verify_peer (default) */
-    int repl_fail_if_no_peer; /* default 1 */
-} cl_conf;
+/* The struct and its parsing live with every other setting (node/config.h node_cluster_conf,
+ * node/settings.c): the node reads the configuration before any cluster code runs. The
+ * cluster keeps its own names for them. */
+typedef node_cluster_conf cl_conf;
+#define CL_MAX_ENDPOINTS SL_CLUSTER_MAX_ENDPOINTS
+#define CL_DEFAULT_REPLICATION_PORT SL_CLUSTER_DEFAULT_REPLICATION_PORT
+#define CL_DEFAULT_PROXY_MAX_CONNECTIONS SL_CLUSTER_DEFAULT_PROXY_MAX_CONNECTIONS
 
 void cl_conf_defaults(cl_conf *c);
 void cl_conf_free(cl_conf *c);
@@ -79,8 +56,9 @@ void cl_conf_free(cl_conf *c);
 int cl_conf_apply(cl_conf *c, const char *key, const char *value, const char **err);
 /* After every setting is read: NULL when the whole is usable, else why not. */
 const char *cl_conf_check(const cl_conf *c);
-/* After cl_conf_check: read cluster.secret_file (auth.h cl_secret_load). 0, or -1 with err:
- * the file is unfit, or a cluster has neither a secret nor cluster.insecure_no_secret. */
+/* After cl_conf_check: read cluster.secret_file (node/config.h node_cluster_conf_load_secret).
+ * 0, or -1 with err: the file is unfit, or a cluster has neither a secret nor
+ * cluster.insecure_no_secret. */
 int cl_conf_load_secret(cl_conf *c, char *err, size_t errlen);
 
 #endif

@@ -2,7 +2,7 @@
  *
  * One curl easy handle, reused (keep-alive connections), used by one thread. The gateway
  * encodes int64 fields as JSON strings in its replies; both strings and numbers are read.
- * The watch doorbell (etcd_watch_*) has its own thread and its own handle, shares nothing
+ * The watch doorbell (cl_etcd_watch_*) has its own thread and its own handle, shares nothing
  * with an etcd client but curl's global initialisation, and only writes to its ring fd.
  */
 #include "cluster/etcd.h"
@@ -17,17 +17,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/base64.h"
 #include "core/buf.h"
 #include "core/mem.h"
-#include "mgmt/mgmt_internal.h" /* base64_encode, base64_decode */
 
-/* etcd_opts, owned */
+/* cl_etcd_opts, owned */
 typedef struct eopts {
     char *username, *password, *cacertfile, *certfile, *keyfile;
     int https, verify;
 } eopts;
 
-struct etcd {
+struct cl_etcd {
     CURL *curl;
     char **endpoints;
     unsigned n, good; /* good: the endpoint that answered last */
@@ -42,7 +42,7 @@ static char *dup_or_null(const char *s)
     return s ? sl_xstrdup(s) : NULL;
 }
 
-static void eopts_copy(eopts *to, const etcd_opts *o)
+static void eopts_copy(eopts *to, const cl_etcd_opts *o)
 {
     memset(to, 0, sizeof *to);
     if (!o)
@@ -96,10 +96,10 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-etcd *etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms, const etcd_opts *o)
+cl_etcd *cl_etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms, const cl_etcd_opts *o)
 {
     pthread_once(&curl_once, curl_init_once);
-    etcd *e = sl_xcalloc(1, sizeof *e);
+    cl_etcd *e = sl_xcalloc(1, sizeof *e);
     e->curl = curl_easy_init();
     if (!e->curl) {
         sl_free(e);
@@ -115,7 +115,7 @@ etcd *etcd_new(char *const *endpoints, unsigned n, uint32_t timeout_ms, const et
     return e;
 }
 
-void etcd_free(etcd *e)
+void cl_etcd_free(cl_etcd *e)
 {
     if (!e)
         return;
@@ -129,23 +129,23 @@ void etcd_free(etcd *e)
     sl_free(e);
 }
 
-void etcd_kv_clear(etcd_kv *kv)
+void cl_etcd_kv_clear(cl_etcd_kv *kv)
 {
     sl_free(kv->key);
     sl_free(kv->value);
     memset(kv, 0, sizeof *kv);
 }
 
-void etcd_kvs_free(etcd_kv *v, size_t n)
+void cl_etcd_kvs_free(cl_etcd_kv *v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        etcd_kv_clear(&v[i]);
+        cl_etcd_kv_clear(&v[i]);
     sl_free(v);
 }
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
 {
-    etcd *e = arg;
+    cl_etcd *e = arg;
     size_t n = size * nmemb;
     if (e->reply.len + n > (16u << 20))
         return 0; /* no reply of ours is that big: stop reading */
@@ -222,7 +222,7 @@ static int token_refused(const char *msg)
 }
 
 /* POST body to path; the parsed JSON reply (an object), or NULL with err. */
-static json_t *call(etcd *e, const char *path, json_t *body, char *err, size_t errlen)
+static json_t *call(cl_etcd *e, const char *path, json_t *body, char *err, size_t errlen)
 {
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
@@ -307,7 +307,7 @@ static int64_t get_i64(json_t *o, const char *name)
 
 static json_t *b64(const char *s, size_t n)
 {
-    char *t = base64_encode((const uint8_t *)s, n, NULL);
+    char *t = sl_base64_encode((const uint8_t *)s, n, NULL);
     json_t *j = json_string(t);
     sl_free(t);
     return j;
@@ -323,7 +323,7 @@ static char *unb64(json_t *o, const char *name, size_t *len)
     }
     size_t n = strlen(s);
     uint8_t *out = sl_xmalloc(n * 3 / 4 + 4);
-    long m = base64_decode(s, n, out);
+    long m = sl_base64_decode(s, n, out);
     if (m < 0) {
         sl_free(out);
         return NULL;
@@ -333,7 +333,7 @@ static char *unb64(json_t *o, const char *name, size_t *len)
     return (char *)out;
 }
 
-static int read_kv(json_t *kv, etcd_kv *out)
+static int read_kv(json_t *kv, cl_etcd_kv *out)
 {
     size_t kl;
     out->key = unb64(kv, "key", &kl);
@@ -344,7 +344,7 @@ static int read_kv(json_t *kv, etcd_kv *out)
     return out->key && out->value ? 0 : -1;
 }
 
-int etcd_get(etcd *e, const char *key, etcd_kv *out, char *err, size_t errlen)
+int cl_etcd_get(cl_etcd *e, const char *key, cl_etcd_kv *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     json_t *body = json_object();
@@ -355,7 +355,7 @@ int etcd_get(etcd *e, const char *key, etcd_kv *out, char *err, size_t errlen)
     json_t *kvs = json_object_get(r, "kvs");
     int rc = 0;
     if (json_array_size(kvs) > 0 && read_kv(json_array_get(kvs, 0), out) < 0) {
-        etcd_kv_clear(out);
+        cl_etcd_kv_clear(out);
         snprintf(err, errlen, "etcd: a range reply with bad base64");
         rc = -1;
     }
@@ -363,7 +363,8 @@ int etcd_get(etcd *e, const char *key, etcd_kv *out, char *err, size_t errlen)
     return rc;
 }
 
-int etcd_list(etcd *e, const char *prefix, etcd_kv **out, size_t *n, char *err, size_t errlen)
+int cl_etcd_list(cl_etcd *e, const char *prefix, cl_etcd_kv **out, size_t *n, char *err,
+                 size_t errlen)
 {
     *out = NULL;
     *n = 0;
@@ -384,10 +385,10 @@ int etcd_list(etcd *e, const char *prefix, etcd_kv **out, size_t *n, char *err, 
         return -1;
     json_t *kvs = json_object_get(r, "kvs");
     size_t m = json_array_size(kvs);
-    etcd_kv *v = sl_xcalloc(m ? m : 1, sizeof *v);
+    cl_etcd_kv *v = sl_xcalloc(m ? m : 1, sizeof *v);
     for (size_t i = 0; i < m; i++) {
         if (read_kv(json_array_get(kvs, i), &v[i]) < 0) {
-            etcd_kvs_free(v, m);
+            cl_etcd_kvs_free(v, m);
             json_decref(r);
             snprintf(err, errlen, "etcd: a range reply with bad base64");
             return -1;
@@ -399,7 +400,8 @@ int etcd_list(etcd *e, const char *prefix, etcd_kv **out, size_t *n, char *err, 
     return 0;
 }
 
-int etcd_put(etcd *e, const char *key, const char *value, int64_t lease, char *err, size_t errlen)
+int cl_etcd_put(cl_etcd *e, const char *key, const char *value, int64_t lease, char *err,
+                size_t errlen)
 {
     json_t *body = json_object();
     json_object_set_new(body, "key", b64(key, strlen(key)));
@@ -411,7 +413,7 @@ int etcd_put(etcd *e, const char *key, const char *value, int64_t lease, char *e
     return r ? 0 : -1;
 }
 
-int etcd_delete(etcd *e, const char *key, char *err, size_t errlen)
+int cl_etcd_delete(cl_etcd *e, const char *key, char *err, size_t errlen)
 {
     json_t *body = json_object();
     json_object_set_new(body, "key", b64(key, strlen(key)));
@@ -420,7 +422,7 @@ int etcd_delete(etcd *e, const char *key, char *err, size_t errlen)
     return r ? 0 : -1;
 }
 
-int etcd_lease_grant(etcd *e, int64_t ttl_s, int64_t *id, char *err, size_t errlen)
+int cl_etcd_lease_grant(cl_etcd *e, int64_t ttl_s, int64_t *id, char *err, size_t errlen)
 {
     json_t *body = json_object();
     json_object_set_new(body, "TTL", json_integer(ttl_s));
@@ -436,7 +438,7 @@ int etcd_lease_grant(etcd *e, int64_t ttl_s, int64_t *id, char *err, size_t errl
     return 0;
 }
 
-int etcd_lease_keepalive(etcd *e, int64_t id, int64_t *ttl_s, char *err, size_t errlen)
+int cl_etcd_lease_keepalive(cl_etcd *e, int64_t id, int64_t *ttl_s, char *err, size_t errlen)
 {
     json_t *body = json_object();
     json_object_set_new(body, "ID", json_integer(id));
@@ -450,7 +452,7 @@ int etcd_lease_keepalive(etcd *e, int64_t id, int64_t *ttl_s, char *err, size_t 
     return 0;
 }
 
-int etcd_lease_revoke(etcd *e, int64_t id, char *err, size_t errlen)
+int cl_etcd_lease_revoke(cl_etcd *e, int64_t id, char *err, size_t errlen)
 {
     json_t *body = json_object();
     json_object_set_new(body, "ID", json_integer(id));
@@ -459,8 +461,8 @@ int etcd_lease_revoke(etcd *e, int64_t id, char *err, size_t errlen)
     return r ? 0 : -1;
 }
 
-int etcd_txn(etcd *e, const etcd_cmp *cmp, int ncmp, const etcd_put_op *put, int nput,
-             int *succeeded, char *err, size_t errlen)
+int cl_etcd_txn(cl_etcd *e, const cl_etcd_cmp *cmp, int ncmp, const cl_etcd_put_op *put, int nput,
+                int *succeeded, char *err, size_t errlen)
 {
     static const char *const targets[] = {"CREATE", "MOD", "VALUE"};
     json_t *body = json_object(), *c = json_array(), *s = json_array();
@@ -469,9 +471,9 @@ int etcd_txn(etcd *e, const etcd_cmp *cmp, int ncmp, const etcd_put_op *put, int
         json_object_set_new(o, "key", b64(cmp[i].key, strlen(cmp[i].key)));
         json_object_set_new(o, "target", json_string(targets[cmp[i].target]));
         json_object_set_new(o, "result", json_string("EQUAL"));
-        if (cmp[i].target == ETCD_CMP_CREATE)
+        if (cmp[i].target == CL_ETCD_CMP_CREATE)
             json_object_set_new(o, "create_revision", json_integer(cmp[i].rev));
-        else if (cmp[i].target == ETCD_CMP_MOD)
+        else if (cmp[i].target == CL_ETCD_CMP_MOD)
             json_object_set_new(o, "mod_revision", json_integer(cmp[i].rev));
         else
             json_object_set_new(o, "value", b64(cmp[i].value, strlen(cmp[i].value)));
@@ -499,7 +501,7 @@ int etcd_txn(etcd *e, const etcd_cmp *cmp, int ncmp, const etcd_put_op *put, int
 
 /* ---- the watch doorbell (etcd.h) ---- */
 
-struct etcd_watch {
+struct cl_etcd_watch {
     char **endpoints;
     unsigned n;
     eopts o;
@@ -512,7 +514,7 @@ struct etcd_watch {
 
 static size_t on_watch_body(char *p, size_t size, size_t nmemb, void *arg)
 {
-    etcd_watch *w = arg;
+    cl_etcd_watch *w = arg;
     (void)p;
     ssize_t r = write(w->ring_fd, "w", 1); /* full pipe: the owner is woken already */
     (void)r;
@@ -520,7 +522,7 @@ static size_t on_watch_body(char *p, size_t size, size_t nmemb, void *arg)
 }
 
 /* Whether the stop pipe became readable within ms. */
-static int watch_stopped(etcd_watch *w, int ms)
+static int watch_stopped(cl_etcd_watch *w, int ms)
 {
     struct pollfd pf = {w->stop_fd[0], POLLIN, 0};
     return poll(&pf, 1, ms) > 0;
@@ -528,7 +530,7 @@ static int watch_stopped(etcd_watch *w, int ms)
 
 static void *watch_run(void *arg)
 {
-    etcd_watch *w = arg;
+    cl_etcd_watch *w = arg;
     CURLM *multi = curl_multi_init();
     CURL *c = curl_easy_init();
     int stop = !multi || !c;
@@ -583,13 +585,13 @@ static void *watch_run(void *arg)
     return NULL;
 }
 
-etcd_watch *etcd_watch_start(char *const *endpoints, unsigned n, const char *key, int ring_fd,
-                             uint32_t retry_ms, const etcd_opts *o)
+cl_etcd_watch *cl_etcd_watch_start(char *const *endpoints, unsigned n, const char *key, int ring_fd,
+                                   uint32_t retry_ms, const cl_etcd_opts *o)
 {
     if (!n)
         return NULL;
     pthread_once(&curl_once, curl_init_once);
-    etcd_watch *w = sl_xcalloc(1, sizeof *w);
+    cl_etcd_watch *w = sl_xcalloc(1, sizeof *w);
     w->endpoints = sl_xcalloc(n, sizeof *w->endpoints);
     for (unsigned i = 0; i < n; i++)
         w->endpoints[i] = sl_xstrdup(endpoints[i]);
@@ -618,7 +620,7 @@ etcd_watch *etcd_watch_start(char *const *endpoints, unsigned n, const char *key
     return w;
 }
 
-void etcd_watch_stop(etcd_watch *w)
+void cl_etcd_watch_stop(cl_etcd_watch *w)
 {
     if (!w)
         return;

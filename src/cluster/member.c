@@ -6,7 +6,7 @@
  *   every wake-up, and the thread never sleeps past that moment.
  * - Every change of st.role is written under mu and signalled on the eventfd.
  * - Only this thread talks to etcd; the loop only reads st (under mu).
- * - The watch on the leader key (etcd_watch) only wakes this thread sooner: every decision is
+ * - The watch on the leader key (cl_etcd_watch) only wakes this thread sooner: every decision is
  *   taken on what look() reads, as on the 250 ms poll that runs with or without it.
  * - A banned node (banned/NAME, an operator's removal) holds no lease: it is not registered,
  *   does not campaign and names no leader (st.leader empty: the follower phase follows and
@@ -56,7 +56,7 @@ struct cl_member {
     cl_conf conf; /* a copy: the thread outlives nothing, but owns what it reads */
     char *name, *amqp, *http, *repl;
     char *prefix; /* "/PREFIX/CLUSTER/" */
-    etcd *etcd;
+    cl_etcd *etcd;
     int listen_fd, repl_port;
     int event_fd;   /* to the loop: the role changed */
     int wake_fd[2]; /* to the thread: stop */
@@ -99,7 +99,7 @@ struct cl_member {
     int64_t lease;
     int64_t leader_rev;       /* create_revision of our leader key */
     uint64_t absent_since_ms; /* when the leader key was first seen gone (0: present) */
-    etcd_watch *watch;        /* the doorbell on the leader key: rings wake_fd */
+    cl_etcd_watch *watch;     /* the doorbell on the leader key: rings wake_fd */
 };
 
 static uint64_t mono_ms(void)
@@ -162,7 +162,7 @@ static void step_down(cl_member *m, const char *why)
          * this node campaigns again, if it may, with a new lease. */
         if (m->lease) {
             char err[256];
-            etcd_lease_revoke(m->etcd, m->lease, err, sizeof err);
+            cl_etcd_lease_revoke(m->etcd, m->lease, err, sizeof err);
             m->lease = 0;
         }
     }
@@ -200,10 +200,10 @@ static int get_lease(cl_member *m, char *err, size_t errlen)
         enter_banned(m);
         return 0;
     }
-    if (etcd_lease_grant(m->etcd, m->conf.lease_ttl_s, &id, err, errlen) < 0)
+    if (cl_etcd_lease_grant(m->etcd, m->conf.lease_ttl_s, &id, err, errlen) < 0)
         return -1;
     uint64_t t0 = mono_ms();
-    if (etcd_lease_keepalive(m->etcd, id, &ttl, err, errlen) < 0 || ttl <= 0) {
+    if (cl_etcd_lease_keepalive(m->etcd, id, &ttl, err, errlen) < 0 || ttl <= 0) {
         if (!err[0] || ttl <= 0)
             snprintf(err, errlen, "etcd: a new lease was gone at once");
         return -1;
@@ -213,7 +213,7 @@ static int get_lease(cl_member *m, char *err, size_t errlen)
     nk = sl_xrealloc(nk, nl + strlen(m->name) + 1);
     strcpy(nk + nl, m->name);
     char *v = node_json(m);
-    int rc = etcd_put(m->etcd, nk, v, id, err, errlen);
+    int rc = cl_etcd_put(m->etcd, nk, v, id, err, errlen);
     free(v);
     sl_free(nk);
     if (rc < 0)
@@ -224,7 +224,7 @@ static int get_lease(cl_member *m, char *err, size_t errlen)
     char *mv = json_dumps(mj, JSON_COMPACT);
     json_decref(mj);
     char *mk = name_key(m, "members/", m->name);
-    rc = etcd_put(m->etcd, mk, mv, 0, err, errlen);
+    rc = cl_etcd_put(m->etcd, mk, mv, 0, err, errlen);
     free(mv);
     sl_free(mk);
     if (rc < 0)
@@ -262,7 +262,7 @@ static int renew(cl_member *m, char *err, size_t errlen)
 {
     int64_t ttl = 0;
     uint64_t t0 = mono_ms();
-    if (etcd_lease_keepalive(m->etcd, m->lease, &ttl, err, errlen) < 0)
+    if (cl_etcd_lease_keepalive(m->etcd, m->lease, &ttl, err, errlen) < 0)
         return -1;
     if (ttl <= 0) {
         m->lease = 0;
@@ -281,8 +281,8 @@ static int read_isr(cl_member *m, char names[][256], size_t max, size_t *n, int6
                     char *err, size_t errlen)
 {
     char *k = key(m, "isr");
-    etcd_kv kv;
-    int rc = etcd_get(m->etcd, k, &kv, err, errlen);
+    cl_etcd_kv kv;
+    int rc = cl_etcd_get(m->etcd, k, &kv, err, errlen);
     sl_free(k);
     *n = 0;
     if (rc < 0)
@@ -299,7 +299,7 @@ static int read_isr(cl_member *m, char names[][256], size_t max, size_t *n, int6
             snprintf(names[(*n)++], 256, "%s", json_string_value(v));
     }
     json_decref(j);
-    etcd_kv_clear(&kv);
+    cl_etcd_kv_clear(&kv);
     return 0;
 }
 
@@ -309,25 +309,25 @@ static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int
                 char isr[][256], size_t *n_isr, int *isr_exists, char *err, size_t errlen)
 {
     char *lk = key(m, "leader");
-    etcd_kv kv;
-    int rc = etcd_get(m->etcd, lk, &kv, err, errlen);
+    cl_etcd_kv kv;
+    int rc = cl_etcd_get(m->etcd, lk, &kv, err, errlen);
     sl_free(lk);
     if (rc < 0)
         return -1;
     int64_t isr_rev;
     int ir = read_isr(m, isr, CL_MAX_MEMBERS, n_isr, &isr_rev, err, errlen);
     if (ir == -2) {
-        etcd_kv_clear(&kv);
+        cl_etcd_kv_clear(&kv);
         return -1;
     }
     *isr_exists = ir == 0;
     char *np = key(m, "nodes/");
-    etcd_kv *nodes = NULL;
+    cl_etcd_kv *nodes = NULL;
     size_t nn = 0;
-    rc = etcd_list(m->etcd, np, &nodes, &nn, err, errlen);
+    rc = cl_etcd_list(m->etcd, np, &nodes, &nn, err, errlen);
     sl_free(np);
     if (rc < 0) {
-        etcd_kv_clear(&kv);
+        cl_etcd_kv_clear(&kv);
         return -1;
     }
     int present = kv.value != NULL;
@@ -387,8 +387,8 @@ static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int
     pthread_mutex_unlock(&m->mu);
     if (changed)
         notify(m);
-    etcd_kvs_free(nodes, nn);
-    etcd_kv_clear(&kv);
+    cl_etcd_kvs_free(nodes, nn);
+    cl_etcd_kv_clear(&kv);
     return present;
 }
 
@@ -435,12 +435,12 @@ static int handover_says(cl_member *m)
 {
     char err[256];
     char *hk = key(m, "handover"), *ek = key(m, "epoch");
-    etcd_kv kv, ev;
+    cl_etcd_kv kv, ev;
     int says = 0;
     memset(&ev, 0, sizeof ev);
-    if (etcd_get(m->etcd, hk, &kv, err, sizeof err) < 0)
+    if (cl_etcd_get(m->etcd, hk, &kv, err, sizeof err) < 0)
         goto out;
-    if (kv.value && etcd_get(m->etcd, ek, &ev, err, sizeof err) == 0 && ev.value) {
+    if (kv.value && cl_etcd_get(m->etcd, ek, &ev, err, sizeof err) == 0 && ev.value) {
         json_t *j = json_loadb(kv.value, kv.len, 0, NULL);
         const char *heir = json_string_value(json_object_get(j, "node"));
         json_int_t e = json_integer_value(json_object_get(j, "epoch"));
@@ -456,8 +456,8 @@ static int handover_says(cl_member *m)
         }
         json_decref(j);
     }
-    etcd_kv_clear(&kv);
-    etcd_kv_clear(&ev);
+    cl_etcd_kv_clear(&kv);
+    cl_etcd_kv_clear(&ev);
 out:
     if (says == 0)
         m->ho_seen_ms = 0;
@@ -469,12 +469,12 @@ out:
 static void campaign(cl_member *m, int isr_exists, char *err, size_t errlen)
 {
     char *ek = key(m, "epoch"), *lk = key(m, "leader"), *ik = key(m, "isr");
-    etcd_kv kv;
-    if (etcd_get(m->etcd, ek, &kv, err, errlen) < 0)
+    cl_etcd_kv kv;
+    if (cl_etcd_get(m->etcd, ek, &kv, err, errlen) < 0)
         goto out;
     uint64_t epoch = kv.value ? strtoull(kv.value, NULL, 10) : 0;
     int64_t erev = kv.value ? kv.mod_rev : 0;
-    etcd_kv_clear(&kv);
+    cl_etcd_kv_clear(&kv);
     char ev[32];
     snprintf(ev, sizeof ev, "%" PRIu64, epoch + 1);
     json_t *lj =
@@ -485,22 +485,23 @@ static void campaign(cl_member *m, int isr_exists, char *err, size_t errlen)
     json_t *ij = json_pack("[s]", m->name);
     char *iv = json_dumps(ij, JSON_COMPACT);
     json_decref(ij);
-    etcd_cmp cmp[3] = {
-        {.key = lk, .target = ETCD_CMP_CREATE, .rev = 0},
-        {.key = ek, .target = erev ? ETCD_CMP_MOD : ETCD_CMP_CREATE, .rev = erev},
-        {.key = ik, .target = ETCD_CMP_CREATE, .rev = 0},
+    cl_etcd_cmp cmp[3] = {
+        {.key = lk, .target = CL_ETCD_CMP_CREATE, .rev = 0},
+        {.key = ek, .target = erev ? CL_ETCD_CMP_MOD : CL_ETCD_CMP_CREATE, .rev = erev},
+        {.key = ik, .target = CL_ETCD_CMP_CREATE, .rev = 0},
     };
-    etcd_put_op put[3] = {{lk, lv, m->lease}, {ek, ev, 0}, {ik, iv, 0}};
+    cl_etcd_put_op put[3] = {{lk, lv, m->lease}, {ek, ev, 0}, {ik, iv, 0}};
     int ok = 0;
     uint64_t t0 = mono_ms();
-    int rc = etcd_txn(m->etcd, cmp, isr_exists ? 2 : 3, put, isr_exists ? 2 : 3, &ok, err, errlen);
+    int rc =
+        cl_etcd_txn(m->etcd, cmp, isr_exists ? 2 : 3, put, isr_exists ? 2 : 3, &ok, err, errlen);
     free(lv);
     free(iv);
     if (rc < 0 || !ok)
         goto out;
-    if (etcd_get(m->etcd, lk, &kv, err, errlen) == 0 && kv.value)
+    if (cl_etcd_get(m->etcd, lk, &kv, err, errlen) == 0 && kv.value)
         m->leader_rev = kv.create_rev;
-    etcd_kv_clear(&kv);
+    cl_etcd_kv_clear(&kv);
     pthread_mutex_lock(&m->mu);
     /* the lease was valid when the txn was sent (it holds the key): at least until then */
     if (m->valid_until > t0 + m->margin) {
@@ -538,23 +539,23 @@ static void write_isr(cl_member *m)
         json_decref(ij);
         return;
     }
-    int outcome = RL_ISR_DEPOSED;
+    int outcome = CL_RL_ISR_DEPOSED;
     if (leader && m->leader_rev) {
         char *iv = json_dumps(ij, JSON_COMPACT);
         char *lk = key(m, "leader"), *ek = key(m, "epoch"), *ik = key(m, "isr");
         char ev[32], err[256];
         snprintf(ev, sizeof ev, "%" PRIu64, epoch);
-        etcd_cmp cmp[2] = {
-            {.key = lk, .target = ETCD_CMP_CREATE, .rev = m->leader_rev},
-            {.key = ek, .target = ETCD_CMP_VALUE, .value = ev},
+        cl_etcd_cmp cmp[2] = {
+            {.key = lk, .target = CL_ETCD_CMP_CREATE, .rev = m->leader_rev},
+            {.key = ek, .target = CL_ETCD_CMP_VALUE, .value = ev},
         };
-        etcd_put_op put[1] = {{ik, iv, 0}};
+        cl_etcd_put_op put[1] = {{ik, iv, 0}};
         int ok = 0;
-        if (etcd_txn(m->etcd, cmp, 2, put, 1, &ok, err, sizeof err) < 0) {
-            outcome = RL_ISR_RETRY;
+        if (cl_etcd_txn(m->etcd, cmp, 2, put, 1, &ok, err, sizeof err) < 0) {
+            outcome = CL_RL_ISR_RETRY;
             set_error(m, err);
         } else {
-            outcome = ok ? RL_ISR_DONE : RL_ISR_DEPOSED;
+            outcome = ok ? CL_RL_ISR_DONE : CL_RL_ISR_DEPOSED;
         }
         if (ok)
             sl_info("cluster: in-sync replicas are now %s", iv);
@@ -564,7 +565,7 @@ static void write_isr(cl_member *m)
         sl_free(ik);
     }
     json_decref(ij);
-    if (outcome == RL_ISR_DEPOSED && leader)
+    if (outcome == CL_RL_ISR_DEPOSED && leader)
         step_down(m, "the ISR could not be written: the leader key or epoch in etcd is not ours");
     pthread_mutex_lock(&m->mu);
     if (m->hooks.isr_done)
@@ -607,12 +608,12 @@ static void do_handover(cl_member *m)
             json_pack("{s:s, s:I, s:s}", "node", heir, "epoch", (json_int_t)epoch, "from", m->name);
         char *hv = json_dumps(hj, JSON_COMPACT);
         json_decref(hj);
-        etcd_cmp cmp[2] = {
-            {.key = lk, .target = ETCD_CMP_CREATE, .rev = m->leader_rev},
-            {.key = ek, .target = ETCD_CMP_VALUE, .value = ev},
+        cl_etcd_cmp cmp[2] = {
+            {.key = lk, .target = CL_ETCD_CMP_CREATE, .rev = m->leader_rev},
+            {.key = ek, .target = CL_ETCD_CMP_VALUE, .value = ev},
         };
-        etcd_put_op put[1] = {{hk, hv, 0}};
-        int ok = 0, asked = etcd_txn(m->etcd, cmp, 2, put, 1, &ok, err, sizeof err) == 0;
+        cl_etcd_put_op put[1] = {{hk, hv, 0}};
+        int ok = 0, asked = cl_etcd_txn(m->etcd, cmp, 2, put, 1, &ok, err, sizeof err) == 0;
         free(hv);
         sl_free(lk);
         sl_free(ek);
@@ -678,13 +679,13 @@ static void do_forget(cl_member *m)
     char *bv = json_dumps(bj, JSON_COMPACT);
     json_decref(bj);
     char *bk = name_key(m, "banned/", name);
-    int rc = etcd_put(m->etcd, bk, bv, 0, err, sizeof err);
+    int rc = cl_etcd_put(m->etcd, bk, bv, 0, err, sizeof err);
     free(bv);
     sl_free(bk);
     static const char *const dirs[] = {"nodes/", "members/", "stats/"};
     for (size_t i = 0; rc == 0 && i < sizeof dirs / sizeof dirs[0]; i++) {
         char *k = name_key(m, dirs[i], name);
-        rc = etcd_delete(m->etcd, k, err, sizeof err);
+        rc = cl_etcd_delete(m->etcd, k, err, sizeof err);
         sl_free(k);
     }
     pthread_mutex_lock(&m->mu);
@@ -727,16 +728,16 @@ static void do_readmit(cl_member *m)
         return;
     char err[256] = "";
     char *bk = name_key(m, "banned/", name);
-    etcd_kv kv;
+    cl_etcd_kv kv;
     int result = -1;
-    if (etcd_get(m->etcd, bk, &kv, err, sizeof err) == 0) {
+    if (cl_etcd_get(m->etcd, bk, &kv, err, sizeof err) == 0) {
         if (!kv.value) {
             snprintf(err, sizeof err, "%.200s was not removed from this cluster", name);
             result = -2;
-        } else if (etcd_delete(m->etcd, bk, err, sizeof err) == 0) {
+        } else if (cl_etcd_delete(m->etcd, bk, err, sizeof err) == 0) {
             result = 1;
         }
-        etcd_kv_clear(&kv);
+        cl_etcd_kv_clear(&kv);
     }
     sl_free(bk);
     if (result == 1) {
@@ -753,13 +754,13 @@ static void do_readmit(cl_member *m)
 static int check_ban(cl_member *m, char *err, size_t errlen)
 {
     char *bk = name_key(m, "banned/", m->name);
-    etcd_kv kv;
-    int rc = etcd_get(m->etcd, bk, &kv, err, errlen);
+    cl_etcd_kv kv;
+    int rc = cl_etcd_get(m->etcd, bk, &kv, err, errlen);
     sl_free(bk);
     if (rc < 0)
         return -1;
     int banned = kv.value != NULL;
-    etcd_kv_clear(&kv);
+    cl_etcd_kv_clear(&kv);
     return banned;
 }
 
@@ -770,7 +771,7 @@ static void enter_banned(cl_member *m)
     step_down(m, "this node was removed from the cluster by an operator");
     if (m->lease) {
         char err[256];
-        etcd_lease_revoke(m->etcd, m->lease, err, sizeof err);
+        cl_etcd_lease_revoke(m->etcd, m->lease, err, sizeof err);
         m->lease = 0;
     }
     m->banned = 1;
@@ -816,25 +817,25 @@ static void read_members(cl_member *m, int leader)
 {
     char err[256];
     char *p = key(m, "banned/");
-    etcd_kv *kv = NULL;
+    cl_etcd_kv *kv = NULL;
     size_t n = 0, pl = strlen(p);
-    if (etcd_list(m->etcd, p, &kv, &n, err, sizeof err) == 0) {
+    if (cl_etcd_list(m->etcd, p, &kv, &n, err, sizeof err) == 0) {
         pthread_mutex_lock(&m->mu);
         m->n_bans = 0;
         for (size_t i = 0; i < n && m->n_bans < CL_MAX_MEMBERS; i++)
             if (strlen(kv[i].key) > pl)
                 snprintf(m->bans[m->n_bans++], 256, "%s", kv[i].key + pl);
         pthread_mutex_unlock(&m->mu);
-        etcd_kvs_free(kv, n);
+        cl_etcd_kvs_free(kv, n);
     }
     sl_free(p);
     if (!leader)
         return;
     char *mp = key(m, "members/"), *sp = key(m, "stats/");
-    etcd_kv *mk = NULL, *sk = NULL;
+    cl_etcd_kv *mk = NULL, *sk = NULL;
     size_t mn = 0, sn = 0, mpl = strlen(mp), spl = strlen(sp);
-    if (etcd_list(m->etcd, mp, &mk, &mn, err, sizeof err) == 0 &&
-        etcd_list(m->etcd, sp, &sk, &sn, err, sizeof err) == 0) {
+    if (cl_etcd_list(m->etcd, mp, &mk, &mn, err, sizeof err) == 0 &&
+        cl_etcd_list(m->etcd, sp, &sk, &sn, err, sizeof err) == 0) {
         cl_member_fig *v = sl_xcalloc(CL_MAX_MEMBERS, sizeof *v);
         size_t k = 0;
         for (size_t i = 0; i < mn && k < CL_MAX_MEMBERS; i++)
@@ -861,8 +862,8 @@ static void read_members(cl_member *m, int leader)
         m->n_mems = k;
         pthread_mutex_unlock(&m->mu);
     }
-    etcd_kvs_free(mk, mn);
-    etcd_kvs_free(sk, sn);
+    cl_etcd_kvs_free(mk, mn);
+    cl_etcd_kvs_free(sk, sn);
     sl_free(mp);
     sl_free(sp);
 }
@@ -882,7 +883,7 @@ static void publish_figures(cl_member *m, uint64_t now)
         return;
     char err[256];
     char *k = name_key(m, "stats/", m->name);
-    if (etcd_put(m->etcd, k, v, m->lease, err, sizeof err) == 0)
+    if (cl_etcd_put(m->etcd, k, v, m->lease, err, sizeof err) == 0)
         m->fig_again = 0;
     else
         m->fig_again = 1; /* try again next period */
@@ -909,10 +910,10 @@ static void republish(cl_member *m)
      * registration back, so look() never saw it gone and the node never learnt of its ban
      * (test_cluster_members: a removed follower kept redialling the leader for 10 s). */
     char *bk = name_key(m, "banned/", m->name);
-    etcd_cmp cmp[1] = {{.key = bk, .target = ETCD_CMP_CREATE, .rev = 0}};
-    etcd_put_op put[1] = {{.key = nk, .value = v, .lease = m->lease}};
+    cl_etcd_cmp cmp[1] = {{.key = bk, .target = CL_ETCD_CMP_CREATE, .rev = 0}};
+    cl_etcd_put_op put[1] = {{.key = nk, .value = v, .lease = m->lease}};
     int ok = 0;
-    if (etcd_txn(m->etcd, cmp, 1, put, 1, &ok, err, sizeof err) < 0 || !ok) {
+    if (cl_etcd_txn(m->etcd, cmp, 1, put, 1, &ok, err, sizeof err) < 0 || !ok) {
         pthread_mutex_lock(&m->mu);
         m->log_dirty = 1;
         pthread_mutex_unlock(&m->mu);
@@ -933,7 +934,7 @@ static void refuse_replication(cl_member *m)
             return;
         sl_buf b;
         sl_buf_init(&b);
-        cw_put_refuse(&b, 1, "the replication stream is not served by this version");
+        cl_wire_put_refuse(&b, 1, "the replication stream is not served by this version");
         ssize_t n = send(fd, b.data, b.len, MSG_NOSIGNAL);
         (void)n;
         sl_buf_free(&b);
@@ -1098,7 +1099,7 @@ static void *run(void *arg)
         pthread_mutex_unlock(&m->mu);
         if (was)
             notify(m);
-        etcd_lease_revoke(m->etcd, m->lease, err, sizeof err);
+        cl_etcd_lease_revoke(m->etcd, m->lease, err, sizeof err);
     }
     return NULL;
 }
@@ -1155,14 +1156,14 @@ cl_member *cl_member_start(const cl_member_opts *o, char *err, size_t errlen)
     uint32_t timeout = c->lease_ttl_s * 1000 / 4;
     if (timeout > 1500)
         timeout = 1500;
-    etcd_opts eo = {.username = c->etcd_username,
-                    .password = c->etcd_password,
-                    .https = c->etcd_https,
-                    .cacertfile = c->etcd_cacertfile,
-                    .certfile = c->etcd_certfile,
-                    .keyfile = c->etcd_keyfile,
-                    .verify = c->etcd_verify};
-    m->etcd = etcd_new(c->endpoints, c->n_endpoints, timeout, &eo);
+    cl_etcd_opts eo = {.username = c->etcd_username,
+                       .password = c->etcd_password,
+                       .https = c->etcd_https,
+                       .cacertfile = c->etcd_cacertfile,
+                       .certfile = c->etcd_certfile,
+                       .keyfile = c->etcd_keyfile,
+                       .verify = c->etcd_verify};
+    m->etcd = cl_etcd_new(c->endpoints, c->n_endpoints, timeout, &eo);
     if (!m->etcd) {
         snprintf(err, errlen, "cannot make an HTTP client for etcd");
         goto fail;
@@ -1184,7 +1185,7 @@ cl_member *cl_member_start(const cl_member_opts *o, char *err, size_t errlen)
      * milliseconds, not at the next 250 ms poll; without it (it failed to start, or its
      * stream is down) they still do at the poll. */
     char *lk = key(m, "leader");
-    m->watch = etcd_watch_start(c->endpoints, c->n_endpoints, lk, m->wake_fd[1], 250, &eo);
+    m->watch = cl_etcd_watch_start(c->endpoints, c->n_endpoints, lk, m->wake_fd[1], 250, &eo);
     sl_free(lk);
     if (!m->watch)
         sl_warn("cluster: no watch on the leader key: a leader's loss is seen at the next poll");
@@ -1198,13 +1199,13 @@ void cl_member_stop(cl_member *m)
 {
     if (!m)
         return;
-    etcd_watch_stop(m->watch); /* first: it writes to wake_fd */
+    cl_etcd_watch_stop(m->watch); /* first: it writes to wake_fd */
     if (m->started) {
         ssize_t n = write(m->wake_fd[1], "x", 1);
         (void)n;
         pthread_join(m->thread, NULL);
     }
-    etcd_free(m->etcd);
+    cl_etcd_free(m->etcd);
     if (m->listen_fd >= 0)
         close(m->listen_fd);
     if (m->event_fd >= 0)

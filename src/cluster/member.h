@@ -98,8 +98,8 @@ typedef struct cl_member_opts {
 
 /* Called on the member's thread, under its lock (so cl_member_set_hooks(NULL) returns only
  * once no hook runs; a hook must not call back into the member). lease: a leader's lease is surely
- * valid until then (CLOCK_MONOTONIC ms, the step-down margin already taken off): rl_lease.
- * isr_done: the outcome (RL_ISR_DONE / RETRY / DEPOSED) of cl_member_isr_propose. */
+ * valid until then (CLOCK_MONOTONIC ms, the step-down margin already taken off): cl_rl_lease.
+ * isr_done: the outcome (CL_RL_ISR_DONE / RETRY / DEPOSED) of cl_member_isr_propose. */
 typedef struct cl_member_hooks {
     void *ctx;
     void (*lease)(void *ctx, uint64_t valid_until_ms);

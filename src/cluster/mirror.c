@@ -6,12 +6,12 @@
  * - The observer is the only producer of ops; it appends each op, encoded, to `pending` under
  *   the lock, in the order the store made them (capture happens after the operation
  *   succeeded, so every op of a closed group is on the leader's disk).
- * - mirror_batch turns `pending` into group last + 1: idx strictly increasing by one, gen
+ * - cl_mirror_batch turns `pending` into group last + 1: idx strictly increasing by one, gen
  *   non-decreasing. The data ring keeps the newest groups whose bytes fit ring_bytes (always
  *   at least the newest one); the index ring (idx, gen, synced) keeps at least as many, and
  *   up to IDX_KEEP more, so generation <-> group lookups still work for groups whose bytes
  *   were dropped.
- * - mirror_apply validates the whole group (CRC, bounds, kinds, names) before touching the
+ * - cl_mirror_apply validates the whole group (CRC, bounds, kinds, names) before touching the
  *   directory: a refused group changes nothing. Names are relative, of 1 or 2 safe
  *   components, and opened with O_NOFOLLOW beneath the directory given.
  */
@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "store/log.h"
@@ -45,46 +46,7 @@
 #define STATE_VERSION 1
 #define STATE_MAX_EPOCHS (1u << 20)
 
-/* ------------------------------------------------------------------ little-endian */
-
-static void put16(sl_buf *b, uint16_t v)
-{
-    uint8_t *p = sl_buf_reserve(b, 2);
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    b->len += 2;
-}
-
-static void put32(sl_buf *b, uint32_t v)
-{
-    uint8_t *p = sl_buf_reserve(b, 4);
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    b->len += 4;
-}
-
-static void put64(sl_buf *b, uint64_t v)
-{
-    uint8_t *p = sl_buf_reserve(b, 8);
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    b->len += 8;
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
+/* Little endian throughout: core/le.h. */
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -113,7 +75,7 @@ static int component_ok(const char *s, size_t n)
     return 1;
 }
 
-int mirror_name_ok(const char *name, size_t len)
+int cl_mirror_name_ok(const char *name, size_t len)
 {
     if (len == 0 || len > MAX_NAME)
         return 0;
@@ -144,7 +106,7 @@ typedef struct gentry {
     size_t len;
 } gentry;
 
-struct mirror {
+struct cl_mirror {
     pthread_mutex_t mu;
     char *dir;
     size_t dirlen;
@@ -160,16 +122,16 @@ struct mirror {
     void *notify_ctx;
 };
 
-static mirror *installed;
+static cl_mirror *installed;
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static gentry *ent(const mirror *m, size_t i)
+static gentry *ent(const cl_mirror *m, size_t i)
 {
     return &m->v[(m->head + i) % m->cap];
 }
 
 /* The op's name relative to m->dir into out, or 0 when it is not under it / not mirrored. */
-static size_t rel_name(const mirror *m, const st_fop *op, char *out, size_t cap)
+static size_t rel_name(const cl_mirror *m, const st_fop *op, char *out, size_t cap)
 {
     const char *d = op->dir;
     if (strncmp(d, m->dir, m->dirlen) != 0 || d[m->dirlen] != '/')
@@ -182,7 +144,8 @@ static size_t rel_name(const mirror *m, const st_fop *op, char *out, size_t cap)
         n = snprintf(out, cap, "%s/%s", d, op->name);
     else
         n = snprintf(out, cap, "%s", d);
-    if (n <= 0 || (size_t)n >= cap || !mirror_name_ok(out, (size_t)n) || name_local(out, (size_t)n))
+    if (n <= 0 || (size_t)n >= cap || !cl_mirror_name_ok(out, (size_t)n) ||
+        name_local(out, (size_t)n))
         return 0;
     return (size_t)n;
 }
@@ -190,13 +153,13 @@ static size_t rel_name(const mirror *m, const st_fop *op, char *out, size_t cap)
 static void enc_op(sl_buf *b, int kind, const char *name, size_t nl)
 {
     sl_buf_put_u8(b, (uint8_t)kind);
-    put16(b, (uint16_t)nl);
+    sl_buf_put_le16(b, (uint16_t)nl);
     sl_buf_append(b, name, nl);
 }
 
 static void observe(void *ctx, const st_fop *op)
 {
-    mirror *m = ctx;
+    cl_mirror *m = ctx;
     char name[MAX_NAME + 1], name2[MAX_NAME + 1];
     size_t nl = rel_name(m, op, name, sizeof name), nl2 = 0;
     if (!nl)
@@ -217,9 +180,9 @@ static void observe(void *ctx, const st_fop *op)
         uint64_t off = op->arg;
         do { /* big writes in chunks, so a length always fits its u32 */
             size_t k = left > WRITE_CHUNK ? WRITE_CHUNK : left;
-            enc_op(b, MIRROR_OP_WRITE, name, nl);
-            put64(b, off);
-            put32(b, (uint32_t)k);
+            enc_op(b, CL_MIRROR_OP_WRITE, name, nl);
+            sl_buf_put_le64(b, off);
+            sl_buf_put_le32(b, (uint32_t)k);
             sl_buf_append(b, p, k);
             m->pending_nops++;
             p += k;
@@ -229,18 +192,18 @@ static void observe(void *ctx, const st_fop *op)
         break;
     }
     case ST_FOP_CREATE:
-        enc_op(b, MIRROR_OP_CREATE, name, nl);
+        enc_op(b, CL_MIRROR_OP_CREATE, name, nl);
         sl_buf_put_u8(b, op->arg ? 1 : 0);
         m->pending_nops++;
         break;
     case ST_FOP_TRUNCATE:
-        enc_op(b, MIRROR_OP_TRUNCATE, name, nl);
-        put64(b, op->arg);
+        enc_op(b, CL_MIRROR_OP_TRUNCATE, name, nl);
+        sl_buf_put_le64(b, op->arg);
         m->pending_nops++;
         break;
     case ST_FOP_RENAME:
-        enc_op(b, MIRROR_OP_RENAME, name, nl);
-        put16(b, (uint16_t)nl2);
+        enc_op(b, CL_MIRROR_OP_RENAME, name, nl);
+        sl_buf_put_le16(b, (uint16_t)nl2);
         sl_buf_append(b, name2, nl2);
         m->pending_nops++;
         break;
@@ -248,7 +211,7 @@ static void observe(void *ctx, const st_fop *op)
     case ST_FOP_DIRSYNC:
     case ST_FOP_UNLINK:
     case ST_FOP_MKDIR:
-        enc_op(b, op->kind, name, nl); /* ST_FOP_* and MIRROR_OP_* share their values */
+        enc_op(b, op->kind, name, nl); /* ST_FOP_* and CL_MIRROR_OP_* share their values */
         m->pending_nops++;
         break;
     default:
@@ -257,7 +220,7 @@ static void observe(void *ctx, const st_fop *op)
     pthread_mutex_unlock(&m->mu);
 }
 
-mirror *mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
+cl_mirror *cl_mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
 {
     pthread_mutex_lock(&install_mu);
     if (installed) {
@@ -265,13 +228,13 @@ mirror *mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
         errno = EBUSY;
         return NULL;
     }
-    mirror *m = sl_xcalloc(1, sizeof *m);
+    cl_mirror *m = sl_xcalloc(1, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
     m->dir = sl_xstrdup(data_dir);
     m->dirlen = strlen(m->dir);
     while (m->dirlen > 1 && m->dir[m->dirlen - 1] == '/')
         m->dir[--m->dirlen] = 0;
-    m->ring_bytes = ring_bytes ? ring_bytes : MIRROR_DEFAULT_RING;
+    m->ring_bytes = ring_bytes ? ring_bytes : CL_MIRROR_DEFAULT_RING;
     sl_buf_init(&m->pending);
     installed = m;
     st_log_set_observer(observe, m);
@@ -279,7 +242,7 @@ mirror *mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
     return m;
 }
 
-void mirror_free(mirror *m)
+void cl_mirror_free(cl_mirror *m)
 {
     if (!m)
         return;
@@ -298,7 +261,7 @@ void mirror_free(mirror *m)
     sl_free(m);
 }
 
-void mirror_start(mirror *m, uint64_t epoch, uint64_t last_idx)
+void cl_mirror_start(cl_mirror *m, uint64_t epoch, uint64_t last_idx)
 {
     pthread_mutex_lock(&m->mu);
     m->epoch = epoch;
@@ -311,7 +274,8 @@ void mirror_start(mirror *m, uint64_t epoch, uint64_t last_idx)
     pthread_mutex_unlock(&m->mu);
 }
 
-void mirror_set_notify(mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t bytes), void *ctx)
+void cl_mirror_set_notify(cl_mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t bytes),
+                          void *ctx)
 {
     pthread_mutex_lock(&m->mu);
     m->notify = fn;
@@ -319,7 +283,7 @@ void mirror_set_notify(mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t b
     pthread_mutex_unlock(&m->mu);
 }
 
-static void drop_data(mirror *m)
+static void drop_data(cl_mirror *m)
 {
     /* the newest group's bytes always stay */
     while (m->first_data + 1 < m->n && m->data_bytes > m->ring_bytes) {
@@ -335,7 +299,7 @@ static void drop_data(mirror *m)
     }
 }
 
-uint64_t mirror_batch(mirror *m, uint64_t gen, int synced)
+uint64_t cl_mirror_batch(cl_mirror *m, uint64_t gen, int synced)
 {
     pthread_mutex_lock(&m->mu);
     uint64_t idx = m->last + 1;
@@ -343,13 +307,13 @@ uint64_t mirror_batch(mirror *m, uint64_t gen, int synced)
     sl_buf_init(&g);
     sl_buf_reserve(&g, GROUP_HDR + sl_buf_unread(&m->pending) + 4);
     sl_buf_append(&g, GROUP_MAGIC, 4);
-    put32(&g, GROUP_VERSION);
-    put64(&g, idx);
-    put64(&g, m->epoch);
-    put64(&g, gen);
-    put32(&g, m->pending_nops);
+    sl_buf_put_le32(&g, GROUP_VERSION);
+    sl_buf_put_le64(&g, idx);
+    sl_buf_put_le64(&g, m->epoch);
+    sl_buf_put_le64(&g, gen);
+    sl_buf_put_le32(&g, m->pending_nops);
     sl_buf_append(&g, sl_buf_head(&m->pending), sl_buf_unread(&m->pending));
-    put32(&g, st_crc32c(0, g.data, g.len));
+    sl_buf_put_le32(&g, st_crc32c(0, g.data, g.len));
     m->pending.len = m->pending.off = 0;
     m->pending_nops = 0;
     if (m->pending.cap > (64u << 20))
@@ -385,12 +349,12 @@ uint64_t mirror_batch(mirror *m, uint64_t gen, int synced)
     return idx;
 }
 
-void mirror_persist_hook(void *m, uint64_t gen, int synced)
+void cl_mirror_persist_hook(void *m, uint64_t gen, int synced)
 {
-    mirror_batch(m, gen, synced);
+    cl_mirror_batch(m, gen, synced);
 }
 
-uint64_t mirror_last(const mirror *m)
+uint64_t cl_mirror_last(const cl_mirror *m)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     uint64_t v = m->last;
@@ -398,7 +362,7 @@ uint64_t mirror_last(const mirror *m)
     return v;
 }
 
-uint64_t mirror_durable(const mirror *m)
+uint64_t cl_mirror_durable(const cl_mirror *m)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     uint64_t v = m->durable;
@@ -406,7 +370,7 @@ uint64_t mirror_durable(const mirror *m)
     return v;
 }
 
-uint64_t mirror_first_kept(const mirror *m)
+uint64_t cl_mirror_first_kept(const cl_mirror *m)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     uint64_t v = m->first_data < m->n ? ent(m, m->first_data)->idx : m->last + 1;
@@ -415,7 +379,7 @@ uint64_t mirror_first_kept(const mirror *m)
 }
 
 /* The entry of idx, or NULL. Under the lock. */
-static gentry *find_idx(const mirror *m, uint64_t idx)
+static gentry *find_idx(const cl_mirror *m, uint64_t idx)
 {
     if (!m->n)
         return NULL;
@@ -425,7 +389,7 @@ static gentry *find_idx(const mirror *m, uint64_t idx)
     return ent(m, (size_t)(idx - first)); /* consecutive indexes */
 }
 
-int mirror_group(mirror *m, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
+int cl_mirror_group(cl_mirror *m, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
 {
     pthread_mutex_lock(&m->mu);
     gentry *e = find_idx(m, idx);
@@ -442,7 +406,7 @@ int mirror_group(mirror *m, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t
     return rc;
 }
 
-uint64_t mirror_gen_of(const mirror *m, uint64_t idx)
+uint64_t cl_mirror_gen_of(const cl_mirror *m, uint64_t idx)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     gentry *e = find_idx(m, idx);
@@ -451,7 +415,7 @@ uint64_t mirror_gen_of(const mirror *m, uint64_t idx)
     return g;
 }
 
-uint64_t mirror_idx_of_gen(const mirror *m, uint64_t gen)
+uint64_t cl_mirror_idx_of_gen(const cl_mirror *m, uint64_t gen)
 {
     pthread_mutex_lock((pthread_mutex_t *)&m->mu);
     uint64_t r = 0;
@@ -502,7 +466,7 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         return -1;
     }
     o->kind = r->p[r->off];
-    o->nl = get16(r->p + r->off + 1);
+    o->nl = sl_le16(r->p + r->off + 1);
     r->off += 3;
     if (!need(r, o->nl)) {
         seterr(err, errlen, "op at %zu: truncated name", at);
@@ -510,20 +474,20 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
     }
     o->name = (const char *)r->p + r->off;
     r->off += o->nl;
-    if (!mirror_name_ok(o->name, o->nl) || name_local(o->name, o->nl)) {
+    if (!cl_mirror_name_ok(o->name, o->nl) || name_local(o->name, o->nl)) {
         seterr(err, errlen, "op at %zu: refused name \"%.*s\"", at, (int)(o->nl > 64 ? 64 : o->nl),
                o->name);
         return -1;
     }
     int dir_only = !memchr(o->name, '/', o->nl);
     switch (o->kind) {
-    case MIRROR_OP_WRITE:
+    case CL_MIRROR_OP_WRITE:
         if (!need(r, 12)) {
             seterr(err, errlen, "op at %zu: truncated write", at);
             return -1;
         }
-        o->arg = get64(r->p + r->off);
-        o->len = get32(r->p + r->off + 8);
+        o->arg = sl_le64(r->p + r->off);
+        o->len = sl_le32(r->p + r->off + 8);
         r->off += 12;
         if (!need(r, o->len) || o->arg > MAX_FILE || o->len > WRITE_CHUNK) {
             seterr(err, errlen, "op at %zu: write of %zu bytes at %" PRIu64 " out of bounds", at,
@@ -533,31 +497,31 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         o->data = r->p + r->off;
         r->off += o->len;
         break;
-    case MIRROR_OP_CREATE:
+    case CL_MIRROR_OP_CREATE:
         if (!need(r, 1) || r->p[r->off] > 1) {
             seterr(err, errlen, "op at %zu: bad create", at);
             return -1;
         }
         o->arg = r->p[r->off++];
         break;
-    case MIRROR_OP_TRUNCATE:
+    case CL_MIRROR_OP_TRUNCATE:
         if (!need(r, 8)) {
             seterr(err, errlen, "op at %zu: truncated truncate", at);
             return -1;
         }
-        o->arg = get64(r->p + r->off);
+        o->arg = sl_le64(r->p + r->off);
         r->off += 8;
         if (o->arg > MAX_FILE) {
             seterr(err, errlen, "op at %zu: truncate to %" PRIu64 " out of bounds", at, o->arg);
             return -1;
         }
         break;
-    case MIRROR_OP_RENAME:
+    case CL_MIRROR_OP_RENAME:
         if (!need(r, 2)) {
             seterr(err, errlen, "op at %zu: truncated rename", at);
             return -1;
         }
-        o->nl2 = get16(r->p + r->off);
+        o->nl2 = sl_le16(r->p + r->off);
         r->off += 2;
         if (!need(r, o->nl2)) {
             seterr(err, errlen, "op at %zu: truncated rename target", at);
@@ -565,17 +529,17 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         }
         o->name2 = (const char *)r->p + r->off;
         r->off += o->nl2;
-        if (!mirror_name_ok(o->name2, o->nl2) || name_local(o->name2, o->nl2) ||
+        if (!cl_mirror_name_ok(o->name2, o->nl2) || name_local(o->name2, o->nl2) ||
             !memchr(o->name2, '/', o->nl2)) {
             seterr(err, errlen, "op at %zu: refused rename target", at);
             return -1;
         }
         break;
-    case MIRROR_OP_SYNC:
-    case MIRROR_OP_UNLINK:
+    case CL_MIRROR_OP_SYNC:
+    case CL_MIRROR_OP_UNLINK:
         break;
-    case MIRROR_OP_DIRSYNC:
-    case MIRROR_OP_MKDIR:
+    case CL_MIRROR_OP_DIRSYNC:
+    case CL_MIRROR_OP_MKDIR:
         if (!dir_only) {
             seterr(err, errlen, "op at %zu: a directory operation on a file name", at);
             return -1;
@@ -592,42 +556,42 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
     return 0;
 }
 
-int mirror_group_check(const uint8_t *group, size_t len, uint64_t *idx, uint64_t *epoch,
-                       uint64_t *gen, uint32_t *nops, char *err, size_t errlen)
+int cl_mirror_group_check(const uint8_t *group, size_t len, uint64_t *idx, uint64_t *epoch,
+                          uint64_t *gen, uint32_t *nops, char *err, size_t errlen)
 {
-    if (len < GROUP_HDR + 4 || len > MIRROR_MAX_GROUP || memcmp(group, GROUP_MAGIC, 4) != 0) {
+    if (len < GROUP_HDR + 4 || len > CL_MIRROR_MAX_GROUP || memcmp(group, GROUP_MAGIC, 4) != 0) {
         seterr(err, errlen, "mirror group: not a group (%zu bytes)", len);
         return -1;
     }
-    if (get32(group + 4) != GROUP_VERSION) {
-        seterr(err, errlen, "mirror group: version %u not known", get32(group + 4));
+    if (sl_le32(group + 4) != GROUP_VERSION) {
+        seterr(err, errlen, "mirror group: version %u not known", sl_le32(group + 4));
         return -1;
     }
-    if (st_crc32c(0, group, len - 4) != get32(group + len - 4)) {
+    if (st_crc32c(0, group, len - 4) != sl_le32(group + len - 4)) {
         seterr(err, errlen, "mirror group: checksum mismatch");
         return -1;
     }
-    uint32_t n = get32(group + 32);
+    uint32_t n = sl_le32(group + 32);
     reader r = {group, len - 4, GROUP_HDR};
     char e2[200];
     for (uint32_t i = 0; i < n; i++) {
         op o;
         if (read_op(&r, &o, e2, sizeof e2) < 0) {
-            seterr(err, errlen, "mirror group %" PRIu64 ": %s", get64(group + 8), e2);
+            seterr(err, errlen, "mirror group %" PRIu64 ": %s", sl_le64(group + 8), e2);
             return -1;
         }
     }
     if (r.off != r.len) {
         seterr(err, errlen, "mirror group %" PRIu64 ": %zu bytes after the last op",
-               get64(group + 8), r.len - r.off);
+               sl_le64(group + 8), r.len - r.off);
         return -1;
     }
     if (idx)
-        *idx = get64(group + 8);
+        *idx = sl_le64(group + 8);
     if (epoch)
-        *epoch = get64(group + 16);
+        *epoch = sl_le64(group + 16);
     if (gen)
-        *gen = get64(group + 24);
+        *gen = sl_le64(group + 24);
     if (nops)
         *nops = n;
     return 0;
@@ -652,7 +616,7 @@ typedef struct applier {
     } d[FCACHE]; /* subdirectories whose names changed */
     int nd;
     int top_dirty;
-    /* a persistent applier (mirror_applier_*): the groups' barriers wait for its sync */
+    /* a persistent applier (cl_mirror_applier_*): the groups' barriers wait for its sync */
     int defer;
     uint64_t syncs; /* fsync/fdatasync calls made (tests) */
     char *err;
@@ -688,7 +652,7 @@ static int open_sub(applier *a, const char *dir, int create)
 
 static int fsync_sub(applier *a, const char *dir)
 {
-    if (a->flags & MIRROR_APPLY_NOSYNC)
+    if (a->flags & CL_MIRROR_APPLY_NOSYNC)
         return 0;
     int fd = open_sub(a, dir, 0);
     if (fd < 0)
@@ -726,7 +690,7 @@ static void forget(applier *a, const char *name)
 
 static int flush_one(applier *a, int i)
 {
-    if (a->f[i].dirty && !(a->flags & MIRROR_APPLY_NOSYNC)) {
+    if (a->f[i].dirty && !(a->flags & CL_MIRROR_APPLY_NOSYNC)) {
         a->syncs++;
         if (fdatasync(a->f[i].fd) < 0)
             return -1;
@@ -812,31 +776,31 @@ static int apply_op(applier *a, const op *o)
     full[o->nl] = 0;
     int slot, fd;
     switch (o->kind) {
-    case MIRROR_OP_WRITE:
+    case CL_MIRROR_OP_WRITE:
         if ((fd = get_fd(a, o->name, o->nl, 1, 0, &slot)) < 0)
             return -1;
         if (pwrite_all(fd, o->data, o->len, o->arg) < 0)
             return -1;
         a->f[slot].dirty = 1;
         return 0;
-    case MIRROR_OP_CREATE:
+    case CL_MIRROR_OP_CREATE:
         if (get_fd(a, o->name, o->nl, 1, (int)o->arg, &slot) < 0)
             return -1;
         dir_dirty(a, dir);
         return 0;
-    case MIRROR_OP_TRUNCATE:
+    case CL_MIRROR_OP_TRUNCATE:
         if ((fd = get_fd(a, o->name, o->nl, 0, 0, &slot)) < 0)
             return errno == ENOENT ? 0 : -1; /* gone later in the group (a re-apply) */
         if (ftruncate(fd, (off_t)o->arg) < 0)
             return -1;
         a->f[slot].dirty = 1;
         return 0;
-    case MIRROR_OP_SYNC:
+    case CL_MIRROR_OP_SYNC:
         if ((fd = get_fd(a, o->name, o->nl, 0, 0, &slot)) < 0)
             return errno == ENOENT ? 0 : -1;
         a->f[slot].dirty = 1;
         return a->defer ? 0 : flush_one(a, slot);
-    case MIRROR_OP_UNLINK: {
+    case CL_MIRROR_OP_UNLINK: {
         forget(a, full);
         int dfd = open_sub(a, dir, 0);
         if (dfd < 0)
@@ -851,7 +815,7 @@ static int apply_op(applier *a, const op *o)
         dir_dirty(a, dir);
         return 0;
     }
-    case MIRROR_OP_RENAME: {
+    case CL_MIRROR_OP_RENAME: {
         char dir2[MAX_NAME + 1], file2[MAX_NAME + 1];
         split(o->name2, o->nl2, dir2, file2);
         if (strcmp(dir, dir2) != 0) {
@@ -880,7 +844,7 @@ static int apply_op(applier *a, const op *o)
         dir_dirty(a, dir);
         return 0;
     }
-    case MIRROR_OP_DIRSYNC:
+    case CL_MIRROR_OP_DIRSYNC:
         if (a->defer) { /* the sync does it, after every file */
             if (full[0])
                 dir_dirty(a, full);
@@ -896,7 +860,7 @@ static int apply_op(applier *a, const op *o)
             if (!strcmp(a->d[i].name, full))
                 a->d[i].dirty = 0;
         return fsync_sub(a, full);
-    case MIRROR_OP_MKDIR:
+    case CL_MIRROR_OP_MKDIR:
         if (mkdirat(a->dirfd, full, 0755) < 0) {
             if (errno != EEXIST)
                 return -1;
@@ -925,7 +889,7 @@ static int finish(applier *a)
             return -1;
         a->d[i].dirty = 0;
     }
-    if (a->top_dirty && !(a->flags & MIRROR_APPLY_NOSYNC)) {
+    if (a->top_dirty && !(a->flags & CL_MIRROR_APPLY_NOSYNC)) {
         a->syncs++;
         if (fsync(a->dirfd) < 0)
             return -1;
@@ -947,7 +911,7 @@ static int apply_ops(applier *a, const uint8_t *group, size_t len, size_t ops_ma
 {
     uint32_t nops;
     uint64_t idx;
-    if (mirror_group_check(group, len, &idx, NULL, NULL, &nops, err, errlen) < 0) {
+    if (cl_mirror_group_check(group, len, &idx, NULL, NULL, &nops, err, errlen) < 0) {
         errno = EILSEQ;
         return -1;
     }
@@ -969,8 +933,8 @@ static int apply_ops(applier *a, const uint8_t *group, size_t len, size_t ops_ma
     return 0;
 }
 
-int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags, size_t ops_max,
-                    char *err, size_t errlen)
+int cl_mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags, size_t ops_max,
+                       char *err, size_t errlen)
 {
     applier a;
     memset(&a, 0, sizeof a);
@@ -992,27 +956,27 @@ int mirror_apply_ex(int dirfd, const uint8_t *group, size_t len, unsigned flags,
 
 /* ---- the follower's applier: barriers deferred to the end of a batch ---- */
 
-struct mirror_applier {
+struct cl_mirror_applier {
     applier a;
 };
 
-mirror_applier *mirror_applier_new(int dirfd, unsigned flags)
+cl_mirror_applier *cl_mirror_applier_new(int dirfd, unsigned flags)
 {
-    mirror_applier *m = sl_xcalloc(1, sizeof *m);
+    cl_mirror_applier *m = sl_xcalloc(1, sizeof *m);
     m->a.dirfd = dirfd;
     m->a.flags = flags;
     m->a.defer = 1;
     return m;
 }
 
-int mirror_applier_apply(mirror_applier *m, const uint8_t *group, size_t len, char *err,
-                         size_t errlen)
+int cl_mirror_applier_apply(cl_mirror_applier *m, const uint8_t *group, size_t len, char *err,
+                            size_t errlen)
 {
     uint64_t idx = 0;
     return apply_ops(&m->a, group, len, SIZE_MAX, &idx, err, errlen);
 }
 
-int mirror_applier_sync(mirror_applier *m, char *err, size_t errlen)
+int cl_mirror_applier_sync(cl_mirror_applier *m, char *err, size_t errlen)
 {
     if (finish(&m->a) < 0) {
         int e = errno;
@@ -1023,12 +987,12 @@ int mirror_applier_sync(mirror_applier *m, char *err, size_t errlen)
     return 0;
 }
 
-uint64_t mirror_applier_syncs(const mirror_applier *m)
+uint64_t cl_mirror_applier_syncs(const cl_mirror_applier *m)
 {
     return m->a.syncs;
 }
 
-void mirror_applier_free(mirror_applier *m)
+void cl_mirror_applier_free(cl_mirror_applier *m)
 {
     if (!m)
         return;
@@ -1036,9 +1000,9 @@ void mirror_applier_free(mirror_applier *m)
     sl_free(m);
 }
 
-int mirror_apply(int dirfd, const uint8_t *group, size_t len, char *err, size_t errlen)
+int cl_mirror_apply(int dirfd, const uint8_t *group, size_t len, char *err, size_t errlen)
 {
-    return mirror_apply_ex(dirfd, group, len, 0, SIZE_MAX, err, errlen);
+    return cl_mirror_apply_ex(dirfd, group, len, 0, SIZE_MAX, err, errlen);
 }
 
 /* ------------------------------------------------------------------ replica state */
@@ -1080,7 +1044,7 @@ static int write_atomic(const char *dir, const char *name, const uint8_t *p, siz
     return fsync_dir(dir);
 }
 
-int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epochs *h)
+int cl_replica_state_save(const char *data_dir, uint64_t last_idx, const cl_repl_epochs *h)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/replica", data_dir);
@@ -1093,20 +1057,20 @@ int replica_state_save(const char *data_dir, uint64_t last_idx, const repl_epoch
     sl_buf b;
     sl_buf_init(&b);
     sl_buf_append(&b, STATE_MAGIC, 4);
-    put32(&b, STATE_VERSION);
-    put64(&b, last_idx);
-    put32(&b, (uint32_t)h->n);
+    sl_buf_put_le32(&b, STATE_VERSION);
+    sl_buf_put_le64(&b, last_idx);
+    sl_buf_put_le32(&b, (uint32_t)h->n);
     for (size_t i = 0; i < h->n; i++) {
-        put64(&b, h->v[i].epoch);
-        put64(&b, h->v[i].first);
+        sl_buf_put_le64(&b, h->v[i].epoch);
+        sl_buf_put_le64(&b, h->v[i].first);
     }
-    put32(&b, st_crc32c(0, b.data, b.len));
+    sl_buf_put_le32(&b, st_crc32c(0, b.data, b.len));
     int rc = write_atomic(dir, "state", b.data, b.len);
     sl_buf_free(&b);
     return rc;
 }
 
-static int state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
+static int state_load(const char *data_dir, uint64_t *last_idx, cl_repl_epochs *h)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/replica/state", data_dir);
@@ -1130,22 +1094,22 @@ static int state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
     ssize_t got = pread(fd, p, n, 0);
     close(fd);
     int rc = -1;
-    if (got != (ssize_t)n || memcmp(p, STATE_MAGIC, 4) != 0 || get32(p + 4) != STATE_VERSION ||
-        st_crc32c(0, p, n - 4) != get32(p + n - 4) || 24 + 16 * (size_t)get32(p + 16) != n) {
+    if (got != (ssize_t)n || memcmp(p, STATE_MAGIC, 4) != 0 || sl_le32(p + 4) != STATE_VERSION ||
+        st_crc32c(0, p, n - 4) != sl_le32(p + n - 4) || 24 + 16 * (size_t)sl_le32(p + 16) != n) {
         errno = got < 0 ? errno : EILSEQ;
         goto out;
     }
-    *last_idx = get64(p + 8);
-    uint32_t k = get32(p + 16);
+    *last_idx = sl_le64(p + 8);
+    uint32_t k = sl_le32(p + 16);
     for (uint32_t i = 0; i < k; i++) {
-        uint64_t e = get64(p + 20 + 16 * i), first = get64(p + 28 + 16 * i);
+        uint64_t e = sl_le64(p + 20 + 16 * i), first = sl_le64(p + 28 + 16 * i);
         if (first == 0 || (h->n && (e <= h->v[h->n - 1].epoch || first < h->v[h->n - 1].first))) {
             h->n = 0;
             *last_idx = 0;
             errno = EILSEQ;
             goto out;
         }
-        repl_epochs_note(h, e, first);
+        cl_repl_epochs_note(h, e, first);
     }
     rc = 0;
 out:
@@ -1160,40 +1124,40 @@ out:
 #define POS_SLOT 512 /* one sector each: a torn write spoils one slot */
 #define POS_LEN 48   /* magic 4, version 4, last 8, count 4, epoch 8, first 8, pad 8, crc 4 */
 
-struct replica_pos {
+struct cl_replica_pos {
     int fd;
     unsigned next; /* the slot written next */
 };
 
-static void pos_encode(uint8_t *p, uint64_t last_idx, const repl_epochs *h)
+static void pos_encode(uint8_t *p, uint64_t last_idx, const cl_repl_epochs *h)
 {
     sl_buf b;
     sl_buf_init(&b);
     sl_buf_append(&b, POS_MAGIC, 4);
-    put32(&b, POS_VERSION);
-    put64(&b, last_idx);
-    put32(&b, (uint32_t)h->n);
-    put64(&b, h->n ? h->v[h->n - 1].epoch : 0);
-    put64(&b, h->n ? h->v[h->n - 1].first : 0);
-    put64(&b, 0);
-    put32(&b, st_crc32c(0, b.data, b.len));
+    sl_buf_put_le32(&b, POS_VERSION);
+    sl_buf_put_le64(&b, last_idx);
+    sl_buf_put_le32(&b, (uint32_t)h->n);
+    sl_buf_put_le64(&b, h->n ? h->v[h->n - 1].epoch : 0);
+    sl_buf_put_le64(&b, h->n ? h->v[h->n - 1].first : 0);
+    sl_buf_put_le64(&b, 0);
+    sl_buf_put_le32(&b, st_crc32c(0, b.data, b.len));
     memcpy(p, b.data, POS_LEN);
     sl_buf_free(&b);
 }
 
 /* The slot's last_idx when it is whole and written under history h; 0 otherwise. */
-static uint64_t pos_decode(const uint8_t *p, const repl_epochs *h)
+static uint64_t pos_decode(const uint8_t *p, const cl_repl_epochs *h)
 {
-    if (memcmp(p, POS_MAGIC, 4) != 0 || get32(p + 4) != POS_VERSION ||
-        st_crc32c(0, p, POS_LEN - 4) != get32(p + POS_LEN - 4))
+    if (memcmp(p, POS_MAGIC, 4) != 0 || sl_le32(p + 4) != POS_VERSION ||
+        st_crc32c(0, p, POS_LEN - 4) != sl_le32(p + POS_LEN - 4))
         return 0;
-    if (get32(p + 16) != h->n || h->n == 0 || get64(p + 20) != h->v[h->n - 1].epoch ||
-        get64(p + 28) != h->v[h->n - 1].first)
+    if (sl_le32(p + 16) != h->n || h->n == 0 || sl_le64(p + 20) != h->v[h->n - 1].epoch ||
+        sl_le64(p + 28) != h->v[h->n - 1].first)
         return 0;
-    return get64(p + 8);
+    return sl_le64(p + 8);
 }
 
-replica_pos *replica_pos_open(const char *data_dir)
+cl_replica_pos *cl_replica_pos_open(const char *data_dir)
 {
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/replica", data_dir);
@@ -1212,7 +1176,7 @@ replica_pos *replica_pos_open(const char *data_dir)
         if (ftruncate(fd, 2 * POS_SLOT) < 0 || fsync(fd) < 0 || fsync_dir(dir) < 0)
             goto fail;
     }
-    replica_pos *p = sl_xcalloc(1, sizeof *p);
+    cl_replica_pos *p = sl_xcalloc(1, sizeof *p);
     p->fd = fd;
     return p;
 fail:;
@@ -1222,7 +1186,7 @@ fail:;
     return NULL;
 }
 
-int replica_pos_save(replica_pos *p, uint64_t last_idx, const repl_epochs *h)
+int cl_replica_pos_save(cl_replica_pos *p, uint64_t last_idx, const cl_repl_epochs *h)
 {
     uint8_t slot[POS_LEN];
     pos_encode(slot, last_idx, h);
@@ -1233,7 +1197,7 @@ int replica_pos_save(replica_pos *p, uint64_t last_idx, const repl_epochs *h)
     return 0;
 }
 
-void replica_pos_close(replica_pos *p)
+void cl_replica_pos_close(cl_replica_pos *p)
 {
     if (!p)
         return;
@@ -1241,7 +1205,7 @@ void replica_pos_close(replica_pos *p)
     sl_free(p);
 }
 
-int replica_state_load(const char *data_dir, uint64_t *last_idx, repl_epochs *h)
+int cl_replica_state_load(const char *data_dir, uint64_t *last_idx, cl_repl_epochs *h)
 {
     if (state_load(data_dir, last_idx, h) < 0)
         return -1;
@@ -1270,13 +1234,13 @@ typedef struct snap_file {
     int fd;
 } snap_file;
 
-struct mirror_snap {
+struct cl_mirror_snap {
     uint64_t idx;
     snap_file *v;
     size_t n, cap;
 };
 
-static int snap_dir(mirror_snap *s, int top, const char *sub)
+static int snap_dir(cl_mirror_snap *s, int top, const char *sub)
 {
     int dfd = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0)
@@ -1323,13 +1287,13 @@ static int cmp_snap(const void *a, const void *b)
     return strcmp(((const snap_file *)a)->name, ((const snap_file *)b)->name);
 }
 
-mirror_snap *mirror_snapshot(mirror *m)
+cl_mirror_snap *cl_mirror_snapshot(cl_mirror *m)
 {
     /* Every op of a group <= idx was done before idx was read (ops are captured after they
      * succeed); whatever the listing sees besides is redone by the groups after idx, whose
      * every op is idempotent. So no lock is held while listing: the store goes on. */
-    mirror_snap *s = sl_xcalloc(1, sizeof *s);
-    s->idx = mirror_last(m);
+    cl_mirror_snap *s = sl_xcalloc(1, sizeof *s);
+    s->idx = cl_mirror_last(m);
     int top = open(m->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (top < 0) {
         sl_free(s);
@@ -1364,7 +1328,7 @@ mirror_snap *mirror_snapshot(mirror *m)
     closedir(d);
     close(top);
     if (rc < 0) {
-        mirror_snapshot_free(s);
+        cl_mirror_snapshot_free(s);
         errno = e;
         return NULL;
     }
@@ -1373,7 +1337,7 @@ mirror_snap *mirror_snapshot(mirror *m)
     return s;
 }
 
-void mirror_snapshot_free(mirror_snap *s)
+void cl_mirror_snapshot_free(cl_mirror_snap *s)
 {
     if (!s)
         return;
@@ -1385,17 +1349,17 @@ void mirror_snapshot_free(mirror_snap *s)
     sl_free(s);
 }
 
-uint64_t mirror_snap_idx(const mirror_snap *s)
+uint64_t cl_mirror_snap_idx(const cl_mirror_snap *s)
 {
     return s->idx;
 }
 
-size_t mirror_snap_count(const mirror_snap *s)
+size_t cl_mirror_snap_count(const cl_mirror_snap *s)
 {
     return s->n;
 }
 
-const char *mirror_snap_name(const mirror_snap *s, size_t i, uint64_t *size)
+const char *cl_mirror_snap_name(const cl_mirror_snap *s, size_t i, uint64_t *size)
 {
     if (i >= s->n)
         return NULL;
@@ -1404,7 +1368,7 @@ const char *mirror_snap_name(const mirror_snap *s, size_t i, uint64_t *size)
     return s->v[i].name;
 }
 
-long mirror_snap_read(const mirror_snap *s, size_t i, uint64_t off, void *buf, size_t len)
+long cl_mirror_snap_read(const cl_mirror_snap *s, size_t i, uint64_t off, void *buf, size_t len)
 {
     if (i >= s->n) {
         errno = EINVAL;
@@ -1433,11 +1397,11 @@ long mirror_snap_read(const mirror_snap *s, size_t i, uint64_t off, void *buf, s
     return (long)got;
 }
 
-int mirror_copy_write(int dirfd, const char *name, uint64_t off, const void *buf, size_t len,
-                      char *err, size_t errlen)
+int cl_mirror_copy_write(int dirfd, const char *name, uint64_t off, const void *buf, size_t len,
+                         char *err, size_t errlen)
 {
     size_t nl = strlen(name);
-    if (!mirror_name_ok(name, nl) || name_local(name, nl) || !memchr(name, '/', nl) ||
+    if (!cl_mirror_name_ok(name, nl) || name_local(name, nl) || !memchr(name, '/', nl) ||
         off > MAX_FILE) {
         seterr(err, errlen, "bulk copy: refused name \"%.64s\"", name);
         errno = EINVAL;
@@ -1491,7 +1455,7 @@ static int sync_tree(int dfd, int depth)
     return rc;
 }
 
-int mirror_copy_finish(int dirfd, char *err, size_t errlen)
+int cl_mirror_copy_finish(int dirfd, char *err, size_t errlen)
 {
     if (sync_tree(dirfd, 0) < 0) {
         seterr(err, errlen, "bulk copy: sync: %s", strerror(errno));

@@ -3,7 +3,7 @@
  *
  * Invariants:
  * - In the follower phase the store is never opened: the data directory is written only by
- *   the replication client (mirror_apply of the leader's groups, or a full copy swapped in).
+ *   the replication client (cl_mirror_apply of the leader's groups, or a full copy swapped in).
  * - DATA_DIR/replica/inflight is non-empty (durably, before the first operation) from the
  *   first group applied after a save of the replica state until the next save, which the
  *   client makes once the stream is quiet, not per batch (stream.c's SAVE_IDLE_MS): a node
@@ -46,15 +46,15 @@
 #include "qm/qm.h"
 
 typedef struct follower {
-    sl_config *cfg;
+    node_config *cfg;
     char path[4096], joining[4200], old[4200];
     int dirfd, joining_fd, inflight_fd;
     int marked;
     /* replica/pos, and the history the state file was last saved with (count, last epoch,
      * its first group; saved 0 until the state is saved by this run): while the history is
      * the same, a save is the position alone, in place (mirror.h) */
-    replica_pos *pos;
-    mirror_applier *applier; /* the groups' files kept open, synced once per batch */
+    cl_replica_pos *pos;
+    cl_mirror_applier *applier; /* the groups' files kept open, synced once per batch */
     int saved;
     size_t saved_n;
     uint64_t saved_epoch, saved_first;
@@ -109,24 +109,24 @@ static int open_local(follower *f)
     f->inflight_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
     f->marked = 0;
     f->saved = 0;
-    f->pos = replica_pos_open(f->path);
+    f->pos = cl_replica_pos_open(f->path);
     if (!f->pos) /* every save is then the state's: slower, as safe */
         sl_warn("cluster: %s/replica/pos: %s", f->path, strerror(errno));
     if (f->dirfd >= 0)
-        f->applier = mirror_applier_new(f->dirfd, 0);
+        f->applier = cl_mirror_applier_new(f->dirfd, 0);
     return f->dirfd >= 0 && f->inflight_fd >= 0 ? 0 : -1;
 }
 
 static void close_local(follower *f)
 {
-    mirror_applier_free(f->applier); /* everything ACKed was synced by f_sync */
+    cl_mirror_applier_free(f->applier); /* everything ACKed was synced by f_sync */
     f->applier = NULL;
     if (f->dirfd >= 0)
         close(f->dirfd);
     if (f->inflight_fd >= 0)
         close(f->inflight_fd);
     f->dirfd = f->inflight_fd = -1;
-    replica_pos_close(f->pos);
+    cl_replica_pos_close(f->pos);
     f->pos = NULL;
 }
 
@@ -155,16 +155,16 @@ static int f_apply(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, si
         snprintf(err, errlen, "%s: not open", f->path);
         return -1;
     }
-    return mirror_applier_apply(f->applier, g, len, err, errlen);
+    return cl_mirror_applier_apply(f->applier, g, len, err, errlen);
 }
 
 static int f_sync(void *ctx, char *err, size_t errlen)
 {
     follower *f = ctx;
-    return f->applier ? mirror_applier_sync(f->applier, err, errlen) : 0;
+    return f->applier ? cl_mirror_applier_sync(f->applier, err, errlen) : 0;
 }
 
-static int f_save(void *ctx, uint64_t last, const repl_epochs *h)
+static int f_save(void *ctx, uint64_t last, const cl_repl_epochs *h)
 {
     follower *f = ctx;
     uint64_t e = h->n ? h->v[h->n - 1].epoch : 0, first = h->n ? h->v[h->n - 1].first : 0;
@@ -172,10 +172,10 @@ static int f_save(void *ctx, uint64_t last, const repl_epochs *h)
         first == f->saved_first) {
         /* one fdatasync in place instead of the state's three syncs: this is on every
          * acknowledged batch's path */
-        if (replica_pos_save(f->pos, last, h) < 0)
+        if (cl_replica_pos_save(f->pos, last, h) < 0)
             return -1;
     } else {
-        if (replica_state_save(f->path, last, h) < 0)
+        if (cl_replica_state_save(f->path, last, h) < 0)
             return -1;
         f->saved = 1;
         f->saved_n = h->n;
@@ -206,17 +206,18 @@ static int f_copy_write(void *ctx, const char *name, uint64_t off, const void *p
                         char *err, size_t errlen)
 {
     follower *f = ctx;
-    return mirror_copy_write(f->joining_fd, name, off, p, len, err, errlen);
+    return cl_mirror_copy_write(f->joining_fd, name, off, p, len, err, errlen);
 }
 
-static int f_copy_end(void *ctx, uint64_t snap_idx, const repl_epochs *h, char *err, size_t errlen)
+static int f_copy_end(void *ctx, uint64_t snap_idx, const cl_repl_epochs *h, char *err,
+                      size_t errlen)
 {
     follower *f = ctx;
-    if (mirror_copy_finish(f->joining_fd, err, errlen) < 0)
+    if (cl_mirror_copy_finish(f->joining_fd, err, errlen) < 0)
         return -1;
     close(f->joining_fd);
     f->joining_fd = -1;
-    if (replica_state_save(f->joining, snap_idx, h) < 0) {
+    if (cl_replica_state_save(f->joining, snap_idx, h) < 0) {
         snprintf(err, errlen, "%s/replica/state: %s", f->joining, strerror(errno));
         return -1;
     }
@@ -280,7 +281,7 @@ static size_t status_json(void *data, char *buf, size_t cap)
  * the alarms what a leader's would say on them. */
 static void publish_figures(follower *f)
 {
-    const sl_config *cfg = f->cfg;
+    const node_config *cfg = f->cfg;
     struct statvfs sv;
     uint64_t disk_free =
         statvfs(f->path, &sv) == 0 ? (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize : 0;
@@ -354,7 +355,7 @@ static int needs_copy(follower *f, uint64_t last)
     return 0;
 }
 
-int cl_node_follow(sl_config *cfg, cl_node **out)
+int cl_node_follow(node_config *cfg, cl_node **out)
 {
     *out = NULL;
     follower f = {.cfg = cfg, .dirfd = -1, .joining_fd = -1, .inflight_fd = -1};
@@ -367,25 +368,25 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
     finish_swap(&f);
     mkdir(f.path, 0750);
     uint64_t last = 0;
-    repl_epochs hist;
-    repl_epochs_init(&hist);
-    int damaged = replica_state_load(f.path, &last, &hist) < 0;
+    cl_repl_epochs hist;
+    cl_repl_epochs_init(&hist);
+    int damaged = cl_replica_state_load(f.path, &last, &hist) < 0;
     if (damaged) {
         sl_warn("cluster: the replica state cannot be read (%s): a full copy replaces it",
                 strerror(errno));
         last = 0;
-        repl_epochs_free(&hist);
-        repl_epochs_init(&hist);
+        cl_repl_epochs_free(&hist);
+        cl_repl_epochs_init(&hist);
     }
     int need_copy = damaged || needs_copy(&f, last);
     if (open_local(&f) < 0) {
         sl_error("cluster: %s: %s", f.path, strerror(errno));
-        repl_epochs_free(&hist);
+        cl_repl_epochs_free(&hist);
         return -1;
     }
     sl_info("cluster: follower phase: this node's log ends at group %" PRIu64 " (epoch %" PRIu64
             ")",
-            last, repl_epochs_last(&hist));
+            last, cl_repl_epochs_last(&hist));
     if (cfg->cluster.secret)
         sl_info("cluster: replication peers authenticate with the secret in %s",
                 cfg->cluster.secret_file);
@@ -408,7 +409,7 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
     int https_fd = cfg->adopt_https_fd;
     int amqp_port = 0, amqps_port = 0, http_port = 0;
     cl_proxy *proxy = NULL;
-    cs_client *client = NULL;
+    cl_stream_client *client = NULL;
     int sfd = -1;
     fds[CL_PROXY_AMQP] =
         bind_door(cfg->adopt_amqp_fd, cfg->bind, cfg->port, "amqp", &amqp_port, err, sizeof err);
@@ -434,24 +435,24 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
                          .advertise = adv,
                          .amqp_port = amqp_port,
                          .http_port = http_port,
-                         .last_epoch = repl_epochs_last(&hist),
+                         .last_epoch = cl_repl_epochs_last(&hist),
                          .last_idx = last};
     f.member = cl_member_start(&mo, err, sizeof err);
     if (!f.member)
         goto fail;
-    cs_log lg = {.ctx = &f,
-                 .apply = f_apply,
-                 .sync = f_sync,
-                 .save = f_save,
-                 .copy_begin = f_copy_begin,
-                 .copy_write = f_copy_write,
-                 .copy_end = f_copy_end};
-    sl_tls_ctx *tls = ca_tls_ctx(&cfg->cluster, 0, err, sizeof err);
+    cl_stream_log lg = {.ctx = &f,
+                        .apply = f_apply,
+                        .sync = f_sync,
+                        .save = f_save,
+                        .copy_begin = f_copy_begin,
+                        .copy_write = f_copy_write,
+                        .copy_end = f_copy_end};
+    sl_tls_ctx *tls = cl_auth_tls_ctx(&cfg->cluster, 0, err, sizeof err);
     if (!tls && err[0])
         goto fail;
-    client =
-        cs_client_start(cfg->node_name, cfg->cluster.cluster_name, cfg->cluster.secret,
-                        cfg->cluster.secret_len, tls, last, &hist, need_copy, &lg, err, sizeof err);
+    client = cl_stream_client_start(cfg->node_name, cfg->cluster.cluster_name, cfg->cluster.secret,
+                                    cfg->cluster.secret_len, tls, last, &hist, need_copy, &lg, err,
+                                    sizeof err);
     if (!client)
         goto fail;
     cl_proxy_opts po = {.source_addr = adv,
@@ -488,7 +489,7 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
             next_figures = sl_now_ms() + CL_FIGURES_PERIOD_MS;
         }
         uint64_t pe, pi;
-        cs_client_position(client, &pe, &pi);
+        cl_stream_client_position(client, &pe, &pi);
         cl_member_set_log(f.member, pe, pi);
         cl_status st;
         cl_member_status(f.member, &st);
@@ -496,7 +497,7 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
             rc = 1;
             break;
         }
-        f.copying = cs_client_state(client) == CS_COPYING;
+        f.copying = cl_stream_client_state(client) == CL_STREAM_COPYING;
         if (!strcmp(st.leader, cfg->node_name))
             st.leader[0] = 0; /* itself, not serving yet: nobody to follow or forward to */
         if (strcmp(st.leader, cur_leader) || st.epoch != cur_epoch) {
@@ -508,7 +509,7 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
                 continue; /* its addresses come with the next look at etcd */
             snprintf(cur_leader, sizeof cur_leader, "%s", st.leader);
             cur_epoch = st.epoch;
-            cs_client_set_leader(client, ln ? ln->replication : "", st.epoch);
+            cl_stream_client_set_leader(client, ln ? ln->replication : "", st.epoch);
             cl_proxy_set_leader(proxy, ln ? ln->name : NULL, ln ? ln->amqp : NULL, NULL,
                                 ln && ln->http[0] ? ln->http : NULL);
             if (ln)
@@ -516,8 +517,9 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
                         ln->replication);
         }
     }
-    int unsure = rc == 1 && cs_client_state(client) >= CS_NEED_COPY; /* see dirty below */
-    cs_client_stop(client);
+    int unsure =
+        rc == 1 && cl_stream_client_state(client) >= CL_STREAM_NEED_COPY; /* see dirty below */
+    cl_stream_client_stop(client);
     client = NULL;
     cl_proxy_stop(proxy);
     proxy = NULL;
@@ -526,9 +528,9 @@ int cl_node_follow(sl_config *cfg, cl_node **out)
     if (rc == 0)
         goto done;
     /* Promoted: what the client saved is the log this leader continues. */
-    repl_epochs_free(&hist);
-    repl_epochs_init(&hist);
-    if (replica_state_load(f.path, &last, &hist) < 0) {
+    cl_repl_epochs_free(&hist);
+    cl_repl_epochs_init(&hist);
+    if (cl_replica_state_load(f.path, &last, &hist) < 0) {
         snprintf(err, sizeof err, "replica state: %s", strerror(errno));
         rc = -1;
         goto fail;
@@ -584,7 +586,7 @@ fail:
     if (rc < 0)
         sl_error("cluster: %s", err);
 done:
-    cs_client_stop(client);
+    cl_stream_client_stop(client);
     cl_proxy_stop(proxy);
     if (sfd >= 0)
         close(sfd);
@@ -595,7 +597,7 @@ done:
     close_local(&f);
     if (f.joining_fd >= 0)
         close(f.joining_fd);
-    repl_epochs_free(&hist);
+    cl_repl_epochs_free(&hist);
     return rc;
 }
 
@@ -603,7 +605,7 @@ void cl_node_free(cl_node *n)
 {
     if (!n)
         return;
-    repl_epochs_free(&n->hist);
+    cl_repl_epochs_free(&n->hist);
     sl_free(n);
 }
 

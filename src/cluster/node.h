@@ -8,8 +8,8 @@
  *
  * When the member thread wins the leader key, cl_node_follow stops the client and the proxy
  * and returns the node: main() then starts the broker as after kill -9 (persist_open recovers
- * the mirrored directory), adopting the bound sockets (sl_config.adopt_*_fd) and the member,
- * and the broker starts the replication server (broker/cluster.c).
+ * the mirrored directory), adopting the bound sockets (node_config.adopt_*_fd) and the member,
+ * and the node starts the replication server (cluster/leader.c).
  *
  * A leader that stops being leader re-executes itself (cl_node_reexec: execv of
  * /proc/self/exe, same pid, its sockets passed with --listen-fd) into the follower phase.
@@ -24,15 +24,15 @@
 
 #include <stdint.h>
 
-#include "broker/config.h"
+#include "node/config.h"
 #include "cluster/member.h"
 #include "cluster/repl.h"
 
 typedef struct cl_node {
-    cl_member *member; /* running: it holds the leader key */
-    uint64_t epoch;    /* the epoch this node leads */
-    uint64_t last_idx; /* the log's last group at promotion */
-    repl_epochs hist;  /* and its history */
+    cl_member *member;   /* running: it holds the leader key */
+    uint64_t epoch;      /* the epoch this node leads */
+    uint64_t last_idx;   /* the log's last group at promotion */
+    cl_repl_epochs hist; /* and its history */
     /* The directory may hold operations beyond group last_idx (it led before, or stopped in
      * the middle of applying a group): a follower that has exactly last_idx would miss them
      * if it continued from this leader's first group, so every follower takes a full copy
@@ -42,7 +42,7 @@ typedef struct cl_node {
 
 /* The follower phase. 1: promoted (*out; cfg->adopt_*_fd hold the sockets), 0: SIGTERM or
  * SIGINT came (exit 0), -1: failure (logged). */
-int cl_node_follow(sl_config *cfg, cl_node **out);
+int cl_node_follow(node_config *cfg, cl_node **out);
 void cl_node_free(cl_node *n);
 /* Re-execute this process (same pid) into the follower phase, keeping the listening sockets
  * (fds < 0 are skipped). Returns only on failure. */

@@ -22,7 +22,7 @@
  * epoll set only while conns < max_connections (and no accept failed for lack of descriptors
  * within the last tick), so a flood waits in the kernel's backlog, not in our memory.
  */
-#include "proxy.h"
+#include "cluster/proxy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,9 +41,11 @@
 
 #include "amqp/frame.h"
 #include "amqp/method.h"
+#include "amqp/start.h"
 #include "amqp/table.h"
 #include "core/buf.h"
 #include "core/clock.h"
+#include "core/list.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/version.h"
@@ -419,12 +421,7 @@ static void conn_close(cl_proxy *p, pconn *c)
         return;
     close_side(p, &c->cfd, &c->creg);
     close_side(p, &c->lfd, &c->lreg);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        p->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    SL_LIST_UNLINK(p->conns, c, prev, next);
     c->dead = 1;
     c->next = p->dead;
     c->prev = NULL;
@@ -535,21 +532,13 @@ static void amqp_send(sl_buf *out, const amqp_method *m)
 
 static void amqp_send_start(sl_buf *out)
 {
-    amqp_method m = {.id = AMQP_CONNECTION_START};
-    amqp_connection_start *s = &m.u.connection_start;
-    s->version_major = 0;
-    s->version_minor = 9;
+    amqp_start_info info = {
+        .information = "Sluice cluster follower: no leader is elected yet",
+        .mechanisms = AMQP_BYTES("PLAIN AMQPLAIN"),
+    };
+    amqp_method m;
     sl_buf props;
-    sl_buf_init(&props);
-    size_t mark = amqp_tbl_begin(&props);
-    amqp_tbl_put_str(&props, "product", AMQP_BYTES(SLUICE_PRODUCT));
-    amqp_tbl_put_str(&props, "version", AMQP_BYTES(SLUICE_VERSION));
-    amqp_tbl_put_str(&props, "information",
-                     AMQP_BYTES("Sluice cluster follower: no leader is elected yet"));
-    amqp_tbl_end(&props, mark);
-    s->server_properties = (amqp_bytes){props.data + mark + 4, props.len - mark - 4};
-    s->mechanisms = AMQP_BYTES("PLAIN AMQPLAIN");
-    s->locales = AMQP_BYTES("en_US");
+    amqp_start_build(&m, &props, &info);
     amqp_send(out, &m);
     sl_buf_free(&props);
 }
@@ -582,8 +571,7 @@ int cl_proxy_amqp_refusal(int *step, const uint8_t *in, size_t n, size_t *used, 
         off += (size_t)r;
         if (f.type != AMQP_FRAME_METHOD || f.size < 4)
             continue; /* heartbeats and anything else: ignore */
-        uint32_t id = ((uint32_t)f.payload[0] << 24) | ((uint32_t)f.payload[1] << 16) |
-                      ((uint32_t)f.payload[2] << 8) | f.payload[3];
+        uint32_t id = sl_get_u32(f.payload);
         if (id == AMQP_CONNECTION_START_OK && *step == 1) {
             /* refused in reply to start-ok, as a failed login is: the one place where
              * amqplib reports the server's code and text ("Handshake terminated by server:
@@ -847,10 +835,7 @@ static void on_accept(cl_proxy *p, int door)
         c->c2l.cap = c->l2c.cap = p->o.buf_bytes;
         c->c2l.data = sl_xmalloc(c->c2l.cap);
         c->l2c.data = sl_xmalloc(c->l2c.cap);
-        c->next = p->conns;
-        if (p->conns)
-            p->conns->prev = c;
-        p->conns = c;
+        SL_LIST_PUSH(p->conns, c, prev, next);
         p->n_conns++;
         pthread_mutex_lock(&p->mu);
         p->stats.accepted++;

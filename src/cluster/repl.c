@@ -16,18 +16,18 @@
 
 /* ---- epoch history ---- */
 
-void repl_epochs_init(repl_epochs *h)
+void cl_repl_epochs_init(cl_repl_epochs *h)
 {
     memset(h, 0, sizeof *h);
 }
 
-void repl_epochs_free(repl_epochs *h)
+void cl_repl_epochs_free(cl_repl_epochs *h)
 {
     sl_free(h->v);
     memset(h, 0, sizeof *h);
 }
 
-void repl_epochs_note(repl_epochs *h, uint64_t epoch, uint64_t idx)
+void cl_repl_epochs_note(cl_repl_epochs *h, uint64_t epoch, uint64_t idx)
 {
     if (h->n && h->v[h->n - 1].epoch >= epoch)
         return; /* the same epoch goes on (an older one never comes after a newer) */
@@ -35,21 +35,21 @@ void repl_epochs_note(repl_epochs *h, uint64_t epoch, uint64_t idx)
         h->cap = h->cap ? h->cap * 2 : 8;
         h->v = sl_xrealloc(h->v, h->cap * sizeof *h->v);
     }
-    h->v[h->n++] = (repl_epoch_start){epoch, idx};
+    h->v[h->n++] = (cl_repl_epoch_start){epoch, idx};
 }
 
-void repl_epochs_truncate(repl_epochs *h, uint64_t last)
+void cl_repl_epochs_truncate(cl_repl_epochs *h, uint64_t last)
 {
     while (h->n && h->v[h->n - 1].first > last)
         h->n--;
 }
 
-uint64_t repl_epochs_last(const repl_epochs *h)
+uint64_t cl_repl_epochs_last(const cl_repl_epochs *h)
 {
     return h->n ? h->v[h->n - 1].epoch : 0;
 }
 
-uint64_t repl_epochs_end(const repl_epochs *h, uint64_t epoch, uint64_t last, uint64_t *found)
+uint64_t cl_repl_epochs_end(const cl_repl_epochs *h, uint64_t epoch, uint64_t last, uint64_t *found)
 {
     size_t i = h->n;
     while (i && h->v[i - 1].epoch > epoch)
@@ -81,20 +81,20 @@ typedef struct peer {
     uint64_t behind_ms;
 } peer;
 
-struct rl {
+struct cl_rl {
     int self;
     uint64_t epoch;
-    rl_options o;
+    cl_rl_options o;
     uint32_t isr, proposed;
-    uint32_t forget; /* nodes to be proposed out of the ISR (rl_forget), until etcd has it */
+    uint32_t forget; /* nodes to be proposed out of the ISR (cl_rl_forget), until etcd has it */
     int pending, deposed;
     uint64_t last, durable, commit, released;
     uint64_t lease_until;
     uint64_t sessions;
-    repl_epochs *hist;
-    peer peers[REPL_MAX_NODES];
+    cl_repl_epochs *hist;
+    peer peers[CL_REPL_MAX_NODES];
     uint64_t *ring_ms, *ring_bytes; /* by idx % RING */
-    uint64_t bytes;                 /* cumulative bytes appended since rl_new */
+    uint64_t bytes;                 /* cumulative bytes appended since cl_rl_new */
     uint64_t base;                  /* the last group when this leader took over */
     uint64_t start_ms;              /* when it took over */
 };
@@ -104,10 +104,10 @@ static int popcount32(uint32_t v)
     return __builtin_popcount(v);
 }
 
-rl *rl_new(int self, uint64_t epoch, uint32_t isr, const rl_options *o, uint64_t last_idx,
-           repl_epochs *h, uint64_t now_ms)
+cl_rl *cl_rl_new(int self, uint64_t epoch, uint32_t isr, const cl_rl_options *o, uint64_t last_idx,
+                 cl_repl_epochs *h, uint64_t now_ms)
 {
-    rl *l = sl_xcalloc(1, sizeof *l);
+    cl_rl *l = sl_xcalloc(1, sizeof *l);
     l->self = self;
     l->epoch = epoch;
     l->o = *o;
@@ -127,7 +127,7 @@ rl *rl_new(int self, uint64_t epoch, uint32_t isr, const rl_options *o, uint64_t
     return l;
 }
 
-void rl_free(rl *l)
+void cl_rl_free(cl_rl *l)
 {
     if (!l)
         return;
@@ -136,14 +136,14 @@ void rl_free(rl *l)
     sl_free(l);
 }
 
-static uint64_t ring_first(const rl *l);
-static uint64_t append_ms(const rl *l, uint64_t idx);
+static uint64_t ring_first(const cl_rl *l);
+static uint64_t append_ms(const cl_rl *l, uint64_t idx);
 
-static void set_acked(rl *l, peer *p, uint64_t acked, int fresh)
+static void set_acked(cl_rl *l, peer *p, uint64_t acked, int fresh)
 {
     p->acked = acked;
     if (acked >= l->last)
-        return; /* not behind: behind_ms is set when the next group comes (rl_append) */
+        return; /* not behind: behind_ms is set when the next group comes (cl_rl_append) */
     uint64_t next = acked + 1;
     if (next <= l->base || next >= ring_first(l))
         p->behind_ms = append_ms(l, next);
@@ -151,7 +151,7 @@ static void set_acked(rl *l, peer *p, uint64_t acked, int fresh)
         p->behind_ms = l->start_ms; /* before anything in the ring: as old as can be */
 }
 
-static void recompute(rl *l)
+static void recompute(cl_rl *l)
 {
     uint32_t members = l->isr | (l->pending ? l->proposed : 0);
     if (popcount32(l->isr) < (int)l->o.min_isr)
@@ -159,7 +159,7 @@ static void recompute(rl *l)
     if (l->pending && popcount32(l->proposed) < (int)l->o.min_isr)
         return;
     uint64_t c = l->durable;
-    for (int n = 0; n < REPL_MAX_NODES; n++) {
+    for (int n = 0; n < CL_REPL_MAX_NODES; n++) {
         if (n == l->self || !(members & (1u << n)))
             continue;
         if (l->peers[n].acked < c)
@@ -169,21 +169,21 @@ static void recompute(rl *l)
         l->commit = c;
 }
 
-void rl_append(rl *l, uint64_t idx, uint64_t bytes, uint64_t now_ms)
+void cl_rl_append(cl_rl *l, uint64_t idx, uint64_t bytes, uint64_t now_ms)
 {
     if (idx != l->last + 1)
         return; /* the caller's bug; the log's index is the truth */
-    repl_epochs_note(l->hist, l->epoch, idx);
+    cl_repl_epochs_note(l->hist, l->epoch, idx);
     l->last = idx;
     l->bytes += bytes;
     l->ring_ms[idx % RING] = now_ms;
     l->ring_bytes[idx % RING] = l->bytes;
-    for (int n = 0; n < REPL_MAX_NODES; n++)
+    for (int n = 0; n < CL_REPL_MAX_NODES; n++)
         if (l->peers[n].acked + 1 == idx)
             l->peers[n].behind_ms = now_ms; /* it was caught up until now */
 }
 
-void rl_durable(rl *l, uint64_t idx)
+void cl_rl_durable(cl_rl *l, uint64_t idx)
 {
     if (idx > l->last)
         idx = l->last;
@@ -192,11 +192,11 @@ void rl_durable(rl *l, uint64_t idx)
     recompute(l);
 }
 
-void rl_hello(rl *l, int node, uint64_t last_epoch, uint64_t last_idx, uint64_t now_ms,
-              rl_start *out)
+void cl_rl_hello(cl_rl *l, int node, uint64_t last_epoch, uint64_t last_idx, uint64_t now_ms,
+                 cl_rl_start *out)
 {
     uint64_t found;
-    uint64_t end = repl_epochs_end(l->hist, last_epoch, l->last, &found);
+    uint64_t end = cl_repl_epochs_end(l->hist, last_epoch, l->last, &found);
     peer *p = &l->peers[node];
     p->connected = 1;
     p->started = 0;
@@ -210,19 +210,19 @@ void rl_hello(rl *l, int node, uint64_t last_epoch, uint64_t last_idx, uint64_t 
     out->hello_idx = last_idx;
 }
 
-void rl_disconnect(rl *l, int node)
+void cl_rl_disconnect(cl_rl *l, int node)
 {
     l->peers[node].connected = 0;
     l->peers[node].started = 0;
 }
 
-uint64_t rl_session(const rl *l, int node)
+uint64_t cl_rl_session(const cl_rl *l, int node)
 {
     return l->peers[node].connected ? l->peers[node].session : 0;
 }
 
-void rl_ack(rl *l, int node, uint64_t epoch, uint64_t session, uint64_t log_end, uint64_t durable,
-            uint64_t now_ms)
+void cl_rl_ack(cl_rl *l, int node, uint64_t epoch, uint64_t session, uint64_t log_end,
+               uint64_t durable, uint64_t now_ms)
 {
     peer *p = &l->peers[node];
     if (!p->connected || epoch != l->epoch || session != p->session || node == l->self)
@@ -254,7 +254,7 @@ void rl_ack(rl *l, int node, uint64_t epoch, uint64_t session, uint64_t log_end,
     recompute(l);
 }
 
-int rl_next_send(rl *l, int node, uint64_t now_ms, uint64_t *idx, uint64_t *session)
+int cl_rl_next_send(cl_rl *l, int node, uint64_t now_ms, uint64_t *idx, uint64_t *session)
 {
     peer *p = &l->peers[node];
     if (!p->connected || !p->started || l->deposed)
@@ -272,34 +272,34 @@ int rl_next_send(rl *l, int node, uint64_t now_ms, uint64_t *idx, uint64_t *sess
     return 1;
 }
 
-uint64_t rl_commit(const rl *l)
+uint64_t cl_rl_commit(const cl_rl *l)
 {
     return l->commit;
 }
 
-void rl_lease(rl *l, uint64_t valid_until_ms)
+void cl_rl_lease(cl_rl *l, uint64_t valid_until_ms)
 {
     if (valid_until_ms > l->lease_until)
         l->lease_until = valid_until_ms;
 }
 
-uint64_t rl_release(rl *l, uint64_t now_ms)
+uint64_t cl_rl_release(cl_rl *l, uint64_t now_ms)
 {
     /* Not while blocked either: commit may have been reached with a bigger ISR than there is
      * now, and a confirm promises min_insync_replicas copies in the ISR when it goes out. */
-    if (!l->deposed && now_ms < l->lease_until && !rl_blocked(l) && l->commit > l->released)
+    if (!l->deposed && now_ms < l->lease_until && !cl_rl_blocked(l) && l->commit > l->released)
         l->released = l->commit;
     return l->released;
 }
 
-int rl_blocked(const rl *l)
+int cl_rl_blocked(const cl_rl *l)
 {
     return popcount32(l->isr) < (int)l->o.min_isr ||
            (l->pending && popcount32(l->proposed) < (int)l->o.min_isr);
 }
 
 /* The oldest group still in the ring. */
-static uint64_t ring_first(const rl *l)
+static uint64_t ring_first(const cl_rl *l)
 {
     uint64_t first = l->base + 1;
     if (l->last >= RING && l->last - RING + 1 > first)
@@ -309,7 +309,7 @@ static uint64_t ring_first(const rl *l)
 
 /* When group idx (> acked, <= last) was appended (groups from before this leader: when it
  * took over; groups older than the ring: the oldest in it, a lower bound). */
-static uint64_t append_ms(const rl *l, uint64_t idx)
+static uint64_t append_ms(const cl_rl *l, uint64_t idx)
 {
     if (idx <= l->base)
         return l->start_ms;
@@ -318,7 +318,7 @@ static uint64_t append_ms(const rl *l, uint64_t idx)
 }
 
 /* Bytes appended by this leader up to and including group idx. */
-static uint64_t bytes_upto(const rl *l, uint64_t idx)
+static uint64_t bytes_upto(const cl_rl *l, uint64_t idx)
 {
     if (idx <= l->base)
         return 0;
@@ -328,19 +328,19 @@ static uint64_t bytes_upto(const rl *l, uint64_t idx)
     return l->ring_bytes[idx % RING];
 }
 
-static uint64_t lag_ms(const rl *l, const peer *p, uint64_t now_ms)
+static uint64_t lag_ms(const cl_rl *l, const peer *p, uint64_t now_ms)
 {
     if (p->acked >= l->last)
         return 0;
     return now_ms > p->behind_ms ? now_ms - p->behind_ms : 0;
 }
 
-int rl_isr_propose(rl *l, uint64_t now_ms, uint32_t *proposal)
+int cl_rl_isr_propose(cl_rl *l, uint64_t now_ms, uint32_t *proposal)
 {
     if (l->pending || l->deposed)
         return 0;
     uint32_t want = l->isr & ~l->forget;
-    for (int n = 0; n < REPL_MAX_NODES; n++) {
+    for (int n = 0; n < CL_REPL_MAX_NODES; n++) {
         if (n == l->self || (l->forget & (1u << n)))
             continue;
         const peer *p = &l->peers[n];
@@ -364,25 +364,25 @@ int rl_isr_propose(rl *l, uint64_t now_ms, uint32_t *proposal)
     return 1;
 }
 
-void rl_isr_result(rl *l, int outcome)
+void cl_rl_isr_result(cl_rl *l, int outcome)
 {
     if (!l->pending)
         return;
     l->pending = 0;
-    if (outcome == RL_ISR_DONE) {
+    if (outcome == CL_RL_ISR_DONE) {
         l->isr = l->proposed;
         l->forget &= l->isr; /* those now out of the ISR in etcd are forgotten */
-    } else if (outcome == RL_ISR_DEPOSED)
+    } else if (outcome == CL_RL_ISR_DEPOSED)
         l->deposed = 1;
     recompute(l);
 }
 
-int rl_forget(rl *l, int node)
+int cl_rl_forget(cl_rl *l, int node)
 {
-    if (node < 0 || node >= REPL_MAX_NODES || node == l->self)
+    if (node < 0 || node >= CL_REPL_MAX_NODES || node == l->self)
         return -1;
     uint32_t bit = 1u << node;
-    rl_disconnect(l, node);
+    cl_rl_disconnect(l, node);
     /* In the ISR (or about to be, by a pending admission): out through a proposal. Outside
      * both, nothing waits for it already. */
     if ((l->isr & bit) || (l->pending && (l->proposed & bit)))
@@ -390,37 +390,37 @@ int rl_forget(rl *l, int node)
     return 0;
 }
 
-uint32_t rl_forgetting(const rl *l)
+uint32_t cl_rl_forgetting(const cl_rl *l)
 {
     return l->forget;
 }
 
-void rl_depose(rl *l)
+void cl_rl_depose(cl_rl *l)
 {
     l->deposed = 1;
 }
 
-int rl_deposed(const rl *l)
+int cl_rl_deposed(const cl_rl *l)
 {
     return l->deposed;
 }
 
-uint32_t rl_isr(const rl *l)
+uint32_t cl_rl_isr(const cl_rl *l)
 {
     return l->isr;
 }
 
-uint64_t rl_epoch(const rl *l)
+uint64_t cl_rl_epoch(const cl_rl *l)
 {
     return l->epoch;
 }
 
-uint64_t rl_last(const rl *l)
+uint64_t cl_rl_last(const cl_rl *l)
 {
     return l->last;
 }
 
-void rl_peer(const rl *l, int node, uint64_t now_ms, rl_peer_info *out)
+void cl_rl_peer(const cl_rl *l, int node, uint64_t now_ms, cl_rl_peer_info *out)
 {
     const peer *p = &l->peers[node];
     memset(out, 0, sizeof *out);
@@ -438,31 +438,31 @@ void rl_peer(const rl *l, int node, uint64_t now_ms, rl_peer_info *out)
 
 /* ---- follower ---- */
 
-struct rf {
+struct cl_rf {
     int self;
     uint64_t seen_epoch; /* newest epoch seen: from etcd or a START */
     uint64_t epoch;      /* the epoch of the session being followed (0: none) */
     uint64_t session;
     uint64_t last, durable;
-    repl_epochs *hist;
+    cl_repl_epochs *hist;
 };
 
-rf *rf_new(int self, uint64_t last_idx, repl_epochs *h)
+cl_rf *cl_rf_new(int self, uint64_t last_idx, cl_repl_epochs *h)
 {
-    rf *f = sl_xcalloc(1, sizeof *f);
+    cl_rf *f = sl_xcalloc(1, sizeof *f);
     f->self = self;
     f->last = f->durable = last_idx;
     f->hist = h;
-    f->seen_epoch = repl_epochs_last(h);
+    f->seen_epoch = cl_repl_epochs_last(h);
     return f;
 }
 
-void rf_free(rf *f)
+void cl_rf_free(cl_rf *f)
 {
     sl_free(f);
 }
 
-void rf_epoch_seen(rf *f, uint64_t epoch)
+void cl_rf_epoch_seen(cl_rf *f, uint64_t epoch)
 {
     if (epoch > f->seen_epoch)
         f->seen_epoch = epoch;
@@ -472,58 +472,58 @@ void rf_epoch_seen(rf *f, uint64_t epoch)
     }
 }
 
-void rf_hello(const rf *f, uint64_t *last_epoch, uint64_t *last_idx)
+void cl_rf_hello(const cl_rf *f, uint64_t *last_epoch, uint64_t *last_idx)
 {
-    *last_epoch = repl_epochs_last(f->hist);
+    *last_epoch = cl_repl_epochs_last(f->hist);
     *last_idx = f->last;
 }
 
-int rf_start(rf *f, const rl_start *st, uint64_t *truncate_to)
+int cl_rf_start(cl_rf *f, const cl_rl_start *st, uint64_t *truncate_to)
 {
     uint64_t epoch = st->epoch, div_epoch = st->div_epoch, div_end = st->div_end;
     if (epoch < f->seen_epoch || epoch == 0)
-        return RF_REJECT;
-    if (st->hello_epoch != repl_epochs_last(f->hist) || st->hello_idx != f->last)
-        return RF_IGNORE;
+        return CL_RF_REJECT;
+    if (st->hello_epoch != cl_repl_epochs_last(f->hist) || st->hello_idx != f->last)
+        return CL_RF_IGNORE;
     /* A leader numbers its sessions upwards and answers only its newest: an older START
      * arriving late would leave the two on different sessions. */
     if (epoch == f->epoch && st->session <= f->session)
-        return RF_REJECT;
+        return CL_RF_REJECT;
     uint64_t session = st->session;
     f->seen_epoch = epoch;
     f->epoch = epoch;
     f->session = session;
     uint64_t found;
-    uint64_t mine = repl_epochs_end(f->hist, div_epoch, f->last, &found);
+    uint64_t mine = cl_repl_epochs_end(f->hist, div_epoch, f->last, &found);
     if (div_epoch == 0)
         mine = 0;
     uint64_t keep = mine < div_end ? mine : div_end;
     if (keep > f->last)
         keep = f->last;
     if (keep < f->last) {
-        repl_epochs_truncate(f->hist, keep);
+        cl_repl_epochs_truncate(f->hist, keep);
         f->last = keep;
         if (f->durable > keep)
             f->durable = keep;
     }
     *truncate_to = keep;
-    return RF_OK;
+    return CL_RF_OK;
 }
 
-int rf_data(rf *f, uint64_t epoch, uint64_t session, uint64_t idx, uint64_t group_epoch)
+int cl_rf_data(cl_rf *f, uint64_t epoch, uint64_t session, uint64_t idx, uint64_t group_epoch)
 {
     if (!f->session || epoch != f->epoch || session != f->session || group_epoch > f->epoch)
-        return RF_IGNORE;
+        return CL_RF_IGNORE;
     if (idx <= f->last)
-        return RF_IGNORE;
+        return CL_RF_IGNORE;
     if (idx > f->last + 1)
-        return RF_GAP;
-    repl_epochs_note(f->hist, group_epoch, idx);
+        return CL_RF_GAP;
+    cl_repl_epochs_note(f->hist, group_epoch, idx);
     f->last = idx;
-    return RF_APPEND;
+    return CL_RF_APPEND;
 }
 
-void rf_durable(rf *f, uint64_t idx)
+void cl_rf_durable(cl_rf *f, uint64_t idx)
 {
     if (idx > f->last)
         idx = f->last;
@@ -531,13 +531,13 @@ void rf_durable(rf *f, uint64_t idx)
         f->durable = idx;
 }
 
-int rf_current(const rf *f, uint64_t epoch, uint64_t session)
+int cl_rf_current(const cl_rf *f, uint64_t epoch, uint64_t session)
 {
     return f->session && epoch == f->epoch && session == f->session;
 }
 
-void rf_ack_fields(const rf *f, uint64_t *epoch, uint64_t *session, uint64_t *log_end,
-                   uint64_t *durable)
+void cl_rf_ack_fields(const cl_rf *f, uint64_t *epoch, uint64_t *session, uint64_t *log_end,
+                      uint64_t *durable)
 {
     *epoch = f->epoch;
     *session = f->session;
@@ -545,17 +545,17 @@ void rf_ack_fields(const rf *f, uint64_t *epoch, uint64_t *session, uint64_t *lo
     *durable = f->durable;
 }
 
-uint64_t rf_last(const rf *f)
+uint64_t cl_rf_last(const cl_rf *f)
 {
     return f->last;
 }
 
-uint64_t rf_durable_idx(const rf *f)
+uint64_t cl_rf_durable_idx(const cl_rf *f)
 {
     return f->durable;
 }
 
-uint64_t rf_epoch(const rf *f)
+uint64_t cl_rf_epoch(const cl_rf *f)
 {
     return f->epoch;
 }

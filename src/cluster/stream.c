@@ -100,7 +100,7 @@ typedef struct sconn {
     int close_after; /* close once out is flushed */
     /* the handshake (auth.h): 0 nothing yet, 1 AUTH (server) / sent (client), 2 proved */
     int auth;
-    uint8_t nf[CA_NONCE], nl[CA_NONCE];
+    uint8_t nf[CL_AUTH_NONCE], nl[CL_AUTH_NONCE];
     char claimed[256];  /* the name its AUTH claimed (server) */
     char peer[64];      /* its address, for audit lines (server) */
     sl_tls *tls;        /* NULL: plain TCP */
@@ -227,12 +227,12 @@ static int sconn_write(sconn *c)
 
 /* ---- leader ---- */
 
-struct cs_server {
+struct cl_stream_server {
     char *self, *cluster;
     int listen_fd, wake_fd, ev_fd;
     pthread_t thread;
     int started;
-    cs_log log;
+    cl_stream_log log;
     uint32_t ping_ms;
     int (*banned)(void *ctx, const char *name);
     void *banned_ctx;
@@ -251,45 +251,45 @@ struct cs_server {
     uint64_t durable_in, lease_in;
     int isr_outcome; /* -1: none */
     int depose_in, stop;
-    char forget_in[REPL_MAX_NODES][256]; /* names to forget (cs_server_forget) */
+    char forget_in[CL_REPL_MAX_NODES][256]; /* names to forget (cl_stream_server_forget) */
     size_t n_forget_in;
     uint64_t forget_asked, forget_done; /* tickets: asked (inputs), done (outputs) */
     /* outputs, under mu */
     uint64_t released_out, commit_out;
     int blocked_out;
-    cs_peer peers_out[REPL_MAX_NODES];
+    cl_stream_peer peers_out[CL_REPL_MAX_NODES];
     size_t n_peers_out;
 
     /* the thread's own */
-    rl *rl;
-    const repl_epochs *hist;
+    cl_rl *rl;
+    const cl_repl_epochs *hist;
     uint8_t *chunk; /* COPY_CHUNK bytes: a full copy's reads */
-    char names[REPL_MAX_NODES][256];
+    char names[CL_REPL_MAX_NODES][256];
     int n_names;
     sconn conns[MAX_CONNS];
     int isr_pending;
 };
 
-static int node_id(cs_server *s, const char *name, size_t len)
+static int node_id(cl_stream_server *s, const char *name, size_t len)
 {
     for (int i = 0; i < s->n_names; i++)
         if (strlen(s->names[i]) == len && !memcmp(s->names[i], name, len))
             return i;
-    if (s->n_names == REPL_MAX_NODES || len >= sizeof s->names[0])
+    if (s->n_names == CL_REPL_MAX_NODES || len >= sizeof s->names[0])
         return -1;
     memcpy(s->names[s->n_names], name, len);
     s->names[s->n_names][len] = 0;
     return s->n_names++;
 }
 
-static void copy_done(cs_server *s, sconn *c)
+static void copy_done(cl_stream_server *s, sconn *c)
 {
     if (c->snap)
         s->log.snap_free(c->snap);
     c->snap = NULL;
 }
 
-static void server_drop(cs_server *s, sconn *c)
+static void server_drop(cl_stream_server *s, sconn *c)
 {
     copy_done(s, c);
     if (c->node > 0) {
@@ -298,7 +298,7 @@ static void server_drop(cs_server *s, sconn *c)
             if (&s->conns[i] != c && s->conns[i].fd >= 0 && s->conns[i].node == c->node)
                 other = 1;
         if (!other)
-            rl_disconnect(s->rl, c->node);
+            cl_rl_disconnect(s->rl, c->node);
     }
     sconn_close(c);
 }
@@ -310,7 +310,7 @@ static void server_refuse(sconn *c, const char *who, uint16_t code, const char *
 {
     sl_warn("audit: replication peer %s refused (claimed node '%s'): %s", c->peer,
             who && *who ? who : "-", why);
-    cw_put_refuse(&c->out, code, reply);
+    cl_wire_put_refuse(&c->out, code, reply);
     c->close_after = 1;
 }
 
@@ -324,7 +324,7 @@ static const char *frame_name(uint8_t type)
 
 /* The checks of a claimed name that AUTH (or, without a secret, HELLO) makes: 0 when it may
  * go on, else -1 and refused. */
-static int server_check_name(cs_server *s, sconn *c, const char *who)
+static int server_check_name(cl_stream_server *s, sconn *c, const char *who)
 {
     if (!strcmp(who, s->self)) {
         server_refuse(c, who, 1, "that is this node's own name", "it claims the leader's name");
@@ -345,7 +345,7 @@ static int server_check_name(cs_server *s, sconn *c, const char *who)
 }
 
 /* AUTH: answer with this leader's proof and a nonce of its own (auth.h). */
-static void server_auth(cs_server *s, sconn *c, const cw_msg *m, const char *who)
+static void server_auth(cl_stream_server *s, sconn *c, const cl_wire_msg *m, const char *who)
 {
     if (!s->secret) {
         server_refuse(c, who, REFUSE_AUTH,
@@ -359,21 +359,21 @@ static void server_auth(cs_server *s, sconn *c, const cw_msg *m, const char *who
     }
     if (server_check_name(s, c, who) < 0)
         return;
-    uint8_t mac[CA_MAC];
-    memcpy(c->nf, m->nonce, CA_NONCE);
-    if (ca_nonce(c->nl) < 0) {
+    uint8_t mac[CL_AUTH_MAC];
+    memcpy(c->nf, m->nonce, CL_AUTH_NONCE);
+    if (cl_auth_nonce(c->nl) < 0) {
         sl_error("cluster: no random bytes for a replication handshake");
-        cw_put_refuse(&c->out, REFUSE_AUTH, "no random bytes here");
+        cl_wire_put_refuse(&c->out, REFUSE_AUTH, "no random bytes here");
         c->close_after = 1;
         return;
     }
     snprintf(c->claimed, sizeof c->claimed, "%s", who);
-    ca_mac(s->secret, s->secret_len, 'L', s->cluster, who, s->self, c->nf, c->nl, mac);
-    cw_put_challenge(&c->out, s->self, c->nl, mac);
+    cl_auth_mac(s->secret, s->secret_len, 'L', s->cluster, who, s->self, c->nf, c->nl, mac);
+    cl_wire_put_challenge(&c->out, s->self, c->nl, mac);
     c->auth = 1;
 }
 
-static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
+static void server_frame(cl_stream_server *s, sconn *c, const cl_wire_msg *m, uint64_t now)
 {
     if (c->close_after)
         return; /* refused: nothing more it says counts */
@@ -382,7 +382,7 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         snprintf(who, sizeof who, "%.*s", (int)(m->node_len < 255 ? m->node_len : 255),
                  (const char *)m->node);
     switch (m->type) {
-    case CW_AUTH:
+    case CL_WIRE_AUTH:
         if (m->cluster_len != strlen(s->cluster) ||
             memcmp(m->cluster, s->cluster, m->cluster_len)) {
             server_refuse(c, who, REFUSE_NOT_OURS, "another cluster", "another cluster's name");
@@ -390,20 +390,20 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         }
         server_auth(s, c, m, who);
         return;
-    case CW_PROOF:
+    case CL_WIRE_PROOF:
         if (c->auth != 1) {
             server_refuse(c, who, REFUSE_AUTH, "PROOF without AUTH", "PROOF without AUTH");
             return;
         }
-        if (!ca_check(s->secret, s->secret_len, 'F', s->cluster, c->claimed, s->self, c->nf, c->nl,
-                      m->mac)) {
+        if (!cl_auth_check(s->secret, s->secret_len, 'F', s->cluster, c->claimed, s->self, c->nf,
+                           c->nl, m->mac)) {
             server_refuse(c, c->claimed, REFUSE_AUTH, "authentication failed",
                           "it did not prove the cluster secret");
             return;
         }
         c->auth = 2;
         return;
-    case CW_HELLO: {
+    case CL_WIRE_HELLO: {
         if (s->secret && c->auth != 2) {
             server_refuse(c, who, REFUSE_AUTH,
                           "this cluster authenticates its members (cluster.secret_file)",
@@ -417,7 +417,7 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         }
         if (m->cluster_len != strlen(s->cluster) ||
             memcmp(m->cluster, s->cluster, m->cluster_len)) {
-            cw_put_refuse(&c->out, REFUSE_NOT_OURS, "another cluster");
+            cl_wire_put_refuse(&c->out, REFUSE_NOT_OURS, "another cluster");
             c->close_after = 1;
             return;
         }
@@ -441,10 +441,10 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
                 sconn_close(&s->conns[i]);
             }
         c->node = id;
-        rl_start st;
-        rl_hello(s->rl, id, m->a, m->b, now, &st);
-        cw_put_start(&c->out, st.epoch, st.session, st.div_epoch, st.div_end, st.hello_epoch,
-                     st.hello_idx);
+        cl_rl_start st;
+        cl_rl_hello(s->rl, id, m->a, m->b, now, &st);
+        cl_wire_put_start(&c->out, st.epoch, st.session, st.div_epoch, st.div_end, st.hello_epoch,
+                          st.hello_idx);
         sl_info("cluster: follower %s connected from %s%s%s (its log: epoch %" PRIu64
                 ", group %" PRIu64 ")",
                 s->names[id], c->peer, c->tls ? ", TLS" : "", s->secret ? ", authenticated" : "",
@@ -462,17 +462,17 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         return;
     }
     switch (m->type) {
-    case CW_ACK:
+    case CL_WIRE_ACK:
         if (c->node > 0)
-            rl_ack(s->rl, c->node, m->epoch, m->session, m->a, m->b, now);
+            cl_rl_ack(s->rl, c->node, m->epoch, m->session, m->a, m->b, now);
         return;
-    case CW_COPYREQ: {
+    case CL_WIRE_COPYREQ: {
         if (c->snap)
             return;
         uint64_t snap_idx = 0;
         void *snap = s->log.snap_open ? s->log.snap_open(s->log.ctx, &snap_idx) : NULL;
         if (!snap) {
-            cw_put_refuse(&c->out, REFUSE_NO_COPY, "no full copy can be made now");
+            cl_wire_put_refuse(&c->out, REFUSE_NO_COPY, "no full copy can be made now");
             c->close_after = 1;
             return;
         }
@@ -483,7 +483,7 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
         c->snap_idx = snap_idx;
         s->log.snap_name(snap, 0, &c->size);
         /* the history of the log up to the copy's last group */
-        const repl_epochs *h = s->hist;
+        const cl_repl_epochs *h = s->hist;
         uint64_t *e = sl_xmalloc((h->n + 1) * sizeof *e), *f = sl_xmalloc((h->n + 1) * sizeof *f);
         uint32_t n = 0;
         for (size_t i = 0; i < h->n; i++)
@@ -491,7 +491,7 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
                 e[n] = h->v[i].epoch;
                 f[n++] = h->v[i].first;
             }
-        cw_put_copybegin(&c->out, snap_idx, e, f, n);
+        cl_wire_put_copybegin(&c->out, snap_idx, e, f, n);
         sl_free(e);
         sl_free(f);
         sl_info("cluster: a full copy for %s: %zu file(s), up to group %" PRIu64, s->names[c->node],
@@ -505,12 +505,12 @@ static void server_frame(cs_server *s, sconn *c, const cw_msg *m, uint64_t now)
 
 /* Queue the next bytes of a full copy (read here, on the replication thread: the leader's
  * clients never wait for it). */
-static void server_copy(cs_server *s, sconn *c)
+static void server_copy(cl_stream_server *s, sconn *c)
 {
     uint8_t *chunk = s->chunk;
     while (c->snap && !c->close_after && sl_buf_unread(&c->out) < OUT_MAX) {
         if (c->file >= c->files) {
-            cw_put_copyend(&c->out, c->snap_idx, (uint32_t)c->files);
+            cl_wire_put_copyend(&c->out, c->snap_idx, (uint32_t)c->files);
             sl_info("cluster: full copy for %s sent", s->names[c->node]);
             copy_done(s, c);
             return;
@@ -521,14 +521,14 @@ static void server_copy(cs_server *s, sconn *c)
         long n = want ? s->log.snap_read(c->snap, c->file, c->off, chunk, want) : 0;
         if (n < 0) {
             sl_error("cluster: full copy: reading %s: %s", name, strerror(errno));
-            cw_put_refuse(&c->out, REFUSE_NO_COPY, "the leader could not read its files");
+            cl_wire_put_refuse(&c->out, REFUSE_NO_COPY, "the leader could not read its files");
             c->close_after = 1;
             copy_done(s, c);
             return;
         }
         /* every file is sent, even an empty one (its name is what makes it) */
         if (n > 0 || c->off == 0)
-            cw_put_copydata(&c->out, name, c->off, chunk, (uint32_t)n);
+            cl_wire_put_copydata(&c->out, name, c->off, chunk, (uint32_t)n);
         c->off += (uint64_t)n;
         if (n == 0 || c->off >= size) {
             c->file++;
@@ -538,7 +538,7 @@ static void server_copy(cs_server *s, sconn *c)
 }
 
 /* Queue the groups due to c's follower. */
-static void server_send(cs_server *s, sconn *c, uint64_t now)
+static void server_send(cl_stream_server *s, sconn *c, uint64_t now)
 {
     if (c->snap) {
         server_copy(s, c);
@@ -546,7 +546,7 @@ static void server_send(cs_server *s, sconn *c, uint64_t now)
     }
     uint64_t idx, session;
     while (!c->close_after && sl_buf_unread(&c->out) < OUT_MAX &&
-           rl_next_send(s->rl, c->node, now, &idx, &session)) {
+           cl_rl_next_send(s->rl, c->node, now, &idx, &session)) {
         uint8_t *g = NULL;
         size_t len = 0;
         uint64_t gepoch = 0;
@@ -554,23 +554,24 @@ static void server_send(cs_server *s, sconn *c, uint64_t now)
             char why[128];
             snprintf(why, sizeof why, "group %" PRIu64 " is no longer kept: a full copy is needed",
                      idx);
-            cw_put_refuse(&c->out, REFUSE_NOT_KEPT, why);
+            cl_wire_put_refuse(&c->out, REFUSE_NOT_KEPT, why);
             c->close_after = 1;
             sl_warn("cluster: follower %s needs group %" PRIu64 ", no longer kept",
                     s->names[c->node], idx);
             return;
         }
-        cw_put_data(&c->out, rl_epoch(s->rl), session, idx, gepoch, g, (uint32_t)len, NULL, 0);
+        cl_wire_put_data(&c->out, cl_rl_epoch(s->rl), session, idx, gepoch, g, (uint32_t)len, NULL,
+                         0);
         sl_free(g);
     }
 }
 
-static void server_publish(cs_server *s, uint64_t now)
+static void server_publish(cl_stream_server *s, uint64_t now)
 {
-    uint64_t rel = rl_release(s->rl, now), commit = rl_commit(s->rl);
-    int blocked = rl_blocked(s->rl);
-    uint32_t isr = rl_isr(s->rl);
-    int forgetting = rl_forgetting(s->rl) != 0;
+    uint64_t rel = cl_rl_release(s->rl, now), commit = cl_rl_commit(s->rl);
+    int blocked = cl_rl_blocked(s->rl);
+    uint32_t isr = cl_rl_isr(s->rl);
+    int forgetting = cl_rl_forgetting(s->rl) != 0;
     pthread_mutex_lock(&s->mu);
     int changed = rel != s->released_out || blocked != s->blocked_out;
     /* every forget asked before this round was applied by server_inputs: done once etcd's
@@ -584,9 +585,9 @@ static void server_publish(cs_server *s, uint64_t now)
     s->commit_out = commit;
     s->n_peers_out = 0;
     for (int i = 1; i < s->n_names; i++) {
-        rl_peer_info pi;
-        rl_peer(s->rl, i, now, &pi);
-        cs_peer *p = &s->peers_out[s->n_peers_out++];
+        cl_rl_peer_info pi;
+        cl_rl_peer(s->rl, i, now, &pi);
+        cl_stream_peer *p = &s->peers_out[s->n_peers_out++];
         memcpy(p->name, s->names[i], sizeof p->name); /* both 256, NUL-terminated */
         p->insync = (isr >> i) & 1;
         p->connected = pi.connected;
@@ -603,27 +604,27 @@ static void server_publish(cs_server *s, uint64_t now)
         poke(s->ev_fd);
 }
 
-static void server_inputs(cs_server *s, uint64_t now)
+static void server_inputs(cl_stream_server *s, uint64_t now)
 {
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < s->n_pend; i++)
-        rl_append(s->rl, s->pend[i].idx, s->pend[i].bytes, now);
+        cl_rl_append(s->rl, s->pend[i].idx, s->pend[i].bytes, now);
     s->n_pend = 0;
     if (s->durable_in)
-        rl_durable(s->rl, s->durable_in);
+        cl_rl_durable(s->rl, s->durable_in);
     if (s->lease_in)
-        rl_lease(s->rl, s->lease_in);
+        cl_rl_lease(s->rl, s->lease_in);
     int outcome = s->isr_outcome;
     s->isr_outcome = -1;
     int depose = s->depose_in;
-    char forget[REPL_MAX_NODES][256];
+    char forget[CL_REPL_MAX_NODES][256];
     size_t n_forget = s->n_forget_in;
     memcpy(forget, s->forget_in, n_forget * sizeof forget[0]);
     s->n_forget_in = 0;
     pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < n_forget; i++) {
         int id = node_id(s, forget[i], strlen(forget[i]));
-        if (id <= 0 || rl_forget(s->rl, id) < 0)
+        if (id <= 0 || cl_rl_forget(s->rl, id) < 0)
             continue;
         for (int k = 0; k < MAX_CONNS; k++) /* it follows no more (it may come back) */
             if (s->conns[k].fd >= 0 && s->conns[k].node == id) {
@@ -633,23 +634,23 @@ static void server_inputs(cs_server *s, uint64_t now)
         sl_info("cluster: forgetting member %s", forget[i]);
     }
     if (outcome >= 0 && s->isr_pending) {
-        rl_isr_result(s->rl, outcome);
+        cl_rl_isr_result(s->rl, outcome);
         s->isr_pending = 0;
-        sl_info("cluster: ISR change %s", outcome == RL_ISR_DONE ? "written to etcd"
-                                          : outcome == RL_ISR_RETRY
+        sl_info("cluster: ISR change %s", outcome == CL_RL_ISR_DONE ? "written to etcd"
+                                          : outcome == CL_RL_ISR_RETRY
                                               ? "not written (etcd unreachable): will retry"
                                               : "refused: this leader is deposed");
     }
-    if (depose && !rl_deposed(s->rl))
-        rl_depose(s->rl);
+    if (depose && !cl_rl_deposed(s->rl))
+        cl_rl_depose(s->rl);
 }
 
-static void server_isr(cs_server *s, uint64_t now)
+static void server_isr(cl_stream_server *s, uint64_t now)
 {
     uint32_t prop;
-    if (s->isr_pending || !s->log.isr_propose || !rl_isr_propose(s->rl, now, &prop))
+    if (s->isr_pending || !s->log.isr_propose || !cl_rl_isr_propose(s->rl, now, &prop))
         return;
-    const char *names[REPL_MAX_NODES];
+    const char *names[CL_REPL_MAX_NODES];
     size_t n = 0;
     for (int i = 0; i < s->n_names; i++)
         if ((prop >> i) & 1)
@@ -660,7 +661,7 @@ static void server_isr(cs_server *s, uint64_t now)
 
 static void *server_run(void *arg)
 {
-    cs_server *s = arg;
+    cl_stream_server *s = arg;
     uint64_t next_ping = 0;
     for (;;) {
         struct pollfd pf[2 + MAX_CONNS];
@@ -754,11 +755,11 @@ static void *server_run(void *arg)
                 continue;
             }
             for (;;) {
-                cw_msg m;
+                cl_wire_msg m;
                 size_t used;
                 char err[128];
-                int pr = cw_parse(sl_buf_head(&c->in), sl_buf_unread(&c->in), &m, &used, err,
-                                  sizeof err);
+                int pr = cl_wire_parse(sl_buf_head(&c->in), sl_buf_unread(&c->in), &m, &used, err,
+                                       sizeof err);
                 if (pr == 0)
                     break;
                 if (pr < 0) {
@@ -782,9 +783,9 @@ static void *server_run(void *arg)
             next_ping = now + s->ping_ms;
             for (int i = 0; i < MAX_CONNS; i++) {
                 sconn *c = &s->conns[i];
-                uint64_t sess = c->fd >= 0 && c->node > 0 ? rl_session(s->rl, c->node) : 0;
+                uint64_t sess = c->fd >= 0 && c->node > 0 ? cl_rl_session(s->rl, c->node) : 0;
                 if (sess && !c->close_after)
-                    cw_put_ping(&c->out, rl_epoch(s->rl), sess, rl_commit(s->rl));
+                    cl_wire_put_ping(&c->out, cl_rl_epoch(s->rl), sess, cl_rl_commit(s->rl));
             }
         }
         for (int i = 0; i < MAX_CONNS; i++) {
@@ -809,10 +810,10 @@ static void *server_run(void *arg)
     return NULL;
 }
 
-cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log *log, char *err,
-                           size_t errlen)
+cl_stream_server *cl_stream_server_start(int listen_fd, const cl_stream_server_opts *o,
+                                         const cl_stream_log *log, char *err, size_t errlen)
 {
-    cs_server *s = sl_xcalloc(1, sizeof *s);
+    cl_stream_server *s = sl_xcalloc(1, sizeof *s);
     s->listen_fd = listen_fd;
     s->self = sl_xstrdup(o->self);
     s->cluster = sl_xstrdup(o->cluster);
@@ -839,24 +840,24 @@ cs_server *cs_server_start(int listen_fd, const cs_server_opts *o, const cs_log 
         if (id >= 0)
             isr |= 1u << id;
     }
-    s->rl = rl_new(0, o->epoch, isr, &o->rl, o->last_idx, o->hist, mono_ms());
+    s->rl = cl_rl_new(0, o->epoch, isr, &o->rl, o->last_idx, o->hist, mono_ms());
     s->hist = o->hist;
     s->chunk = sl_xmalloc(COPY_CHUNK);
     s->released_out = 0;
-    s->blocked_out = rl_blocked(s->rl);
+    s->blocked_out = cl_rl_blocked(s->rl);
     s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->ev_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
     if (s->wake_fd < 0 || s->ev_fd < 0 || pthread_create(&s->thread, NULL, server_run, s) != 0) {
         snprintf(err, errlen, "replication server: %s", strerror(errno));
-        cs_server_stop(s);
+        cl_stream_server_stop(s);
         return NULL;
     }
     s->started = 1;
     return s;
 }
 
-void cs_server_stop(cs_server *s)
+void cl_stream_server_stop(cl_stream_server *s)
 {
     if (!s)
         return;
@@ -877,7 +878,7 @@ void cs_server_stop(cs_server *s)
         close(s->wake_fd);
     if (s->ev_fd >= 0)
         close(s->ev_fd);
-    rl_free(s->rl);
+    cl_rl_free(s->rl);
     sl_free(s->chunk);
     pthread_mutex_destroy(&s->mu);
     sl_free(s->pend);
@@ -890,7 +891,7 @@ void cs_server_stop(cs_server *s)
     sl_free(s);
 }
 
-void cs_server_append(cs_server *s, uint64_t idx, uint64_t bytes)
+void cl_stream_server_append(cl_stream_server *s, uint64_t idx, uint64_t bytes)
 {
     pthread_mutex_lock(&s->mu);
     if (s->n_pend == s->cap_pend) {
@@ -902,7 +903,8 @@ void cs_server_append(cs_server *s, uint64_t idx, uint64_t bytes)
     poke(s->wake_fd);
 }
 
-void cs_server_append_durable(cs_server *s, uint64_t idx, uint64_t bytes, uint64_t durable)
+void cl_stream_server_append_durable(cl_stream_server *s, uint64_t idx, uint64_t bytes,
+                                     uint64_t durable)
 {
     pthread_mutex_lock(&s->mu);
     if (s->n_pend == s->cap_pend) {
@@ -916,7 +918,7 @@ void cs_server_append_durable(cs_server *s, uint64_t idx, uint64_t bytes, uint64
     poke(s->wake_fd);
 }
 
-void cs_server_durable(cs_server *s, uint64_t idx)
+void cl_stream_server_durable(cl_stream_server *s, uint64_t idx)
 {
     pthread_mutex_lock(&s->mu);
     if (idx > s->durable_in)
@@ -925,7 +927,7 @@ void cs_server_durable(cs_server *s, uint64_t idx)
     poke(s->wake_fd);
 }
 
-void cs_server_lease(cs_server *s, uint64_t valid_until_ms)
+void cl_stream_server_lease(cl_stream_server *s, uint64_t valid_until_ms)
 {
     pthread_mutex_lock(&s->mu);
     if (valid_until_ms > s->lease_in)
@@ -934,7 +936,7 @@ void cs_server_lease(cs_server *s, uint64_t valid_until_ms)
     poke(s->wake_fd);
 }
 
-void cs_server_isr_result(cs_server *s, int outcome)
+void cl_stream_server_isr_result(cl_stream_server *s, int outcome)
 {
     pthread_mutex_lock(&s->mu);
     s->isr_outcome = outcome;
@@ -942,7 +944,7 @@ void cs_server_isr_result(cs_server *s, int outcome)
     poke(s->wake_fd);
 }
 
-void cs_server_depose(cs_server *s)
+void cl_stream_server_depose(cl_stream_server *s)
 {
     pthread_mutex_lock(&s->mu);
     s->depose_in = 1;
@@ -950,17 +952,17 @@ void cs_server_depose(cs_server *s)
     poke(s->wake_fd);
 }
 
-int cs_server_fd(const cs_server *s)
+int cl_stream_server_fd(const cl_stream_server *s)
 {
     return s->ev_fd;
 }
 
-void cs_server_take_event(cs_server *s)
+void cl_stream_server_take_event(cl_stream_server *s)
 {
     drain(s->ev_fd);
 }
 
-uint64_t cs_server_released(cs_server *s)
+uint64_t cl_stream_server_released(cl_stream_server *s)
 {
     pthread_mutex_lock(&s->mu);
     uint64_t v = s->released_out;
@@ -968,7 +970,7 @@ uint64_t cs_server_released(cs_server *s)
     return v;
 }
 
-int cs_server_blocked(cs_server *s)
+int cl_stream_server_blocked(cl_stream_server *s)
 {
     pthread_mutex_lock(&s->mu);
     int v = s->blocked_out;
@@ -976,7 +978,7 @@ int cs_server_blocked(cs_server *s)
     return v;
 }
 
-uint64_t cs_server_commit(cs_server *s)
+uint64_t cl_stream_server_commit(cl_stream_server *s)
 {
     pthread_mutex_lock(&s->mu);
     uint64_t v = s->commit_out;
@@ -984,7 +986,7 @@ uint64_t cs_server_commit(cs_server *s)
     return v;
 }
 
-size_t cs_server_peers(cs_server *s, cs_peer *out, size_t max)
+size_t cl_stream_server_peers(cl_stream_server *s, cl_stream_peer *out, size_t max)
 {
     pthread_mutex_lock(&s->mu);
     size_t n = s->n_peers_out < max ? s->n_peers_out : max;
@@ -993,13 +995,13 @@ size_t cs_server_peers(cs_server *s, cs_peer *out, size_t max)
     return n;
 }
 
-uint64_t cs_server_forget(cs_server *s, const char *name)
+uint64_t cl_stream_server_forget(cl_stream_server *s, const char *name)
 {
     if (!strcmp(name, s->self) || strlen(name) >= 256)
         return 0;
     pthread_mutex_lock(&s->mu);
     uint64_t t = 0;
-    if (s->n_forget_in < REPL_MAX_NODES) {
+    if (s->n_forget_in < CL_REPL_MAX_NODES) {
         snprintf(s->forget_in[s->n_forget_in++], 256, "%s", name);
         t = ++s->forget_asked;
     }
@@ -1008,7 +1010,7 @@ uint64_t cs_server_forget(cs_server *s, const char *name)
     return t;
 }
 
-uint64_t cs_server_forgotten(cs_server *s)
+uint64_t cl_stream_server_forgotten(cl_stream_server *s)
 {
     pthread_mutex_lock(&s->mu);
     uint64_t v = s->forget_done;
@@ -1018,12 +1020,12 @@ uint64_t cs_server_forgotten(cs_server *s)
 
 /* ---- follower ---- */
 
-struct cs_client {
+struct cl_stream_client {
     char *self, *cluster;
     uint8_t *secret; /* NULL: none */
     size_t secret_len;
     sl_tls_ctx *tls; /* NULL: plain TCP */
-    cs_log log;
+    cl_stream_log log;
     int wake_fd;
     pthread_t thread;
     int started;
@@ -1038,98 +1040,98 @@ struct cs_client {
     uint64_t pos_epoch, pos_idx;
 
     /* the thread's own */
-    repl_epochs hist;
-    rf *rf;
+    cl_repl_epochs hist;
+    cl_rf *rf;
     sconn c;
     char dialed[280];
     int connecting;
     int need_copy; /* ask for a full copy at the next connection */
     int copying;   /* a copy is coming on this connection (COPYBEGIN seen) */
     uint64_t copy_idx;
-    repl_epochs copy_hist;
+    cl_repl_epochs copy_hist;
     uint64_t heard_ms, retry_ms;
     int unsaved;      /* groups applied (durable, ACKed) since the position was last saved */
     uint64_t save_ms; /* when to save it: SAVE_IDLE_MS after the last apply */
 };
 
-static void epochs_copy(repl_epochs *to, const repl_epochs *from)
+static void epochs_copy(cl_repl_epochs *to, const cl_repl_epochs *from)
 {
-    repl_epochs_free(to);
-    repl_epochs_init(to);
+    cl_repl_epochs_free(to);
+    cl_repl_epochs_init(to);
     for (size_t i = 0; i < from->n; i++)
-        repl_epochs_note(to, from->v[i].epoch, from->v[i].first);
+        cl_repl_epochs_note(to, from->v[i].epoch, from->v[i].first);
 }
 
-static void client_set_state(cs_client *c, int state)
+static void client_set_state(cl_stream_client *c, int state)
 {
     pthread_mutex_lock(&c->mu);
     c->state = state;
-    c->pos_epoch = repl_epochs_last(&c->hist);
-    c->pos_idx = rf_durable_idx(c->rf);
+    c->pos_epoch = cl_repl_epochs_last(&c->hist);
+    c->pos_idx = cl_rf_durable_idx(c->rf);
     pthread_mutex_unlock(&c->mu);
 }
 
-static void client_set_pos(cs_client *c)
+static void client_set_pos(cl_stream_client *c)
 {
     pthread_mutex_lock(&c->mu);
-    c->pos_epoch = repl_epochs_last(&c->hist);
-    c->pos_idx = rf_durable_idx(c->rf);
+    c->pos_epoch = cl_repl_epochs_last(&c->hist);
+    c->pos_idx = cl_rf_durable_idx(c->rf);
     pthread_mutex_unlock(&c->mu);
 }
 
-static void client_drop(cs_client *c, int state)
+static void client_drop(cl_stream_client *c, int state)
 {
     sconn_close(&c->c);
     c->connecting = 0;
     c->copying = 0;
-    if (state == CS_NEED_COPY)
+    if (state == CL_STREAM_NEED_COPY)
         c->need_copy = 1;
     if (c->need_copy)
-        state = CS_NEED_COPY;
+        state = CL_STREAM_NEED_COPY;
     c->retry_ms = mono_ms() + RETRY_MS;
     client_set_state(c, state);
 }
 
 /* Back to what is durable (a failed apply may have left rf ahead of the disk). */
-static void client_rewind(cs_client *c)
+static void client_rewind(cl_stream_client *c)
 {
-    uint64_t d = rf_durable_idx(c->rf);
-    repl_epochs_truncate(&c->hist, d);
-    rf_free(c->rf);
-    c->rf = rf_new(0, d, &c->hist);
+    uint64_t d = cl_rf_durable_idx(c->rf);
+    cl_repl_epochs_truncate(&c->hist, d);
+    cl_rf_free(c->rf);
+    c->rf = cl_rf_new(0, d, &c->hist);
     pthread_mutex_lock(&c->mu);
-    rf_epoch_seen(c->rf, c->seen_epoch);
+    cl_rf_epoch_seen(c->rf, c->seen_epoch);
     pthread_mutex_unlock(&c->mu);
 }
 
 /* Save the position of what is applied (durable and ACKed): the owner's save also clears
  * its in-flight marker. 0, or -1 with everything back to what the saved position says is
  * not assumed (the marker stays set: a restart takes a full copy). */
-static int client_save(cs_client *c)
+static int client_save(cl_stream_client *c)
 {
     if (!c->unsaved)
         return 0;
     c->unsaved = 0;
-    if (c->log.save && c->log.save(c->log.ctx, rf_durable_idx(c->rf), &c->hist) < 0) {
+    if (c->log.save && c->log.save(c->log.ctx, cl_rf_durable_idx(c->rf), &c->hist) < 0) {
         sl_error("cluster: the replica state could not be saved");
         return -1;
     }
     return 0;
 }
 
-static void client_hello(cs_client *c)
+static void client_hello(cl_stream_client *c)
 {
     uint64_t e, i;
-    rf_hello(c->rf, &e, &i);
-    cw_put_hello(&c->c.out, c->self, c->cluster, e, i);
+    cl_rf_hello(c->rf, &e, &i);
+    cl_wire_put_hello(&c->c.out, c->self, c->cluster, e, i);
 }
 
-static void client_ack(cs_client *c)
+static void client_ack(cl_stream_client *c)
 {
     uint64_t e, s, end, d;
-    rf_ack_fields(c->rf, &e, &s, &end, &d);
+    cl_rf_ack_fields(c->rf, &e, &s, &end, &d);
     if (s)
-        cw_put_ack(&c->c.out, e, s, end, d);
+        cl_wire_put_ack(&c->c.out, e, s, end, d);
 }
 
 static int dial(const char *addr)
@@ -1156,20 +1158,20 @@ static int dial(const char *addr)
 }
 
 /* A full copy's frames (while need_copy: everything else from the leader is ignored). */
-static int client_copy_frame(cs_client *c, const cw_msg *m)
+static int client_copy_frame(cl_stream_client *c, const cl_wire_msg *m)
 {
     char err[256];
     c->heard_ms = mono_ms();
-    if (m->type == CW_COPYBEGIN) {
+    if (m->type == CL_WIRE_COPYBEGIN) {
         client_save(c); /* the directory is whole before the copy replaces it */
         c->copying = 1;
         c->copy_idx = m->a;
-        repl_epochs_free(&c->copy_hist);
-        repl_epochs_init(&c->copy_hist);
+        cl_repl_epochs_free(&c->copy_hist);
+        cl_repl_epochs_init(&c->copy_hist);
         for (uint32_t i = 0; i < m->n_hist; i++)
-            repl_epochs_note(&c->copy_hist, sl_get_u64(m->hist + 16 * i),
-                             sl_get_u64(m->hist + 16 * i + 8));
-        client_set_state(c, CS_COPYING);
+            cl_repl_epochs_note(&c->copy_hist, sl_get_u64(m->hist + 16 * i),
+                                sl_get_u64(m->hist + 16 * i + 8));
+        client_set_state(c, CL_STREAM_COPYING);
         sl_info("cluster: taking a full copy from %s (up to group %" PRIu64 ")", c->dialed, m->a);
         if (c->log.copy_begin(c->log.ctx, m->a, err, sizeof err) < 0)
             goto fail;
@@ -1177,15 +1179,15 @@ static int client_copy_frame(cs_client *c, const cw_msg *m)
     }
     if (!c->copying)
         return 0; /* START, PING: this connection only carries the copy for now */
-    if (m->type == CW_COPYDATA) {
-        char name[CW_MAX_NAME + 1];
+    if (m->type == CL_WIRE_COPYDATA) {
+        char name[CL_WIRE_MAX_NAME + 1];
         memcpy(name, m->file, m->file_len);
         name[m->file_len] = 0;
         if (c->log.copy_write(c->log.ctx, name, m->a, m->meta, m->meta_len, err, sizeof err) < 0)
             goto fail;
         return 0;
     }
-    if (m->type == CW_COPYEND) {
+    if (m->type == CL_WIRE_COPYEND) {
         if (m->a != c->copy_idx ||
             c->log.copy_end(c->log.ctx, m->a, &c->copy_hist, err, sizeof err) < 0) {
             if (m->a != c->copy_idx)
@@ -1194,86 +1196,86 @@ static int client_copy_frame(cs_client *c, const cw_msg *m)
         }
         sl_info("cluster: full copy taken: this node's log now ends at group %" PRIu64, m->a);
         /* follow on from the copy: a new session on this connection */
-        repl_epochs_free(&c->hist);
-        repl_epochs_init(&c->hist);
+        cl_repl_epochs_free(&c->hist);
+        cl_repl_epochs_init(&c->hist);
         for (size_t i = 0; i < c->copy_hist.n; i++)
-            repl_epochs_note(&c->hist, c->copy_hist.v[i].epoch, c->copy_hist.v[i].first);
-        rf_free(c->rf);
-        c->rf = rf_new(0, m->a, &c->hist);
+            cl_repl_epochs_note(&c->hist, c->copy_hist.v[i].epoch, c->copy_hist.v[i].first);
+        cl_rf_free(c->rf);
+        c->rf = cl_rf_new(0, m->a, &c->hist);
         pthread_mutex_lock(&c->mu);
-        rf_epoch_seen(c->rf, c->seen_epoch);
+        cl_rf_epoch_seen(c->rf, c->seen_epoch);
         pthread_mutex_unlock(&c->mu);
         c->need_copy = 0;
         c->copying = 0;
-        client_set_state(c, CS_CONNECTING);
+        client_set_state(c, CL_STREAM_CONNECTING);
         client_hello(c);
         return 0;
     }
     return 0;
 fail:
     sl_error("cluster: the full copy failed: %s", err);
-    client_drop(c, CS_NEED_COPY);
+    client_drop(c, CL_STREAM_NEED_COPY);
     return -1;
 }
 
 /* The leader's CHALLENGE (auth.h): check its proof, then prove ours and say HELLO. 0, or -1
  * with the connection dropped. */
-static int client_auth(cs_client *c, const cw_msg *m)
+static int client_auth(cl_stream_client *c, const cl_wire_msg *m)
 {
     char leader[256];
     snprintf(leader, sizeof leader, "%.*s", (int)(m->node_len < 255 ? m->node_len : 255),
              (const char *)m->node);
-    if (c->c.auth != 1 || !ca_check(c->secret, c->secret_len, 'L', c->cluster, c->self, leader,
-                                    c->c.nf, m->nonce, m->mac)) {
+    if (c->c.auth != 1 || !cl_auth_check(c->secret, c->secret_len, 'L', c->cluster, c->self, leader,
+                                         c->c.nf, m->nonce, m->mac)) {
         sl_warn("audit: the replication leader at %s (claimed node '%s') did not prove the "
                 "cluster secret: not following it",
                 c->dialed, leader);
-        client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+        client_drop(c, c->need_copy ? CL_STREAM_NEED_COPY : CL_STREAM_CONNECTING);
         return -1;
     }
-    uint8_t mac[CA_MAC];
-    ca_mac(c->secret, c->secret_len, 'F', c->cluster, c->self, leader, c->c.nf, m->nonce, mac);
-    cw_put_proof(&c->c.out, mac);
+    uint8_t mac[CL_AUTH_MAC];
+    cl_auth_mac(c->secret, c->secret_len, 'F', c->cluster, c->self, leader, c->c.nf, m->nonce, mac);
+    cl_wire_put_proof(&c->c.out, mac);
     c->c.auth = 2;
     client_hello(c);
     if (c->need_copy)
-        cw_put_copyreq(&c->c.out);
+        cl_wire_put_copyreq(&c->c.out);
     return 0;
 }
 
 /* One frame from the leader; 0, or -1 to drop the connection (state set). Groups applied
  * are counted in *applied (saved and acked once the batch is read). */
-static int client_frame(cs_client *c, const cw_msg *m, int *applied)
+static int client_frame(cl_stream_client *c, const cl_wire_msg *m, int *applied)
 {
-    if (c->secret && m->type == CW_CHALLENGE)
+    if (c->secret && m->type == CL_WIRE_CHALLENGE)
         return client_auth(c, m);
-    if (c->secret && c->c.auth != 2 && m->type != CW_REFUSE) {
+    if (c->secret && c->c.auth != 2 && m->type != CL_WIRE_REFUSE) {
         /* nothing from a leader that has not proved the secret is applied */
         sl_warn("audit: the replication leader at %s sent type %u before it proved the cluster "
                 "secret: not following it",
                 c->dialed, m->type);
-        client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+        client_drop(c, c->need_copy ? CL_STREAM_NEED_COPY : CL_STREAM_CONNECTING);
         return -1;
     }
-    if (c->need_copy && m->type != CW_REFUSE)
+    if (c->need_copy && m->type != CL_WIRE_REFUSE)
         return client_copy_frame(c, m);
     switch (m->type) {
-    case CW_START: {
-        rl_start st = {.epoch = m->epoch,
-                       .session = m->session,
-                       .div_epoch = m->a,
-                       .div_end = m->b,
-                       .hello_epoch = m->c,
-                       .hello_idx = m->d};
-        uint64_t before = rf_last(c->rf), to = 0;
-        int rc = rf_start(c->rf, &st, &to);
-        if (rc == RF_REJECT) {
+    case CL_WIRE_START: {
+        cl_rl_start st = {.epoch = m->epoch,
+                          .session = m->session,
+                          .div_epoch = m->a,
+                          .div_end = m->b,
+                          .hello_epoch = m->c,
+                          .hello_idx = m->d};
+        uint64_t before = cl_rf_last(c->rf), to = 0;
+        int rc = cl_rf_start(c->rf, &st, &to);
+        if (rc == CL_RF_REJECT) {
             sl_warn("cluster: a START of epoch %" PRIu64 " refused (a newer epoch is known)",
                     m->epoch);
-            client_drop(c, CS_CONNECTING);
+            client_drop(c, CL_STREAM_CONNECTING);
             return -1;
         }
-        if (rc == RF_IGNORE) {
+        if (rc == CL_RF_IGNORE) {
             client_hello(c);
             return 0;
         }
@@ -1283,42 +1285,42 @@ static int client_frame(cs_client *c, const cw_msg *m, int *applied)
             sl_warn("cluster: this node's log diverges from the leader's after group %" PRIu64
                     " (it has %" PRIu64 "): a full copy is needed",
                     to, before);
-            client_drop(c, CS_NEED_COPY);
+            client_drop(c, CL_STREAM_NEED_COPY);
             c->retry_ms = 0;
             return -1;
         }
         c->heard_ms = mono_ms();
-        client_set_state(c, CS_STREAMING);
+        client_set_state(c, CL_STREAM_STREAMING);
         sl_info("cluster: following %s from group %" PRIu64 " (epoch %" PRIu64 ")", c->dialed,
                 before, m->epoch);
         client_ack(c);
         return 0;
     }
-    case CW_DATA: {
-        int rc = rf_data(c->rf, m->epoch, m->session, m->a, m->b);
-        if (rf_current(c->rf, m->epoch, m->session))
+    case CL_WIRE_DATA: {
+        int rc = cl_rf_data(c->rf, m->epoch, m->session, m->a, m->b);
+        if (cl_rf_current(c->rf, m->epoch, m->session))
             c->heard_ms = mono_ms();
-        if (rc == RF_APPEND) {
+        if (rc == CL_RF_APPEND) {
             char err[256];
             if (c->log.apply(c->log.ctx, m->a, m->b, m->meta, m->meta_len, err, sizeof err) < 0) {
                 sl_error("cluster: group %" PRIu64 " could not be applied: %s", m->a, err);
                 client_rewind(c);
-                client_drop(c, CS_CONNECTING);
+                client_drop(c, CL_STREAM_CONNECTING);
                 return -1;
             }
             (*applied)++;
-        } else if (rc == RF_GAP) {
+        } else if (rc == CL_RF_GAP) {
             client_ack(c);
         }
         return 0;
     }
-    case CW_PING:
-        if (rf_current(c->rf, m->epoch, m->session)) {
+    case CL_WIRE_PING:
+        if (cl_rf_current(c->rf, m->epoch, m->session)) {
             c->heard_ms = mono_ms();
             client_ack(c); /* idempotent: repairs a lost ACK */
         }
         return 0;
-    case CW_REFUSE: {
+    case CL_WIRE_REFUSE: {
         /* Before the leader proved the secret a REFUSE is a stranger's word (the only frame
          * taken then): it ends this connection, but never makes this node drop its position
          * and ask the real leader for a full copy. A real leader says "not kept" only after
@@ -1328,7 +1330,7 @@ static int client_frame(cs_client *c, const cw_msg *m, int *applied)
         sl_warn("cluster: the leader%s refused this follower: %.*s",
                 proved ? "" : " (not yet authenticated)", (int)m->reason_len,
                 (const char *)m->reason);
-        client_drop(c, not_kept ? CS_NEED_COPY : CS_CONNECTING);
+        client_drop(c, not_kept ? CL_STREAM_NEED_COPY : CL_STREAM_CONNECTING);
         if (not_kept)
             c->retry_ms = 0;
         return -1;
@@ -1340,7 +1342,7 @@ static int client_frame(cs_client *c, const cw_msg *m, int *applied)
 
 static void *client_run(void *arg)
 {
-    cs_client *c = arg;
+    cl_stream_client *c = arg;
     for (;;) {
         pthread_mutex_lock(&c->mu);
         int stop = c->stop;
@@ -1350,20 +1352,20 @@ static void *client_run(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (stop)
             break;
-        rf_epoch_seen(c->rf, seen);
+        cl_rf_epoch_seen(c->rf, seen);
         uint64_t now = mono_ms();
         if (c->unsaved && now >= c->save_ms && client_save(c) < 0) {
             client_rewind(c);
             if (c->c.fd >= 0)
-                client_drop(c, CS_CONNECTING);
+                client_drop(c, CL_STREAM_CONNECTING);
             continue;
         }
         if (c->c.fd >= 0 && strcmp(leader, c->dialed))
-            client_drop(c, CS_IDLE); /* the leader changed */
+            client_drop(c, CL_STREAM_IDLE); /* the leader changed */
         if (c->c.fd >= 0 && !c->connecting && now > c->heard_ms + HEARD_MAX_MS) {
             sl_warn("cluster: nothing heard from the leader at %s for %d ms: reconnecting",
                     c->dialed, HEARD_MAX_MS);
-            client_drop(c, CS_CONNECTING);
+            client_drop(c, CL_STREAM_CONNECTING);
         }
         /* The pause is between attempts at one address: a leader just named (a failover)
          * is dialed at once, or the first confirms of its epoch would wait for it. */
@@ -1383,19 +1385,19 @@ static void *client_run(void *arg)
                 client_rewind(c); /* a new session starts from what is durable */
                 if (c->secret) {
                     /* HELLO (and COPYREQ) once the leader proved itself: client_auth */
-                    if (ca_nonce(c->c.nf) < 0) {
+                    if (cl_auth_nonce(c->c.nf) < 0) {
                         sl_error("cluster: no random bytes for a replication handshake");
-                        client_drop(c, CS_CONNECTING);
+                        client_drop(c, CL_STREAM_CONNECTING);
                         continue;
                     }
-                    cw_put_auth(&c->c.out, c->self, c->cluster, c->c.nf);
+                    cl_wire_put_auth(&c->c.out, c->self, c->cluster, c->c.nf);
                     c->c.auth = 1;
                 } else {
                     client_hello(c);
                     if (c->need_copy)
-                        cw_put_copyreq(&c->c.out);
+                        cl_wire_put_copyreq(&c->c.out);
                 }
-                client_set_state(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+                client_set_state(c, c->need_copy ? CL_STREAM_NEED_COPY : CL_STREAM_CONNECTING);
             }
         }
         struct pollfd pf[2] = {{c->wake_fd, POLLIN, 0}, {-1, 0, 0}};
@@ -1418,7 +1420,7 @@ static void *client_run(void *arg)
             socklen_t el = sizeof e;
             getsockopt(c->c.fd, SOL_SOCKET, SO_ERROR, &e, &el);
             if (e) {
-                client_drop(c, CS_CONNECTING);
+                client_drop(c, CL_STREAM_CONNECTING);
                 continue;
             }
             c->connecting = 0;
@@ -1431,7 +1433,7 @@ static void *client_run(void *arg)
                     *colon = 0;
                 c->c.tls = sl_tls_new(c->tls, c->c.fd, host);
                 if (!c->c.tls || sconn_tls_step(&c->c) < 0) {
-                    client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+                    client_drop(c, c->need_copy ? CL_STREAM_NEED_COPY : CL_STREAM_CONNECTING);
                     continue;
                 }
             }
@@ -1446,16 +1448,16 @@ static void *client_run(void *arg)
             sl_warn("audit: the replication leader at %s sent %zu bytes before it proved the "
                     "cluster secret: not following it",
                     c->dialed, sl_buf_unread(&c->c.in));
-            client_drop(c, c->need_copy ? CS_NEED_COPY : CS_CONNECTING);
+            client_drop(c, c->need_copy ? CL_STREAM_NEED_COPY : CL_STREAM_CONNECTING);
             continue;
         }
         int applied = 0, dropped = 0;
         for (;;) {
-            cw_msg m;
+            cl_wire_msg m;
             size_t used;
             char err[128];
-            int pr = cw_parse(sl_buf_head(&c->c.in), sl_buf_unread(&c->c.in), &m, &used, err,
-                              sizeof err);
+            int pr = cl_wire_parse(sl_buf_head(&c->c.in), sl_buf_unread(&c->c.in), &m, &used, err,
+                                   sizeof err);
             if (pr == 0)
                 break;
             if (pr < 0) {
@@ -1479,15 +1481,15 @@ static void *client_run(void *arg)
                 sl_error("cluster: the groups applied could not be synced: %s", err);
                 client_rewind(c);
                 if (!dropped)
-                    client_drop(c, CS_CONNECTING);
+                    client_drop(c, CL_STREAM_CONNECTING);
                 continue;
             }
-            uint64_t last = rf_last(c->rf);
-            rf_durable(c->rf, last);
+            uint64_t last = cl_rf_last(c->rf);
+            cl_rf_durable(c->rf, last);
             c->unsaved = 1;
             c->save_ms = mono_ms() + SAVE_IDLE_MS;
             if (!dropped) {
-                client_set_state(c, CS_STREAMING);
+                client_set_state(c, CL_STREAM_STREAMING);
                 client_ack(c);
                 if (sconn_write(&c->c) < 0)
                     dead = 1;
@@ -1498,18 +1500,19 @@ static void *client_run(void *arg)
         if (dropped)
             continue;
         if (dead || sconn_write(&c->c) < 0)
-            client_drop(c, CS_CONNECTING);
+            client_drop(c, CL_STREAM_CONNECTING);
     }
     client_save(c); /* a promoted node continues from the saved position (node.c) */
     return NULL;
 }
 
-cs_client *cs_client_start(const char *self, const char *cluster, const uint8_t *secret,
-                           size_t secret_len, sl_tls_ctx *tls, uint64_t last_idx,
-                           const repl_epochs *hist, int need_copy, const cs_log *log, char *err,
-                           size_t errlen)
+cl_stream_client *cl_stream_client_start(const char *self, const char *cluster,
+                                         const uint8_t *secret, size_t secret_len, sl_tls_ctx *tls,
+                                         uint64_t last_idx, const cl_repl_epochs *hist,
+                                         int need_copy, const cl_stream_log *log, char *err,
+                                         size_t errlen)
 {
-    cs_client *c = sl_xcalloc(1, sizeof *c);
+    cl_stream_client *c = sl_xcalloc(1, sizeof *c);
     c->tls = tls;
     c->self = sl_xstrdup(self);
     c->cluster = sl_xstrdup(cluster);
@@ -1521,25 +1524,25 @@ cs_client *cs_client_start(const char *self, const char *cluster, const uint8_t 
     c->log = *log;
     c->c.fd = -1;
     pthread_mutex_init(&c->mu, NULL);
-    repl_epochs_init(&c->hist);
-    repl_epochs_init(&c->copy_hist);
+    cl_repl_epochs_init(&c->hist);
+    cl_repl_epochs_init(&c->copy_hist);
     epochs_copy(&c->hist, hist);
     c->need_copy = need_copy;
-    c->state = need_copy ? CS_NEED_COPY : CS_IDLE;
-    c->rf = rf_new(0, last_idx, &c->hist);
+    c->state = need_copy ? CL_STREAM_NEED_COPY : CL_STREAM_IDLE;
+    c->rf = cl_rf_new(0, last_idx, &c->hist);
     c->pos_idx = last_idx;
-    c->pos_epoch = repl_epochs_last(&c->hist);
+    c->pos_epoch = cl_repl_epochs_last(&c->hist);
     c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (c->wake_fd < 0 || pthread_create(&c->thread, NULL, client_run, c) != 0) {
         snprintf(err, errlen, "replication client: %s", strerror(errno));
-        cs_client_stop(c);
+        cl_stream_client_stop(c);
         return NULL;
     }
     c->started = 1;
     return c;
 }
 
-void cs_client_stop(cs_client *c)
+void cl_stream_client_stop(cl_stream_client *c)
 {
     if (!c)
         return;
@@ -1553,9 +1556,9 @@ void cs_client_stop(cs_client *c)
     sconn_close(&c->c);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
-    rf_free(c->rf);
-    repl_epochs_free(&c->hist);
-    repl_epochs_free(&c->copy_hist);
+    cl_rf_free(c->rf);
+    cl_repl_epochs_free(&c->hist);
+    cl_repl_epochs_free(&c->copy_hist);
     pthread_mutex_destroy(&c->mu);
     if (c->secret)
         memset(c->secret, 0, c->secret_len);
@@ -1566,7 +1569,7 @@ void cs_client_stop(cs_client *c)
     sl_free(c);
 }
 
-void cs_client_set_leader(cs_client *c, const char *addr, uint64_t epoch)
+void cl_stream_client_set_leader(cl_stream_client *c, const char *addr, uint64_t epoch)
 {
     pthread_mutex_lock(&c->mu);
     snprintf(c->leader, sizeof c->leader, "%s", addr ? addr : "");
@@ -1576,7 +1579,7 @@ void cs_client_set_leader(cs_client *c, const char *addr, uint64_t epoch)
     poke(c->wake_fd);
 }
 
-int cs_client_state(cs_client *c)
+int cl_stream_client_state(cl_stream_client *c)
 {
     pthread_mutex_lock(&c->mu);
     int v = c->state;
@@ -1584,7 +1587,7 @@ int cs_client_state(cs_client *c)
     return v;
 }
 
-void cs_client_position(cs_client *c, uint64_t *last_epoch, uint64_t *last_idx)
+void cl_stream_client_position(cl_stream_client *c, uint64_t *last_epoch, uint64_t *last_idx)
 {
     pthread_mutex_lock(&c->mu);
     *last_epoch = c->pos_epoch;

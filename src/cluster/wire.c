@@ -26,17 +26,17 @@ static void end(sl_buf *b, size_t mark)
 static void put_s16(sl_buf *b, const char *s)
 {
     size_t n = strlen(s);
-    if (n > CW_MAX_NAME)
-        n = CW_MAX_NAME;
+    if (n > CL_WIRE_MAX_NAME)
+        n = CL_WIRE_MAX_NAME;
     sl_buf_put_u16(b, (uint16_t)n);
     sl_buf_append(b, s, n);
 }
 
-void cw_put_hello(sl_buf *b, const char *node, const char *cluster, uint64_t last_epoch,
-                  uint64_t last_idx)
+void cl_wire_put_hello(sl_buf *b, const char *node, const char *cluster, uint64_t last_epoch,
+                       uint64_t last_idx)
 {
-    size_t at = begin(b, CW_HELLO);
-    sl_buf_put_u16(b, CW_VERSION);
+    size_t at = begin(b, CL_WIRE_HELLO);
+    sl_buf_put_u16(b, CL_WIRE_VERSION);
     put_s16(b, node);
     put_s16(b, cluster);
     sl_buf_put_u64(b, last_epoch);
@@ -44,20 +44,21 @@ void cw_put_hello(sl_buf *b, const char *node, const char *cluster, uint64_t las
     end(b, at);
 }
 
-void cw_put_start(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t div_epoch, uint64_t div_end,
-                  uint64_t hello_epoch, uint64_t hello_idx)
+void cl_wire_put_start(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t div_epoch,
+                       uint64_t div_end, uint64_t hello_epoch, uint64_t hello_idx)
 {
-    size_t at = begin(b, CW_START);
+    size_t at = begin(b, CL_WIRE_START);
     uint64_t v[6] = {epoch, session, div_epoch, div_end, hello_epoch, hello_idx};
     for (int i = 0; i < 6; i++)
         sl_buf_put_u64(b, v[i]);
     end(b, at);
 }
 
-void cw_put_data(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t idx, uint64_t group_epoch,
-                 const void *meta, uint32_t meta_len, const void *msgs, uint32_t msgs_len)
+void cl_wire_put_data(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t idx,
+                      uint64_t group_epoch, const void *meta, uint32_t meta_len, const void *msgs,
+                      uint32_t msgs_len)
 {
-    size_t at = begin(b, CW_DATA);
+    size_t at = begin(b, CL_WIRE_DATA);
     uint64_t v[4] = {epoch, session, idx, group_epoch};
     for (int i = 0; i < 4; i++)
         sl_buf_put_u64(b, v[i]);
@@ -68,41 +69,42 @@ void cw_put_data(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t idx, uint
     end(b, at);
 }
 
-void cw_put_ping(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t commit)
+void cl_wire_put_ping(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t commit)
 {
-    size_t at = begin(b, CW_PING);
+    size_t at = begin(b, CL_WIRE_PING);
     sl_buf_put_u64(b, epoch);
     sl_buf_put_u64(b, session);
     sl_buf_put_u64(b, commit);
     end(b, at);
 }
 
-void cw_put_ack(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t log_end, uint64_t durable)
+void cl_wire_put_ack(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t log_end,
+                     uint64_t durable)
 {
-    size_t at = begin(b, CW_ACK);
+    size_t at = begin(b, CL_WIRE_ACK);
     uint64_t v[4] = {epoch, session, log_end, durable};
     for (int i = 0; i < 4; i++)
         sl_buf_put_u64(b, v[i]);
     end(b, at);
 }
 
-void cw_put_refuse(sl_buf *b, uint16_t code, const char *reason)
+void cl_wire_put_refuse(sl_buf *b, uint16_t code, const char *reason)
 {
-    size_t at = begin(b, CW_REFUSE);
+    size_t at = begin(b, CL_WIRE_REFUSE);
     sl_buf_put_u16(b, code);
     put_s16(b, reason);
     end(b, at);
 }
 
-void cw_put_copyreq(sl_buf *b)
+void cl_wire_put_copyreq(sl_buf *b)
 {
-    end(b, begin(b, CW_COPYREQ));
+    end(b, begin(b, CL_WIRE_COPYREQ));
 }
 
-void cw_put_copybegin(sl_buf *b, uint64_t snap_idx, const uint64_t *epochs, const uint64_t *firsts,
-                      uint32_t n)
+void cl_wire_put_copybegin(sl_buf *b, uint64_t snap_idx, const uint64_t *epochs,
+                           const uint64_t *firsts, uint32_t n)
 {
-    size_t at = begin(b, CW_COPYBEGIN);
+    size_t at = begin(b, CL_WIRE_COPYBEGIN);
     sl_buf_put_u64(b, snap_idx);
     sl_buf_put_u32(b, n);
     for (uint32_t i = 0; i < n; i++) {
@@ -112,9 +114,9 @@ void cw_put_copybegin(sl_buf *b, uint64_t snap_idx, const uint64_t *epochs, cons
     end(b, at);
 }
 
-void cw_put_copydata(sl_buf *b, const char *file, uint64_t off, const void *p, uint32_t len)
+void cl_wire_put_copydata(sl_buf *b, const char *file, uint64_t off, const void *p, uint32_t len)
 {
-    size_t at = begin(b, CW_COPYDATA);
+    size_t at = begin(b, CL_WIRE_COPYDATA);
     put_s16(b, file);
     sl_buf_put_u64(b, off);
     sl_buf_put_u32(b, len);
@@ -122,37 +124,38 @@ void cw_put_copydata(sl_buf *b, const char *file, uint64_t off, const void *p, u
     end(b, at);
 }
 
-void cw_put_copyend(sl_buf *b, uint64_t snap_idx, uint32_t files)
+void cl_wire_put_copyend(sl_buf *b, uint64_t snap_idx, uint32_t files)
 {
-    size_t at = begin(b, CW_COPYEND);
+    size_t at = begin(b, CL_WIRE_COPYEND);
     sl_buf_put_u64(b, snap_idx);
     sl_buf_put_u32(b, files);
     end(b, at);
 }
 
-void cw_put_auth(sl_buf *b, const char *node, const char *cluster, const uint8_t nonce[CW_NONCE])
+void cl_wire_put_auth(sl_buf *b, const char *node, const char *cluster,
+                      const uint8_t nonce[CL_WIRE_NONCE])
 {
-    size_t at = begin(b, CW_AUTH);
+    size_t at = begin(b, CL_WIRE_AUTH);
     put_s16(b, node);
     put_s16(b, cluster);
-    sl_buf_append(b, nonce, CW_NONCE);
+    sl_buf_append(b, nonce, CL_WIRE_NONCE);
     end(b, at);
 }
 
-void cw_put_challenge(sl_buf *b, const char *node, const uint8_t nonce[CW_NONCE],
-                      const uint8_t mac[CW_MAC])
+void cl_wire_put_challenge(sl_buf *b, const char *node, const uint8_t nonce[CL_WIRE_NONCE],
+                           const uint8_t mac[CL_WIRE_MAC])
 {
-    size_t at = begin(b, CW_CHALLENGE);
+    size_t at = begin(b, CL_WIRE_CHALLENGE);
     put_s16(b, node);
-    sl_buf_append(b, nonce, CW_NONCE);
-    sl_buf_append(b, mac, CW_MAC);
+    sl_buf_append(b, nonce, CL_WIRE_NONCE);
+    sl_buf_append(b, mac, CL_WIRE_MAC);
     end(b, at);
 }
 
-void cw_put_proof(sl_buf *b, const uint8_t mac[CW_MAC])
+void cl_wire_put_proof(sl_buf *b, const uint8_t mac[CL_WIRE_MAC])
 {
-    size_t at = begin(b, CW_PROOF);
-    sl_buf_append(b, mac, CW_MAC);
+    size_t at = begin(b, CL_WIRE_PROOF);
+    sl_buf_append(b, mac, CL_WIRE_MAC);
     end(b, at);
 }
 
@@ -211,11 +214,11 @@ static const uint8_t *bytes(rd *r, size_t len)
     return v;
 }
 
-/* s16 of printable ASCII, at most CW_MAX_NAME bytes. */
+/* s16 of printable ASCII, at most CL_WIRE_MAX_NAME bytes. */
 static const uint8_t *name(rd *r, uint16_t *len)
 {
     *len = u16(r);
-    if (*len > CW_MAX_NAME)
+    if (*len > CL_WIRE_MAX_NAME)
         r->bad = 1;
     const uint8_t *v = bytes(r, *len);
     for (uint16_t i = 0; v && i < *len; i++)
@@ -224,12 +227,13 @@ static const uint8_t *name(rd *r, uint16_t *len)
     return v;
 }
 
-int cw_parse(const uint8_t *p, size_t n, cw_msg *out, size_t *used, char *err, size_t errlen)
+int cl_wire_parse(const uint8_t *p, size_t n, cl_wire_msg *out, size_t *used, char *err,
+                  size_t errlen)
 {
     if (n < 4)
         return 0;
     uint32_t len = sl_get_u32(p);
-    if (len < 1 || len > CW_MAX_FRAME) {
+    if (len < 1 || len > CL_WIRE_MAX_FRAME) {
         snprintf(err, errlen, "replication frame of %u bytes", len);
         return -1;
     }
@@ -239,14 +243,14 @@ int cw_parse(const uint8_t *p, size_t n, cw_msg *out, size_t *used, char *err, s
     out->type = p[4];
     rd r = {p + 5, len - 1, 0};
     switch (out->type) {
-    case CW_HELLO:
+    case CL_WIRE_HELLO:
         out->version = u16(&r);
         out->node = name(&r, &out->node_len);
         out->cluster = name(&r, &out->cluster_len);
         out->a = u64(&r);
         out->b = u64(&r);
         break;
-    case CW_START:
+    case CL_WIRE_START:
         out->epoch = u64(&r);
         out->session = u64(&r);
         out->a = u64(&r);
@@ -254,7 +258,7 @@ int cw_parse(const uint8_t *p, size_t n, cw_msg *out, size_t *used, char *err, s
         out->c = u64(&r);
         out->d = u64(&r);
         break;
-    case CW_DATA:
+    case CL_WIRE_DATA:
         out->epoch = u64(&r);
         out->session = u64(&r);
         out->a = u64(&r);
@@ -266,31 +270,31 @@ int cw_parse(const uint8_t *p, size_t n, cw_msg *out, size_t *used, char *err, s
         out->meta = bytes(&r, out->meta_len);
         out->msgs = bytes(&r, out->msgs_len);
         break;
-    case CW_PING:
+    case CL_WIRE_PING:
         out->epoch = u64(&r);
         out->session = u64(&r);
         out->a = u64(&r);
         break;
-    case CW_ACK:
+    case CL_WIRE_ACK:
         out->epoch = u64(&r);
         out->session = u64(&r);
         out->a = u64(&r);
         out->b = u64(&r);
         break;
-    case CW_REFUSE:
+    case CL_WIRE_REFUSE:
         out->code = u16(&r);
         out->reason = name(&r, &out->reason_len);
         break;
-    case CW_COPYREQ:
+    case CL_WIRE_COPYREQ:
         break;
-    case CW_COPYBEGIN:
+    case CL_WIRE_COPYBEGIN:
         out->a = u64(&r);
         out->n_hist = u32(&r);
-        if (!r.bad && (out->n_hist > CW_MAX_HIST || (uint64_t)out->n_hist * 16 != r.n))
+        if (!r.bad && (out->n_hist > CL_WIRE_MAX_HIST || (uint64_t)out->n_hist * 16 != r.n))
             r.bad = 1;
         out->hist = bytes(&r, (size_t)out->n_hist * 16);
         break;
-    case CW_COPYDATA:
+    case CL_WIRE_COPYDATA:
         out->file = name(&r, &out->file_len);
         out->a = u64(&r);
         out->meta_len = u32(&r);
@@ -298,22 +302,22 @@ int cw_parse(const uint8_t *p, size_t n, cw_msg *out, size_t *used, char *err, s
             r.bad = 1;
         out->meta = bytes(&r, out->meta_len);
         break;
-    case CW_COPYEND:
+    case CL_WIRE_COPYEND:
         out->a = u64(&r);
         out->b = u32(&r);
         break;
-    case CW_AUTH:
+    case CL_WIRE_AUTH:
         out->node = name(&r, &out->node_len);
         out->cluster = name(&r, &out->cluster_len);
-        out->nonce = bytes(&r, CW_NONCE);
+        out->nonce = bytes(&r, CL_WIRE_NONCE);
         break;
-    case CW_CHALLENGE:
+    case CL_WIRE_CHALLENGE:
         out->node = name(&r, &out->node_len);
-        out->nonce = bytes(&r, CW_NONCE);
-        out->mac = bytes(&r, CW_MAC);
+        out->nonce = bytes(&r, CL_WIRE_NONCE);
+        out->mac = bytes(&r, CL_WIRE_MAC);
         break;
-    case CW_PROOF:
-        out->mac = bytes(&r, CW_MAC);
+    case CL_WIRE_PROOF:
+        out->mac = bytes(&r, CL_WIRE_MAC);
         break;
     default:
         snprintf(err, errlen, "unknown replication frame type %u", out->type);

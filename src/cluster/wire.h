@@ -1,6 +1,6 @@
 /* wire.h - the replication port's frames (issue 31): what a follower and its leader say to
- * each other over TCP. Sans-I/O: cw_parse reads one frame from bytes the caller got, the
- * cw_put_* functions append one to a buffer the caller sends. The protocol's meaning is in
+ * each other over TCP. Sans-I/O: cl_wire_parse reads one frame from bytes the caller got, the
+ * cl_wire_put_* functions append one to a buffer the caller sends. The protocol's meaning is in
  * repl.h; this is only its encoding.
  *
  * Frame: length:u32 (of type + body), type:u8, body. Big-endian integers, s16 = u16 length +
@@ -27,8 +27,8 @@
  *   AUTH      11  node:s16 cluster:s16 nonce[32]       F -> L
  *   CHALLENGE 12  node:s16 nonce[32] mac[32]           L -> F: the leader's name and proof
  *   PROOF     13  mac[32]                              F -> L: the follower's proof
- * A frame longer than CW_MAX_FRAME, an unknown type, a body of the wrong size, a name longer
- * than CW_MAX_NAME or with a byte outside printable ASCII are malformed: the connection is
+ * A frame longer than CL_WIRE_MAX_FRAME, an unknown type, a body of the wrong size, a name longer
+ * than CL_WIRE_MAX_NAME or with a byte outside printable ASCII are malformed: the connection is
  * closed (a peer that sends them is not one of ours, or is broken).
  */
 #ifndef SL_CLUSTER_WIRE_H
@@ -39,30 +39,31 @@
 
 #include "core/buf.h"
 
-#define CW_VERSION 1
-#define CW_MAX_NAME 255
-#define CW_MAX_FRAME ((1u << 30) + 64) /* a group: up to a store record's size, and headers */
+#define CL_WIRE_VERSION 1
+#define CL_WIRE_MAX_NAME 255
+/* a group: up to a store record's size, and headers */
+#define CL_WIRE_MAX_FRAME ((1u << 30) + 64)
 
 enum {
-    CW_HELLO = 1,
-    CW_START,
-    CW_DATA,
-    CW_PING,
-    CW_ACK,
-    CW_REFUSE,
-    CW_COPYREQ,
-    CW_COPYBEGIN,
-    CW_COPYDATA,
-    CW_COPYEND,
-    CW_AUTH,
-    CW_CHALLENGE,
-    CW_PROOF
+    CL_WIRE_HELLO = 1,
+    CL_WIRE_START,
+    CL_WIRE_DATA,
+    CL_WIRE_PING,
+    CL_WIRE_ACK,
+    CL_WIRE_REFUSE,
+    CL_WIRE_COPYREQ,
+    CL_WIRE_COPYBEGIN,
+    CL_WIRE_COPYDATA,
+    CL_WIRE_COPYEND,
+    CL_WIRE_AUTH,
+    CL_WIRE_CHALLENGE,
+    CL_WIRE_PROOF
 };
-#define CW_NONCE 32
-#define CW_MAC 32
-#define CW_MAX_HIST 65536 /* epochs in a COPYBEGIN's history */
+#define CL_WIRE_NONCE 32
+#define CL_WIRE_MAC 32
+#define CL_WIRE_MAX_HIST 65536 /* epochs in a COPYBEGIN's history */
 
-typedef struct cw_msg {
+typedef struct cl_wire_msg {
     uint8_t type;
     uint16_t version, code;
     const uint8_t *node, *cluster, *reason; /* point into the parsed bytes */
@@ -78,29 +79,33 @@ typedef struct cw_msg {
     const uint8_t *hist;        /* COPYBEGIN: n_hist x (epoch, first), big-endian u64s */
     uint32_t n_hist;            /* (COPYEND: a = snap_idx, b = files) */
     const uint8_t *nonce, *mac; /* AUTH: nonce; CHALLENGE: nonce mac; PROOF: mac */
-} cw_msg;
+} cl_wire_msg;
 
 /* One frame from p[0..n): 1 and *used when whole (out's pointers point into p), 0 when more
  * bytes are needed, -1 when malformed (err says why). */
-int cw_parse(const uint8_t *p, size_t n, cw_msg *out, size_t *used, char *err, size_t errlen);
+int cl_wire_parse(const uint8_t *p, size_t n, cl_wire_msg *out, size_t *used, char *err,
+                  size_t errlen);
 
-void cw_put_hello(sl_buf *b, const char *node, const char *cluster, uint64_t last_epoch,
-                  uint64_t last_idx);
-void cw_put_start(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t div_epoch, uint64_t div_end,
-                  uint64_t hello_epoch, uint64_t hello_idx);
-void cw_put_data(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t idx, uint64_t group_epoch,
-                 const void *meta, uint32_t meta_len, const void *msgs, uint32_t msgs_len);
-void cw_put_ping(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t commit);
-void cw_put_ack(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t log_end, uint64_t durable);
-void cw_put_refuse(sl_buf *b, uint16_t code, const char *reason);
-void cw_put_copyreq(sl_buf *b);
-void cw_put_copybegin(sl_buf *b, uint64_t snap_idx, const uint64_t *epochs, const uint64_t *firsts,
-                      uint32_t n);
-void cw_put_copydata(sl_buf *b, const char *file, uint64_t off, const void *p, uint32_t len);
-void cw_put_copyend(sl_buf *b, uint64_t snap_idx, uint32_t files);
-void cw_put_auth(sl_buf *b, const char *node, const char *cluster, const uint8_t nonce[CW_NONCE]);
-void cw_put_challenge(sl_buf *b, const char *node, const uint8_t nonce[CW_NONCE],
-                      const uint8_t mac[CW_MAC]);
-void cw_put_proof(sl_buf *b, const uint8_t mac[CW_MAC]);
+void cl_wire_put_hello(sl_buf *b, const char *node, const char *cluster, uint64_t last_epoch,
+                       uint64_t last_idx);
+void cl_wire_put_start(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t div_epoch,
+                       uint64_t div_end, uint64_t hello_epoch, uint64_t hello_idx);
+void cl_wire_put_data(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t idx,
+                      uint64_t group_epoch, const void *meta, uint32_t meta_len, const void *msgs,
+                      uint32_t msgs_len);
+void cl_wire_put_ping(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t commit);
+void cl_wire_put_ack(sl_buf *b, uint64_t epoch, uint64_t session, uint64_t log_end,
+                     uint64_t durable);
+void cl_wire_put_refuse(sl_buf *b, uint16_t code, const char *reason);
+void cl_wire_put_copyreq(sl_buf *b);
+void cl_wire_put_copybegin(sl_buf *b, uint64_t snap_idx, const uint64_t *epochs,
+                           const uint64_t *firsts, uint32_t n);
+void cl_wire_put_copydata(sl_buf *b, const char *file, uint64_t off, const void *p, uint32_t len);
+void cl_wire_put_copyend(sl_buf *b, uint64_t snap_idx, uint32_t files);
+void cl_wire_put_auth(sl_buf *b, const char *node, const char *cluster,
+                      const uint8_t nonce[CL_WIRE_NONCE]);
+void cl_wire_put_challenge(sl_buf *b, const char *node, const uint8_t nonce[CL_WIRE_NONCE],
+                           const uint8_t mac[CL_WIRE_MAC]);
+void cl_wire_put_proof(sl_buf *b, const uint8_t mac[CL_WIRE_MAC]);
 
 #endif

@@ -1,6 +1,6 @@
 /* buf.c - growable byte buffer (see buf.h for the invariants). */
-#include "buf.h"
-#include "mem.h"
+#include "core/buf.h"
+#include "core/mem.h"
 
 /* Capacity of every buffer alive. Changed only when a buffer grows or is freed (rare), and
  * atomically, since a helper thread may own buffers too. */
@@ -65,16 +65,6 @@ void sl_buf_append(sl_buf *b, const void *p, size_t n)
         return;
     memcpy(sl_buf_reserve(b, n), p, n);
     b->len += n;
-}
-
-void sl_hex(char *out, const uint8_t *p, size_t n)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = 0;
 }
 
 void sl_buf_consume(sl_buf *b, size_t n)

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/hex.h" /* sl_hex, declared here before hex.h existed */
+
 typedef struct sl_buf {
     uint8_t *data;
     size_t off, len, cap;
@@ -38,9 +40,6 @@ void sl_buf_append(sl_buf *b, const void *p, size_t n);
 void sl_buf_consume(sl_buf *b, size_t n);
 /* Move unread bytes to the start of the allocation. */
 void sl_buf_compact(sl_buf *b);
-/* n bytes as 2n lowercase hex digits and a NUL into out (2n + 1 bytes): node ids in logs,
- * audit lines and the API. */
-void sl_hex(char *out, const uint8_t *p, size_t n);
 static inline size_t sl_buf_unread(const sl_buf *b)
 {
     return b->len - b->off;

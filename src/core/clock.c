@@ -1,5 +1,5 @@
 /* clock.c - monotonic and wall-clock time in milliseconds. */
-#include "clock.h"
+#include "core/clock.h"
 
 #include <time.h>
 

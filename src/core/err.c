@@ -1,5 +1,5 @@
 /* err.c - the one table mapping sl_err to AMQP reply codes and MSMQ HRESULTs. */
-#include "err.h"
+#include "core/err.h"
 
 #include <stddef.h>
 

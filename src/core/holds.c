@@ -1,7 +1,7 @@
 /* holds.c - output held for the disk (contract in holds.h). A ring of marks. */
-#include "holds.h"
+#include "core/holds.h"
 
-#include "mem.h"
+#include "core/mem.h"
 
 static sl_hold *at_(const sl_holds *h, size_t i)
 {

@@ -1,6 +1,6 @@
 /* holds.h - output held for the disk: marks on an output stream saying "the bytes from here on
  * wait until store generation G has ended" (persist.h's tickets). Used by AMQP connections
- * (broker/conn.c) and node-to-node links (link/link.c), so a reply or a batch never reaches
+ * (broker/conn.c) and node-to-node links (link/), so a reply or a batch never reaches
  * the wire before what it promises is on disk, while the loop never waits for a sync.
  *
  * Offsets are stream offsets (bytes since the stream began: sent + index among the unread),

@@ -1,6 +1,6 @@
 /* log.c - leveled logging to stderr with a UTC timestamp. Invariant: one call is one line (a
  * control byte in the message, from any argument, is written as '?'). */
-#include "log.h"
+#include "core/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

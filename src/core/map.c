@@ -6,12 +6,13 @@
  * just returned" safe during iteration. Only a put may rehash (and drops the tombstones).
  * Keys are copied with a trailing NUL so callers can use them as C strings.
  */
-#include "map.h"
+#include "core/map.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "mem.h"
+#include "core/mem.h"
 
 typedef struct slot {
     char *key; /* NULL = empty, TOMB = deleted */
@@ -167,4 +168,33 @@ int sl_map_next(const sl_map *m, size_t *pos, const char **key, size_t *klen, vo
     }
     *pos = m->cap;
     return 0;
+}
+
+/* ---- the values in key order (lists that must come out sorted) ---- */
+
+typedef struct kv {
+    const char *k;
+    void *v;
+} kv;
+
+static int kv_cmp(const void *a, const void *b)
+{
+    return strcmp(((const kv *)a)->k, ((const kv *)b)->k);
+}
+
+void **sl_map_sorted(const sl_map *m, size_t *n)
+{
+    size_t cnt = m ? sl_map_count(m) : 0, i = 0, it = 0, kl;
+    kv *tmp = sl_xcalloc(cnt + 1, sizeof *tmp);
+    const char *k;
+    void *v;
+    while (m && i < cnt && sl_map_next(m, &it, &k, &kl, &v))
+        tmp[i++] = (kv){k, v};
+    qsort(tmp, i, sizeof *tmp, kv_cmp);
+    void **out = sl_xcalloc(i + 1, sizeof *out);
+    for (size_t j = 0; j < i; j++)
+        out[j] = tmp[j].v;
+    sl_free(tmp);
+    *n = i;
+    return out;
 }

@@ -21,5 +21,8 @@ size_t sl_map_count(const sl_map *m);
 /* Iterate: start with *pos = 0; returns 1 with the entry, 0 at the end. The key stays valid
  * until the entry is removed. */
 int sl_map_next(const sl_map *m, size_t *pos, const char **key, size_t *klen, void **val);
+/* The values in key order (strcmp), NULL-terminated; *n gets their count. The caller frees the
+ * array (sl_free), not the values. m may be NULL (an empty array). */
+void **sl_map_sorted(const sl_map *m, size_t *n);
 
 #endif

@@ -1,5 +1,5 @@
 /* mem.c - allocation wrappers that abort with a message on out-of-memory. */
-#include "mem.h"
+#include "core/mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * priorities, which is what keeps the expected depth O(log n)); size = 1 + sizes of both
  * subtrees; parent links agree with child links.
  */
-#include "oset.h"
+#include "core/oset.h"
 
 #include <string.h>
 

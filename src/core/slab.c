@@ -12,9 +12,10 @@
  * freed mid block goes on its class's list (threaded through the block) while mid_cached stays
  * within SL_MID_CACHE, else back to malloc.
  */
-#include "slab.h"
+#include "core/slab.h"
 
-#include "mem.h"
+#include "core/list.h"
+#include "core/mem.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -63,23 +64,14 @@ size_t sl_slab_size(unsigned cls)
 
 static void list_add(klass *k, chunk *c)
 {
-    c->prev = NULL;
-    c->next = k->room;
-    if (k->room)
-        k->room->prev = c;
-    k->room = c;
+    SL_LIST_PUSH(k->room, c, prev, next);
     c->on_list = 1;
     k->nroom++;
 }
 
 static void list_remove(klass *k, chunk *c)
 {
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        k->room = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    SL_LIST_UNLINK(k->room, c, prev, next);
     c->prev = c->next = NULL;
     c->on_list = 0;
     k->nroom--;

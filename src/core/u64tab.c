@@ -1,11 +1,11 @@
 /* u64tab.c - see u64tab.h. Invariant: every key sits at or cyclically after its home slot
  * with no empty slot in between (what linear probing needs, and what deletion keeps by
  * shifting later entries back). The table grows at 3/4 full. */
-#include "u64tab.h"
+#include "core/u64tab.h"
 
 #include <string.h>
 
-#include "mem.h"
+#include "core/mem.h"
 
 #define EMPTY UINT64_MAX
 

@@ -1,8 +1,8 @@
 /* io.c - plain TCP, or TLS over it, under a link (see io.h). */
-#include "io.h"
+#include "link/io.h"
 
-#include "../net/loop.h"
-#include "../net/tls.h"
+#include "net/loop.h"
+#include "net/tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -3,14 +3,19 @@
  * reference/msmq.md sections 1.4, 1.5, 7.1). The table of contents of src/link/.
  *
  *   link.h       this contract (used by broker/, mgmt/, the soak harness, issue 10)
- *   fmt.c        remote format names: DIRECT=TCP:<address>[:<port>]\private$\<queue>
- *   eod.[ch]     the EOD sender bookkeeping and receiver acceptance rule, no sockets (unit
- *                tested over a simulated link: tests/unit/test_eod.c)
+ *   (below, in src/eod/: eod.[ch] the EOD sender bookkeeping and receiver acceptance rule, no
+ *   sockets, unit tested over a simulated link in tests/unit/test_eod.c; outq.h, fmt.c and
+ *   outq.c the outgoing-queue registry: remote format names, naming, lookup, the states'
+ *   names. Its declarations are included here, so callers of link.h see them as before.)
  *   io.c         the socket under a link (link_io: plain TCP now, TLS can slot in)
- *   link.c       outgoing queues' transfer: one AMQP 0-9-1 client connection per outgoing
- *                queue, state machine, batching, reconnect with backoff, resend timers; or,
- *                to a host in msmq.hosts (link_options.msmq_hosts), one MS-MQQB session to
- *                a Windows queue manager (the codec is msmq/mqqb.h; link.c's "MS-MQQB")
+ *   link_internal.h  what the files below share (the link_outq, the manager), and their jobs:
+ *   mgr.c        the manager: outgoing queues adopted, timers, PAUSE / RESUME / EOD_RESEND
+ *   conn.c       the connection under a link: connect, events, output held for the disk
+ *   amqp_send.c  one AMQP 0-9-1 client connection per outgoing queue: batching, EOD, NACKs
+ *   mqqb_send.c  or, to a host in msmq.hosts (link_options.msmq_hosts), one MS-MQQB session
+ *                to a Windows queue manager (the codec is mqqb/mqqb.h)
+ *   deadletter.c NACKs' dead letters and TimeToReachQueue
+ *   rpc_call.c   requests over links, the calling side (rpc.c, rpc_queue.c: the serving side)
  *   the receiving side is broker/link_recv.c: an ordinary AMQP connection that announced
  *   itself as a link in its client-properties.
  *
@@ -84,102 +89,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/err.h"
-#include "../net/loop.h"
-#include "../qm/qm.h"
+#include "core/err.h"
+#include "eod/outq.h"
+#include "net/loop.h"
+#include "qm/qm.h"
 
 struct persist;
-struct sl_config;
-
-/* ------------------------------------------------------------------------------------------
- * Remote format names (fmt.c)
- */
-#define LINK_DEFAULT_PORT 5672
-
-typedef struct link_addr {
-    char host[256];     /* address as given, lower-cased ("127.0.0.3", "node-b") */
-    int port;           /* LINK_DEFAULT_PORT when the name has none */
-    char queue[512];    /* destination queue part after \private$\ ("orders", "vhost/orders") */
-    uint8_t port_given; /* the name wrote a port */
-} link_addr;
-
-/* Parse "DIRECT=TCP:<address>[:<port>]\private$\<queue>" (also DIRECT=OS:<host>, optional
- * "FormatName:" prefix, case-insensitive; subqueues and ;journal refused). 0, or -1 with a
- * reason in err. */
-int link_fmt_parse(const char *s, size_t len, link_addr *out, char *err, size_t errlen);
-/* Canonical name of an outgoing queue: "DIRECT=TCP:<host>:<port>\private$\<queue>" (the
- * port always written). */
-void link_fmt_canonical(const link_addr *a, char *buf, size_t len);
-/* 1 when s looks like a format name (cheap prefix test, before parsing). */
-int link_fmt_is_candidate(const char *s, size_t len);
-
-/* ------------------------------------------------------------------------------------------
- * Outgoing queue states (MS-MQDMPR OutgoingQueue.State; strings as PROPID_MGMT_QUEUE_STATE)
- */
-typedef enum link_state {
-    LINK_INACTIVE = 0, /* not trying to connect (new, resumed, idle) */
-    LINK_WAITING,      /* connecting, or waiting to retry after a failure */
-    LINK_CONNECTED,    /* session up, transfer happening */
-    LINK_ONHOLD,       /* PAUSE: nothing sent, messages kept */
-    LINK_DISCONNECTED, /* the node is offline (DISCONNECT) */
-    LINK_DISCONNECTING,
-} link_state;
-const char *link_state_name(link_state s); /* "INACTIVE", "WAITING", ... */
-
-/* PROPID_MGMT_QUEUE_FOREIGN of an outgoing queue */
-typedef enum link_foreign {
-    LINK_FOREIGN_UNKNOWN = 0, /* the destination never answered */
-    LINK_FOREIGN_NO,          /* it showed itself to be a Sluice node */
-    LINK_FOREIGN_YES,         /* another messaging system */
-} link_foreign;
-
-/* NACK tokens and the control message header of "NACKs" above */
-#define LINK_NACK_BAD_DST_Q "MQMSG_CLASS_NACK_BAD_DST_Q"
-#define LINK_NACK_Q_EXCEED_QUOTA "MQMSG_CLASS_NACK_Q_EXCEED_QUOTA"
-#define LINK_NACK_REACH_QUEUE_TIMEOUT "MQMSG_CLASS_NACK_REACH_QUEUE_TIMEOUT"
-#define LINK_REACH_DEADLINE "x-reach-deadline"
-
-/* MS-MQMQ SEQUENCE_INFO (16 bytes on the wire of PROPID_MGMT_QUEUE_EOD_* blobs) */
-typedef struct link_seqinfo {
-    uint64_t seq_id;
-    uint32_t seq_no, prev_no; /* low 32 bits of our 64-bit numbers in the blob */
-    uint64_t seq_no64, prev_no64;
-} link_seqinfo;
-
-/* ConnectionHistory entry (MS-MQMQ 2.3.12.25 status codes) */
-#define LINK_HIST_MAX 16
-typedef struct link_hist {
-    uint32_t status; /* 0 InProcess, 2 Established, 0x80000004 SocketConnectFailure, ... */
-    int64_t time;    /* wall clock, s */
-    uint32_t error;  /* HRESULT or 0 */
-    char address[64];
-} link_hist;
-
-/* What GET /api/msmq/outgoing and the management properties show of one outgoing queue. */
-typedef struct link_outq_info {
-    const char *format_name;
-    link_state state;
-    link_foreign foreign;
-    const char *last_error; /* "" when none */
-    int64_t last_error_time;
-    char next_hop[80]; /* "IP=127.0.0.3" while connected or waiting */
-    /* EOD sender side (OutgoingTransferInfo) */
-    link_seqinfo last_ack, first_non_ack, last_non_ack, next_seq;
-    uint64_t last_ack_count, no_read_count, resend_count;
-    /* no_ack_count (EodNoAckCount): sent and not order-acked, in flight or requeued after
-     * its session ended; in_flight: of those, sent on the current session */
-    uint64_t no_ack_count, in_flight;
-    int64_t last_ack_time, resend_time;
-    uint32_t resend_interval_s;
-    uint64_t sent, acked, reconnects;
-    /* NACKs: messages moved to the dead-letter queues, and the last such move */
-    uint64_t dead_lettered, last_dl_count;
-    uint32_t last_dl_class; /* 0: none yet */
-    const char *last_dl_class_name, *last_dl_reason;
-    int64_t last_dl_time;
-    const link_hist *history; /* newest first */
-    size_t n_history;
-} link_outq_info;
+struct node_config;
 
 /* ------------------------------------------------------------------------------------------
  * The link manager: one per node (owned by the broker)
@@ -209,12 +125,15 @@ typedef struct link_options {
     struct sl_tls_ctx *tls;
     /* msmq.hosts.N: space-separated "host[:port]" (port 1801 when none) of Windows queue
      * managers: an outgoing queue to one speaks MS-MQQB instead of AMQP (see "MS-MQQB" in
-     * link.c). NULL: none. Owned by the caller, outlives the manager. */
+     * mqqb_send.c). NULL: none. Owned by the caller, outlives the manager. */
     const char *msmq_hosts;
 } link_options;
 void link_options_defaults(link_options *o);
 
 link_mgr *link_mgr_new(qm_node *node, sl_loop *loop, struct persist *store, const link_options *o);
+/* The links of node n from its settings, as one of its parts (start.c): -1 after logging why. */
+struct sl_node;
+int link_start(struct sl_node *n);
 void link_mgr_free(link_mgr *m);
 /* Adopt every outgoing queue the store recovered (call once after persist_open). */
 void link_mgr_recover(link_mgr *m);
@@ -243,7 +162,7 @@ void link_mgr_set_self(link_mgr *m, const char *addr, int port);
 sl_err link_pause(qm_queue *q);      /* -> ONHOLD, session closed, messages kept */
 sl_err link_resume(qm_queue *q);     /* -> INACTIVE, then reconnects */
 sl_err link_eod_resend(qm_queue *q); /* resend every unacked message now, same sequence */
-void link_outq_get_info(qm_queue *q, link_outq_info *out);
+void link_outq_get_info(qm_queue *q, eod_outq_info *out);
 /* Every outgoing queue of the node (for listings), in no particular order. */
 size_t link_mgr_outgoing(link_mgr *m, qm_queue **out, size_t cap);
 
@@ -258,7 +177,7 @@ size_t link_mgr_outgoing(link_mgr *m, qm_queue **out, size_t cap);
  * The callback runs on the loop thread with the reply (NULL and err on a transport failure:
  * no connection within the timeout, peer closed).
  */
-typedef void (*link_rpc_cb)(void *ctx, const char *reply_json, const char *err);
+typedef void (*link_rpc_cb)(void *ctx, const char *mgmt_reply_json, const char *err);
 sl_err link_rpc_call(link_mgr *m, const char *host, int port, const char *request_json,
                      uint32_t timeout_ms, link_rpc_cb cb, void *ctx);
 /* Something on this node holds state at host:port that dies with the request link (remote
@@ -270,12 +189,5 @@ void link_rpc_hold(link_mgr *m, const char *host, int port, int delta);
  * permissions apply), on link connection conn_id, malloc'ed JSON. */
 char *link_rpc_serve(qm_node *node, uint64_t boot_id, const char *peer, const char *user,
                      uint64_t conn_id, const char *request, size_t len);
-
-/* The receiving side asks this before it enqueues a link's message into q: may `user` (the
- * link's authenticated node user) write to q? SL_OK, or the refusal with err. Outgoing queues
- * are never link destinations; the rest is the access module's write permission. */
-struct acc_db;
-sl_err link_recv_may_write(const struct acc_db *acc, const char *user, const qm_queue *q, char *err,
-                           size_t errlen);
 
 #endif

@@ -7,7 +7,7 @@
  * The eventfd counts finished requests and is read back to zero by link_resolver_run_done,
  * so it is readable exactly while done is not empty.
  */
-#include "resolve.h"
+#include "link/resolve.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/mem.h"
+#include "core/mem.h"
 
 /* One stuck lookup (a silent DNS server: seconds per try) must not hold up the rest, and a
  * node has few destination hosts: a handful of threads, started as requests find none idle. */

@@ -7,7 +7,7 @@
  * (numeric, for link_io_tcp_connect; in getaddrinfo's RFC 6724 order, duplicates dropped,
  * at most LINK_RESOLVE_ADDRS) or the resolver's error text.
  *
- * The loop bounds the wait itself (link_dns_timeout_ms in link.c): it cancels a request it
+ * The loop bounds the wait itself (link_dns_timeout_ms in mgr.c): it cancels a request it
  * no longer waits for (link_resolve_cancel: the callback is never called; the thread that
  * holds it frees it when getaddrinfo returns). Threads are started on demand, at most
  * RESOLVE_THREADS, so a node that names no host runs none, and one stuck lookup does not

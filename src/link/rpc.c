@@ -10,9 +10,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../core/mem.h"
-#include "link.h"
-#include "rpc_queue.h"
+#include "core/mem.h"
+#include "link/link.h"
+#include "link/rpc_queue.h"
 
 static char *fail(sl_err e, const char *reason)
 {

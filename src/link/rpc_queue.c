@@ -7,7 +7,7 @@
  * as the node is (one node per process, like qm's persistence hooks). Work per request is
  * bounded: a lookup, and an idle sweep of at most SWEEP_STEP entries.
  */
-#include "rpc_queue.h"
+#include "link/rpc_queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,11 +15,11 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/map.h"
-#include "../access/access.h"
-#include "../core/mem.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/map.h"
+#include "access/access.h"
+#include "core/mem.h"
 
 #define SWEEP_STEP 64
 
@@ -247,6 +247,7 @@ static rctx *lookup(uint64_t boot_id, const char *peer, json_t *req, char **out)
     char why[800];
     char boot[17];
     snprintf(boot, sizeof boot, "%016llx", (unsigned long long)boot_id);
+    /* lowercase only, not core/hex.h's either case: ids are compared as the %016llx written */
     if (strlen(s) != 33 || s[16] != ':' || strspn(s, "0123456789abcdef:") != 33) {
         *out = fail(SL_ERR_INVALID_HANDLE, "\"context\" is not a context of this node");
         return NULL;

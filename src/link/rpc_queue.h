@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../qm/qm.h"
+#include "qm/qm.h"
 
 #define LINK_RPC_MAX_CONTEXTS 10000      /* per peer: MQ_ERROR_INSUFFICIENT_RESOURCES beyond */
 #define LINK_RPC_IDLE_MS (3600u * 1000u) /* a context nobody used for an hour is closed */

@@ -10,100 +10,64 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/clock.h"
-#include "../core/mem.h"
-#include "../core/version.h"
-#include "../net/tls.h"
+#include "core/clock.h"
+#include "core/mem.h"
+#include "core/version.h"
+#include "net/tls.h"
 #include "cluster/figures.h"
 #include "cluster/member.h"
-#include "mgmt_internal.h"
+#include "mgmt/mgmt_internal.h"
 
-/* The connections the API shows, as RabbitMQ's management does: from connection.open-ok (a
- * connection in its handshake is not one yet) until the closing handshake is over (a
- * lingering one is closed; it only waits for the client to hang up). Clients that wait for
- * "the connection is listed again" after a forced close (Bunny's recovery specs do) would
- * otherwise go on before their recovery is done. */
-int mgmt_conn_listed(const conn *c)
-{
-    return c->state >= CONN_OPEN && c->state < CONN_LINGER;
-}
+struct listed_ctx {
+    mgmt *m;
+    const mq_caller *who;
+};
 
-static void add_queue(node_totals *t, qm_queue *q, int top)
+static int vhost_listed(void *ctx, const char *vhost)
 {
-    if (top)
-        t->queues++;
-    t->messages += qm_queue_message_count(q);
-    t->ready += q->n_ready;
-    t->unacked += q->n_locked + q->n_purge_pending;
-    t->bytes += q->bytes_total;
-    t->consumers += q->n_consumers;
-    t->published += q->stat_published;
-    t->delivered += q->stat_delivered;
-    t->acked += q->stat_acked;
-    t->redelivered += q->stat_redelivered;
-    t->delivered_no_ack += q->stat_delivered_no_ack;
-    t->get += q->stat_get;
-    t->get_no_ack += q->stat_get_no_ack;
-    t->purged += q->stat_purged;
-    t->expired += q->stat_expired;
-    t->dead_lettered += q->stat_dead_lettered;
-    size_t it = 0, kl;
-    const char *k;
-    void *v;
-    while (q->subqueues && sl_map_next(q->subqueues, &it, &k, &kl, &v))
-        add_queue(t, v, 0);
+    struct listed_ctx *l = ctx;
+    return mq_vhost_listed(l->m->n->acc, l->who, vhost);
 }
 
 /* Totals over the vhosts and connections viewer r may list; r NULL: the whole node. */
-static void totals(mgmt *m, const msmq_caller *who, node_totals *t)
+static void totals(mgmt *m, const mq_caller *who, node_totals *t)
 {
-    memset(t, 0, sizeof *t);
-    size_t vit = 0, kl;
-    const char *k;
-    void *v;
-    while (sl_map_next(m->b->node->vhosts, &vit, &k, &kl, &v)) {
-        qm_vhost *vh = v;
-        if (who && !msmq_vhost_listed(m, who, vh->name))
-            continue;
-        t->exchanges += sl_map_count(vh->exchanges);
-        t->confirm += vh->stat_confirm;
-        size_t qit = 0;
-        void *qv;
-        while (sl_map_next(vh->queues, &qit, &k, &kl, &qv))
-            add_queue(t, qv, 1);
-    }
-    int monitor = !who || acc_is_monitor(m->b->acc, who->user);
-    for (conn *c = m->b->conns; c; c = c->next) {
-        if (!mgmt_conn_listed(c) || (!monitor && !(c->user && !strcmp(c->user, who->user))))
+    struct listed_ctx l = {m, who};
+    node_totals_model(m->n->qm, who ? vhost_listed : NULL, &l, t); /* node/totals.c */
+    int monitor = !who || acc_is_monitor(m->n->acc, who->user);
+    const node_part *door = node_clients(m->n);
+    node_client c;
+    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
+        if (!c.listed || (!monitor && strcmp(c.user, who->user)))
             continue;
         t->connections++;
-        t->channels += c->n_channels;
+        t->channels += c.channels;
     }
 }
 
-void node_totals_get(mgmt *m, node_totals *t)
+void mgmt_totals_get(mgmt *m, node_totals *t)
 {
     totals(m, NULL, t);
 }
 
-void node_totals_for(req *r, node_totals *t)
+void mgmt_totals_for(req *r, node_totals *t)
 {
-    msmq_caller who = {r->user, r->is_admin};
+    mq_caller who = {r->user, r->is_admin};
     totals(r->m, &who, t);
 }
 
-void node_totals_of(mgmt *m, const msmq_caller *who, node_totals *t)
+void mgmt_totals_of(mgmt *m, const mq_caller *who, node_totals *t)
 {
     totals(m, who, t);
 }
 
-enum MHD_Result api_overview(req *r)
+enum MHD_Result mgmt_api_overview(req *r)
 {
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     mgmt *m = r->m;
     node_totals t;
-    node_totals_for(r, &t); /* RabbitMQ's overview: the user's vhosts only */
+    mgmt_totals_for(r, &t); /* RabbitMQ's overview: the user's vhosts only */
     json_t *o = json_object();
     json_object_set_new(o, "management_version", json_string(SLUICE_VERSION));
     json_object_set_new(o, "rabbitmq_version", json_string(SLUICE_VERSION));
@@ -111,11 +75,11 @@ enum MHD_Result api_overview(req *r)
     json_object_set_new(o, "product_version", json_string(SLUICE_VERSION));
     /* RabbitMQ's cluster_name: in a cluster its name (cluster_formation.etcd.cluster_name),
      * which every node answers alike; a single node is a cluster of one, named after it */
-    const sl_config *cfg = m->b->cfg;
+    const node_config *cfg = m->n->cfg;
     json_object_set_new(
         o, "cluster_name",
         json_string(cfg->cluster.enabled ? cfg->cluster.cluster_name : cfg->node_name));
-    json_object_set_new(o, "node", json_string(m->b->cfg->node_name));
+    json_object_set_new(o, "node", json_string(m->n->cfg->node_name));
     json_object_set_new(o, "queue_totals",
                         json_pack("{s:I,s:I,s:I}", "messages", (json_int_t)t.messages,
                                   "messages_ready", (json_int_t)t.ready, "messages_unacknowledged",
@@ -139,20 +103,22 @@ enum MHD_Result api_overview(req *r)
                                   "get", (json_int_t)t.get, "get_no_ack", (json_int_t)t.get_no_ack,
                                   "deliver_get", (json_int_t)t.delivered, "ack",
                                   (json_int_t)t.acked, "redeliver", (json_int_t)t.redelivered));
+    const node_listener *amqp = node_listener_find(m->n, "amqp");
     json_t *ls = json_pack("[{s:s,s:s,s:i},{s:s,s:s,s:i}]", "protocol", "amqp", "ip_address",
-                           m->b->bound_addr, "port", m->b->bound_port, "protocol", "http",
-                           "ip_address", m->addr, "port", m->port);
+                           amqp ? amqp->addr : "", "port", amqp ? amqp->port : 0, "protocol",
+                           "http", "ip_address", m->addr, "port", m->port);
     /* RabbitMQ's names: amqp/ssl and http/ssl */
-    if (m->b->tls_listen_fd >= 0)
+    const node_listener *amqps = node_listener_find(m->n, "amqp/ssl");
+    if (amqps)
         json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "amqp/ssl", "ip_address",
-                                            m->b->tls_bound_addr, "port", m->b->tls_bound_port));
-    if (m->tls_d)
+                                            amqps->addr, "port", amqps->port));
+    if (m->https)
         json_array_append_new(ls, json_pack("{s:s,s:s,s:i}", "protocol", "https", "ip_address",
                                             m->tls_addr, "port", m->tls_port));
     json_object_set_new(o, "listeners", ls);
     json_object_set_new(o, "msmq_connected",
-                        json_string(m->b->node->online ? "CONNECTED" : "DISCONNECTED"));
-    return reply_json(r, 200, o);
+                        json_string(m->n->qm->online ? "CONNECTED" : "DISCONNECTED"));
+    return mgmt_reply_json(r, 200, o);
 }
 
 /* This node's entry (RabbitMQ's fields, figures.h); disk_free is the disk alarm's own last
@@ -160,15 +126,15 @@ enum MHD_Result api_overview(req *r)
  * (api_cluster.c's figures timer). */
 json_t *mgmt_node_figures(mgmt *m)
 {
-    broker *b = m->b;
-    cl_figures_in in = {.name = b->cfg->node_name,
-                        .mem_used = broker_memory_bytes(b),
-                        .mem_limit = b->cfg->memory_high_watermark,
-                        .mem_alarm = (b->alarms & ALARM_MEMORY) != 0,
-                        .disk_free = b->disk_free,
-                        .disk_free_limit = b->cfg->disk_free_limit,
-                        .disk_free_alarm = (b->alarms & ALARM_DISK) != 0,
-                        .connected = b->node->online};
+    sl_node *n = m->n;
+    cl_figures_in in = {.name = n->cfg->node_name,
+                        .mem_used = node_memory_bytes(n),
+                        .mem_limit = n->cfg->memory_high_watermark,
+                        .mem_alarm = (n->alarms & ALARM_MEMORY) != 0,
+                        .disk_free = n->disk_free,
+                        .disk_free_limit = n->cfg->disk_free_limit,
+                        .disk_free_alarm = (n->alarms & ALARM_DISK) != 0,
+                        .connected = n->qm->online};
     return cl_figures_json(&in);
 }
 
@@ -201,32 +167,32 @@ static json_t *member_node_json(const cl_member_fig *f)
 static json_t *nodes_json(mgmt *m)
 {
     json_t *a = json_array();
-    if (m->b->cluster) {
+    if (m->n->cluster) {
         cl_member_fig *f = sl_xcalloc(CL_MAX_MEMBERS, sizeof *f);
-        size_t n = cl_member_members(m->b->cluster, f, CL_MAX_MEMBERS);
+        size_t n = cl_member_members(m->n->cluster, f, CL_MAX_MEMBERS);
         for (size_t i = 0; i < n; i++)
-            if (strcmp(f[i].name, m->b->cfg->node_name))
+            if (strcmp(f[i].name, m->n->cfg->node_name))
                 json_array_append_new(a, member_node_json(&f[i]));
         sl_free(f);
     }
     /* this node first, whether etcd lists it yet or not (the console's node page shows the
      * first entry: the node it talks to) */
     json_t *me = mgmt_node_figures(m);
-    if (m->b->cluster)
+    if (m->n->cluster)
         json_object_set_new(me, "figures_age_ms", json_integer(0));
     json_array_insert_new(a, 0, me);
     return a;
 }
 
-enum MHD_Result api_nodes(req *r)
+enum MHD_Result mgmt_api_nodes(req *r)
 {
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
-    if (!acc_is_monitor(r->m->b->acc, r->user)) /* RabbitMQ's is_authorized_monitor */
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
+    if (!acc_is_monitor(r->m->n->acc, r->user)) /* RabbitMQ's is_authorized_monitor */
+        return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not monitor user");
     json_t *all = nodes_json(r->m);
     if (r->nsegs == 1)
-        return reply_json(r, 200, all);
+        return mgmt_reply_json(r, 200, all);
     if (r->nsegs == 2) {
         size_t i;
         json_t *n;
@@ -235,12 +201,12 @@ enum MHD_Result api_nodes(req *r)
             if (!strcmp(json_string_value(json_object_get(n, "name")), r->segs[1])) {
                 json_incref(n);
                 json_decref(all);
-                return reply_json(r, 200, n);
+                return mgmt_reply_json(r, 200, n);
             }
         }
     }
     json_decref(all);
-    return reply_not_found(r);
+    return mgmt_reply_not_found(r);
 }
 
 static void vhost_perm_json(void *ctx, const acc_user *u, const acc_grant *g)
@@ -260,70 +226,66 @@ static void vhost_topic_json(void *ctx, const acc_user *u, const acc_topic_grant
 json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh)
 {
     node_totals t;
-    memset(&t, 0, sizeof t);
-    size_t it = 0, kl;
-    const char *k;
-    void *v;
-    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
-        add_queue(&t, v, 1);
-    const acc_vhost *av = acc_vhost_find(m->b->acc, vh->name, strlen(vh->name));
+    node_totals_vhost_queues(vh, &t);
+    const acc_vhost *av = acc_vhost_find(m->n->acc, vh->name, strlen(vh->name));
     return json_pack("{s:s,s:s,s:o,s:I,s:I,s:I,s:b}", "name", vh->name, "description",
-                     av ? av->description : "", "tags", tags_json(av ? av->tags : ""), "messages",
-                     (json_int_t)t.messages, "messages_ready", (json_int_t)t.ready,
+                     av ? av->description : "", "tags", defs_tags_json(av ? av->tags : ""),
+                     "messages", (json_int_t)t.messages, "messages_ready", (json_int_t)t.ready,
                      "messages_unacknowledged", (json_int_t)t.unacked, "tracing", 0);
 }
 
-enum MHD_Result api_vhosts(req *r)
+enum MHD_Result mgmt_api_vhosts(req *r)
 {
     mgmt *m = r->m;
-    acc_db *a = m->b->acc;
+    acc_db *a = m->n->acc;
     if (r->nsegs == 1) {
-        if (!req_is(r, "GET"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "GET"))
+            return mgmt_reply_method_not_allowed(r);
         /* RabbitMQ's list_visible_vhosts: monitoring and administrator users see them all
          * (pager.c), others those they have a permission on */
         pager_scope all = {0};
-        return pager_list_scoped(r, PAGER_VHOSTS, &all);
+        return mgmt_pager_list_scoped(r, PAGER_VHOSTS, &all);
     }
     if (r->nsegs == 3 && (!strcmp(r->segs[2], "connections") || !strcmp(r->segs[2], "channels"))) {
         /* RabbitMQ's connections_vhost / channels_vhost: the vhost must be visible to the
          * user; filter_user then */
-        if (!req_is(r, "GET"))
-            return reply_method_not_allowed(r);
-        if (!req_vhost(r, r->segs[1]))
+        if (!mgmt_req_is(r, "GET"))
+            return mgmt_reply_method_not_allowed(r);
+        if (!mgmt_req_vhost(r, r->segs[1]))
             return MHD_YES;
         if (!acc_is_monitor(a, r->user) && !acc_vhost_visible(a, r->user, r->segs[1]))
-            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                                "User not authorised to access virtual host");
+            return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                                     "User not authorised to access virtual host");
         pager_scope s = {.vhost = r->segs[1]};
-        return pager_list_scoped(r, r->segs[2][1] == 'o' ? PAGER_CONNECTIONS : PAGER_CHANNELS, &s);
+        return mgmt_pager_list_scoped(r, r->segs[2][1] == 'o' ? PAGER_CONNECTIONS : PAGER_CHANNELS,
+                                      &s);
     }
-    if (r->nsegs == 3 && req_is(r, "GET") &&
+    if (r->nsegs == 3 && mgmt_req_is(r, "GET") &&
         (!strcmp(r->segs[2], "permissions") || !strcmp(r->segs[2], "topic-permissions"))) {
         if (!r->is_admin)
-            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
+            return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
         if (!acc_vhost_find(a, r->segs[1], strlen(r->segs[1])))
-            return reply_not_found(r);
+            return mgmt_reply_not_found(r);
         json_t *arr = json_array();
         if (r->segs[2][0] == 'p')
             acc_perm_each(a, NULL, r->segs[1], vhost_perm_json, arr);
         else
             acc_topic_perm_each(a, NULL, r->segs[1], vhost_topic_json, arr);
-        return reply_json(r, 200, arr);
+        return mgmt_reply_json(r, 200, arr);
     }
     if (r->nsegs != 2)
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     const char *name = r->segs[1];
-    qm_vhost *vh = qm_vhost_find(req_node(r), name, strlen(name));
-    if (req_is(r, "GET")) {
+    qm_vhost *vh = qm_vhost_find(mgmt_req_node(r), name, strlen(name));
+    if (mgmt_req_is(r, "GET")) {
         if (vh && !acc_is_monitor(a, r->user) && !acc_vhost_visible(a, r->user, name))
-            return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                                "User not authorised to access virtual host");
-        return vh ? reply_json(r, 200, mgmt_vhost_json(m, vh)) : reply_not_found(r);
+            return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                                     "User not authorised to access virtual host");
+        return vh ? mgmt_reply_json(r, 200, mgmt_vhost_json(m, vh)) : mgmt_reply_not_found(r);
     }
     char err[400];
-    if (req_is(r, "PUT")) {
-        json_t *body = req_body(r, 1);
+    if (mgmt_req_is(r, "PUT")) {
+        json_t *body = mgmt_req_body(r, 1);
         if (!body)
             return MHD_YES;
         json_t *d = json_object_get(body, "description"), *t = json_object_get(body, "tags");
@@ -344,21 +306,21 @@ enum MHD_Result api_vhosts(req *r)
             sl_buf_put_u8(&b, 0);
             tags = (char *)b.data;
         }
-        sl_err e = broker_vhost_add(m->b, name, desc, tags, r->user, err, sizeof err);
+        sl_err e = node_vhost_add(m->n, name, desc, tags, r->user, err, sizeof err);
         sl_free(tags);
         if (e != SL_OK)
-            return reply_error(r, 400, "bad_request", "%s", err);
-        return reply_empty(r, vh ? 204 : 201);
+            return mgmt_reply_error(r, 400, "bad_request", "%s", err);
+        return mgmt_reply_empty(r, vh ? 204 : 201);
     }
-    if (req_is(r, "DELETE")) {
+    if (mgmt_req_is(r, "DELETE")) {
         if (!vh)
-            return reply_not_found(r);
-        sl_err e = broker_vhost_delete(m->b, name, err, sizeof err);
+            return mgmt_reply_not_found(r);
+        sl_err e = node_vhost_delete(m->n, name, err, sizeof err);
         if (e != SL_OK)
-            return reply_sl_err(r, e, "%s", err);
-        return reply_empty(r, 204);
+            return mgmt_reply_sl_err(r, e, "%s", err);
+        return mgmt_reply_empty(r, 204);
     }
-    return reply_method_not_allowed(r);
+    return mgmt_reply_method_not_allowed(r);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -373,165 +335,156 @@ static void split_peer(const char *peer, char *host, size_t hl, int *port)
     *port = colon ? atoi(colon + 1) : 0;
 }
 
-json_t *mgmt_conn_json(mgmt *m, conn *c)
+json_t *mgmt_conn_json(mgmt *m, const node_client *c)
 {
     char host[64];
     int port;
     split_peer(c->peer, host, sizeof host, &port);
-    const char *state = c->state == CONN_OPEN      ? (c->blocked_sent ? "blocked" : "running")
-                        : c->state >= CONN_CLOSING ? "closing"
-                                                   : "starting";
     json_t *o =
         json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i,s:i,s:i}", "name", c->name,
-                  "user", c->user ? c->user : "", "vhost", c->vhost ? c->vhost->name : "",
-                  "channels", (json_int_t)c->n_channels, "peer_host", host, "peer_port", port,
-                  "host", c->tls ? m->b->tls_bound_addr : m->b->bound_addr, "port",
-                  c->tls ? m->b->tls_bound_port : m->b->bound_port, "state", state, "protocol",
-                  "AMQP 0-9-1", "node", m->b->cfg->node_name, "timeout", (int)c->heartbeat,
-                  "frame_max", (int)c->frame_max, "channel_max", (int)c->channel_max);
-    json_object_set_new(o, "ssl", json_boolean(c->tls != NULL));
-    json_object_set_new(o, "auth_mechanism",
-                        json_string(c->auth_mechanism ? c->auth_mechanism : ""));
-    if (c->tls && !c->tls_handshaking) {
-        char dn[512];
-        json_object_set_new(o, "ssl_protocol", json_string(sl_tls_protocol(c->tls)));
-        json_object_set_new(o, "ssl_cipher", json_string(sl_tls_cipher(c->tls)));
+                  "user", c->user, "vhost", c->vhost, "channels", (json_int_t)c->channels,
+                  "peer_host", host, "peer_port", port, "host", c->host, "port", c->port, "state",
+                  c->state, "protocol", c->protocol, "node", m->n->cfg->node_name, "timeout",
+                  c->heartbeat, "frame_max", (int)c->frame_max, "channel_max", c->channel_max);
+    json_object_set_new(o, "ssl", json_boolean(c->tls));
+    json_object_set_new(o, "auth_mechanism", json_string(c->auth_mechanism));
+    if (c->ssl_protocol) {
+        json_object_set_new(o, "ssl_protocol", json_string(c->ssl_protocol));
+        json_object_set_new(o, "ssl_cipher", json_string(c->ssl_cipher));
         json_object_set_new(o, "peer_cert_subject",
-                            sl_tls_peer_dn(c->tls, dn, sizeof dn) == 0 ? json_string(dn)
-                                                                       : json_null());
+                            c->peer_cert_subject ? json_string(c->peer_cert_subject) : json_null());
     }
     return o;
 }
 
+const char *mgmt_owner_name(mgmt *m, const void *owner)
+{
+    const node_part *door = node_clients(m->n);
+    return door && door->owner_name ? door->owner_name(door->ctx, owner) : "";
+}
+
 /* filter_user: monitoring and administrator users see everyone's, others their own */
-static int sees_conn(req *r, const conn *c)
+static int sees_conn(req *r, const node_client *c)
 {
-    return acc_is_monitor(r->m->b->acc, r->user) || (c->user && !strcmp(c->user, r->user));
+    return acc_is_monitor(r->m->n->acc, r->user) || !strcmp(c->user, r->user);
 }
 
-static conn *find_conn(mgmt *m, const char *name)
-{
-    for (conn *c = m->b->conns; c; c = c->next)
-        if (!strcmp(c->name, name))
-            return c;
-    return NULL;
-}
-
-json_t *mgmt_channel_json(mgmt *m, channel *ch)
+json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch)
 {
     char name[200];
-    snprintf(name, sizeof name, "%s (%u)", ch->c->name, (unsigned)ch->id);
-    size_t ncons = 0;
-    for (consumer *o = ch->consumers; o; o = o->next)
-        ncons++;
-    return json_pack(
-        "{s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:i,s:i,s:b,s:b,s:s,s:{s:s}}", "name", name, "number",
-        (int)ch->id, "user", ch->c->user ? ch->c->user : "", "vhost",
-        ch->c->vhost ? ch->c->vhost->name : "", "node", m->b->cfg->node_name, "consumer_count",
-        (json_int_t)ncons, "messages_unacknowledged", (json_int_t)ch->ua_live, "prefetch_count",
-        (int)ch->prefetch_next, "global_prefetch_count", (int)ch->prefetch_global, "confirm",
-        ch->confirm, "transactional", ch->tx_mode, "state",
-        ch->state == CH_OPEN ? "running" : "closing", "connection_details", "name", ch->c->name);
+    snprintf(name, sizeof name, "%s (%u)", c->name, ch->number);
+    return json_pack("{s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:i,s:i,s:b,s:b,s:s,s:{s:s}}", "name", name,
+                     "number", (int)ch->number, "user", c->user, "vhost", c->vhost, "node",
+                     m->n->cfg->node_name, "consumer_count", (json_int_t)ch->consumers,
+                     "messages_unacknowledged", (json_int_t)ch->unacked, "prefetch_count",
+                     (int)ch->prefetch, "global_prefetch_count", (int)ch->global_prefetch,
+                     "confirm", ch->confirm, "transactional", ch->transactional, "state",
+                     ch->running ? "running" : "closing", "connection_details", "name", c->name);
 }
 
-enum MHD_Result api_connections(req *r)
+enum MHD_Result mgmt_api_connections(req *r)
 {
     mgmt *m = r->m;
     if (r->nsegs == 1) {
-        if (!req_is(r, "GET"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "GET"))
+            return mgmt_reply_method_not_allowed(r);
         pager_scope all = {0};
-        return pager_list_scoped(r, PAGER_CONNECTIONS, &all);
+        return mgmt_pager_list_scoped(r, PAGER_CONNECTIONS, &all);
     }
-    conn *c = find_conn(m, r->segs[1]);
-    if (!c || !mgmt_conn_listed(c))
-        return reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
+    const node_part *door = node_clients(m->n);
+    node_client cv, *c = &cv;
+    if (!door || !door->client_find(door->ctx, r->segs[1], c) || !c->listed)
+        return mgmt_reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
     /* RabbitMQ's is_authorized_user: monitors see every connection, administrators close
      * any; other users only their own */
-    if (!(req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(m->b->acc, r->user)) &&
-        !(c->user && !strcmp(c->user, r->user)))
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access object");
-    if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && req_is(r, "GET")) {
+    if (!(mgmt_req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(m->n->acc, r->user)) &&
+        strcmp(c->user, r->user))
+        return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access object");
+    if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && mgmt_req_is(r, "GET")) {
         pager_scope s = {.conn = c->name};
-        return pager_list_scoped(r, PAGER_CHANNELS, &s);
+        return mgmt_pager_list_scoped(r, PAGER_CHANNELS, &s);
     }
     if (r->nsegs != 2)
-        return reply_not_found(r);
-    if (req_is(r, "GET"))
-        return reply_json(r, 200, mgmt_conn_json(m, c));
-    if (req_is(r, "DELETE")) {
+        return mgmt_reply_not_found(r);
+    if (mgmt_req_is(r, "GET"))
+        return mgmt_reply_json(r, 200, mgmt_conn_json(m, c));
+    if (mgmt_req_is(r, "DELETE")) {
         const char *reason = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Reason");
         char text[256];
         snprintf(text, sizeof text, "CONNECTION_FORCED - %s",
                  reason ? reason : "Closed via management API");
-        conn_force_close(c, text);
-        broker_mark_dirty(c);
-        return reply_empty(r, 204);
+        door->client_close(door->ctx, c->id, text);
+        return mgmt_reply_empty(r, 204);
     }
-    return reply_method_not_allowed(r);
+    return mgmt_reply_method_not_allowed(r);
 }
 
 /* /api/channels/{name}: "<connection name> (<number>)", found without listing them all */
-static channel *find_channel(req *r, const char *name)
+static json_t *find_channel(req *r, const char *name)
 {
-    for (conn *c = r->m->b->conns; c; c = c->next) {
-        size_t n = strlen(c->name);
-        if (!mgmt_conn_listed(c) || !sees_conn(r, c) || strncmp(name, c->name, n) ||
+    const node_part *door = node_clients(r->m->n);
+    node_client c;
+    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
+        size_t n = strlen(c.name);
+        if (!c.listed || !sees_conn(r, &c) || strncmp(name, c.name, n) ||
             strncmp(name + n, " (", 2))
             continue;
         char *end;
         unsigned long id = strtoul(name + n + 2, &end, 10);
-        if (end == name + n + 2 || strcmp(end, ")") || id >= c->channels_cap || !c->channels[id])
+        node_channel ch;
+        if (end == name + n + 2 || strcmp(end, ")") || id > 65535 ||
+            door->channel_at(door->ctx, c.id, id, &ch) != 1)
             continue;
         char canon[200]; /* "(01)" does not name channel 1 */
-        snprintf(canon, sizeof canon, "%s (%u)", c->name, (unsigned)c->channels[id]->id);
+        snprintf(canon, sizeof canon, "%s (%u)", c.name, ch.number);
         if (!strcmp(canon, name))
-            return c->channels[id];
+            return mgmt_channel_json(r->m, &c, &ch);
     }
     return NULL;
 }
 
-enum MHD_Result api_channels(req *r)
+enum MHD_Result mgmt_api_channels(req *r)
 {
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     if (r->nsegs == 2) {
-        channel *ch = find_channel(r, r->segs[1]);
-        return ch ? reply_json(r, 200, mgmt_channel_json(r->m, ch)) : reply_not_found(r);
+        json_t *ch = find_channel(r, r->segs[1]);
+        return ch ? mgmt_reply_json(r, 200, ch) : mgmt_reply_not_found(r);
     }
     if (r->nsegs != 1)
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     pager_scope all = {0};
-    return pager_list_scoped(r, PAGER_CHANNELS, &all);
+    return mgmt_pager_list_scoped(r, PAGER_CHANNELS, &all);
 }
 
-json_t *mgmt_consumer_json(mgmt *m, channel *ch, consumer *o)
+json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch,
+                           const node_consumer *o)
 {
     (void)m;
     char chname[200];
-    snprintf(chname, sizeof chname, "%s (%u)", ch->c->name, (unsigned)ch->id);
+    snprintf(chname, sizeof chname, "%s (%u)", c->name, ch->number);
     char host[64];
     int port;
-    split_peer(ch->c->peer, host, sizeof host, &port);
-    qm_queue *q = o->qc.queue;
+    split_peer(c->peer, host, sizeof host, &port);
+    const qm_queue *q = o->queue;
     return json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
                      "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",
-                     q->vhost->name, "channel_details", "name", chname, "connection_name",
-                     ch->c->name, "number", (int)ch->id, "peer_host", host, "peer_port", port,
-                     "ack_required", !o->qc.no_ack, "exclusive", o->qc.exclusive, "prefetch_count",
-                     (int)o->prefetch, "priority", o->qc.priority, "arguments");
+                     q->vhost->name, "channel_details", "name", chname, "connection_name", c->name,
+                     "number", (int)ch->number, "peer_host", host, "peer_port", port,
+                     "ack_required", o->ack_required, "exclusive", o->exclusive, "prefetch_count",
+                     (int)o->prefetch, "priority", o->priority, "arguments");
 }
 
-enum MHD_Result api_consumers(req *r)
+enum MHD_Result mgmt_api_consumers(req *r)
 {
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     if (r->nsegs > 2)
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     /* /api/consumers/{vhost}: the consumers on that vhost's queues, of a vhost the user may
      * list (as /api/queues/{vhost}) */
-    if (r->nsegs == 2 && (!req_vhost(r, r->segs[1]) || !req_vhost_access(r, r->segs[1])))
+    if (r->nsegs == 2 && (!mgmt_req_vhost(r, r->segs[1]) || !mgmt_req_vhost_access(r, r->segs[1])))
         return MHD_YES;
     pager_scope s = {.vhost = r->nsegs == 2 ? r->segs[1] : NULL};
-    return pager_list_scoped(r, PAGER_CONSUMERS, &s);
+    return mgmt_pager_list_scoped(r, PAGER_CONSUMERS, &s);
 }

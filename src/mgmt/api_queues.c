@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
+#include "mq/move.h"
+#include "node/rules.h"
 
 /* ------------------------------------------------------------------------------------------
  * Views
@@ -30,7 +32,7 @@ static uint64_t journal_count(qm_queue *q, uint64_t *bytes)
     return j ? qm_queue_message_count(j) : 0;
 }
 
-json_t *queue_json(mgmt *m, qm_queue *q, int full)
+json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(q->name));
@@ -40,16 +42,16 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
     json_object_set_new(o, "exclusive", json_boolean(q->exclusive));
     json_object_set_new(
         o, "arguments",
-        table_to_json((amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0}));
-    json_object_set_new(o, "node", json_string(m->b->cfg->node_name));
+        defs_table_to_json((amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0}));
+    json_object_set_new(o, "node", json_string(m->n->cfg->node_name));
     const qm_queue *top = q->parent ? q->parent : q;
     json_object_set_new(o, "type", json_string(top->args.quorum ? "quorum" : "classic"));
     if (top->args.quorum) {
         /* RabbitMQ's quorum queue fields; one node holds every replica Sluice has (in a
          * cluster every durable queue is replicated, quorum or classic) */
-        json_object_set_new(o, "leader", json_string(m->b->cfg->node_name));
-        json_object_set_new(o, "members", json_pack("[s]", m->b->cfg->node_name));
-        json_object_set_new(o, "online", json_pack("[s]", m->b->cfg->node_name));
+        json_object_set_new(o, "leader", json_string(m->n->cfg->node_name));
+        json_object_set_new(o, "members", json_pack("[s]", m->n->cfg->node_name));
+        json_object_set_new(o, "online", json_pack("[s]", m->n->cfg->node_name));
         if (top->args.has_delivery_limit)
             json_object_set_new(o, "delivery_limit",
                                 json_integer((json_int_t)top->args.delivery_limit));
@@ -76,10 +78,10 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
                   "dead_lettered", (json_int_t)q->stat_dead_lettered));
     if (q->exclusive && q->exclusive_owner)
         json_object_set_new(o, "owner_pid_details",
-                            json_pack("{s:s}", "name", ((conn *)q->exclusive_owner)->name));
+                            json_pack("{s:s}", "name", mgmt_owner_name(m, q->exclusive_owner)));
     json_t *subs = json_array();
     size_t n = 0;
-    void **v = map_sorted(q->subqueues, &n);
+    void **v = sl_map_sorted(q->subqueues, &n);
     for (size_t i = 0; i < n; i++) {
         const char *semi = strchr(((qm_queue *)v[i])->name, ';');
         json_array_append_new(subs, json_string(semi ? semi + 1 : ((qm_queue *)v[i])->name));
@@ -91,9 +93,9 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
         uint64_t jbytes;
         uint64_t jcount = journal_count(q, &jbytes);
         char buf[800];
-        fmtname_of(m, q, buf, sizeof buf);
+        mq_fmtname_of(m->mq, q, buf, sizeof buf);
         json_object_set_new(o, "FormatName", json_string(buf));
-        pathname_of(m, q, buf, sizeof buf);
+        mq_pathname_of(m->mq, q, buf, sizeof buf);
         json_object_set_new(o, "PathName", json_string(buf));
         json_object_set_new(o, "ForeignStatus", enum_json(1, "MQ_STATUS_NOT_FOREIGN"));
         json_object_set_new(o, "QueueType",
@@ -107,7 +109,7 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
         json_object_set_new(o, "JournalMessageCount", json_integer((json_int_t)jcount));
         json_object_set_new(o, "BytesInJournal", json_integer((json_int_t)jbytes));
         if (q->is_outgoing)
-            outgoing_view(m, q, o);
+            mgmt_outgoing_view(m, q, o);
     }
     if (q->is_outgoing)
         json_object_set_new(o, "outgoing", json_true());
@@ -117,11 +119,11 @@ json_t *queue_json(mgmt *m, qm_queue *q, int full)
 static enum MHD_Result list(req *r)
 {
     if (r->nsegs == 2) {
-        qm_vhost *vh = req_vhost(r, r->segs[1]);
-        if (!vh || !req_vhost_access(r, vh->name))
+        qm_vhost *vh = mgmt_req_vhost(r, r->segs[1]);
+        if (!vh || !mgmt_req_vhost_access(r, vh->name))
             return MHD_YES;
     }
-    return pager_list(r, PAGER_QUEUES, r->nsegs == 2 ? r->segs[1] : NULL);
+    return mgmt_pager_list(r, PAGER_QUEUES, r->nsegs == 2 ? r->segs[1] : NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -130,69 +132,55 @@ static enum MHD_Result list(req *r)
 
 static enum MHD_Result declare(req *r, qm_vhost *vh, const char *name)
 {
-    json_t *body = req_body(r, 1);
+    json_t *body = mgmt_req_body(r, 1);
     if (!body)
         return MHD_YES;
     if (!*name)
-        return reply_error(r, 400, "bad_request", "a queue name is required");
+        return mgmt_reply_error(r, 400, "bad_request", "a queue name is required");
     if (strlen(name) > 255)
-        return reply_error(r, 400, "bad_request", "queue name longer than 255 bytes");
-    if (json_truthy(json_object_get(body, "durable"), 1) && !req_disk_ok(r, 0))
-        return MHD_YES;
-    if (!strncmp(name, "amq.", 4) && !qm_queue_find(vh, name, strlen(name)))
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "queue name '%s' contains reserved prefix 'amq.*'", name);
-    if (qm_queue_name_is_outgoing(name, strlen(name)))
-        return reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
-                            "'%s' is a format name: sending to it makes its outgoing queue", name);
-    /* The AMQP door's rules (h_queue.c): configure; a new queue counts against max-queues
-     * and with a dead-letter exchange also needs read on itself and write on that. */
-    if (!req_allowed(r, vh->name, ACC_QUEUE, name, ACC_CONFIGURE))
+        return mgmt_reply_error(r, 400, "bad_request", "queue name longer than 255 bytes");
+    if (defs_json_truthy(json_object_get(body, "durable"), 1) && !mgmt_req_disk_ok(r, 0))
         return MHD_YES;
     char err[600];
+    sl_err e = node_queue_new_name(name, strlen(name), !!qm_queue_find(vh, name, strlen(name)), err,
+                                   sizeof err);
+    if (e != SL_OK)
+        return mgmt_reply_sl_err(r, e, "%s", err);
+    if (qm_queue_name_is_outgoing(name, strlen(name)))
+        return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED,
+                                 "'%s' is a format name: sending to it makes its outgoing queue",
+                                 name);
+    /* The AMQP door's rules (h_queue.c): configure; a new queue counts against max-queues
+     * and with a dead-letter exchange also needs read on itself and write on that. */
+    if (!mgmt_req_allowed(r, vh->name, ACC_QUEUE, name, ACC_CONFIGURE))
+        return MHD_YES;
     if (!qm_queue_find(vh, name, strlen(name))) {
-        acc_db *a = r->m->b->acc;
-        const acc_vhost *av = acc_vhost_find(a, vh->name, strlen(vh->name));
-        if (av && av->max_queues >= 0 &&
-            acc_check_queue_limit(a, vh->name, qm_vhost_queue_count(vh), name, err, sizeof err))
-            return reply_sl_err(r, SL_ERR_PRECONDITION, "%s", err);
+        if ((e = node_queue_limit(r->m->n->acc, vh, name, err, sizeof err)) != SL_OK)
+            return mgmt_reply_sl_err(r, e, "%s", err);
         json_t *dlx = json_object_get(json_object_get(body, "arguments"), "x-dead-letter-exchange");
         if (json_is_string(dlx) &&
-            (!req_allowed(r, vh->name, ACC_QUEUE, name, ACC_READ) ||
-             !req_allowed(r, vh->name, ACC_EXCHANGE, json_string_value(dlx), ACC_WRITE)))
+            (!mgmt_req_allowed(r, vh->name, ACC_QUEUE, name, ACC_READ) ||
+             !mgmt_req_allowed(r, vh->name, ACC_EXCHANGE, json_string_value(dlx), ACC_WRITE)))
             return MHD_YES;
     }
     sl_buf args;
-    if (json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
-        return reply_error(r, 400, "bad_request", "%s", err);
+    if (defs_json_to_table(json_object_get(body, "arguments"), &args, err, sizeof err) < 0)
+        return mgmt_reply_error(r, 400, "bad_request", "%s", err);
     qm_queue_decl d = {
         .name = name,
         .name_len = strlen(name),
-        .durable = (uint8_t)json_truthy(json_object_get(body, "durable"), 1),
-        .auto_delete = (uint8_t)json_truthy(json_object_get(body, "auto_delete"), 0),
+        .durable = (uint8_t)defs_json_truthy(json_object_get(body, "durable"), 1),
+        .auto_delete = (uint8_t)defs_json_truthy(json_object_get(body, "auto_delete"), 0),
         .exclusive = 0, /* an HTTP client owns no connection an exclusive queue could die with */
         .arguments = {args.data, args.len},
     };
     qm_queue *q = NULL;
     int created = 0;
-    sl_err e = qm_queue_declare(vh, &d, &q, &created, err, sizeof err);
+    e = qm_queue_declare(vh, &d, &q, &created, err, sizeof err);
     sl_buf_free(&args);
     if (e != SL_OK)
-        return reply_sl_err(r, e, "%s", err);
-    return reply_empty(r, created ? 201 : 204);
-}
-
-int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
-{
-    const qm_queue *top = q->parent ? q->parent : q;
-    if (!top->exclusive)
-        return 0;
-    snprintf(why, whylen,
-             "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be "
-             "originally declared on another connection or the exclusive property value does "
-             "not match that of the original declaration.",
-             top->name, top->vhost->name);
-    return 1;
+        return mgmt_reply_sl_err(r, e, "%s", err);
+    return mgmt_reply_empty(r, created ? 201 : 204);
 }
 
 /* An exclusive queue belongs to the connection that declared it: no HTTP request is that
@@ -202,9 +190,10 @@ int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
 static int refuse_exclusive(req *r, const qm_queue *q)
 {
     char why[600];
-    if (!queue_exclusive_locked(q, why, sizeof why))
+    sl_err e = node_queue_locked(q, NULL, why, sizeof why);
+    if (e == SL_OK)
         return 0;
-    reply_sl_err(r, SL_ERR_RESOURCE_LOCKED, "%s", why);
+    mgmt_reply_sl_err(r, e, "%s", why);
     return 1;
 }
 
@@ -213,16 +202,17 @@ static enum MHD_Result delete_queue(req *r, qm_queue *q)
     if (refuse_exclusive(r, q))
         return MHD_YES;
     if (q->is_subqueue)
-        return reply_sl_err(r, SL_ERR_INVALID_PARAMETER,
-                            "subqueue '%s' is deleted with its queue; purge it instead", q->name);
-    int flags = (req_query_bool(r, "if-empty") ? QM_DELETE_IF_EMPTY : 0) |
-                (req_query_bool(r, "if-unused") ? QM_DELETE_IF_UNUSED : 0);
+        return mgmt_reply_sl_err(r, SL_ERR_INVALID_PARAMETER,
+                                 "subqueue '%s' is deleted with its queue; purge it instead",
+                                 q->name);
+    int flags = (mgmt_req_query_bool(r, "if-empty") ? QM_DELETE_IF_EMPTY : 0) |
+                (mgmt_req_query_bool(r, "if-unused") ? QM_DELETE_IF_UNUSED : 0);
     char err[300];
     uint64_t count = 0;
     sl_err e = qm_queue_delete(q, flags, &count, err, sizeof err);
     if (e != SL_OK)
-        return reply_sl_err(r, e, "%s", err);
-    return reply_empty(r, 204);
+        return mgmt_reply_sl_err(r, e, "%s", err);
+    return mgmt_reply_empty(r, 204);
 }
 
 static enum MHD_Result purge(req *r, qm_queue *q)
@@ -232,9 +222,9 @@ static enum MHD_Result purge(req *r, qm_queue *q)
     /* purge_pending: what this purge made PurgePending, not the queue's running total */
     uint64_t pending_before = q->n_purge_pending;
     uint64_t n = qm_queue_purge(q);
-    return reply_json(r, 200,
-                      json_pack("{s:I,s:I}", "message_count", (json_int_t)n, "purge_pending",
-                                (json_int_t)(q->n_purge_pending - pending_before)));
+    return mgmt_reply_json(r, 200,
+                           json_pack("{s:I,s:I}", "message_count", (json_int_t)n, "purge_pending",
+                                     (json_int_t)(q->n_purge_pending - pending_before)));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -248,7 +238,7 @@ static int parse_ackmode(json_t *body, enum ackmode *out)
     json_t *a = json_object_get(body, "ackmode");
     if (!a) {
         /* RabbitMQ before 3.7 took "requeue" */
-        *out = json_truthy(json_object_get(body, "requeue"), 1) ? ACK_REQUEUE : ACK;
+        *out = defs_json_truthy(json_object_get(body, "requeue"), 1) ? ACK_REQUEUE : ACK;
         return 0;
     }
     static const char *names[] = {"ack_requeue_true", "ack_requeue_false", "reject_requeue_true",
@@ -266,24 +256,24 @@ static enum MHD_Result get(req *r, qm_queue *q)
 {
     if (refuse_exclusive(r, q))
         return MHD_YES;
-    json_t *body = req_body(r, 1);
+    json_t *body = mgmt_req_body(r, 1);
     if (!body)
         return MHD_YES;
     enum ackmode mode;
     if (parse_ackmode(body, &mode) < 0)
-        return reply_error(r, 400, "bad_request",
-                           "ackmode must be ack_requeue_true, ack_requeue_false, "
-                           "reject_requeue_true or reject_requeue_false");
+        return mgmt_reply_error(r, 400, "bad_request",
+                                "ackmode must be ack_requeue_true, ack_requeue_false, "
+                                "reject_requeue_true or reject_requeue_false");
     json_t *c = json_object_get(body, "count");
-    int64_t count = c ? json_uint(c) : 1;
+    int64_t count = c ? mgmt_json_uint(c) : 1;
     if (count < 0 || count > 100000)
-        return reply_error(r, 400, "bad_request", "count must be an integer 0..100000");
+        return mgmt_reply_error(r, 400, "bad_request", "count must be an integer 0..100000");
     json_t *t = json_object_get(body, "truncate");
-    int64_t truncate = t && !json_is_null(t) ? json_uint(t) : -1;
+    int64_t truncate = t && !json_is_null(t) ? mgmt_json_uint(t) : -1;
     json_t *enc = json_object_get(body, "encoding");
     const char *encoding = json_is_string(enc) ? json_string_value(enc) : "auto";
     if (strcmp(encoding, "auto") && strcmp(encoding, "base64"))
-        return reply_error(r, 400, "bad_request", "encoding must be auto or base64");
+        return mgmt_reply_error(r, 400, "bad_request", "encoding must be auto or base64");
 
     /* Take them all first: requeueing one at a time would hand the same message back. */
     qm_position **taken = sl_xcalloc((size_t)count + 1, sizeof *taken);
@@ -295,7 +285,7 @@ static enum MHD_Result get(req *r, qm_queue *q)
         if (!pos)
             break;
         taken[n++] = pos;
-        json_array_append_new(arr, msg_view(pos, NULL, encoding, truncate, remaining));
+        json_array_append_new(arr, mgmt_msg_view(pos, NULL, encoding, truncate, remaining));
     }
     for (size_t i = 0; i < n; i++) {
         switch (mode) {
@@ -312,83 +302,85 @@ static enum MHD_Result get(req *r, qm_queue *q)
         }
     }
     sl_free(taken);
-    return reply_json(r, 200, arr);
+    return mgmt_reply_json(r, 200, arr);
 }
 
 static enum MHD_Result peek(req *r, qm_queue *q)
 {
-    const char *cs = req_query(r, "count"), *os = req_query(r, "offset");
-    const char *enc = req_query(r, "encoding"), *ts = req_query(r, "truncate");
+    const char *cs = mgmt_req_query(r, "count"), *os = mgmt_req_query(r, "offset");
+    const char *enc = mgmt_req_query(r, "encoding"), *ts = mgmt_req_query(r, "truncate");
     long long count = cs ? strtoll(cs, NULL, 10) : 100, off = os ? strtoll(os, NULL, 10) : 0;
     long long truncate = ts ? strtoll(ts, NULL, 10) : -1;
     if (count < 0 || count > 100000 || off < 0)
-        return reply_error(r, 400, "bad_request", "count must be 0..100000 and offset >= 0");
-    return pager_peek(r, q, off, count, enc, truncate);
+        return mgmt_reply_error(r, 400, "bad_request", "count must be 0..100000 and offset >= 0");
+    return mgmt_pager_peek(r, q, off, count, enc, truncate);
 }
 
 static enum MHD_Result subqueues(req *r, qm_queue *q)
 {
     json_t *arr = json_array();
     size_t n;
-    void **v = map_sorted(q->subqueues, &n);
+    void **v = sl_map_sorted(q->subqueues, &n);
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, queue_json(r->m, v[i], 0));
+        json_array_append_new(arr, mgmt_queue_json(r->m, v[i], 0));
     sl_free(v);
-    return reply_json(r, 200, arr);
+    return mgmt_reply_json(r, 200, arr);
 }
 
 /* ------------------------------------------------------------------------------------------
  * Routing within /api/queues
  */
 
-enum MHD_Result queue_bindings(req *r, qm_queue *q); /* api_exchanges.c */
+enum MHD_Result mgmt_queue_bindings(req *r, qm_queue *q); /* api_exchanges.c */
 
-enum MHD_Result api_queues(req *r)
+enum MHD_Result mgmt_api_queues(req *r)
 {
     if (r->nsegs <= 2) {
-        if (!req_is(r, "GET"))
-            return reply_method_not_allowed(r);
+        if (!mgmt_req_is(r, "GET"))
+            return mgmt_reply_method_not_allowed(r);
         return list(r);
     }
-    qm_vhost *vh = req_vhost(r, r->segs[1]);
-    if (!vh || !req_vhost_access(r, vh->name))
+    qm_vhost *vh = mgmt_req_vhost(r, r->segs[1]);
+    if (!vh || !mgmt_req_vhost_access(r, vh->name))
         return MHD_YES;
     const char *name = r->segs[2];
     qm_queue *q = qm_queue_find(vh, name, strlen(name));
     if (r->nsegs == 3) {
-        if (req_is(r, "PUT"))
+        if (mgmt_req_is(r, "PUT"))
             return declare(r, vh, name);
         if (!q)
-            return reply_sl_err(r, SL_ERR_QUEUE_NOT_FOUND, "no queue '%s' in vhost '%s'", name,
-                                vh->name);
-        if (req_is(r, "GET"))
-            return reply_json(r, 200, queue_json(r->m, q, 1));
-        if (req_is(r, "DELETE"))
-            return req_allowed(r, vh->name, ACC_QUEUE, name, ACC_CONFIGURE) ? delete_queue(r, q)
-                                                                            : MHD_YES;
-        return reply_method_not_allowed(r);
+            return mgmt_reply_sl_err(r, SL_ERR_QUEUE_NOT_FOUND, "no queue '%s' in vhost '%s'", name,
+                                     vh->name);
+        if (mgmt_req_is(r, "GET"))
+            return mgmt_reply_json(r, 200, mgmt_queue_json(r->m, q, 1));
+        if (mgmt_req_is(r, "DELETE"))
+            return mgmt_req_allowed(r, vh->name, ACC_QUEUE, name, ACC_CONFIGURE)
+                       ? delete_queue(r, q)
+                       : MHD_YES;
+        return mgmt_reply_method_not_allowed(r);
     }
     if (r->nsegs != 4)
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     if (!q)
-        return reply_sl_err(r, SL_ERR_QUEUE_NOT_FOUND, "no queue '%s' in vhost '%s'", name,
-                            vh->name);
+        return mgmt_reply_sl_err(r, SL_ERR_QUEUE_NOT_FOUND, "no queue '%s' in vhost '%s'", name,
+                                 vh->name);
     const char *what = r->segs[3];
     /* purge, get and peek read the queue (RabbitMQ: read for purge and get) */
     if ((!strcmp(what, "contents") || !strcmp(what, "get") || !strcmp(what, "messages")) &&
-        !req_allowed(r, vh->name, ACC_QUEUE, name, ACC_READ))
+        !mgmt_req_allowed(r, vh->name, ACC_QUEUE, name, ACC_READ))
         return MHD_YES;
     if (!strcmp(what, "contents"))
-        return req_is(r, "DELETE") ? purge(r, q) : reply_method_not_allowed(r);
+        return mgmt_req_is(r, "DELETE") ? purge(r, q) : mgmt_reply_method_not_allowed(r);
     if (!strcmp(what, "get"))
-        return req_is(r, "POST") ? get(r, q) : reply_method_not_allowed(r);
+        return mgmt_req_is(r, "POST") ? get(r, q) : mgmt_reply_method_not_allowed(r);
     if (!strcmp(what, "messages"))
-        return req_is(r, "GET") ? peek(r, q) : reply_method_not_allowed(r);
+        return mgmt_req_is(r, "GET") ? peek(r, q) : mgmt_reply_method_not_allowed(r);
     if (!strcmp(what, "subqueues"))
-        return req_is(r, "GET") ? subqueues(r, q) : reply_method_not_allowed(r);
+        return mgmt_req_is(r, "GET") ? subqueues(r, q) : mgmt_reply_method_not_allowed(r);
     if (!strcmp(what, "bindings"))
-        return req_is(r, "GET") ? queue_bindings(r, q) : reply_method_not_allowed(r);
+        return mgmt_req_is(r, "GET") ? mgmt_queue_bindings(r, q) : mgmt_reply_method_not_allowed(r);
     if (!strcmp(what, "move"))
-        return req_is(r, "POST") ? api_queue_move(r, q) : reply_method_not_allowed(r);
-    return reply_not_found(r);
+        return mgmt_req_is(r, "POST") ? mgmt_api_queue_move(r, q)
+                                      : mgmt_reply_method_not_allowed(r);
+    return mgmt_reply_not_found(r);
 }

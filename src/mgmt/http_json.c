@@ -1,6 +1,6 @@
 /* http_json.c - replies and request access shared by every handler: JSON replies (with
  * RabbitMQ's ?columns= filter), errors carrying both RabbitMQ's {"error","reason"} and MSMQ's
- * HRESULT, query and body access, and AMQP field tables <-> JSON.
+ * HRESULT, query and body access (AMQP field tables <-> JSON: defs/json.c).
  *
  * Invariant: a handler replies exactly once; every reply_* sets r->responded.
  */
@@ -9,9 +9,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../amqp/table.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/hex.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * Replies
@@ -19,7 +19,7 @@
 
 static void resume_after_sync(void *ctx)
 {
-    req_resume(ctx); /* MHD calls on_request again, which sends r->held */
+    mgmt_req_resume(ctx); /* MHD calls on_request again, which sends r->held */
 }
 
 static enum MHD_Result send_held(req *r)
@@ -31,7 +31,7 @@ static enum MHD_Result send_held(req *r)
     return rc;
 }
 
-enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp)
+enum MHD_Result mgmt_req_respond(req *r, unsigned status, struct MHD_Response *resp)
 {
     r->responded = 1;
     /* Only a success promises a change on disk. An error, and a cluster action (which
@@ -39,10 +39,10 @@ enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp)
      * release gate may not move for as long as the cluster is short, and a step-down's 409
      * would hang with it. */
     if (status < 400 && !r->no_store && strcmp(r->method, "GET") != 0 &&
-        broker_after_sync(r->m->b, resume_after_sync, r)) {
+        node_after_sync(r->m->n, resume_after_sync, r)) {
         r->held = resp;
         r->held_status = status;
-        req_suspend(r, send_held);
+        mgmt_req_suspend(r, send_held);
         return MHD_YES;
     }
     enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
@@ -50,7 +50,7 @@ enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp)
     return rc;
 }
 
-enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len)
+enum MHD_Result mgmt_reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(
         len, text, text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -59,10 +59,10 @@ enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *tex
     /* names and message bodies in a reply are never taken for HTML, whatever they hold */
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    return req_respond(r, status, resp);
+    return mgmt_req_respond(r, status, resp);
 }
 
-void json_filter_columns(json_t *obj, const char *cols)
+void mgmt_json_filter_columns(json_t *obj, const char *cols)
 {
     if (!json_is_object(obj))
         return;
@@ -87,28 +87,28 @@ void json_filter_columns(json_t *obj, const char *cols)
     }
 }
 
-enum MHD_Result reply_json(req *r, unsigned status, json_t *j)
+enum MHD_Result mgmt_reply_json(req *r, unsigned status, json_t *j)
 {
-    const char *cols = req_is(r, "GET") ? req_query(r, "columns") : NULL;
+    const char *cols = mgmt_req_is(r, "GET") ? mgmt_req_query(r, "columns") : NULL;
     if (cols && *cols) {
         if (json_is_array(j)) {
             size_t i;
             json_t *v;
-            json_array_foreach(j, i, v) json_filter_columns(v, cols);
+            json_array_foreach(j, i, v) mgmt_json_filter_columns(v, cols);
         } else {
-            json_filter_columns(j, cols);
+            mgmt_json_filter_columns(j, cols);
         }
     }
     char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
     json_decref(j);
     if (!text)
-        return reply_error(r, 500, "internal_error", "cannot encode the reply");
-    return reply_text(r, status, "application/json", text, strlen(text));
+        return mgmt_reply_error(r, 500, "internal_error", "cannot encode the reply");
+    return mgmt_reply_text(r, status, "application/json", text, strlen(text));
 }
 
-enum MHD_Result reply_empty(req *r, unsigned status)
+enum MHD_Result mgmt_reply_empty(req *r, unsigned status)
 {
-    return reply_text(r, status, NULL, NULL, 0);
+    return mgmt_reply_text(r, status, NULL, NULL, 0);
 }
 
 __attribute__((format(printf, 6, 0))) static enum MHD_Result
@@ -119,19 +119,19 @@ reply_error_v(req *r, unsigned status, const char *error, sl_err e, int with_hr,
     vsnprintf(reason, sizeof reason, fmt, ap);
     json_t *j = json_object();
     json_object_set_new(j, "error", json_string(error));
-    json_object_set_new(j, "reason", json_strn_safe(reason, strlen(reason)));
+    json_object_set_new(j, "reason", defs_json_strn_safe(reason, strlen(reason)));
     if (with_hr) {
         char hr[16];
-        hresult_str(e, hr, sizeof hr);
+        mgmt_hresult_str(e, hr, sizeof hr);
         json_object_set_new(j, "hresult", json_string(hr));
         json_object_set_new(j, "hresult_name", json_string(sl_err_get(e)->hresult_name));
     }
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    return reply_text(r, status, "application/json", text, strlen(text));
+    return mgmt_reply_text(r, status, "application/json", text, strlen(text));
 }
 
-enum MHD_Result reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
+enum MHD_Result mgmt_reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -140,7 +140,7 @@ enum MHD_Result reply_error(req *r, unsigned status, const char *error, const ch
     return rc;
 }
 
-unsigned http_status_of(sl_err e)
+unsigned mgmt_http_status_of(sl_err e)
 {
     switch (e) {
     case SL_OK:
@@ -209,9 +209,9 @@ static const char *error_word(unsigned status)
     }
 }
 
-enum MHD_Result reply_sl_err(req *r, sl_err e, const char *fmt, ...)
+enum MHD_Result mgmt_reply_sl_err(req *r, sl_err e, const char *fmt, ...)
 {
-    unsigned status = http_status_of(e);
+    unsigned status = mgmt_http_status_of(e);
     va_list ap;
     va_start(ap, fmt);
     enum MHD_Result rc = reply_error_v(r, status, error_word(status), e, 1, fmt, ap);
@@ -219,19 +219,19 @@ enum MHD_Result reply_sl_err(req *r, sl_err e, const char *fmt, ...)
     return rc;
 }
 
-void hresult_str(sl_err e, char *buf, size_t len)
+void mgmt_hresult_str(sl_err e, char *buf, size_t len)
 {
     snprintf(buf, len, "0x%08X", (unsigned)sl_err_get(e)->hresult);
 }
 
-enum MHD_Result reply_hresult(req *r, sl_err e, json_t *extra, const char *reason)
+enum MHD_Result mgmt_reply_hresult(req *r, sl_err e, json_t *extra, const char *reason)
 {
     json_t *j = json_object();
     char hr[16];
-    hresult_str(e, hr, sizeof hr);
+    mgmt_hresult_str(e, hr, sizeof hr);
     json_object_set_new(j, "hresult", json_string(hr));
     json_object_set_new(j, "hresult_name", json_string(sl_err_get(e)->hresult_name));
-    unsigned status = http_status_of(e);
+    unsigned status = mgmt_http_status_of(e);
     if (e != SL_OK) {
         json_object_set_new(j, "error", json_string(error_word(status)));
         json_object_set_new(j, "reason",
@@ -241,18 +241,18 @@ enum MHD_Result reply_hresult(req *r, sl_err e, json_t *extra, const char *reaso
         json_object_update(j, extra);
         json_decref(extra);
     }
-    return reply_json(r, status, j);
+    return mgmt_reply_json(r, status, j);
 }
 
-enum MHD_Result reply_remote_hresult(req *r, const char *hresult, const char *name,
-                                     const char *reason, json_t *extra)
+enum MHD_Result mgmt_reply_remote_hresult(req *r, const char *hresult, const char *name,
+                                          const char *reason, json_t *extra)
 {
     /* the HTTP status of the sl_err with that HRESULT; 502 for one we do not know */
     unsigned long code = hresult ? strtoul(hresult, NULL, 16) : 0;
     unsigned status = 502;
     for (int e = 1; e < SL_ERR__COUNT; e++) {
         if (sl_err_get((sl_err)e)->hresult == code && code) {
-            status = http_status_of((sl_err)e);
+            status = mgmt_http_status_of((sl_err)e);
             break;
         }
     }
@@ -265,34 +265,25 @@ enum MHD_Result reply_remote_hresult(req *r, const char *hresult, const char *na
         json_object_update(j, extra);
         json_decref(extra);
     }
-    return reply_json(r, status, j);
+    return mgmt_reply_json(r, status, j);
 }
 
-enum MHD_Result reply_method_not_allowed(req *r)
+enum MHD_Result mgmt_reply_method_not_allowed(req *r)
 {
-    return reply_error(r, 405, "method_not_allowed", "%s is not allowed on this path", r->method);
+    return mgmt_reply_error(r, 405, "method_not_allowed", "%s is not allowed on this path",
+                            r->method);
 }
 
-enum MHD_Result reply_not_found(req *r)
+enum MHD_Result mgmt_reply_not_found(req *r)
 {
-    return reply_error(r, 404, "Object Not Found", "Not Found");
+    return mgmt_reply_error(r, 404, "Object Not Found", "Not Found");
 }
 
 /* ------------------------------------------------------------------------------------------
  * Request access
  */
 
-static int hexv(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-const char *req_query(req *r, const char *key)
+const char *mgmt_req_query(req *r, const char *key)
 {
     const char *raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
     if (!raw)
@@ -301,9 +292,8 @@ const char *req_query(req *r, const char *key)
     for (const char *p = raw; *p; p++) {
         if (*p == '+') {
             *o++ = ' ';
-        } else if (*p == '%' && hexv((unsigned char)p[1]) >= 0 && hexv((unsigned char)p[2]) >= 0 &&
-                   (p[1] != '0' || p[2] != '0')) {
-            *o++ = (char)(hexv((unsigned char)p[1]) << 4 | hexv((unsigned char)p[2]));
+        } else if (*p == '%' && sl_hex_byte(p + 1) > 0) { /* %00 is left as it is */
+            *o++ = (char)sl_hex_byte(p + 1);
             p += 2;
         } else {
             *o++ = *p;
@@ -315,90 +305,90 @@ const char *req_query(req *r, const char *key)
     return s;
 }
 
-int req_query_bool(req *r, const char *key)
+int mgmt_req_query_bool(req *r, const char *key)
 {
-    const char *v = req_query(r, key);
+    const char *v = mgmt_req_query(r, key);
     return v && (!strcasecmp(v, "true") || !strcmp(v, "1"));
 }
 
-json_t *req_body(req *r, int allow_empty)
+json_t *mgmt_req_body(req *r, int allow_empty)
 {
     if (r->json)
         return r->json;
-    size_t n = sl_buf_unread(&r->body);
+    size_t n = sl_buf_unread(&r->h.body);
     if (n == 0 && allow_empty) {
         r->json = json_object();
         return r->json;
     }
     json_error_t e;
-    json_t *j = json_loadb((const char *)sl_buf_head(&r->body), n, 0, &e);
+    json_t *j = json_loadb((const char *)sl_buf_head(&r->h.body), n, 0, &e);
     if (!j) {
-        reply_error(r, 400, "bad_request", "malformed JSON body: %s (line %d, column %d)", e.text,
-                    e.line, e.column);
+        mgmt_reply_error(r, 400, "bad_request", "malformed JSON body: %s (line %d, column %d)",
+                         e.text, e.line, e.column);
         return NULL;
     }
     if (!json_is_object(j)) {
         json_decref(j);
-        reply_error(r, 400, "bad_request", "the body must be a JSON object");
+        mgmt_reply_error(r, 400, "bad_request", "the body must be a JSON object");
         return NULL;
     }
     r->json = j;
     return j;
 }
 
-int req_disk_ok(req *r, int memory_too)
+int mgmt_req_disk_ok(req *r, int memory_too)
 {
-    int alarms = r->m->b->alarms & (memory_too ? (ALARM_DISK | ALARM_MEMORY) : ALARM_DISK);
+    int alarms = r->m->n->alarms & (memory_too ? (ALARM_DISK | ALARM_MEMORY) : ALARM_DISK);
     if (!alarms)
         return 1;
     /* The AMQP door blocks what needs the disk under an alarm; here the client gets an answer
      * at once and tries again later. */
-    reply_sl_err(r, SL_ERR_RESOURCE, "%s alarm: refused until it clears (%s)",
-                 alarms & ALARM_DISK ? "disk" : "memory",
-                 alarms & ALARM_DISK ? "free disk under disk_free_limit"
-                                     : "memory above memory_high_watermark");
+    mgmt_reply_sl_err(r, SL_ERR_RESOURCE, "%s alarm: refused until it clears (%s)",
+                      alarms & ALARM_DISK ? "disk" : "memory",
+                      alarms & ALARM_DISK ? "free disk under disk_free_limit"
+                                          : "memory above memory_high_watermark");
     return 0;
 }
 
-qm_vhost *req_vhost(req *r, const char *name)
+qm_vhost *mgmt_req_vhost(req *r, const char *name)
 {
-    qm_vhost *vh = qm_vhost_find(req_node(r), name, strlen(name));
+    qm_vhost *vh = qm_vhost_find(mgmt_req_node(r), name, strlen(name));
     if (!vh)
-        reply_error(r, 404, "Object Not Found", "no vhost '%s'", name);
+        mgmt_reply_error(r, 404, "Object Not Found", "no vhost '%s'", name);
     return vh;
 }
 
-int req_require_admin(req *r)
+int mgmt_req_require_admin(req *r)
 {
     if (r->is_admin)
         return 1;
-    reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
+    mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "Not administrator user");
     return 0;
 }
 
-int req_vhost_listed(req *r, const char *vhost)
+int mgmt_req_vhost_listed(req *r, const char *vhost)
 {
-    return r->is_admin || acc_vhost_visible(r->m->b->acc, r->user, vhost);
+    return r->is_admin || acc_vhost_visible(r->m->n->acc, r->user, vhost);
 }
 
-int req_vhost_access(req *r, const char *vhost)
+int mgmt_req_vhost_access(req *r, const char *vhost)
 {
-    if (req_vhost_listed(r, vhost))
+    if (mgmt_req_vhost_listed(r, vhost))
         return 1;
-    reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access virtual host");
+    mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access virtual host");
     return 0;
 }
 
-int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm)
+int mgmt_req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm)
 {
     char why[800];
-    sl_err e = acc_check_vhost(r->m->b->acc, r->user, vhost, why, sizeof why);
+    sl_err e = acc_check_vhost(r->m->n->acc, r->user, vhost, why, sizeof why);
     if (e == SL_OK)
-        e = acc_check(r->m->b->acc, r->user, vhost, kind, name, strlen(name), perm, why,
+        e = acc_check(r->m->n->acc, r->user, vhost, kind, name, strlen(name), perm, why,
                       sizeof why);
     if (e == SL_OK)
         return 1;
-    reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
+    mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
     return 0;
 }
 
@@ -406,30 +396,12 @@ int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_
  * Values
  */
 
-int str_ieq(const char *a, const char *b)
+int mgmt_str_ieq(const char *a, const char *b)
 {
     return !strcasecmp(a, b);
 }
 
-int json_truthy(json_t *v, int def)
-{
-    if (!v || json_is_null(v))
-        return def;
-    if (json_is_boolean(v))
-        return json_is_true(v);
-    if (json_is_integer(v))
-        return json_integer_value(v) != 0;
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (!strcasecmp(s, "true") || !strcmp(s, "1"))
-            return 1;
-        if (!strcasecmp(s, "false") || !strcmp(s, "0") || !*s)
-            return 0;
-    }
-    return def;
-}
-
-int64_t json_uint(json_t *v)
+int64_t mgmt_json_uint(json_t *v)
 {
     if (json_is_integer(v))
         return json_integer_value(v) >= 0 ? json_integer_value(v) : -1;
@@ -446,281 +418,6 @@ int64_t json_uint(json_t *v)
     return -1;
 }
 
-json_t *json_strn_safe(const char *s, size_t len)
-{
-    json_t *j = json_stringn(s, len);
-    if (j)
-        return j;
-    /* Not UTF-8: keep ASCII, escape other bytes as \xNN so nothing is lost silently. */
-    char *o = sl_xmalloc(len * 4 + 1), *q = o;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f)
-            *q++ = (char)c;
-        else
-            q += sprintf(q, "\\x%02x", c);
-    }
-    j = json_stringn(o, (size_t)(q - o));
-    sl_free(o);
-    return j;
-}
-
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *base64_encode(const uint8_t *p, size_t n, size_t *outlen)
-{
-    char *o = sl_xmalloc((n + 2) / 3 * 4 + 1), *q = o;
-    size_t i = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        *q++ = b64chars[v >> 18];
-        *q++ = b64chars[(v >> 12) & 63];
-        *q++ = b64chars[(v >> 6) & 63];
-        *q++ = b64chars[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-        *q++ = b64chars[v >> 18];
-        *q++ = b64chars[(v >> 12) & 63];
-        *q++ = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
-        *q++ = '=';
-    }
-    *q = 0;
-    if (outlen)
-        *outlen = (size_t)(q - o);
-    return o;
-}
-
-long base64_decode(const char *s, size_t n, uint8_t *out)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    long len = 0;
-    size_t pad = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '=') {
-            pad++;
-            continue;
-        }
-        if (c == '\n' || c == '\r' || c == ' ')
-            continue;
-        if (pad)
-            return -1;
-        const char *p = c ? strchr(b64chars, c) : NULL;
-        if (!p)
-            return -1;
-        acc = acc << 6 | (uint32_t)(p - b64chars);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[len++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return pad > 2 ? -1 : len;
-}
-
-/* ---- AMQP tables -> JSON ---- */
-
-static json_t *value_to_json(const amqp_value *v)
-{
-    int64_t i;
-    switch (v->tag) {
-    case 't':
-        return json_boolean(v->v.b);
-    case 'f':
-        return json_real(v->v.f);
-    case 'd':
-        return json_real(v->v.d);
-    case 'D': {
-        double d = v->v.dec.value;
-        for (int k = 0; k < v->v.dec.scale; k++)
-            d /= 10;
-        return json_real(d);
-    }
-    case 'S':
-    case 'x':
-        return json_strn_safe((const char *)v->v.s.p, v->v.s.len);
-    case 'F':
-        return table_to_json(v->v.s);
-    case 'A':
-        return array_to_json(v->v.s);
-    case 'V':
-        return json_null();
-    default:
-        if (amqp_value_int(v, &i))
-            return json_integer(i);
-        return json_null();
-    }
-}
-
-json_t *table_to_json(amqp_bytes table)
-{
-    json_t *o = json_object();
-    amqp_table_iter it;
-    amqp_bytes key;
-    amqp_value v;
-    amqp_table_iter_init(&it, table);
-    while (amqp_table_next(&it, &key, &v)) {
-        /* A key that is not UTF-8 (message headers may carry one; declarations may not) is
-         * shown escaped like string values, never dropped from the view. */
-        json_t *k = json_strn_safe((const char *)key.p, key.len);
-        json_object_set_new(o, json_string_value(k), value_to_json(&v));
-        json_decref(k);
-    }
-    return o;
-}
-
-json_t *array_to_json(amqp_bytes array)
-{
-    json_t *a = json_array();
-    amqp_table_iter it;
-    amqp_value v;
-    amqp_array_iter_init(&it, array);
-    while (amqp_array_next(&it, &v))
-        json_array_append_new(a, value_to_json(&v));
-    return a;
-}
-
-/* ---- JSON -> AMQP tables ---- */
-
-static int json_to_array(json_t *arr, sl_buf *out, char *err, size_t errlen, int depth);
-static int json_to_table_d(json_t *obj, sl_buf *out, char *err, size_t errlen, int depth);
-
-static int json_to_value(json_t *j, amqp_value *v, sl_buf *scratch, char *err, size_t errlen,
-                         int depth)
-{
-    if (depth > AMQP_TABLE_MAX_DEPTH) {
-        snprintf(err, errlen, "arguments nested too deeply");
-        return -1;
-    }
-    switch (json_typeof(j)) {
-    case JSON_STRING:
-        v->tag = 'S';
-        v->v.s = (amqp_bytes){(const uint8_t *)json_string_value(j), json_string_length(j)};
-        return 0;
-    case JSON_INTEGER:
-        v->tag = 'l';
-        v->v.i = json_integer_value(j);
-        return 0;
-    case JSON_REAL:
-        v->tag = 'd';
-        v->v.d = json_real_value(j);
-        return 0;
-    case JSON_TRUE:
-    case JSON_FALSE:
-        v->tag = 't';
-        v->v.b = json_is_true(j);
-        return 0;
-    case JSON_NULL:
-        v->tag = 'V';
-        return 0;
-    case JSON_OBJECT:
-    case JSON_ARRAY: {
-        size_t start = scratch->len;
-        int rc = json_is_object(j) ? json_to_table_d(j, scratch, err, errlen, depth + 1)
-                                   : json_to_array(j, scratch, err, errlen, depth + 1);
-        if (rc < 0)
-            return -1;
-        v->tag = json_is_object(j) ? 'F' : 'A';
-        /* offsets, fixed up by the caller once scratch stops moving */
-        v->v.s = (amqp_bytes){(const uint8_t *)(uintptr_t)start, scratch->len - start};
-        return 1;
-    }
-    }
-    snprintf(err, errlen, "unsupported JSON value");
-    return -1;
-}
-
-static int put_value(json_t *val, sl_buf *out, const char *key, char *err, size_t errlen, int depth)
-{
-    amqp_value v;
-    sl_buf scratch;
-    sl_buf_init(&scratch);
-    int rc = json_to_value(val, &v, &scratch, err, errlen, depth);
-    if (rc < 0) {
-        sl_buf_free(&scratch);
-        return -1;
-    }
-    /* An empty nested table or array never allocates scratch: its bytes are (NULL, 0), and
-     * NULL + 0 is undefined, so only a non-empty one is rebased. */
-    if (rc == 1)
-        v.v.s.p = v.v.s.len ? scratch.data + (uintptr_t)v.v.s.p : NULL;
-    if (key)
-        amqp_tbl_put_value(out, amqp_cstr(key), &v);
-    else
-        amqp_value_write(out, &v);
-    sl_buf_free(&scratch);
-    return 0;
-}
-
-static int json_to_array(json_t *arr, sl_buf *out, char *err, size_t errlen, int depth)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(arr, i, v) if (put_value(v, out, NULL, err, errlen, depth) < 0) return -1;
-    return 0;
-}
-
-int json_to_table(json_t *obj, sl_buf *out, char *err, size_t errlen)
-{
-    sl_buf_init(out);
-    if (json_to_table_d(obj, out, err, errlen, 1) < 0) {
-        sl_buf_free(out);
-        return -1;
-    }
-    return 0;
-}
-
-static int json_to_table_d(json_t *obj, sl_buf *out, char *err, size_t errlen, int depth)
-{
-    if (!obj || json_is_null(obj))
-        return 0;
-    if (!json_is_object(obj)) {
-        snprintf(err, errlen, "arguments must be a JSON object");
-        return -1;
-    }
-    const char *k;
-    json_t *v;
-    json_object_foreach(obj, k, v)
-    {
-        if (strlen(k) > 255) {
-            snprintf(err, errlen, "argument name longer than 255 bytes");
-            return -1;
-        }
-        if (put_value(v, out, k, err, errlen, depth) < 0)
-            return -1;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------------------------------
  * Sorted map values
  */
-
-typedef struct kv {
-    const char *k;
-    void *v;
-} kv;
-
-static int kv_cmp(const void *a, const void *b)
-{
-    return strcmp(((const kv *)a)->k, ((const kv *)b)->k);
-}
-
-void **map_sorted(const sl_map *m, size_t *n)
-{
-    size_t cnt = m ? sl_map_count(m) : 0, i = 0, it = 0, kl;
-    kv *tmp = sl_xcalloc(cnt + 1, sizeof *tmp);
-    const char *k;
-    void *v;
-    while (m && i < cnt && sl_map_next(m, &it, &k, &kl, &v))
-        tmp[i++] = (kv){k, v};
-    qsort(tmp, i, sizeof *tmp, kv_cmp);
-    void **out = sl_xcalloc(i + 1, sizeof *out);
-    for (size_t j = 0; j < i; j++)
-        out[j] = tmp[j].v;
-    sl_free(tmp);
-    *n = i;
-    return out;
-}

@@ -14,11 +14,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/mem.h"
-#include "../core/version.h"
+#include "core/mem.h"
+#include "core/version.h"
 #include "cluster/member.h"
 #include "cluster/stream.h"
-#include "mgmt_internal.h"
+#include "mgmt/mgmt_internal.h"
 
 static void out(sl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(sl_buf *b, const char *fmt, ...)
@@ -86,24 +86,24 @@ static void queue_series(sl_buf *b, qm_queue *q, size_t i)
     label(b, q->name);
     out(b, "\"} %llu\n", (unsigned long long)queue_stat(q, i));
     size_t n;
-    void **subs = map_sorted(q->subqueues, &n);
+    void **subs = sl_map_sorted(q->subqueues, &n);
     for (size_t k = 0; k < n; k++)
         queue_series(b, subs[k], i);
     sl_free(subs);
 }
 
-/* The leader's view of each follower (repl.h rl_peer), labelled by node: what GET
+/* The leader's view of each follower (repl.h cl_rl_peer), labelled by node: what GET
  * /api/cluster says. A member removed (or never registered and out of the ISR and the
  * stream) is not listed; on a follower there is no series (its /metrics is the leader's,
  * forwarded, when there is one). */
 static void follower_metrics(sl_buf *b, mgmt *m)
 {
-    if (!m->b->repl || !m->b->cluster)
+    if (!m->n->repl || !m->n->cluster)
         return;
     cl_status st;
-    cl_member_status(m->b->cluster, &st);
-    cs_peer peers[CL_MAX_MEMBERS];
-    size_t n = cs_server_peers(m->b->repl, peers, CL_MAX_MEMBERS);
+    cl_member_status(m->n->cluster, &st);
+    cl_stream_peer peers[CL_MAX_MEMBERS];
+    size_t n = cl_stream_server_peers(m->n->repl, peers, CL_MAX_MEMBERS);
     static const struct {
         const char *name, *help;
     } series[] = {
@@ -116,7 +116,7 @@ static void follower_metrics(sl_buf *b, mgmt *m)
     for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
         out(b, "# HELP %s %s\n# TYPE %s gauge\n", series[k].name, series[k].help, series[k].name);
         for (size_t i = 0; i < n; i++) {
-            const cs_peer *p = &peers[i];
+            const cl_stream_peer *p = &peers[i];
             int listed = p->insync || p->connected;
             for (size_t j = 0; j < st.n_nodes; j++)
                 listed |= !strcmp(st.nodes[j].name, p->name);
@@ -135,7 +135,9 @@ static void follower_metrics(sl_buf *b, mgmt *m)
 /* Both doors' acceptors: paused while descriptors run short or the door is full. */
 static void listener_metrics(sl_buf *b, mgmt *m)
 {
-    const sl_acceptor *acc[2] = {&m->b->acceptor, &m->acceptor};
+    const node_listener *amqp = node_listener_find(m->n, "amqp");
+    sl_acceptor none = {0};
+    const sl_acceptor *acc[2] = {amqp && amqp->acceptor ? amqp->acceptor : &none, m->acceptor};
     out(b, "# HELP sluice_listener_accepting 1 while the listener accepts connections (0: "
            "paused for lack of descriptors or at its connection cap)\n"
            "# TYPE sluice_listener_accepting gauge\n");
@@ -153,23 +155,23 @@ static void listener_metrics(sl_buf *b, mgmt *m)
         out(b, "sluice_listener_fd_refused_total{listener=\"%s\"} %llu\n", i ? "http" : "amqp",
             (unsigned long long)acc[i]->fd_refused);
     metric(b, "sluice_connections_refused_total", "counter",
-           "AMQP connections refused at connection.open by connection_max", m->b->conns_refused);
-    metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", m->n_conns);
-    metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", m->b->acceptor.fd_limit);
+           "AMQP connections refused at connection.open by connection_max", m->n->conns_refused);
+    metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", mgmt_conns(m));
+    metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", acc[0]->fd_limit);
     /* The cluster (a node without cluster settings is a cluster of one, its own leader). */
     uint64_t leader = 1, epoch = 0, members = 1, isr = 1;
-    if (m->b->cluster) {
+    if (m->n->cluster) {
         cl_status st;
-        cl_member_status(m->b->cluster, &st);
-        leader = cl_member_serving(m->b->cluster);
+        cl_member_status(m->n->cluster, &st);
+        leader = cl_member_serving(m->n->cluster);
         epoch = st.epoch;
         members = st.n_nodes;
         isr = 0;
         for (size_t i = 0; i < st.n_nodes; i++)
             isr += st.nodes[i].insync;
-        if (m->b->repl) { /* a leader: its own ISR (etcd's, as last read, may lag a write) */
-            cs_peer peers[CL_MAX_MEMBERS];
-            size_t n = cs_server_peers(m->b->repl, peers, CL_MAX_MEMBERS);
+        if (m->n->repl) { /* a leader: its own ISR (etcd's, as last read, may lag a write) */
+            cl_stream_peer peers[CL_MAX_MEMBERS];
+            size_t n = cl_stream_server_peers(m->n->repl, peers, CL_MAX_MEMBERS);
             isr = 1;
             for (size_t i = 0; i < n; i++)
                 isr += peers[i].insync;
@@ -183,7 +185,7 @@ static void listener_metrics(sl_buf *b, mgmt *m)
     follower_metrics(b, m);
     /* Stalls, whoever caused them: how long the loop's turns take. */
     sl_loop_stats ls;
-    sl_loop_get_stats(m->b->loop, &ls);
+    sl_loop_get_stats(m->n->loop, &ls);
     metric(b, "sluice_loop_turns_total", "counter", "Event-loop turns", ls.turns);
     out(b,
         "# HELP sluice_loop_turn_seconds_max Longest event-loop turn since start\n"
@@ -194,7 +196,7 @@ static void listener_metrics(sl_buf *b, mgmt *m)
     for (int i = 0; i < 5; i++)
         out(b, "sluice_loop_turns_over_total{ms=\"%u\"} %llu\n", sl_loop_stat_ms[i],
             (unsigned long long)ls.over_ms[i]);
-    if (!m->b->cfg->loop_cpu_stats)
+    if (!m->n->cfg->loop_cpu_stats)
         return;
     out(b,
         "# HELP sluice_loop_turn_cpu_seconds_max Most CPU time one event-loop turn took "
@@ -209,17 +211,17 @@ static void listener_metrics(sl_buf *b, mgmt *m)
             (unsigned long long)ls.cpu_over_ms[i]);
 }
 
-enum MHD_Result serve_metrics(req *r)
+enum MHD_Result mgmt_serve_metrics(req *r)
 {
     int per_object = r->nsegs == 2 && !strcmp(r->segs[1], "per-object");
     if (r->nsegs > 2 || (r->nsegs == 2 && !per_object))
-        return reply_not_found(r);
-    if (!req_is(r, "GET"))
-        return reply_method_not_allowed(r);
+        return mgmt_reply_not_found(r);
+    if (!mgmt_req_is(r, "GET"))
+        return mgmt_reply_method_not_allowed(r);
     if (per_object && !r->authed)
-        return reply_error(r, 401, "not_authorised", "per-object metrics need a user");
+        return mgmt_reply_error(r, 401, "not_authorised", "per-object metrics need a user");
     node_totals t;
-    node_totals_get(r->m, &t);
+    mgmt_totals_get(r->m, &t);
     sl_buf b;
     sl_buf_init(&b);
     out(&b,
@@ -227,7 +229,7 @@ enum MHD_Result serve_metrics(req *r)
         "sluice_build_info{product=\"%s\",version=\"%s\"} 1\n",
         SLUICE_PRODUCT, SLUICE_VERSION);
     metric(&b, "sluice_node_online", "gauge", "1 when the node is online (MSMQ CONNECT)",
-           r->m->b->node->online);
+           r->m->n->qm->online);
     metric(&b, "sluice_connections", "gauge", "Open AMQP connections", t.connections);
     metric(&b, "sluice_channels", "gauge", "Open AMQP channels", t.channels);
     metric(&b, "sluice_consumers", "gauge", "Consumers", t.consumers);
@@ -240,9 +242,9 @@ enum MHD_Result serve_metrics(req *r)
     metric(&b, "sluice_message_bytes", "gauge", "Body bytes in all queues", t.bytes);
     metric(&b, "sluice_memory_bytes", "gauge",
            "Memory the alarm counts: messages and every connection and reply buffer",
-           broker_memory_bytes(r->m->b));
+           node_memory_bytes(r->m->n));
     metric(&b, "sluice_memory_alarm", "gauge", "1 while publishers are blocked by the memory alarm",
-           (uint64_t)((r->m->b->alarms & ALARM_MEMORY) != 0));
+           (uint64_t)((r->m->n->alarms & ALARM_MEMORY) != 0));
     metric(&b, "sluice_messages_published_total", "counter", "Messages enqueued", t.published);
     metric(&b, "sluice_messages_delivered_total", "counter", "Messages delivered", t.delivered);
     metric(&b, "sluice_messages_acked_total", "counter", "Messages acknowledged", t.acked);
@@ -255,15 +257,15 @@ enum MHD_Result serve_metrics(req *r)
     listener_metrics(&b, r->m);
     if (per_object) {
         size_t nv;
-        void **vhs = map_sorted(req_node(r)->vhosts, &nv);
+        void **vhs = sl_map_sorted(mgmt_req_node(r)->vhosts, &nv);
         for (size_t i = 0; i < sizeof per_queue / sizeof per_queue[0]; i++) {
             out(&b, "# HELP %s %s\n# TYPE %s %s\n", per_queue[i].name, per_queue[i].help,
                 per_queue[i].name, per_queue[i].type);
             for (size_t v = 0; v < nv; v++) {
-                if (!req_vhost_listed(r, ((qm_vhost *)vhs[v])->name))
+                if (!mgmt_req_vhost_listed(r, ((qm_vhost *)vhs[v])->name))
                     continue;
                 size_t nq;
-                void **qs = map_sorted(((qm_vhost *)vhs[v])->queues, &nq);
+                void **qs = sl_map_sorted(((qm_vhost *)vhs[v])->queues, &nq);
                 for (size_t k = 0; k < nq; k++)
                     queue_series(&b, qs[k], i);
                 sl_free(qs);
@@ -274,5 +276,5 @@ enum MHD_Result serve_metrics(req *r)
     /* hand the buffer to MHD, which frees it with free() */
     size_t len = b.len;
     char *text = (char *)sl_buf_detach(&b);
-    return reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+    return mgmt_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }

@@ -5,13 +5,15 @@
 #ifndef SL_MGMT_MGMT_H
 #define SL_MGMT_MGMT_H
 
-#include "../broker/broker.h"
+#include "mq/mq.h"
+#include "node/node.h"
 
 typedef struct mgmt mgmt;
 
-/* Listen on cfg->bind : cfg->mgmt_port (0 = a free port) and register with b's loop. Logs
+/* Listen on cfg->bind : cfg->mgmt_port (0 = a free port) on n's loop, over mq, the MSMQ state
+ * it shares with the DCE/RPC door (main makes it first and frees it after both stopped). Logs
  * "listening http=ADDR:PORT". NULL with a message in err on failure. */
-mgmt *mgmt_start(broker *b, char *err, size_t errlen);
+mgmt *mgmt_start(sl_node *n, mq_state *mq, char *err, size_t errlen);
 void mgmt_stop(mgmt *m);
 /* The HTTP port it listens on. */
 int mgmt_port(const mgmt *m);

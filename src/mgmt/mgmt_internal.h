@@ -1,32 +1,29 @@
 /* mgmt_internal.h - what the files of src/mgmt/ share: the mgmt object, one HTTP request, the
  * reply helpers and the handlers the router calls.
  *
- *   mgmt.c          libmicrohttpd + event-loop glue, request bodies, auth, routing
+ *   mgmt.c          the HTTP(S) server's settings (http/server.h), auth, CSRF rules, routing
  *   http_json.c     replies (JSON, errors with HRESULTs), query/body access, AMQP tables <-> JSON
  *   msg_json.c      messages <-> JSON (properties, payload encodings) for publish, get, peek
- *   formatname.c    MSMQ format names and path names <-> queues
  *   api_queues.c    /api/queues... (list, declare, delete, purge, get, peek, subqueues)
  *   api_exchanges.c /api/exchanges... (+ publish) and /api/bindings...
  *   api_misc.c      overview, nodes, vhosts, connections, channels, consumers
  *   api_access.c    users, whoami, permissions, topic permissions, vhost and user limits
  *   api_msmq.c      R_QMMgmtAction / R_QMMgmtGetInfo and the MC-MQAC object view
  *   api_outgoing.c  outgoing queues: GET /api/msmq/outgoing, their properties and view
- *   api_move.c      move between queues/subqueues, transactions opened over HTTP
- *   ctxtab.c        tables of objects a user opens and names by id (owned, limited, run down)
- *   api_handles.c   MSMQ queue handles: open, purge, close, list (MS-MQMP rpc_QMOpenQueue...)
+ *   api_move.c      move between queues/subqueues, transactions opened over HTTP (mq/move.h)
+ *   api_handles.c   MSMQ queue handles: open, purge, close, list (over mq/handle.h)
  *   api_mgmtobj.c   MC-MQAC management objects (MSMQManagement): create, init, members
- *   msrpc*.c        the same MSMQ operations over DCE/RPC (msrpc.h)
  *   pager.c         list replies (queues, exchanges, bindings, connections, channels,
- *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop
- *   defs.c          /api/definitions export and import
+ *                   consumers, vhosts) with RabbitMQ's pagination, never stalling the loop;
+ *                   the walking, filtering, sort keys and pages are node/lister.c's
+ *   api_definitions.c  /api/definitions: HTTP over defs/ (the document's format lives there)
  *   metrics.c       /metrics (Prometheus text)
- *   guard.c         connections not logged in: header deadline, their own cap (see there)
  *   session.c       the web console's login sessions (cookie auth, /api/session)
  *   static.c        the web console's files, built into the binary (console/)
  *
- * Every handler runs on the broker's loop thread (MHD is driven from it), so handlers read and
- * change qm state directly, through qm.h only. A handler replies exactly once (reply_* return
- * the MHD result to hand back to libmicrohttpd).
+ * Every handler runs on the broker's loop thread (MHD is driven from it, http/server.c), so
+ * handlers read and change qm state directly, through qm.h only. A handler replies exactly once
+ * (reply_* return the MHD result to hand back to libmicrohttpd).
  */
 #ifndef SL_MGMT_INTERNAL_H
 #define SL_MGMT_INTERNAL_H
@@ -35,103 +32,55 @@
 #include <microhttpd.h>
 #include <stdarg.h>
 
-#include "../core/buf.h"
-#include "mgmt.h"
+#include "core/base64.h"
+#include "core/buf.h"
+#include "defs/defs.h"
+#include "defs/json.h"
+#include "http/server.h"
+#include "http/static.h"
+#include "mgmt/mgmt.h"
+#include "mq/caller.h"
+#include "mq/ctxtab.h"
+#include "mq/formatname.h"
+#include "mq/mq.h"
+#include "mq/value_json.h"
+#include "node/node.h"
+#include "node/rules.h"
+#include "node/totals.h"
 
 #define MGMT_MAX_BODY (16u * 1024 * 1024) /* request bodies beyond this: 413 */
 #define MGMT_MAX_SEGS 16
 
-/* ---- ctxtab.c: objects a user opened, named by id (see ctxtab.c for the rules) ---- */
-#define CTX_ID_LEN 24 /* hex digits: 8 of the node's run id, 16 random */
-typedef struct ctx_entry {
-    char id[CTX_ID_LEN + 1];
-    char *owner;             /* the user that opened it */
-    uint64_t opened_wall_ms; /* shown */
-    uint64_t last_used_ms;   /* sl_now_ms() of the last use, for the rundown */
-    uint64_t seq;            /* open order, for listings */
-    int busy;                /* another node's answer is awaited: not run down meanwhile */
-} ctx_entry;
-
-typedef struct ctxtab {
-    const char *what;  /* "handle", "management object": for messages */
-    sl_map *by_id;     /* id -> ctx_entry* (the embedding object) */
-    sl_map *per_owner; /* user -> count, as a pointer-sized integer */
-    uint64_t seq;
-    void (*close)(mgmt *m, ctx_entry *e); /* ends and frees the embedding object */
-} ctxtab;
-
-/* ---- guard.c: connections that have not logged in (see guard.c for the rules) ---- */
-typedef struct guard_conn guard_conn;
-typedef struct guard_door {
-    const char *name;        /* "http" / "https", for the log */
-    guard_conn *head, *tail; /* unproven connections, in the order they started waiting */
-    unsigned n_unproven;     /* the list's length */
-    uint64_t dropped;        /* closed by the guard (deadline or cap) */
-} guard_door;
-struct guard_conn {
-    guard_conn *prev, *next;
-    guard_door *door;
-    int fd;
-    uint64_t deadline_ms; /* sl_now_ms() by which a request header must be in; 0 = one is */
-    uint8_t proven;       /* a request on it logged in */
-    uint8_t dropped;      /* shut down by the guard; MHD has yet to close it */
-};
-
 struct mgmt {
-    broker *b;
-    struct MHD_Daemon *d;
-    struct rpc_server *rpc;            /* the DCE/RPC doors (msrpc.c); NULL when not configured */
-    struct msrpc_pending *rpc_pending; /* RPC calls waiting for another node or TIDY */
-    sl_watch w;                        /* MHD's epoll fd, readable when MHD has work */
-    sl_timer t;                        /* MHD's own timeouts (idle connections, pending writes) */
-    int running;                       /* inside MHD_run: no re-entry */
-    int listen_fd;
-    sl_acceptor acceptor; /* accepts for MHD: descriptor reserve, connection cap */
-    unsigned n_conns;     /* connections MHD holds (its notifications) */
-    unsigned n_proven;    /* of them, logged in (both listeners): mgmt_connection_max caps */
-    guard_door guard_http, guard_https;
-    sl_timer guard_t; /* the earliest header deadline */
-    char addr[64];
+    sl_node *n;
+    http_server *srv; /* the HTTP(S) server: listeners, guard, requests in flight */
+    mq_state *mq;     /* MSMQ's handles and transactions, shared with the DCE/RPC door */
+    char addr[64];    /* the listeners, as started (http_server_addr...) */
     int port;
-    /* HTTPS (management.ssl.*): a second MHD daemon with GnuTLS, accepted and run the same
-     * way; tls_d NULL when off. The PEM texts stay allocated while the daemon runs. */
-    struct MHD_Daemon *tls_d;
-    sl_watch tls_w;
-    int tls_listen_fd;
-    sl_acceptor tls_acceptor;
+    sl_acceptor *acceptor; /* the HTTP listener's (http_server_acceptor), for /metrics */
+    int https;             /* the HTTPS listener (management.ssl.*) is on */
     char tls_addr[64];
     int tls_port;
-    char *tls_key, *tls_cert, *tls_trust;
-    int tls_verify, tls_require_cert;
     uint64_t started_wall_ms;
-    /* Transactions opened over HTTP. Only these may be used, committed or aborted through
-     * the API: the node's other transactions belong to AMQP channels. */
-    uint64_t *txs;
-    char **tx_owners; /* the user who began each */
-    size_t n_txs, cap_txs;
-    /* MSMQ queue handles and MC-MQAC management objects opened over HTTP */
-    uint32_t run_id; /* random, per start: the first 8 hex digits of every id */
-    ctxtab handles, mobjs;
-    sl_timer rundown_t;    /* closes the idle ones */
-    struct req *suspended; /* requests waiting for an answer from elsewhere (req_suspend) */
-    struct req *authing;   /* requests whose password check runs (req.auth_job) */
-    struct pager *jobs;    /* list requests walking every item, a slice per turn (pager.c) */
+    /* MC-MQAC management objects opened over HTTP (ids of mq->run_id) */
+    mq_ctxtab mobjs;
+    sl_timer rundown_t;  /* closes the idle ones */
+    struct req *authing; /* requests whose password check runs (req.auth_job) */
+    struct pager *jobs;  /* list requests walking every item, a slice per turn (pager.c) */
     sl_timer jobs_t;
     uint64_t slice_turn, slice_end; /* the loop turn of the list work's slice, and its end */
-    sl_map *sessions;    /* SHA-256 of a console session's token -> session (session.c) */
-    struct cl_op *cl_op; /* the cluster action in progress (api_cluster.c), one at a time */
-    sl_timer cl_t;       /* its look at the stream and the member (outlives each action) */
-    sl_timer fig_t;      /* a cluster node's figures to its member (stats/NAME), periodically */
+    sl_map *sessions;      /* SHA-256 of a console session's token -> session (session.c) */
+    struct cl_ops *cl_ops; /* the operator's cluster actions (cluster/ops.h), one at a time */
+    sl_timer fig_t;        /* a cluster node's figures to its member (stats/NAME), periodically */
 };
 
 typedef struct req {
+    http_req h; /* first: the server's (body, too_large, suspension; http/server.h) */
     mgmt *m;
-    struct MHD_Connection *conn;
-    const char *method;        /* "GET", "PUT", ... */
-    char *segs[MGMT_MAX_SEGS]; /* percent-decoded path segments, "api" stripped */
+    struct MHD_Connection *conn; /* h's, under their old names */
+    const char *method;          /* "GET", "PUT", ... */
+    char *segs[MGMT_MAX_SEGS];   /* percent-decoded path segments, "api" stripped */
     size_t nsegs;
-    sl_buf body;
-    int too_large;
     int authed, is_admin;
     int via_session; /* authenticated by the console's cookie, not basic auth */
     unsigned tags;   /* ACC_TAG_* of the authenticated user */
@@ -140,18 +89,15 @@ typedef struct req {
     char **scratch;  /* decoded query values, freed with the request */
     size_t n_scratch;
     int responded;
-    /* asynchronous replies (req_suspend / req_resume): the request is held by MHD and by
-     * whoever will answer it; freed when both let go */
-    int refs;
-    uint8_t suspended, resumed, orphan;
+    /* asynchronous replies (mgmt_req_suspend / mgmt_req_resume, over http_suspend / http_resume):
+     * the request is held by MHD and by whoever will answer it; freed when both let go */
     enum MHD_Result (*on_resume)(struct req *r);
     char *async_reply; /* what the answer brought (owned) */
     char *async_err;
-    struct req *susp_next;
     char async_tag[48];  /* the handler's own, for its on_resume (a handle id...) */
     struct pager *pager; /* a suspended list request's job (pager.c) */
     /* A reply that promises a change on disk waits for it: the request is suspended with
-     * its response here and queued when the sync completes (req_respond). */
+     * its response here and queued when the sync completes (mgmt_req_respond). */
     struct MHD_Response *held;
     unsigned held_status;
     uint8_t no_store; /* touches no store (a cluster action): its reply never waits */
@@ -168,114 +114,98 @@ typedef struct req {
 
 typedef enum MHD_Result (*api_fn)(req *r);
 
-void guard_init(mgmt *m);
-void guard_stop(mgmt *m);
-/* A connection MHD took (its socket context from here on); may close the oldest unproven. */
-guard_conn *guard_opened(mgmt *m, guard_door *d, struct MHD_Connection *mc);
-void guard_closed(mgmt *m, guard_conn *c);          /* MHD closed it: frees c */
-void guard_request_started(mgmt *m, guard_conn *c); /* its request header is in */
-void guard_request_done(mgmt *m, guard_conn *c);    /* answered; it may stay open */
-void guard_proven(mgmt *m, guard_conn *c);          /* a request on it logged in */
-guard_conn *guard_of(struct MHD_Connection *mc);
-
-static inline qm_node *req_node(req *r)
+/* Connections the HTTP(S) server holds (/metrics). */
+static inline unsigned mgmt_conns(const mgmt *m)
 {
-    return r->m->b->node;
+    return http_server_conns(m->srv);
 }
-static inline int req_is(req *r, const char *method)
+
+static inline qm_node *mgmt_req_node(req *r)
+{
+    return r->m->n->qm;
+}
+static inline int mgmt_req_is(req *r, const char *method)
 {
     return !strcmp(r->method, method);
 }
 
 /* ---- http_json.c: replies ---- */
 /* Reply with j (stolen). GET replies honour ?columns=a,b (RabbitMQ). */
-enum MHD_Result reply_json(req *r, unsigned status, json_t *j);
-enum MHD_Result reply_empty(req *r, unsigned status);
-enum MHD_Result reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len);
+enum MHD_Result mgmt_reply_json(req *r, unsigned status, json_t *j);
+enum MHD_Result mgmt_reply_empty(req *r, unsigned status);
+enum MHD_Result mgmt_reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len);
 /* A request that may have changed durable state answers only once the store has it on disk
  * (the same promise as AMQP replies, which wait for the turn's group commit). */
 /* Queue resp (taken) with status: at once, or, for a request that changed something (not
  * GET) and succeeded (< 400), once the store has it on disk, without blocking the loop
  * meanwhile. Errors and requests marked no_store go at once. */
-enum MHD_Result req_respond(req *r, unsigned status, struct MHD_Response *resp);
+enum MHD_Result mgmt_req_respond(req *r, unsigned status, struct MHD_Response *resp);
 /* {"error": error, "reason": ...} */
-enum MHD_Result reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
+enum MHD_Result mgmt_reply_error(req *r, unsigned status, const char *error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* A failure named by an sl_err: HTTP status from the error, RabbitMQ's error/reason, and
  * the MSMQ "hresult" / "hresult_name". */
-enum MHD_Result reply_sl_err(req *r, sl_err e, const char *fmt, ...)
+enum MHD_Result mgmt_reply_sl_err(req *r, sl_err e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* MSMQ-shaped result: {"hresult", "hresult_name", ...extra}; 200 on SL_OK, 4xx otherwise.
  * extra (stolen, may be NULL) is merged in. */
-enum MHD_Result reply_hresult(req *r, sl_err e, json_t *extra, const char *reason);
+enum MHD_Result mgmt_reply_hresult(req *r, sl_err e, json_t *extra, const char *reason);
 /* A failure another node answered: its HRESULT string, name and our reason; the HTTP status
  * is ours for that HRESULT (502 when we do not know it). extra (stolen) is merged in. */
-enum MHD_Result reply_remote_hresult(req *r, const char *hresult, const char *name,
-                                     const char *reason, json_t *extra);
-enum MHD_Result reply_method_not_allowed(req *r);
-enum MHD_Result reply_not_found(req *r);
-unsigned http_status_of(sl_err e);
+enum MHD_Result mgmt_reply_remote_hresult(req *r, const char *hresult, const char *name,
+                                          const char *reason, json_t *extra);
+enum MHD_Result mgmt_reply_method_not_allowed(req *r);
+enum MHD_Result mgmt_reply_not_found(req *r);
+unsigned mgmt_http_status_of(sl_err e);
 /* Write "0xC00E0006" into buf (11 bytes at least). */
-void hresult_str(sl_err e, char *buf, size_t len);
+void mgmt_hresult_str(sl_err e, char *buf, size_t len);
 
 /* ---- mgmt.c: asynchronous replies ---- */
 /* The answer comes later (from a link, say): MHD holds the connection, the request stays
- * alive until req_resume; on_resume then builds the reply on the loop thread. */
-void req_suspend(req *r, enum MHD_Result (*on_resume)(req *r));
+ * alive until mgmt_req_resume; on_resume then builds the reply on the loop thread. */
+void mgmt_req_suspend(req *r, enum MHD_Result (*on_resume)(req *r));
 /* The answer is there (reply / err stored by the caller); call once. Safe after the API was
  * stopped (the request is then just freed). */
-void req_resume(req *r);
+void mgmt_req_resume(req *r);
 /* A link_rpc_cb whose ctx is the suspended request: keeps the reply or the error, resumes. */
-void req_link_done(void *ctx, const char *reply, const char *err);
+void mgmt_req_link_done(void *ctx, const char *reply, const char *err);
 /* The answer a resumed request got, parsed (caller decrefs); NULL with r->async_err set when
  * there is none or it is not a JSON object. */
-json_t *req_async_json(req *r);
+json_t *mgmt_req_async_json(req *r);
 
 /* ---- http_json.c: request access ---- */
 /* Query argument, percent-decoded; NULL when absent. Valid for the request's life. */
-const char *req_query(req *r, const char *key);
-int req_query_bool(req *r, const char *key);
+const char *mgmt_req_query(req *r, const char *key);
+int mgmt_req_query_bool(req *r, const char *key);
 /* The body as a JSON object. NULL after replying 400 when it is not one (empty bodies are
  * {} when allow_empty). */
-json_t *req_body(req *r, int allow_empty);
+json_t *mgmt_req_body(req *r, int allow_empty);
 /* 1 when no resource alarm stops what needs the disk (a durable declare, a binding, a
  * definitions import; memory_too: a publish, which the memory alarm stops as well); 0 after
  * replying 503 with MQ_ERROR_INSUFFICIENT_RESOURCES. */
-int req_disk_ok(req *r, int memory_too);
+int mgmt_req_disk_ok(req *r, int memory_too);
 /* Vhost by name; NULL after replying 404. */
-qm_vhost *req_vhost(req *r, const char *name);
+qm_vhost *mgmt_req_vhost(req *r, const char *name);
 /* Writes need the administrator tag: 1, or 0 after replying 403 "Not administrator user". */
-int req_require_admin(req *r);
+int mgmt_req_require_admin(req *r);
 /* RabbitMQ's filter_vhost for listings: administrators see every vhost, other users those
  * they have a permission entry on. */
-int req_vhost_listed(req *r, const char *vhost);
+int mgmt_req_vhost_listed(req *r, const char *vhost);
 /* RabbitMQ's is_authorized_vhost: 1, or 0 after replying 403 "User not authorised to access
  * virtual host". */
-int req_vhost_access(req *r, const char *vhost);
+int mgmt_req_vhost_access(req *r, const char *vhost);
 /* The AMQP permission check for the request's user on a resource of vhost (which it must be
  * able to log into, administrators included): 1, or 0 after replying 403 with the access
  * module's text. */
-int req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm);
+int mgmt_req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm);
 
 /* ---- http_json.c: values ---- */
-/* true/false, "true"/"false", 1/0; def when absent or null. */
-int json_truthy(json_t *v, int def);
 /* A non-negative integer from a JSON integer or a decimal string; -1 when absent/invalid. */
-int64_t json_uint(json_t *v);
-/* An AMQP table (content, no length prefix) as a JSON object / array. */
-json_t *table_to_json(amqp_bytes table);
-json_t *array_to_json(amqp_bytes array);
-/* A JSON object (NULL or null: none) as AMQP table content in out, which the call
- * initializes; -1 with err, and out freed, on a value that has no AMQP form. */
-int json_to_table(json_t *obj, sl_buf *out, char *err, size_t errlen);
-json_t *json_strn_safe(const char *s, size_t len); /* invalid UTF-8 -> escaped */
-char *base64_encode(const uint8_t *p, size_t n, size_t *outlen);
-/* -1 on invalid input; out must hold n*3/4+3 bytes. */
-long base64_decode(const char *s, size_t n, uint8_t *out);
-int str_ieq(const char *a, const char *b);
+int64_t mgmt_json_uint(json_t *v);
+int mgmt_str_ieq(const char *a, const char *b);
 
 /* Keep only the requested keys of an object (RabbitMQ's columns=; "a.b" keeps "a"). */
-void json_filter_columns(json_t *obj, const char *cols);
+void mgmt_json_filter_columns(json_t *obj, const char *cols);
 
 /* ---- pager.c: lists that never stall the loop (RabbitMQ's pagination) ---- */
 enum {
@@ -297,255 +227,141 @@ typedef struct pager_scope {
     int empty; /* nothing (a subqueue's bindings): the reply's shape only */
 } pager_scope;
 /* GET of bindings, connections, channels, consumers or vhosts: the same parameters and
- * replies as pager_list, in RabbitMQ's default order of each list. */
-enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s);
-/* The items of those lists as the API shows them (api_misc.c, api_exchanges.c). */
-int mgmt_conn_listed(const conn *c);
-json_t *mgmt_conn_json(mgmt *m, conn *c);
-json_t *mgmt_channel_json(mgmt *m, channel *ch);
-json_t *mgmt_consumer_json(mgmt *m, channel *ch, consumer *o);
+ * replies as mgmt_pager_list, in RabbitMQ's default order of each list. */
+enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s);
+/* The items of those lists as the API shows them (api_misc.c, api_exchanges.c), from the
+ * door's views (node/clients.h). */
+json_t *mgmt_conn_json(mgmt *m, const node_client *c);
+/* The name of the connection that owns an exclusive queue (qm's opaque owner). */
+const char *mgmt_owner_name(mgmt *m, const void *owner);
+json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch);
+json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch,
+                           const node_consumer *o);
 json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh);
 json_t *mgmt_binding_json(qm_binding *b);
 json_t *mgmt_default_binding_json(qm_queue *q); /* the default exchange's, to q */
 /* GET of the queues or exchanges of one vhost (NULL = all): page, page_size, name,
  * use_regex, sort, sort_reverse, columns. Replies, or suspends the request until a job has
  * seen every item. */
-enum MHD_Result pager_list(req *r, int kind, const char *only_vhost);
+enum MHD_Result mgmt_pager_list(req *r, int kind, const char *only_vhost);
 /* GET .../messages?count&offset: a peek in slices, nothing paged in (qm_queue_peek_view). */
-enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, const char *enc,
-                           int64_t truncate);
-/* on_request for a request whose job is done. */
-enum MHD_Result pager_resume(req *r);
-void pager_init(mgmt *m);
+enum MHD_Result mgmt_pager_peek(req *r, qm_queue *q, long long off, long long count,
+                                const char *enc, int64_t truncate);
+/* on_resume for a request whose job is done. */
+enum MHD_Result mgmt_pager_resume(req *r);
+void mgmt_pager_init(mgmt *m);
 /* The request is freed: its finished job (if any) goes too. */
-void pager_release(req *r);
-void pager_stop_all(mgmt *m);
-json_t *exchange_json(qm_exchange *x);
+void mgmt_pager_release(req *r);
+void mgmt_pager_stop_all(mgmt *m);
+json_t *mgmt_exchange_json(qm_exchange *x);
 
 /* ---- msg_json.c ---- */
 /* RabbitMQ's /get message view plus Sluice's lookup_id and move_count. encoding "auto" or
  * "base64"; truncate < 0 = whole payload. */
-json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding, int64_t truncate,
-                 uint64_t remaining);
+json_t *mgmt_msg_view(const qm_position *pos, const qm_queue *q, const char *encoding,
+                      int64_t truncate, uint64_t remaining);
 /* 1 with RabbitMQ's 405 text in why when q (or the queue of a subqueue) is exclusive: it
- * belongs to its connection, and no HTTP request is that connection (api_queues.c). */
-int queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen);
+ * belongs to its connection, and no HTTP request is that connection (the rule is
+ * node_queue_locked, node/rules.c). */
+static inline int mgmt_queue_exclusive_locked(const qm_queue *q, char *why, size_t whylen)
+{
+    return node_queue_locked(q, NULL, why, whylen) != SL_OK;
+}
 /* Build a message from an /exchanges/.../publish body; NULL after replying 400. A BCC header
  * is taken out of the stored properties: its array content is appended to bcc, for routing. */
-qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc);
+qm_message *mgmt_msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc);
 
-/* ---- formatname.c ---- */
-/* Resolve an MSMQ format name to a local queue. vhost_hint (may be NULL) names the vhost.
- * SL_ERR_ILLEGAL_FORMATNAME or SL_ERR_QUEUE_NOT_FOUND with err. */
-sl_err fmtname_resolve(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
-                       size_t errlen);
-/* The same for an open (a queue handle): a missing subqueue of an existing queue is created,
- * as MSMQ creates subqueues on their first open. */
-sl_err fmtname_open(mgmt *m, const char *fmt, const char *vhost_hint, qm_queue **out, char *err,
-                    size_t errlen);
-/* 1 when fmt is a direct format name of a queue of another node (then *out holds its
- * address, port and queue part, ";<subqueue>" included), 0 when it is not (this node's, or
- * not a direct format name), -1 when it names another node but is malformed. */
-struct link_addr;
-int fmtname_remote(mgmt *m, const char *fmt, struct link_addr *out);
-/* 1 when name ("." , "localhost", the node name, the host name, a loopback or bound address)
- * is this node. */
-int fmt_is_local_machine(mgmt *m, const char *name);
-/* "host", "host:port", "[v6]:port" -> lower-cased host and port (LINK_DEFAULT_PORT when
- * none); -1 when malformed. */
-int fmt_machine_split(const char *machine, char *host, size_t hostlen, int *port);
-/* Format name / path name of a queue (see README-fragment.md). */
-void fmtname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
-void pathname_of(mgmt *m, const qm_queue *q, char *buf, size_t len);
-/* A path name (<computer>\private$\<queue>, <computer>\<queue>, <computer>\system$;<q>) as
- * a direct format name; -1 when it is not one. */
-int fmtname_from_pathname(const char *path, char *out, size_t len);
-/* The computer part of names: the node name after '@'. */
-const char *fmt_computer(mgmt *m);
-
-/* ---- api_handles.c: MSMQ queue handles for every door (HTTP there, DCE/RPC in
- * msrpc_qmcomm.c): the same resolution, access checks, descriptors and remote proxies ---- */
-typedef struct handle handle;
-typedef void (*handle_answer_fn)(void *ctx, const char *reply_json, const char *err);
-sl_err handle_resolve(mgmt *m, const char *fmt, const char *vhost, uint32_t access, qm_queue **q,
-                      struct link_addr *ra, int *remote, char *reason, size_t rlen);
-sl_err handle_open_local(mgmt *m, const char *user, qm_queue *q, uint32_t access, int share,
-                         handle **out, char *reason, size_t rlen);
-sl_err handle_open_remote(mgmt *m, const char *user, const char *fmt, const struct link_addr *ra,
-                          uint32_t access, int share, const char *vhost, handle_answer_fn cb,
-                          void *ctx, handle **out, char *reason, size_t rlen);
-sl_err handle_remote_resolved(mgmt *m, const char *user, handle *h, json_t *reply,
-                              handle_answer_fn cb, void *ctx, int *owner_failed, char *reason,
-                              size_t rlen);
-sl_err handle_remote_opened(mgmt *m, const char *user, handle *h, json_t *reply, int *owner_failed,
-                            char *reason, size_t rlen);
-sl_err handle_purge(mgmt *m, const char *user, handle *h, uint64_t *n, int *pending,
-                    handle_answer_fn cb, void *ctx, char *reason, size_t rlen);
-/* Close Queue and forget the handle (a remote one tells its owner in the background). */
-void handle_discard(mgmt *m, handle *h);
-handle *handle_find(mgmt *m, const char *id); /* id: CTX_ID_LEN hex digits */
-const char *handle_id(const handle *h);
-/* The user that opened it (a remote open's answers are checked as that user). */
-const char *handle_owner(const handle *h);
-uint64_t handle_session(const handle *h);
-void handle_set_session(handle *h, uint64_t session);
-int handle_busy(const handle *h);
-void handle_answered(handle *h); /* the owner answered: no longer busy */
-int handle_is_remote(const handle *h);
-/* The handle's format name (MQHandleToFormatName), after the same access check as its GET
- * over HTTP: *fmt stays the handle's (valid while it is open). */
-sl_err handle_format_name(mgmt *m, const char *user, handle *h, const char **fmt, char *err,
-                          size_t errlen);
-/* The owner's HRESULT in its answer (MQ_ERROR_REMOTE_MACHINE_NOT_AVAILABLE without one). */
-uint32_t handle_owner_hresult(const json_t *reply);
-void handles_rundown_session(mgmt *m, uint64_t session);
-
-/* ---- ctxtab.c ---- */
-uint32_t ctx_run_id(void);
-void ctxtab_init(ctxtab *t, const char *what, void (*close_fn)(mgmt *m, ctx_entry *e));
-/* Close every object (node stop) and free the table. */
-void ctxtab_free(mgmt *m, ctxtab *t);
-/* Register e (fields after the ctx_entry filled by the caller) for owner: gives it its id.
- * SL_ERR_HANDLE_LIMIT with err when owner already has cfg->handle_limit objects here. */
-sl_err ctx_add(mgmt *m, ctxtab *t, ctx_entry *e, const char *owner, char *err, size_t errlen);
-/* Unregister e (the caller then closes it). */
-void ctx_remove(ctxtab *t, ctx_entry *e);
-void ctx_entry_free(ctx_entry *e);
-/* The object id names for user, marked used now. SL_ERR_INVALID_HANDLE (malformed, unknown,
- * closed, or another user's) or SL_ERR_STALE_HANDLE (an earlier run's), with err. */
-sl_err ctx_lookup(mgmt *m, ctxtab *t, const char *id, const char *user, ctx_entry **out, char *err,
-                  size_t errlen);
-/* user's objects (every object when user is NULL) in open order; caller frees the array. */
-ctx_entry **ctx_list(ctxtab *t, const char *user, size_t *n);
-/* Close every object unused for cfg->handle_idle_timeout; returns how many. */
-size_t ctx_rundown(mgmt *m, ctxtab *t, uint64_t now);
-
-/* ---- api_msmq.c: R_QMMgmtGetInfo of one queue property, for the management objects ---- */
-/* Resolve fmt (vhost hint may be NULL) and produce property id's value (owned by the caller)
- * and VARIANT type; a failure HRESULT with err, and no value, as R_QMMgmtGetInfo. */
-/* R_QMMgmtAction / R_QMMgmtGetInfo for every door (api_msmq.c): the HTTP API and DCE/RPC
- * (msrpc_qmmgmt.c) call these, so both apply the same rules and change the same state. */
-typedef struct msmq_caller {
-    const char *user; /* its vhost permissions decide which queues it sees */
-    int is_admin;
-} msmq_caller;
-/* object: "MACHINE", "QUEUE=<format name>", anything else a session. SL_OK with *tidy set: a
- * valid TIDY the caller starts (broker_tidy_start); extra (caller decrefs): the result. */
-sl_err msmq_action(mgmt *m, const char *object, const char *vhost, const char *act, json_t **extra,
-                   int *tidy, char *err, size_t errlen);
-sl_err msmq_info_object(mgmt *m, const msmq_caller *who, const char *object, const char *vhost,
-                        int *machine, qm_queue **q, char *err, size_t errlen);
-/* The VT of a property of the machine or of a queue; NULL when id is no such property. */
-const char *msmq_prop_vt(int machine, int id);
-/* Its value (new reference) and the VT it has here (VT_NULL where the object has none); the
- * machine's lists and totals cover the vhosts who may list. */
-json_t *msmq_prop_value(mgmt *m, const msmq_caller *who, int machine, qm_queue *q, int id,
-                        const char **vt);
-/* RabbitMQ's listing rule (req_vhost_listed) for a caller of any door. */
-int msmq_vhost_listed(mgmt *m, const msmq_caller *who, const char *vhost);
-sl_err msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
-                       const char **vt, char *err, size_t errlen);
-
-/* R_QMMgmtAction of a queue action (PAUSE, RESUME, EOD_RESEND, any case) on the queue fmt
- * names; SL_OK with *extra ({"state"}, owned by the caller) or the failure with err. */
-sl_err msmq_queue_action(mgmt *m, const char *fmt, const char *vhost, const char *act,
-                         json_t **extra, char *err, size_t errlen);
+/* ---- api_msmq.c: R_QMMgmtAction / R_QMMgmtGetInfo over HTTP. The rules and values are
+ * mq/'s (mq/action.h, mq/info.h: mq_info_object; mq/caller.h: mq_vhost_listed), which every door
+ * calls; these turn them into the API's JSON. ---- */
+/* mq_caller: mq/caller.h */
+#include "mq/action.h"
+#include "mq/info.h"
+/* An action's result ({"connected"} or {"state"}; NULL for none), new reference. */
+json_t *mgmt_msmq_action_json(const mq_action_result *res);
+/* One queue property of the queue fmt names as JSON (*value owned by the caller) and its VT
+ * name; a failure HRESULT with err, and no value (mq_info_queue_value). */
+sl_err mgmt_msmq_queue_prop(mgmt *m, const char *fmt, const char *vhost, int id, json_t **value,
+                            const char **vt, char *err, size_t errlen);
 
 /* ---- handlers ---- */
-enum MHD_Result api_queues(req *r);
-enum MHD_Result api_exchanges(req *r);
-enum MHD_Result api_bindings(req *r);
-enum MHD_Result api_overview(req *r);
-enum MHD_Result api_cluster(req *r); /* api_cluster.c */
-json_t *mgmt_cluster_view(mgmt *m);  /* GET /api/cluster's answer */
-void mgmt_cluster_init(mgmt *m);     /* at mgmt_start, first */
-void mgmt_cluster_stop(mgmt *m);     /* a cluster action in progress is let go */
-enum MHD_Result api_nodes(req *r);
+enum MHD_Result mgmt_api_queues(req *r);
+enum MHD_Result mgmt_api_exchanges(req *r);
+enum MHD_Result mgmt_api_bindings(req *r);
+enum MHD_Result mgmt_api_overview(req *r);
+enum MHD_Result mgmt_api_cluster(req *r); /* api_cluster.c */
+json_t *mgmt_cluster_view(mgmt *m);       /* GET /api/cluster's answer */
+void mgmt_cluster_init(mgmt *m);          /* at mgmt_start, first */
+void mgmt_cluster_stop(mgmt *m);          /* a cluster action in progress is let go */
+enum MHD_Result mgmt_api_nodes(req *r);
 json_t *mgmt_node_figures(mgmt *m); /* this node's /api/nodes entry */
-enum MHD_Result api_vhosts(req *r);
-enum MHD_Result api_users(req *r);
-enum MHD_Result api_whoami(req *r);
-enum MHD_Result api_permissions(req *r);
-enum MHD_Result api_topic_permissions(req *r);
-enum MHD_Result api_vhost_limits(req *r);
-enum MHD_Result api_user_limits(req *r);
-/* api_access.c: a tag list as a JSON array; a user as RabbitMQ shows it */
-json_t *tags_json(const char *tags);
-json_t *user_json(const acc_user *u);
-enum MHD_Result api_connections(req *r);
-enum MHD_Result api_channels(req *r);
-enum MHD_Result api_consumers(req *r);
-enum MHD_Result api_msmq(req *r);
-enum MHD_Result api_transactions(req *r);
-/* /api/msmq/handles... and /api/msmq/management... (api_msmq routes them) */
-enum MHD_Result api_handles(req *r);
-enum MHD_Result api_mgmtobj(req *r);
-/* api_handles.c / api_mgmtobj.c: set up and close the tables (mgmt_start / mgmt_stop) */
-void handles_init(mgmt *m);
-void mgmtobj_init(mgmt *m);
-void mgmtobj_stop(mgmt *m);
-enum MHD_Result api_definitions(req *r);
-/* defs.c: import a definitions document (RabbitMQ's format) into b; every entry is checked
- * before any applies. SL_OK, or the error with a reason (SL_ERR_SYNTAX: malformed, 400). */
-sl_err defs_import(broker *b, json_t *body, const char *forced_vhost, char *err, size_t errlen);
-enum MHD_Result serve_metrics(req *r);
+enum MHD_Result mgmt_api_vhosts(req *r);
+enum MHD_Result mgmt_api_users(req *r);
+enum MHD_Result mgmt_api_whoami(req *r);
+enum MHD_Result mgmt_api_permissions(req *r);
+enum MHD_Result mgmt_api_topic_permissions(req *r);
+enum MHD_Result mgmt_api_vhost_limits(req *r);
+enum MHD_Result mgmt_api_user_limits(req *r);
+/* defs/json.h: a tag list as a JSON array; limits; a user as RabbitMQ shows it */
+enum MHD_Result mgmt_api_connections(req *r);
+enum MHD_Result mgmt_api_channels(req *r);
+enum MHD_Result mgmt_api_consumers(req *r);
+enum MHD_Result mgmt_api_msmq(req *r);
+enum MHD_Result mgmt_api_transactions(req *r);
+/* /api/msmq/handles... and /api/msmq/management... (mgmt_api_msmq routes them) */
+enum MHD_Result mgmt_api_handles(req *r);
+enum MHD_Result mgmt_api_mgmtobj(req *r);
+/* api_mgmtobj.c: set up and close the table (mgmt_start / mgmt_stop) */
+void mgmt_mgmtobj_init(mgmt *m);
+void mgmt_mgmtobj_stop(mgmt *m);
+/* api_definitions.c: /api/definitions[/{vhost}] over defs/defs.h */
+enum MHD_Result mgmt_api_definitions(req *r);
+enum MHD_Result mgmt_serve_metrics(req *r);
 /* api_outgoing.c */
-enum MHD_Result api_outgoing(req *r);
+enum MHD_Result mgmt_api_outgoing(req *r);
 /* POST /api/msmq/remote: a request to another node over a link (link_rpc_call) */
-enum MHD_Result api_remote(req *r);
-json_t *outgoing_json(mgmt *m, qm_queue *q);
-/* The value of queue property id for an outgoing queue (vt set to VT_NULL when none). */
-json_t *outgoing_prop(mgmt *m, qm_queue *q, int id, const char **vt);
-/* PROPID_MGMT_QUEUE_EOD_SOURCE_INFO of a destination queue. */
-json_t *eod_source_info(mgmt *m, qm_queue *q);
+enum MHD_Result mgmt_api_remote(req *r);
+json_t *mgmt_outgoing_json(mgmt *m, qm_queue *q);
 /* The MC-MQAC members that differ for an outgoing queue, set into o. */
-void outgoing_view(mgmt *m, qm_queue *q, json_t *o);
+void mgmt_outgoing_view(mgmt *m, qm_queue *q, json_t *o);
 /* api_queues.c: the JSON of one queue; full adds the MC-MQAC view and subqueues. */
-json_t *queue_json(mgmt *m, qm_queue *q, int full);
+json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full);
 /* api_move.c: POST /api/queues/{vhost}/{name}/move */
-enum MHD_Result api_queue_move(req *r, qm_queue *src);
+enum MHD_Result mgmt_api_queue_move(req *r, qm_queue *src);
 /* api_misc.c: totals used by overview and metrics */
-typedef struct node_totals {
-    uint64_t queues, exchanges, connections, channels, consumers;
-    uint64_t messages, ready, unacked, bytes;
-    uint64_t published, delivered, acked, redelivered, purged, expired, dead_lettered,
-        delivered_no_ack, get, get_no_ack, confirm;
-} node_totals;
-void node_totals_get(mgmt *m, node_totals *t);
+void mgmt_totals_get(mgmt *m, node_totals *t);
 /* The same, as viewer r may see them (README "Users, vhosts and permissions"): the vhosts
  * it may list (administrators every one, others those they have a permission entry on), the
  * connections it may list (its own; monitoring and administrator users every one). */
-void node_totals_for(req *r, node_totals *t);
+void mgmt_totals_for(req *r, node_totals *t);
 /* The same for a caller of any door (DCE/RPC's MACHINE properties). */
-void node_totals_of(mgmt *m, const msmq_caller *who, node_totals *t);
+void mgmt_totals_of(mgmt *m, const mq_caller *who, node_totals *t);
 
 /* ---- session.c: the console's login sessions ---- */
 #define MGMT_SESSION_COOKIE "sluice_session"
 #define MGMT_SESSION_TOKEN_BYTES 32
 /* session limits: config keys mgmt_session_idle_timeout, mgmt_session_max_age, mgmt_session_max */
-#define MGMT_SESSION_IDLE_MS(m) ((m)->b->cfg->mgmt_session_idle_timeout_s * 1000ull)
-#define MGMT_SESSION_MAX_MS(m) ((m)->b->cfg->mgmt_session_max_age_s * 1000ull)
-#define MGMT_SESSION_MAX(m) ((m)->b->cfg->mgmt_session_max)
+#define MGMT_SESSION_IDLE_MS(m) ((m)->n->cfg->mgmt_session_idle_timeout_s * 1000ull)
+#define MGMT_SESSION_MAX_MS(m) ((m)->n->cfg->mgmt_session_max_age_s * 1000ull)
+#define MGMT_SESSION_MAX(m) ((m)->n->cfg->mgmt_session_max)
 #define MGMT_CSRF_HEADER "X-Sluice-Request" /* required on a session's non-GET requests */
-void sessions_init(mgmt *m);
-void sessions_free(mgmt *m);
+void mgmt_sessions_init(mgmt *m);
+void mgmt_sessions_free(mgmt *m);
 /* End the sessions past their time (the rundown timer). */
-void sessions_sweep(mgmt *m, uint64_t now);
+void mgmt_sessions_sweep(mgmt *m, uint64_t now);
 /* The user of a live session with this token (the cookie's value), marked used; NULL when
  * none (unknown, malformed, expired, user deleted or password changed). */
-const acc_user *session_user(mgmt *m, const char *token);
-enum MHD_Result api_session(req *r);
+const acc_user *mgmt_session_user(mgmt *m, const char *token);
+enum MHD_Result mgmt_api_session(req *r);
 
 /* ---- static.c: the console's files ---- */
 /* GET / and the console's files; 404 for anything else outside /api/ and /metrics. */
-enum MHD_Result serve_static(req *r, const char *url);
+enum MHD_Result mgmt_serve_static(req *r, const char *url);
 /* The built-in file whose path is exactly path (still percent-encoded), or NULL. */
 struct console_asset;
-const struct console_asset *console_find(const char *path);
+const struct console_asset *mgmt_console_find(const char *path);
 /* 1 when an If-None-Match header value lists etag (weak or strong) or is "*". */
-int console_etag_matches(const char *inm, const char *etag);
 
 /* The values of a map ordered by key (names), for stable listings; caller frees. */
-void **map_sorted(const sl_map *m, size_t *n);
 
 #endif

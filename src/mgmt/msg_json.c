@@ -10,14 +10,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 static void set_bytes(json_t *o, const char *key, amqp_bytes b)
 {
-    json_object_set_new(o, key, json_strn_safe((const char *)b.p, b.len));
+    json_object_set_new(o, key, defs_json_strn_safe((const char *)b.p, b.len));
 }
 
 static json_t *props_json(const qm_message *m)
@@ -31,7 +31,7 @@ static json_t *props_json(const qm_message *m)
     if (p.flags & AMQP_P_CONTENT_ENCODING)
         set_bytes(o, "content_encoding", p.content_encoding);
     if (p.flags & AMQP_P_HEADERS)
-        json_object_set_new(o, "headers", table_to_json(p.headers));
+        json_object_set_new(o, "headers", defs_table_to_json(p.headers));
     if (p.flags & AMQP_P_DELIVERY_MODE)
         json_object_set_new(o, "delivery_mode", json_integer(p.delivery_mode));
     if (p.flags & AMQP_P_PRIORITY)
@@ -57,8 +57,8 @@ static json_t *props_json(const qm_message *m)
     return o;
 }
 
-json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding, int64_t truncate,
-                 uint64_t remaining)
+json_t *mgmt_msg_view(const qm_position *pos, const qm_queue *q, const char *encoding,
+                      int64_t truncate, uint64_t remaining)
 {
     const qm_message *m = pos->msg;
     json_t *o = json_object();
@@ -73,7 +73,7 @@ json_t *msg_view(const qm_position *pos, const qm_queue *q, const char *encoding
         json_object_set_new(o, "payload_encoding", json_string("string"));
     } else {
         size_t bl;
-        char *b64 = base64_encode(qm_msg_body(m), n, &bl);
+        char *b64 = sl_base64_encode(qm_msg_body(m), n, &bl);
         json_object_set_new(o, "payload", json_stringn(b64, bl));
         json_object_set_new(o, "payload_encoding", json_string("base64"));
         sl_free(b64);
@@ -108,37 +108,38 @@ static int int_prop(json_t *props, const char *key, int64_t max, int64_t *out)
     json_t *v = json_object_get(props, key);
     if (!v || json_is_null(v))
         return 0;
-    int64_t n = json_uint(v);
+    int64_t n = mgmt_json_uint(v);
     if (n < 0 || n > max)
         return -1;
     *out = n;
     return 1;
 }
 
-qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc)
+qm_message *mgmt_msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf *bcc)
 {
     json_t *rk = json_object_get(body, "routing_key");
     json_t *payload = json_object_get(body, "payload");
     json_t *enc = json_object_get(body, "payload_encoding");
     json_t *props = json_object_get(body, "properties");
     if (!json_is_string(rk) || json_string_length(rk) > 255) {
-        reply_error(r, 400, "bad_request",
-                    "routing_key (a string of at most 255 bytes) is required");
+        mgmt_reply_error(r, 400, "bad_request",
+                         "routing_key (a string of at most 255 bytes) is required");
         return NULL;
     }
     if (payload && !json_is_string(payload)) {
-        reply_error(r, 400, "bad_request", "payload must be a string");
+        mgmt_reply_error(r, 400, "bad_request", "payload must be a string");
         return NULL;
     }
     int b64 = 0;
     if (enc && json_is_string(enc) && !strcmp(json_string_value(enc), "base64"))
         b64 = 1;
     else if (enc && !(json_is_string(enc) && !strcmp(json_string_value(enc), "string"))) {
-        reply_error(r, 400, "bad_request", "payload_encoding must be \"string\" or \"base64\"");
+        mgmt_reply_error(r, 400, "bad_request",
+                         "payload_encoding must be \"string\" or \"base64\"");
         return NULL;
     }
     if (props && !json_is_object(props) && !(json_is_array(props) && !json_array_size(props))) {
-        reply_error(r, 400, "bad_request", "properties must be an object");
+        mgmt_reply_error(r, 400, "bad_request", "properties must be an object");
         return NULL;
     }
     amqp_basic_props p;
@@ -193,7 +194,7 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf 
         json_t *h = json_object_get(props, "headers");
         if (!bad && h && !json_is_null(h)) {
             char err[128];
-            if (json_to_table(h, &headers, err, sizeof err) < 0) {
+            if (defs_json_to_table(h, &headers, err, sizeof err) < 0) {
                 bad = "headers";
             } else {
                 p.headers = (amqp_bytes){headers.data, headers.len};
@@ -203,21 +204,21 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf 
     }
     if (bad) {
         sl_buf_free(&headers);
-        reply_error(r, 400, "bad_request", "invalid message property '%s'", bad);
+        mgmt_reply_error(r, 400, "bad_request", "invalid message property '%s'", bad);
         return NULL;
     }
     uint64_t ttl;
     char why[300];
     if ((p.flags & AMQP_P_EXPIRATION) && qm_expiration_parse(p.expiration, &ttl, why, sizeof why)) {
         sl_buf_free(&headers);
-        reply_error(r, 400, "bad_request", "invalid expiration '%.*s': %s", (int)p.expiration.len,
-                    (const char *)p.expiration.p, why);
+        mgmt_reply_error(r, 400, "bad_request", "invalid expiration '%.*s': %s",
+                         (int)p.expiration.len, (const char *)p.expiration.p, why);
         return NULL;
     }
     /* Sender-selected distribution as basic.publish: CC / BCC arrays, BCC routed only. */
     if ((p.flags & AMQP_P_HEADERS) && qm_cc_bcc_check(p.headers, why, sizeof why) != SL_OK) {
         sl_buf_free(&headers);
-        reply_error(r, 400, "bad_request", "invalid message: %s", why);
+        mgmt_reply_error(r, 400, "bad_request", "invalid message: %s", why);
         return NULL;
     }
     sl_buf stripped;
@@ -236,20 +237,20 @@ qm_message *msg_from_publish(req *r, json_t *body, const char *exchange, sl_buf 
     size_t blen = tlen;
     if (b64) {
         decoded = sl_xmalloc(tlen * 3 / 4 + 4);
-        long n = base64_decode(text, tlen, decoded);
+        long n = sl_base64_decode(text, tlen, decoded);
         if (n < 0) {
             sl_free(decoded);
             sl_buf_free(&raw);
-            reply_error(r, 400, "bad_request", "payload is not valid base64");
+            mgmt_reply_error(r, 400, "bad_request", "payload is not valid base64");
             return NULL;
         }
         blen = (size_t)n;
     }
-    if (blen > r->m->b->cfg->max_message_size) {
+    if (blen > r->m->n->cfg->max_message_size) {
         sl_free(decoded);
         sl_buf_free(&raw);
-        reply_sl_err(r, SL_ERR_CONTENT_TOO_LARGE,
-                     "message body of %zu bytes exceeds max_message_size", blen);
+        mgmt_reply_sl_err(r, SL_ERR_CONTENT_TOO_LARGE,
+                          "message body of %zu bytes exceeds max_message_size", blen);
         return NULL;
     }
     qm_message *m =

@@ -22,133 +22,29 @@
  *     from that set (streamed when it is not a page).
  * Items are built when they are written, from the live objects: counts are current, not
  * those of when the request came.
+ *
+ * The walking itself (cursors, the name filter, sort keys, page arithmetic, the turn's
+ * slice, the walks of bindings and vhosts) is protocol-neutral and lives below the doors in
+ * node/lister.c; this file renders the items as JSON and answers over HTTP. The AMQP
+ * connections, channels and consumers are still walked here (until the AMQP door has hooks).
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <errno.h>
-#include <math.h>
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
+#include "node/lister.h"
 
-#define PAGE_SIZE_DEFAULT 100
-#define PAGE_SIZE_MAX 500
-#define PAGE_NUMBER_MAX 1000000000000L /* pages past it are out of range in any list */
-#define STREAM_ITEMS 128               /* items written per call of the stream callback at most */
-#define STREAM_BLOCK 65536             /* bytes MHD asks for at a time */
-#define PAGER_SLICE_US 3000            /* CPU for all jobs in one loop turn */
-#define RE_MATCH_LIMIT 100000u         /* the permission patterns' limits (access/pattern.c) */
-#define RE_DEPTH_LIMIT 2000u
-#define RE_HEAP_LIMIT_KIB 1024u
+#define STREAM_ITEMS 128    /* items written per call of the stream callback at most */
+#define STREAM_BLOCK 65536  /* bytes MHD asks for at a time */
+#define PAGER_SLICE_US 3000 /* CPU for all jobs in one loop turn */
 
-/* ------------------------------------------------------------------------------------------
- * Walking queues or exchanges of one vhost or all, in (vhost, name) order, from a cursor
- */
-
-typedef struct cursor {
-    int kind;      /* PAGER_QUEUES / PAGER_EXCHANGES */
-    char *only;    /* one vhost, or NULL for all those in `vhosts` */
-    char **vhosts; /* the vhosts the user may list, sorted (taken when the request came) */
-    size_t n_vhosts;
-    int reverse;     /* descending */
-    char *vhost;     /* vhost of the last item returned (NULL before the first) */
-    char *last;      /* its name */
-    size_t last_len; /* names may hold any byte but NUL; lengths kept anyway */
-    int done;
-} cursor;
-
-static sl_oset *order_of(qm_vhost *vh, int kind)
-{
-    return kind == PAGER_QUEUES ? &vh->queue_order : &vh->exchange_order;
-}
-
-static void *owner_of(sl_onode *n, int kind)
-{
-    return kind == PAGER_QUEUES ? (void *)SL_ONODE_OWNER(n, qm_queue, by_name)
-                                : (void *)SL_ONODE_OWNER(n, qm_exchange, by_name);
-}
-
-/* The vhost to walk after `after` (NULL = the first), in the cursor's direction. */
-static qm_vhost *next_vhost(mgmt *m, const cursor *c, const char *after)
-{
-    if (c->only)
-        return after ? NULL : qm_vhost_find(m->b->node, c->only, strlen(c->only));
-    size_t n = c->n_vhosts;
-    for (size_t k = 0; k < n; k++) {
-        const char *name = c->vhosts[c->reverse ? n - 1 - k : k];
-        int cmp = after ? strcmp(name, after) : 0;
-        if (after && !(c->reverse ? cmp < 0 : cmp > 0))
-            continue;
-        qm_vhost *vh = qm_vhost_find(m->b->node, name, strlen(name));
-        if (vh) /* one deleted meanwhile is skipped */
-            return vh;
-    }
-    return NULL;
-}
-
-static void cursor_set(cursor *c, qm_vhost *vh, sl_onode *n)
-{
-    if (!c->vhost || strcmp(c->vhost, vh->name)) {
-        sl_free(c->vhost);
-        c->vhost = sl_xstrdup(vh->name);
-    }
-    sl_free(c->last);
-    c->last = sl_xstrndup(n->key, n->klen);
-    c->last_len = n->klen;
-}
-
-/* The next item after the cursor (moving the cursor to it), or NULL at the end. */
-static void *cursor_next(mgmt *m, cursor *c)
-{
-    if (c->done)
-        return NULL;
-    qm_vhost *vh = c->vhost ? qm_vhost_find(m->b->node, c->vhost, strlen(c->vhost)) : NULL;
-    sl_onode *n = NULL;
-    if (vh && c->last) {
-        sl_oset *s = order_of(vh, c->kind);
-        if (c->reverse) {
-            n = sl_oset_seek(s, c->last, c->last_len, 0);
-            n = n ? sl_oset_prev(n) : sl_oset_last(s);
-        } else {
-            n = sl_oset_seek(s, c->last, c->last_len, 1);
-        }
-    }
-    /* the vhost is done (or gone): the next one that has items */
-    const char *after = c->vhost;
-    char *hold = NULL;
-    while (!n) {
-        vh = next_vhost(m, c, after);
-        if (!vh) {
-            sl_free(hold);
-            c->done = 1;
-            return NULL;
-        }
-        sl_oset *s = order_of(vh, c->kind);
-        n = c->reverse ? sl_oset_last(s) : sl_oset_first(s);
-        sl_free(hold);
-        hold = sl_xstrdup(vh->name);
-        after = hold;
-    }
-    sl_free(hold);
-    cursor_set(c, vh, n);
-    return owner_of(n, c->kind);
-}
-
-static void cursor_free(cursor *c)
-{
-    for (size_t i = 0; i < c->n_vhosts; i++)
-        sl_free(c->vhosts[i]);
-    sl_free(c->vhosts);
-    sl_free(c->only);
-    sl_free(c->vhost);
-    sl_free(c->last);
-}
+_Static_assert((int)PAGER_QUEUES == (int)NODE_LIST_QUEUES &&
+                   (int)PAGER_EXCHANGES == (int)NODE_LIST_EXCHANGES,
+               "the pager's first kinds are the lister's");
 
 /* ------------------------------------------------------------------------------------------
  * Items
@@ -156,57 +52,14 @@ static void cursor_free(cursor *c)
 
 static json_t *item_json(mgmt *m, int kind, void *item)
 {
-    return kind == PAGER_QUEUES ? queue_json(m, item, 0) : exchange_json(item);
-}
-
-static qm_vhost *vhost_of(int kind, void *item)
-{
-    return kind == PAGER_QUEUES ? ((qm_queue *)item)->vhost : ((qm_exchange *)item)->vhost;
-}
-
-static const char *name_of(int kind, void *item)
-{
-    return kind == PAGER_QUEUES ? ((qm_queue *)item)->name : ((qm_exchange *)item)->name;
-}
-
-/* One item, looked up again by vhost and name (it may be gone). */
-static void *find_item(mgmt *m, int kind, const char *vhost, const char *name)
-{
-    qm_vhost *vh = qm_vhost_find(m->b->node, vhost, strlen(vhost));
-    if (!vh)
-        return NULL;
-    return kind == PAGER_QUEUES ? (void *)qm_queue_find(vh, name, strlen(name))
-                                : (void *)qm_exchange_find(vh, name, strlen(name));
+    return kind == PAGER_QUEUES ? mgmt_queue_json(m, item, 0) : mgmt_exchange_json(item);
 }
 
 /* ------------------------------------------------------------------------------------------
- * Matches of a job: an sl_oset keyed by an encoding that sorts as RabbitMQ sorts
- * ([sort column, "vhost", "name"]: a missing value first, then numbers, then strings),
- * followed by vhost NUL name for ties and for finding the item again.
+ * Sort keys of JSON values (node/lister.c's order)
  */
 
-typedef struct match {
-    sl_onode node;
-    uint32_t vhost_at, name_at; /* offsets in key (queues, exchanges) */
-    uint32_t len;
-    size_t text_at, text_len; /* other lists: the item as written, in the pager's texts */
-    char key[];
-} match;
-
-static void put_u64(sl_buf *b, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--)
-        sl_buf_put_u8(b, (uint8_t)(v >> (8 * i)));
-}
-
-/* A number as 8 bytes whose byte order is the numbers' order. */
-static void put_number(sl_buf *b, double d)
-{
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    bits = (bits >> 63) ? ~bits : bits | (1ull << 63);
-    put_u64(b, bits);
-}
+typedef node_match match;
 
 /* The value at a dotted path ("message_stats.publish"), or NULL. */
 static json_t *dotted(json_t *o, const char *path)
@@ -228,97 +81,14 @@ static json_t *dotted(json_t *o, const char *path)
 
 static void encode_sort_value(sl_buf *b, json_t *v)
 {
-    if (json_is_number(v)) {
-        sl_buf_put_u8(b, 1);
-        put_number(b, json_number_value(v));
-    } else if (json_is_boolean(v)) {
-        sl_buf_put_u8(b, 2);
-        sl_buf_put_u8(b, json_is_true(v));
-    } else if (json_is_string(v)) {
-        sl_buf_put_u8(b, 3);
-        /* NUL-free in names; a 0 byte in other strings would only blur the order */
-        sl_buf_append(b, json_string_value(v), json_string_length(v));
-        sl_buf_put_u8(b, 0);
-    } else {
-        sl_buf_put_u8(b, 0); /* absent or null: "nothing" first, as RabbitMQ's 0 default */
-    }
-}
-
-static match *match_new(const sl_buf *key, size_t vhost_at, size_t name_at)
-{
-    match *mt = sl_xmalloc(sizeof *mt + key->len);
-    memcpy(mt->key, key->data, key->len);
-    mt->len = (uint32_t)key->len;
-    mt->vhost_at = (uint32_t)vhost_at;
-    mt->name_at = (uint32_t)name_at;
-    mt->text_at = mt->text_len = 0;
-    return mt;
-}
-
-/* ------------------------------------------------------------------------------------------
- * The name filter
- */
-
-typedef struct filter {
-    char *text;     /* substring (lowercase), or NULL */
-    pcre2_code *re; /* caseless pattern, or NULL */
-} filter;
-
-static pcre2_match_context *re_ctx;
-static pcre2_match_data *re_data;
-
-static int filter_init(filter *f, const char *name, int use_regex, char *err, size_t errlen)
-{
-    memset(f, 0, sizeof *f);
-    if (!name || !*name)
-        return 0;
-    if (!use_regex) {
-        f->text = sl_xstrdup(name);
-        for (char *p = f->text; *p; p++)
-            if (*p >= 'A' && *p <= 'Z')
-                *p = (char)(*p - 'A' + 'a');
-        return 0;
-    }
-    if (!re_ctx) {
-        re_ctx = pcre2_match_context_create(NULL);
-        pcre2_set_match_limit(re_ctx, RE_MATCH_LIMIT);
-        pcre2_set_depth_limit(re_ctx, RE_DEPTH_LIMIT);
-        pcre2_set_heap_limit(re_ctx, RE_HEAP_LIMIT_KIB);
-        re_data = pcre2_match_data_create(1, NULL);
-    }
-    int code;
-    PCRE2_SIZE off;
-    f->re =
-        pcre2_compile((PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, PCRE2_CASELESS, &code, &off, NULL);
-    if (!f->re) {
-        PCRE2_UCHAR msg[160];
-        pcre2_get_error_message(code, msg, sizeof msg);
-        snprintf(err, errlen, "invalid regular expression at offset %zu: %s", (size_t)off,
-                 (const char *)msg);
-        return -1;
-    }
-    return 0;
-}
-
-static int filter_match(const filter *f, const char *s)
-{
-    if (f->re)
-        /* a pattern that hits its limits matches nothing (and costs at most the limits) */
-        return pcre2_match(f->re, (PCRE2_SPTR)s, strlen(s), 0, 0, re_data, re_ctx) >= 0;
-    if (!f->text)
-        return 1;
-    size_t n = strlen(f->text), len = strlen(s);
-    for (size_t i = 0; i + n <= len; i++)
-        if (!strncasecmp(s + i, f->text, n))
-            return 1;
-    return 0;
-}
-
-static void filter_free(filter *f)
-{
-    sl_free(f->text);
-    if (f->re)
-        pcre2_code_free(f->re);
+    if (json_is_number(v))
+        node_sortkey_number(b, json_number_value(v));
+    else if (json_is_boolean(v))
+        node_sortkey_bool(b, json_is_true(v));
+    else if (json_is_string(v))
+        node_sortkey_string(b, json_string_value(v), json_string_length(v));
+    else
+        node_sortkey_none(b); /* absent or null */
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -328,22 +98,22 @@ static void filter_free(filter *f)
 typedef struct pager {
     mgmt *m;
     req *r; /* NULL once the request is gone (the job then just ends) */
-    cursor cur;
+    node_cursor cur;
     char *cols; /* columns= */
     /* pagination */
     int paged;
     long page, page_size;
     char *sort; /* column, or NULL for name order */
-    filter flt;
+    node_filter flt;
     /* job state */
     int job;                  /* walking everything into matches */
     sl_oset matches;          /* of match */
     uint64_t total, filtered; /* items seen, items matching */
     struct pager *next_job;   /* in m->jobs */
-    /* lists without an order of their own (pager_list_scoped): the scope and the walk */
+    /* lists without an order of their own (mgmt_pager_list_scoped): the scope and the walk */
     int generic;
-    char *s_conn, *s_src, *s_dest; /* copies of the pager_scope's names */
-    int s_dest_q, s_empty;
+    char *s_conn; /* channels: only this connection's (a copy of the pager_scope's) */
+    int s_empty;
     char *user; /* filter_user: monitors see every connection, others their own */
     int monitor;
     int admin;       /* consumers are on queues: of the vhosts the user may list (admins: all) */
@@ -351,21 +121,13 @@ typedef struct pager {
     size_t w_ch;     /* its next channel slot */
     char *w_ctag;    /* consumers: that channel is partly walked, up to w_cons (its tag) */
     size_t w_ctag_len;
-    const consumer *w_cons; /* compared, never followed: it may be gone */
-    size_t w_vi;            /* vhost lists: the index of the vhost being walked */
-    int w_phase;            /* bindings: 0 the default exchange's (by queue), 1 the exchanges' */
-    char *w_last;           /* the name of the last queue or exchange walked in the phase */
-    int w_inx; /* bindings: w_last is partly walked, up to w_b (key w_bkey to w_bdest) */
-    const qm_binding *w_b; /* compared, never followed: it may be gone */
-    char *w_bkey, *w_bdest;
-    uint64_t seq; /* ends every key: two equal items stay two */
-    sl_buf texts; /* the matches' texts: an sl_buf, so the memory alarm counts them */
+    size_t w_vi;          /* vhost lists: the index of the vhost being walked */
+    node_binding_walk bw; /* bindings: the scope and the place (node/lister.c) */
+    uint64_t seq;         /* ends every key: two equal items stay two */
+    sl_buf texts;         /* the matches' texts: an sl_buf, so the memory alarm counts them */
     /* a peek (GET /api/queues/{vhost}/{name}/messages): not a list but the same slices */
     int peek;
-    char *pq_vhost, *pq_name; /* the queue, found again every slice */
-    uint64_t pq_incarnation;
-    uint64_t pq_after;         /* lookup id of the last message viewed */
-    long long pq_off, pq_left; /* offset of the first, messages still wanted */
+    node_peek pk; /* the walk (node/lister.c) */
     char *pq_enc;
     int64_t pq_truncate;
     json_t *pq_arr;
@@ -378,27 +140,19 @@ typedef struct pager {
 
 static void pager_free(pager *p)
 {
-    cursor_free(&p->cur);
+    node_cursor_free(&p->cur);
     sl_free(p->cols);
     sl_free(p->sort);
-    filter_free(&p->flt);
-    sl_onode *n;
-    while ((n = p->matches.root)) {
-        sl_oset_remove(&p->matches, n);
-        sl_free(SL_ONODE_OWNER(n, match, node));
-    }
+    node_filter_free(&p->flt);
+    node_matches_free(&p->matches);
     sl_buf_free(&p->texts);
     sl_free(p->s_conn);
-    sl_free(p->s_src);
-    sl_free(p->s_dest);
     sl_free(p->user);
-    sl_free(p->w_last);
-    sl_free(p->w_bkey);
-    sl_free(p->w_bdest);
+    node_binding_walk_free(&p->bw);
     sl_free(p->w_ctag);
     sl_buf_free(&p->pend);
-    sl_free(p->pq_vhost);
-    sl_free(p->pq_name);
+    if (p->peek)
+        node_peek_free(&p->pk);
     sl_free(p->pq_enc);
     if (p->pq_arr)
         json_decref(p->pq_arr);
@@ -409,7 +163,7 @@ static char *item_text(pager *p, void *item)
 {
     json_t *j = item_json(p->m, p->cur.kind, item);
     if (p->cols && *p->cols)
-        json_filter_columns(j, p->cols);
+        mgmt_json_filter_columns(j, p->cols);
     char *t = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     return t;
@@ -430,11 +184,12 @@ static void append_item(pager *p, void *item)
 static void *stream_next(pager *p)
 {
     if (!p->job)
-        return cursor_next(p->m, &p->cur);
+        return node_cursor_next(p->m->n->qm, &p->cur);
     while (p->from) {
         match *mt = SL_ONODE_OWNER(p->from, match, node);
         p->from = p->cur.reverse ? sl_oset_prev(p->from) : sl_oset_next(p->from);
-        void *it = find_item(p->m, p->cur.kind, mt->key + mt->vhost_at, mt->key + mt->name_at);
+        void *it =
+            node_list_find(p->m->n->qm, p->cur.kind, mt->key + mt->vhost_at, mt->key + mt->name_at);
         if (it)
             return it;
     }
@@ -517,30 +272,16 @@ static enum MHD_Result reply_stream(req *r, pager *p)
     return rc;
 }
 
-/* A page parameter as RabbitMQ reads it (an integer, signed: "-1" is one, " 1" and "1.5"
- * are not); 0 with *bad set otherwise. */
-static long parse_count(const char *s, int *bad)
-{
-    const char *d = s + (*s == '-' || *s == '+');
-    if (*d < '0' || *d > '9' || strspn(d, "0123456789") != strlen(d)) {
-        *bad = 1;
-        return 0;
-    }
-    errno = 0;
-    long v = strtol(s, NULL, 10);
-    return errno == ERANGE ? (v < 0 ? -1 : PAGE_NUMBER_MAX) : v;
-}
-
 /* {"total_count", ...}: the page's items, from the live order or from the job's matches. */
 static enum MHD_Result reply_page(req *r, pager *p)
 {
     uint64_t filtered = p->job ? sl_oset_count(&p->matches) : p->total;
-    long page_count = (long)((filtered + (uint64_t)p->page_size - 1) / (uint64_t)p->page_size);
-    uint64_t offset = (uint64_t)(p->page - 1) * (uint64_t)p->page_size;
+    long page_count = node_page_count(filtered, p->page_size);
+    uint64_t offset = node_page_offset(p->page, p->page_size);
     if (offset > filtered) {
-        enum MHD_Result rc = reply_error(r, 400, "page_out_of_range",
-                                         "Page out of range, page: %ld page size: %ld, len: %llu",
-                                         p->page, p->page_size, (unsigned long long)filtered);
+        enum MHD_Result rc = mgmt_reply_error(
+            r, 400, "page_out_of_range", "Page out of range, page: %ld page size: %ld, len: %llu",
+            p->page, p->page_size, (unsigned long long)filtered);
         pager_free(p);
         return rc;
     }
@@ -572,12 +313,12 @@ static enum MHD_Result reply_page(req *r, pager *p)
         char *text = malloc(len + 1); /* MHD frees it */
         if (!text) {
             sl_buf_free(&out);
-            return reply_error(r, 503, "service_unavailable", "out of memory");
+            return mgmt_reply_error(r, 503, "service_unavailable", "out of memory");
         }
         memcpy(text, out.data, len);
         text[len] = 0;
         sl_buf_free(&out);
-        return reply_text(r, 200, "application/json", text, len);
+        return mgmt_reply_text(r, 200, "application/json", text, len);
     }
     json_t *items = json_array();
     if (p->job) {
@@ -585,7 +326,8 @@ static enum MHD_Result reply_page(req *r, pager *p)
         sl_onode *n = offset < filtered ? sl_oset_select(&p->matches, rank) : NULL;
         for (long k = 0; n && k < p->page_size;) {
             match *mt = SL_ONODE_OWNER(n, match, node);
-            void *it = find_item(p->m, p->cur.kind, mt->key + mt->vhost_at, mt->key + mt->name_at);
+            void *it = node_list_find(p->m->n->qm, p->cur.kind, mt->key + mt->vhost_at,
+                                      mt->key + mt->name_at);
             if (it) {
                 json_array_append_new(items, item_json(p->m, p->cur.kind, it));
                 k++;
@@ -593,21 +335,12 @@ static enum MHD_Result reply_page(req *r, pager *p)
             n = p->cur.reverse ? sl_oset_prev(n) : sl_oset_next(n);
         }
     } else {
-        /* name order: skip whole vhosts by their counts, then the rest by rank */
-        uint64_t skip = offset;
-        qm_vhost *vh = next_vhost(p->m, &p->cur, NULL);
-        while (vh && skip >= sl_oset_count(order_of(vh, p->cur.kind))) {
-            skip -= sl_oset_count(order_of(vh, p->cur.kind));
-            vh = next_vhost(p->m, &p->cur, vh->name);
-        }
-        if (vh && offset < filtered) {
-            sl_oset *s = order_of(vh, p->cur.kind);
-            size_t cnt = sl_oset_count(s);
-            sl_onode *n = sl_oset_select(s, p->cur.reverse ? cnt - 1 - skip : skip);
-            json_array_append_new(items, item_json(p->m, p->cur.kind, owner_of(n, p->cur.kind)));
-            cursor_set(&p->cur, vh, n);
+        /* name order: the first by rank, the rest after it */
+        void *first = offset < filtered ? node_cursor_seek(p->m->n->qm, &p->cur, offset) : NULL;
+        if (first) {
+            json_array_append_new(items, item_json(p->m, p->cur.kind, first));
             for (long k = 1; k < p->page_size; k++) {
-                void *it = cursor_next(p->m, &p->cur);
+                void *it = node_cursor_next(p->m->n->qm, &p->cur);
                 if (!it)
                     break;
                 json_array_append_new(items, item_json(p->m, p->cur.kind, it));
@@ -618,7 +351,7 @@ static enum MHD_Result reply_page(req *r, pager *p)
     if (p->cols && *p->cols) {
         size_t i;
         json_t *v;
-        json_array_foreach(items, i, v) json_filter_columns(v, p->cols);
+        json_array_foreach(items, i, v) mgmt_json_filter_columns(v, p->cols);
     }
     json_t *o = json_object();
     json_object_set_new(o, "total_count", json_integer((json_int_t)p->total));
@@ -631,7 +364,7 @@ static enum MHD_Result reply_page(req *r, pager *p)
     pager_free(p);
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    return reply_text(r, 200, "application/json", text, strlen(text));
+    return mgmt_reply_text(r, 200, "application/json", text, strlen(text));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -645,14 +378,13 @@ static void job_step(pager *p, uint64_t until)
     for (unsigned k = 0;; k++) {
         if ((k & 31) == 31 && sl_now_us() >= until)
             break;
-        void *it = cursor_next(p->m, &p->cur);
+        void *it = node_cursor_next(p->m->n->qm, &p->cur);
         if (!it) {
             p->job = 2; /* walked */
             break;
         }
         p->total++;
-        const char *name = name_of(p->cur.kind, it);
-        if (!filter_match(&p->flt, name))
+        if (!node_filter_match(&p->flt, node_list_name_of(p->cur.kind, it)))
             continue;
         key.len = key.off = 0;
         if (p->sort) {
@@ -660,45 +392,23 @@ static void job_step(pager *p, uint64_t until)
             encode_sort_value(&key, dotted(j, p->sort));
             json_decref(j);
         }
-        const char *vn = vhost_of(p->cur.kind, it)->name;
-        size_t vhost_at = key.len;
-        sl_buf_append(&key, vn, strlen(vn) + 1);
-        size_t name_at = key.len;
-        sl_buf_append(&key, name, strlen(name) + 1);
-        match *mt = match_new(&key, vhost_at, name_at);
-        sl_oset_insert(&p->matches, &mt->node, mt->key, mt->len);
+        node_match_add_item(&p->matches, &key, p->cur.kind, it);
     }
     sl_buf_free(&key);
 }
 
-/* A slice of a peek: messages after the last one viewed, read from the store where they are
- * paged out (nothing is paged in). */
+/* A message of a peek, as /get shows it. */
+static void peek_visit(void *ctx, const qm_position *pos, uint64_t remaining)
+{
+    pager *p = ctx;
+    json_array_append_new(p->pq_arr,
+                          mgmt_msg_view(pos, NULL, p->pq_enc, p->pq_truncate, remaining));
+}
+
 static void peek_step(pager *p, uint64_t until)
 {
-    qm_vhost *vh = qm_vhost_find(p->m->b->node, p->pq_vhost, strlen(p->pq_vhost));
-    qm_queue *q = vh ? qm_queue_find(vh, p->pq_name, strlen(p->pq_name)) : NULL;
-    if (!q || q->incarnation != p->pq_incarnation) {
-        p->job = 2; /* deleted meanwhile: what was seen is the answer */
-        return;
-    }
-    for (unsigned k = 0; p->pq_left > 0; k++) {
-        if ((k & 7) == 7 && sl_now_us() >= until)
-            return;
-        qm_position view;
-        const qm_position *pos = p->pq_arr && json_array_size(p->pq_arr)
-                                     ? qm_queue_peek_after(q, p->pq_after, &view)
-                                     : qm_queue_peek_view(q, (size_t)p->pq_off, &view);
-        if (!pos)
-            break;
-        uint64_t at = (uint64_t)p->pq_off + json_array_size(p->pq_arr);
-        json_array_append_new(p->pq_arr, msg_view(pos, NULL, p->pq_enc, p->pq_truncate,
-                                                  q->n_ready > at ? q->n_ready - at - 1 : 0));
-        p->pq_after = pos->lookup_id;
-        p->pq_left--;
-        if (pos == &view)
-            qm_message_unref(view.msg); /* read from the store for this view only */
-    }
-    p->job = 2;
+    if (node_peek_step(p->m->n->qm, &p->pk, until))
+        p->job = 2;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -742,11 +452,11 @@ static const char *const name_cols[][3] = {
 
 static int generic_match(pager *p, json_t *j)
 {
-    if (!p->flt.text && !p->flt.re)
+    if (!node_filter_active(&p->flt))
         return 1;
     for (int i = 0; i < 3 && name_cols[p->cur.kind][i]; i++) {
         json_t *v = dotted(j, name_cols[p->cur.kind][i]);
-        if (filter_match(&p->flt, json_is_string(v) ? json_string_value(v) : ""))
+        if (node_filter_match(&p->flt, json_is_string(v) ? json_string_value(v) : ""))
             return 1;
     }
     return 0;
@@ -776,19 +486,18 @@ static void visit(pager *p, json_t *j)
         /* a binding is its default columns (properties_key holds its arguments' hash), a
          * consumer too (its tag is unique in its channel): one walked again after its place
          * was lost is the same item */
-        sl_onode *e = sl_oset_seek(&p->matches, (const char *)key.data, key.len, 0);
-        if (e && e->klen == key.len && !memcmp(e->key, key.data, key.len)) {
+        if (node_match_has(&p->matches, &key)) {
             p->total--; /* counted once */
             sl_buf_free(&key);
             json_decref(j);
             return;
         }
     } else {
-        put_u64(&key, p->seq++);
+        node_sortkey_u64(&key, p->seq++);
     }
     if (p->cols && *p->cols)
-        json_filter_columns(j, p->cols);
-    match *mt = match_new(&key, 0, 0);
+        mgmt_json_filter_columns(j, p->cols);
+    match *mt = node_match_new(&key, 0, 0);
     sl_buf_free(&key);
     mt->text_at = p->texts.len;
     json_dump_callback(j, put_text, &p->texts, JSON_COMPACT);
@@ -797,53 +506,68 @@ static void visit(pager *p, json_t *j)
     sl_oset_insert(&p->matches, &mt->node, mt->key, mt->len);
 }
 
-static int conn_in_scope(pager *p, conn *c)
+static int conn_in_scope(pager *p, const node_client *c)
 {
-    if (!mgmt_conn_listed(c))
+    if (!c->listed)
         return 0;
-    if (!p->monitor && !(c->user && !strcmp(c->user, p->user)))
+    if (!p->monitor && strcmp(c->user, p->user))
         return 0;
-    if (p->cur.only && !(c->vhost && !strcmp(c->vhost->name, p->cur.only)))
+    if (p->cur.only && strcmp(c->vhost, p->cur.only))
         return 0;
     /* a connection's consumers are on its vhost's queues: a listing of queues' figures, so
      * only of the vhosts the user may list (monitoring users see connections, not queues) */
     if (p->cur.kind == PAGER_CONSUMERS && !p->admin &&
-        !(c->vhost && acc_vhost_visible(p->m->b->acc, p->user, c->vhost->name)))
+        !(c->vhost[0] && acc_vhost_visible(p->m->n->acc, p->user, c->vhost)))
         return 0;
     return !p->s_conn || !strcmp(c->name, p->s_conn);
 }
 
-static int over(unsigned *k, uint64_t until)
+/* The consumer walk of one channel: the slice's clock, and the tag of the last consumer
+ * visited (where the walk resumes when the slice runs out). */
+typedef struct consumer_walk {
+    pager *p;
+    const node_client *c;
+    const node_channel *ch;
+    uint64_t until;
+    unsigned *k;
+    int visited; /* one at least in this call: the slice may end before the next */
+} consumer_walk;
+
+static int visit_consumer(void *arg, const node_consumer *o)
 {
-    return (++*k & 15) == 0 && sl_now_us() >= until;
+    consumer_walk *w = arg;
+    pager *p = w->p;
+    if (w->visited && node_slice_over(w->k, w->until))
+        return 0; /* p->w_ctag holds the previous one */
+    w->visited = 1;
+    sl_free(p->w_ctag);
+    p->w_ctag = sl_xstrndup(o->tag, o->tag_len);
+    p->w_ctag_len = o->tag_len;
+    if (o->queue)
+        visit(p, mgmt_consumer_json(p->m, w->c, w->ch, o));
+    return 1;
 }
 
-/* ch's consumers after the last one walked (found again by address and tag, as bindings; all
- * of them when there is none, or when it is gone: consumers are deduplicated in visit); 0
- * when the slice ran out, the place kept. */
-static int visit_consumers(pager *p, channel *ch, uint64_t until, unsigned *k)
+/* The channel's consumers after the last one walked (found again by tag; all of them when
+ * there is none, or when it is gone: consumers are deduplicated in visit); 0 when the slice
+ * ran out, the place kept. */
+static int visit_consumers(pager *p, const node_part *door, const node_client *c,
+                           const node_channel *ch, size_t slot, uint64_t until, unsigned *k)
 {
-    consumer *o = ch->consumers;
-    if (p->w_ctag) {
-        consumer *f = ch->consumers;
-        while (f && !(f == p->w_cons && f->tag_len == p->w_ctag_len &&
-                      !memcmp(f->tag, p->w_ctag, f->tag_len)))
-            f = f->next;
-        o = f ? f->next : ch->consumers;
+    consumer_walk w = {p, c, ch, until, k, 0};
+    char *after = p->w_ctag;
+    p->w_ctag = NULL;
+    int done = door->consumers(door->ctx, c->id, slot, after, after ? p->w_ctag_len : 0,
+                               visit_consumer, &w);
+    if (!p->w_ctag) /* none visited in this call: resume where it was */
+        p->w_ctag = after;
+    else
+        sl_free(after);
+    if (done) {
         sl_free(p->w_ctag);
         p->w_ctag = NULL;
     }
-    for (consumer *prev = NULL; o; prev = o, o = o->next) {
-        if (prev && over(k, until)) {
-            p->w_ctag = sl_xstrndup(prev->tag, prev->tag_len);
-            p->w_ctag_len = prev->tag_len;
-            p->w_cons = prev;
-            return 0;
-        }
-        if (o->qc.queue)
-            visit(p, mgmt_consumer_json(p->m, ch, o));
-    }
-    return 1;
+    return done;
 }
 
 /* 1 when every connection (channel, consumer) of the scope has been visited. */
@@ -851,38 +575,41 @@ static int walk_conns(pager *p, uint64_t until)
 {
     mgmt *m = p->m;
     unsigned k = 0;
-    conn *c = m->b->conns;
-    while (c && c->id > p->w_conn)
-        c = c->next;
-    if (c && c->id != p->w_conn) {
+    const node_part *door = node_clients(m->n);
+    node_client c;
+    if (!door || !door->client_next(door->ctx, p->w_conn, &c))
+        return 1;
+    if (c.id != p->w_conn) {
         p->w_ch = 0; /* the one being walked is gone */
         sl_free(p->w_ctag);
         p->w_ctag = NULL;
     }
-    for (; c; c = c->next) {
-        if (conn_in_scope(p, c)) {
+    for (;;) {
+        if (conn_in_scope(p, &c)) {
             if (p->cur.kind == PAGER_CONNECTIONS) {
-                visit(p, mgmt_conn_json(m, c));
+                visit(p, mgmt_conn_json(m, &c));
             } else {
-                for (size_t i = p->w_ch; i < c->channels_cap; i++) {
+                node_channel ch;
+                int rc;
+                for (size_t i = p->w_ch; (rc = door->channel_at(door->ctx, c.id, i, &ch)) >= 0;
+                     i++) {
                     if (i != p->w_ch && p->w_ctag) { /* past the channel it was of */
                         sl_free(p->w_ctag);
                         p->w_ctag = NULL;
                     }
-                    if (over(&k, until)) {
-                        p->w_conn = c->id;
+                    if (node_slice_over(&k, until)) {
+                        p->w_conn = c.id;
                         p->w_ch = i;
                         return 0;
                     }
-                    channel *ch = c->channels[i];
-                    if (!ch)
+                    if (!rc)
                         continue;
                     if (p->cur.kind == PAGER_CHANNELS) {
-                        visit(p, mgmt_channel_json(m, ch));
+                        visit(p, mgmt_channel_json(m, &c, &ch));
                         continue;
                     }
-                    if (!visit_consumers(p, ch, until, &k)) {
-                        p->w_conn = c->id;
+                    if (!visit_consumers(p, door, &c, &ch, i, until, &k)) {
+                        p->w_conn = c.id;
                         p->w_ch = i;
                         return 0;
                     }
@@ -892,142 +619,28 @@ static int walk_conns(pager *p, uint64_t until)
         p->w_ch = 0;
         sl_free(p->w_ctag);
         p->w_ctag = NULL;
-        p->w_conn = c->id - 1; /* ids start at 1 */
-        if (over(&k, until))
+        p->w_conn = c.id - 1; /* ids start at 1 */
+        if (node_slice_over(&k, until))
             return 0;
+        if (!door->client_next(door->ctx, p->w_conn, &c))
+            return 1;
     }
-    return 1;
 }
 
-static size_t n_vhosts_of(const pager *p)
+static void visit_vhost(void *ctx, qm_vhost *vh)
 {
-    return p->cur.only ? 1 : p->cur.n_vhosts;
+    pager *p = ctx;
+    visit(p, mgmt_vhost_json(p->m, vh));
 }
 
-static const char *vhost_name_at(const pager *p, size_t i)
+static void visit_default_binding(void *ctx, qm_queue *q)
 {
-    return p->cur.only ? p->cur.only : p->cur.vhosts[i];
+    visit(ctx, mgmt_default_binding_json(q));
 }
 
-static int walk_vhosts(pager *p, uint64_t until)
+static void visit_binding(void *ctx, qm_binding *b)
 {
-    for (unsigned k = 0; p->w_vi < n_vhosts_of(p); p->w_vi++, k++) {
-        if (k && sl_now_us() >= until)
-            return 0;
-        const char *name = vhost_name_at(p, p->w_vi);
-        qm_vhost *vh = qm_vhost_find(p->m->b->node, name, strlen(name));
-        if (vh) /* one deleted meanwhile is skipped */
-            visit(p, mgmt_vhost_json(p->m, vh));
-    }
-    return 1;
-}
-
-static const char *dest_name(const qm_binding *b)
-{
-    return b->dest_queue ? b->dest_queue->name : b->dest_exchange->name;
-}
-
-/* x's bindings after the last one walked (all of them when x is new to the walk); 0 when the
- * turn's slice ran out, the place kept: the last binding walked, found again next time by
- * address and then checked by key and destination (an address alone may have been reused).
- * When it is gone, x is walked again from its first binding: the matches of bindings are
- * deduplicated (visit), so nothing is listed twice. */
-static int visit_exchange(pager *p, qm_exchange *x, uint64_t until, unsigned *k)
-{
-    qm_binding *b = x->bindings;
-    if (p->w_inx) {
-        qm_binding *f = x->bindings;
-        while (f &&
-               !(f == p->w_b && !strcmp(f->key, p->w_bkey) && !strcmp(dest_name(f), p->w_bdest)))
-            f = f->next;
-        b = f ? f->next : x->bindings;
-    }
-    for (qm_binding *prev = NULL; b; prev = b, b = b->next) {
-        if (prev && over(k, until)) {
-            p->w_inx = 1;
-            p->w_b = prev;
-            sl_free(p->w_bkey);
-            sl_free(p->w_bdest);
-            p->w_bkey = sl_xstrdup(prev->key);
-            p->w_bdest = sl_xstrdup(dest_name(prev));
-            return 0;
-        }
-        if (p->s_dest) {
-            const char *d = p->s_dest_q ? (b->dest_queue ? b->dest_queue->name : NULL)
-                                        : (b->dest_exchange ? b->dest_exchange->name : NULL);
-            if (!d || strcmp(d, p->s_dest))
-                continue;
-        }
-        visit(p, mgmt_binding_json(b));
-    }
-    p->w_inx = 0;
-    return 1;
-}
-
-static void set_last(pager *p, const sl_onode *n)
-{
-    sl_free(p->w_last);
-    p->w_last = sl_xstrndup(n->key, n->klen);
-}
-
-static int walk_bindings(pager *p, uint64_t until)
-{
-    unsigned k = 0;
-    for (; p->w_vi < n_vhosts_of(p); p->w_vi++) {
-        const char *name = vhost_name_at(p, p->w_vi);
-        qm_vhost *vh = qm_vhost_find(p->m->b->node, name, strlen(name));
-        if (vh && p->w_phase == 0 && (!p->s_src || !*p->s_src) && (!p->s_dest || p->s_dest_q)) {
-            /* the default exchange's: one per queue, its name as the key */
-            if (p->s_dest) {
-                qm_queue *q = qm_queue_find(vh, p->s_dest, strlen(p->s_dest));
-                if (q && !q->is_subqueue)
-                    visit(p, mgmt_default_binding_json(q));
-            } else {
-                sl_onode *n = p->w_last
-                                  ? sl_oset_seek(&vh->queue_order, p->w_last, strlen(p->w_last), 1)
-                                  : sl_oset_first(&vh->queue_order);
-                for (unsigned done = 0; n; n = sl_oset_next(n), done++) {
-                    if (done && over(&k, until))
-                        return 0; /* w_last is the last one visited */
-                    qm_queue *q = SL_ONODE_OWNER(n, qm_queue, by_name);
-                    if (!q->is_subqueue)
-                        visit(p, mgmt_default_binding_json(q));
-                    set_last(p, n);
-                }
-            }
-        }
-        if (vh && p->w_phase == 0) {
-            p->w_phase = 1;
-            sl_free(p->w_last);
-            p->w_last = NULL;
-        }
-        if (vh && p->s_src) {
-            qm_exchange *x = *p->s_src ? qm_exchange_find(vh, p->s_src, strlen(p->s_src)) : NULL;
-            if (x && !visit_exchange(p, x, until, &k))
-                return 0;
-        } else if (vh) {
-            /* after the last exchange walked; the one partly walked again if it is still
-             * there (>= its name) */
-            sl_onode *n = p->w_last ? sl_oset_seek(&vh->exchange_order, p->w_last,
-                                                   strlen(p->w_last), !p->w_inx)
-                                    : sl_oset_first(&vh->exchange_order);
-            if (p->w_inx &&
-                !(n && n->klen == strlen(p->w_last) && !memcmp(n->key, p->w_last, n->klen)))
-                p->w_inx = 0; /* it is gone: n is the next one */
-            for (; n; n = sl_oset_next(n)) {
-                set_last(p, n);
-                if (!visit_exchange(p, SL_ONODE_OWNER(n, qm_exchange, by_name), until, &k))
-                    return 0;
-                if (over(&k, until))
-                    return 0; /* w_last is walked whole */
-            }
-        }
-        p->w_inx = 0;
-        p->w_phase = 0;
-        sl_free(p->w_last);
-        p->w_last = NULL;
-    }
-    return 1;
+    visit(ctx, mgmt_binding_json(b));
 }
 
 static void generic_step(pager *p, uint64_t until)
@@ -1036,9 +649,9 @@ static void generic_step(pager *p, uint64_t until)
     if (p->s_empty)
         done = 1;
     else if (p->cur.kind == PAGER_BINDINGS)
-        done = walk_bindings(p, until);
+        done = node_walk_bindings(p->m->n->qm, &p->bw, &p->cur, until);
     else if (p->cur.kind == PAGER_VHOSTS)
-        done = walk_vhosts(p, until);
+        done = node_walk_vhosts(p->m->n->qm, &p->cur, &p->w_vi, until, visit_vhost, p);
     else
         done = walk_conns(p, until);
     if (done)
@@ -1049,13 +662,7 @@ static void generic_step(pager *p, uint64_t until)
  * requests (ten lists asked for in one turn get PAGER_SLICE_US together, not each). */
 static uint64_t turn_slice_end(mgmt *m)
 {
-    sl_loop_stats st;
-    sl_loop_get_stats(m->b->loop, &st);
-    if (st.turns != m->slice_turn || !m->slice_end) {
-        m->slice_turn = st.turns;
-        m->slice_end = sl_now_us() + PAGER_SLICE_US;
-    }
-    return m->slice_end;
+    return node_slice_end(m->n->loop, &m->slice_turn, &m->slice_end, PAGER_SLICE_US);
 }
 
 static void jobs_tick(sl_loop *loop, sl_timer *t)
@@ -1072,30 +679,30 @@ static void jobs_tick(sl_loop *loop, sl_timer *t)
             generic_step(p, until);
         else
             job_step(p, until);
-        if (p->job == 2) { /* walked: on_request comes back with pager_resume */
+        if (p->job == 2) { /* walked: on_request comes back with mgmt_pager_resume */
             *pp = p->next_job;
-            req_resume(p->r);
+            mgmt_req_resume(p->r);
             continue;
         }
         pp = &p->next_job;
     }
     if (m->jobs) /* the rest next turn */
-        sl_timer_start(m->b->loop, &m->jobs_t, sl_loop_now(m->b->loop));
+        sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
 }
 
-/* The request is held (req_suspend) while its job runs, so p->r stays valid until then. */
-enum MHD_Result pager_resume(req *r)
+/* The request is held (mgmt_req_suspend) while its job runs, so p->r stays valid until then. */
+enum MHD_Result mgmt_pager_resume(req *r)
 {
     pager *p = r->pager;
     if (!p) /* the API stopped meanwhile */
-        return reply_error(r, 503, "service_unavailable", "the management API is stopping");
+        return mgmt_reply_error(r, 503, "service_unavailable", "the management API is stopping");
     r->pager = NULL;
     p->r = NULL;
     if (p->peek) {
         json_t *arr = p->pq_arr;
         p->pq_arr = NULL;
         pager_free(p);
-        return reply_json(r, 200, arr);
+        return mgmt_reply_json(r, 200, arr);
     }
     if (p->paged)
         return reply_page(r, p);
@@ -1103,7 +710,7 @@ enum MHD_Result pager_resume(req *r)
     return reply_stream(r, p);
 }
 
-void pager_release(req *r)
+void mgmt_pager_release(req *r)
 {
     /* never one still running: a suspended request is held until its job is done */
     if (r->pager) {
@@ -1112,7 +719,7 @@ void pager_release(req *r)
     }
 }
 
-void pager_stop_all(mgmt *m)
+void mgmt_pager_stop_all(mgmt *m)
 {
     while (m->jobs) {
         pager *p = m->jobs;
@@ -1120,12 +727,12 @@ void pager_stop_all(mgmt *m)
         req *r = p->r;
         r->pager = NULL;
         pager_free(p);
-        req_resume(r); /* lets go of it: MHD frees it as it stops */
+        mgmt_req_resume(r); /* lets go of it: MHD frees it as it stops */
     }
-    sl_timer_stop(m->b->loop, &m->jobs_t);
+    sl_timer_stop(m->n->loop, &m->jobs_t);
 }
 
-void pager_init(mgmt *m)
+void mgmt_pager_init(mgmt *m)
 {
     sl_timer_init(&m->jobs_t, jobs_tick, m);
 }
@@ -1141,53 +748,53 @@ static pager *pager_new(req *r, int kind, const char *only_vhost)
     p->cur.only = only_vhost ? sl_xstrdup(only_vhost) : NULL;
     if (!only_vhost) {
         size_t n;
-        void **v = map_sorted(m->b->node->vhosts, &n);
-        int all = kind != PAGER_VHOSTS || acc_is_monitor(m->b->acc, r->user);
+        void **v = sl_map_sorted(m->n->qm->vhosts, &n);
+        int all = kind != PAGER_VHOSTS || acc_is_monitor(m->n->acc, r->user);
         p->cur.vhosts = sl_xcalloc(n + 1, sizeof *p->cur.vhosts);
         for (size_t i = 0; i < n; i++) {
             const char *name = ((qm_vhost *)v[i])->name;
             /* RabbitMQ's filter_vhost for lists in vhosts; list_visible_vhosts for vhosts */
-            if (kind == PAGER_VHOSTS ? all || acc_vhost_visible(m->b->acc, r->user, name)
-                                     : req_vhost_listed(r, name))
+            if (kind == PAGER_VHOSTS ? all || acc_vhost_visible(m->n->acc, r->user, name)
+                                     : mgmt_req_vhost_listed(r, name))
                 p->cur.vhosts[p->cur.n_vhosts++] = sl_xstrdup(name);
         }
         sl_free(v);
     }
-    const char *cols = req_query(r, "columns");
+    const char *cols = mgmt_req_query(r, "columns");
     p->cols = cols && *cols ? sl_xstrdup(cols) : NULL;
-    const char *sort = req_query(r, "sort");
+    const char *sort = mgmt_req_query(r, "sort");
     /* RabbitMQ's default order is [vhost, name]; sorting queues or exchanges on either is
      * that order (the other lists add the sort column in front of their default order) */
     if (sort && *sort &&
         (kind >= PAGER_BINDINGS || (strcmp(sort, "name") && strcmp(sort, "vhost"))))
         p->sort = sl_xstrdup(sort);
-    p->cur.reverse = req_query_bool(r, "sort_reverse");
-    const char *page = req_query(r, "page");
+    p->cur.reverse = mgmt_req_query_bool(r, "sort_reverse");
+    const char *page = mgmt_req_query(r, "page");
     if (page) {
-        const char *ps = req_query(r, "page_size");
+        const char *ps = mgmt_req_query(r, "page_size");
         int bad = 0;
-        p->page = parse_count(page, &bad);
-        p->page_size = ps ? parse_count(ps, &bad) : PAGE_SIZE_DEFAULT;
+        p->page = node_page_parse(page, &bad);
+        p->page_size = ps ? node_page_parse(ps, &bad) : NODE_PAGE_SIZE_DEFAULT;
         if (bad) {
             pager_free(p);
-            reply_error(r, 400, "bad_request", "Pagination parameters are invalid");
+            mgmt_reply_error(r, 400, "bad_request", "Pagination parameters are invalid");
             return NULL;
         }
-        if (p->page > PAGE_NUMBER_MAX)
-            p->page = PAGE_NUMBER_MAX; /* out of range anyway; keeps the offset in 64 bits */
-        if (p->page <= 0 || p->page_size <= 0 || p->page_size > PAGE_SIZE_MAX) {
+        if (p->page > NODE_PAGE_NUMBER_MAX)
+            p->page = NODE_PAGE_NUMBER_MAX; /* out of range anyway; keeps the offset in 64 bits */
+        if (p->page <= 0 || p->page_size <= 0 || p->page_size > NODE_PAGE_SIZE_MAX) {
             pager_free(p);
-            reply_error(r, 400, "invalid_pagination_parameters",
-                        "Invalid pagination parameters: page number %s, page size %s", page,
-                        ps ? ps : "undefined");
+            mgmt_reply_error(r, 400, "invalid_pagination_parameters",
+                             "Invalid pagination parameters: page number %s, page size %s", page,
+                             ps ? ps : "undefined");
             return NULL;
         }
         p->paged = 1;
         char err[256];
-        if (filter_init(&p->flt, req_query(r, "name"), req_query_bool(r, "use_regex"), err,
-                        sizeof err) < 0) {
+        if (node_filter_init(&p->flt, mgmt_req_query(r, "name"),
+                             mgmt_req_query_bool(r, "use_regex"), err, sizeof err) < 0) {
             pager_free(p);
-            reply_error(r, 400, "bad_request", "name: %s", err);
+            mgmt_reply_error(r, 400, "bad_request", "name: %s", err);
             return NULL;
         }
     }
@@ -1203,23 +810,21 @@ static enum MHD_Result start_job(req *r, pager *p)
     r->pager = p;
     p->next_job = m->jobs;
     m->jobs = p;
-    req_suspend(r, pager_resume);
+    mgmt_req_suspend(r, mgmt_pager_resume);
     if (!sl_timer_armed(&m->jobs_t))
-        sl_timer_start(m->b->loop, &m->jobs_t, sl_loop_now(m->b->loop));
+        sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
     return MHD_YES;
 }
 
-enum MHD_Result pager_list(req *r, int kind, const char *only_vhost)
+enum MHD_Result mgmt_pager_list(req *r, int kind, const char *only_vhost)
 {
     pager *p = pager_new(r, kind, only_vhost);
     if (!p)
         return MHD_YES;
-    if (!p->sort && !p->flt.text && !p->flt.re) {
+    if (!p->sort && !node_filter_active(&p->flt)) {
         if (!p->paged)
             return reply_stream(r, p);
-        for (qm_vhost *vh = next_vhost(r->m, &p->cur, NULL); vh;
-             vh = next_vhost(r->m, &p->cur, vh->name))
-            p->total += sl_oset_count(order_of(vh, kind));
+        p->total = node_cursor_total(r->m->n->qm, &p->cur);
         return reply_page(r, p);
     }
     return start_job(r, p);
@@ -1230,19 +835,22 @@ static char *dup_or_null(const char *s)
     return s ? sl_xstrdup(s) : NULL;
 }
 
-enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s)
+enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s)
 {
     pager *p = pager_new(r, kind, s->vhost);
     if (!p)
         return MHD_YES;
     p->generic = 1;
     p->s_conn = dup_or_null(s->conn);
-    p->s_src = dup_or_null(s->source);
-    p->s_dest = dup_or_null(s->dest);
-    p->s_dest_q = s->dest_is_queue;
+    p->bw.src = dup_or_null(s->source);
+    p->bw.dest = dup_or_null(s->dest);
+    p->bw.dest_is_queue = s->dest_is_queue;
+    p->bw.visit_default = visit_default_binding;
+    p->bw.visit = visit_binding;
+    p->bw.ctx = p;
     p->s_empty = s->empty;
     p->user = sl_xstrdup(r->user ? r->user : "");
-    p->monitor = acc_is_monitor(r->m->b->acc, r->user);
+    p->monitor = acc_is_monitor(r->m->n->acc, r->user);
     p->admin = r->is_admin;
     p->w_conn = UINT64_MAX;
     /* most lists are walked within the first slice, and answered at once (what is left of
@@ -1258,18 +866,14 @@ enum MHD_Result pager_list_scoped(req *r, int kind, const pager_scope *s)
     return reply_stream(r, p);
 }
 
-enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, const char *enc,
-                           int64_t truncate)
+enum MHD_Result mgmt_pager_peek(req *r, qm_queue *q, long long off, long long count,
+                                const char *enc, int64_t truncate)
 {
     mgmt *m = r->m;
     pager *p = sl_xcalloc(1, sizeof *p);
     p->m = m;
     p->peek = 1;
-    p->pq_vhost = sl_xstrdup(q->vhost->name);
-    p->pq_name = sl_xstrdup(q->name);
-    p->pq_incarnation = q->incarnation;
-    p->pq_off = off;
-    p->pq_left = count;
+    node_peek_init(&p->pk, q, off, count, peek_visit, p);
     p->pq_enc = sl_xstrdup(enc ? enc : "auto");
     p->pq_truncate = truncate;
     p->pq_arr = json_array();
@@ -1279,15 +883,15 @@ enum MHD_Result pager_peek(req *r, qm_queue *q, long long off, long long count, 
         json_t *arr = p->pq_arr;
         p->pq_arr = NULL;
         pager_free(p);
-        return reply_json(r, 200, arr);
+        return mgmt_reply_json(r, 200, arr);
     }
     p->job = 1;
     p->r = r;
     r->pager = p;
     p->next_job = m->jobs;
     m->jobs = p;
-    req_suspend(r, pager_resume);
+    mgmt_req_suspend(r, mgmt_pager_resume);
     if (!sl_timer_armed(&m->jobs_t))
-        sl_timer_start(m->b->loop, &m->jobs_t, sl_loop_now(m->b->loop));
+        sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
     return MHD_YES;
 }

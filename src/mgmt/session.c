@@ -26,10 +26,11 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "mgmt_internal.h"
+#include "core/clock.h"
+#include "core/hex.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "mgmt/mgmt_internal.h"
 
 typedef struct session {
     char *user;
@@ -45,12 +46,12 @@ static void session_free(session *s)
     sl_free(s);
 }
 
-void sessions_init(mgmt *m)
+void mgmt_sessions_init(mgmt *m)
 {
     m->sessions = sl_map_new();
 }
 
-void sessions_free(mgmt *m)
+void mgmt_sessions_free(mgmt *m)
 {
     if (!m->sessions)
         return;
@@ -72,6 +73,7 @@ static int expired(const mgmt *m, const session *s, uint64_t now)
 /* The table key of a token: its SHA-256. -1 when the token is not 64 hex digits. */
 static int token_key(const char *token, uint8_t key[SHA256_DIGEST_LENGTH])
 {
+    /* lowercase only, not core/hex.h's sl_is_hex: the key hashes the text as it was issued */
     if (!token || strlen(token) != 2 * MGMT_SESSION_TOKEN_BYTES ||
         strspn(token, "0123456789abcdef") != 2 * MGMT_SESSION_TOKEN_BYTES)
         return -1;
@@ -79,7 +81,7 @@ static int token_key(const char *token, uint8_t key[SHA256_DIGEST_LENGTH])
     return 0;
 }
 
-void sessions_sweep(mgmt *m, uint64_t now)
+void mgmt_sessions_sweep(mgmt *m, uint64_t now)
 {
     /* collect first: deleting while walking the map would skip entries */
     size_t n = sl_map_count(m->sessions), k = 0;
@@ -127,13 +129,12 @@ static int session_new(mgmt *m, const acc_user *u, char out[2 * MGMT_SESSION_TOK
     uint8_t raw[MGMT_SESSION_TOKEN_BYTES];
     if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
         return -1;
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    sl_hex(out, raw, sizeof raw);
     OPENSSL_cleanse(raw, sizeof raw);
     uint8_t key[SHA256_DIGEST_LENGTH];
     token_key(out, key);
     uint64_t now = sl_now_ms();
-    sessions_sweep(m, now);
+    mgmt_sessions_sweep(m, now);
     while (sl_map_count(m->sessions) >= MGMT_SESSION_MAX(m))
         evict_one(m);
     session *s = sl_xcalloc(1, sizeof *s);
@@ -148,7 +149,7 @@ static int session_new(mgmt *m, const acc_user *u, char out[2 * MGMT_SESSION_TOK
     return 0;
 }
 
-const acc_user *session_user(mgmt *m, const char *token)
+const acc_user *mgmt_session_user(mgmt *m, const char *token)
 {
     uint8_t key[SHA256_DIGEST_LENGTH];
     if (token_key(token, key) < 0)
@@ -157,7 +158,7 @@ const acc_user *session_user(mgmt *m, const char *token)
     if (!s)
         return NULL;
     uint64_t now = sl_now_ms();
-    const acc_user *u = acc_user_find(m->b->acc, s->user, strlen(s->user));
+    const acc_user *u = acc_user_find(m->n->acc, s->user, strlen(s->user));
     if (expired(m, s, now) || !u || u->hash_len != s->hash_len ||
         CRYPTO_memcmp(u->hash, s->hash, s->hash_len)) {
         session_free(sl_map_del(m->sessions, key, sizeof key));
@@ -177,40 +178,40 @@ static enum MHD_Result reply_cookie(req *r, unsigned status, json_t *j, const ch
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
     MHD_add_response_header(resp, "Set-Cookie", cookie);
-    return req_respond(r, status, resp);
+    return mgmt_req_respond(r, status, resp);
 }
 
 /* /api/session: POST logs in (the request was authenticated with basic auth), DELETE logs
  * out, GET tells who the session is (as whoami, plus "authenticated": false without one). */
-enum MHD_Result api_session(req *r)
+enum MHD_Result mgmt_api_session(req *r)
 {
     if (r->nsegs != 1)
-        return reply_not_found(r);
+        return mgmt_reply_not_found(r);
     /* over HTTPS the cookie is never sent over plain HTTP */
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
     const char *secure = ci && ci->tls_session ? "; Secure" : "";
     char cookie[256];
-    if (req_is(r, "POST")) {
+    if (mgmt_req_is(r, "POST")) {
         if (r->via_session)
-            return reply_error(r, 400, "bad_request", "log in with basic auth, not a session");
-        const acc_user *u = acc_user_find(r->m->b->acc, r->user, strlen(r->user));
+            return mgmt_reply_error(r, 400, "bad_request", "log in with basic auth, not a session");
+        const acc_user *u = acc_user_find(r->m->n->acc, r->user, strlen(r->user));
         char token[2 * MGMT_SESSION_TOKEN_BYTES + 1];
         if (!u || session_new(r->m, u, token) < 0)
-            return reply_error(r, 503, "internal_error", "no session could be made");
+            return mgmt_reply_error(r, 503, "internal_error", "no session could be made");
         snprintf(cookie, sizeof cookie,
                  MGMT_SESSION_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s", token,
                  (int)(MGMT_SESSION_MAX_MS(r->m) / 1000), secure);
         OPENSSL_cleanse(token, sizeof token);
         sl_info("http: user '%s' logged in to the console", r->user);
-        json_t *j = json_pack("{s:s,s:o,s:I}", "name", r->user, "tags", tags_json(u->tags),
+        json_t *j = json_pack("{s:s,s:o,s:I}", "name", r->user, "tags", defs_tags_json(u->tags),
                               "idle_timeout_s", (json_int_t)(MGMT_SESSION_IDLE_MS(r->m) / 1000));
         cookie[sizeof cookie - 1] = 0;
         enum MHD_Result rc = reply_cookie(r, 200, j, cookie);
         OPENSSL_cleanse(cookie, sizeof cookie);
         return rc;
     }
-    if (req_is(r, "DELETE")) {
+    if (mgmt_req_is(r, "DELETE")) {
         const char *token =
             MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, MGMT_SESSION_COOKIE);
         uint8_t key[SHA256_DIGEST_LENGTH];
@@ -225,14 +226,14 @@ enum MHD_Result api_session(req *r)
                  MGMT_SESSION_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0%s", secure);
         return reply_cookie(r, 200, json_object(), cookie);
     }
-    if (req_is(r, "GET")) {
+    if (mgmt_req_is(r, "GET")) {
         if (!r->authed) /* the console asks before it shows its login form */
-            return reply_json(r, 200, json_pack("{s:b}", "authenticated", 0));
-        const acc_user *u = acc_user_find(r->m->b->acc, r->user, strlen(r->user));
-        return reply_json(r, 200,
-                          json_pack("{s:b,s:s,s:o,s:b}", "authenticated", 1, "name", r->user,
-                                    "tags", tags_json(u ? u->tags : ""), "session",
-                                    r->via_session));
+            return mgmt_reply_json(r, 200, json_pack("{s:b}", "authenticated", 0));
+        const acc_user *u = acc_user_find(r->m->n->acc, r->user, strlen(r->user));
+        return mgmt_reply_json(r, 200,
+                               json_pack("{s:b,s:s,s:o,s:b}", "authenticated", 1, "name", r->user,
+                                         "tags", defs_tags_json(u ? u->tags : ""), "session",
+                                         r->via_session));
     }
-    return reply_method_not_allowed(r);
+    return mgmt_reply_method_not_allowed(r);
 }

@@ -22,21 +22,21 @@
  * delivery) and only enqueues into the admin queue, never into the queue the original is
  * leaving; the enqueue goes through the store like a dead-letter copy does.
  */
-#include "ack.h"
+#include "msmq/ack.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "../broker/broker.h"
-#include "../core/buf.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../link/link.h"
-#include "../persist/persist.h"
-#include "mqqb.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "node/node.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "eod/outq.h"
+#include "persist/persist.h"
+#include "mqqb/mqqb.h"
 
 /* What an acknowledgement needs of its original. Strings point into orig's properties. */
 typedef struct orig_info {
@@ -132,7 +132,7 @@ static int direct_host(amqp_bytes f, const char **h, size_t *hl)
 }
 
 /* The queue the acknowledgement goes to, or NULL with why. */
-static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, int create, char *why,
+static qm_queue *admin_queue(sl_node *n, qm_vhost *vh, const orig_info *o, int create, char *why,
                              size_t wl)
 {
     char fmt[1100];
@@ -148,10 +148,10 @@ static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, int cr
         snprintf(why, wl, "'%.300s' is not a direct format name (no directory here)", fmt);
         return NULL;
     }
-    if (b->links) {
+    eod_reg *reg = eod_reg_of(n->qm); /* the node's outgoing queues, when it has links */
+    if (reg) {
         char err[300];
-        qm_queue *q =
-            link_msmq_outgoing_queue(b->links, vh, fmt, strlen(fmt), create, err, sizeof err);
+        qm_queue *q = eod_msmq_outgoing_queue(reg, vh, fmt, strlen(fmt), create, err, sizeof err);
         if (q)
             return q;
     }
@@ -168,8 +168,7 @@ static qm_queue *admin_queue(broker *b, qm_vhost *vh, const orig_info *o, int cr
             snprintf(why, wl, "no queue '%.*s' in vhost '%s'", (int)ql, qn, vh->name);
             return NULL;
         }
-        if (b->cfg->msmq_user &&
-            link_recv_may_write(b->acc, b->cfg->msmq_user, q, why, wl) != SL_OK)
+        if (n->cfg->msmq_user && eod_recv_may_write(n->acc, n->cfg->msmq_user, q, why, wl) != SL_OK)
             return NULL;
         return q;
     }
@@ -195,20 +194,20 @@ static int addressed_queue(const qm_queue *q, const orig_info *o, const char *vn
  * it); 1 when it enqueued otherwise, 0 when it sent nothing. */
 #define ACK_GROUPED 2
 
-static int ack_send(broker *b, const qm_message *orig, uint16_t cls, const qm_queue *from)
+static int ack_send(sl_node *n, const qm_message *orig, uint16_t cls, const qm_queue *from)
 {
     orig_info o;
     if (orig_read(orig, &o) < 0 || !o.admin.len || !asked(o.ack_flags, cls) ||
         MQQB_CLASS_IS_ADMIN_ACK((uint16_t)o.cls))
         return 0;
-    const char *vname = b->cfg->msmq_vhost ? b->cfg->msmq_vhost : "/";
+    const char *vname = n->cfg->msmq_vhost ? n->cfg->msmq_vhost : "/";
     if (from && !addressed_queue(from, &o, vname))
         return 0;
-    qm_vhost *vh = qm_vhost_find(b->node, vname, strlen(vname));
+    qm_vhost *vh = qm_vhost_find(n->qm, vname, strlen(vname));
     char why[400];
     /* never a queue created while one is being deleted (its vhost may be iterating them) */
     int create = !(from && cls == MQMSG_CLASS_NACK_Q_DELETED);
-    qm_queue *q = vh ? admin_queue(b, vh, &o, create, why, sizeof why) : NULL;
+    qm_queue *q = vh ? admin_queue(n, vh, &o, create, why, sizeof why) : NULL;
     if (q && q == from) {
         snprintf(why, sizeof why, "the admin queue is the message's own queue");
         q = NULL;
@@ -254,9 +253,9 @@ static int ack_send(broker *b, const qm_message *orig, uint16_t cls, const qm_qu
      * its acknowledgement, never both (it would be taken and acknowledged again) and never
      * neither. Only a persistent original has a removal record (and a persistent
      * acknowledgement); the model ends the group (on_removed's contract, qm.h). */
-    int grouped = from && orig->persistent && b->store;
+    int grouped = from && orig->persistent && n->store;
     if (grouped)
-        persist_group(b->store, 1);
+        persist_group(n->store, 1);
     qm_message *msg =
         qm_message_new(AMQP_BYTES(""), (amqp_bytes){(const uint8_t *)q->name, strlen(q->name)},
                        sl_buf_head(&props), (uint32_t)sl_buf_unread(&props), blen);
@@ -276,9 +275,9 @@ static int ack_send(broker *b, const qm_message *orig, uint16_t cls, const qm_qu
     return grouped ? ACK_GROUPED : e == SL_OK;
 }
 
-int msmq_ack_send(broker *b, const qm_message *orig, uint16_t cls)
+int msmq_ack_send(sl_node *n, const qm_message *orig, uint16_t cls)
 {
-    return ack_send(b, orig, cls, NULL) != 0;
+    return ack_send(n, orig, cls, NULL) != 0;
 }
 
 /* Cheap test before any decoding: most messages carry no x-msmq-ack at all. */
@@ -292,7 +291,7 @@ static int may_ask(const qm_message *m)
 /* 1 when a record group was begun (the model ends it after the removal's record). */
 static int on_removed(qm_position *pos, qm_delete_reason reason, void *ctx)
 {
-    broker *b = ctx;
+    sl_node *n = ctx;
     if (!may_ask(pos->msg))
         return 0;
     uint16_t cls;
@@ -308,19 +307,19 @@ static int on_removed(qm_position *pos, qm_delete_reason reason, void *ctx)
         cls = MQMSG_CLASS_NACK_RECEIVE_REJECTED;
     else
         return 0;
-    return ack_send(b, pos->msg, cls, pos->queue) == ACK_GROUPED;
+    return ack_send(n, pos->msg, cls, pos->queue) == ACK_GROUPED;
 }
 
-void msmq_ack_install(broker *b)
+void msmq_ack_install(sl_node *n)
 {
-    b->node->on_removed = on_removed;
-    b->node->removed_ctx = b;
+    n->qm->on_removed = on_removed;
+    n->qm->removed_ctx = n;
 }
 
-void msmq_ack_uninstall(broker *b)
+void msmq_ack_uninstall(sl_node *n)
 {
-    if (b->node->on_removed == on_removed) {
-        b->node->on_removed = NULL;
-        b->node->removed_ctx = NULL;
+    if (n->qm->on_removed == on_removed) {
+        n->qm->on_removed = NULL;
+        n->qm->removed_ctx = NULL;
     }
 }

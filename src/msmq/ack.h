@@ -17,14 +17,14 @@
 
 #include <stdint.h>
 
-#include "../qm/qm.h"
+#include "qm/qm.h"
 
-struct broker;
+struct sl_node;
 
-/* Send the acknowledgement of class cls for orig (a message as msmq_props_message made it)
+/* Send the acknowledgement of class cls for orig (a message as mqqb_props_message made it)
  * when orig asked for that kind (positive / negative, arrival / receive) and names an admin
  * queue; nothing otherwise. 1 when one was enqueued. */
-int msmq_ack_send(struct broker *b, const qm_message *orig, uint16_t cls);
+int msmq_ack_send(struct sl_node *n, const qm_message *orig, uint16_t cls);
 
 /* Receive acknowledgements: hooks the node's on_removed (a consumer took a message for good:
  * ACK_RECEIVE; it expired unread: NACK_RECEIVE_TIMEOUT; purged: NACK_Q_PURGED; its queue
@@ -32,7 +32,7 @@ int msmq_ack_send(struct broker *b, const qm_message *orig, uint16_t cls);
  * for a message leaving the queue its
  * MSMQ sender addressed (x-msmq-destination-queue's, in msmq.vhost; never an outgoing
  * queue). uninstall takes the hook off. */
-void msmq_ack_install(struct broker *b);
-void msmq_ack_uninstall(struct broker *b);
+void msmq_ack_install(struct sl_node *n);
+void msmq_ack_uninstall(struct sl_node *n);
 
 #endif

@@ -10,7 +10,7 @@
  * Acknowledgements (MS-MQQB 3.1.1.6):
  *   - session acks count every packet received (AckSequenceNumber); a recoverable message is
  *     acknowledged (RecoverableMsgAckSeqNumber + flags) only once its enqueue is on disk: its
- *     store ticket is kept until broker_durable() passes it. An ack goes when half the window
+ *     store ticket is kept until node_durable() passes it. An ack goes when half the window
  *     is waiting, or when the session ack timer (the sender's RecoverableAckTimeout) expires.
  *   - a transactional message is decided by MS-MQQB's in-order rule (mqqb_tx_check_from:
  *     3.1.5.8.6 without the jump it allows, issue 43; a declared gap only from the address
@@ -35,7 +35,7 @@
  * the disk and the output is under MSMQ_OUT_MAX; a session silent for msmq.idle_timeout (or
  * not established within msmq.handshake_timeout) is closed.
  */
-#include "server.h"
+#include "msmq/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -47,21 +47,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "../broker/broker.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../link/eod.h"
-#include "../link/link.h"
-#include "../net/accept.h"
-#include "../net/cidr.h"
-#include "../net/listen.h"
-#include "../persist/persist.h"
-#include "ack.h"
-#include "mqqb.h"
-#include "props.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "node/node.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "eod/eod.h"
+#include "eod/outq.h"
+#include "net/accept.h"
+#include "net/cidr.h"
+#include "net/listen.h"
+#include "persist/persist.h"
+#include "msmq/ack.h"
+#include "mqqb/mqqb.h"
+#include "mqqb/props.h"
 
 #define MSMQ_READ_CHUNK (64u * 1024)
 #define MSMQ_OUT_MAX (1u << 20)
@@ -105,7 +105,7 @@ typedef struct sess {
 } sess;
 
 struct msmq_server {
-    broker *b;
+    sl_node *n;
     int fd;
     sl_acceptor acc;
     char addr[64];
@@ -139,7 +139,7 @@ static void want_sync(msmq_server *srv)
 {
     if (srv->sync_waiting)
         return;
-    if (broker_after_sync(srv->b, on_sync, srv))
+    if (node_after_sync(srv->n, on_sync, srv))
         srv->sync_waiting = 1;
     else
         on_sync(srv);
@@ -208,7 +208,7 @@ static void maybe_ack(sess *s)
 
 static void release(sess *s)
 {
-    uint64_t durable = broker_durable(s->srv->b);
+    uint64_t durable = node_durable(s->srv->n);
     int any = 0;
     /* OrderAcks are cumulative: of a run of one sequence's numbers that became durable in
      * the same sync only the last is sent (one per sequence per sync, not one per message) */
@@ -234,7 +234,7 @@ static void release(sess *s)
     sess_flush(s);
     if (!s->reading && !s->blocked && s->state != S_DEAD && s->p_len < MSMQ_PENDING_MAX / 2) {
         s->reading = 1;
-        sl_loop_watch(s->srv->b->loop, &s->w, SL_EV_READ | (s->w.events & SL_EV_WRITE));
+        sl_loop_watch(s->srv->n->loop, &s->w, SL_EV_READ | (s->w.events & SL_EV_WRITE));
     }
     sess_arm(s);
 }
@@ -260,7 +260,7 @@ static void on_sync(void *ctx)
 static qm_queue *dest_queue(sess *s, const mqqb_user *m, char *dq, size_t dqcap, const char **why,
                             uint16_t *cls)
 {
-    broker *b = s->srv->b;
+    sl_node *n = s->srv->n;
     dq[0] = 0;
     *cls = MQMSG_CLASS_NACK_BAD_DST_Q;
     if (m->dest.type != MQQB_QF_DIRECT) {
@@ -277,16 +277,16 @@ static qm_queue *dest_queue(sess *s, const mqqb_user *m, char *dq, size_t dqcap,
         *why = "not a private queue (\\private$\\queue)";
         return NULL;
     }
-    const char *vname = b->cfg->msmq_vhost ? b->cfg->msmq_vhost : "/";
-    qm_vhost *vh = qm_vhost_find(b->node, vname, strlen(vname));
+    const char *vname = n->cfg->msmq_vhost ? n->cfg->msmq_vhost : "/";
+    qm_vhost *vh = qm_vhost_find(n->qm, vname, strlen(vname));
     qm_queue *q = vh ? qm_queue_find_ci(vh, qn, ql) : NULL;
     if (!q) {
         *why = "no such queue";
         return NULL;
     }
-    if (b->cfg->msmq_user) {
+    if (n->cfg->msmq_user) {
         static char err[300];
-        if (link_recv_may_write(b->acc, b->cfg->msmq_user, q, err, sizeof err) != SL_OK) {
+        if (eod_recv_may_write(n->acc, n->cfg->msmq_user, q, err, sizeof err) != SL_OK) {
             *why = err;
             *cls = MQMSG_CLASS_NACK_ACCESS_DENIED;
             return NULL;
@@ -341,15 +341,15 @@ static void admin_nack(sess *s, const mqqb_user *m, uint16_t cls)
 {
     if (!(m->ack_flags & MQQB_ACK_NEG_ARRIVAL) || m->admin.type == MQQB_QF_NONE)
         return;
-    qm_message *msg = msmq_props_message(m, "", s->peer_ip);
-    msmq_ack_send(s->srv->b, msg, cls);
+    qm_message *msg = mqqb_props_message(m, "", s->peer_ip);
+    msmq_ack_send(s->srv->n, msg, cls);
     qm_message_unref(msg);
 }
 
 static void user_message(sess *s, const mqqb_user *m)
 {
     msmq_server *srv = s->srv;
-    broker *b = srv->b;
+    sl_node *n = srv->n;
     int recoverable = MQQB_UF_DM(m->uflags) != 0;
     s->recv_count++;
     uint32_t rec = 0;
@@ -359,7 +359,7 @@ static void user_message(sess *s, const mqqb_user *m)
     const char *why = NULL;
     uint16_t cls = 0;
     qm_queue *q = dest_queue(s, m, dq, sizeof dq, &why, &cls);
-    uint64_t mark = broker_mark(b);
+    uint64_t mark = node_mark(n);
     if (m->has_tx) {
         char dest[sizeof dq]; /* holds dq whole: a refused name is still its sequence's key */
         /* named as link receivers name theirs: "queue", or "vhost/queue" off "/"; the state
@@ -369,26 +369,26 @@ static void user_message(sess *s, const mqqb_user *m)
             snprintf(dest, sizeof dest, "%s/%s", q->vhost->name, q->name);
         else
             snprintf(dest, sizeof dest, "%s", q ? q->name : dq);
-        if (!q && b->store) {
+        if (!q && n->store) {
             /* refused for good (no such queue, unreadable body): it still takes its number
              * in the sequence, which is the queue's the sequence feeds */
-            persist_eod_in *owner = persist_eod_in_other(b->store, m->source_qm, m->tx_seq_id, "");
+            persist_eod_in *owner = persist_eod_in_other(n->store, m->source_qm, m->tx_seq_id, "");
             if (owner)
                 snprintf(dest, sizeof dest, "%s", owner->dest);
         }
         persist_eod_in *st =
-            b->store ? persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id, dest) : NULL;
+            n->store ? persist_eod_in_get(n->store, m->source_qm, m->tx_seq_id, dest) : NULL;
         uint64_t last = st ? st->seq_no : 0;
         const char *bound = st ? st->peer_ip : "";
         /* MS-MQQB 3.1.5.8.6's in-order rule, without its jump, and a declared gap only from
          * the address the sequence is bound to (mqqb.h, issue 43 and its review) */
         mqqb_tx_verdict v = mqqb_tx_check_from(last, m->tx_seq_no, m->tx_prev_no,
-                                               b->cfg->msmq_seq_window, bound, s->peer_ip);
+                                               n->cfg->msmq_seq_window, bound, s->peer_ip);
         if (v == MQQB_TX_FOREIGN_GAP) {
             /* naming the last number proves nothing (it is in every OrderAck and delivered
              * message); the address is what a forger cannot take. Refused like a jump. */
             char g[40];
-            msmq_guid_str(m->source_qm, g);
+            mqqb_guid_str(m->source_qm, g);
             s->refused++;
             if (audit_budget(srv))
                 sl_warn("audit: msmq message refused: session %s, claimed sender %s, sequence "
@@ -402,10 +402,10 @@ static void user_message(sess *s, const mqqb_user *m)
              * manager's GUID and sequence). Refused, not in the sequence, and an audit line
              * says who tried; the order ack below still names the real last number. */
             char g[40], how[120];
-            msmq_guid_str(m->source_qm, g);
+            mqqb_guid_str(m->source_qm, g);
             if (m->tx_prev_no == last)
                 snprintf(how, sizeof how, "+ %llu (msmq.seq_window)",
-                         (unsigned long long)b->cfg->msmq_seq_window);
+                         (unsigned long long)n->cfg->msmq_seq_window);
             else
                 snprintf(how, sizeof how, "without naming it as its previous (MS-MQQB 3.1.5.8.6)");
             s->refused++;
@@ -423,28 +423,28 @@ static void user_message(sess *s, const mqqb_user *m)
                      q->name, m->tx_seq_no, (unsigned long long)m->tx_seq_id);
         } else if (v == MQQB_TX_ACCEPT) {
             char sender[40];
-            msmq_guid_str(m->source_qm, sender);
+            mqqb_guid_str(m->source_qm, sender);
             /* the enqueue and the new last number: all or nothing, one group commit */
-            if (b->store)
-                persist_group(b->store, 1);
+            if (n->store)
+                persist_group(n->store, 1);
             if (q) {
-                qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
+                qm_message *msg = mqqb_props_message(m, q->name, s->peer_ip);
                 watch_removal(q, msg, m);
                 qm_queue_enqueue(q, msg);
                 /* in the same record group: the acknowledgement exists iff the message does */
-                msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
+                msmq_ack_send(n, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
                 qm_message_unref(msg);
             } else {
                 admin_nack(s, m, cls);
             }
-            if (b->store) {
-                persist_eod_in_set(b->store, m->source_qm, m->tx_seq_id, m->tx_seq_no, 0, sender,
+            if (n->store) {
+                persist_eod_in_set(n->store, m->source_qm, m->tx_seq_id, m->tx_seq_no, 0, sender,
                                    dest);
-                persist_group(b->store, 0);
+                persist_group(n->store, 0);
                 /* the first message that moves a sequence on this node binds it to its
                  * address; later ones (the next number from anyone) leave it */
                 if (!st)
-                    st = persist_eod_in_get(b->store, m->source_qm, m->tx_seq_id, dest);
+                    st = persist_eod_in_get(n->store, m->source_qm, m->tx_seq_id, dest);
                 if (st && !st->peer_ip[0])
                     snprintf(st->peer_ip, sizeof st->peer_ip, "%s", s->peer_ip);
             }
@@ -471,7 +471,7 @@ static void user_message(sess *s, const mqqb_user *m)
         }
         if (last) {
             /* the order ack waits until the number it names is on disk */
-            uint64_t t = broker_ticket(b);
+            uint64_t t = node_ticket(n);
             pend_push(s, (pend){.ticket = t,
                                 .kind = P_ORDER,
                                 .seq_id = m->tx_seq_id,
@@ -484,28 +484,28 @@ static void user_message(sess *s, const mqqb_user *m)
                 dq, why, cls);
         admin_nack(s, m, cls);
     } else {
-        qm_message *msg = msmq_props_message(m, q->name, s->peer_ip);
+        qm_message *msg = mqqb_props_message(m, q->name, s->peer_ip);
         /* asked for an arrival ack: the enqueue and the ack in one record group */
         int group =
-            b->store && (m->ack_flags & MQQB_ACK_POS_ARRIVAL) && m->admin.type != MQQB_QF_NONE;
+            n->store && (m->ack_flags & MQQB_ACK_POS_ARRIVAL) && m->admin.type != MQQB_QF_NONE;
         if (group)
-            persist_group(b->store, 1);
+            persist_group(n->store, 1);
         watch_removal(q, msg, m);
         if (qm_queue_enqueue(q, msg) == SL_OK) {
             s->accepted++;
-            msmq_ack_send(b, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
+            msmq_ack_send(n, msg, MQMSG_CLASS_ACK_REACH_QUEUE);
         } else {
             s->refused++;
             sl_warn("msmq %s: message %u to '%s' dropped: the queue is full", s->peer,
                     m->message_id, q->name);
-            msmq_ack_send(b, msg, MQMSG_CLASS_NACK_Q_EXCEED_QUOTA);
+            msmq_ack_send(n, msg, MQMSG_CLASS_NACK_Q_EXCEED_QUOTA);
         }
         if (group)
-            persist_group(b->store, 0);
+            persist_group(n->store, 0);
         qm_message_unref(msg);
     }
     if (recoverable)
-        pend_push(s, (pend){.ticket = broker_ticket_since(b, mark), .kind = P_REC, .rec = rec});
+        pend_push(s, (pend){.ticket = node_ticket_since(n, mark), .kind = P_REC, .rec = rec});
     if (!s->ack_due_ms)
         s->ack_due_ms = sl_now_ms() + s->cp.recoverable_ack_timeout;
 }
@@ -526,13 +526,13 @@ static int packet(sess *s, const uint8_t *p, uint32_t len)
              * transfer, as for links) */
             int refuse = (memcmp(in.ec.server_guid, zero, 16) &&
                           memcmp(in.ec.server_guid, s->srv->guid, 16)) ||
-                         !s->srv->b->node->online;
+                         !s->srv->n->qm->online;
             uint8_t pkt[MQQB_EC_PACKET_LEN];
             mqqb_write_establish_reply(pkt, &in.ec, s->srv->guid, refuse);
             sl_buf_append(&s->out, pkt, sizeof pkt);
             if (refuse) {
                 sess_flush(s);
-                sess_close(s, s->srv->b->node->online
+                sess_close(s, s->srv->n->qm->online
                                   ? "EstablishConnection names another queue manager (refused)"
                                   : "node offline (DISCONNECT): session refused");
                 return -1;
@@ -548,8 +548,8 @@ static int packet(sess *s, const uint8_t *p, uint32_t len)
                 s->cp.recoverable_ack_timeout = 500;
             if (s->cp.recoverable_ack_timeout > 120000)
                 s->cp.recoverable_ack_timeout = 120000;
-            if (!s->cp.window || s->cp.window > s->srv->b->cfg->msmq_window)
-                s->cp.window = s->srv->b->cfg->msmq_window;
+            if (!s->cp.window || s->cp.window > s->srv->n->cfg->msmq_window)
+                s->cp.window = s->srv->n->cfg->msmq_window;
             mqqb_params reply = in.cp;
             reply.window = s->cp.window;
             uint8_t pkt[MQQB_CP_PACKET_LEN];
@@ -594,7 +594,7 @@ static void sess_input(sess *s)
         uint32_t total;
         const char *why = NULL;
         int r = mqqb_frame_len(sl_buf_head(&s->in), sl_buf_unread(&s->in),
-                               s->srv->b->cfg->msmq_max_packet + MQQB_SESSION_LEN, &total, &why);
+                               s->srv->n->cfg->msmq_max_packet + MQQB_SESSION_LEN, &total, &why);
         if (r < 0) {
             sess_close(s, why);
             return;
@@ -611,7 +611,7 @@ static void sess_input(sess *s)
         want_sync(s->srv);
         if (s->p_len >= MSMQ_PENDING_MAX && s->reading) {
             s->reading = 0; /* wait for the disk before taking more */
-            sl_loop_watch(s->srv->b->loop, &s->w, s->w.events & SL_EV_WRITE);
+            sl_loop_watch(s->srv->n->loop, &s->w, s->w.events & SL_EV_WRITE);
         }
     }
     sess_flush(s);
@@ -643,7 +643,7 @@ static void sess_flush(sess *s)
     }
     int ev = (s->reading ? SL_EV_READ : 0) | (sl_buf_unread(&s->out) ? SL_EV_WRITE : 0);
     if (ev != s->w.events)
-        sl_loop_watch(s->srv->b->loop, &s->w, ev);
+        sl_loop_watch(s->srv->n->loop, &s->w, ev);
 }
 
 static void on_io(sl_loop *loop, sl_watch *w, int events)
@@ -653,7 +653,7 @@ static void on_io(sl_loop *loop, sl_watch *w, int events)
         sess_flush(s);
     if (s->state == S_DEAD || !(events & (SL_EV_READ | SL_EV_ERROR)))
         return;
-    if (s->srv->b->alarms && s->state == S_OPEN) {
+    if (s->srv->n->alarms && s->state == S_OPEN) {
         /* low on memory or disk: take nothing more until the alarm clears (checked on the
          * session timer); the sender waits, its messages safe in its outgoing queue */
         s->blocked = 1;
@@ -690,7 +690,7 @@ static void on_timer(sl_loop *loop, sl_timer *t)
     uint64_t now = sl_loop_now(loop);
     if (s->blocked) {
         s->last_rx_ms = now; /* waiting on us is not idleness */
-        if (!s->srv->b->alarms) {
+        if (!s->srv->n->alarms) {
             s->blocked = 0;
             if (s->p_len < MSMQ_PENDING_MAX) {
                 s->reading = 1;
@@ -698,11 +698,11 @@ static void on_timer(sl_loop *loop, sl_timer *t)
             }
         }
     }
-    if (s->state != S_OPEN && now >= s->started_ms + s->srv->b->cfg->msmq_handshake_timeout_ms) {
+    if (s->state != S_OPEN && now >= s->started_ms + s->srv->n->cfg->msmq_handshake_timeout_ms) {
         sess_close(s, "session not established in time (msmq.handshake_timeout)");
         return;
     }
-    if (now >= s->last_rx_ms + s->srv->b->cfg->msmq_idle_timeout_ms) {
+    if (now >= s->last_rx_ms + s->srv->n->cfg->msmq_idle_timeout_ms) {
         sess_close(s, "session idle (msmq.idle_timeout)");
         return;
     }
@@ -719,15 +719,15 @@ static void sess_arm(sess *s)
 {
     if (s->state == S_DEAD)
         return;
-    const sl_config *cfg = s->srv->b->cfg;
+    const node_config *cfg = s->srv->n->cfg;
     uint64_t due = s->last_rx_ms + cfg->msmq_idle_timeout_ms;
     if (s->state != S_OPEN && s->started_ms + cfg->msmq_handshake_timeout_ms < due)
         due = s->started_ms + cfg->msmq_handshake_timeout_ms;
     if (s->ack_due_ms && s->ack_due_ms < due)
         due = s->ack_due_ms;
-    if (s->blocked && sl_loop_now(s->srv->b->loop) + 100 < due)
-        due = sl_loop_now(s->srv->b->loop) + 100;
-    sl_timer_start(s->srv->b->loop, &s->timer, due);
+    if (s->blocked && sl_loop_now(s->srv->n->loop) + 100 < due)
+        due = sl_loop_now(s->srv->n->loop) + 100;
+    sl_timer_start(s->srv->n->loop, &s->timer, due);
 }
 
 static void sess_free(sess *s)
@@ -746,8 +746,8 @@ static void sess_close(sess *s, const char *why)
             why, (unsigned long long)s->accepted, (unsigned long long)s->duplicates,
             (unsigned long long)s->refused);
     s->state = S_DEAD;
-    sl_timer_stop(s->srv->b->loop, &s->timer);
-    sl_loop_unwatch(s->srv->b->loop, &s->w);
+    sl_timer_stop(s->srv->n->loop, &s->timer);
+    sl_loop_unwatch(s->srv->n->loop, &s->w);
     close(s->fd);
     s->fd = -1;
     msmq_server *srv = s->srv;
@@ -760,7 +760,7 @@ static void sess_close(sess *s, const char *why)
      * callbacks go to the server, never to a session */
     s->next = srv->dead;
     srv->dead = s;
-    sl_timer_start(srv->b->loop, &srv->reap, sl_loop_now(srv->b->loop));
+    sl_timer_start(srv->n->loop, &srv->reap, sl_loop_now(srv->n->loop));
 }
 
 static void reap_dead(msmq_server *srv)
@@ -782,7 +782,7 @@ static void on_reap(sl_loop *loop, sl_timer *t)
  * refusal of a later second (so the log cannot be made to fill the disk). */
 static int audit_budget(msmq_server *srv)
 {
-    uint64_t now = sl_loop_now(srv->b->loop);
+    uint64_t now = sl_loop_now(srv->n->loop);
     if (now - srv->audit_window_ms >= 1000) {
         if (srv->audit_suppressed)
             sl_warn("audit: msmq: %u more refusals in the last second were not logged one by "
@@ -804,7 +804,7 @@ static int audit_budget(msmq_server *srv)
 static void refuse_peer(msmq_server *srv, int fd, const struct sockaddr_storage *peer)
 {
     char name[64], ip[64];
-    msmq_peer_str(peer, name, sizeof name, ip, sizeof ip);
+    mqqb_peer_str(peer, name, sizeof name, ip, sizeof ip);
     close(fd);
     if (audit_budget(srv))
         sl_warn("audit: msmq session refused: %s is not in msmq.allowed_senders (closed before "
@@ -824,14 +824,14 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *pee
     s->fd = fd;
     sl_buf_init(&s->in);
     sl_buf_init(&s->out);
-    msmq_peer_str(peer, s->peer, sizeof s->peer, s->peer_ip, sizeof s->peer_ip);
-    s->started_ms = s->last_rx_ms = sl_loop_now(srv->b->loop);
+    mqqb_peer_str(peer, s->peer, sizeof s->peer, s->peer_ip, sizeof s->peer_ip);
+    s->started_ms = s->last_rx_ms = sl_loop_now(srv->n->loop);
     s->reading = 1;
     s->w = (sl_watch){.fd = fd, .fn = on_io, .data = s};
     sl_timer_init(&s->timer, on_timer, s);
     s->next = srv->sessions;
     srv->sessions = s;
-    if (sl_loop_watch(srv->b->loop, &s->w, SL_EV_READ) < 0) {
+    if (sl_loop_watch(srv->n->loop, &s->w, SL_EV_READ) < 0) {
         sess_close(s, "cannot watch the socket");
         return;
     }
@@ -855,14 +855,14 @@ static void on_ping(sl_loop *loop, sl_watch *w, int events)
         if (!sl_cidr_list_match(&srv->allowed, &from) || mqqb_parse_ping(buf, (size_t)n, &req) < 0)
             continue;
         uint8_t out[MQQB_PING_LEN];
-        mqqb_write_ping_reply(out, &req, srv->guid, !srv->b->node->online);
+        mqqb_write_ping_reply(out, &req, srv->guid, !srv->n->qm->online);
         sendto(srv->ping_fd, out, sizeof out, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
     }
 }
 
 static int start_ping(msmq_server *srv, char *err, size_t errlen)
 {
-    const sl_config *cfg = srv->b->cfg;
+    const node_config *cfg = srv->n->cfg;
     int port = cfg->msmq_ping_port;
     if (port == -2) /* follows listeners.msmq: a free port beside a free port */
         port = cfg->msmq_port == 0 ? 0 : 3527;
@@ -896,7 +896,7 @@ static int start_ping(msmq_server *srv, char *err, size_t errlen)
     }
     srv->ping_fd = fd;
     srv->ping_w = (sl_watch){.fd = fd, .fn = on_ping, .data = srv};
-    if (sl_loop_watch(srv->b->loop, &srv->ping_w, SL_EV_READ) < 0) {
+    if (sl_loop_watch(srv->n->loop, &srv->ping_w, SL_EV_READ) < 0) {
         snprintf(err, errlen, "msmq ping: cannot watch: %s", strerror(errno));
         return -1;
     }
@@ -905,17 +905,17 @@ static int start_ping(msmq_server *srv, char *err, size_t errlen)
     return 0;
 }
 
-msmq_server *msmq_start(broker *b, char *err, size_t errlen)
+msmq_server *msmq_start(sl_node *n, char *err, size_t errlen)
 {
     err[0] = 0;
-    const sl_config *cfg = b->cfg;
+    const node_config *cfg = n->cfg;
     if (cfg->msmq_port < 0)
         return NULL;
     msmq_server *srv = sl_xcalloc(1, sizeof *srv);
-    srv->b = b;
+    srv->n = n;
     srv->ping_fd = -1;
     sl_timer_init(&srv->reap, on_reap, srv);
-    broker_qm_guid(b, srv->guid);
+    node_qm_guid(n, srv->guid);
     const char *allowed =
         cfg->msmq_allowed_senders ? cfg->msmq_allowed_senders : MSMQ_ALLOWED_SENDERS_DEFAULT;
     if (sl_cidr_list_parse(allowed, &srv->allowed, err, errlen) < 0) {
@@ -930,7 +930,7 @@ msmq_server *msmq_start(broker *b, char *err, size_t errlen)
         sl_free(srv);
         return NULL;
     }
-    if (sl_acceptor_start(&srv->acc, b->loop, srv->fd, "msmq", b->fd_reserve, on_accept, NULL,
+    if (sl_acceptor_start(&srv->acc, n->loop, srv->fd, "msmq", n->fd_reserve, on_accept, NULL,
                           srv) < 0) {
         snprintf(err, errlen, "cannot watch the msmq listener: %s", strerror(errno));
         close(srv->fd);
@@ -939,13 +939,13 @@ msmq_server *msmq_start(broker *b, char *err, size_t errlen)
         return NULL;
     }
     char g[40];
-    msmq_guid_str(srv->guid, g);
+    mqqb_guid_str(srv->guid, g);
     sl_info("listening msmq=%s:%d", srv->addr, srv->port);
     if (start_ping(srv, err, errlen) < 0) {
         msmq_stop(srv);
         return NULL;
     }
-    msmq_ack_install(b);
+    msmq_ack_install(n);
     sl_info("msmq: queue manager %s, private queues of vhost '%s', sessions from %s", g,
             cfg->msmq_vhost ? cfg->msmq_vhost : "/", allowed);
     return srv;
@@ -955,15 +955,15 @@ void msmq_stop(msmq_server *srv)
 {
     if (!srv)
         return;
-    msmq_ack_uninstall(srv->b);
+    msmq_ack_uninstall(srv->n);
     while (srv->sessions)
         sess_close(srv->sessions, "node stopping");
-    sl_timer_stop(srv->b->loop, &srv->reap);
+    sl_timer_stop(srv->n->loop, &srv->reap);
     reap_dead(srv);
     sl_acceptor_stop(&srv->acc);
     close(srv->fd);
     if (srv->ping_fd >= 0) {
-        sl_loop_unwatch(srv->b->loop, &srv->ping_w);
+        sl_loop_unwatch(srv->n->loop, &srv->ping_w);
         close(srv->ping_fd);
     }
     sl_cidr_list_free(&srv->allowed);

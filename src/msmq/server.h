@@ -14,12 +14,12 @@
 #define MSMQ_ALLOWED_SENDERS_DEFAULT                                                               \
     "127.0.0.0/8 ::1/128 10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 fc00::/7 fe80::/10"
 
-struct broker;
+struct sl_node;
 typedef struct msmq_server msmq_server;
 
 /* Listen when listeners.msmq is set (logs `listening msmq=ADDR:PORT`). NULL with err when it
  * cannot; NULL with err[0] == 0 when the door is off. */
-msmq_server *msmq_start(struct broker *b, char *err, size_t errlen);
+msmq_server *msmq_start(struct sl_node *n, char *err, size_t errlen);
 /* Close every session and the listener. NULL is fine. */
 void msmq_stop(msmq_server *s);
 

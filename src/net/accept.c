@@ -5,15 +5,15 @@
  * descriptor limit writes two lines, not one per attempt (it used to spin on EMFILE: level-
  * triggered epoll kept reporting the waiting connection).
  */
-#include "accept.h"
+#include "net/accept.h"
 
 #include <errno.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
+#include "core/clock.h"
+#include "core/log.h"
 
 #define ACCEPT_PER_EVENT 64
 #define RETRY_NO_FDS_MS 250 /* descriptors may come back without a connection closing */

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "loop.h"
+#include "net/loop.h"
 
 typedef struct sl_acceptor sl_acceptor;
 

@@ -1,5 +1,5 @@
 /* cidr.c - address lists in CIDR notation (cidr.h). */
-#include "cidr.h"
+#include "net/cidr.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/mem.h"
+#include "core/mem.h"
 
 static int parse_one(const char *s, sl_cidr *c)
 {

@@ -1,6 +1,6 @@
 /* listen.c - open a non-blocking TCP listening socket (or adopt one already listening) and
  * report the address it got. */
-#include "listen.h"
+#include "net/listen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
  * timers, the before-sleep hook. At most one such line per SLOW_LOG_EVERY_MS, so a loaded
  * machine cannot flood the log; the lines left out are counted in the next one.
  */
-#include "loop.h"
+#include "net/loop.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
 
 #define MAX_EVENTS 256
 #define SLOW_TURN_MS 100

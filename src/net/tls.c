@@ -8,7 +8,7 @@
  * KiB rather than 34. Reads run ahead (a recv takes every record there is), so
  * sl_tls_pending also counts records buffered but not yet decrypted.
  */
-#include "tls.h"
+#include "net/tls.h"
 
 #include <errno.h>
 #include <openssl/err.h>
@@ -19,8 +19,8 @@
 #include <strings.h>
 #include <arpa/inet.h>
 
-#include "../core/mem.h"
-#include "loop.h"
+#include "core/mem.h"
+#include "net/loop.h"
 
 struct sl_tls_ctx {
     SSL_CTX *ctx;

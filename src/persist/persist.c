@@ -14,7 +14,7 @@
  * record is never deleted before the records it cancels or continues, wherever the segments
  * are. Recovery (recover.c) finds the same dependencies again as it replays.
  */
-#include "persist_internal.h"
+#include "persist/persist_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,11 +23,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../access/access.h"
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../store/syncer.h"
+#include "access/access.h"
+#include "core/clock.h"
+#include "core/le.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "store/syncer.h"
 
 /* ------------------------------------------------------------------------------------------
  * What is durable
@@ -134,8 +135,7 @@ static int append_raw(persist *p, uint8_t type, const st_iov *iov, int n, int ne
 /* Little-endian into p (records.h's encoding), for the fixed-size records built here. */
 static uint8_t *put_u64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    sl_put_le64(p, v);
     return p + 8;
 }
 
@@ -146,8 +146,8 @@ void persist_run_flush(persist *p)
     uint8_t b[20], *e = put_u64(put_u64(b, p->run.inc), p->run.first);
     uint8_t type = p->run.type;
     if (p->run.count > 1) {
-        for (int i = 0; i < 4; i++)
-            *e++ = (uint8_t)(p->run.count >> (8 * i));
+        sl_put_le32(e, (uint32_t)p->run.count);
+        e += 4;
         type = type == R_DEQ ? R_DEQ_RUN : R_DELIVER_RUN;
     }
     st_iov v = {b, (size_t)(e - b)};

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../qm/qm.h"
+#include "qm/qm.h"
 
 typedef struct persist persist;
 
@@ -55,7 +55,7 @@ typedef struct persist_options {
     /* Cluster (issue 31). batch_hook is called on the loop thread each time a generation's
      * batch has ended (written; synced when synced is 1), light and empty batches too, and
      * once at the end of persist_open with gen 0 for what recovery changed on disk: the mirror
-     * makes each call a group (cluster/mirror.h: mirror_batch). NULL: none. */
+     * makes each call a group (cluster/mirror.h: cl_mirror_batch). NULL: none. */
     void (*batch_hook)(void *ctx, uint64_t gen, int synced);
     void *batch_ctx;
     int repl_gate; /* the release gate below is on */
@@ -128,13 +128,13 @@ uint64_t persist_done(const persist *p);
  * In cluster mode a durable generation is not yet safe: its group must also be on the disk of
  * every in-sync replica. With persist_options.repl_gate, persist_durable() and persist_done()
  * never run ahead of the generation last given to persist_repl_release (the generation whose
- * group the cluster released: rl_release mapped back through mirror_gen_of); it starts at 0.
+ * group the cluster released: cl_rl_release mapped back through cl_mirror_gen_of); it starts at 0.
  * Off by default: a single node is unchanged. Loop thread. The caller releases its waiters
  * after a release as it does after persist_sync_done. */
 void persist_repl_release(persist *p, uint64_t gen);
 uint64_t persist_repl_released(const persist *p);
 /* The generation durable on this node's own disk (never gated): what the replication reports
- * to rl_durable (through mirror_idx_of_gen). */
+ * to cl_rl_durable (through cl_mirror_idx_of_gen). */
 uint64_t persist_local_durable(const persist *p);
 
 typedef struct persist_stats {
@@ -188,7 +188,7 @@ const uint8_t *persist_node_id(persist *p);
 /* ConnectionActive as stored (1 for a node that never went offline). */
 int persist_online(const persist *p);
 void persist_set_online(persist *p, int online);
-/* An outgoing queue's stored transfer state (OQ_* flags in records.h, link_foreign). */
+/* An outgoing queue's stored transfer state (OQ_* flags in records.h, eod_foreign). */
 void persist_outq_get(const persist *p, uint64_t incarnation, uint8_t *flags, uint8_t *foreign);
 void persist_outq_set(persist *p, uint64_t incarnation, uint8_t flags, uint8_t foreign);
 /* Make sure no lookup id <= id can be handed out again after a crash: a link is about to

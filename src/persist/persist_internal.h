@@ -2,9 +2,9 @@
 #ifndef SL_PERSIST_INTERNAL_H
 #define SL_PERSIST_INTERNAL_H
 
-#include "../store/log.h"
-#include "persist.h"
-#include "records.h"
+#include "store/log.h"
+#include "persist/persist.h"
+#include "persist/records.h"
 
 struct persist {
     qm_node *node;

@@ -19,7 +19,7 @@
  *   M_NODE_ID    id:16 bytes (the node's identity on links, made at the first start)
  *   M_ONLINE     online:u8 (CONNECT / DISCONNECT survive a restart)
  *   M_OUTQ       inc:u64 flags:u8 foreign:u8 (an outgoing queue's transfer state: OQ_ONHOLD;
- *                foreign = link_foreign; the latest record per incarnation wins)
+ *                foreign = eod_foreign; the latest record per incarnation wins)
  *   M_LOOKUP_HWM next_lookup:u64 (reserved before a link sends lookup ids as sequence
  *                numbers: no id is reused after a crash, transient messages' ones included)
  *   M_LOOKUP_TIME next_lookup:u64 wall_ms:u64 (a sample: every lookup id below next_lookup
@@ -77,8 +77,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../amqp/wire.h"
-#include "../core/buf.h"
+#include "amqp/wire.h"
+#include "core/buf.h"
+#include "core/le.h"
 
 enum {
     M_QUEUE = 1,
@@ -138,22 +139,17 @@ static inline void rec_u8(sl_buf *b, uint8_t v)
 }
 static inline void rec_u32(sl_buf *b, uint32_t v)
 {
-    uint8_t *p = sl_buf_reserve(b, 4);
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    b->len += 4;
+    sl_buf_put_le32(b, v);
 }
 static inline void rec_u64(sl_buf *b, uint64_t v)
 {
-    rec_u32(b, (uint32_t)v);
-    rec_u32(b, (uint32_t)(v >> 32));
+    sl_buf_put_le64(b, v);
 }
 static inline void rec_s16(sl_buf *b, const void *p, size_t n)
 {
     if (n > 65535)
         n = 65535;
-    sl_buf_put_u8(b, (uint8_t)n);
-    sl_buf_put_u8(b, (uint8_t)(n >> 8));
+    sl_buf_put_le16(b, (uint16_t)n);
     sl_buf_append(b, p, n);
 }
 static inline void rec_b32(sl_buf *b, const void *p, size_t n)
@@ -184,8 +180,7 @@ static inline uint32_t rd_u32(rec_reader *r)
 {
     if (!rec_need(r, 4))
         return 0;
-    uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
-                 (uint32_t)r->p[3] << 24;
+    uint32_t v = sl_le32(r->p);
     r->p += 4;
     return v;
 }
@@ -198,7 +193,7 @@ static inline amqp_bytes rd_s16(rec_reader *r)
 {
     if (!rec_need(r, 2))
         return (amqp_bytes){0};
-    size_t n = (size_t)r->p[0] | (size_t)r->p[1] << 8;
+    size_t n = sl_le16(r->p);
     r->p += 2;
     if (!rec_need(r, n))
         return (amqp_bytes){0};

@@ -33,7 +33,7 @@
  * Hooks are suspended while the model is rebuilt: nothing is written back during recovery,
  * except the meta snapshot at the end.
  */
-#include "persist_internal.h"
+#include "persist/persist_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -41,13 +41,14 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../core/u64tab.h"
-#include "../access/access.h"
-#include "../amqp/method.h"
-#include "../qm/qm.h"
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "core/u64tab.h"
+#include "access/access.h"
+#include "amqp/method.h"
+#include "qm/qm.h"
 
 typedef struct def {
     uint8_t type; /* M_QUEUE or M_EXCHANGE */
@@ -597,7 +598,7 @@ static void entries_free(qentries *qe)
 /* The properties' flags say whether the message has an expiration, without decoding them. */
 static int props_have_expiration(amqp_bytes props)
 {
-    return props.len >= 2 && ((props.p[0] << 8 | props.p[1]) & AMQP_P_EXPIRATION);
+    return props.len >= 2 && (sl_get_u16(props.p) & AMQP_P_EXPIRATION);
 }
 
 /* The priority property (0 when absent): a position's level in a priority queue. Decoded only
@@ -605,7 +606,7 @@ static int props_have_expiration(amqp_bytes props)
 static uint8_t props_priority(amqp_bytes props)
 {
     amqp_basic_props bp;
-    if (props.len < 2 || !((props.p[0] << 8 | props.p[1]) & AMQP_P_PRIORITY) ||
+    if (props.len < 2 || !(sl_get_u16(props.p) & AMQP_P_PRIORITY) ||
         amqp_props_decode(props.p, props.len, &bp) < 0)
         return 0;
     return (bp.flags & AMQP_P_PRIORITY) ? bp.priority : 0;

@@ -26,15 +26,16 @@
  * positions, which only means a segment is not freed this time: references, not the walk,
  * decide what is deleted.
  */
-#include "persist_internal.h"
+#include "persist/persist_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/clock.h"
-#include "../core/log.h"
-#include "../core/mem.h"
+#include "core/clock.h"
+#include "core/le.h"
+#include "core/log.h"
+#include "core/mem.h"
 
 #define REC_OVERHEAD 17u /* a record's header in the log */
 #define ENQ_BYTES (REC_OVERHEAD + 37u)
@@ -262,8 +263,7 @@ static int copy_paged(void *ctx, qm_queue *q, qm_paged *e, uint64_t expires_at)
         return over_budget(t);
     }
     uint64_t id = p->next_msg_id++;
-    for (int i = 0; i < 8; i++)
-        buf[i] = (uint8_t)(id >> (8 * i));
+    sl_put_le64(buf, id);
     st_iov one = {buf, e->msg_len};
     persist_run_flush(p); /* records keep the order they were made in */
     if (!st_log_appendv(p->msgs, R_MSG, &one, 1, &mloc)) {

@@ -10,8 +10,8 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "../amqp/table.h"
-#include "qm_internal.h"
+#include "amqp/table.h"
+#include "qm/qm_internal.h"
 
 /* The arguments compared on redeclare, in the order equivalence reports them. x-queue-type
  * is compared first and apart: absent means classic, so an explicit "classic" matches none. */

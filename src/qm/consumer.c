@@ -18,7 +18,8 @@
  *             queue for the duration of the call (read-only); the callee frees c.
  * Dispatch is never entered from qm's own callbacks; qm_queue_schedule_dispatch only marks.
  */
-#include "qm_internal.h"
+#include "core/list.h"
+#include "qm/qm_internal.h"
 
 /* The oldest attached consumer other than `except`, or NULL. */
 static qm_consumer *oldest(const qm_queue *q, const qm_consumer *except)
@@ -36,12 +37,7 @@ static void unlink_consumer(qm_queue *q, qm_consumer *c)
         q->active = oldest(q, c);
     if (q->rr_next == c)
         q->rr_next = c->next;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        q->consumers = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    SL_LIST_UNLINK(q->consumers, c, prev, next);
     c->prev = c->next = c; /* "not attached" marker, see qm_consumer_detach */
     q->n_consumers--;
 }

@@ -18,9 +18,9 @@
  */
 #include <string.h>
 
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "qm_internal.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "qm/qm_internal.h"
 
 /* Dead-lettering can chain (drop-head in the target dead-letters its oldest message...);
  * the cycle rule bounds it, this depth guard makes sure of it. One thread owns qm. */

@@ -16,8 +16,9 @@
  */
 #include <string.h>
 
-#include "../amqp/table.h"
-#include "qm_internal.h"
+#include "core/list.h"
+#include "amqp/table.h"
+#include "qm/qm_internal.h"
 
 static const char *const type_names[] = {"direct", "fanout", "topic", "headers"};
 
@@ -62,11 +63,7 @@ static qm_binding **inbound_head(qm_binding *b)
 static void binding_link(qm_binding *b)
 {
     qm_exchange *src = b->source;
-    b->prev = NULL;
-    b->next = src->bindings;
-    if (src->bindings)
-        src->bindings->prev = b;
-    src->bindings = b;
+    SL_LIST_PUSH(src->bindings, b, prev, next);
     src->n_bindings++;
 
     if (!src->by_key)
@@ -82,11 +79,7 @@ static void binding_link(qm_binding *b)
         qm_topic_add(src, b);
 
     qm_binding **in = inbound_head(b);
-    b->dprev = NULL;
-    b->dnext = *in;
-    if (*in)
-        (*in)->dprev = b;
-    *in = b;
+    SL_LIST_PUSH(*in, b, dprev, dnext);
     if (b->dest_exchange)
         b->dest_exchange->n_inbound++;
 }
@@ -94,12 +87,7 @@ static void binding_link(qm_binding *b)
 static void binding_unlink(qm_binding *b)
 {
     qm_exchange *src = b->source;
-    if (b->prev)
-        b->prev->next = b->next;
-    else
-        src->bindings = b->next;
-    if (b->next)
-        b->next->prev = b->prev;
+    SL_LIST_UNLINK(src->bindings, b, prev, next);
     src->n_bindings--;
 
     if (b->kprev)
@@ -114,12 +102,7 @@ static void binding_unlink(qm_binding *b)
     if (src->type == QM_EX_TOPIC)
         qm_topic_remove(src, b);
 
-    if (b->dprev)
-        b->dprev->dnext = b->dnext;
-    else
-        *inbound_head(b) = b->dnext;
-    if (b->dnext)
-        b->dnext->dprev = b->dprev;
+    SL_LIST_UNLINK(*inbound_head(b), b, dprev, dnext);
     if (b->dest_exchange)
         b->dest_exchange->n_inbound--;
 }

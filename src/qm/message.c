@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../amqp/method.h"
-#include "../core/slab.h"
-#include "qm_internal.h"
+#include "amqp/method.h"
+#include "core/slab.h"
+#include "qm/qm_internal.h"
 
 /* RabbitMQ's rule (rabbit_basic:parse_expiration, Erlang's string:to_integer): an optional
  * sign, ASCII digits, nothing after them; not negative ("-0" is 0), at most 10 years in ms.

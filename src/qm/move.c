@@ -18,7 +18,7 @@
  *     stops applying, except for a message that has an expiration of its own, whose deadline
  *     keeps the earlier of the two (they are not stored apart).
  */
-#include "qm_internal.h"
+#include "qm/qm_internal.h"
 
 static uint64_t moved_deadline(const qm_position *pos, const qm_queue *dest)
 {

@@ -16,7 +16,7 @@
  */
 #include <string.h>
 
-#include "qm_internal.h"
+#include "qm/qm_internal.h"
 
 static const char *const system_queues[] = {
     "sluice.system.deadletter",

@@ -10,8 +10,8 @@
  */
 #include <string.h>
 
-#include "../core/slab.h"
-#include "qm_internal.h"
+#include "core/slab.h"
+#include "qm/qm_internal.h"
 
 qm_position *qm_position_new(qm_queue *q, qm_message *m, uint64_t lookup_id)
 {

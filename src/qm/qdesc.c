@@ -13,7 +13,9 @@
  *
  * The door owns the descriptor (its table of handles, its owner, its id) and closes it.
  */
-#include "qm_internal.h"
+#include "qm/qm_internal.h"
+
+#include "core/list.h"
 
 static int is_journal(const qm_queue *q)
 {
@@ -89,10 +91,7 @@ sl_err qm_queue_open(qm_queue *q, uint32_t access, int share, qm_qdesc **out, ch
     d->incarnation = q->incarnation;
     d->access = access;
     d->share = (uint8_t)share;
-    d->qnext = q->descs;
-    if (q->descs)
-        q->descs->qprev = d;
-    q->descs = d;
+    SL_LIST_PUSH(q->descs, d, qprev, qnext);
     *out = d;
     return SL_OK;
 }
@@ -106,12 +105,7 @@ void qm_qdesc_close(qm_qdesc *d)
 {
     qm_queue *q = d->queue;
     if (q) {
-        if (d->qprev)
-            d->qprev->qnext = d->qnext;
-        else
-            q->descs = d->qnext;
-        if (d->qnext)
-            d->qnext->qprev = d->qprev;
+        SL_LIST_UNLINK(q->descs, d, qprev, qnext);
         /* the last handle of an empty subqueue: it may go now */
         qm_queue_maybe_gc(q);
     }

@@ -39,11 +39,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../amqp/wire.h"
-#include "../core/buf.h"
-#include "../core/err.h"
-#include "../core/map.h"
-#include "../core/oset.h"
+#include "amqp/wire.h"
+#include "core/buf.h"
+#include "core/err.h"
+#include "core/map.h"
+#include "core/oset.h"
 
 typedef struct qm_node qm_node;
 typedef struct qm_vhost qm_vhost;

@@ -11,9 +11,9 @@
 
 #include <stdio.h>
 
-#include "../core/clock.h"
-#include "../core/mem.h"
-#include "qm.h"
+#include "core/clock.h"
+#include "core/mem.h"
+#include "qm/qm.h"
 
 /* ---- ready rings (queue.c) ---- */
 typedef struct qm_ring {

@@ -17,8 +17,8 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include "../core/u64tab.h"
-#include "qm_internal.h"
+#include "core/u64tab.h"
+#include "qm/qm_internal.h"
 
 /* ---- rings ---- */
 

@@ -24,10 +24,10 @@
  */
 #include <string.h>
 
-#include "../amqp/method.h"
-#include "../amqp/table.h"
-#include "../core/u64tab.h"
-#include "qm_internal.h"
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "core/u64tab.h"
+#include "qm/qm_internal.h"
 
 typedef struct dcount_ent {
     uint64_t lookup_id;

@@ -21,8 +21,8 @@
  */
 #include <string.h>
 
-#include "../amqp/table.h"
-#include "qm_internal.h"
+#include "amqp/table.h"
+#include "qm/qm_internal.h"
 
 /* ---- headers ---- */
 

@@ -18,7 +18,8 @@
  */
 #include <string.h>
 
-#include "qm_internal.h"
+#include "core/list.h"
+#include "qm/qm_internal.h"
 
 /* ---- matching one pattern (the reference the trie must agree with) ---- */
 
@@ -164,11 +165,7 @@ void qm_topic_add(qm_exchange *x, qm_binding *b)
     if (w != st)
         sl_free(w);
     b->tnode = n;
-    b->tprev = NULL;
-    b->tnext = n->bindings;
-    if (n->bindings)
-        n->bindings->tprev = b;
-    n->bindings = b;
+    SL_LIST_PUSH(n->bindings, b, tprev, tnext);
 }
 
 void qm_topic_remove(qm_exchange *x, qm_binding *b)
@@ -176,12 +173,7 @@ void qm_topic_remove(qm_exchange *x, qm_binding *b)
     qm_tnode *n = b->tnode;
     if (!n)
         return;
-    if (b->tprev)
-        b->tprev->tnext = b->tnext;
-    else
-        n->bindings = b->tnext;
-    if (b->tnext)
-        b->tnext->tprev = b->tprev;
+    SL_LIST_UNLINK(n->bindings, b, tprev, tnext);
     b->tnode = NULL;
     b->tnext = b->tprev = NULL;
     /* prune what no pattern needs any more, up to the root */

@@ -12,7 +12,7 @@
  * settles a position directly takes it back from the transaction (qm_tx_forget_position), so the tx
  * never touches a freed position.
  */
-#include "qm_internal.h"
+#include "qm/qm_internal.h"
 
 enum { OP_ENQUEUE, OP_DEQUEUE, OP_MOVE };
 

@@ -3,10 +3,13 @@
  * sec_trailer (auth_type, auth_level, auth_pad_length, reserved, auth_context_id) and the
  * security provider's token; auth_pad_length bytes of padding precede it (MS-RPCE 2.2.2.11).
  */
-#include "dcerpc.h"
+#include "rpc/dcerpc.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#include "core/hex.h"
+#include "core/le.h"
 
 const rpc_syntax rpc_ndr20 = {{0x04, 0x5d, 0x88, 0x8a, 0xeb, 0x1c, 0xc9, 0x11, 0x9f, 0xe8, 0x08,
                                0x00, 0x2b, 0x10, 0x48, 0x60},
@@ -26,42 +29,16 @@ enum {
 };
 enum { NAK_NOT_SPECIFIED = 0, NAK_VERSION = 4, NAK_AUTHN_TYPE = 8 };
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 int rpc_uuid_parse(const char *s, uint8_t out[16])
 {
-    /* text order: 4-2-2-2-6 bytes; the first three groups are little endian on the wire */
-    static const int pos[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
-    int k = 0;
-    for (size_t i = 0; s[i]; i++) {
-        if (s[i] == '-' && (i == 8 || i == 13 || i == 18 || i == 23))
-            continue;
-        if (k >= 32 || !s[i + 1])
-            return -1;
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        out[pos[k / 2]] = (uint8_t)(hi << 4 | lo);
-        k += 2;
-        i++;
-    }
-    return k == 32 ? 0 : -1;
+    return sl_guid_parse(s, strlen(s), out);
 }
 
 void rpc_uuid_str(const uint8_t u[16], char *buf, size_t len)
 {
-    snprintf(buf, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[3],
-             u[2], u[1], u[0], u[5], u[4], u[7], u[6], u[8], u[9], u[10], u[11], u[12], u[13],
-             u[14], u[15]);
+    char t[37];
+    sl_guid_str(u, t);
+    snprintf(buf, len, "%s", t);
 }
 
 void rpc_conn_init(rpc_conn *c, const rpc_conn_cfg *cfg, uint32_t assoc_group)
@@ -75,7 +52,7 @@ void rpc_conn_init(rpc_conn *c, const rpc_conn_cfg *cfg, uint32_t assoc_group)
     sl_buf_init(&c->stub);
     sl_buf_init(&c->out);
     sl_buf_init(&c->pdu);
-    ntlm_srv_init(&c->ntlm);
+    rpc_ntlm_srv_init(&c->ntlm);
 }
 
 void rpc_conn_free(rpc_conn *c)
@@ -83,7 +60,7 @@ void rpc_conn_free(rpc_conn *c)
     sl_buf_free(&c->stub);
     sl_buf_free(&c->out);
     sl_buf_free(&c->pdu);
-    ntlm_srv_free(&c->ntlm);
+    rpc_ntlm_srv_free(&c->ntlm);
 }
 
 const char *rpc_conn_user(const rpc_conn *c)
@@ -116,28 +93,17 @@ typedef struct pdu {
     uint32_t call_id;
 } pdu;
 
+/* The PDU's integers in the sender's byte order (its drep): core/le.h or buf.h's. */
 static uint16_t get16(const uint8_t *p, int le)
 {
-    return le ? (uint16_t)(p[0] | p[1] << 8) : (uint16_t)(p[1] | p[0] << 8);
+    return le ? sl_le16(p) : sl_get_u16(p);
 }
 static uint32_t get32(const uint8_t *p, int le)
 {
-    return le ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
-              : (uint32_t)p[3] | (uint32_t)p[2] << 8 | (uint32_t)p[1] << 16 | (uint32_t)p[0] << 24;
+    return le ? sl_le32(p) : sl_get_u32(p);
 }
 
 /* ---- writing PDUs (always little endian, ASCII, IEEE) ---- */
-
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 /* Start a PDU in out; returns its offset (the length is patched by end_pdu). The offset is
  * from the read offset, not from the allocation: out may be partly sent, and a later append
@@ -153,9 +119,9 @@ static size_t begin_pdu(sl_buf *out, uint8_t type, uint8_t flags, uint32_t call_
     h[3] = flags;
     h[4] = 0x10; /* little endian, ASCII */
     h[5] = h[6] = h[7] = 0;
-    put16(h + 8, 0);
-    put16(h + 10, 0);
-    put32(h + 12, call_id);
+    sl_put_le16(h + 8, 0);
+    sl_put_le16(h + 10, 0);
+    sl_put_le32(h + 12, call_id);
     out->len += RPC_HDR_LEN;
     return at;
 }
@@ -170,16 +136,16 @@ static size_t pdu_len(const sl_buf *out, size_t at)
 }
 static void end_pdu(sl_buf *out, size_t at)
 {
-    put16(pdu_at(out, at) + 8, (uint16_t)pdu_len(out, at));
+    sl_put_le16(pdu_at(out, at) + 8, (uint16_t)pdu_len(out, at));
 }
 static void out16(sl_buf *out, uint16_t v)
 {
-    put16(sl_buf_reserve(out, 2), v);
+    sl_put_le16(sl_buf_reserve(out, 2), v);
     out->len += 2;
 }
 static void out32(sl_buf *out, uint32_t v)
 {
-    put32(sl_buf_reserve(out, 4), v);
+    sl_put_le32(sl_buf_reserve(out, 4), v);
     out->len += 4;
 }
 static void out_pad4(sl_buf *out, size_t at)
@@ -237,9 +203,9 @@ void rpc_conn_respond(rpc_conn *c, const rpc_call *call, const uint8_t *stub, si
             c->out.len += NTLM_SIG_LEN;
             end_pdu(&c->out, at);
             uint8_t *head = pdu_at(&c->out, at); /* nothing is appended from here on */
-            put16(head + 10, NTLM_SIG_LEN);
-            ntlm_wrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, head, sig_at,
-                      RPC_HDR_LEN + 8, n + pad, head + sig_at);
+            sl_put_le16(head + 10, NTLM_SIG_LEN);
+            rpc_ntlm_wrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, head, sig_at,
+                          RPC_HDR_LEN + 8, n + pad, head + sig_at);
         } else {
             end_pdu(&c->out, at);
         }
@@ -270,7 +236,7 @@ static const rpc_iface *find_iface(const rpc_conn *c, const uint8_t *abs)
     return NULL;
 }
 
-static int ctx_add(rpc_conn *c, uint16_t id, const rpc_iface *f)
+static int mq_ctx_add(rpc_conn *c, uint16_t id, const rpc_iface *f)
 {
     for (size_t i = 0; i < c->n_ctx; i++)
         if (c->ctx[i].id == id) {
@@ -285,7 +251,7 @@ static int ctx_add(rpc_conn *c, uint16_t id, const rpc_iface *f)
     return 0;
 }
 
-static const rpc_iface *ctx_find(const rpc_conn *c, uint16_t id)
+static const rpc_iface *mq_ctx_find(const rpc_conn *c, uint16_t id)
 {
     for (size_t i = 0; i < c->n_ctx; i++)
         if (c->ctx[i].id == id)
@@ -333,8 +299,8 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
             bad = "an authentication level other than connect, integrity or privacy";
         else if (t[2] > tpos - RPC_HDR_LEN)
             bad = "auth padding longer than the PDU body";
-        else if (ntlm_negotiate(&c->ntlm, t + 8, d->auth_len, c->cfg.computer, &chal, nwhy,
-                                sizeof nwhy) < 0)
+        else if (rpc_ntlm_negotiate(&c->ntlm, t + 8, d->auth_len, c->cfg.computer, &chal, nwhy,
+                                    sizeof nwhy) < 0)
             bad = nwhy;
         if (bad) {
             sl_buf_free(&chal);
@@ -398,7 +364,7 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
         for (unsigned k = 0; k < nts; k++) {
             const uint8_t *t = ts + 20u * k;
             if (!memcmp(t, rpc_ndr20.uuid, 16) && get16(t + 16, 1) == rpc_ndr20.major) {
-                if (ctx_add(c, id, f) < 0) {
+                if (mq_ctx_add(c, id, f) < 0) {
                     res[i].reason = REASON_LOCAL_LIMIT;
                 } else {
                     res[i].result = RES_ACCEPT;
@@ -443,7 +409,7 @@ static enum rpc_step on_bind(rpc_conn *c, const pdu *d, char *why, size_t whylen
         sl_buf_put_u8(&c->out, 0);
         out32(&c->out, c->auth_ctx_id);
         sl_buf_append(&c->out, chal.data, chal.len);
-        put16(pdu_at(&c->out, at) + 10, (uint16_t)chal.len);
+        sl_put_le16(pdu_at(&c->out, at) + 10, (uint16_t)chal.len);
     }
     sl_buf_free(&chal);
     end_pdu(&c->out, at);
@@ -496,9 +462,9 @@ static enum rpc_step on_request(rpc_conn *c, const pdu *d, rpc_call *call, char 
             c->pdu.off = c->pdu.len = 0;
             sl_buf_append(&c->pdu, d->p, d->len);
             uint8_t *q = c->pdu.data;
-            if (ntlm_unwrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, q,
-                            (size_t)d->len - NTLM_SIG_LEN, hl, tpos - hl,
-                            q + d->len - NTLM_SIG_LEN) < 0)
+            if (rpc_ntlm_unwrap(&c->ntlm, c->auth_level == RPC_AUTH_LEVEL_PRIVACY, q,
+                                (size_t)d->len - NTLM_SIG_LEN, hl, tpos - hl,
+                                q + d->len - NTLM_SIG_LEN) < 0)
                 refuse = "a request whose NTLM signature does not verify";
             stub = q + hl;
             n = tpos - hl - t[2];
@@ -537,7 +503,7 @@ static enum rpc_step on_request(rpc_conn *c, const pdu *d, rpc_call *call, char 
         return RPC_STEP_DONE;
     c->in_call = 0;
     c->calls++;
-    const rpc_iface *f = ctx_find(c, ctx);
+    const rpc_iface *f = mq_ctx_find(c, ctx);
     if (!f) {
         rpc_conn_fault(c, d->call_id, ctx, NCA_S_UNK_IF);
         return RPC_STEP_DONE;
@@ -567,8 +533,8 @@ static enum rpc_step on_auth3(rpc_conn *c, const pdu *d, char *why, size_t whyle
     if (t[0] != RPC_AUTHN_WINNT || get32(t + 4, d->le) != c->auth_ctx_id)
         FAIL("an AUTH3 of another security context");
     char awhy[200];
-    if (ntlm_authenticate(&c->ntlm, t + 8, d->auth_len, c->cfg.nt_hash, c->cfg.nt_hash_ctx, awhy,
-                          sizeof awhy) < 0) {
+    if (rpc_ntlm_authenticate(&c->ntlm, t + 8, d->auth_len, c->cfg.nt_hash, c->cfg.nt_hash_ctx,
+                              awhy, sizeof awhy) < 0) {
         c->auth_state = -1;
         if (why)
             snprintf(why, whylen, "NTLM login refused: %s", awhy);

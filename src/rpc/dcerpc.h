@@ -33,8 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
-#include "ntlm.h"
+#include "core/buf.h"
+#include "rpc/ntlm.h"
 
 enum {
     RPC_PT_REQUEST = 0,
@@ -85,7 +85,8 @@ typedef struct rpc_syntax {
     uint16_t major, minor;
 } rpc_syntax;
 
-/* Parse "8a885d04-1ceb-11c9-9fe8-08002b104860" into the wire layout; -1 when malformed. */
+/* Parse "8a885d04-1ceb-11c9-9fe8-08002b104860" into the wire layout; -1 when malformed
+ * (core/hex.h's sl_guid_parse: 36 characters, the dashes in place). */
 int rpc_uuid_parse(const char *s, uint8_t out[16]);
 void rpc_uuid_str(const uint8_t u[16], char *buf, size_t len); /* 37 bytes */
 

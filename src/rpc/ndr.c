@@ -1,9 +1,11 @@
 /* ndr.c - NDR20 reader and writer (see ndr.h for the invariants). */
-#include "ndr.h"
+#include "rpc/ndr.h"
 
 #include <string.h>
 
-void ndr_rd_init(ndr_rd *r, const uint8_t *p, size_t len, int le)
+#include "core/utf16.h"
+
+void rpc_ndr_rd_init(ndr_rd *r, const uint8_t *p, size_t len, int le)
 {
     r->p = p;
     r->len = len;
@@ -12,7 +14,7 @@ void ndr_rd_init(ndr_rd *r, const uint8_t *p, size_t len, int le)
     r->err = 0;
 }
 
-void ndr_rd_align(ndr_rd *r, size_t a)
+void rpc_ndr_rd_align(ndr_rd *r, size_t a)
 {
     size_t pad = (a - r->pos % a) % a;
     if (r->err || pad > r->len - r->pos) {
@@ -35,7 +37,7 @@ static const uint8_t *take(ndr_rd *r, size_t n)
 
 static uint64_t rd_int(ndr_rd *r, size_t n)
 {
-    ndr_rd_align(r, n);
+    rpc_ndr_rd_align(r, n);
     const uint8_t *p = take(r, n);
     if (!p)
         return 0;
@@ -45,25 +47,25 @@ static uint64_t rd_int(ndr_rd *r, size_t n)
     return v;
 }
 
-uint8_t ndr_u8(ndr_rd *r)
+uint8_t rpc_ndr_u8(ndr_rd *r)
 {
     const uint8_t *p = take(r, 1);
     return p ? *p : 0;
 }
-uint16_t ndr_u16(ndr_rd *r)
+uint16_t rpc_ndr_u16(ndr_rd *r)
 {
     return (uint16_t)rd_int(r, 2);
 }
-uint32_t ndr_u32(ndr_rd *r)
+uint32_t rpc_ndr_u32(ndr_rd *r)
 {
     return (uint32_t)rd_int(r, 4);
 }
-uint64_t ndr_u64(ndr_rd *r)
+uint64_t rpc_ndr_u64(ndr_rd *r)
 {
     return rd_int(r, 8);
 }
 
-void ndr_bytes(ndr_rd *r, void *out, size_t n)
+void rpc_ndr_bytes(ndr_rd *r, void *out, size_t n)
 {
     const uint8_t *p = take(r, n);
     if (p)
@@ -72,83 +74,38 @@ void ndr_bytes(ndr_rd *r, void *out, size_t n)
         memset(out, 0, n);
 }
 
-/* Append code point cp as UTF-8; 0 when it does not fit. */
-static int put_utf8(char *out, size_t outlen, size_t *o, uint32_t cp)
-{
-    uint8_t t[4];
-    size_t n;
-    if (cp < 0x80) {
-        t[0] = (uint8_t)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        t[0] = (uint8_t)(0xC0 | cp >> 6);
-        t[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        t[0] = (uint8_t)(0xE0 | cp >> 12);
-        t[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        t[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        t[0] = (uint8_t)(0xF0 | cp >> 18);
-        t[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-        t[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        t[3] = (uint8_t)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    if (*o + n >= outlen)
-        return 0;
-    memcpy(out + *o, t, n);
-    *o += n;
-    return 1;
-}
-
-void ndr_wstring(ndr_rd *r, char *out, size_t outlen)
+void rpc_ndr_wstring(ndr_rd *r, char *out, size_t outlen)
 {
     out[0] = 0;
-    uint32_t max = ndr_u32(r), off = ndr_u32(r), actual = ndr_u32(r);
+    uint32_t max = rpc_ndr_u32(r), off = rpc_ndr_u32(r), actual = rpc_ndr_u32(r);
     if (r->err || off != 0 || actual > max || actual == 0 || actual > (r->len - r->pos) / 2) {
         r->err = 1;
         return;
     }
-    size_t o = 0;
-    for (uint32_t i = 0; i < actual; i++) {
-        uint32_t u = ndr_u16(r);
-        if (i == actual - 1) {
-            if (u != 0)
-                r->err = 1;
-            break;
-        }
-        if (u == 0 || (u >= 0xDC00 && u < 0xE000)) {
-            r->err = 1; /* an embedded NUL or an unpaired low surrogate */
-            break;
-        }
-        if (u >= 0xD800 && u < 0xDC00) {
-            uint32_t lo = i + 2 < actual ? ndr_u16(r) : 0;
-            if (lo < 0xDC00 || lo >= 0xE000) {
-                r->err = 1;
-                break;
-            }
-            i++;
-            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-        }
-        if (!put_utf8(out, outlen, &o, u)) {
-            r->err = 1;
-            break;
-        }
+    rpc_ndr_rd_align(r, 2);
+    const uint8_t *p = take(r, 2 * (size_t)actual);
+    if (!p)
+        return;
+    /* the units before the terminating NUL, by core/utf16.h's policy (no NUL inside, no
+     * unpaired surrogate, a text that fits outlen); then the NUL itself */
+    size_t n = 2 * ((size_t)actual - 1);
+    long got =
+        r->le ? sl_utf16le_to_utf8(p, n, out, outlen) : sl_utf16be_to_utf8(p, n, out, outlen);
+    if (got < 0 || p[n] != 0 || p[n + 1] != 0) {
+        r->err = 1;
+        out[0] = 0;
     }
-    out[r->err ? 0 : o] = 0;
     /* NDR pads the referent to its 4-byte alignment only before the next item; leave it. */
 }
 
-void ndr_wr_init(ndr_wr *w, sl_buf *b)
+void rpc_ndr_wr_init(ndr_wr *w, sl_buf *b)
 {
     w->b = b;
     w->base = b->len;
     w->next_ref = 0x00020000; /* MIDL's first referent id */
 }
 
-void ndr_wr_align(ndr_wr *w, size_t a)
+void rpc_ndr_wr_align(ndr_wr *w, size_t a)
 {
     size_t at = w->b->len - w->base, pad = (a - at % a) % a;
     if (pad) {
@@ -159,88 +116,72 @@ void ndr_wr_align(ndr_wr *w, size_t a)
 
 static void wr_int(ndr_wr *w, uint64_t v, size_t n)
 {
-    ndr_wr_align(w, n);
+    rpc_ndr_wr_align(w, n);
     uint8_t *p = sl_buf_reserve(w->b, n);
     for (size_t i = 0; i < n; i++)
         p[i] = (uint8_t)(v >> (8 * i));
     w->b->len += n;
 }
 
-void ndr_put_u8(ndr_wr *w, uint8_t v)
+void rpc_ndr_put_u8(ndr_wr *w, uint8_t v)
 {
     sl_buf_put_u8(w->b, v);
 }
-void ndr_put_u16(ndr_wr *w, uint16_t v)
+void rpc_ndr_put_u16(ndr_wr *w, uint16_t v)
 {
     wr_int(w, v, 2);
 }
-void ndr_put_u32(ndr_wr *w, uint32_t v)
+void rpc_ndr_put_u32(ndr_wr *w, uint32_t v)
 {
     wr_int(w, v, 4);
 }
-void ndr_put_u64(ndr_wr *w, uint64_t v)
+void rpc_ndr_put_u64(ndr_wr *w, uint64_t v)
 {
     wr_int(w, v, 8);
 }
-void ndr_put_bytes(ndr_wr *w, const void *p, size_t n)
+void rpc_ndr_put_bytes(ndr_wr *w, const void *p, size_t n)
 {
     if (n)
         sl_buf_append(w->b, p, n);
 }
-void ndr_put_ref(ndr_wr *w)
+void rpc_ndr_put_ref(ndr_wr *w)
 {
-    ndr_put_u32(w, w->next_ref);
+    rpc_ndr_put_u32(w, w->next_ref);
     w->next_ref += 4;
 }
 
-/* Next code point of UTF-8 s at *i (U+FFFD for an invalid sequence). */
-static uint32_t next_cp(const unsigned char *s, size_t *i)
+/* Next code point of UTF-8 s (n bytes) at *i: U+FFFD for a sequence core/utf16.h refuses. */
+static uint32_t next_cp(const char *s, size_t n, size_t *i)
 {
-    uint32_t c = s[*i];
-    size_t n = c < 0x80             ? 0
-               : (c & 0xE0) == 0xC0 ? 1
-               : (c & 0xF0) == 0xE0 ? 2
-               : (c & 0xF8) == 0xF0 ? 3
-                                    : 9;
-    if (n == 9) {
-        (*i)++;
-        return 0xFFFD;
-    }
-    uint32_t cp = n == 0 ? c : c & (0x3F >> n);
-    for (size_t k = 1; k <= n; k++) {
-        if ((s[*i + k] & 0xC0) != 0x80) {
-            *i += k;
-            return 0xFFFD;
-        }
-        cp = cp << 6 | (s[*i + k] & 0x3F);
-    }
-    *i += n + 1;
-    return cp > 0x10FFFF ? 0xFFFD : cp;
+    long cp = sl_utf8_next((const uint8_t *)s, n, i);
+    return cp < 0 ? 0xFFFD : (uint32_t)cp;
 }
 
-uint32_t ndr_wstring_units(const char *s)
+uint32_t rpc_ndr_wstring_units(const char *s)
 {
     uint32_t n = 1;
-    for (size_t i = 0; s[i];)
-        n += next_cp((const unsigned char *)s, &i) >= 0x10000 ? 2 : 1;
+    size_t len = strlen(s);
+    for (size_t i = 0; i < len;)
+        n += next_cp(s, len, &i) >= 0x10000 ? 2 : 1;
     return n;
 }
 
-void ndr_put_wstring(ndr_wr *w, const char *s)
+void rpc_ndr_put_wstring(ndr_wr *w, const char *s)
 {
-    uint32_t n = ndr_wstring_units(s);
-    ndr_put_u32(w, n);
-    ndr_put_u32(w, 0);
-    ndr_put_u32(w, n);
-    for (size_t i = 0; s[i];) {
-        uint32_t cp = next_cp((const unsigned char *)s, &i);
+    uint32_t n = rpc_ndr_wstring_units(s);
+    rpc_ndr_put_u32(w, n);
+    rpc_ndr_put_u32(w, 0);
+    rpc_ndr_put_u32(w, n);
+    size_t len = strlen(s);
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = next_cp(s, len, &i);
         if (cp >= 0x10000) {
             cp -= 0x10000;
-            ndr_put_u16(w, (uint16_t)(0xD800 + (cp >> 10)));
-            ndr_put_u16(w, (uint16_t)(0xDC00 + (cp & 0x3FF)));
+            rpc_ndr_put_u16(w, (uint16_t)(0xD800 + (cp >> 10)));
+            rpc_ndr_put_u16(w, (uint16_t)(0xDC00 + (cp & 0x3FF)));
         } else {
-            ndr_put_u16(w, (uint16_t)cp);
+            rpc_ndr_put_u16(w, (uint16_t)cp);
         }
     }
-    ndr_put_u16(w, 0);
+    rpc_ndr_put_u16(w, 0);
 }

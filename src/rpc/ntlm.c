@@ -2,7 +2,7 @@
  * ntlm.h for the invariants). Message layouts are MS-NLMP 2.2.1; every "fields" triple is
  * len:u16 maxlen:u16 offset:u32 into the message, checked before use.
  */
-#include "ntlm.h"
+#include "rpc/ntlm.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -13,42 +13,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/mem.h"
+#include "access/nthash.h"
+#include "core/le.h" /* NTLM is little endian throughout */
+#include "core/mem.h"
+#include "core/utf16.h"
 
 struct ntlm_key {
     uint8_t sign[16];
     EVP_CIPHER_CTX *rc4; /* the sealing key's RC4 state, carried from PDU to PDU */
     uint32_t seq;
 };
-
-/* NTLM is little endian throughout (buf.h's helpers are big endian). */
-static void le16(sl_buf *b, uint16_t v)
-{
-    uint8_t *p = sl_buf_reserve(b, 2);
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    b->len += 2;
-}
-static void le32(sl_buf *b, uint32_t v)
-{
-    uint8_t *p = sl_buf_reserve(b, 4);
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    b->len += 4;
-}
-static void le64(sl_buf *b, uint64_t v)
-{
-    le32(b, (uint32_t)v);
-    le32(b, (uint32_t)(v >> 32));
-}
-static uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 /* ---- crypto: a library context of our own with the legacy provider ---- */
 
@@ -73,7 +47,7 @@ static int crypto_ok(void)
     return md4 && md5 && rc4;
 }
 
-int ntlm_crypto_check(char *why, size_t whylen)
+int rpc_ntlm_crypto_check(char *why, size_t whylen)
 {
     if (crypto_ok())
         return 0;
@@ -138,118 +112,11 @@ static void rc4_apply(EVP_CIPHER_CTX *c, uint8_t *p, size_t n)
     }
 }
 
-/* ---- text ---- */
+/* ---- the NT hash: access/'s, which keeps it beside each user ---- */
 
-/* UTF-8 -> UTF-16LE appended to out; -1 when the input is not UTF-8. */
-static int utf8_to_utf16le(const uint8_t *s, size_t n, sl_buf *out)
+int rpc_ntlm_nt_hash(const uint8_t *pw, size_t n, uint8_t out[16])
 {
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t k;
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            cp = c;
-            k = 1;
-        } else if ((c & 0xE0) == 0xC0) {
-            cp = c & 0x1F;
-            k = 2;
-        } else if ((c & 0xF0) == 0xE0) {
-            cp = c & 0x0F;
-            k = 3;
-        } else if ((c & 0xF8) == 0xF0) {
-            cp = c & 0x07;
-            k = 4;
-        } else {
-            return -1;
-        }
-        if (n - i < k)
-            return -1;
-        for (size_t j = 1; j < k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80)
-                return -1;
-            cp = cp << 6 | (s[i + j] & 0x3F);
-        }
-        static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return -1;
-        if (cp >= 0x10000) {
-            cp -= 0x10000;
-            le16(out, (uint16_t)(0xD800 | cp >> 10));
-            le16(out, (uint16_t)(0xDC00 | (cp & 0x3FF)));
-        } else {
-            le16(out, (uint16_t)cp);
-        }
-        i += k;
-    }
-    return 0;
-}
-
-/* UTF-16LE -> UTF-8 NUL-terminated in out; -1 when invalid, holding a NUL or too long. */
-static int utf16le_to_utf8(const uint8_t *p, size_t n, char *out, size_t cap)
-{
-    size_t o = 0;
-    if (n % 2)
-        return -1;
-    for (size_t i = 0; i < n; i += 2) {
-        uint32_t cp = (uint32_t)(p[i] | p[i + 1] << 8);
-        if (cp >= 0xDC00 && cp <= 0xDFFF)
-            return -1;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (n - i < 4)
-                return -1;
-            uint32_t lo = (uint32_t)(p[i + 2] | p[i + 3] << 8);
-            if (lo < 0xDC00 || lo > 0xDFFF)
-                return -1;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            i += 2;
-        }
-        if (cp == 0)
-            return -1;
-        uint8_t b[4];
-        size_t k;
-        if (cp < 0x80) {
-            b[0] = (uint8_t)cp;
-            k = 1;
-        } else if (cp < 0x800) {
-            b[0] = (uint8_t)(0xC0 | cp >> 6);
-            b[1] = (uint8_t)(0x80 | (cp & 0x3F));
-            k = 2;
-        } else if (cp < 0x10000) {
-            b[0] = (uint8_t)(0xE0 | cp >> 12);
-            b[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-            b[2] = (uint8_t)(0x80 | (cp & 0x3F));
-            k = 3;
-        } else {
-            b[0] = (uint8_t)(0xF0 | cp >> 18);
-            b[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-            b[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-            b[3] = (uint8_t)(0x80 | (cp & 0x3F));
-            k = 4;
-        }
-        if (cap - o <= k)
-            return -1;
-        memcpy(out + o, b, k);
-        o += k;
-    }
-    out[o] = 0;
-    return 0;
-}
-
-int ntlm_nt_hash(const uint8_t *pw, size_t n, uint8_t out[16])
-{
-    if (!crypto_ok())
-        return -1;
-    sl_buf u;
-    sl_buf_init(&u);
-    int rc = utf8_to_utf16le(pw, n, &u);
-    if (rc == 0) {
-        part v = {u.data, u.len};
-        digest(md4, &v, 1, out);
-    }
-    if (u.data)
-        OPENSSL_cleanse(u.data, u.cap);
-    sl_buf_free(&u);
-    return rc;
+    return acc_nt_hash(pw, n, out);
 }
 
 /* ---- messages ---- */
@@ -261,7 +128,7 @@ static int field(const uint8_t *msg, size_t n, size_t off, const uint8_t **p, si
 {
     if (n < off + 8)
         return -1;
-    size_t l = rd16(msg + off), o = rd32(msg + off + 4);
+    size_t l = sl_le16(msg + off), o = sl_le32(msg + off + 4);
     if (o > n || l > n - o)
         return -1;
     *p = msg + o;
@@ -269,7 +136,7 @@ static int field(const uint8_t *msg, size_t n, size_t off, const uint8_t **p, si
     return 0;
 }
 
-void ntlm_srv_init(ntlm_srv *s)
+void rpc_ntlm_srv_init(ntlm_srv *s)
 {
     memset(s, 0, sizeof *s);
     sl_buf_init(&s->nego);
@@ -285,7 +152,7 @@ static void key_free(ntlm_key *k)
     sl_free(k);
 }
 
-void ntlm_srv_free(ntlm_srv *s)
+void rpc_ntlm_srv_free(ntlm_srv *s)
 {
     sl_buf_free(&s->nego);
     sl_buf_free(&s->chal);
@@ -298,21 +165,21 @@ void ntlm_srv_free(ntlm_srv *s)
 
 static void av_pair(sl_buf *b, uint16_t id, const void *p, size_t n)
 {
-    le16(b, id);
-    le16(b, (uint16_t)n);
+    sl_buf_put_le16(b, id);
+    sl_buf_put_le16(b, (uint16_t)n);
     sl_buf_append(b, p, n);
 }
 
-int ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *computer, sl_buf *out,
-                   char *why, size_t whylen)
+int rpc_ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *computer, sl_buf *out,
+                       char *why, size_t whylen)
 {
     if (s->state != 0)
         return WHY("a second NTLM NEGOTIATE");
     if (!crypto_ok())
         return WHY("OpenSSL's legacy provider (MD4, RC4) cannot be loaded");
-    if (n < 16 || memcmp(msg, signature, 8) || rd32(msg + 8) != 1)
+    if (n < 16 || memcmp(msg, signature, 8) || sl_le32(msg + 8) != 1)
         return WHY("not an NTLM NEGOTIATE message");
-    uint32_t cf = rd32(msg + 12);
+    uint32_t cf = sl_le32(msg + 12);
     if (!(cf & NTLM_NEGOTIATE_UNICODE))
         return WHY("the NTLM client does not speak Unicode");
     if (!(cf & NTLM_NEGOTIATE_ESS))
@@ -337,9 +204,9 @@ int ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *comput
     sl_buf uname, info;
     sl_buf_init(&uname);
     sl_buf_init(&info);
-    if (utf8_to_utf16le((const uint8_t *)name, nl, &uname) < 0) {
+    if (sl_utf8_to_utf16le_buf((const uint8_t *)name, nl, &uname) < 0) {
         uname.len = 0;
-        utf8_to_utf16le((const uint8_t *)"SLUICE", 6, &uname);
+        sl_utf8_to_utf16le_buf((const uint8_t *)"SLUICE", 6, &uname);
     }
     av_pair(&info, 2, uname.data, uname.len); /* MsvAvNbDomainName */
     av_pair(&info, 1, uname.data, uname.len); /* MsvAvNbComputerName */
@@ -350,23 +217,22 @@ int ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *comput
     uint64_t ft =
         116444736000000000ull + (uint64_t)ts.tv_sec * 10000000u + (uint64_t)ts.tv_nsec / 100;
     uint8_t ftb[8];
-    for (int i = 0; i < 8; i++)
-        ftb[i] = (uint8_t)(ft >> (8 * i));
+    sl_put_le64(ftb, ft);
     av_pair(&info, 7, ftb, 8); /* MsvAvTimestamp: clients then send a MIC */
     av_pair(&info, 0, NULL, 0);
 
     size_t at = out->len;
     sl_buf_append(out, signature, 8);
-    le32(out, 2);
-    le16(out, (uint16_t)uname.len); /* TargetNameFields */
-    le16(out, (uint16_t)uname.len);
-    le32(out, 56);
-    le32(out, s->flags);
+    sl_buf_put_le32(out, 2);
+    sl_buf_put_le16(out, (uint16_t)uname.len); /* TargetNameFields */
+    sl_buf_put_le16(out, (uint16_t)uname.len);
+    sl_buf_put_le32(out, 56);
+    sl_buf_put_le32(out, s->flags);
     sl_buf_append(out, s->challenge, 8);
-    le64(out, 0);
-    le16(out, (uint16_t)info.len); /* TargetInfoFields */
-    le16(out, (uint16_t)info.len);
-    le32(out, (uint32_t)(56 + uname.len));
+    sl_buf_put_le64(out, 0);
+    sl_buf_put_le16(out, (uint16_t)info.len); /* TargetInfoFields */
+    sl_buf_put_le16(out, (uint16_t)info.len);
+    sl_buf_put_le32(out, (uint32_t)(56 + uname.len));
     static const uint8_t version[8] = {6, 1, 0xb1, 0x1d, 0, 0, 0, 15}; /* 6.1.7601, rev 15 */
     sl_buf_append(out, version, 8);
     sl_buf_append(out, uname.data, uname.len);
@@ -403,11 +269,11 @@ static ntlm_key *key_new(const uint8_t esk[16], const char *sign_magic, const ch
 static uint32_t av_flags(const uint8_t *p, size_t n)
 {
     for (size_t i = 0; n - i >= 4;) {
-        uint16_t id = rd16(p + i), len = rd16(p + i + 2);
+        uint16_t id = sl_le16(p + i), len = sl_le16(p + i + 2);
         if (id == 0 || n - i - 4 < len)
             break;
         if (id == 6 && len == 4)
-            return rd32(p + i + 4);
+            return sl_le32(p + i + 4);
         i += 4 + (size_t)len;
     }
     return 0;
@@ -418,24 +284,24 @@ static int ct_equal(const uint8_t *a, const uint8_t *b, size_t n)
     return CRYPTO_memcmp(a, b, n) == 0;
 }
 
-int ntlm_authenticate(ntlm_srv *s, const uint8_t *msg, size_t n, ntlm_hash_fn hash, void *ctx,
-                      char *why, size_t whylen)
+int rpc_ntlm_authenticate(ntlm_srv *s, const uint8_t *msg, size_t n, ntlm_hash_fn hash, void *ctx,
+                          char *why, size_t whylen)
 {
     if (s->state != 1)
         return WHY("an NTLM AUTHENTICATE without a CHALLENGE");
     s->state = -1; /* until proven */
     const uint8_t *lm, *nt, *dom, *usr, *ws, *ekey;
     size_t lml, ntl, doml, usrl, wsl, ekeyl;
-    if (n < 64 || memcmp(msg, signature, 8) || rd32(msg + 8) != 3 || field(msg, n, 12, &lm, &lml) ||
-        field(msg, n, 20, &nt, &ntl) || field(msg, n, 28, &dom, &doml) ||
-        field(msg, n, 36, &usr, &usrl) || field(msg, n, 44, &ws, &wsl) ||
-        field(msg, n, 52, &ekey, &ekeyl))
+    if (n < 64 || memcmp(msg, signature, 8) || sl_le32(msg + 8) != 3 ||
+        field(msg, n, 12, &lm, &lml) || field(msg, n, 20, &nt, &ntl) ||
+        field(msg, n, 28, &dom, &doml) || field(msg, n, 36, &usr, &usrl) ||
+        field(msg, n, 44, &ws, &wsl) || field(msg, n, 52, &ekey, &ekeyl))
         return WHY("a malformed NTLM AUTHENTICATE message");
     (void)lm;
     (void)ws;
-    uint32_t af = rd32(msg + 60);
-    if (utf16le_to_utf8(usr, usrl, s->user, sizeof s->user) < 0 ||
-        utf16le_to_utf8(dom, doml, s->domain, sizeof s->domain) < 0)
+    uint32_t af = sl_le32(msg + 60);
+    if (sl_utf16le_to_utf8(usr, usrl, s->user, sizeof s->user) < 0 ||
+        sl_utf16le_to_utf8(dom, doml, s->domain, sizeof s->domain) < 0)
         return WHY("an NTLM user or domain name that is not valid UTF-16");
     if (ntl == 0 || usrl == 0 || (af & NTLM_NEGOTIATE_ANONYMOUS))
         return WHY("anonymous NTLM refused");
@@ -510,9 +376,8 @@ int ntlm_authenticate(ntlm_srv *s, const uint8_t *msg, size_t n, ntlm_hash_fn ha
  * the sealing state when the key was exchanged. */
 static void checksum(const ntlm_srv *s, ntlm_key *k, const uint8_t *msg, size_t n, uint8_t out[8])
 {
-    uint8_t seq[4] = {(uint8_t)k->seq, (uint8_t)(k->seq >> 8), (uint8_t)(k->seq >> 16),
-                      (uint8_t)(k->seq >> 24)};
-    uint8_t mac[16];
+    uint8_t seq[4], mac[16];
+    sl_put_le32(seq, k->seq);
     part v[2] = {{seq, 4}, {msg, n}};
     hmac_md5(k->sign, v, 2, mac);
     memcpy(out, mac, 8);
@@ -520,13 +385,13 @@ static void checksum(const ntlm_srv *s, ntlm_key *k, const uint8_t *msg, size_t 
         rc4_apply(k->rc4, out, 8);
 }
 
-void ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
-               uint8_t sig[NTLM_SIG_LEN])
+void rpc_ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
+                   uint8_t sig[NTLM_SIG_LEN])
 {
     ntlm_key *k = s->out;
     uint8_t sum[8];
-    uint8_t mac[16], seq[4] = {(uint8_t)k->seq, (uint8_t)(k->seq >> 8), (uint8_t)(k->seq >> 16),
-                               (uint8_t)(k->seq >> 24)};
+    uint8_t mac[16], seq[4];
+    sl_put_le32(seq, k->seq);
     /* the MAC is over the plain text; the RC4 stream seals the data first, then the checksum */
     part v[2] = {{seq, 4}, {msg, n}};
     hmac_md5(k->sign, v, 2, mac);
@@ -542,15 +407,15 @@ void ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_
     k->seq++;
 }
 
-int ntlm_unwrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
-                const uint8_t sig[NTLM_SIG_LEN])
+int rpc_ntlm_unwrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
+                    const uint8_t sig[NTLM_SIG_LEN])
 {
     ntlm_key *k = s->in;
     if (seal)
         rc4_apply(k->rc4, msg + doff, dlen);
     uint8_t sum[8];
     checksum(s, k, msg, n, sum);
-    int ok = rd32(sig) == 1 && ct_equal(sum, sig + 4, 8) && rd32(sig + 12) == k->seq;
+    int ok = sl_le32(sig) == 1 && ct_equal(sum, sig + 4, 8) && sl_le32(sig + 12) == k->seq;
     k->seq++;
     if (!ok)
         s->state = -1;

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
+#include "core/buf.h"
 
 enum {
     NTLM_NEGOTIATE_UNICODE = 0x00000001,
@@ -59,29 +59,30 @@ typedef struct ntlm_srv {
 } ntlm_srv;
 
 /* 0 when the legacy provider (MD4, RC4) can be loaded; -1 with why otherwise. */
-int ntlm_crypto_check(char *why, size_t whylen);
-/* The NT hash of a UTF-8 password: MD4(UTF-16LE(pw)). -1 for invalid UTF-8 or no MD4. */
-int ntlm_nt_hash(const uint8_t *pw, size_t n, uint8_t out[16]);
+int rpc_ntlm_crypto_check(char *why, size_t whylen);
+/* The NT hash of a UTF-8 password: MD4(UTF-16LE(pw)). -1 for invalid UTF-8 or no MD4.
+ * access/nthash.h's acc_nt_hash, under the name the NTLM code and its tests know. */
+int rpc_ntlm_nt_hash(const uint8_t *pw, size_t n, uint8_t out[16]);
 
-void ntlm_srv_init(ntlm_srv *s);
-void ntlm_srv_free(ntlm_srv *s);
+void rpc_ntlm_srv_init(ntlm_srv *s);
+void rpc_ntlm_srv_free(ntlm_srv *s);
 /* NEGOTIATE in, CHALLENGE appended to out (computer: this node's NetBIOS-style name).
  * 0, or -1 with why. */
-int ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *computer, sl_buf *out,
-                   char *why, size_t whylen);
+int rpc_ntlm_negotiate(ntlm_srv *s, const uint8_t *msg, size_t n, const char *computer, sl_buf *out,
+                       char *why, size_t whylen);
 /* AUTHENTICATE in: 0 when the NTLMv2 response proves the user's password (s->user is then
  * the authenticated name), or -1 with why (logged by the caller). */
-int ntlm_authenticate(ntlm_srv *s, const uint8_t *msg, size_t n, ntlm_hash_fn hash, void *ctx,
-                      char *why, size_t whylen);
+int rpc_ntlm_authenticate(ntlm_srv *s, const uint8_t *msg, size_t n, ntlm_hash_fn hash, void *ctx,
+                          char *why, size_t whylen);
 
 /* Outgoing PDU msg[0..n): the signature over all of it goes to sig; with seal, the bytes
  * msg[doff..doff+dlen) are encrypted in place (after the signature was computed over them,
  * as MS-NLMP's SEAL does). */
-void ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
-               uint8_t sig[NTLM_SIG_LEN]);
+void rpc_ntlm_wrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
+                   uint8_t sig[NTLM_SIG_LEN]);
 /* Incoming PDU: with seal, msg[doff..doff+dlen) is decrypted in place; then the signature
  * over msg[0..n) is checked against sig (checksum and sequence number). 0 or -1. */
-int ntlm_unwrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
-                const uint8_t sig[NTLM_SIG_LEN]);
+int rpc_ntlm_unwrap(ntlm_srv *s, int seal, uint8_t *msg, size_t n, size_t doff, size_t dlen,
+                    const uint8_t sig[NTLM_SIG_LEN]);
 
 #endif

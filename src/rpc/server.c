@@ -2,7 +2,7 @@
  * (MS-RPCE 2.2.1.2 / C706 appendix O: ept_map, ept_lookup listing our interfaces,
  * ept_lookup_handle_free). See server.h for the bounds.
  */
-#include "server.h"
+#include "rpc/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,10 +12,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../core/log.h"
-#include "../core/mem.h"
-#include "../net/accept.h"
-#include "../net/listen.h"
+#include "core/le.h"
+#include "core/list.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "net/accept.h"
+#include "net/listen.h"
 
 #define MAX_IFACES 8
 #define EPT_S_NOT_REGISTERED 0x16C9A0D6u
@@ -126,12 +128,7 @@ static void session_close(session *ss, const char *why)
         s->on_close(s->on_close_ctx, ss->info.id);
     sl_loop_unwatch(s->loop, &ss->w);
     close(ss->fd);
-    if (ss->prev)
-        ss->prev->next = ss->next;
-    else
-        s->sessions = ss->next;
-    if (ss->next)
-        ss->next->prev = ss->prev;
+    SL_LIST_UNLINK(s->sessions, ss, prev, next);
     rpc_conn_free(&ss->conn);
     sl_buf_free(&ss->in);
     sl_free(ss);
@@ -199,9 +196,9 @@ static void dispatch(session *ss, const rpc_call *c)
     sl_buf stub;
     sl_buf_init(&stub);
     ndr_wr w;
-    ndr_wr_init(&w, &stub);
+    rpc_ndr_wr_init(&w, &stub);
     ndr_rd r;
-    ndr_rd_init(&r, c->stub, c->stub_len, c->le);
+    rpc_ndr_rd_init(&r, c->stub, c->stub_len, c->le);
     uint32_t st;
     if (c->iface == &s->epm) {
         st = epm_op(s, ss, c, &r, &w);
@@ -226,9 +223,9 @@ uint32_t rpc_server_invoke(rpc_server *s, const rpc_session_info *info, const rp
 {
     rpc_call c = {.opnum = opnum, .stub = stub, .stub_len = len, .le = le};
     ndr_wr w;
-    ndr_wr_init(&w, out);
+    rpc_ndr_wr_init(&w, out);
     ndr_rd r;
-    ndr_rd_init(&r, stub, len, le);
+    rpc_ndr_rd_init(&r, stub, len, le);
     if (!iface) {
         /* a session of the endpoint mapper's door with no socket (towers name 127.0.0.1) */
         session ss = {.srv = s, .fd = -1, .epmap = 1, .info = *info};
@@ -386,10 +383,7 @@ static void on_accept(sl_acceptor *a, int fd, const struct sockaddr_storage *pee
     ss->w.fd = fd;
     ss->w.fn = on_session;
     ss->w.data = ss;
-    ss->next = s->sessions;
-    if (s->sessions)
-        s->sessions->prev = ss;
-    s->sessions = ss;
+    SL_LIST_PUSH(s->sessions, ss, prev, next);
     s->n_sessions++;
     if (sl_loop_watch(s->loop, &ss->w, SL_EV_READ) < 0)
         session_close(ss, "cannot watch the socket");
@@ -477,7 +471,7 @@ static int floor_at(const uint8_t *t, size_t n, size_t *pos, const uint8_t **lhs
 {
     if (n - *pos < 2)
         return -1;
-    *ll = (uint16_t)(t[*pos] | t[*pos + 1] << 8);
+    *ll = sl_le16(t + *pos);
     *pos += 2;
     if (n - *pos < *ll)
         return -1;
@@ -485,7 +479,7 @@ static int floor_at(const uint8_t *t, size_t n, size_t *pos, const uint8_t **lhs
     *pos += *ll;
     if (n - *pos < 2)
         return -1;
-    *rl = (uint16_t)(t[*pos] | t[*pos + 1] << 8);
+    *rl = sl_le16(t + *pos);
     *pos += 2;
     if (n - *pos < *rl)
         return -1;
@@ -496,12 +490,9 @@ static int floor_at(const uint8_t *t, size_t n, size_t *pos, const uint8_t **lhs
 
 static void tower_floor(sl_buf *b, const uint8_t *lhs, uint16_t ll, const uint8_t *rhs, uint16_t rl)
 {
-    uint8_t h[2] = {(uint8_t)ll, (uint8_t)(ll >> 8)};
-    sl_buf_append(b, h, 2);
+    sl_buf_put_le16(b, ll);
     sl_buf_append(b, lhs, ll);
-    h[0] = (uint8_t)rl;
-    h[1] = (uint8_t)(rl >> 8);
-    sl_buf_append(b, h, 2);
+    sl_buf_put_le16(b, rl);
     sl_buf_append(b, rhs, rl);
 }
 
@@ -513,10 +504,8 @@ static void our_tower(rpc_server *s, session *ss, const rpc_iface *f, sl_buf *t)
     sl_buf_append(t, cnt, 2);
     lhs[0] = 0x0d;
     memcpy(lhs + 1, f->id.uuid, 16);
-    lhs[17] = (uint8_t)f->id.major;
-    lhs[18] = (uint8_t)(f->id.major >> 8);
-    rhs[0] = (uint8_t)f->id.minor;
-    rhs[1] = (uint8_t)(f->id.minor >> 8);
+    sl_put_le16(lhs + 17, f->id.major);
+    sl_put_le16(rhs, f->id.minor);
     tower_floor(t, lhs, 19, rhs, 2);
     memcpy(lhs + 1, rpc_ndr20.uuid, 16);
     lhs[17] = 2;
@@ -546,22 +535,22 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
 {
     uint8_t obj[16], handle[20];
     if (ndr_ptr(in))
-        ndr_bytes(in, obj, 16);
+        rpc_ndr_bytes(in, obj, 16);
     uint8_t tower[1024];
     size_t tlen = 0;
     int have_tower = ndr_ptr(in) != 0;
     if (have_tower) {
-        uint32_t max = ndr_u32(in), len = ndr_u32(in);
+        uint32_t max = rpc_ndr_u32(in), len = rpc_ndr_u32(in);
         if (len != max || len > sizeof tower) {
             in->err = 1;
         } else {
-            ndr_bytes(in, tower, len);
+            rpc_ndr_bytes(in, tower, len);
             tlen = len;
         }
     }
-    ndr_rd_align(in, 4);
-    ndr_bytes(in, handle, 20);
-    uint32_t max_towers = ndr_u32(in);
+    rpc_ndr_rd_align(in, 4);
+    rpc_ndr_bytes(in, handle, 20);
+    uint32_t max_towers = rpc_ndr_u32(in);
     if (in->err || max_towers > 500)
         return NCA_S_FAULT_NDR;
     const rpc_iface *found = NULL;
@@ -570,12 +559,12 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
     uint16_t ll, rl;
     int tcp = 0;
     if (tlen >= 2) {
-        unsigned floors = tower[0] | tower[1] << 8;
+        unsigned floors = sl_le16(tower);
         for (unsigned i = 0; i < floors && i < 8; i++) {
             if (floor_at(tower, tlen, &pos, &lhs, &ll, &rhs, &rl) < 0)
                 break;
             if (i == 0 && ll == 19 && lhs[0] == 0x0d && rl == 2) {
-                uint16_t major = (uint16_t)(lhs[17] | lhs[18] << 8);
+                uint16_t major = sl_le16(lhs + 17);
                 for (size_t k = 0; k < s->n_regs; k++)
                     if (!memcmp(s->ifaces[k]->id.uuid, lhs + 1, 16) &&
                         s->ifaces[k]->id.major == major)
@@ -586,51 +575,51 @@ static uint32_t ept_map(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
         }
     }
     memset(handle, 0, sizeof handle);
-    ndr_put_bytes(out, handle, 20);
+    rpc_ndr_put_bytes(out, handle, 20);
     int n = found && tcp && max_towers > 0 && s->main.fd >= 0;
-    ndr_put_u32(out, (uint32_t)n);
-    ndr_put_u32(out, max_towers); /* conformant varying array of tower pointers */
-    ndr_put_u32(out, 0);
-    ndr_put_u32(out, (uint32_t)n);
+    rpc_ndr_put_u32(out, (uint32_t)n);
+    rpc_ndr_put_u32(out, max_towers); /* conformant varying array of tower pointers */
+    rpc_ndr_put_u32(out, 0);
+    rpc_ndr_put_u32(out, (uint32_t)n);
     if (n) {
-        ndr_put_ref(out);
+        rpc_ndr_put_ref(out);
         sl_buf t;
         sl_buf_init(&t);
         our_tower(s, ss, found, &t);
-        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
-        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
-        ndr_put_bytes(out, sl_buf_head(&t), sl_buf_unread(&t));
+        rpc_ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        rpc_ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        rpc_ndr_put_bytes(out, sl_buf_head(&t), sl_buf_unread(&t));
         sl_buf_free(&t);
-        ndr_wr_align(out, 4);
+        rpc_ndr_wr_align(out, 4);
     }
-    ndr_put_u32(out, n ? 0 : EPT_S_NOT_REGISTERED);
+    rpc_ndr_put_u32(out, n ? 0 : EPT_S_NOT_REGISTERED);
     return 0;
 }
 
 /* ept_lookup (opnum 2): the entries of the interfaces we serve (qmmgmt, qmcomm), each with
  * the nil object, its tower and its name as the annotation, for tools that enumerate the
- * mapper. All of them fit in one answer (there are at most MAX_IFACES), so the entry handle
+ * mapper. All of them fit in one answer (there are at most MAX_IFACES), so the entry mq_handle
  * returned is always the null one, which ends the client's loop. */
 static uint32_t ept_lookup(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
 {
     uint8_t obj[16] = {0}, ifid[16] = {0}, handle[20];
-    uint32_t inquiry = ndr_u32(in);
+    uint32_t inquiry = rpc_ndr_u32(in);
     int have_obj = ndr_ptr(in) != 0;
     if (have_obj)
-        ndr_bytes(in, obj, 16);
+        rpc_ndr_bytes(in, obj, 16);
     int have_if = ndr_ptr(in) != 0;
     uint16_t if_major = 0, if_minor = 0;
     if (have_if) {
-        ndr_bytes(in, ifid, 16);
-        if_major = ndr_u16(in);
-        if_minor = ndr_u16(in);
+        rpc_ndr_bytes(in, ifid, 16);
+        if_major = rpc_ndr_u16(in);
+        if_minor = rpc_ndr_u16(in);
     }
     /* vers_option: 1 all versions, 2 compatible (same major, minor at least), 3 exact,
      * 4 major only, 5 up to (at most this version) */
-    uint32_t vers = ndr_u32(in);
-    ndr_rd_align(in, 4);
-    ndr_bytes(in, handle, 20);
-    uint32_t max_ents = ndr_u32(in);
+    uint32_t vers = rpc_ndr_u32(in);
+    rpc_ndr_rd_align(in, 4);
+    rpc_ndr_bytes(in, handle, 20);
+    uint32_t max_ents = rpc_ndr_u32(in);
     if (in->err || max_ents > 500)
         return NCA_S_FAULT_NDR;
     static const uint8_t nil[16];
@@ -653,31 +642,31 @@ static uint32_t ept_lookup(rpc_server *s, session *ss, ndr_rd *in, ndr_wr *out)
         found[n++] = f;
     }
     memset(handle, 0, sizeof handle);
-    ndr_put_bytes(out, handle, 20);
-    ndr_put_u32(out, n);
-    ndr_put_u32(out, max_ents); /* conformant varying array of ept_entry_t */
-    ndr_put_u32(out, 0);
-    ndr_put_u32(out, n);
+    rpc_ndr_put_bytes(out, handle, 20);
+    rpc_ndr_put_u32(out, n);
+    rpc_ndr_put_u32(out, max_ents); /* conformant varying array of ept_entry_t */
+    rpc_ndr_put_u32(out, 0);
+    rpc_ndr_put_u32(out, n);
     for (uint32_t i = 0; i < n; i++) {
-        ndr_put_bytes(out, nil, 16); /* object */
-        ndr_put_ref(out);            /* tower, deferred */
+        rpc_ndr_put_bytes(out, nil, 16); /* object */
+        rpc_ndr_put_ref(out);            /* tower, deferred */
         size_t al = strlen(found[i]->name) + 1;
-        ndr_put_u32(out, 0); /* annotation: a varying string, offset, count, chars */
-        ndr_put_u32(out, (uint32_t)al);
-        ndr_put_bytes(out, found[i]->name, al);
-        ndr_wr_align(out, 4);
+        rpc_ndr_put_u32(out, 0); /* annotation: a varying string, offset, count, chars */
+        rpc_ndr_put_u32(out, (uint32_t)al);
+        rpc_ndr_put_bytes(out, found[i]->name, al);
+        rpc_ndr_wr_align(out, 4);
     }
     for (uint32_t i = 0; i < n; i++) {
         sl_buf t;
         sl_buf_init(&t);
         our_tower(s, ss, found[i], &t);
-        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
-        ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
-        ndr_put_bytes(out, sl_buf_head(&t), sl_buf_unread(&t));
+        rpc_ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        rpc_ndr_put_u32(out, (uint32_t)sl_buf_unread(&t));
+        rpc_ndr_put_bytes(out, sl_buf_head(&t), sl_buf_unread(&t));
         sl_buf_free(&t);
-        ndr_wr_align(out, 4);
+        rpc_ndr_wr_align(out, 4);
     }
-    ndr_put_u32(out, n ? 0 : EPT_S_NOT_REGISTERED);
+    rpc_ndr_put_u32(out, n ? 0 : EPT_S_NOT_REGISTERED);
     return 0;
 }
 
@@ -690,12 +679,12 @@ static uint32_t epm_op(rpc_server *s, session *ss, const rpc_call *c, ndr_rd *in
     case 3:
         return ept_map(s, ss, in, out);
     case 4: /* ept_lookup_handle_free: we hand out none */
-        ndr_bytes(in, handle, 20);
+        rpc_ndr_bytes(in, handle, 20);
         if (in->err)
             return NCA_S_FAULT_NDR;
         memset(handle, 0, 20);
-        ndr_put_bytes(out, handle, 20);
-        ndr_put_u32(out, 0);
+        rpc_ndr_put_bytes(out, handle, 20);
+        rpc_ndr_put_u32(out, 0);
         return 0;
     default: /* insert, delete, inq_object, mgmt_delete: not for remote callers */
         return NCA_S_ACCESS_DENIED;

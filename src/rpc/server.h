@@ -1,6 +1,6 @@
 /* server.h - the DCE/RPC doors (ncacn_ip_tcp): the interfaces' listener and the endpoint
  * mapper, on the broker's loop. Sockets and buffers live here; the protocol is dcerpc.c's,
- * the operations are the registering module's (MSMQ's in src/mgmt/msrpc_*.c).
+ * the operations are the registering module's (MSMQ's in src/rpc/qmmgmt.c and qmcomm*.c).
  *
  * Each connection is a session with an id that is never reused in a run. An operation runs on
  * the loop thread and answers at once (its output stub, or a fault status) or later
@@ -18,9 +18,9 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
-#include "../net/loop.h"
-#include "dcerpc.h"
-#include "ndr.h"
+#include "net/loop.h"
+#include "rpc/dcerpc.h"
+#include "rpc/ndr.h"
 
 typedef struct rpc_server rpc_server;
 

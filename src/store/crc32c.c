@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/le.h"
+
 #define POLY 0x82F63B78u
 
 static uint32_t T[8][256];
@@ -93,10 +95,7 @@ uint32_t st_crc32c_sw(uint32_t crc, const void *buf, size_t n)
     }
     while (n >= 8) {
         /* Little-endian word load made explicit, so big-endian hosts agree. */
-        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                           (uint32_t)p[3] << 24);
-        uint32_t hi =
-            (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        uint32_t lo = c ^ sl_le32(p), hi = sl_le32(p + 4);
         c = T[7][lo & 0xff] ^ T[6][(lo >> 8) & 0xff] ^ T[5][(lo >> 16) & 0xff] ^ T[4][lo >> 24] ^
             T[3][hi & 0xff] ^ T[2][(hi >> 8) & 0xff] ^ T[1][(hi >> 16) & 0xff] ^ T[0][hi >> 24];
         p += 8;

@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/le.h"
 #include "core/log.h"
 #include "core/mem.h"
 
@@ -156,30 +157,6 @@ struct st_log {
 
 /* ------------------------------------------------------------------ small helpers */
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    put_le32(p, (uint32_t)v);
-    put_le32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-    return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
-}
-
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -258,8 +235,8 @@ static void pend_header(st_log *l, seg *s)
 {
     uint8_t *p = pend(l, s, HDR_SIZE);
     memcpy(p, MAGIC, 8);
-    put_le32(p + 8, FORMAT_VERSION);
-    put_le32(p + 12, 0);
+    sl_put_le32(p + 8, FORMAT_VERSION);
+    sl_put_le32(p + 12, 0);
 }
 
 /* A segment made here has no file yet: the commit that first writes it creates it. */
@@ -349,8 +326,8 @@ static int load_holes(st_log *l, char *err, size_t errlen)
                n < 0 ? strerror(errno) : "short read");
         goto out;
     }
-    uint32_t count = get_le32(p + 12);
-    if (memcmp(p, HOLES_MAGIC, 8) != 0 || get_le32(p + 8) != 1) {
+    uint32_t count = sl_le32(p + 12);
+    if (memcmp(p, HOLES_MAGIC, 8) != 0 || sl_le32(p + 8) != 1) {
         seterr(err, errlen, "%s/%s: offset 0: bad magic or version", l->dir, HOLES_NAME);
         errno = EILSEQ;
         goto out;
@@ -361,14 +338,14 @@ static int load_holes(st_log *l, char *err, size_t errlen)
         errno = EILSEQ;
         goto out;
     }
-    if (st_crc32c(0, p, size - 4) != get_le32(p + size - 4)) {
+    if (st_crc32c(0, p, size - 4) != sl_le32(p + size - 4)) {
         seterr(err, errlen, "%s/%s: offset %zu: checksum mismatch", l->dir, HOLES_NAME, size - 4);
         errno = EILSEQ;
         goto out;
     }
     l->holes = sl_xmalloc((count ? count : 1) * sizeof *l->holes);
     for (uint32_t i = 0; i < count; i++) {
-        hole h = {get_le64(p + 16 + 16 * (size_t)i), get_le64(p + 24 + 16 * (size_t)i)};
+        hole h = {sl_le64(p + 16 + 16 * (size_t)i), sl_le64(p + 24 + 16 * (size_t)i)};
         if (h.first >= h.end || (i && h.first < l->holes[i - 1].end)) {
             seterr(err, errlen, "%s/%s: offset %zu: holes out of order", l->dir, HOLES_NAME,
                    16 + 16 * (size_t)i);
@@ -398,13 +375,13 @@ static int save_holes(st_log *l, const hole *v, size_t n)
         size_t size = 20 + 16 * n;
         uint8_t *p = sl_xmalloc(size);
         memcpy(p, HOLES_MAGIC, 8);
-        put_le32(p + 8, 1);
-        put_le32(p + 12, (uint32_t)n);
+        sl_put_le32(p + 8, 1);
+        sl_put_le32(p + 12, (uint32_t)n);
         for (size_t i = 0; i < n; i++) {
-            put_le64(p + 16 + 16 * i, v[i].first);
-            put_le64(p + 24 + 16 * i, v[i].end);
+            sl_put_le64(p + 16 + 16 * i, v[i].first);
+            sl_put_le64(p + 24 + 16 * i, v[i].end);
         }
-        put_le32(p + size - 4, st_crc32c(0, p, size - 4));
+        sl_put_le32(p + size - 4, st_crc32c(0, p, size - 4));
         int fd = openat(l->dirfd, HOLES_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd >= 0)
             FOP(ST_FOP_CREATE, l->dir, HOLES_TMP, NULL, 1, NULL, 0);
@@ -460,13 +437,13 @@ static uint64_t valid_record_after(const uint8_t *p, uint64_t size, uint64_t off
 {
     uint64_t span = (size - off) / REC_HDR + 1;
     for (uint64_t o = off + 1; o + REC_HDR <= size; o++) {
-        uint32_t len = get_le32(p + o);
+        uint32_t len = sl_le32(p + o);
         if (len == 0 || len > ST_LOG_MAX_RECORD || (uint64_t)len + 16 > size - o)
             continue;
-        uint64_t seq = get_le64(p + o + 8);
+        uint64_t seq = sl_le64(p + o + 8);
         if (seq < expected || seq - expected > span)
             continue;
-        if (st_crc32c(0, p + o + 8, 8 + (size_t)len) == get_le32(p + o + 4))
+        if (st_crc32c(0, p + o + 8, 8 + (size_t)len) == sl_le32(p + o + 4))
             return o;
     }
     return 0;
@@ -535,7 +512,7 @@ static int recover_seg(recovery *r, seg *s, int newest)
          * file was created), and only if what is there is the start of a valid header. */
         uint8_t h[HDR_SIZE], want[HDR_SIZE];
         memcpy(want, MAGIC, 8);
-        put_le32(want + 8, FORMAT_VERSION);
+        sl_put_le32(want + 8, FORMAT_VERSION);
         ssize_t n = size ? pread(s->fd, h, (size_t)size, 0) : 0;
         if (n != (ssize_t)size) {
             seterr(r->err, r->errlen, "%s/%s: read: %s", l->dir, s->name,
@@ -561,9 +538,9 @@ static int recover_seg(recovery *r, seg *s, int newest)
         rc = corrupt(r, s, 0, "bad magic (not a sluice segment)");
         goto out;
     }
-    if (get_le32(p + 8) != FORMAT_VERSION) {
+    if (sl_le32(p + 8) != FORMAT_VERSION) {
         snprintf(what, sizeof what, "unsupported format version %" PRIu32 " (this build reads %d)",
-                 get_le32(p + 8), FORMAT_VERSION);
+                 sl_le32(p + 8), FORMAT_VERSION);
         rc = corrupt(r, s, 8, what);
         goto out;
     }
@@ -575,7 +552,7 @@ static int recover_seg(recovery *r, seg *s, int newest)
             snprintf(what, sizeof what, "truncated record header");
             goto bad;
         }
-        uint32_t len = get_le32(p + off);
+        uint32_t len = sl_le32(p + off);
         if (len == 0 || len > ST_LOG_MAX_RECORD) {
             snprintf(what, sizeof what, "bad record length %" PRIu32, len);
             goto bad;
@@ -585,8 +562,8 @@ static int recover_seg(recovery *r, seg *s, int newest)
                      len);
             goto bad;
         }
-        uint64_t seq = get_le64(p + off + 8);
-        if (st_crc32c(0, p + off + 8, 8 + (size_t)len) != get_le32(p + off + 4)) {
+        uint64_t seq = sl_le64(p + off + 8);
+        if (st_crc32c(0, p + off + 8, 8 + (size_t)len) != sl_le32(p + off + 4)) {
             snprintf(what, sizeof what, "checksum mismatch");
             goto bad;
         }
@@ -829,9 +806,9 @@ int st_log_scan(st_log *l, st_replay_fn fn, void *ctx, char *err, size_t errlen)
         uint64_t off = HDR_SIZE;
         int rc = 0;
         while (off + REC_HDR <= s->size) {
-            uint32_t len = get_le32(p + off);
+            uint32_t len = sl_le32(p + off);
             if (len == 0 || off + 16 + (uint64_t)len > s->size ||
-                st_crc32c(0, p + off + 8, 8 + (size_t)len) != get_le32(p + off + 4)) {
+                st_crc32c(0, p + off + 8, 8 + (size_t)len) != sl_le32(p + off + 4)) {
                 seterr(err, errlen,
                        "%s/%s: offset %" PRIu64 ": checksum mismatch on a second "
                        "read (the file changed under the broker?)",
@@ -840,7 +817,7 @@ int st_log_scan(st_log *l, st_replay_fn fn, void *ctx, char *err, size_t errlen)
                 break;
             }
             st_loc loc = {s->no, off};
-            if (fn(ctx, get_le64(p + off + 8), p[off + 16], p + off + REC_HDR, len - 1, loc)) {
+            if (fn(ctx, sl_le64(p + off + 8), p[off + 16], p + off + REC_HDR, len - 1, loc)) {
                 errno = ECANCELED;
                 rc = -1;
                 break;
@@ -882,8 +859,8 @@ uint64_t st_log_appendv(st_log *l, uint8_t type, const st_iov *iov, int n, st_lo
         loc->offset = s->end;
     }
     uint8_t *p = pend(l, s, reclen);
-    put_le32(p, (uint32_t)len + 1);
-    put_le64(p + 8, seq);
+    sl_put_le32(p, (uint32_t)len + 1);
+    sl_put_le64(p + 8, seq);
     p[16] = type;
     uint8_t *q = p + REC_HDR;
     for (int i = 0; i < n; i++) {
@@ -891,7 +868,7 @@ uint64_t st_log_appendv(st_log *l, uint8_t type, const st_iov *iov, int n, st_lo
             memcpy(q, iov[i].p, iov[i].len);
         q += iov[i].len;
     }
-    put_le32(p + 4, st_crc32c(0, p + 8, 9 + len));
+    sl_put_le32(p + 4, st_crc32c(0, p + 8, 9 + len));
     l->records_written++;
     l->bytes_appended += reclen;
     return seq;
@@ -1434,12 +1411,12 @@ int st_log_read_ref(st_log *l, st_loc loc, uint8_t *buf, size_t len, const uint8
             }
         }
     }
-    if (get_le32(h) != len + 1) {
+    if (sl_le32(h) != len + 1) {
         seterr(err, errlen, "%s/%s: offset %" PRIu64 ": record length %" PRIu32 ", expected %zu",
-               l->dir, s->name, loc.offset, get_le32(h), len + 1);
+               l->dir, s->name, loc.offset, sl_le32(h), len + 1);
         return -1;
     }
-    if (st_crc32c(st_crc32c(0, h + 8, 9), *payload, len) != get_le32(h + 4)) {
+    if (st_crc32c(st_crc32c(0, h + 8, 9), *payload, len) != sl_le32(h + 4)) {
         seterr(err, errlen, "%s/%s: offset %" PRIu64 ": checksum mismatch", l->dir, s->name,
                loc.offset);
         return -1;

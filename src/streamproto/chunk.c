@@ -5,7 +5,7 @@
  * builder patches the header last, from what it actually appended, so counts, lengths and
  * the CRC always describe the bytes that are there.
  */
-#include "chunk.h"
+#include "streamproto/chunk.h"
 
 #include <zlib.h>
 

@@ -34,8 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
-#include "../core/err.h"
+#include "core/buf.h"
+#include "core/err.h"
 
 #define SP_CHUNK_HEADER_SIZE 48
 #define SP_CHUNK_MAGIC 5

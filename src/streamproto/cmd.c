@@ -11,14 +11,14 @@
  * wire size of one element, before the array is allocated, so a count from the wire cannot
  * make us allocate more than a small multiple of the frame.
  */
-#include "cmd.h"
+#include "streamproto/cmd.h"
 
 #include <stdalign.h>
 #include <stddef.h>
 #include <string.h>
 
-#include "../core/mem.h"
-#include "frame.h"
+#include "core/mem.h"
+#include "streamproto/frame.h"
 
 typedef struct sp_io {
     int writing;

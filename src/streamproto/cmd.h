@@ -30,9 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
-#include "../core/err.h"
-#include "chunk.h"
+#include "core/buf.h"
+#include "core/err.h"
+#include "streamproto/chunk.h"
 
 enum sp_key {
     SP_DECLARE_PUBLISHER = 0x0001,

@@ -6,7 +6,7 @@
  * before waiting for the body; a frame handed out stays valid until the next push or next
  * call, which is when its bytes are dropped (pending).
  */
-#include "frame.h"
+#include "streamproto/frame.h"
 
 #include <string.h>
 

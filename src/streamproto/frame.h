@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/buf.h"
-#include "../core/err.h"
+#include "core/buf.h"
+#include "core/err.h"
 
 #define SP_FRAME_PREFIX 4            /* the size field */
 #define SP_FRAME_MIN_BODY 4          /* key + version */

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mgmt/msrpc.h"
+#include "rpc/msrpc.h"
 #include "rpc/dcerpc.h"
 #include "rpc/ndr.h"
 
@@ -99,12 +99,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(c.stub.len <= cfg.max_call);
             if (st == RPC_STEP_CALL) {
                 ndr_rd r;
-                ndr_rd_init(&r, call.stub, call.stub_len, call.le);
+                rpc_ndr_rd_init(&r, call.stub, call.stub_len, call.le);
                 char obj[1300], s[256];
-                msrpc_read_mgmt_object(NULL, &r, obj, sizeof obj);
+                rpc_msrpc_read_mgmt_object(NULL, &r, obj, sizeof obj);
                 CHECK(strlen(obj) < sizeof obj);
-                ndr_rd_align(&r, 4);
-                ndr_wstring(&r, s, sizeof s);
+                rpc_ndr_rd_align(&r, 4);
+                rpc_ndr_wstring(&r, s, sizeof s);
                 if (!r.err)
                     CHECK(strlen(s) < sizeof s);
                 CHECK(r.pos <= r.len);

@@ -1,4 +1,4 @@
-/* fuzz_defs.c - libFuzzer target for the definitions import (src/mgmt/defs.c defs_import)
+/* fuzz_defs.c - libFuzzer target for the definitions import (src/defs/defs.c defs_import)
  * and the access module behind it (users, hashes, permissions, topic permissions, limits).
  *
  * The input is a JSON document (a definitions file). On a fresh node and access database
@@ -19,11 +19,13 @@
 #include <string.h>
 
 #include "access/access.h"
-#include "broker/broker.h"
 #include "core/buf.h"
 #include "core/log.h"
+#include "core/map.h"
 #include "core/mem.h"
-#include "mgmt/mgmt_internal.h"
+#include "defs/defs.h"
+#include "node/config.h"
+#include "node/node.h"
 #include "qm/qm.h"
 
 #define CHECK(cond)                                                                                \
@@ -42,15 +44,15 @@ static void collect(void *ctx, uint8_t type, const uint8_t *p, size_t len)
     sl_buf_append(b, p, len);
 }
 
-static void check_state(broker *b)
+static void check_state(sl_node *b)
 {
     /* the model's vhosts and the access module's definitions are the same set */
     size_t n;
     const acc_vhost **vs = acc_vhosts(b->acc, &n);
     for (size_t i = 0; i < n; i++)
-        CHECK(qm_vhost_find(b->node, vs[i]->name, strlen(vs[i]->name)));
+        CHECK(qm_vhost_find(b->qm, vs[i]->name, strlen(vs[i]->name)));
     sl_free(vs);
-    CHECK(sl_map_count(b->node->vhosts) == n);
+    CHECK(sl_map_count(b->qm->vhosts) == n);
     /* snapshot -> replay -> snapshot: the same bytes */
     sl_buf s1, s2;
     sl_buf_init(&s1);
@@ -76,22 +78,23 @@ static void run(const uint8_t *data, size_t size, const char *forced)
     json_t *doc = json_loadb((const char *)data, size, 0, &je);
     if (!doc)
         return;
-    sl_config cfg;
-    sl_config_defaults(&cfg);
-    broker b;
+    node_config cfg;
+    node_config_defaults(&cfg);
+    /* the node's model and access module only: no loop, store or doors (an import needs none) */
+    sl_node b;
     memset(&b, 0, sizeof b);
     b.cfg = &cfg;
-    b.node = qm_node_new("fuzz");
+    b.qm = qm_node_new("fuzz");
     b.acc = acc_new();
-    b.listen_fd = b.tls_listen_fd = b.signal_fd = -1;
+    b.signal_fd = -1;
     char err[800];
-    CHECK(broker_vhost_add(&b, "/", NULL, NULL, NULL, err, sizeof err) == SL_OK);
+    CHECK(node_vhost_add(&b, "/", NULL, NULL, NULL, err, sizeof err) == SL_OK);
     defs_import(&b, doc, forced, err, sizeof err);
     check_state(&b);
     json_decref(doc);
-    qm_node_free(b.node);
+    qm_node_free(b.qm);
     acc_free(b.acc);
-    sl_config_free(&cfg);
+    node_config_free(&cfg);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,6 +1,6 @@
 /* fuzz_link.c - libFuzzer target for what a link peer or an operator hands the link code:
- * the EOD control message of a batch (eod_batch_decode, src/link/eod.c) and remote format
- * names (link_fmt_parse, src/link/fmt.c).
+ * the EOD control message of a batch (eod_batch_decode, src/eod/eod.c) and remote format
+ * names (eod_fmt_parse, src/eod/fmt.c).
  *
  * The first byte picks the parser; the rest is its input. Besides "no crash, no over-read",
  * it checks:
@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "core/buf.h"
-#include "link/eod.h"
-#include "link/link.h"
+#include "eod/eod.h"
+#include "eod/outq.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -84,14 +84,14 @@ static void batch(const uint8_t *p, size_t n)
 
 static void fmtname(const uint8_t *p, size_t n)
 {
-    link_addr a, again;
+    eod_addr a, again;
     char err[600];
-    if (link_fmt_parse((const char *)p, n, &a, err, sizeof err) < 0)
+    if (eod_fmt_parse((const char *)p, n, &a, err, sizeof err) < 0)
         return;
     CHECK(a.host[0] && a.queue[0] && a.port >= 1 && a.port <= 65535);
     char canon[1200];
-    link_fmt_canonical(&a, canon, sizeof canon);
-    CHECK(link_fmt_parse(canon, strlen(canon), &again, err, sizeof err) == 0);
+    eod_fmt_canonical(&a, canon, sizeof canon);
+    CHECK(eod_fmt_parse(canon, strlen(canon), &again, err, sizeof err) == 0);
     CHECK(!strcmp(a.host, again.host) && a.port == again.port && !strcmp(a.queue, again.queue));
 }
 

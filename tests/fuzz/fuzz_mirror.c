@@ -1,10 +1,10 @@
 /* fuzz_mirror.c - libFuzzer target for the mirror's groups (src/cluster/mirror.c): the bytes a
  * follower takes from the replication port and replays into its data directory. Each input is
  * checked as it is (nearly always refused: its CRC), then again with a valid header and CRC
- * patched in, so the op decoder and mirror_apply run on every shape of op list. Applying
+ * patched in, so the op decoder and cl_mirror_apply run on every shape of op list. Applying
  * happens in a fresh directory inside a private temp directory; afterwards nothing may exist
  * in the private directory but that one directory (no name escapes it), and nothing under it
- * may be a symbolic link. A name the decoder accepted must pass mirror_name_ok. */
+ * may be a symbolic link. A name the decoder accepted must pass cl_mirror_name_ok. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     char err[256];
     uint32_t nops;
-    mirror_group_check(data, size, NULL, NULL, NULL, &nops, err, sizeof err);
+    cl_mirror_group_check(data, size, NULL, NULL, NULL, &nops, err, sizeof err);
     if (size < 40 || size > (1u << 20))
         return 0;
     uint8_t *g = malloc(size);
@@ -70,8 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(mkdir(inner, 0755) == 0);
     int dfd = open(inner, O_RDONLY | O_DIRECTORY);
     CHECK(dfd >= 0);
-    int ok = mirror_group_check(g, size, NULL, NULL, NULL, &nops, err, sizeof err) == 0;
-    int rc = mirror_apply_ex(dfd, g, size, MIRROR_APPLY_NOSYNC, SIZE_MAX, err, sizeof err);
+    int ok = cl_mirror_group_check(g, size, NULL, NULL, NULL, &nops, err, sizeof err) == 0;
+    int rc = cl_mirror_apply_ex(dfd, g, size, CL_MIRROR_APPLY_NOSYNC, SIZE_MAX, err, sizeof err);
     CHECK(ok || rc == -1);
     close(dfd);
     /* nothing escaped: the private directory holds only the one we applied into */

@@ -1,21 +1,21 @@
-/* fuzz_mqqb.c - libFuzzer target for the MS-MQQB packet codec (src/msmq/mqqb.c): the bytes
+/* fuzz_mqqb.c - libFuzzer target for the MS-MQQB packet codec (src/mqqb/mqqb.c): the bytes
  * are a stream as a Windows sender would write it. Each packet is framed by mqqb_frame_len
  * (at most the specification's 4 MiB) and parsed as an internal or a UserMessage packet.
  * Besides "no crash, no over-read", it checks that every pointer a parse hands back lies
  * inside the packet, and that an EstablishConnection or ConnectionParameters packet that
  * parses gives a reply that parses back to the same fields. The same bytes are what Sluice's
- * sending side (link.c) reads from a Windows receiver: a UserMessage that parses is also read
- * as an OrderAck / FinalAck, and its body, re-sent by the initiator's writer, parses back.
- * And the properties both ways: a UserMessage as an AMQP message (props.c, receiving), read
- * back by the sending side (msmq_out_props) and written again, parses to the same properties.
+ * sending side (link/mqqb_send.c) reads from a Windows receiver: a UserMessage that parses is also
+ * read as an OrderAck / FinalAck, and its body, re-sent by the initiator's writer, parses back. And
+ * the properties both ways: a UserMessage as an AMQP message (props.c, receiving), read back by the
+ * sending side (mqqb_out_props) and written again, parses to the same properties.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "msmq/mqqb.h"
-#include "msmq/props.h"
+#include "mqqb/mqqb.h"
+#include "mqqb/props.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -36,11 +36,11 @@ static void inside(const uint8_t *p, size_t len, const uint8_t *q, size_t n)
  * of the receiving table that the sending table carries come back unchanged. */
 static void props_both_ways(const mqqb_user *m, const char *dest)
 {
-    qm_message *msg = msmq_props_message(m, "q", "192.0.2.1");
+    qm_message *msg = mqqb_props_message(m, "q", "192.0.2.1");
     mqqb_out o = {
         .source_qm = m->source_qm, .dest = dest, .body = m->body, .body_len = m->body_size};
     msmq_out_scratch sc;
-    msmq_out_props(qm_msg_props(msg), msg->props_len, &o, &sc, 1000);
+    mqqb_out_props(qm_msg_props(msg), msg->props_len, &o, &sc, 1000);
     size_t n = mqqb_user_len(&o);
     CHECK(n > 0);
     uint8_t *w = malloc(n);

@@ -1,10 +1,9 @@
 /* fuzz_msrpc_stub.c - libFuzzer target for the stub decoders of the MSMQ RPC interfaces'
- * methods (src/mgmt/msrpc*.c) and the endpoint mapper's (src/rpc/server.c), run for real on
- * a node: a broker with its management API and the DCE/RPC door (msrpc.auth = none, the
- * caller is msrpc.user "guest", an administrator), two queues with messages, and a queue
- * handle opened through rpc_QMOpenQueueInternal. fuzz_dcerpc.c covers the PDUs; here the
- * stub goes straight to the operation through rpc_server_invoke (the dispatch a request
- * takes, without a socket).
+ * methods (src/rpc/qmmgmt.c, qmcomm*.c) and the endpoint mapper's (src/rpc/server.c), run for real
+ * on a node: a broker with its management API and the DCE/RPC door (msrpc.auth = none, the caller
+ * is msrpc.user "guest", an administrator), two queues with messages, and a queue handle opened
+ * through rpc_QMOpenQueueInternal. fuzz_dcerpc.c covers the PDUs; here the stub goes straight to
+ * the operation through rpc_server_invoke (the dispatch a request takes, without a socket).
  *
  * Input: byte 0 picks the interface and opnum (qmmgmt 0-1, qmcomm 12 14 15 19 20 26 27 28
  * 31, epm 2-3, and one opnum outside each table); byte 1's bit 0 a big-endian stub, bit 1
@@ -39,12 +38,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "broker/broker.h"
-#include "broker/config.h"
+#include "link/link.h"
+#include "node/node.h"
+#include "node/config.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "mgmt/mgmt.h"
-#include "mgmt/msrpc.h"
+#include "mgmt/mgmt_internal.h"
+#include "rpc/msrpc.h"
 #include "qm/qm.h"
 
 #define CHECK(cond)                                                                                \
@@ -142,9 +142,10 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
     return real(fd, m, flags);
 }
 
-static sl_config CFG;
-static broker *B;
+static node_config CFG;
+static sl_node *B;
 static mgmt *M;
+static msrpc *RPC; /* the DCE/RPC door, beside the HTTP API as main starts them */
 static rpc_syntax QMMGMT = {.major = 1}, QMCOMM = {.major = 1};
 static qm_queue *Q[2];
 static rpc_session_info WHO = {.id = 7, .loopback = 1, .user = "guest", .peer = "fuzz"};
@@ -154,86 +155,86 @@ static int have_ctx;
 static void put_u32(sl_buf *b, uint32_t v)
 {
     ndr_wr w;
-    ndr_wr_init(&w, b);
+    rpc_ndr_wr_init(&w, b);
     w.base = 0;
-    ndr_put_u32(&w, v);
+    rpc_ndr_put_u32(&w, v);
 }
 
 /* a QUEUE_FORMAT of type DIRECT naming a private queue of this node */
 static void direct_format(ndr_wr *w, const char *name)
 {
-    ndr_put_u8(w, 3);
-    ndr_put_u8(w, 0);
-    ndr_put_u16(w, 0);
-    ndr_put_u8(w, 3);
-    ndr_wr_align(w, 4);
-    ndr_put_ref(w);
-    ndr_put_wstring(w, name);
+    rpc_ndr_put_u8(w, 3);
+    rpc_ndr_put_u8(w, 0);
+    rpc_ndr_put_u16(w, 0);
+    rpc_ndr_put_u8(w, 3);
+    rpc_ndr_wr_align(w, 4);
+    rpc_ndr_put_ref(w);
+    rpc_ndr_put_wstring(w, name);
 }
 
 static void stub_open(sl_buf *b, const char *fmt)
 {
     ndr_wr w;
-    ndr_wr_init(&w, b);
+    rpc_ndr_wr_init(&w, b);
     direct_format(&w, fmt);
-    ndr_wr_align(&w, 4);
-    ndr_put_u32(&w, 1); /* MQ_RECEIVE_ACCESS */
-    ndr_put_u32(&w, 0); /* MQ_DENY_NONE */
-    ndr_put_u32(&w, 0); /* hRemoteQueue */
-    ndr_put_u32(&w, 0); /* lplpRemoteQueueName: NULL */
-    ndr_put_u32(&w, 0); /* dwpQueue */
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_u32(&w, 1); /* MQ_RECEIVE_ACCESS */
+    rpc_ndr_put_u32(&w, 0); /* MQ_DENY_NONE */
+    rpc_ndr_put_u32(&w, 0); /* hRemoteQueue */
+    rpc_ndr_put_u32(&w, 0); /* lplpRemoteQueueName: NULL */
+    rpc_ndr_put_u32(&w, 0); /* dwpQueue */
     static const uint8_t guid[16] = {1, 2, 3};
-    ndr_put_bytes(&w, guid, 16);
-    ndr_put_wstring(&w, "fuzz");
-    ndr_wr_align(&w, 4);
-    ndr_put_u32(&w, 0);
-    ndr_put_u32(&w, 0);
+    rpc_ndr_put_bytes(&w, guid, 16);
+    rpc_ndr_put_wstring(&w, "fuzz");
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_u32(&w, 0);
+    rpc_ndr_put_u32(&w, 0);
 }
 
 static void stub_mgmt_object(ndr_wr *w, int queue)
 {
-    ndr_put_u16(w, queue ? 2 : 1);
-    ndr_put_u16(w, queue ? 2 : 1);
+    rpc_ndr_put_u16(w, queue ? 2 : 1);
+    rpc_ndr_put_u16(w, queue ? 2 : 1);
     if (!queue) {
-        ndr_put_u32(w, 0);
+        rpc_ndr_put_u32(w, 0);
         return;
     }
-    ndr_put_ref(w);
+    rpc_ndr_put_ref(w);
     direct_format(w, "OS:.\\private$\\q");
 }
 
 static void stub_get_info(sl_buf *b, int queue)
 {
     ndr_wr w;
-    ndr_wr_init(&w, b);
+    rpc_ndr_wr_init(&w, b);
     stub_mgmt_object(&w, queue);
-    ndr_wr_align(&w, 4);
-    ndr_put_u32(&w, 2);
-    ndr_put_u32(&w, 2);
-    ndr_put_u32(&w, queue ? 4 : 1); /* QUEUE_LOCATION / MSMQ_ACTIVEQUEUES */
-    ndr_put_u32(&w, queue ? 6 : 2); /* QUEUE_XACT / MSMQ_PRIVATEQ */
-    ndr_put_u32(&w, 2);
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_u32(&w, 2);
+    rpc_ndr_put_u32(&w, 2);
+    rpc_ndr_put_u32(&w, queue ? 4 : 1); /* QUEUE_LOCATION / MSMQ_ACTIVEQUEUES */
+    rpc_ndr_put_u32(&w, queue ? 6 : 2); /* QUEUE_XACT / MSMQ_PRIVATEQ */
+    rpc_ndr_put_u32(&w, 2);
     for (int i = 0; i < 2; i++) {
-        ndr_wr_align(&w, 8);
-        ndr_put_u16(&w, MSRPC_VT_NULL);
-        ndr_put_u16(&w, 0);
-        ndr_put_u32(&w, 0);
-        ndr_put_u16(&w, MSRPC_VT_NULL);
+        rpc_ndr_wr_align(&w, 8);
+        rpc_ndr_put_u16(&w, MSRPC_VT_NULL);
+        rpc_ndr_put_u16(&w, 0);
+        rpc_ndr_put_u32(&w, 0);
+        rpc_ndr_put_u16(&w, MSRPC_VT_NULL);
     }
 }
 
 static void stub_action(sl_buf *b, int queue, const char *act)
 {
     ndr_wr w;
-    ndr_wr_init(&w, b);
+    rpc_ndr_wr_init(&w, b);
     stub_mgmt_object(&w, queue);
-    ndr_wr_align(&w, 4);
-    ndr_put_wstring(&w, act);
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_wstring(&w, act);
 }
 
 static uint32_t call(int iface, uint16_t opnum, const uint8_t *p, size_t n, int le, sl_buf *out)
 {
-    return rpc_server_invoke(M->rpc, &WHO,
+    return rpc_server_invoke(RPC->srv, &WHO,
                              iface == IF_QMMGMT   ? &QMMGMT
                              : iface == IF_QMCOMM ? &QMCOMM
                                                   : NULL,
@@ -274,7 +275,7 @@ static void publish(qm_vhost *v, const char *rk, int n)
 static void setup(void)
 {
     sl_log_min_level = SL_LOG_ERROR;
-    sl_config_defaults(&CFG);
+    node_config_defaults(&CFG);
     char dir[] = "/tmp/fuzz-msrpc-stub-XXXXXX";
     CHECK(mkdtemp(dir));
     free(CFG.data_dir);
@@ -283,17 +284,18 @@ static void setup(void)
     CFG.msrpc_port = 0;
     CFG.disk_free_limit = 0;
     CFG.disk_reserve = 0;
-    B = broker_new(&CFG);
-    CHECK(B);
+    B = node_new(&CFG);
+    CHECK(B && node_open(B, NULL) == 0 && link_start(B) == 0);
     char err[512];
-    M = mgmt_start(B, err, sizeof err);
-    if (!M)
-        fprintf(stderr, "mgmt_start: %s\n", err);
-    CHECK(M && M->rpc);
-    WHO.srv = M->rpc;
+    mq_state *mqs = mq_new(B);
+    M = mgmt_start(B, mqs, err, sizeof err);
+    if (!M || rpc_msrpc_start(&RPC, mqs, err, sizeof err) < 0)
+        fprintf(stderr, "mgmt_start / rpc_msrpc_start: %s\n", err);
+    CHECK(M && RPC);
+    WHO.srv = RPC->srv;
     rpc_uuid_parse("41208ee0-e970-11d1-9b9e-00e02c064c39", QMMGMT.uuid);
     rpc_uuid_parse("fdb3a030-065f-11d1-bb9b-00a024ea5525", QMCOMM.uuid);
-    qm_vhost *v = qm_vhost_find(B->node, "/", 1);
+    qm_vhost *v = qm_vhost_find(B->qm, "/", 1);
     CHECK(v);
     static const char *names[] = {"q", "Orders"};
     for (int i = 0; i < 2; i++) {
@@ -308,11 +310,11 @@ static void setup(void)
 /* TIDY answers when compaction is done (slices on the broker's loop): run the loop, looking
  * every 5 ms, until it has (10 s at most). */
 static uint64_t tidy_deadline;
-static const msrpc_pending *tidy_call; /* TIDY's call: msrpc_pending_new put it first */
+static const msrpc_pending *tidy_call; /* TIDY's call: rpc_msrpc_pending_new put it first */
 
 static int pending(const msrpc_pending *p)
 {
-    for (const msrpc_pending *q = M->rpc_pending; q; q = q->next)
+    for (const msrpc_pending *q = RPC->pending; q; q = q->next)
         if (q == p)
             return 1;
     return 0;
@@ -332,7 +334,7 @@ static void run_until_answered(void)
     sl_timer t;
     sl_timer_init(&t, look, NULL);
     tidy_deadline = sl_now_ms() + 10000;
-    tidy_call = M->rpc_pending;
+    tidy_call = RPC->pending;
     sl_timer_start(B->loop, &t, sl_now_ms() + 1);
     sl_loop_run(B->loop);
     if (sl_timer_armed(&t))
@@ -387,14 +389,14 @@ static void write_seeds(const char *dir)
     stub_action(&b, 0, "TIDY"); /* answered later */
     write_seed(dir, "qmmgmt-1-tidy", 1, 0, &b);
     ndr_wr w;
-    ndr_wr_init(&w, &b); /* R_QMObjectPathToObjectFormat(path, QUEUE_FORMAT* out) */
-    ndr_put_wstring(&w, ".\\private$\\q");
-    ndr_wr_align(&w, 4);
-    ndr_put_u32(&w, 1); /* ObjType 1 */
-    ndr_put_u32(&w, 1); /* its discriminant */
-    ndr_put_ref(&w);    /* pQueueFormat: QUEUE_FORMAT_TYPE_UNKNOWN */
-    ndr_put_u32(&w, 0);
-    ndr_put_u32(&w, 0);
+    rpc_ndr_wr_init(&w, &b); /* R_QMObjectPathToObjectFormat(path, QUEUE_FORMAT* out) */
+    rpc_ndr_put_wstring(&w, ".\\private$\\q");
+    rpc_ndr_wr_align(&w, 4);
+    rpc_ndr_put_u32(&w, 1); /* ObjType 1 */
+    rpc_ndr_put_u32(&w, 1); /* its discriminant */
+    rpc_ndr_put_ref(&w);    /* pQueueFormat: QUEUE_FORMAT_TYPE_UNKNOWN */
+    rpc_ndr_put_u32(&w, 0);
+    rpc_ndr_put_u32(&w, 0);
     write_seed(dir, "qmcomm-12", 2, 0, &b);
     put_u32(&b, 16); /* R_QMGetTmWhereabouts(cbBufSize) */
     write_seed(dir, "qmcomm-14", 3, 0, &b);
@@ -518,10 +520,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the handle closed (or never opened): open it again; refill a purged queue */
     if (!open_descriptors())
         open_handle();
-    qm_vhost *v = qm_vhost_find(B->node, "/", 1);
+    qm_vhost *v = qm_vhost_find(B->qm, "/", 1);
     for (int i = 0; i < 2; i++) {
         if (Q[i]->n_purge_pending)
-            broker_sync(B); /* the purge completes (the loop does it in sluiced) */
+            node_sync(B); /* the purge completes (the loop does it in sluiced) */
         if (!depth(Q[i]))
             publish(v, Q[i]->name, 3 + i);
     }

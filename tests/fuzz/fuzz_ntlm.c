@@ -28,7 +28,7 @@ static int any_user(void *ctx, const char *user, uint8_t out[16], char *why, siz
     (void)why;
     (void)whylen;
     CHECK(strlen(user) < 256);
-    ntlm_nt_hash((const uint8_t *)user, strlen(user), out);
+    rpc_ntlm_nt_hash((const uint8_t *)user, strlen(user), out);
     return 0;
 }
 
@@ -50,24 +50,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     ntlm_srv s;
-    ntlm_srv_init(&s);
+    rpc_ntlm_srv_init(&s);
     sl_buf chal;
     sl_buf_init(&chal);
     char why[256] = "";
     if (data[0] & 1) {
-        if (ntlm_negotiate(&s, data + 1, size - 1, "fuzz", &chal, why, sizeof why) == 0)
+        if (rpc_ntlm_negotiate(&s, data + 1, size - 1, "fuzz", &chal, why, sizeof why) == 0)
             check_challenge(&chal);
         else
             CHECK(why[0] && chal.len == 0);
     } else {
-        CHECK(ntlm_negotiate(&s, nego, sizeof nego, "fuzz", &chal, why, sizeof why) == 0);
+        CHECK(rpc_ntlm_negotiate(&s, nego, sizeof nego, "fuzz", &chal, why, sizeof why) == 0);
         check_challenge(&chal);
-        if (ntlm_authenticate(&s, data + 1, size - 1, any_user, NULL, why, sizeof why) < 0)
+        if (rpc_ntlm_authenticate(&s, data + 1, size - 1, any_user, NULL, why, sizeof why) < 0)
             CHECK(s.state == -1 && why[0] && !s.in && !s.out);
         else
             CHECK(s.state == 2 && s.in && s.out);
     }
     sl_buf_free(&chal);
-    ntlm_srv_free(&s);
+    rpc_ntlm_srv_free(&s);
     return 0;
 }

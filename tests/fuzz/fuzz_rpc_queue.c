@@ -1,6 +1,6 @@
 /* fuzz_rpc_queue.c - libFuzzer target for what another node's link hands the owner's end of
  * remote queue proxies (link_rpc_queue, src/link/rpc_queue.c), and for the machine names an
- * operator gives management objects (fmt_machine_split, src/mgmt/formatname.c).
+ * operator gives management objects (mq_fmt_machine_split, src/mq/formatname.c).
  *
  * The first byte picks the operation (queue.open, queue.purge, queue.close, queue.getinfo,
  * an unknown op, or the machine-name parser) and, for requests, the peer; the rest is the
@@ -69,7 +69,7 @@ static void machine(const uint8_t *p, size_t n)
     s[n] = 0;
     char host[256];
     int port = 0;
-    if (strlen(s) == n && fmt_machine_split(s, host, sizeof host, &port) == 0) {
+    if (strlen(s) == n && mq_fmt_machine_split(s, host, sizeof host, &port) == 0) {
         CHECK(host[0]);
         CHECK(port >= 1 && port <= 65535);
         for (const char *c = host; *c; c++)

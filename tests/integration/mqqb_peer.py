@@ -395,7 +395,7 @@ class Receiver:
         self.last = {}         # (source guid, seq id) -> last accepted TxSequenceNumber
         self.duplicates = 0
         self.out_of_order = 0
-        # strict: Sluice's receiver rule (src/msmq/mqqb.h, mqqb_tx_check, issue 43) rather
+        # strict: Sluice's receiver rule (src/mqqb/mqqb.h, mqqb_tx_check, issue 43) rather
         # than the specification's (3.1.5.8.6: previous <= last): a message moves the
         # sequence only to last + 1, or past a gap when its previous number is last. A sender
         # that passes it passes a Windows receiver too. jumps counts the refused ones.

@@ -1,4 +1,4 @@
-"""Users, vhosts and their durability (src/access/, src/broker/security.c).
+"""Users, vhosts and their durability (src/access/, src/node/vhosts.c).
 
 Seeding (RabbitMQ's): the default user and vhost are created on the first start only; config
 users are re-applied at every start. Vhosts are durable; deleting one closes its connections

@@ -26,7 +26,7 @@ P = "PROPID_MGMT_QUEUE_"
 
 
 def eod_control(node_hex, node_name, seq_id, first_prev, seq_nos):
-    """The control message of a link batch (src/link/eod.h): version 1, little-endian."""
+    """The control message of a link batch (src/eod/eod.h): version 1, little-endian."""
     name = node_name.encode()
     return (struct.pack("<B16sQQI", 1, bytes.fromhex(node_hex), seq_id, first_prev,
                         len(seq_nos)) +

@@ -295,7 +295,7 @@ def test_allowed_senders_bad_value_refuses_to_start(tmp_path, value):
 
 
 def test_the_default_window_takes_any_gap_a_sluice_sender_declares(broker_factory):
-    """A Sluice sender numbers with its node-wide lookup ids (src/link/link.c): a queue's
+    """A Sluice sender numbers with its node-wide lookup ids (src/link/): a queue's
     first message on a new 32-bit sequence (each 2^32 - 1 lookup ids) may land anywhere in
     1..0xFFFFFFFF, with previous 0, and two messages of a quiet queue may be more than 2^31
     apart. Under the default msmq.seq_window (0xFFFFFFFF) both are accepted from the

@@ -1,4 +1,4 @@
-"""MS-MQQB sending side (src/link/link.c, "MS-MQQB"): an outgoing queue whose host is in
+"""MS-MQQB sending side (src/link/mqqb_send.c): an outgoing queue whose host is in
 msmq.hosts speaks MS-MQQB to a Windows queue manager, played by mqqb_peer.Receiver (written
 from the specification). The peer enforces the receiver's sequence rules, so a duplicate or
 a gap in what Sluice sends shows up in its counters and queues."""

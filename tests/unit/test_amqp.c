@@ -11,6 +11,7 @@
 
 #include "amqp/frame.h"
 #include "amqp/method.h"
+#include "amqp/start.h"
 #include "amqp/table.h"
 #include "amqp/wire.h"
 #include "core/buf.h"
@@ -670,6 +671,44 @@ static int round_trip(const amqp_method *m, uint16_t ch, amqp_method *out, sl_bu
     return amqp_method_decode(f.payload, f.size, out);
 }
 
+/* The one connection.start builder (amqp/start.c): a full server's properties in their
+ * order with its capabilities, and the follower's short form. */
+START_TEST(start_builder_full_and_short)
+{
+    amqp_start_info full = {
+        .information = "hello", .full = 1, .cluster_name = "n1", .mechanisms = AMQP_BYTES("PLAIN")};
+    amqp_method m, d;
+    sl_buf props, b;
+    amqp_start_build(&m, &props, &full);
+    ck_assert_int_eq(round_trip(&m, 0, &d, &b), AMQP_DECODE_OK);
+    ck_assert_uint_eq(d.id, AMQP_CONNECTION_START);
+    const amqp_connection_start *s = &d.u.connection_start;
+    ck_assert_uint_eq(s->version_major, 0);
+    ck_assert_uint_eq(s->version_minor, 9);
+    ck_assert(amqp_bytes_eq(s->mechanisms, "PLAIN"));
+    ck_assert(amqp_bytes_eq(s->locales, "en_US"));
+    amqp_value v, c;
+    ck_assert(amqp_table_get(s->server_properties, "cluster_name", &v));
+    ck_assert(amqp_table_get(s->server_properties, "platform", &v));
+    ck_assert(amqp_table_get(s->server_properties, "capabilities", &v) && v.tag == 'F');
+    ck_assert(amqp_table_get(v.v.s, "per_consumer_qos", &c) && c.tag == 't' && c.v.b);
+    sl_buf_free(&b);
+    sl_buf_free(&props);
+
+    amqp_start_info brief = {.information = "no leader",
+                             .mechanisms = AMQP_BYTES("PLAIN AMQPLAIN")};
+    amqp_start_build(&m, &props, &brief);
+    ck_assert_int_eq(round_trip(&m, 0, &d, &b), AMQP_DECODE_OK);
+    s = &d.u.connection_start;
+    ck_assert(amqp_table_get(s->server_properties, "information", &v));
+    ck_assert(amqp_table_get(s->server_properties, "product", &v));
+    ck_assert(!amqp_table_get(s->server_properties, "capabilities", &v));
+    ck_assert(!amqp_table_get(s->server_properties, "cluster_name", &v));
+    sl_buf_free(&b);
+    sl_buf_free(&props);
+}
+END_TEST
+
 START_TEST(method_connection_start)
 {
     sl_buf props;
@@ -1270,6 +1309,7 @@ static Suite *amqp_suite(void)
 
     tc = tcase_create("method");
     tcase_add_test(tc, method_connection_start);
+    tcase_add_test(tc, start_builder_full_and_short);
     tcase_add_test(tc, method_connection_start_ok_and_tune);
     tcase_add_test(tc, method_basic_publish);
     tcase_add_test(tc, method_basic_deliver);

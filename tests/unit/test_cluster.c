@@ -136,25 +136,25 @@ END_TEST
 
 START_TEST(epochs_end_and_truncate)
 {
-    repl_epochs h;
-    repl_epochs_init(&h);
+    cl_repl_epochs h;
+    cl_repl_epochs_init(&h);
     uint64_t found;
-    ck_assert_int_eq(repl_epochs_end(&h, 5, 0, &found), 0);
+    ck_assert_int_eq(cl_repl_epochs_end(&h, 5, 0, &found), 0);
     ck_assert_int_eq(found, 0);
-    repl_epochs_note(&h, 1, 1);
-    repl_epochs_note(&h, 1, 2);
-    repl_epochs_note(&h, 3, 6);
+    cl_repl_epochs_note(&h, 1, 1);
+    cl_repl_epochs_note(&h, 1, 2);
+    cl_repl_epochs_note(&h, 3, 6);
     ck_assert_int_eq(h.n, 2);
-    ck_assert_int_eq(repl_epochs_last(&h), 3);
-    ck_assert_int_eq(repl_epochs_end(&h, 1, 9, &found), 5);
+    ck_assert_int_eq(cl_repl_epochs_last(&h), 3);
+    ck_assert_int_eq(cl_repl_epochs_end(&h, 1, 9, &found), 5);
     ck_assert_int_eq(found, 1);
-    ck_assert_int_eq(repl_epochs_end(&h, 2, 9, &found), 5); /* newest epoch <= 2 is 1 */
+    ck_assert_int_eq(cl_repl_epochs_end(&h, 2, 9, &found), 5); /* newest epoch <= 2 is 1 */
     ck_assert_int_eq(found, 1);
-    ck_assert_int_eq(repl_epochs_end(&h, 7, 9, &found), 9);
+    ck_assert_int_eq(cl_repl_epochs_end(&h, 7, 9, &found), 9);
     ck_assert_int_eq(found, 3);
-    repl_epochs_truncate(&h, 5);
-    ck_assert_int_eq(repl_epochs_last(&h), 1);
-    repl_epochs_free(&h);
+    cl_repl_epochs_truncate(&h, 5);
+    ck_assert_int_eq(cl_repl_epochs_last(&h), 1);
+    cl_repl_epochs_free(&h);
 }
 END_TEST
 
@@ -163,49 +163,49 @@ END_TEST
  * never had) although A's log is longer. */
 START_TEST(handshake_cuts_a_divergent_tail)
 {
-    repl_epochs ha, hc;
-    repl_epochs_init(&ha);
-    repl_epochs_init(&hc);
-    repl_epochs_note(&ha, 1, 1);
-    repl_epochs_note(&hc, 1, 1);
-    repl_epochs_note(&hc, 2, 6);
-    rl_options o = {.min_isr = 2, .lag_max_ms = 100};
-    rl *a = rl_new(0, 3, 0x7, &o, 10, &ha, 0);
-    rf *c = rf_new(2, 7, &hc);
+    cl_repl_epochs ha, hc;
+    cl_repl_epochs_init(&ha);
+    cl_repl_epochs_init(&hc);
+    cl_repl_epochs_note(&ha, 1, 1);
+    cl_repl_epochs_note(&hc, 1, 1);
+    cl_repl_epochs_note(&hc, 2, 6);
+    cl_rl_options o = {.min_isr = 2, .lag_max_ms = 100};
+    cl_rl *a = cl_rl_new(0, 3, 0x7, &o, 10, &ha, 0);
+    cl_rf *c = cl_rf_new(2, 7, &hc);
     uint64_t le, li;
-    rf_hello(c, &le, &li);
+    cl_rf_hello(c, &le, &li);
     ck_assert_int_eq(le, 2);
     ck_assert_int_eq(li, 7);
-    rl_start st;
-    rl_hello(a, 2, le, li, 0, &st);
+    cl_rl_start st;
+    cl_rl_hello(a, 2, le, li, 0, &st);
     ck_assert_int_eq(st.div_epoch, 1);
     ck_assert_int_eq(st.div_end, 10);
     uint64_t keep;
-    ck_assert_int_eq(rf_start(c, &st, &keep), RF_OK);
+    ck_assert_int_eq(cl_rf_start(c, &st, &keep), CL_RF_OK);
     ck_assert_int_eq(keep, 5);
-    ck_assert_int_eq(rf_last(c), 5);
+    ck_assert_int_eq(cl_rf_last(c), 5);
     /* a stale leader is refused from now on; an answer to an old HELLO is ignored */
-    rl_start stale = {
+    cl_rl_start stale = {
         .epoch = 2, .session = 9, .div_epoch = 1, .div_end = 5, .hello_epoch = 1, .hello_idx = 5};
-    ck_assert_int_eq(rf_start(c, &stale, &keep), RF_REJECT);
+    ck_assert_int_eq(cl_rf_start(c, &stale, &keep), CL_RF_REJECT);
     stale.epoch = 3;
     stale.hello_epoch = 2;
     stale.hello_idx = 7;
-    ck_assert_int_eq(rf_start(c, &stale, &keep), RF_IGNORE);
+    ck_assert_int_eq(cl_rf_start(c, &stale, &keep), CL_RF_IGNORE);
     uint64_t e, s, end, dur;
-    rf_ack_fields(c, &e, &s, &end, &dur);
-    rl_ack(a, 2, e, s, end, dur, 1);
+    cl_rf_ack_fields(c, &e, &s, &end, &dur);
+    cl_rl_ack(a, 2, e, s, end, dur, 1);
     uint64_t idx, sess;
-    ck_assert(rl_next_send(a, 2, 1, &idx, &sess));
+    ck_assert(cl_rl_next_send(a, 2, 1, &idx, &sess));
     ck_assert_int_eq(idx, 6);
-    ck_assert_int_eq(rf_data(c, 3, sess, 7, 1), RF_GAP);
-    ck_assert_int_eq(rf_data(c, 3, sess, 6, 1), RF_APPEND);
-    ck_assert_int_eq(rf_data(c, 3, sess, 6, 1), RF_IGNORE);
-    ck_assert_int_eq(rf_data(c, 2, sess, 7, 1), RF_IGNORE); /* another epoch's session */
-    rl_free(a);
-    rf_free(c);
-    repl_epochs_free(&ha);
-    repl_epochs_free(&hc);
+    ck_assert_int_eq(cl_rf_data(c, 3, sess, 7, 1), CL_RF_GAP);
+    ck_assert_int_eq(cl_rf_data(c, 3, sess, 6, 1), CL_RF_APPEND);
+    ck_assert_int_eq(cl_rf_data(c, 3, sess, 6, 1), CL_RF_IGNORE);
+    ck_assert_int_eq(cl_rf_data(c, 2, sess, 7, 1), CL_RF_IGNORE); /* another epoch's session */
+    cl_rl_free(a);
+    cl_rf_free(c);
+    cl_repl_epochs_free(&ha);
+    cl_repl_epochs_free(&hc);
 }
 END_TEST
 
@@ -215,67 +215,67 @@ END_TEST
  * its lease to t=1000 ms; followers 1 and 2 said HELLO at t=0 and acked their sessions (S1,
  * S2) at position 0: in sync, nothing to send. Each test's clock runs from there. Built afresh
  * for every test by the runner (tcase_add_checked_fixture), freed after it. */
-static repl_epochs H;
-static rl *L;
-static rl_start S1, S2;
+static cl_repl_epochs H;
+static cl_rl *L;
+static cl_rl_start S1, S2;
 
 static void leader_setup(void)
 {
-    repl_epochs_init(&H);
-    rl_options o = {.min_isr = 2, .lag_max_ms = 100};
-    L = rl_new(0, 1, 0x7, &o, 0, &H, 0);
-    rl_lease(L, 1000);
-    rl_hello(L, 1, 0, 0, 0, &S1);
-    rl_hello(L, 2, 0, 0, 0, &S2);
-    rl_ack(L, 1, 1, S1.session, 0, 0, 0);
-    rl_ack(L, 2, 1, S2.session, 0, 0, 0);
+    cl_repl_epochs_init(&H);
+    cl_rl_options o = {.min_isr = 2, .lag_max_ms = 100};
+    L = cl_rl_new(0, 1, 0x7, &o, 0, &H, 0);
+    cl_rl_lease(L, 1000);
+    cl_rl_hello(L, 1, 0, 0, 0, &S1);
+    cl_rl_hello(L, 2, 0, 0, 0, &S2);
+    cl_rl_ack(L, 1, 1, S1.session, 0, 0, 0);
+    cl_rl_ack(L, 2, 1, S2.session, 0, 0, 0);
 }
 
 static void leader_teardown(void)
 {
-    rl_free(L);
-    repl_epochs_free(&H);
+    cl_rl_free(L);
+    cl_repl_epochs_free(&H);
 }
 
 START_TEST(commit_waits_for_every_isr_member_and_min_isr)
 {
-    rl *l = L;
+    cl_rl *l = L;
     for (uint64_t i = 1; i <= 3; i++)
-        rl_append(l, i, 100, 1);
-    rl_durable(l, 3);
-    ck_assert_int_eq(rl_commit(l), 0);
-    rl_ack(l, 1, 1, S1.session, 3, 3, 2);
-    ck_assert_int_eq(rl_commit(l), 0); /* node 2 has not acked */
-    rl_ack(l, 2, 1, S2.session, 2, 2, 2);
-    ck_assert_int_eq(rl_commit(l), 2);
-    ck_assert_int_eq(rl_release(l, 5), 2);
+        cl_rl_append(l, i, 100, 1);
+    cl_rl_durable(l, 3);
+    ck_assert_int_eq(cl_rl_commit(l), 0);
+    cl_rl_ack(l, 1, 1, S1.session, 3, 3, 2);
+    ck_assert_int_eq(cl_rl_commit(l), 0); /* node 2 has not acked */
+    cl_rl_ack(l, 2, 1, S2.session, 2, 2, 2);
+    ck_assert_int_eq(cl_rl_commit(l), 2);
+    ck_assert_int_eq(cl_rl_release(l, 5), 2);
     /* node 2 lags past lag_max: proposed out; while pending, it still counts */
     uint32_t prop;
-    ck_assert(rl_isr_propose(l, 200, &prop));
+    ck_assert(cl_rl_isr_propose(l, 200, &prop));
     ck_assert_int_eq(prop, 0x3);
-    ck_assert_int_eq(rl_commit(l), 2);
-    rl_isr_result(l, RL_ISR_DONE);
-    ck_assert_int_eq(rl_commit(l), 3);
-    rl_peer_info pi;
-    rl_peer(l, 2, 200, &pi);
+    ck_assert_int_eq(cl_rl_commit(l), 2);
+    cl_rl_isr_result(l, CL_RL_ISR_DONE);
+    ck_assert_int_eq(cl_rl_commit(l), 3);
+    cl_rl_peer_info pi;
+    cl_rl_peer(l, 2, 200, &pi);
     ck_assert_int_eq(pi.lag_bytes, 100);
     ck_assert_int_eq(pi.lag_ms, 199);
     /* node 1 too: below min_isr, nothing moves */
-    rl_append(l, 4, 10, 300);
-    rl_durable(l, 4);
-    ck_assert(rl_isr_propose(l, 500, &prop));
+    cl_rl_append(l, 4, 10, 300);
+    cl_rl_durable(l, 4);
+    ck_assert(cl_rl_isr_propose(l, 500, &prop));
     ck_assert_int_eq(prop, 0x1);
-    rl_isr_result(l, RL_ISR_DONE);
-    ck_assert(rl_blocked(l));
-    ck_assert_int_eq(rl_commit(l), 3);
+    cl_rl_isr_result(l, CL_RL_ISR_DONE);
+    ck_assert(cl_rl_blocked(l));
+    ck_assert_int_eq(cl_rl_commit(l), 3);
     /* the lease ran out: nothing more is released although commit moved */
-    ck_assert_int_eq(rl_release(l, 2000), 2);
-    rl_depose(l);
-    ck_assert(rl_deposed(l));
+    ck_assert_int_eq(cl_rl_release(l, 2000), 2);
+    cl_rl_depose(l);
+    ck_assert(cl_rl_deposed(l));
 }
 END_TEST
 
-/* rl_forget (DELETE /api/cluster/nodes/NAME): a member with a group in flight is forgotten.
+/* cl_rl_forget (DELETE /api/cluster/nodes/NAME): a member with a group in flight is forgotten.
  * Until etcd holds the ISR without it, commit still waits for it (the old set counts: were the
  * leader to die, etcd's ISR still names it); then commit moves without it. A RETRY proposes
  * again; its stale session's acks no longer count; a node outside the ISR is forgotten at
@@ -284,55 +284,56 @@ END_TEST
  * about lag, and every release is within the lease. */
 START_TEST(forget_a_member_with_a_group_in_flight)
 {
-    rl *l = L;
-    rl_start s2 = S2;
-    rl_append(l, 1, 100, 1);
-    rl_durable(l, 1);
+    cl_rl *l = L;
+    cl_rl_start s2 = S2;
+    cl_rl_append(l, 1, 100, 1);
+    cl_rl_durable(l, 1);
     uint64_t idx, sess;
-    ck_assert(rl_next_send(l, 2, 1, &idx, &sess)); /* group 1 in flight to node 2 */
+    ck_assert(cl_rl_next_send(l, 2, 1, &idx, &sess)); /* group 1 in flight to node 2 */
     ck_assert_int_eq(idx, 1);
-    rl_ack(l, 1, 1, S1.session, 1, 1, 2);
-    ck_assert_int_eq(rl_commit(l), 0);     /* node 2 has not acked */
-    ck_assert_int_eq(rl_forget(l, 0), -1); /* not the leader itself */
-    ck_assert_int_eq(rl_forget(l, 2), 0);
-    ck_assert_int_eq(rl_forgetting(l), 0x4);
-    ck_assert(!rl_next_send(l, 2, 2, &idx, &sess)); /* disconnected: nothing more sent */
-    ck_assert_int_eq(rl_commit(l), 0);              /* etcd still names it: commit waits */
+    cl_rl_ack(l, 1, 1, S1.session, 1, 1, 2);
+    ck_assert_int_eq(cl_rl_commit(l), 0);     /* node 2 has not acked */
+    ck_assert_int_eq(cl_rl_forget(l, 0), -1); /* not the leader itself */
+    ck_assert_int_eq(cl_rl_forget(l, 2), 0);
+    ck_assert_int_eq(cl_rl_forgetting(l), 0x4);
+    ck_assert(!cl_rl_next_send(l, 2, 2, &idx, &sess)); /* disconnected: nothing more sent */
+    ck_assert_int_eq(cl_rl_commit(l), 0);              /* etcd still names it: commit waits */
     uint32_t prop;
-    ck_assert(rl_isr_propose(l, 3, &prop));
+    ck_assert(cl_rl_isr_propose(l, 3, &prop));
     ck_assert_int_eq(prop, 0x3);
-    ck_assert_int_eq(rl_commit(l), 0);    /* while the proposal is written: both sets */
-    rl_ack(l, 2, 1, s2.session, 1, 1, 3); /* its old session's ack is not counted */
-    ck_assert_int_eq(rl_commit(l), 0);
-    rl_isr_result(l, RL_ISR_RETRY); /* etcd unreachable: the old set stays, so does the wait */
-    ck_assert_int_eq(rl_isr(l), 0x7);
-    ck_assert_int_eq(rl_commit(l), 0);
-    ck_assert_int_eq(rl_forgetting(l), 0x4);
-    ck_assert(rl_isr_propose(l, 4, &prop)); /* proposed again */
+    ck_assert_int_eq(cl_rl_commit(l), 0);    /* while the proposal is written: both sets */
+    cl_rl_ack(l, 2, 1, s2.session, 1, 1, 3); /* its old session's ack is not counted */
+    ck_assert_int_eq(cl_rl_commit(l), 0);
+    cl_rl_isr_result(l,
+                     CL_RL_ISR_RETRY); /* etcd unreachable: the old set stays, so does the wait */
+    ck_assert_int_eq(cl_rl_isr(l), 0x7);
+    ck_assert_int_eq(cl_rl_commit(l), 0);
+    ck_assert_int_eq(cl_rl_forgetting(l), 0x4);
+    ck_assert(cl_rl_isr_propose(l, 4, &prop)); /* proposed again */
     ck_assert_int_eq(prop, 0x3);
-    rl_isr_result(l, RL_ISR_DONE);
-    ck_assert_int_eq(rl_isr(l), 0x3);
-    ck_assert_int_eq(rl_forgetting(l), 0);
-    ck_assert_int_eq(rl_commit(l), 1); /* no longer waits for node 2 */
-    ck_assert_int_eq(rl_release(l, 5), 1);
+    cl_rl_isr_result(l, CL_RL_ISR_DONE);
+    ck_assert_int_eq(cl_rl_isr(l), 0x3);
+    ck_assert_int_eq(cl_rl_forgetting(l), 0);
+    ck_assert_int_eq(cl_rl_commit(l), 1); /* no longer waits for node 2 */
+    ck_assert_int_eq(cl_rl_release(l, 5), 1);
     /* it comes back like any follower: HELLO, catch up, admitted */
-    rl_hello(l, 2, 1, 1, 6, &s2);
-    rl_ack(l, 2, 1, s2.session, 1, 1, 6);
-    ck_assert(rl_isr_propose(l, 6, &prop));
+    cl_rl_hello(l, 2, 1, 1, 6, &s2);
+    cl_rl_ack(l, 2, 1, s2.session, 1, 1, 6);
+    ck_assert(cl_rl_isr_propose(l, 6, &prop));
     ck_assert_int_eq(prop, 0x7);
     /* forgetting it while its admission is pending: out again after it */
-    ck_assert_int_eq(rl_forget(l, 2), 0);
-    rl_isr_result(l, RL_ISR_DONE);
-    ck_assert_int_eq(rl_isr(l), 0x7);
-    ck_assert_int_eq(rl_forgetting(l), 0x4);
-    ck_assert(rl_isr_propose(l, 7, &prop));
+    ck_assert_int_eq(cl_rl_forget(l, 2), 0);
+    cl_rl_isr_result(l, CL_RL_ISR_DONE);
+    ck_assert_int_eq(cl_rl_isr(l), 0x7);
+    ck_assert_int_eq(cl_rl_forgetting(l), 0x4);
+    ck_assert(cl_rl_isr_propose(l, 7, &prop));
     ck_assert_int_eq(prop, 0x3);
-    rl_isr_result(l, RL_ISR_DONE);
-    ck_assert_int_eq(rl_forgetting(l), 0);
+    cl_rl_isr_result(l, CL_RL_ISR_DONE);
+    ck_assert_int_eq(cl_rl_forgetting(l), 0);
     /* a node outside the ISR: nothing waits for it, forgotten at once */
-    ck_assert_int_eq(rl_forget(l, 2), 0);
-    ck_assert_int_eq(rl_forgetting(l), 0);
-    ck_assert(!rl_isr_propose(l, 8, &prop));
+    ck_assert_int_eq(cl_rl_forget(l, 2), 0);
+    ck_assert_int_eq(cl_rl_forgetting(l), 0);
+    ck_assert(!cl_rl_isr_propose(l, 8, &prop));
 }
 END_TEST
 
@@ -342,41 +343,41 @@ START_TEST(wire_round_trip_and_malformed)
 {
     sl_buf b;
     sl_buf_init(&b);
-    cw_put_hello(&b, "sluice@n2", "default", 3, 1200);
-    cw_put_data(&b, 4, 1, 1201, 4, "meta", 4, "msgs!", 5);
-    cw_put_refuse(&b, 1, "not the leader");
-    cw_msg m;
+    cl_wire_put_hello(&b, "sluice@n2", "default", 3, 1200);
+    cl_wire_put_data(&b, 4, 1, 1201, 4, "meta", 4, "msgs!", 5);
+    cl_wire_put_refuse(&b, 1, "not the leader");
+    cl_wire_msg m;
     size_t used, off = 0;
     char err[128];
-    ck_assert_int_eq(cw_parse(b.data, 3, &m, &used, err, sizeof err), 0);
-    ck_assert_int_eq(cw_parse(b.data, b.len, &m, &used, err, sizeof err), 1);
-    ck_assert_int_eq(m.type, CW_HELLO);
-    ck_assert_int_eq(m.version, CW_VERSION);
+    ck_assert_int_eq(cl_wire_parse(b.data, 3, &m, &used, err, sizeof err), 0);
+    ck_assert_int_eq(cl_wire_parse(b.data, b.len, &m, &used, err, sizeof err), 1);
+    ck_assert_int_eq(m.type, CL_WIRE_HELLO);
+    ck_assert_int_eq(m.version, CL_WIRE_VERSION);
     ck_assert_int_eq(m.node_len, 9);
     ck_assert(!memcmp(m.node, "sluice@n2", 9));
     ck_assert_int_eq(m.a, 3);
     ck_assert_int_eq(m.b, 1200);
     off += used;
-    ck_assert_int_eq(cw_parse(b.data + off, 10, &m, &used, err, sizeof err), 0);
-    ck_assert_int_eq(cw_parse(b.data + off, b.len - off, &m, &used, err, sizeof err), 1);
-    ck_assert_int_eq(m.type, CW_DATA);
+    ck_assert_int_eq(cl_wire_parse(b.data + off, 10, &m, &used, err, sizeof err), 0);
+    ck_assert_int_eq(cl_wire_parse(b.data + off, b.len - off, &m, &used, err, sizeof err), 1);
+    ck_assert_int_eq(m.type, CL_WIRE_DATA);
     ck_assert_int_eq(m.a, 1201);
     ck_assert_int_eq(m.meta_len, 4);
     ck_assert(!memcmp(m.msgs, "msgs!", 5));
     off += used;
-    ck_assert_int_eq(cw_parse(b.data + off, b.len - off, &m, &used, err, sizeof err), 1);
-    ck_assert_int_eq(m.type, CW_REFUSE);
+    ck_assert_int_eq(cl_wire_parse(b.data + off, b.len - off, &m, &used, err, sizeof err), 1);
+    ck_assert_int_eq(m.type, CL_WIRE_REFUSE);
     ck_assert_int_eq(off + used, b.len);
     /* malformed: unknown type, a DATA whose lengths disagree, a huge length */
     uint8_t bad1[] = {0, 0, 0, 1, 99};
-    ck_assert_int_eq(cw_parse(bad1, sizeof bad1, &m, &used, err, sizeof err), -1);
+    ck_assert_int_eq(cl_wire_parse(bad1, sizeof bad1, &m, &used, err, sizeof err), -1);
     sl_buf_free(&b);
     sl_buf_init(&b);
-    cw_put_data(&b, 1, 1, 1, 1, "x", 1, "y", 1);
+    cl_wire_put_data(&b, 1, 1, 1, 1, "x", 1, "y", 1);
     b.data[4 + 1 + 32 + 3] = 2; /* meta_len 2: lengths no longer add up */
-    ck_assert_int_eq(cw_parse(b.data, b.len, &m, &used, err, sizeof err), -1);
+    ck_assert_int_eq(cl_wire_parse(b.data, b.len, &m, &used, err, sizeof err), -1);
     uint8_t bad3[] = {0xff, 0xff, 0xff, 0xff, 4};
-    ck_assert_int_eq(cw_parse(bad3, sizeof bad3, &m, &used, err, sizeof err), -1);
+    ck_assert_int_eq(cl_wire_parse(bad3, sizeof bad3, &m, &used, err, sizeof err), -1);
     sl_buf_free(&b);
 }
 END_TEST
@@ -398,20 +399,22 @@ START_TEST(wire_frames_survive_a_compacting_append)
     uint64_t expect = 0;
     for (int f = 0; f <= FRAMES; f++) {
         if (f < FRAMES) /* a COPYDATA as server_copy queues it */
-            cw_put_copydata(&q, "msgs/00000000000000000001.seg", (uint64_t)f * CHUNK, chunk, CHUNK);
+            cl_wire_put_copydata(&q, "msgs/00000000000000000001.seg", (uint64_t)f * CHUNK, chunk,
+                                 CHUNK);
         /* a partial send, as sconn_write's: the queue's front is consumed, not emptied */
         size_t n = f < FRAMES && sl_buf_unread(&q) > SEND ? SEND : sl_buf_unread(&q);
         sl_buf_append(&wire, sl_buf_head(&q), n);
         sl_buf_consume(&q, n);
         for (;;) { /* the follower: every whole frame */
-            cw_msg m;
+            cl_wire_msg m;
             size_t used;
             char err[128];
-            int pr = cw_parse(sl_buf_head(&wire), sl_buf_unread(&wire), &m, &used, err, sizeof err);
+            int pr =
+                cl_wire_parse(sl_buf_head(&wire), sl_buf_unread(&wire), &m, &used, err, sizeof err);
             ck_assert_msg(pr >= 0, "after %d frames queued: %s", f + 1, err);
             if (pr == 0)
                 break;
-            ck_assert_int_eq(m.type, CW_COPYDATA);
+            ck_assert_int_eq(m.type, CL_WIRE_COPYDATA);
             ck_assert_uint_eq(m.a, expect);
             ck_assert_uint_eq(m.meta_len, CHUNK);
             ck_assert(!memcmp(m.meta, chunk, CHUNK));
@@ -461,9 +464,9 @@ typedef struct snode {
     uint64_t len, dur;       /* written, synced */
     int sync_busy;
     uint64_t sync_target, sync_at;
-    repl_epochs hist;
-    rl *lead;
-    rf *fol;
+    cl_repl_epochs hist;
+    cl_rl *lead;
+    cl_rf *fol;
     int following; /* leader node followed (-1: none) */
     uint64_t follow_epoch;
     uint64_t hello_at, ack_at, ka_at, ping_at, heard_at, released;
@@ -491,7 +494,7 @@ typedef struct world {
     rng r;
     int n;
     uint64_t now;
-    rl_options o;
+    cl_rl_options o;
     uint64_t ttl, margin;
     double drop, p_crash, p_pause, p_pub;
     uint64_t max_delay;
@@ -525,21 +528,21 @@ static void send(world *w, int type, int from, int to, uint64_t a, uint64_t b, u
 
 static void rebuild_hist(snode *s)
 {
-    repl_epochs_free(&s->hist);
-    repl_epochs_init(&s->hist);
+    cl_repl_epochs_free(&s->hist);
+    cl_repl_epochs_init(&s->hist);
     for (uint64_t i = 1; i <= s->len; i++)
-        repl_epochs_note(&s->hist, s->ep[i], i);
+        cl_repl_epochs_note(&s->hist, s->ep[i], i);
 }
 
 static void become_follower(world *w, int id)
 {
     snode *s = &w->nodes[id];
-    rl_free(s->lead);
+    cl_rl_free(s->lead);
     s->lead = NULL;
-    rf_free(s->fol);
+    cl_rf_free(s->fol);
     rebuild_hist(s);
-    s->fol = rf_new(id, s->len, &s->hist);
-    rf_durable(s->fol, s->dur);
+    s->fol = cl_rf_new(id, s->len, &s->hist);
+    cl_rf_durable(s->fol, s->dur);
     s->following = -1;
     s->follow_epoch = 0;
 }
@@ -552,8 +555,8 @@ static void crash(world *w, int id, uint64_t down_for)
           (unsigned long long)s->len, (unsigned long long)s->dur);
     s->len = s->dur;
     s->sync_busy = 0;
-    rl_free(s->lead);
-    rf_free(s->fol);
+    cl_rl_free(s->lead);
+    cl_rf_free(s->fol);
     s->lead = NULL;
     s->fol = NULL;
     s->up = 0;
@@ -585,11 +588,11 @@ static void check_isr_holds_confirmed(world *w, const char *when)
 static void on_release(world *w, int id, uint64_t r)
 {
     snode *s = &w->nodes[id];
-    if (w->etcd.leader != id || w->etcd.epoch != rl_epoch(s->lead))
+    if (w->etcd.leader != id || w->etcd.epoch != cl_rl_epoch(s->lead))
         ck_abort_msg("seed %llu t=%llu: node %d confirmed in epoch %llu, etcd has leader %d epoch "
                      "%llu",
                      (unsigned long long)w->seed, (unsigned long long)w->now, id,
-                     (unsigned long long)rl_epoch(s->lead), w->etcd.leader,
+                     (unsigned long long)cl_rl_epoch(s->lead), w->etcd.leader,
                      (unsigned long long)w->etcd.epoch);
     if (__builtin_popcount(w->etcd.isr) < (int)w->o.min_isr)
         ck_abort_msg("seed %llu t=%llu: confirmed with ISR %x below min %u",
@@ -628,9 +631,9 @@ static void deliver(world *w, const smsg *m)
                 w->etcd.isr = (uint32_t)m->b;
                 TRACE("t=%llu isr %x\n", (unsigned long long)w->now, w->etcd.isr);
                 w->stats[4]++;
-                send(w, M_ISR_RES, ETCD, m->from, m->a, RL_ISR_DONE, 0, 0, 1);
+                send(w, M_ISR_RES, ETCD, m->from, m->a, CL_RL_ISR_DONE, 0, 0, 1);
             } else {
-                send(w, M_ISR_RES, ETCD, m->from, m->a, RL_ISR_DEPOSED, 0, 0, 1);
+                send(w, M_ISR_RES, ETCD, m->from, m->a, CL_RL_ISR_DEPOSED, 0, 0, 1);
             }
             break;
         }
@@ -639,9 +642,9 @@ static void deliver(world *w, const smsg *m)
     snode *s = &w->nodes[m->to];
     switch (m->type) {
     case M_HELLO:
-        if (s->lead && !rl_deposed(s->lead)) {
-            rl_start st;
-            rl_hello(s->lead, m->from, m->a, m->b, w->now, &st);
+        if (s->lead && !cl_rl_deposed(s->lead)) {
+            cl_rl_start st;
+            cl_rl_hello(s->lead, m->from, m->a, m->b, w->now, &st);
             w->e = st.hello_epoch;
             w->f = st.hello_idx;
             send(w, M_START, m->to, m->from, st.epoch, st.session, st.div_epoch, st.div_end, 0);
@@ -651,13 +654,13 @@ static void deliver(world *w, const smsg *m)
     case M_START:
         if (s->fol) {
             uint64_t keep;
-            rl_start st = {m->a, m->b, m->c, m->d, m->e, m->f};
-            int rc = rf_start(s->fol, &st, &keep);
-            if (rc == RF_IGNORE) {
+            cl_rl_start st = {m->a, m->b, m->c, m->d, m->e, m->f};
+            int rc = cl_rf_start(s->fol, &st, &keep);
+            if (rc == CL_RF_IGNORE) {
                 uint64_t le, li;
-                rf_hello(s->fol, &le, &li);
+                cl_rf_hello(s->fol, &le, &li);
                 send(w, M_HELLO, m->to, m->from, le, li, 0, 0, 0);
-            } else if (rc == RF_OK) {
+            } else if (rc == CL_RF_OK) {
                 if (keep < s->len) {
                     TRACE("t=%llu node %d truncates %llu -> %llu (dur %llu) start e=%llu de=%llu "
                           "dend=%llu from %d\n",
@@ -675,7 +678,7 @@ static void deliver(world *w, const smsg *m)
                 s->following = m->from;
                 s->heard_at = w->now;
                 uint64_t e, ss, le, du;
-                rf_ack_fields(s->fol, &e, &ss, &le, &du);
+                cl_rf_ack_fields(s->fol, &e, &ss, &le, &du);
                 send(w, M_ACK, m->to, m->from, e, ss, le, du, 0);
             }
         }
@@ -684,41 +687,41 @@ static void deliver(world *w, const smsg *m)
         if (!s->fol)
             break;
         uint64_t idx = m->c;
-        if (rf_current(s->fol, m->a, m->b))
+        if (cl_rf_current(s->fol, m->a, m->b))
             s->heard_at = w->now;
-        int rc = rf_data(s->fol, m->a, m->b, idx, m->d);
-        if (rc == RF_APPEND) {
+        int rc = cl_rf_data(s->fol, m->a, m->b, idx, m->d);
+        if (rc == CL_RF_APPEND) {
             if (idx != s->len + 1 || idx > MAXLOG)
                 ck_abort_msg("seed %llu: appended %llu after %llu", (unsigned long long)w->seed,
                              (unsigned long long)idx, (unsigned long long)s->len);
             s->ep[idx] = (uint32_t)m->d;
             s->len = idx;
-        } else if (rc == RF_GAP) {
+        } else if (rc == CL_RF_GAP) {
             uint64_t e, ss, le, du;
-            rf_ack_fields(s->fol, &e, &ss, &le, &du);
+            cl_rf_ack_fields(s->fol, &e, &ss, &le, &du);
             send(w, M_ACK, m->to, m->from, e, ss, le, du, 0);
         }
         break;
     }
     case M_PING:
-        if (s->fol && rf_current(s->fol, m->a, m->b))
+        if (s->fol && cl_rf_current(s->fol, m->a, m->b))
             s->heard_at = w->now;
         break;
     case M_ACK:
         if (s->lead)
-            rl_ack(s->lead, m->from, m->a, m->b, m->c, m->d, w->now);
+            cl_rl_ack(s->lead, m->from, m->a, m->b, m->c, m->d, w->now);
         break;
     case M_KA_OK:
-        if (s->lead && rl_epoch(s->lead) == m->a)
-            rl_lease(s->lead, m->b + w->ttl - w->margin);
+        if (s->lead && cl_rl_epoch(s->lead) == m->a)
+            cl_rl_lease(s->lead, m->b + w->ttl - w->margin);
         break;
     case M_KA_FAIL:
-        if (s->lead && rl_epoch(s->lead) == m->a)
-            rl_depose(s->lead);
+        if (s->lead && cl_rl_epoch(s->lead) == m->a)
+            cl_rl_depose(s->lead);
         break;
     case M_ISR_RES:
-        if (s->lead && rl_epoch(s->lead) == m->a)
-            rl_isr_result(s->lead, (int)m->b);
+        if (s->lead && cl_rl_epoch(s->lead) == m->a)
+            cl_rl_isr_result(s->lead, (int)m->b);
         break;
     }
 }
@@ -746,13 +749,13 @@ static void elect(world *w)
     w->stats[1]++;
     TRACE("t=%llu elect %d epoch %llu len %llu isr %x\n", (unsigned long long)w->now, c,
           (unsigned long long)w->etcd.epoch, (unsigned long long)s->len, w->etcd.isr);
-    rf_free(s->fol);
+    cl_rf_free(s->fol);
     s->fol = NULL;
     s->dur = s->len; /* a new leader syncs what it has before it serves */
     s->sync_busy = 0;
     rebuild_hist(s);
-    s->lead = rl_new(c, w->etcd.epoch, w->etcd.isr, &w->o, s->len, &s->hist, w->now);
-    rl_lease(s->lead, w->now + w->ttl - w->margin);
+    s->lead = cl_rl_new(c, w->etcd.epoch, w->etcd.isr, &w->o, s->len, &s->hist, w->now);
+    cl_rl_lease(s->lead, w->now + w->ttl - w->margin);
     s->released = 0;
     s->ka_at = w->now;
     check_isr_holds_confirmed(w, "election");
@@ -766,12 +769,12 @@ static void node_step(world *w, int id)
         if (s->sync_target > s->dur)
             s->dur = s->sync_target;
         if (s->lead)
-            rl_durable(s->lead, s->dur);
+            cl_rl_durable(s->lead, s->dur);
         if (s->fol) {
-            rf_durable(s->fol, s->dur);
+            cl_rf_durable(s->fol, s->dur);
             if (s->following >= 0) {
                 uint64_t e, ss, le, du;
-                rf_ack_fields(s->fol, &e, &ss, &le, &du);
+                cl_rf_ack_fields(s->fol, &e, &ss, &le, &du);
                 send(w, M_ACK, id, s->following, e, ss, le, du, 0);
                 s->ack_at = w->now;
             }
@@ -783,37 +786,37 @@ static void node_step(world *w, int id)
         s->sync_at = w->now + 1 + rnd(&w->r) % 6;
     }
     if (s->lead) {
-        rl *l = s->lead;
-        if (rl_deposed(l)) {
+        cl_rl *l = s->lead;
+        if (cl_rl_deposed(l)) {
             become_follower(w, id); /* stops serving: clients are closed */
             return;
         }
         if (w->faults && s->len < MAXLOG - 8 && chance(&w->r, w->p_pub)) {
-            s->ep[++s->len] = (uint32_t)rl_epoch(l);
-            rl_append(l, s->len, 100 + rnd(&w->r) % 1000, w->now);
+            s->ep[++s->len] = (uint32_t)cl_rl_epoch(l);
+            cl_rl_append(l, s->len, 100 + rnd(&w->r) % 1000, w->now);
         }
         if (w->now >= s->ka_at + w->ttl / 3) {
             s->ka_at = w->now;
-            send(w, M_KA, id, ETCD, rl_epoch(l), w->now, 0, 0, 0);
+            send(w, M_KA, id, ETCD, cl_rl_epoch(l), w->now, 0, 0, 0);
         }
         for (int f = 0; f < w->n; f++) {
             uint64_t idx, sess;
             if (f == id)
                 continue;
-            while (rl_next_send(l, f, w->now, &idx, &sess)) {
-                send(w, M_DATA, id, f, rl_epoch(l), sess, idx, s->ep[idx], 0);
+            while (cl_rl_next_send(l, f, w->now, &idx, &sess)) {
+                send(w, M_DATA, id, f, cl_rl_epoch(l), sess, idx, s->ep[idx], 0);
             }
         }
         if (w->now >= s->ping_at + 10) {
             s->ping_at = w->now;
             for (int f = 0; f < w->n; f++)
-                if (f != id && rl_session(l, f))
-                    send(w, M_PING, id, f, rl_epoch(l), rl_session(l, f), 0, 0, 0);
+                if (f != id && cl_rl_session(l, f))
+                    send(w, M_PING, id, f, cl_rl_epoch(l), cl_rl_session(l, f), 0, 0, 0);
         }
         uint32_t prop;
-        if (rl_isr_propose(l, w->now, &prop))
-            send(w, M_ISR, id, ETCD, rl_epoch(l), prop, 0, 0, 1);
-        uint64_t r = rl_release(l, w->now);
+        if (cl_rl_isr_propose(l, w->now, &prop))
+            send(w, M_ISR, id, ETCD, cl_rl_epoch(l), prop, 0, 0, 1);
+        uint64_t r = cl_rl_release(l, w->now);
         if (r > s->released) {
             on_release(w, id, r);
             s->released = r;
@@ -822,7 +825,7 @@ static void node_step(world *w, int id)
     }
     /* follower: watch etcd (with some delay), follow the leader it names */
     if (chance(&w->r, 0.3) && w->etcd.leader >= 0 && w->etcd.leader != id) {
-        rf_epoch_seen(s->fol, w->etcd.epoch);
+        cl_rf_epoch_seen(s->fol, w->etcd.epoch);
         if (w->etcd.epoch > s->follow_epoch) {
             s->follow_epoch = w->etcd.epoch;
             s->following = w->etcd.leader;
@@ -831,17 +834,17 @@ static void node_step(world *w, int id)
     }
     if (s->following < 0)
         return;
-    int lost = rf_epoch(s->fol) == s->follow_epoch && w->now >= s->heard_at + 60 &&
+    int lost = cl_rf_epoch(s->fol) == s->follow_epoch && w->now >= s->heard_at + 60 &&
                w->now >= s->hello_at + 60;
-    if ((rf_epoch(s->fol) != s->follow_epoch && w->now >= s->hello_at + 20) || lost) {
+    if ((cl_rf_epoch(s->fol) != s->follow_epoch && w->now >= s->hello_at + 20) || lost) {
         uint64_t le, li;
-        rf_hello(s->fol, &le, &li);
+        cl_rf_hello(s->fol, &le, &li);
         send(w, M_HELLO, id, s->following, le, li, 0, 0, 0);
         s->hello_at = w->now;
     }
-    if (rf_epoch(s->fol) == s->follow_epoch && w->now >= s->ack_at + 10) {
+    if (cl_rf_epoch(s->fol) == s->follow_epoch && w->now >= s->ack_at + 10) {
         uint64_t e, ss, le, du;
-        rf_ack_fields(s->fol, &e, &ss, &le, &du);
+        cl_rf_ack_fields(s->fol, &e, &ss, &le, &du);
         send(w, M_ACK, id, s->following, e, ss, le, du, 0);
         s->ack_at = w->now;
     }
@@ -951,7 +954,7 @@ static void run_schedule(uint64_t seed, uint64_t *totals)
     w->etcd.isr = (1u << w->n) - 1; /* a new cluster: every node starts in sync (empty) */
     for (int i = 0; i < w->n; i++) {
         w->nodes[i].up = 1;
-        repl_epochs_init(&w->nodes[i].hist);
+        cl_repl_epochs_init(&w->nodes[i].hist);
         become_follower(w, i);
     }
     for (int t = 0; t < 2500; t++)
@@ -972,29 +975,29 @@ static void run_schedule(uint64_t seed, uint64_t *totals)
                   (unsigned long long)seed);
     if (trace_on())
         for (int i = 0; i < w->n; i++) {
-            rl_peer_info pi;
-            rl_peer(w->nodes[leader].lead, i, w->now, &pi);
+            cl_rl_peer_info pi;
+            cl_rl_peer(w->nodes[leader].lead, i, w->now, &pi);
             fprintf(stderr,
                     "node %d up %d len %llu dur %llu fol %p following %d fe %llu rfe %llu: conn %d "
                     "acked %llu end %llu lag %llu\n",
                     i, w->nodes[i].up, (unsigned long long)w->nodes[i].len,
                     (unsigned long long)w->nodes[i].dur, (void *)w->nodes[i].fol,
                     w->nodes[i].following, (unsigned long long)w->nodes[i].follow_epoch,
-                    w->nodes[i].fol ? (unsigned long long)rf_epoch(w->nodes[i].fol) : 0ull,
+                    w->nodes[i].fol ? (unsigned long long)cl_rf_epoch(w->nodes[i].fol) : 0ull,
                     pi.connected, (unsigned long long)pi.acked, (unsigned long long)pi.log_end,
                     (unsigned long long)pi.lag_ms);
         }
     ck_assert_msg(w->nodes[leader].released == w->nodes[leader].len,
                   "seed %llu: leader %d released %llu of %llu after healing (isr %x, min %u)",
                   (unsigned long long)seed, leader, (unsigned long long)w->nodes[leader].released,
-                  (unsigned long long)w->nodes[leader].len, rl_isr(w->nodes[leader].lead),
+                  (unsigned long long)w->nodes[leader].len, cl_rl_isr(w->nodes[leader].lead),
                   w->o.min_isr);
     for (int i = 0; i < 6; i++)
         totals[i] += w->stats[i];
     for (int i = 0; i < w->n; i++) {
-        rl_free(w->nodes[i].lead);
-        rf_free(w->nodes[i].fol);
-        repl_epochs_free(&w->nodes[i].hist);
+        cl_rl_free(w->nodes[i].lead);
+        cl_rf_free(w->nodes[i].fol);
+        cl_repl_epochs_free(&w->nodes[i].hist);
     }
     sl_free(w->msgs);
     sl_free(w->batch);

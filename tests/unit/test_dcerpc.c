@@ -253,9 +253,9 @@ START_TEST(nt_hash_vector)
     static const uint8_t want[16] = {0xa4, 0xf4, 0x9c, 0x40, 0x65, 0x10, 0xbd, 0xca,
                                      0xb6, 0x82, 0x4e, 0xe7, 0xc3, 0x0f, 0xd8, 0x52};
     uint8_t h[16];
-    ck_assert_int_eq(ntlm_nt_hash((const uint8_t *)"Password", 8, h), 0);
+    ck_assert_int_eq(rpc_ntlm_nt_hash((const uint8_t *)"Password", 8, h), 0);
     ck_assert_mem_eq(h, want, 16);
-    ck_assert_int_eq(ntlm_nt_hash((const uint8_t *)"\xff", 1, h), -1); /* not UTF-8 */
+    ck_assert_int_eq(rpc_ntlm_nt_hash((const uint8_t *)"\xff", 1, h), -1); /* not UTF-8 */
 }
 END_TEST
 
@@ -506,37 +506,37 @@ START_TEST(ndr_strings_both_ways)
     sl_buf b;
     sl_buf_init(&b);
     ndr_wr w;
-    ndr_wr_init(&w, &b);
+    rpc_ndr_wr_init(&w, &b);
     const char *s = "Q\xc3\xa9ue \xf0\x9f\x93\xa6!"; /* é and a non-BMP character */
-    ndr_put_u8(&w, 7);
-    ndr_put_wstring(&w, s);
-    ck_assert_uint_eq(ndr_wstring_units(s), 9); /* 7 BMP units, a surrogate pair, NUL */
+    rpc_ndr_put_u8(&w, 7);
+    rpc_ndr_put_wstring(&w, s);
+    ck_assert_uint_eq(rpc_ndr_wstring_units(s), 9); /* 7 BMP units, a surrogate pair, NUL */
     ndr_rd r;
-    ndr_rd_init(&r, b.data, b.len, 1);
-    ck_assert_uint_eq(ndr_u8(&r), 7);
+    rpc_ndr_rd_init(&r, b.data, b.len, 1);
+    ck_assert_uint_eq(rpc_ndr_u8(&r), 7);
     char out[64];
-    ndr_rd_align(&r, 4);
-    ndr_wstring(&r, out, sizeof out);
+    rpc_ndr_rd_align(&r, 4);
+    rpc_ndr_wstring(&r, out, sizeof out);
     ck_assert_int_eq(r.err, 0);
     ck_assert_str_eq(out, s);
     /* too long for the buffer, no NUL, offset not 0, past the end */
-    ndr_rd_init(&r, b.data + 4, b.len - 4, 1);
-    ndr_wstring(&r, out, 4);
+    rpc_ndr_rd_init(&r, b.data + 4, b.len - 4, 1);
+    rpc_ndr_wstring(&r, out, 4);
     ck_assert_int_eq(r.err, 1);
     ck_assert_str_eq(out, "");
     uint8_t nonul[] = {2, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 'a', 0, 'b', 0};
-    ndr_rd_init(&r, nonul, sizeof nonul, 1);
-    ndr_wstring(&r, out, sizeof out);
+    rpc_ndr_rd_init(&r, nonul, sizeof nonul, 1);
+    rpc_ndr_wstring(&r, out, sizeof out);
     ck_assert_int_eq(r.err, 1);
     uint8_t off[] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0};
-    ndr_rd_init(&r, off, sizeof off, 1);
-    ndr_wstring(&r, out, sizeof out);
+    rpc_ndr_rd_init(&r, off, sizeof off, 1);
+    rpc_ndr_wstring(&r, out, sizeof out);
     ck_assert_int_eq(r.err, 1);
     uint8_t huge[] = {0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f};
-    ndr_rd_init(&r, huge, sizeof huge, 1);
-    ndr_wstring(&r, out, sizeof out);
+    rpc_ndr_rd_init(&r, huge, sizeof huge, 1);
+    rpc_ndr_wstring(&r, out, sizeof out);
     ck_assert_int_eq(r.err, 1);
-    ck_assert_uint_eq(ndr_u32(&r), 0); /* after an error, reads give zero */
+    ck_assert_uint_eq(rpc_ndr_u32(&r), 0); /* after an error, reads give zero */
     sl_buf_free(&b);
 }
 END_TEST

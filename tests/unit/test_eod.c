@@ -1,5 +1,5 @@
-/* test_eod.c - the EOD state machines (src/link/eod.c) and remote format names
- * (src/link/fmt.c).
+/* test_eod.c - the EOD state machines (src/eod/eod.c) and remote format names
+ * (src/eod/fmt.c).
  *
  * The simulation (FoundationDB style, DESIGN.md section 6) drives the real sender
  * bookkeeping and receiver rule over a fake network that drops, duplicates, reorders and
@@ -18,38 +18,38 @@
 #include <string.h>
 
 #include "core/buf.h"
-#include "link/eod.h"
-#include "link/link.h"
+#include "eod/eod.h"
+#include "eod/outq.h"
 
 /* ------------------------------------------------------------------ format names */
 
 START_TEST(fmt_parses_remote_names)
 {
-    link_addr a;
+    eod_addr a;
     char err[300];
     ck_assert_int_eq(
-        link_fmt_parse("DIRECT=TCP:127.0.0.3:5673\\private$\\orders", 41, &a, err, sizeof err), 0);
+        eod_fmt_parse("DIRECT=TCP:127.0.0.3:5673\\private$\\orders", 41, &a, err, sizeof err), 0);
     ck_assert_str_eq(a.host, "127.0.0.3");
     ck_assert_int_eq(a.port, 5673);
     ck_assert_str_eq(a.queue, "orders");
     const char *s = "formatname:direct=tcp:Node-B\\PRIVATE$\\Orders";
-    ck_assert_int_eq(link_fmt_parse(s, strlen(s), &a, err, sizeof err), 0);
+    ck_assert_int_eq(eod_fmt_parse(s, strlen(s), &a, err, sizeof err), 0);
     ck_assert_str_eq(a.host, "node-b");
     ck_assert_int_eq(a.port, LINK_DEFAULT_PORT);
     ck_assert_str_eq(a.queue, "Orders"); /* the queue keeps its spelling */
     char canon[600];
-    link_fmt_canonical(&a, canon, sizeof canon);
+    eod_fmt_canonical(&a, canon, sizeof canon);
     ck_assert_str_eq(canon, "DIRECT=TCP:node-b:5672\\private$\\Orders");
     s = "DIRECT=TCP:[::1]:6000\\private$\\billing/invoices";
-    ck_assert_int_eq(link_fmt_parse(s, strlen(s), &a, err, sizeof err), 0);
+    ck_assert_int_eq(eod_fmt_parse(s, strlen(s), &a, err, sizeof err), 0);
     ck_assert_str_eq(a.host, "::1");
     ck_assert_int_eq(a.port, 6000);
     ck_assert_str_eq(a.queue, "billing/invoices");
-    link_fmt_canonical(&a, canon, sizeof canon);
+    eod_fmt_canonical(&a, canon, sizeof canon);
     ck_assert_str_eq(canon, "DIRECT=TCP:[::1]:6000\\private$\\billing/invoices");
-    ck_assert(link_fmt_is_candidate("Direct=x", 8));
-    ck_assert(link_fmt_is_candidate("FormatName:DIRECT=x", 19));
-    ck_assert(!link_fmt_is_candidate("orders", 6));
+    ck_assert(eod_fmt_is_candidate("Direct=x", 8));
+    ck_assert(eod_fmt_is_candidate("FormatName:DIRECT=x", 19));
+    ck_assert(!eod_fmt_is_candidate("orders", 6));
 }
 END_TEST
 
@@ -74,10 +74,9 @@ START_TEST(fmt_refuses_malformed_names)
         "orders",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        link_addr a;
+        eod_addr a;
         char err[300] = "";
-        ck_assert_msg(link_fmt_parse(bad[i], strlen(bad[i]), &a, err, sizeof err) < 0, "%s",
-                      bad[i]);
+        ck_assert_msg(eod_fmt_parse(bad[i], strlen(bad[i]), &a, err, sizeof err) < 0, "%s", bad[i]);
         ck_assert_msg(err[0], "no reason for %s", bad[i]);
     }
 }

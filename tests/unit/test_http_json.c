@@ -18,10 +18,10 @@ static char *round_trip(const char *text)
     ck_assert_msg(in != NULL, "bad test JSON %s: %s", text, jerr.text);
     sl_buf tbl;
     char err[256] = "";
-    int rc = json_to_table(in, &tbl, err, sizeof err);
+    int rc = defs_json_to_table(in, &tbl, err, sizeof err);
     json_decref(in);
-    ck_assert_msg(rc == 0, "json_to_table(%s): %s", text, err);
-    json_t *out = table_to_json((amqp_bytes){tbl.data, tbl.len});
+    ck_assert_msg(rc == 0, "defs_json_to_table(%s): %s", text, err);
+    json_t *out = defs_table_to_json((amqp_bytes){tbl.data, tbl.len});
     sl_buf_free(&tbl);
     ck_assert_ptr_nonnull(out);
     char *s = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
@@ -71,7 +71,7 @@ START_TEST(deep_nesting_refused)
     ck_assert_ptr_nonnull(in);
     sl_buf tbl;
     char err[256] = "";
-    ck_assert_int_eq(json_to_table(in, &tbl, err, sizeof err), -1);
+    ck_assert_int_eq(defs_json_to_table(in, &tbl, err, sizeof err), -1);
     ck_assert_msg(err[0] != '\0', "refusal without a message");
     json_decref(in);
 }

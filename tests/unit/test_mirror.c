@@ -132,7 +132,7 @@ static char *recover_dump(const char *dir)
 
 /* ------------------------------------------------------------------ the leader */
 
-static mirror *MI;
+static cl_mirror *MI;
 static int use_kick; /* the broker's way: batches on the sync thread (persist_kick) */
 static qm_node *LN;
 static qm_vhost *LV;
@@ -143,7 +143,7 @@ static size_t models_cap;
 
 static void hook(void *ctx, uint64_t gen, int synced)
 {
-    uint64_t idx = mirror_batch(MI, gen, synced);
+    uint64_t idx = cl_mirror_batch(MI, gen, synced);
     if (idx >= models_cap) {
         size_t nc = models_cap ? models_cap * 2 : 256;
         while (nc <= idx)
@@ -176,9 +176,9 @@ static int leader_sync; /* the leader fsyncs for real: barriers are in the group
 
 static void leader_start(uint64_t segment_size)
 {
-    MI = mirror_leader_new(L, 1ull << 30);
+    MI = cl_mirror_leader_new(L, 1ull << 30);
     ck_assert_ptr_nonnull(MI);
-    mirror_start(MI, 1, 0);
+    cl_mirror_start(MI, 1, 0);
     LOPT = (persist_options){.no_sync = !leader_sync, .segment_size = segment_size};
     LOPT.batch_hook = hook;
     LOPT.sync_thread = use_kick;
@@ -189,7 +189,7 @@ static void leader_stop(void)
 {
     if (LP)
         leader_close();
-    mirror_free(MI);
+    cl_mirror_free(MI);
     MI = NULL;
     for (size_t i = 0; i < models_cap; i++)
         sl_free(models[i]);
@@ -312,17 +312,17 @@ static int dir_fd(const char *d)
     return fd;
 }
 
-static unsigned apply_flags = MIRROR_APPLY_NOSYNC;
+static unsigned apply_flags = CL_MIRROR_APPLY_NOSYNC;
 
 static void apply_group(int dfd, uint64_t idx, size_t ops_max)
 {
     uint8_t *g;
     size_t len;
     uint64_t epoch;
-    ck_assert_msg(mirror_group(MI, idx, &g, &len, &epoch) == 0, "group %llu not kept",
+    ck_assert_msg(cl_mirror_group(MI, idx, &g, &len, &epoch) == 0, "group %llu not kept",
                   (unsigned long long)idx);
     ck_assert_uint_eq(epoch, 1);
-    int rc = mirror_apply_ex(dfd, g, len, apply_flags, ops_max, err, sizeof err);
+    int rc = cl_mirror_apply_ex(dfd, g, len, apply_flags, ops_max, err, sizeof err);
     ck_assert_msg(rc >= 0, "apply %llu: %s", (unsigned long long)idx, err);
     sl_free(g);
 }
@@ -332,8 +332,8 @@ static uint32_t group_nops(uint64_t idx)
     uint8_t *g;
     size_t len;
     uint32_t nops = 0;
-    ck_assert_int_eq(mirror_group(MI, idx, &g, &len, NULL), 0);
-    ck_assert_int_eq(mirror_group_check(g, len, NULL, NULL, NULL, &nops, err, sizeof err), 0);
+    ck_assert_int_eq(cl_mirror_group(MI, idx, &g, &len, NULL), 0);
+    ck_assert_int_eq(cl_mirror_group_check(g, len, NULL, NULL, NULL, &nops, err, sizeof err), 0);
     sl_free(g);
     return nops;
 }
@@ -417,14 +417,14 @@ START_TEST(workload_mirrors_at_every_boundary)
         tidy_freed = tidy_compacted = restarts = 0;
         use_kick = s == 2;    /* this seed runs its batches on the sync thread */
         leader_sync = s == 1; /* this one syncs for real, leader and mirror */
-        apply_flags = s == 1 ? 0 : MIRROR_APPLY_NOSYNC;
+        apply_flags = s == 1 ? 0 : CL_MIRROR_APPLY_NOSYNC;
         leader_start(8192);
         for (int k = 0; k < 1000; k++)
             step();
         commit();
-        uint64_t last = mirror_last(MI);
+        uint64_t last = cl_mirror_last(MI);
         ck_assert_uint_gt(last, 100);
-        ck_assert_uint_eq(mirror_first_kept(MI), 1);
+        ck_assert_uint_eq(cl_mirror_first_kept(MI), 1);
         int dfd = dir_fd(M);
         uint64_t checked = 0, cuts = 0;
         for (uint64_t idx = 1; idx <= last; idx++) {
@@ -472,7 +472,7 @@ START_TEST(workload_mirrors_at_every_boundary)
         same_tree(L, M); /* the leader is at its last group: the same files, byte for byte */
         leader_stop();
         use_kick = leader_sync = 0;
-        apply_flags = MIRROR_APPLY_NOSYNC;
+        apply_flags = CL_MIRROR_APPLY_NOSYNC;
     }
 }
 END_TEST
@@ -511,16 +511,16 @@ START_TEST(recovery_changes_are_the_first_group)
     commit();
     leader_close();
     int dfd = dir_fd(M);
-    for (uint64_t idx = 1; idx <= mirror_last(MI); idx++)
+    for (uint64_t idx = 1; idx <= cl_mirror_last(MI); idx++)
         apply_group(dfd, idx, SIZE_MAX);
     same_tree(L, M);
     /* the same half-written record on both (a write the leader made as it died, which the
      * follower's copy had too: the worst case) */
     append_garbage(L);
     append_garbage(M);
-    uint64_t before = mirror_last(MI);
+    uint64_t before = cl_mirror_last(MI);
     leader_open(); /* cuts the torn tail: part of the recovery group */
-    ck_assert_uint_eq(mirror_last(MI), before + 1);
+    ck_assert_uint_eq(cl_mirror_last(MI), before + 1);
     apply_group(dfd, before + 1, SIZE_MAX);
     close(dfd);
     same_tree(L, M);
@@ -553,31 +553,31 @@ START_TEST(out_of_space_retries_are_mirrored)
     for (int i = 0; i < 20; i++)
         lpublish(q);
     commit();
-    uint64_t before = mirror_last(MI);
+    uint64_t before = cl_mirror_last(MI);
     st_log__pwrite = enospc_pwrite;
     fail_writes = 2;
     for (int i = 0; i < 20; i++)
         lpublish(q);
     ck_assert_int_eq(persist_commit(LP, err, sizeof err), -2);
-    ck_assert_uint_eq(mirror_last(MI), before); /* no group for a batch that did not end */
+    ck_assert_uint_eq(cl_mirror_last(MI), before); /* no group for a batch that did not end */
     fail_writes = 0;
     /* the retry waits STALL_RETRY_MS: bounded wait for the group */
-    for (int i = 0; i < 500 && mirror_last(MI) == before; i++) {
+    for (int i = 0; i < 500 && cl_mirror_last(MI) == before; i++) {
         int rc = persist_commit(LP, err, sizeof err);
         ck_assert_msg(rc == 0 || rc == -2, "%s", err);
-        if (mirror_last(MI) == before)
+        if (cl_mirror_last(MI) == before)
             usleep(10000);
     }
     st_log__pwrite = pwrite;
-    ck_assert_uint_gt(mirror_last(MI), before);
+    ck_assert_uint_gt(cl_mirror_last(MI), before);
     for (int i = 0; i < 10; i++)
         lpublish(q);
     commit();
     int dfd = dir_fd(M);
-    for (uint64_t idx = 1; idx <= mirror_last(MI); idx++)
+    for (uint64_t idx = 1; idx <= cl_mirror_last(MI); idx++)
         apply_group(dfd, idx, SIZE_MAX);
     close(dfd);
-    check_boundary(M, mirror_last(MI));
+    check_boundary(M, cl_mirror_last(MI));
     same_tree(L, M);
     leader_stop();
 }
@@ -590,23 +590,23 @@ START_TEST(bulk_copy_while_the_workload_goes_on)
     for (int k = 0; k < 150; k++)
         step();
     commit();
-    mirror_snap *s = mirror_snapshot(MI);
+    cl_mirror_snap *s = cl_mirror_snapshot(MI);
     ck_assert_ptr_nonnull(s);
-    uint64_t from = mirror_snap_idx(s);
-    ck_assert_uint_gt(mirror_snap_count(s), 2);
+    uint64_t from = cl_mirror_snap_idx(s);
+    ck_assert_uint_gt(cl_mirror_snap_count(s), 2);
     int jfd = dir_fd(J);
-    size_t n = mirror_snap_count(s);
+    size_t n = cl_mirror_snap_count(s);
     uint8_t buf[3000];
     for (size_t i = 0; i < n; i++) {
         uint64_t size;
-        const char *name = mirror_snap_name(s, i, &size);
+        const char *name = cl_mirror_snap_name(s, i, &size);
         ck_assert_ptr_nonnull(name);
-        ck_assert_int_eq(mirror_copy_write(jfd, name, 0, "", 0, err, sizeof err), 0);
+        ck_assert_int_eq(cl_mirror_copy_write(jfd, name, 0, "", 0, err, sizeof err), 0);
         for (uint64_t off = 0; off < size;) {
-            long got = mirror_snap_read(s, i, off, buf, sizeof buf);
+            long got = cl_mirror_snap_read(s, i, off, buf, sizeof buf);
             ck_assert_msg(got > 0, "%s at %llu: %ld", name, (unsigned long long)off, got);
-            ck_assert_int_eq(mirror_copy_write(jfd, name, off, buf, (size_t)got, err, sizeof err),
-                             0);
+            ck_assert_int_eq(
+                cl_mirror_copy_write(jfd, name, off, buf, (size_t)got, err, sizeof err), 0);
             off += (uint64_t)got;
             if (rnd() % 4 == 0) /* the leader goes on meanwhile */
                 step();
@@ -614,10 +614,10 @@ START_TEST(bulk_copy_while_the_workload_goes_on)
         for (int k = 0; k < 5; k++)
             step();
     }
-    mirror_snapshot_free(s);
+    cl_mirror_snapshot_free(s);
     commit();
-    ck_assert_int_eq(mirror_copy_finish(jfd, err, sizeof err), 0);
-    uint64_t last = mirror_last(MI);
+    ck_assert_int_eq(cl_mirror_copy_finish(jfd, err, sizeof err), 0);
+    uint64_t last = cl_mirror_last(MI);
     ck_assert_uint_gt(last, from + 10);
     for (uint64_t idx = from + 1; idx <= last; idx++)
         apply_group(jfd, idx, SIZE_MAX);
@@ -670,18 +670,18 @@ static sl_buf make_group(const hop *ops, int n)
         put16(&b, (uint16_t)strlen(ops[i].name));
         sl_buf_append(&b, ops[i].name, strlen(ops[i].name));
         switch (ops[i].kind) {
-        case MIRROR_OP_WRITE:
+        case CL_MIRROR_OP_WRITE:
             put64(&b, ops[i].arg);
             put32(&b, (uint32_t)strlen(ops[i].data));
             sl_buf_append(&b, ops[i].data, strlen(ops[i].data));
             break;
-        case MIRROR_OP_CREATE:
+        case CL_MIRROR_OP_CREATE:
             sl_buf_put_u8(&b, (uint8_t)ops[i].arg);
             break;
-        case MIRROR_OP_TRUNCATE:
+        case CL_MIRROR_OP_TRUNCATE:
             put64(&b, ops[i].arg);
             break;
-        case MIRROR_OP_RENAME:
+        case CL_MIRROR_OP_RENAME:
             put16(&b, (uint16_t)strlen(ops[i].name2));
             sl_buf_append(&b, ops[i].name2, strlen(ops[i].name2));
             break;
@@ -712,14 +712,14 @@ START_TEST(hostile_and_damaged_groups_are_refused)
 {
     int dfd = dir_fd(M);
     /* a good group first: the directory has something to lose */
-    hop good[] = {{MIRROR_OP_MKDIR, "msgs", NULL, 0, NULL},
-                  {MIRROR_OP_CREATE, "msgs/a.seg", NULL, 0, NULL},
-                  {MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "hello"},
-                  {MIRROR_OP_SYNC, "msgs/a.seg", NULL, 0, NULL},
-                  {MIRROR_OP_DIRSYNC, "msgs", NULL, 0, NULL}};
+    hop good[] = {{CL_MIRROR_OP_MKDIR, "msgs", NULL, 0, NULL},
+                  {CL_MIRROR_OP_CREATE, "msgs/a.seg", NULL, 0, NULL},
+                  {CL_MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "hello"},
+                  {CL_MIRROR_OP_SYNC, "msgs/a.seg", NULL, 0, NULL},
+                  {CL_MIRROR_OP_DIRSYNC, "msgs", NULL, 0, NULL}};
     sl_buf g = make_group(good, 5);
-    ck_assert_msg(mirror_apply(dfd, g.data, g.len, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(mirror_apply(dfd, g.data, g.len, err, sizeof err) == 0, "again: %s", err);
+    ck_assert_msg(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err) == 0, "again: %s", err);
     sl_buf_free(&g);
     char *before = tree();
 
@@ -728,39 +728,39 @@ START_TEST(hostile_and_damaged_groups_are_refused)
         "msgs//x", "replica/state", "space-reserve/x", "msgs/a b", ".",     "msgs/x\n", ""};
     for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {
         /* the hostile op comes after a harmless one: nothing at all may be applied */
-        hop ops[] = {{MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "XXXXX"},
-                     {MIRROR_OP_WRITE, bad_names[i], NULL, 0, "pwned"}};
+        hop ops[] = {{CL_MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "XXXXX"},
+                     {CL_MIRROR_OP_WRITE, bad_names[i], NULL, 0, "pwned"}};
         g = make_group(ops, 2);
         err[0] = 0;
-        ck_assert_int_eq(mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
+        ck_assert_int_eq(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
         ck_assert_msg(strstr(err, "refused") || strstr(err, "top-level"), "%s: %s", bad_names[i],
                       err);
         sl_buf_free(&g);
     }
-    hop ren[] = {{MIRROR_OP_RENAME, "msgs/a.seg", "../../b", 0, NULL}};
+    hop ren[] = {{CL_MIRROR_OP_RENAME, "msgs/a.seg", "../../b", 0, NULL}};
     g = make_group(ren, 1);
-    ck_assert_int_eq(mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
+    ck_assert_int_eq(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
     sl_buf_free(&g);
-    hop unl[] = {{MIRROR_OP_UNLINK, "..", NULL, 0, NULL}};
+    hop unl[] = {{CL_MIRROR_OP_UNLINK, "..", NULL, 0, NULL}};
     g = make_group(unl, 1);
-    ck_assert_int_eq(mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
+    ck_assert_int_eq(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
     sl_buf_free(&g);
-    hop dsync[] = {{MIRROR_OP_DIRSYNC, "msgs/a.seg", NULL, 0, NULL}};
+    hop dsync[] = {{CL_MIRROR_OP_DIRSYNC, "msgs/a.seg", NULL, 0, NULL}};
     g = make_group(dsync, 1);
-    ck_assert_int_eq(mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
+    ck_assert_int_eq(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
     sl_buf_free(&g);
 
     /* damage: every single flipped byte and every truncation of a good group is refused */
-    hop ops[] = {{MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "XXXXX"},
-                 {MIRROR_OP_TRUNCATE, "msgs/a.seg", NULL, 2, NULL}};
+    hop ops[] = {{CL_MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "XXXXX"},
+                 {CL_MIRROR_OP_TRUNCATE, "msgs/a.seg", NULL, 2, NULL}};
     g = make_group(ops, 2);
     for (size_t i = 0; i < g.len; i++) {
         g.data[i] ^= 0x40;
-        ck_assert_int_eq(mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
+        ck_assert_int_eq(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
         g.data[i] ^= 0x40;
     }
     for (size_t n = 0; n < g.len; n++)
-        ck_assert_int_eq(mirror_apply(dfd, g.data, n, err, sizeof err), -1);
+        ck_assert_int_eq(cl_mirror_apply(dfd, g.data, n, err, sizeof err), -1);
     sl_buf_free(&g);
     char *after = tree();
     ck_assert_str_eq(before, after);
@@ -771,9 +771,9 @@ START_TEST(hostile_and_damaged_groups_are_refused)
     snprintf(target, sizeof target, "%s/outside", BASE);
     snprintf(link_path, sizeof link_path, "%s/msgs/l.seg", M);
     ck_assert_int_eq(symlink(target, link_path), 0);
-    hop viasym[] = {{MIRROR_OP_WRITE, "msgs/l.seg", NULL, 0, "pwned"}};
+    hop viasym[] = {{CL_MIRROR_OP_WRITE, "msgs/l.seg", NULL, 0, "pwned"}};
     g = make_group(viasym, 1);
-    ck_assert_int_eq(mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
+    ck_assert_int_eq(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
     sl_buf_free(&g);
     struct stat st;
     ck_assert_int_eq(stat(target, &st), -1);
@@ -784,23 +784,23 @@ END_TEST
 START_TEST(replica_state_round_trip)
 {
     uint64_t last = 99;
-    repl_epochs h;
-    repl_epochs_init(&h);
-    ck_assert_int_eq(replica_state_load(M, &last, &h), 0); /* none yet */
+    cl_repl_epochs h;
+    cl_repl_epochs_init(&h);
+    ck_assert_int_eq(cl_replica_state_load(M, &last, &h), 0); /* none yet */
     ck_assert_uint_eq(last, 0);
     ck_assert_uint_eq(h.n, 0);
-    repl_epochs_note(&h, 1, 1);
-    repl_epochs_note(&h, 3, 40);
-    repl_epochs_note(&h, 4, 41);
-    ck_assert_int_eq(replica_state_save(M, 57, &h), 0);
-    repl_epochs h2;
-    repl_epochs_init(&h2);
-    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    cl_repl_epochs_note(&h, 1, 1);
+    cl_repl_epochs_note(&h, 3, 40);
+    cl_repl_epochs_note(&h, 4, 41);
+    ck_assert_int_eq(cl_replica_state_save(M, 57, &h), 0);
+    cl_repl_epochs h2;
+    cl_repl_epochs_init(&h2);
+    ck_assert_int_eq(cl_replica_state_load(M, &last, &h2), 0);
     ck_assert_uint_eq(last, 57);
     ck_assert_uint_eq(h2.n, 3);
     ck_assert_uint_eq(h2.v[1].epoch, 3);
     ck_assert_uint_eq(h2.v[1].first, 40);
-    ck_assert_uint_eq(repl_epochs_last(&h2), 4);
+    ck_assert_uint_eq(cl_repl_epochs_last(&h2), 4);
     /* damaged: refused, not guessed */
     char path[600];
     snprintf(path, sizeof path, "%s/replica/state", M);
@@ -811,10 +811,10 @@ START_TEST(replica_state_round_trip)
     ck_assert_int_eq(pwrite(fd, &b, 1, 10), 1);
     close(fd);
     errno = 0;
-    ck_assert_int_eq(replica_state_load(M, &last, &h2), -1);
+    ck_assert_int_eq(cl_replica_state_load(M, &last, &h2), -1);
     ck_assert_int_eq(errno, EILSEQ);
-    repl_epochs_free(&h);
-    repl_epochs_free(&h2);
+    cl_repl_epochs_free(&h);
+    cl_repl_epochs_free(&h2);
 }
 END_TEST
 
@@ -822,19 +822,19 @@ END_TEST
  * two under the same history, ignores a slot of another history, and survives a torn slot. */
 START_TEST(replica_pos_raises_the_state)
 {
-    repl_epochs h, h2;
-    repl_epochs_init(&h);
-    repl_epochs_init(&h2);
-    repl_epochs_note(&h, 2, 1);
-    ck_assert_int_eq(replica_state_save(M, 10, &h), 0);
-    replica_pos *p = replica_pos_open(M);
+    cl_repl_epochs h, h2;
+    cl_repl_epochs_init(&h);
+    cl_repl_epochs_init(&h2);
+    cl_repl_epochs_note(&h, 2, 1);
+    ck_assert_int_eq(cl_replica_state_save(M, 10, &h), 0);
+    cl_replica_pos *p = cl_replica_pos_open(M);
     ck_assert_ptr_nonnull(p);
     uint64_t last = 0;
-    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    ck_assert_int_eq(cl_replica_state_load(M, &last, &h2), 0);
     ck_assert_uint_eq(last, 10); /* an empty pos file: the state alone */
-    ck_assert_int_eq(replica_pos_save(p, 11, &h), 0);
-    ck_assert_int_eq(replica_pos_save(p, 12, &h), 0);
-    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    ck_assert_int_eq(cl_replica_pos_save(p, 11, &h), 0);
+    ck_assert_int_eq(cl_replica_pos_save(p, 12, &h), 0);
+    ck_assert_int_eq(cl_replica_state_load(M, &last, &h2), 0);
     ck_assert_uint_eq(last, 12);
     ck_assert_uint_eq(h2.n, 1);
     /* a torn newest slot (slot 1 holds 12): the other one's 11, never a guess above it */
@@ -845,67 +845,69 @@ START_TEST(replica_pos_raises_the_state)
     ck_assert_int_eq(pread(fd, &b, 1, 512 + 9), 1);
     b ^= 0x40;
     ck_assert_int_eq(pwrite(fd, &b, 1, 512 + 9), 1);
-    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    ck_assert_int_eq(cl_replica_state_load(M, &last, &h2), 0);
     ck_assert_uint_eq(last, 11);
     /* a new epoch saved in the state: the old history's slots no longer count */
-    repl_epochs_note(&h, 3, 12);
-    ck_assert_int_eq(replica_state_save(M, 12, &h), 0);
-    ck_assert_int_eq(replica_pos_save(p, 13, &h), 0);
-    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    cl_repl_epochs_note(&h, 3, 12);
+    ck_assert_int_eq(cl_replica_state_save(M, 12, &h), 0);
+    ck_assert_int_eq(cl_replica_pos_save(p, 13, &h), 0);
+    ck_assert_int_eq(cl_replica_state_load(M, &last, &h2), 0);
     ck_assert_uint_eq(last, 13);
     ck_assert_uint_eq(h2.n, 2);
-    repl_epochs h3;
-    repl_epochs_init(&h3);
-    repl_epochs_note(&h3, 2, 1);
+    cl_repl_epochs h3;
+    cl_repl_epochs_init(&h3);
+    cl_repl_epochs_note(&h3, 2, 1);
     /* slot 1 is torn; slot 0 holds 13 under h (2 epochs): a state of the 1-epoch history
      * does not take it */
-    ck_assert_int_eq(replica_state_save(M, 10, &h3), 0);
-    ck_assert_int_eq(replica_state_load(M, &last, &h2), 0);
+    ck_assert_int_eq(cl_replica_state_save(M, 10, &h3), 0);
+    ck_assert_int_eq(cl_replica_state_load(M, &last, &h2), 0);
     ck_assert_uint_eq(last, 10);
     close(fd);
-    replica_pos_close(p);
-    repl_epochs_free(&h);
-    repl_epochs_free(&h2);
-    repl_epochs_free(&h3);
+    cl_replica_pos_close(p);
+    cl_repl_epochs_free(&h);
+    cl_repl_epochs_free(&h2);
+    cl_repl_epochs_free(&h3);
 }
 END_TEST
 
 /* The ring keeps the newest groups within its bound; the generation map outlives the bytes. */
 START_TEST(ring_is_bounded)
 {
-    MI = mirror_leader_new(L, 20000);
+    MI = cl_mirror_leader_new(L, 20000);
     ck_assert_ptr_nonnull(MI);
-    ck_assert_ptr_null(mirror_leader_new(M, 1)); /* one per process */
-    mirror_start(MI, 5, 100);
+    ck_assert_ptr_null(cl_mirror_leader_new(M, 1)); /* one per process */
+    cl_mirror_start(MI, 5, 100);
     /* the shim the wiring uses (no model recorded: none is compared here) */
-    LOPT = (persist_options){
-        .no_sync = 1, .segment_size = 1 << 20, .batch_hook = mirror_persist_hook, .batch_ctx = MI};
+    LOPT = (persist_options){.no_sync = 1,
+                             .segment_size = 1 << 20,
+                             .batch_hook = cl_mirror_persist_hook,
+                             .batch_ctx = MI};
     rng = 11;
     leader_open();
-    ck_assert_uint_eq(mirror_last(MI), 101); /* the recovery group */
-    ck_assert_uint_eq(mirror_gen_of(MI, 101), 0);
+    ck_assert_uint_eq(cl_mirror_last(MI), 101); /* the recovery group */
+    ck_assert_uint_eq(cl_mirror_gen_of(MI, 101), 0);
     qm_queue *q = ldeclare(0);
     for (int i = 0; i < 200; i++) {
         lpublish(q);
         commit();
     }
-    uint64_t last = mirror_last(MI);
+    uint64_t last = cl_mirror_last(MI);
     ck_assert_uint_eq(last, 301);
-    uint64_t first = mirror_first_kept(MI);
+    uint64_t first = cl_mirror_first_kept(MI);
     ck_assert_uint_gt(first, 102);
     ck_assert_uint_le(first, last);
     uint8_t *g;
     size_t len;
     uint64_t ep;
-    ck_assert_int_eq(mirror_group(MI, first - 1, &g, &len, &ep), -1);
-    ck_assert_int_eq(mirror_group(MI, last + 1, &g, &len, &ep), -1);
-    ck_assert_int_eq(mirror_group(MI, last, &g, &len, &ep), 0);
+    ck_assert_int_eq(cl_mirror_group(MI, first - 1, &g, &len, &ep), -1);
+    ck_assert_int_eq(cl_mirror_group(MI, last + 1, &g, &len, &ep), -1);
+    ck_assert_int_eq(cl_mirror_group(MI, last, &g, &len, &ep), 0);
     ck_assert_uint_eq(ep, 5);
     sl_free(g);
     /* generations: each commit one group, in order */
-    ck_assert_uint_eq(mirror_gen_of(MI, 110), mirror_gen_of(MI, 109) + 1);
-    ck_assert_uint_eq(mirror_idx_of_gen(MI, mirror_gen_of(MI, 150)), 150);
-    ck_assert_uint_eq(mirror_idx_of_gen(MI, persist_local_durable(LP)), last);
+    ck_assert_uint_eq(cl_mirror_gen_of(MI, 110), cl_mirror_gen_of(MI, 109) + 1);
+    ck_assert_uint_eq(cl_mirror_idx_of_gen(MI, cl_mirror_gen_of(MI, 150)), 150);
+    ck_assert_uint_eq(cl_mirror_idx_of_gen(MI, persist_local_durable(LP)), last);
     leader_stop();
 }
 END_TEST
@@ -966,18 +968,18 @@ START_TEST(no_mirror_no_capture)
     qm_node_free(LN);
     LP = NULL;
     /* a mirror installed for another directory ignores this one */
-    MI = mirror_leader_new(M, 1 << 20);
+    MI = cl_mirror_leader_new(M, 1 << 20);
     LN = qm_node_new("x");
     LV = qm_vhost_create(LN, "/");
     LP = persist_open(L, LN, &o, err, sizeof err);
     lpublish(lq(0));
     commit();
-    ck_assert_uint_eq(mirror_batch(MI, 1, 1), 1);
+    ck_assert_uint_eq(cl_mirror_batch(MI, 1, 1), 1);
     uint8_t *g;
     size_t len;
     uint32_t nops = 99;
-    ck_assert_int_eq(mirror_group(MI, 1, &g, &len, NULL), 0);
-    ck_assert_int_eq(mirror_group_check(g, len, NULL, NULL, NULL, &nops, err, sizeof err), 0);
+    ck_assert_int_eq(cl_mirror_group(MI, 1, &g, &len, NULL), 0);
+    ck_assert_int_eq(cl_mirror_group_check(g, len, NULL, NULL, NULL, &nops, err, sizeof err), 0);
     ck_assert_uint_eq(nops, 0);
     sl_free(g);
     persist_close(LP);
@@ -985,7 +987,7 @@ START_TEST(no_mirror_no_capture)
     LP = NULL;
     LN = NULL;
     LV = NULL;
-    mirror_free(MI);
+    cl_mirror_free(MI);
     MI = NULL;
 }
 END_TEST
@@ -997,34 +999,34 @@ END_TEST
 START_TEST(the_follower_applier_defers_barriers_to_its_sync)
 {
     int dfd = dir_fd(M);
-    mirror_applier *ap = mirror_applier_new(dfd, 0);
-    hop first[] = {{MIRROR_OP_MKDIR, "msgs", NULL, 0, NULL},
-                   {MIRROR_OP_CREATE, "msgs/a.seg", NULL, 0, NULL},
-                   {MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "hello"},
-                   {MIRROR_OP_SYNC, "msgs/a.seg", NULL, 0, NULL},
-                   {MIRROR_OP_DIRSYNC, "msgs", NULL, 0, NULL}};
+    cl_mirror_applier *ap = cl_mirror_applier_new(dfd, 0);
+    hop first[] = {{CL_MIRROR_OP_MKDIR, "msgs", NULL, 0, NULL},
+                   {CL_MIRROR_OP_CREATE, "msgs/a.seg", NULL, 0, NULL},
+                   {CL_MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "hello"},
+                   {CL_MIRROR_OP_SYNC, "msgs/a.seg", NULL, 0, NULL},
+                   {CL_MIRROR_OP_DIRSYNC, "msgs", NULL, 0, NULL}};
     sl_buf g = make_group(first, 5);
-    ck_assert_msg(mirror_applier_apply(ap, g.data, g.len, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_mirror_applier_apply(ap, g.data, g.len, err, sizeof err) == 0, "%s", err);
     sl_buf_free(&g);
     for (uint64_t k = 1; k < 50; k++) {
-        hop ops[] = {{MIRROR_OP_WRITE, "msgs/a.seg", NULL, 5 * k, "hello"},
-                     {MIRROR_OP_SYNC, "msgs/a.seg", NULL, 0, NULL}};
+        hop ops[] = {{CL_MIRROR_OP_WRITE, "msgs/a.seg", NULL, 5 * k, "hello"},
+                     {CL_MIRROR_OP_SYNC, "msgs/a.seg", NULL, 0, NULL}};
         g = make_group(ops, 2);
-        ck_assert_msg(mirror_applier_apply(ap, g.data, g.len, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(cl_mirror_applier_apply(ap, g.data, g.len, err, sizeof err) == 0, "%s", err);
         sl_buf_free(&g);
     }
-    ck_assert_uint_eq(mirror_applier_syncs(ap), 0); /* 50 groups' barriers wait */
-    ck_assert_msg(mirror_applier_sync(ap, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(cl_mirror_applier_syncs(ap), 0); /* 50 groups' barriers wait */
+    ck_assert_msg(cl_mirror_applier_sync(ap, err, sizeof err) == 0, "%s", err);
     /* the file once, its directory (a new name), the top (a new directory): not 50 */
-    ck_assert_uint_eq(mirror_applier_syncs(ap), 3);
-    ck_assert_msg(mirror_applier_sync(ap, err, sizeof err) == 0, "%s", err);
-    ck_assert_uint_eq(mirror_applier_syncs(ap), 3); /* nothing new: nothing to sync */
+    ck_assert_uint_eq(cl_mirror_applier_syncs(ap), 3);
+    ck_assert_msg(cl_mirror_applier_sync(ap, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(cl_mirror_applier_syncs(ap), 3); /* nothing new: nothing to sync */
     char path[700];
     snprintf(path, sizeof path, "%s/msgs/a.seg", M);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_eq(st.st_size, 250);
-    mirror_applier_free(ap);
+    cl_mirror_applier_free(ap);
     close(dfd);
     rm_rf(M);
     ck_assert_int_eq(mkdir(M, 0755), 0);
@@ -1036,10 +1038,10 @@ START_TEST(the_follower_applier_defers_barriers_to_its_sync)
     for (int k = 0; k < 1000; k++)
         step();
     commit();
-    uint64_t last = mirror_last(MI);
+    uint64_t last = cl_mirror_last(MI);
     ck_assert_uint_gt(last, 100);
     dfd = dir_fd(M);
-    ap = mirror_applier_new(dfd, MIRROR_APPLY_NOSYNC);
+    ap = cl_mirror_applier_new(dfd, CL_MIRROR_APPLY_NOSYNC);
     uint64_t batches = 0;
     for (uint64_t idx = 1; idx <= last;) {
         uint64_t end = idx + rnd() % 16;
@@ -1048,17 +1050,17 @@ START_TEST(the_follower_applier_defers_barriers_to_its_sync)
         for (; idx <= end; idx++) {
             uint8_t *gb;
             size_t len;
-            ck_assert_int_eq(mirror_group(MI, idx, &gb, &len, NULL), 0);
-            ck_assert_msg(mirror_applier_apply(ap, gb, len, err, sizeof err) == 0, "%llu: %s",
+            ck_assert_int_eq(cl_mirror_group(MI, idx, &gb, &len, NULL), 0);
+            ck_assert_msg(cl_mirror_applier_apply(ap, gb, len, err, sizeof err) == 0, "%llu: %s",
                           (unsigned long long)idx, err);
             sl_free(gb);
         }
-        ck_assert_msg(mirror_applier_sync(ap, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(cl_mirror_applier_sync(ap, err, sizeof err) == 0, "%s", err);
         batches++;
         if (end == last || rnd() % 4 == 0)
             check_boundary(M, end);
     }
-    mirror_applier_free(ap);
+    cl_mirror_applier_free(ap);
     close(dfd);
     ck_assert_uint_gt(batches, 10);
     ck_assert_uint_gt(tidy_freed, 0); /* the workload unlinked and renamed under the applier */

@@ -1,4 +1,4 @@
-/* test_mqqb.c - the MS-MQQB packet codec (src/msmq/mqqb.c) against the frame examples of
+/* test_mqqb.c - the MS-MQQB packet codec (src/mqqb/mqqb.c) against the frame examples of
  * MS-MQQB section 4 (frames 3 to 8, their hex dumps typed in from the specification): each
  * captured frame parses to the values the capture's annotation gives, and the acceptor's
  * replies are the captured bytes, byte for byte, where the specification fixes them.
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "msmq/mqqb.h"
+#include "mqqb/mqqb.h"
 #include "net/cidr.h"
 
 static size_t unhex(const char *s, uint8_t *out)
@@ -248,7 +248,7 @@ END_TEST
 
 START_TEST(initiator_user_message_round_trips)
 {
-    /* what link.c sends to a Windows queue manager parses back to what was meant, the
+    /* what link/mqqb_send.c sends to a Windows queue manager parses back to what was meant, the
      * trailing SessionHeader outside PacketSize; a non-BMP character in the queue name is a
      * surrogate pair; every shorter buffer is refused */
     uint8_t own[16], body[5] = {'h', 'e', 'l', 'l', 'o'};

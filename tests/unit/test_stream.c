@@ -34,9 +34,9 @@ typedef struct mlog {
     uint64_t last, first_kept;
     /* ISR proposals, answered by the test */
     int proposals;
-    char proposed[REPL_MAX_NODES][64];
+    char proposed[CL_REPL_MAX_NODES][64];
     size_t n_proposed;
-    cs_server *srv;
+    cl_stream_server *srv;
 } mlog;
 
 static int ml_group(void *ctx, uint64_t idx, uint8_t **bytes, size_t *len, uint64_t *epoch)
@@ -65,7 +65,7 @@ static void ml_isr(void *ctx, const char *const *names, size_t n)
         snprintf(m->proposed[i], sizeof m->proposed[i], "%s", names[i]);
     pthread_mutex_unlock(&m->mu);
     /* etcd said yes (the epoch compared equal) */
-    cs_server_isr_result(m->srv, RL_ISR_DONE);
+    cl_stream_server_isr_result(m->srv, CL_RL_ISR_DONE);
 }
 
 static void ml_append(mlog *m, uint64_t epoch)
@@ -79,8 +79,8 @@ static void ml_append(mlog *m, uint64_t epoch)
     m->len[idx] = len;
     m->epoch[idx] = epoch;
     pthread_mutex_unlock(&m->mu);
-    cs_server_append(m->srv, idx, len);
-    cs_server_durable(m->srv, idx);
+    cl_stream_server_append(m->srv, idx, len);
+    cl_stream_server_durable(m->srv, idx);
 }
 
 /* A full copy of the memory log: one file, "log", of every group's bytes up to the last. */
@@ -140,7 +140,7 @@ typedef struct flog {
     uint64_t saved;
     int saves; /* calls of save: once per quiet moment of the stream, not per batch */
     int bad;   /* a group out of order or with the wrong bytes */
-    repl_epochs saved_hist;
+    cl_repl_epochs saved_hist;
     uint64_t copied; /* bytes of full copies written */
     int copies;
 } flog;
@@ -177,16 +177,16 @@ static uint64_t fl_synced(flog *f)
     return v;
 }
 
-static int fl_save(void *ctx, uint64_t last, const repl_epochs *h)
+static int fl_save(void *ctx, uint64_t last, const cl_repl_epochs *h)
 {
     flog *f = ctx;
     pthread_mutex_lock(&f->mu);
     f->saved = last;
     f->saves++;
-    repl_epochs_free(&f->saved_hist);
-    repl_epochs_init(&f->saved_hist);
+    cl_repl_epochs_free(&f->saved_hist);
+    cl_repl_epochs_init(&f->saved_hist);
     for (size_t i = 0; i < h->n; i++)
-        repl_epochs_note(&f->saved_hist, h->v[i].epoch, h->v[i].first);
+        cl_repl_epochs_note(&f->saved_hist, h->v[i].epoch, h->v[i].first);
     pthread_mutex_unlock(&f->mu);
     return 0;
 }
@@ -212,7 +212,8 @@ static int fl_copy_write(void *ctx, const char *name, uint64_t off, const void *
     return 0;
 }
 
-static int fl_copy_end(void *ctx, uint64_t snap_idx, const repl_epochs *h, char *err, size_t errlen)
+static int fl_copy_end(void *ctx, uint64_t snap_idx, const cl_repl_epochs *h, char *err,
+                       size_t errlen)
 {
     flog *f = ctx;
     uint64_t want = 0;
@@ -272,21 +273,21 @@ static void pause_ms(int ms)
 
 typedef struct fixture {
     mlog ml;
-    repl_epochs lh;
+    cl_repl_epochs lh;
     char addr[64];
     flog fl[2];
-    cs_client *cl[2];
+    cl_stream_client *cl[2];
 } fixture;
 
-static cs_log follower_log(flog *f)
+static cl_stream_log follower_log(flog *f)
 {
-    return (cs_log){.ctx = f,
-                    .apply = fl_apply,
-                    .sync = fl_sync,
-                    .save = fl_save,
-                    .copy_begin = fl_copy_begin,
-                    .copy_write = fl_copy_write,
-                    .copy_end = fl_copy_end};
+    return (cl_stream_log){.ctx = f,
+                           .apply = fl_apply,
+                           .sync = fl_sync,
+                           .save = fl_save,
+                           .copy_begin = fl_copy_begin,
+                           .copy_write = fl_copy_write,
+                           .copy_end = fl_copy_end};
 }
 
 /* The server's ban check (member.h banned/NAME): f1 while ban_f1 is set. */
@@ -305,70 +306,70 @@ static void start_leader(fixture *x, uint32_t min_isr, uint64_t first_kept)
     memset(x, 0, sizeof *x);
     pthread_mutex_init(&x->ml.mu, NULL);
     x->ml.first_kept = first_kept;
-    repl_epochs_init(&x->lh);
+    cl_repl_epochs_init(&x->lh);
     int fd = listener(x->addr, sizeof x->addr);
     const char *isr[] = {"f0", "f1"};
-    cs_server_opts o = {.self = "L",
-                        .cluster = "c",
-                        .epoch = 1,
-                        .isr = isr,
-                        .n_isr = 2,
-                        .rl = {.min_isr = min_isr, .lag_max_ms = 500},
-                        .hist = &x->lh,
-                        .ping_ms = 50,
-                        .banned = banned_hook,
-                        .secret = (const uint8_t *)leader_secret,
-                        .secret_len = leader_secret ? strlen(leader_secret) : 0};
-    cs_log lg = {.ctx = &x->ml,
-                 .group = ml_group,
-                 .isr_propose = ml_isr,
-                 .snap_open = ml_snap_open,
-                 .snap_count = ml_snap_count,
-                 .snap_name = ml_snap_name,
-                 .snap_read = ml_snap_read,
-                 .snap_free = ml_snap_free};
+    cl_stream_server_opts o = {.self = "L",
+                               .cluster = "c",
+                               .epoch = 1,
+                               .isr = isr,
+                               .n_isr = 2,
+                               .rl = {.min_isr = min_isr, .lag_max_ms = 500},
+                               .hist = &x->lh,
+                               .ping_ms = 50,
+                               .banned = banned_hook,
+                               .secret = (const uint8_t *)leader_secret,
+                               .secret_len = leader_secret ? strlen(leader_secret) : 0};
+    cl_stream_log lg = {.ctx = &x->ml,
+                        .group = ml_group,
+                        .isr_propose = ml_isr,
+                        .snap_open = ml_snap_open,
+                        .snap_count = ml_snap_count,
+                        .snap_name = ml_snap_name,
+                        .snap_read = ml_snap_read,
+                        .snap_free = ml_snap_free};
     char err[256];
-    x->ml.srv = cs_server_start(fd, &o, &lg, err, sizeof err);
+    x->ml.srv = cl_stream_server_start(fd, &o, &lg, err, sizeof err);
     ck_assert_msg(x->ml.srv != NULL, "%s", err);
-    cs_server_lease(x->ml.srv, now_ms() + 3600 * 1000);
+    cl_stream_server_lease(x->ml.srv, now_ms() + 3600 * 1000);
 }
 
-static void start_follower(fixture *x, int i, uint64_t last, const repl_epochs *h)
+static void start_follower(fixture *x, int i, uint64_t last, const cl_repl_epochs *h)
 {
     char name[8], err[256];
     snprintf(name, sizeof name, "f%d", i);
-    cs_log lg = follower_log(&x->fl[i]);
+    cl_stream_log lg = follower_log(&x->fl[i]);
     const char *sec = follower_secret[i];
-    x->cl[i] = cs_client_start(name, "c", (const uint8_t *)sec, sec ? strlen(sec) : 0, NULL, last,
-                               h, 0, &lg, err, sizeof err);
+    x->cl[i] = cl_stream_client_start(name, "c", (const uint8_t *)sec, sec ? strlen(sec) : 0, NULL,
+                                      last, h, 0, &lg, err, sizeof err);
     ck_assert_msg(x->cl[i] != NULL, "%s", err);
-    cs_client_set_leader(x->cl[i], x->addr, 1);
+    cl_stream_client_set_leader(x->cl[i], x->addr, 1);
 }
 
 static void stop_all(fixture *x)
 {
     for (int i = 0; i < 2; i++) {
-        cs_client_stop(x->cl[i]);
-        repl_epochs_free(&x->fl[i].saved_hist);
+        cl_stream_client_stop(x->cl[i]);
+        cl_repl_epochs_free(&x->fl[i].saved_hist);
     }
-    cs_server_stop(x->ml.srv);
+    cl_stream_server_stop(x->ml.srv);
     ml_free(&x->ml);
-    repl_epochs_free(&x->lh);
+    cl_repl_epochs_free(&x->lh);
 }
 
 START_TEST(groups_reach_every_follower_and_release_waits_for_the_isr)
 {
     fixture x;
     start_leader(&x, 2, 1);
-    repl_epochs empty;
-    repl_epochs_init(&empty);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
     for (int i = 0; i < 2; i++) {
         pthread_mutex_init(&x.fl[i].mu, NULL);
         start_follower(&x, i, 0, &empty);
     }
     for (int i = 0; i < 1000; i++)
         ml_append(&x.ml, 1);
-    WAIT_UNTIL(cs_server_released(x.ml.srv) == 1000, 20000);
+    WAIT_UNTIL(cl_stream_server_released(x.ml.srv) == 1000, 20000);
     for (int i = 0; i < 2; i++) {
         ck_assert_uint_eq(fl_synced(&x.fl[i]), 1000); /* acked only once synced */
         ck_assert_int_eq(x.fl[i].bad, 0);
@@ -376,25 +377,25 @@ START_TEST(groups_reach_every_follower_and_release_waits_for_the_isr)
          * quiet */
         WAIT_UNTIL(fl_saved(&x.fl[i]) == 1000, 20000);
         uint64_t e, idx;
-        cs_client_position(x.cl[i], &e, &idx);
+        cl_stream_client_position(x.cl[i], &e, &idx);
         ck_assert_uint_eq(idx, 1000);
         ck_assert_uint_eq(e, 1);
     }
-    ck_assert_int_eq(cs_server_blocked(x.ml.srv), 0);
+    ck_assert_int_eq(cl_stream_server_blocked(x.ml.srv), 0);
 
     /* f1 dies: nothing more is released until the ISR (etcd, here the test) drops it */
-    cs_client_stop(x.cl[1]);
+    cl_stream_client_stop(x.cl[1]);
     x.cl[1] = NULL;
     uint64_t saved1 = fl_saved(&x.fl[1]);
     for (int i = 0; i < 100; i++)
         ml_append(&x.ml, 1);
-    WAIT_UNTIL(cs_server_released(x.ml.srv) == 1100, 20000);
+    WAIT_UNTIL(cl_stream_server_released(x.ml.srv) == 1100, 20000);
     pthread_mutex_lock(&x.ml.mu);
     ck_assert_int_ge(x.ml.proposals, 1);
     ck_assert_uint_eq(x.ml.n_proposed, 2); /* L and f0 */
     pthread_mutex_unlock(&x.ml.mu);
-    cs_peer peers[4];
-    size_t np = cs_server_peers(x.ml.srv, peers, 4);
+    cl_stream_peer peers[4];
+    size_t np = cl_stream_server_peers(x.ml.srv, peers, 4);
     ck_assert_uint_eq(np, 2);
     for (size_t i = 0; i < np; i++)
         ck_assert_int_eq(peers[i].insync, !strcmp(peers[i].name, "f0"));
@@ -405,7 +406,7 @@ START_TEST(groups_reach_every_follower_and_release_waits_for_the_isr)
     ck_assert_int_eq(x.fl[1].bad, 0);
     int both = 0;
     for (int k = 0; k < 2000 && !both; k++) {
-        np = cs_server_peers(x.ml.srv, peers, 4);
+        np = cl_stream_server_peers(x.ml.srv, peers, 4);
         both = np == 2 && peers[0].insync && peers[1].insync;
         if (!both)
             pause_ms(5);
@@ -431,20 +432,20 @@ START_TEST(the_position_is_saved_when_the_stream_is_quiet_not_per_batch)
 {
     fixture x;
     start_leader(&x, 2, 1);
-    repl_epochs empty;
-    repl_epochs_init(&empty);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
     for (int i = 0; i < 2; i++) {
         pthread_mutex_init(&x.fl[i].mu, NULL);
         start_follower(&x, i, 0, &empty);
     }
     ml_append(&x.ml, 1);
-    WAIT_UNTIL(cs_server_released(x.ml.srv) == 1, 20000);
+    WAIT_UNTIL(cl_stream_server_released(x.ml.srv) == 1, 20000);
     WAIT_UNTIL(fl_saved(&x.fl[0]) == 1 && fl_saved(&x.fl[1]) == 1, 20000);
     int before = fl_saves(&x.fl[0]);
     /* 100 groups, the next appended only once the last is released: 100 batches */
     for (uint64_t i = 2; i <= 101; i++) {
         ml_append(&x.ml, 1);
-        WAIT_UNTIL(cs_server_released(x.ml.srv) == i, 20000);
+        WAIT_UNTIL(cl_stream_server_released(x.ml.srv) == i, 20000);
     }
     /* a batch takes well under SAVE_IDLE_MS here, so saves are rare within the stream (the
      * scheduler may stretch a gap now and then: a bound, not zero) */
@@ -453,8 +454,8 @@ START_TEST(the_position_is_saved_when_the_stream_is_quiet_not_per_batch)
 
     /* stopped right after a group is applied: the stop saves it */
     ml_append(&x.ml, 1);
-    WAIT_UNTIL(cs_server_released(x.ml.srv) == 102, 20000);
-    cs_client_stop(x.cl[0]);
+    WAIT_UNTIL(cl_stream_server_released(x.ml.srv) == 102, 20000);
+    cl_stream_client_stop(x.cl[0]);
     x.cl[0] = NULL;
     ck_assert_uint_eq(fl_saved(&x.fl[0]), 102);
     ck_assert_int_eq(x.fl[0].bad, 0);
@@ -467,18 +468,19 @@ START_TEST(below_min_isr_is_blocked_and_nothing_is_released)
 {
     fixture x;
     start_leader(&x, 3, 1); /* three copies wanted */
-    repl_epochs empty;
-    repl_epochs_init(&empty);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
     pthread_mutex_init(&x.fl[0].mu, NULL);
     pthread_mutex_init(&x.fl[1].mu, NULL);
     start_follower(&x, 0, 0, &empty);
     for (int i = 0; i < 10; i++)
         ml_append(&x.ml, 1);
     /* f1 never comes: the ISR shrinks to two, below three: blocked, nothing released */
-    WAIT_UNTIL(cs_server_blocked(x.ml.srv) == 1, 20000);
-    ck_assert_uint_eq(cs_server_released(x.ml.srv), 0);
+    WAIT_UNTIL(cl_stream_server_blocked(x.ml.srv) == 1, 20000);
+    ck_assert_uint_eq(cl_stream_server_released(x.ml.srv), 0);
     start_follower(&x, 1, 0, &empty);
-    WAIT_UNTIL(cs_server_blocked(x.ml.srv) == 0 && cs_server_released(x.ml.srv) == 10, 20000);
+    WAIT_UNTIL(cl_stream_server_blocked(x.ml.srv) == 0 && cl_stream_server_released(x.ml.srv) == 10,
+               20000);
     stop_all(&x);
 }
 END_TEST
@@ -490,8 +492,8 @@ START_TEST(a_banned_follower_is_refused_until_the_ban_goes)
     fixture x;
     __atomic_store_n(&ban_f1, 1, __ATOMIC_RELAXED);
     start_leader(&x, 1, 1);
-    repl_epochs empty;
-    repl_epochs_init(&empty);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
     for (int i = 0; i < 2; i++) {
         pthread_mutex_init(&x.fl[i].mu, NULL);
         start_follower(&x, i, 0, &empty);
@@ -499,16 +501,16 @@ START_TEST(a_banned_follower_is_refused_until_the_ban_goes)
     for (int i = 0; i < 100; i++)
         ml_append(&x.ml, 1);
     /* released once f1 (never acking) left the ISR: f0 and the leader hold everything */
-    WAIT_UNTIL(cs_server_released(x.ml.srv) == 100, 20000);
+    WAIT_UNTIL(cl_stream_server_released(x.ml.srv) == 100, 20000);
     ck_assert_uint_eq(fl_saved(&x.fl[0]), 100);
     ck_assert_uint_eq(fl_saved(&x.fl[1]), 0);
-    cs_peer peers[4];
-    size_t np = cs_server_peers(x.ml.srv, peers, 4);
+    cl_stream_peer peers[4];
+    size_t np = cl_stream_server_peers(x.ml.srv, peers, 4);
     for (size_t i = 0; i < np; i++)
         ck_assert_msg(strcmp(peers[i].name, "f1") || (!peers[i].connected && !peers[i].insync),
                       "a banned follower is neither connected nor in sync");
     uint64_t e, idx;
-    cs_client_position(x.cl[1], &e, &idx);
+    cl_stream_client_position(x.cl[1], &e, &idx);
     ck_assert_uint_eq(idx, 0);
     /* readmitted: it dials again (after its pause) and catches up */
     __atomic_store_n(&ban_f1, 0, __ATOMIC_RELAXED);
@@ -522,27 +524,27 @@ END_TEST
  * every input counts. */
 START_TEST(the_handshake_proof_binds_secret_role_names_and_nonces)
 {
-    uint8_t nf[CA_NONCE], nl[CA_NONCE], mac[CA_MAC];
-    for (int i = 0; i < CA_NONCE; i++) {
+    uint8_t nf[CL_AUTH_NONCE], nl[CL_AUTH_NONCE], mac[CL_AUTH_MAC];
+    for (int i = 0; i < CL_AUTH_NONCE; i++) {
         nf[i] = (uint8_t)i;
         nl[i] = (uint8_t)(32 + i);
     }
     const uint8_t *k = (const uint8_t *)"k3y";
-    ca_mac(k, 3, 'F', "c", "f0", "L", nf, nl, mac);
+    cl_auth_mac(k, 3, 'F', "c", "f0", "L", nf, nl, mac);
     static const char want[] = "2562b73c09415ea1c2ae9d712afe4c414cacb382988082e9fbd7d9f9fbd23e3d";
-    char hex[2 * CA_MAC + 1];
-    for (int i = 0; i < CA_MAC; i++)
+    char hex[2 * CL_AUTH_MAC + 1];
+    for (int i = 0; i < CL_AUTH_MAC; i++)
         snprintf(hex + 2 * i, 3, "%02x", mac[i]);
     ck_assert_str_eq(hex, want);
-    ck_assert(ca_check(k, 3, 'F', "c", "f0", "L", nf, nl, mac));
-    ck_assert(!ca_check(k, 3, 'L', "c", "f0", "L", nf, nl, mac)); /* no reflection */
-    ck_assert(!ca_check((const uint8_t *)"k3z", 3, 'F', "c", "f0", "L", nf, nl, mac));
-    ck_assert(!ca_check(k, 3, 'F', "d", "f0", "L", nf, nl, mac));
-    ck_assert(!ca_check(k, 3, 'F', "c", "f1", "L", nf, nl, mac));
-    ck_assert(!ca_check(k, 3, 'F', "c", "f0", "M", nf, nl, mac));
-    ck_assert(!ca_check(k, 3, 'F', "c", "f0", "L", nl, nf, mac)); /* nonces in their places */
+    ck_assert(cl_auth_check(k, 3, 'F', "c", "f0", "L", nf, nl, mac));
+    ck_assert(!cl_auth_check(k, 3, 'L', "c", "f0", "L", nf, nl, mac)); /* no reflection */
+    ck_assert(!cl_auth_check((const uint8_t *)"k3z", 3, 'F', "c", "f0", "L", nf, nl, mac));
+    ck_assert(!cl_auth_check(k, 3, 'F', "d", "f0", "L", nf, nl, mac));
+    ck_assert(!cl_auth_check(k, 3, 'F', "c", "f1", "L", nf, nl, mac));
+    ck_assert(!cl_auth_check(k, 3, 'F', "c", "f0", "M", nf, nl, mac));
+    ck_assert(!cl_auth_check(k, 3, 'F', "c", "f0", "L", nl, nf, mac)); /* nonces in their places */
     nl[7] ^= 1;
-    ck_assert(!ca_check(k, 3, 'F', "c", "f0", "L", nf, nl, mac));
+    ck_assert(!cl_auth_check(k, 3, 'F', "c", "f0", "L", nf, nl, mac));
 }
 END_TEST
 
@@ -557,24 +559,24 @@ START_TEST(only_a_follower_with_the_cluster_secret_follows)
     follower_secret[0] = "the-secret";
     follower_secret[1] = "another-secret";
     start_leader(&x, 1, 1);
-    repl_epochs empty;
-    repl_epochs_init(&empty);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
     for (int i = 0; i < 2; i++) {
         pthread_mutex_init(&x.fl[i].mu, NULL);
         start_follower(&x, i, 0, &empty);
     }
     for (int i = 0; i < 100; i++)
         ml_append(&x.ml, 1);
-    WAIT_UNTIL(cs_server_released(x.ml.srv) == 100, 20000);
+    WAIT_UNTIL(cl_stream_server_released(x.ml.srv) == 100, 20000);
     WAIT_UNTIL(fl_saved(&x.fl[0]) == 100, 20000);
     ck_assert_uint_eq(fl_synced(&x.fl[1]), 0);
-    cs_peer peers[4];
-    size_t np = cs_server_peers(x.ml.srv, peers, 4);
+    cl_stream_peer peers[4];
+    size_t np = cl_stream_server_peers(x.ml.srv, peers, 4);
     for (size_t i = 0; i < np; i++)
         ck_assert_msg(strcmp(peers[i].name, "f1") || (!peers[i].connected && !peers[i].insync),
                       "a follower without the secret is neither connected nor in sync");
     /* f1 again, without a secret at all: refused the same */
-    cs_client_stop(x.cl[1]);
+    cl_stream_client_stop(x.cl[1]);
     follower_secret[1] = NULL;
     start_follower(&x, 1, 0, &empty);
     for (int i = 0; i < 10; i++)
@@ -582,9 +584,9 @@ START_TEST(only_a_follower_with_the_cluster_secret_follows)
     WAIT_UNTIL(fl_saved(&x.fl[0]) == 110, 20000);
     pause_ms(300);
     ck_assert_uint_eq(fl_synced(&x.fl[1]), 0);
-    ck_assert_int_ne(cs_client_state(x.cl[1]), CS_STREAMING);
+    ck_assert_int_ne(cl_stream_client_state(x.cl[1]), CL_STREAM_STREAMING);
     /* and with the right one it follows and catches up */
-    cs_client_stop(x.cl[1]);
+    cl_stream_client_stop(x.cl[1]);
     follower_secret[1] = "the-secret";
     start_follower(&x, 1, 0, &empty);
     WAIT_UNTIL(fl_saved(&x.fl[1]) == 110, 20000);
@@ -601,8 +603,8 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
     start_leader(&x, 1, 50); /* groups below 50 have left the ring */
     for (int i = 0; i < 60; i++)
         ml_append(&x.ml, 1);
-    repl_epochs empty;
-    repl_epochs_init(&empty);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
     pthread_mutex_init(&x.fl[0].mu, NULL);
     pthread_mutex_init(&x.fl[1].mu, NULL);
     start_follower(&x, 0, 0, &empty);
@@ -613,25 +615,25 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
     WAIT_UNTIL(fl_saved(&x.fl[0]) == 80, 20000);
     ck_assert_int_eq(x.fl[0].bad, 0);
     ck_assert_int_eq(x.fl[0].copies, 1);
-    repl_epochs h;
-    repl_epochs_init(&h);
+    cl_repl_epochs h;
+    cl_repl_epochs_init(&h);
 
     /* a follower that has seen epoch 7 refuses this leader of epoch 1 (deposed) */
-    repl_epochs d;
-    repl_epochs_init(&d);
-    repl_epochs_note(&d, 1, 1);
-    repl_epochs_note(&d, 7, 41);
+    cl_repl_epochs d;
+    cl_repl_epochs_init(&d);
+    cl_repl_epochs_note(&d, 1, 1);
+    cl_repl_epochs_note(&d, 7, 41);
     char err[256];
-    cs_log lg = follower_log(&x.fl[1]);
-    x.cl[1] = cs_client_start("f1", "c", NULL, 0, NULL, 70, &d, 0, &lg, err, sizeof err);
+    cl_stream_log lg = follower_log(&x.fl[1]);
+    x.cl[1] = cl_stream_client_start("f1", "c", NULL, 0, NULL, 70, &d, 0, &lg, err, sizeof err);
     ck_assert(x.cl[1] != NULL);
-    cs_client_set_leader(x.cl[1], x.addr, 1);
+    cl_stream_client_set_leader(x.cl[1], x.addr, 1);
     pause_ms(300);
-    ck_assert_int_ne(cs_client_state(x.cl[1]), CS_STREAMING);
+    ck_assert_int_ne(cl_stream_client_state(x.cl[1]), CL_STREAM_STREAMING);
     ck_assert_uint_eq(fl_saved(&x.fl[1]), 0);
-    repl_epochs_free(&d);
+    cl_repl_epochs_free(&d);
     stop_all(&x);
-    repl_epochs_free(&h);
+    cl_repl_epochs_free(&h);
 
     /* divergence: the log of epoch 1 ends at 30 on the new leader (epoch 2), but this
      * follower holds 1..45 of epoch 1 (31..45 were never committed): they must be cut,
@@ -640,47 +642,48 @@ START_TEST(a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy)
     pthread_mutex_init(&x.fl[0].mu, NULL);
     for (int i = 0; i < 30; i++)
         ml_append(&x.ml, 1);
-    cs_server_stop(x.ml.srv);
-    repl_epochs_free(&x.lh); /* the log's history as its replica state would say */
-    repl_epochs_note(&x.lh, 1, 1);
-    repl_epochs_init(&d);
-    repl_epochs_note(&d, 1, 1);
+    cl_stream_server_stop(x.ml.srv);
+    cl_repl_epochs_free(&x.lh); /* the log's history as its replica state would say */
+    cl_repl_epochs_note(&x.lh, 1, 1);
+    cl_repl_epochs_init(&d);
+    cl_repl_epochs_note(&d, 1, 1);
     x.fl[0].applied = 45;
     lg = follower_log(&x.fl[0]);
     int fd = listener(x.addr, sizeof x.addr);
     const char *isr[] = {"f0"};
-    cs_server_opts o = {.self = "L",
-                        .cluster = "c",
-                        .epoch = 2,
-                        .isr = isr,
-                        .n_isr = 1,
-                        .rl = {.min_isr = 1, .lag_max_ms = 500},
-                        .last_idx = 30,
-                        .hist = &x.lh,
-                        .ping_ms = 50};
-    cs_log sl = {.ctx = &x.ml,
-                 .group = ml_group,
-                 .isr_propose = ml_isr,
-                 .snap_open = ml_snap_open,
-                 .snap_count = ml_snap_count,
-                 .snap_name = ml_snap_name,
-                 .snap_read = ml_snap_read,
-                 .snap_free = ml_snap_free};
-    x.ml.srv = cs_server_start(fd, &o, &sl, err, sizeof err);
+    cl_stream_server_opts o = {.self = "L",
+                               .cluster = "c",
+                               .epoch = 2,
+                               .isr = isr,
+                               .n_isr = 1,
+                               .rl = {.min_isr = 1, .lag_max_ms = 500},
+                               .last_idx = 30,
+                               .hist = &x.lh,
+                               .ping_ms = 50};
+    cl_stream_log sl = {.ctx = &x.ml,
+                        .group = ml_group,
+                        .isr_propose = ml_isr,
+                        .snap_open = ml_snap_open,
+                        .snap_count = ml_snap_count,
+                        .snap_name = ml_snap_name,
+                        .snap_read = ml_snap_read,
+                        .snap_free = ml_snap_free};
+    x.ml.srv = cl_stream_server_start(fd, &o, &sl, err, sizeof err);
     ck_assert(x.ml.srv != NULL);
-    cs_server_lease(x.ml.srv, now_ms() + 3600 * 1000);
-    x.cl[0] = cs_client_start("f0", "c", NULL, 0, NULL, 45, &d, 0, &lg, err, sizeof err);
-    cs_client_set_leader(x.cl[0], x.addr, 2);
+    cl_stream_server_lease(x.ml.srv, now_ms() + 3600 * 1000);
+    x.cl[0] = cl_stream_client_start("f0", "c", NULL, 0, NULL, 45, &d, 0, &lg, err, sizeof err);
+    cl_stream_client_set_leader(x.cl[0], x.addr, 2);
     ml_append(&x.ml, 2); /* group 31 of epoch 2 */
     /* it cannot cut its 31..45: a full copy (1..30 or 1..31), then group 31 of epoch 2 */
-    WAIT_UNTIL(fl_saved(&x.fl[0]) == 31 && cs_client_state(x.cl[0]) == CS_STREAMING, 20000);
+    WAIT_UNTIL(fl_saved(&x.fl[0]) == 31 && cl_stream_client_state(x.cl[0]) == CL_STREAM_STREAMING,
+               20000);
     ck_assert_int_eq(x.fl[0].copies, 1);
     ck_assert_int_eq(x.fl[0].bad, 0);
     uint64_t pe, pi;
-    cs_client_position(x.cl[0], &pe, &pi);
+    cl_stream_client_position(x.cl[0], &pe, &pi);
     ck_assert_uint_eq(pi, 31);
     ck_assert_uint_eq(pe, 2);
-    repl_epochs_free(&d);
+    cl_repl_epochs_free(&d);
     stop_all(&x);
 }
 END_TEST
@@ -697,8 +700,8 @@ START_TEST(an_unproved_refuse_does_not_make_a_follower_take_a_full_copy)
     int lfd = listener(x.addr, sizeof x.addr);
     struct timeval tv = {10, 0}; /* accept and read: bounded */
     setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    repl_epochs empty;
-    repl_epochs_init(&empty);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
     follower_secret[0] = "the-secret";
     start_follower(&x, 0, 0, &empty);
     for (int round = 0; round < 2; round++) {
@@ -710,19 +713,19 @@ START_TEST(an_unproved_refuse_does_not_make_a_follower_take_a_full_copy)
         ck_assert_int_gt(read(fd, in, sizeof in), 0); /* its AUTH */
         if (round == 1) {
             /* it dialed again as a follower that keeps its log, not as one that lost it */
-            ck_assert_int_ne(cs_client_state(x.cl[0]), CS_NEED_COPY);
+            ck_assert_int_ne(cl_stream_client_state(x.cl[0]), CL_STREAM_NEED_COPY);
             close(fd);
             break;
         }
         sl_buf b;
         sl_buf_init(&b);
-        cw_put_refuse(&b, 2 /* REFUSE_NOT_KEPT */, "the next group is no longer kept");
+        cl_wire_put_refuse(&b, 2 /* REFUSE_NOT_KEPT */, "the next group is no longer kept");
         ck_assert_int_eq(write(fd, sl_buf_head(&b), sl_buf_unread(&b)), (ssize_t)sl_buf_unread(&b));
         sl_buf_free(&b);
         ck_assert_int_eq(read(fd, in, sizeof in), 0); /* it hangs up */
         close(fd);
     }
-    cs_client_stop(x.cl[0]);
+    cl_stream_client_stop(x.cl[0]);
     close(lfd);
     follower_secret[0] = NULL;
 }
@@ -739,8 +742,8 @@ START_TEST(an_unproved_leader_cannot_make_a_follower_buffer_a_huge_frame)
     int lfd = listener(x.addr, sizeof x.addr);
     struct timeval tv = {10, 0};
     setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    repl_epochs empty;
-    repl_epochs_init(&empty);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
     follower_secret[0] = "the-secret";
     start_follower(&x, 0, 0, &empty);
     int fd = accept(lfd, NULL, NULL);
@@ -759,7 +762,7 @@ START_TEST(an_unproved_leader_cannot_make_a_follower_buffer_a_huge_frame)
     /* without the bound it reads on until it has heard nothing valid for 2 s: all 64 MiB */
     ck_assert_msg(sent < (16u << 20), "the follower took %zu bytes of a frame", sent);
     close(fd);
-    cs_client_stop(x.cl[0]);
+    cl_stream_client_stop(x.cl[0]);
     close(lfd);
     follower_secret[0] = NULL;
 }

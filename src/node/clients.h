@@ -1,0 +1,63 @@
+/* clients.h - a door's client connections as the HTTP API lists them (RabbitMQ's
+ * /api/connections, /api/channels, /api/consumers), in plain structs: the door that has
+ * them fills these views (node_part's client hooks, node.h) and the HTTP door turns them into
+ * JSON, so neither includes the other.
+ *
+ * Invariants: a view is valid only during the call that filled it (its strings point into
+ * the door's own state); client ids are the door's, unique, and decrease newest first, so a
+ * walk resumes by id between loop turns and a client closed meanwhile is simply not met again.
+ */
+#ifndef SL_NODE_CLIENTS_H
+#define SL_NODE_CLIENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qm/qm.h"
+
+typedef struct node_client {
+    uint64_t id;
+    const char *name; /* "127.0.0.1:50000 -> 127.0.0.1:5672" */
+    const char *peer; /* "127.0.0.1:50000" */
+    const char *user; /* "" before login */
+    const char *vhost;
+    const char *protocol; /* "AMQP 0-9-1" */
+    const char *state;    /* "starting", "running", "blocked", "closing" */
+    int listed;           /* from connection.open-ok until the closing handshake is over */
+    const char *host;     /* the listener it came in by */
+    int port;
+    size_t channels;
+    int heartbeat;
+    uint32_t frame_max;
+    int channel_max;
+    const char *auth_mechanism;
+    int tls;                  /* over TLS; the next three only once its handshake is done */
+    const char *ssl_protocol; /* NULL: not known (yet) */
+    const char *ssl_cipher;
+    const char *peer_cert_subject; /* NULL: no client certificate */
+    char dn_buf[512];              /* the door writes peer_cert_subject here */
+} node_client;
+
+typedef struct node_channel {
+    unsigned number;
+    size_t consumers;
+    uint64_t unacked;
+    uint32_t prefetch;        /* for new consumers (basic.qos global=false) */
+    uint32_t global_prefetch; /* channel-wide */
+    int confirm, transactional;
+    int running; /* 0: closing */
+} node_channel;
+
+typedef struct node_consumer {
+    const char *tag;
+    size_t tag_len;
+    const qm_queue *queue; /* NULL: not on a queue (a direct reply-to consumer) */
+    int ack_required, exclusive;
+    uint32_t prefetch;
+    int priority;
+} node_consumer;
+
+/* Called for each consumer of a channel walk: 0 stops the walk before this one. */
+typedef int (*node_consumer_fn)(void *arg, const node_consumer *c);
+
+#endif

@@ -1,0 +1,541 @@
+/* lister.c - the node's lists walked without stalling the loop (see lister.h): cursors over
+ * the per-vhost name orders (qm's sl_oset), the name filter, sort keys, pages, the turn's
+ * slice, and the resumable walks of vhosts and bindings. The management API's pager
+ * (mgmt/pager.c) is its first user; it renders what is walked here.
+ *
+ * How the work is bounded: queues and exchanges stay in name order, so a page in name order
+ * is found by rank, O(log n + page_size), and nothing is sorted per request. Everything else
+ * (a filter, another sort, bindings, vhosts) walks its whole scope, a slice of CPU per loop
+ * turn, the place kept by names and remembered addresses that are compared, never followed.
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "node/lister.h"
+
+#include <errno.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/clock.h"
+#include "core/mem.h"
+
+#define RE_MATCH_LIMIT 100000u /* the permission patterns' limits (access/pattern.c) */
+#define RE_DEPTH_LIMIT 2000u
+#define RE_HEAP_LIMIT_KIB 1024u
+
+/* ------------------------------------------------------------------------------------------
+ * Pages and slices
+ */
+
+long node_page_parse(const char *s, int *bad)
+{
+    const char *d = s + (*s == '-' || *s == '+');
+    if (*d < '0' || *d > '9' || strspn(d, "0123456789") != strlen(d)) {
+        *bad = 1;
+        return 0;
+    }
+    errno = 0;
+    long v = strtol(s, NULL, 10);
+    return errno == ERANGE ? (v < 0 ? -1 : NODE_PAGE_NUMBER_MAX) : v;
+}
+
+long node_page_count(uint64_t filtered, long page_size)
+{
+    return (long)((filtered + (uint64_t)page_size - 1) / (uint64_t)page_size);
+}
+
+uint64_t node_page_offset(long page, long page_size)
+{
+    return (uint64_t)(page - 1) * (uint64_t)page_size;
+}
+
+uint64_t node_slice_end(sl_loop *loop, uint64_t *turn, uint64_t *end, uint64_t slice_us)
+{
+    sl_loop_stats st;
+    sl_loop_get_stats(loop, &st);
+    if (st.turns != *turn || !*end) {
+        *turn = st.turns;
+        *end = sl_now_us() + slice_us;
+    }
+    return *end;
+}
+
+int node_slice_over(unsigned *k, uint64_t until)
+{
+    return (++*k & 15) == 0 && sl_now_us() >= until;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Walking queues or exchanges of one vhost or all, in (vhost, name) order, from a cursor
+ */
+
+sl_oset *node_list_order(qm_vhost *vh, int kind)
+{
+    return kind == NODE_LIST_QUEUES ? &vh->queue_order : &vh->exchange_order;
+}
+
+void *node_list_owner(sl_onode *n, int kind)
+{
+    return kind == NODE_LIST_QUEUES ? (void *)SL_ONODE_OWNER(n, qm_queue, by_name)
+                                    : (void *)SL_ONODE_OWNER(n, qm_exchange, by_name);
+}
+
+qm_vhost *node_list_vhost_of(int kind, void *item)
+{
+    return kind == NODE_LIST_QUEUES ? ((qm_queue *)item)->vhost : ((qm_exchange *)item)->vhost;
+}
+
+const char *node_list_name_of(int kind, void *item)
+{
+    return kind == NODE_LIST_QUEUES ? ((qm_queue *)item)->name : ((qm_exchange *)item)->name;
+}
+
+void *node_list_find(qm_node *qm, int kind, const char *vhost, const char *name)
+{
+    qm_vhost *vh = qm_vhost_find(qm, vhost, strlen(vhost));
+    if (!vh)
+        return NULL;
+    return kind == NODE_LIST_QUEUES ? (void *)qm_queue_find(vh, name, strlen(name))
+                                    : (void *)qm_exchange_find(vh, name, strlen(name));
+}
+
+qm_vhost *node_cursor_next_vhost(qm_node *qm, const node_cursor *c, const char *after)
+{
+    if (c->only)
+        return after ? NULL : qm_vhost_find(qm, c->only, strlen(c->only));
+    size_t n = c->n_vhosts;
+    for (size_t k = 0; k < n; k++) {
+        const char *name = c->vhosts[c->reverse ? n - 1 - k : k];
+        int cmp = after ? strcmp(name, after) : 0;
+        if (after && !(c->reverse ? cmp < 0 : cmp > 0))
+            continue;
+        qm_vhost *vh = qm_vhost_find(qm, name, strlen(name));
+        if (vh) /* one deleted meanwhile is skipped */
+            return vh;
+    }
+    return NULL;
+}
+
+static void cursor_set(node_cursor *c, qm_vhost *vh, sl_onode *n)
+{
+    if (!c->vhost || strcmp(c->vhost, vh->name)) {
+        sl_free(c->vhost);
+        c->vhost = sl_xstrdup(vh->name);
+    }
+    sl_free(c->last);
+    c->last = sl_xstrndup(n->key, n->klen);
+    c->last_len = n->klen;
+}
+
+void *node_cursor_next(qm_node *qm, node_cursor *c)
+{
+    if (c->done)
+        return NULL;
+    qm_vhost *vh = c->vhost ? qm_vhost_find(qm, c->vhost, strlen(c->vhost)) : NULL;
+    sl_onode *n = NULL;
+    if (vh && c->last) {
+        sl_oset *s = node_list_order(vh, c->kind);
+        if (c->reverse) {
+            n = sl_oset_seek(s, c->last, c->last_len, 0);
+            n = n ? sl_oset_prev(n) : sl_oset_last(s);
+        } else {
+            n = sl_oset_seek(s, c->last, c->last_len, 1);
+        }
+    }
+    /* the vhost is done (or gone): the next one that has items */
+    const char *after = c->vhost;
+    char *hold = NULL;
+    while (!n) {
+        vh = node_cursor_next_vhost(qm, c, after);
+        if (!vh) {
+            sl_free(hold);
+            c->done = 1;
+            return NULL;
+        }
+        sl_oset *s = node_list_order(vh, c->kind);
+        n = c->reverse ? sl_oset_last(s) : sl_oset_first(s);
+        sl_free(hold);
+        hold = sl_xstrdup(vh->name);
+        after = hold;
+    }
+    sl_free(hold);
+    cursor_set(c, vh, n);
+    return node_list_owner(n, c->kind);
+}
+
+uint64_t node_cursor_total(qm_node *qm, const node_cursor *c)
+{
+    uint64_t total = 0;
+    for (qm_vhost *vh = node_cursor_next_vhost(qm, c, NULL); vh;
+         vh = node_cursor_next_vhost(qm, c, vh->name))
+        total += sl_oset_count(node_list_order(vh, c->kind));
+    return total;
+}
+
+void *node_cursor_seek(qm_node *qm, node_cursor *c, uint64_t offset)
+{
+    /* name order: skip whole vhosts by their counts, then the rest by rank */
+    uint64_t skip = offset;
+    qm_vhost *vh = node_cursor_next_vhost(qm, c, NULL);
+    while (vh && skip >= sl_oset_count(node_list_order(vh, c->kind))) {
+        skip -= sl_oset_count(node_list_order(vh, c->kind));
+        vh = node_cursor_next_vhost(qm, c, vh->name);
+    }
+    if (!vh)
+        return NULL;
+    sl_oset *s = node_list_order(vh, c->kind);
+    size_t cnt = sl_oset_count(s);
+    sl_onode *n = sl_oset_select(s, c->reverse ? cnt - 1 - skip : skip);
+    cursor_set(c, vh, n);
+    return node_list_owner(n, c->kind);
+}
+
+size_t node_cursor_n_vhosts(const node_cursor *c)
+{
+    return c->only ? 1 : c->n_vhosts;
+}
+
+const char *node_cursor_vhost_at(const node_cursor *c, size_t i)
+{
+    return c->only ? c->only : c->vhosts[i];
+}
+
+void node_cursor_free(node_cursor *c)
+{
+    for (size_t i = 0; i < c->n_vhosts; i++)
+        sl_free(c->vhosts[i]);
+    sl_free(c->vhosts);
+    sl_free(c->only);
+    sl_free(c->vhost);
+    sl_free(c->last);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The name filter
+ */
+
+static pcre2_match_context *re_ctx;
+static pcre2_match_data *re_data;
+
+int node_filter_init(node_filter *f, const char *name, int use_regex, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    if (!name || !*name)
+        return 0;
+    if (!use_regex) {
+        f->text = sl_xstrdup(name);
+        for (char *p = f->text; *p; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p - 'A' + 'a');
+        return 0;
+    }
+    if (!re_ctx) {
+        re_ctx = pcre2_match_context_create(NULL);
+        pcre2_set_match_limit(re_ctx, RE_MATCH_LIMIT);
+        pcre2_set_depth_limit(re_ctx, RE_DEPTH_LIMIT);
+        pcre2_set_heap_limit(re_ctx, RE_HEAP_LIMIT_KIB);
+        re_data = pcre2_match_data_create(1, NULL);
+    }
+    int code;
+    PCRE2_SIZE off;
+    f->re =
+        pcre2_compile((PCRE2_SPTR)name, PCRE2_ZERO_TERMINATED, PCRE2_CASELESS, &code, &off, NULL);
+    if (!f->re) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        snprintf(err, errlen, "invalid regular expression at offset %zu: %s", (size_t)off,
+                 (const char *)msg);
+        return -1;
+    }
+    return 0;
+}
+
+int node_filter_active(const node_filter *f)
+{
+    return f->text || f->re;
+}
+
+int node_filter_match(const node_filter *f, const char *s)
+{
+    if (f->re)
+        /* a pattern that hits its limits matches nothing (and costs at most the limits) */
+        return pcre2_match(f->re, (PCRE2_SPTR)s, strlen(s), 0, 0, re_data, re_ctx) >= 0;
+    if (!f->text)
+        return 1;
+    size_t n = strlen(f->text), len = strlen(s);
+    for (size_t i = 0; i + n <= len; i++)
+        if (!strncasecmp(s + i, f->text, n))
+            return 1;
+    return 0;
+}
+
+void node_filter_free(node_filter *f)
+{
+    sl_free(f->text);
+    if (f->re)
+        pcre2_code_free(f->re);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Sort keys and matches: an sl_oset keyed by an encoding that sorts as RabbitMQ sorts
+ * ([sort column, default columns...]: a missing value first, then numbers, then strings),
+ * followed, for queues and exchanges, by vhost NUL name for ties and for finding the item
+ * again.
+ */
+
+void node_sortkey_u64(sl_buf *b, uint64_t v)
+{
+    sl_buf_put_u64(b, v); /* big endian: the bytes sort as the numbers do */
+}
+
+void node_sortkey_none(sl_buf *b)
+{
+    sl_buf_put_u8(b, 0); /* "nothing" first, as RabbitMQ's 0 default */
+}
+
+/* A number as 8 bytes whose byte order is the numbers' order. */
+void node_sortkey_number(sl_buf *b, double d)
+{
+    sl_buf_put_u8(b, 1);
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    bits = (bits >> 63) ? ~bits : bits | (1ull << 63);
+    node_sortkey_u64(b, bits);
+}
+
+void node_sortkey_bool(sl_buf *b, int v)
+{
+    sl_buf_put_u8(b, 2);
+    sl_buf_put_u8(b, (uint8_t) !!v);
+}
+
+void node_sortkey_string(sl_buf *b, const char *s, size_t len)
+{
+    sl_buf_put_u8(b, 3);
+    /* NUL-free in names; a 0 byte in other strings would only blur the order */
+    sl_buf_append(b, s, len);
+    sl_buf_put_u8(b, 0);
+}
+
+node_match *node_match_new(const sl_buf *key, size_t vhost_at, size_t name_at)
+{
+    node_match *mt = sl_xmalloc(sizeof *mt + key->len);
+    memcpy(mt->key, key->data, key->len);
+    mt->len = (uint32_t)key->len;
+    mt->vhost_at = (uint32_t)vhost_at;
+    mt->name_at = (uint32_t)name_at;
+    mt->text_at = mt->text_len = 0;
+    return mt;
+}
+
+void node_match_add_item(sl_oset *s, sl_buf *key, int kind, void *item)
+{
+    const char *vn = node_list_vhost_of(kind, item)->name;
+    const char *name = node_list_name_of(kind, item);
+    size_t vhost_at = key->len;
+    sl_buf_append(key, vn, strlen(vn) + 1);
+    size_t name_at = key->len;
+    sl_buf_append(key, name, strlen(name) + 1);
+    node_match *mt = node_match_new(key, vhost_at, name_at);
+    sl_oset_insert(s, &mt->node, mt->key, mt->len);
+}
+
+int node_match_has(const sl_oset *s, const sl_buf *key)
+{
+    sl_onode *e = sl_oset_seek(s, (const char *)key->data, key->len, 0);
+    return e && e->klen == key->len && !memcmp(e->key, key->data, key->len);
+}
+
+void node_matches_free(sl_oset *s)
+{
+    sl_onode *n;
+    while ((n = s->root)) {
+        sl_oset_remove(s, n);
+        sl_free(SL_ONODE_OWNER(n, node_match, node));
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Walks in slices: vhosts (by the names taken when the walk began) and bindings (per vhost:
+ * the default exchange's, one per queue in queue_order, after the last queue walked; then
+ * the exchanges', in exchange_order, after the last exchange walked, and inside an exchange
+ * after the last binding walked).
+ */
+
+int node_walk_vhosts(qm_node *qm, const node_cursor *c, size_t *vi, uint64_t until,
+                     void (*visit)(void *ctx, qm_vhost *vh), void *ctx)
+{
+    for (unsigned k = 0; *vi < node_cursor_n_vhosts(c); (*vi)++, k++) {
+        if (k && sl_now_us() >= until)
+            return 0;
+        const char *name = node_cursor_vhost_at(c, *vi);
+        qm_vhost *vh = qm_vhost_find(qm, name, strlen(name));
+        if (vh) /* one deleted meanwhile is skipped */
+            visit(ctx, vh);
+    }
+    return 1;
+}
+
+static const char *dest_name(const qm_binding *b)
+{
+    return b->dest_queue ? b->dest_queue->name : b->dest_exchange->name;
+}
+
+/* x's bindings after the last one walked (all of them when x is new to the walk); 0 when the
+ * turn's slice ran out, the place kept: the last binding walked, found again next time by
+ * address and then checked by key and destination (an address alone may have been reused).
+ * When it is gone, x is walked again from its first binding: the visitor deduplicates, so
+ * nothing is listed twice. */
+static int visit_exchange(node_binding_walk *w, qm_exchange *x, uint64_t until, unsigned *k)
+{
+    qm_binding *b = x->bindings;
+    if (w->inx) {
+        qm_binding *f = x->bindings;
+        while (f && !(f == w->b && !strcmp(f->key, w->bkey) && !strcmp(dest_name(f), w->bdest)))
+            f = f->next;
+        b = f ? f->next : x->bindings;
+    }
+    for (qm_binding *prev = NULL; b; prev = b, b = b->next) {
+        if (prev && node_slice_over(k, until)) {
+            w->inx = 1;
+            w->b = prev;
+            sl_free(w->bkey);
+            sl_free(w->bdest);
+            w->bkey = sl_xstrdup(prev->key);
+            w->bdest = sl_xstrdup(dest_name(prev));
+            return 0;
+        }
+        if (w->dest) {
+            const char *d = w->dest_is_queue ? (b->dest_queue ? b->dest_queue->name : NULL)
+                                             : (b->dest_exchange ? b->dest_exchange->name : NULL);
+            if (!d || strcmp(d, w->dest))
+                continue;
+        }
+        w->visit(w->ctx, b);
+    }
+    w->inx = 0;
+    return 1;
+}
+
+static void set_last(node_binding_walk *w, const sl_onode *n)
+{
+    sl_free(w->last);
+    w->last = sl_xstrndup(n->key, n->klen);
+}
+
+int node_walk_bindings(qm_node *qm, node_binding_walk *w, const node_cursor *c, uint64_t until)
+{
+    unsigned k = 0;
+    for (; w->vi < node_cursor_n_vhosts(c); w->vi++) {
+        const char *name = node_cursor_vhost_at(c, w->vi);
+        qm_vhost *vh = qm_vhost_find(qm, name, strlen(name));
+        if (vh && w->phase == 0 && (!w->src || !*w->src) && (!w->dest || w->dest_is_queue)) {
+            /* the default exchange's: one per queue, its name as the key */
+            if (w->dest) {
+                qm_queue *q = qm_queue_find(vh, w->dest, strlen(w->dest));
+                if (q && !q->is_subqueue)
+                    w->visit_default(w->ctx, q);
+            } else {
+                sl_onode *n = w->last ? sl_oset_seek(&vh->queue_order, w->last, strlen(w->last), 1)
+                                      : sl_oset_first(&vh->queue_order);
+                for (unsigned done = 0; n; n = sl_oset_next(n), done++) {
+                    if (done && node_slice_over(&k, until))
+                        return 0; /* last is the last one visited */
+                    qm_queue *q = SL_ONODE_OWNER(n, qm_queue, by_name);
+                    if (!q->is_subqueue)
+                        w->visit_default(w->ctx, q);
+                    set_last(w, n);
+                }
+            }
+        }
+        if (vh && w->phase == 0) {
+            w->phase = 1;
+            sl_free(w->last);
+            w->last = NULL;
+        }
+        if (vh && w->src) {
+            qm_exchange *x = *w->src ? qm_exchange_find(vh, w->src, strlen(w->src)) : NULL;
+            if (x && !visit_exchange(w, x, until, &k))
+                return 0;
+        } else if (vh) {
+            /* after the last exchange walked; the one partly walked again if it is still
+             * there (>= its name) */
+            sl_onode *n = w->last
+                              ? sl_oset_seek(&vh->exchange_order, w->last, strlen(w->last), !w->inx)
+                              : sl_oset_first(&vh->exchange_order);
+            if (w->inx && !(n && n->klen == strlen(w->last) && !memcmp(n->key, w->last, n->klen)))
+                w->inx = 0; /* it is gone: n is the next one */
+            for (; n; n = sl_oset_next(n)) {
+                set_last(w, n);
+                if (!visit_exchange(w, SL_ONODE_OWNER(n, qm_exchange, by_name), until, &k))
+                    return 0;
+                if (node_slice_over(&k, until))
+                    return 0; /* last is walked whole */
+            }
+        }
+        w->inx = 0;
+        w->phase = 0;
+        sl_free(w->last);
+        w->last = NULL;
+    }
+    return 1;
+}
+
+void node_binding_walk_free(node_binding_walk *w)
+{
+    sl_free(w->src);
+    sl_free(w->dest);
+    sl_free(w->last);
+    sl_free(w->bkey);
+    sl_free(w->bdest);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * A peek in slices
+ */
+
+void node_peek_init(node_peek *p, const qm_queue *q, long long off, long long count,
+                    void (*visit)(void *ctx, const qm_position *pos, uint64_t remaining), void *ctx)
+{
+    memset(p, 0, sizeof *p);
+    p->vhost = sl_xstrdup(q->vhost->name);
+    p->name = sl_xstrdup(q->name);
+    p->incarnation = q->incarnation;
+    p->off = off;
+    p->left = count;
+    p->visit = visit;
+    p->ctx = ctx;
+}
+
+int node_peek_step(qm_node *qm, node_peek *p, uint64_t until)
+{
+    qm_vhost *vh = qm_vhost_find(qm, p->vhost, strlen(p->vhost));
+    qm_queue *q = vh ? qm_queue_find(vh, p->name, strlen(p->name)) : NULL;
+    if (!q || q->incarnation != p->incarnation)
+        return 1; /* deleted meanwhile: what was seen is the answer */
+    for (unsigned k = 0; p->left > 0; k++) {
+        if ((k & 7) == 7 && sl_now_us() >= until)
+            return 0;
+        qm_position view;
+        const qm_position *pos = p->seen ? qm_queue_peek_after(q, p->after, &view)
+                                         : qm_queue_peek_view(q, (size_t)p->off, &view);
+        if (!pos)
+            break;
+        uint64_t at = (uint64_t)p->off + p->seen;
+        p->visit(p->ctx, pos, q->n_ready > at ? q->n_ready - at - 1 : 0);
+        p->seen++;
+        p->after = pos->lookup_id;
+        p->left--;
+        if (pos == &view)
+            qm_message_unref(view.msg); /* read from the store for this view only */
+    }
+    return 1;
+}
+
+void node_peek_free(node_peek *p)
+{
+    sl_free(p->vhost);
+    sl_free(p->name);
+}

@@ -1,0 +1,86 @@
+/* rules.c - the refusals every door applies before it changes the model (see rules.h). The
+ * texts are RabbitMQ's, as both doors sent them before the rules were written once here. */
+#include "node/rules.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int node_name_reserved(const char *name, size_t len)
+{
+    return len >= 4 && !memcmp(name, "amq.", 4);
+}
+
+int node_exchange_predeclared(const char *name, size_t len)
+{
+    return len == 0 || node_name_reserved(name, len);
+}
+
+int node_queue_definable(const qm_queue *q)
+{
+    /* outgoing queues are made by sending (and by importing a binding to a format name) */
+    return !q->is_system && !q->is_subqueue && !q->exclusive && !q->is_outgoing;
+}
+
+sl_err node_queue_new_name(const char *name, size_t len, int exists, char *why, size_t whylen)
+{
+    if (node_name_reserved(name, len) && !exists) {
+        snprintf(why, whylen, "queue name '%.*s' contains reserved prefix 'amq.*'", (int)len, name);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    return SL_OK;
+}
+
+sl_err node_queue_locked(const qm_queue *q, const void *conn, char *why, size_t whylen)
+{
+    const qm_queue *top = q->parent ? q->parent : q;
+    if (!top->exclusive || (conn && top->exclusive_owner == conn))
+        return SL_OK;
+    snprintf(why, whylen,
+             "cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be "
+             "originally declared on another connection or the exclusive property value does "
+             "not match that of the original declaration.",
+             top->name, top->vhost->name);
+    return SL_ERR_RESOURCE_LOCKED;
+}
+
+sl_err node_queue_limit(const acc_db *a, qm_vhost *vh, const char *name, char *why, size_t whylen)
+{
+    const acc_vhost *av = acc_vhost_find(a, vh->name, strlen(vh->name));
+    if (av && av->max_queues >= 0 &&
+        acc_check_queue_limit(a, vh->name, qm_vhost_queue_count(vh), name, why, whylen) != SL_OK)
+        return SL_ERR_PRECONDITION;
+    return SL_OK;
+}
+
+sl_err node_exchange_not_default(const char *name, size_t len, char *why, size_t whylen)
+{
+    (void)name;
+    if (len)
+        return SL_OK;
+    snprintf(why, whylen, "operation not permitted on the default exchange");
+    return SL_ERR_ACCESS_REFUSED;
+}
+
+sl_err node_exchange_new_name(const char *name, size_t len, int exists, char *why, size_t whylen)
+{
+    if (node_name_reserved(name, len) && !exists) {
+        snprintf(why, whylen, "exchange name '%.*s' contains reserved prefix 'amq.*'", (int)len,
+                 name);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    return SL_OK;
+}
+
+sl_err node_exchange_delete_check(const char *name, size_t len, const char *vhost, char *why,
+                                  size_t whylen)
+{
+    sl_err e = node_exchange_not_default(name, len, why, whylen);
+    if (e != SL_OK)
+        return e;
+    if (node_name_reserved(name, len)) {
+        snprintf(why, whylen, "deletion of system exchange '%.*s' in vhost '%s' not allowed",
+                 (int)len, name, vhost);
+        return SL_ERR_ACCESS_REFUSED;
+    }
+    return SL_OK;
+}

@@ -1,0 +1,28 @@
+/* totals.h - the node's figures summed once for every door that shows them: the management
+ * API's overview and /metrics, and the MSMQ machine properties (DCE/RPC and HTTP). Queues
+ * count with their subqueues' messages; the vhosts counted are those a caller may list (a
+ * door's rule, passed in). Connections and channels are a door's own: the door adds them.
+ */
+#ifndef SL_NODE_TOTALS_H
+#define SL_NODE_TOTALS_H
+
+#include <stdint.h>
+
+#include "qm/qm.h"
+
+typedef struct node_totals {
+    uint64_t queues, exchanges, connections, channels, consumers;
+    uint64_t messages, ready, unacked, bytes;
+    uint64_t published, delivered, acked, redelivered, purged, expired, dead_lettered,
+        delivered_no_ack, get, get_no_ack, confirm;
+} node_totals;
+
+/* *t zeroed, then the figures of the vhosts listed (listed NULL: every vhost) and of their
+ * exchanges and queues added. */
+void node_totals_model(qm_node *qm, int (*listed)(void *ctx, const char *vhost), void *ctx,
+                       node_totals *t);
+
+/* *t zeroed, then the figures of vh's queues only (a vhost's own row). */
+void node_totals_vhost_queues(qm_vhost *vh, node_totals *t);
+
+#endif
