@@ -240,13 +240,19 @@ def test_eod_resend_sends_unacked_again_peer_drops_duplicates(broker_factory, pe
     wait_for(lambda: len(peer.queue("orders")) == 10, 20)
     o = outgoing(b)
     assert o["messages"] == 10 and o["eod"]["EodNoAckCount"] == 10, o  # kept until order-acked
+    # The resend, with the peer still not order-acking: every unacked message goes again, on
+    # one new session. (Acking meanwhile would let the sender drop the rest of its resend as
+    # soon as the first duplicate's cumulative ack came back: a count that depended on timing.)
+    action(b, "EOD_RESEND")
+    wait_for(lambda: peer.duplicates >= 10, 20)
+    o = outgoing(b)
+    assert peer.duplicates == 10 and peer.sessions == 2, (
+        peer.duplicates, peer.sessions, peer.errors, o["last_error"], o["connection_history"])
+    # Then acked: one more resend drains the queue, and the peer still holds each message once.
     peer.send_order_acks = True
     action(b, "EOD_RESEND")
     wait_drained(b)
     assert [m.body for m in peer.queue("orders")] == bodies(10)
-    o = outgoing(b)
-    assert peer.duplicates == 10 and peer.sessions == 2, (
-        peer.duplicates, peer.sessions, peer.errors, o["last_error"], o["connection_history"])
     assert not peer.errors
 
 
