@@ -27,7 +27,8 @@ static char err[512];
 static void setup(void)
 {
     node_config_defaults(&CFG);
-    CFG.node_name = "sluice@testhost";
+    sl_free(CFG.node_name); /* the settings own their strings (node_config_free) */
+    CFG.node_name = sl_xstrdup("sluice@testhost");
     CFG.handle_limit = 3;
     CFG.handle_idle_timeout_s = 3600;
     memset(&NODE, 0, sizeof NODE);
@@ -63,6 +64,7 @@ static void teardown(void)
     NODE.acc = NULL;
     qm_node_free(NODE.qm);
     NODE.qm = NULL;
+    node_config_free(&CFG);
 }
 
 static qm_queue *declare(const char *name)
@@ -117,8 +119,10 @@ START_TEST(handle_ids_belong_to_their_run_and_user)
                      SL_ERR_STALE_HANDLE);
     ck_assert_int_eq(mq_handle_lookup(MQ, "xyz", "alice", &found, err, sizeof err),
                      SL_ERR_INVALID_HANDLE);
+    char gone[CTX_ID_LEN + 1]; /* id is the handle's own: gone with it */
+    memcpy(gone, id, sizeof gone);
     mq_handle_discard(MQ, h);
-    ck_assert_ptr_null(mq_handle_find(MQ, id));
+    ck_assert_ptr_null(mq_handle_find(MQ, gone));
 }
 END_TEST
 
