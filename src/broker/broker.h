@@ -66,7 +66,10 @@ struct broker {
     int bound_port;
     char tls_bound_addr[64];
     int tls_bound_port;
-    conn *conns;         /* all live connections, newest first */
+    conn *conns; /* all live connections, newest first */
+    /* The connection a view (view.c) returned last: a walk over the list goes on from it
+     * rather than from the head each time. Cleared when that connection is unlinked. */
+    conn *view_at;
     conn *dirty;         /* connections with output or confirms to flush this turn */
     conn *input_pending; /* connections whose held-back input is handled next turn */
     conn *waiting;       /* connections with held output or pending confirms */

@@ -43,20 +43,29 @@ static void fill_client(const broker *b, conn *c, node_client *v)
     }
 }
 
+/* The first connection with an id <= at_most (the list is newest first, ids decreasing),
+ * from the one a view returned last when it is still ahead of at_most: a walk that asks for
+ * each connection in turn, and for each of its channels, costs one step each, not a walk
+ * from the head (thousands of connections listed, or counted for /api/overview). */
+static conn *at_or_below(broker *b, uint64_t at_most)
+{
+    conn *c = b->view_at && b->view_at->id >= at_most ? b->view_at : b->conns;
+    while (c && c->id > at_most)
+        c = c->next;
+    b->view_at = c;
+    return c;
+}
+
 static conn *by_id(broker *b, uint64_t id)
 {
-    for (conn *c = b->conns; c && c->id >= id; c = c->next)
-        if (c->id == id)
-            return c;
-    return NULL;
+    conn *c = at_or_below(b, id);
+    return c && c->id == id ? c : NULL;
 }
 
 int broker_client_next(void *ctx, uint64_t at_most, node_client *out)
 {
     broker *b = ctx;
-    conn *c = b->conns;
-    while (c && c->id > at_most)
-        c = c->next;
+    conn *c = at_or_below(b, at_most);
     if (!c)
         return 0;
     fill_client(b, c, out);

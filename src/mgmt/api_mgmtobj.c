@@ -68,11 +68,6 @@ void mgmt_mgmtobj_init(mgmt *m)
     mq_ctxtab_init(&m->mobjs, "management object", m->mq->run_id, m->n->cfg, mobj_close, m);
 }
 
-void mgmt_mgmtobj_stop(mgmt *m)
-{
-    (void)m; /* the owner's end of another node's Get Info is mq's (mq_mobj_serve_init) */
-}
-
 /* ------------------------------------------------------------------------------------------
  * Members
  */

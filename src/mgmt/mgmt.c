@@ -625,7 +625,6 @@ void mgmt_stop(mgmt *m)
     if (sl_timer_armed(&m->rundown_t))
         sl_timer_stop(m->n->loop, &m->rundown_t);
     mq_ctxtab_free(&m->mobjs);
-    mgmt_mgmtobj_stop(m);
     mgmt_sessions_free(m);
     /* Password checks still running: cancelled, their requests let go (a suspended one is
      * resumed, then answered 401 or dropped as MHD stops). */

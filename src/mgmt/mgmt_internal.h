@@ -313,7 +313,6 @@ enum MHD_Result mgmt_api_handles(req *r);
 enum MHD_Result mgmt_api_mgmtobj(req *r);
 /* api_mgmtobj.c: set up and close the table (mgmt_start / mgmt_stop) */
 void mgmt_mgmtobj_init(mgmt *m);
-void mgmt_mgmtobj_stop(mgmt *m);
 /* api_definitions.c: /api/definitions[/{vhost}] over defs/defs.h */
 enum MHD_Result mgmt_api_definitions(req *r);
 enum MHD_Result mgmt_serve_metrics(req *r);

@@ -74,21 +74,6 @@ static int prefix_i(const char **p, const char *pre)
     return 1;
 }
 
-/* Exact, then case-insensitive lookup of a top-level queue. */
-static qm_queue *find_queue_ci(qm_vhost *vh, const char *name, size_t len)
-{
-    qm_queue *q = sl_map_get(vh->queues, name, len);
-    if (q)
-        return q;
-    size_t it = 0, kl;
-    const char *k;
-    void *v;
-    while (sl_map_next(vh->queues, &it, &k, &kl, &v))
-        if (kl == len && !strncasecmp(k, name, len))
-            return v;
-    return NULL;
-}
-
 static qm_queue *find_sub_ci(qm_queue *q, const char *sub, size_t len)
 {
     qm_queue *s = qm_queue_subqueue(q, sub, len, 0);
@@ -284,11 +269,11 @@ static sl_err resolve(mq_state *mq, const char *fmt, const char *vhost_hint, int
      * name given with its vhost, as before; also a queue whose own name starts "<vhost>/"). */
     size_t vl = strlen(vh->name);
     if (vhost_hint && strcmp(vh->name, "/") && len > vl + 1 && !memcmp(p, vh->name, vl) &&
-        p[vl] == '/' && find_queue_ci(vh, p + vl + 1, len - vl - 1)) {
+        p[vl] == '/' && qm_queue_find_ci(vh, p + vl + 1, len - vl - 1)) {
         p += vl + 1;
         len -= vl + 1;
     }
-    qm_queue *q = find_queue_ci(vh, p, len);
+    qm_queue *q = qm_queue_find_ci(vh, p, len); /* p[0, len) has no ';' */
     if (q && sub) {
         qm_queue *parent = q;
         q = !strcasecmp(sub, "journal") ? qm_queue_subqueue(q, "journal", 7, 0)
