@@ -264,6 +264,11 @@ static void drop_vhost_defs(rstate *s, amqp_bytes vhost)
     }
 }
 
+/* An id the node could never have handed out: ids count up from 1 and the high-water mark kept
+ * is the id + 1, so UINT64_MAX would wrap it to 0 (and every id would be handed out again). A
+ * record naming one is corrupt. */
+#define ID_BAD(x) ((x) == UINT64_MAX)
+
 /* Raise the high-water marks: ids seen anywhere in the logs are never handed out again. */
 static void see_ids(rstate *s, uint64_t next_inc, uint64_t next_lookup, uint64_t next_msg)
 {
@@ -286,7 +291,7 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
     switch (type) {
     case M_QUEUE: {
         uint64_t inc = rd_u64(&r);
-        if (r.bad)
+        if (r.bad || ID_BAD(inc))
             break;
         see_ids(s, inc + 1, 0, 0);
         def_free(sl_map_put(s->queues, &inc, 8, def_new(type, payload, len)));
@@ -294,7 +299,7 @@ static int meta_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
     }
     case M_QUEUE_DEL: {
         uint64_t inc = rd_u64(&r);
-        if (r.bad)
+        if (r.bad || ID_BAD(inc))
             break;
         see_ids(s, inc + 1, 0, 0);
         def *d = sl_map_del(s->queues, &inc, 8);
@@ -623,7 +628,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         rd_s16(&r);
         amqp_bytes props = rd_b32(&r);
         amqp_bytes body = rd_rest(&r);
-        if (r.bad)
+        if (r.bad || ID_BAD(id))
             break;
         mslot *m = &s->mcache[id & (MCACHE - 1)];
         m->id = id;
@@ -643,7 +648,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         uint8_t flags = rd_u8(&r);
         uint64_t expires = flags & EF_EXPIRES ? rd_u64(&r) : 0;
         uint32_t dcount = flags & EF_DCOUNT ? rd_u32(&r) : 0;
-        if (r.bad)
+        if (r.bad || ID_BAD(inc) || ID_BAD(lookup) || ID_BAD(msg))
             break;
         see_ids(s, inc + 1, lookup + 1, msg + 1);
         rent e = {.lookup = lookup,
@@ -744,7 +749,7 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
         uint32_t moves = rd_u32(&r);
         uint8_t flags = type == R_MOVE_TTL ? rd_u8(&r) : 0;
         uint64_t expires = flags & EF_EXPIRES ? rd_u64(&r) : 0;
-        if (r.bad)
+        if (r.bad || ID_BAD(src) || ID_BAD(dest) || ID_BAD(lookup))
             break;
         see_ids(s, (src > dest ? src : dest) + 1, lookup + 1, 0);
         qentries *qs = entries_of(s, src, 0);

@@ -1793,6 +1793,58 @@ START_TEST(run_records_out_of_bounds_stop_recovery)
 }
 END_TEST
 
+/* An id the node never hands out (UINT64_MAX: the high-water mark kept is the id + 1, which
+ * would wrap to 0) is corruption. Before, an R_ENQ with lookup UINT64_MAX was restored but its
+ * R_DEQ (first + 1 wrapped to 0) removed nothing: an acked message came back after a restart
+ * (fuzz_persist found it). The cases: the lookup, the message id and the incarnation of an
+ * R_ENQ, the lookup of an R_MOVE, a message record's own id. */
+START_TEST(ids_never_handed_out_stop_recovery)
+{
+    open_store();
+    uint64_t inc = declare("q")->incarnation;
+    uint64_t inc2 = declare("p")->incarnation;
+    put(find("q"), "a");
+    close_store();
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/msgs", D);
+    st_log_options o = {.no_sync = 1};
+    recs *r = calloc(1, sizeof *r);
+    st_log *l = st_log_open(dir, &o, collect, r, err, sizeof err);
+    ck_assert_msg(l != NULL, "%s", err);
+    sl_buf b;
+    sl_buf_init(&b);
+    uint8_t type;
+    if (_i <= 2) { /* R_ENQ: lookup, message, incarnation */
+        rec_u64(&b, _i == 2 ? UINT64_MAX : inc);
+        rec_u64(&b, _i == 0 ? UINT64_MAX : 1000);
+        rec_u64(&b, _i == 1 ? UINT64_MAX : 1);
+        rec_u32(&b, 0);
+        rec_u8(&b, 0);
+        type = R_ENQ;
+    } else if (_i == 3) { /* R_MOVE of lookup UINT64_MAX */
+        rec_u64(&b, inc);
+        rec_u64(&b, UINT64_MAX);
+        rec_u64(&b, inc2);
+        rec_u32(&b, 1);
+        type = R_MOVE;
+    } else { /* R_MSG whose id is UINT64_MAX */
+        rec_u64(&b, UINT64_MAX);
+        rec_s16(&b, "", 0);
+        rec_s16(&b, "q", 1);
+        rec_b32(&b, "\x00\x00", 2);
+        sl_buf_append(&b, "x", 1);
+        type = R_MSG;
+    }
+    ck_assert_uint_ne(st_log_append(l, type, b.data, b.len, NULL), 0);
+    ck_assert_int_eq(st_log_commit(l, NULL), 0);
+    st_log_close(l);
+    sl_buf_free(&b);
+    free(r);
+    ck_assert_ptr_null(try_open_in(D));
+    ck_assert_msg(strstr(err, "malformed record type") != NULL, "error: %s", err);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ golden data directory */
 
 /* Builds the golden data directory. Run by hand (--write-golden) to make the fixture, and by
@@ -2487,6 +2539,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, dropped_tx_stays_dropped_after_tidy);
     tcase_add_test(tc, tidy_keeps_tx_ends_and_aborts_with_their_start);
     tcase_add_test(tc, corrupt_middle_record_refuses_to_start);
+    tcase_add_loop_test(tc, ids_never_handed_out_stop_recovery, 0, 5);
     tcase_add_test(tc, torn_tail_is_dropped);
     tcase_add_test(tc, exchanges_and_bindings_survive);
     tcase_add_test(tc, tidy_frees_dead_segments_only);
