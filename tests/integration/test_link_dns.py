@@ -9,6 +9,7 @@ names a fake DNS server on a random 127.53.x.y:53 (silent for names starting "si
 NXDOMAIN for the rest) and /etc/hosts names the receiving node: no query leaves loopback.
 """
 
+import errno
 import random
 import socket
 import struct
@@ -253,7 +254,12 @@ class BlackHole:
 
     def __init__(self, addr, port):
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.bind((addr, port))
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # over TIME_WAIT
+        try:
+            self.lsock.bind((addr, port))
+        except OSError:
+            self.lsock.close()
+            raise
         self.lsock.listen(0)
         self.fillers = []
         for _ in range(8):  # bounded: the queue holds one or two
@@ -277,9 +283,20 @@ def test_an_address_that_never_answers_is_left_for_the_next_one(nodes, tmp_path)
     dns = fake_dns(tmp_path)
     hole = None
     try:
-        b = nodes.start("b")
-        assert b.addr != "127.0.0.1" and refused_port("127.0.0.1", b.port)
-        hole = BlackHole("127.0.0.1", b.port)  # sorted before b's 127.0.0.x (RFC 6724 rule 9)
+        # 127.0.0.1 at b's port sorts before b's 127.0.0.x (RFC 6724 rule 9). b's port is free
+        # on 127.0.0.x, but another test's connection may hold it as its own local port on
+        # 127.0.0.1 (an ephemeral port: EADDRINUSE, seen once in CI): then b starts again on
+        # another port (bounded).
+        for attempt in range(5):
+            b = nodes.start("b%d" % attempt)
+            assert b.addr != "127.0.0.1" and refused_port("127.0.0.1", b.port)
+            try:
+                hole = BlackHole("127.0.0.1", b.port)
+                break
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE or attempt == 4:
+                    raise
+                b.stop()
         dns.add_host(b.addr, "hole.sluice.test")
         dns.add_host("127.0.0.1", "hole.sluice.test")
         a = nodes.start("a", wrap=dns.wrap())
