@@ -49,6 +49,8 @@ struct sl_loop {
     turn_profile prof;
     uint64_t slow_logged_at; /* ms; 0: never */
     uint64_t slow_unlogged;  /* slow turns since the last line, not logged */
+    uint32_t busy_poll_us;   /* 0: off; else how long to poll before sleeping after a busy turn */
+    uint64_t busy_polls;     /* waits that found an event while polling (did not sleep) */
 };
 
 const unsigned sl_loop_stat_ms[5] = {1, 10, 50, 100, 1000};
@@ -61,6 +63,43 @@ void sl_loop_get_stats(const sl_loop *l, sl_loop_stats *out)
 void sl_loop_set_cpu_stats(sl_loop *l, int on)
 {
     l->cpu_stats = on;
+}
+
+void sl_loop_set_busy_poll(sl_loop *l, uint32_t us)
+{
+    l->busy_poll_us = us;
+}
+
+uint64_t sl_loop_busy_polls(const sl_loop *l)
+{
+    return l->busy_polls;
+}
+
+/* Wait for events. After a turn that handled some (traffic flows), poll without sleeping for up
+ * to busy_poll_us first: the next frame usually comes within tens of microseconds, and waking a
+ * sleeping thread on a VM costs about that much again (bench/README.md: the tail follows how fast
+ * an idle vCPU wakes). Bounded in time, never after an idle turn, and never past a timer's due
+ * time or a wake: an idle node sleeps at once and costs nothing. */
+static int wait_events(sl_loop *l, struct epoll_event *evs, int timeout, int busy)
+{
+    if (busy && timeout != 0 && l->busy_poll_us) {
+        uint64_t start = sl_now_us(), until = start + l->busy_poll_us;
+        if (timeout > 0 && (uint64_t)timeout * 1000 < l->busy_poll_us)
+            until = start + (uint64_t)timeout * 1000;
+        for (uint64_t now = start; now < until; now = sl_now_us()) {
+            int n = epoll_wait(l->epfd, evs, MAX_EVENTS, 0);
+            if (n != 0) {
+                if (n > 0)
+                    l->busy_polls++;
+                return n;
+            }
+        }
+        if (timeout > 0) { /* the time spent polling counts against the timer's */
+            uint64_t spent_ms = (sl_now_us() - start) / 1000;
+            timeout = spent_ms >= (uint64_t)timeout ? 0 : timeout - (int)spent_ms;
+        }
+    }
+    return epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
 }
 
 static uint64_t thread_cpu_us(void)
@@ -279,6 +318,7 @@ void sl_loop_run(sl_loop *l)
     struct epoll_event evs[MAX_EVENTS];
     l->stop = 0;
     uint64_t turn_start = 0, cpu_start = 0;
+    int busy = 0; /* the last turn handled events */
     while (!l->stop) {
         uint64_t hook_start = sl_now_us();
         if (l->before_sleep)
@@ -299,7 +339,7 @@ void sl_loop_run(sl_loop *l)
             uint64_t due = l->heap[0]->due;
             timeout = due <= now ? 0 : (int)(due - now > 60000 ? 60000 : due - now);
         }
-        int n = epoll_wait(l->epfd, evs, MAX_EVENTS, timeout);
+        int n = wait_events(l, evs, timeout, busy);
         if (n < 0 && errno != EINTR) {
             sl_error("epoll_wait: %m");
             abort();
@@ -309,6 +349,7 @@ void sl_loop_run(sl_loop *l)
         l->now = turn_start / 1000;
         turn_profile *prof = &l->prof;
         *prof = (turn_profile){.events = n > 0 ? n : 0, .slowest_fd = -1};
+        busy = n > 0;
         uint64_t t0 = turn_start;
         for (int i = 0; i < n && !l->stop; i++) {
             sl_watch *w = evs[i].data.ptr;

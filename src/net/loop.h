@@ -68,6 +68,10 @@ typedef struct sl_loop_stats {
 extern const unsigned sl_loop_stat_ms[5];
 void sl_loop_get_stats(const sl_loop *l, sl_loop_stats *out);
 void sl_loop_set_cpu_stats(sl_loop *l, int on);
+/* Poll for up to us microseconds before sleeping after a turn that handled events (0: never,
+ * the default); and how many waits found an event while polling. */
+void sl_loop_set_busy_poll(sl_loop *l, uint32_t us);
+uint64_t sl_loop_busy_polls(const sl_loop *l);
 /* sl_now_ms() as of the start of the current turn (cheap). */
 uint64_t sl_loop_now(const sl_loop *l);
 /* Where that time lives, for code that reads it often (the queue model's clock). */

@@ -275,7 +275,7 @@ void node_config_usage(void)
            "Config file keys: bind, port, mgmt_port, data_dir, node_name, log_level,\n"
            "heartbeat (s), frame_max, channel_max, max_message_size, memory_high_watermark,\n"
            "memory_budget, disk_free_limit, disk_reserve, segment_size (bytes, k/M/G suffixes),\n"
-           "sync_pace_us, "
+           "sync_pace_us, busy_poll_us, "
            "handshake_timeout (ms), connection_max, mgmt_connection_max,\n"
            "mgmt_unauthenticated_max, mgmt_handshake_timeout (ms), mgmt_session_idle_timeout (s),\n"
            "mgmt_session_max_age (s), mgmt_session_max, loop_cpu_stats,\n"

@@ -96,6 +96,7 @@ typedef struct node_config {
     uint64_t disk_reserve;       /* DATA/space-reserve kept for a full disk (0 = none) */
     uint64_t segment_size;       /* message store segment size (TIDY frees whole segments) */
     uint32_t sync_pace_us;       /* least time between syncs only pipelined confirms wait for */
+    uint32_t busy_poll_us;       /* the loop polls this long before sleeping after a busy turn */
     uint64_t memory_budget;      /* bytes of messages kept in memory (bodies, properties and
                                   * bookkeeping); beyond it they are paged to the store (0 = never
                                   * page) */

@@ -231,6 +231,7 @@ sl_node *node_new(node_config *cfg)
         return NULL;
     }
     sl_loop_set_cpu_stats(n->loop, cfg->loop_cpu_stats);
+    sl_loop_set_busy_poll(n->loop, cfg->busy_poll_us);
     n->qm = qm_node_new(cfg->node_name);
     qm_set_memory_budget(cfg->memory_budget);
     n->qm->clock = sl_loop_now_ptr(n->loop);

@@ -1,7 +1,8 @@
 /* test_core.c - unit tests for src/core/ parts that have no other home: the ordered set
  * (oset.c) against a plain sorted array, over a seeded random schedule of inserts and
  * removes (a failure repeats), checking order, ranks, seeks and the treap's invariants; the
- * output holds (holds.c): giving up the soft marks never lets out what a hard one holds.
+ * output holds (holds.c): giving up the soft marks never lets out what a hard one holds; the
+ * event loop (net/loop.c): its slow-turn line and its bounded busy poll.
  */
 #include <check.h>
 #include <stdio.h>
@@ -159,6 +160,64 @@ static char *log_of_turn(sl_timer_fn fn, int twice)
     return buf;
 }
 
+/* ---- the loop's busy poll ---- */
+
+static void stop_timer(sl_loop *l, sl_timer *t)
+{
+    (void)t;
+    sl_loop_stop(l);
+}
+
+typedef struct chain {
+    int rd, wr;
+    int left;         /* bytes still to send */
+    sl_timer stop;    /* started by the last byte: the loop idles until it */
+    uint64_t last_ms; /* when the last byte came */
+} chain;
+
+/* Each read writes the next byte from inside the turn: the next wait finds it at once. */
+static void chain_read(sl_loop *l, sl_watch *w, int ev)
+{
+    chain *c = w->data;
+    char b;
+    ck_assert_int_eq(read(c->rd, &b, 1), 1);
+    if (c->left-- > 0) {
+        ck_assert_int_eq(write(c->wr, "x", 1), 1);
+    } else {
+        c->last_ms = sl_now_ms();
+        sl_timer_start(l, &c->stop, c->last_ms + 20);
+    }
+    (void)ev;
+}
+
+/* With busy_poll_us, a wait after a turn with events polls and finds the next one without
+ * sleeping (counted); without it, never. And the poll is bounded: once the traffic stops, the
+ * loop sleeps until its timer, which stops it. */
+START_TEST(busy_poll_finds_events_without_sleeping_and_stays_bounded)
+{
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    sl_loop *l = sl_loop_new();
+    sl_loop_set_busy_poll(l, _i ? 1000 : 0);
+    chain c = {fds[0], fds[1], 100, {0}, 0};
+    sl_timer_init(&c.stop, stop_timer, NULL);
+    sl_watch w = {.fd = fds[0], .fn = chain_read, .data = &c};
+    ck_assert_int_eq(sl_loop_watch(l, &w, SL_EV_READ), 0);
+    ck_assert_int_eq(write(fds[1], "x", 1), 1);
+    sl_loop_run(l);
+    ck_assert_int_eq(c.left, -1);
+    ck_assert_uint_ge(sl_now_ms() - c.last_ms, 19);
+    if (_i)
+        ck_assert_uint_ge(sl_loop_busy_polls(l), 99);
+    else
+        ck_assert_uint_eq(sl_loop_busy_polls(l), 0);
+    sl_loop_unwatch(l, &w);
+    sl_loop_free(l);
+    close(fds[0]);
+    close(fds[1]);
+}
+END_TEST
+
 START_TEST(a_slow_turn_is_logged_with_where_it_went)
 {
     char *out = log_of_turn(busy_timer, 0);
@@ -271,6 +330,7 @@ static Suite *core_suite(void)
     TCase *loop = tcase_create("loop");
     tcase_add_test(loop, a_slow_turn_is_logged_with_where_it_went);
     tcase_add_test(loop, slow_turns_are_logged_at_most_once_in_ten_seconds);
+    tcase_add_loop_test(loop, busy_poll_finds_events_without_sleeping_and_stays_bounded, 0, 2);
     suite_add_tcase(s, loop);
     return s;
 }
