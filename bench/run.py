@@ -35,6 +35,7 @@ HOST = "127.0.0.1"
 # this run (a CA and a server certificate for 127.0.0.1), set by main() when one is selected;
 # both brokers then also listen for TLS. {"ca": path, "cert": path, "key": path} or None.
 TLS = None
+SLUICE_SET = []  # --sluice-set KEY=VALUE: extra config lines for every sluiced this run starts
 REPO = Path(__file__).resolve().parent.parent
 RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
 FSYNC_EVENTS = ["syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync",
@@ -85,11 +86,14 @@ class Sluiced:
         self.base.mkdir(parents=True, exist_ok=True)
         cmd = [self.binary, "--port", str(self.port or 0), "--data-dir", str(self.base / "data")]
         self.tls_port = None
+        lines = ["%s = %s\n" % tuple(kv.split("=", 1)) for kv in SLUICE_SET]
         if TLS:
-            conf = self.base / "tls.conf"
-            conf.write_text("listeners.ssl.default = 0\n"
-                            "ssl_options.cacertfile = %s\nssl_options.certfile = %s\n"
-                            "ssl_options.keyfile = %s\n" % (TLS["ca"], TLS["cert"], TLS["key"]))
+            lines += ["listeners.ssl.default = 0\n"
+                      "ssl_options.cacertfile = %s\nssl_options.certfile = %s\n"
+                      "ssl_options.keyfile = %s\n" % (TLS["ca"], TLS["cert"], TLS["key"])]
+        if lines:
+            conf = self.base / "sluiced.conf"
+            conf.write_text("".join(lines))
             cmd += ["--config", str(conf)]
         help_text = subprocess.run([self.binary, "--help"], capture_output=True, text=True)
         if "--mgmt-port" in help_text.stdout + help_text.stderr:
@@ -1384,7 +1388,13 @@ def main():
                     ",".join(s[0] for s in SCENARIOS))
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
+    ap.add_argument("--sluice-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config setting for sluiced (repeatable), e.g. busy_poll_us=50")
     args = ap.parse_args()
+    for kv in args.sluice_set:
+        if "=" not in kv:
+            sys.exit("bench: --sluice-set wants KEY=VALUE, not %r" % kv)
+    SLUICE_SET[:] = args.sluice_set
     if args.smoke:
         args.rounds = 1
     args.command = "python3 bench/run.py " + " ".join(sys.argv[1:])
