@@ -121,6 +121,15 @@ int cl_member_replication_port(const cl_member *m);
  * thread's next round) and used for the order of candidates. */
 void cl_member_set_hooks(cl_member *m, const cl_member_hooks *h);
 void cl_member_set_log(cl_member *m, uint64_t last_epoch, uint64_t last_idx);
+/* Any thread (the follower's stream client, issue 46): the established stream from the
+ * leader at addr ("HOST:PORT") ended (EOF, a reset). The member thread, at once: if etcd's
+ * leader key still names addr as its replication address and this node is in the ISR, it
+ * probes addr (probe.h); refused twice in a row, the leader's process is gone, and it revokes
+ * the leader's lease by id (logged "cluster: leader NAME's replication port ADDR refused
+ * twice ...: revoking its lease ..."), so the key goes and the election starts without
+ * waiting for the lease. Also: a node that finds the leader key naming itself under another
+ * lease than its own (an earlier process of it died leading) revokes that lease. */
+void cl_member_leader_lost(cl_member *m, const char *addr);
 /* A leader's ISR change: one etcd transaction that writes isr = names only if the leader key
  * is still ours (its create_revision) and epoch still ours, so a deposed leader can never
  * change the ISR. The outcome goes to hooks.isr_done (DEPOSED also steps down). */
