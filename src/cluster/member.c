@@ -990,7 +990,7 @@ static void figures_work(cl_member *m, int leader_present)
  * deposed this way can confirm nothing the next leader lacks, for every confirm needs the
  * durable ACK of every ISR member, and the next leader is one that stops ACKing before it
  * serves. */
-#define LOST_PROBE_TRIES 6
+#define LOST_PROBE_TRIES 20
 #define LOST_PROBE_GAP_MS 5
 #define LOST_PROBE_TIMEOUT_MS 50
 static void check_lost_leader(cl_member *m)

@@ -51,26 +51,28 @@ int cl_probe_once(const char *addr, int timeout_ms)
 
 int cl_probe_step(cl_probe_run *r, int result)
 {
-    if (result != CL_PROBE_REFUSED)
+    if (result == CL_PROBE_SILENT)
         return -1;
+    if (result == CL_PROBE_ANSWERED) {
+        r->refused_in_row = 0;
+        return ++r->answers >= r->max_answers ? -1 : 0;
+    }
     return ++r->refused_in_row >= r->need ? 1 : 0;
 }
 
 int cl_probe_dead(const char *addr, int tries, int gap_ms, int timeout_ms)
 {
-    cl_probe_run r = {.need = 2};
-    int last = CL_PROBE_SILENT;
+    cl_probe_run r = {.need = 2, .max_answers = 4};
     for (int i = 0; i < tries; i++) {
         if (i) {
             struct timespec ts = {gap_ms / 1000, (long)(gap_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);
         }
-        last = cl_probe_once(addr, timeout_ms);
-        int v = cl_probe_step(&r, last);
+        int v = cl_probe_step(&r, cl_probe_once(addr, timeout_ms));
         if (v > 0)
             return 1;
         if (v < 0)
-            return last == CL_PROBE_ANSWERED ? 0 : -1;
+            return r.answers >= r.max_answers ? 0 : -1;
     }
-    return -1;
+    return r.answers ? 0 : -1;
 }

@@ -28,16 +28,21 @@ enum {
 int cl_probe_once(const char *addr, int timeout_ms);
 
 /* The verdict on a sequence of probes, as results come (pure: tested in test_cluster.c):
- * dead once `need` refusals in a row were seen; alive (give up) at the first answer or
- * silence. 1 dead, -1 give up, 0 probe again. */
+ * dead once `need` refusals in a row were seen; alive (give up) at the first silence or after
+ * `max_answers` answers. An answer alone does not end it: a process being killed closes its
+ * descriptors in number order, so the stream's connection may close (the follower's cue)
+ * a moment before the listening socket when accept() gave it a lower number, and a probe in
+ * between is answered by a socket about to go. 1 dead, -1 give up, 0 probe again. */
 typedef struct cl_probe_run {
-    int need, refused_in_row;
+    int need, max_answers;
+    int refused_in_row, answers;
 } cl_probe_run;
 int cl_probe_step(cl_probe_run *r, int result);
 
 /* Probe addr up to `tries` times, gap_ms apart (each waiting at most timeout_ms), until
- * cl_probe_step decides with need = 2: 1 when the port refused twice in a row (the process
- * that listened there is gone), 0 when it answered, -1 when it was silent or tries ran out. */
+ * cl_probe_step decides with need = 2, max_answers = 4: 1 when the port refused twice in a
+ * row (the process that listened there is gone), 0 when it kept answering, -1 when it was
+ * silent or tries ran out. */
 int cl_probe_dead(const char *addr, int tries, int gap_ms, int timeout_ms);
 
 #endif
