@@ -12,6 +12,9 @@
  *   does not campaign and names no leader (st.leader empty: the follower phase follows and
  *   forwards to nobody) until the key is gone; it looks once a second. It learns of the ban
  *   before it registers (get_lease) and when it finds its registration gone (look).
+ * - Another node's lease is revoked only by id, only the lease under which the leader key
+ *   names the address whose stream just ended and whose port refused twice in a row (or names
+ *   this node, held by an earlier process of it): check_lost_leader, drop_stale_own_key.
  * - etcd traffic of the figures and bans: each node puts stats/NAME every CL_FIGURES_PERIOD_MS
  *   and reads banned/ as often; the leader also reads members/ and stats/ (so 2 requests a
  *   period on a follower, 4 on the leader, against 12 a second for the 250 ms look).

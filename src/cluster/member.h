@@ -29,6 +29,10 @@
  * keepalive was SENT plus the TTL etcd answered (etcd counts from when it got it, later); the
  * node stops being leader lease_ttl / 4 before that (each etcd call is bounded by lease_ttl / 4
  * too), so it has stopped serving before the key can expire and another node take it.
+ * A follower that finds a dead leader's replication port refused revokes its lease sooner
+ * (cl_member_leader_lost, issue 46): then the old leader, if alive after all, may still
+ * believe it leads for a while, and what keeps it from confirming anything the new leader
+ * lacks is the ISR rule, not time (docs/cluster.md "A dead process is noticed at once").
  *
  * Threads: everything here runs on the member's thread except the functions marked (loop),
  * which take a mutex for a copy of the state. The loop learns of a change of role from
