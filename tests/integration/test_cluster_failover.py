@@ -222,3 +222,40 @@ def test_a_leader_restarted_at_once_on_the_same_port(cluster, etcd):
     assert [b for b in cl.alive() if serves(b)] == [lead2]
     got = [m[0] for m in drain(lead2, "q")]
     assert sorted(got) == sorted(sent + [b"after"])
+
+
+@pytest.mark.test_timeout(300)
+def test_a_restarted_leader_revokes_its_predecessors_lease(cluster, etcd):
+    """The restart wins the race against every probe (the followers are stopped while the
+    leader is killed and started again, so when they look its port answers): the new process
+    finds the leader key naming its node under a lease that is not its own, and revokes it,
+    instead of the cluster waiting for that lease."""
+    port = free_port_on_all(HOSTS)
+    cl, lead = three(cluster, **{"cluster.replication_port": str(port)})
+    conn, ch = confirm_channel(lead, "q")
+    sent = [b"p%d" % i for i in range(100)]
+    publish_confirmed(ch, "q", sent)
+    epoch = leader_key(etcd)["epoch"]
+    others = [b for b in cl.alive() if b is not lead]
+    for b in others:
+        b.proc.send_signal(signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        lead.kill9()
+        again = cl.start(int(lead.node_name[-1]))
+        wait_for(lambda: "an earlier process of this node led" in log_of(again), timeout=TTL,
+                 interval=0.01, message="the restarted node revoking its predecessor's lease")
+        t_revoked = time.monotonic()
+    finally:
+        for b in others:
+            b.proc.send_signal(signal.SIGCONT)
+    print("kill -9, restart, the predecessor's lease revoked: %.0f ms" % (
+        (t_revoked - t0) * 1000))
+    t1, via = first_confirm(others + [again], "q", b"after", timeout=10 * TTL)
+    print("-> first confirm %.0f ms after the kill (via %s)" % ((t1 - t0) * 1000, via.node_name))
+    assert leader_key(etcd)["epoch"] > epoch
+    # the old lease went before it could expire (renewed every TTL/4: at least 0.75 TTL)
+    assert t_revoked - t0 < 0.75 * TTL
+    lead2 = cl.wait_leader()
+    got = [m[0] for m in drain(lead2, "q")]
+    assert sorted(got) == sorted(sent + [b"after"])
