@@ -14,6 +14,9 @@
 #   make bench-cluster  a 3-node Sluice cluster vs a 3-node RabbitMQ cluster with quorum queues,
 #                       and one Sluice node: confirms, consume+ack, confirm latency, failover
 #                       after kill -9 of the leader (bench/cluster.py; CLUSTER_ARGS="--rounds 5")
+#   make failover-bench kill -9 of a 3-node cluster's leader KILLS times (default 100): median,
+#                       p95, p99, max of kill -> first confirm by the new leader, nothing lost
+#                       (bench/failover.py; issue 46; not run by CI: `KILLS=3` is a smoke)
 #   make bench-manyq    10,000 queues with a consumer each + 10,000 idle connections (issue 14)
 #   make soak           1 hour at 20,000 persistent msg/s with confirms and consumers: RSS flat,
 #                       nothing lost (bench/soak.py; SOAK_ARGS="--seconds 600" for less)
@@ -28,7 +31,8 @@ BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebe
 BENCH_ARGS   ?=
 
 .PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward bench-manyq \
-	soak soak-smoke bench-drain bench-mqqb bench-cluster
+	soak soak-smoke bench-drain bench-mqqb bench-cluster failover-bench
+KILLS        ?= 100
 MQQB_ARGS    ?=
 CLUSTER_ARGS ?=
 DRAIN_ARGS   ?=
@@ -77,6 +81,10 @@ bench-cluster:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
 	/usr/bin/python3 bench/cluster.py --build $(BUILD) $(CLUSTER_ARGS)
+
+failover-bench:
+	@$(MAKE) --no-print-directory $(BUILD)/sluiced
+	/usr/bin/python3 bench/failover.py --build $(BUILD) --kills $(KILLS)
 
 bench-manyq:
 	@scripts/deps.sh bench

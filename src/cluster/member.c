@@ -12,6 +12,9 @@
  *   does not campaign and names no leader (st.leader empty: the follower phase follows and
  *   forwards to nobody) until the key is gone; it looks once a second. It learns of the ban
  *   before it registers (get_lease) and when it finds its registration gone (look).
+ * - Another node's lease is revoked only by id, only the lease under which the leader key
+ *   names the address whose stream just ended and whose port refused twice in a row (or names
+ *   this node, held by an earlier process of it): check_lost_leader, drop_stale_own_key.
  * - etcd traffic of the figures and bans: each node puts stats/NAME every CL_FIGURES_PERIOD_MS
  *   and reads banned/ as often; the leader also reads members/ and stats/ (so 2 requests a
  *   period on a follower, 4 on the leader, against 12 a second for the 250 ms look).
@@ -35,6 +38,7 @@
 #include <unistd.h>
 
 #include "cluster/etcd.h"
+#include "cluster/probe.h"
 #include "cluster/repl.h"
 #include "cluster/wire.h"
 #include "core/buf.h"
@@ -100,6 +104,12 @@ struct cl_member {
     int64_t leader_rev;       /* create_revision of our leader key */
     uint64_t absent_since_ms; /* when the leader key was first seen gone (0: present) */
     cl_etcd_watch *watch;     /* the doorbell on the leader key: rings wake_fd */
+    int64_t key_lease;        /* the lease of the leader key look() read last (0: none) */
+
+    /* under mu: the stream from the leader at lost_addr ended (cl_member_leader_lost): the
+     * thread probes it at its next round */
+    char lost_addr[280];
+    int lost_req;
 };
 
 static uint64_t mono_ms(void)
@@ -266,7 +276,9 @@ static int renew(cl_member *m, char *err, size_t errlen)
         return -1;
     if (ttl <= 0) {
         m->lease = 0;
-        snprintf(err, errlen, "the etcd lease expired");
+        snprintf(err, errlen,
+                 "the etcd lease is gone (expired, or revoked by a follower that "
+                 "found this node's replication port refused)");
         return -1;
     }
     pthread_mutex_lock(&m->mu);
@@ -344,6 +356,7 @@ static int look(cl_member *m, char *leader_node, size_t ln, uint64_t *epoch, int
         *create_rev = kv.create_rev;
         json_decref(j);
     }
+    m->key_lease = present ? kv.lease : 0;
     pthread_mutex_lock(&m->mu);
     m->st.n_nodes = 0;
     int self_seen = 0;
@@ -971,6 +984,92 @@ static void figures_work(cl_member *m, int leader_present)
     }
 }
 
+/* Issue 46: the stream from the leader at addr ended (EOF or a reset). If the leader key still
+ * names that address, this node is in the ISR (a node that may follow it as leader), and the
+ * port refuses twice in a row, the leader's process is gone while its host lives: revoke its
+ * lease by id, which deletes the leader key (and its nodes/NAME, stats/NAME) at once, so the
+ * election starts now instead of when the lease runs out. Safety does not rest on the
+ * refusal being right (docs/cluster.md "A dead process is noticed at once"): a live leader
+ * deposed this way can confirm nothing the next leader lacks, for every confirm needs the
+ * durable ACK of every ISR member, and the next leader is one that stops ACKing before it
+ * serves. */
+#define LOST_PROBE_TRIES 20
+#define LOST_PROBE_GAP_MS 5
+#define LOST_PROBE_TIMEOUT_MS 50
+static void check_lost_leader(cl_member *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int req = m->lost_req;
+    char addr[280];
+    snprintf(addr, sizeof addr, "%s", m->lost_addr);
+    m->lost_req = 0;
+    pthread_mutex_unlock(&m->mu);
+    if (!req || !m->lease || m->banned)
+        return;
+    char err[256];
+    char *lk = key(m, "leader");
+    cl_etcd_kv kv;
+    int rc = cl_etcd_get(m->etcd, lk, &kv, err, sizeof err);
+    sl_free(lk);
+    if (rc < 0 || !kv.value) { /* etcd silent (the lease decides), or no leader any more */
+        if (rc == 0)
+            cl_etcd_kv_clear(&kv);
+        return;
+    }
+    json_t *j = json_loadb(kv.value, kv.len, 0, NULL);
+    char node[256], repl[280];
+    snprintf(node, sizeof node, "%s", json_string_value(json_object_get(j, "node")) ?: "");
+    snprintf(repl, sizeof repl, "%s", json_string_value(json_object_get(j, "replication")) ?: "");
+    json_int_t epoch = json_integer_value(json_object_get(j, "epoch"));
+    json_decref(j);
+    int64_t lease = kv.lease;
+    cl_etcd_kv_clear(&kv);
+    /* only the advertised address of the leader the key names now, held under a lease */
+    if (!lease || !node[0] || !strcmp(node, m->name) || strcmp(repl, addr))
+        return;
+    char isr[CL_MAX_MEMBERS][256];
+    size_t n_isr = 0;
+    int64_t isr_rev;
+    if (read_isr(m, isr, CL_MAX_MEMBERS, &n_isr, &isr_rev, err, sizeof err) != 0 ||
+        !name_in(isr, n_isr, m->name)) {
+        sl_info("cluster: the stream from leader %s at %s ended; this node is not in the ISR: "
+                "its lease decides",
+                node, addr);
+        return;
+    }
+    uint64_t t0 = mono_ms();
+    int dead = cl_probe_dead(addr, LOST_PROBE_TRIES, LOST_PROBE_GAP_MS, LOST_PROBE_TIMEOUT_MS);
+    if (dead <= 0) {
+        sl_info("cluster: the stream from leader %s at %s ended, but its replication port %s: "
+                "waiting for its lease",
+                node, addr, dead == 0 ? "answers" : "did not refuse (no answer)");
+        return;
+    }
+    sl_warn("cluster: leader %s's replication port %s refused twice (%" PRIu64
+            " ms after its stream ended): revoking its lease %" PRId64 " (epoch %" PRId64 ")",
+            node, addr, mono_ms() - t0, lease, (int64_t)epoch);
+    if (cl_etcd_lease_revoke(m->etcd, lease, err, sizeof err) < 0)
+        sl_info("cluster: revoking leader %s's lease %" PRId64 ": %s (another follower did?)", node,
+                lease, err);
+}
+
+/* The leader key names this node under a lease that is not this process's: an earlier
+ * process of this node led and died (kill -9, a crash), and this one started before the lease
+ * ran out (a restart on the same port, which no follower's probe can find refused). The key
+ * holds no serving leader: revoke its lease so the election need not wait for it. */
+static void drop_stale_own_key(cl_member *m, const char *leader_node, int leading)
+{
+    if (leading || !m->key_lease || m->key_lease == m->lease || strcmp(leader_node, m->name))
+        return;
+    char err[256];
+    sl_warn("cluster: the leader key names this node under lease %" PRId64
+            ", not this process's (an earlier process of this node led): revoking it",
+            m->key_lease);
+    if (cl_etcd_lease_revoke(m->etcd, m->key_lease, err, sizeof err) < 0)
+        sl_info("cluster: revoking lease %" PRId64 ": %s", m->key_lease, err);
+    m->key_lease = 0;
+}
+
 static void *run(void *arg)
 {
     cl_member *m = arg;
@@ -1013,6 +1112,8 @@ static void *run(void *arg)
                 next_renew = now + period;
             }
         }
+        if (m->lease)
+            check_lost_leader(m); /* before look(): it then finds the key gone */
         if (m->lease) {
             char leader_node[256], isr[CL_MAX_MEMBERS][256];
             size_t n_isr = 0;
@@ -1028,9 +1129,10 @@ static void *run(void *arg)
                     goto rest;
                 }
             }
-            if (present > 0)
+            if (present > 0) {
                 m->absent_since_ms = 0;
-            else if (present == 0 && !m->absent_since_ms)
+                drop_stale_own_key(m, leader_node, leader);
+            } else if (present == 0 && !m->absent_since_ms)
                 m->absent_since_ms = mono_ms();
             if (present < 0) {
                 set_error(m, err);
@@ -1071,7 +1173,7 @@ static void *run(void *arg)
          * milliseconds and serves what waits in the backlog; a follower that dialed the new
          * leader that early and were refused would wait out its retry pause. */
         int lfd = m->st.role == CL_ROLE_LEADER ? -1 : m->listen_fd;
-        if (m->isr_req || m->handover.asked != m->handover.done ||
+        if (m->isr_req || m->lost_req || m->handover.asked != m->handover.done ||
             m->forget.asked != m->forget.done || m->readmit.asked != m->readmit.done)
             timeout = 0;
         pthread_mutex_unlock(&m->mu);
@@ -1276,6 +1378,16 @@ void cl_member_set_log(cl_member *m, uint64_t last_epoch, uint64_t last_idx)
         m->log_dirty = 1;
     }
     pthread_mutex_unlock(&m->mu);
+}
+
+void cl_member_leader_lost(cl_member *m, const char *addr)
+{
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->lost_addr, sizeof m->lost_addr, "%s", addr);
+    m->lost_req = 1;
+    pthread_mutex_unlock(&m->mu);
+    ssize_t w = write(m->wake_fd[1], "p", 1);
+    (void)w;
 }
 
 void cl_member_isr_propose(cl_member *m, const char *const *names, size_t n)

@@ -29,6 +29,10 @@
  * keepalive was SENT plus the TTL etcd answered (etcd counts from when it got it, later); the
  * node stops being leader lease_ttl / 4 before that (each etcd call is bounded by lease_ttl / 4
  * too), so it has stopped serving before the key can expire and another node take it.
+ * A follower that finds a dead leader's replication port refused revokes its lease sooner
+ * (cl_member_leader_lost, issue 46): then the old leader, if alive after all, may still
+ * believe it leads for a while, and what keeps it from confirming anything the new leader
+ * lacks is the ISR rule, not time (docs/cluster.md "A dead process is noticed at once").
  *
  * Threads: everything here runs on the member's thread except the functions marked (loop),
  * which take a mutex for a copy of the state. The loop learns of a change of role from
@@ -121,6 +125,15 @@ int cl_member_replication_port(const cl_member *m);
  * thread's next round) and used for the order of candidates. */
 void cl_member_set_hooks(cl_member *m, const cl_member_hooks *h);
 void cl_member_set_log(cl_member *m, uint64_t last_epoch, uint64_t last_idx);
+/* Any thread (the follower's stream client, issue 46): the established stream from the
+ * leader at addr ("HOST:PORT") ended (EOF, a reset). The member thread, at once: if etcd's
+ * leader key still names addr as its replication address and this node is in the ISR, it
+ * probes addr (probe.h); refused twice in a row, the leader's process is gone, and it revokes
+ * the leader's lease by id (logged "cluster: leader NAME's replication port ADDR refused
+ * twice ...: revoking its lease ..."), so the key goes and the election starts without
+ * waiting for the lease. Also: a node that finds the leader key naming itself under another
+ * lease than its own (an earlier process of it died leading) revokes that lease. */
+void cl_member_leader_lost(cl_member *m, const char *addr);
 /* A leader's ISR change: one etcd transaction that writes isr = names only if the leader key
  * is still ours (its create_revision) and epoch still ours, so a deposed leader can never
  * change the ISR. The outcome goes to hooks.isr_done (DEPOSED also steps down). */

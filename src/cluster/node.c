@@ -132,6 +132,13 @@ static void close_local(follower *f)
 
 /* ---- the replication client's callbacks (its thread) ---- */
 
+/* The stream from the leader ended: the member finds out whether its process is gone. */
+static void f_lost(void *ctx, const char *addr)
+{
+    follower *f = ctx;
+    cl_member_leader_lost(f->member, addr);
+}
+
 static int f_apply(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, size_t len, char *err,
                    size_t errlen)
 {
@@ -446,7 +453,8 @@ int cl_node_follow(node_config *cfg, cl_node **out)
                         .save = f_save,
                         .copy_begin = f_copy_begin,
                         .copy_write = f_copy_write,
-                        .copy_end = f_copy_end};
+                        .copy_end = f_copy_end,
+                        .lost = f_lost};
     sl_tls_ctx *tls = cl_auth_tls_ctx(&cfg->cluster, 0, err, sizeof err);
     if (!tls && err[0])
         goto fail;

@@ -1499,8 +1499,12 @@ static void *client_run(void *arg)
         }
         if (dropped)
             continue;
-        if (dead || sconn_write(&c->c) < 0)
+        if (dead || sconn_write(&c->c) < 0) {
+            /* the leader's end went away (its process died?): the member checks (issue 46) */
+            if (c->log.lost && !c->connecting && (!c->secret || c->c.auth == 2))
+                c->log.lost(c->log.ctx, c->dialed);
             client_drop(c, CL_STREAM_CONNECTING);
+        }
     }
     client_save(c); /* a promoted node continues from the saved position (node.c) */
     return NULL;

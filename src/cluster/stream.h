@@ -77,6 +77,11 @@ typedef struct cl_stream_log {
                       char *err, size_t errlen);
     int (*copy_end)(void *ctx, uint64_t snap_idx, const cl_repl_epochs *h, char *err,
                     size_t errlen);
+    /* follower (issue 46): a connection to the leader at addr that was established (and,
+     * with a secret, proved) ended: EOF, a reset or a failed send (not a drop of the
+     * client's own, such as a timeout or a refusal frame). The member probes addr
+     * (member.h cl_member_leader_lost). On the client's thread; NULL: none. */
+    void (*lost)(void *ctx, const char *addr);
 } cl_stream_log;
 
 /* ---- leader ---- */

@@ -1406,7 +1406,13 @@ static const setting cluster_rows[] = {
      .flags = SF_STRICT,
      CL(lease_ttl_s),
      RANGE(1, 60),
-     /* failover within 3 s at the defaults (issue 31) */
+     /* As short as is safe (issue 46): etcd grants at least 1.5 x its --election-timeout,
+      * rounded up to whole seconds (2 s at its default 1000 ms), so 1 would be raised to 2
+      * anyway; and a leader steps down when etcd has not answered a renewal within
+      * lease_ttl / 4 (500 ms here), which etcd's own fsyncs on a busy disk already approach.
+      * A killed or crashed leader process no longer waits for it (its followers find its
+      * replication port refused and revoke its lease: member.h); the lease bounds only a
+      * lost host, a partition or a stall (failover within lease_ttl + etcd's 0.5 s tick). */
      .def = "2",
      .err = "cluster.lease_ttl must be 1..60 seconds",
      .meaning = "the leader's etcd lease"},

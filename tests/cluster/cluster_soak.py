@@ -36,9 +36,15 @@ from cluster_harness import ClusterHarness, HarnessError, self_check, wait_until
 from workload import History, Workload, drain  # noqa: E402
 
 FAULTS = ["kill9-leader", "kill9-follower", "pause-leader", "cut-leader-followers",
-          "cut-leader-etcd", "fill-follower-disk", "slow-follower"]
+          "cut-leader-etcd", "fill-follower-disk", "slow-follower", "restart-leader",
+          "isolate-leader"]
 CONFIRMING = ("P-keep", "P-work", "T")
-LEADER_FAULTS = ("kill9-leader", "pause-leader", "cut-leader-etcd")
+# restart-leader (issue 46): kill -9 and a new process at once on the same addresses and
+# replication port, which may answer a follower's probe before it sees the port refused;
+# isolate-leader: every packet to and from the leader dropped (followers and etcd), so
+# nothing refuses and only the lease deposes it, and it must confirm nothing after
+LEADER_FAULTS = ("kill9-leader", "pause-leader", "cut-leader-etcd", "restart-leader",
+                 "isolate-leader")
 _SERVING = re.compile(r"^(\S+)Z \[info\] cluster: leader of \S+, epoch (\d+): serving", re.M)
 
 
@@ -157,6 +163,18 @@ class Soak:
             time.sleep(ttl + 1)  # past the ISR's lag limit: the full follower leaves it
             fo = first_confirm_after(hist, t, 15)
             h.unfill_disk(f)
+        elif kind == "restart-leader":
+            h.kill9(lead)
+            t = self.mark(hist, kind, lead, f)
+            h.restart(lead)
+            # the killed process confirms nothing invoked after t; the new one may lead
+            fo = first_confirm_after(hist, t, 30)
+        elif kind == "isolate-leader":
+            h.cut_leader_from_followers(lead)
+            h.cut_from_etcd(lead)
+            t = self.mark(hist, kind, lead, f)
+            fo = first_confirm_after(hist, t, 30, not_node=lead)
+            h.heal_links()
         elif kind == "slow-follower":
             backend = h.slow_link(lead, f, delay_ms=40, jitter_ms=20)
             t = self.mark(hist, kind, lead, f, backend=backend)

@@ -143,6 +143,8 @@ typedef struct flog {
     cl_repl_epochs saved_hist;
     uint64_t copied; /* bytes of full copies written */
     int copies;
+    int lost;           /* calls of the lost hook (issue 46) */
+    char lost_addr[64]; /* the address it named last */
 } flog;
 
 static int fl_apply(void *ctx, uint64_t idx, uint64_t epoch, const uint8_t *g, size_t len,
@@ -356,6 +358,67 @@ static void stop_all(fixture *x)
     ml_free(&x->ml);
     cl_repl_epochs_free(&x->lh);
 }
+
+/* Issue 46: the client tells its owner when an established stream from the leader ends
+ * (EOF, a reset), naming the address it dialed: the member then probes that port. Not for a
+ * refusal (a REFUSE frame, here a ban) nor for a dial the port refuses. */
+static void fl_lost(void *ctx, const char *addr)
+{
+    flog *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->lost++;
+    snprintf(f->lost_addr, sizeof f->lost_addr, "%s", addr);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int fl_lost_count(flog *f)
+{
+    pthread_mutex_lock(&f->mu);
+    int n = f->lost;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+START_TEST(the_end_of_an_established_stream_is_reported_a_refusal_is_not)
+{
+    fixture x;
+    __atomic_store_n(&ban_f1, 1, __ATOMIC_RELAXED);
+    start_leader(&x, 1, 1);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_init(&x.fl[i].mu, NULL);
+        char name[8], err[256];
+        snprintf(name, sizeof name, "f%d", i);
+        cl_stream_log lg = follower_log(&x.fl[i]);
+        lg.lost = fl_lost;
+        x.cl[i] =
+            cl_stream_client_start(name, "c", NULL, 0, NULL, 0, &empty, 0, &lg, err, sizeof err);
+        ck_assert_msg(x.cl[i] != NULL, "%s", err);
+        cl_stream_client_set_leader(x.cl[i], x.addr, 1);
+    }
+    for (int i = 0; i < 10; i++)
+        ml_append(&x.ml, 1);
+    WAIT_UNTIL(fl_saved(&x.fl[0]) == 10, 20000);
+    pause_ms(400); /* f1 refused (REFUSE 1) at least once more, after its retry pause */
+    ck_assert_int_eq(fl_lost_count(&x.fl[0]), 0);
+    ck_assert_int_eq(fl_lost_count(&x.fl[1]), 0);
+    /* the leader goes (its sockets closed, as the kernel closes a dead process's) */
+    cl_stream_server_stop(x.ml.srv);
+    x.ml.srv = NULL;
+    WAIT_UNTIL(fl_lost_count(&x.fl[0]) == 1, 20000);
+    pthread_mutex_lock(&x.fl[0].mu);
+    ck_assert_str_eq(x.fl[0].lost_addr, x.addr);
+    pthread_mutex_unlock(&x.fl[0].mu);
+    /* its dials after that are refused by the port: not reported again */
+    pause_ms(700);
+    ck_assert_int_eq(fl_lost_count(&x.fl[0]), 1);
+    ck_assert_int_eq(fl_lost_count(&x.fl[1]), 0);
+    __atomic_store_n(&ban_f1, 0, __ATOMIC_RELAXED);
+    cl_repl_epochs_free(&empty);
+    stop_all(&x);
+}
+END_TEST
 
 START_TEST(groups_reach_every_follower_and_release_waits_for_the_isr)
 {
@@ -776,6 +839,7 @@ static Suite *stream_suite(void)
     tcase_add_test(tc, groups_reach_every_follower_and_release_waits_for_the_isr);
     tcase_add_test(tc, the_position_is_saved_when_the_stream_is_quiet_not_per_batch);
     tcase_add_test(tc, below_min_isr_is_blocked_and_nothing_is_released);
+    tcase_add_test(tc, the_end_of_an_established_stream_is_reported_a_refusal_is_not);
     tcase_add_test(tc, a_banned_follower_is_refused_until_the_ban_goes);
     tcase_add_test(tc, a_group_no_longer_kept_or_a_divergent_log_takes_a_full_copy);
     tcase_add_test(tc, the_handshake_proof_binds_secret_role_names_and_nonces);
