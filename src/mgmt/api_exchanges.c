@@ -258,23 +258,14 @@ static qm_binding *find_binding(qm_exchange *src, qm_queue *dq, qm_exchange *dx,
     return NULL;
 }
 
-/* The AMQP door's rules for bind and unbind (h_queue.c, h_exchange.c): write on the
- * destination, read on the source, topic read on the key. 1, or 0 after replying 403. */
+/* The AMQP door's rules for bind and unbind (node_bind_check): 1, or 0 after replying 403. */
 static int binding_allowed(req *r, qm_exchange *src, qm_queue *dq, qm_exchange *dx, const char *key)
 {
-    const char *vh = src->vhost->name;
-    if (!(dq ? mgmt_req_allowed(r, vh, ACC_QUEUE, dq->name, ACC_WRITE)
-             : mgmt_req_allowed(r, vh, ACC_EXCHANGE, dx->name, ACC_WRITE)) ||
-        !mgmt_req_allowed(r, vh, ACC_EXCHANGE, src->name, ACC_READ))
-        return 0;
     char why[800];
-    if (src->type == QM_EX_TOPIC &&
-        acc_check_topic(r->m->n->acc, r->user, vh, src->name, key, strlen(key), ACC_READ, why,
-                        sizeof why) != SL_OK) {
-        mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
-        return 0;
-    }
-    return 1;
+    if (node_bind_check(r->m->n->acc, r->user, src, dq, dx, key, why, sizeof why) == SL_OK)
+        return 1;
+    mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
+    return 0;
 }
 
 static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm_exchange *dx)

@@ -35,14 +35,7 @@ static void totals(mgmt *m, const mq_caller *who, node_totals *t)
     struct listed_ctx l = {m, who};
     node_totals_model(m->n->qm, who ? vhost_listed : NULL, &l, t); /* node/totals.c */
     int monitor = !who || acc_is_monitor(m->n->acc, who->user);
-    const node_part *door = node_clients(m->n);
-    node_client c;
-    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
-        if (!c.listed || (!monitor && strcmp(c.user, who->user)))
-            continue;
-        t->connections++;
-        t->channels += c.channels;
-    }
+    node_totals_clients(node_clients(m->n), who ? who->user : NULL, monitor, t);
 }
 
 void mgmt_totals_get(mgmt *m, node_totals *t)
@@ -363,12 +356,6 @@ const char *mgmt_owner_name(mgmt *m, const void *owner)
     return door && door->owner_name ? door->owner_name(door->ctx, owner) : "";
 }
 
-/* filter_user: monitoring and administrator users see everyone's, others their own */
-static int sees_conn(req *r, const node_client *c)
-{
-    return acc_is_monitor(r->m->n->acc, r->user) || !strcmp(c->user, r->user);
-}
-
 json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch)
 {
     char name[200];
@@ -419,28 +406,19 @@ enum MHD_Result mgmt_api_connections(req *r)
     return mgmt_reply_method_not_allowed(r);
 }
 
-/* /api/channels/{name}: "<connection name> (<number>)", found without listing them all */
+/* /api/channels/{name}: "<connection name> (<number>)", found without listing them all
+ * (node_channel_find), of the connections the user sees (filter_user) */
 static json_t *find_channel(req *r, const char *name)
 {
-    const node_part *door = node_clients(r->m->n);
+    node_client_walk scope;
+    node_client_walk_init(&scope, NODE_WALK_CHANNELS);
+    scope.user = r->user;
+    scope.monitor = acc_is_monitor(r->m->n->acc, r->user);
     node_client c;
-    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
-        size_t n = strlen(c.name);
-        if (!c.listed || !sees_conn(r, &c) || strncmp(name, c.name, n) ||
-            strncmp(name + n, " (", 2))
-            continue;
-        char *end;
-        unsigned long id = strtoul(name + n + 2, &end, 10);
-        node_channel ch;
-        if (end == name + n + 2 || strcmp(end, ")") || id > 65535 ||
-            door->channel_at(door->ctx, c.id, id, &ch) != 1)
-            continue;
-        char canon[200]; /* "(01)" does not name channel 1 */
-        snprintf(canon, sizeof canon, "%s (%u)", c.name, ch.number);
-        if (!strcmp(canon, name))
-            return mgmt_channel_json(r->m, &c, &ch);
-    }
-    return NULL;
+    node_channel ch;
+    if (!node_channel_find(node_clients(r->m->n), &scope, name, &c, &ch))
+        return NULL;
+    return mgmt_channel_json(r->m, &c, &ch);
 }
 
 enum MHD_Result mgmt_api_channels(req *r)

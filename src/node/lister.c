@@ -18,8 +18,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "access/access.h"
 #include "core/clock.h"
 #include "core/mem.h"
+#include "node/node.h"
 
 #define RE_MATCH_LIMIT 100000u /* the permission patterns' limits (access/pattern.c) */
 #define RE_DEPTH_LIMIT 2000u
@@ -65,6 +67,56 @@ uint64_t node_slice_end(sl_loop *loop, uint64_t *turn, uint64_t *end, uint64_t s
 int node_slice_over(unsigned *k, uint64_t until)
 {
     return (++*k & 15) == 0 && sl_now_us() >= until;
+}
+
+/* Every job a step, in list order, while the turn's slice lasts; the rest next turn (the
+ * timer fires at once in the next loop turn: input is served in between). */
+static void jobs_tick(sl_loop *loop, sl_timer *t)
+{
+    node_jobs *js = t->data;
+    uint64_t until = node_jobs_slice_end(js);
+    node_job **pp = &js->head;
+    while (*pp && sl_now_us() < until) {
+        node_job *j = *pp;
+        if (j->step(j, until)) {
+            *pp = j->next;
+            j->done(j);
+            continue;
+        }
+        pp = &j->next;
+    }
+    if (js->head)
+        sl_timer_start(loop, &js->t, sl_loop_now(loop));
+}
+
+void node_jobs_init(node_jobs *js, sl_loop *loop, uint64_t slice_us)
+{
+    memset(js, 0, sizeof *js);
+    js->loop = loop;
+    js->slice_us = slice_us;
+    sl_timer_init(&js->t, jobs_tick, js);
+}
+
+uint64_t node_jobs_slice_end(node_jobs *js)
+{
+    return node_slice_end(js->loop, &js->turn, &js->end, js->slice_us);
+}
+
+void node_jobs_add(node_jobs *js, node_job *j)
+{
+    j->next = js->head;
+    js->head = j;
+    if (!sl_timer_armed(&js->t))
+        sl_timer_start(js->loop, &js->t, sl_loop_now(js->loop));
+}
+
+node_job *node_jobs_stop(node_jobs *js)
+{
+    node_job *left = js->head;
+    js->head = NULL;
+    if (js->loop)
+        sl_timer_stop(js->loop, &js->t);
+    return left;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -490,6 +542,170 @@ void node_binding_walk_free(node_binding_walk *w)
     sl_free(w->last);
     sl_free(w->bkey);
     sl_free(w->bdest);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * A door's clients in slices (lister.h): newest first by id, then channel slots, then
+ * consumers after the last tag walked
+ */
+
+void node_client_walk_init(node_client_walk *w, int what)
+{
+    memset(w, 0, sizeof *w);
+    w->what = what;
+    w->at = UINT64_MAX;
+}
+
+int node_client_in_scope(const node_client_walk *w, const node_client *c)
+{
+    if (!c->listed)
+        return 0;
+    if (!w->monitor && strcmp(c->user, w->user ? w->user : ""))
+        return 0;
+    if (w->vhost && strcmp(c->vhost, w->vhost))
+        return 0;
+    /* a client's consumers are on its vhost's queues: a listing of queues' figures, so only
+     * of the vhosts the user may list (monitoring users see connections, not queues) */
+    if (w->what == NODE_WALK_CONSUMERS && !w->admin &&
+        !(c->vhost[0] && acc_vhost_visible(w->acc, w->user ? w->user : "", c->vhost)))
+        return 0;
+    return !w->conn || !strcmp(c->name, w->conn);
+}
+
+static void forget_ctag(node_client_walk *w)
+{
+    sl_free(w->ctag);
+    w->ctag = NULL;
+}
+
+/* The consumer walk of one channel: the slice's clock, and the tag of the last consumer
+ * visited (where the walk resumes when the slice runs out). */
+typedef struct consumer_walk {
+    node_client_walk *w;
+    const node_client *c;
+    const node_channel *ch;
+    uint64_t until;
+    unsigned *k;
+    int visited; /* one at least in this call: the slice may end before the next */
+} consumer_walk;
+
+static int visit_consumer(void *arg, const node_consumer *o)
+{
+    consumer_walk *cw = arg;
+    node_client_walk *w = cw->w;
+    if (cw->visited && node_slice_over(cw->k, cw->until))
+        return 0; /* w->ctag holds the previous one */
+    cw->visited = 1;
+    sl_free(w->ctag);
+    w->ctag = sl_xstrndup(o->tag, o->tag_len);
+    w->ctag_len = o->tag_len;
+    if (o->queue)
+        w->visit_consumer(w->ctx, cw->c, cw->ch, o);
+    return 1;
+}
+
+/* The channel's consumers after the last one walked (found again by tag; all of them when
+ * there is none, or when it is gone); 0 when the slice ran out, the place kept. */
+static int visit_consumers(node_client_walk *w, const node_part *door, const node_client *c,
+                           const node_channel *ch, size_t slot, uint64_t until, unsigned *k)
+{
+    consumer_walk cw = {w, c, ch, until, k, 0};
+    char *after = w->ctag;
+    w->ctag = NULL;
+    int done = door->consumers(door->ctx, c->id, slot, after, after ? w->ctag_len : 0,
+                               visit_consumer, &cw);
+    if (!w->ctag) /* none visited in this call: resume where it was */
+        w->ctag = after;
+    else
+        sl_free(after);
+    if (done)
+        forget_ctag(w);
+    return done;
+}
+
+/* The channels of c from w->slot on; 0 when the slice ran out (w->slot is where to resume). */
+static int visit_channels(node_client_walk *w, const node_part *door, const node_client *c,
+                          uint64_t until, unsigned *k)
+{
+    node_channel ch;
+    int rc;
+    for (size_t i = w->slot; (rc = door->channel_at(door->ctx, c->id, i, &ch)) >= 0; i++) {
+        if (i != w->slot && w->ctag) /* past the channel it was of */
+            forget_ctag(w);
+        if (node_slice_over(k, until)) {
+            w->slot = i;
+            return 0;
+        }
+        if (!rc)
+            continue;
+        if (w->what == NODE_WALK_CHANNELS) {
+            w->visit_channel(w->ctx, c, &ch);
+            continue;
+        }
+        if (!visit_consumers(w, door, c, &ch, i, until, k)) {
+            w->slot = i;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int node_walk_clients(const node_part *door, node_client_walk *w, uint64_t until)
+{
+    unsigned k = 0;
+    node_client c;
+    if (!door || !door->client_next(door->ctx, w->at, &c))
+        return 1;
+    if (c.id != w->at) {
+        w->slot = 0; /* the one being walked is gone */
+        forget_ctag(w);
+    }
+    for (;;) {
+        if (node_client_in_scope(w, &c)) {
+            if (w->what == NODE_WALK_CONNECTIONS) {
+                w->visit_client(w->ctx, &c);
+            } else if (!visit_channels(w, door, &c, until, &k)) {
+                w->at = c.id;
+                return 0;
+            }
+        }
+        w->slot = 0;
+        forget_ctag(w);
+        w->at = c.id - 1; /* ids start at 1 */
+        if (node_slice_over(&k, until))
+            return 0;
+        if (!door->client_next(door->ctx, w->at, &c))
+            return 1;
+    }
+}
+
+int node_channel_find(const node_part *door, const node_client_walk *scope, const char *name,
+                      node_client *c, node_channel *ch)
+{
+    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, c); at = c->id - 1) {
+        size_t n = strlen(c->name);
+        if (!node_client_in_scope(scope, c) || strncmp(name, c->name, n) ||
+            strncmp(name + n, " (", 2))
+            continue;
+        char *end;
+        unsigned long id = strtoul(name + n + 2, &end, 10);
+        if (end == name + n + 2 || strcmp(end, ")") || id > 65535 ||
+            door->channel_at(door->ctx, c->id, id, ch) != 1)
+            continue;
+        char canon[200]; /* "(01)" does not name channel 1 */
+        snprintf(canon, sizeof canon, "%s (%u)", c->name, ch->number);
+        if (!strcmp(canon, name))
+            return 1;
+    }
+    return 0;
+}
+
+void node_client_walk_free(node_client_walk *w)
+{
+    sl_free(w->vhost);
+    sl_free(w->conn);
+    sl_free(w->user);
+    sl_free(w->ctag);
 }
 
 /* ------------------------------------------------------------------------------------------

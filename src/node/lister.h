@@ -19,7 +19,11 @@
 #include "core/buf.h"
 #include "core/oset.h"
 #include "net/loop.h"
+#include "node/clients.h"
 #include "qm/qm.h"
+
+struct acc_db;
+struct node_part;
 
 /* What a cursor walks (the kinds are the mgmt pager's first two, PAGER_QUEUES/EXCHANGES). */
 enum { NODE_LIST_QUEUES, NODE_LIST_EXCHANGES };
@@ -42,6 +46,33 @@ uint64_t node_page_offset(long page, long page_size);
 uint64_t node_slice_end(sl_loop *loop, uint64_t *turn, uint64_t *end, uint64_t slice_us);
 /* Counts one step in *k: 1 every 16th step once the slice is over. */
 int node_slice_over(unsigned *k, uint64_t until);
+
+/* ---- jobs: walks that go on over loop turns, all of them sharing one slice per turn ----
+ * A job is stepped until its step says it is done, then handed to done (off the list). A
+ * new job starts in the next turn; what its creator did in this turn counts against the
+ * same slice (node_jobs_slice_end). */
+typedef struct node_job node_job;
+struct node_job {
+    node_job *next;
+    int (*step)(node_job *j, uint64_t until); /* one slice of work: 1 when done */
+    void (*done)(node_job *j);                /* once, when step said so */
+};
+
+typedef struct node_jobs {
+    sl_loop *loop;
+    uint64_t slice_us; /* CPU for every job together in one loop turn */
+    node_job *head;
+    sl_timer t;
+    uint64_t turn, end; /* the loop turn of the slice, and its end (node_slice_end) */
+} node_jobs;
+
+void node_jobs_init(node_jobs *js, sl_loop *loop, uint64_t slice_us);
+/* The end (sl_now_us) of this turn's slice, shared by the jobs and whoever starts one. */
+uint64_t node_jobs_slice_end(node_jobs *js);
+void node_jobs_add(node_jobs *js, node_job *j);
+/* Stops: the timer, and the jobs still running handed back as a list (next) for the
+ * caller to let go of; none is stepped or done again. */
+node_job *node_jobs_stop(node_jobs *js);
 
 /* ---- queues or exchanges of one vhost or several, in (vhost, name) order ---- */
 typedef struct node_cursor {
@@ -144,6 +175,50 @@ typedef struct node_binding_walk {
 int node_walk_bindings(qm_node *qm, node_binding_walk *w, const node_cursor *vhosts,
                        uint64_t until);
 void node_binding_walk_free(node_binding_walk *w);
+
+/* ---- a door's clients (connections, channels, consumers), walked in slices ----
+ * Nothing keeps them in an order a cursor could follow; the walk resumes by what does not
+ * move: client ids decrease newest first (the id being walked), the next channel slot in it,
+ * and in that channel the tag of the last consumer walked. A client closed meanwhile is
+ * simply not met again; a consumer may be met twice when its channel's place was lost (the
+ * visitor deduplicates). */
+enum { NODE_WALK_CONNECTIONS, NODE_WALK_CHANNELS, NODE_WALK_CONSUMERS };
+
+typedef struct node_client_walk {
+    /* what and the scope (the walk's own copies; NULL: no restriction) */
+    int what;    /* NODE_WALK_* */
+    char *vhost; /* only clients in this vhost */
+    char *conn;  /* only this client (by name) */
+    char *user;  /* filter_user: a monitor sees every client, others their own */
+    int monitor;
+    int admin; /* consumers are on queues: of the vhosts user may list (admins: all) */
+    const struct acc_db *acc;
+    /* what is met (consumers only those on a queue) */
+    void (*visit_client)(void *ctx, const node_client *c);
+    void (*visit_channel)(void *ctx, const node_client *c, const node_channel *ch);
+    void (*visit_consumer)(void *ctx, const node_client *c, const node_channel *ch,
+                           const node_consumer *o);
+    void *ctx;
+    /* the place */
+    uint64_t at; /* the id being walked (UINT64_MAX: from the newest) */
+    size_t slot; /* its next channel slot */
+    char *ctag;  /* consumers: that channel is partly walked, up to this tag */
+    size_t ctag_len;
+} node_client_walk;
+
+/* what, from the newest client; the rest of *w zeroed (the caller fills the scope). */
+void node_client_walk_init(node_client_walk *w, int what);
+/* 1 when a client of the scope may be listed (clients before login, or closing, are not). */
+int node_client_in_scope(const node_client_walk *w, const node_client *c);
+/* Walks on from the place until the slice ends: 1 when every client (channel, consumer) of
+ * the scope has been met. door NULL (no door has clients): 1 at once. */
+int node_walk_clients(const struct node_part *door, node_client_walk *w, uint64_t until);
+void node_client_walk_free(node_client_walk *w);
+/* The channel RabbitMQ names "CLIENT (N)" (N canonical: "(01)" names nothing) of a client in
+ * scope (its user, monitor: node_client_in_scope), found without listing them all: 1 with
+ * *c and *ch (views valid until the door changes), 0 when there is none. */
+int node_channel_find(const struct node_part *door, const node_client_walk *scope, const char *name,
+                      node_client *c, node_channel *ch);
 
 /* ---- a peek: a queue's messages from an offset, viewed in slices ---- */
 typedef struct node_peek {

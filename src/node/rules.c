@@ -84,3 +84,24 @@ sl_err node_exchange_delete_check(const char *name, size_t len, const char *vhos
     }
     return SL_OK;
 }
+
+sl_err node_perm_check(const acc_db *a, const char *user, const char *vhost, acc_kind kind,
+                       const char *name, acc_perm perm, char *why, size_t whylen)
+{
+    sl_err e = acc_check_vhost(a, user, vhost, why, whylen);
+    return e != SL_OK ? e : acc_check(a, user, vhost, kind, name, strlen(name), perm, why, whylen);
+}
+
+sl_err node_bind_check(const acc_db *a, const char *user, const qm_exchange *src,
+                       const qm_queue *dq, const qm_exchange *dx, const char *key, char *why,
+                       size_t whylen)
+{
+    const char *vh = src->vhost->name;
+    sl_err e = dq ? node_perm_check(a, user, vh, ACC_QUEUE, dq->name, ACC_WRITE, why, whylen)
+                  : node_perm_check(a, user, vh, ACC_EXCHANGE, dx->name, ACC_WRITE, why, whylen);
+    if (e == SL_OK)
+        e = node_perm_check(a, user, vh, ACC_EXCHANGE, src->name, ACC_READ, why, whylen);
+    if (e == SL_OK && src->type == QM_EX_TOPIC)
+        e = acc_check_topic(a, user, vh, src->name, key, strlen(key), ACC_READ, why, whylen);
+    return e;
+}

@@ -47,4 +47,17 @@ sl_err node_exchange_new_name(const char *name, size_t len, int exists, char *wh
 sl_err node_exchange_delete_check(const char *name, size_t len, const char *vhost, char *why,
                                   size_t whylen);
 
+/* A permission as the AMQP door checks it: the vhost first (the user must be able to log
+ * into it, administrators included), then perm on the resource. SL_OK, or the access
+ * module's refusal. */
+sl_err node_perm_check(const acc_db *a, const char *user, const char *vhost, acc_kind kind,
+                       const char *name, acc_perm perm, char *why, size_t whylen);
+
+/* Binding src to a queue (dq) or an exchange (dx) with key, or unbinding it, as user: write
+ * on the destination, read on the source, and on a topic exchange topic read on the key (the
+ * AMQP rules of queue.bind and exchange.bind). SL_OK, or the access module's refusal. */
+sl_err node_bind_check(const acc_db *a, const char *user, const qm_exchange *src,
+                       const qm_queue *dq, const qm_exchange *dx, const char *key, char *why,
+                       size_t whylen);
+
 #endif

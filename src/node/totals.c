@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "node/node.h"
+
 static void add_queue(node_totals *t, qm_queue *q, int top)
 {
     if (top)
@@ -46,6 +48,17 @@ void node_totals_model(qm_node *qm, int (*listed)(void *ctx, const char *vhost),
         void *qv;
         while (sl_map_next(vh->queues, &qit, &k, &kl, &qv))
             add_queue(t, qv, 1);
+    }
+}
+
+void node_totals_clients(const node_part *door, const char *user, int monitor, node_totals *t)
+{
+    node_client c;
+    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
+        if (!c.listed || (!monitor && strcmp(c.user, user ? user : "")))
+            continue;
+        t->connections++;
+        t->channels += c.channels;
     }
 }
 

@@ -1,8 +1,8 @@
 /* test_lister.c - unit tests for the node's lists and rules below the doors (src/node/lister.c,
  * src/node/rules.c, src/node/totals.c): page parameters as RabbitMQ reads them, sort keys whose
  * byte order is RabbitMQ's order, the name filter, a cursor over several vhosts in both
- * directions and by rank, the bindings walk resumed across slices, the refusals' texts, and
- * the totals.
+ * directions and by rank, the bindings walk and a door's clients walk resumed across slices,
+ * the refusals' texts, and the totals.
  */
 #include <check.h>
 #include <stdint.h>
@@ -13,6 +13,7 @@
 #include "amqp/method.h"
 #include "core/mem.h"
 #include "node/lister.h"
+#include "node/node.h"
 #include "node/rules.h"
 #include "node/totals.h"
 #include "qm/qm.h"
@@ -340,6 +341,289 @@ START_TEST(peek_in_slices)
 }
 END_TEST
 
+/* ---- a door's clients (node_walk_clients) over a fake door: clients 4 (not listed: before
+ * login), 3 (user a, vhost v2), 2 (user b, vhost v1), 1 (user a, vhost v1); channel slots 0
+ * (empty), 1 and 2; CONSUMERS consumers in each, k05 not on a queue ---- */
+
+#define CONSUMERS 40
+static const qm_queue fake_queue;
+static const char *const fake_users[] = {"", "a", "b", "a", "x"};
+static const char *const fake_vhosts[] = {"", "v1", "v1", "v2", "v1"};
+static int fake_calls; /* consumers hook calls */
+
+static int fake_client(uint64_t id, node_client *out)
+{
+    static char names[5][8];
+    memset(out, 0, sizeof *out);
+    snprintf(names[id], sizeof names[id], "c%llu", (unsigned long long)id);
+    out->id = id;
+    out->name = names[id];
+    out->user = fake_users[id];
+    out->vhost = fake_vhosts[id];
+    out->listed = id != 4;
+    out->channels = 2;
+    return 1;
+}
+
+static int fake_client_next(void *ctx, uint64_t at_most, node_client *out)
+{
+    (void)ctx;
+    return at_most ? fake_client(at_most > 4 ? 4 : at_most, out) : 0;
+}
+
+static int fake_channel_at(void *ctx, uint64_t client, size_t slot, node_channel *out)
+{
+    (void)ctx;
+    (void)client;
+    if (slot > 2)
+        return -1;
+    memset(out, 0, sizeof *out);
+    out->number = (unsigned)slot;
+    return slot != 0;
+}
+
+static int fake_consumers(void *ctx, uint64_t client, size_t slot, const char *after,
+                          size_t after_len, node_consumer_fn fn, void *arg)
+{
+    (void)ctx;
+    (void)client;
+    (void)slot;
+    fake_calls++;
+    int from = 0;
+    if (after && after_len == 3 && after[0] == 'k')
+        from = atoi(after + 1) + 1;
+    for (int i = from; i < CONSUMERS; i++) {
+        char tag[16];
+        snprintf(tag, sizeof tag, "k%02d", i);
+        node_consumer o = {.tag = tag, .tag_len = 3, .queue = i == 5 ? NULL : &fake_queue};
+        if (!fn(arg, &o))
+            return 0;
+    }
+    return 1;
+}
+
+struct met {
+    int clients[5], channels[5][3];
+    int consumers[5][3][CONSUMERS]; /* times met */
+};
+
+static void met_client(void *ctx, const node_client *c)
+{
+    ((struct met *)ctx)->clients[c->id]++;
+}
+
+static void met_channel(void *ctx, const node_client *c, const node_channel *ch)
+{
+    ((struct met *)ctx)->channels[c->id][ch->number]++;
+}
+
+static void met_consumer(void *ctx, const node_client *c, const node_channel *ch,
+                         const node_consumer *o)
+{
+    ((struct met *)ctx)->consumers[c->id][ch->number][atoi(o->tag + 1)]++;
+}
+
+/* Walks to the end with slices already over (until 0: a step or so per call); the calls. */
+static int walk_all(const node_part *door, node_client_walk *w)
+{
+    int calls = 1;
+    while (!node_walk_clients(door, w, 0)) {
+        calls++;
+        ck_assert_int_lt(calls, 10000);
+    }
+    return calls;
+}
+
+START_TEST(clients_walk_resumes)
+{
+    node_part door = {.name = "fake",
+                      .client_next = fake_client_next,
+                      .channel_at = fake_channel_at,
+                      .consumers = fake_consumers};
+    struct met m;
+    node_client_walk w;
+    /* connections: a monitor sees every listed one, in one call with time left */
+    memset(&m, 0, sizeof m);
+    node_client_walk_init(&w, NODE_WALK_CONNECTIONS);
+    w.monitor = 1;
+    w.visit_client = met_client;
+    w.ctx = &m;
+    ck_assert_int_eq(node_walk_clients(&door, &w, UINT64_MAX), 1);
+    ck_assert_int_eq(m.clients[1] + m.clients[2] + m.clients[3], 3);
+    ck_assert_int_eq(m.clients[4], 0);
+    node_client_walk_free(&w);
+    /* a user's own, in one vhost */
+    memset(&m, 0, sizeof m);
+    node_client_walk_init(&w, NODE_WALK_CONNECTIONS);
+    w.user = sl_xstrdup("a");
+    w.vhost = sl_xstrdup("v1");
+    w.visit_client = met_client;
+    w.ctx = &m;
+    walk_all(&door, &w);
+    ck_assert(m.clients[1] == 1 && m.clients[2] == 0 && m.clients[3] == 0);
+    node_client_walk_free(&w);
+    /* one connection's channels: slot 0 is empty */
+    memset(&m, 0, sizeof m);
+    node_client_walk_init(&w, NODE_WALK_CHANNELS);
+    w.monitor = 1;
+    w.conn = sl_xstrdup("c2");
+    w.visit_channel = met_channel;
+    w.ctx = &m;
+    walk_all(&door, &w);
+    ck_assert(m.channels[2][0] == 0 && m.channels[2][1] == 1 && m.channels[2][2] == 1);
+    ck_assert_int_eq(m.channels[1][1] + m.channels[3][1], 0);
+    node_client_walk_free(&w);
+    /* consumers, in many slices: each on a queue met exactly once (the place is the tag) */
+    memset(&m, 0, sizeof m);
+    fake_calls = 0;
+    node_client_walk_init(&w, NODE_WALK_CONSUMERS);
+    w.monitor = w.admin = 1;
+    w.visit_consumer = met_consumer;
+    w.ctx = &m;
+    int calls = walk_all(&door, &w);
+    ck_assert_int_gt(calls, 3 * 2 * CONSUMERS / 16);
+    for (int c = 1; c <= 3; c++)
+        for (int ch = 1; ch <= 2; ch++)
+            for (int i = 0; i < CONSUMERS; i++)
+                ck_assert_msg(m.consumers[c][ch][i] == (i == 5 ? 0 : 1), "c%d ch%d k%02d met %d", c,
+                              ch, i, m.consumers[c][ch][i]);
+    ck_assert_ptr_null(w.ctag); /* nothing left over at the end */
+    node_client_walk_free(&w);
+    /* no door with clients: done at once */
+    node_client_walk_init(&w, NODE_WALK_CONNECTIONS);
+    ck_assert_int_eq(node_walk_clients(NULL, &w, UINT64_MAX), 1);
+    node_client_walk_free(&w);
+}
+END_TEST
+
+/* ---- jobs sharing the turn's slice (node_jobs) ---- */
+
+struct tjob {
+    node_job j;
+    int steps, need, done;
+    node_jobs *js;
+};
+
+static int tjob_step(node_job *j, uint64_t until)
+{
+    struct tjob *t = (struct tjob *)j;
+    ck_assert_uint_gt(until, 0);
+    return ++t->steps >= t->need;
+}
+
+static int tjobs_left;
+
+static void tjob_done(node_job *j)
+{
+    struct tjob *t = (struct tjob *)j;
+    t->done++;
+    if (--tjobs_left == 0)
+        sl_loop_stop(t->js->loop);
+}
+
+START_TEST(jobs_share_turns)
+{
+    sl_loop *loop = sl_loop_new();
+    node_jobs js;
+    node_jobs_init(&js, loop, 3000);
+    /* one slice end per turn, whoever asks */
+    uint64_t end = node_jobs_slice_end(&js);
+    ck_assert_uint_eq(node_jobs_slice_end(&js), end);
+    struct tjob a = {.j = {.step = tjob_step, .done = tjob_done}, .need = 1, .js = &js};
+    struct tjob b = {.j = {.step = tjob_step, .done = tjob_done}, .need = 5, .js = &js};
+    tjobs_left = 2;
+    node_jobs_add(&js, &a.j);
+    node_jobs_add(&js, &b.j);
+    sl_loop_run(loop);
+    /* each stepped until it said done, then done once and off the list */
+    ck_assert_int_eq(a.steps, 1);
+    ck_assert_int_eq(b.steps, 5);
+    ck_assert(a.done == 1 && b.done == 1);
+    ck_assert_ptr_null(js.head);
+    /* stopped with one still running: handed back, not stepped again */
+    struct tjob c = {.j = {.step = tjob_step, .done = tjob_done}, .need = 1000, .js = &js};
+    node_jobs_add(&js, &c.j);
+    ck_assert_ptr_eq(node_jobs_stop(&js), &c.j);
+    ck_assert_int_eq(c.steps, 0);
+    ck_assert_ptr_null(node_jobs_stop(&js));
+    sl_loop_free(loop);
+}
+END_TEST
+
+/* The client totals and a channel found by name, over the same fake door. */
+START_TEST(clients_totals_and_channel_by_name)
+{
+    node_part door = {.name = "fake",
+                      .client_next = fake_client_next,
+                      .channel_at = fake_channel_at,
+                      .consumers = fake_consumers};
+    node_totals t;
+    memset(&t, 0, sizeof t);
+    node_totals_clients(&door, NULL, 1, &t); /* a monitor: every listed client */
+    ck_assert(t.connections == 3 && t.channels == 6);
+    memset(&t, 0, sizeof t);
+    node_totals_clients(&door, "a", 0, &t); /* its own */
+    ck_assert(t.connections == 2 && t.channels == 4);
+    node_totals_clients(NULL, "a", 0, &t); /* no door: nothing added */
+    ck_assert(t.connections == 2);
+
+    node_client_walk scope;
+    node_client_walk_init(&scope, NODE_WALK_CHANNELS);
+    scope.user = "a";
+    node_client c;
+    node_channel ch;
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (2)", &c, &ch), 1);
+    ck_assert(c.id == 3 && ch.number == 2);
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c2 (1)", &c, &ch), 0);  /* b's */
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (0)", &c, &ch), 0);  /* empty slot */
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (02)", &c, &ch), 0); /* not canonical */
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (9)", &c, &ch), 0);
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (1", &c, &ch), 0);
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c4 (1)", &c, &ch), 0); /* not listed */
+    scope.monitor = 1;
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c2 (1)", &c, &ch), 1);
+    ck_assert_int_eq(node_channel_find(NULL, &scope, "c2 (1)", &c, &ch), 0);
+}
+END_TEST
+
+/* The bind rule: write on the destination, read on the source, topic read on the key. */
+START_TEST(bind_rule)
+{
+    qm_vhost *vh = qm_vhost_create(N, "/");
+    qm_queue *q = declare(vh, "q");
+    qm_exchange *x = exchange(vh, "x");
+    qm_exchange_decl td = {"t", 1, QM_EX_TOPIC, 0, 0, 0, (amqp_bytes){0}};
+    qm_exchange *t = NULL;
+    ck_assert_int_eq(qm_exchange_declare(vh, &td, &t, err, sizeof err), SL_OK);
+    acc_db *a = acc_new();
+    ck_assert_int_eq(acc_vhost_put(a, "/", NULL, NULL, NULL, err, sizeof err), SL_OK);
+    acc_user_def u = {.name = "u", .password = "pw", .password_len = 2};
+    ck_assert_int_eq(acc_user_put(a, &u, NULL, err, sizeof err), SL_OK);
+    /* no permission on the vhost at all: the vhost's refusal first */
+    ck_assert_int_ne(node_bind_check(a, "u", x, q, NULL, "k", err, sizeof err), SL_OK);
+    ck_assert_msg(strstr(err, "vhost '/'") != NULL, "%s", err);
+    /* write on q only: reading x is refused */
+    ck_assert_int_eq(acc_perm_set(a, "u", "/", "", "^q$", "", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", x, q, NULL, "k", err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    ck_assert_msg(strstr(err, "access to exchange 'x' in vhost '/' refused"), "%s", err);
+    ck_assert_int_eq(node_perm_check(a, "u", "/", ACC_QUEUE, "q", ACC_WRITE, err, sizeof err),
+                     SL_OK);
+    /* and read on x: allowed; to an exchange needs write on it */
+    ck_assert_int_eq(acc_perm_set(a, "u", "/", "", "^q$", "^[xt]$", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", x, q, NULL, "k", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", x, NULL, t, "k", err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    /* a topic source: its topic permission on the key */
+    ck_assert_int_eq(acc_topic_perm_set(a, "u", "/", "t", ".*", "^ok\\.", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", t, q, NULL, "ok.1", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", t, q, NULL, "no.1", err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    ck_assert_msg(strstr(err, "access to topic 'no.1' in exchange 't'"), "%s", err);
+    acc_free(a);
+}
+END_TEST
+
 static Suite *lister_suite(void)
 {
     Suite *s = suite_create("lister");
@@ -353,6 +637,10 @@ static Suite *lister_suite(void)
     tcase_add_test(tc, rules_texts);
     tcase_add_test(tc, totals);
     tcase_add_test(tc, peek_in_slices);
+    tcase_add_test(tc, clients_walk_resumes);
+    tcase_add_test(tc, jobs_share_turns);
+    tcase_add_test(tc, clients_totals_and_channel_by_name);
+    tcase_add_test(tc, bind_rule);
     suite_add_tcase(s, tc);
     return s;
 }
