@@ -28,6 +28,34 @@ int http_pct_decode(char *s)
     return 0;
 }
 
+int http_path_split(const char *url, const char *prefix, int *prefixed, char **segs, size_t max,
+                    size_t *n, int (*valid)(const char *seg))
+{
+    *prefixed = 0;
+    const char *p = url;
+    size_t pl = prefix ? strlen(prefix) : 0;
+    for (int first = 1; *p; first = 0) {
+        p += strspn(p, "/");
+        size_t len = strcspn(p, "/");
+        if (!len)
+            break;
+        if (first && prefix && len == pl && !memcmp(p, prefix, pl)) {
+            *prefixed = 1;
+        } else {
+            if (*n == max)
+                return -1;
+            char *s = sl_xstrndup(p, len);
+            segs[(*n)++] = s;
+            if (http_pct_decode(s) < 0)
+                return -1;
+            if (valid && !valid(s))
+                return -2;
+        }
+        p += len;
+    }
+    return 0;
+}
+
 char *http_query_decode(const char *raw)
 {
     char *s = sl_xstrdup(raw), *o = s;
@@ -43,6 +71,24 @@ char *http_query_decode(const char *raw)
     }
     *o = 0;
     return s;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The connection
+ */
+
+int http_req_over_tls(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    return ci && ci->tls_session;
+}
+
+const struct sockaddr *http_req_client_addr(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return ci ? ci->client_addr : NULL;
 }
 
 /* ------------------------------------------------------------------------------------------

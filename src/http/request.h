@@ -10,6 +10,7 @@
 #include <microhttpd.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "core/buf.h"
 #include "core/err.h"
@@ -17,9 +18,22 @@
 /* ---- decoding ---- */
 /* A path segment percent-decoded in place; -1 on a bad escape or an escaped NUL (%00). */
 int http_pct_decode(char *s);
+/* url's path split at '/' (empty segments skipped) into segs (new strings, sl_free; kept in
+ * segs[*n] on failure too), each percent-decoded after the split (so "%2F" stays inside its
+ * segment) and then checked by valid (NULL: any), in order. A first segment that is exactly
+ * prefix (raw; NULL: none) is dropped and *prefixed set. 0; -1 past max segments or on a bad
+ * escape; -2 when valid refuses a segment. */
+int http_path_split(const char *url, const char *prefix, int *prefixed, char **segs, size_t max,
+                    size_t *n, int (*valid)(const char *seg));
 /* A query value as browsers encode forms: '+' is a space, %XX a byte; a bad escape and %00
  * are left as they are. A new string (sl_free). */
 char *http_query_decode(const char *raw);
+
+/* ---- the connection ---- */
+/* 1 when the request came over TLS (the HTTPS listener). */
+int http_req_over_tls(struct MHD_Connection *c);
+/* The client's address, or NULL when libmicrohttpd does not say. */
+const struct sockaddr *http_req_client_addr(struct MHD_Connection *c);
 
 /* ---- statuses ---- */
 /* The HTTP status of a failure: 404 for what is not there, 403 refused, 409 locked or full,

@@ -5,6 +5,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -164,4 +165,11 @@ char *http_session_end(http_sessions *t, const char *token)
     s->user = NULL;
     session_free(s);
     return user;
+}
+
+void http_session_cookie(char *buf, size_t len, const char *name, const char *token, int max_age_s,
+                         int secure)
+{
+    snprintf(buf, len, "%s=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s", name, token,
+             max_age_s, secure ? "; Secure" : "");
 }

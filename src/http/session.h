@@ -52,4 +52,10 @@ http_session *http_session_find(http_sessions *t, const http_session_limits *lim
 /* End the session of token: its user name (sl_free), or NULL when there was none. */
 char *http_session_end(http_sessions *t, const char *token);
 
+/* The Set-Cookie value for a session's token (token "" and max_age_s 0: the cookie's end)
+ * into buf: HttpOnly (no script reads it), SameSite=Strict (no other site's page sends it),
+ * Path=/, Max-Age, and Secure when it was set over TLS (never sent over plain HTTP). */
+void http_session_cookie(char *buf, size_t len, const char *name, const char *token, int max_age_s,
+                         int secure);
+
 #endif

@@ -82,13 +82,10 @@ enum MHD_Result mgmt_api_overview(req *r)
                                   "channels", (json_int_t)t.channels, "exchanges",
                                   (json_int_t)t.exchanges, "queues", (json_int_t)t.queues,
                                   "consumers", (json_int_t)t.consumers));
-    /* RabbitMQ's split: deliver_get = deliver + deliver_no_ack + get + get_no_ack. The queues
-     * count hand-outs (with or without ack) and their basic.get answers, the vhosts their
-     * confirms; all of it over the vhosts this user may list (totals above) */
-    uint64_t dna = t.delivered_no_ack -
-                   (t.get_no_ack < t.delivered_no_ack ? t.get_no_ack : t.delivered_no_ack);
-    uint64_t dack = t.delivered - t.delivered_no_ack;
-    dack -= t.get < dack ? t.get : dack;
+    /* RabbitMQ's split of deliver_get (node_totals_deliveries), over the vhosts this user may
+     * list (totals above); the vhosts count their confirms */
+    uint64_t dack, dna;
+    node_totals_deliveries(&t, &dack, &dna);
     json_object_set_new(o, "message_stats",
                         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "publish",
                                   (json_int_t)t.published, "confirm", (json_int_t)t.confirm,

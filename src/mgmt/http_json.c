@@ -19,16 +19,12 @@
 
 static void resume_after_sync(void *ctx)
 {
-    mgmt_req_resume(ctx); /* MHD calls on_request again, which sends r->held */
+    mgmt_req_resume(ctx); /* MHD calls on_request again, which sends r->h.held */
 }
 
 static enum MHD_Result send_held(req *r)
 {
-    struct MHD_Response *resp = r->held;
-    r->held = NULL;
-    enum MHD_Result rc = MHD_queue_response(r->conn, r->held_status, resp);
-    MHD_destroy_response(resp);
-    return rc;
+    return http_send_held(&r->h);
 }
 
 enum MHD_Result mgmt_req_respond(req *r, unsigned status, struct MHD_Response *resp)
@@ -40,8 +36,7 @@ enum MHD_Result mgmt_req_respond(req *r, unsigned status, struct MHD_Response *r
      * would hang with it. */
     if (status < 400 && !r->no_store && strcmp(r->method, "GET") != 0 &&
         node_after_sync(r->m->n, resume_after_sync, r)) {
-        r->held = resp;
-        r->held_status = status;
+        http_hold(&r->h, status, resp);
         mgmt_req_suspend(r, send_held);
         return MHD_YES;
     }
@@ -229,13 +224,7 @@ enum MHD_Result mgmt_reply_not_found(req *r)
 
 const char *mgmt_req_query(req *r, const char *key)
 {
-    const char *raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
-    if (!raw)
-        return NULL;
-    char *s = http_query_decode(raw);
-    r->scratch = sl_xrealloc(r->scratch, (r->n_scratch + 1) * sizeof *r->scratch);
-    r->scratch[r->n_scratch++] = s;
-    return s;
+    return http_req_query(&r->h, key);
 }
 
 int mgmt_req_query_bool(req *r, const char *key)
@@ -271,15 +260,12 @@ json_t *mgmt_req_body(req *r, int allow_empty)
 
 int mgmt_req_disk_ok(req *r, int memory_too)
 {
-    int alarms = r->m->n->alarms & (memory_too ? (ALARM_DISK | ALARM_MEMORY) : ALARM_DISK);
-    if (!alarms)
-        return 1;
     /* The AMQP door blocks what needs the disk under an alarm; here the client gets an answer
      * at once and tries again later. */
-    mgmt_reply_sl_err(r, SL_ERR_RESOURCE, "%s alarm: refused until it clears (%s)",
-                      alarms & ALARM_DISK ? "disk" : "memory",
-                      alarms & ALARM_DISK ? "free disk under disk_free_limit"
-                                          : "memory above memory_high_watermark");
+    char why[200];
+    if (node_alarm_check(r->m->n->alarms, memory_too, why, sizeof why) == SL_OK)
+        return 1;
+    mgmt_reply_sl_err(r, SL_ERR_RESOURCE, "%s", why);
     return 0;
 }
 

@@ -58,11 +58,8 @@ static void on_rundown(sl_loop *loop, sl_timer *t)
 
 static int is_loopback(mgmt *m, struct MHD_Connection *c)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !ci->client_addr)
-        return 0;
-    return node_peer_is_loopback(m->n, ci->client_addr);
+    const struct sockaddr *sa = http_req_client_addr(c);
+    return sa && node_peer_is_loopback(m->n, sa);
 }
 
 static void authed_as(req *r, const acc_user *u)
@@ -165,37 +162,12 @@ static enum MHD_Result reply_unauthorized(req *r)
  * Routing
  */
 
-/* Split "/api/a/b%2Fc/" into decoded segments; a leading "api" segment is dropped and
- * *is_api set. -1 on a malformed path; -2 when a decoded segment is not UTF-8: names are
- * UTF-8 everywhere (RabbitMQ's rule, and what JSON views and definitions can carry), so a
- * name that is not is refused at every door instead of vanishing from the exports. */
-static int split_path(req *r, const char *url, int *is_api)
+/* Names are UTF-8 everywhere (RabbitMQ's rule, and what JSON views and definitions can
+ * carry), so a name in a path that is not is refused at every door instead of vanishing from
+ * the exports. */
+static int segment_valid(const char *seg)
 {
-    *is_api = 0;
-    const char *p = url;
-    int first = 1;
-    while (*p) {
-        while (*p == '/')
-            p++;
-        size_t n = strcspn(p, "/");
-        if (!n)
-            break;
-        if (first && n == 3 && !memcmp(p, "api", 3)) {
-            *is_api = 1;
-        } else {
-            if (r->nsegs == MGMT_MAX_SEGS)
-                return -1;
-            char *s = sl_xstrndup(p, n);
-            r->segs[r->nsegs++] = s;
-            if (http_pct_decode(s) < 0)
-                return -1;
-            if (!amqp_utf8_valid(amqp_cstr(s)))
-                return -2;
-        }
-        first = 0;
-        p += n;
-    }
-    return 0;
+    return amqp_utf8_valid(amqp_cstr(seg));
 }
 
 static const struct route {
@@ -259,7 +231,8 @@ static int needs_admin(req *r)
 static enum MHD_Result route(req *r, const char *url)
 {
     int is_api = 0;
-    int sp = split_path(r, url, &is_api);
+    /* "/api/a/b%2Fc/": segments split first, decoded after; the "api" prefix dropped */
+    int sp = http_path_split(url, "api", &is_api, r->segs, MGMT_MAX_SEGS, &r->nsegs, segment_valid);
     if (sp == -2)
         return mgmt_reply_error(r, 400, "bad_request",
                                 "a name in the URL path is not valid UTF-8 (names must be UTF-8)");
@@ -329,14 +302,9 @@ static void req_release(http_req *h)
     mgmt_pager_release(r); /* a list answered nowhere (the client went away) */
     for (size_t i = 0; i < r->nsegs; i++)
         sl_free(r->segs[i]);
-    for (size_t i = 0; i < r->n_scratch; i++)
-        sl_free(r->scratch[i]);
-    sl_free(r->scratch);
     if (r->json)
         json_decref(r->json);
     sl_free(r->user);
-    if (r->held)
-        MHD_destroy_response(r->held);
 }
 
 static int req_answered(http_req *h)
@@ -370,7 +338,7 @@ static enum MHD_Result req_handle(http_req *h, const char *url)
         /* the password check answered: on to routing */
         h->resumed = 0;
         r->auth_waiting = 0;
-    } else if (h->resumed && (!r->responded || r->held)) {
+    } else if (h->resumed && (!r->responded || h->held)) {
         /* answered asynchronously, or a reply that waited for its sync */
         h->resumed = 0;
         return r->on_resume(r);

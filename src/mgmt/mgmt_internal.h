@@ -86,8 +86,6 @@ typedef struct req {
     unsigned tags;   /* ACC_TAG_* of the authenticated user */
     char *user;      /* authenticated user name */
     json_t *json;    /* parsed body, owned */
-    char **scratch;  /* decoded query values, freed with the request */
-    size_t n_scratch;
     int responded;
     /* asynchronous replies (mgmt_req_suspend / mgmt_req_resume, over http_suspend / http_resume):
      * the request is held by MHD and by whoever will answer it; freed when both let go */
@@ -97,9 +95,7 @@ typedef struct req {
     char async_tag[48];  /* the handler's own, for its on_resume (a handle id...) */
     struct pager *pager; /* a suspended list request's job (pager.c) */
     /* A reply that promises a change on disk waits for it: the request is suspended with
-     * its response here and queued when the sync completes (mgmt_req_respond). */
-    struct MHD_Response *held;
-    unsigned held_status;
+     * its response held (http_hold) and queued when the sync completes (mgmt_req_respond). */
     uint8_t no_store; /* touches no store (a cluster action): its reply never waits */
     /* A slow password (Argon2id) checked on the verifier's thread (access/verifier.h) while
      * the body comes in; the request waits for it (suspended) before it is routed. The job

@@ -179,15 +179,7 @@ static void *stream_next(pager *p)
 {
     if (!p->job)
         return node_cursor_next(p->m->n->qm, &p->cur);
-    while (p->from) {
-        match *mt = SL_ONODE_OWNER(p->from, match, node);
-        p->from = p->cur.reverse ? sl_oset_prev(p->from) : sl_oset_next(p->from);
-        void *it =
-            node_list_find(p->m->n->qm, p->cur.kind, mt->key + mt->vhost_at, mt->key + mt->name_at);
-        if (it)
-            return it;
-    }
-    return NULL;
+    return node_matches_next_item(p->m->n->qm, p->cur.kind, &p->from, p->cur.reverse);
 }
 
 /* The next match's text into out (the match goes: the reply shrinks as it is sent); 0 at
@@ -261,8 +253,7 @@ static enum MHD_Result reply_page(req *r, pager *p)
         sl_buf out;
         sl_buf_init(&out);
         char head[256];
-        size_t rank = p->cur.reverse ? (size_t)(filtered - offset - 1) : (size_t)offset;
-        sl_onode *n = offset < filtered ? sl_oset_select(&p->matches, rank) : NULL;
+        sl_onode *n = node_matches_at(&p->matches, offset, p->cur.reverse);
         uint64_t ni =
             filtered - offset < (uint64_t)p->page_size ? filtered - offset : (uint64_t)p->page_size;
         int hl = snprintf(head, sizeof head,
@@ -293,18 +284,12 @@ static enum MHD_Result reply_page(req *r, pager *p)
     }
     json_t *items = json_array();
     if (p->job) {
-        size_t rank = p->cur.reverse ? (size_t)(filtered - offset - 1) : (size_t)offset;
-        sl_onode *n = offset < filtered ? sl_oset_select(&p->matches, rank) : NULL;
-        for (long k = 0; n && k < p->page_size;) {
-            match *mt = SL_ONODE_OWNER(n, match, node);
-            void *it = node_list_find(p->m->n->qm, p->cur.kind, mt->key + mt->vhost_at,
-                                      mt->key + mt->name_at);
-            if (it) {
-                json_array_append_new(items, item_json(p->m, p->cur.kind, it));
-                k++;
-            }
-            n = p->cur.reverse ? sl_oset_prev(n) : sl_oset_next(n);
-        }
+        sl_onode *n = node_matches_at(&p->matches, offset, p->cur.reverse);
+        void *it;
+        for (long k = 0; k < p->page_size && (it = node_matches_next_item(p->m->n->qm, p->cur.kind,
+                                                                          &n, p->cur.reverse));
+             k++)
+            json_array_append_new(items, item_json(p->m, p->cur.kind, it));
     } else {
         /* name order: the first by rank, the rest after it */
         void *first = offset < filtered ? node_cursor_seek(p->m->n->qm, &p->cur, offset) : NULL;
@@ -342,30 +327,20 @@ static enum MHD_Result reply_page(req *r, pager *p)
  * Jobs: walking every item in slices
  */
 
+/* The sort column's value of a queue or exchange (node_matches_collect's key). */
+static void sort_key(void *ctx, void *item, sl_buf *key)
+{
+    pager *p = ctx;
+    json_t *j = item_json(p->m, p->cur.kind, item);
+    encode_sort_value(key, dotted(j, p->sort));
+    json_decref(j);
+}
+
 static void job_step(pager *p, uint64_t until)
 {
-    sl_buf key;
-    sl_buf_init(&key);
-    for (unsigned k = 0;; k++) {
-        if ((k & 31) == 31 && sl_now_us() >= until)
-            break;
-        void *it = node_cursor_next(p->m->n->qm, &p->cur);
-        if (!it) {
-            p->job = 2; /* walked */
-            break;
-        }
-        p->total++;
-        if (!node_filter_match(&p->flt, node_list_name_of(p->cur.kind, it)))
-            continue;
-        key.len = key.off = 0;
-        if (p->sort) {
-            json_t *j = item_json(p->m, p->cur.kind, it);
-            encode_sort_value(&key, dotted(j, p->sort));
-            json_decref(j);
-        }
-        node_match_add_item(&p->matches, &key, p->cur.kind, it);
-    }
-    sl_buf_free(&key);
+    if (node_matches_collect(p->m->n->qm, &p->cur, &p->flt, &p->matches, &p->total,
+                             p->sort ? sort_key : NULL, p, until))
+        p->job = 2; /* walked */
 }
 
 /* A message of a peek, as /get shows it. */
@@ -601,20 +576,9 @@ static pager *pager_new(req *r, int kind, const char *only_vhost)
     p->m = m;
     p->cur.kind = kind;
     p->cur.only = only_vhost ? sl_xstrdup(only_vhost) : NULL;
-    if (!only_vhost) {
-        size_t n;
-        void **v = sl_map_sorted(m->n->qm->vhosts, &n);
-        int all = kind != PAGER_VHOSTS || acc_is_monitor(m->n->acc, r->user);
-        p->cur.vhosts = sl_xcalloc(n + 1, sizeof *p->cur.vhosts);
-        for (size_t i = 0; i < n; i++) {
-            const char *name = ((qm_vhost *)v[i])->name;
-            /* RabbitMQ's filter_vhost for lists in vhosts; list_visible_vhosts for vhosts */
-            if (kind == PAGER_VHOSTS ? all || acc_vhost_visible(m->n->acc, r->user, name)
-                                     : mgmt_req_vhost_listed(r, name))
-                p->cur.vhosts[p->cur.n_vhosts++] = sl_xstrdup(name);
-        }
-        sl_free(v);
-    }
+    if (!only_vhost) /* RabbitMQ's filter_vhost; list_visible_vhosts for vhosts */
+        node_cursor_listed_vhosts(m->n->qm, m->n->acc, &p->cur, r->user, r->is_admin,
+                                  kind == PAGER_VHOSTS);
     const char *cols = mgmt_req_query(r, "columns");
     p->cols = cols && *cols ? sl_xstrdup(cols) : NULL;
     const char *sort = mgmt_req_query(r, "sort");
@@ -627,21 +591,15 @@ static pager *pager_new(req *r, int kind, const char *only_vhost)
     const char *page = mgmt_req_query(r, "page");
     if (page) {
         const char *ps = mgmt_req_query(r, "page_size");
-        int bad = 0;
-        p->page = node_page_parse(page, &bad);
-        p->page_size = ps ? node_page_parse(ps, &bad) : NODE_PAGE_SIZE_DEFAULT;
-        if (bad) {
+        int rc = node_page_params(page, ps, &p->page, &p->page_size);
+        if (rc < 0) {
             pager_free(p);
-            mgmt_reply_error(r, 400, "bad_request", "Pagination parameters are invalid");
-            return NULL;
-        }
-        if (p->page > NODE_PAGE_NUMBER_MAX)
-            p->page = NODE_PAGE_NUMBER_MAX; /* out of range anyway; keeps the offset in 64 bits */
-        if (p->page <= 0 || p->page_size <= 0 || p->page_size > NODE_PAGE_SIZE_MAX) {
-            pager_free(p);
-            mgmt_reply_error(r, 400, "invalid_pagination_parameters",
-                             "Invalid pagination parameters: page number %s, page size %s", page,
-                             ps ? ps : "undefined");
+            if (rc == -1)
+                mgmt_reply_error(r, 400, "bad_request", "Pagination parameters are invalid");
+            else
+                mgmt_reply_error(r, 400, "invalid_pagination_parameters",
+                                 "Invalid pagination parameters: page number %s, page size %s",
+                                 page, ps ? ps : "undefined");
             return NULL;
         }
         p->paged = 1;

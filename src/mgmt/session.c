@@ -85,10 +85,7 @@ enum MHD_Result mgmt_api_session(req *r)
 {
     if (r->nsegs != 1)
         return mgmt_reply_not_found(r);
-    /* over HTTPS the cookie is never sent over plain HTTP */
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-    const char *secure = ci && ci->tls_session ? "; Secure" : "";
+    int secure = http_req_over_tls(r->conn); /* then never sent over plain HTTP */
     char cookie[256];
     if (mgmt_req_is(r, "POST")) {
         if (r->via_session)
@@ -99,9 +96,8 @@ enum MHD_Result mgmt_api_session(req *r)
         if (!u || http_session_new(r->m->sessions, &lim, u->name, u->hash, u->hash_len, sl_now_ms(),
                                    token) < 0)
             return mgmt_reply_error(r, 503, "internal_error", "no session could be made");
-        snprintf(cookie, sizeof cookie,
-                 MGMT_SESSION_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d%s", token,
-                 (int)(MGMT_SESSION_MAX_MS(r->m) / 1000), secure);
+        http_session_cookie(cookie, sizeof cookie, MGMT_SESSION_COOKIE, token,
+                            (int)(MGMT_SESSION_MAX_MS(r->m) / 1000), secure);
         OPENSSL_cleanse(token, sizeof token);
         sl_info("http: user '%s' logged in to the console", r->user);
         json_t *j = json_pack("{s:s,s:o,s:I}", "name", r->user, "tags", defs_tags_json(u->tags),
@@ -119,8 +115,7 @@ enum MHD_Result mgmt_api_session(req *r)
             sl_info("http: user '%s' logged out of the console", user);
             sl_free(user);
         }
-        snprintf(cookie, sizeof cookie,
-                 MGMT_SESSION_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0%s", secure);
+        http_session_cookie(cookie, sizeof cookie, MGMT_SESSION_COOKIE, "", 0, secure);
         return reply_cookie(r, 200, json_object(), cookie);
     }
     if (mgmt_req_is(r, "GET")) {

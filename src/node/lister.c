@@ -43,6 +43,18 @@ long node_page_parse(const char *s, int *bad)
     return errno == ERANGE ? (v < 0 ? -1 : NODE_PAGE_NUMBER_MAX) : v;
 }
 
+int node_page_params(const char *page, const char *page_size, long *pg, long *size)
+{
+    int bad = 0;
+    *pg = node_page_parse(page, &bad);
+    *size = page_size ? node_page_parse(page_size, &bad) : NODE_PAGE_SIZE_DEFAULT;
+    if (bad)
+        return -1;
+    if (*pg > NODE_PAGE_NUMBER_MAX)
+        *pg = NODE_PAGE_NUMBER_MAX;
+    return *pg <= 0 || *size <= 0 || *size > NODE_PAGE_SIZE_MAX ? -2 : 0;
+}
+
 long node_page_count(uint64_t filtered, long page_size)
 {
     return (long)((filtered + (uint64_t)page_size - 1) / (uint64_t)page_size);
@@ -244,6 +256,21 @@ void *node_cursor_seek(qm_node *qm, node_cursor *c, uint64_t offset)
     return node_list_owner(n, c->kind);
 }
 
+void node_cursor_listed_vhosts(qm_node *qm, const acc_db *acc, node_cursor *c, const char *user,
+                               int admin, int of_vhosts)
+{
+    size_t n;
+    void **v = sl_map_sorted(qm->vhosts, &n);
+    int all = of_vhosts ? acc_is_monitor(acc, user) : admin;
+    c->vhosts = sl_xcalloc(n + 1, sizeof *c->vhosts);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = ((qm_vhost *)v[i])->name;
+        if (all || acc_vhost_visible(acc, user, name))
+            c->vhosts[c->n_vhosts++] = sl_xstrdup(name);
+    }
+    sl_free(v);
+}
+
 size_t node_cursor_n_vhosts(const node_cursor *c)
 {
     return c->only ? 1 : c->n_vhosts;
@@ -409,6 +436,53 @@ void node_matches_free(sl_oset *s)
     }
 }
 
+sl_onode *node_matches_at(sl_oset *s, uint64_t offset, int reverse)
+{
+    uint64_t n = sl_oset_count(s);
+    if (offset >= n)
+        return NULL;
+    return sl_oset_select(s, reverse ? (size_t)(n - offset - 1) : (size_t)offset);
+}
+
+void *node_matches_next_item(qm_node *qm, int kind, sl_onode **at, int reverse)
+{
+    while (*at) {
+        node_match *mt = SL_ONODE_OWNER(*at, node_match, node);
+        *at = reverse ? sl_oset_prev(*at) : sl_oset_next(*at);
+        void *it = node_list_find(qm, kind, mt->key + mt->vhost_at, mt->key + mt->name_at);
+        if (it)
+            return it;
+    }
+    return NULL;
+}
+
+int node_matches_collect(qm_node *qm, node_cursor *c, const node_filter *f, sl_oset *s,
+                         uint64_t *total, void (*sortkey)(void *ctx, void *item, sl_buf *key),
+                         void *ctx, uint64_t until)
+{
+    int done = 0;
+    sl_buf key;
+    sl_buf_init(&key);
+    for (unsigned k = 0;; k++) {
+        if ((k & 31) == 31 && sl_now_us() >= until)
+            break;
+        void *it = node_cursor_next(qm, c);
+        if (!it) {
+            done = 1;
+            break;
+        }
+        (*total)++;
+        if (!node_filter_match(f, node_list_name_of(c->kind, it)))
+            continue;
+        key.len = key.off = 0;
+        if (sortkey)
+            sortkey(ctx, it, &key);
+        node_match_add_item(s, &key, c->kind, it);
+    }
+    sl_buf_free(&key);
+    return done;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Walks in slices: vhosts (by the names taken when the walk began) and bindings (per vhost:
  * the default exchange's, one per queue in queue_order, after the last queue walked; then
@@ -533,6 +607,33 @@ int node_walk_bindings(qm_node *qm, node_binding_walk *w, const node_cursor *c, 
         w->last = NULL;
     }
     return 1;
+}
+
+void node_binding_props_key(const char *key, const uint8_t *args, size_t args_len, char *out,
+                            size_t len)
+{
+    if (!args_len) {
+        snprintf(out, len, "%s", *key ? key : "~");
+        return;
+    }
+    uint32_t h = 2166136261u; /* FNV-1a: stable across restarts, enough to tell bindings apart */
+    for (size_t i = 0; i < args_len; i++)
+        h = (h ^ args[i]) * 16777619u;
+    snprintf(out, len, "%s~%08x", key, h);
+}
+
+qm_binding *node_binding_find(qm_exchange *src, const qm_queue *dq, const qm_exchange *dx,
+                              const char *pk)
+{
+    for (qm_binding *b = src->bindings; b; b = b->next) {
+        if (b->dest_queue != dq || b->dest_exchange != dx)
+            continue;
+        char k[300];
+        node_binding_props_key(b->key, b->args, b->args_len, k, sizeof k);
+        if (!strcmp(k, pk))
+            return b;
+    }
+    return NULL;
 }
 
 void node_binding_walk_free(node_binding_walk *w)

@@ -36,6 +36,11 @@ enum { NODE_LIST_QUEUES, NODE_LIST_EXCHANGES };
 /* A page parameter as RabbitMQ reads it (an integer, signed: "-1" is one, " 1" and "1.5"
  * are not); 0 with *bad set otherwise. */
 long node_page_parse(const char *s, int *bad);
+/* page and page_size (NULL: NODE_PAGE_SIZE_DEFAULT) as RabbitMQ takes them, into *pg and
+ * *size: 0; -1 when either is no integer; -2 when out of range (page < 1, page_size not
+ * 1..NODE_PAGE_SIZE_MAX). A page past NODE_PAGE_NUMBER_MAX is out of range of any list: it
+ * is kept there, so that the offset stays in 64 bits. */
+int node_page_params(const char *page, const char *page_size, long *pg, long *size);
 /* Pages of page_size over filtered items, and the offset of page's first item. */
 long node_page_count(uint64_t filtered, long page_size);
 uint64_t node_page_offset(long page, long page_size);
@@ -104,6 +109,11 @@ uint64_t node_cursor_total(qm_node *qm, const node_cursor *c);
 /* The item at rank offset in the cursor's order (the cursor moved to it), or NULL. Whole
  * vhosts are skipped by their counts, the rest found by rank: O(vhosts + log n). */
 void *node_cursor_seek(qm_node *qm, node_cursor *c, uint64_t offset);
+/* The vhosts user may list into c->vhosts, sorted: RabbitMQ's filter_vhost (administrators
+ * every one, others those they have a permission entry on), or for the list of vhosts itself
+ * (of_vhosts) its list_visible_vhosts (monitoring users every one too). */
+void node_cursor_listed_vhosts(qm_node *qm, const struct acc_db *acc, node_cursor *c,
+                               const char *user, int admin, int of_vhosts);
 /* The cursor's vhosts as a list: one when `only`, else `vhosts`. */
 size_t node_cursor_n_vhosts(const node_cursor *c);
 const char *node_cursor_vhost_at(const node_cursor *c, size_t i);
@@ -145,6 +155,18 @@ void node_match_add_item(sl_oset *s, sl_buf *key, int kind, void *item);
 /* 1 when s holds a match of exactly this key. */
 int node_match_has(const sl_oset *s, const sl_buf *key);
 void node_matches_free(sl_oset *s);
+/* The match at rank offset in the direction (reverse: from the last), or NULL past the end. */
+sl_onode *node_matches_at(sl_oset *s, uint64_t offset, int reverse);
+/* Queues, exchanges: the item of the first match from *at on that is still there (*at moved
+ * past it, in the direction), or NULL at the end. */
+void *node_matches_next_item(qm_node *qm, int kind, sl_onode **at, int reverse);
+/* A filter or another sort needs every item: walks on from the cursor until the slice ends,
+ * counting each item in *total and keeping those whose name passes f in s, keyed by what
+ * sortkey writes (NULL: nothing, the name order then) and then their vhost and name. 1 when
+ * every item was walked. */
+int node_matches_collect(qm_node *qm, node_cursor *c, const node_filter *f, sl_oset *s,
+                         uint64_t *total, void (*sortkey)(void *ctx, void *item, sl_buf *key),
+                         void *ctx, uint64_t until);
 
 /* ---- vhosts and bindings, walked in slices ---- */
 /* The cursor's vhosts from *vi on, each still there met once, until the slice ends; 1 when
@@ -175,6 +197,14 @@ typedef struct node_binding_walk {
 int node_walk_bindings(qm_node *qm, node_binding_walk *w, const node_cursor *vhosts,
                        uint64_t until);
 void node_binding_walk_free(node_binding_walk *w);
+/* RabbitMQ's properties_key, which names a binding among those with the same source and
+ * destination: its routing key ("~" for ""), or with arguments the key, "~" and a hash of
+ * them (FNV-1a: stable across restarts). */
+void node_binding_props_key(const char *key, const uint8_t *args, size_t args_len, char *out,
+                            size_t len);
+/* src's binding to dq or dx whose properties_key is pk, or NULL. */
+qm_binding *node_binding_find(qm_exchange *src, const qm_queue *dq, const qm_exchange *dx,
+                              const char *pk);
 
 /* ---- a door's clients (connections, channels, consumers), walked in slices ----
  * Nothing keeps them in an order a cursor could follow; the walk resumes by what does not

@@ -30,6 +30,14 @@ void node_totals_model(qm_node *qm, int (*listed)(void *ctx, const char *vhost),
 void node_totals_clients(const struct node_part *door, const char *user, int monitor,
                          node_totals *t);
 
+/* RabbitMQ's split of deliver_get (= deliver + deliver_no_ack + get + get_no_ack): the
+ * hand-outs with an ack and without one that were no basic.get answers. */
+void node_totals_deliveries(const node_totals *t, uint64_t *deliver, uint64_t *deliver_no_ack);
+
+/* *t zeroed, then q's own figures (its subqueues' not added): messages, ready, unacked
+ * (delivered or locked, and purged but not yet settled), bytes, consumers, its counters. */
+void node_totals_queue(const qm_queue *q, node_totals *t);
+
 /* *t zeroed, then the figures of vh's queues only (a vhost's own row). */
 void node_totals_vhost_queues(qm_vhost *vh, node_totals *t);
 

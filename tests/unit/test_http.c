@@ -53,6 +53,48 @@ START_TEST(decoding)
 }
 END_TEST
 
+static int no_x(const char *seg)
+{
+    return strcmp(seg, "x") != 0;
+}
+
+static void free_segs(char **segs, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        sl_free(segs[i]);
+    *n = 0;
+}
+
+START_TEST(path_split)
+{
+    char *segs[4];
+    size_t n = 0;
+    int pre;
+    /* split first, decoded after: %2F stays inside its segment; the prefix only first */
+    ck_assert_int_eq(http_path_split("//api/a/b%2Fc//api/", "api", &pre, segs, 4, &n, no_x), 0);
+    ck_assert(pre && n == 3);
+    ck_assert_str_eq(segs[0], "a");
+    ck_assert_str_eq(segs[1], "b/c");
+    ck_assert_str_eq(segs[2], "api");
+    free_segs(segs, &n);
+    ck_assert_int_eq(http_path_split("/a%70i/q", "api", &pre, segs, 4, &n, NULL), 0);
+    ck_assert(!pre && n == 2 && !strcmp(segs[0], "api")); /* the prefix is matched raw */
+    free_segs(segs, &n);
+    ck_assert_int_eq(http_path_split("/", "api", &pre, segs, 4, &n, NULL), 0);
+    ck_assert(!pre && n == 0);
+    /* in order: what fails first decides */
+    ck_assert_int_eq(http_path_split("/a/x/%zz", NULL, &pre, segs, 4, &n, no_x), -2);
+    free_segs(segs, &n);
+    ck_assert_int_eq(http_path_split("/a/%00/x", NULL, &pre, segs, 4, &n, no_x), -1);
+    free_segs(segs, &n);
+    ck_assert_int_eq(http_path_split("/api/1/2/3/4", "api", &pre, segs, 4, &n, NULL), 0);
+    free_segs(segs, &n);
+    ck_assert_int_eq(http_path_split("/1/2/3/4/x", NULL, &pre, segs, 4, &n, no_x), -1);
+    ck_assert_uint_eq(n, 4);
+    free_segs(segs, &n);
+}
+END_TEST
+
 START_TEST(statuses)
 {
     ck_assert_uint_eq(http_status_of(SL_OK), 200);
@@ -136,6 +178,11 @@ START_TEST(sessions)
     http_session_new(t, &lim, "eve", cred, 3, 3000, a); /* freed with the table */
     http_sessions_free(t);
     http_sessions_free(NULL);
+    char cookie[256];
+    http_session_cookie(cookie, sizeof cookie, "s", "ab", 60, 0);
+    ck_assert_str_eq(cookie, "s=ab; Path=/; HttpOnly; SameSite=Strict; Max-Age=60");
+    http_session_cookie(cookie, sizeof cookie, "s", "", 0, 1);
+    ck_assert_str_eq(cookie, "s=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure");
 }
 END_TEST
 
@@ -152,7 +199,7 @@ static sl_timer resume_t, poll_t;
 static treq *held;
 static int released;
 static atomic_int client_done;
-static char replies[6][8192];
+static char replies[8][8192];
 static int stream_done;
 
 /* /stream's producer: "[0,1,...,999]", a few items per call */
@@ -208,6 +255,10 @@ static enum MHD_Result t_handle(http_req *h, const char *url)
     char text[64];
     if (h->resumed) {
         h->resumed = 0;
+        if (h->held) { /* /held: the answer kept before it was suspended */
+            r->answered = 1;
+            return http_send_held(h);
+        }
         return reply(r, 200, "resumed");
     }
     if (r->answered || h->suspended)
@@ -218,12 +269,25 @@ static enum MHD_Result t_handle(http_req *h, const char *url)
         sl_timer_start(loop, &resume_t, sl_now_ms() + 20);
         return MHD_YES;
     }
+    if (!strcmp(url, "/held")) {
+        http_hold(h, 202, http_response_text(strdup("kept"), 4, "text/plain", NULL));
+        held = r;
+        http_suspend(h);
+        sl_timer_start(loop, &resume_t, sl_now_ms() + 20);
+        return MHD_YES;
+    }
+    if (!strcmp(url, "/query")) {
+        const char *a = http_req_query(h, "a"), *b = http_req_query(h, "b");
+        snprintf(text, sizeof text, "a=[%s] b=[%s] c=%s", a ? a : "-", b ? b : "-",
+                 http_req_query(h, "c") ? "yes" : "none");
+        return reply(r, 200, text);
+    }
     if (!strcmp(url, "/browser")) {
         char why[200] = "";
         int cross = http_cross_origin(h->conn, why, sizeof why);
-        snprintf(text, sizeof text, "cross=%d page=%d json=%d (%.20s)", cross,
+        snprintf(text, sizeof text, "cross=%d page=%d json=%d tls=%d addr=%d (%.20s)", cross,
                  http_from_a_page(h->conn, "X-Guard"), http_content_type_json(h->conn, h->body.len),
-                 why);
+                 http_req_over_tls(h->conn), http_req_client_addr(h->conn) != NULL, why);
         return reply(r, 200, text);
     }
     if (!strcmp(url, "/stream")) {
@@ -301,6 +365,8 @@ static void *client(void *arg)
               "Content-Type: application/json; charset=utf-8\r\nContent-Length: 2\r\n\r\n{}",
               replies[4], sizeof replies[4]);
     http_call(port, "GET /stream HTTP/1.0\r\n\r\n", replies[5], sizeof replies[5]);
+    http_call(port, "POST /held HTTP/1.0\r\n\r\n", replies[6], sizeof replies[6]);
+    http_call(port, "GET /query?a=x+y%2Fz&b= HTTP/1.0\r\n\r\n", replies[7], sizeof replies[7]);
     atomic_store(&client_done, 1);
     return NULL;
 }
@@ -349,8 +415,9 @@ START_TEST(server_round_trip)
                   replies[1]);
     ck_assert_msg(strstr(replies[2], " 413 ") && strstr(replies[2], "too large"), "%s", replies[2]);
     ck_assert_msg(strstr(replies[3], " 200 ") && strstr(replies[3], "resumed"), "%s", replies[3]);
-    ck_assert_msg(strstr(replies[4], "cross=1 page=1 json=1 (Origin http://evil") != NULL, "%s",
-                  replies[4]);
+    ck_assert_msg(strstr(replies[4], "cross=1 page=1 json=1 tls=0 addr=1 (Origin http://evil") !=
+                      NULL,
+                  "%s", replies[4]);
     /* the streamed body whole, in order, with the common headers */
     const char *body = strstr(replies[5], "\r\n\r\n");
     ck_assert_msg(body && strstr(replies[5], " 200 ") &&
@@ -362,9 +429,12 @@ START_TEST(server_round_trip)
     ck_assert_msg(strstr(body, ",499,500,501,") && strlen(body) > 5 &&
                       !strcmp(body + strlen(body) - 5, ",999]"),
                   "%s", body);
+    ck_assert_msg(strstr(replies[6], " 202 ") && strstr(replies[6], "\r\n\r\nkept"), "%s",
+                  replies[6]);
+    ck_assert_msg(strstr(replies[7], "a=[x y/z] b=[] c=none") != NULL, "%s", replies[7]);
     http_server_run(srv); /* the last connection's close */
     ck_assert_int_eq(http_server_inflight(srv), 0);
-    ck_assert_int_eq(released, 6);
+    ck_assert_int_eq(released, 8);
     ck_assert_int_eq(stream_done, 1);
     http_server_close(srv);
     http_server_orphan_held(srv);
@@ -380,6 +450,7 @@ int main(void)
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, etag_matches);
     tcase_add_test(tc, decoding);
+    tcase_add_test(tc, path_split);
     tcase_add_test(tc, statuses);
     tcase_add_test(tc, origin_is_host);
     tcase_add_test(tc, sessions);

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access/access.h"
 #include "amqp/method.h"
+#include "amqp/table.h"
 #include "core/mem.h"
 #include "node/lister.h"
 #include "node/node.h"
@@ -67,6 +69,17 @@ START_TEST(page_parameters)
     bad = 0;
     ck_assert_int_eq(node_page_parse("99999999999999999999999", &bad), NODE_PAGE_NUMBER_MAX);
     ck_assert_int_eq(bad, 0);
+    long pg, size;
+    ck_assert_int_eq(node_page_params("2", NULL, &pg, &size), 0);
+    ck_assert(pg == 2 && size == NODE_PAGE_SIZE_DEFAULT);
+    ck_assert_int_eq(node_page_params("1", "500", &pg, &size), 0);
+    ck_assert_int_eq(node_page_params("1", "x", &pg, &size), -1);
+    ck_assert_int_eq(node_page_params("1.0", "5", &pg, &size), -1);
+    ck_assert_int_eq(node_page_params("0", "5", &pg, &size), -2);
+    ck_assert_int_eq(node_page_params("1", "501", &pg, &size), -2);
+    ck_assert_int_eq(node_page_params("1", "-5", &pg, &size), -2);
+    ck_assert_int_eq(node_page_params("99999999999999999999999", "5", &pg, &size), 0);
+    ck_assert_int_eq(pg, NODE_PAGE_NUMBER_MAX);
     ck_assert_int_eq(node_page_count(0, 100), 0);
     ck_assert_int_eq(node_page_count(101, 100), 2);
     ck_assert_uint_eq(node_page_offset(3, 10), 20);
@@ -174,6 +187,73 @@ START_TEST(cursor_over_vhosts)
 }
 END_TEST
 
+/* The vhosts a user may list; matches collected, paged by rank, and found again. */
+static void key_of_name_reversed(void *ctx, void *item, sl_buf *key)
+{
+    (*(int *)ctx)++;
+    const char *name = ((qm_exchange *)item)->name;
+    node_sortkey_u64(key, UINT64_MAX - (uint64_t)(unsigned char)name[strlen(name) - 1]);
+}
+
+START_TEST(listed_vhosts_and_matches)
+{
+    qm_vhost *a = qm_vhost_create(N, "a");
+    qm_vhost_create(N, "b");
+    acc_db *acc = acc_new();
+    ck_assert_int_eq(acc_vhost_put(acc, "a", NULL, NULL, NULL, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_vhost_put(acc, "b", NULL, NULL, NULL, err, sizeof err), SL_OK);
+    acc_user_def u = {.name = "u", .password = "pw", .password_len = 2};
+    ck_assert_int_eq(acc_user_put(acc, &u, NULL, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_perm_set(acc, "u", "a", ".*", ".*", ".*", err, sizeof err), SL_OK);
+    node_cursor c = {.kind = NODE_LIST_EXCHANGES};
+    node_cursor_listed_vhosts(N, acc, &c, "u", 0, 0);
+    ck_assert(c.n_vhosts == 1 && !strcmp(c.vhosts[0], "a"));
+    node_cursor_free(&c);
+    node_cursor all = {.kind = NODE_LIST_EXCHANGES};
+    node_cursor_listed_vhosts(N, acc, &all, "u", 1, 0); /* an administrator: every one */
+    ck_assert(all.n_vhosts == 2 && !strcmp(all.vhosts[1], "b"));
+    node_cursor_free(&all);
+    acc_free(acc);
+
+    /* a's exchanges whose name has "x", keyed by their last letter descending */
+    exchange(a, "x1");
+    exchange(a, "x3");
+    exchange(a, "x2");
+    node_cursor one = {.kind = NODE_LIST_EXCHANGES, .only = sl_xstrdup("a")};
+    node_filter f;
+    ck_assert_int_eq(node_filter_init(&f, "x", 0, err, sizeof err), 0);
+    sl_oset s;
+    memset(&s, 0, sizeof s);
+    uint64_t total = 0;
+    int keyed = 0;
+    int done = 0;
+    for (int i = 0; i < 100 && !done; i++)
+        done = node_matches_collect(N, &one, &f, &s, &total, key_of_name_reversed, &keyed, 0);
+    ck_assert(done);
+    ck_assert_uint_eq(total, sl_oset_count(&a->exchange_order));
+    ck_assert_uint_eq(sl_oset_count(&s), 3);
+    ck_assert_int_eq(keyed, 3);
+    /* page by rank: offset 1 is x2, in reverse x2 too; x3 gone is skipped */
+    sl_onode *at = node_matches_at(&s, 1, 0);
+    qm_exchange *x = node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 0);
+    ck_assert_str_eq(x->name, "x2");
+    at = node_matches_at(&s, 0, 1);
+    ck_assert_str_eq(((qm_exchange *)node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 1))->name,
+                     "x1");
+    ck_assert_ptr_null(node_matches_at(&s, 3, 0));
+    ck_assert_int_eq(qm_exchange_delete(qm_exchange_find(a, "x3", 2), 0, err, sizeof err), SL_OK);
+    at = node_matches_at(&s, 0, 0);
+    x = node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 0);
+    ck_assert_str_eq(x->name, "x2");
+    ck_assert_str_eq(((qm_exchange *)node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 0))->name,
+                     "x1");
+    ck_assert_ptr_null(node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 0));
+    node_matches_free(&s);
+    node_filter_free(&f);
+    node_cursor_free(&one);
+}
+END_TEST
+
 static void count_default(void *ctx, qm_queue *q)
 {
     (void)q;
@@ -216,6 +296,20 @@ START_TEST(bindings_walk_resumes)
     /* amq.* exchanges hold none */
     ck_assert_int_eq(seen, 100 * (int)n_default + n_x);
     node_binding_walk_free(&w);
+    /* a binding named by its properties_key: the key, or with arguments the key and a hash */
+    char pk[300];
+    node_binding_props_key("k7", NULL, 0, pk, sizeof pk);
+    ck_assert_str_eq(pk, "k7");
+    node_binding_props_key("", NULL, 0, pk, sizeof pk);
+    ck_assert_str_eq(pk, "~");
+    const uint8_t args[] = {1, 2, 3};
+    node_binding_props_key("k", args, sizeof args, pk, sizeof pk);
+    ck_assert_str_eq(pk, "k~56cf37ab");
+    qm_exchange *x1 = qm_exchange_find(vh, "x1", 2);
+    qm_binding *b = node_binding_find(x1, q, NULL, "k7");
+    ck_assert(b && !strcmp(b->key, "k7"));
+    ck_assert_ptr_null(node_binding_find(x1, q, NULL, "k99"));
+    ck_assert_ptr_null(node_binding_find(x1, NULL, x1, "k7"));
     node_cursor_free(&c);
 }
 END_TEST
@@ -250,6 +344,41 @@ START_TEST(rules_texts)
                   "%s", err);
     ck_assert(!node_queue_definable(q));
     ck_assert(node_queue_definable(declare(vh, "plain")));
+
+    /* publish: the expiration, then CC / BCC (headers that are no arrays) */
+    amqp_basic_props p;
+    memset(&p, 0, sizeof p);
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_OK);
+    p.flags = AMQP_P_EXPIRATION;
+    p.expiration = amqp_cstr("-5");
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_ERR_PRECONDITION);
+    ck_assert_msg(!strncmp(err, "invalid expiration '-5': ", 25), "%s", err);
+    p.expiration = amqp_cstr("60000");
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_OK);
+    sl_buf h;
+    sl_buf_init(&h);
+    amqp_tbl_end(&h, amqp_tbl_begin(&h)); /* no headers: fine */
+    p.flags |= AMQP_P_HEADERS;
+    p.headers = (amqp_bytes){h.data + 4, h.len - 4}; /* the content, without its length */
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_OK);
+    h.len = 0;
+    size_t mark = amqp_tbl_begin(&h);
+    amqp_tbl_put_str(&h, "CC", amqp_cstr("not an array"));
+    amqp_tbl_end(&h, mark);
+    p.headers = (amqp_bytes){h.data + 4, h.len - 4};
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_ERR_PRECONDITION);
+    ck_assert_msg(!strncmp(err, "invalid message: ", 17), "%s", err);
+    sl_buf_free(&h);
+
+    /* alarms: the disk's first; memory only for what publishes */
+    ck_assert_int_eq(node_alarm_check(0, 1, err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_alarm_check(ALARM_MEMORY, 0, err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_alarm_check(ALARM_MEMORY, 1, err, sizeof err), SL_ERR_RESOURCE);
+    ck_assert_str_eq(err, "memory alarm: refused until it clears (memory above "
+                          "memory_high_watermark)");
+    ck_assert_int_eq(node_alarm_check(ALARM_DISK | ALARM_MEMORY, 1, err, sizeof err),
+                     SL_ERR_RESOURCE);
+    ck_assert_str_eq(err, "disk alarm: refused until it clears (free disk under disk_free_limit)");
 }
 END_TEST
 
@@ -278,6 +407,15 @@ START_TEST(totals)
     node_totals_vhost_queues(b, &t);
     ck_assert_uint_eq(t.queues, tb.queues + 1);
     ck_assert_uint_eq(t.exchanges, 0);
+    /* deliver_get split: 10 hand-outs, 4 without ack; 3 of them basic.get (1 without ack) */
+    node_totals d = {.delivered = 10, .delivered_no_ack = 4, .get = 2, .get_no_ack = 1};
+    uint64_t dack, dna;
+    node_totals_deliveries(&d, &dack, &dna);
+    ck_assert(dack == 4 && dna == 3);
+    d.get = 9; /* never below 0 */
+    d.get_no_ack = 9;
+    node_totals_deliveries(&d, &dack, &dna);
+    ck_assert(dack == 0 && dna == 0);
 }
 END_TEST
 
@@ -319,6 +457,10 @@ START_TEST(peek_in_slices)
     const char *bodies[] = {"m0", "m1", "m2", "m3", "m4"};
     for (int i = 0; i < 5; i++)
         put(q, bodies[i]);
+    node_totals qt; /* the queue's own figures */
+    node_totals_queue(q, &qt);
+    ck_assert(qt.messages == 5 && qt.ready == 5 && qt.unacked == 0 && qt.bytes == 10);
+    ck_assert(qt.queues == 0 && qt.published == q->stat_published);
     struct peeked pk = {0};
     node_peek p;
     node_peek_init(&p, q, 1, 3, peek_visit, &pk);
@@ -641,6 +783,7 @@ static Suite *lister_suite(void)
     tcase_add_test(tc, jobs_share_turns);
     tcase_add_test(tc, clients_totals_and_channel_by_name);
     tcase_add_test(tc, bind_rule);
+    tcase_add_test(tc, listed_vhosts_and_matches);
     suite_add_tcase(s, tc);
     return s;
 }
