@@ -6,7 +6,6 @@
  * shows them. Passwords are never shown, only their hashes (to administrators, as RabbitMQ).
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -317,19 +316,11 @@ enum MHD_Result mgmt_api_vhosts(req *r)
  * Connections, channels, consumers
  */
 
-static void split_peer(const char *peer, char *host, size_t hl, int *port)
-{
-    const char *colon = strrchr(peer, ':');
-    size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
-    snprintf(host, hl, "%.*s", (int)n, peer);
-    *port = colon ? atoi(colon + 1) : 0;
-}
-
 json_t *mgmt_conn_json(mgmt *m, const node_client *c)
 {
     char host[64];
     int port;
-    split_peer(c->peer, host, sizeof host, &port);
+    node_client_peer_split(c->peer, host, sizeof host, &port);
     json_t *o =
         json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i,s:i,s:i}", "name", c->name,
                   "user", c->user, "vhost", c->vhost, "channels", (json_int_t)c->channels,
@@ -345,12 +336,6 @@ json_t *mgmt_conn_json(mgmt *m, const node_client *c)
                             c->peer_cert_subject ? json_string(c->peer_cert_subject) : json_null());
     }
     return o;
-}
-
-const char *mgmt_owner_name(mgmt *m, const void *owner)
-{
-    const node_part *door = node_clients(m->n);
-    return door && door->owner_name ? door->owner_name(door->ctx, owner) : "";
 }
 
 json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch)
@@ -440,7 +425,7 @@ json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch
     snprintf(chname, sizeof chname, "%s (%u)", c->name, ch->number);
     char host[64];
     int port;
-    split_peer(c->peer, host, sizeof host, &port);
+    node_client_peer_split(c->peer, host, sizeof host, &port);
     const qm_queue *q = o->queue;
     return json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
                      "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",

@@ -20,7 +20,6 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -34,14 +33,7 @@
  * Timers
  */
 
-/* The context-handle rundown: idle handles and management objects are closed a little after
- * handle_idle_timeout (at most a quarter of it late, and never more than 30 s). */
-static uint64_t rundown_period_ms(const mgmt *m)
-{
-    uint64_t p = m->n->cfg->handle_idle_timeout_s * 1000 / 4;
-    return p < 200 ? 200 : p > 30000 ? 30000 : p;
-}
-
+/* The context-handle rundown: idle handles and management objects (mq/ctxtab.c's rule) */
 static void on_rundown(sl_loop *loop, sl_timer *t)
 {
     mgmt *m = t->data;
@@ -49,7 +41,7 @@ static void on_rundown(sl_loop *loop, sl_timer *t)
     mq_rundown(m->mq, now);
     mq_ctx_rundown(&m->mobjs, now);
     mgmt_sessions_sweep(m, now);
-    sl_timer_start(loop, t, now + rundown_period_ms(m));
+    sl_timer_start(loop, t, now + mq_ctx_rundown_period_ms(m->n->cfg));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -454,7 +446,7 @@ mgmt *mgmt_start(sl_node *n, mq_state *mq, char *err, size_t errlen)
     mgmt_sessions_init(m);
     mgmt_mgmtobj_init(m);
     sl_timer_init(&m->rundown_t, on_rundown, m);
-    sl_timer_start(n->loop, &m->rundown_t, sl_now_ms() + rundown_period_ms(m));
+    sl_timer_start(n->loop, &m->rundown_t, sl_now_ms() + mq_ctx_rundown_period_ms(m->n->cfg));
     sl_info("listening http=%s:%d", m->addr, m->port);
     node_add_listener(n, "http", m->addr, m->port, m->acceptor);
     node_part part = {.name = "http", .ctx = m, .live = mgmt_live};

@@ -223,8 +223,6 @@ enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s);
 /* The items of those lists as the API shows them (api_misc.c, api_exchanges.c), from the
  * door's views (node/clients.h). */
 json_t *mgmt_conn_json(mgmt *m, const node_client *c);
-/* The name of the connection that owns an exclusive queue (qm's opaque owner). */
-const char *mgmt_owner_name(mgmt *m, const void *owner);
 json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch);
 json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch,
                            const node_consumer *o);

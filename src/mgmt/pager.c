@@ -428,28 +428,24 @@ static void visit(pager *p, json_t *j)
         encode_sort_value(&key, dotted(j, p->sort));
     for (int i = 0; i < 6 && default_cols[p->cur.kind][i]; i++)
         encode_sort_value(&key, dotted(j, default_cols[p->cur.kind][i]));
-    if (p->cur.kind == PAGER_BINDINGS || p->cur.kind == PAGER_CONSUMERS) {
-        /* a binding is its default columns (properties_key holds its arguments' hash), a
-         * consumer too (its tag is unique in its channel): one walked again after its place
-         * was lost is the same item */
-        if (node_match_has(&p->matches, &key)) {
-            p->total--; /* counted once */
-            sl_buf_free(&key);
-            json_decref(j);
-            return;
-        }
-    } else {
-        node_sortkey_u64(&key, p->seq++);
+    /* a binding is its default columns (properties_key holds its arguments' hash), a
+     * consumer too (its tag is unique in its channel): one walked again after its place was
+     * lost is the same item, kept once */
+    match *mt =
+        node_match_keep(&p->matches, &key,
+                        p->cur.kind == PAGER_BINDINGS || p->cur.kind == PAGER_CONSUMERS, &p->seq);
+    sl_buf_free(&key);
+    if (!mt) {
+        p->total--; /* counted once */
+        json_decref(j);
+        return;
     }
     if (p->cols && *p->cols)
         mgmt_json_filter_columns(j, p->cols);
-    match *mt = node_match_new(&key, 0, 0);
-    sl_buf_free(&key);
     mt->text_at = p->texts.len;
     json_dump_callback(j, put_text, &p->texts, JSON_COMPACT);
     json_decref(j);
     mt->text_len = p->texts.len - mt->text_at;
-    sl_oset_insert(&p->matches, &mt->node, mt->key, mt->len);
 }
 
 static void visit_client(void *ctx, const node_client *c)

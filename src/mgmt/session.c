@@ -21,7 +21,6 @@
  *     mgmt.c's origin check, which holds for every request, the third).
  */
 #include <openssl/crypto.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "core/clock.h"

@@ -427,6 +427,17 @@ int node_match_has(const sl_oset *s, const sl_buf *key)
     return e && e->klen == key->len && !memcmp(e->key, key->data, key->len);
 }
 
+node_match *node_match_keep(sl_oset *s, sl_buf *key, int dedupe, uint64_t *seq)
+{
+    if (dedupe && node_match_has(s, key))
+        return NULL;
+    if (!dedupe)
+        node_sortkey_u64(key, (*seq)++);
+    node_match *mt = node_match_new(key, 0, 0);
+    sl_oset_insert(s, &mt->node, mt->key, mt->len);
+    return mt;
+}
+
 void node_matches_free(sl_oset *s)
 {
     sl_onode *n;
@@ -778,6 +789,19 @@ int node_walk_clients(const node_part *door, node_client_walk *w, uint64_t until
         if (!door->client_next(door->ctx, w->at, &c))
             return 1;
     }
+}
+
+const char *node_client_owner_name(const node_part *door, const void *owner)
+{
+    return door && door->owner_name ? door->owner_name(door->ctx, owner) : "";
+}
+
+void node_client_peer_split(const char *peer, char *host, size_t hl, int *port)
+{
+    const char *colon = strrchr(peer, ':');
+    size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+    snprintf(host, hl, "%.*s", (int)n, peer);
+    *port = colon ? atoi(colon + 1) : 0;
 }
 
 int node_channel_find(const node_part *door, const node_client_walk *scope, const char *name,

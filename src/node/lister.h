@@ -154,6 +154,10 @@ node_match *node_match_new(const sl_buf *key, size_t vhost_at, size_t name_at);
 void node_match_add_item(sl_oset *s, sl_buf *key, int kind, void *item);
 /* 1 when s holds a match of exactly this key. */
 int node_match_has(const sl_oset *s, const sl_buf *key);
+/* A match of key put in s and returned (its text the caller's to set): with dedupe, NULL
+ * when s holds one of that key already (an item met twice is kept once); without, *seq
+ * (then counted up) ends the key, so that two equal items stay two. */
+node_match *node_match_keep(sl_oset *s, sl_buf *key, int dedupe, uint64_t *seq);
 void node_matches_free(sl_oset *s);
 /* The match at rank offset in the direction (reverse: from the last), or NULL past the end. */
 sl_onode *node_matches_at(sl_oset *s, uint64_t offset, int reverse);
@@ -244,6 +248,10 @@ int node_client_in_scope(const node_client_walk *w, const node_client *c);
  * the scope has been met. door NULL (no door has clients): 1 at once. */
 int node_walk_clients(const struct node_part *door, node_client_walk *w, uint64_t until);
 void node_client_walk_free(node_client_walk *w);
+/* The name of the client that owns an exclusive queue (qm's opaque owner); "" when none. */
+const char *node_client_owner_name(const struct node_part *door, const void *owner);
+/* A client's peer ("host:port") as host (at most hl - 1 bytes) and port (0 when none). */
+void node_client_peer_split(const char *peer, char *host, size_t hl, int *port);
 /* The channel RabbitMQ names "CLIENT (N)" (N canonical: "(01)" names nothing) of a client in
  * scope (its user, monitor: node_client_in_scope), found without listing them all: 1 with
  * *c and *ch (views valid until the door changes), 0 when there is none. */

@@ -14,6 +14,7 @@
 #include "amqp/method.h"
 #include "amqp/table.h"
 #include "core/mem.h"
+#include "node/get.h"
 #include "node/lister.h"
 #include "node/node.h"
 #include "node/rules.h"
@@ -766,6 +767,74 @@ START_TEST(bind_rule)
 }
 END_TEST
 
+static void count_got(void *ctx, const qm_position *pos, uint64_t remaining)
+{
+    (void)pos;
+    (void)remaining;
+    (*(int *)ctx)++;
+}
+
+/* Taken first, then settled: requeued (all back), acked or rejected (gone). */
+START_TEST(get_settles_all_taken)
+{
+    qm_vhost *vh = qm_vhost_create(N, "/");
+    qm_queue *q = declare(vh, "g");
+    for (int i = 0; i < 5; i++)
+        put(q, "m");
+    int seen = 0;
+    ck_assert_uint_eq(node_queue_get(q, 3, NODE_GET_ACK_REQUEUE, count_got, &seen), 3);
+    ck_assert(seen == 3 && q->n_ready == 5);
+    ck_assert_uint_eq(node_queue_get(q, 2, NODE_GET_ACK, count_got, &seen), 2);
+    ck_assert_uint_eq(q->n_ready, 3);
+    ck_assert_uint_eq(node_queue_get(q, 1, NODE_GET_REJECT, count_got, &seen), 1);
+    ck_assert_uint_eq(node_queue_get(q, 10, NODE_GET_REJECT_REQUEUE, count_got, &seen), 2);
+    ck_assert(seen == 8 && q->n_ready == 2);
+    ck_assert_uint_eq(node_queue_get(q, 0, NODE_GET_ACK, count_got, &seen), 0);
+}
+END_TEST
+
+/* A door's client views: the owner of an exclusive queue by name, the peer split. */
+static const char *fake_owner_name(void *ctx, const void *owner)
+{
+    (void)ctx;
+    return owner ? "c1" : "?";
+}
+
+START_TEST(client_views)
+{
+    node_part door = {.name = "fake", .owner_name = fake_owner_name};
+    int owner = 0;
+    ck_assert_str_eq(node_client_owner_name(&door, &owner), "c1");
+    ck_assert_str_eq(node_client_owner_name(NULL, &owner), "");
+    door.owner_name = NULL;
+    ck_assert_str_eq(node_client_owner_name(&door, &owner), "");
+    char host[8];
+    int port;
+    node_client_peer_split("127.0.0.1:5672", host, sizeof host, &port);
+    ck_assert(!strcmp(host, "127.0.0") && port == 5672); /* host cut to the buffer */
+    node_client_peer_split("[::1]:80", host, sizeof host, &port);
+    ck_assert(!strcmp(host, "[::1]") && port == 80);
+    node_client_peer_split("nowhere", host, sizeof host, &port);
+    ck_assert(!strcmp(host, "nowhere") && port == 0);
+    /* matches kept: deduplicated by key, or made distinct by a sequence number */
+    sl_oset s;
+    memset(&s, 0, sizeof s);
+    sl_buf k;
+    sl_buf_init(&k);
+    uint64_t seq = 0;
+    node_sortkey_string(&k, "a", 1);
+    ck_assert_ptr_nonnull(node_match_keep(&s, &k, 1, &seq));
+    ck_assert_ptr_null(node_match_keep(&s, &k, 1, &seq));
+    ck_assert_ptr_nonnull(node_match_keep(&s, &k, 0, &seq));
+    k.len = k.off = 0;
+    node_sortkey_string(&k, "a", 1);
+    ck_assert_ptr_nonnull(node_match_keep(&s, &k, 0, &seq));
+    ck_assert(sl_oset_count(&s) == 3 && seq == 2);
+    sl_buf_free(&k);
+    node_matches_free(&s);
+}
+END_TEST
+
 static Suite *lister_suite(void)
 {
     Suite *s = suite_create("lister");
@@ -784,6 +853,8 @@ static Suite *lister_suite(void)
     tcase_add_test(tc, clients_totals_and_channel_by_name);
     tcase_add_test(tc, bind_rule);
     tcase_add_test(tc, listed_vhosts_and_matches);
+    tcase_add_test(tc, get_settles_all_taken);
+    tcase_add_test(tc, client_views);
     suite_add_tcase(s, tc);
     return s;
 }
