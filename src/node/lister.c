@@ -1,7 +1,8 @@
 /* lister.c - the node's lists walked without stalling the loop (see lister.h): cursors over
- * the per-vhost name orders (qm's sl_oset), the name filter, sort keys, pages, the turn's
- * slice, and the resumable walks of vhosts and bindings. The management API's pager
- * (mgmt/pager.c) is its first user; it renders what is walked here.
+ * the per-vhost name orders (qm's sl_oset), the name filter, sort keys, matches, pages, the
+ * turn's slice and its jobs, and the resumable walks of vhosts, bindings and a door's clients.
+ * The management API's pager (mgmt/pager.c) is its first user; it renders what is walked
+ * here.
  *
  * How the work is bounded: queues and exchanges stay in name order, so a page in name order
  * is found by rank, O(log n + page_size), and nothing is sorted per request. Everything else

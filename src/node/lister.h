@@ -1,14 +1,16 @@
 /* lister.h - the node's lists, walked without stalling the loop, for any door that shows
  * them: queues and exchanges in (vhost, name) order from a cursor (a page found by rank),
- * bindings and vhosts walked in slices that resume where they stopped, the name filter (a
- * caseless substring, or a caseless PCRE2 pattern with bounded cost), sort keys whose byte
- * order is RabbitMQ's sort order, page arithmetic, and the loop turn's shared time slice.
+ * bindings, vhosts and a door's clients (connections, channels, consumers) walked in slices
+ * that resume where they stopped, the name filter (a caseless substring, or a caseless PCRE2
+ * pattern with bounded cost), sort keys whose byte order is RabbitMQ's sort order, matches
+ * kept in that order and paged by rank, page arithmetic, and the loop turn's shared time
+ * slice with the jobs that share it.
  *
- * Protocol-neutral: items are qm objects; what a door makes of them (JSON in
- * mgmt/pager.c) is its own. Invariants: nothing here keeps a pointer to a queue, exchange or
- * binding across loop turns (a cursor keeps names, a walk keeps names and compares remembered
- * addresses without following them), so objects created or deleted between slices are simply
- * met or not.
+ * Protocol-neutral: items are qm objects and a door's client views (node/clients.h); what a
+ * door makes of them (JSON in mgmt/pager.c) is its own. Invariants: nothing here keeps a
+ * pointer to a queue, exchange, binding or client across loop turns (a cursor keeps names, a
+ * walk keeps names, ids and tags and compares remembered addresses without following them),
+ * so objects created or deleted between slices are simply met or not.
  */
 #ifndef SL_NODE_LISTER_H
 #define SL_NODE_LISTER_H
