@@ -41,6 +41,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "http/guard.h"
+#include "http/request.h"
 #include "http/server.h"
 #include "net/listen.h"
 
@@ -179,7 +180,38 @@ void http_req_unref(http_req *h)
         h->s->inflight--;
     h->release(h);
     sl_buf_free(&h->body);
+    for (size_t i = 0; i < h->n_scratch; i++)
+        sl_free(h->scratch[i]);
+    sl_free(h->scratch);
+    if (h->held)
+        MHD_destroy_response(h->held);
     sl_free(h);
+}
+
+const char *http_req_query(http_req *h, const char *key)
+{
+    const char *raw = MHD_lookup_connection_value(h->conn, MHD_GET_ARGUMENT_KIND, key);
+    if (!raw)
+        return NULL;
+    char *s = http_query_decode(raw);
+    h->scratch = sl_xrealloc(h->scratch, (h->n_scratch + 1) * sizeof *h->scratch);
+    h->scratch[h->n_scratch++] = s;
+    return s;
+}
+
+void http_hold(http_req *h, unsigned status, struct MHD_Response *resp)
+{
+    h->held = resp;
+    h->held_status = status;
+}
+
+enum MHD_Result http_send_held(http_req *h)
+{
+    struct MHD_Response *resp = h->held;
+    h->held = NULL;
+    enum MHD_Result rc = MHD_queue_response(h->conn, h->held_status, resp);
+    MHD_destroy_response(resp);
+    return rc;
 }
 
 void http_req_proven(http_req *h)

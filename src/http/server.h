@@ -37,6 +37,10 @@ struct http_req {
     uint8_t orphan;     /* the server stopped while it was held: only freed from here on */
     void (*release)(http_req *h); /* opts.release, kept for orphans (they outlive s) */
     http_req *susp_next;
+    char **scratch; /* decoded query values (http_req_query), freed with the request */
+    size_t n_scratch;
+    struct MHD_Response *held; /* an answer kept for later (http_hold), freed if never sent */
+    unsigned held_status;
 };
 
 /* The TLS listener's settings (node/config.h's struct node_tls_conf, in plain fields). */
@@ -114,6 +118,14 @@ void http_resume(http_req *h);
 void http_unsuspend(http_req *h);
 void http_req_ref(http_req *h);
 void http_req_unref(http_req *h);
+/* The query argument key, percent-decoded (http_query_decode); NULL when absent. Valid for
+ * the request's life. */
+const char *http_req_query(http_req *h, const char *key);
+/* Keep resp (taken) to be queued with status later, by http_send_held (a reply that waits
+ * for something else, such as the disk: the caller suspends the request meanwhile). */
+void http_hold(http_req *h, unsigned status, struct MHD_Response *resp);
+/* Queue the held response now (from opts.handle, after http_resume). */
+enum MHD_Result http_send_held(http_req *h);
 /* A request on h's connection logged in: the connection counts against conn_max from now on,
  * and the guard leaves it be. */
 void http_req_proven(http_req *h);

@@ -37,23 +37,11 @@ json_t *mgmt_exchange_json(qm_exchange *x)
  * Bindings as JSON
  */
 
-static void props_key(const char *key, const uint8_t *args, size_t args_len, char *out, size_t len)
-{
-    if (!args_len) {
-        snprintf(out, len, "%s", *key ? key : "~");
-        return;
-    }
-    uint32_t h = 2166136261u; /* FNV-1a: stable across restarts, enough to tell bindings apart */
-    for (size_t i = 0; i < args_len; i++)
-        h = (h ^ args[i]) * 16777619u;
-    snprintf(out, len, "%s~%08x", key, h);
-}
-
 static json_t *binding_json(const char *vhost, const char *src, const char *dest, int to_queue,
                             const char *key, const uint8_t *args, size_t args_len)
 {
     char pk[300];
-    props_key(key, args, args_len, pk, sizeof pk);
+    node_binding_props_key(key, args, args_len, pk, sizeof pk);
     json_t *o = json_object();
     json_object_set_new(o, "source", json_string(src));
     json_object_set_new(o, "vhost", json_string(vhost));
@@ -245,36 +233,14 @@ enum MHD_Result mgmt_api_exchanges(req *r)
  * /api/bindings[/{vhost}[/e/{src}/{q|e}/{dest}[/{props}]]]
  */
 
-static qm_binding *find_binding(qm_exchange *src, qm_queue *dq, qm_exchange *dx, const char *pk)
-{
-    for (qm_binding *b = src->bindings; b; b = b->next) {
-        if (b->dest_queue != dq || b->dest_exchange != dx)
-            continue;
-        char k[300];
-        props_key(b->key, b->args, b->args_len, k, sizeof k);
-        if (!strcmp(k, pk))
-            return b;
-    }
-    return NULL;
-}
-
-/* The AMQP door's rules for bind and unbind (h_queue.c, h_exchange.c): write on the
- * destination, read on the source, topic read on the key. 1, or 0 after replying 403. */
+/* The AMQP door's rules for bind and unbind (node_bind_check): 1, or 0 after replying 403. */
 static int binding_allowed(req *r, qm_exchange *src, qm_queue *dq, qm_exchange *dx, const char *key)
 {
-    const char *vh = src->vhost->name;
-    if (!(dq ? mgmt_req_allowed(r, vh, ACC_QUEUE, dq->name, ACC_WRITE)
-             : mgmt_req_allowed(r, vh, ACC_EXCHANGE, dx->name, ACC_WRITE)) ||
-        !mgmt_req_allowed(r, vh, ACC_EXCHANGE, src->name, ACC_READ))
-        return 0;
     char why[800];
-    if (src->type == QM_EX_TOPIC &&
-        acc_check_topic(r->m->n->acc, r->user, vh, src->name, key, strlen(key), ACC_READ, why,
-                        sizeof why) != SL_OK) {
-        mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
-        return 0;
-    }
-    return 1;
+    if (node_bind_check(r->m->n->acc, r->user, src, dq, dx, key, why, sizeof why) == SL_OK)
+        return 1;
+    mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
+    return 0;
 }
 
 static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm_exchange *dx)
@@ -303,7 +269,7 @@ static enum MHD_Result create_binding(req *r, qm_exchange *src, qm_queue *dq, qm
     e = dq ? qm_bind_queue(src, dq, amqp_cstr(key), a, err, sizeof err)
            : qm_bind_exchange(src, dx, amqp_cstr(key), a, err, sizeof err);
     char pk[300];
-    props_key(key, args.data, args.len, pk, sizeof pk);
+    node_binding_props_key(key, args.data, args.len, pk, sizeof pk);
     sl_buf_free(&args);
     if (e != SL_OK)
         return mgmt_reply_sl_err(r, e, "%s", err);
@@ -377,7 +343,7 @@ enum MHD_Result mgmt_api_bindings(req *r)
         sl_err e = node_exchange_not_default(src->name, 0, err, sizeof err);
         return mgmt_reply_sl_err(r, e, "%s", err);
     }
-    qm_binding *b = find_binding(src, dq, dx, pk);
+    qm_binding *b = node_binding_find(src, dq, dx, pk);
     if (!b)
         return mgmt_reply_sl_err(r, SL_ERR_NOT_FOUND, "no binding '%s' from '%s' to '%s'", pk,
                                  src->name, dname);

@@ -6,7 +6,6 @@
  * shows them. Passwords are never shown, only their hashes (to administrators, as RabbitMQ).
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,14 +34,7 @@ static void totals(mgmt *m, const mq_caller *who, node_totals *t)
     struct listed_ctx l = {m, who};
     node_totals_model(m->n->qm, who ? vhost_listed : NULL, &l, t); /* node/totals.c */
     int monitor = !who || acc_is_monitor(m->n->acc, who->user);
-    const node_part *door = node_clients(m->n);
-    node_client c;
-    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
-        if (!c.listed || (!monitor && strcmp(c.user, who->user)))
-            continue;
-        t->connections++;
-        t->channels += c.channels;
-    }
+    node_totals_clients(node_clients(m->n), who ? who->user : NULL, monitor, t);
 }
 
 void mgmt_totals_get(mgmt *m, node_totals *t)
@@ -89,13 +81,10 @@ enum MHD_Result mgmt_api_overview(req *r)
                                   "channels", (json_int_t)t.channels, "exchanges",
                                   (json_int_t)t.exchanges, "queues", (json_int_t)t.queues,
                                   "consumers", (json_int_t)t.consumers));
-    /* RabbitMQ's split: deliver_get = deliver + deliver_no_ack + get + get_no_ack. The queues
-     * count hand-outs (with or without ack) and their basic.get answers, the vhosts their
-     * confirms; all of it over the vhosts this user may list (totals above) */
-    uint64_t dna = t.delivered_no_ack -
-                   (t.get_no_ack < t.delivered_no_ack ? t.get_no_ack : t.delivered_no_ack);
-    uint64_t dack = t.delivered - t.delivered_no_ack;
-    dack -= t.get < dack ? t.get : dack;
+    /* RabbitMQ's split of deliver_get (node_totals_deliveries), over the vhosts this user may
+     * list (totals above); the vhosts count their confirms */
+    uint64_t dack, dna;
+    node_totals_deliveries(&t, &dack, &dna);
     json_object_set_new(o, "message_stats",
                         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "publish",
                                   (json_int_t)t.published, "confirm", (json_int_t)t.confirm,
@@ -327,19 +316,11 @@ enum MHD_Result mgmt_api_vhosts(req *r)
  * Connections, channels, consumers
  */
 
-static void split_peer(const char *peer, char *host, size_t hl, int *port)
-{
-    const char *colon = strrchr(peer, ':');
-    size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
-    snprintf(host, hl, "%.*s", (int)n, peer);
-    *port = colon ? atoi(colon + 1) : 0;
-}
-
 json_t *mgmt_conn_json(mgmt *m, const node_client *c)
 {
     char host[64];
     int port;
-    split_peer(c->peer, host, sizeof host, &port);
+    node_client_peer_split(c->peer, host, sizeof host, &port);
     json_t *o =
         json_pack("{s:s,s:s,s:s,s:I,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i,s:i,s:i}", "name", c->name,
                   "user", c->user, "vhost", c->vhost, "channels", (json_int_t)c->channels,
@@ -355,18 +336,6 @@ json_t *mgmt_conn_json(mgmt *m, const node_client *c)
                             c->peer_cert_subject ? json_string(c->peer_cert_subject) : json_null());
     }
     return o;
-}
-
-const char *mgmt_owner_name(mgmt *m, const void *owner)
-{
-    const node_part *door = node_clients(m->n);
-    return door && door->owner_name ? door->owner_name(door->ctx, owner) : "";
-}
-
-/* filter_user: monitoring and administrator users see everyone's, others their own */
-static int sees_conn(req *r, const node_client *c)
-{
-    return acc_is_monitor(r->m->n->acc, r->user) || !strcmp(c->user, r->user);
 }
 
 json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch)
@@ -419,28 +388,19 @@ enum MHD_Result mgmt_api_connections(req *r)
     return mgmt_reply_method_not_allowed(r);
 }
 
-/* /api/channels/{name}: "<connection name> (<number>)", found without listing them all */
+/* /api/channels/{name}: "<connection name> (<number>)", found without listing them all
+ * (node_channel_find), of the connections the user sees (filter_user) */
 static json_t *find_channel(req *r, const char *name)
 {
-    const node_part *door = node_clients(r->m->n);
+    node_client_walk scope;
+    node_client_walk_init(&scope, NODE_WALK_CHANNELS);
+    scope.user = r->user;
+    scope.monitor = acc_is_monitor(r->m->n->acc, r->user);
     node_client c;
-    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
-        size_t n = strlen(c.name);
-        if (!c.listed || !sees_conn(r, &c) || strncmp(name, c.name, n) ||
-            strncmp(name + n, " (", 2))
-            continue;
-        char *end;
-        unsigned long id = strtoul(name + n + 2, &end, 10);
-        node_channel ch;
-        if (end == name + n + 2 || strcmp(end, ")") || id > 65535 ||
-            door->channel_at(door->ctx, c.id, id, &ch) != 1)
-            continue;
-        char canon[200]; /* "(01)" does not name channel 1 */
-        snprintf(canon, sizeof canon, "%s (%u)", c.name, ch.number);
-        if (!strcmp(canon, name))
-            return mgmt_channel_json(r->m, &c, &ch);
-    }
-    return NULL;
+    node_channel ch;
+    if (!node_channel_find(node_clients(r->m->n), &scope, name, &c, &ch))
+        return NULL;
+    return mgmt_channel_json(r->m, &c, &ch);
 }
 
 enum MHD_Result mgmt_api_channels(req *r)
@@ -465,7 +425,7 @@ json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch
     snprintf(chname, sizeof chname, "%s (%u)", c->name, ch->number);
     char host[64];
     int port;
-    split_peer(c->peer, host, sizeof host, &port);
+    node_client_peer_split(c->peer, host, sizeof host, &port);
     const qm_queue *q = o->queue;
     return json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
                      "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",

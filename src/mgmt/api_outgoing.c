@@ -12,30 +12,6 @@
 #include "mq/mgmtobj.h"
 #include "mgmt/mgmt_internal.h"
 
-static const char *hist_status_name(uint32_t s)
-{
-    switch (s) {
-    case 0x00000000u:
-        return "InProcess";
-    case 0x00000001u:
-        return "EstablishPacketReceived";
-    case 0x00000002u:
-        return "Established";
-    case 0x80000004u:
-        return "SocketConnectFailure";
-    case 0x80000006u:
-        return "SocketSendFailure";
-    case 0x80000007u:
-        return "ConnectionNotReady";
-    case 0x80000008u:
-        return "DnsFailure";
-    case 0x8000000Bu:
-        return "ConnectionRefused";
-    default:
-        return "UnknownFailure";
-    }
-}
-
 /* SEQUENCE_INFO (MS-MQMQ 2.2.5) as a VT_BLOB: the 16 bytes (base64) and their fields. */
 static json_t *seqinfo_json(const eod_seqinfo *s)
 {
@@ -52,9 +28,10 @@ static json_t *history_json(const eod_outq_info *in)
         char st[16], er[16];
         snprintf(st, sizeof st, "0x%08X", h->status);
         snprintf(er, sizeof er, "0x%08X", h->error);
-        json_array_append_new(a, json_pack("{s:s,s:s,s:I,s:s,s:s}", "status", st, "status_name",
-                                           hist_status_name(h->status), "time", (json_int_t)h->time,
-                                           "error", er, "address", h->address));
+        json_array_append_new(a,
+                              json_pack("{s:s,s:s,s:I,s:s,s:s}", "status", st, "status_name",
+                                        mq_info_hist_status_name(h->status), "time",
+                                        (json_int_t)h->time, "error", er, "address", h->address));
     }
     return a;
 }

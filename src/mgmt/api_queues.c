@@ -13,6 +13,7 @@
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
 #include "mq/move.h"
+#include "node/get.h"
 #include "node/rules.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -77,8 +78,10 @@ json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
                   (json_int_t)q->stat_purged, "expired", (json_int_t)q->stat_expired,
                   "dead_lettered", (json_int_t)q->stat_dead_lettered));
     if (q->exclusive && q->exclusive_owner)
-        json_object_set_new(o, "owner_pid_details",
-                            json_pack("{s:s}", "name", mgmt_owner_name(m, q->exclusive_owner)));
+        json_object_set_new(
+            o, "owner_pid_details",
+            json_pack("{s:s}", "name",
+                      node_client_owner_name(node_clients(m->n), q->exclusive_owner)));
     json_t *subs = json_array();
     size_t n = 0;
     void **v = sl_map_sorted(q->subqueues, &n);
@@ -231,14 +234,14 @@ static enum MHD_Result purge(req *r, qm_queue *q)
  * Get (consuming, with an ackmode) and peek (not consuming)
  */
 
-enum ackmode { ACK_REQUEUE, ACK, REJECT_REQUEUE, REJECT };
-
-static int parse_ackmode(json_t *body, enum ackmode *out)
+/* RabbitMQ's ackmode (node_get_mode's order). */
+static int parse_ackmode(json_t *body, node_get_mode *out)
 {
     json_t *a = json_object_get(body, "ackmode");
     if (!a) {
         /* RabbitMQ before 3.7 took "requeue" */
-        *out = defs_json_truthy(json_object_get(body, "requeue"), 1) ? ACK_REQUEUE : ACK;
+        *out = defs_json_truthy(json_object_get(body, "requeue"), 1) ? NODE_GET_ACK_REQUEUE
+                                                                     : NODE_GET_ACK;
         return 0;
     }
     static const char *names[] = {"ack_requeue_true", "ack_requeue_false", "reject_requeue_true",
@@ -246,10 +249,23 @@ static int parse_ackmode(json_t *body, enum ackmode *out)
     if (json_is_string(a))
         for (int i = 0; i < 4; i++)
             if (!strcmp(json_string_value(a), names[i])) {
-                *out = (enum ackmode)i;
+                *out = (node_get_mode)i;
                 return 0;
             }
     return -1;
+}
+
+/* Each message taken, as /get shows it. */
+struct got {
+    json_t *arr;
+    const char *encoding;
+    int64_t truncate;
+};
+
+static void got_one(void *ctx, const qm_position *pos, uint64_t remaining)
+{
+    struct got *g = ctx;
+    json_array_append_new(g->arr, mgmt_msg_view(pos, NULL, g->encoding, g->truncate, remaining));
 }
 
 static enum MHD_Result get(req *r, qm_queue *q)
@@ -259,7 +275,7 @@ static enum MHD_Result get(req *r, qm_queue *q)
     json_t *body = mgmt_req_body(r, 1);
     if (!body)
         return MHD_YES;
-    enum ackmode mode;
+    node_get_mode mode;
     if (parse_ackmode(body, &mode) < 0)
         return mgmt_reply_error(r, 400, "bad_request",
                                 "ackmode must be ack_requeue_true, ack_requeue_false, "
@@ -275,34 +291,10 @@ static enum MHD_Result get(req *r, qm_queue *q)
     if (strcmp(encoding, "auto") && strcmp(encoding, "base64"))
         return mgmt_reply_error(r, 400, "bad_request", "encoding must be auto or base64");
 
-    /* Take them all first: requeueing one at a time would hand the same message back. */
-    qm_position **taken = sl_xcalloc((size_t)count + 1, sizeof *taken);
-    json_t *arr = json_array();
-    size_t n = 0;
-    uint64_t remaining = 0;
-    while ((int64_t)n < count) {
-        qm_position *pos = qm_queue_get(q, 0, &remaining);
-        if (!pos)
-            break;
-        taken[n++] = pos;
-        json_array_append_new(arr, mgmt_msg_view(pos, NULL, encoding, truncate, remaining));
-    }
-    for (size_t i = 0; i < n; i++) {
-        switch (mode) {
-        case ACK_REQUEUE:
-        case REJECT_REQUEUE:
-            qm_position_requeue(taken[i]);
-            break;
-        case ACK:
-            qm_position_ack(taken[i]); /* journal copy when the queue keeps one */
-            break;
-        case REJECT:
-            qm_position_reject(taken[i]); /* dead-lettered when the queue has a DLX */
-            break;
-        }
-    }
-    sl_free(taken);
-    return mgmt_reply_json(r, 200, arr);
+    /* taken first, then settled (node/get.c) */
+    struct got g = {json_array(), encoding, truncate};
+    node_queue_get(q, (size_t)count, mode, got_one, &g);
+    return mgmt_reply_json(r, 200, g.arr);
 }
 
 static enum MHD_Result peek(req *r, qm_queue *q)

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/hex.h"
 #include "core/mem.h"
+#include "http/request.h"
 #include "mgmt/mgmt_internal.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -19,16 +19,12 @@
 
 static void resume_after_sync(void *ctx)
 {
-    mgmt_req_resume(ctx); /* MHD calls on_request again, which sends r->held */
+    mgmt_req_resume(ctx); /* MHD calls on_request again, which sends r->h.held */
 }
 
 static enum MHD_Result send_held(req *r)
 {
-    struct MHD_Response *resp = r->held;
-    r->held = NULL;
-    enum MHD_Result rc = MHD_queue_response(r->conn, r->held_status, resp);
-    MHD_destroy_response(resp);
-    return rc;
+    return http_send_held(&r->h);
 }
 
 enum MHD_Result mgmt_req_respond(req *r, unsigned status, struct MHD_Response *resp)
@@ -40,8 +36,7 @@ enum MHD_Result mgmt_req_respond(req *r, unsigned status, struct MHD_Response *r
      * would hang with it. */
     if (status < 400 && !r->no_store && strcmp(r->method, "GET") != 0 &&
         node_after_sync(r->m->n, resume_after_sync, r)) {
-        r->held = resp;
-        r->held_status = status;
+        http_hold(&r->h, status, resp);
         mgmt_req_suspend(r, send_held);
         return MHD_YES;
     }
@@ -52,14 +47,8 @@ enum MHD_Result mgmt_req_respond(req *r, unsigned status, struct MHD_Response *r
 
 enum MHD_Result mgmt_reply_text(req *r, unsigned status, const char *ctype, char *text, size_t len)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        len, text, text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (ctype)
-        MHD_add_response_header(resp, "Content-Type", ctype);
-    /* names and message bodies in a reply are never taken for HTML, whatever they hold */
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    return mgmt_req_respond(r, status, resp);
+    /* names and message bodies in a reply are never taken for HTML (nosniff) */
+    return mgmt_req_respond(r, status, http_response_text(text, len, ctype, "no-cache"));
 }
 
 void mgmt_json_filter_columns(json_t *obj, const char *cols)
@@ -140,49 +129,6 @@ enum MHD_Result mgmt_reply_error(req *r, unsigned status, const char *error, con
     return rc;
 }
 
-unsigned mgmt_http_status_of(sl_err e)
-{
-    switch (e) {
-    case SL_OK:
-        return 200;
-    case SL_ERR_NOT_FOUND:
-    case SL_ERR_QUEUE_NOT_FOUND:
-    case SL_ERR_QUEUE_DELETED:
-    case SL_ERR_QUEUE_NOT_ACTIVE:
-    case SL_ERR_MESSAGE_NOT_FOUND:
-    case SL_ERR_NO_ROUTE:
-    case SL_ERR_INVALID_HANDLE:
-    case SL_ERR_STALE_HANDLE:
-    case SL_ERR_MEMBER_NOT_FOUND:
-    case SL_ERR_REMOTE_MACHINE_NOT_AVAILABLE:
-        return 404;
-    case SL_ERR_ACCESS_REFUSED:
-    case SL_ERR_NOT_ALLOWED:
-        return 403;
-    case SL_ERR_RESOURCE_LOCKED:
-    case SL_ERR_MESSAGE_LOCKED_UNDER_TX:
-    case SL_ERR_QUEUE_FULL:
-        return 409;
-    case SL_ERR_CONTENT_TOO_LARGE:
-        return 413;
-    case SL_ERR_HANDLE_LIMIT:
-        return 429;
-    case SL_ERR_RESOURCE:
-    case SL_ERR_NOMEM:
-    case SL_ERR_SERVICE_NOT_AVAILABLE:
-    case SL_ERR_NO_DS:
-    case SL_ERR_DTC_CONNECT:
-        return 503;
-    case SL_ERR_NOT_IMPLEMENTED:
-        return 501;
-    case SL_ERR_INTERNAL:
-    case SL_ERR_IO:
-        return 500;
-    default:
-        return 400;
-    }
-}
-
 static const char *error_word(unsigned status)
 {
     switch (status) {
@@ -211,7 +157,7 @@ static const char *error_word(unsigned status)
 
 enum MHD_Result mgmt_reply_sl_err(req *r, sl_err e, const char *fmt, ...)
 {
-    unsigned status = mgmt_http_status_of(e);
+    unsigned status = http_status_of(e);
     va_list ap;
     va_start(ap, fmt);
     enum MHD_Result rc = reply_error_v(r, status, error_word(status), e, 1, fmt, ap);
@@ -231,7 +177,7 @@ enum MHD_Result mgmt_reply_hresult(req *r, sl_err e, json_t *extra, const char *
     mgmt_hresult_str(e, hr, sizeof hr);
     json_object_set_new(j, "hresult", json_string(hr));
     json_object_set_new(j, "hresult_name", json_string(sl_err_get(e)->hresult_name));
-    unsigned status = mgmt_http_status_of(e);
+    unsigned status = http_status_of(e);
     if (e != SL_OK) {
         json_object_set_new(j, "error", json_string(error_word(status)));
         json_object_set_new(j, "reason",
@@ -248,14 +194,7 @@ enum MHD_Result mgmt_reply_remote_hresult(req *r, const char *hresult, const cha
                                           const char *reason, json_t *extra)
 {
     /* the HTTP status of the sl_err with that HRESULT; 502 for one we do not know */
-    unsigned long code = hresult ? strtoul(hresult, NULL, 16) : 0;
-    unsigned status = 502;
-    for (int e = 1; e < SL_ERR__COUNT; e++) {
-        if (sl_err_get((sl_err)e)->hresult == code && code) {
-            status = mgmt_http_status_of((sl_err)e);
-            break;
-        }
-    }
+    unsigned status = http_status_of_hresult(hresult ? strtoul(hresult, NULL, 16) : 0);
     json_t *j = json_object();
     json_object_set_new(j, "hresult", json_string(hresult ? hresult : "0xC00E0001"));
     json_object_set_new(j, "hresult_name", json_string(name ? name : "MQ_ERROR"));
@@ -285,24 +224,7 @@ enum MHD_Result mgmt_reply_not_found(req *r)
 
 const char *mgmt_req_query(req *r, const char *key)
 {
-    const char *raw = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
-    if (!raw)
-        return NULL;
-    char *s = sl_xstrdup(raw), *o = s;
-    for (const char *p = raw; *p; p++) {
-        if (*p == '+') {
-            *o++ = ' ';
-        } else if (*p == '%' && sl_hex_byte(p + 1) > 0) { /* %00 is left as it is */
-            *o++ = (char)sl_hex_byte(p + 1);
-            p += 2;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o = 0;
-    r->scratch = sl_xrealloc(r->scratch, (r->n_scratch + 1) * sizeof *r->scratch);
-    r->scratch[r->n_scratch++] = s;
-    return s;
+    return http_req_query(&r->h, key);
 }
 
 int mgmt_req_query_bool(req *r, const char *key)
@@ -338,15 +260,12 @@ json_t *mgmt_req_body(req *r, int allow_empty)
 
 int mgmt_req_disk_ok(req *r, int memory_too)
 {
-    int alarms = r->m->n->alarms & (memory_too ? (ALARM_DISK | ALARM_MEMORY) : ALARM_DISK);
-    if (!alarms)
-        return 1;
     /* The AMQP door blocks what needs the disk under an alarm; here the client gets an answer
      * at once and tries again later. */
-    mgmt_reply_sl_err(r, SL_ERR_RESOURCE, "%s alarm: refused until it clears (%s)",
-                      alarms & ALARM_DISK ? "disk" : "memory",
-                      alarms & ALARM_DISK ? "free disk under disk_free_limit"
-                                          : "memory above memory_high_watermark");
+    char why[200];
+    if (node_alarm_check(r->m->n->alarms, memory_too, why, sizeof why) == SL_OK)
+        return 1;
+    mgmt_reply_sl_err(r, SL_ERR_RESOURCE, "%s", why);
     return 0;
 }
 
@@ -382,11 +301,7 @@ int mgmt_req_vhost_access(req *r, const char *vhost)
 int mgmt_req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm)
 {
     char why[800];
-    sl_err e = acc_check_vhost(r->m->n->acc, r->user, vhost, why, sizeof why);
-    if (e == SL_OK)
-        e = acc_check(r->m->n->acc, r->user, vhost, kind, name, strlen(name), perm, why,
-                      sizeof why);
-    if (e == SL_OK)
+    if (node_perm_check(r->m->n->acc, r->user, vhost, kind, name, perm, why, sizeof why) == SL_OK)
         return 1;
     mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
     return 0;
@@ -395,11 +310,6 @@ int mgmt_req_allowed(req *r, const char *vhost, acc_kind kind, const char *name,
 /* ------------------------------------------------------------------------------------------
  * Values
  */
-
-int mgmt_str_ieq(const char *a, const char *b)
-{
-    return !strcasecmp(a, b);
-}
 
 int64_t mgmt_json_uint(json_t *v)
 {
@@ -417,7 +327,3 @@ int64_t mgmt_json_uint(json_t *v)
     }
     return -1;
 }
-
-/* ------------------------------------------------------------------------------------------
- * Sorted map values
- */

@@ -62,20 +62,13 @@ static const struct {
     {"sluice_queue_consumers", "gauge", "Consumers of the queue"},
 };
 
+/* per_queue[i]'s value: the queue's own figures (node/totals.c) */
 static uint64_t queue_stat(const qm_queue *q, size_t i)
 {
-    switch (i) {
-    case 0:
-        return qm_queue_message_count(q);
-    case 1:
-        return q->n_ready;
-    case 2:
-        return q->n_locked + q->n_purge_pending;
-    case 3:
-        return q->bytes_total;
-    default:
-        return q->n_consumers;
-    }
+    node_totals t;
+    node_totals_queue(q, &t);
+    const uint64_t v[] = {t.messages, t.ready, t.unacked, t.bytes, t.consumers};
+    return v[i < 4 ? i : 4];
 }
 
 static void queue_series(sl_buf *b, qm_queue *q, size_t i)

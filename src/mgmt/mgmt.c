@@ -9,37 +9,31 @@
  *
  * Browsers (docs/http-api.md "Requests from browsers"): a browser adds the cookie, or Basic
  * credentials it cached, to requests another site's page makes. So, however a request is
- * authenticated: nothing but a GET is taken from another origin (cross_origin: Sec-Fetch-Site,
- * else Origin against Host; API clients send neither), a body is taken only as
- * application/json (content_type_ok: no form can send that type), and a page's 401 carries no
- * Basic challenge (from_a_page), so no browser prompts for and caches credentials for a page.
+ * authenticated: nothing but a GET is taken from another origin (http_cross_origin:
+ * Sec-Fetch-Site, else Origin against Host; API clients send neither), a body is taken only as
+ * application/json (http_content_type_json: no form can send that type), and a page's 401
+ * carries no Basic challenge (http_from_a_page), so no browser prompts for and caches
+ * credentials for a page (the header reading is http/browser.c's).
  *
  * URL paths reach us raw (http/server.c): RabbitMQ's paths carry the vhost "/" as %2F inside
  * one segment, so segments are split first and percent-decoded afterwards.
  */
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
-#include "access/verifier.h"
 #include "core/clock.h"
-#include "core/hex.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "http/browser.h"
+#include "http/request.h"
 #include "mgmt/mgmt_internal.h"
+#include "node/login.h"
 
 /* ------------------------------------------------------------------------------------------
  * Timers
  */
 
-/* The context-handle rundown: idle handles and management objects are closed a little after
- * handle_idle_timeout (at most a quarter of it late, and never more than 30 s). */
-static uint64_t rundown_period_ms(const mgmt *m)
-{
-    uint64_t p = m->n->cfg->handle_idle_timeout_s * 1000 / 4;
-    return p < 200 ? 200 : p > 30000 ? 30000 : p;
-}
-
+/* The context-handle rundown: idle handles and management objects (mq/ctxtab.c's rule) */
 static void on_rundown(sl_loop *loop, sl_timer *t)
 {
     mgmt *m = t->data;
@@ -47,7 +41,7 @@ static void on_rundown(sl_loop *loop, sl_timer *t)
     mq_rundown(m->mq, now);
     mq_ctx_rundown(&m->mobjs, now);
     mgmt_sessions_sweep(m, now);
-    sl_timer_start(loop, t, now + rundown_period_ms(m));
+    sl_timer_start(loop, t, now + mq_ctx_rundown_period_ms(m->n->cfg));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -56,11 +50,8 @@ static void on_rundown(sl_loop *loop, sl_timer *t)
 
 static int is_loopback(mgmt *m, struct MHD_Connection *c)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !ci->client_addr)
-        return 0;
-    return node_peer_is_loopback(m->n, ci->client_addr);
+    const struct sockaddr *sa = http_req_client_addr(c);
+    return sa && node_peer_is_loopback(m->n, sa);
 }
 
 static void authed_as(req *r, const acc_user *u)
@@ -79,29 +70,25 @@ static void auth_unlist(req *r)
             *pp = r->auth_next;
             break;
         }
-    r->auth_job = NULL;
-    sl_free(r->auth_user);
-    sl_free(r->auth_hash);
-    r->auth_user = NULL;
-    r->auth_hash = NULL;
+    r->auth = NULL;
 }
 
-/* The verifier's answer (loop thread). The request may have been answered meanwhile (the
- * client went away: only the job's reference keeps it). */
-static void auth_checked(void *owner, int ok)
+/* The password check's answer: at once (inside node_login_start, r->auth not set yet), or
+ * later from the verifier (loop thread), when the request may have been answered meanwhile
+ * (the client went away: only the check's reference keeps it). */
+static void auth_answer(void *ctx, sl_err e, const acc_user *u, const char *why)
 {
-    req *r = owner;
-    const acc_user *u = NULL;
-    char why[400];
-    if (acc_login_checked(r->m->n->acc, r->auth_user, strlen(r->auth_user), r->auth_hash,
-                          r->auth_hash_len, ok, r->auth_loopback, &u, why, sizeof why) == SL_OK)
+    req *r = ctx;
+    if (e == SL_OK)
         authed_as(r, u);
     else
         sl_info("http: login refused: %s", why);
+    if (!r->auth)
+        return;
     auth_unlist(r);
     if (r->h.suspended && r->auth_waiting)
         mgmt_req_resume(r); /* routed now (req_handle) */
-    http_req_unref(&r->h);  /* the job's */
+    http_req_unref(&r->h);  /* the check's */
 }
 
 static void authenticate(req *r)
@@ -109,33 +96,14 @@ static void authenticate(req *r)
     char *pass = NULL;
     char *user = MHD_basic_auth_get_username_password(r->conn, &pass);
     if (user && pass) {
-        const acc_user *u = NULL;
-        char why[400];
-        acc_db *a = r->m->n->acc;
-        const acc_user *slow = acc_user_find(a, user, strlen(user));
-        if (r->m->n->verifier && acc_login_is_slow(slow, strlen(pass))) {
-            r->auth_job =
-                acc_verifier_post(r->m->n->verifier, slow->algo, slow->hash, slow->hash_len,
-                                  (const uint8_t *)pass, strlen(pass), auth_checked, r);
-            if (r->auth_job) {
-                http_req_ref(&r->h);
-                r->auth_user = sl_xstrdup(user);
-                r->auth_hash = sl_xmalloc(slow->hash_len ? slow->hash_len : 1);
-                memcpy(r->auth_hash, slow->hash, slow->hash_len);
-                r->auth_hash_len = slow->hash_len;
-                r->auth_loopback = (uint8_t)is_loopback(r->m, r->conn);
-                r->auth_next = r->m->authing;
-                r->m->authing = r;
-            } else {
-                sl_info("http: login refused: user '%s' - too many slow password checks "
-                        "waiting (%u); refused unchecked",
-                        user, acc_verifier_pending(r->m->n->verifier));
-            }
-        } else if (acc_login_password(a, user, strlen(user), (const uint8_t *)pass, strlen(pass),
-                                      is_loopback(r->m, r->conn), &u, why, sizeof why) == SL_OK) {
-            authed_as(r, u);
-        } else {
-            sl_info("http: login refused: %s", why);
+        /* a slow hash is checked on the verifier's thread (node/login.c) */
+        node_login *l = node_login_start(r->m->n, user, (const uint8_t *)pass, strlen(pass),
+                                         is_loopback(r->m, r->conn), auth_answer, r);
+        if (l) {
+            r->auth = l;
+            http_req_ref(&r->h);
+            r->auth_next = r->m->authing;
+            r->m->authing = r;
         }
     } else if (!user) {
         /* the console's session cookie (session.c) */
@@ -166,87 +134,15 @@ static const char *header(req *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
-/* Does Origin (scheme://host[:port]) name the host the request was sent to (Host)? The scheme
- * is not compared: behind a proxy that ends TLS the browser's https origin reaches the plain
- * listener. A default port may be left out of either. */
-static int origin_is_host(const char *origin, const char *host)
-{
-    size_t skip = !strncasecmp(origin, "http://", 7)    ? 7
-                  : !strncasecmp(origin, "https://", 8) ? 8
-                                                        : 0;
-    if (!skip || !host)
-        return 0;
-    const char *o = origin + skip, *dflt = skip == 7 ? ":80" : ":443";
-    size_t ol = strlen(o), hl = strlen(host), dl = strlen(dflt);
-    if (ol == hl)
-        return !strncasecmp(o, host, hl);
-    if (hl == ol + dl) /* Origin without the default port, Host with it */
-        return !strncasecmp(o, host, ol) && !strcmp(host + ol, dflt);
-    if (ol == hl + dl) /* and the other way round */
-        return !strncasecmp(o, host, hl) && !strcmp(o + hl, dflt);
-    return 0;
-}
-
-/* The request was made by a browser for a page of another origin: Sec-Fetch-Site (every
- * browser of the last years sends it) when it is there, else Origin (sent with every POST,
- * PUT and DELETE a page makes, and compared with Host). A client that is no browser sends
- * neither (rabbitmqadmin, sluicectl, curl): it is not a page, so there is nothing to forge.
- * The reason, for the refusal, in why. */
-static int cross_origin(req *r, char *why, size_t len)
-{
-    const char *site = header(r, "Sec-Fetch-Site");
-    if (site) {
-        if (!strcasecmp(site, "same-origin") || !strcasecmp(site, "none"))
-            return 0;
-        snprintf(why, len, "Sec-Fetch-Site: %.64s", site);
-        return 1;
-    }
-    const char *origin = header(r, "Origin");
-    if (!origin || origin_is_host(origin, header(r, "Host")))
-        return 0;
-    snprintf(why, len, "Origin %.128s is not this host", origin);
-    return 1;
-}
-
-/* A page's request, not an API client's or a URL the user opened himself: the console's
- * (the guard header), or one whose browser says it came from a page (Origin, or a
- * Sec-Fetch-Site other than "none"). Such a request's 401 carries no WWW-Authenticate: a
- * browser would prompt for a password on behalf of whichever page asked, and then send what
- * was typed with every later request to the API, another site's included. */
-static int from_a_page(req *r)
-{
-    const char *site = header(r, "Sec-Fetch-Site");
-    return has_csrf_header(r) || header(r, "Origin") || (site && strcasecmp(site, "none"));
-}
-
-/* A body is only ever JSON, and only taken as JSON when the client says so: a form of another
- * site can send text/plain, urlencoded or multipart bodies without asking first (no CORS
- * preflight), never application/json. So a request with a body, or with a Content-Type, must
- * say application/json (parameters such as charset allowed). */
-static int content_type_ok(req *r)
-{
-    const char *ct = header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (!ct)
-        return r->h.body.len == 0;
-    ct += strspn(ct, " \t");
-    static const char json[] = "application/json";
-    size_t n = sizeof json - 1;
-    return !strncasecmp(ct, json, n) &&
-           (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
-}
-
 static enum MHD_Result reply_unauthorized(req *r)
 {
     /* RabbitMQ's not_authenticated reply */
     json_t *j = json_pack("{s:s,s:s}", "error", "not_authorized", "reason", "Login failed");
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    /* not to a page's request (the console's among them): see from_a_page */
-    if (!from_a_page(r))
+    struct MHD_Response *resp = http_response_text(text, strlen(text), "application/json", NULL);
+    /* not to a page's request (the console's among them): see http_from_a_page */
+    if (!http_from_a_page(r->conn, MGMT_CSRF_HEADER))
         MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"Sluice Management\"");
     enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_UNAUTHORIZED, resp);
     MHD_destroy_response(resp);
@@ -258,56 +154,12 @@ static enum MHD_Result reply_unauthorized(req *r)
  * Routing
  */
 
-/* Percent-decode in place; -1 on a bad escape or an embedded NUL. */
-static int pct_decode(char *s)
+/* Names are UTF-8 everywhere (RabbitMQ's rule, and what JSON views and definitions can
+ * carry), so a name in a path that is not is refused at every door instead of vanishing from
+ * the exports. */
+static int segment_valid(const char *seg)
 {
-    char *o = s;
-    for (char *p = s; *p; p++) {
-        if (*p == '%') {
-            int v = sl_hex_byte(p + 1);
-            if (v <= 0) /* a bad escape, or %00 */
-                return -1;
-            *o++ = (char)v;
-            p += 2;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o = 0;
-    return 0;
-}
-
-/* Split "/api/a/b%2Fc/" into decoded segments; a leading "api" segment is dropped and
- * *is_api set. -1 on a malformed path; -2 when a decoded segment is not UTF-8: names are
- * UTF-8 everywhere (RabbitMQ's rule, and what JSON views and definitions can carry), so a
- * name that is not is refused at every door instead of vanishing from the exports. */
-static int split_path(req *r, const char *url, int *is_api)
-{
-    *is_api = 0;
-    const char *p = url;
-    int first = 1;
-    while (*p) {
-        while (*p == '/')
-            p++;
-        size_t n = strcspn(p, "/");
-        if (!n)
-            break;
-        if (first && n == 3 && !memcmp(p, "api", 3)) {
-            *is_api = 1;
-        } else {
-            if (r->nsegs == MGMT_MAX_SEGS)
-                return -1;
-            char *s = sl_xstrndup(p, n);
-            r->segs[r->nsegs++] = s;
-            if (pct_decode(s) < 0)
-                return -1;
-            if (!amqp_utf8_valid(amqp_cstr(s)))
-                return -2;
-        }
-        first = 0;
-        p += n;
-    }
-    return 0;
+    return amqp_utf8_valid(amqp_cstr(seg));
 }
 
 static const struct route {
@@ -371,7 +223,8 @@ static int needs_admin(req *r)
 static enum MHD_Result route(req *r, const char *url)
 {
     int is_api = 0;
-    int sp = split_path(r, url, &is_api);
+    /* "/api/a/b%2Fc/": segments split first, decoded after; the "api" prefix dropped */
+    int sp = http_path_split(url, "api", &is_api, r->segs, MGMT_MAX_SEGS, &r->nsegs, segment_valid);
     if (sp == -2)
         return mgmt_reply_error(r, 400, "bad_request",
                                 "a name in the URL path is not valid UTF-8 (names must be UTF-8)");
@@ -385,7 +238,7 @@ static enum MHD_Result route(req *r, const char *url)
     /* Nothing but a read from another origin's page, however it is authenticated: the
      * browser adds the cookie or cached Basic credentials to a forged request by itself. */
     char why[200];
-    if (!mgmt_req_is(r, "GET") && cross_origin(r, why, sizeof why)) {
+    if (!mgmt_req_is(r, "GET") && http_cross_origin(r->conn, why, sizeof why)) {
         sl_info("http: cross-origin %s refused (%s)", r->method, why);
         return mgmt_reply_error(
             r, 403, "forbidden",
@@ -412,7 +265,7 @@ static enum MHD_Result route(req *r, const char *url)
         return mgmt_reply_not_found(r);
     if (needs_admin(r) && !mgmt_req_require_admin(r))
         return MHD_YES;
-    if (!mgmt_req_is(r, "GET") && !content_type_ok(r)) {
+    if (!mgmt_req_is(r, "GET") && !http_content_type_json(r->conn, r->h.body.len)) {
         const char *ct = header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
         return mgmt_reply_error(r, 415, "unsupported_media_type",
                                 "a request body is JSON sent with Content-Type: application/json "
@@ -441,14 +294,9 @@ static void req_release(http_req *h)
     mgmt_pager_release(r); /* a list answered nowhere (the client went away) */
     for (size_t i = 0; i < r->nsegs; i++)
         sl_free(r->segs[i]);
-    for (size_t i = 0; i < r->n_scratch; i++)
-        sl_free(r->scratch[i]);
-    sl_free(r->scratch);
     if (r->json)
         json_decref(r->json);
     sl_free(r->user);
-    if (r->held)
-        MHD_destroy_response(r->held);
 }
 
 static int req_answered(http_req *h)
@@ -482,14 +330,14 @@ static enum MHD_Result req_handle(http_req *h, const char *url)
         /* the password check answered: on to routing */
         h->resumed = 0;
         r->auth_waiting = 0;
-    } else if (h->resumed && (!r->responded || r->held)) {
+    } else if (h->resumed && (!r->responded || h->held)) {
         /* answered asynchronously, or a reply that waited for its sync */
         h->resumed = 0;
         return r->on_resume(r);
     }
     if (r->responded || h->suspended)
         return MHD_YES;
-    if (r->auth_job) { /* the password check still runs: wait for it */
+    if (r->auth) { /* the password check still runs: wait for it */
         r->auth_waiting = 1;
         mgmt_req_suspend(r, NULL);
         return MHD_YES;
@@ -598,7 +446,7 @@ mgmt *mgmt_start(sl_node *n, mq_state *mq, char *err, size_t errlen)
     mgmt_sessions_init(m);
     mgmt_mgmtobj_init(m);
     sl_timer_init(&m->rundown_t, on_rundown, m);
-    sl_timer_start(n->loop, &m->rundown_t, sl_now_ms() + rundown_period_ms(m));
+    sl_timer_start(n->loop, &m->rundown_t, sl_now_ms() + mq_ctx_rundown_period_ms(m->n->cfg));
     sl_info("listening http=%s:%d", m->addr, m->port);
     node_add_listener(n, "http", m->addr, m->port, m->acceptor);
     node_part part = {.name = "http", .ctx = m, .live = mgmt_live};
@@ -630,7 +478,7 @@ void mgmt_stop(mgmt *m)
      * resumed, then answered 401 or dropped as MHD stops). */
     while (m->authing) {
         req *r = m->authing;
-        acc_verify_cancel(r->auth_job);
+        node_login_cancel(r->auth);
         auth_unlist(r);
         if (r->h.suspended && r->auth_waiting)
             http_unsuspend(&r->h);

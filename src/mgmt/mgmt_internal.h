@@ -37,6 +37,7 @@
 #include "defs/defs.h"
 #include "defs/json.h"
 #include "http/server.h"
+#include "http/session.h"
 #include "http/static.h"
 #include "mgmt/mgmt.h"
 #include "mq/caller.h"
@@ -44,6 +45,7 @@
 #include "mq/formatname.h"
 #include "mq/mq.h"
 #include "mq/value_json.h"
+#include "node/lister.h"
 #include "node/node.h"
 #include "node/rules.h"
 #include "node/totals.h"
@@ -64,14 +66,12 @@ struct mgmt {
     uint64_t started_wall_ms;
     /* MC-MQAC management objects opened over HTTP (ids of mq->run_id) */
     mq_ctxtab mobjs;
-    sl_timer rundown_t;  /* closes the idle ones */
-    struct req *authing; /* requests whose password check runs (req.auth_job) */
-    struct pager *jobs;  /* list requests walking every item, a slice per turn (pager.c) */
-    sl_timer jobs_t;
-    uint64_t slice_turn, slice_end; /* the loop turn of the list work's slice, and its end */
-    sl_map *sessions;      /* SHA-256 of a console session's token -> session (session.c) */
-    struct cl_ops *cl_ops; /* the operator's cluster actions (cluster/ops.h), one at a time */
-    sl_timer fig_t;        /* a cluster node's figures to its member (stats/NAME), periodically */
+    sl_timer rundown_t;      /* closes the idle ones */
+    struct req *authing;     /* requests whose password check runs (req.auth) */
+    node_jobs jobs;          /* list requests walking every item, a slice per turn (pager.c) */
+    http_sessions *sessions; /* the console's login sessions (session.c, http/session.h) */
+    struct cl_ops *cl_ops;   /* the operator's cluster actions (cluster/ops.h), one at a time */
+    sl_timer fig_t;          /* a cluster node's figures to its member (stats/NAME), periodically */
 };
 
 typedef struct req {
@@ -86,8 +86,6 @@ typedef struct req {
     unsigned tags;   /* ACC_TAG_* of the authenticated user */
     char *user;      /* authenticated user name */
     json_t *json;    /* parsed body, owned */
-    char **scratch;  /* decoded query values, freed with the request */
-    size_t n_scratch;
     int responded;
     /* asynchronous replies (mgmt_req_suspend / mgmt_req_resume, over http_suspend / http_resume):
      * the request is held by MHD and by whoever will answer it; freed when both let go */
@@ -97,18 +95,13 @@ typedef struct req {
     char async_tag[48];  /* the handler's own, for its on_resume (a handle id...) */
     struct pager *pager; /* a suspended list request's job (pager.c) */
     /* A reply that promises a change on disk waits for it: the request is suspended with
-     * its response here and queued when the sync completes (mgmt_req_respond). */
-    struct MHD_Response *held;
-    unsigned held_status;
+     * its response held (http_hold) and queued when the sync completes (mgmt_req_respond). */
     uint8_t no_store; /* touches no store (a cluster action): its reply never waits */
     /* A slow password (Argon2id) checked on the verifier's thread (access/verifier.h) while
      * the body comes in; the request waits for it (suspended) before it is routed. The job
      * holds a reference; the request is on m->authing until the answer. */
-    struct acc_verify_job *auth_job;
-    char *auth_user;
-    uint8_t *auth_hash;
-    size_t auth_hash_len;
-    uint8_t auth_loopback, auth_waiting;
+    struct node_login *auth; /* node/login.h */
+    uint8_t auth_waiting;
     struct req *auth_next;
 } req;
 
@@ -156,7 +149,6 @@ enum MHD_Result mgmt_reply_remote_hresult(req *r, const char *hresult, const cha
                                           const char *reason, json_t *extra);
 enum MHD_Result mgmt_reply_method_not_allowed(req *r);
 enum MHD_Result mgmt_reply_not_found(req *r);
-unsigned mgmt_http_status_of(sl_err e);
 /* Write "0xC00E0006" into buf (11 bytes at least). */
 void mgmt_hresult_str(sl_err e, char *buf, size_t len);
 
@@ -202,7 +194,6 @@ int mgmt_req_allowed(req *r, const char *vhost, acc_kind kind, const char *name,
 /* ---- http_json.c: values ---- */
 /* A non-negative integer from a JSON integer or a decimal string; -1 when absent/invalid. */
 int64_t mgmt_json_uint(json_t *v);
-int mgmt_str_ieq(const char *a, const char *b);
 
 /* Keep only the requested keys of an object (RabbitMQ's columns=; "a.b" keeps "a"). */
 void mgmt_json_filter_columns(json_t *obj, const char *cols);
@@ -232,8 +223,6 @@ enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s);
 /* The items of those lists as the API shows them (api_misc.c, api_exchanges.c), from the
  * door's views (node/clients.h). */
 json_t *mgmt_conn_json(mgmt *m, const node_client *c);
-/* The name of the connection that owns an exclusive queue (qm's opaque owner). */
-const char *mgmt_owner_name(mgmt *m, const void *owner);
 json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch);
 json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch,
                            const node_consumer *o);
@@ -338,7 +327,6 @@ void mgmt_totals_of(mgmt *m, const mq_caller *who, node_totals *t);
 
 /* ---- session.c: the console's login sessions ---- */
 #define MGMT_SESSION_COOKIE "sluice_session"
-#define MGMT_SESSION_TOKEN_BYTES 32
 /* session limits: config keys mgmt_session_idle_timeout, mgmt_session_max_age, mgmt_session_max */
 #define MGMT_SESSION_IDLE_MS(m) ((m)->n->cfg->mgmt_session_idle_timeout_s * 1000ull)
 #define MGMT_SESSION_MAX_MS(m) ((m)->n->cfg->mgmt_session_max_age_s * 1000ull)
@@ -359,8 +347,5 @@ enum MHD_Result mgmt_serve_static(req *r, const char *url);
 /* The built-in file whose path is exactly path (still percent-encoded), or NULL. */
 struct console_asset;
 const struct console_asset *mgmt_console_find(const char *path);
-/* 1 when an If-None-Match header value lists etag (weak or strong) or is "*". */
-
-/* The values of a map ordered by key (names), for stable listings; caller frees. */
 
 #endif

@@ -207,18 +207,11 @@ qm_message *mgmt_msg_from_publish(req *r, json_t *body, const char *exchange, sl
         mgmt_reply_error(r, 400, "bad_request", "invalid message property '%s'", bad);
         return NULL;
     }
-    uint64_t ttl;
-    char why[300];
-    if ((p.flags & AMQP_P_EXPIRATION) && qm_expiration_parse(p.expiration, &ttl, why, sizeof why)) {
+    /* as basic.publish: the expiration, CC / BCC arrays (BCC routed only) */
+    char why[700];
+    if (node_publish_check(&p, why, sizeof why) != SL_OK) {
         sl_buf_free(&headers);
-        mgmt_reply_error(r, 400, "bad_request", "invalid expiration '%.*s': %s",
-                         (int)p.expiration.len, (const char *)p.expiration.p, why);
-        return NULL;
-    }
-    /* Sender-selected distribution as basic.publish: CC / BCC arrays, BCC routed only. */
-    if ((p.flags & AMQP_P_HEADERS) && qm_cc_bcc_check(p.headers, why, sizeof why) != SL_OK) {
-        sl_buf_free(&headers);
-        mgmt_reply_error(r, 400, "bad_request", "invalid message: %s", why);
+        mgmt_reply_error(r, 400, "bad_request", "%s", why);
         return NULL;
     }
     sl_buf stripped;

@@ -24,9 +24,9 @@
  * those of when the request came.
  *
  * The walking itself (cursors, the name filter, sort keys, page arithmetic, the turn's
- * slice, the walks of bindings and vhosts) is protocol-neutral and lives below the doors in
- * node/lister.c; this file renders the items as JSON and answers over HTTP. The AMQP
- * connections, channels and consumers are still walked here (until the AMQP door has hooks).
+ * slice, the walks of bindings, vhosts and a door's clients) is protocol-neutral and lives
+ * below the doors in node/lister.c; this file renders the items as JSON and answers over
+ * HTTP.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +35,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "http/request.h"
 #include "mgmt/mgmt_internal.h"
 #include "node/lister.h"
 
@@ -45,6 +46,10 @@
 _Static_assert((int)PAGER_QUEUES == (int)NODE_LIST_QUEUES &&
                    (int)PAGER_EXCHANGES == (int)NODE_LIST_EXCHANGES,
                "the pager's first kinds are the lister's");
+_Static_assert(PAGER_CHANNELS - PAGER_CONNECTIONS == NODE_WALK_CHANNELS - NODE_WALK_CONNECTIONS &&
+                   PAGER_CONSUMERS - PAGER_CONNECTIONS ==
+                       NODE_WALK_CONSUMERS - NODE_WALK_CONNECTIONS,
+               "the pager's client kinds are the walk's, in order");
 
 /* ------------------------------------------------------------------------------------------
  * Items
@@ -109,18 +114,11 @@ typedef struct pager {
     int job;                  /* walking everything into matches */
     sl_oset matches;          /* of match */
     uint64_t total, filtered; /* items seen, items matching */
-    struct pager *next_job;   /* in m->jobs */
+    node_job nj;              /* in m->jobs while it walks (node/lister.c) */
     /* lists without an order of their own (mgmt_pager_list_scoped): the scope and the walk */
     int generic;
-    char *s_conn; /* channels: only this connection's (a copy of the pager_scope's) */
     int s_empty;
-    char *user; /* filter_user: monitors see every connection, others their own */
-    int monitor;
-    int admin;       /* consumers are on queues: of the vhosts the user may list (admins: all) */
-    uint64_t w_conn; /* connections are newest first: the id being walked */
-    size_t w_ch;     /* its next channel slot */
-    char *w_ctag;    /* consumers: that channel is partly walked, up to w_cons (its tag) */
-    size_t w_ctag_len;
+    node_client_walk cw;  /* connections, channels, consumers: the scope and the place */
     size_t w_vi;          /* vhost lists: the index of the vhost being walked */
     node_binding_walk bw; /* bindings: the scope and the place (node/lister.c) */
     uint64_t seq;         /* ends every key: two equal items stay two */
@@ -131,9 +129,8 @@ typedef struct pager {
     char *pq_enc;
     int64_t pq_truncate;
     json_t *pq_arr;
-    /* streaming */
-    sl_buf pend; /* bytes made, not yet taken by MHD */
-    int started, ended;
+    /* streaming (http_response_stream) */
+    int started;
     uint64_t nitems; /* items written */
     sl_onode *from;  /* streaming from matches: the next one */
 } pager;
@@ -146,11 +143,8 @@ static void pager_free(pager *p)
     node_filter_free(&p->flt);
     node_matches_free(&p->matches);
     sl_buf_free(&p->texts);
-    sl_free(p->s_conn);
-    sl_free(p->user);
+    node_client_walk_free(&p->cw);
     node_binding_walk_free(&p->bw);
-    sl_free(p->w_ctag);
-    sl_buf_free(&p->pend);
     if (p->peek)
         node_peek_free(&p->pk);
     sl_free(p->pq_enc);
@@ -169,14 +163,14 @@ static char *item_text(pager *p, void *item)
     return t;
 }
 
-static void append_item(pager *p, void *item)
+static void append_item(pager *p, sl_buf *out, void *item)
 {
     char *t = item_text(p, item);
     if (!t)
         return;
     if (p->nitems++)
-        sl_buf_put_u8(&p->pend, ',');
-    sl_buf_append(&p->pend, t, strlen(t));
+        sl_buf_put_u8(out, ',');
+    sl_buf_append(out, t, strlen(t));
     free(t);
 }
 
@@ -185,72 +179,44 @@ static void *stream_next(pager *p)
 {
     if (!p->job)
         return node_cursor_next(p->m->n->qm, &p->cur);
-    while (p->from) {
-        match *mt = SL_ONODE_OWNER(p->from, match, node);
-        p->from = p->cur.reverse ? sl_oset_prev(p->from) : sl_oset_next(p->from);
-        void *it =
-            node_list_find(p->m->n->qm, p->cur.kind, mt->key + mt->vhost_at, mt->key + mt->name_at);
-        if (it)
-            return it;
-    }
-    return NULL;
+    return node_matches_next_item(p->m->n->qm, p->cur.kind, &p->from, p->cur.reverse);
 }
 
-/* The next match's text into pend (the match goes: the reply shrinks as it is sent); 0 at
+/* The next match's text into out (the match goes: the reply shrinks as it is sent); 0 at
  * the end. */
-static int stream_text(pager *p)
+static int stream_text(pager *p, sl_buf *out)
 {
     if (!p->from)
         return 0;
     match *mt = SL_ONODE_OWNER(p->from, match, node);
     p->from = p->cur.reverse ? sl_oset_prev(p->from) : sl_oset_next(p->from);
     if (p->nitems++)
-        sl_buf_put_u8(&p->pend, ',');
-    sl_buf_append(&p->pend, p->texts.data + mt->text_at, mt->text_len);
+        sl_buf_put_u8(out, ',');
+    sl_buf_append(out, p->texts.data + mt->text_at, mt->text_len);
     sl_oset_remove(&p->matches, &mt->node);
     sl_free(mt);
     return 1;
 }
 
-static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max)
+/* The next items of the stream (http_response_stream's producer): '[' first, at most
+ * STREAM_ITEMS items, ']' after the last; 0 then. */
+static int stream_more(void *ctx, sl_buf *out, size_t want)
 {
-    (void)pos;
-    pager *p = cls;
-    if (sl_buf_unread(&p->pend) == 0) {
-        if (p->ended)
-            return MHD_CONTENT_READER_END_OF_STREAM;
-        sl_buf_consume(&p->pend, 0); /* empty: back to the start of the block */
-        if (!p->started) {
-            sl_buf_put_u8(&p->pend, '[');
-            p->started = 1;
-        }
-        int k, end = 0;
-        for (k = 0; k < STREAM_ITEMS && sl_buf_unread(&p->pend) < max; k++) {
-            if (p->generic) {
-                if (!stream_text(p)) {
-                    end = 1;
-                    break;
-                }
-                continue;
-            }
-            void *it = stream_next(p);
-            if (!it) {
-                end = 1;
-                break;
-            }
-            append_item(p, it);
-        }
-        if (end) {
-            sl_buf_put_u8(&p->pend, ']');
-            p->ended = 1;
-        }
+    pager *p = ctx;
+    if (!p->started) {
+        sl_buf_put_u8(out, '[');
+        p->started = 1;
     }
-    size_t n = sl_buf_unread(&p->pend);
-    if (n > max)
-        n = max;
-    memcpy(buf, sl_buf_head(&p->pend), n);
-    sl_buf_consume(&p->pend, n);
-    return (ssize_t)n;
+    for (int k = 0; k < STREAM_ITEMS && sl_buf_unread(out) < want; k++) {
+        void *it = NULL;
+        if (p->generic ? !stream_text(p, out) : !(it = stream_next(p))) {
+            sl_buf_put_u8(out, ']');
+            return 0;
+        }
+        if (it)
+            append_item(p, out, it);
+    }
+    return 1;
 }
 
 static void stream_free(void *cls)
@@ -261,11 +227,8 @@ static void stream_free(void *cls)
 static enum MHD_Result reply_stream(req *r, pager *p)
 {
     p->r = NULL; /* MHD holds it from here; it frees it at the end of the response */
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
-                                                                  stream_cb, p, stream_free);
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    struct MHD_Response *resp = http_response_stream(STREAM_BLOCK, stream_more, p, stream_free,
+                                                     "application/json", "no-cache");
     enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
     MHD_destroy_response(resp);
     r->responded = 1;
@@ -290,8 +253,7 @@ static enum MHD_Result reply_page(req *r, pager *p)
         sl_buf out;
         sl_buf_init(&out);
         char head[256];
-        size_t rank = p->cur.reverse ? (size_t)(filtered - offset - 1) : (size_t)offset;
-        sl_onode *n = offset < filtered ? sl_oset_select(&p->matches, rank) : NULL;
+        sl_onode *n = node_matches_at(&p->matches, offset, p->cur.reverse);
         uint64_t ni =
             filtered - offset < (uint64_t)p->page_size ? filtered - offset : (uint64_t)p->page_size;
         int hl = snprintf(head, sizeof head,
@@ -322,18 +284,12 @@ static enum MHD_Result reply_page(req *r, pager *p)
     }
     json_t *items = json_array();
     if (p->job) {
-        size_t rank = p->cur.reverse ? (size_t)(filtered - offset - 1) : (size_t)offset;
-        sl_onode *n = offset < filtered ? sl_oset_select(&p->matches, rank) : NULL;
-        for (long k = 0; n && k < p->page_size;) {
-            match *mt = SL_ONODE_OWNER(n, match, node);
-            void *it = node_list_find(p->m->n->qm, p->cur.kind, mt->key + mt->vhost_at,
-                                      mt->key + mt->name_at);
-            if (it) {
-                json_array_append_new(items, item_json(p->m, p->cur.kind, it));
-                k++;
-            }
-            n = p->cur.reverse ? sl_oset_prev(n) : sl_oset_next(n);
-        }
+        sl_onode *n = node_matches_at(&p->matches, offset, p->cur.reverse);
+        void *it;
+        for (long k = 0; k < p->page_size && (it = node_matches_next_item(p->m->n->qm, p->cur.kind,
+                                                                          &n, p->cur.reverse));
+             k++)
+            json_array_append_new(items, item_json(p->m, p->cur.kind, it));
     } else {
         /* name order: the first by rank, the rest after it */
         void *first = offset < filtered ? node_cursor_seek(p->m->n->qm, &p->cur, offset) : NULL;
@@ -371,30 +327,20 @@ static enum MHD_Result reply_page(req *r, pager *p)
  * Jobs: walking every item in slices
  */
 
+/* The sort column's value of a queue or exchange (node_matches_collect's key). */
+static void sort_key(void *ctx, void *item, sl_buf *key)
+{
+    pager *p = ctx;
+    json_t *j = item_json(p->m, p->cur.kind, item);
+    encode_sort_value(key, dotted(j, p->sort));
+    json_decref(j);
+}
+
 static void job_step(pager *p, uint64_t until)
 {
-    sl_buf key;
-    sl_buf_init(&key);
-    for (unsigned k = 0;; k++) {
-        if ((k & 31) == 31 && sl_now_us() >= until)
-            break;
-        void *it = node_cursor_next(p->m->n->qm, &p->cur);
-        if (!it) {
-            p->job = 2; /* walked */
-            break;
-        }
-        p->total++;
-        if (!node_filter_match(&p->flt, node_list_name_of(p->cur.kind, it)))
-            continue;
-        key.len = key.off = 0;
-        if (p->sort) {
-            json_t *j = item_json(p->m, p->cur.kind, it);
-            encode_sort_value(&key, dotted(j, p->sort));
-            json_decref(j);
-        }
-        node_match_add_item(&p->matches, &key, p->cur.kind, it);
-    }
-    sl_buf_free(&key);
+    if (node_matches_collect(p->m->n->qm, &p->cur, &p->flt, &p->matches, &p->total,
+                             p->sort ? sort_key : NULL, p, until))
+        p->job = 2; /* walked */
 }
 
 /* A message of a peek, as /get shows it. */
@@ -421,13 +367,13 @@ static void peek_step(pager *p, uint64_t until)
  * list's default columns (RabbitMQ's default sort), then a sequence number (not for
  * bindings and consumers: their default columns name them, so one walked twice is kept
  * once). A page is then found by rank; a full list is streamed from the matches, each freed
- * as it is written. The walk resumes between turns by what does not move:
- *   - connections are newest first in b->conns (ids decrease): the id being walked, and the
- *     next channel slot in it (and in that channel the tag of the last consumer walked); a
- *     connection closed meanwhile is simply not met again;
+ * as it is written. The walk resumes between turns by what does not move (node/lister.c):
+ *   - connections are newest first (ids decrease): the id being walked, and the next channel
+ *     slot in it (and in that channel the tag of the last consumer walked); a connection
+ *     closed meanwhile is simply not met again (node_walk_clients);
  *   - bindings per vhost: the default exchange's (one per queue, in queue_order) after the
  *     last queue walked, then the exchanges' (in exchange_order) after the last exchange
- *     walked, inside an exchange after the last binding walked (visit_exchange);
+ *     walked, inside an exchange after the last binding walked (node_walk_bindings);
  *   - vhosts: their names, taken when the request came.
  * The counts are those of when each item was walked.
  */
@@ -482,149 +428,43 @@ static void visit(pager *p, json_t *j)
         encode_sort_value(&key, dotted(j, p->sort));
     for (int i = 0; i < 6 && default_cols[p->cur.kind][i]; i++)
         encode_sort_value(&key, dotted(j, default_cols[p->cur.kind][i]));
-    if (p->cur.kind == PAGER_BINDINGS || p->cur.kind == PAGER_CONSUMERS) {
-        /* a binding is its default columns (properties_key holds its arguments' hash), a
-         * consumer too (its tag is unique in its channel): one walked again after its place
-         * was lost is the same item */
-        if (node_match_has(&p->matches, &key)) {
-            p->total--; /* counted once */
-            sl_buf_free(&key);
-            json_decref(j);
-            return;
-        }
-    } else {
-        node_sortkey_u64(&key, p->seq++);
+    /* a binding is its default columns (properties_key holds its arguments' hash), a
+     * consumer too (its tag is unique in its channel): one walked again after its place was
+     * lost is the same item, kept once */
+    match *mt =
+        node_match_keep(&p->matches, &key,
+                        p->cur.kind == PAGER_BINDINGS || p->cur.kind == PAGER_CONSUMERS, &p->seq);
+    sl_buf_free(&key);
+    if (!mt) {
+        p->total--; /* counted once */
+        json_decref(j);
+        return;
     }
     if (p->cols && *p->cols)
         mgmt_json_filter_columns(j, p->cols);
-    match *mt = node_match_new(&key, 0, 0);
-    sl_buf_free(&key);
     mt->text_at = p->texts.len;
     json_dump_callback(j, put_text, &p->texts, JSON_COMPACT);
     json_decref(j);
     mt->text_len = p->texts.len - mt->text_at;
-    sl_oset_insert(&p->matches, &mt->node, mt->key, mt->len);
 }
 
-static int conn_in_scope(pager *p, const node_client *c)
+static void visit_client(void *ctx, const node_client *c)
 {
-    if (!c->listed)
-        return 0;
-    if (!p->monitor && strcmp(c->user, p->user))
-        return 0;
-    if (p->cur.only && strcmp(c->vhost, p->cur.only))
-        return 0;
-    /* a connection's consumers are on its vhost's queues: a listing of queues' figures, so
-     * only of the vhosts the user may list (monitoring users see connections, not queues) */
-    if (p->cur.kind == PAGER_CONSUMERS && !p->admin &&
-        !(c->vhost[0] && acc_vhost_visible(p->m->n->acc, p->user, c->vhost)))
-        return 0;
-    return !p->s_conn || !strcmp(c->name, p->s_conn);
+    pager *p = ctx;
+    visit(p, mgmt_conn_json(p->m, c));
 }
 
-/* The consumer walk of one channel: the slice's clock, and the tag of the last consumer
- * visited (where the walk resumes when the slice runs out). */
-typedef struct consumer_walk {
-    pager *p;
-    const node_client *c;
-    const node_channel *ch;
-    uint64_t until;
-    unsigned *k;
-    int visited; /* one at least in this call: the slice may end before the next */
-} consumer_walk;
-
-static int visit_consumer(void *arg, const node_consumer *o)
+static void visit_channel(void *ctx, const node_client *c, const node_channel *ch)
 {
-    consumer_walk *w = arg;
-    pager *p = w->p;
-    if (w->visited && node_slice_over(w->k, w->until))
-        return 0; /* p->w_ctag holds the previous one */
-    w->visited = 1;
-    sl_free(p->w_ctag);
-    p->w_ctag = sl_xstrndup(o->tag, o->tag_len);
-    p->w_ctag_len = o->tag_len;
-    if (o->queue)
-        visit(p, mgmt_consumer_json(p->m, w->c, w->ch, o));
-    return 1;
+    pager *p = ctx;
+    visit(p, mgmt_channel_json(p->m, c, ch));
 }
 
-/* The channel's consumers after the last one walked (found again by tag; all of them when
- * there is none, or when it is gone: consumers are deduplicated in visit); 0 when the slice
- * ran out, the place kept. */
-static int visit_consumers(pager *p, const node_part *door, const node_client *c,
-                           const node_channel *ch, size_t slot, uint64_t until, unsigned *k)
+static void visit_consumer(void *ctx, const node_client *c, const node_channel *ch,
+                           const node_consumer *o)
 {
-    consumer_walk w = {p, c, ch, until, k, 0};
-    char *after = p->w_ctag;
-    p->w_ctag = NULL;
-    int done = door->consumers(door->ctx, c->id, slot, after, after ? p->w_ctag_len : 0,
-                               visit_consumer, &w);
-    if (!p->w_ctag) /* none visited in this call: resume where it was */
-        p->w_ctag = after;
-    else
-        sl_free(after);
-    if (done) {
-        sl_free(p->w_ctag);
-        p->w_ctag = NULL;
-    }
-    return done;
-}
-
-/* 1 when every connection (channel, consumer) of the scope has been visited. */
-static int walk_conns(pager *p, uint64_t until)
-{
-    mgmt *m = p->m;
-    unsigned k = 0;
-    const node_part *door = node_clients(m->n);
-    node_client c;
-    if (!door || !door->client_next(door->ctx, p->w_conn, &c))
-        return 1;
-    if (c.id != p->w_conn) {
-        p->w_ch = 0; /* the one being walked is gone */
-        sl_free(p->w_ctag);
-        p->w_ctag = NULL;
-    }
-    for (;;) {
-        if (conn_in_scope(p, &c)) {
-            if (p->cur.kind == PAGER_CONNECTIONS) {
-                visit(p, mgmt_conn_json(m, &c));
-            } else {
-                node_channel ch;
-                int rc;
-                for (size_t i = p->w_ch; (rc = door->channel_at(door->ctx, c.id, i, &ch)) >= 0;
-                     i++) {
-                    if (i != p->w_ch && p->w_ctag) { /* past the channel it was of */
-                        sl_free(p->w_ctag);
-                        p->w_ctag = NULL;
-                    }
-                    if (node_slice_over(&k, until)) {
-                        p->w_conn = c.id;
-                        p->w_ch = i;
-                        return 0;
-                    }
-                    if (!rc)
-                        continue;
-                    if (p->cur.kind == PAGER_CHANNELS) {
-                        visit(p, mgmt_channel_json(m, &c, &ch));
-                        continue;
-                    }
-                    if (!visit_consumers(p, door, &c, &ch, i, until, &k)) {
-                        p->w_conn = c.id;
-                        p->w_ch = i;
-                        return 0;
-                    }
-                }
-            }
-        }
-        p->w_ch = 0;
-        sl_free(p->w_ctag);
-        p->w_ctag = NULL;
-        p->w_conn = c.id - 1; /* ids start at 1 */
-        if (node_slice_over(&k, until))
-            return 0;
-        if (!door->client_next(door->ctx, p->w_conn, &c))
-            return 1;
-    }
+    pager *p = ctx;
+    visit(p, mgmt_consumer_json(p->m, c, ch, o));
 }
 
 static void visit_vhost(void *ctx, qm_vhost *vh)
@@ -653,41 +493,28 @@ static void generic_step(pager *p, uint64_t until)
     else if (p->cur.kind == PAGER_VHOSTS)
         done = node_walk_vhosts(p->m->n->qm, &p->cur, &p->w_vi, until, visit_vhost, p);
     else
-        done = walk_conns(p, until);
+        done = node_walk_clients(node_clients(p->m->n), &p->cw, until);
     if (done)
         p->job = 2;
 }
 
-/* The end of this loop turn's slice, shared by every job and by the first slice of new
- * requests (ten lists asked for in one turn get PAGER_SLICE_US together, not each). */
-static uint64_t turn_slice_end(mgmt *m)
+/* One slice of a job (node_jobs): 1 once walked (mgmt_pager_resume answers then). */
+static int job_slice(node_job *j, uint64_t until)
 {
-    return node_slice_end(m->n->loop, &m->slice_turn, &m->slice_end, PAGER_SLICE_US);
+    pager *p = SL_ONODE_OWNER(j, pager, nj);
+    if (p->peek)
+        peek_step(p, until);
+    else if (p->generic)
+        generic_step(p, until);
+    else
+        job_step(p, until);
+    return p->job == 2;
 }
 
-static void jobs_tick(sl_loop *loop, sl_timer *t)
+/* Walked: on_request comes back with mgmt_pager_resume. */
+static void job_walked(node_job *j)
 {
-    (void)loop;
-    mgmt *m = t->data;
-    uint64_t until = turn_slice_end(m);
-    pager **pp = &m->jobs;
-    while (*pp && sl_now_us() < until) {
-        pager *p = *pp;
-        if (p->peek)
-            peek_step(p, until);
-        else if (p->generic)
-            generic_step(p, until);
-        else
-            job_step(p, until);
-        if (p->job == 2) { /* walked: on_request comes back with mgmt_pager_resume */
-            *pp = p->next_job;
-            mgmt_req_resume(p->r);
-            continue;
-        }
-        pp = &p->next_job;
-    }
-    if (m->jobs) /* the rest next turn */
-        sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
+    mgmt_req_resume(SL_ONODE_OWNER(j, pager, nj)->r);
 }
 
 /* The request is held (mgmt_req_suspend) while its job runs, so p->r stays valid until then. */
@@ -721,20 +548,19 @@ void mgmt_pager_release(req *r)
 
 void mgmt_pager_stop_all(mgmt *m)
 {
-    while (m->jobs) {
-        pager *p = m->jobs;
-        m->jobs = p->next_job;
+    for (node_job *j = node_jobs_stop(&m->jobs), *next; j; j = next) {
+        next = j->next;
+        pager *p = SL_ONODE_OWNER(j, pager, nj);
         req *r = p->r;
         r->pager = NULL;
         pager_free(p);
         mgmt_req_resume(r); /* lets go of it: MHD frees it as it stops */
     }
-    sl_timer_stop(m->n->loop, &m->jobs_t);
 }
 
 void mgmt_pager_init(mgmt *m)
 {
-    sl_timer_init(&m->jobs_t, jobs_tick, m);
+    node_jobs_init(&m->jobs, m->n->loop, PAGER_SLICE_US);
 }
 
 /* A pager for kind over one vhost (NULL: those the user may list, or sees for vhosts), with
@@ -746,20 +572,9 @@ static pager *pager_new(req *r, int kind, const char *only_vhost)
     p->m = m;
     p->cur.kind = kind;
     p->cur.only = only_vhost ? sl_xstrdup(only_vhost) : NULL;
-    if (!only_vhost) {
-        size_t n;
-        void **v = sl_map_sorted(m->n->qm->vhosts, &n);
-        int all = kind != PAGER_VHOSTS || acc_is_monitor(m->n->acc, r->user);
-        p->cur.vhosts = sl_xcalloc(n + 1, sizeof *p->cur.vhosts);
-        for (size_t i = 0; i < n; i++) {
-            const char *name = ((qm_vhost *)v[i])->name;
-            /* RabbitMQ's filter_vhost for lists in vhosts; list_visible_vhosts for vhosts */
-            if (kind == PAGER_VHOSTS ? all || acc_vhost_visible(m->n->acc, r->user, name)
-                                     : mgmt_req_vhost_listed(r, name))
-                p->cur.vhosts[p->cur.n_vhosts++] = sl_xstrdup(name);
-        }
-        sl_free(v);
-    }
+    if (!only_vhost) /* RabbitMQ's filter_vhost; list_visible_vhosts for vhosts */
+        node_cursor_listed_vhosts(m->n->qm, m->n->acc, &p->cur, r->user, r->is_admin,
+                                  kind == PAGER_VHOSTS);
     const char *cols = mgmt_req_query(r, "columns");
     p->cols = cols && *cols ? sl_xstrdup(cols) : NULL;
     const char *sort = mgmt_req_query(r, "sort");
@@ -772,21 +587,15 @@ static pager *pager_new(req *r, int kind, const char *only_vhost)
     const char *page = mgmt_req_query(r, "page");
     if (page) {
         const char *ps = mgmt_req_query(r, "page_size");
-        int bad = 0;
-        p->page = node_page_parse(page, &bad);
-        p->page_size = ps ? node_page_parse(ps, &bad) : NODE_PAGE_SIZE_DEFAULT;
-        if (bad) {
+        int rc = node_page_params(page, ps, &p->page, &p->page_size);
+        if (rc < 0) {
             pager_free(p);
-            mgmt_reply_error(r, 400, "bad_request", "Pagination parameters are invalid");
-            return NULL;
-        }
-        if (p->page > NODE_PAGE_NUMBER_MAX)
-            p->page = NODE_PAGE_NUMBER_MAX; /* out of range anyway; keeps the offset in 64 bits */
-        if (p->page <= 0 || p->page_size <= 0 || p->page_size > NODE_PAGE_SIZE_MAX) {
-            pager_free(p);
-            mgmt_reply_error(r, 400, "invalid_pagination_parameters",
-                             "Invalid pagination parameters: page number %s, page size %s", page,
-                             ps ? ps : "undefined");
+            if (rc == -1)
+                mgmt_reply_error(r, 400, "bad_request", "Pagination parameters are invalid");
+            else
+                mgmt_reply_error(r, 400, "invalid_pagination_parameters",
+                                 "Invalid pagination parameters: page number %s, page size %s",
+                                 page, ps ? ps : "undefined");
             return NULL;
         }
         p->paged = 1;
@@ -804,15 +613,13 @@ static pager *pager_new(req *r, int kind, const char *only_vhost)
 /* Everything must be seen first: a job, the request suspended meanwhile. */
 static enum MHD_Result start_job(req *r, pager *p)
 {
-    mgmt *m = r->m;
     p->job = 1;
     p->r = r;
     r->pager = p;
-    p->next_job = m->jobs;
-    m->jobs = p;
+    p->nj.step = job_slice;
+    p->nj.done = job_walked;
+    node_jobs_add(&r->m->jobs, &p->nj);
     mgmt_req_suspend(r, mgmt_pager_resume);
-    if (!sl_timer_armed(&m->jobs_t))
-        sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
     return MHD_YES;
 }
 
@@ -841,7 +648,6 @@ enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s)
     if (!p)
         return MHD_YES;
     p->generic = 1;
-    p->s_conn = dup_or_null(s->conn);
     p->bw.src = dup_or_null(s->source);
     p->bw.dest = dup_or_null(s->dest);
     p->bw.dest_is_queue = s->dest_is_queue;
@@ -849,13 +655,22 @@ enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s)
     p->bw.visit = visit_binding;
     p->bw.ctx = p;
     p->s_empty = s->empty;
-    p->user = sl_xstrdup(r->user ? r->user : "");
-    p->monitor = acc_is_monitor(r->m->n->acc, r->user);
-    p->admin = r->is_admin;
-    p->w_conn = UINT64_MAX;
+    if (kind >= PAGER_CONNECTIONS && kind <= PAGER_CONSUMERS) {
+        node_client_walk_init(&p->cw, kind - PAGER_CONNECTIONS + NODE_WALK_CONNECTIONS);
+        p->cw.vhost = dup_or_null(s->vhost);
+        p->cw.conn = dup_or_null(s->conn);
+        p->cw.user = sl_xstrdup(r->user ? r->user : "");
+        p->cw.monitor = acc_is_monitor(r->m->n->acc, r->user);
+        p->cw.admin = r->is_admin;
+        p->cw.acc = r->m->n->acc;
+        p->cw.visit_client = visit_client;
+        p->cw.visit_channel = visit_channel;
+        p->cw.visit_consumer = visit_consumer;
+        p->cw.ctx = p;
+    }
     /* most lists are walked within the first slice, and answered at once (what is left of
      * the turn's slice: a list asked for when it is spent starts as a job, next turn) */
-    uint64_t until = turn_slice_end(r->m);
+    uint64_t until = node_jobs_slice_end(&r->m->jobs);
     if (sl_now_us() < until)
         generic_step(p, until);
     if (p->job != 2)
@@ -885,13 +700,5 @@ enum MHD_Result mgmt_pager_peek(req *r, qm_queue *q, long long off, long long co
         pager_free(p);
         return mgmt_reply_json(r, 200, arr);
     }
-    p->job = 1;
-    p->r = r;
-    r->pager = p;
-    p->next_job = m->jobs;
-    m->jobs = p;
-    mgmt_req_suspend(r, mgmt_pager_resume);
-    if (!sl_timer_armed(&m->jobs_t))
-        sl_timer_start(m->n->loop, &m->jobs_t, sl_loop_now(m->n->loop));
-    return MHD_YES;
+    return start_job(r, p);
 }

@@ -183,6 +183,12 @@ mq_ctx_entry **mq_ctx_list(mq_ctxtab *t, const char *user, size_t *n)
     return v;
 }
 
+uint64_t mq_ctx_rundown_period_ms(const node_config *cfg)
+{
+    uint64_t p = cfg->handle_idle_timeout_s * 1000 / 4;
+    return p < 200 ? 200 : p > 30000 ? 30000 : p;
+}
+
 size_t mq_ctx_rundown(mq_ctxtab *t, uint64_t now)
 {
     uint64_t idle_ms = t->cfg->handle_idle_timeout_s * 1000;

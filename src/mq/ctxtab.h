@@ -56,5 +56,8 @@ sl_err mq_ctx_lookup(mq_ctxtab *t, const char *id, const char *user, mq_ctx_entr
 mq_ctx_entry **mq_ctx_list(mq_ctxtab *t, const char *user, size_t *n);
 /* Close every object unused for cfg->handle_idle_timeout; returns how many. */
 size_t mq_ctx_rundown(mq_ctxtab *t, uint64_t now);
+/* How often to run the rundowns: idle objects are closed a little after handle_idle_timeout
+ * (at most a quarter of it late, and never more than 30 s). */
+uint64_t mq_ctx_rundown_period_ms(const node_config *cfg);
 
 #endif

@@ -105,6 +105,9 @@ sl_err mq_info_queue_value(mq_state *mq, const char *fmt, const char *vhost, int
 
 /* PROPID_MGMT_QUEUE_FOREIGN's string of an outgoing queue ("YES", "NO", "UNKNOWN"). */
 const char *mq_info_foreign_name(eod_foreign f);
+/* The name of an outgoing queue's connection-history status (eod_hist.status: "InProcess",
+ * "Established", "SocketConnectFailure", ...; "UnknownFailure" for any other). */
+const char *mq_info_hist_status_name(uint32_t status);
 
 /* info_outgoing.c: the values that differ for an outgoing queue (every property but PATHNAME,
  * FORMATNAME and the counts), and EOD_SOURCE_INFO of a destination queue. */

@@ -20,6 +20,30 @@ const char *mq_info_foreign_name(eod_foreign f)
     return f == LINK_FOREIGN_YES ? "YES" : f == LINK_FOREIGN_NO ? "NO" : "UNKNOWN";
 }
 
+const char *mq_info_hist_status_name(uint32_t s)
+{
+    switch (s) {
+    case 0x00000000u:
+        return "InProcess";
+    case 0x00000001u:
+        return "EstablishPacketReceived";
+    case 0x00000002u:
+        return "Established";
+    case 0x80000004u:
+        return "SocketConnectFailure";
+    case 0x80000006u:
+        return "SocketSendFailure";
+    case 0x80000007u:
+        return "ConnectionNotReady";
+    case 0x80000008u:
+        return "DnsFailure";
+    case 0x8000000Bu:
+        return "ConnectionRefused";
+    default:
+        return "UnknownFailure";
+    }
+}
+
 void mq_seqinfo_of(const eod_seqinfo *l, mq_seqinfo *out)
 {
     out->seq_id = l->seq_id;

@@ -1,7 +1,8 @@
 /* lister.c - the node's lists walked without stalling the loop (see lister.h): cursors over
- * the per-vhost name orders (qm's sl_oset), the name filter, sort keys, pages, the turn's
- * slice, and the resumable walks of vhosts and bindings. The management API's pager
- * (mgmt/pager.c) is its first user; it renders what is walked here.
+ * the per-vhost name orders (qm's sl_oset), the name filter, sort keys, matches, pages, the
+ * turn's slice and its jobs, and the resumable walks of vhosts, bindings and a door's clients.
+ * The management API's pager (mgmt/pager.c) is its first user; it renders what is walked
+ * here.
  *
  * How the work is bounded: queues and exchanges stay in name order, so a page in name order
  * is found by rank, O(log n + page_size), and nothing is sorted per request. Everything else
@@ -18,8 +19,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "access/access.h"
 #include "core/clock.h"
 #include "core/mem.h"
+#include "node/node.h"
 
 #define RE_MATCH_LIMIT 100000u /* the permission patterns' limits (access/pattern.c) */
 #define RE_DEPTH_LIMIT 2000u
@@ -39,6 +42,18 @@ long node_page_parse(const char *s, int *bad)
     errno = 0;
     long v = strtol(s, NULL, 10);
     return errno == ERANGE ? (v < 0 ? -1 : NODE_PAGE_NUMBER_MAX) : v;
+}
+
+int node_page_params(const char *page, const char *page_size, long *pg, long *size)
+{
+    int bad = 0;
+    *pg = node_page_parse(page, &bad);
+    *size = page_size ? node_page_parse(page_size, &bad) : NODE_PAGE_SIZE_DEFAULT;
+    if (bad)
+        return -1;
+    if (*pg > NODE_PAGE_NUMBER_MAX)
+        *pg = NODE_PAGE_NUMBER_MAX;
+    return *pg <= 0 || *size <= 0 || *size > NODE_PAGE_SIZE_MAX ? -2 : 0;
 }
 
 long node_page_count(uint64_t filtered, long page_size)
@@ -65,6 +80,56 @@ uint64_t node_slice_end(sl_loop *loop, uint64_t *turn, uint64_t *end, uint64_t s
 int node_slice_over(unsigned *k, uint64_t until)
 {
     return (++*k & 15) == 0 && sl_now_us() >= until;
+}
+
+/* Every job a step, in list order, while the turn's slice lasts; the rest next turn (the
+ * timer fires at once in the next loop turn: input is served in between). */
+static void jobs_tick(sl_loop *loop, sl_timer *t)
+{
+    node_jobs *js = t->data;
+    uint64_t until = node_jobs_slice_end(js);
+    node_job **pp = &js->head;
+    while (*pp && sl_now_us() < until) {
+        node_job *j = *pp;
+        if (j->step(j, until)) {
+            *pp = j->next;
+            j->done(j);
+            continue;
+        }
+        pp = &j->next;
+    }
+    if (js->head)
+        sl_timer_start(loop, &js->t, sl_loop_now(loop));
+}
+
+void node_jobs_init(node_jobs *js, sl_loop *loop, uint64_t slice_us)
+{
+    memset(js, 0, sizeof *js);
+    js->loop = loop;
+    js->slice_us = slice_us;
+    sl_timer_init(&js->t, jobs_tick, js);
+}
+
+uint64_t node_jobs_slice_end(node_jobs *js)
+{
+    return node_slice_end(js->loop, &js->turn, &js->end, js->slice_us);
+}
+
+void node_jobs_add(node_jobs *js, node_job *j)
+{
+    j->next = js->head;
+    js->head = j;
+    if (!sl_timer_armed(&js->t))
+        sl_timer_start(js->loop, &js->t, sl_loop_now(js->loop));
+}
+
+node_job *node_jobs_stop(node_jobs *js)
+{
+    node_job *left = js->head;
+    js->head = NULL;
+    if (js->loop)
+        sl_timer_stop(js->loop, &js->t);
+    return left;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -190,6 +255,21 @@ void *node_cursor_seek(qm_node *qm, node_cursor *c, uint64_t offset)
     sl_onode *n = sl_oset_select(s, c->reverse ? cnt - 1 - skip : skip);
     cursor_set(c, vh, n);
     return node_list_owner(n, c->kind);
+}
+
+void node_cursor_listed_vhosts(qm_node *qm, const acc_db *acc, node_cursor *c, const char *user,
+                               int admin, int of_vhosts)
+{
+    size_t n;
+    void **v = sl_map_sorted(qm->vhosts, &n);
+    int all = of_vhosts ? acc_is_monitor(acc, user) : admin;
+    c->vhosts = sl_xcalloc(n + 1, sizeof *c->vhosts);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = ((qm_vhost *)v[i])->name;
+        if (all || acc_vhost_visible(acc, user, name))
+            c->vhosts[c->n_vhosts++] = sl_xstrdup(name);
+    }
+    sl_free(v);
 }
 
 size_t node_cursor_n_vhosts(const node_cursor *c)
@@ -348,6 +428,17 @@ int node_match_has(const sl_oset *s, const sl_buf *key)
     return e && e->klen == key->len && !memcmp(e->key, key->data, key->len);
 }
 
+node_match *node_match_keep(sl_oset *s, sl_buf *key, int dedupe, uint64_t *seq)
+{
+    if (dedupe && node_match_has(s, key))
+        return NULL;
+    if (!dedupe)
+        node_sortkey_u64(key, (*seq)++);
+    node_match *mt = node_match_new(key, 0, 0);
+    sl_oset_insert(s, &mt->node, mt->key, mt->len);
+    return mt;
+}
+
 void node_matches_free(sl_oset *s)
 {
     sl_onode *n;
@@ -355,6 +446,53 @@ void node_matches_free(sl_oset *s)
         sl_oset_remove(s, n);
         sl_free(SL_ONODE_OWNER(n, node_match, node));
     }
+}
+
+sl_onode *node_matches_at(sl_oset *s, uint64_t offset, int reverse)
+{
+    uint64_t n = sl_oset_count(s);
+    if (offset >= n)
+        return NULL;
+    return sl_oset_select(s, reverse ? (size_t)(n - offset - 1) : (size_t)offset);
+}
+
+void *node_matches_next_item(qm_node *qm, int kind, sl_onode **at, int reverse)
+{
+    while (*at) {
+        node_match *mt = SL_ONODE_OWNER(*at, node_match, node);
+        *at = reverse ? sl_oset_prev(*at) : sl_oset_next(*at);
+        void *it = node_list_find(qm, kind, mt->key + mt->vhost_at, mt->key + mt->name_at);
+        if (it)
+            return it;
+    }
+    return NULL;
+}
+
+int node_matches_collect(qm_node *qm, node_cursor *c, const node_filter *f, sl_oset *s,
+                         uint64_t *total, void (*sortkey)(void *ctx, void *item, sl_buf *key),
+                         void *ctx, uint64_t until)
+{
+    int done = 0;
+    sl_buf key;
+    sl_buf_init(&key);
+    for (unsigned k = 0;; k++) {
+        if ((k & 31) == 31 && sl_now_us() >= until)
+            break;
+        void *it = node_cursor_next(qm, c);
+        if (!it) {
+            done = 1;
+            break;
+        }
+        (*total)++;
+        if (!node_filter_match(f, node_list_name_of(c->kind, it)))
+            continue;
+        key.len = key.off = 0;
+        if (sortkey)
+            sortkey(ctx, it, &key);
+        node_match_add_item(s, &key, c->kind, it);
+    }
+    sl_buf_free(&key);
+    return done;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -483,6 +621,33 @@ int node_walk_bindings(qm_node *qm, node_binding_walk *w, const node_cursor *c, 
     return 1;
 }
 
+void node_binding_props_key(const char *key, const uint8_t *args, size_t args_len, char *out,
+                            size_t len)
+{
+    if (!args_len) {
+        snprintf(out, len, "%s", *key ? key : "~");
+        return;
+    }
+    uint32_t h = 2166136261u; /* FNV-1a: stable across restarts, enough to tell bindings apart */
+    for (size_t i = 0; i < args_len; i++)
+        h = (h ^ args[i]) * 16777619u;
+    snprintf(out, len, "%s~%08x", key, h);
+}
+
+qm_binding *node_binding_find(qm_exchange *src, const qm_queue *dq, const qm_exchange *dx,
+                              const char *pk)
+{
+    for (qm_binding *b = src->bindings; b; b = b->next) {
+        if (b->dest_queue != dq || b->dest_exchange != dx)
+            continue;
+        char k[300];
+        node_binding_props_key(b->key, b->args, b->args_len, k, sizeof k);
+        if (!strcmp(k, pk))
+            return b;
+    }
+    return NULL;
+}
+
 void node_binding_walk_free(node_binding_walk *w)
 {
     sl_free(w->src);
@@ -490,6 +655,183 @@ void node_binding_walk_free(node_binding_walk *w)
     sl_free(w->last);
     sl_free(w->bkey);
     sl_free(w->bdest);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * A door's clients in slices (lister.h): newest first by id, then channel slots, then
+ * consumers after the last tag walked
+ */
+
+void node_client_walk_init(node_client_walk *w, int what)
+{
+    memset(w, 0, sizeof *w);
+    w->what = what;
+    w->at = UINT64_MAX;
+}
+
+int node_client_in_scope(const node_client_walk *w, const node_client *c)
+{
+    if (!c->listed)
+        return 0;
+    if (!w->monitor && strcmp(c->user, w->user ? w->user : ""))
+        return 0;
+    if (w->vhost && strcmp(c->vhost, w->vhost))
+        return 0;
+    /* a client's consumers are on its vhost's queues: a listing of queues' figures, so only
+     * of the vhosts the user may list (monitoring users see connections, not queues) */
+    if (w->what == NODE_WALK_CONSUMERS && !w->admin &&
+        !(c->vhost[0] && acc_vhost_visible(w->acc, w->user ? w->user : "", c->vhost)))
+        return 0;
+    return !w->conn || !strcmp(c->name, w->conn);
+}
+
+static void forget_ctag(node_client_walk *w)
+{
+    sl_free(w->ctag);
+    w->ctag = NULL;
+}
+
+/* The consumer walk of one channel: the slice's clock, and the tag of the last consumer
+ * visited (where the walk resumes when the slice runs out). */
+typedef struct consumer_walk {
+    node_client_walk *w;
+    const node_client *c;
+    const node_channel *ch;
+    uint64_t until;
+    unsigned *k;
+    int visited; /* one at least in this call: the slice may end before the next */
+} consumer_walk;
+
+static int visit_consumer(void *arg, const node_consumer *o)
+{
+    consumer_walk *cw = arg;
+    node_client_walk *w = cw->w;
+    if (cw->visited && node_slice_over(cw->k, cw->until))
+        return 0; /* w->ctag holds the previous one */
+    cw->visited = 1;
+    sl_free(w->ctag);
+    w->ctag = sl_xstrndup(o->tag, o->tag_len);
+    w->ctag_len = o->tag_len;
+    if (o->queue)
+        w->visit_consumer(w->ctx, cw->c, cw->ch, o);
+    return 1;
+}
+
+/* The channel's consumers after the last one walked (found again by tag; all of them when
+ * there is none, or when it is gone); 0 when the slice ran out, the place kept. */
+static int visit_consumers(node_client_walk *w, const node_part *door, const node_client *c,
+                           const node_channel *ch, size_t slot, uint64_t until, unsigned *k)
+{
+    consumer_walk cw = {w, c, ch, until, k, 0};
+    char *after = w->ctag;
+    w->ctag = NULL;
+    int done = door->consumers(door->ctx, c->id, slot, after, after ? w->ctag_len : 0,
+                               visit_consumer, &cw);
+    if (!w->ctag) /* none visited in this call: resume where it was */
+        w->ctag = after;
+    else
+        sl_free(after);
+    if (done)
+        forget_ctag(w);
+    return done;
+}
+
+/* The channels of c from w->slot on; 0 when the slice ran out (w->slot is where to resume). */
+static int visit_channels(node_client_walk *w, const node_part *door, const node_client *c,
+                          uint64_t until, unsigned *k)
+{
+    node_channel ch;
+    int rc;
+    for (size_t i = w->slot; (rc = door->channel_at(door->ctx, c->id, i, &ch)) >= 0; i++) {
+        if (i != w->slot && w->ctag) /* past the channel it was of */
+            forget_ctag(w);
+        if (node_slice_over(k, until)) {
+            w->slot = i;
+            return 0;
+        }
+        if (!rc)
+            continue;
+        if (w->what == NODE_WALK_CHANNELS) {
+            w->visit_channel(w->ctx, c, &ch);
+            continue;
+        }
+        if (!visit_consumers(w, door, c, &ch, i, until, k)) {
+            w->slot = i;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int node_walk_clients(const node_part *door, node_client_walk *w, uint64_t until)
+{
+    unsigned k = 0;
+    node_client c;
+    if (!door || !door->client_next(door->ctx, w->at, &c))
+        return 1;
+    if (c.id != w->at) {
+        w->slot = 0; /* the one being walked is gone */
+        forget_ctag(w);
+    }
+    for (;;) {
+        if (node_client_in_scope(w, &c)) {
+            if (w->what == NODE_WALK_CONNECTIONS) {
+                w->visit_client(w->ctx, &c);
+            } else if (!visit_channels(w, door, &c, until, &k)) {
+                w->at = c.id;
+                return 0;
+            }
+        }
+        w->slot = 0;
+        forget_ctag(w);
+        w->at = c.id - 1; /* ids start at 1 */
+        if (node_slice_over(&k, until))
+            return 0;
+        if (!door->client_next(door->ctx, w->at, &c))
+            return 1;
+    }
+}
+
+const char *node_client_owner_name(const node_part *door, const void *owner)
+{
+    return door && door->owner_name ? door->owner_name(door->ctx, owner) : "";
+}
+
+void node_client_peer_split(const char *peer, char *host, size_t hl, int *port)
+{
+    const char *colon = strrchr(peer, ':');
+    size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+    snprintf(host, hl, "%.*s", (int)n, peer);
+    *port = colon ? atoi(colon + 1) : 0;
+}
+
+int node_channel_find(const node_part *door, const node_client_walk *scope, const char *name,
+                      node_client *c, node_channel *ch)
+{
+    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, c); at = c->id - 1) {
+        size_t n = strlen(c->name);
+        if (!node_client_in_scope(scope, c) || strncmp(name, c->name, n) ||
+            strncmp(name + n, " (", 2))
+            continue;
+        char *end;
+        unsigned long id = strtoul(name + n + 2, &end, 10);
+        if (end == name + n + 2 || strcmp(end, ")") || id > 65535 ||
+            door->channel_at(door->ctx, c->id, id, ch) != 1)
+            continue;
+        char canon[200]; /* "(01)" does not name channel 1 */
+        snprintf(canon, sizeof canon, "%s (%u)", c->name, ch->number);
+        if (!strcmp(canon, name))
+            return 1;
+    }
+    return 0;
+}
+
+void node_client_walk_free(node_client_walk *w)
+{
+    sl_free(w->vhost);
+    sl_free(w->conn);
+    sl_free(w->user);
+    sl_free(w->ctag);
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -1,14 +1,16 @@
 /* lister.h - the node's lists, walked without stalling the loop, for any door that shows
  * them: queues and exchanges in (vhost, name) order from a cursor (a page found by rank),
- * bindings and vhosts walked in slices that resume where they stopped, the name filter (a
- * caseless substring, or a caseless PCRE2 pattern with bounded cost), sort keys whose byte
- * order is RabbitMQ's sort order, page arithmetic, and the loop turn's shared time slice.
+ * bindings, vhosts and a door's clients (connections, channels, consumers) walked in slices
+ * that resume where they stopped, the name filter (a caseless substring, or a caseless PCRE2
+ * pattern with bounded cost), sort keys whose byte order is RabbitMQ's sort order, matches
+ * kept in that order and paged by rank, page arithmetic, and the loop turn's shared time
+ * slice with the jobs that share it.
  *
- * Protocol-neutral: items are qm objects; what a door makes of them (JSON in
- * mgmt/pager.c) is its own. Invariants: nothing here keeps a pointer to a queue, exchange or
- * binding across loop turns (a cursor keeps names, a walk keeps names and compares remembered
- * addresses without following them), so objects created or deleted between slices are simply
- * met or not.
+ * Protocol-neutral: items are qm objects and a door's client views (node/clients.h); what a
+ * door makes of them (JSON in mgmt/pager.c) is its own. Invariants: nothing here keeps a
+ * pointer to a queue, exchange, binding or client across loop turns (a cursor keeps names, a
+ * walk keeps names, ids and tags and compares remembered addresses without following them),
+ * so objects created or deleted between slices are simply met or not.
  */
 #ifndef SL_NODE_LISTER_H
 #define SL_NODE_LISTER_H
@@ -19,7 +21,11 @@
 #include "core/buf.h"
 #include "core/oset.h"
 #include "net/loop.h"
+#include "node/clients.h"
 #include "qm/qm.h"
+
+struct acc_db;
+struct node_part;
 
 /* What a cursor walks (the kinds are the mgmt pager's first two, PAGER_QUEUES/EXCHANGES). */
 enum { NODE_LIST_QUEUES, NODE_LIST_EXCHANGES };
@@ -32,6 +38,11 @@ enum { NODE_LIST_QUEUES, NODE_LIST_EXCHANGES };
 /* A page parameter as RabbitMQ reads it (an integer, signed: "-1" is one, " 1" and "1.5"
  * are not); 0 with *bad set otherwise. */
 long node_page_parse(const char *s, int *bad);
+/* page and page_size (NULL: NODE_PAGE_SIZE_DEFAULT) as RabbitMQ takes them, into *pg and
+ * *size: 0; -1 when either is no integer; -2 when out of range (page < 1, page_size not
+ * 1..NODE_PAGE_SIZE_MAX). A page past NODE_PAGE_NUMBER_MAX is out of range of any list: it
+ * is kept there, so that the offset stays in 64 bits. */
+int node_page_params(const char *page, const char *page_size, long *pg, long *size);
 /* Pages of page_size over filtered items, and the offset of page's first item. */
 long node_page_count(uint64_t filtered, long page_size);
 uint64_t node_page_offset(long page, long page_size);
@@ -42,6 +53,33 @@ uint64_t node_page_offset(long page, long page_size);
 uint64_t node_slice_end(sl_loop *loop, uint64_t *turn, uint64_t *end, uint64_t slice_us);
 /* Counts one step in *k: 1 every 16th step once the slice is over. */
 int node_slice_over(unsigned *k, uint64_t until);
+
+/* ---- jobs: walks that go on over loop turns, all of them sharing one slice per turn ----
+ * A job is stepped until its step says it is done, then handed to done (off the list). A
+ * new job starts in the next turn; what its creator did in this turn counts against the
+ * same slice (node_jobs_slice_end). */
+typedef struct node_job node_job;
+struct node_job {
+    node_job *next;
+    int (*step)(node_job *j, uint64_t until); /* one slice of work: 1 when done */
+    void (*done)(node_job *j);                /* once, when step said so */
+};
+
+typedef struct node_jobs {
+    sl_loop *loop;
+    uint64_t slice_us; /* CPU for every job together in one loop turn */
+    node_job *head;
+    sl_timer t;
+    uint64_t turn, end; /* the loop turn of the slice, and its end (node_slice_end) */
+} node_jobs;
+
+void node_jobs_init(node_jobs *js, sl_loop *loop, uint64_t slice_us);
+/* The end (sl_now_us) of this turn's slice, shared by the jobs and whoever starts one. */
+uint64_t node_jobs_slice_end(node_jobs *js);
+void node_jobs_add(node_jobs *js, node_job *j);
+/* Stops: the timer, and the jobs still running handed back as a list (next) for the
+ * caller to let go of; none is stepped or done again. */
+node_job *node_jobs_stop(node_jobs *js);
 
 /* ---- queues or exchanges of one vhost or several, in (vhost, name) order ---- */
 typedef struct node_cursor {
@@ -73,6 +111,11 @@ uint64_t node_cursor_total(qm_node *qm, const node_cursor *c);
 /* The item at rank offset in the cursor's order (the cursor moved to it), or NULL. Whole
  * vhosts are skipped by their counts, the rest found by rank: O(vhosts + log n). */
 void *node_cursor_seek(qm_node *qm, node_cursor *c, uint64_t offset);
+/* The vhosts user may list into c->vhosts, sorted: RabbitMQ's filter_vhost (administrators
+ * every one, others those they have a permission entry on), or for the list of vhosts itself
+ * (of_vhosts) its list_visible_vhosts (monitoring users every one too). */
+void node_cursor_listed_vhosts(qm_node *qm, const struct acc_db *acc, node_cursor *c,
+                               const char *user, int admin, int of_vhosts);
 /* The cursor's vhosts as a list: one when `only`, else `vhosts`. */
 size_t node_cursor_n_vhosts(const node_cursor *c);
 const char *node_cursor_vhost_at(const node_cursor *c, size_t i);
@@ -113,7 +156,23 @@ node_match *node_match_new(const sl_buf *key, size_t vhost_at, size_t name_at);
 void node_match_add_item(sl_oset *s, sl_buf *key, int kind, void *item);
 /* 1 when s holds a match of exactly this key. */
 int node_match_has(const sl_oset *s, const sl_buf *key);
+/* A match of key put in s and returned (its text the caller's to set): with dedupe, NULL
+ * when s holds one of that key already (an item met twice is kept once); without, *seq
+ * (then counted up) ends the key, so that two equal items stay two. */
+node_match *node_match_keep(sl_oset *s, sl_buf *key, int dedupe, uint64_t *seq);
 void node_matches_free(sl_oset *s);
+/* The match at rank offset in the direction (reverse: from the last), or NULL past the end. */
+sl_onode *node_matches_at(sl_oset *s, uint64_t offset, int reverse);
+/* Queues, exchanges: the item of the first match from *at on that is still there (*at moved
+ * past it, in the direction), or NULL at the end. */
+void *node_matches_next_item(qm_node *qm, int kind, sl_onode **at, int reverse);
+/* A filter or another sort needs every item: walks on from the cursor until the slice ends,
+ * counting each item in *total and keeping those whose name passes f in s, keyed by what
+ * sortkey writes (NULL: nothing, the name order then) and then their vhost and name. 1 when
+ * every item was walked. */
+int node_matches_collect(qm_node *qm, node_cursor *c, const node_filter *f, sl_oset *s,
+                         uint64_t *total, void (*sortkey)(void *ctx, void *item, sl_buf *key),
+                         void *ctx, uint64_t until);
 
 /* ---- vhosts and bindings, walked in slices ---- */
 /* The cursor's vhosts from *vi on, each still there met once, until the slice ends; 1 when
@@ -144,6 +203,62 @@ typedef struct node_binding_walk {
 int node_walk_bindings(qm_node *qm, node_binding_walk *w, const node_cursor *vhosts,
                        uint64_t until);
 void node_binding_walk_free(node_binding_walk *w);
+/* RabbitMQ's properties_key, which names a binding among those with the same source and
+ * destination: its routing key ("~" for ""), or with arguments the key, "~" and a hash of
+ * them (FNV-1a: stable across restarts). */
+void node_binding_props_key(const char *key, const uint8_t *args, size_t args_len, char *out,
+                            size_t len);
+/* src's binding to dq or dx whose properties_key is pk, or NULL. */
+qm_binding *node_binding_find(qm_exchange *src, const qm_queue *dq, const qm_exchange *dx,
+                              const char *pk);
+
+/* ---- a door's clients (connections, channels, consumers), walked in slices ----
+ * Nothing keeps them in an order a cursor could follow; the walk resumes by what does not
+ * move: client ids decrease newest first (the id being walked), the next channel slot in it,
+ * and in that channel the tag of the last consumer walked. A client closed meanwhile is
+ * simply not met again; a consumer may be met twice when its channel's place was lost (the
+ * visitor deduplicates). */
+enum { NODE_WALK_CONNECTIONS, NODE_WALK_CHANNELS, NODE_WALK_CONSUMERS };
+
+typedef struct node_client_walk {
+    /* what and the scope (the walk's own copies; NULL: no restriction) */
+    int what;    /* NODE_WALK_* */
+    char *vhost; /* only clients in this vhost */
+    char *conn;  /* only this client (by name) */
+    char *user;  /* filter_user: a monitor sees every client, others their own */
+    int monitor;
+    int admin; /* consumers are on queues: of the vhosts user may list (admins: all) */
+    const struct acc_db *acc;
+    /* what is met (consumers only those on a queue) */
+    void (*visit_client)(void *ctx, const node_client *c);
+    void (*visit_channel)(void *ctx, const node_client *c, const node_channel *ch);
+    void (*visit_consumer)(void *ctx, const node_client *c, const node_channel *ch,
+                           const node_consumer *o);
+    void *ctx;
+    /* the place */
+    uint64_t at; /* the id being walked (UINT64_MAX: from the newest) */
+    size_t slot; /* its next channel slot */
+    char *ctag;  /* consumers: that channel is partly walked, up to this tag */
+    size_t ctag_len;
+} node_client_walk;
+
+/* what, from the newest client; the rest of *w zeroed (the caller fills the scope). */
+void node_client_walk_init(node_client_walk *w, int what);
+/* 1 when a client of the scope may be listed (clients before login, or closing, are not). */
+int node_client_in_scope(const node_client_walk *w, const node_client *c);
+/* Walks on from the place until the slice ends: 1 when every client (channel, consumer) of
+ * the scope has been met. door NULL (no door has clients): 1 at once. */
+int node_walk_clients(const struct node_part *door, node_client_walk *w, uint64_t until);
+void node_client_walk_free(node_client_walk *w);
+/* The name of the client that owns an exclusive queue (qm's opaque owner); "" when none. */
+const char *node_client_owner_name(const struct node_part *door, const void *owner);
+/* A client's peer ("host:port") as host (at most hl - 1 bytes) and port (0 when none). */
+void node_client_peer_split(const char *peer, char *host, size_t hl, int *port);
+/* The channel RabbitMQ names "CLIENT (N)" (N canonical: "(01)" names nothing) of a client in
+ * scope (its user, monitor: node_client_in_scope), found without listing them all: 1 with
+ * *c and *ch (views valid until the door changes), 0 when there is none. */
+int node_channel_find(const struct node_part *door, const node_client_walk *scope, const char *name,
+                      node_client *c, node_channel *ch);
 
 /* ---- a peek: a queue's messages from an offset, viewed in slices ---- */
 typedef struct node_peek {

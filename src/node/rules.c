@@ -2,6 +2,8 @@
  * texts are RabbitMQ's, as both doors sent them before the rules were written once here. */
 #include "node/rules.h"
 
+#include "node/node.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -83,4 +85,54 @@ sl_err node_exchange_delete_check(const char *name, size_t len, const char *vhos
         return SL_ERR_ACCESS_REFUSED;
     }
     return SL_OK;
+}
+
+sl_err node_perm_check(const acc_db *a, const char *user, const char *vhost, acc_kind kind,
+                       const char *name, acc_perm perm, char *why, size_t whylen)
+{
+    sl_err e = acc_check_vhost(a, user, vhost, why, whylen);
+    return e != SL_OK ? e : acc_check(a, user, vhost, kind, name, strlen(name), perm, why, whylen);
+}
+
+sl_err node_bind_check(const acc_db *a, const char *user, const qm_exchange *src,
+                       const qm_queue *dq, const qm_exchange *dx, const char *key, char *why,
+                       size_t whylen)
+{
+    const char *vh = src->vhost->name;
+    sl_err e = dq ? node_perm_check(a, user, vh, ACC_QUEUE, dq->name, ACC_WRITE, why, whylen)
+                  : node_perm_check(a, user, vh, ACC_EXCHANGE, dx->name, ACC_WRITE, why, whylen);
+    if (e == SL_OK)
+        e = node_perm_check(a, user, vh, ACC_EXCHANGE, src->name, ACC_READ, why, whylen);
+    if (e == SL_OK && src->type == QM_EX_TOPIC)
+        e = acc_check_topic(a, user, vh, src->name, key, strlen(key), ACC_READ, why, whylen);
+    return e;
+}
+
+sl_err node_publish_check(const amqp_basic_props *p, char *why, size_t whylen)
+{
+    uint64_t ttl;
+    char what[300];
+    if ((p->flags & AMQP_P_EXPIRATION) &&
+        qm_expiration_parse(p->expiration, &ttl, what, sizeof what)) {
+        snprintf(why, whylen, "invalid expiration '%.*s': %s", (int)p->expiration.len,
+                 (const char *)p->expiration.p, what);
+        return SL_ERR_PRECONDITION;
+    }
+    if ((p->flags & AMQP_P_HEADERS) && qm_cc_bcc_check(p->headers, what, sizeof what) != SL_OK) {
+        snprintf(why, whylen, "invalid message: %s", what);
+        return SL_ERR_PRECONDITION;
+    }
+    return SL_OK;
+}
+
+sl_err node_alarm_check(int alarms, int memory_too, char *why, size_t whylen)
+{
+    alarms &= memory_too ? (ALARM_DISK | ALARM_MEMORY) : ALARM_DISK;
+    if (!alarms)
+        return SL_OK;
+    snprintf(why, whylen, "%s alarm: refused until it clears (%s)",
+             alarms & ALARM_DISK ? "disk" : "memory",
+             alarms & ALARM_DISK ? "free disk under disk_free_limit"
+                                 : "memory above memory_high_watermark");
+    return SL_ERR_RESOURCE;
 }

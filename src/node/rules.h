@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "access/access.h"
+#include "amqp/method.h"
 #include "core/err.h"
 #include "qm/qm.h"
 
@@ -46,5 +47,28 @@ sl_err node_exchange_new_name(const char *name, size_t len, int exists, char *wh
 /* Deleting an exchange of vhost: neither the default nor a system (amq.*) one. */
 sl_err node_exchange_delete_check(const char *name, size_t len, const char *vhost, char *why,
                                   size_t whylen);
+
+/* A permission as the AMQP door checks it: the vhost first (the user must be able to log
+ * into it, administrators included), then perm on the resource. SL_OK, or the access
+ * module's refusal. */
+sl_err node_perm_check(const acc_db *a, const char *user, const char *vhost, acc_kind kind,
+                       const char *name, acc_perm perm, char *why, size_t whylen);
+
+/* Binding src to a queue (dq) or an exchange (dx) with key, or unbinding it, as user: write
+ * on the destination, read on the source, and on a topic exchange topic read on the key (the
+ * AMQP rules of queue.bind and exchange.bind). SL_OK, or the access module's refusal. */
+sl_err node_bind_check(const acc_db *a, const char *user, const qm_exchange *src,
+                       const qm_queue *dq, const qm_exchange *dx, const char *key, char *why,
+                       size_t whylen);
+
+/* A message's properties as basic.publish checks them: a valid expiration, and CC / BCC
+ * headers that are arrays (sender-selected distribution). SL_OK, or SL_ERR_PRECONDITION with
+ * why ("invalid expiration '...': ..." / "invalid message: ..."). */
+sl_err node_publish_check(const amqp_basic_props *p, char *why, size_t whylen);
+
+/* What needs the disk under the node's alarms (ALARM_*, node.h): a durable declare, a
+ * binding, a definitions import; memory_too: a publish, which the memory alarm stops as
+ * well. SL_OK, or SL_ERR_RESOURCE with why ("disk alarm: refused until it clears (...)"). */
+sl_err node_alarm_check(int alarms, int memory_too, char *why, size_t whylen);
 
 #endif

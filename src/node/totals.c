@@ -3,10 +3,11 @@
 
 #include <string.h>
 
-static void add_queue(node_totals *t, qm_queue *q, int top)
+#include "node/node.h"
+
+/* q's own figures added to t. */
+static void add_own(node_totals *t, const qm_queue *q)
 {
-    if (top)
-        t->queues++;
     t->messages += qm_queue_message_count(q);
     t->ready += q->n_ready;
     t->unacked += q->n_locked + q->n_purge_pending;
@@ -22,6 +23,13 @@ static void add_queue(node_totals *t, qm_queue *q, int top)
     t->purged += q->stat_purged;
     t->expired += q->stat_expired;
     t->dead_lettered += q->stat_dead_lettered;
+}
+
+static void add_queue(node_totals *t, qm_queue *q, int top)
+{
+    if (top)
+        t->queues++;
+    add_own(t, q);
     size_t it = 0, kl;
     const char *k;
     void *v;
@@ -47,6 +55,31 @@ void node_totals_model(qm_node *qm, int (*listed)(void *ctx, const char *vhost),
         while (sl_map_next(vh->queues, &qit, &k, &kl, &qv))
             add_queue(t, qv, 1);
     }
+}
+
+void node_totals_clients(const node_part *door, const char *user, int monitor, node_totals *t)
+{
+    node_client c;
+    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
+        if (!c.listed || (!monitor && strcmp(c.user, user ? user : "")))
+            continue;
+        t->connections++;
+        t->channels += c.channels;
+    }
+}
+
+void node_totals_deliveries(const node_totals *t, uint64_t *deliver, uint64_t *deliver_no_ack)
+{
+    *deliver_no_ack = t->delivered_no_ack -
+                      (t->get_no_ack < t->delivered_no_ack ? t->get_no_ack : t->delivered_no_ack);
+    uint64_t dack = t->delivered - t->delivered_no_ack;
+    *deliver = dack - (t->get < dack ? t->get : dack);
+}
+
+void node_totals_queue(const qm_queue *q, node_totals *t)
+{
+    memset(t, 0, sizeof *t);
+    add_own(t, q);
 }
 
 void node_totals_vhost_queues(qm_vhost *vh, node_totals *t)

@@ -1,7 +1,8 @@
 /* totals.h - the node's figures summed once for every door that shows them: the management
  * API's overview and /metrics, and the MSMQ machine properties (DCE/RPC and HTTP). Queues
  * count with their subqueues' messages; the vhosts counted are those a caller may list (a
- * door's rule, passed in). Connections and channels are a door's own: the door adds them.
+ * door's rule, passed in). Connections and channels are the client door's, through its
+ * node_part hooks (node_totals_clients).
  */
 #ifndef SL_NODE_TOTALS_H
 #define SL_NODE_TOTALS_H
@@ -9,6 +10,8 @@
 #include <stdint.h>
 
 #include "qm/qm.h"
+
+struct node_part;
 
 typedef struct node_totals {
     uint64_t queues, exchanges, connections, channels, consumers;
@@ -21,6 +24,19 @@ typedef struct node_totals {
  * exchanges and queues added. */
 void node_totals_model(qm_node *qm, int (*listed)(void *ctx, const char *vhost), void *ctx,
                        node_totals *t);
+
+/* The door's clients added to t: connections that are listed and their channels, of user
+ * only unless monitor (RabbitMQ's filter_user). door NULL (no door has clients): none. */
+void node_totals_clients(const struct node_part *door, const char *user, int monitor,
+                         node_totals *t);
+
+/* RabbitMQ's split of deliver_get (= deliver + deliver_no_ack + get + get_no_ack): the
+ * hand-outs with an ack and without one that were no basic.get answers. */
+void node_totals_deliveries(const node_totals *t, uint64_t *deliver, uint64_t *deliver_no_ack);
+
+/* *t zeroed, then q's own figures (its subqueues' not added): messages, ready, unacked
+ * (delivered or locked, and purged but not yet settled), bytes, consumers, its counters. */
+void node_totals_queue(const qm_queue *q, node_totals *t);
 
 /* *t zeroed, then the figures of vh's queues only (a vhost's own row). */
 void node_totals_vhost_queues(qm_vhost *vh, node_totals *t);

@@ -1,8 +1,8 @@
 /* test_lister.c - unit tests for the node's lists and rules below the doors (src/node/lister.c,
  * src/node/rules.c, src/node/totals.c): page parameters as RabbitMQ reads them, sort keys whose
  * byte order is RabbitMQ's order, the name filter, a cursor over several vhosts in both
- * directions and by rank, the bindings walk resumed across slices, the refusals' texts, and
- * the totals.
+ * directions and by rank, the bindings walk and a door's clients walk resumed across slices,
+ * the refusals' texts, and the totals.
  */
 #include <check.h>
 #include <stdint.h>
@@ -10,9 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access/access.h"
 #include "amqp/method.h"
+#include "amqp/table.h"
 #include "core/mem.h"
+#include "node/get.h"
 #include "node/lister.h"
+#include "node/node.h"
 #include "node/rules.h"
 #include "node/totals.h"
 #include "qm/qm.h"
@@ -66,6 +70,17 @@ START_TEST(page_parameters)
     bad = 0;
     ck_assert_int_eq(node_page_parse("99999999999999999999999", &bad), NODE_PAGE_NUMBER_MAX);
     ck_assert_int_eq(bad, 0);
+    long pg, size;
+    ck_assert_int_eq(node_page_params("2", NULL, &pg, &size), 0);
+    ck_assert(pg == 2 && size == NODE_PAGE_SIZE_DEFAULT);
+    ck_assert_int_eq(node_page_params("1", "500", &pg, &size), 0);
+    ck_assert_int_eq(node_page_params("1", "x", &pg, &size), -1);
+    ck_assert_int_eq(node_page_params("1.0", "5", &pg, &size), -1);
+    ck_assert_int_eq(node_page_params("0", "5", &pg, &size), -2);
+    ck_assert_int_eq(node_page_params("1", "501", &pg, &size), -2);
+    ck_assert_int_eq(node_page_params("1", "-5", &pg, &size), -2);
+    ck_assert_int_eq(node_page_params("99999999999999999999999", "5", &pg, &size), 0);
+    ck_assert_int_eq(pg, NODE_PAGE_NUMBER_MAX);
     ck_assert_int_eq(node_page_count(0, 100), 0);
     ck_assert_int_eq(node_page_count(101, 100), 2);
     ck_assert_uint_eq(node_page_offset(3, 10), 20);
@@ -173,6 +188,73 @@ START_TEST(cursor_over_vhosts)
 }
 END_TEST
 
+/* The vhosts a user may list; matches collected, paged by rank, and found again. */
+static void key_of_name_reversed(void *ctx, void *item, sl_buf *key)
+{
+    (*(int *)ctx)++;
+    const char *name = ((qm_exchange *)item)->name;
+    node_sortkey_u64(key, UINT64_MAX - (uint64_t)(unsigned char)name[strlen(name) - 1]);
+}
+
+START_TEST(listed_vhosts_and_matches)
+{
+    qm_vhost *a = qm_vhost_create(N, "a");
+    qm_vhost_create(N, "b");
+    acc_db *acc = acc_new();
+    ck_assert_int_eq(acc_vhost_put(acc, "a", NULL, NULL, NULL, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_vhost_put(acc, "b", NULL, NULL, NULL, err, sizeof err), SL_OK);
+    acc_user_def u = {.name = "u", .password = "pw", .password_len = 2};
+    ck_assert_int_eq(acc_user_put(acc, &u, NULL, err, sizeof err), SL_OK);
+    ck_assert_int_eq(acc_perm_set(acc, "u", "a", ".*", ".*", ".*", err, sizeof err), SL_OK);
+    node_cursor c = {.kind = NODE_LIST_EXCHANGES};
+    node_cursor_listed_vhosts(N, acc, &c, "u", 0, 0);
+    ck_assert(c.n_vhosts == 1 && !strcmp(c.vhosts[0], "a"));
+    node_cursor_free(&c);
+    node_cursor all = {.kind = NODE_LIST_EXCHANGES};
+    node_cursor_listed_vhosts(N, acc, &all, "u", 1, 0); /* an administrator: every one */
+    ck_assert(all.n_vhosts == 2 && !strcmp(all.vhosts[1], "b"));
+    node_cursor_free(&all);
+    acc_free(acc);
+
+    /* a's exchanges whose name has "x", keyed by their last letter descending */
+    exchange(a, "x1");
+    exchange(a, "x3");
+    exchange(a, "x2");
+    node_cursor one = {.kind = NODE_LIST_EXCHANGES, .only = sl_xstrdup("a")};
+    node_filter f;
+    ck_assert_int_eq(node_filter_init(&f, "x", 0, err, sizeof err), 0);
+    sl_oset s;
+    memset(&s, 0, sizeof s);
+    uint64_t total = 0;
+    int keyed = 0;
+    int done = 0;
+    for (int i = 0; i < 100 && !done; i++)
+        done = node_matches_collect(N, &one, &f, &s, &total, key_of_name_reversed, &keyed, 0);
+    ck_assert(done);
+    ck_assert_uint_eq(total, sl_oset_count(&a->exchange_order));
+    ck_assert_uint_eq(sl_oset_count(&s), 3);
+    ck_assert_int_eq(keyed, 3);
+    /* page by rank: offset 1 is x2, in reverse x2 too; x3 gone is skipped */
+    sl_onode *at = node_matches_at(&s, 1, 0);
+    qm_exchange *x = node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 0);
+    ck_assert_str_eq(x->name, "x2");
+    at = node_matches_at(&s, 0, 1);
+    ck_assert_str_eq(((qm_exchange *)node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 1))->name,
+                     "x1");
+    ck_assert_ptr_null(node_matches_at(&s, 3, 0));
+    ck_assert_int_eq(qm_exchange_delete(qm_exchange_find(a, "x3", 2), 0, err, sizeof err), SL_OK);
+    at = node_matches_at(&s, 0, 0);
+    x = node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 0);
+    ck_assert_str_eq(x->name, "x2");
+    ck_assert_str_eq(((qm_exchange *)node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 0))->name,
+                     "x1");
+    ck_assert_ptr_null(node_matches_next_item(N, NODE_LIST_EXCHANGES, &at, 0));
+    node_matches_free(&s);
+    node_filter_free(&f);
+    node_cursor_free(&one);
+}
+END_TEST
+
 static void count_default(void *ctx, qm_queue *q)
 {
     (void)q;
@@ -215,6 +297,20 @@ START_TEST(bindings_walk_resumes)
     /* amq.* exchanges hold none */
     ck_assert_int_eq(seen, 100 * (int)n_default + n_x);
     node_binding_walk_free(&w);
+    /* a binding named by its properties_key: the key, or with arguments the key and a hash */
+    char pk[300];
+    node_binding_props_key("k7", NULL, 0, pk, sizeof pk);
+    ck_assert_str_eq(pk, "k7");
+    node_binding_props_key("", NULL, 0, pk, sizeof pk);
+    ck_assert_str_eq(pk, "~");
+    const uint8_t args[] = {1, 2, 3};
+    node_binding_props_key("k", args, sizeof args, pk, sizeof pk);
+    ck_assert_str_eq(pk, "k~56cf37ab");
+    qm_exchange *x1 = qm_exchange_find(vh, "x1", 2);
+    qm_binding *b = node_binding_find(x1, q, NULL, "k7");
+    ck_assert(b && !strcmp(b->key, "k7"));
+    ck_assert_ptr_null(node_binding_find(x1, q, NULL, "k99"));
+    ck_assert_ptr_null(node_binding_find(x1, NULL, x1, "k7"));
     node_cursor_free(&c);
 }
 END_TEST
@@ -249,6 +345,41 @@ START_TEST(rules_texts)
                   "%s", err);
     ck_assert(!node_queue_definable(q));
     ck_assert(node_queue_definable(declare(vh, "plain")));
+
+    /* publish: the expiration, then CC / BCC (headers that are no arrays) */
+    amqp_basic_props p;
+    memset(&p, 0, sizeof p);
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_OK);
+    p.flags = AMQP_P_EXPIRATION;
+    p.expiration = amqp_cstr("-5");
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_ERR_PRECONDITION);
+    ck_assert_msg(!strncmp(err, "invalid expiration '-5': ", 25), "%s", err);
+    p.expiration = amqp_cstr("60000");
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_OK);
+    sl_buf h;
+    sl_buf_init(&h);
+    amqp_tbl_end(&h, amqp_tbl_begin(&h)); /* no headers: fine */
+    p.flags |= AMQP_P_HEADERS;
+    p.headers = (amqp_bytes){h.data + 4, h.len - 4}; /* the content, without its length */
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_OK);
+    h.len = 0;
+    size_t mark = amqp_tbl_begin(&h);
+    amqp_tbl_put_str(&h, "CC", amqp_cstr("not an array"));
+    amqp_tbl_end(&h, mark);
+    p.headers = (amqp_bytes){h.data + 4, h.len - 4};
+    ck_assert_int_eq(node_publish_check(&p, err, sizeof err), SL_ERR_PRECONDITION);
+    ck_assert_msg(!strncmp(err, "invalid message: ", 17), "%s", err);
+    sl_buf_free(&h);
+
+    /* alarms: the disk's first; memory only for what publishes */
+    ck_assert_int_eq(node_alarm_check(0, 1, err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_alarm_check(ALARM_MEMORY, 0, err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_alarm_check(ALARM_MEMORY, 1, err, sizeof err), SL_ERR_RESOURCE);
+    ck_assert_str_eq(err, "memory alarm: refused until it clears (memory above "
+                          "memory_high_watermark)");
+    ck_assert_int_eq(node_alarm_check(ALARM_DISK | ALARM_MEMORY, 1, err, sizeof err),
+                     SL_ERR_RESOURCE);
+    ck_assert_str_eq(err, "disk alarm: refused until it clears (free disk under disk_free_limit)");
 }
 END_TEST
 
@@ -277,6 +408,15 @@ START_TEST(totals)
     node_totals_vhost_queues(b, &t);
     ck_assert_uint_eq(t.queues, tb.queues + 1);
     ck_assert_uint_eq(t.exchanges, 0);
+    /* deliver_get split: 10 hand-outs, 4 without ack; 3 of them basic.get (1 without ack) */
+    node_totals d = {.delivered = 10, .delivered_no_ack = 4, .get = 2, .get_no_ack = 1};
+    uint64_t dack, dna;
+    node_totals_deliveries(&d, &dack, &dna);
+    ck_assert(dack == 4 && dna == 3);
+    d.get = 9; /* never below 0 */
+    d.get_no_ack = 9;
+    node_totals_deliveries(&d, &dack, &dna);
+    ck_assert(dack == 0 && dna == 0);
 }
 END_TEST
 
@@ -318,6 +458,10 @@ START_TEST(peek_in_slices)
     const char *bodies[] = {"m0", "m1", "m2", "m3", "m4"};
     for (int i = 0; i < 5; i++)
         put(q, bodies[i]);
+    node_totals qt; /* the queue's own figures */
+    node_totals_queue(q, &qt);
+    ck_assert(qt.messages == 5 && qt.ready == 5 && qt.unacked == 0 && qt.bytes == 10);
+    ck_assert(qt.queues == 0 && qt.published == q->stat_published);
     struct peeked pk = {0};
     node_peek p;
     node_peek_init(&p, q, 1, 3, peek_visit, &pk);
@@ -340,6 +484,357 @@ START_TEST(peek_in_slices)
 }
 END_TEST
 
+/* ---- a door's clients (node_walk_clients) over a fake door: clients 4 (not listed: before
+ * login), 3 (user a, vhost v2), 2 (user b, vhost v1), 1 (user a, vhost v1); channel slots 0
+ * (empty), 1 and 2; CONSUMERS consumers in each, k05 not on a queue ---- */
+
+#define CONSUMERS 40
+static const qm_queue fake_queue;
+static const char *const fake_users[] = {"", "a", "b", "a", "x"};
+static const char *const fake_vhosts[] = {"", "v1", "v1", "v2", "v1"};
+static int fake_calls; /* consumers hook calls */
+
+static int fake_client(uint64_t id, node_client *out)
+{
+    static char names[5][8];
+    memset(out, 0, sizeof *out);
+    snprintf(names[id], sizeof names[id], "c%llu", (unsigned long long)id);
+    out->id = id;
+    out->name = names[id];
+    out->user = fake_users[id];
+    out->vhost = fake_vhosts[id];
+    out->listed = id != 4;
+    out->channels = 2;
+    return 1;
+}
+
+static int fake_client_next(void *ctx, uint64_t at_most, node_client *out)
+{
+    (void)ctx;
+    return at_most ? fake_client(at_most > 4 ? 4 : at_most, out) : 0;
+}
+
+static int fake_channel_at(void *ctx, uint64_t client, size_t slot, node_channel *out)
+{
+    (void)ctx;
+    (void)client;
+    if (slot > 2)
+        return -1;
+    memset(out, 0, sizeof *out);
+    out->number = (unsigned)slot;
+    return slot != 0;
+}
+
+static int fake_consumers(void *ctx, uint64_t client, size_t slot, const char *after,
+                          size_t after_len, node_consumer_fn fn, void *arg)
+{
+    (void)ctx;
+    (void)client;
+    (void)slot;
+    fake_calls++;
+    int from = 0;
+    if (after && after_len == 3 && after[0] == 'k')
+        from = atoi(after + 1) + 1;
+    for (int i = from; i < CONSUMERS; i++) {
+        char tag[16];
+        snprintf(tag, sizeof tag, "k%02d", i);
+        node_consumer o = {.tag = tag, .tag_len = 3, .queue = i == 5 ? NULL : &fake_queue};
+        if (!fn(arg, &o))
+            return 0;
+    }
+    return 1;
+}
+
+struct met {
+    int clients[5], channels[5][3];
+    int consumers[5][3][CONSUMERS]; /* times met */
+};
+
+static void met_client(void *ctx, const node_client *c)
+{
+    ((struct met *)ctx)->clients[c->id]++;
+}
+
+static void met_channel(void *ctx, const node_client *c, const node_channel *ch)
+{
+    ((struct met *)ctx)->channels[c->id][ch->number]++;
+}
+
+static void met_consumer(void *ctx, const node_client *c, const node_channel *ch,
+                         const node_consumer *o)
+{
+    ((struct met *)ctx)->consumers[c->id][ch->number][atoi(o->tag + 1)]++;
+}
+
+/* Walks to the end with slices already over (until 0: a step or so per call); the calls. */
+static int walk_all(const node_part *door, node_client_walk *w)
+{
+    int calls = 1;
+    while (!node_walk_clients(door, w, 0)) {
+        calls++;
+        ck_assert_int_lt(calls, 10000);
+    }
+    return calls;
+}
+
+START_TEST(clients_walk_resumes)
+{
+    node_part door = {.name = "fake",
+                      .client_next = fake_client_next,
+                      .channel_at = fake_channel_at,
+                      .consumers = fake_consumers};
+    struct met m;
+    node_client_walk w;
+    /* connections: a monitor sees every listed one, in one call with time left */
+    memset(&m, 0, sizeof m);
+    node_client_walk_init(&w, NODE_WALK_CONNECTIONS);
+    w.monitor = 1;
+    w.visit_client = met_client;
+    w.ctx = &m;
+    ck_assert_int_eq(node_walk_clients(&door, &w, UINT64_MAX), 1);
+    ck_assert_int_eq(m.clients[1] + m.clients[2] + m.clients[3], 3);
+    ck_assert_int_eq(m.clients[4], 0);
+    node_client_walk_free(&w);
+    /* a user's own, in one vhost */
+    memset(&m, 0, sizeof m);
+    node_client_walk_init(&w, NODE_WALK_CONNECTIONS);
+    w.user = sl_xstrdup("a");
+    w.vhost = sl_xstrdup("v1");
+    w.visit_client = met_client;
+    w.ctx = &m;
+    walk_all(&door, &w);
+    ck_assert(m.clients[1] == 1 && m.clients[2] == 0 && m.clients[3] == 0);
+    node_client_walk_free(&w);
+    /* one connection's channels: slot 0 is empty */
+    memset(&m, 0, sizeof m);
+    node_client_walk_init(&w, NODE_WALK_CHANNELS);
+    w.monitor = 1;
+    w.conn = sl_xstrdup("c2");
+    w.visit_channel = met_channel;
+    w.ctx = &m;
+    walk_all(&door, &w);
+    ck_assert(m.channels[2][0] == 0 && m.channels[2][1] == 1 && m.channels[2][2] == 1);
+    ck_assert_int_eq(m.channels[1][1] + m.channels[3][1], 0);
+    node_client_walk_free(&w);
+    /* consumers, in many slices: each on a queue met exactly once (the place is the tag) */
+    memset(&m, 0, sizeof m);
+    fake_calls = 0;
+    node_client_walk_init(&w, NODE_WALK_CONSUMERS);
+    w.monitor = w.admin = 1;
+    w.visit_consumer = met_consumer;
+    w.ctx = &m;
+    int calls = walk_all(&door, &w);
+    ck_assert_int_gt(calls, 3 * 2 * CONSUMERS / 16);
+    for (int c = 1; c <= 3; c++)
+        for (int ch = 1; ch <= 2; ch++)
+            for (int i = 0; i < CONSUMERS; i++)
+                ck_assert_msg(m.consumers[c][ch][i] == (i == 5 ? 0 : 1), "c%d ch%d k%02d met %d", c,
+                              ch, i, m.consumers[c][ch][i]);
+    ck_assert_ptr_null(w.ctag); /* nothing left over at the end */
+    node_client_walk_free(&w);
+    /* no door with clients: done at once */
+    node_client_walk_init(&w, NODE_WALK_CONNECTIONS);
+    ck_assert_int_eq(node_walk_clients(NULL, &w, UINT64_MAX), 1);
+    node_client_walk_free(&w);
+}
+END_TEST
+
+/* ---- jobs sharing the turn's slice (node_jobs) ---- */
+
+struct tjob {
+    node_job j;
+    int steps, need, done;
+    node_jobs *js;
+};
+
+static int tjob_step(node_job *j, uint64_t until)
+{
+    struct tjob *t = (struct tjob *)j;
+    ck_assert_uint_gt(until, 0);
+    return ++t->steps >= t->need;
+}
+
+static int tjobs_left;
+
+static void tjob_done(node_job *j)
+{
+    struct tjob *t = (struct tjob *)j;
+    t->done++;
+    if (--tjobs_left == 0)
+        sl_loop_stop(t->js->loop);
+}
+
+START_TEST(jobs_share_turns)
+{
+    sl_loop *loop = sl_loop_new();
+    node_jobs js;
+    node_jobs_init(&js, loop, 3000);
+    /* one slice end per turn, whoever asks */
+    uint64_t end = node_jobs_slice_end(&js);
+    ck_assert_uint_eq(node_jobs_slice_end(&js), end);
+    struct tjob a = {.j = {.step = tjob_step, .done = tjob_done}, .need = 1, .js = &js};
+    struct tjob b = {.j = {.step = tjob_step, .done = tjob_done}, .need = 5, .js = &js};
+    tjobs_left = 2;
+    node_jobs_add(&js, &a.j);
+    node_jobs_add(&js, &b.j);
+    sl_loop_run(loop);
+    /* each stepped until it said done, then done once and off the list */
+    ck_assert_int_eq(a.steps, 1);
+    ck_assert_int_eq(b.steps, 5);
+    ck_assert(a.done == 1 && b.done == 1);
+    ck_assert_ptr_null(js.head);
+    /* stopped with one still running: handed back, not stepped again */
+    struct tjob c = {.j = {.step = tjob_step, .done = tjob_done}, .need = 1000, .js = &js};
+    node_jobs_add(&js, &c.j);
+    ck_assert_ptr_eq(node_jobs_stop(&js), &c.j);
+    ck_assert_int_eq(c.steps, 0);
+    ck_assert_ptr_null(node_jobs_stop(&js));
+    sl_loop_free(loop);
+}
+END_TEST
+
+/* The client totals and a channel found by name, over the same fake door. */
+START_TEST(clients_totals_and_channel_by_name)
+{
+    node_part door = {.name = "fake",
+                      .client_next = fake_client_next,
+                      .channel_at = fake_channel_at,
+                      .consumers = fake_consumers};
+    node_totals t;
+    memset(&t, 0, sizeof t);
+    node_totals_clients(&door, NULL, 1, &t); /* a monitor: every listed client */
+    ck_assert(t.connections == 3 && t.channels == 6);
+    memset(&t, 0, sizeof t);
+    node_totals_clients(&door, "a", 0, &t); /* its own */
+    ck_assert(t.connections == 2 && t.channels == 4);
+    node_totals_clients(NULL, "a", 0, &t); /* no door: nothing added */
+    ck_assert(t.connections == 2);
+
+    node_client_walk scope;
+    node_client_walk_init(&scope, NODE_WALK_CHANNELS);
+    scope.user = "a";
+    node_client c;
+    node_channel ch;
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (2)", &c, &ch), 1);
+    ck_assert(c.id == 3 && ch.number == 2);
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c2 (1)", &c, &ch), 0);  /* b's */
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (0)", &c, &ch), 0);  /* empty slot */
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (02)", &c, &ch), 0); /* not canonical */
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (9)", &c, &ch), 0);
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (1", &c, &ch), 0);
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c4 (1)", &c, &ch), 0); /* not listed */
+    scope.monitor = 1;
+    ck_assert_int_eq(node_channel_find(&door, &scope, "c2 (1)", &c, &ch), 1);
+    ck_assert_int_eq(node_channel_find(NULL, &scope, "c2 (1)", &c, &ch), 0);
+}
+END_TEST
+
+/* The bind rule: write on the destination, read on the source, topic read on the key. */
+START_TEST(bind_rule)
+{
+    qm_vhost *vh = qm_vhost_create(N, "/");
+    qm_queue *q = declare(vh, "q");
+    qm_exchange *x = exchange(vh, "x");
+    qm_exchange_decl td = {"t", 1, QM_EX_TOPIC, 0, 0, 0, (amqp_bytes){0}};
+    qm_exchange *t = NULL;
+    ck_assert_int_eq(qm_exchange_declare(vh, &td, &t, err, sizeof err), SL_OK);
+    acc_db *a = acc_new();
+    ck_assert_int_eq(acc_vhost_put(a, "/", NULL, NULL, NULL, err, sizeof err), SL_OK);
+    acc_user_def u = {.name = "u", .password = "pw", .password_len = 2};
+    ck_assert_int_eq(acc_user_put(a, &u, NULL, err, sizeof err), SL_OK);
+    /* no permission on the vhost at all: the vhost's refusal first */
+    ck_assert_int_ne(node_bind_check(a, "u", x, q, NULL, "k", err, sizeof err), SL_OK);
+    ck_assert_msg(strstr(err, "vhost '/'") != NULL, "%s", err);
+    /* write on q only: reading x is refused */
+    ck_assert_int_eq(acc_perm_set(a, "u", "/", "", "^q$", "", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", x, q, NULL, "k", err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    ck_assert_msg(strstr(err, "access to exchange 'x' in vhost '/' refused"), "%s", err);
+    ck_assert_int_eq(node_perm_check(a, "u", "/", ACC_QUEUE, "q", ACC_WRITE, err, sizeof err),
+                     SL_OK);
+    /* and read on x: allowed; to an exchange needs write on it */
+    ck_assert_int_eq(acc_perm_set(a, "u", "/", "", "^q$", "^[xt]$", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", x, q, NULL, "k", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", x, NULL, t, "k", err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    /* a topic source: its topic permission on the key */
+    ck_assert_int_eq(acc_topic_perm_set(a, "u", "/", "t", ".*", "^ok\\.", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", t, q, NULL, "ok.1", err, sizeof err), SL_OK);
+    ck_assert_int_eq(node_bind_check(a, "u", t, q, NULL, "no.1", err, sizeof err),
+                     SL_ERR_ACCESS_REFUSED);
+    ck_assert_msg(strstr(err, "access to topic 'no.1' in exchange 't'"), "%s", err);
+    acc_free(a);
+}
+END_TEST
+
+static void count_got(void *ctx, const qm_position *pos, uint64_t remaining)
+{
+    (void)pos;
+    (void)remaining;
+    (*(int *)ctx)++;
+}
+
+/* Taken first, then settled: requeued (all back), acked or rejected (gone). */
+START_TEST(get_settles_all_taken)
+{
+    qm_vhost *vh = qm_vhost_create(N, "/");
+    qm_queue *q = declare(vh, "g");
+    for (int i = 0; i < 5; i++)
+        put(q, "m");
+    int seen = 0;
+    ck_assert_uint_eq(node_queue_get(q, 3, NODE_GET_ACK_REQUEUE, count_got, &seen), 3);
+    ck_assert(seen == 3 && q->n_ready == 5);
+    ck_assert_uint_eq(node_queue_get(q, 2, NODE_GET_ACK, count_got, &seen), 2);
+    ck_assert_uint_eq(q->n_ready, 3);
+    ck_assert_uint_eq(node_queue_get(q, 1, NODE_GET_REJECT, count_got, &seen), 1);
+    ck_assert_uint_eq(node_queue_get(q, 10, NODE_GET_REJECT_REQUEUE, count_got, &seen), 2);
+    ck_assert(seen == 8 && q->n_ready == 2);
+    ck_assert_uint_eq(node_queue_get(q, 0, NODE_GET_ACK, count_got, &seen), 0);
+}
+END_TEST
+
+/* A door's client views: the owner of an exclusive queue by name, the peer split. */
+static const char *fake_owner_name(void *ctx, const void *owner)
+{
+    (void)ctx;
+    return owner ? "c1" : "?";
+}
+
+START_TEST(client_views)
+{
+    node_part door = {.name = "fake", .owner_name = fake_owner_name};
+    int owner = 0;
+    ck_assert_str_eq(node_client_owner_name(&door, &owner), "c1");
+    ck_assert_str_eq(node_client_owner_name(NULL, &owner), "");
+    door.owner_name = NULL;
+    ck_assert_str_eq(node_client_owner_name(&door, &owner), "");
+    char host[8];
+    int port;
+    node_client_peer_split("127.0.0.1:5672", host, sizeof host, &port);
+    ck_assert(!strcmp(host, "127.0.0") && port == 5672); /* host cut to the buffer */
+    node_client_peer_split("[::1]:80", host, sizeof host, &port);
+    ck_assert(!strcmp(host, "[::1]") && port == 80);
+    node_client_peer_split("nowhere", host, sizeof host, &port);
+    ck_assert(!strcmp(host, "nowhere") && port == 0);
+    /* matches kept: deduplicated by key, or made distinct by a sequence number */
+    sl_oset s;
+    memset(&s, 0, sizeof s);
+    sl_buf k;
+    sl_buf_init(&k);
+    uint64_t seq = 0;
+    node_sortkey_string(&k, "a", 1);
+    ck_assert_ptr_nonnull(node_match_keep(&s, &k, 1, &seq));
+    ck_assert_ptr_null(node_match_keep(&s, &k, 1, &seq));
+    ck_assert_ptr_nonnull(node_match_keep(&s, &k, 0, &seq));
+    k.len = k.off = 0;
+    node_sortkey_string(&k, "a", 1);
+    ck_assert_ptr_nonnull(node_match_keep(&s, &k, 0, &seq));
+    ck_assert(sl_oset_count(&s) == 3 && seq == 2);
+    sl_buf_free(&k);
+    node_matches_free(&s);
+}
+END_TEST
+
 static Suite *lister_suite(void)
 {
     Suite *s = suite_create("lister");
@@ -353,6 +848,13 @@ static Suite *lister_suite(void)
     tcase_add_test(tc, rules_texts);
     tcase_add_test(tc, totals);
     tcase_add_test(tc, peek_in_slices);
+    tcase_add_test(tc, clients_walk_resumes);
+    tcase_add_test(tc, jobs_share_turns);
+    tcase_add_test(tc, clients_totals_and_channel_by_name);
+    tcase_add_test(tc, bind_rule);
+    tcase_add_test(tc, listed_vhosts_and_matches);
+    tcase_add_test(tc, get_settles_all_taken);
+    tcase_add_test(tc, client_views);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mq/ctxtab.h"
 #include "mq/info.h"
 #include "mq/mgmtobj.h"
 
@@ -105,6 +106,25 @@ START_TEST(management_object_enumerations)
 }
 END_TEST
 
+/* Names of an outgoing queue's connection-history statuses; the rundowns' period. */
+START_TEST(history_names_and_rundown_period)
+{
+    ck_assert_str_eq(mq_info_hist_status_name(0), "InProcess");
+    ck_assert_str_eq(mq_info_hist_status_name(2), "Established");
+    ck_assert_str_eq(mq_info_hist_status_name(0x80000004u), "SocketConnectFailure");
+    ck_assert_str_eq(mq_info_hist_status_name(0x8000000Bu), "ConnectionRefused");
+    ck_assert_str_eq(mq_info_hist_status_name(0x80000005u), "UnknownFailure");
+    node_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.handle_idle_timeout_s = 60; /* a quarter of it */
+    ck_assert_uint_eq(mq_ctx_rundown_period_ms(&cfg), 15000);
+    cfg.handle_idle_timeout_s = 0; /* never under 200 ms */
+    ck_assert_uint_eq(mq_ctx_rundown_period_ms(&cfg), 200);
+    cfg.handle_idle_timeout_s = 3600; /* never over 30 s */
+    ck_assert_uint_eq(mq_ctx_rundown_period_ms(&cfg), 30000);
+}
+END_TEST
+
 static Suite *mq_mgmt_suite(void)
 {
     Suite *s = suite_create("mq_mgmt");
@@ -113,6 +133,7 @@ static Suite *mq_mgmt_suite(void)
     tcase_add_test(tc, seqinfo_blob);
     tcase_add_test(tc, management_object_members);
     tcase_add_test(tc, management_object_enumerations);
+    tcase_add_test(tc, history_names_and_rundown_period);
     suite_add_tcase(s, tc);
     return s;
 }
