@@ -325,6 +325,10 @@ int broker_channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm
                            uint32_t method_id);
 int broker_channel_topic_allowed(channel *ch, const qm_exchange *x, amqp_bytes routing_key,
                                  acc_perm perm, uint32_t method_id);
+/* queue.bind, exchange.bind and their unbinds: the binding rule (node_bind_check) for dest
+ * (a queue or an exchange, dest_kind) and the source exchange src with key. */
+int broker_channel_bind_allowed(channel *ch, acc_kind dest_kind, amqp_bytes dest, amqp_bytes src,
+                                amqp_bytes key, uint32_t method_id);
 /* Handle one frame addressed to an open channel. */
 void broker_channel_on_frame(channel *ch, const amqp_frame *f);
 void broker_channel_flush_confirms(channel *ch);

@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/map.h"
 #include "core/mem.h"
+#include "node/rules.h"
 
 channel *broker_channel_new(conn *c, uint16_t id)
 {
@@ -168,6 +169,21 @@ int broker_channel_allowed(channel *ch, acc_kind kind, amqp_bytes name, acc_perm
                   why, sizeof why) == SL_OK)
         return 1;
     broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, method_id, "%s", why);
+    return 0;
+}
+
+int broker_channel_bind_allowed(channel *ch, acc_kind dest_kind, amqp_bytes dest, amqp_bytes src,
+                                amqp_bytes key, uint32_t method_id)
+{
+    conn *c = ch->c;
+    char why[800];
+    qm_exchange *sx = qm_exchange_find(c->vhost, (const char *)src.p, src.len);
+    sl_err e = node_bind_check(c->b->n->acc, c->user, c->vhost->name, dest_kind,
+                               (const char *)dest.p, dest.len, (const char *)src.p, src.len, sx,
+                               (const char *)key.p, key.len, why, sizeof why);
+    if (e == SL_OK)
+        return 1;
+    broker_channel_error(ch, e, method_id, "%s", why);
     return 0;
 }
 
@@ -581,20 +597,12 @@ static void on_header(channel *ch, const amqp_frame *f)
                              BYTES_ARG(props.user_id), c->user);
         return;
     }
-    uint64_t ttl;
-    char why[300];
-    if ((props.flags & AMQP_P_EXPIRATION) &&
-        qm_expiration_parse(props.expiration, &ttl, why, sizeof why) < 0) {
-        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH,
-                             "invalid expiration '" BYTES_FMT "': %s", BYTES_ARG(props.expiration),
-                             why);
-        return;
-    }
-    /* Sender-selected distribution: CC and BCC must be arrays; BCC is routed, never kept. */
-    if ((props.flags & AMQP_P_HEADERS) &&
-        qm_cc_bcc_check(props.headers, why, sizeof why) != SL_OK) {
-        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_PUBLISH, "invalid message: %s",
-                             why);
+    /* a valid expiration; sender-selected distribution's CC and BCC are arrays (BCC is
+     * routed, never kept) */
+    char why[700];
+    sl_err pe = node_publish_check(&props, why, sizeof why);
+    if (pe != SL_OK) {
+        broker_channel_error(ch, pe, AMQP_BASIC_PUBLISH, "%s", why);
         return;
     }
     sl_buf_consume(&ch->pub_bcc, sl_buf_unread(&ch->pub_bcc));

@@ -37,7 +37,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/version.h"
-#include "access/verifier.h"
+#include "node/login.h"
 #include "net/tls.h"
 #include "link/rpc_queue.h"
 #include "cluster/leader.h"
@@ -799,27 +799,26 @@ static int mechanism_offered(const conn *c, amqp_bytes mech)
 static void login_finish(conn *c, amqp_bytes mechanism, amqp_bytes user, amqp_bytes props, sl_err e,
                          const char *why);
 
-/* A login whose password hash is slow (Argon2id) is checked on the verifier's thread
- * (access/verifier.h): the connection reads nothing more until the answer comes (the client
- * waits for tune anyway; what it sent meanwhile stays buffered), and what start-ok said is
- * kept here, since its frame is gone by then. */
+/* A password login (node/login.c): at once, or, when the user's hash is slow (Argon2id), on
+ * the verifier's thread, the connection reading nothing more until the answer comes (the client
+ * waits for tune anyway; what it sent meanwhile stays buffered). What start-ok said is kept
+ * here, since its frame is gone by then. */
 struct conn_login {
-    struct acc_verify_job *job;
-    char *mechanism, *user;
-    uint8_t *props, *hash;
-    size_t user_len, props_len, hash_len;
+    node_login *check; /* the check in flight; NULL while node_login_start answers at once */
+    char *mechanism;
+    uint8_t *user, *props;
+    size_t user_len, props_len;
 };
 
 static void conn_login_free(struct conn_login *l)
 {
     if (!l)
         return;
-    if (l->job)
-        acc_verify_cancel(l->job);
+    if (l->check)
+        node_login_cancel(l->check);
     sl_free(l->mechanism);
     sl_free(l->user);
     sl_free(l->props);
-    sl_free(l->hash);
     sl_free(l);
 }
 
@@ -830,51 +829,39 @@ static void conn_login_cancel(conn *c)
     c->login_wait = NULL;
 }
 
-static void slow_login_done(void *owner, int ok)
+static void password_checked(void *ctx, sl_err e, const acc_user *u, const char *why)
 {
-    conn *c = owner;
+    (void)u;
+    conn *c = ctx;
     struct conn_login *l = c->login_wait;
-    l->job = NULL;
+    int later = l->check != NULL; /* from the verifier: reading was paused */
+    l->check = NULL;
     c->login_wait = NULL; /* reading goes on: login_finish tunes or closes */
-    const acc_user *u = NULL;
-    char why[1400];
-    sl_err e = acc_login_checked(c->b->n->acc, l->user, l->user_len, l->hash, l->hash_len, ok,
-                                 c->loopback, &u, why, sizeof why);
-    login_finish(c, amqp_cstr(l->mechanism), (amqp_bytes){(const uint8_t *)l->user, l->user_len},
-                 (amqp_bytes){l->props, l->props_len}, e, why);
+    login_finish(c, (amqp_bytes){(const uint8_t *)l->mechanism, strlen(l->mechanism)},
+                 (amqp_bytes){l->user, l->user_len}, (amqp_bytes){l->props, l->props_len}, e, why);
     conn_login_free(l);
-    broker_conn_resume_input(c);
+    if (later)
+        broker_conn_resume_input(c);
 }
 
-static void slow_login_start(conn *c, const amqp_connection_start_ok *s, amqp_bytes user,
-                             amqp_bytes pass)
+static void password_login(conn *c, const amqp_connection_start_ok *s, amqp_bytes user,
+                           amqp_bytes pass)
 {
-    const acc_user *u = acc_user_find(c->b->n->acc, (const char *)user.p, user.len);
-    acc_verify_job *job = acc_verifier_post(c->b->n->verifier, u->algo, u->hash, u->hash_len,
-                                            pass.p, pass.len, slow_login_done, c);
-    if (!job) {
-        /* The queue of slow checks is full (a storm of logins): refuse this one now rather
-         * than let the queue, or the loop, grow. */
-        char why[600];
-        snprintf(why, sizeof why,
-                 "user '%.*s' - too many slow password checks waiting (%u); refused unchecked",
-                 (int)user.len, (const char *)user.p, acc_verifier_pending(c->b->n->verifier));
-        login_finish(c, s->mechanism, user, s->client_properties, SL_ERR_ACCESS_REFUSED, why);
-        return;
-    }
     struct conn_login *l = sl_xcalloc(1, sizeof *l);
-    l->job = job;
     l->mechanism = sl_xstrndup((const char *)s->mechanism.p, s->mechanism.len);
-    l->user = sl_xstrndup((const char *)user.p, user.len);
+    l->user = sl_xmalloc(user.len ? user.len : 1);
+    memcpy(l->user, user.p, user.len);
     l->user_len = user.len;
     l->props = sl_xmalloc(s->client_properties.len ? s->client_properties.len : 1);
     memcpy(l->props, s->client_properties.p, s->client_properties.len);
     l->props_len = s->client_properties.len;
-    l->hash = sl_xmalloc(u->hash_len ? u->hash_len : 1);
-    memcpy(l->hash, u->hash, u->hash_len);
-    l->hash_len = u->hash_len;
     c->login_wait = l;
-    broker_conn_update_watch(c);
+    node_login *check = node_login_start(c->b->n, (const char *)user.p, user.len, pass.p, pass.len,
+                                         c->loopback, password_checked, c);
+    if (check) { /* answered later: l is still c's */
+        l->check = check;
+        broker_conn_update_watch(c);
+    }
 }
 
 static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
@@ -919,17 +906,14 @@ static void on_start_ok(conn *c, const amqp_connection_start_ok *s)
             certname[0] = 0;
         user = amqp_cstr(certname);
     }
-    const acc_user *u = NULL;
-    char why[1400];
-    if (!external && c->b->n->verifier &&
-        acc_login_is_slow(acc_user_find(c->b->n->acc, (const char *)user.p, user.len), pass.len)) {
-        slow_login_start(c, s, user, pass);
+    if (!external) {
+        password_login(c, s, user, pass);
         return;
     }
-    sl_err e = external ? acc_login_external(c->b->n->acc, (const char *)user.p, user.len,
-                                             c->loopback, &u, why, sizeof why)
-                        : acc_login_password(c->b->n->acc, (const char *)user.p, user.len, pass.p,
-                                             pass.len, c->loopback, &u, why, sizeof why);
+    const acc_user *u = NULL;
+    char why[1400];
+    sl_err e = acc_login_external(c->b->n->acc, (const char *)user.p, user.len, c->loopback, &u,
+                                  why, sizeof why);
     login_finish(c, s->mechanism, user, s->client_properties, e, why);
 }
 

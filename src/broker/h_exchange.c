@@ -133,17 +133,7 @@ static void bind_exchanges(channel *ch, uint32_t id, amqp_bytes dest, amqp_bytes
                            amqp_bytes key, amqp_bytes args, int nowait)
 {
     int bind = id == AMQP_EXCHANGE_BIND;
-    if (!broker_channel_allowed(ch, ACC_EXCHANGE, dest, ACC_WRITE, id))
-        return;
-    if (dest.len == 0 || src.len == 0) {
-        broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                             "operation not permitted on the default exchange");
-        return;
-    }
-    if (!broker_channel_allowed(ch, ACC_EXCHANGE, src, ACC_READ, id))
-        return;
-    qm_exchange *sx = qm_exchange_find(ch->c->vhost, (const char *)src.p, src.len);
-    if (sx && !broker_channel_topic_allowed(ch, sx, key, ACC_READ, id))
+    if (!broker_channel_bind_allowed(ch, ACC_EXCHANGE, dest, src, key, id))
         return;
     qm_exchange *d = need_exchange(ch, dest, id);
     if (!d)

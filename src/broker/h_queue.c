@@ -197,17 +197,7 @@ static void bind_queue(channel *ch, uint32_t id, amqp_bytes qname, amqp_bytes xn
                        amqp_bytes args, int nowait)
 {
     if (!broker_channel_queue_name(ch, &qname, id) ||
-        !broker_channel_allowed(ch, ACC_QUEUE, qname, ACC_WRITE, id))
-        return;
-    if (xname.len == 0) {
-        broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, id,
-                             "operation not permitted on the default exchange");
-        return;
-    }
-    if (!broker_channel_allowed(ch, ACC_EXCHANGE, xname, ACC_READ, id))
-        return;
-    qm_exchange *tx = qm_exchange_find(ch->c->vhost, (const char *)xname.p, xname.len);
-    if (tx && !broker_channel_topic_allowed(ch, tx, key, ACC_READ, id))
+        !broker_channel_bind_allowed(ch, ACC_QUEUE, qname, xname, key, id))
         return;
     qm_queue *q = resolve(ch, qname, id, id == AMQP_QUEUE_BIND);
     if (!q)

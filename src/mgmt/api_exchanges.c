@@ -237,7 +237,11 @@ enum MHD_Result mgmt_api_exchanges(req *r)
 static int binding_allowed(req *r, qm_exchange *src, qm_queue *dq, qm_exchange *dx, const char *key)
 {
     char why[800];
-    if (node_bind_check(r->m->n->acc, r->user, src, dq, dx, key, why, sizeof why) == SL_OK)
+    const char *dest = dq ? dq->name : dx->name;
+    if (acc_check_vhost(r->m->n->acc, r->user, src->vhost->name, why, sizeof why) == SL_OK &&
+        node_bind_check(r->m->n->acc, r->user, src->vhost->name, dq ? ACC_QUEUE : ACC_EXCHANGE,
+                        dest, strlen(dest), src->name, strlen(src->name), src, key, strlen(key),
+                        why, sizeof why) == SL_OK)
         return 1;
     mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "%s", why);
     return 0;

@@ -97,8 +97,8 @@ static void authenticate(req *r)
     char *user = MHD_basic_auth_get_username_password(r->conn, &pass);
     if (user && pass) {
         /* a slow hash is checked on the verifier's thread (node/login.c) */
-        node_login *l = node_login_start(r->m->n, user, (const uint8_t *)pass, strlen(pass),
-                                         is_loopback(r->m, r->conn), auth_answer, r);
+        node_login *l = node_login_start(r->m->n, user, strlen(user), (const uint8_t *)pass,
+                                         strlen(pass), is_loopback(r->m, r->conn), auth_answer, r);
         if (l) {
             r->auth = l;
             http_req_ref(&r->h);

@@ -24,10 +24,11 @@ typedef struct node_login node_login;
  * unchecked" when the verifier's queue is full). */
 typedef void (*node_login_fn)(void *ctx, sl_err e, const acc_user *u, const char *why);
 
-/* Checks name's password (loopback: the client is on this host). NULL once done was called;
+/* Checks the password of the user named by name (len bytes: a name from a wire may hold a NUL,
+ * and is never cut at one; loopback: the client is on this host). NULL once done was called;
  * else the check in flight, answered later unless node_login_cancel. */
-node_login *node_login_start(struct sl_node *n, const char *name, const uint8_t *pass, size_t plen,
-                             int loopback, node_login_fn done, void *ctx);
+node_login *node_login_start(struct sl_node *n, const char *name, size_t len, const uint8_t *pass,
+                             size_t plen, int loopback, node_login_fn done, void *ctx);
 /* The caller lets go: done will not be called. */
 void node_login_cancel(node_login *l);
 

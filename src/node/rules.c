@@ -94,17 +94,20 @@ sl_err node_perm_check(const acc_db *a, const char *user, const char *vhost, acc
     return e != SL_OK ? e : acc_check(a, user, vhost, kind, name, strlen(name), perm, why, whylen);
 }
 
-sl_err node_bind_check(const acc_db *a, const char *user, const qm_exchange *src,
-                       const qm_queue *dq, const qm_exchange *dx, const char *key, char *why,
+sl_err node_bind_check(const acc_db *a, const char *user, const char *vhost, acc_kind dest_kind,
+                       const char *dest, size_t dest_len, const char *src, size_t src_len,
+                       const qm_exchange *src_x, const char *key, size_t key_len, char *why,
                        size_t whylen)
 {
-    const char *vh = src->vhost->name;
-    sl_err e = dq ? node_perm_check(a, user, vh, ACC_QUEUE, dq->name, ACC_WRITE, why, whylen)
-                  : node_perm_check(a, user, vh, ACC_EXCHANGE, dx->name, ACC_WRITE, why, whylen);
+    sl_err e = acc_check(a, user, vhost, dest_kind, dest, dest_len, ACC_WRITE, why, whylen);
+    if (e == SL_OK && dest_kind == ACC_EXCHANGE)
+        e = node_exchange_not_default(dest, dest_len, why, whylen);
     if (e == SL_OK)
-        e = node_perm_check(a, user, vh, ACC_EXCHANGE, src->name, ACC_READ, why, whylen);
-    if (e == SL_OK && src->type == QM_EX_TOPIC)
-        e = acc_check_topic(a, user, vh, src->name, key, strlen(key), ACC_READ, why, whylen);
+        e = node_exchange_not_default(src, src_len, why, whylen);
+    if (e == SL_OK)
+        e = acc_check(a, user, vhost, ACC_EXCHANGE, src, src_len, ACC_READ, why, whylen);
+    if (e == SL_OK && src_x && src_x->type == QM_EX_TOPIC)
+        e = acc_check_topic(a, user, vhost, src_x->name, key, key_len, ACC_READ, why, whylen);
     return e;
 }
 

@@ -54,11 +54,15 @@ sl_err node_exchange_delete_check(const char *name, size_t len, const char *vhos
 sl_err node_perm_check(const acc_db *a, const char *user, const char *vhost, acc_kind kind,
                        const char *name, acc_perm perm, char *why, size_t whylen);
 
-/* Binding src to a queue (dq) or an exchange (dx) with key, or unbinding it, as user: write
- * on the destination, read on the source, and on a topic exchange topic read on the key (the
- * AMQP rules of queue.bind and exchange.bind). SL_OK, or the access module's refusal. */
-sl_err node_bind_check(const acc_db *a, const char *user, const qm_exchange *src,
-                       const qm_queue *dq, const qm_exchange *dx, const char *key, char *why,
+/* Binding the exchange named src (src_x: that exchange, NULL when there is none) to the queue
+ * or exchange (dest_kind) named dest with key, or unbinding it, as user in vhost; in RabbitMQ's
+ * order (rabbit_channel's binding_action), which decides what a client that breaks two rules
+ * is told: write on the destination; neither end the default exchange; read on the source;
+ * and, on an existing topic exchange, topic read on the key. SL_OK, or SL_ERR_ACCESS_REFUSED
+ * with why. Both doors' bind and unbind. */
+sl_err node_bind_check(const acc_db *a, const char *user, const char *vhost, acc_kind dest_kind,
+                       const char *dest, size_t dest_len, const char *src, size_t src_len,
+                       const qm_exchange *src_x, const char *key, size_t key_len, char *why,
                        size_t whylen);
 
 /* A message's properties as basic.publish checks them: a valid expiration, and CC / BCC

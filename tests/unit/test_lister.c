@@ -729,11 +729,15 @@ START_TEST(clients_totals_and_channel_by_name)
 }
 END_TEST
 
-/* The bind rule: write on the destination, read on the source, topic read on the key. */
+/* The bind rule, in RabbitMQ's order: write on the destination, neither end the default
+ * exchange, read on the source, topic read on the key. */
+#define BIND(kind, dest, src, srcx, key)                                                           \
+    node_bind_check(a, "u", "/", kind, dest, strlen(dest), src, strlen(src), srcx, key,            \
+                    strlen(key), err, sizeof err)
 START_TEST(bind_rule)
 {
     qm_vhost *vh = qm_vhost_create(N, "/");
-    qm_queue *q = declare(vh, "q");
+    ck_assert_ptr_nonnull(declare(vh, "q"));
     qm_exchange *x = exchange(vh, "x");
     qm_exchange_decl td = {"t", 1, QM_EX_TOPIC, 0, 0, 0, (amqp_bytes){0}};
     qm_exchange *t = NULL;
@@ -743,29 +747,37 @@ START_TEST(bind_rule)
     acc_user_def u = {.name = "u", .password = "pw", .password_len = 2};
     ck_assert_int_eq(acc_user_put(a, &u, NULL, err, sizeof err), SL_OK);
     /* no permission on the vhost at all: the vhost's refusal first */
-    ck_assert_int_ne(node_bind_check(a, "u", x, q, NULL, "k", err, sizeof err), SL_OK);
+    ck_assert_int_ne(BIND(ACC_QUEUE, "q", "x", x, "k"), SL_OK);
     ck_assert_msg(strstr(err, "vhost '/'") != NULL, "%s", err);
     /* write on q only: reading x is refused */
     ck_assert_int_eq(acc_perm_set(a, "u", "/", "", "^q$", "", err, sizeof err), SL_OK);
-    ck_assert_int_eq(node_bind_check(a, "u", x, q, NULL, "k", err, sizeof err),
-                     SL_ERR_ACCESS_REFUSED);
+    ck_assert_int_eq(BIND(ACC_QUEUE, "q", "x", x, "k"), SL_ERR_ACCESS_REFUSED);
     ck_assert_msg(strstr(err, "access to exchange 'x' in vhost '/' refused"), "%s", err);
     ck_assert_int_eq(node_perm_check(a, "u", "/", ACC_QUEUE, "q", ACC_WRITE, err, sizeof err),
                      SL_OK);
     /* and read on x: allowed; to an exchange needs write on it */
     ck_assert_int_eq(acc_perm_set(a, "u", "/", "", "^q$", "^[xt]$", err, sizeof err), SL_OK);
-    ck_assert_int_eq(node_bind_check(a, "u", x, q, NULL, "k", err, sizeof err), SL_OK);
-    ck_assert_int_eq(node_bind_check(a, "u", x, NULL, t, "k", err, sizeof err),
-                     SL_ERR_ACCESS_REFUSED);
+    ck_assert_int_eq(BIND(ACC_QUEUE, "q", "x", x, "k"), SL_OK);
+    ck_assert_int_eq(BIND(ACC_EXCHANGE, "t", "x", x, "k"), SL_ERR_ACCESS_REFUSED);
     /* a topic source: its topic permission on the key */
     ck_assert_int_eq(acc_topic_perm_set(a, "u", "/", "t", ".*", "^ok\\.", err, sizeof err), SL_OK);
-    ck_assert_int_eq(node_bind_check(a, "u", t, q, NULL, "ok.1", err, sizeof err), SL_OK);
-    ck_assert_int_eq(node_bind_check(a, "u", t, q, NULL, "no.1", err, sizeof err),
-                     SL_ERR_ACCESS_REFUSED);
+    ck_assert_int_eq(BIND(ACC_QUEUE, "q", "t", t, "ok.1"), SL_OK);
+    ck_assert_int_eq(BIND(ACC_QUEUE, "q", "t", t, "no.1"), SL_ERR_ACCESS_REFUSED);
     ck_assert_msg(strstr(err, "access to topic 'no.1' in exchange 't'"), "%s", err);
+    /* a topic exchange that does not exist (yet): no topic check */
+    ck_assert_int_eq(BIND(ACC_QUEUE, "q", "t", NULL, "no.1"), SL_OK);
+    /* the default exchange at either end, after the write on the destination */
+    ck_assert_int_eq(BIND(ACC_QUEUE, "q", "", NULL, "k"), SL_ERR_ACCESS_REFUSED);
+    ck_assert_msg(strstr(err, "default exchange"), "%s", err);
+    ck_assert_int_eq(BIND(ACC_EXCHANGE, "", "x", x, "k"), SL_ERR_ACCESS_REFUSED);
+    ck_assert_msg(strstr(err, "access to exchange 'amq.default'"), "%s", err); /* no write */
+    ck_assert_int_eq(acc_perm_set(a, "u", "/", "", ".*", ".*", err, sizeof err), SL_OK);
+    ck_assert_int_eq(BIND(ACC_EXCHANGE, "", "x", x, "k"), SL_ERR_ACCESS_REFUSED);
+    ck_assert_msg(strstr(err, "default exchange"), "%s", err);
     acc_free(a);
 }
 END_TEST
+#undef BIND
 
 static void count_got(void *ctx, const qm_position *pos, uint64_t remaining)
 {

@@ -58,7 +58,7 @@ static void add_user(const char *name, const char *password, acc_hash algo)
 
 static node_login *login(const char *name, const char *pw)
 {
-    return node_login_start(&N, name, (const uint8_t *)pw, strlen(pw), 1, done, &got);
+    return node_login_start(&N, name, strlen(name), (const uint8_t *)pw, strlen(pw), 1, done, &got);
 }
 
 /* Wait (bounded) for the verifier's fd and deliver, until `want` answers came. */
