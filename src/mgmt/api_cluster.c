@@ -46,6 +46,7 @@
 #include "cluster/ops.h"
 #include "cluster/mirror.h"
 #include "cluster/stream.h"
+#include "cluster/view.h"
 #include "mgmt/mgmt_internal.h"
 
 static json_t *member_json(const char *name, const char *role, int insync, uint64_t lag_bytes,
@@ -70,55 +71,23 @@ json_t *mgmt_cluster_view(mgmt *m)
         return json_pack("{s:s, s:s, s:I, s:o, s:[]}", "name", cfg->node_name, "leader",
                          cfg->node_name, "epoch", (json_int_t)0, "nodes", nodes, "removed");
     }
-    cl_status st;
-    cl_member_status(n->cluster, &st);
-    cl_stream_peer peers[CL_MAX_MEMBERS];
-    size_t n_peers = n->repl ? cl_stream_server_peers(n->repl, peers, CL_MAX_MEMBERS) : 0;
+    static cl_view v; /* the loop's alone; too big for its stack's comfort */
+    cl_view_read(n->cluster, n->repl, cfg->node_name, amqp, http, &v);
     json_t *nodes = json_array();
-    int self_listed = 0;
-    for (size_t i = 0; i < st.n_nodes; i++) {
-        const cl_node_info *ni = &st.nodes[i];
-        int is_self = !strcmp(ni->name, cfg->node_name);
-        self_listed |= is_self;
-        const char *role = !strcmp(ni->name, st.leader) ? "leader" : "follower";
-        if (is_self) /* this node knows its own role better than the last look at etcd */
-            role = st.role == CL_ROLE_LEADER     ? "leader"
-                   : st.role == CL_ROLE_FOLLOWER ? "follower"
-                                                 : "joining";
-        int insync = ni->insync;
-        uint64_t lag_bytes = 0, lag_ms = 0;
-        for (size_t k = 0; k < n_peers && !is_self; k++) {
-            if (strcmp(peers[k].name, ni->name))
-                continue;
-            insync = peers[k].insync; /* the leader's own ISR (etcd's may lag a write) */
-            lag_bytes = peers[k].lag_bytes;
-            lag_ms = peers[k].lag_ms;
-            if (peers[k].copying)
-                role = "joining";
-        }
-        if (n->repl && !is_self && !strcmp(role, "follower") && !insync) {
-            int known = 0;
-            for (size_t k = 0; k < n_peers; k++)
-                known |= !strcmp(peers[k].name, ni->name);
-            if (!known) /* never connected to this leader: it has not started following */
-                role = "joining";
-        }
-        json_array_append_new(
-            nodes, member_json(ni->name, role, insync, lag_bytes, lag_ms, ni->amqp, ni->http));
+    for (size_t i = 0; i < v.n_nodes; i++) {
+        const cl_view_member *vm = &v.nodes[i];
+        json_array_append_new(nodes, member_json(vm->name, vm->role, vm->insync, vm->lag_bytes,
+                                                 vm->lag_ms, vm->amqp, vm->http));
     }
-    if (!self_listed) /* not registered in etcd yet (or etcd unreachable) */
-        json_array_append_new(nodes, member_json(cfg->node_name, "joining", 0, 0, 0, amqp, http));
     json_t *j = json_pack("{s:s, s:o, s:I, s:o}", "name", cfg->cluster.cluster_name, "leader",
-                          st.leader[0] ? json_string(st.leader) : json_null(), "epoch",
-                          (json_int_t)st.epoch, "nodes", nodes);
-    char bans[CL_MAX_MEMBERS][256];
-    size_t n_bans = cl_member_bans(n->cluster, bans, CL_MAX_MEMBERS);
+                          v.leader[0] ? json_string(v.leader) : json_null(), "epoch",
+                          (json_int_t)v.epoch, "nodes", nodes);
     json_t *removed = json_array();
-    for (size_t i = 0; i < n_bans; i++)
-        json_array_append_new(removed, json_string(bans[i]));
+    for (size_t i = 0; i < v.n_banned; i++)
+        json_array_append_new(removed, json_string(v.banned[i]));
     json_object_set_new(j, "removed", removed);
-    if (st.last_error[0])
-        json_object_set_new(j, "etcd_error", json_string(st.last_error));
+    if (v.etcd_error[0])
+        json_object_set_new(j, "etcd_error", json_string(v.etcd_error));
     return j;
 }
 

@@ -18,6 +18,7 @@
 #include "core/version.h"
 #include "cluster/member.h"
 #include "cluster/stream.h"
+#include "cluster/view.h"
 #include "mgmt/mgmt_internal.h"
 
 static void out(sl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -154,21 +155,12 @@ static void listener_metrics(sl_buf *b, mgmt *m)
     /* The cluster (a node without cluster settings is a cluster of one, its own leader). */
     uint64_t leader = 1, epoch = 0, members = 1, isr = 1;
     if (m->n->cluster) {
-        cl_status st;
-        cl_member_status(m->n->cluster, &st);
-        leader = cl_member_serving(m->n->cluster);
-        epoch = st.epoch;
-        members = st.n_nodes;
-        isr = 0;
-        for (size_t i = 0; i < st.n_nodes; i++)
-            isr += st.nodes[i].insync;
-        if (m->n->repl) { /* a leader: its own ISR (etcd's, as last read, may lag a write) */
-            cl_stream_peer peers[CL_MAX_MEMBERS];
-            size_t n = cl_stream_server_peers(m->n->repl, peers, CL_MAX_MEMBERS);
-            isr = 1;
-            for (size_t i = 0; i < n; i++)
-                isr += peers[i].insync;
-        }
+        static cl_view v; /* the loop's alone */
+        cl_view_read(m->n->cluster, m->n->repl, m->n->cfg->node_name, "", "", &v);
+        leader = (uint64_t)v.serving;
+        epoch = v.epoch;
+        members = v.n_registered;
+        isr = v.isr;
     }
     metric(b, "sluice_cluster_leader", "gauge", "1 while this node is the leader and serves",
            leader);
