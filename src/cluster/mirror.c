@@ -5,7 +5,8 @@
  * Invariants:
  * - The observer is the only producer of ops; it appends each op, encoded, to `pending` under
  *   the lock, in the order the store made them (capture happens after the operation
- *   succeeded, so every op of a closed group is on the leader's disk).
+ *   succeeded, so every op of a closed group was done on the leader: written, and synced once
+ *   cl_mirror_batch says its batch synced).
  * - A group is closed (`pending` becomes group last + 1: idx strictly increasing by one, gen
  *   non-decreasing) at the store's ST_FOP_WRITTEN of the messages log, on the sync thread, once
  *   a generation's batches have made their writes (the definitions' batch runs first) and
@@ -23,7 +24,8 @@
  *   copy when it follows again (node.h, replica/led).
  * - notify is called under nmu (taken before mu, never after it): calls come in idx order
  *   from the sync thread and the loop, and once cl_mirror_set_notify returns the old one is
- *   called no more. The data ring keeps the newest groups whose bytes fit ring_bytes (always
+ *   called no more.
+ * - The data ring keeps the newest groups whose bytes fit ring_bytes (always
  *   at least the newest one); the index ring (idx, gen, synced) keeps at least as many, and
  *   up to IDX_KEEP more, so generation <-> group lookups still work for groups whose bytes
  *   were dropped.
