@@ -339,6 +339,7 @@ static void cl_leader_stop(sl_node *b)
         sl_loop_unwatch(b->loop, &b->repl_w);
         if (b->cluster)
             cl_member_set_hooks(b->cluster, NULL);
+        cl_mirror_set_notify(b->mirror, NULL, NULL); /* the sync thread's on_group: no more */
         cl_stream_server_stop(b->repl);
         b->repl = NULL;
     }

@@ -5,9 +5,27 @@
  * Invariants:
  * - The observer is the only producer of ops; it appends each op, encoded, to `pending` under
  *   the lock, in the order the store made them (capture happens after the operation
- *   succeeded, so every op of a closed group is on the leader's disk).
- * - cl_mirror_batch turns `pending` into group last + 1: idx strictly increasing by one, gen
- *   non-decreasing. The data ring keeps the newest groups whose bytes fit ring_bytes (always
+ *   succeeded, so every op of a closed group was done on the leader: written, and synced once
+ *   cl_mirror_batch says its batch synced).
+ * - A group is closed (`pending` becomes group last + 1: idx strictly increasing by one, gen
+ *   non-decreasing) at the store's ST_FOP_WRITTEN of the messages log, on the sync thread, once
+ *   a generation's batches have made their writes (the definitions' batch runs first) and
+ *   before the messages' fdatasync: so followers get it while the leader syncs it (a
+ *   confirm pays the slower of the two syncs, not their sum). Such an early group is
+ *   provisional: it carries the generation before (a release that reaches it releases nothing
+ *   new) and synced 0, until cl_mirror_batch (persist's batch ended, on the loop) names its
+ *   generation and says it is synced. That is safe because everything a confirm of
+ *   generation g waits for is a write of g's batch, made before g's last ST_FOP_WRITTEN: only
+ *   barriers (the batch's own syncs) can follow it before the batch ends; when anything else
+ *   was captured meanwhile (the loop's reclaim, say), cl_mirror_batch closes a group of its
+ *   own for g instead, as it did before groups were closed early. The leader's durable index
+ *   moves only in cl_mirror_batch: what the followers hold that this disk may lack (a crash
+ *   between the ship and the sync) is never confirmed, and a leader that crashed takes a full
+ *   copy when it follows again (node.h, replica/led).
+ * - notify is called under nmu (taken before mu, never after it): calls come in idx order
+ *   from the sync thread and the loop, and once cl_mirror_set_notify returns the old one is
+ *   called no more.
+ * - The data ring keeps the newest groups whose bytes fit ring_bytes (always
  *   at least the newest one); the index ring (idx, gen, synced) keeps at least as many, and
  *   up to IDX_KEEP more, so generation <-> group lookups still work for groups whose bytes
  *   were dropped.
@@ -113,14 +131,20 @@ struct cl_mirror {
     uint64_t ring_bytes;
     sl_buf pending; /* encoded ops since the last group */
     uint32_t pending_nops;
+    int pending_content; /* pending holds an op other than a SYNC or DIRSYNC barrier */
+    size_t early;        /* groups closed at ST_FOP_WRITTEN since the last cl_mirror_batch */
+    uint64_t gen_last;   /* the generation of the newest group */
     uint64_t epoch, last, durable;
     gentry *v; /* index ring: v[(head + i) % cap], i < n, oldest first */
     size_t head, n, cap;
     size_t first_data; /* the first entry (0..n) that still has its bytes */
     uint64_t data_bytes;
+    pthread_mutex_t nmu; /* held across a notify (see the invariants) */
     void (*notify)(void *ctx, uint64_t idx, uint64_t bytes);
     void *notify_ctx;
 };
+
+static void close_group(cl_mirror *m, uint64_t gen, int synced, uint64_t *idx, size_t *len);
 
 static cl_mirror *installed;
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -157,6 +181,24 @@ static void enc_op(sl_buf *b, int kind, const char *name, size_t nl)
     sl_buf_append(b, name, nl);
 }
 
+/* ST_FOP_WRITTEN (sync thread): the batch's writes are made, its syncs follow: close the
+ * group now and hand it to the server (notify), provisional until cl_mirror_batch. */
+static void observe_written(cl_mirror *m)
+{
+    pthread_mutex_lock(&m->nmu);
+    pthread_mutex_lock(&m->mu);
+    uint64_t idx;
+    size_t len;
+    close_group(m, m->gen_last, 0, &idx, &len);
+    m->early++;
+    void (*fn)(void *, uint64_t, uint64_t) = m->notify;
+    void *fctx = m->notify_ctx;
+    pthread_mutex_unlock(&m->mu);
+    if (fn)
+        fn(fctx, idx, len);
+    pthread_mutex_unlock(&m->nmu);
+}
+
 static void observe(void *ctx, const st_fop *op)
 {
     cl_mirror *m = ctx;
@@ -164,6 +206,14 @@ static void observe(void *ctx, const st_fop *op)
     size_t nl = rel_name(m, op, name, sizeof name), nl2 = 0;
     if (!nl)
         return;
+    if (op->kind == ST_FOP_WRITTEN) {
+        /* persist runs a generation's definitions batch (meta/) before its messages batch
+         * (msgs/): the latter's WRITTEN is where all the generation's writes are made. A
+         * generation without one keeps its group to cl_mirror_batch, as before. */
+        if (nl == 4 && !memcmp(name, "msgs", 4))
+            observe_written(m);
+        return;
+    }
     if (op->kind == ST_FOP_RENAME) {
         st_fop o2 = *op;
         o2.name = op->name2;
@@ -217,6 +267,8 @@ static void observe(void *ctx, const st_fop *op)
     default:
         break;
     }
+    if (op->kind != ST_FOP_SYNC && op->kind != ST_FOP_DIRSYNC)
+        m->pending_content = 1;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -230,6 +282,7 @@ cl_mirror *cl_mirror_leader_new(const char *data_dir, uint64_t ring_bytes)
     }
     cl_mirror *m = sl_xcalloc(1, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
+    pthread_mutex_init(&m->nmu, NULL);
     m->dir = sl_xstrdup(data_dir);
     m->dirlen = strlen(m->dir);
     while (m->dirlen > 1 && m->dir[m->dirlen - 1] == '/')
@@ -258,6 +311,7 @@ void cl_mirror_free(cl_mirror *m)
     sl_buf_free(&m->pending);
     sl_free(m->dir);
     pthread_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->nmu);
     sl_free(m);
 }
 
@@ -271,16 +325,20 @@ void cl_mirror_start(cl_mirror *m, uint64_t epoch, uint64_t last_idx)
         sl_free(ent(m, i)->bytes);
     m->n = m->head = m->first_data = 0;
     m->data_bytes = 0;
+    m->early = 0;
+    m->gen_last = 0;
     pthread_mutex_unlock(&m->mu);
 }
 
 void cl_mirror_set_notify(cl_mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t bytes),
                           void *ctx)
 {
+    pthread_mutex_lock(&m->nmu); /* waits for a call in progress (the sync thread's) */
     pthread_mutex_lock(&m->mu);
     m->notify = fn;
     m->notify_ctx = ctx;
     pthread_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->nmu);
 }
 
 static void drop_data(cl_mirror *m)
@@ -299,9 +357,9 @@ static void drop_data(cl_mirror *m)
     }
 }
 
-uint64_t cl_mirror_batch(cl_mirror *m, uint64_t gen, int synced)
+/* `pending` becomes group last + 1 of generation gen. Under mu. */
+static void close_group(cl_mirror *m, uint64_t gen, int synced, uint64_t *idxp, size_t *lenp)
 {
-    pthread_mutex_lock(&m->mu);
     uint64_t idx = m->last + 1;
     sl_buf g;
     sl_buf_init(&g);
@@ -316,6 +374,7 @@ uint64_t cl_mirror_batch(cl_mirror *m, uint64_t gen, int synced)
     sl_buf_put_le32(&g, st_crc32c(0, g.data, g.len));
     m->pending.len = m->pending.off = 0;
     m->pending_nops = 0;
+    m->pending_content = 0;
     if (m->pending.cap > (64u << 20))
         sl_buf_free(&m->pending);
     if (m->n == m->cap) {
@@ -337,15 +396,41 @@ uint64_t cl_mirror_batch(cl_mirror *m, uint64_t gen, int synced)
     e->bytes = sl_buf_detach(&g);
     m->data_bytes += e->len;
     m->last = idx;
+    m->gen_last = gen;
+    *idxp = idx;
+    *lenp = e->len;
+    drop_data(m);
+}
+
+uint64_t cl_mirror_batch(cl_mirror *m, uint64_t gen, int synced)
+{
+    pthread_mutex_lock(&m->nmu);
+    pthread_mutex_lock(&m->mu);
+    uint64_t idx;
+    size_t len;
+    if (m->early && !m->pending_content && m->n) {
+        /* The batch's group went out at its ST_FOP_WRITTEN: it is generation gen's now (the
+         * barriers captured since wait in pending for the next group: the followers sync
+         * every group they apply anyway). notify again: the server takes the durable index
+         * (an append it already has is ignored). */
+        gentry *e = ent(m, m->n - 1);
+        e->gen = gen;
+        e->synced = synced ? 1 : 0;
+        m->gen_last = gen;
+        idx = e->idx;
+        len = e->len;
+    } else {
+        close_group(m, gen, synced, &idx, &len);
+    }
+    m->early = 0;
     if (synced)
         m->durable = idx;
-    drop_data(m);
     void (*fn)(void *, uint64_t, uint64_t) = m->notify;
     void *ctx = m->notify_ctx;
-    size_t len = e->len;
     pthread_mutex_unlock(&m->mu);
     if (fn)
         fn(ctx, idx, len);
+    pthread_mutex_unlock(&m->nmu);
     return idx;
 }
 

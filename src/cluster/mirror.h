@@ -7,8 +7,13 @@
  * operation hook: segment writes, creation, fdatasync and directory fsync barriers, unlinks of
  * reclaimed segments, the holes file's tmp + rename, torn-tail and close-time ftruncate,
  * mkdir of meta/ and msgs/). Operations on files outside data_dir are ignored (other stores
- * of the process). persist calls cl_mirror_batch after each batch (one persist generation, light
- * batches too): the operations captured since the previous call become group last + 1. Groups
+ * of the process). A group is closed as soon as a batch has made its writes (the store's
+ * ST_FOP_WRITTEN, on the sync thread, before the batch's fdatasync), and notify hands it to the
+ * replication server at once: followers write and sync it while the leader syncs it. persist
+ * calls cl_mirror_batch after each batch (one persist generation, light batches too): that
+ * group becomes the generation's (synced when the batch was), or, when the batch closed none or
+ * more than barriers was captured since, the operations captured since the previous group
+ * become group last + 1. Only cl_mirror_batch moves the durable index. Groups
  * are kept in a ring bounded by ring_bytes (the oldest go first; the newest is always kept).
  * Node-local files are never captured: DATA_DIR/space-reserve (each node's own reserve) and
  * DATA_DIR/replica/ (each node's own log position). Persist reports its batches through
@@ -16,6 +21,7 @@
  *
  * A group's encoding (all integers little-endian):
  *   magic "SLMG" u32 version(1) u64 idx u64 epoch u64 gen u32 nops
+ *   (gen: informational; a group closed before its batch ended carries the one before)
  *   nops x op:  u8 kind, u16 name_len, name (relative: "msgs/00000000000000000001.seg"),
  *               then per kind: WRITE u64 off, u32 len, bytes; CREATE u8 trunc;
  *               TRUNCATE u64 size; RENAME u16 len, new name; others nothing
@@ -78,8 +84,11 @@ uint64_t cl_mirror_batch(cl_mirror *m, uint64_t gen, int synced);
 /* cl_mirror_batch in persist_options.batch_hook's shape: po.batch_hook = cl_mirror_persist_hook,
  * po.batch_ctx = the mirror. */
 void cl_mirror_persist_hook(void *m, uint64_t gen, int synced);
-/* Called (outside the mirror's lock) after each new group, on the thread that made it: the
- * replication thread's wake-up (an eventfd write). NULL: none. */
+/* Called (outside the mirror's lock, in idx order) after each new group, on the thread that
+ * made it: the sync thread at ST_FOP_WRITTEN, then the loop in cl_mirror_batch, which calls it
+ * again with the same idx once the group's batch ended (cl_mirror_durable may have moved): the
+ * replication thread's wake-up (an eventfd write). NULL: none. Once this returns, the previous
+ * fn is neither running nor called again. */
 void cl_mirror_set_notify(cl_mirror *m, void (*fn)(void *ctx, uint64_t idx, uint64_t bytes),
                           void *ctx);
 

@@ -43,7 +43,11 @@
  * Why nothing confirmed is lost: a group is released only once it is on the disk of every
  * member of the ISR in etcd; the ISR changes only through the leader of the current epoch; a
  * new leader is taken from the ISR; so it has every released group, and its followers are
- * truncated only above what it has.
+ * truncated only above what it has. L may send a group before its own sync of it is done (the
+ * wiring does: issue 46, cluster/mirror.h), since commit takes L's durable index as well: a
+ * group a follower holds and L's disk lost (L crashed between the two) was never released; it
+ * is one more unconfirmed group, kept if its holder leads next, cut by START's divergence rule
+ * otherwise, and L itself, restarted, first takes a full copy (cluster/node.h, replica/led).
  */
 #ifndef SL_CLUSTER_REPL_H
 #define SL_CLUSTER_REPL_H

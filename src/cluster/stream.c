@@ -248,6 +248,7 @@ struct cl_stream_server {
         uint64_t idx, bytes;
     } * pend;
     size_t n_pend, cap_pend;
+    uint64_t last_in; /* the newest group appended (a second append of it: durable only) */
     uint64_t durable_in, lease_in;
     int isr_outcome; /* -1: none */
     int depose_in, stop;
@@ -607,8 +608,14 @@ static void server_publish(cl_stream_server *s, uint64_t now)
 static void server_inputs(cl_stream_server *s, uint64_t now)
 {
     pthread_mutex_lock(&s->mu);
-    for (size_t i = 0; i < s->n_pend; i++)
+    for (size_t i = 0; i < s->n_pend; i++) {
+        /* A group announced from the sync thread before this server existed (its notify
+         * found none) is known only by the next one: the log is the truth, so the index goes
+         * on through it (its bytes uncounted in lag_bytes), and group() fetches it. */
+        for (int k = 0; k < 1024 && cl_rl_last(s->rl) + 1 < s->pend[i].idx; k++)
+            cl_rl_append(s->rl, cl_rl_last(s->rl) + 1, 0, now);
         cl_rl_append(s->rl, s->pend[i].idx, s->pend[i].bytes, now);
+    }
     s->n_pend = 0;
     if (s->durable_in)
         cl_rl_durable(s->rl, s->durable_in);
@@ -841,6 +848,7 @@ cl_stream_server *cl_stream_server_start(int listen_fd, const cl_stream_server_o
             isr |= 1u << id;
     }
     s->rl = cl_rl_new(0, o->epoch, isr, &o->rl, o->last_idx, o->hist, mono_ms());
+    s->last_in = o->last_idx;
     s->hist = o->hist;
     s->chunk = sl_xmalloc(COPY_CHUNK);
     s->released_out = 0;
@@ -891,14 +899,23 @@ void cl_stream_server_stop(cl_stream_server *s)
     sl_free(s);
 }
 
-void cl_stream_server_append(cl_stream_server *s, uint64_t idx, uint64_t bytes)
+/* Under mu. */
+static void pend_add(cl_stream_server *s, uint64_t idx, uint64_t bytes)
 {
-    pthread_mutex_lock(&s->mu);
+    if (idx <= s->last_in)
+        return; /* had (shipped at ST_FOP_WRITTEN, now reported again with its sync) */
+    s->last_in = idx;
     if (s->n_pend == s->cap_pend) {
         s->cap_pend = s->cap_pend ? s->cap_pend * 2 : 64;
         s->pend = sl_xrealloc(s->pend, s->cap_pend * sizeof *s->pend);
     }
     s->pend[s->n_pend++] = (struct pend){idx, bytes};
+}
+
+void cl_stream_server_append(cl_stream_server *s, uint64_t idx, uint64_t bytes)
+{
+    pthread_mutex_lock(&s->mu);
+    pend_add(s, idx, bytes);
     pthread_mutex_unlock(&s->mu);
     poke(s->wake_fd);
 }
@@ -907,11 +924,7 @@ void cl_stream_server_append_durable(cl_stream_server *s, uint64_t idx, uint64_t
                                      uint64_t durable)
 {
     pthread_mutex_lock(&s->mu);
-    if (s->n_pend == s->cap_pend) {
-        s->cap_pend = s->cap_pend ? s->cap_pend * 2 : 64;
-        s->pend = sl_xrealloc(s->pend, s->cap_pend * sizeof *s->pend);
-    }
-    s->pend[s->n_pend++] = (struct pend){idx, bytes};
+    pend_add(s, idx, bytes);
     if (durable > s->durable_in)
         s->durable_in = durable;
     pthread_mutex_unlock(&s->mu);

@@ -9,7 +9,11 @@
  * (tests/unit/test_stream.c: a leader and followers over loopback TCP, with kills).
  *
  * Leader (cl_stream_server): the owner reports each new group (cl_stream_server_append: any thread)
- * and its own durable index (cl_stream_server_durable); the member thread reports the lease
+ * and its own durable index (cl_stream_server_durable). A group is reported as soon as its writes
+ * are made, before the leader's own fdatasync of it (mirror.h), so it goes out while the leader
+ * syncs; the durable index follows, and commit waits for both (repl.h "Commit"). Reporting a
+ * group again (with the durable index that moved) is harmless: an append of a group the server
+ * has is ignored; the member thread reports the lease
  * (cl_stream_server_lease) and the outcome of each ISR proposal (cl_stream_server_isr_result). The
  * server publishes the released index and whether publishers are blocked
  * (cl_stream_server_released, cl_stream_server_blocked) and signals every change on

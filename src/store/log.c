@@ -1136,6 +1136,10 @@ static void batch_run_io(st_log_batch *b)
             else
                 FOP(ST_FOP_WRITE, b->dir, e->name, NULL, e->off, e->data, e->len);
         }
+        /* Every write of the batch is made (the older segments' syncs too: only the newest
+         * may be torn): the observer may ship them now, during this fdatasync. */
+        if (!what && i + 1 == b->n)
+            FOP(ST_FOP_WRITTEN, b->dir, "", NULL, 0, NULL, 0);
         if (!what && e->sync && !b->no_sync) {
             if (sync_fd(e->fd) < 0)
                 what = "fdatasync";

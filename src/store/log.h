@@ -245,7 +245,11 @@ enum {
     ST_FOP_UNLINK = 5,
     ST_FOP_TRUNCATE = 6, /* arg: the new size */
     ST_FOP_RENAME = 7,   /* name -> name2 */
-    ST_FOP_MKDIR = 8     /* the log directory itself (name "") */
+    ST_FOP_MKDIR = 8,    /* the log directory itself (name "") */
+    /* A batch has written all it writes and succeeded so far; only its syncs follow (name
+     * ""). Not a change: a point where everything reported before it may be shipped to
+     * followers while this node's fdatasync runs (the mirror closes its group here). */
+    ST_FOP_WRITTEN = 9
 };
 typedef struct st_fop {
     int kind;

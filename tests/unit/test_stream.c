@@ -68,6 +68,22 @@ static void ml_isr(void *ctx, const char *const *names, size_t n)
     cl_stream_server_isr_result(m->srv, CL_RL_ISR_DONE);
 }
 
+/* Group last + 1 into the log, not announced to the server: its idx and length. */
+static uint64_t ml_put(mlog *m, uint64_t epoch, size_t *lenp)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t idx = ++m->last;
+    size_t len = 1 + idx % 97;
+    m->g[idx] = sl_xmalloc(len);
+    for (size_t i = 0; i < len; i++)
+        m->g[idx][i] = (uint8_t)(idx * 31 + i);
+    m->len[idx] = len;
+    m->epoch[idx] = epoch;
+    pthread_mutex_unlock(&m->mu);
+    *lenp = len;
+    return idx;
+}
+
 static void ml_append(mlog *m, uint64_t epoch)
 {
     pthread_mutex_lock(&m->mu);
@@ -417,6 +433,48 @@ START_TEST(the_end_of_an_established_stream_is_reported_a_refusal_is_not)
     __atomic_store_n(&ban_f1, 0, __ATOMIC_RELAXED);
     cl_repl_epochs_free(&empty);
     stop_all(&x);
+}
+END_TEST
+
+/* Issue 46: the leader's mirror announces a group once its writes are made, before its own
+ * fdatasync, then again with its durable index. Followers take and ack the group at once; nothing
+ * is released before the leader's durable index covers it; the second announcement is ignored;
+ * and a group announced before the server existed (so known only through the next one) still
+ * goes out. */
+START_TEST(groups_go_out_before_the_leaders_sync_and_wait_for_it)
+{
+    fixture x;
+    start_leader(&x, 2, 1);
+    cl_repl_epochs empty;
+    cl_repl_epochs_init(&empty);
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_init(&x.fl[i].mu, NULL);
+        start_follower(&x, i, 0, &empty);
+    }
+    size_t len[64];
+    for (int i = 1; i <= 50; i++) {
+        uint64_t idx = ml_put(&x.ml, 1, &len[0]);
+        cl_stream_server_append(x.ml.srv, idx, len[0]);
+    }
+    WAIT_UNTIL(fl_synced(&x.fl[0]) == 50 && fl_synced(&x.fl[1]) == 50, 20000);
+    pause_ms(50);
+    ck_assert_uint_eq(cl_stream_server_released(x.ml.srv), 0); /* the leader's sync: not yet */
+    ck_assert_uint_eq(cl_stream_server_commit(x.ml.srv), 0);
+    for (uint64_t idx = 1; idx <= 50; idx++) /* each again, with its sync done */
+        cl_stream_server_append_durable(x.ml.srv, idx, 1 + idx % 97, idx);
+    WAIT_UNTIL(cl_stream_server_released(x.ml.srv) == 50, 20000);
+    /* 51 announced to no one, then 52: both go out */
+    uint64_t a = ml_put(&x.ml, 1, &len[1]);
+    uint64_t b = ml_put(&x.ml, 1, &len[2]);
+    ck_assert_uint_eq(a, 51);
+    cl_stream_server_append_durable(x.ml.srv, b, len[2], b);
+    WAIT_UNTIL(cl_stream_server_released(x.ml.srv) == 52, 20000);
+    ck_assert_uint_eq(fl_synced(&x.fl[0]), 52);
+    ck_assert_uint_eq(fl_synced(&x.fl[1]), 52);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(x.fl[i].bad, 0);
+    stop_all(&x);
+    cl_repl_epochs_free(&empty);
 }
 END_TEST
 
@@ -837,6 +895,7 @@ static Suite *stream_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, groups_reach_every_follower_and_release_waits_for_the_isr);
+    tcase_add_test(tc, groups_go_out_before_the_leaders_sync_and_wait_for_it);
     tcase_add_test(tc, the_position_is_saved_when_the_stream_is_quiet_not_per_batch);
     tcase_add_test(tc, below_min_isr_is_blocked_and_nothing_is_released);
     tcase_add_test(tc, the_end_of_an_established_stream_is_reported_a_refusal_is_not);
