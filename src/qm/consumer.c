@@ -143,6 +143,10 @@ void qm_queue_dispatch(qm_queue *q)
     qm_node *n = qm_queue_node(q);
     uint64_t now = qm_now(n);
 
+    if (q->stream) {
+        qm_stream_dispatch(q);
+        return;
+    }
     while (q->n_ready && q->consumers) {
         qm_consumer *c = pick(q);
         if (!c)
