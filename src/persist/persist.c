@@ -761,10 +761,19 @@ static int begin_generation(persist *p, int force)
     if (!sync && !p->need_write && st_log_pending(p->msgs) < FLUSH_THRESHOLD)
         return 0;
     p->fl_meta = p->fl_msgs = NULL;
-    /* Definitions first: a message record may name a queue declared this turn. */
-    if (sync && p->meta_dirty && st_log_batch_begin(p->meta, 1, &p->fl_meta) < 0)
+    /* The streams' pending entries go with a generation that syncs; a stream that cannot
+     * write fails the store (nothing of the generation may be taken for durable). */
+    if (sync && persist_streams_begin(p) < 0) {
+        errno = EIO;
         return -1;
+    }
+    /* Definitions first: a message record may name a queue declared this turn. */
+    if (sync && p->meta_dirty && st_log_batch_begin(p->meta, 1, &p->fl_meta) < 0) {
+        persist_streams_fail(p);
+        return -1;
+    }
     if (st_log_batch_begin(p->msgs, sync, &p->fl_msgs) < 0) {
+        persist_streams_fail(p);
         if (p->fl_meta) { /* keep the logs' state whole: end the meta batch unrun */
             st_log_batch_run(p->fl_meta);
             st_log_batch_end(p->meta, p->fl_meta);
@@ -772,8 +781,6 @@ static int begin_generation(persist *p, int force)
         }
         return -1;
     }
-    if (sync)
-        persist_streams_begin(p);
     p->fl_sync = sync;
     p->gen_flight = p->gen_open++;
     p->need_write = 0;

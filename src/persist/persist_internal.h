@@ -83,7 +83,9 @@ struct persist {
 };
 
 /* streams.c */
-void persist_streams_begin(persist *p);
+int persist_streams_begin(persist *p);
+/* End the begun stream batches unrun, as failed (the generation could not start). */
+void persist_streams_fail(persist *p);
 void persist_streams_run(persist *p);
 int persist_streams_end(persist *p);
 void persist_streams_free(persist *p);

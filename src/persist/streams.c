@@ -20,15 +20,28 @@
 #include "persist/persist_internal.h"
 #include "store/stream.h"
 
-void persist_streams_begin(persist *p)
+void persist_streams_fail(persist *p)
+{
+    for (size_t i = 0; i < p->n_fl_st; i++)
+        st_stream_batch_fail(p->fl_sts[i], p->fl_st[i]);
+    p->n_fl_st = 0;
+}
+
+int persist_streams_begin(persist *p)
 {
     p->n_fl_st = 0;
     for (qm_queue *q = p->node->streams; q; q = q->st_next) {
         if (!st_stream_pending(q->stream))
             continue;
         st_stream_batch *b;
-        if (st_stream_batch_begin(q->stream, &b) < 0 || !b)
-            continue; /* a failed stream: its appends are never confirmed */
+        if (st_stream_batch_begin(q->stream, &b) < 0) {
+            /* a stream that cannot write (a file it could not make, an earlier failure):
+             * nothing of this generation may be taken for durable, the store is failed */
+            persist_streams_fail(p); /* end the others as failed */
+            return -1;
+        }
+        if (!b)
+            continue;
         if (p->n_fl_st == p->cap_fl_st) {
             p->cap_fl_st = p->cap_fl_st ? p->cap_fl_st * 2 : 8;
             p->fl_st = sl_xrealloc(p->fl_st, p->cap_fl_st * sizeof *p->fl_st);
@@ -37,6 +50,7 @@ void persist_streams_begin(persist *p)
         p->fl_st[p->n_fl_st] = b;
         p->fl_sts[p->n_fl_st++] = q->stream;
     }
+    return 0;
 }
 
 void persist_streams_run(persist *p)

@@ -369,6 +369,13 @@ int st_stream_batch_end(st_stream *s, st_stream_batch *b)
     return rc;
 }
 
+void st_stream_batch_fail(st_stream *s, st_stream_batch *b)
+{
+    b->failed = 1;
+    b->err = EIO;
+    st_stream_batch_end(s, b);
+}
+
 int st_stream_commit(st_stream *s)
 {
     st_stream_batch *b;

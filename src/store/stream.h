@@ -82,6 +82,9 @@ size_t st_stream_pending(const st_stream *s);
 int st_stream_batch_begin(st_stream *s, st_stream_batch **out);
 void st_stream_batch_run(st_stream_batch *b);
 int st_stream_batch_end(st_stream *s, st_stream_batch *b);
+/* End a begun batch unrun, as failed (another part of the same group commit could not start):
+ * the stream is failed. */
+void st_stream_batch_fail(st_stream *s, st_stream_batch *b);
 /* All three inline (tests, tools). */
 int st_stream_commit(st_stream *s);
 int st_stream_failed(const st_stream *s);
