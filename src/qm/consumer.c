@@ -40,6 +40,7 @@ static void unlink_consumer(qm_queue *q, qm_consumer *c)
     SL_LIST_UNLINK(q->consumers, c, prev, next);
     c->prev = c->next = c; /* "not attached" marker, see qm_consumer_detach */
     q->n_consumers--;
+    qm_stream_reader_free(c);
 }
 
 sl_err qm_consumer_attach(qm_queue *q, qm_consumer *c)

@@ -310,6 +310,7 @@ struct qm_consumer {
     qm_consumer *prev, *next; /* in queue->consumers */
     uint64_t attached;        /* attach order (single active consumer: the oldest is active) */
     uint64_t st_next;         /* streams: the offset of the next entry it gets */
+    struct st_stream_reader *st_reader; /* streams: its read buffer (stream.c), or NULL */
 };
 
 /* Attach c (fields queue, ops, ctx, priority, no_ack, exclusive filled by the caller) to q.

@@ -54,6 +54,8 @@ sl_err qm_stream_open(qm_node *n, uint64_t incarnation, const qm_queue_args *a,
 void qm_stream_link(qm_queue *q);
 /* Unlink q from the node's streams and close its log (deleted: its files go too). */
 void qm_stream_close(qm_queue *q, int deleted);
+/* Free a consumer's stream read buffer (it left its queue). */
+void qm_stream_reader_free(qm_consumer *c);
 
 /* ---- memory budget (message.c) ---- */
 extern uint64_t qm_mem_budget;

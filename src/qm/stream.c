@@ -21,7 +21,18 @@
 #include "qm/qm_internal.h"
 #include "store/stream.h"
 
-static st_stream_reader reader; /* one node per process; the loop's thread only */
+/* A consumer's read buffer: what one read of the log takes (a chunk), handed out a credit at a
+ * time from memory. Bounded by the consumers, not by the stream. */
+#define CONSUMER_READ (64u * 1024)
+
+void qm_stream_reader_free(qm_consumer *c)
+{
+    if (!c->st_reader)
+        return;
+    st_stream_reader_free(c->st_reader);
+    sl_free(c->st_reader);
+    c->st_reader = NULL;
+}
 
 sl_err qm_stream_open(qm_node *n, uint64_t incarnation, const qm_queue_args *a,
                       struct st_stream **out, char *err, size_t errlen)
@@ -175,14 +186,18 @@ void qm_stream_dispatch(qm_queue *q)
     for (qm_consumer *c = q->consumers; c; c = c->next) {
         if (!c->ops->deliver_entry)
             continue;
+        if (!c->st_reader && c->st_next < end) {
+            c->st_reader = sl_xcalloc(1, sizeof *c->st_reader);
+            c->st_reader->cap = CONSUMER_READ;
+        }
         /* Bounded: each pass hands at least one entry (st_next grows) or stops; a consumer
          * takes at most its credit (prefetch) and its connection's output room. */
         for (int k = 0; k < 1000000 && c->st_next < end && c->ops->can_take(c); k++) {
             deliver_ctx d = {q, c};
             uint64_t nx;
             char err[512];
-            long n = st_stream_read(s, &reader, c->st_next, SIZE_MAX, deliver_one, &d, &nx, err,
-                                    sizeof err);
+            long n = st_stream_read(s, c->st_reader, c->st_next, SIZE_MAX, deliver_one, &d, &nx,
+                                    err, sizeof err);
             if (n < 0) {
                 sl_error("stream queue '%s': %s", q->name, err);
                 break;

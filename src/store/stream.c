@@ -461,39 +461,65 @@ long st_stream_read(st_stream *s, st_stream_reader *r, uint64_t from, size_t max
     if (from >= s->end || !max)
         return 0;
     seg *g = seg_of(s, from);
-    /* the index point at or before from */
-    size_t lo = 0, hi = g->nidx;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (g->idx[mid].off <= from)
-            lo = mid;
-        else
-            hi = mid;
+    uint64_t pos, off;
+    if (r->buf && r->n_seg == g->first && r->n_off == from && r->n_pos) {
+        /* where the reader's last read stopped: no index walk */
+        pos = r->n_pos;
+        off = from;
+    } else {
+        /* the index point at or before from */
+        size_t lo = 0, hi = g->nidx;
+        while (hi - lo > 1) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (g->idx[mid].off <= from)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        pos = g->idx[lo].pos;
+        off = g->idx[lo].off;
     }
-    uint64_t pos = g->idx[lo].pos, off = g->idx[lo].off;
     long handed = 0;
     reader_room(r, 0);
-    /* Bounded: each pass moves pos on by at least one entry or ends. */
+    int fresh = 0; /* the buffer was read in this pass */
+    /* Bounded: each pass moves pos on by at least one entry, or reads the file afresh (after
+     * which it moves on), or ends. */
     while (off < g->dend && pos < g->dsize) {
-        size_t want = r->cap;
-        if (want > g->dsize - pos)
-            want = (size_t)(g->dsize - pos);
-        if (want < ST_STREAM_ENTRY_HDR)
-            break;
-        if (pread_all(g->fd, r->buf, want, pos) < 0)
-            goto io;
-        size_t at = 0;
+        size_t want, at;
+        if (!fresh && r->c_seg == g->first && pos >= r->c_pos && pos < r->c_pos + r->c_len) {
+            /* still in what this reader read last (a chunk handed out a credit at a time) */
+            want = (size_t)r->c_len;
+            at = (size_t)(pos - r->c_pos);
+        } else {
+            want = r->cap;
+            if (want > g->dsize - pos)
+                want = (size_t)(g->dsize - pos);
+            if (want < ST_STREAM_ENTRY_HDR)
+                break;
+            r->c_len = 0;
+            if (pread_all(g->fd, r->buf, want, pos) < 0)
+                goto io;
+            r->c_seg = g->first;
+            r->c_pos = pos;
+            r->c_len = want;
+            at = 0;
+            fresh = 1;
+        }
+        size_t at0 = at;
         int stop = 0;
         while (!stop && want - at >= ST_STREAM_ENTRY_HDR && off < g->dend) {
             const uint8_t *h = r->buf + at;
             size_t len = sl_le32(h) & LEN_MASK;
             if (want - at < ST_STREAM_ENTRY_HDR + len) {
-                if (at == 0) {
+                if (at == 0 && fresh) {
                     /* one entry bigger than the buffer: read it alone */
                     reader_room(r, ST_STREAM_ENTRY_HDR + len);
                     want = ST_STREAM_ENTRY_HDR + len;
+                    r->c_len = 0;
                     if (pread_all(g->fd, r->buf, want, pos) < 0)
                         goto io;
+                    r->c_pos = pos;
+                    r->c_len = want;
                     h = r->buf;
                 } else
                     break;
@@ -505,22 +531,30 @@ long st_stream_read(st_stream *s, st_stream_reader *r, uint64_t from, size_t max
                 char name[32];
                 seg_name(name, g->first);
                 snprintf(err, errlen, "%s/%s: offset %" PRIu64 ": bad entry", s->dir, name,
-                         pos + at);
+                         r->c_pos + at);
+                r->c_len = 0;
                 errno = EIO;
                 return -1;
             }
-            if (off >= from) {
-                handed++;
-                *next = off + 1;
-                if (fn(ctx, off, ts, p, len) || (size_t)handed >= max)
-                    stop = 1;
-            }
             at += ST_STREAM_ENTRY_HDR + len;
             off++;
+            if (off - 1 >= from) {
+                handed++;
+                *next = off;
+                r->n_seg = g->first;
+                r->n_off = off;
+                r->n_pos = r->c_pos + at;
+                if (fn(ctx, off - 1, ts, p, len) || (size_t)handed >= max)
+                    stop = 1;
+            }
         }
-        pos += at;
+        pos = r->c_pos + at;
         if (handed)
             break;
+        if (at == at0)
+            fresh = 0, r->c_len = 0; /* nothing whole in what was kept: read afresh */
+        else
+            fresh = 0;
     }
     return handed;
 io : {

@@ -101,7 +101,8 @@ uint64_t st_stream_last_chunk(const st_stream *s);
 uint64_t st_stream_offset_at(st_stream *s, int64_t ts_ms);
 
 /* Read the durable entries from offset `from` (raised to first) in one read of the file (of up
- * to the reader's buffer, or one entry when that is bigger), handing each to fn in order until
+ * to the reader's buffer, or one entry when that is bigger; none when what the reader read last
+ * still holds them), handing each to fn in order until
  * fn returns non-zero, the read's bytes end, or max entries were handed. Returns how many were
  * handed (0 at the end), or -1 with err (I/O error, bad checksum). *next gets the offset after
  * the last one handed. The payload is valid during the call only. */
@@ -110,6 +111,13 @@ typedef int (*st_stream_entry_fn)(void *ctx, uint64_t offset, int64_t ts_ms, con
 typedef struct st_stream_reader {
     uint8_t *buf; /* owned by the reader (st_stream_reader_free) */
     size_t cap;   /* 0: ST_STREAM_READ_CHUNK */
+    /* What buf holds (bytes c_pos .. c_pos + c_len of the segment whose first offset is c_seg)
+     * and where the entry after the last one handed is (n_off at n_pos in the segment n_seg,
+     * when it is in that segment): a reader that
+     * goes on where it stopped (a consumer given credit a message at a time) parses on from
+     * memory instead of reading the file again. Zeroed by the caller before the first read. */
+    uint64_t c_seg, c_pos, c_len;
+    uint64_t n_seg, n_off, n_pos;
 } st_stream_reader;
 #define ST_STREAM_READ_CHUNK (128u * 1024)
 long st_stream_read(st_stream *s, st_stream_reader *r, uint64_t from, size_t max,

@@ -169,6 +169,45 @@ START_TEST(readers_at_their_own_offsets_across_segments)
 }
 END_TEST
 
+/* A consumer given credit one message at a time: the reader goes on from where it stopped (from
+ * what it read last, across segment ends), and a jump elsewhere on the same reader still reads
+ * the right entries. */
+START_TEST(reader_goes_on_a_credit_at_a_time)
+{
+    st_stream *s = open_s(3000, 0, 0);
+    for (uint64_t i = 0; i < 700; i++) {
+        put(s, (int64_t)i, "c", i);
+        if (i % 50 == 49)
+            ck_assert_int_eq(st_stream_commit(s), 0);
+    }
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_reader r = {.cap = 512};
+    uint64_t from = 0;
+    for (int step = 0; step < 2000 && from < 700; step++) {
+        static got g;
+        memset(&g, 0, sizeof g);
+        uint64_t nx;
+        long n = st_stream_read(s, &r, from, 1, collect, &g, &nx, err, sizeof err);
+        ck_assert_msg(n == 1, "%s", err);
+        char b[32];
+        snprintf(b, sizeof b, "c%" PRIu64, from);
+        ck_assert_uint_eq(g.off[0], from);
+        ck_assert_str_eq(g.body[0], b);
+        ck_assert_uint_eq(nx, from + 1);
+        if (step == 300) {
+            /* a jump back and forth on the same reader */
+            memset(&g, 0, sizeof g);
+            ck_assert_int_eq(st_stream_read(s, &r, 17, 1, collect, &g, &nx, err, sizeof err), 1);
+            ck_assert_str_eq(g.body[0], "c17");
+        }
+        from = nx;
+    }
+    ck_assert_uint_eq(from, 700);
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+}
+END_TEST
+
 START_TEST(big_entries_and_small_reader_buffer)
 {
     st_stream *s = open_s(0, 0, 0);
@@ -427,6 +466,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, offsets_timestamps_and_durable_reads);
     tcase_add_test(tc, readers_at_their_own_offsets_across_segments);
+    tcase_add_test(tc, reader_goes_on_a_credit_at_a_time);
     tcase_add_test(tc, big_entries_and_small_reader_buffer);
     tcase_add_test(tc, reopen_recovers_and_goes_on);
     tcase_add_test(tc, torn_tail_is_cut_and_older_damage_refused);
