@@ -392,3 +392,53 @@ def test_retention_drops_whole_segments_and_frees_disk(broker_factory, tmp_path)
     c.channel().queue_delete("sr")
     c.close()
     assert stream_dir_bytes(data) == 0
+
+
+def test_retention_by_age_drops_old_segments(broker_factory, tmp_path):
+    from test_mgmt import Api
+    data = tmp_path / "data"
+    b = broker_factory(data_dir=data)
+    api = Api(b)
+    c = b.pika()
+    ch = c.channel()
+    ch.queue_declare("sa", durable=True, arguments=s_args(**{
+        "x-max-age": "1s", "x-stream-max-segment-size-bytes": 2000}))
+    publish_confirmed(ch, "sa", [b"o" * 100] * 40)  # old: several segments
+    old_end = api.queue("sa")["committed_offset"]
+    assert api.queue("sa")["first_offset"] == 0
+    # once they are more than a second old, the next writes (a roll) let them go
+    t_old = time.time()
+    wait_for(lambda: time.time() > t_old + 1.2, timeout=3.0, interval=0.02, message="1.2 s")
+    publish_confirmed(ch, "sa", [b"n" * 100] * 40)
+    j = api.queue("sa")
+    assert j["committed_offset"] == old_end + 40
+    assert 0 < j["first_offset"] <= old_end + 1, j
+    # whole segments only: what is kept starts at a segment's first offset
+    names = sorted(f for _, _, fs in os.walk(os.path.join(str(data), "streams")) for f in fs)
+    assert names[0] == "%020d.seg" % j["first_offset"]
+    c.close()
+
+
+def test_declared_over_http_and_in_definitions(broker_factory):
+    from test_mgmt import Api
+    b = broker_factory()
+    api = Api(b)
+    s, j, _ = api.put(api.q("shttp"), {"durable": True, "arguments": S})
+    assert s in (201, 204), j
+    assert api.queue("shttp")["type"] == "stream"
+    s, j, _ = api.put(api.q("sbad"), {"durable": False, "arguments": S})
+    assert s == 400 and "invalid property 'non-durable' for queue 'sbad'" in j["reason"]
+    s, d, _ = api.get("/api/definitions")
+    assert s == 200
+    qs = {q["name"]: q for q in d["queues"]}
+    assert qs["shttp"]["arguments"] == S
+    b2 = broker_factory()
+    api2 = Api(b2)
+    s, j, _ = api2.post("/api/definitions", d)
+    assert s in (200, 201, 204), j
+    assert api2.queue("shttp")["type"] == "stream"
+    c = b2.pika()
+    ch = c.channel()
+    publish_confirmed(ch, "shttp", [b"imported"])
+    assert consume(ch, "shttp", 1, "first")[0][:2] == (0, b"imported")
+    c.close()
