@@ -736,7 +736,7 @@ static void run_batches(void *arg)
  * needs writing, -1 when the store is failed. */
 static int stalled(const persist *p)
 {
-    return st_log_stalled(p->msgs) || st_log_stalled(p->meta);
+    return st_log_stalled(p->msgs) || st_log_stalled(p->meta) || p->streams_stalled;
 }
 
 int persist_stalled(const persist *p)
@@ -803,8 +803,11 @@ static int end_generation(persist *p)
     if (p->fl_msgs && st_log_batch_end(p->msgs, p->fl_msgs) < 0)
         rc = -1;
     p->fl_meta = p->fl_msgs = NULL;
-    if (persist_streams_end(p) < 0) /* a stream's write failed: the store is failed */
+    int src = persist_streams_end(p);
+    if (src == -1) /* a stream's write failed: the store is failed */
         return -1;
+    if (src == -2 && rc == 0)
+        rc = -1; /* a stream out of space: stalled as a log would be */
     if (rc < 0 && stalled(p) && !st_log_failed(p->msgs) && !st_log_failed(p->meta)) {
         p->stall_retry_at = sl_now_ms() + STALL_RETRY_MS;
         p->need_sync = 1; /* what it held still has to reach the disk */
@@ -1110,7 +1113,7 @@ void persist_get_stats(const persist *p, persist_stats *out)
 uint64_t persist_bytes_appended(const persist *p)
 {
     return (p->msgs ? st_log_bytes_appended(p->msgs) : 0) +
-           (p->meta ? st_log_bytes_appended(p->meta) : 0);
+           (p->meta ? st_log_bytes_appended(p->meta) : 0) + p->stream_bytes;
 }
 
 static int mkdir_p(const char *path)

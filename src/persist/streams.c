@@ -69,26 +69,39 @@ static void drop(struct st_stream *s, int deleted)
 
 int persist_streams_end(persist *p)
 {
-    int rc = 0;
+    int rc = 0, full = 0;
     size_t n = p->n_fl_st;
-    for (size_t i = 0; i < n; i++)
-        if (st_stream_batch_end(p->fl_sts[i], p->fl_st[i]) < 0)
+    for (size_t i = 0; i < n; i++) {
+        int r = st_stream_batch_end(p->fl_sts[i], p->fl_st[i]);
+        if (r == -2)
+            full = 1; /* out of space: pending again, the generation is not durable */
+        else if (r < 0)
             rc = -1;
+    }
+    p->streams_stalled = full;
     p->n_fl_st = 0;
     for (size_t i = 0; i < p->n_doomed; i++)
         drop(p->doomed[i], p->doomed_deleted[i]);
     p->n_doomed = 0;
     if (n && rc == 0)
         qm_streams_committed(p->node);
-    if (rc < 0)
+    if (rc < 0) {
         errno = EIO;
-    return rc;
+        return -1;
+    }
+    if (full) {
+        errno = ENOSPC;
+        return -2;
+    }
+    return 0;
 }
 
-void persist_h_stream_appended(void *ctx, qm_queue *q)
+void persist_h_stream_appended(void *ctx, qm_queue *q, size_t bytes)
 {
+    persist *p = ctx;
     (void)q;
-    persist_mark_sync(ctx);
+    p->stream_bytes += bytes; /* the disk's free-space checks count them too */
+    persist_mark_sync(p);
 }
 
 void persist_h_stream_closing(void *ctx, struct st_stream *s, int deleted)

@@ -945,7 +945,7 @@ typedef struct qm_persist_hooks {
      * stream_closing: q->stream is about to be closed (deleted: its files go too): the store
      * takes it over when a batch of it is in flight, else closes it. NULL hooks: the model
      * commits each append inline and closes the stream itself. */
-    void (*stream_appended)(void *ctx, qm_queue *q);
+    void (*stream_appended)(void *ctx, qm_queue *q, size_t bytes);
     void (*stream_closing)(void *ctx, struct st_stream *s, int deleted);
 } qm_persist_hooks;
 

@@ -108,7 +108,8 @@ sl_err qm_stream_append(qm_queue *q, const qm_message *m)
     st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, 7);
     q->stat_published++;
     if (qm_persist && qm_persist->stream_appended)
-        QM_PERSIST(stream_appended, q);
+        QM_PERSIST(stream_appended, q,
+                   ST_STREAM_ENTRY_HDR + 6 + (size_t)xl + rl + m->props_len + m->body_len);
     else if (st_stream_commit(q->stream) == 0)
         qm_queue_schedule_dispatch(q);
     else

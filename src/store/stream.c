@@ -87,6 +87,8 @@ struct st_stream {
     st_stream_batch *flight;
     st_stream_batch spare; /* a finished batch's buffers, reused */
     int failed;
+    int dir_unsynced;      /* a segment file was made and the directory not synced since */
+    int stalled;           /* the last batch ran out of space: its bytes are pending again */
     st_stream_reader scan; /* for st_stream_offset_at */
 };
 
@@ -272,10 +274,12 @@ int st_stream_batch_begin(st_stream *s, st_stream_batch **out)
                 sl_free(b);
                 return -1;
             }
-            b->dirfd = s->dirfd;
+            s->dir_unsynced = 1;
         }
         s->pend[i].fd = g->fd;
     }
+    if (s->dir_unsynced)
+        b->dirfd = s->dirfd;
     /* The buffers change hands: the batch takes the pending ones, the stream the spare. */
     b->buf = s->buf;
     b->len = s->blen;
@@ -334,14 +338,54 @@ void st_stream_batch_run(st_stream_batch *b)
         b->failed = 1, b->err = errno;
 }
 
+/* Out of space: the batch's bytes go back in front of what was appended since, to be written
+ * again (at the same places) by a later batch. */
+static void requeue(st_stream *s, st_stream_batch *b)
+{
+    size_t n = b->len + s->blen;
+    uint8_t *buf = sl_xmalloc(n ? n : 1);
+    memcpy(buf, b->buf, b->len);
+    if (s->blen)
+        memcpy(buf + b->len, s->buf, s->blen);
+    size_t np = b->npc + s->npend;
+    piece *pc = sl_xmalloc(np * sizeof *pc);
+    memcpy(pc, b->pc, b->npc * sizeof *pc);
+    for (size_t i = 0; i < s->npend; i++) {
+        pc[b->npc + i] = s->pend[i];
+        pc[b->npc + i].boff += b->len;
+    }
+    sl_free(s->buf);
+    sl_free(s->pend);
+    s->buf = buf;
+    s->blen = s->bcap = n;
+    s->pend = pc;
+    s->npend = s->cpend = np;
+    s->chunk_open = 1; /* the entries keep the chunk marks they were written with */
+}
+
 int st_stream_batch_end(st_stream *s, st_stream_batch *b)
 {
     s->flight = NULL;
+    if (b->failed && (b->err == ENOSPC || b->err == EDQUOT)) {
+        /* not a failure: the same bytes go again once there is room (stream.h) */
+        sl_warn("stream %s: out of space: the entries wait in memory", s->dir);
+        requeue(s, b);
+        s->stalled = 1;
+        int e = b->err;
+        sl_free(b->buf);
+        sl_free(b->pc);
+        sl_free(b);
+        errno = e;
+        return -2;
+    }
     if (b->failed) {
         s->failed = 1;
         sl_error("stream %s: write or sync failed: %s", s->dir, strerror(b->err));
         errno = b->err ? b->err : EIO;
     } else {
+        s->stalled = 0;
+        if (b->dirfd >= 0)
+            s->dir_unsynced = 0;
         for (size_t i = 0; i < b->npc; i++) {
             seg *g = find_seg(s, b->pc[i].seg_first);
             if (!g)
@@ -390,6 +434,11 @@ int st_stream_commit(st_stream *s)
 int st_stream_failed(const st_stream *s)
 {
     return s->failed;
+}
+
+int st_stream_stalled(const st_stream *s)
+{
+    return s->stalled;
 }
 
 /* ---- offsets and reads ---- */

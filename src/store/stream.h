@@ -78,7 +78,10 @@ size_t st_stream_pending(const st_stream *s);
 
 /* Group commit, as store/log.h's batches: begin (loop thread) takes what is buffered (*out
  * NULL when nothing is), run (any thread) writes and syncs touching only the batch, end (loop
- * thread) makes its entries readable: 0, or -1 (errno set; the stream is failed for good). */
+ * thread) makes its entries readable: 0, or -1 (errno set; the stream is failed for good), or
+ * -2 when the disk was full (ENOSPC, EDQUOT): nothing is lost, the batch's entries are pending
+ * again (in front of those appended since) and st_stream_stalled is 1 until a later batch
+ * writes them. */
 int st_stream_batch_begin(st_stream *s, st_stream_batch **out);
 void st_stream_batch_run(st_stream_batch *b);
 int st_stream_batch_end(st_stream *s, st_stream_batch *b);
@@ -88,6 +91,7 @@ void st_stream_batch_fail(st_stream *s, st_stream_batch *b);
 /* All three inline (tests, tools). */
 int st_stream_commit(st_stream *s);
 int st_stream_failed(const st_stream *s);
+int st_stream_stalled(const st_stream *s);
 
 /* Offsets. first: the oldest entry kept; end: one past the newest durable entry (what readers
  * see: first == end when empty); next: the offset the next append gets; last_chunk: the first

@@ -442,3 +442,27 @@ def test_declared_over_http_and_in_definitions(broker_factory):
     publish_confirmed(ch, "shttp", [b"imported"])
     assert consume(ch, "shttp", 1, "first")[0][:2] == (0, b"imported")
     c.close()
+
+
+def test_full_disk_holds_the_confirm_then_goes_on(broker_factory, tmp_path):
+    """A stream's write that meets a full disk (ENOSPC) loses nothing and stops nothing: the
+    confirm waits until the disk has room, then the entry is there."""
+    import amqpraw
+    flag = tmp_path / "disk-full"
+    b = broker_factory(env={"SLUICE_FAULT": "sync_fail_if=%s,sync_errno=ENOSPC" % flag})
+    r = b.raw(timeout=10)
+    r.open_channel(1)
+    r.rpc(1, "queue.declare", queue="sf", durable=True, arguments=S)
+    r.rpc(1, "confirm.select")
+    flag.write_text("full")
+    r.publish(1, "", "sf", b"waits")
+    with pytest.raises(amqpraw.ReadTimeout):
+        r.expect("basic.ack", timeout=1.0)  # not on disk: no confirm
+    flag.unlink()
+    r.expect("basic.ack", timeout=10)
+    assert b.proc.poll() is None
+    c = b.pika()
+    got = consume(c.channel(), "sf", 1, "first")
+    assert [(o, bb) for o, bb, _ in got] == [(0, b"waits")]
+    c.close()
+    assert "out of space" in b.log_tail()

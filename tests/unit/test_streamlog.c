@@ -7,6 +7,7 @@
  * Each test runs in its own forked process with a fresh temp directory.
  */
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "store/log.h"
 #include "store/stream.h"
 
 static char D[256];
@@ -434,6 +436,62 @@ START_TEST(batch_in_flight_keeps_appending)
 }
 END_TEST
 
+static int enospc_left;
+static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
+static ssize_t full_pwrite(int fd, const void *p, size_t n, off_t off)
+{
+    if (enospc_left > 0) {
+        enospc_left--;
+        errno = ENOSPC;
+        return -1;
+    }
+    return real_pwrite(fd, p, n, off);
+}
+
+/* A full disk is not a failure: the batch's entries wait and go again, in order, with what was
+ * appended meanwhile, at the places they had. */
+START_TEST(full_disk_stalls_then_goes_on)
+{
+    st_stream *s = open_s(2000, 0, 0);
+    for (uint64_t i = 0; i < 10; i++)
+        put(s, 1, "a", i);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    for (uint64_t i = 10; i < 40; i++)
+        put(s, 1, "a", i);
+    real_pwrite = st_log__pwrite;
+    st_log__pwrite = full_pwrite;
+    enospc_left = 1;
+    st_stream_batch *b;
+    ck_assert_int_eq(st_stream_batch_begin(s, &b), 0);
+    for (uint64_t i = 40; i < 60; i++) /* appended while the batch runs */
+        put(s, 1, "a", i);
+    st_stream_batch_run(b);
+    ck_assert_int_eq(st_stream_batch_end(s, b), -2);
+    ck_assert_int_eq(errno, ENOSPC);
+    ck_assert_int_eq(st_stream_stalled(s), 1);
+    ck_assert_int_eq(st_stream_failed(s), 0);
+    ck_assert_uint_eq(st_stream_end(s), 10); /* nothing more is readable */
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_log__pwrite = real_pwrite;
+    ck_assert_int_eq(st_stream_stalled(s), 0);
+    ck_assert_uint_eq(st_stream_end(s), 60);
+    st_stream_close(s);
+    s = open_s(2000, 0, 0); /* and the files say the same */
+    st_stream_reader r = {0};
+    static got g;
+    memset(&g, 0, sizeof g);
+    read_all(s, &r, 0, &g);
+    ck_assert_uint_eq(g.n, 60);
+    for (size_t i = 0; i < 60; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "a%zu", i);
+        ck_assert_str_eq(g.body[i], want);
+    }
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+}
+END_TEST
+
 START_TEST(max_age_units)
 {
     uint64_t ms;
@@ -474,6 +532,7 @@ static Suite *suite(void)
     tcase_add_test(tc, retention_by_age_keeps_the_current_segment);
     tcase_add_test(tc, index_stays_sparse);
     tcase_add_test(tc, batch_in_flight_keeps_appending);
+    tcase_add_test(tc, full_disk_stalls_then_goes_on);
     tcase_add_test(tc, max_age_units);
     suite_add_tcase(s, tc);
     return s;
