@@ -869,6 +869,9 @@ struct qm_node {
      * declared: a node without a data directory), and every stream queue of the node. */
     char *stream_dir;
     qm_queue *streams;
+    /* Why a new stream queue is refused (NULL: it is not): a cluster does not replicate
+     * streams yet, and a stream only the leader holds would lose confirmed messages with it. */
+    const char *streams_refused;
 };
 
 qm_node *qm_node_new(const char *name);

@@ -745,15 +745,18 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
         return SL_OK;
     }
     struct st_stream *st = NULL;
-    if (a.stream) {
+    if (a.stream && !d->incarnation && n->streams_refused) {
+        snprintf(err, errlen, "%s", n->streams_refused);
+        rc = SL_ERR_PRECONDITION;
+    } else if (a.stream) {
         /* the log first: a queue whose log cannot be opened is not declared */
         uint64_t inc = d->incarnation ? d->incarnation : n->next_incarnation;
         rc = qm_stream_open(n, inc, &a, &st, err, errlen);
-        if (rc) {
-            qm_queue_args_free(&a);
-            sl_free(qname);
-            return rc;
-        }
+    }
+    if (rc) {
+        qm_queue_args_free(&a);
+        sl_free(qname);
+        return rc;
     }
     q = qm_queue_alloc(vh, name, len);
     sl_free(qname);

@@ -18,6 +18,7 @@ import time
 import pika
 import pytest
 
+from cluster_client import etcd  # noqa: F401 (the fixture)
 from helpers import uname, wait_for
 
 S = {"x-queue-type": "stream"}
@@ -466,3 +467,15 @@ def test_full_disk_holds_the_confirm_then_goes_on(broker_factory, tmp_path):
     assert [(o, bb) for o, bb, _ in got] == [(0, b"waits")]
     c.close()
     assert "out of space" in b.log_tail()
+
+
+@pytest.mark.alone
+def test_a_cluster_refuses_new_streams(broker_factory, etcd):
+    """A cluster does not replicate streams yet: a stream on the leader alone would lose
+    confirmed messages with it, so a clustered node refuses to make one."""
+    from test_cluster import leader_of, start_node
+    a = start_node(broker_factory, etcd, "sluice@a")
+    wait_for(lambda: leader_of([a]), timeout=30, message="a leader")
+    assert declare_refused(a, "sc", arguments=S) == (
+        406, "PRECONDITION_FAILED - streams are not replicated by a Sluice cluster yet: "
+        "declare them on a single node")
