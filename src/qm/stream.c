@@ -171,8 +171,10 @@ typedef struct deliver_ctx {
     qm_consumer *c;
 } deliver_ctx;
 
-static int deliver_one(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len)
+static int deliver_one(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len,
+                       unsigned flags)
 {
+    (void)flags;
     deliver_ctx *d = ctx;
     d->c->ops->deliver_entry(d->c, offset, ts, p, len);
     d->c->st_next = offset + 1;

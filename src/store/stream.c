@@ -593,7 +593,8 @@ long st_stream_read(st_stream *s, st_stream_reader *r, uint64_t from, size_t max
                 r->n_seg = g->first;
                 r->n_off = off;
                 r->n_pos = r->c_pos + at;
-                if (fn(ctx, off - 1, ts, p, len) || (size_t)handed >= max)
+                unsigned fl = (sl_le32(h) & CHUNK_BIT) ? ST_STREAM_CHUNK_START : 0;
+                if (fn(ctx, off - 1, ts, p, len, fl) || (size_t)handed >= max)
                     stop = 1;
             }
         }
@@ -620,9 +621,10 @@ typedef struct seek_ctx {
     int done;
 } seek_ctx;
 
-static int seek_fn(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len)
+static int seek_fn(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len,
+                   unsigned flags)
 {
-    (void)p, (void)len;
+    (void)p, (void)len, (void)flags;
     seek_ctx *c = ctx;
     if (ts >= c->ts) {
         c->found = offset;

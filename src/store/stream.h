@@ -110,8 +110,11 @@ uint64_t st_stream_offset_at(st_stream *s, int64_t ts_ms);
  * fn returns non-zero, the read's bytes end, or max entries were handed. Returns how many were
  * handed (0 at the end), or -1 with err (I/O error, bad checksum). *next gets the offset after
  * the last one handed. The payload is valid during the call only. */
+/* flags: ST_STREAM_CHUNK_START on the first entry of a chunk (what one batch wrote: the unit
+ * the stream protocol delivers). */
+#define ST_STREAM_CHUNK_START 1u
 typedef int (*st_stream_entry_fn)(void *ctx, uint64_t offset, int64_t ts_ms, const uint8_t *p,
-                                  size_t len);
+                                  size_t len, unsigned flags);
 typedef struct st_stream_reader {
     uint8_t *buf; /* owned by the reader (st_stream_reader_free) */
     size_t cap;   /* 0: ST_STREAM_READ_CHUNK */

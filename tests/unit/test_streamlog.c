@@ -53,15 +53,18 @@ static st_stream *open_s(uint64_t seg, uint64_t max_bytes, uint64_t max_age)
 
 typedef struct got {
     uint64_t off[4096];
+    unsigned flags[4096];
     int64_t ts[4096];
     char body[4096][32];
     size_t n;
     size_t stop_after; /* 0 = never */
 } got;
 
-static int collect(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len)
+static int collect(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len,
+                   unsigned flags)
 {
     got *g = ctx;
+    g->flags[g->n] = flags;
     g->off[g->n] = offset;
     g->ts[g->n] = ts;
     snprintf(g->body[g->n], 32, "%.*s", (int)len, (const char *)p);
@@ -117,8 +120,14 @@ START_TEST(offsets_timestamps_and_durable_reads)
     read_all(s, &r, 10, &g);
     ck_assert_uint_eq(g.n, 1);
     ck_assert_int_eq(g.ts[0], 1009);
-    /* last chunk: the second batch's first entry */
+    /* last chunk: the second batch's first entry; chunks are marked on their first entry */
     ck_assert_uint_eq(st_stream_last_chunk(s), 10);
+    ck_assert_uint_eq(g.flags[0], ST_STREAM_CHUNK_START);
+    memset(&g, 0, sizeof g);
+    read_all(s, &r, 0, &g);
+    ck_assert_uint_eq(g.n, 11);
+    for (size_t i = 0; i < 11; i++)
+        ck_assert_uint_eq(g.flags[i], (i == 0 || i == 10) ? ST_STREAM_CHUNK_START : 0);
     st_stream_reader_free(&r);
     st_stream_close(s);
 }
