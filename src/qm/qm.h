@@ -1069,7 +1069,9 @@ uint64_t qm_stream_start(qm_queue *q, const qm_stream_spec *spec);
 /* Append m (exchange, routing key, properties, body) to q's log. */
 sl_err qm_stream_append(qm_queue *q, const qm_message *m);
 /* A stored entry, as the door delivers it (pointers into the payload). 0, or -1 when the
- * payload is not one qm_stream_append wrote. */
+ * payload is not one qm_stream_append wrote (its first byte, the format, is not
+ * QM_STREAM_FMT_091). */
+#define QM_STREAM_FMT_091 0
 typedef struct qm_stream_msg {
     amqp_bytes exchange, routing_key;
     const uint8_t *props, *body;

@@ -3,7 +3,10 @@
  * own offset.
  *
  * An entry's payload is the message as a door needs it to deliver it again:
- *     exchange_len:u8, exchange, routing_key_len:u8, routing_key, props_len:u32 (LE), props, body
+ *     format:u8 (QM_STREAM_FMT_091), exchange_len:u8, exchange, routing_key_len:u8,
+ *     routing_key, props_len:u32 (LE), props, body
+ * The format byte leaves room for entries another door writes in its own encoding (the stream
+ * protocol's AMQP 1.0 messages): a door decodes the formats it knows.
  * The entry's timestamp is the wall clock at the append.
  *
  * Invariants: a stream queue never has ready, locked or paged positions (n_ready stays 0);
@@ -94,9 +97,10 @@ sl_err qm_stream_append(qm_queue *q, const qm_message *m)
 {
     amqp_bytes x = qm_msg_exchange(m), rk = qm_msg_routing_key(m);
     uint8_t xl = (uint8_t)(x.len > 255 ? 255 : x.len), rl = (uint8_t)(rk.len > 255 ? 255 : rk.len);
-    uint8_t pl[4];
+    uint8_t pl[4], fmt = QM_STREAM_FMT_091;
     sl_put_le32(pl, (uint32_t)m->props_len);
-    st_stream_iov v[7] = {
+    st_stream_iov v[8] = {
+        {&fmt, 1},
         {&xl, 1},
         {x.p, xl},
         {&rl, 1},
@@ -105,11 +109,11 @@ sl_err qm_stream_append(qm_queue *q, const qm_message *m)
         {qm_msg_props(m), m->props_len},
         {qm_msg_body(m), m->body_len},
     };
-    st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, 7);
+    st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, 8);
     q->stat_published++;
     if (qm_persist && qm_persist->stream_appended)
         QM_PERSIST(stream_appended, q,
-                   ST_STREAM_ENTRY_HDR + 6 + (size_t)xl + rl + m->props_len + m->body_len);
+                   ST_STREAM_ENTRY_HDR + 7 + (size_t)xl + rl + m->props_len + m->body_len);
     else if (st_stream_commit(q->stream) == 0)
         qm_queue_schedule_dispatch(q);
     else
@@ -120,7 +124,7 @@ sl_err qm_stream_append(qm_queue *q, const qm_message *m)
 int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out)
 {
     size_t at = 0;
-    if (len < 1)
+    if (len < 2 || p[at++] != QM_STREAM_FMT_091)
         return -1;
     size_t xl = p[at++];
     if (len - at < xl + 1)
