@@ -133,8 +133,7 @@ int broker_consumers(void *ctx, uint64_t client, size_t slot, const char *after,
                            .ack_required = !o->qc.no_ack,
                            .exclusive = o->qc.exclusive,
                            .prefetch = o->prefetch,
-                           .priority = o->qc.priority,
-                           .qc = &o->qc};
+                           .priority = o->qc.priority};
         if (!fn(arg, &v))
             return 0;
     }

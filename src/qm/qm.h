@@ -1086,6 +1086,18 @@ typedef struct qm_stream_info {
     uint64_t segments, bytes, entries;
 } qm_stream_info;
 int qm_stream_info_get(const qm_queue *q, qm_stream_info *out);
+/* A queue's type as RabbitMQ names it: "classic", "quorum" or "stream". */
+const char *qm_queue_type_name(const qm_queue *q);
+/* The figures a queue's type adds to a listing, by RabbitMQ's names where it has them: a
+ * quorum queue's delivery_limit (when set); a stream's messages and messages_ready (the entries
+ * kept), segments, stream_bytes, first_offset and committed_offset (when it holds any). Fills
+ * out[0 .. n), returns n (at most QM_FIGURES_MAX). */
+#define QM_FIGURES_MAX 8
+typedef struct qm_figure {
+    const char *name;
+    int64_t value;
+} qm_figure;
+size_t qm_queue_type_figures(const qm_queue *q, qm_figure out[QM_FIGURES_MAX]);
 /* After a group commit made more of each stream durable: retention, and dispatch. */
 void qm_streams_committed(qm_node *n);
 

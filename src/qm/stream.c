@@ -237,6 +237,29 @@ int qm_stream_info_get(const qm_queue *q, qm_stream_info *out)
     return 0;
 }
 
+const char *qm_queue_type_name(const qm_queue *q)
+{
+    return q->args.quorum ? "quorum" : q->args.stream ? "stream" : "classic";
+}
+
+size_t qm_queue_type_figures(const qm_queue *q, qm_figure out[QM_FIGURES_MAX])
+{
+    size_t n = 0;
+    qm_stream_info si;
+    if (q->args.quorum && q->args.has_delivery_limit)
+        out[n++] = (qm_figure){"delivery_limit", q->args.delivery_limit};
+    if (qm_stream_info_get(q, &si) < 0)
+        return n;
+    out[n++] = (qm_figure){"messages", (int64_t)si.entries};
+    out[n++] = (qm_figure){"messages_ready", (int64_t)si.entries};
+    out[n++] = (qm_figure){"segments", (int64_t)si.segments};
+    out[n++] = (qm_figure){"stream_bytes", (int64_t)si.bytes};
+    out[n++] = (qm_figure){"first_offset", (int64_t)si.first};
+    if (si.end > si.first)
+        out[n++] = (qm_figure){"committed_offset", (int64_t)si.last};
+    return n;
+}
+
 void qm_streams_committed(qm_node *n)
 {
     int64_t now = (int64_t)sl_wall_ms();
