@@ -46,16 +46,13 @@ json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
         defs_table_to_json((amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0}));
     json_object_set_new(o, "node", json_string(m->n->cfg->node_name));
     const qm_queue *top = q->parent ? q->parent : q;
-    json_object_set_new(o, "type", json_string(top->args.quorum ? "quorum" : "classic"));
-    if (top->args.quorum) {
+    json_object_set_new(o, "type", json_string(qm_queue_type_name(top)));
+    if (top->args.quorum || top->args.stream) {
         /* RabbitMQ's quorum queue fields; one node holds every replica Sluice has (in a
          * cluster every durable queue is replicated, quorum or classic) */
         json_object_set_new(o, "leader", json_string(m->n->cfg->node_name));
         json_object_set_new(o, "members", json_pack("[s]", m->n->cfg->node_name));
         json_object_set_new(o, "online", json_pack("[s]", m->n->cfg->node_name));
-        if (top->args.has_delivery_limit)
-            json_object_set_new(o, "delivery_limit",
-                                json_integer((json_int_t)top->args.delivery_limit));
     }
     json_object_set_new(o, "state", json_string("running"));
     json_object_set_new(o, "messages", json_integer((json_int_t)qm_queue_message_count(q)));
@@ -66,6 +63,9 @@ json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
     json_object_set_new(o, "message_bytes", json_integer((json_int_t)q->bytes_total));
     json_object_set_new(o, "message_bytes_ready", json_integer((json_int_t)q->bytes_ready));
     json_object_set_new(o, "consumers", json_integer((json_int_t)q->n_consumers));
+    qm_figure fig[QM_FIGURES_MAX]; /* its type's own (delivery_limit; a stream's log) */
+    for (size_t i = 0, n = qm_queue_type_figures(top, fig); i < n; i++)
+        json_object_set_new(o, fig[i].name, json_integer((json_int_t)fig[i].value));
     json_object_set_new(o, "kind",
                         json_string(q->is_system     ? "system"
                                     : q->is_subqueue ? "subqueue"

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "amqp/method.h"
 #include "amqp/table.h"
@@ -166,7 +167,7 @@ static void t_cancelled(qm_consumer *c)
 {
     ((tcons *)c)->cancelled++;
 }
-static const qm_consumer_ops tops = {t_can_take, t_deliver, t_cancelled};
+static const qm_consumer_ops tops = {t_can_take, t_deliver, t_cancelled, NULL};
 
 static void cons_init(tcons *t, int room, int priority)
 {
@@ -176,6 +177,120 @@ static void cons_init(tcons *t, int room, int priority)
     t->c.ctx = t;
     t->c.priority = priority;
 }
+
+/* ------------------------------------------------------------------ streams */
+
+/* A stream consumer: takes entries while it has room, records offsets and bodies. */
+typedef struct scons {
+    qm_consumer c;
+    int room, n;
+    uint64_t off[64];
+    char body[64][16];
+} scons;
+static int s_can_take(qm_consumer *c)
+{
+    return ((scons *)c)->room > 0;
+}
+static void s_deliver(qm_consumer *c, qm_position *pos)
+{
+    (void)c, (void)pos;
+    ck_abort_msg("a stream hands out no positions");
+}
+static void s_entry(qm_consumer *c, uint64_t off, int64_t ts, const uint8_t *p, size_t len)
+{
+    (void)ts;
+    scons *s = (scons *)c;
+    qm_stream_msg m;
+    ck_assert_int_eq(qm_stream_decode(p, len, &m), 0);
+    ck_assert(amqp_bytes_eq(m.routing_key, "rk") && amqp_bytes_eq(m.exchange, "ex"));
+    ck_assert_int_lt(s->n, 64);
+    s->room--;
+    s->off[s->n] = off;
+    snprintf(s->body[s->n], 16, "%.*s", (int)m.body_len, (const char *)m.body);
+    s->n++;
+}
+static void s_cancelled(qm_consumer *c)
+{
+    (void)c;
+}
+static const qm_consumer_ops sops = {s_can_take, s_deliver, s_cancelled, s_entry};
+
+/* Without the store's hooks (no persist) a stream commits each append itself: the model's own
+ * rules, apart from the group commit. */
+START_TEST(stream_queue_keeps_messages_for_consumers_at_their_offsets)
+{
+    char dir[] = "/tmp/sluice-test-qm-stream-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    N->stream_dir = strdup(dir);
+    qm_queue_decl d = {"s", 1, 1, 0, 0, NULL, arg_str("x-queue-type", "stream"), 0};
+    qm_queue *q = NULL;
+    ck_assert_msg(qm_queue_declare(V, &d, &q, NULL, err, sizeof err) == SL_OK, "%s", err);
+    ck_assert_ptr_nonnull(q->stream);
+    char b[16];
+    for (int i = 0; i < 5; i++) {
+        snprintf(b, sizeof b, "m%d", i);
+        put(q, b);
+    }
+    ck_assert_uint_eq(q->n_ready, 0); /* nothing is a position */
+    ck_assert_uint_eq(q->stat_published, 5);
+    qm_stream_spec sp = {.kind = QM_SO_FIRST};
+    ck_assert_uint_eq(qm_stream_start(q, &sp), 0);
+    sp.kind = QM_SO_NEXT;
+    ck_assert_uint_eq(qm_stream_start(q, &sp), 5);
+    sp.kind = QM_SO_LAST; /* each append was its own commit: its own chunk */
+    ck_assert_uint_eq(qm_stream_start(q, &sp), 4);
+    sp = (qm_stream_spec){.kind = QM_SO_OFFSET, .offset = 3};
+    ck_assert_uint_eq(qm_stream_start(q, &sp), 3);
+    sp.offset = 99;
+    ck_assert_uint_eq(qm_stream_start(q, &sp), 5);
+    sp = (qm_stream_spec){.kind = QM_SO_TIMESTAMP, .ts_ms = 0};
+    ck_assert_uint_eq(qm_stream_start(q, &sp), 0);
+    scons a = {.room = 2}, c = {.room = 10};
+    a.c.ops = c.c.ops = &sops;
+    a.c.ctx = &a;
+    c.c.ctx = &c;
+    c.c.st_next = 3;
+    ck_assert_int_eq(qm_consumer_attach(q, &a.c), SL_OK);
+    ck_assert_int_eq(qm_consumer_attach(q, &c.c), SL_OK);
+    qm_node_run_dispatch(N);
+    ck_assert_int_eq(a.n, 2); /* its credit */
+    ck_assert_uint_eq(a.off[0], 0);
+    ck_assert_str_eq(a.body[1], "m1");
+    ck_assert_int_eq(c.n, 2); /* from its own offset to the end */
+    ck_assert_uint_eq(c.off[0], 3);
+    ck_assert_str_eq(c.body[1], "m4");
+    a.room = 10; /* credit back: it goes on where it stopped */
+    qm_queue_schedule_dispatch(q);
+    qm_node_run_dispatch(N);
+    ck_assert_int_eq(a.n, 5);
+    ck_assert_str_eq(a.body[4], "m4");
+    put(q, "m5"); /* a new entry reaches both */
+    qm_node_run_dispatch(N);
+    ck_assert_int_eq(a.n, 6);
+    ck_assert_int_eq(c.n, 3);
+    ck_assert_str_eq(c.body[2], "m5");
+    qm_consumer_detach(&a.c);
+    qm_consumer_detach(&c.c);
+    /* deleting the queue deletes its log */
+    char sdir[128];
+    snprintf(sdir, sizeof sdir, "%s/%016llx", dir, (unsigned long long)q->incarnation);
+    ck_assert_int_eq(access(sdir, F_OK), 0);
+    uint64_t count = 0;
+    ck_assert_int_eq(qm_queue_delete(q, 0, &count, err, sizeof err), SL_OK);
+    ck_assert_int_ne(access(sdir, F_OK), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* A node without a data directory has nowhere to keep a stream. */
+START_TEST(stream_queue_needs_a_stream_dir)
+{
+    qm_queue_decl d = {"s", 1, 1, 0, 0, NULL, arg_str("x-queue-type", "stream"), 0};
+    qm_queue *q = NULL;
+    ck_assert_int_eq(qm_queue_declare(V, &d, &q, NULL, err, sizeof err), SL_ERR_PRECONDITION);
+    ck_assert_str_eq(err, "streams need a data directory");
+}
+END_TEST
 
 /* ------------------------------------------------------------------ map */
 
@@ -2195,6 +2310,8 @@ static Suite *qm_suite(void)
     tcase_add_test(tc, quorum_delivery_count_and_limit);
     tcase_add_test(tc, quorum_counts_leave_with_their_messages);
     tcase_add_test(tc, deadletter_maxlen_rk_and_cycle);
+    tcase_add_test(tc, stream_queue_keeps_messages_for_consumers_at_their_offsets);
+    tcase_add_test(tc, stream_queue_needs_a_stream_dir);
     suite_add_tcase(s, tc);
     return s;
 }
