@@ -133,7 +133,8 @@ int broker_consumers(void *ctx, uint64_t client, size_t slot, const char *after,
                            .ack_required = !o->qc.no_ack,
                            .exclusive = o->qc.exclusive,
                            .prefetch = o->prefetch,
-                           .priority = o->qc.priority};
+                           .priority = o->qc.priority,
+                           .qc = &o->qc};
         if (!fn(arg, &v))
             return 0;
     }

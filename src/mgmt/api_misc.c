@@ -427,12 +427,15 @@ json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch
     int port;
     node_client_peer_split(c->peer, host, sizeof host, &port);
     const qm_queue *q = o->queue;
-    return json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
-                     "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",
-                     q->vhost->name, "channel_details", "name", chname, "connection_name", c->name,
-                     "number", (int)ch->number, "peer_host", host, "peer_port", port,
-                     "ack_required", o->ack_required, "exclusive", o->exclusive, "prefetch_count",
-                     (int)o->prefetch, "priority", o->priority, "arguments");
+    json_t *j = json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
+                          "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",
+                          q->vhost->name, "channel_details", "name", chname, "connection_name",
+                          c->name, "number", (int)ch->number, "peer_host", host, "peer_port", port,
+                          "ack_required", o->ack_required, "exclusive", o->exclusive,
+                          "prefetch_count", (int)o->prefetch, "priority", o->priority, "arguments");
+    if (j && q->stream && o->qc) /* a stream's consumer: the offset of the next entry it gets */
+        json_object_set_new(j, "stream_offset", json_integer((json_int_t)o->qc->st_next));
+    return j;
 }
 
 enum MHD_Result mgmt_api_consumers(req *r)

@@ -55,6 +55,7 @@ typedef struct node_consumer {
     int ack_required, exclusive;
     uint32_t prefetch;
     int priority;
+    const qm_consumer *qc; /* the model's consumer (a stream's: its offset), or NULL */
 } node_consumer;
 
 /* Called for each consumer of a channel walk: 0 stops the walk before this one. */

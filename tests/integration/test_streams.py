@@ -479,3 +479,25 @@ def test_a_cluster_refuses_new_streams(broker_factory, etcd):
     assert declare_refused(a, "sc", arguments=S) == (
         406, "PRECONDITION_FAILED - streams are not replicated by a Sluice cluster yet: "
         "declare them on a single node")
+
+
+def test_consumers_listed_with_their_offsets(broker_factory):
+    from test_mgmt import Api
+    b = broker_factory()
+    api = Api(b)
+    c = b.pika()
+    ch = c.channel()
+    ch.queue_declare("so", durable=True, arguments=S)
+    publish_confirmed(ch, "so", [b"%d" % i for i in range(10)])
+    ch.basic_qos(prefetch_count=2)
+    got = []
+    ch.basic_consume("so", lambda c_, m, p, bb: got.append(p.headers["x-stream-offset"]),
+                     consumer_tag="at3", arguments={"x-stream-offset": 3})
+    wait_for(lambda: (c.process_data_events(0.05), len(got) >= 2)[1], message="two deliveries")
+    s, j, _ = api.get("/api/consumers")
+    assert s == 200
+    mine = [x for x in j if x["consumer_tag"] == "at3"]
+    assert len(mine) == 1 and mine[0]["queue"]["name"] == "so"
+    assert mine[0]["stream_offset"] == 5  # 3 and 4 delivered, unacked: the window is full
+    assert got == [3, 4]
+    c.close()
