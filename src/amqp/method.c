@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "amqp/frame.h"
+#include "amqp/table.h"
 
 #define PROPS_KNOWN 0xFFFCu /* bits 15..2: the 14 basic properties */
 
@@ -199,4 +200,29 @@ void amqp_content_header_write(sl_buf *out, uint16_t ch, uint64_t body_size, con
     sl_buf_put_u64(out, body_size);
     sl_buf_append(out, props, props_len);
     amqp_frame_end(out, mark);
+}
+
+void amqp_props_set_long_header(const uint8_t *props, size_t len, const char *key, int64_t v,
+                                sl_buf *out)
+{
+    amqp_basic_props bp;
+    if (!len || amqp_props_decode(props, len, &bp) != 0)
+        memset(&bp, 0, sizeof bp);
+    amqp_bytes headers = (bp.flags & AMQP_P_HEADERS) ? bp.headers : (amqp_bytes){0};
+    sl_buf hb;
+    sl_buf_init(&hb);
+    size_t mark = amqp_tbl_begin(&hb);
+    amqp_table_iter it;
+    amqp_bytes k;
+    amqp_value val;
+    amqp_table_iter_init(&it, headers);
+    while (amqp_table_next(&it, &k, &val))
+        if (!amqp_bytes_eq(k, key))
+            amqp_tbl_put_value(&hb, k, &val);
+    amqp_tbl_put_long(&hb, key, v);
+    amqp_tbl_end(&hb, mark);
+    bp.headers = (amqp_bytes){sl_buf_head(&hb) + 4, sl_buf_unread(&hb) - 4};
+    bp.flags |= AMQP_P_HEADERS;
+    amqp_props_encode(out, &bp);
+    sl_buf_free(&hb);
 }

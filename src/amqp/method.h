@@ -89,6 +89,11 @@ int amqp_content_header_parse(const uint8_t *payload, size_t len, amqp_content_h
 int amqp_props_decode(const uint8_t *p, size_t len, amqp_basic_props *out);
 /* Append flags + values for the fields present in props->flags. */
 void amqp_props_encode(sl_buf *out, const amqp_basic_props *props);
+/* Basic properties (props, len bytes; empty or undecodable: none) encoded again into out with
+ * header key set to the long v, replacing one the publisher set: the headers a broker adds to
+ * a delivery (x-delivery-count, x-stream-offset). */
+void amqp_props_set_long_header(const uint8_t *props, size_t len, const char *key, int64_t v,
+                                sl_buf *out);
 /* One whole delivery: the basic.deliver method frame, the content header frame with the raw
  * property bytes, and the body in frames of at most max_payload octets (frame_max - 8).
  * The bytes are exactly those amqp_method_write + amqp_content_header_write +

@@ -90,32 +90,6 @@ int broker_stream_offset_arg(channel *ch, qm_queue *q, amqp_bytes args, uint64_t
     return 0;
 }
 
-/* The publisher's properties with x-stream-offset (long) added to the headers (replacing one
- * the publisher set). */
-static void stream_props(const uint8_t *props, size_t len, uint64_t offset, sl_buf *out)
-{
-    amqp_basic_props bp;
-    if (!len || amqp_props_decode(props, len, &bp) != 0)
-        memset(&bp, 0, sizeof bp);
-    amqp_bytes headers = (bp.flags & AMQP_P_HEADERS) ? bp.headers : (amqp_bytes){0};
-    sl_buf hb;
-    sl_buf_init(&hb);
-    size_t mark = amqp_tbl_begin(&hb);
-    amqp_table_iter it;
-    amqp_bytes k;
-    amqp_value v;
-    amqp_table_iter_init(&it, headers);
-    while (amqp_table_next(&it, &k, &v))
-        if (!amqp_bytes_eq(k, "x-stream-offset"))
-            amqp_tbl_put_value(&hb, k, &v);
-    amqp_tbl_put_long(&hb, "x-stream-offset", (int64_t)offset);
-    amqp_tbl_end(&hb, mark);
-    bp.headers = (amqp_bytes){sl_buf_head(&hb) + 4, sl_buf_unread(&hb) - 4};
-    bp.flags |= AMQP_P_HEADERS;
-    amqp_props_encode(out, &bp);
-    sl_buf_free(&hb);
-}
-
 void broker_stream_deliver(qm_consumer *qc, uint64_t offset, int64_t ts_ms, const uint8_t *p,
                            size_t len)
 {
@@ -129,7 +103,7 @@ void broker_stream_deliver(qm_consumer *qc, uint64_t offset, int64_t ts_ms, cons
     uint64_t tag = broker_channel_track(ch, &broker_stream_pos, cons);
     sl_buf qp;
     sl_buf_init(&qp);
-    stream_props(sm.props, sm.props_len, offset, &qp);
+    amqp_props_set_long_header(sm.props, sm.props_len, "x-stream-offset", (int64_t)offset, &qp);
     amqp_deliver_write(&c->out, ch->id, (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len},
                        tag, 0, sm.exchange, sm.routing_key, sl_buf_head(&qp), sl_buf_unread(&qp),
                        sm.body, sm.body_len, c->frame_max ? c->frame_max - AMQP_FRAME_OVERHEAD : 0);

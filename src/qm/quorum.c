@@ -25,7 +25,6 @@
 #include <string.h>
 
 #include "amqp/method.h"
-#include "amqp/table.h"
 #include "core/u64tab.h"
 #include "qm/qm_internal.h"
 
@@ -124,25 +123,7 @@ int qm_delivery_props(const qm_message *m, int64_t count, int always, sl_buf *ou
 {
     if (count < 0 || (count == 0 && !always))
         return 0;
-    amqp_basic_props bp;
-    if (!m->props_len || amqp_props_decode(qm_msg_props(m), m->props_len, &bp) != 0)
-        memset(&bp, 0, sizeof bp);
-    amqp_bytes headers = (bp.flags & AMQP_P_HEADERS) ? bp.headers : (amqp_bytes){0};
-    sl_buf hb;
-    sl_buf_init(&hb);
-    size_t mark = amqp_tbl_begin(&hb);
-    amqp_table_iter it;
-    amqp_bytes k;
-    amqp_value v;
-    amqp_table_iter_init(&it, headers);
-    while (amqp_table_next(&it, &k, &v))
-        if (!amqp_bytes_eq(k, "x-delivery-count")) /* ours replaces a publisher's */
-            amqp_tbl_put_value(&hb, k, &v);
-    amqp_tbl_put_long(&hb, "x-delivery-count", count);
-    amqp_tbl_end(&hb, mark);
-    bp.headers = (amqp_bytes){sl_buf_head(&hb) + 4, sl_buf_unread(&hb) - 4};
-    bp.flags |= AMQP_P_HEADERS;
-    amqp_props_encode(out, &bp);
-    sl_buf_free(&hb);
+    /* ours replaces a publisher's x-delivery-count */
+    amqp_props_set_long_header(qm_msg_props(m), m->props_len, "x-delivery-count", count, out);
     return 1;
 }

@@ -1234,6 +1234,50 @@ START_TEST(props_all_fourteen)
 }
 END_TEST
 
+/* A delivery header the broker sets (x-delivery-count, x-stream-offset): added to properties
+ * without headers, replacing the publisher's own, keeping the others and the other fields. */
+START_TEST(props_set_long_header_replaces_and_keeps)
+{
+    sl_buf in, hb, out;
+    sl_buf_init(&in);
+    sl_buf_init(&hb);
+    sl_buf_init(&out);
+    size_t mark = amqp_tbl_begin(&hb);
+    amqp_tbl_put_long(&hb, "x-stream-offset", 99);
+    amqp_tbl_put_long(&hb, "keep", 7);
+    amqp_tbl_end(&hb, mark);
+    amqp_basic_props bp = {.flags = AMQP_P_HEADERS | AMQP_P_DELIVERY_MODE, .delivery_mode = 2};
+    bp.headers = (amqp_bytes){sl_buf_head(&hb) + 4, sl_buf_unread(&hb) - 4};
+    amqp_props_encode(&in, &bp);
+    amqp_props_set_long_header(sl_buf_head(&in), sl_buf_unread(&in), "x-stream-offset", 5, &out);
+    amqp_basic_props got;
+    ck_assert_int_eq(amqp_props_decode(sl_buf_head(&out), sl_buf_unread(&out), &got), 0);
+    ck_assert_uint_eq(got.delivery_mode, 2);
+    amqp_value v;
+    int64_t n = 0, keep = 0, seen = 0;
+    amqp_table_iter it;
+    amqp_bytes k;
+    amqp_table_iter_init(&it, got.headers);
+    while (amqp_table_next(&it, &k, &v))
+        seen += amqp_bytes_eq(k, "x-stream-offset");
+    ck_assert_int_eq(seen, 1); /* replaced, not added beside */
+    ck_assert(amqp_table_get(got.headers, "x-stream-offset", &v) && amqp_value_int(&v, &n));
+    ck_assert_int_eq(n, 5);
+    ck_assert(amqp_table_get(got.headers, "keep", &v) && amqp_value_int(&v, &keep));
+    ck_assert_int_eq(keep, 7);
+    /* no properties at all: the header alone */
+    sl_buf_consume(&out, sl_buf_unread(&out));
+    amqp_props_set_long_header(NULL, 0, "x-delivery-count", 3, &out);
+    ck_assert_int_eq(amqp_props_decode(sl_buf_head(&out), sl_buf_unread(&out), &got), 0);
+    ck_assert_uint_eq(got.flags, AMQP_P_HEADERS);
+    ck_assert(amqp_table_get(got.headers, "x-delivery-count", &v) && amqp_value_int(&v, &n));
+    ck_assert_int_eq(n, 3);
+    sl_buf_free(&in);
+    sl_buf_free(&hb);
+    sl_buf_free(&out);
+}
+END_TEST
+
 START_TEST(props_subset_and_errors)
 {
     /* delivery-mode only: flags 0x1000, one octet. */
@@ -1325,6 +1369,7 @@ static Suite *amqp_suite(void)
     tcase_add_test(tc, props_all_fourteen);
     tcase_add_test(tc, deliver_fast_path_matches_generic);
     tcase_add_test(tc, props_subset_and_errors);
+    tcase_add_test(tc, props_set_long_header_replaces_and_keeps);
     tcase_add_test(tc, utf8_validation);
     tcase_add_test(tc, method_names_must_be_utf8);
     suite_add_tcase(s, tc);
