@@ -938,7 +938,8 @@ st_stream *st_stream_open(const char *dir, const st_stream_options *opt, char *e
         }
         closedir(d);
     }
-    qsort(firsts, n, sizeof *firsts, cmp_u64);
+    if (n > 1) /* a new stream has none: qsort wants a non-null base even for 0 */
+        qsort(firsts, n, sizeof *firsts, cmp_u64);
     size_t bcap = RECOVER_BUF;
     uint8_t *buf = sl_xmalloc(bcap);
     int ok = 1;
