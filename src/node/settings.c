@@ -515,20 +515,21 @@ static const char *set_msmq_listener(void *base, const setting *r, const char *p
     return NULL;
 }
 
-/* listeners.stream (and its TLS twin): [IP:]PORT, or RabbitMQ's "default" / true = 5552
- * (5551 for TLS), false / off = none. */
+/* listeners.stream (and its TLS twin): [IP:]PORT, or "default" / true = 5552 (5551 for
+ * TLS), false / off = none. */
 static const char *set_stream_listener(void *base, const setting *r, const char *part, size_t plen,
                                        const char *value)
 {
     node_config *c = base;
     int tls = r->off == offsetof(node_config, stream_tls_port);
     uint64_t n;
-    if (!strcmp(value, "off") || parse_bool(value) == 0) {
+    /* words only: "0" is a free port, "1" port 1 */
+    if (!strcmp(value, "off") || !strcmp(value, "false") || !strcmp(value, "no")) {
         *(tls ? &c->stream_tls_port : &c->stream_port) = -1;
         return NULL;
     }
     split_bind(tls ? &c->stream_tls_bind : &c->stream_bind, &value);
-    if (!strcmp(value, "default") || parse_bool(value) == 1)
+    if (!strcmp(value, "default") || !strcmp(value, "true") || !strcmp(value, "yes"))
         n = tls ? 5551 : 5552;
     else if (parse_u64(value, 65535, &n))
         return r->err;

@@ -1,0 +1,130 @@
+/* internal.h - what the stream door's files share: the door (door.c: listeners, the node's
+ * hooks, the list of connections), a connection (conn.c: the socket, TLS, framing, timers,
+ * closing) and the commands (handshake.c before Open, commands.c after it).
+ *
+ * A connection's life: SC_TLS (listeners.stream.ssl only), then PeerProperties, SaslHandshake,
+ * SaslAuthenticate, the server's Tune and the client's, Open; SC_OPEN serves commands; a
+ * Close from either side, a framing error or a timeout ends it. A connection that is done
+ * lingers (SC_LINGER: its last answer is flushed, its write side shut, input discarded) so the
+ * client reads that answer before the socket goes. Killed connections move to the door's dead
+ * list and are freed at the end of the loop turn, never under a handler that holds them.
+ */
+#ifndef SL_STREAM_INTERNAL_H
+#define SL_STREAM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core/buf.h"
+#include "net/accept.h"
+#include "net/loop.h"
+#include "node/node.h"
+#include "stream/stream.h"
+#include "streamproto/cmd.h"
+#include "streamproto/frame.h"
+
+struct sl_tls;
+struct sl_tls_ctx;
+struct acc_verify_job;
+
+/* Answers waiting to be written beyond this stop the connection's input until they drain. */
+#define STREAM_OUT_MAX (1u << 20)
+/* How long a Close waits for its answer, and a lingering connection for the client's EOF. */
+#define STREAM_CLOSE_WAIT_MS 2000
+
+enum stream_state {
+    SC_TLS = 0,        /* the TLS handshake */
+    SC_PEER,           /* waiting for PeerProperties */
+    SC_SASL_HANDSHAKE, /* waiting for SaslHandshake */
+    SC_SASL_AUTH,      /* waiting for SaslAuthenticate */
+    SC_LOGIN_WAIT,     /* a slow password check runs (access/verifier.h): nothing is read */
+    SC_TUNE,           /* our Tune is sent: waiting for the client's */
+    SC_OPENING,        /* waiting for Open */
+    SC_OPEN,
+    SC_CLOSING, /* we sent Close: waiting for its answer */
+    SC_LINGER,  /* all said: flush, shut the write side, discard input until EOF */
+    SC_DEAD,
+};
+
+typedef struct stream_conn stream_conn;
+
+struct stream_conn {
+    stream_door *d;
+    stream_conn *prev, *next;
+    uint64_t id;
+    int fd;
+    sl_watch w;
+    sl_timer timer;
+    enum stream_state state;
+    struct sl_tls *tls;           /* NULL on the plain listener */
+    uint8_t tls_write_wants_read; /* a TLS write waits for the socket to be readable */
+    uint8_t loopback;             /* for loopback_users */
+    uint8_t counted_open;         /* in the door's count of open connections */
+    uint8_t shut_wr;
+    sp_feeder in;
+    sl_buf out;
+    char peer[64];                 /* ADDR:PORT */
+    char name[160];                /* "peer -> listener", as the AMQP door names connections */
+    char *user;                    /* after SaslAuthenticate */
+    char *vhost;                   /* after Open */
+    uint32_t frame_max, heartbeat; /* tuned */
+    uint32_t next_corr;            /* of the requests we send (Close) */
+    uint64_t started, last_recv, last_send, deadline;
+    /* a slow login in progress (SC_LOGIN_WAIT) */
+    struct acc_verify_job *job;
+    uint32_t login_corr;
+    char *login_user;
+    uint8_t *login_hash;
+    size_t login_hash_len;
+};
+
+struct stream_door {
+    sl_node *n;
+    int fd, tls_fd; /* -1: not listening */
+    sl_acceptor acc, tls_acc;
+    struct sl_tls_ctx *tls_ctx;
+    char addr[64], tls_addr[64];
+    int port, tls_port;
+    char adv_host[256]; /* what Metadata and Open name */
+    int adv_port, adv_tls_port;
+    stream_conn *conns;
+    size_t n_conns;
+    stream_conn *dead; /* killed this turn, freed by the turn hook */
+    uint64_t next_id;
+};
+
+/* ---- door.c ---- */
+/* A killed connection leaves the list of live ones for the dead list. */
+void stream_door_retire(stream_door *d, stream_conn *c);
+
+/* ---- conn.c ---- */
+stream_conn *stream_conn_new(stream_door *d, int fd, const struct sockaddr_storage *ss, int tls);
+void stream_conn_free(stream_conn *c);
+/* Close the socket now (why: logged when not NULL); the struct is freed at the turn's end. */
+void stream_conn_kill(stream_conn *c, const char *why);
+/* Append one frame for cmd (written by stream_conn_flush). */
+void stream_conn_send(stream_conn *c, const sp_cmd *cmd);
+void stream_conn_flush(stream_conn *c);
+/* Send Close with code and reason and wait for its answer (STREAM_CLOSE_WAIT_MS at most). */
+void stream_conn_close(stream_conn *c, uint16_t code, const char *reason);
+/* Nothing more to say: flush, then close (why: logged at info when not NULL). */
+void stream_conn_linger(stream_conn *c, const char *why);
+/* Frames already buffered are handled (input was held: a slow login, a full output). */
+void stream_conn_resume(stream_conn *c);
+/* The watch and the timer, after a change of state. */
+void stream_conn_rearm(stream_conn *c);
+
+/* ---- handshake.c ---- */
+/* A decoded command from the client, in any state. */
+void stream_handle(stream_conn *c, const sp_cmd *m);
+/* A slow login's connection goes: its check is cancelled. */
+void stream_login_cancel(stream_conn *c);
+
+/* ---- commands.c ---- */
+/* A request after Open. */
+void stream_open_command(stream_conn *c, const sp_cmd *m);
+/* Reply helper: a response of key with corr and code and nothing else. */
+void stream_reply_code(stream_conn *c, uint16_t key, uint32_t corr, uint16_t code);
+
+#endif

@@ -1,0 +1,180 @@
+"""A small raw client of RabbitMQ's stream protocol (docs/stream-protocol.md) for the tests:
+frames packed with struct, one request at a time, nothing hidden. Big-endian; a frame is
+size:u32 key:u16 version:u16 body; strings int16-length, maps int32 count of string pairs."""
+import socket
+import struct
+
+PEER_PROPERTIES, SASL_HANDSHAKE, SASL_AUTHENTICATE, TUNE, OPEN, CLOSE, HEARTBEAT = (
+    0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17)
+DECLARE_PUBLISHER, PUBLISH, PUBLISH_ERROR, CREATE, DELETE, METADATA = 0x01, 0x02, 0x04, 0x0d, 0x0e, 0x0f
+EXCHANGE_COMMAND_VERSIONS = 0x1b
+RESPONSE = 0x8000
+OK, STREAM_DOES_NOT_EXIST, SASL_MECHANISM_NOT_SUPPORTED, AUTHENTICATION_FAILURE = 0x01, 0x02, 0x07, 0x08
+SASL_ERROR, VIRTUAL_HOST_ACCESS_FAILURE, UNKNOWN_FRAME, FRAME_TOO_LARGE = 0x09, 0x0c, 0x0d, 0x0e
+ACCESS_REFUSED, PRECONDITION_FAILED, PUBLISHER_DOES_NOT_EXIST = 0x10, 0x11, 0x12
+
+
+def s16(v):
+    if v is None:
+        return struct.pack(">h", -1)
+    b = v.encode() if isinstance(v, str) else v
+    return struct.pack(">h", len(b)) + b
+
+
+def b32(v):
+    if v is None:
+        return struct.pack(">i", -1)
+    return struct.pack(">i", len(v)) + v
+
+
+def kvmap(d):
+    return struct.pack(">i", len(d)) + b"".join(s16(k) + s16(v) for k, v in d.items())
+
+
+class Reader:
+    def __init__(self, body):
+        self.b, self.i = body, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.b, self.i)
+        self.i += struct.calcsize(fmt)
+        return v[0] if len(v) == 1 else v
+
+    def str(self):
+        n = self.take(">h")
+        if n < 0:
+            return None
+        v = self.b[self.i:self.i + n].decode()
+        self.i += n
+        return v
+
+    def map(self):
+        return {self.str(): self.str() for _ in range(self.take(">i"))}
+
+    def left(self):
+        return len(self.b) - self.i
+
+
+class Closed(Exception):
+    pass
+
+
+class StreamClient:
+    def __init__(self, port, host="127.0.0.1", timeout=5.0, sock=None):
+        self.s = sock or socket.create_connection((host, port), timeout=timeout)
+        self.s.settimeout(timeout)
+        self.corr = 0
+        self.buf = b""
+
+    def close(self):
+        self.s.close()
+
+    def send_raw(self, data):
+        self.s.sendall(data)
+
+    def send(self, key, body=b"", version=1):
+        self.send_raw(struct.pack(">IHH", 4 + len(body), key, version) + body)
+
+    def request(self, key, body=b"", version=1):
+        self.corr += 1
+        self.send(key, struct.pack(">I", self.corr) + body, version)
+        return self.corr
+
+    def _read(self, n):
+        while len(self.buf) < n:
+            d = self.s.recv(65536)
+            if not d:
+                raise Closed("the server closed the connection")
+            self.buf += d
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def frame(self):
+        """(key, version, Reader over the rest of the body)."""
+        size = struct.unpack(">I", self._read(4))[0]
+        body = self._read(size)
+        key, version = struct.unpack(">HH", body[:4])
+        return key, version, Reader(body[4:])
+
+    def expect(self, key, skip=(HEARTBEAT,)):
+        while True:
+            k, v, r = self.frame()
+            if k in skip:
+                continue
+            assert k == key, "expected key 0x%04x, got 0x%04x" % (key, k)
+            return r
+
+    def response(self, key, corr):
+        r = self.expect(key | RESPONSE)
+        assert r.take(">I") == corr
+        return r.take(">H"), r
+
+    def sees_eof(self):
+        """True once the server closed (EOF or reset); frames before it are dropped."""
+        try:
+            while True:
+                if not self.s.recv(65536):
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+
+    # -- the handshake, step by step ----------------------------------------
+    def peer_properties(self, props=None):
+        c = self.request(PEER_PROPERTIES, kvmap(props or {"product": "streamraw"}))
+        code, r = self.response(PEER_PROPERTIES, c)
+        return code, r.map()
+
+    def sasl_handshake(self):
+        c = self.request(SASL_HANDSHAKE)
+        code, r = self.response(SASL_HANDSHAKE, c)
+        return code, [r.str() for _ in range(r.take(">i"))]
+
+    def sasl_authenticate(self, user, password, mechanism="PLAIN", data=None):
+        if data is None and mechanism == "PLAIN":
+            data = b"\0" + user.encode() + b"\0" + password.encode()
+        c = self.request(SASL_AUTHENTICATE, s16(mechanism) + b32(data))
+        code, _ = self.response(SASL_AUTHENTICATE, c)
+        return code
+
+    def tune(self, frame_max=0, heartbeat=0):
+        """Read the server's Tune and answer it (as the Node.js client: key 0x0014)."""
+        r = self.expect(TUNE)
+        server = (r.take(">I"), r.take(">I"))
+        self.send(TUNE, struct.pack(">II", frame_max or server[0], heartbeat))
+        return server
+
+    def open(self, vhost="/"):
+        c = self.request(OPEN, s16(vhost))
+        code, r = self.response(OPEN, c)
+        return code, (r.map() if r.left() else {})
+
+    def connect(self, user="guest", password="guest", vhost="/", heartbeat=0):
+        assert self.peer_properties()[0] == OK
+        assert self.sasl_handshake()[0] == OK
+        assert self.sasl_authenticate(user, password) == OK
+        self.tune(heartbeat=heartbeat)
+        code, props = self.open(vhost)
+        assert code == OK
+        return props
+
+    def metadata(self, *streams):
+        c = self.request(METADATA, struct.pack(">i", len(streams)) + b"".join(s16(s) for s in streams))
+        r = self.expect(METADATA | RESPONSE)
+        assert r.take(">I") == c
+        brokers = [(r.take(">H"), r.str(), r.take(">I")) for _ in range(r.take(">i"))]
+        out = []
+        for _ in range(r.take(">i")):
+            name, code, leader = r.str(), r.take(">H"), r.take(">H")
+            out.append((name, code, leader, [r.take(">H") for _ in range(r.take(">i"))]))
+        return brokers, out
+
+    def close_request(self, code=OK, reason="bye"):
+        c = self.request(CLOSE, struct.pack(">H", code) + s16(reason))
+        return self.response(CLOSE, c)[0]
+
+    def server_close(self):
+        """The server's Close: (code, reason), answered with OK as a client does."""
+        r = self.expect(CLOSE)
+        corr, code, reason = r.take(">I"), r.take(">H"), r.str()
+        self.send(CLOSE | RESPONSE, struct.pack(">IH", corr, OK))
+        return code, reason
