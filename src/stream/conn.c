@@ -9,8 +9,9 @@
  *   after), so a connection holds at most one frame plus one read; reading stops while more
  *   than STREAM_OUT_MAX of answers wait to be written (a client that does not read);
  * - a framing or decoding error ends that connection only: Close with FRAME_TOO_LARGE or
- *   UNKNOWN_FRAME (as RabbitMQ's reader answers), then the socket goes once the answer came or
- *   STREAM_CLOSE_WAIT_MS passed;
+ *   UNKNOWN_FRAME (as RabbitMQ's reader answers); after a frame that does not decode the door
+ *   waits for the Close's answer (STREAM_CLOSE_WAIT_MS at most), after a size it refused (the
+ *   stream cannot be followed) it closes once the Close is written;
  * - a killed connection is closed at once and freed at the end of the turn (door.c).
  */
 #include "stream/internal.h"
@@ -69,8 +70,7 @@ stream_conn *stream_conn_new(stream_door *d, int fd, const struct sockaddr_stora
         c->tls = sl_tls_new(d->tls_ctx, fd, NULL);
         if (!c->tls) {
             sl_warn("stream connection %s: cannot start TLS (out of memory)", c->name);
-            close(fd);
-            stream_conn_free(c);
+            stream_conn_free(c); /* closes fd */
             return NULL;
         }
         c->state = SC_TLS;
@@ -190,6 +190,10 @@ void stream_conn_flush(stream_conn *c)
         return;
     }
     sl_buf_compact(&c->out);
+    if (c->state == SC_LINGER && c->close_answered && !sl_buf_unread(&c->out)) {
+        stream_conn_kill(c, NULL); /* the client read our Close: nothing is left to wait for */
+        return;
+    }
     if (c->state == SC_LINGER && !c->shut_wr && !sl_buf_unread(&c->out)) {
         /* Everything said: the client reads the last answer, then (close_notify and) EOF. */
         if (c->tls)
@@ -239,13 +243,12 @@ static void handle_frames(stream_conn *c)
         int got = 0;
         sl_err e = sp_feeder_next(&c->in, &f, &got);
         if (e != SL_OK) {
-            /* the byte stream cannot be followed any more: tell the client, read no more */
-            if (c->state == SC_CLOSING)
-                stream_conn_linger(c, NULL);
-            else
-                stream_conn_close(c, sp_code_for_err(e),
-                                  e == SL_ERR_CONTENT_TOO_LARGE ? "frame too large"
-                                                                : "malformed frame");
+            /* The byte stream cannot be followed any more, so no answer to our Close could be
+             * read either: tell the client why, then close once that is written. */
+            stream_conn_close(c, sp_code_for_err(e),
+                              e == SL_ERR_CONTENT_TOO_LARGE ? "frame too large"
+                                                            : "malformed frame");
+            stream_conn_linger(c, NULL);
             return;
         }
         if (!got)
@@ -273,8 +276,8 @@ static void on_readable(stream_conn *c)
         ssize_t n = conn_recv(c, buf, sizeof buf);
         if (n > 0) {
             c->last_recv = sl_loop_now(c->d->n->loop);
-            /* lingering, or closing after a framing error, input is only thrown away */
-            if (c->state != SC_LINGER && !(c->state == SC_CLOSING && c->in.err != SL_OK)) {
+            /* lingering (after a framing error too), input is only thrown away */
+            if (c->state != SC_LINGER) {
                 sp_feeder_push(&c->in, buf, (size_t)n);
                 handle_frames(c);
             }

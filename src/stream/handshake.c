@@ -324,6 +324,7 @@ void stream_handle(stream_conn *c, const sp_cmd *m)
             stream_reply_code(c, SP_CLOSE, m->corr, SP_OK);
             stream_conn_linger(c, c->state == SC_CLOSING ? NULL : "closed by the client");
         } else if (c->state == SC_CLOSING) {
+            c->close_answered = 1;
             stream_conn_linger(c, NULL);
         }
         return;

@@ -62,6 +62,7 @@ struct stream_conn {
     uint8_t loopback;             /* for loopback_users */
     uint8_t counted_open;         /* in the door's count of open connections */
     uint8_t shut_wr;
+    uint8_t close_answered; /* the client answered our Close: it has read all, close at once */
     sp_feeder in;
     sl_buf out;
     char peer[64];                 /* ADDR:PORT */

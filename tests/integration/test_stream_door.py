@@ -337,3 +337,33 @@ def test_tls_listener_and_external(broker_factory, tmp_path):
     c = tls_client()
     c.connect()
     c.close()
+
+
+def test_a_client_that_does_not_read_is_held_then_served_whole(broker_factory):
+    """More answers than STREAM_OUT_MAX (1 MiB) asked for without reading: the door stops
+    reading that client, the rest of the node goes on, and once the client reads every answer
+    comes, in order (the frames held in the door's feeder meanwhile too: with
+    stream_conn_resume a no-op this test fails)."""
+    import threading
+    b, port = start(broker_factory)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # little room in the kernel
+    s.connect(("127.0.0.1", port))
+    c = sr.StreamClient(port, timeout=20, sock=s)
+    c.connect()
+    names = ["stream-%04d" % i for i in range(100)]  # ~2 KiB answers
+    body = struct.pack(">i", len(names)) + b"".join(sr.s16(n) for n in names)
+    n = 4000  # ~8 MiB of answers: past the door's 1 MiB and the socket's own buffers
+    frames = b"".join(struct.pack(">IHHI", 8 + len(body), sr.METADATA, 1, i + 1) + body
+                      for i in range(n))
+    sender = threading.Thread(target=c.send_raw, args=(frames,), daemon=True)
+    sender.start()
+    other = sr.StreamClient(port)
+    other.connect()
+    assert other.metadata("x")[1][0][1] == sr.STREAM_DOES_NOT_EXIST  # the node serves on
+    for i in range(n):
+        r = c.expect(sr.METADATA | sr.RESPONSE)
+        assert r.take(">I") == i + 1
+    sender.join(20)
+    assert not sender.is_alive()
+    assert c.close_request() == sr.OK
