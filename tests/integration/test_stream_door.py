@@ -367,3 +367,40 @@ def test_a_client_that_does_not_read_is_held_then_served_whole(broker_factory):
     sender.join(20)
     assert not sender.is_alive()
     assert c.close_request() == sr.OK
+
+
+def test_slow_password_hashes_are_checked_off_the_loop(broker_factory):
+    """Argon2id users: the check runs on the verifier's thread; the connection waits for it
+    (what the client sent meanwhile is handled after it) and other clients are served."""
+    b, port = start(broker_factory, **{"password_hashing_module": "sluice_password_hashing_argon2id",
+                                       "user.carol": "s3cret"})
+    c = sr.StreamClient(port)
+    c.peer_properties(), c.sasl_handshake()
+    # the login and the rest of the handshake in one write: Tune's answer and Open wait behind
+    # the check
+    auth = struct.pack(">I", 10) + sr.s16("PLAIN") + sr.b32(b"\0carol\0s3cret")
+    tune = struct.pack(">II", 1048576, 0)
+    opn = struct.pack(">I", 11) + sr.s16("/")
+    c.send_raw(struct.pack(">IHH", 4 + len(auth), sr.SASL_AUTHENTICATE, 1) + auth
+               + struct.pack(">IHH", 4 + len(tune), sr.TUNE, 1) + tune
+               + struct.pack(">IHH", 4 + len(opn), sr.OPEN, 1) + opn)
+    other = sr.StreamClient(port)
+    other.connect()
+    assert c.response(sr.SASL_AUTHENTICATE, 10)[0] == sr.OK
+    r = c.expect(sr.TUNE)
+    assert (r.take(">I"), r.take(">I")) == (1048576, 60)
+    assert c.response(sr.OPEN, 11)[0] == sr.OK
+    c.corr = 11
+    assert c.metadata("x")[1][0][1] == sr.STREAM_DOES_NOT_EXIST
+    c.close()
+    c = sr.StreamClient(port)
+    c.peer_properties(), c.sasl_handshake()
+    assert c.sasl_authenticate("carol", "wrong") == sr.AUTHENTICATION_FAILURE
+    assert c.sees_eof()
+    # a client that goes away while its check runs
+    c = sr.StreamClient(port)
+    c.peer_properties(), c.sasl_handshake()
+    c.request(sr.SASL_AUTHENTICATE, sr.s16("PLAIN") + sr.b32(b"\0carol\0s3cret"))
+    c.close()
+    assert other.metadata("x")[1][0][1] == sr.STREAM_DOES_NOT_EXIST
+    b.assert_alive()
