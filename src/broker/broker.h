@@ -370,6 +370,16 @@ void broker_basic_publish_complete(channel *ch);
 
 /* deliver.c */
 extern const qm_consumer_ops broker_consumer_ops;
+
+/* streams.c: stream queues at this door. broker_stream_pos is the position a stream delivery
+ * is tracked with (settling it only gives credit back). refuse_consume: 1 when a consumer of
+ * this kind is refused (the channel error sent); offset_arg: where the consumer starts, from
+ * its x-stream-offset argument (-1: refused, the error sent). */
+extern qm_position broker_stream_pos;
+int broker_stream_refuse_consume(channel *ch, qm_queue *q, const amqp_basic_consume *b);
+int broker_stream_offset_arg(channel *ch, qm_queue *q, amqp_bytes args, uint64_t *start);
+void broker_stream_deliver(qm_consumer *qc, uint64_t offset, int64_t ts_ms, const uint8_t *p,
+                           size_t len);
 /* Write basic.deliver / basic.get-ok / basic.return with content for pos' message. */
 void broker_write_content(conn *c, uint16_t ch, const qm_message *m);
 /* The same with other properties than m's own (a quorum queue's x-delivery-count). */

@@ -78,7 +78,7 @@ void broker_channel_release(channel *ch)
      * deleted by qm, never requeued). */
     for (size_t i = 0; i < ch->ua_len; i++) {
         delivery *d = ua_at(ch, i);
-        if (d->pos)
+        if (d->pos && d->pos != &broker_stream_pos)
             qm_position_requeue(d->pos);
         d->pos = NULL;
     }
@@ -209,7 +209,8 @@ uint64_t broker_channel_track(channel *ch, qm_position *pos, consumer *cons)
     ch->ua_live++;
     if (cons)
         cons->unacked++;
-    qm_pos_set_holder(pos, d);
+    if (pos != &broker_stream_pos)
+        qm_pos_set_holder(pos, d);
     return tag;
 }
 
@@ -258,6 +259,13 @@ static void after_settle(channel *ch, consumer *cons)
 static void settle_one(channel *ch, delivery *d, int how)
 {
     qm_position *pos = d->pos;
+    if (pos == &broker_stream_pos) {
+        /* a stream delivery: nothing to settle, only the credit comes back (any outcome) */
+        d->pos = NULL;
+        ch->ua_live--;
+        after_settle(ch, d->cons);
+        return;
+    }
     if (ch->tx_mode && ch->tx) {
         /* Held until commit; the record stays so rollback can give it back. */
         qm_tx_dequeue(ch->tx, pos, how);

@@ -104,6 +104,7 @@ const qm_consumer_ops broker_consumer_ops = {
     .can_take = can_take,
     .deliver = deliver,
     .cancelled = cancelled,
+    .deliver_entry = broker_stream_deliver,
 };
 
 void broker_consumer_free(consumer *cons)

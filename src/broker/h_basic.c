@@ -91,7 +91,12 @@ static void consume(channel *ch, const amqp_basic_consume *b)
         }
         priority = (int)iv;
     }
+    uint64_t st_start = 0;
+    if (q->stream && (broker_stream_refuse_consume(ch, q, b) ||
+                      broker_stream_offset_arg(ch, q, b->arguments, &st_start) < 0))
+        return;
     consumer *cons = sl_xcalloc(1, sizeof *cons);
+    cons->qc.st_next = st_start;
     cons->ch = ch;
     cons->tag = sl_xstrndup((const char *)tag.p, tag.len);
     cons->tag_len = tag.len;
@@ -289,6 +294,12 @@ static void get(channel *ch, const amqp_basic_get *g)
         broker_channel_error(ch, SL_ERR_ACCESS_REFUSED, AMQP_BASIC_GET,
                              "'%s' is an outgoing queue: only its link takes messages from it",
                              q->name);
+        return;
+    }
+    if (q->stream) {
+        broker_channel_error(ch, SL_ERR_NOT_IMPLEMENTED, AMQP_BASIC_GET,
+                             "basic.get not supported by stream queues queue '%s' in vhost '%s'",
+                             q->name, ch->c->vhost->name);
         return;
     }
     if (q->args.quorum && q->args.single_active) {

@@ -128,10 +128,12 @@ static void declare(channel *ch, const amqp_queue_declare *d)
         }
         char gen[31];
         amqp_bytes name = d->queue;
-        if (name.len == 0 && qm_queue_args_quorum(d->arguments)) {
-            broker_channel_error(
-                ch, SL_ERR_PRECONDITION, id,
-                "Cannot declare a server-named queue for type rabbit_quorum_queue");
+        if (name.len == 0 &&
+            (qm_queue_args_quorum(d->arguments) || qm_queue_args_stream(d->arguments))) {
+            broker_channel_error(ch, SL_ERR_PRECONDITION, id,
+                                 "Cannot declare a server-named queue for type %s",
+                                 qm_queue_args_quorum(d->arguments) ? "rabbit_quorum_queue"
+                                                                    : "rabbit_stream_queue");
             return;
         }
         if (name.len == 0) {
@@ -248,6 +250,12 @@ static void purge(channel *ch, const amqp_queue_purge *p)
     qm_queue *q = broker_channel_queue_checked(ch, p->queue, ACC_READ, AMQP_QUEUE_PURGE);
     if (!q)
         return;
+    if (q->stream) {
+        broker_channel_error(ch, SL_ERR_NOT_IMPLEMENTED, AMQP_QUEUE_PURGE,
+                             "queue.purge not supported by stream queues queue '%s' in vhost '%s'",
+                             q->name, ch->c->vhost->name);
+        return;
+    }
     uint64_t n = qm_queue_purge(q);
     amqp_method m = {.id = AMQP_QUEUE_PURGE_OK};
     m.u.queue_purge_ok.message_count = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;

@@ -45,8 +45,11 @@ json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
         defs_table_to_json((amqp_bytes){q->args.raw, q->args.raw ? q->args.raw_len : 0}));
     json_object_set_new(o, "node", json_string(m->n->cfg->node_name));
     const qm_queue *top = q->parent ? q->parent : q;
-    json_object_set_new(o, "type", json_string(top->args.quorum ? "quorum" : "classic"));
-    if (top->args.quorum) {
+    json_object_set_new(o, "type",
+                        json_string(top->args.quorum   ? "quorum"
+                                    : top->args.stream ? "stream"
+                                                       : "classic"));
+    if (top->args.quorum || top->args.stream) {
         /* RabbitMQ's quorum queue fields; one node holds every replica Sluice has (in a
          * cluster every durable queue is replicated, quorum or classic) */
         json_object_set_new(o, "leader", json_string(m->n->cfg->node_name));
@@ -65,6 +68,17 @@ json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
     json_object_set_new(o, "message_bytes", json_integer((json_int_t)q->bytes_total));
     json_object_set_new(o, "message_bytes_ready", json_integer((json_int_t)q->bytes_ready));
     json_object_set_new(o, "consumers", json_integer((json_int_t)q->n_consumers));
+    qm_stream_info si;
+    if (qm_stream_info_get(q, &si) == 0) {
+        /* a stream (issue 47): its log's figures; its messages are the entries kept */
+        json_object_set_new(o, "messages", json_integer((json_int_t)si.entries));
+        json_object_set_new(o, "messages_ready", json_integer((json_int_t)si.entries));
+        json_object_set_new(o, "segments", json_integer((json_int_t)si.segments));
+        json_object_set_new(o, "stream_bytes", json_integer((json_int_t)si.bytes));
+        json_object_set_new(o, "first_offset", json_integer((json_int_t)si.first));
+        json_object_set_new(o, "committed_offset",
+                            si.end ? json_integer((json_int_t)si.last) : json_null());
+    }
     json_object_set_new(o, "kind",
                         json_string(q->is_system     ? "system"
                                     : q->is_subqueue ? "subqueue"

@@ -72,6 +72,11 @@ static void mark_sync(persist *p)
     p->sync_records++;
 }
 
+void persist_mark_sync(persist *p)
+{
+    mark_sync(p);
+}
+
 /* A record appended to the open generation must be written (not synced) before the
  * delivery it marks reaches a socket. */
 static void mark_write(persist *p)
@@ -689,6 +694,8 @@ static const qm_persist_hooks hooks = {
     .page_in = h_page_in,
     .paged_dropped = h_paged_dropped,
     .read_paged = h_read_paged,
+    .stream_appended = persist_h_stream_appended,
+    .stream_closing = persist_h_stream_closing,
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -708,6 +715,9 @@ static void fail_msg(persist *p, char *err, size_t errlen)
 static void run_batches(void *arg)
 {
     persist *p = arg;
+    /* Streams first: their entries name no definition of this generation that recovery
+     * would need (a stream's directory without its queue is only left over). */
+    persist_streams_run(p);
     if (p->fl_meta) {
         st_log_batch_run(p->fl_meta);
         if (st_log_batch_failed(p->fl_meta)) {
@@ -751,10 +761,19 @@ static int begin_generation(persist *p, int force)
     if (!sync && !p->need_write && st_log_pending(p->msgs) < FLUSH_THRESHOLD)
         return 0;
     p->fl_meta = p->fl_msgs = NULL;
-    /* Definitions first: a message record may name a queue declared this turn. */
-    if (sync && p->meta_dirty && st_log_batch_begin(p->meta, 1, &p->fl_meta) < 0)
+    /* The streams' pending entries go with a generation that syncs; a stream that cannot
+     * write fails the store (nothing of the generation may be taken for durable). */
+    if (sync && persist_streams_begin(p) < 0) {
+        errno = EIO;
         return -1;
+    }
+    /* Definitions first: a message record may name a queue declared this turn. */
+    if (sync && p->meta_dirty && st_log_batch_begin(p->meta, 1, &p->fl_meta) < 0) {
+        persist_streams_fail(p);
+        return -1;
+    }
     if (st_log_batch_begin(p->msgs, sync, &p->fl_msgs) < 0) {
+        persist_streams_fail(p);
         if (p->fl_meta) { /* keep the logs' state whole: end the meta batch unrun */
             st_log_batch_run(p->fl_meta);
             st_log_batch_end(p->meta, p->fl_meta);
@@ -769,7 +788,7 @@ static int begin_generation(persist *p, int force)
         p->need_sync = 0;
         p->meta_dirty = 0;
     }
-    return p->fl_meta || p->fl_msgs ? 1 : 2;
+    return p->fl_meta || p->fl_msgs || p->n_fl_st ? 1 : 2;
 }
 
 #define STALL_RETRY_MS 200
@@ -784,6 +803,8 @@ static int end_generation(persist *p)
     if (p->fl_msgs && st_log_batch_end(p->msgs, p->fl_msgs) < 0)
         rc = -1;
     p->fl_meta = p->fl_msgs = NULL;
+    if (persist_streams_end(p) < 0) /* a stream's write failed: the store is failed */
+        return -1;
     if (rc < 0 && stalled(p) && !st_log_failed(p->msgs) && !st_log_failed(p->meta)) {
         p->stall_retry_at = sl_now_ms() + STALL_RETRY_MS;
         p->need_sync = 1; /* what it held still has to reach the disk */
@@ -910,7 +931,7 @@ int persist_kick(persist *p, int force, char *err, size_t errlen)
             fail_msg(p, err, errlen);
         return rc;
     }
-    if (!p->fl_meta && st_log_batch_light(p->fl_msgs, INLINE_WRITE_MAX)) {
+    if (!p->fl_meta && !p->n_fl_st && st_log_batch_light(p->fl_msgs, INLINE_WRITE_MAX)) {
         /* Only a small write for the page cache (a turn's delivery marks and acks, with no
          * sync): written here, since waking the sync thread and being woken back by it
          * cost more than the write (about 4% of the loop in a 1 KiB drain, perf). */
@@ -1377,6 +1398,14 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
         persist_close(p);
         return NULL;
     }
+    /* stream queues keep their logs here (qm/stream.c), opened as they are recovered */
+    if (!node->stream_dir) {
+        char sd[4096];
+        snprintf(sd, sizeof sd, "%s/streams", data_dir);
+        node->stream_dir = sl_xstrdup(sd);
+        if (!p->opt.read_only)
+            mkdir(sd, 0755);
+    }
     uint64_t t0 = sl_now_ms();
     if (persist_recover(p, err, errlen) < 0) {
         persist_close(p);
@@ -1429,6 +1458,7 @@ void persist_close(persist *p)
     }
     persist_tidy_free(p);
     st_syncer_free(p->syncer);
+    persist_streams_free(p);
     if (p->msgs)
         st_log_close(p->msgs);
     if (p->meta)

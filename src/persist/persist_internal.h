@@ -72,7 +72,27 @@ struct persist {
     sl_map *eod_in;            /* sender[16] + seq_id[8] + dest -> persist_eod_in* */
     sl_map *eod_seq;           /* sender[16] + seq_id[8] -> the first queue's state of it */
     persist_eod_in **eod_list; /* scratch for persist_eod_in_all */
+    /* streams (streams.c): the batches in flight and their streams, and streams whose queue
+     * went while their batch was in flight (closed once it ended) */
+    struct st_stream_batch **fl_st;
+    struct st_stream **fl_sts;
+    size_t n_fl_st, cap_fl_st;
+    struct st_stream **doomed;
+    uint8_t *doomed_deleted;
+    size_t n_doomed, cap_doomed;
 };
+
+/* streams.c */
+int persist_streams_begin(persist *p);
+/* End the begun stream batches unrun, as failed (the generation could not start). */
+void persist_streams_fail(persist *p);
+void persist_streams_run(persist *p);
+int persist_streams_end(persist *p);
+void persist_streams_free(persist *p);
+void persist_h_stream_appended(void *ctx, qm_queue *q);
+void persist_h_stream_closing(void *ctx, struct st_stream *s, int deleted);
+/* persist.c: the open generation holds something that must be durable before a reply */
+void persist_mark_sync(persist *p);
 
 int persist_queue_durable(const qm_queue *q);
 void persist_encode_queue(sl_buf *b, const qm_queue *q);

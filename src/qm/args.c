@@ -12,6 +12,7 @@
 
 #include "amqp/table.h"
 #include "qm/qm_internal.h"
+#include "store/stream.h"
 
 /* The arguments compared on redeclare, in the order equivalence reports them. x-queue-type
  * is compared first and apart: absent means classic, so an explicit "classic" matches none. */
@@ -28,6 +29,8 @@ static const char *const known[] = {
     "x-delivery-limit",
     "x-quorum-initial-group-size",
     "x-dead-letter-strategy",
+    "x-max-age",
+    "x-stream-max-segment-size-bytes",
 };
 
 /* Arguments one queue type refuses whatever their value, as RabbitMQ 3.10 does (observed on
@@ -49,6 +52,28 @@ static const char *const invalid_quorum[] = {
     "x-max-priority",         "x-queue-mode", "x-queue-version",
     "x-queue-master-locator", "x-max-age",    "x-stream-max-segment-size-bytes",
     "x-initial-cluster-size",
+};
+
+/* A stream's (RabbitMQ 3.10's rabbit_stream_queue capabilities: it takes x-max-length-bytes,
+ * x-max-age, x-stream-max-segment-size-bytes, x-initial-cluster-size, x-queue-leader-locator;
+ * every other argument RabbitMQ knows is refused whatever its value). */
+static const char *const invalid_stream[] = {
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-in-memory-length",
+    "x-max-in-memory-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-version",
+    "x-single-active-consumer",
+    "x-quorum-initial-group-size",
+    "x-queue-master-locator",
+    "x-delivery-limit",
+    "x-dead-letter-strategy",
 };
 
 static int is_int_tag(uint8_t t)
@@ -95,6 +120,7 @@ sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhos
     sl_err rc = SL_OK;
 
     int quorum = qm_queue_args_quorum(table);
+    int stream = qm_queue_args_stream(table);
     qm_queue_args_init(out);
     if (table.len) {
         out->raw = sl_xmalloc(table.len);
@@ -174,11 +200,25 @@ sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhos
                 rc = bad_type(k, "string", &v, qname, vhost, err, errlen);
             else if (amqp_bytes_eq(s, "quorum"))
                 out->quorum = 1;
+            else if (amqp_bytes_eq(s, "stream"))
+                out->stream = 1;
             else if (!amqp_bytes_eq(s, "classic")) {
                 snprintf(err, errlen, PREFIX "\"unsupported queue type '%.*s'\"", k, qname, vhost,
                          (int)s.len, (const char *)s.p);
                 rc = SL_ERR_PRECONDITION;
             }
+        } else if (stream && !strcmp(k, "x-max-age")) {
+            /* RabbitMQ's check_max_age: a positive integer and one of Y M D h m s */
+            if (!amqp_value_str(&v, &s)) {
+                snprintf(err, errlen, PREFIX "{unacceptable_type,%s}", k, qname, vhost,
+                         amqp_value_type_name(v.tag));
+                rc = SL_ERR_PRECONDITION;
+            } else if (st_stream_parse_age((const char *)s.p, s.len, &out->max_age_ms) < 0) {
+                snprintf(err, errlen, PREFIX "invalid_max_age", k, qname, vhost);
+                rc = SL_ERR_PRECONDITION;
+            }
+        } else if (stream && !strcmp(k, "x-stream-max-segment-size-bytes")) {
+            rc = get_int(k, &v, 1, &out->max_segment_bytes, qname, vhost, err, errlen);
         } else if (!quorum) {
             /* the quorum arguments below: a new classic queue refuses them whatever their
              * value (qm_queue_type_check); one stored by a version that took them as
@@ -237,7 +277,7 @@ sl_err qm_queue_args_equivalent(const qm_queue_args *cur, const qm_queue_args *r
             continue;
         if (ha && hb && amqp_value_equal(&a, &b))
             continue;
-        if (!i && cur->quorum == req->quorum)
+        if (!i && cur->quorum == req->quorum && cur->stream == req->stream)
             continue; /* the same type, one of them named "classic" and the other not */
         char sa[128], sb[128];
         if (ha)
@@ -272,18 +312,30 @@ int qm_queue_args_quorum(amqp_bytes table)
            amqp_bytes_eq(s, "quorum");
 }
 
+int qm_queue_args_stream(amqp_bytes table)
+{
+    amqp_value v;
+    amqp_bytes s;
+    return amqp_table_get(table, "x-queue-type", &v) && amqp_value_str(&v, &s) &&
+           amqp_bytes_eq(s, "stream");
+}
+
 sl_err qm_queue_type_check(const qm_queue_decl *d, const char *qname, const char *vhost, char *err,
                            size_t errlen)
 {
     int quorum = qm_queue_args_quorum(d->arguments);
-    const char *type = quorum ? "rabbit_quorum_queue" : "rabbit_classic_queue";
-    if (quorum && !d->name_len) {
+    int stream = qm_queue_args_stream(d->arguments);
+    const char *type = quorum   ? "rabbit_quorum_queue"
+                       : stream ? "rabbit_stream_queue"
+                                : "rabbit_classic_queue";
+    if ((quorum || stream) && !d->name_len) {
         snprintf(err, errlen, "Cannot declare a server-named queue for type %s", type);
         return SL_ERR_PRECONDITION;
     }
-    const char *const *bad = quorum ? invalid_quorum : invalid_classic;
-    size_t nbad = quorum ? sizeof invalid_quorum / sizeof invalid_quorum[0]
-                         : sizeof invalid_classic / sizeof invalid_classic[0];
+    const char *const *bad = quorum ? invalid_quorum : stream ? invalid_stream : invalid_classic;
+    size_t nbad = quorum   ? sizeof invalid_quorum / sizeof invalid_quorum[0]
+                  : stream ? sizeof invalid_stream / sizeof invalid_stream[0]
+                           : sizeof invalid_classic / sizeof invalid_classic[0];
     for (size_t i = 0; i < nbad; i++) {
         amqp_value v;
         if (amqp_table_get(d->arguments, bad[i], &v)) {
@@ -300,7 +352,7 @@ sl_err qm_queue_props_check(const qm_queue_decl *d, const qm_queue_args *a, cons
 {
     /* RabbitMQ's order (rabbit_quorum_queue:declare): auto-delete, exclusive, durable */
     const char *prop = NULL;
-    if (!a->quorum)
+    if (!a->quorum && !a->stream)
         return SL_OK;
     if (d->auto_delete)
         prop = "auto-delete";

@@ -40,6 +40,7 @@ static void unlink_consumer(qm_queue *q, qm_consumer *c)
     SL_LIST_UNLINK(q->consumers, c, prev, next);
     c->prev = c->next = c; /* "not attached" marker, see qm_consumer_detach */
     q->n_consumers--;
+    qm_stream_reader_free(c);
 }
 
 sl_err qm_consumer_attach(qm_queue *q, qm_consumer *c)
@@ -143,6 +144,10 @@ void qm_queue_dispatch(qm_queue *q)
     qm_node *n = qm_queue_node(q);
     uint64_t now = qm_now(n);
 
+    if (q->stream) {
+        qm_stream_dispatch(q);
+        return;
+    }
     while (q->n_ready && q->consumers) {
         qm_consumer *c = pick(q);
         if (!c)

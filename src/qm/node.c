@@ -436,6 +436,7 @@ void qm_node_free(qm_node *n)
         sl_free(((theap *)n->timers_impl)->v);
         sl_free(n->timers_impl);
     }
+    sl_free(n->stream_dir);
     sl_free(n->name);
     sl_free(n);
 }

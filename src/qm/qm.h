@@ -292,6 +292,11 @@ typedef struct qm_consumer_ops {
      * During the call c->queue still points at the dying queue (read it, do not use it);
      * qm_consumer_detach(c) is a harmless no-op from then on. */
     void (*cancelled)(qm_consumer *c);
+    /* Streams (stream.c): hand over the entry at offset (its payload as qm_stream_append
+     * wrote it; valid during the call). Nothing is settled: the callee only keeps its credit.
+     * NULL: the consumer cannot consume from a stream. */
+    void (*deliver_entry)(qm_consumer *c, uint64_t offset, int64_t ts_ms, const uint8_t *p,
+                          size_t len);
 } qm_consumer_ops;
 
 struct qm_consumer {
@@ -304,6 +309,8 @@ struct qm_consumer {
     uint8_t is_link;          /* the link draining an outgoing queue (the only consumer it takes) */
     qm_consumer *prev, *next; /* in queue->consumers */
     uint64_t attached;        /* attach order (single active consumer: the oldest is active) */
+    uint64_t st_next;         /* streams: the offset of the next entry it gets */
+    struct st_stream_reader *st_reader; /* streams: its read buffer (stream.c), or NULL */
 };
 
 /* Attach c (fields queue, ops, ctx, priority, no_ack, exclusive filled by the caller) to q.
@@ -341,6 +348,9 @@ typedef struct qm_queue_args {
     int64_t delivery_limit;     /* returns beyond it dead-letter (reason delivery_limit) */
     int64_t initial_group_size; /* x-quorum-initial-group-size > 0 (accepted; every replica
                                  * of a cluster holds every durable queue) */
+    int stream;                 /* x-queue-type stream (stream.c: an append-only log) */
+    uint64_t max_age_ms;        /* x-max-age (streams), 0 = none */
+    int64_t max_segment_bytes;  /* x-stream-max-segment-size-bytes, -1 = RabbitMQ's 500 MB */
     uint8_t *raw;               /* the whole arguments table content, for equivalence */
     size_t raw_len;
 } qm_queue_args;
@@ -353,6 +363,8 @@ sl_err qm_queue_args_parse(amqp_bytes table, const char *qname, const char *vhos
 void qm_queue_args_free(qm_queue_args *a);
 /* 1 when the table asks for x-queue-type quorum. */
 int qm_queue_args_quorum(amqp_bytes table);
+/* 1 when the table asks for x-queue-type stream. */
+int qm_queue_args_stream(amqp_bytes table);
 
 struct qm_queue {
     char *name; /* "q", or "q;sub" for a subqueue */
@@ -435,6 +447,9 @@ struct qm_queue {
     /* quorum queues (quorum.c): lookup id -> delivery count of the messages returned at
      * least once; NULL while there are none */
     struct sl_u64tab *dcounts;
+    /* streams (stream.c): the log, and the node's list of streams (for the group commit) */
+    struct st_stream *stream;
+    qm_queue *st_next, *st_prev;
 };
 
 typedef struct qm_queue_decl {
@@ -850,6 +865,10 @@ struct qm_node {
      * holder (their queue was deleted, or no_ack hand-outs), so qm_node_free can free them */
     qm_position orphans;
     qm_lock orphans_lk;
+    /* Streams (stream.c): where their logs live (DIR/<incarnation>; NULL: no stream can be
+     * declared: a node without a data directory), and every stream queue of the node. */
+    char *stream_dir;
+    qm_queue *streams;
 };
 
 qm_node *qm_node_new(const char *name);
@@ -922,6 +941,12 @@ typedef struct qm_persist_hooks {
     /* A copy of a paged entry's message read from the store (refs 1, in no queue), for a
      * peek that must not bring it back into memory; NULL when it cannot be read. */
     qm_message *(*read_paged)(void *ctx, qm_queue *q, const struct qm_paged *e);
+    /* Streams: an entry was appended to q->stream (it must be durable before the confirm);
+     * stream_closing: q->stream is about to be closed (deleted: its files go too): the store
+     * takes it over when a batch of it is in flight, else closes it. NULL hooks: the model
+     * commits each append inline and closes the stream itself. */
+    void (*stream_appended)(void *ctx, qm_queue *q);
+    void (*stream_closing)(void *ctx, struct st_stream *s, int deleted);
 } qm_persist_hooks;
 
 /* A ready message that lives only in the store, as the hooks see it (its tail keeps it in a
@@ -1017,5 +1042,46 @@ typedef struct qm_store_visitor {
     int (*paged)(void *ctx, qm_queue *q, qm_paged *e, uint64_t expires_at);
 } qm_store_visitor;
 int qm_queue_visit_stored(qm_queue *q, uint64_t *cursor, const qm_store_visitor *v, void *ctx);
+
+/* ------------------------------------------------------------------------------------------
+ * Streams (stream.c, issue 47): a stream queue keeps every message in an append-only log
+ * (store/stream.h) that consumers read, each from its own offset; reading removes nothing,
+ * retention trims whole segments. Publishing appends (qm_queue_accept does it for a stream
+ * queue); dispatch reads from the log for each consumer able to take more.
+ */
+typedef enum qm_stream_from {
+    QM_SO_NEXT = 0, /* only what comes after the consumer attached */
+    QM_SO_FIRST,
+    QM_SO_LAST, /* the newest chunk (the entries of the newest group commit) */
+    QM_SO_OFFSET,
+    QM_SO_TIMESTAMP, /* the first entry at or after ts_ms */
+} qm_stream_from;
+typedef struct qm_stream_spec {
+    qm_stream_from kind;
+    uint64_t offset;
+    int64_t ts_ms;
+} qm_stream_spec;
+/* Where a consumer with this spec starts. */
+uint64_t qm_stream_start(qm_queue *q, const qm_stream_spec *spec);
+/* Append m (exchange, routing key, properties, body) to q's log. */
+sl_err qm_stream_append(qm_queue *q, const qm_message *m);
+/* A stored entry, as the door delivers it (pointers into the payload). 0, or -1 when the
+ * payload is not one qm_stream_append wrote. */
+typedef struct qm_stream_msg {
+    amqp_bytes exchange, routing_key;
+    const uint8_t *props, *body;
+    size_t props_len, body_len;
+} qm_stream_msg;
+int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out);
+/* Dispatch for a stream queue (qm_queue_dispatch calls it). */
+void qm_stream_dispatch(qm_queue *q);
+/* The stream's figures for the doors' listings. */
+typedef struct qm_stream_info {
+    uint64_t first, last, end; /* offsets: oldest kept, newest durable (end - 1), one past */
+    uint64_t segments, bytes, entries;
+} qm_stream_info;
+int qm_stream_info_get(const qm_queue *q, qm_stream_info *out);
+/* After a group commit made more of each stream durable: retention, and dispatch. */
+void qm_streams_committed(qm_node *n);
 
 #endif

@@ -46,6 +46,17 @@ extern int qm_persist_bulk; /* inside purge / queue deletion: removals need no r
             qm_persist->fn(qm_persist_ctx, __VA_ARGS__);                                           \
     } while (0)
 
+/* ---- streams (stream.c) ---- */
+struct st_stream;
+/* Open (recover) the log of the stream queue of this incarnation, as its arguments say. */
+sl_err qm_stream_open(qm_node *n, uint64_t incarnation, const qm_queue_args *a,
+                      struct st_stream **out, char *err, size_t errlen);
+void qm_stream_link(qm_queue *q);
+/* Unlink q from the node's streams and close its log (deleted: its files go too). */
+void qm_stream_close(qm_queue *q, int deleted);
+/* Free a consumer's stream read buffer (it left its queue). */
+void qm_stream_reader_free(qm_consumer *c);
+
 /* ---- memory budget (message.c) ---- */
 extern uint64_t qm_mem_budget;
 

@@ -631,6 +631,7 @@ void qm_queue_args_init(qm_queue_args *a)
 {
     memset(a, 0, sizeof *a);
     a->message_ttl = a->expires = a->max_length = a->max_length_bytes = -1;
+    a->max_segment_bytes = -1;
 }
 
 qm_queue *qm_queue_alloc(qm_vhost *vh, const char *name, size_t len)
@@ -743,8 +744,23 @@ sl_err qm_queue_declare(qm_vhost *vh, const qm_queue_decl *d, qm_queue **out, in
             *created = 0;
         return SL_OK;
     }
+    struct st_stream *st = NULL;
+    if (a.stream) {
+        /* the log first: a queue whose log cannot be opened is not declared */
+        uint64_t inc = d->incarnation ? d->incarnation : n->next_incarnation;
+        rc = qm_stream_open(n, inc, &a, &st, err, errlen);
+        if (rc) {
+            qm_queue_args_free(&a);
+            sl_free(qname);
+            return rc;
+        }
+    }
     q = qm_queue_alloc(vh, name, len);
     sl_free(qname);
+    if (st) {
+        q->stream = st;
+        qm_stream_link(q);
+    }
     if (d->incarnation) {
         q->incarnation = d->incarnation;
         if (n->next_incarnation <= d->incarnation)
@@ -863,6 +879,13 @@ sl_err qm_queue_accept(qm_queue *q, qm_position *pos)
 {
     qm_message *m = pos->msg;
     uint64_t now = qm_now(qm_queue_node(q));
+
+    if (q->stream) {
+        /* a stream keeps the message in its log, not as a position */
+        sl_err e = qm_stream_append(q, m);
+        qm_position_free(pos);
+        return e;
+    }
 
     if (q->args.overflow != QM_OVERFLOW_DROP_HEAD && over_limit(q, 1, m->body_len)) {
         if (q->args.overflow == QM_OVERFLOW_REJECT_PUBLISH_DLX)
@@ -1019,6 +1042,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
     qm_dispatch_unlink(q);
     qm_queue_timer_remove(q);
     qm_exclusive_unlink(q);
+    qm_stream_close(q, run_hooks);
     if (q->is_subqueue) {
         const char *semi = strchr(q->name, ';');
         if (q->parent->subqueues)

@@ -1,0 +1,241 @@
+/* stream.c - stream queues in the model (issue 47): a queue whose messages go to an
+ * append-only log (store/stream.h) instead of its ready rings, read by every consumer from its
+ * own offset.
+ *
+ * An entry's payload is the message as a door needs it to deliver it again:
+ *     exchange_len:u8, exchange, routing_key_len:u8, routing_key, props_len:u32 (LE), props, body
+ * The entry's timestamp is the wall clock at the append.
+ *
+ * Invariants: a stream queue never has ready, locked or paged positions (n_ready stays 0);
+ * consumers have no unsettled positions: a delivery settles nothing, and each consumer's
+ * st_next only grows (or jumps to the first offset kept when retention went past it). Every
+ * stream queue is on the node's streams list while it exists. With the store's hooks the
+ * appends are made durable by the node's group commit (persist.c) and qm_streams_committed
+ * runs after each; without them each append is committed inline.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "core/le.h"
+#include "core/log.h"
+#include "qm/qm_internal.h"
+#include "store/stream.h"
+
+/* A consumer's read buffer: what one read of the log takes (a chunk), handed out a credit at a
+ * time from memory. Bounded by the consumers, not by the stream. */
+#define CONSUMER_READ (64u * 1024)
+
+void qm_stream_reader_free(qm_consumer *c)
+{
+    if (!c->st_reader)
+        return;
+    st_stream_reader_free(c->st_reader);
+    sl_free(c->st_reader);
+    c->st_reader = NULL;
+}
+
+sl_err qm_stream_open(qm_node *n, uint64_t incarnation, const qm_queue_args *a,
+                      struct st_stream **out, char *err, size_t errlen)
+{
+    if (!n->stream_dir) {
+        snprintf(err, errlen, "streams need a data directory");
+        return SL_ERR_PRECONDITION;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%016" PRIx64, n->stream_dir, incarnation);
+    st_stream_options o = {
+        .segment_size = a->max_segment_bytes > 0 ? (uint64_t)a->max_segment_bytes : 0,
+        .max_bytes = a->max_length_bytes > 0 ? (uint64_t)a->max_length_bytes : 0,
+        .max_age_ms = a->max_age_ms,
+    };
+    char e[512];
+    *out = st_stream_open(dir, &o, e, sizeof e);
+    if (!*out) {
+        sl_error("stream: %s", e);
+        snprintf(err, errlen, "cannot open the stream's log: %s", e);
+        return SL_ERR_INTERNAL;
+    }
+    return SL_OK;
+}
+
+void qm_stream_link(qm_queue *q)
+{
+    qm_node *n = qm_queue_node(q);
+    q->st_prev = NULL;
+    q->st_next = n->streams;
+    if (n->streams)
+        n->streams->st_prev = q;
+    n->streams = q;
+}
+
+void qm_stream_close(qm_queue *q, int deleted)
+{
+    if (!q->stream)
+        return;
+    qm_node *n = qm_queue_node(q);
+    if (q->st_prev)
+        q->st_prev->st_next = q->st_next;
+    else if (n->streams == q)
+        n->streams = q->st_next;
+    if (q->st_next)
+        q->st_next->st_prev = q->st_prev;
+    q->st_next = q->st_prev = NULL;
+    st_stream *s = q->stream;
+    q->stream = NULL;
+    if (qm_persist && qm_persist->stream_closing)
+        qm_persist->stream_closing(qm_persist_ctx, s, deleted);
+    else if (deleted)
+        st_stream_destroy(s);
+    else
+        st_stream_close(s);
+}
+
+sl_err qm_stream_append(qm_queue *q, const qm_message *m)
+{
+    amqp_bytes x = qm_msg_exchange(m), rk = qm_msg_routing_key(m);
+    uint8_t xl = (uint8_t)(x.len > 255 ? 255 : x.len), rl = (uint8_t)(rk.len > 255 ? 255 : rk.len);
+    uint8_t pl[4];
+    sl_put_le32(pl, (uint32_t)m->props_len);
+    st_stream_iov v[7] = {
+        {&xl, 1},
+        {x.p, xl},
+        {&rl, 1},
+        {rk.p, rl},
+        {pl, 4},
+        {qm_msg_props(m), m->props_len},
+        {qm_msg_body(m), m->body_len},
+    };
+    st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, 7);
+    q->stat_published++;
+    if (qm_persist && qm_persist->stream_appended)
+        QM_PERSIST(stream_appended, q);
+    else if (st_stream_commit(q->stream) == 0)
+        qm_queue_schedule_dispatch(q);
+    else
+        return SL_ERR_INTERNAL;
+    return SL_OK;
+}
+
+int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out)
+{
+    size_t at = 0;
+    if (len < 1)
+        return -1;
+    size_t xl = p[at++];
+    if (len - at < xl + 1)
+        return -1;
+    out->exchange = (amqp_bytes){p + at, xl};
+    at += xl;
+    size_t rl = p[at++];
+    if (len - at < rl + 4)
+        return -1;
+    out->routing_key = (amqp_bytes){p + at, rl};
+    at += rl;
+    size_t pl = sl_le32(p + at);
+    at += 4;
+    if (len - at < pl)
+        return -1;
+    out->props = p + at;
+    out->props_len = pl;
+    at += pl;
+    out->body = p + at;
+    out->body_len = len - at;
+    return 0;
+}
+
+uint64_t qm_stream_start(qm_queue *q, const qm_stream_spec *spec)
+{
+    st_stream *s = q->stream;
+    uint64_t first = st_stream_first(s), end = st_stream_end(s);
+    switch (spec->kind) {
+    case QM_SO_FIRST:
+        return first;
+    case QM_SO_LAST: {
+        uint64_t l = st_stream_last_chunk(s);
+        return l < first ? first : l;
+    }
+    case QM_SO_OFFSET:
+        /* below the first kept: from the first; past the end: from the next one written */
+        return spec->offset < first ? first : spec->offset > end ? end : spec->offset;
+    case QM_SO_TIMESTAMP:
+        return st_stream_offset_at(s, spec->ts_ms);
+    case QM_SO_NEXT:
+    default:
+        return end;
+    }
+}
+
+typedef struct deliver_ctx {
+    qm_queue *q;
+    qm_consumer *c;
+} deliver_ctx;
+
+static int deliver_one(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len)
+{
+    deliver_ctx *d = ctx;
+    d->c->ops->deliver_entry(d->c, offset, ts, p, len);
+    d->c->st_next = offset + 1;
+    d->q->stat_delivered++;
+    return !d->c->ops->can_take(d->c);
+}
+
+void qm_stream_dispatch(qm_queue *q)
+{
+    st_stream *s = q->stream;
+    uint64_t end = st_stream_end(s);
+    for (qm_consumer *c = q->consumers; c; c = c->next) {
+        if (!c->ops->deliver_entry)
+            continue;
+        if (!c->st_reader && c->st_next < end) {
+            c->st_reader = sl_xcalloc(1, sizeof *c->st_reader);
+            c->st_reader->cap = CONSUMER_READ;
+        }
+        /* Bounded: each pass hands at least one entry (st_next grows) or stops; a consumer
+         * takes at most its credit (prefetch) and its connection's output room. */
+        for (int k = 0; k < 1000000 && c->st_next < end && c->ops->can_take(c); k++) {
+            deliver_ctx d = {q, c};
+            uint64_t nx;
+            char err[512];
+            long n = st_stream_read(s, c->st_reader, c->st_next, SIZE_MAX, deliver_one, &d, &nx,
+                                    err, sizeof err);
+            if (n < 0) {
+                sl_error("stream queue '%s': %s", q->name, err);
+                break;
+            }
+            if (n == 0) {
+                /* behind the first offset kept: retention went past it */
+                uint64_t first = st_stream_first(s);
+                if (c->st_next < first)
+                    c->st_next = first;
+                else
+                    break;
+            }
+        }
+    }
+}
+
+int qm_stream_info_get(const qm_queue *q, qm_stream_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!q->stream)
+        return -1;
+    st_stream_stats st;
+    st_stream_get_stats(q->stream, &st);
+    out->first = st_stream_first(q->stream);
+    out->end = st_stream_end(q->stream);
+    out->last = out->end ? out->end - 1 : 0;
+    out->segments = st.segments;
+    out->bytes = st.bytes;
+    out->entries = st.entries;
+    return 0;
+}
+
+void qm_streams_committed(qm_node *n)
+{
+    int64_t now = (int64_t)sl_wall_ms();
+    for (qm_queue *q = n->streams; q; q = q->st_next) {
+        st_stream_retain(q->stream, now);
+        if (q->consumers)
+            qm_queue_schedule_dispatch(q);
+    }
+}

@@ -1,0 +1,489 @@
+/* test_streamlog.c - unit tests for a stream's log (src/store/stream.c): offsets from 0,
+ * timestamps, reads from any offset by several readers in one pread per chunk, durability
+ * (only what a batch made durable is read; reopen recovers it, a torn tail is cut, a damaged
+ * older segment is refused), retention by bytes and by age a whole segment at a time, the
+ * sparse index staying sparse, and x-max-age's units.
+ *
+ * Each test runs in its own forked process with a fresh temp directory.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "store/stream.h"
+
+static char D[256];
+static char err[1024];
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb, (void)flag, (void)f;
+    return remove(p);
+}
+
+static void setup(void)
+{
+    strcpy(D, "/tmp/sluice-test-streamlog-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(D));
+    sl_log_min_level = SL_LOG_ERROR;
+}
+
+static void teardown(void)
+{
+    nftw(D, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static st_stream *open_s(uint64_t seg, uint64_t max_bytes, uint64_t max_age)
+{
+    st_stream_options o = {
+        .segment_size = seg, .max_bytes = max_bytes, .max_age_ms = max_age, .no_sync = 1};
+    st_stream *s = st_stream_open(D, &o, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    return s;
+}
+
+typedef struct got {
+    uint64_t off[4096];
+    int64_t ts[4096];
+    char body[4096][32];
+    size_t n;
+    size_t stop_after; /* 0 = never */
+} got;
+
+static int collect(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len)
+{
+    got *g = ctx;
+    g->off[g->n] = offset;
+    g->ts[g->n] = ts;
+    snprintf(g->body[g->n], 32, "%.*s", (int)len, (const char *)p);
+    g->n++;
+    return g->stop_after && g->n >= g->stop_after;
+}
+
+/* Every entry from `from` to the end, as a reader would take them (bounded by count). */
+static void read_all(st_stream *s, st_stream_reader *r, uint64_t from, got *g)
+{
+    for (int i = 0; i < 100000; i++) {
+        uint64_t nx;
+        long n = st_stream_read(s, r, from, SIZE_MAX, collect, g, &nx, err, sizeof err);
+        ck_assert_msg(n >= 0, "%s", err);
+        if (n == 0)
+            return;
+        from = nx;
+    }
+    ck_abort_msg("read did not end");
+}
+
+static void put(st_stream *s, int64_t ts, const char *prefix, uint64_t i)
+{
+    char b[32];
+    int n = snprintf(b, sizeof b, "%s%" PRIu64, prefix, i);
+    st_stream_append(s, ts, b, (size_t)n);
+}
+
+START_TEST(offsets_timestamps_and_durable_reads)
+{
+    st_stream *s = open_s(0, 0, 0);
+    ck_assert_uint_eq(st_stream_first(s), 0);
+    ck_assert_uint_eq(st_stream_end(s), 0);
+    for (uint64_t i = 0; i < 10; i++)
+        ck_assert_uint_eq(st_stream_append(s, 1000 + (int64_t)i, "x", 1), i);
+    /* nothing is readable before a batch made it durable */
+    st_stream_reader r = {0};
+    got g = {0};
+    read_all(s, &r, 0, &g);
+    ck_assert_uint_eq(g.n, 0);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    ck_assert_uint_eq(st_stream_end(s), 10);
+    read_all(s, &r, 0, &g);
+    ck_assert_uint_eq(g.n, 10);
+    for (size_t i = 0; i < 10; i++) {
+        ck_assert_uint_eq(g.off[i], i);
+        ck_assert_int_eq(g.ts[i], 1000 + (int64_t)i);
+    }
+    /* a timestamp going back is raised to the last one */
+    ck_assert_uint_eq(st_stream_append(s, 5, "y", 1), 10);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    memset(&g, 0, sizeof g);
+    read_all(s, &r, 10, &g);
+    ck_assert_uint_eq(g.n, 1);
+    ck_assert_int_eq(g.ts[0], 1009);
+    /* last chunk: the second batch's first entry */
+    ck_assert_uint_eq(st_stream_last_chunk(s), 10);
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+}
+END_TEST
+
+START_TEST(readers_at_their_own_offsets_across_segments)
+{
+    st_stream *s = open_s(4096, 0, 0); /* many small segments */
+    for (uint64_t i = 0; i < 2000; i++) {
+        put(s, (int64_t)i, "m", i);
+        if (i % 97 == 0)
+            ck_assert_int_eq(st_stream_commit(s), 0);
+    }
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_stats st;
+    st_stream_get_stats(s, &st);
+    ck_assert_uint_gt(st.segments, 10);
+    ck_assert_uint_eq(st.entries, 2000);
+    uint64_t starts[] = {0, 1, 555, 1234, 1999, 2000, 5000};
+    for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+        st_stream_reader r = {0};
+        static got g;
+        memset(&g, 0, sizeof g);
+        read_all(s, &r, starts[k], &g);
+        uint64_t want = starts[k] < 2000 ? 2000 - starts[k] : 0;
+        ck_assert_uint_eq(g.n, want);
+        for (size_t i = 0; i < g.n; i++) {
+            char b[32];
+            snprintf(b, sizeof b, "m%" PRIu64, starts[k] + i);
+            ck_assert_uint_eq(g.off[i], starts[k] + i);
+            ck_assert_str_eq(g.body[i], b);
+        }
+        st_stream_reader_free(&r);
+    }
+    /* a reader that stops: the callback's non-zero return ends the read after that entry */
+    st_stream_reader r = {0};
+    static got g;
+    memset(&g, 0, sizeof g);
+    g.stop_after = 3;
+    uint64_t nx;
+    ck_assert_int_eq(st_stream_read(s, &r, 100, SIZE_MAX, collect, &g, &nx, err, sizeof err), 3);
+    ck_assert_uint_eq(nx, 103);
+    /* timestamps: the first entry at or after */
+    ck_assert_uint_eq(st_stream_offset_at(s, 0), 0);
+    ck_assert_uint_eq(st_stream_offset_at(s, 777), 777);
+    ck_assert_uint_eq(st_stream_offset_at(s, 1999), 1999);
+    ck_assert_uint_eq(st_stream_offset_at(s, 5000), 2000);
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+}
+END_TEST
+
+/* A consumer given credit one message at a time: the reader goes on from where it stopped (from
+ * what it read last, across segment ends), and a jump elsewhere on the same reader still reads
+ * the right entries. */
+START_TEST(reader_goes_on_a_credit_at_a_time)
+{
+    st_stream *s = open_s(3000, 0, 0);
+    for (uint64_t i = 0; i < 700; i++) {
+        put(s, (int64_t)i, "c", i);
+        if (i % 50 == 49)
+            ck_assert_int_eq(st_stream_commit(s), 0);
+    }
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_reader r = {.cap = 512};
+    uint64_t from = 0;
+    for (int step = 0; step < 2000 && from < 700; step++) {
+        static got g;
+        memset(&g, 0, sizeof g);
+        uint64_t nx;
+        long n = st_stream_read(s, &r, from, 1, collect, &g, &nx, err, sizeof err);
+        ck_assert_msg(n == 1, "%s", err);
+        char b[32];
+        snprintf(b, sizeof b, "c%" PRIu64, from);
+        ck_assert_uint_eq(g.off[0], from);
+        ck_assert_str_eq(g.body[0], b);
+        ck_assert_uint_eq(nx, from + 1);
+        if (step == 300) {
+            /* a jump back and forth on the same reader */
+            memset(&g, 0, sizeof g);
+            ck_assert_int_eq(st_stream_read(s, &r, 17, 1, collect, &g, &nx, err, sizeof err), 1);
+            ck_assert_str_eq(g.body[0], "c17");
+        }
+        from = nx;
+    }
+    ck_assert_uint_eq(from, 700);
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+}
+END_TEST
+
+START_TEST(big_entries_and_small_reader_buffer)
+{
+    st_stream *s = open_s(0, 0, 0);
+    size_t big = 300 * 1024;
+    char *p = malloc(big);
+    for (int i = 0; i < 3; i++) {
+        memset(p, 'a' + i, big);
+        st_stream_append(s, i, p, big);
+    }
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_reader r = {.cap = 1024};
+    for (uint64_t from = 0; from < 3; from++) {
+        uint64_t nx;
+        static got g;
+        memset(&g, 0, sizeof g);
+        ck_assert_int_eq(st_stream_read(s, &r, from, SIZE_MAX, collect, &g, &nx, err, sizeof err),
+                         1);
+        ck_assert_uint_eq(g.off[0], from);
+        ck_assert_int_eq(g.body[0][0], 'a' + (int)from);
+    }
+    free(p);
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+}
+END_TEST
+
+START_TEST(reopen_recovers_and_goes_on)
+{
+    st_stream *s = open_s(2048, 0, 0);
+    for (uint64_t i = 0; i < 500; i++)
+        put(s, 100 + (int64_t)i, "r", i);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_close(s);
+    s = open_s(2048, 0, 0);
+    ck_assert_uint_eq(st_stream_first(s), 0);
+    ck_assert_uint_eq(st_stream_end(s), 500);
+    ck_assert_uint_eq(st_stream_append(s, 0, "after", 5), 500);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_reader r = {0};
+    static got g;
+    memset(&g, 0, sizeof g);
+    read_all(s, &r, 0, &g);
+    ck_assert_uint_eq(g.n, 501);
+    ck_assert_str_eq(g.body[499], "r499");
+    ck_assert_str_eq(g.body[500], "after");
+    ck_assert_int_eq(g.ts[500], 599); /* not below the recovered timestamps */
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+}
+END_TEST
+
+static char *newest_seg(char *out, size_t len)
+{
+    /* names sort by offset: the lexically greatest */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls %s | sort | tail -1", D);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(fgets(out, (int)len, f));
+    pclose(f);
+    out[strcspn(out, "\n")] = 0;
+    return out;
+}
+
+START_TEST(torn_tail_is_cut_and_older_damage_refused)
+{
+    st_stream *s = open_s(2048, 0, 0);
+    for (uint64_t i = 0; i < 300; i++)
+        put(s, 1, "t", i);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_close(s);
+    char name[64], path[400];
+    newest_seg(name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", D, name);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    /* a crash in the middle of the newest entry */
+    ck_assert_int_eq(truncate(path, st.st_size - 3), 0);
+    s = open_s(2048, 0, 0);
+    ck_assert_uint_eq(st_stream_end(s), 299);
+    ck_assert_uint_eq(st_stream_append(s, 1, "z", 1), 299);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_close(s);
+    /* damage in an older segment: refused with the file and the byte offset */
+    char first[400];
+    snprintf(first, sizeof first, "%s/%020d.seg", D, 0);
+    int fd = open(first, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, "\xff", 1, 16 + 24 + 1), 1);
+    close(fd);
+    st_stream_options o = {.segment_size = 2048, .no_sync = 1};
+    ck_assert_ptr_null(st_stream_open(D, &o, err, sizeof err));
+    ck_assert_msg(strstr(err, "00000000000000000000.seg: offset 16: checksum mismatch") != NULL,
+                  "%s", err);
+}
+END_TEST
+
+static uint64_t dir_bytes(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "du -b --apparent-size -s %s", D);
+    FILE *f = popen(cmd, "r");
+    unsigned long long v = 0;
+    ck_assert_int_eq(fscanf(f, "%llu", &v), 1);
+    pclose(f);
+    return v;
+}
+
+static uint64_t seg_files_bytes(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cat %s/*.seg | wc -c", D);
+    FILE *f = popen(cmd, "r");
+    unsigned long long v = 0;
+    ck_assert_int_eq(fscanf(f, "%llu", &v), 1);
+    pclose(f);
+    return v;
+}
+
+START_TEST(retention_by_bytes_drops_whole_segments)
+{
+    const uint64_t seg = 10000, limit = 30000;
+    st_stream *s = open_s(seg, limit, 0);
+    char body[100];
+    memset(body, 'b', sizeof body);
+    uint64_t dropped = 0;
+    for (int i = 0; i < 2000; i++) {
+        st_stream_append(s, i, body, sizeof body);
+        if (i % 10 == 9) {
+            ck_assert_int_eq(st_stream_commit(s), 0);
+            dropped += st_stream_retain(s, 0);
+            uint64_t on_disk = seg_files_bytes();
+            ck_assert_uint_le(on_disk, limit + seg);
+        }
+    }
+    ck_assert_uint_gt(dropped, 0);
+    st_stream_stats st;
+    st_stream_get_stats(s, &st);
+    ck_assert_uint_eq(st.bytes, seg_files_bytes());
+    ck_assert_uint_le(st.bytes, limit + seg);
+    /* the first offset is a segment's first: every kept segment is whole */
+    uint64_t first = st_stream_first(s);
+    ck_assert_uint_gt(first, 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/%020" PRIu64 ".seg", D, first);
+    ck_assert_int_eq(access(path, F_OK), 0);
+    /* a reader behind the first offset starts at it */
+    st_stream_reader r = {0};
+    static got g;
+    memset(&g, 0, sizeof g);
+    read_all(s, &r, 0, &g);
+    ck_assert_uint_eq(g.n, 2000 - first);
+    ck_assert_uint_eq(g.off[0], first);
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+    (void)dir_bytes;
+}
+END_TEST
+
+START_TEST(retention_by_age_keeps_the_current_segment)
+{
+    st_stream *s = open_s(4096, 0, 10000);
+    char body[200];
+    memset(body, 'a', sizeof body);
+    for (int i = 0; i < 100; i++)
+        st_stream_append(s, 1000 + i, body, sizeof body); /* old */
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    for (int i = 0; i < 5; i++)
+        st_stream_append(s, 50000, body, sizeof body); /* new, in the current segment */
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_stats before;
+    st_stream_get_stats(s, &before);
+    ck_assert_uint_gt(before.segments, 2);
+    /* at 55000 the old segments are older than 10 s; the current one never goes */
+    unsigned n = st_stream_retain(s, 55000);
+    ck_assert_uint_gt(n, 0);
+    st_stream_stats after;
+    st_stream_get_stats(s, &after);
+    ck_assert_uint_eq(after.segments + n, before.segments);
+    ck_assert_uint_ge(after.segments, 1);
+    /* nothing but the newest entries' segment(s): all that stay are not older than the limit,
+     * or the segment being written */
+    ck_assert_uint_eq(st_stream_retain(s, 55000), 0);
+    /* everything old: still the current segment stays */
+    st_stream_retain(s, 10000000);
+    st_stream_get_stats(s, &after);
+    ck_assert_uint_eq(after.segments, 1);
+    ck_assert_uint_eq(st_stream_end(s), 105);
+    st_stream_close(s);
+}
+END_TEST
+
+START_TEST(index_stays_sparse)
+{
+    st_stream *s = open_s(64u << 20, 0, 0);
+    char body[64];
+    memset(body, 'i', sizeof body);
+    for (int i = 0; i < 100000; i++)
+        st_stream_append(s, i, body, sizeof body);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_stats st;
+    st_stream_get_stats(s, &st);
+    /* 100000 x 88 bytes = 8.8 MB: one point per 64 KiB, not one per entry */
+    ck_assert_uint_le(st.index_pts, st.bytes / ST_STREAM_INDEX_EVERY + 2);
+    ck_assert_uint_eq(st.entries, 100000);
+    st_stream_close(s);
+}
+END_TEST
+
+START_TEST(batch_in_flight_keeps_appending)
+{
+    st_stream *s = open_s(0, 0, 0);
+    st_stream_append(s, 1, "a", 1);
+    st_stream_batch *b;
+    ck_assert_int_eq(st_stream_batch_begin(s, &b), 0);
+    ck_assert_ptr_nonnull(b);
+    /* appends go on while the batch is written; they are the next batch's */
+    ck_assert_uint_eq(st_stream_append(s, 2, "b", 1), 1);
+    st_stream_batch_run(b);
+    ck_assert_int_eq(st_stream_batch_end(s, b), 0);
+    ck_assert_uint_eq(st_stream_end(s), 1);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    ck_assert_uint_eq(st_stream_end(s), 2);
+    st_stream_close(s);
+}
+END_TEST
+
+START_TEST(max_age_units)
+{
+    uint64_t ms;
+    ck_assert_int_eq(st_stream_parse_age("7D", 2, &ms), 0);
+    ck_assert_uint_eq(ms, 7ull * 86400000);
+    ck_assert_int_eq(st_stream_parse_age("12h", 3, &ms), 0);
+    ck_assert_uint_eq(ms, 12ull * 3600000);
+    ck_assert_int_eq(st_stream_parse_age("30m", 3, &ms), 0);
+    ck_assert_uint_eq(ms, 30ull * 60000);
+    ck_assert_int_eq(st_stream_parse_age("10s", 3, &ms), 0);
+    ck_assert_uint_eq(ms, 10000);
+    ck_assert_int_eq(st_stream_parse_age("1Y", 2, &ms), 0);
+    ck_assert_uint_eq(ms, 365ull * 86400000);
+    ck_assert_int_eq(st_stream_parse_age("2M", 2, &ms), 0);
+    ck_assert_uint_eq(ms, 60ull * 86400000);
+    ck_assert_int_eq(st_stream_parse_age("0s", 2, &ms), -1);
+    ck_assert_int_eq(st_stream_parse_age("10", 2, &ms), -1);
+    ck_assert_int_eq(st_stream_parse_age("s", 1, &ms), -1);
+    ck_assert_int_eq(st_stream_parse_age("10x", 3, &ms), -1);
+    ck_assert_int_eq(st_stream_parse_age("10ss", 4, &ms), -1);
+    ck_assert_int_eq(st_stream_parse_age("-1s", 3, &ms), -1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("streamlog");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, offsets_timestamps_and_durable_reads);
+    tcase_add_test(tc, readers_at_their_own_offsets_across_segments);
+    tcase_add_test(tc, reader_goes_on_a_credit_at_a_time);
+    tcase_add_test(tc, big_entries_and_small_reader_buffer);
+    tcase_add_test(tc, reopen_recovers_and_goes_on);
+    tcase_add_test(tc, torn_tail_is_cut_and_older_damage_refused);
+    tcase_add_test(tc, retention_by_bytes_drops_whole_segments);
+    tcase_add_test(tc, retention_by_age_keeps_the_current_segment);
+    tcase_add_test(tc, index_stays_sparse);
+    tcase_add_test(tc, batch_in_flight_keeps_appending);
+    tcase_add_test(tc, max_age_units);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
