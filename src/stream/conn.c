@@ -238,7 +238,12 @@ void stream_conn_linger(stream_conn *c, const char *why)
 /* Whole frames from the feeder, each decoded and handled, while the state takes input. */
 static void handle_frames(stream_conn *c)
 {
-    while (reading(c) && c->state < SC_LINGER) {
+    c->held = 0;
+    while (c->state < SC_LINGER) {
+        if (!reading(c)) {
+            c->held = 1; /* frames may wait in the feeder: stream_conn_resume */
+            return;
+        }
         sp_frame f;
         int got = 0;
         sl_err e = sp_feeder_next(&c->in, &f, &got);
@@ -295,6 +300,10 @@ static void on_readable(stream_conn *c)
         return;
     }
     stream_conn_flush(c);
+    /* Handling stopped at a full output that this flush then wrote out whole: the frames
+     * still in the feeder go now, no socket event would bring them. */
+    if (c->state != SC_DEAD)
+        stream_conn_resume(c);
     /* What TLS decrypted already is not on the socket any more: come back to it soon. */
     if (c->state != SC_DEAD && c->tls && reading(c) && sl_tls_pending(c->tls))
         sl_timer_start(c->d->n->loop, &c->timer, sl_loop_now(c->d->n->loop));
@@ -302,10 +311,14 @@ static void on_readable(stream_conn *c)
 
 void stream_conn_resume(stream_conn *c)
 {
-    if (reading(c) && c->state < SC_LINGER && sp_feeder_buffered(&c->in) && c->in.err == SL_OK) {
+    /* Each round writes up to STREAM_OUT_MAX of answers; when the client reads as fast, the
+     * rest goes on from the timer, at once, so one client does not hold the loop. */
+    for (int i = 0; i < 4 && c->held && reading(c) && c->state < SC_LINGER; i++) {
         handle_frames(c);
         stream_conn_flush(c);
     }
+    if (c->state != SC_DEAD && c->held && reading(c) && c->state < SC_LINGER)
+        sl_timer_start(c->d->n->loop, &c->timer, sl_loop_now(c->d->n->loop));
 }
 
 /* The TLS handshake; once done the connection waits for PeerProperties. */
@@ -362,6 +375,8 @@ void stream_conn_rearm(stream_conn *c)
         due = 0;
     else
         due = c->deadline;
+    if (c->held && reading(c) && c->state < SC_LINGER)
+        due = sl_loop_now(c->d->n->loop); /* frames wait in the feeder: stream_conn_resume */
     if (due)
         sl_timer_start(c->d->n->loop, &c->timer, due);
     else
@@ -373,6 +388,9 @@ static void on_timer(sl_loop *loop, sl_timer *t)
 {
     stream_conn *c = t->data;
     uint64_t now = sl_loop_now(loop);
+    stream_conn_resume(c); /* frames held for a full output (may arm the timer for now) */
+    if (c->state == SC_DEAD)
+        return;
     if (c->tls && c->state != SC_TLS && reading(c) && sl_tls_pending(c->tls)) {
         on_readable(c);
         if (c->state == SC_DEAD)

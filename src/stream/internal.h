@@ -62,6 +62,7 @@ struct stream_conn {
     uint8_t loopback;             /* for loopback_users */
     uint8_t counted_open;         /* in the door's count of open connections */
     uint8_t shut_wr;
+    uint8_t held; /* frame handling stopped (full output, slow login): the feeder may hold more */
     uint8_t close_answered; /* the client answered our Close: it has read all, close at once */
     sp_feeder in;
     sl_buf out;
@@ -111,7 +112,8 @@ void stream_conn_flush(stream_conn *c);
 void stream_conn_close(stream_conn *c, uint16_t code, const char *reason);
 /* Nothing more to say: flush, then close (why: logged at info when not NULL). */
 void stream_conn_linger(stream_conn *c, const char *why);
-/* Frames already buffered are handled (input was held: a slow login, a full output). */
+/* Frames held in the feeder (for a full output, a slow login) are handled, in bounded rounds;
+ * what is left goes on from the timer. */
 void stream_conn_resume(stream_conn *c);
 /* The watch and the timer, after a change of state. */
 void stream_conn_rearm(stream_conn *c);

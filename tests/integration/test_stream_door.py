@@ -74,16 +74,85 @@ def test_handshake_open_metadata_and_close(broker_factory):
     b.assert_alive()
 
 
+def create(c, name, args=None):
+    corr = c.request(sr.CREATE, sr.s16(name) + sr.kvmap(args or {}))
+    return c.response(sr.CREATE, corr)[0]
+
+
+def delete(c, name):
+    corr = c.request(sr.DELETE, sr.s16(name))
+    return c.response(sr.DELETE, corr)[0]
+
+
+def test_create_and_delete_streams(broker_factory):
+    b, port = start(broker_factory)
+    c = sr.StreamClient(port)
+    c.connect()
+    assert create(c, "s1", {"max-length-bytes": "1000000", "max-age": "7D",
+                            "stream-max-segment-size-bytes": "500000", "unknown": "ignored"}) == sr.OK
+    assert create(c, "s1") == sr.STREAM_ALREADY_EXISTS
+    assert c.metadata("s1", "s2") == ([(0, "127.0.0.1", port)], [
+        ("s1", sr.OK, 0, []), ("s2", sr.STREAM_DOES_NOT_EXIST, 0xFFFF, [])])
+    # a stream queue as the HTTP API lists it, with the arguments Create gave
+    api = Api(b)
+    q = api.get("/api/queues/%2F/s1")[1]
+    assert q["type"] == "stream" and q["durable"] is True
+    assert q["arguments"]["x-max-length-bytes"] == 1000000 and q["arguments"]["x-max-age"] == "7D"
+    assert q["arguments"]["x-stream-max-segment-size-bytes"] == 500000
+    # refused arguments: not a number, a max-age RabbitMQ refuses
+    assert create(c, "bad", {"max-length-bytes": "lots"}) == sr.PRECONDITION_FAILED
+    assert create(c, "bad", {"max-age": "7 days"}) == sr.PRECONDITION_FAILED
+    assert api.get("/api/queues/%2F/bad")[0] == 404
+    # a classic queue's name is taken, and it is no stream
+    assert api.put("/api/queues/%2F/classic", {"durable": True})[0] == 201
+    assert create(c, "classic") == sr.STREAM_ALREADY_EXISTS
+    assert delete(c, "classic") == sr.STREAM_DOES_NOT_EXIST
+    assert c.metadata("classic")[1][0][1] == sr.STREAM_DOES_NOT_EXIST
+    assert delete(c, "s1") == sr.OK
+    assert delete(c, "s1") == sr.STREAM_DOES_NOT_EXIST
+    assert c.metadata("s1")[1][0][1] == sr.STREAM_DOES_NOT_EXIST
+    assert api.get("/api/queues/%2F/s1")[0] == 404
+    c.close()
+
+
+def test_a_created_stream_is_durable_and_served_over_amqp(broker_factory):
+    b, port = start(broker_factory)
+    c = sr.StreamClient(port)
+    c.connect()
+    assert create(c, "s") == sr.OK
+    c.close()
+    # over AMQP 0-9-1 it is a stream: publish, then read from the first offset
+    conn = b.amqp()
+    ch = conn.channel()
+    ch.basic_publish(__import__("amqp").Message(b"hello"), exchange="", routing_key="s")
+    ch.basic_qos(0, 10, False)
+    got = []
+    ch.basic_consume("s", callback=got.append, arguments={"x-stream-offset": "first"})
+    wait_for(lambda: conn.drain_events(timeout=0.2) or got, 5, interval=0)
+    assert got[0].body == b"hello" and got[0].headers["x-stream-offset"] == 0
+    conn.close()
+    # a restart keeps it
+    data_dir = b.data_dir
+    assert b.terminate() == 0
+    b2 = broker_factory(config={"listeners.stream": "0"}, data_dir=data_dir)
+    c = sr.StreamClient(port_of(b2))
+    c.connect()
+    assert c.metadata("s")[1][0][1:3] == (sr.OK, 0)
+    c.close()
+
+
 def test_commands_that_wait_for_the_engine_answer_clearly(broker_factory):
     b, port = start(broker_factory)
     c = sr.StreamClient(port)
     c.connect()
-    corr = c.request(sr.CREATE, sr.s16("s") + sr.kvmap({}))
-    assert c.response(sr.CREATE, corr)[0] == sr.PRECONDITION_FAILED
-    corr = c.request(sr.DELETE, sr.s16("s"))
-    assert c.response(sr.DELETE, corr)[0] == sr.STREAM_DOES_NOT_EXIST
     corr = c.request(sr.DECLARE_PUBLISHER, struct.pack(">B", 7) + sr.s16("ref") + sr.s16("s"))
     assert c.response(sr.DECLARE_PUBLISHER, corr)[0] == sr.STREAM_DOES_NOT_EXIST
+    assert create(c, "s") == sr.OK
+    corr = c.request(sr.DECLARE_PUBLISHER, struct.pack(">B", 7) + sr.s16("ref") + sr.s16("s"))
+    assert c.response(sr.DECLARE_PUBLISHER, corr)[0] == sr.PRECONDITION_FAILED  # not wired
+    corr = c.request(0x05, sr.s16("ref") + sr.s16("s"))  # QueryPublisherSequence
+    code, r = c.response(0x05, corr)
+    assert code == sr.OK and r.take(">Q") == 0  # nobody published here
     # Publish to a publisher that was never declared: PublishError for each message
     c.send(sr.PUBLISH, struct.pack(">Bi", 7, 2) + struct.pack(">Q", 10) + sr.b32(b"a")
            + struct.pack(">Q", 11) + sr.b32(b"b"))
@@ -404,3 +473,4 @@ def test_slow_password_hashes_are_checked_off_the_loop(broker_factory):
     c.close()
     assert other.metadata("x")[1][0][1] == sr.STREAM_DOES_NOT_EXIST
     b.assert_alive()
+
