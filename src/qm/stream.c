@@ -4,7 +4,9 @@
  *
  * An entry's payload is the message as a door needs it to deliver it again:
  *     exchange_len:u8, exchange, routing_key_len:u8, routing_key, props_len:u32 (LE), props, body
- * The entry's timestamp is the wall clock at the append.
+ * The entry's timestamp is the wall clock at the append. An AMQP 1.0 message from the stream
+ * protocol door has props_len 0xFFFFFFFF (no 0-9-1 properties can be that long) and the message
+ * as it came for body.
  *
  * Invariants: a stream queue never has ready, locked or paged positions (n_ready stays 0);
  * consumers have no unsettled positions: a delivery settles nothing, and each consumer's
@@ -116,9 +118,31 @@ sl_err qm_stream_append(qm_queue *q, const qm_message *m)
     return SL_OK;
 }
 
+#define AMQP10_MARK 0xFFFFFFFFu
+
+sl_err qm_stream_append_amqp10(qm_queue *q, const uint8_t *msg, size_t len, uint64_t *offset)
+{
+    uint8_t hdr[2] = {0, 0}; /* exchange "" (length 0), then the routing key's length */
+    size_t nl = strlen(q->name) > 255 ? 255 : strlen(q->name);
+    uint8_t mark[4];
+    sl_put_le32(mark, AMQP10_MARK);
+    hdr[1] = (uint8_t)nl;
+    st_stream_iov v[4] = {{hdr, 2}, {q->name, nl}, {mark, 4}, {msg, len}};
+    *offset = st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, 4);
+    q->stat_published++;
+    if (qm_persist && qm_persist->stream_appended)
+        QM_PERSIST(stream_appended, q);
+    else if (st_stream_commit(q->stream) == 0)
+        qm_queue_schedule_dispatch(q);
+    else
+        return SL_ERR_INTERNAL;
+    return SL_OK;
+}
+
 int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out)
 {
     size_t at = 0;
+    out->amqp10 = 0;
     if (len < 1)
         return -1;
     size_t xl = p[at++];
@@ -133,6 +157,14 @@ int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out)
     at += rl;
     size_t pl = sl_le32(p + at);
     at += 4;
+    if (pl == AMQP10_MARK) {
+        out->amqp10 = 1;
+        out->props = p + at;
+        out->props_len = 0;
+        out->body = p + at;
+        out->body_len = len - at;
+        return 0;
+    }
     if (len - at < pl)
         return -1;
     out->props = p + at;
@@ -184,6 +216,11 @@ void qm_stream_dispatch(qm_queue *q)
     st_stream *s = q->stream;
     uint64_t end = st_stream_end(s);
     for (qm_consumer *c = q->consumers; c; c = c->next) {
+        if (c->ops->stream_ready) {
+            if (c->st_next < end)
+                c->ops->stream_ready(c);
+            continue;
+        }
         if (!c->ops->deliver_entry)
             continue;
         if (!c->st_reader && c->st_next < end) {

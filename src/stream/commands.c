@@ -13,21 +13,13 @@
  *               with this node as leader and no replicas, or STREAM_DOES_NOT_EXIST;
  *   ExchangeCommandVersions   the codec's versions (sp_cmd_versions).
  *
- * Not wired yet (publishing and subscribing over this door): after the permission RabbitMQ
- * checks first (ACCESS_REFUSED), a stream that does not exist gets RabbitMQ's answer for it,
- * one that exists PRECONDITION_FAILED with a log line, so a client sees a clear code and never
- * waits:
- *   DeclarePublisher                      write      -> STREAM_DOES_NOT_EXIST / not wired
- *   Subscribe, QueryOffset, StreamStats   read       -> STREAM_DOES_NOT_EXIST / not wired
- *   QueryPublisherSequence                read       -> STREAM_DOES_NOT_EXIST / OK 0 (nobody
- *                                                       published over this door)
- *   StoreOffset                           read       -> no answer (RabbitMQ sends none)
+ *   Publishers (publish.c), subscriptions (subscribe.c), offsets and StreamStats (tracking.c).
+ *
+ * Not wired yet (super streams): after the permission RabbitMQ checks first (ACCESS_REFUSED),
  *   CreateSuperStream                     configure  -> PRECONDITION_FAILED
- *   DeleteSuperStream                     configure  -> STREAM_DOES_NOT_EXIST
+ *   DeleteSuperStream                     configure  -> STREAM_DOES_NOT_EXIST, or
+ *                                                       PRECONDITION_FAILED (logged)
  *   Route, Partitions, ResolveOffsetSpec             -> STREAM_DOES_NOT_EXIST
- *   Publish                                          -> PublishError PUBLISHER_DOES_NOT_EXIST
- *   DeletePublisher                                  -> PUBLISHER_DOES_NOT_EXIST
- *   Unsubscribe, Credit                              -> SUBSCRIPTION_ID_DOES_NOT_EXIST
  * docs/stream-protocol.md keeps the table of what is wired. A command only the server sends
  * (Deliver, PublishConfirm, ...) closes the connection with UNKNOWN_FRAME; answers to
  * commands the server never sent (ConsumerUpdate: no subscription yet) are ignored.
@@ -54,7 +46,7 @@ void stream_reply_code(stream_conn *c, uint16_t key, uint32_t corr, uint16_t cod
 }
 
 /* RabbitMQ checks a stream as a queue of that name: SP_OK, or SP_ACCESS_REFUSED (logged). */
-static uint16_t check(stream_conn *c, sp_str name, acc_perm perm)
+uint16_t stream_check(stream_conn *c, sp_str name, acc_perm perm)
 {
     char err[600];
     if (name.null)
@@ -68,7 +60,7 @@ static uint16_t check(stream_conn *c, sp_str name, acc_perm perm)
 }
 
 /* The stream of that name in the connection's vhost: a queue of type stream, or NULL. */
-static qm_queue *find_stream(stream_conn *c, sp_str name)
+qm_queue *stream_find(stream_conn *c, sp_str name)
 {
     if (name.null)
         return NULL;
@@ -85,7 +77,7 @@ static void metadata(stream_conn *c, const sp_cmd *m)
         st[i].name = m->u.metadata.streams.v[i];
         /* one node holds every stream: it leads each, with no replicas (streams are not
          * replicated in a cluster yet: docs/streams.md) */
-        int found = find_stream(c, st[i].name) != NULL;
+        int found = stream_find(c, st[i].name) != NULL;
         st[i].code = found ? SP_OK : SP_STREAM_DOES_NOT_EXIST;
         st[i].leader = found ? 0 : 0xFFFF;
     }
@@ -181,7 +173,7 @@ static uint16_t code_for(sl_err e)
 static void create(stream_conn *c, const sp_cmd *m)
 {
     sp_str name = m->u.create.stream;
-    uint16_t code = check(c, name, ACC_CONFIGURE);
+    uint16_t code = stream_check(c, name, ACC_CONFIGURE);
     char err[600] = "";
     qm_vhost *vh = qm_vhost_find(c->d->n->qm, c->vhost, strlen(c->vhost));
     if (code == SP_OK && (!vh || !name.len || name.len > 255))
@@ -226,8 +218,8 @@ static void create(stream_conn *c, const sp_cmd *m)
 static void delete_stream(stream_conn *c, const sp_cmd *m)
 {
     sp_str name = m->u.delete_stream.stream;
-    uint16_t code = check(c, name, ACC_CONFIGURE);
-    qm_queue *q = code == SP_OK ? find_stream(c, name) : NULL;
+    uint16_t code = stream_check(c, name, ACC_CONFIGURE);
+    qm_queue *q = code == SP_OK ? stream_find(c, name) : NULL;
     if (code == SP_OK && !q)
         code = SP_STREAM_DOES_NOT_EXIST;
     if (q) {
@@ -265,31 +257,12 @@ static void command_versions(stream_conn *c, const sp_cmd *m)
     stream_conn_send(c, &r);
 }
 
-static void publish_error(stream_conn *c, const sp_cmd *m)
-{
-    uint32_t n = m->u.publish.n;
-    if (!n)
-        return;
-    sp_publishing_error *errs = sl_xmalloc(n * sizeof *errs);
-    for (uint32_t i = 0; i < n; i++)
-        errs[i] =
-            (sp_publishing_error){m->u.publish.msgs[i].publishing_id, SP_PUBLISHER_DOES_NOT_EXIST};
-    sp_cmd r = {.key = SP_PUBLISH_ERROR, .version = 1};
-    r.u.publish_error.publisher_id = m->u.publish.publisher_id;
-    r.u.publish_error.errs = errs;
-    r.u.publish_error.n = n;
-    stream_conn_send(c, &r);
-    sl_free(errs);
-}
-
 /* A stream command the engine would serve: the permission first, then "no such stream". */
 static void no_stream(stream_conn *c, const sp_cmd *m, sp_str name, acc_perm perm)
 {
-    uint16_t code = check(c, name, perm);
-    if (code == SP_OK && !find_stream(c, name))
+    uint16_t code = stream_check(c, name, perm);
+    if (code == SP_OK && !stream_find(c, name))
         code = SP_STREAM_DOES_NOT_EXIST;
-    else if (code == SP_OK && m->key == SP_QUERY_PUBLISHER_SEQUENCE)
-        code = SP_OK; /* no publisher has published over this door: its sequence is 0 */
     else if (code == SP_OK) {
         sl_warn("stream connection %s: %s on stream '%.*s' refused: not wired to the stream "
                 "engine yet",
@@ -302,7 +275,7 @@ static void no_stream(stream_conn *c, const sp_cmd *m, sp_str name, acc_perm per
 
 static void cannot_create(stream_conn *c, const sp_cmd *m, sp_str name)
 {
-    uint16_t code = check(c, name, ACC_CONFIGURE);
+    uint16_t code = stream_check(c, name, ACC_CONFIGURE);
     if (code == SP_OK) {
         sl_warn("stream connection %s: %s of '%.*s' refused: the stream engine is not built yet",
                 c->name, sp_key_name(m->key), (int)name.len, (const char *)name.p);
@@ -314,7 +287,7 @@ static void cannot_create(stream_conn *c, const sp_cmd *m, sp_str name)
 void stream_open_command(stream_conn *c, const sp_cmd *m)
 {
     if (m->response)
-        return; /* a ConsumerUpdate answer (no subscription asks yet), a stray Tune answer */
+        return; /* a ConsumerUpdate answer (the door never asks), a stray Tune answer */
     switch (m->key) {
     case SP_METADATA:
         metadata(c, m);
@@ -335,47 +308,40 @@ void stream_open_command(stream_conn *c, const sp_cmd *m)
         no_stream(c, m, m->u.delete_super_stream.name, ACC_CONFIGURE);
         return;
     case SP_DECLARE_PUBLISHER:
-        no_stream(c, m, m->u.declare_publisher.stream, ACC_WRITE);
+        stream_declare_publisher(c, m);
         return;
-    case SP_SUBSCRIBE:
-        no_stream(c, m, m->u.subscribe.stream, ACC_READ);
+    case SP_PUBLISH:
+        stream_publish(c, m);
         return;
-    case SP_QUERY_OFFSET:
-        no_stream(c, m, m->u.query_offset.stream, ACC_READ);
+    case SP_DELETE_PUBLISHER:
+        stream_delete_publisher(c, m);
         return;
     case SP_QUERY_PUBLISHER_SEQUENCE:
-        no_stream(c, m, m->u.query_publisher_sequence.stream, ACC_READ);
+        stream_query_publisher_sequence(c, m);
         return;
-    case SP_STREAM_STATS:
-        no_stream(c, m, m->u.stream_stats.stream, ACC_READ);
+    case SP_SUBSCRIBE:
+        stream_subscribe(c, m);
+        return;
+    case SP_CREDIT:
+        stream_credit(c, m);
+        return;
+    case SP_UNSUBSCRIBE:
+        stream_unsubscribe(c, m);
         return;
     case SP_STORE_OFFSET:
-        (void)check(c, m->u.store_offset.stream, ACC_READ); /* logged; no answer either way */
+        stream_store_offset(c, m);
+        return;
+    case SP_QUERY_OFFSET:
+        stream_query_offset(c, m);
+        return;
+    case SP_STREAM_STATS:
+        stream_stream_stats(c, m);
         return;
     case SP_ROUTE:
     case SP_PARTITIONS:
     case SP_RESOLVE_OFFSET_SPEC:
         stream_reply_code(c, m->key, m->corr, SP_STREAM_DOES_NOT_EXIST);
         return;
-    case SP_PUBLISH:
-        publish_error(c, m);
-        return;
-    case SP_DELETE_PUBLISHER:
-        stream_reply_code(c, m->key, m->corr, SP_PUBLISHER_DOES_NOT_EXIST);
-        return;
-    case SP_UNSUBSCRIBE:
-        stream_reply_code(c, m->key, m->corr, SP_SUBSCRIPTION_ID_DOES_NOT_EXIST);
-        return;
-    case SP_CREDIT: {
-        /* RabbitMQ answers Credit only when it fails */
-        sp_cmd r = {.key = SP_CREDIT,
-                    .response = 1,
-                    .version = 1,
-                    .code = SP_SUBSCRIPTION_ID_DOES_NOT_EXIST};
-        r.u.credit_resp.subscription_id = m->u.credit.subscription_id;
-        stream_conn_send(c, &r);
-        return;
-    }
     default: {
         char why[120];
         snprintf(why, sizeof why, "unexpected %s from a client", sp_key_name(m->key));

@@ -81,6 +81,8 @@ stream_conn *stream_conn_new(stream_door *d, int fd, const struct sockaddr_stora
 void stream_conn_free(stream_conn *c)
 {
     stream_login_cancel(c);
+    stream_subs_free(c);
+    stream_publishers_free(c);
     sl_timer_stop(c->d->n->loop, &c->timer);
     if (c->tls)
         sl_tls_free(c->tls);
@@ -111,6 +113,7 @@ void stream_conn_kill(stream_conn *c, const char *why)
     close(c->fd);
     c->fd = -1;
     c->state = SC_DEAD;
+    stream_subs_free(c); /* off their queues now: the engine's dispatch never sees a dead one */
     stream_door_retire(c->d, c);
 }
 
@@ -190,6 +193,9 @@ void stream_conn_flush(stream_conn *c)
         return;
     }
     sl_buf_compact(&c->out);
+    /* subscriptions stopped for a full output go on from the timer once it has room */
+    if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2)
+        sl_timer_start(c->d->n->loop, &c->timer, sl_loop_now(c->d->n->loop));
     if (c->state == SC_LINGER && c->close_answered && !sl_buf_unread(&c->out)) {
         stream_conn_kill(c, NULL); /* the client read our Close: nothing is left to wait for */
         return;
@@ -377,6 +383,8 @@ void stream_conn_rearm(stream_conn *c)
         due = c->deadline;
     if (c->held && reading(c) && c->state < SC_LINGER)
         due = sl_loop_now(c->d->n->loop); /* frames wait in the feeder: stream_conn_resume */
+    if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2)
+        due = sl_loop_now(c->d->n->loop); /* deliveries wait for room: stream_subs_pump */
     if (due)
         sl_timer_start(c->d->n->loop, &c->timer, due);
     else
@@ -391,6 +399,12 @@ static void on_timer(sl_loop *loop, sl_timer *t)
     stream_conn_resume(c); /* frames held for a full output (may arm the timer for now) */
     if (c->state == SC_DEAD)
         return;
+    if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2) {
+        stream_subs_pump(c);
+        stream_conn_flush(c);
+        if (c->state == SC_DEAD)
+            return;
+    }
     if (c->tls && c->state != SC_TLS && reading(c) && sl_tls_pending(c->tls)) {
         on_readable(c);
         if (c->state == SC_DEAD)

@@ -47,10 +47,50 @@ static void free_dead(stream_door *d)
 
 /* ---- the node's hooks ---- */
 
+void stream_door_dirty(stream_door *d, stream_conn *c)
+{
+    if (c->dirty || c->state == SC_DEAD)
+        return;
+    c->dirty = 1;
+    c->dirty_next = d->dirty;
+    d->dirty = c;
+}
+
+/* Flush what deliveries and confirms wrote outside the frame handlers. A flush may kill its
+ * connection: it then only moves to the dead list, freed after this. */
+static void flush_dirty(stream_door *d)
+{
+    for (int round = 0; round < 4 && d->dirty; round++) {
+        stream_conn *list = d->dirty;
+        d->dirty = NULL;
+        while (list) {
+            stream_conn *c = list;
+            list = c->dirty_next;
+            c->dirty = 0;
+            c->dirty_next = NULL;
+            if (c->state != SC_DEAD)
+                stream_conn_flush(c);
+        }
+    }
+}
+
 static int turn(void *ctx)
 {
+    flush_dirty(ctx);
     free_dead(ctx);
     return 0;
+}
+
+/* A store generation became durable: the PublishConfirms it covers go out. */
+static void released(void *ctx)
+{
+    stream_door *d = ctx;
+    for (stream_conn *c = d->conns; c; c = c->next)
+        if (c->cf_head && c->state != SC_DEAD) {
+            stream_confirms_released(c);
+            stream_door_dirty(d, c);
+        }
+    flush_dirty(d);
 }
 
 static void close_listeners(stream_door *d)
@@ -129,7 +169,11 @@ static void stop(void *ctx)
     stream_door *d = ctx;
     while (d->conns)
         stream_conn_kill(d->conns, NULL);
+    for (stream_conn *c = d->dirty; c; c = c->dirty_next)
+        c->dirty = 0;
+    d->dirty = NULL;
     free_dead(d);
+    stream_track_free(d);
     close_listeners(d);
     sl_tls_ctx_free(d->tls_ctx); /* after every connection's stream */
     sl_free(d);
@@ -217,6 +261,7 @@ stream_door *stream_start(sl_node *n, char *err, size_t errlen)
     node_part part = {.name = "stream",
                       .ctx = d,
                       .turn = turn,
+                      .released = released,
                       .shutdown = shutdown_door,
                       .live = live,
                       .close_user = close_user,

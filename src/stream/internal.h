@@ -16,10 +16,12 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "access/access.h"
 #include "core/buf.h"
 #include "net/accept.h"
 #include "net/loop.h"
 #include "node/node.h"
+#include "qm/qm.h"
 #include "stream/stream.h"
 #include "streamproto/cmd.h"
 #include "streamproto/frame.h"
@@ -48,6 +50,10 @@ enum stream_state {
 };
 
 typedef struct stream_conn stream_conn;
+struct stream_pub;
+struct stream_sub;
+struct stream_confirm;
+struct sl_map;
 
 struct stream_conn {
     stream_door *d;
@@ -79,6 +85,15 @@ struct stream_conn {
     char *login_user;
     uint8_t *login_hash;
     size_t login_hash_len;
+    /* publishers and subscriptions by their ids (publish.c, subscribe.c) */
+    struct stream_pub *pubs[256];
+    struct stream_sub *subs[256];
+    size_t n_pubs, n_subs;
+    /* PublishConfirms waiting for their store generation, oldest first (publish.c) */
+    struct stream_confirm *cf_head, *cf_tail;
+    uint8_t sub_wait; /* a subscription with credit stopped for a full output: pump later */
+    uint8_t dirty;    /* output written outside a frame handler: on the door's dirty list */
+    stream_conn *dirty_next;
 };
 
 struct stream_door {
@@ -94,6 +109,10 @@ struct stream_door {
     size_t n_conns;
     stream_conn *dead; /* killed this turn, freed by the turn hook */
     uint64_t next_id;
+    stream_conn *dirty; /* deliveries and confirms written this turn, flushed by the turn hook */
+    /* Server-side tracking by reference (tracking.c): publishers' sequences and consumers'
+     * offsets, keyed by the stream's incarnation, the kind and the reference. */
+    struct sl_map *tracking;
 };
 
 /* ---- door.c ---- */
@@ -124,10 +143,46 @@ void stream_handle(stream_conn *c, const sp_cmd *m);
 /* A slow login's connection goes: its check is cancelled. */
 void stream_login_cancel(stream_conn *c);
 
+/* Output written outside a frame handler (a delivery, a confirm): flushed at the turn's end. */
+void stream_door_dirty(stream_door *d, stream_conn *c);
+
 /* ---- commands.c ---- */
 /* A request after Open. */
 void stream_open_command(stream_conn *c, const sp_cmd *m);
 /* Reply helper: a response of key with corr and code and nothing else. */
 void stream_reply_code(stream_conn *c, uint16_t key, uint32_t corr, uint16_t code);
+/* SP_OK, or SP_ACCESS_REFUSED (logged): the user's perm on the stream as a queue. */
+uint16_t stream_check(stream_conn *c, sp_str name, acc_perm perm);
+/* The stream of that name in the connection's vhost (a queue of type stream), or NULL. */
+qm_queue *stream_find(stream_conn *c, sp_str name);
+
+/* ---- publish.c: DeclarePublisher, Publish, PublishConfirm/Error, DeletePublisher,
+ * QueryPublisherSequence ---- */
+void stream_declare_publisher(stream_conn *c, const sp_cmd *m);
+void stream_publish(stream_conn *c, const sp_cmd *m);
+void stream_delete_publisher(stream_conn *c, const sp_cmd *m);
+void stream_query_publisher_sequence(stream_conn *c, const sp_cmd *m);
+/* A store generation became durable: the confirms it covers go out. */
+void stream_confirms_released(stream_conn *c);
+void stream_publishers_free(stream_conn *c);
+
+/* ---- subscribe.c: Subscribe, Credit, Deliver, Unsubscribe ---- */
+void stream_subscribe(stream_conn *c, const sp_cmd *m);
+void stream_credit(stream_conn *c, const sp_cmd *m);
+void stream_unsubscribe(stream_conn *c, const sp_cmd *m);
+/* Deliver what the subscriptions have credit for, while the output has room. */
+void stream_subs_pump(stream_conn *c);
+/* Detach and free every subscription (the connection goes). */
+void stream_subs_free(stream_conn *c);
+
+/* ---- tracking.c: StoreOffset, QueryOffset, StreamStats, the reference table ---- */
+enum stream_track_kind { STREAM_TRACK_PUBLISHER = 'p', STREAM_TRACK_OFFSET = 'o' };
+/* The tracked value of reference on q: 1 with *v, 0 when none. */
+int stream_track_get(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t *v);
+void stream_track_set(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t v);
+void stream_track_free(stream_door *d);
+void stream_store_offset(stream_conn *c, const sp_cmd *m);
+void stream_query_offset(stream_conn *c, const sp_cmd *m);
+void stream_stream_stats(stream_conn *c, const sp_cmd *m);
 
 #endif

@@ -3,16 +3,48 @@ frames packed with struct, one request at a time, nothing hidden. Big-endian; a 
 size:u32 key:u16 version:u16 body; strings int16-length, maps int32 count of string pairs."""
 import socket
 import struct
+import zlib
 
 PEER_PROPERTIES, SASL_HANDSHAKE, SASL_AUTHENTICATE, TUNE, OPEN, CLOSE, HEARTBEAT = (
     0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17)
 DECLARE_PUBLISHER, PUBLISH, PUBLISH_ERROR, CREATE, DELETE, METADATA = 0x01, 0x02, 0x04, 0x0d, 0x0e, 0x0f
 EXCHANGE_COMMAND_VERSIONS = 0x1b
+PUBLISH_CONFIRM, QUERY_PUBLISHER_SEQUENCE, DELETE_PUBLISHER = 0x03, 0x05, 0x06
+SUBSCRIBE, DELIVER, CREDIT, STORE_OFFSET, QUERY_OFFSET, UNSUBSCRIBE = 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c
+METADATA_UPDATE, STREAM_STATS = 0x10, 0x1c
+FIRST, LAST, NEXT, OFFSET, TIMESTAMP = 1, 2, 3, 4, 5
 RESPONSE = 0x8000
 OK, STREAM_DOES_NOT_EXIST, STREAM_ALREADY_EXISTS = 0x01, 0x02, 0x05
 SASL_MECHANISM_NOT_SUPPORTED, AUTHENTICATION_FAILURE = 0x07, 0x08
 SASL_ERROR, VIRTUAL_HOST_ACCESS_FAILURE, UNKNOWN_FRAME, FRAME_TOO_LARGE = 0x09, 0x0c, 0x0d, 0x0e
 ACCESS_REFUSED, PRECONDITION_FAILED, PUBLISHER_DOES_NOT_EXIST = 0x10, 0x11, 0x12
+SUBSCRIPTION_ID_ALREADY_EXISTS, SUBSCRIPTION_ID_DOES_NOT_EXIST = 0x03, 0x04
+STREAM_NOT_AVAILABLE, NO_OFFSET = 0x06, 0x13
+
+
+def amqp10(body):
+    """An AMQP 1.0 message of one data section (what stream clients publish)."""
+    return b"\x00\x53\x75\xb0" + struct.pack(">I", len(body)) + body
+
+
+def parse_chunk(r):
+    """A Deliver's OSIRIS chunk (after the subscription id): (header dict, [entry bytes]).
+    Checks the magic, the CRC and that the entries fill the data exactly."""
+    (mv, ctype, n_entries, n_records, ts, epoch, chunk_id, crc, data_len, trailer_len,
+     bloom) = r.take(">BBHIqQQIIIB")
+    r.take(">3s")
+    data = r.b[r.i:r.i + data_len]
+    r.i += data_len
+    assert mv == 0x50 and ctype == 0 and len(data) == data_len
+    assert zlib.crc32(data) == crc
+    entries, i = [], 0
+    while i < len(data):
+        (size,) = struct.unpack_from(">I", data, i)
+        assert not size & 0x80000000  # simple entries only
+        entries.append(data[i + 4:i + 4 + size])
+        i += 4 + size
+    assert i == len(data) and len(entries) == n_entries == n_records
+    return {"chunk_id": chunk_id, "ts": ts, "epoch": epoch}, entries
 
 
 def s16(v):
@@ -170,8 +202,11 @@ class StreamClient:
         return brokers, out
 
     def close_request(self, code=OK, reason="bye"):
+        """Close; Delivers and PublishConfirms still on the way before the answer are dropped."""
         c = self.request(CLOSE, struct.pack(">H", code) + s16(reason))
-        return self.response(CLOSE, c)[0]
+        r = self.expect(CLOSE | RESPONSE, skip=(HEARTBEAT, 0x08, 0x03))
+        assert r.take(">I") == c
+        return r.take(">H")
 
     def server_close(self):
         """The server's Close: (code, reason), answered with OK as a client does."""
@@ -179,3 +214,85 @@ class StreamClient:
         corr, code, reason = r.take(">I"), r.take(">H"), r.str()
         self.send(CLOSE | RESPONSE, struct.pack(">IH", corr, OK))
         return code, reason
+
+    # -- publishing and consuming -------------------------------------------
+    def declare_publisher(self, pid, stream, ref=None):
+        c = self.request(DECLARE_PUBLISHER, struct.pack(">B", pid) + s16(ref) + s16(stream))
+        return self.response(DECLARE_PUBLISHER, c)[0]
+
+    def publish(self, pid, msgs, version=1):
+        """msgs: [(publishing id, bytes)]."""
+        body = struct.pack(">Bi", pid, len(msgs))
+        for pub_id, m in msgs:
+            body += struct.pack(">Q", pub_id) + (s16(None) if version == 2 else b"") + b32(m)
+        self.send(PUBLISH, body, version)
+
+    def confirms(self, pid, n, skip=(HEARTBEAT,)):
+        """Read PublishConfirms of publisher pid until n publishing ids came: the ids."""
+        ids = []
+        while len(ids) < n:
+            r = self.expect(PUBLISH_CONFIRM, skip)
+            assert r.take(">B") == pid
+            ids += [r.take(">Q") for _ in range(r.take(">i"))]
+        return ids
+
+    def publish_errors(self):
+        r = self.expect(PUBLISH_ERROR)
+        pid = r.take(">B")
+        return pid, [(r.take(">Q"), r.take(">H")) for _ in range(r.take(">i"))]
+
+    def query_publisher_sequence(self, stream, ref):
+        c = self.request(QUERY_PUBLISHER_SEQUENCE, s16(ref) + s16(stream))
+        code, r = self.response(QUERY_PUBLISHER_SEQUENCE, c)
+        return code, r.take(">Q")
+
+    def delete_publisher(self, pid):
+        c = self.request(DELETE_PUBLISHER, struct.pack(">B", pid))
+        return self.response(DELETE_PUBLISHER, c)[0]
+
+    def subscribe(self, sid, stream, kind=FIRST, value=None, credit=10, props=None):
+        spec = struct.pack(">H", kind)
+        if kind == OFFSET:
+            spec += struct.pack(">Q", value)
+        elif kind == TIMESTAMP:
+            spec += struct.pack(">q", value)
+        body = struct.pack(">B", sid) + s16(stream) + spec + struct.pack(">H", credit)
+        if props is not None:
+            body += kvmap(props)
+        c = self.request(SUBSCRIBE, body)
+        return self.response(SUBSCRIBE, c)[0]
+
+    def deliver(self):
+        """The next Deliver: (subscription id, chunk header, [entries])."""
+        r = self.expect(DELIVER)
+        sid = r.take(">B")
+        hdr, entries = parse_chunk(r)
+        return sid, hdr, entries
+
+    def messages(self, n):
+        """Read Delivers until n messages came: [(offset, entry bytes)]."""
+        out = []
+        while len(out) < n:
+            _, hdr, entries = self.deliver()
+            out += [(hdr["chunk_id"] + i, e) for i, e in enumerate(entries)]
+        return out
+
+    def credit(self, sid, n):
+        self.send(CREDIT, struct.pack(">BH", sid, n))
+
+    def unsubscribe(self, sid):
+        c = self.request(UNSUBSCRIBE, struct.pack(">B", sid))
+        return self.response(UNSUBSCRIBE, c)[0]
+
+    def store_offset(self, stream, ref, offset):
+        self.send(STORE_OFFSET, s16(ref) + s16(stream) + struct.pack(">Q", offset))
+
+    def query_offset(self, stream, ref):
+        c = self.request(QUERY_OFFSET, s16(ref) + s16(stream))
+        code, r = self.response(QUERY_OFFSET, c)
+        return code, r.take(">Q")
+
+    def stream_stats(self, stream):
+        c = self.request(STREAM_STATS, s16(stream))
+        code, r = self.response(STREAM_STATS, c)
+        return code, {r.str(): r.take(">q") for _ in range(r.take(">i"))}

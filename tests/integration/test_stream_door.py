@@ -6,6 +6,7 @@ import re
 import socket
 import ssl
 import struct
+import time
 
 import pytest
 
@@ -141,27 +142,254 @@ def test_a_created_stream_is_durable_and_served_over_amqp(broker_factory):
     c.close()
 
 
-def test_commands_that_wait_for_the_engine_answer_clearly(broker_factory):
-    b, port = start(broker_factory)
+def opened(port, **kw):
     c = sr.StreamClient(port)
-    c.connect()
-    corr = c.request(sr.DECLARE_PUBLISHER, struct.pack(">B", 7) + sr.s16("ref") + sr.s16("s"))
-    assert c.response(sr.DECLARE_PUBLISHER, corr)[0] == sr.STREAM_DOES_NOT_EXIST
-    assert create(c, "s") == sr.OK
-    corr = c.request(sr.DECLARE_PUBLISHER, struct.pack(">B", 7) + sr.s16("ref") + sr.s16("s"))
-    assert c.response(sr.DECLARE_PUBLISHER, corr)[0] == sr.PRECONDITION_FAILED  # not wired
-    corr = c.request(0x05, sr.s16("ref") + sr.s16("s"))  # QueryPublisherSequence
-    code, r = c.response(0x05, corr)
-    assert code == sr.OK and r.take(">Q") == 0  # nobody published here
-    # Publish to a publisher that was never declared: PublishError for each message
-    c.send(sr.PUBLISH, struct.pack(">Bi", 7, 2) + struct.pack(">Q", 10) + sr.b32(b"a")
-           + struct.pack(">Q", 11) + sr.b32(b"b"))
-    r = c.expect(sr.PUBLISH_ERROR)
-    assert r.take(">B") == 7 and r.take(">i") == 2
-    assert [(r.take(">Q"), r.take(">H")) for _ in range(2)] == [
-        (10, sr.PUBLISHER_DOES_NOT_EXIST), (11, sr.PUBLISHER_DOES_NOT_EXIST)]
+    c.connect(**kw)
+    return c
+
+
+def test_publish_confirm_and_subscribe_from_every_offset_spec(broker_factory):
+    b, port = start(broker_factory)
+    p = opened(port)
+    assert create(p, "s") == sr.OK
+    assert p.declare_publisher(1, "s") == sr.OK
+    p.publish(1, [(1, sr.amqp10(b"m0")), (2, sr.amqp10(b"m1")), (3, sr.amqp10(b"m2"))])
+    assert p.confirms(1, 3) == [1, 2, 3]
+    # first: everything, stored as published (the AMQP 1.0 bytes), numbered from 0
+    c = opened(port)
+    assert c.subscribe(1, "s", sr.FIRST, credit=10) == sr.OK
+    assert c.messages(3) == [(i, sr.amqp10(b"m%d" % i)) for i in range(3)]
+    # what comes later goes to the subscription as it is committed
+    p.publish(1, [(4, sr.amqp10(b"m3")), (5, sr.amqp10(b"m4"))])
+    assert p.confirms(1, 2) == [4, 5]
+    got = c.messages(2)
+    assert got == [(3, sr.amqp10(b"m3")), (4, sr.amqp10(b"m4"))]
+    # offset: from that one on
+    assert c.subscribe(2, "s", sr.OFFSET, 1, credit=10) == sr.OK
+    assert [o for o, _ in c.messages(4)] == [1, 2, 3, 4]
+    # last: the newest chunk (the group commit that stored m3 and m4, or m4 alone)
+    c2 = opened(port)
+    assert c2.subscribe(1, "s", sr.LAST, credit=10) == sr.OK
+    _, hdr, entries = c2.deliver()
+    assert hdr["chunk_id"] in (3, 4) and hdr["chunk_id"] + len(entries) == 5
+    # timestamp: from the first entry at or after it (m3's chunk's timestamp: m3 or before)
+    ts3 = hdr["ts"]
+    assert c2.subscribe(2, "s", sr.TIMESTAMP, ts3, credit=10) == sr.OK
+    first = c2.messages(1)[0][0]
+    assert first <= hdr["chunk_id"]
+    # next, and a timestamp in the future: only what comes after
+    c3 = opened(port)
+    assert c3.subscribe(1, "s", sr.NEXT, credit=10) == sr.OK
+    assert c3.subscribe(2, "s", sr.TIMESTAMP, int(time.time() * 1000) + 3600_000,
+                        credit=10) == sr.OK
+    p.publish(1, [(6, sr.amqp10(b"m5"))])
+    assert p.confirms(1, 1) == [6]
+    seen = {}
+    for _ in range(2):
+        sid, hdr, entries = c3.deliver()
+        seen[sid] = (hdr["chunk_id"], entries)
+    assert seen == {1: (5, [sr.amqp10(b"m5")]), 2: (5, [sr.amqp10(b"m5")])}
+    # an offset past the end waits for it, like next
+    assert c3.subscribe(3, "s", sr.OFFSET, 1000, credit=10) == sr.OK
+    assert c3.stream_stats("s")[0] == sr.OK  # answered, no Deliver before it
+    for c_ in (p, c, c2, c3):
+        assert c_.close_request() == sr.OK
+    b.assert_alive()
+
+
+def test_credit_unsubscribe_and_their_errors(broker_factory):
+    b, port = start(broker_factory)
+    p = opened(port)
+    assert create(p, "s") == sr.OK
+    assert p.declare_publisher(0, "s") == sr.OK
+    c = opened(port)
+    assert c.subscribe(1, "nope", sr.FIRST) == sr.STREAM_DOES_NOT_EXIST
+    assert c.subscribe(1, "s", sr.FIRST, credit=1) == sr.OK
+    assert c.subscribe(1, "s", sr.FIRST) == sr.SUBSCRIPTION_ID_ALREADY_EXISTS
+    p.publish(0, [(1, sr.amqp10(b"a"))])
+    assert p.confirms(0, 1) == [1]
+    assert c.messages(1) == [(0, sr.amqp10(b"a"))]
+    # its one credit is spent: the next chunk waits for more
+    p.publish(0, [(2, sr.amqp10(b"b"))])
+    assert p.confirms(0, 1) == [2]
+    code, stats = c.stream_stats("s")  # answered before any Deliver: none is due
+    assert code == sr.OK and stats["committed_chunk_id"] == 1
+    c.credit(1, 1)
+    assert c.messages(1) == [(1, sr.amqp10(b"b"))]
+    # Credit for an unknown subscription: answered (only then), with its id
+    c.credit(9, 5)
+    r = c.expect(sr.CREDIT | sr.RESPONSE)
+    assert (r.take(">H"), r.take(">B")) == (sr.SUBSCRIPTION_ID_DOES_NOT_EXIST, 9)
+    assert c.unsubscribe(1) == sr.OK
+    assert c.unsubscribe(1) == sr.SUBSCRIPTION_ID_DOES_NOT_EXIST
+    p.publish(0, [(3, sr.amqp10(b"c"))])
+    assert p.confirms(0, 1) == [3]
+    assert c.stream_stats("s")[0] == sr.OK  # no Deliver after Unsubscribe
+    # the subscription id is free again
+    assert c.subscribe(1, "s", sr.OFFSET, 2, credit=1) == sr.OK
+    assert c.messages(1) == [(2, sr.amqp10(b"c"))]
     assert c.close_request() == sr.OK
-    c.close()
+    b.assert_alive()
+
+
+def test_publisher_errors_and_deduplication_by_reference(broker_factory):
+    b, port = start(broker_factory)
+    p = opened(port)
+    # Publish to a publisher that was never declared: PublishError for each message
+    p.publish(7, [(10, b"a"), (11, b"b")])
+    assert p.publish_errors() == (7, [(10, sr.PUBLISHER_DOES_NOT_EXIST),
+                                      (11, sr.PUBLISHER_DOES_NOT_EXIST)])
+    assert p.declare_publisher(7, "s", "app") == sr.STREAM_DOES_NOT_EXIST
+    assert p.query_publisher_sequence("s", "app")[0] == sr.STREAM_DOES_NOT_EXIST
+    assert create(p, "s") == sr.OK
+    assert p.query_publisher_sequence("s", "app") == (sr.OK, 0)
+    assert p.declare_publisher(7, "s", "app") == sr.OK
+    assert p.declare_publisher(7, "s") == sr.PRECONDITION_FAILED  # the id is in use
+    assert p.declare_publisher(8, "s", "app") == sr.PRECONDITION_FAILED  # so is the reference
+    p.publish(7, [(1, sr.amqp10(b"1")), (2, sr.amqp10(b"2")), (3, sr.amqp10(b"3"))])
+    assert p.confirms(7, 3) == [1, 2, 3]
+    assert p.query_publisher_sequence("s", "app") == (sr.OK, 3)
+    # ids not above the highest stored are confirmed and not stored again
+    p.publish(7, [(2, sr.amqp10(b"2")), (3, sr.amqp10(b"3")), (4, sr.amqp10(b"4"))])
+    assert p.confirms(7, 3) == [2, 3, 4]
+    assert p.query_publisher_sequence("s", "app") == (sr.OK, 4)
+    assert p.delete_publisher(7) == sr.OK
+    assert p.delete_publisher(7) == sr.PUBLISHER_DOES_NOT_EXIST
+    # another connection goes on from the reference's sequence
+    q = opened(port)
+    assert q.declare_publisher(0, "s", "app") == sr.OK
+    assert q.query_publisher_sequence("s", "app") == (sr.OK, 4)
+    q.publish(0, [(4, sr.amqp10(b"4")), (5, sr.amqp10(b"5"))])
+    assert q.confirms(0, 2) == [4, 5]
+    # no reference: no deduplication
+    assert q.declare_publisher(1, "s") == sr.OK
+    q.publish(1, [(1, sr.amqp10(b"x"))])
+    assert q.confirms(1, 1) == [1]
+    c = opened(port)
+    assert c.subscribe(0, "s", sr.FIRST, credit=100) == sr.OK
+    assert [e for _, e in c.messages(6)] == [sr.amqp10(x) for x in (b"1", b"2", b"3", b"4",
+                                                                     b"5", b"x")]
+    # the stream goes: subscribers hear it, publishers get STREAM_DOES_NOT_EXIST
+    corr = p.request(sr.DELETE, sr.s16("s"))
+    assert p.response(sr.DELETE, corr)[0] == sr.OK
+    r = c.expect(sr.METADATA_UPDATE)
+    assert (r.take(">H"), r.str()) == (sr.STREAM_NOT_AVAILABLE, "s")
+    q.publish(0, [(6, sr.amqp10(b"6"))])
+    assert q.publish_errors() == (0, [(6, sr.STREAM_DOES_NOT_EXIST)])
+    # made again under the same name: a new stream, nothing tracked
+    assert create(p, "s") == sr.OK
+    assert p.query_publisher_sequence("s", "app") == (sr.OK, 0)
+    q.publish(0, [(7, sr.amqp10(b"7"))])
+    assert q.publish_errors() == (0, [(7, sr.STREAM_DOES_NOT_EXIST)])
+    assert c.subscribe(0, "s", sr.FIRST) == sr.OK  # its id was freed by the deletion
+    b.assert_alive()
+
+
+def test_store_and_query_offsets_and_stream_stats(broker_factory):
+    b, port = start(broker_factory)
+    c = opened(port)
+    assert c.query_offset("s", "app")[0] == sr.STREAM_DOES_NOT_EXIST
+    assert c.stream_stats("s")[0] == sr.STREAM_DOES_NOT_EXIST
+    assert create(c, "s") == sr.OK
+    assert c.query_offset("s", "app")[0] == sr.NO_OFFSET
+    assert c.stream_stats("s") == (sr.OK, {"first_chunk_id": -1, "last_chunk_id": -1,
+                                           "committed_chunk_id": -1})
+    c.store_offset("s", "app", 41)
+    c.store_offset("s", "app", 42)
+    c.store_offset("nope", "app", 1)  # no answer either way (as RabbitMQ)
+    assert c.query_offset("s", "app") == (sr.OK, 42)
+    assert c.query_offset("s", "other")[0] == sr.NO_OFFSET
+    other = opened(port)
+    assert other.query_offset("s", "app") == (sr.OK, 42)  # server-side: any connection
+    assert c.declare_publisher(0, "s") == sr.OK
+    c.publish(0, [(1, sr.amqp10(b"a"))])
+    assert c.confirms(0, 1) == [1]
+    c.publish(0, [(2, sr.amqp10(b"b"))])
+    assert c.confirms(0, 1) == [2]
+    code, st = c.stream_stats("s")
+    assert code == sr.OK and st["first_chunk_id"] == 0 and st["committed_chunk_id"] == 1
+    assert c.close_request() == sr.OK
+    b.assert_alive()
+
+
+def test_confirmed_messages_survive_kill9(broker_factory):
+    b, port = start(broker_factory)
+    p = opened(port)
+    assert create(p, "s") == sr.OK
+    assert p.declare_publisher(0, "s", "app") == sr.OK
+    msgs = [(i + 1, sr.amqp10(b"durable-%d" % i)) for i in range(50)]
+    for i in range(0, 50, 10):
+        p.publish(0, msgs[i:i + 10])
+    assert p.confirms(0, 50) == list(range(1, 51))
+    data_dir = b.data_dir
+    b.kill9()  # every confirmed message is on disk
+    b2 = broker_factory(config={"listeners.stream": "0"}, data_dir=data_dir)
+    c = opened(port_of(b2))
+    assert c.subscribe(0, "s", sr.FIRST, credit=100) == sr.OK
+    assert c.messages(50) == [(i, m) for i, (_, m) in enumerate(msgs)]
+    # the stream goes on from there
+    assert c.declare_publisher(0, "s") == sr.OK
+    c.publish(0, [(1, sr.amqp10(b"after"))])
+    got, confirmed = [], False
+    while not got or not confirmed:  # Deliver and PublishConfirm, in either order
+        k, _, r = c.frame()
+        if k == sr.PUBLISH_CONFIRM:
+            confirmed = True
+        elif k == sr.DELIVER:
+            r.take(">B")
+            hdr, entries = sr.parse_chunk(r)
+            got.append((hdr["chunk_id"], entries))
+    assert got == [(50, [sr.amqp10(b"after")])]
+    b2.assert_alive()
+
+
+def test_amqp_0_9_1_and_the_stream_protocol_share_a_stream(broker_factory):
+    b, port = start(broker_factory)
+    p = opened(port)
+    assert create(p, "s") == sr.OK
+    conn = b.amqp()
+    ch = conn.channel()
+    ch.confirm_select()
+    ch.basic_publish(__import__("amqp").Message(b"from-amqp"), exchange="", routing_key="s")
+    assert p.declare_publisher(0, "s") == sr.OK
+    p.publish(0, [(1, sr.amqp10(b"from-stream"))])
+    assert p.confirms(0, 1) == [1]
+    # over the stream protocol: an AMQP 0-9-1 body as an AMQP 1.0 data section
+    c = opened(port)
+    assert c.subscribe(0, "s", sr.FIRST, credit=10) == sr.OK
+    assert c.messages(2) == [(0, sr.amqp10(b"from-amqp")), (1, sr.amqp10(b"from-stream"))]
+    # over AMQP 0-9-1: the stream protocol's message as it came (its AMQP 1.0 bytes)
+    ch.basic_qos(0, 10, False)
+    got = []
+    ch.basic_consume("s", callback=got.append, arguments={"x-stream-offset": "first"})
+    wait_for(lambda: conn.drain_events(timeout=0.2) or len(got) >= 2, 5, interval=0)
+    assert [m.body for m in got] == [b"from-amqp", sr.amqp10(b"from-stream")]
+    assert got[1].headers["x-stream-offset"] == 1
+    conn.close()
+
+
+def test_a_consumer_far_behind_reads_chunks_from_disk(broker_factory):
+    b, port = start(broker_factory, **{"stream.frame_max": "65536"})
+    p = opened(port)
+    assert create(p, "s") == sr.OK
+    assert p.declare_publisher(0, "s") == sr.OK
+    body = b"x" * 1000
+    n = 3000  # 3 MB: many reads of the consumer's buffer
+    for i in range(0, n, 50):
+        p.publish(0, [(j, sr.amqp10(body + b"%d" % j)) for j in range(i, i + 50)])
+    assert len(p.confirms(0, n)) == n
+    c = opened(port)
+    assert c.subscribe(0, "s", sr.FIRST, credit=5) == sr.OK
+    got, chunks = [], 0
+    while len(got) < n:
+        _, hdr, entries = c.deliver()
+        assert hdr["chunk_id"] == len(got)  # in order, none skipped
+        got += entries
+        chunks += 1
+        c.credit(0, 1)  # one chunk at a time, as clients do
+    assert got == [sr.amqp10(body + b"%d" % j) for j in range(n)]
+    assert chunks >= n * 1000 // 65536  # each Deliver within the tuned frame_max
+    b.assert_alive()
 
 
 def test_permissions_apply_as_on_the_other_doors(broker_factory):
@@ -183,6 +411,32 @@ def test_permissions_apply_as_on_the_other_doors(broker_factory):
     corr = c.request(sr.DECLARE_PUBLISHER, struct.pack(">B", 1) + sr.s16(None) + sr.s16("s"))
     assert c.response(sr.DECLARE_PUBLISHER, corr)[0] == sr.ACCESS_REFUSED  # write refused
     c.close()
+    # the stream exists: bob may read it, not write it; carol the other way round
+    g = opened(port)
+    assert create(g, "s") == sr.OK
+    assert api.put("/api/users/carol", {"password": "pw", "tags": ""})[0] in (201, 204)
+    assert api.put("/api/permissions/%2F/carol", {"configure": "^$", "write": ".*",
+                                                  "read": "^$"})[0] in (201, 204)
+    c = opened(port, user="bob", password="secret")
+    assert c.declare_publisher(1, "s") == sr.ACCESS_REFUSED
+    assert c.subscribe(1, "s", sr.FIRST) == sr.OK
+    c.store_offset("s", "r", 5)
+    assert c.query_offset("s", "r") == (sr.OK, 5)
+    k = opened(port, user="carol", password="pw")
+    assert k.subscribe(1, "s", sr.FIRST) == sr.ACCESS_REFUSED
+    assert k.query_offset("s", "r")[0] == sr.ACCESS_REFUSED
+    assert k.stream_stats("s")[0] == sr.ACCESS_REFUSED
+    k.store_offset("s", "r", 99)  # refused: logged, no answer
+    assert c.query_offset("s", "r") == (sr.OK, 5)
+    assert k.declare_publisher(1, "s") == sr.OK
+    k.publish(1, [(1, sr.amqp10(b"ok"))])
+    assert k.confirms(1, 1) == [1]
+    assert c.messages(1) == [(0, sr.amqp10(b"ok"))]
+    # write taken away: the next Publish is refused (PublishError ACCESS_REFUSED)
+    assert api.put("/api/permissions/%2F/carol", {"configure": "^$", "write": "^$",
+                                                  "read": "^$"})[0] in (201, 204)
+    k.publish(1, [(2, sr.amqp10(b"no"))])
+    assert k.publish_errors() == (1, [(2, sr.ACCESS_REFUSED)])
 
 
 def test_bad_password_and_mechanisms(broker_factory):
