@@ -195,7 +195,7 @@ void stream_conn_flush(stream_conn *c)
     sl_buf_compact(&c->out);
     /* subscriptions stopped for a full output go on from the timer once it has room */
     if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2)
-        sl_timer_start(c->d->n->loop, &c->timer, sl_loop_now(c->d->n->loop));
+        stream_conn_rearm(c);
     if (c->state == SC_LINGER && c->close_answered && !sl_buf_unread(&c->out)) {
         stream_conn_kill(c, NULL); /* the client read our Close: nothing is left to wait for */
         return;
@@ -383,8 +383,13 @@ void stream_conn_rearm(stream_conn *c)
         due = c->deadline;
     if (c->held && reading(c) && c->state < SC_LINGER)
         due = sl_loop_now(c->d->n->loop); /* frames wait in the feeder: stream_conn_resume */
-    if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2)
-        due = sl_loop_now(c->d->n->loop); /* deliveries wait for room: stream_subs_pump */
+    if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2) {
+        /* deliveries wait for room, or for a new subscription's start: stream_subs_pump */
+        uint64_t now = sl_loop_now(c->d->n->loop);
+        uint64_t at = c->sub_at > now ? c->sub_at : now;
+        if (!due || at < due)
+            due = at;
+    }
     if (due)
         sl_timer_start(c->d->n->loop, &c->timer, due);
     else
@@ -399,7 +404,8 @@ static void on_timer(sl_loop *loop, sl_timer *t)
     stream_conn_resume(c); /* frames held for a full output (may arm the timer for now) */
     if (c->state == SC_DEAD)
         return;
-    if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2) {
+    if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2 &&
+        now >= c->sub_at) {
         stream_subs_pump(c);
         stream_conn_flush(c);
         if (c->state == SC_DEAD)

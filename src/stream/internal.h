@@ -30,6 +30,9 @@ struct sl_tls;
 struct sl_tls_ctx;
 struct acc_verify_job;
 
+/* A new subscription's first Deliver waits this long after the Subscribe answer went out, so
+ * that a client reads them apart (subscribe.c). */
+#define STREAM_FIRST_DELIVER_MS 3
 /* Answers waiting to be written beyond this stop the connection's input until they drain. */
 #define STREAM_OUT_MAX (1u << 20)
 /* How long a Close waits for its answer, and a lingering connection for the client's EOF. */
@@ -91,7 +94,8 @@ struct stream_conn {
     size_t n_pubs, n_subs;
     /* PublishConfirms waiting for their store generation, oldest first (publish.c) */
     struct stream_confirm *cf_head, *cf_tail;
-    uint8_t sub_wait; /* a subscription with credit stopped for a full output: pump later */
+    uint8_t sub_wait; /* a subscription with credit stopped (a full output, sub_at): pump later */
+    uint64_t sub_at;  /* not before this loop time (a new subscription's first Deliver) */
     uint8_t dirty;    /* output written outside a frame handler: on the door's dirty list */
     stream_conn *dirty_next;
 };

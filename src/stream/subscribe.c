@@ -15,6 +15,12 @@
  * door is the AMQP 1.0 message as published; one published over AMQP 0-9-1 goes out as an
  * AMQP 1.0 message of one data section holding its body (its properties are not carried).
  *
+ * A new subscription's first Deliver goes STREAM_FIRST_DELIVER_MS after its answer, on a
+ * write of its own: RabbitMQ's come apart too (the answer from the reader, chunks by sendfile
+ * after an osiris read), and the Node.js client runs a message handler for a Deliver it read
+ * with the answer before its subscribe call has returned to the caller (offset.test.ts uses
+ * the consumer in its handler).
+ *
  * Credit: each Deliver takes one credit, as RabbitMQ counts them (chunks, not messages). A
  * consumer behind reads from disk through its own buffer: what it holds in memory is that
  * buffer and the output waiting for the socket (STREAM_OUT_MAX), whatever the stream's length.
@@ -40,6 +46,7 @@ typedef struct stream_sub {
     stream_conn *c;
     uint8_t id;
     uint32_t credit;
+    uint64_t start_at; /* loop time of its first Deliver (STREAM_FIRST_DELIVER_MS) */
     st_stream_reader reader;
 } stream_sub;
 
@@ -145,6 +152,16 @@ static void pump(stream_sub *s)
     qm_queue *q = s->qc.queue;
     if (!q || !q->stream || c->state != SC_OPEN)
         return;
+    if (s->start_at) {
+        uint64_t now = sl_loop_now(c->d->n->loop);
+        if (now < s->start_at) {
+            if (!c->sub_wait || s->start_at < c->sub_at)
+                c->sub_at = s->start_at;
+            c->sub_wait = 1;
+            return;
+        }
+        s->start_at = 0;
+    }
     for (int i = 0; i < PUMP_MAX && s->credit > 0; i++) {
         if (sl_buf_unread(&c->out) >= STREAM_OUT_MAX) {
             c->sub_wait = 1; /* the timer goes on once the output drained */
@@ -172,6 +189,7 @@ static void pump(stream_sub *s)
 void stream_subs_pump(stream_conn *c)
 {
     c->sub_wait = 0;
+    c->sub_at = 0;
     for (int i = 0; i < 256 && c->n_subs; i++)
         if (c->subs[i])
             pump(c->subs[i]);
@@ -248,6 +266,7 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
         if (c->frame_max && c->frame_max < cap + 256)
             cap = c->frame_max > 1280 ? c->frame_max - 256 : 1024;
         s->reader.cap = cap;
+        s->start_at = sl_loop_now(c->d->n->loop) + STREAM_FIRST_DELIVER_MS;
         s->qc.ops = &sub_ops;
         s->qc.ctx = s;
         s->qc.no_ack = 1; /* a stream delivery settles nothing */
@@ -262,12 +281,17 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
             code = e == SL_ERR_ACCESS_REFUSED ? SP_ACCESS_REFUSED : SP_PRECONDITION_FAILED;
         }
     }
-    /* the answer goes before any Deliver: the engine's dispatch runs later in the turn */
-    stream_reply_code(c, SP_SUBSCRIBE, m->corr, code);
     if (s) {
         c->subs[id] = s;
         c->n_subs++;
     }
+    /* The answer goes before any Deliver (the engine's dispatch runs later in the turn), and
+     * on its own write, as RabbitMQ sends it: a client (the Node.js one) that reads both in
+     * one read runs the first message handler before its subscribe call has returned. A
+     * failed write kills c, which frees s too (stream_subs_free). */
+    stream_reply_code(c, SP_SUBSCRIBE, m->corr, code);
+    if (s)
+        stream_conn_flush(c);
 }
 
 void stream_credit(stream_conn *c, const sp_cmd *m)
