@@ -22,9 +22,45 @@ SUBSCRIPTION_ID_ALREADY_EXISTS, SUBSCRIPTION_ID_DOES_NOT_EXIST = 0x03, 0x04
 STREAM_NOT_AVAILABLE, NO_OFFSET = 0x06, 0x13
 
 
-def amqp10(body):
-    """An AMQP 1.0 message of one data section (what stream clients publish)."""
-    return b"\x00\x53\x75\xb0" + struct.pack(">I", len(body)) + body
+def _a10(v):
+    """One AMQP 1.0 value: str -> str8, bytes -> vbin8, bool, int -> int, ("sym", s),
+    ("ts", ms), None -> null."""
+    if v is None:
+        return b"\x40"
+    if isinstance(v, bool):
+        return b"\x41" if v else b"\x42"
+    if isinstance(v, int):
+        return b"\x71" + struct.pack(">i", v)
+    if isinstance(v, str):
+        return b"\xa1" + struct.pack(">B", len(v.encode())) + v.encode()
+    if isinstance(v, bytes):
+        return b"\xa0" + struct.pack(">B", len(v)) + v
+    kind, x = v
+    if kind == "sym":
+        return b"\xa3" + struct.pack(">B", len(x)) + x.encode()
+    return b"\x83" + struct.pack(">q", x)  # ("ts", ms)
+
+
+def _compound(code, items):
+    body = b"".join(items)
+    return bytes([code]) + struct.pack(">II", len(body) + 4, len(items)) + body
+
+
+def amqp10(body, properties=None, app=None, durable=None):
+    """An AMQP 1.0 message (what stream clients publish): optional header (durable),
+    properties (a list of the 13 fields, None for absent), application properties (a dict),
+    then one data section."""
+    out = b""
+    if durable is not None:
+        out += b"\x00\x53\x70" + _compound(0xd0, [_a10(bool(durable))])
+    if properties is not None:
+        out += b"\x00\x53\x73" + _compound(0xd0, [_a10(f) for f in properties])
+    if app is not None:
+        items = []
+        for k, v in app.items():
+            items += [_a10(k), _a10(v)]
+        out += b"\x00\x53\x74" + _compound(0xd1, items)
+    return out + b"\x00\x53\x75\xb0" + struct.pack(">I", len(body)) + body
 
 
 def parse_chunk(r):

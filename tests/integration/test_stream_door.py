@@ -352,19 +352,34 @@ def test_amqp_0_9_1_and_the_stream_protocol_share_a_stream(broker_factory):
     ch.confirm_select()
     ch.basic_publish(__import__("amqp").Message(b"from-amqp"), exchange="", routing_key="s")
     assert p.declare_publisher(0, "s") == sr.OK
-    p.publish(0, [(1, sr.amqp10(b"from-stream"))])
-    assert p.confirms(0, 1) == [1]
+    props = ["id-1", b"guest", None, "subj", "replies", "corr-1", ("sym", "text/plain"),
+             ("sym", "utf-8"), None, ("ts", 1700000000123)]
+    with_props = sr.amqp10(b"with-props", props, {"my-key": "my-value", "k": 100000,
+                                                  "yes": True}, durable=True)
+    p.publish(0, [(1, sr.amqp10(b"from-stream")), (2, with_props)])
+    assert p.confirms(0, 2) == [1, 2]
     # over the stream protocol: an AMQP 0-9-1 body as an AMQP 1.0 data section
     c = opened(port)
     assert c.subscribe(0, "s", sr.FIRST, credit=10) == sr.OK
-    assert c.messages(2) == [(0, sr.amqp10(b"from-amqp")), (1, sr.amqp10(b"from-stream"))]
-    # over AMQP 0-9-1: the stream protocol's message as it came (its AMQP 1.0 bytes)
+    assert c.messages(3) == [(0, sr.amqp10(b"from-amqp")), (1, sr.amqp10(b"from-stream")),
+                             (2, with_props)]  # stored as published
+    # over AMQP 0-9-1: the AMQP 1.0 sections as properties and body, as RabbitMQ converts them
     ch.basic_qos(0, 10, False)
     got = []
     ch.basic_consume("s", callback=got.append, arguments={"x-stream-offset": "first"})
-    wait_for(lambda: conn.drain_events(timeout=0.2) or len(got) >= 2, 5, interval=0)
-    assert [m.body for m in got] == [b"from-amqp", sr.amqp10(b"from-stream")]
-    assert got[1].headers["x-stream-offset"] == 1
+    wait_for(lambda: conn.drain_events(timeout=0.2) or len(got) >= 3, 5, interval=0)
+    # (py-amqp gives a text/plain utf-8 body as str)
+    assert [m.body for m in got] == [b"from-amqp", b"from-stream", "with-props"]
+    assert got[1].headers == {"x-stream-offset": 1}
+    m = got[2]
+    pr = m.properties
+    assert pr["application_headers"] == {"my-key": "my-value", "k": 100000, "yes": True,
+                                         "x-stream-offset": 2}
+    assert [pr[k] for k in ("message_id", "user_id", "reply_to", "correlation_id",
+                            "content_type", "content_encoding", "delivery_mode")] == [
+        "id-1", "guest", "replies", "corr-1", "text/plain", "utf-8", 2]
+    ts = pr["timestamp"]
+    assert getattr(ts, "timestamp", lambda: ts)() == 1700000000  # seconds
     conn.close()
 
 
