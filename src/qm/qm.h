@@ -833,6 +833,9 @@ struct qm_node {
      * (called before the queue is freed); may be NULL. */
     void (*on_queue_deleted)(qm_queue *q, void *ctx);
     void *hook_ctx;
+    /* Bumped by each queue deletion: a door that holds queues by name (the stream door's
+     * publishers) looks them up again when it moved. */
+    uint64_t queues_deleted;
     /* A message left its queue for good: taken by a consumer (QM_DEL_ACKED: basic.ack, a
      * no-ack delivery or get), refused by one (QM_DEL_REJECTED: basic.reject / basic.nack
      * without requeue, before its dead-letter copy) or expired (QM_DEL_EXPIRED). Called inside the

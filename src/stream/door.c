@@ -74,8 +74,24 @@ static void flush_dirty(stream_door *d)
     }
 }
 
+/* A stream deleted (by any door) under publishers: they hear of it as RabbitMQ's do. Deletions
+ * are rare; the scan runs only after one. */
+static void check_publishers(stream_door *d)
+{
+    uint64_t n = d->n->qm->queues_deleted;
+    if (n == d->queues_deleted)
+        return;
+    d->queues_deleted = n;
+    for (stream_conn *c = d->conns; c; c = c->next)
+        if (c->n_pubs && c->state == SC_OPEN) {
+            stream_publishers_check(c);
+            stream_door_dirty(d, c);
+        }
+}
+
 static int turn(void *ctx)
 {
+    check_publishers(ctx);
     flush_dirty(ctx);
     free_dead(ctx);
     return 0;
@@ -258,6 +274,7 @@ stream_door *stream_start(sl_node *n, char *err, size_t errlen)
     stream_door *d = sl_xcalloc(1, sizeof *d);
     d->n = n;
     d->fd = d->tls_fd = -1;
+    d->queues_deleted = n->qm->queues_deleted;
     node_part part = {.name = "stream",
                       .ctx = d,
                       .turn = turn,

@@ -117,6 +117,7 @@ struct stream_door {
     /* Server-side tracking by reference (tracking.c): publishers' sequences and consumers'
      * offsets, keyed by the stream's incarnation, the kind and the reference. */
     struct sl_map *tracking;
+    uint64_t queues_deleted; /* the model's count when publishers were last checked */
 };
 
 /* ---- door.c ---- */
@@ -169,6 +170,8 @@ void stream_query_publisher_sequence(stream_conn *c, const sp_cmd *m);
 /* A store generation became durable: the confirms it covers go out. */
 void stream_confirms_released(stream_conn *c);
 void stream_publishers_free(stream_conn *c);
+/* Queues were deleted: publishers whose stream went get MetadataUpdate and are dropped. */
+void stream_publishers_check(stream_conn *c);
 
 /* ---- subscribe.c: Subscribe, Credit, Deliver, Unsubscribe ---- */
 void stream_subscribe(stream_conn *c, const sp_cmd *m);

@@ -3,8 +3,10 @@
  * engine (qm/stream.c) as RabbitMQ's stream reader serves them.
  *
  * A publisher is an id (u8) of its connection bound to one stream, named and identified by
- * the stream queue's incarnation, so a stream deleted (and made again) under it is noticed on
- * the next Publish (PublishError STREAM_DOES_NOT_EXIST) instead of writing to another log.
+ * the stream queue's incarnation, so a stream deleted (and made again) under it is never
+ * written to: at the end of the turn of a deletion the door sends MetadataUpdate
+ * (STREAM_NOT_AVAILABLE) and forgets the publisher, as RabbitMQ does; a Publish before that
+ * gets PublishError STREAM_DOES_NOT_EXIST.
  * Messages are AMQP 1.0-encoded bytes, stored as they come (qm_stream_append_amqp10).
  *
  * Confirms: the entries of one Publish frame are appended to the stream's log, which the node's
@@ -266,5 +268,32 @@ void stream_confirms_released(stream_conn *c)
             c->cf_tail = NULL;
         send_confirm(c, f->publisher_id, f->ids, f->n);
         sl_free(f);
+    }
+}
+
+void stream_publishers_check(stream_conn *c)
+{
+    for (int i = 0; i < 256 && c->n_pubs; i++) {
+        stream_pub *p = c->pubs[i];
+        if (!p)
+            continue;
+        sp_str name = {(const uint8_t *)p->stream, (uint32_t)p->stream_len, 0};
+        qm_queue *q = stream_find(c, name);
+        if (q && q->incarnation == p->incarnation)
+            continue;
+        /* RabbitMQ tells the client and forgets the publisher: its next Publish gets
+         * PUBLISHER_DOES_NOT_EXIST */
+        int later = 0; /* one MetadataUpdate per stream: the last of its publishers says it */
+        for (int j = i + 1; j < 256 && !later; j++)
+            later = c->pubs[j] && c->pubs[j]->incarnation == p->incarnation;
+        if (!later) {
+            sp_cmd r = {.key = SP_METADATA_UPDATE, .version = 1};
+            r.u.metadata_update.code = SP_STREAM_NOT_AVAILABLE;
+            r.u.metadata_update.stream = name;
+            stream_conn_send(c, &r);
+        }
+        pub_free(p);
+        c->pubs[i] = NULL;
+        c->n_pubs--;
     }
 }

@@ -269,19 +269,28 @@ def test_publisher_errors_and_deduplication_by_reference(broker_factory):
     assert c.subscribe(0, "s", sr.FIRST, credit=100) == sr.OK
     assert [e for _, e in c.messages(6)] == [sr.amqp10(x) for x in (b"1", b"2", b"3", b"4",
                                                                      b"5", b"x")]
-    # the stream goes: subscribers hear it, publishers get STREAM_DOES_NOT_EXIST
+    # the stream goes: subscribers and publishers hear it (one MetadataUpdate per stream and
+    # connection), and are forgotten, as RabbitMQ does
+    assert p.declare_publisher(2, "s") == sr.OK
     corr = p.request(sr.DELETE, sr.s16("s"))
     assert p.response(sr.DELETE, corr)[0] == sr.OK
-    r = c.expect(sr.METADATA_UPDATE)
-    assert (r.take(">H"), r.str()) == (sr.STREAM_NOT_AVAILABLE, "s")
+    for conn in (c, q, p):
+        r = conn.expect(sr.METADATA_UPDATE)
+        assert (r.take(">H"), r.str()) == (sr.STREAM_NOT_AVAILABLE, "s")
     q.publish(0, [(6, sr.amqp10(b"6"))])
-    assert q.publish_errors() == (0, [(6, sr.STREAM_DOES_NOT_EXIST)])
+    assert q.publish_errors() == (0, [(6, sr.PUBLISHER_DOES_NOT_EXIST)])
+    assert q.declare_publisher(0, "s") == sr.STREAM_DOES_NOT_EXIST  # its id is free again
     # made again under the same name: a new stream, nothing tracked
     assert create(p, "s") == sr.OK
     assert p.query_publisher_sequence("s", "app") == (sr.OK, 0)
-    q.publish(0, [(7, sr.amqp10(b"7"))])
-    assert q.publish_errors() == (0, [(7, sr.STREAM_DOES_NOT_EXIST)])
     assert c.subscribe(0, "s", sr.FIRST) == sr.OK  # its id was freed by the deletion
+    # deleted over the HTTP API while a publisher is declared: heard all the same
+    assert q.declare_publisher(0, "s") == sr.OK
+    assert Api(b).delete("/api/queues/%2F/s")[0] in (200, 204)
+    for conn in (c, q):
+        r = conn.expect(sr.METADATA_UPDATE)
+        assert (r.take(">H"), r.str()) == (sr.STREAM_NOT_AVAILABLE, "s")
+    assert q.delete_publisher(0) == sr.PUBLISHER_DOES_NOT_EXIST
     b.assert_alive()
 
 
