@@ -7,7 +7,10 @@
  * written to: at the end of the turn of a deletion the door sends MetadataUpdate
  * (STREAM_NOT_AVAILABLE) and forgets the publisher, as RabbitMQ does; a Publish before that
  * gets PublishError STREAM_DOES_NOT_EXIST.
- * Messages are AMQP 1.0-encoded bytes, stored as they come (qm_stream_append_amqp10).
+ * Messages are AMQP 1.0-encoded bytes, stored as they come (qm_stream_append_amqp10). A
+ * sub-entry batch (no compression, or gzip) is unpacked and its records stored one by one,
+ * so offsets count records as RabbitMQ's do; its publishing id is confirmed once. Other
+ * compressions (snappy, lz4, zstd) get PRECONDITION_FAILED.
  *
  * Confirms: the entries of one Publish frame are appended to the stream's log, which the node's
  * group commit makes durable (persist/streams.c), as for an AMQP 0-9-1 publish with confirms:
@@ -26,7 +29,9 @@
  * durable yet.
  */
 #include <string.h>
+#include <zlib.h>
 
+#include "core/buf.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "stream/internal.h"
@@ -180,6 +185,74 @@ static void send_confirm(stream_conn *c, uint8_t publisher_id, const uint64_t *i
     stream_conn_send(c, &r);
 }
 
+/* A sub-entry batch's records, each appended as a message of its own (so offsets count
+ * records, as RabbitMQ's do). SP_OK, or the code for the publishing id. */
+static uint16_t append_records(qm_queue *q, const uint8_t *p, size_t len, uint16_t records)
+{
+    size_t at = 0;
+    uint16_t k = 0;
+    /* checked whole before anything is stored: a batch goes in whole or not at all */
+    for (; at < len && k < records; k++) {
+        if (len - at < 4 || (len - at - 4) < sl_get_u32(p + at))
+            return SP_PRECONDITION_FAILED;
+        at += 4 + (size_t)sl_get_u32(p + at);
+    }
+    if (at != len || k != records)
+        return SP_PRECONDITION_FAILED;
+    for (at = 0; at < len;) {
+        uint32_t sz = sl_get_u32(p + at);
+        uint64_t off;
+        if (qm_stream_append_amqp10(q, p + at + 4, sz, &off) != SL_OK)
+            return SP_INTERNAL_ERROR;
+        at += 4 + (size_t)sz;
+    }
+    return SP_OK;
+}
+
+/* A sub-entry batch may not unpack to more than this (a client's gzip bomb). */
+#define MAX_BATCH_UNCOMPRESSED (64u << 20)
+
+static uint16_t append_msg(stream_conn *c, qm_queue *q, const sp_published *msg)
+{
+    if (msg->message.null)
+        return SP_PRECONDITION_FAILED;
+    if (!(msg->batch_flags & 0x80)) {
+        uint64_t off;
+        return qm_stream_append_amqp10(q, msg->message.p, msg->message.len, &off) == SL_OK
+                   ? SP_OK
+                   : SP_INTERNAL_ERROR;
+    }
+    unsigned compression = (msg->batch_flags >> 4) & 7;
+    if (compression == SP_COMPRESSION_NONE)
+        return append_records(q, msg->message.p, msg->message.len, msg->records);
+    if (compression != SP_COMPRESSION_GZIP || msg->uncompressed_len > MAX_BATCH_UNCOMPRESSED) {
+        sl_warn("stream connection %s: a sub-entry batch with compression %u of %u octets "
+                "refused (gzip up to %u only)",
+                c->name, compression, msg->uncompressed_len, MAX_BATCH_UNCOMPRESSED);
+        return SP_PRECONDITION_FAILED;
+    }
+    uint8_t *out = sl_xmalloc(msg->uncompressed_len ? msg->uncompressed_len : 1);
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    uint16_t code = SP_PRECONDITION_FAILED;
+    if (inflateInit2(&z, 16 + MAX_WBITS) == Z_OK) {
+        z.next_in = (Bytef *)msg->message.p;
+        z.avail_in = msg->message.len;
+        z.next_out = out;
+        z.avail_out = msg->uncompressed_len;
+        int rc = inflate(&z, Z_FINISH);
+        if (rc == Z_STREAM_END && z.total_out == msg->uncompressed_len)
+            code = append_records(q, out, msg->uncompressed_len, msg->records);
+        inflateEnd(&z);
+    }
+    if (code == SP_PRECONDITION_FAILED)
+        sl_warn("stream connection %s: a sub-entry batch that does not unpack to its %u "
+                "records refused",
+                c->name, msg->records);
+    sl_free(out);
+    return code;
+}
+
 void stream_publish(stream_conn *c, const sp_cmd *m)
 {
     uint8_t id = m->u.publish.publisher_id;
@@ -216,12 +289,11 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
     for (uint32_t i = 0; i < n; i++) {
         const sp_published *msg = &m->u.publish.msgs[i];
         if (!tracked || msg->publishing_id > top) {
-            uint64_t off;
-            sl_err e = qm_stream_append_amqp10(q, msg->message.p, msg->message.len, &off);
-            if (e != SL_OK) {
+            uint16_t code = append_msg(c, q, msg);
+            if (code != SP_OK) {
                 if (!errs)
                     errs = sl_xmalloc(n * sizeof *errs);
-                errs[n_err++] = (sp_publishing_error){msg->publishing_id, SP_INTERNAL_ERROR};
+                errs[n_err++] = (sp_publishing_error){msg->publishing_id, code};
                 continue;
             }
             if (p->has_ref) {

@@ -63,6 +63,25 @@ def amqp10(body, properties=None, app=None, durable=None):
     return out + b"\x00\x53\x75\xb0" + struct.pack(">I", len(body)) + body
 
 
+class Batch:
+    """A sub-entry batch for publish(): records, compression 0 (none) or 1 (gzip); records
+    and uncompressed override what is sent in the header (to send a damaged one)."""
+    def __init__(self, recs, compression=0, records=None, uncompressed=None):
+        raw = b"".join(struct.pack(">I", len(x)) + x for x in recs)
+        if compression == 1:
+            co = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+            data = co.compress(raw) + co.flush()
+        else:
+            data = raw
+        self.head = struct.pack(">BHI", 0x80 | compression << 4,
+                                len(recs) if records is None else records,
+                                len(raw) if uncompressed is None else uncompressed)
+        self.data = data
+
+    def wire(self):
+        return self.head + b32(self.data)
+
+
 def parse_chunk(r):
     """A Deliver's OSIRIS chunk (after the subscription id): (header dict, [entry bytes]).
     Checks the magic, the CRC and that the entries fill the data exactly."""
@@ -260,7 +279,8 @@ class StreamClient:
         """msgs: [(publishing id, bytes)]."""
         body = struct.pack(">Bi", pid, len(msgs))
         for pub_id, m in msgs:
-            body += struct.pack(">Q", pub_id) + (s16(None) if version == 2 else b"") + b32(m)
+            body += struct.pack(">Q", pub_id) + (s16(None) if version == 2 else b"")
+            body += b32(m) if isinstance(m, bytes) else m.wire()
         self.send(PUBLISH, body, version)
 
     def confirms(self, pid, n, skip=(HEARTBEAT,)):

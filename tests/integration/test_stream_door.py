@@ -294,6 +294,29 @@ def test_publisher_errors_and_deduplication_by_reference(broker_factory):
     b.assert_alive()
 
 
+def test_sub_entry_batches_are_stored_a_record_an_offset(broker_factory):
+    b, port = start(broker_factory)
+    p = opened(port)
+    assert create(p, "s") == sr.OK
+    assert p.declare_publisher(0, "s", "app") == sr.OK
+    recs = [sr.amqp10(b"r%d" % i) for i in range(5)]
+    p.publish(0, [(1, sr.Batch(recs[:3])), (2, sr.Batch(recs[3:], compression=1))])
+    assert p.confirms(0, 2) == [1, 2]
+    assert p.query_publisher_sequence("s", "app") == (sr.OK, 2)
+    # damaged: records that do not add up, gzip that does not unpack to its length, lz4
+    p.publish(0, [(3, sr.Batch(recs[:2], records=3)),
+                  (4, sr.Batch(recs[:2], compression=1, uncompressed=7)),
+                  (5, sr.Batch(recs[:2], compression=3))])
+    assert p.publish_errors() == (0, [(3, sr.PRECONDITION_FAILED), (4, sr.PRECONDITION_FAILED),
+                                      (5, sr.PRECONDITION_FAILED)])
+    p.publish(0, [(6, sr.amqp10(b"after"))])
+    assert p.confirms(0, 1) == [6]
+    c = opened(port)
+    assert c.subscribe(0, "s", sr.FIRST, credit=10) == sr.OK
+    assert c.messages(6) == list(enumerate(recs + [sr.amqp10(b"after")]))
+    b.assert_alive()
+
+
 def test_store_and_query_offsets_and_stream_stats(broker_factory):
     b, port = start(broker_factory)
     c = opened(port)
