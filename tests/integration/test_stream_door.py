@@ -421,7 +421,7 @@ def test_a_consumer_far_behind_reads_chunks_from_disk(broker_factory):
     assert create(p, "s") == sr.OK
     assert p.declare_publisher(0, "s") == sr.OK
     body = b"x" * 1000
-    n = 3000  # 3 MB: many reads of the consumer's buffer
+    n = 9000  # 9 MB: many reads of the consumer's buffer, more than the socket buffers hold
     for i in range(0, n, 50):
         p.publish(0, [(j, sr.amqp10(body + b"%d" % j)) for j in range(i, i + 50)])
     assert len(p.confirms(0, n)) == n
@@ -436,6 +436,16 @@ def test_a_consumer_far_behind_reads_chunks_from_disk(broker_factory):
         c.credit(0, 1)  # one chunk at a time, as clients do
     assert got == [sr.amqp10(body + b"%d" % j) for j in range(n)]
     assert chunks >= n * 1000 // 65536  # each Deliver within the tuned frame_max
+    # credit for all of it, read only once the subscription is made: the door stops at a
+    # full output (the socket's and its own 1 MiB) and goes on as the client reads
+    small = socket.socket()
+    small.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # no autotuning: it fills
+    small.connect(("127.0.0.1", port))
+    c2 = sr.StreamClient(port, sock=small)
+    c2.connect()
+    assert c2.subscribe(0, "s", sr.FIRST, credit=60000) == sr.OK
+    got2 = [e for _, e in c2.messages(n)]
+    assert got2 == got
     b.assert_alive()
 
 
