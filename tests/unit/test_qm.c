@@ -166,7 +166,7 @@ static void t_cancelled(qm_consumer *c)
 {
     ((tcons *)c)->cancelled++;
 }
-static const qm_consumer_ops tops = {t_can_take, t_deliver, t_cancelled, NULL};
+static const qm_consumer_ops tops = {t_can_take, t_deliver, t_cancelled, NULL, NULL};
 
 static void cons_init(tcons *t, int room, int priority)
 {
