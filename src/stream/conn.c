@@ -155,6 +155,10 @@ static int reading(const stream_conn *c)
 {
     if (c->state == SC_DEAD || c->state == SC_TLS || c->state == SC_LOGIN_WAIT)
         return 0;
+    /* a resource alarm: a connection with publishers is not read, as RabbitMQ's stream reader
+     * blocks them (what it sent stays in the socket and the feeder until the alarm clears) */
+    if (c->state == SC_OPEN && c->n_pubs && c->d->blocked)
+        return 0;
     return c->state >= SC_CLOSING || sl_buf_unread(&c->out) < STREAM_OUT_MAX;
 }
 

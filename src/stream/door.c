@@ -97,6 +97,25 @@ static int turn(void *ctx)
     return 0;
 }
 
+/* Resource alarms: connections with publishers stop being read while one is on, and go on
+ * (with the frames they hold) once all are off. */
+static void alarms_changed(void *ctx, int blocked)
+{
+    stream_door *d = ctx;
+    d->blocked = (uint8_t)(blocked != 0);
+    for (stream_conn *c = d->conns, *next; c; c = next) {
+        next = c->next; /* resuming may kill c */
+        if (c->state != SC_OPEN || !c->n_pubs)
+            continue;
+        stream_conn_rearm(c); /* the watch follows reading() */
+        if (!blocked) {
+            stream_conn_resume(c);
+            if (c->state != SC_DEAD)
+                stream_conn_flush(c);
+        }
+    }
+}
+
 /* A store generation became durable: the PublishConfirms it covers go out. */
 static void released(void *ctx)
 {
@@ -275,10 +294,12 @@ stream_door *stream_start(sl_node *n, char *err, size_t errlen)
     d->n = n;
     d->fd = d->tls_fd = -1;
     d->queues_deleted = n->qm->queues_deleted;
+    d->blocked = (uint8_t)(n->alarms != 0);
     node_part part = {.name = "stream",
                       .ctx = d,
                       .turn = turn,
                       .released = released,
+                      .alarms_changed = alarms_changed,
                       .shutdown = shutdown_door,
                       .live = live,
                       .close_user = close_user,

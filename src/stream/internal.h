@@ -118,6 +118,7 @@ struct stream_door {
      * offsets, keyed by the stream's incarnation, the kind and the reference. */
     struct sl_map *tracking;
     uint64_t queues_deleted; /* the model's count when publishers were last checked */
+    uint8_t blocked;         /* a resource alarm is on: connections with publishers are not read */
 };
 
 /* ---- door.c ---- */

@@ -375,6 +375,28 @@ def test_confirmed_messages_survive_kill9(broker_factory):
     b2.assert_alive()
 
 
+def test_a_resource_alarm_stops_reading_publishers(broker_factory):
+    # a free-disk limit no disk meets: the disk alarm is on from the first check
+    b, port = start(broker_factory, disk_free_limit="1000000000G")
+    wait_for(lambda: b"disk alarm: blocking publishers" in open(b.log_path, "rb").read(), 5,
+             message="no alarm logged")
+    p = opened(port)
+    assert create(p, "s") == sr.OK  # a connection without publishers is served
+    assert p.declare_publisher(0, "s", "app") == sr.OK
+    p.publish(0, [(1, sr.amqp10(b"held"))])
+    # from here the publisher's connection is not read: no confirm, no answer
+    p.s.settimeout(1.0)
+    corr = p.request(sr.QUERY_PUBLISHER_SEQUENCE, sr.s16("app") + sr.s16("s"))
+    with pytest.raises(socket.timeout):
+        p.frame()
+    # the others are, and nothing of the held frame was stored
+    c = opened(port)
+    assert c.query_publisher_sequence("s", "app") == (sr.OK, 0)
+    assert c.stream_stats("s")[1]["committed_chunk_id"] == -1
+    assert corr
+    b.assert_alive()
+
+
 def test_amqp_0_9_1_and_the_stream_protocol_share_a_stream(broker_factory):
     b, port = start(broker_factory)
     p = opened(port)
