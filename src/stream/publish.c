@@ -278,7 +278,7 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
     sp_str ref = {(const uint8_t *)p->ref, (uint32_t)p->ref_len, 0};
     uint64_t top = 0;
     int tracked = p->has_ref && stream_track_get(c->d, q, STREAM_TRACK_PUBLISHER, ref, &top);
-    int moved = 0;
+    int moved = 0, dup = 0;
     uint64_t mark = node_mark(c->d->n);
     stream_confirm *f = sl_xmalloc(sizeof *f + n * sizeof f->ids[0]);
     f->next = NULL;
@@ -300,7 +300,8 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
                 top = msg->publishing_id;
                 tracked = moved = 1;
             }
-        }
+        } else
+            dup = 1;
         f->ids[f->n++] = msg->publishing_id; /* a duplicate is confirmed, not stored again */
     }
     if (moved)
@@ -314,6 +315,10 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
         sl_free(errs);
     }
     uint64_t gen = node_ticket_since(c->d->n, mark);
+    /* A duplicate's original may still be on its way to the disk (sent over another
+     * connection): its confirm waits for everything appended so far. */
+    if (dup && node_ticket(c->d->n) > gen)
+        gen = node_ticket(c->d->n);
     if (!c->cf_head && (gen == 0 || gen <= node_durable(c->d->n))) {
         send_confirm(c, id, f->ids, f->n);
         sl_free(f);

@@ -317,6 +317,30 @@ def test_sub_entry_batches_are_stored_a_record_an_offset(broker_factory):
     b.assert_alive()
 
 
+def test_a_duplicate_is_confirmed_only_once_its_original_is_durable(broker_factory):
+    # every sync takes 500 ms: a confirm sent before the original's sync ends is seen early
+    b = broker_factory(config={"listeners.stream": "0"}, env={"SLUICE_FAULT": "sync_delay_ms=500"})
+    port = port_of(b)
+    a, d = opened(port), opened(port)
+    assert create(a, "s") == sr.OK
+    assert a.declare_publisher(0, "s", "app") == sr.OK
+    assert d.declare_publisher(0, "s", "app") == sr.OK  # the same reference, another connection
+    q = opened(port)
+    a.publish(0, [(1, sr.amqp10(b"once"))])
+    # the original is stored (its sequence moved) and its sync is under way
+    wait_for(lambda: q.query_publisher_sequence("s", "app") == (sr.OK, 1), 5)
+    t0 = time.monotonic()
+    d.publish(0, [(1, sr.amqp10(b"once"))])  # a duplicate of what is still being synced
+    assert d.confirms(0, 1) == [1]
+    assert time.monotonic() - t0 >= 0.2  # not before the original's sync (500 ms) ended
+    assert a.confirms(0, 1) == [1]
+    a.publish(0, [(2, sr.amqp10(b"two"))])
+    assert a.confirms(0, 1) == [2]
+    assert q.subscribe(0, "s", sr.FIRST) == sr.OK
+    assert q.messages(2) == [(0, sr.amqp10(b"once")), (1, sr.amqp10(b"two"))]  # stored once
+    b.assert_alive()
+
+
 def test_store_and_query_offsets_and_stream_stats(broker_factory):
     b, port = start(broker_factory)
     c = opened(port)
