@@ -43,7 +43,7 @@ FUZZ_TIME ?= 300
 FUZZ_SEED ?= 0
 FUZZ_SMOKE_SEED ?= 1
 
-.PHONY: all deps deps-test run test unit integration test-asan test-clang-ubsan test-sanitize fuzz \
+.PHONY: all deps deps-test stream-client-test run test unit integration test-asan test-clang-ubsan test-sanitize fuzz \
         fuzz-smoke fuzz-lib format format-check clean
 
 all: $(BUILD)/sluiced $(TOOL_BIN) $(BUILD)/test-proxy-harness
@@ -88,6 +88,13 @@ deps-test:
 	@scripts/deps.sh test
 	@test -d tests/integration/node/node_modules/amqplib || \
 	  npm ci --no-audit --no-fund --prefix tests/integration/node
+	@test -d tests/stream-js/node_modules/mocha || \
+	  npm ci --no-audit --no-fund --prefix tests/stream-js
+
+# RabbitMQ's Node.js stream client suite against a private sluiced (tests/stream-js/README.md);
+# STREAM_JS_SPECS= some files of it (default: the whole suite).
+stream-client-test: deps-test all
+	tests/stream-js/run.sh $(STREAM_JS_SPECS)
 
 # Start sluiced in the foreground on 127.0.0.1:5672 with data under ./var.
 run: deps

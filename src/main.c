@@ -1,6 +1,6 @@
 /* main.c - sluiced: parse settings, prepare the data directory, make the node (node/node.h),
- * its links and its doors (AMQP, HTTP with DCE/RPC, MS-MQQB), run the event loop until SIGTERM
- * / SIGINT, then close every connection with 320 and exit 0.
+ * its links and its doors (AMQP, HTTP with DCE/RPC, MS-MQQB, streams), run the event loop until
+ * SIGTERM / SIGINT, then close every connection with 320 and exit 0.
  *
  * Start order: the node and its store (a cluster leader's mirrored), the links (they recover
  * the outgoing queues), the AMQP door (it tells the links the node's address), the HTTP and
@@ -32,6 +32,7 @@
 #include "mgmt/mgmt.h"
 #include "mq/mq.h"
 #include "msmq/server.h"
+#include "stream/stream.h"
 #include "store/log.h"
 
 int main(int argc, char **argv)
@@ -109,6 +110,17 @@ int main(int argc, char **argv)
     msmq_server *mq = msmq_start(n, merr, sizeof merr);
     if (!mq && merr[0]) {
         sl_error("listeners.msmq: %s", merr);
+        rpc_msrpc_stop(&rpc);
+        mgmt_stop(m);
+        mq_free(mqs);
+        node_free(n);
+        node_config_free(&cfg);
+        return 1;
+    }
+    /* RabbitMQ's stream protocol (listeners.stream): a part of the node, freed by node_free */
+    if (!stream_start(n, merr, sizeof merr) && merr[0]) {
+        sl_error("%s", merr);
+        msmq_stop(mq);
         rpc_msrpc_stop(&rpc);
         mgmt_stop(m);
         mq_free(mqs);

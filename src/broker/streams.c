@@ -14,6 +14,7 @@
 #include "amqp/table.h"
 #include "core/clock.h"
 #include "core/mem.h"
+#include "amqp/amqp10.h"
 #include "store/stream.h"
 
 qm_position broker_stream_pos;
@@ -101,12 +102,30 @@ void broker_stream_deliver(qm_consumer *qc, uint64_t offset, int64_t ts_ms, cons
     if (qm_stream_decode(p, len, &sm) < 0)
         return; /* not an entry this door wrote: skipped */
     uint64_t tag = broker_channel_track(ch, &broker_stream_pos, cons);
-    sl_buf qp;
+    sl_buf qp, p10, h10, b10;
     sl_buf_init(&qp);
+    sl_buf_init(&p10);
+    sl_buf_init(&h10);
+    sl_buf_init(&b10);
+    if (sm.amqp10) {
+        /* from the stream protocol: its AMQP 1.0 sections as 0-9-1 properties and body, as
+         * RabbitMQ converts them (else the bytes as they came) */
+        amqp_basic_props bp;
+        if (amqp10_to_091(sm.body, sm.body_len, &bp, &h10, &b10) == 0) {
+            amqp_props_encode(&p10, &bp);
+            sm.props = sl_buf_head(&p10);
+            sm.props_len = sl_buf_unread(&p10);
+            sm.body = sl_buf_head(&b10);
+            sm.body_len = sl_buf_unread(&b10);
+        }
+    }
     amqp_props_set_long_header(sm.props, sm.props_len, "x-stream-offset", (int64_t)offset, &qp);
     amqp_deliver_write(&c->out, ch->id, (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len},
                        tag, 0, sm.exchange, sm.routing_key, sl_buf_head(&qp), sl_buf_unread(&qp),
                        sm.body, sm.body_len, c->frame_max ? c->frame_max - AMQP_FRAME_OVERHEAD : 0);
     sl_buf_free(&qp);
+    sl_buf_free(&p10);
+    sl_buf_free(&h10);
+    sl_buf_free(&b10);
     broker_mark_dirty(c);
 }

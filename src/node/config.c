@@ -83,6 +83,9 @@ void node_config_free(node_config *c)
     sl_free(c->msmq_hosts);
     sl_free(c->msmq_allowed_senders);
     sl_free(c->auth_mechanisms);
+    sl_free(c->stream_bind);
+    sl_free(c->stream_tls_bind);
+    sl_free(c->stream_advertised_host);
     struct node_tls_conf *tc[3] = {&c->ssl, &c->mgmt_ssl, &c->link_ssl};
     for (int i = 0; i < 3; i++) {
         sl_free(tc[i]->cacertfile);

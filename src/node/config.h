@@ -175,6 +175,14 @@ typedef struct node_config {
     /* receiver: the largest step a sequence's numbers may take (a SeqNo beyond the last
      * accepted + this is refused as forged; link_recv.c) */
     uint64_t link_seq_window;
+    /* RabbitMQ's stream protocol door (src/stream/): listeners.stream and .ssl = [IP:]PORT
+     * (-1 = off, 0 = a free port; TLS takes ssl_options.*), what Tune proposes, and the
+     * address Metadata and Open advertise (NULL / -1: the listener's own). */
+    int stream_port, stream_tls_port;
+    char *stream_bind, *stream_tls_bind; /* NULL = bind */
+    uint32_t stream_frame_max, stream_heartbeat;
+    char *stream_advertised_host;
+    int stream_advertised_port, stream_advertised_tls_port;
     node_cluster_conf cluster; /* cluster_formation.* and cluster.* (issue 31); off unless set */
 } node_config;
 

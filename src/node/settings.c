@@ -515,6 +515,28 @@ static const char *set_msmq_listener(void *base, const setting *r, const char *p
     return NULL;
 }
 
+/* listeners.stream (and its TLS twin): [IP:]PORT, or "default" / true = 5552 (5551 for
+ * TLS), false / off = none. */
+static const char *set_stream_listener(void *base, const setting *r, const char *part, size_t plen,
+                                       const char *value)
+{
+    node_config *c = base;
+    int tls = r->off == offsetof(node_config, stream_tls_port);
+    uint64_t n;
+    /* words only: "0" is a free port, "1" port 1 */
+    if (!strcmp(value, "off") || !strcmp(value, "false") || !strcmp(value, "no")) {
+        *(tls ? &c->stream_tls_port : &c->stream_port) = -1;
+        return NULL;
+    }
+    split_bind(tls ? &c->stream_tls_bind : &c->stream_bind, &value);
+    if (!strcmp(value, "default") || !strcmp(value, "true") || !strcmp(value, "yes"))
+        n = tls ? 5551 : 5552;
+    else if (parse_u64(value, 65535, &n))
+        return r->err;
+    *(tls ? &c->stream_tls_port : &c->stream_port) = (int)n;
+    return NULL;
+}
+
 static const char *set_msmq_host(void *base, const setting *r, const char *part, size_t plen,
                                  const char *value)
 {
@@ -1270,6 +1292,65 @@ static const setting node_rows[] = {
      .def = "distinguished_name",
      .err = "ssl_cert_login_from must be common_name or distinguished_name",
      .meaning = "what of the certificate EXTERNAL logs in as"},
+    /* RabbitMQ's stream protocol door (src/stream/), off unless asked for as RabbitMQ's
+     * rabbitmq_stream plugin is */
+    {.key = "listeners.stream",
+     .alias = {"stream.listeners.tcp.1", "stream.listeners.tcp.default"},
+     .type = ST_PORT,
+     .flags = SF_RAWDEF,
+     C(stream_port),
+     .fn = set_stream_listener,
+     .rawdef = -1,
+     .doc_def = "(none: off)",
+     .err = "listeners.stream must be [IP:]PORT (0 = a free port, default = 5552) or off",
+     .meaning = "[IP:]PORT of RabbitMQ's stream protocol (default or true = 5552)"},
+    {.key = "listeners.stream.ssl",
+     .alias = {"stream.listeners.ssl.1", "stream.listeners.ssl.default"},
+     .type = ST_PORT,
+     .flags = SF_RAWDEF,
+     C(stream_tls_port),
+     .fn = set_stream_listener,
+     .rawdef = -1,
+     .doc_def = "(none: off)",
+     .err = "listeners.stream.ssl must be [IP:]PORT (0 = a free port, default = 5551) or off",
+     .meaning = "[IP:]PORT of the stream protocol over TLS (ssl_options.*; default = 5551)"},
+    {.key = "stream.frame_max",
+     .type = ST_SIZE,
+     C(stream_frame_max),
+     RANGE(8192, UINT32_MAX),
+     .def = "1048576",
+     .err = "stream.frame_max must be at least 8192",
+     .meaning = "largest stream frame proposed in Tune and accepted after Open"},
+    {.key = "stream.heartbeat",
+     .type = ST_SECONDS,
+     C(stream_heartbeat),
+     RANGE(0, 65535),
+     .def = "60",
+     .err = "stream.heartbeat must be 0..65535 seconds",
+     .meaning = "seconds proposed in the stream protocol's Tune (0 = off)"},
+    {.key = "stream.advertised_host",
+     .type = ST_STRING,
+     C(stream_advertised_host),
+     .doc_def = "(the listener's address)",
+     .meaning = "host the stream door names in Metadata and Open"},
+    {.key = "stream.advertised_port",
+     .type = ST_PORT,
+     .flags = SF_RAWDEF,
+     C(stream_advertised_port),
+     RANGE(1, 65535),
+     .rawdef = -1,
+     .doc_def = "(the listener's port)",
+     .err = "stream.advertised_port must be 1..65535",
+     .meaning = "port the stream door names in Metadata and Open"},
+    {.key = "stream.advertised_tls_port",
+     .type = ST_PORT,
+     .flags = SF_RAWDEF,
+     C(stream_advertised_tls_port),
+     RANGE(1, 65535),
+     .rawdef = -1,
+     .doc_def = "(the TLS listener's port)",
+     .err = "stream.advertised_tls_port must be 1..65535",
+     .meaning = "port the stream door names to TLS clients in Metadata and Open"},
     /* MS-MQQB door */
     {.key = "listeners.msmq",
      .type = ST_PORT,

@@ -297,6 +297,10 @@ typedef struct qm_consumer_ops {
      * NULL: the consumer cannot consume from a stream. */
     void (*deliver_entry)(qm_consumer *c, uint64_t offset, int64_t ts_ms, const uint8_t *p,
                           size_t len);
+    /* Streams, instead of deliver_entry: durable entries lie at or past c->st_next; the callee
+     * reads them itself (the stream door hands out whole chunks) and moves st_next. It must
+     * not detach any consumer during the call. */
+    void (*stream_ready)(qm_consumer *c);
 } qm_consumer_ops;
 
 struct qm_consumer {
@@ -829,6 +833,9 @@ struct qm_node {
      * (called before the queue is freed); may be NULL. */
     void (*on_queue_deleted)(qm_queue *q, void *ctx);
     void *hook_ctx;
+    /* Bumped by each queue deletion: a door that holds queues by name (the stream door's
+     * publishers) looks them up again when it moved. */
+    uint64_t queues_deleted;
     /* A message left its queue for good: taken by a consumer (QM_DEL_ACKED: basic.ack, a
      * no-ack delivery or get), refused by one (QM_DEL_REJECTED: basic.reject / basic.nack
      * without requeue, before its dead-letter copy) or expired (QM_DEL_EXPIRED). Called inside the
@@ -1068,14 +1075,20 @@ typedef struct qm_stream_spec {
 uint64_t qm_stream_start(qm_queue *q, const qm_stream_spec *spec);
 /* Append m (exchange, routing key, properties, body) to q's log. */
 sl_err qm_stream_append(qm_queue *q, const qm_message *m);
+/* Append an AMQP 1.0 message as the stream protocol door received it (stored as it came,
+ * with exchange "" and the stream's name as routing key); *offset gets its offset. */
+sl_err qm_stream_append_amqp10(qm_queue *q, const uint8_t *msg, size_t len, uint64_t *offset);
 /* A stored entry, as the door delivers it (pointers into the payload). 0, or -1 when the
- * payload is not one qm_stream_append wrote (its first byte, the format, is not
- * QM_STREAM_FMT_091). */
+ * payload is not one qm_stream_append or qm_stream_append_amqp10 wrote (its first byte, the
+ * format, is neither). amqp10: the body is an AMQP 1.0 message (from the stream protocol's
+ * door) and there are no 0-9-1 properties. */
 #define QM_STREAM_FMT_091 0
+#define QM_STREAM_FMT_AMQP10 1
 typedef struct qm_stream_msg {
     amqp_bytes exchange, routing_key;
     const uint8_t *props, *body;
     size_t props_len, body_len;
+    int amqp10;
 } qm_stream_msg;
 int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out);
 /* Dispatch for a stream queue (qm_queue_dispatch calls it). */

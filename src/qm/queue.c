@@ -1087,6 +1087,7 @@ void qm_queue_destroy(qm_queue *q, int run_hooks)
     qm_qdesc_forget_queue(q);
     if (run_hooks && n->on_queue_deleted)
         n->on_queue_deleted(q, n->hook_ctx);
+    n->queues_deleted++;
 
     sl_map_free(q->subqueues);
     qm_queue_args_free(&q->args);

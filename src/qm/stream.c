@@ -5,9 +5,10 @@
  * An entry's payload is the message as a door needs it to deliver it again:
  *     format:u8 (QM_STREAM_FMT_091), exchange_len:u8, exchange, routing_key_len:u8,
  *     routing_key, props_len:u32 (LE), props, body
- * The format byte leaves room for entries another door writes in its own encoding (the stream
- * protocol's AMQP 1.0 messages): a door decodes the formats it knows.
- * The entry's timestamp is the wall clock at the append.
+ * or, for a message the stream protocol's door received (an AMQP 1.0 message, stored as it
+ * came, with exchange "" and the stream's name as routing key):
+ *     format:u8 (QM_STREAM_FMT_AMQP10), 0:u8, routing_key_len:u8, routing_key, message
+ * A door decodes the formats it knows. The entry's timestamp is the wall clock at the append.
  *
  * Invariants: a stream queue never has ready, locked or paged positions (n_ready stays 0);
  * consumers have no unsettled positions: a delivery settles nothing, and each consumer's
@@ -121,21 +122,48 @@ sl_err qm_stream_append(qm_queue *q, const qm_message *m)
     return SL_OK;
 }
 
+sl_err qm_stream_append_amqp10(qm_queue *q, const uint8_t *msg, size_t len, uint64_t *offset)
+{
+    /* format, exchange "" (length 0), then the routing key's length */
+    size_t nl = strlen(q->name) > 255 ? 255 : strlen(q->name);
+    uint8_t hdr[3] = {QM_STREAM_FMT_AMQP10, 0, (uint8_t)nl};
+    st_stream_iov v[3] = {{hdr, 3}, {q->name, nl}, {msg, len}};
+    *offset = st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, 3);
+    q->stat_published++;
+    if (qm_persist && qm_persist->stream_appended)
+        QM_PERSIST(stream_appended, q, ST_STREAM_ENTRY_HDR + 3 + nl + len);
+    else if (st_stream_commit(q->stream) == 0)
+        qm_queue_schedule_dispatch(q);
+    else
+        return SL_ERR_INTERNAL;
+    return SL_OK;
+}
+
 int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out)
 {
     size_t at = 0;
-    if (len < 2 || p[at++] != QM_STREAM_FMT_091)
+    out->amqp10 = 0;
+    if (len < 3 || (p[0] != QM_STREAM_FMT_091 && p[0] != QM_STREAM_FMT_AMQP10))
         return -1;
+    int amqp10 = p[at++] == QM_STREAM_FMT_AMQP10;
     size_t xl = p[at++];
     if (len - at < xl + 1)
         return -1;
     out->exchange = (amqp_bytes){p + at, xl};
     at += xl;
     size_t rl = p[at++];
-    if (len - at < rl + 4)
+    if (len - at < rl + (amqp10 ? 0 : 4))
         return -1;
     out->routing_key = (amqp_bytes){p + at, rl};
     at += rl;
+    if (amqp10) { /* the message as the stream protocol's client sent it */
+        out->amqp10 = 1;
+        out->props = p + at;
+        out->props_len = 0;
+        out->body = p + at;
+        out->body_len = len - at;
+        return 0;
+    }
     size_t pl = sl_le32(p + at);
     at += 4;
     if (len - at < pl)
@@ -191,6 +219,11 @@ void qm_stream_dispatch(qm_queue *q)
     st_stream *s = q->stream;
     uint64_t end = st_stream_end(s);
     for (qm_consumer *c = q->consumers; c; c = c->next) {
+        if (c->ops->stream_ready) {
+            if (c->st_next < end)
+                c->ops->stream_ready(c);
+            continue;
+        }
         if (!c->ops->deliver_entry)
             continue;
         if (!c->st_reader && c->st_next < end) {

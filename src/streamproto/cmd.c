@@ -297,10 +297,22 @@ static void io_request(sp_io *io, sp_cmd *c)
         /* smallest message: id(8) + [filter(2)] + bytes length(4) */
         IO_COUNT(io, &m->n, c->version == 2 ? 14 : 12, &m->msgs);
         for (uint32_t i = 0; i < m->n && !io->err; i++) {
-            io_u64(io, &m->msgs[i].publishing_id);
+            sp_published *pm = &m->msgs[i];
+            io_u64(io, &pm->publishing_id);
             if (c->version == 2)
-                io_str(io, &m->msgs[i].filter);
-            io_bytes(io, &m->msgs[i].message);
+                io_str(io, &pm->filter);
+            /* A sub-entry batch starts with its top bit set where a message's int32 length
+             * would be (a null message, -1, is all ones: that stays a message). */
+            if (!io->writing)
+                pm->batch_flags =
+                    left(io) >= 4 && (io->p[0] & 0x80) && sl_get_u32(io->p) != 0xFFFFFFFFu ? 0x80
+                                                                                           : 0;
+            if (pm->batch_flags & 0x80) {
+                io_u8(io, &pm->batch_flags);
+                io_u16(io, &pm->records);
+                io_u32(io, &pm->uncompressed_len);
+            }
+            io_bytes(io, &pm->message);
         }
         break;
     }

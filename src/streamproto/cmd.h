@@ -132,6 +132,12 @@ typedef struct sp_offset_spec {
 typedef struct sp_published {
     uint64_t publishing_id;
     sp_str filter; /* version 2 only */
+    /* A sub-entry batch when batch_flags has its top bit set: 1:1 compression:3 reserved:4,
+     * then records u16, uncompressed length u32, and message is the batch's body (records of
+     * size:u32 + octets, compressed or not). 0: message is one message. */
+    uint8_t batch_flags;
+    uint16_t records;
+    uint32_t uncompressed_len;
     sp_str message;
 } sp_published;
 

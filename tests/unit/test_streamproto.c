@@ -522,7 +522,8 @@ START_TEST(publishers)
     vector(&c, "0000000a 8001 0001 00000008 0001", &d);
     sp_cmd_free(&d);
 
-    sp_published m1[2] = {{1, {0}, S("a")}, {2, {0}, S("bc")}};
+    sp_published m1[2] = {{.publishing_id = 1, .message = S("a")},
+                          {.publishing_id = 2, .message = S("bc")}};
     c = req(SP_PUBLISH, 0);
     c.u.publish.msgs = m1;
     c.u.publish.n = 2;
@@ -536,7 +537,29 @@ START_TEST(publishers)
     ck_assert(str_is(d.u.publish.msgs[1].message, "bc"));
     sp_cmd_free(&d);
 
-    sp_published m2[1] = {{5, S("eu"), S("x")}};
+    /* a sub-entry batch (gzip, 2 records, 9 octets uncompressed) beside a message */
+    sp_published mb[2] = {{.publishing_id = 3,
+                           .batch_flags = 0x90,
+                           .records = 2,
+                           .uncompressed_len = 9,
+                           .message = S("zz")},
+                          {.publishing_id = 4, .message = S("a")}};
+    c = req(SP_PUBLISH, 0);
+    c.u.publish.msgs = mb;
+    c.u.publish.n = 2;
+    vector(&c,
+           "0000002b 0002 0001 00 00000002"
+           " 0000000000000003 90 0002 00000009 00000002 7a7a"
+           " 0000000000000004 00000001 61",
+           &d);
+    ck_assert_uint_eq(d.u.publish.msgs[0].batch_flags, 0x90);
+    ck_assert_uint_eq(d.u.publish.msgs[0].records, 2);
+    ck_assert_uint_eq(d.u.publish.msgs[0].uncompressed_len, 9);
+    ck_assert(str_is(d.u.publish.msgs[0].message, "zz"));
+    ck_assert_uint_eq(d.u.publish.msgs[1].batch_flags, 0);
+    sp_cmd_free(&d);
+
+    sp_published m2[1] = {{.publishing_id = 5, .filter = S("eu"), .message = S("x")}};
     c = req(SP_PUBLISH, 0);
     c.version = 2;
     c.u.publish.publisher_id = 1;

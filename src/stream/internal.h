@@ -1,0 +1,196 @@
+/* internal.h - what the stream door's files share: the door (door.c: listeners, the node's
+ * hooks, the list of connections), a connection (conn.c: the socket, TLS, framing, timers,
+ * closing) and the commands (handshake.c before Open, commands.c after it).
+ *
+ * A connection's life: SC_TLS (listeners.stream.ssl only), then PeerProperties, SaslHandshake,
+ * SaslAuthenticate, the server's Tune and the client's, Open; SC_OPEN serves commands; a
+ * Close from either side, a framing error or a timeout ends it. A connection that is done
+ * lingers (SC_LINGER: its last answer is flushed, its write side shut, input discarded) so the
+ * client reads that answer before the socket goes. Killed connections move to the door's dead
+ * list and are freed at the end of the loop turn, never under a handler that holds them.
+ */
+#ifndef SL_STREAM_INTERNAL_H
+#define SL_STREAM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "access/access.h"
+#include "core/buf.h"
+#include "net/accept.h"
+#include "net/loop.h"
+#include "node/node.h"
+#include "qm/qm.h"
+#include "stream/stream.h"
+#include "streamproto/cmd.h"
+#include "streamproto/frame.h"
+
+struct sl_tls;
+struct sl_tls_ctx;
+struct acc_verify_job;
+
+/* A new subscription's first Deliver waits this long after the Subscribe answer went out, so
+ * that a client reads them apart (subscribe.c). */
+#define STREAM_FIRST_DELIVER_MS 3
+/* Answers waiting to be written beyond this stop the connection's input until they drain. */
+#define STREAM_OUT_MAX (1u << 20)
+/* How long a Close waits for its answer, and a lingering connection for the client's EOF. */
+#define STREAM_CLOSE_WAIT_MS 2000
+
+enum stream_state {
+    SC_TLS = 0,        /* the TLS handshake */
+    SC_PEER,           /* waiting for PeerProperties */
+    SC_SASL_HANDSHAKE, /* waiting for SaslHandshake */
+    SC_SASL_AUTH,      /* waiting for SaslAuthenticate */
+    SC_LOGIN_WAIT,     /* a slow password check runs (access/verifier.h): nothing is read */
+    SC_TUNE,           /* our Tune is sent: waiting for the client's */
+    SC_OPENING,        /* waiting for Open */
+    SC_OPEN,
+    SC_CLOSING, /* we sent Close: waiting for its answer */
+    SC_LINGER,  /* all said: flush, shut the write side, discard input until EOF */
+    SC_DEAD,
+};
+
+typedef struct stream_conn stream_conn;
+struct stream_pub;
+struct stream_sub;
+struct stream_confirm;
+struct sl_map;
+
+struct stream_conn {
+    stream_door *d;
+    stream_conn *prev, *next;
+    uint64_t id;
+    int fd;
+    sl_watch w;
+    sl_timer timer;
+    enum stream_state state;
+    struct sl_tls *tls;           /* NULL on the plain listener */
+    uint8_t tls_write_wants_read; /* a TLS write waits for the socket to be readable */
+    uint8_t loopback;             /* for loopback_users */
+    uint8_t counted_open;         /* in the door's count of open connections */
+    uint8_t shut_wr;
+    uint8_t held; /* frame handling stopped (full output, slow login): the feeder may hold more */
+    uint8_t close_answered; /* the client answered our Close: it has read all, close at once */
+    sp_feeder in;
+    sl_buf out;
+    char peer[64];                 /* ADDR:PORT */
+    char name[160];                /* "peer -> listener", as the AMQP door names connections */
+    char *user;                    /* after SaslAuthenticate */
+    char *vhost;                   /* after Open */
+    uint32_t frame_max, heartbeat; /* tuned */
+    uint32_t next_corr;            /* of the requests we send (Close) */
+    uint64_t started, last_recv, last_send, deadline;
+    /* a slow login in progress (SC_LOGIN_WAIT) */
+    struct acc_verify_job *job;
+    uint32_t login_corr;
+    char *login_user;
+    uint8_t *login_hash;
+    size_t login_hash_len;
+    /* publishers and subscriptions by their ids (publish.c, subscribe.c) */
+    struct stream_pub *pubs[256];
+    struct stream_sub *subs[256];
+    size_t n_pubs, n_subs;
+    /* PublishConfirms waiting for their store generation, oldest first (publish.c) */
+    struct stream_confirm *cf_head, *cf_tail;
+    uint8_t sub_wait; /* a subscription with credit stopped (a full output, sub_at): pump later */
+    uint64_t sub_at;  /* not before this loop time (a new subscription's first Deliver) */
+    uint8_t dirty;    /* output written outside a frame handler: on the door's dirty list */
+    stream_conn *dirty_next;
+};
+
+struct stream_door {
+    sl_node *n;
+    int fd, tls_fd; /* -1: not listening */
+    sl_acceptor acc, tls_acc;
+    struct sl_tls_ctx *tls_ctx;
+    char addr[64], tls_addr[64];
+    int port, tls_port;
+    char adv_host[256]; /* what Metadata and Open name */
+    int adv_port, adv_tls_port;
+    stream_conn *conns;
+    size_t n_conns;
+    stream_conn *dead; /* killed this turn, freed by the turn hook */
+    uint64_t next_id;
+    stream_conn *dirty; /* deliveries and confirms written this turn, flushed by the turn hook */
+    /* Server-side tracking by reference (tracking.c): publishers' sequences and consumers'
+     * offsets, keyed by the stream's incarnation, the kind and the reference. */
+    struct sl_map *tracking;
+    uint64_t queues_deleted; /* the model's count when publishers were last checked */
+    uint8_t blocked;         /* a resource alarm is on: connections with publishers are not read */
+};
+
+/* ---- door.c ---- */
+/* A killed connection leaves the list of live ones for the dead list. */
+void stream_door_retire(stream_door *d, stream_conn *c);
+
+/* ---- conn.c ---- */
+stream_conn *stream_conn_new(stream_door *d, int fd, const struct sockaddr_storage *ss, int tls);
+void stream_conn_free(stream_conn *c);
+/* Close the socket now (why: logged when not NULL); the struct is freed at the turn's end. */
+void stream_conn_kill(stream_conn *c, const char *why);
+/* Append one frame for cmd (written by stream_conn_flush). */
+void stream_conn_send(stream_conn *c, const sp_cmd *cmd);
+void stream_conn_flush(stream_conn *c);
+/* Send Close with code and reason and wait for its answer (STREAM_CLOSE_WAIT_MS at most). */
+void stream_conn_close(stream_conn *c, uint16_t code, const char *reason);
+/* Nothing more to say: flush, then close (why: logged at info when not NULL). */
+void stream_conn_linger(stream_conn *c, const char *why);
+/* Frames held in the feeder (for a full output, a slow login) are handled, in bounded rounds;
+ * what is left goes on from the timer. */
+void stream_conn_resume(stream_conn *c);
+/* The watch and the timer, after a change of state. */
+void stream_conn_rearm(stream_conn *c);
+
+/* ---- handshake.c ---- */
+/* A decoded command from the client, in any state. */
+void stream_handle(stream_conn *c, const sp_cmd *m);
+/* A slow login's connection goes: its check is cancelled. */
+void stream_login_cancel(stream_conn *c);
+
+/* Output written outside a frame handler (a delivery, a confirm): flushed at the turn's end. */
+void stream_door_dirty(stream_door *d, stream_conn *c);
+
+/* ---- commands.c ---- */
+/* A request after Open. */
+void stream_open_command(stream_conn *c, const sp_cmd *m);
+/* Reply helper: a response of key with corr and code and nothing else. */
+void stream_reply_code(stream_conn *c, uint16_t key, uint32_t corr, uint16_t code);
+/* SP_OK, or SP_ACCESS_REFUSED (logged): the user's perm on the stream as a queue. */
+uint16_t stream_check(stream_conn *c, sp_str name, acc_perm perm);
+/* The stream of that name in the connection's vhost (a queue of type stream), or NULL. */
+qm_queue *stream_find(stream_conn *c, sp_str name);
+
+/* ---- publish.c: DeclarePublisher, Publish, PublishConfirm/Error, DeletePublisher,
+ * QueryPublisherSequence ---- */
+void stream_declare_publisher(stream_conn *c, const sp_cmd *m);
+void stream_publish(stream_conn *c, const sp_cmd *m);
+void stream_delete_publisher(stream_conn *c, const sp_cmd *m);
+void stream_query_publisher_sequence(stream_conn *c, const sp_cmd *m);
+/* A store generation became durable: the confirms it covers go out. */
+void stream_confirms_released(stream_conn *c);
+void stream_publishers_free(stream_conn *c);
+/* Queues were deleted: publishers whose stream went get MetadataUpdate and are dropped. */
+void stream_publishers_check(stream_conn *c);
+
+/* ---- subscribe.c: Subscribe, Credit, Deliver, Unsubscribe ---- */
+void stream_subscribe(stream_conn *c, const sp_cmd *m);
+void stream_credit(stream_conn *c, const sp_cmd *m);
+void stream_unsubscribe(stream_conn *c, const sp_cmd *m);
+/* Deliver what the subscriptions have credit for, while the output has room. */
+void stream_subs_pump(stream_conn *c);
+/* Detach and free every subscription (the connection goes). */
+void stream_subs_free(stream_conn *c);
+
+/* ---- tracking.c: StoreOffset, QueryOffset, StreamStats, the reference table ---- */
+enum stream_track_kind { STREAM_TRACK_PUBLISHER = 'p', STREAM_TRACK_OFFSET = 'o' };
+/* The tracked value of reference on q: 1 with *v, 0 when none. */
+int stream_track_get(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t *v);
+void stream_track_set(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t v);
+void stream_track_free(stream_door *d);
+void stream_store_offset(stream_conn *c, const sp_cmd *m);
+void stream_query_offset(stream_conn *c, const sp_cmd *m);
+void stream_stream_stats(stream_conn *c, const sp_cmd *m);
+
+#endif

@@ -1,0 +1,5 @@
+module.exports = {
+  require: ["tsx", "test/index.ts"],
+  extension: ["ts"],
+  recursive: true,
+}

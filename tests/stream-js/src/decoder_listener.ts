@@ -1,0 +1,5 @@
+import { Response } from "./responses/response"
+
+export interface DecoderListenerFunc {
+  (data: Response): void
+}

@@ -1,0 +1,1 @@
+export const STREAM_ALREADY_EXISTS_ERROR_CODE = 0x05

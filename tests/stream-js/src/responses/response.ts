@@ -1,0 +1,6 @@
+export interface Response {
+  code: number
+  ok: boolean
+  key: number
+  correlationId: number
+}
