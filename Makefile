@@ -88,12 +88,14 @@ deps-test:
 	@scripts/deps.sh test
 	@test -d tests/integration/node/node_modules/amqplib || \
 	  npm ci --no-audit --no-fund --prefix tests/integration/node
-	@test -d tests/stream-js/node_modules/mocha || \
-	  npm ci --no-audit --no-fund --prefix tests/stream-js
 
 # RabbitMQ's Node.js stream client suite against a private sluiced (tests/stream-js/README.md);
-# STREAM_JS_SPECS= some files of it (default: the whole suite).
+# STREAM_JS_SPECS= some files of it (default: the whole suite). Its npm packages (TypeScript,
+# mocha, the suite's lint tools) are installed here, not by deps-test: `make test` does not
+# run the suite (it does not pass whole yet: docs/stream-protocol.md).
 stream-client-test: deps-test all
+	@test -d tests/stream-js/node_modules/mocha || \
+	  npm ci --no-audit --no-fund --prefix tests/stream-js
 	tests/stream-js/run.sh $(STREAM_JS_SPECS)
 
 # Start sluiced in the foreground on 127.0.0.1:5672 with data under ./var.
