@@ -130,10 +130,9 @@ static void declare(channel *ch, const amqp_queue_declare *d)
         amqp_bytes name = d->queue;
         if (name.len == 0 &&
             (qm_queue_args_quorum(d->arguments) || qm_queue_args_stream(d->arguments))) {
-            broker_channel_error(ch, SL_ERR_PRECONDITION, id,
-                                 "Cannot declare a server-named queue for type %s",
-                                 qm_queue_args_quorum(d->arguments) ? "rabbit_quorum_queue"
-                                                                    : "rabbit_stream_queue");
+            broker_channel_error(
+                ch, SL_ERR_PRECONDITION, id, "Cannot declare a server-named queue for type %s",
+                qm_queue_args_quorum(d->arguments) ? "rabbit_quorum_queue" : "rabbit_stream_queue");
             return;
         }
         if (name.len == 0) {
