@@ -23,8 +23,9 @@ int http_cross_origin(struct MHD_Connection *c, char *why, size_t len);
  * carry no Basic challenge, or the browser prompts on behalf of whichever page asked. */
 int http_from_a_page(struct MHD_Connection *c, const char *guard_header);
 /* 1 when the body (body_len bytes) may be taken as JSON: a Content-Type of application/json
- * (parameters such as charset allowed), or none with an empty body. No form of another site
- * can send that type without asking first (a CORS preflight). */
+ * (parameters such as charset allowed), or none at all. No form of another site can send the
+ * JSON type without asking first (a CORS preflight), and none can leave the type out: a body
+ * without one comes from a script, which a browser marks with Origin (http_cross_origin). */
 int http_content_type_json(struct MHD_Connection *c, size_t body_len);
 
 #endif
