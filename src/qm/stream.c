@@ -16,12 +16,18 @@
  * stream queue is on the node's streams list while it exists. With the store's hooks the
  * appends are made durable by the node's group commit (persist.c) and qm_streams_committed
  * runs after each; without them each append is committed inline.
+ *
+ * Tracking by reference (qm.h, qm_stream_track): a stream's stored consumer offsets and
+ * publisher sequences live here, below the doors, so they go with the queue and the store
+ * makes them durable (persist/streams.c); the stream protocol's door only translates.
  */
 #include <inttypes.h>
 #include <string.h>
 
 #include "core/le.h"
 #include "core/log.h"
+#include "core/map.h"
+#include "core/mem.h"
 #include "qm/qm_internal.h"
 #include "store/stream.h"
 
@@ -72,6 +78,120 @@ void qm_stream_link(qm_queue *q)
     n->streams = q;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Tracking by reference (qm.h): a map per stream of kind + reference -> entry, and the node's
+ * list of entries changed since the store wrote them.
+ */
+
+static size_t track_key(uint8_t *key, int kind, const uint8_t *ref, size_t len)
+{
+    key[0] = (uint8_t)kind;
+    memcpy(key + 1, ref, len);
+    return 1 + len;
+}
+
+static int track_ref_ok(int kind, const uint8_t *ref, size_t len)
+{
+    return (kind == QM_TRACK_OFFSET || kind == QM_TRACK_PUBLISHER) && ref && len &&
+           len <= QM_TRACK_REF_MAX;
+}
+
+qm_stream_track *qm_stream_track_get(const qm_queue *q, int kind, const uint8_t *ref, size_t len)
+{
+    if (!q->st_tracking || !track_ref_ok(kind, ref, len))
+        return NULL;
+    uint8_t key[1 + QM_TRACK_REF_MAX];
+    return sl_map_get(q->st_tracking, key, track_key(key, kind, ref, len));
+}
+
+static qm_stream_track *track_slot(qm_queue *q, int kind, const uint8_t *ref, size_t len)
+{
+    qm_stream_track *t = qm_stream_track_get(q, kind, ref, len);
+    if (t)
+        return t;
+    if (!q->st_tracking)
+        q->st_tracking = sl_map_new();
+    t = sl_xcalloc(1, sizeof *t);
+    t->queue = q;
+    t->kind = (uint8_t)kind;
+    t->ref_len = (uint8_t)len;
+    memcpy(t->ref, ref, len);
+    uint8_t key[1 + QM_TRACK_REF_MAX];
+    sl_map_put(q->st_tracking, key, track_key(key, kind, ref, len), t);
+    return t;
+}
+
+sl_err qm_stream_track_set(qm_queue *q, int kind, const uint8_t *ref, size_t len, uint64_t value)
+{
+    if (!q->stream || !track_ref_ok(kind, ref, len))
+        return SL_ERR_PRECONDITION;
+    qm_stream_track *t = track_slot(q, kind, ref, len);
+    t->value = value;
+    /* a publisher's id stands for the entries appended so far: recovery checks they are there */
+    t->cover = kind == QM_TRACK_PUBLISHER ? st_stream_next(q->stream) : 0;
+    if (!t->dirty) {
+        qm_node *n = qm_queue_node(q);
+        t->dirty = 1;
+        t->dirty_next = n->track_dirty;
+        n->track_dirty = t;
+    }
+    if (qm_persist && qm_persist->stream_tracked)
+        qm_persist->stream_tracked(qm_persist_ctx, t);
+    return SL_OK;
+}
+
+qm_stream_track *qm_stream_track_restore(qm_queue *q, int kind, const uint8_t *ref, size_t len,
+                                         uint64_t value, uint64_t cover)
+{
+    if (!q->stream || !track_ref_ok(kind, ref, len))
+        return NULL;
+    qm_stream_track *t = track_slot(q, kind, ref, len);
+    t->value = value;
+    t->cover = cover;
+    return t;
+}
+
+qm_stream_track *qm_stream_track_take_dirty(qm_node *n)
+{
+    qm_stream_track *t = n->track_dirty;
+    n->track_dirty = NULL;
+    return t;
+}
+
+int qm_stream_track_next(const qm_queue *q, size_t *it, qm_stream_track **t)
+{
+    const char *k;
+    size_t kl;
+    void *v;
+    if (!q->st_tracking || !sl_map_next(q->st_tracking, it, &k, &kl, &v))
+        return 0;
+    *t = v;
+    return 1;
+}
+
+/* The stream goes (deleted: its entries' records are dead for the store too). */
+static void track_free_all(qm_queue *q, int deleted)
+{
+    if (!q->st_tracking)
+        return;
+    qm_node *n = qm_queue_node(q);
+    for (qm_stream_track **pp = &n->track_dirty; *pp;) {
+        if ((*pp)->queue == q)
+            *pp = (*pp)->dirty_next;
+        else
+            pp = &(*pp)->dirty_next;
+    }
+    size_t it = 0;
+    qm_stream_track *t;
+    while (qm_stream_track_next(q, &it, &t)) {
+        if (deleted && qm_persist && qm_persist->stream_untracked)
+            qm_persist->stream_untracked(qm_persist_ctx, t);
+        sl_free(t);
+    }
+    sl_map_free(q->st_tracking);
+    q->st_tracking = NULL;
+}
+
 void qm_stream_close(qm_queue *q, int deleted)
 {
     if (!q->stream)
@@ -84,6 +204,7 @@ void qm_stream_close(qm_queue *q, int deleted)
     if (q->st_next)
         q->st_next->st_prev = q->st_prev;
     q->st_next = q->st_prev = NULL;
+    track_free_all(q, deleted);
     st_stream *s = q->stream;
     q->stream = NULL;
     if (qm_persist && qm_persist->stream_closing)

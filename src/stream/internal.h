@@ -56,7 +56,6 @@ typedef struct stream_conn stream_conn;
 struct stream_pub;
 struct stream_sub;
 struct stream_confirm;
-struct sl_map;
 
 struct stream_conn {
     stream_door *d;
@@ -114,9 +113,6 @@ struct stream_door {
     stream_conn *dead; /* killed this turn, freed by the turn hook */
     uint64_t next_id;
     stream_conn *dirty; /* deliveries and confirms written this turn, flushed by the turn hook */
-    /* Server-side tracking by reference (tracking.c): publishers' sequences and consumers'
-     * offsets, keyed by the stream's incarnation, the kind and the reference. */
-    struct sl_map *tracking;
     uint64_t queues_deleted; /* the model's count when publishers were last checked */
     uint8_t blocked;         /* a resource alarm is on: connections with publishers are not read */
 };
@@ -183,12 +179,14 @@ void stream_subs_pump(stream_conn *c);
 /* Detach and free every subscription (the connection goes). */
 void stream_subs_free(stream_conn *c);
 
-/* ---- tracking.c: StoreOffset, QueryOffset, StreamStats, the reference table ---- */
-enum stream_track_kind { STREAM_TRACK_PUBLISHER = 'p', STREAM_TRACK_OFFSET = 'o' };
+/* ---- tracking.c: StoreOffset, QueryOffset, StreamStats; the model's tracking (qm.h) ---- */
+enum stream_track_kind {
+    STREAM_TRACK_PUBLISHER = QM_TRACK_PUBLISHER,
+    STREAM_TRACK_OFFSET = QM_TRACK_OFFSET
+};
 /* The tracked value of reference on q: 1 with *v, 0 when none. */
-int stream_track_get(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t *v);
-void stream_track_set(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t v);
-void stream_track_free(stream_door *d);
+int stream_track_get(const qm_queue *q, int kind, sp_str ref, uint64_t *v);
+void stream_track_set(qm_queue *q, int kind, sp_str ref, uint64_t v);
 void stream_store_offset(stream_conn *c, const sp_cmd *m);
 void stream_query_offset(stream_conn *c, const sp_cmd *m);
 void stream_stream_stats(stream_conn *c, const sp_cmd *m);
