@@ -157,6 +157,15 @@ void stream_reply_code(stream_conn *c, uint16_t key, uint32_t corr, uint16_t cod
 uint16_t stream_check(stream_conn *c, sp_str name, acc_perm perm);
 /* The stream of that name in the connection's vhost (a queue of type stream), or NULL. */
 qm_queue *stream_find(stream_conn *c, sp_str name);
+/* Create's arguments (max-length-bytes, max-age, ...) as a stream queue's x- arguments table
+ * content, x-queue-type first: 0, or -1 when a numeric one is not a number. */
+int stream_create_arguments(const sp_map *a, sl_buf *t);
+
+/* ---- superstream.c: CreateSuperStream, DeleteSuperStream, Partitions, Route ---- */
+void stream_create_super_stream(stream_conn *c, const sp_cmd *m);
+void stream_delete_super_stream(stream_conn *c, const sp_cmd *m);
+void stream_partitions(stream_conn *c, const sp_cmd *m);
+void stream_route(stream_conn *c, const sp_cmd *m);
 
 /* ---- publish.c: DeclarePublisher, Publish, PublishConfirm/Error, DeletePublisher,
  * QueryPublisherSequence ---- */
