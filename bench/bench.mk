@@ -57,7 +57,7 @@ $(BENCH_DIR)/tcpceil: bench/tcpceil.c bench/bench.mk
 # top comment).
 $(BENCH_DIR)/streambench: bench/streambench.c bench/bench.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -o $@ $<
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -pthread
 
 $(BENCH_DIR)/routebench: bench/routebench.c $(BUILD)/libsluice.a bench/bench.mk
 	@mkdir -p $(dir $@)

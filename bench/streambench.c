@@ -34,6 +34,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -101,7 +102,7 @@ static int64_t g_last_progress;
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
-static void die(const char *fmt, ...)
+__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -863,6 +864,189 @@ static void scen_consume(void)
     close_conn();
 }
 
+/* ---- --self-peer: the client's own ceiling ----------------------------------------------
+ * A thread of this process plays a broker that costs nothing: it answers the handshake and
+ * every request OK, confirms each Publish frame's ids as soon as it has read the frame, and
+ * for a subscription sends ready-made chunks of PEER_CHUNK records (the --size body, as the
+ * publisher wraps it) one per credit. The client runs unchanged against it on 127.0.0.1, so
+ * its msg/s is what the client (and loopback) can do at most: the figure a broker's row is
+ * read against. Blocking socket, one connection, ends when the client closes. */
+#define PEER_CHUNK 1000
+
+static int g_peer_listen;
+
+static void peer_send(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* the client went: the run ends with it */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void wr16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+static void wr32(uint8_t *p, uint32_t v)
+{
+    wr16(p, (uint16_t)(v >> 16));
+    wr16(p + 2, (uint16_t)v);
+}
+static void wr64(uint8_t *p, uint64_t v)
+{
+    wr32(p, (uint32_t)(v >> 32));
+    wr32(p + 4, (uint32_t)v);
+}
+
+static void *peer_main(void *arg)
+{
+    (void)arg;
+    int fd = accept(g_peer_listen, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* the chunk: Deliver v1, subscription id, 48-octet header, PEER_CHUNK simple entries */
+    size_t msg = O.size + (O.size <= 255 ? 5 : 8);
+    size_t data = PEER_CHUNK * (4 + msg), dsz = 4 + 4 + 1 + 48 + data;
+    uint8_t *chunk = calloc(1, dsz);
+    wr32(chunk, (uint32_t)(dsz - 4));
+    wr16(chunk + 4, K_DELIVER);
+    wr16(chunk + 6, 1);
+    uint8_t *h = chunk + 9;
+    h[0] = 0x50;
+    wr16(h + 2, PEER_CHUNK);
+    wr32(h + 4, PEER_CHUNK);
+    wr32(h + 36, (uint32_t)data);
+    for (size_t i = 0; i < PEER_CHUNK; i++)
+        wr32(h + 48 + i * (4 + msg), (uint32_t)msg);
+    size_t cap = 8u << 20, len = 0;
+    uint8_t *in = malloc(cap), out[64 * 1024];
+    uint64_t credit = 0, offset = 0;
+    int subscribed = 0;
+    for (;;) {
+        /* deliver while there is credit, reading (without waiting) between chunks */
+        int fresh = 0; /* bytes read in this turn, to be parsed before waiting for more */
+        while (subscribed && credit) {
+            wr64(h + 24, offset);
+            peer_send(fd, chunk, dsz);
+            offset += PEER_CHUNK;
+            credit--;
+            ssize_t r = recv(fd, in + len, cap - len, MSG_DONTWAIT);
+            if (r > 0) {
+                len += (size_t)r;
+                fresh = 1;
+                break;
+            }
+            if (r == 0)
+                goto out;
+        }
+        if (!fresh && !(subscribed && credit)) {
+            ssize_t r = recv(fd, in + len, cap - len, 0);
+            if (r <= 0)
+                goto out;
+            len += (size_t)r;
+        }
+        size_t off = 0, olen = 0;
+        while (len - off >= 4 && len - off - 4 >= get32(in + off)) {
+            uint32_t size = get32(in + off);
+            const uint8_t *b = in + off + 4;
+            uint16_t key = get16(b) & 0x7fff;
+            off += 4 + size;
+            if (olen > sizeof out - 64) {
+                peer_send(fd, out, olen);
+                olen = 0;
+            }
+            uint8_t *o = out + olen;
+            if (key == K_PUBLISH) {
+                /* confirm the frame's ids: publisher id, count, then (id, message)* */
+                uint32_t n = get32(b + 5);
+                size_t need = 4 + 4 + 1 + 4 + 8 * (size_t)n;
+                uint8_t *c = malloc(need);
+                wr32(c, (uint32_t)(need - 4));
+                wr16(c + 4, K_PUBLISH_CONFIRM);
+                wr16(c + 6, 1);
+                c[8] = b[4];
+                wr32(c + 9, n);
+                const uint8_t *q = b + 9;
+                for (uint32_t i = 0; i < n; i++) {
+                    memcpy(c + 13 + 8 * (size_t)i, q, 8);
+                    q += 12 + get32(q + 8);
+                }
+                peer_send(fd, out, olen);
+                olen = 0;
+                peer_send(fd, c, need);
+                free(c);
+            } else if (key == K_CREDIT) {
+                credit += get16(b + 5);
+            } else if (key == K_TUNE || key == K_HEARTBEAT) {
+                continue;
+            } else if (key == K_SASL_AUTHENTICATE) {
+                wr32(o, 10);
+                wr16(o + 4, K_SASL_AUTHENTICATE | RESPONSE);
+                wr16(o + 6, 1);
+                memcpy(o + 8, b + 4, 4);
+                wr16(o + 12, CODE_OK);
+                /* then the server's Tune */
+                wr32(o + 14, 12);
+                wr16(o + 18, K_TUNE);
+                wr16(o + 20, 1);
+                wr32(o + 22, 1048576);
+                wr32(o + 26, 0);
+                olen += 30;
+            } else {
+                /* every other request: OK with its correlation id */
+                wr32(o, 10);
+                wr16(o + 4, (uint16_t)(key | RESPONSE));
+                wr16(o + 6, 1);
+                memcpy(o + 8, b + 4, 4);
+                wr16(o + 12, CODE_OK);
+                olen += 14;
+                if (key == K_SUBSCRIBE) {
+                    subscribed = 1;
+                    credit += get16(b + 4 + 4 + 1 + 2 + get16(b + 9) + 2);
+                } else if (key == K_UNSUBSCRIBE) {
+                    subscribed = 0;
+                }
+            }
+        }
+        if (olen)
+            peer_send(fd, out, olen);
+        memmove(in, in + off, len - off);
+        len -= off;
+        if (len == cap)
+            goto out;
+    }
+out:
+    close(fd);
+    free(in);
+    free(chunk);
+    return NULL;
+}
+
+/* Listens on 127.0.0.1:0 and points the client at it. */
+static void peer_start(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    g_peer_listen = socket(AF_INET, SOCK_STREAM, 0);
+    if (g_peer_listen < 0 || bind(g_peer_listen, (struct sockaddr *)&a, sizeof a) < 0 ||
+        listen(g_peer_listen, 1) < 0 || getsockname(g_peer_listen, (struct sockaddr *)&a, &al) < 0)
+        die("self-peer: %s", strerror(errno));
+    pthread_t t;
+    if (pthread_create(&t, NULL, peer_main, NULL) != 0)
+        die("self-peer: pthread_create");
+    pthread_detach(t);
+    O.host = "127.0.0.1";
+    O.port = ntohs(a.sin_port);
+}
+
 static void usage(int rc)
 {
     fprintf(rc ? stderr : stdout,
@@ -876,30 +1060,23 @@ static void usage(int rc)
             "      --credit C      consume: initial credit (10), then 1 per chunk\n"
             "  -r, --rate R        latency: msg/s, open loop (10000)\n"
             "      --pids P,P      broker processes: CPU per message from /proc\n"
-            "      --stall S       fail after S s without progress (60)\n");
+            "      --stall S       fail after S s without progress (60)\n"
+            "      --self-peer     run against a peer thread of this process that confirms\n"
+            "                      and delivers at once: the client's own ceiling\n");
     exit(rc);
 }
 
 int main(int argc, char **argv)
 {
-    enum { STREAM = 256, CREATE, KEEP, DEL, BATCH, WINDOW, CREDIT, PIDS, STALL };
-    static const struct option lo[] = {{"scenario", 1, 0, 'S'},
-                                       {"host", 1, 0, 'H'},
-                                       {"port", 1, 0, 'p'},
-                                       {"messages", 1, 0, 'n'},
-                                       {"size", 1, 0, 's'},
-                                       {"rate", 1, 0, 'r'},
-                                       {"stream", 1, 0, STREAM},
-                                       {"create", 0, 0, CREATE},
-                                       {"keep", 0, 0, KEEP},
-                                       {"delete", 0, 0, DEL},
-                                       {"batch", 1, 0, BATCH},
-                                       {"window", 1, 0, WINDOW},
-                                       {"credit", 1, 0, CREDIT},
-                                       {"pids", 1, 0, PIDS},
-                                       {"stall", 1, 0, STALL},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    enum { STREAM = 256, CREATE, KEEP, DEL, BATCH, WINDOW, CREDIT, PIDS, STALL, SELFPEER };
+    int self_peer = 0;
+    static const struct option lo[] = {
+        {"scenario", 1, 0, 'S'},       {"host", 1, 0, 'H'},      {"port", 1, 0, 'p'},
+        {"messages", 1, 0, 'n'},       {"size", 1, 0, 's'},      {"rate", 1, 0, 'r'},
+        {"stream", 1, 0, STREAM},      {"create", 0, 0, CREATE}, {"keep", 0, 0, KEEP},
+        {"delete", 0, 0, DEL},         {"batch", 1, 0, BATCH},   {"window", 1, 0, WINDOW},
+        {"credit", 1, 0, CREDIT},      {"pids", 1, 0, PIDS},     {"stall", 1, 0, STALL},
+        {"self-peer", 0, 0, SELFPEER}, {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
     int c;
     O.rate = 10000;
     while ((c = getopt_long(argc, argv, "S:H:p:n:s:r:h", lo, NULL)) != -1) {
@@ -943,6 +1120,9 @@ int main(int argc, char **argv)
         case CREDIT:
             O.credit = atoi(optarg);
             break;
+        case SELFPEER:
+            self_peer = 1;
+            break;
         case STALL:
             O.stall_s = atoi(optarg);
             break;
@@ -965,6 +1145,8 @@ int main(int argc, char **argv)
     g_in = malloc(g_in_cap);
     if (!g_out || !g_in)
         die("out of memory");
+    if (self_peer)
+        peer_start();
     if (!strcmp(O.scenario, "publish"))
         scen_publish(0);
     else if (!strcmp(O.scenario, "latency"))

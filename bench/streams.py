@@ -20,7 +20,8 @@ runs each scenario on both in alternation (A B, then B A, ...) for --rounds roun
 
 Before the rounds it measures the loopback ceiling (build/bench/tcpceil --mode batch) at the
 wire size of one published message and of one delivered entry, the bound any client and
-broker pair shares. Each sample records the client's own CPU share and the load average.
+broker pair shares, and the client alone: each stream protocol scenario run by streambench
+--self-peer against a peer thread of its own that confirms and delivers at once. Each sample records the client's own CPU share and the load average.
 Prints the table (medians, ratio Sluice / RabbitMQ, target, met) and writes it to
 bench/results/streams/<time>.md and latest.md, with every sample in <time>.json (--smoke:
 smoke-<time>.*, smoke-latest.md). Stops only the processes it started, by pid.
@@ -155,6 +156,27 @@ def ceiling(tools):
     return out
 
 
+def client_ceiling(tools, args):
+    """streambench --self-peer: each stream protocol scenario against a peer thread of the
+    client's own process that confirms and delivers at once (no broker): what the client can
+    do at most, per scenario id (the latency rows: the client's own p50 and p99)."""
+    out = {}
+    for sid, _, tool, full, smoke, metric, _, _, _ in SCENARIOS:
+        if tool not in ("stream", "replay"):
+            continue
+        a = "-S consume -n %d" % args.replay_n if tool == "replay" else \
+            (smoke if args.smoke else full)
+        a = a.replace("--create", "")
+        res = run_tool([str(tools / "streambench"), "--self-peer", "--stall", "30"] + a.split(),
+                       120)
+        if not res.get("ok"):
+            raise RuntimeError("streambench --self-peer %s: %s" % (a, res.get("error")))
+        out[sid] = res["metrics"][metric]
+        if sid == "lat10k_p50":
+            out["lat10k_p99"] = res["metrics"]["p99_us"]
+    return out
+
+
 def median_of(samples, broker, sid, field):
     v = [s[field] for s in samples if s["broker"] == broker and s["sid"] == sid and
          s.get(field) is not None]
@@ -177,7 +199,7 @@ def fmt(v, unit):
     return "%.0f" % v
 
 
-def report(samples, ceil, env, args, fills, wall, loads, errors):
+def report(samples, ceil, selfpeer, env, args, fills, wall, loads, errors):
     lines = ["# Streams: Sluice vs RabbitMQ (make bench-streams%s)" %
              (" smoke" if args.smoke else ""), "",
              "- date: %s; wall %.0f s; rounds %d, alternating (A B, B A, ...); medians" %
@@ -193,8 +215,8 @@ def report(samples, ceil, env, args, fills, wall, loads, errors):
              "confirms: %s)" % (args.replay_n, ", ".join(
                  "%s %s msg/s" % (k, fmt(v, "msg/s")) for k, v in fills.items())),
              "", "| scenario | Sluice | RabbitMQ | Sluice / RabbitMQ | target | met "
-             "| fsyncs per 1k msgs, Sluice / RabbitMQ |",
-             "|---|---|---|---|---|---|---|"]
+             "| fsyncs per 1k msgs, Sluice / RabbitMQ | client alone |",
+             "|---|---|---|---|---|---|---|---|"]
     for sid, title, _, _, _, _, unit, better, target in SCENARIOS:
         s, r = median(samples, "sluice", sid), median(samples, "rabbitmq", sid)
         ratio = s / r if s is not None and r else None
@@ -205,10 +227,16 @@ def report(samples, ceil, env, args, fills, wall, loads, errors):
             tgt = "%s %.1fx" % (">=" if better == "higher" else "<=", target)
             met = "yes" if (ratio >= target if better == "higher" else ratio <= target) else "no"
         fs = [median_of(samples, b, sid, "fsyncs_per_1k") for b in ("sluice", "rabbitmq")]
-        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
             title, fmt(s, unit), fmt(r, unit), "%.2fx" % ratio if ratio else "-", tgt, met,
-            " / ".join("-" if v is None else "%.1f" % v for v in fs)))
-    lines += ["", "Loopback ceiling (tcpceil --mode batch, 64 KiB writes, no broker): " +
+            " / ".join("-" if v is None else "%.1f" % v for v in fs),
+            fmt(selfpeer.get(sid), unit)))
+    lines += ["", "Client alone: streambench --self-peer, the same scenario against a peer "
+              "thread of its own process that confirms and delivers at once (no broker): the "
+              "most the stream protocol client can measure (latency rows: its own p50 / p99). "
+              "The AMQP rows use amqpbench's pipelined publisher and raw consumer (see "
+              "bench/README.md, Reading the numbers).",
+              "", "Loopback ceiling (tcpceil --mode batch, 64 KiB writes, no broker): " +
               ", ".join("%s (%d B/msg) %s msg/s" % (k, c["msg_bytes"], fmt(c["msgs_per_s"],
                                                                               "msg/s"))
                         for k, c in ceil.items())]
@@ -254,6 +282,8 @@ def main():
     try:
         ceil = ceiling(tools)
         log("loopback ceiling: %s" % {k: round(c["msgs_per_s"]) for k, c in ceil.items()})
+        selfpeer = client_ceiling(tools, args)
+        log("client alone (--self-peer): %s" % {k: round(v) for k, v in selfpeer.items()})
         for name in want:
             b = SluiceStreams(build / "sluiced", Path(tmp) / "sluice") if name == "sluice" \
                 else RabbitStreams(Path(tmp) / "rabbitmq")
@@ -320,7 +350,7 @@ def main():
     wall = time.monotonic() - t_start
     env = run.environment(build / "sluiced")
     env["client"] = "librabbitmq %s" % run.sh("dpkg-query -W -f='${Version}' librabbitmq4")
-    text = report(samples, ceil, env, args, fills, wall, loads, errors)
+    text = report(samples, ceil, selfpeer, env, args, fills, wall, loads, errors)
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -329,7 +359,8 @@ def main():
     (out / (name + ".md")).write_text(text)
     (out / ("smoke-latest.md" if args.smoke else "latest.md")).write_text(text)
     (out / (name + ".json")).write_text(json.dumps({
-        "env": env, "args": vars(args), "ceiling": ceil, "fills": fills, "samples": samples,
+        "env": env, "args": vars(args), "ceiling": ceil, "client_alone": selfpeer,
+        "fills": fills, "samples": samples,
         "errors": errors, "wall_s": round(wall, 1)}, indent=1))
     log("wrote %s" % (out / (name + ".md")))
     return 1 if errors else 0
