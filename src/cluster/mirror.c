@@ -30,8 +30,9 @@
  *   up to IDX_KEEP more, so generation <-> group lookups still work for groups whose bytes
  *   were dropped.
  * - cl_mirror_apply validates the whole group (CRC, bounds, kinds, names) before touching the
- *   directory: a refused group changes nothing. Names are relative, of 1 or 2 safe
- *   components, and opened with O_NOFOLLOW beneath the directory given.
+ *   directory: a refused group changes nothing. Names are relative, of 1 to 3 safe
+ *   components (a directory 1 or 2, a file 2 or 3: "msgs/N.seg", "streams/INC/N.seg"), and
+ *   every component is opened with O_NOFOLLOW beneath the directory given.
  */
 #include "cluster/mirror.h"
 
@@ -58,7 +59,8 @@
 #define GROUP_HDR 36           /* magic 4, version 4, idx 8, epoch 8, gen 8, nops 4 */
 #define WRITE_CHUNK (1u << 30) /* a write op carries at most this many bytes */
 #define IDX_KEEP 65536         /* index entries kept beyond the data ring */
-#define MAX_NAME 128           /* "msgs/" + a 24-byte segment name: far below */
+#define MAX_NAME 128           /* "streams/" + 16 hex + "/" + a 24-byte segment name: far below */
+#define MAX_DEPTH 3            /* components in a name: streams/INC/FILE */
 #define MAX_FILE (1ull << 40)  /* no store file is near 1 TiB: a bigger offset is hostile */
 #define STATE_MAGIC "SLRS"
 #define STATE_VERSION 1
@@ -93,15 +95,30 @@ static int component_ok(const char *s, size_t n)
     return 1;
 }
 
+/* Components in a name (name_ok checked). */
+static int depth(const char *name, size_t len)
+{
+    int d = 1;
+    for (size_t i = 0; i < len; i++)
+        d += name[i] == '/';
+    return d;
+}
+
 int cl_mirror_name_ok(const char *name, size_t len)
 {
     if (len == 0 || len > MAX_NAME)
         return 0;
-    const char *slash = memchr(name, '/', len);
-    if (!slash)
-        return component_ok(name, len);
-    size_t a = (size_t)(slash - name);
-    return component_ok(name, a) && component_ok(slash + 1, len - a - 1);
+    int n = 0;
+    size_t a = 0;
+    /* Bounded: each pass takes one component and moves past it. */
+    while (a <= len) {
+        const char *slash = memchr(name + a, '/', len - a);
+        size_t e = slash ? (size_t)(slash - name) : len;
+        if (++n > MAX_DEPTH || !component_ok(name + a, e - a))
+            return 0;
+        a = e + 1;
+    }
+    return 1;
 }
 
 /* Node-local paths: never mirrored, never copied, never touched by a group. */
@@ -261,6 +278,7 @@ static void observe(void *ctx, const st_fop *op)
     case ST_FOP_DIRSYNC:
     case ST_FOP_UNLINK:
     case ST_FOP_MKDIR:
+    case ST_FOP_RMDIR:
         enc_op(b, op->kind, name, nl); /* ST_FOP_* and CL_MIRROR_OP_* share their values */
         m->pending_nops++;
         break;
@@ -564,7 +582,8 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
                o->name);
         return -1;
     }
-    int dir_only = !memchr(o->name, '/', o->nl);
+    /* a directory is named by 1 or 2 components, a file by 2 or 3 */
+    int dir_ok = depth(o->name, o->nl)<MAX_DEPTH, file_ok = depth(o->name, o->nl)> 1;
     switch (o->kind) {
     case CL_MIRROR_OP_WRITE:
         if (!need(r, 12)) {
@@ -615,7 +634,7 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         o->name2 = (const char *)r->p + r->off;
         r->off += o->nl2;
         if (!cl_mirror_name_ok(o->name2, o->nl2) || name_local(o->name2, o->nl2) ||
-            !memchr(o->name2, '/', o->nl2)) {
+            depth(o->name2, o->nl2) < 2) {
             seterr(err, errlen, "op at %zu: refused rename target", at);
             return -1;
         }
@@ -625,7 +644,8 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         break;
     case CL_MIRROR_OP_DIRSYNC:
     case CL_MIRROR_OP_MKDIR:
-        if (!dir_only) {
+    case CL_MIRROR_OP_RMDIR:
+        if (!dir_ok) {
             seterr(err, errlen, "op at %zu: a directory operation on a file name", at);
             return -1;
         }
@@ -634,7 +654,7 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         seterr(err, errlen, "op at %zu: unknown kind %d", at, o->kind);
         return -1;
     }
-    if (dir_only) {
+    if (!file_ok) {
         seterr(err, errlen, "op at %zu: a file operation on a top-level name", at);
         return -1;
     }
@@ -708,30 +728,62 @@ typedef struct applier {
     size_t errlen;
 } applier;
 
+/* name = dir "/" file at its last slash (dir "" and file name when there is none). */
 static void split(const char *name, size_t nl, char *dir, char *file)
 {
-    const char *slash = memchr(name, '/', nl);
-    size_t a = slash ? (size_t)(slash - name) : nl;
+    const char *slash = memrchr(name, '/', nl);
+    size_t a = slash ? (size_t)(slash - name) : 0;
     memcpy(dir, name, a);
     dir[a] = 0;
-    if (slash) {
-        memcpy(file, slash + 1, nl - a - 1);
-        file[nl - a - 1] = 0;
-    } else {
-        file[0] = 0;
-    }
+    size_t f = slash ? nl - a - 1 : nl;
+    memcpy(file, slash ? slash + 1 : name, f);
+    file[f] = 0;
 }
 
-/* A descriptor of the subdirectory (made when create), or -1 errno. */
+static void dir_dirty(applier *a, const char *dir);
+
+/* A descriptor of the subdirectory dir (1 or 2 components; each made when create and missing,
+ * its parent then marked for a sync), or -1 errno. Every component is opened with O_NOFOLLOW:
+ * a symbolic link never leads a group out of the directory. */
 static int open_sub(applier *a, const char *dir, int create)
 {
-    int fd = openat(a->dirfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && create) {
-        if (mkdirat(a->dirfd, dir, 0755) < 0 && errno != EEXIST)
+    char part[MAX_NAME + 1];
+    int at = a->dirfd, fd = -1;
+    size_t i = 0, n = strlen(dir);
+    /* Bounded: each pass opens one component of dir (at most MAX_DEPTH - 1). */
+    while (i < n) {
+        const char *slash = memchr(dir + i, '/', n - i);
+        size_t e = slash ? (size_t)(slash - dir) : n;
+        memcpy(part, dir + i, e - i);
+        part[e - i] = 0;
+        fd = openat(at, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT && create) {
+            if (mkdirat(at, part, 0755) < 0 && errno != EEXIST)
+                fd = -1;
+            else {
+                if (i == 0)
+                    a->top_dirty = 1;
+                else {
+                    char parent[MAX_NAME + 1];
+                    memcpy(parent, dir, i - 1);
+                    parent[i - 1] = 0;
+                    dir_dirty(a, parent);
+                }
+                fd = openat(at, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            }
+        }
+        int e2 = errno;
+        if (at != a->dirfd)
+            close(at);
+        if (fd < 0) {
+            errno = e2;
             return -1;
-        a->top_dirty = 1;
-        fd = openat(a->dirfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        at = fd;
+        i = e + 1;
     }
+    if (fd < 0)
+        errno = EINVAL; /* "": not a subdirectory */
     return fd;
 }
 
@@ -945,19 +997,45 @@ static int apply_op(applier *a, const op *o)
             if (!strcmp(a->d[i].name, full))
                 a->d[i].dirty = 0;
         return fsync_sub(a, full);
-    case CL_MIRROR_OP_MKDIR:
-        if (mkdirat(a->dirfd, full, 0755) < 0) {
-            if (errno != EEXIST)
-                return -1;
-            struct stat st;
-            if (fstatat(a->dirfd, full, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
-                errno = ENOTDIR;
-                return -1;
-            }
-            return 0;
-        }
-        a->top_dirty = 1;
+    case CL_MIRROR_OP_MKDIR: {
+        /* made (with its parents) if missing, its parent marked for a sync; an existing
+         * non-directory fails (ENOTDIR) */
+        int dfd = open_sub(a, full, 1);
+        if (dfd < 0)
+            return -1;
+        close(dfd);
         return 0;
+    }
+    case CL_MIRROR_OP_RMDIR: {
+        /* the files under it were unlinked before (their ops): drop what is cached of them */
+        size_t fl = strlen(full);
+        for (int i = 0; i < a->nf;)
+            if (!strncmp(a->f[i].name, full, fl) && a->f[i].name[fl] == '/') {
+                close(a->f[i].fd);
+                a->f[i] = a->f[--a->nf];
+            } else
+                i++;
+        for (int i = 0; i < a->nd;)
+            if (!strcmp(a->d[i].name, full))
+                a->d[i] = a->d[--a->nd];
+            else
+                i++;
+        int pfd = dir[0] ? open_sub(a, dir, 0) : dup(a->dirfd);
+        if (pfd < 0)
+            return errno == ENOENT ? 0 : -1;
+        int rc = unlinkat(pfd, file, AT_REMOVEDIR);
+        int e = errno;
+        close(pfd);
+        if (rc < 0 && e != ENOENT) {
+            errno = e;
+            return -1;
+        }
+        if (dir[0])
+            dir_dirty(a, dir);
+        else
+            a->top_dirty = 1;
+        return 0;
+    }
     }
     errno = EINVAL;
     return -1;
@@ -1325,9 +1403,12 @@ struct cl_mirror_snap {
     size_t n, cap;
 };
 
-static int snap_dir(cl_mirror_snap *s, int top, const char *sub)
+/* The files of the directory `sub` of `at` (rel: its name relative to the data directory;
+ * lvl: its components), and those of its subdirectories while names stay within MAX_DEPTH
+ * (a stream's directory: streams/INC/). */
+static int snap_dir(cl_mirror_snap *s, int at, const char *sub, const char *rel, int lvl)
 {
-    int dfd = openat(top, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int dfd = openat(at, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0)
         return errno == ENOENT ? 0 : -1;
     int d2 = dup(dfd);
@@ -1350,6 +1431,19 @@ static int snap_dir(cl_mirror_snap *s, int top, const char *sub)
             continue;
         }
         struct stat st;
+        char name[600]; /* every component is at most 64 bytes (component_ok) */
+        snprintf(name, sizeof name, "%s/%s", rel, de->d_name);
+        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && lvl + 2 <= MAX_DEPTH) {
+            close(fd);
+            if (snap_dir(s, dfd, de->d_name, name, lvl + 1) < 0) {
+                int e = errno;
+                closedir(d);
+                close(dfd);
+                errno = e;
+                return -1;
+            }
+            continue;
+        }
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
             close(fd);
             continue;
@@ -1358,8 +1452,6 @@ static int snap_dir(cl_mirror_snap *s, int top, const char *sub)
             s->cap = s->cap ? s->cap * 2 : 32;
             s->v = sl_xrealloc(s->v, s->cap * sizeof *s->v);
         }
-        char name[600]; /* both components are at most 64 bytes (component_ok) */
-        snprintf(name, sizeof name, "%s/%s", sub, de->d_name);
         s->v[s->n++] = (snap_file){sl_xstrdup(name), (uint64_t)st.st_size, fd};
     }
     closedir(d);
@@ -1404,7 +1496,7 @@ cl_mirror_snap *cl_mirror_snapshot(cl_mirror *m)
         struct stat st;
         if (fstatat(top, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
             continue; /* top-level files are node-local (space-reserve) */
-        if (snap_dir(s, top, de->d_name) < 0) {
+        if (snap_dir(s, top, de->d_name, de->d_name, 1) < 0) {
             rc = -1;
             break;
         }
@@ -1486,7 +1578,7 @@ int cl_mirror_copy_write(int dirfd, const char *name, uint64_t off, const void *
                          char *err, size_t errlen)
 {
     size_t nl = strlen(name);
-    if (!cl_mirror_name_ok(name, nl) || name_local(name, nl) || !memchr(name, '/', nl) ||
+    if (!cl_mirror_name_ok(name, nl) || name_local(name, nl) || depth(name, nl) < 2 ||
         off > MAX_FILE) {
         seterr(err, errlen, "bulk copy: refused name \"%.64s\"", name);
         errno = EINVAL;
@@ -1507,7 +1599,7 @@ int cl_mirror_copy_write(int dirfd, const char *name, uint64_t off, const void *
     return rc;
 }
 
-static int sync_tree(int dfd, int depth)
+static int sync_tree(int dfd, int lvl)
 {
     int d2 = dup(dfd);
     DIR *d = d2 < 0 ? NULL : fdopendir(d2);
@@ -1527,8 +1619,8 @@ static int sync_tree(int dfd, int depth)
             continue;
         struct stat st;
         if (fstat(fd, &st) == 0) {
-            if (S_ISDIR(st.st_mode) && depth == 0)
-                rc = sync_tree(fd, 1);
+            if (S_ISDIR(st.st_mode) && lvl + 1 < MAX_DEPTH)
+                rc = sync_tree(fd, lvl + 1);
             else if (S_ISREG(st.st_mode) && fdatasync(fd) < 0)
                 rc = -1;
         }

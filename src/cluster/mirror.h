@@ -6,13 +6,16 @@
  * Leader side. cl_mirror_leader_new installs a process-wide observer on the store (st_log's file
  * operation hook: segment writes, creation, fdatasync and directory fsync barriers, unlinks of
  * reclaimed segments, the holes file's tmp + rename, torn-tail and close-time ftruncate,
- * mkdir of meta/ and msgs/). Operations on files outside data_dir are ignored (other stores
- * of the process). A group is closed as soon as a batch has made its writes (the store's
- * ST_FOP_WRITTEN, on the sync thread, before the batch's fdatasync), and notify hands it to the
- * replication server at once: followers write and sync it while the leader syncs it. persist
- * calls cl_mirror_batch after each batch (one persist generation, light batches too): that
- * group becomes the generation's (synced when the batch was), or, when the batch closed none or
- * more than barriers was captured since, the operations captured since the previous group
+ * mkdir of meta/ and msgs/; and the stream queues' logs under streams/INC/, store/stream.h:
+ * their directory's mkdir and removal, segment creation, writes, syncs and retention's
+ * unlinks, each batch's ops on the sync thread ahead of the messages batch of the same
+ * generation, so in the group that generation's confirms wait for). Operations on files outside
+ * data_dir are ignored (other stores of the process). A group is closed as soon as a batch has made
+ * its writes (the store's ST_FOP_WRITTEN, on the sync thread, before the batch's fdatasync), and
+ * notify hands it to the replication server at once: followers write and sync it while the leader
+ * syncs it. persist calls cl_mirror_batch after each batch (one persist generation, light batches
+ * too): that group becomes the generation's (synced when the batch was), or, when the batch closed
+ * none or more than barriers was captured since, the operations captured since the previous group
  * become group last + 1. Only cl_mirror_batch moves the durable index. Groups
  * are kept in a ring bounded by ring_bytes (the oldest go first; the newest is always kept).
  * Node-local files are never captured: DATA_DIR/space-reserve (each node's own reserve) and
@@ -22,11 +25,13 @@
  * A group's encoding (all integers little-endian):
  *   magic "SLMG" u32 version(1) u64 idx u64 epoch u64 gen u32 nops
  *   (gen: informational; a group closed before its batch ended carries the one before)
- *   nops x op:  u8 kind, u16 name_len, name (relative: "msgs/00000000000000000001.seg"),
+ *   nops x op:  u8 kind, u16 name_len, name (relative: "msgs/00000000000000000001.seg",
+ *               "streams/0000000000000003/00000000000000000000.seg"),
  *               then per kind: WRITE u64 off, u32 len, bytes; CREATE u8 trunc;
  *               TRUNCATE u64 size; RENAME u16 len, new name; others nothing
  *   u32 CRC32C of everything before it.
- * Names: 1 or 2 components of [A-Za-z0-9._-], no "." or ".." component, no leading '/'.
+ * Names: 1 to 3 components of [A-Za-z0-9._-], no "." or ".." component, no leading '/'; a
+ * directory op (MKDIR, DIRSYNC, RMDIR) names 1 or 2, a file op 2 or 3.
  *
  * Follower side. cl_mirror_apply replays one group into a directory. Every operation uses
  * absolute offsets and names, so re-applying a group after a crash in the middle of it gives
@@ -60,7 +65,8 @@ enum {
     CL_MIRROR_OP_UNLINK = 5,   /* remove the file (missing: done) */
     CL_MIRROR_OP_TRUNCATE = 6, /* set the file's size */
     CL_MIRROR_OP_RENAME = 7,   /* rename name -> new name (source missing: done) */
-    CL_MIRROR_OP_MKDIR = 8     /* make the directory (exists: done) */
+    CL_MIRROR_OP_MKDIR = 8,    /* make the directory, and its parent (exists: done) */
+    CL_MIRROR_OP_RMDIR = 10    /* remove the emptied directory (missing: done) */
 };
 
 #define CL_MIRROR_MAX_GROUP (1u << 31) /* an encoded group is never bigger */

@@ -1413,11 +1413,9 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
         if (!p->opt.read_only)
             mkdir(sd, 0755);
     }
-    /* A cluster's followers get the logs' files (cluster/mirror.h), not the streams': a
-     * stream on the leader alone would lose confirmed messages with it (docs/streams.md). */
-    if (p->opt.repl_gate)
-        node->streams_refused = "streams are not replicated by a Sluice cluster yet: declare "
-                                "them on a single node";
+    /* In a cluster the streams' files are mirrored like the logs' (store/stream.c reports
+     * them to the mirror's observer; its batches run in the generation's group): streams are
+     * declared there as on a single node. */
     uint64_t t0 = sl_now_ms();
     if (persist_recover(p, err, errlen) < 0) {
         persist_close(p);

@@ -92,6 +92,12 @@ static void fop_report(st_fop_fn fn, int kind, const char *dir, const char *name
             fop_report(fn_, kind, dir, name, name2, arg, data, len);                               \
     } while (0)
 
+void st_fop_report(int kind, const char *dir, const char *name, const char *name2, uint64_t arg,
+                   const void *data, size_t len)
+{
+    FOP(kind, dir, name, name2, arg, data, len);
+}
+
 typedef struct seg {
     uint32_t no;        /* st_loc.segment */
     uint64_t first_seq; /* from the file name */

@@ -236,7 +236,9 @@ uint32_t st_crc32c_sw(uint32_t crc, const void *p, size_t n);
  * loop for reclaim and recovery): segment creation, writes (bytes at an offset), fdatasync and
  * directory fsync barriers, unlinks, the holes file's tmp + rename, ftruncate, mkdir of the
  * log directory. Preallocation (fallocate with the size kept) changes no content and is not
- * reported. With no observer installed a log pays one load of a pointer per operation. */
+ * reported. With no observer installed a log pays one load of a pointer per operation.
+ * A stream's log (store/stream.h) reports its files' changes the same way (st_fop_report),
+ * and its removal as ST_FOP_RMDIR. */
 enum {
     ST_FOP_WRITE = 1,
     ST_FOP_CREATE = 2,  /* arg: 1 when an existing file is emptied (O_TRUNC) */
@@ -249,7 +251,8 @@ enum {
     /* A batch has written all it writes and succeeded so far; only its syncs follow (name
      * ""). Not a change: a point where everything reported before it may be shipped to
      * followers while this node's fdatasync runs (the mirror closes its group here). */
-    ST_FOP_WRITTEN = 9
+    ST_FOP_WRITTEN = 9,
+    ST_FOP_RMDIR = 10 /* the (emptied) directory itself is removed (name "") */
 };
 typedef struct st_fop {
     int kind;
@@ -264,6 +267,10 @@ typedef void (*st_fop_fn)(void *ctx, const st_fop *op);
 /* Install (fn non-NULL) or remove the process-wide observer. Install it before any log of
  * interest is opened and remove it after they are closed. */
 void st_log_set_observer(st_fop_fn fn, void *ctx);
+/* Report one operation to the observer, if one is installed (the store's other files: a
+ * stream's segments, store/stream.c). */
+void st_fop_report(int kind, const char *dir, const char *name, const char *name2, uint64_t arg,
+                   const void *data, size_t len);
 
 /* Test seams (SQLite-style I/O fault injection): every data write and sync of the log goes
  * through these; tests swap them to produce short writes, EINTR, ENOSPC and EIO. They are

@@ -14,6 +14,14 @@
  *   (timestamps never go back).
  * - Retention deletes segs[0] only, only when it is not the last and wholly durable, and never
  *   with a batch in flight (the batch holds the segments' descriptors).
+ * - Every change made to the stream's files is reported to the store's file operation
+ *   observer (store/log.h, the cluster's mirror) after it succeeded, in the order made and
+ *   from the thread that made it, as the logs report theirs: the directory's mkdir (and its
+ *   parent's fsync) at open, a torn tail's truncation at recovery, a segment's creation at
+ *   batch_begin (the loop), the batch's writes, fdatasyncs and directory fsync on the thread
+ *   that runs it (persist's sync thread, before the messages log's batch of the same
+ *   generation: so they are in the group that generation's confirms wait for), retention's
+ *   unlinks and a deleted stream's unlinks and rmdir on the loop.
  */
 #include "store/stream.h"
 
@@ -38,6 +46,8 @@
 #define LEN_MASK 0x7fffffffu
 #define RECOVER_BUF (1u << 20)
 
+#define FOP(kind, dir, name, arg, data, len) st_fop_report(kind, dir, name, NULL, arg, data, len)
+
 typedef struct idx_pt {
     uint64_t off, pos;
     int64_t ts;
@@ -61,6 +71,7 @@ typedef struct piece {
 } piece;
 
 struct st_stream_batch {
+    const char *dir; /* the stream's (it outlives its batch: persist/streams.c) */
     uint8_t *buf;
     size_t len, cap;
     piece *pc;
@@ -261,6 +272,7 @@ int st_stream_batch_begin(st_stream *s, st_stream_batch **out)
         return 0;
     st_stream_batch *b = sl_xcalloc(1, sizeof *b);
     b->dirfd = -1;
+    b->dir = s->dir;
     b->no_sync = s->opt.no_sync;
     for (size_t i = 0; i < s->npend; i++) {
         seg *g = find_seg(s, s->pend[i].seg_first);
@@ -274,6 +286,7 @@ int st_stream_batch_begin(st_stream *s, st_stream_batch **out)
                 sl_free(b);
                 return -1;
             }
+            FOP(ST_FOP_CREATE, s->dir, name, 1, NULL, 0);
             s->dir_unsynced = 1;
         }
         s->pend[i].fd = g->fd;
@@ -324,18 +337,32 @@ static int write_all(int fd, const uint8_t *p, size_t n, uint64_t pos)
 
 void st_stream_batch_run(st_stream_batch *b)
 {
+    char name[32];
     for (size_t i = 0; i < b->npc && !b->failed; i++) {
         const piece *pc = &b->pc[i];
-        if (write_all(pc->fd, b->buf + pc->boff, pc->len, pc->pos) < 0)
+        if (write_all(pc->fd, b->buf + pc->boff, pc->len, pc->pos) < 0) {
             b->failed = 1, b->err = errno;
+        } else {
+            seg_name(name, pc->seg_first);
+            FOP(ST_FOP_WRITE, b->dir, name, pc->pos, b->buf + pc->boff, pc->len);
+        }
     }
     if (b->no_sync)
         return;
-    for (size_t i = 0; i < b->npc && !b->failed; i++)
-        if (st_log__fdatasync(b->pc[i].fd) < 0)
+    for (size_t i = 0; i < b->npc && !b->failed; i++) {
+        if (st_log__fdatasync(b->pc[i].fd) < 0) {
             b->failed = 1, b->err = errno;
-    if (!b->failed && b->dirfd >= 0 && fsync(b->dirfd) < 0)
-        b->failed = 1, b->err = errno;
+        } else {
+            seg_name(name, b->pc[i].seg_first);
+            FOP(ST_FOP_SYNC, b->dir, name, 0, NULL, 0);
+        }
+    }
+    if (!b->failed && b->dirfd >= 0) {
+        if (fsync(b->dirfd) < 0)
+            b->failed = 1, b->err = errno;
+        else
+            FOP(ST_FOP_DIRSYNC, b->dir, "", 0, NULL, 0);
+    }
 }
 
 /* Out of space: the batch's bytes go back in front of what was appended since, to be written
@@ -682,7 +709,8 @@ static void seg_drop(st_stream *s, seg *g, int unlink_it)
     if (unlink_it) {
         char name[32];
         seg_name(name, g->first);
-        unlinkat(s->dirfd, name, 0);
+        if (unlinkat(s->dirfd, name, 0) == 0)
+            FOP(ST_FOP_UNLINK, s->dir, name, 0, NULL, 0);
     }
     sl_free(g->idx);
 }
@@ -889,9 +917,17 @@ torn:
     sl_warn("stream %s/%s: offset %" PRIu64 ": %s: torn tail truncated", s->dir, name, badpos, bad);
     if (badpos < ST_STREAM_FILE_HDR)
         badpos = 0;
-    if (ftruncate(g->fd, (off_t)badpos) < 0 || (!s->opt.no_sync && fsync(g->fd) < 0)) {
+    if (ftruncate(g->fd, (off_t)badpos) < 0) {
         snprintf(err, errlen, "%s/%s: truncate: %s", s->dir, name, strerror(errno));
         return -1;
+    }
+    FOP(ST_FOP_TRUNCATE, s->dir, name, badpos, NULL, 0);
+    if (!s->opt.no_sync) {
+        if (fsync(g->fd) < 0) {
+            snprintf(err, errlen, "%s/%s: truncate: %s", s->dir, name, strerror(errno));
+            return -1;
+        }
+        FOP(ST_FOP_SYNC, s->dir, name, 0, NULL, 0);
     }
     g->size = g->dsize = badpos;
     g->end_off = g->dend = off;
@@ -903,10 +939,47 @@ torn:
     return 0;
 }
 
+/* A new stream's directory: its name in the parent made durable (the segments' own directory
+ * fsyncs do not cover it), and both reported. 0, or -1 with err. */
+static int made_dir(const char *dir, int no_sync, char *err, size_t errlen)
+{
+    FOP(ST_FOP_MKDIR, dir, "", 0, NULL, 0);
+    if (no_sync)
+        return 0;
+    char parent[4096];
+    const char *slash = strrchr(dir, '/');
+    size_t pl = slash ? (size_t)(slash - dir) : 0;
+    if (pl >= sizeof parent) {
+        snprintf(err, errlen, "%s: name too long", dir);
+        return -1;
+    }
+    if (slash && pl == 0)
+        pl = 1; /* "/name" */
+    if (slash)
+        memcpy(parent, dir, pl);
+    else
+        parent[pl++] = '.';
+    parent[pl] = 0;
+    int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) < 0) {
+        snprintf(err, errlen, "%s: fsync: %s", parent, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    FOP(ST_FOP_DIRSYNC, parent, "", 0, NULL, 0);
+    return 0;
+}
+
 st_stream *st_stream_open(const char *dir, const st_stream_options *opt, char *err, size_t errlen)
 {
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+    if (mkdir(dir, 0755) < 0) {
+        if (errno != EEXIST) {
+            snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+            return NULL;
+        }
+    } else if (made_dir(dir, opt && opt->no_sync, err, errlen) < 0) {
         return NULL;
     }
     st_stream *s = sl_xcalloc(1, sizeof *s);
@@ -998,10 +1071,12 @@ void st_stream_destroy(st_stream *s)
     for (size_t i = 0; i < s->nseg; i++) {
         char name[32];
         seg_name(name, s->segs[i].first);
-        unlinkat(s->dirfd, name, 0);
+        if (unlinkat(s->dirfd, name, 0) == 0)
+            FOP(ST_FOP_UNLINK, s->dir, name, 0, NULL, 0);
     }
     char *dir = sl_xstrdup(s->dir);
     st_stream_close(s);
-    rmdir(dir);
+    if (rmdir(dir) == 0)
+        FOP(ST_FOP_RMDIR, dir, "", 0, NULL, 0);
     sl_free(dir);
 }

@@ -470,15 +470,20 @@ def test_full_disk_holds_the_confirm_then_goes_on(broker_factory, tmp_path):
 
 
 @pytest.mark.alone
-def test_a_cluster_refuses_new_streams(broker_factory, etcd):
-    """A cluster does not replicate streams yet: a stream on the leader alone would lose
-    confirmed messages with it, so a clustered node refuses to make one."""
+def test_a_clustered_node_makes_streams(broker_factory, etcd):
+    """A cluster's followers mirror a stream's files like the logs' (test_cluster_streams.py),
+    so a clustered node makes a stream as a single node does (it refused them with 406
+    "streams are not replicated by a Sluice cluster yet" before they were)."""
     from test_cluster import leader_of, start_node
-    a = start_node(broker_factory, etcd, "sluice@a")
+    # a cluster of one: its confirms need no other replica
+    a = start_node(broker_factory, etcd, "sluice@a", **{"cluster.min_insync_replicas": "1"})
     wait_for(lambda: leader_of([a]), timeout=30, message="a leader")
-    assert declare_refused(a, "sc", arguments=S) == (
-        406, "PRECONDITION_FAILED - streams are not replicated by a Sluice cluster yet: "
-        "declare them on a single node")
+    assert declare_refused(a, "sc", arguments=S) is None
+    c = a.pika()
+    ch = c.channel()
+    publish_confirmed(ch, "sc", [b"one", b"two"])
+    assert [(o, bb) for o, bb, _ in consume(ch, "sc", 2, "first")] == [(0, b"one"), (1, b"two")]
+    c.close()
 
 
 def test_consumers_listed_with_their_offsets(broker_factory):

@@ -4,7 +4,9 @@
  * read-only) to the model the leader had at the same group, at every boundary checked, also
  * after a simulated kill -9 of the follower inside a group (a prefix of the group's operations
  * applied, then the whole group again). A bulk copy taken while the workload goes on, plus the
- * groups after it, must give the leader's directory byte for byte. Hostile and damaged groups
+ * groups after it, must give the leader's directory byte for byte. A stream queue's log
+ * (streams/INC/, 3-component names) is mirrored and copied too: its replica opens to the
+ * leader's entries, through rolls, retention and its deletion. Hostile and damaged groups
  * are refused and touch nothing. The release gate holds persist_durable back.
  *
  * Seeds: MIRROR_SEED=N in the environment runs one seed (to reproduce a failure); otherwise a
@@ -23,12 +25,14 @@
 #include <unistd.h>
 
 #include "amqp/method.h"
+#include "amqp/table.h"
 #include "cluster/mirror.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "persist/persist.h"
 #include "qm/qm.h"
 #include "store/log.h"
+#include "store/stream.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -812,8 +816,9 @@ START_TEST(hostile_and_damaged_groups_are_refused)
     char *before = tree();
 
     const char *bad_names[] = {
-        "../x",    "/etc/passwd",   "msgs/../../x",    "msgs/..",  "a/b/c", "msgs/",    "/msgs/x",
-        "msgs//x", "replica/state", "space-reserve/x", "msgs/a b", ".",     "msgs/x\n", ""};
+        "../x",    "/etc/passwd",    "msgs/../../x",    "msgs/..",  "a/b/c/", "msgs/",    "/msgs/x",
+        "msgs//x", "replica/state",  "space-reserve/x", "msgs/a b", ".",      "msgs/x\n", "",
+        "a/b/c/d", "streams/../x/y", "streams/a/b/"};
     for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {
         /* the hostile op comes after a harmless one: nothing at all may be applied */
         hop ops[] = {{CL_MIRROR_OP_WRITE, "msgs/a.seg", NULL, 0, "XXXXX"},
@@ -865,7 +870,169 @@ START_TEST(hostile_and_damaged_groups_are_refused)
     sl_buf_free(&g);
     struct stat st;
     ck_assert_int_eq(stat(target, &st), -1);
+    /* nor a symbolic link where a directory is expected, at any depth */
+    char sdir[600], slink[600];
+    snprintf(sdir, sizeof sdir, "%s/streams", M);
+    ck_assert_int_eq(mkdir(sdir, 0755), 0);
+    ck_assert_int_eq(mkdir(target, 0755), 0);
+    snprintf(slink, sizeof slink, "%s/streams/0000000000000001", M);
+    ck_assert_int_eq(symlink(target, slink), 0);
+    hop viadir[] = {{CL_MIRROR_OP_WRITE, "streams/0000000000000001/x.seg", NULL, 0, "pwned"}};
+    g = make_group(viadir, 1);
+    ck_assert_int_eq(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
+    sl_buf_free(&g);
+    char outside[700];
+    snprintf(outside, sizeof outside, "%s/x.seg", target);
+    ck_assert_int_eq(stat(outside, &st), -1);
+    /* a directory op names a directory (1 or 2 components), a file op a file (2 or 3) */
+    hop deep_dir[] = {{CL_MIRROR_OP_MKDIR, "streams/a/b", NULL, 0, NULL}};
+    g = make_group(deep_dir, 1);
+    ck_assert_int_eq(cl_mirror_apply(dfd, g.data, g.len, err, sizeof err), -1);
+    sl_buf_free(&g);
     close(dfd);
+}
+END_TEST
+
+/* A stream's entries, as (offset, CRC of the payload) pairs, into out (at most max). */
+typedef struct sdig {
+    uint64_t off[4096];
+    uint32_t crc[4096];
+    size_t n;
+} sdig;
+
+static int sdig_fn(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len,
+                   unsigned flags)
+{
+    sdig *d = ctx;
+    ck_assert_uint_lt(d->n, 4096);
+    d->off[d->n] = offset;
+    d->crc[d->n++] = st_crc32c((uint32_t)ts ^ flags, p, len);
+    return 0;
+}
+
+static void sdigest(st_stream *s, sdig *d)
+{
+    memset(d, 0, sizeof *d);
+    st_stream_reader r = {0};
+    uint64_t from = 0, nx;
+    for (int i = 0; i < 100000; i++) {
+        long n = st_stream_read(s, &r, from, SIZE_MAX, sdig_fn, d, &nx, err, sizeof err);
+        ck_assert_msg(n >= 0, "%s", err);
+        if (n == 0)
+            break;
+        from = nx;
+    }
+    st_stream_reader_free(&r);
+}
+
+/* The leader's stream q as a replica under dir holds it: opened there, the same entries. */
+static void same_stream(qm_queue *q, const char *dir)
+{
+    const char *ld = st_stream_dir(q->stream);
+    ck_assert(!strncmp(ld, L, strlen(L)));
+    char rd[600];
+    snprintf(rd, sizeof rd, "%s%s", dir, ld + strlen(L));
+    static sdig a, b;
+    sdigest(q->stream, &a);
+    st_stream_options o = {.no_sync = 1};
+    st_stream *r = st_stream_open(rd, &o, err, sizeof err);
+    ck_assert_msg(r != NULL, "replica %s: %s", rd, err);
+    sdigest(r, &b);
+    ck_assert_uint_eq(st_stream_first(r), st_stream_first(q->stream));
+    ck_assert_uint_eq(st_stream_end(r), st_stream_end(q->stream));
+    ck_assert_uint_eq(a.n, b.n);
+    for (size_t i = 0; i < a.n; i++) {
+        ck_assert_uint_eq(a.off[i], b.off[i]);
+        ck_assert_uint_eq(a.crc[i], b.crc[i]);
+    }
+    st_stream_close(r);
+}
+
+static void apply_upto(int dfd, uint64_t *applied)
+{
+    for (uint64_t idx = *applied + 1; idx <= cl_mirror_last(MI); idx++)
+        apply_group(dfd, idx, SIZE_MAX);
+    *applied = cl_mirror_last(MI);
+}
+
+START_TEST(a_stream_is_mirrored_and_copied)
+{
+    rng = 47;
+    use_kick = 1; /* the streams' batches on the sync thread, as in the broker */
+    leader_start(1 << 20);
+    /* small segments and retention: files are made and deleted as the stream goes */
+    sl_buf args;
+    sl_buf_init(&args);
+    size_t m = amqp_tbl_begin(&args);
+    amqp_tbl_put_str(&args, "x-queue-type", amqp_cstr("stream"));
+    amqp_tbl_put_long(&args, "x-stream-max-segment-size-bytes", 4000);
+    amqp_tbl_put_long(&args, "x-max-length-bytes", 20000);
+    amqp_tbl_end(&args, m);
+    qm_queue_decl d = {"st", 2, 1, 0, 0, NULL, {sl_buf_head(&args) + 4, sl_buf_unread(&args) - 4},
+                       0};
+    qm_queue *q = NULL;
+    ck_assert_msg(qm_queue_declare(LV, &d, &q, NULL, err, sizeof err) == SL_OK, "%s", err);
+    ck_assert_ptr_nonnull(q->stream);
+    qm_queue *plain = ldeclare(0);
+    commit();
+    int mfd = dir_fd(M), jfd = dir_fd(J);
+    uint64_t applied = 0, copied = 0;
+    cl_mirror_snap *snap = NULL;
+    for (int round = 0; round < 40; round++) {
+        int n = 1 + (int)(rnd() % 12);
+        for (int k = 0; k < n; k++)
+            lpublish(q);
+        if (rnd() % 3 == 0)
+            lpublish(plain);
+        commit();
+        if (round % 8 == 7) {
+            apply_upto(mfd, &applied);
+            same_stream(q, M);
+        }
+        if (round == 20) /* a full copy in the middle: the stream's files are in it */
+            snap = cl_mirror_snapshot(MI);
+    }
+    ck_assert_uint_gt(st_stream_first(q->stream), 0); /* retention dropped segments */
+    apply_upto(mfd, &applied);
+    same_stream(q, M);
+
+    ck_assert_ptr_nonnull(snap);
+    copied = cl_mirror_snap_idx(snap);
+    int streams_files = 0;
+    for (size_t i = 0; i < cl_mirror_snap_count(snap); i++) {
+        uint64_t size;
+        const char *name = cl_mirror_snap_name(snap, i, &size);
+        streams_files += !strncmp(name, "streams/", 8);
+        ck_assert_int_eq(cl_mirror_copy_write(jfd, name, 0, "", 0, err, sizeof err), 0);
+        char buf[8192];
+        for (uint64_t off = 0; off < size;) {
+            long got = cl_mirror_snap_read(snap, i, off, buf, sizeof buf);
+            ck_assert_int_gt(got, 0);
+            ck_assert_int_eq(
+                cl_mirror_copy_write(jfd, name, off, buf, (size_t)got, err, sizeof err), 0);
+            off += (uint64_t)got;
+        }
+    }
+    cl_mirror_snapshot_free(snap);
+    ck_assert_int_gt(streams_files, 1);
+    ck_assert_int_eq(cl_mirror_copy_finish(jfd, err, sizeof err), 0);
+    apply_upto(jfd, &copied);
+    same_stream(q, J);
+
+    /* the stream's deletion: its files and directory go from the replica too */
+    char rd[600];
+    snprintf(rd, sizeof rd, "%s%s", M, st_stream_dir(q->stream) + strlen(L));
+    ck_assert_int_eq(qm_queue_delete(q, 0, NULL, err, sizeof err), SL_OK);
+    commit();
+    apply_upto(mfd, &applied);
+    struct stat st;
+    ck_assert_int_eq(stat(rd, &st), -1);
+    ck_assert_int_eq(errno, ENOENT);
+    close(mfd);
+    close(jfd);
+    sl_buf_free(&args);
+    leader_stop();
+    use_kick = 0;
 }
 END_TEST
 
@@ -1169,6 +1336,7 @@ static Suite *mirror_suite(void)
     tcase_add_test(tc, a_group_is_shipped_before_its_batch_syncs);
     tcase_add_test(tc, bulk_copy_while_the_workload_goes_on);
     tcase_add_test(tc, hostile_and_damaged_groups_are_refused);
+    tcase_add_test(tc, a_stream_is_mirrored_and_copied);
     tcase_add_test(tc, the_follower_applier_defers_barriers_to_its_sync);
     tcase_add_test(tc, replica_state_round_trip);
     tcase_add_test(tc, replica_pos_raises_the_state);

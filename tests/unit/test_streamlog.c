@@ -2,17 +2,22 @@
  * timestamps, reads from any offset by several readers in one pread per chunk, durability
  * (only what a batch made durable is read; reopen recovers it, a torn tail is cut, a damaged
  * older segment is refused), retention by bytes and by age a whole segment at a time, the
- * sparse index staying sparse, and x-max-age's units.
+ * sparse index staying sparse, and x-max-age's units. The file operations reported to the
+ * store's observer (the cluster's mirror) rebuild the stream elsewhere: replayed into another
+ * directory they give a log that opens to the same entries, through rolls, retention, a torn
+ * tail's truncation and deletion.
  *
  * Each test runs in its own forked process with a fresh temp directory.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -525,6 +530,234 @@ START_TEST(max_age_units)
 }
 END_TEST
 
+/* ---- the file operations reported to the observer (the cluster's mirror) ---- */
+
+#define MAX_OPS 4096
+typedef struct rec_op {
+    int kind;
+    char path[512]; /* dir "/" name, or dir for "" */
+    uint64_t arg;
+    uint8_t *data;
+    size_t len;
+    pthread_t thread;
+} rec_op;
+static rec_op ops[MAX_OPS];
+static size_t nops;
+static pthread_mutex_t ops_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void record(void *ctx, const st_fop *op)
+{
+    (void)ctx;
+    pthread_mutex_lock(&ops_mu);
+    ck_assert_uint_lt(nops, MAX_OPS);
+    rec_op *r = &ops[nops++];
+    r->kind = op->kind;
+    if (op->name[0])
+        snprintf(r->path, sizeof r->path, "%s/%s", op->dir, op->name);
+    else
+        snprintf(r->path, sizeof r->path, "%s", op->dir);
+    r->arg = op->arg;
+    r->len = op->len;
+    r->data = NULL;
+    if (op->kind == ST_FOP_WRITE) {
+        r->data = malloc(op->len ? op->len : 1);
+        memcpy(r->data, op->data, op->len);
+    }
+    r->thread = pthread_self();
+    pthread_mutex_unlock(&ops_mu);
+}
+
+/* Replay ops[from..nops) with the prefix `lead` of their paths swapped for `rep`. */
+static void replay(size_t from, const char *lead, const char *rep)
+{
+    size_t ll = strlen(lead);
+    for (size_t i = from; i < nops; i++) {
+        rec_op *r = &ops[i];
+        ck_assert_msg(!strncmp(r->path, lead, ll), "%s outside %s", r->path, lead);
+        char p[600];
+        snprintf(p, sizeof p, "%s%s", rep, r->path + ll);
+        int fd;
+        switch (r->kind) {
+        case ST_FOP_MKDIR:
+            ck_assert_int_eq(mkdir(p, 0755), 0);
+            break;
+        case ST_FOP_CREATE:
+            fd = open(p, O_RDWR | O_CREAT | (r->arg ? O_TRUNC : 0), 0644);
+            ck_assert_int_ge(fd, 0);
+            close(fd);
+            break;
+        case ST_FOP_WRITE:
+            fd = open(p, O_RDWR);
+            ck_assert_msg(fd >= 0, "a write to %s before its creation", p);
+            ck_assert_int_eq(pwrite(fd, r->data, r->len, (off_t)r->arg), (ssize_t)r->len);
+            close(fd);
+            break;
+        case ST_FOP_TRUNCATE:
+            ck_assert_int_eq(truncate(p, (off_t)r->arg), 0);
+            break;
+        case ST_FOP_UNLINK:
+            ck_assert_int_eq(unlink(p), 0);
+            break;
+        case ST_FOP_RMDIR:
+            ck_assert_int_eq(rmdir(p), 0);
+            break;
+        case ST_FOP_SYNC:
+        case ST_FOP_DIRSYNC:
+            break;
+        default:
+            ck_abort_msg("op kind %d", r->kind);
+        }
+    }
+}
+
+static size_t count_kind(size_t from, int kind)
+{
+    size_t n = 0;
+    for (size_t i = from; i < nops; i++)
+        n += ops[i].kind == kind;
+    return n;
+}
+
+static void *run_batch(void *b)
+{
+    st_stream_batch_run(b);
+    return NULL;
+}
+
+static void same_entries(st_stream *a, st_stream *b)
+{
+    static got ga, gb;
+    memset(&ga, 0, sizeof ga);
+    memset(&gb, 0, sizeof gb);
+    st_stream_reader ra = {0}, rb = {0};
+    read_all(a, &ra, 0, &ga);
+    read_all(b, &rb, 0, &gb);
+    ck_assert_uint_eq(st_stream_first(a), st_stream_first(b));
+    ck_assert_uint_eq(st_stream_end(a), st_stream_end(b));
+    ck_assert_uint_eq(ga.n, gb.n);
+    for (size_t i = 0; i < ga.n; i++) {
+        ck_assert_uint_eq(ga.off[i], gb.off[i]);
+        ck_assert_int_eq(ga.ts[i], gb.ts[i]);
+        ck_assert_uint_eq(ga.flags[i], gb.flags[i]);
+        ck_assert_str_eq(ga.body[i], gb.body[i]);
+    }
+    st_stream_reader_free(&ra);
+    st_stream_reader_free(&rb);
+}
+
+START_TEST(file_operations_rebuild_the_stream_elsewhere)
+{
+    char lead[300], rep[300], sl[320], sr[320];
+    snprintf(lead, sizeof lead, "%s/lead", D);
+    snprintf(rep, sizeof rep, "%s/rep", D);
+    snprintf(sl, sizeof sl, "%s/0000000000000001", lead);
+    snprintf(sr, sizeof sr, "%s/0000000000000001", rep);
+    ck_assert_int_eq(mkdir(lead, 0755), 0);
+    ck_assert_int_eq(mkdir(rep, 0755), 0);
+    nops = 0;
+    st_log_set_observer(record, NULL);
+    /* small segments with retention, and the syncs made (reported as barriers) */
+    st_stream_options o = {.segment_size = 600, .max_bytes = 2000};
+    st_stream *s = st_stream_open(sl, &o, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    /* the new directory, then its name made durable in the parent */
+    ck_assert_uint_ge(nops, 2);
+    ck_assert_int_eq(ops[0].kind, ST_FOP_MKDIR);
+    ck_assert_str_eq(ops[0].path, sl);
+    ck_assert_int_eq(ops[1].kind, ST_FOP_DIRSYNC);
+    ck_assert_str_eq(ops[1].path, lead);
+    unsigned dropped = 0;
+    uint64_t k = 0;
+    for (int batch = 0; batch < 8; batch++) {
+        for (int i = 0; i < 12; i++, k++)
+            put(s, 1000 + (int64_t)k, "entry-", k);
+        size_t before = nops;
+        st_stream_batch *b;
+        ck_assert_int_eq(st_stream_batch_begin(s, &b), 0);
+        ck_assert_ptr_nonnull(b);
+        size_t begun = nops;
+        /* the batch runs on another thread (persist's sync thread): its writes and syncs are
+         * reported from there, the creation of a file from batch_begin's (the loop's) */
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, run_batch, b), 0);
+        ck_assert_int_eq(pthread_join(t, NULL), 0);
+        for (size_t i = before; i < nops; i++) {
+            if (ops[i].kind == ST_FOP_CREATE) {
+                ck_assert_uint_lt(i, begun);
+                ck_assert(pthread_equal(ops[i].thread, pthread_self()));
+            } else {
+                ck_assert_uint_ge(i, begun);
+                ck_assert(pthread_equal(ops[i].thread, t));
+            }
+        }
+        /* every file written is synced after its write, in the same batch */
+        for (size_t i = begun; i < nops; i++)
+            if (ops[i].kind == ST_FOP_WRITE) {
+                int synced = 0;
+                for (size_t j = i + 1; j < nops; j++)
+                    synced |= ops[j].kind == ST_FOP_SYNC && !strcmp(ops[j].path, ops[i].path);
+                ck_assert_msg(synced, "%s written, not synced", ops[i].path);
+            }
+        ck_assert_int_eq(st_stream_batch_end(s, b), 0);
+        dropped += st_stream_retain(s, 0);
+    }
+    ck_assert_uint_gt(dropped, 0);
+    ck_assert_uint_eq(count_kind(0, ST_FOP_UNLINK), dropped);
+    ck_assert_uint_gt(count_kind(0, ST_FOP_CREATE), dropped);
+    st_log_set_observer(NULL, NULL);
+    replay(0, lead, rep);
+    st_stream_options ro = {.no_sync = 1};
+    st_stream *r = st_stream_open(sr, &ro, err, sizeof err);
+    ck_assert_msg(r != NULL, "%s", err);
+    same_entries(s, r);
+    st_stream_close(r);
+    st_stream_close(s);
+
+    /* a torn tail cut at recovery: the truncation is reported too */
+    char last[700];
+    {
+        /* the newest segment: the highest name */
+        struct dirent **names;
+        int n = scandir(sl, &names, NULL, alphasort);
+        ck_assert_int_gt(n, 3); /* ".", "..", two segments at least */
+        snprintf(last, sizeof last, "%s/%s", sl, names[n - 1]->d_name);
+        for (int i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+    }
+    struct stat before_st;
+    ck_assert_int_eq(stat(last, &before_st), 0);
+    int fd = open(last, O_WRONLY | O_APPEND);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "torn!", 5), 5);
+    close(fd);
+    size_t mark = nops;
+    st_log_set_observer(record, NULL);
+    s = st_stream_open(sl, &o, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    ck_assert_uint_eq(count_kind(mark, ST_FOP_TRUNCATE), 1);
+    for (size_t i = mark; i < nops; i++)
+        if (ops[i].kind == ST_FOP_TRUNCATE) {
+            ck_assert_str_eq(ops[i].path, last);
+            ck_assert_uint_eq(ops[i].arg, (uint64_t)before_st.st_size);
+        }
+
+    /* deletion: every segment unlinked, then the directory removed */
+    mark = nops;
+    st_stream_destroy(s);
+    st_log_set_observer(NULL, NULL);
+    ck_assert_uint_gt(count_kind(mark, ST_FOP_UNLINK), 0);
+    ck_assert_int_eq(ops[nops - 1].kind, ST_FOP_RMDIR);
+    ck_assert_str_eq(ops[nops - 1].path, sl);
+    replay(mark, lead, rep);
+    struct stat gone;
+    ck_assert_int_eq(stat(sr, &gone), -1);
+    ck_assert_int_eq(errno, ENOENT);
+    for (size_t i = 0; i < nops; i++)
+        free(ops[i].data);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("streamlog");
@@ -543,6 +776,7 @@ static Suite *suite(void)
     tcase_add_test(tc, batch_in_flight_keeps_appending);
     tcase_add_test(tc, full_disk_stalls_then_goes_on);
     tcase_add_test(tc, max_age_units);
+    tcase_add_test(tc, file_operations_rebuild_the_stream_elsewhere);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,180 @@
+"""Streams in a cluster of three (issue 47, "Durable, replicated, bounded"): three nodes on
+127.0.0.2-4 and one etcd, as test_cluster_repl.py. A stream's segment files are mirrored like
+the logs' (store/stream.c reports its file operations to the mirror, in the group of the
+generation its confirms wait for), so:
+
+- a stream declared over AMQP 0-9-1 on the leader, N messages published with confirms, the
+  leader killed -9: the new leader serves the stream from `first` with every confirmed message,
+  in order, at the same offsets, and appends on after them;
+- a node that joins later with an empty data directory takes a full copy that holds the
+  stream's directory, follows, and, once the only one left, leads with the whole stream;
+- retention's deletion of whole old segments and a stream's deletion reach the followers: their
+  stream files stay byte for byte the leader's.
+
+Before this change a clustered node refused every new stream (406 "streams are not replicated
+by a Sluice cluster yet")."""
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import amqp
+import pytest
+
+from cluster_client import connect, etcd  # noqa: F401 (the fixture)
+from helpers import IS_RABBITMQ, wait_for
+from test_cluster_repl import TTL, cluster, positions_meet, three  # noqa: F401
+
+pytestmark = [pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster"), pytest.mark.alone]
+
+STREAM = {"x-queue-type": "stream"}
+
+
+def declare_stream(ch, name, **args):
+    a = dict(STREAM)
+    a.update(args)
+    ch.queue_declare(name, durable=True, auto_delete=False, arguments=a)
+
+
+def publish_stream(b, name, bodies, **args):
+    """Declare the stream `name` on b and publish each body with a confirm, one at a time."""
+    conn = connect(b)
+    ch = conn.channel()
+    declare_stream(ch, name, **args)
+    ch.confirm_select()
+    for body in bodies:
+        ch.basic_publish_confirm(amqp.Message(body, delivery_mode=2), routing_key=name)
+    conn.close()
+
+
+def read_stream(b, name, n, timeout=30):
+    """The first n entries of stream `name` on b, read by a consumer from `first`:
+    [(x-stream-offset, body)]. Bounded by n and by timeout."""
+    conn = connect(b)
+    ch = conn.channel()
+    ch.basic_qos(0, 200, False)
+    got = []
+
+    def on(m):
+        got.append((m.properties["application_headers"]["x-stream-offset"], m.body))
+        ch.basic_ack(m.delivery_tag)
+
+    ch.basic_consume(name, callback=on, arguments={"x-stream-offset": "first"})
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        try:
+            conn.drain_events(timeout=0.5)
+        except socket.timeout:
+            pass
+    conn.close()
+    return got[:n] if len(got) >= n else got
+
+
+def data_dir(cl, b):
+    return cl.tmp / ("n%s-data" % b.node_name[-1])
+
+
+def stream_tree(d):
+    """{streams/INC/FILE: bytes} under data directory d."""
+    out = {}
+    root = Path(d) / "streams"
+    for sd in sorted(root.iterdir()) if root.is_dir() else ():
+        for f in sorted(sd.glob("*")) if sd.is_dir() else ():
+            try:
+                out[os.path.join("streams", sd.name, f.name)] = f.read_bytes()
+            except (FileNotFoundError, IsADirectoryError):
+                pass
+    return out
+
+
+def stream_dirs(d):
+    root = Path(d) / "streams"
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def same_streams(cl, nodes):
+    trees = [stream_tree(data_dir(cl, b)) for b in nodes]
+    return trees[0] and all(t == trees[0] for t in trees[1:])
+
+
+@pytest.mark.test_timeout(420)
+def test_confirmed_stream_messages_survive_kill9_of_the_leader_and_reach_a_joiner(cluster):
+    # a small ring of recent groups: a node joining later cannot stream from group 1, it must
+    # take a full copy
+    cl, lead = three(cluster, **{"cluster.replication_buffer_bytes": "65536"})
+    N, M = 300, 50
+    # small segments: the stream spans several files
+    seg = {"x-stream-max-segment-size-bytes": 4096}
+    first = [b"s%d-" % i + b"x" * (i % 97) for i in range(N)]
+    publish_stream(lead, "s", first, **seg)
+    want = list(enumerate(first))
+    assert read_stream(lead, "s", N) == want
+    followers = [b for b in cl.alive() if b is not lead]
+    # (the followers hold what was confirmed; their files are compared once they are quiet)
+    wait_for(lambda: same_streams(cl, [lead] + followers), timeout=10 * TTL, interval=0.2,
+             message="the stream's files byte for byte the same on the three nodes")
+    assert len(stream_tree(data_dir(cl, lead))) > 3, "several segments"
+
+    lead.kill9()
+    new = cl.wait_leader()
+    assert new is not lead
+    # every confirmed message, in order, at the same offset
+    assert read_stream(new, "s", N) == want
+    # and the stream goes on after them
+    more = [b"after-%d" % i for i in range(M)]
+    publish_stream(new, "s", more, **seg)
+    want += [(N + i, b) for i, b in enumerate(more)]
+    assert read_stream(new, "s", N + M) == want
+
+    # a node that joins now with an empty data directory takes a full copy, streams included
+    j = cl.start(3)
+    wait_for(lambda: "full copy taken" in open(j.log_path).read(), timeout=20 * TTL,
+             message="the joiner's full copy")
+    wait_for(lambda: cl.peers(new).get(j.node_name, {}).get("insync"), timeout=20 * TTL,
+             message="the joiner in sync")
+    last = [b"joined-%d" % i for i in range(10)]
+    publish_stream(new, "s", last, **seg)  # after the copy: by groups
+    want += [(N + M + i, b) for i, b in enumerate(last)]
+    other = next(b for b in cl.alive() if b not in (new, j))
+    wait_for(lambda: positions_meet(cl, new, j), timeout=15 * TTL,
+             message="the joiner's log reaches the leader's")
+    wait_for(lambda: same_streams(cl, [new, other, j]), timeout=10 * TTL, interval=0.2,
+             message="the joiner's stream files are the leader's")
+    # the joiner alone is left: it leads and serves the whole stream from its copy
+    other.kill9()
+    new.kill9()
+    only = cl.wait_leader(timeout=30 * TTL)
+    assert only is j
+    assert read_stream(j, "s", len(want)) == want
+
+
+@pytest.mark.test_timeout(300)
+def test_retention_and_deletion_of_a_stream_reach_the_followers(cluster):
+    cl, lead = three(cluster)
+    followers = [b for b in cl.alive() if b is not lead]
+    # retention: 4 KiB segments, at most 8 KiB kept: old segments go whole as new ones come
+    args = {"x-stream-max-segment-size-bytes": 4096, "x-max-length-bytes": 8192}
+    publish_stream(lead, "keep", [b"k%d" % i for i in range(20)])
+    publish_stream(lead, "ret", [b"r%04d-" % i + b"y" * 200 for i in range(200)], **args)
+    dirs = stream_dirs(data_dir(cl, lead))
+    assert len(dirs) == 2
+    tree = stream_tree(data_dir(cl, lead))
+    ret_files = [k for k in tree if not k.startswith("streams/%s/" % min(dirs))]
+    assert 1 < len(ret_files) <= 4, ret_files  # the old segments are gone on the leader
+    wait_for(lambda: same_streams(cl, [lead] + followers), timeout=10 * TTL, interval=0.2,
+             message="the followers' stream files are the leader's (retention's unlinks too)")
+    # the deleted stream's directory goes from the followers' disks too
+    conn = connect(lead)
+    ch = conn.channel()
+    ch.queue_delete("ret")
+    conn.close()
+    wait_for(lambda: all(len(stream_dirs(data_dir(cl, b))) == 1 for b in [lead] + followers),
+             timeout=10 * TTL, interval=0.2, message="the deleted stream's directory gone")
+    # (the deletion's ops travel with the next group: a confirmed publish makes one)
+    publish_stream(lead, "keep", [b"k20"])
+    wait_for(lambda: same_streams(cl, [lead] + followers), timeout=10 * TTL, interval=0.2,
+             message="the kept stream the same on the three nodes")
+    lead.kill9()
+    new = cl.wait_leader()
+    assert read_stream(new, "keep", 21) == [(i, b"k%d" % i) for i in range(21)]
