@@ -1021,8 +1021,10 @@ uint64_t persist_local_durable(const persist *p)
 
 void persist_repl_release(persist *p, uint64_t gen)
 {
-    if (gen > p->gen_released)
+    if (gen > p->gen_released) {
         p->gen_released = gen;
+        persist_streams_release(p, gen);
+    }
 }
 
 uint64_t persist_repl_released(const persist *p)

@@ -92,6 +92,9 @@ void persist_streams_run(persist *p);
 /* 0; -1: a stream failed (the store is failed); -2: a stream was out of space (its entries are
  * pending again: the generation is not durable, as a stalled log's). */
 int persist_streams_end(persist *p);
+/* Gated (a cluster's leader): generation gen was released: the streams' entries its batches
+ * made durable become readable. */
+void persist_streams_release(persist *p, uint64_t gen);
 void persist_streams_free(persist *p);
 void persist_h_stream_appended(void *ctx, qm_queue *q, size_t bytes);
 void persist_h_stream_tracked(void *ctx, qm_stream_track *t);

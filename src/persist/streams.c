@@ -8,6 +8,12 @@
  * a batch, the sync thread writes and fdatasyncs them with the logs' batches, and when the
  * generation ends the entries become readable and the streams' retention and dispatch run.
  *
+ * In a cluster (persist_options.repl_gate) a stream's files are mirrored to the followers like
+ * the logs' (store/stream.c reports them to the mirror) and its batch runs in the generation
+ * whose group the followers get; its entries become readable only when that generation is
+ * released (on every in-sync replica: st_stream_gate), so a consumer is never handed an entry
+ * that a failover could take back and whose offset the next leader could give another one.
+ *
  * Invariants: fl_st[i] is the batch in flight of the stream fl_sts[i] (only while a
  * generation is in flight); a stream whose queue goes while its batch is in flight is kept in
  * doomed until the batch ended, then closed (and its files deleted when the queue was).
@@ -72,6 +78,8 @@ int persist_streams_end(persist *p)
     int rc = 0, full = 0;
     size_t n = p->n_fl_st;
     for (size_t i = 0; i < n; i++) {
+        if (p->opt.repl_gate) /* readable once gen_flight is released */
+            st_stream_gate(p->fl_sts[i], p->gen_flight);
         int r = st_stream_batch_end(p->fl_sts[i], p->fl_st[i]);
         if (r == -2)
             full = 1; /* out of space: pending again, the generation is not durable */
@@ -94,6 +102,15 @@ int persist_streams_end(persist *p)
         return -2;
     }
     return 0;
+}
+
+void persist_streams_release(persist *p, uint64_t gen)
+{
+    int moved = 0;
+    for (qm_queue *q = p->node->streams; q; q = q->st_next)
+        moved |= st_stream_release(q->stream, gen);
+    if (moved) /* retention (it keeps what is not released) and the consumers */
+        qm_streams_committed(p->node);
 }
 
 void persist_h_stream_appended(void *ctx, qm_queue *q, size_t bytes)

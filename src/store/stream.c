@@ -8,7 +8,9 @@
  * - The append buffer holds the pending bytes of a suffix of segs[], in order, described by
  *   pend[] (one piece per segment: where in the buffer, where in the file). A batch takes the
  *   buffer and the pieces whole; at most one batch is in flight.
- * - Readers see offsets < end and bytes < dsize only: what a batch made durable.
+ * - Readers see offsets < vend and bytes < dsize only: what a batch made durable (end) and,
+ *   when the stream is gated (a cluster's leader), what was released since (vend <= end;
+ *   held[] lists, oldest first, the ends that wait for their tickets).
  * - Every segment's index has a point for its first entry, and then one at least every
  *   ST_STREAM_INDEX_EVERY bytes; points are in offset order, and so in timestamp order
  *   (timestamps never go back).
@@ -101,6 +103,14 @@ struct st_stream {
     int dir_unsynced;      /* a segment file was made and the directory not synced since */
     int stalled;           /* the last batch ran out of space: its bytes are pending again */
     st_stream_reader scan; /* for st_stream_offset_at */
+    /* what readers see: vend <= end, vlast_chunk <= last_chunk (stream.h "Gating") */
+    uint64_t vend, vlast_chunk;
+    int gated;
+    uint64_t ticket; /* the gate's ticket for the next batch to end */
+    struct held {
+        uint64_t ticket, end, last_chunk;
+    } * held;
+    size_t nheld, cheld;
 };
 
 static uint64_t seg_size_limit(const st_stream *s)
@@ -423,6 +433,16 @@ int st_stream_batch_end(st_stream *s, st_stream_batch *b)
         if (b->end > s->end) {
             s->last_chunk = b->chunk_first;
             s->end = b->end;
+            if (!s->gated) {
+                s->vend = s->end;
+                s->vlast_chunk = s->last_chunk;
+            } else {
+                if (s->nheld == s->cheld) {
+                    s->cheld = s->cheld ? s->cheld * 2 : 8;
+                    s->held = sl_xrealloc(s->held, s->cheld * sizeof *s->held);
+                }
+                s->held[s->nheld++] = (struct held){s->ticket, s->end, s->last_chunk};
+            }
         }
     }
     int rc = b->failed ? -1 : 0;
@@ -473,12 +493,37 @@ int st_stream_stalled(const st_stream *s)
 uint64_t st_stream_first(const st_stream *s)
 {
     uint64_t f = s->segs[0].first;
-    return f < s->end ? f : s->end;
+    return f < s->vend ? f : s->vend;
 }
 
 uint64_t st_stream_end(const st_stream *s)
 {
+    return s->vend;
+}
+
+uint64_t st_stream_durable_end(const st_stream *s)
+{
     return s->end;
+}
+
+void st_stream_gate(st_stream *s, uint64_t ticket)
+{
+    s->gated = 1;
+    s->ticket = ticket;
+}
+
+int st_stream_release(st_stream *s, uint64_t ticket)
+{
+    size_t k = 0;
+    while (k < s->nheld && s->held[k].ticket <= ticket)
+        k++;
+    if (!k)
+        return 0;
+    s->vend = s->held[k - 1].end;
+    s->vlast_chunk = s->held[k - 1].last_chunk;
+    memmove(s->held, s->held + k, (s->nheld - k) * sizeof *s->held);
+    s->nheld -= k;
+    return 1;
 }
 
 uint64_t st_stream_next(const st_stream *s)
@@ -488,7 +533,7 @@ uint64_t st_stream_next(const st_stream *s)
 
 uint64_t st_stream_last_chunk(const st_stream *s)
 {
-    return s->last_chunk;
+    return s->vlast_chunk;
 }
 
 static int pread_all(int fd, uint8_t *p, size_t n, uint64_t pos)
@@ -534,7 +579,7 @@ long st_stream_read(st_stream *s, st_stream_reader *r, uint64_t from, size_t max
     if (from < first)
         from = first;
     *next = from;
-    if (from >= s->end || !max)
+    if (from >= s->vend || !max)
         return 0;
     seg *g = seg_of(s, from);
     uint64_t pos, off;
@@ -560,7 +605,8 @@ long st_stream_read(st_stream *s, st_stream_reader *r, uint64_t from, size_t max
     int fresh = 0; /* the buffer was read in this pass */
     /* Bounded: each pass moves pos on by at least one entry, or reads the file afresh (after
      * which it moves on), or ends. */
-    while (off < g->dend && pos < g->dsize) {
+    uint64_t lim = g->dend < s->vend ? g->dend : s->vend; /* what readers may see */
+    while (off < lim && pos < g->dsize) {
         size_t want, at;
         if (!fresh && r->c_seg == g->first && pos >= r->c_pos && pos < r->c_pos + r->c_len) {
             /* still in what this reader read last (a chunk handed out a credit at a time) */
@@ -583,7 +629,7 @@ long st_stream_read(st_stream *s, st_stream_reader *r, uint64_t from, size_t max
         }
         size_t at0 = at;
         int stop = 0;
-        while (!stop && want - at >= ST_STREAM_ENTRY_HDR && off < g->dend) {
+        while (!stop && want - at >= ST_STREAM_ENTRY_HDR && off < lim) {
             const uint8_t *h = r->buf + at;
             size_t len = sl_le32(h) & LEN_MASK;
             if (want - at < ST_STREAM_ENTRY_HDR + len) {
@@ -666,24 +712,24 @@ uint64_t st_stream_offset_at(st_stream *s, int64_t ts_ms)
     size_t i = 0;
     while (i < s->nseg && (s->segs[i].dend == s->segs[i].first || s->segs[i].last_ts < ts_ms))
         i++;
-    if (i == s->nseg)
-        return s->end;
+    if (i == s->nseg || s->segs[i].first >= s->vend)
+        return s->vend;
     seg *g = &s->segs[i];
     /* the last index point older than ts: the entry wanted is after it */
     uint64_t from = g->first;
     for (size_t k = 0; k < g->nidx && g->idx[k].ts < ts_ms; k++)
         from = g->idx[k].off;
-    seek_ctx c = {ts_ms, s->end, 0};
+    seek_ctx c = {ts_ms, s->vend, 0};
     char err[256];
     /* Bounded: each read hands at least one entry or ends the stream. */
-    while (!c.done && from < s->end) {
+    while (!c.done && from < s->vend) {
         uint64_t nx;
         long n = st_stream_read(s, &s->scan, from, SIZE_MAX, seek_fn, &c, &nx, err, sizeof err);
         if (n <= 0)
             break;
         from = nx;
     }
-    return c.done ? c.found : s->end;
+    return c.done ? c.found : s->vend;
 }
 
 /* ---- retention ---- */
@@ -723,8 +769,8 @@ unsigned st_stream_retain(st_stream *s, int64_t now_ms)
     uint64_t total = total_bytes(s);
     while (s->nseg > 1) {
         seg *g = &s->segs[0];
-        if (g->dsize != g->size)
-            break; /* not wholly durable yet */
+        if (g->dsize != g->size || g->end_off > s->vend)
+            break; /* not wholly durable (or released) yet */
         int over = s->opt.max_bytes && total > s->opt.max_bytes;
         int old = s->opt.max_age_ms && g->last_ts < now_ms - (int64_t)s->opt.max_age_ms;
         if (!over && !old)
@@ -748,7 +794,7 @@ void st_stream_get_stats(const st_stream *s, st_stream_stats *out)
         out->bytes += s->segs[i].size;
         out->index_pts += s->segs[i].nidx;
     }
-    out->entries = s->end - st_stream_first(s);
+    out->entries = s->vend - st_stream_first(s);
 }
 
 const char *st_stream_dir(const st_stream *s)
@@ -1041,6 +1087,8 @@ st_stream *st_stream_open(const char *dir, const st_stream_options *opt, char *e
     s->next = s->end = s->segs[s->nseg - 1].end_off;
     if (s->last_chunk < s->segs[0].first)
         s->last_chunk = s->segs[0].first;
+    s->vend = s->end; /* what a recovery finds is the stream (a promoted leader's too) */
+    s->vlast_chunk = s->last_chunk;
     if (s->last_ts == INT64_MIN)
         s->last_ts = 0;
     return s;
@@ -1058,6 +1106,7 @@ void st_stream_close(st_stream *s)
     sl_free(s->spare.buf);
     sl_free(s->spare.pc);
     st_stream_reader_free(&s->scan);
+    sl_free(s->held);
     if (s->dirfd >= 0)
         close(s->dirfd);
     sl_free(s->dir);

@@ -21,6 +21,11 @@
  * wrote (and the directory when it made a file). Readers see only entries that a batch has
  * made durable (st_stream_end), so nothing is handed out that a crash could take back.
  *
+ * Gating (a cluster's leader, docs/cluster.md): once st_stream_gate was called, what a batch
+ * made durable becomes readable only when st_stream_release is given the ticket it ended
+ * under (the generation the cluster released: its entries are on every in-sync replica), so
+ * no reader is handed an entry a failover could take back and give its offset to another.
+ *
  * Memory: per segment a sparse index (one point per ST_STREAM_INDEX_EVERY bytes: offset, file
  * position, timestamp), never the entries: a reader reads them from the file, one pread per
  * chunk of up to the reader's buffer.
@@ -93,13 +98,20 @@ int st_stream_commit(st_stream *s);
 int st_stream_failed(const st_stream *s);
 int st_stream_stalled(const st_stream *s);
 
-/* Offsets. first: the oldest entry kept; end: one past the newest durable entry (what readers
- * see: first == end when empty); next: the offset the next append gets; last_chunk: the first
- * offset of the newest durable chunk (== end when none). */
+/* Offsets. first: the oldest entry kept; end: one past the newest durable (and, gated,
+ * released) entry (what readers see: first == end when empty); next: the offset the next
+ * append gets; last_chunk: the first offset of the newest such chunk (== end when none). */
 uint64_t st_stream_first(const st_stream *s);
 uint64_t st_stream_end(const st_stream *s);
 uint64_t st_stream_next(const st_stream *s);
 uint64_t st_stream_last_chunk(const st_stream *s);
+/* One past the newest durable entry, released or not. */
+uint64_t st_stream_durable_end(const st_stream *s);
+/* Gate the stream (see "Gating" above): the batches that end from now on wait for ticket (the
+ * caller's generation: non-decreasing); st_stream_release makes every batch that ended under a
+ * ticket <= ticket readable: 1 when the readers' end moved. */
+void st_stream_gate(st_stream *s, uint64_t ticket);
+int st_stream_release(st_stream *s, uint64_t ticket);
 /* The first durable offset whose entry's timestamp is >= ts_ms (end when none is): reads the
  * files from the index point before it. */
 uint64_t st_stream_offset_at(st_stream *s, int64_t ts_ms);

@@ -9,13 +9,16 @@ generation its confirms wait for), so:
 - a node that joins later with an empty data directory takes a full copy that holds the
   stream's directory, follows, and, once the only one left, leads with the whole stream;
 - retention's deletion of whole old segments and a stream's deletion reach the followers: their
-  stream files stay byte for byte the leader's.
+  stream files stay byte for byte the leader's;
+- a consumer on the leader gets an entry only once the followers hold it (its generation is
+  released), never one a failover could take back.
 
 Before this change a clustered node refused every new stream (406 "streams are not replicated
 by a Sluice cluster yet")."""
 
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -178,3 +181,61 @@ def test_retention_and_deletion_of_a_stream_reach_the_followers(cluster):
     lead.kill9()
     new = cl.wait_leader()
     assert read_stream(new, "keep", 21) == [(i, b"k%d" % i) for i in range(21)]
+
+
+@pytest.mark.test_timeout(300)
+def test_a_stream_entry_is_read_only_once_the_followers_hold_it(cluster):
+    """A consumer on the leader is handed an entry only once its generation is released (on
+    every in-sync replica's disk), not when the leader alone has synced it: else a failover
+    could take the entry back and give its offset to another message. With both followers
+    dead the leader syncs the entry but cannot release it: the consumer gets nothing until a
+    follower is back (before, it got the entry at once)."""
+    cl, lead = three(cluster)
+    publish_stream(lead, "g", [b"before"])
+    conn = connect(lead, read_timeout=60)
+    ch = conn.channel()
+    ch.basic_qos(0, 100, False)
+    got = []
+
+    def on(m):
+        got.append((m.properties["application_headers"]["x-stream-offset"], m.body))
+        ch.basic_ack(m.delivery_tag)
+
+    ch.basic_consume("g", callback=on, arguments={"x-stream-offset": "first"})
+
+    def pump(until, timeout):
+        deadline = time.monotonic() + timeout
+        while not until() and time.monotonic() < deadline:
+            try:
+                conn.drain_events(timeout=0.2)
+            except socket.timeout:
+                pass
+        return until()
+
+    assert pump(lambda: len(got) == 1, 10) and got == [(0, b"before")]
+    followers = [b for b in cl.alive() if b is not lead]
+    for f in followers:
+        f.kill9()
+    done, errors = threading.Event(), []
+
+    def publish_held():
+        try:
+            publish_stream(lead, "g", [b"held"])
+            done.set()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(repr(e))
+
+    t = threading.Thread(target=publish_held, daemon=True)
+    t.start()
+    # the leader has the entry in its own file (written, then synced)...
+    wait_for(lambda: b"held" in b"".join(stream_tree(data_dir(cl, lead)).values()),
+             timeout=10, interval=0.05, message="the entry in the leader's file")
+    # ...but neither the consumer nor the publisher's confirm get it with no follower
+    assert not pump(lambda: len(got) > 1, 2 * TTL), "read before any follower held it: %r" % got
+    assert not done.is_set()
+    cl.start(int(followers[0].node_name[-1]))
+    assert pump(lambda: len(got) == 2, 30 * TTL), "the entry once a follower holds it"
+    assert got == [(0, b"before"), (1, b"held")]
+    t.join(30 * TTL)
+    assert done.is_set(), errors
+    conn.close()

@@ -758,6 +758,50 @@ START_TEST(file_operations_rebuild_the_stream_elsewhere)
 }
 END_TEST
 
+/* A cluster's leader gates its streams: what a batch made durable is read only once the
+ * generation it ended under is released (on every in-sync replica). */
+START_TEST(gated_entries_are_read_only_once_released)
+{
+    st_stream *s = open_s(0, 0, 0);
+    st_stream_gate(s, 5);
+    for (uint64_t i = 0; i < 3; i++)
+        put(s, 100, "g", i);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    st_stream_gate(s, 6);
+    for (uint64_t i = 3; i < 5; i++)
+        put(s, 100, "g", i);
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    ck_assert_uint_eq(st_stream_durable_end(s), 5);
+    ck_assert_uint_eq(st_stream_end(s), 0);
+    st_stream_reader r = {0};
+    static got g;
+    memset(&g, 0, sizeof g);
+    read_all(s, &r, 0, &g);
+    ck_assert_uint_eq(g.n, 0);
+    ck_assert_uint_eq(st_stream_offset_at(s, 0), 0);
+    ck_assert_int_eq(st_stream_release(s, 4), 0);
+    ck_assert_uint_eq(st_stream_end(s), 0);
+    ck_assert_int_eq(st_stream_release(s, 5), 1);
+    ck_assert_uint_eq(st_stream_end(s), 3);
+    ck_assert_uint_eq(st_stream_last_chunk(s), 0);
+    read_all(s, &r, 0, &g);
+    ck_assert_uint_eq(g.n, 3);
+    ck_assert_uint_eq(g.off[2], 2);
+    ck_assert_int_eq(st_stream_release(s, 9), 1);
+    ck_assert_uint_eq(st_stream_end(s), 5);
+    ck_assert_uint_eq(st_stream_last_chunk(s), 3);
+    read_all(s, &r, 3, &g);
+    ck_assert_uint_eq(g.n, 5);
+    ck_assert_int_eq(st_stream_release(s, 9), 0);
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+    /* what a recovery finds is readable (a promoted leader's stream) */
+    s = open_s(0, 0, 0);
+    ck_assert_uint_eq(st_stream_end(s), 5);
+    st_stream_close(s);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("streamlog");
@@ -777,6 +821,7 @@ static Suite *suite(void)
     tcase_add_test(tc, full_disk_stalls_then_goes_on);
     tcase_add_test(tc, max_age_units);
     tcase_add_test(tc, file_operations_rebuild_the_stream_elsewhere);
+    tcase_add_test(tc, gated_entries_are_read_only_once_released);
     suite_add_tcase(s, tc);
     return s;
 }
