@@ -8,14 +8,15 @@
  *   succeeded, so every op of a closed group was done on the leader: written, and synced once
  *   cl_mirror_batch says its batch synced).
  * - A group is closed (`pending` becomes group last + 1: idx strictly increasing by one, gen
- *   non-decreasing) at the store's ST_FOP_WRITTEN of the messages log, on the sync thread, once
- *   a generation's batches have made their writes (the definitions' batch runs first) and
- *   before the messages' fdatasync: so followers get it while the leader syncs it (a
- *   confirm pays the slower of the two syncs, not their sum). Such an early group is
- *   provisional: it carries the generation before (a release that reaches it releases nothing
- *   new) and synced 0, until cl_mirror_batch (persist's batch ended, on the loop) names its
- *   generation and says it is synced. That is safe because everything a confirm of
- *   generation g waits for is a write of g's batch, made before g's last ST_FOP_WRITTEN: only
+ *   non-decreasing) at the store's ST_FOP_WRITTEN of the messages log (or, in a generation
+ *   with stream batches and none of messages, of streams/, reported by persist), on the sync
+ *   thread, once a generation's batches have made their writes (the streams' writes and the
+ *   definitions' batch run first, the streams' syncs last) and before the messages' fdatasync: so
+ * followers get it while the leader syncs it (a confirm pays the slower of the two syncs, not their
+ * sum). Such an early group is provisional: it carries the generation before (a release that
+ * reaches it releases nothing new) and synced 0, until cl_mirror_batch (persist's batch ended, on
+ * the loop) names its generation and says it is synced. That is safe because everything a confirm
+ * of generation g waits for is a write of g's batch, made before g's last ST_FOP_WRITTEN: only
  *   barriers (the batch's own syncs) can follow it before the batch ends; when anything else
  *   was captured meanwhile (the loop's reclaim, say), cl_mirror_batch closes a group of its
  *   own for g instead, as it did before groups were closed early. The leader's durable index
@@ -224,10 +225,12 @@ static void observe(void *ctx, const st_fop *op)
     if (!nl)
         return;
     if (op->kind == ST_FOP_WRITTEN) {
-        /* persist runs a generation's definitions batch (meta/) before its messages batch
-         * (msgs/): the latter's WRITTEN is where all the generation's writes are made. A
-         * generation without one keeps its group to cl_mirror_batch, as before. */
-        if (nl == 4 && !memcmp(name, "msgs", 4))
+        /* persist runs a generation's streams' writes, then its definitions batch (meta/),
+         * then its messages batch (msgs/): the latter's WRITTEN is where all the
+         * generation's writes are made; in a generation with stream batches and no messages
+         * batch, persist reports that point for streams/. A generation with neither keeps
+         * its group to cl_mirror_batch, as before. */
+        if ((nl == 4 && !memcmp(name, "msgs", 4)) || (nl == 7 && !memcmp(name, "streams", 7)))
             observe_written(m);
         return;
     }

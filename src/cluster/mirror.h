@@ -8,16 +8,17 @@
  * reclaimed segments, the holes file's tmp + rename, torn-tail and close-time ftruncate,
  * mkdir of meta/ and msgs/; and the stream queues' logs under streams/INC/, store/stream.h:
  * their directory's mkdir and removal, segment creation, writes, syncs and retention's
- * unlinks, each batch's ops on the sync thread ahead of the messages batch of the same
- * generation, so in the group that generation's confirms wait for). Operations on files outside
- * data_dir are ignored (other stores of the process). A group is closed as soon as a batch has made
- * its writes (the store's ST_FOP_WRITTEN, on the sync thread, before the batch's fdatasync), and
- * notify hands it to the replication server at once: followers write and sync it while the leader
- * syncs it. persist calls cl_mirror_batch after each batch (one persist generation, light batches
- * too): that group becomes the generation's (synced when the batch was), or, when the batch closed
- * none or more than barriers was captured since, the operations captured since the previous group
- * become group last + 1. Only cl_mirror_batch moves the durable index. Groups
- * are kept in a ring bounded by ring_bytes (the oldest go first; the newest is always kept).
+ * unlinks, each batch's writes on the sync thread ahead of the messages batch of the same
+ * generation, so in the group that generation's confirms wait for; a generation with stream
+ * batches and no messages batch reports ST_FOP_WRITTEN for streams/ instead). Operations on files
+ * outside data_dir are ignored (other stores of the process). A group is closed as soon as a batch
+ * has made its writes (the store's ST_FOP_WRITTEN, on the sync thread, before the batch's
+ * fdatasync), and notify hands it to the replication server at once: followers write and sync it
+ * while the leader syncs it. persist calls cl_mirror_batch after each batch (one persist
+ * generation, light batches too): that group becomes the generation's (synced when the batch was),
+ * or, when the batch closed none or more than barriers was captured since, the operations captured
+ * since the previous group become group last + 1. Only cl_mirror_batch moves the durable index.
+ * Groups are kept in a ring bounded by ring_bytes (the oldest go first; the newest is always kept).
  * Node-local files are never captured: DATA_DIR/space-reserve (each node's own reserve) and
  * DATA_DIR/replica/ (each node's own log position). Persist reports its batches through
  * persist_options.batch_hook (set it to cl_mirror_persist_hook).

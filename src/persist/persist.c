@@ -713,18 +713,22 @@ static void fail_msg(persist *p, char *err, size_t errlen)
 }
 
 /* The sync thread's job: definitions first (a message record may name a queue declared in
- * the same generation), then messages. Touches only the two batches. */
+ * the same generation), then messages. Touches only the batches. The streams' writes come
+ * first and their syncs last: their entries name no definition of this generation that
+ * recovery would need (a stream's directory without its queue is only left over), and so
+ * every write of the generation is made before the messages batch's ST_FOP_WRITTEN (or the
+ * streams' own, without one), where a cluster's mirror ships the generation's group to the
+ * followers while this node syncs it. */
 static void run_batches(void *arg)
 {
     persist *p = arg;
-    /* Streams first: their entries name no definition of this generation that recovery
-     * would need (a stream's directory without its queue is only left over). */
-    persist_streams_run(p);
+    persist_streams_write(p);
     if (p->fl_meta) {
         st_log_batch_run(p->fl_meta);
         if (st_log_batch_failed(p->fl_meta)) {
             if (p->fl_msgs) /* not run: it must not end as if written */
                 st_log_batch_skip(p->fl_msgs, p->fl_meta);
+            persist_streams_sync(p); /* the store fails either way */
             return;
         }
     }
@@ -732,6 +736,9 @@ static void run_batches(void *arg)
         st_fault_point("meta-synced"); /* a kill between the logs' batches (recover.c) */
     if (p->fl_msgs)
         st_log_batch_run(p->fl_msgs);
+    else
+        persist_streams_written(p);
+    persist_streams_sync(p);
 }
 
 /* Begin the batches of the open generation. 1 when there is a batch to run, 0 when nothing

@@ -88,7 +88,12 @@ struct persist {
 int persist_streams_begin(persist *p);
 /* End the begun stream batches unrun, as failed (the generation could not start). */
 void persist_streams_fail(persist *p);
-void persist_streams_run(persist *p);
+/* The sync thread's part, in three steps: the writes; the point where the generation's writes
+ * are all made (reported to the file operation observer when the generation has no messages
+ * batch, whose own report is that point); the syncs. */
+void persist_streams_write(persist *p);
+void persist_streams_written(persist *p);
+void persist_streams_sync(persist *p);
 /* 0; -1: a stream failed (the store is failed); -2: a stream was out of space (its entries are
  * pending again: the generation is not durable, as a stalled log's). */
 int persist_streams_end(persist *p);

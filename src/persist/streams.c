@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "persist/persist_internal.h"
+#include "store/log.h"
 #include "store/stream.h"
 
 void persist_streams_fail(persist *p)
@@ -59,10 +60,28 @@ int persist_streams_begin(persist *p)
     return 0;
 }
 
-void persist_streams_run(persist *p)
+void persist_streams_write(persist *p)
 {
     for (size_t i = 0; i < p->n_fl_st; i++)
-        st_stream_batch_run(p->fl_st[i]);
+        st_stream_batch_write(p->fl_st[i]);
+}
+
+void persist_streams_written(persist *p)
+{
+    if (!p->n_fl_st)
+        return;
+    for (size_t i = 0; i < p->n_fl_st; i++)
+        if (st_stream_batch_failed(p->fl_st[i]))
+            return; /* as a log's batch: the point is reported only while all went well */
+    /* the generation's writes are made, only syncs follow: a cluster's mirror may ship its
+     * group now, while this node syncs it (cluster/mirror.c) */
+    st_fop_report(ST_FOP_WRITTEN, p->node->stream_dir, "", NULL, 0, NULL, 0);
+}
+
+void persist_streams_sync(persist *p)
+{
+    for (size_t i = 0; i < p->n_fl_st; i++)
+        st_stream_batch_sync(p->fl_st[i]);
 }
 
 static void drop(struct st_stream *s, int deleted)

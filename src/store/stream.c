@@ -345,7 +345,7 @@ static int write_all(int fd, const uint8_t *p, size_t n, uint64_t pos)
     return 0;
 }
 
-void st_stream_batch_run(st_stream_batch *b)
+void st_stream_batch_write(st_stream_batch *b)
 {
     char name[32];
     for (size_t i = 0; i < b->npc && !b->failed; i++) {
@@ -357,6 +357,11 @@ void st_stream_batch_run(st_stream_batch *b)
             FOP(ST_FOP_WRITE, b->dir, name, pc->pos, b->buf + pc->boff, pc->len);
         }
     }
+}
+
+void st_stream_batch_sync(st_stream_batch *b)
+{
+    char name[32];
     if (b->no_sync)
         return;
     for (size_t i = 0; i < b->npc && !b->failed; i++) {
@@ -373,6 +378,17 @@ void st_stream_batch_run(st_stream_batch *b)
         else
             FOP(ST_FOP_DIRSYNC, b->dir, "", 0, NULL, 0);
     }
+}
+
+void st_stream_batch_run(st_stream_batch *b)
+{
+    st_stream_batch_write(b);
+    st_stream_batch_sync(b);
+}
+
+int st_stream_batch_failed(const st_stream_batch *b)
+{
+    return b->failed;
 }
 
 /* Out of space: the batch's bytes go back in front of what was appended since, to be written

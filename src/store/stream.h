@@ -89,6 +89,11 @@ size_t st_stream_pending(const st_stream *s);
  * writes them. */
 int st_stream_batch_begin(st_stream *s, st_stream_batch **out);
 void st_stream_batch_run(st_stream_batch *b);
+/* run in two steps (persist, so a cluster ships the writes before they are synced): the
+ * writes, then the fdatasyncs and the directory fsync. failed: 1 once a step failed. */
+void st_stream_batch_write(st_stream_batch *b);
+void st_stream_batch_sync(st_stream_batch *b);
+int st_stream_batch_failed(const st_stream_batch *b);
 int st_stream_batch_end(st_stream *s, st_stream_batch *b);
 /* End a begun batch unrun, as failed (another part of the same group commit could not start):
  * the stream is failed. */

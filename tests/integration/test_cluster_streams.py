@@ -11,7 +11,9 @@ generation its confirms wait for), so:
 - retention's deletion of whole old segments and a stream's deletion reach the followers: their
   stream files stay byte for byte the leader's;
 - a consumer on the leader gets an entry only once the followers hold it (its generation is
-  released), never one a failover could take back.
+  released), never one a failover could take back;
+- a stream publish alone (no message record) is shipped to the followers while the leader
+  syncs it, as a generation with messages is (one sync on a confirm's path, not two).
 
 Before this change a clustered node refused every new stream (406 "streams are not replicated
 by a Sluice cluster yet")."""
@@ -20,6 +22,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import amqp
@@ -27,7 +30,8 @@ import pytest
 
 from cluster_client import connect, etcd  # noqa: F401 (the fixture)
 from helpers import IS_RABBITMQ, wait_for
-from test_cluster_repl import TTL, cluster, positions_meet, three  # noqa: F401
+from test_cluster_repl import (SYNC_DELAY_MS, TTL, AsyncConfirm, cluster,  # noqa: F401
+                               positions_meet, three)
 
 pytestmark = [pytest.mark.skipif(IS_RABBITMQ, reason="Sluice's cluster"), pytest.mark.alone]
 
@@ -239,3 +243,36 @@ def test_a_stream_entry_is_read_only_once_the_followers_hold_it(cluster):
     t.join(30 * TTL)
     assert done.is_set(), errors
     conn.close()
+
+
+def holds_stream(cl, b, body):
+    return body in b"".join(stream_tree(data_dir(cl, b)).values())
+
+
+@pytest.mark.test_timeout(240)
+def test_a_stream_publish_reaches_the_followers_while_the_leader_syncs_it(cluster):
+    """A generation that only appends to a stream (no message record, so no messages batch)
+    is shipped once its writes are made, before the leader's (here 1.5 s slow) fdatasync of
+    them, as one with messages (issue 46): both followers hold the entry long before its
+    confirm, which waits for the slower sync, not the sum (before, the group went out only
+    after the leader's sync)."""
+    cl, lead = three(cluster, env={"SLUICE_FAULT": "sync_delay_ms=%d" % SYNC_DELAY_MS})
+    followers = [b for b in cl.alive() if b is not lead]
+    conn = connect(lead, read_timeout=60)
+    ch = conn.channel()
+    declare_stream(ch, "f")
+    ch.confirm_select()
+    body = b"stream-ship-before-sync-" + uuid.uuid4().hex.encode()
+    pub = AsyncConfirm(ch, "f", body)
+    t_f = wait_for(lambda: all(holds_stream(cl, f, body) for f in followers) and
+                   time.monotonic(), timeout=10, interval=0.01,
+                   message="the entry on both followers' disks")
+    assert pub.done.wait(30), "the confirm"
+    assert pub.error is None, pub.error
+    conn.close()
+    early = pub.at - t_f
+    print("followers had it %.0f ms after the publish, %.0f ms before its confirm "
+          "(the leader's sync takes %d ms)" % ((t_f - pub.t0) * 1000, early * 1000,
+                                               SYNC_DELAY_MS))
+    assert early > SYNC_DELAY_MS / 2000.0, \
+        "the followers got the group only %.0f ms before its confirm" % (early * 1000)

@@ -1036,6 +1036,62 @@ START_TEST(a_stream_is_mirrored_and_copied)
 }
 END_TEST
 
+/* A generation that only appends to a stream (no messages batch: its ST_FOP_WRITTEN is the
+ * streams', reported by persist) is shipped before the leader syncs it, as one with messages. */
+START_TEST(a_stream_only_generation_is_shipped_before_its_syncs)
+{
+    rng = 48;
+    use_kick = 1;
+    leader_start(1 << 20);
+    sl_buf args;
+    sl_buf_init(&args);
+    size_t m = amqp_tbl_begin(&args);
+    amqp_tbl_put_str(&args, "x-queue-type", amqp_cstr("stream"));
+    amqp_tbl_end(&args, m);
+    qm_queue_decl d = {"st", 2, 1, 0, 0, NULL, {sl_buf_head(&args) + 4, sl_buf_unread(&args) - 4},
+                       0};
+    qm_queue *q = NULL;
+    ck_assert_msg(qm_queue_declare(LV, &d, &q, NULL, err, sizeof err) == SL_OK, "%s", err);
+    commit();
+    commit();
+    uint64_t before = cl_mirror_last(MI);
+    for (int i = 0; i < 3; i++)
+        lpublish(q);
+    char want[32];
+    snprintf(want, sizeof want, "b%llu-", (unsigned long long)body_no);
+    spy_n = note_n = 0;
+    cl_mirror_set_notify(MI, note_group, NULL);
+    st_log__fdatasync = spy_fdatasync;
+    commit();
+    st_log__fdatasync = fdatasync;
+    cl_mirror_set_notify(MI, NULL, NULL);
+    /* the stream's fdatasync ran with the group already made, and not durable */
+    ck_assert_int_ge(spy_n, 1);
+    ck_assert_uint_eq(spy_last[0], before + 1);
+    ck_assert_uint_eq(spy_durable[0], before);
+    ck_assert_int_eq(note_n, 2);
+    ck_assert_uint_eq(note_idx[0], before + 1);
+    ck_assert_uint_eq(note_durable[0], before);
+    ck_assert_uint_eq(note_idx[1], before + 1);
+    ck_assert_uint_eq(note_durable[1], before + 1);
+    ck_assert_uint_eq(cl_mirror_last(MI), before + 1);
+    ck_assert_uint_eq(cl_mirror_gen_of(MI, before + 1), persist_local_durable(LP));
+    uint8_t *g;
+    size_t len;
+    ck_assert_int_eq(cl_mirror_group(MI, before + 1, &g, &len, NULL), 0);
+    ck_assert_ptr_nonnull(memmem(g, len, want, strlen(want)));
+    sl_free(g);
+    int mfd = dir_fd(M);
+    uint64_t applied = 0;
+    apply_upto(mfd, &applied);
+    same_stream(q, M);
+    close(mfd);
+    sl_buf_free(&args);
+    leader_stop();
+    use_kick = 0;
+}
+END_TEST
+
 START_TEST(replica_state_round_trip)
 {
     uint64_t last = 99;
@@ -1337,6 +1393,7 @@ static Suite *mirror_suite(void)
     tcase_add_test(tc, bulk_copy_while_the_workload_goes_on);
     tcase_add_test(tc, hostile_and_damaged_groups_are_refused);
     tcase_add_test(tc, a_stream_is_mirrored_and_copied);
+    tcase_add_test(tc, a_stream_only_generation_is_shipped_before_its_syncs);
     tcase_add_test(tc, the_follower_applier_defers_barriers_to_its_sync);
     tcase_add_test(tc, replica_state_round_trip);
     tcase_add_test(tc, replica_pos_raises_the_state);
