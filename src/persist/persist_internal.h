@@ -82,6 +82,8 @@ struct persist {
     size_t n_doomed, cap_doomed;
     uint64_t stream_bytes; /* appended to streams since open (persist_bytes_appended) */
     int streams_stalled;   /* a stream's last batch ran out of space (streams.c) */
+    uint64_t streams_held; /* gated: the oldest generation whose stream entries wait for
+                              their release (0: none; streams.c) */
 };
 
 /* streams.c */

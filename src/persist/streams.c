@@ -97,8 +97,11 @@ int persist_streams_end(persist *p)
     int rc = 0, full = 0;
     size_t n = p->n_fl_st;
     for (size_t i = 0; i < n; i++) {
-        if (p->opt.repl_gate) /* readable once gen_flight is released */
+        if (p->opt.repl_gate) { /* readable once gen_flight is released */
             st_stream_gate(p->fl_sts[i], p->gen_flight);
+            if (!p->streams_held)
+                p->streams_held = p->gen_flight;
+        }
         int r = st_stream_batch_end(p->fl_sts[i], p->fl_st[i]);
         if (r == -2)
             full = 1; /* out of space: pending again, the generation is not durable */
@@ -125,9 +128,18 @@ int persist_streams_end(persist *p)
 
 void persist_streams_release(persist *p, uint64_t gen)
 {
+    /* Called for every release: the streams are walked only when some wait for this one. */
+    if (!p->streams_held || gen < p->streams_held)
+        return;
     int moved = 0;
-    for (qm_queue *q = p->node->streams; q; q = q->st_next)
+    uint64_t held = 0;
+    for (qm_queue *q = p->node->streams; q; q = q->st_next) {
         moved |= st_stream_release(q->stream, gen);
+        uint64_t t = st_stream_held(q->stream);
+        if (t && (!held || t < held))
+            held = t;
+    }
+    p->streams_held = held;
     if (moved) /* retention (it keeps what is not released) and the consumers */
         qm_streams_committed(p->node);
 }

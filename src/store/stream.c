@@ -528,6 +528,11 @@ void st_stream_gate(st_stream *s, uint64_t ticket)
     s->ticket = ticket;
 }
 
+uint64_t st_stream_held(const st_stream *s)
+{
+    return s->nheld ? s->held[0].ticket : 0;
+}
+
 int st_stream_release(st_stream *s, uint64_t ticket)
 {
     size_t k = 0;

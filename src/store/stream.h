@@ -117,6 +117,8 @@ uint64_t st_stream_durable_end(const st_stream *s);
  * ticket <= ticket readable: 1 when the readers' end moved. */
 void st_stream_gate(st_stream *s, uint64_t ticket);
 int st_stream_release(st_stream *s, uint64_t ticket);
+/* The oldest ticket a durable batch still waits for (0: none). */
+uint64_t st_stream_held(const st_stream *s);
 /* The first durable offset whose entry's timestamp is >= ts_ms (end when none is): reads the
  * files from the index point before it. */
 uint64_t st_stream_offset_at(st_stream *s, int64_t ts_ms);

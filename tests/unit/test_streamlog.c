@@ -773,6 +773,7 @@ START_TEST(gated_entries_are_read_only_once_released)
     ck_assert_int_eq(st_stream_commit(s), 0);
     ck_assert_uint_eq(st_stream_durable_end(s), 5);
     ck_assert_uint_eq(st_stream_end(s), 0);
+    ck_assert_uint_eq(st_stream_held(s), 5);
     st_stream_reader r = {0};
     static got g;
     memset(&g, 0, sizeof g);
@@ -783,6 +784,7 @@ START_TEST(gated_entries_are_read_only_once_released)
     ck_assert_uint_eq(st_stream_end(s), 0);
     ck_assert_int_eq(st_stream_release(s, 5), 1);
     ck_assert_uint_eq(st_stream_end(s), 3);
+    ck_assert_uint_eq(st_stream_held(s), 6);
     ck_assert_uint_eq(st_stream_last_chunk(s), 0);
     read_all(s, &r, 0, &g);
     ck_assert_uint_eq(g.n, 3);
@@ -793,6 +795,7 @@ START_TEST(gated_entries_are_read_only_once_released)
     read_all(s, &r, 3, &g);
     ck_assert_uint_eq(g.n, 5);
     ck_assert_int_eq(st_stream_release(s, 9), 0);
+    ck_assert_uint_eq(st_stream_held(s), 0);
     st_stream_reader_free(&r);
     st_stream_close(s);
     /* what a recovery finds is readable (a promoted leader's stream) */
