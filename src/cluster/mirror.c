@@ -11,12 +11,13 @@
  *   non-decreasing) at the store's ST_FOP_WRITTEN of the messages log (or, in a generation
  *   with stream batches and none of messages, of streams/, reported by persist), on the sync
  *   thread, once a generation's batches have made their writes (the streams' writes and the
- *   definitions' batch run first, the streams' syncs last) and before the messages' fdatasync: so
- * followers get it while the leader syncs it (a confirm pays the slower of the two syncs, not their
- * sum). Such an early group is provisional: it carries the generation before (a release that
- * reaches it releases nothing new) and synced 0, until cl_mirror_batch (persist's batch ended, on
- * the loop) names its generation and says it is synced. That is safe because everything a confirm
- * of generation g waits for is a write of g's batch, made before g's last ST_FOP_WRITTEN: only
+ *   definitions' batch run first, the streams' syncs last) and before the messages'
+ *   fdatasync: so followers get it while the leader syncs it (a confirm pays the slower of
+ *   the two syncs, not their sum). Such an early group is provisional: it carries the
+ *   generation before (a release that reaches it releases nothing new) and synced 0, until
+ *   cl_mirror_batch (persist's batch ended, on the loop) names its generation and says it is
+ *   synced. That is safe because everything a confirm of generation g waits for is a write
+ *   of g's batch, made before g's last ST_FOP_WRITTEN: only
  *   barriers (the batch's own syncs) can follow it before the batch ends; when anything else
  *   was captured meanwhile (the loop's reclaim, say), cl_mirror_batch closes a group of its
  *   own for g instead, as it did before groups were closed early. The leader's durable index
@@ -586,7 +587,9 @@ static int read_op(reader *r, op *o, char *err, size_t errlen)
         return -1;
     }
     /* a directory is named by 1 or 2 components, a file by 2 or 3 */
-    int dir_ok = depth(o->name, o->nl)<MAX_DEPTH, file_ok = depth(o->name, o->nl)> 1;
+    int nd = depth(o->name, o->nl);
+    int dir_ok = nd < MAX_DEPTH;
+    int file_ok = nd > 1;
     switch (o->kind) {
     case CL_MIRROR_OP_WRITE:
         if (!need(r, 12)) {
