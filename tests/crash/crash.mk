@@ -2,9 +2,12 @@
 # Makefile.
 #   make crash-test       short run for CI (6 rounds of up to 2 s of traffic, then 4 with a 256 KiB
 #                         memory_budget so that the queues page out and recovery hands them back
-#                         as paged tails; well under a minute)
-#   make crash-test-long  the long run whose numbers go in the release note (60 rounds of up to 4 s)
-# Extra flags go in CRASH_ARGS, e.g. CRASH_ARGS="--seed 42 --keep". See tests/crash/crash_test.py.
+#                         as paged tails; well under a minute). Both runs write 8% of the
+#                         messages to three stream queues too (small segments, retention).
+#   make crash-test-long  the long run whose numbers go in the release note (60 rounds of up to 4 s;
+#                         15% of the messages to the streams, two live stream readers)
+# Extra flags go in CRASH_ARGS, e.g. CRASH_ARGS="--seed 42 --keep", or CRASH_ARGS="--streams 0"
+# for no streams. See tests/crash/crash_test.py.
 
 CRASH_ARGS ?=
 
@@ -18,4 +21,4 @@ crash-test: all
 
 crash-test-long: all
 	SLUICED=$(BUILD)/sluiced /usr/bin/python3 tests/crash/crash_test.py --rounds 60 --seconds 4 \
-	  $(CRASH_ARGS)
+	  --stream-share 0.15 --stream-readers 2 $(CRASH_ARGS)

@@ -28,6 +28,30 @@ so a message moved during a round with a purge of its queue is a "maybe". What a
 found messages must survive every later crash until consumed, missing ones must never
 reappear. The run ends with a clean restart (SIGTERM) that must change nothing.
 
+Streams (issue 47): a share of the publishes (--stream-share) goes, with the same confirms, to
+stream queues (x-queue-type stream, --streams of them: crash.s0, crash.s1, crash.s2), whose
+small x-stream-max-segment-size-bytes (64 KiB, 16 KiB, 4 KiB) make segments roll in every
+round and whose x-max-length-bytes (16 MiB: far, it bounds the long run; 96 KiB; 24 KiB)
+make retention delete the oldest whole segments all round long in two of them. Nobody
+consumes them away: stream readers (--stream-readers) read them live from first, next, last
+or a number (basic.qos, manual acks, x-stream-offset), and each delivery must be an entry of
+that stream at a growing offset, in each publisher's order, and at the offset a drain found
+it at. After every restart each stream is read whole from `first` over AMQP 0-9-1, up to the
+committed_offset the HTTP API gives, each entry with its x-stream-offset header, and:
+
+  stream loss   a confirmed entry is missing although something kept surely came before it
+                (an earlier entry of its publisher, one of an earlier round, one confirmed
+                before it was sent): retention removes whole oldest segments only, so what a
+                stream keeps is a suffix of what it was given, never with a hole; an entry a
+                drain found is missing while the stream still begins at or before its offset;
+                or a stream queue is gone after the restart (the broker log's "not restored"
+                line is printed)
+  offsets       not consecutive from first_offset on, or an entry at an offset other than the
+                one a drain found it at, or a new entry at an offset a drain found taken
+  and, as for the queues: resurrection (an entry missing after an earlier restart comes
+  back), order (per publisher, per round), duplicate (twice, or unknown, or published to
+  another queue). The final clean restart must leave the streams as they were too.
+
 TIDY and its compaction run all along (tidy_interval = 1 s, small segments: --segment-size),
 and one queue, crash.keep, is never consumed, so old live messages sit among dead segments
 and get copied forward. In most rounds the kill comes from the broker itself at a step of
@@ -39,7 +63,8 @@ removal is in the meta log, the move that emptied them in the msgs log); the tim
 comes if the step is not reached in time. The totals count how often each step was the one
 killed at, and what TIDY freed and copied meanwhile (from the broker's log).
 
-Usage: crash_test.py [--rounds N] [--seconds S] [--seed X] [--keep]
+Usage: crash_test.py [--rounds N] [--seconds S] [--seed X] [--keep] [--streams 0-3]
+       [--stream-share F] [--stream-readers N] (see --help for the rest)
 Env:   SLUICED (default build/sluiced), CRASH_ROUNDS, CRASH_SECONDS.
 Exit status 0 when every round is clean; 1 with the evidence printed otherwise. The work
 directory (broker logs, data directory, a copy of it as the last kill left it) is kept on
@@ -74,6 +99,17 @@ KEEP_QUEUE = "crash.keep"  # never consumed: its messages grow old among dead se
 CRASH_POINTS = ["tidy-measured", "tidy-relocated", "tidy-synced", "tidy-holes",
                 "tidy-unlinked", "tidy-done", "meta-synced"]
 SUBQUEUE = "retry"  # the mover's subqueue: q;retry
+# The stream queues (x-queue-type stream), by the order --streams takes them: small segments so
+# that they roll during a round; retention by bytes, whole oldest segments. crash.s0's limit is
+# far (it keeps everything in the short run and bounds the long one), crash.s1's and crash.s2's
+# are near, so their old segments go all round long.
+STREAM_PREFIX = "crash.s"
+STREAM_SPECS = [
+    {"x-stream-max-segment-size-bytes": 64 << 10, "x-max-length-bytes": 16 << 20},
+    {"x-stream-max-segment-size-bytes": 16 << 10, "x-max-length-bytes": 96 << 10},
+    {"x-stream-max-segment-size-bytes": 4 << 10, "x-max-length-bytes": 24 << 10},
+]
+STREAM_PREFETCH = 500
 PREFETCH = 200
 PUBLISH_WINDOW = 200  # unconfirmed messages per publisher
 
@@ -100,7 +136,7 @@ class Msg:
     __slots__ = (
         "pub", "seq", "queue", "round", "sent", "confirmed", "nacked", "returned",
         "baseline", "dead", "dead_why", "deliveries", "ack_maybe", "acked_commit",
-        "moved", "where", "history",
+        "moved", "where", "history", "offset",
     )
 
     def __init__(self, pub, seq, queue, rnd):
@@ -118,6 +154,7 @@ class Msg:
         self.moved = False  # a move of it was sent this round (q <-> q;retry)
         self.where = queue  # where it was at the start of the round: q, or q;retry
         self.history = []
+        self.offset = None  # in a stream: its x-stream-offset, as the first drain found it
 
     @property
     def key(self):
@@ -145,6 +182,7 @@ class Model:
         self.msgs = {}  # (pub, seq) -> Msg
         self.ops = []  # this round's purges and deletes
         self.stats = collections.Counter()
+        self.stream_hi = {}  # stream -> the highest offset any drain found in it
 
     def note(self, m, what):
         if len(m.history) < 40:
@@ -412,8 +450,12 @@ class Round:
         self.args, self.rng = args, rng
         self.backlog = backlog  # queue -> messages found by the last drain
         self.consumed = [q for q in queues if q != KEEP_QUEUE]  # what consumers and chaos use
+        # Streams: only publishers and stream readers touch them (no purge, delete or move:
+        # a stream refuses the first, and the checks count on its offsets going on)
+        self.streams = args.stream_names
         self.stop = threading.Event()
         self.errors = []  # unexpected client failures (harness bugs), printed at the end
+        self.stream_bad = []  # what a live stream reader saw that must not be
 
     def run_thread(self, name, fn, *a):
         def body():
@@ -464,12 +506,18 @@ class Round:
                 while len(pending) < PUBLISH_WINDOW and budget > 0 and not self.stop.is_set():
                     budget -= 1
                     seq += 1
-                    q = KEEP_QUEUE if rng.random() < self.args.keep_share else rng.choice(
-                        self.consumed)
-                    # mostly small, sometimes large: large writes can be torn by the kill
+                    pick = rng.random()
                     r = rng.random()
-                    size = rng.randint(200_000, 1_000_000) if r < 0.002 else (
-                        rng.randint(4_000, 60_000) if r < 0.05 else rng.randint(0, 1500))
+                    if self.streams and pick < self.args.stream_share:
+                        # a stream's entries: small, some a few segments of crash.s2 long
+                        q = rng.choice(self.streams)
+                        size = rng.randint(2_000, 12_000) if r < 0.03 else rng.randint(0, 1500)
+                    else:
+                        q = KEEP_QUEUE if rng.random() < self.args.keep_share else rng.choice(
+                            self.consumed)
+                        # mostly small, sometimes large: large writes can be torn by the kill
+                        size = rng.randint(200_000, 1_000_000) if r < 0.002 else (
+                            rng.randint(4_000, 60_000) if r < 0.05 else rng.randint(0, 1500))
                     head = b"%s|%d|%s|" % (pub.encode(), seq, q.encode())
                     m = model.publish(pub, seq, q, self.rnd)
                     tag += 1
@@ -558,6 +606,70 @@ class Round:
                 model.commit_ok(ms)
             if kept and rng.random() < 0.02:
                 raise ChannelChurn()  # closing the channel requeues what it holds
+
+    # --- stream reader: consumes a stream live, from first, next, last or an offset ------
+
+    def stream_reader(self, idx):
+        """Reads the streams while they are written, trimmed and killed: every delivery must
+        be an entry published to that stream, at a growing offset, in each publisher's order,
+        and an entry a drain found keeps its offset. (Gaps are fine here: retention may take
+        the segment being read; the drains check what is kept whole.)"""
+        rng = random.Random(self.rng.random())
+        while not self.stop.is_set():
+            try:
+                conn = connect(self.port)
+            except Exception:
+                self.stop.wait(0.05)
+                continue
+            try:
+                self._read_stream(conn, rng, "sr%d" % idx)
+            except Exception:
+                self.stop.wait(0.05)
+            finally:
+                quietly(conn.collect)
+
+    def _read_stream(self, conn, rng, who):
+        s = rng.choice(self.streams)
+        hi = self.model.stream_hi.get(s, 0)
+        spec = rng.choice(["first", "next", "last", rng.randint(0, hi + 50)])
+        where = "%s %s from %r" % (who, s, spec)
+        last = {"off": None, "seq": {}, "n": 0}
+        ch = conn.channel()
+        ch.basic_qos(0, 100, False)
+
+        def bad(what):
+            if len(self.stream_bad) < 50:
+                self.stream_bad.append("%s: %s" % (where, what))
+
+        def on_message(message):
+            off = (message.headers or {}).get("x-stream-offset")
+            m = self.model.lookup(bytes(message.body))
+            last["n"] += 1
+            with self.model.lock:
+                self.model.stats["stream_live"] += 1
+            if last["n"] % 50 == 0:  # credit back (prefetch 100: never held up)
+                ch.basic_ack(message.delivery_tag, multiple=True)
+            if not isinstance(off, int):
+                return bad("delivery without an x-stream-offset header: %r" % (off,))
+            if m is None or m.queue != s:
+                return bad("offset %d: %s" % (off, "unknown body %r" % bytes(message.body)[:60]
+                                              if m is None else m.name()))
+            if last["off"] is not None and off <= last["off"]:
+                bad("offset %d after %d" % (off, last["off"]))
+            if m.offset is not None and m.offset != off:
+                bad("%s at offset %d, found at %d by a drain" % (m.name(), off, m.offset))
+            if last["seq"].get(m.pub, -1) >= m.seq:
+                bad("%s at offset %d after %s#%d" % (m.name(), off, m.pub, last["seq"][m.pub]))
+            last["off"] = off
+            last["seq"][m.pub] = m.seq
+
+        ch.basic_consume(s, callback=on_message, arguments={"x-stream-offset": spec})
+        until = time.monotonic() + rng.uniform(0.2, 1.5)
+        while not self.stop.is_set() and time.monotonic() < until:
+            try:
+                conn.drain_events(timeout=0.02)
+            except socket.timeout:
+                pass
 
     # --- tidier: TIDY over the management API, again and again --------------------------
 
@@ -708,6 +820,190 @@ def drain(port, queues):
     return found
 
 
+def stream_figures(http_port, stream):
+    """The stream's first_offset and committed_offset (None when empty) from the HTTP API;
+    None when there is no such queue."""
+    h = http.client.HTTPConnection(HOST, http_port, timeout=10)
+    try:
+        h.request("GET", "/api/queues/%%2F/%s" % urllib.parse.quote(stream, safe=""),
+                  headers={"Authorization": "Basic Z3Vlc3Q6Z3Vlc3Q="})
+        r = h.getresponse()
+        data = r.read()
+        if r.status == 404:
+            return None
+        if r.status != 200:
+            raise BrokerFailed("GET stream %s: HTTP %d %r" % (stream, r.status, data[:200]))
+        info = json.loads(data)
+        return info.get("first_offset"), info.get("committed_offset")
+    finally:
+        h.close()
+
+
+def drain_streams(port, http_port, streams, timeout=120.0):
+    """Every entry each stream keeps, read from first over AMQP 0-9-1 (basic.qos, manual acks,
+    x-stream-offset first) up to the committed offset the HTTP API gives, as
+    {stream: (first_offset, [(x-stream-offset, body)])}, (None, None) for a stream that is not
+    there (after a restart: the broker did not restore it). Reading removes nothing. Nothing is
+    published meanwhile, but a retention pass after the restart's first group commits may
+    still trim the head under the reader: then the stream is read again."""
+    found = {}
+    conn = connect(port, timeout=10)
+    try:
+        for s in streams:
+            for _ in range(5):
+                figures = stream_figures(http_port, s)
+                if figures is None:
+                    found[s] = (None, None)
+                    break
+                found[s] = (figures[0], read_stream(conn, s, figures[1], timeout))
+                if stream_figures(http_port, s) == figures:
+                    break
+            else:
+                raise BrokerFailed("stream %s: its first offset keeps moving" % s)
+    finally:
+        quietly(conn.close)
+    return found
+
+
+def read_stream(conn, s, committed, timeout):
+    """The entries of s from first up to the committed offset (None: none)."""
+    got = []
+    if committed is None:
+        return got
+    ch = conn.channel()
+    ch.basic_qos(0, STREAM_PREFETCH, False)
+
+    def on_message(message):
+        got.append(((message.headers or {}).get("x-stream-offset"), bytes(message.body)))
+        if len(got) % 100 == 0:  # an ack only gives the credit back
+            ch.basic_ack(message.delivery_tag, multiple=True)
+
+    ch.basic_consume(s, callback=on_message, arguments={"x-stream-offset": "first"})
+    deadline = time.monotonic() + timeout
+    while not got or got[-1][0] != committed:
+        last = got[-1][0] if got else None
+        if (isinstance(last, int) and last > committed) or time.monotonic() > deadline:
+            raise BrokerFailed("stream %s: read %d entries up to offset %s, the committed "
+                               "offset is %d" % (s, len(got), last, committed))
+        try:
+            conn.drain_events(timeout=0.5)
+        except socket.timeout:
+            pass
+    ch.close()
+    return got
+
+
+def is_stream(q):
+    return q.startswith(STREAM_PREFIX)
+
+
+def check_streams(model, sfound, v):
+    """The streams' verdicts into v: what each keeps must be a suffix of what it was given
+    (retention removes whole oldest segments: never a hole), at consecutive offsets that never
+    change, each entry once and in each publisher's order. Returns {key: stream} found."""
+    seen = {}
+    for s, (first, entries) in sorted(sfound.items()):
+        if entries is None:
+            v.missing_streams.append(s)
+            for m in model.msgs.values():
+                if m.queue == s and not m.dead and (m.baseline or m.confirmed is not None):
+                    v.losses.append((m, "its stream is gone"))
+            continue
+        v.stream_found += len(entries)
+        hi = model.stream_hi.get(s, -1)
+        if entries and entries[0][0] != first:
+            v.order.append("%s: first_offset %s, the first entry read is at %s" % (
+                s, first, entries[0][0]))
+        last_seq = {}
+        last_round = (-1, None)
+        prev = None
+        # what is kept that surely precedes a message of this round in s
+        min_seq = {}  # publisher -> its oldest seq kept in s
+        old_kept = None  # an entry kept from an earlier round (found by the last drain)
+        min_confirmed = None  # the earliest confirm among this round's entries kept
+        for pos, (off, body) in enumerate(entries):
+            m = model.lookup(body)
+            where = "%s[%s]" % (s, off)
+            if not isinstance(off, int):
+                v.order.append("%s: entry %d has no x-stream-offset header (%r)" % (s, pos, off))
+                continue
+            if prev is not None and off != prev + 1:
+                v.order.append("%s: offset %d follows %d (a hole, or out of order)" % (
+                    s, off, prev))
+            prev = off
+            if m is None:
+                v.dups.append("%s: unknown body %r" % (where, body[:60]))
+                continue
+            if m.queue != s:
+                v.dups.append("%s: %s was published to %s" % (where, m.name(), m.queue))
+            if m.key in seen:
+                v.dups.append("%s: %s found twice" % (where, m.name()))
+                continue
+            seen[m.key] = s
+            if m.offset is not None and m.offset != off:
+                v.order.append("%s: %s was at offset %d" % (where, m.name(), m.offset))
+            elif m.offset is None and off <= hi:
+                v.order.append("%s: %s is new at an offset a drain found taken before (%d)" % (
+                    where, m.name(), hi))
+            exp, why = model.expectation(m)
+            if exp == "absent":
+                v.resurrections.append((m, why, s, pos))
+            if m.pub in last_seq and m.seq < last_seq[m.pub][0]:
+                v.order.append("%s: %s after %s#%d at [%d]" % (
+                    where, m.name(), m.pub, last_seq[m.pub][0], last_seq[m.pub][1]))
+            last_seq[m.pub] = (m.seq, off)
+            if m.round < last_round[0]:
+                v.order.append("%s: %s (round %d) after %s (round %d)" % (
+                    where, m.name(), m.round, last_round[1], last_round[0]))
+            if m.round >= last_round[0]:
+                last_round = (m.round, m.name())
+            if m.pub not in min_seq:
+                min_seq[m.pub] = m.seq
+            if m.baseline:
+                old_kept = old_kept or m
+            elif m.confirmed is not None and (min_confirmed is None
+                                              or m.confirmed < min_confirmed[0]):
+                min_confirmed = (m.confirmed, m)
+        kept_from = entries[0][0] if entries else first
+        for m in model.msgs.values():
+            if m.queue != s or m.key in seen or m.dead:
+                continue
+            if m.baseline:
+                # found by an earlier drain at m.offset: only retention may take it, with all
+                # before it, so the stream must now begin past it
+                if kept_from is None or m.offset >= kept_from:
+                    v.losses.append((m, "found at offset %d before; the stream now keeps %s"
+                                     % (m.offset, "nothing" if kept_from is None
+                                        else "from %d on" % kept_from)))
+                else:
+                    v.stream_trimmed += 1
+            elif m.confirmed is not None and not m.nacked:
+                # confirmed this round: missing only if every entry before it went too, i.e.
+                # nothing kept is surely before it (an earlier message of its publisher, one
+                # of an earlier round, one confirmed before it was published)
+                why = None
+                if min_seq.get(m.pub, m.seq) < m.seq:
+                    why = "%s#%d, published before it, is kept" % (m.pub, min_seq[m.pub])
+                elif old_kept is not None:
+                    why = "%s of an earlier round is kept" % old_kept.name()
+                elif min_confirmed is not None and min_confirmed[0] < m.sent:
+                    why = "%s, confirmed@%d before it was sent@%d, is kept" % (
+                        min_confirmed[1].name(), min_confirmed[0], m.sent)
+                if why:
+                    v.losses.append((m, "confirmed@%d; %s" % (m.confirmed, why)))
+                else:
+                    v.stream_trimmed += 1
+            else:
+                v.maybe_missing += 1
+        for off, body in entries:
+            m = model.lookup(body)
+            if m is not None and seen.get(m.key) == s and m.offset is None:
+                m.offset = off
+        if entries and isinstance(entries[-1][0], int):
+            model.stream_hi[s] = max(hi, entries[-1][0])
+    return seen
+
+
 class Verdict:
     def __init__(self):
         self.found = 0
@@ -718,9 +1014,13 @@ class Verdict:
         self.dups = []
         self.maybe_found = 0
         self.maybe_missing = 0
+        self.stream_found = 0
+        self.stream_trimmed = 0  # confirmed or found before, gone with retention's segments
+        self.missing_streams = []  # streams the restart did not bring back
 
     def bad(self):
-        return len(self.losses) + len(self.resurrections) + len(self.order) + len(self.dups)
+        return (len(self.missing_streams) + len(self.losses) + len(self.resurrections)
+                + len(self.order) + len(self.dups))
 
 
 def family(q):
@@ -763,8 +1063,8 @@ def check(model, found, queues):
             if m.round >= last_round[0]:
                 last_round = (m.round, m.name())
     for m in model.msgs.values():
-        if m.key in seen or m.dead:
-            continue
+        if m.key in seen or m.dead or is_stream(m.queue):
+            continue  # (check_streams judges the streams' messages)
         exp, why = model.expectation(m)
         if exp == "present":
             v.losses.append((m, why))
@@ -848,10 +1148,18 @@ def main():
                     help="1: a client asks for TIDY over the API all round long")
     ap.add_argument("--tidy-kill-share", type=float, default=0.6,
                     help="rounds in which the broker kills itself at a step of TIDY")
+    ap.add_argument("--streams", type=int, default=len(STREAM_SPECS),
+                    choices=range(len(STREAM_SPECS) + 1),
+                    help="stream queues (%s0, ...; see STREAM_SPECS)" % STREAM_PREFIX)
+    ap.add_argument("--stream-share", type=float, default=0.08,
+                    help="share of publishes that go to the streams")
+    ap.add_argument("--stream-readers", type=int, default=1,
+                    help="clients reading the streams live during a round")
     ap.add_argument("--memory-budget", default=None,
                     help="the broker's memory_budget (e.g. 256k: queues page to the store)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
+    args.stream_names = ["%s%d" % (STREAM_PREFIX, i) for i in range(args.streams)]
 
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -884,6 +1192,9 @@ def main():
             ch = conn.channel()
             for q in queues:
                 ch.queue_declare(q, durable=True, auto_delete=False)
+            for i, s in enumerate(args.stream_names):
+                ch.queue_declare(s, durable=True, auto_delete=False,
+                                 arguments=dict(STREAM_SPECS[i], **{"x-queue-type": "stream"}))
             quietly(conn.close)
             kill_after = rng.uniform(0.2, max(0.2, args.seconds))
             point = None
@@ -909,6 +1220,9 @@ def main():
                 threads += [r.run_thread("mover%d" % i, r.mover) for i in range(args.movers)]
             if args.tidier and broker.http_port:
                 threads.append(r.run_thread("tidier", r.tidier))
+            if args.stream_names:
+                threads += [r.run_thread("sreader%d" % i, r.stream_reader, i)
+                            for i in range(args.stream_readers)]
             t_round = time.monotonic()
             while time.monotonic() - t_round < kill_after and broker.proc.poll() is None:
                 time.sleep(0.02)
@@ -944,6 +1258,9 @@ def main():
             backlog = {q: len(found.get(q) or []) + len(found.get(q + ";" + SUBQUEUE) or [])
                        for q in queues}
             v, seen = check(model, found, queues)
+            sfound = drain_streams(broker.port, broker.http_port, args.stream_names)
+            seen.update(check_streams(model, sfound, v))
+            v.order += ["live " + x for x in r.stream_bad]
             d = model.stats - before
             ops = ", ".join("%s %s%s" % (op.kind, op.queue, "" if op.ok else " (no -ok)")
                             for op in model.ops) or "no purge/delete"
@@ -955,15 +1272,28 @@ def main():
                       v.found,
                       v.maybe_found, v.maybe_missing, len(v.losses), len(v.resurrections),
                       len(v.order), len(v.dups)))
+            if args.stream_names:
+                print("  streams: %s; found %d, gone with retention %d, read live %d" % (
+                    ", ".join("%s %s" % (s, "[%s..%s]" % (e[0][0], e[-1][0]) if e else
+                                         "empty" if e is not None else "MISSING")
+                              for s, (_, e) in sorted(sfound.items())),
+                    v.stream_found, v.stream_trimmed, d["stream_live"]))
             for e in r.errors:
                 print("  client error: %s" % e)
             sys.stdout.flush()
             totals.update(d)
             totals["found"] += v.found
+            totals["stream_found"] += v.stream_found
+            totals["stream_trimmed"] += v.stream_trimmed
             totals["losses"] += len(v.losses)
             totals["resurrections"] += len(v.resurrections)
             totals["order"] += len(v.order)
             totals["dups"] += len(v.dups)
+            if v.missing_streams:
+                with open(broker.log_path, "rb") as f:
+                    for line in f.read().decode(errors="replace").splitlines():
+                        if any("'%s' not restored" % s in line for s in v.missing_streams):
+                            print("  STREAM GONE %s" % line)
             if v.bad():
                 failed = True
                 print_evidence(v)
@@ -979,6 +1309,12 @@ def main():
         broker.start()
         found = drain(broker.port, allq)
         after = {q: [b for b, _ in (found.get(q) or [])] for q in allq}
+        # the streams too: the same entries at the same offsets
+        allq += args.stream_names
+        if args.rounds:
+            before.update({s: e or [] for s, (_, e) in sfound.items()})
+        sfound = drain_streams(broker.port, broker.http_port, args.stream_names)
+        after.update({s: e or [] for s, (_, e) in sfound.items()})
         same = all(before.get(q, []) == after[q] for q in allq)
         print("clean restart: %d messages, %s" % (
             sum(len(x) for x in after.values()), "unchanged" if same else "CHANGED"))
@@ -1016,13 +1352,15 @@ def main():
               tidy["compacted"], tidy["copied"],
               ", ".join("%s %d" % kv for kv in sorted(killed_at.items())) or "none"))
     print("total: %d rounds in %.0fs; published %d, confirmed %d, returned %d, delivered %d, "
-          "acks committed %d, purges %d, deletes %d, moves %d; found %d; losses %d, "
+          "acks committed %d, purges %d, deletes %d, moves %d; found %d (%d in streams, "
+          "%d more gone with retention, %d read live); losses %d, "
           "resurrections %d, order violations %d, duplicates %d" % (
               args.rounds, time.monotonic() - t_start, totals["published"],
               totals["confirmed"], totals["returned"], totals["delivered"],
               totals["acked_committed"], totals["purges_ok"], totals["deletes_ok"],
               totals["moves_ok"],
-              totals["found"], totals["losses"], totals["resurrections"], totals["order"],
+              totals["found"], totals["stream_found"], totals["stream_trimmed"],
+              totals["stream_live"], totals["losses"], totals["resurrections"], totals["order"],
               totals["dups"]))
     if failed or args.keep:
         print("work directory kept: %s (broker.log, data/, data-at-last-kill/)" % workdir)

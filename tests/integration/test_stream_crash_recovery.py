@@ -17,7 +17,7 @@ import os
 
 import pytest
 
-from test_streams import S, consume, publish_confirmed, s_args  # noqa: F401
+from test_streams import consume, publish_confirmed, s_args
 
 pytestmark = pytest.mark.sluice_only("a private broker's data directory")
 
