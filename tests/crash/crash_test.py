@@ -45,7 +45,8 @@ committed_offset the HTTP API gives, each entry with its x-stream-offset header,
                 stream keeps is a suffix of what it was given, never with a hole; an entry a
                 drain found is missing while the stream still begins at or before its offset;
                 or a stream queue is gone after the restart (the broker log's "not restored"
-                line is printed)
+                line is printed); while everything a stream was given is far below its
+                x-max-length-bytes (crash.s0 in the short run), nothing at all may be missing
   offsets       not consecutive from first_offset on, or an entry at an offset other than the
                 one a drain found it at, or a new entry at an offset a drain found taken
   and, as for the queues: resurrection (an entry missing after an earlier restart comes
@@ -183,13 +184,15 @@ class Model:
         self.ops = []  # this round's purges and deletes
         self.stats = collections.Counter()
         self.stream_hi = {}  # stream -> the highest offset any drain found in it
+        self.stream_bytes = collections.Counter()  # stream -> body bytes ever published to it
 
     def note(self, m, what):
         if len(m.history) < 40:
             m.history.append("%s@%d" % (what, tick()))
 
-    def publish(self, pub, seq, queue, rnd):
+    def publish(self, pub, seq, queue, rnd, size=0):
         with self.lock:
+            self.stream_bytes[queue] += size
             m = Msg(pub, seq, queue, rnd)
             m.sent = tick()
             self.msgs[m.key] = m
@@ -519,7 +522,7 @@ class Round:
                         size = rng.randint(200_000, 1_000_000) if r < 0.002 else (
                             rng.randint(4_000, 60_000) if r < 0.05 else rng.randint(0, 1500))
                     head = b"%s|%d|%s|" % (pub.encode(), seq, q.encode())
-                    m = model.publish(pub, seq, q, self.rnd)
+                    m = model.publish(pub, seq, q, self.rnd, len(head) + size)
                     tag += 1
                     pending[tag] = m
                     ch.basic_publish(amqp.Message(head + b"x" * size, delivery_mode=2),
@@ -965,13 +968,20 @@ def check_streams(model, sfound, v):
                                               or m.confirmed < min_confirmed[0]):
                 min_confirmed = (m.confirmed, m)
         kept_from = entries[0][0] if entries else first
+        # all it was ever given far below its x-max-length-bytes (x2 for the entries' and
+        # segments' own bytes): retention cannot have taken anything yet
+        limit = STREAM_SPECS[int(s[len(STREAM_PREFIX):])]["x-max-length-bytes"]
+        untrimmed = 2 * model.stream_bytes[s] < limit
+        if untrimmed and kept_from:
+            v.order.append("%s begins at offset %s; given %d bytes, retention at %d cannot "
+                           "have taken anything" % (s, kept_from, model.stream_bytes[s], limit))
         for m in model.msgs.values():
             if m.queue != s or m.key in seen or m.dead:
                 continue
             if m.baseline:
                 # found by an earlier drain at m.offset: only retention may take it, with all
                 # before it, so the stream must now begin past it
-                if kept_from is None or m.offset >= kept_from:
+                if kept_from is None or m.offset >= kept_from or untrimmed:
                     v.losses.append((m, "found at offset %d before; the stream now keeps %s"
                                      % (m.offset, "nothing" if kept_from is None
                                         else "from %d on" % kept_from)))
@@ -989,6 +999,8 @@ def check_streams(model, sfound, v):
                 elif min_confirmed is not None and min_confirmed[0] < m.sent:
                     why = "%s, confirmed@%d before it was sent@%d, is kept" % (
                         min_confirmed[1].name(), min_confirmed[0], m.sent)
+                if untrimmed:
+                    why = "retention cannot have taken anything of %s yet" % s
                 if why:
                     v.losses.append((m, "confirmed@%d; %s" % (m.confirmed, why)))
                 else:
