@@ -911,6 +911,9 @@ def check_streams(model, sfound, v):
             for m in model.msgs.values():
                 if m.queue == s and not m.dead and (m.baseline or m.confirmed is not None):
                     v.losses.append((m, "its stream is gone"))
+            # the next round declares a new stream by that name: its offsets begin anew
+            model.stream_hi.pop(s, None)
+            model.stream_bytes[s] = 0
             continue
         v.stream_found += len(entries)
         hi = model.stream_hi.get(s, -1)
@@ -1302,8 +1305,9 @@ def main():
             totals["order"] += len(v.order)
             totals["dups"] += len(v.dups)
             if v.missing_streams:
-                with open(broker.log_path, "rb") as f:
-                    for line in f.read().decode(errors="replace").splitlines():
+                with open(broker.log_path, "rb") as f:  # the lines of the last start
+                    log = f.read().decode(errors="replace").rsplit("\n==== start ", 1)[-1]
+                    for line in log.splitlines():
                         if any("'%s' not restored" % s in line for s in v.missing_streams):
                             print("  STREAM GONE %s" % line)
             if v.bad():
