@@ -32,8 +32,10 @@ Streams (issue 47): a share of the publishes (--stream-share) goes, with the sam
 stream queues (x-queue-type stream, --streams of them: crash.s0, crash.s1, crash.s2), whose
 small x-stream-max-segment-size-bytes (64 KiB, 16 KiB, 4 KiB) make segments roll in every
 round and whose x-max-length-bytes (16 MiB: far, it bounds the long run; 96 KiB; 24 KiB)
-make retention delete the oldest whole segments all round long in two of them. Nobody
-consumes them away: stream readers (--stream-readers) read them live from first, next, last
+make retention delete the oldest whole segments all round long in two of them. A stream
+publisher (--stream-publishers) writes into them over RabbitMQ's stream protocol too
+(tests/integration/streamraw.py: publishing ids, PublishConfirm), entries that the drains read
+back over AMQP 0-9-1 like the others. Nobody consumes them away: stream readers (--stream-readers) read them live from first, next, last
 or a number (basic.qos, manual acks, x-stream-offset), and each delivery must be an entry of
 that stream at a growing offset, in each publisher's order, and at the offset a drain found
 it at. After every restart each stream is read whole from `first` over AMQP 0-9-1, up to the
@@ -65,7 +67,7 @@ comes if the step is not reached in time. The totals count how often each step w
 killed at, and what TIDY freed and copied meanwhile (from the broker's log).
 
 Usage: crash_test.py [--rounds N] [--seconds S] [--seed X] [--keep] [--streams 0-3]
-       [--stream-share F] [--stream-readers N] (see --help for the rest)
+       [--stream-share F] [--stream-readers N] [--stream-publishers N] (--help: the rest)
 Env:   SLUICED (default build/sluiced), CRASH_ROUNDS, CRASH_SECONDS.
 Exit status 0 when every round is clean; 1 with the evidence printed otherwise. The work
 directory (broker logs, data directory, a copy of it as the last kill left it) is kept on
@@ -90,6 +92,9 @@ import threading
 import time
 
 import amqp
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import streamraw  # noqa: E402 (RabbitMQ's stream protocol, the tests' raw client)
 
 HOST = "127.0.0.1"
 QUEUE_PREFIX = "crash.q"
@@ -313,7 +318,7 @@ class Model:
 
 class Broker:
     def __init__(self, binary, workdir, data_dir, tidy_interval, segment_size,
-                 memory_budget=None):
+                 memory_budget=None, stream_listener=False):
         self.binary = binary
         self.data_dir = data_dir
         self.log_path = os.path.join(workdir, "broker.log")
@@ -325,10 +330,14 @@ class Broker:
             f.write("tidy_interval = %d\n" % tidy_interval)
             if segment_size:
                 f.write("segment_size = %s\n" % segment_size)
+            if stream_listener:  # RabbitMQ's stream protocol, for the stream publishers
+                f.write("listeners.stream = 0\n")
             if memory_budget is not None:
                 # A small budget pages the queues out, so recovery hands most of them back
                 # as paged tails read from the store on demand.
                 f.write("memory_budget = %s\n" % memory_budget)
+        self.stream_listener = stream_listener
+        self.stream_port = None
         self.use_mgmt_flag = True
         self.use_config = True
         self.proc = None
@@ -356,15 +365,19 @@ class Broker:
         self.port = None
         lines = []
         listening = threading.Event()
-        state = self.state = {"port": None, "http": None}
+        state = self.state = {"port": None, "http": None, "stream": None}
 
         def pump(proc=self.proc):
             # Keep reading stderr for the broker's whole life so its pipe never fills.
             for line in proc.stderr:
                 log.write(line)
                 log.flush()
-                if state["port"] is None or state["http"] is None:
+                if state["port"] is None or state["http"] is None or (
+                        self.stream_listener and state["stream"] is None):
                     lines.append(line.decode(errors="replace"))
+                    mo = re.search(r"listening stream=([0-9.]+):(\d+)", lines[-1])
+                    if mo:
+                        state["stream"] = int(mo.group(2))
                     mo = re.search(r"listening http=([0-9.]+):(\d+)", lines[-1])
                     if mo:
                         state["http"] = int(mo.group(2))
@@ -381,12 +394,15 @@ class Broker:
             return
         listening.wait(timeout)
         self.port = state["port"]
-        # the API's line follows the AMQP one
+        # the API's and the stream door's lines follow the AMQP one
         for _ in range(200):
-            if state["http"] is not None or not self.use_mgmt_flag or self.proc.poll() is not None:
+            if (state["http"] is not None or not self.use_mgmt_flag) and (
+                    state["stream"] is not None or not self.stream_listener) or \
+                    self.proc.poll() is not None:
                 break
             time.sleep(0.005)
         self.http_port = state["http"]
+        self.stream_port = state["stream"]
         if self.port is None:
             rc = self.proc.poll()
             text = "".join(lines)
@@ -535,6 +551,47 @@ class Round:
                     pass
         finally:
             quietly(conn.collect)
+
+    # --- stream publisher: RabbitMQ's stream protocol ------------------------------------
+
+    def stream_publisher(self, idx):
+        """Publishes into the streams over the stream protocol (one publisher id per stream,
+        batches of 1 to 20, each batch's PublishConfirms awaited): the same entries as the
+        AMQP 0-9-1 ones, stored as AMQP 1.0 and read back by the drains as 0-9-1 bodies."""
+        rng = random.Random(self.rng.random())
+        pub = "r%dsp%d" % (self.rnd, idx)
+        model = self.model
+        c = streamraw.StreamClient(self.args.stream_port, host=HOST, timeout=10)
+        try:
+            c.connect()
+            for pid, s in enumerate(self.streams):
+                if c.declare_publisher(pid, s) != streamraw.OK:
+                    raise BrokerFailed("DeclarePublisher %d on %s refused" % (pid, s))
+            seq = 0
+            t0 = time.monotonic()
+            while not self.stop.is_set():
+                if seq > (time.monotonic() - t0) * self.args.stream_rate:
+                    self.stop.wait(0.005)
+                    continue
+                pid = rng.randrange(len(self.streams))
+                s = self.streams[pid]
+                batch = []
+                for _ in range(rng.randint(1, 20)):
+                    seq += 1
+                    r = rng.random()
+                    size = rng.randint(2_000, 12_000) if r < 0.03 else rng.randint(0, 1500)
+                    head = b"%s|%d|%s|" % (pub.encode(), seq, s.encode())
+                    batch.append((seq, model.publish(pub, seq, s, self.rnd, len(head) + size),
+                                  head + b"x" * size))
+                c.publish(pid, [(i, streamraw.amqp10(body)) for i, _, body in batch])
+                ids = set(c.confirms(pid, len(batch)))
+                for i, m, _ in batch:
+                    if i in ids:
+                        model.confirm(m, True)
+                with model.lock:
+                    model.stats["sp_confirmed"] += len(ids)
+        finally:
+            quietly(c.close)
 
     # --- consumer ----------------------------------------------------------------------
 
@@ -1170,6 +1227,10 @@ def main():
                     help="share of publishes that go to the streams")
     ap.add_argument("--stream-readers", type=int, default=1,
                     help="clients reading the streams live during a round")
+    ap.add_argument("--stream-publishers", type=int, default=1,
+                    help="clients publishing into the streams over RabbitMQ's stream protocol")
+    ap.add_argument("--stream-rate", type=int, default=300,
+                    help="messages a second per stream-protocol publisher")
     ap.add_argument("--memory-budget", default=None,
                     help="the broker's memory_budget (e.g. 256k: queues page to the store)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -1193,7 +1254,7 @@ def main():
     model = Model()
     backlog = {}
     broker = Broker(binary, workdir, data_dir, args.tidy_interval, args.segment_size,
-                    args.memory_budget)
+                    args.memory_budget, bool(args.stream_names and args.stream_publishers))
     killed_at = collections.Counter()
     totals = collections.Counter()
     failed = False
@@ -1238,6 +1299,10 @@ def main():
             if args.stream_names:
                 threads += [r.run_thread("sreader%d" % i, r.stream_reader, i)
                             for i in range(args.stream_readers)]
+            args.stream_port = broker.stream_port
+            if args.stream_names and broker.stream_port:
+                threads += [r.run_thread("spub%d" % i, r.stream_publisher, i)
+                            for i in range(args.stream_publishers)]
             t_round = time.monotonic()
             while time.monotonic() - t_round < kill_after and broker.proc.poll() is None:
                 time.sleep(0.02)
@@ -1288,11 +1353,12 @@ def main():
                       v.maybe_found, v.maybe_missing, len(v.losses), len(v.resurrections),
                       len(v.order), len(v.dups)))
             if args.stream_names:
-                print("  streams: %s; found %d, gone with retention %d, read live %d" % (
+                print("  streams: %s; found %d, gone with retention %d, read live %d, "
+                      "confirmed over the stream protocol %d" % (
                     ", ".join("%s %s" % (s, "[%s..%s]" % (e[0][0], e[-1][0]) if e else
                                          "empty" if e is not None else "MISSING")
                               for s, (_, e) in sorted(sfound.items())),
-                    v.stream_found, v.stream_trimmed, d["stream_live"]))
+                    v.stream_found, v.stream_trimmed, d["stream_live"], d["sp_confirmed"]))
             for e in r.errors:
                 print("  client error: %s" % e)
             sys.stdout.flush()
