@@ -158,6 +158,7 @@ typedef struct rstate {
     size_t tx_len, tx_cap;
     int in_tx;
     sl_map *tracks;   /* streams' tracked references, latest record each (persist/streams.c) */
+    int fatal;        /* rebuilding found what stops recovery (err says what) */
     uint32_t *floors; /* by segment number: the oldest segment its records depend on (0: none) */
     size_t floors_cap;
     char *err;
@@ -976,6 +977,15 @@ static void rebuild_queues(rstate *s, int pass)
                 };
                 char err[320];
                 if (qm_queue_declare(vhost, &decl, &q, NULL, err, sizeof err) != SL_OK) {
+                    /* A stream whose log does not open holds confirmed messages that would go
+                     * with it (and a stream declared again would start over at offset 0):
+                     * recovery stops, naming the file and offset, as for the logs. */
+                    if (qm_queue_args_stream(args) && !s->fatal) {
+                        snprintf(s->err, s->errlen, "queue '%.*s' in vhost '%.*s': %s",
+                                 (int)name.len, (const char *)name.p, (int)vh.len,
+                                 (const char *)vh.p, err);
+                        s->fatal = 1;
+                    }
                     sl_warn("store: queue '%.*s' not restored: %s", (int)name.len,
                             (const char *)name.p, err);
                     continue;
@@ -1553,6 +1563,10 @@ int persist_recover(persist *p, char *err, size_t errlen)
     rebuild_exchanges(&s);
     rebuild_queues(&s, 0);
     rebuild_queues(&s, 1);
+    if (s.fatal) {
+        qm_persist_suspend(0);
+        goto out; /* rc is -1, err says why */
+    }
     rebuild_bindings(&s);
     rebuild_messages(&s);
     persist_streams_restore_tracking(p, s.tracks, queue_of_inc, &s);

@@ -350,6 +350,17 @@ void st_stream_batch_write(st_stream_batch *b)
     char name[32];
     for (size_t i = 0; i < b->npc && !b->failed; i++) {
         const piece *pc = &b->pc[i];
+        /* A batch that runs into the next segment syncs the one it filled first: so after a
+         * crash only the newest segment holding entries can be torn, and recovery tells a
+         * torn tail from damage in the middle (st_stream_open). Rare: once per segment. */
+        if (i > 0 && !b->no_sync) {
+            if (st_log__fdatasync(b->pc[i - 1].fd) < 0) {
+                b->failed = 1, b->err = errno;
+                break;
+            }
+            seg_name(name, b->pc[i - 1].seg_first);
+            FOP(ST_FOP_SYNC, b->dir, name, 0, NULL, 0);
+        }
         if (write_all(pc->fd, b->buf + pc->boff, pc->len, pc->pos) < 0) {
             b->failed = 1, b->err = errno;
         } else {
@@ -889,6 +900,33 @@ static int parse_name(const char *name, uint64_t *first)
 
 /* Read one segment file into g: entries from g->first on. 0; -1 with err. A torn tail of the
  * last segment is truncated away. */
+/* A crash can leave segment files that a batch made (st_stream_batch_begin creates them on
+ * the loop) but never wrote: empty, or shorter than a header. They hold nothing, and only a
+ * batch in flight, unconfirmed, made them, so they go; and since a batch syncs a segment
+ * before it writes the next (st_stream_batch_write), the files before them are whole but for
+ * the newest one's torn tail, which recover_seg truncates. One of them stays when no segment
+ * with entries precedes it: its name keeps the stream's next offset (retention may have
+ * dropped every older one). Returns the count left in firsts. */
+static size_t drop_unwritten_segments(st_stream *s, const uint64_t *firsts, size_t n)
+{
+    while (n > 0) {
+        char name[32];
+        struct stat st;
+        seg_name(name, firsts[n - 1]);
+        if (fstatat(s->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            (uint64_t)st.st_size >= ST_STREAM_FILE_HDR + ST_STREAM_ENTRY_HDR)
+            break; /* holds an entry, or part of one: recover_seg decides */
+        if (n == 1)
+            break;
+        sl_warn("stream %s/%s: a segment file no entry reached (%lld bytes): removed", s->dir, name,
+                (long long)st.st_size);
+        if (unlinkat(s->dirfd, name, 0) == 0)
+            FOP(ST_FOP_UNLINK, s->dir, name, 0, NULL, 0);
+        n--;
+    }
+    return n;
+}
+
 static int recover_seg(st_stream *s, seg *g, int last, uint8_t **bufp, size_t *capp, char *err,
                        size_t errlen)
 {
@@ -1080,6 +1118,7 @@ st_stream *st_stream_open(const char *dir, const st_stream_options *opt, char *e
     }
     if (n > 1) /* a new stream has none: qsort wants a non-null base even for 0 */
         qsort(firsts, n, sizeof *firsts, cmp_u64);
+    n = drop_unwritten_segments(s, firsts, n);
     size_t bcap = RECOVER_BUF;
     uint8_t *buf = sl_xmalloc(bcap);
     int ok = 1;

@@ -697,6 +697,18 @@ START_TEST(file_operations_rebuild_the_stream_elsewhere)
                 for (size_t j = i + 1; j < nops; j++)
                     synced |= ops[j].kind == ST_FOP_SYNC && !strcmp(ops[j].path, ops[i].path);
                 ck_assert_msg(synced, "%s written, not synced", ops[i].path);
+                /* and a batch that runs into the next segment syncs the one it filled before
+                 * it writes the next: after a crash only the newest can be torn */
+                for (size_t j = i + 1; j < nops; j++)
+                    if (ops[j].kind == ST_FOP_WRITE && strcmp(ops[j].path, ops[i].path)) {
+                        int before_next = 0;
+                        for (size_t m = i + 1; m < j; m++)
+                            before_next |=
+                                ops[m].kind == ST_FOP_SYNC && !strcmp(ops[m].path, ops[i].path);
+                        ck_assert_msg(before_next, "%s written before %s was synced", ops[j].path,
+                                      ops[i].path);
+                        break;
+                    }
             }
         ck_assert_int_eq(st_stream_batch_end(s, b), 0);
         dropped += st_stream_retain(s, 0);
