@@ -286,8 +286,11 @@ static void cannot_create(stream_conn *c, const sp_cmd *m, sp_str name)
 
 void stream_open_command(stream_conn *c, const sp_cmd *m)
 {
-    if (m->response)
-        return; /* a ConsumerUpdate answer (the door never asks), a stray Tune answer */
+    if (m->response) {
+        if (m->key == SP_CONSUMER_UPDATE)
+            stream_consumer_update_answer(c, m); /* subscribe.c */
+        return;                                  /* a stray Tune answer */
+    }
     switch (m->key) {
     case SP_METADATA:
         metadata(c, m);

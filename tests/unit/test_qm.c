@@ -167,7 +167,7 @@ static void t_cancelled(qm_consumer *c)
 {
     ((tcons *)c)->cancelled++;
 }
-static const qm_consumer_ops tops = {t_can_take, t_deliver, t_cancelled, NULL, NULL};
+static const qm_consumer_ops tops = {t_can_take, t_deliver, t_cancelled, NULL, NULL, NULL};
 
 static void cons_init(tcons *t, int room, int priority)
 {
@@ -213,7 +213,7 @@ static void s_cancelled(qm_consumer *c)
 {
     (void)c;
 }
-static const qm_consumer_ops sops = {s_can_take, s_deliver, s_cancelled, s_entry, NULL};
+static const qm_consumer_ops sops = {s_can_take, s_deliver, s_cancelled, s_entry, NULL, NULL};
 
 /* Without the store's hooks (no persist) a stream commits each append itself: the model's own
  * rules, apart from the group commit. */
