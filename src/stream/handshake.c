@@ -81,7 +81,7 @@ static void on_peer_properties(stream_conn *c, const sp_cmd *m)
     /* RabbitMQ answers with its AMQP server properties that are strings */
     sp_kv props[] = {
         {sp_cstr("product"), sp_cstr(SLUICE_PRODUCT)},
-        {sp_cstr("version"), sp_cstr(SLUICE_VERSION)},
+        {sp_cstr("version"), sp_cstr("3.13.0")},
         {sp_cstr("platform"), sp_cstr("C")},
         {sp_cstr("copyright"), sp_cstr("Sluice's authors")},
         {sp_cstr("information"), sp_cstr("Sluice: RabbitMQ's stream protocol on an MSMQ-style "
