@@ -242,6 +242,12 @@ static void command_versions(stream_conn *c, const sp_cmd *m)
 {
     sp_command_version v[SP_KEY_MAX];
     uint32_t n = 0;
+    /* Deliver v2 (with the committed chunk id) to a client that takes it, as RabbitMQ's
+     * reader chooses: the Node.js client applies its post-filter to v2 Delivers only */
+    for (uint32_t i = 0; i < m->u.exchange_command_versions.n; i++)
+        if (m->u.exchange_command_versions.v[i].key == SP_DELIVER &&
+            m->u.exchange_command_versions.v[i].max_version >= 2)
+            c->deliver_v2 = 1;
     for (uint16_t k = 1; k < SP_RESOLVE_OFFSET_SPEC; k++) {
         uint16_t lo, hi;
         if (sp_cmd_versions(k, &lo, &hi))

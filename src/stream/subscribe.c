@@ -117,8 +117,10 @@ static int add_entry(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, s
     (void)flags; /* a Deliver's chunk is what one read gives, not the engine's own chunk */
     chunk_ctx *k = ctx;
     if (!k->started) {
-        k->fmark = sp_frame_begin(&k->c->out, SP_DELIVER, 1);
+        k->fmark = sp_frame_begin(&k->c->out, SP_DELIVER, k->c->deliver_v2 ? 2 : 1);
         sl_buf_put_u8(&k->c->out, k->s->id);
+        if (k->c->deliver_v2) /* v2: the stream's committed chunk id */
+            sl_buf_put_u64(&k->c->out, st_stream_last_chunk(k->s->qc.queue->stream));
         sp_chunk_begin(&k->b, &k->c->out, SP_CHUNK_USER, ts, 0, offset);
         k->started = 1;
     }
