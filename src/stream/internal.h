@@ -73,7 +73,7 @@ struct stream_conn {
     uint8_t shut_wr;
     uint8_t held; /* frame handling stopped (full output, slow login): the feeder may hold more */
     uint8_t close_answered; /* the client answered our Close: it has read all, close at once */
-    uint8_t deliver_v2; /* the client's ExchangeCommandVersions takes Deliver v2 (filtering) */
+    uint8_t deliver_v2;     /* the client's ExchangeCommandVersions takes Deliver v2 (filtering) */
     sp_feeder in;
     sl_buf out;
     char peer[64];                 /* ADDR:PORT */

@@ -1,10 +1,11 @@
-/* subscribe.c - subscriptions on a stream connection: Subscribe (every offset spec), Credit,
- * Deliver and Unsubscribe, on the stream engine (qm/stream.c, store/stream.h).
+/* subscribe.c - subscriptions on a stream connection: Subscribe (every offset spec, single
+ * active consumer, filters), Credit, Deliver, ConsumerUpdate and Unsubscribe, on the stream engine
+ * (qm/stream.c, store/stream.h).
  *
  * A subscription is a consumer of the stream queue (so the queue counts it and a deletion
  * cancels it: MetadataUpdate STREAM_NOT_AVAILABLE, as RabbitMQ says it) whose ops have
  * stream_ready instead of deliver_entry: the engine tells it that durable entries lie at or
- * past its offset (qc.st_next), and it reads them itself, a Deliver (v1) per read.
+ * past its offset (qc.st_next), and it reads them itself, a Deliver per read.
  *
  * Deliver: one read of the log (st_stream_read: one pread of up to the subscription's buffer,
  * 64 KiB, or one entry when bigger) becomes one OSIRIS chunk in the Deliver layout, built by
@@ -20,6 +21,20 @@
  * after an osiris read), and the Node.js client runs a message handler for a Deliver it read
  * with the answer before its subscribe call has returned to the caller (offset.test.ts uses
  * the consumer in its handler).
+ *
+ * Single active consumer (Subscribe's single-active-consumer=true, name=, super-stream=): the
+ * subscription joins its group in the engine (qm_stream_sac_join, which holds the rule: who is
+ * active, who steps down) after its answer went; the engine's sac_update becomes a
+ * ConsumerUpdate request (corr from the connection's counter); the client's answer gives the
+ * offset delivery starts at (stream_consumer_update_answer), or ends a step-down. A member
+ * delivers only while the engine has it ACTIVE and no ConsumerUpdate of it is unanswered.
+ *
+ * Filtering (filter.N=, match-unfiltered=): entries keep their Publish v2 filter value
+ * (qm_stream_append_filtered). With filters a first pass over the read (scan_entry) finds the
+ * run of entries from st_next that the subscription all wants or all does not: an unwanted
+ * run is skipped without a Deliver or a credit, a wanted one is one Deliver (exact per entry;
+ * RabbitMQ's Bloom filter per chunk lets false positives through, which clients post-filter).
+ * Deliver v2 (the committed chunk id) goes to a client whose ExchangeCommandVersions took it.
  *
  * Credit: each Deliver takes one credit, as RabbitMQ counts them (chunks, not messages). A
  * consumer behind reads from disk through its own buffer: what it holds in memory is that
