@@ -1131,8 +1131,9 @@ void qm_stream_sac_join(qm_consumer *c);
 void qm_stream_sac_stepped_down(qm_consumer *c);
 /* c leaves its group (qm_consumer_detach calls it, after c left q's list). */
 void qm_stream_sac_leave(qm_queue *q, qm_consumer *c);
-/* The index of stream q among the partitions of super stream `super` in q's vhost (the
- * binding's x-stream-partition-order, as RabbitMQ reads it), or -1. */
+/* The index of stream q among the partitions of super stream `super` (an exchange of q's
+ * vhost), as RabbitMQ's partition_index finds it: its binding's x-stream-partition-order (an
+ * integer, or a string of digits), else the digits after the name's last '-', else -1. */
 int32_t qm_stream_partition_index(qm_queue *q, const char *super, size_t len);
 /* Dispatch for a stream queue (qm_queue_dispatch calls it). */
 void qm_stream_dispatch(qm_queue *q);

@@ -350,16 +350,43 @@ void qm_stream_sac_leave(qm_queue *q, qm_consumer *c)
         }
 }
 
+/* A decimal number of up to 9 digits: 0 and *out, or -1. */
+static int decimal(const uint8_t *p, size_t n, int32_t *out)
+{
+    int32_t v = 0;
+    if (n == 0 || n > 9)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
 int32_t qm_stream_partition_index(qm_queue *q, const char *super, size_t len)
 {
+    /* RabbitMQ's rabbit_stream_manager:partition_index: the binding's order, an integer or a
+     * string of one (the client suite's HTTP helper sends "0"); without one the digits after
+     * the stream name's last '-'; else (or with no binding at all) -1 */
     for (qm_binding *b = q->inbound; b; b = b->dnext) {
         if (!b->source || strlen(b->source->name) != len || memcmp(b->source->name, super, len))
             continue;
         amqp_value v;
         int64_t order;
-        if (amqp_table_get((amqp_bytes){b->args, b->args_len}, "x-stream-partition-order", &v) &&
-            amqp_value_int(&v, &order) && order >= 0 && order <= INT32_MAX)
-            return (int32_t)order;
+        amqp_bytes str;
+        int32_t idx;
+        if (amqp_table_get((amqp_bytes){b->args, b->args_len}, "x-stream-partition-order", &v)) {
+            if (amqp_value_int(&v, &order))
+                return order >= 0 && order <= INT32_MAX ? (int32_t)order : -1;
+            if (amqp_value_str(&v, &str) && decimal(str.p, str.len, &idx) == 0)
+                return idx;
+            return -1;
+        }
+        const char *dash = strrchr(q->name, '-');
+        if (dash && decimal((const uint8_t *)dash + 1, strlen(dash + 1), &idx) == 0)
+            return idx;
         return -1;
     }
     return -1;

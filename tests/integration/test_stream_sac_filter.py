@@ -152,8 +152,11 @@ def test_super_stream_partitions_are_spread_over_the_members(broker_factory):
     conn = b.pika()
     ch = conn.channel()
     ch.exchange_declare("ss", "direct", durable=True)
-    for i in range(3):
-        ch.queue_bind("ss-%d" % i, "ss", str(i), arguments={"x-stream-partition-order": i})
+    # the index as RabbitMQ finds it: the binding's order, an integer or a string of one (the
+    # client suite's HTTP helper sends "1"), else the digits after the stream name's last '-'
+    ch.queue_bind("ss-0", "ss", "0")
+    ch.queue_bind("ss-1", "ss", "1", arguments={"x-stream-partition-order": "1"})
+    ch.queue_bind("ss-2", "ss", "2", arguments={"x-stream-partition-order": 2})
     conn.close()
     publish_all(port, "ss-1", [b"p1-%d" % i for i in range(3)])
     props = sac("app", **{"super-stream": "ss"})
