@@ -1111,7 +1111,8 @@ typedef struct qm_stream_msg {
 } qm_stream_msg;
 int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out);
 /* Single active consumer on streams, as RabbitMQ 3.11+ does it (rabbit_stream_sac_coordinator):
- * a group is the consumers of one stream with the same sac_name. With sac_partition -1 the
+ * a group is the consumers of one stream with the same sac_name (its partition index is its
+ * oldest member's, RabbitMQ's: the group's creator's). With sac_partition -1 the
  * first member is active and the rest wait; when the active one goes, the oldest waiting one
  * becomes active. With a partition index (a super stream's partition) the active member is
  * the (index mod members)th in attach order: a member joining or leaving can move the

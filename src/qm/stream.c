@@ -248,10 +248,10 @@ static int deliver_one(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p,
 
 /* ---- single active consumer (qm.h: qm_stream_sac_join) ---- */
 
+/* A group is (vhost, stream, name), as RabbitMQ keys them: the queue is the first two. */
 static int same_group(const qm_consumer *a, const qm_consumer *b)
 {
-    return a->sac_name && b->sac_name && a->sac_partition == b->sac_partition &&
-           !strcmp(a->sac_name, b->sac_name);
+    return a->sac_name && b->sac_name && !strcmp(a->sac_name, b->sac_name);
 }
 
 /* The group's members, in attach order (q->consumers is: stream consumers share one
@@ -276,13 +276,13 @@ static size_t group_members(qm_queue *q, const qm_consumer *c, qm_consumer **nth
 
 /* The member a super stream's partition belongs to: RabbitMQ's evaluate_active_consumer,
  * index rem members, in the order they joined. */
-static qm_consumer *partition_owner(qm_queue *q, const qm_consumer *c)
+static qm_consumer *partition_owner(qm_queue *q, const qm_consumer *c, int32_t index)
 {
     qm_consumer *o, *act;
     size_t n = group_members(q, c, &o, SIZE_MAX, &act);
     if (!n)
         return NULL;
-    group_members(q, c, &o, (size_t)c->sac_partition % n, NULL);
+    group_members(q, c, &o, (size_t)index % n, NULL);
     return o;
 }
 
@@ -301,12 +301,13 @@ static void sac_evaluate(qm_queue *q, qm_consumer *any)
     size_t n = group_members(q, any, &first, 0, &act);
     if (!n)
         return;
-    if (any->sac_partition < 0) {
+    /* the group's partition index is its oldest member's (RabbitMQ: the group's creator's) */
+    if (first->sac_partition < 0) {
         if (!act)
             activate(first); /* the oldest waiting one, as RabbitMQ takes the list's head */
         return;
     }
-    qm_consumer *owner = partition_owner(q, any);
+    qm_consumer *owner = partition_owner(q, any, first->sac_partition);
     if (!act)
         activate(owner);
     else if (act != owner && act->sac_state == QM_SAC_ACTIVE) {
