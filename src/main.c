@@ -78,67 +78,47 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             keep[i] = *fds[i] >= 0 ? fcntl(*fds[i], F_DUPFD_CLOEXEC, 0) : -1;
     }
+    /* Every part below starts NULL and every stop takes NULL: a start that fails and the end
+     * of the run leave through the one teardown at "out", in the reverse order of starting. */
+    int status = 1, reexec = 0;
+    mgmt *m = NULL;
+    mq_state *mqs = NULL; /* MSMQ's operations, shared by the HTTP and DCE/RPC doors */
+    msrpc *rpc = NULL;
+    msmq_server *mq = NULL;
+    char err[256];
     sl_node *n = node_new(&cfg);
     persist_options po = {0};
     if (n)
         n->cl_node = node;
     if (!n || (node && cl_leader_mirror(n, &po) < 0) || /* the store is mirrored */
-        node_open(n, &po) < 0 || link_start(n) < 0 || !broker_start(n)) {
-        node_free(n);
-        node_config_free(&cfg);
-        return 1;
-    }
-    mgmt *m = NULL;
-    mq_state *mqs = NULL; /* MSMQ's operations, shared by the HTTP and DCE/RPC doors */
-    msrpc *rpc = NULL;
+        node_open(n, &po) < 0 || link_start(n) < 0 || !broker_start(n))
+        goto out;
     if (cfg.mgmt_port >= 0) {
-        char err[256];
         mqs = mq_new(n);
         m = mgmt_start(n, mqs, err, sizeof err);
         /* The DCE/RPC doors (listeners.msrpc, listeners.msrpc_epmap) run beside the HTTP API,
          * whose handle rundown they share. */
         if (!m || rpc_msrpc_start(&rpc, mqs, err, sizeof err) < 0) {
             sl_error("management API: %s", err);
-            mgmt_stop(m);
-            mq_free(mqs);
-            node_free(n);
-            node_config_free(&cfg);
-            return 1;
+            goto out;
         }
     }
-    char merr[256];
-    msmq_server *mq = msmq_start(n, merr, sizeof merr);
-    if (!mq && merr[0]) {
-        sl_error("listeners.msmq: %s", merr);
-        rpc_msrpc_stop(&rpc);
-        mgmt_stop(m);
-        mq_free(mqs);
-        node_free(n);
-        node_config_free(&cfg);
-        return 1;
+    mq = msmq_start(n, err, sizeof err);
+    if (!mq && err[0]) {
+        sl_error("listeners.msmq: %s", err);
+        goto out;
     }
     /* RabbitMQ's stream protocol (listeners.stream): a part of the node, freed by node_free */
-    if (!stream_start(n, merr, sizeof merr) && merr[0]) {
-        sl_error("%s", merr);
-        msmq_stop(mq);
-        rpc_msrpc_stop(&rpc);
-        mgmt_stop(m);
-        mq_free(mqs);
-        node_free(n);
-        node_config_free(&cfg);
-        return 1;
+    if (!stream_start(n, err, sizeof err) && err[0]) {
+        sl_error("%s", err);
+        goto out;
     }
-    if (node && cl_leader_adopt(n, m ? mgmt_port(m) : 0) < 0) {
-        msmq_stop(mq);
-        rpc_msrpc_stop(&rpc);
-        mgmt_stop(m);
-        mq_free(mqs);
-        node_free(n);
-        node_config_free(&cfg);
-        return 1;
-    }
+    if (node && cl_leader_adopt(n, m ? mgmt_port(m) : 0) < 0)
+        goto out;
     node_run(n);
-    int reexec = n->reexec;
+    reexec = n->reexec;
+    status = reexec ? 1 : 0;
+out:
     msmq_stop(mq);
     /* The RPC door's handles are run down with the HTTP ones; handles close their queue
      * descriptors while the queues still exist (mq_free, before node_free). */
@@ -150,6 +130,7 @@ int main(int argc, char **argv)
     node_config_free(&cfg);
     if (reexec)
         cl_node_reexec(argv, keep[0], keep[1], keep[2], keep[3]); /* returns on failure only */
-    sl_info("stopped");
-    return reexec ? 1 : 0;
+    if (status == 0 || reexec)
+        sl_info("stopped");
+    return status;
 }

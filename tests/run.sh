@@ -127,7 +127,7 @@ pytest_pass() {
     case $name in *\?) optional=1; name=${name%\?} ;; esac
     local t0
     t0=$(date +%s)
-    SLUICED="$BUILD/sluiced" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+    SLUICED="$BUILD/sluiced" /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=8 \
         --junitxml="$tmp/$name.xml" "$@"
     rc=$?
     stage "integration ($name)" "$t0"

@@ -100,6 +100,23 @@ static void print_qdeliver(FILE *out, uint8_t type, const uint8_t *p, size_t len
     print_u64s_u32(out, p, len, n, "delivery_count");
 }
 
+/* R_STREAM_TRACK: a stream's tracked reference (a stored offset or a publisher's sequence). */
+static void print_track(FILE *out, uint8_t type, const uint8_t *p, size_t len)
+{
+    rec_reader r = {p, p + len, 0};
+    uint64_t inc = rd_u64(&r);
+    uint8_t kind = rd_u8(&r);
+    uint64_t value = rd_u64(&r), cover = rd_u64(&r);
+    amqp_bytes ref = rd_s16(&r);
+    if (r.bad)
+        return;
+    fprintf(out, "inc=%" PRIu64 " %s='%.*s' %s=%" PRIu64, inc,
+            kind == 'p' ? "publisher" : "consumer", (int)ref.len, (const char *)ref.p,
+            kind == 'p' ? "sequence" : "offset", value);
+    if (kind == 'p')
+        fprintf(out, " cover=%" PRIu64, cover);
+}
+
 static void print_inc_lookup(FILE *out, uint8_t type, const uint8_t *p, size_t len)
 {
     static const char *const n[] = {"inc", "lookup", NULL};
@@ -190,6 +207,7 @@ static const rec_type MSGS_TYPES[256] = {
     [R_DEQ_RUN] = {"remove", print_run},
     [R_DELIVER_RUN] = {"delivered", print_run},
     [R_QDELIVER] = {"delivered", print_qdeliver},
+    [R_STREAM_TRACK] = {"stream.track", print_track},
 };
 static const rec_type META_TYPES[256] = {
     [M_QUEUE] = {"queue", print_queue},

@@ -1,4 +1,5 @@
-/* amqp10.c - an AMQP 1.0 bare message read into AMQP 0-9-1 properties and a body (amqp10.h).
+/* amqp10.c - an AMQP 1.0 bare message read into AMQP 0-9-1 properties and a body, and an
+ * AMQP 0-9-1 message written as an AMQP 1.0 bare message (amqp10.h).
  *
  * AMQP 1.0 encodes each value as a constructor octet then its bytes; the constructor's high
  * nibble says how long the value is (0x4_: nothing, 0x5_: 1 octet, 0x6_: 2, 0x7_: 4, 0x8_: 8,
@@ -10,9 +11,11 @@
 #include "amqp/amqp10.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "amqp/table.h"
+#include "core/utf16.h"
 
 typedef struct rd {
     const uint8_t *p, *end;
@@ -368,5 +371,268 @@ int amqp10_to_091(const uint8_t *p, size_t len, amqp_basic_props *props, sl_buf 
         props->headers = (amqp_bytes){sl_buf_head(hdrs), sl_buf_unread(hdrs)};
         props->flags |= AMQP_P_HEADERS;
     }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The other way: an AMQP 0-9-1 message written as an AMQP 1.0 bare message.
+ *
+ * Compound values are written with 32-bit sizes and counts (list32, map32), patched once
+ * their elements are in: any AMQP 1.0 reader takes them, and one form keeps the writer simple.
+ */
+
+static void put_code(sl_buf *o, uint8_t code)
+{
+    sl_buf_put_u8(o, code);
+}
+
+/* A variable-width value: code8 with a u8 size when it fits, else code32 with a u32. */
+static void put_var(sl_buf *o, uint8_t code8, uint8_t code32, const void *p, size_t n)
+{
+    if (n <= 255) {
+        put_code(o, code8);
+        sl_buf_put_u8(o, (uint8_t)n);
+    } else {
+        put_code(o, code32);
+        sl_buf_put_u32(o, (uint32_t)n);
+    }
+    sl_buf_append(o, p, n);
+}
+
+static void put_str(sl_buf *o, amqp_bytes s)
+{
+    put_var(o, 0xa1, 0xb1, s.p, s.len);
+}
+
+static void put_sym(sl_buf *o, amqp_bytes s)
+{
+    put_var(o, 0xa3, 0xb3, s.p, s.len);
+}
+
+static void put_bin(sl_buf *o, amqp_bytes s)
+{
+    put_var(o, 0xa0, 0xb0, s.p, s.len);
+}
+
+/* A string as utf8 when it is valid UTF-8, else as binary (RabbitMQ's rule). */
+static void put_text(sl_buf *o, amqp_bytes s)
+{
+    if (sl_utf8_valid(s.p, s.len))
+        put_str(o, s);
+    else
+        put_bin(o, s);
+}
+
+static void put_int(sl_buf *o, int64_t v)
+{
+    if (v >= -128 && v <= 127) {
+        put_code(o, 0x54); /* smallint */
+        sl_buf_put_u8(o, (uint8_t)(int8_t)v);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+        put_code(o, 0x71); /* int */
+        sl_buf_put_u32(o, (uint32_t)(int32_t)v);
+    } else {
+        put_code(o, 0x81); /* long */
+        sl_buf_put_u64(o, (uint64_t)v);
+    }
+}
+
+/* A section or compound value under way: where its size and count are to be patched. */
+typedef struct open_val {
+    size_t size_at;
+    uint32_t count;
+} open_val;
+
+static void section_begin(sl_buf *o, uint8_t section, uint8_t compound, open_val *ov)
+{
+    uint8_t d[3] = {0x00, 0x53, section};
+    sl_buf_append(o, d, 3);
+    put_code(o, compound);
+    ov->size_at = o->len;
+    ov->count = 0;
+    sl_buf_put_u32(o, 0); /* size, patched */
+    sl_buf_put_u32(o, 0); /* count, patched */
+}
+
+static void section_end(sl_buf *o, open_val *ov)
+{
+    sl_buf_patch_u32(o, ov->size_at, (uint32_t)(o->len - ov->size_at - 4));
+    sl_buf_patch_u32(o, ov->size_at + 4, ov->count);
+}
+
+/* One header value as an AMQP 1.0 value; 0 when its type has no counterpart (decimal,
+ * nested table, array): the entry is left out. */
+static int put_value(sl_buf *o, const amqp_value *v)
+{
+    int64_t i;
+    switch (v->tag) {
+    case 't':
+        put_code(o, v->v.b ? 0x41 : 0x42);
+        return 1;
+    case 'S':
+        put_text(o, v->v.s);
+        return 1;
+    case 'x':
+        put_bin(o, v->v.s);
+        return 1;
+    case 'T':
+        put_code(o, 0x83); /* timestamp: ms since the epoch; 0-9-1's are seconds */
+        sl_buf_put_u64(o, (uint64_t)((int64_t)v->v.ts * 1000));
+        return 1;
+    case 'f': {
+        uint32_t b;
+        memcpy(&b, &v->v.f, 4);
+        put_code(o, 0x72);
+        sl_buf_put_u32(o, b);
+        return 1;
+    }
+    case 'd': {
+        uint64_t b;
+        memcpy(&b, &v->v.d, 8);
+        put_code(o, 0x82);
+        sl_buf_put_u64(o, b);
+        return 1;
+    }
+    case 'V':
+        put_code(o, 0x40);
+        return 1;
+    default:
+        if (amqp_value_int(v, &i)) {
+            put_int(o, i);
+            return 1;
+        }
+        return 0;
+    }
+}
+
+/* A list's fields, written while present and trailing nulls dropped: the count of fields up
+ * to the last one present. */
+static void put_nulls(sl_buf *o, open_val *ov, uint32_t upto)
+{
+    while (ov->count < upto) {
+        put_code(o, 0x40);
+        ov->count++;
+    }
+}
+
+int amqp10_from_091(const uint8_t *props, size_t props_len, const uint8_t *body, size_t body_len,
+                    amqp_bytes exchange, amqp_bytes routing_key, sl_buf *out)
+{
+    amqp_basic_props p;
+    memset(&p, 0, sizeof p);
+    if (props_len && amqp_props_decode(props, props_len, &p) != 0)
+        return -1;
+    open_val ov;
+    /* header: durable, priority, ttl (from a numeric expiration) */
+    int64_t ttl = -1;
+    if (p.flags & AMQP_P_EXPIRATION) {
+        char tb[24];
+        if (p.expiration.len && p.expiration.len < sizeof tb) {
+            memcpy(tb, p.expiration.p, p.expiration.len);
+            tb[p.expiration.len] = 0;
+            char *e;
+            long long t = strtoll(tb, &e, 10);
+            if (!*e && t >= 0 && t <= UINT32_MAX)
+                ttl = t;
+        }
+    }
+    if ((p.flags & (AMQP_P_DELIVERY_MODE | AMQP_P_PRIORITY)) || ttl >= 0) {
+        section_begin(out, 0x70, 0xd0, &ov);
+        put_code(out, (p.flags & AMQP_P_DELIVERY_MODE) && p.delivery_mode == 2 ? 0x41 : 0x42);
+        ov.count = 1;
+        if (p.flags & AMQP_P_PRIORITY) {
+            put_code(out, 0x50); /* ubyte */
+            sl_buf_put_u8(out, p.priority);
+            ov.count = 2;
+        }
+        if (ttl >= 0) {
+            put_nulls(out, &ov, 2);
+            put_code(out, 0x70); /* uint */
+            sl_buf_put_u32(out, (uint32_t)ttl);
+            ov.count = 3;
+        }
+        section_end(out, &ov);
+    }
+    /* message annotations: where it was published, and the 0-9-1 fields 1.0 has no place for */
+    section_begin(out, 0x72, 0xd1, &ov);
+    put_sym(out, (amqp_bytes){(const uint8_t *)"x-exchange", 10});
+    put_str(out, exchange);
+    put_sym(out, (amqp_bytes){(const uint8_t *)"x-routing-key", 13});
+    put_text(out, routing_key);
+    ov.count = 4;
+    if (p.flags & AMQP_P_TYPE) {
+        put_sym(out, (amqp_bytes){(const uint8_t *)"x-basic-type", 12});
+        put_text(out, p.type);
+        ov.count += 2;
+    }
+    if (p.flags & AMQP_P_APP_ID) {
+        put_sym(out, (amqp_bytes){(const uint8_t *)"x-basic-app-id", 14});
+        put_text(out, p.app_id);
+        ov.count += 2;
+    }
+    section_end(out, &ov);
+    /* properties: message-id, user-id, to, subject, reply-to, correlation-id, content-type,
+     * content-encoding, absolute-expiry-time, creation-time */
+    if (p.flags & (AMQP_P_MESSAGE_ID | AMQP_P_USER_ID | AMQP_P_REPLY_TO | AMQP_P_CORRELATION_ID |
+                   AMQP_P_CONTENT_TYPE | AMQP_P_CONTENT_ENCODING | AMQP_P_TIMESTAMP)) {
+        section_begin(out, 0x73, 0xd0, &ov);
+        if (p.flags & AMQP_P_MESSAGE_ID) {
+            put_text(out, p.message_id);
+            ov.count = 1;
+        }
+        if (p.flags & AMQP_P_USER_ID) {
+            put_nulls(out, &ov, 1);
+            put_bin(out, p.user_id);
+            ov.count = 2;
+        }
+        if (p.flags & AMQP_P_REPLY_TO) {
+            put_nulls(out, &ov, 4);
+            put_text(out, p.reply_to);
+            ov.count = 5;
+        }
+        if (p.flags & AMQP_P_CORRELATION_ID) {
+            put_nulls(out, &ov, 5);
+            put_text(out, p.correlation_id);
+            ov.count = 6;
+        }
+        if (p.flags & AMQP_P_CONTENT_TYPE) {
+            put_nulls(out, &ov, 6);
+            put_sym(out, p.content_type);
+            ov.count = 7;
+        }
+        if (p.flags & AMQP_P_CONTENT_ENCODING) {
+            put_nulls(out, &ov, 7);
+            put_sym(out, p.content_encoding);
+            ov.count = 8;
+        }
+        if (p.flags & AMQP_P_TIMESTAMP) {
+            put_nulls(out, &ov, 9);
+            put_code(out, 0x83);
+            sl_buf_put_u64(out, (uint64_t)((int64_t)p.timestamp * 1000));
+            ov.count = 10;
+        }
+        section_end(out, &ov);
+    }
+    /* application properties: the headers (string keys; values that have a 1.0 type) */
+    if ((p.flags & AMQP_P_HEADERS) && p.headers.len) {
+        section_begin(out, 0x74, 0xd1, &ov);
+        amqp_table_iter it;
+        amqp_table_iter_init(&it, p.headers);
+        amqp_bytes k;
+        amqp_value v;
+        while (amqp_table_next(&it, &k, &v)) {
+            size_t mark = out->len;
+            put_str(out, k);
+            if (put_value(out, &v))
+                ov.count += 2;
+            else
+                out->len = mark; /* no counterpart: the entry is left out */
+        }
+        section_end(out, &ov);
+    }
+    /* the body: one data section */
+    uint8_t d[3] = {0x00, 0x53, 0x75};
+    sl_buf_append(out, d, 3);
+    put_var(out, 0xa0, 0xb0, body, body_len);
     return 0;
 }

@@ -4,5 +4,9 @@
 
 #define SLUICE_PRODUCT "Sluice"
 #define SLUICE_VERSION "0.1.0"
+/* The RabbitMQ release whose stream protocol the stream door speaks, as its PeerProperties
+ * "version": RabbitMQ's stream clients turn features on by that version (3.13: filtering,
+ * CreateSuperStream and DeleteSuperStream), not by ExchangeCommandVersions alone. */
+#define SLUICE_RABBITMQ_COMPAT "3.13.7"
 
 #endif

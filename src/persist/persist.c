@@ -696,6 +696,8 @@ static const qm_persist_hooks hooks = {
     .read_paged = h_read_paged,
     .stream_appended = persist_h_stream_appended,
     .stream_closing = persist_h_stream_closing,
+    .stream_tracked = persist_h_stream_tracked,
+    .stream_untracked = persist_h_stream_untracked,
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -758,6 +760,8 @@ static int begin_generation(persist *p, int force)
     if (force && (st_log_pending(p->msgs) > 0 || st_log_pending(p->meta) > 0))
         p->need_sync = 1;
     int sync = p->need_sync;
+    if (sync) /* streams' tracked references go with the entries appended so far */
+        persist_streams_flush_tracking(p);
     if (!sync && !p->need_write && st_log_pending(p->msgs) < FLUSH_THRESHOLD)
         return 0;
     p->fl_meta = p->fl_msgs = NULL;
@@ -1428,6 +1432,7 @@ persist *persist_open(const char *data_dir, qm_node *node, const persist_options
     void *v;
     while (sl_map_next(p->eod_in, &it, &k, &kl, &v))
         st_log_ref(p->msgs, ((persist_eod_in *)v)->seg);
+    persist_streams_ref_tracking(p); /* and streams' tracked references theirs */
     if (p->opt.sync_thread) {
         p->syncer = st_syncer_new();
         if (!p->syncer) {

@@ -94,6 +94,21 @@ void persist_streams_run(persist *p);
 int persist_streams_end(persist *p);
 void persist_streams_free(persist *p);
 void persist_h_stream_appended(void *ctx, qm_queue *q, size_t bytes);
+void persist_h_stream_tracked(void *ctx, qm_stream_track *t);
+void persist_h_stream_untracked(void *ctx, qm_stream_track *t);
+/* A syncing generation begins: the tracked references changed since are written into it. */
+void persist_streams_flush_tracking(persist *p);
+/* TIDY: tracked references whose record is in an older segment are written again. */
+void persist_refresh_stream_tracking(persist *p);
+/* After recovery: the segments of the tracked references' records are kept. */
+void persist_streams_ref_tracking(persist *p);
+/* Recovery: a tracked reference's record (R_STREAM_TRACK) for inc, its payload. 0, or -1 when
+ * malformed. Stashed until the queues are rebuilt (persist_streams_restore_tracking). */
+int persist_streams_stash_track(persist *p, sl_map **stash, const uint8_t *payload, size_t len,
+                                uint32_t seg);
+/* Recovery, the queues rebuilt: the stashed references onto their streams (freed). */
+void persist_streams_restore_tracking(persist *p, sl_map *stash,
+                                      qm_queue *(*queue_of)(void *ctx, uint64_t inc), void *ctx);
 void persist_h_stream_closing(void *ctx, struct st_stream *s, int deleted);
 /* persist.c: the open generation holds something that must be durable before a reply */
 void persist_mark_sync(persist *p);

@@ -68,6 +68,12 @@
  *                written in the same record group as the enqueues it accepted; the latest
  *                per (sender, seq_id) wins; TIDY re-appends old ones so they never pin or
  *                lose a segment)
+ *   R_STREAM_TRACK inc:u64 kind:u8 value:u64 cover:u64 ref:s16 (issue 47: a stream's tracked
+ *                reference, qm_stream_track: kind 'o' a consumer's stored offset, 'p' a named
+ *                publisher's last publishing id, which recovery takes only when the stream
+ *                holds the entries below cover; the latest per (inc, kind, ref) wins; TIDY
+ *                re-appends old ones; records of a queue that is gone are ignored. Older
+ *                builds refuse a log holding one: "unknown record type")
  * A transaction's records carry R_IN_TX (0x80) in their type: they apply all or nothing.
  * (s16 = u16 length + bytes, b32 = u32 length + bytes)
  */
@@ -116,6 +122,8 @@ enum {
     R_DELIVER_RUN = 61,
     /* issue 31 (quorum queues): 70-79 */
     R_QDELIVER = 70,
+    /* issue 47 (streams): 80-89 */
+    R_STREAM_TRACK = 80,
 };
 #define R_IN_TX 0x80
 /* The longest run one R_*_RUN record stands for (recovery rejects longer ones as corrupt, so a

@@ -157,6 +157,7 @@ typedef struct rstate {
     pending_rec *tx;
     size_t tx_len, tx_cap;
     int in_tx;
+    sl_map *tracks;   /* streams' tracked references, latest record each (persist/streams.c) */
     uint32_t *floors; /* by segment number: the oldest segment its records depend on (0: none) */
     size_t floors_cap;
     char *err;
@@ -780,6 +781,10 @@ static int apply_msg_record(rstate *s, uint64_t seq, uint8_t type, const uint8_t
                                loc.segment);
         return 0;
     }
+    case R_STREAM_TRACK:
+        if (persist_streams_stash_track(s->p, &s->tracks, payload, len, loc.segment) < 0)
+            break;
+        return 0;
     }
     snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown or malformed record type %u",
              s->p->dir, (unsigned long long)seq, type);
@@ -800,8 +805,9 @@ static int msgs_replay(void *ctx, uint64_t seq, uint8_t type, const uint8_t *pay
     rstate *s = ctx;
     uint8_t base = type & (uint8_t)~R_IN_TX;
     int tx_control = base == R_TX_BEGIN || base == R_TX_END || base == R_TX_ABORT;
-    int known = (base >= R_MSG && base <= R_MOVE_TTL) || base == R_EOD_IN || base == R_DEQ_RUN ||
-                base == R_DELIVER_RUN || base == R_QDELIVER;
+    int known = (base >= R_MSG && base <= R_MOVE_TTL) || base == R_EOD_IN ||
+                base == R_STREAM_TRACK || base == R_DEQ_RUN || base == R_DELIVER_RUN ||
+                base == R_QDELIVER;
     if (!known || (type & R_IN_TX && tx_control)) {
         snprintf(s->err, s->errlen, "%s/msgs: record %llu: unknown record type %u", s->p->dir,
                  (unsigned long long)seq, type);
@@ -1055,6 +1061,12 @@ static qm_queue *queue_by_inc(persist *p, rstate *s, uint64_t inc)
     qm_queue *top = queue_by_inc(p, s, parent);
     qm_queue *sq = top ? qm_queue_subqueue(top, (const char *)name.p, name.len, 0) : NULL;
     return sq && sq->incarnation == inc ? sq : NULL;
+}
+
+static qm_queue *queue_of_inc(void *ctx, uint64_t inc)
+{
+    rstate *s = ctx;
+    return queue_by_inc(s->p, s, inc);
 }
 
 /* ---- the second pass: message records that were not near their enqueue records ---- */
@@ -1483,6 +1495,10 @@ static void state_free(rstate *s)
     if (s->unresolved)
         sl_u64tab_free(&s->wanted);
     sl_map_free(s->entries);
+    it = 0;
+    while (s->tracks && sl_map_next(s->tracks, &it, &k, &kl, &v))
+        sl_free(v);
+    sl_map_free(s->tracks);
 }
 
 int persist_recover(persist *p, char *err, size_t errlen)
@@ -1539,6 +1555,8 @@ int persist_recover(persist *p, char *err, size_t errlen)
     rebuild_queues(&s, 1);
     rebuild_bindings(&s);
     rebuild_messages(&s);
+    persist_streams_restore_tracking(p, s.tracks, queue_of_inc, &s);
+    s.tracks = NULL;
     reconcile_vhosts(p);
     qm_persist_suspend(0);
     rc = p->opt.read_only ? 0 : snapshot_meta(p, err, errlen);

@@ -138,3 +138,153 @@ void persist_streams_free(persist *p)
     sl_free(p->doomed);
     sl_free(p->doomed_deleted);
 }
+
+/* ------------------------------------------------------------------------------------------
+ * Tracked references (qm.h qm_stream_track): R_STREAM_TRACK records in the msgs log.
+ *
+ * A change only marks the entry dirty (qm) and asks for a sync; the record is written when a
+ * syncing generation begins (begin_generation), so it lands in the generation that also makes
+ * the stream entries appended so far durable, and a publisher storing an offset per message
+ * costs one record per generation, not one per call. Each entry's newest record keeps its
+ * segment (a reference, dropped when a newer record or the queue's deletion replaces it), so
+ * the log never loses it; TIDY writes those in old segments again.
+ */
+
+static void track_append(persist *p, qm_stream_track *t)
+{
+    t->dirty = 0;
+    rec_u64(&p->scratch, t->queue->incarnation);
+    rec_u8(&p->scratch, t->kind);
+    rec_u64(&p->scratch, t->value);
+    rec_u64(&p->scratch, t->cover);
+    rec_s16(&p->scratch, t->ref, t->ref_len);
+    st_loc loc;
+    if (persist_msgs_append_dep(p, R_STREAM_TRACK, 1, 0, &loc) < 0)
+        return; /* the log is failed: the commit that follows says so */
+    st_log_ref(p->msgs, loc.segment);
+    if (t->st_logged)
+        st_log_unref(p->msgs, t->st_seg);
+    t->st_seg = loc.segment;
+    t->st_logged = 1;
+}
+
+void persist_h_stream_tracked(void *ctx, qm_stream_track *t)
+{
+    (void)t;
+    persist *p = ctx;
+    p->need_sync = 1; /* a StoreOffset alone must reach the disk too */
+}
+
+void persist_h_stream_untracked(void *ctx, qm_stream_track *t)
+{
+    persist *p = ctx;
+    if (t->st_logged)
+        st_log_unref(p->msgs, t->st_seg);
+    t->st_logged = 0;
+}
+
+void persist_streams_flush_tracking(persist *p)
+{
+    for (qm_stream_track *t = qm_stream_track_take_dirty(p->node), *nx; t; t = nx) {
+        nx = t->dirty_next;
+        t->dirty_next = NULL;
+        if (t->dirty)
+            track_append(p, t);
+    }
+}
+
+void persist_refresh_stream_tracking(persist *p)
+{
+    uint32_t cur = st_log_current_segment(p->msgs);
+    for (qm_queue *q = p->node->streams; q; q = q->st_next) {
+        size_t it = 0;
+        qm_stream_track *t;
+        while (qm_stream_track_next(q, &it, &t))
+            if (t->st_logged && t->st_seg != cur && !t->dirty)
+                track_append(p, t); /* a dirty one is written with the next generation */
+    }
+}
+
+void persist_streams_ref_tracking(persist *p)
+{
+    for (qm_queue *q = p->node->streams; q; q = q->st_next) {
+        size_t it = 0;
+        qm_stream_track *t;
+        while (qm_stream_track_next(q, &it, &t))
+            if (t->st_logged)
+                st_log_ref(p->msgs, t->st_seg);
+    }
+}
+
+typedef struct stashed_track {
+    uint64_t inc, value, cover;
+    uint32_t seg;
+    uint8_t kind, ref_len;
+    uint8_t ref[QM_TRACK_REF_MAX];
+} stashed_track;
+
+int persist_streams_stash_track(persist *p, sl_map **stash, const uint8_t *payload, size_t len,
+                                uint32_t seg)
+{
+    (void)p;
+    rec_reader r = {payload, payload + len, 0};
+    uint64_t inc = rd_u64(&r);
+    uint8_t kind = rd_u8(&r);
+    uint64_t value = rd_u64(&r), cover = rd_u64(&r);
+    amqp_bytes ref = rd_s16(&r);
+    if (r.bad || r.p != r.end || !ref.len || ref.len > QM_TRACK_REF_MAX ||
+        (kind != QM_TRACK_OFFSET && kind != QM_TRACK_PUBLISHER))
+        return -1;
+    uint8_t key[9 + QM_TRACK_REF_MAX];
+    memcpy(key, &inc, 8);
+    key[8] = kind;
+    memcpy(key + 9, ref.p, ref.len);
+    if (!*stash)
+        *stash = sl_map_new();
+    stashed_track *e = sl_map_get(*stash, key, 9 + ref.len);
+    if (!e) { /* the latest record wins: an older one in the map is overwritten */
+        e = sl_xcalloc(1, sizeof *e);
+        sl_map_put(*stash, key, 9 + ref.len, e);
+    }
+    e->inc = inc;
+    e->kind = kind;
+    e->value = value;
+    e->cover = cover;
+    e->seg = seg;
+    e->ref_len = (uint8_t)ref.len;
+    memcpy(e->ref, ref.p, ref.len);
+    return 0;
+}
+
+void persist_streams_restore_tracking(persist *p, sl_map *stash,
+                                      qm_queue *(*queue_of)(void *ctx, uint64_t inc), void *ctx)
+{
+    size_t it = 0, kl;
+    const char *k;
+    void *v;
+    while (stash && sl_map_next(stash, &it, &k, &kl, &v)) {
+        stashed_track *e = v;
+        qm_queue *q = queue_of(ctx, e->inc); /* NULL: the queue is gone, so is its record */
+        if (q && q->stream) {
+            /* a publisher's sequence stands for entries the stream must hold: a crash that
+             * kept the record but not every entry below cover drops it (a republish is then
+             * taken again: a duplicate, never a loss) */
+            if (e->kind == QM_TRACK_PUBLISHER && st_stream_next(q->stream) < e->cover)
+                sl_warn("%s: stream '%s': publisher '%.*s''s sequence %llu dropped: the "
+                        "stream ends at %llu, before the %llu entries it covers",
+                        p->dir, q->name, (int)e->ref_len, (const char *)e->ref,
+                        (unsigned long long)e->value, (unsigned long long)st_stream_next(q->stream),
+                        (unsigned long long)e->cover);
+            else {
+                qm_stream_track *t =
+                    qm_stream_track_restore(q, e->kind, e->ref, e->ref_len, e->value, e->cover);
+                if (t) {
+                    t->st_seg = e->seg;
+                    t->st_logged = 1;
+                }
+            }
+        }
+        sl_free(e);
+    }
+    sl_map_free(stash);
+}

@@ -11,7 +11,8 @@
  *     older ones ("the later record wins"); the new record depends on the old one's segment,
  *     so it never outlives a record it replaces while older records could still be replayed;
  *   - a paged entry: its message record read back and written again (new id), its enqueue;
- *   - a receiver's incoming-sequence state (R_EOD_IN).
+ *   - a receiver's incoming-sequence state (R_EOD_IN), a stream's tracked reference
+ *     (R_STREAM_TRACK).
  * A position that is PURGE_PENDING is dead on disk already (a purge record covers it): it is
  * never written again. A message that several positions share in memory is left where it is.
  *
@@ -40,6 +41,7 @@
 #define REC_OVERHEAD 17u /* a record's header in the log */
 #define ENQ_BYTES (REC_OVERHEAD + 37u)
 #define EOD_BYTES (REC_OVERHEAD + 64u)
+#define TRACK_BYTES (REC_OVERHEAD + 27u) /* R_STREAM_TRACK without its reference */
 /* Copying waits while this much is buffered for the disk: relocation never outruns it. */
 #define COPY_PENDING_MAX (16u << 20)
 /* A segment is compacted when at most this share of it is live... */
@@ -490,6 +492,14 @@ int persist_tidy_step(persist *p, uint64_t budget_us, persist_tidy_result *out)
                 if (((persist_eod_in *)v)->logged)
                     add_live(t, ((persist_eod_in *)v)->seg, EOD_BYTES, 1);
         }
+        /* and so can a stream's tracked reference */
+        for (qm_queue *q = p->node->streams; q; q = q->st_next) {
+            size_t it = 0;
+            qm_stream_track *tr;
+            while (qm_stream_track_next(q, &it, &tr))
+                if (tr->st_logged)
+                    add_live(t, tr->st_seg, TRACK_BYTES + tr->ref_len, 1);
+        }
         st_fault_point("tidy-measured");
         t->phase = T_CHOOSE;
         return PERSIST_TIDY_MORE;
@@ -508,6 +518,7 @@ int persist_tidy_step(persist *p, uint64_t budget_us, persist_tidy_result *out)
             return PERSIST_TIDY_MORE;
         }
         persist_refresh_eod_in(p);
+        persist_refresh_stream_tracking(p);
         st_fault_point("tidy-relocated");
         /* Everything appended up to here, copies and whatever dropped references, must be
          * durable before a segment unreferenced now is deleted. */

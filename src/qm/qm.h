@@ -466,6 +466,7 @@ struct qm_queue {
     /* streams (stream.c): the log, and the node's list of streams (for the group commit) */
     struct st_stream *stream;
     qm_queue *st_next, *st_prev;
+    struct sl_map *st_tracking; /* kind + reference -> qm_stream_track* (stream.c), or NULL */
 };
 
 typedef struct qm_queue_decl {
@@ -891,6 +892,8 @@ struct qm_node {
     /* Why a new stream queue is refused (NULL: it is not): a cluster does not replicate
      * streams yet, and a stream only the leader holds would lose confirmed messages with it. */
     const char *streams_refused;
+    /* Tracked references changed since the store last wrote them (stream.c), newest first. */
+    struct qm_stream_track *track_dirty;
 };
 
 qm_node *qm_node_new(const char *name);
@@ -969,6 +972,10 @@ typedef struct qm_persist_hooks {
      * commits each append inline and closes the stream itself. */
     void (*stream_appended)(void *ctx, qm_queue *q, size_t bytes);
     void (*stream_closing)(void *ctx, struct st_stream *s, int deleted);
+    /* A tracked reference changed (it is on the node's track_dirty list: the store writes it
+     * with the generation that syncs next), or goes with its deleted stream. */
+    void (*stream_tracked)(void *ctx, struct qm_stream_track *t);
+    void (*stream_untracked)(void *ctx, struct qm_stream_track *t);
 } qm_persist_hooks;
 
 /* A ready message that lives only in the store, as the hooks see it (its tail keeps it in a
@@ -1144,6 +1151,43 @@ typedef struct qm_stream_info {
     uint64_t segments, bytes, entries;
 } qm_stream_info;
 int qm_stream_info_get(const qm_queue *q, qm_stream_info *out);
+/* Server-side tracking by reference (RabbitMQ's stream protocol: StoreOffset / QueryOffset,
+ * and the deduplication of named publishers): per stream queue and reference (1 to
+ * QM_TRACK_REF_MAX octets), a consumer's stored offset or a publisher's last publishing id.
+ * Durable: a change puts the entry on the node's dirty list and the store writes a record of
+ * it with the next generation that syncs, the one that also makes the stream entries appended
+ * so far durable. A publisher's entry keeps cover, the stream's next offset when it was set:
+ * recovery takes it only when the stream holds the entries below cover, so a sequence never
+ * outlives the messages it stands for (a lost write costs a duplicate, never a message). The
+ * entries go with their queue. */
+enum { QM_TRACK_OFFSET = 'o', QM_TRACK_PUBLISHER = 'p' };
+#define QM_TRACK_REF_MAX 255
+typedef struct qm_stream_track {
+    qm_queue *queue;
+    uint64_t value;
+    uint64_t cover;    /* publishers: st_stream_next of the stream when set; offsets: 0 */
+    uint32_t st_seg;   /* the store's: the segment of its newest record */
+    uint8_t st_logged; /* the store holds a record of it */
+    uint8_t dirty;     /* on the node's track_dirty list */
+    uint8_t kind;
+    uint8_t ref_len;
+    struct qm_stream_track *dirty_next;
+    uint8_t ref[QM_TRACK_REF_MAX];
+} qm_stream_track;
+/* The entry of (kind, ref) on stream q, or NULL. */
+qm_stream_track *qm_stream_track_get(const qm_queue *q, int kind, const uint8_t *ref, size_t len);
+/* Set it to value (made when missing). SL_ERR_PRECONDITION: not a stream, or a reference that
+ * is empty or longer than QM_TRACK_REF_MAX. */
+sl_err qm_stream_track_set(qm_queue *q, int kind, const uint8_t *ref, size_t len, uint64_t value);
+/* Recovery: the entry as its record says, not dirty (NULL when ref is no valid reference). */
+qm_stream_track *qm_stream_track_restore(qm_queue *q, int kind, const uint8_t *ref, size_t len,
+                                         uint64_t value, uint64_t cover);
+/* The store takes the dirty list (each entry's dirty flag is still set: an entry written
+ * meanwhile by other means has it cleared and is skipped). */
+qm_stream_track *qm_stream_track_take_dirty(qm_node *n);
+/* The entries of stream q, one per call from *it = 0: 1, or 0 at the end. */
+int qm_stream_track_next(const qm_queue *q, size_t *it, qm_stream_track **t);
+
 /* A queue's type as RabbitMQ names it: "classic", "quorum" or "stream". */
 const char *qm_queue_type_name(const qm_queue *q);
 /* The figures a queue's type adds to a listing, by RabbitMQ's names where it has them: a

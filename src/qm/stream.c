@@ -24,14 +24,21 @@
  * lasts only inside sac_evaluate. With the store's hooks the
  * appends are made durable by the node's group commit (persist.c) and qm_streams_committed
  * runs after each; without them each append is committed inline.
+ *
+ * Tracking by reference (qm.h, qm_stream_track): a stream's stored consumer offsets and
+ * publisher sequences live here, below the doors, so they go with the queue and the store
+ * makes them durable (persist/streams.c); the stream protocol's door only translates.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/le.h"
-#include "amqp/table.h"
 #include "core/log.h"
+#include "core/map.h"
+#include "core/mem.h"
 #include "qm/qm_internal.h"
+#include "qm/superstream.h"
 #include "store/stream.h"
 
 /* A consumer's read buffer: what one read of the log takes (a chunk), handed out a credit at a
@@ -81,6 +88,120 @@ void qm_stream_link(qm_queue *q)
     n->streams = q;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Tracking by reference (qm.h): a map per stream of kind + reference -> entry, and the node's
+ * list of entries changed since the store wrote them.
+ */
+
+static size_t track_key(uint8_t *key, int kind, const uint8_t *ref, size_t len)
+{
+    key[0] = (uint8_t)kind;
+    memcpy(key + 1, ref, len);
+    return 1 + len;
+}
+
+static int track_ref_ok(int kind, const uint8_t *ref, size_t len)
+{
+    return (kind == QM_TRACK_OFFSET || kind == QM_TRACK_PUBLISHER) && ref && len &&
+           len <= QM_TRACK_REF_MAX;
+}
+
+qm_stream_track *qm_stream_track_get(const qm_queue *q, int kind, const uint8_t *ref, size_t len)
+{
+    if (!q->st_tracking || !track_ref_ok(kind, ref, len))
+        return NULL;
+    uint8_t key[1 + QM_TRACK_REF_MAX];
+    return sl_map_get(q->st_tracking, key, track_key(key, kind, ref, len));
+}
+
+static qm_stream_track *track_slot(qm_queue *q, int kind, const uint8_t *ref, size_t len)
+{
+    qm_stream_track *t = qm_stream_track_get(q, kind, ref, len);
+    if (t)
+        return t;
+    if (!q->st_tracking)
+        q->st_tracking = sl_map_new();
+    t = sl_xcalloc(1, sizeof *t);
+    t->queue = q;
+    t->kind = (uint8_t)kind;
+    t->ref_len = (uint8_t)len;
+    memcpy(t->ref, ref, len);
+    uint8_t key[1 + QM_TRACK_REF_MAX];
+    sl_map_put(q->st_tracking, key, track_key(key, kind, ref, len), t);
+    return t;
+}
+
+sl_err qm_stream_track_set(qm_queue *q, int kind, const uint8_t *ref, size_t len, uint64_t value)
+{
+    if (!q->stream || !track_ref_ok(kind, ref, len))
+        return SL_ERR_PRECONDITION;
+    qm_stream_track *t = track_slot(q, kind, ref, len);
+    t->value = value;
+    /* a publisher's id stands for the entries appended so far: recovery checks they are there */
+    t->cover = kind == QM_TRACK_PUBLISHER ? st_stream_next(q->stream) : 0;
+    if (!t->dirty) {
+        qm_node *n = qm_queue_node(q);
+        t->dirty = 1;
+        t->dirty_next = n->track_dirty;
+        n->track_dirty = t;
+    }
+    if (qm_persist && qm_persist->stream_tracked)
+        qm_persist->stream_tracked(qm_persist_ctx, t);
+    return SL_OK;
+}
+
+qm_stream_track *qm_stream_track_restore(qm_queue *q, int kind, const uint8_t *ref, size_t len,
+                                         uint64_t value, uint64_t cover)
+{
+    if (!q->stream || !track_ref_ok(kind, ref, len))
+        return NULL;
+    qm_stream_track *t = track_slot(q, kind, ref, len);
+    t->value = value;
+    t->cover = cover;
+    return t;
+}
+
+qm_stream_track *qm_stream_track_take_dirty(qm_node *n)
+{
+    qm_stream_track *t = n->track_dirty;
+    n->track_dirty = NULL;
+    return t;
+}
+
+int qm_stream_track_next(const qm_queue *q, size_t *it, qm_stream_track **t)
+{
+    const char *k;
+    size_t kl;
+    void *v;
+    if (!q->st_tracking || !sl_map_next(q->st_tracking, it, &k, &kl, &v))
+        return 0;
+    *t = v;
+    return 1;
+}
+
+/* The stream goes (deleted: its entries' records are dead for the store too). */
+static void track_free_all(qm_queue *q, int deleted)
+{
+    if (!q->st_tracking)
+        return;
+    qm_node *n = qm_queue_node(q);
+    for (qm_stream_track **pp = &n->track_dirty; *pp;) {
+        if ((*pp)->queue == q)
+            *pp = (*pp)->dirty_next;
+        else
+            pp = &(*pp)->dirty_next;
+    }
+    size_t it = 0;
+    qm_stream_track *t;
+    while (qm_stream_track_next(q, &it, &t)) {
+        if (deleted && qm_persist && qm_persist->stream_untracked)
+            qm_persist->stream_untracked(qm_persist_ctx, t);
+        sl_free(t);
+    }
+    sl_map_free(q->st_tracking);
+    q->st_tracking = NULL;
+}
+
 void qm_stream_close(qm_queue *q, int deleted)
 {
     if (!q->stream)
@@ -93,6 +214,7 @@ void qm_stream_close(qm_queue *q, int deleted)
     if (q->st_next)
         q->st_next->st_prev = q->st_prev;
     q->st_next = q->st_prev = NULL;
+    track_free_all(q, deleted);
     st_stream *s = q->stream;
     q->stream = NULL;
     if (qm_persist && qm_persist->stream_closing)
@@ -351,44 +473,22 @@ void qm_stream_sac_leave(qm_queue *q, qm_consumer *c)
         }
 }
 
-/* A decimal number of up to 9 digits: 0 and *out, or -1. */
-static int decimal(const uint8_t *p, size_t n, int32_t *out)
-{
-    int32_t v = 0;
-    if (n == 0 || n > 9)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        v = v * 10 + (p[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
 int32_t qm_stream_partition_index(qm_queue *q, const char *super, size_t len)
 {
-    /* RabbitMQ's rabbit_stream_manager:partition_index: the binding's order, an integer or a
-     * string of one (the client suite's HTTP helper sends "0"); without one the digits after
-     * the stream name's last '-'; else (or with no binding at all) -1 */
+    /* RabbitMQ's rabbit_stream_manager:partition_index: the binding's order (an integer or a
+     * string of one, qm_superstream_order: the client suite's HTTP helper sends "0"); without
+     * one the digits after the stream name's last '-'; else (or with no binding) -1 */
     for (qm_binding *b = q->inbound; b; b = b->dnext) {
         if (!b->source || strlen(b->source->name) != len || memcmp(b->source->name, super, len))
             continue;
-        amqp_value v;
         int64_t order;
-        amqp_bytes str;
-        int32_t idx;
-        if (amqp_table_get((amqp_bytes){b->args, b->args_len}, "x-stream-partition-order", &v)) {
-            if (amqp_value_int(&v, &order))
-                return order >= 0 && order <= INT32_MAX ? (int32_t)order : -1;
-            if (amqp_value_str(&v, &str) && decimal(str.p, str.len, &idx) == 0)
-                return idx;
-            return -1;
-        }
+        if (qm_superstream_order(b, &order))
+            return order >= 0 && order <= INT32_MAX ? (int32_t)order : -1;
         const char *dash = strrchr(q->name, '-');
-        if (dash && decimal((const uint8_t *)dash + 1, strlen(dash + 1), &idx) == 0)
-            return idx;
-        return -1;
+        size_t n = dash ? strlen(dash + 1) : 0;
+        if (!n || n > 9 || strspn(dash + 1, "0123456789") != n)
+            return -1;
+        return (int32_t)strtol(dash + 1, NULL, 10);
     }
     return -1;
 }

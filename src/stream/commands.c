@@ -13,13 +13,11 @@
  *               with this node as leader and no replicas, or STREAM_DOES_NOT_EXIST;
  *   ExchangeCommandVersions   the codec's versions (sp_cmd_versions).
  *
- *   Publishers (publish.c), subscriptions (subscribe.c), offsets and StreamStats (tracking.c).
+ *   Publishers (publish.c), subscriptions (subscribe.c), offsets and StreamStats (tracking.c),
+ *   super streams: CreateSuperStream, DeleteSuperStream, Partitions, Route (superstream.c).
  *
- * Not wired yet (super streams): after the permission RabbitMQ checks first (ACCESS_REFUSED),
- *   CreateSuperStream                     configure  -> PRECONDITION_FAILED
- *   DeleteSuperStream                     configure  -> STREAM_DOES_NOT_EXIST, or
- *                                                       PRECONDITION_FAILED (logged)
- *   Route, Partitions, ResolveOffsetSpec             -> STREAM_DOES_NOT_EXIST
+ * Not wired yet: ResolveOffsetSpec (newer than RabbitMQ 3.13, not announced) ->
+ * STREAM_DOES_NOT_EXIST.
  * docs/stream-protocol.md keeps the table of what is wired. A command only the server sends
  * (Deliver, PublishConfirm, ...) closes the connection with UNKNOWN_FRAME; answers to
  * commands the server never sent (ConsumerUpdate: no subscription yet) are ignored.
@@ -105,8 +103,8 @@ static void table_key(sl_buf *t, const char *key)
 
 /* Create's arguments as the x- arguments of a stream queue, as RabbitMQ's stream manager
  * maps them (numbers as long, the rest as strings); keys it does not know are ignored. 0, or
- * -1 when a number is not one. */
-static int create_arguments(const sp_map *a, sl_buf *t)
+ * -1 when a number is not one. CreateSuperStream's partitions take them too. */
+int stream_create_arguments(const sp_map *a, sl_buf *t)
 {
     static const struct {
         const char *key, *arg;
@@ -191,7 +189,7 @@ static void create(stream_conn *c, const sp_cmd *m)
     }
     sl_buf args;
     sl_buf_init(&args);
-    if (code == SP_OK && create_arguments(&m->u.create.arguments, &args) < 0) {
+    if (code == SP_OK && stream_create_arguments(&m->u.create.arguments, &args) < 0) {
         snprintf(err, sizeof err, "a numeric argument of stream '%s' is not a number", qname);
         code = SP_PRECONDITION_FAILED;
     }
@@ -263,33 +261,6 @@ static void command_versions(stream_conn *c, const sp_cmd *m)
     stream_conn_send(c, &r);
 }
 
-/* A stream command the engine would serve: the permission first, then "no such stream". */
-static void no_stream(stream_conn *c, const sp_cmd *m, sp_str name, acc_perm perm)
-{
-    uint16_t code = stream_check(c, name, perm);
-    if (code == SP_OK && !stream_find(c, name))
-        code = SP_STREAM_DOES_NOT_EXIST;
-    else if (code == SP_OK) {
-        sl_warn("stream connection %s: %s on stream '%.*s' refused: not wired to the stream "
-                "engine yet",
-                c->name, sp_key_name(m->key), (int)name.len, (const char *)name.p);
-        code = SP_PRECONDITION_FAILED;
-    }
-    sp_cmd r = {.key = m->key, .response = 1, .version = 1, .corr = m->corr, .code = code};
-    stream_conn_send(c, &r); /* the extra fields (sequence, offset, stats) stay zero / empty */
-}
-
-static void cannot_create(stream_conn *c, const sp_cmd *m, sp_str name)
-{
-    uint16_t code = stream_check(c, name, ACC_CONFIGURE);
-    if (code == SP_OK) {
-        sl_warn("stream connection %s: %s of '%.*s' refused: the stream engine is not built yet",
-                c->name, sp_key_name(m->key), (int)name.len, (const char *)name.p);
-        code = SP_PRECONDITION_FAILED;
-    }
-    stream_reply_code(c, m->key, m->corr, code);
-}
-
 void stream_open_command(stream_conn *c, const sp_cmd *m)
 {
     if (m->response) {
@@ -308,13 +279,13 @@ void stream_open_command(stream_conn *c, const sp_cmd *m)
         create(c, m);
         return;
     case SP_CREATE_SUPER_STREAM:
-        cannot_create(c, m, m->u.create_super_stream.name);
+        stream_create_super_stream(c, m);
         return;
     case SP_DELETE:
         delete_stream(c, m);
         return;
     case SP_DELETE_SUPER_STREAM:
-        no_stream(c, m, m->u.delete_super_stream.name, ACC_CONFIGURE);
+        stream_delete_super_stream(c, m);
         return;
     case SP_DECLARE_PUBLISHER:
         stream_declare_publisher(c, m);
@@ -347,7 +318,11 @@ void stream_open_command(stream_conn *c, const sp_cmd *m)
         stream_stream_stats(c, m);
         return;
     case SP_ROUTE:
+        stream_route(c, m);
+        return;
     case SP_PARTITIONS:
+        stream_partitions(c, m);
+        return;
     case SP_RESOLVE_OFFSET_SPEC:
         stream_reply_code(c, m->key, m->corr, SP_STREAM_DOES_NOT_EXIST);
         return;

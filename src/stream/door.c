@@ -208,7 +208,6 @@ static void stop(void *ctx)
         c->dirty = 0;
     d->dirty = NULL;
     free_dead(d);
-    stream_track_free(d);
     close_listeners(d);
     sl_tls_ctx_free(d->tls_ctx); /* after every connection's stream */
     sl_free(d);

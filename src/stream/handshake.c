@@ -78,10 +78,13 @@ static void on_peer_properties(stream_conn *c, const sp_cmd *m)
             sl_debug("stream connection %s: client's name '%.*s'", c->name, (int)kv->value.len,
                      (const char *)kv->value.p);
     }
-    /* RabbitMQ answers with its AMQP server properties that are strings */
+    /* RabbitMQ answers with its AMQP server properties that are strings. "version" is the
+     * RabbitMQ release whose protocol this door speaks (clients gate features on it);
+     * Sluice's own is "sluice_version". */
     sp_kv props[] = {
         {sp_cstr("product"), sp_cstr(SLUICE_PRODUCT)},
-        {sp_cstr("version"), sp_cstr("3.13.0")},
+        {sp_cstr("version"), sp_cstr(SLUICE_RABBITMQ_COMPAT)},
+        {sp_cstr("sluice_version"), sp_cstr(SLUICE_VERSION)},
         {sp_cstr("platform"), sp_cstr("C")},
         {sp_cstr("copyright"), sp_cstr("Sluice's authors")},
         {sp_cstr("information"), sp_cstr("Sluice: RabbitMQ's stream protocol on an MSMQ-style "

@@ -56,7 +56,6 @@ typedef struct stream_conn stream_conn;
 struct stream_pub;
 struct stream_sub;
 struct stream_confirm;
-struct sl_map;
 
 struct stream_conn {
     stream_door *d;
@@ -115,9 +114,6 @@ struct stream_door {
     stream_conn *dead; /* killed this turn, freed by the turn hook */
     uint64_t next_id;
     stream_conn *dirty; /* deliveries and confirms written this turn, flushed by the turn hook */
-    /* Server-side tracking by reference (tracking.c): publishers' sequences and consumers'
-     * offsets, keyed by the stream's incarnation, the kind and the reference. */
-    struct sl_map *tracking;
     uint64_t queues_deleted; /* the model's count when publishers were last checked */
     uint8_t blocked;         /* a resource alarm is on: connections with publishers are not read */
 };
@@ -162,6 +158,15 @@ void stream_reply_code(stream_conn *c, uint16_t key, uint32_t corr, uint16_t cod
 uint16_t stream_check(stream_conn *c, sp_str name, acc_perm perm);
 /* The stream of that name in the connection's vhost (a queue of type stream), or NULL. */
 qm_queue *stream_find(stream_conn *c, sp_str name);
+/* Create's arguments (max-length-bytes, max-age, ...) as a stream queue's x- arguments table
+ * content, x-queue-type first: 0, or -1 when a numeric one is not a number. */
+int stream_create_arguments(const sp_map *a, sl_buf *t);
+
+/* ---- superstream.c: CreateSuperStream, DeleteSuperStream, Partitions, Route ---- */
+void stream_create_super_stream(stream_conn *c, const sp_cmd *m);
+void stream_delete_super_stream(stream_conn *c, const sp_cmd *m);
+void stream_partitions(stream_conn *c, const sp_cmd *m);
+void stream_route(stream_conn *c, const sp_cmd *m);
 
 /* ---- publish.c: DeclarePublisher, Publish, PublishConfirm/Error, DeletePublisher,
  * QueryPublisherSequence ---- */
@@ -188,12 +193,14 @@ void stream_subs_pump(stream_conn *c);
 /* Detach and free every subscription (the connection goes). */
 void stream_subs_free(stream_conn *c);
 
-/* ---- tracking.c: StoreOffset, QueryOffset, StreamStats, the reference table ---- */
-enum stream_track_kind { STREAM_TRACK_PUBLISHER = 'p', STREAM_TRACK_OFFSET = 'o' };
+/* ---- tracking.c: StoreOffset, QueryOffset, StreamStats; the model's tracking (qm.h) ---- */
+enum stream_track_kind {
+    STREAM_TRACK_PUBLISHER = QM_TRACK_PUBLISHER,
+    STREAM_TRACK_OFFSET = QM_TRACK_OFFSET
+};
 /* The tracked value of reference on q: 1 with *v, 0 when none. */
-int stream_track_get(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t *v);
-void stream_track_set(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t v);
-void stream_track_free(stream_door *d);
+int stream_track_get(const qm_queue *q, int kind, sp_str ref, uint64_t *v);
+void stream_track_set(qm_queue *q, int kind, sp_str ref, uint64_t v);
 void stream_store_offset(stream_conn *c, const sp_cmd *m);
 void stream_query_offset(stream_conn *c, const sp_cmd *m);
 void stream_stream_stats(stream_conn *c, const sp_cmd *m);

@@ -148,8 +148,8 @@ void stream_query_publisher_sequence(stream_conn *c, const sp_cmd *m)
         code = SP_STREAM_DOES_NOT_EXIST;
     uint64_t seq = 0;
     if (q)
-        (void)stream_track_get(c->d, q, STREAM_TRACK_PUBLISHER,
-                               m->u.query_publisher_sequence.reference, &seq);
+        (void)stream_track_get(q, STREAM_TRACK_PUBLISHER, m->u.query_publisher_sequence.reference,
+                               &seq);
     sp_cmd r = {.key = SP_QUERY_PUBLISHER_SEQUENCE,
                 .response = 1,
                 .version = 1,
@@ -285,7 +285,7 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
         return;
     sp_str ref = {(const uint8_t *)p->ref, (uint32_t)p->ref_len, 0};
     uint64_t top = 0;
-    int tracked = p->has_ref && stream_track_get(c->d, q, STREAM_TRACK_PUBLISHER, ref, &top);
+    int tracked = p->has_ref && stream_track_get(q, STREAM_TRACK_PUBLISHER, ref, &top);
     int moved = 0, dup = 0;
     uint64_t mark = node_mark(c->d->n);
     stream_confirm *f = sl_xmalloc(sizeof *f + n * sizeof f->ids[0]);
@@ -313,7 +313,7 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
         f->ids[f->n++] = msg->publishing_id; /* a duplicate is confirmed, not stored again */
     }
     if (moved)
-        stream_track_set(c->d, q, STREAM_TRACK_PUBLISHER, ref, top);
+        stream_track_set(q, STREAM_TRACK_PUBLISHER, ref, top);
     if (n_err) {
         sp_cmd r = {.key = SP_PUBLISH_ERROR, .version = 1};
         r.u.publish_error.publisher_id = id;

@@ -14,7 +14,7 @@
  * engine's own chunks (one group commit) are not kept whole: a Deliver may begin inside one,
  * which clients take (they number the messages from the chunk id). An entry stored by this
  * door is the AMQP 1.0 message as published; one published over AMQP 0-9-1 goes out as an
- * AMQP 1.0 message of one data section holding its body (its properties are not carried).
+ * AMQP 1.0 message with its properties and headers, as RabbitMQ converts it (amqp10_from_091).
  *
  * A new subscription's first Deliver goes STREAM_FIRST_DELIVER_MS after its answer, on a
  * write of its own: RabbitMQ's come apart too (the answer from the reader, chunks by sendfile
@@ -46,6 +46,7 @@
  */
 #include <string.h>
 
+#include "amqp/amqp10.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "store/stream.h"
@@ -148,15 +149,17 @@ static int add_entry(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, s
         sp_chunk_add_simple(&k->b, sm.body, sm.body_len);
         return 0;
     }
-    /* AMQP 1.0 data section: descriptor 0x00 0x53 0x75, binary vbin32 */
+    /* published over AMQP 0-9-1: its properties and body as an AMQP 1.0 message */
     sl_buf *w = &k->wrap;
     sl_buf_consume(w, sl_buf_unread(w));
     sl_buf_compact(w);
-    uint8_t hdr[3] = {0x00, 0x53, 0x75};
-    sl_buf_append(w, hdr, 3);
-    sl_buf_put_u8(w, 0xb0);
-    sl_buf_put_u32(w, (uint32_t)sm.body_len);
-    sl_buf_append(w, sm.body, sm.body_len);
+    if (amqp10_from_091(sm.props, sm.props_len, sm.body, sm.body_len, sm.exchange, sm.routing_key,
+                        w) < 0) {
+        /* the model took these properties: a store fault; the body alone, as a data section */
+        sl_buf_consume(w, sl_buf_unread(w));
+        sl_buf_compact(w);
+        amqp10_from_091(NULL, 0, sm.body, sm.body_len, sm.exchange, sm.routing_key, w);
+    }
     sp_chunk_add_simple(&k->b, sl_buf_head(w), sl_buf_unread(w));
     return 0;
 }

@@ -2,74 +2,33 @@
  * (StoreOffset, QueryOffset) and publishers' sequences (deduplication, publish.c), and
  * StreamStats.
  *
- * One table per door (an sl_map): the key is the stream queue's incarnation (8 octets), the
- * kind ('o' offset, 'p' publisher) and the reference; the value a u64. Keyed by incarnation, a
- * stream deleted and made again under the same name starts with nothing tracked.
- *
- * Limits: the table is in memory only. RabbitMQ writes offsets and sequences into the
- * stream's log (tracking chunks and chunk trailers), so they survive a restart there; here
- * they do not (docs/stream-protocol.md). Entries of a deleted stream stay until the door
- * stops: the table grows with the references clients use, not with messages.
+ * The door only translates: the entries live with the stream queue in the model
+ * (qm_stream_track, qm/stream.c), which the store makes durable (R_STREAM_TRACK records,
+ * persist/streams.c) and the cluster replicates with the msgs log. So they survive a restart
+ * and a failover, and go with the stream (a stream made again under the same name starts with
+ * nothing tracked).
  */
 #include <string.h>
 
 #include "core/log.h"
-#include "core/map.h"
-#include "core/mem.h"
 #include "store/stream.h"
 #include "stream/internal.h"
 
-/* RabbitMQ's limit for a reference: 255 octets (a shortstr). */
-#define MAX_REF 255
-
-static size_t make_key(uint8_t *key, const qm_queue *q, int kind, sp_str ref)
+int stream_track_get(const qm_queue *q, int kind, sp_str ref, uint64_t *v)
 {
-    memcpy(key, &q->incarnation, 8);
-    key[8] = (uint8_t)kind;
-    memcpy(key + 9, ref.p, ref.len);
-    return 9 + ref.len;
-}
-
-int stream_track_get(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t *v)
-{
-    if (!d->tracking || ref.null || ref.len > MAX_REF)
+    if (ref.null)
         return 0;
-    uint8_t key[9 + MAX_REF];
-    const uint64_t *p = sl_map_get(d->tracking, key, make_key(key, q, kind, ref));
-    if (!p)
+    const qm_stream_track *t = qm_stream_track_get(q, kind, ref.p, ref.len);
+    if (!t)
         return 0;
-    *v = *p;
+    *v = t->value;
     return 1;
 }
 
-void stream_track_set(stream_door *d, const qm_queue *q, int kind, sp_str ref, uint64_t v)
+void stream_track_set(qm_queue *q, int kind, sp_str ref, uint64_t v)
 {
-    if (ref.null || ref.len > MAX_REF)
-        return;
-    if (!d->tracking)
-        d->tracking = sl_map_new();
-    uint8_t key[9 + MAX_REF];
-    size_t klen = make_key(key, q, kind, ref);
-    uint64_t *p = sl_map_get(d->tracking, key, klen);
-    if (!p) {
-        p = sl_xmalloc(sizeof *p);
-        sl_map_put(d->tracking, key, klen, p);
-    }
-    *p = v;
-}
-
-void stream_track_free(stream_door *d)
-{
-    if (!d->tracking)
-        return;
-    size_t pos = 0;
-    const char *k;
-    size_t kl;
-    void *v;
-    while (sl_map_next(d->tracking, &pos, &k, &kl, &v))
-        sl_free(v);
-    sl_map_free(d->tracking);
-    d->tracking = NULL;
+    if (!ref.null)
+        (void)qm_stream_track_set(q, kind, ref.p, ref.len, v);
 }
 
 /* StoreOffset has no answer: a refusal is only logged, as RabbitMQ does. */
@@ -84,11 +43,11 @@ void stream_store_offset(stream_conn *c, const sp_cmd *m)
                 (int)name.len, (const char *)name.p);
         return;
     }
-    if (ref.null || !ref.len || ref.len > MAX_REF) {
+    if (ref.null || !ref.len || ref.len > QM_TRACK_REF_MAX) {
         sl_warn("stream connection %s: StoreOffset with an empty or too long reference", c->name);
         return;
     }
-    stream_track_set(c->d, q, STREAM_TRACK_OFFSET, ref, m->u.store_offset.offset);
+    stream_track_set(q, STREAM_TRACK_OFFSET, ref, m->u.store_offset.offset);
 }
 
 void stream_query_offset(stream_conn *c, const sp_cmd *m)
@@ -99,7 +58,7 @@ void stream_query_offset(stream_conn *c, const sp_cmd *m)
     if (code == SP_OK && !q)
         code = SP_STREAM_DOES_NOT_EXIST;
     uint64_t off = 0;
-    if (q && !stream_track_get(c->d, q, STREAM_TRACK_OFFSET, m->u.query_offset.reference, &off))
+    if (q && !stream_track_get(q, STREAM_TRACK_OFFSET, m->u.query_offset.reference, &off))
         code = SP_NO_OFFSET;
     sp_cmd r = {.key = SP_QUERY_OFFSET, .response = 1, .version = 1, .corr = m->corr, .code = code};
     r.u.query_offset_resp.offset = off;

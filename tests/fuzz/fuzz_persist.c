@@ -406,6 +406,17 @@ static void write_seeds(const char *out)
     seed_rec(&s, R_QDELIVER);
     seed_pos(&s, R_DEQ, INC_QQ, 3);
     seed_write(&s, out, "quorum_counts");
+    /* a stream's tracked references (R_STREAM_TRACK), the later one winning; on a queue that
+     * is no stream they are ignored (the fuzzer varies the rest) */
+    for (int i = 0; i < 2; i++) {
+        rec_u64(&s.rec, INC_Q);
+        rec_u8(&s.rec, i ? 'p' : 'o');
+        rec_u64(&s.rec, 7 + (uint64_t)i);
+        rec_u64(&s.rec, i ? 9 : 0);
+        rec_s16(&s.rec, "ref", 3);
+        seed_rec(&s, R_STREAM_TRACK);
+    }
+    seed_write(&s, out, "stream_track");
     /* one message in two queues, a purge of one of them, a move into a subqueue */
     seed_msg(&s, 1, 0, 10);
     seed_enq(&s, INC_Q, 1, 1, 0);
