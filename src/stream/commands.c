@@ -11,7 +11,8 @@
  *   Delete      configure permission; a stream (not another queue): STREAM_DOES_NOT_EXIST;
  *   Metadata    this node as the one broker, at its advertised host and port; each stream OK
  *               with this node as leader and no replicas, or STREAM_DOES_NOT_EXIST;
- *   ExchangeCommandVersions   the codec's versions (sp_cmd_versions).
+ *   ExchangeCommandVersions   the codec's versions (sp_cmd_versions); a client that takes
+ *               Deliver v2 gets it (c->deliver_v2), as RabbitMQ's reader chooses.
  *
  *   Publishers (publish.c), subscriptions (subscribe.c), offsets and StreamStats (tracking.c),
  *   super streams: CreateSuperStream, DeleteSuperStream, Partitions, Route (superstream.c).
@@ -19,8 +20,8 @@
  * Not wired yet: ResolveOffsetSpec (newer than RabbitMQ 3.13, not announced) ->
  * STREAM_DOES_NOT_EXIST.
  * docs/stream-protocol.md keeps the table of what is wired. A command only the server sends
- * (Deliver, PublishConfirm, ...) closes the connection with UNKNOWN_FRAME; answers to
- * commands the server never sent (ConsumerUpdate: no subscription yet) are ignored.
+ * (Deliver, PublishConfirm, ...) closes the connection with UNKNOWN_FRAME; a ConsumerUpdate
+ * answer goes to its subscription (subscribe.c), other answers are ignored.
  */
 #include "stream/internal.h"
 
