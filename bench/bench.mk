@@ -17,6 +17,11 @@
 #   make failover-bench kill -9 of a 3-node cluster's leader KILLS times (default 100): median,
 #                       p95, p99, max of kill -> first confirm by the new leader, nothing lost
 #                       (bench/failover.py; issue 46; not run by CI: `KILLS=3` is a smoke)
+#   make bench-streams  streams: Sluice vs RabbitMQ's rabbitmq_stream plugin, 3 rounds: stream
+#                       protocol publish with confirms (16 B, 1 KiB), replay of 10M messages from
+#                       first, AMQP 0-9-1 publish/consume of a stream, confirm latency at 10k
+#                       msg/s (bench/streams.py, client bench/streambench.c; issue 47;
+#                       STREAMS_ARGS="--replay-n 2000000 --rounds 5"); bench/results/streams/
 #   make bench-manyq    10,000 queues with a consumer each + 10,000 idle connections (issue 14)
 #   make soak           1 hour at 20,000 persistent msg/s with confirms and consumers: RSS flat,
 #                       nothing lost (bench/soak.py; SOAK_ARGS="--seconds 600" for less)
@@ -27,22 +32,30 @@
 BENCH_DIR    := $(BUILD)/bench
 BENCH_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O2 -pthread $(WARN)
 BENCH_LIBS   := $(shell pkg-config --libs librabbitmq 2>/dev/null || echo -lrabbitmq) -pthread
-BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebench
+BENCH_BINS   := $(BENCH_DIR)/amqpbench $(BENCH_DIR)/tcpceil $(BENCH_DIR)/routebench \
+		$(BENCH_DIR)/streambench
 BENCH_ARGS   ?=
 
 .PHONY: bench bench-smoke bench-profile bench-tools bench-route bench-forward bench-manyq \
-	soak soak-smoke bench-drain bench-mqqb bench-cluster failover-bench
+	soak soak-smoke bench-drain bench-mqqb bench-cluster failover-bench bench-streams
 KILLS        ?= 100
 MQQB_ARGS    ?=
 CLUSTER_ARGS ?=
 DRAIN_ARGS   ?=
 SOAK_ARGS    ?=
+STREAMS_ARGS ?=
 
 $(BENCH_DIR)/amqpbench: bench/amqpbench.c bench/bench.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< $(BENCH_LIBS)
 
 $(BENCH_DIR)/tcpceil: bench/tcpceil.c bench/bench.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -pthread
+
+# The stream protocol client: libc only (it does not link src/streamproto/ on purpose, see its
+# top comment).
+$(BENCH_DIR)/streambench: bench/streambench.c bench/bench.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< -pthread
 
@@ -86,6 +99,11 @@ failover-bench:
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced
 	/usr/bin/python3 bench/failover.py --build $(BUILD) --kills $(KILLS)
 
+bench-streams:
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
+	/usr/bin/python3 bench/streams.py --build $(BUILD) $(STREAMS_ARGS)
+
 bench-manyq:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory $(BUILD)/sluiced $(BENCH_BINS)
@@ -113,6 +131,7 @@ bench-smoke:
 	/usr/bin/python3 bench/drain.py --smoke --sluiced $(BUILD)/sluiced
 	/usr/bin/python3 bench/mqqb.py --smoke --sluiced $(BUILD)/sluiced
 	/usr/bin/python3 bench/cluster.py --smoke --build $(BUILD)
+	/usr/bin/python3 bench/streams.py --smoke --build $(BUILD)
 
 bench-profile:
 	@scripts/deps.sh bench
