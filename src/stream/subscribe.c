@@ -368,9 +368,8 @@ typedef struct sub_props {
     int match_unfiltered;
 } sub_props;
 
-static uint16_t parse_props(stream_conn *c, qm_queue *q, const sp_cmd *m, sub_props *p)
+static uint16_t parse_props(stream_conn *c, const sp_cmd *m, sub_props *p)
 {
-    (void)q;
     if (!m->u.subscribe.has_properties)
         return SP_OK;
     const sp_map *pm = &m->u.subscribe.properties;
@@ -461,7 +460,7 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
         code = SP_PRECONDITION_FAILED;
     sub_props props = {0};
     if (code == SP_OK)
-        code = parse_props(c, q, m, &props);
+        code = parse_props(c, m, &props);
     stream_sub *s = NULL;
     if (code == SP_OK) {
         s = sl_xcalloc(1, sizeof *s);
