@@ -194,8 +194,8 @@ static void c_cancelled(qm_consumer *c)
     o->attached = 0; /* the queue is going away; link_on_queue_deleted follows */
 }
 
-static const qm_consumer_ops link_consumer_ops = {link_can_take, c_deliver, c_cancelled, NULL,
-                                                  NULL};
+static const qm_consumer_ops link_consumer_ops = {
+    .can_take = link_can_take, .deliver = c_deliver, .cancelled = c_cancelled};
 
 static void attach(link_outq *o)
 {

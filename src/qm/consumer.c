@@ -7,7 +7,8 @@
  * A queue declared with x-single-active-consumer serves only q->active: the consumer attached
  * first, and when it goes, the oldest of the others (RabbitMQ's rule, priorities aside).
  * Messages it held unsettled go back to the queue through the door's requeue as usual, so the
- * next active consumer gets them in order.
+ * next active consumer gets them in order. A stream's single active consumer groups (by name,
+ * in a stream) are stream.c's: a detach tells it (qm_stream_sac_leave).
  *
  * Re-entrancy contract (what the door may do from inside callbacks):
  *   can_take  must not change qm state at all.
@@ -83,6 +84,7 @@ void qm_consumer_detach(qm_consumer *c)
         return;
     unlink_consumer(q, c);
     c->queue = NULL;
+    qm_stream_sac_leave(q, c); /* a stream's group may get a new active member */
     q->last_used = qm_now(qm_queue_node(q));
     if (q->active)
         qm_queue_schedule_dispatch(q); /* a single active consumer may have taken over */
@@ -100,6 +102,7 @@ void qm_consumers_cancel_all(qm_queue *q, int run_hooks)
     while (q->consumers) {
         qm_consumer *c = q->consumers;
         unlink_consumer(q, c);
+        c->sac_state = QM_SAC_NONE; /* the whole group goes: nobody takes over */
         if (run_hooks && c->ops && c->ops->cancelled)
             c->ops->cancelled(c); /* c->queue == q during the call; c may be freed */
         else

@@ -301,6 +301,12 @@ typedef struct qm_consumer_ops {
      * reads them itself (the stream door hands out whole chunks) and moves st_next. It must
      * not detach any consumer during the call. */
     void (*stream_ready)(qm_consumer *c);
+    /* Streams' single active consumer (stream.c): c becomes its group's active consumer
+     * (active 1), or is asked to step down (active 0: a super stream's group moved its
+     * partition to another member; the callee answers with qm_stream_sac_stepped_down). The
+     * engine delivers nothing to c until it is active. Called from attach and detach: the
+     * callee must not detach any consumer. */
+    void (*sac_update)(qm_consumer *c, int active);
 } qm_consumer_ops;
 
 struct qm_consumer {
@@ -315,6 +321,12 @@ struct qm_consumer {
     uint64_t attached;        /* attach order (single active consumer: the oldest is active) */
     uint64_t st_next;         /* streams: the offset of the next entry it gets */
     struct st_stream_reader *st_reader; /* streams: its read buffer (stream.c), or NULL */
+    /* Streams' single active consumer (stream.c): the group's name (owned by the caller,
+     * NULL: not in a group), the partition's index in its super stream (-1: a plain stream),
+     * and where the consumer stands (enum qm_sac_state). */
+    const char *sac_name;
+    int32_t sac_partition;
+    uint8_t sac_state;
 };
 
 /* Attach c (fields queue, ops, ctx, priority, no_ack, exclusive filled by the caller) to q.
@@ -1085,19 +1097,52 @@ sl_err qm_stream_append(qm_queue *q, const qm_message *m);
 /* Append an AMQP 1.0 message as the stream protocol door received it (stored as it came,
  * with exchange "" and the stream's name as routing key); *offset gets its offset. */
 sl_err qm_stream_append_amqp10(qm_queue *q, const uint8_t *msg, size_t len, uint64_t *offset);
+/* The same with a filter value (Publish v2; filter NULL: none), kept in the entry (its first
+ * 255 octets) for readers that filter. */
+sl_err qm_stream_append_filtered(qm_queue *q, const uint8_t *msg, size_t len, const uint8_t *filter,
+                                 size_t filter_len, uint64_t *offset);
 /* A stored entry, as the door delivers it (pointers into the payload). 0, or -1 when the
  * payload is not one qm_stream_append or qm_stream_append_amqp10 wrote (its first byte, the
  * format, is neither). amqp10: the body is an AMQP 1.0 message (from the stream protocol's
  * door) and there are no 0-9-1 properties. */
 #define QM_STREAM_FMT_091 0
 #define QM_STREAM_FMT_AMQP10 1
+#define QM_STREAM_FMT_AMQP10F 2 /* AMQP 1.0 with a filter value */
 typedef struct qm_stream_msg {
     amqp_bytes exchange, routing_key;
     const uint8_t *props, *body;
     size_t props_len, body_len;
     int amqp10;
+    const uint8_t *filter; /* the filter value it was published with, or NULL */
+    size_t filter_len;
 } qm_stream_msg;
 int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out);
+/* Single active consumer on streams, as RabbitMQ 3.11+ does it (rabbit_stream_sac_coordinator):
+ * a group is the consumers of one stream with the same sac_name (its partition index is its
+ * oldest member's, RabbitMQ's: the group's creator's). With sac_partition -1 the
+ * first member is active and the rest wait; when the active one goes, the oldest waiting one
+ * becomes active. With a partition index (a super stream's partition) the active member is
+ * the (index mod members)th in attach order: a member joining or leaving can move the
+ * partition to another member, so the active one is told to step down first
+ * (sac_update(c, 0)), and the new one is activated when it answered
+ * (qm_stream_sac_stepped_down) or went. */
+enum qm_sac_state {
+    QM_SAC_NONE = 0, /* not in a group (or not yet registered) */
+    QM_SAC_WAITING,  /* in the group, not active */
+    QM_SAC_ACTIVE,   /* the group's active consumer */
+    QM_SAC_STEPPING, /* told to step down: gets nothing, its answer awaited */
+};
+/* c, attached to its stream with sac_name and sac_partition set, joins its group; its
+ * sac_update (and maybe the active member's) is called. */
+void qm_stream_sac_join(qm_consumer *c);
+/* c (told to step down) answered: the partition's new active member is activated. */
+void qm_stream_sac_stepped_down(qm_consumer *c);
+/* c leaves its group (qm_consumer_detach calls it, after c left q's list). */
+void qm_stream_sac_leave(qm_queue *q, qm_consumer *c);
+/* The index of stream q among the partitions of super stream `super` (an exchange of q's
+ * vhost), as RabbitMQ's partition_index finds it: its binding's x-stream-partition-order (an
+ * integer, or a string of digits), else the digits after the name's last '-', else -1. */
+int32_t qm_stream_partition_index(qm_queue *q, const char *super, size_t len);
 /* Dispatch for a stream queue (qm_queue_dispatch calls it). */
 void qm_stream_dispatch(qm_queue *q);
 /* The stream's figures for the doors' listings. */

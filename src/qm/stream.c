@@ -8,12 +8,20 @@
  * or, for a message the stream protocol's door received (an AMQP 1.0 message, stored as it
  * came, with exchange "" and the stream's name as routing key):
  *     format:u8 (QM_STREAM_FMT_AMQP10), 0:u8, routing_key_len:u8, routing_key, message
+ * or, for one published with a filter value (Publish v2, RabbitMQ 3.13's filtering):
+ *     format:u8 (QM_STREAM_FMT_AMQP10F), 0:u8, routing_key_len:u8, routing_key,
+ *     filter_len:u8, filter (its first 255 octets), message
+ * so the filter value lives in the log with its entry and survives a restart; a reader
+ * skips what matches none of its values without looking at the message.
  * A door decodes the formats it knows. The entry's timestamp is the wall clock at the append.
  *
  * Invariants: a stream queue never has ready, locked or paged positions (n_ready stays 0);
  * consumers have no unsettled positions: a delivery settles nothing, and each consumer's
  * st_next only grows (or jumps to the first offset kept when retention went past it). Every
- * stream queue is on the node's streams list while it exists. With the store's hooks the
+ * stream queue is on the node's streams list while it exists. Single active consumer groups
+ * (qm_stream_sac_join): at most one member of a group is ACTIVE or STEPPING, and only an
+ * ACTIVE one is dispatched to; a group with members and none of them ACTIVE or STEPPING
+ * lasts only inside sac_evaluate. With the store's hooks the
  * appends are made durable by the node's group commit (persist.c) and qm_streams_committed
  * runs after each; without them each append is committed inline.
  *
@@ -22,6 +30,7 @@
  * makes them durable (persist/streams.c); the stream protocol's door only translates.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/le.h"
@@ -29,6 +38,7 @@
 #include "core/map.h"
 #include "core/mem.h"
 #include "qm/qm_internal.h"
+#include "qm/superstream.h"
 #include "store/stream.h"
 
 /* A consumer's read buffer: what one read of the log takes (a chunk), handed out a credit at a
@@ -245,14 +255,27 @@ sl_err qm_stream_append(qm_queue *q, const qm_message *m)
 
 sl_err qm_stream_append_amqp10(qm_queue *q, const uint8_t *msg, size_t len, uint64_t *offset)
 {
-    /* format, exchange "" (length 0), then the routing key's length */
+    return qm_stream_append_filtered(q, msg, len, NULL, 0, offset);
+}
+
+sl_err qm_stream_append_filtered(qm_queue *q, const uint8_t *msg, size_t len, const uint8_t *filter,
+                                 size_t filter_len, uint64_t *offset)
+{
+    /* format, exchange "" (length 0), the routing key's length, [the filter value's] */
     size_t nl = strlen(q->name) > 255 ? 255 : strlen(q->name);
-    uint8_t hdr[3] = {QM_STREAM_FMT_AMQP10, 0, (uint8_t)nl};
-    st_stream_iov v[3] = {{hdr, 3}, {q->name, nl}, {msg, len}};
-    *offset = st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, 3);
+    size_t fl = filter_len > 255 ? 255 : filter_len;
+    uint8_t hdr[3] = {filter ? QM_STREAM_FMT_AMQP10F : QM_STREAM_FMT_AMQP10, 0, (uint8_t)nl};
+    uint8_t flb = (uint8_t)fl;
+    st_stream_iov v[5] = {{hdr, 3}, {q->name, nl}, {&flb, 1}, {filter, fl}, {msg, len}};
+    int nv = 5;
+    if (!filter) {
+        v[2] = v[4];
+        nv = 3;
+    }
+    *offset = st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, nv);
     q->stat_published++;
     if (qm_persist && qm_persist->stream_appended)
-        QM_PERSIST(stream_appended, q, ST_STREAM_ENTRY_HDR + 3 + nl + len);
+        QM_PERSIST(stream_appended, q, ST_STREAM_ENTRY_HDR + 3 + nl + (filter ? 1 + fl : 0) + len);
     else if (st_stream_commit(q->stream) == 0)
         qm_queue_schedule_dispatch(q);
     else
@@ -264,9 +287,12 @@ int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out)
 {
     size_t at = 0;
     out->amqp10 = 0;
-    if (len < 3 || (p[0] != QM_STREAM_FMT_091 && p[0] != QM_STREAM_FMT_AMQP10))
+    out->filter = NULL;
+    out->filter_len = 0;
+    if (len < 3 || p[0] > QM_STREAM_FMT_AMQP10F)
         return -1;
-    int amqp10 = p[at++] == QM_STREAM_FMT_AMQP10;
+    int filtered = p[0] == QM_STREAM_FMT_AMQP10F;
+    int amqp10 = p[at++] != QM_STREAM_FMT_091;
     size_t xl = p[at++];
     if (len - at < xl + 1)
         return -1;
@@ -277,6 +303,13 @@ int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out)
         return -1;
     out->routing_key = (amqp_bytes){p + at, rl};
     at += rl;
+    if (filtered) {
+        if (len - at < 1 || len - at - 1 < p[at])
+            return -1;
+        out->filter = p + at + 1;
+        out->filter_len = p[at];
+        at += 1 + (size_t)p[at];
+    }
     if (amqp10) { /* the message as the stream protocol's client sent it */
         out->amqp10 = 1;
         out->props = p + at;
@@ -335,11 +368,138 @@ static int deliver_one(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p,
     return !d->c->ops->can_take(d->c);
 }
 
+/* ---- single active consumer (qm.h: qm_stream_sac_join) ---- */
+
+/* A group is (vhost, stream, name), as RabbitMQ keys them: the queue is the first two. */
+static int same_group(const qm_consumer *a, const qm_consumer *b)
+{
+    return a->sac_name && b->sac_name && !strcmp(a->sac_name, b->sac_name);
+}
+
+/* The group's members, in attach order (q->consumers is: stream consumers share one
+ * priority), that joined (sac_state set); *active: the active or stepping-down one. */
+static size_t group_members(qm_queue *q, const qm_consumer *c, qm_consumer **nth, size_t k,
+                            qm_consumer **active)
+{
+    size_t n = 0;
+    *nth = NULL;
+    if (active)
+        *active = NULL;
+    for (qm_consumer *o = q->consumers; o; o = o->next) {
+        if (o->sac_state == QM_SAC_NONE || !same_group(o, c))
+            continue;
+        if (active && (o->sac_state == QM_SAC_ACTIVE || o->sac_state == QM_SAC_STEPPING))
+            *active = o;
+        if (n++ == k)
+            *nth = o;
+    }
+    return n;
+}
+
+/* The member a super stream's partition belongs to: RabbitMQ's evaluate_active_consumer,
+ * index rem members, in the order they joined. */
+static qm_consumer *partition_owner(qm_queue *q, const qm_consumer *c, int32_t index)
+{
+    qm_consumer *o, *act;
+    size_t n = group_members(q, c, &o, SIZE_MAX, &act);
+    if (!n)
+        return NULL;
+    group_members(q, c, &o, (size_t)index % n, NULL);
+    return o;
+}
+
+static void activate(qm_consumer *c)
+{
+    c->sac_state = QM_SAC_ACTIVE;
+    if (c->ops->sac_update)
+        c->ops->sac_update(c, 1);
+    qm_queue_schedule_dispatch(c->queue);
+}
+
+/* After a member came or went: who should be active now. */
+static void sac_evaluate(qm_queue *q, qm_consumer *any)
+{
+    qm_consumer *first, *act;
+    size_t n = group_members(q, any, &first, 0, &act);
+    if (!n)
+        return;
+    /* the group's partition index is its oldest member's (RabbitMQ: the group's creator's) */
+    if (first->sac_partition < 0) {
+        if (!act)
+            activate(first); /* the oldest waiting one, as RabbitMQ takes the list's head */
+        return;
+    }
+    qm_consumer *owner = partition_owner(q, any, first->sac_partition);
+    if (!act)
+        activate(owner);
+    else if (act != owner && act->sac_state == QM_SAC_ACTIVE) {
+        /* the partition moves: the holder steps down first, then the owner gets it */
+        act->sac_state = QM_SAC_STEPPING;
+        if (act->ops->sac_update)
+            act->ops->sac_update(act, 0);
+        else
+            qm_stream_sac_stepped_down(act);
+    }
+}
+
+void qm_stream_sac_join(qm_consumer *c)
+{
+    qm_queue *q = c->queue;
+    if (!q || !c->sac_name)
+        return;
+    c->sac_state = QM_SAC_WAITING;
+    sac_evaluate(q, c);
+}
+
+void qm_stream_sac_stepped_down(qm_consumer *c)
+{
+    qm_queue *q = c->queue;
+    if (!q || c->sac_state != QM_SAC_STEPPING)
+        return;
+    c->sac_state = QM_SAC_WAITING;
+    sac_evaluate(q, c);
+}
+
+void qm_stream_sac_leave(qm_queue *q, qm_consumer *c)
+{
+    if (c->sac_state == QM_SAC_NONE)
+        return;
+    c->sac_state = QM_SAC_NONE;
+    /* c is off q's list: any remaining member of its group names the group */
+    for (qm_consumer *o = q->consumers; o; o = o->next)
+        if (o->sac_state != QM_SAC_NONE && same_group(o, c)) {
+            sac_evaluate(q, o);
+            return;
+        }
+}
+
+int32_t qm_stream_partition_index(qm_queue *q, const char *super, size_t len)
+{
+    /* RabbitMQ's rabbit_stream_manager:partition_index: the binding's order (an integer or a
+     * string of one, qm_superstream_order: the client suite's HTTP helper sends "0"); without
+     * one the digits after the stream name's last '-'; else (or with no binding) -1 */
+    for (qm_binding *b = q->inbound; b; b = b->dnext) {
+        if (!b->source || strlen(b->source->name) != len || memcmp(b->source->name, super, len))
+            continue;
+        int64_t order;
+        if (qm_superstream_order(b, &order))
+            return order >= 0 && order <= INT32_MAX ? (int32_t)order : -1;
+        const char *dash = strrchr(q->name, '-');
+        size_t n = dash ? strlen(dash + 1) : 0;
+        if (!n || n > 9 || strspn(dash + 1, "0123456789") != n)
+            return -1;
+        return (int32_t)strtol(dash + 1, NULL, 10);
+    }
+    return -1;
+}
+
 void qm_stream_dispatch(qm_queue *q)
 {
     st_stream *s = q->stream;
     uint64_t end = st_stream_end(s);
     for (qm_consumer *c = q->consumers; c; c = c->next) {
+        if (c->sac_name && c->sac_state != QM_SAC_ACTIVE)
+            continue; /* a group's waiting member gets nothing */
         if (c->ops->stream_ready) {
             if (c->st_next < end)
                 c->ops->stream_ready(c);

@@ -11,7 +11,8 @@
  *   Delete      configure permission; a stream (not another queue): STREAM_DOES_NOT_EXIST;
  *   Metadata    this node as the one broker, at its advertised host and port; each stream OK
  *               with this node as leader and no replicas, or STREAM_DOES_NOT_EXIST;
- *   ExchangeCommandVersions   the codec's versions (sp_cmd_versions).
+ *   ExchangeCommandVersions   the codec's versions (sp_cmd_versions); a client that takes
+ *               Deliver v2 gets it (c->deliver_v2), as RabbitMQ's reader chooses.
  *
  *   Publishers (publish.c), subscriptions (subscribe.c), offsets and StreamStats (tracking.c),
  *   super streams: CreateSuperStream, DeleteSuperStream, Partitions, Route (superstream.c).
@@ -19,8 +20,8 @@
  * Not wired yet: ResolveOffsetSpec (newer than RabbitMQ 3.13, not announced) ->
  * STREAM_DOES_NOT_EXIST.
  * docs/stream-protocol.md keeps the table of what is wired. A command only the server sends
- * (Deliver, PublishConfirm, ...) closes the connection with UNKNOWN_FRAME; answers to
- * commands the server never sent (ConsumerUpdate: no subscription yet) are ignored.
+ * (Deliver, PublishConfirm, ...) closes the connection with UNKNOWN_FRAME; a ConsumerUpdate
+ * answer goes to its subscription (subscribe.c), other answers are ignored.
  */
 #include "stream/internal.h"
 
@@ -240,6 +241,12 @@ static void command_versions(stream_conn *c, const sp_cmd *m)
 {
     sp_command_version v[SP_KEY_MAX];
     uint32_t n = 0;
+    /* Deliver v2 (with the committed chunk id) to a client that takes it, as RabbitMQ's
+     * reader chooses: the Node.js client applies its post-filter to v2 Delivers only */
+    for (uint32_t i = 0; i < m->u.exchange_command_versions.n; i++)
+        if (m->u.exchange_command_versions.v[i].key == SP_DELIVER &&
+            m->u.exchange_command_versions.v[i].max_version >= 2)
+            c->deliver_v2 = 1;
     for (uint16_t k = 1; k < SP_RESOLVE_OFFSET_SPEC; k++) {
         uint16_t lo, hi;
         if (sp_cmd_versions(k, &lo, &hi))
@@ -257,8 +264,11 @@ static void command_versions(stream_conn *c, const sp_cmd *m)
 
 void stream_open_command(stream_conn *c, const sp_cmd *m)
 {
-    if (m->response)
-        return; /* a ConsumerUpdate answer (the door never asks), a stray Tune answer */
+    if (m->response) {
+        if (m->key == SP_CONSUMER_UPDATE)
+            stream_consumer_update_answer(c, m); /* subscribe.c */
+        return;                                  /* a stray Tune answer */
+    }
     switch (m->key) {
     case SP_METADATA:
         metadata(c, m);

@@ -72,6 +72,7 @@ struct stream_conn {
     uint8_t shut_wr;
     uint8_t held; /* frame handling stopped (full output, slow login): the feeder may hold more */
     uint8_t close_answered; /* the client answered our Close: it has read all, close at once */
+    uint8_t deliver_v2;     /* the client's ExchangeCommandVersions takes Deliver v2 (filtering) */
     sp_feeder in;
     sl_buf out;
     char peer[64];                 /* ADDR:PORT */
@@ -179,10 +180,14 @@ void stream_publishers_free(stream_conn *c);
 /* Queues were deleted: publishers whose stream went get MetadataUpdate and are dropped. */
 void stream_publishers_check(stream_conn *c);
 
-/* ---- subscribe.c: Subscribe, Credit, Deliver, Unsubscribe ---- */
+/* ---- subscribe.c: Subscribe (single active consumer, filters), Credit, Deliver,
+ * ConsumerUpdate, Unsubscribe ---- */
 void stream_subscribe(stream_conn *c, const sp_cmd *m);
 void stream_credit(stream_conn *c, const sp_cmd *m);
 void stream_unsubscribe(stream_conn *c, const sp_cmd *m);
+/* The client's answer to a ConsumerUpdate (single active consumer): delivery starts at the
+ * offset it gives, or the step-down is over. */
+void stream_consumer_update_answer(stream_conn *c, const sp_cmd *m);
 /* Deliver what the subscriptions have credit for, while the output has room. */
 void stream_subs_pump(stream_conn *c);
 /* Detach and free every subscription (the connection goes). */

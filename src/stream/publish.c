@@ -7,7 +7,8 @@
  * written to: at the end of the turn of a deletion the door sends MetadataUpdate
  * (STREAM_NOT_AVAILABLE) and forgets the publisher, as RabbitMQ does; a Publish before that
  * gets PublishError STREAM_DOES_NOT_EXIST.
- * Messages are AMQP 1.0-encoded bytes, stored as they come (qm_stream_append_amqp10). A
+ * Messages are AMQP 1.0-encoded bytes, stored as they come (qm_stream_append_filtered, with
+ * the filter value of a Publish v2 message, which subscriptions with filters read). A
  * sub-entry batch (no compression, or gzip) is unpacked and its records stored one by one,
  * so offsets count records as RabbitMQ's do; its publishing id is confirmed once. Other
  * compressions (snappy, lz4, zstd) get PRECONDITION_FAILED.
@@ -187,7 +188,8 @@ static void send_confirm(stream_conn *c, uint8_t publisher_id, const uint64_t *i
 
 /* A sub-entry batch's records, each appended as a message of its own (so offsets count
  * records, as RabbitMQ's do). SP_OK, or the code for the publishing id. */
-static uint16_t append_records(qm_queue *q, const uint8_t *p, size_t len, uint16_t records)
+static uint16_t append_records(qm_queue *q, const uint8_t *p, size_t len, uint16_t records,
+                               sp_str filter)
 {
     size_t at = 0;
     uint16_t k = 0;
@@ -202,7 +204,8 @@ static uint16_t append_records(qm_queue *q, const uint8_t *p, size_t len, uint16
     for (at = 0; at < len;) {
         uint32_t sz = sl_get_u32(p + at);
         uint64_t off;
-        if (qm_stream_append_amqp10(q, p + at + 4, sz, &off) != SL_OK)
+        if (qm_stream_append_filtered(q, p + at + 4, sz, filter.null ? NULL : filter.p, filter.len,
+                                      &off) != SL_OK)
             return SP_INTERNAL_ERROR;
         at += 4 + (size_t)sz;
     }
@@ -216,15 +219,20 @@ static uint16_t append_msg(stream_conn *c, qm_queue *q, const sp_published *msg)
 {
     if (msg->message.null)
         return SP_PRECONDITION_FAILED;
+    /* a v2 message's filter value (null: none; v1 leaves it null too) goes into its entry */
+    sp_str f = msg->filter;
+    if (!f.p)
+        f.null = 1;
     if (!(msg->batch_flags & 0x80)) {
         uint64_t off;
-        return qm_stream_append_amqp10(q, msg->message.p, msg->message.len, &off) == SL_OK
+        return qm_stream_append_filtered(q, msg->message.p, msg->message.len, f.null ? NULL : f.p,
+                                         f.len, &off) == SL_OK
                    ? SP_OK
                    : SP_INTERNAL_ERROR;
     }
     unsigned compression = (msg->batch_flags >> 4) & 7;
     if (compression == SP_COMPRESSION_NONE)
-        return append_records(q, msg->message.p, msg->message.len, msg->records);
+        return append_records(q, msg->message.p, msg->message.len, msg->records, f);
     if (compression != SP_COMPRESSION_GZIP || msg->uncompressed_len > MAX_BATCH_UNCOMPRESSED) {
         sl_warn("stream connection %s: a sub-entry batch with compression %u of %u octets "
                 "refused (gzip up to %u only)",
@@ -242,7 +250,7 @@ static uint16_t append_msg(stream_conn *c, qm_queue *q, const sp_published *msg)
         z.avail_out = msg->uncompressed_len;
         int rc = inflate(&z, Z_FINISH);
         if (rc == Z_STREAM_END && z.total_out == msg->uncompressed_len)
-            code = append_records(q, out, msg->uncompressed_len, msg->records);
+            code = append_records(q, out, msg->uncompressed_len, msg->records, f);
         inflateEnd(&z);
     }
     if (code == SP_PRECONDITION_FAILED)

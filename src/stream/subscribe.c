@@ -1,10 +1,11 @@
-/* subscribe.c - subscriptions on a stream connection: Subscribe (every offset spec), Credit,
- * Deliver and Unsubscribe, on the stream engine (qm/stream.c, store/stream.h).
+/* subscribe.c - subscriptions on a stream connection: Subscribe (every offset spec, single
+ * active consumer, filters), Credit, Deliver, ConsumerUpdate and Unsubscribe, on the stream engine
+ * (qm/stream.c, store/stream.h).
  *
  * A subscription is a consumer of the stream queue (so the queue counts it and a deletion
  * cancels it: MetadataUpdate STREAM_NOT_AVAILABLE, as RabbitMQ says it) whose ops have
  * stream_ready instead of deliver_entry: the engine tells it that durable entries lie at or
- * past its offset (qc.st_next), and it reads them itself, a Deliver (v1) per read.
+ * past its offset (qc.st_next), and it reads them itself, a Deliver per read.
  *
  * Deliver: one read of the log (st_stream_read: one pread of up to the subscription's buffer,
  * 64 KiB, or one entry when bigger) becomes one OSIRIS chunk in the Deliver layout, built by
@@ -20,6 +21,20 @@
  * after an osiris read), and the Node.js client runs a message handler for a Deliver it read
  * with the answer before its subscribe call has returned to the caller (offset.test.ts uses
  * the consumer in its handler).
+ *
+ * Single active consumer (Subscribe's single-active-consumer=true, name=, super-stream=): the
+ * subscription joins its group in the engine (qm_stream_sac_join, which holds the rule: who is
+ * active, who steps down) after its answer went; the engine's sac_update becomes a
+ * ConsumerUpdate request (corr from the connection's counter); the client's answer gives the
+ * offset delivery starts at (stream_consumer_update_answer), or ends a step-down. A member
+ * delivers only while the engine has it ACTIVE and no ConsumerUpdate of it is unanswered.
+ *
+ * Filtering (filter.N=, match-unfiltered=): entries keep their Publish v2 filter value
+ * (qm_stream_append_filtered). With filters a first pass over the read (scan_entry) finds the
+ * run of entries from st_next that the subscription all wants or all does not: an unwanted
+ * run is skipped without a Deliver or a credit, a wanted one is one Deliver (exact per entry;
+ * RabbitMQ's Bloom filter per chunk lets false positives through, which clients post-filter).
+ * Deliver v2 (the committed chunk id) goes to a client whose ExchangeCommandVersions took it.
  *
  * Credit: each Deliver takes one credit, as RabbitMQ counts them (chunks, not messages). A
  * consumer behind reads from disk through its own buffer: what it holds in memory is that
@@ -42,6 +57,9 @@
 /* Deliveries one pump writes per subscription before it lets others go (bounded loops). */
 #define PUMP_MAX 4096
 
+/* A subscription's filter values (filter.N) are at most this many. */
+#define SUB_FILTERS_MAX 32
+
 typedef struct stream_sub {
     qm_consumer qc; /* qc.ctx = this; qc.st_next: the next offset to deliver */
     stream_conn *c;
@@ -49,6 +67,16 @@ typedef struct stream_sub {
     uint32_t credit;
     uint64_t start_at; /* loop time of its first Deliver (STREAM_FIRST_DELIVER_MS) */
     st_stream_reader reader;
+    /* single active consumer: the group's name (qc.sac_name points here), and the
+     * ConsumerUpdate whose answer is awaited (nothing is delivered meanwhile) */
+    char *sac_name;
+    uint8_t cu_pending, cu_active;
+    uint32_t cu_corr;
+    /* filtering: the values (owned), and whether entries published without one match */
+    char *filters[SUB_FILTERS_MAX];
+    uint8_t filter_len[SUB_FILTERS_MAX];
+    uint32_t n_filters;
+    uint8_t match_unfiltered;
 } stream_sub;
 
 static int sub_can_take(qm_consumer *qc)
@@ -60,17 +88,33 @@ static int sub_can_take(qm_consumer *qc)
 static void sub_free(stream_sub *s)
 {
     st_stream_reader_free(&s->reader);
+    for (uint32_t i = 0; i < s->n_filters; i++)
+        sl_free(s->filters[i]);
+    sl_free(s->sac_name);
     sl_free(s);
 }
 
 static void sub_ready(qm_consumer *qc);
 static void sub_cancelled(qm_consumer *qc);
+static void sub_sac_update(qm_consumer *qc, int active);
 
 static const qm_consumer_ops sub_ops = {
     .can_take = sub_can_take,
     .cancelled = sub_cancelled,
     .stream_ready = sub_ready,
+    .sac_update = sub_sac_update,
 };
+
+/* Does an entry published with this filter value (NULL: none) interest s? */
+static int sub_wants(const stream_sub *s, const uint8_t *f, size_t len)
+{
+    if (!f)
+        return s->match_unfiltered;
+    for (uint32_t i = 0; i < s->n_filters; i++)
+        if (s->filter_len[i] == len && !memcmp(s->filters[i], f, len))
+            return 1;
+    return 0;
+}
 
 /* ---- one Deliver ---- */
 
@@ -89,8 +133,10 @@ static int add_entry(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, s
     (void)flags; /* a Deliver's chunk is what one read gives, not the engine's own chunk */
     chunk_ctx *k = ctx;
     if (!k->started) {
-        k->fmark = sp_frame_begin(&k->c->out, SP_DELIVER, 1);
+        k->fmark = sp_frame_begin(&k->c->out, SP_DELIVER, k->c->deliver_v2 ? 2 : 1);
         sl_buf_put_u8(&k->c->out, k->s->id);
+        if (k->c->deliver_v2) /* v2: the stream's committed chunk id */
+            sl_buf_put_u64(&k->c->out, st_stream_last_chunk(k->s->qc.queue->stream));
         sp_chunk_begin(&k->b, &k->c->out, SP_CHUNK_USER, ts, 0, offset);
         k->started = 1;
     }
@@ -118,17 +164,66 @@ static int add_entry(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, s
     return 0;
 }
 
-/* 1 when a Deliver was written, 0 when there is nothing to deliver, -1 on a read error. */
+/* Server-side filtering's first pass: how many entries from the first handed share its
+ * wantedness (sub_wants). */
+typedef struct scan_ctx {
+    stream_sub *s;
+    int want;
+    uint64_t from, n;
+} scan_ctx;
+
+static int scan_entry(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len,
+                      unsigned flags)
+{
+    (void)ts;
+    (void)flags;
+    scan_ctx *k = ctx;
+    qm_stream_msg sm;
+    /* what does not decode is delivered (as an empty message): its offset stays numbered */
+    int w = qm_stream_decode(p, len, &sm) < 0 ? 1 : sub_wants(k->s, sm.filter, sm.filter_len);
+    if (k->n == 0) {
+        k->want = w;
+        k->from = offset;
+    } else if (w != k->want)
+        return 1; /* handed but not counted: the next run starts there */
+    k->n++;
+    return 0;
+}
+
+/* 1 when a Deliver was written, 2 when what was read matched none of the subscription's
+ * filters (skipped: no Deliver, no credit), 0 when there is nothing to deliver, -1 on a read
+ * error. */
 static int deliver_chunk(stream_sub *s)
 {
     stream_conn *c = s->c;
     st_stream *st = s->qc.queue->stream;
-    chunk_ctx k = {.c = c, .s = s};
-    sl_buf_init(&k.wrap);
     uint64_t nx;
     char err[512];
+    size_t max = 65535;
+    if (s->n_filters) {
+        /* Server-side filtering: the run of entries from st_next that the filter all wants,
+         * or all does not, found first (the reader keeps the bytes: the second read parses
+         * them from memory). An unwanted run is skipped; a wanted one is one Deliver. */
+        scan_ctx sc = {.s = s};
+        long r = st_stream_read(st, &s->reader, s->qc.st_next, max, scan_entry, &sc, &nx, err,
+                                sizeof err);
+        if (r < 0) {
+            sl_error("stream connection %s: subscription %u on '%s': %s", c->name, s->id,
+                     s->qc.queue->name, err);
+            return -1;
+        }
+        if (!sc.n)
+            return 0;
+        if (!sc.want) {
+            s->qc.st_next = sc.from + sc.n;
+            return 2;
+        }
+        max = sc.n;
+    }
+    chunk_ctx k = {.c = c, .s = s};
+    sl_buf_init(&k.wrap);
     long n =
-        st_stream_read(st, &s->reader, s->qc.st_next, 65535, add_entry, &k, &nx, err, sizeof err);
+        st_stream_read(st, &s->reader, s->qc.st_next, max, add_entry, &k, &nx, err, sizeof err);
     int rc = 0;
     if (n < 0) {
         sl_error("stream connection %s: subscription %u on '%s': %s", c->name, s->id,
@@ -157,6 +252,9 @@ static void pump(stream_sub *s)
     qm_queue *q = s->qc.queue;
     if (!q || !q->stream || c->state != SC_OPEN)
         return;
+    /* a group's member delivers only once active and its ConsumerUpdate answered */
+    if (s->qc.sac_name && (s->qc.sac_state != QM_SAC_ACTIVE || s->cu_pending))
+        return;
     if (s->start_at) {
         uint64_t now = sl_loop_now(c->d->n->loop);
         if (now < s->start_at) {
@@ -177,6 +275,8 @@ static void pump(stream_sub *s)
         int rc = deliver_chunk(s);
         if (rc < 0)
             return;
+        if (rc == 2)
+            continue; /* filtered out: the next chunk (bounded by PUMP_MAX) */
         if (rc == 0) {
             /* nothing read: retention went past the offset, or the end */
             uint64_t first = st_stream_first(q->stream);
@@ -226,6 +326,125 @@ static void sub_cancelled(qm_consumer *qc)
 
 /* ---- the commands ---- */
 
+/* A client's offset specification as the engine takes it: 0, or -1 for an unknown type. */
+static int spec_of(const sp_offset_spec *o, qm_stream_spec *spec)
+{
+    switch (o->type) {
+    case SP_OFFSET_FIRST:
+        spec->kind = QM_SO_FIRST;
+        return 0;
+    case SP_OFFSET_LAST:
+        spec->kind = QM_SO_LAST;
+        return 0;
+    case SP_OFFSET_NEXT:
+        spec->kind = QM_SO_NEXT;
+        return 0;
+    case SP_OFFSET_OFFSET:
+        spec->kind = QM_SO_OFFSET;
+        spec->offset = o->value;
+        return 0;
+    case SP_OFFSET_TIMESTAMP:
+        spec->kind = QM_SO_TIMESTAMP;
+        spec->ts_ms = (int64_t)o->value;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static int str_is(sp_str s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return !s.null && s.len == n && !memcmp(s.p, lit, n);
+}
+
+/* What Subscribe's properties ask for, as RabbitMQ 3.13's reader reads them. */
+typedef struct sub_props {
+    int sac;      /* single-active-consumer=true */
+    sp_str name;  /* name= (the group's, and the tracking reference) */
+    sp_str super; /* super-stream= */
+    sp_str filters[SUB_FILTERS_MAX];
+    uint32_t n_filters; /* filter.N= */
+    int match_unfiltered;
+} sub_props;
+
+static uint16_t parse_props(stream_conn *c, const sp_cmd *m, sub_props *p)
+{
+    if (!m->u.subscribe.has_properties)
+        return SP_OK;
+    const sp_map *pm = &m->u.subscribe.properties;
+    for (uint32_t i = 0; i < pm->n; i++) {
+        sp_str k = pm->v[i].key, v = pm->v[i].value;
+        if (str_is(k, "single-active-consumer"))
+            p->sac = str_is(v, "true");
+        else if (str_is(k, "name"))
+            p->name = v;
+        else if (str_is(k, "super-stream"))
+            p->super = v;
+        else if (str_is(k, "match-unfiltered"))
+            p->match_unfiltered = str_is(v, "true");
+        else if (!k.null && k.len > 7 && !memcmp(k.p, "filter.", 7) && !v.null) {
+            if (p->n_filters == SUB_FILTERS_MAX) {
+                sl_warn("stream connection %s: Subscribe with more than %d filter values "
+                        "refused",
+                        c->name, SUB_FILTERS_MAX);
+                return SP_PRECONDITION_FAILED;
+            }
+            p->filters[p->n_filters++] = v;
+        }
+    }
+    if (p->sac && (p->name.null || !p->name.len)) {
+        /* RabbitMQ: a single active consumer needs its group's name */
+        sl_warn("stream connection %s: Subscribe with single-active-consumer and no name "
+                "refused",
+                c->name);
+        return SP_PRECONDITION_FAILED;
+    }
+    return SP_OK;
+}
+
+/* The engine made s its group's active member (active 1), or asks it to step down (0):
+ * ConsumerUpdate, a request the client answers (stream_consumer_update_answer). */
+static void sub_sac_update(qm_consumer *qc, int active)
+{
+    stream_sub *s = qc->ctx;
+    stream_conn *c = s->c;
+    if (c->state == SC_DEAD)
+        return; /* going: its detach hands the group on */
+    s->cu_pending = 1;
+    s->cu_active = (uint8_t)active;
+    s->cu_corr = ++c->next_corr;
+    sp_cmd r = {.key = SP_CONSUMER_UPDATE, .version = 1, .corr = s->cu_corr};
+    r.u.consumer_update.subscription_id = s->id;
+    r.u.consumer_update.active = (uint8_t)active;
+    stream_conn_send(c, &r);
+    stream_door_dirty(c->d, c);
+}
+
+void stream_consumer_update_answer(stream_conn *c, const sp_cmd *m)
+{
+    stream_sub *s = NULL;
+    for (int i = 0; i < 256 && !s; i++)
+        if (c->subs[i] && c->subs[i]->cu_pending && c->subs[i]->cu_corr == m->corr)
+            s = c->subs[i];
+    if (!s)
+        return; /* an answer to a request superseded, or of a subscription gone */
+    s->cu_pending = 0;
+    if (!s->cu_active) {
+        qm_stream_sac_stepped_down(&s->qc);
+        return;
+    }
+    /* Delivery starts where the client says (RabbitMQ's reader does the same); an answer
+     * without one (NONE, or an error code) keeps the subscription's own offset. */
+    qm_stream_spec spec = {.kind = QM_SO_NEXT};
+    if (m->code == SP_OK && s->qc.queue && s->qc.queue->stream &&
+        m->u.consumer_update_resp.offset.type != SP_OFFSET_NONE &&
+        spec_of(&m->u.consumer_update_resp.offset, &spec) == 0)
+        s->qc.st_next = qm_stream_start(s->qc.queue, &spec);
+    s->start_at = 0;
+    pump(s);
+}
+
 void stream_subscribe(stream_conn *c, const sp_cmd *m)
 {
     sp_str name = m->u.subscribe.stream;
@@ -237,30 +456,11 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
     if (code == SP_OK && !q)
         code = SP_STREAM_DOES_NOT_EXIST;
     qm_stream_spec spec = {.kind = QM_SO_NEXT};
-    if (code == SP_OK) {
-        const sp_offset_spec *o = &m->u.subscribe.offset;
-        switch (o->type) {
-        case SP_OFFSET_FIRST:
-            spec.kind = QM_SO_FIRST;
-            break;
-        case SP_OFFSET_LAST:
-            spec.kind = QM_SO_LAST;
-            break;
-        case SP_OFFSET_NEXT:
-            spec.kind = QM_SO_NEXT;
-            break;
-        case SP_OFFSET_OFFSET:
-            spec.kind = QM_SO_OFFSET;
-            spec.offset = o->value;
-            break;
-        case SP_OFFSET_TIMESTAMP:
-            spec.kind = QM_SO_TIMESTAMP;
-            spec.ts_ms = (int64_t)o->value;
-            break;
-        default:
-            code = SP_PRECONDITION_FAILED;
-        }
-    }
+    if (code == SP_OK && spec_of(&m->u.subscribe.offset, &spec) < 0)
+        code = SP_PRECONDITION_FAILED;
+    sub_props props = {0};
+    if (code == SP_OK)
+        code = parse_props(c, m, &props);
     stream_sub *s = NULL;
     if (code == SP_OK) {
         s = sl_xcalloc(1, sizeof *s);
@@ -276,6 +476,24 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
         s->qc.ctx = s;
         s->qc.no_ack = 1; /* a stream delivery settles nothing */
         s->qc.st_next = qm_stream_start(q, &spec);
+        for (uint32_t i = 0; i < props.n_filters; i++) {
+            uint32_t fl = props.filters[i].len > 255 ? 255 : props.filters[i].len;
+            s->filters[i] = sl_xmalloc(fl ? fl : 1);
+            memcpy(s->filters[i], props.filters[i].p, fl);
+            s->filter_len[i] = (uint8_t)fl; /* entries keep a value's first 255 octets too */
+        }
+        s->n_filters = props.n_filters;
+        s->match_unfiltered = (uint8_t)props.match_unfiltered;
+        if (props.sac) {
+            s->sac_name = sl_xmalloc(props.name.len + 1);
+            memcpy(s->sac_name, props.name.p, props.name.len);
+            s->sac_name[props.name.len] = 0;
+            s->qc.sac_name = s->sac_name;
+            s->qc.sac_partition =
+                props.super.null || !props.super.p
+                    ? -1
+                    : qm_stream_partition_index(q, (const char *)props.super.p, props.super.len);
+        }
         char err[300];
         sl_err e = qm_consumer_attach(q, &s->qc);
         if (e != SL_OK) {
@@ -297,6 +515,10 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
     stream_reply_code(c, SP_SUBSCRIBE, m->corr, code);
     if (s)
         stream_conn_flush(c);
+    /* A group's member joins after its answer went: the ConsumerUpdate that makes it active
+     * comes after it, as RabbitMQ's coordinator sends it. */
+    if (s && c->state == SC_OPEN && c->subs[id] == s && s->sac_name)
+        qm_stream_sac_join(&s->qc);
 }
 
 void stream_credit(stream_conn *c, const sp_cmd *m)

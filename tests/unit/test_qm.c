@@ -167,7 +167,7 @@ static void t_cancelled(qm_consumer *c)
 {
     ((tcons *)c)->cancelled++;
 }
-static const qm_consumer_ops tops = {t_can_take, t_deliver, t_cancelled, NULL, NULL};
+static const qm_consumer_ops tops = {t_can_take, t_deliver, t_cancelled, NULL, NULL, NULL};
 
 static void cons_init(tcons *t, int room, int priority)
 {
@@ -213,7 +213,7 @@ static void s_cancelled(qm_consumer *c)
 {
     (void)c;
 }
-static const qm_consumer_ops sops = {s_can_take, s_deliver, s_cancelled, s_entry, NULL};
+static const qm_consumer_ops sops = {s_can_take, s_deliver, s_cancelled, s_entry, NULL, NULL};
 
 /* Without the store's hooks (no persist) a stream commits each append itself: the model's own
  * rules, apart from the group commit. */
@@ -278,6 +278,102 @@ START_TEST(stream_queue_keeps_messages_for_consumers_at_their_offsets)
     uint64_t count = 0;
     ck_assert_int_eq(qm_queue_delete(q, 0, &count, err, sizeof err), SL_OK);
     ck_assert_int_ne(access(sdir, F_OK), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* Single active consumer on a stream (the engine's rule, RabbitMQ's coordinator): what each
+ * member was told, in order ('1' active, '0' step down). */
+typedef struct sacc {
+    scons s; /* first: the ops take it as an scons */
+    char told[8];
+    int n_told;
+} sacc;
+static void s_sac_update(qm_consumer *c, int active)
+{
+    sacc *m = (sacc *)c;
+    ck_assert_int_lt(m->n_told, 7);
+    m->told[m->n_told++] = active ? '1' : '0';
+}
+static const qm_consumer_ops sacops = {s_can_take, s_deliver, s_cancelled,
+                                       s_entry,    NULL,      s_sac_update};
+
+static void sac_member(qm_queue *q, sacc *m, const char *name, int32_t partition)
+{
+    memset(m, 0, sizeof *m);
+    m->s.room = 10;
+    m->s.c.ops = &sacops;
+    m->s.c.ctx = m;
+    m->s.c.sac_name = name;
+    m->s.c.sac_partition = partition;
+    ck_assert_int_eq(qm_consumer_attach(q, &m->s.c), SL_OK);
+    qm_stream_sac_join(&m->s.c);
+}
+
+START_TEST(stream_single_active_consumer_groups)
+{
+    char dir[] = "/tmp/sluice-test-qm-sac-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    N->stream_dir = strdup(dir);
+    qm_queue_decl d = {"s", 1, 1, 0, 0, NULL, arg_str("x-queue-type", "stream"), 0};
+    qm_queue *q = NULL;
+    ck_assert_msg(qm_queue_declare(V, &d, &q, NULL, err, sizeof err) == SL_OK, "%s", err);
+    put(q, "m0");
+    /* a plain group: the first member is active, the others wait and get nothing */
+    sacc a, b, c, o;
+    sac_member(q, &a, "g", -1);
+    sac_member(q, &b, "g", -1);
+    sac_member(q, &c, "g", -1);
+    sac_member(q, &o, "other", -1); /* another group: active too */
+    qm_node_run_dispatch(N);
+    ck_assert_str_eq(a.told, "1");
+    ck_assert_str_eq(b.told, "");
+    ck_assert_str_eq(o.told, "1");
+    ck_assert_int_eq(a.s.n, 1);
+    ck_assert_int_eq(b.s.n + c.s.n, 0);
+    ck_assert_int_eq(o.s.n, 1);
+    /* a waiting member leaves: nothing changes; the active one leaves: the oldest waiting */
+    qm_consumer_detach(&c.s.c);
+    ck_assert_str_eq(b.told, "");
+    qm_consumer_detach(&a.s.c);
+    ck_assert_str_eq(b.told, "1");
+    put(q, "m1");
+    qm_node_run_dispatch(N);
+    ck_assert_int_eq(b.s.n, 2); /* from its own offset (0) */
+    ck_assert_int_eq(a.s.n, 1);
+    qm_consumer_detach(&b.s.c);
+    qm_consumer_detach(&o.s.c);
+    /* a super stream's partition 1: index mod members, the holder steps down first */
+    sacc x, y;
+    sac_member(q, &x, "p", 1);
+    ck_assert_str_eq(x.told, "1");
+    sac_member(q, &y, "p", 1);
+    ck_assert_str_eq(x.told, "10"); /* 1 mod 2: y's; x told to step down */
+    ck_assert_str_eq(y.told, "");   /* not before x answered */
+    ck_assert_int_eq(x.s.c.sac_state, QM_SAC_STEPPING);
+    put(q, "m2");
+    qm_node_run_dispatch(N);
+    int xn = x.s.n;
+    qm_stream_sac_stepped_down(&x.s.c);
+    ck_assert_str_eq(y.told, "1");
+    qm_node_run_dispatch(N);
+    ck_assert_int_eq(x.s.n, xn); /* nothing more for x */
+    ck_assert_int_eq(y.s.n, 3);
+    /* y goes: the partition comes back to x (1 mod 1 = 0) */
+    qm_consumer_detach(&y.s.c);
+    ck_assert_str_eq(x.told, "101");
+    /* the holder going while stepping down hands the partition on too */
+    sac_member(q, &y, "p", 1);
+    ck_assert_str_eq(x.told, "1010");
+    qm_consumer_detach(&x.s.c);
+    ck_assert_str_eq(y.told, "1");
+    /* a deleted stream cancels its group: nobody is told anything */
+    sac_member(q, &x, "p", 1);
+    ck_assert_str_eq(y.told, "10");
+    uint64_t count = 0;
+    ck_assert_int_eq(qm_queue_delete(q, 0, &count, err, sizeof err), SL_OK);
+    ck_assert_str_eq(x.told, "");
+    ck_assert_str_eq(y.told, "10");
     ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
@@ -2312,6 +2408,7 @@ static Suite *qm_suite(void)
     tcase_add_test(tc, deadletter_maxlen_rk_and_cycle);
     tcase_add_test(tc, stream_queue_keeps_messages_for_consumers_at_their_offsets);
     tcase_add_test(tc, stream_queue_needs_a_stream_dir);
+    tcase_add_test(tc, stream_single_active_consumer_groups);
     suite_add_tcase(s, tc);
     return s;
 }
