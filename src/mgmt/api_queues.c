@@ -33,6 +33,14 @@ static uint64_t journal_count(qm_queue *q, uint64_t *bytes)
     return j ? qm_queue_message_count(j) : 0;
 }
 
+/* consumer_details: as /api/consumers shows them; a walk of the vhost's clients, bounded */
+static void add_consumer(void *ctx, const node_client *c, const node_channel *ch,
+                         const node_consumer *o)
+{
+    void **a = ctx; /* {mgmt, array} */
+    json_array_append_new(a[1], mgmt_consumer_json(a[0], c, ch, o));
+}
+
 json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
 {
     json_t *o = json_object();
@@ -111,6 +119,9 @@ json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
         json_object_set_new(o, "BytesInQueue", json_integer((json_int_t)q->bytes_total));
         json_object_set_new(o, "JournalMessageCount", json_integer((json_int_t)jcount));
         json_object_set_new(o, "BytesInJournal", json_integer((json_int_t)jbytes));
+        void *a[2] = {m, json_array()};
+        node_queue_consumers(node_clients(m->n), q, 20000, add_consumer, a);
+        json_object_set_new(o, "consumer_details", a[1]);
         if (q->is_outgoing)
             mgmt_outgoing_view(m, q, o);
     }

@@ -8,7 +8,8 @@
  *                        every vhost, others those they have a permission entry on); the
  *                        node-wide lines are /metrics's, public and nameless
  *
- * Counters summed over queues drop when a queue is deleted (its history goes with it).
+ * Counters summed over queues drop when a queue is deleted (its history goes with it). A
+ * stream's messages are its log's entries; sluice_stream_* are streams' (node/stream_figures.h).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,24 +62,39 @@ static const struct {
     {"sluice_queue_messages_unacked", "gauge", "Messages delivered or locked, not yet settled"},
     {"sluice_queue_bytes", "gauge", "Body bytes in the queue"},
     {"sluice_queue_consumers", "gauge", "Consumers of the queue"},
+    {"sluice_stream_segments", "gauge", "Segment files of the stream's log"},
+    {"sluice_stream_bytes", "gauge", "Bytes of the stream's log on disk"},
+    {"sluice_stream_first_offset", "gauge", "Offset of the oldest entry the stream keeps"},
+    {"sluice_stream_committed_offset", "gauge", "Offset of the newest durable entry"},
 };
 
-/* per_queue[i]'s value: the queue's own figures (node/totals.c) */
-static uint64_t queue_stat(const qm_queue *q, size_t i)
+/* per_queue[i]'s value: the queue's own figures (node/totals.c), or its type's by RabbitMQ's
+ * name (a stream's messages are its log's entries); -1: none (a stream's only) */
+static int64_t queue_stat(const qm_queue *q, size_t i)
 {
+    static const char *const own[] = {
+        "messages",     "messages_ready",  "", "", "", "segments", "stream_bytes",
+        "first_offset", "committed_offset"};
+    qm_figure fig[QM_FIGURES_MAX];
+    for (size_t k = 0, n = qm_queue_type_figures(q, fig); k < n; k++)
+        if (!strcmp(fig[k].name, own[i]))
+            return fig[k].value;
     node_totals t;
     node_totals_queue(q, &t);
     const uint64_t v[] = {t.messages, t.ready, t.unacked, t.bytes, t.consumers};
-    return v[i < 4 ? i : 4];
+    return i < 5 ? (int64_t)v[i] : -1;
 }
 
 static void queue_series(sl_buf *b, qm_queue *q, size_t i)
 {
+    int64_t v = queue_stat(q, i);
+    if (v < 0)
+        return; /* nor its subqueues: only a stream has these, and it has none */
     out(b, "%s{vhost=\"", per_queue[i].name);
     label(b, q->vhost->name);
     out(b, "\",queue=\"");
     label(b, q->name);
-    out(b, "\"} %llu\n", (unsigned long long)queue_stat(q, i));
+    out(b, "\"} %lld\n", (long long)v);
     size_t n;
     void **subs = sl_map_sorted(q->subqueues, &n);
     for (size_t k = 0; k < n; k++)
@@ -240,6 +256,9 @@ enum MHD_Result mgmt_serve_metrics(req *r)
     metric(&b, "sluice_messages_dead_lettered_total", "counter", "Messages dead-lettered",
            t.dead_lettered);
     listener_metrics(&b, r->m);
+    node_metric sm[NODE_STREAM_METRICS];
+    for (size_t i = 0, k = node_stream_metrics(&r->m->n->stream_figs, r->m->n->qm, sm); i < k; i++)
+        metric(&b, sm[i].name, sm[i].type, sm[i].help, sm[i].v);
     if (per_object) {
         size_t nv;
         void **vhs = sl_map_sorted(mgmt_req_node(r)->vhosts, &nv);

@@ -24,6 +24,7 @@
 #include "net/loop.h"
 #include "node/clients.h"
 #include "node/config.h"
+#include "node/stream_figures.h"
 #include "qm/qm.h"
 
 typedef struct sl_node sl_node;
@@ -151,6 +152,7 @@ struct sl_node {
     uint64_t conns_refused;          /* client connections refused by connection_max (metric) */
     uint64_t boot_id; /* random per start: remote contexts of an earlier boot are stale */
     uint64_t link_accepted, link_duplicates; /* messages received over links */
+    node_stream_figures stream_figs;         /* the stream door's counters (/metrics) */
     /* Replies that wait for the disk (node.c, "Waiting for the disk"). */
     sl_watch sync_w;              /* the sync thread's completion eventfd */
     sl_watch pace_w;              /* a timerfd: a paced sync is due (persist_pace_due) */

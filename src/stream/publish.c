@@ -69,6 +69,7 @@ void stream_publishers_free(stream_conn *c)
             pub_free(c->pubs[i]);
             c->pubs[i] = NULL;
         }
+    c->d->n->stream_figs.publishers -= c->n_pubs;
     c->n_pubs = 0;
     while (c->cf_head) {
         stream_confirm *f = c->cf_head;
@@ -120,6 +121,7 @@ void stream_declare_publisher(stream_conn *c, const sp_cmd *m)
         }
         c->pubs[id] = p;
         c->n_pubs++;
+        c->d->n->stream_figs.publishers++;
     }
     stream_reply_code(c, SP_DECLARE_PUBLISHER, m->corr, code);
 }
@@ -132,6 +134,7 @@ void stream_delete_publisher(stream_conn *c, const sp_cmd *m)
         pub_free(c->pubs[id]);
         c->pubs[id] = NULL;
         c->n_pubs--;
+        c->d->n->stream_figs.publishers--;
         code = SP_OK;
         /* confirms still waiting for the disk go out all the same (RabbitMQ's do too: the
          * client matches them by publisher id and drops them) */
@@ -172,6 +175,7 @@ static void send_errors(stream_conn *c, uint8_t publisher_id, const sp_cmd *m, u
     r.u.publish_error.errs = errs;
     r.u.publish_error.n = n;
     stream_conn_send(c, &r);
+    c->d->n->stream_figs.errored += n;
     sl_free(errs);
 }
 
@@ -184,6 +188,7 @@ static void send_confirm(stream_conn *c, uint8_t publisher_id, const uint64_t *i
     r.u.publish_confirm.ids = (uint64_t *)ids;
     r.u.publish_confirm.n = n;
     stream_conn_send(c, &r);
+    c->d->n->stream_figs.confirmed += n;
 }
 
 /* A sub-entry batch's records, each appended as a message of its own (so offsets count
@@ -283,6 +288,7 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
     uint32_t n = m->u.publish.n;
     if (!n)
         return;
+    c->d->n->stream_figs.published += n;
     sp_str ref = {(const uint8_t *)p->ref, (uint32_t)p->ref_len, 0};
     uint64_t top = 0;
     int tracked = p->has_ref && stream_track_get(q, STREAM_TRACK_PUBLISHER, ref, &top);
@@ -320,6 +326,7 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
         r.u.publish_error.errs = errs;
         r.u.publish_error.n = n_err;
         stream_conn_send(c, &r);
+        c->d->n->stream_figs.errored += n_err;
         sl_free(errs);
     }
     uint64_t gen = node_ticket_since(c->d->n, mark);
@@ -380,5 +387,6 @@ void stream_publishers_check(stream_conn *c)
         pub_free(p);
         c->pubs[i] = NULL;
         c->n_pubs--;
+        c->d->n->stream_figs.publishers--;
     }
 }

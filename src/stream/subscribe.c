@@ -124,7 +124,8 @@ typedef struct chunk_ctx {
     sp_chunk_builder b;
     size_t fmark;
     int started;
-    sl_buf wrap; /* an AMQP 0-9-1 body made an AMQP 1.0 message */
+    uint64_t entries; /* in this Deliver's chunk */
+    sl_buf wrap;      /* an AMQP 0-9-1 body made an AMQP 1.0 message */
 } chunk_ctx;
 
 static int add_entry(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len,
@@ -140,6 +141,7 @@ static int add_entry(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, s
         sp_chunk_begin(&k->b, &k->c->out, SP_CHUNK_USER, ts, 0, offset);
         k->started = 1;
     }
+    k->entries++;
     qm_stream_msg sm;
     if (qm_stream_decode(p, len, &sm) < 0) {
         sp_chunk_add_simple(&k->b, "", 0); /* keeps the numbering: an empty message */
@@ -239,6 +241,7 @@ static int deliver_chunk(stream_sub *s)
             rc = -1;
         } else {
             s->qc.st_next = nx;
+            c->d->n->stream_figs.delivered += k.entries;
             rc = 1;
         }
     }
@@ -320,6 +323,7 @@ static void sub_cancelled(qm_consumer *qc)
     stream_conn_send(c, &r);
     c->subs[s->id] = NULL;
     c->n_subs--;
+    c->d->n->stream_figs.consumers--;
     sub_free(s);
     stream_door_dirty(c->d, c);
 }
@@ -507,6 +511,7 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
     if (s) {
         c->subs[id] = s;
         c->n_subs++;
+        c->d->n->stream_figs.consumers++;
     }
     /* The answer goes before any Deliver (the engine's dispatch runs later in the turn), and
      * on its own write, as RabbitMQ sends it: a client (the Node.js one) that reads both in
@@ -550,6 +555,7 @@ void stream_unsubscribe(stream_conn *c, const sp_cmd *m)
     qm_consumer_detach(&s->qc);
     c->subs[id] = NULL;
     c->n_subs--;
+    c->d->n->stream_figs.consumers--;
     sub_free(s);
     stream_reply_code(c, SP_UNSUBSCRIBE, m->corr, SP_OK);
 }
@@ -563,6 +569,7 @@ void stream_subs_free(stream_conn *c)
         qm_consumer_detach(&s->qc);
         c->subs[i] = NULL;
         c->n_subs--;
+        c->d->n->stream_figs.consumers--;
         sub_free(s);
     }
     c->sub_wait = 0;

@@ -1,5 +1,6 @@
-// queue.js - #/queues/VHOST/NAME: one queue (or subqueue q;sub): counts, arguments, consumers,
-// bindings, subqueues and journal, its MSMQ properties, and the actions: Get messages (browse
+// queue.js - #/queues/VHOST/NAME: one queue (or subqueue q;sub): counts, arguments, consumers
+// (a stream's each with its offset), a stream's log (segments, size, first and last offset, as
+// RabbitMQ's console shows a stream), bindings, subqueues and journal, its MSMQ properties, and the actions: Get messages (browse
 // without removing, or take), Publish, Purge (asks first, then shows the count), Delete
 // (if-empty / if-unused; the refusal's reason when one applies), Move (by lookup id or count,
 // in a transaction if one is chosen). Monitoring users see the queue without the actions.
@@ -32,6 +33,8 @@ export default {
     const args = h('div', { id: 'queue-arguments' });
     const subs = h('div', { id: 'queue-subqueues' });
     const consumers = h('div', { id: 'queue-consumers' });
+    const streamHead = h('h2', { hidden: true }, 'Stream');
+    const stream = h('div', { id: 'queue-stream' });
     const bindings = h('div', { id: 'queue-bindings' });
     const props = h('div', { id: 'queue-msmq' });
     const output = h('div', { id: 'messages-out' });
@@ -144,7 +147,7 @@ export default {
         h('h3', {}, 'Get messages'), getForm, output, h('h3', {}, 'Publish'), pubForm,
         h('h3', {}, 'Move'), moveForm);
     }
-    main.append(h('h2', {}, 'Arguments'), args, h('h2', {}, 'Subqueues and journal'), subs,
+    main.append(streamHead, stream, h('h2', {}, 'Arguments'), args, h('h2', {}, 'Subqueues and journal'), subs,
       h('h2', {}, 'Consumers'), consumers, h('h2', {}, 'Bindings'), bindings,
       h('h2', {}, 'MSMQ properties'), props);
 
@@ -155,31 +158,38 @@ export default {
         rateChart.setData([hist.t, ...hist.rates]);
         qChart.setData([hist.t, ...hist.levels]);
         replace(summary, kvTable({
-          State: q.state, Kind: q.outgoing ? 'outgoing' : q.kind, Durable: q.durable, 'Auto delete': q.auto_delete,
+          State: q.state, Kind: q.outgoing ? 'outgoing' : q.kind, Type: q.type, Durable: q.durable, 'Auto delete': q.auto_delete,
           Exclusive: q.exclusive, Ready: fmtNum(q.messages_ready), Unacked: fmtNum(q.messages_unacknowledged),
           Total: fmtNum(q.messages), 'Purge pending': fmtNum(q.messages_purge_pending), Bytes: fmtBytes(q.message_bytes),
           Consumers: fmtNum(q.consumers), Published: fmtNum((q.message_stats || {}).publish),
           'Delivered / got': fmtNum((q.message_stats || {}).deliver_get), Acked: fmtNum((q.message_stats || {}).ack),
           'Format name': q.FormatName, 'Path name': q.PathName,
         }));
+        const isStream = q.type === 'stream';
+        streamHead.hidden = !isStream;
+        replace(stream, isStream ? kvTable({
+          Segments: fmtNum(q.segments), Size: fmtBytes(q.stream_bytes), 'First offset': fmtNum(q.first_offset),
+          'Last offset': q.committed_offset === undefined ? 'none' : fmtNum(q.committed_offset),
+          Leader: q.leader, Members: (q.members || []).join(', '), Online: (q.online || []).join(', '),
+        }) : null);
         replace(args, Object.keys(q.arguments || {}).length ? kvTable(q.arguments) : h('p', { class: 'muted' }, 'none'));
         const sq = q.subqueues || [];
         replace(subs, sq.length ? table([
           { title: 'Name', get: (s) => link(s.name || String(s), 'queues', vhost, s.name || String(s)) },
           { title: 'Messages', get: (s) => fmtNum(s.messages), num: true },
         ], sq) : h('p', { class: 'muted' }, 'none'));
-        const [cons, binds, info] = await Promise.all([
-          get(`/consumers/${seg(vhost)}`).catch(() => []),
+        const [binds, info] = await Promise.all([
           get(`${qpath}/bindings`).catch(() => []),
           q.FormatName ? get(`/msmq/info?object=${encodeURIComponent(`QUEUE=${q.FormatName}`)}&vhost=${encodeURIComponent(vhost)}&props=${MSMQ_PROPS.join(',')}`).catch((e) => ({ error: e.message })) : null,
         ]);
-        const mine = (cons || []).filter((c) => c.queue && c.queue.name === name);
+        const mine = q.consumer_details || [];
         replace(consumers, mine.length ? table([
           { title: 'Tag', get: (c) => c.consumer_tag },
           { title: 'Channel', get: (c) => (c.channel_details || {}).name || '' },
           { title: 'Ack required', get: (c) => fmtValue(c.ack_required) },
           { title: 'Prefetch', get: (c) => fmtValue(c.prefetch_count), num: true },
-        ], mine) : h('p', { class: 'muted' }, 'none'));
+        ].concat(isStream ? [{ title: 'Offset', get: (c) => fmtNum(c.stream_offset), num: true }] : []),
+        mine, { id: 'consumers-table' }) : h('p', { class: 'muted' }, 'none'));
         replace(bindings, table([
           { title: 'From', get: (b) => b.source || '(default exchange)' },
           { title: 'Routing key', get: (b) => b.routing_key },

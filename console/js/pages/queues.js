@@ -17,11 +17,12 @@ export default {
       path: '/queues',
       sort: '',
       // only what the table shows: a page of 500 stays small for the node and the browser
-      apiColumns: 'name,vhost,kind,outgoing,state,messages_ready,messages_unacknowledged,messages,consumers,message_stats',
+      apiColumns: 'name,vhost,kind,type,outgoing,state,messages_ready,messages_unacknowledged,messages,consumers,message_stats',
       columns: [
         { title: 'Vhost', key: 'vhost', get: (r) => r.vhost },
         { title: 'Name', key: 'name', get: (r) => link(r.name, 'queues', r.vhost, r.name) },
         { title: 'Kind', key: 'kind', get: (r) => (r.outgoing ? 'outgoing' : r.kind || '') },
+        { title: 'Type', key: 'type', get: (r) => r.type || '' },
         { title: 'State', key: 'state', get: (r) => h('span', { class: `state-${r.state}` }, r.state || '') },
         { title: 'Ready', key: 'messages_ready', num: true },
         { title: 'Unacked', key: 'messages_unacknowledged', num: true },
