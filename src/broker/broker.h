@@ -74,8 +74,7 @@ struct broker {
     conn *input_pending; /* connections whose held-back input is handled next turn */
     conn *waiting;       /* connections with held output or pending confirms */
     size_t n_conns;
-    size_t n_open; /* connections past connection.open (connection_max counts these) */
-    uint64_t next_conn_id;
+    size_t n_open;    /* connections past connection.open (connection_max counts these) */
     sl_map *reply_to; /* direct reply-to names -> channel (reply_to.c) */
 };
 

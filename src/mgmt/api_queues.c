@@ -80,8 +80,7 @@ json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
     if (q->exclusive && q->exclusive_owner)
         json_object_set_new(
             o, "owner_pid_details",
-            json_pack("{s:s}", "name",
-                      node_client_owner_name(node_clients(m->n), q->exclusive_owner)));
+            json_pack("{s:s}", "name", node_client_owner_name(m->n, q->exclusive_owner)));
     json_t *subs = json_array();
     size_t n = 0;
     void **v = sl_map_sorted(q->subqueues, &n);

@@ -48,6 +48,9 @@ typedef struct stream_sub {
     uint32_t credit;
     uint64_t start_at; /* loop time of its first Deliver (STREAM_FIRST_DELIVER_MS) */
     st_stream_reader reader;
+    uint64_t consumed; /* messages delivered (the HTTP API's view, view.c) */
+    char **props;      /* Subscribe's properties, key, value pairs (view.c) */
+    size_t n_props;
 } stream_sub;
 
 static int sub_can_take(qm_consumer *qc)
@@ -58,6 +61,7 @@ static int sub_can_take(qm_consumer *qc)
 
 static void sub_free(stream_sub *s)
 {
+    stream_props_free(s->props, s->n_props);
     st_stream_reader_free(&s->reader);
     sl_free(s);
 }
@@ -141,6 +145,7 @@ static int deliver_chunk(stream_sub *s)
             rc = -1;
         } else {
             s->qc.st_next = nx;
+            s->consumed += (uint64_t)n;
             rc = 1;
         }
     }
@@ -264,6 +269,7 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
         s->c = c;
         s->id = id;
         s->credit = m->u.subscribe.credit;
+        s->props = stream_props_copy(&m->u.subscribe.properties, &s->n_props);
         size_t cap = SUB_READ;
         if (c->frame_max && c->frame_max < cap + 256)
             cap = c->frame_max > 1280 ? c->frame_max - 256 : 1024;
@@ -341,4 +347,25 @@ void stream_subs_free(stream_conn *c)
         sub_free(s);
     }
     c->sub_wait = 0;
+}
+
+/* The subscriptions as the HTTP API lists them (RabbitMQ's stream consumers). */
+void stream_subs_view(stream_conn *c, node_subscription_fn fn, void *arg)
+{
+    for (int i = 0; i < 256; i++) {
+        stream_sub *s = c->subs[i];
+        if (!s || !s->qc.queue)
+            continue;
+        const qm_queue *q = s->qc.queue;
+        uint64_t end = q->stream ? st_stream_end(q->stream) : s->qc.st_next;
+        node_subscription v = {.id = s->id,
+                               .stream = q->name,
+                               .credits = s->credit,
+                               .consumed = s->consumed,
+                               .offset = s->qc.st_next,
+                               .offset_lag = end > s->qc.st_next ? end - s->qc.st_next : 0,
+                               .props = (const char *const *)s->props,
+                               .n_props = s->n_props};
+        fn(arg, &v);
+    }
 }
