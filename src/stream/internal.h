@@ -125,6 +125,7 @@ struct stream_door {
     uint8_t blocked;         /* a resource alarm is on: connections with publishers are not read */
 
     stream_conn *view_at; /* the connection a view returned last (view.c), or NULL */
+    uint64_t view_bound;  /* no connection had an id in (view_at's, view_bound] */
 };
 
 /* ---- door.c ---- */

@@ -80,15 +80,19 @@ static void fill_client(const stream_door *d, const stream_conn *c, node_client 
 }
 
 /* The first connection with an id <= at_most (newest first, ids decreasing), from the one a
- * view returned last when it is still ahead of at_most: a walk that asks for each connection
- * in turn costs a step each, not a walk from the head (the door forgets view_at when that
- * connection goes). */
+ * view returned last when it is still ahead of at_most, or is the answer still (at_most within
+ * the bound it answered: the ids between were another door's, and connections made since
+ * have larger ids): a walk that asks for each connection in turn costs a step each, not a
+ * walk from the head (the door forgets view_at when that connection goes). */
 static stream_conn *at_or_below(stream_door *d, uint64_t at_most)
 {
-    stream_conn *c = d->view_at && d->view_at->id >= at_most ? d->view_at : d->conns;
+    stream_conn *c = d->view_at && (d->view_at->id >= at_most || at_most <= d->view_bound)
+                         ? d->view_at
+                         : d->conns;
     while (c && c->id > at_most)
         c = c->next;
     d->view_at = c;
+    d->view_bound = at_most < d->n->next_client_id ? at_most : d->n->next_client_id;
     return c;
 }
 

@@ -82,7 +82,21 @@ def test_stream_connections_listed_beside_amqp_ones(broker_factory):
     code, page, _ = api.get("/api/stream/connections?page=1&page_size=10")
     assert code == 200 and page["total_count"] == 1 and page["items"][0]["name"] == conn["name"]
     c.close()
-    amqp.close()
+    # interleaved: AMQP, stream, AMQP, stream (ids the node's, over both doors): every one met
+    c2 = stream_client(port, "sjs-listed-2")
+    amqp2 = b.amqp()
+    c3 = stream_client(port, "sjs-listed-3")
+
+    def four():
+        items = api.get("/api/connections")[1]
+        return len(items) == 4 and sorted(
+            (i["protocol"], (i.get("client_properties") or {}).get("connection_name"))
+            for i in items)
+    names = wait_for(four, 5, message="not 4 connections")
+    assert names == [("AMQP 0-9-1", None), ("AMQP 0-9-1", None), ("stream", "sjs-listed-2"),
+                     ("stream", "sjs-listed-3")]
+    for x in (c2, c3, amqp, amqp2):
+        x.close()
     wait_for(lambda: api.get("/api/connections")[1] == [], 5, message="connections still listed")
 
 
