@@ -66,6 +66,9 @@ enum MHD_Result mgmt_api_stream(req *r)
     /* RabbitMQ's resource_exists: a vhost named must exist */
     if (r->nsegs > 2 && !mgmt_req_vhost(r, r->segs[2]))
         return MHD_YES;
+    /* publishers and consumers are on queues: of a vhost the user may list (/api/consumers) */
+    if (r->nsegs > 2 && kind != PAGER_CONNECTIONS && !mgmt_req_vhost_access(r, r->segs[2]))
+        return MHD_YES;
     if (kind == PAGER_CONNECTIONS && r->nsegs > 3)
         return mgmt_connection(r, r->segs[3], r->segs[2], r->nsegs > 4 ? r->segs[4] : NULL,
                                r->nsegs > 5);

@@ -679,9 +679,10 @@ int node_client_in_scope(const node_client_walk *w, const node_client *c)
         return 0;
     if (w->protocol && (!c->protocol || strcmp(c->protocol, w->protocol)))
         return 0;
-    /* a client's consumers are on its vhost's queues: a listing of queues' figures, so only
-     * of the vhosts the user may list (monitoring users see connections, not queues) */
-    if (w->what == NODE_WALK_CONSUMERS && !w->admin &&
+    /* a client's consumers (stream publishers, subscriptions) are on its vhost's queues: a
+     * listing of queues' names, so only of the vhosts the user may list (monitoring users see
+     * connections, not queues) */
+    if ((w->what == NODE_WALK_CONSUMERS || w->what >= NODE_WALK_PUBLISHERS) && !w->admin &&
         !(c->vhost[0] && acc_vhost_visible(w->acc, w->user ? w->user : "", c->vhost)))
         return 0;
     return !w->conn || !strcmp(c->name, w->conn);

@@ -167,6 +167,14 @@ def test_stream_publishers_and_consumers(broker_factory):
     assert own["connection_details"]["user"] == "plain"
     assert len(plain.get("/api/stream/publishers")[1]) == 1
     assert len(api.get("/api/stream/publishers")[1]) == 3  # an administrator sees every one
+    # a monitoring user with no entry on the vhost: its connections, not what is on its queues
+    assert api.put("/api/users/watch", {"password": "pw", "tags": "monitoring"})[0] in (201, 204)
+    watch = Api(b, user="watch", password="pw")
+    assert len(watch.get("/api/stream/connections")[1]) == 2
+    assert watch.get("/api/stream/publishers")[1] == []
+    assert watch.get("/api/stream/consumers")[1] == []
+    assert watch.get("/api/stream/consumers/%2F")[0] == 403
+    assert watch.get("/api/stream/publishers/%2F/s")[0] == 403
     mine.close()
     c.close()
 

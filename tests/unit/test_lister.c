@@ -783,7 +783,7 @@ START_TEST(clients_of_two_doors)
     /* publishers on one stream; subscriptions; a user's own only */
     memset(&o, 0, sizeof o);
     node_client_walk_init(&w, NODE_WALK_PUBLISHERS);
-    w.monitor = 1;
+    w.monitor = w.admin = 1;
     w.stream = sl_xstrdup("t");
     w.visit_publisher = order_publisher;
     w.ctx = &o;
@@ -792,6 +792,7 @@ START_TEST(clients_of_two_doors)
     node_client_walk_free(&w);
     memset(&o, 0, sizeof o);
     node_client_walk_init(&w, NODE_WALK_SUBSCRIPTIONS);
+    w.admin = 1; /* consumers' rule: of the vhosts the user may list (all) */
     w.user = sl_xstrdup("b");
     w.visit_subscription = order_subscription;
     w.ctx = &o;
@@ -800,6 +801,7 @@ START_TEST(clients_of_two_doors)
     node_client_walk_free(&w);
     memset(&o, 0, sizeof o);
     node_client_walk_init(&w, NODE_WALK_SUBSCRIPTIONS);
+    w.admin = 1;
     w.user = sl_xstrdup("a");
     w.visit_subscription = order_subscription;
     w.ctx = &o;
