@@ -70,12 +70,12 @@ struct broker {
     /* The connection a view (view.c) returned last: a walk over the list goes on from it
      * rather than from the head each time. Cleared when that connection is unlinked. */
     conn *view_at;
+    uint64_t view_bound; /* no connection had an id in (view_at's, view_bound] (view.c) */
     conn *dirty;         /* connections with output or confirms to flush this turn */
     conn *input_pending; /* connections whose held-back input is handled next turn */
     conn *waiting;       /* connections with held output or pending confirms */
     size_t n_conns;
-    size_t n_open; /* connections past connection.open (connection_max counts these) */
-    uint64_t next_conn_id;
+    size_t n_open;    /* connections past connection.open (connection_max counts these) */
     sl_map *reply_to; /* direct reply-to names -> channel (reply_to.c) */
 };
 

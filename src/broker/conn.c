@@ -49,7 +49,7 @@ conn *broker_conn_new(broker *b, int fd)
 {
     conn *c = sl_xcalloc(1, sizeof *c);
     c->b = b;
-    c->id = ++b->next_conn_id;
+    c->id = node_client_id(b->n); /* unique over every door: the API lists them together */
     c->fd = fd;
     c->w.fd = fd;
     c->w.fn = broker_conn_on_event;

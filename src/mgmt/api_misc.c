@@ -34,7 +34,7 @@ static void totals(mgmt *m, const mq_caller *who, node_totals *t)
     struct listed_ctx l = {m, who};
     node_totals_model(m->n->qm, who ? vhost_listed : NULL, &l, t); /* node/totals.c */
     int monitor = !who || acc_is_monitor(m->n->acc, who->user);
-    node_totals_clients(node_clients(m->n), who ? who->user : NULL, monitor, t);
+    node_totals_clients(m->n, who ? who->user : NULL, monitor, t);
 }
 
 void mgmt_totals_get(mgmt *m, node_totals *t)
@@ -329,6 +329,12 @@ json_t *mgmt_conn_json(mgmt *m, const node_client *c)
                   c->heartbeat, "frame_max", (int)c->frame_max, "channel_max", c->channel_max);
     json_object_set_new(o, "ssl", json_boolean(c->tls));
     json_object_set_new(o, "auth_mechanism", json_string(c->auth_mechanism));
+    if (c->props) { /* what the client said of itself (a stream client's PeerProperties) */
+        json_t *cp = json_object();
+        for (size_t i = 0; i < c->n_props; i++)
+            json_object_set_new(cp, c->props[2 * i], mgmt_json_text(c->props[2 * i + 1]));
+        json_object_set_new(o, "client_properties", cp);
+    }
     if (c->ssl_protocol) {
         json_object_set_new(o, "ssl_protocol", json_string(c->ssl_protocol));
         json_object_set_new(o, "ssl_cipher", json_string(c->ssl_cipher));
@@ -353,39 +359,53 @@ json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch)
 
 enum MHD_Result mgmt_api_connections(req *r)
 {
-    mgmt *m = r->m;
     if (r->nsegs == 1) {
         if (!mgmt_req_is(r, "GET"))
             return mgmt_reply_method_not_allowed(r);
         pager_scope all = {0};
         return mgmt_pager_list_scoped(r, PAGER_CONNECTIONS, &all);
     }
-    const node_part *door = node_clients(m->n);
+    return mgmt_connection(r, r->segs[1], NULL, r->nsegs == 2 ? NULL : r->segs[r->nsegs - 1],
+                           r->nsegs > 3);
+}
+
+enum MHD_Result mgmt_connection(req *r, const char *name, const char *vhost, const char *sub,
+                                int too_deep)
+{
     node_client cv, *c = &cv;
-    if (!door || !door->client_find(door->ctx, r->segs[1], c) || !c->listed)
-        return mgmt_reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", r->segs[1]);
+    const node_part *door = node_client_find(r->m->n, name, c);
+    /* under /api/stream: a stream connection of that vhost only */
+    if (!door || !c->listed ||
+        (vhost && (strcmp(c->protocol, "stream") || strcmp(c->vhost, vhost))))
+        return mgmt_reply_sl_err(r, SL_ERR_NOT_FOUND, "no connection '%s'", name);
     /* RabbitMQ's is_authorized_user: monitors see every connection, administrators close
      * any; other users only their own */
-    if (!(mgmt_req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(m->n->acc, r->user)) &&
+    if (!(mgmt_req_is(r, "DELETE") ? r->is_admin : acc_is_monitor(r->m->n->acc, r->user)) &&
         strcmp(c->user, r->user))
         return mgmt_reply_sl_err(r, SL_ERR_ACCESS_REFUSED, "User not authorised to access object");
-    if (r->nsegs == 3 && !strcmp(r->segs[2], "channels") && mgmt_req_is(r, "GET")) {
+    /* what is under it: channels, or under /api/stream publishers and consumers */
+    int kind = !sub || too_deep             ? -1
+               : !vhost                     ? (strcmp(sub, "channels") ? -1 : PAGER_CHANNELS)
+               : !strcmp(sub, "publishers") ? PAGER_STREAM_PUBLISHERS
+               : !strcmp(sub, "consumers")  ? PAGER_STREAM_CONSUMERS
+                                            : -1;
+    if (kind >= 0 && mgmt_req_is(r, "GET")) {
         pager_scope s = {.conn = c->name};
-        return mgmt_pager_list_scoped(r, PAGER_CHANNELS, &s);
+        return mgmt_pager_list_scoped(r, kind, &s);
     }
-    if (r->nsegs != 2)
+    if (sub)
         return mgmt_reply_not_found(r);
     if (mgmt_req_is(r, "GET"))
-        return mgmt_reply_json(r, 200, mgmt_conn_json(m, c));
-    if (mgmt_req_is(r, "DELETE")) {
-        const char *reason = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Reason");
-        char text[256];
-        snprintf(text, sizeof text, "CONNECTION_FORCED - %s",
-                 reason ? reason : "Closed via management API");
-        door->client_close(door->ctx, c->id, text);
-        return mgmt_reply_empty(r, 204);
-    }
-    return mgmt_reply_method_not_allowed(r);
+        return mgmt_reply_json(r, 200, mgmt_conn_json(r->m, c));
+    if (!mgmt_req_is(r, "DELETE"))
+        return mgmt_reply_method_not_allowed(r);
+    /* any door's client: an AMQP one gets connection.close 320, a stream one's socket ends */
+    const char *reason = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Reason");
+    char text[256];
+    snprintf(text, sizeof text, "CONNECTION_FORCED - %s",
+             reason ? reason : "Closed via management API");
+    door->client_close(door->ctx, c->id, text);
+    return mgmt_reply_empty(r, 204);
 }
 
 /* /api/channels/{name}: "<connection name> (<number>)", found without listing them all
@@ -398,7 +418,7 @@ static json_t *find_channel(req *r, const char *name)
     scope.monitor = acc_is_monitor(r->m->n->acc, r->user);
     node_client c;
     node_channel ch;
-    if (!node_channel_find(node_clients(r->m->n), &scope, name, &c, &ch))
+    if (!node_channel_find(r->m->n, &scope, name, &c, &ch))
         return NULL;
     return mgmt_channel_json(r->m, &c, &ch);
 }

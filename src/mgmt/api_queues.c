@@ -88,8 +88,7 @@ json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
     if (q->exclusive && q->exclusive_owner)
         json_object_set_new(
             o, "owner_pid_details",
-            json_pack("{s:s}", "name",
-                      node_client_owner_name(node_clients(m->n), q->exclusive_owner)));
+            json_pack("{s:s}", "name", node_client_owner_name(m->n, q->exclusive_owner)));
     json_t *subs = json_array();
     size_t n = 0;
     void **v = sl_map_sorted(q->subqueues, &n);
@@ -120,7 +119,7 @@ json_t *mgmt_queue_json(mgmt *m, qm_queue *q, int full)
         json_object_set_new(o, "JournalMessageCount", json_integer((json_int_t)jcount));
         json_object_set_new(o, "BytesInJournal", json_integer((json_int_t)jbytes));
         void *a[2] = {m, json_array()};
-        node_queue_consumers(node_clients(m->n), q, 20000, add_consumer, a);
+        node_queue_consumers(m->n, q, 20000, add_consumer, a);
         json_object_set_new(o, "consumer_details", a[1]);
         if (q->is_outgoing)
             mgmt_outgoing_view(m, q, o);

@@ -182,6 +182,7 @@ static const struct route {
     {"connections", mgmt_api_connections},
     {"channels", mgmt_api_channels},
     {"consumers", mgmt_api_consumers},
+    {"stream", mgmt_api_stream},
     {"definitions", mgmt_api_definitions},
     {"msmq", mgmt_api_msmq},
     {"transactions", mgmt_api_transactions},
@@ -194,7 +195,8 @@ static const struct route {
  *     user's permissions in the vhost (the AMQP rules: configure to declare and delete, write
  *     to publish and bind into, read to get, purge and bind from); administrators too need
  *     the permission, as in RabbitMQ, whose API does these through a channel of the user;
- *   - closing a connection: its own user, or an administrator (the handler checks);
+ *   - closing a connection (also under /api/stream/connections): its own user, or an
+ *     administrator (the handler checks);
  *   - everything else (users, vhosts, permissions, limits, definitions, MSMQ management
  *     actions and management-object actions): the administrator tag.
  * These POSTs and DELETEs only read: R_QMMgmtGetInfo (POST /api/msmq/info), and making,
@@ -205,7 +207,8 @@ static int needs_admin(req *r)
         return 0;
     const char *s0 = r->segs[0];
     if (!strcmp(s0, "queues") || !strcmp(s0, "exchanges") || !strcmp(s0, "bindings") ||
-        !strcmp(s0, "transactions") || !strcmp(s0, "connections") || !strcmp(s0, "session"))
+        !strcmp(s0, "transactions") || !strcmp(s0, "connections") || !strcmp(s0, "session") ||
+        !strcmp(s0, "stream"))
         return 0;
     if (r->nsegs < 2 || strcmp(s0, "msmq"))
         return 1;

@@ -206,14 +206,17 @@ enum {
     PAGER_CONNECTIONS,
     PAGER_CHANNELS,
     PAGER_CONSUMERS,
+    PAGER_STREAM_PUBLISHERS, /* RabbitMQ's stream management plugin: /api/stream/... */
+    PAGER_STREAM_CONSUMERS,
     PAGER_VHOSTS,
 };
 /* What a list of the other kinds covers (NULL / 0: no restriction). */
 typedef struct pager_scope {
-    const char *vhost;  /* only this vhost's (NULL: every vhost the user may list) */
-    const char *conn;   /* channels: only this connection's */
-    const char *source; /* bindings: only from this exchange ("" the default one) */
-    const char *dest;   /* bindings: only to this queue (dest_is_queue) or exchange */
+    const char *vhost;             /* only this vhost's (NULL: every vhost the user may list) */
+    const char *conn;              /* channels: only this connection's */
+    const char *protocol, *stream; /* only a protocol's connections; a stream's publishers */
+    const char *source;            /* bindings: only from this exchange ("" the default one) */
+    const char *dest;              /* bindings: only to this queue (dest_is_queue) or exchange */
     int dest_is_queue;
     int empty; /* nothing (a subqueue's bindings): the reply's shape only */
 } pager_scope;
@@ -223,9 +226,16 @@ enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s);
 /* The items of those lists as the API shows them (api_misc.c, api_exchanges.c), from the
  * door's views (node/clients.h). */
 json_t *mgmt_conn_json(mgmt *m, const node_client *c);
+/* The connection named name (vhost: a stream connection of it, /api/stream's): GET or DELETE
+ * it, or GET what is under it (sub: channels; with vhost publishers, consumers), or 404. */
+enum MHD_Result mgmt_connection(req *r, const char *name, const char *vhost, const char *sub,
+                                int too_deep);
+json_t *mgmt_json_text(const char *s); /* a client's bytes: invalid UTF-8 as '?' */
 json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch);
 json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch,
                            const node_consumer *o);
+json_t *mgmt_stream_json(mgmt *m, const node_client *c, const node_publisher *p,
+                         const node_subscription *s); /* a publisher or a subscription */
 json_t *mgmt_vhost_json(mgmt *m, qm_vhost *vh);
 json_t *mgmt_binding_json(qm_binding *b);
 json_t *mgmt_default_binding_json(qm_queue *q); /* the default exchange's, to q */
@@ -295,6 +305,7 @@ enum MHD_Result mgmt_api_user_limits(req *r);
 enum MHD_Result mgmt_api_connections(req *r);
 enum MHD_Result mgmt_api_channels(req *r);
 enum MHD_Result mgmt_api_consumers(req *r);
+enum MHD_Result mgmt_api_stream(req *r);
 enum MHD_Result mgmt_api_msmq(req *r);
 enum MHD_Result mgmt_api_transactions(req *r);
 /* /api/msmq/handles... and /api/msmq/management... (mgmt_api_msmq routes them) */

@@ -50,6 +50,9 @@ _Static_assert(PAGER_CHANNELS - PAGER_CONNECTIONS == NODE_WALK_CHANNELS - NODE_W
                    PAGER_CONSUMERS - PAGER_CONNECTIONS ==
                        NODE_WALK_CONSUMERS - NODE_WALK_CONNECTIONS,
                "the pager's client kinds are the walk's, in order");
+_Static_assert(PAGER_STREAM_CONSUMERS - PAGER_CONNECTIONS ==
+                   NODE_WALK_SUBSCRIPTIONS - NODE_WALK_CONNECTIONS,
+               "and the stream ones too");
 
 /* ------------------------------------------------------------------------------------------
  * Items
@@ -384,6 +387,8 @@ static const char *const default_cols[][6] = {
     [PAGER_CONNECTIONS] = {"vhost", "name"},
     [PAGER_CHANNELS] = {"vhost", "name"},
     [PAGER_CONSUMERS] = {"queue.vhost", "queue.name", "channel_details.name", "consumer_tag"},
+    [PAGER_STREAM_PUBLISHERS] = {"queue.vhost", "queue.name", "connection_details.name"},
+    [PAGER_STREAM_CONSUMERS] = {"queue.vhost", "queue.name", "connection_details.name"},
     [PAGER_VHOSTS] = {"name"},
 };
 
@@ -393,6 +398,7 @@ static const char *const name_cols[][3] = {
     [PAGER_CONNECTIONS] = {"name"},
     [PAGER_CHANNELS] = {"name"},
     [PAGER_CONSUMERS] = {"consumer_tag"},
+    [PAGER_STREAM_PUBLISHERS... PAGER_STREAM_CONSUMERS] = {"queue.name"},
     [PAGER_VHOSTS] = {"name"},
 };
 
@@ -467,6 +473,16 @@ static void visit_consumer(void *ctx, const node_client *c, const node_channel *
     visit(p, mgmt_consumer_json(p->m, c, ch, o));
 }
 
+static void visit_publisher(void *ctx, const node_client *c, const node_publisher *pb)
+{
+    visit(ctx, mgmt_stream_json(((pager *)ctx)->m, c, pb, NULL));
+}
+
+static void visit_subscription(void *ctx, const node_client *c, const node_subscription *s)
+{
+    visit(ctx, mgmt_stream_json(((pager *)ctx)->m, c, NULL, s));
+}
+
 static void visit_vhost(void *ctx, qm_vhost *vh)
 {
     pager *p = ctx;
@@ -493,7 +509,7 @@ static void generic_step(pager *p, uint64_t until)
     else if (p->cur.kind == PAGER_VHOSTS)
         done = node_walk_vhosts(p->m->n->qm, &p->cur, &p->w_vi, until, visit_vhost, p);
     else
-        done = node_walk_clients(node_clients(p->m->n), &p->cw, until);
+        done = node_walk_clients(p->m->n, &p->cw, until);
     if (done)
         p->job = 2;
 }
@@ -655,10 +671,12 @@ enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s)
     p->bw.visit = visit_binding;
     p->bw.ctx = p;
     p->s_empty = s->empty;
-    if (kind >= PAGER_CONNECTIONS && kind <= PAGER_CONSUMERS) {
+    if (kind >= PAGER_CONNECTIONS && kind <= PAGER_STREAM_CONSUMERS) {
         node_client_walk_init(&p->cw, kind - PAGER_CONNECTIONS + NODE_WALK_CONNECTIONS);
         p->cw.vhost = dup_or_null(s->vhost);
         p->cw.conn = dup_or_null(s->conn);
+        p->cw.protocol = dup_or_null(s->protocol);
+        p->cw.stream = dup_or_null(s->stream);
         p->cw.user = sl_xstrdup(r->user ? r->user : "");
         p->cw.monitor = acc_is_monitor(r->m->n->acc, r->user);
         p->cw.admin = r->is_admin;
@@ -666,6 +684,8 @@ enum MHD_Result mgmt_pager_list_scoped(req *r, int kind, const pager_scope *s)
         p->cw.visit_client = visit_client;
         p->cw.visit_channel = visit_channel;
         p->cw.visit_consumer = visit_consumer;
+        p->cw.visit_publisher = visit_publisher;
+        p->cw.visit_subscription = visit_subscription;
         p->cw.ctx = p;
     }
     /* most lists are walked within the first slice, and answered at once (what is left of

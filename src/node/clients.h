@@ -3,9 +3,15 @@
  * them fills these views (node_part's client hooks, node.h) and the HTTP door turns them into
  * JSON, so neither includes the other.
  *
+ * Several doors have clients (AMQP 0-9-1, RabbitMQ's stream protocol): the node hands out
+ * their ids (node_client_id), so that one list of every door's clients is ordered by id and a
+ * walk over all of them (node_client_next: the largest id <= a bound, over every part) resumes
+ * by id alone, without knowing which door a client is of.
+ *
  * Invariants: a view is valid only during the call that filled it (its strings point into
- * the door's own state); client ids are the door's, unique, and decrease newest first, so a
- * walk resumes by id between loop turns and a client closed meanwhile is simply not met again.
+ * the door's own state); client ids are the node's, unique over every door, and each door's
+ * decrease newest first, so a walk resumes by id between loop turns and a client closed
+ * meanwhile is simply not met again.
  */
 #ifndef SL_NODE_CLIENTS_H
 #define SL_NODE_CLIENTS_H
@@ -21,7 +27,7 @@ typedef struct node_client {
     const char *peer; /* "127.0.0.1:50000" */
     const char *user; /* "" before login */
     const char *vhost;
-    const char *protocol; /* "AMQP 0-9-1" */
+    const char *protocol; /* "AMQP 0-9-1", "stream" (RabbitMQ's name for its stream protocol) */
     const char *state;    /* "starting", "running", "blocked", "closing" */
     int listed;           /* from connection.open-ok until the closing handshake is over */
     const char *host;     /* the listener it came in by */
@@ -36,7 +42,35 @@ typedef struct node_client {
     const char *ssl_cipher;
     const char *peer_cert_subject; /* NULL: no client certificate */
     char dn_buf[512];              /* the door writes peer_cert_subject here */
+    /* the properties the client sent (the stream protocol's PeerProperties), as key, value
+     * pairs: props[2i] and props[2i + 1], i < n_props; NULL when the door keeps none */
+    const char *const *props;
+    size_t n_props;
 } node_client;
+
+/* A stream publisher (RabbitMQ's stream protocol: DeclarePublisher) of a client. */
+typedef struct node_publisher {
+    unsigned id;
+    const char *stream;    /* in the client's vhost */
+    const char *reference; /* "" when it has none */
+    uint64_t published, confirmed, errored;
+} node_publisher;
+
+/* A stream subscription (Subscribe) of a client. */
+typedef struct node_subscription {
+    unsigned id;
+    const char *stream;       /* in the client's vhost */
+    uint64_t credits;         /* left */
+    uint64_t consumed;        /* messages delivered */
+    uint64_t offset;          /* the next offset it gets */
+    uint64_t offset_lag;      /* entries stored past it */
+    const char *const *props; /* Subscribe's properties as key, value pairs (n_props) */
+    size_t n_props;
+} node_subscription;
+
+/* Called for each publisher or subscription of a client. */
+typedef void (*node_publisher_fn)(void *arg, const node_publisher *p);
+typedef void (*node_subscription_fn)(void *arg, const node_subscription *s);
 
 typedef struct node_channel {
     unsigned number;

@@ -677,9 +677,12 @@ int node_client_in_scope(const node_client_walk *w, const node_client *c)
         return 0;
     if (w->vhost && strcmp(c->vhost, w->vhost))
         return 0;
-    /* a client's consumers are on its vhost's queues: a listing of queues' figures, so only
-     * of the vhosts the user may list (monitoring users see connections, not queues) */
-    if (w->what == NODE_WALK_CONSUMERS && !w->admin &&
+    if (w->protocol && (!c->protocol || strcmp(c->protocol, w->protocol)))
+        return 0;
+    /* a client's consumers (stream publishers, subscriptions) are on its vhost's queues: a
+     * listing of queues' names, so only of the vhosts the user may list (monitoring users see
+     * connections, not queues) */
+    if ((w->what == NODE_WALK_CONSUMERS || w->what >= NODE_WALK_PUBLISHERS) && !w->admin &&
         !(c->vhost[0] && acc_vhost_visible(w->acc, w->user ? w->user : "", c->vhost)))
         return 0;
     return !w->conn || !strcmp(c->name, w->conn);
@@ -742,6 +745,8 @@ static int visit_channels(node_client_walk *w, const node_part *door, const node
 {
     node_channel ch;
     int rc;
+    if (!door->channel_at) /* a door without channels (the stream protocol) */
+        return 1;
     for (size_t i = w->slot; (rc = door->channel_at(door->ctx, c->id, i, &ch)) >= 0; i++) {
         if (i != w->slot && w->ctag) /* past the channel it was of */
             forget_ctag(w);
@@ -763,11 +768,41 @@ static int visit_channels(node_client_walk *w, const node_part *door, const node
     return 1;
 }
 
-int node_walk_clients(const node_part *door, node_client_walk *w, uint64_t until)
+/* The stream publishers and subscriptions of c (all of them: at most 256 each). */
+typedef struct stream_walk {
+    node_client_walk *w;
+    const node_client *c;
+} stream_walk;
+
+static void visit_publisher(void *arg, const node_publisher *p)
+{
+    stream_walk *sw = arg;
+    if (!sw->w->stream || !strcmp(p->stream, sw->w->stream))
+        sw->w->visit_publisher(sw->w->ctx, sw->c, p);
+}
+
+static void visit_subscription(void *arg, const node_subscription *s)
+{
+    stream_walk *sw = arg;
+    if (!sw->w->stream || !strcmp(s->stream, sw->w->stream))
+        sw->w->visit_subscription(sw->w->ctx, sw->c, s);
+}
+
+static void visit_streams(node_client_walk *w, const node_part *door, const node_client *c)
+{
+    stream_walk sw = {w, c};
+    if (w->what == NODE_WALK_PUBLISHERS && door->publishers)
+        door->publishers(door->ctx, c->id, visit_publisher, &sw);
+    if (w->what == NODE_WALK_SUBSCRIPTIONS && door->subscriptions)
+        door->subscriptions(door->ctx, c->id, visit_subscription, &sw);
+}
+
+int node_walk_clients(const sl_node *n, node_client_walk *w, uint64_t until)
 {
     unsigned k = 0;
     node_client c;
-    if (!door || !door->client_next(door->ctx, w->at, &c))
+    const node_part *door = node_client_next(n, w->at, &c);
+    if (!door)
         return 1;
     if (c.id != w->at) {
         w->slot = 0; /* the one being walked is gone */
@@ -777,6 +812,8 @@ int node_walk_clients(const node_part *door, node_client_walk *w, uint64_t until
         if (node_client_in_scope(w, &c)) {
             if (w->what == NODE_WALK_CONNECTIONS) {
                 w->visit_client(w->ctx, &c);
+            } else if (w->what >= NODE_WALK_PUBLISHERS) {
+                visit_streams(w, door, &c);
             } else if (!visit_channels(w, door, &c, until, &k)) {
                 w->at = c.id;
                 return 0;
@@ -787,14 +824,18 @@ int node_walk_clients(const node_part *door, node_client_walk *w, uint64_t until
         w->at = c.id - 1; /* ids start at 1 */
         if (node_slice_over(&k, until))
             return 0;
-        if (!door->client_next(door->ctx, w->at, &c))
+        if (!(door = node_client_next(n, w->at, &c)))
             return 1;
     }
 }
 
-const char *node_client_owner_name(const node_part *door, const void *owner)
+const char *node_client_owner_name(const sl_node *n, const void *owner)
 {
-    return door && door->owner_name ? door->owner_name(door->ctx, owner) : "";
+    /* exclusive queues are AMQP 0-9-1's: the one door that names their owners */
+    for (size_t i = 0; owner && i < n->n_parts; i++)
+        if (n->parts[i].owner_name)
+            return n->parts[i].owner_name(n->parts[i].ctx, owner);
+    return "";
 }
 
 void node_client_peer_split(const char *peer, char *host, size_t hl, int *port)
@@ -805,12 +846,13 @@ void node_client_peer_split(const char *peer, char *host, size_t hl, int *port)
     *port = colon ? atoi(colon + 1) : 0;
 }
 
-int node_channel_find(const node_part *door, const node_client_walk *scope, const char *name,
+int node_channel_find(const sl_node *node, const node_client_walk *scope, const char *name,
                       node_client *c, node_channel *ch)
 {
-    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, c); at = c->id - 1) {
+    const node_part *door;
+    for (uint64_t at = UINT64_MAX; (door = node_client_next(node, at, c)); at = c->id - 1) {
         size_t n = strlen(c->name);
-        if (!node_client_in_scope(scope, c) || strncmp(name, c->name, n) ||
+        if (!door->channel_at || !node_client_in_scope(scope, c) || strncmp(name, c->name, n) ||
             strncmp(name + n, " (", 2))
             continue;
         char *end;
@@ -830,6 +872,8 @@ void node_client_walk_free(node_client_walk *w)
 {
     sl_free(w->vhost);
     sl_free(w->conn);
+    sl_free(w->protocol);
+    sl_free(w->stream);
     sl_free(w->user);
     sl_free(w->ctag);
 }

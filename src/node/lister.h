@@ -26,6 +26,7 @@
 
 struct acc_db;
 struct node_part;
+struct sl_node;
 
 /* What a cursor walks (the kinds are the mgmt pager's first two, PAGER_QUEUES/EXCHANGES). */
 enum { NODE_LIST_QUEUES, NODE_LIST_EXCHANGES };
@@ -212,20 +213,30 @@ void node_binding_props_key(const char *key, const uint8_t *args, size_t args_le
 qm_binding *node_binding_find(qm_exchange *src, const qm_queue *dq, const qm_exchange *dx,
                               const char *pk);
 
-/* ---- a door's clients (connections, channels, consumers), walked in slices ----
+/* ---- every door's clients (connections, channels, consumers, stream publishers and
+ * subscriptions), walked in slices ----
  * Nothing keeps them in an order a cursor could follow; the walk resumes by what does not
- * move: client ids decrease newest first (the id being walked), the next channel slot in it,
- * and in that channel the tag of the last consumer walked. A client closed meanwhile is
- * simply not met again; a consumer may be met twice when its channel's place was lost (the
- * visitor deduplicates). */
-enum { NODE_WALK_CONNECTIONS, NODE_WALK_CHANNELS, NODE_WALK_CONSUMERS };
+ * move: client ids, the node's over every door, newest first (the id being walked), the next
+ * channel slot in it, and in that channel the tag of the last consumer walked. A client closed
+ * meanwhile is simply not met again; a consumer may be met twice when its channel's place was
+ * lost (the visitor deduplicates). A client's stream publishers and subscriptions (at most
+ * 256 each) are met in one step. */
+enum {
+    NODE_WALK_CONNECTIONS,
+    NODE_WALK_CHANNELS,
+    NODE_WALK_CONSUMERS,
+    NODE_WALK_PUBLISHERS,
+    NODE_WALK_SUBSCRIPTIONS
+};
 
 typedef struct node_client_walk {
     /* what and the scope (the walk's own copies; NULL: no restriction) */
-    int what;    /* NODE_WALK_* */
-    char *vhost; /* only clients in this vhost */
-    char *conn;  /* only this client (by name) */
-    char *user;  /* filter_user: a monitor sees every client, others their own */
+    int what;       /* NODE_WALK_* */
+    char *vhost;    /* only clients in this vhost */
+    char *conn;     /* only this client (by name) */
+    char *protocol; /* only clients of this protocol (node_client.protocol) */
+    char *stream;   /* publishers, subscriptions: only those on this stream */
+    char *user;     /* filter_user: a monitor sees every client, others their own */
     int monitor;
     int admin; /* consumers are on queues: of the vhosts user may list (admins: all) */
     const struct acc_db *acc;
@@ -234,6 +245,8 @@ typedef struct node_client_walk {
     void (*visit_channel)(void *ctx, const node_client *c, const node_channel *ch);
     void (*visit_consumer)(void *ctx, const node_client *c, const node_channel *ch,
                            const node_consumer *o);
+    void (*visit_publisher)(void *ctx, const node_client *c, const node_publisher *p);
+    void (*visit_subscription)(void *ctx, const node_client *c, const node_subscription *s);
     void *ctx;
     /* the place */
     uint64_t at; /* the id being walked (UINT64_MAX: from the newest) */
@@ -246,18 +259,18 @@ typedef struct node_client_walk {
 void node_client_walk_init(node_client_walk *w, int what);
 /* 1 when a client of the scope may be listed (clients before login, or closing, are not). */
 int node_client_in_scope(const node_client_walk *w, const node_client *c);
-/* Walks on from the place until the slice ends: 1 when every client (channel, consumer) of
- * the scope has been met. door NULL (no door has clients): 1 at once. */
-int node_walk_clients(const struct node_part *door, node_client_walk *w, uint64_t until);
+/* Walks on from the place until the slice ends, over every door's clients: 1 when every
+ * client (channel, consumer, publisher, subscription) of the scope has been met. */
+int node_walk_clients(const struct sl_node *n, node_client_walk *w, uint64_t until);
 void node_client_walk_free(node_client_walk *w);
 /* The name of the client that owns an exclusive queue (qm's opaque owner); "" when none. */
-const char *node_client_owner_name(const struct node_part *door, const void *owner);
+const char *node_client_owner_name(const struct sl_node *n, const void *owner);
 /* A client's peer ("host:port") as host (at most hl - 1 bytes) and port (0 when none). */
 void node_client_peer_split(const char *peer, char *host, size_t hl, int *port);
 /* The channel RabbitMQ names "CLIENT (N)" (N canonical: "(01)" names nothing) of a client in
  * scope (its user, monitor: node_client_in_scope), found without listing them all: 1 with
  * *c and *ch (views valid until the door changes), 0 when there is none. */
-int node_channel_find(const struct node_part *door, const node_client_walk *scope, const char *name,
+int node_channel_find(const struct sl_node *n, const node_client_walk *scope, const char *name,
                       node_client *c, node_channel *ch);
 
 /* ---- a peek: a queue's messages from an offset, viewed in slices ---- */

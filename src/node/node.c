@@ -78,11 +78,39 @@ const node_listener *node_listener_find(const sl_node *n, const char *protocol)
     return NULL;
 }
 
-const node_part *node_clients(const sl_node *n)
+uint64_t node_client_id(sl_node *n)
 {
-    for (size_t i = 0; i < n->n_parts; i++)
-        if (n->parts[i].client_next)
-            return &n->parts[i];
+    return ++n->next_client_id;
+}
+
+const node_part *node_client_next(const sl_node *n, uint64_t at_most, node_client *out)
+{
+    /* each door's list is ordered by id: the largest of their candidates is the next one
+     * (a door's client is found again by the door's own cursor, so this costs a step per
+     * door and client, not a walk) */
+    const node_part *best = NULL;
+    node_client v;
+    for (size_t i = 0; i < n->n_parts; i++) {
+        const node_part *p = &n->parts[i];
+        if (!p->client_next || !p->client_next(p->ctx, at_most, &v))
+            continue;
+        if (!best || v.id > out->id) {
+            *out = v;
+            if (v.peer_cert_subject == v.dn_buf) /* the copy's own buffer */
+                out->peer_cert_subject = out->dn_buf;
+            best = p;
+        }
+    }
+    return best;
+}
+
+const node_part *node_client_find(const sl_node *n, const char *name, node_client *out)
+{
+    for (size_t i = 0; i < n->n_parts; i++) {
+        const node_part *p = &n->parts[i];
+        if (p->client_find && p->client_find(p->ctx, name, out))
+            return p;
+    }
     return NULL;
 }
 

@@ -75,7 +75,8 @@ typedef struct node_part {
     void (*set_online)(void *ctx, int online);
     /* The cluster: 1 when sa is another member's address (a proxied client, never loopback). */
     int (*peer_is_member)(void *ctx, const struct sockaddr *sa);
-    /* Client connections as the HTTP API lists them (clients.h); one door has them (AMQP).
+    /* Client connections as the HTTP API lists them (clients.h); doors with clients have
+     * them (AMQP, stream), their ids from node_client_id.
      * client_next: the client with the largest id <= at_most (0: none). client_find: by name.
      * client_close: close it with text (AMQP's 320). channel_at: the channel in slot of
      * client (1), none there (0), or past the last slot (-1). consumers: the channel's, after
@@ -88,6 +89,9 @@ typedef struct node_part {
     int (*consumers)(void *ctx, uint64_t client, size_t slot, const char *after, size_t after_len,
                      node_consumer_fn fn, void *arg);
     const char *(*owner_name)(void *ctx, const void *owner);
+    /* A stream client's publishers and subscriptions (all of them, at most 256 each), to fn. */
+    void (*publishers)(void *ctx, uint64_t client, node_publisher_fn fn, void *arg);
+    void (*subscriptions)(void *ctx, uint64_t client, node_subscription_fn fn, void *arg);
     /* node_free, first of all, in the reverse order of adding (a cluster leader hands its key
      * back before its clients are dropped). */
     void (*leave)(void *ctx);
@@ -150,7 +154,8 @@ struct sl_node {
     struct link_mgr *links;          /* outgoing queues and their links (src/link/), set by main */
     struct sl_tls_ctx *link_tls_ctx; /* link_ssl: the client side of links */
     uint64_t conns_refused;          /* client connections refused by connection_max (metric) */
-    uint64_t boot_id; /* random per start: remote contexts of an earlier boot are stale */
+    uint64_t boot_id;        /* random per start: remote contexts of an earlier boot are stale */
+    uint64_t next_client_id; /* the last client id handed out (node_client_id) */
     uint64_t link_accepted, link_duplicates; /* messages received over links */
     node_stream_figures stream_figs;         /* the stream door's counters (/metrics) */
     /* Replies that wait for the disk (node.c, "Waiting for the disk"). */
@@ -178,8 +183,13 @@ void node_remove_part(sl_node *n, void *ctx);
 void node_run(sl_node *n);
 /* Stops the parts (reverse order), then closes the store and frees the model. */
 void node_free(sl_node *n);
-/* The part that lists client connections (the AMQP door), or NULL. */
-const node_part *node_clients(const sl_node *n);
+/* A new client's id, unique over every door and growing (clients.h). */
+uint64_t node_client_id(sl_node *n);
+/* Every door's clients as one list by id: the client with the largest id <= at_most over
+ * every part that has clients, into *out, and its part (NULL: none). */
+const node_part *node_client_next(const sl_node *n, uint64_t at_most, node_client *out);
+/* The client named name, of any door, and its part (NULL: none). */
+const node_part *node_client_find(const sl_node *n, const char *name, node_client *out);
 /* Record a listener a door opened (the API's listeners, format names' own addresses). */
 void node_add_listener(sl_node *n, const char *protocol, const char *addr, int port,
                        const struct sl_acceptor *acceptor);

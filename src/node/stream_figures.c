@@ -57,7 +57,7 @@ static void on_consumer(void *ctx, const node_client *c, const node_channel *ch,
         qw->visit(qw->ctx, c, ch, o);
 }
 
-int node_queue_consumers(const struct node_part *door, const qm_queue *q, uint64_t budget_us,
+int node_queue_consumers(const struct sl_node *n, const qm_queue *q, uint64_t budget_us,
                          node_queue_consumer_fn visit, void *ctx)
 {
     if (!q->n_consumers)
@@ -69,7 +69,7 @@ int node_queue_consumers(const struct node_part *door, const qm_queue *q, uint64
     w.monitor = w.admin = 1;
     w.visit_consumer = on_consumer;
     w.ctx = &qw;
-    int done = node_walk_clients(door, &w, sl_now_us() + budget_us);
+    int done = node_walk_clients(n, &w, sl_now_us() + budget_us);
     node_client_walk_free(&w);
     return done;
 }

@@ -39,14 +39,15 @@ typedef struct node_metric {
 size_t node_stream_metrics(const node_stream_figures *f, const qm_node *qm,
                            node_metric out[NODE_STREAM_METRICS]);
 
-/* The consumers on q (a queue of any type) of the door's clients, every client of q's vhost
+/* The consumers on q (a queue of any type) of every door's clients, every client of q's vhost
  * whoever asks (whoever may see a queue sees its consumers, as in RabbitMQ), to visit. The
  * door keeps consumers by client and channel, not by queue: this walks the vhost's clients
  * for budget_us at most. 1 when every client was walked, 0 when the time ran
  * out first (what was met has been visited). */
+struct sl_node;
 typedef void (*node_queue_consumer_fn)(void *ctx, const node_client *c, const node_channel *ch,
                                        const node_consumer *o);
-int node_queue_consumers(const struct node_part *door, const qm_queue *q, uint64_t budget_us,
+int node_queue_consumers(const struct sl_node *n, const qm_queue *q, uint64_t budget_us,
                          node_queue_consumer_fn visit, void *ctx);
 
 #endif

@@ -57,10 +57,10 @@ void node_totals_model(qm_node *qm, int (*listed)(void *ctx, const char *vhost),
     }
 }
 
-void node_totals_clients(const node_part *door, const char *user, int monitor, node_totals *t)
+void node_totals_clients(const sl_node *n, const char *user, int monitor, node_totals *t)
 {
     node_client c;
-    for (uint64_t at = UINT64_MAX; door && door->client_next(door->ctx, at, &c); at = c.id - 1) {
+    for (uint64_t at = UINT64_MAX; node_client_next(n, at, &c); at = c.id - 1) {
         if (!c.listed || (!monitor && strcmp(c.user, user ? user : "")))
             continue;
         t->connections++;

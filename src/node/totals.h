@@ -1,8 +1,8 @@
 /* totals.h - the node's figures summed once for every door that shows them: the management
  * API's overview and /metrics, and the MSMQ machine properties (DCE/RPC and HTTP). Queues
  * count with their subqueues' messages; the vhosts counted are those a caller may list (a
- * door's rule, passed in). Connections and channels are the client door's, through its
- * node_part hooks (node_totals_clients).
+ * door's rule, passed in). Connections and channels are those of every door with clients,
+ * through their node_part hooks (node_totals_clients).
  */
 #ifndef SL_NODE_TOTALS_H
 #define SL_NODE_TOTALS_H
@@ -11,7 +11,7 @@
 
 #include "qm/qm.h"
 
-struct node_part;
+struct sl_node;
 
 typedef struct node_totals {
     uint64_t queues, exchanges, connections, channels, consumers;
@@ -25,10 +25,9 @@ typedef struct node_totals {
 void node_totals_model(qm_node *qm, int (*listed)(void *ctx, const char *vhost), void *ctx,
                        node_totals *t);
 
-/* The door's clients added to t: connections that are listed and their channels, of user
- * only unless monitor (RabbitMQ's filter_user). door NULL (no door has clients): none. */
-void node_totals_clients(const struct node_part *door, const char *user, int monitor,
-                         node_totals *t);
+/* Every door's clients added to t: connections that are listed and their channels, of user
+ * only unless monitor (RabbitMQ's filter_user). */
+void node_totals_clients(const struct sl_node *n, const char *user, int monitor, node_totals *t);
 
 /* RabbitMQ's split of deliver_get (= deliver + deliver_no_ack + get + get_no_ack): the
  * hand-outs with an ack and without one that were no basic.get answers. */

@@ -37,7 +37,7 @@ stream_conn *stream_conn_new(stream_door *d, int fd, const struct sockaddr_stora
 {
     stream_conn *c = sl_xcalloc(1, sizeof *c);
     c->d = d;
-    c->id = ++d->next_id;
+    c->id = node_client_id(d->n); /* unique over every door: the API lists them together */
     c->fd = fd;
     c->w = (sl_watch){.fd = fd, .fn = on_io, .data = c};
     sl_timer_init(&c->timer, on_timer, c);
@@ -90,6 +90,7 @@ void stream_conn_free(stream_conn *c)
         close(c->fd);
     sp_feeder_free(&c->in);
     sl_buf_free(&c->out);
+    stream_props_free(c->props, c->n_props);
     sl_free(c->user);
     sl_free(c->vhost);
     sl_free(c);

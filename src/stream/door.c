@@ -26,6 +26,8 @@ void stream_door_retire(stream_door *d, stream_conn *c)
 {
     SL_LIST_UNLINK(d->conns, c, prev, next);
     d->n_conns--;
+    if (d->view_at == c)
+        d->view_at = NULL;
     c->next = d->dead;
     c->prev = NULL;
     d->dead = c;
@@ -305,6 +307,7 @@ stream_door *stream_start(sl_node *n, char *err, size_t errlen)
                       .count_connections = count_connections,
                       .vhost_deleting = vhost_deleting,
                       .stop = stop};
+    stream_view_hooks(&part);
     node_add_part(n, &part); /* from here node_free frees the door */
     if (cfg->stream_port >= 0 && listen_one(d, 0, err, errlen) < 0)
         return NULL;

@@ -78,6 +78,9 @@ static void on_peer_properties(stream_conn *c, const sp_cmd *m)
             sl_debug("stream connection %s: client's name '%.*s'", c->name, (int)kv->value.len,
                      (const char *)kv->value.p);
     }
+    /* kept for the HTTP API's client_properties (connection_name...), as RabbitMQ keeps them */
+    stream_props_free(c->props, c->n_props);
+    c->props = stream_props_copy(&m->u.peer_properties.properties, &c->n_props);
     /* RabbitMQ answers with its AMQP server properties that are strings. "version" is the
      * RabbitMQ release whose protocol this door speaks (clients gate features on it);
      * Sluice's own is "sluice_version". */
@@ -142,6 +145,7 @@ static void login_finish(stream_conn *c, uint32_t corr, const char *mech, const 
     }
     sl_free(c->user);
     c->user = sl_xstrndup(user, ulen);
+    c->auth_mechanism = strcmp(mech, "EXTERNAL") ? "PLAIN" : "EXTERNAL"; /* the API's view */
     stream_reply_code(c, SP_SASL_AUTHENTICATE, corr, SP_OK);
     send_tune(c);
 }

@@ -98,6 +98,11 @@ struct stream_conn {
     uint64_t sub_at;  /* not before this loop time (a new subscription's first Deliver) */
     uint8_t dirty;    /* output written outside a frame handler: on the door's dirty list */
     stream_conn *dirty_next;
+
+    /* for the HTTP API's view (view.c) */
+    char **props; /* PeerProperties: key, value pairs */
+    size_t n_props;
+    const char *auth_mechanism; /* the login's ("PLAIN", "EXTERNAL"), static */
 };
 
 struct stream_door {
@@ -111,11 +116,13 @@ struct stream_door {
     int adv_port, adv_tls_port;
     stream_conn *conns;
     size_t n_conns;
-    stream_conn *dead; /* killed this turn, freed by the turn hook */
-    uint64_t next_id;
+    stream_conn *dead;  /* killed this turn, freed by the turn hook */
     stream_conn *dirty; /* deliveries and confirms written this turn, flushed by the turn hook */
     uint64_t queues_deleted; /* the model's count when publishers were last checked */
     uint8_t blocked;         /* a resource alarm is on: connections with publishers are not read */
+
+    stream_conn *view_at; /* the connection a view returned last (view.c), or NULL */
+    uint64_t view_bound;  /* no connection had an id in (view_at's, view_bound] */
 };
 
 /* ---- door.c ---- */
@@ -192,6 +199,16 @@ void stream_consumer_update_answer(stream_conn *c, const sp_cmd *m);
 void stream_subs_pump(stream_conn *c);
 /* Detach and free every subscription (the connection goes). */
 void stream_subs_free(stream_conn *c);
+
+/* ---- view.c: connections, publishers and subscriptions as the HTTP API lists them ---- */
+/* The node's client hooks (node/clients.h) on the door's part. */
+void stream_view_hooks(node_part *part);
+/* A command's string map kept as key, value pairs (for the views), and let go. */
+char **stream_props_copy(const sp_map *m, size_t *n);
+void stream_props_free(char **props, size_t n);
+/* Each publisher's or subscription's view (publish.c, subscribe.c). */
+void stream_publishers_view(stream_conn *c, node_publisher_fn fn, void *arg);
+void stream_subs_view(stream_conn *c, node_subscription_fn fn, void *arg);
 
 /* ---- tracking.c: StoreOffset, QueryOffset, StreamStats; the model's tracking (qm.h) ---- */
 enum stream_track_kind {

@@ -45,6 +45,7 @@ typedef struct stream_pub {
     size_t stream_len;
     char *ref; /* the reference (has_ref) */
     size_t ref_len;
+    uint64_t published, confirmed, errored; /* messages (the HTTP API's view, view.c) */
 } stream_pub;
 
 typedef struct stream_confirm {
@@ -167,6 +168,8 @@ static void send_errors(stream_conn *c, uint8_t publisher_id, const sp_cmd *m, u
     uint32_t n = m->u.publish.n;
     if (!n)
         return;
+    if (c->pubs[publisher_id])
+        c->pubs[publisher_id]->errored += n;
     sp_publishing_error *errs = sl_xmalloc(n * sizeof *errs);
     for (uint32_t i = 0; i < n; i++)
         errs[i] = (sp_publishing_error){m->u.publish.msgs[i].publishing_id, code};
@@ -183,6 +186,8 @@ static void send_confirm(stream_conn *c, uint8_t publisher_id, const uint64_t *i
 {
     if (!n)
         return;
+    if (c->pubs[publisher_id])
+        c->pubs[publisher_id]->confirmed += n;
     sp_cmd r = {.key = SP_PUBLISH_CONFIRM, .version = 1};
     r.u.publish_confirm.publisher_id = publisher_id;
     r.u.publish_confirm.ids = (uint64_t *)ids;
@@ -320,6 +325,8 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
     }
     if (moved)
         stream_track_set(q, STREAM_TRACK_PUBLISHER, ref, top);
+    p->published += n;
+    p->errored += n_err;
     if (n_err) {
         sp_cmd r = {.key = SP_PUBLISH_ERROR, .version = 1};
         r.u.publish_error.publisher_id = id;
@@ -388,5 +395,22 @@ void stream_publishers_check(stream_conn *c)
         c->pubs[i] = NULL;
         c->n_pubs--;
         c->d->n->stream_figs.publishers--;
+    }
+}
+
+/* The publishers as the HTTP API lists them (RabbitMQ's stream publishers). */
+void stream_publishers_view(stream_conn *c, node_publisher_fn fn, void *arg)
+{
+    for (int i = 0; i < 256; i++) {
+        const stream_pub *p = c->pubs[i];
+        if (!p)
+            continue;
+        node_publisher v = {.id = p->id,
+                            .stream = p->stream,
+                            .reference = p->has_ref ? p->ref : "",
+                            .published = p->published,
+                            .confirmed = p->confirmed,
+                            .errored = p->errored};
+        fn(arg, &v);
     }
 }

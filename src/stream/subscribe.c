@@ -77,6 +77,9 @@ typedef struct stream_sub {
     uint8_t filter_len[SUB_FILTERS_MAX];
     uint32_t n_filters;
     uint8_t match_unfiltered;
+    uint64_t consumed; /* messages delivered (the HTTP API's view, view.c) */
+    char **props;      /* Subscribe's properties, key, value pairs (view.c) */
+    size_t n_props;
 } stream_sub;
 
 static int sub_can_take(qm_consumer *qc)
@@ -87,6 +90,7 @@ static int sub_can_take(qm_consumer *qc)
 
 static void sub_free(stream_sub *s)
 {
+    stream_props_free(s->props, s->n_props);
     st_stream_reader_free(&s->reader);
     for (uint32_t i = 0; i < s->n_filters; i++)
         sl_free(s->filters[i]);
@@ -242,6 +246,7 @@ static int deliver_chunk(stream_sub *s)
         } else {
             s->qc.st_next = nx;
             c->d->n->stream_figs.delivered += k.entries;
+            s->consumed += k.entries;
             rc = 1;
         }
     }
@@ -471,6 +476,7 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
         s->c = c;
         s->id = id;
         s->credit = m->u.subscribe.credit;
+        s->props = stream_props_copy(&m->u.subscribe.properties, &s->n_props);
         size_t cap = SUB_READ;
         if (c->frame_max && c->frame_max < cap + 256)
             cap = c->frame_max > 1280 ? c->frame_max - 256 : 1024;
@@ -573,4 +579,25 @@ void stream_subs_free(stream_conn *c)
         sub_free(s);
     }
     c->sub_wait = 0;
+}
+
+/* The subscriptions as the HTTP API lists them (RabbitMQ's stream consumers). */
+void stream_subs_view(stream_conn *c, node_subscription_fn fn, void *arg)
+{
+    for (int i = 0; i < 256; i++) {
+        stream_sub *s = c->subs[i];
+        if (!s || !s->qc.queue)
+            continue;
+        const qm_queue *q = s->qc.queue;
+        uint64_t end = q->stream ? st_stream_end(q->stream) : s->qc.st_next;
+        node_subscription v = {.id = s->id,
+                               .stream = q->name,
+                               .credits = s->credit,
+                               .consumed = s->consumed,
+                               .offset = s->qc.st_next,
+                               .offset_lag = end > s->qc.st_next ? end - s->qc.st_next : 0,
+                               .props = (const char *const *)s->props,
+                               .n_props = s->n_props};
+        fn(arg, &v);
+    }
 }

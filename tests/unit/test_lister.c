@@ -566,11 +566,25 @@ static void met_consumer(void *ctx, const node_client *c, const node_channel *ch
     ((struct met *)ctx)->consumers[c->id][ch->number][atoi(o->tag + 1)]++;
 }
 
+static sl_node no_doors; /* a node without any door that has clients */
+
+/* A node whose parts are the doors given (NULL: none), for the walks over every door. */
+static sl_node *fake_node(const node_part *a, const node_part *b)
+{
+    static sl_node node;
+    memset(&node, 0, sizeof node);
+    if (a)
+        node.parts[node.n_parts++] = *a;
+    if (b)
+        node.parts[node.n_parts++] = *b;
+    return &node;
+}
+
 /* Walks to the end with slices already over (until 0: a step or so per call); the calls. */
-static int walk_all(const node_part *door, node_client_walk *w)
+static int walk_all(const sl_node *n, node_client_walk *w)
 {
     int calls = 1;
-    while (!node_walk_clients(door, w, 0)) {
+    while (!node_walk_clients(n, w, 0)) {
         calls++;
         ck_assert_int_lt(calls, 10000);
     }
@@ -583,6 +597,7 @@ START_TEST(clients_walk_resumes)
                       .client_next = fake_client_next,
                       .channel_at = fake_channel_at,
                       .consumers = fake_consumers};
+    const sl_node *n = fake_node(&door, NULL);
     struct met m;
     node_client_walk w;
     /* connections: a monitor sees every listed one, in one call with time left */
@@ -591,7 +606,7 @@ START_TEST(clients_walk_resumes)
     w.monitor = 1;
     w.visit_client = met_client;
     w.ctx = &m;
-    ck_assert_int_eq(node_walk_clients(&door, &w, UINT64_MAX), 1);
+    ck_assert_int_eq(node_walk_clients(n, &w, UINT64_MAX), 1);
     ck_assert_int_eq(m.clients[1] + m.clients[2] + m.clients[3], 3);
     ck_assert_int_eq(m.clients[4], 0);
     node_client_walk_free(&w);
@@ -602,7 +617,7 @@ START_TEST(clients_walk_resumes)
     w.vhost = sl_xstrdup("v1");
     w.visit_client = met_client;
     w.ctx = &m;
-    walk_all(&door, &w);
+    walk_all(n, &w);
     ck_assert(m.clients[1] == 1 && m.clients[2] == 0 && m.clients[3] == 0);
     node_client_walk_free(&w);
     /* one connection's channels: slot 0 is empty */
@@ -612,7 +627,7 @@ START_TEST(clients_walk_resumes)
     w.conn = sl_xstrdup("c2");
     w.visit_channel = met_channel;
     w.ctx = &m;
-    walk_all(&door, &w);
+    walk_all(n, &w);
     ck_assert(m.channels[2][0] == 0 && m.channels[2][1] == 1 && m.channels[2][2] == 1);
     ck_assert_int_eq(m.channels[1][1] + m.channels[3][1], 0);
     node_client_walk_free(&w);
@@ -623,7 +638,7 @@ START_TEST(clients_walk_resumes)
     w.monitor = w.admin = 1;
     w.visit_consumer = met_consumer;
     w.ctx = &m;
-    int calls = walk_all(&door, &w);
+    int calls = walk_all(n, &w);
     ck_assert_int_gt(calls, 3 * 2 * CONSUMERS / 16);
     for (int c = 1; c <= 3; c++)
         for (int ch = 1; ch <= 2; ch++)
@@ -634,8 +649,170 @@ START_TEST(clients_walk_resumes)
     node_client_walk_free(&w);
     /* no door with clients: done at once */
     node_client_walk_init(&w, NODE_WALK_CONNECTIONS);
-    ck_assert_int_eq(node_walk_clients(NULL, &w, UINT64_MAX), 1);
+    ck_assert_int_eq(node_walk_clients(&no_doors, &w, UINT64_MAX), 1);
     node_client_walk_free(&w);
+}
+END_TEST
+
+/* ---- two doors with clients (AMQP's and the stream door's): the node's ids interleave;
+ * every walk meets both doors' clients in one id order, newest first ---- */
+
+static int stream_client_next(void *ctx, uint64_t at_most, node_client *out)
+{
+    (void)ctx;
+    /* clients 7 and 5 (user a, vhost v1), no channels */
+    static const char *const names[] = {[5] = "s5", [7] = "s7"};
+    uint64_t id = at_most >= 7 ? 7 : at_most >= 5 ? 5 : 0;
+    if (!id)
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->id = id;
+    out->name = names[id];
+    out->user = "a";
+    out->vhost = "v1";
+    out->protocol = "stream";
+    out->listed = 1;
+    return 1;
+}
+
+static int stream_client_find(void *ctx, const char *name, node_client *out)
+{
+    return !strcmp(name, "s5")   ? stream_client_next(ctx, 5, out)
+           : !strcmp(name, "s7") ? stream_client_next(ctx, 7, out)
+                                 : 0;
+}
+
+static void stream_publishers(void *ctx, uint64_t client, node_publisher_fn fn, void *arg)
+{
+    (void)ctx;
+    node_publisher a = {.id = 1, .stream = "s", .reference = ""};
+    node_publisher b = {.id = (unsigned)client, .stream = "t", .reference = "r"};
+    fn(arg, &a);
+    fn(arg, &b);
+}
+
+static void stream_subscriptions(void *ctx, uint64_t client, node_subscription_fn fn, void *arg)
+{
+    (void)ctx;
+    node_subscription s = {.id = (unsigned)client, .stream = "s"};
+    fn(arg, &s);
+}
+
+struct order {
+    uint64_t ids[16];
+    int n;
+};
+
+static void order_client(void *ctx, const node_client *c)
+{
+    struct order *o = ctx;
+    ck_assert_int_lt(o->n, 16);
+    o->ids[o->n++] = c->id;
+}
+
+static void order_publisher(void *ctx, const node_client *c, const node_publisher *p)
+{
+    struct order *o = ctx;
+    ck_assert_int_lt(o->n, 16);
+    o->ids[o->n++] = c->id * 100 + p->id;
+}
+
+static void order_subscription(void *ctx, const node_client *c, const node_subscription *s)
+{
+    struct order *o = ctx;
+    ck_assert_int_lt(o->n, 16);
+    o->ids[o->n++] = c->id * 100 + s->id;
+}
+
+START_TEST(clients_of_two_doors)
+{
+    node_part amqp = {.name = "fake",
+                      .client_next = fake_client_next,
+                      .channel_at = fake_channel_at,
+                      .consumers = fake_consumers};
+    node_part stream = {.name = "stream",
+                        .client_next = stream_client_next,
+                        .client_find = stream_client_find,
+                        .publishers = stream_publishers,
+                        .subscriptions = stream_subscriptions};
+    const sl_node *n = fake_node(&amqp, &stream);
+    node_client c;
+    /* the largest id of either door, then on down across doors */
+    ck_assert_ptr_eq(node_client_next(n, UINT64_MAX, &c), &n->parts[1]);
+    ck_assert_uint_eq(c.id, 7);
+    ck_assert_ptr_eq(node_client_next(n, 6, &c), &n->parts[1]);
+    ck_assert_uint_eq(c.id, 5);
+    ck_assert_ptr_eq(node_client_next(n, 4, &c), &n->parts[0]);
+    ck_assert_uint_eq(c.id, 4);
+    ck_assert_ptr_null(node_client_next(n, 0, &c));
+    ck_assert_ptr_eq(node_client_find(n, "s5", &c), &n->parts[1]);
+    ck_assert_ptr_null(node_client_find(n, "c1", &c)); /* the fake AMQP door finds none */
+    /* connections of both doors, newest first, in slices (a step or so per call) */
+    struct order o = {0};
+    node_client_walk w;
+    node_client_walk_init(&w, NODE_WALK_CONNECTIONS);
+    w.monitor = 1;
+    w.visit_client = order_client;
+    w.ctx = &o;
+    walk_all(n, &w);
+    uint64_t all[] = {7, 5, 3, 2, 1}; /* 4 is not listed */
+    ck_assert_int_eq(o.n, 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_uint_eq(o.ids[i], all[i]);
+    node_client_walk_free(&w);
+    /* only the stream protocol's */
+    memset(&o, 0, sizeof o);
+    node_client_walk_init(&w, NODE_WALK_CONNECTIONS);
+    w.monitor = 1;
+    w.protocol = sl_xstrdup("stream");
+    w.visit_client = order_client;
+    w.ctx = &o;
+    walk_all(n, &w);
+    ck_assert(o.n == 2 && o.ids[0] == 7 && o.ids[1] == 5);
+    node_client_walk_free(&w);
+    /* channels: the stream door has none, the AMQP door's are met */
+    struct met m;
+    memset(&m, 0, sizeof m);
+    node_client_walk_init(&w, NODE_WALK_CHANNELS);
+    w.monitor = 1;
+    w.visit_channel = met_channel;
+    w.ctx = &m;
+    walk_all(n, &w);
+    ck_assert_int_eq(m.channels[1][1] + m.channels[2][1] + m.channels[3][1], 3);
+    node_client_walk_free(&w);
+    /* publishers on one stream; subscriptions; a user's own only */
+    memset(&o, 0, sizeof o);
+    node_client_walk_init(&w, NODE_WALK_PUBLISHERS);
+    w.monitor = w.admin = 1;
+    w.stream = sl_xstrdup("t");
+    w.visit_publisher = order_publisher;
+    w.ctx = &o;
+    walk_all(n, &w);
+    ck_assert(o.n == 2 && o.ids[0] == 707 && o.ids[1] == 505);
+    node_client_walk_free(&w);
+    memset(&o, 0, sizeof o);
+    node_client_walk_init(&w, NODE_WALK_SUBSCRIPTIONS);
+    w.admin = 1; /* consumers' rule: of the vhosts the user may list (all) */
+    w.user = sl_xstrdup("b");
+    w.visit_subscription = order_subscription;
+    w.ctx = &o;
+    walk_all(n, &w);
+    ck_assert_int_eq(o.n, 0);
+    node_client_walk_free(&w);
+    memset(&o, 0, sizeof o);
+    node_client_walk_init(&w, NODE_WALK_SUBSCRIPTIONS);
+    w.admin = 1;
+    w.user = sl_xstrdup("a");
+    w.visit_subscription = order_subscription;
+    w.ctx = &o;
+    walk_all(n, &w);
+    ck_assert(o.n == 2 && o.ids[0] == 707 && o.ids[1] == 505);
+    node_client_walk_free(&w);
+    /* the totals count both doors' */
+    node_totals t;
+    memset(&t, 0, sizeof t);
+    node_totals_clients(n, NULL, 1, &t);
+    ck_assert(t.connections == 5 && t.channels == 6);
 }
 END_TEST
 
@@ -700,14 +877,15 @@ START_TEST(clients_totals_and_channel_by_name)
                       .client_next = fake_client_next,
                       .channel_at = fake_channel_at,
                       .consumers = fake_consumers};
+    const sl_node *n = fake_node(&door, NULL);
     node_totals t;
     memset(&t, 0, sizeof t);
-    node_totals_clients(&door, NULL, 1, &t); /* a monitor: every listed client */
+    node_totals_clients(n, NULL, 1, &t); /* a monitor: every listed client */
     ck_assert(t.connections == 3 && t.channels == 6);
     memset(&t, 0, sizeof t);
-    node_totals_clients(&door, "a", 0, &t); /* its own */
+    node_totals_clients(n, "a", 0, &t); /* its own */
     ck_assert(t.connections == 2 && t.channels == 4);
-    node_totals_clients(NULL, "a", 0, &t); /* no door: nothing added */
+    node_totals_clients(&no_doors, "a", 0, &t); /* no door: nothing added */
     ck_assert(t.connections == 2);
 
     node_client_walk scope;
@@ -715,17 +893,17 @@ START_TEST(clients_totals_and_channel_by_name)
     scope.user = "a";
     node_client c;
     node_channel ch;
-    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (2)", &c, &ch), 1);
+    ck_assert_int_eq(node_channel_find(n, &scope, "c3 (2)", &c, &ch), 1);
     ck_assert(c.id == 3 && ch.number == 2);
-    ck_assert_int_eq(node_channel_find(&door, &scope, "c2 (1)", &c, &ch), 0);  /* b's */
-    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (0)", &c, &ch), 0);  /* empty slot */
-    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (02)", &c, &ch), 0); /* not canonical */
-    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (9)", &c, &ch), 0);
-    ck_assert_int_eq(node_channel_find(&door, &scope, "c3 (1", &c, &ch), 0);
-    ck_assert_int_eq(node_channel_find(&door, &scope, "c4 (1)", &c, &ch), 0); /* not listed */
+    ck_assert_int_eq(node_channel_find(n, &scope, "c2 (1)", &c, &ch), 0);  /* b's */
+    ck_assert_int_eq(node_channel_find(n, &scope, "c3 (0)", &c, &ch), 0);  /* empty slot */
+    ck_assert_int_eq(node_channel_find(n, &scope, "c3 (02)", &c, &ch), 0); /* not canonical */
+    ck_assert_int_eq(node_channel_find(n, &scope, "c3 (9)", &c, &ch), 0);
+    ck_assert_int_eq(node_channel_find(n, &scope, "c3 (1", &c, &ch), 0);
+    ck_assert_int_eq(node_channel_find(n, &scope, "c4 (1)", &c, &ch), 0); /* not listed */
     scope.monitor = 1;
-    ck_assert_int_eq(node_channel_find(&door, &scope, "c2 (1)", &c, &ch), 1);
-    ck_assert_int_eq(node_channel_find(NULL, &scope, "c2 (1)", &c, &ch), 0);
+    ck_assert_int_eq(node_channel_find(n, &scope, "c2 (1)", &c, &ch), 1);
+    ck_assert_int_eq(node_channel_find(&no_doors, &scope, "c2 (1)", &c, &ch), 0);
 }
 END_TEST
 
@@ -816,10 +994,10 @@ START_TEST(client_views)
 {
     node_part door = {.name = "fake", .owner_name = fake_owner_name};
     int owner = 0;
-    ck_assert_str_eq(node_client_owner_name(&door, &owner), "c1");
-    ck_assert_str_eq(node_client_owner_name(NULL, &owner), "");
+    ck_assert_str_eq(node_client_owner_name(fake_node(&door, NULL), &owner), "c1");
+    ck_assert_str_eq(node_client_owner_name(&no_doors, &owner), "");
     door.owner_name = NULL;
-    ck_assert_str_eq(node_client_owner_name(&door, &owner), "");
+    ck_assert_str_eq(node_client_owner_name(fake_node(&door, NULL), &owner), "");
     char host[8];
     int port;
     node_client_peer_split("127.0.0.1:5672", host, sizeof host, &port);
@@ -861,6 +1039,7 @@ static Suite *lister_suite(void)
     tcase_add_test(tc, totals);
     tcase_add_test(tc, peek_in_slices);
     tcase_add_test(tc, clients_walk_resumes);
+    tcase_add_test(tc, clients_of_two_doors);
     tcase_add_test(tc, jobs_share_turns);
     tcase_add_test(tc, clients_totals_and_channel_by_name);
     tcase_add_test(tc, bind_rule);
