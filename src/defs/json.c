@@ -267,3 +267,69 @@ json_t *defs_user_json(const acc_user *u)
     sl_free(hash);
     return o;
 }
+
+/* ---- generic helpers the API's handlers share ---- */
+
+json_t *defs_json_str_safe(const char *s)
+{
+    return defs_json_strn_safe(s, strlen(s));
+}
+
+int64_t defs_json_uint(json_t *v)
+{
+    if (json_is_integer(v))
+        return json_integer_value(v) >= 0 ? json_integer_value(v) : -1;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end;
+        if (!*s || *s == '-')
+            return -1;
+        unsigned long long n = strtoull(s, &end, 10);
+        if (*end || n > INT64_MAX)
+            return -1;
+        return (int64_t)n;
+    }
+    return -1;
+}
+
+json_t *defs_json_path(json_t *o, const char *path)
+{
+    char part[128];
+    while (o && *path) {
+        size_t n = strcspn(path, ".");
+        if (n >= sizeof part)
+            return NULL;
+        memcpy(part, path, n);
+        part[n] = 0;
+        o = json_is_object(o) ? json_object_get(o, part) : NULL;
+        path += n;
+        if (*path == '.')
+            path++;
+    }
+    return o;
+}
+
+void defs_json_filter_columns(json_t *obj, const char *cols)
+{
+    if (!json_is_object(obj))
+        return;
+    const char *key;
+    json_t *val;
+    void *tmp;
+    json_object_foreach_safe(obj, tmp, key, val)
+    {
+        size_t kl = strlen(key);
+        int keep = 0;
+        for (const char *p = cols; *p;) {
+            size_t n = strcspn(p, ",");
+            size_t top = strcspn(p, ".,");
+            if ((n == kl || top == kl) && !memcmp(p, key, kl))
+                keep = 1;
+            p += n;
+            if (*p == ',')
+                p++;
+        }
+        if (!keep)
+            json_object_del(obj, key);
+    }
+}

@@ -19,6 +19,16 @@
 int defs_json_truthy(json_t *v, int def);
 /* A string of len bytes; bytes that are not UTF-8 are kept as \xNN escapes, never dropped. */
 json_t *defs_json_strn_safe(const char *s, size_t len);
+/* The same for a C string (a client's bytes: a name, a property). */
+json_t *defs_json_str_safe(const char *s);
+/* A non-negative integer given as a JSON integer or a string of decimal digits (RabbitMQ's
+ * API takes both); -1 otherwise. */
+int64_t defs_json_uint(json_t *v);
+/* The member at a dotted path ("message_stats.publish"), or NULL. */
+json_t *defs_json_path(json_t *o, const char *path);
+/* Keep only the members named in cols (RabbitMQ's columns=: comma-separated, a dotted name
+ * keeps its top member); obj if not an object is left alone. */
+void defs_json_filter_columns(json_t *obj, const char *cols);
 /* An AMQP table (content, no length prefix) as a JSON object / array. */
 json_t *defs_table_to_json(amqp_bytes table);
 json_t *defs_array_to_json(amqp_bytes array);

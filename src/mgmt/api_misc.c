@@ -332,7 +332,7 @@ json_t *mgmt_conn_json(mgmt *m, const node_client *c)
     if (c->props) { /* what the client said of itself (a stream client's PeerProperties) */
         json_t *cp = json_object();
         for (size_t i = 0; i < c->n_props; i++)
-            json_object_set_new(cp, c->props[2 * i], mgmt_json_text(c->props[2 * i + 1]));
+            json_object_set_new(cp, c->props[2 * i], defs_json_str_safe(c->props[2 * i + 1]));
         json_object_set_new(o, "client_properties", cp);
     }
     if (c->ssl_protocol) {

@@ -24,7 +24,7 @@ enum MHD_Result mgmt_api_queue_move(req *r, qm_queue *src)
         return MHD_YES;
     json_t *jl = json_object_get(body, "lookup_id"), *jc = json_object_get(body, "count");
     json_t *jt = json_object_get(body, "transaction");
-    int64_t lookup = jl ? mgmt_json_uint(jl) : -1, count = jc ? mgmt_json_uint(jc) : -1;
+    int64_t lookup = jl ? defs_json_uint(jl) : -1, count = jc ? defs_json_uint(jc) : -1;
     if ((jl && lookup < 0) || (jc && count < 0) || (!jl && !jc) || (jl && jc))
         return mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL,
                                   "give either \"lookup_id\" or \"count\" (non-negative integers)");
@@ -40,7 +40,7 @@ enum MHD_Result mgmt_api_queue_move(req *r, qm_queue *src)
         .count = (uint64_t)count,
     };
     if (jt && !json_is_null(jt)) {
-        int64_t id = mgmt_json_uint(jt);
+        int64_t id = defs_json_uint(jt);
         rq.has_tx = 1;
         rq.tx_id = (uint64_t)id;
         if (id < 0 || !mq_tx_get(r->m->mq, rq.tx_id, r->user))

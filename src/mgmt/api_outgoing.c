@@ -143,7 +143,7 @@ enum MHD_Result mgmt_api_remote(req *r)
     }
     if (!host[0] || port <= 0 || port > 65535)
         return mgmt_reply_hresult(r, SL_ERR_INVALID_PARAMETER, NULL, "bad address");
-    int64_t to = mgmt_json_uint(json_object_get(body, "timeout_ms"));
+    int64_t to = defs_json_uint(json_object_get(body, "timeout_ms"));
     char *text = json_dumps(jr, JSON_COMPACT);
     sl_err e = r->m->n->links ? link_rpc_call(r->m->n->links, host, port, text,
                                               to > 0 ? (uint32_t)to : 10000, remote_done, r)

@@ -291,11 +291,11 @@ static enum MHD_Result get(req *r, qm_queue *q)
                                 "ackmode must be ack_requeue_true, ack_requeue_false, "
                                 "reject_requeue_true or reject_requeue_false");
     json_t *c = json_object_get(body, "count");
-    int64_t count = c ? mgmt_json_uint(c) : 1;
+    int64_t count = c ? defs_json_uint(c) : 1;
     if (count < 0 || count > 100000)
         return mgmt_reply_error(r, 400, "bad_request", "count must be an integer 0..100000");
     json_t *t = json_object_get(body, "truncate");
-    int64_t truncate = t && !json_is_null(t) ? mgmt_json_uint(t) : -1;
+    int64_t truncate = t && !json_is_null(t) ? defs_json_uint(t) : -1;
     json_t *enc = json_object_get(body, "encoding");
     const char *encoding = json_is_string(enc) ? json_string_value(enc) : "auto";
     if (strcmp(encoding, "auto") && strcmp(encoding, "base64"))

@@ -11,18 +11,6 @@
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
 
-json_t *mgmt_json_text(const char *s)
-{
-    json_t *j = json_string(s);
-    char *t = j ? NULL : sl_xstrdup(s);
-    for (char *p = t; p && *p; p++) /* not UTF-8: bytes above ASCII shown as '?' */
-        *p = (char)((unsigned char)*p >= 0x80 ? '?' : *p);
-    if (t)
-        j = json_string(t);
-    sl_free(t);
-    return j;
-}
-
 json_t *mgmt_stream_json(mgmt *m, const node_client *c, const node_publisher *p,
                          const node_subscription *s)
 {
@@ -30,19 +18,19 @@ json_t *mgmt_stream_json(mgmt *m, const node_client *c, const node_publisher *p,
     int port;
     node_client_peer_split(c->peer, host, sizeof host, &port);
     json_t *o = json_pack("{s:{s:o,s:s},s:{s:s,s:s,s:s,s:s,s:i}}", "queue", "name",
-                          mgmt_json_text(p ? p->stream : s->stream), "vhost", c->vhost,
+                          defs_json_str_safe(p ? p->stream : s->stream), "vhost", c->vhost,
                           "connection_details", "name", c->name, "user", c->user, "node",
                           m->n->cfg->node_name, "peer_host", host, "peer_port", port);
     if (p) {
         json_object_update_new(
             o, json_pack("{s:i,s:o,s:I,s:I,s:I}", "publisher_id", (int)p->id, "reference",
-                         mgmt_json_text(p->reference), "published", (json_int_t)p->published,
+                         defs_json_str_safe(p->reference), "published", (json_int_t)p->published,
                          "confirmed", (json_int_t)p->confirmed, "errored", (json_int_t)p->errored));
         return o;
     }
     json_t *props = json_object();
     for (size_t i = 0; i < s->n_props; i++)
-        json_object_set_new(props, s->props[2 * i], mgmt_json_text(s->props[2 * i + 1]));
+        json_object_set_new(props, s->props[2 * i], defs_json_str_safe(s->props[2 * i + 1]));
     json_object_update_new(o,
                            json_pack("{s:i,s:I,s:I,s:I,s:I,s:o}", "subscription_id", (int)s->id,
                                      "credits", (json_int_t)s->credits, "consumed",

@@ -51,31 +51,6 @@ enum MHD_Result mgmt_reply_text(req *r, unsigned status, const char *ctype, char
     return mgmt_req_respond(r, status, http_response_text(text, len, ctype, "no-cache"));
 }
 
-void mgmt_json_filter_columns(json_t *obj, const char *cols)
-{
-    if (!json_is_object(obj))
-        return;
-    const char *key;
-    json_t *val;
-    void *tmp;
-    json_object_foreach_safe(obj, tmp, key, val)
-    {
-        size_t kl = strlen(key);
-        int keep = 0;
-        for (const char *p = cols; *p;) {
-            size_t n = strcspn(p, ",");
-            size_t top = strcspn(p, ".,");
-            if ((n == kl || top == kl) && !memcmp(p, key, kl))
-                keep = 1;
-            p += n;
-            if (*p == ',')
-                p++;
-        }
-        if (!keep)
-            json_object_del(obj, key);
-    }
-}
-
 enum MHD_Result mgmt_reply_json(req *r, unsigned status, json_t *j)
 {
     const char *cols = mgmt_req_is(r, "GET") ? mgmt_req_query(r, "columns") : NULL;
@@ -83,9 +58,9 @@ enum MHD_Result mgmt_reply_json(req *r, unsigned status, json_t *j)
         if (json_is_array(j)) {
             size_t i;
             json_t *v;
-            json_array_foreach(j, i, v) mgmt_json_filter_columns(v, cols);
+            json_array_foreach(j, i, v) defs_json_filter_columns(v, cols);
         } else {
-            mgmt_json_filter_columns(j, cols);
+            defs_json_filter_columns(j, cols);
         }
     }
     char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -310,20 +285,3 @@ int mgmt_req_allowed(req *r, const char *vhost, acc_kind kind, const char *name,
 /* ------------------------------------------------------------------------------------------
  * Values
  */
-
-int64_t mgmt_json_uint(json_t *v)
-{
-    if (json_is_integer(v))
-        return json_integer_value(v) >= 0 ? json_integer_value(v) : -1;
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        char *end;
-        if (!*s || *s == '-')
-            return -1;
-        unsigned long long n = strtoull(s, &end, 10);
-        if (*end || n > INT64_MAX)
-            return -1;
-        return (int64_t)n;
-    }
-    return -1;
-}

@@ -11,7 +11,6 @@
  * Counters summed over queues drop when a queue is deleted (its history goes with it). A
  * stream's messages are its log's entries; sluice_stream_* are streams' (node/stream_figures.h).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,39 +19,8 @@
 #include "cluster/member.h"
 #include "cluster/stream.h"
 #include "cluster/view.h"
+#include "http/prom.h"
 #include "mgmt/mgmt_internal.h"
-
-static void out(sl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out(sl_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char line[1024];
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        sl_buf_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
-
-static void metric(sl_buf *b, const char *name, const char *type, const char *help, uint64_t v)
-{
-    out(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name,
-        (unsigned long long)v);
-}
-
-/* Label values escape \ " and newline. */
-static void label(sl_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            sl_buf_put_u8(b, '\\');
-        if (*s == '\n') {
-            sl_buf_append(b, "\\n", 2);
-            continue;
-        }
-        sl_buf_put_u8(b, (uint8_t)*s);
-    }
-}
 
 static const struct {
     const char *name, *type, *help;
@@ -90,11 +58,11 @@ static void queue_series(sl_buf *b, qm_queue *q, size_t i)
     int64_t v = queue_stat(q, i);
     if (v < 0)
         return; /* nor its subqueues: only a stream has these, and it has none */
-    out(b, "%s{vhost=\"", per_queue[i].name);
-    label(b, q->vhost->name);
-    out(b, "\",queue=\"");
-    label(b, q->name);
-    out(b, "\"} %lld\n", (long long)v);
+    http_prom_out(b, "%s{vhost=\"", per_queue[i].name);
+    http_prom_label(b, q->vhost->name);
+    http_prom_out(b, "\",queue=\"");
+    http_prom_label(b, q->name);
+    http_prom_out(b, "\"} %lld\n", (long long)v);
     size_t n;
     void **subs = sl_map_sorted(q->subqueues, &n);
     for (size_t k = 0; k < n; k++)
@@ -124,7 +92,8 @@ static void follower_metrics(sl_buf *b, mgmt *m)
          "Age in ms of the oldest record group the follower has not acked durable"},
     };
     for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
-        out(b, "# HELP %s %s\n# TYPE %s gauge\n", series[k].name, series[k].help, series[k].name);
+        http_prom_out(b, "# HELP %s %s\n# TYPE %s gauge\n", series[k].name, series[k].help,
+                      series[k].name);
         for (size_t i = 0; i < n; i++) {
             const cl_stream_peer *p = &peers[i];
             int listed = p->insync || p->connected;
@@ -132,12 +101,12 @@ static void follower_metrics(sl_buf *b, mgmt *m)
                 listed |= !strcmp(st.nodes[j].name, p->name);
             if (!listed)
                 continue;
-            out(b, "%s{node=\"", series[k].name);
-            label(b, p->name);
-            out(b, "\"} %llu\n",
-                (unsigned long long)(k == 0   ? (uint64_t)p->insync
-                                     : k == 1 ? p->lag_bytes
-                                              : p->lag_ms));
+            http_prom_out(b, "%s{node=\"", series[k].name);
+            http_prom_label(b, p->name);
+            http_prom_out(b, "\"} %llu\n",
+                          (unsigned long long)(k == 0   ? (uint64_t)p->insync
+                                               : k == 1 ? p->lag_bytes
+                                                        : p->lag_ms));
         }
     }
 }
@@ -148,26 +117,27 @@ static void listener_metrics(sl_buf *b, mgmt *m)
     const node_listener *amqp = node_listener_find(m->n, "amqp");
     sl_acceptor none = {0};
     const sl_acceptor *acc[2] = {amqp && amqp->acceptor ? amqp->acceptor : &none, m->acceptor};
-    out(b, "# HELP sluice_listener_accepting 1 while the listener accepts connections (0: "
-           "paused for lack of descriptors or at its connection cap)\n"
-           "# TYPE sluice_listener_accepting gauge\n");
+    http_prom_out(b,
+                  "# HELP sluice_listener_accepting 1 while the listener accepts connections (0: "
+                  "paused for lack of descriptors or at its connection cap)\n"
+                  "# TYPE sluice_listener_accepting gauge\n");
     for (int i = 0; i < 2; i++)
-        out(b, "sluice_listener_accepting{listener=\"%s\"} %d\n", i ? "http" : "amqp",
-            acc[i]->paused == SL_ACCEPT_RUNNING);
-    out(b, "# HELP sluice_listener_fd_pauses_total Times the listener stopped accepting for lack "
+        http_prom_out(b, "sluice_listener_accepting{listener=\"%s\"} %d\n", i ? "http" : "amqp",
+                      acc[i]->paused == SL_ACCEPT_RUNNING);
+    http_prom_out(
+        b, "# HELP sluice_listener_fd_pauses_total Times the listener stopped accepting for lack "
            "of file descriptors\n# TYPE sluice_listener_fd_pauses_total counter\n");
     for (int i = 0; i < 2; i++)
-        out(b, "sluice_listener_fd_pauses_total{listener=\"%s\"} %llu\n", i ? "http" : "amqp",
-            (unsigned long long)acc[i]->pauses);
-    out(b, "# HELP sluice_listener_fd_refused_total Connections closed at once to keep the "
-           "descriptor reserve\n# TYPE sluice_listener_fd_refused_total counter\n");
+        http_prom_out(b, "sluice_listener_fd_pauses_total{listener=\"%s\"} %llu\n",
+                      i ? "http" : "amqp", (unsigned long long)acc[i]->pauses);
+    http_prom_out(b,
+                  "# HELP sluice_listener_fd_refused_total Connections closed at once to keep the "
+                  "descriptor reserve\n# TYPE sluice_listener_fd_refused_total counter\n");
     for (int i = 0; i < 2; i++)
-        out(b, "sluice_listener_fd_refused_total{listener=\"%s\"} %llu\n", i ? "http" : "amqp",
-            (unsigned long long)acc[i]->fd_refused);
-    metric(b, "sluice_connections_refused_total", "counter",
-           "AMQP connections refused at connection.open by connection_max", m->n->conns_refused);
-    metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", mgmt_conns(m));
-    metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", acc[0]->fd_limit);
+        http_prom_out(b, "sluice_listener_fd_refused_total{listener=\"%s\"} %llu\n",
+                      i ? "http" : "amqp", (unsigned long long)acc[i]->fd_refused);
+    http_prom_metric(b, "sluice_http_connections", "gauge", "Open HTTP connections", mgmt_conns(m));
+    http_prom_metric(b, "sluice_fd_limit", "gauge", "RLIMIT_NOFILE of the node", acc[0]->fd_limit);
     /* The cluster (a node without cluster settings is a cluster of one, its own leader). */
     uint64_t leader = 1, epoch = 0, members = 1, isr = 1;
     if (m->n->cluster) {
@@ -178,38 +148,42 @@ static void listener_metrics(sl_buf *b, mgmt *m)
         members = v.n_registered;
         isr = v.isr;
     }
-    metric(b, "sluice_cluster_leader", "gauge", "1 while this node is the leader and serves",
-           leader);
-    metric(b, "sluice_cluster_epoch", "gauge", "Epoch of the cluster's leader key", epoch);
-    metric(b, "sluice_cluster_members", "gauge", "Members registered in etcd", members);
-    metric(b, "sluice_cluster_isr_size", "gauge", "In-sync replicas (the leader counts)", isr);
+    http_prom_metric(b, "sluice_cluster_leader", "gauge",
+                     "1 while this node is the leader and serves", leader);
+    http_prom_metric(b, "sluice_cluster_epoch", "gauge", "Epoch of the cluster's leader key",
+                     epoch);
+    http_prom_metric(b, "sluice_cluster_members", "gauge", "Members registered in etcd", members);
+    http_prom_metric(b, "sluice_cluster_isr_size", "gauge", "In-sync replicas (the leader counts)",
+                     isr);
     follower_metrics(b, m);
     /* Stalls, whoever caused them: how long the loop's turns take. */
     sl_loop_stats ls;
     sl_loop_get_stats(m->n->loop, &ls);
-    metric(b, "sluice_loop_turns_total", "counter", "Event-loop turns", ls.turns);
-    out(b,
-        "# HELP sluice_loop_turn_seconds_max Longest event-loop turn since start\n"
-        "# TYPE sluice_loop_turn_seconds_max gauge\nsluice_loop_turn_seconds_max %.6f\n",
-        (double)ls.max_us / 1e6);
-    out(b, "# HELP sluice_loop_turns_over_total Event-loop turns longer than ms milliseconds "
+    http_prom_metric(b, "sluice_loop_turns_total", "counter", "Event-loop turns", ls.turns);
+    http_prom_out(b,
+                  "# HELP sluice_loop_turn_seconds_max Longest event-loop turn since start\n"
+                  "# TYPE sluice_loop_turn_seconds_max gauge\nsluice_loop_turn_seconds_max %.6f\n",
+                  (double)ls.max_us / 1e6);
+    http_prom_out(
+        b, "# HELP sluice_loop_turns_over_total Event-loop turns longer than ms milliseconds "
            "(every connection waited that long)\n# TYPE sluice_loop_turns_over_total counter\n");
     for (int i = 0; i < 5; i++)
-        out(b, "sluice_loop_turns_over_total{ms=\"%u\"} %llu\n", sl_loop_stat_ms[i],
-            (unsigned long long)ls.over_ms[i]);
+        http_prom_out(b, "sluice_loop_turns_over_total{ms=\"%u\"} %llu\n", sl_loop_stat_ms[i],
+                      (unsigned long long)ls.over_ms[i]);
     if (!m->n->cfg->loop_cpu_stats)
         return;
-    out(b,
-        "# HELP sluice_loop_turn_cpu_seconds_max Most CPU time one event-loop turn took "
-        "(loop_cpu_stats)\n# TYPE sluice_loop_turn_cpu_seconds_max gauge\n"
-        "sluice_loop_turn_cpu_seconds_max %.6f\n",
-        (double)ls.cpu_max_us / 1e6);
-    out(b, "# HELP sluice_loop_turns_cpu_over_total Event-loop turns that took more than ms "
-           "milliseconds of CPU (loop_cpu_stats)\n"
-           "# TYPE sluice_loop_turns_cpu_over_total counter\n");
+    http_prom_out(b,
+                  "# HELP sluice_loop_turn_cpu_seconds_max Most CPU time one event-loop turn took "
+                  "(loop_cpu_stats)\n# TYPE sluice_loop_turn_cpu_seconds_max gauge\n"
+                  "sluice_loop_turn_cpu_seconds_max %.6f\n",
+                  (double)ls.cpu_max_us / 1e6);
+    http_prom_out(b,
+                  "# HELP sluice_loop_turns_cpu_over_total Event-loop turns that took more than ms "
+                  "milliseconds of CPU (loop_cpu_stats)\n"
+                  "# TYPE sluice_loop_turns_cpu_over_total counter\n");
     for (int i = 0; i < 5; i++)
-        out(b, "sluice_loop_turns_cpu_over_total{ms=\"%u\"} %llu\n", sl_loop_stat_ms[i],
-            (unsigned long long)ls.cpu_over_ms[i]);
+        http_prom_out(b, "sluice_loop_turns_cpu_over_total{ms=\"%u\"} %llu\n", sl_loop_stat_ms[i],
+                      (unsigned long long)ls.cpu_over_ms[i]);
 }
 
 enum MHD_Result mgmt_serve_metrics(req *r)
@@ -225,46 +199,23 @@ enum MHD_Result mgmt_serve_metrics(req *r)
     mgmt_totals_get(r->m, &t);
     sl_buf b;
     sl_buf_init(&b);
-    out(&b,
-        "# HELP sluice_build_info Sluice version\n# TYPE sluice_build_info gauge\n"
-        "sluice_build_info{product=\"%s\",version=\"%s\"} 1\n",
-        SLUICE_PRODUCT, SLUICE_VERSION);
-    metric(&b, "sluice_node_online", "gauge", "1 when the node is online (MSMQ CONNECT)",
-           r->m->n->qm->online);
-    metric(&b, "sluice_connections", "gauge", "Open AMQP connections", t.connections);
-    metric(&b, "sluice_channels", "gauge", "Open AMQP channels", t.channels);
-    metric(&b, "sluice_consumers", "gauge", "Consumers", t.consumers);
-    metric(&b, "sluice_queues", "gauge", "Queues (not counting subqueues)", t.queues);
-    metric(&b, "sluice_exchanges", "gauge", "Exchanges", t.exchanges);
-    metric(&b, "sluice_messages", "gauge", "Messages in all queues", t.messages);
-    metric(&b, "sluice_messages_ready", "gauge", "Messages ready for delivery", t.ready);
-    metric(&b, "sluice_messages_unacked", "gauge", "Messages delivered, not yet settled",
-           t.unacked);
-    metric(&b, "sluice_message_bytes", "gauge", "Body bytes in all queues", t.bytes);
-    metric(&b, "sluice_memory_bytes", "gauge",
-           "Memory the alarm counts: messages and every connection and reply buffer",
-           node_memory_bytes(r->m->n));
-    metric(&b, "sluice_memory_alarm", "gauge", "1 while publishers are blocked by the memory alarm",
-           (uint64_t)((r->m->n->alarms & ALARM_MEMORY) != 0));
-    metric(&b, "sluice_messages_published_total", "counter", "Messages enqueued", t.published);
-    metric(&b, "sluice_messages_delivered_total", "counter", "Messages delivered", t.delivered);
-    metric(&b, "sluice_messages_acked_total", "counter", "Messages acknowledged", t.acked);
-    metric(&b, "sluice_messages_redelivered_total", "counter", "Messages redelivered",
-           t.redelivered);
-    metric(&b, "sluice_messages_purged_total", "counter", "Messages purged", t.purged);
-    metric(&b, "sluice_messages_expired_total", "counter", "Messages expired", t.expired);
-    metric(&b, "sluice_messages_dead_lettered_total", "counter", "Messages dead-lettered",
-           t.dead_lettered);
+    http_prom_out(&b,
+                  "# HELP sluice_build_info Sluice version\n# TYPE sluice_build_info gauge\n"
+                  "sluice_build_info{product=\"%s\",version=\"%s\"} 1\n",
+                  SLUICE_PRODUCT, SLUICE_VERSION);
+    node_metric nm[NODE_TOTALS_METRICS];
+    for (size_t i = 0, k = node_totals_metrics(r->m->n, &t, nm); i < k; i++)
+        http_prom_metric(&b, nm[i].name, nm[i].type, nm[i].help, nm[i].v);
     listener_metrics(&b, r->m);
     node_metric sm[NODE_STREAM_METRICS];
     for (size_t i = 0, k = node_stream_metrics(&r->m->n->stream_figs, r->m->n->qm, sm); i < k; i++)
-        metric(&b, sm[i].name, sm[i].type, sm[i].help, sm[i].v);
+        http_prom_metric(&b, sm[i].name, sm[i].type, sm[i].help, sm[i].v);
     if (per_object) {
         size_t nv;
         void **vhs = sl_map_sorted(mgmt_req_node(r)->vhosts, &nv);
         for (size_t i = 0; i < sizeof per_queue / sizeof per_queue[0]; i++) {
-            out(&b, "# HELP %s %s\n# TYPE %s %s\n", per_queue[i].name, per_queue[i].help,
-                per_queue[i].name, per_queue[i].type);
+            http_prom_out(&b, "# HELP %s %s\n# TYPE %s %s\n", per_queue[i].name, per_queue[i].help,
+                          per_queue[i].name, per_queue[i].type);
             for (size_t v = 0; v < nv; v++) {
                 if (!mgmt_req_vhost_listed(r, ((qm_vhost *)vhs[v])->name))
                     continue;

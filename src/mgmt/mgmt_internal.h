@@ -191,13 +191,6 @@ int mgmt_req_vhost_access(req *r, const char *vhost);
  * module's text. */
 int mgmt_req_allowed(req *r, const char *vhost, acc_kind kind, const char *name, acc_perm perm);
 
-/* ---- http_json.c: values ---- */
-/* A non-negative integer from a JSON integer or a decimal string; -1 when absent/invalid. */
-int64_t mgmt_json_uint(json_t *v);
-
-/* Keep only the requested keys of an object (RabbitMQ's columns=; "a.b" keeps "a"). */
-void mgmt_json_filter_columns(json_t *obj, const char *cols);
-
 /* ---- pager.c: lists that never stall the loop (RabbitMQ's pagination) ---- */
 enum {
     PAGER_QUEUES, /* queues and exchanges: in name order (qm's sl_oset), pages by rank */
@@ -230,7 +223,6 @@ json_t *mgmt_conn_json(mgmt *m, const node_client *c);
  * it, or GET what is under it (sub: channels; with vhost publishers, consumers), or 404. */
 enum MHD_Result mgmt_connection(req *r, const char *name, const char *vhost, const char *sub,
                                 int too_deep);
-json_t *mgmt_json_text(const char *s); /* a client's bytes: invalid UTF-8 as '?' */
 json_t *mgmt_channel_json(mgmt *m, const node_client *c, const node_channel *ch);
 json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch,
                            const node_consumer *o);

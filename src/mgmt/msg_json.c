@@ -108,7 +108,7 @@ static int int_prop(json_t *props, const char *key, int64_t max, int64_t *out)
     json_t *v = json_object_get(props, key);
     if (!v || json_is_null(v))
         return 0;
-    int64_t n = mgmt_json_uint(v);
+    int64_t n = defs_json_uint(v);
     if (n < 0 || n > max)
         return -1;
     *out = n;

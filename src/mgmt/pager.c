@@ -70,23 +70,6 @@ static json_t *item_json(mgmt *m, int kind, void *item)
 typedef node_match match;
 
 /* The value at a dotted path ("message_stats.publish"), or NULL. */
-static json_t *dotted(json_t *o, const char *path)
-{
-    char part[128];
-    while (o && *path) {
-        size_t n = strcspn(path, ".");
-        if (n >= sizeof part)
-            return NULL;
-        memcpy(part, path, n);
-        part[n] = 0;
-        o = json_is_object(o) ? json_object_get(o, part) : NULL;
-        path += n;
-        if (*path == '.')
-            path++;
-    }
-    return o;
-}
-
 static void encode_sort_value(sl_buf *b, json_t *v)
 {
     if (json_is_number(v))
@@ -160,7 +143,7 @@ static char *item_text(pager *p, void *item)
 {
     json_t *j = item_json(p->m, p->cur.kind, item);
     if (p->cols && *p->cols)
-        mgmt_json_filter_columns(j, p->cols);
+        defs_json_filter_columns(j, p->cols);
     char *t = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     return t;
@@ -310,7 +293,7 @@ static enum MHD_Result reply_page(req *r, pager *p)
     if (p->cols && *p->cols) {
         size_t i;
         json_t *v;
-        json_array_foreach(items, i, v) mgmt_json_filter_columns(v, p->cols);
+        json_array_foreach(items, i, v) defs_json_filter_columns(v, p->cols);
     }
     json_t *o = json_object();
     json_object_set_new(o, "total_count", json_integer((json_int_t)p->total));
@@ -335,7 +318,7 @@ static void sort_key(void *ctx, void *item, sl_buf *key)
 {
     pager *p = ctx;
     json_t *j = item_json(p->m, p->cur.kind, item);
-    encode_sort_value(key, dotted(j, p->sort));
+    encode_sort_value(key, defs_json_path(j, p->sort));
     json_decref(j);
 }
 
@@ -407,7 +390,7 @@ static int generic_match(pager *p, json_t *j)
     if (!node_filter_active(&p->flt))
         return 1;
     for (int i = 0; i < 3 && name_cols[p->cur.kind][i]; i++) {
-        json_t *v = dotted(j, name_cols[p->cur.kind][i]);
+        json_t *v = defs_json_path(j, name_cols[p->cur.kind][i]);
         if (node_filter_match(&p->flt, json_is_string(v) ? json_string_value(v) : ""))
             return 1;
     }
@@ -431,9 +414,9 @@ static void visit(pager *p, json_t *j)
     sl_buf key;
     sl_buf_init(&key);
     if (p->sort)
-        encode_sort_value(&key, dotted(j, p->sort));
+        encode_sort_value(&key, defs_json_path(j, p->sort));
     for (int i = 0; i < 6 && default_cols[p->cur.kind][i]; i++)
-        encode_sort_value(&key, dotted(j, default_cols[p->cur.kind][i]));
+        encode_sort_value(&key, defs_json_path(j, default_cols[p->cur.kind][i]));
     /* a binding is its default columns (properties_key holds its arguments' hash), a
      * consumer too (its tag is unique in its channel): one walked again after its place was
      * lost is the same item, kept once */
@@ -447,7 +430,7 @@ static void visit(pager *p, json_t *j)
         return;
     }
     if (p->cols && *p->cols)
-        mgmt_json_filter_columns(j, p->cols);
+        defs_json_filter_columns(j, p->cols);
     mt->text_at = p->texts.len;
     json_dump_callback(j, put_text, &p->texts, JSON_COMPACT);
     json_decref(j);

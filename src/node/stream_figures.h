@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "node/clients.h"
+#include "node/totals.h"
 #include "qm/qm.h"
 
 struct node_part;
@@ -31,10 +32,6 @@ typedef struct node_stream_figures {
 
 /* /metrics's node-wide stream lines (no names in them): every stream queue's log summed, then
  * the door's figures f, by their Prometheus names; fills out, returns how many. */
-typedef struct node_metric {
-    const char *name, *type, *help; /* type: "gauge" or "counter" */
-    uint64_t v;
-} node_metric;
 #define NODE_STREAM_METRICS 10
 size_t node_stream_metrics(const node_stream_figures *f, const qm_node *qm,
                            node_metric out[NODE_STREAM_METRICS]);

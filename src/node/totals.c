@@ -91,3 +91,37 @@ void node_totals_vhost_queues(qm_vhost *vh, node_totals *t)
     while (sl_map_next(vh->queues, &it, &k, &kl, &v))
         add_queue(t, v, 1);
 }
+
+size_t node_totals_metrics(const struct sl_node *n, const node_totals *t,
+                           node_metric out[NODE_TOTALS_METRICS])
+{
+    const node_metric m[NODE_TOTALS_METRICS] = {
+        {"sluice_node_online", "gauge", "1 when the node is online (MSMQ CONNECT)", n->qm->online},
+        {"sluice_connections", "gauge", "Open AMQP connections", t->connections},
+        {"sluice_channels", "gauge", "Open AMQP channels", t->channels},
+        {"sluice_consumers", "gauge", "Consumers", t->consumers},
+        {"sluice_queues", "gauge", "Queues (not counting subqueues)", t->queues},
+        {"sluice_exchanges", "gauge", "Exchanges", t->exchanges},
+        {"sluice_messages", "gauge", "Messages in all queues", t->messages},
+        {"sluice_messages_ready", "gauge", "Messages ready for delivery", t->ready},
+        {"sluice_messages_unacked", "gauge", "Messages delivered, not yet settled", t->unacked},
+        {"sluice_message_bytes", "gauge", "Body bytes in all queues", t->bytes},
+        {"sluice_memory_bytes", "gauge",
+         "Memory the alarm counts: messages and every connection and reply buffer",
+         node_memory_bytes(n)},
+        {"sluice_memory_alarm", "gauge", "1 while publishers are blocked by the memory alarm",
+         (uint64_t)((n->alarms & ALARM_MEMORY) != 0)},
+        {"sluice_messages_published_total", "counter", "Messages enqueued", t->published},
+        {"sluice_messages_delivered_total", "counter", "Messages delivered", t->delivered},
+        {"sluice_messages_acked_total", "counter", "Messages acknowledged", t->acked},
+        {"sluice_messages_redelivered_total", "counter", "Messages redelivered", t->redelivered},
+        {"sluice_messages_purged_total", "counter", "Messages purged", t->purged},
+        {"sluice_messages_expired_total", "counter", "Messages expired", t->expired},
+        {"sluice_messages_dead_lettered_total", "counter", "Messages dead-lettered",
+         t->dead_lettered},
+        {"sluice_connections_refused_total", "counter",
+         "AMQP connections refused at connection.open by connection_max", n->conns_refused},
+    };
+    memcpy(out, m, sizeof m);
+    return NODE_TOTALS_METRICS;
+}

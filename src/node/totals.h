@@ -40,4 +40,15 @@ void node_totals_queue(const qm_queue *q, node_totals *t);
 /* *t zeroed, then the figures of vh's queues only (a vhost's own row). */
 void node_totals_vhost_queues(qm_vhost *vh, node_totals *t);
 
+/* A node-wide figure under its Prometheus name, for /metrics (the HTTP door only formats). */
+typedef struct node_metric {
+    const char *name, *type, *help; /* type: "gauge" or "counter" */
+    uint64_t v;
+} node_metric;
+/* The node's own lines of /metrics: online, the totals t (node_totals_model and _clients),
+ * memory and its alarm, and the message counters; fills out, returns how many. */
+#define NODE_TOTALS_METRICS 20
+size_t node_totals_metrics(const struct sl_node *n, const node_totals *t,
+                           node_metric out[NODE_TOTALS_METRICS]);
+
 #endif
