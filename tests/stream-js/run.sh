@@ -33,11 +33,49 @@ cleanup() {
         wait "$pid" 2>/dev/null || true
     fi
     if [ -n "$ns" ]; then ip netns delete "$ns" 2>/dev/null || true; fi
+    if [ -n "$tls_made" ]; then rm -rf "$here/tls-gen"; fi
     if [ -n "${KEEP_LOG:-}" ]; then echo "sluiced's log: $work/sluiced.log"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 mkdir "$work/data"
+
+# The EXTERNAL test reads what RabbitMQ's tls-gen (basic profile) makes in the suite's CI:
+# ./tls-gen/basic/result/{ca_certificate,client_localhost_certificate,client_localhost_key}.pem,
+# and connects to localhost:5551 over TLS. Made here with openssl (a CA, a server certificate
+# for localhost, a client one with CN=localhost, O=client as tls-gen names it) into the
+# suite's directory, removed at the end; sluiced's TLS stream listener verifies the client
+# and takes EXTERNAL, logging the certificate's common name in: the user "localhost", made
+# with a permission on / once the node is up.
+tls_made=
+make_tls_gen() {
+    command -v openssl >/dev/null 2>&1 || return 0
+    t="$work/tls" r="$here/tls-gen/basic/result"
+    [ -e "$here/tls-gen" ] && return 0 # the suite's own, made by tls-gen: left as it is
+    mkdir -p "$t" "$r"
+    tls_made=1
+    (
+        cd "$t"
+        ec="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+        openssl req -x509 $ec -keyout ca.key -out ca.pem -days 2 -subj "/CN=Sluice stream-js CA"
+        openssl req $ec -keyout server.key -out server.csr -subj "/CN=localhost"
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+            -out server.pem -days 2 -extfile server.ext
+        openssl req $ec -keyout client.key -out client.csr -subj "/CN=localhost/O=client"
+        openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+            -out client.pem -days 2
+    ) >"$work/tls.log" 2>&1 || { cat "$work/tls.log" >&2; exit 1; }
+    cp "$t/ca.pem" "$r/ca_certificate.pem"
+    cp "$t/client.pem" "$r/client_localhost_certificate.pem"
+    cp "$t/client.key" "$r/client_localhost_key.pem"
+    printf '%s\n' "listeners.stream.ssl = 5551" "ssl_options.cacertfile = $t/ca.pem" \
+        "ssl_options.certfile = $t/server.pem" "ssl_options.keyfile = $t/server.key" \
+        "ssl_options.verify = verify_peer" "ssl_options.fail_if_no_peer_cert = false" \
+        "auth_mechanisms.1 = PLAIN" "auth_mechanisms.2 = EXTERNAL" \
+        "ssl_cert_login_from = common_name" >>"$work/sluice.conf"
+}
+
 in_ns=
 if [ "${STREAM_JS_NETNS:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1; then
     ns="sluice-sjs-$$"
@@ -49,6 +87,7 @@ if [ "${STREAM_JS_NETNS:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v ip >/dev
     bind="::" amqp_port=5672 mgmt_port=15672 stream_port=5552
     printf 'listeners.stream = %s\nstream.advertised_host = localhost\n' \
         "$stream_port" >"$work/sluice.conf"
+    make_tls_gen
 else
     bind=127.0.0.1 amqp_port=0 mgmt_port=0 stream_port=0
     printf 'listeners.stream = 0\n' >"$work/sluice.conf"
@@ -74,6 +113,22 @@ if [ -z "$ns" ]; then
     export RABBIT_MQ_AMQP_PORT="$(port_of amqp)"
 fi
 export RABBITMQ_USER=guest RABBITMQ_PASSWORD=guest
+if [ -n "$tls_made" ]; then
+    # the certificate's user (EXTERNAL: no password), with a permission on /
+    $in_ns /usr/bin/python3 - "$mgmt_port" <<'PY' || exit 1
+import base64, json, sys, urllib.request
+port = sys.argv[1]
+auth = "Basic " + base64.b64encode(b"guest:guest").decode()
+for path, body in (("/api/users/localhost", {"tags": ""}),
+                   ("/api/permissions/%2F/localhost",
+                    {"configure": ".*", "write": ".*", "read": ".*"})):
+    req = urllib.request.Request("http://127.0.0.1:%s%s" % (port, path), method="PUT",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Authorization": auth,
+                                          "Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+PY
+fi
 cd "$here"
 [ $# -gt 0 ] || set -- test
 status=0
