@@ -255,24 +255,8 @@ static void accept_conn(broker *b, int fd, const struct sockaddr_storage *ss, in
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     conn *c = broker_conn_new(b, fd);
-    char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
-        port = ntohs(sin->sin_port);
-        c->loopback = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
-        port = ntohs(sin6->sin6_port);
-        c->loopback =
-            IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
-            (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
-    }
-    if (c->loopback)
-        c->loopback = node_peer_is_loopback(b->n, (const struct sockaddr *)ss);
-    snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+    /* a cluster member's proxied connection comes from loopback but is not local */
+    c->loopback = node_peer_describe(b->n, ss, c->peer, sizeof c->peer);
     snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer,
              tls ? b->tls_bound_addr : b->bound_addr, tls ? b->tls_bound_port : b->bound_port);
     if (tls) {

@@ -289,6 +289,10 @@ void node_set_online(sl_node *n, int online);
 /* (loop) 1 when a client at sa counts as local for loopback_users: a loopback address that
  * is not another cluster member's (a proxied connection's; docs/security.md). */
 int node_peer_is_loopback(sl_node *n, const struct sockaddr *sa);
+/* A client's address as every door names it: "ADDR:PORT" into peer (len bytes; "?:0" for a
+ * family that is not IP); returns node_peer_is_loopback for it. */
+struct sockaddr_storage;
+int node_peer_describe(sl_node *n, const struct sockaddr_storage *ss, char *peer, size_t len);
 /* The TLS options of a ssl_options / management.ssl group (net/tls.h). */
 void node_tls_opts(const struct node_tls_conf *t, struct sl_tls_opts *o);
 

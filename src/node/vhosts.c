@@ -181,6 +181,23 @@ void node_set_online(sl_node *n, int online)
             n->parts[i].set_online(n->parts[i].ctx, online);
 }
 
+int node_peer_describe(sl_node *n, const struct sockaddr_storage *ss, char *peer, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
+        port = ntohs(sin->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
+        port = ntohs(sin6->sin6_port);
+    }
+    snprintf(peer, len, "%s:%d", host, port);
+    return node_peer_is_loopback(n, (const struct sockaddr *)ss);
+}
+
 int node_peer_is_loopback(sl_node *n, const struct sockaddr *sa)
 {
     int lo = 0;

@@ -43,25 +43,8 @@ stream_conn *stream_conn_new(stream_door *d, int fd, const struct sockaddr_stora
     sl_timer_init(&c->timer, on_timer, c);
     sp_feeder_init(&c->in, SP_INITIAL_FRAME_MAX);
     sl_buf_init(&c->out);
-    char host[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
-        port = ntohs(sin->sin_port);
-        c->loopback = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
-        port = ntohs(sin6->sin6_port);
-        c->loopback =
-            IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr) ||
-            (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr) && sin6->sin6_addr.s6_addr[12] == 127);
-    }
     /* a cluster member's proxied connection comes from loopback but is not local */
-    if (c->loopback)
-        c->loopback = (uint8_t)node_peer_is_loopback(d->n, (const struct sockaddr *)ss);
-    snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+    c->loopback = (uint8_t)node_peer_describe(d->n, ss, c->peer, sizeof c->peer);
     snprintf(c->name, sizeof c->name, "%s -> %s:%d", c->peer, tls ? d->tls_addr : d->addr,
              tls ? d->tls_port : d->port);
     c->started = c->last_recv = c->last_send = sl_loop_now(d->n->loop);
