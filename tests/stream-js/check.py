@@ -19,9 +19,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def known_failures():
+def titles(name):
     out = set()
-    with open(os.path.join(HERE, "known-failures.txt")) as f:
+    with open(os.path.join(HERE, name)) as f:
         for line in f:
             line = line.strip()
             if line and not line.startswith("#"):
@@ -53,7 +53,8 @@ def main(argv):
     print("%-55s %7s %7s %7s" % ("file", "passing", "failing", "pending"))
     for f in sorted(per_file):
         print("%-55s %7d %7d %7d" % ((f,) + tuple(per_file[f])))
-    known = known_failures()
+    known = titles("known-failures.txt")
+    flaky = titles("flaky.txt")
     failed = {t["fullTitle"]: t for t in r.get("failures", [])}
     for t in r.get("pending", []):
         print("pending: %s" % t["fullTitle"])
@@ -68,7 +69,7 @@ def main(argv):
     for n in fixed:
         print("PASSES but is listed in known-failures.txt (take it out): %s" % n)
     s = r.get("stats", {})
-    print("stream client suite: %d passing, %d failing (%d known), %d pending"
+    print("stream client suite: %d passing, %d failing (%d known or flaky), %d pending"
           % (s.get("passes", 0), s.get("failures", 0), len(failed) - len(unexpected),
              s.get("pending", 0)))
     if unexpected or fixed:
