@@ -576,34 +576,30 @@ int amqp10_from_091(const uint8_t *props, size_t props_len, const uint8_t *body,
     if (p.flags & (AMQP_P_MESSAGE_ID | AMQP_P_USER_ID | AMQP_P_REPLY_TO | AMQP_P_CORRELATION_ID |
                    AMQP_P_CONTENT_TYPE | AMQP_P_CONTENT_ENCODING | AMQP_P_TIMESTAMP)) {
         section_begin(out, 0x73, 0xd0, &ov);
-        if (p.flags & AMQP_P_MESSAGE_ID) {
-            put_text(out, p.message_id);
-            ov.count = 1;
-        }
-        if (p.flags & AMQP_P_USER_ID) {
-            put_nulls(out, &ov, 1);
-            put_bin(out, p.user_id);
-            ov.count = 2;
-        }
-        if (p.flags & AMQP_P_REPLY_TO) {
-            put_nulls(out, &ov, 4);
-            put_text(out, p.reply_to);
-            ov.count = 5;
-        }
-        if (p.flags & AMQP_P_CORRELATION_ID) {
-            put_nulls(out, &ov, 5);
-            put_text(out, p.correlation_id);
-            ov.count = 6;
-        }
-        if (p.flags & AMQP_P_CONTENT_TYPE) {
-            put_nulls(out, &ov, 6);
-            put_sym(out, p.content_type);
-            ov.count = 7;
-        }
-        if (p.flags & AMQP_P_CONTENT_ENCODING) {
-            put_nulls(out, &ov, 7);
-            put_sym(out, p.content_encoding);
-            ov.count = 8;
+        enum { TEXT, BIN, SYM };
+        const struct {
+            uint16_t flag;
+            uint8_t at, kind; /* the field's place in the list, how it is written */
+            amqp_bytes v;
+        } f[] = {
+            {AMQP_P_MESSAGE_ID, 0, TEXT, p.message_id},
+            {AMQP_P_USER_ID, 1, BIN, p.user_id},
+            {AMQP_P_REPLY_TO, 4, TEXT, p.reply_to},
+            {AMQP_P_CORRELATION_ID, 5, TEXT, p.correlation_id},
+            {AMQP_P_CONTENT_TYPE, 6, SYM, p.content_type},
+            {AMQP_P_CONTENT_ENCODING, 7, SYM, p.content_encoding},
+        };
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+            if (!(p.flags & f[i].flag))
+                continue;
+            put_nulls(out, &ov, f[i].at);
+            if (f[i].kind == TEXT)
+                put_text(out, f[i].v);
+            else if (f[i].kind == BIN)
+                put_bin(out, f[i].v);
+            else
+                put_sym(out, f[i].v);
+            ov.count = f[i].at + 1u;
         }
         if (p.flags & AMQP_P_TIMESTAMP) {
             put_nulls(out, &ov, 9);
