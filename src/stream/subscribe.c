@@ -58,7 +58,7 @@
 #define PUMP_MAX 4096
 
 /* A subscription's filter values (filter.N) are at most this many. */
-#define SUB_FILTERS_MAX 32
+#define SUB_FILTERS_MAX QM_STREAM_FILTERS_MAX
 
 typedef struct stream_sub {
     qm_consumer qc; /* qc.ctx = this; qc.st_next: the next offset to deliver */
@@ -72,11 +72,8 @@ typedef struct stream_sub {
     char *sac_name;
     uint8_t cu_pending, cu_active;
     uint32_t cu_corr;
-    /* filtering: the values (owned), and whether entries published without one match */
-    char *filters[SUB_FILTERS_MAX];
-    uint8_t filter_len[SUB_FILTERS_MAX];
-    uint32_t n_filters;
-    uint8_t match_unfiltered;
+    /* filtering: the engine's rule (qm_stream_filter, owned; NULL: none) */
+    qm_stream_filter *filter;
     uint64_t consumed; /* messages delivered (the HTTP API's view, view.c) */
     char **props;      /* Subscribe's properties, key, value pairs (view.c) */
     size_t n_props;
@@ -92,8 +89,7 @@ static void sub_free(stream_sub *s)
 {
     stream_props_free(s->props, s->n_props);
     st_stream_reader_free(&s->reader);
-    for (uint32_t i = 0; i < s->n_filters; i++)
-        sl_free(s->filters[i]);
+    qm_stream_filter_free(s->filter);
     sl_free(s->sac_name);
     sl_free(s);
 }
@@ -108,17 +104,6 @@ static const qm_consumer_ops sub_ops = {
     .stream_ready = sub_ready,
     .sac_update = sub_sac_update,
 };
-
-/* Does an entry published with this filter value (NULL: none) interest s? */
-static int sub_wants(const stream_sub *s, const uint8_t *f, size_t len)
-{
-    if (!f)
-        return s->match_unfiltered;
-    for (uint32_t i = 0; i < s->n_filters; i++)
-        if (s->filter_len[i] == len && !memcmp(s->filters[i], f, len))
-            return 1;
-    return 0;
-}
 
 /* ---- one Deliver ---- */
 
@@ -186,7 +171,9 @@ static int scan_entry(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, 
     scan_ctx *k = ctx;
     qm_stream_msg sm;
     /* what does not decode is delivered (as an empty message): its offset stays numbered */
-    int w = qm_stream_decode(p, len, &sm) < 0 ? 1 : sub_wants(k->s, sm.filter, sm.filter_len);
+    int w = qm_stream_decode(p, len, &sm) < 0
+                ? 1
+                : qm_stream_filter_wants(k->s->filter, sm.filter, sm.filter_len);
     if (k->n == 0) {
         k->want = w;
         k->from = offset;
@@ -206,7 +193,7 @@ static int deliver_chunk(stream_sub *s)
     uint64_t nx;
     char err[512];
     size_t max = 65535;
-    if (s->n_filters) {
+    if (s->filter) {
         /* Server-side filtering: the run of entries from st_next that the filter all wants,
          * or all does not, found first (the reader keeps the bytes: the second read parses
          * them from memory). An unwanted run is skipped; a wanted one is one Deliver. */
@@ -486,14 +473,13 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
         s->qc.ctx = s;
         s->qc.no_ack = 1; /* a stream delivery settles nothing */
         s->qc.st_next = qm_stream_start(q, &spec);
-        for (uint32_t i = 0; i < props.n_filters; i++) {
-            uint32_t fl = props.filters[i].len > 255 ? 255 : props.filters[i].len;
-            s->filters[i] = sl_xmalloc(fl ? fl : 1);
-            memcpy(s->filters[i], props.filters[i].p, fl);
-            s->filter_len[i] = (uint8_t)fl; /* entries keep a value's first 255 octets too */
+        if (props.n_filters) {
+            s->filter = qm_stream_filter_new();
+            for (uint32_t i = 0; i < props.n_filters; i++)
+                qm_stream_filter_add(s->filter, props.filters[i].p, props.filters[i].len);
+            s->filter->match_unfiltered = (uint8_t)props.match_unfiltered;
+            s->qc.st_filter = s->filter;
         }
-        s->n_filters = props.n_filters;
-        s->match_unfiltered = (uint8_t)props.match_unfiltered;
         if (props.sac) {
             s->sac_name = sl_xmalloc(props.name.len + 1);
             memcpy(s->sac_name, props.name.p, props.name.len);
