@@ -583,7 +583,8 @@ void stream_subs_view(stream_conn *c, node_subscription_fn fn, void *arg)
                                .offset = s->qc.st_next,
                                .offset_lag = end > s->qc.st_next ? end - s->qc.st_next : 0,
                                .props = (const char *const *)s->props,
-                               .n_props = s->n_props};
+                               .n_props = s->n_props,
+                               .qc = &s->qc};
         fn(arg, &v);
     }
 }
