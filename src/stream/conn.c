@@ -143,6 +143,8 @@ static int reading(const stream_conn *c)
      * blocks them (what it sent stays in the socket and the feeder until the alarm clears) */
     if (c->state == SC_OPEN && c->n_pubs && c->d->blocked)
         return 0;
+    if (c->dur_wait && c->state == SC_OPEN)
+        return 0; /* an answer waits for the disk (stream_reply_durable): the next frames too */
     return c->state >= SC_CLOSING || sl_buf_unread(&c->out) < STREAM_OUT_MAX;
 }
 

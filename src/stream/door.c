@@ -118,13 +118,14 @@ static void alarms_changed(void *ctx, int blocked)
     }
 }
 
-/* A store generation became durable: the PublishConfirms it covers go out. */
+/* A store generation became durable: the PublishConfirms and the answer it covers go out. */
 static void released(void *ctx)
 {
     stream_door *d = ctx;
     for (stream_conn *c = d->conns; c; c = c->next)
-        if (c->cf_head && c->state != SC_DEAD) {
+        if ((c->cf_head || c->dur_wait) && c->state != SC_DEAD) {
             stream_confirms_released(c);
+            stream_reply_released(c);
             stream_door_dirty(d, c);
         }
     flush_dirty(d);

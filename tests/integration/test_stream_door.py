@@ -273,8 +273,11 @@ def test_publisher_errors_and_deduplication_by_reference(broker_factory):
     # connection), and are forgotten, as RabbitMQ does
     assert p.declare_publisher(2, "s") == sr.OK
     corr = p.request(sr.DELETE, sr.s16("s"))
+    # p's MetadataUpdate goes at the deletion, its answer once the deletion is durable
+    r = p.expect(sr.METADATA_UPDATE)
+    assert (r.take(">H"), r.str()) == (sr.STREAM_NOT_AVAILABLE, "s")
     assert p.response(sr.DELETE, corr)[0] == sr.OK
-    for conn in (c, q, p):
+    for conn in (c, q):
         r = conn.expect(sr.METADATA_UPDATE)
         assert (r.take(">H"), r.str()) == (sr.STREAM_NOT_AVAILABLE, "s")
     q.publish(0, [(6, sr.amqp10(b"6"))])
