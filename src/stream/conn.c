@@ -373,6 +373,9 @@ void stream_conn_rearm(stream_conn *c)
         due = c->deadline;
     if (c->held && reading(c) && c->state < SC_LINGER)
         due = sl_loop_now(c->d->n->loop); /* frames wait in the feeder: stream_conn_resume */
+    uint64_t rq = c->state == SC_OPEN ? stream_requests_due(c) : 0;
+    if (rq && (!due || rq < due))
+        due = rq; /* a ConsumerUpdate's answer is due */
     if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2) {
         /* deliveries wait for room, or for a new subscription's start: stream_subs_pump */
         uint64_t now = sl_loop_now(c->d->n->loop);
@@ -414,6 +417,12 @@ static void on_timer(sl_loop *loop, sl_timer *t)
         }
         break;
     case SC_OPEN:
+        if (stream_requests_expire(c, now)) {
+            stream_conn_flush(c);
+            if (c->state == SC_DEAD)
+                return;
+            break;
+        }
         if (c->heartbeat) {
             uint64_t period = (uint64_t)c->heartbeat * 1000;
             /* two silent intervals: the peer is gone (RabbitMQ drops the socket) */

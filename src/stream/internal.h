@@ -173,6 +173,10 @@ void stream_reply_code(stream_conn *c, uint16_t key, uint32_t corr, uint16_t cod
  * store generation it waits for is on disk. */
 void stream_reply_durable(stream_conn *c, uint16_t key, uint32_t corr, uint16_t code);
 void stream_reply_released(stream_conn *c);
+/* The loop time the oldest unanswered ConsumerUpdate of c times out (stream.request_timeout),
+ * 0 when none is; stream_requests_expire closes c (1) when that time has come. */
+uint64_t stream_requests_due(const stream_conn *c);
+int stream_requests_expire(stream_conn *c, uint64_t now);
 /* SP_OK, or SP_ACCESS_REFUSED (logged): the user's perm on the stream as a queue. */
 uint16_t stream_check(stream_conn *c, sp_str name, acc_perm perm);
 /* The stream of that name in the connection's vhost (a queue of type stream), or NULL. */

@@ -72,6 +72,7 @@ typedef struct stream_sub {
     char *sac_name;
     uint8_t cu_pending, cu_active;
     uint32_t cu_corr;
+    uint64_t cu_sent; /* loop time it went (stream.request_timeout runs from there) */
     /* filtering: the engine's rule (qm_stream_filter, owned; NULL: none) */
     qm_stream_filter *filter;
     uint64_t consumed; /* messages delivered (the HTTP API's view, view.c) */
@@ -405,16 +406,44 @@ static void sub_sac_update(qm_consumer *qc, int active)
 {
     stream_sub *s = qc->ctx;
     stream_conn *c = s->c;
-    if (c->state == SC_DEAD)
+    if (c->state == SC_DEAD || c->state == SC_LINGER)
         return; /* going: its detach hands the group on */
     s->cu_pending = 1;
     s->cu_active = (uint8_t)active;
     s->cu_corr = ++c->next_corr;
+    s->cu_sent = sl_loop_now(c->d->n->loop);
     sp_cmd r = {.key = SP_CONSUMER_UPDATE, .version = 1, .corr = s->cu_corr};
     r.u.consumer_update.subscription_id = s->id;
     r.u.consumer_update.active = (uint8_t)active;
     stream_conn_send(c, &r);
     stream_door_dirty(c->d, c);
+    stream_conn_rearm(c); /* its timeout (stream_requests_expire) */
+}
+
+uint64_t stream_requests_due(const stream_conn *c)
+{
+    uint64_t t = c->d->n->cfg->stream_request_timeout_ms, due = 0;
+    for (int i = 0; i < 256 && c->n_subs; i++) {
+        const stream_sub *s = c->subs[i];
+        if (s && s->cu_pending && (!due || s->cu_sent + t < due))
+            due = s->cu_sent + t;
+    }
+    return due;
+}
+
+int stream_requests_expire(stream_conn *c, uint64_t now)
+{
+    uint64_t due = stream_requests_due(c);
+    if (!due || now < due)
+        return 0;
+    /* RabbitMQ's reader: "Forcing stream connection closing: request to client timed out",
+     * the socket closed with no Close frame. Its subscriptions go at once (not when the
+     * socket is gone): each group it was in has its next member made active now. */
+    sl_warn("stream connection %s: a ConsumerUpdate unanswered for %u ms (stream.request_timeout)",
+            c->name, c->d->n->cfg->stream_request_timeout_ms);
+    stream_conn_linger(c, "request to client timed out");
+    stream_subs_free(c);
+    return 1;
 }
 
 void stream_consumer_update_answer(stream_conn *c, const sp_cmd *m)
