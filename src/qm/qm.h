@@ -443,6 +443,7 @@ struct qm_queue {
     qm_consumer *active; /* x-single-active-consumer: the one that gets messages, or NULL */
     qm_qdesc *descs;     /* open queue descriptors (handles) on this queue, see qdesc.c */
     uint8_t dispatch_scheduled;
+    uint8_t st_more; /* streams: a filtered consumer stopped at its skip bound (stream.c) */
     /* An expired head is left for the next turn's expiry budget: the tick must come back to
      * this queue at once (qm_queue_expire_heads reports it due now). */
     uint8_t expiry_backlog;

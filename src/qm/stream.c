@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/le.h"
 #include "core/log.h"
 #include "core/map.h"
@@ -384,7 +385,13 @@ uint64_t qm_stream_start(qm_queue *q, const qm_stream_spec *spec)
 typedef struct deliver_ctx {
     qm_queue *q;
     qm_consumer *c;
+    uint64_t delivered;
 } deliver_ctx;
+
+/* Reads a filtered consumer may make in one dispatch that deliver nothing (all filtered out)
+ * before it stops and goes on from the tick (q->st_more): a filter that matches little of a
+ * long stream skips it a bounded slice (up to 256 x 64 KiB) at a time, not in one turn. */
+#define STREAM_SKIP_READS 256
 
 static int deliver_one(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len,
                        unsigned flags)
@@ -396,6 +403,7 @@ static int deliver_one(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p,
         return 0;
     }
     d->c->ops->deliver_entry(d->c, offset, ts, p, len);
+    d->delivered++;
     d->c->st_next = offset + 1;
     d->q->stat_delivered++;
     return !d->c->ops->can_take(d->c);
@@ -594,14 +602,20 @@ void qm_stream_dispatch(qm_queue *q)
         }
         /* Bounded: each pass hands at least one entry (st_next grows) or stops; a consumer
          * takes at most its credit (prefetch) and its connection's output room. */
+        int skipped = 0;
         for (int k = 0; k < 1000000 && c->st_next < end && c->ops->can_take(c); k++) {
-            deliver_ctx d = {q, c};
+            deliver_ctx d = {q, c, 0};
             uint64_t nx;
             char err[512];
             long n = st_stream_read(s, c->st_reader, c->st_next, SIZE_MAX, deliver_one, &d, &nx,
                                     err, sizeof err);
             if (n < 0) {
                 sl_error("stream queue '%s': %s", q->name, err);
+                break;
+            }
+            if (n > 0 && !d.delivered && ++skipped >= STREAM_SKIP_READS) {
+                q->st_more = 1;
+                qm_queue_wake_at(q, sl_now_ms());
                 break;
             }
             if (n == 0) {

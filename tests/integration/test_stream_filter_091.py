@@ -181,3 +181,25 @@ def test_argument_types_as_rabbitmq_reads_them(broker_factory):
     c.close()
     b.assert_alive()
 
+
+
+def test_a_long_unmatched_run_is_skipped_in_slices(broker_factory):
+    """More unmatched reads than one dispatch makes (STREAM_SKIP_READS, 256: entries over the
+    64 KiB read buffer are one read each): the consumer stops and goes on from the node's tick
+    (q->st_more) until it reaches what matches, without holding the loop meanwhile."""
+    b, _ = start(broker_factory)
+    big = b"x" * (70 * 1024)
+    c = b.pika()
+    ch = c.channel()
+    ch.queue_declare("s", durable=True, arguments=S)
+    ch.confirm_delivery()
+    for i in range(300):
+        ch.basic_publish("", "s", big,
+                         pika.BasicProperties(headers={"x-stream-filter-value": "X"}))
+    ch.basic_publish("", "s", b"wanted",
+                     pika.BasicProperties(headers={"x-stream-filter-value": "Y"}))
+    c.close()
+    # the loop answers other clients while the consumer skips
+    got = consume_091(b, "s", {"x-stream-filter": "Y"}, 1, settle=0.3)
+    assert [(o, body) for o, body, _ in got] == [(300, b"wanted")]
+    b.assert_alive()
