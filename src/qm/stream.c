@@ -36,12 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amqp/method.h"
+#include "amqp/table.h"
 #include "core/clock.h"
 #include "core/le.h"
 #include "core/log.h"
 #include "core/map.h"
-#include "amqp/method.h"
-#include "amqp/table.h"
 #include "core/mem.h"
 #include "qm/qm_internal.h"
 #include "qm/superstream.h"

@@ -64,6 +64,8 @@ void stream_reply_released(stream_conn *c)
     if (!c->dur_wait || c->dur_gen > node_durable(c->d->n))
         return;
     c->dur_wait = 0;
+    if (c->state != SC_OPEN)
+        return; /* closing meanwhile: no more answers */
     stream_reply_code(c, c->dur_key, c->dur_corr, c->dur_code);
     stream_conn_rearm(c); /* frames held in the feeder go on from the timer */
 }
