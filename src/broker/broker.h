@@ -382,6 +382,9 @@ extern const qm_consumer_ops broker_consumer_ops;
 extern qm_position broker_stream_pos;
 int broker_stream_refuse_consume(channel *ch, qm_queue *q, const amqp_basic_consume *b);
 int broker_stream_offset_arg(channel *ch, qm_queue *q, amqp_bytes args, uint64_t *start);
+/* The consumer arguments x-stream-filter and x-stream-match-unfiltered as RabbitMQ 3.13 reads
+ * them: *out the filter (NULL: none); -1 when refused (the channel error sent). */
+int broker_stream_filter_arg(channel *ch, qm_queue *q, amqp_bytes args, qm_stream_filter **out);
 void broker_stream_deliver(qm_consumer *qc, uint64_t offset, int64_t ts_ms, const uint8_t *p,
                            size_t len);
 /* Write basic.deliver / basic.get-ok / basic.return with content for pos' message. */

@@ -116,6 +116,7 @@ void broker_consumer_free(consumer *cons)
         if (d->cons == cons)
             d->cons = NULL;
     }
+    qm_stream_filter_free((qm_stream_filter *)cons->qc.st_filter);
     sl_free(cons->tag);
     sl_free(cons);
 }

@@ -92,11 +92,14 @@ static void consume(channel *ch, const amqp_basic_consume *b)
         priority = (int)iv;
     }
     uint64_t st_start = 0;
+    qm_stream_filter *filter = NULL;
     if (q->stream && (broker_stream_refuse_consume(ch, q, b) ||
-                      broker_stream_offset_arg(ch, q, b->arguments, &st_start) < 0))
+                      broker_stream_offset_arg(ch, q, b->arguments, &st_start) < 0 ||
+                      broker_stream_filter_arg(ch, q, b->arguments, &filter) < 0))
         return;
     consumer *cons = sl_xcalloc(1, sizeof *cons);
     cons->qc.st_next = st_start;
+    cons->qc.st_filter = filter;
     cons->ch = ch;
     cons->tag = sl_xstrndup((const char *)tag.p, tag.len);
     cons->tag_len = tag.len;
@@ -108,6 +111,7 @@ static void consume(channel *ch, const amqp_basic_consume *b)
     cons->qc.exclusive = b->exclusive;
     sl_err e = qm_consumer_attach(q, &cons->qc);
     if (e != SL_OK) {
+        qm_stream_filter_free(filter);
         sl_free(cons->tag);
         sl_free(cons);
         broker_channel_error(ch, e, id, "queue '%s' in vhost '%s' in exclusive use", q->name,

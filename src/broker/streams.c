@@ -6,6 +6,10 @@
  * tag and the prefetch window work as usual) but with the sentinel position broker_stream_pos,
  * and an ack, nack or reject of it, requeue or not, only gives its consumer the credit back
  * (RabbitMQ: "all settle reasons will give credit"). Nothing is ever redelivered.
+ *
+ * Filtering (x-stream-filter, x-stream-match-unfiltered): this door only translates the
+ * consumer arguments into the engine's qm_stream_filter (qm/stream.c holds the rule, the same
+ * for the stream protocol's subscriptions); the consumer owns it (broker_consumer_free).
  */
 #include "broker/broker.h"
 
@@ -88,6 +92,42 @@ int broker_stream_offset_arg(channel *ch, qm_queue *q, amqp_bytes args, uint64_t
         }
     }
     *start = qm_stream_start(q, &spec);
+    return 0;
+}
+
+int broker_stream_filter_arg(channel *ch, qm_queue *q, amqp_bytes args, qm_stream_filter **out)
+{
+    /* RabbitMQ 3.13's rabbit_stream_queue:filter_spec: x-stream-filter a longstr, or an array
+     * whose longstr items count (the others are dropped); any other type is no filter, and
+     * x-stream-match-unfiltered counts only as a bool. It refuses neither argument's type. */
+    amqp_value v, mu;
+    *out = NULL;
+    if (!amqp_table_get(args, "x-stream-filter", &v) || (v.tag != 'S' && v.tag != 'A'))
+        return 0;
+    qm_stream_filter *f = qm_stream_filter_new();
+    int full = 0;
+    if (v.tag == 'S')
+        qm_stream_filter_add(f, v.v.s.p, v.v.s.len);
+    else {
+        amqp_table_iter it;
+        amqp_value e;
+        amqp_array_iter_init(&it, v.v.s);
+        while (!full && amqp_array_next(&it, &e))
+            if (e.tag == 'S')
+                full = qm_stream_filter_add(f, e.v.s.p, e.v.s.len) < 0;
+    }
+    if (full) {
+        /* Sluice's bound (RabbitMQ has none): refused rather than filtering on part of it */
+        qm_stream_filter_free(f);
+        broker_channel_error(ch, SL_ERR_PRECONDITION, AMQP_BASIC_CONSUME,
+                             "invalid arg 'x-stream-filter' for queue '%s' in vhost '%s': "
+                             "more than %d values",
+                             q->name, ch->c->vhost->name, QM_STREAM_FILTERS_MAX);
+        return -1;
+    }
+    f->match_unfiltered =
+        amqp_table_get(args, "x-stream-match-unfiltered", &mu) && mu.tag == 't' && mu.v.b;
+    *out = f;
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "amqp/method.h"
 #include "core/mem.h"
 #include "defs/json.h"
 
@@ -332,4 +333,56 @@ void defs_json_filter_columns(json_t *obj, const char *cols)
         if (!keep)
             json_object_del(obj, key);
     }
+}
+
+/* ---- a message's basic properties; key, value pairs ---- */
+
+static void set_bytes(json_t *o, const char *key, amqp_bytes b)
+{
+    json_object_set_new(o, key, defs_json_strn_safe((const char *)b.p, b.len));
+}
+
+json_t *defs_props_json(const uint8_t *props, size_t len)
+{
+    json_t *o = json_object();
+    amqp_basic_props p;
+    if (!len || amqp_props_decode(props, len, &p) != 0)
+        return o;
+    if (p.flags & AMQP_P_CONTENT_TYPE)
+        set_bytes(o, "content_type", p.content_type);
+    if (p.flags & AMQP_P_CONTENT_ENCODING)
+        set_bytes(o, "content_encoding", p.content_encoding);
+    if (p.flags & AMQP_P_HEADERS)
+        json_object_set_new(o, "headers", defs_table_to_json(p.headers));
+    if (p.flags & AMQP_P_DELIVERY_MODE)
+        json_object_set_new(o, "delivery_mode", json_integer(p.delivery_mode));
+    if (p.flags & AMQP_P_PRIORITY)
+        json_object_set_new(o, "priority", json_integer(p.priority));
+    if (p.flags & AMQP_P_CORRELATION_ID)
+        set_bytes(o, "correlation_id", p.correlation_id);
+    if (p.flags & AMQP_P_REPLY_TO)
+        set_bytes(o, "reply_to", p.reply_to);
+    if (p.flags & AMQP_P_EXPIRATION)
+        set_bytes(o, "expiration", p.expiration);
+    if (p.flags & AMQP_P_MESSAGE_ID)
+        set_bytes(o, "message_id", p.message_id);
+    if (p.flags & AMQP_P_TIMESTAMP)
+        json_object_set_new(o, "timestamp", json_integer((json_int_t)p.timestamp));
+    if (p.flags & AMQP_P_TYPE)
+        set_bytes(o, "type", p.type);
+    if (p.flags & AMQP_P_USER_ID)
+        set_bytes(o, "user_id", p.user_id);
+    if (p.flags & AMQP_P_APP_ID)
+        set_bytes(o, "app_id", p.app_id);
+    if (p.flags & AMQP_P_CLUSTER_ID)
+        set_bytes(o, "cluster_id", p.cluster_id);
+    return o;
+}
+
+json_t *defs_json_pairs(const char *const *kv, size_t n)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(o, kv[2 * i], defs_json_str_safe(kv[2 * i + 1]));
+    return o;
 }

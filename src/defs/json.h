@@ -44,4 +44,10 @@ json_t *defs_limits_json(int64_t a, const char *an, int64_t b, const char *bn);
  * password), hashing_algorithm, tags, limits. */
 json_t *defs_user_json(const acc_user *u);
 
+/* AMQP 0-9-1 basic properties (flags + values, len bytes) as RabbitMQ's API shows them
+ * (content_type, headers, delivery_mode, ...); {} when empty or undecodable. */
+json_t *defs_props_json(const uint8_t *props, size_t len);
+/* Key, value string pairs (kv[2i], kv[2i + 1], n of them) as a JSON object. */
+json_t *defs_json_pairs(const char *const *kv, size_t n);
+
 #endif

@@ -441,20 +441,25 @@ json_t *mgmt_consumer_json(mgmt *m, const node_client *c, const node_channel *ch
                            const node_consumer *o)
 {
     (void)m;
-    char chname[200];
-    snprintf(chname, sizeof chname, "%s (%u)", c->name, ch->number);
+    char chname[200] = ""; /* channel 0: a stream connection's subscription (no channel) */
+    if (ch->number)
+        snprintf(chname, sizeof chname, "%s (%u)", c->name, ch->number);
     char host[64];
     int port;
     node_client_peer_split(c->peer, host, sizeof host, &port);
     const qm_queue *q = o->queue;
-    json_t *j = json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:i},s:b,s:b,s:i,s:i,s:{}}",
+    json_t *j = json_pack("{s:s%,s:{s:s,s:s},s:{s:s,s:s,s:i,s:s,s:s,s:i},s:b,s:b,s:i,s:i,s:o}",
                           "consumer_tag", o->tag, o->tag_len, "queue", "name", q->name, "vhost",
                           q->vhost->name, "channel_details", "name", chname, "connection_name",
-                          c->name, "number", (int)ch->number, "peer_host", host, "peer_port", port,
-                          "ack_required", o->ack_required, "exclusive", o->exclusive,
-                          "prefetch_count", (int)o->prefetch, "priority", o->priority, "arguments");
+                          c->name, "number", (int)ch->number, "user", c->user, "peer_host", host,
+                          "peer_port", port, "ack_required", o->ack_required, "exclusive",
+                          o->exclusive, "prefetch_count", (int)o->prefetch, "priority", o->priority,
+                          "arguments", defs_json_pairs(o->props, o->n_props));
     if (j && q->stream && o->qc) /* a stream's consumer: the offset of the next entry it gets */
         json_object_set_new(j, "stream_offset", json_integer((json_int_t)o->qc->st_next));
+    if (j && o->activity_status)
+        json_object_update_new(
+            j, json_pack("{s:b,s:s}", "active", o->active, "activity_status", o->activity_status));
     return j;
 }
 

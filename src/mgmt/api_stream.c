@@ -28,9 +28,7 @@ json_t *mgmt_stream_json(mgmt *m, const node_client *c, const node_publisher *p,
                          "confirmed", (json_int_t)p->confirmed, "errored", (json_int_t)p->errored));
         return o;
     }
-    json_t *props = json_object();
-    for (size_t i = 0; i < s->n_props; i++)
-        json_object_set_new(props, s->props[2 * i], defs_json_str_safe(s->props[2 * i + 1]));
+    json_t *props = defs_json_pairs(s->props, s->n_props);
     json_object_update_new(o,
                            json_pack("{s:i,s:I,s:I,s:I,s:I,s:o}", "subscription_id", (int)s->id,
                                      "credits", (json_int_t)s->credits, "consumed",

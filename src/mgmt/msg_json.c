@@ -15,48 +15,6 @@
 #include "core/mem.h"
 #include "mgmt/mgmt_internal.h"
 
-static void set_bytes(json_t *o, const char *key, amqp_bytes b)
-{
-    json_object_set_new(o, key, defs_json_strn_safe((const char *)b.p, b.len));
-}
-
-static json_t *props_json(const qm_message *m)
-{
-    json_t *o = json_object();
-    amqp_basic_props p;
-    if (!m->props_len || amqp_props_decode(qm_msg_props(m), m->props_len, &p) != 0)
-        return o;
-    if (p.flags & AMQP_P_CONTENT_TYPE)
-        set_bytes(o, "content_type", p.content_type);
-    if (p.flags & AMQP_P_CONTENT_ENCODING)
-        set_bytes(o, "content_encoding", p.content_encoding);
-    if (p.flags & AMQP_P_HEADERS)
-        json_object_set_new(o, "headers", defs_table_to_json(p.headers));
-    if (p.flags & AMQP_P_DELIVERY_MODE)
-        json_object_set_new(o, "delivery_mode", json_integer(p.delivery_mode));
-    if (p.flags & AMQP_P_PRIORITY)
-        json_object_set_new(o, "priority", json_integer(p.priority));
-    if (p.flags & AMQP_P_CORRELATION_ID)
-        set_bytes(o, "correlation_id", p.correlation_id);
-    if (p.flags & AMQP_P_REPLY_TO)
-        set_bytes(o, "reply_to", p.reply_to);
-    if (p.flags & AMQP_P_EXPIRATION)
-        set_bytes(o, "expiration", p.expiration);
-    if (p.flags & AMQP_P_MESSAGE_ID)
-        set_bytes(o, "message_id", p.message_id);
-    if (p.flags & AMQP_P_TIMESTAMP)
-        json_object_set_new(o, "timestamp", json_integer((json_int_t)p.timestamp));
-    if (p.flags & AMQP_P_TYPE)
-        set_bytes(o, "type", p.type);
-    if (p.flags & AMQP_P_USER_ID)
-        set_bytes(o, "user_id", p.user_id);
-    if (p.flags & AMQP_P_APP_ID)
-        set_bytes(o, "app_id", p.app_id);
-    if (p.flags & AMQP_P_CLUSTER_ID)
-        set_bytes(o, "cluster_id", p.cluster_id);
-    return o;
-}
-
 json_t *mgmt_msg_view(const qm_position *pos, const qm_queue *q, const char *encoding,
                       int64_t truncate, uint64_t remaining)
 {
@@ -80,10 +38,11 @@ json_t *mgmt_msg_view(const qm_position *pos, const qm_queue *q, const char *enc
     }
     json_object_set_new(o, "payload_bytes", json_integer((json_int_t)m->body_len));
     json_object_set_new(o, "redelivered", json_boolean(pos->redelivered));
-    set_bytes(o, "exchange", qm_msg_exchange(m));
-    set_bytes(o, "routing_key", qm_msg_routing_key(m));
+    amqp_bytes x = qm_msg_exchange(m), rk = qm_msg_routing_key(m);
+    json_object_set_new(o, "exchange", defs_json_strn_safe((const char *)x.p, x.len));
+    json_object_set_new(o, "routing_key", defs_json_strn_safe((const char *)rk.p, rk.len));
     json_object_set_new(o, "message_count", json_integer((json_int_t)remaining));
-    json_object_set_new(o, "properties", props_json(m));
+    json_object_set_new(o, "properties", defs_props_json(qm_msg_props(m), m->props_len));
     json_object_set_new(o, "lookup_id", json_integer((json_int_t)pos->lookup_id));
     json_object_set_new(o, "move_count", json_integer((json_int_t)pos->move_count));
     if (q)

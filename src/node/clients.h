@@ -66,6 +66,7 @@ typedef struct node_subscription {
     uint64_t offset_lag;      /* entries stored past it */
     const char *const *props; /* Subscribe's properties as key, value pairs (n_props) */
     size_t n_props;
+    const qm_consumer *qc; /* the model's consumer: its queue, group state, offset */
 } node_subscription;
 
 /* Called for each publisher or subscription of a client. */
@@ -90,6 +91,13 @@ typedef struct node_consumer {
     uint32_t prefetch;
     int priority;
     const qm_consumer *qc; /* the model's consumer (a stream's: its offset), or NULL */
+    /* RabbitMQ's active and activity_status ("up", "single_active", "waiting"): NULL, not
+     * shown; and the arguments as key, value string pairs (a stream subscription's
+     * properties; NULL: none) */
+    const char *activity_status;
+    int active;
+    const char *const *props;
+    size_t n_props;
 } node_consumer;
 
 /* Called for each consumer of a channel walk: 0 stops the walk before this one. */

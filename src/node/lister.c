@@ -788,9 +788,41 @@ static void visit_subscription(void *arg, const node_subscription *s)
         sw->w->visit_subscription(sw->w->ctx, sw->c, s);
 }
 
+/* A stream subscription as /api/consumers lists it, as RabbitMQ 3.13 does: its reader
+ * registers it with rabbit_core_metrics:consumer_created (tag "stream.subid-ID", not
+ * exclusive, no ack required, prefetch 0, its properties as arguments, active and
+ * rabbit_stream_utils:consumer_activity_status), on the connection's pid for a channel, which
+ * the management shows as a channel with no name and number 0 of that connection. */
+static void visit_subscription_consumer(void *arg, const node_subscription *s)
+{
+    stream_walk *sw = arg;
+    const qm_consumer *qc = s->qc;
+    if (!qc || !qc->queue)
+        return;
+    char tag[32];
+    int n = snprintf(tag, sizeof tag, "stream.subid-%u", s->id);
+    /* a group's member stepping down is active until its client answered */
+    int active =
+        !qc->sac_name || qc->sac_state == QM_SAC_ACTIVE || qc->sac_state == QM_SAC_STEPPING;
+    node_channel ch = {.number = 0, .running = 1};
+    node_consumer o = {.tag = tag,
+                       .tag_len = (size_t)n,
+                       .queue = qc->queue,
+                       .qc = qc,
+                       .active = active,
+                       .activity_status = !qc->sac_name ? "up"
+                                          : active      ? "single_active"
+                                                        : "waiting",
+                       .props = s->props,
+                       .n_props = s->n_props};
+    sw->w->visit_consumer(sw->w->ctx, sw->c, &ch, &o);
+}
+
 static void visit_streams(node_client_walk *w, const node_part *door, const node_client *c)
 {
     stream_walk sw = {w, c};
+    if (w->what == NODE_WALK_CONSUMERS && door->subscriptions)
+        door->subscriptions(door->ctx, c->id, visit_subscription_consumer, &sw);
     if (w->what == NODE_WALK_PUBLISHERS && door->publishers)
         door->publishers(door->ctx, c->id, visit_publisher, &sw);
     if (w->what == NODE_WALK_SUBSCRIPTIONS && door->subscriptions)
@@ -817,6 +849,8 @@ int node_walk_clients(const sl_node *n, node_client_walk *w, uint64_t until)
             } else if (!visit_channels(w, door, &c, until, &k)) {
                 w->at = c.id;
                 return 0;
+            } else if (w->what == NODE_WALK_CONSUMERS) {
+                visit_streams(w, door, &c); /* a stream connection's subscriptions */
             }
         }
         w->slot = 0;

@@ -328,6 +328,10 @@ void qm_queue_timer_remove(qm_queue *q)
 static void queue_tick(qm_queue *q, uint64_t now)
 {
     uint64_t next = 0;
+    if (q->st_more) { /* a stream's filtered consumer skips on (qm_stream_dispatch) */
+        q->st_more = 0;
+        qm_queue_schedule_dispatch(q);
+    }
     if (q->n_ready)
         next = qm_queue_expire_heads(q, now);
     if (q->is_subqueue)

@@ -327,6 +327,8 @@ struct qm_consumer {
     const char *sac_name;
     int32_t sac_partition;
     uint8_t sac_state;
+    /* Streams' filtering (qm_stream_filter, owned by the door): NULL, every entry. */
+    const struct qm_stream_filter *st_filter;
 };
 
 /* Attach c (fields queue, ops, ctx, priority, no_ack, exclusive filled by the caller) to q.
@@ -441,6 +443,7 @@ struct qm_queue {
     qm_consumer *active; /* x-single-active-consumer: the one that gets messages, or NULL */
     qm_qdesc *descs;     /* open queue descriptors (handles) on this queue, see qdesc.c */
     uint8_t dispatch_scheduled;
+    uint8_t st_more; /* streams: a filtered consumer stopped at its skip bound (stream.c) */
     /* An expired head is left for the next turn's expiry budget: the tick must come back to
      * this queue at once (qm_queue_expire_heads reports it due now). */
     uint8_t expiry_backlog;
@@ -1108,6 +1111,7 @@ sl_err qm_stream_append_filtered(qm_queue *q, const uint8_t *msg, size_t len, co
 #define QM_STREAM_FMT_091 0
 #define QM_STREAM_FMT_AMQP10 1
 #define QM_STREAM_FMT_AMQP10F 2 /* AMQP 1.0 with a filter value */
+#define QM_STREAM_FMT_091F 3    /* AMQP 0-9-1 with a filter value (x-stream-filter-value) */
 typedef struct qm_stream_msg {
     amqp_bytes exchange, routing_key;
     const uint8_t *props, *body;
@@ -1117,6 +1121,29 @@ typedef struct qm_stream_msg {
     size_t filter_len;
 } qm_stream_msg;
 int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out);
+/* Stream filtering (RabbitMQ 3.13): the one rule both doors apply, here below them. An entry
+ * keeps the filter value it was published with (Publish v2's, or AMQP 0-9-1's header
+ * x-stream-filter-value); a consumer with a filter gets an entry only when its value is one of
+ * the filter's values, or it has none and match_unfiltered is set. Exact per entry: RabbitMQ
+ * tests a Bloom filter per chunk and lets false positives through for the client to drop;
+ * Sluice never delivers one. A door translates its own arguments into a qm_stream_filter and
+ * hangs it on its consumer (qm_consumer.st_filter); dispatch skips what it does not want
+ * without taking credit. */
+#define QM_STREAM_FILTERS_MAX 32
+typedef struct qm_stream_filter {
+    char *values[QM_STREAM_FILTERS_MAX]; /* owned, each its first 255 octets (as entries keep) */
+    uint8_t lens[QM_STREAM_FILTERS_MAX];
+    uint32_t n;
+    uint8_t match_unfiltered;
+} qm_stream_filter;
+qm_stream_filter *qm_stream_filter_new(void);
+/* Add a value; -1 when the filter already has QM_STREAM_FILTERS_MAX. */
+int qm_stream_filter_add(qm_stream_filter *f, const uint8_t *v, size_t len);
+void qm_stream_filter_free(qm_stream_filter *f);
+/* Does an entry published with this filter value (NULL: none) pass f? */
+int qm_stream_filter_wants(const qm_stream_filter *f, const uint8_t *value, size_t len);
+/* The same for a stored entry (its payload); what does not decode passes (a door decides). */
+int qm_stream_filter_entry(const qm_stream_filter *f, const uint8_t *p, size_t len);
 /* Single active consumer on streams, as RabbitMQ 3.11+ does it (rabbit_stream_sac_coordinator):
  * a group is the consumers of one stream with the same sac_name (its partition index is its
  * oldest member's, RabbitMQ's: the group's creator's). With sac_partition -1 the

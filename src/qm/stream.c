@@ -11,6 +11,9 @@
  * or, for one published with a filter value (Publish v2, RabbitMQ 3.13's filtering):
  *     format:u8 (QM_STREAM_FMT_AMQP10F), 0:u8, routing_key_len:u8, routing_key,
  *     filter_len:u8, filter (its first 255 octets), message
+ * or, for an AMQP 0-9-1 message with the string header x-stream-filter-value:
+ *     format:u8 (QM_STREAM_FMT_091F), exchange_len:u8, exchange, routing_key_len:u8,
+ *     routing_key, filter_len:u8, filter (its first 255 octets), props_len:u32, props, body
  * so the filter value lives in the log with its entry and survives a restart; a reader
  * skips what matches none of its values without looking at the message.
  * A door decodes the formats it knows. The entry's timestamp is the wall clock at the append.
@@ -33,6 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amqp/method.h"
+#include "amqp/table.h"
+#include "core/clock.h"
 #include "core/le.h"
 #include "core/log.h"
 #include "core/map.h"
@@ -225,27 +231,48 @@ void qm_stream_close(qm_queue *q, int deleted)
         st_stream_close(s);
 }
 
+/* The filter value of a 0-9-1 message: its header x-stream-filter-value when a string (a
+ * longstr, as RabbitMQ reads it: mc:x_header gives {utf8, V}); else none. */
+static int filter_value_091(const qm_message *m, amqp_bytes *out)
+{
+    amqp_basic_props bp;
+    amqp_value v;
+    if (!m->props_len || amqp_props_decode(qm_msg_props(m), m->props_len, &bp) != 0 ||
+        !(bp.flags & AMQP_P_HEADERS) || !amqp_table_get(bp.headers, "x-stream-filter-value", &v) ||
+        v.tag != 'S')
+        return 0;
+    *out = v.v.s;
+    return 1;
+}
+
 sl_err qm_stream_append(qm_queue *q, const qm_message *m)
 {
-    amqp_bytes x = qm_msg_exchange(m), rk = qm_msg_routing_key(m);
+    amqp_bytes x = qm_msg_exchange(m), rk = qm_msg_routing_key(m), f = {NULL, 0};
     uint8_t xl = (uint8_t)(x.len > 255 ? 255 : x.len), rl = (uint8_t)(rk.len > 255 ? 255 : rk.len);
-    uint8_t pl[4], fmt = QM_STREAM_FMT_091;
+    int filtered = filter_value_091(m, &f);
+    uint8_t fl = (uint8_t)(f.len > 255 ? 255 : f.len);
+    uint8_t pl[4], fmt = filtered ? QM_STREAM_FMT_091F : QM_STREAM_FMT_091;
     sl_put_le32(pl, (uint32_t)m->props_len);
-    st_stream_iov v[8] = {
+    st_stream_iov v[10] = {
         {&fmt, 1},
         {&xl, 1},
         {x.p, xl},
         {&rl, 1},
         {rk.p, rl},
+        {&fl, 1},
+        {f.p, fl},
         {pl, 4},
         {qm_msg_props(m), m->props_len},
         {qm_msg_body(m), m->body_len},
     };
-    st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, 8);
+    if (!filtered) /* the filter's length and value are not in the entry */
+        memmove(&v[5], &v[7], 3 * sizeof v[0]);
+    st_stream_appendv(q->stream, (int64_t)sl_wall_ms(), v, filtered ? 10 : 8);
     q->stat_published++;
     if (qm_persist && qm_persist->stream_appended)
         QM_PERSIST(stream_appended, q,
-                   ST_STREAM_ENTRY_HDR + 7 + (size_t)xl + rl + m->props_len + m->body_len);
+                   ST_STREAM_ENTRY_HDR + 7 + (size_t)xl + rl + (filtered ? 1u + fl : 0u) +
+                       m->props_len + m->body_len);
     else if (st_stream_commit(q->stream) == 0)
         qm_queue_schedule_dispatch(q);
     else
@@ -289,17 +316,18 @@ int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out)
     out->amqp10 = 0;
     out->filter = NULL;
     out->filter_len = 0;
-    if (len < 3 || p[0] > QM_STREAM_FMT_AMQP10F)
+    if (len < 3 || p[0] > QM_STREAM_FMT_091F)
         return -1;
-    int filtered = p[0] == QM_STREAM_FMT_AMQP10F;
-    int amqp10 = p[at++] != QM_STREAM_FMT_091;
+    int filtered = p[0] == QM_STREAM_FMT_AMQP10F || p[0] == QM_STREAM_FMT_091F;
+    int amqp10 = p[0] == QM_STREAM_FMT_AMQP10 || p[0] == QM_STREAM_FMT_AMQP10F;
+    at++;
     size_t xl = p[at++];
     if (len - at < xl + 1)
         return -1;
     out->exchange = (amqp_bytes){p + at, xl};
     at += xl;
     size_t rl = p[at++];
-    if (len - at < rl + (amqp10 ? 0 : 4))
+    if (len - at < rl)
         return -1;
     out->routing_key = (amqp_bytes){p + at, rl};
     at += rl;
@@ -310,6 +338,8 @@ int qm_stream_decode(const uint8_t *p, size_t len, qm_stream_msg *out)
         out->filter_len = p[at];
         at += 1 + (size_t)p[at];
     }
+    if (!amqp10 && len - at < 4)
+        return -1;
     if (amqp10) { /* the message as the stream protocol's client sent it */
         out->amqp10 = 1;
         out->props = p + at;
@@ -355,17 +385,76 @@ uint64_t qm_stream_start(qm_queue *q, const qm_stream_spec *spec)
 typedef struct deliver_ctx {
     qm_queue *q;
     qm_consumer *c;
+    uint64_t delivered;
 } deliver_ctx;
+
+/* Reads a filtered consumer may make in one dispatch that deliver nothing (all filtered out)
+ * before it stops and goes on from the tick (q->st_more): a filter that matches little of a
+ * long stream skips it a bounded slice (up to 256 x 64 KiB) at a time, not in one turn. */
+#define STREAM_SKIP_READS 256
 
 static int deliver_one(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, size_t len,
                        unsigned flags)
 {
     (void)flags;
     deliver_ctx *d = ctx;
+    if (!qm_stream_filter_entry(d->c->st_filter, p, len)) {
+        d->c->st_next = offset + 1; /* filtered out: no delivery, no credit taken */
+        return 0;
+    }
     d->c->ops->deliver_entry(d->c, offset, ts, p, len);
+    d->delivered++;
     d->c->st_next = offset + 1;
     d->q->stat_delivered++;
     return !d->c->ops->can_take(d->c);
+}
+
+/* ---- filtering (qm.h: qm_stream_filter) ---- */
+
+qm_stream_filter *qm_stream_filter_new(void)
+{
+    return sl_xcalloc(1, sizeof(qm_stream_filter));
+}
+
+int qm_stream_filter_add(qm_stream_filter *f, const uint8_t *v, size_t len)
+{
+    if (f->n == QM_STREAM_FILTERS_MAX)
+        return -1;
+    size_t l = len > 255 ? 255 : len; /* entries keep a value's first 255 octets too */
+    f->values[f->n] = sl_xmalloc(l ? l : 1);
+    if (l)
+        memcpy(f->values[f->n], v, l);
+    f->lens[f->n++] = (uint8_t)l;
+    return 0;
+}
+
+void qm_stream_filter_free(qm_stream_filter *f)
+{
+    if (!f)
+        return;
+    for (uint32_t i = 0; i < f->n; i++)
+        sl_free(f->values[i]);
+    sl_free(f);
+}
+
+int qm_stream_filter_wants(const qm_stream_filter *f, const uint8_t *value, size_t len)
+{
+    if (!f)
+        return 1;
+    if (!value)
+        return f->match_unfiltered;
+    for (uint32_t i = 0; i < f->n; i++)
+        if (f->lens[i] == len && !memcmp(f->values[i], value, len))
+            return 1;
+    return 0;
+}
+
+int qm_stream_filter_entry(const qm_stream_filter *f, const uint8_t *p, size_t len)
+{
+    qm_stream_msg sm;
+    if (!f || qm_stream_decode(p, len, &sm) < 0)
+        return 1;
+    return qm_stream_filter_wants(f, sm.filter, sm.filter_len);
 }
 
 /* ---- single active consumer (qm.h: qm_stream_sac_join) ---- */
@@ -513,14 +602,20 @@ void qm_stream_dispatch(qm_queue *q)
         }
         /* Bounded: each pass hands at least one entry (st_next grows) or stops; a consumer
          * takes at most its credit (prefetch) and its connection's output room. */
+        int skipped = 0;
         for (int k = 0; k < 1000000 && c->st_next < end && c->ops->can_take(c); k++) {
-            deliver_ctx d = {q, c};
+            deliver_ctx d = {q, c, 0};
             uint64_t nx;
             char err[512];
             long n = st_stream_read(s, c->st_reader, c->st_next, SIZE_MAX, deliver_one, &d, &nx,
                                     err, sizeof err);
             if (n < 0) {
                 sl_error("stream queue '%s': %s", q->name, err);
+                break;
+            }
+            if (n > 0 && !d.delivered && ++skipped >= STREAM_SKIP_READS) {
+                q->st_more = 1;
+                qm_queue_wake_at(q, sl_now_ms());
                 break;
             }
             if (n == 0) {

@@ -44,6 +44,32 @@ void stream_reply_code(stream_conn *c, uint16_t key, uint32_t corr, uint16_t cod
     stream_conn_send(c, &r);
 }
 
+void stream_reply_durable(stream_conn *c, uint16_t key, uint32_t corr, uint16_t code)
+{
+    uint64_t gen = node_ticket(c->d->n);
+    if (gen == 0 || gen <= node_durable(c->d->n)) {
+        stream_reply_code(c, key, corr, code);
+        return;
+    }
+    /* reading(c) stops while it waits: one answer held at most */
+    c->dur_wait = 1;
+    c->dur_key = key;
+    c->dur_corr = corr;
+    c->dur_code = code;
+    c->dur_gen = gen;
+}
+
+void stream_reply_released(stream_conn *c)
+{
+    if (!c->dur_wait || c->dur_gen > node_durable(c->d->n))
+        return;
+    c->dur_wait = 0;
+    if (c->state != SC_OPEN)
+        return; /* closing meanwhile: no more answers */
+    stream_reply_code(c, c->dur_key, c->dur_corr, c->dur_code);
+    stream_conn_rearm(c); /* frames held in the feeder go on from the timer */
+}
+
 /* RabbitMQ checks a stream as a queue of that name: SP_OK, or SP_ACCESS_REFUSED (logged). */
 uint16_t stream_check(stream_conn *c, sp_str name, acc_perm perm)
 {
@@ -210,7 +236,7 @@ static void create(stream_conn *c, const sp_cmd *m)
     sl_buf_free(&args);
     if (code != SP_OK && err[0])
         sl_warn("stream connection %s: Create refused: %s", c->name, err);
-    stream_reply_code(c, SP_CREATE, m->corr, code);
+    stream_reply_durable(c, SP_CREATE, m->corr, code);
 }
 
 /* Delete: only a stream (another queue of the name is not one: STREAM_DOES_NOT_EXIST). */
@@ -232,7 +258,7 @@ static void delete_stream(stream_conn *c, const sp_cmd *m)
             sl_info("stream connection %s: user '%s' deleted stream '%.*s'", c->name, c->user,
                     (int)name.len, (const char *)name.p);
     }
-    stream_reply_code(c, SP_DELETE, m->corr, code);
+    stream_reply_durable(c, SP_DELETE, m->corr, code);
 }
 
 /* The commands a client may send, at the versions the codec takes. ResolveOffsetSpec is

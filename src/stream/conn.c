@@ -143,6 +143,8 @@ static int reading(const stream_conn *c)
      * blocks them (what it sent stays in the socket and the feeder until the alarm clears) */
     if (c->state == SC_OPEN && c->n_pubs && c->d->blocked)
         return 0;
+    if (c->dur_wait && c->state == SC_OPEN)
+        return 0; /* an answer waits for the disk (stream_reply_durable): the next frames too */
     return c->state >= SC_CLOSING || sl_buf_unread(&c->out) < STREAM_OUT_MAX;
 }
 
@@ -371,6 +373,9 @@ void stream_conn_rearm(stream_conn *c)
         due = c->deadline;
     if (c->held && reading(c) && c->state < SC_LINGER)
         due = sl_loop_now(c->d->n->loop); /* frames wait in the feeder: stream_conn_resume */
+    uint64_t rq = c->state == SC_OPEN ? stream_requests_due(c) : 0;
+    if (rq && (!due || rq < due))
+        due = rq; /* a ConsumerUpdate's answer is due */
     if (c->sub_wait && c->state == SC_OPEN && sl_buf_unread(&c->out) < STREAM_OUT_MAX / 2) {
         /* deliveries wait for room, or for a new subscription's start: stream_subs_pump */
         uint64_t now = sl_loop_now(c->d->n->loop);
@@ -412,6 +417,12 @@ static void on_timer(sl_loop *loop, sl_timer *t)
         }
         break;
     case SC_OPEN:
+        if (stream_requests_expire(c, now)) {
+            stream_conn_flush(c);
+            if (c->state == SC_DEAD)
+                return;
+            break;
+        }
         if (c->heartbeat) {
             uint64_t period = (uint64_t)c->heartbeat * 1000;
             /* two silent intervals: the peer is gone (RabbitMQ drops the socket) */

@@ -118,13 +118,14 @@ static void alarms_changed(void *ctx, int blocked)
     }
 }
 
-/* A store generation became durable: the PublishConfirms it covers go out. */
+/* A store generation became durable: the PublishConfirms and the answer it covers go out. */
 static void released(void *ctx)
 {
     stream_door *d = ctx;
     for (stream_conn *c = d->conns; c; c = c->next)
-        if (c->cf_head && c->state != SC_DEAD) {
+        if ((c->cf_head || c->dur_wait) && c->state != SC_DEAD) {
             stream_confirms_released(c);
+            stream_reply_released(c);
             stream_door_dirty(d, c);
         }
     flush_dirty(d);
@@ -144,8 +145,11 @@ static void close_listeners(stream_door *d)
     }
 }
 
-/* The stream protocol has no code for "connection forced": RabbitMQ's reader closes a
- * connection it is told to close with Close and code OK and the reason as text. */
+/* As RabbitMQ's reader ends a connection it is told to end (rabbit_networking's {shutdown,
+ * Explanation} for a deleted vhost or user; terminate/3 at the node's shutdown): what was
+ * said is flushed and the socket closes, with no Close frame. The clients take no Close from
+ * the server: the Node.js one throws "Unknown response 22" from its socket's data handler
+ * (an uncaught exception); they all see the socket end. The reason goes to the log. */
 static size_t close_matching(stream_door *d, const char *user, const char *vhost, const char *text)
 {
     size_t cnt = 0;
@@ -154,7 +158,7 @@ static size_t close_matching(stream_door *d, const char *user, const char *vhost
         if (c->state >= SC_CLOSING || (user && (!c->user || strcmp(c->user, user))) ||
             (vhost && (!c->vhost || strcmp(c->vhost, vhost))))
             continue;
-        stream_conn_close(c, SP_OK, text);
+        stream_conn_linger(c, text);
         stream_conn_flush(c);
         cnt++;
     }

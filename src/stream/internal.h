@@ -96,7 +96,13 @@ struct stream_conn {
     struct stream_confirm *cf_head, *cf_tail;
     uint8_t sub_wait; /* a subscription with credit stopped (a full output, sub_at): pump later */
     uint64_t sub_at;  /* not before this loop time (a new subscription's first Deliver) */
-    uint8_t dirty;    /* output written outside a frame handler: on the door's dirty list */
+    /* An answer held until what its command changed (definitions) is on disk
+     * (stream_reply_durable): reading stops meanwhile, so later answers stay behind it. */
+    uint8_t dur_wait;
+    uint16_t dur_key, dur_code;
+    uint32_t dur_corr;
+    uint64_t dur_gen;
+    uint8_t dirty; /* output written outside a frame handler: on the door's dirty list */
     stream_conn *dirty_next;
 
     /* for the HTTP API's view (view.c) */
@@ -161,6 +167,16 @@ void stream_door_dirty(stream_door *d, stream_conn *c);
 void stream_open_command(stream_conn *c, const sp_cmd *m);
 /* Reply helper: a response of key with corr and code and nothing else. */
 void stream_reply_code(stream_conn *c, uint16_t key, uint32_t corr, uint16_t code);
+/* The same once everything appended so far is durable, as queue.declare of a durable queue
+ * answers (Create, Delete and the super streams': the answer says the definitions are
+ * there); at once when nothing waits for the disk. stream_reply_released sends it when the
+ * store generation it waits for is on disk. */
+void stream_reply_durable(stream_conn *c, uint16_t key, uint32_t corr, uint16_t code);
+void stream_reply_released(stream_conn *c);
+/* The loop time the oldest unanswered ConsumerUpdate of c times out (stream.request_timeout),
+ * 0 when none is; stream_requests_expire closes c (1) when that time has come. */
+uint64_t stream_requests_due(const stream_conn *c);
+int stream_requests_expire(stream_conn *c, uint64_t now);
 /* SP_OK, or SP_ACCESS_REFUSED (logged): the user's perm on the stream as a queue. */
 uint16_t stream_check(stream_conn *c, sp_str name, acc_perm perm);
 /* The stream of that name in the connection's vhost (a queue of type stream), or NULL. */

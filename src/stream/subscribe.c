@@ -58,7 +58,7 @@
 #define PUMP_MAX 4096
 
 /* A subscription's filter values (filter.N) are at most this many. */
-#define SUB_FILTERS_MAX 32
+#define SUB_FILTERS_MAX QM_STREAM_FILTERS_MAX
 
 typedef struct stream_sub {
     qm_consumer qc; /* qc.ctx = this; qc.st_next: the next offset to deliver */
@@ -72,11 +72,9 @@ typedef struct stream_sub {
     char *sac_name;
     uint8_t cu_pending, cu_active;
     uint32_t cu_corr;
-    /* filtering: the values (owned), and whether entries published without one match */
-    char *filters[SUB_FILTERS_MAX];
-    uint8_t filter_len[SUB_FILTERS_MAX];
-    uint32_t n_filters;
-    uint8_t match_unfiltered;
+    uint64_t cu_sent; /* loop time it went (stream.request_timeout runs from there) */
+    /* filtering: the engine's rule (qm_stream_filter, owned; NULL: none) */
+    qm_stream_filter *filter;
     uint64_t consumed; /* messages delivered (the HTTP API's view, view.c) */
     char **props;      /* Subscribe's properties, key, value pairs (view.c) */
     size_t n_props;
@@ -92,8 +90,7 @@ static void sub_free(stream_sub *s)
 {
     stream_props_free(s->props, s->n_props);
     st_stream_reader_free(&s->reader);
-    for (uint32_t i = 0; i < s->n_filters; i++)
-        sl_free(s->filters[i]);
+    qm_stream_filter_free(s->filter);
     sl_free(s->sac_name);
     sl_free(s);
 }
@@ -108,17 +105,6 @@ static const qm_consumer_ops sub_ops = {
     .stream_ready = sub_ready,
     .sac_update = sub_sac_update,
 };
-
-/* Does an entry published with this filter value (NULL: none) interest s? */
-static int sub_wants(const stream_sub *s, const uint8_t *f, size_t len)
-{
-    if (!f)
-        return s->match_unfiltered;
-    for (uint32_t i = 0; i < s->n_filters; i++)
-        if (s->filter_len[i] == len && !memcmp(s->filters[i], f, len))
-            return 1;
-    return 0;
-}
 
 /* ---- one Deliver ---- */
 
@@ -186,7 +172,9 @@ static int scan_entry(void *ctx, uint64_t offset, int64_t ts, const uint8_t *p, 
     scan_ctx *k = ctx;
     qm_stream_msg sm;
     /* what does not decode is delivered (as an empty message): its offset stays numbered */
-    int w = qm_stream_decode(p, len, &sm) < 0 ? 1 : sub_wants(k->s, sm.filter, sm.filter_len);
+    int w = qm_stream_decode(p, len, &sm) < 0
+                ? 1
+                : qm_stream_filter_wants(k->s->filter, sm.filter, sm.filter_len);
     if (k->n == 0) {
         k->want = w;
         k->from = offset;
@@ -206,7 +194,7 @@ static int deliver_chunk(stream_sub *s)
     uint64_t nx;
     char err[512];
     size_t max = 65535;
-    if (s->n_filters) {
+    if (s->filter) {
         /* Server-side filtering: the run of entries from st_next that the filter all wants,
          * or all does not, found first (the reader keeps the bytes: the second read parses
          * them from memory). An unwanted run is skipped; a wanted one is one Deliver. */
@@ -418,16 +406,44 @@ static void sub_sac_update(qm_consumer *qc, int active)
 {
     stream_sub *s = qc->ctx;
     stream_conn *c = s->c;
-    if (c->state == SC_DEAD)
+    if (c->state == SC_DEAD || c->state == SC_LINGER)
         return; /* going: its detach hands the group on */
     s->cu_pending = 1;
     s->cu_active = (uint8_t)active;
     s->cu_corr = ++c->next_corr;
+    s->cu_sent = sl_loop_now(c->d->n->loop);
     sp_cmd r = {.key = SP_CONSUMER_UPDATE, .version = 1, .corr = s->cu_corr};
     r.u.consumer_update.subscription_id = s->id;
     r.u.consumer_update.active = (uint8_t)active;
     stream_conn_send(c, &r);
     stream_door_dirty(c->d, c);
+    stream_conn_rearm(c); /* its timeout (stream_requests_expire) */
+}
+
+uint64_t stream_requests_due(const stream_conn *c)
+{
+    uint64_t t = c->d->n->cfg->stream_request_timeout_ms, due = 0;
+    for (int i = 0; i < 256 && c->n_subs; i++) {
+        const stream_sub *s = c->subs[i];
+        if (s && s->cu_pending && (!due || s->cu_sent + t < due))
+            due = s->cu_sent + t;
+    }
+    return due;
+}
+
+int stream_requests_expire(stream_conn *c, uint64_t now)
+{
+    uint64_t due = stream_requests_due(c);
+    if (!due || now < due)
+        return 0;
+    /* RabbitMQ's reader: "Forcing stream connection closing: request to client timed out",
+     * the socket closed with no Close frame. Its subscriptions go at once (not when the
+     * socket is gone): each group it was in has its next member made active now. */
+    sl_warn("stream connection %s: a ConsumerUpdate unanswered for %u ms (stream.request_timeout)",
+            c->name, c->d->n->cfg->stream_request_timeout_ms);
+    stream_conn_linger(c, "request to client timed out");
+    stream_subs_free(c);
+    return 1;
 }
 
 void stream_consumer_update_answer(stream_conn *c, const sp_cmd *m)
@@ -486,14 +502,13 @@ void stream_subscribe(stream_conn *c, const sp_cmd *m)
         s->qc.ctx = s;
         s->qc.no_ack = 1; /* a stream delivery settles nothing */
         s->qc.st_next = qm_stream_start(q, &spec);
-        for (uint32_t i = 0; i < props.n_filters; i++) {
-            uint32_t fl = props.filters[i].len > 255 ? 255 : props.filters[i].len;
-            s->filters[i] = sl_xmalloc(fl ? fl : 1);
-            memcpy(s->filters[i], props.filters[i].p, fl);
-            s->filter_len[i] = (uint8_t)fl; /* entries keep a value's first 255 octets too */
+        if (props.n_filters) {
+            s->filter = qm_stream_filter_new();
+            for (uint32_t i = 0; i < props.n_filters; i++)
+                qm_stream_filter_add(s->filter, props.filters[i].p, props.filters[i].len);
+            s->filter->match_unfiltered = (uint8_t)props.match_unfiltered;
+            s->qc.st_filter = s->filter;
         }
-        s->n_filters = props.n_filters;
-        s->match_unfiltered = (uint8_t)props.match_unfiltered;
         if (props.sac) {
             s->sac_name = sl_xmalloc(props.name.len + 1);
             memcpy(s->sac_name, props.name.p, props.name.len);
@@ -597,7 +612,8 @@ void stream_subs_view(stream_conn *c, node_subscription_fn fn, void *arg)
                                .offset = s->qc.st_next,
                                .offset_lag = end > s->qc.st_next ? end - s->qc.st_next : 0,
                                .props = (const char *const *)s->props,
-                               .n_props = s->n_props};
+                               .n_props = s->n_props,
+                               .qc = &s->qc};
         fn(arg, &v);
     }
 }

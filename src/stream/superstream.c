@@ -288,7 +288,7 @@ void stream_create_super_stream(stream_conn *c, const sp_cmd *m)
                 c->name, c->user, xname, parts->n, c->vhost);
     else if (code != SP_ACCESS_REFUSED)
         sl_warn("stream connection %s: CreateSuperStream '%s' refused: %s", c->name, xname, err);
-    stream_reply_code(c, SP_CREATE_SUPER_STREAM, m->corr, code);
+    stream_reply_durable(c, SP_CREATE_SUPER_STREAM, m->corr, code);
 }
 
 /* The partitions' names, copied (deleting frees the queues). *n their count. */
@@ -349,7 +349,7 @@ void stream_delete_super_stream(stream_conn *c, const sp_cmd *m)
                 c->name, c->user, (int)name.len, (const char *)name.p, n);
     }
     names_free(names, n);
-    stream_reply_code(c, SP_DELETE_SUPER_STREAM, m->corr, code);
+    stream_reply_durable(c, SP_DELETE_SUPER_STREAM, m->corr, code);
 }
 
 /* Partitions and Route answer a list of stream names. */
