@@ -106,3 +106,34 @@ def test_persistent_deliveries_held_for_disk(broker, conn, ch):
     expected.append(b"end")
     raw = slow_consumer(broker, q, no_ack=False)
     check(read_deliveries(raw, len(expected)), expected)
+
+
+def fill_unread(broker, ch, n=3000):
+    """A consumer that reads nothing, with ~4 MiB of deliveries by reference queued for it."""
+    q = declare_queue(ch, exclusive=False)
+    for i in range(n):
+        publish(ch, "", q, body_of(i, 1400))
+    publish(ch, "", q, b"last", confirm=True)
+    raw = slow_consumer(broker, q, no_ack=True)
+    raw.read_frame(timeout=10)  # the first delivery's method: the rest is queued or in flight
+    return q, raw
+
+
+def test_consumer_gone_with_bodies_unsent(broker, conn, ch):
+    """The references of a connection that dies with them unsent are let go; the broker goes
+    on serving (each message is freed once, or the broker dies or leaks on the next round)."""
+    for _ in range(3):
+        q, raw = fill_unread(broker, ch)
+        raw.sock.close()
+        ch.queue_delete(q)
+    q = declare_queue(ch, exclusive=False)
+    publish(ch, "", q, body_of(0, 2000), confirm=True)
+    raw = slow_consumer(broker, q, no_ack=True)
+    check(read_deliveries(raw, 1), [body_of(0, 2000)])
+
+
+def test_broker_stops_with_bodies_unsent(broker_factory):
+    b = broker_factory()
+    c = b.amqp()
+    fill_unread(b, c.channel())
+    assert b.terminate() == 0, b.log_tail(100)
