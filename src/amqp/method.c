@@ -141,10 +141,12 @@ static inline uint8_t *frame_head(uint8_t *p, uint8_t type, uint16_t ch, uint32_
     return put32(p, size);
 }
 
-void amqp_deliver_write(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag, uint64_t delivery_tag,
-                        int redelivered, amqp_bytes exchange, amqp_bytes routing_key,
-                        const uint8_t *props, size_t props_len, const uint8_t *body,
-                        uint64_t body_len, size_t max_payload)
+/* The delivery's frames; with leave_body (one body frame only) the body frame's bytes stop
+ * after its head, for the caller to send the body from where it lies, then the frame end. */
+static void deliver_write(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag, uint64_t delivery_tag,
+                          int redelivered, amqp_bytes exchange, amqp_bytes routing_key,
+                          const uint8_t *props, size_t props_len, const uint8_t *body,
+                          uint64_t body_len, size_t max_payload, int leave_body)
 {
     size_t ct = consumer_tag.len > 255 ? 255 : consumer_tag.len;
     size_t ex = exchange.len > 255 ? 255 : exchange.len;
@@ -178,9 +180,11 @@ void amqp_deliver_write(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag, uint6
 
     if (one_body) {
         p = frame_head(p, AMQP_FRAME_BODY, ch, (uint32_t)body_len);
-        memcpy(p, body, (size_t)body_len);
-        p += body_len;
-        *p++ = AMQP_FRAME_END;
+        if (!leave_body) {
+            memcpy(p, body, (size_t)body_len);
+            p += body_len;
+            *p++ = AMQP_FRAME_END;
+        }
     }
     out->len += (size_t)(p - start);
     if (one_body)
@@ -189,6 +193,27 @@ void amqp_deliver_write(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag, uint6
         size_t n = body_len - off < max_payload ? (size_t)(body_len - off) : max_payload;
         amqp_frame_write(out, AMQP_FRAME_BODY, ch, body + off, n);
     }
+}
+
+void amqp_deliver_write(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag, uint64_t delivery_tag,
+                        int redelivered, amqp_bytes exchange, amqp_bytes routing_key,
+                        const uint8_t *props, size_t props_len, const uint8_t *body,
+                        uint64_t body_len, size_t max_payload)
+{
+    deliver_write(out, ch, consumer_tag, delivery_tag, redelivered, exchange, routing_key, props,
+                  props_len, body, body_len, max_payload, 0);
+}
+
+int amqp_deliver_write_head(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag,
+                            uint64_t delivery_tag, int redelivered, amqp_bytes exchange,
+                            amqp_bytes routing_key, const uint8_t *props, size_t props_len,
+                            uint64_t body_len, size_t max_payload)
+{
+    if (body_len == 0 || (max_payload && body_len > max_payload))
+        return -1;
+    deliver_write(out, ch, consumer_tag, delivery_tag, redelivered, exchange, routing_key, props,
+                  props_len, NULL, body_len, max_payload, 1);
+    return 0;
 }
 
 void amqp_content_header_write(sl_buf *out, uint16_t ch, uint64_t body_size, const uint8_t *props,

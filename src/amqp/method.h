@@ -104,6 +104,14 @@ void amqp_deliver_write(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag, uint6
                         int redelivered, amqp_bytes exchange, amqp_bytes routing_key,
                         const uint8_t *props, size_t props_len, const uint8_t *body,
                         uint64_t body_len, size_t max_payload);
+/* The same delivery with its one body frame left open after its 7-byte head: the caller sends
+ * the body_len bytes of the body from where they lie (writev, no copy into out), then
+ * AMQP_FRAME_END. Only for a body in one frame: -1 (nothing written) when body_len is 0 or
+ * over max_payload (0: no limit). */
+int amqp_deliver_write_head(sl_buf *out, uint16_t ch, amqp_bytes consumer_tag,
+                            uint64_t delivery_tag, int redelivered, amqp_bytes exchange,
+                            amqp_bytes routing_key, const uint8_t *props, size_t props_len,
+                            uint64_t body_len, size_t max_payload);
 /* Append a whole HEADER frame for class 60 carrying raw property bytes (flags + values). */
 void amqp_content_header_write(sl_buf *out, uint16_t ch, uint64_t body_size, const uint8_t *props,
                                size_t props_len);

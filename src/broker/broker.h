@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "access/access.h"
 #include "amqp/frame.h"
@@ -38,6 +39,18 @@
 
 typedef struct broker broker;
 typedef struct conn conn;
+
+/* A body sent from its message (out_refs.c): before out's byte at offset .at. */
+typedef struct broker_out_ref_t {
+    uint64_t at;
+    qm_message *m; /* one reference held until the bytes are sent */
+    const uint8_t *p;
+    uint32_t len; /* bytes not sent yet, from p */
+} broker_out_ref_t;
+
+/* Bodies this long or longer go to a plain TCP socket from the message (writev), shorter ones
+ * are copied into the output buffer (cheaper than two iovec entries and a reference). */
+#define BROKER_BODY_REF_MIN 512
 typedef struct channel channel;
 typedef struct consumer consumer;
 
@@ -148,6 +161,12 @@ struct conn {
      * bytes sent since the connection opened, so a stream offset survives consuming. */
     sl_holds holds;
     uint64_t out_sent;
+    /* Bodies sent by reference between out's bytes (out_refs.c): a ring in stream order;
+     * out_consumed counts out's bytes consumed since the connection opened, out_ref_bytes the
+     * referenced bytes not sent yet (broker_out_len counts them with out's). */
+    broker_out_ref_t *out_refs;
+    uint32_t out_refs_head, out_refs_len, out_refs_cap;
+    uint64_t out_consumed, out_ref_bytes;
     uint8_t in_waiting;
     conn *wait_next, *wait_prev; /* in b->waiting */
     channel *confirming;         /* channels with confirms to send or waiting for the disk */
@@ -388,6 +407,21 @@ int broker_stream_filter_arg(channel *ch, qm_queue *q, amqp_bytes args, qm_strea
 void broker_stream_deliver(qm_consumer *qc, uint64_t offset, int64_t ts_ms, const uint8_t *p,
                            size_t len);
 /* Write basic.deliver / basic.get-ok / basic.return with content for pos' message. */
+/* out_refs.c: the output stream's length (out's bytes and the bodies by reference); whether a
+ * body of body_len goes by reference; add one (after out's bytes so far); write up to avail
+ * bytes of the stream with one sendmsg; take n written bytes off the front; drop all (the peer
+ * is gone); and free the ring. */
+static inline size_t broker_out_len(const conn *c)
+{
+    return sl_buf_unread(&c->out) + (size_t)c->out_ref_bytes;
+}
+int broker_out_can_ref(const conn *c, uint64_t body_len);
+void broker_out_ref(conn *c, qm_message *m, const uint8_t *p, uint32_t len);
+ssize_t broker_out_sendv(conn *c, size_t avail);
+void broker_out_consume(conn *c, size_t n);
+void broker_out_drop(conn *c);
+void broker_out_free(conn *c);
+
 void broker_write_content(conn *c, uint16_t ch, const qm_message *m);
 /* The same with other properties than m's own (a quorum queue's x-delivery-count). */
 void broker_write_content_props(conn *c, uint16_t ch, const qm_message *m, const uint8_t *props,

@@ -87,6 +87,7 @@ void broker_conn_free(conn *c)
     if (c->fd >= 0)
         close(c->fd);
     sl_buf_free(&c->in);
+    broker_out_free(c); /* the messages of bodies never sent */
     sl_buf_free(&c->out);
     sl_buf_free(&c->late);
     if (c->is_link)
@@ -171,7 +172,7 @@ void broker_conn_hold_until(conn *c, uint64_t gen)
     uint64_t done = node_durable(c->b->n);
     if (gen <= done)
         return;
-    sl_holds_mark(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
+    sl_holds_mark(&c->holds, c->out_sent + broker_out_len(c), gen, done);
     broker_wait_disk(c);
 }
 
@@ -180,13 +181,13 @@ void broker_conn_hold_delivery(conn *c, uint64_t gen)
     uint64_t done = node_durable(c->b->n);
     if (gen <= done)
         return;
-    sl_holds_mark_soft(&c->holds, c->out_sent + sl_buf_unread(&c->out), gen, done);
+    sl_holds_mark_soft(&c->holds, c->out_sent + broker_out_len(c), gen, done);
     broker_wait_disk(c);
 }
 
 int broker_conn_has_held(const conn *c)
 {
-    return sl_holds_avail(&c->holds, c->out_sent, sl_buf_unread(&c->out)) < sl_buf_unread(&c->out);
+    return sl_holds_avail(&c->holds, c->out_sent, broker_out_len(c)) < broker_out_len(c);
 }
 
 static void release_channels(conn *c)
@@ -310,7 +311,7 @@ void broker_conn_set_blocked(conn *c, int blocked)
  * mark again, whether it drained in one flush or over several. */
 static void resume_if_room(conn *c)
 {
-    if (sl_buf_unread(&c->out) >= CONN_OUT_HIGH)
+    if (broker_out_len(c) >= CONN_OUT_HIGH)
         return;
     if (c->consumers_waiting) {
         c->consumers_waiting = 0;
@@ -338,12 +339,14 @@ void broker_conn_flush(conn *c)
         return; /* nothing is said before the TLS session is up */
     sl_holds_release(&c->holds, node_durable(c->b->n));
     for (;;) {
-        size_t avail = sl_holds_avail(&c->holds, c->out_sent, sl_buf_unread(&c->out));
+        size_t avail = sl_holds_avail(&c->holds, c->out_sent, broker_out_len(c));
         if (avail == 0)
             break;
-        ssize_t n = conn_send(c, sl_buf_head(&c->out), avail);
+        /* bodies by reference (plain TCP only) go out with out's bytes in one sendmsg */
+        ssize_t n = c->out_refs_len ? broker_out_sendv(c, avail)
+                                    : conn_send(c, sl_buf_head(&c->out), avail);
         if (n > 0) {
-            sl_buf_consume(&c->out, (size_t)n);
+            broker_out_consume(c, (size_t)n);
             c->out_sent += (uint64_t)n;
             c->last_send = sl_loop_now(c->b->n->loop);
             continue;
@@ -361,14 +364,14 @@ void broker_conn_flush(conn *c)
             return;
         }
         /* Peer gone: nothing more can be said to it. */
-        sl_buf_consume(&c->out, sl_buf_unread(&c->out));
+        broker_out_drop(c);
         sl_holds_clear(&c->holds);
         broker_conn_kill(c, n == 0 ? "write returned 0" : strerror(errno));
         return;
     }
     if (c->holds.len)
         broker_wait_disk(c); /* the rest goes when the disk has what it waits for */
-    if (c->state == CONN_LINGER && !c->shut_wr && sl_buf_unread(&c->out) == 0) {
+    if (c->state == CONN_LINGER && !c->shut_wr && broker_out_len(c) == 0) {
         /* Everything said: the client reads close-ok, then (TLS: close_notify and) EOF. */
         if (c->tls)
             sl_tls_shutdown(c->tls);
@@ -380,7 +383,7 @@ void broker_conn_flush(conn *c)
         broker_conn_update_watch(c);
     }
     /* Give memory back after a burst. */
-    if (c->out.cap > (1u << 20) && sl_buf_unread(&c->out) == 0)
+    if (c->out.cap > (1u << 20) && broker_out_len(c) == 0)
         sl_buf_free(&c->out);
 }
 
@@ -393,7 +396,7 @@ void broker_conn_flush(conn *c)
  * at CONN_OUT_MAX plus one reply, and read again once its output is under CONN_OUT_HIGH. */
 static int out_full(const conn *c)
 {
-    return sl_buf_unread(&c->out) + sl_buf_unread(&c->late) >= CONN_OUT_MAX;
+    return broker_out_len(c) + sl_buf_unread(&c->late) >= CONN_OUT_MAX;
 }
 
 /* A connection blocked by an alarm goes on reading, so that it can still close, until this
@@ -422,9 +425,9 @@ void broker_conn_update_watch(conn *c)
                      c->state != CONN_LINGER
                  ? 0
                  : SL_EV_READ;
-    if (sl_buf_unread(&c->out) > 0 && (c->w.events & SL_EV_WRITE))
+    if (broker_out_len(c) > 0 && (c->w.events & SL_EV_WRITE))
         ev |= SL_EV_WRITE; /* still waiting for the socket to drain */
-    if (c->tls_write_wants_read && sl_buf_unread(&c->out) > 0)
+    if (c->tls_write_wants_read && broker_out_len(c) > 0)
         ev |= SL_EV_READ; /* a TLS write goes on once the socket is readable */
     if (c->tls_handshaking)
         ev = sl_tls_wants(c->tls) ? sl_tls_wants(c->tls) : SL_EV_READ;

@@ -41,7 +41,7 @@ static int can_take(qm_consumer *qc)
     conn *c = ch->c;
     if (c->state != CONN_OPEN || ch->state != CH_OPEN)
         return 0;
-    if (sl_buf_unread(&c->out) >= CONN_OUT_HIGH) {
+    if (broker_out_len(c) >= CONN_OUT_HIGH) {
         /* broker_conn_flush wakes the consumers turned away once it has drained */
         c->consumers_waiting = 1;
         broker_channel_starve_consumer(ch, cons);
@@ -69,11 +69,23 @@ static void deliver(qm_consumer *qc, qm_position *pos)
     broker_hold_delivery(c); /* its delivery mark reaches the file first */
     sl_buf qp = {0};
     int own = qm_delivery_props(m, qm_last_delivery_count(), 0, &qp);
-    amqp_deliver_write(&c->out, ch->id, (amqp_bytes){(const uint8_t *)cons->tag, cons->tag_len},
-                       tag, pos->redelivered, qm_msg_exchange(m), qm_msg_routing_key(m),
-                       own ? sl_buf_head(&qp) : qm_msg_props(m),
-                       own ? sl_buf_unread(&qp) : m->props_len, qm_msg_body(m), m->body_len,
-                       c->frame_max ? c->frame_max - AMQP_FRAME_OVERHEAD : 0);
+    amqp_bytes ctag = {(const uint8_t *)cons->tag, cons->tag_len};
+    const uint8_t *props = own ? sl_buf_head(&qp) : qm_msg_props(m);
+    size_t props_len = own ? sl_buf_unread(&qp) : m->props_len;
+    size_t max_payload = c->frame_max ? c->frame_max - AMQP_FRAME_OVERHEAD : 0;
+    /* A large body in one frame goes from the message to the socket (out_refs.c): the frames
+     * around it here, its bytes referenced, not copied. */
+    if (broker_out_can_ref(c, m->body_len) &&
+        amqp_deliver_write_head(&c->out, ch->id, ctag, tag, pos->redelivered, qm_msg_exchange(m),
+                                qm_msg_routing_key(m), props, props_len, m->body_len,
+                                max_payload) == 0) {
+        broker_out_ref(c, pos->msg, qm_msg_body(m), m->body_len);
+        sl_buf_put_u8(&c->out, AMQP_FRAME_END);
+    } else {
+        amqp_deliver_write(&c->out, ch->id, ctag, tag, pos->redelivered, qm_msg_exchange(m),
+                           qm_msg_routing_key(m), props, props_len, qm_msg_body(m), m->body_len,
+                           max_payload);
+    }
     sl_buf_free(&qp);
     broker_mark_dirty(c);
     if (qc->no_ack)

@@ -13,6 +13,7 @@
 #include "net/loop.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -79,7 +80,14 @@ uint64_t sl_loop_busy_polls(const sl_loop *l)
  * to busy_poll_us first: the next frame usually comes within tens of microseconds, and waking a
  * sleeping thread on a VM costs about that much again (bench/README.md: the tail follows how fast
  * an idle vCPU wakes). Bounded in time, never after an idle turn, and never past a timer's due
- * time or a wake: an idle node sleeps at once and costs nothing. */
+ * time or a wake: an idle node sleeps at once and costs nothing.
+ *
+ * Between polls the thread yields: on a machine with few cores the clients' threads are often
+ * queued on this very CPU, and a spin that does not yield keeps them off it for the rest of its
+ * slice (a spin without the yield made p99 at 20k msg/s ten times worse on the 2-core VM,
+ * docs/configuration.md). Yielding, the loop still keeps its CPU from going idle, so the next
+ * frame is seen without an idle vCPU's wake-up; with nothing else runnable the yield returns at
+ * once. */
 static int wait_events(sl_loop *l, struct epoll_event *evs, int timeout, int busy)
 {
     if (busy && timeout != 0 && l->busy_poll_us) {
@@ -93,6 +101,7 @@ static int wait_events(sl_loop *l, struct epoll_event *evs, int timeout, int bus
                     l->busy_polls++;
                 return n;
             }
+            sched_yield();
         }
         if (timeout > 0) { /* the time spent polling counts against the timer's */
             uint64_t spent_ms = (sl_now_us() - start) / 1000;

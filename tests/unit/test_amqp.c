@@ -1140,6 +1140,25 @@ START_TEST(deliver_fast_path_matches_generic)
                         cases[i].body_len, cases[i].max_payload);
         ck_assert_uint_eq(sl_buf_unread(&a), sl_buf_unread(&b));
         ck_assert_mem_eq(sl_buf_head(&a), sl_buf_head(&b), sl_buf_unread(&a));
+        /* The head for a body sent by reference: with the body's bytes and the frame end
+         * after it, the same bytes; refused (nothing written) unless the body is one frame. */
+        sl_buf h;
+        sl_buf_init(&h);
+        sl_buf_append(&h, "x", 1);
+        int r = amqp_deliver_write_head(&h, 7, ctag, 1000 + i, (int)(i & 1), ex, rk, props,
+                                        sizeof props, cases[i].body_len, cases[i].max_payload);
+        int one = cases[i].body_len > 0 &&
+                  (!cases[i].max_payload || cases[i].body_len <= cases[i].max_payload);
+        ck_assert_int_eq(r, one ? 0 : -1);
+        if (one) {
+            sl_buf_append(&h, body, cases[i].body_len);
+            sl_buf_put_u8(&h, AMQP_FRAME_END);
+            ck_assert_uint_eq(sl_buf_unread(&h), sl_buf_unread(&a));
+            ck_assert_mem_eq(sl_buf_head(&h), sl_buf_head(&a), sl_buf_unread(&a));
+        } else {
+            ck_assert_uint_eq(sl_buf_unread(&h), 1);
+        }
+        sl_buf_free(&h);
         sl_buf_free(&a);
         sl_buf_free(&b);
     }
