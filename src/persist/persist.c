@@ -832,6 +832,7 @@ static int end_generation(persist *p)
         p->gen_written = p->gen_flight;
     if (rc == 0 && p->fl_sync) {
         p->gen_durable = p->gen_flight;
+        p->gen_unsynced = 0; /* the sync covered every byte written before it (log.c) */
         p->commits++;
     }
     if (rc == 0 && p->opt.batch_hook) /* its file operations become a group (the mirror) */
@@ -939,6 +940,10 @@ int persist_kick(persist *p, int force, char *err, size_t errlen)
         return 0;
     if (p->fl_sync) /* a paced batch only wrote: the force is still owed */
         p->force_pending = 0;
+    else if (!p->gen_unsynced && p->gen_need == p->gen_flight && p->gen_need > p->gen_durable)
+        /* a paced batch writes records that need the disk (its delivery marks must not wait
+         * for the pace): written is not durable, so persist_done stops below it */
+        p->gen_unsynced = p->gen_flight;
     if (r == 2) { /* nothing to write after all: the generation ends at once */
         int rc = end_generation(p);
         if (rc < 0)
@@ -1056,11 +1061,18 @@ uint64_t persist_written(const persist *p)
 
 uint64_t persist_done(const persist *p)
 {
+    /* One number answers both kinds of ticket: a write ticket (a delivery mark) needs its
+     * generation written, a sync ticket (a confirm) needs it synced. Only a paced batch
+     * writes a generation holding records that need the disk without syncing it, so done
+     * stops below the oldest such generation until a sync covers it. */
+    uint64_t done = p->gen_written;
+    if (p->gen_unsynced && done >= p->gen_unsynced)
+        done = p->gen_unsynced - 1;
     /* Gated, a written generation waits for the ISR like a durable one: its delivery marks
      * and acks must not be lost by a failover either. */
-    if (p->opt.repl_gate && p->gen_released < p->gen_written)
+    if (p->opt.repl_gate && p->gen_released < done)
         return p->gen_released;
-    return p->gen_written;
+    return done;
 }
 
 /* A receiver's state record in an old segment would keep that segment (and every segment

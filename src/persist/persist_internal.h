@@ -24,6 +24,8 @@ struct persist {
     uint64_t gen_durable;    /* every generation <= this is on disk */
     uint64_t gen_wneed;      /* newest generation holding a record that must be written */
     uint64_t gen_written;    /* every generation <= this is written to the files */
+    uint64_t gen_unsynced;   /* the oldest generation a paced batch wrote without the sync
+                                its records need (0: none); the next sync covers it */
     uint64_t gen_flight;     /* the generation of the batch in flight, 0 = none */
     uint64_t gen_released;   /* cluster: the newest generation the ISR holds (repl_gate) */
     uint64_t stall_retry_at; /* out of space: the next try, sl_now_ms() (0 = not stalled) */
