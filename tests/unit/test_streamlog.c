@@ -408,6 +408,84 @@ START_TEST(zeros_written_ahead_are_never_entries)
 }
 END_TEST
 
+/* Reads with a fresh reader (its own pread) from `from` until the end or an error: the
+ * entries handed, and -1 when the read failed (err says where). */
+static long read_fresh(st_stream *s, uint64_t from, size_t max, got *g)
+{
+    st_stream_reader r = {0};
+    long total = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t nx;
+        long n = st_stream_read(s, &r, from, max, collect, g, &nx, err, sizeof err);
+        if (n <= 0) {
+            st_stream_reader_free(&r);
+            return n < 0 ? -1 : total;
+        }
+        total += n;
+        from = nx;
+        if ((size_t)total >= max)
+            break;
+    }
+    st_stream_reader_free(&r);
+    return total;
+}
+
+START_TEST(corrupt_entry_is_caught_the_first_time_it_is_read)
+{
+    /* a checksum is checked once per process: the first read of an entry's bytes; a later
+     * read of what was checked skips it, and bytes never read are checked still */
+    st_stream *s = open_s(0, 0, 0);
+    for (uint64_t i = 0; i < 50; i++) {
+        char b[8];
+        snprintf(b, sizeof b, "e%02" PRIu64, i);
+        st_stream_append(s, 1, b, 3);
+    }
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/%020d.seg", D, 0);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+#define POS(i) (16 + (i)*27) /* header, then 24 + 3 bytes per entry */
+    /* damage entry 20's payload before anything read it: the first read stops there */
+    ck_assert_int_eq(pwrite(fd, "X", 1, POS(20) + 24 + 1), 1);
+    got g = {0};
+    ck_assert_int_eq(read_fresh(s, 0, SIZE_MAX, &g), -1);
+    ck_assert_uint_eq(g.n, 20);
+    char want[64];
+    snprintf(want, sizeof want, "00000000000000000000.seg: offset %d: bad entry", POS(20));
+    ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+    /* and again: a failed check verifies nothing */
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(read_fresh(s, 10, SIZE_MAX, &g), -1);
+    ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+    ck_assert_int_eq(pwrite(fd, "2", 1, POS(20) + 24 + 1), 1); /* mended */
+    /* entries 0..29 read (checked) once; then entry 35, never read, is damaged: a reader
+     * from the start goes over 0..29 without their checks and stops at 35 */
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(read_fresh(s, 0, 30, &g), 30);
+    ck_assert_int_eq(pwrite(fd, "\x7f", 1, POS(35) + 4), 1); /* its checksum field */
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(read_fresh(s, 0, SIZE_MAX, &g), -1);
+    ck_assert_uint_eq(g.n, 35);
+    snprintf(want, sizeof want, "00000000000000000000.seg: offset %d: bad entry", POS(35));
+    ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+    /* an entry out of sequence is refused whether checked before or not */
+    uint8_t off8[8] = {99};
+    ck_assert_int_eq(pwrite(fd, off8, 8, POS(5) + 8), 8);
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(read_fresh(s, 0, SIZE_MAX, &g), -1);
+    ck_assert_uint_eq(g.n, 5);
+#undef POS
+    close(fd);
+    st_stream_close(s);
+    /* a reopen checks every entry again (recovery): in the newest segment, damage is a torn
+     * tail, cut at the first bad entry */
+    s = open_s(0, 0, 0);
+    ck_assert_uint_eq(st_stream_end(s), 5);
+    st_stream_close(s);
+}
+END_TEST
+
 static uint64_t dir_bytes(void)
 {
     char cmd[512];
@@ -926,6 +1004,7 @@ static Suite *suite(void)
     tcase_add_test(tc, file_operations_rebuild_the_stream_elsewhere);
     tcase_add_test(tc, gated_entries_are_read_only_once_released);
     tcase_add_test(tc, zeros_written_ahead_are_never_entries);
+    tcase_add_test(tc, corrupt_entry_is_caught_the_first_time_it_is_read);
     suite_add_tcase(s, tc);
     return s;
 }
