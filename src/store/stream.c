@@ -197,12 +197,12 @@ static seg *seg_of(st_stream *s, uint64_t off)
     return &s->segs[lo];
 }
 
-static uint32_t entry_crc(uint64_t off, int64_t ts, const uint8_t *p, size_t len)
+/* The checksum of a stored entry h (its header, then len payload bytes): over offset,
+ * timestamp and payload, which lie in a row from h + 8 (little-endian, as the checksum
+ * takes them), so one pass over the stored bytes. */
+static uint32_t stored_crc(const uint8_t *h, size_t len)
 {
-    uint8_t h[16];
-    sl_put_le64(h, off);
-    sl_put_le64(h + 8, (uint64_t)ts);
-    return st_crc32c(st_crc32c(0, h, 16), p, len);
+    return st_crc32c(0, h + 8, 16 + len);
 }
 
 /* ---- appending ---- */
@@ -786,7 +786,7 @@ long st_stream_read(st_stream *s, st_stream_reader *r, uint64_t from, size_t max
              * checked again (a replay spent a quarter of its time on it). */
             uint64_t epos = r->c_pos + at, eend = epos + ST_STREAM_ENTRY_HDR + len;
             int check = eend > g->verified;
-            if (eoff != off || (check && sl_le32(h + 4) != entry_crc(eoff, ts, p, len))) {
+            if (eoff != off || (check && sl_le32(h + 4) != stored_crc(h, len))) {
                 char name[32];
                 seg_name(name, g->first);
                 snprintf(err, errlen, "%s/%s: offset %" PRIu64 ": bad entry", s->dir, name,
@@ -1124,7 +1124,7 @@ static int recover_seg(st_stream *s, seg *g, int last, uint8_t **bufp, size_t *c
         uint64_t eoff = sl_le64(h + 8);
         int64_t ts = (int64_t)sl_le64(h + 16);
         pos = bpos + at;
-        if (eoff != off || sl_le32(h + 4) != entry_crc(eoff, ts, h + ST_STREAM_ENTRY_HDR, len)) {
+        if (eoff != off || sl_le32(h + 4) != stored_crc(h, len)) {
             bad = eoff != off ? "offset out of sequence" : "checksum mismatch", badpos = pos;
             goto torn;
         }
