@@ -261,24 +261,16 @@ uint64_t st_stream_appendv(st_stream *s, int64_t ts_ms, const st_stream_iov *iov
     if (g->nidx == 0 || g->size - g->last_idx_pos >= ST_STREAM_INDEX_EVERY)
         idx_add(g, off, g->size, ts_ms);
     uint8_t *h = buf_room(s, (size_t)need);
-    uint32_t crc = 0;
-    {
-        uint8_t th[16];
-        sl_put_le64(th, off);
-        sl_put_le64(th + 8, (uint64_t)ts_ms);
-        crc = st_crc32c(0, th, 16);
-    }
     uint8_t *d = h + ST_STREAM_ENTRY_HDR;
     for (int i = 0; i < n; i++) {
         if (iov[i].len)
             memcpy(d, iov[i].p, iov[i].len);
-        crc = st_crc32c(crc, d, iov[i].len);
         d += iov[i].len;
     }
     sl_put_le32(h, (uint32_t)len | (s->chunk_open ? 0 : CHUNK_BIT));
-    sl_put_le32(h + 4, crc);
     sl_put_le64(h + 8, off);
     sl_put_le64(h + 16, (uint64_t)ts_ms);
+    sl_put_le32(h + 4, stored_crc(h, len)); /* one pass over what was just copied */
     s->chunk_open = 1;
     pc->len += (size_t)need;
     g->size += need;
