@@ -213,7 +213,8 @@ def report(samples, ceil, selfpeer, env, args, fills, wall, loads, errors):
                                         "an earlier one left dirty"),
              "- load average (1 min) at the start of each sample: min %.2f, median %.2f, max %.2f"
              % (min(loads), statistics.median(loads), max(loads)) if loads else "- load: -",
-             "- sluice: %s" % env["sluice"],
+             "- sluice: %s%s" % (env["sluice"], "; set: " + ", ".join(args.sluice_set)
+                                  if args.sluice_set else ""),
              "- rabbitmq: %s, plugin rabbitmq_stream, default stream settings" % env["rabbitmq"],
              "- clients: bench/streambench.c (stream protocol, libc only), bench/amqpbench.c "
              "(AMQP 0-9-1, %s; pipelined publisher and raw consumer)" % env["client"],
@@ -267,9 +268,12 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated scenario ids")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "streams"))
     ap.add_argument("--no-rabbitmq", action="store_true")
+    ap.add_argument("--sluice-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra config line for sluiced (e.g. stream.paced_confirms=true)")
     ap.add_argument("--no-sync-between", action="store_true",
                     help="do not flush the page cache's dirty data (sync) before each sample")
     args = ap.parse_args()
+    run.SLUICE_SET.extend(args.sluice_set)
     if args.smoke:
         args.rounds = 1
         args.replay_n = 20000
