@@ -269,7 +269,7 @@ def main():
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "streams"))
     ap.add_argument("--no-rabbitmq", action="store_true")
     ap.add_argument("--sluice-set", action="append", default=[], metavar="KEY=VALUE",
-                    help="an extra config line for sluiced (e.g. stream.paced_confirms=true)")
+                    help="an extra config line for sluiced (e.g. sync_pace_us=0)")
     ap.add_argument("--no-sync-between", action="store_true",
                     help="do not flush the page cache's dirty data (sync) before each sample")
     args = ap.parse_args()

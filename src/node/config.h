@@ -181,7 +181,6 @@ typedef struct node_config {
     int stream_port, stream_tls_port;
     char *stream_bind, *stream_tls_bind; /* NULL = bind */
     uint32_t stream_frame_max, stream_heartbeat;
-    int stream_paced_confirms; /* stream.paced_confirms: pipelined publishers' syncs paced */
     char *stream_advertised_host;
     int stream_advertised_port, stream_advertised_tls_port;
     node_cluster_conf cluster; /* cluster_formation.* and cluster.* (issue 31); off unless set */

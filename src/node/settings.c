@@ -1328,13 +1328,6 @@ static const setting node_rows[] = {
      .def = "60",
      .err = "stream.heartbeat must be 0..65535 seconds",
      .meaning = "seconds proposed in the stream protocol's Tune (0 = off)"},
-    {.key = "stream.paced_confirms",
-     .type = ST_BOOL,
-     C(stream_paced_confirms),
-     .def = "false",
-     .err = "stream.paced_confirms must be true or false",
-     .meaning = "a stream publisher with confirms outstanding has its syncs paced by "
-                "sync_pace_us (at most one per pace)"},
     {.key = "stream.advertised_host",
      .type = ST_STRING,
      C(stream_advertised_host),

@@ -336,13 +336,7 @@ void stream_publish(stream_conn *c, const sp_cmd *m)
         c->d->n->stream_figs.errored += n_err;
         sl_free(errs);
     }
-    /* stream.paced_confirms: a publisher with confirms outstanding (pipelining) takes a lazy
-     * ticket, whose sync may wait for sync_pace_us after the last one began, input idle or
-     * not: at most one sync per pace for it (fewer I/O requests on a device that throttles
-     * them), for up to a pace more per confirm. Off: every sync starts at once. */
-    uint64_t gen = c->d->n->cfg->stream_paced_confirms && c->cf_head
-                       ? node_ticket_since_lazy(c->d->n, mark)
-                       : node_ticket_since(c->d->n, mark);
+    uint64_t gen = node_ticket_since(c->d->n, mark);
     /* A duplicate's original may still be on its way to the disk (sent over another
      * connection): its confirm waits for everything appended so far. */
     if (dup && node_ticket(c->d->n) > gen)
