@@ -22,6 +22,9 @@ Before the rounds it measures the loopback ceiling (build/bench/tcpceil --mode b
 wire size of one published message and of one delivered entry, the bound any client and
 broker pair shares, and the client alone: each stream protocol scenario run by streambench
 --self-peer against a peer thread of its own that confirms and delivers at once. Each sample records the client's own CPU share and the load average.
+Before each sample it calls sync(2) (--no-sync-between: not): RabbitMQ's streams do not sync,
+and the kernel writes their dirty pages back up to 30 s later, into whichever sample runs then,
+where a broker that fdatasyncs waits behind that writeback.
 Prints the table (medians, ratio Sluice / RabbitMQ, target, met) and writes it to
 bench/results/streams/<time>.md and latest.md, with every sample in <time>.json (--smoke:
 smoke-<time>.*, smoke-latest.md). Stops only the processes it started, by pid.
@@ -205,9 +208,13 @@ def report(samples, ceil, selfpeer, env, args, fills, wall, loads, errors):
              "- date: %s; wall %.0f s; rounds %d, alternating (A B, B A, ...); medians" %
              (env["date"], wall, args.rounds),
              "- host: %s" % env["host"],
+             "- between samples: %s" % ("nothing" if args.no_sync_between else
+                                        "sync(2), so no sample pays for the writeback of what "
+                                        "an earlier one left dirty"),
              "- load average (1 min) at the start of each sample: min %.2f, median %.2f, max %.2f"
              % (min(loads), statistics.median(loads), max(loads)) if loads else "- load: -",
-             "- sluice: %s" % env["sluice"],
+             "- sluice: %s%s" % (env["sluice"], "; set: " + ", ".join(args.sluice_set)
+                                  if args.sluice_set else ""),
              "- rabbitmq: %s, plugin rabbitmq_stream, default stream settings" % env["rabbitmq"],
              "- clients: bench/streambench.c (stream protocol, libc only), bench/amqpbench.c "
              "(AMQP 0-9-1, %s; pipelined publisher and raw consumer)" % env["client"],
@@ -261,7 +268,12 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated scenario ids")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "streams"))
     ap.add_argument("--no-rabbitmq", action="store_true")
+    ap.add_argument("--sluice-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an extra config line for sluiced (e.g. sync_pace_us=0)")
+    ap.add_argument("--no-sync-between", action="store_true",
+                    help="do not flush the page cache's dirty data (sync) before each sample")
     args = ap.parse_args()
+    run.SLUICE_SET.extend(args.sluice_set)
     if args.smoke:
         args.rounds = 1
         args.replay_n = 20000
@@ -317,6 +329,11 @@ def main():
                         cmd = stream_cmd(tools, b, "-S consume -n %d" % args.replay_n, "replay")
                     else:
                         cmd = amqp_cmd(tools, b, smoke if args.smoke else full, name)
+                    if not args.no_sync_between:
+                        # RabbitMQ's streams write without syncing: the kernel writes their
+                        # pages back up to 30 s later, into whatever sample runs then, where
+                        # every fdatasync of a broker that syncs queues behind them
+                        os.sync()
                     res = run_tool(cmd, timeout, b.pids() if count_fsync else None, tmp)
                     if not res.get("ok"):
                         errors.append("round %d %s on %s: %s" % (rnd, sid, b.label,

@@ -7,19 +7,7 @@
  */
 #include "streamproto/chunk.h"
 
-#include <zlib.h>
-
-uint32_t sp_crc32(const uint8_t *p, size_t n)
-{
-    uLong crc = crc32(0L, Z_NULL, 0);
-    while (n > 0) { /* zlib takes a uInt length */
-        uInt step = n > 0x40000000u ? 0x40000000u : (uInt)n;
-        crc = crc32(crc, p, step);
-        p += step;
-        n -= step;
-    }
-    return (uint32_t)crc;
-}
+/* sp_crc32: crc32.c */
 
 sl_err sp_chunk_parse_header(const uint8_t *buf, size_t len, sp_chunk *c)
 {

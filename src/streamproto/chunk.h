@@ -88,7 +88,11 @@ sl_err sp_chunk_parse(const uint8_t *buf, size_t len, enum sp_chunk_layout layou
                       size_t *used);
 /* SL_ERR_FRAME unless crc32(data) equals the header's CRC. */
 sl_err sp_chunk_check_crc(const sp_chunk *c);
+/* CRC-32 (zlib's) of p[0..n) (crc32.c); _update goes on from a finished crc (0 to start), the
+ * zlib one is the reference the fast path is tested against. */
 uint32_t sp_crc32(const uint8_t *p, size_t n);
+uint32_t sp_crc32_update(uint32_t crc, const uint8_t *p, size_t n);
+uint32_t sp_crc32_update_zlib(uint32_t crc, const uint8_t *p, size_t n);
 
 typedef struct sp_entry {
     uint8_t batch;             /* 0 simple entry, 1 sub-entry batch */

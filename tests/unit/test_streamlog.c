@@ -320,6 +320,172 @@ START_TEST(torn_tail_is_cut_and_older_damage_refused)
 }
 END_TEST
 
+static off_t file_len(const char *dir, uint64_t first)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/%020" PRIu64 ".seg", dir, first);
+    struct stat st;
+    ck_assert_int_eq(stat(p, &st), 0);
+    return st.st_size;
+}
+
+/* What a kill -9 leaves: the directory as it is now, copied before the close cuts anything. */
+static void crash_copy(char *out, size_t len)
+{
+    snprintf(out, len, "%s.crash", D);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && cp -a %s %s", out, D, out);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(zeros_written_ahead_are_never_entries)
+{
+    /* a synced stream: small batches overwrite zeros written ahead instead of growing the
+     * file (their fdatasync then writes no metadata); the zeros never reach a reader, never
+     * stay in a filled segment, and a crash leaves nothing recovery refuses */
+    st_stream_options o = {.segment_size = 64 * 1024};
+    st_stream *s = st_stream_open(D, &o, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    for (uint64_t i = 0; i < 10; i++) {
+        put(s, 1, "p", i);
+        ck_assert_int_eq(st_stream_commit(s), 0);
+    }
+    /* the file runs on past its entries, within the segment size */
+    off_t len = file_len(D, 0);
+    ck_assert_int_eq(len, 64 * 1024);
+    st_stream_stats stats;
+    st_stream_get_stats(s, &stats);
+    ck_assert_uint_eq(stats.bytes, (uint64_t)len); /* what is on disk */
+    st_stream_reader r = {0};
+    got g = {0};
+    read_all(s, &r, 0, &g);
+    ck_assert_uint_eq(g.n, 10);
+    /* a crash now: recovery cuts the zeros, quietly, and goes on */
+    char crash[300];
+    crash_copy(crash, sizeof crash);
+    st_stream_options oc = {.segment_size = 64 * 1024};
+    st_stream *c = st_stream_open(crash, &oc, err, sizeof err);
+    ck_assert_msg(c != NULL, "%s", err);
+    ck_assert_uint_eq(st_stream_end(c), 10);
+    ck_assert_int_lt(file_len(crash, 0), 1024);
+    ck_assert_uint_eq(st_stream_append(c, 1, "after", 5), 10);
+    ck_assert_int_eq(st_stream_commit(c), 0);
+    st_stream_reader rc = {0};
+    got gc = {0};
+    read_all(c, &rc, 0, &gc);
+    ck_assert_uint_eq(gc.n, 11);
+    ck_assert_str_eq(gc.body[10], "after");
+    st_stream_reader_free(&rc);
+    st_stream_close(c);
+    /* roll over: the filled segment is cut to its entries before the next is written, so a
+     * crash after the roll leaves no zeros in it (recovery would refuse them there) */
+    char big[2000];
+    memset(big, 'b', sizeof big);
+    uint64_t n = 10;
+    for (int i = 0; i < 100 && stats.segments < 3; i++) {
+        st_stream_append(s, 1, big, sizeof big);
+        n++;
+        ck_assert_int_eq(st_stream_commit(s), 0);
+        st_stream_get_stats(s, &stats);
+    }
+    ck_assert_uint_ge(stats.segments, 3);
+    crash_copy(crash, sizeof crash);
+    c = st_stream_open(crash, &oc, err, sizeof err);
+    ck_assert_msg(c != NULL, "%s", err);
+    ck_assert_uint_eq(st_stream_end(c), n);
+    st_stream_close(c);
+    ck_assert_int_lt(file_len(D, 0), 64 * 1024); /* the first segment: its entries only */
+    /* a clean close cuts the newest file too */
+    st_stream_reader_free(&r);
+    st_stream_close(s);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", crash);
+    ck_assert_int_eq(system(cmd), 0);
+    s = st_stream_open(D, &o, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    ck_assert_uint_eq(st_stream_end(s), n);
+    st_stream_close(s);
+}
+END_TEST
+
+/* Reads with a fresh reader (its own pread) from `from` until the end or an error: the
+ * entries handed, and -1 when the read failed (err says where). */
+static long read_fresh(st_stream *s, uint64_t from, size_t max, got *g)
+{
+    st_stream_reader r = {0};
+    long total = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t nx;
+        long n = st_stream_read(s, &r, from, max, collect, g, &nx, err, sizeof err);
+        if (n <= 0) {
+            st_stream_reader_free(&r);
+            return n < 0 ? -1 : total;
+        }
+        total += n;
+        from = nx;
+        if ((size_t)total >= max)
+            break;
+    }
+    st_stream_reader_free(&r);
+    return total;
+}
+
+START_TEST(corrupt_entry_is_caught_the_first_time_it_is_read)
+{
+    /* a checksum is checked once per process: the first read of an entry's bytes; a later
+     * read of what was checked skips it, and bytes never read are checked still */
+    st_stream *s = open_s(0, 0, 0);
+    for (uint64_t i = 0; i < 50; i++) {
+        char b[8];
+        snprintf(b, sizeof b, "e%02" PRIu64, i);
+        st_stream_append(s, 1, b, 3);
+    }
+    ck_assert_int_eq(st_stream_commit(s), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/%020d.seg", D, 0);
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+#define POS(i) (16 + (i)*27) /* header, then 24 + 3 bytes per entry */
+    /* damage entry 20's payload before anything read it: the first read stops there */
+    ck_assert_int_eq(pwrite(fd, "X", 1, POS(20) + 24 + 1), 1);
+    got g = {0};
+    ck_assert_int_eq(read_fresh(s, 0, SIZE_MAX, &g), -1);
+    ck_assert_uint_eq(g.n, 20);
+    char want[64];
+    snprintf(want, sizeof want, "00000000000000000000.seg: offset %d: bad entry", POS(20));
+    ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+    /* and again: a failed check verifies nothing */
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(read_fresh(s, 10, SIZE_MAX, &g), -1);
+    ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+    ck_assert_int_eq(pwrite(fd, "2", 1, POS(20) + 24 + 1), 1); /* mended */
+    /* entries 0..29 read (checked) once; then entry 35, never read, is damaged: a reader
+     * from the start goes over 0..29 without their checks and stops at 35 */
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(read_fresh(s, 0, 30, &g), 30);
+    ck_assert_int_eq(pwrite(fd, "\x7f", 1, POS(35) + 4), 1); /* its checksum field */
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(read_fresh(s, 0, SIZE_MAX, &g), -1);
+    ck_assert_uint_eq(g.n, 35);
+    snprintf(want, sizeof want, "00000000000000000000.seg: offset %d: bad entry", POS(35));
+    ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+    /* an entry out of sequence is refused whether checked before or not */
+    uint8_t off8[8] = {99};
+    ck_assert_int_eq(pwrite(fd, off8, 8, POS(5) + 8), 8);
+    memset(&g, 0, sizeof g);
+    ck_assert_int_eq(read_fresh(s, 0, SIZE_MAX, &g), -1);
+    ck_assert_uint_eq(g.n, 5);
+#undef POS
+    close(fd);
+    st_stream_close(s);
+    /* a reopen checks every entry again (recovery): in the newest segment, damage is a torn
+     * tail, cut at the first bad entry */
+    s = open_s(0, 0, 0);
+    ck_assert_uint_eq(st_stream_end(s), 5);
+    st_stream_close(s);
+}
+END_TEST
+
 static uint64_t dir_bytes(void)
 {
     char cmd[512];
@@ -837,6 +1003,8 @@ static Suite *suite(void)
     tcase_add_test(tc, max_age_units);
     tcase_add_test(tc, file_operations_rebuild_the_stream_elsewhere);
     tcase_add_test(tc, gated_entries_are_read_only_once_released);
+    tcase_add_test(tc, zeros_written_ahead_are_never_entries);
+    tcase_add_test(tc, corrupt_entry_is_caught_the_first_time_it_is_read);
     suite_add_tcase(s, tc);
     return s;
 }

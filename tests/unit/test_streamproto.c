@@ -867,6 +867,33 @@ static const char *chunk_hex = "50 00 0002 00000003 0000018bcfe56800 00000000000
                                " 00000002 6869"
                                " 80 0002 0000000b 0000000b 00000001 61 00000002 6263";
 
+START_TEST(crc32_fast_path_matches_zlib)
+{
+    /* crc32.c's carry-less multiplication path against zlib's: every length up to 600 and
+     * some long ones, at every alignment 0..15, from fresh and running values */
+    enum { MAX = 70000 };
+    uint8_t *buf = malloc(MAX + 16);
+    ck_assert_ptr_nonnull(buf);
+    uint32_t x = 0x12345678u;
+    for (size_t i = 0; i < MAX + 16; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (uint8_t)(x >> 16);
+    }
+    static const size_t longs[] = {1024, 4095, 4096, 4097, 65536, 65551, MAX};
+    for (size_t al = 0; al < 16; al++) {
+        for (size_t n = 0; n < 600 + sizeof longs / sizeof longs[0]; n++) {
+            size_t len = n < 600 ? n : longs[n - 600];
+            uint32_t start = n % 3 == 0 ? 0 : (uint32_t)(n * 2654435761u);
+            ck_assert_uint_eq(sp_crc32_update(start, buf + al, len),
+                              sp_crc32_update_zlib(start, buf + al, len));
+        }
+    }
+    /* pieces chain: CRC(a || b) from CRC(a) */
+    ck_assert_uint_eq(sp_crc32_update(sp_crc32(buf, 1000), buf + 1000, 3000), sp_crc32(buf, 4000));
+    free(buf);
+}
+END_TEST
+
 START_TEST(chunk_builder_matches_the_hand_vector_and_parses_back)
 {
     uint8_t want[256];
@@ -1145,6 +1172,7 @@ static Suite *streamproto_suite(void)
     tcase_add_test(tc, super_streams);
     tcase_add_test(tc, malformed_bodies_are_refused_clearly);
     tcase_add_test(tc, chunk_builder_matches_the_hand_vector_and_parses_back);
+    tcase_add_test(tc, crc32_fast_path_matches_zlib);
     tcase_add_test(tc, chunk_layouts_and_damage);
     tcase_add_test(tc, deliver_v1_and_v2_carry_the_chunk);
     tcase_add_test(tc, codes_keys_and_names);
