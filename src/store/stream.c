@@ -48,20 +48,19 @@
 #define LEN_MASK 0x7fffffffu
 #define RECOVER_BUF (1u << 20)
 
-/* Zeros written ahead (a synced stream only). An fdatasync after an append that made its file
- * longer must also make the file's new length and blocks durable: a journal commit on ext4
- * with a journal (which takes every file's pending metadata with it), a synchronous inode
- * write without one (this project's VM): a second write, and a second wait, per sync. So a
- * batch that makes the newest segment's file longer writes PREALLOC_STEP zeros past its
- * entries (never past the segment's size limit), and the small batches after it only
- * overwrite those: their fdatasync writes the data and flushes. Measured with sluiced's own
- * syncs at 10k msg/s on the loaded 2-core VM, interleaved: fdatasync p50 290-322 -> 179-184
- * us, p99 4.6-8.8 -> 1.3-1.4 ms. Only small batches ask for it (PREALLOC_SMALL): a big one
- * pays for the metadata once for many entries, and the zeros would double what a
- * throughput-bound publisher writes. The zeros are no entries: recovery cuts a newest
- * segment's file where its entries end, a filled segment's file is cut to its entries (and
- * synced) before anything is written to the next (trim), and a clean close cuts it. */
-#define PREALLOC_STEP (256u * 1024)
+/* Zeros written ahead (a synced stream only). An fdatasync after an append that makes its
+ * file longer must commit the file system's journal (the new length, the new blocks), and
+ * ext4 commits every file's pending metadata with it: those commits, and the checkpoints
+ * that a few thousand of them a second force, made the tail of publish-to-confirm at 10k
+ * msg/s (p99 10 ms where the disk's own sync takes a quarter of a millisecond). So a batch
+ * that makes the newest segment's file longer writes PREALLOC_STEP zeros past its entries
+ * (never past the segment's size limit), and the small batches after it only overwrite
+ * those: their fdatasync writes the data and flushes, no journal. Only small batches ask for
+ * it (PREALLOC_SMALL): a big one pays the journal once for many entries, and the zeros would
+ * double what a throughput-bound publisher writes. The zeros are no entries: recovery cuts a
+ * newest segment's file where its entries end, a filled segment's file is cut to its entries
+ * (and synced) before anything is written to the next (trim), and a clean close cuts it. */
+#define PREALLOC_STEP (512u * 1024)
 #define PREALLOC_SMALL (16u * 1024)
 static const uint8_t zeros[64 * 1024];
 

@@ -21,7 +21,7 @@
  * wrote (and the directory when it made a file). Readers see only entries that a batch has
  * made durable (st_stream_end), so nothing is handed out that a crash could take back.
  * A synced stream's newest segment file may run on past its entries with zeros a batch wrote
- * ahead (up to 256 KiB, never past the segment size), so that the small batches after it
+ * ahead (up to 512 KiB, never past the segment size), so that the small batches after it
  * overwrite instead of growing the file: their fdatasync then writes no file metadata
  * (stream.c, PREALLOC_STEP). Recovery cuts those zeros, as does a clean close and the batch
  * that rolls over to the next segment (before it writes the next): only the newest segment
