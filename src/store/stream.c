@@ -48,22 +48,6 @@
 #define LEN_MASK 0x7fffffffu
 #define RECOVER_BUF (1u << 20)
 
-/* Zeros written ahead (a synced stream only). An fdatasync after an append that makes its
- * file longer must commit the file system's journal (the new length, the new blocks), and
- * ext4 commits every file's pending metadata with it: those commits, and the checkpoints
- * that a few thousand of them a second force, made the tail of publish-to-confirm at 10k
- * msg/s (p99 10 ms where the disk's own sync takes a quarter of a millisecond). So a batch
- * that makes the newest segment's file longer writes PREALLOC_STEP zeros past its entries
- * (never past the segment's size limit), and the small batches after it only overwrite
- * those: their fdatasync writes the data and flushes, no journal. Only small batches ask for
- * it (PREALLOC_SMALL): a big one pays the journal once for many entries, and the zeros would
- * double what a throughput-bound publisher writes. The zeros are no entries: recovery cuts a
- * newest segment's file where its entries end, a filled segment's file is cut to its entries
- * (and synced) before anything is written to the next (trim), and a clean close cuts it. */
-#define PREALLOC_STEP (512u * 1024)
-#define PREALLOC_SMALL (16u * 1024)
-static const uint8_t zeros[64 * 1024];
-
 #define FOP(kind, dir, name, arg, data, len) st_fop_report(kind, dir, name, NULL, arg, data, len)
 
 typedef struct idx_pt {
@@ -74,7 +58,6 @@ typedef struct idx_pt {
 typedef struct seg {
     uint64_t first, end_off, dend;
     uint64_t size, dsize;
-    uint64_t alloc;    /* the file's length as the last batch left it: size, then zeros ahead */
     uint64_t verified; /* entries before this file position passed their checks (see read) */
     int64_t last_ts;
     int fd;
@@ -88,16 +71,7 @@ typedef struct piece {
     uint64_t pos;       /* file position */
     size_t boff, len;   /* in the buffer */
     int fd;             /* filled by batch_begin */
-    uint64_t zero_to;   /* zeros written after the piece up to here (0: none; see prealloc) */
 } piece;
-
-/* A filled segment whose file runs on past its entries with zeros written ahead: cut to its
- * entries (and synced) before the batch writes anything to a later segment. Only the segment
- * that was the newest when the last batch ended can have zeros ahead: one per batch at most. */
-typedef struct trim {
-    uint64_t seg_first, size;
-    int fd, done;
-} trim;
 
 struct st_stream_batch {
     const char *dir; /* the stream's (it outlives its batch: persist/streams.c) */
@@ -105,7 +79,6 @@ struct st_stream_batch {
     size_t len, cap;
     piece *pc;
     size_t npc, cpc;
-    trim tr;   /* fd -1: none */
     int dirfd; /* the directory to fsync (a file was made), or -1 */
     int no_sync;
     int failed, err;
@@ -321,33 +294,9 @@ int st_stream_batch_begin(st_stream *s, st_stream_batch **out)
             s->dir_unsynced = 1;
         }
         s->pend[i].fd = g->fd;
-        s->pend[i].zero_to = 0;
     }
     if (s->dir_unsynced)
         b->dirfd = s->dirfd;
-    b->tr.fd = -1;
-    if (!s->opt.no_sync) {
-        /* a segment that rolled since the last batch ended with zeros ahead: cut it (only the
-         * one that was the newest then can have them) */
-        size_t lo = s->nseg > s->npend + 1 ? s->nseg - s->npend - 1 : 0;
-        for (size_t i = lo; i + 1 < s->nseg; i++) {
-            seg *g = &s->segs[i];
-            if (g->fd >= 0 && g->alloc > g->size) {
-                b->tr = (trim){.seg_first = g->first, .size = g->size, .fd = g->fd};
-                break;
-            }
-        }
-        /* the newest segment's file grows: zeros ahead, when the batch is small */
-        piece *lp = &s->pend[s->npend - 1];
-        seg *g = &s->segs[s->nseg - 1];
-        uint64_t end = lp->pos + lp->len;
-        if (lp->seg_first == g->first && end > g->alloc && lp->len <= PREALLOC_SMALL) {
-            uint64_t cap = seg_size_limit(s) > end ? seg_size_limit(s) : end;
-            uint64_t to = cap - end > PREALLOC_STEP ? end + PREALLOC_STEP : cap;
-            if (to > end)
-                lp->zero_to = to;
-        }
-    }
     /* The buffers change hands: the batch takes the pending ones, the stream the spare. */
     b->buf = s->buf;
     b->len = s->blen;
@@ -390,46 +339,11 @@ static int write_all(int fd, const uint8_t *p, size_t n, uint64_t pos)
     return 0;
 }
 
-/* Cut the filled segment of b->tr to its entries, when it is older than the segment `before`
- * (so after the batch's own piece of it, if any, was written). 0, or -1 with errno. */
-static int do_trim(st_stream_batch *b, uint64_t before)
-{
-    trim *t = &b->tr;
-    if (t->fd < 0 || t->done || t->seg_first >= before)
-        return 0;
-    char name[32];
-    seg_name(name, t->seg_first);
-    if (ftruncate(t->fd, (off_t)t->size) < 0)
-        return -1;
-    FOP(ST_FOP_TRUNCATE, b->dir, name, t->size, NULL, 0);
-    if (st_log__fdatasync(t->fd) < 0)
-        return -1;
-    FOP(ST_FOP_SYNC, b->dir, name, 0, NULL, 0);
-    t->done = 1;
-    return 0;
-}
-
-static int write_zeros(st_stream_batch *b, int fd, const char *name, uint64_t from, uint64_t to)
-{
-    while (from < to) {
-        size_t n = to - from > sizeof zeros ? sizeof zeros : (size_t)(to - from);
-        if (write_all(fd, zeros, n, from) < 0)
-            return -1;
-        FOP(ST_FOP_WRITE, b->dir, name, from, zeros, n);
-        from += n;
-    }
-    return 0;
-}
-
 void st_stream_batch_write(st_stream_batch *b)
 {
     char name[32];
     for (size_t i = 0; i < b->npc && !b->failed; i++) {
         const piece *pc = &b->pc[i];
-        if (do_trim(b, pc->seg_first) < 0) {
-            b->failed = 1, b->err = errno;
-            break;
-        }
         /* A batch that runs into the next segment syncs the one it filled first: so after a
          * crash only the newest segment holding entries can be torn, and recovery tells a
          * torn tail from damage in the middle (st_stream_open). Rare: once per segment. */
@@ -446,9 +360,6 @@ void st_stream_batch_write(st_stream_batch *b)
         } else {
             seg_name(name, pc->seg_first);
             FOP(ST_FOP_WRITE, b->dir, name, pc->pos, b->buf + pc->boff, pc->len);
-            if (pc->zero_to > pc->pos + pc->len &&
-                write_zeros(b, pc->fd, name, pc->pos + pc->len, pc->zero_to) < 0)
-                b->failed = 1, b->err = errno;
         }
     }
 }
@@ -539,14 +450,6 @@ int st_stream_batch_end(st_stream *s, st_stream_batch *b)
                 continue;
             g->dsize = b->pc[i].pos + b->pc[i].len;
             g->dend = g->end_off < b->end ? g->end_off : b->end;
-            uint64_t to = b->pc[i].zero_to > g->dsize ? b->pc[i].zero_to : g->dsize;
-            if (to > g->alloc)
-                g->alloc = to;
-        }
-        if (b->tr.fd >= 0 && b->tr.done) {
-            seg *g = find_seg(s, b->tr.seg_first);
-            if (g)
-                g->alloc = b->tr.size;
         }
         if (b->end > s->end) {
             s->last_chunk = b->chunk_first;
@@ -922,8 +825,7 @@ void st_stream_get_stats(const st_stream *s, st_stream_stats *out)
     for (size_t i = 0; i < s->nseg; i++) {
         if (s->segs[i].size == 0 && s->nseg == 1)
             out->segments = 0;
-        /* the files' length: with the zeros written ahead (prealloc) */
-        out->bytes += s->segs[i].alloc > s->segs[i].size ? s->segs[i].alloc : s->segs[i].size;
+        out->bytes += s->segs[i].size;
         out->index_pts += s->segs[i].nidx;
     }
     out->entries = s->vend - st_stream_first(s);
@@ -1027,25 +929,6 @@ static size_t drop_unwritten_segments(st_stream *s, const uint64_t *firsts, size
     return n;
 }
 
-/* 1 when the file's bytes from pos to its end (fsize) are all zero: what a batch wrote ahead
- * of the entries (prealloc), not a torn entry. Reads at most PREALLOC_STEP + a header. */
-static int zero_from(int fd, uint64_t pos, uint64_t fsize)
-{
-    if (fsize <= pos || fsize - pos > PREALLOC_STEP + ST_STREAM_ENTRY_HDR)
-        return 0;
-    uint8_t buf[4096];
-    while (pos < fsize) {
-        size_t n = fsize - pos > sizeof buf ? sizeof buf : (size_t)(fsize - pos);
-        if (pread_all(fd, buf, n, pos) < 0)
-            return 0;
-        for (size_t i = 0; i < n; i++)
-            if (buf[i])
-                return 0;
-        pos += n;
-    }
-    return 1;
-}
-
 static int recover_seg(st_stream *s, seg *g, int last, uint8_t **bufp, size_t *capp, char *err,
                        size_t errlen)
 {
@@ -1130,7 +1013,7 @@ static int recover_seg(st_stream *s, seg *g, int last, uint8_t **bufp, size_t *c
         off++;
         at += ST_STREAM_ENTRY_HDR + len;
     }
-    g->size = g->dsize = g->alloc = g->verified = fsize;
+    g->size = g->dsize = g->verified = fsize;
     g->end_off = g->dend = off;
     return 0;
 torn:
@@ -1138,12 +1021,7 @@ torn:
         snprintf(err, errlen, "%s/%s: offset %" PRIu64 ": %s", s->dir, name, badpos, bad);
         return -1;
     }
-    if (zero_from(g->fd, badpos, fsize))
-        sl_info("stream %s/%s: offset %" PRIu64 ": the zeros written ahead of the entries cut",
-                s->dir, name, badpos);
-    else
-        sl_warn("stream %s/%s: offset %" PRIu64 ": %s: torn tail truncated", s->dir, name, badpos,
-                bad);
+    sl_warn("stream %s/%s: offset %" PRIu64 ": %s: torn tail truncated", s->dir, name, badpos, bad);
     if (badpos < ST_STREAM_FILE_HDR)
         badpos = 0;
     if (ftruncate(g->fd, (off_t)badpos) < 0) {
@@ -1158,7 +1036,7 @@ torn:
         }
         FOP(ST_FOP_SYNC, s->dir, name, 0, NULL, 0);
     }
-    g->size = g->dsize = g->alloc = badpos;
+    g->size = g->dsize = badpos;
     g->verified = badpos < ST_STREAM_FILE_HDR ? ST_STREAM_FILE_HDR : badpos;
     g->end_off = g->dend = off;
     if (badpos == 0) {
@@ -1279,27 +1157,10 @@ st_stream *st_stream_open(const char *dir, const st_stream_options *opt, char *e
     return s;
 }
 
-/* A clean close leaves the newest segment's file as long as its entries (prealloc). */
-static void cut_zeros(st_stream *s)
-{
-    if (s->failed || s->flight || !s->nseg)
-        return;
-    seg *g = &s->segs[s->nseg - 1];
-    if (g->fd < 0 || g->alloc <= g->size || g->size != g->dsize)
-        return;
-    if (ftruncate(g->fd, (off_t)g->size) == 0) {
-        char name[32];
-        seg_name(name, g->first);
-        FOP(ST_FOP_TRUNCATE, s->dir, name, g->size, NULL, 0);
-        g->alloc = g->size;
-    }
-}
-
 void st_stream_close(st_stream *s)
 {
     if (!s)
         return;
-    cut_zeros(s);
     for (size_t i = 0; i < s->nseg; i++)
         seg_drop(s, &s->segs[i], 0);
     sl_free(s->segs);
@@ -1324,7 +1185,6 @@ void st_stream_destroy(st_stream *s)
         seg_name(name, s->segs[i].first);
         if (unlinkat(s->dirfd, name, 0) == 0)
             FOP(ST_FOP_UNLINK, s->dir, name, 0, NULL, 0);
-        s->segs[i].alloc = s->segs[i].size; /* nothing to cut at the close: gone */
     }
     char *dir = sl_xstrdup(s->dir);
     st_stream_close(s);

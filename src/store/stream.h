@@ -20,12 +20,6 @@
  * end back on the loop's thread, as store/log.h's) writes them and fdatasyncs each file it
  * wrote (and the directory when it made a file). Readers see only entries that a batch has
  * made durable (st_stream_end), so nothing is handed out that a crash could take back.
- * A synced stream's newest segment file may run on past its entries with zeros a batch wrote
- * ahead (up to 512 KiB, never past the segment size), so that the small batches after it
- * overwrite instead of growing the file: their fdatasync then writes no file metadata
- * (stream.c, PREALLOC_STEP). Recovery cuts those zeros, as does a clean close and the batch
- * that rolls over to the next segment (before it writes the next): only the newest segment
- * file can hold any.
  *
  * Gating (a cluster's leader, docs/cluster.md): once st_stream_gate was called, what a batch
  * made durable becomes readable only when st_stream_release is given the ticket it ended
@@ -163,7 +157,7 @@ unsigned st_stream_retain(st_stream *s, int64_t now_ms);
 
 typedef struct st_stream_stats {
     uint64_t segments;
-    uint64_t bytes;     /* in the files, durable and in flight (zeros written ahead too) */
+    uint64_t bytes;     /* in the files, durable and in flight */
     uint64_t entries;   /* end - first */
     uint64_t index_pts; /* sparse index points held in memory */
 } st_stream_stats;

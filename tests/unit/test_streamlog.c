@@ -320,94 +320,6 @@ START_TEST(torn_tail_is_cut_and_older_damage_refused)
 }
 END_TEST
 
-static off_t file_len(const char *dir, uint64_t first)
-{
-    char p[400];
-    snprintf(p, sizeof p, "%s/%020" PRIu64 ".seg", dir, first);
-    struct stat st;
-    ck_assert_int_eq(stat(p, &st), 0);
-    return st.st_size;
-}
-
-/* What a kill -9 leaves: the directory as it is now, copied before the close cuts anything. */
-static void crash_copy(char *out, size_t len)
-{
-    snprintf(out, len, "%s.crash", D);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s && cp -a %s %s", out, D, out);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-START_TEST(zeros_written_ahead_are_never_entries)
-{
-    /* a synced stream: small batches overwrite zeros written ahead instead of growing the
-     * file (their fdatasync then writes no metadata); the zeros never reach a reader, never
-     * stay in a filled segment, and a crash leaves nothing recovery refuses */
-    st_stream_options o = {.segment_size = 64 * 1024};
-    st_stream *s = st_stream_open(D, &o, err, sizeof err);
-    ck_assert_msg(s != NULL, "%s", err);
-    for (uint64_t i = 0; i < 10; i++) {
-        put(s, 1, "p", i);
-        ck_assert_int_eq(st_stream_commit(s), 0);
-    }
-    /* the file runs on past its entries, within the segment size */
-    off_t len = file_len(D, 0);
-    ck_assert_int_eq(len, 64 * 1024);
-    st_stream_stats stats;
-    st_stream_get_stats(s, &stats);
-    ck_assert_uint_eq(stats.bytes, (uint64_t)len); /* what is on disk */
-    st_stream_reader r = {0};
-    got g = {0};
-    read_all(s, &r, 0, &g);
-    ck_assert_uint_eq(g.n, 10);
-    /* a crash now: recovery cuts the zeros, quietly, and goes on */
-    char crash[300];
-    crash_copy(crash, sizeof crash);
-    st_stream_options oc = {.segment_size = 64 * 1024};
-    st_stream *c = st_stream_open(crash, &oc, err, sizeof err);
-    ck_assert_msg(c != NULL, "%s", err);
-    ck_assert_uint_eq(st_stream_end(c), 10);
-    ck_assert_int_lt(file_len(crash, 0), 1024);
-    ck_assert_uint_eq(st_stream_append(c, 1, "after", 5), 10);
-    ck_assert_int_eq(st_stream_commit(c), 0);
-    st_stream_reader rc = {0};
-    got gc = {0};
-    read_all(c, &rc, 0, &gc);
-    ck_assert_uint_eq(gc.n, 11);
-    ck_assert_str_eq(gc.body[10], "after");
-    st_stream_reader_free(&rc);
-    st_stream_close(c);
-    /* roll over: the filled segment is cut to its entries before the next is written, so a
-     * crash after the roll leaves no zeros in it (recovery would refuse them there) */
-    char big[2000];
-    memset(big, 'b', sizeof big);
-    uint64_t n = 10;
-    for (int i = 0; i < 100 && stats.segments < 3; i++) {
-        st_stream_append(s, 1, big, sizeof big);
-        n++;
-        ck_assert_int_eq(st_stream_commit(s), 0);
-        st_stream_get_stats(s, &stats);
-    }
-    ck_assert_uint_ge(stats.segments, 3);
-    crash_copy(crash, sizeof crash);
-    c = st_stream_open(crash, &oc, err, sizeof err);
-    ck_assert_msg(c != NULL, "%s", err);
-    ck_assert_uint_eq(st_stream_end(c), n);
-    st_stream_close(c);
-    ck_assert_int_lt(file_len(D, 0), 64 * 1024); /* the first segment: its entries only */
-    /* a clean close cuts the newest file too */
-    st_stream_reader_free(&r);
-    st_stream_close(s);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", crash);
-    ck_assert_int_eq(system(cmd), 0);
-    s = st_stream_open(D, &o, err, sizeof err);
-    ck_assert_msg(s != NULL, "%s", err);
-    ck_assert_uint_eq(st_stream_end(s), n);
-    st_stream_close(s);
-}
-END_TEST
-
 /* Reads with a fresh reader (its own pread) from `from` until the end or an error: the
  * entries handed, and -1 when the read failed (err says where). */
 static long read_fresh(st_stream *s, uint64_t from, size_t max, got *g)
@@ -1003,7 +915,6 @@ static Suite *suite(void)
     tcase_add_test(tc, max_age_units);
     tcase_add_test(tc, file_operations_rebuild_the_stream_elsewhere);
     tcase_add_test(tc, gated_entries_are_read_only_once_released);
-    tcase_add_test(tc, zeros_written_ahead_are_never_entries);
     tcase_add_test(tc, corrupt_entry_is_caught_the_first_time_it_is_read);
     suite_add_tcase(s, tc);
     return s;
