@@ -142,8 +142,7 @@ static void unlink_conn(broker *b, conn *c)
         c->input_pending = 0;
     }
     unwait(c);
-    if (b->view_at == c)
-        b->view_at = NULL;
+    node_client_cursor_forget(&b->view, c);
     SL_LIST_UNLINK(b->conns, c, prev, next);
     b->n_conns--;
     if (c->counted_open)

@@ -80,10 +80,9 @@ struct broker {
     char tls_bound_addr[64];
     int tls_bound_port;
     conn *conns; /* all live connections, newest first */
-    /* The connection a view (view.c) returned last: a walk over the list goes on from it
-     * rather than from the head each time. Cleared when that connection is unlinked. */
-    conn *view_at;
-    uint64_t view_bound; /* no connection had an id in (view_at's, view_bound] (view.c) */
+    /* The views' walk by id (view.c): it goes on from the connection returned last rather
+     * than from the head; forgotten when that connection is unlinked. */
+    node_client_cursor view;
     conn *dirty;         /* connections with output or confirms to flush this turn */
     conn *input_pending; /* connections whose held-back input is handled next turn */
     conn *waiting;       /* connections with held output or pending confirms */

@@ -4,6 +4,7 @@
  * Invariant: the views point into the connections' own state and live only during the call;
  * b->conns is newest first with decreasing ids, which is what a walk resumes by.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "broker/broker.h"
@@ -43,21 +44,12 @@ static void fill_client(const broker *b, conn *c, node_client *v)
     }
 }
 
-/* The first connection with an id <= at_most (the list is newest first, ids decreasing),
- * from the one a view returned last when it is still ahead of at_most, or is the answer
- * still (at_most within the bound it answered: the ids between were the stream door's, and
- * connections made since have larger ids): a walk that asks for each connection in turn,
- * and for each of its channels, costs one step each, not a walk from the head (thousands of
- * connections listed, or counted for /api/overview), with the other door's clients between. */
+/* The first connection with an id <= at_most (node/clients.h: node_client_cursor): a walk
+ * over each connection and each of its channels in turn costs a step each. */
 static conn *at_or_below(broker *b, uint64_t at_most)
 {
-    conn *c = b->view_at && (b->view_at->id >= at_most || at_most <= b->view_bound) ? b->view_at
-                                                                                    : b->conns;
-    while (c && c->id > at_most)
-        c = c->next;
-    b->view_at = c;
-    b->view_bound = at_most < b->n->next_client_id ? at_most : b->n->next_client_id;
-    return c;
+    return node_client_at_or_below(&b->view, b->conns, offsetof(conn, next), offsetof(conn, id),
+                                   at_most, b->n->next_client_id);
 }
 
 static conn *by_id(broker *b, uint64_t id)

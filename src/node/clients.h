@@ -103,4 +103,30 @@ typedef struct node_consumer {
 /* Called for each consumer of a channel walk: 0 stops the walk before this one. */
 typedef int (*node_consumer_fn)(void *arg, const node_consumer *c);
 
+/* A walk over one door's clients by id, for the node's walk over every door (node_client_next
+ * asks each door for its client with the largest id <= a bound, one id after another). A
+ * door keeps its connections in a list newest first (ids decreasing), linked by a pointer at
+ * next_off, each with its uint64_t id at id_off. The cursor remembers the element it
+ * returned last and the bound it answered: the next question starts from there when that
+ * element is still ahead of the new bound, or is the answer still (no element had an id in
+ * between: those were another door's, and elements made since have larger ids), so a walk
+ * that asks for each client in turn costs a step each, not a walk from the head (thousands
+ * of connections listed or counted, with the other doors' clients between).
+ * Invariant: the door calls node_client_cursor_forget before an element leaves its list. */
+typedef struct node_client_cursor {
+    void *at;       /* the element returned last, or NULL */
+    uint64_t bound; /* no element had an id in (at's id, bound] */
+} node_client_cursor;
+
+/* The first element of the list at head with an id <= at_most, or NULL; next_client_id is
+ * the node's (no id above it exists). */
+void *node_client_at_or_below(node_client_cursor *cur, void *head, size_t next_off, size_t id_off,
+                              uint64_t at_most, uint64_t next_client_id);
+
+static inline void node_client_cursor_forget(node_client_cursor *cur, const void *elem)
+{
+    if (cur->at == elem)
+        cur->at = NULL;
+}
+
 #endif

@@ -26,8 +26,7 @@ void stream_door_retire(stream_door *d, stream_conn *c)
 {
     SL_LIST_UNLINK(d->conns, c, prev, next);
     d->n_conns--;
-    if (d->view_at == c)
-        d->view_at = NULL;
+    node_client_cursor_forget(&d->view, c);
     c->next = d->dead;
     c->prev = NULL;
     d->dead = c;

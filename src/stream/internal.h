@@ -127,8 +127,7 @@ struct stream_door {
     uint64_t queues_deleted; /* the model's count when publishers were last checked */
     uint8_t blocked;         /* a resource alarm is on: connections with publishers are not read */
 
-    stream_conn *view_at; /* the connection a view returned last (view.c), or NULL */
-    uint64_t view_bound;  /* no connection had an id in (view_at's, view_bound] */
+    node_client_cursor view; /* the views' walk by id (view.c), from the last one returned */
 };
 
 /* ---- door.c ---- */

@@ -13,6 +13,7 @@
  * d->conns is newest first with decreasing ids (the node's, node_client_id), which is what a
  * walk resumes by.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "core/mem.h"
@@ -79,21 +80,11 @@ static void fill_client(const stream_door *d, const stream_conn *c, node_client 
     v->n_props = c->n_props;
 }
 
-/* The first connection with an id <= at_most (newest first, ids decreasing), from the one a
- * view returned last when it is still ahead of at_most, or is the answer still (at_most within
- * the bound it answered: the ids between were another door's, and connections made since
- * have larger ids): a walk that asks for each connection in turn costs a step each, not a
- * walk from the head (the door forgets view_at when that connection goes). */
+/* The first connection with an id <= at_most (node/clients.h: node_client_cursor). */
 static stream_conn *at_or_below(stream_door *d, uint64_t at_most)
 {
-    stream_conn *c = d->view_at && (d->view_at->id >= at_most || at_most <= d->view_bound)
-                         ? d->view_at
-                         : d->conns;
-    while (c && c->id > at_most)
-        c = c->next;
-    d->view_at = c;
-    d->view_bound = at_most < d->n->next_client_id ? at_most : d->n->next_client_id;
-    return c;
+    return node_client_at_or_below(&d->view, d->conns, offsetof(stream_conn, next),
+                                   offsetof(stream_conn, id), at_most, d->n->next_client_id);
 }
 
 static stream_conn *by_id(stream_door *d, uint64_t id)

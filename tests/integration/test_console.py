@@ -258,6 +258,29 @@ class Console:
                  message="no element %s" % css)
         return found[0]
 
+    def stable(self, read, what):
+        """read() over elements the page may rebuild meanwhile (a refresh replaces tables):
+        again until one read sees no replaced element."""
+        from selenium.common.exceptions import StaleElementReferenceException
+        out = []
+
+        def attempt():
+            try:
+                out.append(read())
+                return True
+            except StaleElementReferenceException:
+                return False
+        wait_for(attempt, timeout=10, message="%s kept being replaced" % what)
+        return out[-1]
+
+    def text(self, css):
+        """The text of the first element css names, read whole."""
+        return self.stable(lambda: self.one(css).text, css)
+
+    def texts(self, css):
+        """The texts of every element css names, read in one pass."""
+        return self.stable(lambda: [e.text for e in self.by(css)], css)
+
     def loaded(self):
         return int(self.d.execute_script("return Number(document.body.dataset.loaded || 0)"))
 

@@ -27,24 +27,25 @@ def test_a_stream_page_shows_its_log_and_consumer_offsets(chrome, broker_factory
     wait_for(lambda: (c.process_data_events(0.05), len(got) >= 2)[1], message="deliveries")
     con = Console(chrome, b).start()
     con.go("#/queues")
-    wait_for(lambda: "stream" in con.one("#queues-rows").text, timeout=10,
+    wait_for(lambda: "stream" in con.text("#queues-rows"), timeout=10,
              message="no Type column with 'stream'")
     con.go("#/queues/%2F/st1")
-    wait_for(lambda: "Segments" in con.one("#queue-stream").text, timeout=10)
-    rows = {tr.find_element("css selector", "th").text: tr.find_element("css selector", "td").text
-            for tr in con.by("#queue-stream tr")}
+    wait_for(lambda: "Segments" in con.text("#queue-stream"), timeout=10)
+    rows = con.stable(lambda: {tr.find_element("css selector", "th").text:
+                               tr.find_element("css selector", "td").text
+                               for tr in con.by("#queue-stream tr")}, "#queue-stream rows")
     assert rows["First offset"] == "0" and rows["Last offset"] == "9", rows
     assert int(rows["Segments"]) >= 1 and rows["Size"] and rows["Leader"], rows
-    assert "stream" in con.one("#queue-summary").text
-    table = con.one("#consumers-table").text
+    assert "stream" in con.text("#queue-summary")
+    table = con.text("#consumers-table")
     assert "reader7" in table and "Offset" in table
     # the offset column: 4 and 5 delivered, unacked: the next is 6
-    cells = [td.text for td in con.by("#consumers-table tbody td")]
+    cells = con.texts("#consumers-table tbody td")
     assert cells[0] == "reader7" and cells[-1] == "6", cells
     con.shot("stream-queue")
     # a classic queue: no stream section
     con.go("#/queues/%2F/cl1")
-    wait_for(lambda: "classic" in con.one("#queue-summary").text, timeout=10)
-    assert not con.one("#queue-stream").text
+    wait_for(lambda: "classic" in con.text("#queue-summary"), timeout=10)
+    assert not con.text("#queue-stream")
     assert not con.errors()
     c.close()

@@ -5,6 +5,7 @@
  * the refusals' texts, and the totals.
  */
 #include <check.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -591,6 +592,51 @@ static int walk_all(const sl_node *n, node_client_walk *w)
     return calls;
 }
 
+/* node_client_at_or_below: the element with the largest id <= a bound, over a list newest
+ * first, whatever the order of the questions; resumed from the last answer, forgotten when
+ * that element leaves, and a newer element (a larger id) found from the head. */
+struct cel {
+    struct cel *next;
+    uint64_t id;
+};
+
+static uint64_t cel_at(node_client_cursor *cur, struct cel *head, uint64_t at_most,
+                       uint64_t next_id)
+{
+    struct cel *e = node_client_at_or_below(cur, head, offsetof(struct cel, next),
+                                            offsetof(struct cel, id), at_most, next_id);
+    return e ? e->id : 0;
+}
+
+START_TEST(client_cursor_at_or_below)
+{
+    struct cel e[5];
+    uint64_t ids[5] = {9, 7, 5, 3, 1}; /* newest first; the even ids are another door's */
+    for (int i = 0; i < 5; i++)
+        e[i] = (struct cel){i < 4 ? &e[i + 1] : NULL, ids[i]};
+    node_client_cursor cur = {0};
+    /* a walk down, one id at a time, as node_client_next asks */
+    for (uint64_t q = 10; q > 0; q--)
+        ck_assert_uint_eq(cel_at(&cur, &e[0], q, 10), q & 1 ? q : q - 1);
+    ck_assert_uint_eq(cel_at(&cur, &e[0], 0, 10), 0);
+    /* back up and down again, in any order */
+    uint64_t qs[] = {4, 8, 2, 10, 6, 1, 9, 3};
+    for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++)
+        ck_assert_uint_eq(cel_at(&cur, &e[0], qs[i], 10), qs[i] & 1 ? qs[i] : qs[i] - 1);
+    /* the answer leaves its list: forgotten, the next question walks from the head */
+    ck_assert_uint_eq(cel_at(&cur, &e[0], 6, 10), 5);
+    node_client_cursor_forget(&cur, &e[2]);
+    e[1].next = &e[3];
+    ck_assert_ptr_null(cur.at);
+    ck_assert_uint_eq(cel_at(&cur, &e[0], 6, 10), 3);
+    /* a newer element (id 11) at the head: found above the old bound */
+    ck_assert_uint_eq(cel_at(&cur, &e[0], 8, 10), 7);
+    struct cel nu = {&e[0], 11};
+    ck_assert_uint_eq(cel_at(&cur, &nu, 12, 11), 11);
+    ck_assert_uint_eq(cel_at(&cur, &nu, 10, 11), 9);
+}
+END_TEST
+
 START_TEST(clients_walk_resumes)
 {
     node_part door = {.name = "fake",
@@ -1046,6 +1092,7 @@ static Suite *lister_suite(void)
     tcase_add_test(tc, listed_vhosts_and_matches);
     tcase_add_test(tc, get_settles_all_taken);
     tcase_add_test(tc, client_views);
+    tcase_add_test(tc, client_cursor_at_or_below);
     suite_add_tcase(s, tc);
     return s;
 }
