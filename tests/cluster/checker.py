@@ -35,6 +35,29 @@ The rules (a message is its id; `ok` publish = confirmed, or in a committed tran
               and what it confirmed is held to every rule above, which is what matters: a
               confirm for something the new leader lacks would show as lost
 The result counts confirmed, lost, duplicated, resurrected and every violation in full.
+
+Streams (issue 47; `s-publish` operations, `s-read` and `s-replicas` lines of the drain). A
+stream keeps what it is given, and the drain reads each whole from `first` on the leader. A
+stream's publisher retries an unconfirmed message under the same id (its SEQ is the
+publisher's sequence), as RabbitMQ's stream clients do; RabbitMQ promises at-least-once for
+that: a publish whose confirm did not come may have been written, so its retry may add it a
+second time (over AMQP 0-9-1 nothing deduplicates), while a confirmed publish is written once.
+Over the stream protocol a named publisher (a reference) is deduplicated by publishing id, so
+its retries add nothing. Hence:
+  s-lost      a confirmed message not in the read of its stream
+  s-duplicated a message more often in its stream than it was sent; or more than once when
+              every send of it was confirmed (no unknown outcome to explain the copy); or, for
+              a deduplicating publisher (`dedup` on its s-publish), more than once at all.
+              Copies the rule allows are counted (s_retried_dups)
+  s-order     per stream and per publisher, the first copies of its messages in offset order
+              do not follow its sequence (one message in flight at a time: its messages are
+              appended in sequence order, a retry's copy after the original)
+  s-offset    the entries' x-stream-offset not consecutive from 0 (nothing trims these
+              streams: no retention) up to the committed offset the HTTP API gave, or the
+              message count it gave is not the entries read
+  s-phantom   an entry that nobody sent to that stream
+  s-replica   the three nodes' stream files not the same bytes once they are in sync (the
+              followers serve no reads: what they hold is compared, not read)
 """
 
 import collections
@@ -62,6 +85,7 @@ class Result:
         self.redelivered_ok = 0
         self.leader_changes = 0
         self.late_confirms = 0
+        self.s = collections.Counter()  # the streams' counts (stream_summary)
 
     def add(self, kind, what, detail):
         self.errors.append((kind, what, detail))
@@ -81,7 +105,14 @@ class Result:
                 "atomicity": self.count("atomicity"), "phantom": self.count("phantom"),
                 "two_leaders": self.count("two-leaders"),
                 "leader_changes": self.leader_changes, "late_confirms": self.late_confirms,
-                "redelivered_flagged": self.redelivered_ok}
+                "redelivered_flagged": self.redelivered_ok, "streams": self.stream_summary()}
+
+    def stream_summary(self):
+        out = {k: self.s[k] for k in ("published", "sends", "confirmed", "unconfirmed", "read",
+                                      "retried_dups")}
+        for k in ("lost", "duplicated", "order", "offset", "phantom", "replica"):
+            out[k] = self.count("s-" + k)
+        return out
 
     def __repr__(self):
         return "Result(%s, %d errors: %s)" % (self.summary(), len(self.errors),
@@ -89,10 +120,11 @@ class Result:
 
 
 def leader_runs(ops):
-    """The nodes that gave confirms, in the order the confirms came, runs collapsed."""
+    """The nodes that gave confirms (the streams' too), in the order the confirms came, runs
+    collapsed."""
     runs = []
     for op in sorted((o for o in ops if o["type"] == "ok" and o.get("node") and
-                      o["f"] in ("publish", "tx-publish")), key=lambda o: o["t"]):
+                      o["f"] in ("publish", "tx-publish", "s-publish")), key=lambda o: o["t"]):
         if not runs or runs[-1][0] != op["node"]:
             runs.append([op["node"], op["t"], op["t"]])
         else:
@@ -248,6 +280,7 @@ def check(ops, one_fault=False, paused=False):
         if present and len(present) != len(ids) and not any(mid in acks for mid in ids):
             r.add("atomicity", ids[0], "transaction %s: only %s in the drain" % (ids, present))
 
+    check_streams(ops, r)
     runs = leader_runs(ops)
     r.leader_changes = max(0, len(runs) - 1)
     if one_fault:
@@ -264,6 +297,84 @@ def check(ops, one_fault=False, paused=False):
                 r.add("two-leaders", node, "confirms from %s at t=%s after %s took over "
                       "(runs: %s)" % (node, t0, newest, runs))
     return r
+
+
+def check_streams(ops, r):
+    """The stream rules (module docstring) into r."""
+    sent = {}  # id -> {"q", "sends", "ok", "unknown", "dedup"}
+    reads = {}  # stream -> the s-read op
+    for op in ops:
+        f, ty = op["f"], op["type"]
+        if f == "s-publish":
+            for mid in op["ids"]:
+                m = sent.setdefault(mid, {"q": op["q"], "sends": 0, "ok": False, "unknown": 0,
+                                          "dedup": False})
+                if ty == "invoke":
+                    m["sends"] += 1
+                    m["dedup"] = m["dedup"] or bool(op.get("dedup"))
+                elif ty == "ok":
+                    m["ok"] = True
+                elif ty == "info":
+                    m["unknown"] += 1
+        elif f == "s-read":
+            reads[op["q"]] = op
+        elif f == "s-replicas" and not op.get("same"):
+            r.add("s-replica", "streams/", "the nodes' stream files differ: %s" %
+                  json.dumps(op.get("files"))[:2000])
+    r.s["published"] = len(sent)
+    r.s["sends"] = sum(m["sends"] for m in sent.values())
+    r.s["confirmed"] = sum(1 for m in sent.values() if m["ok"])
+    r.s["unconfirmed"] = len(sent) - r.s["confirmed"]
+    for q, op in sorted(reads.items()):
+        msgs = op["msgs"]
+        r.s["read"] += len(msgs)
+        # offsets: consecutive from 0 to the committed offset
+        offs = [o for o, _ in msgs]
+        want = list(range(len(msgs)))
+        if offs != want:
+            bad = next(i for i, (a, b) in enumerate(zip(offs, want + [None])) if a != b)
+            r.add("s-offset", q, "entry %d of the read has offset %r (before it %r): not "
+                  "consecutive from 0" % (bad, offs[bad], offs[max(0, bad - 3):bad]))
+        elif msgs and op.get("committed") != offs[-1]:
+            r.add("s-offset", q, "read up to %s, committed offset %s" % (offs[-1],
+                                                                         op.get("committed")))
+        if op.get("count") is not None and op["count"] != len(msgs):
+            r.add("s-offset", q, "the HTTP API counts %s messages, %d read" % (op["count"],
+                                                                              len(msgs)))
+        seen = collections.Counter()
+        last = {}
+        for off, mid in msgs:
+            seen[mid] += 1
+            m = sent.get(mid)
+            if m is None or m["q"] != q:
+                if seen[mid] == 1:
+                    r.add("s-phantom", mid, "at offset %s of %s, never sent there" % (off, q))
+                continue
+            if seen[mid] > 1:
+                continue  # a retry's copy: judged by the count below
+            try:
+                proc, seq = parse_id(mid)
+            except ValueError:
+                continue
+            if proc in last and seq <= last[proc][0]:
+                r.add("s-order", mid, "%s: at offset %s, after %s:%d at offset %s" % (
+                    q, off, proc, last[proc][0], last[proc][1]))
+            last[proc] = (max(seq, last.get(proc, (seq,))[0]), off)
+        for mid, m in sent.items():
+            if m["q"] != q:
+                continue
+            n = seen[mid]
+            if m["ok"] and n == 0:
+                r.add("s-lost", mid, "confirmed to %s (sent %d times), not in it (%d entries "
+                      "read on %s)" % (q, m["sends"], len(msgs), op.get("node")))
+            if n > 1:
+                if n > m["sends"] or m["dedup"] or not m["unknown"]:
+                    r.add("s-duplicated", mid, "%d times in %s: sent %d times, %d of them "
+                          "unconfirmed%s" % (n, q, m["sends"], m["unknown"],
+                                             ", deduplicating publisher" if m["dedup"]
+                                             else ""))
+                else:
+                    r.s["retried_dups"] += n - 1
 
 
 def main(argv):

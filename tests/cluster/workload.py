@@ -23,8 +23,10 @@ Invariant: an `ok` is only recorded after the broker's reply came; an operation 
 before it is `info` unless nothing was sent (then it is not recorded at all).
 """
 
+import hashlib
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -33,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import amqp  # noqa: E402
+import streamraw  # noqa: E402 (RabbitMQ's stream protocol: the tests' raw client)
 
 CONFIRM_TIMEOUT = 4.0
 
@@ -304,10 +307,110 @@ class Admin(Worker):
         self.wl.stop.wait(0.5)
 
 
+STREAM_ARGS = {"x-queue-type": "stream"}
+STREAM_PORT = 5552
+STREAM_ATTEMPTS = 20  # tries of one stream message (the same id) before its publisher moves on
+
+
+class StreamPublisher(Worker):
+    """AMQP 0-9-1 publisher with confirms into a stream (x-queue-type stream), one message at
+    a time. Unlike the queues' publishers it retries an unconfirmed message under the SAME id
+    (the id's SEQ is the per-publisher sequence) until it is confirmed or STREAM_ATTEMPTS
+    tries went: what a RabbitMQ stream client does, and the reason a stream may hold a
+    message twice (AMQP 0-9-1 has no deduplication). Recorded as `s-publish` with the
+    attempt's number."""
+
+    DEDUP = False  # the broker deduplicates its retries
+
+    def __init__(self, wl, proc, stream):
+        super().__init__(wl, proc)
+        self.stream = stream
+        self.pending = None  # (id, attempts so far) of a message not yet confirmed
+
+    def setup(self, conn):
+        self.ch = conn.channel()
+        self.ch.queue_declare(self.stream, durable=True, auto_delete=False,
+                              arguments=self.wl.stream_args[self.stream])
+        self.ch.confirm_select()
+
+    def take(self):
+        if self.pending is None or self.pending[1] >= STREAM_ATTEMPTS:
+            self.pending = (self.next_id(), 0)
+        mid, n = self.pending
+        self.pending = (mid, n + 1)
+        return mid, n + 1
+
+    def step(self):
+        mid, attempt = self.take()
+        h = self.wl.hist
+        h.add(self.proc, "invoke", "s-publish", q=self.stream, ids=[mid], attempt=attempt,
+              dedup=self.DEDUP)
+        try:
+            self.send(mid)
+        except amqp.exceptions.MessageNacked:
+            h.add(self.proc, "info", "s-publish", q=self.stream, ids=[mid], why="nack")
+            return
+        except Exception as e:
+            h.add(self.proc, "info", "s-publish", q=self.stream, ids=[mid], why=repr(e)[:120])
+            raise
+        h.add(self.proc, "ok", "s-publish", q=self.stream, ids=[mid], node=self.node)
+        self.pending = None
+
+    def send(self, mid):
+        self.ch.basic_publish_confirm(_msg(mid), exchange="", routing_key=self.stream,
+                                      confirm_timeout=CONFIRM_TIMEOUT)
+
+
+class StreamProtoPublisher(StreamPublisher):
+    """The same over RabbitMQ's stream protocol (tests/integration/streamraw.py) on the
+    leader's stream port: a named publisher (reference `PROC-k`), publishing id = SEQ. A retry
+    after a reconnection re-declares the publisher under the same reference and sends the same
+    publishing id: RabbitMQ deduplicates it (it keeps the highest publishing id per reference
+    with the stream), so a message of this publisher must never be in a stream twice."""
+
+    DEDUP = True
+
+    def __init__(self, wl, proc, stream):
+        super().__init__(wl, proc, stream)
+        self.ref = "%s-%d" % (proc, wl.period)
+
+    def connect(self):
+        lead = self.wl.leaders.get(refresh=self.errors > 0)
+        if lead is None:
+            raise ConnectionError("no leader")
+        with self.wl.h.nodes[lead].ns.entered():
+            c = streamraw.StreamClient(STREAM_PORT, timeout=CONFIRM_TIMEOUT)
+        self.node = lead
+        return c
+
+    def drop(self):
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+            self.conn = None
+
+    def setup(self, c):
+        c.connect()
+        if self.wl.stream_declared.get(self.stream) is None:
+            raise ConnectionError("stream %s not declared yet" % self.stream)
+        code = c.declare_publisher(0, self.stream, ref=self.ref)
+        if code != streamraw.OK:
+            raise ConnectionError("declare_publisher: code %d" % code)
+
+    def send(self, mid):
+        seq = int(mid.rpartition(":")[2])
+        self.conn.publish(0, [(seq, streamraw.amqp10(mid.encode()))])
+        got = self.conn.confirms(0, 1)
+        if got != [seq]:
+            raise ConnectionError("confirm for %r, expected %d" % (got, seq))
+
+
 class Workload:
     """All the processes of one period against harness h, recording into hist."""
 
-    def __init__(self, h, hist, period, link=True):
+    def __init__(self, h, hist, period, link=True, streams=True, stream_proto=True):
         self.h = h
         self.hist = hist
         self.period = period
@@ -325,6 +428,19 @@ class Workload:
             TxAckConsumer(self, "C-work", "work-%d" % k),
             Admin(self, "A"),
         ]
+        # streams (issue 47): SA and SP into stream-k-0, SB into stream-k-1
+        self.streams = ["stream-%d-0" % k, "stream-%d-1" % k] if streams else []
+        self.stream_declared = {}
+        # stream-k-0's small segments roll every few hundred entries (segment creation under
+        # the faults too); stream-k-1 keeps the default
+        self.stream_args = {s: dict(STREAM_ARGS) for s in self.streams}
+        if streams:
+            self.stream_args[self.streams[0]]["x-stream-max-segment-size-bytes"] = 64 << 10
+        if streams:
+            self.workers += [StreamPublisher(self, "SA", self.streams[0]),
+                             StreamPublisher(self, "SB", self.streams[1])]
+            if stream_proto:
+                self.workers.append(StreamProtoPublisher(self, "SP", self.streams[0]))
         self.link = link
         if link:
             self.workers.append(ConfirmPublisher(
@@ -336,6 +452,16 @@ class Workload:
             self.errors[key] = self.errors.get(key, 0) + 1
 
     def start(self):
+        if self.streams:  # declared before the publishers start (the SP's needs it)
+            c = _leader_conn(self.h, self.h.wait_leader(30))
+            try:
+                ch = c.channel()
+                for s in self.streams:
+                    ch.queue_declare(s, durable=True, auto_delete=False,
+                                     arguments=self.stream_args[s])
+                    self.stream_declared[s] = True
+            finally:
+                c.close()
         if self.link:
             c = self.h.remote.amqp()
             c.channel().queue_declare(self.inbox, durable=True, auto_delete=False)
@@ -420,6 +546,8 @@ def drain(h, hist, wl, timeout=120):
             c.close()
         except Exception:
             pass
+    if wl.streams:
+        drain_streams(h, hist, wl, timeout)
     if wl.link:
         rc = h.remote.amqp(read_timeout=15)
         try:
@@ -428,3 +556,114 @@ def drain(h, hist, wl, timeout=120):
             rc.close()
         hist.add("drain", "ok", "drain", q=wl.inbox, msgs=got, remote=True)
     return lead
+
+
+def stream_info(h, lead, s):
+    """The stream's HTTP figures on node lead: (committed_offset or None, messages)."""
+    st, q = h.nodes[lead].http("GET", "/api/queues/%2F/" + s)
+    if st != 200 or not isinstance(q, dict):
+        raise RuntimeError("GET /api/queues/%%2F/%s on %s: %s %r" % (s, lead, st, q))
+    return q.get("committed_offset"), q.get("messages")
+
+
+def read_stream(c, s, committed, timeout):
+    """Stream s read from `first` with a consumer (prefetch 500, manual acks: an ack only
+    gives credit back) up to offset `committed` (None: nothing): [[offset, id], ...]."""
+    got = []
+    if committed is None:
+        return got
+    ch = c.channel()
+    ch.basic_qos(0, 500, False)
+
+    def on(m):
+        off = (m.properties.get("application_headers") or {}).get("x-stream-offset")
+        mid = m.body.decode() if isinstance(m.body, bytes) else m.body
+        got.append([off, mid])
+        if len(got) % 100 == 0:
+            ch.basic_ack(m.delivery_tag, multiple=True)
+
+    ch.basic_consume(s, callback=on, arguments={"x-stream-offset": "first"})
+    deadline = time.monotonic() + timeout
+    while not got or got[-1][0] != committed:
+        last = got[-1][0] if got else None
+        if (isinstance(last, int) and last > committed) or time.monotonic() > deadline:
+            raise RuntimeError("stream %s: read %d entries up to offset %s, its committed "
+                               "offset is %s" % (s, len(got), last, committed))
+        try:
+            c.drain_events(timeout=0.5)
+        except socket.timeout:
+            pass
+    ch.close()
+    return got
+
+
+def stream_files(node):
+    """{streams/INC/FILE: sha1} of node's data directory (its mirror of the streams)."""
+    out = {}
+    root = os.path.join(str(node.data_dir), "streams")
+    try:
+        dirs = sorted(os.listdir(root))
+    except OSError:
+        return out
+    for d in dirs:
+        try:
+            names = sorted(os.listdir(os.path.join(root, d)))
+        except OSError:
+            continue
+        for f in names:
+            try:
+                with open(os.path.join(root, d, f), "rb") as fh:
+                    out["streams/%s/%s" % (d, f)] = hashlib.sha1(fh.read()).hexdigest()
+            except (OSError, IsADirectoryError):
+                pass
+    return out
+
+
+def same_stream_files(h):
+    trees = [stream_files(n) for n in h.nodes.values()]
+    return trees if all(t == trees[0] for t in trees[1:]) else None
+
+
+def drain_streams(h, hist, wl, timeout):
+    """Each stream of the period read whole from `first` on the leader (`s-read`: the entries
+    with their x-stream-offset, the committed offset and message count the HTTP API gave).
+    Followers serve no reads (their front door forwards clients to the leader), so what they
+    hold is compared instead: every node's streams/ files byte for byte the leader's, once the
+    three are in sync (`s-replicas`). Then the streams are deleted (the small disks)."""
+    lead = h.wait_stable(timeout)
+    c = _leader_conn(h, lead)
+    try:
+        for s in wl.streams:
+            committed, count = stream_info(h, lead, s)
+            got = read_stream(c, s, committed, timeout)
+            hist.add("drain", "ok", "s-read", q=s, node=lead, committed=committed,
+                     count=count, msgs=got)
+    finally:
+        try:
+            c.close()
+        except Exception:
+            pass
+    t0 = time.monotonic()
+    trees = None
+    while time.monotonic() - t0 < 30:
+        trees = same_stream_files(h)
+        if trees is not None:
+            break
+        time.sleep(0.2)
+    if trees is None:
+        detail = {name: stream_files(n) for name, n in h.nodes.items()}
+        hist.add("drain", "ok", "s-replicas", same=False, files=detail)
+    else:
+        hist.add("drain", "ok", "s-replicas", same=True, files=len(trees[0]),
+                 waited=round(time.monotonic() - t0, 2))
+    lead = h.wait_stable(timeout)
+    c = _leader_conn(h, lead)
+    try:
+        ch = c.channel()
+        for s in wl.streams:
+            ch.queue_delete(s)
+    finally:
+        try:
+            c.close()
+        except Exception:
+            pass
