@@ -58,6 +58,10 @@ its retries add nothing. Hence:
   s-phantom   an entry that nobody sent to that stream
   s-replica   the three nodes' stream files not the same bytes once they are in sync (the
               followers serve no reads: what they hold is compared, not read)
+  s-taken-back an entry a live reader (`s-deliver`) got during the faults that the final read
+              does not have at that offset: a stream hands out only entries on every in-sync
+              replica, which no failover can take back
+  s-live-order a live reader's offsets not increasing (it resumes after the last it got)
 """
 
 import collections
@@ -109,9 +113,10 @@ class Result:
 
     def stream_summary(self):
         out = {k: self.s[k] for k in ("published", "sends", "confirmed", "unconfirmed", "read",
-                                      "retried_dups")}
-        for k in ("lost", "duplicated", "order", "offset", "phantom", "replica"):
-            out[k] = self.count("s-" + k)
+                                      "retried_dups", "dedup_retried", "live")}
+        for k in ("lost", "duplicated", "order", "offset", "phantom", "replica", "taken_back",
+                  "live_order"):
+            out[k] = self.count("s-" + k.replace("_", "-"))
         return out
 
     def __repr__(self):
@@ -303,6 +308,7 @@ def check_streams(ops, r):
     """The stream rules (module docstring) into r."""
     sent = {}  # id -> {"q", "sends", "ok", "unknown", "dedup"}
     reads = {}  # stream -> the s-read op
+    live = collections.defaultdict(list)  # (proc, stream) -> [[offset, id]] as they came
     for op in ops:
         f, ty = op["f"], op["type"]
         if f == "s-publish":
@@ -318,6 +324,8 @@ def check_streams(ops, r):
                     m["unknown"] += 1
         elif f == "s-read":
             reads[op["q"]] = op
+        elif f == "s-deliver" and ty == "ok":
+            live[(op["p"], op["q"])].extend(op["msgs"])
         elif f == "s-replicas" and not op.get("same"):
             r.add("s-replica", "streams/", "the nodes' stream files differ: %s" %
                   json.dumps(op.get("files"))[:2000])
@@ -325,6 +333,10 @@ def check_streams(ops, r):
     r.s["sends"] = sum(m["sends"] for m in sent.values())
     r.s["confirmed"] = sum(1 for m in sent.values() if m["ok"])
     r.s["unconfirmed"] = len(sent) - r.s["confirmed"]
+    # a deduplicating publisher's messages sent again after an unknown outcome: each one
+    # whose first copy was written is a deduplication the broker had to make
+    r.s["dedup_retried"] = sum(1 for m in sent.values() if m["dedup"] and m["unknown"] and
+                               m["sends"] > 1)
     for q, op in sorted(reads.items()):
         msgs = op["msgs"]
         r.s["read"] += len(msgs)
@@ -375,6 +387,18 @@ def check_streams(ops, r):
                                              else ""))
                 else:
                     r.s["retried_dups"] += n - 1
+    for (proc, q), got in sorted(live.items()):
+        r.s["live"] += len(got)
+        final = {o: mid for o, mid in reads[q]["msgs"]} if q in reads else None
+        prev = None
+        for off, mid in got:
+            if prev is not None and (not isinstance(off, int) or off <= prev):
+                r.add("s-live-order", mid, "%s got offset %r of %s after %r" % (proc, off, q,
+                                                                               prev))
+            prev = off if isinstance(off, int) else prev
+            if final is not None and final.get(off) != mid:
+                r.add("s-taken-back", mid, "%s got it at offset %r of %s during the run; the "
+                      "final read has %r there" % (proc, off, q, final.get(off)))
 
 
 def main(argv):

@@ -240,7 +240,7 @@ class Soak:
                 # counts split over the period's rounds like `confirmed`; violations whole
                 st["streams"][key] += v // len(fos) if key in (
                     "published", "sends", "confirmed", "unconfirmed", "read",
-                    "retried_dups") else v
+                    "retried_dups", "dedup_retried", "live") else v
         if not res.ok:
             dest = h.snapshot(os.path.join(self.out, "failure-%d" % k))
             with open(os.path.join(dest, "violations.txt"), "w") as f:
@@ -272,18 +272,19 @@ class Soak:
                                               st["resurrected"], st["other"], st["late"],
                                               st["no_confirm"])))
         if not self.a.no_streams:
-            rows.append("streams: %-20s %6s %9s %9s %7s %5s %5s %7s %5s %5s" % (
-                "fault", "rounds", "confirmed", "unconfirm", "read", "lost", "dup", "retried",
-                "order", "other"))
+            rows.append("streams: %-20s %6s %9s %9s %7s %7s %5s %5s %7s %5s %5s" % (
+                "fault", "rounds", "confirmed", "unconfirm", "read", "live", "lost", "dup",
+                "retried", "order", "other"))
             for kind in FAULTS:
                 st = self.stats[kind]
                 if not st["rounds"]:
                     continue
                 ss = st["streams"]
-                rows.append("streams: %-20s %6d %9d %9d %7d %5d %5d %7d %5d %5d" % (
+                rows.append("streams: %-20s %6d %9d %9d %7d %7d %5d %5d %7d %5d %5d" % (
                     kind, st["rounds"], ss["confirmed"], ss["unconfirmed"], ss["read"],
-                    ss["lost"], ss["duplicated"], ss["retried_dups"], ss["order"],
-                    ss["offset"] + ss["phantom"] + ss["replica"]))
+                    ss["live"], ss["lost"], ss["duplicated"], ss["retried_dups"],
+                    ss["order"] + ss["live_order"], ss["offset"] + ss["phantom"] +
+                    ss["replica"] + ss["taken_back"]))
         for kind in LEADER_FAULTS:
             el = self.stats[kind]["elect"]
             if el:

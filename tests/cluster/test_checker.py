@@ -368,3 +368,19 @@ def test_followers_stream_files_not_the_leaders_are_reported():
     h.ops[-1] = dict(h.ops[-1], same=False, files={"n1": {"streams/1/0.seg": "a"},
                                                     "n2": {"streams/1/0.seg": "b"}})
     assert errs(check(h.ops)) == [("s-replica", "streams/")]
+
+
+def test_an_entry_a_live_reader_got_must_stay_at_its_offset():
+    h = stream_clean()
+    h.ops.insert(4, {"t": 4.5, "p": "SR", "type": "ok", "f": "s-deliver", "q": "s0",
+                     "node": "n1", "msgs": [[0, "SA:0:1"], [1, "SP:0:1"]]})
+    h.ops.insert(12, {"t": 12.5, "p": "SR", "type": "ok", "f": "s-deliver", "q": "s0",
+                      "node": "n2", "msgs": [[2, "SA:0:2"]]})
+    r = check(h.ops)
+    assert r.ok and r.summary()["streams"]["live"] == 3, r
+    # taken back by a failover: the new leader has another entry at offset 2
+    h.ops[12]["msgs"] = [[2, "SA:0:9"]]
+    assert errs(check(h.ops)) == [("s-taken-back", "SA:0:9")]
+    # the reader resumed before where it was
+    h.ops[12]["msgs"] = [[1, "SP:0:1"]]
+    assert errs(check(h.ops)) == [("s-live-order", "SP:0:1")]

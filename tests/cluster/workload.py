@@ -407,6 +407,57 @@ class StreamProtoPublisher(StreamPublisher):
             raise ConnectionError("confirm for %r, expected %d" % (got, seq))
 
 
+class StreamReader(Worker):
+    """Reads a stream live while it is written and the faults happen: a consumer from `first`
+    (prefetch 200, manual acks), after a reconnection from the offset after the last it got.
+    What it got is recorded as `ok s-deliver` lines of [offset, id], a batch at a time. A
+    stream hands out an entry only once it is on every in-sync replica (its generation is
+    released), so no failover may take back one it got: the checker finds each at the same
+    offset in the final read."""
+
+    def __init__(self, wl, proc, stream):
+        super().__init__(wl, proc)
+        self.stream = stream
+        self.next_off = None
+        self.got = []
+
+    def setup(self, conn):
+        self.ch = conn.channel()
+        self.ch.basic_qos(0, 200, False)
+        start = "first" if self.next_off is None else self.next_off
+        self.n = 0
+        self.ch.basic_consume(self.stream, callback=self.on,
+                              arguments={"x-stream-offset": start})
+
+    def on(self, m):
+        off = (m.properties.get("application_headers") or {}).get("x-stream-offset")
+        mid = m.body.decode() if isinstance(m.body, bytes) else m.body
+        self.got.append([off, mid])
+        if isinstance(off, int):
+            self.next_off = off + 1
+        self.n += 1
+        if self.n % 50 == 0:
+            self.ch.basic_ack(m.delivery_tag, multiple=True)
+
+    def flush(self):
+        if self.got:
+            self.wl.hist.add(self.proc, "ok", "s-deliver", q=self.stream, node=self.node,
+                             msgs=self.got)
+            self.got = []
+
+    def step(self):
+        try:
+            self.conn.drain_events(timeout=0.2)
+        except socket.timeout:
+            pass
+        finally:
+            self.flush()
+
+    def drop(self):
+        self.flush()
+        super().drop()
+
+
 class Workload:
     """All the processes of one period against harness h, recording into hist."""
 
@@ -441,6 +492,7 @@ class Workload:
                              StreamPublisher(self, "SB", self.streams[1])]
             if stream_proto:
                 self.workers.append(StreamProtoPublisher(self, "SP", self.streams[0]))
+            self.workers.append(StreamReader(self, "SR", self.streams[0]))
         self.link = link
         if link:
             self.workers.append(ConfirmPublisher(
