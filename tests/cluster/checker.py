@@ -52,9 +52,12 @@ its retries add nothing. Hence:
   s-order     per stream and per publisher, the first copies of its messages in offset order
               do not follow its sequence (one message in flight at a time: its messages are
               appended in sequence order, a retry's copy after the original)
-  s-offset    the entries' x-stream-offset not consecutive from 0 (nothing trims these
-              streams: no retention) up to the committed offset the HTTP API gave, or the
-              message count it gave is not the entries read
+  s-offset    the entries' x-stream-offset not consecutive from 0 up to the committed offset
+              the HTTP API gave, or the message count it gave is not the entries read. A
+              stream with retention (`retention` on its s-read: it deletes its oldest whole
+              segments) starts at the first_offset the API gave, and keeps a suffix: its
+              (one) publisher's messages before the first one kept are not lost
+              (retention_gone counts them); from it on, s-lost holds
   s-phantom   an entry that nobody sent to that stream
   s-replica   the three nodes' stream files not the same bytes once they are in sync (the
               followers serve no reads: what they hold is compared, not read)
@@ -113,7 +116,8 @@ class Result:
 
     def stream_summary(self):
         out = {k: self.s[k] for k in ("published", "sends", "confirmed", "unconfirmed", "read",
-                                      "retried_dups", "dedup_retried", "live")}
+                                      "retried_dups", "dedup_retried", "live",
+                                      "retention_gone")}
         for k in ("lost", "duplicated", "order", "offset", "phantom", "replica", "taken_back",
                   "live_order"):
             out[k] = self.count("s-" + k.replace("_", "-"))
@@ -340,13 +344,16 @@ def check_streams(ops, r):
     for q, op in sorted(reads.items()):
         msgs = op["msgs"]
         r.s["read"] += len(msgs)
-        # offsets: consecutive from 0 to the committed offset
+        # offsets: consecutive from 0 (with retention: from the first offset the API gives)
+        # to the committed offset
+        ret = bool(op.get("retention"))
+        base = (op.get("first") or 0) if ret else 0
         offs = [o for o, _ in msgs]
-        want = list(range(len(msgs)))
+        want = list(range(base, base + len(msgs)))
         if offs != want:
             bad = next(i for i, (a, b) in enumerate(zip(offs, want + [None])) if a != b)
             r.add("s-offset", q, "entry %d of the read has offset %r (before it %r): not "
-                  "consecutive from 0" % (bad, offs[bad], offs[max(0, bad - 3):bad]))
+                  "consecutive from %d" % (bad, offs[bad], offs[max(0, bad - 3):bad], base))
         elif msgs and op.get("committed") != offs[-1]:
             r.add("s-offset", q, "read up to %s, committed offset %s" % (offs[-1],
                                                                          op.get("committed")))
@@ -372,10 +379,24 @@ def check_streams(ops, r):
                 r.add("s-order", mid, "%s: at offset %s, after %s:%d at offset %s" % (
                     q, off, proc, last[proc][0], last[proc][1]))
             last[proc] = (max(seq, last.get(proc, (seq,))[0]), off)
+        # with retention the stream keeps a suffix: per publisher, from its first message
+        # kept on, nothing confirmed may be missing (one publisher per such stream)
+        kept_from = {}
+        for _, mid in msgs:
+            try:
+                proc, seq = parse_id(mid)
+            except ValueError:
+                continue
+            kept_from[proc] = min(seq, kept_from.get(proc, seq))
         for mid, m in sent.items():
             if m["q"] != q:
                 continue
             n = seen[mid]
+            if ret and n == 0:
+                proc, seq = parse_id(mid)
+                if proc not in kept_from or seq < kept_from[proc]:
+                    r.s["retention_gone"] += 1
+                    continue
             if m["ok"] and n == 0:
                 r.add("s-lost", mid, "confirmed to %s (sent %d times), not in it (%d entries "
                       "read on %s)" % (q, m["sends"], len(msgs), op.get("node")))

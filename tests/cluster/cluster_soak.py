@@ -240,7 +240,7 @@ class Soak:
                 # counts split over the period's rounds like `confirmed`; violations whole
                 st["streams"][key] += v // len(fos) if key in (
                     "published", "sends", "confirmed", "unconfirmed", "read",
-                    "retried_dups", "dedup_retried", "live") else v
+                    "retried_dups", "dedup_retried", "live", "retention_gone") else v
         if not res.ok:
             dest = h.snapshot(os.path.join(self.out, "failure-%d" % k))
             with open(os.path.join(dest, "violations.txt"), "w") as f:

@@ -384,3 +384,20 @@ def test_an_entry_a_live_reader_got_must_stay_at_its_offset():
     # the reader resumed before where it was
     h.ops[12]["msgs"] = [[1, "SP:0:1"]]
     assert errs(check(h.ops)) == [("s-live-order", "SP:0:1")]
+
+
+def test_a_stream_with_retention_keeps_a_suffix_without_holes():
+    h = H()
+    for s in range(1, 7):
+        spub(h, "SC:0:%d" % s, "s2", ["ok"])
+    kept = ["SC:0:%d" % s for s in (4, 5, 6)]
+    h.op("drain", "ok", "s-read", q="s2", node="n2", first=3, committed=5, count=3,
+         retention=True, msgs=[[3 + i, m] for i, m in enumerate(kept)])
+    r = check(h.ops)
+    assert r.ok and r.summary()["streams"]["retention_gone"] == 3, r
+    h.ops[-1]["msgs"] = [[3, "SC:0:4"], [4, "SC:0:6"]]  # SC:0:5 gone from the middle
+    h.ops[-1].update(committed=4, count=2)
+    assert errs(check(h.ops)) == [("s-lost", "SC:0:5")]
+    h.ops[-1]["msgs"] = [[3, "SC:0:4"], [5, "SC:0:5"]]  # a hole in the offsets
+    h.ops[-1].update(committed=5, count=2)
+    assert [k for k, _ in errs(check(h.ops))] == ["s-offset", "s-lost"]

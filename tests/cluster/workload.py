@@ -479,17 +479,23 @@ class Workload:
             TxAckConsumer(self, "C-work", "work-%d" % k),
             Admin(self, "A"),
         ]
-        # streams (issue 47): SA and SP into stream-k-0, SB into stream-k-1
-        self.streams = ["stream-%d-0" % k, "stream-%d-1" % k] if streams else []
+        # streams (issue 47): SA and SP into stream-k-0, SB into stream-k-1, SC into
+        # stream-k-2, whose retention deletes its oldest whole segments all along
+        self.streams = ["stream-%d-%d" % (k, i) for i in range(3)] if streams else []
         self.stream_declared = {}
         # stream-k-0's small segments roll every few hundred entries (segment creation under
         # the faults too); stream-k-1 keeps the default
         self.stream_args = {s: dict(STREAM_ARGS) for s in self.streams}
+        self.retention = set()
         if streams:
-            self.stream_args[self.streams[0]]["x-stream-max-segment-size-bytes"] = 64 << 10
+            self.stream_args[self.streams[0]]["x-stream-max-segment-size-bytes"] = 16 << 10
+            self.stream_args[self.streams[2]].update({
+                "x-stream-max-segment-size-bytes": 4 << 10, "x-max-length-bytes": 16 << 10})
+            self.retention.add(self.streams[2])
         if streams:
             self.workers += [StreamPublisher(self, "SA", self.streams[0]),
-                             StreamPublisher(self, "SB", self.streams[1])]
+                             StreamPublisher(self, "SB", self.streams[1]),
+                             StreamPublisher(self, "SC", self.streams[2])]
             if stream_proto:
                 self.workers.append(StreamProtoPublisher(self, "SP", self.streams[0]))
             self.workers.append(StreamReader(self, "SR", self.streams[0]))
@@ -611,11 +617,12 @@ def drain(h, hist, wl, timeout=120):
 
 
 def stream_info(h, lead, s):
-    """The stream's HTTP figures on node lead: (committed_offset or None, messages)."""
+    """The stream's HTTP figures on node lead: (first_offset, committed_offset (None when
+    empty), messages)."""
     st, q = h.nodes[lead].http("GET", "/api/queues/%2F/" + s)
     if st != 200 or not isinstance(q, dict):
         raise RuntimeError("GET /api/queues/%%2F/%s on %s: %s %r" % (s, lead, st, q))
-    return q.get("committed_offset"), q.get("messages")
+    return q.get("first_offset"), q.get("committed_offset"), q.get("messages")
 
 
 def read_stream(c, s, committed, timeout):
@@ -686,10 +693,19 @@ def drain_streams(h, hist, wl, timeout):
     c = _leader_conn(h, lead)
     try:
         for s in wl.streams:
-            committed, count = stream_info(h, lead, s)
+            first, committed, count = stream_info(h, lead, s)
             got = read_stream(c, s, committed, timeout)
             hist.add("drain", "ok", "s-read", q=s, node=lead, committed=committed,
-                     count=count, msgs=got)
+                     first=first, count=count, msgs=got, retention=s in wl.retention)
+        # retention's unlinks (and other file operations made after a generation's last
+        # write) travel with the next group (docs/cluster.md): one confirmed publish to a
+        # queue of the period makes one before the followers' files are compared
+        ch = c.channel()
+        flush = "flush-%d" % wl.period
+        ch.queue_declare(flush, durable=True, auto_delete=False)
+        ch.confirm_select()
+        ch.basic_publish_confirm(amqp.Message("flush", delivery_mode=2), exchange="",
+                                 routing_key=flush, confirm_timeout=15)
     finally:
         try:
             c.close()
@@ -712,7 +728,7 @@ def drain_streams(h, hist, wl, timeout):
     c = _leader_conn(h, lead)
     try:
         ch = c.channel()
-        for s in wl.streams:
+        for s in wl.streams + ["flush-%d" % wl.period]:
             ch.queue_delete(s)
     finally:
         try:

@@ -19,6 +19,7 @@ Before this change a clustered node refused every new stream (406 "streams are n
 by a Sluice cluster yet")."""
 
 import os
+import re
 import socket
 import threading
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 import amqp
 import pytest
 
+import streamraw
 from cluster_client import connect, etcd  # noqa: F401 (the fixture)
 from helpers import IS_RABBITMQ, wait_for
 from test_cluster_repl import (SYNC_DELAY_MS, TTL, AsyncConfirm, cluster,  # noqa: F401
@@ -276,3 +278,50 @@ def test_a_stream_publish_reaches_the_followers_while_the_leader_syncs_it(cluste
                                                SYNC_DELAY_MS))
     assert early > SYNC_DELAY_MS / 2000.0, \
         "the followers got the group only %.0f ms before its confirm" % (early * 1000)
+
+
+def stream_port(b, timeout=10):
+    """The stream door's port of node b: its last `listening stream=ADDR:PORT` line (a cluster
+    node opens the door when its broker starts, on promotion)."""
+    def find():
+        ms = re.findall(rb"listening stream=[0-9.]+:(\d+)", open(b.log_path, "rb").read())
+        return int(ms[-1]) if ms else None
+    return wait_for(find, timeout=timeout, interval=0.05, message="the stream door's port")
+
+
+def stream_client(b):
+    c = streamraw.StreamClient(stream_port(b), host=b.host, timeout=10)
+    c.connect()
+    return c
+
+
+@pytest.mark.test_timeout(240)
+def test_a_named_stream_publishers_sequence_survives_kill9_of_the_leader(cluster):
+    """Deduplication by publisher reference (the stream protocol) holds across a failover, as
+    RabbitMQ's does (its publisher sequence lives in the stream, on every replica): after
+    kill -9 of the leader the new leader answers QueryPublisherSequence with the last
+    confirmed publishing id, and a client that sends again what it is unsure of (its
+    publishing ids up to that one) gets confirms and no second copy. This is what the soak's
+    SP publisher relies on when it retries after a failover."""
+    cl, lead = three(cluster, **{"listeners.stream": "0"})
+    conn = connect(lead)
+    declare_stream(conn.channel(), "d")
+    conn.close()
+    N = 20
+    c = stream_client(lead)
+    assert c.declare_publisher(1, "d", ref="app-1") == streamraw.OK
+    for i in range(1, N + 1):
+        c.publish(1, [(i, streamraw.amqp10(b"d%d" % i))])
+    assert sorted(c.confirms(1, N)) == list(range(1, N + 1))
+    lead.kill9()
+    new = cl.wait_leader()
+    assert new is not lead
+    c = stream_client(new)
+    assert c.query_publisher_sequence("d", "app-1") == (streamraw.OK, N)
+    assert c.declare_publisher(1, "d", ref="app-1") == streamraw.OK
+    # the retry of the last five (their confirms "lost"), then one new message
+    c.publish(1, [(i, streamraw.amqp10(b"d%d" % i)) for i in range(N - 4, N + 2)])
+    assert sorted(c.confirms(1, 6)) == list(range(N - 4, N + 2))
+    c.close()
+    assert read_stream(new, "d", N + 2, timeout=5) == [(i, b"d%d" % (i + 1))
+                                                        for i in range(N + 1)]
