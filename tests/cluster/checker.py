@@ -117,7 +117,7 @@ class Result:
     def stream_summary(self):
         out = {k: self.s[k] for k in ("published", "sends", "confirmed", "unconfirmed", "read",
                                       "retried_dups", "dedup_retried", "live",
-                                      "retention_gone")}
+                                      "retention_gone", "earlier")}
         for k in ("lost", "duplicated", "order", "offset", "phantom", "replica", "taken_back",
                   "live_order"):
             out[k] = self.count("s-" + k.replace("_", "-"))
@@ -141,7 +141,9 @@ def leader_runs(ops):
     return runs
 
 
-def check(ops, one_fault=False, paused=False):
+def check(ops, one_fault=False, paused=False, prior_streams=()):
+    """prior_streams: the s-publish operations of earlier periods into a stream that this
+    period reads again (the soak's long stream): judged with this period's read."""
     r = Result()
     pub = {}          # id -> {"q", "state": ok|info, "t_ok", "tx": batch key or None}
     batches = []      # (ids, state)
@@ -289,7 +291,7 @@ def check(ops, one_fault=False, paused=False):
         if present and len(present) != len(ids) and not any(mid in acks for mid in ids):
             r.add("atomicity", ids[0], "transaction %s: only %s in the drain" % (ids, present))
 
-    check_streams(ops, r)
+    check_streams(ops, r, prior_streams)
     runs = leader_runs(ops)
     r.leader_changes = max(0, len(runs) - 1)
     if one_fault:
@@ -308,17 +310,19 @@ def check(ops, one_fault=False, paused=False):
     return r
 
 
-def check_streams(ops, r):
-    """The stream rules (module docstring) into r."""
-    sent = {}  # id -> {"q", "sends", "ok", "unknown", "dedup"}
+def check_streams(ops, r, prior=()):
+    """The stream rules (module docstring) into r; prior: earlier periods' s-publish ops
+    (judged, not counted)."""
+    sent = {}  # id -> {"q", "sends", "ok", "unknown", "dedup", "prior"}
     reads = {}  # stream -> the s-read op
     live = collections.defaultdict(list)  # (proc, stream) -> [[offset, id]] as they came
-    for op in ops:
+    n_prior = len(prior)
+    for i, op in enumerate(list(prior) + list(ops)):
         f, ty = op["f"], op["type"]
         if f == "s-publish":
             for mid in op["ids"]:
                 m = sent.setdefault(mid, {"q": op["q"], "sends": 0, "ok": False, "unknown": 0,
-                                          "dedup": False})
+                                          "dedup": False, "prior": i < n_prior})
                 if ty == "invoke":
                     m["sends"] += 1
                     m["dedup"] = m["dedup"] or bool(op.get("dedup"))
@@ -333,13 +337,15 @@ def check_streams(ops, r):
         elif f == "s-replicas" and not op.get("same"):
             r.add("s-replica", "streams/", "the nodes' stream files differ: %s" %
                   json.dumps(op.get("files"))[:2000])
-    r.s["published"] = len(sent)
-    r.s["sends"] = sum(m["sends"] for m in sent.values())
-    r.s["confirmed"] = sum(1 for m in sent.values() if m["ok"])
-    r.s["unconfirmed"] = len(sent) - r.s["confirmed"]
+    now = [m for m in sent.values() if not m["prior"]]
+    r.s["published"] = len(now)
+    r.s["sends"] = sum(m["sends"] for m in now)
+    r.s["confirmed"] = sum(1 for m in now if m["ok"])
+    r.s["unconfirmed"] = len(now) - r.s["confirmed"]
+    r.s["earlier"] = sum(1 for m in sent.values() if m["prior"] and m["ok"])
     # a deduplicating publisher's messages sent again after an unknown outcome: each one
     # whose first copy was written is a deduplication the broker had to make
-    r.s["dedup_retried"] = sum(1 for m in sent.values() if m["dedup"] and m["unknown"] and
+    r.s["dedup_retried"] = sum(1 for m in now if m["dedup"] and m["unknown"] and
                                m["sends"] > 1)
     for q, op in sorted(reads.items()):
         msgs = op["msgs"]

@@ -110,6 +110,8 @@ class Soak:
                           "no_confirm": 0, "streams": collections.Counter()}
                       for k in FAULTS}
         self.period = 0
+        self.long = None  # [harness, name, periods so far, its s-publish ops of earlier ones]
+        self.nlong = 0
         self.log_f = open(os.path.join(self.out, "soak.log"), "a")
 
     def log(self, msg):
@@ -198,8 +200,20 @@ class Soak:
         self.period += 1
         path = os.path.join(self.out, "history-%d.jsonl" % k)
         hist = History(path)
+        # the long stream: one per --long-periods periods of a harness, checked whole (with
+        # the messages of its earlier periods) after each, deleted after its last
+        long_name = None
+        if not self.a.no_streams and self.a.long_periods:
+            if self.long is None or self.long[0] is not h or \
+                    self.long[2] >= self.a.long_periods:
+                self.nlong += 1
+                self.long = [h, "long-%d" % self.nlong, 0, []]
+            self.long[2] += 1
+            long_name = self.long[1]
+        last_long = bool(long_name) and self.long[2] >= self.a.long_periods
         wl = Workload(h, hist, k, link=not self.a.no_link, streams=not self.a.no_streams,
-                      stream_proto=not self.a.no_stream_proto)
+                      stream_proto=not self.a.no_stream_proto, long_stream=long_name,
+                      long_roll=last_long)
         wl.start()
         fos = []
         try:
@@ -216,8 +230,12 @@ class Soak:
             wl.finish()
         drain(h, hist, wl)
         hist.close()
+        prior = self.long[3] if long_name else []
         res = check(hist.ops, one_fault=len(fos) == 1,
-                    paused=any(kind == "pause-leader" for kind, _ in fos))
+                    paused=any(kind == "pause-leader" for kind, _ in fos), prior_streams=prior)
+        if long_name:
+            prior.extend(op for op in hist.ops if op["f"] == "s-publish" and
+                         op["q"] == long_name)
         self.last = (res, fos, hist)
         s = res.summary()
         self.log("period %d checked: %s; client errors %s" % (k, json.dumps(s), wl.errors))
@@ -379,6 +397,8 @@ def parse_args(argv):
                     help="no stream workload (SA, SB, SP) and no stream checks")
     ap.add_argument("--no-stream-proto", action="store_true",
                     help="no stream-protocol publisher (SP)")
+    ap.add_argument("--long-periods", type=int, default=8,
+                    help="periods one long stream spans (0: none)")
     ap.add_argument("--keep", action="store_true", help="keep every history")
     ap.add_argument("--keep-going", action="store_true", help="go on after a violation")
     ap.add_argument("--max-seconds", type=float, default=0)

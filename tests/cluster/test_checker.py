@@ -401,3 +401,16 @@ def test_a_stream_with_retention_keeps_a_suffix_without_holes():
     h.ops[-1]["msgs"] = [[3, "SC:0:4"], [5, "SC:0:5"]]  # a hole in the offsets
     h.ops[-1].update(committed=5, count=2)
     assert [k for k, _ in errs(check(h.ops))] == ["s-offset", "s-lost"]
+
+
+def test_a_long_stream_keeps_the_confirmed_messages_of_earlier_periods():
+    earlier = spub(H(), "SL0:0:1", "long", ["ok"])
+    spub(earlier, "SL0:0:2", "long", ["ok"])
+    h = spub(H(), "SL1:1:1", "long", ["ok"])
+    sread(h, "long", ["SL0:0:1", "SL0:0:2", "SL1:1:1"])
+    r = check(h.ops, prior_streams=earlier.ops)
+    assert r.ok, r
+    s = r.summary()["streams"]
+    assert s["confirmed"] == 1 and s["earlier"] == 2 and s["read"] == 3, s
+    sread(h, "long", ["SL0:0:1", "SL1:1:1"])  # the second read replaces the first
+    assert errs(check(h.ops, prior_streams=earlier.ops)) == [("s-lost", "SL0:0:2")]

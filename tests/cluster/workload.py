@@ -401,10 +401,28 @@ class StreamProtoPublisher(StreamPublisher):
 
     def send(self, mid):
         seq = int(mid.rpartition(":")[2])
-        self.conn.publish(0, [(seq, streamraw.amqp10(mid.encode()))])
-        got = self.conn.confirms(0, 1)
-        if got != [seq]:
-            raise ConnectionError("confirm for %r, expected %d" % (got, seq))
+        c = self.conn
+        c.publish(0, [(seq, streamraw.amqp10(mid.encode()))])
+        for _ in range(100):
+            key, _, r = c.frame()
+            if key == streamraw.HEARTBEAT:
+                continue
+            if key == streamraw.CLOSE:  # e.g. a deposed leader's 320
+                r.take(">I")
+                code = r.take(">H")
+                raise ConnectionError("the server's Close: %d %s" % (code, r.str()))
+            if key == streamraw.PUBLISH_ERROR:
+                r.take(">B")
+                raise ConnectionError("PublishError %r" % [(r.take(">Q"), r.take(">H"))
+                                                           for _ in range(r.take(">i"))])
+            if key != streamraw.PUBLISH_CONFIRM:
+                raise ConnectionError("frame 0x%04x instead of a PublishConfirm" % key)
+            r.take(">B")
+            got = [r.take(">Q") for _ in range(r.take(">i"))]
+            if got != [seq]:
+                raise ConnectionError("confirm for %r, expected %d" % (got, seq))
+            return
+        raise ConnectionError("no PublishConfirm in 100 frames")
 
 
 class StreamReader(Worker):
@@ -461,7 +479,8 @@ class StreamReader(Worker):
 class Workload:
     """All the processes of one period against harness h, recording into hist."""
 
-    def __init__(self, h, hist, period, link=True, streams=True, stream_proto=True):
+    def __init__(self, h, hist, period, link=True, streams=True, stream_proto=True,
+                 long_stream=None, long_roll=False):
         self.h = h
         self.hist = hist
         self.period = period
@@ -499,6 +518,16 @@ class Workload:
             if stream_proto:
                 self.workers.append(StreamProtoPublisher(self, "SP", self.streams[0]))
             self.workers.append(StreamReader(self, "SR", self.streams[0]))
+        # a stream that outlives the period (the soak's, several periods long): SLk writes
+        # into it; every period reads it whole, older periods' messages included; the soak
+        # deletes it (long_roll) after the last period it spans
+        self.long_stream = long_stream if streams else None
+        self.long_roll = long_roll
+        if self.long_stream:
+            self.streams.append(long_stream)
+            self.stream_args[long_stream] = dict(STREAM_ARGS, **{
+                "x-stream-max-segment-size-bytes": 16 << 10})
+            self.workers.append(StreamPublisher(self, "SL%d" % k, long_stream))
         self.link = link
         if link:
             self.workers.append(ConfirmPublisher(
@@ -507,6 +536,8 @@ class Workload:
     def note_error(self, proc, e):
         with self.lock:
             key = "%s: %s" % (proc, type(e).__name__)
+            if type(e) is ConnectionError and e.args and isinstance(e.args[0], str):
+                key += " (%s)" % e.args[0][:60]  # the workers' own: say which
             self.errors[key] = self.errors.get(key, 0) + 1
 
     def start(self):
@@ -729,7 +760,8 @@ def drain_streams(h, hist, wl, timeout):
     try:
         ch = c.channel()
         for s in wl.streams + ["flush-%d" % wl.period]:
-            ch.queue_delete(s)
+            if s != wl.long_stream or wl.long_roll:
+                ch.queue_delete(s)
     finally:
         try:
             c.close()
