@@ -5,7 +5,11 @@ node in network namespaces), runs the workload (workload.py) and, round after ro
 one fault of a rotation, heals it, waits for a stable cluster (a leader with three in sync),
 and every K rounds stops the workload, drains every queue and the remote inbox, and checks the
 history (checker.py). Prints per fault kind: rounds, failover times (fault to the next
-confirm, min / median / max) and the messages confirmed, lost, duplicated and resurrected.
+confirm, min / median / max) and the messages confirmed, lost, duplicated and resurrected;
+then the same for the streams (issue 47: the stream publishers and reader of workload.py, each
+stream read whole from `first` on the leader, the followers' stream files compared; a long
+stream spans --long-periods periods). --no-streams turns them off, --no-stream-proto the
+stream-protocol publisher (which needs the nodes' `listeners.stream`, set here).
 
   make cluster-smoke   --self-check, then the leader kill -9 rounds (CI)
   make cluster-soak    ROUNDS=N rounds of every fault

@@ -3,7 +3,9 @@ duplicate without redelivered, an order inversion, a resurrected (acked, purged,
 message, a torn transaction and a duplicate at the remote node are each reported. Streams: a
 missing confirmed message, a copy the retry rule does not allow (confirmed at its only send,
 more copies than sends, a deduplicating publisher's), a publisher's reorder, offsets not
-consecutive from 0 to the committed one, a phantom and followers' files not the leader's.
+consecutive from 0 to the committed one, a phantom, followers' files not the leader's, a
+live reader's entry taken back or read going back, a hole in a stream with retention and an
+earlier period's message missing from the long stream.
 Run: /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cluster/test_checker.py"""
 
 import os

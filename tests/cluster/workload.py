@@ -17,7 +17,13 @@ Processes (per period k; the queues are named with k so each check starts from e
            (tx.commit-ok makes the acks definite: such a message must never come back)
   A        admin: publishes 3 to `purge-k` with confirms, purges it (the purge covers them),
            publishes 1 more; declares `del-k-N`, publishes 2, deletes it
-Message ids are `PROC:k:SEQ`; the body is the id.
+  SA, SB   publishers with confirms into the streams `stream-k-0` and `stream-k-1`
+           (x-queue-type stream), SC into `stream-k-2` (retention: it deletes its oldest
+           segments), SLk into the soak's long stream `long-N` (several periods long)
+  SP       the stream protocol's named publisher into `stream-k-0` (deduplicated retries)
+  SR       a live reader of `stream-k-0` (`s-deliver`)
+Message ids are `PROC:k:SEQ`; the body is the id. The stream publishers are the exception to
+"never retried": they send an unconfirmed message again under the same id (StreamPublisher).
 
 Invariant: an `ok` is only recorded after the broker's reply came; an operation that raised
 before it is `info` unless nothing was sent (then it is not recorded at all).
