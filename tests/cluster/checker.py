@@ -412,7 +412,7 @@ def check_streams(ops, r, prior=()):
                           "unconfirmed%s" % (n, q, m["sends"], m["unknown"],
                                              ", deduplicating publisher" if m["dedup"]
                                              else ""))
-                else:
+                elif not m["prior"]:  # (an earlier period's were counted then)
                     r.s["retried_dups"] += n - 1
     for (proc, q), got in sorted(live.items()):
         r.s["live"] += len(got)

@@ -21,7 +21,7 @@ Processes (per period k; the queues are named with k so each check starts from e
            (x-queue-type stream), SC into `stream-k-2` (retention: it deletes its oldest
            segments), SLk into the soak's long stream `long-N` (several periods long)
   SP       the stream protocol's named publisher into `stream-k-0` (deduplicated retries)
-  SR       a live reader of `stream-k-0` (`s-deliver`)
+  SR, SQ   live readers of `stream-k-0` (`s-deliver`), over AMQP 0-9-1 and the stream protocol
 Message ids are `PROC:k:SEQ`; the body is the id. The stream publishers are the exception to
 "never retried": they send an unconfirmed message again under the same id (StreamPublisher).
 
@@ -32,6 +32,8 @@ before it is `info` unless nothing was sent (then it is not recorded at all).
 import hashlib
 import json
 import os
+import re
+import select
 import socket
 import sys
 import threading
@@ -482,6 +484,64 @@ class StreamReader(Worker):
         super().drop()
 
 
+_ID = re.compile(rb"(S[A-Z]+[0-9]*:[0-9]+:[0-9]+)")
+
+
+class StreamProtoReader(StreamProtoPublisher):
+    """SR's twin over the stream protocol (Subscribe, Deliver chunks, Credit) on the leader's
+    stream port: subscribes from FIRST, after a reconnection from the offset after the last
+    entry it got; records `ok s-deliver` as SR does. An entry's id is found in its AMQP 1.0
+    bytes (its data section and message-id hold it)."""
+
+    def __init__(self, wl, proc, stream):
+        super().__init__(wl, proc, stream)
+        self.next_off = None
+        self.got = []
+
+    def setup(self, c):
+        c.connect()
+        if self.next_off is None:
+            code = c.subscribe(1, self.stream, kind=streamraw.FIRST, credit=5)
+        else:
+            code = c.subscribe(1, self.stream, kind=streamraw.OFFSET, value=self.next_off,
+                               credit=5)
+        if code != streamraw.OK:
+            raise ConnectionError("subscribe: code %d" % code)
+
+    def step(self):
+        c = self.conn
+        try:
+            if not c.buf and not select.select([c.s], [], [], 0.2)[0]:
+                return
+            for _ in range(20):  # what came, then back to the stop check
+                key, _, r = c.frame()
+                if key == streamraw.DELIVER:
+                    r.take(">B")
+                    hdr, entries = streamraw.parse_chunk(r)
+                    for i, e in enumerate(entries):
+                        m = _ID.search(e)
+                        off = hdr["chunk_id"] + i
+                        if self.next_off is not None and off < self.next_off:
+                            continue  # a chunk begins before the offset asked for
+                        self.got.append([off, m.group(1).decode() if m else repr(e[:40])])
+                        self.next_off = off + 1
+                    c.credit(1, 1)
+                elif key == streamraw.CLOSE:
+                    r.take(">I")
+                    code = r.take(">H")
+                    raise ConnectionError("the server's Close: %d %s" % (code, r.str()))
+                if not c.buf and not select.select([c.s], [], [], 0)[0]:
+                    break
+        finally:
+            self.flush()
+
+    flush = StreamReader.flush
+
+    def drop(self):
+        self.flush()
+        super().drop()
+
+
 class Workload:
     """All the processes of one period against harness h, recording into hist."""
 
@@ -524,6 +584,8 @@ class Workload:
             if stream_proto:
                 self.workers.append(StreamProtoPublisher(self, "SP", self.streams[0]))
             self.workers.append(StreamReader(self, "SR", self.streams[0]))
+            if stream_proto:
+                self.workers.append(StreamProtoReader(self, "SQ", self.streams[0]))
         # a stream that outlives the period (the soak's, several periods long): SLk writes
         # into it; every period reads it whole, older periods' messages included; the soak
         # deletes it (long_roll) after the last period it spans
