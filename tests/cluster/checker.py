@@ -65,6 +65,8 @@ its retries add nothing. Hence:
               does not have at that offset: a stream hands out only entries on every in-sync
               replica, which no failover can take back
   s-live-order a live reader's offsets not increasing (it resumes after the last it got)
+  s-gone      a stream declared during the faults (`s-declare`, its declare-ok came) that is
+              not there after them (its confirmed messages are s-lost too)
 """
 
 import collections
@@ -117,9 +119,9 @@ class Result:
     def stream_summary(self):
         out = {k: self.s[k] for k in ("published", "sends", "confirmed", "unconfirmed", "read",
                                       "retried_dups", "dedup_retried", "live",
-                                      "retention_gone", "earlier")}
+                                      "retention_gone", "earlier", "declared")}
         for k in ("lost", "duplicated", "order", "offset", "phantom", "replica", "taken_back",
-                  "live_order"):
+                  "live_order", "gone"):
             out[k] = self.count("s-" + k.replace("_", "-"))
         return out
 
@@ -316,6 +318,7 @@ def check_streams(ops, r, prior=()):
     sent = {}  # id -> {"q", "sends", "ok", "unknown", "dedup", "prior"}
     reads = {}  # stream -> the s-read op
     live = collections.defaultdict(list)  # (proc, stream) -> [[offset, id]] as they came
+    declared = set()  # streams whose declare-ok came
     n_prior = len(prior)
     for i, op in enumerate(list(prior) + list(ops)):
         f, ty = op["f"], op["type"]
@@ -332,6 +335,8 @@ def check_streams(ops, r, prior=()):
                     m["unknown"] += 1
         elif f == "s-read":
             reads[op["q"]] = op
+        elif f == "s-declare" and ty == "ok":
+            declared.add(op["q"])
         elif f == "s-deliver" and ty == "ok":
             live[(op["p"], op["q"])].extend(op["msgs"])
         elif f == "s-replicas" and not op.get("same"):
@@ -347,8 +352,12 @@ def check_streams(ops, r, prior=()):
     # whose first copy was written is a deduplication the broker had to make
     r.s["dedup_retried"] = sum(1 for m in now if m["dedup"] and m["unknown"] and
                                m["sends"] > 1)
+    r.s["declared"] = len(declared)
     for q, op in sorted(reads.items()):
         msgs = op["msgs"]
+        if op.get("exists") is False and q in declared:
+            r.add("s-gone", q, "declared (declare-ok), missing from %s after the faults" %
+                  op.get("node"))
         r.s["read"] += len(msgs)
         # offsets: consecutive from 0 (with retention: from the first offset the API gives)
         # to the committed offset

@@ -262,7 +262,8 @@ class Soak:
                 # counts split over the period's rounds like `confirmed`; violations whole
                 st["streams"][key] += v // len(fos) if key in (
                     "published", "sends", "confirmed", "unconfirmed", "read",
-                    "retried_dups", "dedup_retried", "live", "retention_gone") else v
+                    "retried_dups", "dedup_retried", "live", "retention_gone",
+                    "declared") else v
         if not res.ok:
             dest = h.snapshot(os.path.join(self.out, "failure-%d" % k))
             with open(os.path.join(dest, "violations.txt"), "w") as f:
@@ -306,7 +307,7 @@ class Soak:
                     kind, st["rounds"], ss["confirmed"], ss["unconfirmed"], ss["read"],
                     ss["live"], ss["lost"], ss["duplicated"], ss["retried_dups"],
                     ss["order"] + ss["live_order"], ss["offset"] + ss["phantom"] +
-                    ss["replica"] + ss["taken_back"]))
+                    ss["replica"] + ss["taken_back"] + ss["gone"]))
         for kind in LEADER_FAULTS:
             el = self.stats[kind]["elect"]
             if el:

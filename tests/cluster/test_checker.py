@@ -5,7 +5,7 @@ missing confirmed message, a copy the retry rule does not allow (confirmed at it
 more copies than sends, a deduplicating publisher's), a publisher's reorder, offsets not
 consecutive from 0 to the committed one, a phantom, followers' files not the leader's, a
 live reader's entry taken back or read going back, a hole in a stream with retention and an
-earlier period's message missing from the long stream.
+earlier period's message missing from the long stream, and a declared stream gone.
 Run: /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cluster/test_checker.py"""
 
 import os
@@ -416,3 +416,16 @@ def test_a_long_stream_keeps_the_confirmed_messages_of_earlier_periods():
     assert s["confirmed"] == 1 and s["earlier"] == 2 and s["read"] == 3, s
     sread(h, "long", ["SL0:0:1", "SL1:1:1"])  # the second read replaces the first
     assert errs(check(h.ops, prior_streams=earlier.ops)) == [("s-lost", "SL0:0:2")]
+
+
+def test_a_stream_declared_during_the_faults_must_still_be_there():
+    h = H()
+    h.op("SD", "invoke", "s-declare", q="sd-0-1").op("SD", "ok", "s-declare", q="sd-0-1")
+    spub(h, "SD:0:1", "sd-0-1", ["ok"])
+    h.op("SD", "invoke", "s-declare", q="sd-0-2").op("SD", "info", "s-declare", q="sd-0-2")
+    sread(h, "sd-0-1", ["SD:0:1"])
+    h.op("drain", "ok", "s-read", q="sd-0-2", node="n2", exists=False, msgs=[])
+    r = check(h.ops)
+    assert r.ok and r.summary()["streams"]["declared"] == 1, r  # an unsure declare may fail
+    h.ops[-2] = dict(h.ops[-2], exists=False, msgs=[], committed=None, count=None)
+    assert sorted(errs(check(h.ops))) == [("s-gone", "sd-0-1"), ("s-lost", "SD:0:1")]

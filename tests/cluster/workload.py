@@ -22,6 +22,7 @@ Processes (per period k; the queues are named with k so each check starts from e
            segments), SLk into the soak's long stream `long-N` (several periods long)
   SP       the stream protocol's named publisher into `stream-k-0` (deduplicated retries)
   SR, SQ   live readers of `stream-k-0` (`s-deliver`), over AMQP 0-9-1 and the stream protocol
+  SD       declares streams `sd-k-N` during the faults, two confirmed messages into each
 Message ids are `PROC:k:SEQ`; the body is the id. The stream publishers are the exception to
 "never retried": they send an unconfirmed message again under the same id (StreamPublisher).
 
@@ -484,6 +485,49 @@ class StreamReader(Worker):
         super().drop()
 
 
+class StreamCreator(StreamPublisher):
+    """Declares streams during the faults: `sd-k-N`, two confirmed messages into each (as
+    StreamPublisher: an unconfirmed one is sent again under the same id), then the next. A
+    stream's creation (its queue record, its directory) must survive a failover like its
+    messages: the drain reads every stream it declared (`s-declare` lines), and a stream
+    missing after a declare-ok, or holding less than was confirmed into it, is judged."""
+
+    PER_STREAM = 2
+
+    def __init__(self, wl, proc):
+        super().__init__(wl, proc, None)
+        self.n_streams = 0
+        self.in_this = self.PER_STREAM  # confirmed into the current stream
+
+    def setup(self, conn):
+        self.ch = conn.channel()
+        self.ch.confirm_select()
+        if self.stream is not None:  # again after a reconnection (it may be missing)
+            self.declare()
+
+    def declare(self):
+        h = self.wl.hist
+        h.add(self.proc, "invoke", "s-declare", q=self.stream)
+        try:
+            self.ch.queue_declare(self.stream, durable=True, auto_delete=False,
+                                  arguments=STREAM_ARGS)
+        except Exception as e:
+            h.add(self.proc, "info", "s-declare", q=self.stream, why=repr(e)[:120])
+            raise
+        h.add(self.proc, "ok", "s-declare", q=self.stream, node=self.node)
+
+    def step(self):
+        if self.in_this >= self.PER_STREAM and self.pending is None:
+            self.n_streams += 1
+            self.stream = "sd-%d-%d" % (self.wl.period, self.n_streams)
+            self.in_this = 0
+            self.declare()
+        super().step()
+        if self.pending is None:
+            self.in_this += 1
+        self.wl.stop.wait(0.05)
+
+
 _ID = re.compile(rb"(S[A-Z]+[0-9]*:[0-9]+:[0-9]+)")
 
 
@@ -586,6 +630,7 @@ class Workload:
             self.workers.append(StreamReader(self, "SR", self.streams[0]))
             if stream_proto:
                 self.workers.append(StreamProtoReader(self, "SQ", self.streams[0]))
+            self.workers.append(StreamCreator(self, "SD"))
         # a stream that outlives the period (the soak's, several periods long): SLk writes
         # into it; every period reads it whole, older periods' messages included; the soak
         # deletes it (long_roll) after the last period it spans
@@ -717,8 +762,10 @@ def drain(h, hist, wl, timeout=120):
 
 def stream_info(h, lead, s):
     """The stream's HTTP figures on node lead: (first_offset, committed_offset (None when
-    empty), messages)."""
+    empty), messages); None when there is no such queue."""
     st, q = h.nodes[lead].http("GET", "/api/queues/%2F/" + s)
+    if st == 404:
+        return None
     if st != 200 or not isinstance(q, dict):
         raise RuntimeError("GET /api/queues/%%2F/%s on %s: %s %r" % (s, lead, st, q))
     return q.get("first_offset"), q.get("committed_offset"), q.get("messages")
@@ -791,8 +838,14 @@ def drain_streams(h, hist, wl, timeout):
     lead = h.wait_stable(timeout)
     c = _leader_conn(h, lead)
     try:
-        for s in wl.streams:
-            first, committed, count = stream_info(h, lead, s)
+        # and every stream SD declared (or tried to)
+        made = sorted({op["q"] for op in hist.ops if op["f"] == "s-declare"})
+        for s in wl.streams + made:
+            info = stream_info(h, lead, s)
+            if info is None:
+                hist.add("drain", "ok", "s-read", q=s, node=lead, exists=False, msgs=[])
+                continue
+            first, committed, count = info
             got = read_stream(c, s, committed, timeout)
             hist.add("drain", "ok", "s-read", q=s, node=lead, committed=committed,
                      first=first, count=count, msgs=got, retention=s in wl.retention)
@@ -827,7 +880,7 @@ def drain_streams(h, hist, wl, timeout):
     c = _leader_conn(h, lead)
     try:
         ch = c.channel()
-        for s in wl.streams + ["flush-%d" % wl.period]:
+        for s in wl.streams + made + ["flush-%d" % wl.period]:
             if s != wl.long_stream or wl.long_roll:
                 ch.queue_delete(s)
     finally:
