@@ -13,7 +13,12 @@ generation its confirms wait for), so:
 - a consumer on the leader gets an entry only once the followers hold it (its generation is
   released), never one a failover could take back;
 - a stream publish alone (no message record) is shipped to the followers while the leader
-  syncs it, as a generation with messages is (one sync on a confirm's path, not two).
+  syncs it, as a generation with messages is (one sync on a confirm's path, not two);
+- a named stream-protocol publisher's sequence survives kill -9 of the leader: the new leader
+  answers QueryPublisherSequence with it and deduplicates the client's resends;
+- a stream's declare-ok and delete-ok survive kill -9 of the leader right after them.
+
+The cluster fault soak runs streams through every fault (tests/cluster/, docs/cluster-testing.md).
 
 Before this change a clustered node refused every new stream (406 "streams are not replicated
 by a Sluice cluster yet")."""
@@ -325,3 +330,34 @@ def test_a_named_stream_publishers_sequence_survives_kill9_of_the_leader(cluster
     c.close()
     assert read_stream(new, "d", N + 2, timeout=5) == [(i, b"d%d" % (i + 1))
                                                         for i in range(N + 1)]
+
+
+@pytest.mark.test_timeout(240)
+def test_a_declared_stream_and_a_deleted_one_survive_kill9_of_the_leader_as_answered(cluster):
+    """A stream's declare-ok and delete-ok hold across a failover like a confirm: the leader
+    killed -9 right after them, the new leader has the declared stream (empty, and it takes
+    publishes at offset 0) and not the deleted one, nor its directory."""
+    cl, lead = three(cluster)
+    conn = connect(lead)
+    ch = conn.channel()
+    declare_stream(ch, "gone")
+    ch.confirm_select()
+    ch.basic_publish_confirm(amqp.Message(b"g0", delivery_mode=2), routing_key="gone")
+    ch.queue_delete("gone")
+    declare_stream(ch, "made")
+    conn.close()
+    lead.kill9()
+    new = cl.wait_leader()
+    assert new is not lead
+    conn = connect(new)
+    ch = conn.channel()
+    ch.queue_declare("made", passive=True)
+    with pytest.raises(amqp.exceptions.NotFound):
+        ch.queue_declare("gone", passive=True)
+    conn.close()
+    publish_stream(new, "made", [b"m0", b"m1"])
+    assert read_stream(new, "made", 2) == [(0, b"m0"), (1, b"m1")]
+    # the deleted stream's directory is not left on the new leader's disk
+    wait_for(lambda: len(stream_dirs(data_dir(cl, new))) == 1, timeout=10 * TTL,
+             interval=0.2, message="one stream directory on the new leader: %s" %
+             stream_dirs(data_dir(cl, new)))
