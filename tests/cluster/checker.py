@@ -423,6 +423,10 @@ def check_streams(ops, r, prior=()):
                                              else ""))
                 elif not m["prior"]:  # (an earlier period's were counted then)
                     r.s["retried_dups"] += n - 1
+    if reads:  # a drain ran: a stream it did not read holds nothing confirmed for sure
+        for mid, m in sorted(sent.items()):
+            if m["ok"] and m["q"] not in reads:
+                r.add("s-lost", mid, "confirmed to %s, which the drain did not read" % m["q"])
     for (proc, q), got in sorted(live.items()):
         r.s["live"] += len(got)
         final = {o: mid for o, mid in reads[q]["msgs"]} if q in reads else None

@@ -429,3 +429,9 @@ def test_a_stream_declared_during_the_faults_must_still_be_there():
     assert r.ok and r.summary()["streams"]["declared"] == 1, r  # an unsure declare may fail
     h.ops[-2] = dict(h.ops[-2], exists=False, msgs=[], committed=None, count=None)
     assert sorted(errs(check(h.ops))) == [("s-gone", "sd-0-1"), ("s-lost", "SD:0:1")]
+
+
+def test_a_confirmed_stream_message_in_a_stream_the_drain_did_not_read_is_lost():
+    h = stream_clean()
+    spub(h, "SE:0:1", "s9", ["ok"])
+    assert errs(check(h.ops)) == [("s-lost", "SE:0:1")]
