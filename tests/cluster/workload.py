@@ -882,7 +882,10 @@ def drain_streams(h, hist, wl, timeout):
         ch = c.channel()
         for s in wl.streams + made + ["flush-%d" % wl.period]:
             if s != wl.long_stream or wl.long_roll:
-                ch.queue_delete(s)
+                try:
+                    ch.queue_delete(s)
+                except amqp.exceptions.NotFound:  # one SD never got declared
+                    ch = c.channel()
     finally:
         try:
             c.close()
