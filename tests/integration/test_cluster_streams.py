@@ -361,3 +361,34 @@ def test_a_declared_stream_and_a_deleted_one_survive_kill9_of_the_leader_as_answ
     wait_for(lambda: len(stream_dirs(data_dir(cl, new))) == 1, timeout=10 * TTL,
              interval=0.2, message="one stream directory on the new leader: %s" %
              stream_dirs(data_dir(cl, new)))
+
+
+def isr_of(cl, b):
+    return sorted(n["name"] for n in cl.peers(b).values() if n.get("insync"))
+
+
+@pytest.mark.test_timeout(240)
+def test_a_new_leaders_first_isr_change_is_not_lost_before_its_hooks_are_set(cluster):
+    """Found by the cluster soak's stream workload (a period of leader kills, 2026-12-07): a
+    new leader's replication server starts, at once proposes its first ISR change (the dead
+    leader out), and the member thread writes it to etcd; but the member's hooks, through
+    which that outcome reaches the server, were set only after the server's start. An outcome
+    that came before found no hook and was dropped: the server waited for it for ever,
+    proposed nothing more, the ISR stayed the new leader alone and every publisher stayed
+    blocked ("fewer than 2 in-sync replicas") until the next failover. The seam
+    SLUICE_CLUSTER_ADOPT_DELAY_MS widens that window (the soak hit it once in 380 kills):
+    the ISR must still grow back and a stream publish be confirmed."""
+    cl, lead = three(cluster, env={"SLUICE_CLUSTER_ADOPT_DELAY_MS": "800"})
+    publish_stream(lead, "i", [b"before"])
+    lead.kill9()
+    new = cl.wait_leader(timeout=30 * TTL)
+    assert new is not lead
+    others = sorted(b.node_name for b in cl.alive())
+    wait_for(lambda: isr_of(cl, new) == others, timeout=10 * TTL, interval=0.1,
+             message="the two live nodes in the new leader's ISR (it is %s)" % isr_of(cl, new))
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (publish_stream(new, "i", [b"after"]), done.set()),
+                         daemon=True)
+    t.start()
+    assert done.wait(10 * TTL), "a stream publish confirmed by the new leader"
+    assert read_stream(new, "i", 2) == [(0, b"before"), (1, b"after")]
