@@ -22,7 +22,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cluster/leader.h"
 
@@ -317,6 +319,15 @@ int cl_leader_adopt(sl_node *b, int http_port)
         return -1;
     }
     cl_stream_server_durable(b->repl, cl_mirror_durable(b->mirror));
+    /* Test seam: SLUICE_CLUSTER_ADOPT_DELAY_MS=N holds the promotion N ms (at most 5 s) here,
+     * the server running and the member hooks not yet set, so that a test can put the
+     * server's first ISR proposal and its outcome in this window every time. */
+    const char *delay = getenv("SLUICE_CLUSTER_ADOPT_DELAY_MS");
+    if (delay && *delay) {
+        long ms = strtol(delay, NULL, 10);
+        if (ms > 0 && ms <= 5000)
+            nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+    }
     cl_member_hooks h = {.ctx = b, .lease = hook_lease, .isr_done = hook_isr_done};
     cl_member_set_hooks(b->cluster, &h);
     cl_stream_server_lease(b->repl, cl_member_lease_until(b->cluster));

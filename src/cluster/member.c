@@ -74,6 +74,7 @@ struct cl_member {
     int ttl_warned;       /* etcd granted more than cluster.lease_ttl: said once */
 
     cl_member_hooks hooks;       /* under mu */
+    int isr_unsent;              /* under mu: an ISR outcome no isr_done hook took yet, or -1 */
     uint64_t log_epoch, log_idx; /* under mu: this node's log position */
     int log_dirty;               /* under mu: nodes/NAME to be written again */
     int isr_req;                 /* under mu: a proposal waits */
@@ -580,9 +581,14 @@ static void write_isr(cl_member *m)
     json_decref(ij);
     if (outcome == CL_RL_ISR_DEPOSED && leader)
         step_down(m, "the ISR could not be written: the leader key or epoch in etcd is not ours");
+    /* The server that proposed waits for this outcome and proposes nothing more until it
+     * comes: one that came before the hooks were set (the server starts, and may propose at
+     * once, before cl_leader_adopt sets them) is kept for cl_member_set_hooks, not dropped */
     pthread_mutex_lock(&m->mu);
     if (m->hooks.isr_done)
         m->hooks.isr_done(m->hooks.ctx, outcome);
+    else
+        m->isr_unsent = outcome;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -1242,6 +1248,7 @@ cl_member *cl_member_start(const cl_member_opts *o, char *err, size_t errlen)
 {
     cl_member *m = sl_xcalloc(1, sizeof *m);
     m->listen_fd = m->event_fd = m->wake_fd[0] = m->wake_fd[1] = -1;
+    m->isr_unsent = -1;
     pthread_mutex_init(&m->mu, NULL);
     const cl_conf *c = o->conf;
     m->conf = *c; /* the strings stay the config's: it outlives the member */
@@ -1366,6 +1373,11 @@ void cl_member_set_hooks(cl_member *m, const cl_member_hooks *h)
         m->hooks = *h;
     else
         memset(&m->hooks, 0, sizeof m->hooks);
+    if (m->hooks.isr_done && m->isr_unsent >= 0) { /* see write_isr */
+        int outcome = m->isr_unsent;
+        m->isr_unsent = -1;
+        m->hooks.isr_done(m->hooks.ctx, outcome);
+    }
     pthread_mutex_unlock(&m->mu);
 }
 

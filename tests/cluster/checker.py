@@ -35,6 +35,38 @@ The rules (a message is its id; `ok` publish = confirmed, or in a committed tran
               and what it confirmed is held to every rule above, which is what matters: a
               confirm for something the new leader lacks would show as lost
 The result counts confirmed, lost, duplicated, resurrected and every violation in full.
+
+Streams (issue 47; `s-publish` operations, `s-read` and `s-replicas` lines of the drain). A
+stream keeps what it is given, and the drain reads each whole from `first` on the leader. A
+stream's publisher retries an unconfirmed message under the same id (its SEQ is the
+publisher's sequence), as RabbitMQ's stream clients do; RabbitMQ promises at-least-once for
+that: a publish whose confirm did not come may have been written, so its retry may add it a
+second time (over AMQP 0-9-1 nothing deduplicates), while a confirmed publish is written once.
+Over the stream protocol a named publisher (a reference) is deduplicated by publishing id, so
+its retries add nothing. Hence:
+  s-lost      a confirmed message not in the read of its stream
+  s-duplicated a message more often in its stream than it was sent; or more than once when
+              every send of it was confirmed (no unknown outcome to explain the copy); or, for
+              a deduplicating publisher (`dedup` on its s-publish), more than once at all.
+              Copies the rule allows are counted (s_retried_dups)
+  s-order     per stream and per publisher, the first copies of its messages in offset order
+              do not follow its sequence (one message in flight at a time: its messages are
+              appended in sequence order, a retry's copy after the original)
+  s-offset    the entries' x-stream-offset not consecutive from 0 up to the committed offset
+              the HTTP API gave, or the message count it gave is not the entries read. A
+              stream with retention (`retention` on its s-read: it deletes its oldest whole
+              segments) starts at the first_offset the API gave, and keeps a suffix: its
+              (one) publisher's messages before the first one kept are not lost
+              (retention_gone counts them); from it on, s-lost holds
+  s-phantom   an entry that nobody sent to that stream
+  s-replica   the three nodes' stream files not the same bytes once they are in sync (the
+              followers serve no reads: what they hold is compared, not read)
+  s-taken-back an entry a live reader (`s-deliver`) got during the faults that the final read
+              does not have at that offset: a stream hands out only entries on every in-sync
+              replica, which no failover can take back
+  s-live-order a live reader's offsets not increasing (it resumes after the last it got)
+  s-gone      a stream declared during the faults (`s-declare`, its declare-ok came) that is
+              not there after them (its confirmed messages are s-lost too)
 """
 
 import collections
@@ -62,6 +94,7 @@ class Result:
         self.redelivered_ok = 0
         self.leader_changes = 0
         self.late_confirms = 0
+        self.s = collections.Counter()  # the streams' counts (stream_summary)
 
     def add(self, kind, what, detail):
         self.errors.append((kind, what, detail))
@@ -81,7 +114,16 @@ class Result:
                 "atomicity": self.count("atomicity"), "phantom": self.count("phantom"),
                 "two_leaders": self.count("two-leaders"),
                 "leader_changes": self.leader_changes, "late_confirms": self.late_confirms,
-                "redelivered_flagged": self.redelivered_ok}
+                "redelivered_flagged": self.redelivered_ok, "streams": self.stream_summary()}
+
+    def stream_summary(self):
+        out = {k: self.s[k] for k in ("published", "sends", "confirmed", "unconfirmed", "read",
+                                      "retried_dups", "dedup_retried", "live",
+                                      "retention_gone", "earlier", "declared")}
+        for k in ("lost", "duplicated", "order", "offset", "phantom", "replica", "taken_back",
+                  "live_order", "gone"):
+            out[k] = self.count("s-" + k.replace("_", "-"))
+        return out
 
     def __repr__(self):
         return "Result(%s, %d errors: %s)" % (self.summary(), len(self.errors),
@@ -89,10 +131,11 @@ class Result:
 
 
 def leader_runs(ops):
-    """The nodes that gave confirms, in the order the confirms came, runs collapsed."""
+    """The nodes that gave confirms (the streams' too), in the order the confirms came, runs
+    collapsed."""
     runs = []
     for op in sorted((o for o in ops if o["type"] == "ok" and o.get("node") and
-                      o["f"] in ("publish", "tx-publish")), key=lambda o: o["t"]):
+                      o["f"] in ("publish", "tx-publish", "s-publish")), key=lambda o: o["t"]):
         if not runs or runs[-1][0] != op["node"]:
             runs.append([op["node"], op["t"], op["t"]])
         else:
@@ -100,7 +143,9 @@ def leader_runs(ops):
     return runs
 
 
-def check(ops, one_fault=False, paused=False):
+def check(ops, one_fault=False, paused=False, prior_streams=()):
+    """prior_streams: the s-publish operations of earlier periods into a stream that this
+    period reads again (the soak's long stream): judged with this period's read."""
     r = Result()
     pub = {}          # id -> {"q", "state": ok|info, "t_ok", "tx": batch key or None}
     batches = []      # (ids, state)
@@ -248,6 +293,7 @@ def check(ops, one_fault=False, paused=False):
         if present and len(present) != len(ids) and not any(mid in acks for mid in ids):
             r.add("atomicity", ids[0], "transaction %s: only %s in the drain" % (ids, present))
 
+    check_streams(ops, r, prior_streams)
     runs = leader_runs(ops)
     r.leader_changes = max(0, len(runs) - 1)
     if one_fault:
@@ -264,6 +310,135 @@ def check(ops, one_fault=False, paused=False):
                 r.add("two-leaders", node, "confirms from %s at t=%s after %s took over "
                       "(runs: %s)" % (node, t0, newest, runs))
     return r
+
+
+def check_streams(ops, r, prior=()):
+    """The stream rules (module docstring) into r; prior: earlier periods' s-publish ops
+    (judged, not counted)."""
+    sent = {}  # id -> {"q", "sends", "ok", "unknown", "dedup", "prior"}
+    reads = {}  # stream -> the s-read op
+    live = collections.defaultdict(list)  # (proc, stream) -> [[offset, id]] as they came
+    declared = set()  # streams whose declare-ok came
+    n_prior = len(prior)
+    for i, op in enumerate(list(prior) + list(ops)):
+        f, ty = op["f"], op["type"]
+        if f == "s-publish":
+            for mid in op["ids"]:
+                m = sent.setdefault(mid, {"q": op["q"], "sends": 0, "ok": False, "unknown": 0,
+                                          "dedup": False, "prior": i < n_prior})
+                if ty == "invoke":
+                    m["sends"] += 1
+                    m["dedup"] = m["dedup"] or bool(op.get("dedup"))
+                elif ty == "ok":
+                    m["ok"] = True
+                elif ty == "info":
+                    m["unknown"] += 1
+        elif f == "s-read":
+            reads[op["q"]] = op
+        elif f == "s-declare" and ty == "ok":
+            declared.add(op["q"])
+        elif f == "s-deliver" and ty == "ok":
+            live[(op["p"], op["q"])].extend(op["msgs"])
+        elif f == "s-replicas" and not op.get("same"):
+            r.add("s-replica", "streams/", "the nodes' stream files differ: %s" %
+                  json.dumps(op.get("files"))[:2000])
+    now = [m for m in sent.values() if not m["prior"]]
+    r.s["published"] = len(now)
+    r.s["sends"] = sum(m["sends"] for m in now)
+    r.s["confirmed"] = sum(1 for m in now if m["ok"])
+    r.s["unconfirmed"] = len(now) - r.s["confirmed"]
+    r.s["earlier"] = sum(1 for m in sent.values() if m["prior"] and m["ok"])
+    # a deduplicating publisher's messages sent again after an unknown outcome: each one
+    # whose first copy was written is a deduplication the broker had to make
+    r.s["dedup_retried"] = sum(1 for m in now if m["dedup"] and m["unknown"] and
+                               m["sends"] > 1)
+    r.s["declared"] = len(declared)
+    for q, op in sorted(reads.items()):
+        msgs = op["msgs"]
+        if op.get("exists") is False and q in declared:
+            r.add("s-gone", q, "declared (declare-ok), missing from %s after the faults" %
+                  op.get("node"))
+        r.s["read"] += len(msgs)
+        # offsets: consecutive from 0 (with retention: from the first offset the API gives)
+        # to the committed offset
+        ret = bool(op.get("retention"))
+        base = (op.get("first") or 0) if ret else 0
+        offs = [o for o, _ in msgs]
+        want = list(range(base, base + len(msgs)))
+        if offs != want:
+            bad = next(i for i, (a, b) in enumerate(zip(offs, want + [None])) if a != b)
+            r.add("s-offset", q, "entry %d of the read has offset %r (before it %r): not "
+                  "consecutive from %d" % (bad, offs[bad], offs[max(0, bad - 3):bad], base))
+        elif msgs and op.get("committed") != offs[-1]:
+            r.add("s-offset", q, "read up to %s, committed offset %s" % (offs[-1],
+                                                                         op.get("committed")))
+        if op.get("count") is not None and op["count"] != len(msgs):
+            r.add("s-offset", q, "the HTTP API counts %s messages, %d read" % (op["count"],
+                                                                              len(msgs)))
+        seen = collections.Counter()
+        last = {}
+        for off, mid in msgs:
+            seen[mid] += 1
+            m = sent.get(mid)
+            if m is None or m["q"] != q:
+                if seen[mid] == 1:
+                    r.add("s-phantom", mid, "at offset %s of %s, never sent there" % (off, q))
+                continue
+            if seen[mid] > 1:
+                continue  # a retry's copy: judged by the count below
+            try:
+                proc, seq = parse_id(mid)
+            except ValueError:
+                continue
+            if proc in last and seq <= last[proc][0]:
+                r.add("s-order", mid, "%s: at offset %s, after %s:%d at offset %s" % (
+                    q, off, proc, last[proc][0], last[proc][1]))
+            last[proc] = (max(seq, last.get(proc, (seq,))[0]), off)
+        # with retention the stream keeps a suffix: per publisher, from its first message
+        # kept on, nothing confirmed may be missing (one publisher per such stream)
+        kept_from = {}
+        for _, mid in msgs:
+            try:
+                proc, seq = parse_id(mid)
+            except ValueError:
+                continue
+            kept_from[proc] = min(seq, kept_from.get(proc, seq))
+        for mid, m in sent.items():
+            if m["q"] != q:
+                continue
+            n = seen[mid]
+            if ret and n == 0:
+                proc, seq = parse_id(mid)
+                if proc not in kept_from or seq < kept_from[proc]:
+                    r.s["retention_gone"] += 1
+                    continue
+            if m["ok"] and n == 0:
+                r.add("s-lost", mid, "confirmed to %s (sent %d times), not in it (%d entries "
+                      "read on %s)" % (q, m["sends"], len(msgs), op.get("node")))
+            if n > 1:
+                if n > m["sends"] or m["dedup"] or not m["unknown"]:
+                    r.add("s-duplicated", mid, "%d times in %s: sent %d times, %d of them "
+                          "unconfirmed%s" % (n, q, m["sends"], m["unknown"],
+                                             ", deduplicating publisher" if m["dedup"]
+                                             else ""))
+                elif not m["prior"]:  # (an earlier period's were counted then)
+                    r.s["retried_dups"] += n - 1
+    if reads:  # a drain ran: a stream it did not read holds nothing confirmed for sure
+        for mid, m in sorted(sent.items()):
+            if m["ok"] and m["q"] not in reads:
+                r.add("s-lost", mid, "confirmed to %s, which the drain did not read" % m["q"])
+    for (proc, q), got in sorted(live.items()):
+        r.s["live"] += len(got)
+        final = {o: mid for o, mid in reads[q]["msgs"]} if q in reads else None
+        prev = None
+        for off, mid in got:
+            if prev is not None and (not isinstance(off, int) or off <= prev):
+                r.add("s-live-order", mid, "%s got offset %r of %s after %r" % (proc, off, q,
+                                                                               prev))
+            prev = off if isinstance(off, int) else prev
+            if final is not None and final.get(off) != mid:
+                r.add("s-taken-back", mid, "%s got it at offset %r of %s during the run; the "
+                      "final read has %r there" % (proc, off, q, final.get(off)))
 
 
 def main(argv):

@@ -5,7 +5,11 @@ node in network namespaces), runs the workload (workload.py) and, round after ro
 one fault of a rotation, heals it, waits for a stable cluster (a leader with three in sync),
 and every K rounds stops the workload, drains every queue and the remote inbox, and checks the
 history (checker.py). Prints per fault kind: rounds, failover times (fault to the next
-confirm, min / median / max) and the messages confirmed, lost, duplicated and resurrected.
+confirm, min / median / max) and the messages confirmed, lost, duplicated and resurrected;
+then the same for the streams (issue 47: the stream publishers and reader of workload.py, each
+stream read whole from `first` on the leader, the followers' stream files compared; a long
+stream spans --long-periods periods). --no-streams turns them off, --no-stream-proto the
+stream-protocol publisher (which needs the nodes' `listeners.stream`, set here).
 
   make cluster-smoke   --self-check, then the leader kill -9 rounds (CI)
   make cluster-soak    ROUNDS=N rounds of every fault
@@ -17,6 +21,7 @@ mounts, processes).
 """
 
 import argparse
+import collections
 import datetime
 import json
 import os
@@ -33,7 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from checker import check  # noqa: E402
 from cluster_harness import ClusterHarness, HarnessError, self_check, wait_until  # noqa: E402
-from workload import History, Workload, drain  # noqa: E402
+from workload import STREAM_PORT, History, Workload, drain  # noqa: E402
 
 FAULTS = ["kill9-leader", "kill9-follower", "pause-leader", "cut-leader-followers",
           "cut-leader-etcd", "fill-follower-disk", "slow-follower", "restart-leader",
@@ -106,8 +111,11 @@ class Soak:
         self.rng = random.Random(args.seed)
         self.stats = {k: {"rounds": 0, "failover": [], "confirmed": 0, "lost": 0,
                           "duplicated": 0, "resurrected": 0, "other": 0, "late": 0, "elect": [],
-                          "no_confirm": 0} for k in FAULTS}
+                          "no_confirm": 0, "streams": collections.Counter()}
+                      for k in FAULTS}
         self.period = 0
+        self.long = None  # [harness, name, periods so far, its s-publish ops of earlier ones]
+        self.nlong = 0
         self.log_f = open(os.path.join(self.out, "soak.log"), "a")
 
     def log(self, msg):
@@ -196,7 +204,20 @@ class Soak:
         self.period += 1
         path = os.path.join(self.out, "history-%d.jsonl" % k)
         hist = History(path)
-        wl = Workload(h, hist, k, link=not self.a.no_link)
+        # the long stream: one per --long-periods periods of a harness, checked whole (with
+        # the messages of its earlier periods) after each, deleted after its last
+        long_name = None
+        if not self.a.no_streams and self.a.long_periods:
+            if self.long is None or self.long[0] is not h or \
+                    self.long[2] >= self.a.long_periods:
+                self.nlong += 1
+                self.long = [h, "long-%d" % self.nlong, 0, []]
+            self.long[2] += 1
+            long_name = self.long[1]
+        last_long = bool(long_name) and self.long[2] >= self.a.long_periods
+        wl = Workload(h, hist, k, link=not self.a.no_link, streams=not self.a.no_streams,
+                      stream_proto=not self.a.no_stream_proto, long_stream=long_name,
+                      long_roll=last_long)
         wl.start()
         fos = []
         try:
@@ -213,8 +234,12 @@ class Soak:
             wl.finish()
         drain(h, hist, wl)
         hist.close()
+        prior = self.long[3] if long_name else []
         res = check(hist.ops, one_fault=len(fos) == 1,
-                    paused=any(kind == "pause-leader" for kind, _ in fos))
+                    paused=any(kind == "pause-leader" for kind, _ in fos), prior_streams=prior)
+        if long_name:
+            prior.extend(op for op in hist.ops if op["f"] == "s-publish" and
+                         op["q"] == long_name)
         self.last = (res, fos, hist)
         s = res.summary()
         self.log("period %d checked: %s; client errors %s" % (k, json.dumps(s), wl.errors))
@@ -232,6 +257,13 @@ class Soak:
             st["resurrected"] += s["resurrected"]
             st["other"] += s["order"] + s["atomicity"] + s["phantom"] + s["two_leaders"]
             st["late"] += s["late_confirms"]
+            ss = s["streams"]
+            for key, v in ss.items():
+                # counts split over the period's rounds like `confirmed`; violations whole
+                st["streams"][key] += v // len(fos) if key in (
+                    "published", "sends", "confirmed", "unconfirmed", "read",
+                    "retried_dups", "dedup_retried", "live", "retention_gone",
+                    "declared") else v
         if not res.ok:
             dest = h.snapshot(os.path.join(self.out, "failure-%d" % k))
             with open(os.path.join(dest, "violations.txt"), "w") as f:
@@ -262,6 +294,20 @@ class Soak:
                 (kind, st["rounds"]) + f3 + (st["confirmed"], st["lost"], st["duplicated"],
                                               st["resurrected"], st["other"], st["late"],
                                               st["no_confirm"])))
+        if not self.a.no_streams:
+            rows.append("streams: %-20s %6s %9s %9s %7s %7s %5s %5s %7s %5s %5s" % (
+                "fault", "rounds", "confirmed", "unconfirm", "read", "live", "lost", "dup",
+                "retried", "order", "other"))
+            for kind in FAULTS:
+                st = self.stats[kind]
+                if not st["rounds"]:
+                    continue
+                ss = st["streams"]
+                rows.append("streams: %-20s %6d %9d %9d %7d %7d %5d %5d %7d %5d %5d" % (
+                    kind, st["rounds"], ss["confirmed"], ss["unconfirmed"], ss["read"],
+                    ss["live"], ss["lost"], ss["duplicated"], ss["retried_dups"],
+                    ss["order"] + ss["live_order"], ss["offset"] + ss["phantom"] +
+                    ss["replica"] + ss["taken_back"] + ss["gone"]))
         for kind in LEADER_FAULTS:
             el = self.stats[kind]["elect"]
             if el:
@@ -302,6 +348,9 @@ class Soak:
             # come back) its logs are kept and, with --keep-going, a fresh one goes on
             h = ClusterHarness(os.path.join(self.out, "cluster-%d" % self.harness_errors),
                                etcd_members=a.etcd_members, ttl=a.ttl, log=self.log)
+            if not a.no_streams and not a.no_stream_proto:
+                for n in h.nodes.values():  # RabbitMQ's stream protocol, for SP
+                    n.config["listeners.stream"] = str(STREAM_PORT)
             try:
                 lead = h.start()
                 self.log("cluster up: leader %s, etcd members %d, lease_ttl %d" % (
@@ -349,6 +398,12 @@ def parse_args(argv):
     ap.add_argument("--out", default="/tmp/cluster-soak-%d" % os.getpid())
     ap.add_argument("--self-check", action="store_true")
     ap.add_argument("--no-link", action="store_true")
+    ap.add_argument("--no-streams", action="store_true",
+                    help="no stream workload (SA, SB, SP) and no stream checks")
+    ap.add_argument("--no-stream-proto", action="store_true",
+                    help="no stream-protocol publisher (SP)")
+    ap.add_argument("--long-periods", type=int, default=8,
+                    help="periods one long stream spans (0: none)")
     ap.add_argument("--keep", action="store_true", help="keep every history")
     ap.add_argument("--keep-going", action="store_true", help="go on after a violation")
     ap.add_argument("--max-seconds", type=float, default=0)

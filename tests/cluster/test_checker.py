@@ -1,6 +1,11 @@
 """The checker on synthetic histories: a clean one passes; a lost confirmed message, a
 duplicate without redelivered, an order inversion, a resurrected (acked, purged, deleted)
-message, a torn transaction and a duplicate at the remote node are each reported.
+message, a torn transaction and a duplicate at the remote node are each reported. Streams: a
+missing confirmed message, a copy the retry rule does not allow (confirmed at its only send,
+more copies than sends, a deduplicating publisher's), a publisher's reorder, offsets not
+consecutive from 0 to the committed one, a phantom, followers' files not the leader's, a
+live reader's entry taken back or read going back, a hole in a stream with retention and an
+earlier period's message missing from the long stream, and a declared stream gone.
 Run: /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cluster/test_checker.py"""
 
 import os
@@ -230,3 +235,203 @@ def test_after_a_pause_a_late_confirm_of_the_old_leader_is_counted_not_reported(
     h.ops[-1]["msgs"] = [m for m in h.ops[-1]["msgs"] if m[0] != "P:0:3"]
     r = check(h.ops, one_fault=True, paused=True)
     assert [(k, m) for k, m, _ in r.errors] == [("lost", "P:0:3")]
+
+
+# -- streams (issue 47) --------------------------------------------------------------------
+
+def spub(h, mid, q, outcomes, p=None, dedup=False):
+    """One stream message sent len(outcomes) times under the same id, each attempt's outcome
+    "ok" or "info" (unknown: the connection died, the publisher retries)."""
+    p = p or mid.split(":")[0]
+    for k, out in enumerate(outcomes):
+        h.op(p, "invoke", "s-publish", q=q, ids=[mid], attempt=k + 1, dedup=dedup)
+        h.op(p, out, "s-publish", q=q, ids=[mid])
+    return h
+
+
+def sread(h, q, ids, committed=None, count=None):
+    msgs = [[off, mid] for off, mid in enumerate(ids)]
+    last = len(ids) - 1 if ids else None
+    return h.op("drain", "ok", "s-read", q=q, node="n2", msgs=msgs,
+                committed=last if committed is None else committed,
+                count=len(ids) if count is None else count)
+
+
+def stream_clean():
+    """SA and SP interleaved into s0, SB into s1; SA:0:2's first send died with the leader
+    after it was written (so it is there twice: allowed, retried), SP:0:2's too (deduplicated:
+    once), SB:0:3 was never confirmed and is not there."""
+    h = H()
+    spub(h, "SA:0:1", "s0", ["ok"])
+    spub(h, "SP:0:1", "s0", ["ok"], dedup=True)
+    spub(h, "SA:0:2", "s0", ["info", "ok"])
+    spub(h, "SP:0:2", "s0", ["info", "ok"], dedup=True)
+    spub(h, "SA:0:3", "s0", ["ok"])
+    spub(h, "SB:0:1", "s1", ["ok"]).op("SB", "invoke", "s-publish", q="s1", ids=["SB:0:2"])
+    h.op("SB", "ok", "s-publish", q="s1", ids=["SB:0:2"])
+    spub(h, "SB:0:3", "s1", ["info"])
+    sread(h, "s0", ["SA:0:1", "SP:0:1", "SA:0:2", "SP:0:2", "SA:0:2", "SA:0:3"])
+    sread(h, "s1", ["SB:0:1", "SB:0:2"])
+    h.op("drain", "ok", "s-replicas", same=True, files=4)
+    return h
+
+
+def errs(r):
+    return [(k, m) for k, m, _ in r.errors]
+
+
+def test_a_clean_stream_history_passes():
+    r = check(stream_clean().ops)
+    assert r.ok, r
+    s = r.summary()["streams"]
+    assert s["published"] == 8 and s["confirmed"] == 7 and s["unconfirmed"] == 1, s
+    assert s["read"] == 8 and s["retried_dups"] == 1 and s["lost"] == 0, s
+
+
+def test_a_missing_confirmed_stream_message_is_lost():
+    h = stream_clean()
+    read = next(o for o in h.ops if o["f"] == "s-read" and o["q"] == "s0")
+    read["msgs"] = [[i, m] for i, (_, m) in enumerate(x for x in read["msgs"]
+                                                      if x[1] != "SA:0:3")]
+    read["committed"], read["count"] = 4, 5
+    assert errs(check(h.ops)) == [("s-lost", "SA:0:3")]
+
+
+def test_an_unconfirmed_stream_message_may_be_there_once():
+    h = stream_clean()
+    read = next(o for o in h.ops if o["f"] == "s-read" and o["q"] == "s1")
+    read["msgs"].append([2, "SB:0:3"])
+    read["committed"], read["count"] = 2, 3
+    assert check(h.ops).ok
+
+
+def test_a_stream_message_confirmed_at_its_only_send_twice_is_a_duplicate():
+    h = stream_clean()
+    read = next(o for o in h.ops if o["f"] == "s-read" and o["q"] == "s0")
+    read["msgs"].append([6, "SA:0:3"])
+    read["committed"], read["count"] = 6, 7
+    assert errs(check(h.ops)) == [("s-duplicated", "SA:0:3")]
+
+
+def test_a_retried_stream_message_more_often_than_sent_is_a_duplicate():
+    h = stream_clean()
+    read = next(o for o in h.ops if o["f"] == "s-read" and o["q"] == "s0")
+    read["msgs"].append([6, "SA:0:2"])  # sent twice, there three times
+    read["committed"], read["count"] = 6, 7
+    assert errs(check(h.ops)) == [("s-duplicated", "SA:0:2")]
+
+
+def test_a_deduplicating_publishers_retry_twice_is_a_duplicate():
+    h = stream_clean()
+    read = next(o for o in h.ops if o["f"] == "s-read" and o["q"] == "s0")
+    read["msgs"].append([6, "SP:0:2"])
+    read["committed"], read["count"] = 6, 7
+    assert errs(check(h.ops)) == [("s-duplicated", "SP:0:2")]
+
+
+def test_a_stream_reorder_of_one_publisher_is_reported():
+    h = stream_clean()
+    read = next(o for o in h.ops if o["f"] == "s-read" and o["q"] == "s0")
+    ids = [m for _, m in read["msgs"]]
+    ids[0], ids[5] = ids[5], ids[0]  # SA:0:3 before SA:0:1
+    read["msgs"] = [[i, m] for i, m in enumerate(ids)]
+    kinds = {k for k, _ in errs(check(h.ops))}
+    assert kinds == {"s-order"}, errs(check(h.ops))
+    # two publishers interleaved in any way are fine: only each one's own order counts
+    ids = ["SP:0:1", "SP:0:2", "SA:0:1", "SA:0:2", "SA:0:2", "SA:0:3"]
+    read["msgs"] = [[i, m] for i, m in enumerate(ids)]
+    assert check(h.ops).ok
+
+
+def test_stream_offsets_must_be_consecutive_from_zero_to_the_committed_one():
+    h = stream_clean()
+    read = next(o for o in h.ops if o["f"] == "s-read" and o["q"] == "s1")
+    read["msgs"][1][0] = 2  # a hole at offset 1
+    read["committed"] = 2
+    assert errs(check(h.ops)) == [("s-offset", "s1")]
+    read["msgs"][1][0] = 0  # the same offset twice
+    read["committed"] = 0
+    assert errs(check(h.ops)) == [("s-offset", "s1")]
+    read["msgs"][1][0] = 1
+    read["committed"] = 5  # read short of what the API says is committed
+    assert errs(check(h.ops)) == [("s-offset", "s1")]
+
+
+def test_a_stream_entry_nobody_sent_is_a_phantom():
+    h = stream_clean()
+    read = next(o for o in h.ops if o["f"] == "s-read" and o["q"] == "s1")
+    read["msgs"].append([2, "SA:0:1"])  # SA's, but sent to s0
+    read["committed"], read["count"] = 2, 3
+    assert errs(check(h.ops)) == [("s-phantom", "SA:0:1")]
+
+
+def test_followers_stream_files_not_the_leaders_are_reported():
+    h = stream_clean()
+    h.ops[-1] = dict(h.ops[-1], same=False, files={"n1": {"streams/1/0.seg": "a"},
+                                                    "n2": {"streams/1/0.seg": "b"}})
+    assert errs(check(h.ops)) == [("s-replica", "streams/")]
+
+
+def test_an_entry_a_live_reader_got_must_stay_at_its_offset():
+    h = stream_clean()
+    h.ops.insert(4, {"t": 4.5, "p": "SR", "type": "ok", "f": "s-deliver", "q": "s0",
+                     "node": "n1", "msgs": [[0, "SA:0:1"], [1, "SP:0:1"]]})
+    h.ops.insert(12, {"t": 12.5, "p": "SR", "type": "ok", "f": "s-deliver", "q": "s0",
+                      "node": "n2", "msgs": [[2, "SA:0:2"]]})
+    r = check(h.ops)
+    assert r.ok and r.summary()["streams"]["live"] == 3, r
+    # taken back by a failover: the new leader has another entry at offset 2
+    h.ops[12]["msgs"] = [[2, "SA:0:9"]]
+    assert errs(check(h.ops)) == [("s-taken-back", "SA:0:9")]
+    # the reader resumed before where it was
+    h.ops[12]["msgs"] = [[1, "SP:0:1"]]
+    assert errs(check(h.ops)) == [("s-live-order", "SP:0:1")]
+
+
+def test_a_stream_with_retention_keeps_a_suffix_without_holes():
+    h = H()
+    for s in range(1, 7):
+        spub(h, "SC:0:%d" % s, "s2", ["ok"])
+    kept = ["SC:0:%d" % s for s in (4, 5, 6)]
+    h.op("drain", "ok", "s-read", q="s2", node="n2", first=3, committed=5, count=3,
+         retention=True, msgs=[[3 + i, m] for i, m in enumerate(kept)])
+    r = check(h.ops)
+    assert r.ok and r.summary()["streams"]["retention_gone"] == 3, r
+    h.ops[-1]["msgs"] = [[3, "SC:0:4"], [4, "SC:0:6"]]  # SC:0:5 gone from the middle
+    h.ops[-1].update(committed=4, count=2)
+    assert errs(check(h.ops)) == [("s-lost", "SC:0:5")]
+    h.ops[-1]["msgs"] = [[3, "SC:0:4"], [5, "SC:0:5"]]  # a hole in the offsets
+    h.ops[-1].update(committed=5, count=2)
+    assert [k for k, _ in errs(check(h.ops))] == ["s-offset", "s-lost"]
+
+
+def test_a_long_stream_keeps_the_confirmed_messages_of_earlier_periods():
+    earlier = spub(H(), "SL0:0:1", "long", ["ok"])
+    spub(earlier, "SL0:0:2", "long", ["ok"])
+    h = spub(H(), "SL1:1:1", "long", ["ok"])
+    sread(h, "long", ["SL0:0:1", "SL0:0:2", "SL1:1:1"])
+    r = check(h.ops, prior_streams=earlier.ops)
+    assert r.ok, r
+    s = r.summary()["streams"]
+    assert s["confirmed"] == 1 and s["earlier"] == 2 and s["read"] == 3, s
+    sread(h, "long", ["SL0:0:1", "SL1:1:1"])  # the second read replaces the first
+    assert errs(check(h.ops, prior_streams=earlier.ops)) == [("s-lost", "SL0:0:2")]
+
+
+def test_a_stream_declared_during_the_faults_must_still_be_there():
+    h = H()
+    h.op("SD", "invoke", "s-declare", q="sd-0-1").op("SD", "ok", "s-declare", q="sd-0-1")
+    spub(h, "SD:0:1", "sd-0-1", ["ok"])
+    h.op("SD", "invoke", "s-declare", q="sd-0-2").op("SD", "info", "s-declare", q="sd-0-2")
+    sread(h, "sd-0-1", ["SD:0:1"])
+    h.op("drain", "ok", "s-read", q="sd-0-2", node="n2", exists=False, msgs=[])
+    r = check(h.ops)
+    assert r.ok and r.summary()["streams"]["declared"] == 1, r  # an unsure declare may fail
+    h.ops[-2] = dict(h.ops[-2], exists=False, msgs=[], committed=None, count=None)
+    assert sorted(errs(check(h.ops))) == [("s-gone", "sd-0-1"), ("s-lost", "SD:0:1")]
+
+
+def test_a_confirmed_stream_message_in_a_stream_the_drain_did_not_read_is_lost():
+    h = stream_clean()
+    spub(h, "SE:0:1", "s9", ["ok"])
+    assert errs(check(h.ops)) == [("s-lost", "SE:0:1")]

@@ -13,12 +13,18 @@ generation its confirms wait for), so:
 - a consumer on the leader gets an entry only once the followers hold it (its generation is
   released), never one a failover could take back;
 - a stream publish alone (no message record) is shipped to the followers while the leader
-  syncs it, as a generation with messages is (one sync on a confirm's path, not two).
+  syncs it, as a generation with messages is (one sync on a confirm's path, not two);
+- a named stream-protocol publisher's sequence survives kill -9 of the leader: the new leader
+  answers QueryPublisherSequence with it and deduplicates the client's resends;
+- a stream's declare-ok and delete-ok survive kill -9 of the leader right after them.
+
+The cluster fault soak runs streams through every fault (tests/cluster/, docs/cluster-testing.md).
 
 Before this change a clustered node refused every new stream (406 "streams are not replicated
 by a Sluice cluster yet")."""
 
 import os
+import re
 import socket
 import threading
 import time
@@ -28,6 +34,7 @@ from pathlib import Path
 import amqp
 import pytest
 
+import streamraw
 from cluster_client import connect, etcd  # noqa: F401 (the fixture)
 from helpers import IS_RABBITMQ, wait_for
 from test_cluster_repl import (SYNC_DELAY_MS, TTL, AsyncConfirm, cluster,  # noqa: F401
@@ -276,3 +283,112 @@ def test_a_stream_publish_reaches_the_followers_while_the_leader_syncs_it(cluste
                                                SYNC_DELAY_MS))
     assert early > SYNC_DELAY_MS / 2000.0, \
         "the followers got the group only %.0f ms before its confirm" % (early * 1000)
+
+
+def stream_port(b, timeout=10):
+    """The stream door's port of node b: its last `listening stream=ADDR:PORT` line (a cluster
+    node opens the door when its broker starts, on promotion)."""
+    def find():
+        ms = re.findall(rb"listening stream=[0-9.]+:(\d+)", open(b.log_path, "rb").read())
+        return int(ms[-1]) if ms else None
+    return wait_for(find, timeout=timeout, interval=0.05, message="the stream door's port")
+
+
+def stream_client(b):
+    c = streamraw.StreamClient(stream_port(b), host=b.host, timeout=10)
+    c.connect()
+    return c
+
+
+@pytest.mark.test_timeout(240)
+def test_a_named_stream_publishers_sequence_survives_kill9_of_the_leader(cluster):
+    """Deduplication by publisher reference (the stream protocol) holds across a failover, as
+    RabbitMQ's does (its publisher sequence lives in the stream, on every replica): after
+    kill -9 of the leader the new leader answers QueryPublisherSequence with the last
+    confirmed publishing id, and a client that sends again what it is unsure of (its
+    publishing ids up to that one) gets confirms and no second copy. This is what the soak's
+    SP publisher relies on when it retries after a failover."""
+    cl, lead = three(cluster, **{"listeners.stream": "0"})
+    conn = connect(lead)
+    declare_stream(conn.channel(), "d")
+    conn.close()
+    N = 20
+    c = stream_client(lead)
+    assert c.declare_publisher(1, "d", ref="app-1") == streamraw.OK
+    for i in range(1, N + 1):
+        c.publish(1, [(i, streamraw.amqp10(b"d%d" % i))])
+    assert sorted(c.confirms(1, N)) == list(range(1, N + 1))
+    lead.kill9()
+    new = cl.wait_leader()
+    assert new is not lead
+    c = stream_client(new)
+    assert c.query_publisher_sequence("d", "app-1") == (streamraw.OK, N)
+    assert c.declare_publisher(1, "d", ref="app-1") == streamraw.OK
+    # the retry of the last five (their confirms "lost"), then one new message
+    c.publish(1, [(i, streamraw.amqp10(b"d%d" % i)) for i in range(N - 4, N + 2)])
+    assert sorted(c.confirms(1, 6)) == list(range(N - 4, N + 2))
+    c.close()
+    assert read_stream(new, "d", N + 2, timeout=5) == [(i, b"d%d" % (i + 1))
+                                                        for i in range(N + 1)]
+
+
+@pytest.mark.test_timeout(240)
+def test_a_declared_stream_and_a_deleted_one_survive_kill9_of_the_leader_as_answered(cluster):
+    """A stream's declare-ok and delete-ok hold across a failover like a confirm: the leader
+    killed -9 right after them, the new leader has the declared stream (empty, and it takes
+    publishes at offset 0) and not the deleted one, nor its directory."""
+    cl, lead = three(cluster)
+    conn = connect(lead)
+    ch = conn.channel()
+    declare_stream(ch, "gone")
+    ch.confirm_select()
+    ch.basic_publish_confirm(amqp.Message(b"g0", delivery_mode=2), routing_key="gone")
+    ch.queue_delete("gone")
+    declare_stream(ch, "made")
+    conn.close()
+    lead.kill9()
+    new = cl.wait_leader()
+    assert new is not lead
+    conn = connect(new)
+    ch = conn.channel()
+    ch.queue_declare("made", passive=True)
+    with pytest.raises(amqp.exceptions.NotFound):
+        ch.queue_declare("gone", passive=True)
+    conn.close()
+    publish_stream(new, "made", [b"m0", b"m1"])
+    assert read_stream(new, "made", 2) == [(0, b"m0"), (1, b"m1")]
+    # the deleted stream's directory is not left on the new leader's disk
+    wait_for(lambda: len(stream_dirs(data_dir(cl, new))) == 1, timeout=10 * TTL,
+             interval=0.2, message="one stream directory on the new leader: %s" %
+             stream_dirs(data_dir(cl, new)))
+
+
+def isr_of(cl, b):
+    return sorted(n["name"] for n in cl.peers(b).values() if n.get("insync"))
+
+
+@pytest.mark.test_timeout(240)
+def test_a_new_leaders_first_isr_change_is_not_lost_before_its_hooks_are_set(cluster):
+    """Found by the cluster soak's stream workload (a period of leader kills, 2026-12-07): a
+    new leader's replication server starts, at once proposes its first ISR change (the dead
+    leader out), and the member thread writes it to etcd; but the member's hooks, through
+    which that outcome reaches the server, were set only after the server's start. An outcome
+    that came before found no hook and was dropped: the server waited for it for ever,
+    proposed nothing more, the ISR stayed the new leader alone and every publisher stayed
+    blocked ("fewer than 2 in-sync replicas") until the next failover. The seam
+    SLUICE_CLUSTER_ADOPT_DELAY_MS widens that window (the soak hit it once in 380 kills):
+    the ISR must still grow back and a stream publish be confirmed."""
+    cl, lead = three(cluster, env={"SLUICE_CLUSTER_ADOPT_DELAY_MS": "800"})
+    publish_stream(lead, "i", [b"before"])
+    lead.kill9()
+    new = cl.wait_leader(timeout=30 * TTL)
+    assert new is not lead
+    others = sorted(b.node_name for b in cl.alive())
+    wait_for(lambda: isr_of(cl, new) == others, timeout=10 * TTL, interval=0.1,
+             message="the two live nodes in the new leader's ISR (it is %s)" % isr_of(cl, new))
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (publish_stream(new, "i", [b"after"]), done.set()),
+                         daemon=True)
+    t.start()
+    assert done.wait(10 * TTL), "a stream publish confirmed by the new leader"
+    assert read_stream(new, "i", 2) == [(0, b"before"), (1, b"after")]
