@@ -75,6 +75,7 @@ struct cl_member {
 
     cl_member_hooks hooks;       /* under mu */
     int isr_unsent;              /* under mu: an ISR outcome no isr_done hook took yet, or -1 */
+    uint64_t isr_unsent_epoch;   /* under mu: the epoch its proposal was written for */
     uint64_t log_epoch, log_idx; /* under mu: this node's log position */
     int log_dirty;               /* under mu: nodes/NAME to be written again */
     int isr_req;                 /* under mu: a proposal waits */
@@ -587,8 +588,10 @@ static void write_isr(cl_member *m)
     pthread_mutex_lock(&m->mu);
     if (m->hooks.isr_done)
         m->hooks.isr_done(m->hooks.ctx, outcome);
-    else
+    else {
         m->isr_unsent = outcome;
+        m->isr_unsent_epoch = epoch;
+    }
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -1373,11 +1376,12 @@ void cl_member_set_hooks(cl_member *m, const cl_member_hooks *h)
         m->hooks = *h;
     else
         memset(&m->hooks, 0, sizeof m->hooks);
-    if (m->hooks.isr_done && m->isr_unsent >= 0) { /* see write_isr */
-        int outcome = m->isr_unsent;
-        m->isr_unsent = -1;
+    /* see write_isr: only an outcome of this term's proposals; one that an earlier term's
+     * write left after its hooks were cleared would answer a proposal it never made */
+    int outcome = m->isr_unsent;
+    m->isr_unsent = -1;
+    if (m->hooks.isr_done && outcome >= 0 && m->isr_unsent_epoch == m->st.epoch)
         m->hooks.isr_done(m->hooks.ctx, outcome);
-    }
     pthread_mutex_unlock(&m->mu);
 }
 
