@@ -1164,18 +1164,29 @@ static phase_t phase_run(producer_t *ps, int np, consumer_t *cs, int nc)
         ps[i].start = &g_start;
         pthread_create(&th[nc + i], NULL, producer_main, &ps[i]);
     }
-    pthread_barrier_wait(&g_start);
+    /* The broker's CPU is read before the release: reading /proc takes long enough for a
+     * pipelined producer to write a whole small run before it returns. */
     ph.broker_cpu0 = broker_cpu_ns();
+    pthread_barrier_wait(&g_start);
     ph.t0 = now_ns();
     for (int i = 0; i < np + nc; i++)
         pthread_join(th[i], NULL);
     pthread_barrier_destroy(&g_start);
+    /* The phase starts at the first thread's start: on a busy machine this thread can be
+     * scheduled after a producer has finished (CI's bench-smoke once got pub_rate=inf). */
+    for (int i = 0; i < np; i++)
+        if (ps[i].t_start && ps[i].t_start < ph.t0)
+            ph.t0 = ps[i].t_start;
+    for (int i = 0; i < nc; i++)
+        if (cs[i].t_start && cs[i].t_start < ph.t0)
+            ph.t0 = cs[i].t_start;
     return ph;
 }
 
+/* Never zero: a rate is count / secs(), and JSON has no inf. */
 static double secs(int64_t ns)
 {
-    return (double)ns / 1e9;
+    return (double)(ns > 0 ? ns : 1) / 1e9;
 }
 
 /* Broker CPU per message over the phase, in microseconds (-1 without --pids). */
