@@ -142,9 +142,10 @@ def kill_pids(pids, sig=signal.SIGKILL):
 # Sluice: three nodes on etcd
 # ---------------------------------------------------------------------------------------------
 class SluiceNode:
-    def __init__(self, binary, base, host, name, etcd_ep):
+    def __init__(self, binary, base, host, name, etcd_ep, extra=()):
         self.binary, self.base, self.host, self.name = str(binary), Path(base), host, name
         self.etcd_ep = etcd_ep
+        self.extra = list(extra)  # "key = value" lines added to the config file
         self.port = self.mgmt_port = None
         self.proc = None
         self.runs = 0
@@ -168,7 +169,8 @@ class SluiceNode:
             "cluster.min_insync_replicas = 2\n"
             # guest through a follower's proxy (a member's address is not loopback): the
             # failover client reconnects through whichever node answers, as RabbitMQ's does
-            "loopback_users.guest = false\n" % (self.etcd_ep, self.host))
+            "loopback_users.guest = false\n" % (self.etcd_ep, self.host) +
+            "".join(line + "\n" for line in self.extra))
         self.runs += 1
         self.log_path = self.base / ("sluiced-%d.log" % self.runs)
         cmd = [self.binary, "--port", str(self.port or 0), "--mgmt-port",
@@ -214,17 +216,19 @@ class SluiceNode:
 class SluiceCluster:
     name, label = "sluice3", "Sluice 3 nodes"
 
-    def __init__(self, binary, base):
+    def __init__(self, binary, base, extra=()):
         self.base = Path(base)
         self.etcd = Etcd(str(self.base / "etcd"))
         self.nodes = []
         self.binary = binary
+        self.extra = list(extra)  # config lines for every node
         self.leader = None
 
     def start(self):
         self.etcd.start()
         self.nodes = [SluiceNode(self.binary, self.base / ("n%d" % i), h, "sluice@n%d" % i,
-                                 self.etcd.endpoint) for i, h in enumerate(HOSTS, 1)]
+                                 self.etcd.endpoint, self.extra)
+                      for i, h in enumerate(HOSTS, 1)]
         for n in self.nodes:
             n.start()
         self.wait_in_sync()

@@ -17,6 +17,8 @@ measured); the times are reported, not judged (a busy machine moves them).
 
   /usr/bin/python3 bench/failover.py --build build --kills 100      (make failover-bench)
   /usr/bin/python3 bench/failover.py --build build --kills 3        (a smoke: under a minute)
+  /usr/bin/python3 bench/failover.py --build build --kills 10 --churn-mb 300 [--sluice-set
+      reap_interval=0]   (a busy leader: 300 MB of acked traffic before each kill)
 """
 
 import argparse
@@ -25,6 +27,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,9 +67,27 @@ def take_all(cluster, q, limit=100000):
     return got
 
 
-def kill_loop(cl, kills, jitter, samples):
+def churn(amqpbench, lead, mb):
+    """mb MB of persistent 1 KiB messages through a queue of the leader's, published with
+    confirms, then consumed and acked (amqpbench's confirm scenario): segments of acked traffic,
+    as a busy leader has behind it when it dies."""
+    n = max(1000, mb * 1024)
+    r = subprocess.run([str(amqpbench), "-H", lead.host, "-p", str(lead.port), "-S", "confirm",
+                        "-s", "1024", "-n", str(n), "--raw", "--tag", "churn"],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError("churn: amqpbench exit %d: %s" % (r.returncode, r.stderr[-500:]))
+
+
+def msgs_mb(node):
+    d = node.base / "data" / "msgs"
+    return sum(f.stat().st_size for f in d.glob("*.seg")) / 1e6 if d.is_dir() else 0.0
+
+
+def kill_loop(cl, kills, jitter, samples, churn_mb=0, amqpbench=None):
     """bench/cluster.py's failover_kills, with the queue emptied after each rejoin; returns
-    (confirmed, taken, lost) sequence-number counts."""
+    (confirmed, taken, lost) sequence-number counts. With churn_mb, that much acked traffic
+    goes through the leader before each kill."""
     q = "failover-bench"
     pub = C.FailoverPublisher(cl.endpoints(), q)
     pub.start()
@@ -82,17 +103,21 @@ def kill_loop(cl, kills, jitter, samples):
                          lambda: pub.connected_to == cl.endpoints()[idx]
                          and pub.confirmed >= c0 + 20
                          and pub.confirms_since(time.monotonic() - 0.5), 60, 0.02)
+            if churn_mb:
+                churn(amqpbench, lead, churn_mb)
             time.sleep(random.uniform(0, jitter))  # a random phase against the renewals
+            store = msgs_mb(lead)
             name, t_kill, node = cl.kill_leader()
             wall = datetime.datetime.now(datetime.timezone.utc)
             load = os.getloadavg()[0]
             t_conf = C.wait_until("a confirm after the kill of %s" % name,
                                   lambda: pub.confirms_since(t_kill), 120, 0.002)
             ms = (t_conf - t_kill) * 1e3
-            C.log("  kill %d/%d of %s at %s: next confirm after %.0f ms (load %.1f)" % (
-                k, kills, name, wall.strftime("%H:%M:%S.%f")[:-3], ms, load))
+            C.log("  kill %d/%d of %s at %s: next confirm after %.0f ms (load %.1f, its msgs/ "
+                  "%.0f MB)" % (k, kills, name, wall.strftime("%H:%M:%S.%f")[:-3], ms, load,
+                                store))
             samples.append({"kill": k, "killed": name, "failover_ms": ms, "loadavg1": load,
-                            "at": wall.strftime("%H:%M:%S.%f")[:-3]})
+                            "at": wall.strftime("%H:%M:%S.%f")[:-3], "msgs_mb": store})
             cl.restart(node)
             got |= take_all(cl, q)
     finally:
@@ -114,20 +139,27 @@ def main(argv=None):
                     help="a random 0..J s wait before each kill, once the publisher is steady")
     ap.add_argument("--out", default=str(C.REPO / "bench" / "results" / "failover"))
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
+    ap.add_argument("--churn-mb", type=int, default=0,
+                    help="before each kill, MB of persistent 1 KiB messages through a queue of "
+                         "the leader's, confirmed, consumed and acked (build/bench/amqpbench)")
+    ap.add_argument("--sluice-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config setting for every node (repeatable)")
     a = ap.parse_args(argv)
     build = Path(a.build) if os.path.isabs(a.build) else C.REPO / a.build
     src = Path(a.sluiced) if a.sluiced else build / "sluiced"
     tmp = Path(tempfile.mkdtemp(prefix="sluice-failover-"))
     binary = tmp / "sluiced"  # a copy: a rebuild meanwhile does not change what runs
     shutil.copy2(str(src), str(binary))
-    cl = C.SluiceCluster(binary, tmp / "sluice3")
+    cl = C.SluiceCluster(binary, tmp / "sluice3",
+                         ["%s = %s" % tuple(kv.split("=", 1)) for kv in a.sluice_set])
     samples = []
     check = {}
     t_start = time.monotonic()
     load0 = os.getloadavg()[0]
     try:
         cl.start()
-        confirmed, taken, lost = kill_loop(cl, a.kills, a.kill_jitter, samples)
+        confirmed, taken, lost = kill_loop(cl, a.kills, a.kill_jitter, samples, a.churn_mb,
+                                           build / "bench" / "amqpbench")
         check = {"confirmed": confirmed, "in_queue": taken, "lost": lost}
     except (Exception, KeyboardInterrupt) as e:
         C.log("FAILED after %d kill(s): %s" % (len(samples), e))
@@ -141,6 +173,8 @@ def main(argv=None):
               "load average %.1f -> %.1f; %.0f s" % (
                   len(ms), pct(ms, 0.5), pct(ms, 0.95), pct(ms, 0.99), max(ms), min(ms),
                   sum(1 for v in ms if v > 300), load0, load1, time.monotonic() - t_start))
+        print("the leader's msgs/ segments at the kill: median %.0f MB, max %.0f MB" % (
+            pct([s["msgs_mb"] for s in samples], 0.5), max(s["msgs_mb"] for s in samples)))
     print("confirmed %s, consumed %s, confirmed lost %s" % (
         check.get("confirmed", "?"), check.get("in_queue", "?"), check.get("lost", "?")))
     out = Path(a.out)

@@ -282,7 +282,7 @@ void node_config_usage(void)
            "handshake_timeout (ms), connection_max, mgmt_connection_max,\n"
            "mgmt_unauthenticated_max, mgmt_handshake_timeout (ms), mgmt_session_idle_timeout (s),\n"
            "mgmt_session_max_age (s), mgmt_session_max, loop_cpu_stats,\n"
-           "tidy_interval (s), tidy_after_written, user.NAME = PASSWORD, user.NAME.link_node = "
+           "tidy_interval (s), tidy_after_written, reap_interval (ms), user.NAME = PASSWORD, user.NAME.link_node = "
            "NODE_ID, user.NAME.tags = "
            "administrator,\n"
            "listeners.msrpc, listeners.msrpc_epmap, msrpc.auth (ntlm|none), msrpc.user,\n"

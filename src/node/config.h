@@ -92,6 +92,7 @@ typedef struct node_config {
     int loop_cpu_stats;                   /* count CPU time per loop turn too (a syscall a turn) */
     uint64_t tidy_interval_s;             /* automatic TIDY period; 0 = only on demand */
     uint64_t tidy_after_written; /* a TIDY after this many bytes written to the store; 0 = off */
+    uint32_t reap_interval_ms;   /* least time between reaps (TIDY's deletions only); 0 = off */
     uint64_t disk_free_limit;    /* free bytes under data_dir below which publishers block */
     uint64_t disk_reserve;       /* DATA/space-reserve kept for a full disk (0 = none) */
     uint64_t segment_size;       /* message store segment size (TIDY frees whole segments) */

@@ -257,7 +257,9 @@ void node_tidy_start(sl_node *n, node_tidy_fn fn, void *ctx)
         }
         n->tidy_waiters[n->n_tidy_waiters++] = (struct tidy_waiter){fn, ctx};
     }
-    if (persist_tidy_start(n->store) == 0) {
+    if (persist_tidy_reaping(n->store)) {
+        n->tidy_after_reap = 1; /* a reap's result would not answer a TIDY: it comes next */
+    } else if (persist_tidy_start(n->store) == 0) {
         n->tidy_written = persist_bytes_appended(n->store);
         sl_info("tidy: started");
     }
@@ -270,6 +272,7 @@ void node_tidy_start(sl_node *n, node_tidy_fn fn, void *ctx)
 static void tidy_slice(sl_node *n)
 {
     persist_tidy_result res;
+    int reap = persist_tidy_reaping(n->store);
     int rc = persist_tidy_step(n->store, TIDY_SLICE_US, &res);
     if (rc == PERSIST_TIDY_MORE) {
         sl_loop_wake(n->loop);
@@ -281,6 +284,13 @@ static void tidy_slice(sl_node *n)
     }
     /* Done: the batch that closes the deleted segments (frees their blocks) goes now. */
     node_kick(n, 0);
+    if (reap) {
+        if (n->tidy_after_reap) { /* its waiters wait on for the TIDY they asked for */
+            n->tidy_after_reap = 0;
+            node_tidy_start(n, NULL, NULL);
+        }
+        return;
+    }
     /* The waiters may start another, so take the list first. */
     struct tidy_waiter *w = n->tidy_waiters;
     size_t cnt = n->n_tidy_waiters;
@@ -304,12 +314,34 @@ static void tidy_after_written(sl_node *n)
     }
 }
 
+/* Between TIDYs, acked traffic leaves whole segments that nothing references: a reap deletes
+ * them (TIDY's last two steps: a sync, then the deletions) once a segment has lost its last
+ * reference, at most every reap_interval. Recovery reads every segment still on disk, and a
+ * cluster's new leader recovers its mirror of the old one's (the unlinks are mirrored): 1.1 GB
+ * of acked 1 KiB messages took 1.3-4.5 s to read back after kill -9 here (over half of it
+ * their CRC32C), all of it waiting for the next TIDY (tidy_after_written, 1 GB). */
+static void reap_when_released(sl_node *n)
+{
+    uint32_t every = n->cfg->reap_interval_ms;
+    if (!n->store || !every || persist_segments_released(n->store) == n->reap_released)
+        return;
+    uint64_t now = sl_loop_now(n->loop);
+    if (now - n->reap_at_ms < every)
+        return; /* the next turn after it looks again */
+    n->reap_released = persist_segments_released(n->store);
+    n->reap_at_ms = now;
+    if (persist_tidy_start_reap(n->store) == 0)
+        sl_loop_wake(n->loop);
+}
+
 void node_tidy_turn(sl_node *n)
 {
-    if (n->store && persist_tidy_running(n->store))
+    if (n->store && persist_tidy_running(n->store)) {
         tidy_slice(n);
-    else
+    } else {
         tidy_after_written(n);
+        reap_when_released(n);
+    }
 }
 
 static void tidy_tick(sl_loop *loop, sl_timer *t)

@@ -1135,6 +1135,11 @@ void persist_get_stats(const persist *p, persist_stats *out)
     out->records = p->records;
 }
 
+uint64_t persist_segments_released(const persist *p)
+{
+    return p->msgs ? st_log_released(p->msgs) : 0;
+}
+
 uint64_t persist_bytes_appended(const persist *p)
 {
     return (p->msgs ? st_log_bytes_appended(p->msgs) : 0) +

@@ -145,6 +145,8 @@ void persist_get_stats(const persist *p, persist_stats *out);
 /* Bytes appended to both logs since open: what the disk has taken or will have to (the
  * broker checks free space every so many of them, not only by the clock). */
 uint64_t persist_bytes_appended(const persist *p);
+/* st_log_released of the messages log: moves when a reap may find something to delete. */
+uint64_t persist_segments_released(const persist *p);
 
 /* TIDY (tidy.c): give back the disk of msgs segments that nothing needs any more, wherever
  * they are, and compact segments that hold little live data: their live records (a message and
@@ -171,7 +173,13 @@ typedef struct persist_tidy_result {
 } persist_tidy_result;
 /* 0: started; 1: one is already running (its result will answer this one too). */
 int persist_tidy_start(persist *p);
+/* A reap: only the last two steps (make what is appended durable, then delete the segments
+ * nothing references), no walk and no copies; cheap enough to run every segment's worth of
+ * traffic, so acked traffic does not pile up for recovery (and a cluster's promotion) to read
+ * between TIDYs. 0: started; 1: a TIDY or reap is already running. */
+int persist_tidy_start_reap(persist *p);
 int persist_tidy_running(const persist *p);
+int persist_tidy_reaping(const persist *p); /* the one running is a reap */
 #define PERSIST_TIDY_DONE 0 /* *out is filled; the next start begins a new one */
 #define PERSIST_TIDY_MORE 1 /* call again this turn or the next */
 #define PERSIST_TIDY_WAIT 2 /* waiting for the reaper or a sync: call again after it */

@@ -77,6 +77,7 @@ typedef struct tidy {
     int stop; /* the slice is over */
     persist *p;
     uint64_t fence_gen;
+    int reap_only; /* persist_tidy_start_reap: no walk, no copies */
     persist_tidy_result res;
 } tidy;
 
@@ -427,6 +428,19 @@ int persist_tidy_start(persist *p)
     return 0;
 }
 
+int persist_tidy_start_reap(persist *p)
+{
+    if (persist_tidy_start(p))
+        return 1;
+    p->tidy->reap_only = 1;
+    return 0;
+}
+
+int persist_tidy_reaping(const persist *p)
+{
+    return p->tidy && p->tidy->reap_only;
+}
+
 static uint64_t msgs_bytes(const persist *p)
 {
     st_log_stats ls;
@@ -471,6 +485,16 @@ int persist_tidy_step(persist *p, uint64_t budget_us, persist_tidy_result *out)
     static const qm_store_visitor copy = {copy_pos, copy_paged};
     switch (t->phase) {
     case T_REAP:
+        if (t->reap_only) {
+            /* Only what is unreferenced already: no walk, no copies, and no wait for the
+             * reaper of purges (what it still holds stays for the next one). */
+            t->res.bytes_before = msgs_bytes(p);
+            st_log_mark_dead(p->msgs);
+            t->fence_gen = p->gen_open;
+            p->need_sync = 1;
+            t->phase = T_FENCE;
+            return PERSIST_TIDY_WAIT;
+        }
         /* Messages purges and deletions left behind still hold their segments. */
         if (p->node->graves)
             return PERSIST_TIDY_WAIT;
@@ -530,7 +554,7 @@ int persist_tidy_step(persist *p, uint64_t budget_us, persist_tidy_result *out)
     case T_FENCE:
         if (p->gen_durable < t->fence_gen) /* its own disk: never gated by the cluster */
             return PERSIST_TIDY_WAIT;
-        st_fault_point("tidy-synced");
+        st_fault_point(t->reap_only ? "reap-synced" : "tidy-synced");
         t->phase = T_RECLAIM;
         /* fall through */
     case T_RECLAIM: {
@@ -545,11 +569,13 @@ int persist_tidy_step(persist *p, uint64_t budget_us, persist_tidy_result *out)
         t->res.holes = rs.holes;
         t->res.bytes_after = msgs_bytes(p);
         t->res.ms = sl_now_ms() - t->t0;
-        st_fault_point("tidy-done");
-        sl_info("tidy: freed %llu segment(s), %llu bytes (%llu with older segments kept), "
+        st_fault_point(t->reap_only ? "reap-done" : "tidy-done");
+        /* A reap runs every segment's worth of traffic: it says so only at debug level. */
+        sl_log(t->reap_only ? SL_LOG_DEBUG : SL_LOG_INFO,
+               "%s: freed %llu segment(s), %llu bytes (%llu with older segments kept), "
                 "compacted %llu segment(s): %llu records, %llu bytes copied; messages now "
                 "%llu bytes on disk (%llu before), %llu ms",
-                (unsigned long long)rs.segments_deleted, (unsigned long long)rs.bytes_freed,
+                t->reap_only ? "tidy (reap)" : "tidy", (unsigned long long)rs.segments_deleted, (unsigned long long)rs.bytes_freed,
                 (unsigned long long)rs.holes, (unsigned long long)t->res.segments_compacted,
                 (unsigned long long)t->res.records_copied, (unsigned long long)t->res.bytes_copied,
                 (unsigned long long)t->res.bytes_after, (unsigned long long)t->res.bytes_before,
@@ -563,15 +589,11 @@ int persist_tidy_step(persist *p, uint64_t budget_us, persist_tidy_result *out)
     return PERSIST_TIDY_DONE;
 }
 
-void persist_tidy_full(persist *p, persist_tidy_result *out)
+/* Steps the one running to its end, syncing inline; 0, or -1 if it could not be made durable
+ * (then nothing was deleted). */
+static int run_inline(persist *p, persist_tidy_result *out)
 {
     char err[256];
-    memset(out, 0, sizeof *out);
-    qm_node_reap(p->node, 0);
-    /* Judge segments by what is on disk: make what is buffered durable first. */
-    if (persist_commit_ex(p, 1, err, sizeof err) < 0)
-        sl_error("tidy: %s", err);
-    persist_tidy_start(p);
     for (;;) {
         int rc = persist_tidy_step(p, UINT64_MAX / 2, out);
         if (rc == PERSIST_TIDY_DONE) {
@@ -580,16 +602,32 @@ void persist_tidy_full(persist *p, persist_tidy_result *out)
              * idle store would hold the disk until its next write. */
             if (persist_commit_ex(p, 0, err, sizeof err) < 0)
                 sl_error("tidy: %s", err);
-            break;
+            return 0;
         }
         if (rc == PERSIST_TIDY_WAIT && persist_commit_ex(p, 1, err, sizeof err) < 0) {
             sl_error("tidy: %s", err);
             if (persist_stalled(p) || st_log_failed(p->msgs)) {
                 persist_tidy_free(p); /* cannot make it durable now: nothing is deleted */
-                return;
+                return -1;
             }
         }
     }
+}
+
+void persist_tidy_full(persist *p, persist_tidy_result *out)
+{
+    char err[256];
+    memset(out, 0, sizeof *out);
+    qm_node_reap(p->node, 0);
+    /* Judge segments by what is on disk: make what is buffered durable first. */
+    if (persist_commit_ex(p, 1, err, sizeof err) < 0)
+        sl_error("tidy: %s", err);
+    /* A reap's result is not a TIDY's: finish it, then begin. */
+    if (persist_tidy_reaping(p) && run_inline(p, out) < 0)
+        return;
+    memset(out, 0, sizeof *out);
+    persist_tidy_start(p);
+    run_inline(p, out);
 }
 
 void persist_tidy(persist *p, uint64_t *segments, uint64_t *bytes)

@@ -146,6 +146,7 @@ struct st_log {
     int failed_errno;
     uint64_t records_written, commits;
     uint64_t bytes_appended; /* since open: what the disk will have to take */
+    uint64_t released;       /* since open: times a segment's references fell to 0 */
     char *torn;              /* read-only opens: the torn tail left in place */
     /* Read-ahead for st_log_read: a window of a segment's written bytes (immutable once
      * written, and segment numbers are never reused, so it never goes stale while the
@@ -1476,7 +1477,8 @@ void st_log_unref(st_log *l, uint32_t segment)
     if (s->refs == 0)
         panic("%s/%s: st_log_unref of segment %" PRIu32 " below zero references", l->dir, s->name,
               segment);
-    s->refs--;
+    if (--s->refs == 0)
+        l->released++;
 }
 
 void st_log_depend(st_log *l, uint32_t segment, uint32_t target)
@@ -1673,4 +1675,9 @@ void st_log_get_stats(const st_log *l, st_log_stats *out)
 uint64_t st_log_bytes_appended(const st_log *l)
 {
     return l->bytes_appended;
+}
+
+uint64_t st_log_released(const st_log *l)
+{
+    return l->released;
 }

@@ -215,6 +215,9 @@ typedef struct st_log_stats {
 void st_log_get_stats(const st_log *l, st_log_stats *out);
 /* bytes_appended alone (O(1): called every loop turn). */
 uint64_t st_log_bytes_appended(const st_log *l);
+/* How many times since open a segment's references fell to 0 (O(1): a reap is worth starting
+ * only once this moved). */
+uint64_t st_log_released(const st_log *l);
 
 /* File name (no directory) of a live segment, or NULL for an unknown number. Valid until
  * the segment is reclaimed or the log closed. */
@@ -293,7 +296,8 @@ int st_fault_configure(const char *spec, char *err, size_t errlen);
  * point NAME is reached the process kills itself with SIGKILL, after a line on stderr. Points:
  * tidy-measured, tidy-relocated (after each relocation slice), tidy-synced (the relocated
  * records are durable), tidy-holes (the holes file is written), tidy-unlinked (after each
- * segment file is deleted), tidy-done; meta-synced (a commit's meta batch is on disk and its
+ * segment file is deleted: a reap's too), tidy-done; reap-synced and reap-done (the same two
+ * steps of a reap, persist_tidy_start_reap); meta-synced (a commit's meta batch is on disk and its
  * msgs batch not yet written; reached on the sync thread). crash_at_file=PATH reads NAME[@N]
  * from the file PATH at every point while it exists (the count starts when its content
  * changes), so a test arms a different point per round in one process. */

@@ -103,7 +103,7 @@ KEEP_QUEUE = "crash.keep"  # never consumed: its messages grow old among dead se
 # definitions batch is on disk and whose messages batch is not (a subqueue's removal without
 # the move that emptied it, say)
 CRASH_POINTS = ["tidy-measured", "tidy-relocated", "tidy-synced", "tidy-holes",
-                "tidy-unlinked", "tidy-done", "meta-synced"]
+                "tidy-unlinked", "tidy-done", "meta-synced", "reap-synced", "reap-done"]
 SUBQUEUE = "retry"  # the mover's subqueue: q;retry
 # The stream queues (x-queue-type stream), by the order --streams takes them: small segments so
 # that they roll during a round; retention by bytes, whole oldest segments. crash.s0's limit is

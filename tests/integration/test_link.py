@@ -711,7 +711,7 @@ def test_requests_to_the_owning_node_over_a_link(nodes):
 def test_tidy_keeps_what_links_need(nodes):
     """TIDY frees neither the segments an outgoing queue still needs (sender) nor the newest
     record of an incoming sequence (receiver), however many segments lie between."""
-    small = {"segment_size": "4k"}
+    small = {"segment_size": "4k", "reap_interval": "0"}  # TIDY alone frees
     a = nodes.start("a", config=small)
     b = nodes.start("b", config=small, keep_port=True)
     bch = declare(b, "tidy")

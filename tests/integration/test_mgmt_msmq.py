@@ -2,6 +2,7 @@
 queue view, journals, TIDY (reference/msmq.md sections 3-4, 7.4, 10)."""
 
 import os
+import re
 import time
 import urllib.parse
 
@@ -335,7 +336,7 @@ def test_tidy_frees_disk_and_keeps_live_messages(broker_factory):
     """With small store segments, consuming most messages leaves whole segments dead: TIDY
     deletes their files (the data directory shrinks) and every live message survives, also
     across a restart."""
-    b = broker_factory(config={"segment_size": "64k", "tidy_interval": "0"})
+    b = broker_factory(config={"segment_size": "64k", "tidy_interval": "0", "reap_interval": "0"})
     api = Api(b)
     c = b.amqp()
     ch = c.channel()
@@ -361,7 +362,7 @@ def test_tidy_frees_disk_and_keeps_live_messages(broker_factory):
     assert api.queue(q)["messages"] == 50
     c.close()
     assert b.terminate() == 0
-    b2 = broker_factory(data_dir=b.data_dir, config={"segment_size": "64k"})
+    b2 = broker_factory(data_dir=b.data_dir, config={"segment_size": "64k", "reap_interval": "0"})
     ch2 = b2.amqp().channel()
     bodies = []
     while True:
@@ -376,7 +377,7 @@ def test_tidy_compacts_behind_an_old_message(broker_factory):
     """One old message keeps its segment, and every newer segment whose acks depend on it,
     until TIDY copies it forward (issue 13 item 9): then the store shrinks to about the
     newest segments, and the message is still there, the same, after a kill -9."""
-    cfg = {"segment_size": "64k", "tidy_interval": "0"}
+    cfg = {"segment_size": "64k", "tidy_interval": "0", "reap_interval": "0"}
     b = broker_factory(config=cfg)
     api = Api(b)
     c = b.amqp()
@@ -422,7 +423,8 @@ def test_tidy_follows_what_is_written(broker_factory):
     (published, consumed, acked) then keeps the data directory small: without it 10 MB of
     acked messages stayed on disk until the timer."""
     from pathlib import Path
-    cfg = {"segment_size": "64k", "tidy_interval": "0", "tidy_after_written": "1M"}
+    cfg = {"segment_size": "64k", "tidy_interval": "0", "tidy_after_written": "1M",
+           "reap_interval": "0"}
     b = broker_factory(config=cfg)
     ch = b.amqp().channel()
     q = uname("flow")
@@ -441,3 +443,46 @@ def test_tidy_follows_what_is_written(broker_factory):
     with open(b.log_path, "rb") as f:
         assert f.read().count(b"tidy: freed") >= 2
     b.assert_alive()
+
+
+def test_acked_segments_are_reaped_between_tidies(broker_factory):
+    """A segment nothing references any more is deleted soon after (a reap: TIDY's sync and
+    deletions, no walk and no copies, at most every reap_interval), not at the next TIDY
+    (tidy_after_written, 1 GB by default): recovery after a kill -9, and a cluster's new
+    leader, read every segment still on disk (1.1 GB of acked 1 KiB messages took 1.3-4.5 s
+    before; 84 ms with the reap). The live message stays, also across the kill."""
+    from pathlib import Path
+    cfg = {"segment_size": "64k", "tidy_interval": "0", "tidy_after_written": "0"}
+    b = broker_factory(config=cfg)
+    ch = b.amqp().channel()
+    q, keep = uname("reaped"), uname("kept")
+    ch.queue_declare(q, durable=True, auto_delete=False)
+    ch.queue_declare(keep, durable=True, auto_delete=False)
+    ch.confirm_select()
+
+    def segments():
+        return sorted((Path(b.data_dir) / "msgs").glob("*.seg"))
+
+    for _ in range(40):  # 2 MB through the queue (32 segments), none left in it
+        for _ in range(50):
+            ch.basic_publish(amqp.Message(b"r" * 1000, delivery_mode=2), exchange="",
+                             routing_key=q)
+        last = None
+        for _ in range(50):
+            last = ch.basic_get(q, no_ack=False)
+        ch.basic_ack(last.delivery_tag, multiple=True)
+    ch.basic_publish(amqp.Message(b"the one kept", delivery_mode=2), exchange="",
+                     routing_key=keep)
+    # the acks' sync, then a reap within reap_interval (100 ms): the store is back to the
+    # segments the newest records are in
+    wait_for(lambda: len(segments()) <= 3, timeout=10, message="the acked segments reaped")
+    with open(b.log_path, "rb") as f:
+        assert b"tidy: " not in f.read()  # no TIDY did it
+    b.kill9()
+    b2 = broker_factory(data_dir=b.data_dir, config=cfg)
+    ch2 = b2.amqp().channel()
+    m = ch2.basic_get(keep, no_ack=True)
+    assert m is not None and bytes(m.body) == b"the one kept"
+    assert ch2.basic_get(q, no_ack=True) is None
+    with open(b2.log_path, "rb") as f:
+        assert re.search(rb"recovered \d+ durable queue\(s\) and 1 message\(s\)", f.read())

@@ -237,7 +237,7 @@ def test_tidy_keeps_the_mark(broker_factory, peer, paged):  # noqa: F811
     the mark (EF_WATCH), whether the message is in memory or paged out, so a purge after a
     kill -9 and a restart still sends the NACKs."""
     from test_mgmt import Api
-    cfg = {"segment_size": "4k"}
+    cfg = {"segment_size": "4k", "reap_interval": "0"}  # TIDY alone frees
     if paged:
         cfg.update(PAGING)
     b, port = start(broker_factory, peer, **cfg)

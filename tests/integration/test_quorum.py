@@ -498,7 +498,7 @@ def test_count_survives_kill9_and_a_held_delivery_counts_as_returned(broker_fact
 def test_count_survives_a_clean_restart_and_tidy(broker_factory, tmp_path):
     from test_mgmt import Api
     data = tmp_path / "data"
-    b = broker_factory(data_dir=data, config={"segment_size": "4k"})
+    b = broker_factory(data_dir=data, config={"segment_size": "4k", "reap_interval": "0"})
     c = b.pika()
     ch = c.channel()
     ch.queue_declare("qt", durable=True, arguments=Q)
@@ -515,7 +515,7 @@ def test_count_survives_a_clean_restart_and_tidy(broker_factory, tmp_path):
     s, j, _ = Api(b).action("MACHINE", "TIDY")
     assert s == 200 and j["segments_freed"] > 0 and j["records_copied"] > 0, j
     b.terminate()
-    b = broker_factory(data_dir=data, config={"segment_size": "4k"})
+    b = broker_factory(data_dir=data, config={"segment_size": "4k", "reap_interval": "0"})
     c = b.pika()
     ch = c.channel()
     m, p, _ = get_one(ch, "qt")

@@ -1257,6 +1257,65 @@ static int deleted_files_open(void)
     return n;
 }
 
+/* A reap deletes the segments nothing references, without a walk or copies: acked traffic
+ * goes, the segment an unread message is in stays, and a TIDY asked for while a reap runs
+ * is a whole TIDY after it, never the reap's result. */
+START_TEST(reap_frees_unreferenced_segments_only)
+{
+    OPT.segment_size = 4096;
+    open_store();
+    qm_queue *q = declare("q");
+    for (int i = 0; i < 300; i++)
+        put_numbered(q, i);
+    while (q->n_ready)
+        qm_position_ack(get(q));
+    commit();
+    persist_stats st;
+    persist_get_stats(P, &st);
+    ck_assert_uint_gt(st.msgs_segments, 10);
+    ck_assert_int_eq(persist_tidy_start_reap(P), 0);
+    ck_assert_int_eq(persist_tidy_reaping(P), 1);
+    ck_assert_int_eq(persist_tidy_start_reap(P), 1); /* one at a time */
+    persist_tidy_result r;
+    int rc, steps = 0;
+    while ((rc = persist_tidy_step(P, 1000000, &r)) != PERSIST_TIDY_DONE && steps++ < 100)
+        if (rc == PERSIST_TIDY_WAIT)
+            commit();
+    ck_assert_int_eq(rc, PERSIST_TIDY_DONE);
+    ck_assert_int_eq(persist_tidy_running(P), 0);
+    ck_assert_uint_gt(r.segments_freed, 10);
+    ck_assert_uint_eq(r.segments_compacted, 0);
+    ck_assert_uint_eq(r.records_copied, 0);
+    commit();
+    persist_get_stats(P, &st);
+    ck_assert_uint_le(st.msgs_segments, 2);
+
+    /* an unread message holds its own segment only: traffic after it goes by the reap */
+    qm_queue *old = declare("old");
+    put(old, "the old one");
+    for (int i = 0; i < 300; i++) {
+        put_numbered(q, i);
+        qm_position_ack(get(q));
+    }
+    commit();
+    persist_get_stats(P, &st);
+    uint64_t bytes = st.msgs_bytes;
+    ck_assert_uint_gt(st.msgs_segments, 10);
+    ck_assert_int_eq(persist_tidy_start_reap(P), 0);
+    /* a TIDY asked for meanwhile finishes the reap, then runs: its result is its own */
+    persist_tidy_full(P, &r);
+    ck_assert_int_eq(persist_tidy_running(P), 0);
+    ck_assert_uint_eq(r.segments_freed, 0);
+    ck_assert_uint_lt(r.bytes_before * 4, bytes);
+    persist_get_stats(P, &st);
+    ck_assert_uint_le(st.msgs_segments, 3);
+    restart();
+    ck_assert_str_eq(contents(find("old")), "the old one");
+    ck_assert_str_eq(contents(find("q")), "");
+    close_store();
+}
+END_TEST
+
 /* The issue's shape in small: one old message in a queue that is never read, then many
  * segments of traffic through another queue, published and acked. Before compaction every
  * segment from the old message's on stayed; now TIDY copies it forward and frees the rest,
@@ -2548,6 +2607,7 @@ static Suite *persist_suite(void)
     tcase_add_test(tc, torn_tail_is_dropped);
     tcase_add_test(tc, exchanges_and_bindings_survive);
     tcase_add_test(tc, tidy_frees_dead_segments_only);
+    tcase_add_test(tc, reap_frees_unreferenced_segments_only);
     tcase_add_test(tc, tidy_never_loses_live_messages);
     tcase_add_test(tc, tidy_compacts_behind_an_old_message);
     tcase_add_test(tc, tidy_keeps_what_later_records_depend_on);
