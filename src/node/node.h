@@ -123,12 +123,12 @@ struct sl_node {
     unsigned fd_reserve; /* descriptors the AMQP door leaves free (the API leaves half) */
     int signal_fd;
     sl_watch signal_w;
-    sl_timer tick_timer;   /* qm TTL / x-expires work, alarms, the bounded sync */
-    sl_timer tidy_timer;   /* automatic TIDY */
-    uint64_t tidy_written; /* persist_bytes_appended when the last TIDY started */
+    sl_timer tick_timer;    /* qm TTL / x-expires work, alarms, the bounded sync */
+    sl_timer tidy_timer;    /* automatic TIDY */
+    uint64_t tidy_written;  /* persist_bytes_appended when the last TIDY started */
     uint64_t reap_released; /* persist_segments_released when the last reap started */
     uint64_t reap_at_ms;    /* and when */
-    int tidy_after_reap;   /* a TIDY was asked for while a reap ran: it starts after it */
+    int tidy_after_reap;    /* a TIDY was asked for while a reap ran: it starts after it */
     struct tidy_waiter {
         node_tidy_fn fn;
         void *ctx;

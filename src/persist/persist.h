@@ -174,12 +174,13 @@ typedef struct persist_tidy_result {
 /* 0: started; 1: one is already running (its result will answer this one too). */
 int persist_tidy_start(persist *p);
 /* A reap: only the last two steps (make what is appended durable, then delete the segments
- * nothing references), no walk and no copies; cheap enough to run every segment's worth of
- * traffic, so acked traffic does not pile up for recovery (and a cluster's promotion) to read
- * between TIDYs. 0: started; 1: a TIDY or reap is already running. */
+ * nothing references), no walk and no copies; cheap enough to run whenever a segment
+ * loses its last reference, so acked traffic does not pile up for recovery (and a cluster's
+ * promotion) to read between TIDYs. 0: started; 1: a TIDY or reap is already running. */
 int persist_tidy_start_reap(persist *p);
 int persist_tidy_running(const persist *p);
-int persist_tidy_reaping(const persist *p); /* the one running is a reap */
+/* The one running is a reap. */
+int persist_tidy_reaping(const persist *p);
 #define PERSIST_TIDY_DONE 0 /* *out is filled; the next start begins a new one */
 #define PERSIST_TIDY_MORE 1 /* call again this turn or the next */
 #define PERSIST_TIDY_WAIT 2 /* waiting for the reaper or a sync: call again after it */

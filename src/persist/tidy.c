@@ -570,16 +570,17 @@ int persist_tidy_step(persist *p, uint64_t budget_us, persist_tidy_result *out)
         t->res.bytes_after = msgs_bytes(p);
         t->res.ms = sl_now_ms() - t->t0;
         st_fault_point(t->reap_only ? "reap-done" : "tidy-done");
-        /* A reap runs every segment's worth of traffic: it says so only at debug level. */
+        /* A reap runs as often as segments empty: it says so only at debug level. */
         sl_log(t->reap_only ? SL_LOG_DEBUG : SL_LOG_INFO,
                "%s: freed %llu segment(s), %llu bytes (%llu with older segments kept), "
-                "compacted %llu segment(s): %llu records, %llu bytes copied; messages now "
-                "%llu bytes on disk (%llu before), %llu ms",
-                t->reap_only ? "tidy (reap)" : "tidy", (unsigned long long)rs.segments_deleted, (unsigned long long)rs.bytes_freed,
-                (unsigned long long)rs.holes, (unsigned long long)t->res.segments_compacted,
-                (unsigned long long)t->res.records_copied, (unsigned long long)t->res.bytes_copied,
-                (unsigned long long)t->res.bytes_after, (unsigned long long)t->res.bytes_before,
-                (unsigned long long)t->res.ms);
+               "compacted %llu segment(s): %llu records, %llu bytes copied; messages now "
+               "%llu bytes on disk (%llu before), %llu ms",
+               t->reap_only ? "tidy (reap)" : "tidy", (unsigned long long)rs.segments_deleted,
+               (unsigned long long)rs.bytes_freed, (unsigned long long)rs.holes,
+               (unsigned long long)t->res.segments_compacted,
+               (unsigned long long)t->res.records_copied, (unsigned long long)t->res.bytes_copied,
+               (unsigned long long)t->res.bytes_after, (unsigned long long)t->res.bytes_before,
+               (unsigned long long)t->res.ms);
         if (out)
             *out = t->res;
         persist_tidy_free(p);
