@@ -251,6 +251,10 @@ sl_node *node_new(node_config *cfg)
     n->cfg = cfg;
     n->signal_fd = -1;
     n->sync_w.fd = n->pace_w.fd = -1;
+    /* Set up here, not where they start: node_free stops them, also after a node_open that
+     * failed before (a locked or corrupt store), and a zeroed timer looks started. */
+    sl_timer_init(&n->tick_timer, tick, n);
+    sl_timer_init(&n->tidy_timer, NULL, n);
     raise_fd_limit(n);
     n->loop = sl_loop_new();
     if (!n->loop) {
@@ -319,7 +323,6 @@ int node_open(sl_node *n, persist_options *po)
                 strerror(errno));
     node_tidy_timer_start(n);
     sl_loop_set_before_sleep(n->loop, before_sleep, n);
-    sl_timer_init(&n->tick_timer, tick, n);
     sl_timer_start(n->loop, &n->tick_timer, sl_now_ms() + TICK_MS);
 
     sigset_t set;

@@ -121,8 +121,25 @@ def test_corruption_in_the_middle_stops_the_start(broker_factory, tmp_path):
     assert seg.name in r.stderr and "offset" in r.stderr
     p = subprocess.run([str(sluiced_binary()), "--port", "0", "--mgmt-port", "off",
                         "--data-dir", str(data)], capture_output=True, text=True, timeout=30)
-    assert p.returncode != 0
+    assert p.returncode == 1  # an exit, not a crash on the way out
     assert seg.name in p.stderr and "offset" in p.stderr
+
+
+def test_a_second_broker_on_the_same_data_directory_exits_1(broker_factory, tmp_path):
+    """The store is locked: a second sluiced says so and exits 1, and the first goes on.
+    Before, the failed start freed timers it had not set up yet and died of SIGSEGV."""
+    data = tmp_path / "shared"
+    b = broker_factory(data_dir=data)
+    q = uname("locked")
+    publish_persistent(b, q, [b"kept"])
+    p = subprocess.run([str(sluiced_binary()), "--port", "0", "--mgmt-port", "off",
+                        "--data-dir", str(data)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
+    assert "locked by another process" in p.stderr
+    b.assert_alive()
+    ch = b.pika().channel()
+    m = ch.basic_get(q, auto_ack=True)
+    assert m[2] == b"kept"
 
 
 def test_torn_tail_is_dropped_and_the_rest_recovered(broker_factory, tmp_path):
