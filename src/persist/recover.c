@@ -96,6 +96,7 @@ typedef struct qentries {
     rent *v;
     uint64_t *exp;
     size_t len, cap, dead;
+    size_t hint;      /* where find_in_v found the last one (a run's next is beside it) */
     sl_u64tab strays; /* lookup -> stray */
     /* quorum queues: lookup -> the delivery count last recorded (R_QDELIVER, R_ENQ's
      * EF_DCOUNT); RF_REDELIVERED then says it was delivered after that (records.h) */
@@ -455,9 +456,17 @@ static uint64_t rent_exp(const qentries *qe, size_t i)
     return qe->exp ? qe->exp[i] : 0;
 }
 
-/* Index of the live rent with this lookup id in v, or -1. */
-static long find_in_v(const qentries *qe, uint64_t lookup)
+/* Index of the live rent with this lookup id in v, or -1. A run's records (deliveries and
+ * acks of consecutive messages: R_DELIVER_RUN, R_DEQ_RUN) look up consecutive ids, so the
+ * last one found and the one after it are tried before the binary search: with a million
+ * positions, the search's cache misses were a fifth of a recovery. v holds each id once. */
+static long find_in_v(qentries *qe, uint64_t lookup)
 {
+    for (size_t i = qe->hint; i < qe->hint + 2 && i < qe->len; i++)
+        if (qe->v[i].lookup == lookup) {
+            qe->hint = i;
+            return qe->v[i].flags & RF_DEAD ? -1 : (long)i;
+        }
     size_t lo = 0, hi = qe->len;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -466,8 +475,10 @@ static long find_in_v(const qentries *qe, uint64_t lookup)
         else
             hi = mid;
     }
-    if (lo < qe->len && qe->v[lo].lookup == lookup && !(qe->v[lo].flags & RF_DEAD))
-        return (long)lo;
+    if (lo < qe->len && qe->v[lo].lookup == lookup) {
+        qe->hint = lo;
+        return qe->v[lo].flags & RF_DEAD ? -1 : (long)lo;
+    }
     return -1;
 }
 
@@ -486,6 +497,7 @@ static void maybe_compact(qentries *qe)
     }
     qe->len = j;
     qe->dead = 0;
+    qe->hint = 0;
 }
 
 /* Returns the segment of the enqueue record a replaced position had (0: none replaced). */
@@ -585,7 +597,7 @@ static uint32_t clear_entries(qentries *qe)
     while ((st = sl_u64tab_next(&qe->strays, &it)))
         if (!oldest || st->e.eseg < oldest)
             oldest = st->e.eseg;
-    qe->len = qe->dead = 0;
+    qe->len = qe->dead = qe->hint = 0;
     sl_u64tab_free(&qe->strays);
     sl_u64tab_init(&qe->strays, sizeof(stray));
     sl_u64tab_free(&qe->dcounts);

@@ -147,7 +147,9 @@ struct st_log {
     uint64_t records_written, commits;
     uint64_t bytes_appended; /* since open: what the disk will have to take */
     uint64_t released;       /* since open: times a segment's references fell to 0 */
-    char *torn;              /* read-only opens: the torn tail left in place */
+    uint8_t *rbuf;           /* recovery: the segment being replayed (read_segment) */
+    size_t rcap;
+    char *torn; /* read-only opens: the torn tail left in place */
     /* Read-ahead for st_log_read: a window of a segment's written bytes (immutable once
      * written, and segment numbers are never reused, so it never goes stale while the
      * segment is live), filled when reads walk forward through a segment, as paging in a
@@ -486,6 +488,60 @@ static int corrupt(recovery *r, seg *s, uint64_t off, const char *what)
     return -1;
 }
 
+/* Recovery reads each segment whole into one buffer it reuses, rather than mapping it: a
+ * replay touches every record header, and through a mapping each 4 KiB page costs a fault
+ * and a TLB miss (in this VM, two-level). 1.1 GB of acked 1 KiB messages replayed in
+ * 0.96-1.05 s mapped, ~30% less read (perf: the copy out of the page cache is cheaper than
+ * the faults it saves, and the CRC32C then runs on bytes the copy left in the cache). The
+ * buffer asks for huge pages; it is freed when the open ends. Segments over READ_WHOLE_MAX
+ * (segment_size can be up to 1 GiB) are mapped as before, and a cold disk reads the next
+ * segment ahead while this one replays (st_log_open's POSIX_FADV_WILLNEED). */
+#define READ_WHOLE_MAX (256u << 20)
+#define HUGE_PAGE (2u << 20)
+
+static void free_rbuf(st_log *l)
+{
+    free(l->rbuf); /* posix_memalign's */
+    l->rbuf = NULL;
+    l->rcap = 0;
+}
+
+/* The size bytes of s: in l->rbuf (*mapped 0) or mapped (*mapped 1), or NULL with errno. */
+static uint8_t *read_segment(st_log *l, seg *s, uint64_t size, int *mapped)
+{
+    *mapped = size > READ_WHOLE_MAX;
+    if (!*mapped && l->rcap < size) {
+        free_rbuf(l);
+        size_t cap = ((size_t)size + HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1);
+        void *b;
+        if (posix_memalign(&b, HUGE_PAGE, cap) != 0) {
+            *mapped = 1; /* no room for a copy: map it */
+        } else {
+            l->rbuf = b;
+            l->rcap = cap;
+            madvise(b, cap, MADV_HUGEPAGE); /* a hint: without THP it is 4 KiB pages */
+        }
+    }
+    if (*mapped) {
+        uint8_t *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, s->fd, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        madvise(p, (size_t)size, MADV_SEQUENTIAL);
+        return p;
+    }
+    /* Bounded: each pass reads at least one byte or fails. */
+    for (uint64_t got = 0; got < size;) {
+        ssize_t k = pread(s->fd, l->rbuf + got, (size_t)(size - got), (off_t)got);
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO; /* shorter than fstat said: nobody else writes it */
+            return NULL;
+        }
+        got += (uint64_t)k;
+    }
+    return l->rbuf;
+}
+
 /* Check the header, replay every record, and set s->size to the end of the last good
  * record (truncating a torn tail of the newest segment). */
 static int recover_seg(recovery *r, seg *s, int newest)
@@ -534,12 +590,13 @@ static int recover_seg(recovery *r, seg *s, int newest)
         return size ? torn_tail(r, s, 0, size, "partial file header") : 0;
     }
 
-    uint8_t *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, s->fd, 0);
-    if (p == MAP_FAILED) {
-        seterr(r->err, r->errlen, "%s/%s: mmap: %s", l->dir, s->name, strerror(errno));
+    int mapped;
+    uint8_t *p = read_segment(l, s, size, &mapped);
+    if (!p) {
+        seterr(r->err, r->errlen, "%s/%s: %s: %s", l->dir, s->name, mapped ? "mmap" : "read",
+               strerror(errno));
         return -1;
     }
-    madvise(p, (size_t)size, MADV_SEQUENTIAL);
     int rc = 0;
     if (memcmp(p, MAGIC, 8) != 0) {
         rc = corrupt(r, s, 0, "bad magic (not a sluice segment)");
@@ -614,7 +671,8 @@ bad:
     s->size = s->wend = s->end = off;
     rc = torn_tail(r, s, off, size, what);
 out:
-    munmap(p, (size_t)size);
+    if (mapped)
+        munmap(p, (size_t)size);
     return rc;
 }
 
@@ -705,10 +763,18 @@ st_log *st_log_open(const char *dir, const st_log_options *opt, st_replay_fn fn,
             seterr(err, errlen, "%s/%s: open: %s", dir, names[i], strerror(errno));
             goto fail;
         }
+        if (i + 1 < nnames) { /* a cold disk reads the next one while this one replays */
+            int nfd = openat(l->dirfd, names[i + 1], O_RDONLY | O_CLOEXEC);
+            if (nfd >= 0) {
+                posix_fadvise(nfd, 0, 0, POSIX_FADV_WILLNEED);
+                close(nfd);
+            }
+        }
         seg *s = add_seg(l, first, fd);
         if (recover_seg(&r, s, i == nnames - 1) < 0)
             goto fail;
     }
+    free_rbuf(l);
     l->next_seq = r.have_base ? r.expected : 1;
     /* A number in a hole may still be in a file left behind: none is handed out again. The
      * records go on in a new segment named after the hole then, so no file has a gap. */
@@ -755,6 +821,7 @@ void st_log_close(st_log *l)
 {
     if (!l)
         return;
+    free_rbuf(l); /* an open that failed during recovery */
     if (l->in_flight)
         panic("%s: closed with a batch in flight", l->dir);
     for (size_t i = 0; i < l->nsegs; i++) {
