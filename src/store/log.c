@@ -147,7 +147,7 @@ struct st_log {
     uint64_t records_written, commits;
     uint64_t bytes_appended; /* since open: what the disk will have to take */
     uint64_t released;       /* since open: times a segment's references fell to 0 */
-    uint8_t *rbuf;           /* recovery: the segment being replayed (read_segment) */
+    uint8_t *rbuf;           /* recovery: the window into the segment replayed (window_need) */
     size_t rcap;
     char *torn; /* read-only opens: the torn tail left in place */
     /* Read-ahead for st_log_read: a window of a segment's written bytes (immutable once
@@ -488,58 +488,65 @@ static int corrupt(recovery *r, seg *s, uint64_t off, const char *what)
     return -1;
 }
 
-/* Recovery reads each segment whole into one buffer it reuses, rather than mapping it: a
- * replay touches every record header, and through a mapping each 4 KiB page costs a fault
- * and a TLB miss (in this VM, two-level). 1.1 GB of acked 1 KiB messages replayed in
- * 0.96-1.05 s mapped, ~30% less read (perf: the copy out of the page cache is cheaper than
- * the faults it saves, and the CRC32C then runs on bytes the copy left in the cache). The
- * buffer asks for huge pages; it is freed when the open ends. Segments over READ_WHOLE_MAX
- * (segment_size can be up to 1 GiB) are mapped as before, and a cold disk reads the next
- * segment ahead while this one replays (st_log_open's POSIX_FADV_WILLNEED). */
-#define READ_WHOLE_MAX (256u << 20)
-#define HUGE_PAGE (2u << 20)
+/* Recovery reads each segment through a window of WINDOW bytes it reuses, rather than
+ * mapping the file: a replay touches every record header, and through a mapping each 4 KiB
+ * page costs a fault and a TLB miss (in this VM, two-level). 1.1 GB of acked 1 KiB messages
+ * replayed ~30% faster so (perf: copying out of the page cache costs less than the faults it
+ * saves, and the CRC32C then runs on bytes the copy left in the cache). The window is small
+ * because fresh memory is costly on first touch here (64 MiB: 90-190 ms); it grows only for a
+ * record longer than it, and is freed when the open ends. A cold disk reads the next segment
+ * ahead while this one replays (st_log_open's POSIX_FADV_WILLNEED). */
+#define WINDOW (8u << 20)
+
+typedef struct window {
+    int fd;
+    uint64_t size; /* of the file */
+    uint64_t base; /* file offset of l->rbuf[0] */
+    size_t have;   /* bytes of the file in l->rbuf */
+} window;
 
 static void free_rbuf(st_log *l)
 {
-    free(l->rbuf); /* posix_memalign's */
+    sl_free(l->rbuf);
     l->rbuf = NULL;
     l->rcap = 0;
 }
 
-/* The size bytes of s: in l->rbuf (*mapped 0) or mapped (*mapped 1), or NULL with errno. */
-static uint8_t *read_segment(st_log *l, seg *s, uint64_t size, int *mapped)
+/* Make the n bytes at file offset off (off + n <= the file's size) readable at
+ * l->rbuf + (off - w->base): what the window holds from off on moves to its start, then it is
+ * filled from the file. 0, or -1 with errno. */
+static int window_need(st_log *l, window *w, uint64_t off, uint64_t n)
 {
-    *mapped = size > READ_WHOLE_MAX;
-    if (!*mapped && l->rcap < size) {
-        free_rbuf(l);
-        size_t cap = ((size_t)size + HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1);
-        void *b;
-        if (posix_memalign(&b, HUGE_PAGE, cap) != 0) {
-            *mapped = 1; /* no room for a copy: map it */
-        } else {
-            l->rbuf = b;
-            l->rcap = cap;
-            madvise(b, cap, MADV_HUGEPAGE); /* a hint: without THP it is 4 KiB pages */
-        }
+    if (off >= w->base && off + n <= w->base + w->have)
+        return 0;
+    size_t keep = 0;
+    if (off >= w->base && off < w->base + w->have) {
+        keep = (size_t)(w->base + w->have - off);
+        memmove(l->rbuf, l->rbuf + (off - w->base), keep);
     }
-    if (*mapped) {
-        uint8_t *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, s->fd, 0);
-        if (p == MAP_FAILED)
-            return NULL;
-        madvise(p, (size_t)size, MADV_SEQUENTIAL);
-        return p;
+    if (l->rcap < n || l->rcap < WINDOW) {
+        size_t cap = n > WINDOW ? (size_t)n : WINDOW;
+        uint8_t *b = sl_xmalloc(cap);
+        memcpy(b, l->rbuf, keep);
+        sl_free(l->rbuf);
+        l->rbuf = b;
+        l->rcap = cap;
     }
+    w->base = off;
+    w->have = keep;
+    uint64_t want = w->size - off < l->rcap ? w->size - off : l->rcap;
     /* Bounded: each pass reads at least one byte or fails. */
-    for (uint64_t got = 0; got < size;) {
-        ssize_t k = pread(s->fd, l->rbuf + got, (size_t)(size - got), (off_t)got);
+    while (w->have < want) {
+        ssize_t k =
+            pread(w->fd, l->rbuf + w->have, (size_t)(want - w->have), (off_t)(off + w->have));
         if (k <= 0) {
             if (k == 0)
                 errno = EIO; /* shorter than fstat said: nobody else writes it */
-            return NULL;
+            return -1;
         }
-        got += (uint64_t)k;
+        w->have += (size_t)k;
     }
-    return l->rbuf;
+    return 0;
 }
 
 /* Check the header, replay every record, and set s->size to the end of the last good
@@ -590,23 +597,19 @@ static int recover_seg(recovery *r, seg *s, int newest)
         return size ? torn_tail(r, s, 0, size, "partial file header") : 0;
     }
 
-    int mapped;
-    uint8_t *p = read_segment(l, s, size, &mapped);
-    if (!p) {
-        seterr(r->err, r->errlen, "%s/%s: %s: %s", l->dir, s->name, mapped ? "mmap" : "read",
-               strerror(errno));
+    window w = {s->fd, size, 0, 0};
+    const uint8_t *q; /* the bytes at off, in the window */
+    if (window_need(l, &w, 0, HDR_SIZE) < 0) {
+        seterr(r->err, r->errlen, "%s/%s: read: %s", l->dir, s->name, strerror(errno));
         return -1;
     }
-    int rc = 0;
-    if (memcmp(p, MAGIC, 8) != 0) {
-        rc = corrupt(r, s, 0, "bad magic (not a sluice segment)");
-        goto out;
-    }
-    if (sl_le32(p + 8) != FORMAT_VERSION) {
+    q = l->rbuf;
+    if (memcmp(q, MAGIC, 8) != 0)
+        return corrupt(r, s, 0, "bad magic (not a sluice segment)");
+    if (sl_le32(q + 8) != FORMAT_VERSION) {
         snprintf(what, sizeof what, "unsupported format version %" PRIu32 " (this build reads %d)",
-                 sl_le32(p + 8), FORMAT_VERSION);
-        rc = corrupt(r, s, 8, what);
-        goto out;
+                 sl_le32(q + 8), FORMAT_VERSION);
+        return corrupt(r, s, 8, what);
     }
 
     uint64_t off = HDR_SIZE;
@@ -616,7 +619,10 @@ static int recover_seg(recovery *r, seg *s, int newest)
             snprintf(what, sizeof what, "truncated record header");
             goto bad;
         }
-        uint32_t len = sl_le32(p + off);
+        if (window_need(l, &w, off, REC_HDR) < 0)
+            goto ioerr;
+        q = l->rbuf + (off - w.base);
+        uint32_t len = sl_le32(q);
         if (len == 0 || len > ST_LOG_MAX_RECORD) {
             snprintf(what, sizeof what, "bad record length %" PRIu32, len);
             goto bad;
@@ -626,8 +632,11 @@ static int recover_seg(recovery *r, seg *s, int newest)
                      len);
             goto bad;
         }
-        uint64_t seq = sl_le64(p + off + 8);
-        if (st_crc32c(0, p + off + 8, 8 + (size_t)len) != sl_le32(p + off + 4)) {
+        if (window_need(l, &w, off, 16 + (uint64_t)len) < 0)
+            goto ioerr;
+        q = l->rbuf + (off - w.base);
+        uint64_t seq = sl_le64(q + 8);
+        if (st_crc32c(0, q + 8, 8 + (size_t)len) != sl_le32(q + 4)) {
             snprintf(what, sizeof what, "checksum mismatch");
             goto bad;
         }
@@ -635,45 +644,50 @@ static int recover_seg(recovery *r, seg *s, int newest)
             snprintf(what, sizeof what,
                      "sequence gap: expected seq %" PRIu64 ", found seq %" PRIu64, r->expected,
                      seq);
-            rc = corrupt(r, s, off, what);
-            goto out;
+            return corrupt(r, s, off, what);
         }
         st_loc loc = {s->no, off};
-        int cb = r->fn ? r->fn(r->ctx, seq, p[off + 16], p + off + REC_HDR, len - 1, loc) : 0;
+        int cb = r->fn ? r->fn(r->ctx, seq, q[16], q + REC_HDR, len - 1, loc) : 0;
         if (cb) {
             if (r->err && r->errlen && !r->err[0])
                 seterr(r->err, r->errlen,
                        "%s/%s: offset %" PRIu64 ": replay stopped at seq %" PRIu64 " (%d)", l->dir,
                        s->name, off, seq, cb);
             errno = ECANCELED;
-            rc = -1;
-            goto out;
+            return -1;
         }
         r->expected++;
         off += 16 + (uint64_t)len;
     }
     s->size = s->wend = s->end = off;
-    goto out;
+    return 0;
+
+ioerr:
+    seterr(r->err, r->errlen, "%s/%s: offset %" PRIu64 ": read: %s", l->dir, s->name, off,
+           strerror(errno));
+    return -1;
 
 bad:
-    if (!newest) {
-        rc = corrupt(r, s, off, what);
-        goto out;
+    if (!newest)
+        return corrupt(r, s, off, what);
+    /* Torn tail or corruption? Whatever follows decides (valid_record_after): the rare path,
+     * through a mapping of the whole file. */
+    uint8_t *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, s->fd, 0);
+    if (p == MAP_FAILED) { /* cannot tell: nothing is cut */
+        seterr(r->err, r->errlen, "%s/%s: offset %" PRIu64 ": %s; mmap to look past it: %s", l->dir,
+               s->name, off, what, strerror(errno));
+        return -1;
     }
     uint64_t next = valid_record_after(p, size, off, r->expected);
+    munmap(p, (size_t)size);
     if (next) {
-        size_t w = strlen(what);
-        snprintf(what + w, sizeof what - w, " (a valid record follows at offset %" PRIu64 ")",
+        size_t wl = strlen(what);
+        snprintf(what + wl, sizeof what - wl, " (a valid record follows at offset %" PRIu64 ")",
                  next);
-        rc = corrupt(r, s, off, what);
-        goto out;
+        return corrupt(r, s, off, what);
     }
     s->size = s->wend = s->end = off;
-    rc = torn_tail(r, s, off, size, what);
-out:
-    if (mapped)
-        munmap(p, (size_t)size);
-    return rc;
+    return torn_tail(r, s, off, size, what);
 }
 
 /* Sorted segment file names of dir, or -1 with err. */

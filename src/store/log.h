@@ -61,8 +61,9 @@ typedef struct st_loc {
     uint64_t offset;  /* byte offset of the record header in that segment file */
 } st_loc;
 
-/* Called for every valid record during recovery, in sequence order. Returning non-zero
- * stops recovery with that value as the error (the caller fills err). */
+/* Called for every valid record during recovery, in sequence order. payload is valid only
+ * during the call (a copy is the callee's to make). Returning non-zero stops recovery with
+ * that value as the error (the caller fills err). */
 typedef int (*st_replay_fn)(void *ctx, uint64_t seq, uint8_t type, const uint8_t *payload,
                             size_t len, st_loc loc);
 

@@ -351,6 +351,39 @@ START_TEST(append_commit_reopen)
 }
 END_TEST
 
+/* Recovery reads a segment through an 8 MiB window: records that straddle its edge, and one
+ * longer than it (the window grows), come back whole, in order, at their offsets. */
+START_TEST(replay_across_the_read_window)
+{
+    recs r = {0};
+    st_log *l = open_log(64u << 20, &r);
+    size_t sizes[] = {1000, 3u << 20, 5u << 20, 12u << 20, 7, 4u << 20, 100000};
+    size_t n = sizeof sizes / sizeof *sizes;
+    st_loc locs[8];
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *b = malloc(sizes[i]);
+        for (size_t k = 0; k < sizes[i]; k++)
+            b[k] = (uint8_t)(i * 31 + k * 7);
+        ck_assert_uint_eq(st_log_append(l, (uint8_t)i, b, sizes[i], &locs[i]), i + 1);
+        free(b);
+    }
+    ck_assert_int_eq(st_log_commit(l, NULL), 0);
+    st_log_close(l);
+    l = open_log(64u << 20, &r);
+    ck_assert_uint_eq(r.n, n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(r.v[i].seq, i + 1);
+        ck_assert_uint_eq(r.v[i].type, (uint8_t)i);
+        ck_assert_uint_eq(r.v[i].len, sizes[i]);
+        ck_assert_uint_eq(r.v[i].loc.offset, locs[i].offset);
+        for (size_t k = 0; k < sizes[i]; k += 4099)
+            ck_assert_uint_eq(r.v[i].p[k], (uint8_t)(i * 31 + k * 7));
+    }
+    st_log_close(l);
+    recs_free(&r);
+}
+END_TEST
+
 START_TEST(read_committed_and_buffered)
 {
     recs r = {0};
@@ -1653,6 +1686,7 @@ static Suite *store_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, append_commit_reopen);
+    tcase_add_test(tc, replay_across_the_read_window);
     tcase_add_test(tc, read_committed_and_buffered);
     tcase_add_test(tc, read_back_in_any_order);
     tcase_add_test(tc, rollover);
