@@ -93,12 +93,14 @@ FIGURES = [
     ("conf4_16", "lag_ms_max", "a follower's lag under conf4_16: max", "ms", "lo"),
 ]
 
-TARGETS = {  # issue 31: confirms >= 10x RabbitMQ's quorum queues, p99 <= 1/5 of theirs
+# issue 31: confirms >= 10x RabbitMQ's quorum queues (kept by issue 46); issue 46: the
+# publish-to-confirm p99 at 1k msg/s <= 0.5x theirs (issue 31 had asked 1/5)
+TARGETS = {
     ("conf1_16", "confirm_rate"): ("ratio>=", 10), ("conf1_1k", "confirm_rate"): ("ratio>=", 10),
     ("conf4_16", "confirm_rate"): ("ratio>=", 10), ("conf4_1k", "confirm_rate"): ("ratio>=", 10),
     ("conf1_16", "drain_rate"): ("ratio>=", 10), ("conf1_1k", "drain_rate"): ("ratio>=", 10),
     ("conf1_16", "lag_ms_max"): ("abs<=", 10), ("conf4_16", "lag_ms_max"): ("abs<=", 10),
-    ("lat1k", "conf_lat_p99_us"): ("ratio<=", 0.2),
+    ("lat1k", "conf_lat_p99_us"): ("ratio<=", 0.5),
 }
 
 BROKERS = [("sluice3", "Sluice 3 nodes"), ("rabbit3", "RabbitMQ 3 nodes, quorum"),
@@ -735,9 +737,10 @@ def build_report(samples, kills, env, notes, args, wall_s):
     fr = [k["failover_ms"] for k in kills if k["broker"] == "rabbit3"]
     for q, name in ((0.5, "p50"), (0.99, "p99"), (1.0, "max")):
         a, b = pct(fs, q), pct(fr, q)
-        # issue 31: failover p99 <= lease_ttl + 1 s, and <= 3 s at the defaults (ttl 2)
-        tgt = " | <= 3000 (lease_ttl + 1 s) | %s" % (
-            "n/a" if a is None else "**yes**" if a <= 3000 else "NO") if name == "p99" else " | |"
+        # issue 46: after kill -9 of the leader's process, confirms again within 300 ms (p99;
+        # issue 31 had asked lease_ttl + 1 s, 3 s at the defaults)
+        tgt = " | <= 300 | %s" % (
+            "n/a" if a is None else "**yes**" if a <= 300 else "NO") if name == "p99" else " | |"
         L.append("| failover: kill -9 of the leader's node to the next confirm, %s of %d / %d "
                  "kills | ms | %s | %s | %s%s | - | - |" % (
                      name, len(fs), len(fr), fmt(a, "ms"), fmt(b, "ms"),
