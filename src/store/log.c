@@ -251,6 +251,9 @@ static void pend_header(st_log *l, seg *s)
 /* A segment made here has no file yet: the commit that first writes it creates it. */
 static void roll(st_log *l)
 {
+    /* the segment left behind may have lost its last reference while it was current */
+    if (l->nsegs && cur_seg(l)->refs == 0)
+        l->released++;
     pend_header(l, add_seg(l, l->next_seq, -1));
 }
 
@@ -1558,7 +1561,7 @@ void st_log_unref(st_log *l, uint32_t segment)
     if (s->refs == 0)
         panic("%s/%s: st_log_unref of segment %" PRIu32 " below zero references", l->dir, s->name,
               segment);
-    if (--s->refs == 0)
+    if (--s->refs == 0 && s != cur_seg(l)) /* the current one counts when it rolls (roll) */
         l->released++;
 }
 

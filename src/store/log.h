@@ -216,8 +216,9 @@ typedef struct st_log_stats {
 void st_log_get_stats(const st_log *l, st_log_stats *out);
 /* bytes_appended alone (O(1): called every loop turn). */
 uint64_t st_log_bytes_appended(const st_log *l);
-/* How many times since open a segment's references fell to 0 (O(1): a reap is worth starting
- * only once this moved). */
+/* How many times since open a segment other than the current one was left without
+ * references (its last one dropped, or it rolled with none): O(1), a reap is worth starting
+ * only once this moved. A trickle of messages acked in the current segment does not move it. */
 uint64_t st_log_released(const st_log *l);
 
 /* File name (no directory) of a live segment, or NULL for an unknown number. Valid until

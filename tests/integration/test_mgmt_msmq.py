@@ -473,6 +473,9 @@ def test_acked_segments_are_reaped_between_tidies(broker_factory):
         ch.basic_ack(last.delivery_tag, multiple=True)
     ch.basic_publish(amqp.Message(b"the one kept", delivery_mode=2), exchange="",
                      routing_key=keep)
+    # py-amqp's basic_publish does not wait for the confirm: a durable declare's reply waits
+    # for the sync of its record, so the message and the acks before it are on disk then
+    ch.queue_declare(uname("synced"), durable=True, auto_delete=False)
     # the acks' sync, then a reap within reap_interval (100 ms): the store is back to the
     # segments the newest records are in
     wait_for(lambda: len(segments()) <= 3, timeout=10, message="the acked segments reaped")
