@@ -30,6 +30,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cluster/figures.h"
@@ -245,6 +246,15 @@ static int f_copy_end(void *ctx, uint64_t snap_idx, const cl_repl_epochs *h, cha
 }
 
 /* ---- the proxy's answer to GET /api/cluster while there is no leader ---- */
+
+/* cl_proxy_opts.taking_over: the member holds the key (promotion is under way). */
+static int taking_over(void *data)
+{
+    follower *f = data;
+    cl_status st;
+    cl_member_status(f->member, &st);
+    return st.role == CL_ROLE_LEADER;
+}
 
 static size_t status_json(void *data, char *buf, size_t cap)
 {
@@ -466,7 +476,8 @@ int cl_node_follow(node_config *cfg, cl_node **out)
     cl_proxy_opts po = {.source_addr = adv,
                         .max_connections = cfg->cluster.proxy_max_connections,
                         .status = status_json,
-                        .status_data = &f};
+                        .status_data = &f,
+                        .taking_over = taking_over};
     memcpy(po.listen_fd, fds, sizeof fds);
     proxy = cl_proxy_start(&po, err, sizeof err);
     if (!proxy)
@@ -502,6 +513,13 @@ int cl_node_follow(node_config *cfg, cl_node **out)
         cl_status st;
         cl_member_status(f.member, &st);
         if (st.role == CL_ROLE_LEADER && cl_member_serving(f.member)) {
+            /* Test seam: SLUICE_CLUSTER_PROMOTE_DELAY_MS=N (at most 5 s) holds the promotion
+             * here, the key won and the proxy still running, so that a test can connect in
+             * this window every time (test_cluster_repl.py). */
+            const char *delay = getenv("SLUICE_CLUSTER_PROMOTE_DELAY_MS");
+            long ms = delay ? strtol(delay, NULL, 10) : 0;
+            if (ms > 0 && ms <= 5000)
+                nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
             rc = 1;
             break;
         }

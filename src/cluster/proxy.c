@@ -105,6 +105,7 @@ struct cl_proxy {
     pthread_t th;
     ptag lis_tag[CL_PROXY_DOORS], ev_tag;
     int lis_on; /* the listeners are in the epoll set */
+    int held;   /* o.taking_over said so: the listeners are off, clients wait in the backlog */
     uint64_t accept_pause_until;
     struct sockaddr_storage src;
     socklen_t srclen;
@@ -383,8 +384,8 @@ static void set_mask(cl_proxy *p, int fd, ptag *tag, uint8_t *reg, uint32_t *cur
 
 static void listeners_update(cl_proxy *p)
 {
-    int want =
-        !p->stop && p->n_conns < p->o.max_connections && sl_now_ms() >= p->accept_pause_until;
+    int want = !p->stop && !p->held && p->n_conns < p->o.max_connections &&
+               sl_now_ms() >= p->accept_pause_until;
     if (want == p->lis_on)
         return;
     for (int d = 0; d < CL_PROXY_DOORS; d++) {
@@ -809,8 +810,27 @@ fail:
     conn_close(p, c);
 }
 
+/* No leader to forward to, and this node about to be it (o.taking_over): hold new clients. */
+static int hold_for_takeover(cl_proxy *p)
+{
+    int any = 0;
+    for (int d = 0; d < CL_PROXY_DOORS; d++)
+        any |= p->cur.salen[d] != 0;
+    int held = !any && p->o.taking_over && p->o.taking_over(p->o.status_data);
+    if (held != p->held) {
+        p->held = held;
+        sl_info("cluster proxy: %s", held ? "this node is taking over as leader: new clients "
+                                            "wait in the backlog for its broker"
+                                          : "accepting clients again");
+        listeners_update(p);
+    }
+    return held;
+}
+
 static void on_accept(cl_proxy *p, int door)
 {
+    if (hold_for_takeover(p))
+        return;
     for (int i = 0; i < ACCEPT_BURST && p->n_conns < p->o.max_connections; i++) {
         struct sockaddr_storage peer;
         socklen_t plen = sizeof peer;
@@ -940,7 +960,8 @@ static void on_tick(cl_proxy *p)
             conn_close(p, c);
         }
     }
-    listeners_update(p);
+    if (!hold_for_takeover(p))
+        listeners_update(p);
 }
 
 static void *proxy_main(void *arg)

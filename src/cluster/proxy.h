@@ -72,6 +72,12 @@ typedef struct cl_proxy_opts {
     uint32_t refuse_timeout_ms;    /* no-leader exchanges; 0: ..._REFUSE_TIMEOUT_MS */
     cl_proxy_status_fn status;     /* NULL: /api/cluster gets the 503 too */
     void *status_data;
+    /* With no leader to forward to: 1 while this node is taking over as leader (its member
+     * holds the key, its broker is not serving yet), called with status_data. Then the proxy
+     * accepts nothing, and a new client waits in the backlog for the broker, which takes the
+     * same listening sockets over, instead of being refused, or accepted and then cut off
+     * when the proxy stops. Looked at before accepting and every tick. NULL: never. */
+    int (*taking_over)(void *status_data);
 } cl_proxy_opts;
 
 typedef struct cl_proxy cl_proxy;

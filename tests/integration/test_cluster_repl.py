@@ -496,3 +496,29 @@ def test_a_leader_killed_between_ship_and_sync_loses_nothing_confirmed(cluster):
     got = [m[0] for m in drain(second, "q")]
     want = [b"m%d" % i for i in range(N)]
     assert got in (want + [b"after"], want + [body, b"after"]), got
+
+
+def test_a_client_that_connects_while_a_node_takes_over_waits_for_its_broker(cluster):
+    """Between a node's member winning the leader key and its broker taking the listening
+    sockets over, the follower phase's proxy had no leader to forward to: it refused a client
+    (AMQP 320), or accepted it and cut it off when it stopped (a reset: CI's sanitizer run once
+    failed test_cluster_auth's first publish so). Now it stops accepting while the node takes
+    over: the client waits in the backlog and the broker serves it. The seam holds the
+    promotion 1.5 s after the key is won, so the client always connects in that window."""
+    cl = cluster(env={"SLUICE_CLUSTER_PROMOTE_DELAY_MS": "1500"})
+    b = cl.start(0)
+    wait_for(lambda: "cluster: leader of r, epoch" in open(b.log_path).read(), timeout=15 * TTL,
+             interval=0.01, message="the member won the key")
+    assert "serving" not in open(b.log_path).read()  # the seam holds the broker back
+    t0 = time.monotonic()
+    c = amqp.Connection(host="%s:%d" % (b.host, b.port), userid="guest", password="guest",
+                        connect_timeout=15, login_method="PLAIN")
+    c.connect()  # before: refused by the proxy, or reset when it stopped
+    ch = c.channel()
+    ch.queue_declare("", exclusive=True)
+    waited = time.monotonic() - t0
+    c.close()
+    log = open(b.log_path).read()
+    assert "taking over as leader" in log
+    assert log.index("taking over as leader") < log.index("serving")
+    assert waited < 10, waited
