@@ -530,7 +530,8 @@ static int window_need(st_log *l, window *w, uint64_t off, uint64_t n)
     if (l->rcap < n || l->rcap < WINDOW) {
         size_t cap = n > WINDOW ? (size_t)n : WINDOW;
         uint8_t *b = sl_xmalloc(cap);
-        memcpy(b, l->rbuf, keep);
+        if (keep) /* none on the first call: rbuf is NULL, and memcpy's source must not be */
+            memcpy(b, l->rbuf, keep);
         sl_free(l->rbuf);
         l->rbuf = b;
         l->rcap = cap;
